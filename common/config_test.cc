@@ -1,0 +1,3 @@
+#include "common/config.h"
+#include "gtest/gtest.h"
+TEST(ConfigTest, Placeholder) {}

@@ -1,0 +1,119 @@
+// Tensor and block layout, initial values and placement.
+#include "common/model_spec.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace downpour {
+namespace {
+
+// splitmix64: a counter-based generator, so each float's initial value depends only
+// on (seed, position).
+uint64_t Mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+absl::StatusOr<ModelSpec> ModelSpec::Create(const ModelSection& model) {
+  if (model.layers.size() < 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model.layers needs at least 2 entries (inputs, classes), got ",
+        model.layers.size()));
+  }
+  if (model.type == "softmax" && model.layers.size() != 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model.type softmax takes exactly 2 layers [inputs, classes], got [",
+        absl::StrJoin(model.layers, ", "), "]"));
+  }
+  if (model.type != "mlp" && model.type != "softmax") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model.type must be mlp or softmax, got ", model.type));
+  }
+  for (int width : model.layers) {
+    if (width < 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model.layers entries must be >= 1, got ", width));
+    }
+  }
+  if (model.block_size < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model.block_size must be >= 1, got ", model.block_size));
+  }
+  ModelSpec spec;
+  spec.layers_ = model.layers;
+  int64_t offset = 0;
+  for (size_t l = 0; l + 1 < model.layers.size(); ++l) {
+    const int64_t in = model.layers[l], out = model.layers[l + 1];
+    const std::string prefix = absl::StrCat("fc", l + 1);
+    spec.tensors_.push_back({prefix + ".weight", {in, out}, offset, in * out, in});
+    offset += in * out;
+    spec.tensors_.push_back({prefix + ".bias", {out}, offset, out, 0});
+    offset += out;
+  }
+  spec.num_params_ = offset;
+  for (size_t t = 0; t < spec.tensors_.size(); ++t) {
+    const TensorSpec& tensor = spec.tensors_[t];
+    for (int64_t start = 0; start < tensor.size; start += model.block_size) {
+      BlockSpec block;
+      block.id = static_cast<uint32_t>(spec.blocks_.size());
+      block.tensor = static_cast<int>(t);
+      block.offset = tensor.offset + start;
+      block.length = std::min<int64_t>(model.block_size, tensor.size - start);
+      spec.blocks_.push_back(block);
+    }
+  }
+  return spec;
+}
+
+void ModelSpec::InitBlock(const BlockSpec& block, uint64_t seed,
+                          float* out) const {
+  const TensorSpec& tensor = tensors_[block.tensor];
+  if (tensor.fan_in == 0) {
+    std::fill(out, out + block.length, 0.0f);
+    return;
+  }
+  const double limit = std::sqrt(6.0 / static_cast<double>(tensor.fan_in));
+  const uint64_t base = Mix(seed);
+  for (int64_t i = 0; i < block.length; ++i) {
+    const uint64_t r = Mix(base ^ static_cast<uint64_t>(block.offset + i));
+    const double u = static_cast<double>(r >> 11) * (1.0 / 9007199254740992.0);
+    out[i] = static_cast<float>((2.0 * u - 1.0) * limit);
+  }
+}
+
+std::vector<float> ModelSpec::InitAll(uint64_t seed) const {
+  std::vector<float> params(num_params_);
+  for (const BlockSpec& block : blocks_) {
+    InitBlock(block, seed, params.data() + block.offset);
+  }
+  return params;
+}
+
+std::vector<std::vector<uint32_t>> PlaceBlocks(const ModelSpec& spec,
+                                               int num_shards) {
+  std::vector<uint32_t> order(spec.blocks().size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    return spec.blocks()[a].length > spec.blocks()[b].length;
+  });
+  std::vector<int64_t> load(num_shards, 0);
+  std::vector<std::vector<uint32_t>> shards(num_shards);
+  for (uint32_t id : order) {
+    const int target = static_cast<int>(
+        std::min_element(load.begin(), load.end()) - load.begin());
+    load[target] += spec.blocks()[id].length;
+    shards[target].push_back(id);
+  }
+  for (auto& ids : shards) std::sort(ids.begin(), ids.end());
+  return shards;
+}
+
+}  // namespace downpour

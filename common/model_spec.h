@@ -1,0 +1,67 @@
+// The model's parameters as named tensors cut into blocks, and where blocks live.
+//
+// Every daemon derives the same layout from the config's `model` section: the
+// parameters form one flat float vector (the worker's view); tensors are contiguous
+// ranges of it, and blocks are ranges of at most block_size floats within a tensor.
+// Blocks are the unit of placement, transfer, checkpoint and versioning.
+#ifndef DOWNPOUR_COMMON_MODEL_SPEC_H_
+#define DOWNPOUR_COMMON_MODEL_SPEC_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/config.h"
+
+namespace downpour {
+
+struct TensorSpec {
+  std::string name;            // "fc1.weight", "fc1.bias", ...
+  std::vector<int64_t> shape;  // weights are [in, out] row-major, biases [out]
+  int64_t offset = 0;          // first float in the flat vector
+  int64_t size = 0;            // number of floats
+  int64_t fan_in = 0;          // for initialisation; 0 for biases
+};
+
+struct BlockSpec {
+  uint32_t id = 0;
+  int tensor = 0;      // index into ModelSpec::tensors()
+  int64_t offset = 0;  // first float in the flat vector
+  int64_t length = 0;  // number of floats
+};
+
+// Immutable after construction; safe to share between threads.
+class ModelSpec {
+ public:
+  // InvalidArgument if the section describes no valid model.
+  static absl::StatusOr<ModelSpec> Create(const ModelSection& model);
+
+  const std::vector<TensorSpec>& tensors() const { return tensors_; }
+  const std::vector<BlockSpec>& blocks() const { return blocks_; }
+  const std::vector<int>& layers() const { return layers_; }
+  int64_t num_params() const { return num_params_; }
+
+  // Fills out[0..block.length) with the block's initial values: weights uniform in
+  // +-sqrt(6 / fan_in) (He), biases zero. Depends only on the seed and each float's
+  // position in the flat vector, not on block_size.
+  void InitBlock(const BlockSpec& block, uint64_t seed, float* out) const;
+
+  // Initial values of the whole flat vector (tests, benchmarks).
+  std::vector<float> InitAll(uint64_t seed) const;
+
+ private:
+  std::vector<int> layers_;
+  std::vector<TensorSpec> tensors_;
+  std::vector<BlockSpec> blocks_;
+  int64_t num_params_ = 0;
+};
+
+// Assigns blocks to `num_shards` shards balancing bytes: largest block first, each
+// to the shard holding the fewest floats so far (ties to the lowest index). Returns
+// one sorted list of block ids per shard. REQUIRES: num_shards >= 1.
+std::vector<std::vector<uint32_t>> PlaceBlocks(const ModelSpec& spec, int num_shards);
+
+}  // namespace downpour
+
+#endif  // DOWNPOUR_COMMON_MODEL_SPEC_H_

@@ -1,0 +1,70 @@
+#include "common/model_spec.h"
+
+#include <numeric>
+
+#include "common/testing/status_matchers.h"
+#include "gtest/gtest.h"
+
+namespace downpour {
+namespace {
+
+using ::downpour::testing::StatusIs;
+
+TEST(ModelSpecTest, MlpTensorsAndBlocksCoverTheFlatVector) {
+  ModelSection model;
+  model.layers = {784, 256, 128, 10};
+  model.block_size = 65536;
+  auto spec = ModelSpec::Create(model);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->num_params(), 784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10);
+  ASSERT_EQ(spec->tensors().size(), 6u);
+  EXPECT_EQ(spec->tensors()[0].name, "fc1.weight");
+  int64_t next = 0;
+  for (const BlockSpec& block : spec->blocks()) {
+    EXPECT_EQ(block.offset, next);
+    EXPECT_LE(block.length, model.block_size);
+    next += block.length;
+  }
+  EXPECT_EQ(next, spec->num_params());
+}
+
+TEST(ModelSpecTest, InitialValuesDoNotDependOnBlockSize) {
+  ModelSection small, large;
+  small.layers = large.layers = {20, 7, 3};
+  small.block_size = 5;
+  large.block_size = 1000;
+  auto a = ModelSpec::Create(small), b = ModelSpec::Create(large);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->InitAll(3), b->InitAll(3));
+  EXPECT_NE(a->InitAll(3), a->InitAll(4));
+}
+
+TEST(ModelSpecTest, RejectsImpossibleModels) {
+  ModelSection model;
+  model.layers = {784};
+  EXPECT_THAT(ModelSpec::Create(model), StatusIs(absl::StatusCode::kInvalidArgument));
+  model.layers = {784, 100, 10};
+  model.type = "softmax";
+  EXPECT_THAT(ModelSpec::Create(model), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST(PlaceBlocksTest, BalancesBytesAcrossShards) {
+  ModelSection model;
+  model.layers = {784, 256, 128, 10};
+  model.block_size = 16384;
+  auto spec = ModelSpec::Create(model);
+  ASSERT_TRUE(spec.ok());
+  auto shards = PlaceBlocks(*spec, 2);
+  ASSERT_EQ(shards.size(), 2u);
+  int64_t load[2] = {0, 0};
+  size_t count = 0;
+  for (int s = 0; s < 2; ++s) {
+    for (uint32_t id : shards[s]) load[s] += spec->blocks()[id].length;
+    count += shards[s].size();
+  }
+  EXPECT_EQ(count, spec->blocks().size());
+  EXPECT_LE(std::abs(load[0] - load[1]), model.block_size);
+}
+
+}  // namespace
+}  // namespace downpour

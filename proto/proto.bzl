@@ -1,0 +1,26 @@
+"""cc_grpc_proto: protoc + grpc_cpp_plugin from a genrule, against system libraries.
+
+cc_grpc_proto(name = "ps") yields :ps_cc_proto (messages) and :ps_cc_grpc (services).
+"""
+
+def cc_grpc_proto(name):
+    src = name + ".proto"
+    native.genrule(
+        name = name + "_gen",
+        srcs = [src],
+        outs = [name + ".pb.h", name + ".pb.cc", name + ".grpc.pb.h", name + ".grpc.pb.cc"],
+        cmd = ("protoc --proto_path=. --cpp_out=$(GENDIR) --grpc_out=$(GENDIR) " +
+               "--plugin=protoc-gen-grpc=/usr/bin/grpc_cpp_plugin $(location %s)") % src,
+    )
+    native.cc_library(
+        name = name + "_cc_proto",
+        srcs = [name + ".pb.cc"],
+        hdrs = [name + ".pb.h"],
+        deps = ["@system_libs//:grpc"],
+    )
+    native.cc_library(
+        name = name + "_cc_grpc",
+        srcs = [name + ".grpc.pb.cc"],
+        hdrs = [name + ".grpc.pb.h"],
+        deps = [":" + name + "_cc_proto", "@system_libs//:grpc"],
+    )
