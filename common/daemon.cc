@@ -1,0 +1,117 @@
+// Daemon start-up and shutdown plumbing shared by ps_server, ps_worker and
+// coordinator.
+#include "common/daemon.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+
+ABSL_FLAG(std::string, config, "",
+          "cluster YAML file (required); see docs/CONFIG.md");
+ABSL_FLAG(int, index, -1,
+          "which ps / worker of the config this daemon is (0-based)");
+ABSL_FLAG(std::vector<std::string>, set, {},
+          "override config keys, comma-separated section.key=value pairs, "
+          "e.g. --set training.steps=100,checkpoint.interval_s=5 (the flag may "
+          "be repeated)");
+ABSL_FLAG(std::string, log_level, "",
+          "log level: trace, debug, info, warn, error (overrides logging.level)");
+ABSL_FLAG(std::string, port_file, "",
+          "write the bound port to this file once serving (for launchers and "
+          "tests that listen on port 0)");
+
+namespace downpour {
+namespace {
+
+bool OurFlag(absl::string_view file) {
+  return !absl::StrContains(file, "absl/");
+}
+
+void BlockShutdownSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+}  // namespace
+
+void Die(const std::string& role, const std::string& message, int code) {
+  std::fprintf(stderr, "%s: %s\n", role.c_str(), message.c_str());
+  std::fflush(stderr);
+  std::_Exit(code);
+}
+
+DaemonSetup InitDaemon(int argc, char** argv, const std::string& role,
+                       const std::string& usage, bool has_index,
+                       std::vector<std::string> (*extra_overrides)()) {
+  absl::FlagsUsageConfig usage_config;
+  usage_config.contains_help_flags = OurFlag;
+  usage_config.contains_helpshort_flags = OurFlag;
+  absl::SetFlagsUsageConfig(usage_config);
+  absl::SetProgramUsageMessage(usage);
+  std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
+  if (rest.size() > 1) {
+    Die(role, absl::StrCat("unexpected argument '", rest[1],
+                           "'; see --help"), 2);
+  }
+  BlockShutdownSignals();
+  const std::string path = absl::GetFlag(FLAGS_config);
+  if (path.empty()) Die(role, "--config FILE is required; see --help", 2);
+  DaemonSetup setup;
+  setup.index = absl::GetFlag(FLAGS_index);
+  if (has_index && setup.index < 0) {
+    Die(role, "--index N is required (which " + role + " of the config)", 2);
+  }
+  std::vector<std::string> overrides = absl::GetFlag(FLAGS_set);
+  if (extra_overrides != nullptr) {
+    for (std::string& o : extra_overrides()) overrides.push_back(std::move(o));
+  }
+  if (!absl::GetFlag(FLAGS_log_level).empty()) {
+    overrides.push_back("logging.level=" + absl::GetFlag(FLAGS_log_level));
+  }
+  absl::StatusOr<Config> config = LoadConfig(path, overrides);
+  if (!config.ok()) Die(role, std::string(config.status().message()), 2);
+  setup.config = *std::move(config);
+  const std::string prefix = has_index ? absl::StrCat(role, " ", setup.index) : role;
+  absl::Status logging = InitLogging(prefix, setup.config.logging.level);
+  if (!logging.ok()) Die(role, std::string(logging.message()), 2);
+  return setup;
+}
+
+void WritePortFile(int port) {
+  const std::string path = absl::GetFlag(FLAGS_port_file);
+  if (path.empty()) return;
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << port << "\n";
+  }
+  std::rename(tmp.c_str(), path.c_str());
+}
+
+int WaitForShutdownSignal(absl::Notification* done) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  while (done == nullptr || !done->HasBeenNotified()) {
+    timespec poll = {0, 100 * 1000 * 1000};
+    const int signal = sigtimedwait(&set, nullptr, &poll);
+    if (signal > 0) return signal;
+  }
+  return 0;
+}
+
+}  // namespace downpour

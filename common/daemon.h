@@ -1,0 +1,46 @@
+// What every daemon's main does before and after serving: parse the shared flags,
+// load the config (exit status 2 on any config error), set up logging, write the
+// bound port for launchers and tests, and wait for SIGTERM / SIGINT.
+//
+// Shared flags: --config FILE, --index N, --set section.key=value (repeatable),
+// --log_level, --port_file FILE. Role-specific flags map onto --set overrides.
+#ifndef DOWNPOUR_COMMON_DAEMON_H_
+#define DOWNPOUR_COMMON_DAEMON_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "common/config.h"
+
+namespace downpour {
+
+struct DaemonSetup {
+  Config config;
+  int index = 0;
+};
+
+// Parses argv (absl flags; --help describes them), blocks SIGTERM/SIGINT in this
+// and every later thread (WaitForShutdownSignal picks them up), loads and validates
+// the config with `extra_overrides` appended to --set, and sets up logging with
+// the prefix "<role> <index>". On a bad flag or config it prints the error and
+// exits with status 2. `usage` is the first line of --help.
+DaemonSetup InitDaemon(int argc, char** argv, const std::string& role,
+                       const std::string& usage, bool has_index,
+                       std::vector<std::string> (*extra_overrides)() = nullptr);
+
+// Writes `port` to the --port_file path when one was given (atomically), so a
+// launcher or test that asked for port 0 learns the bound port.
+void WritePortFile(int port);
+
+// Blocks until SIGTERM or SIGINT arrives (returns the signal number) or, when
+// `done` is given, until it is notified (returns 0).
+int WaitForShutdownSignal(absl::Notification* done = nullptr);
+
+// Prints "<role>: <message>" to stderr and exits with `code`.
+[[noreturn]] void Die(const std::string& role, const std::string& message,
+                      int code);
+
+}  // namespace downpour
+
+#endif  // DOWNPOUR_COMMON_DAEMON_H_

@@ -1,0 +1,70 @@
+// Heartbeat loop shared by ps and workers.
+#include "common/member_agent.h"
+
+#include "common/logging.h"
+
+namespace downpour {
+
+MemberAgent::MemberAgent(coordinator::CoordinatorClient* client,
+                         std::string role, int index, double interval_s,
+                         Registrar registrar, Reporter reporter, Handler handler)
+    : client_(client), role_(std::move(role)), index_(index),
+      interval_s_(interval_s), registrar_(std::move(registrar)),
+      reporter_(std::move(reporter)), handler_(std::move(handler)) {}
+
+MemberAgent::~MemberAgent() {
+  if (thread_.joinable()) Stop();
+}
+
+void MemberAgent::Start() {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void MemberAgent::Stop() {
+  if (!thread_.joinable()) return;
+  stop_.Notify();
+  thread_.join();
+  Beat();
+}
+
+void MemberAgent::Loop() {
+  while (!stop_.WaitForNotificationWithTimeout(absl::Seconds(interval_s_))) {
+    Beat();
+  }
+}
+
+void MemberAgent::Beat() {
+  proto::HeartbeatRequest request;
+  request.set_role(role_);
+  request.set_index(index_);
+  *request.mutable_report() = reporter_();
+  absl::StatusOr<proto::HeartbeatResponse> response = client_->Heartbeat(request);
+  if (absl::IsFailedPrecondition(response.status())) {
+    // The coordinator restarted and forgot us: register again.
+    SPDLOG_LOGGER_WARN(Log("rpc"), "{} {}: coordinator does not know us; registering again",
+                       role_, index_);
+    absl::Status registered = registrar_();
+    if (!registered.ok()) {
+      SPDLOG_LOGGER_WARN(Log("rpc"), "{} {}: {}", role_, index_,
+                         std::string(registered.message()));
+    }
+    return;
+  }
+  if (!response.ok()) {
+    if (!coordinator_down_) {
+      SPDLOG_LOGGER_WARN(Log("rpc"),
+                         "{} {}: coordinator unreachable ({}); carrying on with "
+                         "the placement we have",
+                         role_, index_, std::string(response.status().message()));
+    }
+    coordinator_down_ = true;
+    return;
+  }
+  if (coordinator_down_) {
+    SPDLOG_LOGGER_INFO(Log("rpc"), "{} {}: coordinator reachable again", role_, index_);
+    coordinator_down_ = false;
+  }
+  handler_(*response);
+}
+
+}  // namespace downpour

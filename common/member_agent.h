@@ -1,0 +1,54 @@
+// The heartbeat loop a ps or worker runs against the coordinator: registers, sends
+// a report every heartbeat.interval_s, re-registers after a coordinator restart,
+// and hands each response to the daemon. Keeps running (and says so) while the
+// coordinator is unreachable: the daemon goes on with what it has.
+#ifndef DOWNPOUR_COMMON_MEMBER_AGENT_H_
+#define DOWNPOUR_COMMON_MEMBER_AGENT_H_
+
+#include <functional>
+#include <string>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/notification.h"
+#include "common/config.h"
+#include "coordinator/coordinator_client.h"
+
+namespace downpour {
+
+// Thread-compatible: Start once, Stop once.
+class MemberAgent {
+ public:
+  using Reporter = std::function<proto::MemberReport()>;
+  using Handler = std::function<void(const proto::HeartbeatResponse&)>;
+  // Registers (again); returns the error when it could not.
+  using Registrar = std::function<absl::Status()>;
+
+  MemberAgent(coordinator::CoordinatorClient* client, std::string role, int index,
+              double interval_s, Registrar registrar, Reporter reporter,
+              Handler handler);
+  ~MemberAgent();
+
+  void Start();
+  // Sends one last heartbeat (so the coordinator sees the final report) and stops.
+  void Stop();
+
+ private:
+  void Loop();
+  void Beat();
+
+  coordinator::CoordinatorClient* const client_;
+  const std::string role_;
+  const int index_;
+  const double interval_s_;
+  const Registrar registrar_;
+  const Reporter reporter_;
+  const Handler handler_;
+  absl::Notification stop_;
+  std::thread thread_;
+  bool coordinator_down_ = false;  // loop thread only
+};
+
+}  // namespace downpour
+
+#endif  // DOWNPOUR_COMMON_MEMBER_AGENT_H_

@@ -1,0 +1,43 @@
+// The Status service every daemon serves: role, id, uptime, counters and figures.
+#ifndef DOWNPOUR_COMMON_STATUS_SERVICE_H_
+#define DOWNPOUR_COMMON_STATUS_SERVICE_H_
+
+#include <functional>
+#include <string>
+
+#include "absl/time/time.h"
+#include "common/counters.h"
+#include "proto/status.grpc.pb.h"
+
+namespace downpour {
+
+// Thin adapter: reads the daemon's Counters and an optional callback that fills
+// daemon-specific fields (loss, accuracy, device...). Thread-safe.
+class StatusService final : public proto::Status::CallbackService {
+ public:
+  using Filler = std::function<void(proto::GetStatusResponse*)>;
+
+  StatusService(std::string role, int index, const Counters* counters,
+                Filler filler = nullptr);
+
+  void set_address(const std::string& address) { address_ = address; }
+
+  grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* context,
+                                      const proto::GetStatusRequest* request,
+                                      proto::GetStatusResponse* response) override;
+
+ private:
+  const std::string role_;
+  const int index_;
+  const Counters* const counters_;
+  const Filler filler_;
+  const absl::Time start_ = absl::Now();
+  std::string address_;  // set once before serving
+};
+
+// The version string every daemon reports.
+inline constexpr char kDownpourVersion[] = "0.1.0";
+
+}  // namespace downpour
+
+#endif  // DOWNPOUR_COMMON_STATUS_SERVICE_H_

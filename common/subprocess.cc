@@ -1,0 +1,116 @@
+// fork/exec with the child's output redirected to a log file.
+#include "common/subprocess.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+
+namespace downpour {
+
+absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Start(
+    std::string name, const std::vector<std::string>& argv,
+    const std::string& log_path) {
+  const int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (log < 0) {
+    return absl::UnavailableError(absl::StrCat("cannot open log file '", log_path,
+                                               "': ", std::strerror(errno)));
+  }
+  if (::access(argv[0].c_str(), X_OK) != 0) {
+    ::close(log);
+    return absl::NotFoundError(absl::StrCat(
+        "cannot run ", name, ": '", argv[0], "' is not an executable (",
+        std::strerror(errno), "); build it first (bazel build //...)"));
+  }
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(log);
+    return absl::ResourceExhaustedError(absl::StrCat("fork: ", std::strerror(errno)));
+  }
+  if (pid == 0) {
+    ::dup2(log, STDOUT_FILENO);
+    ::dup2(log, STDERR_FILENO);
+    // The parent may block signals for sigwait; children start clean.
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::execv(args[0], args.data());
+    std::fprintf(stderr, "exec %s: %s\n", args[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  ::close(log);
+  return std::unique_ptr<Subprocess>(new Subprocess(std::move(name), pid, log_path));
+}
+
+Subprocess::Subprocess(std::string name, pid_t pid, std::string log_path)
+    : name_(std::move(name)), pid_(pid), log_path_(std::move(log_path)),
+      started_(absl::Now()) {}
+
+Subprocess::~Subprocess() {
+  if (!Poll().has_value()) {
+    ::kill(pid_, SIGKILL);
+    Wait(absl::Seconds(5));
+  }
+}
+
+std::optional<int> Subprocess::Poll() {
+  if (exit_status_.has_value()) return exit_status_;
+  int status = 0;
+  const pid_t r = ::waitpid(pid_, &status, WNOHANG);
+  if (r == pid_) {
+    exit_status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  return exit_status_;
+}
+
+std::optional<int> Subprocess::Wait(absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!Poll().has_value() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return exit_status_;
+}
+
+void Subprocess::Signal(int signal) {
+  if (!Poll().has_value()) ::kill(pid_, signal);
+}
+
+int Subprocess::Stop(absl::Duration grace) {
+  Signal(SIGTERM);
+  if (!Wait(grace).has_value()) {
+    Signal(SIGKILL);
+    Wait(absl::Seconds(5));
+  }
+  return exit_status_.value_or(-1);
+}
+
+std::string Subprocess::LogTail(int lines) const {
+  absl::StatusOr<std::string> text = ReadFile(log_path_);
+  if (!text.ok()) return "";
+  std::vector<std::string> all = absl::StrSplit(*text, '\n');
+  while (!all.empty() && all.back().empty()) all.pop_back();
+  const size_t from = all.size() > static_cast<size_t>(lines) ? all.size() - lines : 0;
+  return absl::StrJoin(all.begin() + from, all.end(), "\n");
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read '", path, "'"));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+}  // namespace downpour

@@ -1,0 +1,61 @@
+// Child processes for the launcher and the integration tests: start a daemon with
+// its output in a log file, poll it, signal it, read the tail of its log.
+#ifndef DOWNPOUR_COMMON_SUBPROCESS_H_
+#define DOWNPOUR_COMMON_SUBPROCESS_H_
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace downpour {
+
+// Not thread-safe. The destructor kills (SIGKILL) and reaps a child still running.
+class Subprocess {
+ public:
+  // Starts argv[0] with argv, stdout and stderr appended to `log_path`.
+  // `name` is how messages refer to it ("ps 1").
+  static absl::StatusOr<std::unique_ptr<Subprocess>> Start(
+      std::string name, const std::vector<std::string>& argv,
+      const std::string& log_path);
+  ~Subprocess();
+
+  Subprocess(const Subprocess&) = delete;
+  Subprocess& operator=(const Subprocess&) = delete;
+
+  const std::string& name() const { return name_; }
+  const std::string& log_path() const { return log_path_; }
+  pid_t pid() const { return pid_; }
+  absl::Time started() const { return started_; }
+
+  // The exit status once it has ended (128 + signal when killed by one), else none.
+  std::optional<int> Poll();
+  // Waits up to `timeout` for it to end.
+  std::optional<int> Wait(absl::Duration timeout);
+  void Signal(int signal);
+  // SIGTERM, wait up to `grace`, then SIGKILL. Returns the exit status.
+  int Stop(absl::Duration grace);
+
+  // The last `lines` lines of its log.
+  std::string LogTail(int lines) const;
+
+ private:
+  Subprocess(std::string name, pid_t pid, std::string log_path);
+
+  const std::string name_;
+  const pid_t pid_;
+  const std::string log_path_;
+  const absl::Time started_;
+  std::optional<int> exit_status_;
+};
+
+// Reads a whole file; NotFound if it does not exist.
+absl::StatusOr<std::string> ReadFile(const std::string& path);
+
+}  // namespace downpour
+
+#endif  // DOWNPOUR_COMMON_SUBPROCESS_H_

@@ -1,0 +1,48 @@
+// Client side of the Coordinator service, used by ps, workers, psctl and the
+// launcher. Every call has the config's deadline; the waiting calls are bounded by
+// rpc.connect_timeout_s and log what they wait for.
+#ifndef DOWNPOUR_COORDINATOR_COORDINATOR_CLIENT_H_
+#define DOWNPOUR_COORDINATOR_COORDINATOR_CLIENT_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/config.h"
+#include "proto/coordinator.grpc.pb.h"
+
+namespace downpour::coordinator {
+
+// Thread-safe.
+class CoordinatorClient {
+ public:
+  // `who` names the caller in messages ("ps 1", "worker 0").
+  CoordinatorClient(std::string address, const RpcSection& rpc, std::string who);
+
+  const std::string& address() const { return address_; }
+
+  // Retry until the coordinator answers (bounded by connect_timeout_s).
+  absl::StatusOr<proto::RegisterServerResponse> RegisterServer(
+      int index, const std::string& address);
+  absl::StatusOr<proto::RegisterWorkerResponse> RegisterWorker(
+      int index, const std::string& address);
+  // Waits until the placement has an epoch >= min_epoch (> 0).
+  absl::StatusOr<proto::GetPlacementResponse> WaitForPlacement(
+      uint64_t min_epoch, const std::function<bool()>& should_stop = nullptr);
+
+  // Single attempts with the RPC deadline.
+  absl::StatusOr<proto::HeartbeatResponse> Heartbeat(
+      const proto::HeartbeatRequest& request);
+  absl::StatusOr<proto::GetPlacementResponse> GetPlacement();
+  absl::StatusOr<proto::ClusterStatusResponse> ClusterStatus();
+
+ private:
+  const std::string address_;
+  const RpcSection rpc_;
+  const std::string who_;
+  std::unique_ptr<proto::Coordinator::Stub> stub_;
+};
+
+}  // namespace downpour::coordinator
+
+#endif  // DOWNPOUR_COORDINATOR_COORDINATOR_CLIENT_H_

@@ -1,0 +1,321 @@
+#include "server/block_store.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/checksum.h"
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace downpour::server {
+namespace {
+
+using ::downpour::testing::IsOk;
+using ::downpour::testing::StatusIs;
+using ::testing::ElementsAre;
+using ::testing::ElementsAreArray;
+using ::testing::HasSubstr;
+
+std::unique_ptr<Optimizer> MakeOptimizer(const std::string& type, double lr) {
+  OptimizerSection section;
+  section.type = type;
+  section.learning_rate = lr;
+  return Optimizer::Create(section).value();
+}
+
+std::string Bytes(const std::vector<float>& floats) {
+  return std::string(reinterpret_cast<const char*>(floats.data()),
+                     floats.size() * sizeof(float));
+}
+
+std::vector<float> Floats(const std::string& bytes) {
+  std::vector<float> floats(bytes.size() / sizeof(float));
+  std::memcpy(floats.data(), bytes.data(), floats.size() * sizeof(float));
+  return floats;
+}
+
+std::vector<float> PullFloats(const BlockStore& store, uint32_t id) {
+  std::string bytes;
+  EXPECT_THAT(store.Pull(id, &bytes), IsOk());
+  return Floats(bytes);
+}
+
+TEST(BlockStoreTest, AddBlockCountsBlocksAndFloats) {
+  BlockStore store(MakeOptimizer("sgd", 1.0));
+  ASSERT_THAT(store.AddBlock(5, {1, 2, 3}), IsOk());
+  ASSERT_THAT(store.AddBlock(2, {4, 5}), IsOk());
+  EXPECT_TRUE(store.Has(5));
+  EXPECT_FALSE(store.Has(3));
+  EXPECT_EQ(store.num_blocks(), 2u);
+  EXPECT_EQ(store.num_floats(), 5);
+  EXPECT_THAT(store.block_ids(), ElementsAre(2, 5));
+  ASSERT_THAT(store.AddBlock(5, {7}, /*version=*/4), IsOk());  // replaces
+  EXPECT_EQ(store.num_floats(), 3);
+  std::string bytes;
+  EXPECT_EQ(store.Pull(5, &bytes).value(), 4u);
+  EXPECT_THAT(Floats(bytes), ElementsAre(7.0f));
+}
+
+TEST(BlockStoreTest, AddBlockRejectsEmptyValuesAndWrongStateSize) {
+  BlockStore store(MakeOptimizer("adam", 0.1));
+  EXPECT_THAT(store.AddBlock(1, {}), StatusIs(absl::StatusCode::kInvalidArgument,
+                                              HasSubstr("add block 1")));
+  EXPECT_THAT(store.AddBlock(1, {1, 2}, 0, {0, 0, 0}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("optimizer adam needs 2 x 2 = 4 state floats, got 3")));
+  EXPECT_EQ(store.num_blocks(), 0u);
+}
+
+TEST(BlockStoreTest, PullReturnsLittleEndianBytesAndVersion) {
+  BlockStore store(MakeOptimizer("sgd", 1.0));
+  ASSERT_THAT(store.AddBlock(0, {1.5f, -2.0f}, /*version=*/9), IsOk());
+  std::string bytes = "stale contents of a reused buffer";
+  auto version = store.Pull(0, &bytes);
+  ASSERT_THAT(version, IsOk());
+  EXPECT_EQ(*version, 9u);
+  ASSERT_EQ(bytes.size(), 8u);
+  // 1.5f is 0x3FC00000: little-endian bytes 00 00 C0 3F.
+  EXPECT_EQ(bytes.substr(0, 4), std::string("\x00\x00\xC0\x3F", 4));
+  EXPECT_THAT(Floats(bytes), ElementsAre(1.5f, -2.0f));
+}
+
+TEST(BlockStoreTest, PullOfUnknownBlockIsNotFoundAndListsHeldBlocks) {
+  BlockStore store(MakeOptimizer("sgd", 1.0));
+  std::string bytes = "untouched";
+  EXPECT_THAT(store.Pull(17, &bytes),
+              StatusIs(absl::StatusCode::kNotFound,
+                       "pull: unknown block 17 (this ps holds no blocks)"));
+  for (uint32_t id : {0, 1, 2, 3, 4, 5, 9}) ASSERT_THAT(store.AddBlock(id, {0}), IsOk());
+  EXPECT_THAT(store.Pull(17, &bytes),
+              StatusIs(absl::StatusCode::kNotFound,
+                       "pull: unknown block 17 (this ps holds blocks 0-5, 9)"));
+  EXPECT_EQ(bytes, "untouched");
+}
+
+TEST(BlockStoreTest, UnknownBlockMessageStaysShortForManyRanges) {
+  BlockStore store(MakeOptimizer("sgd", 1.0));
+  for (uint32_t id = 0; id < 100; id += 2) ASSERT_THAT(store.AddBlock(id, {0}), IsOk());
+  std::string bytes;
+  EXPECT_THAT(store.Pull(1, &bytes),
+              StatusIs(absl::StatusCode::kNotFound,
+                       "pull: unknown block 1 (this ps holds blocks 0, 2, 4, 6, 8, "
+                       "10, 12, 14, ... (50 blocks in all))"));
+}
+
+TEST(BlockStoreTest, PushOfUnknownBlockIsNotFound) {
+  BlockStore store(MakeOptimizer("sgd", 1.0));
+  ASSERT_THAT(store.AddBlock(4, {0}), IsOk());
+  std::string g = Bytes({1});
+  EXPECT_THAT(store.Push(3, g.data(), g.size(), 0),
+              StatusIs(absl::StatusCode::kNotFound,
+                       "push: unknown block 3 (this ps holds block 4)"));
+  EXPECT_THAT(store.ValidatePush(3, g.data(), g.size()),
+              StatusIs(absl::StatusCode::kNotFound));
+}
+
+TEST(BlockStoreTest, PushOfWrongSizeIsInvalidArgumentAndChangesNothing) {
+  BlockStore store(MakeOptimizer("sgd", 1.0));
+  ASSERT_THAT(store.AddBlock(17, std::vector<float>(65536, 1.0f)), IsOk());
+  std::string g(1000, '\0');
+  EXPECT_THAT(store.Push(17, g.data(), g.size(), 0),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "push: block 17 expects 65536 floats (262144 bytes), got 1000 "
+                       "bytes"));
+  std::string odd(262143, '\0');
+  EXPECT_THAT(store.Push(17, odd.data(), odd.size(), 0),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("got 262143")));
+  std::string bytes;
+  EXPECT_EQ(store.Pull(17, &bytes).value(), 0u);
+  EXPECT_EQ(Floats(bytes), std::vector<float>(65536, 1.0f));
+}
+
+TEST(BlockStoreTest, PushWithNaNOrInfIsRejectedAndTheBlockIsUnchanged) {
+  const float kNaN = std::numeric_limits<float>::quiet_NaN();
+  const float kInf = std::numeric_limits<float>::infinity();
+  struct Case {
+    int64_t index;
+    float value;
+    std::string what;
+  };
+  for (const Case& c : std::vector<Case>{{12, kNaN, "NaN"},
+                                         {0, kInf, "Inf"},
+                                         {65535, -kInf, "Inf"},
+                                         {4096, -kNaN, "NaN"}}) {
+    BlockStore store(MakeOptimizer("momentum", 0.5));
+    std::vector<float> initial(65536);
+    for (int i = 0; i < 65536; ++i) initial[i] = 0.25f * (i % 7);
+    ASSERT_THAT(store.AddBlock(3, initial, /*version=*/2), IsOk());
+    std::vector<float> g(65536, 1.0f);
+    g[c.index] = c.value;
+    std::string bytes = Bytes(g);
+    const std::string message = "push: block 3 gradient has " + c.what + " at index " +
+                                std::to_string(c.index) +
+                                " (of 65536); the worker's gradient diverged, lower "
+                                "optimizer.learning_rate";
+    EXPECT_THAT(store.ValidatePush(3, bytes.data(), bytes.size()),
+                StatusIs(absl::StatusCode::kInvalidArgument, message));
+    EXPECT_THAT(store.Push(3, bytes.data(), bytes.size(), 2),
+                StatusIs(absl::StatusCode::kInvalidArgument, message));
+    std::string pulled;
+    EXPECT_EQ(store.Pull(3, &pulled).value(), 2u);
+    EXPECT_EQ(Floats(pulled), initial);
+    std::vector<BlockStore::BlockSnapshot> snapshot = store.Snapshot();
+    EXPECT_EQ(snapshot[0].state, std::vector<float>(65536, 0.0f));  // momentum untouched
+  }
+}
+
+TEST(BlockStoreTest, ValidatePushAcceptsAGoodGradientWithoutApplyingIt) {
+  BlockStore store(MakeOptimizer("sgd", 1.0));
+  ASSERT_THAT(store.AddBlock(0, {1, 2}), IsOk());
+  std::string g = Bytes({5, 5});
+  EXPECT_THAT(store.ValidatePush(0, g.data(), g.size()), IsOk());
+  EXPECT_THAT(PullFloats(store, 0), ElementsAre(1.0f, 2.0f));
+}
+
+TEST(BlockStoreTest, PushAppliesTheOptimizerAndCountsVersionsAndStaleness) {
+  BlockStore store(MakeOptimizer("sgd", 0.5));
+  ASSERT_THAT(store.AddBlock(1, {10, 20}), IsOk());
+  std::string g = Bytes({2, 4});
+  auto first = store.Push(1, g.data(), g.size(), /*base_version=*/0);
+  ASSERT_THAT(first, IsOk());
+  EXPECT_EQ(first->version, 1u);
+  EXPECT_EQ(first->staleness, 0u);
+  EXPECT_THAT(PullFloats(store, 1), ElementsAre(9.0f, 18.0f));
+  // Two more pushes computed from version 0: the block was at 1, then 2.
+  auto second = store.Push(1, g.data(), g.size(), 0);
+  auto third = store.Push(1, g.data(), g.size(), 0);
+  EXPECT_EQ(second->version, 2u);
+  EXPECT_EQ(second->staleness, 1u);
+  EXPECT_EQ(third->version, 3u);
+  EXPECT_EQ(third->staleness, 2u);
+  // A base version from the future (e.g. after a restore) counts as fresh.
+  auto fourth = store.Push(1, g.data(), g.size(), 100);
+  EXPECT_EQ(fourth->version, 4u);
+  EXPECT_EQ(fourth->staleness, 0u);
+  uint64_t version = 0;
+  store.BlockCrc32c(1, &version);
+  EXPECT_EQ(version, 4u);
+}
+
+TEST(BlockStoreTest, PushOfUnalignedBytesIsApplied) {
+  BlockStore store(MakeOptimizer("sgd", 1.0));
+  ASSERT_THAT(store.AddBlock(0, {0, 0, 0}), IsOk());
+  std::string buffer = "x" + Bytes({1, 2, 3});
+  const char* unaligned = buffer.data() + 1;
+  ASSERT_THAT(store.Push(0, unaligned, 12, 0), IsOk());
+  EXPECT_THAT(PullFloats(store, 0), ElementsAre(-1.0f, -2.0f, -3.0f));
+}
+
+TEST(BlockStoreTest, AdamUsesTheBlockVersionForBiasCorrection) {
+  // g = 2, zero state: a fresh block takes Adam's first step, w = 1 - lr = 0.9. A
+  // block restored at version 1000 takes step t = 1001: m = 0.2, v = 0.004,
+  // w = 1 - 0.1 * (0.2 / (1 - 0.9^1001)) / sqrt(0.004 / (1 - 0.999^1001)) = 0.748470.
+  BlockStore fresh(MakeOptimizer("adam", 0.1));
+  BlockStore restored(MakeOptimizer("adam", 0.1));
+  ASSERT_THAT(fresh.AddBlock(0, {1}), IsOk());
+  ASSERT_THAT(restored.AddBlock(0, {1}, /*version=*/1000), IsOk());
+  std::string g = Bytes({2});
+  ASSERT_THAT(fresh.Push(0, g.data(), g.size(), 0), IsOk());
+  ASSERT_THAT(restored.Push(0, g.data(), g.size(), 1000), IsOk());
+  EXPECT_NEAR(PullFloats(fresh, 0)[0], 0.9f, 1e-6);
+  EXPECT_NEAR(PullFloats(restored, 0)[0], 0.748470f, 1e-5);
+}
+
+// SGD with lr 1 and integer gradients is exact in float, so any lost or torn update
+// shows up as a wrong sum.
+TEST(BlockStoreTest, ConcurrentPushesSumExactly) {
+  constexpr int kThreads = 6;
+  constexpr int kPushesPerThread = 300;
+  constexpr int kLength = 1024;
+  BlockStore store(MakeOptimizer("sgd", 1.0));
+  // Block 0 is shared by all threads; block 1 + t belongs to thread t alone.
+  for (uint32_t id = 0; id <= kThreads; ++id) {
+    ASSERT_THAT(store.AddBlock(id, std::vector<float>(kLength, 0.0f)), IsOk());
+  }
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&store, t] {
+      std::vector<float> g(kLength);
+      for (int i = 0; i < kLength; ++i) g[i] = static_cast<float>(t + 1 + i % 3);
+      std::string bytes = Bytes(g);
+      for (int k = 0; k < kPushesPerThread; ++k) {
+        EXPECT_THAT(store.Push(0, bytes.data(), bytes.size(), 0), IsOk());
+        EXPECT_THAT(store.Push(1 + t, bytes.data(), bytes.size(), 0), IsOk());
+        std::string pulled;
+        EXPECT_THAT(store.Pull(0, &pulled), IsOk());
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+
+  std::string bytes;
+  EXPECT_EQ(store.Pull(0, &bytes).value(), uint64_t{kThreads * kPushesPerThread});
+  std::vector<float> shared = Floats(bytes);
+  for (int i = 0; i < kLength; ++i) {
+    // sum over t of (t + 1 + i % 3), per push.
+    const float per_round = kThreads * (kThreads + 1) / 2 + kThreads * (i % 3);
+    ASSERT_EQ(shared[i], -per_round * kPushesPerThread) << "index " << i;
+  }
+  for (int t = 0; t < kThreads; ++t) {
+    EXPECT_EQ(store.Pull(1 + t, &bytes).value(), uint64_t{kPushesPerThread});
+    std::vector<float> own = Floats(bytes);
+    for (int i = 0; i < kLength; ++i) {
+      ASSERT_EQ(own[i], -static_cast<float>(t + 1 + i % 3) * kPushesPerThread);
+    }
+  }
+}
+
+TEST(BlockStoreTest, SnapshotRestoresIntoANewStoreThatContinuesIdentically) {
+  auto original = std::make_unique<BlockStore>(MakeOptimizer("momentum", 0.1));
+  ASSERT_THAT(original->AddBlock(7, {1, 2, 3}), IsOk());
+  ASSERT_THAT(original->AddBlock(2, {4, 5}), IsOk());
+  std::string g7 = Bytes({1, -1, 0.5f}), g2 = Bytes({2, 2});
+  for (int k = 0; k < 3; ++k) {
+    ASSERT_THAT(original->Push(7, g7.data(), g7.size(), k), IsOk());
+  }
+  ASSERT_THAT(original->Push(2, g2.data(), g2.size(), 0), IsOk());
+
+  std::vector<BlockStore::BlockSnapshot> snapshot = original->Snapshot();
+  ASSERT_EQ(snapshot.size(), 2u);
+  EXPECT_EQ(snapshot[0].id, 2u);
+  EXPECT_EQ(snapshot[0].version, 1u);
+  EXPECT_EQ(snapshot[1].id, 7u);
+  EXPECT_EQ(snapshot[1].version, 3u);
+  EXPECT_EQ(snapshot[1].state.size(), 3u);
+  EXPECT_NE(snapshot[1].state[0], 0.0f);  // momentum carried
+
+  BlockStore restored(MakeOptimizer("momentum", 0.1));
+  for (const BlockStore::BlockSnapshot& s : snapshot) {
+    ASSERT_THAT(restored.AddBlock(s.id, s.values, s.version, s.state), IsOk());
+  }
+  ASSERT_THAT(original->Push(7, g7.data(), g7.size(), 3), IsOk());
+  ASSERT_THAT(restored.Push(7, g7.data(), g7.size(), 3), IsOk());
+  uint64_t original_version = 0, restored_version = 0;
+  EXPECT_EQ(original->BlockCrc32c(7, &original_version),
+            restored.BlockCrc32c(7, &restored_version));
+  EXPECT_EQ(original_version, 4u);
+  EXPECT_EQ(restored_version, 4u);
+  EXPECT_THAT(PullFloats(restored, 7), ElementsAreArray(PullFloats(*original, 7)));
+  EXPECT_THAT(PullFloats(restored, 2), ElementsAreArray(PullFloats(*original, 2)));
+}
+
+TEST(BlockStoreTest, BlockCrc32cIsTheChecksumOfThePulledBytes) {
+  BlockStore store(MakeOptimizer("sgd", 1.0));
+  ASSERT_THAT(store.AddBlock(0, {1, 2, 3, 4}, 6), IsOk());
+  std::string bytes;
+  ASSERT_THAT(store.Pull(0, &bytes), IsOk());
+  uint64_t version = 0;
+  EXPECT_EQ(store.BlockCrc32c(0, &version), Crc32c(bytes.data(), bytes.size()));
+  EXPECT_EQ(version, 6u);
+  EXPECT_EQ(store.BlockCrc32c(99, &version), 0u);
+  EXPECT_EQ(version, 0u);
+}
+
+}  // namespace
+}  // namespace downpour::server

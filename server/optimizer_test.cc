@@ -1,0 +1,179 @@
+#include "server/optimizer.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace downpour::server {
+namespace {
+
+using ::downpour::testing::StatusIs;
+using ::testing::HasSubstr;
+
+std::unique_ptr<Optimizer> Make(const OptimizerSection& section) {
+  auto optimizer = Optimizer::Create(section);
+  EXPECT_TRUE(optimizer.ok()) << optimizer.status();
+  return optimizer.ok() ? std::move(optimizer).value() : nullptr;
+}
+
+OptimizerSection Section(const std::string& type, double lr) {
+  OptimizerSection section;
+  section.type = type;
+  section.learning_rate = lr;
+  return section;
+}
+
+TEST(OptimizerTest, CreateNamesEachTypeAndItsStateSlots) {
+  struct Case {
+    std::string type;
+    int slots;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"sgd", 0}, {"momentum", 1}, {"adagrad", 1}, {"adam", 2}}) {
+    std::unique_ptr<Optimizer> optimizer = Make(Section(c.type, 0.1));
+    ASSERT_NE(optimizer, nullptr);
+    EXPECT_EQ(optimizer->name(), c.type);
+    EXPECT_EQ(optimizer->state_slots(), c.slots) << c.type;
+  }
+}
+
+TEST(OptimizerTest, UnknownTypeIsInvalidArgument) {
+  EXPECT_THAT(Optimizer::Create(Section("rmsprop", 0.1)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("'rmsprop' is unknown; allowed: sgd")));
+}
+
+TEST(OptimizerTest, ImpossibleHyperParametersAreInvalidArgument) {
+  OptimizerSection zero_lr = Section("sgd", 0.0);
+  OptimizerSection bad_momentum = Section("momentum", 0.1);
+  bad_momentum.momentum = 1.0;
+  OptimizerSection bad_beta2 = Section("adam", 0.1);
+  bad_beta2.beta2 = -0.1;
+  OptimizerSection bad_epsilon = Section("adagrad", 0.1);
+  bad_epsilon.epsilon = 0.0;
+  OptimizerSection negative_decay = Section("sgd", 0.1);
+  negative_decay.weight_decay = -1.0;
+  struct Case {
+    OptimizerSection section;
+    std::string key;
+  };
+  for (const Case& c : std::vector<Case>{{zero_lr, "optimizer.learning_rate"},
+                                         {bad_momentum, "optimizer.momentum"},
+                                         {bad_beta2, "optimizer.beta2"},
+                                         {bad_epsilon, "optimizer.epsilon"},
+                                         {negative_decay, "optimizer.weight_decay"}}) {
+    EXPECT_THAT(Optimizer::Create(c.section),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(c.key)));
+  }
+}
+
+// lr 0.5: w = {1, -2}; g = {2, 4} gives {0, -4}; g = {1, -2} gives {-0.5, -3}.
+TEST(OptimizerTest, SgdTwoSteps) {
+  std::unique_ptr<Optimizer> sgd = Make(Section("sgd", 0.5));
+  std::vector<float> w = {1.0f, -2.0f};
+  std::vector<float> g1 = {2.0f, 4.0f}, g2 = {1.0f, -2.0f};
+  sgd->Apply(w.data(), g1.data(), nullptr, 2, 1);
+  EXPECT_THAT(w, ::testing::ElementsAre(0.0f, -4.0f));
+  sgd->Apply(w.data(), g2.data(), nullptr, 2, 2);
+  EXPECT_THAT(w, ::testing::ElementsAre(-0.5f, -3.0f));
+}
+
+// lr 0.5, weight decay 0.25: w = 2, g = 1 -> g' = 1.5, w = 1.25.
+TEST(OptimizerTest, SgdAddsWeightDecayToTheGradient) {
+  OptimizerSection section = Section("sgd", 0.5);
+  section.weight_decay = 0.25;
+  std::unique_ptr<Optimizer> sgd = Make(section);
+  std::vector<float> w = {2.0f};
+  std::vector<float> g = {1.0f};
+  sgd->Apply(w.data(), g.data(), nullptr, 1, 1);
+  EXPECT_FLOAT_EQ(w[0], 1.25f);
+}
+
+// lr 0.1, mu 0.9, g = 1 each step: v = 1, 1.9, 2.71; w = 0.9, 0.71, 0.439.
+TEST(OptimizerTest, MomentumThreeSteps) {
+  OptimizerSection section = Section("momentum", 0.1);
+  section.momentum = 0.9;
+  std::unique_ptr<Optimizer> momentum = Make(section);
+  std::vector<float> w = {1.0f}, v = {0.0f}, g = {1.0f};
+  const float expected_v[] = {1.0f, 1.9f, 2.71f};
+  const float expected_w[] = {0.9f, 0.71f, 0.439f};
+  for (int step = 0; step < 3; ++step) {
+    momentum->Apply(w.data(), g.data(), v.data(), 1, step + 1);
+    EXPECT_NEAR(v[0], expected_v[step], 1e-6) << "step " << step + 1;
+    EXPECT_NEAR(w[0], expected_w[step], 1e-6) << "step " << step + 1;
+  }
+}
+
+// lr 0.1: g = 3 -> h = 9, w = 1 - 0.1*3/3 = 0.9; g = 4 -> h = 25, w = 0.9 - 0.1*4/5
+// = 0.82; g = 0 -> unchanged. A second parameter with g = 0 never moves.
+TEST(OptimizerTest, AdagradThreeSteps) {
+  OptimizerSection section = Section("adagrad", 0.1);
+  section.epsilon = 1e-8;
+  std::unique_ptr<Optimizer> adagrad = Make(section);
+  std::vector<float> w = {1.0f, 5.0f}, h = {0.0f, 0.0f};
+  const float g[3][2] = {{3.0f, 0.0f}, {4.0f, 0.0f}, {0.0f, 0.0f}};
+  const float expected_h[] = {9.0f, 25.0f, 25.0f};
+  const float expected_w[] = {0.9f, 0.82f, 0.82f};
+  for (int step = 0; step < 3; ++step) {
+    adagrad->Apply(w.data(), g[step], h.data(), 2, step + 1);
+    EXPECT_FLOAT_EQ(h[0], expected_h[step]) << "step " << step + 1;
+    EXPECT_NEAR(w[0], expected_w[step], 1e-6) << "step " << step + 1;
+    EXPECT_EQ(w[1], 5.0f);
+    EXPECT_EQ(h[1], 0.0f);
+  }
+}
+
+// lr 0.1, b1 0.9, b2 0.999, eps 1e-8, w = 1; g = 2, 1, -1:
+//   t=1: m = 0.2,  v = 0.004;    m^ = 2, v^ = 4 -> w = 1 - 0.1*2/2 = 0.9
+//   t=2: m = 0.28, v = 0.004996; m^ = 0.28/0.19, v^ = 0.004996/0.001999 -> w = 0.806782
+//   t=3: m = 0.152, v = 0.005991004 -> w = 0.767112
+// State is slot-major: {m_0, m_1, v_0, v_1}; parameter 1 has g = 0 and stays put.
+TEST(OptimizerTest, AdamThreeStepsWithBiasCorrection) {
+  OptimizerSection section = Section("adam", 0.1);
+  section.beta1 = 0.9;
+  section.beta2 = 0.999;
+  section.epsilon = 1e-8;
+  std::unique_ptr<Optimizer> adam = Make(section);
+  std::vector<float> w = {1.0f, 3.0f}, state(4, 0.0f);
+  const float g[3][2] = {{2.0f, 0.0f}, {1.0f, 0.0f}, {-1.0f, 0.0f}};
+  const float expected_m[] = {0.2f, 0.28f, 0.152f};
+  const float expected_v[] = {0.004f, 0.004996f, 0.005991004f};
+  const double expected_w[] = {0.9000000005, 0.8067820372, 0.7671115136};
+  for (int step = 0; step < 3; ++step) {
+    adam->Apply(w.data(), g[step], state.data(), 2, step + 1);
+    EXPECT_NEAR(state[0], expected_m[step], 1e-6) << "step " << step + 1;
+    EXPECT_NEAR(state[2], expected_v[step], 1e-8) << "step " << step + 1;
+    EXPECT_NEAR(w[0], expected_w[step], 2e-6) << "step " << step + 1;
+    EXPECT_EQ(state[1], 0.0f);
+    EXPECT_EQ(state[3], 0.0f);
+    EXPECT_EQ(w[1], 3.0f);
+  }
+}
+
+TEST(OptimizerTest, LongVectorsMatchElementwiseUpdates) {
+  // Odd length exercises the vector loop's remainder.
+  const int64_t n = 1027;
+  for (const std::string type : {"sgd", "momentum", "adagrad", "adam"}) {
+    std::unique_ptr<Optimizer> optimizer = Make(Section(type, 0.01));
+    const int slots = optimizer->state_slots();
+    std::vector<float> w(n), g(n), state(slots * n, 0.0f);
+    for (int64_t i = 0; i < n; ++i) {
+      w[i] = 0.001f * i;
+      g[i] = 0.5f - 0.002f * i;
+    }
+    std::vector<float> w_single = w;
+    optimizer->Apply(w.data(), g.data(), state.data(), n, 1);
+    for (int64_t i = 0; i < n; ++i) {
+      std::vector<float> one_state(slots);
+      optimizer->Apply(&w_single[i], &g[i], one_state.data(), 1, 1);
+      ASSERT_NEAR(w[i], w_single[i], 1e-6) << type << " index " << i;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace downpour::server

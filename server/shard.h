@@ -1,0 +1,98 @@
+// One parameter-server shard: the blocks placed on it, the placement epoch it
+// serves, exactly-once push bookkeeping, and its checkpoints.
+//
+// Plain C++ over proto messages: the ParameterServer service adapter forwards each
+// RPC here; tests drive it directly.
+#ifndef DOWNPOUR_SERVER_SHARD_H_
+#define DOWNPOUR_SERVER_SHARD_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "common/config.h"
+#include "common/counters.h"
+#include "common/model_spec.h"
+#include "proto/ps.pb.h"
+#include "server/block_store.h"
+#include "server/checkpoint.h"
+
+namespace downpour::server {
+
+// Thread-safe.
+class Shard {
+ public:
+  // Reads this shard's checkpoint, if checkpoint.dir holds one: DataLoss or
+  // FailedPrecondition when it is corrupt or of another format (the daemon then
+  // refuses to start rather than silently training from scratch).
+  static absl::StatusOr<std::unique_ptr<Shard>> Create(const Config& config,
+                                                       int index,
+                                                       Counters* counters);
+
+  Shard(const Shard&) = delete;
+  Shard& operator=(const Shard&) = delete;
+
+  // Serves blocks `ids` from placement `epoch` on. Blocks already held are kept;
+  // new ones come from the checkpoint read at start when it has them, otherwise
+  // from the model's initial values.
+  absl::Status Assign(uint64_t epoch, const std::vector<uint32_t>& ids)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Unavailable before the first Assign; FailedPrecondition for a request from an
+  // older placement epoch, Unavailable for a newer one (this shard has not caught
+  // up yet: retry); NotFound for a block not held here.
+  absl::Status Pull(const proto::PullRequest& request,
+                    proto::PullResponse* response) const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // As Pull, plus InvalidArgument for a wrong size or a NaN/Inf gradient. All
+  // blocks are checked before any is applied, so a rejected push changes nothing.
+  // A push whose (worker_id, sequence) was already applied is acknowledged again
+  // without being applied twice (response.duplicate).
+  absl::Status Push(const proto::PushRequest& request,
+                    proto::PushResponse* response) ABSL_LOCKS_EXCLUDED(mu_);
+
+  proto::ChecksumResponse Checksums() const;
+
+  // Writes the blocks, versions, optimizer state and applied sequences atomically
+  // to checkpoint.dir. OK without writing when checkpoints are off.
+  absl::Status WriteCheckpoint() ABSL_LOCKS_EXCLUDED(mu_);
+
+  uint64_t epoch() const ABSL_LOCKS_EXCLUDED(mu_);
+  size_t num_blocks() const { return store_->num_blocks(); }
+
+ private:
+  Shard(const Config& config, int index, ModelSpec spec,
+        std::unique_ptr<BlockStore> store, std::optional<Checkpoint> restored,
+        Counters* counters);
+
+  absl::Status CheckEpoch(const char* op, uint64_t request_epoch) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Constant after construction.
+  const Config config_;
+  const int index_;
+  const ModelSpec spec_;
+  const std::unique_ptr<BlockStore> store_;
+  Counters* const counters_;
+
+  // Serialises the apply step of pushes (validation runs before, in parallel) and
+  // guards last_sequence_; a checkpoint holds it so that the blocks and the applied
+  // sequences it writes agree. One thread applies SGD faster than the network
+  // delivers gradients (docs/BENCHMARKS.md), so this is not the bottleneck.
+  mutable absl::Mutex push_mu_;
+  std::map<int32_t, uint64_t> last_sequence_ ABSL_GUARDED_BY(push_mu_);
+
+  mutable absl::Mutex mu_;
+  uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  std::optional<Checkpoint> restored_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace downpour::server
+
+#endif  // DOWNPOUR_SERVER_SHARD_H_

@@ -1,0 +1,149 @@
+#include "server/shard.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+
+#include "common/testing/status_matchers.h"
+#include "gtest/gtest.h"
+
+namespace downpour::server {
+namespace {
+
+using ::downpour::testing::IsOk;
+using ::downpour::testing::StatusIs;
+using ::testing::HasSubstr;
+
+class ShardTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::string(std::getenv("TEST_TMPDIR")) + "/" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::filesystem::remove_all(dir_);
+    config_.model.layers = {6, 4, 3};
+    config_.model.block_size = 8;
+    config_.optimizer.type = "sgd";
+    config_.optimizer.learning_rate = 1.0;
+    config_.checkpoint.dir = dir_;
+    auto spec = ModelSpec::Create(config_.model);
+    ASSERT_TRUE(spec.ok());
+    num_blocks_ = spec->blocks().size();
+    spec_ = std::make_unique<ModelSpec>(*spec);
+  }
+
+  std::unique_ptr<Shard> MakeShard() {
+    auto shard = Shard::Create(config_, 0, &counters_);
+    EXPECT_THAT(shard, IsOk());
+    return shard.ok() ? *std::move(shard) : nullptr;
+  }
+
+  std::vector<uint32_t> AllBlocks() const {
+    std::vector<uint32_t> ids;
+    for (uint32_t i = 0; i < num_blocks_; ++i) ids.push_back(i);
+    return ids;
+  }
+
+  proto::PushRequest OnesPush(uint32_t block, uint64_t sequence) const {
+    proto::PushRequest request;
+    request.set_placement_epoch(1);
+    request.set_worker_id(3);
+    request.set_sequence(sequence);
+    proto::BlockData* data = request.add_blocks();
+    data->set_block_id(block);
+    const int64_t length =
+        block < spec_->blocks().size() ? spec_->blocks()[block].length : 8;
+    std::vector<float> ones(length, 1.0f);
+    data->set_data(ones.data(), ones.size() * 4);
+    return request;
+  }
+
+  std::string dir_;
+  Config config_;
+  Counters counters_;
+  size_t num_blocks_ = 0;
+  std::unique_ptr<ModelSpec> spec_;
+};
+
+TEST_F(ShardTest, RefusesRequestsBeforePlacementAndFromOtherEpochs) {
+  auto shard = MakeShard();
+  proto::PullRequest pull;
+  pull.set_placement_epoch(1);
+  pull.add_block_ids(0);
+  proto::PullResponse response;
+  EXPECT_THAT(shard->Pull(pull, &response),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("no blocks yet")));
+  ASSERT_THAT(shard->Assign(2, AllBlocks()), IsOk());
+  EXPECT_THAT(shard->Pull(pull, &response),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("stale placement epoch 1")));
+  pull.set_placement_epoch(3);
+  EXPECT_THAT(shard->Pull(pull, &response), StatusIs(absl::StatusCode::kUnavailable));
+}
+
+TEST_F(ShardTest, RejectedPushChangesNothing) {
+  auto shard = MakeShard();
+  ASSERT_THAT(shard->Assign(1, {0, 1}), IsOk());
+  const proto::ChecksumResponse before = shard->Checksums();
+  proto::PushRequest request = OnesPush(0, 1);
+  // Second block poisoned: the whole request is refused, block 0 included.
+  proto::BlockData* bad = request.add_blocks();
+  bad->set_block_id(1);
+  std::vector<float> values(spec_->blocks()[1].length, 0.0f);
+  values[2] = NAN;
+  bad->set_data(values.data(), values.size() * 4);
+  proto::PushResponse response;
+  EXPECT_THAT(shard->Push(request, &response),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("NaN")));
+  EXPECT_EQ(shard->Checksums().DebugString(), before.DebugString());
+  request = OnesPush(num_blocks_ + 1, 2);
+  EXPECT_THAT(shard->Push(request, &response),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("unknown block")));
+}
+
+TEST_F(ShardTest, RetriedPushIsAppliedOnce) {
+  auto shard = MakeShard();
+  ASSERT_THAT(shard->Assign(1, {0}), IsOk());
+  proto::PushResponse first, retry;
+  ASSERT_THAT(shard->Push(OnesPush(0, 10), &first), IsOk());
+  ASSERT_THAT(shard->Push(OnesPush(0, 10), &retry), IsOk());
+  EXPECT_FALSE(first.duplicate());
+  EXPECT_TRUE(retry.duplicate());
+  EXPECT_EQ(first.versions(0), 1u);
+  EXPECT_EQ(counters_.Get("duplicate_pushes"), 1);
+}
+
+TEST_F(ShardTest, CheckpointRoundTripKeepsValuesVersionsAndSequences) {
+  proto::ChecksumResponse before;
+  {
+    auto shard = MakeShard();
+    ASSERT_THAT(shard->Assign(1, AllBlocks()), IsOk());
+    proto::PushResponse response;
+    ASSERT_THAT(shard->Push(OnesPush(1, 5), &response), IsOk());
+    ASSERT_THAT(shard->WriteCheckpoint(), IsOk());
+    before = shard->Checksums();
+  }
+  auto restarted = MakeShard();
+  ASSERT_THAT(restarted->Assign(1, AllBlocks()), IsOk());
+  EXPECT_EQ(restarted->Checksums().DebugString(), before.DebugString());
+  proto::PushResponse response;
+  ASSERT_THAT(restarted->Push(OnesPush(1, 5), &response), IsOk());
+  EXPECT_TRUE(response.duplicate()) << "sequence 5 was applied before the restart";
+}
+
+TEST_F(ShardTest, CorruptCheckpointIsRefusedAtStart) {
+  {
+    auto shard = MakeShard();
+    ASSERT_THAT(shard->Assign(1, AllBlocks()), IsOk());
+    ASSERT_THAT(shard->WriteCheckpoint(), IsOk());
+  }
+  const std::string path = CheckpointPath(dir_, 0);
+  std::FILE* f = std::fopen(path.c_str(), "r+b");
+  ASSERT_NE(f, nullptr);
+  std::fseek(f, 40, SEEK_SET);
+  std::fputc(0x5a, f);
+  std::fclose(f);
+  EXPECT_THAT(Shard::Create(config_, 0, &counters_),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr(path)));
+}
+
+}  // namespace
+}  // namespace downpour::server

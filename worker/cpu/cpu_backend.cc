@@ -1,0 +1,119 @@
+// The MLP's forward and backward pass as OpenBLAS SGEMMs plus mlp_math kernels.
+#include "worker/cpu/cpu_backend.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "worker/mlp_math.h"
+
+namespace downpour::worker {
+namespace {
+
+// c[m, n] = a[m, k] * b[k, n] (beta = 0), with a and/or b optionally transposed in
+// memory: a is stored [k, m] when trans_a, b is stored [n, k] when trans_b.
+void Gemm(bool trans_a, bool trans_b, int m, int n, int k, const float* a,
+          const float* b, float* c) {
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+              trans_b ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a,
+              trans_a ? m : k, b, trans_b ? k : n, 0.0f, c, n);
+}
+
+absl::Status CheckBatch(int batch, int max_batch) {
+  if (batch < 1 || batch > max_batch) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "batch of ", batch, " examples is outside [1, ", max_batch,
+        "] (the backend's max_batch)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+CpuBackend::CpuBackend(const ModelSpec& spec, int max_batch)
+    : layers_(spec.layers()), max_batch_(max_batch) {
+  // ModelSpec lists fc{l}.weight then fc{l}.bias for each layer.
+  const std::vector<TensorSpec>& tensors = spec.tensors();
+  for (int l = 0; l < num_layers(); ++l) {
+    weight_offset_.push_back(tensors[2 * l].offset);
+    bias_offset_.push_back(tensors[2 * l + 1].offset);
+    const size_t size = static_cast<size_t>(max_batch_) * layers_[l + 1];
+    act_.emplace_back(size);
+    delta_.emplace_back(size);
+  }
+}
+
+const float* CpuBackend::Forward(const float* params, const float* x,
+                                 int rows) {
+  const float* in = x;
+  for (int l = 0; l < num_layers(); ++l) {
+    const int fan_in = layers_[l], fan_out = layers_[l + 1];
+    float* out = act_[l].data();
+    Gemm(false, false, rows, fan_out, fan_in, in, params + weight_offset_[l],
+         out);
+    AddBias(params + bias_offset_[l], rows, fan_out, out);
+    if (l + 1 < num_layers()) {
+      ReluForward(static_cast<int64_t>(rows) * fan_out, out);
+    }
+    in = out;
+  }
+  return in;
+}
+
+void CpuBackend::Backward(const float* params, const float* x, int rows,
+                          float* grad) {
+  for (int l = num_layers() - 1; l >= 0; --l) {
+    const int fan_in = layers_[l], fan_out = layers_[l + 1];
+    const float* in = l == 0 ? x : act_[l - 1].data();
+    const float* dz = delta_[l].data();
+    // dW = in^T * dZ: [fan_in, rows] * [rows, fan_out].
+    Gemm(true, false, fan_in, fan_out, rows, in, dz, grad + weight_offset_[l]);
+    ColumnSums(dz, rows, fan_out, grad + bias_offset_[l]);
+    if (l == 0) break;  // no one needs d loss / d x
+    // dA_prev = dZ * W^T: [rows, fan_out] * [fan_out, fan_in].
+    float* da = delta_[l - 1].data();
+    Gemm(false, true, rows, fan_in, fan_out, dz, params + weight_offset_[l],
+         da);
+    ReluBackward(act_[l - 1].data(), static_cast<int64_t>(rows) * fan_in, da);
+  }
+}
+
+absl::StatusOr<float> CpuBackend::LossAndGradient(const float* params,
+                                                  const float* x,
+                                                  const int* labels, int batch,
+                                                  float* grad) {
+  RETURN_IF_ERROR(CheckBatch(batch, max_batch_));
+  RETURN_IF_ERROR(CheckLabels(labels, batch, layers_.back()));
+  const float* logits = Forward(params, x, batch);
+  const double loss_sum =
+      SoftmaxCrossEntropy(logits, labels, batch, layers_.back(),
+                          1.0f / static_cast<float>(batch), delta_.back().data());
+  Backward(params, x, batch, grad);
+  return static_cast<float>(loss_sum / batch);
+}
+
+absl::Status CpuBackend::Evaluate(const float* params, const float* x,
+                                  const int* labels, int n, double* loss_sum,
+                                  int64_t* correct) {
+  if (n < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot evaluate ", n, " examples"));
+  }
+  const int classes = layers_.back();
+  RETURN_IF_ERROR(CheckLabels(labels, n, classes));
+  *loss_sum = 0.0;
+  *correct = 0;
+  for (int start = 0; start < n; start += max_batch_) {
+    const int rows = std::min(max_batch_, n - start);
+    const float* logits =
+        Forward(params, x + static_cast<int64_t>(start) * layers_[0], rows);
+    *loss_sum += SoftmaxCrossEntropy(logits, labels + start, rows, classes,
+                                     0.0f, nullptr);
+    *correct += CountCorrect(logits, labels + start, rows, classes);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace downpour::worker

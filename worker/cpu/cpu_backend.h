@@ -1,0 +1,68 @@
+// ComputeBackend on the CPU: OpenBLAS SGEMM for the layers, mlp_math for the rest.
+//
+//   CpuBackend backend(spec, /*max_batch=*/128);
+//   absl::StatusOr<float> loss =
+//       backend.LossAndGradient(params, x, labels, 128, grad.data());
+//
+// All activation and gradient buffers are allocated once in the constructor; a step
+// allocates nothing. OpenBLAS's own thread count is the caller's choice
+// (openblas_set_num_threads(1) or OPENBLAS_NUM_THREADS=1 for one thread per worker).
+#ifndef DOWNPOUR_WORKER_CPU_CPU_BACKEND_H_
+#define DOWNPOUR_WORKER_CPU_CPU_BACKEND_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/model_spec.h"
+#include "worker/compute_backend.h"
+
+namespace downpour::worker {
+
+// The model of `spec`: layers[0] inputs, ReLU hidden layers, layers.back() classes
+// (two layers give softmax regression). Not thread-safe; one per compute thread.
+class CpuBackend : public ComputeBackend {
+ public:
+  // Keeps a copy of the layout it needs; `spec` need not outlive the backend.
+  // REQUIRES: max_batch >= 1.
+  CpuBackend(const ModelSpec& spec, int max_batch);
+
+  CpuBackend(const CpuBackend&) = delete;
+  CpuBackend& operator=(const CpuBackend&) = delete;
+
+  absl::StatusOr<float> LossAndGradient(const float* params, const float* x,
+                                        const int* labels, int batch,
+                                        float* grad) override;
+  absl::Status Evaluate(const float* params, const float* x, const int* labels,
+                        int n, double* loss_sum, int64_t* correct) override;
+  std::string device() const override { return "cpu"; }
+
+  int max_batch() const { return max_batch_; }
+
+ private:
+  int num_layers() const { return static_cast<int>(layers_.size()) - 1; }
+
+  // Runs rows examples through the model; returns the logits [rows, classes].
+  const float* Forward(const float* params, const float* x, int rows);
+  // Back-propagates delta_.back() (d loss / d logits) through the model and
+  // writes every parameter's gradient into grad.
+  void Backward(const float* params, const float* x, int rows, float* grad);
+
+  // Constant after construction.
+  const std::vector<int> layers_;
+  const int max_batch_;
+  std::vector<int64_t> weight_offset_;  // per linear layer, into the flat vector
+  std::vector<int64_t> bias_offset_;
+
+  // Scratch, max_batch_ rows each. act_[l]: output of linear layer l (after ReLU
+  // for hidden layers; the logits for the last). delta_[l]: d loss / d (layer l's
+  // pre-activation).
+  std::vector<std::vector<float>> act_;
+  std::vector<std::vector<float>> delta_;
+};
+
+}  // namespace downpour::worker
+
+#endif  // DOWNPOUR_WORKER_CPU_CPU_BACKEND_H_

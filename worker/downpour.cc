@@ -1,0 +1,270 @@
+// Downpour loop: compute on the caller's thread, fetch and push on their own.
+#include "worker/downpour.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+
+namespace downpour::worker {
+namespace {
+
+spdlog::logger* L() { return Log("worker"); }
+
+// Deterministic per (seed, epoch) shuffle of 0..n-1.
+std::vector<int> EpochOrder(int n, uint64_t seed) {
+  return SeededPermutation(n, seed);
+}
+
+}  // namespace
+
+DownpourLoop::DownpourLoop(const ModelSpec& spec, ComputeBackend* backend,
+                           PsClient* client, const Dataset* train,
+                           const Dataset* test, Options options)
+    : spec_(spec), backend_(backend), client_(client), train_(train),
+      test_(test), options_(std::move(options)) {}
+
+DownpourLoop::~DownpourLoop() = default;
+
+WorkerStats DownpourLoop::stats() const {
+  absl::MutexLock lock(&stats_mu_);
+  return stats_;
+}
+
+void DownpourLoop::SetError(const absl::Status& status) {
+  absl::MutexLock lock(&comm_mu_);
+  if (error_.ok()) error_ = status;
+}
+
+absl::Status DownpourLoop::error() const {
+  absl::MutexLock lock(&comm_mu_);
+  return error_;
+}
+
+int64_t DownpourLoop::TotalSteps() const {
+  const TrainingSection& t = options_.training;
+  if (t.steps > 0) return t.steps;
+  const int64_t per_epoch = (train_->size() + t.batch_size - 1) / t.batch_size;
+  return std::max<int64_t>(1, per_epoch) * t.epochs;
+}
+
+void DownpourLoop::FetchThread() {
+  std::vector<float> buffer(spec_.num_params());
+  std::vector<uint64_t> versions;
+  while (true) {
+    {
+      absl::MutexLock lock(&comm_mu_);
+      comm_mu_.Await(absl::Condition(
+          +[](DownpourLoop* self) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+            return self->fetch_wanted_ || self->comm_done_;
+          },
+          this));
+      if (comm_done_) return;
+    }
+    absl::Status status = client_->Pull(buffer.data(), &versions);
+    if (!status.ok()) {
+      SetError(status);
+      return;
+    }
+    absl::MutexLock lock(&comm_mu_);
+    std::swap(buffer, back_);
+    back_versions_ = versions;
+    if (buffer.size() != back_.size()) buffer.resize(back_.size());
+    fetched_ = true;
+    fetch_wanted_ = false;
+  }
+}
+
+void DownpourLoop::PushThread() {
+  std::vector<float> buffer(spec_.num_params());
+  std::vector<uint64_t> versions;
+  while (true) {
+    {
+      absl::MutexLock lock(&comm_mu_);
+      comm_mu_.Await(absl::Condition(
+          +[](DownpourLoop* self) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+            return self->push_pending_ || self->comm_done_;
+          },
+          this));
+      if (!push_pending_) return;  // done and nothing owed
+      std::swap(buffer, outbox_);
+      versions = outbox_versions_;
+    }
+    absl::Status status = client_->Push(buffer.data(), versions);
+    absl::MutexLock lock(&comm_mu_);
+    std::swap(buffer, outbox_);  // give the buffer back for reuse
+    push_pending_ = false;
+    if (!status.ok()) {
+      if (error_.ok()) error_ = status;
+      return;
+    }
+  }
+}
+
+void DownpourLoop::MaybeSwapParams() {
+  absl::MutexLock lock(&comm_mu_);
+  if (!fetched_) return;
+  std::swap(params_, back_);
+  versions_ = back_versions_;
+  fetched_ = false;
+  absl::MutexLock stats(&stats_mu_);
+  ++stats_.pulls;
+}
+
+void DownpourLoop::HandOffGradient() {
+  {
+    absl::MutexLock lock(&comm_mu_);
+    if (push_pending_) return;  // still sending the last one: keep accumulating
+    if (outbox_.size() != accum_.size()) outbox_.resize(accum_.size());
+    std::swap(accum_, outbox_);
+    outbox_versions_ = accum_versions_;
+    push_pending_ = true;
+  }
+  std::fill(accum_.begin(), accum_.end(), 0.0f);
+  accum_steps_ = 0;
+  absl::MutexLock stats(&stats_mu_);
+  ++stats_.pushes;
+}
+
+absl::Status DownpourLoop::Step(int64_t step, const std::vector<int>& order,
+                                int64_t* cursor) {
+  const int batch = options_.training.batch_size;
+  const int dim = train_->dim;
+  for (int i = 0; i < batch; ++i) {
+    const int example = order[(*cursor + i) % order.size()];
+    std::memcpy(&batch_x_[i * dim], &train_->x[example * dim], dim * sizeof(float));
+    batch_y_[i] = train_->y[example];
+  }
+  *cursor += batch;
+  ASSIGN_OR_RETURN(float loss, backend_->LossAndGradient(params_.data(), batch_x_.data(),
+                                                         batch_y_.data(), batch,
+                                                         grad_.data()));
+  if (!std::isfinite(loss)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "worker ", options_.worker_index, ": training loss is ", loss, " at step ",
+        step, ": the model diverged; lower optimizer.learning_rate"));
+  }
+  if (options_.no_communication) {
+    const float lr = static_cast<float>(options_.local_learning_rate);
+    for (size_t i = 0; i < params_.size(); ++i) params_[i] -= lr * grad_[i];
+  } else {
+    if (accum_steps_ == 0) accum_versions_ = versions_;
+    for (size_t i = 0; i < accum_.size(); ++i) accum_[i] += grad_[i];
+    ++accum_steps_;
+  }
+  absl::MutexLock lock(&stats_mu_);
+  stats_.step = step + 1;
+  stats_.examples += batch;
+  stats_.loss = std::isnan(stats_.loss) ? loss : 0.95 * stats_.loss + 0.05 * loss;
+  return absl::OkStatus();
+}
+
+absl::Status DownpourLoop::Evaluate(const float* params) {
+  if (test_ == nullptr || test_->size() == 0) return absl::OkStatus();
+  double loss_sum = 0;
+  int64_t correct = 0;
+  RETURN_IF_ERROR(backend_->Evaluate(params, test_->x.data(), test_->y.data(),
+                                     test_->size(), &loss_sum, &correct));
+  absl::MutexLock lock(&stats_mu_);
+  stats_.accuracy = static_cast<double>(correct) / test_->size();
+  stats_.test_loss = loss_sum / test_->size();
+  return absl::OkStatus();
+}
+
+absl::Status DownpourLoop::Flush() {
+  if (options_.no_communication) return absl::OkStatus();
+  // Wait for the push in flight, then send what is left, then stop the threads.
+  absl::MutexLock lock(&comm_mu_);
+  comm_mu_.Await(absl::Condition(
+      +[](DownpourLoop* self) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        return !self->push_pending_ || !self->error_.ok();
+      },
+      this));
+  if (accum_steps_ > 0 && error_.ok()) {
+    std::swap(accum_, outbox_);
+    outbox_versions_ = accum_versions_;
+    push_pending_ = true;
+    accum_steps_ = 0;
+  }
+  comm_done_ = true;
+  return error_;
+}
+
+absl::Status DownpourLoop::Run() {
+  const TrainingSection& t = options_.training;
+  const int64_t n = spec_.num_params();
+  params_.resize(n);
+  grad_.resize(n);
+  accum_.assign(n, 0.0f);
+  batch_x_.resize(static_cast<size_t>(t.batch_size) * train_->dim);
+  batch_y_.resize(t.batch_size);
+  if (train_->size() == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "worker ", options_.worker_index, " has no training examples in its partition"));
+  }
+  RETURN_IF_ERROR(client_->Pull(params_.data(), &versions_));
+  {
+    absl::MutexLock lock(&comm_mu_);
+    back_.resize(n);
+  }
+  std::thread fetcher, pusher;
+  if (!options_.no_communication) {
+    fetcher = std::thread([this] { FetchThread(); });
+    pusher = std::thread([this] { PushThread(); });
+  }
+  const int64_t total = TotalSteps();
+  SPDLOG_LOGGER_INFO(L(), "training {} steps of {} examples on {} ({} train / {} test examples)",
+                     total, t.batch_size, backend_->device(), train_->size(),
+                     test_ == nullptr ? 0 : test_->size());
+  const absl::Time start = absl::Now();
+  absl::Status status;
+  int64_t cursor = 0;
+  std::vector<int> order;
+  const int64_t per_epoch = (train_->size() + t.batch_size - 1) / t.batch_size;
+  int64_t step = 0;
+  for (; step < total && !stop_.load(); ++step) {
+    if (step % per_epoch == 0) {
+      order = EpochOrder(train_->size(), t.seed + 1000003ULL * options_.worker_index +
+                                              static_cast<uint64_t>(step / per_epoch));
+      cursor = 0;
+    }
+    if (!options_.no_communication) {
+      if ((status = error()).ok()) MaybeSwapParams();
+      if (!status.ok()) break;
+      if (step > 0 && step % t.n_fetch == 0) {
+        absl::MutexLock lock(&comm_mu_);
+        fetch_wanted_ = true;
+      }
+    }
+    if (!(status = Step(step, order, &cursor)).ok()) break;
+    if (!options_.no_communication && (step + 1) % t.n_push == 0) HandOffGradient();
+    if (t.eval_every_steps > 0 && (step + 1) % t.eval_every_steps == 0) {
+      if (!(status = Evaluate(params_.data())).ok()) break;
+    }
+    const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+    absl::MutexLock lock(&stats_mu_);
+    stats_.examples_per_sec = seconds > 0 ? stats_.examples / seconds : 0;
+  }
+  absl::Status flushed = Flush();
+  if (fetcher.joinable()) fetcher.join();
+  if (pusher.joinable()) pusher.join();
+  if (status.ok()) status = flushed;
+  if (status.ok()) status = error();
+  if (!status.ok()) return status;
+  if (!options_.no_communication) {
+    RETURN_IF_ERROR(client_->Pull(params_.data(), &versions_));
+  }
+  RETURN_IF_ERROR(Evaluate(params_.data()));
+  absl::MutexLock lock(&stats_mu_);
+  stats_.finished = true;
+  SPDLOG_LOGGER_INFO(L(), "finished after {} steps: test accuracy {:.4f}, {:.0f} examples/s",
+                     stats_.step, stats_.accuracy, stats_.examples_per_sec);
+  return absl::OkStatus();
+}
+
+}  // namespace downpour::worker

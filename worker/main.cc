@@ -1,0 +1,176 @@
+// ps_worker: one Downpour SGD worker.
+#include <cblas.h>
+
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "common/daemon.h"
+#include "common/logging.h"
+#include "common/member_agent.h"
+#include "common/server_util.h"
+#include "common/status_service.h"
+#include "coordinator/coordinator_client.h"
+#include "worker/cpu/cpu_backend.h"
+#include "worker/dataset.h"
+#include "worker/downpour.h"
+#include "worker/ps_client.h"
+
+ABSL_FLAG(std::string, listen, "",
+          "host:port of this worker's Status endpoint (overrides "
+          "cluster.workers[index]; port 0 = any)");
+ABSL_FLAG(std::string, coordinator, "",
+          "coordinator host:port (overrides cluster.coordinator)");
+ABSL_FLAG(std::string, data_path, "", "data folder (overrides data.path)");
+
+namespace {
+
+using namespace downpour;
+
+std::vector<std::string> Overrides() {
+  std::vector<std::string> overrides;
+  if (!absl::GetFlag(FLAGS_coordinator).empty()) {
+    overrides.push_back("cluster.coordinator=" + absl::GetFlag(FLAGS_coordinator));
+  }
+  if (!absl::GetFlag(FLAGS_data_path).empty()) {
+    overrides.push_back("data.path=" + absl::GetFlag(FLAGS_data_path));
+  }
+  return overrides;
+}
+
+proto::MemberReport Report(const worker::WorkerStats& stats,
+                           const Counters& counters, const std::string& device) {
+  proto::MemberReport report;
+  report.set_step(stats.step);
+  report.set_examples(stats.examples);
+  report.set_examples_per_sec(stats.examples_per_sec);
+  report.set_loss(stats.loss);
+  report.set_accuracy(stats.accuracy);
+  report.set_pulls(counters.Get("pulls"));
+  report.set_pushes(counters.Get("pushes"));
+  report.set_bytes(counters.Get("bytes_in") + counters.Get("bytes_out"));
+  report.set_mean_staleness(stats.mean_staleness);
+  report.set_finished(stats.finished);
+  report.set_device(device);
+  return report;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  DaemonSetup setup = InitDaemon(
+      argc, argv, "worker",
+      "ps_worker --config FILE --index N: trains on its data partition with "
+      "asynchronous Downpour SGD against the ps shards",
+      /*has_index=*/true, Overrides);
+  const Config& config = setup.config;
+  const int index = setup.index;
+  const std::string who = absl::StrCat("worker ", index);
+  if (index >= static_cast<int>(config.cluster.workers.size())) {
+    Die(who, absl::StrCat("--index ", index, " but ", config.path, " lists ",
+                          config.cluster.workers.size(),
+                          " workers in cluster.workers"), 2);
+  }
+  openblas_set_num_threads(1);
+  auto spec = ModelSpec::Create(config.model);
+  if (!spec.ok()) Die(who, std::string(spec.status().message()), 2);
+  auto data = worker::LoadData(config.data, config.training.seed);
+  if (!data.ok()) Die(who, std::string(data.status().message()), 2);
+  if (data->train.dim != spec->layers().front()) {
+    Die(who, absl::StrCat("the data has ", data->train.dim,
+                          " features but model.layers[0] is ",
+                          spec->layers().front()), 2);
+  }
+  worker::CpuBackend backend(*spec, config.training.batch_size);
+
+  Counters counters;
+  absl::Mutex stats_mu;
+  worker::WorkerStats last_stats;
+  std::unique_ptr<worker::DownpourLoop> loop;
+  auto current_stats = [&] {
+    absl::MutexLock lock(&stats_mu);
+    return loop != nullptr ? loop->stats() : last_stats;
+  };
+  StatusService status("worker", index, &counters, [&](proto::GetStatusResponse* r) {
+    const worker::WorkerStats stats = current_stats();
+    r->set_loss(stats.loss);
+    r->set_accuracy(stats.accuracy);
+    r->set_examples_per_sec(stats.examples_per_sec);
+    r->set_device(backend.device());
+    (*r->mutable_counters())["step"] = stats.step;
+  });
+  const std::string listen = absl::GetFlag(FLAGS_listen).empty()
+                                 ? config.cluster.workers[index]
+                                 : absl::GetFlag(FLAGS_listen);
+  auto server = StartServer(listen, {&status}, who);
+  if (!server.ok()) Die(who, std::string(server.status().message()), 1);
+  status.set_address(server->address);
+  WritePortFile(server->port);
+
+  coordinator::CoordinatorClient client(config.cluster.coordinator, config.rpc, who);
+  auto registered = client.RegisterWorker(index, server->address);
+  if (!registered.ok()) Die(who, std::string(registered.status().message()), 1);
+  const proto::Partition partition = registered->partition();
+  const worker::Dataset train =
+      worker::Partition(data->train, partition.part(), partition.num_parts());
+  SPDLOG_LOGGER_INFO(Log("worker"), "partition {}/{}: {} training examples on {}",
+                     partition.part(), partition.num_parts(), train.size(),
+                     backend.device());
+
+  std::atomic<bool> stop_requested{false};
+  worker::GrpcPsClient ps(*spec, &client, config.rpc, index, &counters,
+                          [&] { return stop_requested.load(); });
+  absl::Status connected = ps.Connect();
+  if (!connected.ok()) Die(who, std::string(connected.message()), 1);
+
+  worker::DownpourLoop::Options options;
+  options.training = config.training;
+  options.worker_index = index;
+  {
+    absl::MutexLock lock(&stats_mu);
+    loop = std::make_unique<worker::DownpourLoop>(*spec, &backend, &ps, &train,
+                                                  &data->test, options);
+  }
+  MemberAgent agent(
+      &client, "worker", index, config.heartbeat.interval_s,
+      [&] { return client.RegisterWorker(index, server->address).status(); },
+      [&] { return Report(current_stats(), counters, backend.device()); },
+      [&](const proto::HeartbeatResponse& response) {
+        if (response.stop() && !stop_requested.exchange(true)) {
+          SPDLOG_LOGGER_INFO(Log("worker"), "coordinator says stop: {}",
+                             response.stop_reason());
+          loop->Stop();
+        }
+      });
+  agent.Start();
+
+  absl::Status result;
+  absl::Notification done;
+  std::thread trainer([&] {
+    result = loop->Run();
+    done.Notify();
+  });
+  std::thread progress([&] {
+    while (!done.WaitForNotificationWithTimeout(absl::Seconds(5))) {
+      const worker::WorkerStats s = loop->stats();
+      SPDLOG_LOGGER_INFO(Log("worker"),
+                         "step {} | {:.0f} examples/s | loss {:.4f} | test accuracy {:.4f}",
+                         s.step, s.examples_per_sec, s.loss, s.accuracy);
+    }
+  });
+  const int signal = WaitForShutdownSignal(&done);
+  if (signal != 0) {
+    SPDLOG_LOGGER_INFO(Log("worker"), "signal {}: pushing what is owed and stopping", signal);
+    stop_requested = true;
+    loop->Stop();
+  }
+  trainer.join();
+  progress.join();
+  agent.Stop();  // the last heartbeat carries the final figures
+  server->server->Shutdown(DeadlineIn(1));
+  if (!result.ok()) {
+    SPDLOG_LOGGER_ERROR(Log("worker"), "{}", std::string(result.message()));
+    return 1;
+  }
+  return 0;
+}

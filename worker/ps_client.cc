@@ -1,0 +1,224 @@
+// gRPC ps client. Requests go to all shards in parallel; a shard's blocks are cut
+// into chunks of at most kChunkBytes so no message is huge (gRPC's rate drops for
+// messages above a few MiB), and chunks to one shard go in order.
+#include "worker/ps_client.h"
+
+#include <cstring>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/backoff.h"
+#include "common/grpc_status.h"
+#include "common/logging.h"
+#include "common/retry.h"
+#include "common/server_util.h"
+
+namespace downpour::worker {
+namespace {
+
+constexpr int64_t kChunkBytes = 4 << 20;
+
+}  // namespace
+
+struct GrpcPsClient::Shard {
+  int index = 0;
+  std::string address;
+  std::unique_ptr<proto::ParameterServer::Stub> stub;
+  std::vector<std::vector<uint32_t>> chunks;  // block ids per request
+};
+
+GrpcPsClient::GrpcPsClient(const ModelSpec& spec,
+                           coordinator::CoordinatorClient* coordinator,
+                           const RpcSection& rpc, int worker_id,
+                           Counters* counters, std::function<bool()> should_stop)
+    : spec_(spec), coordinator_(coordinator), rpc_(rpc), worker_id_(worker_id),
+      counters_(counters), should_stop_(std::move(should_stop)) {}
+
+GrpcPsClient::~GrpcPsClient() = default;
+
+absl::Status GrpcPsClient::Connect() { return Refresh(0); }
+
+uint64_t GrpcPsClient::epoch() const {
+  absl::MutexLock lock(&mu_);
+  return epoch_;
+}
+
+absl::Status GrpcPsClient::Refresh(uint64_t seen_epoch) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (epoch_ > seen_epoch) return absl::OkStatus();  // someone else refreshed
+  }
+  absl::StatusOr<proto::GetPlacementResponse> placement =
+      coordinator_->WaitForPlacement(seen_epoch + 1, should_stop_);
+  if (!placement.ok()) return placement.status();
+  std::vector<std::shared_ptr<const Shard>> shards;
+  for (const proto::ShardInfo& info : placement->shards()) {
+    auto shard = std::make_shared<Shard>();
+    shard->index = info.index();
+    shard->address = info.address();
+    shard->stub = proto::ParameterServer::NewStub(MakeChannel(info.address()));
+    int64_t bytes = kChunkBytes;
+    for (uint32_t id : info.block_ids()) {
+      const int64_t block_bytes = spec_.blocks()[id].length * 4;
+      if (bytes + block_bytes > kChunkBytes) {
+        shard->chunks.emplace_back();
+        bytes = 0;
+      }
+      shard->chunks.back().push_back(id);
+      bytes += block_bytes;
+    }
+    shards.push_back(std::move(shard));
+  }
+  absl::MutexLock lock(&mu_);
+  if (placement->epoch() > epoch_) {
+    SPDLOG_LOGGER_INFO(Log("worker"), "placement epoch {}: {} shards",
+                       placement->epoch(), shards.size());
+    epoch_ = placement->epoch();
+    shards_ = std::move(shards);
+  }
+  return absl::OkStatus();
+}
+
+std::shared_ptr<const GrpcPsClient::Shard> GrpcPsClient::GetShard(
+    int index, uint64_t* epoch) const {
+  absl::MutexLock lock(&mu_);
+  *epoch = epoch_;
+  return shards_[index];
+}
+
+int GrpcPsClient::num_shards() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(shards_.size());
+}
+
+absl::Status GrpcPsClient::WithRetries(
+    int index, const std::string& what,
+    const std::function<grpc::Status(const Shard&, uint64_t)>& call) {
+  uint64_t epoch = 0;
+  std::shared_ptr<const Shard> shard = GetShard(index, &epoch);
+  const std::string target = absl::StrCat("ps ", index, " at ", shard->address);
+  return RetryFor(
+      absl::StrCat("worker ", worker_id_), absl::StrCat(what, " ", target),
+      absl::Seconds(rpc_.connect_timeout_s),
+      [&]() -> absl::Status {
+        absl::Status status =
+            FromGrpcStatus(call(*shard, epoch), absl::StrCat(what, " ", target));
+        if (status.ok() || !IsRetryable(status)) return status;
+        counters_->Add("rpc_retries", 1);
+        // The shard may have moved or restarted: read the placement again.
+        absl::Status refreshed = Refresh(epoch);
+        if (!refreshed.ok()) return refreshed;
+        shard = GetShard(index, &epoch);
+        return status;
+      },
+      should_stop_);
+}
+
+absl::Status GrpcPsClient::ForEachShard(const std::function<absl::Status(int)>& fn) {
+  const int n = num_shards();
+  std::vector<absl::Status> results(n);
+  std::vector<std::thread> threads;
+  for (int i = 1; i < n; ++i) {
+    threads.emplace_back([&, i] { results[i] = fn(i); });
+  }
+  if (n > 0) results[0] = fn(0);
+  for (std::thread& t : threads) t.join();
+  for (const absl::Status& status : results) {
+    if (!status.ok()) return status;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GrpcPsClient::Pull(float* params, std::vector<uint64_t>* versions) {
+  versions->resize(spec_.blocks().size());
+  return ForEachShard([&](int index) { return PullShard(index, params, versions); });
+}
+
+absl::Status GrpcPsClient::PullShard(int index, float* params,
+                                     std::vector<uint64_t>* versions) {
+  uint64_t unused = 0;
+  const size_t num_chunks = GetShard(index, &unused)->chunks.size();
+  for (size_t c = 0; c < num_chunks; ++c) {
+    proto::PullResponse response;
+    absl::Status status = WithRetries(
+        index, "pull from", [&](const Shard& shard, uint64_t epoch) {
+          proto::PullRequest request;
+          request.set_placement_epoch(epoch);
+          request.set_worker_id(worker_id_);
+          for (uint32_t id : shard.chunks[c]) request.add_block_ids(id);
+          grpc::ClientContext context;
+          context.set_deadline(DeadlineIn(rpc_.deadline_s));
+          response.Clear();
+          return shard.stub->Pull(&context, request, &response);
+        });
+    if (!status.ok()) return status;
+    int64_t bytes = 0;
+    for (const proto::BlockData& block : response.blocks()) {
+      if (block.block_id() >= spec_.blocks().size()) {
+        return absl::InternalError(absl::StrCat("ps ", index, " returned unknown block ",
+                                                block.block_id()));
+      }
+      const BlockSpec& spec = spec_.blocks()[block.block_id()];
+      if (static_cast<int64_t>(block.data().size()) != spec.length * 4) {
+        return absl::InternalError(absl::StrCat(
+            "ps ", index, " returned ", block.data().size(), " bytes for block ",
+            spec.id, ", expected ", spec.length * 4, ": do all daemons use the same config?"));
+      }
+      std::memcpy(params + spec.offset, block.data().data(), block.data().size());
+      (*versions)[spec.id] = block.version();
+      bytes += block.data().size();
+    }
+    counters_->Add("pulls", 1);
+    counters_->Add("bytes_in", bytes);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GrpcPsClient::Push(const float* grad,
+                                const std::vector<uint64_t>& versions) {
+  absl::MutexLock lock(&push_mu_);
+  // Sequences start at the wall clock in microseconds, so a restarted worker's
+  // pushes number above its previous run's (each push takes far more than 1 us)
+  // and the ps does not mistake them for duplicates.
+  const uint64_t start = static_cast<uint64_t>(absl::ToUnixMicros(absl::Now()));
+  next_sequence_.resize(std::max<size_t>(next_sequence_.size(), num_shards()), start);
+  return ForEachShard([&](int index) { return PushShard(index, grad, versions); });
+}
+
+absl::Status GrpcPsClient::PushShard(int index, const float* grad,
+                                     const std::vector<uint64_t>& versions)
+    ABSL_NO_THREAD_SAFETY_ANALYSIS {  // push_mu_ is held by Push.
+  uint64_t unused = 0;
+  const size_t num_chunks = GetShard(index, &unused)->chunks.size();
+  for (size_t c = 0; c < num_chunks; ++c) {
+    const uint64_t sequence = next_sequence_[index]++;
+    int64_t bytes = 0;
+    absl::Status status = WithRetries(
+        index, "push to", [&](const Shard& shard, uint64_t epoch) {
+          proto::PushRequest request;
+          request.set_placement_epoch(epoch);
+          request.set_worker_id(worker_id_);
+          request.set_sequence(sequence);
+          bytes = 0;
+          for (uint32_t id : shard.chunks[c]) {
+            const BlockSpec& spec = spec_.blocks()[id];
+            proto::BlockData* block = request.add_blocks();
+            block->set_block_id(id);
+            block->set_version(versions[id]);
+            block->set_data(reinterpret_cast<const char*>(grad + spec.offset),
+                            spec.length * 4);
+            bytes += spec.length * 4;
+          }
+          grpc::ClientContext context;
+          context.set_deadline(DeadlineIn(rpc_.deadline_s));
+          proto::PushResponse response;
+          return shard.stub->Push(&context, request, &response);
+        });
+    if (!status.ok()) return status;
+    counters_->Add("pushes", 1);
+    counters_->Add("bytes_out", bytes);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace downpour::worker
