@@ -11,8 +11,8 @@ constexpr uint32_t kPolynomial = 0x82F63B78;  // Castagnoli, bit-reflected.
 
 using Tables = std::array<std::array<uint32_t, 256>, 8>;
 
-// tables[0] is the classic byte table; tables[k][b] is the CRC of byte b followed
-// by k zero bytes, which lets the main loop fold 8 input bytes per step.
+// tables[0] is the classic byte table; tables[k][b] is the CRC of byte b
+// followed by k zero bytes, so the main loop folds 8 input bytes per step.
 constexpr Tables MakeTables() {
   Tables tables{};
   for (uint32_t b = 0; b < 256; ++b) {

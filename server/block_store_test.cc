@@ -64,11 +64,14 @@ TEST(BlockStoreTest, AddBlockCountsBlocksAndFloats) {
 
 TEST(BlockStoreTest, AddBlockRejectsEmptyValuesAndWrongStateSize) {
   BlockStore store(MakeOptimizer("adam", 0.1));
-  EXPECT_THAT(store.AddBlock(1, {}), StatusIs(absl::StatusCode::kInvalidArgument,
-                                              HasSubstr("add block 1")));
-  EXPECT_THAT(store.AddBlock(1, {1, 2}, 0, {0, 0, 0}),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("optimizer adam needs 2 x 2 = 4 state floats, got 3")));
+  EXPECT_THAT(
+      store.AddBlock(1, {}),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("add block 1")));
+  EXPECT_THAT(
+      store.AddBlock(1, {1, 2}, 0, {0, 0, 0}),
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          HasSubstr("optimizer adam needs 2 x 2 = 4 state floats, got 3")));
   EXPECT_EQ(store.num_blocks(), 0u);
 }
 
@@ -91,7 +94,8 @@ TEST(BlockStoreTest, PullOfUnknownBlockIsNotFoundAndListsHeldBlocks) {
   EXPECT_THAT(store.Pull(17, &bytes),
               StatusIs(absl::StatusCode::kNotFound,
                        "pull: unknown block 17 (this ps holds no blocks)"));
-  for (uint32_t id : {0, 1, 2, 3, 4, 5, 9}) ASSERT_THAT(store.AddBlock(id, {0}), IsOk());
+  for (uint32_t id : {0, 1, 2, 3, 4, 5, 9})
+    ASSERT_THAT(store.AddBlock(id, {0}), IsOk());
   EXPECT_THAT(store.Pull(17, &bytes),
               StatusIs(absl::StatusCode::kNotFound,
                        "pull: unknown block 17 (this ps holds blocks 0-5, 9)"));
@@ -100,12 +104,14 @@ TEST(BlockStoreTest, PullOfUnknownBlockIsNotFoundAndListsHeldBlocks) {
 
 TEST(BlockStoreTest, UnknownBlockMessageStaysShortForManyRanges) {
   BlockStore store(MakeOptimizer("sgd", 1.0));
-  for (uint32_t id = 0; id < 100; id += 2) ASSERT_THAT(store.AddBlock(id, {0}), IsOk());
+  for (uint32_t id = 0; id < 100; id += 2)
+    ASSERT_THAT(store.AddBlock(id, {0}), IsOk());
   std::string bytes;
-  EXPECT_THAT(store.Pull(1, &bytes),
-              StatusIs(absl::StatusCode::kNotFound,
-                       "pull: unknown block 1 (this ps holds blocks 0, 2, 4, 6, 8, "
-                       "10, 12, 14, ... (50 blocks in all))"));
+  EXPECT_THAT(
+      store.Pull(1, &bytes),
+      StatusIs(absl::StatusCode::kNotFound,
+               "pull: unknown block 1 (this ps holds blocks 0, 2, 4, 6, 8, "
+               "10, 12, 14, ... (50 blocks in all))"));
 }
 
 TEST(BlockStoreTest, PushOfUnknownBlockIsNotFound) {
@@ -123,13 +129,15 @@ TEST(BlockStoreTest, PushOfWrongSizeIsInvalidArgumentAndChangesNothing) {
   BlockStore store(MakeOptimizer("sgd", 1.0));
   ASSERT_THAT(store.AddBlock(17, std::vector<float>(65536, 1.0f)), IsOk());
   std::string g(1000, '\0');
-  EXPECT_THAT(store.Push(17, g.data(), g.size(), 0),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       "push: block 17 expects 65536 floats (262144 bytes), got 1000 "
-                       "bytes"));
+  EXPECT_THAT(
+      store.Push(17, g.data(), g.size(), 0),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               "push: block 17 expects 65536 floats (262144 bytes), got 1000 "
+               "bytes"));
   std::string odd(262143, '\0');
-  EXPECT_THAT(store.Push(17, odd.data(), odd.size(), 0),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("got 262143")));
+  EXPECT_THAT(
+      store.Push(17, odd.data(), odd.size(), 0),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("got 262143")));
   std::string bytes;
   EXPECT_EQ(store.Pull(17, &bytes).value(), 0u);
   EXPECT_EQ(Floats(bytes), std::vector<float>(65536, 1.0f));
@@ -154,10 +162,11 @@ TEST(BlockStoreTest, PushWithNaNOrInfIsRejectedAndTheBlockIsUnchanged) {
     std::vector<float> g(65536, 1.0f);
     g[c.index] = c.value;
     std::string bytes = Bytes(g);
-    const std::string message = "push: block 3 gradient has " + c.what + " at index " +
-                                std::to_string(c.index) +
-                                " (of 65536); the worker's gradient diverged, lower "
-                                "optimizer.learning_rate";
+    const std::string message =
+        "push: block 3 gradient has " + c.what + " at index " +
+        std::to_string(c.index) +
+        " (of 65536); the worker's gradient diverged, lower "
+        "optimizer.learning_rate";
     EXPECT_THAT(store.ValidatePush(3, bytes.data(), bytes.size()),
                 StatusIs(absl::StatusCode::kInvalidArgument, message));
     EXPECT_THAT(store.Push(3, bytes.data(), bytes.size(), 2),
@@ -166,7 +175,8 @@ TEST(BlockStoreTest, PushWithNaNOrInfIsRejectedAndTheBlockIsUnchanged) {
     EXPECT_EQ(store.Pull(3, &pulled).value(), 2u);
     EXPECT_EQ(Floats(pulled), initial);
     std::vector<BlockStore::BlockSnapshot> snapshot = store.Snapshot();
-    EXPECT_EQ(snapshot[0].state, std::vector<float>(65536, 0.0f));  // momentum untouched
+    EXPECT_EQ(snapshot[0].state,
+              std::vector<float>(65536, 0.0f));  // momentum untouched
   }
 }
 
@@ -213,9 +223,10 @@ TEST(BlockStoreTest, PushOfUnalignedBytesIsApplied) {
 }
 
 TEST(BlockStoreTest, AdamUsesTheBlockVersionForBiasCorrection) {
-  // g = 2, zero state: a fresh block takes Adam's first step, w = 1 - lr = 0.9. A
-  // block restored at version 1000 takes step t = 1001: m = 0.2, v = 0.004,
-  // w = 1 - 0.1 * (0.2 / (1 - 0.9^1001)) / sqrt(0.004 / (1 - 0.999^1001)) = 0.748470.
+  // g = 2, zero state: a fresh block takes Adam's first step, w = 1 - lr = 0.9.
+  // A block restored at version 1000 takes step t = 1001: m = 0.2, v = 0.004,
+  //   w = 1 - 0.1 * (0.2 / (1 - 0.9^1001)) / sqrt(0.004 / (1 - 0.999^1001))
+  //     = 0.748470
   BlockStore fresh(MakeOptimizer("adam", 0.1));
   BlockStore restored(MakeOptimizer("adam", 0.1));
   ASSERT_THAT(fresh.AddBlock(0, {1}), IsOk());
@@ -227,8 +238,8 @@ TEST(BlockStoreTest, AdamUsesTheBlockVersionForBiasCorrection) {
   EXPECT_NEAR(PullFloats(restored, 0)[0], 0.748470f, 1e-5);
 }
 
-// SGD with lr 1 and integer gradients is exact in float, so any lost or torn update
-// shows up as a wrong sum.
+// SGD with lr 1 and integer gradients is exact in float, so any lost or torn
+// update shows up as a wrong sum.
 TEST(BlockStoreTest, ConcurrentPushesSumExactly) {
   constexpr int kThreads = 6;
   constexpr int kPushesPerThread = 300;
@@ -242,7 +253,8 @@ TEST(BlockStoreTest, ConcurrentPushesSumExactly) {
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&store, t] {
       std::vector<float> g(kLength);
-      for (int i = 0; i < kLength; ++i) g[i] = static_cast<float>(t + 1 + i % 3);
+      for (int i = 0; i < kLength; ++i)
+        g[i] = static_cast<float>(t + 1 + i % 3);
       std::string bytes = Bytes(g);
       for (int k = 0; k < kPushesPerThread; ++k) {
         EXPECT_THAT(store.Push(0, bytes.data(), bytes.size(), 0), IsOk());
@@ -255,7 +267,8 @@ TEST(BlockStoreTest, ConcurrentPushesSumExactly) {
   for (std::thread& thread : threads) thread.join();
 
   std::string bytes;
-  EXPECT_EQ(store.Pull(0, &bytes).value(), uint64_t{kThreads * kPushesPerThread});
+  EXPECT_EQ(store.Pull(0, &bytes).value(),
+            uint64_t{kThreads * kPushesPerThread});
   std::vector<float> shared = Floats(bytes);
   for (int i = 0; i < kLength; ++i) {
     // sum over t of (t + 1 + i % 3), per push.
@@ -301,8 +314,10 @@ TEST(BlockStoreTest, SnapshotRestoresIntoANewStoreThatContinuesIdentically) {
             restored.BlockCrc32c(7, &restored_version));
   EXPECT_EQ(original_version, 4u);
   EXPECT_EQ(restored_version, 4u);
-  EXPECT_THAT(PullFloats(restored, 7), ElementsAreArray(PullFloats(*original, 7)));
-  EXPECT_THAT(PullFloats(restored, 2), ElementsAreArray(PullFloats(*original, 2)));
+  EXPECT_THAT(PullFloats(restored, 7),
+              ElementsAreArray(PullFloats(*original, 7)));
+  EXPECT_THAT(PullFloats(restored, 2),
+              ElementsAreArray(PullFloats(*original, 2)));
 }
 
 TEST(BlockStoreTest, BlockCrc32cIsTheChecksumOfThePulledBytes) {

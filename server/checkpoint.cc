@@ -18,7 +18,7 @@
 #include "common/status_macros.h"
 
 #ifndef ABSL_IS_LITTLE_ENDIAN
-#error "checkpoints store float32 bytes as they are; port to big-endian hosts first"
+#error "checkpoints store float32 bytes as they are: little-endian hosts only"
 #endif
 
 namespace downpour::server {
@@ -50,14 +50,15 @@ class ScopedFd {
   int fd_;
 };
 
-// `what` is a plain C string so that nothing allocates (and may touch errno) before
-// errno is read.
+// `what` is a plain C string so that nothing allocates (and may touch errno)
+// before errno is read.
 absl::Status IoError(const char* what, const std::string& path) {
   const int error = errno;
   return absl::ErrnoToStatus(error, absl::StrCat(what, " '", path, "'"));
 }
 
-absl::Status WriteAll(int fd, const char* data, size_t n, const std::string& path) {
+absl::Status WriteAll(int fd, const char* data, size_t n,
+                      const std::string& path) {
   while (n > 0) {
     ssize_t written = ::write(fd, data, n);
     if (written < 0) {
@@ -70,7 +71,7 @@ absl::Status WriteAll(int fd, const char* data, size_t n, const std::string& pat
   return absl::OkStatus();
 }
 
-// Buffers little-endian fields into a file and keeps the running CRC-32C of them.
+// Buffers little-endian fields into a file, keeping their running CRC-32C.
 class Encoder {
  public:
   Encoder(int fd, std::string path) : fd_(fd), path_(std::move(path)) {
@@ -116,7 +117,8 @@ class Encoder {
 
  private:
   void Flush() {
-    if (status_.ok()) status_ = WriteAll(fd_, buffer_.data(), buffer_.size(), path_);
+    if (status_.ok())
+      status_ = WriteAll(fd_, buffer_.data(), buffer_.size(), path_);
     buffer_.clear();
   }
 
@@ -164,8 +166,9 @@ absl::Status Encode(const Checkpoint& c, int fd, const std::string& path) {
   }
   RETURN_IF_ERROR(e.Finish());
   if (e.size() != expected_size) {  // EncodedSize and this function disagree
-    return absl::InternalError(absl::StrCat("write checkpoint '", path, "': wrote ",
-                                            e.size(), " bytes, expected ", expected_size));
+    return absl::InternalError(
+        absl::StrCat("write checkpoint '", path, "': wrote ", e.size(),
+                     " bytes, expected ", expected_size));
   }
   return absl::OkStatus();
 }
@@ -173,17 +176,21 @@ absl::Status Encode(const Checkpoint& c, int fd, const std::string& path) {
 // fsync on a directory makes a rename in it durable.
 absl::Status SyncDirectory(const std::string& dir) {
   ScopedFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (fd.get() < 0) return IoError("write checkpoint: cannot open directory", dir);
-  if (::fsync(fd.get()) != 0) return IoError("write checkpoint: cannot sync", dir);
+  if (fd.get() < 0)
+    return IoError("write checkpoint: cannot open directory", dir);
+  if (::fsync(fd.get()) != 0)
+    return IoError("write checkpoint: cannot sync", dir);
   return absl::OkStatus();
 }
 
 // Writes `tmp` completely and durably; the caller renames it.
 absl::Status WriteTempFile(const std::string& tmp, const Checkpoint& c) {
-  ScopedFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  ScopedFd fd(
+      ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (fd.get() < 0) return IoError("write checkpoint: cannot create", tmp);
   RETURN_IF_ERROR(Encode(c, fd.get(), tmp));
-  if (::fsync(fd.get()) != 0) return IoError("write checkpoint: cannot sync", tmp);
+  if (::fsync(fd.get()) != 0)
+    return IoError("write checkpoint: cannot sync", tmp);
   if (fd.Close() != 0) return IoError("write checkpoint: cannot close", tmp);
   return absl::OkStatus();
 }
@@ -192,23 +199,25 @@ absl::Status CreateParent(const std::filesystem::path& parent) {
   std::error_code error;
   std::filesystem::create_directories(parent, error);
   if (!error) return absl::OkStatus();
-  return absl::ErrnoToStatus(error.value(),
-                             absl::StrCat("write checkpoint: cannot create directory '",
-                                          parent.string(), "'"));
+  return absl::ErrnoToStatus(
+      error.value(), absl::StrCat("write checkpoint: cannot create directory '",
+                                  parent.string(), "'"));
 }
 
 // --- Reading ---------------------------------------------------------------
 
 absl::Status Corrupt(const std::string& path, const std::string& detail) {
-  return absl::DataLossError(absl::StrCat(
-      "checkpoint '", path, "' is corrupt (", detail,
-      "); move it away to start from fresh parameters, or restore a good copy"));
+  return absl::DataLossError(
+      absl::StrCat("checkpoint '", path, "' is corrupt (", detail,
+                   "); move it away to start from fresh parameters, or restore "
+                   "a good copy"));
 }
 
 absl::Status NotACheckpoint(const std::string& path) {
   return absl::DataLossError(absl::StrCat(
       "checkpoint '", path,
-      "' is not a Downpour checkpoint (it does not start with \"DPNCKPT\"); move it "
+      "' is not a Downpour checkpoint (it does not start with \"DPNCKPT\"); "
+      "move it "
       "away to start from fresh parameters, or restore a good copy"));
 }
 
@@ -216,12 +225,14 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   ScopedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) {
     if (errno == ENOENT) {
-      return absl::NotFoundError(absl::StrCat("checkpoint '", path, "' does not exist"));
+      return absl::NotFoundError(
+          absl::StrCat("checkpoint '", path, "' does not exist"));
     }
     return IoError("read checkpoint: cannot open", path);
   }
   struct stat st;
-  if (::fstat(fd.get(), &st) != 0) return IoError("read checkpoint: cannot stat", path);
+  if (::fstat(fd.get(), &st) != 0)
+    return IoError("read checkpoint: cannot stat", path);
   std::string contents(static_cast<size_t>(st.st_size), '\0');
   size_t done = 0;
   while (done < contents.size()) {
@@ -235,7 +246,7 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   return contents;
 }
 
-// Reads little-endian fields from a byte range; any read past the end clears ok().
+// Reads little-endian fields from bytes; reading past the end clears ok().
 class Decoder {
  public:
   Decoder(const char* data, size_t size) : p_(data), left_(size) {}
@@ -294,26 +305,28 @@ uint32_t LoadU32(const char* p) {
 // Checks magic, format, size and checksum of a whole file.
 absl::Status Verify(const std::string& path, const std::string& file) {
   const size_t magic_bytes = std::min(file.size(), sizeof(kMagic));
-  if (std::memcmp(file.data(), kMagic, magic_bytes) != 0) return NotACheckpoint(path);
+  if (std::memcmp(file.data(), kMagic, magic_bytes) != 0)
+    return NotACheckpoint(path);
   if (file.size() < kHeaderSize + kCrcSize) {
     return Corrupt(path, absl::StrCat("truncated: ", file.size(), " bytes"));
   }
   Decoder header(file.data() + sizeof(kMagic), kHeaderSize - sizeof(kMagic));
   const uint32_t format = header.U32();
   if (format != kCheckpointFormat) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("checkpoint '", path, "' was written by format ", format,
-                     ", this build reads format ", kCheckpointFormat,
-                     "; use the matching build, or move it away to start fresh"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint '", path, "' was written by format ", format,
+        ", this build reads format ", kCheckpointFormat,
+        "; use the matching build, or move it away to start fresh"));
   }
   const uint64_t declared = header.U64();
   if (file.size() < declared) {
-    return Corrupt(path, absl::StrCat("truncated: ", file.size(), " of ", declared,
-                                      " bytes"));
+    return Corrupt(path, absl::StrCat("truncated: ", file.size(), " of ",
+                                      declared, " bytes"));
   }
   if (file.size() > declared) {
-    return Corrupt(path, absl::StrCat(file.size(), " bytes, but its header says ",
-                                      declared));
+    return Corrupt(
+        path,
+        absl::StrCat(file.size(), " bytes, but its header says ", declared));
   }
   const size_t body = file.size() - kCrcSize;
   const uint32_t stored = LoadU32(file.data() + body);
@@ -327,7 +340,8 @@ absl::Status Verify(const std::string& path, const std::string& file) {
 }
 
 // Decodes the fields after the header of a verified file.
-absl::StatusOr<Checkpoint> Decode(const std::string& path, const std::string& file) {
+absl::StatusOr<Checkpoint> Decode(const std::string& path,
+                                  const std::string& file) {
   Decoder d(file.data() + kHeaderSize, file.size() - kHeaderSize - kCrcSize);
   Checkpoint c;
   c.shard_index = d.I32();
@@ -356,15 +370,18 @@ absl::StatusOr<Checkpoint> Decode(const std::string& path, const std::string& fi
 
 }  // namespace
 
-absl::Status WriteCheckpoint(const std::string& path, const Checkpoint& checkpoint) {
-  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+absl::Status WriteCheckpoint(const std::string& path,
+                             const Checkpoint& checkpoint) {
+  const std::filesystem::path parent =
+      std::filesystem::path(path).parent_path();
   if (!parent.empty()) RETURN_IF_ERROR(CreateParent(parent));
   const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
   absl::Status status = WriteTempFile(tmp, checkpoint);
   if (status.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
     const int error = errno;
     status = absl::ErrnoToStatus(
-        error, absl::StrCat("write checkpoint: cannot rename '", tmp, "' to '", path, "'"));
+        error, absl::StrCat("write checkpoint: cannot rename '", tmp, "' to '",
+                            path, "'"));
   }
   if (!status.ok()) {
     ::unlink(tmp.c_str());

@@ -1,10 +1,11 @@
-// On-disk checkpoints of one ps shard: its blocks, optimizer state and push sequences.
+// On-disk checkpoints of one ps shard: blocks, optimizer state, sequences.
 //
-//   RETURN_IF_ERROR(WriteCheckpoint(CheckpointPath(dir, 1), checkpoint));
-//   absl::StatusOr<Checkpoint> restored = ReadCheckpoint(CheckpointPath(dir, 1));
+//   const std::string path = CheckpointPath(dir, 1);
+//   RETURN_IF_ERROR(WriteCheckpoint(path, checkpoint));
+//   absl::StatusOr<Checkpoint> restored = ReadCheckpoint(path);
 //
-// A checkpoint is written to a temporary file, synced and renamed over the old one,
-// so a crash leaves either the old or the new checkpoint, never a mix.
+// A checkpoint is written to a temporary file, synced and renamed over the old
+// one, so a crash leaves either the old or the new checkpoint, never a mix.
 //
 // File layout (format 1). Integers are little-endian, floats IEEE float32 LE:
 //
@@ -17,9 +18,9 @@
 //   32      4+k   u32 k, then k bytes: optimizer name (e.g. "momentum")
 //   ...     4     u32 s, then s entries, ascending by worker id:
 //                   i32 worker id, u64 last applied push sequence
-//   ...     4     u32 b, then b blocks, ascending by id:
+//   ...     4     u32 b, then b blocks (in the order given):
 //                   u32 id, u64 version, u64 n (values), u64 m (state floats),
-//                   n floats of values, m floats of optimizer state (slot-major)
+//                   n floats of values, m floats of state (slot-major)
 //   end-4   4     u32 CRC-32C (common/checksum.h) of every byte before it
 #ifndef DOWNPOUR_SERVER_CHECKPOINT_H_
 #define DOWNPOUR_SERVER_CHECKPOINT_H_
@@ -39,32 +40,39 @@ namespace downpour::server {
 inline constexpr uint32_t kCheckpointFormat = 1;
 
 struct Checkpoint {
-  int32_t shard_index = 0;       // which ps shard wrote it
-  uint64_t placement_epoch = 0;  // the placement map epoch the shard served under
-  std::vector<BlockStore::BlockSnapshot> blocks;  // written ascending by id
+  // Which ps shard wrote it.
+  int32_t shard_index = 0;
+  // The placement map epoch the shard served under.
+  uint64_t placement_epoch = 0;
+  // The blocks with their optimizer state; written in the order given.
+  std::vector<BlockStore::BlockSnapshot> blocks;
   // Per worker id: the last push sequence applied (for exactly-once pushes).
   std::map<int32_t, uint64_t> last_sequence;
-  std::string optimizer;  // Optimizer::name() of the state in `blocks`
+  // Optimizer::name() of the state in `blocks`.
+  std::string optimizer;
 };
 
-// Writes `checkpoint` to `path` atomically: to `path` + ".tmp.<pid>", fsync, rename
-// over `path`, fsync the directory. Creates missing parent directories. On error
-// the temporary file is removed, an existing checkpoint at `path` is left as it was,
-// and the status (code from errno) names the path and the errno text.
-// Does no locking; callers take the Snapshot first, without holding locks here.
-absl::Status WriteCheckpoint(const std::string& path, const Checkpoint& checkpoint);
+// Writes `checkpoint` to `path` atomically: to `path` + ".tmp.<pid>", fsync,
+// rename over `path`, fsync the directory. Creates missing parent directories.
+// On error the temporary file is removed, an existing checkpoint at `path` is
+// left as it was, and the status (code from errno) names the path and the
+// errno text. Blocks on disk I/O: call it without holding locks. One writer
+// per path at a time.
+absl::Status WriteCheckpoint(const std::string& path,
+                             const Checkpoint& checkpoint);
 
 // Reads the checkpoint at `path`.
 //   NotFound: no file at `path`.
-//   DataLoss: the file is corrupt, truncated or not a checkpoint, e.g. "checkpoint
-//     'P' is corrupt (checksum mismatch: stored 0x1234abcd, computed 0x5678ef01);
-//     move it away to start from fresh parameters, or restore a good copy".
-//   FailedPrecondition: another format ("checkpoint 'P' was written by format 7,
-//     this build reads format 1").
+//   DataLoss: the file is corrupt, truncated or not a checkpoint, e.g.
+//     "checkpoint 'P' is corrupt (checksum mismatch: stored 0x1234abcd,
+//     computed 0x5678ef01); move it away to start from fresh parameters, or
+//     restore a good copy".
+//   FailedPrecondition: another format version ("checkpoint 'P' was written
+//     by format 7, this build reads format 1; ...").
 //   Other codes for I/O errors, with the errno text.
 absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path);
 
-// The checkpoint file of shard `shard_index` in `dir`: dir + "/ps-<index>.ckpt".
+// Shard `shard_index`'s checkpoint file in `dir`: dir + "/ps-<index>.ckpt".
 std::string CheckpointPath(const std::string& dir, int shard_index);
 
 }  // namespace downpour::server

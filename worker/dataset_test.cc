@@ -53,7 +53,8 @@ void WriteMnistJson(const std::string& dir, int per_digit) {
     for (int i = 0; i < per_digit; ++i) {
       for (int p = 0; p < kMnistDim; ++p) {
         if (i + p > 0) text += ",";
-        absl::StrAppend(&text, absl::StrFormat("%.9g", FixturePixel(digit, i, p)));
+        absl::StrAppend(&text,
+                        absl::StrFormat("%.9g", FixturePixel(digit, i, p)));
       }
     }
     text += "]}";
@@ -144,17 +145,16 @@ TEST(LoadMnistJsonTest, MalformedFilesAreInvalid) {
         "{ \"data\": [0, , 1] }", "{ \"data\": [0, x] }",
         "{ \"data\": [0] } trailing", "{ \"data\": [0, 1e99] }"}) {
     WriteFile(dir + "/0.json", text);
-    EXPECT_THAT(LoadMnistJson(dir),
-                StatusIs(absl::StatusCode::kInvalidArgument,
-                         HasSubstr(dir + "/0.json")))
+    EXPECT_THAT(LoadMnistJson(dir), StatusIs(absl::StatusCode::kInvalidArgument,
+                                             HasSubstr(dir + "/0.json")))
         << text;
   }
 }
 
 TEST(LoadIdxTest, ReadsTrainThenTestAndScalesPixels) {
   const std::string dir = TempDir("idx_ok");
-  WriteIdxImages(dir + "/train-images-idx3-ubyte", {0, 255, 51, 102, 1, 2, 3, 4},
-                 2, 2, 2);
+  WriteIdxImages(dir + "/train-images-idx3-ubyte",
+                 {0, 255, 51, 102, 1, 2, 3, 4}, 2, 2, 2);
   WriteIdxLabels(dir + "/train-labels-idx1-ubyte", {3, 1});
   WriteIdxImages(dir + "/t10k-images-idx3-ubyte", {255, 0, 0, 0}, 1, 2, 2);
   WriteIdxLabels(dir + "/t10k-labels-idx1-ubyte", {7});
@@ -163,9 +163,9 @@ TEST(LoadIdxTest, ReadsTrainThenTestAndScalesPixels) {
   EXPECT_EQ(data->dim, 4);
   EXPECT_EQ(data->classes, 8);
   EXPECT_THAT(data->y, ElementsAre(3, 1, 7));
-  EXPECT_THAT(data->x, ElementsAre(0.0f, 1.0f, 0.2f, 0.4f, 1 / 255.0f,
-                                   2 / 255.0f, 3 / 255.0f, 4 / 255.0f, 1.0f,
-                                   0.0f, 0.0f, 0.0f));
+  EXPECT_THAT(data->x,
+              ElementsAre(0.0f, 1.0f, 0.2f, 0.4f, 1 / 255.0f, 2 / 255.0f,
+                          3 / 255.0f, 4 / 255.0f, 1.0f, 0.0f, 0.0f, 0.0f));
 }
 
 TEST(LoadIdxTest, TestFilesAreOptional) {
@@ -197,16 +197,16 @@ TEST(LoadIdxTest, BadFilesAreInvalid) {
   WriteIdxLabels(labels, {0, 1});
 
   WriteFile(images, BigEndian32(0x801) + std::string(12, '\0'));
-  EXPECT_THAT(LoadIdx(dir), StatusIs(absl::StatusCode::kInvalidArgument,
-                                     AllOf(HasSubstr(images),
-                                           HasSubstr("0x00000803"))));
+  EXPECT_THAT(LoadIdx(dir),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr(images), HasSubstr("0x00000803"))));
   WriteFile(images, "\x1f\x8b\x08\x00 compressed");
   EXPECT_THAT(LoadIdx(dir), StatusIs(absl::StatusCode::kInvalidArgument,
                                      HasSubstr("gunzip")));
   WriteIdxImages(images, {1, 2, 3}, 2, 2, 1);  // one pixel short
-  EXPECT_THAT(LoadIdx(dir), StatusIs(absl::StatusCode::kInvalidArgument,
-                                     AllOf(HasSubstr(images),
-                                           HasSubstr("truncated"))));
+  EXPECT_THAT(LoadIdx(dir),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr(images), HasSubstr("truncated"))));
   WriteIdxImages(images, {1, 2, 3}, 3, 1, 1);  // three images, two labels
   EXPECT_THAT(LoadIdx(dir), StatusIs(absl::StatusCode::kInvalidArgument,
                                      HasSubstr("3 images")));
@@ -290,9 +290,8 @@ TEST(LoadDataTest, PassesReaderErrorsThrough) {
   DataSection section = MnistSection(TempDir("empty"), 1, 0);
   EXPECT_THAT(LoadData(section, 1), StatusIs(absl::StatusCode::kNotFound));
   section.source = "libsvm";
-  EXPECT_THAT(LoadData(section, 1),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("data.source")));
+  EXPECT_THAT(LoadData(section, 1), StatusIs(absl::StatusCode::kInvalidArgument,
+                                             HasSubstr("data.source")));
 }
 
 TEST(LoadDataTest, NormalizeUsesTrainStatistics) {

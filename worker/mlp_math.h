@@ -24,25 +24,25 @@ void AddBias(const float* bias, int rows, int cols, float* z);
 // a[i] = max(a[i], 0) for i in [0, n), in place.
 void ReluForward(int64_t n, float* a);
 
-// da[i] = 0 wherever a[i] <= 0, where `a` is ReluForward's output; this turns the
-// gradient w.r.t. a layer's activations into the gradient w.r.t. its
+// da[i] = 0 wherever a[i] <= 0, where `a` is ReluForward's output; this turns
+// the gradient w.r.t. a layer's activations into the gradient w.r.t. its
 // pre-activations, in place.
 void ReluBackward(const float* a, int64_t n, float* da);
 
-// For each row r: loss_r = logsumexp(logits[r]) - logits[r][labels[r]], computed
-// stably by subtracting the row's maximum before exponentiating. Returns the sum of
-// loss_r over the rows (in double). If dlogits is not null, also writes
-// dlogits[r][c] = grad_scale * (softmax(logits[r])[c] - (c == labels[r])); use
-// grad_scale = 1/rows for the gradient of the mean loss. dlogits may alias logits.
-// REQUIRES: every label in [0, classes).
+// For each row r: loss_r = logsumexp(logits[r]) - logits[r][labels[r]],
+// computed stably by subtracting the row's maximum before exponentiating.
+// Returns the sum of loss_r over the rows (in double). If dlogits is not null,
+// also writes dlogits[r][c] = grad_scale * (softmax(logits[r])[c] - (c ==
+// labels[r])); use grad_scale = 1/rows for the gradient of the mean loss.
+// dlogits may alias logits. REQUIRES: every label in [0, classes).
 double SoftmaxCrossEntropy(const float* logits, const int* labels, int rows,
                            int classes, float grad_scale, float* dlogits);
 
 // out[c] = sum over r of m[r][c] (overwrites out): the bias gradient from dZ.
 void ColumnSums(const float* m, int rows, int cols, float* out);
 
-// How many rows have their label as the argmax of the row; ties go to the lowest
-// index. REQUIRES: every label in [0, classes).
+// How many rows have their label as the argmax of the row; ties go to the
+// lowest index. REQUIRES: every label in [0, classes).
 int64_t CountCorrect(const float* logits, const int* labels, int rows,
                      int classes);
 

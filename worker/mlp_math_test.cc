@@ -41,9 +41,9 @@ TEST(MlpMathTest, SoftmaxCrossEntropyOfUniformLogitsIsLogClasses) {
       SoftmaxCrossEntropy(logits.data(), labels, 2, 4, 0.5f, dlogits.data());
   EXPECT_NEAR(loss, 2 * std::log(4.0), 1e-6);
   const float p = 0.5f * 0.25f;  // grad_scale * softmax
-  EXPECT_THAT(dlogits, Pointwise(FloatNear(1e-7), std::vector<float>{
-                                                      p, p - 0.5f, p, p, p, p,
-                                                      p, p - 0.5f}));
+  EXPECT_THAT(dlogits, Pointwise(FloatNear(1e-7),
+                                 std::vector<float>{p, p - 0.5f, p, p, p, p, p,
+                                                    p - 0.5f}));
 }
 
 TEST(MlpMathTest, SoftmaxCrossEntropyIsStableForHugeLogits) {
@@ -53,15 +53,16 @@ TEST(MlpMathTest, SoftmaxCrossEntropyIsStableForHugeLogits) {
   const double loss =
       SoftmaxCrossEntropy(logits.data(), &label, 1, 3, 1.0f, dlogits.data());
   EXPECT_NEAR(loss, 1000.0, 1e-3);
-  EXPECT_THAT(dlogits, Pointwise(FloatNear(1e-6), std::vector<float>{1, -1, 0}));
+  EXPECT_THAT(dlogits,
+              Pointwise(FloatNear(1e-6), std::vector<float>{1, -1, 0}));
 }
 
 TEST(MlpMathTest, SoftmaxCrossEntropyMayWriteOverLogits) {
   std::vector<float> z = {1, 2, 3};
   std::vector<float> separate(3);
   const int label = 0;
-  const double a = SoftmaxCrossEntropy(z.data(), &label, 1, 3, 1.0f,
-                                       separate.data());
+  const double a =
+      SoftmaxCrossEntropy(z.data(), &label, 1, 3, 1.0f, separate.data());
   const double b = SoftmaxCrossEntropy(z.data(), &label, 1, 3, 1.0f, z.data());
   EXPECT_EQ(a, b);
   EXPECT_EQ(z, separate);

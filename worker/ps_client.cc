@@ -48,9 +48,16 @@ absl::Status GrpcPsClient::Refresh(uint64_t seen_epoch) {
     absl::MutexLock lock(&mu_);
     if (epoch_ > seen_epoch) return absl::OkStatus();  // someone else refreshed
   }
+  // The first time, wait (bounded) for a placement; later, read it once: when it
+  // is not newer, or the coordinator is down, we keep the one we have and the
+  // caller's backoff decides when to try again.
   absl::StatusOr<proto::GetPlacementResponse> placement =
-      coordinator_->WaitForPlacement(seen_epoch + 1, should_stop_);
-  if (!placement.ok()) return placement.status();
+      seen_epoch == 0 ? coordinator_->WaitForPlacement(1, should_stop_)
+                      : coordinator_->GetPlacement();
+  if (!placement.ok()) {
+    return seen_epoch == 0 ? placement.status() : absl::OkStatus();
+  }
+  if (placement->epoch() <= seen_epoch) return absl::OkStatus();
   std::vector<std::shared_ptr<const Shard>> shards;
   for (const proto::ShardInfo& info : placement->shards()) {
     auto shard = std::make_shared<Shard>();

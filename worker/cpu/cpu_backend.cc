@@ -12,8 +12,8 @@
 namespace downpour::worker {
 namespace {
 
-// c[m, n] = a[m, k] * b[k, n] (beta = 0), with a and/or b optionally transposed in
-// memory: a is stored [k, m] when trans_a, b is stored [n, k] when trans_b.
+// c[m, n] = a[m, k] * b[k, n] (beta = 0), with a and/or b optionally transposed
+// in memory: a is stored [k, m] when trans_a, b is stored [n, k] when trans_b.
 void Gemm(bool trans_a, bool trans_b, int m, int n, int k, const float* a,
           const float* b, float* c) {
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
@@ -23,9 +23,9 @@ void Gemm(bool trans_a, bool trans_b, int m, int n, int k, const float* a,
 
 absl::Status CheckBatch(int batch, int max_batch) {
   if (batch < 1 || batch > max_batch) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "batch of ", batch, " examples is outside [1, ", max_batch,
-        "] (the backend's max_batch)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch of ", batch, " examples is outside [1, ", max_batch,
+                     "] (the backend's max_batch)"));
   }
   return absl::OkStatus();
 }
@@ -87,9 +87,9 @@ absl::StatusOr<float> CpuBackend::LossAndGradient(const float* params,
   RETURN_IF_ERROR(CheckBatch(batch, max_batch_));
   RETURN_IF_ERROR(CheckLabels(labels, batch, layers_.back()));
   const float* logits = Forward(params, x, batch);
-  const double loss_sum =
-      SoftmaxCrossEntropy(logits, labels, batch, layers_.back(),
-                          1.0f / static_cast<float>(batch), delta_.back().data());
+  const double loss_sum = SoftmaxCrossEntropy(
+      logits, labels, batch, layers_.back(), 1.0f / static_cast<float>(batch),
+      delta_.back().data());
   Backward(params, x, batch, grad);
   return static_cast<float>(loss_sum / batch);
 }

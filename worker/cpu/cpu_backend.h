@@ -1,12 +1,13 @@
-// ComputeBackend on the CPU: OpenBLAS SGEMM for the layers, mlp_math for the rest.
+// ComputeBackend on the CPU: OpenBLAS SGEMM plus the mlp_math kernels.
 //
 //   CpuBackend backend(spec, /*max_batch=*/128);
 //   absl::StatusOr<float> loss =
 //       backend.LossAndGradient(params, x, labels, 128, grad.data());
 //
-// All activation and gradient buffers are allocated once in the constructor; a step
-// allocates nothing. OpenBLAS's own thread count is the caller's choice
-// (openblas_set_num_threads(1) or OPENBLAS_NUM_THREADS=1 for one thread per worker).
+// All activation and gradient buffers are allocated once in the constructor; a
+// step allocates nothing. OpenBLAS's own thread count is the caller's choice
+// (openblas_set_num_threads(1) or OPENBLAS_NUM_THREADS=1 for one thread per
+// worker).
 #ifndef DOWNPOUR_WORKER_CPU_CPU_BACKEND_H_
 #define DOWNPOUR_WORKER_CPU_CPU_BACKEND_H_
 
@@ -21,8 +22,9 @@
 
 namespace downpour::worker {
 
-// The model of `spec`: layers[0] inputs, ReLU hidden layers, layers.back() classes
-// (two layers give softmax regression). Not thread-safe; one per compute thread.
+// The model of `spec`: layers[0] inputs, ReLU hidden layers, layers.back()
+// classes (two layers give softmax regression). Not thread-safe; one per
+// compute thread.
 class CpuBackend : public ComputeBackend {
  public:
   // Keeps a copy of the layout it needs; `spec` need not outlive the backend.
@@ -53,12 +55,13 @@ class CpuBackend : public ComputeBackend {
   // Constant after construction.
   const std::vector<int> layers_;
   const int max_batch_;
-  std::vector<int64_t> weight_offset_;  // per linear layer, into the flat vector
+  std::vector<int64_t>
+      weight_offset_;  // per linear layer, into the flat vector
   std::vector<int64_t> bias_offset_;
 
-  // Scratch, max_batch_ rows each. act_[l]: output of linear layer l (after ReLU
-  // for hidden layers; the logits for the last). delta_[l]: d loss / d (layer l's
-  // pre-activation).
+  // Scratch, max_batch_ rows each. act_[l]: output of linear layer l (after
+  // ReLU for hidden layers; the logits for the last). delta_[l]: d loss / d
+  // (layer l's pre-activation).
   std::vector<std::vector<float>> act_;
   std::vector<std::vector<float>> delta_;
 };

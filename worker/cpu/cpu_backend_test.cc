@@ -43,8 +43,9 @@ std::vector<int> RandomLabels(int n, int classes, uint32_t seed) {
   return labels;
 }
 
-// The model written out directly in double precision, independent of the backend:
-// fills logits [batch, classes] and returns the mean softmax cross-entropy.
+// The model written out directly in double precision, independent of the
+// backend: fills logits [batch, classes] and returns the mean softmax
+// cross-entropy.
 double ReferenceLoss(const std::vector<int>& layers,
                      const std::vector<double>& params, const float* x,
                      const int* labels, int batch,
@@ -58,7 +59,8 @@ double ReferenceLoss(const std::vector<int>& layers,
       std::vector<double> z(out);
       for (int j = 0; j < out; ++j) {
         z[j] = params[offset + in * out + j];  // bias
-        for (int i = 0; i < in; ++i) z[j] += a[i] * params[offset + i * out + j];
+        for (int i = 0; i < in; ++i)
+          z[j] += a[i] * params[offset + i * out + j];
         if (l + 2 < layers.size()) z[j] = std::max(z[j], 0.0);
       }
       offset += in * out + out;
@@ -82,8 +84,8 @@ struct GradientCase {
 class GradientTest : public ::testing::TestWithParam<GradientCase> {};
 
 // The analytic gradient (float) matches central differences of the double
-// reference, |analytic - numeric| <= 1e-5 + 1e-3 * |numeric|, and the loss matches
-// to 1e-5 relative.
+// reference, |analytic - numeric| <= 1e-5 + 1e-3 * |numeric|, and the loss
+// matches to 1e-5 relative.
 TEST_P(GradientTest, MatchesFiniteDifferences) {
   const GradientCase& c = GetParam();
   const ModelSpec spec = MakeSpec(c.type, c.layers);
@@ -108,9 +110,11 @@ TEST_P(GradientTest, MatchesFiniteDifferences) {
   for (int64_t i = 0; i < spec.num_params(); ++i) {
     const double saved = p[i];
     p[i] = saved + kEps;
-    const double plus = ReferenceLoss(c.layers, p, x.data(), labels.data(), c.batch);
+    const double plus =
+        ReferenceLoss(c.layers, p, x.data(), labels.data(), c.batch);
     p[i] = saved - kEps;
-    const double minus = ReferenceLoss(c.layers, p, x.data(), labels.data(), c.batch);
+    const double minus =
+        ReferenceLoss(c.layers, p, x.data(), labels.data(), c.batch);
     p[i] = saved;
     const double numeric = (plus - minus) / (2 * kEps);
     EXPECT_NEAR(grad[i], numeric, 1e-5 + 1e-3 * std::abs(numeric))
@@ -118,12 +122,11 @@ TEST_P(GradientTest, MatchesFiniteDifferences) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Models, GradientTest,
-    ::testing::Values(GradientCase{"mlp", {5, 4, 3}, 6},
-                      GradientCase{"mlp", {7, 6, 5, 4}, 9},
-                      GradientCase{"softmax", {6, 4}, 5},
-                      GradientCase{"mlp", {3, 2}, 1}));
+INSTANTIATE_TEST_SUITE_P(Models, GradientTest,
+                         ::testing::Values(GradientCase{"mlp", {5, 4, 3}, 6},
+                                           GradientCase{"mlp", {7, 6, 5, 4}, 9},
+                                           GradientCase{"softmax", {6, 4}, 5},
+                                           GradientCase{"mlp", {3, 2}, 1}));
 
 TEST(CpuBackendTest, EvaluateAgreesWithLossAndGradient) {
   const std::vector<int> layers = {12, 10, 8, 5};
@@ -166,9 +169,9 @@ TEST(CpuBackendTest, EvaluateOfNothingIsZero) {
   const std::vector<float> params(spec.num_params(), 0.0f);
   double loss_sum = -1;
   int64_t correct = -1;
-  EXPECT_THAT(backend.Evaluate(params.data(), nullptr, nullptr, 0, &loss_sum,
-                               &correct),
-              IsOk());
+  EXPECT_THAT(
+      backend.Evaluate(params.data(), nullptr, nullptr, 0, &loss_sum, &correct),
+      IsOk());
   EXPECT_EQ(loss_sum, 0.0);
   EXPECT_EQ(correct, 0);
 }
@@ -182,12 +185,14 @@ TEST(CpuBackendTest, RejectsBadBatchesAndLabels) {
   std::vector<int> labels = {0, 1, 0, 1, 0, 1, 0, 1};
   std::vector<float> grad(spec.num_params());
 
-  EXPECT_THAT(backend.LossAndGradient(params.data(), x.data(), labels.data(), 0,
-                                      grad.data()),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("[1, 4]")));
-  EXPECT_THAT(backend.LossAndGradient(params.data(), x.data(), labels.data(), 5,
-                                      grad.data()),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("max_batch")));
+  EXPECT_THAT(
+      backend.LossAndGradient(params.data(), x.data(), labels.data(), 0,
+                              grad.data()),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("[1, 4]")));
+  EXPECT_THAT(
+      backend.LossAndGradient(params.data(), x.data(), labels.data(), 5,
+                              grad.data()),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("max_batch")));
   labels[2] = 2;
   EXPECT_THAT(backend.LossAndGradient(params.data(), x.data(), labels.data(), 4,
                                       grad.data()),
@@ -197,10 +202,10 @@ TEST(CpuBackendTest, RejectsBadBatchesAndLabels) {
   labels[6] = -1;
   double loss_sum;
   int64_t correct;
-  EXPECT_THAT(backend.Evaluate(params.data(), x.data(), labels.data(), 8,
-                               &loss_sum, &correct),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("example 6")));
+  EXPECT_THAT(
+      backend.Evaluate(params.data(), x.data(), labels.data(), 8, &loss_sum,
+                       &correct),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("example 6")));
   EXPECT_THAT(backend.Evaluate(params.data(), x.data(), labels.data(), -1,
                                &loss_sum, &correct),
               StatusIs(absl::StatusCode::kInvalidArgument));
@@ -213,8 +218,8 @@ struct TrainCase {
 
 class TrainTest : public ::testing::TestWithParam<TrainCase> {};
 
-// 300 steps of plain SGD (lr 0.1, batch 32) on Gaussian blobs: the test loss falls
-// to under a third and the test accuracy passes 0.9.
+// 300 steps of plain SGD (lr 0.1, batch 32) on Gaussian blobs: the test loss
+// falls to under a third and the test accuracy passes 0.9.
 TEST_P(TrainTest, SgdLearnsSyntheticBlobs) {
   const TrainCase& c = GetParam();
   const ModelSpec spec = MakeSpec(c.type, c.layers);
@@ -234,11 +239,10 @@ TEST_P(TrainTest, SgdLearnsSyntheticBlobs) {
               IsOk());
   for (int step = 0; step < 300; ++step) {
     const int start = (step * kBatch) % (kTrain - kBatch);
-    ASSERT_THAT(backend.LossAndGradient(params.data(),
-                                        data.x.data() + start * data.dim,
-                                        data.y.data() + start, kBatch,
-                                        grad.data()),
-                IsOk());
+    ASSERT_THAT(
+        backend.LossAndGradient(params.data(), data.x.data() + start * data.dim,
+                                data.y.data() + start, kBatch, grad.data()),
+        IsOk());
     for (size_t i = 0; i < params.size(); ++i) params[i] -= 0.1f * grad[i];
   }
   double final_loss;

@@ -1,0 +1,432 @@
+// ps_bench: the parameter server's throughput over loopback gRPC and one
+// worker's training rate with and without it, each as a ratio to a baseline
+// measured in the same run (the machine is shared; absolute figures drift).
+//
+//   bazel run -c opt //bench:ps_bench
+//   bazel run -c opt //bench:ps_bench -- --sections=transport --sizes_mib=4
+//
+// Sections (docs/BENCHMARKS.md explains every column):
+//   transport  GrpcPsClient Push / Pull of the whole flat vector against an
+//              in-process coordinator and 1..S shards served over 127.0.0.1,
+//              next to a plain TCP socket pair moving the same bytes in the
+//              same message sizes; and Push against the same servers with a
+//              ParameterServer service that acknowledges without touching the
+//              shard (validation and optimizer off).
+//   apply      the shard's own work per full-model push, in process: Shard::
+//              Push, BlockStore::ValidatePush and BlockStore::Push (validate +
+//              apply), as a share of the gRPC push time.
+//   worker     DownpourLoop examples/s for the MNIST MLP with GrpcPsClient
+//              against one in-process ps, and with no_communication.
+// Every figure is the median of --reps (--worker_reps) samples; samples of
+// the things compared are interleaved so that drift hits both alike.
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "bench/local_cluster.h"
+#include "bench/tcp_link.h"
+#include "common/logging.h"
+#include "common/model_spec.h"
+#include "proto/ps.grpc.pb.h"
+#include "server/block_store.h"
+#include "server/optimizer.h"
+#include "worker/cpu/cpu_backend.h"
+#include "worker/dataset.h"
+#include "worker/downpour.h"
+#include "worker/ps_client.h"
+
+ABSL_FLAG(std::string, sections, "transport,apply,worker",
+          "which sections to run: transport, apply, worker");
+ABSL_FLAG(std::string, sizes_mib, "1,16",
+          "model sizes in MiB of float32 parameters (transport, apply)");
+ABSL_FLAG(std::string, shards, "1,2", "ps shard counts (transport)");
+ABSL_FLAG(int64_t, block_size, 65536, "model.block_size in floats");
+ABSL_FLAG(std::string, optimizer, "sgd", "optimizer.type the shards apply");
+ABSL_FLAG(int, reps, 11, "samples per transport/apply figure (median)");
+ABSL_FLAG(int64_t, sample_bytes, 8 << 20,
+          "a transport sample repeats an operation until it has moved this "
+          "many bytes (at least once)");
+ABSL_FLAG(int64_t, tcp_message_bytes, 4 << 20,
+          "largest TCP baseline message; GrpcPsClient's chunk (kChunkBytes in "
+          "worker/ps_client.cc)");
+ABSL_FLAG(int, worker_steps, 600, "training steps per worker sample");
+ABSL_FLAG(int, worker_reps, 5, "samples per worker figure (median)");
+ABSL_FLAG(int, n_fetch, 1, "training.n_fetch for the worker section");
+ABSL_FLAG(int, n_push, 1, "training.n_push for the worker section");
+
+namespace downpour::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr double kMiB = 1 << 20;
+
+void Check(const absl::Status& status, const std::string& what) {
+  if (status.ok()) return;
+  absl::FPrintF(stderr, "ps_bench: %s: %s\n", what, status.ToString());
+  std::exit(1);
+}
+
+std::vector<int> ParseInts(const std::string& text) {
+  std::vector<int> out;
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    int v;
+    if (absl::SimpleAtoi(part, &v)) out.push_back(v);
+  }
+  return out;
+}
+
+bool SectionOn(const std::string& name) {
+  for (absl::string_view s : absl::StrSplit(absl::GetFlag(FLAGS_sections), ',')) {
+    if (s == name) return true;
+  }
+  return false;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Seconds per call of fn, over `times` calls.
+template <typename Fn>
+double PerCall(int times, Fn&& fn) {
+  const Clock::time_point start = Clock::now();
+  for (int i = 0; i < times; ++i) fn();
+  return std::chrono::duration<double>(Clock::now() - start).count() / times;
+}
+
+// A softmax [floats/4 - 1, 4] model: exactly `floats` parameters.
+Config ModelConfig(int64_t floats, int shards) {
+  Config config;
+  config.model.type = "softmax";
+  config.model.layers = {static_cast<int>(floats / 4 - 1), 4};
+  config.model.block_size = absl::GetFlag(FLAGS_block_size);
+  config.optimizer.type = absl::GetFlag(FLAGS_optimizer);
+  config.cluster.ps.assign(shards, "127.0.0.1:0");
+  config.rpc.deadline_s = 30;
+  config.rpc.connect_timeout_s = 10;
+  return config;
+}
+
+// A cluster and one worker's client of it.
+struct Endpoint {
+  std::unique_ptr<LocalCluster> cluster;
+  std::unique_ptr<ModelSpec> spec;  // the client keeps a reference
+  Counters counters;
+  std::unique_ptr<worker::GrpcPsClient> client;
+  std::vector<uint64_t> versions;
+};
+
+std::unique_ptr<Endpoint> Connect(const Config& config,
+                                  LocalCluster::ServiceFactory factory) {
+  auto e = std::make_unique<Endpoint>();
+  absl::StatusOr<std::unique_ptr<LocalCluster>> cluster =
+      LocalCluster::Start(config, std::move(factory));
+  Check(cluster.status(), "start cluster");
+  e->cluster = *std::move(cluster);
+  absl::StatusOr<ModelSpec> spec = ModelSpec::Create(config.model);
+  Check(spec.status(), "model");
+  e->spec = std::make_unique<ModelSpec>(*std::move(spec));
+  e->client = std::make_unique<worker::GrpcPsClient>(
+      *e->spec, e->cluster->coordinator_client(), config.rpc, 0, &e->counters);
+  Check(e->client->Connect(), "connect");
+  return e;
+}
+
+// ParameterServer whose Push acknowledges without calling the shard: the
+// transport cost of a push with validation and the optimizer switched off.
+class AckOnlyPsService final : public proto::ParameterServer::CallbackService {
+  grpc::ServerUnaryReactor* Push(grpc::CallbackServerContext* context,
+                                 const proto::PushRequest*,
+                                 proto::PushResponse*) override {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+};
+
+struct TransportRow {
+  double mib = 0;
+  int shards = 0;
+  int64_t message_bytes = 0;
+  double tcp = 0, push = 0, pull = 0, push_pull = 0, ack_push = 0;  // GB/s
+  double push_ms = 0;
+};
+
+TransportRow MeasureTransport(int mib, int shards, TcpLink* tcp) {
+  const int64_t floats = static_cast<int64_t>(mib) * (1 << 18);
+  const int64_t bytes = floats * 4;
+  const Config config = ModelConfig(floats, shards);
+  std::unique_ptr<Endpoint> real = Connect(config, nullptr);
+  std::unique_ptr<Endpoint> ack = Connect(config, [](server::Shard*) {
+    return std::unique_ptr<grpc::Service>(new AckOnlyPsService);
+  });
+  std::vector<float> params(floats), grad(floats, 1e-3f);
+  Check(real->client->Pull(params.data(), &real->versions), "pull");
+  ack->versions = real->versions;
+  TransportRow row;
+  row.mib = mib;
+  row.shards = shards;
+  row.message_bytes = std::min(absl::GetFlag(FLAGS_tcp_message_bytes),
+                               bytes / shards);
+  const int times = static_cast<int>(
+      std::max<int64_t>(1, absl::GetFlag(FLAGS_sample_bytes) / bytes));
+  auto push = [&] { Check(real->client->Push(grad.data(), real->versions), "push"); };
+  auto pull = [&] { Check(real->client->Pull(params.data(), &real->versions), "pull"); };
+  auto ack_push = [&] { Check(ack->client->Push(grad.data(), ack->versions), "push"); };
+  auto tcp_send = [&] {
+    absl::StatusOr<double> s = tcp->Transfer(bytes, row.message_bytes);
+    Check(s.status(), "tcp");
+  };
+  for (int i = 0; i < 2; ++i) push(), pull(), ack_push(), tcp_send();  // warm up
+  std::vector<double> t_tcp, t_push, t_pull, t_pp, t_ack;
+  for (int r = 0; r < absl::GetFlag(FLAGS_reps); ++r) {
+    t_tcp.push_back(PerCall(times, tcp_send));
+    t_push.push_back(PerCall(times, push));
+    t_pull.push_back(PerCall(times, pull));
+    t_pp.push_back(t_push.back() + t_pull.back());
+    t_ack.push_back(PerCall(times, ack_push));
+  }
+  auto gbps = [&](const std::vector<double>& t, double n) {
+    return n * bytes / Median(t) / 1e9;
+  };
+  row.tcp = gbps(t_tcp, 1);
+  row.push = gbps(t_push, 1);
+  row.pull = gbps(t_pull, 1);
+  row.push_pull = gbps(t_pp, 2);
+  row.ack_push = gbps(t_ack, 1);
+  row.push_ms = Median(t_push) * 1e3;
+  return row;
+}
+
+void PrintTransport(const std::vector<TransportRow>& rows) {
+  absl::PrintF(
+      "\n== transport: GrpcPsClient over 127.0.0.1 vs a TCP socket pair "
+      "(GB/s = 1e9 B/s, medians of %d) ==\n",
+      absl::GetFlag(FLAGS_reps));
+  absl::PrintF("%6s %6s %8s %7s %7s %7s %9s %8s %8s %8s %9s %8s\n", "MiB",
+               "shards", "msg KiB", "TCP", "push", "pull", "push+pull",
+               "push/TCP", "pull/TCP", "p+p/TCP", "ack-only", "on/off");
+  for (const TransportRow& r : rows) {
+    absl::PrintF(
+        "%6.0f %6d %8.0f %7.2f %7.2f %7.2f %9.2f %8.2f %8.2f %8.2f %9.2f "
+        "%8.2f\n",
+        r.mib, r.shards, r.message_bytes / 1024.0, r.tcp, r.push, r.pull,
+        r.push_pull, r.push / r.tcp, r.pull / r.tcp, r.push_pull / r.tcp,
+        r.ack_push, r.push / r.ack_push);
+  }
+  absl::PrintF(
+      "ack-only: push GB/s to the same servers with a Push handler that "
+      "acknowledges without calling the shard;\non/off: push / ack-only "
+      "(shard work, i.e. validation + optimizer, on vs off). Target >= 0.95.\n");
+}
+
+struct ApplyRow {
+  double mib = 0;
+  double shard_ms = 0, validate_ms = 0, store_push_ms = 0;
+};
+
+ApplyRow MeasureApply(int mib) {
+  const int64_t floats = static_cast<int64_t>(mib) * (1 << 18);
+  Config config = ModelConfig(floats, 1);
+  config.checkpoint.dir = "";
+  absl::StatusOr<ModelSpec> spec = ModelSpec::Create(config.model);
+  Check(spec.status(), "model");
+  Counters counters;
+  absl::StatusOr<std::unique_ptr<server::Shard>> shard =
+      server::Shard::Create(config, 0, &counters);
+  Check(shard.status(), "shard");
+  std::vector<uint32_t> ids;
+  for (const BlockSpec& b : spec->blocks()) ids.push_back(b.id);
+  Check((*shard)->Assign(1, ids), "assign");
+  absl::StatusOr<std::unique_ptr<server::Optimizer>> optimizer =
+      server::Optimizer::Create(config.optimizer);
+  Check(optimizer.status(), "optimizer");
+  server::BlockStore store(*std::move(optimizer));
+  proto::PushRequest request;
+  request.set_placement_epoch(1);
+  const std::vector<float> grad(floats, 1e-3f);
+  for (const BlockSpec& b : spec->blocks()) {
+    Check(store.AddBlock(b.id, std::vector<float>(b.length, 0.5f)), "add");
+    proto::BlockData* block = request.add_blocks();
+    block->set_block_id(b.id);
+    block->set_data(reinterpret_cast<const char*>(grad.data() + b.offset),
+                    b.length * 4);
+  }
+  auto shard_push = [&] {
+    proto::PushResponse response;
+    Check((*shard)->Push(request, &response), "shard push");
+  };
+  auto validate = [&] {
+    for (const proto::BlockData& b : request.blocks()) {
+      Check(store.ValidatePush(b.block_id(), b.data().data(), b.data().size()),
+            "validate");
+    }
+  };
+  auto store_push = [&] {
+    for (const proto::BlockData& b : request.blocks()) {
+      Check(store.Push(b.block_id(), b.data().data(), b.data().size(), 0)
+                .status(),
+            "store push");
+    }
+  };
+  const int times = static_cast<int>(
+      std::max<int64_t>(1, absl::GetFlag(FLAGS_sample_bytes) / (floats * 4)));
+  shard_push(), validate(), store_push();
+  std::vector<double> t_shard, t_validate, t_store;
+  for (int r = 0; r < absl::GetFlag(FLAGS_reps); ++r) {
+    t_shard.push_back(PerCall(times, shard_push));
+    t_validate.push_back(PerCall(times, validate));
+    t_store.push_back(PerCall(times, store_push));
+  }
+  return {static_cast<double>(mib), Median(t_shard) * 1e3,
+          Median(t_validate) * 1e3, Median(t_store) * 1e3};
+}
+
+void PrintApply(const std::vector<ApplyRow>& rows,
+                const std::vector<TransportRow>& transport) {
+  absl::PrintF(
+      "\n== apply: the shard's work per full-model push, in process, no gRPC "
+      "(optimizer %s, ms, medians of %d) ==\n",
+      absl::GetFlag(FLAGS_optimizer), absl::GetFlag(FLAGS_reps));
+  absl::PrintF("%6s %11s %9s %11s %9s %8s %11s %11s %13s\n", "MiB",
+               "Shard::Push", "validate", "store push", "apply", "GB/s",
+               "gRPC push", "shard/push", "apply/push");
+  for (const ApplyRow& a : rows) {
+    const double apply_ms = std::max(0.0, a.store_push_ms - a.validate_ms);
+    double push_ms = 0;
+    for (const TransportRow& t : transport) {
+      if (t.mib == a.mib && t.shards == 1) push_ms = t.push_ms;
+    }
+    const double gbps = a.mib * kMiB / (a.shard_ms * 1e-3) / 1e9;
+    if (push_ms > 0) {
+      absl::PrintF("%6.0f %11.2f %9.2f %11.2f %9.2f %8.2f %11.2f %11.2f %13.2f\n",
+                   a.mib, a.shard_ms, a.validate_ms, a.store_push_ms, apply_ms,
+                   gbps, push_ms, a.shard_ms / push_ms, apply_ms / push_ms);
+    } else {
+      absl::PrintF("%6.0f %11.2f %9.2f %11.2f %9.2f %8.2f %11s %11s %13s\n",
+                   a.mib, a.shard_ms, a.validate_ms, a.store_push_ms, apply_ms,
+                   gbps, "-", "-", "-");
+    }
+  }
+  absl::PrintF(
+      "Shard::Push: the whole server-side push (checks + apply); validate: "
+      "BlockStore::ValidatePush over all blocks;\nstore push: BlockStore::Push "
+      "(validate + apply); apply = store push - validate; GB/s: gradient bytes "
+      "/ Shard::Push time;\ngRPC push: 1-shard push time from the transport "
+      "table; shard/push and apply/push: fraction of it spent in the shard / "
+      "in the optimizer\n(the apply-on/off ratio is about 1 - apply/push, the "
+      "shard-work on/off ratio about 1 - shard/push).\n");
+}
+
+struct WorkerFigures {
+  double examples_per_s = 0;
+  double pulls_per_step = 0, pushes_per_step = 0;
+};
+
+WorkerFigures TrainOnce(const ModelSpec& spec, worker::PsClient* client,
+                        const worker::Dataset& train, bool no_communication) {
+  static const worker::Dataset kNoTest{worker::kMnistDim, worker::kMnistClasses};
+  worker::CpuBackend backend(spec, 64);
+  worker::DownpourLoop::Options options;
+  options.training.batch_size = 64;
+  options.training.n_fetch = absl::GetFlag(FLAGS_n_fetch);
+  options.training.n_push = absl::GetFlag(FLAGS_n_push);
+  options.training.steps = absl::GetFlag(FLAGS_worker_steps);
+  options.training.eval_every_steps = 0;
+  options.no_communication = no_communication;
+  worker::DownpourLoop loop(spec, &backend, client, &train, &kNoTest, options);
+  Check(loop.Run(), "worker");
+  const worker::WorkerStats s = loop.stats();
+  return {s.examples_per_sec, static_cast<double>(s.pulls) / s.step,
+          static_cast<double>(s.pushes) / s.step};
+}
+
+void RunWorker() {
+  Config config;  // the MNIST MLP 784-256-128-10, block_size 65536, SGD
+  config.cluster.ps = {"127.0.0.1:0"};
+  config.rpc.connect_timeout_s = 10;
+  std::unique_ptr<Endpoint> ps = Connect(config, nullptr);
+  const worker::Dataset train = worker::MakeSynthetic(
+      8192, worker::kMnistDim, worker::kMnistClasses, /*seed=*/7);
+  std::vector<WorkerFigures> alone, with_ps;
+  TrainOnce(*ps->spec, ps->client.get(), train, true);  // warm up
+  for (int r = 0; r < absl::GetFlag(FLAGS_worker_reps); ++r) {
+    alone.push_back(TrainOnce(*ps->spec, ps->client.get(), train, true));
+    with_ps.push_back(TrainOnce(*ps->spec, ps->client.get(), train, false));
+  }
+  auto median = [](const std::vector<WorkerFigures>& v,
+                   double WorkerFigures::*field) {
+    std::vector<double> x;
+    for (const WorkerFigures& f : v) x.push_back(f.*field);
+    return Median(x);
+  };
+  absl::PrintF(
+      "\n== worker: DownpourLoop, MLP 784-256-128-10 (%d params, %.2f MB), "
+      "batch 64, n_fetch %d, n_push %d, 1 OpenBLAS thread,\n   %d steps per "
+      "sample, medians of %d; ps: 1 in-process shard over 127.0.0.1 ==\n",
+      ps->spec->num_params(), ps->spec->num_params() * 4 / 1e6,
+      absl::GetFlag(FLAGS_n_fetch), absl::GetFlag(FLAGS_n_push),
+      absl::GetFlag(FLAGS_worker_steps), absl::GetFlag(FLAGS_worker_reps));
+  absl::PrintF("%-22s %12s %12s %12s\n", "mode", "examples/s", "pulls/step",
+               "pushes/step");
+  const double a = median(alone, &WorkerFigures::examples_per_s);
+  const double w = median(with_ps, &WorkerFigures::examples_per_s);
+  absl::PrintF("%-22s %12.0f %12s %12s\n", "no communication", a, "-", "-");
+  absl::PrintF("%-22s %12.0f %12.2f %12.2f\n", "with ps (GrpcPsClient)", w,
+               median(with_ps, &WorkerFigures::pulls_per_step),
+               median(with_ps, &WorkerFigures::pushes_per_step));
+  absl::PrintF("%-22s %12.2f   (target >= 0.95)\n", "with ps / without", w / a);
+  absl::PrintF(
+      "pulls/step, pushes/step: parameter swaps and gradient hand-offs per "
+      "step (1.00 = communication kept up with n_fetch = n_push = 1).\n");
+}
+
+int Run() {
+  openblas_set_num_threads(1);
+  Check(InitLogging("", "warn"), "logging");
+  absl::PrintF("ps_bench: %u hardware threads, OpenBLAS %s, block_size %d, "
+               "optimizer %s\n",
+               std::thread::hardware_concurrency(), openblas_get_corename(),
+               absl::GetFlag(FLAGS_block_size), absl::GetFlag(FLAGS_optimizer));
+  const Clock::time_point start = Clock::now();
+  std::vector<TransportRow> transport;
+  if (SectionOn("transport")) {
+    absl::StatusOr<std::unique_ptr<TcpLink>> tcp = TcpLink::Open();
+    Check(tcp.status(), "tcp link");
+    for (int mib : ParseInts(absl::GetFlag(FLAGS_sizes_mib))) {
+      for (int shards : ParseInts(absl::GetFlag(FLAGS_shards))) {
+        transport.push_back(MeasureTransport(mib, shards, tcp->get()));
+      }
+    }
+    PrintTransport(transport);
+  }
+  if (SectionOn("apply")) {
+    std::vector<ApplyRow> apply;
+    for (int mib : ParseInts(absl::GetFlag(FLAGS_sizes_mib))) {
+      apply.push_back(MeasureApply(mib));
+    }
+    PrintApply(apply, transport);
+  }
+  if (SectionOn("worker")) RunWorker();
+  absl::PrintF("\ntotal %.1f s\n",
+               std::chrono::duration<double>(Clock::now() - start).count());
+  return 0;
+}
+
+}  // namespace
+}  // namespace downpour::bench
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  return downpour::bench::Run();
+}

@@ -1,0 +1,54 @@
+// Fixed-width status table.
+#include "tools/status_table.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace downpour::tools {
+namespace {
+
+std::string OrDash(double value, int precision) {
+  if (std::isnan(value)) return "-";
+  return absl::StrFormat("%.*f", precision, value);
+}
+
+}  // namespace
+
+std::string FormatBytes(double bytes) {
+  if (bytes < 1e3) return absl::StrFormat("%.0f B", bytes);
+  if (bytes < 1e6) return absl::StrFormat("%.1f kB", bytes / 1e3);
+  if (bytes < 1e9) return absl::StrFormat("%.1f MB", bytes / 1e6);
+  return absl::StrFormat("%.2f GB", bytes / 1e9);
+}
+
+std::string FormatStatusTable(const proto::ClusterStatusResponse& status) {
+  std::string out = absl::StrFormat(
+      "placement epoch %d, coordinator up %.0f s%s\n", status.placement_epoch(),
+      status.uptime_seconds(),
+      status.stop() ? absl::StrCat(", job done: ", status.stop_reason()) : "");
+  absl::StrAppendFormat(&out, "%-7s %3s  %-21s %-5s %8s %8s %9s %8s %8s %9s %6s %8s %7s\n",
+                        "ROLE", "IDX", "ADDRESS", "ALIVE", "LAST-HB", "STEP",
+                        "EX/S", "PULLS", "PUSHES", "BYTES", "STALE", "LOSS", "ACC");
+  for (const proto::MemberStatus& m : status.members()) {
+    const proto::MemberReport& r = m.report();
+    const bool worker = m.role() == "worker";
+    const std::string alive =
+        !m.registered() ? "never" : m.alive() ? "yes" : r.finished() ? "done" : "DEAD";
+    const std::string last = m.registered()
+                                 ? absl::StrFormat("%.1fs", m.seconds_since_heartbeat())
+                                 : "-";
+    absl::StrAppendFormat(
+        &out, "%-7s %3d  %-21s %-5s %8s %8s %9s %8d %8d %9s %6s %8s %7s\n", m.role(),
+        m.index(), m.address(), alive, last,
+        worker ? absl::StrCat(r.step()) : "-",
+        worker ? absl::StrFormat("%.0f", r.examples_per_sec()) : "-", r.pulls(),
+        r.pushes(), FormatBytes(r.bytes()), OrDash(r.mean_staleness(), 2),
+        worker ? OrDash(r.loss(), 4) : "-",
+        worker ? OrDash(r.accuracy(), 4) : "-");
+  }
+  return out;
+}
+
+}  // namespace downpour::tools

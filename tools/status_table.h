@@ -1,0 +1,21 @@
+// Renders the coordinator's ClusterStatus as the table `psctl status` prints.
+#ifndef DOWNPOUR_TOOLS_STATUS_TABLE_H_
+#define DOWNPOUR_TOOLS_STATUS_TABLE_H_
+
+#include <string>
+
+#include "proto/coordinator.pb.h"
+
+namespace downpour::tools {
+
+// One header line, then one line per member: role, index, address, alive, seconds
+// since the last heartbeat, step, examples/s, pulls, pushes, bytes, mean
+// staleness, loss and test accuracy ("-" where unknown).
+std::string FormatStatusTable(const proto::ClusterStatusResponse& status);
+
+// Human-readable byte count: "512 B", "3.4 MB", "1.2 GB".
+std::string FormatBytes(double bytes);
+
+}  // namespace downpour::tools
+
+#endif  // DOWNPOUR_TOOLS_STATUS_TABLE_H_
