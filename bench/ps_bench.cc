@@ -21,6 +21,8 @@
 // the things compared are interleaved so that drift hits both alike.
 #include <cblas.h>
 
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 #include <string>
@@ -33,6 +35,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "bench/local_cluster.h"
+#include "bench/pipelined_client.h"
 #include "bench/tcp_link.h"
 #include "common/logging.h"
 #include "common/model_spec.h"
@@ -51,15 +54,17 @@ ABSL_FLAG(std::string, sizes_mib, "1,16",
 ABSL_FLAG(std::string, shards, "1,2", "ps shard counts (transport)");
 ABSL_FLAG(int64_t, block_size, 65536, "model.block_size in floats");
 ABSL_FLAG(std::string, optimizer, "sgd", "optimizer.type the shards apply");
-ABSL_FLAG(int, reps, 11, "samples per transport/apply figure (median)");
+ABSL_FLAG(int, reps, 15, "samples per transport/apply figure (median)");
 ABSL_FLAG(int64_t, sample_bytes, 8 << 20,
           "a transport sample repeats an operation until it has moved this "
           "many bytes (at least once)");
 ABSL_FLAG(int64_t, tcp_message_bytes, 4 << 20,
           "largest TCP baseline message; GrpcPsClient's chunk (kChunkBytes in "
           "worker/ps_client.cc)");
+ABSL_FLAG(int64_t, pipeline_chunk_bytes, 1 << 20,
+          "chunk size of the pipelined comparison client");
 ABSL_FLAG(int, worker_steps, 600, "training steps per worker sample");
-ABSL_FLAG(int, worker_reps, 5, "samples per worker figure (median)");
+ABSL_FLAG(int, worker_reps, 7, "samples per worker figure (median)");
 ABSL_FLAG(int, n_fetch, 1, "training.n_fetch for the worker section");
 ABSL_FLAG(int, n_push, 1, "training.n_push for the worker section");
 
@@ -96,12 +101,22 @@ double Median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-// Seconds per call of fn, over `times` calls.
+double ProcessCpuSeconds() {
+  timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+// Seconds per call of fn, over `times` calls; CPU seconds of the whole process
+// (client and servers) per call go to *cpu when given.
 template <typename Fn>
-double PerCall(int times, Fn&& fn) {
+double PerCall(int times, Fn&& fn, std::vector<double>* cpu = nullptr) {
+  const double cpu_start = ProcessCpuSeconds();
   const Clock::time_point start = Clock::now();
   for (int i = 0; i < times; ++i) fn();
-  return std::chrono::duration<double>(Clock::now() - start).count() / times;
+  const double wall = std::chrono::duration<double>(Clock::now() - start).count();
+  if (cpu != nullptr) cpu->push_back((ProcessCpuSeconds() - cpu_start) / times);
+  return wall / times;
 }
 
 // A softmax [floats/4 - 1, 4] model: exactly `floats` parameters.
@@ -158,7 +173,11 @@ struct TransportRow {
   double mib = 0;
   int shards = 0;
   int64_t message_bytes = 0;
-  double tcp = 0, push = 0, pull = 0, push_pull = 0, ack_push = 0;  // GB/s
+  // GB/s
+  double tcp = 0, push = 0, pull = 0, push_pull = 0, ack_push = 0;
+  double pipe_push = 0, pipe_pull = 0, pipe_push_pull = 0;
+  // CPU seconds (whole process: sender and receiver) per GB moved.
+  double cpu_tcp = 0, cpu_push = 0, cpu_pull = 0;
   double push_ms = 0;
 };
 
@@ -172,6 +191,11 @@ TransportRow MeasureTransport(int mib, int shards, TcpLink* tcp) {
   });
   std::vector<float> params(floats), grad(floats, 1e-3f);
   Check(real->client->Pull(params.data(), &real->versions), "pull");
+  absl::StatusOr<std::unique_ptr<PipelinedClient>> pipelined =
+      PipelinedClient::Create(*real->spec, real->cluster->coordinator_client(),
+                              absl::GetFlag(FLAGS_pipeline_chunk_bytes),
+                              grad.data());
+  Check(pipelined.status(), "pipelined client");
   ack->versions = real->versions;
   TransportRow row;
   row.mib = mib;
@@ -183,18 +207,26 @@ TransportRow MeasureTransport(int mib, int shards, TcpLink* tcp) {
   auto push = [&] { Check(real->client->Push(grad.data(), real->versions), "push"); };
   auto pull = [&] { Check(real->client->Pull(params.data(), &real->versions), "pull"); };
   auto ack_push = [&] { Check(ack->client->Push(grad.data(), ack->versions), "push"); };
+  auto pipe_push = [&] { Check((*pipelined)->Push(), "pipelined push"); };
+  auto pipe_pull = [&] { Check((*pipelined)->Pull(params.data()), "pipelined pull"); };
   auto tcp_send = [&] {
     absl::StatusOr<double> s = tcp->Transfer(bytes, row.message_bytes);
     Check(s.status(), "tcp");
   };
-  for (int i = 0; i < 2; ++i) push(), pull(), ack_push(), tcp_send();  // warm up
-  std::vector<double> t_tcp, t_push, t_pull, t_pp, t_ack;
+  for (int i = 0; i < 2; ++i) {  // warm up
+    push(), pull(), ack_push(), pipe_push(), pipe_pull(), tcp_send();
+  }
+  std::vector<double> t_tcp, t_push, t_pull, t_pp, t_ack, t_ppush, t_ppull,
+      t_ppp, c_tcp, c_push, c_pull;
   for (int r = 0; r < absl::GetFlag(FLAGS_reps); ++r) {
-    t_tcp.push_back(PerCall(times, tcp_send));
-    t_push.push_back(PerCall(times, push));
-    t_pull.push_back(PerCall(times, pull));
+    t_tcp.push_back(PerCall(times, tcp_send, &c_tcp));
+    t_push.push_back(PerCall(times, push, &c_push));
+    t_pull.push_back(PerCall(times, pull, &c_pull));
     t_pp.push_back(t_push.back() + t_pull.back());
     t_ack.push_back(PerCall(times, ack_push));
+    t_ppush.push_back(PerCall(times, pipe_push));
+    t_ppull.push_back(PerCall(times, pipe_pull));
+    t_ppp.push_back(t_ppush.back() + t_ppull.back());
   }
   auto gbps = [&](const std::vector<double>& t, double n) {
     return n * bytes / Median(t) / 1e9;
@@ -204,7 +236,13 @@ TransportRow MeasureTransport(int mib, int shards, TcpLink* tcp) {
   row.pull = gbps(t_pull, 1);
   row.push_pull = gbps(t_pp, 2);
   row.ack_push = gbps(t_ack, 1);
+  row.pipe_push = gbps(t_ppush, 1);
+  row.pipe_pull = gbps(t_ppull, 1);
+  row.pipe_push_pull = gbps(t_ppp, 2);
   row.push_ms = Median(t_push) * 1e3;
+  row.cpu_tcp = Median(c_tcp) / (bytes / 1e9);
+  row.cpu_push = Median(c_push) / (bytes / 1e9);
+  row.cpu_pull = Median(c_pull) / (bytes / 1e9);
   return row;
 }
 
@@ -213,21 +251,42 @@ void PrintTransport(const std::vector<TransportRow>& rows) {
       "\n== transport: GrpcPsClient over 127.0.0.1 vs a TCP socket pair "
       "(GB/s = 1e9 B/s, medians of %d) ==\n",
       absl::GetFlag(FLAGS_reps));
-  absl::PrintF("%6s %6s %8s %7s %7s %7s %9s %8s %8s %8s %9s %8s\n", "MiB",
+  absl::PrintF("%6s %6s %8s %7s %7s %7s %9s %8s %8s %8s %s\n", "MiB",
                "shards", "msg KiB", "TCP", "push", "pull", "push+pull",
-               "push/TCP", "pull/TCP", "p+p/TCP", "ack-only", "on/off");
+               "push/TCP", "pull/TCP", "p+p/TCP", "  CPU s/GB: TCP push pull");
   for (const TransportRow& r : rows) {
     absl::PrintF(
-        "%6.0f %6d %8.0f %7.2f %7.2f %7.2f %9.2f %8.2f %8.2f %8.2f %9.2f "
-        "%8.2f\n",
+        "%6.0f %6d %8.0f %7.2f %7.2f %7.2f %9.2f %8.2f %8.2f %8.2f %15.2f %4.2f "
+        "%4.2f\n",
         r.mib, r.shards, r.message_bytes / 1024.0, r.tcp, r.push, r.pull,
         r.push_pull, r.push / r.tcp, r.pull / r.tcp, r.push_pull / r.tcp,
-        r.ack_push, r.push / r.ack_push);
+        r.cpu_tcp, r.cpu_push, r.cpu_pull);
   }
   absl::PrintF(
-      "ack-only: push GB/s to the same servers with a Push handler that "
-      "acknowledges without calling the shard;\non/off: push / ack-only "
-      "(shard work, i.e. validation + optimizer, on vs off). Target >= 0.95.\n");
+      "TCP: one socket pair, same bytes, messages of msg KiB (GrpcPsClient's "
+      "chunk per shard). push+pull: 2 x bytes / (push + pull time).\n"
+      "CPU s/GB: CPU time of the whole process (sender and receiver side) per "
+      "GB moved; 2 cores give at most 2 CPU s per wall second.\n");
+  absl::PrintF(
+      "\n== the same servers, other clients and handlers (GB/s, medians of "
+      "%d) ==\n",
+      absl::GetFlag(FLAGS_reps));
+  absl::PrintF("%6s %6s %7s %9s %8s %10s %10s %10s %10s\n", "MiB", "shards",
+               "push", "ack-only", "on/off", "pipe push", "pipe pull",
+               "pipe p+p", "pipe/TCP");
+  for (const TransportRow& r : rows) {
+    absl::PrintF("%6.0f %6d %7.2f %9.2f %8.2f %10.2f %10.2f %10.2f %10.2f\n",
+                 r.mib, r.shards, r.push, r.ack_push, r.push / r.ack_push,
+                 r.pipe_push, r.pipe_pull, r.pipe_push_pull,
+                 r.pipe_push_pull / r.tcp);
+  }
+  absl::PrintF(
+      "ack-only: GrpcPsClient push to a Push handler that acknowledges without "
+      "calling the shard; on/off: push / ack-only\n(shard work = validation + "
+      "optimizer on vs off; target >= 0.95). pipe: every %d KiB chunk in "
+      "flight at once, requests reused\n(bench/pipelined_client.h); pipe/TCP: "
+      "pipe p+p / TCP.\n",
+      absl::GetFlag(FLAGS_pipeline_chunk_bytes) / 1024);
 }
 
 struct ApplyRow {
@@ -388,7 +447,7 @@ void RunWorker() {
   absl::PrintF("%-22s %12.2f   (target >= 0.95)\n", "with ps / without", w / a);
   absl::PrintF(
       "pulls/step, pushes/step: parameter swaps and gradient hand-offs per "
-      "step (1.00 = communication kept up with n_fetch = n_push = 1).\n");
+      "step; communication kept up when they are 1/n_fetch and 1/n_push.\n");
 }
 
 int Run() {

@@ -38,9 +38,9 @@ class ComputeBackend {
 
   // Sets *loss_sum to the sum of the n examples' losses and *correct to how
   // many have their label as the argmax of the logits (ties go to the lowest
-  // class). Works through the examples in chunks, so n may exceed max_batch; n
-  // = 0 gives zeros. InvalidArgument if n < 0 or a label is outside [0,
-  // classes).
+  // class). Works through the examples in chunks, so n may exceed max_batch;
+  // n = 0 gives zeros. InvalidArgument if n < 0 or a label is outside
+  // [0, classes).
   virtual absl::Status Evaluate(const float* params, const float* x,
                                 const int* labels, int n, double* loss_sum,
                                 int64_t* correct) = 0;

@@ -116,19 +116,32 @@ void DownpourLoop::MaybeSwapParams() {
   ++stats_.pulls;
 }
 
+void DownpourLoop::ScaleLaggingGradient() {
+  const int n_push = options_.training.n_push;
+  if (accum_steps_ <= n_push) return;
+  // The network lagged and this gradient sums more steps than n_push, all
+  // computed on parameters that are older for it. Scale it to n_push steps'
+  // worth (staleness-aware scaling, as in Zhang et al., IJCAI 2016): summing
+  // them in full made async training diverge in our runs.
+  const float scale = static_cast<float>(n_push) / accum_steps_;
+  for (float& g : accum_) g *= scale;
+}
+
 void DownpourLoop::HandOffGradient() {
   {
     absl::MutexLock lock(&comm_mu_);
     if (push_pending_) return;  // still sending the last one: keep accumulating
+    ScaleLaggingGradient();
     if (outbox_.size() != accum_.size()) outbox_.resize(accum_.size());
     std::swap(accum_, outbox_);
     outbox_versions_ = accum_versions_;
     push_pending_ = true;
   }
   std::fill(accum_.begin(), accum_.end(), 0.0f);
-  accum_steps_ = 0;
   absl::MutexLock stats(&stats_mu_);
   ++stats_.pushes;
+  stats_.pushed_steps += accum_steps_;
+  accum_steps_ = 0;
 }
 
 absl::Status DownpourLoop::Step(int64_t step, const std::vector<int>& order,
@@ -186,9 +199,13 @@ absl::Status DownpourLoop::Flush() {
       },
       this));
   if (accum_steps_ > 0 && error_.ok()) {
+    ScaleLaggingGradient();
     std::swap(accum_, outbox_);
     outbox_versions_ = accum_versions_;
     push_pending_ = true;
+    absl::MutexLock stats(&stats_mu_);
+    ++stats_.pushes;
+    stats_.pushed_steps += accum_steps_;
     accum_steps_ = 0;
   }
   comm_done_ = true;
@@ -262,8 +279,8 @@ absl::Status DownpourLoop::Run() {
   RETURN_IF_ERROR(Evaluate(params_.data()));
   absl::MutexLock lock(&stats_mu_);
   stats_.finished = true;
-  SPDLOG_LOGGER_INFO(L(), "finished after {} steps: test accuracy {:.4f}, {:.0f} examples/s",
-                     stats_.step, stats_.accuracy, stats_.examples_per_sec);
+  SPDLOG_LOGGER_INFO(L(), "finished after {} steps ({} pushes, {} fresh parameter sets): test accuracy {:.4f}, {:.0f} examples/s",
+                     stats_.step, stats_.pushes, stats_.pulls, stats_.accuracy, stats_.examples_per_sec);
   return absl::OkStatus();
 }
 

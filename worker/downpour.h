@@ -5,7 +5,8 @@
 // has; the new values are swapped in at the next step boundary once they arrive
 // (double buffering). Gradients are accumulated locally and every n_push steps
 // handed to the push thread; if a push is still in flight, accumulation simply
-// continues, so compute never waits for the network.
+// continues, so compute never waits for the network (a gradient that summed more
+// than n_push steps that way is scaled back to n_push steps' worth).
 #ifndef DOWNPOUR_WORKER_DOWNPOUR_H_
 #define DOWNPOUR_WORKER_DOWNPOUR_H_
 
@@ -37,6 +38,7 @@ struct WorkerStats {
   double mean_staleness = 0;  // steps the parameters lagged when used
   int64_t pulls = 0;
   int64_t pushes = 0;
+  int64_t pushed_steps = 0;  // steps whose gradient went into a push
   bool finished = false;
 };
 
@@ -74,6 +76,7 @@ class DownpourLoop {
   absl::Status error() const ABSL_LOCKS_EXCLUDED(comm_mu_);
   void MaybeSwapParams() ABSL_LOCKS_EXCLUDED(comm_mu_);
   void HandOffGradient() ABSL_LOCKS_EXCLUDED(comm_mu_);
+  void ScaleLaggingGradient();
   absl::Status Flush() ABSL_LOCKS_EXCLUDED(comm_mu_);
   int64_t TotalSteps() const;
 

@@ -55,8 +55,8 @@ class CpuBackend : public ComputeBackend {
   // Constant after construction.
   const std::vector<int> layers_;
   const int max_batch_;
-  std::vector<int64_t>
-      weight_offset_;  // per linear layer, into the flat vector
+  // Per linear layer: where its weight and bias start in the flat vector.
+  std::vector<int64_t> weight_offset_;
   std::vector<int64_t> bias_offset_;
 
   // Scratch, max_batch_ rows each. act_[l]: output of linear layer l (after

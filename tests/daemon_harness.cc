@@ -1,0 +1,83 @@
+// Daemon start-up for the integration tests.
+#include "tests/daemon_harness.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+
+namespace downpour::testing {
+
+namespace fs = std::filesystem;
+
+std::string TestDir() {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  const fs::path dir = fs::path(std::getenv("TEST_TMPDIR")) /
+                       absl::StrCat(info->test_suite_name(), ".", info->name());
+  fs::create_directories(dir);
+  return dir.string();
+}
+
+std::string BinDir() {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  const char* workspace = std::getenv("TEST_WORKSPACE");
+  return (fs::path(srcdir ? srcdir : ".") / (workspace ? workspace : "downpour")).string();
+}
+
+std::string WriteConfig(const std::string& name, const std::string& yaml) {
+  const std::string path = (fs::path(TestDir()) / name).string();
+  std::ofstream(path) << yaml;
+  return path;
+}
+
+std::string LoopbackConfig(int num_ps, int num_workers, const std::string& extra) {
+  auto list = [](int n) {
+    std::string out = "[";
+    for (int i = 0; i < n; ++i) absl::StrAppend(&out, i ? ", " : "", "127.0.0.1:0");
+    return out + "]";
+  };
+  return absl::StrCat("cluster:\n  coordinator: 127.0.0.1:0\n  ps: ", list(num_ps),
+                      "\n  workers: ", list(num_workers),
+                      "\nheartbeat:\n  interval_s: 0.2\n  timeout_s: 2\n"
+                      "rpc:\n  deadline_s: 5\n  connect_timeout_s: 20\n",
+                      extra);
+}
+
+std::string MnistDir() {
+  const char* dir = std::getenv("DOWNPOUR_MNIST_DIR");
+  if (dir == nullptr || !fs::exists(fs::path(dir) / "9.json")) return "";
+  return dir;
+}
+
+absl::StatusOr<std::unique_ptr<Subprocess>> StartDaemon(const std::string& name,
+                                                        const std::string& binary,
+                                                        std::vector<std::string> args) {
+  std::vector<std::string> argv = {(fs::path(BinDir()) / binary).string()};
+  for (std::string& a : args) argv.push_back(std::move(a));
+  return Subprocess::Start(name, argv, (fs::path(TestDir()) / (name + ".log")).string());
+}
+
+absl::StatusOr<std::string> WaitForPort(Subprocess& daemon, const std::string& port_file) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (absl::Now() < deadline) {
+    if (auto status = daemon.Poll()) {
+      return absl::AbortedError(absl::StrCat(daemon.name(), " exited with ", *status,
+                                             ":\n", daemon.LogTail(20)));
+    }
+    absl::StatusOr<std::string> text = ReadFile(port_file);
+    int port = 0;
+    if (text.ok() && absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &port)) {
+      return absl::StrCat("127.0.0.1:", port);
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return absl::DeadlineExceededError(absl::StrCat(daemon.name(), " did not listen:\n",
+                                                  daemon.LogTail(20)));
+}
+
+}  // namespace downpour::testing

@@ -1,0 +1,41 @@
+// Test helpers that start the real daemons (from the test's runfiles) on loopback
+// with ephemeral ports, each with a log in the test's temp dir.
+#ifndef DOWNPOUR_TESTS_DAEMON_HARNESS_H_
+#define DOWNPOUR_TESTS_DAEMON_HARNESS_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/subprocess.h"
+
+namespace downpour::testing {
+
+// A fresh folder under TEST_TMPDIR named after the running test.
+std::string TestDir();
+
+// Folder holding server/ps_server, worker/ps_worker, coordinator/coordinator.
+std::string BinDir();
+
+// Writes `yaml` to <TestDir()>/<name> and returns the path.
+std::string WriteConfig(const std::string& name, const std::string& yaml);
+
+// A config text for a cluster on 127.0.0.1 with ephemeral ports.
+// `data` is the data section's body (indented two spaces).
+std::string LoopbackConfig(int num_ps, int num_workers, const std::string& extra);
+
+// The MNIST folder given by DOWNPOUR_MNIST_DIR (set by tests/run_all.sh), or "".
+std::string MnistDir();
+
+// Starts `binary` (e.g. "server/ps_server") with `args`; log at TestDir()/<name>.log.
+absl::StatusOr<std::unique_ptr<Subprocess>> StartDaemon(const std::string& name,
+                                                        const std::string& binary,
+                                                        std::vector<std::string> args);
+
+// Waits for the daemon's --port_file; returns "127.0.0.1:<port>".
+absl::StatusOr<std::string> WaitForPort(Subprocess& daemon, const std::string& port_file);
+
+}  // namespace downpour::testing
+
+#endif  // DOWNPOUR_TESTS_DAEMON_HARNESS_H_

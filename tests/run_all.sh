@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Runs every test: installs what is missing, fetches MNIST, builds, runs all tests
+# with Bazel, and ends with a line "N passed, N failed" (test targets).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+./deploy/install_deps.sh || { echo "0 passed, 1 failed"; exit 1; }
+./deploy/fetch_mnist.sh || echo "run_all: MNIST not fetched; the cluster test falls back to synthetic data"
+mnist_dir="$PWD/data/mnist"
+log="$(mktemp)"
+bazel test //... --test_summary=short --test_env=DOWNPOUR_MNIST_DIR="$mnist_dir" "$@" 2>&1 | tee "$log"
+rc=${PIPESTATUS[0]}
+passed=$(grep -cE '^//[^ ]+ +(\(cached\) )?PASSED' "$log")
+failed=$(grep -cE '^//[^ ]+ +(\(cached\) )?(FAILED|TIMEOUT|NO STATUS|FLAKY|INCOMPLETE)' "$log")
+if [[ $rc -ne 0 && $failed -eq 0 ]]; then
+  # The build itself failed: no test could run.
+  failed=1
+fi
+rm -f "$log"
+echo "$passed passed, $failed failed"
+[[ $failed -eq 0 ]]
