@@ -421,6 +421,13 @@ absl::Status CheckTraining(const Config& config) {
         "training.epochs and training.steps are both 0: set one so that "
         "workers know when to stop");
   }
+  if (training.consistency != "async") {
+    // ssp and bsp are part of the design (docs/ARCHITECTURE.md) but not built yet;
+    // refusing them beats silently training asynchronously.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "training.consistency '", training.consistency,
+        "' is not implemented in this version; use async (Downpour SGD)"));
+  }
   if (training.target_accuracy > 0 && config.data.test_examples == 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "training.target_accuracy (", training.target_accuracy,

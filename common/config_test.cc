@@ -92,7 +92,7 @@ training:
   batch_size: 32
   n_fetch: 5
   n_push: 3
-  consistency: ssp
+  consistency: async
   max_staleness: 4
   epochs: 0
   steps: 5000000000
@@ -138,7 +138,7 @@ logging:
   EXPECT_EQ(c.training.batch_size, 32);
   EXPECT_EQ(c.training.n_fetch, 5);
   EXPECT_EQ(c.training.n_push, 3);
-  EXPECT_EQ(c.training.consistency, "ssp");
+  EXPECT_EQ(c.training.consistency, "async");
   EXPECT_EQ(c.training.max_staleness, 4);
   EXPECT_EQ(c.training.epochs, 0);
   EXPECT_EQ(c.training.steps, 5000000000);
@@ -232,6 +232,8 @@ TEST(ConfigTest, EnumsListAllowedValues) {
        "adam; got 'adamw' (did you mean 'adam'?)"},
       {"training:\n  consistency: sync\n",
        "training.consistency must be one of async, ssp, bsp; got 'sync'"},
+      {"training:\n  consistency: ssp\n",
+       "training.consistency 'ssp' is not implemented in this version"},
       {"data:\n  source: libsvm\n",
        "data.source must be one of mnist, idx, synthetic; got 'libsvm'"},
       {"logging:\n  level: verbose\n",
@@ -432,13 +434,12 @@ TEST(ConfigTest, QuickstartConfigLoads) {
               ElementsAre("127.0.0.1:7101", "127.0.0.1:7102"));
   EXPECT_EQ(config->model.type, "mlp");
   EXPECT_THAT(config->model.layers, ElementsAre(784, 256, 128, 10));
-  EXPECT_EQ(config->optimizer.type, "momentum");
-  EXPECT_DOUBLE_EQ(config->optimizer.learning_rate, 0.05);
-  EXPECT_DOUBLE_EQ(config->optimizer.momentum, 0.9);
+  EXPECT_EQ(config->optimizer.type, "adam");
+  EXPECT_DOUBLE_EQ(config->optimizer.learning_rate, 0.001);
   EXPECT_EQ(config->training.batch_size, 64);
   EXPECT_EQ(config->training.consistency, "async");
-  EXPECT_EQ(config->training.epochs, 20);
-  EXPECT_DOUBLE_EQ(config->training.target_accuracy, 0.95);
+  EXPECT_EQ(config->training.epochs, 30);
+  EXPECT_DOUBLE_EQ(config->training.target_accuracy, 0.97);
   EXPECT_EQ(config->training.eval_every_steps, 100);
   EXPECT_EQ(config->training.seed, 42u);
   EXPECT_EQ(config->data.source, "mnist");
