@@ -24,8 +24,9 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   const int num_shards = static_cast<int>(config.cluster.ps.size());
   for (int i = 0; i < num_shards; ++i) {
     c->counters_.push_back(std::make_unique<Counters>());
-    ASSIGN_OR_RETURN(std::unique_ptr<server::Shard> shard,
-                     server::Shard::Create(config, i, c->counters_.back().get()));
+    ASSIGN_OR_RETURN(
+        std::unique_ptr<server::Shard> shard,
+        server::Shard::Create(config, i, c->counters_.back().get()));
     c->ps_services_.push_back(factory(shard.get()));
     c->shards_.push_back(std::move(shard));
     ASSIGN_OR_RETURN(StartedServer started,
@@ -45,7 +46,8 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   c->client_ = std::make_unique<coordinator::CoordinatorClient>(
       config.cluster.coordinator, config.rpc, "bench");
   for (int i = 0; i < num_shards; ++i) {
-    RETURN_IF_ERROR(c->client_->RegisterServer(i, config.cluster.ps[i]).status());
+    RETURN_IF_ERROR(
+        c->client_->RegisterServer(i, config.cluster.ps[i]).status());
   }
   ASSIGN_OR_RETURN(proto::GetPlacementResponse placement,
                    c->client_->WaitForPlacement(1));

@@ -15,8 +15,8 @@ namespace {
 
 // Issues issue(i, done) for i in [0, n) and waits for every done(status).
 absl::Status AllInFlight(
-    int n, const std::function<void(int, std::function<void(grpc::Status)>)>&
-               issue) {
+    int n,
+    const std::function<void(int, std::function<void(grpc::Status)>)>& issue) {
   absl::BlockingCounter pending(n);
   std::vector<grpc::Status> results(n);
   for (int i = 0; i < n; ++i) {
@@ -89,11 +89,12 @@ absl::Status PipelinedClient::Pull(float* params) {
     for (const proto::BlockData& block : chunk.pulled.blocks()) {
       const BlockSpec& spec = spec_.blocks()[block.block_id()];
       if (static_cast<int64_t>(block.data().size()) != spec.length * 4) {
-        return absl::InternalError(
-            absl::StrCat("pipelined pull: block ", spec.id, " has ",
-                         block.data().size(), " bytes"));
+        return absl::InternalError(absl::StrCat("pipelined pull: block ",
+                                                spec.id, " has ",
+                                                block.data().size(), " bytes"));
       }
-      std::memcpy(params + spec.offset, block.data().data(), block.data().size());
+      std::memcpy(params + spec.offset, block.data().data(),
+                  block.data().size());
     }
   }
   return absl::OkStatus();

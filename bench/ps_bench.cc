@@ -9,9 +9,10 @@
 //   transport  GrpcPsClient Push / Pull of the whole flat vector against an
 //              in-process coordinator and 1..S shards served over 127.0.0.1,
 //              next to a plain TCP socket pair moving the same bytes in the
-//              same message sizes; and Push against the same servers with a
-//              ParameterServer service that acknowledges without touching the
-//              shard (validation and optimizer off).
+//              same message sizes, with the process's CPU time per GB; then
+//              the same servers with a Push handler that acknowledges without
+//              touching the shard (shard work off), and with a client that
+//              keeps every 1 MiB chunk in flight (bench/pipelined_client.h).
 //   apply      the shard's own work per full-model push, in process: Shard::
 //              Push, BlockStore::ValidatePush and BlockStore::Push (validate +
 //              apply), as a share of the gRPC push time.
@@ -20,7 +21,6 @@
 // Every figure is the median of --reps (--worker_reps) samples; samples of
 // the things compared are interleaved so that drift hits both alike.
 #include <cblas.h>
-
 #include <time.h>
 
 #include <algorithm>
@@ -90,7 +90,8 @@ std::vector<int> ParseInts(const std::string& text) {
 }
 
 bool SectionOn(const std::string& name) {
-  for (absl::string_view s : absl::StrSplit(absl::GetFlag(FLAGS_sections), ',')) {
+  for (absl::string_view s :
+       absl::StrSplit(absl::GetFlag(FLAGS_sections), ',')) {
     if (s == name) return true;
   }
   return false;
@@ -114,7 +115,8 @@ double PerCall(int times, Fn&& fn, std::vector<double>* cpu = nullptr) {
   const double cpu_start = ProcessCpuSeconds();
   const Clock::time_point start = Clock::now();
   for (int i = 0; i < times; ++i) fn();
-  const double wall = std::chrono::duration<double>(Clock::now() - start).count();
+  const double wall =
+      std::chrono::duration<double>(Clock::now() - start).count();
   if (cpu != nullptr) cpu->push_back((ProcessCpuSeconds() - cpu_start) / times);
   return wall / times;
 }
@@ -200,15 +202,23 @@ TransportRow MeasureTransport(int mib, int shards, TcpLink* tcp) {
   TransportRow row;
   row.mib = mib;
   row.shards = shards;
-  row.message_bytes = std::min(absl::GetFlag(FLAGS_tcp_message_bytes),
-                               bytes / shards);
+  row.message_bytes =
+      std::min(absl::GetFlag(FLAGS_tcp_message_bytes), bytes / shards);
   const int times = static_cast<int>(
       std::max<int64_t>(1, absl::GetFlag(FLAGS_sample_bytes) / bytes));
-  auto push = [&] { Check(real->client->Push(grad.data(), real->versions), "push"); };
-  auto pull = [&] { Check(real->client->Pull(params.data(), &real->versions), "pull"); };
-  auto ack_push = [&] { Check(ack->client->Push(grad.data(), ack->versions), "push"); };
+  auto push = [&] {
+    Check(real->client->Push(grad.data(), real->versions), "push");
+  };
+  auto pull = [&] {
+    Check(real->client->Pull(params.data(), &real->versions), "pull");
+  };
+  auto ack_push = [&] {
+    Check(ack->client->Push(grad.data(), ack->versions), "push");
+  };
   auto pipe_push = [&] { Check((*pipelined)->Push(), "pipelined push"); };
-  auto pipe_pull = [&] { Check((*pipelined)->Pull(params.data()), "pipelined pull"); };
+  auto pipe_pull = [&] {
+    Check((*pipelined)->Pull(params.data()), "pipelined pull");
+  };
   auto tcp_send = [&] {
     absl::StatusOr<double> s = tcp->Transfer(bytes, row.message_bytes);
     Check(s.status(), "tcp");
@@ -251,12 +261,13 @@ void PrintTransport(const std::vector<TransportRow>& rows) {
       "\n== transport: GrpcPsClient over 127.0.0.1 vs a TCP socket pair "
       "(GB/s = 1e9 B/s, medians of %d) ==\n",
       absl::GetFlag(FLAGS_reps));
-  absl::PrintF("%6s %6s %8s %7s %7s %7s %9s %8s %8s %8s %s\n", "MiB",
-               "shards", "msg KiB", "TCP", "push", "pull", "push+pull",
-               "push/TCP", "pull/TCP", "p+p/TCP", "  CPU s/GB: TCP push pull");
+  absl::PrintF("%6s %6s %8s %7s %7s %7s %9s %8s %8s %8s %s\n", "MiB", "shards",
+               "msg KiB", "TCP", "push", "pull", "push+pull", "push/TCP",
+               "pull/TCP", "p+p/TCP", "  CPU s/GB: TCP push pull");
   for (const TransportRow& r : rows) {
     absl::PrintF(
-        "%6.0f %6d %8.0f %7.2f %7.2f %7.2f %9.2f %8.2f %8.2f %8.2f %15.2f %4.2f "
+        "%6.0f %6d %8.0f %7.2f %7.2f %7.2f %9.2f %8.2f %8.2f %8.2f %15.2f "
+        "%4.2f "
         "%4.2f\n",
         r.mib, r.shards, r.message_bytes / 1024.0, r.tcp, r.push, r.pull,
         r.push_pull, r.push / r.tcp, r.pull / r.tcp, r.push_pull / r.tcp,
@@ -368,9 +379,10 @@ void PrintApply(const std::vector<ApplyRow>& rows,
     }
     const double gbps = a.mib * kMiB / (a.shard_ms * 1e-3) / 1e9;
     if (push_ms > 0) {
-      absl::PrintF("%6.0f %11.2f %9.2f %11.2f %9.2f %8.2f %11.2f %11.2f %13.2f\n",
-                   a.mib, a.shard_ms, a.validate_ms, a.store_push_ms, apply_ms,
-                   gbps, push_ms, a.shard_ms / push_ms, apply_ms / push_ms);
+      absl::PrintF(
+          "%6.0f %11.2f %9.2f %11.2f %9.2f %8.2f %11.2f %11.2f %13.2f\n", a.mib,
+          a.shard_ms, a.validate_ms, a.store_push_ms, apply_ms, gbps, push_ms,
+          a.shard_ms / push_ms, apply_ms / push_ms);
     } else {
       absl::PrintF("%6.0f %11.2f %9.2f %11.2f %9.2f %8.2f %11s %11s %13s\n",
                    a.mib, a.shard_ms, a.validate_ms, a.store_push_ms, apply_ms,
@@ -394,7 +406,8 @@ struct WorkerFigures {
 
 WorkerFigures TrainOnce(const ModelSpec& spec, worker::PsClient* client,
                         const worker::Dataset& train, bool no_communication) {
-  static const worker::Dataset kNoTest{worker::kMnistDim, worker::kMnistClasses};
+  static const worker::Dataset kNoTest{worker::kMnistDim,
+                                       worker::kMnistClasses};
   worker::CpuBackend backend(spec, 64);
   worker::DownpourLoop::Options options;
   options.training.batch_size = 64;
@@ -453,10 +466,11 @@ void RunWorker() {
 int Run() {
   openblas_set_num_threads(1);
   Check(InitLogging("", "warn"), "logging");
-  absl::PrintF("ps_bench: %u hardware threads, OpenBLAS %s, block_size %d, "
-               "optimizer %s\n",
-               std::thread::hardware_concurrency(), openblas_get_corename(),
-               absl::GetFlag(FLAGS_block_size), absl::GetFlag(FLAGS_optimizer));
+  absl::PrintF(
+      "ps_bench: %u hardware threads, OpenBLAS %s, block_size %d, "
+      "optimizer %s\n",
+      std::thread::hardware_concurrency(), openblas_get_corename(),
+      absl::GetFlag(FLAGS_block_size), absl::GetFlag(FLAGS_optimizer));
   const Clock::time_point start = Clock::now();
   std::vector<TransportRow> transport;
   if (SectionOn("transport")) {

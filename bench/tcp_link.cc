@@ -143,8 +143,9 @@ absl::StatusOr<double> TcpLink::Transfer(int64_t total_bytes,
     header.length = std::min(message_bytes, total_bytes - sent);
     sent += header.length;
     header.last = sent == total_bytes ? 1 : 0;
-    struct iovec iov[2] = {{&header, sizeof(header)},
-                           {payload_.data(), static_cast<size_t>(header.length)}};
+    struct iovec iov[2] = {
+        {&header, sizeof(header)},
+        {payload_.data(), static_cast<size_t>(header.length)}};
     if (!WriteFull(send_fd_, iov, 2)) return Errno("send");
   }
   char ack;

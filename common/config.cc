@@ -481,6 +481,19 @@ absl::StatusOr<Config> ParseConfig(const std::string& yaml,
   return Parse(yaml, name, {});
 }
 
+std::vector<std::string> MergeOverrideFragments(
+    const std::vector<std::string>& pieces) {
+  std::vector<std::string> merged;
+  for (const std::string& piece : pieces) {
+    if (!merged.empty() && piece.find('=') == std::string::npos) {
+      absl::StrAppend(&merged.back(), ",", piece);
+    } else {
+      merged.push_back(piece);
+    }
+  }
+  return merged;
+}
+
 absl::Status ValidateConfig(const Config& config) {
   Config copy = config;  // the schema binds to a mutable config
   for (const Section& section : Schema(&copy)) {

@@ -141,6 +141,10 @@ absl::StatusOr<Config> ParseConfig(const std::string& yaml, const std::string& n
 // daemons call it again after applying flag overrides.
 absl::Status ValidateConfig(const Config& config);
 
+// Flags split "--set a.b=[1, 2],c.d=3" at every comma; this glues the pieces
+// without '=' back onto the assignment before them: {"a.b=[1, 2]", "c.d=3"}.
+std::vector<std::string> MergeOverrideFragments(const std::vector<std::string>& pieces);
+
 }  // namespace downpour
 
 #endif  // DOWNPOUR_COMMON_CONFIG_H_

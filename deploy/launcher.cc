@@ -77,7 +77,7 @@ int main(int argc, char** argv) {
 
   LaunchOptions options;
   options.config_path = std::filesystem::absolute(absl::GetFlag(FLAGS_config)).string();
-  options.overrides = absl::GetFlag(FLAGS_set);
+  options.overrides = MergeOverrideFragments(absl::GetFlag(FLAGS_set));
   options.run_dir = std::filesystem::absolute(absl::GetFlag(FLAGS_run_dir)).string();
   options.bin_dir = absl::GetFlag(FLAGS_bin_dir).empty() ? DefaultBinDir()
                                                          : absl::GetFlag(FLAGS_bin_dir);

@@ -99,9 +99,12 @@ std::vector<WorkerResult> Workers(const proto::ClusterStatusResponse& status) {
   for (const proto::MemberStatus& m : status.members()) {
     if (m.role() != "worker") continue;
     const proto::MemberReport& r = m.report();
+    // Before its first report a worker's figures are proto defaults, not zeros.
+    const bool reported = r.step() > 0 || r.finished();
     workers.push_back({m.index(), static_cast<int64_t>(r.step()),
                        static_cast<int64_t>(r.examples()), r.examples_per_sec(),
-                       r.loss(), r.accuracy(), r.finished()});
+                       reported ? r.loss() : NAN, reported ? r.accuracy() : NAN,
+                       r.finished()});
   }
   return workers;
 }
@@ -185,7 +188,6 @@ absl::StatusOr<LaunchSummary> RunCluster(const Config& config,
   rpc.deadline_s = 1;
   coordinator::CoordinatorClient client(*coordinator, rpc, "launcher");
   absl::Time next_progress = absl::Now() + options.progress_period;
-  int last_worker = -1;
   std::vector<WorkerResult> latest;
   while (true) {
     if (options.interrupted()) {
@@ -202,8 +204,6 @@ absl::StatusOr<LaunchSummary> RunCluster(const Config& config,
         ++running;
       } else if (*status != 0) {
         return fail(absl::AbortedError(Dead(*w, *status)));
-      } else if (last_worker < 0 || cluster.workers[last_worker]->Poll().has_value()) {
-        last_worker = static_cast<int>(&w - &cluster.workers[0]);
       }
     }
     for (auto* group : {&cluster.ps}) {
@@ -235,19 +235,18 @@ absl::StatusOr<LaunchSummary> RunCluster(const Config& config,
   StopInOrder(cluster);
   summary.seconds = absl::ToDoubleSeconds(absl::Now() - start);
   summary.workers = latest;
-  double training_seconds = 0;
+  double accuracy_sum = 0;
+  int evaluated = 0;
   for (const WorkerResult& w : latest) {
     summary.steps += w.step;
     summary.examples += w.examples;
     summary.examples_per_sec += w.examples_per_sec;
-    if (w.examples_per_sec > 0) {
-      training_seconds = std::max(training_seconds, w.examples / w.examples_per_sec);
+    if (w.finished && !std::isnan(w.accuracy)) {
+      accuracy_sum += w.accuracy;
+      ++evaluated;
     }
-    if (w.index == last_worker) summary.final_accuracy = w.accuracy;
   }
-  if (std::isnan(summary.final_accuracy) && !latest.empty()) {
-    summary.final_accuracy = latest.back().accuracy;
-  }
+  if (evaluated > 0) summary.final_accuracy = accuracy_sum / evaluated;
   for (auto& p : cluster.ps) {
     if (p->Poll().value_or(0) != 0) {
       return absl::AbortedError(Dead(*p, *p->Poll()));
@@ -261,7 +260,7 @@ std::string FormatSummary(const LaunchSummary& s) {
   std::string out = "\n";
   absl::StrAppendFormat(&out, "%s\n", s.interrupted ? "Training interrupted." : "Training done.");
   if (!s.stop_reason.empty()) absl::StrAppendFormat(&out, "  why it stopped:       %s\n", s.stop_reason);
-  absl::StrAppendFormat(&out, "  final test accuracy:  %s\n", Num(s.final_accuracy, 4));
+  absl::StrAppendFormat(&out, "  final test accuracy:  %s (mean of the workers' evaluations of the final parameters)\n", Num(s.final_accuracy, 4));
   if (s.seconds_to_mark >= 0) {
     absl::StrAppendFormat(&out, "  reached %.2f after:   %.1f s\n", s.accuracy_mark,
                           s.seconds_to_mark);

@@ -39,7 +39,9 @@ struct WorkerResult {
 };
 
 struct LaunchSummary {
-  double final_accuracy = NAN;  // of the worker that finished last
+  // Mean over the workers of their test accuracy on the final parameters (each
+  // pulls them after its last push and evaluates the whole test split).
+  double final_accuracy = NAN;
   int64_t steps = 0;            // over all workers
   int64_t examples = 0;
   double seconds = 0;           // wall time from the first start to the end

@@ -50,8 +50,8 @@ TEST(ClusterTest, TwoPsTwoWorkersTrainToModestAccuracy) {
   const std::string yaml = testing::LoopbackConfig(2, 2, absl::StrCat(
       DataSection(3000, 500),
       "model:\n  layers: [784, 64, 10]\n  block_size: 16384\n"
-      "optimizer:\n  type: sgd\n  learning_rate: 0.1\n"
-      "training:\n  batch_size: 32\n  epochs: 4\n  eval_every_steps: 20\n"
+      "optimizer:\n  type: adam\n  learning_rate: 0.003\n"
+      "training:\n  batch_size: 32\n  epochs: 16\n  eval_every_steps: 20\n"
       "checkpoint:\n  dir: ", dir, "/ckpt\n  interval_s: 1\n"));
   const std::string path = testing::WriteConfig("cluster.yaml", yaml);
   absl::StatusOr<Config> config = LoadConfig(path);
@@ -63,7 +63,7 @@ TEST(ClusterTest, TwoPsTwoWorkersTrainToModestAccuracy) {
   ASSERT_EQ(summary->workers.size(), 2u);
   for (const WorkerResult& w : summary->workers) {
     EXPECT_TRUE(w.finished) << "worker " << w.index;
-    EXPECT_EQ(w.step, 4 * ((1500 + 31) / 32)) << "worker " << w.index;
+    EXPECT_EQ(w.step, 16 * ((1500 + 31) / 32)) << "worker " << w.index;
   }
   EXPECT_THAT(summary->stop_reason, HasSubstr("every worker finished"));
   // Each ps wrote a final checkpoint on SIGTERM, and it reads back whole.
