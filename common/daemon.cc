@@ -25,6 +25,8 @@ ABSL_FLAG(std::vector<std::string>, set, {},
           "override config keys, comma-separated section.key=value pairs, "
           "e.g. --set training.steps=100,checkpoint.interval_s=5 (the flag may "
           "be repeated)");
+ABSL_FLAG(std::string, coordinator, "",
+          "coordinator host:port (overrides cluster.coordinator)");
 ABSL_FLAG(std::string, log_level, "",
           "log level: trace, debug, info, warn, error (overrides logging.level)");
 ABSL_FLAG(std::string, port_file, "",
@@ -84,12 +86,25 @@ DaemonSetup InitDaemon(int argc, char** argv, const std::string& role,
   if (extra_overrides != nullptr) {
     for (std::string& o : extra_overrides()) overrides.push_back(std::move(o));
   }
+  if (!absl::GetFlag(FLAGS_coordinator).empty()) {
+    overrides.push_back("cluster.coordinator=" + absl::GetFlag(FLAGS_coordinator));
+  }
   if (!absl::GetFlag(FLAGS_log_level).empty()) {
     overrides.push_back("logging.level=" + absl::GetFlag(FLAGS_log_level));
   }
   absl::StatusOr<Config> config = LoadConfig(path, overrides);
   if (!config.ok()) Die(role, std::string(config.status().message()), 2);
   setup.config = *std::move(config);
+  if (has_index) {
+    const auto& members =
+        role == "ps" ? setup.config.cluster.ps : setup.config.cluster.workers;
+    if (setup.index >= static_cast<int>(members.size())) {
+      Die(role, absl::StrCat("--index ", setup.index, " but ", path, " lists ",
+                             members.size(), " ", role == "ps" ? "ps in cluster.ps"
+                                                              : "workers in cluster.workers"),
+          2);
+    }
+  }
   const std::string prefix = has_index ? absl::StrCat(role, " ", setup.index) : role;
   absl::Status logging = InitLogging(prefix, setup.config.logging.level);
   if (!logging.ok()) Die(role, std::string(logging.message()), 2);

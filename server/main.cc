@@ -14,20 +14,10 @@
 
 ABSL_FLAG(std::string, listen, "",
           "host:port to serve on (overrides cluster.ps[index]; port 0 = any)");
-ABSL_FLAG(std::string, coordinator, "",
-          "coordinator host:port (overrides cluster.coordinator)");
 
 namespace {
 
 using namespace downpour;
-
-std::vector<std::string> Overrides() {
-  std::vector<std::string> overrides;
-  if (!absl::GetFlag(FLAGS_coordinator).empty()) {
-    overrides.push_back("cluster.coordinator=" + absl::GetFlag(FLAGS_coordinator));
-  }
-  return overrides;
-}
 
 // Fetches the placement and serves this shard's part of it.
 void ApplyPlacement(coordinator::CoordinatorClient* client, server::Shard* shard,
@@ -55,14 +45,10 @@ int main(int argc, char** argv) {
       argc, argv, "ps",
       "ps_server --config FILE --index N [--listen HOST:PORT]: serves one shard "
       "of the parameters, applies pushed gradients, writes checkpoints",
-      /*has_index=*/true, Overrides);
+      /*has_index=*/true);
   const Config& config = setup.config;
   const int index = setup.index;
   const std::string who = absl::StrCat("ps ", index);
-  if (index >= static_cast<int>(config.cluster.ps.size())) {
-    Die(who, absl::StrCat("--index ", index, " but ", config.path, " lists ",
-                          config.cluster.ps.size(), " ps in cluster.ps"), 2);
-  }
   Counters counters;
   auto shard = server::Shard::Create(config, index, &counters);
   if (!shard.ok()) Die(who, std::string(shard.status().message()), 1);

@@ -19,8 +19,6 @@
 ABSL_FLAG(std::string, listen, "",
           "host:port of this worker's Status endpoint (overrides "
           "cluster.workers[index]; port 0 = any)");
-ABSL_FLAG(std::string, coordinator, "",
-          "coordinator host:port (overrides cluster.coordinator)");
 ABSL_FLAG(std::string, data_path, "", "data folder (overrides data.path)");
 
 namespace {
@@ -29,9 +27,6 @@ using namespace downpour;
 
 std::vector<std::string> Overrides() {
   std::vector<std::string> overrides;
-  if (!absl::GetFlag(FLAGS_coordinator).empty()) {
-    overrides.push_back("cluster.coordinator=" + absl::GetFlag(FLAGS_coordinator));
-  }
   if (!absl::GetFlag(FLAGS_data_path).empty()) {
     overrides.push_back("data.path=" + absl::GetFlag(FLAGS_data_path));
   }
@@ -66,11 +61,6 @@ int main(int argc, char** argv) {
   const Config& config = setup.config;
   const int index = setup.index;
   const std::string who = absl::StrCat("worker ", index);
-  if (index >= static_cast<int>(config.cluster.workers.size())) {
-    Die(who, absl::StrCat("--index ", index, " but ", config.path, " lists ",
-                          config.cluster.workers.size(),
-                          " workers in cluster.workers"), 2);
-  }
   openblas_set_num_threads(1);
   auto spec = ModelSpec::Create(config.model);
   if (!spec.ok()) Die(who, std::string(spec.status().message()), 2);
