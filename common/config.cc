@@ -55,7 +55,8 @@ struct Section {
 std::vector<ConfigField> ClusterFields(ClusterSection* c) {
   return {AddressField("cluster.coordinator", &c->coordinator),
           AddressListField("cluster.ps", &c->ps),
-          AddressListField("cluster.workers", &c->workers)};
+          AddressListField("cluster.workers", &c->workers),
+          AddressListField("cluster.standby_ps", &c->standby_ps, 0)};
 }
 
 std::vector<ConfigField> ModelFields(ModelSection* m) {
@@ -123,6 +124,14 @@ std::vector<Section> Schema(Config* c) {
       {"logging",
        {EnumField("logging.level", &c->logging.level,
                   {"trace", "debug", "info", "warn", "error"})}},
+      {"compute",
+       {EnumField("compute.device", &c->compute.device, {"auto", "cpu", "cuda"}),
+        IntField("compute.gpu", &c->compute.gpu, AtLeast(0))}},
+      {"coordinator",
+       {StringField("coordinator.state_dir", &c->coordinator.state_dir),
+        IntField("coordinator.history_size", &c->coordinator.history_size, AtLeast(1)),
+        DoubleField("coordinator.history_interval_s",
+                    &c->coordinator.history_interval_s, Positive())}},
   };
 }
 

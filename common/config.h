@@ -26,6 +26,30 @@ struct ClusterSection {
   // One host:port per worker (its Status endpoint). At least one.
   // Default: one at 127.0.0.1:7101.
   std::vector<std::string> workers = {"127.0.0.1:7101"};
+  // Spare ps addresses: when a shard dies, a standby that has registered takes
+  // over its index and loads the shard's latest checkpoint. Default: none (a dead
+  // shard waits for a ps restarted with the same index).
+  std::vector<std::string> standby_ps;
+};
+
+struct ComputeSection {
+  // Where workers compute: "auto" (the GPU when one is usable, else the CPU),
+  // "cpu" or "cuda" (fail at start when no usable GPU). Default "auto".
+  std::string device = "auto";
+  // Which GPU a cuda worker uses, >= 0. Default 0.
+  int gpu = 0;
+};
+
+struct CoordinatorSection {
+  // Folder where the coordinator keeps membership and placement (atomic
+  // writes), reloaded when it restarts. "" = keep nothing. Default
+  // "run/coordinator".
+  std::string state_dir = "run/coordinator";
+  // How many samples of the cluster's figures the coordinator keeps for
+  // `psctl plot` and `psctl watch`, >= 1. Default 3600.
+  int history_size = 3600;
+  // Seconds between history samples, > 0. Default 1.
+  double history_interval_s = 1.0;
 };
 
 struct ModelSection {
@@ -120,6 +144,8 @@ struct Config {
   HeartbeatSection heartbeat;
   RpcSection rpc;
   LoggingSection logging;
+  ComputeSection compute;
+  CoordinatorSection coordinator;
 };
 
 // Loads and validates `path`. InvalidArgument names file, line, key and the allowed

@@ -220,7 +220,8 @@ ConfigField AddressField(std::string key, std::string* value) {
   return field;
 }
 
-ConfigField AddressListField(std::string key, std::vector<std::string>* value) {
+ConfigField AddressListField(std::string key, std::vector<std::string>* value,
+                             size_t min_entries) {
   ConfigField field{std::move(key), nullptr, nullptr};
   field.read = [key = field.key, value](const YAML::Node& node) {
     if (!node.IsSequence()) {
@@ -236,8 +237,8 @@ ConfigField AddressListField(std::string key, std::vector<std::string>* value) {
     *value = std::move(addresses);
     return absl::OkStatus();
   };
-  field.check = [key = field.key, value] {
-    if (value->empty()) {
+  field.check = [key = field.key, value, min_entries] {
+    if (value->size() < min_entries) {
       return absl::InvalidArgumentError(absl::StrCat(
           key, " must list at least one host:port, got an empty list"));
     }

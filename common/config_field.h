@@ -68,8 +68,9 @@ ConfigField EnumField(std::string key, std::string* value,
                       std::vector<std::string> allowed);
 // "host:port" (or "[v6-address]:port") with a port in 0..65535.
 ConfigField AddressField(std::string key, std::string* value);
-// A non-empty list of host:port.
-ConfigField AddressListField(std::string key, std::vector<std::string>* value);
+// A list of host:port; at least `min_entries` of them (default 1).
+ConfigField AddressListField(std::string key, std::vector<std::string>* value,
+                             size_t min_entries = 1);
 // A list of at least `min_entries` integers, each in `range`.
 ConfigField IntListField(std::string key, std::vector<int>* value,
                          size_t min_entries, IntRange range);
