@@ -2,14 +2,69 @@
 #include "common/counters.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace downpour {
+namespace {
 
-Counters::Counters(int staleness_buckets) : staleness_(staleness_buckets, 0) {}
+constexpr double kFirstBound = 1e-6;       // seconds
+constexpr double kBucketsPerDoubling = 4;  // growth 2^(1/4) per bucket
+constexpr int kMaxSamplesPerWindow = 10;
+
+}  // namespace
+
+double LatencyHistogram::BucketLowerBound(int i) {
+  return i <= 0 ? 0 : kFirstBound * std::exp2((i - 1) / kBucketsPerDoubling);
+}
+
+int LatencyHistogram::BucketOf(double seconds) {
+  if (!(seconds >= kFirstBound)) return 0;  // also NaN
+  const int i = 1 + static_cast<int>(std::floor(
+                        std::log2(seconds / kFirstBound) * kBucketsPerDoubling));
+  return std::min(i, kBuckets - 1);
+}
+
+void LatencyHistogram::Record(double seconds) {
+  if (!(seconds >= 0)) seconds = 0;
+  ++buckets_[BucketOf(seconds)];
+  ++count_;
+  sum_ += seconds;
+  max_ = std::max(max_, seconds);
+}
+
+void LatencyHistogram::Merge(const LatencyHistogram& other) {
+  for (int i = 0; i < kBuckets; ++i) buckets_[i] += other.buckets_[i];
+  count_ += other.count_;
+  sum_ += other.sum_;
+  max_ = std::max(max_, other.max_);
+}
+
+double LatencyHistogram::Quantile(double q) const {
+  if (count_ == 0) return 0;
+  const double rank = std::clamp(q, 0.0, 1.0) * count_;
+  uint64_t below = 0;
+  for (int i = 0; i < kBuckets; ++i) {
+    if (buckets_[i] == 0) continue;
+    if (below + buckets_[i] >= rank) {
+      const double lo = BucketLowerBound(i);
+      const double hi = i + 1 < kBuckets ? BucketLowerBound(i + 1) : max_;
+      const double fraction = (rank - below) / buckets_[i];
+      return std::min(lo + fraction * (hi - lo), max_);
+    }
+    below += buckets_[i];
+  }
+  return max_;
+}
+
+Counters::Counters(Options options)
+    : options_(std::move(options)), staleness_(options_.staleness_buckets, 0) {
+  samples_.push_back({options_.clock(), {}});
+}
 
 void Counters::Add(const std::string& name, double delta) {
   absl::MutexLock lock(&mu_);
   values_[name] += delta;
+  monotonic_.insert(name);
 }
 
 void Counters::Set(const std::string& name, double value) {
@@ -25,9 +80,18 @@ double Counters::Get(const std::string& name) const {
 
 void Counters::RecordStaleness(uint64_t staleness) {
   absl::MutexLock lock(&mu_);
-  const size_t bucket =
-      std::min<uint64_t>(staleness, staleness_.size() - 1);
+  const size_t bucket = std::min<uint64_t>(staleness, staleness_.size() - 1);
   ++staleness_[bucket];
+}
+
+void Counters::RecordLatency(const std::string& name, double seconds) {
+  const absl::Time now = options_.clock();
+  absl::MutexLock lock(&mu_);
+  Latency& latency = latencies_[name];
+  if (latency.total == 0) latency.current_start = now;
+  RotateLatency(latency, now);
+  latency.current.Record(seconds);
+  ++latency.total;
 }
 
 std::map<std::string, double> Counters::Snapshot() const {
@@ -38,6 +102,67 @@ std::map<std::string, double> Counters::Snapshot() const {
 std::vector<uint64_t> Counters::StalenessHistogram() const {
   absl::MutexLock lock(&mu_);
   return staleness_;
+}
+
+Counters::RateSnapshot Counters::Rates() const {
+  const absl::Time now = options_.clock();
+  absl::MutexLock lock(&mu_);
+  Sample current{now, {}};
+  for (const std::string& name : monotonic_) current.values[name] = values_.at(name);
+  // Keep at most ~10 samples per window, and the newest one at least a window
+  // old as the base, so the rate covers about one window.
+  if (now - samples_.back().time >= options_.window / kMaxSamplesPerWindow) {
+    samples_.push_back(current);
+  }
+  while (samples_.size() > 2 && samples_[1].time <= now - options_.window) {
+    samples_.pop_front();
+  }
+  const Sample& base = samples_.front();
+  RateSnapshot rates;
+  rates.window_seconds = absl::ToDoubleSeconds(now - base.time);
+  for (const auto& [name, value] : current.values) {
+    auto it = base.values.find(name);
+    const double delta = value - (it == base.values.end() ? 0.0 : it->second);
+    rates.per_second[name] =
+        rates.window_seconds > 0 ? delta / rates.window_seconds : 0.0;
+  }
+  return rates;
+}
+
+void Counters::RotateLatency(Latency& latency, absl::Time now) const {
+  const absl::Duration age = now - latency.current_start;
+  if (age < options_.window) return;
+  if (age < 2 * options_.window) {
+    latency.previous = latency.current;
+  } else {
+    latency.previous.Clear();  // nothing happened for a whole window
+  }
+  latency.current.Clear();
+  latency.current_start = now;
+}
+
+std::vector<LatencySummary> Counters::Latencies() const {
+  const absl::Time now = options_.clock();
+  absl::MutexLock lock(&mu_);
+  std::vector<LatencySummary> out;
+  for (auto& [name, latency] : latencies_) {
+    RotateLatency(latency, now);
+    LatencyHistogram both = latency.previous;
+    both.Merge(latency.current);
+    LatencySummary summary;
+    summary.name = name;
+    summary.count = both.count();
+    summary.total_count = latency.total;
+    if (both.count() > 0) {
+      summary.mean_s = both.sum() / both.count();
+      summary.p50_s = both.Quantile(0.5);
+      summary.p90_s = both.Quantile(0.9);
+      summary.p99_s = both.Quantile(0.99);
+      summary.max_s = both.max();
+    }
+    out.push_back(std::move(summary));
+  }
+  return out;
 }
 
 }  // namespace downpour

@@ -1,35 +1,147 @@
-// Named counters and gauges a daemon exports through its Status service.
+// Named counters, gauges, rates and latency histograms a daemon exports through
+// its Status service.
+//
+//   Counters counters;
+//   counters.Add("pulls", 1);                      // monotonic: has a rate
+//   counters.Set("blocks", 12);                    // gauge: no rate
+//   counters.RecordLatency("called:ParameterServer/Pull", 0.0021);
+//   Counters::RateSnapshot r = counters.Rates();   // r.per_second["pulls"]
+//   std::vector<LatencySummary> l = counters.Latencies();  // p50, p99, ...
 #ifndef DOWNPOUR_COMMON_COUNTERS_H_
 #define DOWNPOUR_COMMON_COUNTERS_H_
 
+#include <array>
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 
 namespace downpour {
+
+// Latency of one kind of call over the recent window (see Counters::Latencies).
+struct LatencySummary {
+  std::string name;
+  uint64_t count = 0;        // calls in the window
+  uint64_t total_count = 0;  // calls since start
+  double mean_s = 0;
+  double p50_s = 0;
+  double p90_s = 0;
+  double p99_s = 0;
+  double max_s = 0;
+};
+
+// Log-bucketed histogram of durations: buckets grow by 2^(1/4) from 1 us, so a
+// quantile is off by at most ~19% (it is interpolated inside its bucket and
+// never reported above the largest value seen). Not thread-safe; Counters locks.
+class LatencyHistogram {
+ public:
+  static constexpr int kBuckets = 100;  // the last one also takes >= ~33 s
+
+  void Record(double seconds);
+  void Merge(const LatencyHistogram& other);
+  void Clear() { *this = LatencyHistogram(); }
+
+  uint64_t count() const { return count_; }
+  double sum() const { return sum_; }
+  double max() const { return max_; }
+  // The q-quantile (q in [0, 1]) in seconds; 0 when empty.
+  double Quantile(double q) const;
+
+  // Lower bound of bucket i in seconds.
+  static double BucketLowerBound(int i);
+
+ private:
+  static int BucketOf(double seconds);
+
+  std::array<uint64_t, kBuckets> buckets_{};
+  uint64_t count_ = 0;
+  double sum_ = 0;
+  double max_ = 0;
+};
 
 // Thread-safe.
 class Counters {
  public:
-  explicit Counters(int staleness_buckets = 16);
+  struct Options {
+    // Pushes with staleness 0, 1, ...; the last bucket collects the rest.
+    int staleness_buckets = 16;
+    // Rates and latency quantiles cover about this much recent time.
+    absl::Duration window = absl::Seconds(10);
+    // Source of time; tests advance a fake one instead of sleeping.
+    std::function<absl::Time()> clock = [] { return absl::Now(); };
+  };
 
+  // Figures per second of every counter changed by Add().
+  struct RateSnapshot {
+    // Seconds the rates are measured over: about Options::window once the
+    // counters are that old and asked for often enough (each Rates() call
+    // takes a sample), else the time since the oldest sample kept.
+    double window_seconds = 0;
+    std::map<std::string, double> per_second;
+  };
+
+  Counters() : Counters(Options()) {}
+  explicit Counters(Options options);
+
+  Counters(const Counters&) = delete;
+  Counters& operator=(const Counters&) = delete;
+
+  // A monotonic counter: Rates() reports it per second.
   void Add(const std::string& name, double delta) ABSL_LOCKS_EXCLUDED(mu_);
+  // A gauge: reported as is, no rate.
   void Set(const std::string& name, double value) ABSL_LOCKS_EXCLUDED(mu_);
   double Get(const std::string& name) const ABSL_LOCKS_EXCLUDED(mu_);
   // Counts one push with this staleness (the last bucket collects the rest).
   void RecordStaleness(uint64_t staleness) ABSL_LOCKS_EXCLUDED(mu_);
+  // Records one call of kind `name` that took `seconds`.
+  void RecordLatency(const std::string& name, double seconds)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   std::map<std::string, double> Snapshot() const ABSL_LOCKS_EXCLUDED(mu_);
   std::vector<uint64_t> StalenessHistogram() const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Rates over the recent window. Takes a sample of the counters (at most ten
+  // per window are kept), so it is logically const but not free.
+  RateSnapshot Rates() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Latency per kind of call over the last one to two windows, sorted by name.
+  std::vector<LatencySummary> Latencies() const ABSL_LOCKS_EXCLUDED(mu_);
+
  private:
+  struct Sample {
+    absl::Time time;
+    std::map<std::string, double> values;  // monotonic counters only
+  };
+  // Two windows of one kind of call: quantiles read both, so a fresh window
+  // never reports from a handful of calls.
+  struct Latency {
+    LatencyHistogram current;
+    LatencyHistogram previous;
+    absl::Time current_start;
+    uint64_t total = 0;
+  };
+
+  void RotateLatency(Latency& latency, absl::Time now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Constant after construction.
+  const Options options_;
+
+  // State below is protected by mu_.
   mutable absl::Mutex mu_;
   std::map<std::string, double> values_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> monotonic_ ABSL_GUARDED_BY(mu_);
   std::vector<uint64_t> staleness_ ABSL_GUARDED_BY(mu_);
+  mutable std::deque<Sample> samples_ ABSL_GUARDED_BY(mu_);
+  mutable std::map<std::string, Latency> latencies_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace downpour

@@ -96,12 +96,16 @@ DaemonSetup InitDaemon(int argc, char** argv, const std::string& role,
   if (!config.ok()) Die(role, std::string(config.status().message()), 2);
   setup.config = *std::move(config);
   if (has_index) {
-    const auto& members =
-        role == "ps" ? setup.config.cluster.ps : setup.config.cluster.workers;
+    const std::string key = role == "ps"        ? "ps"
+                            : role == "standby" ? "standby_ps"
+                                                : "workers";
+    const auto& members = role == "ps"        ? setup.config.cluster.ps
+                          : role == "standby" ? setup.config.cluster.standby_ps
+                                              : setup.config.cluster.workers;
     if (setup.index >= static_cast<int>(members.size())) {
       Die(role, absl::StrCat("--index ", setup.index, " but ", path, " lists ",
-                             members.size(), " ", role == "ps" ? "ps in cluster.ps"
-                                                              : "workers in cluster.workers"),
+                             members.size(), " ", role == "worker" ? "workers" : role,
+                             " in cluster.", key),
           2);
     }
   }

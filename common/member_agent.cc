@@ -6,11 +6,18 @@
 namespace downpour {
 
 MemberAgent::MemberAgent(coordinator::CoordinatorClient* client,
-                         std::string role, int index, double interval_s,
-                         Registrar registrar, Reporter reporter, Handler handler)
-    : client_(client), role_(std::move(role)), index_(index),
-      interval_s_(interval_s), registrar_(std::move(registrar)),
+                         std::string role, int index, std::string address,
+                         double interval_s, Registrar registrar, Reporter reporter,
+                         Handler handler)
+    : client_(client), address_(std::move(address)), role_(std::move(role)),
+      index_(index), interval_s_(interval_s), registrar_(std::move(registrar)),
       reporter_(std::move(reporter)), handler_(std::move(handler)) {}
+
+void MemberAgent::SetIdentity(const std::string& role, int index) {
+  absl::MutexLock lock(&identity_mu_);
+  role_ = role;
+  index_ = index;
+}
 
 MemberAgent::~MemberAgent() {
   if (thread_.joinable()) Stop();
@@ -35,17 +42,23 @@ void MemberAgent::Loop() {
 
 void MemberAgent::Beat() {
   proto::HeartbeatRequest request;
-  request.set_role(role_);
-  request.set_index(index_);
+  {
+    absl::MutexLock lock(&identity_mu_);
+    request.set_role(role_);
+    request.set_index(index_);
+  }
+  const std::string role = request.role();
+  const int index = request.index();
+  request.set_address(address_);
   *request.mutable_report() = reporter_();
   absl::StatusOr<proto::HeartbeatResponse> response = client_->Heartbeat(request);
   if (absl::IsFailedPrecondition(response.status())) {
     // The coordinator restarted and forgot us: register again.
     SPDLOG_LOGGER_WARN(Log("rpc"), "{} {}: coordinator does not know us; registering again",
-                       role_, index_);
+                       role, index);
     absl::Status registered = registrar_();
     if (!registered.ok()) {
-      SPDLOG_LOGGER_WARN(Log("rpc"), "{} {}: {}", role_, index_,
+      SPDLOG_LOGGER_WARN(Log("rpc"), "{} {}: {}", role, index,
                          std::string(registered.message()));
     }
     return;
@@ -55,13 +68,13 @@ void MemberAgent::Beat() {
       SPDLOG_LOGGER_WARN(Log("rpc"),
                          "{} {}: coordinator unreachable ({}); carrying on with "
                          "the placement we have",
-                         role_, index_, std::string(response.status().message()));
+                         role, index, std::string(response.status().message()));
     }
     coordinator_down_ = true;
     return;
   }
   if (coordinator_down_) {
-    SPDLOG_LOGGER_INFO(Log("rpc"), "{} {}: coordinator reachable again", role_, index_);
+    SPDLOG_LOGGER_INFO(Log("rpc"), "{} {}: coordinator reachable again", role, index);
     coordinator_down_ = false;
   }
   handler_(*response);

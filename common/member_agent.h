@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "common/config.h"
 #include "coordinator/coordinator_client.h"
@@ -24,12 +25,16 @@ class MemberAgent {
   // Registers (again); returns the error when it could not.
   using Registrar = std::function<absl::Status()>;
 
+  // `address` is where this daemon serves (sent with each heartbeat).
   MemberAgent(coordinator::CoordinatorClient* client, std::string role, int index,
-              double interval_s, Registrar registrar, Reporter reporter,
-              Handler handler);
+              std::string address, double interval_s, Registrar registrar,
+              Reporter reporter, Handler handler);
   ~MemberAgent();
 
   void Start();
+  // Heartbeats as (role, index) from now on: a standby that took a shard over
+  // becomes ("ps", shard). Thread-safe.
+  void SetIdentity(const std::string& role, int index);
   // Sends one last heartbeat (so the coordinator sees the final report) and stops.
   void Stop();
 
@@ -38,8 +43,10 @@ class MemberAgent {
   void Beat();
 
   coordinator::CoordinatorClient* const client_;
-  const std::string role_;
-  const int index_;
+  const std::string address_;
+  absl::Mutex identity_mu_;
+  std::string role_ ABSL_GUARDED_BY(identity_mu_);
+  int index_ ABSL_GUARDED_BY(identity_mu_);
   const double interval_s_;
   const Registrar registrar_;
   const Reporter reporter_;

@@ -1,11 +1,75 @@
 // gRPC server and channel construction shared by the daemons and tools.
 #include "common/server_util.h"
 
+#include <chrono>
+#include <mutex>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/support/client_interceptor.h"
+#include "grpcpp/support/server_interceptor.h"
 
 namespace downpour {
+namespace {
+
+namespace gx = grpc::experimental;
+
+// Times one unary call, from its creation (the call starting) to `end`.
+class TimingInterceptor final : public gx::Interceptor {
+ public:
+  TimingInterceptor(std::string name, gx::InterceptionHookPoints end)
+      : name_(std::move(name)), end_(end) {}
+
+  void Intercept(gx::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(end_)) {
+      const std::chrono::duration<double> took =
+          std::chrono::steady_clock::now() - start_;
+      RpcLatencies().RecordLatency(name_, took.count());
+    }
+    methods->Proceed();
+  }
+
+ private:
+  const std::string name_;
+  const gx::InterceptionHookPoints end_;
+  const std::chrono::steady_clock::time_point start_ =
+      std::chrono::steady_clock::now();
+};
+
+// Streaming calls (health Watch) live as long as the peer wants: not timed.
+class ServerTiming final : public gx::ServerInterceptorFactoryInterface {
+ public:
+  gx::Interceptor* CreateServerInterceptor(gx::ServerRpcInfo* info) override {
+    if (info->type() != gx::ServerRpcInfo::Type::UNARY) return nullptr;
+    return new TimingInterceptor(LatencyName(true, info->method()),
+                                 gx::InterceptionHookPoints::PRE_SEND_STATUS);
+  }
+};
+
+class ClientTiming final : public gx::ClientInterceptorFactoryInterface {
+ public:
+  gx::Interceptor* CreateClientInterceptor(gx::ClientRpcInfo* info) override {
+    if (info->type() != gx::ClientRpcInfo::Type::UNARY) return nullptr;
+    return new TimingInterceptor(LatencyName(false, info->method()),
+                                 gx::InterceptionHookPoints::POST_RECV_STATUS);
+  }
+};
+
+}  // namespace
+
+Counters& RpcLatencies() {
+  static Counters* const latencies = new Counters();
+  return *latencies;
+}
+
+std::string LatencyName(bool served, absl::string_view method) {
+  absl::ConsumePrefix(&method, "/");
+  absl::ConsumePrefix(&method, "downpour.proto.");
+  return absl::StrCat(served ? "served:" : "called:", method);
+}
 
 absl::StatusOr<StartedServer> StartServer(
     const std::string& address, const std::vector<grpc::Service*>& services,
@@ -15,6 +79,8 @@ absl::StatusOr<StartedServer> StartServer(
     return absl::InvalidArgumentError(absl::StrCat(
         who, ": listen address '", address, "' is not host:port"));
   }
+  static std::once_flag health_once;  // a process-wide gRPC setting
+  std::call_once(health_once, [] { grpc::EnableDefaultHealthCheckService(true); });
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
@@ -24,6 +90,9 @@ absl::StatusOr<StartedServer> StartServer(
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
   for (grpc::Service* service : services) builder.RegisterService(service);
+  std::vector<std::unique_ptr<gx::ServerInterceptorFactoryInterface>> timing;
+  timing.push_back(std::make_unique<ServerTiming>());
+  builder.experimental().SetInterceptorCreators(std::move(timing));
   StartedServer started;
   started.server = builder.BuildAndStart();
   if (started.server == nullptr || port == 0) {
@@ -46,8 +115,10 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
-                                   args);
+  std::vector<std::unique_ptr<gx::ClientInterceptorFactoryInterface>> timing;
+  timing.push_back(std::make_unique<ClientTiming>());
+  return gx::CreateCustomChannelWithInterceptors(
+      address, grpc::InsecureChannelCredentials(), args, std::move(timing));
 }
 
 std::chrono::system_clock::time_point DeadlineIn(double seconds) {

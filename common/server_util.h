@@ -1,4 +1,5 @@
-// Starting a gRPC server with the options every Downpour daemon needs.
+// Starting a gRPC server with the options every Downpour daemon needs, channels
+// with our limits, and the process-wide record of RPC latencies.
 #ifndef DOWNPOUR_COMMON_SERVER_UTIL_H_
 #define DOWNPOUR_COMMON_SERVER_UTIL_H_
 
@@ -7,6 +8,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/counters.h"
 #include "grpcpp/grpcpp.h"
 
 namespace downpour {
@@ -20,7 +23,11 @@ struct StartedServer {
   std::string address;      // host:port with the bound port
 };
 
-// Binds `address` (host:port, port 0 = ephemeral) and starts serving `services`.
+// Binds `address` (host:port, port 0 = ephemeral) and starts serving `services`,
+// plus the standard grpc.health.v1.Health service (gRPC's default one: SERVING
+// for the whole server, "", from start until Shutdown, then NOT_SERVING), so
+// Kubernetes gRPC probes and grpc_health_probe work unchanged. Every call served
+// is timed into RpcLatencies() as "served:<Service>/<Method>".
 // SO_REUSEPORT is off, so a port already in use is an error:
 // Unavailable "cannot listen on 127.0.0.1:7001 (ps 0): address in use or not
 // available; stop the process holding it or change the port in the config".
@@ -29,8 +36,21 @@ absl::StatusOr<StartedServer> StartServer(const std::string& address,
                                           const std::vector<grpc::Service*>& services,
                                           const std::string& who);
 
-// A channel with our message limits and keepalive settings.
+// A channel with our message limits and reconnect settings. Every call made on
+// it is timed into RpcLatencies() as "called:<Service>/<Method>".
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address);
+
+// The latency of every RPC this process served (StartServer) or made
+// (MakeChannel), by kind. Process-wide, as gRPC's own interceptor registry is,
+// because the channels are made deep inside clients; StatusService reports it.
+// Thread-safe.
+Counters& RpcLatencies();
+
+// The name a call is timed under: "served:" or "called:" and the gRPC method
+// without its leading "/" and our package: "/downpour.proto.ParameterServer/Pull"
+// -> "served:ParameterServer/Pull"; "/grpc.health.v1.Health/Check" ->
+// "served:grpc.health.v1.Health/Check".
+std::string LatencyName(bool served, absl::string_view method);
 
 // Returns the process-wide deadline for a call `seconds` from now.
 std::chrono::system_clock::time_point DeadlineIn(double seconds);

@@ -1,7 +1,9 @@
-// The Status service every daemon serves: role, id, uptime, counters and figures.
+// The Status service every daemon serves: role, id, uptime, counters, rates,
+// RPC latencies, memory and daemon-specific figures.
 #ifndef DOWNPOUR_COMMON_STATUS_SERVICE_H_
 #define DOWNPOUR_COMMON_STATUS_SERVICE_H_
 
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -11,8 +13,10 @@
 
 namespace downpour {
 
-// Thin adapter: reads the daemon's Counters and an optional callback that fills
-// daemon-specific fields (loss, accuracy, device...). Thread-safe.
+// Thin adapter: reads the daemon's Counters (totals, staleness histogram, rates),
+// the process's RPC latencies (RpcLatencies()) and resident memory, then calls
+// `filler` for daemon-specific fields (loss, accuracy, device...).
+// Thread-safe; the filler runs on gRPC threads and must not block.
 class StatusService final : public proto::Status::CallbackService {
  public:
   using Filler = std::function<void(proto::GetStatusResponse*)>;
@@ -21,6 +25,9 @@ class StatusService final : public proto::Status::CallbackService {
                 Filler filler = nullptr);
 
   void set_address(const std::string& address) { address_ = address; }
+
+  // Fills `response` as GetStatus does (for tests and in-process callers).
+  void Fill(proto::GetStatusResponse* response) const;
 
   grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* context,
                                       const proto::GetStatusRequest* request,
@@ -34,6 +41,9 @@ class StatusService final : public proto::Status::CallbackService {
   const absl::Time start_ = absl::Now();
   std::string address_;  // set once before serving
 };
+
+// Resident memory (RSS) of this process in bytes, 0 where /proc is unreadable.
+uint64_t ResidentMemoryBytes();
 
 // The version string every daemon reports.
 inline constexpr char kDownpourVersion[] = "0.1.0";

@@ -1,20 +1,26 @@
-// Membership and placement. Placement is computed once every ps of the config has
-// registered; its epoch rises whenever a shard's address changes, so clients holding
-// an old map get FAILED_PRECONDITION from the ps and re-read it.
+// Membership, placement and failure handling. Placement is computed once every ps
+// of the config has registered; its epoch rises whenever a shard moves (a ps
+// restarts, or a standby takes a dead shard over), so clients holding an old map
+// get FAILED_PRECONDITION from the ps and re-read it.
 #include "coordinator/cluster_state.h"
 
+#include <algorithm>
 #include <cmath>
-#include <limits>
+#include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/atomic_file.h"
 #include "common/logging.h"
+#include "common/subprocess.h"
 
 namespace downpour::coordinator {
 namespace {
 
 spdlog::logger* L() { return Log("coordinator"); }
+
+constexpr uint32_t kStateFormat = 1;
 
 }  // namespace
 
@@ -22,16 +28,23 @@ absl::StatusOr<std::unique_ptr<ClusterState>> ClusterState::Create(
     Options options) {
   absl::StatusOr<ModelSpec> spec = ModelSpec::Create(options.config.model);
   if (!spec.ok()) return spec.status();
-  return std::unique_ptr<ClusterState>(
+  std::unique_ptr<ClusterState> state(
       new ClusterState(std::move(options), *std::move(spec)));
+  absl::Status loaded = state->Load();
+  if (!loaded.ok()) return loaded;
+  return state;
 }
 
 ClusterState::ClusterState(Options options, ModelSpec spec)
     : options_(std::move(options)), spec_(std::move(spec)),
       start_(options_.clock()) {
+  absl::MutexLock lock(&mu_);
   const auto& cluster = options_.config.cluster;
   for (size_t i = 0; i < cluster.ps.size(); ++i) {
     ps_.push_back({"ps", static_cast<int>(i), cluster.ps[i]});
+  }
+  for (size_t i = 0; i < cluster.standby_ps.size(); ++i) {
+    standby_.push_back({"standby", static_cast<int>(i), cluster.standby_ps[i]});
   }
   for (size_t i = 0; i < cluster.workers.size(); ++i) {
     workers_.push_back({"worker", static_cast<int>(i), cluster.workers[i]});
@@ -39,8 +52,10 @@ ClusterState::ClusterState(Options options, ModelSpec spec)
 }
 
 ClusterState::Member* ClusterState::Find(const std::string& role, int index) {
-  std::vector<Member>* members =
-      role == "ps" ? &ps_ : role == "worker" ? &workers_ : nullptr;
+  std::vector<Member>* members = role == "ps"        ? &ps_
+                                 : role == "worker"  ? &workers_
+                                 : role == "standby" ? &standby_
+                                                     : nullptr;
   if (members == nullptr || index < 0 ||
       index >= static_cast<int>(members->size())) {
     return nullptr;
@@ -48,27 +63,35 @@ ClusterState::Member* ClusterState::Find(const std::string& role, int index) {
   return &(*members)[index];
 }
 
+void ClusterState::Touch(Member& m) {
+  m.registered = true;
+  m.alive = true;
+  m.last_heartbeat = options_.clock();
+}
+
 absl::StatusOr<proto::RegisterServerResponse> ClusterState::RegisterServer(
     const proto::RegisterServerRequest& request) {
   absl::MutexLock lock(&mu_);
-  Member* m = Find("ps", request.index());
+  const std::string role = request.standby() ? "standby" : "ps";
+  Member* m = Find(role, request.index());
   if (m == nullptr) {
+    const size_t n = request.standby() ? standby_.size() : ps_.size();
     return absl::InvalidArgumentError(absl::StrCat(
-        "register: ps index ", request.index(), " is not in the config (",
-        ps_.size(), " ps: indices 0-", ps_.size() - 1, ")"));
+        "register: ", role, " index ", request.index(), " is not in the config (",
+        n, " in cluster.", request.standby() ? "standby_ps" : "ps", ")"));
   }
-  const bool moved = m->registered && m->address != request.address();
+  const bool restarted = m->registered;
   m->address = request.address();
-  m->registered = true;
-  m->alive = true;
-  m->last_heartbeat = options_.clock();
-  SPDLOG_LOGGER_INFO(L(), "ps {} registered from {}", m->index, m->address);
-  if (moved && epoch_ > 0) {
+  Touch(*m);
+  if (request.standby()) m->serving_index = -1;
+  SPDLOG_LOGGER_INFO(L(), "{} {} registered from {}", role, m->index, m->address);
+  if (!request.standby() && restarted && epoch_ > 0) {
     ++epoch_;
-    SPDLOG_LOGGER_INFO(L(), "ps {} moved to {}: placement epoch {}", m->index,
+    SPDLOG_LOGGER_INFO(L(), "ps {} restarted at {}: placement epoch {}", m->index,
                        m->address, epoch_);
   }
   MaybePlace();
+  Save();
   proto::RegisterServerResponse response;
   response.set_placement_epoch(epoch_);
   return response;
@@ -81,24 +104,87 @@ absl::StatusOr<proto::RegisterWorkerResponse> ClusterState::RegisterWorker(
   if (m == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
         "register: worker index ", request.index(),
-        " is not in the config (", workers_.size(), " workers: indices 0-",
-        workers_.size() - 1, ")"));
+        " is not in the config (", workers_.size(), " in cluster.workers)"));
   }
   m->address = request.address();
-  m->registered = true;
-  m->alive = true;
-  m->last_heartbeat = options_.clock();
+  Touch(*m);
   m->report.set_finished(false);
-  SPDLOG_LOGGER_INFO(L(), "worker {} registered from {}", m->index, m->address);
+  ClaimParts(*m);
+  SPDLOG_LOGGER_INFO(L(), "worker {} registered from {}: data parts [{}]",
+                     m->index, m->address, absl::StrJoin(m->parts, ", "));
+  Save();
   proto::RegisterWorkerResponse response;
-  *response.mutable_partition() = PartitionOf(m->index);
+  *response.mutable_partition() = PartitionOf(*m);
   return response;
 }
 
-proto::Partition ClusterState::PartitionOf(int worker) const {
+// The worker takes its own part back from whoever adopted it, and adopts every
+// part whose holder is dead without having finished.
+void ClusterState::ClaimParts(Member& worker) {
+  std::vector<int> parts = {worker.index};
+  for (Member& other : workers_) {
+    if (&other == &worker) continue;
+    auto own = std::find(other.parts.begin(), other.parts.end(), worker.index);
+    if (own != other.parts.end()) other.parts.erase(own);
+    if (!other.alive && !other.report.finished()) {
+      for (int p : other.parts) parts.push_back(p);
+      other.parts.clear();
+    }
+  }
+  std::sort(parts.begin(), parts.end());
+  parts.erase(std::unique(parts.begin(), parts.end()), parts.end());
+  worker.parts = parts;
+}
+
+// A dead worker's parts go to the living workers still training, fewest first.
+void ClusterState::HandOffParts(Member& dead) {
+  if (dead.report.finished() || dead.parts.empty()) return;
+  std::vector<Member*> living;
+  for (Member& w : workers_) {
+    if (w.alive && !w.report.finished()) living.push_back(&w);
+  }
+  if (living.empty()) {
+    SPDLOG_LOGGER_WARN(L(), "worker {}'s data parts [{}] wait for a worker: none is alive",
+                       dead.index, absl::StrJoin(dead.parts, ", "));
+    return;
+  }
+  for (int part : dead.parts) {
+    Member* to = *std::min_element(living.begin(), living.end(),
+                                   [](const Member* a, const Member* b) {
+                                     return a->parts.size() < b->parts.size();
+                                   });
+    to->parts.push_back(part);
+    SPDLOG_LOGGER_INFO(L(), "data part {} of dead worker {} goes to worker {}",
+                       part, dead.index, to->index);
+  }
+  dead.parts.clear();
+}
+
+// A dead shard goes to an idle standby, which loads the shard's checkpoint.
+void ClusterState::ReplaceShard(Member& dead) {
+  if (epoch_ == 0) return;
+  for (Member& standby : standby_) {
+    if (!standby.alive || standby.serving_index >= 0) continue;
+    standby.serving_index = dead.index;
+    const std::string old_address = dead.address;
+    dead.address = standby.address;
+    dead.alive = true;  // give the standby a full timeout to start serving
+    dead.last_heartbeat = options_.clock();
+    ++epoch_;
+    SPDLOG_LOGGER_WARN(L(), "ps {} at {} replaced by standby {} at {}: placement epoch {}",
+                       dead.index, old_address, standby.index, standby.address, epoch_);
+    return;
+  }
+  SPDLOG_LOGGER_WARN(L(), "ps {} is dead and no standby is free: its blocks are "
+                          "unavailable until a ps is started with --index {}",
+                     dead.index, dead.index);
+}
+
+proto::Partition ClusterState::PartitionOf(const Member& worker) const {
   proto::Partition partition;
-  partition.set_part(worker);
-  partition.set_num_parts(static_cast<int>(options_.config.cluster.workers.size()));
+  partition.set_part(worker.index);
+  partition.set_num_parts(static_cast<int>(workers_.size()));
+  for (int p : worker.parts) partition.add_parts(p);
   return partition;
 }
 
@@ -124,37 +210,49 @@ void ClusterState::MaybePlace() {
 absl::StatusOr<proto::HeartbeatResponse> ClusterState::Heartbeat(
     const proto::HeartbeatRequest& request) {
   absl::MutexLock lock(&mu_);
-  if (request.role() != "ps" && request.role() != "worker") {
+  const std::string& role = request.role();
+  if (role != "ps" && role != "worker" && role != "standby") {
     return absl::InvalidArgumentError(absl::StrCat(
-        "heartbeat: role must be ps or worker, got '", request.role(), "'"));
+        "heartbeat: role must be ps, worker or standby, got '", role, "'"));
   }
-  Member* m = Find(request.role(), request.index());
+  Member* m = Find(role, request.index());
   if (m == nullptr || !m->registered) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "heartbeat: ", request.role(), " ", request.index(),
+        "heartbeat: ", role, " ", request.index(),
         " is not registered with this coordinator; register first"));
   }
-  if (!m->alive) {
-    SPDLOG_LOGGER_INFO(L(), "{} {} is alive again", m->role, m->index);
+  proto::HeartbeatResponse response;
+  if (role == "ps" && !request.address().empty() && request.address() != m->address) {
+    // A ps that was declared dead and replaced came back (e.g. after SIGSTOP).
+    response.set_replaced(true);
+    response.set_placement_epoch(epoch_);
+    response.set_take_over_index(-1);
+    return response;
   }
+  if (!m->alive) SPDLOG_LOGGER_INFO(L(), "{} {} is alive again", role, m->index);
+  const bool was_finished = m->report.finished();
   m->alive = true;
   m->last_heartbeat = options_.clock();
   m->report = request.report();
   MaybeStop();
-  proto::HeartbeatResponse response;
-  response.set_placement_epoch(epoch_);
-  response.set_stop(stop_);
-  response.set_stop_reason(stop_reason_);
-  if (request.role() == "worker") {
-    *response.mutable_partition() = PartitionOf(m->index);
-  }
+  if (m->report.finished() != was_finished) Save();
+  HeartbeatReply(*m, request, &response);
   return response;
+}
+
+void ClusterState::HeartbeatReply(const Member& m, const proto::HeartbeatRequest&,
+                                  proto::HeartbeatResponse* response) const {
+  response->set_placement_epoch(epoch_);
+  response->set_stop(stop_);
+  response->set_stop_reason(stop_reason_);
+  response->set_take_over_index(m.role == "standby" ? m.serving_index : -1);
+  if (m.role == "worker") *response->mutable_partition() = PartitionOf(m);
 }
 
 void ClusterState::MaybeStop() {
   if (stop_) return;
   const double target = options_.config.training.target_accuracy;
-  bool all_finished = true;
+  bool any_finished = false, all_done = true;
   for (const Member& w : workers_) {
     const double acc = w.report.accuracy();
     if (target > 0 && w.registered && !std::isnan(acc) && acc >= target) {
@@ -164,13 +262,19 @@ void ClusterState::MaybeStop() {
           w.index, acc, target, w.report.step());
       break;
     }
-    all_finished = all_finished && w.registered && w.report.finished();
+    any_finished = any_finished || w.report.finished();
+    // A dead worker whose parts went to others no longer holds the job up.
+    const bool done = w.report.finished() || (!w.alive && w.parts.empty());
+    all_done = all_done && w.registered && done;
   }
-  if (!stop_ && all_finished) {
+  if (!stop_ && any_finished && all_done) {
     stop_ = true;
     stop_reason_ = "every worker finished its steps";
   }
-  if (stop_) SPDLOG_LOGGER_INFO(L(), "job done: {}", stop_reason_);
+  if (stop_) {
+    SPDLOG_LOGGER_INFO(L(), "job done: {}", stop_reason_);
+    Save();
+  }
 }
 
 proto::GetPlacementResponse ClusterState::Placement() const {
@@ -203,7 +307,7 @@ proto::ClusterStatusResponse ClusterState::Status() const {
   response.set_uptime_seconds(absl::ToDoubleSeconds(now - start_));
   response.set_stop(stop_);
   response.set_stop_reason(stop_reason_);
-  for (const auto* group : {&ps_, &workers_}) {
+  for (const auto* group : {&ps_, &workers_, &standby_}) {
     for (const Member& m : *group) {
       proto::MemberStatus* out = response.add_members();
       out->set_role(m.role);
@@ -225,7 +329,7 @@ int ClusterState::CheckLiveness() {
   const absl::Duration timeout =
       absl::Seconds(options_.config.heartbeat.timeout_s);
   int changed = 0;
-  for (auto* group : {&ps_, &workers_}) {
+  for (auto* group : {&ps_, &workers_, &standby_}) {
     for (Member& m : *group) {
       if (!m.alive || now - m.last_heartbeat <= timeout) continue;
       m.alive = false;
@@ -233,15 +337,101 @@ int ClusterState::CheckLiveness() {
       if (m.role == "worker" && m.report.finished()) {
         SPDLOG_LOGGER_INFO(L(), "worker {} at {} left after finishing", m.index,
                            m.address);
-      } else {
-        SPDLOG_LOGGER_WARN(L(), "{} {} at {} is dead: no heartbeat for {:.1f} s (timeout {:.1f} s)",
-                           m.role, m.index, m.address,
-                           absl::ToDoubleSeconds(now - m.last_heartbeat),
-                           options_.config.heartbeat.timeout_s);
+        continue;
       }
+      SPDLOG_LOGGER_WARN(L(), "{} {} at {} is dead: no heartbeat for {:.1f} s (timeout {:.1f} s)",
+                         m.role, m.index, m.address,
+                         absl::ToDoubleSeconds(now - m.last_heartbeat),
+                         options_.config.heartbeat.timeout_s);
+      if (m.role == "worker") HandOffParts(m);
+      if (m.role == "ps") ReplaceShard(m);
     }
   }
+  if (changed > 0) {
+    MaybeStop();
+    Save();
+  }
   return changed;
+}
+
+// --- Persistence -------------------------------------------------------------
+
+std::string ClusterState::StatePath() const {
+  const std::string& dir = options_.config.coordinator.state_dir;
+  return dir.empty() ? "" : (std::filesystem::path(dir) / "coordinator.state").string();
+}
+
+void ClusterState::Save() {
+  const std::string path = StatePath();
+  if (path.empty()) return;
+  proto::CoordinatorState state;
+  state.set_format(kStateFormat);
+  state.set_placement_epoch(epoch_);
+  state.set_stop(stop_);
+  state.set_stop_reason(stop_reason_);
+  for (const auto& shard : placement_) {
+    auto* out = state.add_placement();
+    for (uint32_t id : shard) out->add_block_ids(id);
+  }
+  for (const auto* group : {&ps_, &workers_, &standby_}) {
+    for (const Member& m : *group) {
+      proto::MemberRecord* r = state.add_members();
+      r->set_role(m.role);
+      r->set_index(m.index);
+      r->set_address(m.address);
+      r->set_registered(m.registered);
+      for (int p : m.parts) r->add_parts(p);
+      r->set_finished(m.report.finished());
+      r->set_serving_index(m.serving_index);
+    }
+  }
+  // Small (a few hundred bytes per member); written under mu_ so that saves are
+  // ordered. Membership changes are rare, not per heartbeat.
+  absl::Status written = WriteFileAtomically(path, state.SerializeAsString());
+  if (!written.ok()) {
+    SPDLOG_LOGGER_ERROR(L(), "cannot save coordinator state: {}",
+                        std::string(written.message()));
+  }
+}
+
+absl::Status ClusterState::Load() {
+  const std::string path = StatePath();
+  if (path.empty()) return absl::OkStatus();
+  absl::StatusOr<std::string> bytes = ReadFile(path);
+  if (!bytes.ok()) return absl::OkStatus();  // first start
+  proto::CoordinatorState state;
+  if (!state.ParseFromString(*bytes) || state.format() != kStateFormat) {
+    return absl::DataLossError(absl::StrCat(
+        "coordinator state '", path, "' is unreadable or of another format; move "
+        "it away to start with an empty cluster"));
+  }
+  absl::MutexLock lock(&mu_);
+  if (state.placement_size() != 0 &&
+      state.placement_size() != static_cast<int>(ps_.size())) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "coordinator state '", path, "' has ", state.placement_size(),
+        " shards but the config has ", ps_.size(), " ps; move it away to start fresh"));
+  }
+  epoch_ = state.placement_epoch();
+  stop_ = state.stop();
+  stop_reason_ = state.stop_reason();
+  for (const auto& shard : state.placement()) {
+    placement_.emplace_back(shard.block_ids().begin(), shard.block_ids().end());
+  }
+  int restored = 0;
+  for (const proto::MemberRecord& r : state.members()) {
+    Member* m = Find(r.role(), r.index());
+    if (m == nullptr || !r.registered()) continue;
+    m->address = r.address();
+    Touch(*m);  // a full timeout to heartbeat again before being declared dead
+    m->parts.assign(r.parts().begin(), r.parts().end());
+    m->report.set_finished(r.finished());
+    m->serving_index = r.serving_index();
+    ++restored;
+  }
+  SPDLOG_LOGGER_INFO(L(), "restored state from {}: placement epoch {}, {} members",
+                     path, epoch_, restored);
+  return absl::OkStatus();
 }
 
 }  // namespace downpour::coordinator

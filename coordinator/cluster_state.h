@@ -1,7 +1,10 @@
-// The coordinator's core: membership, heartbeats, placement and job state.
+// The coordinator's core: membership, heartbeats, placement, data partitions,
+// failure handling and job state.
 //
 // Plain C++ (no gRPC): the Coordinator service adapter forwards each RPC here, and
-// tests drive it directly with an injected clock.
+// tests drive it directly with an injected clock. With coordinator.state_dir set,
+// every change is written to disk (atomically) and a restarted coordinator picks
+// up where it was.
 #ifndef DOWNPOUR_COORDINATOR_CLUSTER_STATE_H_
 #define DOWNPOUR_COORDINATOR_CLUSTER_STATE_H_
 
@@ -17,6 +20,7 @@
 #include "common/config.h"
 #include "common/model_spec.h"
 #include "proto/coordinator.pb.h"
+#include "proto/coordinator_state.pb.h"
 
 namespace downpour::coordinator {
 
@@ -29,28 +33,35 @@ class ClusterState {
     std::function<absl::Time()> clock = [] { return absl::Now(); };
   };
 
+  // Loads the saved state from coordinator.state_dir when there is one;
+  // DataLoss when it cannot be parsed (the message says how to start fresh).
   static absl::StatusOr<std::unique_ptr<ClusterState>> Create(Options options);
 
   ClusterState(const ClusterState&) = delete;
   ClusterState& operator=(const ClusterState&) = delete;
 
-  // InvalidArgument for an index outside the config's ps / workers lists.
-  // A ps that re-registers from a new address bumps the placement epoch.
+  // InvalidArgument for an index outside the config's ps / standby_ps / workers
+  // lists. A ps that registers again (restarted) gets the placement epoch bumped,
+  // so clients re-read the map. A worker that registers gets its own data part
+  // back, plus any part left without a living worker.
   absl::StatusOr<proto::RegisterServerResponse> RegisterServer(
       const proto::RegisterServerRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<proto::RegisterWorkerResponse> RegisterWorker(
       const proto::RegisterWorkerRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
 
   // FailedPrecondition for a member that never registered (it should register
-  // first: the coordinator may have restarted); InvalidArgument for a bad role.
+  // first: the coordinator may have restarted without state); InvalidArgument
+  // for a bad role. The reply tells a ps it was replaced, a standby which shard
+  // to take over, and a worker its current data parts.
   absl::StatusOr<proto::HeartbeatResponse> Heartbeat(
       const proto::HeartbeatRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
 
   proto::GetPlacementResponse Placement() const ABSL_LOCKS_EXCLUDED(mu_);
   proto::ClusterStatusResponse Status() const ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Marks members silent for longer than heartbeat.timeout_s dead (and logs it).
-  // Returns how many changed state. Called periodically by the daemon.
+  // Marks members silent for longer than heartbeat.timeout_s dead (and logs it),
+  // hands a dead worker's data parts to the living workers, and gives a dead
+  // shard to an idle standby. Returns how many members changed state.
   int CheckLiveness() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
@@ -62,15 +73,29 @@ class ClusterState {
     bool alive = false;
     absl::Time last_heartbeat = absl::InfinitePast();
     proto::MemberReport report;
+    std::vector<int> parts;  // workers: data parts trained on
+    int serving_index = -1;  // standby: the shard it took over
   };
 
   ClusterState(Options options, ModelSpec spec);
 
   Member* Find(const std::string& role, int index)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Touch(Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybePlace() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeStop() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  proto::Partition PartitionOf(int worker) const;
+  void ClaimParts(Member& worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void HandOffParts(Member& dead) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReplaceShard(Member& dead) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void HeartbeatReply(const Member& m, const proto::HeartbeatRequest& request,
+                      proto::HeartbeatResponse* response) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  proto::Partition PartitionOf(const Member& worker) const;
+
+  // Persistence (no-ops without coordinator.state_dir).
+  void Save() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status Load() ABSL_LOCKS_EXCLUDED(mu_);
+  std::string StatePath() const;
 
   // Constant after construction.
   const Options options_;
@@ -80,6 +105,7 @@ class ClusterState {
   // State below is protected by mu_.
   mutable absl::Mutex mu_;
   std::vector<Member> ps_ ABSL_GUARDED_BY(mu_);
+  std::vector<Member> standby_ ABSL_GUARDED_BY(mu_);
   std::vector<Member> workers_ ABSL_GUARDED_BY(mu_);
   uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::vector<uint32_t>> placement_ ABSL_GUARDED_BY(mu_);

@@ -1,6 +1,8 @@
 #include "coordinator/cluster_state.h"
 
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
 
 #include "common/testing/status_matchers.h"
 #include "gtest/gtest.h"
@@ -10,6 +12,7 @@ namespace {
 
 using ::downpour::testing::IsOk;
 using ::downpour::testing::StatusIs;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 class ClusterStateTest : public ::testing::Test {
@@ -19,16 +22,45 @@ class ClusterStateTest : public ::testing::Test {
     config.cluster.ps = {"127.0.0.1:1", "127.0.0.1:2"};
     config.cluster.workers = {"127.0.0.1:3", "127.0.0.1:4"};
     config.training.target_accuracy = 0.9;
+    config.cluster.standby_ps = {"127.0.0.1:5"};
     config.heartbeat.timeout_s = 3;
-    auto state = ClusterState::Create({config, [this] { return now_; }});
+    config.coordinator.state_dir =
+        std::string(std::getenv("TEST_TMPDIR")) + "/" +
+        ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::filesystem::remove_all(config.coordinator.state_dir);
+    config_ = config;
+    Restart();
+  }
+
+  // A new ClusterState over the same state_dir: what a restarted coordinator sees.
+  void Restart() {
+    state_.reset();
+    auto state = ClusterState::Create({config_, [this] { return now_; }});
     ASSERT_TRUE(state.ok()) << state.status();
     state_ = *std::move(state);
   }
 
-  void RegisterPs(int index, const std::string& address) {
+  void RegisterWorker(int index) {
+    proto::RegisterWorkerRequest request;
+    request.set_index(index);
+    ASSERT_THAT(state_->RegisterWorker(request), IsOk());
+  }
+
+  std::vector<int> PartsOf(int worker) {
+    proto::HeartbeatRequest request;
+    request.set_role("worker");
+    request.set_index(worker);
+    auto response = state_->Heartbeat(request);
+    EXPECT_THAT(response, IsOk());
+    if (!response.ok()) return {};
+    return {response->partition().parts().begin(), response->partition().parts().end()};
+  }
+
+  void RegisterPs(int index, const std::string& address, bool standby = false) {
     proto::RegisterServerRequest request;
     request.set_index(index);
     request.set_address(address);
+    request.set_standby(standby);
     ASSERT_THAT(state_->RegisterServer(request), IsOk());
   }
 
@@ -42,6 +74,7 @@ class ClusterStateTest : public ::testing::Test {
   }
 
   absl::Time now_ = absl::FromUnixSeconds(1000);
+  Config config_;
   std::unique_ptr<ClusterState> state_;
 };
 
@@ -58,12 +91,74 @@ TEST_F(ClusterStateTest, PlacementWaitsForEveryPsThenCoversAllBlocks) {
   EXPECT_GT(placement.shards(1).block_ids_size(), 0);
 }
 
-TEST_F(ClusterStateTest, PsMovingToANewAddressBumpsTheEpoch) {
+TEST_F(ClusterStateTest, RestartedPsBumpsTheEpoch) {
   RegisterPs(0, "127.0.0.1:1");
   RegisterPs(1, "127.0.0.1:2");
   RegisterPs(1, "127.0.0.1:9");
   EXPECT_EQ(state_->Placement().epoch(), 2u);
   EXPECT_EQ(state_->Placement().shards(1).address(), "127.0.0.1:9");
+  RegisterPs(1, "127.0.0.1:9");  // same address, new process: still a new epoch
+  EXPECT_EQ(state_->Placement().epoch(), 3u);
+}
+
+TEST_F(ClusterStateTest, DeadWorkersPartsGoToTheLivingAndComeBackOnRejoin) {
+  RegisterWorker(0);
+  RegisterWorker(1);
+  EXPECT_THAT(PartsOf(0), ElementsAre(0));
+  now_ += absl::Seconds(2);
+  PartsOf(0);  // worker 0 heartbeats, worker 1 falls silent
+  now_ += absl::Seconds(2);
+  EXPECT_EQ(state_->CheckLiveness(), 1);
+  EXPECT_THAT(PartsOf(0), ElementsAre(0, 1));
+  RegisterWorker(1);  // restarted with the same index
+  EXPECT_THAT(PartsOf(1), ElementsAre(1));
+  EXPECT_THAT(PartsOf(0), ElementsAre(0));
+}
+
+TEST_F(ClusterStateTest, ADeadShardGoesToAStandbyAndTheOldPsIsToldItWasReplaced) {
+  RegisterPs(0, "127.0.0.1:1");
+  RegisterPs(1, "127.0.0.1:2");
+  RegisterPs(0, "127.0.0.1:5", /*standby=*/true);
+  ASSERT_EQ(state_->Placement().epoch(), 1u);
+  now_ += absl::Seconds(2);
+  for (auto [role, index] : {std::pair<const char*, int>{"ps", 0}, {"standby", 0}}) {
+    proto::HeartbeatRequest beat;
+    beat.set_role(role);
+    beat.set_index(index);
+    ASSERT_THAT(state_->Heartbeat(beat), IsOk());
+  }
+  now_ += absl::Seconds(2);
+  state_->CheckLiveness();  // ps 1 has been silent for 4 s
+  EXPECT_EQ(state_->Placement().epoch(), 2u);
+  EXPECT_EQ(state_->Placement().shards(1).address(), "127.0.0.1:5");
+  proto::HeartbeatRequest standby;
+  standby.set_role("standby");
+  standby.set_index(0);
+  auto reply = state_->Heartbeat(standby);
+  ASSERT_THAT(reply, IsOk());
+  EXPECT_EQ(reply->take_over_index(), 1);
+  // The old ps 1 wakes up (SIGCONT) and is told to stand down.
+  proto::HeartbeatRequest old;
+  old.set_role("ps");
+  old.set_index(1);
+  old.set_address("127.0.0.1:2");
+  reply = state_->Heartbeat(old);
+  ASSERT_THAT(reply, IsOk());
+  EXPECT_TRUE(reply->replaced());
+}
+
+TEST_F(ClusterStateTest, RestartedCoordinatorKeepsMembershipAndPlacement) {
+  RegisterPs(0, "127.0.0.1:1");
+  RegisterPs(1, "127.0.0.1:2");
+  RegisterWorker(0);
+  const std::string before = state_->Placement().DebugString();
+  Restart();
+  EXPECT_EQ(state_->Placement().DebugString(), before);
+  proto::HeartbeatRequest beat;
+  beat.set_role("worker");
+  beat.set_index(0);
+  EXPECT_THAT(state_->Heartbeat(beat), IsOk()) << "no re-registration needed";
+  EXPECT_THAT(PartsOf(0), ElementsAre(0));
 }
 
 TEST_F(ClusterStateTest, UnknownIndexIsRejected) {

@@ -30,10 +30,11 @@ absl::StatusOr<Response> Call(proto::Coordinator::Stub* stub, Method method,
 }  // namespace
 
 absl::StatusOr<proto::RegisterServerResponse> CoordinatorClient::RegisterServer(
-    int index, const std::string& address) {
+    int index, const std::string& address, bool standby) {
   proto::RegisterServerRequest request;
   request.set_index(index);
   request.set_address(address);
+  request.set_standby(standby);
   absl::StatusOr<proto::RegisterServerResponse> response;
   absl::Status status = RetryFor(
       who_, absl::StrCat("the coordinator at ", address_),

@@ -23,7 +23,7 @@ class CoordinatorClient {
 
   // Retry until the coordinator answers (bounded by connect_timeout_s).
   absl::StatusOr<proto::RegisterServerResponse> RegisterServer(
-      int index, const std::string& address);
+      int index, const std::string& address, bool standby = false);
   absl::StatusOr<proto::RegisterWorkerResponse> RegisterWorker(
       int index, const std::string& address);
   // Waits until the placement has an epoch >= min_epoch (> 0).

@@ -1,4 +1,4 @@
-// Each handler is one call into ClusterState.
+// Each handler is one call into ClusterState, MetricsHistory or the model.
 #include "coordinator/coordinator_service.h"
 
 #include "common/grpc_status.h"
@@ -17,6 +17,25 @@ grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* context,
 }
 
 }  // namespace
+
+proto::DescribeModelResponse ModelDescription(const ModelSpec& model) {
+  proto::DescribeModelResponse response;
+  response.set_num_params(model.num_params());
+  for (const BlockSpec& block : model.blocks()) {
+    proto::BlockInfo* info = response.add_blocks();
+    info->set_id(block.id);
+    info->set_tensor(model.tensors()[block.tensor].name);
+    info->set_floats(block.length);
+  }
+  return response;
+}
+
+CoordinatorService::CoordinatorService(ClusterState* state,
+                                       const MetricsHistory* history,
+                                       const ModelSpec* model)
+    : state_(state), history_(history) {
+  if (model != nullptr) model_ = ModelDescription(*model);
+}
 
 grpc::ServerUnaryReactor* CoordinatorService::RegisterServer(
     grpc::CallbackServerContext* context,
@@ -51,6 +70,30 @@ grpc::ServerUnaryReactor* CoordinatorService::ClusterStatus(
     proto::ClusterStatusResponse* response) {
   return Reply(context, absl::StatusOr<proto::ClusterStatusResponse>(
                             state_->Status()),
+               response);
+}
+
+grpc::ServerUnaryReactor* CoordinatorService::GetHistory(
+    grpc::CallbackServerContext* context, const proto::GetHistoryRequest* request,
+    proto::GetHistoryResponse* response) {
+  if (history_ == nullptr) {
+    return Reply<proto::GetHistoryResponse>(
+        context, absl::UnavailableError("this coordinator keeps no history"),
+        response);
+  }
+  return Reply(context, absl::StatusOr<proto::GetHistoryResponse>(
+                            history_->Get(request->since_seconds())),
+               response);
+}
+
+grpc::ServerUnaryReactor* CoordinatorService::DescribeModel(
+    grpc::CallbackServerContext* context, const proto::DescribeModelRequest*,
+    proto::DescribeModelResponse* response) {
+  if (!model_.has_value()) {
+    return Reply<proto::DescribeModelResponse>(
+        context, absl::UnavailableError("this coordinator has no model"), response);
+  }
+  return Reply(context, absl::StatusOr<proto::DescribeModelResponse>(*model_),
                response);
 }
 

@@ -2,15 +2,22 @@
 #ifndef DOWNPOUR_COORDINATOR_COORDINATOR_SERVICE_H_
 #define DOWNPOUR_COORDINATOR_COORDINATOR_SERVICE_H_
 
+#include <optional>
+
+#include "common/model_spec.h"
 #include "coordinator/cluster_state.h"
+#include "coordinator/metrics_history.h"
 #include "proto/coordinator.grpc.pb.h"
 
 namespace downpour::coordinator {
 
-// Thread-safe (ClusterState is). Does not own the state.
+// Thread-safe (ClusterState and MetricsHistory are). Owns neither. GetHistory
+// is Unavailable without a history, DescribeModel without a model.
 class CoordinatorService final : public proto::Coordinator::CallbackService {
  public:
-  explicit CoordinatorService(ClusterState* state) : state_(state) {}
+  explicit CoordinatorService(ClusterState* state,
+                              const MetricsHistory* history = nullptr,
+                              const ModelSpec* model = nullptr);
 
   grpc::ServerUnaryReactor* RegisterServer(
       grpc::CallbackServerContext* context,
@@ -31,10 +38,22 @@ class CoordinatorService final : public proto::Coordinator::CallbackService {
       grpc::CallbackServerContext* context,
       const proto::ClusterStatusRequest* request,
       proto::ClusterStatusResponse* response) override;
+  grpc::ServerUnaryReactor* GetHistory(grpc::CallbackServerContext* context,
+                                       const proto::GetHistoryRequest* request,
+                                       proto::GetHistoryResponse* response) override;
+  grpc::ServerUnaryReactor* DescribeModel(
+      grpc::CallbackServerContext* context,
+      const proto::DescribeModelRequest* request,
+      proto::DescribeModelResponse* response) override;
 
  private:
   ClusterState* const state_;
+  const MetricsHistory* const history_;
+  std::optional<proto::DescribeModelResponse> model_;  // constant after construction
 };
+
+// The model's blocks as DescribeModel reports them.
+proto::DescribeModelResponse ModelDescription(const ModelSpec& model);
 
 }  // namespace downpour::coordinator
 

@@ -5,10 +5,12 @@
 #include "absl/synchronization/notification.h"
 #include "common/daemon.h"
 #include "common/logging.h"
+#include "common/model_spec.h"
 #include "common/server_util.h"
 #include "common/status_service.h"
 #include "coordinator/cluster_state.h"
 #include "coordinator/coordinator_service.h"
+#include "coordinator/metrics_history.h"
 
 ABSL_FLAG(std::string, listen, "",
           "host:port to serve on (overrides cluster.coordinator; port 0 = any)");
@@ -34,7 +36,12 @@ int main(int argc, char** argv) {
       /*has_index=*/false, Overrides);
   auto state = coordinator::ClusterState::Create({setup.config});
   if (!state.ok()) Die("coordinator", std::string(state.status().message()), 2);
-  coordinator::CoordinatorService service(state->get());
+  // Monitoring: the bounded history behind `psctl plot` and `psctl watch`.
+  const absl::StatusOr<ModelSpec> model = ModelSpec::Create(setup.config.model);
+  coordinator::MetricsHistory history({setup.config.coordinator.history_size,
+                                       setup.config.coordinator.history_interval_s});
+  coordinator::CoordinatorService service(state->get(), &history,
+                                          model.ok() ? &*model : nullptr);
   Counters counters;
   StatusService status("coordinator", 0, &counters);
   auto server = StartServer(setup.config.cluster.coordinator,
@@ -54,6 +61,9 @@ int main(int argc, char** argv) {
       (*state)->CheckLiveness();
     }
   });
+  coordinator::HistorySampler sampler(
+      &history, [&] { return (*state)->Status(); },
+      absl::Seconds(setup.config.coordinator.history_interval_s));
   const int signal = WaitForShutdownSignal();
   SPDLOG_LOGGER_INFO(Log("coordinator"), "signal {}: shutting down", signal);
   stopping.Notify();

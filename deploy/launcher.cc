@@ -37,6 +37,9 @@ ABSL_FLAG(std::string, bin_dir, "",
           "coordinator/coordinator (default: next to this binary, i.e. bazel-bin)");
 ABSL_FLAG(std::vector<std::string>, set, {},
           "config overrides passed to every daemon, section.key=value[,...]");
+ABSL_FLAG(bool, resume, false,
+          "continue the previous job: keep its ps checkpoints and coordinator "
+          "state (default: delete them and start fresh)");
 ABSL_FLAG(double, progress_s, 2.0, "seconds between progress lines");
 ABSL_FLAG(double, accuracy_mark, 0.95,
           "report the time at which a worker's test accuracy first reached this");
@@ -81,6 +84,7 @@ int main(int argc, char** argv) {
   options.run_dir = std::filesystem::absolute(absl::GetFlag(FLAGS_run_dir)).string();
   options.bin_dir = absl::GetFlag(FLAGS_bin_dir).empty() ? DefaultBinDir()
                                                          : absl::GetFlag(FLAGS_bin_dir);
+  options.resume = absl::GetFlag(FLAGS_resume);
   options.progress_period = absl::Seconds(absl::GetFlag(FLAGS_progress_s));
   options.accuracy_mark = absl::GetFlag(FLAGS_accuracy_mark);
   options.interrupted = [] { return g_signal.load() != 0; };

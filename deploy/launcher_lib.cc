@@ -131,6 +131,20 @@ void PrintProgress(std::FILE* out, double elapsed,
   std::fflush(out);
 }
 
+// A new job starts from fresh parameters and an empty cluster: the previous
+// run's checkpoints and coordinator state would otherwise be picked up.
+void ForgetPreviousRun(const Config& config) {
+  std::error_code error;
+  if (!config.checkpoint.dir.empty() && fs::is_directory(config.checkpoint.dir, error)) {
+    for (const auto& entry : fs::directory_iterator(config.checkpoint.dir, error)) {
+      if (entry.path().extension() == ".ckpt") fs::remove(entry.path(), error);
+    }
+  }
+  if (!config.coordinator.state_dir.empty()) {
+    fs::remove(fs::path(config.coordinator.state_dir) / "coordinator.state", error);
+  }
+}
+
 void WriteSummary(const LaunchSummary& summary) {
   std::ofstream out(summary.summary_path);
   out << SummaryJson(summary);
@@ -141,6 +155,7 @@ void WriteSummary(const LaunchSummary& summary) {
 absl::StatusOr<LaunchSummary> RunCluster(const Config& config,
                                          const LaunchOptions& options) {
   std::error_code error;
+  if (!options.resume) ForgetPreviousRun(config);
   fs::create_directories(fs::path(options.run_dir) / "logs", error);
   if (error) {
     return absl::UnavailableError(absl::StrCat("cannot create ", options.run_dir,

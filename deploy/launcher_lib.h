@@ -19,6 +19,9 @@ struct LaunchOptions {
   std::vector<std::string> overrides;  // --set overrides for every daemon
   std::string run_dir;                 // logs/ and summary.json go here
   std::string bin_dir;                 // bazel-bin or equivalent
+  // Keep the previous run's ps checkpoints and coordinator state, so the job
+  // continues where it stopped. Default: a fresh job (they are deleted first).
+  bool resume = false;
   absl::Duration progress_period = absl::Seconds(2);
   double accuracy_mark = 0.95;  // report when a worker first reaches this
   // How long the coordinator may take to start listening.

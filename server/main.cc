@@ -1,4 +1,5 @@
-// ps_server: one shard of the parameter server.
+// ps_server: one shard of the parameter server, or a standby for any shard.
+#include <cmath>
 #include <thread>
 
 #include "absl/flags/flag.h"
@@ -9,93 +10,83 @@
 #include "common/server_util.h"
 #include "common/status_service.h"
 #include "coordinator/coordinator_client.h"
-#include "server/ps_service.h"
-#include "server/shard.h"
+#include "server/ps_node.h"
 
 ABSL_FLAG(std::string, listen, "",
-          "host:port to serve on (overrides cluster.ps[index]; port 0 = any)");
+          "host:port to serve on (overrides cluster.ps[index], or "
+          "cluster.standby_ps[index] with --standby; port 0 = any)");
+ABSL_FLAG(bool, standby, false,
+          "run as spare number --index of cluster.standby_ps: serve no shard until "
+          "the coordinator hands over a dead one");
 
 namespace {
 
 using namespace downpour;
 
-// Fetches the placement and serves this shard's part of it.
-void ApplyPlacement(coordinator::CoordinatorClient* client, server::Shard* shard,
-                    int index, uint64_t epoch) {
-  absl::StatusOr<proto::GetPlacementResponse> placement =
-      client->WaitForPlacement(epoch);
-  if (!placement.ok()) {
-    SPDLOG_LOGGER_WARN(Log("server"), "{}", std::string(placement.status().message()));
-    return;
-  }
-  std::vector<uint32_t> ids;
-  for (const proto::ShardInfo& info : placement->shards()) {
-    if (info.index() == index) ids.assign(info.block_ids().begin(), info.block_ids().end());
-  }
-  absl::Status assigned = shard->Assign(placement->epoch(), ids);
-  if (!assigned.ok()) {
-    Die(absl::StrCat("ps ", index), std::string(assigned.message()), 1);
-  }
+proto::MemberReport Report(const Counters& counters) {
+  proto::MemberReport report;
+  report.set_pulls(counters.Get("pulls"));
+  report.set_pushes(counters.Get("pushes"));
+  report.set_bytes(counters.Get("bytes_in") + counters.Get("bytes_out"));
+  report.set_loss(NAN);
+  report.set_accuracy(NAN);
+  return report;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  const bool standby = [&] {
+    for (int i = 1; i < argc; ++i) {
+      if (std::string(argv[i]) == "--standby" || std::string(argv[i]) == "--standby=true") {
+        return true;
+      }
+    }
+    return false;
+  }();
   DaemonSetup setup = InitDaemon(
-      argc, argv, "ps",
-      "ps_server --config FILE --index N [--listen HOST:PORT]: serves one shard "
-      "of the parameters, applies pushed gradients, writes checkpoints",
+      argc, argv, standby ? "standby" : "ps",
+      "ps_server --config FILE --index N [--standby] [--listen HOST:PORT]: serves "
+      "one shard of the parameters, applies pushed gradients, writes checkpoints",
       /*has_index=*/true);
   const Config& config = setup.config;
   const int index = setup.index;
-  const std::string who = absl::StrCat("ps ", index);
   Counters counters;
-  auto shard = server::Shard::Create(config, index, &counters);
-  if (!shard.ok()) Die(who, std::string(shard.status().message()), 1);
+  auto node = server::PsNode::Create({config, index, standby, &counters});
+  if (!node.ok()) Die((standby ? "standby " : "ps ") + std::to_string(index),
+                      std::string(node.status().message()), 1);
+  const std::string who = (*node)->name();
 
-  server::PsService service(shard->get());
-  StatusService status("ps", index, &counters, [&](proto::GetStatusResponse* r) {
-    r->set_device("cpu");
-    (*r->mutable_counters())["blocks"] = (*shard)->num_blocks();
-    (*r->mutable_counters())["placement_epoch"] = (*shard)->epoch();
-  });
-  const std::string listen = absl::GetFlag(FLAGS_listen).empty()
-                                 ? config.cluster.ps[index]
-                                 : absl::GetFlag(FLAGS_listen);
-  auto server = StartServer(listen, {&service, &status}, who);
+  StatusService status(standby ? "standby" : "ps", index, &counters,
+                       [&](proto::GetStatusResponse* r) {
+                         r->set_device("cpu");
+                         (*r->mutable_counters())["blocks"] = (*node)->num_blocks();
+                         (*r->mutable_counters())["placement_epoch"] = (*node)->epoch();
+                       });
+  const std::string listen =
+      !absl::GetFlag(FLAGS_listen).empty() ? absl::GetFlag(FLAGS_listen)
+      : standby                           ? config.cluster.standby_ps[index]
+                                          : config.cluster.ps[index];
+  auto server = StartServer(listen, {(*node)->service(), &status}, who);
   if (!server.ok()) Die(who, std::string(server.status().message()), 1);
   status.set_address(server->address);
   WritePortFile(server->port);
-  SPDLOG_LOGGER_INFO(Log("server"), "serving on {}", server->address);
+  SPDLOG_LOGGER_INFO(Log("server"), "{}: serving on {}", who, server->address);
 
   coordinator::CoordinatorClient client(config.cluster.coordinator, config.rpc, who);
-  auto registrar = [&]() -> absl::Status {
-    auto response = client.RegisterServer(index, server->address);
-    if (!response.ok()) return response.status();
-    if (response->placement_epoch() > (*shard)->epoch()) {
-      ApplyPlacement(&client, shard->get(), index, response->placement_epoch());
-    }
-    return absl::OkStatus();
-  };
+  auto registrar = [&] { return (*node)->Register(&client, server->address); };
   absl::Status registered = registrar();
   if (!registered.ok()) Die(who, std::string(registered.message()), 1);
 
+  MemberAgent* agent_ptr = nullptr;
   MemberAgent agent(
-      &client, "ps", index, config.heartbeat.interval_s, registrar,
-      [&] {
-        proto::MemberReport report;
-        report.set_pulls(counters.Get("pulls"));
-        report.set_pushes(counters.Get("pushes"));
-        report.set_bytes(counters.Get("bytes_in") + counters.Get("bytes_out"));
-        report.set_loss(NAN);
-        report.set_accuracy(NAN);
-        return report;
-      },
+      &client, standby ? "standby" : "ps", index, server->address,
+      config.heartbeat.interval_s, registrar, [&] { return Report(counters); },
       [&](const proto::HeartbeatResponse& response) {
-        if (response.placement_epoch() > (*shard)->epoch()) {
-          ApplyPlacement(&client, shard->get(), index, response.placement_epoch());
-        }
+        auto [role, as] = (*node)->OnHeartbeat(&client, response);
+        agent_ptr->SetIdentity(role, as);
       });
+  agent_ptr = &agent;
   agent.Start();
 
   absl::Notification stopping;
@@ -103,8 +94,7 @@ int main(int argc, char** argv) {
     if (config.checkpoint.interval_s <= 0) return;
     while (!stopping.WaitForNotificationWithTimeout(
         absl::Seconds(config.checkpoint.interval_s))) {
-      if ((*shard)->epoch() == 0) continue;
-      absl::Status written = (*shard)->WriteCheckpoint();
+      absl::Status written = (*node)->Checkpoint();
       if (!written.ok()) {
         SPDLOG_LOGGER_ERROR(Log("server"), "checkpoint failed: {}",
                             std::string(written.message()));
@@ -112,20 +102,19 @@ int main(int argc, char** argv) {
     }
   });
 
-  const int signal = WaitForShutdownSignal();
-  SPDLOG_LOGGER_INFO(Log("server"), "signal {}: final checkpoint and shutdown", signal);
+  const int signal = WaitForShutdownSignal((*node)->replaced());
+  if (signal != 0) {
+    SPDLOG_LOGGER_INFO(Log("server"), "signal {}: final checkpoint and shutdown", signal);
+  }
   stopping.Notify();
   checkpointer.join();
   server->server->Shutdown(DeadlineIn(2));
   agent.Stop();
-  int code = 0;
-  if ((*shard)->epoch() > 0) {
-    absl::Status written = (*shard)->WriteCheckpoint();
-    if (!written.ok()) {
-      SPDLOG_LOGGER_ERROR(Log("server"), "final checkpoint failed: {}",
-                          std::string(written.message()));
-      code = 1;
-    }
+  absl::Status written = (*node)->Checkpoint();  // nothing when replaced
+  if (!written.ok()) {
+    SPDLOG_LOGGER_ERROR(Log("server"), "final checkpoint failed: {}",
+                        std::string(written.message()));
+    return 1;
   }
-  return code;
+  return 0;
 }

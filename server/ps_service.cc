@@ -20,25 +20,34 @@ grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context,
   return reactor;
 }
 
+const absl::Status& NoShard() {
+  static const absl::Status* status = new absl::Status(absl::UnavailableError(
+      "this ps serves no shard (a standby, or replaced): re-read the placement"));
+  return *status;
+}
+
 }  // namespace
 
 grpc::ServerUnaryReactor* PsService::Pull(grpc::CallbackServerContext* context,
                                           const proto::PullRequest* request,
                                           proto::PullResponse* response) {
-  return Finish(context, shard_->Pull(*request, response), "pull");
+  Shard* shard = shard_.load();
+  return Finish(context, shard ? shard->Pull(*request, response) : NoShard(), "pull");
 }
 
 grpc::ServerUnaryReactor* PsService::Push(grpc::CallbackServerContext* context,
                                           const proto::PushRequest* request,
                                           proto::PushResponse* response) {
-  return Finish(context, shard_->Push(*request, response), "push");
+  Shard* shard = shard_.load();
+  return Finish(context, shard ? shard->Push(*request, response) : NoShard(), "push");
 }
 
 grpc::ServerUnaryReactor* PsService::Checksums(
     grpc::CallbackServerContext* context, const proto::ChecksumRequest*,
     proto::ChecksumResponse* response) {
-  *response = shard_->Checksums();
-  return Finish(context, absl::OkStatus(), "checksums");
+  Shard* shard = shard_.load();
+  if (shard != nullptr) *response = shard->Checksums();
+  return Finish(context, shard ? absl::OkStatus() : NoShard(), "checksums");
 }
 
 }  // namespace downpour::server

@@ -2,15 +2,22 @@
 #ifndef DOWNPOUR_SERVER_PS_SERVICE_H_
 #define DOWNPOUR_SERVER_PS_SERVICE_H_
 
+#include <atomic>
+
 #include "proto/ps.grpc.pb.h"
 #include "server/shard.h"
 
 namespace downpour::server {
 
-// Thread-safe. Does not own the shard.
+// Thread-safe. Does not own the shard. Without a shard (a standby, or a ps that
+// was replaced) every call is UNAVAILABLE.
 class PsService final : public proto::ParameterServer::CallbackService {
  public:
-  explicit PsService(Shard* shard) : shard_(shard) {}
+  explicit PsService(Shard* shard = nullptr) : shard_(shard) {}
+
+  // The shard served from now on (nullptr: none). REQUIRES: it outlives the
+  // service.
+  void set_shard(Shard* shard) { shard_.store(shard); }
 
   grpc::ServerUnaryReactor* Pull(grpc::CallbackServerContext* context,
                                  const proto::PullRequest* request,
@@ -23,7 +30,7 @@ class PsService final : public proto::ParameterServer::CallbackService {
                                       proto::ChecksumResponse* response) override;
 
  private:
-  Shard* const shard_;
+  std::atomic<Shard*> shard_;
 };
 
 }  // namespace downpour::server

@@ -45,6 +45,7 @@ std::string LoopbackConfig(int num_ps, int num_workers, const std::string& extra
                       "\n  workers: ", list(num_workers),
                       "\nheartbeat:\n  interval_s: 0.2\n  timeout_s: 2\n"
                       "rpc:\n  deadline_s: 5\n  connect_timeout_s: 20\n",
+                      "coordinator:\n  state_dir: ", TestDir(), "/coordinator\n",
                       extra);
 }
 

@@ -3,7 +3,7 @@
 // A backend evaluates the model that common/model_spec.h lays out (one flat
 // float vector: per layer `fc{l}.weight` [in, out] row-major, then `fc{l}.bias`
 // [out]; ReLU between layers, softmax cross-entropy on the last) on a device:
-// `cpu` (OpenBLAS) or, later, `cuda`. The loop sees only this interface, as
+// `cpu` (OpenBLAS) or `cuda` (cuBLAS). The loop sees only this interface, as
 // LevelDB sees the OS only through `Env`.
 //
 //   std::unique_ptr<ComputeBackend> backend = ...;
@@ -47,6 +47,26 @@ class ComputeBackend {
 
   // Where the math runs, for logs and the status service: "cpu", "cuda:0", ...
   virtual std::string device() const = 0;
+
+  // The two hooks below are optional hints for backends that keep their own
+  // copy of the data in device memory (cuda). Both default to doing nothing
+  // (cpu), and a caller that never calls them gets the contracts above.
+
+  // Caching hint for LossAndGradient's `params`. From the first call on, the
+  // caller promises that every LossAndGradient call passes parameters with the
+  // same values for as long as `generation` stays the same, and calls this with
+  // a new value whenever they change (a fresh pull swapped in, a local update).
+  // A backend may then skip re-reading params while the generation is
+  // unchanged. Evaluate always reads its params.
+  virtual void SetParamsGeneration(uint64_t generation) {}
+
+  // Prefetch hint: the caller's next LossAndGradient call passes these same x
+  // and labels pointers and this batch. A backend may start copying them to its
+  // device now, so that the copy overlaps whatever runs before that call. A
+  // next call with other pointers or another batch ignores the hint, and so
+  // does the backend if batch or a label is out of range (the call reports it).
+  // REQUIRES: x and labels stay unchanged until that next call returns.
+  virtual void Prefetch(const float* x, const int* labels, int batch) {}
 };
 
 }  // namespace downpour::worker

@@ -416,9 +416,16 @@ absl::StatusOr<DataSplit> LoadData(const DataSection& data, uint64_t seed) {
 }
 
 Dataset Partition(const Dataset& data, int part, int num_parts) {
+  return PartitionParts(data, {part}, num_parts);
+}
+
+Dataset PartitionParts(const Dataset& data, const std::vector<int>& parts,
+                       int num_parts) {
   Dataset out = EmptyLike(data);
-  for (int i = part; i < data.size(); i += num_parts) {
-    AppendExample(data, i, &out);
+  for (int i = 0; i < data.size(); ++i) {
+    if (std::find(parts.begin(), parts.end(), i % num_parts) != parts.end()) {
+      AppendExample(data, i, &out);
+    }
   }
   return out;
 }

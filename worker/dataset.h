@@ -77,6 +77,11 @@ absl::StatusOr<DataSplit> LoadData(const DataSection& data, uint64_t seed);
 // REQUIRES: 0 <= part < num_parts.
 Dataset Partition(const Dataset& data, int part, int num_parts);
 
+// The examples i whose part i % num_parts is one of `parts`, in order: a worker's
+// own part plus those it adopted from dead workers.
+Dataset PartitionParts(const Dataset& data, const std::vector<int>& parts,
+                       int num_parts);
+
 }  // namespace downpour::worker
 
 #endif  // DOWNPOUR_WORKER_DATASET_H_

@@ -26,8 +26,15 @@ std::vector<int> EpochOrder(int n, uint64_t seed) {
 DownpourLoop::DownpourLoop(const ModelSpec& spec, ComputeBackend* backend,
                            PsClient* client, const Dataset* train,
                            const Dataset* test, Options options)
-    : spec_(spec), backend_(backend), client_(client), train_(train),
-      test_(test), options_(std::move(options)) {}
+    : spec_(spec), backend_(backend), client_(client),
+      train_(train, [](const Dataset*) {}), test_(test),
+      options_(std::move(options)) {}
+
+void DownpourLoop::ReplaceTrainingData(std::shared_ptr<const Dataset> data) {
+  absl::MutexLock lock(&data_mu_);
+  next_train_ = std::move(data);
+  has_next_train_.store(true);
+}
 
 DownpourLoop::~DownpourLoop() = default;
 
@@ -234,7 +241,7 @@ absl::Status DownpourLoop::Run() {
     fetcher = std::thread([this] { FetchThread(); });
     pusher = std::thread([this] { PushThread(); });
   }
-  const int64_t total = TotalSteps();
+  int64_t total = TotalSteps();
   SPDLOG_LOGGER_INFO(L(), "training {} steps of {} examples on {} ({} train / {} test examples)",
                      total, t.batch_size, backend_->device(), train_->size(),
                      test_ == nullptr ? 0 : test_->size());
@@ -242,13 +249,35 @@ absl::Status DownpourLoop::Run() {
   absl::Status status;
   int64_t cursor = 0;
   std::vector<int> order;
-  const int64_t per_epoch = (train_->size() + t.batch_size - 1) / t.batch_size;
+  int64_t epoch = 0, next_epoch_step = 0;
   int64_t step = 0;
   for (; step < total && !stop_.load(); ++step) {
-    if (step % per_epoch == 0) {
+    if (has_next_train_.load()) {
+      absl::MutexLock lock(&data_mu_);
+      if (next_train_ != nullptr && next_train_->size() > 0) {
+        if (t.steps == 0) {
+          // Epoch budgets follow the data: the epochs left are run over the new
+          // set, so adopted parts get trained on as much as the worker's own.
+          const double old_per_epoch =
+              std::ceil(static_cast<double>(train_->size()) / t.batch_size);
+          const double new_per_epoch =
+              std::ceil(static_cast<double>(next_train_->size()) / t.batch_size);
+          const double left = std::max(0.0, t.epochs - step / old_per_epoch);
+          total = step + static_cast<int64_t>(std::ceil(left * new_per_epoch));
+        }
+        SPDLOG_LOGGER_INFO(L(), "step {}: now training on {} examples (was {}), {} steps in all",
+                           step, next_train_->size(), train_->size(), total);
+        train_ = std::move(next_train_);
+        next_epoch_step = step;  // start an epoch over the new data
+      }
+      next_train_.reset();
+      has_next_train_.store(false);
+    }
+    if (step == next_epoch_step) {
       order = EpochOrder(train_->size(), t.seed + 1000003ULL * options_.worker_index +
-                                              static_cast<uint64_t>(step / per_epoch));
+                                              static_cast<uint64_t>(epoch++));
       cursor = 0;
+      next_epoch_step = step + (train_->size() + t.batch_size - 1) / t.batch_size;
     }
     if (!options_.no_communication) {
       if ((status = error()).ok()) MaybeSwapParams();

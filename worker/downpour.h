@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -65,6 +66,12 @@ class DownpourLoop {
   absl::Status Run();
 
   void Stop() { stop_.store(true); }
+
+  // Trains on `data` from the next step on (a new epoch starts over it): the
+  // coordinator handed this worker another data part, or took one back.
+  // Thread-safe.
+  void ReplaceTrainingData(std::shared_ptr<const Dataset> data)
+      ABSL_LOCKS_EXCLUDED(data_mu_);
   WorkerStats stats() const ABSL_LOCKS_EXCLUDED(stats_mu_);
 
  private:
@@ -84,11 +91,15 @@ class DownpourLoop {
   const ModelSpec& spec_;
   ComputeBackend* const backend_;
   PsClient* const client_;
-  const Dataset* const train_;
+  std::shared_ptr<const Dataset> train_;  // compute thread only
   const Dataset* const test_;
   const Options options_;
 
   std::atomic<bool> stop_{false};
+
+  absl::Mutex data_mu_;
+  std::shared_ptr<const Dataset> next_train_ ABSL_GUARDED_BY(data_mu_);
+  std::atomic<bool> has_next_train_{false};
 
   // Compute thread only.
   std::vector<float> params_;          // the front buffer compute reads

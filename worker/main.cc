@@ -5,6 +5,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/daemon.h"
 #include "common/logging.h"
 #include "common/member_agent.h"
@@ -88,6 +89,10 @@ int main(int argc, char** argv) {
     r->set_examples_per_sec(stats.examples_per_sec);
     r->set_device(backend.device());
     (*r->mutable_counters())["step"] = stats.step;
+    (*r->mutable_counters())["examples"] = stats.examples;
+    (*r->mutable_counters())["mean_staleness"] = stats.mean_staleness;
+    (*r->mutable_counters())["test_loss"] = stats.test_loss;
+    (*r->mutable_counters())["finished"] = stats.finished ? 1 : 0;
   });
   const std::string listen = absl::GetFlag(FLAGS_listen).empty()
                                  ? config.cluster.workers[index]
@@ -101,8 +106,9 @@ int main(int argc, char** argv) {
   auto registered = client.RegisterWorker(index, server->address);
   if (!registered.ok()) Die(who, std::string(registered.status().message()), 1);
   const proto::Partition partition = registered->partition();
-  const worker::Dataset train =
-      worker::Partition(data->train, partition.part(), partition.num_parts());
+  const worker::Dataset train = worker::PartitionParts(
+      data->train, {partition.parts().begin(), partition.parts().end()},
+      partition.num_parts());
   SPDLOG_LOGGER_INFO(Log("worker"), "partition {}/{}: {} training examples on {}",
                      partition.part(), partition.num_parts(), train.size(),
                      backend.device());
@@ -121,11 +127,22 @@ int main(int argc, char** argv) {
     loop = std::make_unique<worker::DownpourLoop>(*spec, &backend, &ps, &train,
                                                   &data->test, options);
   }
+  std::vector<int> parts(partition.parts().begin(), partition.parts().end());
   MemberAgent agent(
-      &client, "worker", index, config.heartbeat.interval_s,
+      &client, "worker", index, server->address, config.heartbeat.interval_s,
       [&] { return client.RegisterWorker(index, server->address).status(); },
       [&] { return Report(current_stats(), counters, backend.device()); },
       [&](const proto::HeartbeatResponse& response) {
+        const std::vector<int> now(response.partition().parts().begin(),
+                                   response.partition().parts().end());
+        if (!now.empty() && now != parts) {
+          SPDLOG_LOGGER_INFO(Log("worker"), "data parts now [{}] (were [{}])",
+                             absl::StrJoin(now, ", "), absl::StrJoin(parts, ", "));
+          parts = now;
+          loop->ReplaceTrainingData(std::make_shared<const worker::Dataset>(
+              worker::PartitionParts(data->train, parts,
+                                     response.partition().num_parts())));
+        }
         if (response.stop() && !stop_requested.exchange(true)) {
           SPDLOG_LOGGER_INFO(Log("worker"), "coordinator says stop: {}",
                              response.stop_reason());

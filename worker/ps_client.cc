@@ -104,13 +104,19 @@ absl::Status GrpcPsClient::WithRetries(
   uint64_t epoch = 0;
   std::shared_ptr<const Shard> shard = GetShard(index, &epoch);
   const std::string target = absl::StrCat("ps ", index, " at ", shard->address);
-  return RetryFor(
+  absl::Time first_failure = absl::InfiniteFuture();
+  absl::Status result = RetryFor(
       absl::StrCat("worker ", worker_id_), absl::StrCat(what, " ", target),
       absl::Seconds(rpc_.connect_timeout_s),
       [&]() -> absl::Status {
         absl::Status status =
             FromGrpcStatus(call(*shard, epoch), absl::StrCat(what, " ", target));
         if (status.ok() || !IsRetryable(status)) return status;
+        if (first_failure == absl::InfiniteFuture()) {
+          first_failure = absl::Now();
+          SPDLOG_LOGGER_WARN(Log("worker"), "worker {}: {}; retrying with backoff",
+                             worker_id_, std::string(status.message()));
+        }
         counters_->Add("rpc_retries", 1);
         // The shard may have moved or restarted: read the placement again.
         absl::Status refreshed = Refresh(epoch);
@@ -119,6 +125,16 @@ absl::Status GrpcPsClient::WithRetries(
         return status;
       },
       should_stop_);
+  if (result.ok() && first_failure != absl::InfiniteFuture()) {
+    // How long this worker could not reach the shard: the outage it saw.
+    const double outage = absl::ToDoubleSeconds(absl::Now() - first_failure);
+    counters_->Add("outage_seconds", outage);
+    SPDLOG_LOGGER_INFO(Log("worker"),
+                       "worker {}: ps {} reachable again at {} (placement epoch {}) "
+                       "after {:.2f} s",
+                       worker_id_, index, shard->address, epoch, outage);
+  }
+  return result;
 }
 
 absl::Status GrpcPsClient::ForEachShard(const std::function<absl::Status(int)>& fn) {

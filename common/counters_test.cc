@@ -1,0 +1,136 @@
+#include "common/counters.h"
+
+#include "gtest/gtest.h"
+
+namespace downpour {
+namespace {
+
+// A clock the test moves by hand.
+struct FakeClock {
+  absl::Time now = absl::FromUnixSeconds(1000);
+  std::function<absl::Time()> Fn() {
+    return [this] { return now; };
+  }
+};
+
+Counters::Options WithClock(FakeClock& clock) {
+  Counters::Options options;
+  options.clock = clock.Fn();
+  options.window = absl::Seconds(10);
+  return options;
+}
+
+TEST(LatencyHistogramTest, EmptyHasZeroQuantiles) {
+  LatencyHistogram h;
+  EXPECT_EQ(h.count(), 0u);
+  EXPECT_EQ(h.Quantile(0.5), 0);
+}
+
+TEST(LatencyHistogramTest, QuantilesWithinBucketError) {
+  LatencyHistogram h;
+  // 1..1000 ms, uniformly.
+  for (int ms = 1; ms <= 1000; ++ms) h.Record(ms / 1000.0);
+  EXPECT_EQ(h.count(), 1000u);
+  EXPECT_NEAR(h.Quantile(0.5), 0.5, 0.5 * 0.19);
+  EXPECT_NEAR(h.Quantile(0.99), 0.99, 0.99 * 0.19);
+  EXPECT_LE(h.Quantile(1.0), 1.0);
+  EXPECT_DOUBLE_EQ(h.max(), 1.0);
+}
+
+TEST(LatencyHistogramTest, HugeTinyAndNegativeValuesLandInEndBuckets) {
+  LatencyHistogram h;
+  h.Record(-1);
+  h.Record(0);
+  h.Record(1e6);
+  EXPECT_EQ(h.count(), 3u);
+  EXPECT_DOUBLE_EQ(h.Quantile(1.0), 1e6);
+  EXPECT_LT(h.Quantile(0.1), 1e-6);
+}
+
+TEST(LatencyHistogramTest, BucketBoundsGrowGeometrically) {
+  EXPECT_EQ(LatencyHistogram::BucketLowerBound(0), 0);
+  EXPECT_DOUBLE_EQ(LatencyHistogram::BucketLowerBound(1), 1e-6);
+  EXPECT_DOUBLE_EQ(LatencyHistogram::BucketLowerBound(5), 2e-6);
+}
+
+TEST(CountersTest, AddSetGet) {
+  Counters c;
+  c.Add("pulls", 2);
+  c.Add("pulls", 3);
+  c.Set("blocks", 7);
+  EXPECT_EQ(c.Get("pulls"), 5);
+  EXPECT_EQ(c.Get("blocks"), 7);
+  EXPECT_EQ(c.Get("missing"), 0);
+  EXPECT_EQ(c.Snapshot().size(), 2u);
+}
+
+TEST(CountersTest, StalenessLastBucketCollectsTheRest) {
+  Counters::Options options;
+  options.staleness_buckets = 4;
+  Counters c(options);
+  c.RecordStaleness(0);
+  c.RecordStaleness(3);
+  c.RecordStaleness(100);
+  EXPECT_EQ(c.StalenessHistogram(), (std::vector<uint64_t>{1, 0, 0, 2}));
+}
+
+TEST(CountersTest, RatesSinceStartWhenYoungerThanTheWindow) {
+  FakeClock clock;
+  Counters c(WithClock(clock));
+  c.Add("pulls", 40);
+  c.Set("blocks", 3);  // a gauge has no rate
+  clock.now += absl::Seconds(4);
+  Counters::RateSnapshot r = c.Rates();
+  EXPECT_DOUBLE_EQ(r.window_seconds, 4);
+  EXPECT_DOUBLE_EQ(r.per_second.at("pulls"), 10);
+  EXPECT_EQ(r.per_second.count("blocks"), 0u);
+}
+
+TEST(CountersTest, RatesFollowTheRecentWindow) {
+  FakeClock clock;
+  Counters c(WithClock(clock));
+  // 100/s for 30 s, then 10/s for 20 s, sampled every second.
+  for (int s = 0; s < 50; ++s) {
+    c.Add("pushes", s < 30 ? 100 : 10);
+    clock.now += absl::Seconds(1);
+    c.Rates();
+  }
+  Counters::RateSnapshot r = c.Rates();
+  EXPECT_GE(r.window_seconds, 10);
+  EXPECT_LE(r.window_seconds, 11);
+  EXPECT_NEAR(r.per_second.at("pushes"), 10, 0.01);
+}
+
+TEST(CountersTest, RatesWithNoTimePassedAreZero) {
+  FakeClock clock;
+  Counters c(WithClock(clock));
+  c.Add("pulls", 5);
+  EXPECT_EQ(c.Rates().per_second.at("pulls"), 0);
+}
+
+TEST(CountersTest, LatenciesCoverTheLastWindows) {
+  FakeClock clock;
+  Counters c(WithClock(clock));
+  for (int i = 0; i < 100; ++i) c.RecordLatency("called:Pull", 0.100);
+  clock.now += absl::Seconds(11);  // old window becomes "previous"
+  for (int i = 0; i < 100; ++i) c.RecordLatency("called:Pull", 0.001);
+  c.RecordLatency("served:Push", 0.5);
+  std::vector<LatencySummary> l = c.Latencies();
+  ASSERT_EQ(l.size(), 2u);
+  EXPECT_EQ(l[0].name, "called:Pull");
+  EXPECT_EQ(l[0].count, 200u);
+  EXPECT_EQ(l[0].total_count, 200u);
+  EXPECT_NEAR(l[0].p50_s, 0.001, 0.001 * 0.19);
+  EXPECT_NEAR(l[0].p99_s, 0.1, 0.1 * 0.19);
+  EXPECT_DOUBLE_EQ(l[0].max_s, 0.1);
+  EXPECT_EQ(l[1].name, "served:Push");
+
+  clock.now += absl::Seconds(25);  // two idle windows: nothing recent
+  l = c.Latencies();
+  EXPECT_EQ(l[0].count, 0u);
+  EXPECT_EQ(l[0].total_count, 200u);
+  EXPECT_EQ(l[0].p99_s, 0);
+}
+
+}  // namespace
+}  // namespace downpour

@@ -1,0 +1,353 @@
+// Fault tests: real coordinator, ps and worker processes on loopback, killed with
+// SIGKILL, stopped with SIGSTOP, restarted. Each asserts what a user cares about:
+// the job finishes with the accuracy reached, the failure was seen and handled,
+// and no acknowledged update was lost across a clean shutdown and restart.
+#include <signal.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <regex>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/server_util.h"
+#include "common/subprocess.h"
+#include "coordinator/coordinator_client.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "proto/ps.grpc.pb.h"
+#include "server/checkpoint.h"
+#include "tests/daemon_harness.h"
+
+namespace downpour {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr absl::Duration kLong = absl::Seconds(120);
+
+class FaultTest : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = testing::TestDir(); }
+  void TearDown() override {
+    for (auto& [name, daemon] : daemons_) {
+      if (!daemon->Poll().has_value()) daemon->Signal(SIGCONT);
+    }
+    daemons_.clear();  // SIGKILLs what is left
+  }
+
+  // Writes the job's config: `ps` shards, `standbys`, `workers`, a training run
+  // long enough (tens of seconds) to kill things in the middle of it.
+  void WriteConfig(int ps, int standbys, int workers, int epochs = 60) {
+    std::string data;
+    if (testing::MnistDir().empty()) {
+      data = "data:\n  source: synthetic\n  train_examples: 3000\n  test_examples: 500\n";
+    } else {
+      data = absl::StrCat("data:\n  source: mnist\n  path: ", testing::MnistDir(),
+                          "\n  train_examples: 3000\n  test_examples: 500\n");
+    }
+    std::string yaml = testing::LoopbackConfig(ps, workers, absl::StrCat(
+        data, "model:\n  layers: [784, 256, 128, 10]\n  block_size: 65536\n"
+        "optimizer:\n  type: adam\n  learning_rate: 0.001\n"
+        "training:\n  batch_size: 64\n  epochs: ", epochs, "\n  eval_every_steps: 50\n"
+        "checkpoint:\n  dir: ", dir_, "/ckpt\n  interval_s: 0.5\n"));
+    // Short RPC deadlines, so that a stopped peer shows up as failed calls.
+    yaml = std::regex_replace(yaml, std::regex("deadline_s: 5"), "deadline_s: 1");
+    if (standbys > 0) {
+      std::string list = "[127.0.0.1:0";
+      for (int i = 1; i < standbys; ++i) list += ", 127.0.0.1:0";
+      yaml = std::regex_replace(yaml, std::regex("  workers: "),
+                                "  standby_ps: " + list + "]\n  workers: ");
+    }
+    config_ = testing::WriteConfig("job.yaml", yaml);
+  }
+
+  Subprocess& Start(const std::string& name, const std::string& binary,
+                    std::vector<std::string> args) {
+    args.insert(args.begin(), {"--config", config_});
+    auto daemon = testing::StartDaemon(name, binary, std::move(args));
+    EXPECT_TRUE(daemon.ok()) << daemon.status();
+    daemons_[name] = *std::move(daemon);
+    return *daemons_[name];
+  }
+
+  void StartCoordinator(const std::string& listen = "127.0.0.1:0") {
+    const std::string port_file = dir_ + "/coordinator.port";
+    std::filesystem::remove(port_file);
+    Subprocess& c = Start("coordinator", "coordinator/coordinator",
+                          {"--listen", listen, "--port_file", port_file,
+                           "--set", "heartbeat.timeout_s=1"});
+    auto address = testing::WaitForPort(c, port_file);
+    ASSERT_TRUE(address.ok()) << address.status();
+    coordinator_ = *address;
+  }
+
+  void StartPs(int index, bool standby = false) {
+    std::vector<std::string> args = {"--index", absl::StrCat(index), "--coordinator",
+                                     coordinator_};
+    if (standby) args.push_back("--standby");
+    Start(absl::StrCat(standby ? "standby-" : "ps-", index), "server/ps_server", args);
+  }
+
+  void StartWorker(int index) {
+    Start(absl::StrCat("worker-", index), "worker/ps_worker",
+          {"--index", absl::StrCat(index), "--coordinator", coordinator_});
+  }
+
+  proto::ClusterStatusResponse Status() {
+    RpcSection rpc;
+    rpc.deadline_s = 2;
+    coordinator::CoordinatorClient client(coordinator_, rpc, "test");
+    auto status = client.ClusterStatus();
+    return status.ok() ? *status : proto::ClusterStatusResponse();
+  }
+
+  const proto::MemberStatus* Member(const proto::ClusterStatusResponse& status,
+                                    const std::string& role, int index) {
+    for (const auto& m : status.members()) {
+      if (m.role() == role && m.index() == index) return &m;
+    }
+    return nullptr;
+  }
+
+  // Polls `done` every 50 ms for up to `timeout`; false if it never held.
+  bool WaitUntil(const std::function<bool()>& done, absl::Duration timeout = kLong) {
+    const absl::Time deadline = absl::Now() + timeout;
+    while (absl::Now() < deadline) {
+      if (done()) return true;
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    return false;
+  }
+
+  bool WorkerAtStep(int index, uint64_t step) {
+    const auto status = Status();
+    const auto* m = Member(status, "worker", index);
+    return m != nullptr && m->report().step() >= step;
+  }
+
+  bool LogHas(const std::string& name, const std::string& text) {
+    auto log = ReadFile(daemons_[name]->log_path());
+    return log.ok() && absl::StrContains(*log, text);
+  }
+
+  // Waits for every worker to exit and checks they ended well.
+  void ExpectWorkersFinish(int workers, double min_accuracy) {
+    for (int i = 0; i < workers; ++i) {
+      Subprocess& w = *daemons_[absl::StrCat("worker-", i)];
+      const std::optional<int> status = w.Wait(kLong);
+      ASSERT_TRUE(status.has_value()) << w.name() << " still running";
+      EXPECT_EQ(*status, 0) << w.LogTail(20);
+    }
+    const auto status = Status();
+    for (int i = 0; i < workers; ++i) {
+      const auto* m = Member(status, "worker", i);
+      ASSERT_NE(m, nullptr);
+      EXPECT_TRUE(m->report().finished()) << "worker " << i;
+      EXPECT_GT(m->report().accuracy(), min_accuracy) << "worker " << i;
+    }
+  }
+
+  std::string ShardAddress(int shard) {
+    const proto::ClusterStatusResponse status = Status();
+    for (const auto& m : status.members()) {
+      if (m.role() == "ps" && m.index() == shard) return m.address();
+    }
+    return "";
+  }
+
+  // Block versions summed (updates applied) and the checksums, from a live ps.
+  std::string Checksums(const std::string& address, uint64_t* versions = nullptr) {
+    auto stub = proto::ParameterServer::NewStub(MakeChannel(address));
+    grpc::ClientContext context;
+    context.set_deadline(DeadlineIn(5));
+    proto::ChecksumResponse response;
+    if (!stub->Checksums(&context, proto::ChecksumRequest(), &response).ok()) return "";
+    if (versions != nullptr) {
+      *versions = 0;
+      for (const auto& b : response.blocks()) *versions += b.version();
+    }
+    return response.DebugString();
+  }
+
+  static double OutageSeconds(const std::string& log) {
+    std::smatch match;
+    double longest = -1;
+    std::string rest = log;
+    const std::regex outage("reachable again at [^ ]+ \\(placement epoch \\d+\\) after ([0-9.]+) s");
+    while (std::regex_search(rest, match, outage)) {
+      longest = std::max(longest, std::stod(match[1]));
+      rest = match.suffix();
+    }
+    return longest;
+  }
+
+  std::string dir_, config_, coordinator_;
+  std::map<std::string, std::unique_ptr<Subprocess>> daemons_;
+};
+
+TEST_F(FaultTest, DeadWorkersPartGoesToTheOthersAndComesBackOnRejoin) {
+  WriteConfig(1, 0, 2);
+  StartCoordinator();
+  StartPs(0);
+  StartWorker(0);
+  StartWorker(1);
+  ASSERT_TRUE(WaitUntil([&] { return WorkerAtStep(1, 200); }));
+  daemons_["worker-1"]->Signal(SIGKILL);
+  ASSERT_TRUE(WaitUntil([&] {
+    const auto status = Status();
+    const auto* m = Member(status, "worker", 1);
+    return m != nullptr && !m->alive();
+  }, absl::Seconds(20))) << "the coordinator never noticed";
+  EXPECT_TRUE(LogHas("coordinator", "worker 1 at"));
+  EXPECT_TRUE(LogHas("coordinator", "is dead: no heartbeat"));
+  ASSERT_TRUE(WaitUntil([&] { return LogHas("worker-0", "data parts now [0, 1]"); },
+                        absl::Seconds(20)));
+  // Restarted with the same index, worker 1 gets its part back.
+  daemons_.erase("worker-1");
+  StartWorker(1);
+  ASSERT_TRUE(WaitUntil([&] { return LogHas("worker-0", "data parts now [0]"); },
+                        absl::Seconds(30)));
+  EXPECT_TRUE(LogHas("coordinator", "worker 1 registered"));
+  ExpectWorkersFinish(2, 0.8);
+  EXPECT_THAT(Status().stop_reason(), HasSubstr("every worker finished"));
+
+  // Clean shutdown and restart of the ps loses nothing acknowledged.
+  const std::string before = Checksums(ShardAddress(0));
+  ASSERT_FALSE(before.empty());
+  EXPECT_EQ(daemons_["ps-0"]->Stop(absl::Seconds(10)), 0);
+  daemons_.erase("ps-0");
+  StartPs(0);
+  ASSERT_TRUE(WaitUntil([&] { return Checksums(ShardAddress(0)) == before; },
+                        absl::Seconds(30)))
+      << "parameters after restart differ from those before shutdown";
+}
+
+TEST_F(FaultTest, KilledShardIsTakenOverByAStandbyFromItsCheckpoint) {
+  WriteConfig(2, 1, 2);
+  StartCoordinator();
+  StartPs(0);
+  StartPs(1);
+  StartPs(0, /*standby=*/true);
+  StartWorker(0);
+  StartWorker(1);
+  ASSERT_TRUE(WaitUntil([&] { return WorkerAtStep(0, 300) && WorkerAtStep(1, 300); }));
+  const std::string old_address = ShardAddress(1);
+  uint64_t applied = 0;
+  Checksums(old_address, &applied);
+  daemons_["ps-1"]->Signal(SIGKILL);
+  const absl::Time killed = absl::Now();
+  ASSERT_TRUE(WaitUntil([&] {
+    const std::string now = ShardAddress(1);
+    return !now.empty() && now != old_address;
+  }, absl::Seconds(30))) << "no standby took over";
+  const double takeover_s = absl::ToDoubleSeconds(absl::Now() - killed);
+  EXPECT_GE(Status().placement_epoch(), 2u);
+  EXPECT_TRUE(LogHas("coordinator", "replaced by standby 0"));
+  ASSERT_TRUE(WaitUntil([&] { return LogHas("standby-0", "taking over shard 1"); },
+                        absl::Seconds(10)));
+  auto checkpoint = server::ReadCheckpoint(server::CheckpointPath(dir_ + "/ckpt", 1));
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+  uint64_t saved = 0;
+  for (const auto& b : checkpoint->blocks) saved += b.version;
+  ExpectWorkersFinish(2, 0.8);
+  double outage = -1;
+  for (int i = 0; i < 2; ++i) {
+    auto log = ReadFile(daemons_[absl::StrCat("worker-", i)]->log_path());
+    if (log.ok()) outage = std::max(outage, OutageSeconds(*log));
+  }
+  // The figures the issue asks for, printed for the record (docs/OPERATIONS.md).
+  std::printf("ps failover: %llu updates applied before the kill, %llu in the "
+              "checkpoint the standby loaded (up to %lld lost; interval 0.5 s); "
+              "new placement %.2f s after the kill; workers could not push for "
+              "at most %.2f s\n",
+              static_cast<unsigned long long>(applied),
+              static_cast<unsigned long long>(saved),
+              static_cast<long long>(applied) - static_cast<long long>(saved),
+              takeover_s, outage);
+  EXPECT_GT(saved, 0u);
+  EXPECT_GT(outage, 0) << "workers should have seen the shard unreachable";
+}
+
+TEST_F(FaultTest, HungShardIsReplacedAndStandsDownWhenItWakes) {
+  WriteConfig(1, 1, 1);
+  StartCoordinator();
+  StartPs(0);
+  StartPs(0, /*standby=*/true);
+  StartWorker(0);
+  ASSERT_TRUE(WaitUntil([&] { return WorkerAtStep(0, 200); }));
+  const std::string old_address = ShardAddress(0);
+  daemons_["ps-0"]->Signal(SIGSTOP);
+  ASSERT_TRUE(WaitUntil([&] { return ShardAddress(0) != old_address; },
+                        absl::Seconds(30)));
+  daemons_["ps-0"]->Signal(SIGCONT);
+  // The woken ps learns it was replaced and exits without overwriting the
+  // standby's checkpoint with its stale parameters.
+  const std::optional<int> status = daemons_["ps-0"]->Wait(absl::Seconds(30));
+  ASSERT_TRUE(status.has_value()) << "the replaced ps kept running";
+  EXPECT_EQ(*status, 0);
+  EXPECT_TRUE(LogHas("ps-0", "standing down without writing a checkpoint"));
+  ExpectWorkersFinish(1, 0.8);
+}
+
+TEST_F(FaultTest, StoppedShardWithoutStandbyComesBackCleanly) {
+  WriteConfig(1, 0, 1);
+  StartCoordinator();
+  StartPs(0);
+  StartWorker(0);
+  ASSERT_TRUE(WaitUntil([&] { return WorkerAtStep(0, 200); }));
+  daemons_["ps-0"]->Signal(SIGSTOP);
+  ASSERT_TRUE(WaitUntil([&] {
+    const auto status = Status();
+    const auto* m = Member(status, "ps", 0);
+    return m != nullptr && !m->alive();
+  }, absl::Seconds(20)));
+  absl::SleepFor(absl::Seconds(1));  // workers time out and back off meanwhile
+  daemons_["ps-0"]->Signal(SIGCONT);
+  ExpectWorkersFinish(1, 0.8);
+  EXPECT_TRUE(LogHas("coordinator", "ps 0 is alive again"));
+  EXPECT_TRUE(LogHas("worker-0", "reachable again"));
+  EXPECT_FALSE(daemons_["ps-0"]->Poll().has_value()) << "ps should still serve";
+}
+
+TEST_F(FaultTest, CoordinatorRestartKeepsTheJobGoing) {
+  WriteConfig(1, 0, 2);
+  StartCoordinator();
+  StartPs(0);
+  StartWorker(0);
+  StartWorker(1);
+  ASSERT_TRUE(WaitUntil([&] { return WorkerAtStep(0, 100) && WorkerAtStep(1, 100); }));
+  daemons_["coordinator"]->Signal(SIGKILL);
+  daemons_["coordinator"]->Wait(absl::Seconds(5));
+  const uint64_t steps_before = 0;
+  absl::SleepFor(absl::Seconds(2));  // workers and ps carry on without it
+  const std::string port = coordinator_.substr(coordinator_.rfind(':') + 1);
+  daemons_.erase("coordinator");
+  StartCoordinator("127.0.0.1:" + port);
+  EXPECT_TRUE(LogHas("coordinator", "restored state"));
+  ExpectWorkersFinish(2, 0.8);
+  EXPECT_TRUE(LogHas("worker-0", "coordinator unreachable"));
+  EXPECT_TRUE(LogHas("worker-0", "coordinator reachable again"));
+  const auto status = Status();
+  ASSERT_NE(Member(status, "worker", 0), nullptr);
+  EXPECT_GT(Member(status, "worker", 0)->report().step(), steps_before);
+}
+
+TEST_F(FaultTest, SigtermedWorkerPushesWhatItOwesAndExitsZero) {
+  WriteConfig(1, 0, 1);
+  StartCoordinator();
+  StartPs(0);
+  StartWorker(0);
+  ASSERT_TRUE(WaitUntil([&] { return WorkerAtStep(0, 100); }));
+  daemons_["worker-0"]->Signal(SIGTERM);
+  const std::optional<int> status = daemons_["worker-0"]->Wait(absl::Seconds(30));
+  ASSERT_TRUE(status.has_value());
+  EXPECT_EQ(*status, 0) << daemons_["worker-0"]->LogTail(10);
+  EXPECT_TRUE(LogHas("worker-0", "pushing what is owed"));
+  EXPECT_TRUE(LogHas("worker-0", "finished after"));
+}
+
+}  // namespace
+}  // namespace downpour

@@ -1,0 +1,273 @@
+// CudaBackend: transfers and streams around DeviceMlp.
+#include "worker/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "worker/cuda/cuda_status.h"
+#include "worker/mlp_math.h"
+
+namespace downpour::worker {
+
+using gpu::CudaStatus;
+
+namespace {
+
+absl::Status CheckBatch(int batch, int max_batch) {
+  if (batch < 1 || batch > max_batch) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch of ", batch, " examples is outside [1, ", max_batch,
+                     "] (the backend's max_batch)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+CudaBackend::CudaBackend(const ModelSpec& spec, int max_batch, int gpu,
+                         std::string device)
+    : num_params_(spec.num_params()),
+      inputs_(spec.layers().front()),
+      classes_(spec.layers().back()),
+      max_batch_(max_batch),
+      gpu_(gpu),
+      device_(std::move(device)) {}
+
+CudaBackend::~CudaBackend() {
+  // The members free device memory, events and streams on the current device,
+  // and nothing may still be using them.
+  if (cudaSetDevice(gpu_) != cudaSuccess) return;
+  if (compute_ != nullptr) cudaStreamSynchronize(compute_.get());
+  if (copy_ != nullptr) cudaStreamSynchronize(copy_.get());
+}
+
+absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
+    const ModelSpec& spec, int max_batch, int gpu, std::string device) {
+  RETURN_IF_ERROR(
+      CudaStatus(cudaSetDevice(gpu), absl::StrCat("cudaSetDevice(", gpu, ")")));
+  std::unique_ptr<CudaBackend> backend(
+      new CudaBackend(spec, max_batch, gpu, std::move(device)));
+  RETURN_IF_ERROR(backend->Allocate(spec));
+  return backend;
+}
+
+absl::Status CudaBackend::AllocateSlot(Slot* slot) {
+  const size_t x_size = static_cast<size_t>(max_batch_) * inputs_;
+  ASSIGN_OR_RETURN(slot->host_x,
+                   gpu::PinnedArray<float>::Allocate(x_size, "minibatch"));
+  ASSIGN_OR_RETURN(slot->host_labels,
+                   gpu::PinnedArray<int>::Allocate(max_batch_, "labels"));
+  ASSIGN_OR_RETURN(slot->x,
+                   gpu::DeviceArray<float>::Allocate(x_size, "minibatch"));
+  ASSIGN_OR_RETURN(slot->labels,
+                   gpu::DeviceArray<int>::Allocate(max_batch_, "labels"));
+  ASSIGN_OR_RETURN(slot->copied, gpu::CreateEvent());
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::Allocate(const ModelSpec& spec) {
+  using gpu::DeviceArray;
+  using gpu::PinnedArray;
+  ASSIGN_OR_RETURN(compute_, gpu::CreateStream());
+  ASSIGN_OR_RETURN(copy_, gpu::CreateStream());
+  for (Slot& slot : slots_) RETURN_IF_ERROR(AllocateSlot(&slot));
+  ASSIGN_OR_RETURN(mlp_, gpu::DeviceMlp::Create(spec, max_batch_, compute_.get()));
+  ASSIGN_OR_RETURN(params_, DeviceArray<float>::Allocate(num_params_, "parameters"));
+  ASSIGN_OR_RETURN(grad_, DeviceArray<float>::Allocate(num_params_, "gradient"));
+  ASSIGN_OR_RETURN(row_loss_, DeviceArray<float>::Allocate(max_batch_, "losses"));
+  ASSIGN_OR_RETURN(correct_, DeviceArray<int>::Allocate(max_batch_, "correct"));
+  ASSIGN_OR_RETURN(host_params_, PinnedArray<float>::Allocate(num_params_, "parameters"));
+  ASSIGN_OR_RETURN(host_grad_, PinnedArray<float>::Allocate(num_params_, "gradient"));
+  ASSIGN_OR_RETURN(host_row_loss_, PinnedArray<float>::Allocate(max_batch_, "losses"));
+  ASSIGN_OR_RETURN(host_correct_, PinnedArray<int>::Allocate(max_batch_, "correct"));
+  return absl::OkStatus();
+}
+
+void CudaBackend::SetParamsGeneration(uint64_t generation) {
+  track_generations_ = true;
+  generation_ = generation;
+}
+
+void CudaBackend::Prefetch(const float* x, const int* labels, int batch) {
+  if (!CheckBatch(batch, max_batch_).ok() ||
+      !CheckLabels(labels, batch, classes_).ok()) {
+    prefetched_.reset();  // LossAndGradient will say what is wrong
+    return;
+  }
+  // The other slot than the one the last step read: that step is finished, so
+  // nothing reads this slot's device buffers any more.
+  const int slot = 1 - last_slot_;
+  prefetched_.reset();
+  absl::Status status =
+      CudaStatus(cudaSetDevice(gpu_), "cudaSetDevice (prefetch)");
+  if (status.ok()) status = Stage(x, labels, batch, slot, copy_.get());
+  if (!status.ok()) {
+    if (prefetch_error_.ok()) prefetch_error_ = status;
+    return;
+  }
+  prefetched_ = Prefetched{x, labels, batch, slot};
+}
+
+int CudaBackend::FreeSlot() const {
+  return prefetched_.has_value() ? 1 - prefetched_->slot : 1 - last_slot_;
+}
+
+absl::Status CudaBackend::Stage(const float* x, const int* labels, int rows,
+                                int slot, cudaStream_t stream) {
+  Slot& s = slots_[slot];
+  // The pinned buffers may still feed an earlier copy; wait for it.
+  RETURN_IF_ERROR(CudaStatus(cudaEventSynchronize(s.copied.get()),
+                             "cudaEventSynchronize (minibatch slot)"));
+  const size_t x_bytes = static_cast<size_t>(rows) * inputs_ * sizeof(float);
+  const size_t label_bytes = static_cast<size_t>(rows) * sizeof(int);
+  std::memcpy(s.host_x.data(), x, x_bytes);
+  std::memcpy(s.host_labels.data(), labels, label_bytes);
+  RETURN_IF_ERROR(CudaStatus(
+      cudaMemcpyAsync(s.x.data(), s.host_x.data(), x_bytes,
+                      cudaMemcpyHostToDevice, stream),
+      "cudaMemcpyAsync (minibatch to the device)"));
+  RETURN_IF_ERROR(CudaStatus(
+      cudaMemcpyAsync(s.labels.data(), s.host_labels.data(), label_bytes,
+                      cudaMemcpyHostToDevice, stream),
+      "cudaMemcpyAsync (labels to the device)"));
+  return CudaStatus(cudaEventRecord(s.copied.get(), stream),
+                    "cudaEventRecord (minibatch copied)");
+}
+
+absl::StatusOr<int> CudaBackend::InputSlot(const float* x, const int* labels,
+                                           int batch) {
+  if (prefetched_.has_value() && prefetched_->x == x &&
+      prefetched_->labels == labels && prefetched_->batch == batch) {
+    const int slot = prefetched_->slot;
+    prefetched_.reset();
+    RETURN_IF_ERROR(CudaStatus(
+        cudaStreamWaitEvent(compute_.get(), slots_[slot].copied.get(), 0),
+        "cudaStreamWaitEvent (prefetched minibatch)"));
+    return slot;
+  }
+  const int slot = FreeSlot();
+  prefetched_.reset();  // a hint that did not come true
+  RETURN_IF_ERROR(Stage(x, labels, batch, slot, compute_.get()));
+  return slot;
+}
+
+absl::Status CudaBackend::UploadParams(const float* params) {
+  const size_t bytes = static_cast<size_t>(num_params_) * sizeof(float);
+  // Earlier copies out of host_params_ finished: every call synchronises.
+  std::memcpy(host_params_.data(), params, bytes);
+  RETURN_IF_ERROR(CudaStatus(
+      cudaMemcpyAsync(params_.data(), host_params_.data(), bytes,
+                      cudaMemcpyHostToDevice, compute_.get()),
+      "cudaMemcpyAsync (parameters to the device)"));
+  params_current_ = track_generations_;
+  uploaded_generation_ = generation_;
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::CopyToHost(void* host, const void* device,
+                                     size_t bytes, const char* what) {
+  return CudaStatus(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost,
+                                    compute_.get()),
+                    absl::StrCat("cudaMemcpyAsync (", what, " to the host)"));
+}
+
+absl::Status CudaBackend::Synchronize(const char* what) {
+  return CudaStatus(cudaStreamSynchronize(compute_.get()),
+                    absl::StrCat("cudaStreamSynchronize (", what, ")"));
+}
+
+void CudaBackend::Recover() {
+  cudaStreamSynchronize(compute_.get());
+  cudaStreamSynchronize(copy_.get());
+  params_current_ = false;
+  prefetched_.reset();
+}
+
+absl::StatusOr<float> CudaBackend::LossAndGradient(const float* params,
+                                                   const float* x,
+                                                   const int* labels, int batch,
+                                                   float* grad) {
+  RETURN_IF_ERROR(CheckBatch(batch, max_batch_));
+  RETURN_IF_ERROR(CheckLabels(labels, batch, classes_));
+  absl::StatusOr<double> loss_sum = Step(params, x, labels, batch, grad);
+  if (!loss_sum.ok()) {
+    Recover();
+    return loss_sum.status();
+  }
+  return static_cast<float>(*loss_sum / batch);
+}
+
+absl::StatusOr<double> CudaBackend::Step(const float* params, const float* x,
+                                         const int* labels, int batch,
+                                         float* grad) {
+  if (!prefetch_error_.ok()) return std::exchange(prefetch_error_, absl::OkStatus());
+  RETURN_IF_ERROR(CudaStatus(cudaSetDevice(gpu_), "cudaSetDevice"));
+  if (!params_current_ || uploaded_generation_ != generation_) {
+    RETURN_IF_ERROR(UploadParams(params));
+  }
+  ASSIGN_OR_RETURN(const int slot, InputSlot(x, labels, batch));
+  last_slot_ = slot;
+  const Slot& in = slots_[slot];
+  RETURN_IF_ERROR(mlp_->Forward(params_.data(), in.x.data(), batch));
+  RETURN_IF_ERROR(mlp_->Backward(params_.data(), in.x.data(), in.labels.data(),
+                                 batch, row_loss_.data(), grad_.data()));
+  const size_t grad_bytes = static_cast<size_t>(num_params_) * sizeof(float);
+  RETURN_IF_ERROR(CopyToHost(host_grad_.data(), grad_.data(), grad_bytes, "gradient"));
+  RETURN_IF_ERROR(CopyToHost(host_row_loss_.data(), row_loss_.data(),
+                             batch * sizeof(float), "losses"));
+  RETURN_IF_ERROR(Synchronize("LossAndGradient"));
+  std::memcpy(grad, host_grad_.data(), grad_bytes);
+  double loss_sum = 0.0;  // in double and in row order, as the CPU path sums
+  for (int r = 0; r < batch; ++r) loss_sum += host_row_loss_.data()[r];
+  return loss_sum;
+}
+
+absl::Status CudaBackend::Evaluate(const float* params, const float* x,
+                                   const int* labels, int n, double* loss_sum,
+                                   int64_t* correct) {
+  if (n < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot evaluate ", n, " examples"));
+  }
+  RETURN_IF_ERROR(CheckLabels(labels, n, classes_));
+  *loss_sum = 0.0;
+  *correct = 0;
+  if (n == 0) return absl::OkStatus();
+  absl::Status status = EvaluateChunks(params, x, labels, n, loss_sum, correct);
+  if (!status.ok()) Recover();
+  return status;
+}
+
+absl::Status CudaBackend::EvaluateChunks(const float* params, const float* x,
+                                         const int* labels, int n,
+                                         double* loss_sum, int64_t* correct) {
+  RETURN_IF_ERROR(CudaStatus(cudaSetDevice(gpu_), "cudaSetDevice"));
+  RETURN_IF_ERROR(UploadParams(params));
+  params_current_ = false;  // these params need not be the tracked generation
+  // A free slot, so that a pending Prefetch stays valid.
+  const int slot = FreeSlot();
+  const Slot& in = slots_[slot];
+  for (int start = 0; start < n; start += max_batch_) {
+    const int rows = std::min(max_batch_, n - start);
+    RETURN_IF_ERROR(Stage(x + static_cast<int64_t>(start) * inputs_,
+                          labels + start, rows, slot, compute_.get()));
+    RETURN_IF_ERROR(mlp_->Forward(params_.data(), in.x.data(), rows));
+    RETURN_IF_ERROR(mlp_->Score(in.labels.data(), rows, row_loss_.data(),
+                                correct_.data()));
+    RETURN_IF_ERROR(CopyToHost(host_row_loss_.data(), row_loss_.data(),
+                               rows * sizeof(float), "losses"));
+    RETURN_IF_ERROR(CopyToHost(host_correct_.data(), correct_.data(),
+                               rows * sizeof(int), "correct counts"));
+    RETURN_IF_ERROR(Synchronize("Evaluate"));
+    for (int r = 0; r < rows; ++r) {
+      *loss_sum += host_row_loss_.data()[r];
+      *correct += host_correct_.data()[r];
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace downpour::worker

@@ -1,0 +1,138 @@
+// ComputeBackend on one NVIDIA GPU: the MLP's passes as cuBLAS SGEMMs plus
+// small CUDA kernels (DeviceMlp), fed through pinned host buffers.
+//
+//   ASSIGN_OR_RETURN(auto backend, CudaBackend::Create(spec, 128, 0, "cuda:0"));
+//   backend->SetParamsGeneration(1);  // optional: upload params only on change
+//   backend->Prefetch(next_x, next_labels, 128);  // optional: overlap the copy
+//   absl::StatusOr<float> loss =
+//       backend->LossAndGradient(params, x, labels, 128, grad.data());
+//
+// Transfers: parameters, minibatches, gradients and losses go through pinned
+// host buffers with cudaMemcpyAsync. Work runs on a compute stream; a
+// Prefetch'ed minibatch is copied on a second stream into the other of two
+// input slots, so it overlaps the step computed in between. With
+// SetParamsGeneration the device copy of the parameters is refreshed only
+// when the generation changes. Each call returns when its results are on the
+// host. Build it through MakeCudaBackend (cuda_support.h), which checks the
+// device first; this header needs the CUDA toolkit.
+#ifndef DOWNPOUR_WORKER_CUDA_CUDA_BACKEND_H_
+#define DOWNPOUR_WORKER_CUDA_CUDA_BACKEND_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/model_spec.h"
+#include "worker/compute_backend.h"
+#include "worker/cuda/cuda_resources.h"
+#include "worker/cuda/device_mlp.h"
+
+namespace downpour::worker {
+
+// Not thread-safe: one per compute thread (any thread; each call makes its
+// GPU current on the calling thread first).
+class CudaBackend final : public ComputeBackend {
+ public:
+  // Allocates device and pinned memory for batches of up to max_batch on GPU
+  // `gpu`; `device` is what device() reports ("cuda:0 (NVIDIA H100 ...)").
+  // ResourceExhausted when memory runs out; other CUDA and cuBLAS errors as
+  // cuda_status.h maps them, naming the call. REQUIRES: max_batch >= 1.
+  static absl::StatusOr<std::unique_ptr<CudaBackend>> Create(
+      const ModelSpec& spec, int max_batch, int gpu, std::string device);
+
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+  ~CudaBackend() override;
+
+  // ComputeBackend's contracts. Beyond InvalidArgument for bad input, a CUDA
+  // or cuBLAS failure is returned as cuda_status.h maps it, naming the call;
+  // the backend then re-uploads everything on its next call.
+  absl::StatusOr<float> LossAndGradient(const float* params, const float* x,
+                                        const int* labels, int batch,
+                                        float* grad) override;
+  absl::Status Evaluate(const float* params, const float* x, const int* labels,
+                        int n, double* loss_sum, int64_t* correct) override;
+  std::string device() const override { return device_; }
+  void SetParamsGeneration(uint64_t generation) override;
+  // A copy that fails to start is reported by the next LossAndGradient.
+  void Prefetch(const float* x, const int* labels, int batch) override;
+
+ private:
+  // One of the two input slots: a minibatch in pinned and device memory.
+  struct Slot {
+    gpu::PinnedArray<float> host_x;
+    gpu::PinnedArray<int> host_labels;
+    gpu::DeviceArray<float> x;
+    gpu::DeviceArray<int> labels;
+    gpu::Event copied;  // the last copy out of host_x/host_labels is done
+  };
+  // A Prefetch whose batch waits in `slot` for the next LossAndGradient.
+  struct Prefetched {
+    const float* x;
+    const int* labels;
+    int batch;
+    int slot;
+  };
+
+  CudaBackend(const ModelSpec& spec, int max_batch, int gpu,
+              std::string device);
+  absl::Status Allocate(const ModelSpec& spec);
+  absl::Status AllocateSlot(Slot* slot);
+
+  absl::StatusOr<double> Step(const float* params, const float* x,
+                              const int* labels, int batch, float* grad);
+  absl::Status EvaluateChunks(const float* params, const float* x,
+                              const int* labels, int n, double* loss_sum,
+                              int64_t* correct);
+  // After a failure: waits for both streams and forgets what is on the device.
+  void Recover();
+  absl::Status UploadParams(const float* params);
+  // The slot holding x and labels on the device for compute_: the prefetched
+  // one, or a free one they are copied into now.
+  absl::StatusOr<int> InputSlot(const float* x, const int* labels, int batch);
+  // A slot no pending prefetch uses.
+  int FreeSlot() const;
+  // Copies rows examples into slot `slot` through its pinned buffers,
+  // enqueued on `stream`.
+  absl::Status Stage(const float* x, const int* labels, int rows, int slot,
+                     cudaStream_t stream);
+  absl::Status CopyToHost(void* host, const void* device, size_t bytes,
+                          const char* what);
+  absl::Status Synchronize(const char* what);
+
+  // Constant after construction.
+  const int64_t num_params_;
+  const int inputs_;
+  const int classes_;
+  const int max_batch_;
+  const int gpu_;
+  const std::string device_;
+
+  // CUDA objects; the streams are declared first so they are destroyed last.
+  gpu::Stream compute_;
+  gpu::Stream copy_;  // prefetch copies
+  Slot slots_[2];
+  std::unique_ptr<gpu::DeviceMlp> mlp_;
+  gpu::DeviceArray<float> params_, grad_, row_loss_;
+  gpu::DeviceArray<int> correct_;
+  gpu::PinnedArray<float> host_params_, host_grad_, host_row_loss_;
+  gpu::PinnedArray<int> host_correct_;
+
+  // The parameter cache: params_ holds generation uploaded_generation_ when
+  // params_current_ (only ever true once SetParamsGeneration was called).
+  bool track_generations_ = false;
+  uint64_t generation_ = 0;
+  bool params_current_ = false;
+  uint64_t uploaded_generation_ = 0;
+
+  std::optional<Prefetched> prefetched_;
+  int last_slot_ = 1;  // the slot the last step read
+  absl::Status prefetch_error_;
+};
+
+}  // namespace downpour::worker
+
+#endif  // DOWNPOUR_WORKER_CUDA_CUDA_BACKEND_H_

@@ -1,0 +1,314 @@
+// Parity of the CUDA backend with the CPU backend on the same batch and
+// parameters. Needs a usable GPU; elsewhere every GPU test skips, naming the
+// reason (built without CUDA, no driver, no device).
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/config.h"
+#include "common/model_spec.h"
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "worker/compute_backend.h"
+#include "worker/cpu/cpu_backend.h"
+#include "worker/cuda/cuda_support.h"
+
+namespace downpour::worker {
+namespace {
+
+using ::downpour::testing::IsOk;
+using ::downpour::testing::StatusIs;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+// Relative error bound, ||gpu - cpu||_2 / ||cpu||_2 per tensor, for the
+// gradient. Both sides are float32 but sum in different orders (cuBLAS and
+// OpenBLAS block K = 784 differently; the device's expf/logf are within 2 ulp
+// of glibc's), which gives ~1e-6. 1e-4 leaves room for a ReLU input within
+// rounding of zero landing on the other side, while a wrong index, transpose
+// or scale gives errors of order 1.
+constexpr double kGradientBound = 1e-4;
+// Relative bound for the loss (a mean of per-example losses of order 1).
+constexpr double kLossBound = 1e-5;
+
+ModelSpec MakeSpec(const std::string& type, std::vector<int> layers) {
+  ModelSection section;
+  section.type = type;
+  section.layers = std::move(layers);
+  absl::StatusOr<ModelSpec> spec = ModelSpec::Create(section);
+  EXPECT_THAT(spec, IsOk());
+  return *spec;
+}
+
+std::vector<float> RandomFloats(size_t n, float lo, float hi, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float& f : v) f = dist(gen);
+  return v;
+}
+
+std::vector<int> RandomLabels(int n, int classes, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::vector<int> labels(n);
+  for (int& y : labels) y = static_cast<int>(gen() % classes);
+  return labels;
+}
+
+// He-initialised weights and small non-zero biases, so every term counts.
+std::vector<float> Params(const ModelSpec& spec, uint32_t seed) {
+  std::vector<float> params = spec.InitAll(seed);
+  const std::vector<float> noise = RandomFloats(params.size(), -0.05f, 0.05f, seed);
+  for (const TensorSpec& t : spec.tensors()) {
+    if (t.fan_in != 0) continue;  // a bias
+    for (int64_t i = t.offset; i < t.offset + t.size; ++i) params[i] = noise[i];
+  }
+  return params;
+}
+
+double RelativeError(const float* got, const float* want, int64_t n) {
+  double diff = 0, norm = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    diff += (static_cast<double>(got[i]) - want[i]) * (got[i] - want[i]);
+    norm += static_cast<double>(want[i]) * want[i];
+  }
+  return std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
+}
+
+void ExpectGradientsMatch(const ModelSpec& spec, const std::vector<float>& got,
+                          const std::vector<float>& want) {
+  for (const TensorSpec& t : spec.tensors()) {
+    EXPECT_LE(RelativeError(&got[t.offset], &want[t.offset], t.size),
+              kGradientBound)
+        << t.name;
+  }
+}
+
+class CudaBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::string> gpu = ProbeCudaDevice(0);
+    if (!gpu.ok()) GTEST_SKIP() << "no usable GPU: " << gpu.status().message();
+  }
+
+  std::unique_ptr<ComputeBackend> Gpu(const ModelSpec& spec, int max_batch) {
+    absl::StatusOr<std::unique_ptr<ComputeBackend>> backend =
+        MakeCudaBackend(spec, max_batch, 0);
+    EXPECT_THAT(backend, IsOk());
+    return backend.ok() ? *std::move(backend) : nullptr;
+  }
+};
+
+struct ParityCase {
+  std::string type;
+  std::vector<int> layers;
+  int max_batch;
+  int batch;
+};
+
+TEST_F(CudaBackendTest, GradientAndLossMatchCpu) {
+  const ParityCase cases[] = {
+      {"mlp", {784, 256, 128, 10}, 64, 64},
+      {"mlp", {784, 256, 128, 10}, 64, 37},
+      {"mlp", {784, 256, 128, 10}, 64, 1},
+      {"mlp", {13, 9, 4}, 128, 128},
+      {"softmax", {20, 7}, 8, 5},
+  };
+  uint32_t seed = 1;
+  for (const ParityCase& c : cases) {
+    SCOPED_TRACE(::testing::Message() << c.type << " " << c.layers.size()
+                                      << " layers, batch " << c.batch);
+    const ModelSpec spec = MakeSpec(c.type, c.layers);
+    CpuBackend cpu(spec, c.max_batch);
+    std::unique_ptr<ComputeBackend> gpu = Gpu(spec, c.max_batch);
+    ASSERT_NE(gpu, nullptr);
+    EXPECT_THAT(gpu->device(), StartsWith("cuda:0 ("));
+    const std::vector<float> params = Params(spec, ++seed);
+    const std::vector<float> x =
+        RandomFloats(static_cast<size_t>(c.batch) * c.layers[0], 0, 1, ++seed);
+    const std::vector<int> labels = RandomLabels(c.batch, c.layers.back(), ++seed);
+    std::vector<float> want(spec.num_params()), got(spec.num_params(), NAN);
+    absl::StatusOr<float> cpu_loss = cpu.LossAndGradient(
+        params.data(), x.data(), labels.data(), c.batch, want.data());
+    absl::StatusOr<float> gpu_loss = gpu->LossAndGradient(
+        params.data(), x.data(), labels.data(), c.batch, got.data());
+    ASSERT_THAT(cpu_loss, IsOk());
+    ASSERT_THAT(gpu_loss, IsOk());
+    EXPECT_NEAR(*gpu_loss, *cpu_loss, kLossBound * std::max(1.0f, *cpu_loss));
+    ExpectGradientsMatch(spec, got, want);
+  }
+}
+
+TEST_F(CudaBackendTest, EvaluateMatchesCpu) {
+  const ModelSpec spec = MakeSpec("mlp", {784, 256, 128, 10});
+  const int max_batch = 64, n = 3 * max_batch + 5;  // three full chunks and a part
+  CpuBackend cpu(spec, max_batch);
+  std::unique_ptr<ComputeBackend> gpu = Gpu(spec, max_batch);
+  ASSERT_NE(gpu, nullptr);
+  const std::vector<float> params = Params(spec, 11);
+  const std::vector<float> x = RandomFloats(static_cast<size_t>(n) * 784, 0, 1, 12);
+  const std::vector<int> labels = RandomLabels(n, 10, 13);
+  double cpu_loss = 0, gpu_loss = 0;
+  int64_t cpu_correct = 0, gpu_correct = 0;
+  ASSERT_THAT(cpu.Evaluate(params.data(), x.data(), labels.data(), n,
+                           &cpu_loss, &cpu_correct), IsOk());
+  ASSERT_THAT(gpu->Evaluate(params.data(), x.data(), labels.data(), n,
+                            &gpu_loss, &gpu_correct), IsOk());
+  EXPECT_NEAR(gpu_loss, cpu_loss, kLossBound * cpu_loss);
+  // Two logits equal to within rounding may rank either way on either device.
+  EXPECT_NEAR(gpu_correct, cpu_correct, 1);
+}
+
+TEST_F(CudaBackendTest, EvaluateBreaksTiesTowardsTheLowestClass) {
+  const ModelSpec spec = MakeSpec("mlp", {6, 5, 4});
+  std::unique_ptr<ComputeBackend> gpu = Gpu(spec, 4);
+  ASSERT_NE(gpu, nullptr);
+  const std::vector<float> zeros(spec.num_params(), 0.0f);  // all logits tie
+  const std::vector<float> x = RandomFloats(10 * 6, 0, 1, 14);
+  const std::vector<int> labels = {0, 1, 2, 3, 0, 0, 3, 2, 1, 0};
+  double loss = 0;
+  int64_t correct = 0;
+  ASSERT_THAT(gpu->Evaluate(zeros.data(), x.data(), labels.data(), 10, &loss,
+                            &correct), IsOk());
+  EXPECT_EQ(correct, 4);  // the examples labelled 0
+  EXPECT_NEAR(loss, 10 * std::log(4.0), 1e-5);
+}
+
+TEST_F(CudaBackendTest, ParamsAreReuploadedOnlyWhenTheGenerationChanges) {
+  const ModelSpec spec = MakeSpec("mlp", {30, 16, 5});
+  CpuBackend cpu(spec, 8);
+  std::unique_ptr<ComputeBackend> gpu = Gpu(spec, 8);
+  ASSERT_NE(gpu, nullptr);
+  const std::vector<float> x = RandomFloats(8 * 30, 0, 1, 15);
+  const std::vector<int> labels = RandomLabels(8, 5, 16);
+  std::vector<float> params = Params(spec, 17);
+  const int64_t n = spec.num_params();
+  std::vector<float> first(n), got(n), want(n);
+
+  gpu->SetParamsGeneration(1);
+  ASSERT_THAT(gpu->LossAndGradient(params.data(), x.data(), labels.data(), 8,
+                                   first.data()), IsOk());
+  // Same generation: the caller promised the values did not change, so the
+  // device copy is not refreshed and the result is the first one.
+  params = Params(spec, 18);
+  ASSERT_THAT(gpu->LossAndGradient(params.data(), x.data(), labels.data(), 8,
+                                   got.data()), IsOk());
+  EXPECT_LE(RelativeError(got.data(), first.data(), n), 1e-6);
+  // A new generation is uploaded.
+  gpu->SetParamsGeneration(2);
+  ASSERT_THAT(gpu->LossAndGradient(params.data(), x.data(), labels.data(), 8,
+                                   got.data()), IsOk());
+  ASSERT_THAT(cpu.LossAndGradient(params.data(), x.data(), labels.data(), 8,
+                                  want.data()), IsOk());
+  ExpectGradientsMatch(spec, got, want);
+  EXPECT_GT(RelativeError(got.data(), first.data(), n), 1e-2);
+}
+
+TEST_F(CudaBackendTest, WithoutGenerationsEveryCallReadsParams) {
+  const ModelSpec spec = MakeSpec("softmax", {12, 3});
+  CpuBackend cpu(spec, 4);
+  std::unique_ptr<ComputeBackend> gpu = Gpu(spec, 4);
+  ASSERT_NE(gpu, nullptr);
+  const std::vector<float> x = RandomFloats(4 * 12, 0, 1, 19);
+  const std::vector<int> labels = {0, 2, 1, 2};
+  std::vector<float> params = Params(spec, 20);
+  std::vector<float> got(spec.num_params()), want(spec.num_params());
+  for (int round = 0; round < 2; ++round) {
+    for (float& p : params) p += 0.1f;  // changed in place, same pointer
+    ASSERT_THAT(gpu->LossAndGradient(params.data(), x.data(), labels.data(), 4,
+                                     got.data()), IsOk());
+    ASSERT_THAT(cpu.LossAndGradient(params.data(), x.data(), labels.data(), 4,
+                                    want.data()), IsOk());
+    ExpectGradientsMatch(spec, got, want);
+  }
+}
+
+TEST_F(CudaBackendTest, PrefetchedAndMissedBatchesGiveTheCpuResult) {
+  const ModelSpec spec = MakeSpec("mlp", {40, 24, 6});
+  const int batch = 16;
+  CpuBackend cpu(spec, batch);
+  std::unique_ptr<ComputeBackend> gpu = Gpu(spec, batch);
+  ASSERT_NE(gpu, nullptr);
+  const std::vector<float> params = Params(spec, 21);
+  gpu->SetParamsGeneration(1);
+  std::vector<std::vector<float>> xs;
+  std::vector<std::vector<int>> ys;
+  for (uint32_t i = 0; i < 4; ++i) {
+    xs.push_back(RandomFloats(batch * 40, 0, 1, 30 + i));
+    ys.push_back(RandomLabels(batch, 6, 40 + i));
+  }
+  std::vector<float> got(spec.num_params()), want(spec.num_params());
+  auto check = [&](int i) {
+    SCOPED_TRACE(::testing::Message() << "batch " << i);
+    ASSERT_THAT(gpu->LossAndGradient(params.data(), xs[i].data(), ys[i].data(),
+                                     batch, got.data()), IsOk());
+    ASSERT_THAT(cpu.LossAndGradient(params.data(), xs[i].data(), ys[i].data(),
+                                    batch, want.data()), IsOk());
+    ExpectGradientsMatch(spec, got, want);
+  };
+  // As the Downpour loop does: prefetch the next batch, compute the current.
+  check(0);
+  gpu->Prefetch(xs[1].data(), ys[1].data(), batch);
+  check(1);
+  gpu->Prefetch(xs[2].data(), ys[2].data(), batch);
+  check(2);
+  // A hint that does not come true is ignored.
+  gpu->Prefetch(xs[3].data(), ys[3].data(), batch);
+  check(0);
+  // An evaluation between the prefetch and its step leaves it intact.
+  gpu->Prefetch(xs[3].data(), ys[3].data(), batch);
+  double loss = 0;
+  int64_t correct = 0;
+  ASSERT_THAT(gpu->Evaluate(params.data(), xs[1].data(), ys[1].data(), batch,
+                            &loss, &correct), IsOk());
+  check(3);
+}
+
+TEST_F(CudaBackendTest, RejectsBadInputAndKeepsWorking) {
+  const ModelSpec spec = MakeSpec("softmax", {5, 3});
+  std::unique_ptr<ComputeBackend> gpu = Gpu(spec, 2);
+  ASSERT_NE(gpu, nullptr);
+  const std::vector<float> params(spec.num_params(), 0.1f), x(3 * 5, 0.5f);
+  std::vector<float> grad(spec.num_params());
+  const std::vector<int> labels = {0, 1, 2}, bad = {0, 3};
+  EXPECT_THAT(gpu->LossAndGradient(params.data(), x.data(), labels.data(), 3,
+                                   grad.data()),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("max_batch")));
+  EXPECT_THAT(gpu->LossAndGradient(params.data(), x.data(), labels.data(), 0,
+                                   grad.data()),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(gpu->LossAndGradient(params.data(), x.data(), bad.data(), 2,
+                                   grad.data()),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("label 3")));
+  double loss = 0;
+  int64_t correct = 0;
+  EXPECT_THAT(gpu->Evaluate(params.data(), x.data(), labels.data(), -1, &loss,
+                            &correct),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(gpu->LossAndGradient(params.data(), x.data(), labels.data(), 2,
+                                   grad.data()),
+              IsOk());
+}
+
+// Runs everywhere: an unusable GPU is FailedPrecondition with a reason.
+TEST(CudaSupportTest, UnusableGpuIsFailedPreconditionSayingWhy) {
+  const ModelSpec spec = MakeSpec("softmax", {5, 3});
+  absl::StatusOr<std::unique_ptr<ComputeBackend>> backend =
+      MakeCudaBackend(spec, 2, /*gpu=*/1000);
+  ASSERT_THAT(backend, StatusIs(absl::StatusCode::kFailedPrecondition));
+  const std::string why(backend.status().message());
+  if (!CudaBuilt()) {
+    EXPECT_THAT(why, HasSubstr("built without CUDA"));
+  } else if (ProbeCudaDevice(0).ok()) {
+    EXPECT_THAT(why, HasSubstr("GPU index 1000 is out of range"));
+  } else {
+    EXPECT_EQ(why, std::string(ProbeCudaDevice(0).status().message()));
+  }
+}
+
+}  // namespace
+}  // namespace downpour::worker

@@ -1,0 +1,113 @@
+// CUDA kernels mirroring worker/mlp_math.h: one thread per element (bias,
+// ReLU), per row (softmax cross-entropy, argmax) or per column (bias
+// gradient), each running the matching function of kernel_math.h. A
+// minibatch has few rows and the MLP's rows are short, so one thread per row or
+// column is plenty next to the SGEMMs around these kernels.
+#include <cuda_runtime.h>
+
+#include "worker/cuda/kernel_math.h"
+#include "worker/cuda/kernels.h"
+
+namespace downpour::worker::gpu {
+namespace {
+
+constexpr int kThreads = 256;
+
+// Enough blocks of kThreads for n threads (n > 0).
+unsigned int Blocks(int64_t n) {
+  return static_cast<unsigned int>((n + kThreads - 1) / kThreads);
+}
+
+__device__ int64_t ThreadIndex() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+
+__global__ void AddBiasKernel(const float* bias, int64_t n, int cols,
+                              float* z) {
+  const int64_t i = ThreadIndex();
+  if (i < n) AddBiasAt(i, bias, cols, z);
+}
+
+__global__ void ReluForwardKernel(int64_t n, float* a) {
+  const int64_t i = ThreadIndex();
+  if (i < n) ReluForwardAt(i, a);
+}
+
+__global__ void ReluBackwardKernel(const float* a, int64_t n, float* da) {
+  const int64_t i = ThreadIndex();
+  if (i < n) ReluBackwardAt(i, a, da);
+}
+
+__global__ void SoftmaxCrossEntropyKernel(const float* logits,
+                                          const int* labels, int rows,
+                                          int classes, float grad_scale,
+                                          float* dlogits, float* row_loss) {
+  const int64_t r = ThreadIndex();
+  if (r < rows) {
+    row_loss[r] = SoftmaxCrossEntropyRow(static_cast<int>(r), logits, labels,
+                                         classes, grad_scale, dlogits);
+  }
+}
+
+__global__ void ColumnSumsKernel(const float* m, int rows, int cols,
+                                 float* out) {
+  const int64_t c = ThreadIndex();
+  if (c < cols) ColumnSumAt(static_cast<int>(c), m, rows, cols, out);
+}
+
+__global__ void CountCorrectKernel(const float* logits, const int* labels,
+                                   int rows, int classes, int* correct) {
+  const int64_t r = ThreadIndex();
+  if (r < rows) correct[r] = CorrectAt(static_cast<int>(r), logits, labels, classes);
+}
+
+}  // namespace
+
+cudaError_t LaunchAddBias(const float* bias, int rows, int cols, float* z,
+                          cudaStream_t stream) {
+  const int64_t n = static_cast<int64_t>(rows) * cols;
+  if (n <= 0) return cudaSuccess;
+  AddBiasKernel<<<Blocks(n), kThreads, 0, stream>>>(bias, n, cols, z);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchReluForward(int64_t n, float* a, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  ReluForwardKernel<<<Blocks(n), kThreads, 0, stream>>>(n, a);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchReluBackward(const float* a, int64_t n, float* da,
+                               cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  ReluBackwardKernel<<<Blocks(n), kThreads, 0, stream>>>(a, n, da);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchSoftmaxCrossEntropy(const float* logits, const int* labels,
+                                      int rows, int classes, float grad_scale,
+                                      float* dlogits, float* row_loss,
+                                      cudaStream_t stream) {
+  if (rows <= 0 || classes <= 0) return cudaSuccess;
+  SoftmaxCrossEntropyKernel<<<Blocks(rows), kThreads, 0, stream>>>(
+      logits, labels, rows, classes, grad_scale, dlogits, row_loss);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchColumnSums(const float* m, int rows, int cols, float* out,
+                             cudaStream_t stream) {
+  if (cols <= 0) return cudaSuccess;
+  ColumnSumsKernel<<<Blocks(cols), kThreads, 0, stream>>>(m, rows, cols, out);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchCountCorrect(const float* logits, const int* labels,
+                               int rows, int classes, int* correct,
+                               cudaStream_t stream) {
+  if (rows <= 0 || classes <= 0) return cudaSuccess;
+  CountCorrectKernel<<<Blocks(rows), kThreads, 0, stream>>>(
+      logits, labels, rows, classes, correct);
+  return cudaGetLastError();
+}
+
+}  // namespace downpour::worker::gpu

@@ -1,0 +1,13 @@
+// sgemm_timer.h without the CUDA toolkit: there is nothing to time.
+#include "worker/cuda/sgemm_timer.h"
+
+#include "worker/cuda/cuda_support.h"
+
+namespace downpour::worker {
+
+absl::StatusOr<SgemmTiming> TimeMlpSgemm(const ModelSpec&, int, int gpu,
+                                         int) {
+  return ProbeCudaDevice(gpu).status();
+}
+
+}  // namespace downpour::worker
