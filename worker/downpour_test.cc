@@ -122,7 +122,7 @@ TEST_F(DownpourLoopTest, EveryStepsGradientIsPushedExactlyOnce) {
     // ...and none carries more than n_push steps' worth (lagging pushes are
     // scaled), so the ps received at most the steps' total.
     EXPECT_LE(ps.pushed_sum(), 5 * 32);
-    EXPECT_GE(ps.pushed_sum(), ps.pushes());
+    EXPECT_GE(ps.pushed_sum() + 1e-3, ps.pushes());  // float scaling rounds
     EXPECT_LE(ps.pushes(), 5 * 32 / n_push + 1);  // plus the final flush
   }
 }
