@@ -226,15 +226,16 @@ TEST_F(FaultTest, DeadWorkersPartGoesToTheOthersAndComesBackOnRejoin) {
 }
 
 TEST_F(FaultTest, KilledShardIsTakenOverByAStandbyFromItsCheckpoint) {
-  WriteConfig(2, 1, 2);
+  WriteConfig(2, 1, 2, /*epochs=*/90);
   StartCoordinator();
   StartPs(0);
   StartPs(1);
   StartPs(0, /*standby=*/true);
   StartWorker(0);
   StartWorker(1);
-  ASSERT_TRUE(WaitUntil([&] { return WorkerAtStep(0, 300) && WorkerAtStep(1, 300); }));
+  ASSERT_TRUE(WaitUntil([&] { return WorkerAtStep(0, 150) && WorkerAtStep(1, 150); }));
   const std::string old_address = ShardAddress(1);
+  ASSERT_FALSE(old_address.empty());
   uint64_t applied = 0;
   Checksums(old_address, &applied);
   daemons_["ps-1"]->Signal(SIGKILL);
@@ -252,7 +253,9 @@ TEST_F(FaultTest, KilledShardIsTakenOverByAStandbyFromItsCheckpoint) {
   ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
   uint64_t saved = 0;
   for (const auto& b : checkpoint->blocks) saved += b.version;
-  ExpectWorkersFinish(2, 0.8);
+  // Half the model went back to its last checkpoint; the rest of the run has to
+  // make that up, so the bar is a little lower than elsewhere.
+  ExpectWorkersFinish(2, 0.7);
   double outage = -1;
   for (int i = 0; i < 2; ++i) {
     auto log = ReadFile(daemons_[absl::StrCat("worker-", i)]->log_path());
@@ -279,8 +282,12 @@ TEST_F(FaultTest, HungShardIsReplacedAndStandsDownWhenItWakes) {
   StartWorker(0);
   ASSERT_TRUE(WaitUntil([&] { return WorkerAtStep(0, 200); }));
   const std::string old_address = ShardAddress(0);
+  ASSERT_FALSE(old_address.empty());
   daemons_["ps-0"]->Signal(SIGSTOP);
-  ASSERT_TRUE(WaitUntil([&] { return ShardAddress(0) != old_address; },
+  ASSERT_TRUE(WaitUntil([&] {
+    const std::string now = ShardAddress(0);
+    return !now.empty() && now != old_address;
+  },
                         absl::Seconds(30)));
   daemons_["ps-0"]->Signal(SIGCONT);
   // The woken ps learns it was replaced and exits without overwriting the
