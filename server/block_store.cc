@@ -197,11 +197,28 @@ absl::StatusOr<BlockStore::PushResult> BlockStore::Push(uint32_t id,
                                                         const void* data,
                                                         size_t bytes,
                                                         uint64_t base_version) {
+  return Apply(id, data, bytes, base_version, /*check=*/true);
+}
+
+absl::StatusOr<BlockStore::PushResult> BlockStore::PushChecked(
+    uint32_t id, const void* data, size_t bytes, uint64_t base_version) {
+  return Apply(id, data, bytes, base_version, /*check=*/false);
+}
+
+absl::StatusOr<BlockStore::PushResult> BlockStore::Apply(uint32_t id,
+                                                         const void* data,
+                                                         size_t bytes,
+                                                         uint64_t base_version,
+                                                         bool check) {
   absl::ReaderMutexLock map_lock(&map_mu_);
   Block* block = Find(id);
   if (block == nullptr) return UnknownBlock("push", id);
   // Checking and copying read only the request: do them before the block lock.
-  RETURN_IF_ERROR(CheckGradient(id, block->size, data, bytes));
+  if (check) {
+    RETURN_IF_ERROR(CheckGradient(id, block->size, data, bytes));
+  } else if (bytes != static_cast<size_t>(block->size) * sizeof(float)) {
+    return absl::InternalError(absl::StrCat("push: block ", id, " changed size"));
+  }
   const float* gradient = AsFloats(data, block->size);
   absl::MutexLock lock(&block->mu);
   const uint64_t before = block->version;

@@ -159,8 +159,8 @@ absl::Status Shard::Push(const proto::PushRequest& request,
   int64_t bytes = 0;
   for (const proto::BlockData& block : request.blocks()) {
     ASSIGN_OR_RETURN(BlockStore::PushResult result,
-                     store_->Push(block.block_id(), block.data().data(),
-                                  block.data().size(), block.version()));
+                     store_->PushChecked(block.block_id(), block.data().data(),
+                                         block.data().size(), block.version()));
     response->add_versions(result.version);
     counters_->RecordStaleness(result.staleness);
     bytes += block.data().size();
