@@ -6,8 +6,14 @@ cd "$(dirname "$0")/.."
 ./deploy/install_deps.sh || { echo "0 passed, 1 failed"; exit 1; }
 ./deploy/fetch_mnist.sh || echo "run_all: MNIST not fetched; the cluster test falls back to synthetic data"
 mnist_dir="$PWD/data/mnist"
+# Schema checks of the Kubernetes manifests need npm packages; without them
+# (no registry) tests/deploy_manifests_test skips just those checks.
+k8s_dir="${DOWNPOUR_K8S_VALIDATOR_DIR:-$HOME/.cache/downpour/k8s-validate}"
+DOWNPOUR_K8S_VALIDATOR_DIR="$k8s_dir" ./deploy/validate.sh --install-only ||
+  echo "run_all: manifest validators not installed; their checks will skip"
 log="$(mktemp)"
-bazel test //... --test_summary=short --test_env=DOWNPOUR_MNIST_DIR="$mnist_dir" "$@" 2>&1 | tee "$log"
+bazel test //... --test_summary=short --test_env=DOWNPOUR_MNIST_DIR="$mnist_dir" \
+  --test_env=DOWNPOUR_K8S_VALIDATOR_DIR="$k8s_dir" "$@" 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 passed=$(grep -cE '^//[^ ]+ +(\(cached\) )?PASSED' "$log")
 failed=$(grep -cE '^//[^ ]+ +(\(cached\) )?(FAILED|TIMEOUT|NO STATUS|FLAKY|INCOMPLETE)' "$log")
