@@ -1,4 +1,5 @@
-// Counters under one mutex: a few updates per RPC, far below the RPC's own cost.
+// Counters under one mutex: a few updates per RPC, far below the RPC's own
+// cost.
 #include "common/counters.h"
 
 #include <algorithm>
@@ -19,8 +20,9 @@ double LatencyHistogram::BucketLowerBound(int i) {
 
 int LatencyHistogram::BucketOf(double seconds) {
   if (!(seconds >= kFirstBound)) return 0;  // also NaN
-  const int i = 1 + static_cast<int>(std::floor(
-                        std::log2(seconds / kFirstBound) * kBucketsPerDoubling));
+  const int i =
+      1 + static_cast<int>(std::floor(std::log2(seconds / kFirstBound) *
+                                      kBucketsPerDoubling));
   return std::min(i, kBuckets - 1);
 }
 
@@ -108,7 +110,8 @@ Counters::RateSnapshot Counters::Rates() const {
   const absl::Time now = options_.clock();
   absl::MutexLock lock(&mu_);
   Sample current{now, {}};
-  for (const std::string& name : monotonic_) current.values[name] = values_.at(name);
+  for (const std::string& name : monotonic_)
+    current.values[name] = values_.at(name);
   // Keep at most ~10 samples per window, and the newest one at least a window
   // old as the base, so the rate covers about one window.
   if (now - samples_.back().time >= options_.window / kMaxSamplesPerWindow) {

@@ -40,7 +40,8 @@ struct LatencySummary {
 
 // Log-bucketed histogram of durations: buckets grow by 2^(1/4) from 1 us, so a
 // quantile is off by at most ~19% (it is interpolated inside its bucket and
-// never reported above the largest value seen). Not thread-safe; Counters locks.
+// never reported above the largest value seen). Not thread-safe; Counters
+// locks.
 class LatencyHistogram {
  public:
   static constexpr int kBuckets = 100;  // the last one also takes >= ~33 s

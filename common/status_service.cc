@@ -37,7 +37,9 @@ uint64_t ResidentMemoryBytes() {
 
 StatusService::StatusService(std::string role, int index,
                              const Counters* counters, Filler filler)
-    : role_(std::move(role)), index_(index), counters_(counters),
+    : role_(std::move(role)),
+      index_(index),
+      counters_(counters),
       filler_(std::move(filler)) {}
 
 void StatusService::Fill(proto::GetStatusResponse* response) const {

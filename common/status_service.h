@@ -13,9 +13,9 @@
 
 namespace downpour {
 
-// Thin adapter: reads the daemon's Counters (totals, staleness histogram, rates),
-// the process's RPC latencies (RpcLatencies()) and resident memory, then calls
-// `filler` for daemon-specific fields (loss, accuracy, device...).
+// Thin adapter: reads the daemon's Counters (totals, staleness histogram,
+// rates), the process's RPC latencies (RpcLatencies()) and resident memory,
+// then calls `filler` for daemon-specific fields (loss, accuracy, device...).
 // Thread-safe; the filler runs on gRPC threads and must not block.
 class StatusService final : public proto::Status::CallbackService {
  public:
@@ -29,9 +29,10 @@ class StatusService final : public proto::Status::CallbackService {
   // Fills `response` as GetStatus does (for tests and in-process callers).
   void Fill(proto::GetStatusResponse* response) const;
 
-  grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* context,
-                                      const proto::GetStatusRequest* request,
-                                      proto::GetStatusResponse* response) override;
+  grpc::ServerUnaryReactor* GetStatus(
+      grpc::CallbackServerContext* context,
+      const proto::GetStatusRequest* request,
+      proto::GetStatusResponse* response) override;
 
  private:
   const std::string role_;

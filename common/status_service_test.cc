@@ -1,4 +1,5 @@
-// The Status service and the standard health service over a real loopback server.
+// The Status service and the standard health service over a real loopback
+// server.
 #include "common/status_service.h"
 
 #include "common/counters.h"
@@ -75,7 +76,8 @@ TEST(StatusServiceTest, ReportsCountersRatesLatencyAndMemory) {
 
 TEST(StatusServiceTest, ServesTheStandardHealthServiceUntilShutdown) {
   std::unique_ptr<Served> served = Serve();
-  auto stub = grpc::health::v1::Health::NewStub(MakeChannel(served->server.address));
+  auto stub =
+      grpc::health::v1::Health::NewStub(MakeChannel(served->server.address));
   auto check = [&](const std::string& service, HealthStatus* response) {
     grpc::ClientContext context;
     context.set_deadline(DeadlineIn(10));

@@ -81,8 +81,9 @@ grpc::ServerUnaryReactor* CoordinatorService::GetHistory(
         context, absl::UnavailableError("this coordinator keeps no history"),
         response);
   }
+  const proto::ClusterStatusResponse now = state_->Status();
   return Reply(context, absl::StatusOr<proto::GetHistoryResponse>(
-                            history_->Get(request->since_seconds())),
+                            history_->Get(request->since_seconds(), &now)),
                response);
 }
 

@@ -9,10 +9,12 @@ namespace downpour::coordinator {
 MetricsHistory::MetricsHistory(Options options)
     : options_(std::move(options)) {}
 
-void MetricsHistory::Record(const proto::ClusterStatusResponse& status) {
+proto::HistorySample MetricsHistory::MakeSample(
+    const proto::ClusterStatusResponse& status) const {
   proto::HistorySample sample;
   sample.set_time_seconds(status.uptime_seconds());
-  sample.set_unix_seconds(absl::ToDoubleSeconds(options_.clock() - absl::UnixEpoch()));
+  sample.set_unix_seconds(
+      absl::ToDoubleSeconds(options_.clock() - absl::UnixEpoch()));
   sample.set_stop(status.stop());
   for (const proto::MemberStatus& m : status.members()) {
     if (!m.registered()) continue;
@@ -22,15 +24,22 @@ void MetricsHistory::Record(const proto::ClusterStatusResponse& status) {
     member->set_alive(m.alive());
     *member->mutable_report() = m.report();
   }
+  return sample;
+}
+
+void MetricsHistory::Record(const proto::ClusterStatusResponse& status) {
+  proto::HistorySample sample = MakeSample(status);
   absl::MutexLock lock(&mu_);
   samples_.push_back(std::move(sample));
-  while (samples_.size() > static_cast<size_t>(std::max(1, options_.capacity))) {
+  while (samples_.size() >
+         static_cast<size_t>(std::max(1, options_.capacity))) {
     samples_.pop_front();
     ++dropped_;
   }
 }
 
-proto::GetHistoryResponse MetricsHistory::Get(double since_seconds) const {
+proto::GetHistoryResponse MetricsHistory::Get(
+    double since_seconds, const proto::ClusterStatusResponse* now) const {
   proto::GetHistoryResponse response;
   response.set_interval_seconds(options_.interval_s);
   response.set_capacity(options_.capacity);
@@ -38,6 +47,11 @@ proto::GetHistoryResponse MetricsHistory::Get(double since_seconds) const {
   response.set_dropped(dropped_);
   for (const proto::HistorySample& sample : samples_) {
     if (sample.time_seconds() > since_seconds) *response.add_samples() = sample;
+  }
+  if (now != nullptr && now->uptime_seconds() > since_seconds &&
+      (samples_.empty() ||
+       now->uptime_seconds() > samples_.back().time_seconds())) {
+    *response.add_samples() = MakeSample(*now);
   }
   return response;
 }
@@ -47,9 +61,10 @@ size_t MetricsHistory::size() const {
   return samples_.size();
 }
 
-HistorySampler::HistorySampler(MetricsHistory* history,
-                               std::function<proto::ClusterStatusResponse()> source,
-                               absl::Duration interval)
+HistorySampler::HistorySampler(
+    MetricsHistory* history,
+    std::function<proto::ClusterStatusResponse()> source,
+    absl::Duration interval)
     : thread_([this, history, source = std::move(source), interval] {
         history->Record(source());
         while (!stop_.WaitForNotificationWithTimeout(interval)) {

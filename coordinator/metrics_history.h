@@ -1,5 +1,6 @@
-// The coordinator's bounded time series of the cluster's figures, so `psctl plot`
-// and `psctl watch` work after the fact and the launcher can save a run's curves.
+// The coordinator's bounded time series of the cluster's figures, so `psctl
+// plot` and `psctl watch` work after the fact and the launcher can save a run's
+// curves.
 //
 //   MetricsHistory history({/*capacity=*/3600});
 //   HistorySampler sampler(&history, [&] { return state->Status(); },
@@ -29,7 +30,8 @@ namespace downpour::coordinator {
 class MetricsHistory {
  public:
   struct Options {
-    // Samples kept at most (coordinator.history_size), >= 1; the oldest go first.
+    // Samples kept at most (coordinator.history_size), >= 1; the oldest go
+    // first.
     int capacity = 3600;
     // Seconds between samples (coordinator.history_interval_s); reported only.
     double interval_s = 1.0;
@@ -42,12 +44,21 @@ class MetricsHistory {
   MetricsHistory(const MetricsHistory&) = delete;
   MetricsHistory& operator=(const MetricsHistory&) = delete;
 
-  // Appends one sample of `status` (registered members only), timed by its
-  // uptime_seconds; drops the oldest sample when full.
-  void Record(const proto::ClusterStatusResponse& status) ABSL_LOCKS_EXCLUDED(mu_);
+  // One sample of `status`: its registered members, timed by its
+  // uptime_seconds.
+  proto::HistorySample MakeSample(
+      const proto::ClusterStatusResponse& status) const;
 
-  // The samples with time_seconds > since_seconds, oldest first.
-  proto::GetHistoryResponse Get(double since_seconds) const ABSL_LOCKS_EXCLUDED(mu_);
+  // Appends MakeSample(status); drops the oldest sample when full.
+  void Record(const proto::ClusterStatusResponse& status)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The samples with time_seconds > since_seconds, oldest first. With `now`,
+  // MakeSample(*now) is added at the end (not kept), so a reader sees the
+  // latest figures and not only those of the last period.
+  proto::GetHistoryResponse Get(double since_seconds,
+                                const proto::ClusterStatusResponse* now =
+                                    nullptr) const ABSL_LOCKS_EXCLUDED(mu_);
 
   size_t size() const ABSL_LOCKS_EXCLUDED(mu_);
 

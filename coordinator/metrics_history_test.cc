@@ -65,12 +65,24 @@ TEST(MetricsHistoryTest, SinceReturnsOnlyNewerSamples) {
   EXPECT_EQ(got.samples(0).time_seconds(), 3);
 }
 
+TEST(MetricsHistoryTest, NowSampleIsAddedButNotKept) {
+  MetricsHistory history(Options(10));
+  history.Record(Status(1, 1));
+  const proto::ClusterStatusResponse now = Status(1.5, 7);
+  proto::GetHistoryResponse got = history.Get(0, &now);
+  ASSERT_EQ(got.samples_size(), 2);
+  EXPECT_EQ(got.samples(1).members(0).report().step(), 7u);
+  EXPECT_EQ(history.size(), 1u);
+  const proto::ClusterStatusResponse stale = Status(0.5, 7);
+  EXPECT_EQ(history.Get(0, &stale).samples_size(), 1);
+}
+
 TEST(HistorySamplerTest, SamplesAtStartAndStopsOnDestruction) {
   MetricsHistory history(Options(10));
   int calls = 0;
   {
-    HistorySampler sampler(&history, [&] { return Status(++calls, 1); },
-                           absl::Hours(1));
+    HistorySampler sampler(
+        &history, [&] { return Status(++calls, 1); }, absl::Hours(1));
   }
   EXPECT_EQ(history.size(), 1u);
   EXPECT_EQ(calls, 1);

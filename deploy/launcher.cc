@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/config.h"
 #include "common/subprocess.h"
@@ -43,6 +44,20 @@ ABSL_FLAG(bool, resume, false,
 ABSL_FLAG(double, progress_s, 2.0, "seconds between progress lines");
 ABSL_FLAG(double, accuracy_mark, 0.95,
           "report the time at which a worker's test accuracy first reached this");
+ABSL_FLAG(bool, ssh, false,
+          "start each daemon on the host of its address in the config, over SSH "
+          "(fixed ports; the same YAML and binaries on every host); logs still "
+          "come to --run_dir");
+ABSL_FLAG(std::string, ssh_command, "ssh -o BatchMode=yes",
+          "--ssh: the command that runs `<command> HOST SHELL-COMMAND`");
+ABSL_FLAG(std::string, remote_bin_dir, "",
+          "--ssh: folder holding the daemons on the remote hosts (default: --bin_dir)");
+ABSL_FLAG(std::string, remote_config, "",
+          "--ssh: the cluster YAML's path on the remote hosts (default: --config's "
+          "absolute path)");
+ABSL_FLAG(std::string, remote_dir, "",
+          "--ssh: folder to run the daemons in on the remote hosts, against which "
+          "relative paths in the config resolve (default: the login folder)");
 
 namespace {
 
@@ -89,6 +104,20 @@ int main(int argc, char** argv) {
   options.accuracy_mark = absl::GetFlag(FLAGS_accuracy_mark);
   options.interrupted = [] { return g_signal.load() != 0; };
   options.out = stdout;
+  options.tty = isatty(STDOUT_FILENO);
+  if (absl::GetFlag(FLAGS_ssh)) {
+    RemoteOptions remote;
+    remote.ssh = absl::StrSplit(absl::GetFlag(FLAGS_ssh_command), ' ', absl::SkipEmpty());
+    if (remote.ssh.empty()) Fail("--ssh_command is empty", 2);
+    remote.bin_dir = absl::GetFlag(FLAGS_remote_bin_dir).empty()
+                         ? options.bin_dir
+                         : absl::GetFlag(FLAGS_remote_bin_dir);
+    remote.config_path = absl::GetFlag(FLAGS_remote_config).empty()
+                             ? options.config_path
+                             : absl::GetFlag(FLAGS_remote_config);
+    remote.work_dir = absl::GetFlag(FLAGS_remote_dir);
+    options.remote = remote;
+  }
 
   absl::StatusOr<Config> config = LoadConfig(options.config_path, options.overrides);
   if (!config.ok()) Fail(std::string(config.status().message()), 2);
@@ -99,7 +128,10 @@ int main(int argc, char** argv) {
   sigaction(SIGTERM, &action, nullptr);
 
   absl::StatusOr<LaunchSummary> summary = RunCluster(*config, options);
-  if (!summary.ok()) Fail(std::string(summary.status().message()), 1);
+  if (!summary.ok()) {
+    Fail(std::string(summary.status().message()),
+         summary.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1);
+  }
   std::fputs(FormatSummary(*summary).c_str(), stdout);
   return summary->interrupted ? 130 : 0;
 }

@@ -5,12 +5,14 @@
 
 #include <cstdio>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/config.h"
+#include "deploy/daemon_process.h"
 
 namespace downpour {
 
@@ -19,6 +21,11 @@ struct LaunchOptions {
   std::vector<std::string> overrides;  // --set overrides for every daemon
   std::string run_dir;                 // logs/ and summary.json go here
   std::string bin_dir;                 // bazel-bin or equivalent
+  // Set: start each daemon on the host of its address in the config, over SSH
+  // (the config then needs fixed ports, and the same YAML and binaries on
+  // every host at remote->config_path and remote->bin_dir). Logs still come
+  // here. Unset: every daemon is a child process on this machine.
+  std::optional<RemoteOptions> remote;
   // Keep the previous run's ps checkpoints and coordinator state, so the job
   // continues where it stopped. Default: a fresh job (they are deleted first).
   bool resume = false;
@@ -29,6 +36,9 @@ struct LaunchOptions {
   // Polled often; true stops the cluster in order (Ctrl-C).
   std::function<bool()> interrupted = [] { return false; };
   std::FILE* out = stdout;  // progress lines; nullptr for none
+  // `out` is a terminal: one progress line refreshing in place instead of a
+  // line per period.
+  bool tty = false;
 };
 
 struct WorkerResult {
@@ -56,13 +66,20 @@ struct LaunchSummary {
   std::string log_dir;
   std::string checkpoint_dir;
   std::string summary_path;
+  // The coordinator's metrics history (JSON, for `psctl plot --history`) and
+  // the training curves drawn from it (SVG), next to summary.json; "" when the
+  // coordinator could not be asked for it.
+  std::string history_path;
+  std::string plot_path;
   bool interrupted = false;
 };
 
 // Starts coordinator, ps and workers; returns when every worker has exited and the
 // rest were stopped. A daemon that fails (non-zero exit, or a ps/coordinator that
 // exits while workers train) stops the others and gives Aborted with its name,
-// exit status and the tail of its log. Writes <run_dir>/summary.json.
+// exit status and the tail of its log. Writes <run_dir>/summary.json, and (on
+// success or failure, just before the coordinator stops) <run_dir>/history.json
+// and <run_dir>/training.svg.
 absl::StatusOr<LaunchSummary> RunCluster(const Config& config,
                                          const LaunchOptions& options);
 

@@ -1,60 +1,322 @@
 // psctl: command-line client for a running Downpour cluster.
 //
 //   psctl status --coordinator 127.0.0.1:7000
-//   psctl status --config deploy/configs/mnist_local.yaml
+//   psctl status --config deploy/configs/mnist_local.yaml --json
+//   psctl watch | workers | shards | health | plot --out curves.svg | history
+//
+// Exit status: 0 done; 1 the cluster (or a member) did not answer or is not
+// healthy; 2 bad flags or config.
+#include <unistd.h>
+
 #include <cstdio>
+#include <fstream>
+#include <map>
 #include <string>
+#include <thread>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "common/config.h"
-#include "coordinator/coordinator_client.h"
+#include "common/subprocess.h"
+#include "tools/cluster_client.h"
+#include "tools/cluster_tables.h"
+#include "tools/json_output.h"
 #include "tools/status_table.h"
+#include "tools/training_plot.h"
 
 ABSL_FLAG(std::string, coordinator, "",
           "coordinator host:port (default: cluster.coordinator of --config)");
-ABSL_FLAG(std::string, config, "", "cluster YAML file to read the coordinator address from");
-ABSL_FLAG(double, timeout_s, 3, "how long to wait for the coordinator's answer");
+ABSL_FLAG(std::string, config, "",
+          "cluster YAML file to read the coordinator address from");
+ABSL_FLAG(double, timeout_s, 3, "how long to wait for each answer");
+ABSL_FLAG(
+    bool, json, false,
+    "status: print JSON (every member's full Status) instead of the table");
+ABSL_FLAG(double, interval_s, 2, "watch: seconds between refreshes");
+ABSL_FLAG(int, count, 0,
+          "watch: stop after this many refreshes (0 = until Ctrl-C)");
+ABSL_FLAG(double, sample_s, 1,
+          "shards: seconds between the two reads of block versions");
+ABSL_FLAG(int, top, 10, "shards: how many of the hottest blocks to list");
+ABSL_FLAG(
+    std::string, out, "",
+    "plot: the SVG file to write (default downpour-plot.svg); history: the "
+    "JSON file to write (default: stdout)");
+ABSL_FLAG(std::string, history, "",
+          "plot: draw from this saved history JSON (e.g. run/history.json) "
+          "instead of asking the coordinator");
+ABSL_FLAG(std::string, address, "",
+          "health: probe only this host:port (exit 0 when SERVING, like "
+          "grpc_health_probe)");
+ABSL_FLAG(std::string, service, "",
+          "health: the service name to ask about (\"\" = whole server)");
 
 namespace {
+
+using namespace downpour;
+using namespace downpour::tools;
 
 constexpr char kUsage[] =
     "psctl COMMAND [flags]\n\n"
     "Commands:\n"
-    "  status   table of every ps and worker: alive, last heartbeat, step,\n"
-    "           examples/s, pulls, pushes, bytes, staleness, loss, accuracy\n\n"
+    "  status    table of every ps and worker: alive, last heartbeat, step,\n"
+    "            examples/s, pulls, pushes, bytes, staleness, loss, accuracy;\n"
+    "            --json prints the table's data plus every member's own "
+    "Status\n"
+    "            (rates, p50/p99 latency, memory) and health as JSON\n"
+    "  watch     the cluster refreshing in place, like top (--interval_s, "
+    "--count)\n"
+    "  workers   per worker: step, examples/s, loss, accuracy, staleness, "
+    "pulls/s,\n"
+    "            pushes/s, MB/s, p50/p99 pull and push latency, memory, "
+    "device\n"
+    "  shards    per ps: blocks, bytes, pulls/s, pushes/s, updates/s, "
+    "latency,\n"
+    "            staleness; then the hottest blocks (--sample_s, --top)\n"
+    "  health    grpc.health.v1 check of the coordinator and every member, or "
+    "of\n"
+    "            one endpoint with --address HOST:PORT\n"
+    "  plot      training curves (loss and test accuracy against time and "
+    "steps\n"
+    "            for every worker, throughput, ps updates) to an SVG file "
+    "(--out);\n"
+    "            from the live coordinator or a saved --history FILE\n"
+    "  history   the coordinator's metrics history as JSON (--out FILE)\n\n"
     "Give the coordinator with --coordinator HOST:PORT or --config FILE.";
 
-int Status() {
+int Fail(const std::string& message, int code) {
+  std::fprintf(stderr, "psctl: %s\n", message.c_str());
+  return code;
+}
+
+int Unreachable(const absl::Status& status) {
+  return Fail(absl::StrCat(
+                  status.message(),
+                  "\nIs the cluster running? Check the address (--coordinator) "
+                  "and the coordinator's log."),
+              1);
+}
+
+// The coordinator address from the flags; exits 2 when there is none.
+std::string CoordinatorAddress() {
   std::string address = absl::GetFlag(FLAGS_coordinator);
   if (address.empty() && !absl::GetFlag(FLAGS_config).empty()) {
-    auto config = downpour::LoadConfig(absl::GetFlag(FLAGS_config));
-    if (!config.ok()) {
-      std::fprintf(stderr, "psctl: %s\n", std::string(config.status().message()).c_str());
-      return 2;
-    }
+    auto config = LoadConfig(absl::GetFlag(FLAGS_config));
+    if (!config.ok())
+      std::exit(Fail(std::string(config.status().message()), 2));
     address = config->cluster.coordinator;
   }
   if (address.empty()) {
-    std::fprintf(stderr, "psctl: give --coordinator HOST:PORT or --config FILE\n");
-    return 2;
+    std::exit(Fail("give --coordinator HOST:PORT or --config FILE", 2));
   }
-  downpour::RpcSection rpc;
-  rpc.deadline_s = absl::GetFlag(FLAGS_timeout_s);
-  downpour::coordinator::CoordinatorClient client(address, rpc, "psctl");
-  auto status = client.ClusterStatus();
-  if (!status.ok()) {
-    std::fprintf(stderr,
-                 "psctl: cannot reach the coordinator at %s: %s\n"
-                 "Is the cluster running? Check the address (--coordinator) and "
-                 "the coordinator's log.\n",
-                 address.c_str(), std::string(status.status().message()).c_str());
-    return 1;
+  return address;
+}
+
+std::vector<absl::StatusOr<std::string>> AllHealth(
+    ClusterClient& client, const proto::ClusterStatusResponse& cluster) {
+  std::vector<absl::StatusOr<std::string>> health;
+  for (const proto::MemberStatus& m : cluster.members()) {
+    health.push_back(m.registered()
+                         ? client.Health(m.address())
+                         : absl::StatusOr<std::string>(
+                               absl::UnavailableError("never registered")));
   }
-  std::fputs(downpour::tools::FormatStatusTable(*status).c_str(), stdout);
+  return health;
+}
+
+int Status(ClusterClient& client) {
+  auto cluster = client.ClusterStatus();
+  if (!cluster.ok()) return Unreachable(cluster.status());
+  if (!absl::GetFlag(FLAGS_json)) {
+    std::fputs(FormatStatusTable(*cluster).c_str(), stdout);
+    return 0;
+  }
+  const MemberStatuses statuses = client.AllMemberStatus(*cluster);
+  std::fputs(StatusJson(client.coordinator(), *cluster, statuses,
+                        AllHealth(client, *cluster))
+                 .c_str(),
+             stdout);
+  return 0;
+}
+
+int Health(ClusterClient& client) {
+  const std::string service = absl::GetFlag(FLAGS_service);
+  if (!absl::GetFlag(FLAGS_address).empty()) {
+    const std::string address = absl::GetFlag(FLAGS_address);
+    absl::StatusOr<std::string> health = client.Health(address, service);
+    if (!health.ok()) return Fail(std::string(health.status().message()), 1);
+    std::printf("%s: %s\n", address.c_str(), health->c_str());
+    return *health == "SERVING" ? 0 : 1;
+  }
+  auto cluster = client.ClusterStatus();
+  if (!cluster.ok()) return Unreachable(cluster.status());
+  int unhealthy = 0;
+  auto line = [&](const std::string& who, const std::string& address,
+                  const absl::StatusOr<std::string>& health, bool expected) {
+    const std::string text =
+        health.ok() ? *health : std::string(health.status().message());
+    if (expected && (!health.ok() || *health != "SERVING")) ++unhealthy;
+    std::printf("%-13s %-21s %s\n", who.c_str(), address.c_str(), text.c_str());
+  };
+  line("coordinator", client.coordinator(),
+       client.Health(client.coordinator(), service), true);
+  for (const proto::MemberStatus& m : cluster->members()) {
+    const std::string who = absl::StrCat(m.role(), " ", m.index());
+    if (!m.registered()) {
+      std::printf("%-13s %-21s never registered\n", who.c_str(), "-");
+      ++unhealthy;
+      continue;
+    }
+    // A worker that finished has left on purpose: not a failure.
+    const bool expected = m.alive() || !m.report().finished();
+    line(who, m.address(), client.Health(m.address(), service), expected);
+  }
+  return unhealthy == 0 ? 0 : 1;
+}
+
+int Workers(ClusterClient& client) {
+  auto cluster = client.ClusterStatus();
+  if (!cluster.ok()) return Unreachable(cluster.status());
+  std::fputs(
+      FormatWorkersTable(*cluster, client.AllMemberStatus(*cluster)).c_str(),
+      stdout);
+  return 0;
+}
+
+// Block versions of every ps, keyed by block id: (shard, version).
+std::map<uint32_t, std::pair<int, uint64_t>> BlockVersions(
+    ClusterClient& client, const proto::GetPlacementResponse& placement) {
+  std::map<uint32_t, std::pair<int, uint64_t>> versions;
+  for (const proto::ShardInfo& shard : placement.shards()) {
+    auto blocks = client.BlockVersions(shard.address());
+    if (!blocks.ok()) continue;  // the table shows the shard as unreachable
+    for (const proto::BlockChecksum& b : blocks->blocks()) {
+      versions[b.block_id()] = {shard.index(), b.version()};
+    }
+  }
+  return versions;
+}
+
+int Shards(ClusterClient& client) {
+  auto cluster = client.ClusterStatus();
+  if (!cluster.ok()) return Unreachable(cluster.status());
+  auto placement = client.Placement();
+  if (!placement.ok()) return Unreachable(placement.status());
+  auto model = client.Model();
+  if (!model.ok()) return Unreachable(model.status());
+  if (placement->epoch() == 0) {
+    std::printf("no placement yet: %s\n", placement->waiting_for().c_str());
+  }
+  const absl::Time first_time = absl::Now();
+  const auto first = BlockVersions(client, *placement);
+  absl::SleepFor(absl::Seconds(absl::GetFlag(FLAGS_sample_s)));
+  const auto second = BlockVersions(client, *placement);
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - first_time);
+  std::vector<BlockRate> rates;
+  for (const auto& [id, shard_version] : second) {
+    auto before = first.find(id);
+    const double delta =
+        before == first.end() || before->second.second > shard_version.second
+            ? 0.0
+            : shard_version.second - before->second.second;
+    rates.push_back(
+        {id, shard_version.first, shard_version.second, delta / seconds});
+  }
+  std::fputs(
+      FormatShardsTable(*cluster, client.AllMemberStatus(*cluster), *placement,
+                        *model, rates, absl::GetFlag(FLAGS_top))
+          .c_str(),
+      stdout);
+  return 0;
+}
+
+int Watch(ClusterClient& client) {
+  const bool tty = isatty(STDOUT_FILENO);
+  const int count = absl::GetFlag(FLAGS_count);
+  bool ever_answered = false;
+  for (int frame = 0; count <= 0 || frame < count; ++frame) {
+    if (frame > 0)
+      absl::SleepFor(absl::Seconds(absl::GetFlag(FLAGS_interval_s)));
+    std::string text;
+    auto cluster = client.ClusterStatus();
+    if (!cluster.ok()) {
+      if (!ever_answered) return Unreachable(cluster.status());
+      text = absl::StrCat("psctl watch: ", cluster.status().message(),
+                          " (retrying)\n");
+    } else {
+      ever_answered = true;
+      // The last two minutes of history feed the sparklines.
+      auto history = client.History(cluster->uptime_seconds() - 120);
+      text = FormatWatchFrame(
+          client.coordinator(), *cluster, client.AllMemberStatus(*cluster),
+          history.ok() ? *history : proto::GetHistoryResponse());
+    }
+    // On a terminal: home, draw, clear what is left of the old frame (like
+    // top).
+    std::fputs(tty ? absl::StrCat("\x1b[H\x1b[2J", text).c_str()
+                   : absl::StrCat(text, "\n").c_str(),
+               stdout);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+absl::StatusOr<proto::GetHistoryResponse> LoadHistory(ClusterClient* client) {
+  const std::string path = absl::GetFlag(FLAGS_history);
+  if (path.empty()) return client->History(0);
+  absl::StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok()) return text.status();
+  proto::GetHistoryResponse history;
+  absl::Status parsed = FromJson(*text, path, &history);
+  if (!parsed.ok()) return parsed;
+  return history;
+}
+
+int Plot(ClusterClient* client) {
+  std::string out = absl::GetFlag(FLAGS_out);
+  if (out.empty()) out = "downpour-plot.svg";
+  if (!absl::EndsWith(out, ".svg")) {
+    return Fail(
+        absl::StrCat(
+            "--out ", out,
+            ": psctl writes SVG only; name the file *.svg "
+            "(any browser opens it; rsvg-convert or inkscape make a PNG)"),
+        2);
+  }
+  auto history = LoadHistory(client);
+  if (!history.ok()) {
+    return absl::GetFlag(FLAGS_history).empty()
+               ? Unreachable(history.status())
+               : Fail(std::string(history.status().message()), 1);
+  }
+  std::ofstream file(out);
+  file << TrainingPlotSvg(*history);
+  file.close();
+  if (!file) return Fail(absl::StrCat("cannot write ", out), 1);
+  std::printf("wrote %s (%d samples)\n", out.c_str(), history->samples_size());
+  return 0;
+}
+
+int History(ClusterClient& client) {
+  auto history = client.History(0);
+  if (!history.ok()) return Unreachable(history.status());
+  const std::string json = ToJson(*history);
+  const std::string out = absl::GetFlag(FLAGS_out);
+  if (out.empty()) {
+    std::fputs(json.c_str(), stdout);
+    return 0;
+  }
+  std::ofstream file(out);
+  file << json;
+  file.close();
+  if (!file) return Fail(absl::StrCat("cannot write ", out), 1);
+  std::printf("wrote %s (%d samples)\n", out.c_str(), history->samples_size());
   return 0;
 }
 
@@ -74,7 +336,29 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string command = args[1];
-  if (command == "status") return Status();
-  std::fprintf(stderr, "psctl: unknown command '%s'\n\n%s\n", command.c_str(), kUsage);
-  return 2;
+  const double timeout_s = absl::GetFlag(FLAGS_timeout_s);
+  if (command == "plot" && !absl::GetFlag(FLAGS_history).empty()) {
+    ClusterClient offline("", timeout_s);  // no coordinator needed
+    return Plot(&offline);
+  }
+  if (command == "health" && !absl::GetFlag(FLAGS_address).empty()) {
+    ClusterClient direct("", timeout_s);
+    return Health(direct);
+  }
+  static const std::map<std::string, int (*)(ClusterClient&)> kCommands = {
+      {"status", Status},
+      {"watch", Watch},
+      {"workers", Workers},
+      {"shards", Shards},
+      {"health", Health},
+      {"history", History},
+      {"plot", [](ClusterClient& c) { return Plot(&c); }}};
+  auto it = kCommands.find(command);
+  if (it == kCommands.end()) {
+    std::fprintf(stderr, "psctl: unknown command '%s'\n\n%s\n", command.c_str(),
+                 kUsage);
+    return 2;
+  }
+  ClusterClient client(CoordinatorAddress(), timeout_s);
+  return it->second(client);
 }

@@ -1,0 +1,100 @@
+// Progress line rendering. The terminal path uses only "\r" and "\x1b[K" (erase
+// to end of line), which every terminal emulator in use understands.
+#include "deploy/progress_line.h"
+
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace downpour {
+namespace {
+
+std::string Duration(double seconds) {
+  if (seconds < 90) return absl::StrFormat("%.0f s", seconds);
+  if (seconds < 5400) return absl::StrFormat("%.0f min", seconds / 60);
+  return absl::StrFormat("%.1f h", seconds / 3600);
+}
+
+}  // namespace
+
+std::string FormatProgress(const ProgressFigures& f) {
+  std::string out = absl::StrFormat("[%6.1f s] step %d", f.elapsed_s, f.steps);
+  if (f.planned_steps > 0) {
+    absl::StrAppendFormat(&out, "/%d %d%%", f.planned_steps,
+                          static_cast<int>(std::min<int64_t>(
+                              100, 100 * f.steps / f.planned_steps)));
+  }
+  absl::StrAppendFormat(
+      &out, " | %.0f ex/s | loss %s | acc %s | %d/%d workers",
+      f.examples_per_sec,
+      std::isfinite(f.mean_loss) ? absl::StrFormat("%.4f", f.mean_loss) : "-",
+      std::isfinite(f.best_accuracy) ? absl::StrFormat("%.4f", f.best_accuracy)
+                                     : "-",
+      f.running, f.workers);
+  if (f.planned_steps > 0 && f.steps_per_sec > 0 && f.running > 0) {
+    const double remaining = std::max<int64_t>(0, f.planned_steps - f.steps);
+    absl::StrAppend(&out, " | ETA ", Duration(remaining / f.steps_per_sec));
+  }
+  return out;
+}
+
+int64_t PlannedSteps(const Config& config) {
+  const int64_t workers = config.cluster.workers.size();
+  if (workers == 0) return 0;
+  if (config.training.steps > 0) return config.training.steps * workers;
+  const int64_t n = config.data.train_examples;
+  const int64_t batch = std::max(1, config.training.batch_size);
+  int64_t total = 0;
+  for (int64_t k = 0; k < workers; ++k) {
+    const int64_t part =
+        (n - k + workers - 1) / workers;  // i < n with i % W == k
+    total += config.training.epochs * ((part + batch - 1) / batch);
+  }
+  return total;
+}
+
+ProgressLine::ProgressLine(std::FILE* out, bool tty) : out_(out), tty_(tty) {}
+
+std::string ProgressLine::Fit(const std::string& text) const {
+  struct winsize size = {};
+  if (ioctl(fileno(out_), TIOCGWINSZ, &size) != 0 || size.ws_col == 0)
+    return text;
+  // One column spare: writing the last column makes some terminals wrap.
+  const size_t width = size.ws_col - 1;
+  return text.size() <= width ? text : text.substr(0, width);
+}
+
+void ProgressLine::Update(const std::string& text) {
+  if (out_ == nullptr) return;
+  if (tty_) {
+    shown_ = Fit(text);
+    std::fputs(absl::StrCat("\r", shown_, "\x1b[K").c_str(), out_);
+  } else {
+    std::fputs(absl::StrCat(text, "\n").c_str(), out_);
+  }
+  std::fflush(out_);
+}
+
+void ProgressLine::Event(const std::string& text) {
+  if (out_ == nullptr) return;
+  if (tty_ && !shown_.empty()) {
+    std::fputs(absl::StrCat("\r\x1b[K", text, "\n", shown_, "\x1b[K").c_str(),
+               out_);
+  } else {
+    std::fputs(absl::StrCat(text, "\n").c_str(), out_);
+  }
+  std::fflush(out_);
+}
+
+void ProgressLine::Finish() {
+  if (out_ == nullptr || !tty_ || shown_.empty()) return;
+  std::fputs("\n", out_);
+  std::fflush(out_);
+  shown_.clear();
+}
+
+}  // namespace downpour

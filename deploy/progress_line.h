@@ -1,0 +1,75 @@
+// The launcher's live progress: one line that refreshes in place on a terminal
+// (carriage return, clear to the end of the line) and plain lines otherwise, so
+// a log file or CI output gets one line per period. Events (a worker finished,
+// the accuracy mark was reached) print as their own lines above it.
+//
+//   ProgressLine line(stdout, isatty(fileno(stdout)));
+//   line.Update(FormatProgress(figures));
+//   line.Event("worker 1 finished: test accuracy 0.9512");
+//   line.Finish();
+#ifndef DOWNPOUR_DEPLOY_PROGRESS_LINE_H_
+#define DOWNPOUR_DEPLOY_PROGRESS_LINE_H_
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#include "common/config.h"
+
+namespace downpour {
+
+// What the progress line shows.
+struct ProgressFigures {
+  double elapsed_s = 0;
+  int64_t steps = 0;          // over all workers
+  int64_t planned_steps = 0;  // over all workers; 0 = unknown
+  double steps_per_sec = 0;   // measured over the last period; 0 = unknown
+  double examples_per_sec = 0;
+  double mean_loss = NAN;  // of the running workers
+  double best_accuracy = NAN;
+  int running = 0;
+  int workers = 0;
+};
+
+// "[  12.3 s] step 14534/37800 38% | 108233 ex/s | loss 0.0067 | acc 0.9240 |
+// 2/2 workers | ETA 21 s". ETA is what the planned steps still take at the
+// measured rate (the job may stop earlier at training.target_accuracy); it is
+// left out while unknown.
+std::string FormatProgress(const ProgressFigures& figures);
+
+// Steps the config plans over all workers: training.steps each, or
+// training.epochs passes over each worker's partition (example i belongs to
+// worker i mod W) in batches of training.batch_size.
+int64_t PlannedSteps(const Config& config);
+
+// Not thread-safe. Writes nothing when `out` is null.
+class ProgressLine {
+ public:
+  ProgressLine(std::FILE* out, bool tty);
+  ~ProgressLine() { Finish(); }
+
+  ProgressLine(const ProgressLine&) = delete;
+  ProgressLine& operator=(const ProgressLine&) = delete;
+
+  // Terminal: redraws the line (cut to the terminal's width). Otherwise: prints
+  // `text` as a line.
+  void Update(const std::string& text);
+  // Prints `text` as a line of its own; on a terminal the progress line is
+  // redrawn below it.
+  void Event(const std::string& text);
+  // Ends the progress line (a newline on a terminal) so later output starts on
+  // a fresh line. Idempotent.
+  void Finish();
+
+ private:
+  std::string Fit(const std::string& text) const;
+
+  std::FILE* const out_;
+  const bool tty_;
+  std::string shown_;  // the line on screen (terminal only), "" if none
+};
+
+}  // namespace downpour
+
+#endif  // DOWNPOUR_DEPLOY_PROGRESS_LINE_H_

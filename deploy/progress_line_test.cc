@@ -1,0 +1,104 @@
+#include "deploy/progress_line.h"
+
+#include <cstdio>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace downpour {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// Everything written to a temporary FILE, read back.
+std::string Written(std::FILE* file) {
+  std::fflush(file);
+  std::rewind(file);
+  std::string text;
+  char buffer[256];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof(buffer), file)) > 0)
+    text.append(buffer, n);
+  return text;
+}
+
+TEST(FormatProgressTest, FiguresAndEta) {
+  ProgressFigures f;
+  f.elapsed_s = 12.3;
+  f.steps = 1000;
+  f.planned_steps = 4000;
+  f.steps_per_sec = 100;
+  f.examples_per_sec = 6400;
+  f.mean_loss = 0.25;
+  f.best_accuracy = 0.9;
+  f.running = 2;
+  f.workers = 2;
+  EXPECT_EQ(
+      FormatProgress(f),
+      "[  12.3 s] step 1000/4000 25% | 6400 ex/s | loss 0.2500 | acc 0.9000 | "
+      "2/2 workers | ETA 30 s");
+  f.planned_steps = 1000000;
+  EXPECT_THAT(FormatProgress(f), HasSubstr("ETA 2.8 h"));
+}
+
+TEST(FormatProgressTest, UnknownsAreDashesAndNoEta) {
+  ProgressFigures f;
+  f.workers = 3;
+  const std::string line = FormatProgress(f);
+  EXPECT_THAT(line, HasSubstr("loss - | acc - | 0/3 workers"));
+  EXPECT_THAT(line, Not(HasSubstr("ETA")));
+  EXPECT_THAT(line, Not(HasSubstr("%")));
+}
+
+TEST(PlannedStepsTest, EpochsOverEachPartition) {
+  Config config;
+  config.cluster.workers = {"a", "b"};
+  config.data.train_examples = 3000;
+  config.training.batch_size = 32;
+  config.training.epochs = 16;
+  EXPECT_EQ(PlannedSteps(config), 2 * 16 * ((1500 + 31) / 32));
+  config.data.train_examples = 3;  // parts of 2 and 1 examples
+  config.training.epochs = 1;
+  EXPECT_EQ(PlannedSteps(config), 2);
+  config.training.steps = 50;
+  EXPECT_EQ(PlannedSteps(config), 100);
+}
+
+TEST(ProgressLineTest, PlainLinesWhenNotATerminal) {
+  std::FILE* file = std::tmpfile();
+  {
+    ProgressLine line(file, /*tty=*/false);
+    line.Update("one");
+    line.Event("worker 1 finished");
+    line.Update("two");
+  }
+  EXPECT_EQ(Written(file), "one\nworker 1 finished\ntwo\n");
+  std::fclose(file);
+}
+
+TEST(ProgressLineTest, OneRefreshingLineOnATerminal) {
+  std::FILE* file = std::tmpfile();
+  {
+    ProgressLine line(file, /*tty=*/true);
+    line.Update("one");
+    line.Update("two");
+    line.Event("worker 1 finished");
+    line.Finish();
+    line.Finish();  // idempotent
+  }
+  EXPECT_EQ(Written(file),
+            "\rone\x1b[K\rtwo\x1b[K\r\x1b[Kworker 1 finished\ntwo\x1b[K\n");
+  std::fclose(file);
+}
+
+TEST(ProgressLineTest, NullOutputWritesNothing) {
+  ProgressLine line(nullptr, true);
+  line.Update("x");
+  line.Event("y");
+  line.Finish();
+}
+
+}  // namespace
+}  // namespace downpour

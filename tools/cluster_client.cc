@@ -1,0 +1,127 @@
+// Blocking stubs with deadlines; AllMemberStatus fans out on one thread each.
+#include "tools/cluster_client.h"
+
+#include <future>
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
+#include "common/server_util.h"
+#include "proto/coordinator.grpc.pb.h"
+#include "proto/health.grpc.pb.h"
+#include "proto/ps.grpc.pb.h"
+#include "proto/status.grpc.pb.h"
+
+namespace downpour::tools {
+namespace {
+
+template <typename Stub, typename Request, typename Response, typename Method>
+absl::StatusOr<Response> Call(Stub& stub, Method method, const Request& request,
+                              double timeout_s, const std::string& what) {
+  grpc::ClientContext context;
+  context.set_deadline(DeadlineIn(timeout_s));
+  Response response;
+  grpc::Status status = (stub.*method)(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status, what);
+  return response;
+}
+
+}  // namespace
+
+ClusterClient::ClusterClient(std::string coordinator, double timeout_s)
+    : coordinator_(std::move(coordinator)), timeout_s_(timeout_s) {}
+
+std::shared_ptr<grpc::Channel> ClusterClient::Channel(
+    const std::string& address) {
+  absl::MutexLock lock(&mu_);
+  std::shared_ptr<grpc::Channel>& channel = channels_[address];
+  if (channel == nullptr) channel = MakeChannel(address);
+  return channel;
+}
+
+absl::StatusOr<proto::ClusterStatusResponse> ClusterClient::ClusterStatus() {
+  auto stub = proto::Coordinator::NewStub(Channel(coordinator_));
+  return Call<proto::Coordinator::Stub, proto::ClusterStatusRequest,
+              proto::ClusterStatusResponse>(
+      *stub, &proto::Coordinator::Stub::ClusterStatus, {}, timeout_s_,
+      "cannot reach the coordinator at " + coordinator_);
+}
+
+absl::StatusOr<proto::GetHistoryResponse> ClusterClient::History(
+    double since_seconds) {
+  auto stub = proto::Coordinator::NewStub(Channel(coordinator_));
+  proto::GetHistoryRequest request;
+  request.set_since_seconds(since_seconds);
+  return Call<proto::Coordinator::Stub, proto::GetHistoryRequest,
+              proto::GetHistoryResponse>(
+      *stub, &proto::Coordinator::Stub::GetHistory, request, timeout_s_,
+      "cannot read the history from the coordinator at " + coordinator_);
+}
+
+absl::StatusOr<proto::DescribeModelResponse> ClusterClient::Model() {
+  auto stub = proto::Coordinator::NewStub(Channel(coordinator_));
+  return Call<proto::Coordinator::Stub, proto::DescribeModelRequest,
+              proto::DescribeModelResponse>(
+      *stub, &proto::Coordinator::Stub::DescribeModel, {}, timeout_s_,
+      "cannot read the model from the coordinator at " + coordinator_);
+}
+
+absl::StatusOr<proto::GetPlacementResponse> ClusterClient::Placement() {
+  auto stub = proto::Coordinator::NewStub(Channel(coordinator_));
+  return Call<proto::Coordinator::Stub, proto::GetPlacementRequest,
+              proto::GetPlacementResponse>(
+      *stub, &proto::Coordinator::Stub::GetPlacement, {}, timeout_s_,
+      "cannot read the placement from the coordinator at " + coordinator_);
+}
+
+absl::StatusOr<proto::GetStatusResponse> ClusterClient::MemberStatus(
+    const std::string& address) {
+  auto stub = proto::Status::NewStub(Channel(address));
+  return Call<proto::Status::Stub, proto::GetStatusRequest,
+              proto::GetStatusResponse>(*stub, &proto::Status::Stub::GetStatus,
+                                        {}, timeout_s_, "status of " + address);
+}
+
+absl::StatusOr<proto::ChecksumResponse> ClusterClient::BlockVersions(
+    const std::string& address) {
+  auto stub = proto::ParameterServer::NewStub(Channel(address));
+  return Call<proto::ParameterServer::Stub, proto::ChecksumRequest,
+              proto::ChecksumResponse>(
+      *stub, &proto::ParameterServer::Stub::Checksums, {}, timeout_s_,
+      "block versions of ps at " + address);
+}
+
+absl::StatusOr<std::string> ClusterClient::Health(const std::string& address,
+                                                  const std::string& service) {
+  using grpc::health::v1::HealthCheckResponse;
+  auto stub = grpc::health::v1::Health::NewStub(Channel(address));
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service(service);
+  absl::StatusOr<HealthCheckResponse> response =
+      Call<grpc::health::v1::Health::Stub, grpc::health::v1::HealthCheckRequest,
+           HealthCheckResponse>(*stub, &grpc::health::v1::Health::Stub::Check,
+                                request, timeout_s_, "health of " + address);
+  if (!response.ok()) return response.status();
+  return HealthCheckResponse::ServingStatus_Name(response->status());
+}
+
+std::vector<absl::StatusOr<proto::GetStatusResponse>>
+ClusterClient::AllMemberStatus(const proto::ClusterStatusResponse& status) {
+  std::vector<std::future<absl::StatusOr<proto::GetStatusResponse>>> pending;
+  for (const proto::MemberStatus& m : status.members()) {
+    if (!m.registered() || m.address().empty()) {
+      pending.push_back(std::async(std::launch::deferred, [] {
+        return absl::StatusOr<proto::GetStatusResponse>(
+            absl::UnavailableError("never registered"));
+      }));
+      continue;
+    }
+    pending.push_back(std::async(
+        std::launch::async,
+        [this, address = m.address()] { return MemberStatus(address); }));
+  }
+  std::vector<absl::StatusOr<proto::GetStatusResponse>> out;
+  for (auto& p : pending) out.push_back(p.get());
+  return out;
+}
+
+}  // namespace downpour::tools

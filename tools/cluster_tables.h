@@ -1,0 +1,68 @@
+// The tables `psctl workers`, `psctl shards` and `psctl watch` print, from what
+// the coordinator says (ClusterStatus, placement, model) and what each member's
+// own Status service says (rates, latencies, memory). Pure formatting: the
+// gRPC calls live in cluster_client.h.
+#ifndef DOWNPOUR_TOOLS_CLUSTER_TABLES_H_
+#define DOWNPOUR_TOOLS_CLUSTER_TABLES_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "proto/coordinator.pb.h"
+#include "proto/status.pb.h"
+
+namespace downpour::tools {
+
+// Each member's own Status, entry i for ClusterStatusResponse.members(i); an
+// error where the member did not answer.
+using MemberStatuses = std::vector<absl::StatusOr<proto::GetStatusResponse>>;
+
+// One row per worker: alive, step, examples/s, loss, test accuracy, mean
+// staleness, pulls/s, pushes/s, MB/s, p50/p99 of its Pull and Push calls (ms),
+// memory, device; then a line per worker whose Status did not answer.
+std::string FormatWorkersTable(const proto::ClusterStatusResponse& cluster,
+                               const MemberStatuses& statuses);
+
+// Updates per second of each block, measured by the caller between two reads
+// of the ps block versions.
+struct BlockRate {
+  uint32_t id = 0;
+  int shard = 0;
+  uint64_t version = 0;  // updates applied so far
+  double updates_per_sec = 0;
+};
+
+// One row per ps: alive, blocks, bytes held, pulls/s, pushes/s, applied
+// updates/s, MB/s, p50/p99 of the Pull and Push it served (ms), rejected
+// pushes, staleness (median and max of its histogram), memory. Then the `top`
+// hottest blocks by updates/s (ties: most updates), with tensor and size.
+std::string FormatShardsTable(const proto::ClusterStatusResponse& cluster,
+                              const MemberStatuses& statuses,
+                              const proto::GetPlacementResponse& placement,
+                              const proto::DescribeModelResponse& model,
+                              std::vector<BlockRate> blocks, int top);
+
+// One screen of `psctl watch`: the job line, cluster totals with sparklines of
+// throughput and best accuracy over the history, and a row per member with its
+// rates and latency.
+std::string FormatWatchFrame(const std::string& coordinator,
+                             const proto::ClusterStatusResponse& cluster,
+                             const MemberStatuses& statuses,
+                             const proto::GetHistoryResponse& history);
+
+// A row of block characters, one per value, scaled between the values' min and
+// max ("▁▂▄█"); non-finite values are blanks. At most `width`, the latest kept.
+std::string Sparkline(const std::vector<double>& values, int width);
+
+// p-quantile staleness of a histogram whose last bucket collects the rest.
+int StalenessQuantile(const std::vector<uint64_t>& histogram, double q);
+
+// The latency entry `name` of a member's Status, or nullptr.
+const proto::RpcLatency* FindLatency(const proto::GetStatusResponse& status,
+                                     const std::string& name);
+
+}  // namespace downpour::tools
+
+#endif  // DOWNPOUR_TOOLS_CLUSTER_TABLES_H_

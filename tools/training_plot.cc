@@ -1,0 +1,132 @@
+// History samples to chart series.
+#include "tools/training_plot.h"
+
+#include <cmath>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace downpour::tools {
+namespace {
+
+struct WorkerCurves {
+  Series loss_time, acc_time, loss_step, acc_step, rate_time;
+  bool any = false;
+  uint64_t last_step = 0;
+  double last_loss = NAN, last_acc = NAN;
+};
+
+struct PsCurve {
+  Series pushes_time;
+  double last_time = NAN;
+  double last_pushes = NAN;
+};
+
+bool SameFigure(double a, double b) {
+  return (std::isnan(a) && std::isnan(b)) || a == b;
+}
+
+void AddWorker(double t, const proto::MemberSample& m, WorkerCurves& c) {
+  const proto::MemberReport& r = m.report();
+  if (r.step() == 0 && !r.finished()) return;  // not reported yet
+  if (c.any && r.step() == c.last_step && SameFigure(r.loss(), c.last_loss) &&
+      SameFigure(r.accuracy(), c.last_acc)) {
+    return;  // frozen figures: dead, finished or between heartbeats
+  }
+  c.any = true;
+  c.last_step = r.step();
+  c.last_loss = r.loss();
+  c.last_acc = r.accuracy();
+  const double step = static_cast<double>(r.step());
+  c.loss_time.points.emplace_back(t, r.loss());
+  c.loss_step.points.emplace_back(step, r.loss());
+  if (std::isfinite(r.accuracy())) {
+    c.acc_time.points.emplace_back(t, r.accuracy());
+    c.acc_step.points.emplace_back(step, r.accuracy());
+  }
+  c.rate_time.points.emplace_back(t, m.alive() ? r.examples_per_sec() : NAN);
+}
+
+void AddPs(double t, const proto::MemberSample& m, PsCurve& c) {
+  const double pushes = static_cast<double>(m.report().pushes());
+  if (std::isfinite(c.last_time) && t > c.last_time) {
+    // A restarted ps starts counting again: no rate across the restart.
+    const double rate = pushes >= c.last_pushes && m.alive()
+                            ? (pushes - c.last_pushes) / (t - c.last_time)
+                            : NAN;
+    c.pushes_time.points.emplace_back(t, rate);
+  }
+  c.last_time = t;
+  c.last_pushes = pushes;
+}
+
+}  // namespace
+
+std::vector<Chart> TrainingCharts(const proto::GetHistoryResponse& history) {
+  std::map<int, WorkerCurves> workers;
+  std::map<int, PsCurve> shards;
+  Series cluster_rate{"cluster", {}};
+  for (const proto::HistorySample& sample : history.samples()) {
+    const double t = sample.time_seconds();
+    double total_rate = 0;
+    bool any_worker = false;
+    for (const proto::MemberSample& m : sample.members()) {
+      if (m.role() == "worker") {
+        AddWorker(t, m, workers[m.index()]);
+        if (m.alive() && m.report().step() > 0) {
+          total_rate += m.report().examples_per_sec();
+          any_worker = true;
+        }
+      } else if (m.role() == "ps") {
+        AddPs(t, m, shards[m.index()]);
+      }
+    }
+    if (any_worker) cluster_rate.points.emplace_back(t, total_rate);
+  }
+  Chart loss_time{"Training loss", "seconds since the coordinator started",
+                  "loss"};
+  Chart acc_time{"Test accuracy", "seconds since the coordinator started",
+                 "accuracy"};
+  Chart loss_step{"Training loss by step", "worker step", "loss"};
+  Chart acc_step{"Test accuracy by step", "worker step", "accuracy"};
+  Chart rate{"Throughput", "seconds since the coordinator started",
+             "examples/s"};
+  Chart pushes{"Pushes applied per ps", "seconds since the coordinator started",
+               "pushes/s"};
+  loss_time.y_min = loss_step.y_min = 0;
+  rate.y_min = pushes.y_min = 0;
+  for (auto& [index, c] : workers) {
+    const std::string name = absl::StrCat("worker ", index);
+    c.loss_time.name = c.acc_time.name = c.loss_step.name = c.acc_step.name =
+        c.rate_time.name = name;
+    loss_time.series.push_back(std::move(c.loss_time));
+    acc_time.series.push_back(std::move(c.acc_time));
+    loss_step.series.push_back(std::move(c.loss_step));
+    acc_step.series.push_back(std::move(c.acc_step));
+    rate.series.push_back(std::move(c.rate_time));
+  }
+  if (workers.size() > 1) rate.series.push_back(std::move(cluster_rate));
+  for (auto& [index, c] : shards) {
+    c.pushes_time.name = absl::StrCat("ps ", index);
+    pushes.series.push_back(std::move(c.pushes_time));
+  }
+  return {loss_time, acc_time, loss_step, acc_step, rate, pushes};
+}
+
+std::string TrainingPlotSvg(const proto::GetHistoryResponse& history) {
+  std::vector<Chart> charts = TrainingCharts(history);
+  const size_t workers = charts[0].series.size();
+  const size_t shards = charts[5].series.size();
+  double span = 0;
+  if (history.samples_size() > 0) {
+    span = history.samples(history.samples_size() - 1).time_seconds() -
+           history.samples(0).time_seconds();
+  }
+  const std::string title = absl::StrFormat(
+      "Downpour training: %d worker%s, %d ps, %.0f s of history", workers,
+      workers == 1 ? "" : "s", shards, span);
+  return RenderSvg(title, charts, 2);
+}
+
+}  // namespace downpour::tools

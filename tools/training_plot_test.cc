@@ -1,0 +1,89 @@
+#include "tools/training_plot.h"
+
+#include <cmath>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace downpour::tools {
+namespace {
+
+using ::testing::HasSubstr;
+
+proto::MemberSample* Member(proto::HistorySample* s, const std::string& role,
+                            int index, bool alive) {
+  proto::MemberSample* m = s->add_members();
+  m->set_role(role);
+  m->set_index(index);
+  m->set_alive(alive);
+  return m;
+}
+
+// Worker 0 trains for 3 samples then dies; worker 1 reports nothing at first;
+// ps 0 applies 10 pushes per second, then restarts.
+proto::GetHistoryResponse History() {
+  proto::GetHistoryResponse h;
+  for (int t = 1; t <= 5; ++t) {
+    proto::HistorySample* s = h.add_samples();
+    s->set_time_seconds(t);
+    proto::MemberSample* w0 = Member(s, "worker", 0, t <= 3);
+    const int step0 = std::min(t, 3) * 100;
+    w0->mutable_report()->set_step(step0);
+    w0->mutable_report()->set_loss(2.0 / std::min(t, 3));
+    w0->mutable_report()->set_accuracy(t == 1 ? NAN
+                                              : 0.5 + 0.1 * std::min(t, 3));
+    w0->mutable_report()->set_examples_per_sec(1000);
+    proto::MemberSample* w1 = Member(s, "worker", 1, true);
+    if (t >= 3) {
+      w1->mutable_report()->set_step(t * 50);
+      w1->mutable_report()->set_loss(1.0);
+      w1->mutable_report()->set_accuracy(NAN);
+      w1->mutable_report()->set_examples_per_sec(500);
+    }
+    proto::MemberSample* ps = Member(s, "ps", 0, true);
+    ps->mutable_report()->set_pushes(t < 5 ? t * 10 : 3);
+  }
+  return h;
+}
+
+TEST(TrainingChartsTest, CurvesPerWorkerAndPs) {
+  const std::vector<Chart> charts = TrainingCharts(History());
+  ASSERT_EQ(charts.size(), 6u);
+  const Chart& loss_time = charts[0];
+  ASSERT_EQ(loss_time.series.size(), 2u);
+  EXPECT_EQ(loss_time.series[0].name, "worker 0");
+  // Frozen figures after death are left out: 3 points, not 5.
+  EXPECT_EQ(loss_time.series[0].points.size(), 3u);
+  EXPECT_EQ(loss_time.series[1].points.size(), 3u);  // from t = 3
+  // Unknown accuracy left out: worker 0 from t = 2, worker 1 never.
+  EXPECT_EQ(charts[1].series[0].points.size(), 2u);
+  EXPECT_EQ(charts[1].series[1].points.size(), 0u);
+  // By step.
+  EXPECT_EQ(charts[2].series[0].points.front().first, 100);
+  EXPECT_EQ(charts[2].series[0].points.back().first, 300);
+  // Throughput: two workers and the cluster line.
+  ASSERT_EQ(charts[4].series.size(), 3u);
+  EXPECT_EQ(charts[4].series[2].name, "cluster");
+  EXPECT_EQ(charts[4].series[2].points[2].second, 1500);
+  // ps pushes/s: 10/s, and no rate across the restart.
+  ASSERT_EQ(charts[5].series.size(), 1u);
+  const auto& pushes = charts[5].series[0].points;
+  ASSERT_EQ(pushes.size(), 4u);
+  EXPECT_EQ(pushes[0].second, 10);
+  EXPECT_TRUE(std::isnan(pushes[3].second));
+}
+
+TEST(TrainingPlotSvgTest, TitleCountsWorkersAndPs) {
+  const std::string svg = TrainingPlotSvg(History());
+  EXPECT_THAT(svg, HasSubstr("2 workers, 1 ps, 4 s of history"));
+  EXPECT_THAT(svg, HasSubstr("Test accuracy by step"));
+}
+
+TEST(TrainingPlotSvgTest, EmptyHistoryDrawsEmptyCharts) {
+  const std::string svg = TrainingPlotSvg(proto::GetHistoryResponse());
+  EXPECT_THAT(svg, HasSubstr("0 workers, 0 ps"));
+  EXPECT_THAT(svg, HasSubstr("no data yet"));
+}
+
+}  // namespace
+}  // namespace downpour::tools
