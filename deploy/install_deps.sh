@@ -8,7 +8,7 @@ packages=(
   libabsl-dev libspdlog-dev libfmt-dev libyaml-cpp-dev libopenblas-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   bazel-bootstrap bazel-rules-java
-  ca-certificates
+  ca-certificates iproute2
 )
 missing=()
 for p in "${packages[@]}"; do
