@@ -2,8 +2,10 @@
 
 pkg_config_repository runs pkg-config once per group and writes a cc_library whose
 linkopts are pkg-config's output, so BUILD files depend on @system_libs//:grpc etc.
-cuda_repository exposes /usr/local/cuda when present; without it, :cuda is empty and
-:available is false, and the CUDA backend is left out of the build.
+cuda_repository exposes /usr/local/cuda (or $CUDA_PATH) when present: :headers, and
+:cuda (headers + cuBLAS + CUDA runtime); defs.bzl says CUDA_AVAILABLE. Without the
+toolkit, or with DOWNPOUR_NO_CUDA=1 set, both targets are empty, CUDA_AVAILABLE is
+False and worker/cuda builds its stubs (docs/GPU.md).
 """
 
 def _pkg_config_impl(rctx):
@@ -40,17 +42,25 @@ def _cuda_impl(rctx):
         rctx.file("defs.bzl", 'CUDA_AVAILABLE = True\nNVCC = "%s"\nCUDA_ROOT = "%s"\n' % (nvcc, root))
         rctx.file("BUILD", """
 package(default_visibility = ["//visibility:public"])
+# The headers alone: for code compiled against CUDA but linked with a stand-in
+# runtime (worker/cuda's host emulation for tests).
 cc_library(
-    name = "cuda",
+    name = "headers",
     hdrs = glob(["include/**/*.h", "include/**/*.hpp", "include/**/*.inl"]),
     includes = ["include"],
+)
+# Headers plus cuBLAS and the CUDA runtime.
+cc_library(
+    name = "cuda",
     linkopts = ["-L%s/lib64", "-lcublas", "-lcudart", "-Wl,-rpath,%s/lib64"],
+    deps = [":headers"],
 )
 """ % (root, root))
     else:
         rctx.file("defs.bzl", 'CUDA_AVAILABLE = False\nNVCC = ""\nCUDA_ROOT = ""\n')
         rctx.file("BUILD", """
 package(default_visibility = ["//visibility:public"])
+cc_library(name = "headers")
 cc_library(name = "cuda")
 """)
 

@@ -52,20 +52,23 @@ class ComputeBackend {
   // copy of the data in device memory (cuda). Both default to doing nothing
   // (cpu), and a caller that never calls them gets the contracts above.
 
-  // Caching hint for LossAndGradient's `params`. From the first call on, the
-  // caller promises that every LossAndGradient call passes parameters with the
-  // same values for as long as `generation` stays the same, and calls this with
-  // a new value whenever they change (a fresh pull swapped in, a local update).
-  // A backend may then skip re-reading params while the generation is
-  // unchanged. Evaluate always reads its params.
-  virtual void SetParamsGeneration(uint64_t generation) {}
+  // Caching hint for LossAndGradient's `params`. From its first call on, the
+  // caller promises to call it again whenever the values it passes as params
+  // change (fresh values swapped in, a local update), before the next
+  // LossAndGradient. A backend may then re-read params only after a call.
+  // Evaluate always reads its params.
+  virtual void ParamsChanged() {}
 
-  // Prefetch hint: the caller's next LossAndGradient call passes these same x
-  // and labels pointers and this batch. A backend may start copying them to its
-  // device now, so that the copy overlaps whatever runs before that call. A
-  // next call with other pointers or another batch ignores the hint, and so
-  // does the backend if batch or a label is out of range (the call reports it).
-  // REQUIRES: x and labels stay unchanged until that next call returns.
+  // Prefetch hint: a coming LossAndGradient call will pass these x and labels
+  // pointers and this batch, typically the call after the next one (the
+  // Downpour loop prefetches step k+1's batch just before computing step k), so
+  // a backend may start copying them to its device now and overlap the copy
+  // with the calls in between. Those calls, with other pointers, and Evaluate
+  // leave the hint in place; a hint that never comes true costs only its copy,
+  // and one with an out-of-range batch or label is ignored (the call reports
+  // it). The first LossAndGradient call with these pointers consumes the hint;
+  // a later Prefetch of the same pointers replaces it. REQUIRES: when that
+  // first call is made, x and labels hold the values they had here.
   virtual void Prefetch(const float* x, const int* labels, int batch) {}
 };
 

@@ -117,6 +117,7 @@ void DownpourLoop::MaybeSwapParams() {
   absl::MutexLock lock(&comm_mu_);
   if (!fetched_) return;
   std::swap(params_, back_);
+  ParamsChanged();  // only counts; the backend re-uploads at its next step
   versions_ = back_versions_;
   fetched_ = false;
   absl::MutexLock stats(&stats_mu_);
@@ -151,16 +152,30 @@ void DownpourLoop::HandOffGradient() {
   accum_steps_ = 0;
 }
 
+void DownpourLoop::FillBatch(const std::vector<int>& order, int64_t cursor, float* x,
+                             int* y) const {
+  const int dim = train_->dim;
+  for (int i = 0; i < options_.training.batch_size; ++i) {
+    const int example = order[(cursor + i) % order.size()];
+    std::memcpy(&x[i * dim], &train_->x[example * dim], dim * sizeof(float));
+    y[i] = train_->y[example];
+  }
+}
+
 absl::Status DownpourLoop::Step(int64_t step, const std::vector<int>& order,
                                 int64_t* cursor) {
   const int batch = options_.training.batch_size;
-  const int dim = train_->dim;
-  for (int i = 0; i < batch; ++i) {
-    const int example = order[(*cursor + i) % order.size()];
-    std::memcpy(&batch_x_[i * dim], &train_->x[example * dim], dim * sizeof(float));
-    batch_y_[i] = train_->y[example];
+  if (next_cursor_ == *cursor) {  // prefetched during the last step
+    std::swap(batch_x_, next_x_);
+    std::swap(batch_y_, next_y_);
+  } else {
+    FillBatch(order, *cursor, batch_x_.data(), batch_y_.data());
   }
   *cursor += batch;
+  // The next step's batch, so that its copy to a GPU overlaps this step.
+  FillBatch(order, *cursor, next_x_.data(), next_y_.data());
+  next_cursor_ = *cursor;
+  backend_->Prefetch(next_x_.data(), next_y_.data(), batch);
   ASSIGN_OR_RETURN(float loss, backend_->LossAndGradient(params_.data(), batch_x_.data(),
                                                          batch_y_.data(), batch,
                                                          grad_.data()));
@@ -172,6 +187,7 @@ absl::Status DownpourLoop::Step(int64_t step, const std::vector<int>& order,
   if (options_.no_communication) {
     const float lr = static_cast<float>(options_.local_learning_rate);
     for (size_t i = 0; i < params_.size(); ++i) params_[i] -= lr * grad_[i];
+    ParamsChanged();
   } else {
     if (accum_steps_ == 0) accum_versions_ = versions_;
     for (size_t i = 0; i < accum_.size(); ++i) accum_[i] += grad_[i];
@@ -227,11 +243,15 @@ absl::Status DownpourLoop::Run() {
   accum_.assign(n, 0.0f);
   batch_x_.resize(static_cast<size_t>(t.batch_size) * train_->dim);
   batch_y_.resize(t.batch_size);
+  next_x_.resize(batch_x_.size());
+  next_y_.resize(batch_y_.size());
+  next_cursor_ = -1;
   if (train_->size() == 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         "worker ", options_.worker_index, " has no training examples in its partition"));
   }
   RETURN_IF_ERROR(client_->Pull(params_.data(), &versions_));
+  ParamsChanged();
   {
     absl::MutexLock lock(&comm_mu_);
     back_.resize(n);
@@ -304,6 +324,7 @@ absl::Status DownpourLoop::Run() {
   if (!status.ok()) return status;
   if (!options_.no_communication) {
     RETURN_IF_ERROR(client_->Pull(params_.data(), &versions_));
+    ParamsChanged();
   }
   RETURN_IF_ERROR(Evaluate(params_.data()));
   absl::MutexLock lock(&stats_mu_);

@@ -78,6 +78,9 @@ class DownpourLoop {
   void FetchThread();
   void PushThread();
   absl::Status Step(int64_t step, const std::vector<int>& order, int64_t* cursor);
+  void FillBatch(const std::vector<int>& order, int64_t cursor, float* x, int* y) const;
+  // Tells the backend that params_ holds new values (a GPU copy is refreshed).
+  void ParamsChanged() { backend_->ParamsChanged(); }
   absl::Status Evaluate(const float* params);
   void SetError(const absl::Status& status) ABSL_LOCKS_EXCLUDED(comm_mu_);
   absl::Status error() const ABSL_LOCKS_EXCLUDED(comm_mu_);
@@ -110,6 +113,12 @@ class DownpourLoop {
   int accum_steps_ = 0;
   std::vector<float> batch_x_;
   std::vector<int> batch_y_;
+  // The next step's batch, filled and handed to backend_->Prefetch one step
+  // early (a GPU backend copies it while the current step computes); valid
+  // while the cursor is still next_cursor_ (a new epoch resets the cursor).
+  std::vector<float> next_x_;
+  std::vector<int> next_y_;
+  int64_t next_cursor_ = -1;
 
   // Shared with the fetch and push threads.
   mutable absl::Mutex comm_mu_;

@@ -12,7 +12,7 @@
 #include "common/server_util.h"
 #include "common/status_service.h"
 #include "coordinator/coordinator_client.h"
-#include "worker/cpu/cpu_backend.h"
+#include "worker/backend_factory.h"
 #include "worker/dataset.h"
 #include "worker/downpour.h"
 #include "worker/ps_client.h"
@@ -21,6 +21,10 @@ ABSL_FLAG(std::string, listen, "",
           "host:port of this worker's Status endpoint (overrides "
           "cluster.workers[index]; port 0 = any)");
 ABSL_FLAG(std::string, data_path, "", "data folder (overrides data.path)");
+ABSL_FLAG(std::string, device, "",
+          "compute backend: auto, cpu or cuda (overrides compute.device)");
+ABSL_FLAG(int, gpu, -1,
+          "which GPU a cuda worker uses (overrides compute.gpu; -1 keeps it)");
 
 namespace {
 
@@ -30,6 +34,12 @@ std::vector<std::string> Overrides() {
   std::vector<std::string> overrides;
   if (!absl::GetFlag(FLAGS_data_path).empty()) {
     overrides.push_back("data.path=" + absl::GetFlag(FLAGS_data_path));
+  }
+  if (!absl::GetFlag(FLAGS_device).empty()) {
+    overrides.push_back("compute.device=" + absl::GetFlag(FLAGS_device));
+  }
+  if (absl::GetFlag(FLAGS_gpu) != -1) {
+    overrides.push_back(absl::StrCat("compute.gpu=", absl::GetFlag(FLAGS_gpu)));
   }
   return overrides;
 }
@@ -65,6 +75,14 @@ int main(int argc, char** argv) {
   openblas_set_num_threads(1);
   auto spec = ModelSpec::Create(config.model);
   if (!spec.ok()) Die(who, std::string(spec.status().message()), 2);
+  // cpu, cuda or auto (config.compute); a cuda worker without a usable GPU
+  // stops here, saying why.
+  auto made_backend =
+      worker::MakeBackend(config.compute, *spec, config.training.batch_size);
+  if (!made_backend.ok()) {
+    Die(who, std::string(made_backend.status().message()), 2);
+  }
+  worker::ComputeBackend& backend = **made_backend;
   auto data = worker::LoadData(config.data, config.training.seed);
   if (!data.ok()) Die(who, std::string(data.status().message()), 2);
   if (data->train.dim != spec->layers().front()) {
@@ -72,7 +90,6 @@ int main(int argc, char** argv) {
                           " features but model.layers[0] is ",
                           spec->layers().front()), 2);
   }
-  worker::CpuBackend backend(*spec, config.training.batch_size);
 
   Counters counters;
   absl::Mutex stats_mu;

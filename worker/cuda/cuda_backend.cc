@@ -74,33 +74,42 @@ absl::Status CudaBackend::Allocate(const ModelSpec& spec) {
   ASSIGN_OR_RETURN(compute_, gpu::CreateStream());
   ASSIGN_OR_RETURN(copy_, gpu::CreateStream());
   for (Slot& slot : slots_) RETURN_IF_ERROR(AllocateSlot(&slot));
-  ASSIGN_OR_RETURN(mlp_, gpu::DeviceMlp::Create(spec, max_batch_, compute_.get()));
-  ASSIGN_OR_RETURN(params_, DeviceArray<float>::Allocate(num_params_, "parameters"));
-  ASSIGN_OR_RETURN(grad_, DeviceArray<float>::Allocate(num_params_, "gradient"));
-  ASSIGN_OR_RETURN(row_loss_, DeviceArray<float>::Allocate(max_batch_, "losses"));
+  ASSIGN_OR_RETURN(mlp_,
+                   gpu::DeviceMlp::Create(spec, max_batch_, compute_.get()));
+  ASSIGN_OR_RETURN(params_,
+                   DeviceArray<float>::Allocate(num_params_, "parameters"));
+  ASSIGN_OR_RETURN(grad_,
+                   DeviceArray<float>::Allocate(num_params_, "gradient"));
+  ASSIGN_OR_RETURN(row_loss_,
+                   DeviceArray<float>::Allocate(max_batch_, "losses"));
   ASSIGN_OR_RETURN(correct_, DeviceArray<int>::Allocate(max_batch_, "correct"));
-  ASSIGN_OR_RETURN(host_params_, PinnedArray<float>::Allocate(num_params_, "parameters"));
-  ASSIGN_OR_RETURN(host_grad_, PinnedArray<float>::Allocate(num_params_, "gradient"));
-  ASSIGN_OR_RETURN(host_row_loss_, PinnedArray<float>::Allocate(max_batch_, "losses"));
-  ASSIGN_OR_RETURN(host_correct_, PinnedArray<int>::Allocate(max_batch_, "correct"));
+  ASSIGN_OR_RETURN(host_params_,
+                   PinnedArray<float>::Allocate(num_params_, "parameters"));
+  ASSIGN_OR_RETURN(host_grad_,
+                   PinnedArray<float>::Allocate(num_params_, "gradient"));
+  ASSIGN_OR_RETURN(host_row_loss_,
+                   PinnedArray<float>::Allocate(max_batch_, "losses"));
+  ASSIGN_OR_RETURN(host_correct_,
+                   PinnedArray<int>::Allocate(max_batch_, "correct"));
   return absl::OkStatus();
 }
 
-void CudaBackend::SetParamsGeneration(uint64_t generation) {
-  track_generations_ = true;
-  generation_ = generation;
+void CudaBackend::ParamsChanged() {
+  track_changes_ = true;
+  params_current_ = false;
 }
 
 void CudaBackend::Prefetch(const float* x, const int* labels, int batch) {
   if (!CheckBatch(batch, max_batch_).ok() ||
       !CheckLabels(labels, batch, classes_).ok()) {
-    prefetched_.reset();  // LossAndGradient will say what is wrong
-    return;
+    return;  // LossAndGradient will say what is wrong
   }
-  // The other slot than the one the last step read: that step is finished, so
-  // nothing reads this slot's device buffers any more.
-  const int slot = 1 - last_slot_;
-  prefetched_.reset();
+  // New values behind the same pointers replace the old hint in its slot.
+  int slot = FindHint(x, labels);
+  if (slot < 0) slot = TakeSlot();
+  Slot& s = slots_[slot];
+  s.hint_x = nullptr;
+  // Every call is synchronous, so no kernel still reads this slot.
   absl::Status status =
       CudaStatus(cudaSetDevice(gpu_), "cudaSetDevice (prefetch)");
   if (status.ok()) status = Stage(x, labels, batch, slot, copy_.get());
@@ -108,11 +117,27 @@ void CudaBackend::Prefetch(const float* x, const int* labels, int batch) {
     if (prefetch_error_.ok()) prefetch_error_ = status;
     return;
   }
-  prefetched_ = Prefetched{x, labels, batch, slot};
+  s.hint_x = x;
+  s.hint_labels = labels;
+  s.hint_batch = batch;
+  s.hinted_at = ++prefetches_;
 }
 
-int CudaBackend::FreeSlot() const {
-  return prefetched_.has_value() ? 1 - prefetched_->slot : 1 - last_slot_;
+int CudaBackend::FindHint(const float* x, const int* labels) const {
+  for (int i = 0; i < kSlots; ++i) {
+    if (slots_[i].hint_x == x && slots_[i].hint_labels == labels) return i;
+  }
+  return -1;
+}
+
+int CudaBackend::TakeSlot() {
+  int oldest = 0;
+  for (int i = 0; i < kSlots; ++i) {
+    if (slots_[i].hint_x == nullptr) return i;
+    if (slots_[i].hinted_at < slots_[oldest].hinted_at) oldest = i;
+  }
+  slots_[oldest].hint_x = nullptr;
+  return oldest;
 }
 
 absl::Status CudaBackend::Stage(const float* x, const int* labels, int rows,
@@ -125,31 +150,33 @@ absl::Status CudaBackend::Stage(const float* x, const int* labels, int rows,
   const size_t label_bytes = static_cast<size_t>(rows) * sizeof(int);
   std::memcpy(s.host_x.data(), x, x_bytes);
   std::memcpy(s.host_labels.data(), labels, label_bytes);
-  RETURN_IF_ERROR(CudaStatus(
-      cudaMemcpyAsync(s.x.data(), s.host_x.data(), x_bytes,
-                      cudaMemcpyHostToDevice, stream),
-      "cudaMemcpyAsync (minibatch to the device)"));
-  RETURN_IF_ERROR(CudaStatus(
-      cudaMemcpyAsync(s.labels.data(), s.host_labels.data(), label_bytes,
-                      cudaMemcpyHostToDevice, stream),
-      "cudaMemcpyAsync (labels to the device)"));
+  RETURN_IF_ERROR(
+      CudaStatus(cudaMemcpyAsync(s.x.data(), s.host_x.data(), x_bytes,
+                                 cudaMemcpyHostToDevice, stream),
+                 "cudaMemcpyAsync (minibatch to the device)"));
+  RETURN_IF_ERROR(
+      CudaStatus(cudaMemcpyAsync(s.labels.data(), s.host_labels.data(),
+                                 label_bytes, cudaMemcpyHostToDevice, stream),
+                 "cudaMemcpyAsync (labels to the device)"));
   return CudaStatus(cudaEventRecord(s.copied.get(), stream),
                     "cudaEventRecord (minibatch copied)");
 }
 
 absl::StatusOr<int> CudaBackend::InputSlot(const float* x, const int* labels,
                                            int batch) {
-  if (prefetched_.has_value() && prefetched_->x == x &&
-      prefetched_->labels == labels && prefetched_->batch == batch) {
-    const int slot = prefetched_->slot;
-    prefetched_.reset();
-    RETURN_IF_ERROR(CudaStatus(
-        cudaStreamWaitEvent(compute_.get(), slots_[slot].copied.get(), 0),
-        "cudaStreamWaitEvent (prefetched minibatch)"));
-    return slot;
+  int slot = FindHint(x, labels);
+  if (slot >= 0) {
+    Slot& s = slots_[slot];
+    s.hint_x = nullptr;  // consumed (or, with another batch, wrong)
+    if (s.hint_batch == batch) {
+      RETURN_IF_ERROR(
+          CudaStatus(cudaStreamWaitEvent(compute_.get(), s.copied.get(), 0),
+                     "cudaStreamWaitEvent (prefetched minibatch)"));
+      return slot;
+    }
+  } else {
+    slot = TakeSlot();
   }
-  const int slot = FreeSlot();
-  prefetched_.reset();  // a hint that did not come true
   RETURN_IF_ERROR(Stage(x, labels, batch, slot, compute_.get()));
   return slot;
 }
@@ -158,12 +185,11 @@ absl::Status CudaBackend::UploadParams(const float* params) {
   const size_t bytes = static_cast<size_t>(num_params_) * sizeof(float);
   // Earlier copies out of host_params_ finished: every call synchronises.
   std::memcpy(host_params_.data(), params, bytes);
-  RETURN_IF_ERROR(CudaStatus(
-      cudaMemcpyAsync(params_.data(), host_params_.data(), bytes,
-                      cudaMemcpyHostToDevice, compute_.get()),
-      "cudaMemcpyAsync (parameters to the device)"));
-  params_current_ = track_generations_;
-  uploaded_generation_ = generation_;
+  RETURN_IF_ERROR(
+      CudaStatus(cudaMemcpyAsync(params_.data(), host_params_.data(), bytes,
+                                 cudaMemcpyHostToDevice, compute_.get()),
+                 "cudaMemcpyAsync (parameters to the device)"));
+  params_current_ = track_changes_;
   return absl::OkStatus();
 }
 
@@ -183,7 +209,7 @@ void CudaBackend::Recover() {
   cudaStreamSynchronize(compute_.get());
   cudaStreamSynchronize(copy_.get());
   params_current_ = false;
-  prefetched_.reset();
+  for (Slot& slot : slots_) slot.hint_x = nullptr;
 }
 
 absl::StatusOr<float> CudaBackend::LossAndGradient(const float* params,
@@ -203,19 +229,18 @@ absl::StatusOr<float> CudaBackend::LossAndGradient(const float* params,
 absl::StatusOr<double> CudaBackend::Step(const float* params, const float* x,
                                          const int* labels, int batch,
                                          float* grad) {
-  if (!prefetch_error_.ok()) return std::exchange(prefetch_error_, absl::OkStatus());
+  if (!prefetch_error_.ok())
+    return std::exchange(prefetch_error_, absl::OkStatus());
   RETURN_IF_ERROR(CudaStatus(cudaSetDevice(gpu_), "cudaSetDevice"));
-  if (!params_current_ || uploaded_generation_ != generation_) {
-    RETURN_IF_ERROR(UploadParams(params));
-  }
+  if (!params_current_) RETURN_IF_ERROR(UploadParams(params));
   ASSIGN_OR_RETURN(const int slot, InputSlot(x, labels, batch));
-  last_slot_ = slot;
   const Slot& in = slots_[slot];
   RETURN_IF_ERROR(mlp_->Forward(params_.data(), in.x.data(), batch));
   RETURN_IF_ERROR(mlp_->Backward(params_.data(), in.x.data(), in.labels.data(),
                                  batch, row_loss_.data(), grad_.data()));
   const size_t grad_bytes = static_cast<size_t>(num_params_) * sizeof(float);
-  RETURN_IF_ERROR(CopyToHost(host_grad_.data(), grad_.data(), grad_bytes, "gradient"));
+  RETURN_IF_ERROR(
+      CopyToHost(host_grad_.data(), grad_.data(), grad_bytes, "gradient"));
   RETURN_IF_ERROR(CopyToHost(host_row_loss_.data(), row_loss_.data(),
                              batch * sizeof(float), "losses"));
   RETURN_IF_ERROR(Synchronize("LossAndGradient"));
@@ -246,17 +271,17 @@ absl::Status CudaBackend::EvaluateChunks(const float* params, const float* x,
                                          double* loss_sum, int64_t* correct) {
   RETURN_IF_ERROR(CudaStatus(cudaSetDevice(gpu_), "cudaSetDevice"));
   RETURN_IF_ERROR(UploadParams(params));
-  params_current_ = false;  // these params need not be the tracked generation
-  // A free slot, so that a pending Prefetch stays valid.
-  const int slot = FreeSlot();
+  params_current_ = false;  // these need not be the caller's training params
+  // A free slot if there is one, so that pending Prefetches stay valid.
+  const int slot = TakeSlot();
   const Slot& in = slots_[slot];
   for (int start = 0; start < n; start += max_batch_) {
     const int rows = std::min(max_batch_, n - start);
     RETURN_IF_ERROR(Stage(x + static_cast<int64_t>(start) * inputs_,
                           labels + start, rows, slot, compute_.get()));
     RETURN_IF_ERROR(mlp_->Forward(params_.data(), in.x.data(), rows));
-    RETURN_IF_ERROR(mlp_->Score(in.labels.data(), rows, row_loss_.data(),
-                                correct_.data()));
+    RETURN_IF_ERROR(
+        mlp_->Score(in.labels.data(), rows, row_loss_.data(), correct_.data()));
     RETURN_IF_ERROR(CopyToHost(host_row_loss_.data(), row_loss_.data(),
                                rows * sizeof(float), "losses"));
     RETURN_IF_ERROR(CopyToHost(host_correct_.data(), correct_.data(),

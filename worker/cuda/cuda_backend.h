@@ -1,26 +1,25 @@
 // ComputeBackend on one NVIDIA GPU: the MLP's passes as cuBLAS SGEMMs plus
 // small CUDA kernels (DeviceMlp), fed through pinned host buffers.
 //
-//   ASSIGN_OR_RETURN(auto backend, CudaBackend::Create(spec, 128, 0, "cuda:0"));
-//   backend->SetParamsGeneration(1);  // optional: upload params only on change
-//   backend->Prefetch(next_x, next_labels, 128);  // optional: overlap the copy
+//   auto backend = CudaBackend::Create(spec, 128, 0, "cuda:0 (...)");
+//   (*backend)->ParamsChanged();  // optional: upload params only on change
+//   (*backend)->Prefetch(next_x, next_labels, 128);  // optional: overlap
 //   absl::StatusOr<float> loss =
-//       backend->LossAndGradient(params, x, labels, 128, grad.data());
+//       (*backend)->LossAndGradient(params, x, labels, 128, grad.data());
 //
 // Transfers: parameters, minibatches, gradients and losses go through pinned
 // host buffers with cudaMemcpyAsync. Work runs on a compute stream; a
-// Prefetch'ed minibatch is copied on a second stream into the other of two
-// input slots, so it overlaps the step computed in between. With
-// SetParamsGeneration the device copy of the parameters is refreshed only
-// when the generation changes. Each call returns when its results are on the
-// host. Build it through MakeCudaBackend (cuda_support.h), which checks the
-// device first; this header needs the CUDA toolkit.
+// Prefetch'ed minibatch is copied on a second stream into an input slot of its
+// own, so the copy overlaps the steps computed before the one that uses it.
+// Once the caller uses ParamsChanged, the device copy of the parameters is
+// refreshed only after a ParamsChanged call. Each call returns when its results
+// are on the host. Build it through MakeCudaBackend (cuda_support.h), which
+// checks the device first; this header needs the CUDA toolkit.
 #ifndef DOWNPOUR_WORKER_CUDA_CUDA_BACKEND_H_
 #define DOWNPOUR_WORKER_CUDA_CUDA_BACKEND_H_
 
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -56,25 +55,29 @@ class CudaBackend final : public ComputeBackend {
   absl::Status Evaluate(const float* params, const float* x, const int* labels,
                         int n, double* loss_sum, int64_t* correct) override;
   std::string device() const override { return device_; }
-  void SetParamsGeneration(uint64_t generation) override;
+  void ParamsChanged() override;
   // A copy that fails to start is reported by the next LossAndGradient.
   void Prefetch(const float* x, const int* labels, int batch) override;
 
  private:
-  // One of the two input slots: a minibatch in pinned and device memory.
+  // Input slots: two prefetched minibatches can wait (the next step's and the
+  // one after it, as the Downpour loop prefetches), plus one for a minibatch
+  // that was not announced.
+  static constexpr int kSlots = 3;
+
+  // A minibatch in pinned and device memory, and the Prefetch it holds.
   struct Slot {
     gpu::PinnedArray<float> host_x;
     gpu::PinnedArray<int> host_labels;
     gpu::DeviceArray<float> x;
     gpu::DeviceArray<int> labels;
     gpu::Event copied;  // the last copy out of host_x/host_labels is done
-  };
-  // A Prefetch whose batch waits in `slot` for the next LossAndGradient.
-  struct Prefetched {
-    const float* x;
-    const int* labels;
-    int batch;
-    int slot;
+    // The caller's pointers of a pending Prefetch; hint_x is null when the
+    // slot is free. hinted_at orders hints, so the oldest is evicted first.
+    const float* hint_x = nullptr;
+    const int* hint_labels = nullptr;
+    int hint_batch = 0;
+    uint64_t hinted_at = 0;
   };
 
   CudaBackend(const ModelSpec& spec, int max_batch, int gpu,
@@ -90,11 +93,13 @@ class CudaBackend final : public ComputeBackend {
   // After a failure: waits for both streams and forgets what is on the device.
   void Recover();
   absl::Status UploadParams(const float* params);
-  // The slot holding x and labels on the device for compute_: the prefetched
-  // one, or a free one they are copied into now.
+  // The slot holding x and labels on the device for compute_: the one
+  // prefetched for them, or one they are copied into now.
   absl::StatusOr<int> InputSlot(const float* x, const int* labels, int batch);
-  // A slot no pending prefetch uses.
-  int FreeSlot() const;
+  // The slot whose pending Prefetch has these pointers, or -1.
+  int FindHint(const float* x, const int* labels) const;
+  // A free slot, or else the one with the oldest hint, which is dropped.
+  int TakeSlot();
   // Copies rows examples into slot `slot` through its pinned buffers,
   // enqueued on `stream`.
   absl::Status Stage(const float* x, const int* labels, int rows, int slot,
@@ -114,22 +119,19 @@ class CudaBackend final : public ComputeBackend {
   // CUDA objects; the streams are declared first so they are destroyed last.
   gpu::Stream compute_;
   gpu::Stream copy_;  // prefetch copies
-  Slot slots_[2];
+  Slot slots_[kSlots];
   std::unique_ptr<gpu::DeviceMlp> mlp_;
   gpu::DeviceArray<float> params_, grad_, row_loss_;
   gpu::DeviceArray<int> correct_;
   gpu::PinnedArray<float> host_params_, host_grad_, host_row_loss_;
   gpu::PinnedArray<int> host_correct_;
 
-  // The parameter cache: params_ holds generation uploaded_generation_ when
-  // params_current_ (only ever true once SetParamsGeneration was called).
-  bool track_generations_ = false;
-  uint64_t generation_ = 0;
+  // The parameter cache: params_ holds the caller's current values while
+  // params_current_, which is only ever true once ParamsChanged was called.
+  bool track_changes_ = false;
   bool params_current_ = false;
-  uint64_t uploaded_generation_ = 0;
 
-  std::optional<Prefetched> prefetched_;
-  int last_slot_ = 1;  // the slot the last step read
+  uint64_t prefetches_ = 0;  // Prefetch calls so far
   absl::Status prefetch_error_;
 };
 

@@ -62,7 +62,8 @@ std::vector<int> RandomLabels(int n, int classes, uint32_t seed) {
 // He-initialised weights and small non-zero biases, so every term counts.
 std::vector<float> Params(const ModelSpec& spec, uint32_t seed) {
   std::vector<float> params = spec.InitAll(seed);
-  const std::vector<float> noise = RandomFloats(params.size(), -0.05f, 0.05f, seed);
+  const std::vector<float> noise =
+      RandomFloats(params.size(), -0.05f, 0.05f, seed);
   for (const TensorSpec& t : spec.tensors()) {
     if (t.fan_in != 0) continue;  // a bias
     for (int64_t i = t.offset; i < t.offset + t.size; ++i) params[i] = noise[i];
@@ -130,7 +131,8 @@ TEST_F(CudaBackendTest, GradientAndLossMatchCpu) {
     const std::vector<float> params = Params(spec, ++seed);
     const std::vector<float> x =
         RandomFloats(static_cast<size_t>(c.batch) * c.layers[0], 0, 1, ++seed);
-    const std::vector<int> labels = RandomLabels(c.batch, c.layers.back(), ++seed);
+    const std::vector<int> labels =
+        RandomLabels(c.batch, c.layers.back(), ++seed);
     std::vector<float> want(spec.num_params()), got(spec.num_params(), NAN);
     absl::StatusOr<float> cpu_loss = cpu.LossAndGradient(
         params.data(), x.data(), labels.data(), c.batch, want.data());
@@ -145,19 +147,23 @@ TEST_F(CudaBackendTest, GradientAndLossMatchCpu) {
 
 TEST_F(CudaBackendTest, EvaluateMatchesCpu) {
   const ModelSpec spec = MakeSpec("mlp", {784, 256, 128, 10});
-  const int max_batch = 64, n = 3 * max_batch + 5;  // three full chunks and a part
+  const int max_batch = 64,
+            n = 3 * max_batch + 5;  // three full chunks and a part
   CpuBackend cpu(spec, max_batch);
   std::unique_ptr<ComputeBackend> gpu = Gpu(spec, max_batch);
   ASSERT_NE(gpu, nullptr);
   const std::vector<float> params = Params(spec, 11);
-  const std::vector<float> x = RandomFloats(static_cast<size_t>(n) * 784, 0, 1, 12);
+  const std::vector<float> x =
+      RandomFloats(static_cast<size_t>(n) * 784, 0, 1, 12);
   const std::vector<int> labels = RandomLabels(n, 10, 13);
   double cpu_loss = 0, gpu_loss = 0;
   int64_t cpu_correct = 0, gpu_correct = 0;
-  ASSERT_THAT(cpu.Evaluate(params.data(), x.data(), labels.data(), n,
-                           &cpu_loss, &cpu_correct), IsOk());
+  ASSERT_THAT(cpu.Evaluate(params.data(), x.data(), labels.data(), n, &cpu_loss,
+                           &cpu_correct),
+              IsOk());
   ASSERT_THAT(gpu->Evaluate(params.data(), x.data(), labels.data(), n,
-                            &gpu_loss, &gpu_correct), IsOk());
+                            &gpu_loss, &gpu_correct),
+              IsOk());
   EXPECT_NEAR(gpu_loss, cpu_loss, kLossBound * cpu_loss);
   // Two logits equal to within rounding may rank either way on either device.
   EXPECT_NEAR(gpu_correct, cpu_correct, 1);
@@ -172,13 +178,14 @@ TEST_F(CudaBackendTest, EvaluateBreaksTiesTowardsTheLowestClass) {
   const std::vector<int> labels = {0, 1, 2, 3, 0, 0, 3, 2, 1, 0};
   double loss = 0;
   int64_t correct = 0;
-  ASSERT_THAT(gpu->Evaluate(zeros.data(), x.data(), labels.data(), 10, &loss,
-                            &correct), IsOk());
+  ASSERT_THAT(
+      gpu->Evaluate(zeros.data(), x.data(), labels.data(), 10, &loss, &correct),
+      IsOk());
   EXPECT_EQ(correct, 4);  // the examples labelled 0
   EXPECT_NEAR(loss, 10 * std::log(4.0), 1e-5);
 }
 
-TEST_F(CudaBackendTest, ParamsAreReuploadedOnlyWhenTheGenerationChanges) {
+TEST_F(CudaBackendTest, ParamsAreReuploadedOnlyAfterParamsChanged) {
   const ModelSpec spec = MakeSpec("mlp", {30, 16, 5});
   CpuBackend cpu(spec, 8);
   std::unique_ptr<ComputeBackend> gpu = Gpu(spec, 8);
@@ -189,26 +196,30 @@ TEST_F(CudaBackendTest, ParamsAreReuploadedOnlyWhenTheGenerationChanges) {
   const int64_t n = spec.num_params();
   std::vector<float> first(n), got(n), want(n);
 
-  gpu->SetParamsGeneration(1);
+  gpu->ParamsChanged();
   ASSERT_THAT(gpu->LossAndGradient(params.data(), x.data(), labels.data(), 8,
-                                   first.data()), IsOk());
-  // Same generation: the caller promised the values did not change, so the
+                                   first.data()),
+              IsOk());
+  // No ParamsChanged: the caller promised the values did not change, so the
   // device copy is not refreshed and the result is the first one.
   params = Params(spec, 18);
   ASSERT_THAT(gpu->LossAndGradient(params.data(), x.data(), labels.data(), 8,
-                                   got.data()), IsOk());
+                                   got.data()),
+              IsOk());
   EXPECT_LE(RelativeError(got.data(), first.data(), n), 1e-6);
-  // A new generation is uploaded.
-  gpu->SetParamsGeneration(2);
+  // After ParamsChanged the new values are uploaded.
+  gpu->ParamsChanged();
   ASSERT_THAT(gpu->LossAndGradient(params.data(), x.data(), labels.data(), 8,
-                                   got.data()), IsOk());
+                                   got.data()),
+              IsOk());
   ASSERT_THAT(cpu.LossAndGradient(params.data(), x.data(), labels.data(), 8,
-                                  want.data()), IsOk());
+                                  want.data()),
+              IsOk());
   ExpectGradientsMatch(spec, got, want);
   EXPECT_GT(RelativeError(got.data(), first.data(), n), 1e-2);
 }
 
-TEST_F(CudaBackendTest, WithoutGenerationsEveryCallReadsParams) {
+TEST_F(CudaBackendTest, WithoutParamsChangedEveryCallReadsParams) {
   const ModelSpec spec = MakeSpec("softmax", {12, 3});
   CpuBackend cpu(spec, 4);
   std::unique_ptr<ComputeBackend> gpu = Gpu(spec, 4);
@@ -220,9 +231,11 @@ TEST_F(CudaBackendTest, WithoutGenerationsEveryCallReadsParams) {
   for (int round = 0; round < 2; ++round) {
     for (float& p : params) p += 0.1f;  // changed in place, same pointer
     ASSERT_THAT(gpu->LossAndGradient(params.data(), x.data(), labels.data(), 4,
-                                     got.data()), IsOk());
+                                     got.data()),
+                IsOk());
     ASSERT_THAT(cpu.LossAndGradient(params.data(), x.data(), labels.data(), 4,
-                                    want.data()), IsOk());
+                                    want.data()),
+                IsOk());
     ExpectGradientsMatch(spec, got, want);
   }
 }
@@ -234,7 +247,7 @@ TEST_F(CudaBackendTest, PrefetchedAndMissedBatchesGiveTheCpuResult) {
   std::unique_ptr<ComputeBackend> gpu = Gpu(spec, batch);
   ASSERT_NE(gpu, nullptr);
   const std::vector<float> params = Params(spec, 21);
-  gpu->SetParamsGeneration(1);
+  gpu->ParamsChanged();
   std::vector<std::vector<float>> xs;
   std::vector<std::vector<int>> ys;
   for (uint32_t i = 0; i < 4; ++i) {
@@ -245,27 +258,57 @@ TEST_F(CudaBackendTest, PrefetchedAndMissedBatchesGiveTheCpuResult) {
   auto check = [&](int i) {
     SCOPED_TRACE(::testing::Message() << "batch " << i);
     ASSERT_THAT(gpu->LossAndGradient(params.data(), xs[i].data(), ys[i].data(),
-                                     batch, got.data()), IsOk());
+                                     batch, got.data()),
+                IsOk());
     ASSERT_THAT(cpu.LossAndGradient(params.data(), xs[i].data(), ys[i].data(),
-                                    batch, want.data()), IsOk());
+                                    batch, want.data()),
+                IsOk());
     ExpectGradientsMatch(spec, got, want);
   };
-  // As the Downpour loop does: prefetch the next batch, compute the current.
-  check(0);
+  // As the Downpour loop does: prefetch the next step's batch, then compute
+  // the current one (prefetched a step earlier).
+  gpu->Prefetch(xs[0].data(), ys[0].data(), batch);
   gpu->Prefetch(xs[1].data(), ys[1].data(), batch);
-  check(1);
-  gpu->Prefetch(xs[2].data(), ys[2].data(), batch);
-  check(2);
-  // A hint that does not come true is ignored.
-  gpu->Prefetch(xs[3].data(), ys[3].data(), batch);
   check(0);
-  // An evaluation between the prefetch and its step leaves it intact.
+  gpu->Prefetch(xs[2].data(), ys[2].data(), batch);
+  check(1);
+  // An evaluation and an unannounced batch leave pending hints intact.
   gpu->Prefetch(xs[3].data(), ys[3].data(), batch);
   double loss = 0;
   int64_t correct = 0;
   ASSERT_THAT(gpu->Evaluate(params.data(), xs[1].data(), ys[1].data(), batch,
-                            &loss, &correct), IsOk());
+                            &loss, &correct),
+              IsOk());
+  check(0);
+  check(2);
   check(3);
+  // New values behind prefetched pointers: the latest Prefetch counts.
+  std::vector<float> x = xs[3];
+  std::vector<int> y = ys[3];
+  gpu->Prefetch(x.data(), y.data(), batch);
+  std::copy(xs[0].begin(), xs[0].end(), x.begin());
+  std::copy(ys[0].begin(), ys[0].end(), y.begin());
+  gpu->Prefetch(x.data(), y.data(), batch);
+  ASSERT_THAT(gpu->LossAndGradient(params.data(), x.data(), y.data(), batch,
+                                   got.data()),
+              IsOk());
+  ASSERT_THAT(cpu.LossAndGradient(params.data(), xs[0].data(), ys[0].data(),
+                                  batch, want.data()),
+              IsOk());
+  ExpectGradientsMatch(spec, got, want);
+  // A consumed hint is gone: new values behind the same pointers are read.
+  std::copy(xs[2].begin(), xs[2].end(), x.begin());
+  std::copy(ys[2].begin(), ys[2].end(), y.begin());
+  ASSERT_THAT(gpu->LossAndGradient(params.data(), x.data(), y.data(), batch,
+                                   got.data()),
+              IsOk());
+  ASSERT_THAT(cpu.LossAndGradient(params.data(), xs[2].data(), ys[2].data(),
+                                  batch, want.data()),
+              IsOk());
+  ExpectGradientsMatch(spec, got, want);
+  // More hints than slots: the oldest are dropped, the results stay right.
+  for (int i = 0; i < 4; ++i) gpu->Prefetch(xs[i].data(), ys[i].data(), batch);
+  for (int i = 3; i >= 0; --i) check(i);
 }
 
 TEST_F(CudaBackendTest, RejectsBadInputAndKeepsWorking) {
@@ -275,15 +318,16 @@ TEST_F(CudaBackendTest, RejectsBadInputAndKeepsWorking) {
   const std::vector<float> params(spec.num_params(), 0.1f), x(3 * 5, 0.5f);
   std::vector<float> grad(spec.num_params());
   const std::vector<int> labels = {0, 1, 2}, bad = {0, 3};
-  EXPECT_THAT(gpu->LossAndGradient(params.data(), x.data(), labels.data(), 3,
-                                   grad.data()),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("max_batch")));
+  EXPECT_THAT(
+      gpu->LossAndGradient(params.data(), x.data(), labels.data(), 3,
+                           grad.data()),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("max_batch")));
   EXPECT_THAT(gpu->LossAndGradient(params.data(), x.data(), labels.data(), 0,
                                    grad.data()),
               StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(gpu->LossAndGradient(params.data(), x.data(), bad.data(), 2,
-                                   grad.data()),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("label 3")));
+  EXPECT_THAT(
+      gpu->LossAndGradient(params.data(), x.data(), bad.data(), 2, grad.data()),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("label 3")));
   double loss = 0;
   int64_t correct = 0;
   EXPECT_THAT(gpu->Evaluate(params.data(), x.data(), labels.data(), -1, &loss,

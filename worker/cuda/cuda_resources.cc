@@ -20,9 +20,9 @@ void PinnedFree::operator()(void* ptr) const { cudaFreeHost(ptr); }
 
 absl::StatusOr<Stream> CreateStream() {
   cudaStream_t stream = nullptr;
-  absl::Status status = CudaStatus(
-      cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
-      "cudaStreamCreateWithFlags");
+  absl::Status status =
+      CudaStatus(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+                 "cudaStreamCreateWithFlags");
   if (!status.ok()) return status;
   return Stream(stream);
 }
@@ -30,9 +30,8 @@ absl::StatusOr<Stream> CreateStream() {
 absl::StatusOr<Event> CreateEvent(bool timing) {
   cudaEvent_t event = nullptr;
   absl::Status status = CudaStatus(
-      cudaEventCreateWithFlags(&event,
-                               timing ? cudaEventDefault
-                                      : cudaEventDisableTiming),
+      cudaEventCreateWithFlags(
+          &event, timing ? cudaEventDefault : cudaEventDisableTiming),
       "cudaEventCreateWithFlags");
   if (!status.ok()) return status;
   return Event(event);

@@ -22,16 +22,21 @@ def cuda_cc_library(**kwargs):
     if CUDA_AVAILABLE:
         native.cc_library(**kwargs)
 
-def nvcc_library(name, src, hdrs, private_hdrs = [], deps = [], **kwargs):
-    """Compiles `src` (.cu) with nvcc into a cc_library `name` whose headers are
-    `hdrs`; `private_hdrs` are other headers `src` includes. Only when the CUDA
-    toolkit exists."""
+def cuda_cc_test(**kwargs):
+    """A cc_test that exists only when the CUDA toolkit does."""
+    if CUDA_AVAILABLE:
+        native.cc_test(**kwargs)
+
+def nvcc_library(name, src, src_hdrs = [], deps = [], **kwargs):
+    """Compiles `src` (.cu, including `src_hdrs`) with nvcc into a cc_library
+    `name` that links cuBLAS and the CUDA runtime; `deps` should provide the
+    headers that declare what `src` defines. Only when the toolkit exists."""
     if not CUDA_AVAILABLE:
         return
     obj = name + ".nvcc.o"
     native.genrule(
         name = name + "_nvcc",
-        srcs = [src] + hdrs + private_hdrs,
+        srcs = [src] + src_hdrs,
         outs = [obj],
         cmd = "%s %s -c $(location %s) -o $@" % (NVCC, " ".join(NVCC_FLAGS), src),
         message = "nvcc (sm_80, sm_90) " + src,
@@ -39,7 +44,9 @@ def nvcc_library(name, src, hdrs, private_hdrs = [], deps = [], **kwargs):
     native.cc_library(
         name = name,
         srcs = [obj],
-        hdrs = hdrs,
         deps = deps + ["@local_cuda//:cuda"],
+        # Its users declare only the header library (so that tests can link an
+        # emulation instead), so the link order need not put this after them.
+        alwayslink = True,
         **kwargs
     )

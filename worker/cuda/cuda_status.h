@@ -1,6 +1,7 @@
 // CUDA runtime and cuBLAS return codes as absl::Status, naming the call.
 //
-//   RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(...), "cudaMemcpyAsync (params)"));
+//   RETURN_IF_ERROR(
+//       CudaStatus(cudaMemcpyAsync(...), "cudaMemcpyAsync (params)"));
 //   -> Internal("cudaMemcpyAsync (params): cudaErrorIllegalAddress: an illegal
 //      memory access was encountered")
 #ifndef DOWNPOUR_WORKER_CUDA_CUDA_STATUS_H_

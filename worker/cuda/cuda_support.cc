@@ -60,16 +60,15 @@ absl::StatusOr<std::string> ProbeCudaDevice(int gpu) {
     return absl::FailedPreconditionError("no CUDA device is present");
   }
   if (gpu < 0 || gpu >= count) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("GPU index ", gpu, " is out of range (", count,
-                     count == 1 ? " device" : " devices", ": 0..", count - 1,
-                     ")"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "GPU index ", gpu, " is out of range (", count,
+        count == 1 ? " device" : " devices", ": 0..", count - 1, ")"));
   }
   cudaDeviceProp prop;
   const cudaError_t props = cudaGetDeviceProperties(&prop, gpu);
   if (props != cudaSuccess) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "cudaGetDeviceProperties(", gpu, "): ", ErrorName(props)));
+    return absl::FailedPreconditionError(
+        absl::StrCat("cudaGetDeviceProperties(", gpu, "): ", ErrorName(props)));
   }
   if (prop.major < kMinMajor) {
     return absl::FailedPreconditionError(absl::StrCat(

@@ -1,7 +1,6 @@
 // cuda_support.h in a build without the CUDA toolkit (or DOWNPOUR_NO_CUDA=1).
-#include "worker/cuda/cuda_support.h"
-
 #include "absl/status/status.h"
+#include "worker/cuda/cuda_support.h"
 
 namespace downpour::worker {
 namespace {

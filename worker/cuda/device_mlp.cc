@@ -9,8 +9,8 @@
 
 namespace downpour::worker::gpu {
 
-DeviceMlp::DeviceMlp(const ModelSpec& spec, int max_batch, cudaStream_t stream)
-    : layers_(spec.layers()), max_batch_(max_batch), stream_(stream) {
+DeviceMlp::DeviceMlp(const ModelSpec& spec, cudaStream_t stream)
+    : layers_(spec.layers()), stream_(stream) {
   // ModelSpec lists fc{l}.weight then fc{l}.bias for each layer.
   const std::vector<TensorSpec>& tensors = spec.tensors();
   for (int l = 0; l < num_layers(); ++l) {
@@ -21,7 +21,7 @@ DeviceMlp::DeviceMlp(const ModelSpec& spec, int max_batch, cudaStream_t stream)
 
 absl::StatusOr<std::unique_ptr<DeviceMlp>> DeviceMlp::Create(
     const ModelSpec& spec, int max_batch, cudaStream_t stream) {
-  std::unique_ptr<DeviceMlp> mlp(new DeviceMlp(spec, max_batch, stream));
+  std::unique_ptr<DeviceMlp> mlp(new DeviceMlp(spec, stream));
   ASSIGN_OR_RETURN(mlp->cublas_, CreateCublas(stream));
   for (int l = 0; l < mlp->num_layers(); ++l) {
     const size_t size = static_cast<size_t>(max_batch) * mlp->layers_[l + 1];
@@ -107,10 +107,10 @@ absl::Status DeviceMlp::Backward(const float* params, const float* x,
 absl::Status DeviceMlp::Score(const int* labels, int rows, float* row_loss,
                               int* correct) {
   const int classes = layers_.back();
-  RETURN_IF_ERROR(CudaStatus(
-      LaunchSoftmaxCrossEntropy(logits(), labels, rows, classes, 0.0f, nullptr,
-                                row_loss, stream_),
-      "SoftmaxCrossEntropy kernel (evaluate)"));
+  RETURN_IF_ERROR(
+      CudaStatus(LaunchSoftmaxCrossEntropy(logits(), labels, rows, classes,
+                                           0.0f, nullptr, row_loss, stream_),
+                 "SoftmaxCrossEntropy kernel (evaluate)"));
   return CudaStatus(
       LaunchCountCorrect(logits(), labels, rows, classes, correct, stream_),
       "CountCorrect kernel");

@@ -3,7 +3,8 @@
 //
 //   ASSIGN_OR_RETURN(auto mlp, DeviceMlp::Create(spec, max_batch, stream));
 //   RETURN_IF_ERROR(mlp->Forward(d_params, d_x, rows));
-//   RETURN_IF_ERROR(mlp->Backward(d_params, d_x, d_labels, rows, d_loss, d_grad));
+//   RETURN_IF_ERROR(
+//       mlp->Backward(d_params, d_x, d_labels, rows, d_loss, d_grad));
 //
 // Every pointer is device memory. Calls only enqueue work on the stream given
 // to Create; nothing here copies to or from the host or waits for the GPU, so
@@ -31,9 +32,8 @@ class DeviceMlp {
   // `stream` (borrowed; it must outlive the DeviceMlp). ResourceExhausted when
   // device memory runs out; other CUDA errors as cuda_status.h maps them.
   // REQUIRES: max_batch >= 1.
-  static absl::StatusOr<std::unique_ptr<DeviceMlp>> Create(const ModelSpec& spec,
-                                                           int max_batch,
-                                                           cudaStream_t stream);
+  static absl::StatusOr<std::unique_ptr<DeviceMlp>> Create(
+      const ModelSpec& spec, int max_batch, cudaStream_t stream);
 
   DeviceMlp(const DeviceMlp&) = delete;
   DeviceMlp& operator=(const DeviceMlp&) = delete;
@@ -57,24 +57,22 @@ class DeviceMlp {
                      int* correct);
 
  private:
-  DeviceMlp(const ModelSpec& spec, int max_batch, cudaStream_t stream);
+  DeviceMlp(const ModelSpec& spec, cudaStream_t stream);
   int num_layers() const { return static_cast<int>(layers_.size()) - 1; }
 
   // c[m, n] = op(a) * op(b) for row-major a, b, c as CpuBackend's Gemm;
   // `what` names the product in errors ("fc2 backward dW").
   absl::Status Gemm(bool trans_a, bool trans_b, int m, int n, int k,
-                    const float* a, const float* b, float* c,
-                    const char* what);
+                    const float* a, const float* b, float* c, const char* what);
 
   // Constant after construction.
   const std::vector<int> layers_;
-  const int max_batch_;
   cudaStream_t const stream_;
   // Per linear layer: where its weight and bias start in the flat vector.
   std::vector<int64_t> weight_offset_;
   std::vector<int64_t> bias_offset_;
   CublasHandle cublas_;
-  // Device scratch, max_batch_ rows each, as in CpuBackend: act_[l] is linear
+  // Device scratch, max_batch rows each, as in CpuBackend: act_[l] is linear
   // layer l's output (after ReLU for hidden layers; the logits for the last),
   // delta_[l] is d loss / d (layer l's pre-activation).
   std::vector<DeviceArray<float>> act_;

@@ -87,8 +87,8 @@ TEST(KernelMathTest, SoftmaxCrossEntropyMatchesHost) {
                            in_place.data());
   }
   EXPECT_EQ(in_place, want);
-  EXPECT_FLOAT_EQ(SoftmaxCrossEntropyRow(0, logits.data(), labels.data(),
-                                         kCols, 0.0f, nullptr),
+  EXPECT_FLOAT_EQ(SoftmaxCrossEntropyRow(0, logits.data(), labels.data(), kCols,
+                                         0.0f, nullptr),
                   SoftmaxCrossEntropy(logits.data(), labels.data(), 1, kCols,
                                       0.0f, nullptr));
 }
@@ -97,7 +97,8 @@ TEST(KernelMathTest, ColumnSumsMatchHost) {
   const std::vector<float> m = RandomFloats(kRows * kCols, 6);
   std::vector<float> want(kCols), got(kCols, 99.0f);
   ColumnSums(m.data(), kRows, kCols, want.data());
-  for (int c = 0; c < kCols; ++c) ColumnSumAt(c, m.data(), kRows, kCols, got.data());
+  for (int c = 0; c < kCols; ++c)
+    ColumnSumAt(c, m.data(), kRows, kCols, got.data());
   EXPECT_EQ(got, want);
 }
 
@@ -111,7 +112,8 @@ TEST(KernelMathTest, CorrectMatchesHostIncludingTies) {
   labels[1] = 3;
   labels[2] = 0;
   int got = 0;
-  for (int r = 0; r < kRows; ++r) got += CorrectAt(r, logits.data(), labels.data(), kCols);
+  for (int r = 0; r < kRows; ++r)
+    got += CorrectAt(r, logits.data(), labels.data(), kCols);
   EXPECT_EQ(got, CountCorrect(logits.data(), labels.data(), kRows, kCols));
   EXPECT_EQ(CorrectAt(1, logits.data(), labels.data(), kCols), 0);
   EXPECT_EQ(CorrectAt(2, logits.data(), labels.data(), kCols), 1);

@@ -58,7 +58,8 @@ __global__ void ColumnSumsKernel(const float* m, int rows, int cols,
 __global__ void CountCorrectKernel(const float* logits, const int* labels,
                                    int rows, int classes, int* correct) {
   const int64_t r = ThreadIndex();
-  if (r < rows) correct[r] = CorrectAt(static_cast<int>(r), logits, labels, classes);
+  if (r < rows)
+    correct[r] = CorrectAt(static_cast<int>(r), logits, labels, classes);
 }
 
 }  // namespace
@@ -101,9 +102,8 @@ cudaError_t LaunchColumnSums(const float* m, int rows, int cols, float* out,
   return cudaGetLastError();
 }
 
-cudaError_t LaunchCountCorrect(const float* logits, const int* labels,
-                               int rows, int classes, int* correct,
-                               cudaStream_t stream) {
+cudaError_t LaunchCountCorrect(const float* logits, const int* labels, int rows,
+                               int classes, int* correct, cudaStream_t stream) {
   if (rows <= 0 || classes <= 0) return cudaSuccess;
   CountCorrectKernel<<<Blocks(rows), kThreads, 0, stream>>>(
       logits, labels, rows, classes, correct);

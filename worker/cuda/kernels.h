@@ -41,9 +41,8 @@ cudaError_t LaunchColumnSums(const float* m, int rows, int cols, float* out,
 
 // correct[r] = 1 if labels[r] is the argmax of logits[r] (ties to the lowest
 // class), else 0; the caller sums them.
-cudaError_t LaunchCountCorrect(const float* logits, const int* labels,
-                               int rows, int classes, int* correct,
-                               cudaStream_t stream);
+cudaError_t LaunchCountCorrect(const float* logits, const int* labels, int rows,
+                               int classes, int* correct, cudaStream_t stream);
 
 }  // namespace downpour::worker::gpu
 

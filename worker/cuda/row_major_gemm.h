@@ -29,9 +29,9 @@ struct ColumnMajorGemm {
   int ldc = 0;
 };
 
-// The column-major call computing row-major c[m, n] = op(a)[m, k] * op(b)[k, n],
-// where a is stored [k, m] when trans_a (else [m, k]) and b is stored [n, k]
-// when trans_b (else [k, n]): the same convention as CpuBackend's Gemm.
+// The column-major call computing row-major c[m, n] = op(a)[m, k] * op(b)[k,
+// n], where a is stored [k, m] when trans_a (else [m, k]) and b is stored [n,
+// k] when trans_b (else [k, n]): the same convention as CpuBackend's Gemm.
 inline ColumnMajorGemm ToColumnMajor(bool trans_a, bool trans_b, int m, int n,
                                      int k, const float* a, const float* b,
                                      float* c) {

@@ -44,10 +44,13 @@ absl::StatusOr<double> Time(cudaStream_t stream, int iterations,
   ASSIGN_OR_RETURN(gpu::Event start, gpu::CreateEvent(/*timing=*/true));
   ASSIGN_OR_RETURN(gpu::Event stop, gpu::CreateEvent(/*timing=*/true));
   RETURN_IF_ERROR(fn());
-  RETURN_IF_ERROR(CudaStatus(cudaEventRecord(start.get(), stream), "cudaEventRecord"));
+  RETURN_IF_ERROR(
+      CudaStatus(cudaEventRecord(start.get(), stream), "cudaEventRecord"));
   for (int i = 0; i < iterations; ++i) RETURN_IF_ERROR(fn());
-  RETURN_IF_ERROR(CudaStatus(cudaEventRecord(stop.get(), stream), "cudaEventRecord"));
-  RETURN_IF_ERROR(CudaStatus(cudaEventSynchronize(stop.get()), "cudaEventSynchronize"));
+  RETURN_IF_ERROR(
+      CudaStatus(cudaEventRecord(stop.get(), stream), "cudaEventRecord"));
+  RETURN_IF_ERROR(
+      CudaStatus(cudaEventSynchronize(stop.get()), "cudaEventSynchronize"));
   float ms = 0;
   RETURN_IF_ERROR(CudaStatus(cudaEventElapsedTime(&ms, start.get(), stop.get()),
                              "cudaEventElapsedTime"));
@@ -57,8 +60,8 @@ absl::StatusOr<double> Time(cudaStream_t stream, int iterations,
 // Zeroed device floats (values do not change SGEMM speed).
 absl::StatusOr<gpu::DeviceArray<float>> Zeros(size_t n, const char* what) {
   ASSIGN_OR_RETURN(auto array, gpu::DeviceArray<float>::Allocate(n, what));
-  RETURN_IF_ERROR(CudaStatus(cudaMemset(array.data(), 0, n * sizeof(float)),
-                             "cudaMemset"));
+  RETURN_IF_ERROR(
+      CudaStatus(cudaMemset(array.data(), 0, n * sizeof(float)), "cudaMemset"));
   return array;
 }
 
@@ -82,35 +85,41 @@ absl::StatusOr<SgemmTiming> TimeMlpSgemm(const ModelSpec& spec, int batch,
   ASSIGN_OR_RETURN(auto a, Zeros(max_a, "a"));
   ASSIGN_OR_RETURN(auto b, Zeros(max_b, "b"));
   ASSIGN_OR_RETURN(auto c, Zeros(max_c, "c"));
-  ASSIGN_OR_RETURN(timing.direct_seconds, Time(stream.get(), iterations, [&] {
-    const float one = 1.0f, zero = 0.0f;
-    for (const GemmShape& s : gemms) {
-      const gpu::ColumnMajorGemm g = gpu::ToColumnMajor(
-          s.trans_a, s.trans_b, s.m, s.n, s.k, a.data(), b.data(), c.data());
-      RETURN_IF_ERROR(gpu::CublasStatus(
-          cublasSgemm(cublas.get(), g.trans_first ? CUBLAS_OP_T : CUBLAS_OP_N,
-                      g.trans_second ? CUBLAS_OP_T : CUBLAS_OP_N, g.m, g.n,
-                      g.k, &one, g.first, g.ld_first, g.second, g.ld_second,
-                      &zero, g.c, g.ldc),
-          "cublasSgemm (direct)"));
-    }
-    return absl::OkStatus();
-  }));
+  ASSIGN_OR_RETURN(
+      timing.direct_seconds, Time(stream.get(), iterations, [&] {
+        const float one = 1.0f, zero = 0.0f;
+        for (const GemmShape& s : gemms) {
+          const gpu::ColumnMajorGemm g =
+              gpu::ToColumnMajor(s.trans_a, s.trans_b, s.m, s.n, s.k, a.data(),
+                                 b.data(), c.data());
+          RETURN_IF_ERROR(gpu::CublasStatus(
+              cublasSgemm(cublas.get(),
+                          g.trans_first ? CUBLAS_OP_T : CUBLAS_OP_N,
+                          g.trans_second ? CUBLAS_OP_T : CUBLAS_OP_N, g.m, g.n,
+                          g.k, &one, g.first, g.ld_first, g.second, g.ld_second,
+                          &zero, g.c, g.ldc),
+              "cublasSgemm (direct)"));
+        }
+        return absl::OkStatus();
+      }));
 
   ASSIGN_OR_RETURN(auto mlp, gpu::DeviceMlp::Create(spec, batch, stream.get()));
   const size_t n = spec.num_params();
   ASSIGN_OR_RETURN(auto params, Zeros(n, "parameters"));
   ASSIGN_OR_RETURN(auto grad, Zeros(n, "gradient"));
-  ASSIGN_OR_RETURN(auto x, Zeros(static_cast<size_t>(batch) * spec.layers()[0], "x"));
+  ASSIGN_OR_RETURN(auto x,
+                   Zeros(static_cast<size_t>(batch) * spec.layers()[0], "x"));
   ASSIGN_OR_RETURN(auto loss, Zeros(batch, "losses"));
-  ASSIGN_OR_RETURN(auto labels, gpu::DeviceArray<int>::Allocate(batch, "labels"));
+  ASSIGN_OR_RETURN(auto labels,
+                   gpu::DeviceArray<int>::Allocate(batch, "labels"));
   RETURN_IF_ERROR(CudaStatus(cudaMemset(labels.data(), 0, batch * sizeof(int)),
                              "cudaMemset"));  // every label 0
-  ASSIGN_OR_RETURN(timing.device_step_seconds, Time(stream.get(), iterations, [&] {
-    RETURN_IF_ERROR(mlp->Forward(params.data(), x.data(), batch));
-    return mlp->Backward(params.data(), x.data(), labels.data(), batch,
-                         loss.data(), grad.data());
-  }));
+  ASSIGN_OR_RETURN(
+      timing.device_step_seconds, Time(stream.get(), iterations, [&] {
+        RETURN_IF_ERROR(mlp->Forward(params.data(), x.data(), batch));
+        return mlp->Backward(params.data(), x.data(), labels.data(), batch,
+                             loss.data(), grad.data());
+      }));
   return timing;
 }
 

@@ -1,0 +1,64 @@
+// Backend selection: cpu, cuda, or auto (cuda where usable, else cpu).
+#include "worker/backend_factory.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "worker/cpu/cpu_backend.h"
+#include "worker/cuda/cuda_support.h"
+
+namespace downpour::worker {
+namespace {
+
+spdlog::logger* L() { return Log("gpu"); }
+
+absl::StatusOr<std::unique_ptr<ComputeBackend>> MakeCuda(
+    const ComputeSection& compute, const ModelSpec& spec, int max_batch) {
+  absl::StatusOr<std::unique_ptr<ComputeBackend>> backend =
+      MakeCudaBackend(spec, max_batch, compute.gpu);
+  if (!backend.ok()) {
+    return absl::Status(
+        backend.status().code(),
+        absl::StrCat("compute.device is cuda but GPU ", compute.gpu,
+                     " is not usable: ", backend.status().message()));
+  }
+  return backend;
+}
+
+absl::StatusOr<std::unique_ptr<ComputeBackend>> MakeAuto(
+    const ComputeSection& compute, const ModelSpec& spec, int max_batch) {
+  absl::StatusOr<std::string> gpu = ProbeCudaDevice(compute.gpu);
+  if (gpu.ok()) {
+    absl::StatusOr<std::unique_ptr<ComputeBackend>> backend =
+        MakeCudaBackend(spec, max_batch, compute.gpu);
+    if (backend.ok()) {
+      SPDLOG_LOGGER_INFO(L(), "compute.device auto: computing on {}", *gpu);
+      return backend;
+    }
+    // A usable GPU that could not hold the backend (e.g. out of memory).
+    SPDLOG_LOGGER_WARN(
+        L(), "compute.device auto: {} failed ({}); computing on the CPU", *gpu,
+        std::string(backend.status().message()));
+  } else {
+    SPDLOG_LOGGER_INFO(
+        L(), "compute.device auto: no usable GPU ({}); computing on the CPU",
+        std::string(gpu.status().message()));
+  }
+  return std::unique_ptr<ComputeBackend>(new CpuBackend(spec, max_batch));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ComputeBackend>> MakeBackend(
+    const ComputeSection& compute, const ModelSpec& spec, int max_batch) {
+  if (compute.device == "cpu") {
+    return std::unique_ptr<ComputeBackend>(new CpuBackend(spec, max_batch));
+  }
+  if (compute.device == "cuda") return MakeCuda(compute, spec, max_batch);
+  if (compute.device == "auto") return MakeAuto(compute, spec, max_batch);
+  return absl::InvalidArgumentError(absl::StrCat(
+      "compute.device must be auto, cpu or cuda, got '", compute.device, "'"));
+}
+
+}  // namespace downpour::worker

@@ -1,0 +1,93 @@
+// kernels.h on the host emulation (fake_cuda.h): each "launch" checks that its
+// pointers are device memory of the right size (cudaErrorInvalidValue if
+// not), then queues a loop over the kernel's threads, running the same
+// kernel_math.h functions as the CUDA kernels, on the stream.
+#include "worker/cuda/fake_cuda.h"
+#include "worker/cuda/kernel_math.h"
+#include "worker/cuda/kernels.h"
+
+namespace downpour::worker::gpu {
+namespace {
+
+// Whether `count` Ts at ptr are device memory.
+template <typename T>
+bool OnDevice(const T* ptr, int64_t count) {
+  return fake::IsDevice(ptr, static_cast<size_t>(count) * sizeof(T));
+}
+
+}  // namespace
+
+cudaError_t LaunchAddBias(const float* bias, int rows, int cols, float* z,
+                          cudaStream_t stream) {
+  const int64_t n = static_cast<int64_t>(rows) * cols;
+  if (!OnDevice(bias, cols) || !OnDevice(z, n)) return cudaErrorInvalidValue;
+  fake::Enqueue(stream, [=] {
+    for (int64_t i = 0; i < n; ++i) {
+      AddBiasAt(i, bias, cols, z);
+    }
+  });
+  return cudaSuccess;
+}
+
+cudaError_t LaunchReluForward(int64_t n, float* a, cudaStream_t stream) {
+  if (!OnDevice(a, n)) return cudaErrorInvalidValue;
+  fake::Enqueue(stream, [=] {
+    for (int64_t i = 0; i < n; ++i) ReluForwardAt(i, a);
+  });
+  return cudaSuccess;
+}
+
+cudaError_t LaunchReluBackward(const float* a, int64_t n, float* da,
+                               cudaStream_t stream) {
+  if (!OnDevice(a, n) || !OnDevice(da, n)) return cudaErrorInvalidValue;
+  fake::Enqueue(stream, [=] {
+    for (int64_t i = 0; i < n; ++i) ReluBackwardAt(i, a, da);
+  });
+  return cudaSuccess;
+}
+
+cudaError_t LaunchSoftmaxCrossEntropy(const float* logits, const int* labels,
+                                      int rows, int classes, float grad_scale,
+                                      float* dlogits, float* row_loss,
+                                      cudaStream_t stream) {
+  const int64_t n = static_cast<int64_t>(rows) * classes;
+  if (!OnDevice(logits, n) || !OnDevice(labels, rows) ||
+      !OnDevice(row_loss, rows) ||
+      (dlogits != nullptr && !OnDevice(dlogits, n))) {
+    return cudaErrorInvalidValue;
+  }
+  fake::Enqueue(stream, [=] {
+    for (int r = 0; r < rows; ++r) {
+      row_loss[r] = SoftmaxCrossEntropyRow(r, logits, labels, classes,
+                                           grad_scale, dlogits);
+    }
+  });
+  return cudaSuccess;
+}
+
+cudaError_t LaunchColumnSums(const float* m, int rows, int cols, float* out,
+                             cudaStream_t stream) {
+  if (!OnDevice(m, static_cast<int64_t>(rows) * cols) || !OnDevice(out, cols)) {
+    return cudaErrorInvalidValue;
+  }
+  fake::Enqueue(stream, [=] {
+    for (int c = 0; c < cols; ++c) ColumnSumAt(c, m, rows, cols, out);
+  });
+  return cudaSuccess;
+}
+
+cudaError_t LaunchCountCorrect(const float* logits, const int* labels, int rows,
+                               int classes, int* correct, cudaStream_t stream) {
+  if (!OnDevice(logits, static_cast<int64_t>(rows) * classes) ||
+      !OnDevice(labels, rows) || !OnDevice(correct, rows)) {
+    return cudaErrorInvalidValue;
+  }
+  fake::Enqueue(stream, [=] {
+    for (int r = 0; r < rows; ++r) {
+      correct[r] = CorrectAt(r, logits, labels, classes);
+    }
+  });
+  return cudaSuccess;
+}
+
+}  // namespace downpour::worker::gpu
