@@ -40,7 +40,7 @@ class FaultTest : public ::testing::Test {
 
   // Writes the job's config: `ps` shards, `standbys`, `workers`, a training run
   // long enough (tens of seconds) to kill things in the middle of it.
-  void WriteConfig(int ps, int standbys, int workers, int epochs = 60) {
+  void WriteConfig(int ps, int standbys, int workers, int epochs = 120) {
     std::string data;
     if (testing::MnistDir().empty()) {
       data = "data:\n  source: synthetic\n  train_examples: 3000\n  test_examples: 500\n";
@@ -226,7 +226,7 @@ TEST_F(FaultTest, DeadWorkersPartGoesToTheOthersAndComesBackOnRejoin) {
 }
 
 TEST_F(FaultTest, KilledShardIsTakenOverByAStandbyFromItsCheckpoint) {
-  WriteConfig(2, 1, 2, /*epochs=*/90);
+  WriteConfig(2, 1, 2, /*epochs=*/150);
   StartCoordinator();
   StartPs(0);
   StartPs(1);
@@ -320,7 +320,8 @@ TEST_F(FaultTest, StoppedShardWithoutStandbyComesBackCleanly) {
 }
 
 TEST_F(FaultTest, CoordinatorRestartKeepsTheJobGoing) {
-  WriteConfig(1, 0, 2);
+  // Long enough that the workers are still training when it comes back.
+  WriteConfig(1, 0, 2, /*epochs=*/300);
   StartCoordinator();
   StartPs(0);
   StartWorker(0);
@@ -329,7 +330,9 @@ TEST_F(FaultTest, CoordinatorRestartKeepsTheJobGoing) {
   daemons_["coordinator"]->Signal(SIGKILL);
   daemons_["coordinator"]->Wait(absl::Seconds(5));
   const uint64_t steps_before = 0;
-  absl::SleepFor(absl::Seconds(2));  // workers and ps carry on without it
+  // Workers and ps carry on without it, and notice it is gone.
+  ASSERT_TRUE(WaitUntil([&] { return LogHas("worker-0", "coordinator unreachable"); },
+                        absl::Seconds(20)));
   const std::string port = coordinator_.substr(coordinator_.rfind(':') + 1);
   daemons_.erase("coordinator");
   StartCoordinator("127.0.0.1:" + port);
