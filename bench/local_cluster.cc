@@ -19,6 +19,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
     };
   }
   config.checkpoint.dir = "";
+  config.coordinator.state_dir = "";  // a benchmark keeps nothing between runs
   config.checkpoint.interval_s = 0;
   std::unique_ptr<LocalCluster> c(new LocalCluster);
   const int num_shards = static_cast<int>(config.cluster.ps.size());

@@ -405,6 +405,12 @@ absl::Status ClusterState::Load() {
         "coordinator state '", path, "' is unreadable or of another format; move "
         "it away to start with an empty cluster"));
   }
+  if (state.stop()) {
+    // That job is over; a coordinator started again runs a new one.
+    SPDLOG_LOGGER_INFO(L(), "{} holds a finished job ({}); starting a new one", path,
+                       state.stop_reason());
+    return absl::OkStatus();
+  }
   absl::MutexLock lock(&mu_);
   if (state.placement_size() != 0 &&
       state.placement_size() != static_cast<int>(ps_.size())) {

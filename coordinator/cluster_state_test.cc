@@ -207,3 +207,23 @@ TEST_F(ClusterStateTest, JobStopsWhenAWorkerReachesTheTarget) {
 
 }  // namespace
 }  // namespace downpour::coordinator
+
+namespace downpour::coordinator {
+namespace {
+
+TEST_F(ClusterStateTest, AFinishedJobIsNotRestored) {
+  RegisterPs(0, "127.0.0.1:1");
+  RegisterPs(1, "127.0.0.1:2");
+  RegisterWorker(0);
+  proto::HeartbeatRequest beat;
+  beat.set_role("worker");
+  beat.set_index(0);
+  beat.mutable_report()->set_accuracy(0.95);  // target 0.9: the job stops
+  ASSERT_TRUE(state_->Heartbeat(beat)->stop());
+  Restart();
+  EXPECT_EQ(state_->Placement().epoch(), 0u) << "a new job starts unplaced";
+  EXPECT_FALSE(state_->Status().stop());
+}
+
+}  // namespace
+}  // namespace downpour::coordinator
