@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "bench/bench_util.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
@@ -75,31 +76,11 @@ using Clock = std::chrono::steady_clock;
 constexpr double kMiB = 1 << 20;
 
 void Check(const absl::Status& status, const std::string& what) {
-  if (status.ok()) return;
-  absl::FPrintF(stderr, "ps_bench: %s: %s\n", what, status.ToString());
-  std::exit(1);
-}
-
-std::vector<int> ParseInts(const std::string& text) {
-  std::vector<int> out;
-  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipEmpty())) {
-    int v;
-    if (absl::SimpleAtoi(part, &v)) out.push_back(v);
-  }
-  return out;
+  CheckOrExit(status, "ps_bench", what);
 }
 
 bool SectionOn(const std::string& name) {
-  for (absl::string_view s :
-       absl::StrSplit(absl::GetFlag(FLAGS_sections), ',')) {
-    if (s == name) return true;
-  }
-  return false;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
+  return bench::SectionOn(absl::GetFlag(FLAGS_sections), name);
 }
 
 double ProcessCpuSeconds() {
