@@ -27,6 +27,11 @@ ABSL_FLAG(std::vector<std::string>, set, {},
           "be repeated)");
 ABSL_FLAG(std::string, coordinator, "",
           "coordinator host:port (overrides cluster.coordinator)");
+ABSL_FLAG(std::string, advertise, "",
+          "host:port to register with the coordinator when it differs from "
+          "the listen address (NAT, containers); port 0 = the bound port. "
+          "Default: the listen address, with a wildcard host (0.0.0.0) replaced "
+          "by this machine's host name");
 ABSL_FLAG(std::string, log_level, "",
           "log level: trace, debug, info, warn, error (overrides logging.level)");
 ABSL_FLAG(std::string, port_file, "",
@@ -113,6 +118,26 @@ DaemonSetup InitDaemon(int argc, char** argv, const std::string& role,
   absl::Status logging = InitLogging(prefix, setup.config.logging.level);
   if (!logging.ok()) Die(role, std::string(logging.message()), 2);
   return setup;
+}
+
+std::string AdvertisedAddress(const std::string& bound) {
+  const size_t colon = bound.rfind(':');
+  const std::string port = colon == std::string::npos ? "" : bound.substr(colon + 1);
+  std::string advertise = absl::GetFlag(FLAGS_advertise);
+  if (!advertise.empty()) {
+    if (absl::EndsWith(advertise, ":0")) {
+      advertise = absl::StrCat(advertise.substr(0, advertise.size() - 1), port);
+    }
+    return advertise;
+  }
+  const std::string host = bound.substr(0, colon);
+  if (host == "0.0.0.0" || host == "[::]" || host == "::" || host.empty()) {
+    char name[256] = {};
+    if (::gethostname(name, sizeof(name) - 1) == 0 && name[0] != '\0') {
+      return absl::StrCat(name, ":", port);
+    }
+  }
+  return bound;
 }
 
 void WritePortFile(int port) {

@@ -33,6 +33,12 @@ DaemonSetup InitDaemon(int argc, char** argv, const std::string& role,
 // launcher or test that asked for port 0 learns the bound port.
 void WritePortFile(int port);
 
+// The address this daemon registers with the coordinator, given the one it is
+// bound to: --advertise HOST:PORT when set (port 0 = the bound port); otherwise
+// the bound address, except that a wildcard host (0.0.0.0, [::]) is replaced by
+// this machine's host name, which peers can resolve.
+std::string AdvertisedAddress(const std::string& bound);
+
 // Blocks until SIGTERM or SIGINT arrives (returns the signal number) or, when
 // `done` is given, until it is notified (returns 0).
 int WaitForShutdownSignal(absl::Notification* done = nullptr);

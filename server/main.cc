@@ -71,16 +71,18 @@ int main(int argc, char** argv) {
   if (!server.ok()) Die(who, std::string(server.status().message()), 1);
   status.set_address(server->address);
   WritePortFile(server->port);
-  SPDLOG_LOGGER_INFO(Log("server"), "{}: serving on {}", who, server->address);
+  const std::string advertised = AdvertisedAddress(server->address);
+  SPDLOG_LOGGER_INFO(Log("server"), "{}: serving on {} (registered as {})", who,
+                     server->address, advertised);
 
   coordinator::CoordinatorClient client(config.cluster.coordinator, config.rpc, who);
-  auto registrar = [&] { return (*node)->Register(&client, server->address); };
+  auto registrar = [&] { return (*node)->Register(&client, advertised); };
   absl::Status registered = registrar();
   if (!registered.ok()) Die(who, std::string(registered.message()), 1);
 
   MemberAgent* agent_ptr = nullptr;
   MemberAgent agent(
-      &client, standby ? "standby" : "ps", index, server->address,
+      &client, standby ? "standby" : "ps", index, advertised,
       config.heartbeat.interval_s, registrar, [&] { return Report(counters); },
       [&](const proto::HeartbeatResponse& response) {
         auto [role, as] = (*node)->OnHeartbeat(&client, response);

@@ -2,6 +2,7 @@
 // the right gRPC code and a message that names the block and the expected value,
 // the ps keeps serving afterwards, and checkpoints survive a restart.
 #include <signal.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -179,6 +180,48 @@ TEST_F(PsDaemonTest, CorruptCheckpointIsRefusedWithAClearMessage) {
   EXPECT_NE(*status, 0);
   EXPECT_THAT((*ps)->LogTail(5), HasSubstr("is corrupt"));
   EXPECT_THAT((*ps)->LogTail(5), HasSubstr(path));
+}
+
+}  // namespace
+}  // namespace downpour
+
+namespace downpour {
+namespace {
+
+// A ps bound to the wildcard address registers an address peers can dial.
+TEST(PsAdvertiseTest, WildcardListenRegistersTheAdvertisedOrHostName) {
+  const std::string dir = testing::TestDir();
+  const std::string config = testing::WriteConfig(
+      "ps.yaml", testing::LoopbackConfig(2, 1, "data:\n  source: synthetic\n"
+                                               "checkpoint:\n  dir: \"\"\n"));
+  auto coordinator = testing::StartDaemon(
+      "coordinator", "coordinator/coordinator",
+      {"--config", config, "--port_file", dir + "/coordinator.port"});
+  ASSERT_TRUE(coordinator.ok());
+  auto address = testing::WaitForPort(**coordinator, dir + "/coordinator.port");
+  ASSERT_TRUE(address.ok()) << address.status();
+  auto advertised = testing::StartDaemon(
+      "ps-0", "server/ps_server",
+      {"--config", config, "--index", "0", "--coordinator", *address, "--listen",
+       "0.0.0.0:0", "--advertise", "127.0.0.2:0", "--port_file", dir + "/ps0.port"});
+  auto wildcard = testing::StartDaemon(
+      "ps-1", "server/ps_server",
+      {"--config", config, "--index", "1", "--coordinator", *address, "--listen",
+       "0.0.0.0:0", "--port_file", dir + "/ps1.port"});
+  ASSERT_TRUE(advertised.ok() && wildcard.ok());
+  auto port0 = testing::WaitForPort(**advertised, dir + "/ps0.port");
+  auto port1 = testing::WaitForPort(**wildcard, dir + "/ps1.port");
+  ASSERT_TRUE(port0.ok() && port1.ok());
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  RpcSection rpc;
+  coordinator::CoordinatorClient client(*address, rpc, "test");
+  auto placement = client.WaitForPlacement(1);
+  ASSERT_TRUE(placement.ok()) << placement.status();
+  EXPECT_EQ(placement->shards(0).address(),
+            "127.0.0.2:" + port0->substr(port0->rfind(':') + 1));
+  EXPECT_EQ(placement->shards(1).address(),
+            std::string(host) + ":" + port1->substr(port1->rfind(':') + 1));
 }
 
 }  // namespace

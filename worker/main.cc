@@ -120,7 +120,8 @@ int main(int argc, char** argv) {
   WritePortFile(server->port);
 
   coordinator::CoordinatorClient client(config.cluster.coordinator, config.rpc, who);
-  auto registered = client.RegisterWorker(index, server->address);
+  const std::string advertised = AdvertisedAddress(server->address);
+  auto registered = client.RegisterWorker(index, advertised);
   if (!registered.ok()) Die(who, std::string(registered.status().message()), 1);
   const proto::Partition partition = registered->partition();
   const worker::Dataset train = worker::PartitionParts(
@@ -146,8 +147,8 @@ int main(int argc, char** argv) {
   }
   std::vector<int> parts(partition.parts().begin(), partition.parts().end());
   MemberAgent agent(
-      &client, "worker", index, server->address, config.heartbeat.interval_s,
-      [&] { return client.RegisterWorker(index, server->address).status(); },
+      &client, "worker", index, advertised, config.heartbeat.interval_s,
+      [&] { return client.RegisterWorker(index, advertised).status(); },
       [&] { return Report(current_stats(), counters, backend.device()); },
       [&](const proto::HeartbeatResponse& response) {
         const std::vector<int> now(response.partition().parts().begin(),
