@@ -318,6 +318,7 @@ proto::ClusterStatusResponse ClusterState::Status() const {
       out->set_seconds_since_heartbeat(
           m.registered ? absl::ToDoubleSeconds(now - m.last_heartbeat) : -1);
       *out->mutable_report() = m.report;
+      for (int p : m.parts) out->add_parts(p);
     }
   }
   return response;

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "tools/status_table.h"
 
 namespace downpour::tools {
@@ -104,8 +105,8 @@ std::string Sparkline(const std::vector<double>& values, int width) {
 std::string FormatWorkersTable(const proto::ClusterStatusResponse& cluster,
                                const MemberStatuses& statuses) {
   std::string out = absl::StrFormat(
-      "%3s  %-21s %-5s %8s %8s %8s %7s %6s %7s %7s %6s %11s %11s %9s %s\n",
-      "IDX", "ADDRESS", "ALIVE", "STEP", "EX/S", "LOSS", "ACC", "STALE",
+      "%3s  %-21s %-5s %-7s %8s %8s %8s %7s %6s %7s %7s %6s %11s %11s %9s %s\n",
+      "IDX", "ADDRESS", "ALIVE", "PARTS", "STEP", "EX/S", "LOSS", "ACC", "STALE",
       "PULL/S", "PUSH/S", "MB/S", "PULL-MS", "PUSH-MS", "RSS", "DEVICE");
   for (int i = 0; i < cluster.members_size(); ++i) {
     const proto::MemberStatus& m = cluster.members(i);
@@ -117,8 +118,10 @@ std::string FormatWorkersTable(const proto::ClusterStatusResponse& cluster,
     const bool live = statuses[i].ok();
     absl::StrAppendFormat(
         &out,
-        "%3d  %-21s %-5s %8d %8.0f %8s %7s %6s %7s %7s %6s %11s %11s %9s %s\n",
-        m.index(), m.address(), Alive(m), r.step(), r.examples_per_sec(),
+        "%3d  %-21s %-5s %-7s %8d %8.0f %8s %7s %6s %7s %7s %6s %11s %11s %9s %s\n",
+        m.index(), m.address(), Alive(m),
+        m.parts().empty() ? "-" : absl::StrJoin(m.parts(), ","), r.step(),
+        r.examples_per_sec(),
         reported ? Fixed(r.loss(), 4) : "-",
         reported ? Fixed(r.accuracy(), 4) : "-", Fixed(r.mean_staleness(), 2),
         live ? Fixed(Rate(s, "pulls"), 1) : "-",
@@ -134,8 +137,9 @@ std::string FormatWorkersTable(const proto::ClusterStatusResponse& cluster,
   AppendUnreachable(cluster, statuses, "worker", &out);
   absl::StrAppend(
       &out,
-      "PULL-MS / PUSH-MS: p50/p99 round trip of the worker's pulls and "
-      "pushes over the last 10-20 s.\n");
+      "PARTS: the data parts a worker trains on (its own, plus those of dead "
+      "workers it adopted). PULL-MS / PUSH-MS: p50/p99 round trip of the "
+      "worker's pulls and pushes over the last 10-20 s.\n");
   return out;
 }
 

@@ -78,8 +78,16 @@ TEST(StalenessQuantileTest, MedianAndMax) {
 }
 
 TEST(WorkersTableTest, RatesLatencyAndMemory) {
-  const std::string table = FormatWorkersTable(Cluster(), Statuses());
+  proto::ClusterStatusResponse cluster = Cluster();
+  for (auto& m : *cluster.mutable_members()) {
+    if (m.role() == "worker") {
+      m.add_parts(0);
+      m.add_parts(3);  // adopted from a dead worker
+    }
+  }
+  const std::string table = FormatWorkersTable(cluster, Statuses());
   EXPECT_THAT(table, HasSubstr("10.0.0.4:7101"));
+  EXPECT_THAT(table, HasSubstr(" 0,3 "));
   EXPECT_THAT(table, HasSubstr("0.9305"));
   EXPECT_THAT(table, HasSubstr("1.25"));                // staleness
   EXPECT_THAT(table, HasSubstr("20.0"));                // pulls/s
