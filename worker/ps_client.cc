@@ -1,12 +1,14 @@
 // gRPC ps client. Requests go to all shards in parallel; a shard's blocks are cut
 // into chunks of at most kChunkBytes so no message is huge (gRPC's rate drops for
-// messages above a few MiB), and chunks to one shard go in order.
+// messages above a few MiB). Pull chunks are all in flight at once; push chunks to
+// one shard go in order, which keeps exactly-once sequencing simple.
 #include "worker/ps_client.h"
 
 #include <cstring>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/blocking_counter.h"
 #include "common/backoff.h"
 #include "common/grpc_status.h"
 #include "common/logging.h"
@@ -16,6 +18,8 @@
 namespace downpour::worker {
 namespace {
 
+// Requests carry at most this many bytes of blocks: gRPC's rate drops for larger
+// messages (docs/BENCHMARKS.md).
 constexpr int64_t kChunkBytes = 4 << 20;
 
 }  // namespace
@@ -157,42 +161,71 @@ absl::Status GrpcPsClient::Pull(float* params, std::vector<uint64_t>* versions) 
   return ForEachShard([&](int index) { return PullShard(index, params, versions); });
 }
 
+absl::Status GrpcPsClient::CopyBlocks(int index, const proto::PullResponse& response,
+                                      float* params, std::vector<uint64_t>* versions) {
+  int64_t bytes = 0;
+  for (const proto::BlockData& block : response.blocks()) {
+    if (block.block_id() >= spec_.blocks().size()) {
+      return absl::InternalError(absl::StrCat("ps ", index, " returned unknown block ",
+                                              block.block_id()));
+    }
+    const BlockSpec& spec = spec_.blocks()[block.block_id()];
+    if (static_cast<int64_t>(block.data().size()) != spec.length * 4) {
+      return absl::InternalError(absl::StrCat(
+          "ps ", index, " returned ", block.data().size(), " bytes for block ",
+          spec.id, ", expected ", spec.length * 4, ": do all daemons use the same config?"));
+    }
+    std::memcpy(params + spec.offset, block.data().data(), block.data().size());
+    (*versions)[spec.id] = block.version();
+    bytes += block.data().size();
+  }
+  counters_->Add("pulls", 1);
+  counters_->Add("bytes_in", bytes);
+  return absl::OkStatus();
+}
+
+// Pulls have no ordering to keep, so every chunk of a shard is requested at once
+// (a single request in flight per shard left the link idle between chunks); the
+// chunks that fail are then retried one by one.
 absl::Status GrpcPsClient::PullShard(int index, float* params,
                                      std::vector<uint64_t>* versions) {
-  uint64_t unused = 0;
-  const size_t num_chunks = GetShard(index, &unused)->chunks.size();
+  uint64_t epoch = 0;
+  std::shared_ptr<const Shard> shard = GetShard(index, &epoch);
+  const size_t num_chunks = shard->chunks.size();
+  std::vector<grpc::ClientContext> contexts(num_chunks);
+  std::vector<proto::PullRequest> requests(num_chunks);
+  std::vector<proto::PullResponse> responses(num_chunks);
+  std::vector<grpc::Status> results(num_chunks);
+  absl::BlockingCounter pending(static_cast<int>(num_chunks));
   for (size_t c = 0; c < num_chunks; ++c) {
-    proto::PullResponse response;
-    absl::Status status = WithRetries(
-        index, "pull from", [&](const Shard& shard, uint64_t epoch) {
-          proto::PullRequest request;
-          request.set_placement_epoch(epoch);
-          request.set_worker_id(worker_id_);
-          for (uint32_t id : shard.chunks[c]) request.add_block_ids(id);
-          grpc::ClientContext context;
-          context.set_deadline(DeadlineIn(rpc_.deadline_s));
-          response.Clear();
-          return shard.stub->Pull(&context, request, &response);
-        });
-    if (!status.ok()) return status;
-    int64_t bytes = 0;
-    for (const proto::BlockData& block : response.blocks()) {
-      if (block.block_id() >= spec_.blocks().size()) {
-        return absl::InternalError(absl::StrCat("ps ", index, " returned unknown block ",
-                                                block.block_id()));
-      }
-      const BlockSpec& spec = spec_.blocks()[block.block_id()];
-      if (static_cast<int64_t>(block.data().size()) != spec.length * 4) {
-        return absl::InternalError(absl::StrCat(
-            "ps ", index, " returned ", block.data().size(), " bytes for block ",
-            spec.id, ", expected ", spec.length * 4, ": do all daemons use the same config?"));
-      }
-      std::memcpy(params + spec.offset, block.data().data(), block.data().size());
-      (*versions)[spec.id] = block.version();
-      bytes += block.data().size();
+    requests[c].set_placement_epoch(epoch);
+    requests[c].set_worker_id(worker_id_);
+    for (uint32_t id : shard->chunks[c]) requests[c].add_block_ids(id);
+    contexts[c].set_deadline(DeadlineIn(rpc_.deadline_s));
+    shard->stub->async()->Pull(&contexts[c], &requests[c], &responses[c],
+                               [&results, &pending, c](grpc::Status status) {
+                                 results[c] = std::move(status);
+                                 pending.DecrementCount();
+                               });
+  }
+  pending.Wait();
+  for (size_t c = 0; c < num_chunks; ++c) {
+    if (!results[c].ok()) {
+      absl::Status status = WithRetries(
+          index, "pull from", [&](const Shard& now, uint64_t now_epoch) {
+            proto::PullRequest request;
+            request.set_placement_epoch(now_epoch);
+            request.set_worker_id(worker_id_);
+            for (uint32_t id : now.chunks[c]) request.add_block_ids(id);
+            grpc::ClientContext context;
+            context.set_deadline(DeadlineIn(rpc_.deadline_s));
+            responses[c].Clear();
+            return now.stub->Pull(&context, request, &responses[c]);
+          });
+      if (!status.ok()) return status;
     }
-    counters_->Add("pulls", 1);
-    counters_->Add("bytes_in", bytes);
+    absl::Status copied = CopyBlocks(index, responses[c], params, versions);
+    if (!copied.ok()) return copied;
   }
   return absl::OkStatus();
 }

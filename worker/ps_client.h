@@ -67,6 +67,9 @@ class GrpcPsClient : public PsClient {
       ABSL_LOCKS_EXCLUDED(mu_);
   int num_shards() const ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status PullShard(int index, float* params, std::vector<uint64_t>* versions);
+  // Copies a pull reply's blocks into params and versions, checking their sizes.
+  absl::Status CopyBlocks(int index, const proto::PullResponse& response,
+                          float* params, std::vector<uint64_t>* versions);
   absl::Status PushShard(int index, const float* grad,
                          const std::vector<uint64_t>& versions);
   // Runs `call` against shard `index` until it succeeds, re-reading the placement
