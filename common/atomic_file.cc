@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
@@ -13,58 +12,91 @@
 namespace downpour {
 namespace {
 
-absl::Status Errno(const std::string& what, const std::string& path) {
+// `what` is a plain C string so that nothing allocates (and may touch errno)
+// before errno is read.
+absl::Status IoError(const char* what, const char* action, const std::string& path) {
   const int error = errno;
-  return absl::ErrnoToStatus(error, absl::StrCat(what, " '", path, "': ",
-                                                 std::strerror(error)));
+  return absl::ErrnoToStatus(error, absl::StrCat(what, ": ", action, " '", path, "'"));
+}
+
+// fsync on a directory makes a rename in it durable.
+absl::Status SyncDirectory(const std::string& dir, const char* what) {
+  ScopedFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (fd.get() < 0) return IoError(what, "cannot open directory", dir);
+  if (::fsync(fd.get()) != 0) return IoError(what, "cannot sync", dir);
+  return absl::OkStatus();
+}
+
+// Writes `tmp` completely and durably; the caller renames it.
+absl::Status WriteTempFile(
+    const std::string& tmp, const char* what,
+    const std::function<absl::Status(int, const std::string&)>& write) {
+  ScopedFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (fd.get() < 0) return IoError(what, "cannot create", tmp);
+  absl::Status written = write(fd.get(), tmp);
+  if (!written.ok()) return written;
+  if (::fsync(fd.get()) != 0) return IoError(what, "cannot sync", tmp);
+  if (fd.Close() != 0) return IoError(what, "cannot close", tmp);
+  return absl::OkStatus();
 }
 
 }  // namespace
 
-absl::Status WriteFileAtomically(const std::string& path, const std::string& contents) {
-  const std::filesystem::path target(path);
-  std::error_code error;
-  if (target.has_parent_path()) {
-    std::filesystem::create_directories(target.parent_path(), error);
+ScopedFd::~ScopedFd() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+int ScopedFd::Close() {
+  const int rc = ::close(fd_);
+  fd_ = -1;
+  return rc;
+}
+
+absl::Status WriteAll(int fd, const char* data, size_t n, const char* what,
+                      const std::string& path) {
+  while (n > 0) {
+    const ssize_t written = ::write(fd, data, n);
+    if (written < 0) {
+      if (errno == EINTR) continue;
+      return IoError(what, "cannot write", path);
+    }
+    data += written;
+    n -= static_cast<size_t>(written);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteFileAtomically(
+    const std::string& path, const char* what,
+    const std::function<absl::Status(int fd, const std::string& tmp)>& write) {
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) {
+    std::error_code error;
+    std::filesystem::create_directories(parent, error);
     if (error) {
-      return absl::UnavailableError(absl::StrCat("cannot create '",
-                                                 target.parent_path().string(),
-                                                 "': ", error.message()));
+      return absl::ErrnoToStatus(
+          error.value(),
+          absl::StrCat(what, ": cannot create directory '", parent.string(), "'"));
     }
   }
   const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Errno("cannot create", tmp);
-  size_t done = 0;
-  while (done < contents.size()) {
-    const ssize_t n = ::write(fd, contents.data() + done, contents.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      absl::Status status = Errno("cannot write", tmp);
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return status;
-    }
-    done += static_cast<size_t>(n);
+  absl::Status status = WriteTempFile(tmp, what, write);
+  if (status.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int error = errno;
+    status = absl::ErrnoToStatus(
+        error, absl::StrCat(what, ": cannot rename '", tmp, "' to '", path, "'"));
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    absl::Status status = Errno("cannot sync", tmp);
+  if (!status.ok()) {
     ::unlink(tmp.c_str());
     return status;
   }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    absl::Status status = Errno("cannot rename over", path);
-    ::unlink(tmp.c_str());
-    return status;
-  }
-  const std::string dir =
-      target.has_parent_path() ? target.parent_path().string() : std::string(".");
-  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd >= 0) {
-    ::fsync(dir_fd);
-    ::close(dir_fd);
-  }
-  return absl::OkStatus();
+  return SyncDirectory(parent.empty() ? "." : parent.string(), what);
+}
+
+absl::Status WriteFileAtomically(const std::string& path, const std::string& contents) {
+  return WriteFileAtomically(path, "write", [&](int fd, const std::string& tmp) {
+    return WriteAll(fd, contents.data(), contents.size(), "write", tmp);
+  });
 }
 
 }  // namespace downpour

@@ -1,17 +1,48 @@
-// Replacing a small file atomically: after a crash the file holds either the old
-// or the new contents, never a mix.
+// Replacing a file atomically: after a crash the file holds either the old or
+// the new contents, never a mix. Used for ps checkpoints and the coordinator's
+// state.
 #ifndef DOWNPOUR_COMMON_ATOMIC_FILE_H_
 #define DOWNPOUR_COMMON_ATOMIC_FILE_H_
 
+#include <cstddef>
+#include <functional>
 #include <string>
 
 #include "absl/status/status.h"
 
 namespace downpour {
 
-// Writes `contents` to path + ".tmp.<pid>", fsyncs it, renames it over `path` and
-// fsyncs the directory. Creates missing parent folders. Errors name the path and
-// the errno text.
+// Closes a file descriptor when it goes out of scope.
+class ScopedFd {
+ public:
+  explicit ScopedFd(int fd) : fd_(fd) {}
+  ScopedFd(const ScopedFd&) = delete;
+  ScopedFd& operator=(const ScopedFd&) = delete;
+  ~ScopedFd();
+  int get() const { return fd_; }
+  // Closes now, returning what close() returns (it can report a failed
+  // write-back, e.g. on NFS).
+  int Close();
+
+ private:
+  int fd_;
+};
+
+// Writes all n bytes to fd, retrying short writes and EINTR. Errors read
+// "<what>: cannot write '<path>': <errno text>".
+absl::Status WriteAll(int fd, const char* data, size_t n, const char* what,
+                      const std::string& path);
+
+// Creates path + ".tmp.<pid>", lets `write` fill it (through the fd; `tmp` is its
+// name for messages), fsyncs and closes it, renames it over `path` and fsyncs the
+// directory. Creates missing parent folders. On error the temporary file is
+// removed and an existing file at `path` is left as it was; messages start with
+// `what` ("write checkpoint") and name the path and the errno text.
+absl::Status WriteFileAtomically(
+    const std::string& path, const char* what,
+    const std::function<absl::Status(int fd, const std::string& tmp)>& write);
+
+// The same for contents already in memory.
 absl::Status WriteFileAtomically(const std::string& path, const std::string& contents);
 
 }  // namespace downpour

@@ -14,6 +14,7 @@
 #include "absl/base/config.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/atomic_file.h"
 #include "common/checksum.h"
 #include "common/status_macros.h"
 
@@ -29,27 +30,6 @@ constexpr size_t kHeaderSize = 8 + 4 + 8;  // magic, format, file size
 constexpr size_t kCrcSize = 4;
 constexpr size_t kBufferSize = 1 << 20;
 
-// Closes a file descriptor when it goes out of scope.
-class ScopedFd {
- public:
-  explicit ScopedFd(int fd) : fd_(fd) {}
-  ScopedFd(const ScopedFd&) = delete;
-  ScopedFd& operator=(const ScopedFd&) = delete;
-  ~ScopedFd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-  // Closes now, reporting the error close() can return (e.g. NFS write-back).
-  int Close() {
-    int rc = ::close(fd_);
-    fd_ = -1;
-    return rc;
-  }
-
- private:
-  int fd_;
-};
-
 // `what` is a plain C string so that nothing allocates (and may touch errno)
 // before errno is read.
 absl::Status IoError(const char* what, const std::string& path) {
@@ -57,19 +37,7 @@ absl::Status IoError(const char* what, const std::string& path) {
   return absl::ErrnoToStatus(error, absl::StrCat(what, " '", path, "'"));
 }
 
-absl::Status WriteAll(int fd, const char* data, size_t n,
-                      const std::string& path) {
-  while (n > 0) {
-    ssize_t written = ::write(fd, data, n);
-    if (written < 0) {
-      if (errno == EINTR) continue;
-      return IoError("write checkpoint: cannot write", path);
-    }
-    data += written;
-    n -= static_cast<size_t>(written);
-  }
-  return absl::OkStatus();
-}
+constexpr char kWriteWhat[] = "write checkpoint";
 
 // Buffers little-endian fields into a file, keeping their running CRC-32C.
 class Encoder {
@@ -101,7 +69,7 @@ class Encoder {
     size_ += n;
     if (buffer_.size() + n > kBufferSize) Flush();
     if (n >= kBufferSize) {  // large float arrays go straight to the file
-      if (status_.ok()) status_ = WriteAll(fd_, data, n, path_);
+      if (status_.ok()) status_ = WriteAll(fd_, data, n, kWriteWhat, path_);
       return;
     }
     buffer_.append(data, n);
@@ -118,7 +86,7 @@ class Encoder {
  private:
   void Flush() {
     if (status_.ok())
-      status_ = WriteAll(fd_, buffer_.data(), buffer_.size(), path_);
+      status_ = WriteAll(fd_, buffer_.data(), buffer_.size(), kWriteWhat, path_);
     buffer_.clear();
   }
 
@@ -171,37 +139,6 @@ absl::Status Encode(const Checkpoint& c, int fd, const std::string& path) {
                      " bytes, expected ", expected_size));
   }
   return absl::OkStatus();
-}
-
-// fsync on a directory makes a rename in it durable.
-absl::Status SyncDirectory(const std::string& dir) {
-  ScopedFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (fd.get() < 0)
-    return IoError("write checkpoint: cannot open directory", dir);
-  if (::fsync(fd.get()) != 0)
-    return IoError("write checkpoint: cannot sync", dir);
-  return absl::OkStatus();
-}
-
-// Writes `tmp` completely and durably; the caller renames it.
-absl::Status WriteTempFile(const std::string& tmp, const Checkpoint& c) {
-  ScopedFd fd(
-      ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (fd.get() < 0) return IoError("write checkpoint: cannot create", tmp);
-  RETURN_IF_ERROR(Encode(c, fd.get(), tmp));
-  if (::fsync(fd.get()) != 0)
-    return IoError("write checkpoint: cannot sync", tmp);
-  if (fd.Close() != 0) return IoError("write checkpoint: cannot close", tmp);
-  return absl::OkStatus();
-}
-
-absl::Status CreateParent(const std::filesystem::path& parent) {
-  std::error_code error;
-  std::filesystem::create_directories(parent, error);
-  if (!error) return absl::OkStatus();
-  return absl::ErrnoToStatus(
-      error.value(), absl::StrCat("write checkpoint: cannot create directory '",
-                                  parent.string(), "'"));
 }
 
 // --- Reading ---------------------------------------------------------------
@@ -372,22 +309,9 @@ absl::StatusOr<Checkpoint> Decode(const std::string& path,
 
 absl::Status WriteCheckpoint(const std::string& path,
                              const Checkpoint& checkpoint) {
-  const std::filesystem::path parent =
-      std::filesystem::path(path).parent_path();
-  if (!parent.empty()) RETURN_IF_ERROR(CreateParent(parent));
-  const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
-  absl::Status status = WriteTempFile(tmp, checkpoint);
-  if (status.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int error = errno;
-    status = absl::ErrnoToStatus(
-        error, absl::StrCat("write checkpoint: cannot rename '", tmp, "' to '",
-                            path, "'"));
-  }
-  if (!status.ok()) {
-    ::unlink(tmp.c_str());
-    return status;
-  }
-  return SyncDirectory(parent.empty() ? "." : parent.string());
+  return WriteFileAtomically(path, kWriteWhat, [&](int fd, const std::string& tmp) {
+    return Encode(checkpoint, fd, tmp);
+  });
 }
 
 absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path) {
