@@ -64,12 +64,21 @@ void Die(const std::string& role, const std::string& message, int code) {
 DaemonSetup InitDaemon(int argc, char** argv, const std::string& role,
                        const std::string& usage, bool has_index,
                        std::vector<std::string> (*extra_overrides)()) {
+  return InitDaemon(
+      argc, argv, [&role] { return role; }, usage, has_index, extra_overrides);
+}
+
+DaemonSetup InitDaemon(int argc, char** argv,
+                       const std::function<std::string()>& role_after_flags,
+                       const std::string& usage, bool has_index,
+                       std::vector<std::string> (*extra_overrides)()) {
   absl::FlagsUsageConfig usage_config;
   usage_config.contains_help_flags = OurFlag;
   usage_config.contains_helpshort_flags = OurFlag;
   absl::SetFlagsUsageConfig(usage_config);
   absl::SetProgramUsageMessage(usage);
   std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
+  const std::string role = role_after_flags();
   if (rest.size() > 1) {
     Die(role, absl::StrCat("unexpected argument '", rest[1],
                            "'; see --help"), 2);

@@ -7,6 +7,7 @@
 #ifndef DOWNPOUR_COMMON_DAEMON_H_
 #define DOWNPOUR_COMMON_DAEMON_H_
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,12 @@ struct DaemonSetup {
 // the prefix "<role> <index>". On a bad flag or config it prints the error and
 // exits with status 2. `usage` is the first line of --help.
 DaemonSetup InitDaemon(int argc, char** argv, const std::string& role,
+                       const std::string& usage, bool has_index,
+                       std::vector<std::string> (*extra_overrides)() = nullptr);
+
+// The same, for a daemon whose role depends on its flags (ps_server --standby):
+// `role` is called once the flags are parsed.
+DaemonSetup InitDaemon(int argc, char** argv, const std::function<std::string()>& role,
                        const std::string& usage, bool has_index,
                        std::vector<std::string> (*extra_overrides)() = nullptr);
 

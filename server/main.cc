@@ -36,21 +36,14 @@ proto::MemberReport Report(const Counters& counters) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool standby = [&] {
-    for (int i = 1; i < argc; ++i) {
-      if (std::string(argv[i]) == "--standby" || std::string(argv[i]) == "--standby=true") {
-        return true;
-      }
-    }
-    return false;
-  }();
   DaemonSetup setup = InitDaemon(
-      argc, argv, standby ? "standby" : "ps",
+      argc, argv, [] { return absl::GetFlag(FLAGS_standby) ? "standby" : "ps"; },
       "ps_server --config FILE --index N [--standby] [--listen HOST:PORT]: serves "
       "one shard of the parameters, applies pushed gradients, writes checkpoints",
       /*has_index=*/true);
   const Config& config = setup.config;
   const int index = setup.index;
+  const bool standby = absl::GetFlag(FLAGS_standby);
   Counters counters;
   auto node = server::PsNode::Create({config, index, standby, &counters});
   if (!node.ok()) Die((standby ? "standby " : "ps ") + std::to_string(index),
