@@ -42,11 +42,19 @@ StatusService::StatusService(std::string role, int index,
       counters_(counters),
       filler_(std::move(filler)) {}
 
+void StatusService::set_address(const std::string& address) {
+  absl::MutexLock lock(&address_mu_);
+  address_ = address;
+}
+
 void StatusService::Fill(proto::GetStatusResponse* response) const {
   response->set_role(role_);
   response->set_index(index_);
   response->set_version(kDownpourVersion);
-  response->set_address(address_);
+  {
+    absl::MutexLock lock(&address_mu_);
+    response->set_address(address_);
+  }
   response->set_uptime_seconds(absl::ToDoubleSeconds(absl::Now() - start_));
   for (const auto& [name, value] : counters_->Snapshot()) {
     (*response->mutable_counters())[name] = value;

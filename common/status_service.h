@@ -7,6 +7,8 @@
 #include <functional>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/counters.h"
 #include "proto/status.grpc.pb.h"
@@ -24,7 +26,9 @@ class StatusService final : public proto::Status::CallbackService {
   StatusService(std::string role, int index, const Counters* counters,
                 Filler filler = nullptr);
 
-  void set_address(const std::string& address) { address_ = address; }
+  // The address the daemon serves on; known only once its server has bound, so
+  // it may be set while GetStatus calls are already being served.
+  void set_address(const std::string& address) ABSL_LOCKS_EXCLUDED(address_mu_);
 
   // Fills `response` as GetStatus does (for tests and in-process callers).
   void Fill(proto::GetStatusResponse* response) const;
@@ -40,7 +44,8 @@ class StatusService final : public proto::Status::CallbackService {
   const Counters* const counters_;
   const Filler filler_;
   const absl::Time start_ = absl::Now();
-  std::string address_;  // set once before serving
+  mutable absl::Mutex address_mu_;
+  std::string address_ ABSL_GUARDED_BY(address_mu_);  // "" until set_address
 };
 
 // Resident memory (RSS) of this process in bytes, 0 where /proc is unreadable.

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/daemon.h"
 #include "common/logging.h"
-#include "common/member_agent.h"
+#include "coordinator/member_agent.h"
 #include "common/server_util.h"
 #include "common/status_service.h"
 #include "coordinator/coordinator_client.h"

@@ -2,8 +2,8 @@
 // a report every heartbeat.interval_s, re-registers after a coordinator restart,
 // and hands each response to the daemon. Keeps running (and says so) while the
 // coordinator is unreachable: the daemon goes on with what it has.
-#ifndef DOWNPOUR_COMMON_MEMBER_AGENT_H_
-#define DOWNPOUR_COMMON_MEMBER_AGENT_H_
+#ifndef DOWNPOUR_COORDINATOR_MEMBER_AGENT_H_
+#define DOWNPOUR_COORDINATOR_MEMBER_AGENT_H_
 
 #include <functional>
 #include <string>
@@ -58,4 +58,4 @@ class MemberAgent {
 
 }  // namespace downpour
 
-#endif  // DOWNPOUR_COMMON_MEMBER_AGENT_H_
+#endif  // DOWNPOUR_COORDINATOR_MEMBER_AGENT_H_

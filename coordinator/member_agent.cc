@@ -1,5 +1,5 @@
 // Heartbeat loop shared by ps and workers.
-#include "common/member_agent.h"
+#include "coordinator/member_agent.h"
 
 #include "common/logging.h"
 
