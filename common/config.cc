@@ -1,5 +1,6 @@
 // Loads the cluster YAML into Config: every key known, typed and in range, then
 // the rules that tie keys together. yaml-cpp throws; nothing escapes this file.
+#include "common/file_util.h"
 #include "common/config.h"
 
 #include <cerrno>
@@ -353,7 +354,7 @@ absl::StatusOr<Config> Parse(const std::string& yaml, const std::string& file,
   }
 }
 
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
+absl::StatusOr<std::string> ReadConfigFile(const std::string& path) {
   std::error_code error;
   const std::filesystem::file_status status =
       std::filesystem::status(path, error);
@@ -366,14 +367,12 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
     return absl::InvalidArgumentError(absl::StrCat(
         "config path '", path, "' is a directory: --config takes a YAML file"));
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "cannot read config file '", path, "': ", std::strerror(errno)));
+  absl::StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok()) {
+    return absl::Status(text.status().code(),
+                        absl::StrCat("cannot read config file: ", text.status().message()));
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+  return text;
 }
 
 // --- Rules across keys ------------------------------------------------------
@@ -481,7 +480,7 @@ absl::StatusOr<Config> LoadConfig(const std::string& path) {
 
 absl::StatusOr<Config> LoadConfig(const std::string& path,
                                   const std::vector<std::string>& overrides) {
-  ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
+  ASSIGN_OR_RETURN(const std::string text, ReadConfigFile(path));
   return Parse(text, path, overrides);
 }
 

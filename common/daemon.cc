@@ -123,16 +123,16 @@ DaemonSetup InitDaemon(int argc, char** argv,
           2);
     }
   }
+  setup.advertise = absl::GetFlag(FLAGS_advertise);
   const std::string prefix = has_index ? absl::StrCat(role, " ", setup.index) : role;
   absl::Status logging = InitLogging(prefix, setup.config.logging.level);
   if (!logging.ok()) Die(role, std::string(logging.message()), 2);
   return setup;
 }
 
-std::string AdvertisedAddress(const std::string& bound) {
+std::string AdvertisedAddress(const std::string& bound, std::string advertise) {
   const size_t colon = bound.rfind(':');
   const std::string port = colon == std::string::npos ? "" : bound.substr(colon + 1);
-  std::string advertise = absl::GetFlag(FLAGS_advertise);
   if (!advertise.empty()) {
     if (absl::EndsWith(advertise, ":0")) {
       advertise = absl::StrCat(advertise.substr(0, advertise.size() - 1), port);

@@ -19,6 +19,9 @@ namespace downpour {
 struct DaemonSetup {
   Config config;
   int index = 0;
+  // --advertise: the address to register with the coordinator ("" = derive it
+  // from the bound address; see AdvertisedAddress).
+  std::string advertise;
 };
 
 // Parses argv (absl flags; --help describes them), blocks SIGTERM/SIGINT in this
@@ -41,10 +44,11 @@ DaemonSetup InitDaemon(int argc, char** argv, const std::function<std::string()>
 void WritePortFile(int port);
 
 // The address this daemon registers with the coordinator, given the one it is
-// bound to: --advertise HOST:PORT when set (port 0 = the bound port); otherwise
+// bound to: `advertise` (HOST:PORT, from --advertise) when set (port 0 = the
+// bound port); otherwise
 // the bound address, except that a wildcard host (0.0.0.0, [::]) is replaced by
 // this machine's host name, which peers can resolve.
-std::string AdvertisedAddress(const std::string& bound);
+std::string AdvertisedAddress(const std::string& bound, std::string advertise);
 
 // Blocks until SIGTERM or SIGINT arrives (returns the signal number) or, when
 // `done` is given, until it is notified (returns 0).

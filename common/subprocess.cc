@@ -1,4 +1,5 @@
 // fork/exec with the child's output redirected to a log file.
+#include "common/file_util.h"
 #include "common/subprocess.h"
 
 #include <fcntl.h>
@@ -103,14 +104,6 @@ std::string Subprocess::LogTail(int lines) const {
   while (!all.empty() && all.back().empty()) all.pop_back();
   const size_t from = all.size() > static_cast<size_t>(lines) ? all.size() - lines : 0;
   return absl::StrJoin(all.begin() + from, all.end(), "\n");
-}
-
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read '", path, "'"));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
 }
 
 }  // namespace downpour

@@ -53,9 +53,6 @@ class Subprocess {
   std::optional<int> exit_status_;
 };
 
-// Reads a whole file; NotFound if it does not exist.
-absl::StatusOr<std::string> ReadFile(const std::string& path);
-
 }  // namespace downpour
 
 #endif  // DOWNPOUR_COMMON_SUBPROCESS_H_

@@ -11,7 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "common/atomic_file.h"
+#include "common/file_util.h"
+#include "common/file_util.h"
 #include "common/logging.h"
 #include "common/subprocess.h"
 

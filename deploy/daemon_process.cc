@@ -1,4 +1,5 @@
 // Local and SSH-started daemons behind one interface for the launcher.
+#include "common/file_util.h"
 #include "deploy/daemon_process.h"
 
 #include <signal.h>

@@ -17,6 +17,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/file_util.h"
 #include "common/subprocess.h"
 #include "coordinator/coordinator_client.h"
 #include "deploy/daemon_process.h"

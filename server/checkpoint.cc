@@ -14,7 +14,8 @@
 #include "absl/base/config.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/atomic_file.h"
+#include "common/file_util.h"
+#include "common/file_util.h"
 #include "common/checksum.h"
 #include "common/status_macros.h"
 
@@ -158,31 +159,6 @@ absl::Status NotACheckpoint(const std::string& path) {
       "away to start from fresh parameters, or restore a good copy"));
 }
 
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  ScopedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) {
-    if (errno == ENOENT) {
-      return absl::NotFoundError(
-          absl::StrCat("checkpoint '", path, "' does not exist"));
-    }
-    return IoError("read checkpoint: cannot open", path);
-  }
-  struct stat st;
-  if (::fstat(fd.get(), &st) != 0)
-    return IoError("read checkpoint: cannot stat", path);
-  std::string contents(static_cast<size_t>(st.st_size), '\0');
-  size_t done = 0;
-  while (done < contents.size()) {
-    ssize_t n = ::read(fd.get(), &contents[done], contents.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return IoError("read checkpoint: cannot read", path);
-    if (n == 0) break;  // shrank under us: the checks below report truncation
-    done += static_cast<size_t>(n);
-  }
-  contents.resize(done);
-  return contents;
-}
-
 // Reads little-endian fields from bytes; reading past the end clears ok().
 class Decoder {
  public:
@@ -315,9 +291,16 @@ absl::Status WriteCheckpoint(const std::string& path,
 }
 
 absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path) {
-  ASSIGN_OR_RETURN(const std::string file, ReadFile(path));
-  RETURN_IF_ERROR(Verify(path, file));
-  return Decode(path, file);
+  absl::StatusOr<std::string> file = ReadFile(path);
+  if (absl::IsNotFound(file.status())) {
+    return absl::NotFoundError(absl::StrCat("checkpoint '", path, "' does not exist"));
+  }
+  if (!file.ok()) {
+    return absl::Status(file.status().code(),
+                        absl::StrCat("read checkpoint: ", file.status().message()));
+  }
+  RETURN_IF_ERROR(Verify(path, *file));
+  return Decode(path, *file);
 }
 
 std::string CheckpointPath(const std::string& dir, int shard_index) {

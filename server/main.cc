@@ -64,7 +64,7 @@ int main(int argc, char** argv) {
   if (!server.ok()) Die(who, std::string(server.status().message()), 1);
   status.set_address(server->address);
   WritePortFile(server->port);
-  const std::string advertised = AdvertisedAddress(server->address);
+  const std::string advertised = AdvertisedAddress(server->address, setup.advertise);
   SPDLOG_LOGGER_INFO(Log("server"), "{}: serving on {} (registered as {})", who,
                      server->address, advertised);
 

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "common/file_util.h"
 #include "common/config.h"
 #include "common/subprocess.h"
 #include "common/testing/status_matchers.h"

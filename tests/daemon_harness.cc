@@ -1,4 +1,5 @@
 // Daemon start-up for the integration tests.
+#include "common/file_util.h"
 #include "tests/daemon_harness.h"
 
 #include <cstdlib>

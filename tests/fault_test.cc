@@ -12,6 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/file_util.h"
 #include "common/server_util.h"
 #include "common/subprocess.h"
 #include "coordinator/coordinator_client.h"

@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "common/file_util.h"
 #include "common/config.h"
 #include "common/subprocess.h"
 #include "tools/cluster_client.h"

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
+#include "common/file_util.h"
 #include "common/status_macros.h"
 
 namespace downpour::worker {
@@ -22,30 +23,6 @@ namespace {
 std::string JoinPath(const std::string& dir, const std::string& name) {
   if (dir.empty()) return name;
   return dir.back() == '/' ? dir + name : absl::StrCat(dir, "/", name);
-}
-
-// Reads the whole file. NotFound if it does not exist (callers add how to get
-// it); other failures carry errno's code and text.
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (file == nullptr) {
-    const int error = errno;
-    return absl::Status(
-        absl::ErrnoToStatusCode(error),
-        absl::StrCat("cannot open '", path, "': ", std::strerror(error)));
-  }
-  std::string text;
-  char chunk[1 << 16];
-  size_t got;
-  while ((got = std::fread(chunk, 1, sizeof(chunk), file)) > 0) {
-    text.append(chunk, got);
-  }
-  const bool failed = std::ferror(file) != 0;
-  std::fclose(file);
-  if (failed) {
-    return absl::DataLossError(absl::StrCat("error reading '", path, "'"));
-  }
-  return text;
 }
 
 // Gives a NotFound from ReadFile the reader's own message; passes others

@@ -120,7 +120,7 @@ int main(int argc, char** argv) {
   WritePortFile(server->port);
 
   coordinator::CoordinatorClient client(config.cluster.coordinator, config.rpc, who);
-  const std::string advertised = AdvertisedAddress(server->address);
+  const std::string advertised = AdvertisedAddress(server->address, setup.advertise);
   auto registered = client.RegisterWorker(index, advertised);
   if (!registered.ok()) Die(who, std::string(registered.status().message()), 1);
   const proto::Partition partition = registered->partition();

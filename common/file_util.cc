@@ -1,5 +1,5 @@
-// temp file + fsync + rename + fsync(dir).
-#include "common/atomic_file.h"
+// Whole-file reads, and atomic replacement: temp file + fsync + rename + fsync(dir).
+#include "common/file_util.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -97,6 +97,23 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& con
   return WriteFileAtomically(path, "write", [&](int fd, const std::string& tmp) {
     return WriteAll(fd, contents.data(), contents.size(), "write", tmp);
   });
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  ScopedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) return IoError("read", "cannot open", path);
+  std::string contents;
+  char buffer[1 << 16];
+  while (true) {
+    const ssize_t n = ::read(fd.get(), buffer, sizeof(buffer));
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return IoError("read", "cannot read", path);
+    }
+    contents.append(buffer, static_cast<size_t>(n));
+  }
+  return contents;
 }
 
 }  // namespace downpour

@@ -1,16 +1,23 @@
-// Replacing a file atomically: after a crash the file holds either the old or
-// the new contents, never a mix. Used for ps checkpoints and the coordinator's
-// state.
-#ifndef DOWNPOUR_COMMON_ATOMIC_FILE_H_
-#define DOWNPOUR_COMMON_ATOMIC_FILE_H_
+// The project's one home for reading and writing whole files: ReadFile, and
+// replacing a file atomically (after a crash the file holds either the old or
+// the new contents, never a mix), used for ps checkpoints, the coordinator's
+// state, port files and the launcher's summary.
+#ifndef DOWNPOUR_COMMON_FILE_UTIL_H_
+#define DOWNPOUR_COMMON_FILE_UTIL_H_
 
 #include <cstddef>
 #include <functional>
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace downpour {
+
+// Reads a whole file. NotFound when it does not exist ("cannot read 'x': No such
+// file or directory"); another code from errno (PermissionDenied, ...) when it
+// exists but cannot be read, so callers can tell "absent" from "unreadable".
+absl::StatusOr<std::string> ReadFile(const std::string& path);
 
 // Closes a file descriptor when it goes out of scope.
 class ScopedFd {
@@ -47,4 +54,4 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& con
 
 }  // namespace downpour
 
-#endif  // DOWNPOUR_COMMON_ATOMIC_FILE_H_
+#endif  // DOWNPOUR_COMMON_FILE_UTIL_H_
