@@ -1,14 +1,16 @@
 // Capped exponential backoff with full jitter, for retrying RPCs.
 //
 //   Backoff backoff(absl::Milliseconds(50), absl::Seconds(2));
-//   while (!(status = Call()).ok() && IsRetryable(status)) absl::SleepFor(backoff.Next());
+//   while (!(status = Call()).ok() && IsRetryable(status)) clock->SleepFor(backoff.Next());
+//
+// Which errors are retryable, and the bounded retry loop built on this, live in
+// common/retry.h.
 #ifndef DOWNPOUR_COMMON_BACKOFF_H_
 #define DOWNPOUR_COMMON_BACKOFF_H_
 
 #include <cstdint>
 #include <random>
 
-#include "absl/status/status.h"
 #include "absl/time/time.h"
 
 namespace downpour {
@@ -30,10 +32,6 @@ class Backoff {
   int attempts_ = 0;
   std::mt19937_64 rng_;
 };
-
-// True for codes worth retrying after re-reading the placement: UNAVAILABLE,
-// DEADLINE_EXCEEDED, FAILED_PRECONDITION (stale epoch), ABORTED.
-bool IsRetryable(const absl::Status& status);
 
 }  // namespace downpour
 

@@ -19,12 +19,5 @@ TEST(BackoffTest, GrowsWithJitterUpToTheCap) {
   EXPECT_LE(backoff.Next(), absl::Milliseconds(10));
 }
 
-TEST(BackoffTest, RetryableCodes) {
-  EXPECT_TRUE(IsRetryable(absl::UnavailableError("down")));
-  EXPECT_TRUE(IsRetryable(absl::FailedPreconditionError("stale epoch")));
-  EXPECT_FALSE(IsRetryable(absl::InvalidArgumentError("NaN")));
-  EXPECT_FALSE(IsRetryable(absl::NotFoundError("block")));
-}
-
 }  // namespace
 }  // namespace downpour
