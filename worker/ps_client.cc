@@ -1,7 +1,9 @@
 // gRPC ps client. Requests go to all shards in parallel; a shard's blocks are cut
 // into chunks of at most kChunkBytes so no message is huge (gRPC's rate drops for
 // messages above a few MiB). Pull chunks are all in flight at once; push chunks to
-// one shard go in order, which keeps exactly-once sequencing simple.
+// one shard go in order, one at a time, which keeps exactly-once sequencing
+// simple. mu_ guards only the placement and the push lanes; it is never held
+// across an RPC or a backoff sleep.
 #include "worker/ps_client.h"
 
 #include <cstring>
@@ -9,7 +11,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/blocking_counter.h"
-#include "common/backoff.h"
 #include "common/grpc_status.h"
 #include "common/logging.h"
 #include "common/retry.h"
@@ -34,9 +35,11 @@ struct GrpcPsClient::Shard {
 GrpcPsClient::GrpcPsClient(const ModelSpec& spec,
                            coordinator::CoordinatorClient* coordinator,
                            const RpcSection& rpc, int worker_id,
-                           Counters* counters, std::function<bool()> should_stop)
+                           Counters* counters, std::function<bool()> should_stop,
+                           Clock* clock)
     : spec_(spec), coordinator_(coordinator), rpc_(rpc), worker_id_(worker_id),
-      counters_(counters), should_stop_(std::move(should_stop)) {}
+      counters_(counters), should_stop_(std::move(should_stop)),
+      clock_(clock != nullptr ? clock : Clock::Real()) {}
 
 GrpcPsClient::~GrpcPsClient() = default;
 
@@ -109,15 +112,18 @@ absl::Status GrpcPsClient::WithRetries(
   std::shared_ptr<const Shard> shard = GetShard(index, &epoch);
   const std::string target = absl::StrCat("ps ", index, " at ", shard->address);
   absl::Time first_failure = absl::InfiniteFuture();
+  RetryOptions options;
+  options.timeout = absl::Seconds(rpc_.connect_timeout_s);
+  options.should_stop = should_stop_;
+  options.clock = clock_;
   absl::Status result = RetryFor(
-      absl::StrCat("worker ", worker_id_), absl::StrCat(what, " ", target),
-      absl::Seconds(rpc_.connect_timeout_s),
+      absl::StrCat("worker ", worker_id_), absl::StrCat(what, " ", target), options,
       [&]() -> absl::Status {
         absl::Status status =
             FromGrpcStatus(call(*shard, epoch), absl::StrCat(what, " ", target));
         if (status.ok() || !IsRetryable(status)) return status;
         if (first_failure == absl::InfiniteFuture()) {
-          first_failure = absl::Now();
+          first_failure = clock_->Now();
           SPDLOG_LOGGER_WARN(Log("worker"), "worker {}: {}; retrying with backoff",
                              worker_id_, std::string(status.message()));
         }
@@ -127,11 +133,10 @@ absl::Status GrpcPsClient::WithRetries(
         if (!refreshed.ok()) return refreshed;
         shard = GetShard(index, &epoch);
         return status;
-      },
-      should_stop_);
+      });
   if (result.ok() && first_failure != absl::InfiniteFuture()) {
     // How long this worker could not reach the shard: the outage it saw.
-    const double outage = absl::ToDoubleSeconds(absl::Now() - first_failure);
+    const double outage = absl::ToDoubleSeconds(clock_->Now() - first_failure);
     counters_->Add("outage_seconds", outage);
     SPDLOG_LOGGER_INFO(Log("worker"),
                        "worker {}: ps {} reachable again at {} (placement epoch {}) "
@@ -141,8 +146,8 @@ absl::Status GrpcPsClient::WithRetries(
   return result;
 }
 
-absl::Status GrpcPsClient::ForEachShard(const std::function<absl::Status(int)>& fn) {
-  const int n = num_shards();
+absl::Status GrpcPsClient::ForEachShard(int n,
+                                        const std::function<absl::Status(int)>& fn) {
   std::vector<absl::Status> results(n);
   std::vector<std::thread> threads;
   for (int i = 1; i < n; ++i) {
@@ -158,7 +163,8 @@ absl::Status GrpcPsClient::ForEachShard(const std::function<absl::Status(int)>& 
 
 absl::Status GrpcPsClient::Pull(float* params, std::vector<uint64_t>* versions) {
   versions->resize(spec_.blocks().size());
-  return ForEachShard([&](int index) { return PullShard(index, params, versions); });
+  return ForEachShard(num_shards(),
+                      [&](int index) { return PullShard(index, params, versions); });
 }
 
 absl::Status GrpcPsClient::CopyBlocks(int index, const proto::PullResponse& response,
@@ -232,22 +238,54 @@ absl::Status GrpcPsClient::PullShard(int index, float* params,
 
 absl::Status GrpcPsClient::Push(const float* grad,
                                 const std::vector<uint64_t>& versions) {
-  absl::MutexLock lock(&push_mu_);
-  // Sequences start at the wall clock in microseconds, so a restarted worker's
-  // pushes number above its previous run's (each push takes far more than 1 us)
-  // and the ps does not mistake them for duplicates.
-  const uint64_t start = static_cast<uint64_t>(absl::ToUnixMicros(absl::Now()));
-  next_sequence_.resize(std::max<size_t>(next_sequence_.size(), num_shards()), start);
-  return ForEachShard([&](int index) { return PushShard(index, grad, versions); });
+  // Take a ticket on every shard at once, so that pushes reach each shard in the
+  // order they began here.
+  std::vector<uint64_t> tickets;
+  {
+    absl::MutexLock lock(&mu_);
+    if (lanes_.size() < shards_.size()) {
+      // Sequences start at the wall clock in microseconds (not clock_: this is
+      // about identity across restarts, not waiting), so a restarted worker's
+      // pushes number above its previous run's (each push takes far more than
+      // 1 us) and the ps does not mistake them for duplicates.
+      PushLane fresh;
+      fresh.next_sequence = static_cast<uint64_t>(absl::ToUnixMicros(absl::Now()));
+      lanes_.resize(shards_.size(), fresh);
+    }
+    for (size_t i = 0; i < shards_.size(); ++i) {
+      tickets.push_back(lanes_[i].next_ticket++);
+    }
+  }
+  return ForEachShard(static_cast<int>(tickets.size()), [&](int index) {
+    return PushShard(index, tickets[index], grad, versions);
+  });
 }
 
-absl::Status GrpcPsClient::PushShard(int index, const float* grad,
-                                     const std::vector<uint64_t>& versions)
-    ABSL_NO_THREAD_SAFETY_ANALYSIS {  // push_mu_ is held by Push.
+absl::Status GrpcPsClient::PushShard(int index, uint64_t ticket, const float* grad,
+                                     const std::vector<uint64_t>& versions) {
+  {
+    absl::MutexLock lock(&mu_);
+    while (lanes_[index].serving != ticket) turn_changed_.Wait(&mu_);
+  }
+  // The turn is ours: no other push sends to this shard until we pass it on,
+  // and no mutex is held while the requests and their retries run.
+  absl::Status status = SendPushChunks(index, grad, versions);
+  absl::MutexLock lock(&mu_);
+  ++lanes_[index].serving;
+  turn_changed_.SignalAll();
+  return status;
+}
+
+absl::Status GrpcPsClient::SendPushChunks(int index, const float* grad,
+                                          const std::vector<uint64_t>& versions) {
   uint64_t unused = 0;
   const size_t num_chunks = GetShard(index, &unused)->chunks.size();
   for (size_t c = 0; c < num_chunks; ++c) {
-    const uint64_t sequence = next_sequence_[index]++;
+    uint64_t sequence = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      sequence = lanes_[index].next_sequence++;
+    }
     int64_t bytes = 0;
     absl::Status status = WithRetries(
         index, "push to", [&](const Shard& shard, uint64_t epoch) {

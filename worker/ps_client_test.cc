@@ -1,18 +1,24 @@
-// GrpcPsClient against a real coordinator and a real shard served over loopback
-// gRPC in-process. The shard's service here acknowledges the first push only after
-// the client's deadline, so the client retries a push the ps already applied:
-// it must be applied exactly once.
+// GrpcPsClient against a real coordinator and real shards served over loopback
+// gRPC in-process, with backoff on a FakeClock (no sleeping): a push retried
+// after its ack came too late is applied once, pushes from many threads are
+// each applied once, and a shard that is gone makes a push give up after
+// rpc.connect_timeout_s.
 #include "worker/ps_client.h"
 
+#include <memory>
 #include <thread>
+#include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "common/counters.h"
 #include "common/grpc_status.h"
 #include "common/server_util.h"
+#include "common/testing/fake_clock.h"
 #include "common/testing/status_matchers.h"
 #include "coordinator/cluster_state.h"
 #include "coordinator/coordinator_client.h"
 #include "coordinator/coordinator_service.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/shard.h"
 
@@ -20,14 +26,17 @@ namespace downpour::worker {
 namespace {
 
 using ::downpour::testing::IsOk;
+using ::downpour::testing::StatusIs;
+using ::testing::HasSubstr;
 
-// Forwards to a Shard; the first Push is applied at once but answered late.
-class SlowFirstAckService final : public proto::ParameterServer::CallbackService {
+// Forwards to a Shard. With `hold_first_push_ack`, the first Push is applied at
+// once but answered only when the next Push arrives, i.e. after the client's
+// deadline made it retry.
+class ForwardingService final : public proto::ParameterServer::CallbackService {
  public:
-  explicit SlowFirstAckService(server::Shard* shard) : shard_(shard) {}
-  ~SlowFirstAckService() override {
-    for (std::thread& t : late_) t.join();
-  }
+  ForwardingService(server::Shard* shard, bool hold_first_push_ack)
+      : shard_(shard), hold_(hold_first_push_ack) {}
+  ~ForwardingService() override { ReleaseHeld(); }
 
   grpc::ServerUnaryReactor* Pull(grpc::CallbackServerContext* context,
                                  const proto::PullRequest* request,
@@ -42,11 +51,11 @@ class SlowFirstAckService final : public proto::ParameterServer::CallbackService
                                  proto::PushResponse* response) override {
     auto* reactor = context->DefaultReactor();
     const grpc::Status status = ToGrpcStatus(shard_->Push(*request, response));
-    if (slowed_++ == 0) {
-      late_.emplace_back([reactor, status] {
-        absl::SleepFor(absl::Milliseconds(800));  // past the client's deadline
-        reactor->Finish(status);
-      });
+    ReleaseHeld();  // a later push: the held ack is now late
+    absl::MutexLock lock(&mu_);
+    if (hold_ && pushes_++ == 0) {
+      held_ = reactor;
+      held_status_ = status;
     } else {
       reactor->Finish(status);
     }
@@ -54,67 +63,161 @@ class SlowFirstAckService final : public proto::ParameterServer::CallbackService
   }
 
  private:
+  void ReleaseHeld() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    if (held_ != nullptr) held_->Finish(held_status_);
+    held_ = nullptr;
+  }
+
   server::Shard* const shard_;
-  std::atomic<int> slowed_{0};
-  std::vector<std::thread> late_;
+  const bool hold_;
+  absl::Mutex mu_;
+  int pushes_ ABSL_GUARDED_BY(mu_) = 0;
+  grpc::ServerUnaryReactor* held_ ABSL_GUARDED_BY(mu_) = nullptr;
+  grpc::Status held_status_ ABSL_GUARDED_BY(mu_);
 };
 
-TEST(GrpcPsClientTest, PushRetriedAfterATimeoutIsAppliedOnce) {
-  Config config;
-  config.model.layers = {6, 3};
-  config.model.type = "softmax";
-  config.optimizer.type = "sgd";
-  config.optimizer.learning_rate = 1.0;
-  config.checkpoint.dir = "";
-  config.coordinator.state_dir = "";
-  config.cluster.ps = {"127.0.0.1:0"};
-  config.cluster.workers = {"127.0.0.1:0"};
-  config.rpc.deadline_s = 0.3;
-  config.rpc.connect_timeout_s = 10;
-  auto spec = ModelSpec::Create(config.model);
-  ASSERT_THAT(spec, IsOk());
+// A coordinator and `num_shards` ps shards in this process, placed and serving.
+class PsClientTest : public ::testing::Test {
+ protected:
+  void StartCluster(int num_shards, bool hold_first_push_ack) {
+    config_.model.layers = {6, 3};
+    config_.model.type = "softmax";
+    config_.optimizer.type = "sgd";
+    config_.optimizer.learning_rate = 1.0;
+    config_.checkpoint.dir = "";
+    config_.coordinator.state_dir = "";
+    config_.cluster.ps.assign(num_shards, "127.0.0.1:0");
+    config_.cluster.workers = {"127.0.0.1:0"};
+    config_.rpc.deadline_s = 0.3;
+    config_.rpc.connect_timeout_s = 10;
+    auto spec = ModelSpec::Create(config_.model);
+    ASSERT_THAT(spec, IsOk());
+    spec_ = std::make_unique<ModelSpec>(*std::move(spec));
 
-  auto state = coordinator::ClusterState::Create({config});
-  ASSERT_THAT(state, IsOk());
-  coordinator::CoordinatorService coordinator_service(state->get());
-  auto coordinator_server =
-      StartServer("127.0.0.1:0", {&coordinator_service}, "coordinator");
-  ASSERT_THAT(coordinator_server, IsOk());
+    auto state = coordinator::ClusterState::Create({config_});
+    ASSERT_THAT(state, IsOk());
+    state_ = *std::move(state);
+    coordinator_service_ =
+        std::make_unique<coordinator::CoordinatorService>(state_.get());
+    auto coordinator_server =
+        StartServer("127.0.0.1:0", {coordinator_service_.get()}, "coordinator");
+    ASSERT_THAT(coordinator_server, IsOk());
+    coordinator_server_ = std::move(coordinator_server->server);
+    coordinator_ = std::make_unique<coordinator::CoordinatorClient>(
+        coordinator_server->address, config_.rpc, "test");
 
-  Counters ps_counters;
-  auto shard = server::Shard::Create(config, 0, &ps_counters);
-  ASSERT_THAT(shard, IsOk());
-  SlowFirstAckService ps_service(shard->get());
-  auto ps_server = StartServer("127.0.0.1:0", {&ps_service}, "ps 0");
-  ASSERT_THAT(ps_server, IsOk());
+    for (int i = 0; i < num_shards; ++i) {
+      auto shard = server::Shard::Create(config_, i, &ps_counters_);
+      ASSERT_THAT(shard, IsOk());
+      shards_.push_back(*std::move(shard));
+      services_.push_back(std::make_unique<ForwardingService>(
+          shards_.back().get(), hold_first_push_ack));
+      auto server = StartServer("127.0.0.1:0", {services_.back().get()},
+                                "ps " + std::to_string(i));
+      ASSERT_THAT(server, IsOk());
+      ps_servers_.push_back(std::move(server->server));
+      ASSERT_THAT(coordinator_->RegisterServer(i, server->address), IsOk());
+    }
+    auto placement = coordinator_->WaitForPlacement(1);
+    ASSERT_THAT(placement, IsOk());
+    for (const proto::ShardInfo& info : placement->shards()) {
+      const std::vector<uint32_t> ids(info.block_ids().begin(),
+                                      info.block_ids().end());
+      ASSERT_THAT(shards_[info.index()]->Assign(placement->epoch(), ids), IsOk());
+    }
+    client_ = std::make_unique<GrpcPsClient>(*spec_, coordinator_.get(),
+                                             config_.rpc, 0, &worker_counters_,
+                                             nullptr, &clock_);
+    ASSERT_THAT(client_->Connect(), IsOk());
+  }
 
-  coordinator::CoordinatorClient coordinator(coordinator_server->address, config.rpc,
-                                             "test");
-  ASSERT_THAT(coordinator.RegisterServer(0, ps_server->address), IsOk());
-  std::vector<uint32_t> all;
-  for (const BlockSpec& b : spec->blocks()) all.push_back(b.id);
-  ASSERT_THAT((*shard)->Assign(1, all), IsOk());
+  void TearDown() override {
+    client_.reset();
+    for (auto& server : ps_servers_) {
+      if (server != nullptr) server->Shutdown(DeadlineIn(1));
+    }
+    if (coordinator_server_ != nullptr) coordinator_server_->Shutdown(DeadlineIn(1));
+  }
 
-  Counters worker_counters;
-  GrpcPsClient client(*spec, &coordinator, config.rpc, 0, &worker_counters);
-  ASSERT_THAT(client.Connect(), IsOk());
-  std::vector<float> params(spec->num_params());
+  Config config_;
+  std::unique_ptr<ModelSpec> spec_;
+  FakeClock clock_;
+  Counters ps_counters_, worker_counters_;
+  std::unique_ptr<coordinator::ClusterState> state_;
+  std::unique_ptr<coordinator::CoordinatorService> coordinator_service_;
+  std::unique_ptr<grpc::Server> coordinator_server_;
+  std::unique_ptr<coordinator::CoordinatorClient> coordinator_;
+  std::vector<std::unique_ptr<server::Shard>> shards_;
+  std::vector<std::unique_ptr<ForwardingService>> services_;
+  std::vector<std::unique_ptr<grpc::Server>> ps_servers_;
+  std::unique_ptr<GrpcPsClient> client_;
+};
+
+TEST_F(PsClientTest, PushRetriedAfterATimeoutIsAppliedOnce) {
+  StartCluster(1, /*hold_first_push_ack=*/true);
+  std::vector<float> params(spec_->num_params());
   std::vector<uint64_t> versions;
-  ASSERT_THAT(client.Pull(params.data(), &versions), IsOk());
+  ASSERT_THAT(client_->Pull(params.data(), &versions), IsOk());
+  ASSERT_EQ(versions.size(), spec_->blocks().size());
   const std::vector<float> before = params;
 
-  const std::vector<float> gradient(spec->num_params(), 1.0f);
-  ASSERT_THAT(client.Push(gradient.data(), versions), IsOk());
-  EXPECT_GE(worker_counters.Get("rpc_retries"), 1) << "the first ack came too late";
-  EXPECT_EQ(ps_counters.Get("duplicate_pushes"), 1);
+  const std::vector<float> gradient(spec_->num_params(), 1.0f);
+  ASSERT_THAT(client_->Push(gradient.data(), versions), IsOk());
+  EXPECT_GE(worker_counters_.Get("rpc_retries"), 1) << "the first ack came too late";
+  EXPECT_EQ(ps_counters_.Get("duplicate_pushes"), 1);
+  EXPECT_GT(clock_.slept(), absl::ZeroDuration()) << "backoff ran on the fake clock";
 
-  ASSERT_THAT(client.Pull(params.data(), &versions), IsOk());
+  ASSERT_THAT(client_->Pull(params.data(), &versions), IsOk());
   for (size_t i = 0; i < params.size(); ++i) {
     ASSERT_FLOAT_EQ(params[i], before[i] - 1.0f) << "parameter " << i;
   }
   for (uint64_t v : versions) EXPECT_EQ(v, 1u) << "applied more than once";
-  ps_server->server->Shutdown(DeadlineIn(1));
-  coordinator_server->server->Shutdown(DeadlineIn(1));
+}
+
+TEST_F(PsClientTest, PushesFromManyThreadsAreEachAppliedOnce) {
+  StartCluster(2, /*hold_first_push_ack=*/false);
+  std::vector<float> params(spec_->num_params());
+  std::vector<uint64_t> versions;
+  ASSERT_THAT(client_->Pull(params.data(), &versions), IsOk());
+  const std::vector<float> before = params;
+
+  constexpr int kThreads = 4, kPushesEach = 10;
+  const std::vector<float> gradient(spec_->num_params(), 1.0f);
+  std::vector<std::thread> threads;
+  std::vector<absl::Status> results(kThreads);
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPushesEach && results[t].ok(); ++i) {
+        results[t] = client_->Push(gradient.data(), versions);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const absl::Status& result : results) EXPECT_THAT(result, IsOk());
+  EXPECT_EQ(ps_counters_.Get("duplicate_pushes"), 0)
+      << "a push reached a shard out of sequence order";
+
+  ASSERT_THAT(client_->Pull(params.data(), &versions), IsOk());
+  for (size_t i = 0; i < params.size(); ++i) {
+    ASSERT_FLOAT_EQ(params[i], before[i] - kThreads * kPushesEach) << "parameter " << i;
+  }
+  for (uint64_t v : versions) EXPECT_EQ(v, uint64_t{kThreads * kPushesEach});
+}
+
+TEST_F(PsClientTest, PushToAShardThatIsGoneGivesUpAfterTheConnectTimeout) {
+  StartCluster(1, /*hold_first_push_ack=*/false);
+  std::vector<float> params(spec_->num_params());
+  std::vector<uint64_t> versions;
+  ASSERT_THAT(client_->Pull(params.data(), &versions), IsOk());
+  ps_servers_[0]->Shutdown(DeadlineIn(1));
+  ps_servers_[0].reset();
+
+  const std::vector<float> gradient(spec_->num_params(), 1.0f);
+  EXPECT_THAT(client_->Push(gradient.data(), versions),
+              StatusIs(absl::StatusCode::kDeadlineExceeded,
+                       HasSubstr("worker 0: gave up waiting for push to ps 0")));
+  EXPECT_EQ(clock_.slept(), absl::Seconds(config_.rpc.connect_timeout_s));
 }
 
 }  // namespace
