@@ -1,64 +1,17 @@
 #include "worker/downpour.h"
 
-#include <cstring>
+#include <functional>
 
 #include "common/testing/status_matchers.h"
 #include "gtest/gtest.h"
 #include "worker/cpu/cpu_backend.h"
+#include "worker/testing/fake_ps_client.h"
 
 namespace downpour::worker {
 namespace {
 
 using ::downpour::testing::IsOk;
 using ::downpour::testing::StatusIs;
-
-// An in-process parameter store that applies SGD on push, standing in for the
-// ps shards so the loop's threading and accounting can be tested alone.
-class InProcessPs : public PsClient {
- public:
-  InProcessPs(std::vector<float> params, int num_blocks, float lr)
-      : params_(std::move(params)), versions_(num_blocks, 0), lr_(lr) {}
-
-  absl::Status Pull(float* params, std::vector<uint64_t>* versions) override {
-    absl::MutexLock lock(&mu_);
-    std::memcpy(params, params_.data(), params_.size() * sizeof(float));
-    *versions = versions_;
-    ++pulls_;
-    return absl::OkStatus();
-  }
-
-  absl::Status Push(const float* grad, const std::vector<uint64_t>&) override {
-    absl::MutexLock lock(&mu_);
-    if (fail_pushes_) return absl::InvalidArgumentError("push: gradient has NaN");
-    pushed_sum_ += grad[0];
-    for (size_t i = 0; i < params_.size(); ++i) params_[i] -= lr_ * grad[i];
-    for (auto& v : versions_) ++v;
-    ++pushes_;
-    return absl::OkStatus();
-  }
-
-  void FailPushes() {
-    absl::MutexLock lock(&mu_);
-    fail_pushes_ = true;
-  }
-  int pushes() {
-    absl::MutexLock lock(&mu_);
-    return pushes_;
-  }
-  double pushed_sum() {
-    absl::MutexLock lock(&mu_);
-    return pushed_sum_;
-  }
-
- private:
-  absl::Mutex mu_;
-  std::vector<float> params_;
-  std::vector<uint64_t> versions_;
-  float lr_;
-  int pulls_ = 0, pushes_ = 0;
-  double pushed_sum_ = 0;
-  bool fail_pushes_ = false;
-};
 
 class DownpourLoopTest : public ::testing::Test {
  protected:
@@ -86,11 +39,16 @@ class DownpourLoopTest : public ::testing::Test {
 };
 
 // Every gradient element is 1, so the pushed sum counts the steps pushed.
+// `on_step`, when set, is called before each step with the number of steps
+// computed so far.
 class OnesBackend : public ComputeBackend {
  public:
-  explicit OnesBackend(int64_t n) : n_(n) {}
+  explicit OnesBackend(int64_t n, std::function<void(int64_t)> on_step = nullptr)
+      : n_(n), on_step_(std::move(on_step)) {}
   absl::StatusOr<float> LossAndGradient(const float*, const float*, const int*,
                                         int, float* grad) override {
+    if (on_step_) on_step_(steps_);
+    ++steps_;
     std::fill(grad, grad + n_, 1.0f);
     return 1.0f;
   }
@@ -103,12 +61,14 @@ class OnesBackend : public ComputeBackend {
   std::string device() const override { return "test"; }
 
  private:
-  int64_t n_;
+  const int64_t n_;
+  const std::function<void(int64_t)> on_step_;
+  int64_t steps_ = 0;
 };
 
 TEST_F(DownpourLoopTest, EveryStepsGradientIsPushedExactlyOnce) {
   for (int n_push : {1, 3}) {
-    InProcessPs ps(spec_->InitAll(1), spec_->blocks().size(), 0.0f);
+    FakePsClient ps(spec_->InitAll(1), spec_->blocks().size(), 0.0f);
     OnesBackend backend(spec_->num_params());
     options_.training.n_push = n_push;
     DownpourLoop loop(*spec_, &backend, &ps, &train_, &test_, options_);
@@ -128,7 +88,7 @@ TEST_F(DownpourLoopTest, EveryStepsGradientIsPushedExactlyOnce) {
 }
 
 TEST_F(DownpourLoopTest, LearnsWithCommunicationOff) {
-  InProcessPs ps(spec_->InitAll(1), spec_->blocks().size(), 0.0f);
+  FakePsClient ps(spec_->InitAll(1), spec_->blocks().size(), 0.0f);
   CpuBackend backend(*spec_, options_.training.batch_size);
   options_.no_communication = true;
   options_.local_learning_rate = 0.1;
@@ -139,7 +99,7 @@ TEST_F(DownpourLoopTest, LearnsWithCommunicationOff) {
 }
 
 TEST_F(DownpourLoopTest, PushErrorEndsTheRunWithThatError) {
-  InProcessPs ps(spec_->InitAll(1), spec_->blocks().size(), 0.1f);
+  FakePsClient ps(spec_->InitAll(1), spec_->blocks().size(), 0.1f);
   ps.FailPushes();
   CpuBackend backend(*spec_, options_.training.batch_size);
   DownpourLoop loop(*spec_, &backend, &ps, &train_, &test_, options_);
@@ -147,18 +107,26 @@ TEST_F(DownpourLoopTest, PushErrorEndsTheRunWithThatError) {
 }
 
 TEST_F(DownpourLoopTest, StopEndsEarlyAndStillFlushes) {
-  InProcessPs ps(spec_->InitAll(1), spec_->blocks().size(), 0.1f);
-  CpuBackend backend(*spec_, options_.training.batch_size);
+  FakePsClient ps(spec_->InitAll(1), spec_->blocks().size(), 0.1f);
   options_.training.epochs = 100000;
-  DownpourLoop loop(*spec_, &backend, &ps, &train_, &test_, options_);
-  std::thread stopper([&] {
-    while (loop.stats().step < 20) absl::SleepFor(absl::Milliseconds(1));
-    loop.Stop();
+  // No regular push before the stop: all the gradient is owed at Stop, and only
+  // the flush can deliver it.
+  options_.training.n_push = 1000;
+  DownpourLoop* loop_ptr = nullptr;
+  OnesBackend backend(spec_->num_params(), [&](int64_t steps) {
+    if (steps == 20) loop_ptr->Stop();
   });
+  DownpourLoop loop(*spec_, &backend, &ps, &train_, &test_, options_);
+  loop_ptr = &loop;
   ASSERT_THAT(loop.Run(), IsOk());
-  stopper.join();
-  EXPECT_TRUE(loop.stats().finished);
-  EXPECT_LT(loop.stats().step, 100000);
+  const WorkerStats stats = loop.stats();
+  EXPECT_TRUE(stats.finished);
+  // Stop is seen at the next step boundary: the 21st step still completes.
+  EXPECT_EQ(stats.step, 21);
+  EXPECT_EQ(stats.pushed_steps, stats.step);
+  EXPECT_EQ(ps.pushes(), 1) << "the owed gradient was not flushed";
+  EXPECT_DOUBLE_EQ(ps.pushed_sum(), static_cast<double>(stats.step))
+      << "the flush carried a different number of steps' gradient";
 }
 
 }  // namespace

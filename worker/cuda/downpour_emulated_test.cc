@@ -7,7 +7,6 @@
 #include <memory>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
 #include "common/config.h"
 #include "common/model_spec.h"
 #include "common/testing/status_matchers.h"
@@ -18,38 +17,12 @@
 #include "worker/cuda/fake_cuda.h"
 #include "worker/dataset.h"
 #include "worker/downpour.h"
+#include "worker/testing/fake_ps_client.h"
 
 namespace downpour::worker {
 namespace {
 
 using ::downpour::testing::IsOk;
-
-// Parameters in memory, SGD on push: a ps for one worker.
-class InProcessPs : public PsClient {
- public:
-  InProcessPs(std::vector<float> params, int num_blocks, float lr)
-      : params_(std::move(params)), versions_(num_blocks, 0), lr_(lr) {}
-
-  absl::Status Pull(float* params, std::vector<uint64_t>* versions) override {
-    absl::MutexLock lock(&mu_);
-    std::memcpy(params, params_.data(), params_.size() * sizeof(float));
-    *versions = versions_;
-    return absl::OkStatus();
-  }
-
-  absl::Status Push(const float* grad, const std::vector<uint64_t>&) override {
-    absl::MutexLock lock(&mu_);
-    for (size_t i = 0; i < params_.size(); ++i) params_[i] -= lr_ * grad[i];
-    for (uint64_t& v : versions_) ++v;
-    return absl::OkStatus();
-  }
-
- private:
-  absl::Mutex mu_;
-  std::vector<float> params_ ABSL_GUARDED_BY(mu_);
-  std::vector<uint64_t> versions_ ABSL_GUARDED_BY(mu_);
-  const float lr_;
-};
 
 // Forwards to `inner` and counts breaches of the hooks' contracts: params
 // whose values changed with no ParamsChanged since the last step (once the
@@ -154,7 +127,7 @@ class DownpourOnCudaTest : public ::testing::Test {
   }
 
   WorkerStats Train(ComputeBackend* backend, float ps_lr) {
-    InProcessPs ps(spec_->InitAll(1), spec_->blocks().size(), ps_lr);
+    FakePsClient ps(spec_->InitAll(1), spec_->blocks().size(), ps_lr);
     DownpourLoop loop(*spec_, backend, &ps, &train_, &test_, options_);
     EXPECT_THAT(loop.Run(), IsOk());
     return loop.stats();

@@ -1,0 +1,58 @@
+// A PsClient in memory, standing in for the ps shards so the Downpour loop's
+// threading and accounting can be tested alone.
+//
+//   FakePsClient ps(spec.InitAll(1), spec.blocks().size(), /*learning_rate=*/0.1f);
+//   DownpourLoop loop(spec, &backend, &ps, &train, &test, options);
+//   ASSERT_THAT(loop.Run(), IsOk());
+//   EXPECT_EQ(ps.pushes(), loop.stats().pushes);
+#ifndef DOWNPOUR_WORKER_TESTING_FAKE_PS_CLIENT_H_
+#define DOWNPOUR_WORKER_TESTING_FAKE_PS_CLIENT_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "worker/ps_client.h"
+
+namespace downpour::worker {
+
+// Thread-safe. Pull copies the parameters and the per-block versions; Push
+// applies plain SGD (params -= learning_rate * grad), bumps every block's
+// version and counts what it received.
+class FakePsClient final : public PsClient {
+ public:
+  FakePsClient(std::vector<float> params, int num_blocks, float learning_rate);
+
+  absl::Status Pull(float* params, std::vector<uint64_t>* versions) override
+      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status Push(const float* grad, const std::vector<uint64_t>& versions) override
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // From now on Push applies nothing and returns InvalidArgument
+  // "push: gradient has NaN", as a shard rejecting a gradient does.
+  void FailPushes() ABSL_LOCKS_EXCLUDED(mu_);
+
+  int pulls() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Pushes applied.
+  int pushes() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The sum of grad[0] over the pushes applied: with a backend whose gradient
+  // is all ones, the number of steps' worth of gradient received.
+  double pushed_sum() const ABSL_LOCKS_EXCLUDED(mu_);
+  std::vector<float> params() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  const float learning_rate_;
+  mutable absl::Mutex mu_;
+  std::vector<float> params_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint64_t> versions_ ABSL_GUARDED_BY(mu_);
+  int pulls_ ABSL_GUARDED_BY(mu_) = 0;
+  int pushes_ ABSL_GUARDED_BY(mu_) = 0;
+  double pushed_sum_ ABSL_GUARDED_BY(mu_) = 0;
+  bool fail_pushes_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace downpour::worker
+
+#endif  // DOWNPOUR_WORKER_TESTING_FAKE_PS_CLIENT_H_
