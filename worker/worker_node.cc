@@ -1,0 +1,237 @@
+// The worker daemon's life: load, serve, join the cluster, train, stop.
+#include "worker/worker_node.h"
+
+#include <cblas.h>
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/cord.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/daemon.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "worker/backend_factory.h"
+
+namespace downpour::worker {
+namespace {
+
+// Marks a Start error as the user's input (see IsSetupError).
+constexpr char kSetupErrorPayload[] = "type.downpour/worker.SetupError";
+
+absl::Status SetupError(absl::Status status) {
+  status.SetPayload(kSetupErrorPayload, absl::Cord("setup"));
+  return status;
+}
+
+std::vector<int> Parts(const proto::Partition& partition) {
+  return {partition.parts().begin(), partition.parts().end()};
+}
+
+}  // namespace
+
+bool IsSetupError(const absl::Status& status) {
+  return status.GetPayload(kSetupErrorPayload).has_value();
+}
+
+WorkerNode::WorkerNode(Options options)
+    : options_(std::move(options)),
+      who_(absl::StrCat("worker ", options_.index)),
+      clock_(options_.clock != nullptr ? options_.clock : Clock::Real()) {}
+
+absl::StatusOr<std::unique_ptr<WorkerNode>> WorkerNode::Start(Options options) {
+  std::unique_ptr<WorkerNode> node(new WorkerNode(std::move(options)));
+  RETURN_IF_ERROR(node->Load());
+  RETURN_IF_ERROR(node->Serve());
+  RETURN_IF_ERROR(node->JoinCluster());
+  node->StartThreads();
+  return node;
+}
+
+WorkerNode::~WorkerNode() { Stop().IgnoreError(); }
+
+absl::Status WorkerNode::Load() {
+  const Config& config = options_.config;
+  // Steps are single-threaded; the loop's own threads do the overlapping.
+  openblas_set_num_threads(1);
+  absl::StatusOr<ModelSpec> spec = ModelSpec::Create(config.model);
+  if (!spec.ok()) return SetupError(spec.status());
+  spec_ = std::make_unique<ModelSpec>(*std::move(spec));
+  // cpu, cuda or auto (config.compute); a cuda worker without a usable GPU
+  // stops here, saying why.
+  absl::StatusOr<std::unique_ptr<ComputeBackend>> backend =
+      MakeBackend(config.compute, *spec_, config.training.batch_size);
+  if (!backend.ok()) return SetupError(backend.status());
+  backend_ = *std::move(backend);
+  absl::StatusOr<DataSplit> data = LoadData(config.data, config.training.seed);
+  if (!data.ok()) return SetupError(data.status());
+  data_ = *std::move(data);
+  if (data_.train.dim != spec_->layers().front()) {
+    return SetupError(absl::InvalidArgumentError(
+        absl::StrCat("the data has ", data_.train.dim,
+                     " features but model.layers[0] is ", spec_->layers().front())));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WorkerNode::Serve() {
+  status_ = std::make_unique<StatusService>(
+      "worker", options_.index, &counters_,
+      [this](proto::GetStatusResponse* r) { FillStatus(r); });
+  const std::string listen = options_.listen.empty()
+                                 ? options_.config.cluster.workers[options_.index]
+                                 : options_.listen;
+  ASSIGN_OR_RETURN(server_, StartServer(listen, {status_.get()}, who_));
+  status_->set_address(server_.address);
+  advertised_ = AdvertisedAddress(server_.address, options_.advertise);
+  return absl::OkStatus();
+}
+
+absl::Status WorkerNode::JoinCluster() {
+  const Config& config = options_.config;
+  client_ = std::make_unique<coordinator::CoordinatorClient>(
+      config.cluster.coordinator, config.rpc, who_);
+  ASSIGN_OR_RETURN(proto::RegisterWorkerResponse registered,
+                   client_->RegisterWorker(options_.index, advertised_));
+  const proto::Partition& partition = registered.partition();
+  parts_ = std::make_unique<DataParts>(&data_.train, Parts(partition),
+                                       partition.num_parts());
+  SPDLOG_LOGGER_INFO(Log("worker"), "partition {}/{}: {} training examples on {}",
+                     partition.part(), partition.num_parts(),
+                     parts_->train()->size(), backend_->device());
+
+  ps_ = std::make_unique<GrpcPsClient>(
+      *spec_, client_.get(), config.rpc, options_.index, &counters_,
+      [this] { return stop_requested_.load(); }, clock_);
+  RETURN_IF_ERROR(ps_->Connect());
+
+  DownpourLoop::Options loop_options;
+  loop_options.training = config.training;
+  loop_options.worker_index = options_.index;
+  // The loop borrows the first training set; parts_ keeps it alive until a
+  // new partition replaces it, and the loop holds replacements itself.
+  loop_ = std::make_unique<DownpourLoop>(*spec_, backend_.get(), ps_.get(),
+                                         parts_->train().get(), &data_.test,
+                                         loop_options);
+  running_loop_.store(loop_.get());
+  return absl::OkStatus();
+}
+
+void WorkerNode::StartThreads() {
+  agent_ = std::make_unique<MemberAgent>(
+      client_.get(), "worker", options_.index, advertised_,
+      options_.config.heartbeat.interval_s, [this] { return Reregister(); },
+      [this] { return Report(); },
+      [this](const proto::HeartbeatResponse& response) { OnHeartbeat(response); });
+  agent_->Start();
+  trainer_ = std::thread([this] {
+    absl::Status result = loop_->Run();
+    {
+      absl::MutexLock lock(&mu_);
+      result_ = std::move(result);
+      trained_ = true;
+      changed_.SignalAll();
+    }
+    ended_.Notify();
+  });
+  progress_ = std::thread([this] { LogProgress(); });
+}
+
+absl::Status WorkerNode::Reregister() {
+  ASSIGN_OR_RETURN(proto::RegisterWorkerResponse registered,
+                   client_->RegisterWorker(options_.index, advertised_));
+  // The restarted coordinator may have handed out parts anew: train on what it
+  // says, as for a heartbeat's partition.
+  ApplyPartition(registered.partition());
+  return absl::OkStatus();
+}
+
+void WorkerNode::ApplyPartition(const proto::Partition& partition) {
+  const std::vector<int> was = parts_->parts();
+  const std::vector<int> now = Parts(partition);
+  std::shared_ptr<const Dataset> train = parts_->Update(now, partition.num_parts());
+  if (train == nullptr) return;
+  SPDLOG_LOGGER_INFO(Log("worker"), "data parts now [{}] (were [{}])",
+                     absl::StrJoin(now, ", "), absl::StrJoin(was, ", "));
+  loop_->ReplaceTrainingData(std::move(train));
+}
+
+void WorkerNode::OnHeartbeat(const proto::HeartbeatResponse& response) {
+  ApplyPartition(response.partition());
+  if (response.stop() && !stop_requested_.exchange(true)) {
+    SPDLOG_LOGGER_INFO(Log("worker"), "coordinator says stop: {}",
+                       response.stop_reason());
+    loop_->Stop();
+  }
+}
+
+WorkerStats WorkerNode::stats() const {
+  const DownpourLoop* loop = running_loop_.load();
+  return loop != nullptr ? loop->stats() : WorkerStats();
+}
+
+proto::MemberReport WorkerNode::Report() const {
+  const WorkerStats stats = this->stats();
+  proto::MemberReport report;
+  report.set_step(stats.step);
+  report.set_examples(stats.examples);
+  report.set_examples_per_sec(stats.examples_per_sec);
+  report.set_loss(stats.loss);
+  report.set_accuracy(stats.accuracy);
+  report.set_pulls(counters_.Get("pulls"));
+  report.set_pushes(counters_.Get("pushes"));
+  report.set_bytes(counters_.Get("bytes_in") + counters_.Get("bytes_out"));
+  report.set_mean_staleness(stats.mean_staleness);
+  report.set_finished(stats.finished);
+  report.set_device(backend_->device());
+  return report;
+}
+
+void WorkerNode::FillStatus(proto::GetStatusResponse* r) const {
+  const WorkerStats stats = this->stats();
+  r->set_loss(stats.loss);
+  r->set_accuracy(stats.accuracy);
+  r->set_examples_per_sec(stats.examples_per_sec);
+  r->set_device(backend_->device());
+  (*r->mutable_counters())["step"] = stats.step;
+  (*r->mutable_counters())["examples"] = stats.examples;
+  (*r->mutable_counters())["mean_staleness"] = stats.mean_staleness;
+  (*r->mutable_counters())["test_loss"] = stats.test_loss;
+  (*r->mutable_counters())["finished"] = stats.finished ? 1 : 0;
+}
+
+void WorkerNode::LogProgress() {
+  while (!clock_->WaitForNotificationWithTimeout(&ended_, absl::Seconds(5))) {
+    const WorkerStats s = stats();
+    SPDLOG_LOGGER_INFO(Log("worker"),
+                       "step {} | {:.0f} examples/s | loss {:.4f} | test accuracy {:.4f}",
+                       s.step, s.examples_per_sec, s.loss, s.accuracy);
+  }
+}
+
+void WorkerNode::Wait() {
+  absl::MutexLock lock(&mu_);
+  while (!trained_ && !stopped_) changed_.Wait(&mu_);
+}
+
+absl::Status WorkerNode::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopped_) return result_;
+  }
+  // Retries in the ps client end too, so the flush does not wait on a dead ps
+  // for the whole connect timeout.
+  stop_requested_.store(true);
+  if (loop_ != nullptr) loop_->Stop();  // pushes what it owes, then returns
+  if (trainer_.joinable()) trainer_.join();
+  if (progress_.joinable()) progress_.join();
+  if (agent_ != nullptr) agent_->Stop();  // the last heartbeat carries the final figures
+  if (server_.server != nullptr) server_.server->Shutdown(DeadlineIn(1));
+  absl::MutexLock lock(&mu_);
+  stopped_ = true;
+  changed_.SignalAll();
+  return result_;
+}
+
+}  // namespace downpour::worker

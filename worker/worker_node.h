@@ -1,0 +1,148 @@
+// One Downpour worker as a handle: loads the model, the compute backend and the
+// data, serves its Status endpoint, registers with the coordinator, trains on
+// its data parts against the ps shards and heartbeats until training ends.
+// main.cc only parses flags, starts a node and waits.
+//
+//   WorkerNode::Options options;
+//   options.config = config;
+//   options.index = 0;
+//   auto node = WorkerNode::Start(std::move(options));
+//   if (!node.ok()) ...;  // IsSetupError(node.status()): bad input, exit 2
+//   (*node)->Wait();
+//   absl::Status trained = (*node)->Stop();
+#ifndef DOWNPOUR_WORKER_WORKER_NODE_H_
+#define DOWNPOUR_WORKER_WORKER_NODE_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "common/clock.h"
+#include "common/config.h"
+#include "common/counters.h"
+#include "common/model_spec.h"
+#include "common/server_util.h"
+#include "common/status_service.h"
+#include "coordinator/coordinator_client.h"
+#include "coordinator/member_agent.h"
+#include "worker/compute_backend.h"
+#include "worker/data_parts.h"
+#include "worker/dataset.h"
+#include "worker/downpour.h"
+#include "worker/ps_client.h"
+
+namespace downpour::worker {
+
+// True when a WorkerNode::Start error comes from the user's input (the model
+// spec, the compute backend, the data or their mismatch): ps_worker exits with
+// status 2 for those and 1 for the rest (listen, registration, placement).
+bool IsSetupError(const absl::Status& status);
+
+// Thread-safe, except that Stop() and the destructor must not run at once.
+class WorkerNode {
+ public:
+  struct Options {
+    // The whole config, --set and flag overrides applied (data.path,
+    // compute.device, compute.gpu).
+    Config config;
+    // This worker's index in cluster.workers.
+    int index = 0;
+    // host:port to serve the Status endpoint on; "" = cluster.workers[index].
+    // Port 0 = any free port (see port()).
+    std::string listen;
+    // --advertise: the address registered with the coordinator; "" = the bound
+    // address (see AdvertisedAddress in common/daemon.h).
+    std::string advertise;
+    // Times the progress lines (every 5 s) and the ps client's backoff;
+    // nullptr = Clock::Real(). For tests.
+    Clock* clock = nullptr;
+  };
+
+  // Loads the model spec, backend and data (errors marked IsSetupError, with
+  // the messages ps_worker prints), binds options.listen, registers and waits
+  // for the placement (bounded by rpc.connect_timeout_s), then starts training,
+  // heartbeats and progress lines.
+  static absl::StatusOr<std::unique_ptr<WorkerNode>> Start(Options options);
+
+  WorkerNode(const WorkerNode&) = delete;
+  WorkerNode& operator=(const WorkerNode&) = delete;
+  ~WorkerNode();  // Stop()s if not stopped
+
+  int port() const { return server_.port; }
+  std::string address() const { return server_.address; }
+
+  // Notified when training has ended: the configured steps are done, the
+  // coordinator said stop, a step failed, or Stop() was called.
+  absl::Notification* ended() { return &ended_; }
+  // Blocks until ended() is notified or Stop() has returned.
+  void Wait() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Asks the loop to stop (it pushes what it owes first), waits for it, sends
+  // the final heartbeat (so the coordinator sees the final figures) and shuts
+  // the server down. Returns the training result: OK, or the first error of
+  // the compute, pull or push path. Idempotent: later calls return the same.
+  absl::Status Stop() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The loop's figures so far (all zero before training starts).
+  WorkerStats stats() const;
+
+ private:
+  explicit WorkerNode(Options options);
+
+  // Start's steps: everything Start does, leaving the node stoppable on error.
+  absl::Status Load();
+  absl::Status Serve();
+  absl::Status JoinCluster();
+  void StartThreads();
+
+  // Registers again after a coordinator restart and applies the partition the
+  // coordinator answers with.
+  absl::Status Reregister();
+  // Trains on the parts in `partition` from the next step on, if they changed.
+  void ApplyPartition(const proto::Partition& partition);
+  void OnHeartbeat(const proto::HeartbeatResponse& response);
+  proto::MemberReport Report() const;
+  void FillStatus(proto::GetStatusResponse* response) const;
+  void LogProgress();
+
+  // Constant after Start.
+  const Options options_;
+  const std::string who_;  // "worker N"
+  Clock* const clock_;
+  Counters counters_;
+  std::unique_ptr<ModelSpec> spec_;
+  std::unique_ptr<ComputeBackend> backend_;
+  DataSplit data_;
+  std::unique_ptr<DataParts> parts_;
+  std::unique_ptr<StatusService> status_;
+  StartedServer server_;
+  std::string advertised_;
+  std::unique_ptr<coordinator::CoordinatorClient> client_;
+  std::unique_ptr<GrpcPsClient> ps_;
+  std::unique_ptr<DownpourLoop> loop_;
+  std::unique_ptr<MemberAgent> agent_;
+  std::thread trainer_;
+  std::thread progress_;
+
+  // The loop once built, for the Status endpoint, which serves before it is.
+  std::atomic<const DownpourLoop*> running_loop_{nullptr};
+  std::atomic<bool> stop_requested_{false};
+  absl::Notification ended_;
+
+  // State below is protected by mu_.
+  mutable absl::Mutex mu_;
+  absl::CondVar changed_;  // stopped_ or trained_ became true
+  bool trained_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status result_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace downpour::worker
+
+#endif  // DOWNPOUR_WORKER_WORKER_NODE_H_
