@@ -127,13 +127,11 @@ void WorkerNode::StartThreads() {
   agent_->Start();
   trainer_ = std::thread([this] {
     absl::Status result = loop_->Run();
-    {
-      absl::MutexLock lock(&mu_);
-      result_ = std::move(result);
-      trained_ = true;
-      changed_.SignalAll();
-    }
-    ended_.Notify();
+    absl::MutexLock lock(&mu_);
+    result_ = std::move(result);
+    ended_.Notify();  // before Wait() can return
+    trained_ = true;
+    changed_.SignalAll();
   });
   progress_ = std::thread([this] { LogProgress(); });
 }
