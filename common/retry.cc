@@ -1,4 +1,5 @@
-// The one retry loop every daemon uses, so that every wait is bounded and talks.
+// The one retry loop every daemon uses, so that every wait is bounded and
+// talks.
 #include "common/retry.h"
 
 #include <algorithm>

@@ -1,8 +1,9 @@
-// Bounded waiting: which errors are worth retrying, and the one retry loop every
-// daemon uses to retry an operation with backoff, say what it waits for, and
-// give up.
+// Bounded waiting: which errors are worth retrying, and the one retry loop
+// every daemon uses to retry an operation with backoff, say what it waits for,
+// and give up.
 //
-//   RETURN_IF_ERROR(RetryFor("ps 0", "coordinator at 127.0.0.1:7000", absl::Seconds(60),
+//   RETURN_IF_ERROR(RetryFor("ps 0", "coordinator at 127.0.0.1:7000",
+//   absl::Seconds(60),
 //                            [&] { return client.Register(); }));
 //
 //   RetryOptions options;            // or with a FakeClock, in tests
@@ -40,10 +41,11 @@ struct RetryOptions {
   Clock* clock = nullptr;
 };
 
-// Calls `attempt` until it returns OK or a non-retryable error (see IsRetryable;
-// that error is returned as is), sleeping with capped exponential backoff and
-// jitter (50 ms up to 2 s, never past the timeout) between tries. Every ~5 s it
-// logs a warning "<who>: waiting for <what>, not ready after N s (last error:
+// Calls `attempt` until it returns OK or a non-retryable error (see
+// IsRetryable; that error is returned as is), sleeping with capped exponential
+// backoff and jitter (50 ms up to 2 s, never past the timeout) between tries.
+// Every ~5 s it logs a warning "<who>: waiting for <what>, not ready after N s
+// (last error:
 // ...)". Once `options.timeout` has passed it returns DeadlineExceeded
 // "<who>: gave up waiting for <what> after N s: <last error>". When
 // `options.should_stop` returns true it returns Cancelled

@@ -22,15 +22,16 @@ RetryOptions OnClock(FakeClock* clock, absl::Duration timeout) {
 TEST(RetryForTest, GivesUpWithDeadlineExceededAfterTheTimeout) {
   FakeClock clock;
   int attempts = 0;
-  const absl::Status status =
-      RetryFor("worker 0", "ps 1 at h:1", OnClock(&clock, absl::Seconds(10)), [&] {
+  const absl::Status status = RetryFor(
+      "worker 0", "ps 1 at h:1", OnClock(&clock, absl::Seconds(10)), [&] {
         ++attempts;
         return absl::UnavailableError("connection refused");
       });
-  EXPECT_THAT(status,
-              StatusIs(absl::StatusCode::kDeadlineExceeded,
-                       Eq("worker 0: gave up waiting for ps 1 at h:1 after 10 s: "
-                          "connection refused")));
+  EXPECT_THAT(
+      status,
+      StatusIs(absl::StatusCode::kDeadlineExceeded,
+               Eq("worker 0: gave up waiting for ps 1 at h:1 after 10 s: "
+                  "connection refused")));
   // The last sleep is cut to the timeout, so exactly the timeout was waited.
   EXPECT_EQ(clock.slept(), absl::Seconds(10));
   EXPECT_GT(attempts, 5);
@@ -55,22 +56,25 @@ TEST(RetryForTest, StopsWithCancelledWhenAskedTo) {
   int attempts = 0;
   RetryOptions options = OnClock(&clock, absl::Seconds(10));
   options.should_stop = [&] { return attempts >= 3; };
-  const absl::Status status = RetryFor("worker 0", "the placement map", options, [&] {
-    ++attempts;
-    return absl::UnavailableError("no placement yet");
-  });
-  EXPECT_THAT(status,
-              StatusIs(absl::StatusCode::kCancelled,
-                       Eq("worker 0: stopped while waiting for the placement map")));
+  const absl::Status status =
+      RetryFor("worker 0", "the placement map", options, [&] {
+        ++attempts;
+        return absl::UnavailableError("no placement yet");
+      });
+  EXPECT_THAT(
+      status,
+      StatusIs(absl::StatusCode::kCancelled,
+               Eq("worker 0: stopped while waiting for the placement map")));
   EXPECT_EQ(attempts, 3);
 }
 
 TEST(RetryForTest, ReturnsOkAfterAFewFailuresWithGrowingBackoff) {
   FakeClock clock;
   int attempts = 0;
-  const absl::Status status =
-      RetryFor("ps 0", "the coordinator", OnClock(&clock, absl::Seconds(10)), [&] {
-        return ++attempts <= 3 ? absl::UnavailableError("down") : absl::OkStatus();
+  const absl::Status status = RetryFor(
+      "ps 0", "the coordinator", OnClock(&clock, absl::Seconds(10)), [&] {
+        return ++attempts <= 3 ? absl::UnavailableError("down")
+                               : absl::OkStatus();
       });
   EXPECT_THAT(status, IsOk());
   EXPECT_EQ(attempts, 4);

@@ -16,7 +16,8 @@ std::shared_ptr<const Dataset> DataParts::Update(const std::vector<int>& parts,
   absl::MutexLock lock(&mu_);
   if (parts.empty() || parts == parts_) return nullptr;
   parts_ = parts;
-  train_ = std::make_shared<const Dataset>(PartitionParts(*all_, parts_, num_parts));
+  train_ =
+      std::make_shared<const Dataset>(PartitionParts(*all_, parts_, num_parts));
   return train_;
 }
 

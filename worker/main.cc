@@ -55,8 +55,8 @@ int main(int argc, char** argv) {
   WritePortFile((*node)->port());
   const int signal = WaitForShutdownSignal((*node)->ended());
   if (signal != 0) {
-    SPDLOG_LOGGER_INFO(Log("worker"), "signal {}: pushing what is owed and stopping",
-                       signal);
+    SPDLOG_LOGGER_INFO(Log("worker"),
+                       "signal {}: pushing what is owed and stopping", signal);
   }
   const absl::Status result = (*node)->Stop();
   if (!result.ok()) {

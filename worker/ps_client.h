@@ -1,6 +1,6 @@
-// How a worker reads and updates the parameters: Pull and Push of the whole flat
-// parameter vector, split into blocks and gathered across the ps shards by the
-// coordinator's placement map.
+// How a worker reads and updates the parameters: Pull and Push of the whole
+// flat parameter vector, split into blocks and gathered across the ps shards by
+// the coordinator's placement map.
 //
 // PsClient is the interface the Downpour loop uses (tests drive the loop with
 // worker/testing/fake_ps_client.h); GrpcPsClient talks to the real shards.
@@ -81,17 +81,18 @@ class PsClient {
 // Exactly once: each push request carries this worker's id and a per-shard
 // sequence number, kept across its retries, and the ps skips a sequence it has
 // already applied. For that to hold, push requests reach each shard one at a
-// time and in the order the Push calls began (each Push takes a ticket per shard
-// on entry and waits for its turn on that shard only). Sequences start at the
-// wall-clock time in microseconds, so a restarted worker numbers above its last
-// run.
+// time and in the order the Push calls began (each Push takes a ticket per
+// shard on entry and waits for its turn on that shard only). Sequences start at
+// the wall-clock time in microseconds, so a restarted worker numbers above its
+// last run.
 class GrpcPsClient : public PsClient {
  public:
   // Borrows spec, coordinator, counters and clock; they must outlive the
   // client. `should_stop` (optional) ends a retry wait early with Cancelled.
   // `clock` (nullptr = Clock::Real()) times backoff sleeps, the retry timeout
   // and the outage figure; tests pass a FakeClock.
-  GrpcPsClient(const ModelSpec& spec, coordinator::CoordinatorClient* coordinator,
+  GrpcPsClient(const ModelSpec& spec,
+               coordinator::CoordinatorClient* coordinator,
                const RpcSection& rpc, int worker_id, Counters* counters,
                std::function<bool()> should_stop = nullptr,
                Clock* clock = nullptr);
@@ -108,7 +109,8 @@ class GrpcPsClient : public PsClient {
 
   absl::Status Pull(float* params, std::vector<uint64_t>* versions) override
       ABSL_LOCKS_EXCLUDED(mu_);
-  absl::Status Push(const float* grad, const std::vector<uint64_t>& versions) override
+  absl::Status Push(const float* grad,
+                    const std::vector<uint64_t>& versions) override
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // The placement epoch in use (0 before Connect).
@@ -129,9 +131,11 @@ class GrpcPsClient : public PsClient {
   std::shared_ptr<const Shard> GetShard(int index, uint64_t* epoch) const
       ABSL_LOCKS_EXCLUDED(mu_);
   int num_shards() const ABSL_LOCKS_EXCLUDED(mu_);
-  absl::Status PullShard(int index, float* params, std::vector<uint64_t>* versions)
+  absl::Status PullShard(int index, float* params,
+                         std::vector<uint64_t>* versions)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // Copies a pull reply's blocks into params and versions, checking their sizes.
+  // Copies a pull reply's blocks into params and versions, checking their
+  // sizes.
   absl::Status CopyBlocks(int index, const proto::PullResponse& response,
                           float* params, std::vector<uint64_t>* versions);
   // Waits for `ticket`'s turn on shard `index`, sends its push requests, and
@@ -150,7 +154,8 @@ class GrpcPsClient : public PsClient {
       const std::function<grpc::Status(const Shard&, uint64_t epoch)>& call)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Runs fn(i) for shards 0..n-1 in parallel and returns the first error.
-  static absl::Status ForEachShard(int n, const std::function<absl::Status(int)>& fn);
+  static absl::Status ForEachShard(int n,
+                                   const std::function<absl::Status(int)>& fn);
 
   // Constant after construction.
   const ModelSpec& spec_;

@@ -124,11 +124,12 @@ class PsClientTest : public ::testing::Test {
     for (const proto::ShardInfo& info : placement->shards()) {
       const std::vector<uint32_t> ids(info.block_ids().begin(),
                                       info.block_ids().end());
-      ASSERT_THAT(shards_[info.index()]->Assign(placement->epoch(), ids), IsOk());
+      ASSERT_THAT(shards_[info.index()]->Assign(placement->epoch(), ids),
+                  IsOk());
     }
-    client_ = std::make_unique<GrpcPsClient>(*spec_, coordinator_.get(),
-                                             config_.rpc, 0, &worker_counters_,
-                                             nullptr, &clock_);
+    client_ =
+        std::make_unique<GrpcPsClient>(*spec_, coordinator_.get(), config_.rpc,
+                                       0, &worker_counters_, nullptr, &clock_);
     ASSERT_THAT(client_->Connect(), IsOk());
   }
 
@@ -137,7 +138,8 @@ class PsClientTest : public ::testing::Test {
     for (auto& server : ps_servers_) {
       if (server != nullptr) server->Shutdown(DeadlineIn(1));
     }
-    if (coordinator_server_ != nullptr) coordinator_server_->Shutdown(DeadlineIn(1));
+    if (coordinator_server_ != nullptr)
+      coordinator_server_->Shutdown(DeadlineIn(1));
   }
 
   Config config_;
@@ -164,9 +166,11 @@ TEST_F(PsClientTest, PushRetriedAfterATimeoutIsAppliedOnce) {
 
   const std::vector<float> gradient(spec_->num_params(), 1.0f);
   ASSERT_THAT(client_->Push(gradient.data(), versions), IsOk());
-  EXPECT_GE(worker_counters_.Get("rpc_retries"), 1) << "the first ack came too late";
+  EXPECT_GE(worker_counters_.Get("rpc_retries"), 1)
+      << "the first ack came too late";
   EXPECT_EQ(ps_counters_.Get("duplicate_pushes"), 1);
-  EXPECT_GT(clock_.slept(), absl::ZeroDuration()) << "backoff ran on the fake clock";
+  EXPECT_GT(clock_.slept(), absl::ZeroDuration())
+      << "backoff ran on the fake clock";
 
   ASSERT_THAT(client_->Pull(params.data(), &versions), IsOk());
   for (size_t i = 0; i < params.size(); ++i) {
@@ -200,7 +204,8 @@ TEST_F(PsClientTest, PushesFromManyThreadsAreEachAppliedOnce) {
 
   ASSERT_THAT(client_->Pull(params.data(), &versions), IsOk());
   for (size_t i = 0; i < params.size(); ++i) {
-    ASSERT_FLOAT_EQ(params[i], before[i] - kThreads * kPushesEach) << "parameter " << i;
+    ASSERT_FLOAT_EQ(params[i], before[i] - kThreads * kPushesEach)
+        << "parameter " << i;
   }
   for (uint64_t v : versions) EXPECT_EQ(v, uint64_t{kThreads * kPushesEach});
 }
@@ -214,9 +219,10 @@ TEST_F(PsClientTest, PushToAShardThatIsGoneGivesUpAfterTheConnectTimeout) {
   ps_servers_[0].reset();
 
   const std::vector<float> gradient(spec_->num_params(), 1.0f);
-  EXPECT_THAT(client_->Push(gradient.data(), versions),
-              StatusIs(absl::StatusCode::kDeadlineExceeded,
-                       HasSubstr("worker 0: gave up waiting for push to ps 0")));
+  EXPECT_THAT(
+      client_->Push(gradient.data(), versions),
+      StatusIs(absl::StatusCode::kDeadlineExceeded,
+               HasSubstr("worker 0: gave up waiting for push to ps 0")));
   EXPECT_EQ(clock_.slept(), absl::Seconds(config_.rpc.connect_timeout_s));
 }
 

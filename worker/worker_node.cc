@@ -68,9 +68,9 @@ absl::Status WorkerNode::Load() {
   if (!data.ok()) return SetupError(data.status());
   data_ = *std::move(data);
   if (data_.train.dim != spec_->layers().front()) {
-    return SetupError(absl::InvalidArgumentError(
-        absl::StrCat("the data has ", data_.train.dim,
-                     " features but model.layers[0] is ", spec_->layers().front())));
+    return SetupError(absl::InvalidArgumentError(absl::StrCat(
+        "the data has ", data_.train.dim, " features but model.layers[0] is ",
+        spec_->layers().front())));
   }
   return absl::OkStatus();
 }
@@ -79,9 +79,9 @@ absl::Status WorkerNode::Serve() {
   status_ = std::make_unique<StatusService>(
       "worker", options_.index, &counters_,
       [this](proto::GetStatusResponse* r) { FillStatus(r); });
-  const std::string listen = options_.listen.empty()
-                                 ? options_.config.cluster.workers[options_.index]
-                                 : options_.listen;
+  const std::string listen =
+      options_.listen.empty() ? options_.config.cluster.workers[options_.index]
+                              : options_.listen;
   ASSIGN_OR_RETURN(server_, StartServer(listen, {status_.get()}, who_));
   status_->set_address(server_.address);
   advertised_ = AdvertisedAddress(server_.address, options_.advertise);
@@ -97,7 +97,8 @@ absl::Status WorkerNode::JoinCluster() {
   const proto::Partition& partition = registered.partition();
   parts_ = std::make_unique<DataParts>(&data_.train, Parts(partition),
                                        partition.num_parts());
-  SPDLOG_LOGGER_INFO(Log("worker"), "partition {}/{}: {} training examples on {}",
+  SPDLOG_LOGGER_INFO(Log("worker"),
+                     "partition {}/{}: {} training examples on {}",
                      partition.part(), partition.num_parts(),
                      parts_->train()->size(), backend_->device());
 
@@ -123,7 +124,9 @@ void WorkerNode::StartThreads() {
       client_.get(), "worker", options_.index, advertised_,
       options_.config.heartbeat.interval_s, [this] { return Reregister(); },
       [this] { return Report(); },
-      [this](const proto::HeartbeatResponse& response) { OnHeartbeat(response); });
+      [this](const proto::HeartbeatResponse& response) {
+        OnHeartbeat(response);
+      });
   agent_->Start();
   trainer_ = std::thread([this] {
     absl::Status result = loop_->Run();
@@ -148,7 +151,8 @@ absl::Status WorkerNode::Reregister() {
 void WorkerNode::ApplyPartition(const proto::Partition& partition) {
   const std::vector<int> was = parts_->parts();
   const std::vector<int> now = Parts(partition);
-  std::shared_ptr<const Dataset> train = parts_->Update(now, partition.num_parts());
+  std::shared_ptr<const Dataset> train =
+      parts_->Update(now, partition.num_parts());
   if (train == nullptr) return;
   SPDLOG_LOGGER_INFO(Log("worker"), "data parts now [{}] (were [{}])",
                      absl::StrJoin(now, ", "), absl::StrJoin(was, ", "));
@@ -202,9 +206,10 @@ void WorkerNode::FillStatus(proto::GetStatusResponse* r) const {
 void WorkerNode::LogProgress() {
   while (!clock_->WaitForNotificationWithTimeout(&ended_, absl::Seconds(5))) {
     const WorkerStats s = stats();
-    SPDLOG_LOGGER_INFO(Log("worker"),
-                       "step {} | {:.0f} examples/s | loss {:.4f} | test accuracy {:.4f}",
-                       s.step, s.examples_per_sec, s.loss, s.accuracy);
+    SPDLOG_LOGGER_INFO(
+        Log("worker"),
+        "step {} | {:.0f} examples/s | loss {:.4f} | test accuracy {:.4f}",
+        s.step, s.examples_per_sec, s.loss, s.accuracy);
   }
 }
 
@@ -224,7 +229,8 @@ absl::Status WorkerNode::Stop() {
   if (loop_ != nullptr) loop_->Stop();  // pushes what it owes, then returns
   if (trainer_.joinable()) trainer_.join();
   if (progress_.joinable()) progress_.join();
-  if (agent_ != nullptr) agent_->Stop();  // the last heartbeat carries the final figures
+  if (agent_ != nullptr)
+    agent_->Stop();  // the last heartbeat carries the final figures
   if (server_.server != nullptr) server_.server->Shutdown(DeadlineIn(1));
   absl::MutexLock lock(&mu_);
   stopped_ = true;

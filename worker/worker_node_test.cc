@@ -48,8 +48,9 @@ TEST(WorkerNodeTest, BadInputIsASetupError) {
   options.config = SmallConfig();
   options.config.model.layers = {5, kMnistClasses};
   auto node = WorkerNode::Start(std::move(options));
-  EXPECT_THAT(node, StatusIs(absl::StatusCode::kInvalidArgument,
-                             Eq("the data has 784 features but model.layers[0] is 5")));
+  EXPECT_THAT(
+      node, StatusIs(absl::StatusCode::kInvalidArgument,
+                     Eq("the data has 784 features but model.layers[0] is 5")));
   EXPECT_TRUE(IsSetupError(node.status()));
 }
 

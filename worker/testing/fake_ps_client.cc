@@ -12,7 +12,8 @@ FakePsClient::FakePsClient(std::vector<float> params, int num_blocks,
       params_(std::move(params)),
       versions_(num_blocks, 0) {}
 
-absl::Status FakePsClient::Pull(float* params, std::vector<uint64_t>* versions) {
+absl::Status FakePsClient::Pull(float* params,
+                                std::vector<uint64_t>* versions) {
   absl::MutexLock lock(&mu_);
   std::copy(params_.begin(), params_.end(), params);
   *versions = versions_;
@@ -20,11 +21,13 @@ absl::Status FakePsClient::Pull(float* params, std::vector<uint64_t>* versions) 
   return absl::OkStatus();
 }
 
-absl::Status FakePsClient::Push(const float* grad, const std::vector<uint64_t>&) {
+absl::Status FakePsClient::Push(const float* grad,
+                                const std::vector<uint64_t>&) {
   absl::MutexLock lock(&mu_);
   if (fail_pushes_) return absl::InvalidArgumentError("push: gradient has NaN");
   pushed_sum_ += grad[0];
-  for (size_t i = 0; i < params_.size(); ++i) params_[i] -= learning_rate_ * grad[i];
+  for (size_t i = 0; i < params_.size(); ++i)
+    params_[i] -= learning_rate_ * grad[i];
   for (uint64_t& v : versions_) ++v;
   ++pushes_;
   return absl::OkStatus();
