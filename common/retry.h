@@ -3,7 +3,7 @@
 // and give up.
 //
 //   RETURN_IF_ERROR(RetryFor("ps 0", "coordinator at 127.0.0.1:7000",
-//   absl::Seconds(60),
+//                            absl::Seconds(60),
 //                            [&] { return client.Register(); }));
 //
 //   RetryOptions options;            // or with a FakeClock, in tests
@@ -45,9 +45,8 @@ struct RetryOptions {
 // IsRetryable; that error is returned as is), sleeping with capped exponential
 // backoff and jitter (50 ms up to 2 s, never past the timeout) between tries.
 // Every ~5 s it logs a warning "<who>: waiting for <what>, not ready after N s
-// (last error:
-// ...)". Once `options.timeout` has passed it returns DeadlineExceeded
-// "<who>: gave up waiting for <what> after N s: <last error>". When
+// (last error: ...)". Once `options.timeout` has passed it returns
+// DeadlineExceeded "<who>: gave up waiting for <what> after N s: <last error>". When
 // `options.should_stop` returns true it returns Cancelled
 // "<who>: stopped while waiting for <what>".
 absl::Status RetryFor(const std::string& who, const std::string& what,

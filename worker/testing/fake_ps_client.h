@@ -1,10 +1,10 @@
 // A PsClient in memory, standing in for the ps shards so the Downpour loop's
 // threading and accounting can be tested alone.
 //
-//   FakePsClient ps(spec.InitAll(1), spec.blocks().size(),
-//   /*learning_rate=*/0.1f); DownpourLoop loop(spec, &backend, &ps, &train,
-//   &test, options); ASSERT_THAT(loop.Run(), IsOk()); EXPECT_EQ(ps.pushes(),
-//   loop.stats().pushes);
+//   FakePsClient ps(spec.InitAll(1), spec.blocks().size(), 0.1f);
+//   DownpourLoop loop(spec, &backend, &ps, &train, &test, options);
+//   ASSERT_THAT(loop.Run(), IsOk());
+//   EXPECT_EQ(ps.pushes(), loop.stats().pushes);
 #ifndef DOWNPOUR_WORKER_TESTING_FAKE_PS_CLIENT_H_
 #define DOWNPOUR_WORKER_TESTING_FAKE_PS_CLIENT_H_
 
