@@ -83,8 +83,9 @@ class PsNode::Impl {
   bool HasWork() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return work_ || stopping_ || replaced_;
   }
+  // Stop() was called or the node ended on its own.
   bool Finished() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return stopping_ || replaced_;
+    return stopping_ || ended_.HasBeenNotified();
   }
 
   // Constant after construction.
@@ -103,7 +104,6 @@ class PsNode::Impl {
   std::thread checkpointer_;
   bool started_ = false;  // Start succeeded
 
-  absl::Notification ended_;            // replaced: the node ends on its own
   absl::Notification stop_checkpoints_;
 
   absl::Mutex stop_mu_;  // serialises Stop
@@ -117,6 +117,8 @@ class PsNode::Impl {
   int shard_index_ ABSL_GUARDED_BY(mu_) = -1;  // -1: none (a standby)
   bool replaced_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // Replaced: the node ended on its own. Notified under mu_ (for Wait()).
+  absl::Notification ended_;
   // What the coordinator wants, newest first; the placement thread applies it.
   bool work_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t wanted_epoch_ ABSL_GUARDED_BY(mu_) = 0;
@@ -246,8 +248,9 @@ void PsNode::Impl::OnHeartbeat(const proto::HeartbeatResponse& response) {
 void PsNode::Impl::StandDown(uint64_t epoch) {
   const std::string who = name();
   {
-    // Fencing is immediate, not queued behind a placement in progress: from
-    // here on the service answers UNAVAILABLE and no shard is set again.
+    // Fencing is immediate, not queued behind a placement in progress: every
+    // call is UNAVAILABLE from here on, and no shard is set again
+    // (ApplyPlacement checks replaced_).
     absl::MutexLock lock(&mu_);
     if (replaced_) return;
     replaced_ = true;
@@ -256,7 +259,8 @@ void PsNode::Impl::StandDown(uint64_t epoch) {
   SPDLOG_LOGGER_WARN(L(), "{}: another daemon serves this shard now (placement "
                           "epoch {}); standing down without writing a checkpoint",
                      who, epoch);
-  ended_.Notify();
+  absl::MutexLock lock(&mu_);
+  ended_.Notify();  // under mu_, so that Wait() sees it
 }
 
 void PsNode::Impl::PlacementLoop() {
@@ -293,7 +297,7 @@ absl::Status PsNode::Impl::ApplyPlacement(uint64_t epoch) {
   ASSIGN_OR_RETURN(proto::GetPlacementResponse placement,
                    client_->WaitForPlacement(epoch, [this] {
                      absl::MutexLock lock(&mu_);
-                     return Finished();
+                     return stopping_ || replaced_;
                    }));
   Shard* shard;
   int shard_index;
