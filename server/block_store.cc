@@ -1,4 +1,4 @@
-// BlockStore: blocks by id, with the request checks; no locks (the owner's job).
+// BlockStore: blocks by id and the request checks; no locks (the owner's).
 #include "server/block_store.h"
 
 #include <algorithm>
@@ -160,7 +160,8 @@ absl::StatusOr<uint64_t> BlockStore::Pull(uint32_t id, std::string* out) const {
   const Block* block = Find(id);
   if (block == nullptr) return UnknownBlock("pull", id);
   const size_t bytes = static_cast<size_t>(block->size) * sizeof(float);
-  if (out->size() != bytes) out->resize(bytes);  // a reused string keeps its buffer
+  // A reused string of the right size keeps its buffer.
+  if (out->size() != bytes) out->resize(bytes);
   std::memcpy(out->data(), block->values.data(), bytes);
   return block->version;
 }

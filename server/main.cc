@@ -9,24 +9,28 @@
 ABSL_FLAG(std::string, listen, "",
           "host:port to serve on (overrides cluster.ps[index], or "
           "cluster.standby_ps[index] with --standby; port 0 = any)");
-ABSL_FLAG(bool, standby, false,
-          "run as spare number --index of cluster.standby_ps: serve no shard until "
-          "the coordinator hands over a dead one");
+ABSL_FLAG(
+    bool, standby, false,
+    "run as spare number --index of cluster.standby_ps: serve no shard until "
+    "the coordinator hands over a dead one");
 
 int main(int argc, char** argv) {
   using namespace downpour;
   DaemonSetup setup = InitDaemon(
-      argc, argv, [] { return absl::GetFlag(FLAGS_standby) ? "standby" : "ps"; },
-      "ps_server --config FILE --index N [--standby] [--listen HOST:PORT]: serves "
-      "one shard of the parameters, applies pushed gradients, writes checkpoints",
+      argc, argv,
+      [] { return absl::GetFlag(FLAGS_standby) ? "standby" : "ps"; },
+      "ps_server --config FILE --index N [--standby] [--listen HOST:PORT]: "
+      "serves one shard of the parameters, applies pushed gradients, writes "
+      "checkpoints",
       /*has_index=*/true);
   server::PsNode::Options options;
   options.standby = absl::GetFlag(FLAGS_standby);
   options.index = setup.index;
   options.listen = absl::GetFlag(FLAGS_listen);
   if (options.listen.empty()) {
-    options.listen = options.standby ? setup.config.cluster.standby_ps[setup.index]
-                                     : setup.config.cluster.ps[setup.index];
+    options.listen = options.standby
+                         ? setup.config.cluster.standby_ps[setup.index]
+                         : setup.config.cluster.ps[setup.index];
   }
   options.advertise = setup.advertise;
   options.config = std::move(setup.config);
@@ -38,7 +42,8 @@ int main(int argc, char** argv) {
   WritePortFile((*node)->port());
   const int signal = WaitForShutdownSignal((*node)->ended());
   if (signal != 0) {
-    SPDLOG_LOGGER_INFO(Log("server"), "signal {}: final checkpoint and shutdown", signal);
+    SPDLOG_LOGGER_INFO(Log("server"),
+                       "signal {}: final checkpoint and shutdown", signal);
   }
   const absl::Status written = (*node)->Stop();
   if (!written.ok()) {

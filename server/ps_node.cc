@@ -74,7 +74,8 @@ class PsNode::Impl {
   // Placement thread: applies the newest wanted placement or take-over.
   void PlacementLoop() ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status ApplyPlacement(uint64_t epoch) ABSL_LOCKS_EXCLUDED(mu_);
-  absl::Status TakeOver(int shard_index, uint64_t epoch) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status TakeOver(int shard_index, uint64_t epoch)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Checkpointer thread, and the final checkpoint.
   void CheckpointLoop();
@@ -127,8 +128,9 @@ class PsNode::Impl {
 
 absl::Status PsNode::Impl::Start() {
   if (!options_.standby) {
-    ASSIGN_OR_RETURN(std::unique_ptr<Shard> shard,
-                     Shard::Create(options_.config, options_.index, &counters_));
+    ASSIGN_OR_RETURN(
+        std::unique_ptr<Shard> shard,
+        Shard::Create(options_.config, options_.index, &counters_));
     absl::MutexLock lock(&mu_);
     shard_ = std::move(shard);
     shard_index_ = options_.index;
@@ -142,8 +144,8 @@ absl::Status PsNode::Impl::Start() {
         (*r->mutable_counters())["blocks"] = num_blocks();
         (*r->mutable_counters())["placement_epoch"] = epoch();
       });
-  ASSIGN_OR_RETURN(server_,
-                   StartServer(options_.listen, {&service_, status_.get()}, who));
+  ASSIGN_OR_RETURN(
+      server_, StartServer(options_.listen, {&service_, status_.get()}, who));
   status_->set_address(server_.address);
   advertised_ = AdvertisedAddress(server_.address, options_.advertise);
   SPDLOG_LOGGER_INFO(L(), "{}: serving on {} (registered as {})", who,
@@ -222,8 +224,9 @@ absl::Status PsNode::Impl::Register(bool first) {
     standby = shard_index_ < 0;
     index = standby ? options_.index : shard_index_;
   }
-  auto response = standby ? client_->RegisterServer(index, advertised_, /*standby=*/true)
-                          : client_->RegisterServer(index, advertised_);
+  auto response =
+      standby ? client_->RegisterServer(index, advertised_, /*standby=*/true)
+              : client_->RegisterServer(index, advertised_);
   if (!response.ok()) return response.status();
   const uint64_t wanted = response->placement_epoch();
   if (standby || wanted <= epoch()) return absl::OkStatus();
@@ -256,8 +259,9 @@ void PsNode::Impl::StandDown(uint64_t epoch) {
     replaced_ = true;
     service_.set_shard(nullptr);
   }
-  SPDLOG_LOGGER_WARN(L(), "{}: another daemon serves this shard now (placement "
-                          "epoch {}); standing down without writing a checkpoint",
+  SPDLOG_LOGGER_WARN(L(),
+                     "{}: another daemon serves this shard now (placement "
+                     "epoch {}); standing down without writing a checkpoint",
                      who, epoch);
   absl::MutexLock lock(&mu_);
   ended_.Notify();  // under mu_, so that Wait() sees it
@@ -282,12 +286,14 @@ void PsNode::Impl::PlacementLoop() {
       absl::Status taken = TakeOver(take_over, wanted);
       if (!taken.ok()) {
         SPDLOG_LOGGER_ERROR(L(), "standby {}: cannot take over shard {}: {}",
-                            options_.index, take_over, std::string(taken.message()));
+                            options_.index, take_over,
+                            std::string(taken.message()));
       }
     } else if (shard_index >= 0 && wanted > epoch()) {
       absl::Status applied = ApplyPlacement(wanted);
       if (!applied.ok()) {
-        SPDLOG_LOGGER_WARN(L(), "{}: {}", name(), std::string(applied.message()));
+        SPDLOG_LOGGER_WARN(L(), "{}: {}", name(),
+                           std::string(applied.message()));
       }
     }
   }
@@ -319,7 +325,8 @@ absl::Status PsNode::Impl::ApplyPlacement(uint64_t epoch) {
 }
 
 absl::Status PsNode::Impl::TakeOver(int shard_index, uint64_t epoch) {
-  SPDLOG_LOGGER_WARN(L(), "standby {}: taking over shard {} at placement epoch {}",
+  SPDLOG_LOGGER_WARN(L(),
+                     "standby {}: taking over shard {} at placement epoch {}",
                      options_.index, shard_index, epoch);
   // Reads that shard's latest checkpoint (the checkpoint folder is shared).
   ASSIGN_OR_RETURN(std::unique_ptr<Shard> shard,
@@ -341,7 +348,8 @@ absl::Status PsNode::Impl::TakeOver(int shard_index, uint64_t epoch) {
 void PsNode::Impl::CheckpointLoop() {
   const absl::Duration interval =
       absl::Seconds(options_.config.checkpoint.interval_s);
-  while (!clock_->WaitForNotificationWithTimeout(&stop_checkpoints_, interval)) {
+  while (
+      !clock_->WaitForNotificationWithTimeout(&stop_checkpoints_, interval)) {
     absl::Status written = Checkpoint();
     if (!written.ok()) {
       SPDLOG_LOGGER_ERROR(L(), "checkpoint failed: {}",

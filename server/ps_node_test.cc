@@ -35,9 +35,9 @@ using ::downpour::testing::IsOk;
 using ::downpour::testing::StatusIs;
 using ::testing::HasSubstr;
 
-// Answers RegisterServer, Heartbeat and GetPlacement from a state the test sets.
-// GetPlacement can be held (its reactor kept) until Release(), to stand for a
-// slow coordinator without blocking a gRPC thread.
+// Answers RegisterServer, Heartbeat and GetPlacement from a state the test
+// sets. GetPlacement can be held (its reactor kept) until Release(), to stand
+// for a slow coordinator without blocking a gRPC thread.
 class FakeCoordinator final : public proto::Coordinator::CallbackService {
  public:
   FakeCoordinator() { reply_.set_take_over_index(-1); }
@@ -50,9 +50,10 @@ class FakeCoordinator final : public proto::Coordinator::CallbackService {
     return Finish(context);
   }
 
-  grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* context,
-                                      const proto::HeartbeatRequest* request,
-                                      proto::HeartbeatResponse* response) override {
+  grpc::ServerUnaryReactor* Heartbeat(
+      grpc::CallbackServerContext* context,
+      const proto::HeartbeatRequest* request,
+      proto::HeartbeatResponse* response) override {
     absl::MutexLock lock(&mu_);
     ++heartbeats_;
     last_identity_ = absl::StrCat(request->role(), " ", request->index());
@@ -120,7 +121,8 @@ class FakeCoordinator final : public proto::Coordinator::CallbackService {
     proto::GetPlacementResponse* response;
   };
 
-  static grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context) {
+  static grpc::ServerUnaryReactor* Finish(
+      grpc::CallbackServerContext* context) {
     auto* reactor = context->DefaultReactor();
     reactor->Finish(grpc::Status::OK);
     return reactor;
@@ -153,7 +155,8 @@ class PsNodeTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
     grpc::ServerBuilder builder;
     int port = 0;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                             &port);
     builder.RegisterService(&coordinator_);
     coordinator_server_ = builder.BuildAndStart();
     ASSERT_NE(coordinator_server_, nullptr);
@@ -198,7 +201,8 @@ TEST_F(PsNodeTest, ServesThePlacementAtStartAndCheckpointsOnStop) {
   EXPECT_GT((*node)->port(), 0);
   EXPECT_EQ((*node)->address(), absl::StrCat("127.0.0.1:", (*node)->port()));
   EXPECT_EQ((*node)->name(), "ps 0");
-  EXPECT_TRUE(Pull(**node, 1).ok()) << "placement applied before Start returned";
+  EXPECT_TRUE(Pull(**node, 1).ok())
+      << "placement applied before Start returned";
   EXPECT_FALSE((*node)->ended()->HasBeenNotified());
   EXPECT_THAT((*node)->Stop(), IsOk());
   EXPECT_THAT((*node)->Stop(), IsOk()) << "idempotent";
@@ -214,13 +218,16 @@ TEST_F(PsNodeTest, SlowPlacementDoesNotStopHeartbeatsAndTheNewestIsApplied) {
   ASSERT_TRUE(Eventually([&] { return coordinator_.held() > 0; }));
   // The placement thread waits on the coordinator; heartbeats go on meanwhile.
   const int beats = coordinator_.heartbeats();
-  ASSERT_TRUE(Eventually([&] { return coordinator_.heartbeats() >= beats + 3; }));
+  ASSERT_TRUE(
+      Eventually([&] { return coordinator_.heartbeats() >= beats + 3; }));
   coordinator_.SetPlacement(3, {0, 1, 2});
-  ASSERT_TRUE(Eventually([&] { return coordinator_.heartbeats() >= beats + 6; }));
+  ASSERT_TRUE(
+      Eventually([&] { return coordinator_.heartbeats() >= beats + 6; }));
   EXPECT_TRUE(Pull(**node, 1).ok()) << "still serving epoch 1";
   coordinator_.Release();
   ASSERT_TRUE(Eventually([&] { return Pull(**node, 3).ok(); }));
-  EXPECT_EQ(Pull(**node, 2).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(Pull(**node, 2).error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_THAT((*node)->Stop(), IsOk());
 }
 
@@ -231,7 +238,8 @@ TEST_F(PsNodeTest, StandbyTakesOverAndHeartbeatsAsTheShard) {
   ASSERT_THAT(node, IsOk());
   EXPECT_EQ((*node)->name(), "standby 0");
   EXPECT_EQ(Pull(**node, 1).error_code(), grpc::StatusCode::UNAVAILABLE);
-  ASSERT_TRUE(Eventually([&] { return coordinator_.last_identity() == "standby 0"; }));
+  ASSERT_TRUE(
+      Eventually([&] { return coordinator_.last_identity() == "standby 0"; }));
 
   coordinator_.SetPlacement(2, {0, 1, 2});
   ASSERT_EQ(Pull(**node, 2).error_code(), grpc::StatusCode::UNAVAILABLE);
@@ -243,7 +251,8 @@ TEST_F(PsNodeTest, StandbyTakesOverAndHeartbeatsAsTheShard) {
   proto::HeartbeatResponse plain;
   plain.set_take_over_index(-1);
   coordinator_.SetReply(plain);
-  ASSERT_TRUE(Eventually([&] { return coordinator_.last_identity() == "ps 0"; }));
+  ASSERT_TRUE(
+      Eventually([&] { return coordinator_.last_identity() == "ps 0"; }));
   EXPECT_THAT((*node)->Stop(), IsOk());
   EXPECT_THAT(ReadCheckpoint(CheckpointPath(dir_, 0)), IsOk());
 }
@@ -278,7 +287,8 @@ int ClosedPort() {
 }
 
 TEST_F(PsNodeTest, StartFailsCleanlyWhenTheCoordinatorIsUnreachable) {
-  options_.config.cluster.coordinator = absl::StrCat("127.0.0.1:", ClosedPort());
+  options_.config.cluster.coordinator =
+      absl::StrCat("127.0.0.1:", ClosedPort());
   options_.config.rpc.connect_timeout_s = 0.3;
   options_.config.rpc.deadline_s = 0.3;
   for (bool standby : {false, true}) {

@@ -25,7 +25,8 @@ using ::testing::HasSubstr;
 class PsServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    // [6, 4, 3] in blocks of 8: 24 weights -> blocks 0-2, then 4 biases -> 3, ...
+    // [6, 4, 3] in blocks of 8: 24 weights -> blocks 0-2, then 4 biases -> 3,
+    // ...
     config_.model.layers = {6, 4, 3};
     config_.model.block_size = 8;
     config_.optimizer.type = "sgd";
@@ -143,7 +144,8 @@ TEST_F(PsServiceTest, EachShardErrorSurfacesAsItsGrpcCode) {
       {"unknown block", 2, 5, 4, grpc::StatusCode::NOT_FOUND,
        grpc::StatusCode::NOT_FOUND, "unknown block 5 (this ps holds block 3)"},
       {"wrong size", 2, 3, 3, grpc::StatusCode::OK,
-       grpc::StatusCode::INVALID_ARGUMENT, "expects 4 floats (16 bytes), got 12"},
+       grpc::StatusCode::INVALID_ARGUMENT,
+       "expects 4 floats (16 bytes), got 12"},
       {"stale epoch", 1, 3, 4, grpc::StatusCode::FAILED_PRECONDITION,
        grpc::StatusCode::FAILED_PRECONDITION, "stale placement epoch 1"},
       {"newer epoch", 3, 3, 4, grpc::StatusCode::UNAVAILABLE,
