@@ -319,7 +319,8 @@ ApplyRow MeasureApply(int mib) {
   };
   auto validate = [&] {
     for (const proto::BlockData& b : request.blocks()) {
-      Check(store.ValidatePush(b.block_id(), b.data().data(), b.data().size()),
+      Check(store.ValidatePush(b.block_id(), b.data().data(), b.data().size())
+                .status(),
             "validate");
     }
   };

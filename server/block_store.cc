@@ -1,4 +1,4 @@
-// BlockStore: per-block locks under a reader/writer lock on the block map.
+// BlockStore: blocks by id and the request checks; no locks (the owner's).
 #include "server/block_store.h"
 
 #include <algorithm>
@@ -25,10 +25,9 @@ struct BlockStore::Block {
         state(std::move(s)) {}
 
   const int64_t size;  // floats in `values`; constant while the block exists
-  absl::Mutex mu;
-  uint64_t version ABSL_GUARDED_BY(mu);
-  std::vector<float> values ABSL_GUARDED_BY(mu);
-  std::vector<float> state ABSL_GUARDED_BY(mu);  // optimizer state, slot-major
+  uint64_t version;
+  std::vector<float> values;
+  std::vector<float> state;  // optimizer state, slot-major
 };
 
 namespace {
@@ -142,85 +141,42 @@ absl::Status BlockStore::AddBlock(uint32_t id, std::vector<float> values,
                      " needs ", optimizer_->state_slots(), " x ", values.size(),
                      " = ", state_size, " state floats, got ", state.size()));
   }
-  // Build the block before taking the map lock; only the swap happens under it.
-  auto block =
-      std::make_unique<Block>(std::move(values), version, std::move(state));
-  absl::MutexLock lock(&map_mu_);
   std::unique_ptr<Block>& slot = blocks_[id];
   if (slot != nullptr) num_floats_ -= slot->size;
-  num_floats_ += block->size;
-  slot = std::move(block);
+  slot = std::make_unique<Block>(std::move(values), version, std::move(state));
+  num_floats_ += slot->size;
   return absl::OkStatus();
 }
 
-bool BlockStore::Has(uint32_t id) const {
-  absl::ReaderMutexLock lock(&map_mu_);
-  return Find(id) != nullptr;
-}
-
-size_t BlockStore::num_blocks() const {
-  absl::ReaderMutexLock lock(&map_mu_);
-  return blocks_.size();
-}
-
 std::vector<uint32_t> BlockStore::block_ids() const {
-  absl::ReaderMutexLock lock(&map_mu_);
-  return SortedIds();
-}
-
-int64_t BlockStore::num_floats() const {
-  absl::ReaderMutexLock lock(&map_mu_);
-  return num_floats_;
+  std::vector<uint32_t> ids;
+  ids.reserve(blocks_.size());
+  for (const auto& [id, block] : blocks_) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  return ids;
 }
 
 absl::StatusOr<uint64_t> BlockStore::Pull(uint32_t id, std::string* out) const {
-  absl::ReaderMutexLock map_lock(&map_mu_);
-  Block* block = Find(id);
+  const Block* block = Find(id);
   if (block == nullptr) return UnknownBlock("pull", id);
   const size_t bytes = static_cast<size_t>(block->size) * sizeof(float);
-  // Allocate before locking the block; a reused string keeps its buffer.
+  // A reused string of the right size keeps its buffer.
   if (out->size() != bytes) out->resize(bytes);
-  absl::ReaderMutexLock lock(&block->mu);
   std::memcpy(out->data(), block->values.data(), bytes);
   return block->version;
 }
 
-absl::Status BlockStore::ValidatePush(uint32_t id, const void* data,
-                                      size_t bytes) const {
-  absl::ReaderMutexLock map_lock(&map_mu_);
+absl::StatusOr<BlockStore::Block*> BlockStore::ValidatePush(
+    uint32_t id, const void* data, size_t bytes) const {
   Block* block = Find(id);
   if (block == nullptr) return UnknownBlock("push", id);
-  return CheckGradient(id, block->size, data, bytes);
+  RETURN_IF_ERROR(CheckGradient(id, block->size, data, bytes));
+  return block;
 }
 
-absl::StatusOr<BlockStore::PushResult> BlockStore::Push(uint32_t id,
-                                                        const void* data,
-                                                        size_t bytes,
-                                                        uint64_t base_version) {
-  return Apply(id, data, bytes, base_version, /*check=*/true);
-}
-
-absl::StatusOr<BlockStore::PushResult> BlockStore::PushChecked(
-    uint32_t id, const void* data, size_t bytes, uint64_t base_version) {
-  return Apply(id, data, bytes, base_version, /*check=*/false);
-}
-
-absl::StatusOr<BlockStore::PushResult> BlockStore::Apply(uint32_t id,
-                                                         const void* data,
-                                                         size_t bytes,
-                                                         uint64_t base_version,
-                                                         bool check) {
-  absl::ReaderMutexLock map_lock(&map_mu_);
-  Block* block = Find(id);
-  if (block == nullptr) return UnknownBlock("push", id);
-  // Checking and copying read only the request: do them before the block lock.
-  if (check) {
-    RETURN_IF_ERROR(CheckGradient(id, block->size, data, bytes));
-  } else if (bytes != static_cast<size_t>(block->size) * sizeof(float)) {
-    return absl::InternalError(absl::StrCat("push: block ", id, " changed size"));
-  }
+BlockStore::PushResult BlockStore::Apply(Block* block, const void* data,
+                                         uint64_t base_version) {
   const float* gradient = AsFloats(data, block->size);
-  absl::MutexLock lock(&block->mu);
   const uint64_t before = block->version;
   optimizer_->Apply(block->values.data(), gradient, block->state.data(),
                     block->size, before + 1);
@@ -229,31 +185,28 @@ absl::StatusOr<BlockStore::PushResult> BlockStore::Apply(uint32_t id,
                     base_version < before ? before - base_version : 0};
 }
 
+absl::StatusOr<BlockStore::PushResult> BlockStore::Push(uint32_t id,
+                                                        const void* data,
+                                                        size_t bytes,
+                                                        uint64_t base_version) {
+  ASSIGN_OR_RETURN(Block* block, ValidatePush(id, data, bytes));
+  return Apply(block, data, base_version);
+}
+
 std::vector<BlockStore::BlockSnapshot> BlockStore::Snapshot() const {
-  absl::ReaderMutexLock map_lock(&map_mu_);
   std::vector<BlockSnapshot> snapshots;
   snapshots.reserve(blocks_.size());
-  for (uint32_t id : SortedIds()) {
-    Block* block = Find(id);
-    BlockSnapshot& s = snapshots.emplace_back();
-    s.id = id;
-    s.values.resize(block->size);  // allocate outside the block lock
-    s.state.resize(static_cast<size_t>(optimizer_->state_slots()) *
-                   block->size);
-    absl::ReaderMutexLock lock(&block->mu);
-    s.version = block->version;
-    std::copy(block->values.begin(), block->values.end(), s.values.begin());
-    std::copy(block->state.begin(), block->state.end(), s.state.begin());
+  for (uint32_t id : block_ids()) {
+    const Block* block = Find(id);
+    snapshots.push_back({id, block->version, block->values, block->state});
   }
   return snapshots;
 }
 
 uint32_t BlockStore::BlockCrc32c(uint32_t id, uint64_t* version) const {
-  absl::ReaderMutexLock map_lock(&map_mu_);
   *version = 0;
-  Block* block = Find(id);
+  const Block* block = Find(id);
   if (block == nullptr) return 0;
-  absl::ReaderMutexLock lock(&block->mu);
   *version = block->version;
   return Crc32c(block->values.data(), block->values.size() * sizeof(float));
 }
@@ -266,15 +219,7 @@ BlockStore::Block* BlockStore::Find(uint32_t id) const {
 absl::Status BlockStore::UnknownBlock(const char* op, uint32_t id) const {
   return absl::NotFoundError(absl::StrCat(op, ": unknown block ", id,
                                           " (this ps holds ",
-                                          DescribeIds(SortedIds()), ")"));
-}
-
-std::vector<uint32_t> BlockStore::SortedIds() const {
-  std::vector<uint32_t> ids;
-  ids.reserve(blocks_.size());
-  for (const auto& [id, block] : blocks_) ids.push_back(id);
-  std::sort(ids.begin(), ids.end());
-  return ids;
+                                          DescribeIds(block_ids()), ")"));
 }
 
 }  // namespace downpour::server

@@ -9,6 +9,8 @@
 // Payloads are little-endian float32 bytes, exactly as they travel in ps.proto,
 // and may be unaligned. Every request is checked (unknown block, wrong size,
 // NaN/Inf) and a rejected request leaves the store unchanged.
+//
+// Not thread-safe (see "Thread safety" below): the owner serialises.
 #ifndef DOWNPOUR_SERVER_BLOCK_STORE_H_
 #define DOWNPOUR_SERVER_BLOCK_STORE_H_
 
@@ -18,21 +20,19 @@
 #include <string>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "server/optimizer.h"
 
 namespace downpour::server {
 
-// Thread-safe. Each block has its own mutex, so pushes and pulls of different
-// blocks run in parallel, and pulls of one block share its lock. The block map
-// has a separate reader/writer mutex: every operation holds it shared while it
-// runs, and AddBlock holds it exclusively, so adding or replacing a block while
-// serving is safe (it waits for in-flight operations) but is meant for setup
-// and re-placement, not the hot path. Lock order: map_mu_, then a block's mu.
+// Thread safety
+// -------------
+// Thread-compatible, like leveldb's SkipList: the store takes no locks. Const
+// methods (Pull, ValidatePush, Snapshot, ...) may run concurrently with each
+// other; every non-const call (AddBlock, Push, Apply) needs exclusive access,
+// which the owner provides (Shard holds one reader/writer mutex around it).
 class BlockStore {
  public:
   struct PushResult {
@@ -42,7 +42,7 @@ class BlockStore {
     uint64_t staleness;
   };
 
-  // One block, copied consistently (under its lock); the unit of checkpoints.
+  // One block, copied; the unit of checkpoints.
   struct BlockSnapshot {
     uint32_t id;
     uint64_t version;
@@ -50,6 +50,10 @@ class BlockStore {
     // Optimizer state: state_slots() * values.size() floats, slot-major.
     std::vector<float> state;
   };
+
+  // A block held here, as ValidatePush resolves it (defined in block_store.cc).
+  // Valid until the next AddBlock of the same id.
+  struct Block;
 
   // REQUIRES: optimizer != nullptr.
   explicit BlockStore(std::unique_ptr<Optimizer> optimizer);
@@ -62,15 +66,14 @@ class BlockStore {
   // values.size() floats, slot-major) is given. InvalidArgument for empty
   // values or a state of the wrong size; the store is then unchanged.
   absl::Status AddBlock(uint32_t id, std::vector<float> values,
-                        uint64_t version = 0, std::vector<float> state = {})
-      ABSL_LOCKS_EXCLUDED(map_mu_);
+                        uint64_t version = 0, std::vector<float> state = {});
 
-  bool Has(uint32_t id) const ABSL_LOCKS_EXCLUDED(map_mu_);
-  size_t num_blocks() const ABSL_LOCKS_EXCLUDED(map_mu_);
+  bool Has(uint32_t id) const { return Find(id) != nullptr; }
+  size_t num_blocks() const { return blocks_.size(); }
   // The ids held, ascending.
-  std::vector<uint32_t> block_ids() const ABSL_LOCKS_EXCLUDED(map_mu_);
+  std::vector<uint32_t> block_ids() const;
   // Values (not state) in all blocks together.
-  int64_t num_floats() const ABSL_LOCKS_EXCLUDED(map_mu_);
+  int64_t num_floats() const { return num_floats_; }
   const Optimizer& optimizer() const { return *optimizer_; }
 
   // Copies block `id`'s values into *out as little-endian float32 bytes
@@ -78,62 +81,45 @@ class BlockStore {
   // and returns the block's version. NotFound when the block is not here,
   // "pull: unknown block 17 (this ps holds blocks 0-5, 9)"; *out is then
   // untouched.
-  absl::StatusOr<uint64_t> Pull(uint32_t id, std::string* out) const
-      ABSL_LOCKS_EXCLUDED(map_mu_);
+  absl::StatusOr<uint64_t> Pull(uint32_t id, std::string* out) const;
 
   // Checks a gradient of `bytes` bytes at `data` (any alignment) for block `id`
-  // without applying it, in one pass: NotFound for an unknown block;
-  // InvalidArgument for a byte length other than 4 * length ("push: block 17
-  // expects 65536 floats (262144 bytes), got 1000 bytes") or for a NaN/Inf
-  // element ("push: block 3 gradient has NaN at index 12 (of 65536); ...").
-  absl::Status ValidatePush(uint32_t id, const void* data, size_t bytes) const
-      ABSL_LOCKS_EXCLUDED(map_mu_);
+  // without applying it, in one pass, and returns the block for Apply: NotFound
+  // for an unknown block; InvalidArgument for a byte length other than
+  // 4 * length ("push: block 17 expects 65536 floats (262144 bytes), got 1000
+  // bytes") or for a NaN/Inf element ("push: block 3 gradient has NaN at index
+  // 12 (of 65536); ...").
+  absl::StatusOr<Block*> ValidatePush(uint32_t id, const void* data,
+                                      size_t bytes) const;
 
-  // ValidatePush, then applies the optimizer to the block under its lock and
-  // bumps its version. `base_version` is the version the gradient was computed
-  // from (as returned by Pull). On error the block is unchanged.
+  // Applies the optimizer to `block` with the gradient at `data` and bumps its
+  // version. `base_version` is the version the gradient was computed from (as
+  // returned by Pull). A caller that checks a whole request before applying any
+  // of it resolves each block once with ValidatePush, then applies.
+  // REQUIRES: ValidatePush(id, data, bytes) returned `block` and no AddBlock
+  // came between.
+  PushResult Apply(Block* block, const void* data, uint64_t base_version);
+
+  // ValidatePush, then Apply. On error the block is unchanged.
   absl::StatusOr<PushResult> Push(uint32_t id, const void* data, size_t bytes,
-                                  uint64_t base_version)
-      ABSL_LOCKS_EXCLUDED(map_mu_);
+                                  uint64_t base_version);
 
-  // Push without the NaN/Inf scan, for a caller that has just had ValidatePush
-  // accept these same bytes (Shard checks a whole request before applying any of
-  // it; scanning again cost ~30% of the shard's work per push in bench/ps_bench).
-  // REQUIRES: ValidatePush(id, data, bytes) returned OK.
-  absl::StatusOr<PushResult> PushChecked(uint32_t id, const void* data, size_t bytes,
-                                         uint64_t base_version)
-      ABSL_LOCKS_EXCLUDED(map_mu_);
-
-  // Every block, ascending by id. Each is consistent, but blocks are taken one
-  // after another, so pushes may land between them (fine for async SGD).
-  std::vector<BlockSnapshot> Snapshot() const ABSL_LOCKS_EXCLUDED(map_mu_);
+  // Every block, ascending by id.
+  std::vector<BlockSnapshot> Snapshot() const;
 
   // CRC-32C of block `id`'s values bytes, with its version in *version (for
   // tools and tests).
   // REQUIRES: Has(id); otherwise returns 0 and sets *version to 0.
-  uint32_t BlockCrc32c(uint32_t id, uint64_t* version) const
-      ABSL_LOCKS_EXCLUDED(map_mu_);
+  uint32_t BlockCrc32c(uint32_t id, uint64_t* version) const;
 
  private:
-  struct Block;  // defined in block_store.cc
-
-  Block* Find(uint32_t id) const ABSL_SHARED_LOCKS_REQUIRED(map_mu_);
-  absl::StatusOr<PushResult> Apply(uint32_t id, const void* data, size_t bytes,
-                                   uint64_t base_version, bool check)
-      ABSL_LOCKS_EXCLUDED(map_mu_);
+  Block* Find(uint32_t id) const;
   // NotFound "<op>: unknown block <id> (this ps holds ...)".
-  absl::Status UnknownBlock(const char* op, uint32_t id) const
-      ABSL_SHARED_LOCKS_REQUIRED(map_mu_);
-  std::vector<uint32_t> SortedIds() const ABSL_SHARED_LOCKS_REQUIRED(map_mu_);
+  absl::Status UnknownBlock(const char* op, uint32_t id) const;
 
-  // Constant after construction.
   const std::unique_ptr<Optimizer> optimizer_;
-
-  // State below is protected by map_mu_; each block's contents by its own mu.
-  mutable absl::Mutex map_mu_;
-  absl::flat_hash_map<uint32_t, std::unique_ptr<Block>> blocks_
-      ABSL_GUARDED_BY(map_mu_);
-  int64_t num_floats_ ABSL_GUARDED_BY(map_mu_) = 0;
+  absl::flat_hash_map<uint32_t, std::unique_ptr<Block>> blocks_;
+  int64_t num_floats_ = 0;
 };
 
 }  // namespace downpour::server

@@ -5,7 +5,6 @@
 #include <limits>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "common/checksum.h"
@@ -238,50 +237,19 @@ TEST(BlockStoreTest, AdamUsesTheBlockVersionForBiasCorrection) {
   EXPECT_NEAR(PullFloats(restored, 0)[0], 0.748470f, 1e-5);
 }
 
-// SGD with lr 1 and integer gradients is exact in float, so any lost or torn
-// update shows up as a wrong sum.
-TEST(BlockStoreTest, ConcurrentPushesSumExactly) {
-  constexpr int kThreads = 6;
-  constexpr int kPushesPerThread = 300;
-  constexpr int kLength = 1024;
+TEST(BlockStoreTest, ValidatePushResolvesTheBlockThatApplyUpdates) {
   BlockStore store(MakeOptimizer("sgd", 1.0));
-  // Block 0 is shared by all threads; block 1 + t belongs to thread t alone.
-  for (uint32_t id = 0; id <= kThreads; ++id) {
-    ASSERT_THAT(store.AddBlock(id, std::vector<float>(kLength, 0.0f)), IsOk());
-  }
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&store, t] {
-      std::vector<float> g(kLength);
-      for (int i = 0; i < kLength; ++i)
-        g[i] = static_cast<float>(t + 1 + i % 3);
-      std::string bytes = Bytes(g);
-      for (int k = 0; k < kPushesPerThread; ++k) {
-        EXPECT_THAT(store.Push(0, bytes.data(), bytes.size(), 0), IsOk());
-        EXPECT_THAT(store.Push(1 + t, bytes.data(), bytes.size(), 0), IsOk());
-        std::string pulled;
-        EXPECT_THAT(store.Pull(0, &pulled), IsOk());
-      }
-    });
-  }
-  for (std::thread& thread : threads) thread.join();
-
-  std::string bytes;
-  EXPECT_EQ(store.Pull(0, &bytes).value(),
-            uint64_t{kThreads * kPushesPerThread});
-  std::vector<float> shared = Floats(bytes);
-  for (int i = 0; i < kLength; ++i) {
-    // sum over t of (t + 1 + i % 3), per push.
-    const float per_round = kThreads * (kThreads + 1) / 2 + kThreads * (i % 3);
-    ASSERT_EQ(shared[i], -per_round * kPushesPerThread) << "index " << i;
-  }
-  for (int t = 0; t < kThreads; ++t) {
-    EXPECT_EQ(store.Pull(1 + t, &bytes).value(), uint64_t{kPushesPerThread});
-    std::vector<float> own = Floats(bytes);
-    for (int i = 0; i < kLength; ++i) {
-      ASSERT_EQ(own[i], -static_cast<float>(t + 1 + i % 3) * kPushesPerThread);
-    }
-  }
+  ASSERT_THAT(store.AddBlock(0, {1, 1}), IsOk());
+  ASSERT_THAT(store.AddBlock(1, {5, 5, 5}), IsOk());
+  const std::string g = Bytes({1, 2, 3});
+  absl::StatusOr<BlockStore::Block*> block =
+      store.ValidatePush(1, g.data(), g.size());
+  ASSERT_THAT(block, IsOk());
+  EXPECT_THAT(PullFloats(store, 1), ElementsAre(5, 5, 5)) << "validated only";
+  const BlockStore::PushResult result = store.Apply(*block, g.data(), 0);
+  EXPECT_EQ(result.version, 1u);
+  EXPECT_THAT(PullFloats(store, 1), ElementsAre(4, 3, 2));
+  EXPECT_THAT(PullFloats(store, 0), ElementsAre(1, 1));
 }
 
 TEST(BlockStoreTest, SnapshotRestoresIntoANewStoreThatContinuesIdentically) {

@@ -1,9 +1,27 @@
-// ps / standby life cycle.
+// PsNode: the ps daemon's gRPC server, heartbeat, placement and checkpoint
+// threads, and its life cycle as a ps or standby.
 #include "server/ps_node.h"
 
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/counters.h"
+#include "common/daemon.h"
 #include "common/logging.h"
+#include "common/server_util.h"
 #include "common/status_macros.h"
+#include "common/status_service.h"
+#include "coordinator/coordinator_client.h"
+#include "coordinator/member_agent.h"
+#include "proto/coordinator.pb.h"
+#include "server/ps_service.h"
+#include "server/shard.h"
 
 namespace downpour::server {
 namespace {
@@ -12,37 +30,193 @@ spdlog::logger* L() { return Log("server"); }
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<PsNode>> PsNode::Create(Options options) {
-  std::unique_ptr<PsNode> node(new PsNode(options));
-  if (!options.standby) {
-    ASSIGN_OR_RETURN(std::unique_ptr<Shard> shard,
-                     Shard::Create(options.config, options.index, options.counters));
-    absl::MutexLock lock(&node->mu_);
-    node->shard_ = std::move(shard);
-    node->shard_index_ = options.index;
-    node->service_.set_shard(node->shard_.get());
+class PsNode::Impl {
+ public:
+  explicit Impl(Options options)
+      : options_(std::move(options)),
+        clock_(options_.clock != nullptr ? options_.clock : Clock::Real()) {}
+  ~Impl() {
+    // A caller that wants the final checkpoint's status calls Stop() itself.
+    Stop().IgnoreError();
+    // The agent calls into this object, the server into service_ and the shard.
+    agent_.reset();
+    server_.server.reset();
   }
-  return node;
+
+  // Everything PsNode::Start promises; on error the caller destroys the Impl,
+  // which stops what was started (and writes no checkpoint).
+  absl::Status Start();
+  absl::Status Stop() ABSL_LOCKS_EXCLUDED(stop_mu_, mu_);
+  void Wait() ABSL_LOCKS_EXCLUDED(mu_);
+
+  int port() const { return server_.port; }
+  const std::string& address() const { return server_.address; }
+  std::string name() const ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Notification* ended() { return &ended_; }
+
+ private:
+  uint64_t epoch() const ABSL_LOCKS_EXCLUDED(mu_);
+  size_t num_blocks() const ABSL_LOCKS_EXCLUDED(mu_);
+  proto::MemberReport Report() const;
+
+  // Registers as the current identity (ps or standby). The first time (from
+  // Start) a ps applies the coordinator's placement at once; later (after a
+  // coordinator restart, on the heartbeat thread) it leaves that to the
+  // placement thread.
+  absl::Status Register(bool first) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Heartbeat thread: records what the coordinator wants and wakes the
+  // placement thread; stands down at once when replaced.
+  void OnHeartbeat(const proto::HeartbeatResponse& response)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void StandDown(uint64_t epoch) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Placement thread: applies the newest wanted placement or take-over.
+  void PlacementLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status ApplyPlacement(uint64_t epoch) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status TakeOver(int shard_index, uint64_t epoch)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Checkpointer thread, and the final checkpoint.
+  void CheckpointLoop();
+  absl::Status Checkpoint() ABSL_LOCKS_EXCLUDED(mu_);
+
+  bool HasWork() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return work_ || stopping_ || replaced_;
+  }
+  // Stop() was called or the node ended on its own.
+  bool Finished() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return stopping_ || ended_.HasBeenNotified();
+  }
+
+  // Constant after construction.
+  const Options options_;
+  Clock* const clock_;
+  Counters counters_;
+  PsService service_;
+
+  // Set in Start, before any thread that reads them starts; constant after.
+  std::unique_ptr<StatusService> status_;
+  StartedServer server_;
+  std::string advertised_;
+  std::unique_ptr<coordinator::CoordinatorClient> client_;
+  std::unique_ptr<MemberAgent> agent_;
+  std::thread placement_thread_;
+  std::thread checkpointer_;
+  bool started_ = false;  // Start succeeded
+
+  absl::Notification stop_checkpoints_;
+
+  absl::Mutex stop_mu_;  // serialises Stop
+  std::optional<absl::Status> stop_status_ ABSL_GUARDED_BY(stop_mu_);
+
+  // State below is protected by mu_.
+  mutable absl::Mutex mu_;
+  // The shard served; set once (at Start for a ps, at take-over for a standby)
+  // and kept as long as the node, so it is used without mu_ once read.
+  std::unique_ptr<Shard> shard_ ABSL_GUARDED_BY(mu_);
+  int shard_index_ ABSL_GUARDED_BY(mu_) = -1;  // -1: none (a standby)
+  bool replaced_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // Replaced: the node ended on its own. Notified under mu_ (for Wait()).
+  absl::Notification ended_;
+  // What the coordinator wants, newest first; the placement thread applies it.
+  bool work_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t wanted_epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  int take_over_index_ ABSL_GUARDED_BY(mu_) = -1;
+};
+
+absl::Status PsNode::Impl::Start() {
+  if (!options_.standby) {
+    ASSIGN_OR_RETURN(
+        std::unique_ptr<Shard> shard,
+        Shard::Create(options_.config, options_.index, &counters_));
+    absl::MutexLock lock(&mu_);
+    shard_ = std::move(shard);
+    shard_index_ = options_.index;
+    service_.set_shard(shard_.get());
+  }
+  const std::string who = name();
+  const char* role = options_.standby ? "standby" : "ps";
+  status_ = std::make_unique<StatusService>(
+      role, options_.index, &counters_, [this](proto::GetStatusResponse* r) {
+        r->set_device("cpu");
+        (*r->mutable_counters())["blocks"] = num_blocks();
+        (*r->mutable_counters())["placement_epoch"] = epoch();
+      });
+  ASSIGN_OR_RETURN(
+      server_, StartServer(options_.listen, {&service_, status_.get()}, who));
+  status_->set_address(server_.address);
+  advertised_ = AdvertisedAddress(server_.address, options_.advertise);
+  SPDLOG_LOGGER_INFO(L(), "{}: serving on {} (registered as {})", who,
+                     server_.address, advertised_);
+
+  client_ = std::make_unique<coordinator::CoordinatorClient>(
+      options_.config.cluster.coordinator, options_.config.rpc, who);
+  RETURN_IF_ERROR(Register(/*first=*/true));
+  agent_ = std::make_unique<MemberAgent>(
+      client_.get(), role, options_.index, advertised_,
+      options_.config.heartbeat.interval_s,
+      [this] { return Register(/*first=*/false); }, [this] { return Report(); },
+      [this](const proto::HeartbeatResponse& r) { OnHeartbeat(r); });
+  agent_->Start();
+  placement_thread_ = std::thread([this] { PlacementLoop(); });
+  if (options_.config.checkpoint.interval_s > 0) {
+    checkpointer_ = std::thread([this] { CheckpointLoop(); });
+  }
+  started_ = true;
+  return absl::OkStatus();
 }
 
-std::string PsNode::name() const {
+absl::Status PsNode::Impl::Stop() {
+  absl::MutexLock stop_lock(&stop_mu_);
+  if (stop_status_.has_value()) return *stop_status_;
+  {
+    // Also ends Wait() and a placement being waited for.
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  stop_checkpoints_.Notify();
+  if (checkpointer_.joinable()) checkpointer_.join();
+  if (server_.server != nullptr) server_.server->Shutdown(DeadlineIn(2));
+  if (agent_ != nullptr) agent_->Stop();  // one final heartbeat
+  if (placement_thread_.joinable()) placement_thread_.join();
+  stop_status_ = started_ ? Checkpoint() : absl::OkStatus();
+  return *stop_status_;
+}
+
+void PsNode::Impl::Wait() {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(this, &Impl::Finished));
+}
+
+std::string PsNode::Impl::name() const {
   absl::MutexLock lock(&mu_);
   if (shard_index_ >= 0) return absl::StrCat("ps ", shard_index_);
   return absl::StrCat("standby ", options_.index);
 }
 
-uint64_t PsNode::epoch() const {
+uint64_t PsNode::Impl::epoch() const {
   absl::MutexLock lock(&mu_);
   return shard_ ? shard_->epoch() : 0;
 }
 
-size_t PsNode::num_blocks() const {
+size_t PsNode::Impl::num_blocks() const {
   absl::MutexLock lock(&mu_);
   return shard_ ? shard_->num_blocks() : 0;
 }
 
-absl::Status PsNode::Register(coordinator::CoordinatorClient* client,
-                              const std::string& address) {
+proto::MemberReport PsNode::Impl::Report() const {
+  proto::MemberReport report;
+  report.set_pulls(counters_.Get("pulls"));
+  report.set_pushes(counters_.Get("pushes"));
+  report.set_bytes(counters_.Get("bytes_in") + counters_.Get("bytes_out"));
+  report.set_loss(NAN);
+  report.set_accuracy(NAN);
+  return report;
+}
+
+absl::Status PsNode::Impl::Register(bool first) {
   int index;
   bool standby;
   {
@@ -50,92 +224,168 @@ absl::Status PsNode::Register(coordinator::CoordinatorClient* client,
     standby = shard_index_ < 0;
     index = standby ? options_.index : shard_index_;
   }
-  auto response = standby ? client->RegisterServer(index, address, /*standby=*/true)
-                          : client->RegisterServer(index, address);
+  auto response =
+      standby ? client_->RegisterServer(index, advertised_, /*standby=*/true)
+              : client_->RegisterServer(index, advertised_);
   if (!response.ok()) return response.status();
-  if (!standby && response->placement_epoch() > epoch()) {
-    return ApplyPlacement(client, response->placement_epoch());
-  }
+  const uint64_t wanted = response->placement_epoch();
+  if (standby || wanted <= epoch()) return absl::OkStatus();
+  if (first) return ApplyPlacement(wanted);
+  absl::MutexLock lock(&mu_);
+  wanted_epoch_ = std::max(wanted_epoch_, wanted);
+  work_ = true;
   return absl::OkStatus();
 }
 
-absl::Status PsNode::ApplyPlacement(coordinator::CoordinatorClient* client,
-                                    uint64_t epoch) {
-  ASSIGN_OR_RETURN(proto::GetPlacementResponse placement,
-                   client->WaitForPlacement(epoch));
+void PsNode::Impl::OnHeartbeat(const proto::HeartbeatResponse& response) {
+  if (response.replaced()) {
+    StandDown(response.placement_epoch());
+    return;
+  }
   absl::MutexLock lock(&mu_);
+  wanted_epoch_ = std::max(wanted_epoch_, response.placement_epoch());
+  take_over_index_ = response.take_over_index();
+  work_ = true;
+}
+
+void PsNode::Impl::StandDown(uint64_t epoch) {
+  const std::string who = name();
+  {
+    // Fencing is immediate, not queued behind a placement in progress: every
+    // call is UNAVAILABLE from here on, and no shard is set again
+    // (ApplyPlacement checks replaced_).
+    absl::MutexLock lock(&mu_);
+    if (replaced_) return;
+    replaced_ = true;
+    service_.set_shard(nullptr);
+  }
+  SPDLOG_LOGGER_WARN(L(),
+                     "{}: another daemon serves this shard now (placement "
+                     "epoch {}); standing down without writing a checkpoint",
+                     who, epoch);
+  absl::MutexLock lock(&mu_);
+  ended_.Notify();  // under mu_, so that Wait() sees it
+}
+
+void PsNode::Impl::PlacementLoop() {
+  for (;;) {
+    int shard_index, take_over;
+    uint64_t wanted;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(this, &Impl::HasWork));
+      if (stopping_ || replaced_) return;
+      // Heartbeats that arrived while the last change was applied are
+      // coalesced: only the newest wanted state is looked at.
+      work_ = false;
+      shard_index = shard_index_;
+      take_over = take_over_index_;
+      wanted = wanted_epoch_;
+    }
+    if (shard_index < 0 && take_over >= 0) {
+      absl::Status taken = TakeOver(take_over, wanted);
+      if (!taken.ok()) {
+        SPDLOG_LOGGER_ERROR(L(), "standby {}: cannot take over shard {}: {}",
+                            options_.index, take_over,
+                            std::string(taken.message()));
+      }
+    } else if (shard_index >= 0 && wanted > epoch()) {
+      absl::Status applied = ApplyPlacement(wanted);
+      if (!applied.ok()) {
+        SPDLOG_LOGGER_WARN(L(), "{}: {}", name(),
+                           std::string(applied.message()));
+      }
+    }
+  }
+}
+
+absl::Status PsNode::Impl::ApplyPlacement(uint64_t epoch) {
+  ASSIGN_OR_RETURN(proto::GetPlacementResponse placement,
+                   client_->WaitForPlacement(epoch, [this] {
+                     absl::MutexLock lock(&mu_);
+                     return stopping_ || replaced_;
+                   }));
+  Shard* shard;
+  int shard_index;
+  {
+    absl::MutexLock lock(&mu_);
+    shard = shard_.get();
+    shard_index = shard_index_;
+  }
   std::vector<uint32_t> ids;
   for (const proto::ShardInfo& info : placement.shards()) {
-    if (info.index() == shard_index_) {
+    if (info.index() == shard_index) {
       ids.assign(info.block_ids().begin(), info.block_ids().end());
     }
   }
-  return shard_->Assign(placement.epoch(), ids);
+  RETURN_IF_ERROR(shard->Assign(placement.epoch(), ids));
+  absl::MutexLock lock(&mu_);
+  if (!replaced_) service_.set_shard(shard);
+  return absl::OkStatus();
 }
 
-absl::Status PsNode::TakeOver(coordinator::CoordinatorClient* client,
-                              int shard_index, uint64_t epoch) {
-  SPDLOG_LOGGER_WARN(L(), "standby {}: taking over shard {} at placement epoch {}",
+absl::Status PsNode::Impl::TakeOver(int shard_index, uint64_t epoch) {
+  SPDLOG_LOGGER_WARN(L(),
+                     "standby {}: taking over shard {} at placement epoch {}",
                      options_.index, shard_index, epoch);
   // Reads that shard's latest checkpoint (the checkpoint folder is shared).
   ASSIGN_OR_RETURN(std::unique_ptr<Shard> shard,
-                   Shard::Create(options_.config, shard_index, options_.counters));
+                   Shard::Create(options_.config, shard_index, &counters_));
   {
     absl::MutexLock lock(&mu_);
     shard_ = std::move(shard);
     shard_index_ = shard_index;
   }
-  RETURN_IF_ERROR(ApplyPlacement(client, epoch));
-  absl::MutexLock lock(&mu_);
-  service_.set_shard(shard_.get());
-  options_.counters->Add("takeovers", 1);
+  absl::Status placed = ApplyPlacement(epoch);
+  // Heartbeat as the shard from now on; a failed placement is retried on the
+  // next heartbeat, as that ps.
+  agent_->SetIdentity("ps", shard_index);
+  RETURN_IF_ERROR(placed);
+  counters_.Add("takeovers", 1);
   return absl::OkStatus();
 }
 
-std::pair<std::string, int> PsNode::OnHeartbeat(
-    coordinator::CoordinatorClient* client, const proto::HeartbeatResponse& response) {
-  if (response.replaced() && !replaced_.HasBeenNotified()) {
-    SPDLOG_LOGGER_WARN(L(), "{}: another daemon serves this shard now (placement "
-                            "epoch {}); standing down without writing a checkpoint",
-                       name(), response.placement_epoch());
-    service_.set_shard(nullptr);
-    replaced_.Notify();
-  }
-  int shard_index;
-  {
-    absl::MutexLock lock(&mu_);
-    shard_index = shard_index_;
-  }
-  if (shard_index < 0 && response.take_over_index() >= 0) {
-    absl::Status taken =
-        TakeOver(client, response.take_over_index(), response.placement_epoch());
-    if (!taken.ok()) {
-      SPDLOG_LOGGER_ERROR(L(), "standby {}: cannot take over shard {}: {}",
-                          options_.index, response.take_over_index(),
-                          std::string(taken.message()));
-    }
-  } else if (shard_index >= 0 && !replaced_.HasBeenNotified() &&
-             response.placement_epoch() > epoch()) {
-    absl::Status applied = ApplyPlacement(client, response.placement_epoch());
-    if (!applied.ok()) {
-      SPDLOG_LOGGER_WARN(L(), "{}: {}", name(), std::string(applied.message()));
+void PsNode::Impl::CheckpointLoop() {
+  const absl::Duration interval =
+      absl::Seconds(options_.config.checkpoint.interval_s);
+  while (
+      !clock_->WaitForNotificationWithTimeout(&stop_checkpoints_, interval)) {
+    absl::Status written = Checkpoint();
+    if (!written.ok()) {
+      SPDLOG_LOGGER_ERROR(L(), "checkpoint failed: {}",
+                          std::string(written.message()));
     }
   }
-  absl::MutexLock lock(&mu_);
-  if (shard_index_ >= 0) return {"ps", shard_index_};
-  return {"standby", options_.index};
 }
 
-absl::Status PsNode::Checkpoint() {
-  if (replaced_.HasBeenNotified()) return absl::OkStatus();
+absl::Status PsNode::Impl::Checkpoint() {
   Shard* shard;
   {
-    // The shard, once set, lives as long as the node; write without the lock.
     absl::MutexLock lock(&mu_);
+    if (replaced_) return absl::OkStatus();
     shard = shard_.get();
   }
+  // Writes without mu_: the disk write must not hold up heartbeats or Stop.
   if (shard == nullptr || shard->epoch() == 0) return absl::OkStatus();
   return shard->WriteCheckpoint();
 }
+
+// PsNode: the handle forwards to Impl.
+
+absl::StatusOr<std::unique_ptr<PsNode>> PsNode::Start(Options options) {
+  auto impl = std::make_unique<Impl>(std::move(options));
+  RETURN_IF_ERROR(impl->Start());
+  return std::unique_ptr<PsNode>(new PsNode(std::move(impl)));
+}
+
+PsNode::PsNode(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+PsNode::~PsNode() = default;
+
+int PsNode::port() const { return impl_->port(); }
+std::string PsNode::address() const { return impl_->address(); }
+std::string PsNode::name() const { return impl_->name(); }
+absl::Notification* PsNode::ended() { return impl_->ended(); }
+void PsNode::Wait() { impl_->Wait(); }
+absl::Status PsNode::Stop() { return impl_->Stop(); }
 
 }  // namespace downpour::server

@@ -1,24 +1,28 @@
-// A ps daemon's life with the coordinator: a ps serving shard `index`, or a
-// standby that waits and takes over a dead shard when the coordinator says so.
-// Owns the Shard, feeds the PsService, applies placements, writes periodic
-// checkpoints, and stands down (without writing a checkpoint) when it learns
-// that another daemon serves its shard now.
+// The ps daemon as a handle: a ps serving shard `index`, or a standby that
+// waits and takes over a dead shard when the coordinator says so.
+//
+//   ASSIGN_OR_RETURN(std::unique_ptr<PsNode> node, PsNode::Start(options));
+//   WritePortFile(node->port());
+//   WaitForShutdownSignal(node->ended());
+//   absl::Status final_checkpoint = node->Stop();
+//
+// Start binds the gRPC server (ParameterServer, Status, health), registers with
+// the coordinator and starts the node's threads: the heartbeat (MemberAgent), a
+// placement thread that applies placement changes and take-overs off the
+// heartbeat thread, and a checkpointer every checkpoint.interval_s. A node that
+// learns that another daemon serves its shard now stands down at once, without
+// writing a checkpoint, and ends (ended() is notified).
 #ifndef DOWNPOUR_SERVER_PS_NODE_H_
 #define DOWNPOUR_SERVER_PS_NODE_H_
 
 #include <memory>
 #include <string>
 
-#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "common/clock.h"
 #include "common/config.h"
-#include "common/counters.h"
-#include "coordinator/coordinator_client.h"
-#include "proto/coordinator.pb.h"
-#include "server/ps_service.h"
-#include "server/shard.h"
 
 namespace downpour::server {
 
@@ -26,53 +30,55 @@ namespace downpour::server {
 class PsNode {
  public:
   struct Options {
+    // The validated cluster config.
     Config config;
-    int index = 0;         // ps index, or standby index when `standby`
+    // The ps index, or the standby index when `standby`.
+    int index = 0;
+    // Serve no shard until the coordinator hands over a dead one.
     bool standby = false;
-    Counters* counters = nullptr;
+    // host:port to bind (port 0 = ephemeral), e.g. config.cluster.ps[index].
+    std::string listen;
+    // The --advertise value ("" = the bound address; see AdvertisedAddress).
+    std::string advertise;
+    // Times the checkpoint interval; nullptr = Clock::Real(). For tests.
+    Clock* clock = nullptr;
   };
 
-  // A ps reads its checkpoint now (a corrupt one fails here, before serving).
-  static absl::StatusOr<std::unique_ptr<PsNode>> Create(Options options);
+  // Reads the shard's checkpoint (a ps; a corrupt one fails here, before
+  // serving), binds options.listen, registers with the coordinator (bounded by
+  // rpc.connect_timeout_s) and, when the coordinator already has a placement,
+  // serves it before returning. Errors name the cause: the checkpoint, the
+  // address in use, the unreachable coordinator, a placement that does not fit
+  // the model. Nothing is left running on error.
+  static absl::StatusOr<std::unique_ptr<PsNode>> Start(Options options);
 
-  PsService* service() { return &service_; }
+  PsNode(const PsNode&) = delete;
+  PsNode& operator=(const PsNode&) = delete;
+  // Stop()s if not stopped.
+  ~PsNode();
+
+  // The bound port and host:port.
+  int port() const;
+  std::string address() const;
   // "ps 1" or "standby 0"; changes when a standby takes a shard over.
-  std::string name() const ABSL_LOCKS_EXCLUDED(mu_);
-  uint64_t epoch() const ABSL_LOCKS_EXCLUDED(mu_);
-  size_t num_blocks() const ABSL_LOCKS_EXCLUDED(mu_);
+  std::string name() const;
 
-  // Registers with the coordinator (bounded wait) from `address`, and serves the
-  // placement if there is one. Used again after a coordinator restart.
-  absl::Status Register(coordinator::CoordinatorClient* client,
-                        const std::string& address) ABSL_LOCKS_EXCLUDED(mu_);
+  // Notified when the node ends on its own: another daemon serves its shard.
+  absl::Notification* ended();
+  // Blocks until ended() is notified or Stop() is called.
+  void Wait();
 
-  // Acts on a heartbeat reply: newer placement, take-over order, replaced.
-  // Returns the (role, index) to heartbeat as from now on.
-  std::pair<std::string, int> OnHeartbeat(coordinator::CoordinatorClient* client,
-                                          const proto::HeartbeatResponse& response)
-      ABSL_LOCKS_EXCLUDED(mu_);
-
-  // Notified when this node was replaced and should exit.
-  absl::Notification* replaced() { return &replaced_; }
-
-  // Writes a checkpoint when serving a placed shard and not replaced.
-  absl::Status Checkpoint() ABSL_LOCKS_EXCLUDED(mu_);
+  // Stops the checkpointer, shuts the gRPC server down, stops the heartbeat
+  // (after one final heartbeat) and the placement thread, then writes the final
+  // checkpoint (none when replaced, or before any placement) and returns its
+  // status. Idempotent: later calls return the same status.
+  absl::Status Stop();
 
  private:
-  explicit PsNode(Options options) : options_(std::move(options)) {}
+  class Impl;
+  explicit PsNode(std::unique_ptr<Impl> impl);
 
-  absl::Status ApplyPlacement(coordinator::CoordinatorClient* client, uint64_t epoch)
-      ABSL_LOCKS_EXCLUDED(mu_);
-  absl::Status TakeOver(coordinator::CoordinatorClient* client, int shard_index,
-                        uint64_t epoch) ABSL_LOCKS_EXCLUDED(mu_);
-
-  const Options options_;
-  PsService service_;
-  absl::Notification replaced_;
-
-  mutable absl::Mutex mu_;
-  std::unique_ptr<Shard> shard_ ABSL_GUARDED_BY(mu_);
-  int shard_index_ ABSL_GUARDED_BY(mu_) = -1;  // the shard served, -1: none yet
+  const std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace downpour::server

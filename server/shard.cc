@@ -48,13 +48,14 @@ absl::StatusOr<std::unique_ptr<Shard>> Shard::Create(const Config& config,
 Shard::Shard(const Config& config, int index, ModelSpec spec,
              std::unique_ptr<BlockStore> store, std::optional<Checkpoint> restored,
              Counters* counters)
-    : config_(config), index_(index), spec_(std::move(spec)),
-      store_(std::move(store)), counters_(counters),
+    : config_(config),
+      index_(index),
+      spec_(std::move(spec)),
+      counters_(counters),
+      store_(std::move(store)),
       restored_(std::move(restored)) {
-  if (restored_.has_value()) {
-    absl::MutexLock lock(&push_mu_);
-    last_sequence_ = restored_->last_sequence;
-  }
+  absl::MutexLock lock(&mu_);
+  if (restored_.has_value()) last_sequence_ = restored_->last_sequence;
 }
 
 absl::Status Shard::Assign(uint64_t epoch, const std::vector<uint32_t>& ids) {
@@ -94,25 +95,29 @@ absl::Status Shard::Assign(uint64_t epoch, const std::vector<uint32_t>& ids) {
 }
 
 uint64_t Shard::epoch() const {
-  absl::MutexLock lock(&mu_);
+  absl::ReaderMutexLock lock(&mu_);
   return epoch_;
 }
 
+size_t Shard::num_blocks() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return store_->num_blocks();
+}
+
 absl::Status Shard::CheckEpoch(const char* op, uint64_t request_epoch) const {
-  const uint64_t epoch = this->epoch();
-  if (epoch == 0) {
+  if (epoch_ == 0) {
     return absl::UnavailableError(absl::StrCat(
         op, ": ps ", index_,
         " holds no blocks yet (waiting for the coordinator's placement)"));
   }
-  if (request_epoch < epoch) {
+  if (request_epoch < epoch_) {
     return absl::FailedPreconditionError(absl::StrCat(
         op, ": stale placement epoch ", request_epoch, "; ps ", index_,
-        " serves epoch ", epoch, ": re-read the placement"));
+        " serves epoch ", epoch_, ": re-read the placement"));
   }
-  if (request_epoch > epoch) {
+  if (request_epoch > epoch_) {
     return absl::UnavailableError(absl::StrCat(
-        op, ": ps ", index_, " is at placement epoch ", epoch,
+        op, ": ps ", index_, " is at placement epoch ", epoch_,
         ", behind the request's ", request_epoch, "; retry shortly"));
   }
   return absl::OkStatus();
@@ -120,52 +125,67 @@ absl::Status Shard::CheckEpoch(const char* op, uint64_t request_epoch) const {
 
 absl::Status Shard::Pull(const proto::PullRequest& request,
                          proto::PullResponse* response) const {
-  RETURN_IF_ERROR(CheckEpoch("pull", request.placement_epoch()));
   int64_t bytes = 0;
-  for (uint32_t id : request.block_ids()) {
-    proto::BlockData* block = response->add_blocks();
-    block->set_block_id(id);
-    ASSIGN_OR_RETURN(uint64_t version, store_->Pull(id, block->mutable_data()));
-    block->set_version(version);
-    bytes += block->data().size();
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    RETURN_IF_ERROR(CheckEpoch("pull", request.placement_epoch()));
+    for (uint32_t id : request.block_ids()) {
+      proto::BlockData* block = response->add_blocks();
+      block->set_block_id(id);
+      ASSIGN_OR_RETURN(uint64_t version, store_->Pull(id, block->mutable_data()));
+      block->set_version(version);
+      bytes += block->data().size();
+    }
   }
   counters_->Add("pulls", 1);
   counters_->Add("bytes_out", bytes);
   return absl::OkStatus();
 }
 
+absl::Status Shard::ValidatePush(const proto::PushRequest& request,
+                                 std::vector<BlockStore::Block*>* blocks) const {
+  blocks->reserve(request.blocks_size());
+  for (const proto::BlockData& block : request.blocks()) {
+    absl::StatusOr<BlockStore::Block*> resolved = store_->ValidatePush(
+        block.block_id(), block.data().data(), block.data().size());
+    if (!resolved.ok()) {
+      counters_->Add("rejected_pushes", 1);
+      return absl::Status(resolved.status().code(),
+                          absl::StrCat(resolved.status().message(), " (worker ",
+                                       request.worker_id(), ")"));
+    }
+    blocks->push_back(*resolved);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Shard::Push(const proto::PushRequest& request,
                          proto::PushResponse* response) {
-  RETURN_IF_ERROR(CheckEpoch("push", request.placement_epoch()));
-  for (const proto::BlockData& block : request.blocks()) {
-    absl::Status valid = store_->ValidatePush(block.block_id(), block.data().data(),
-                                              block.data().size());
-    if (!valid.ok()) {
-      counters_->Add("rejected_pushes", 1);
-      return absl::Status(valid.code(), absl::StrCat(valid.message(), " (worker ",
-                                                     request.worker_id(), ")"));
-    }
-  }
-  absl::MutexLock lock(&push_mu_);
-  const bool tracked = request.sequence() > 0;
-  if (tracked) {
-    auto it = last_sequence_.find(request.worker_id());
-    if (it != last_sequence_.end() && request.sequence() <= it->second) {
-      counters_->Add("duplicate_pushes", 1);
-      response->set_duplicate(true);
-      return absl::OkStatus();
-    }
-  }
+  std::vector<BlockStore::Block*> blocks;
   int64_t bytes = 0;
-  for (const proto::BlockData& block : request.blocks()) {
-    ASSIGN_OR_RETURN(BlockStore::PushResult result,
-                     store_->PushChecked(block.block_id(), block.data().data(),
-                                         block.data().size(), block.version()));
-    response->add_versions(result.version);
-    counters_->RecordStaleness(result.staleness);
-    bytes += block.data().size();
+  {
+    absl::MutexLock lock(&mu_);
+    RETURN_IF_ERROR(CheckEpoch("push", request.placement_epoch()));
+    RETURN_IF_ERROR(ValidatePush(request, &blocks));
+    const bool tracked = request.sequence() > 0;
+    if (tracked) {
+      auto it = last_sequence_.find(request.worker_id());
+      if (it != last_sequence_.end() && request.sequence() <= it->second) {
+        counters_->Add("duplicate_pushes", 1);
+        response->set_duplicate(true);
+        return absl::OkStatus();
+      }
+    }
+    for (int i = 0; i < request.blocks_size(); ++i) {
+      const proto::BlockData& block = request.blocks(i);
+      const BlockStore::PushResult result =
+          store_->Apply(blocks[i], block.data().data(), block.version());
+      response->add_versions(result.version);
+      counters_->RecordStaleness(result.staleness);
+      bytes += block.data().size();
+    }
+    if (tracked) last_sequence_[request.worker_id()] = request.sequence();
   }
-  if (tracked) last_sequence_[request.worker_id()] = request.sequence();
   counters_->Add("pushes", 1);
   counters_->Add("applied_updates", request.blocks_size());
   counters_->Add("bytes_in", bytes);
@@ -174,6 +194,7 @@ absl::Status Shard::Push(const proto::PushRequest& request,
 
 proto::ChecksumResponse Shard::Checksums() const {
   proto::ChecksumResponse response;
+  absl::ReaderMutexLock lock(&mu_);
   for (uint32_t id : store_->block_ids()) {
     proto::BlockChecksum* sum = response.add_blocks();
     uint64_t version = 0;
@@ -188,16 +209,14 @@ absl::Status Shard::WriteCheckpoint() {
   if (config_.checkpoint.dir.empty()) return absl::OkStatus();
   Checkpoint checkpoint;
   checkpoint.shard_index = index_;
-  checkpoint.placement_epoch = epoch();
-  checkpoint.optimizer = store_->optimizer().name();
   {
-    // No push is between its apply and its sequence update while we copy.
-    absl::MutexLock lock(&push_mu_);
+    // Shared with pulls, exclusive of pushes: the blocks and the applied
+    // sequences copied here agree. The disk write below runs without the lock.
+    absl::ReaderMutexLock lock(&mu_);
+    checkpoint.placement_epoch = epoch_;
+    checkpoint.optimizer = store_->optimizer().name();
     checkpoint.blocks = store_->Snapshot();
     checkpoint.last_sequence = last_sequence_;
-  }
-  {
-    absl::MutexLock lock(&mu_);
     // Blocks restored but not (yet) placed here are kept, so a checkpoint written
     // before re-placement does not drop them.
     if (restored_.has_value()) {

@@ -25,7 +25,11 @@
 
 namespace downpour::server {
 
-// Thread-safe.
+// Thread-safe. Holds the only lock of the ps core: one reader/writer mutex over
+// the BlockStore (which takes none), the epoch and the push bookkeeping. Pulls,
+// Checksums and checkpoint snapshots share it; pushes and placements hold it
+// exclusively, so a push is validated and applied as one step. Checkpoints are
+// copied under the lock and written to disk without it.
 class Shard {
  public:
   // Reads this shard's checkpoint, if checkpoint.dir holds one: DataLoss or
@@ -57,14 +61,14 @@ class Shard {
   absl::Status Push(const proto::PushRequest& request,
                     proto::PushResponse* response) ABSL_LOCKS_EXCLUDED(mu_);
 
-  proto::ChecksumResponse Checksums() const;
+  proto::ChecksumResponse Checksums() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Writes the blocks, versions, optimizer state and applied sequences atomically
   // to checkpoint.dir. OK without writing when checkpoints are off.
   absl::Status WriteCheckpoint() ABSL_LOCKS_EXCLUDED(mu_);
 
   uint64_t epoch() const ABSL_LOCKS_EXCLUDED(mu_);
-  size_t num_blocks() const { return store_->num_blocks(); }
+  size_t num_blocks() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   Shard(const Config& config, int index, ModelSpec spec,
@@ -72,24 +76,26 @@ class Shard {
         Counters* counters);
 
   absl::Status CheckEpoch(const char* op, uint64_t request_epoch) const
-      ABSL_LOCKS_EXCLUDED(mu_);
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Validates every block of `request` (one lookup each) into *blocks; on error
+  // nothing is changed.
+  absl::Status ValidatePush(const proto::PushRequest& request,
+                            std::vector<BlockStore::Block*>* blocks) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   // Constant after construction.
   const Config config_;
   const int index_;
   const ModelSpec spec_;
-  const std::unique_ptr<BlockStore> store_;
   Counters* const counters_;
 
-  // Serialises the apply step of pushes (validation runs before, in parallel) and
-  // guards last_sequence_; a checkpoint holds it so that the blocks and the applied
-  // sequences it writes agree. One thread applies SGD faster than the network
-  // delivers gradients (docs/BENCHMARKS.md), so this is not the bottleneck.
-  mutable absl::Mutex push_mu_;
-  std::map<int32_t, uint64_t> last_sequence_ ABSL_GUARDED_BY(push_mu_);
-
+  // State below is protected by mu_.
   mutable absl::Mutex mu_;
+  const std::unique_ptr<BlockStore> store_ ABSL_PT_GUARDED_BY(mu_);
   uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  // Per worker id, the last push sequence applied (exactly-once pushes).
+  std::map<int32_t, uint64_t> last_sequence_ ABSL_GUARDED_BY(mu_);
+  // The checkpoint read at start; its blocks serve later Assigns.
   std::optional<Checkpoint> restored_ ABSL_GUARDED_BY(mu_);
 };
 
