@@ -53,7 +53,7 @@ CoordinatorNode::CoordinatorNode(Options options,
       service_(state_.get(), &history_, model_.has_value() ? &*model_ : nullptr),
       status_("coordinator", 0, &counters_) {}
 
-CoordinatorNode::~CoordinatorNode() { Stop(); }
+CoordinatorNode::~CoordinatorNode() { Stop().IgnoreError(); }
 
 void CoordinatorNode::LivenessLoop() {
   const absl::Duration period =
