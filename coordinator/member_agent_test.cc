@@ -26,9 +26,9 @@ Config TestConfig() {
   return config;
 }
 
-// Polls `done` until it holds or 20 s have passed.
+// Polls `done` until it holds or 10 s have passed.
 bool Eventually(const std::function<bool()>& done) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
   while (absl::Now() < deadline) {
     if (done()) return true;
     absl::SleepFor(absl::Milliseconds(5));
