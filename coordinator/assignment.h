@@ -1,11 +1,12 @@
 // Who trains on which data part, and which standby takes a dead shard over:
-// pure functions over a view of the members, as PlaceBlocks (common/model_spec.h)
-// is for blocks. ClusterState calls them under its lock and applies the result.
+// pure functions over a view of the members, as PlaceBlocks
+// (common/model_spec.h) is for blocks. ClusterState calls them under its lock
+// and applies the result.
 //
-//   std::vector<WorkerSlot> workers = {{/*alive=*/true, /*finished=*/false, {0}},
-//                                      {/*alive=*/false, /*finished=*/false, {1}}};
-//   ClaimParts(workers, 0);    // {{0, 1}, {}}: worker 0 adopts dead 1's part
-//   HandOffParts(workers, 1);  // {{.part = 1, .to = 0}}
+//   // Worker 0 is alive with part 0; worker 1 died holding part 1.
+//   std::vector<WorkerSlot> workers = {{true, false, {0}}, {false, false, {1}}};
+//   ClaimParts(workers, 0);    // {{0, 1}, {}}: worker 0 adopts part 1
+//   HandOffParts(workers, 1);  // {{/*part=*/1, /*to=*/0}}
 #ifndef DOWNPOUR_COORDINATOR_ASSIGNMENT_H_
 #define DOWNPOUR_COORDINATOR_ASSIGNMENT_H_
 

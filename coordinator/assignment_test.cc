@@ -28,15 +28,25 @@ TEST(ClaimPartsTest, Table) {
       {"first registration", {Dead({}), Dead({})}, 0, {{0}, {}}},
       {"everyone holds their own", {Alive({0}), Alive({1})}, 1, {{0}, {1}}},
       {"own part comes back from the adopter",
-       {Alive({0, 1}), Dead({})}, 1, {{0}, {1}}},
+       {Alive({0, 1}), Dead({})},
+       1,
+       {{0}, {1}}},
       {"a dead worker's parts are adopted",
-       {Alive({0}), Dead({1, 2}), Alive({})}, 2, {{0}, {}, {1, 2}}},
+       {Alive({0}), Dead({1, 2}), Alive({})},
+       2,
+       {{0}, {}, {1, 2}}},
       {"a finished worker's parts stay with it",
-       {Alive({0}), Finished({1})}, 0, {{0}, {1}}},
+       {Alive({0}), Finished({1})},
+       0,
+       {{0}, {1}}},
       {"old parts of the claimant are dropped, result sorted and unique",
-       {Dead({2, 0}), Alive({1}), Dead({2})}, 0, {{0, 2}, {1}, {}}},
+       {Dead({2, 0}), Alive({1}), Dead({2})},
+       0,
+       {{0, 2}, {1}, {}}},
       {"own part taken back from a dead adopter, the rest adopted",
-       {Dead({0, 1}), Dead({})}, 1, {{}, {0, 1}}},
+       {Dead({0, 1}), Dead({})},
+       1,
+       {{}, {0, 1}}},
   };
   for (const ClaimCase& c : cases) {
     const std::vector<std::vector<int>> got = ClaimParts(c.workers, c.claimant);
@@ -68,10 +78,14 @@ TEST(HandOffPartsTest, Table) {
        {{2, 1}}},
       {"dead workers take nothing", {Dead({0}), Dead({1})}, 1, {}},
       {"a finished worker hands nothing off",
-       {Alive({0}), Finished({1})}, 1, {}},
+       {Alive({0}), Finished({1})},
+       1,
+       {}},
       {"nothing to hand off", {Alive({0}), Dead({})}, 1, {}},
       {"the dead worker itself is no taker even if marked alive",
-       {Alive({0})}, 0, {}},
+       {Alive({0})},
+       0,
+       {}},
   };
   for (const HandOffCase& c : cases) {
     std::vector<std::pair<int, int>> got;
@@ -89,7 +103,9 @@ TEST(PickStandbyTest, Table) {
     int want;
   } cases[] = {
       {"none configured", {}, -1},
-      {"the first idle alive one", {{false, -1}, {true, 0}, {true, -1}, {true, -1}}, 2},
+      {"the first idle alive one",
+       {{false, -1}, {true, 0}, {true, -1}, {true, -1}},
+       2},
       {"all busy", {{true, 0}, {true, 1}}, -1},
       {"all dead", {{false, -1}}, -1},
   };

@@ -1,7 +1,7 @@
-// Membership, placement and failure handling. Placement is computed once every ps
-// of the config has registered; its epoch rises whenever a shard moves (a ps
-// restarts, or a standby takes a dead shard over), so clients holding an old map
-// get FAILED_PRECONDITION from the ps and re-read it.
+// Membership, placement and failure handling. Placement is computed once every
+// ps of the config has registered; its epoch rises whenever a shard moves (a ps
+// restarts, or a standby takes a dead shard over), so clients holding an old
+// map get FAILED_PRECONDITION from the ps and re-read it.
 #include "coordinator/cluster_state.h"
 
 #include <algorithm>
@@ -75,7 +75,8 @@ ClusterState::ClusterState(Options options, ModelSpec spec)
         {Role::kStandby, static_cast<int>(i), cluster.standby_ps[i]});
   }
   for (size_t i = 0; i < cluster.workers.size(); ++i) {
-    workers_.push_back({Role::kWorker, static_cast<int>(i), cluster.workers[i]});
+    workers_.push_back(
+        {Role::kWorker, static_cast<int>(i), cluster.workers[i]});
   }
 }
 
@@ -103,10 +104,10 @@ absl::StatusOr<proto::RegisterServerResponse> ClusterState::RegisterServer(
     Member* m = Find(role, request.index());
     if (m == nullptr) {
       const size_t n = request.standby() ? standby_.size() : ps_.size();
-      return absl::InvalidArgumentError(absl::StrCat(
-          "register: ", RoleName(role), " index ", request.index(),
-          " is not in the config (", n, " in cluster.",
-          request.standby() ? "standby_ps" : "ps", ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("register: ", RoleName(role), " index ", request.index(),
+                       " is not in the config (", n, " in cluster.",
+                       request.standby() ? "standby_ps" : "ps", ")"));
     }
     const bool restarted = m->registered;
     m->address = request.address();
@@ -391,7 +392,8 @@ int ClusterState::CheckLiveness() {
           continue;
         }
         SPDLOG_LOGGER_WARN(
-            L(), "{} {} at {} is dead: no heartbeat for {:.1f} s (timeout {:.1f} s)",
+            L(),
+            "{} {} at {} is dead: no heartbeat for {:.1f} s (timeout {:.1f} s)",
             RoleName(m.role), m.index, m.address,
             absl::ToDoubleSeconds(now - m.last_heartbeat),
             options_.config.heartbeat.timeout_s);
@@ -462,10 +464,10 @@ absl::Status ClusterState::Load() {
   absl::MutexLock lock(&mu_);
   if (state->placement_size() != 0 &&
       state->placement_size() != static_cast<int>(ps_.size())) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "coordinator state '", path, "' has ", state->placement_size(),
-        " shards but the config has ", ps_.size(),
-        " ps; move it away to start fresh"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("coordinator state '", path, "' has ",
+                     state->placement_size(), " shards but the config has ",
+                     ps_.size(), " ps; move it away to start fresh"));
   }
   epoch_ = state->placement_epoch();
   stop_ = state->stop();

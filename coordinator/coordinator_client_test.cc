@@ -92,15 +92,16 @@ TEST_F(CoordinatorClientTest, EveryCallReachesTheCoordinator) {
 }
 
 TEST_F(CoordinatorClientTest, TheCoordinatorsErrorsComeBackWithTheirCode) {
-  EXPECT_THAT(client_->RegisterServer(7, "127.0.0.1:9"),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("index 7")));
+  EXPECT_THAT(
+      client_->RegisterServer(7, "127.0.0.1:9"),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("index 7")));
   proto::HeartbeatRequest beat;
   beat.set_role("worker");
   beat.set_index(0);
-  EXPECT_THAT(client_->Heartbeat(beat),
-              StatusIs(absl::StatusCode::kFailedPrecondition,
-                       HasSubstr("heartbeat to coordinator at " +
-                                 node_->address())));
+  EXPECT_THAT(
+      client_->Heartbeat(beat),
+      StatusIs(absl::StatusCode::kFailedPrecondition,
+               HasSubstr("heartbeat to coordinator at " + node_->address())));
 }
 
 TEST_F(CoordinatorClientTest, WaitForPlacementStopsWhenAsked) {
@@ -114,18 +115,19 @@ TEST(CoordinatorClientUnreachableTest, SingleCallsNameTheCoordinator) {
   RpcSection rpc;
   rpc.deadline_s = 0.5;
   CoordinatorClient client(address, rpc, "test");
-  EXPECT_THAT(client.ClusterStatus(),
-              StatusIs(absl::StatusCode::kUnavailable,
-                       HasSubstr("cannot reach the coordinator at " + address)));
+  EXPECT_THAT(
+      client.ClusterStatus(),
+      StatusIs(absl::StatusCode::kUnavailable,
+               HasSubstr("cannot reach the coordinator at " + address)));
   EXPECT_THAT(client.GetPlacement().status().message(),
               HasSubstr("cannot read the placement from the coordinator at " +
                         address));
-  EXPECT_THAT(client.History(0).status().message(),
-              HasSubstr("cannot read the history from the coordinator at " +
-                        address));
-  EXPECT_THAT(client.DescribeModel().status().message(),
-              HasSubstr("cannot read the model from the coordinator at " +
-                        address));
+  EXPECT_THAT(
+      client.History(0).status().message(),
+      HasSubstr("cannot read the history from the coordinator at " + address));
+  EXPECT_THAT(
+      client.DescribeModel().status().message(),
+      HasSubstr("cannot read the model from the coordinator at " + address));
   EXPECT_THAT(client.Heartbeat({}).status().message(),
               HasSubstr("heartbeat to coordinator at " + address));
 }
@@ -136,10 +138,11 @@ TEST(CoordinatorClientUnreachableTest, RegisterGivesUpAfterTheConnectTimeout) {
   rpc.deadline_s = 0.2;
   rpc.connect_timeout_s = 0.5;
   CoordinatorClient client(address, rpc, "ps 3");
-  EXPECT_THAT(client.RegisterServer(3, "127.0.0.1:9"),
-              StatusIs(absl::StatusCode::kDeadlineExceeded,
-                       HasSubstr("ps 3: gave up waiting for the coordinator at " +
-                                 address)));
+  EXPECT_THAT(
+      client.RegisterServer(3, "127.0.0.1:9"),
+      StatusIs(absl::StatusCode::kDeadlineExceeded,
+               HasSubstr("ps 3: gave up waiting for the coordinator at " +
+                         address)));
   EXPECT_THAT(client.RegisterWorker(3, "127.0.0.1:9"),
               StatusIs(absl::StatusCode::kDeadlineExceeded,
                        HasSubstr("the coordinator at " + address)));

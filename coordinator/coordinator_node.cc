@@ -17,15 +17,15 @@ std::optional<ModelSpec> MaybeModel(const Config& config) {
 
 absl::StatusOr<std::unique_ptr<CoordinatorNode>> CoordinatorNode::Start(
     Options options) {
-  if (options.listen.empty()) options.listen = options.config.cluster.coordinator;
+  if (options.listen.empty())
+    options.listen = options.config.cluster.coordinator;
   absl::StatusOr<std::unique_ptr<ClusterState>> state =
       ClusterState::Create({options.config, options.clock});
   if (!state.ok()) return state.status();
   std::unique_ptr<CoordinatorNode> node(
       new CoordinatorNode(std::move(options), *std::move(state)));
-  absl::StatusOr<StartedServer> server =
-      StartServer(node->options_.listen, {&node->service_, &node->status_},
-                  "coordinator");
+  absl::StatusOr<StartedServer> server = StartServer(
+      node->options_.listen, {&node->service_, &node->status_}, "coordinator");
   if (!server.ok()) return server.status();
   node->server_ = *std::move(server);
   node->status_.set_address(node->server_.address);
@@ -50,7 +50,8 @@ CoordinatorNode::CoordinatorNode(Options options,
       model_(MaybeModel(options_.config)),
       history_({options_.config.coordinator.history_size,
                 options_.config.coordinator.history_interval_s}),
-      service_(state_.get(), &history_, model_.has_value() ? &*model_ : nullptr),
+      service_(state_.get(), &history_,
+               model_.has_value() ? &*model_ : nullptr),
       status_("coordinator", 0, &counters_) {}
 
 CoordinatorNode::~CoordinatorNode() { Stop().IgnoreError(); }

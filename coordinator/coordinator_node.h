@@ -92,7 +92,7 @@ class CoordinatorNode {
   std::unique_ptr<HistorySampler> sampler_;
   std::thread liveness_;
 
-  absl::Notification ended_;    // never notified: see ended()
+  absl::Notification ended_;     // never notified: see ended()
   absl::Notification stopping_;  // Stop was called
   absl::Mutex stop_mu_;          // serializes Stop
   bool stopped_ ABSL_GUARDED_BY(stop_mu_) = false;

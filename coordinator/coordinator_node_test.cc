@@ -97,7 +97,8 @@ TEST_F(CoordinatorNodeTest, ServesRegistrationHeartbeatsPlacementAndStatus) {
               ::downpour::testing::StatusIs(absl::StatusCode::kUnavailable));
 }
 
-TEST_F(CoordinatorNodeTest, TheLivenessThreadDeclaresSilentMembersDeadOnTheClock) {
+TEST_F(CoordinatorNodeTest,
+       TheLivenessThreadDeclaresSilentMembersDeadOnTheClock) {
   ASSERT_THAT(client_->RegisterServer(0, "127.0.0.1:1"), IsOk());
   clock_.Advance(absl::Seconds(4));  // past heartbeat.timeout_s
   // The liveness thread wakes every interval_s / 2 of fake time: it already

@@ -1,5 +1,6 @@
 // The Coordinator service adapter through an in-process channel: each RPC
-// reaches ClusterState, MetricsHistory or the model, and errors keep their code.
+// reaches ClusterState, MetricsHistory or the model, and errors keep their
+// code.
 #include "coordinator/coordinator_service.h"
 
 #include "common/testing/status_matchers.h"
@@ -80,15 +81,13 @@ TEST(CoordinatorServiceTest, RegistrationAndPlacementReachTheState) {
 
   grpc::ClientContext placement_context;
   proto::GetPlacementResponse placement;
-  ASSERT_TRUE(served.stub()
-                  ->GetPlacement(&placement_context, {}, &placement)
-                  .ok());
+  ASSERT_TRUE(
+      served.stub()->GetPlacement(&placement_context, {}, &placement).ok());
   EXPECT_EQ(placement.DebugString(), served.state()->Placement().DebugString());
 
   grpc::ClientContext status_context;
   proto::ClusterStatusResponse status;
-  ASSERT_TRUE(
-      served.stub()->ClusterStatus(&status_context, {}, &status).ok());
+  ASSERT_TRUE(served.stub()->ClusterStatus(&status_context, {}, &status).ok());
   EXPECT_EQ(status.placement_epoch(), 1u);
   EXPECT_EQ(status.members_size(), 2);
 }
@@ -102,7 +101,8 @@ TEST(CoordinatorServiceTest, CoreErrorsKeepTheirCodeAndMessage) {
   const grpc::Status status =
       served.stub()->RegisterServer(&context, request, &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_THAT(status.error_message(), HasSubstr("ps index 4 is not in the config"));
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("ps index 4 is not in the config"));
 
   grpc::ClientContext beat_context;
   proto::HeartbeatRequest beat;
@@ -117,7 +117,8 @@ TEST(CoordinatorServiceTest, HistoryAndModelWhenItHasThem) {
   grpc::ClientContext history_context;
   proto::GetHistoryRequest since;
   proto::GetHistoryResponse history;
-  ASSERT_TRUE(served.stub()->GetHistory(&history_context, since, &history).ok());
+  ASSERT_TRUE(
+      served.stub()->GetHistory(&history_context, since, &history).ok());
   EXPECT_EQ(history.capacity(), 10);
   EXPECT_EQ(history.samples_size(), 1) << "the current figures are appended";
 

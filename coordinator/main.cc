@@ -5,8 +5,9 @@
 #include "common/logging.h"
 #include "coordinator/coordinator_node.h"
 
-ABSL_FLAG(std::string, listen, "",
-          "host:port to serve on (overrides cluster.coordinator; port 0 = any)");
+ABSL_FLAG(
+    std::string, listen, "",
+    "host:port to serve on (overrides cluster.coordinator; port 0 = any)");
 
 namespace {
 

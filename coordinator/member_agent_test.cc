@@ -1,6 +1,7 @@
 // MemberAgent against an in-process coordinator: it registers when the
-// coordinator does not know it, beats, hands each reply to the daemon, registers
-// again after a coordinator restart, and sends a last heartbeat on Stop.
+// coordinator does not know it, beats, hands each reply to the daemon,
+// registers again after a coordinator restart, and sends a last heartbeat on
+// Stop.
 #include "coordinator/member_agent.h"
 
 #include <atomic>

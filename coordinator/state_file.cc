@@ -31,7 +31,8 @@ absl::StatusOr<proto::CoordinatorState> StateFile::Read() const {
   return state;
 }
 
-absl::Status StateFile::Write(uint64_t sequence, proto::CoordinatorState state) {
+absl::Status StateFile::Write(uint64_t sequence,
+                              proto::CoordinatorState state) {
   state.set_format(kStateFormat);
   const std::string bytes = state.SerializeAsString();
   absl::MutexLock lock(&mu_);

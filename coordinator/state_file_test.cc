@@ -55,16 +55,16 @@ TEST(StateFileTest, AnUnreadableFileIsFailedPreconditionNamingTheFix) {
   const std::string path = TestPath();
   std::filesystem::create_directories(path);  // exists, cannot be read
   StateFile file(path);
-  EXPECT_THAT(file.Read(),
-              StatusIs(absl::StatusCode::kFailedPrecondition,
-                       HasSubstr("coordinator state '" + path +
-                                 "' exists but cannot be read")));
+  EXPECT_THAT(file.Read(), StatusIs(absl::StatusCode::kFailedPrecondition,
+                                    HasSubstr("coordinator state '" + path +
+                                              "' exists but cannot be read")));
   EXPECT_THAT(file.Read().status().message(), HasSubstr("move it away"));
 }
 
 TEST(StateFileTest, GarbageIsDataLoss) {
   const std::string path = TestPath();
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  std::filesystem::create_directories(
+      std::filesystem::path(path).parent_path());
   { std::ofstream(path) << "\xff\xff\xff garbage"; }
   EXPECT_THAT(StateFile(path).Read(),
               StatusIs(absl::StatusCode::kDataLoss,
