@@ -1,7 +1,7 @@
-// Membership, placement and failure handling. Placement is computed once every ps
-// of the config has registered; its epoch rises whenever a shard moves (a ps
-// restarts, or a standby takes a dead shard over), so clients holding an old map
-// get FAILED_PRECONDITION from the ps and re-read it.
+// Membership, placement and failure handling. Placement is computed once every
+// ps of the config has registered; its epoch rises whenever a shard moves (a ps
+// restarts, or a standby takes a dead shard over), so clients holding an old
+// map get FAILED_PRECONDITION from the ps and re-read it.
 #include "coordinator/cluster_state.h"
 
 #include <algorithm>
@@ -11,19 +11,39 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "common/file_util.h"
-#include "common/file_util.h"
 #include "common/logging.h"
-#include "common/subprocess.h"
+#include "coordinator/assignment.h"
 
 namespace downpour::coordinator {
 namespace {
 
 spdlog::logger* L() { return Log("coordinator"); }
 
-constexpr uint32_t kStateFormat = 1;
-
 }  // namespace
+
+const char* RoleName(Role role) {
+  switch (role) {
+    case Role::kPs:
+      return "ps";
+    case Role::kWorker:
+      return "worker";
+    case Role::kStandby:
+      return "standby";
+  }
+  return "?";
+}
+
+std::optional<Role> ParseRole(absl::string_view name) {
+  for (Role role : {Role::kPs, Role::kWorker, Role::kStandby}) {
+    if (name == RoleName(role)) return role;
+  }
+  return std::nullopt;
+}
+
+std::string StateFilePath(const std::string& state_dir) {
+  if (state_dir.empty()) return "";
+  return (std::filesystem::path(state_dir) / "coordinator.state").string();
+}
 
 absl::StatusOr<std::unique_ptr<ClusterState>> ClusterState::Create(
     Options options) {
@@ -37,126 +57,137 @@ absl::StatusOr<std::unique_ptr<ClusterState>> ClusterState::Create(
 }
 
 ClusterState::ClusterState(Options options, ModelSpec spec)
-    : options_(std::move(options)), spec_(std::move(spec)),
-      start_(options_.clock()) {
+    : options_(std::move(options)),
+      clock_(options_.clock != nullptr ? options_.clock : Clock::Real()),
+      spec_(std::move(spec)),
+      start_(clock_->Now()),
+      state_file_(options_.config.coordinator.state_dir.empty()
+                      ? nullptr
+                      : std::make_unique<StateFile>(StateFilePath(
+                            options_.config.coordinator.state_dir))) {
   absl::MutexLock lock(&mu_);
   const auto& cluster = options_.config.cluster;
   for (size_t i = 0; i < cluster.ps.size(); ++i) {
-    ps_.push_back({"ps", static_cast<int>(i), cluster.ps[i]});
+    ps_.push_back({Role::kPs, static_cast<int>(i), cluster.ps[i]});
   }
   for (size_t i = 0; i < cluster.standby_ps.size(); ++i) {
-    standby_.push_back({"standby", static_cast<int>(i), cluster.standby_ps[i]});
+    standby_.push_back(
+        {Role::kStandby, static_cast<int>(i), cluster.standby_ps[i]});
   }
   for (size_t i = 0; i < cluster.workers.size(); ++i) {
-    workers_.push_back({"worker", static_cast<int>(i), cluster.workers[i]});
+    workers_.push_back(
+        {Role::kWorker, static_cast<int>(i), cluster.workers[i]});
   }
 }
 
-ClusterState::Member* ClusterState::Find(const std::string& role, int index) {
-  std::vector<Member>* members = role == "ps"        ? &ps_
-                                 : role == "worker"  ? &workers_
-                                 : role == "standby" ? &standby_
-                                                     : nullptr;
-  if (members == nullptr || index < 0 ||
-      index >= static_cast<int>(members->size())) {
-    return nullptr;
-  }
-  return &(*members)[index];
+ClusterState::Member* ClusterState::Find(Role role, int index) {
+  std::vector<Member>& members = role == Role::kPs       ? ps_
+                                 : role == Role::kWorker ? workers_
+                                                         : standby_;
+  if (index < 0 || index >= static_cast<int>(members.size())) return nullptr;
+  return &members[index];
 }
 
 void ClusterState::Touch(Member& m) {
   m.registered = true;
   m.alive = true;
-  m.last_heartbeat = options_.clock();
+  m.last_heartbeat = clock_->Now();
 }
 
 absl::StatusOr<proto::RegisterServerResponse> ClusterState::RegisterServer(
     const proto::RegisterServerRequest& request) {
-  absl::MutexLock lock(&mu_);
-  const std::string role = request.standby() ? "standby" : "ps";
-  Member* m = Find(role, request.index());
-  if (m == nullptr) {
-    const size_t n = request.standby() ? standby_.size() : ps_.size();
-    return absl::InvalidArgumentError(absl::StrCat(
-        "register: ", role, " index ", request.index(), " is not in the config (",
-        n, " in cluster.", request.standby() ? "standby_ps" : "ps", ")"));
-  }
-  const bool restarted = m->registered;
-  m->address = request.address();
-  Touch(*m);
-  if (request.standby()) m->serving_index = -1;
-  SPDLOG_LOGGER_INFO(L(), "{} {} registered from {}", role, m->index, m->address);
-  if (!request.standby() && restarted && epoch_ > 0) {
-    ++epoch_;
-    SPDLOG_LOGGER_INFO(L(), "ps {} restarted at {}: placement epoch {}", m->index,
-                       m->address, epoch_);
-  }
-  MaybePlace();
-  Save();
   proto::RegisterServerResponse response;
-  response.set_placement_epoch(epoch_);
+  std::optional<Snapshot> snapshot;
+  {
+    absl::MutexLock lock(&mu_);
+    const Role role = request.standby() ? Role::kStandby : Role::kPs;
+    Member* m = Find(role, request.index());
+    if (m == nullptr) {
+      const size_t n = request.standby() ? standby_.size() : ps_.size();
+      return absl::InvalidArgumentError(
+          absl::StrCat("register: ", RoleName(role), " index ", request.index(),
+                       " is not in the config (", n, " in cluster.",
+                       request.standby() ? "standby_ps" : "ps", ")"));
+    }
+    const bool restarted = m->registered;
+    m->address = request.address();
+    Touch(*m);
+    if (request.standby()) m->serving_index = -1;
+    SPDLOG_LOGGER_INFO(L(), "{} {} registered from {}", RoleName(role),
+                       m->index, m->address);
+    if (!request.standby() && restarted && epoch_ > 0) {
+      ++epoch_;
+      SPDLOG_LOGGER_INFO(L(), "ps {} restarted at {}: placement epoch {}",
+                         m->index, m->address, epoch_);
+    }
+    MaybePlace();
+    snapshot = TakeSnapshot();
+    response.set_placement_epoch(epoch_);
+  }
+  Save(std::move(snapshot));
   return response;
 }
 
 absl::StatusOr<proto::RegisterWorkerResponse> ClusterState::RegisterWorker(
     const proto::RegisterWorkerRequest& request) {
-  absl::MutexLock lock(&mu_);
-  Member* m = Find("worker", request.index());
-  if (m == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "register: worker index ", request.index(),
-        " is not in the config (", workers_.size(), " in cluster.workers)"));
-  }
-  m->address = request.address();
-  Touch(*m);
-  m->report.set_finished(false);
-  ClaimParts(*m);
-  SPDLOG_LOGGER_INFO(L(), "worker {} registered from {}: data parts [{}]",
-                     m->index, m->address, absl::StrJoin(m->parts, ", "));
-  Save();
   proto::RegisterWorkerResponse response;
-  *response.mutable_partition() = PartitionOf(*m);
+  std::optional<Snapshot> snapshot;
+  {
+    absl::MutexLock lock(&mu_);
+    Member* m = Find(Role::kWorker, request.index());
+    if (m == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "register: worker index ", request.index(), " is not in the config (",
+          workers_.size(), " in cluster.workers)"));
+    }
+    m->address = request.address();
+    Touch(*m);
+    m->report.set_finished(false);
+    ClaimParts(*m);
+    SPDLOG_LOGGER_INFO(L(), "worker {} registered from {}: data parts [{}]",
+                       m->index, m->address, absl::StrJoin(m->parts, ", "));
+    snapshot = TakeSnapshot();
+    *response.mutable_partition() = PartitionOf(*m);
+  }
+  Save(std::move(snapshot));
   return response;
 }
 
-// The worker takes its own part back from whoever adopted it, and adopts every
-// part whose holder is dead without having finished.
-void ClusterState::ClaimParts(Member& worker) {
-  std::vector<int> parts = {worker.index};
-  for (Member& other : workers_) {
-    if (&other == &worker) continue;
-    auto own = std::find(other.parts.begin(), other.parts.end(), worker.index);
-    if (own != other.parts.end()) other.parts.erase(own);
-    if (!other.alive && !other.report.finished()) {
-      for (int p : other.parts) parts.push_back(p);
-      other.parts.clear();
-    }
+namespace {
+
+template <typename Member>
+std::vector<WorkerSlot> WorkerSlots(const std::vector<Member>& workers) {
+  std::vector<WorkerSlot> slots;
+  for (const Member& w : workers) {
+    slots.push_back({w.alive, w.report.finished(), w.parts});
   }
-  std::sort(parts.begin(), parts.end());
-  parts.erase(std::unique(parts.begin(), parts.end()), parts.end());
-  worker.parts = parts;
+  return slots;
 }
 
-// A dead worker's parts go to the living workers still training, fewest first.
+}  // namespace
+
+void ClusterState::ClaimParts(Member& worker) {
+  std::vector<std::vector<int>> parts =
+      coordinator::ClaimParts(WorkerSlots(workers_), worker.index);
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    workers_[i].parts = std::move(parts[i]);
+  }
+}
+
 void ClusterState::HandOffParts(Member& dead) {
   if (dead.report.finished() || dead.parts.empty()) return;
-  std::vector<Member*> living;
-  for (Member& w : workers_) {
-    if (w.alive && !w.report.finished()) living.push_back(&w);
-  }
-  if (living.empty()) {
-    SPDLOG_LOGGER_WARN(L(), "worker {}'s data parts [{}] wait for a worker: none is alive",
-                       dead.index, absl::StrJoin(dead.parts, ", "));
+  const std::vector<PartMove> moves =
+      coordinator::HandOffParts(WorkerSlots(workers_), dead.index);
+  if (moves.empty()) {
+    SPDLOG_LOGGER_WARN(
+        L(), "worker {}'s data parts [{}] wait for a worker: none is alive",
+        dead.index, absl::StrJoin(dead.parts, ", "));
     return;
   }
-  for (int part : dead.parts) {
-    Member* to = *std::min_element(living.begin(), living.end(),
-                                   [](const Member* a, const Member* b) {
-                                     return a->parts.size() < b->parts.size();
-                                   });
-    to->parts.push_back(part);
+  for (const PartMove& move : moves) {
+    workers_[move.to].parts.push_back(move.part);
     SPDLOG_LOGGER_INFO(L(), "data part {} of dead worker {} goes to worker {}",
-                       part, dead.index, to->index);
+                       move.part, dead.index, move.to);
   }
   dead.parts.clear();
 }
@@ -164,21 +195,26 @@ void ClusterState::HandOffParts(Member& dead) {
 // A dead shard goes to an idle standby, which loads the shard's checkpoint.
 void ClusterState::ReplaceShard(Member& dead) {
   if (epoch_ == 0) return;
-  for (Member& standby : standby_) {
-    if (!standby.alive || standby.serving_index >= 0) continue;
-    standby.serving_index = dead.index;
-    const std::string old_address = dead.address;
-    dead.address = standby.address;
-    dead.alive = true;  // give the standby a full timeout to start serving
-    dead.last_heartbeat = options_.clock();
-    ++epoch_;
-    SPDLOG_LOGGER_WARN(L(), "ps {} at {} replaced by standby {} at {}: placement epoch {}",
-                       dead.index, old_address, standby.index, standby.address, epoch_);
+  std::vector<StandbySlot> slots;
+  for (const Member& s : standby_) slots.push_back({s.alive, s.serving_index});
+  const int picked = PickStandby(slots);
+  if (picked < 0) {
+    SPDLOG_LOGGER_WARN(L(),
+                       "ps {} is dead and no standby is free: its blocks are "
+                       "unavailable until a ps is started with --index {}",
+                       dead.index, dead.index);
     return;
   }
-  SPDLOG_LOGGER_WARN(L(), "ps {} is dead and no standby is free: its blocks are "
-                          "unavailable until a ps is started with --index {}",
-                     dead.index, dead.index);
+  Member& standby = standby_[picked];
+  standby.serving_index = dead.index;
+  const std::string old_address = dead.address;
+  dead.address = standby.address;
+  dead.alive = true;  // give the standby a full timeout to start serving
+  dead.last_heartbeat = clock_->Now();
+  ++epoch_;
+  SPDLOG_LOGGER_WARN(
+      L(), "ps {} at {} replaced by standby {} at {}: placement epoch {}",
+      dead.index, old_address, standby.index, standby.address, epoch_);
 }
 
 proto::Partition ClusterState::PartitionOf(const Member& worker) const {
@@ -210,48 +246,60 @@ void ClusterState::MaybePlace() {
 
 absl::StatusOr<proto::HeartbeatResponse> ClusterState::Heartbeat(
     const proto::HeartbeatRequest& request) {
-  absl::MutexLock lock(&mu_);
-  const std::string& role = request.role();
-  if (role != "ps" && role != "worker" && role != "standby") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "heartbeat: role must be ps, worker or standby, got '", role, "'"));
-  }
-  Member* m = Find(role, request.index());
-  if (m == nullptr || !m->registered) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "heartbeat: ", role, " ", request.index(),
-        " is not registered with this coordinator; register first"));
+  const std::optional<Role> role = ParseRole(request.role());
+  if (!role.has_value()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("heartbeat: role must be ps, worker or standby, got '",
+                     request.role(), "'"));
   }
   proto::HeartbeatResponse response;
-  if (role == "ps" && !request.address().empty() && request.address() != m->address) {
-    // A ps that was declared dead and replaced came back (e.g. after SIGSTOP).
-    response.set_replaced(true);
-    response.set_placement_epoch(epoch_);
-    response.set_take_over_index(-1);
-    return response;
+  std::optional<Snapshot> snapshot;
+  {
+    absl::MutexLock lock(&mu_);
+    Member* m = Find(*role, request.index());
+    if (m == nullptr || !m->registered) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "heartbeat: ", request.role(), " ", request.index(),
+          " is not registered with this coordinator; register first"));
+    }
+    if (*role == Role::kPs && !request.address().empty() &&
+        request.address() != m->address) {
+      // A ps that was declared dead and replaced came back (e.g. after
+      // SIGSTOP).
+      response.set_replaced(true);
+      response.set_placement_epoch(epoch_);
+      response.set_take_over_index(-1);
+      return response;
+    }
+    if (!m->alive) {
+      SPDLOG_LOGGER_INFO(L(), "{} {} is alive again", request.role(), m->index);
+    }
+    const bool was_finished = m->report.finished();
+    m->alive = true;
+    m->last_heartbeat = clock_->Now();
+    m->report = request.report();
+    const bool stopped = MaybeStop();
+    if (stopped || m->report.finished() != was_finished) {
+      snapshot = TakeSnapshot();
+    }
+    HeartbeatReply(*m, &response);
   }
-  if (!m->alive) SPDLOG_LOGGER_INFO(L(), "{} {} is alive again", role, m->index);
-  const bool was_finished = m->report.finished();
-  m->alive = true;
-  m->last_heartbeat = options_.clock();
-  m->report = request.report();
-  MaybeStop();
-  if (m->report.finished() != was_finished) Save();
-  HeartbeatReply(*m, request, &response);
+  Save(std::move(snapshot));
   return response;
 }
 
-void ClusterState::HeartbeatReply(const Member& m, const proto::HeartbeatRequest&,
+void ClusterState::HeartbeatReply(const Member& m,
                                   proto::HeartbeatResponse* response) const {
   response->set_placement_epoch(epoch_);
   response->set_stop(stop_);
   response->set_stop_reason(stop_reason_);
-  response->set_take_over_index(m.role == "standby" ? m.serving_index : -1);
-  if (m.role == "worker") *response->mutable_partition() = PartitionOf(m);
+  response->set_take_over_index(m.role == Role::kStandby ? m.serving_index
+                                                         : -1);
+  if (m.role == Role::kWorker) *response->mutable_partition() = PartitionOf(m);
 }
 
-void ClusterState::MaybeStop() {
-  if (stop_) return;
+bool ClusterState::MaybeStop() {
+  if (stop_) return false;
   const double target = options_.config.training.target_accuracy;
   bool any_finished = false, all_done = true;
   for (const Member& w : workers_) {
@@ -272,10 +320,8 @@ void ClusterState::MaybeStop() {
     stop_ = true;
     stop_reason_ = "every worker finished its steps";
   }
-  if (stop_) {
-    SPDLOG_LOGGER_INFO(L(), "job done: {}", stop_reason_);
-    Save();
-  }
+  if (stop_) SPDLOG_LOGGER_INFO(L(), "job done: {}", stop_reason_);
+  return stop_;
 }
 
 proto::GetPlacementResponse ClusterState::Placement() const {
@@ -285,10 +331,12 @@ proto::GetPlacementResponse ClusterState::Placement() const {
   if (epoch_ == 0) {
     std::vector<std::string> missing;
     for (const Member& m : ps_) {
-      if (!m.registered) missing.push_back(absl::StrCat("ps ", m.index, " (", m.address, ")"));
+      if (!m.registered) {
+        missing.push_back(absl::StrCat("ps ", m.index, " (", m.address, ")"));
+      }
     }
-    response.set_waiting_for(absl::StrCat("registration of ",
-                                          absl::StrJoin(missing, ", ")));
+    response.set_waiting_for(
+        absl::StrCat("registration of ", absl::StrJoin(missing, ", ")));
     return response;
   }
   for (size_t s = 0; s < ps_.size(); ++s) {
@@ -302,7 +350,7 @@ proto::GetPlacementResponse ClusterState::Placement() const {
 
 proto::ClusterStatusResponse ClusterState::Status() const {
   absl::MutexLock lock(&mu_);
-  const absl::Time now = options_.clock();
+  const absl::Time now = clock_->Now();
   proto::ClusterStatusResponse response;
   response.set_placement_epoch(epoch_);
   response.set_uptime_seconds(absl::ToDoubleSeconds(now - start_));
@@ -311,7 +359,7 @@ proto::ClusterStatusResponse ClusterState::Status() const {
   for (const auto* group : {&ps_, &workers_, &standby_}) {
     for (const Member& m : *group) {
       proto::MemberStatus* out = response.add_members();
-      out->set_role(m.role);
+      out->set_role(RoleName(m.role));
       out->set_index(m.index);
       out->set_address(m.address);
       out->set_alive(m.alive);
@@ -326,48 +374,49 @@ proto::ClusterStatusResponse ClusterState::Status() const {
 }
 
 int ClusterState::CheckLiveness() {
-  absl::MutexLock lock(&mu_);
-  const absl::Time now = options_.clock();
-  const absl::Duration timeout =
-      absl::Seconds(options_.config.heartbeat.timeout_s);
   int changed = 0;
-  for (auto* group : {&ps_, &workers_, &standby_}) {
-    for (Member& m : *group) {
-      if (!m.alive || now - m.last_heartbeat <= timeout) continue;
-      m.alive = false;
-      ++changed;
-      if (m.role == "worker" && m.report.finished()) {
-        SPDLOG_LOGGER_INFO(L(), "worker {} at {} left after finishing", m.index,
-                           m.address);
-        continue;
+  std::optional<Snapshot> snapshot;
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = clock_->Now();
+    const absl::Duration timeout =
+        absl::Seconds(options_.config.heartbeat.timeout_s);
+    for (auto* group : {&ps_, &workers_, &standby_}) {
+      for (Member& m : *group) {
+        if (!m.alive || now - m.last_heartbeat <= timeout) continue;
+        m.alive = false;
+        ++changed;
+        if (m.role == Role::kWorker && m.report.finished()) {
+          SPDLOG_LOGGER_INFO(L(), "worker {} at {} left after finishing",
+                             m.index, m.address);
+          continue;
+        }
+        SPDLOG_LOGGER_WARN(
+            L(),
+            "{} {} at {} is dead: no heartbeat for {:.1f} s (timeout {:.1f} s)",
+            RoleName(m.role), m.index, m.address,
+            absl::ToDoubleSeconds(now - m.last_heartbeat),
+            options_.config.heartbeat.timeout_s);
+        if (m.role == Role::kWorker) HandOffParts(m);
+        if (m.role == Role::kPs) ReplaceShard(m);
       }
-      SPDLOG_LOGGER_WARN(L(), "{} {} at {} is dead: no heartbeat for {:.1f} s (timeout {:.1f} s)",
-                         m.role, m.index, m.address,
-                         absl::ToDoubleSeconds(now - m.last_heartbeat),
-                         options_.config.heartbeat.timeout_s);
-      if (m.role == "worker") HandOffParts(m);
-      if (m.role == "ps") ReplaceShard(m);
+    }
+    if (changed > 0) {
+      MaybeStop();
+      snapshot = TakeSnapshot();
     }
   }
-  if (changed > 0) {
-    MaybeStop();
-    Save();
-  }
+  Save(std::move(snapshot));
   return changed;
 }
 
 // --- Persistence -------------------------------------------------------------
 
-std::string ClusterState::StatePath() const {
-  const std::string& dir = options_.config.coordinator.state_dir;
-  return dir.empty() ? "" : (std::filesystem::path(dir) / "coordinator.state").string();
-}
-
-void ClusterState::Save() {
-  const std::string path = StatePath();
-  if (path.empty()) return;
-  proto::CoordinatorState state;
-  state.set_format(kStateFormat);
+std::optional<ClusterState::Snapshot> ClusterState::TakeSnapshot() {
+  if (state_file_ == nullptr) return std::nullopt;
+  Snapshot snapshot;
+  snapshot.sequence = ++snapshots_;
+  proto::CoordinatorState& state = snapshot.state;
   state.set_placement_epoch(epoch_);
   state.set_stop(stop_);
   state.set_stop_reason(stop_reason_);
@@ -378,7 +427,7 @@ void ClusterState::Save() {
   for (const auto* group : {&ps_, &workers_, &standby_}) {
     for (const Member& m : *group) {
       proto::MemberRecord* r = state.add_members();
-      r->set_role(m.role);
+      r->set_role(RoleName(m.role));
       r->set_index(m.index);
       r->set_address(m.address);
       r->set_registered(m.registered);
@@ -387,9 +436,13 @@ void ClusterState::Save() {
       r->set_serving_index(m.serving_index);
     }
   }
-  // Small (a few hundred bytes per member); written under mu_ so that saves are
-  // ordered. Membership changes are rare, not per heartbeat.
-  absl::Status written = WriteFileAtomically(path, state.SerializeAsString());
+  return snapshot;
+}
+
+void ClusterState::Save(std::optional<Snapshot> snapshot) {
+  if (!snapshot.has_value()) return;
+  absl::Status written =
+      state_file_->Write(snapshot->sequence, std::move(snapshot->state));
   if (!written.ok()) {
     SPDLOG_LOGGER_ERROR(L(), "cannot save coordinator state: {}",
                         std::string(written.message()));
@@ -397,38 +450,35 @@ void ClusterState::Save() {
 }
 
 absl::Status ClusterState::Load() {
-  const std::string path = StatePath();
-  if (path.empty()) return absl::OkStatus();
-  absl::StatusOr<std::string> bytes = ReadFile(path);
-  if (!bytes.ok()) return absl::OkStatus();  // first start
-  proto::CoordinatorState state;
-  if (!state.ParseFromString(*bytes) || state.format() != kStateFormat) {
-    return absl::DataLossError(absl::StrCat(
-        "coordinator state '", path, "' is unreadable or of another format; move "
-        "it away to start with an empty cluster"));
-  }
-  if (state.stop()) {
+  if (state_file_ == nullptr) return absl::OkStatus();
+  const std::string& path = state_file_->path();
+  absl::StatusOr<proto::CoordinatorState> state = state_file_->Read();
+  if (absl::IsNotFound(state.status())) return absl::OkStatus();  // first start
+  if (!state.ok()) return state.status();
+  if (state->stop()) {
     // That job is over; a coordinator started again runs a new one.
-    SPDLOG_LOGGER_INFO(L(), "{} holds a finished job ({}); starting a new one", path,
-                       state.stop_reason());
+    SPDLOG_LOGGER_INFO(L(), "{} holds a finished job ({}); starting a new one",
+                       path, state->stop_reason());
     return absl::OkStatus();
   }
   absl::MutexLock lock(&mu_);
-  if (state.placement_size() != 0 &&
-      state.placement_size() != static_cast<int>(ps_.size())) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "coordinator state '", path, "' has ", state.placement_size(),
-        " shards but the config has ", ps_.size(), " ps; move it away to start fresh"));
+  if (state->placement_size() != 0 &&
+      state->placement_size() != static_cast<int>(ps_.size())) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("coordinator state '", path, "' has ",
+                     state->placement_size(), " shards but the config has ",
+                     ps_.size(), " ps; move it away to start fresh"));
   }
-  epoch_ = state.placement_epoch();
-  stop_ = state.stop();
-  stop_reason_ = state.stop_reason();
-  for (const auto& shard : state.placement()) {
+  epoch_ = state->placement_epoch();
+  stop_ = state->stop();
+  stop_reason_ = state->stop_reason();
+  for (const auto& shard : state->placement()) {
     placement_.emplace_back(shard.block_ids().begin(), shard.block_ids().end());
   }
   int restored = 0;
-  for (const proto::MemberRecord& r : state.members()) {
-    Member* m = Find(r.role(), r.index());
+  for (const proto::MemberRecord& r : state->members()) {
+    const std::optional<Role> role = ParseRole(r.role());
+    Member* m = role.has_value() ? Find(*role, r.index()) : nullptr;
     if (m == nullptr || !r.registered()) continue;
     m->address = r.address();
     Touch(*m);  // a full timeout to heartbeat again before being declared dead
@@ -437,7 +487,8 @@ absl::Status ClusterState::Load() {
     m->serving_index = r.serving_index();
     ++restored;
   }
-  SPDLOG_LOGGER_INFO(L(), "restored state from {}: placement epoch {}, {} members",
+  SPDLOG_LOGGER_INFO(L(),
+                     "restored state from {}: placement epoch {}, {} members",
                      path, epoch_, restored);
   return absl::OkStatus();
 }

@@ -9,32 +9,53 @@
 #define DOWNPOUR_COORDINATOR_CLUSTER_STATE_H_
 
 #include <cstdint>
-#include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "common/config.h"
 #include "common/model_spec.h"
+#include "coordinator/state_file.h"
 #include "proto/coordinator.pb.h"
 #include "proto/coordinator_state.pb.h"
 
 namespace downpour::coordinator {
+
+// A member's role. The wire and the state file spell it as RoleName does.
+enum class Role { kPs, kWorker, kStandby };
+
+// "ps", "worker" or "standby".
+const char* RoleName(Role role);
+// The role spelled `name`; nullopt for any other string.
+std::optional<Role> ParseRole(absl::string_view name);
+
+// The coordinator's state file in `state_dir`: "<state_dir>/coordinator.state";
+// "" when state_dir is "" (no state kept). The launcher removes it to start a
+// new job.
+std::string StateFilePath(const std::string& state_dir);
 
 // Thread-safe.
 class ClusterState {
  public:
   struct Options {
     Config config;
-    // Source of time; tests advance a fake one instead of sleeping.
-    std::function<absl::Time()> clock = [] { return absl::Now(); };
+    // Source of time for heartbeats, timeouts and uptime; nullptr =
+    // Clock::Real(). Tests advance a FakeClock instead of sleeping. Not owned.
+    Clock* clock = nullptr;
   };
 
-  // Loads the saved state from coordinator.state_dir when there is one;
-  // DataLoss when it cannot be parsed (the message says how to start fresh).
+  // Loads the saved state from coordinator.state_dir when there is one (no file
+  // there is a first start). Errors (never Unavailable): InvalidArgument for a
+  // bad model; FailedPrecondition when the file cannot be read or was written
+  // for another number of ps, DataLoss when it cannot be parsed; each message
+  // names the file and says how to start fresh.
   static absl::StatusOr<std::unique_ptr<ClusterState>> Create(Options options);
 
   ClusterState(const ClusterState&) = delete;
@@ -66,7 +87,7 @@ class ClusterState {
 
  private:
   struct Member {
-    std::string role;
+    Role role = Role::kPs;
     int index = 0;
     std::string address;
     bool registered = false;
@@ -77,30 +98,41 @@ class ClusterState {
     int serving_index = -1;  // standby: the shard it took over
   };
 
+  // The state to save, numbered in the order it was taken.
+  struct Snapshot {
+    uint64_t sequence = 0;
+    proto::CoordinatorState state;
+  };
+
   ClusterState(Options options, ModelSpec spec);
 
-  Member* Find(const std::string& role, int index)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Member* Find(Role role, int index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Touch(Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybePlace() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void MaybeStop() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Decides whether the job is over; true when it stopped it just now.
+  bool MaybeStop() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ClaimParts(Member& worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandOffParts(Member& dead) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReplaceShard(Member& dead) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void HeartbeatReply(const Member& m, const proto::HeartbeatRequest& request,
-                      proto::HeartbeatResponse* response) const
+  void HeartbeatReply(const Member& m, proto::HeartbeatResponse* response) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  proto::Partition PartitionOf(const Member& worker) const;
+  proto::Partition PartitionOf(const Member& worker) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // Persistence (no-ops without coordinator.state_dir).
-  void Save() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Persistence (no-ops without coordinator.state_dir). A change takes a
+  // snapshot under mu_ and saves it after releasing mu_, so that the fsync
+  // does not stall heartbeats; StateFile drops a snapshot older than the one
+  // on disk.
+  std::optional<Snapshot> TakeSnapshot() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Save(std::optional<Snapshot> snapshot) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Load() ABSL_LOCKS_EXCLUDED(mu_);
-  std::string StatePath() const;
 
   // Constant after construction.
   const Options options_;
+  Clock* const clock_;
   const ModelSpec spec_;
   const absl::Time start_;
+  const std::unique_ptr<StateFile> state_file_;  // null without state_dir
 
   // State below is protected by mu_.
   mutable absl::Mutex mu_;
@@ -111,6 +143,7 @@ class ClusterState {
   std::vector<std::vector<uint32_t>> placement_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::string stop_reason_ ABSL_GUARDED_BY(mu_);
+  uint64_t snapshots_ ABSL_GUARDED_BY(mu_) = 0;  // sequence of the last one
 };
 
 }  // namespace downpour::coordinator

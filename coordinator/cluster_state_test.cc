@@ -3,7 +3,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
+#include "common/testing/fake_clock.h"
 #include "common/testing/status_matchers.h"
 #include "gtest/gtest.h"
 
@@ -35,7 +37,7 @@ class ClusterStateTest : public ::testing::Test {
   // A new ClusterState over the same state_dir: what a restarted coordinator sees.
   void Restart() {
     state_.reset();
-    auto state = ClusterState::Create({config_, [this] { return now_; }});
+    auto state = ClusterState::Create({config_, &clock_});
     ASSERT_TRUE(state.ok()) << state.status();
     state_ = *std::move(state);
   }
@@ -73,7 +75,7 @@ class ClusterStateTest : public ::testing::Test {
     return state_->Heartbeat(request);
   }
 
-  absl::Time now_ = absl::FromUnixSeconds(1000);
+  FakeClock clock_{absl::FromUnixSeconds(1000)};
   Config config_;
   std::unique_ptr<ClusterState> state_;
 };
@@ -105,9 +107,9 @@ TEST_F(ClusterStateTest, DeadWorkersPartsGoToTheLivingAndComeBackOnRejoin) {
   RegisterWorker(0);
   RegisterWorker(1);
   EXPECT_THAT(PartsOf(0), ElementsAre(0));
-  now_ += absl::Seconds(2);
+  clock_.Advance(absl::Seconds(2));
   PartsOf(0);  // worker 0 heartbeats, worker 1 falls silent
-  now_ += absl::Seconds(2);
+  clock_.Advance(absl::Seconds(2));
   EXPECT_EQ(state_->CheckLiveness(), 1);
   EXPECT_THAT(PartsOf(0), ElementsAre(0, 1));
   RegisterWorker(1);  // restarted with the same index
@@ -120,14 +122,14 @@ TEST_F(ClusterStateTest, ADeadShardGoesToAStandbyAndTheOldPsIsToldItWasReplaced)
   RegisterPs(1, "127.0.0.1:2");
   RegisterPs(0, "127.0.0.1:5", /*standby=*/true);
   ASSERT_EQ(state_->Placement().epoch(), 1u);
-  now_ += absl::Seconds(2);
+  clock_.Advance(absl::Seconds(2));
   for (auto [role, index] : {std::pair<const char*, int>{"ps", 0}, {"standby", 0}}) {
     proto::HeartbeatRequest beat;
     beat.set_role(role);
     beat.set_index(index);
     ASSERT_THAT(state_->Heartbeat(beat), IsOk());
   }
-  now_ += absl::Seconds(2);
+  clock_.Advance(absl::Seconds(2));
   state_->CheckLiveness();  // ps 1 has been silent for 4 s
   EXPECT_EQ(state_->Placement().epoch(), 2u);
   EXPECT_EQ(state_->Placement().shards(1).address(), "127.0.0.1:5");
@@ -181,9 +183,9 @@ TEST_F(ClusterStateTest, SilentMembersAreMarkedDeadAfterTheTimeout) {
   ASSERT_THAT(registered, IsOk());
   EXPECT_EQ(registered->partition().part(), 1);
   EXPECT_EQ(registered->partition().num_parts(), 2);
-  now_ += absl::Seconds(2);
+  clock_.Advance(absl::Seconds(2));
   ASSERT_THAT(Beat("worker", 1, NAN), IsOk());
-  now_ += absl::Seconds(2);
+  clock_.Advance(absl::Seconds(2));
   EXPECT_EQ(state_->CheckLiveness(), 1);  // ps 0: 4 s silent; worker 1: 2 s
   proto::ClusterStatusResponse status = state_->Status();
   for (const auto& m : status.members()) {
@@ -223,6 +225,65 @@ TEST_F(ClusterStateTest, AFinishedJobIsNotRestored) {
   Restart();
   EXPECT_EQ(state_->Placement().epoch(), 0u) << "a new job starts unplaced";
   EXPECT_FALSE(state_->Status().stop());
+}
+
+}  // namespace
+}  // namespace downpour::coordinator
+
+namespace downpour::coordinator {
+namespace {
+
+TEST(RoleTest, NamesRoundTripAndOthersAreRejected) {
+  for (Role role : {Role::kPs, Role::kWorker, Role::kStandby}) {
+    EXPECT_EQ(ParseRole(RoleName(role)), role) << RoleName(role);
+  }
+  EXPECT_EQ(ParseRole("janitor"), std::nullopt);
+  EXPECT_EQ(ParseRole(""), std::nullopt);
+  EXPECT_EQ(ParseRole("PS"), std::nullopt);
+}
+
+TEST(StateFilePathTest, IsInTheStateDirOrEmpty) {
+  EXPECT_EQ(StateFilePath("/var/lib/downpour"),
+            "/var/lib/downpour/coordinator.state");
+  EXPECT_EQ(StateFilePath(""), "");
+}
+
+TEST_F(ClusterStateTest, NoStateFileIsAFirstStart) {
+  ASSERT_FALSE(std::filesystem::exists(
+      StateFilePath(config_.coordinator.state_dir)));
+  EXPECT_EQ(state_->Placement().epoch(), 0u);
+  RegisterPs(0, "127.0.0.1:1");
+  EXPECT_TRUE(std::filesystem::exists(
+      StateFilePath(config_.coordinator.state_dir)));
+}
+
+TEST_F(ClusterStateTest, AStateFileThatCannotBeReadRefusesToStart) {
+  state_.reset();
+  // A folder where the file should be: it exists, but reading it fails.
+  const std::string path = StateFilePath(config_.coordinator.state_dir);
+  std::filesystem::create_directories(path);
+  auto state = ClusterState::Create({config_, &clock_});
+  EXPECT_THAT(state, StatusIs(absl::StatusCode::kFailedPrecondition,
+                              HasSubstr("'" + path + "'")));
+  EXPECT_THAT(state.status().message(), HasSubstr("move it away"));
+}
+
+TEST_F(ClusterStateTest, AStateFileOfAnotherFormatRefusesToStart) {
+  state_.reset();
+  std::filesystem::create_directories(config_.coordinator.state_dir);
+  const std::string path = StateFilePath(config_.coordinator.state_dir);
+  { std::ofstream(path) << "not a proto"; }
+  EXPECT_THAT(ClusterState::Create({config_, &clock_}),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr(path)));
+}
+
+TEST_F(ClusterStateTest, TheLastChangeIsWhatARestartSees) {
+  RegisterPs(0, "127.0.0.1:1");
+  RegisterPs(1, "127.0.0.1:2");
+  RegisterPs(1, "127.0.0.1:7");  // epoch 2, saved after the lock is released
+  Restart();
+  EXPECT_EQ(state_->Placement().epoch(), 2u);
+  EXPECT_EQ(state_->Placement().shards(1).address(), "127.0.0.1:7");
 }
 
 }  // namespace

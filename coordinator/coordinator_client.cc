@@ -100,14 +100,32 @@ absl::StatusOr<proto::GetPlacementResponse> CoordinatorClient::GetPlacement() {
   return Call<proto::GetPlacementRequest, proto::GetPlacementResponse>(
       stub_.get(), &proto::Coordinator::Stub::GetPlacement,
       proto::GetPlacementRequest(), rpc_.deadline_s,
-      "placement from coordinator at " + address_);
+      "cannot read the placement from the coordinator at " + address_);
 }
 
 absl::StatusOr<proto::ClusterStatusResponse> CoordinatorClient::ClusterStatus() {
   return Call<proto::ClusterStatusRequest, proto::ClusterStatusResponse>(
       stub_.get(), &proto::Coordinator::Stub::ClusterStatus,
       proto::ClusterStatusRequest(), rpc_.deadline_s,
-      "cluster status from coordinator at " + address_);
+      "cannot reach the coordinator at " + address_);
+}
+
+absl::StatusOr<proto::GetHistoryResponse> CoordinatorClient::History(
+    double since_seconds) {
+  proto::GetHistoryRequest request;
+  request.set_since_seconds(since_seconds);
+  return Call<proto::GetHistoryRequest, proto::GetHistoryResponse>(
+      stub_.get(), &proto::Coordinator::Stub::GetHistory, request,
+      rpc_.deadline_s,
+      "cannot read the history from the coordinator at " + address_);
+}
+
+absl::StatusOr<proto::DescribeModelResponse>
+CoordinatorClient::DescribeModel() {
+  return Call<proto::DescribeModelRequest, proto::DescribeModelResponse>(
+      stub_.get(), &proto::Coordinator::Stub::DescribeModel,
+      proto::DescribeModelRequest(), rpc_.deadline_s,
+      "cannot read the model from the coordinator at " + address_);
 }
 
 }  // namespace downpour::coordinator

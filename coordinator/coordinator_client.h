@@ -1,9 +1,16 @@
 // Client side of the Coordinator service, used by ps, workers, psctl and the
-// launcher. Every call has the config's deadline; the waiting calls are bounded by
-// rpc.connect_timeout_s and log what they wait for.
+// launcher: the one implementation of each Coordinator call. Every call has the
+// deadline rpc.deadline_s (psctl sets it from --timeout_s); the waiting calls are
+// bounded by rpc.connect_timeout_s and log what they wait for.
+//
+//   RpcSection rpc;
+//   rpc.deadline_s = 3;
+//   CoordinatorClient client("127.0.0.1:7000", rpc, "psctl");
+//   absl::StatusOr<proto::ClusterStatusResponse> status = client.ClusterStatus();
 #ifndef DOWNPOUR_COORDINATOR_COORDINATOR_CLIENT_H_
 #define DOWNPOUR_COORDINATOR_COORDINATOR_CLIENT_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -16,6 +23,9 @@ namespace downpour::coordinator {
 // Thread-safe.
 class CoordinatorClient {
  public:
+  CoordinatorClient(const CoordinatorClient&) = delete;
+  CoordinatorClient& operator=(const CoordinatorClient&) = delete;
+
   // `who` names the caller in messages ("ps 1", "worker 0").
   CoordinatorClient(std::string address, const RpcSection& rpc, std::string who);
 
@@ -30,11 +40,19 @@ class CoordinatorClient {
   absl::StatusOr<proto::GetPlacementResponse> WaitForPlacement(
       uint64_t min_epoch, const std::function<bool()>& should_stop = nullptr);
 
-  // Single attempts with the RPC deadline.
+  // Single attempts with the RPC deadline. Errors carry gRPC's code and a
+  // message that names the coordinator: "heartbeat to coordinator at A: ...",
+  // "cannot read the placement from the coordinator at A: ...",
+  // "cannot reach the coordinator at A: ..." (ClusterStatus),
+  // "cannot read the history from the coordinator at A: ...",
+  // "cannot read the model from the coordinator at A: ...".
   absl::StatusOr<proto::HeartbeatResponse> Heartbeat(
       const proto::HeartbeatRequest& request);
   absl::StatusOr<proto::GetPlacementResponse> GetPlacement();
   absl::StatusOr<proto::ClusterStatusResponse> ClusterStatus();
+  // The metrics samples taken after `since_seconds` of coordinator uptime.
+  absl::StatusOr<proto::GetHistoryResponse> History(double since_seconds);
+  absl::StatusOr<proto::DescribeModelResponse> DescribeModel();
 
  private:
   const std::string address_;

@@ -1,19 +1,13 @@
 // coordinator: membership, heartbeats and placement for a Downpour cluster.
-#include <thread>
-
 #include "absl/flags/flag.h"
-#include "absl/synchronization/notification.h"
+#include "absl/status/status.h"
 #include "common/daemon.h"
 #include "common/logging.h"
-#include "common/model_spec.h"
-#include "common/server_util.h"
-#include "common/status_service.h"
-#include "coordinator/cluster_state.h"
-#include "coordinator/coordinator_service.h"
-#include "coordinator/metrics_history.h"
+#include "coordinator/coordinator_node.h"
 
-ABSL_FLAG(std::string, listen, "",
-          "host:port to serve on (overrides cluster.coordinator; port 0 = any)");
+ABSL_FLAG(
+    std::string, listen, "",
+    "host:port to serve on (overrides cluster.coordinator; port 0 = any)");
 
 namespace {
 
@@ -34,40 +28,17 @@ int main(int argc, char** argv) {
       "coordinator --config FILE [--listen HOST:PORT]: tracks ps and workers, "
       "publishes the placement map, detects dead members",
       /*has_index=*/false, Overrides);
-  auto state = coordinator::ClusterState::Create({setup.config});
-  if (!state.ok()) Die("coordinator", std::string(state.status().message()), 2);
-  // Monitoring: the bounded history behind `psctl plot` and `psctl watch`.
-  const absl::StatusOr<ModelSpec> model = ModelSpec::Create(setup.config.model);
-  coordinator::MetricsHistory history({setup.config.coordinator.history_size,
-                                       setup.config.coordinator.history_interval_s});
-  coordinator::CoordinatorService service(state->get(), &history,
-                                          model.ok() ? &*model : nullptr);
-  Counters counters;
-  StatusService status("coordinator", 0, &counters);
-  auto server = StartServer(setup.config.cluster.coordinator,
-                            {&service, &status}, "coordinator");
-  if (!server.ok()) Die("coordinator", std::string(server.status().message()), 1);
-  status.set_address(server->address);
-  WritePortFile(server->port);
-  SPDLOG_LOGGER_INFO(Log("coordinator"), "serving on {} ({} ps, {} workers expected)",
-                     server->address, setup.config.cluster.ps.size(),
-                     setup.config.cluster.workers.size());
-
-  absl::Notification stopping;
-  std::thread liveness([&] {
-    const absl::Duration period =
-        absl::Seconds(setup.config.heartbeat.interval_s / 2);
-    while (!stopping.WaitForNotificationWithTimeout(period)) {
-      (*state)->CheckLiveness();
-    }
-  });
-  coordinator::HistorySampler sampler(
-      &history, [&] { return (*state)->Status(); },
-      absl::Seconds(setup.config.coordinator.history_interval_s));
-  const int signal = WaitForShutdownSignal();
+  coordinator::CoordinatorNode::Options options;
+  options.config = setup.config;
+  options.listen = setup.config.cluster.coordinator;
+  auto node = coordinator::CoordinatorNode::Start(std::move(options));
+  if (!node.ok()) {
+    // Exit 1: the address could not be served; 2: the model or saved state.
+    Die("coordinator", std::string(node.status().message()),
+        absl::IsUnavailable(node.status()) ? 1 : 2);
+  }
+  WritePortFile((*node)->port());
+  const int signal = WaitForShutdownSignal((*node)->ended());
   SPDLOG_LOGGER_INFO(Log("coordinator"), "signal {}: shutting down", signal);
-  stopping.Notify();
-  liveness.join();
-  server->server->Shutdown(DeadlineIn(2));
-  return 0;
+  return (*node)->Stop().ok() ? 0 : 1;
 }

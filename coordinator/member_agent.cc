@@ -3,9 +3,9 @@
 
 #include "common/logging.h"
 
-namespace downpour {
+namespace downpour::coordinator {
 
-MemberAgent::MemberAgent(coordinator::CoordinatorClient* client,
+MemberAgent::MemberAgent(CoordinatorClient* client,
                          std::string role, int index, std::string address,
                          double interval_s, Registrar registrar, Reporter reporter,
                          Handler handler)
@@ -80,4 +80,4 @@ void MemberAgent::Beat() {
   handler_(*response);
 }
 
-}  // namespace downpour
+}  // namespace downpour::coordinator

@@ -15,7 +15,7 @@
 #include "common/config.h"
 #include "coordinator/coordinator_client.h"
 
-namespace downpour {
+namespace downpour::coordinator {
 
 // Thread-compatible: Start once, Stop once.
 class MemberAgent {
@@ -26,10 +26,15 @@ class MemberAgent {
   using Registrar = std::function<absl::Status()>;
 
   // `address` is where this daemon serves (sent with each heartbeat).
-  MemberAgent(coordinator::CoordinatorClient* client, std::string role, int index,
+  // `client` is not owned and must outlive the agent. The handler runs on the
+  // agent's thread (and on Stop's caller for the last heartbeat).
+  MemberAgent(CoordinatorClient* client, std::string role, int index,
               std::string address, double interval_s, Registrar registrar,
               Reporter reporter, Handler handler);
-  ~MemberAgent();
+  ~MemberAgent();  // Stop()s if started
+
+  MemberAgent(const MemberAgent&) = delete;
+  MemberAgent& operator=(const MemberAgent&) = delete;
 
   void Start();
   // Heartbeats as (role, index) from now on: a standby that took a shard over
@@ -42,7 +47,7 @@ class MemberAgent {
   void Loop();
   void Beat();
 
-  coordinator::CoordinatorClient* const client_;
+  CoordinatorClient* const client_;
   const std::string address_;
   absl::Mutex identity_mu_;
   std::string role_ ABSL_GUARDED_BY(identity_mu_);
@@ -56,6 +61,12 @@ class MemberAgent {
   bool coordinator_down_ = false;  // loop thread only
 };
 
+}  // namespace downpour::coordinator
+
+namespace downpour {
+// Transitional: server/ and worker/ name it downpour::MemberAgent; remove once
+// they say coordinator::MemberAgent.
+using MemberAgent = coordinator::MemberAgent;
 }  // namespace downpour
 
 #endif  // DOWNPOUR_COORDINATOR_MEMBER_AGENT_H_

@@ -22,7 +22,6 @@
 #include "coordinator/coordinator_client.h"
 #include "deploy/daemon_process.h"
 #include "deploy/progress_line.h"
-#include "tools/cluster_client.h"
 #include "tools/json_output.h"
 #include "tools/training_plot.h"
 
@@ -212,7 +211,9 @@ class Progress {
 void SaveHistory(const std::string& coordinator, const std::string& run_dir,
                  Progress& progress, LaunchSummary* summary) {
   if (coordinator.empty()) return;
-  tools::ClusterClient client(coordinator, /*timeout_s=*/5);
+  RpcSection rpc;
+  rpc.deadline_s = 5;
+  coordinator::CoordinatorClient client(coordinator, rpc, "launcher");
   absl::StatusOr<proto::GetHistoryResponse> history = client.History(0);
   if (!history.ok()) {
     progress.Event(absl::StrCat("launcher: no metrics history saved: ",

@@ -25,9 +25,10 @@
 #include "common/file_util.h"
 #include "common/config.h"
 #include "common/subprocess.h"
-#include "tools/cluster_client.h"
+#include "coordinator/coordinator_client.h"
 #include "tools/cluster_tables.h"
 #include "tools/json_output.h"
+#include "tools/member_probe.h"
 #include "tools/status_table.h"
 #include "tools/training_plot.h"
 
@@ -91,6 +92,22 @@ constexpr char kUsage[] =
     "  history   the coordinator's metrics history as JSON (--out FILE)\n\n"
     "Give the coordinator with --coordinator HOST:PORT or --config FILE.";
 
+// What a command talks to: the coordinator (null for the commands that need
+// none: plot --history, health --address) and the members.
+struct Cluster {
+  Cluster(const std::string& coordinator_address, double timeout_s)
+      : probe(timeout_s) {
+    if (coordinator_address.empty()) return;
+    RpcSection rpc;
+    rpc.deadline_s = timeout_s;  // every call is a single attempt
+    coordinator = std::make_unique<coordinator::CoordinatorClient>(
+        coordinator_address, rpc, "psctl");
+  }
+
+  std::unique_ptr<coordinator::CoordinatorClient> coordinator;
+  MemberProbe probe;
+};
+
 int Fail(const std::string& message, int code) {
   std::fprintf(stderr, "psctl: %s\n", message.c_str());
   return code;
@@ -120,42 +137,42 @@ std::string CoordinatorAddress() {
 }
 
 std::vector<absl::StatusOr<std::string>> AllHealth(
-    ClusterClient& client, const proto::ClusterStatusResponse& cluster) {
+    Cluster& client, const proto::ClusterStatusResponse& cluster) {
   std::vector<absl::StatusOr<std::string>> health;
   for (const proto::MemberStatus& m : cluster.members()) {
     health.push_back(m.registered()
-                         ? client.Health(m.address())
+                         ? client.probe.Health(m.address())
                          : absl::StatusOr<std::string>(
                                absl::UnavailableError("never registered")));
   }
   return health;
 }
 
-int Status(ClusterClient& client) {
-  auto cluster = client.ClusterStatus();
+int Status(Cluster& client) {
+  auto cluster = client.coordinator->ClusterStatus();
   if (!cluster.ok()) return Unreachable(cluster.status());
   if (!absl::GetFlag(FLAGS_json)) {
     std::fputs(FormatStatusTable(*cluster).c_str(), stdout);
     return 0;
   }
-  const MemberStatuses statuses = client.AllMemberStatus(*cluster);
-  std::fputs(StatusJson(client.coordinator(), *cluster, statuses,
+  const MemberStatuses statuses = client.probe.AllMemberStatus(*cluster);
+  std::fputs(StatusJson(client.coordinator->address(), *cluster, statuses,
                         AllHealth(client, *cluster))
                  .c_str(),
              stdout);
   return 0;
 }
 
-int Health(ClusterClient& client) {
+int Health(Cluster& client) {
   const std::string service = absl::GetFlag(FLAGS_service);
   if (!absl::GetFlag(FLAGS_address).empty()) {
     const std::string address = absl::GetFlag(FLAGS_address);
-    absl::StatusOr<std::string> health = client.Health(address, service);
+    absl::StatusOr<std::string> health = client.probe.Health(address, service);
     if (!health.ok()) return Fail(std::string(health.status().message()), 1);
     std::printf("%s: %s\n", address.c_str(), health->c_str());
     return *health == "SERVING" ? 0 : 1;
   }
-  auto cluster = client.ClusterStatus();
+  auto cluster = client.coordinator->ClusterStatus();
   if (!cluster.ok()) return Unreachable(cluster.status());
   int unhealthy = 0;
   auto line = [&](const std::string& who, const std::string& address,
@@ -165,8 +182,8 @@ int Health(ClusterClient& client) {
     if (expected && (!health.ok() || *health != "SERVING")) ++unhealthy;
     std::printf("%-13s %-21s %s\n", who.c_str(), address.c_str(), text.c_str());
   };
-  line("coordinator", client.coordinator(),
-       client.Health(client.coordinator(), service), true);
+  line("coordinator", client.coordinator->address(),
+       client.probe.Health(client.coordinator->address(), service), true);
   for (const proto::MemberStatus& m : cluster->members()) {
     const std::string who = absl::StrCat(m.role(), " ", m.index());
     if (!m.registered()) {
@@ -176,26 +193,26 @@ int Health(ClusterClient& client) {
     }
     // A worker that finished has left on purpose: not a failure.
     const bool expected = m.alive() || !m.report().finished();
-    line(who, m.address(), client.Health(m.address(), service), expected);
+    line(who, m.address(), client.probe.Health(m.address(), service), expected);
   }
   return unhealthy == 0 ? 0 : 1;
 }
 
-int Workers(ClusterClient& client) {
-  auto cluster = client.ClusterStatus();
+int Workers(Cluster& client) {
+  auto cluster = client.coordinator->ClusterStatus();
   if (!cluster.ok()) return Unreachable(cluster.status());
   std::fputs(
-      FormatWorkersTable(*cluster, client.AllMemberStatus(*cluster)).c_str(),
+      FormatWorkersTable(*cluster, client.probe.AllMemberStatus(*cluster)).c_str(),
       stdout);
   return 0;
 }
 
 // Block versions of every ps, keyed by block id: (shard, version).
 std::map<uint32_t, std::pair<int, uint64_t>> BlockVersions(
-    ClusterClient& client, const proto::GetPlacementResponse& placement) {
+    Cluster& client, const proto::GetPlacementResponse& placement) {
   std::map<uint32_t, std::pair<int, uint64_t>> versions;
   for (const proto::ShardInfo& shard : placement.shards()) {
-    auto blocks = client.BlockVersions(shard.address());
+    auto blocks = client.probe.BlockVersions(shard.address());
     if (!blocks.ok()) continue;  // the table shows the shard as unreachable
     for (const proto::BlockChecksum& b : blocks->blocks()) {
       versions[b.block_id()] = {shard.index(), b.version()};
@@ -204,12 +221,12 @@ std::map<uint32_t, std::pair<int, uint64_t>> BlockVersions(
   return versions;
 }
 
-int Shards(ClusterClient& client) {
-  auto cluster = client.ClusterStatus();
+int Shards(Cluster& client) {
+  auto cluster = client.coordinator->ClusterStatus();
   if (!cluster.ok()) return Unreachable(cluster.status());
-  auto placement = client.Placement();
+  auto placement = client.coordinator->GetPlacement();
   if (!placement.ok()) return Unreachable(placement.status());
-  auto model = client.Model();
+  auto model = client.coordinator->DescribeModel();
   if (!model.ok()) return Unreachable(model.status());
   if (placement->epoch() == 0) {
     std::printf("no placement yet: %s\n", placement->waiting_for().c_str());
@@ -230,14 +247,14 @@ int Shards(ClusterClient& client) {
         {id, shard_version.first, shard_version.second, delta / seconds});
   }
   std::fputs(
-      FormatShardsTable(*cluster, client.AllMemberStatus(*cluster), *placement,
+      FormatShardsTable(*cluster, client.probe.AllMemberStatus(*cluster), *placement,
                         *model, rates, absl::GetFlag(FLAGS_top))
           .c_str(),
       stdout);
   return 0;
 }
 
-int Watch(ClusterClient& client) {
+int Watch(Cluster& client) {
   const bool tty = isatty(STDOUT_FILENO);
   const int count = absl::GetFlag(FLAGS_count);
   bool ever_answered = false;
@@ -245,7 +262,7 @@ int Watch(ClusterClient& client) {
     if (frame > 0)
       absl::SleepFor(absl::Seconds(absl::GetFlag(FLAGS_interval_s)));
     std::string text;
-    auto cluster = client.ClusterStatus();
+    auto cluster = client.coordinator->ClusterStatus();
     if (!cluster.ok()) {
       if (!ever_answered) return Unreachable(cluster.status());
       text = absl::StrCat("psctl watch: ", cluster.status().message(),
@@ -253,9 +270,9 @@ int Watch(ClusterClient& client) {
     } else {
       ever_answered = true;
       // The last two minutes of history feed the sparklines.
-      auto history = client.History(cluster->uptime_seconds() - 120);
+      auto history = client.coordinator->History(cluster->uptime_seconds() - 120);
       text = FormatWatchFrame(
-          client.coordinator(), *cluster, client.AllMemberStatus(*cluster),
+          client.coordinator->address(), *cluster, client.probe.AllMemberStatus(*cluster),
           history.ok() ? *history : proto::GetHistoryResponse());
     }
     // On a terminal: home, draw, clear what is left of the old frame (like
@@ -268,9 +285,9 @@ int Watch(ClusterClient& client) {
   return 0;
 }
 
-absl::StatusOr<proto::GetHistoryResponse> LoadHistory(ClusterClient* client) {
+absl::StatusOr<proto::GetHistoryResponse> LoadHistory(Cluster* client) {
   const std::string path = absl::GetFlag(FLAGS_history);
-  if (path.empty()) return client->History(0);
+  if (path.empty()) return client->coordinator->History(0);
   absl::StatusOr<std::string> text = ReadFile(path);
   if (!text.ok()) return text.status();
   proto::GetHistoryResponse history;
@@ -279,7 +296,7 @@ absl::StatusOr<proto::GetHistoryResponse> LoadHistory(ClusterClient* client) {
   return history;
 }
 
-int Plot(ClusterClient* client) {
+int Plot(Cluster* client) {
   std::string out = absl::GetFlag(FLAGS_out);
   if (out.empty()) out = "downpour-plot.svg";
   if (!absl::EndsWith(out, ".svg")) {
@@ -304,8 +321,8 @@ int Plot(ClusterClient* client) {
   return 0;
 }
 
-int History(ClusterClient& client) {
-  auto history = client.History(0);
+int History(Cluster& client) {
+  auto history = client.coordinator->History(0);
   if (!history.ok()) return Unreachable(history.status());
   const std::string json = ToJson(*history);
   const std::string out = absl::GetFlag(FLAGS_out);
@@ -339,27 +356,27 @@ int main(int argc, char** argv) {
   const std::string command = args[1];
   const double timeout_s = absl::GetFlag(FLAGS_timeout_s);
   if (command == "plot" && !absl::GetFlag(FLAGS_history).empty()) {
-    ClusterClient offline("", timeout_s);  // no coordinator needed
+    Cluster offline("", timeout_s);  // no coordinator needed
     return Plot(&offline);
   }
   if (command == "health" && !absl::GetFlag(FLAGS_address).empty()) {
-    ClusterClient direct("", timeout_s);
+    Cluster direct("", timeout_s);
     return Health(direct);
   }
-  static const std::map<std::string, int (*)(ClusterClient&)> kCommands = {
+  static const std::map<std::string, int (*)(Cluster&)> kCommands = {
       {"status", Status},
       {"watch", Watch},
       {"workers", Workers},
       {"shards", Shards},
       {"health", Health},
       {"history", History},
-      {"plot", [](ClusterClient& c) { return Plot(&c); }}};
+      {"plot", [](Cluster& c) { return Plot(&c); }}};
   auto it = kCommands.find(command);
   if (it == kCommands.end()) {
     std::fprintf(stderr, "psctl: unknown command '%s'\n\n%s\n", command.c_str(),
                  kUsage);
     return 2;
   }
-  ClusterClient client(CoordinatorAddress(), timeout_s);
+  Cluster client(CoordinatorAddress(), timeout_s);
   return it->second(client);
 }

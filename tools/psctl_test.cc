@@ -6,10 +6,10 @@
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 #include "common/subprocess.h"
+#include "coordinator/coordinator_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/daemon_harness.h"
-#include "tools/cluster_client.h"
 
 namespace downpour {
 namespace {
@@ -73,7 +73,9 @@ class PsctlTest : public ::testing::Test {
     ASSERT_TRUE(worker.ok()) << worker.status();
     worker_ = *std::move(worker);
     // Wait (bounded) until the worker has reported progress twice.
-    tools::ClusterClient client(address_, 5);
+    RpcSection rpc;
+    rpc.deadline_s = 5;
+    coordinator::CoordinatorClient client(address_, rpc, "test");
     const absl::Time deadline = absl::Now() + absl::Seconds(60);
     while (absl::Now() < deadline) {
       auto status = client.ClusterStatus();

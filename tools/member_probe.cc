@@ -1,12 +1,11 @@
 // Blocking stubs with deadlines; AllMemberStatus fans out on one thread each.
-#include "tools/cluster_client.h"
+#include "tools/member_probe.h"
 
 #include <future>
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "common/server_util.h"
-#include "proto/coordinator.grpc.pb.h"
 #include "proto/health.grpc.pb.h"
 #include "proto/ps.grpc.pb.h"
 #include "proto/status.grpc.pb.h"
@@ -27,10 +26,9 @@ absl::StatusOr<Response> Call(Stub& stub, Method method, const Request& request,
 
 }  // namespace
 
-ClusterClient::ClusterClient(std::string coordinator, double timeout_s)
-    : coordinator_(std::move(coordinator)), timeout_s_(timeout_s) {}
+MemberProbe::MemberProbe(double timeout_s) : timeout_s_(timeout_s) {}
 
-std::shared_ptr<grpc::Channel> ClusterClient::Channel(
+std::shared_ptr<grpc::Channel> MemberProbe::Channel(
     const std::string& address) {
   absl::MutexLock lock(&mu_);
   std::shared_ptr<grpc::Channel>& channel = channels_[address];
@@ -38,42 +36,7 @@ std::shared_ptr<grpc::Channel> ClusterClient::Channel(
   return channel;
 }
 
-absl::StatusOr<proto::ClusterStatusResponse> ClusterClient::ClusterStatus() {
-  auto stub = proto::Coordinator::NewStub(Channel(coordinator_));
-  return Call<proto::Coordinator::Stub, proto::ClusterStatusRequest,
-              proto::ClusterStatusResponse>(
-      *stub, &proto::Coordinator::Stub::ClusterStatus, {}, timeout_s_,
-      "cannot reach the coordinator at " + coordinator_);
-}
-
-absl::StatusOr<proto::GetHistoryResponse> ClusterClient::History(
-    double since_seconds) {
-  auto stub = proto::Coordinator::NewStub(Channel(coordinator_));
-  proto::GetHistoryRequest request;
-  request.set_since_seconds(since_seconds);
-  return Call<proto::Coordinator::Stub, proto::GetHistoryRequest,
-              proto::GetHistoryResponse>(
-      *stub, &proto::Coordinator::Stub::GetHistory, request, timeout_s_,
-      "cannot read the history from the coordinator at " + coordinator_);
-}
-
-absl::StatusOr<proto::DescribeModelResponse> ClusterClient::Model() {
-  auto stub = proto::Coordinator::NewStub(Channel(coordinator_));
-  return Call<proto::Coordinator::Stub, proto::DescribeModelRequest,
-              proto::DescribeModelResponse>(
-      *stub, &proto::Coordinator::Stub::DescribeModel, {}, timeout_s_,
-      "cannot read the model from the coordinator at " + coordinator_);
-}
-
-absl::StatusOr<proto::GetPlacementResponse> ClusterClient::Placement() {
-  auto stub = proto::Coordinator::NewStub(Channel(coordinator_));
-  return Call<proto::Coordinator::Stub, proto::GetPlacementRequest,
-              proto::GetPlacementResponse>(
-      *stub, &proto::Coordinator::Stub::GetPlacement, {}, timeout_s_,
-      "cannot read the placement from the coordinator at " + coordinator_);
-}
-
-absl::StatusOr<proto::GetStatusResponse> ClusterClient::MemberStatus(
+absl::StatusOr<proto::GetStatusResponse> MemberProbe::MemberStatus(
     const std::string& address) {
   auto stub = proto::Status::NewStub(Channel(address));
   return Call<proto::Status::Stub, proto::GetStatusRequest,
@@ -81,7 +44,7 @@ absl::StatusOr<proto::GetStatusResponse> ClusterClient::MemberStatus(
                                         {}, timeout_s_, "status of " + address);
 }
 
-absl::StatusOr<proto::ChecksumResponse> ClusterClient::BlockVersions(
+absl::StatusOr<proto::ChecksumResponse> MemberProbe::BlockVersions(
     const std::string& address) {
   auto stub = proto::ParameterServer::NewStub(Channel(address));
   return Call<proto::ParameterServer::Stub, proto::ChecksumRequest,
@@ -90,7 +53,7 @@ absl::StatusOr<proto::ChecksumResponse> ClusterClient::BlockVersions(
       "block versions of ps at " + address);
 }
 
-absl::StatusOr<std::string> ClusterClient::Health(const std::string& address,
+absl::StatusOr<std::string> MemberProbe::Health(const std::string& address,
                                                   const std::string& service) {
   using grpc::health::v1::HealthCheckResponse;
   auto stub = grpc::health::v1::Health::NewStub(Channel(address));
@@ -105,7 +68,7 @@ absl::StatusOr<std::string> ClusterClient::Health(const std::string& address,
 }
 
 std::vector<absl::StatusOr<proto::GetStatusResponse>>
-ClusterClient::AllMemberStatus(const proto::ClusterStatusResponse& status) {
+MemberProbe::AllMemberStatus(const proto::ClusterStatusResponse& status) {
   std::vector<std::future<absl::StatusOr<proto::GetStatusResponse>>> pending;
   for (const proto::MemberStatus& m : status.members()) {
     if (!m.registered() || m.address().empty()) {

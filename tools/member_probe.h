@@ -1,12 +1,12 @@
-// The calls psctl makes to a running cluster: the coordinator (status, history,
-// placement, model) and each member's own endpoints (Status, grpc.health.v1, a
-// ps's block versions). Every call is a single attempt bounded by `timeout_s`.
+// The calls psctl makes to each member's own endpoints (Status, grpc.health.v1,
+// a ps's block versions). Calls to the coordinator's Coordinator service go
+// through coordinator::CoordinatorClient. Every call is a single attempt bounded
+// by `timeout_s`.
 //
-//   ClusterClient client("127.0.0.1:7000", /*timeout_s=*/3);
-//   absl::StatusOr<proto::ClusterStatusResponse> status =
-//   client.ClusterStatus();
-#ifndef DOWNPOUR_TOOLS_CLUSTER_CLIENT_H_
-#define DOWNPOUR_TOOLS_CLUSTER_CLIENT_H_
+//   MemberProbe probe(/*timeout_s=*/3);
+//   absl::StatusOr<std::string> health = probe.Health("127.0.0.1:7001");
+#ifndef DOWNPOUR_TOOLS_MEMBER_PROBE_H_
+#define DOWNPOUR_TOOLS_MEMBER_PROBE_H_
 
 #include <map>
 #include <memory>
@@ -24,21 +24,12 @@
 namespace downpour::tools {
 
 // Thread-safe. Channels are kept per address, so `psctl watch` reuses them.
-class ClusterClient {
+class MemberProbe {
  public:
-  ClusterClient(std::string coordinator, double timeout_s);
+  explicit MemberProbe(double timeout_s);
 
-  ClusterClient(const ClusterClient&) = delete;
-  ClusterClient& operator=(const ClusterClient&) = delete;
-
-  const std::string& coordinator() const { return coordinator_; }
-
-  // Coordinator calls. Errors carry gRPC's code and a message that starts
-  // "cannot reach the coordinator at HOST:PORT" when it did not answer.
-  absl::StatusOr<proto::ClusterStatusResponse> ClusterStatus();
-  absl::StatusOr<proto::GetHistoryResponse> History(double since_seconds);
-  absl::StatusOr<proto::DescribeModelResponse> Model();
-  absl::StatusOr<proto::GetPlacementResponse> Placement();
+  MemberProbe(const MemberProbe&) = delete;
+  MemberProbe& operator=(const MemberProbe&) = delete;
 
   // A member's Status service.
   absl::StatusOr<proto::GetStatusResponse> MemberStatus(
@@ -60,7 +51,6 @@ class ClusterClient {
   std::shared_ptr<grpc::Channel> Channel(const std::string& address)
       ABSL_LOCKS_EXCLUDED(mu_);
 
-  const std::string coordinator_;
   const double timeout_s_;
 
   absl::Mutex mu_;
@@ -70,4 +60,4 @@ class ClusterClient {
 
 }  // namespace downpour::tools
 
-#endif  // DOWNPOUR_TOOLS_CLUSTER_CLIENT_H_
+#endif  // DOWNPOUR_TOOLS_MEMBER_PROBE_H_

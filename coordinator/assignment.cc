@@ -1,0 +1,63 @@
+// Data-part and standby assignment; no state, no locks, no logging.
+#include "coordinator/assignment.h"
+
+#include <algorithm>
+
+namespace downpour::coordinator {
+
+std::vector<std::vector<int>> ClaimParts(const std::vector<WorkerSlot>& workers,
+                                         int claimant) {
+  std::vector<std::vector<int>> parts(workers.size());
+  std::vector<int>& claimed = parts[claimant];
+  claimed.push_back(claimant);
+  for (size_t i = 0; i < workers.size(); ++i) {
+    if (static_cast<int>(i) == claimant) continue;
+    const WorkerSlot& other = workers[i];
+    for (int p : other.parts) {
+      if (p == claimant) continue;  // its own part comes back
+      if (!other.alive && !other.finished) {
+        claimed.push_back(p);  // a dead worker's part waits for a taker
+      } else {
+        parts[i].push_back(p);
+      }
+    }
+  }
+  std::sort(claimed.begin(), claimed.end());
+  claimed.erase(std::unique(claimed.begin(), claimed.end()), claimed.end());
+  return parts;
+}
+
+std::vector<PartMove> HandOffParts(const std::vector<WorkerSlot>& workers,
+                                   int dead) {
+  const WorkerSlot& from = workers[dead];
+  if (from.finished || from.parts.empty()) return {};
+  // Candidates in index order, with the number of parts each holds so far.
+  std::vector<std::pair<int, size_t>> living;
+  for (size_t i = 0; i < workers.size(); ++i) {
+    const WorkerSlot& w = workers[i];
+    if (static_cast<int>(i) != dead && w.alive && !w.finished) {
+      living.emplace_back(static_cast<int>(i), w.parts.size());
+    }
+  }
+  if (living.empty()) return {};
+  std::vector<PartMove> moves;
+  for (int part : from.parts) {
+    auto to = std::min_element(
+        living.begin(), living.end(),
+        [](const auto& a, const auto& b) { return a.second < b.second; });
+    ++to->second;
+    moves.push_back({part, to->first});
+  }
+  return moves;
+}
+
+int PickStandby(const std::vector<StandbySlot>& standbys) {
+  for (size_t i = 0; i < standbys.size(); ++i) {
+    if (standbys[i].alive && standbys[i].serving_index < 0) {
+      return static_cast<int>(i);
+    }
+  }
+  return -1;
+}
+
+}  // namespace downpour::coordinator

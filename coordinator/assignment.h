@@ -1,0 +1,57 @@
+// Who trains on which data part, and which standby takes a dead shard over:
+// pure functions over a view of the members, as PlaceBlocks
+// (common/model_spec.h) is for blocks. ClusterState calls them under its lock
+// and applies the result.
+//
+//   // Worker 0 is alive with part 0; worker 1 died holding part 1.
+//   std::vector<WorkerSlot> workers = {{true, false, {0}}, {false, false, {1}}};
+//   ClaimParts(workers, 0);    // {{0, 1}, {}}: worker 0 adopts part 1
+//   HandOffParts(workers, 1);  // {{/*part=*/1, /*to=*/0}}
+#ifndef DOWNPOUR_COORDINATOR_ASSIGNMENT_H_
+#define DOWNPOUR_COORDINATOR_ASSIGNMENT_H_
+
+#include <vector>
+
+namespace downpour::coordinator {
+
+// What the assignment needs to know of worker i (entry i of the vector).
+struct WorkerSlot {
+  bool alive = false;
+  bool finished = false;   // done with its steps (its parts need no one)
+  std::vector<int> parts;  // the data parts it trains on
+};
+
+// Worker `claimant` registers (again): it takes its own part (its index) back
+// from whoever adopted it, and adopts every part held by a dead worker that has
+// not finished. Returns every worker's parts afterwards (entry i for worker i);
+// the claimant's are sorted and hold no duplicates. REQUIRES: 0 <= claimant <
+// workers.size().
+std::vector<std::vector<int>> ClaimParts(const std::vector<WorkerSlot>& workers,
+                                         int claimant);
+
+struct PartMove {
+  int part = 0;
+  int to = 0;  // the worker that adopts it
+};
+
+// Worker `dead` has died: each of its parts, in order, goes to the alive
+// worker other than `dead` that has not finished and holds the fewest parts at
+// that moment (the lowest index on a tie). Empty when `dead` finished or holds
+// no part, or when no worker can take them (the parts then wait with it).
+// REQUIRES: 0 <= dead < workers.size().
+std::vector<PartMove> HandOffParts(const std::vector<WorkerSlot>& workers,
+                                   int dead);
+
+// What the assignment needs to know of standby i (entry i of the vector).
+struct StandbySlot {
+  bool alive = false;
+  int serving_index = -1;  // the shard it took over, -1 while idle
+};
+
+// The standby that takes a dead shard over: the first alive one that serves no
+// shard yet; -1 when none is free.
+int PickStandby(const std::vector<StandbySlot>& standbys);
+
+}  // namespace downpour::coordinator
+
+#endif  // DOWNPOUR_COORDINATOR_ASSIGNMENT_H_

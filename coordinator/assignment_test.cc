@@ -1,0 +1,118 @@
+#include "coordinator/assignment.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace downpour::coordinator {
+namespace {
+
+using ::testing::ElementsAreArray;
+
+WorkerSlot Alive(std::vector<int> parts) { return {true, false, parts}; }
+WorkerSlot Dead(std::vector<int> parts) { return {false, false, parts}; }
+WorkerSlot Finished(std::vector<int> parts, bool alive = false) {
+  return {alive, true, parts};
+}
+
+struct ClaimCase {
+  std::string name;
+  std::vector<WorkerSlot> workers;
+  int claimant;
+  std::vector<std::vector<int>> want;
+};
+
+TEST(ClaimPartsTest, Table) {
+  const ClaimCase cases[] = {
+      {"first registration", {Dead({}), Dead({})}, 0, {{0}, {}}},
+      {"everyone holds their own", {Alive({0}), Alive({1})}, 1, {{0}, {1}}},
+      {"own part comes back from the adopter",
+       {Alive({0, 1}), Dead({})},
+       1,
+       {{0}, {1}}},
+      {"a dead worker's parts are adopted",
+       {Alive({0}), Dead({1, 2}), Alive({})},
+       2,
+       {{0}, {}, {1, 2}}},
+      {"a finished worker's parts stay with it",
+       {Alive({0}), Finished({1})},
+       0,
+       {{0}, {1}}},
+      {"old parts of the claimant are dropped, result sorted and unique",
+       {Dead({2, 0}), Alive({1}), Dead({2})},
+       0,
+       {{0, 2}, {1}, {}}},
+      {"own part taken back from a dead adopter, the rest adopted",
+       {Dead({0, 1}), Dead({})},
+       1,
+       {{}, {0, 1}}},
+  };
+  for (const ClaimCase& c : cases) {
+    const std::vector<std::vector<int>> got = ClaimParts(c.workers, c.claimant);
+    ASSERT_EQ(got.size(), c.want.size()) << c.name;
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_THAT(got[i], ElementsAreArray(c.want[i]))
+          << c.name << ": worker " << i;
+    }
+  }
+}
+
+struct HandOffCase {
+  std::string name;
+  std::vector<WorkerSlot> workers;
+  int dead;
+  std::vector<std::pair<int, int>> want;  // (part, to)
+};
+
+TEST(HandOffPartsTest, Table) {
+  const HandOffCase cases[] = {
+      {"one taker", {Alive({0}), Dead({1})}, 1, {{1, 0}}},
+      {"fewest parts first, lowest index on a tie",
+       {Alive({0, 5}), Alive({1}), Dead({2, 3, 4}), Alive({6})},
+       2,
+       {{2, 1}, {3, 3}, {4, 0}}},
+      {"finished workers take nothing",
+       {Finished({0}, /*alive=*/true), Alive({1, 4}), Dead({2})},
+       2,
+       {{2, 1}}},
+      {"dead workers take nothing", {Dead({0}), Dead({1})}, 1, {}},
+      {"a finished worker hands nothing off",
+       {Alive({0}), Finished({1})},
+       1,
+       {}},
+      {"nothing to hand off", {Alive({0}), Dead({})}, 1, {}},
+      {"the dead worker itself is no taker even if marked alive",
+       {Alive({0})},
+       0,
+       {}},
+  };
+  for (const HandOffCase& c : cases) {
+    std::vector<std::pair<int, int>> got;
+    for (const PartMove& m : HandOffParts(c.workers, c.dead)) {
+      got.emplace_back(m.part, m.to);
+    }
+    EXPECT_THAT(got, ElementsAreArray(c.want)) << c.name;
+  }
+}
+
+TEST(PickStandbyTest, Table) {
+  const struct {
+    std::string name;
+    std::vector<StandbySlot> standbys;
+    int want;
+  } cases[] = {
+      {"none configured", {}, -1},
+      {"the first idle alive one",
+       {{false, -1}, {true, 0}, {true, -1}, {true, -1}},
+       2},
+      {"all busy", {{true, 0}, {true, 1}}, -1},
+      {"all dead", {{false, -1}}, -1},
+  };
+  for (const auto& c : cases) {
+    EXPECT_EQ(PickStandby(c.standbys), c.want) << c.name;
+  }
+}
+
+}  // namespace
+}  // namespace downpour::coordinator

@@ -1,0 +1,80 @@
+// Builds the coordinator's parts in dependency order and tears them down in
+// reverse: threads first (they call into the state), then the server.
+#include "coordinator/coordinator_node.h"
+
+#include "common/logging.h"
+
+namespace downpour::coordinator {
+namespace {
+
+std::optional<ModelSpec> MaybeModel(const Config& config) {
+  absl::StatusOr<ModelSpec> model = ModelSpec::Create(config.model);
+  if (!model.ok()) return std::nullopt;
+  return *std::move(model);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CoordinatorNode>> CoordinatorNode::Start(
+    Options options) {
+  if (options.listen.empty())
+    options.listen = options.config.cluster.coordinator;
+  absl::StatusOr<std::unique_ptr<ClusterState>> state =
+      ClusterState::Create({options.config, options.clock});
+  if (!state.ok()) return state.status();
+  std::unique_ptr<CoordinatorNode> node(
+      new CoordinatorNode(std::move(options), *std::move(state)));
+  absl::StatusOr<StartedServer> server = StartServer(
+      node->options_.listen, {&node->service_, &node->status_}, "coordinator");
+  if (!server.ok()) return server.status();
+  node->server_ = *std::move(server);
+  node->status_.set_address(node->server_.address);
+  const Config& config = node->options_.config;
+  SPDLOG_LOGGER_INFO(Log("coordinator"),
+                     "serving on {} ({} ps, {} workers expected)",
+                     node->server_.address, config.cluster.ps.size(),
+                     config.cluster.workers.size());
+  node->liveness_ = std::thread([n = node.get()] { n->LivenessLoop(); });
+  // Monitoring: the bounded history behind `psctl plot` and `psctl watch`.
+  node->sampler_ = std::make_unique<HistorySampler>(
+      &node->history_, [n = node.get()] { return n->state_->Status(); },
+      absl::Seconds(config.coordinator.history_interval_s));
+  return node;
+}
+
+CoordinatorNode::CoordinatorNode(Options options,
+                                 std::unique_ptr<ClusterState> state)
+    : options_(std::move(options)),
+      clock_(options_.clock != nullptr ? options_.clock : Clock::Real()),
+      state_(std::move(state)),
+      model_(MaybeModel(options_.config)),
+      history_({options_.config.coordinator.history_size,
+                options_.config.coordinator.history_interval_s}),
+      service_(state_.get(), &history_,
+               model_.has_value() ? &*model_ : nullptr),
+      status_("coordinator", 0, &counters_) {}
+
+CoordinatorNode::~CoordinatorNode() { Stop().IgnoreError(); }
+
+void CoordinatorNode::LivenessLoop() {
+  const absl::Duration period =
+      absl::Seconds(options_.config.heartbeat.interval_s / 2);
+  while (!clock_->WaitForNotificationWithTimeout(&stopping_, period)) {
+    state_->CheckLiveness();
+  }
+}
+
+void CoordinatorNode::Wait() { stopping_.WaitForNotification(); }
+
+absl::Status CoordinatorNode::Stop() {
+  absl::MutexLock lock(&stop_mu_);
+  if (stopped_) return absl::OkStatus();
+  stopped_ = true;
+  if (!stopping_.HasBeenNotified()) stopping_.Notify();
+  if (liveness_.joinable()) liveness_.join();
+  sampler_.reset();
+  if (server_.server != nullptr) server_.server->Shutdown(DeadlineIn(2));
+  return absl::OkStatus();
+}
+
+}  // namespace downpour::coordinator

@@ -1,0 +1,150 @@
+// The coordinator node in-process on 127.0.0.1:0, driven through
+// CoordinatorClient as ps and workers drive it.
+#include "coordinator/coordinator_node.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "common/testing/fake_clock.h"
+#include "common/testing/status_matchers.h"
+#include "coordinator/coordinator_client.h"
+#include "gtest/gtest.h"
+
+namespace downpour::coordinator {
+namespace {
+
+using ::downpour::testing::IsOk;
+using ::testing::HasSubstr;
+
+Config TestConfig() {
+  Config config;
+  config.cluster.ps = {"127.0.0.1:1"};
+  config.cluster.workers = {"127.0.0.1:2"};
+  config.coordinator.state_dir = "";
+  config.heartbeat.interval_s = 0.5;
+  config.heartbeat.timeout_s = 3;
+  config.rpc.deadline_s = 5;
+  config.rpc.connect_timeout_s = 10;
+  return config;
+}
+
+const proto::MemberStatus* Member(const proto::ClusterStatusResponse& status,
+                                  const std::string& role) {
+  for (const proto::MemberStatus& m : status.members()) {
+    if (m.role() == role) return &m;
+  }
+  return nullptr;
+}
+
+class CoordinatorNodeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    CoordinatorNode::Options options;
+    options.config = TestConfig();
+    options.listen = "127.0.0.1:0";
+    options.clock = &clock_;
+    auto node = CoordinatorNode::Start(std::move(options));
+    ASSERT_THAT(node, IsOk());
+    node_ = *std::move(node);
+    client_ = std::make_unique<CoordinatorClient>(node_->address(),
+                                                  TestConfig().rpc, "test");
+  }
+
+  FakeClock clock_;
+  std::unique_ptr<CoordinatorNode> node_;
+  std::unique_ptr<CoordinatorClient> client_;
+};
+
+TEST_F(CoordinatorNodeTest, ServesRegistrationHeartbeatsPlacementAndStatus) {
+  EXPECT_GT(node_->port(), 0);
+  EXPECT_EQ(node_->address(), "127.0.0.1:" + std::to_string(node_->port()));
+
+  ASSERT_THAT(client_->RegisterServer(0, "127.0.0.1:1"), IsOk());
+  auto worker = client_->RegisterWorker(0, "127.0.0.1:2");
+  ASSERT_THAT(worker, IsOk());
+  EXPECT_EQ(worker->partition().num_parts(), 1);
+
+  proto::HeartbeatRequest beat;
+  beat.set_role("worker");
+  beat.set_index(0);
+  beat.mutable_report()->set_step(17);
+  auto reply = client_->Heartbeat(beat);
+  ASSERT_THAT(reply, IsOk());
+  EXPECT_EQ(reply->placement_epoch(), 1u);
+
+  auto placement = client_->GetPlacement();
+  ASSERT_THAT(placement, IsOk());
+  EXPECT_EQ(placement->epoch(), 1u);
+  ASSERT_EQ(placement->shards_size(), 1);
+  EXPECT_EQ(placement->shards(0).address(), "127.0.0.1:1");
+
+  auto status = client_->ClusterStatus();
+  ASSERT_THAT(status, IsOk());
+  const proto::MemberStatus* w = Member(*status, "worker");
+  ASSERT_NE(w, nullptr);
+  EXPECT_TRUE(w->alive());
+  EXPECT_EQ(w->report().step(), 17u);
+
+  auto model = client_->DescribeModel();
+  ASSERT_THAT(model, IsOk());
+  EXPECT_GT(model->blocks_size(), 0);
+  EXPECT_THAT(client_->History(0), IsOk());
+
+  EXPECT_THAT(node_->Stop(), IsOk());
+  EXPECT_THAT(node_->Stop(), IsOk()) << "idempotent";
+  EXPECT_THAT(client_->ClusterStatus(),
+              ::downpour::testing::StatusIs(absl::StatusCode::kUnavailable));
+}
+
+TEST_F(CoordinatorNodeTest,
+       TheLivenessThreadDeclaresSilentMembersDeadOnTheClock) {
+  ASSERT_THAT(client_->RegisterServer(0, "127.0.0.1:1"), IsOk());
+  clock_.Advance(absl::Seconds(4));  // past heartbeat.timeout_s
+  // The liveness thread wakes every interval_s / 2 of fake time: it already
+  // has (Advance moved past its deadline). Poll what it did.
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (absl::Now() < deadline) {
+    auto status = client_->ClusterStatus();
+    ASSERT_THAT(status, IsOk());
+    if (!Member(*status, "ps")->alive()) return;
+    clock_.Advance(absl::Milliseconds(250));
+  }
+  FAIL() << "ps 0 was never declared dead";
+}
+
+TEST_F(CoordinatorNodeTest, WaitReturnsOnceStopped) {
+  std::thread stopper([&] { ASSERT_THAT(node_->Stop(), IsOk()); });
+  node_->Wait();
+  stopper.join();
+  EXPECT_FALSE(node_->ended()->HasBeenNotified());
+}
+
+TEST(CoordinatorNodeStartTest, APortInUseIsUnavailable) {
+  CoordinatorNode::Options options;
+  options.config = TestConfig();
+  options.listen = "127.0.0.1:0";
+  auto first = CoordinatorNode::Start(options);
+  ASSERT_THAT(first, IsOk());
+  options.listen = (*first)->address();
+  EXPECT_THAT(CoordinatorNode::Start(options),
+              ::downpour::testing::StatusIs(absl::StatusCode::kUnavailable,
+                                            HasSubstr("cannot listen on")));
+}
+
+TEST(CoordinatorNodeStartTest, AnUnreadableStateIsNotUnavailable) {
+  CoordinatorNode::Options options;
+  options.config = TestConfig();
+  options.config.coordinator.state_dir =
+      std::string(std::getenv("TEST_TMPDIR")) + "/unreadable";
+  std::filesystem::create_directories(
+      StateFilePath(options.config.coordinator.state_dir));
+  options.listen = "127.0.0.1:0";
+  auto node = CoordinatorNode::Start(options);
+  ASSERT_FALSE(node.ok());
+  EXPECT_FALSE(absl::IsUnavailable(node.status())) << node.status();
+  EXPECT_THAT(node.status().message(), HasSubstr("coordinator.state"));
+}
+
+}  // namespace
+}  // namespace downpour::coordinator

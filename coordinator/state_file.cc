@@ -1,0 +1,46 @@
+// The coordinator's state on disk: one CoordinatorState proto, format 1.
+#include "coordinator/state_file.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/file_util.h"
+
+namespace downpour::coordinator {
+namespace {
+
+constexpr uint32_t kStateFormat = 1;
+
+}  // namespace
+
+absl::StatusOr<proto::CoordinatorState> StateFile::Read() const {
+  absl::StatusOr<std::string> bytes = ReadFile(path_);
+  if (absl::IsNotFound(bytes.status())) return bytes.status();
+  if (!bytes.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "coordinator state '", path_, "' exists but cannot be read (",
+        bytes.status().message(),
+        "); fix its permissions, or move it away to start with an empty "
+        "cluster"));
+  }
+  proto::CoordinatorState state;
+  if (!state.ParseFromString(*bytes) || state.format() != kStateFormat) {
+    return absl::DataLossError(absl::StrCat(
+        "coordinator state '", path_,
+        "' is unreadable or of another format; move it away to start with an "
+        "empty cluster"));
+  }
+  return state;
+}
+
+absl::Status StateFile::Write(uint64_t sequence,
+                              proto::CoordinatorState state) {
+  state.set_format(kStateFormat);
+  const std::string bytes = state.SerializeAsString();
+  absl::MutexLock lock(&mu_);
+  // Two writers may reach this point out of order; the later snapshot wins.
+  if (sequence <= written_) return absl::OkStatus();
+  absl::Status written = WriteFileAtomically(path_, bytes);
+  if (written.ok()) written_ = sequence;
+  return written;
+}
+
+}  // namespace downpour::coordinator
