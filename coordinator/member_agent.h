@@ -63,10 +63,4 @@ class MemberAgent {
 
 }  // namespace downpour::coordinator
 
-namespace downpour {
-// Transitional: server/ and worker/ name it downpour::MemberAgent; remove once
-// they say coordinator::MemberAgent.
-using MemberAgent = coordinator::MemberAgent;
-}  // namespace downpour
-
 #endif  // DOWNPOUR_COORDINATOR_MEMBER_AGENT_H_

@@ -100,7 +100,7 @@ class PsNode::Impl {
   StartedServer server_;
   std::string advertised_;
   std::unique_ptr<coordinator::CoordinatorClient> client_;
-  std::unique_ptr<MemberAgent> agent_;
+  std::unique_ptr<coordinator::MemberAgent> agent_;
   std::thread placement_thread_;
   std::thread checkpointer_;
   bool started_ = false;  // Start succeeded
@@ -154,7 +154,7 @@ absl::Status PsNode::Impl::Start() {
   client_ = std::make_unique<coordinator::CoordinatorClient>(
       options_.config.cluster.coordinator, options_.config.rpc, who);
   RETURN_IF_ERROR(Register(/*first=*/true));
-  agent_ = std::make_unique<MemberAgent>(
+  agent_ = std::make_unique<coordinator::MemberAgent>(
       client_.get(), role, options_.index, advertised_,
       options_.config.heartbeat.interval_s,
       [this] { return Register(/*first=*/false); }, [this] { return Report(); },

@@ -120,7 +120,7 @@ absl::Status WorkerNode::JoinCluster() {
 }
 
 void WorkerNode::StartThreads() {
-  agent_ = std::make_unique<MemberAgent>(
+  agent_ = std::make_unique<coordinator::MemberAgent>(
       client_.get(), "worker", options_.index, advertised_,
       options_.config.heartbeat.interval_s, [this] { return Reregister(); },
       [this] { return Report(); },

@@ -126,7 +126,7 @@ class WorkerNode {
   std::unique_ptr<coordinator::CoordinatorClient> client_;
   std::unique_ptr<GrpcPsClient> ps_;
   std::unique_ptr<DownpourLoop> loop_;
-  std::unique_ptr<MemberAgent> agent_;
+  std::unique_ptr<coordinator::MemberAgent> agent_;
   std::thread trainer_;
   std::thread progress_;
 
