@@ -108,6 +108,9 @@ def _strings(node):
   elif isinstance(node, ast.Dict):
     for v in node.values:
       yield from _strings(v)
+  elif isinstance(node, ast.IfExp):  # [...] if CUDA_AVAILABLE else [...]
+    yield from _strings(node.body)
+    yield from _strings(node.orelse)
 
 
 def _source_files(root, package, call):
@@ -204,7 +207,9 @@ def _list_edit(text, off, lst, replace, extra):
 
 
 def _deps_lists(call):
-  """The list nodes of the rule's deps (through + and select())."""
+  """The list nodes of the rule's deps (through +, select() and if-else), in
+  the order they appear in the file."""
+  lists = []
   for kw in call.keywords:
     if kw.arg != "deps":
       continue
@@ -212,13 +217,16 @@ def _deps_lists(call):
     while stack:
       v = stack.pop()
       if isinstance(v, ast.List):
-        yield v
+        lists.append(v)
       elif isinstance(v, ast.BinOp):
         stack += [v.left, v.right]
       elif isinstance(v, ast.Call):
         stack += list(v.args) + [k.value for k in v.keywords]
       elif isinstance(v, ast.Dict):
         stack += v.values
+      elif isinstance(v, ast.IfExp):
+        stack += [v.body, v.orelse]
+  return sorted(lists, key=lambda l: (l.lineno, l.col_offset))
 
 
 def fix_build(root, build, known, fix_grpc, add_missing, report):
@@ -234,11 +242,15 @@ def fix_build(root, build, known, fix_grpc, add_missing, report):
       continue
     name = next((k.value.value for k in call.keywords if k.arg == "name"
                  and isinstance(k.value, ast.Constant)), None)
-    lists = list(_deps_lists(call))
+    lists = _deps_lists(call)
     deps = [s.value for l in lists for s in _strings(l)]
-    if not name or not any(k.arg in _SOURCE_ATTRS for k in call.keywords):
+    if not name:
       continue
     where = "//%s:%s" % (package, name)
+    if not any(k.arg in _SOURCE_ATTRS for k in call.keywords):
+      if _ABSL_UNION in deps:
+        report.append("%s: keeps %s: no sources to read" % (where, _ABSL_UNION))
+      continue
     needed = _needed(root, _source_files(root, package, call))
     unknown = [why for t, why in needed.items() if t == "?"]
     for t in needed:
