@@ -83,12 +83,24 @@ flags=(-std=c++17 -DNDEBUG -I"$root" -I"$gen"
        -Wno-everything -Wthread-safety -Wthread-safety-beta ${THREAD_SAFETY_FLAGS:-})
 [[ -n "$cuda_include" ]] && flags+=(-isystem "$cuda_include")
 
-# The sources: every .cc (not the nvcc-only .cu); without CUDA headers, the
-# files that include them are listed as skipped.
+# Without CUDA headers: the files that include them, directly or through our
+# headers (to a fixed point), are skipped.
+: >"$work/needs_cuda"
+if [[ -z "$cuda_include" ]]; then
+  pattern='#include <(cuda|cublas)[a-z_0-9]*\.h>'
+  while :; do
+    grep -rlE "$pattern" "${DIRS[@]}" --include='*.h' --include='*.cc' 2>/dev/null |
+      LC_ALL=C sort >"$work/needs_cuda.new"
+    cmp -s "$work/needs_cuda" "$work/needs_cuda.new" && break
+    mv "$work/needs_cuda.new" "$work/needs_cuda"
+    pattern="#include (<(cuda|cublas)[a-z_0-9]*\.h>|\"($(sed 's/[.]/\\./g' "$work/needs_cuda" | paste -sd'|'))\")"
+  done
+fi
+# The sources: every .cc (not the nvcc-only .cu).
 : >"$work/files"
 skipped=()
 while IFS= read -r f; do
-  if [[ -z "$cuda_include" ]] && grep -qE '#include <(cuda|cublas)[a-z_0-9]*\.h>' "$f"; then
+  if grep -qxF "$f" "$work/needs_cuda"; then
     skipped+=("$f")
   else
     echo "$f" >>"$work/files"
