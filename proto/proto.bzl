@@ -1,6 +1,7 @@
 """cc_grpc_proto: protoc + grpc_cpp_plugin from a genrule, against system libraries.
 
-cc_grpc_proto(name = "ps") yields :ps_cc_proto (messages) and :ps_cc_grpc (services).
+cc_grpc_proto(name = "ps") yields :ps_cc_proto (messages, links protobuf only) and
+:ps_cc_grpc (services, links grpc++ too), so code that only uses messages stays off gRPC.
 """
 
 def cc_grpc_proto(name):
@@ -16,7 +17,7 @@ def cc_grpc_proto(name):
         name = name + "_cc_proto",
         srcs = [name + ".pb.cc"],
         hdrs = [name + ".pb.h"],
-        deps = ["@system_libs//:grpc"],
+        deps = ["@system_libs//:protobuf"],
     )
     native.cc_library(
         name = name + "_cc_grpc",

@@ -1,7 +1,9 @@
 """Repository rules that wrap system libraries (Debian packages) for Bazel.
 
-pkg_config_repository runs pkg-config once per group and writes a cc_library whose
-linkopts are pkg-config's output, so BUILD files depend on @system_libs//:grpc etc.
+pkg_config_repository runs pkg-config once per entry of `packages` and writes a
+cc_library whose linkopts are pkg-config's output, so BUILD files depend on
+@system_libs//:absl_status, :protobuf, :grpc etc.; `unions` adds targets that
+only bundle other targets of the repository (the deprecated :absl).
 cuda_repository exposes /usr/local/cuda (or $CUDA_PATH) when present: :headers, and
 :cuda (headers + cuBLAS + CUDA runtime); defs.bzl says CUDA_AVAILABLE. Without the
 toolkit, or with DOWNPOUR_NO_CUDA=1 set, both targets are empty, CUDA_AVAILABLE is
@@ -23,12 +25,26 @@ def _pkg_config_impl(rctx):
         build.append("    defines = %s," % repr([f[2:] for f in copts if f.startswith("-D")]))
         build.append(")")
         build.append("")
+    for name, members in rctx.attr.unions.items():
+        for m in members:
+            if m not in rctx.attr.packages:
+                fail("union %s names %s, which is not in packages" % (name, m))
+        build.append("cc_library(")
+        build.append('    name = "%s",' % name)
+        build.append("    deps = %s," % repr([":" + m for m in members]))
+        build.append(")")
+        build.append("")
     rctx.file("BUILD", "\n".join(build))
     rctx.file("WORKSPACE", 'workspace(name = "%s")' % rctx.name)
 
 pkg_config_repository = repository_rule(
     implementation = _pkg_config_impl,
-    attrs = {"packages": attr.string_list_dict()},
+    attrs = {
+        # target name -> pkg-config packages whose --libs it links
+        "packages": attr.string_list_dict(),
+        # target name -> names in `packages` it bundles (no link options of its own)
+        "unions": attr.string_list_dict(),
+    },
     local = True,
 )
 
