@@ -27,11 +27,7 @@ DIRS=(common server worker coordinator tools deploy tests bench)
 
 # Warnings known today, each "path|extended regex of the warning text". Remove
 # an entry once its code is fixed; the test says when one no longer occurs.
-ALLOWED=(
-  # TODO(#8): reads workers_ without mu_; fixed by the coordinator rework of
-  # issue #8 (cluster_state.cc). Remove this entry when that change is merged.
-  "coordinator/cluster_state.cc|reading variable 'workers_' requires holding mutex 'mu_'"
-)
+ALLOWED=()
 
 self="$(readlink -f "${BASH_SOURCE[0]}")"
 root="$(cd "$(dirname "$self")/../.." && pwd)"
