@@ -358,9 +358,14 @@ int ClusterState::CheckLiveness() {
 
 // --- Persistence -------------------------------------------------------------
 
+std::string StateFilePath(const std::string& state_dir) {
+  return state_dir.empty()
+             ? ""
+             : (std::filesystem::path(state_dir) / "coordinator.state").string();
+}
+
 std::string ClusterState::StatePath() const {
-  const std::string& dir = options_.config.coordinator.state_dir;
-  return dir.empty() ? "" : (std::filesystem::path(dir) / "coordinator.state").string();
+  return StateFilePath(options_.config.coordinator.state_dir);
 }
 
 void ClusterState::Save() {

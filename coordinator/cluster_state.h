@@ -24,6 +24,10 @@
 
 namespace downpour::coordinator {
 
+// The file in coordinator.state_dir where the coordinator keeps its state:
+// state_dir + "/coordinator.state"; "" when state_dir is "" (no state kept).
+std::string StateFilePath(const std::string& state_dir);
+
 // Thread-safe.
 class ClusterState {
  public:
