@@ -70,11 +70,4 @@ spdlog::logger* Log(Logger component) {
   return TheRegistry()[static_cast<size_t>(component)].get();
 }
 
-spdlog::logger* Log(const std::string& component) {
-  for (Logger id : kLoggers) {
-    if (component == LoggerName(id)) return Log(id);
-  }
-  return Log(Logger::kTool);
-}
-
 }  // namespace downpour

@@ -34,11 +34,6 @@ absl::Status InitLogging(const std::string& prefix, const std::string& level);
 // no prefix).
 spdlog::logger* Log(Logger component);
 
-// Transition only: the logger named `component`, or the "tool" logger for an
-// unknown name. Call sites move to Log(Logger) with the sed in the structure
-// issue's notes.
-[[deprecated("use Log(Logger::k...)")]] spdlog::logger* Log(const std::string& component);
-
 }  // namespace downpour
 
 #endif  // DOWNPOUR_COMMON_LOGGING_H_

@@ -19,7 +19,7 @@
 namespace downpour::coordinator {
 namespace {
 
-spdlog::logger* L() { return Log("coordinator"); }
+spdlog::logger* L() { return Log(Logger::kCoordinator); }
 
 constexpr uint32_t kStateFormat = 1;
 

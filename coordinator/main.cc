@@ -49,7 +49,7 @@ int main(int argc, char** argv) {
   if (!server.ok()) Die("coordinator", std::string(server.status().message()), 1);
   status.set_address(server->address);
   WritePortFile(server->port);
-  SPDLOG_LOGGER_INFO(Log("coordinator"), "serving on {} ({} ps, {} workers expected)",
+  SPDLOG_LOGGER_INFO(Log(Logger::kCoordinator), "serving on {} ({} ps, {} workers expected)",
                      server->address, setup.config.cluster.ps.size(),
                      setup.config.cluster.workers.size());
 
@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
       &history, [&] { return (*state)->Status(); },
       absl::Seconds(setup.config.coordinator.history_interval_s));
   const int signal = WaitForShutdownSignal();
-  SPDLOG_LOGGER_INFO(Log("coordinator"), "signal {}: shutting down", signal);
+  SPDLOG_LOGGER_INFO(Log(Logger::kCoordinator), "signal {}: shutting down", signal);
   stopping.Notify();
   liveness.join();
   server->server->Shutdown(DeadlineIn(2));

@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
   status.set_address(server->address);
   WritePortFile(server->port);
   const std::string advertised = AdvertisedAddress(server->address, setup.advertise);
-  SPDLOG_LOGGER_INFO(Log("server"), "{}: serving on {} (registered as {})", who,
+  SPDLOG_LOGGER_INFO(Log(Logger::kServer), "{}: serving on {} (registered as {})", who,
                      server->address, advertised);
 
   coordinator::CoordinatorClient client(config.cluster.coordinator, config.rpc, who);
@@ -91,7 +91,7 @@ int main(int argc, char** argv) {
         absl::Seconds(config.checkpoint.interval_s))) {
       absl::Status written = (*node)->Checkpoint();
       if (!written.ok()) {
-        SPDLOG_LOGGER_ERROR(Log("server"), "checkpoint failed: {}",
+        SPDLOG_LOGGER_ERROR(Log(Logger::kServer), "checkpoint failed: {}",
                             std::string(written.message()));
       }
     }
@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
 
   const int signal = WaitForShutdownSignal((*node)->replaced());
   if (signal != 0) {
-    SPDLOG_LOGGER_INFO(Log("server"), "signal {}: final checkpoint and shutdown", signal);
+    SPDLOG_LOGGER_INFO(Log(Logger::kServer), "signal {}: final checkpoint and shutdown", signal);
   }
   stopping.Notify();
   checkpointer.join();
@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
   agent.Stop();
   absl::Status written = (*node)->Checkpoint();  // nothing when replaced
   if (!written.ok()) {
-    SPDLOG_LOGGER_ERROR(Log("server"), "final checkpoint failed: {}",
+    SPDLOG_LOGGER_ERROR(Log(Logger::kServer), "final checkpoint failed: {}",
                         std::string(written.message()));
     return 1;
   }

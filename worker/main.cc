@@ -127,7 +127,7 @@ int main(int argc, char** argv) {
   const worker::Dataset train = worker::PartitionParts(
       data->train, {partition.parts().begin(), partition.parts().end()},
       partition.num_parts());
-  SPDLOG_LOGGER_INFO(Log("worker"), "partition {}/{}: {} training examples on {}",
+  SPDLOG_LOGGER_INFO(Log(Logger::kWorker), "partition {}/{}: {} training examples on {}",
                      partition.part(), partition.num_parts(), train.size(),
                      backend.device());
 
@@ -154,7 +154,7 @@ int main(int argc, char** argv) {
         const std::vector<int> now(response.partition().parts().begin(),
                                    response.partition().parts().end());
         if (!now.empty() && now != parts) {
-          SPDLOG_LOGGER_INFO(Log("worker"), "data parts now [{}] (were [{}])",
+          SPDLOG_LOGGER_INFO(Log(Logger::kWorker), "data parts now [{}] (were [{}])",
                              absl::StrJoin(now, ", "), absl::StrJoin(parts, ", "));
           parts = now;
           loop->ReplaceTrainingData(std::make_shared<const worker::Dataset>(
@@ -162,7 +162,7 @@ int main(int argc, char** argv) {
                                      response.partition().num_parts())));
         }
         if (response.stop() && !stop_requested.exchange(true)) {
-          SPDLOG_LOGGER_INFO(Log("worker"), "coordinator says stop: {}",
+          SPDLOG_LOGGER_INFO(Log(Logger::kWorker), "coordinator says stop: {}",
                              response.stop_reason());
           loop->Stop();
         }
@@ -178,14 +178,14 @@ int main(int argc, char** argv) {
   std::thread progress([&] {
     while (!done.WaitForNotificationWithTimeout(absl::Seconds(5))) {
       const worker::WorkerStats s = loop->stats();
-      SPDLOG_LOGGER_INFO(Log("worker"),
+      SPDLOG_LOGGER_INFO(Log(Logger::kWorker),
                          "step {} | {:.0f} examples/s | loss {:.4f} | test accuracy {:.4f}",
                          s.step, s.examples_per_sec, s.loss, s.accuracy);
     }
   });
   const int signal = WaitForShutdownSignal(&done);
   if (signal != 0) {
-    SPDLOG_LOGGER_INFO(Log("worker"), "signal {}: pushing what is owed and stopping", signal);
+    SPDLOG_LOGGER_INFO(Log(Logger::kWorker), "signal {}: pushing what is owed and stopping", signal);
     stop_requested = true;
     loop->Stop();
   }
@@ -194,7 +194,7 @@ int main(int argc, char** argv) {
   agent.Stop();  // the last heartbeat carries the final figures
   server->server->Shutdown(DeadlineIn(1));
   if (!result.ok()) {
-    SPDLOG_LOGGER_ERROR(Log("worker"), "{}", std::string(result.message()));
+    SPDLOG_LOGGER_ERROR(Log(Logger::kWorker), "{}", std::string(result.message()));
     return 1;
   }
   return 0;
