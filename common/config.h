@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/mnist.h"
 
 namespace downpour {
 
@@ -57,7 +58,7 @@ struct ModelSection {
   // layers must then have two entries). Default "mlp".
   std::string type = "mlp";
   // Layer widths, input first, classes last. Default [784, 256, 128, 10].
-  std::vector<int> layers = {784, 256, 128, 10};
+  std::vector<int> layers = {kMnistDim, 256, 128, kMnistClasses};
   // Largest block in floats; tensors are cut into blocks of at most this size.
   // Default 65536 (256 KiB).
   int64_t block_size = 65536;
@@ -147,6 +148,19 @@ struct Config {
   ComputeSection compute;
   CoordinatorSection coordinator;
 };
+
+// One daemon's address in the cluster section.
+struct ClusterAddress {
+  std::string key;      // the config key naming it: "cluster.ps[1]"
+  std::string role;     // "coordinator", "ps", "standby" or "worker"
+  int index = 0;        // its place in its list (0 for the coordinator)
+  std::string address;  // host:port as written (port 0 = ephemeral)
+};
+
+// Every address the cluster section lists, in the order coordinator, ps,
+// standby_ps, workers: the one enumeration for checks across addresses (the
+// config's, the launcher's).
+std::vector<ClusterAddress> ClusterAddresses(const ClusterSection& cluster);
 
 // Loads and validates `path`. InvalidArgument names file, line, key and the allowed
 // values; NotFound when the file does not exist.

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -459,6 +460,36 @@ namespace {
 TEST(ConfigTest, MergeOverrideFragmentsRejoinsListsSplitAtCommas) {
   EXPECT_THAT(MergeOverrideFragments({"model.layers=[784", " 64", " 10]", "training.steps=3"}),
               ::testing::ElementsAre("model.layers=[784, 64, 10]", "training.steps=3"));
+}
+
+}  // namespace
+}  // namespace downpour
+
+namespace downpour {
+namespace {
+
+TEST(ConfigTest, ClusterAddressesListsEveryDaemonInOrder) {
+  ClusterSection cluster;
+  cluster.coordinator = "c:1";
+  cluster.ps = {"p:1", "p:2"};
+  cluster.standby_ps = {"s:1"};
+  cluster.workers = {"w:1"};
+  std::vector<std::string> seen;
+  for (const ClusterAddress& a : ClusterAddresses(cluster)) {
+    seen.push_back(absl::StrCat(a.key, " ", a.role, " ", a.index, " ", a.address));
+  }
+  EXPECT_THAT(seen, ::testing::ElementsAre(
+                        "cluster.coordinator coordinator 0 c:1",
+                        "cluster.ps[0] ps 0 p:1", "cluster.ps[1] ps 1 p:2",
+                        "cluster.standby_ps[0] standby 0 s:1",
+                        "cluster.workers[0] worker 0 w:1"));
+}
+
+TEST(ConfigTest, MnistShapeIsTheDefaultModelsEnds) {
+  const Config config;
+  EXPECT_EQ(config.model.layers.front(), kMnistDim);
+  EXPECT_EQ(config.model.layers.back(), kMnistClasses);
+  EXPECT_EQ(MnistDigitFile(3), "3.json");
 }
 
 }  // namespace

@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -15,6 +14,7 @@
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/file_util.h"
 #include "common/logging.h"
 
 ABSL_FLAG(std::string, config, "",
@@ -43,6 +43,13 @@ namespace {
 
 bool OurFlag(absl::string_view file) {
   return !absl::StrContains(file, "absl/");
+}
+
+// "<role> <index>" once InitDaemon has parsed the flags; names this daemon in
+// messages from functions that are not given its role (WritePortFile).
+std::string& DaemonName() {
+  static std::string* name = new std::string("daemon");
+  return *name;
 }
 
 void BlockShutdownSignals() {
@@ -125,6 +132,7 @@ DaemonSetup InitDaemon(int argc, char** argv,
   }
   setup.advertise = absl::GetFlag(FLAGS_advertise);
   const std::string prefix = has_index ? absl::StrCat(role, " ", setup.index) : role;
+  DaemonName() = prefix;
   absl::Status logging = InitLogging(prefix, setup.config.logging.level);
   if (!logging.ok()) Die(role, std::string(logging.message()), 2);
   return setup;
@@ -149,15 +157,25 @@ std::string AdvertisedAddress(const std::string& bound, std::string advertise) {
   return bound;
 }
 
+absl::Status WritePortFileTo(const std::string& path, int port) {
+  if (path.empty()) return absl::OkStatus();
+  const std::string text = absl::StrCat(port, "\n");
+  return WriteFileAtomically(
+      path, "write port file", [&](int fd, const std::string& tmp) {
+        return WriteAll(fd, text.data(), text.size(), "write port file", tmp);
+      });
+}
+
 void WritePortFile(int port) {
-  const std::string path = absl::GetFlag(FLAGS_port_file);
-  if (path.empty()) return;
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << port << "\n";
+  absl::Status written = WritePortFileTo(absl::GetFlag(FLAGS_port_file), port);
+  if (!written.ok()) {
+    // Whoever asked for the port file waits on it; without it they would wait
+    // out their timeout and blame the wrong thing.
+    Die(DaemonName(),
+        absl::StrCat("--port_file ", absl::GetFlag(FLAGS_port_file), ": ",
+                     written.message()),
+        1);
   }
-  std::rename(tmp.c_str(), path.c_str());
 }
 
 int WaitForShutdownSignal(absl::Notification* done) {

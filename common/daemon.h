@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/synchronization/notification.h"
 #include "common/config.h"
 
@@ -39,9 +40,16 @@ DaemonSetup InitDaemon(int argc, char** argv, const std::function<std::string()>
                        const std::string& usage, bool has_index,
                        std::vector<std::string> (*extra_overrides)() = nullptr);
 
-// Writes `port` to the --port_file path when one was given (atomically), so a
-// launcher or test that asked for port 0 learns the bound port.
+// Writes `port` to the --port_file path when one was given, so a launcher or
+// test that asked for port 0 learns the bound port. The write is atomic and
+// durable (WriteFileAtomically: the file holds the whole number or is absent).
+// When it fails the daemon cannot be found by whoever waits on the file, so this
+// exits with status 1 (Die): "<role> <index>: --port_file PATH: write port file: ...".
 void WritePortFile(int port);
+
+// The same for an explicit path ("" = do nothing), returning the error instead
+// of exiting; messages name the path and the errno text.
+absl::Status WritePortFileTo(const std::string& path, int port);
 
 // The address this daemon registers with the coordinator, given the one it is
 // bound to: `advertise` (HOST:PORT, from --advertise) when set (port 0 = the

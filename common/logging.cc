@@ -1,7 +1,7 @@
 // Logger registry: a fixed set of named loggers sharing one stderr sink.
 #include "common/logging.h"
 
-#include <map>
+#include <array>
 
 #include "absl/strings/str_cat.h"
 #include "spdlog/sinks/stdout_sinks.h"
@@ -9,21 +9,20 @@
 namespace downpour {
 namespace {
 
-constexpr const char* kComponents[] = {"server", "worker", "coordinator",
-                                       "rpc",    "gpu",    "tool"};
+constexpr Logger kLoggers[] = {Logger::kServer, Logger::kWorker, Logger::kCoordinator,
+                               Logger::kRpc,    Logger::kGpu,    Logger::kTool};
+constexpr size_t kNumLoggers = sizeof(kLoggers) / sizeof(kLoggers[0]);
 
-struct Registry {
-  std::map<std::string, std::shared_ptr<spdlog::logger>> loggers;
-};
+using Registry = std::array<std::shared_ptr<spdlog::logger>, kNumLoggers>;
 
 Registry& TheRegistry() {
   static Registry* registry = [] {
     auto* r = new Registry;
     auto sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
-    for (const char* name : kComponents) {
-      auto logger = std::make_shared<spdlog::logger>(name, sink);
+    for (Logger id : kLoggers) {
+      auto logger = std::make_shared<spdlog::logger>(LoggerName(id), sink);
       logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %^%L%$ [%n] %v");
-      r->loggers[name] = logger;
+      (*r)[static_cast<size_t>(id)] = logger;
     }
     return r;
   }();
@@ -31,6 +30,24 @@ Registry& TheRegistry() {
 }
 
 }  // namespace
+
+const char* LoggerName(Logger logger) {
+  switch (logger) {
+    case Logger::kServer:
+      return "server";
+    case Logger::kWorker:
+      return "worker";
+    case Logger::kCoordinator:
+      return "coordinator";
+    case Logger::kRpc:
+      return "rpc";
+    case Logger::kGpu:
+      return "gpu";
+    case Logger::kTool:
+      return "tool";
+  }
+  return "tool";  // not reached: the switch covers every Logger
+}
 
 absl::Status InitLogging(const std::string& prefix, const std::string& level) {
   spdlog::level::level_enum lvl = spdlog::level::from_str(level);
@@ -40,7 +57,7 @@ absl::Status InitLogging(const std::string& prefix, const std::string& level) {
         "'; allowed: trace, debug, info, warn, error"));
   }
   const std::string who = prefix.empty() ? "" : absl::StrCat(prefix, " ");
-  for (auto& [name, logger] : TheRegistry().loggers) {
+  for (auto& logger : TheRegistry()) {
     logger->set_level(lvl);
     logger->set_pattern(
         absl::StrCat("%Y-%m-%d %H:%M:%S.%e %^%L%$ [", who, "%n] %v"));
@@ -49,11 +66,8 @@ absl::Status InitLogging(const std::string& prefix, const std::string& level) {
   return absl::OkStatus();
 }
 
-spdlog::logger* Log(const std::string& component) {
-  auto& loggers = TheRegistry().loggers;
-  auto it = loggers.find(component);
-  if (it == loggers.end()) it = loggers.find("tool");
-  return it->second.get();
+spdlog::logger* Log(Logger component) {
+  return TheRegistry()[static_cast<size_t>(component)].get();
 }
 
 }  // namespace downpour

@@ -1,6 +1,7 @@
-// Named spdlog loggers, one per component, created once.
+// Named spdlog loggers, one per component, from a fixed list (as Envoy's
+// logger ids): a misspelt component does not compile.
 //
-//   SPDLOG_LOGGER_INFO(downpour::Log("server"), "shard {} holds {} blocks", id, n);
+//   SPDLOG_LOGGER_INFO(downpour::Log(Logger::kServer), "shard {} holds {} blocks", id, n);
 #ifndef DOWNPOUR_COMMON_LOGGING_H_
 #define DOWNPOUR_COMMON_LOGGING_H_
 
@@ -12,14 +13,26 @@
 
 namespace downpour {
 
-// Sets up the loggers ("server", "worker", "coordinator", "rpc", "gpu", "tool"),
-// all writing to stderr with `prefix` (e.g. "ps 1") in each line.
-// InvalidArgument for an unknown level.
+// The components that log; each has a logger of that name ("server", ...).
+enum class Logger {
+  kServer,       // "server": the ps
+  kWorker,       // "worker"
+  kCoordinator,  // "coordinator"
+  kRpc,          // "rpc": membership and calls between daemons
+  kGpu,          // "gpu": the CUDA backend
+  kTool,         // "tool": command-line tools
+};
+
+// The logger's name as it appears in each line: "server", "worker", ...
+const char* LoggerName(Logger logger);
+
+// Sets up every logger, all writing to stderr with `prefix` (e.g. "ps 1") in
+// each line. InvalidArgument for an unknown level.
 absl::Status InitLogging(const std::string& prefix, const std::string& level);
 
-// The logger for `component`; one of the names above. Works before InitLogging
-// (default level info, no prefix).
-spdlog::logger* Log(const std::string& component);
+// The logger for `component`. Works before InitLogging (default level info,
+// no prefix).
+spdlog::logger* Log(Logger component);
 
 }  // namespace downpour
 

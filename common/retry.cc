@@ -41,7 +41,7 @@ absl::Status RetryFor(const std::string& who, const std::string& what,
           absl::ToDoubleSeconds(now - start), status.message()));
     }
     if (now >= next_report) {
-      SPDLOG_LOGGER_WARN(Log("rpc"),
+      SPDLOG_LOGGER_WARN(Log(Logger::kRpc),
                          "{}: waiting for {}, not ready after {:.0f} s (last "
                          "error: {}); giving up after {:.0f} s",
                          who, what, absl::ToDoubleSeconds(now - start),

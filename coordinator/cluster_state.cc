@@ -17,7 +17,7 @@
 namespace downpour::coordinator {
 namespace {
 
-spdlog::logger* L() { return Log("coordinator"); }
+spdlog::logger* L() { return Log(Logger::kCoordinator); }
 
 }  // namespace
 

@@ -30,7 +30,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorNode>> CoordinatorNode::Start(
   node->server_ = *std::move(server);
   node->status_.set_address(node->server_.address);
   const Config& config = node->options_.config;
-  SPDLOG_LOGGER_INFO(Log("coordinator"),
+  SPDLOG_LOGGER_INFO(Log(Logger::kCoordinator),
                      "serving on {} ({} ps, {} workers expected)",
                      node->server_.address, config.cluster.ps.size(),
                      config.cluster.workers.size());

@@ -39,6 +39,6 @@ int main(int argc, char** argv) {
   }
   WritePortFile((*node)->port());
   const int signal = WaitForShutdownSignal((*node)->ended());
-  SPDLOG_LOGGER_INFO(Log("coordinator"), "signal {}: shutting down", signal);
+  SPDLOG_LOGGER_INFO(Log(Logger::kCoordinator), "signal {}: shutting down", signal);
   return (*node)->Stop().ok() ? 0 : 1;
 }

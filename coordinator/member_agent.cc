@@ -54,18 +54,18 @@ void MemberAgent::Beat() {
   absl::StatusOr<proto::HeartbeatResponse> response = client_->Heartbeat(request);
   if (absl::IsFailedPrecondition(response.status())) {
     // The coordinator restarted and forgot us: register again.
-    SPDLOG_LOGGER_WARN(Log("rpc"), "{} {}: coordinator does not know us; registering again",
+    SPDLOG_LOGGER_WARN(Log(Logger::kRpc), "{} {}: coordinator does not know us; registering again",
                        role, index);
     absl::Status registered = registrar_();
     if (!registered.ok()) {
-      SPDLOG_LOGGER_WARN(Log("rpc"), "{} {}: {}", role, index,
+      SPDLOG_LOGGER_WARN(Log(Logger::kRpc), "{} {}: {}", role, index,
                          std::string(registered.message()));
     }
     return;
   }
   if (!response.ok()) {
     if (!coordinator_down_) {
-      SPDLOG_LOGGER_WARN(Log("rpc"),
+      SPDLOG_LOGGER_WARN(Log(Logger::kRpc),
                          "{} {}: coordinator unreachable ({}); carrying on with "
                          "the placement we have",
                          role, index, std::string(response.status().message()));
@@ -74,7 +74,7 @@ void MemberAgent::Beat() {
     return;
   }
   if (coordinator_down_) {
-    SPDLOG_LOGGER_INFO(Log("rpc"), "{} {}: coordinator reachable again", role, index);
+    SPDLOG_LOGGER_INFO(Log(Logger::kRpc), "{} {}: coordinator reachable again", role, index);
     coordinator_down_ = false;
   }
   handler_(*response);

@@ -94,10 +94,19 @@ TEST(ProgressLineTest, OneRefreshingLineOnATerminal) {
 }
 
 TEST(ProgressLineTest, NullOutputWritesNothing) {
-  ProgressLine line(nullptr, true);
-  line.Update("x");
-  line.Event("y");
-  line.Finish();
+  // Nowhere to write must not mean the process's own stdout or stderr.
+  ::testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStderr();
+  for (bool tty : {true, false}) {
+    ProgressLine line(nullptr, tty);
+    line.Update("x");
+    line.Event("y");
+    line.Finish();
+  }
+  std::fflush(stdout);
+  std::fflush(stderr);
+  EXPECT_EQ(::testing::internal::GetCapturedStdout(), "");
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
 }
 
 }  // namespace

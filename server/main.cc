@@ -42,12 +42,12 @@ int main(int argc, char** argv) {
   WritePortFile((*node)->port());
   const int signal = WaitForShutdownSignal((*node)->ended());
   if (signal != 0) {
-    SPDLOG_LOGGER_INFO(Log("server"),
+    SPDLOG_LOGGER_INFO(Log(Logger::kServer),
                        "signal {}: final checkpoint and shutdown", signal);
   }
   const absl::Status written = (*node)->Stop();
   if (!written.ok()) {
-    SPDLOG_LOGGER_ERROR(Log("server"), "final checkpoint failed: {}",
+    SPDLOG_LOGGER_ERROR(Log(Logger::kServer), "final checkpoint failed: {}",
                         std::string(written.message()));
     return 1;
   }

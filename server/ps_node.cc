@@ -26,7 +26,7 @@
 namespace downpour::server {
 namespace {
 
-spdlog::logger* L() { return Log("server"); }
+spdlog::logger* L() { return Log(Logger::kServer); }
 
 }  // namespace
 

@@ -12,7 +12,7 @@ grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context,
   if (!status.ok() && !absl::IsUnavailable(status) &&
       !absl::IsFailedPrecondition(status)) {
     // Bad requests are the client's problem, but an operator wants to see them.
-    SPDLOG_LOGGER_WARN(Log("rpc"), "{} from {} rejected: {}", op,
+    SPDLOG_LOGGER_WARN(Log(Logger::kRpc), "{} from {} rejected: {}", op,
                        context->peer(), std::string(status.message()));
   }
   auto* reactor = context->DefaultReactor();

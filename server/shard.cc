@@ -11,7 +11,7 @@
 namespace downpour::server {
 namespace {
 
-spdlog::logger* L() { return Log("server"); }
+spdlog::logger* L() { return Log(Logger::kServer); }
 
 }  // namespace
 

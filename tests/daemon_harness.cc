@@ -1,5 +1,4 @@
 // Daemon start-up for the integration tests.
-#include "common/file_util.h"
 #include "tests/daemon_harness.h"
 
 #include <cstdlib>
@@ -10,6 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "common/file_util.h"
+#include "common/mnist.h"
 #include "gtest/gtest.h"
 
 namespace downpour::testing {
@@ -52,7 +53,7 @@ std::string LoopbackConfig(int num_ps, int num_workers, const std::string& extra
 
 std::string MnistDir() {
   const char* dir = std::getenv("DOWNPOUR_MNIST_DIR");
-  if (dir == nullptr || !fs::exists(fs::path(dir) / "9.json")) return "";
+  if (dir == nullptr || !fs::exists(fs::path(dir) / MnistDigitFile(9))) return "";
   return dir;
 }
 

@@ -1,7 +1,10 @@
 // Fault tests: real coordinator, ps and worker processes on loopback, killed with
 // SIGKILL, stopped with SIGSTOP, restarted. Each asserts what a user cares about:
 // the job finishes with the accuracy reached, the failure was seen and handled,
-// and no acknowledged update was lost across a clean shutdown and restart.
+// and no acknowledged update was lost across a clean shutdown and restart. They
+// assert on what a client can observe (the coordinator's ClusterStatus, each
+// daemon's Status counters, the ps's Checksums and checkpoints), never on log
+// text.
 #include <signal.h>
 
 #include <cstdio>
@@ -9,22 +12,27 @@
 #include <functional>
 #include <map>
 #include <regex>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
+#include "common/mnist.h"
 #include "common/server_util.h"
 #include "common/subprocess.h"
 #include "coordinator/coordinator_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "coordinator/cluster_state.h"
 #include "proto/ps.grpc.pb.h"
+#include "proto/status.grpc.pb.h"
 #include "server/checkpoint.h"
 #include "tests/daemon_harness.h"
 
 namespace downpour {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 constexpr absl::Duration kLong = absl::Seconds(120);
@@ -50,7 +58,8 @@ class FaultTest : public ::testing::Test {
                           "\n  train_examples: 3000\n  test_examples: 500\n");
     }
     std::string yaml = testing::LoopbackConfig(ps, workers, absl::StrCat(
-        data, "model:\n  layers: [784, 256, 128, 10]\n  block_size: 65536\n"
+        data, "model:\n  layers: [", kMnistDim, ", 256, 128, ", kMnistClasses,
+        "]\n  block_size: 65536\n"
         "optimizer:\n  type: adam\n  learning_rate: 0.001\n"
         "training:\n  batch_size: 64\n  epochs: ", epochs, "\n  eval_every_steps: 50\n"
         "checkpoint:\n  dir: ", dir_, "/ckpt\n  interval_s: 0.5\n"));
@@ -129,9 +138,33 @@ class FaultTest : public ::testing::Test {
     return m != nullptr && m->report().step() >= step;
   }
 
-  bool LogHas(const std::string& name, const std::string& text) {
-    auto log = ReadFile(daemons_[name]->log_path());
-    return log.ok() && absl::StrContains(*log, text);
+  // The data parts the coordinator has given worker `index` now.
+  std::vector<int> WorkerParts(int index) {
+    const auto status = Status();
+    const auto* m = Member(status, "worker", index);
+    if (m == nullptr) return {};
+    return {m->parts().begin(), m->parts().end()};
+  }
+
+  // The daemon's address as registered with the coordinator ("" if unknown).
+  std::string Address(const std::string& role, int index) {
+    const auto status = Status();
+    const auto* m = Member(status, role, index);
+    return m == nullptr ? "" : m->address();
+  }
+
+  // Counter `name` from the Status service at `address`; -1 when it cannot be
+  // asked or has not counted anything yet.
+  static double Counter(const std::string& address, const std::string& name) {
+    auto stub = proto::Status::NewStub(MakeChannel(address));
+    grpc::ClientContext context;
+    context.set_deadline(DeadlineIn(2));
+    proto::GetStatusResponse response;
+    if (!stub->GetStatus(&context, proto::GetStatusRequest(), &response).ok()) {
+      return -1;
+    }
+    auto it = response.counters().find(name);
+    return it == response.counters().end() ? -1 : it->second;
   }
 
   // Waits for every worker to exit and checks they ended well.
@@ -173,18 +206,6 @@ class FaultTest : public ::testing::Test {
     return response.DebugString();
   }
 
-  static double OutageSeconds(const std::string& log) {
-    std::smatch match;
-    double longest = -1;
-    std::string rest = log;
-    const std::regex outage("reachable again at [^ ]+ \\(placement epoch \\d+\\) after ([0-9.]+) s");
-    while (std::regex_search(rest, match, outage)) {
-      longest = std::max(longest, std::stod(match[1]));
-      rest = match.suffix();
-    }
-    return longest;
-  }
-
   std::string dir_, config_, coordinator_;
   std::map<std::string, std::unique_ptr<Subprocess>> daemons_;
 };
@@ -202,16 +223,21 @@ TEST_F(FaultTest, DeadWorkersPartGoesToTheOthersAndComesBackOnRejoin) {
     const auto* m = Member(status, "worker", 1);
     return m != nullptr && !m->alive();
   }, absl::Seconds(20))) << "the coordinator never noticed";
-  EXPECT_TRUE(LogHas("coordinator", "worker 1 at"));
-  EXPECT_TRUE(LogHas("coordinator", "is dead: no heartbeat"));
-  ASSERT_TRUE(WaitUntil([&] { return LogHas("worker-0", "data parts now [0, 1]"); },
-                        absl::Seconds(20)));
+  ASSERT_TRUE(WaitUntil([&] { return WorkerParts(0) == std::vector<int>{0, 1}; },
+                        absl::Seconds(20)))
+      << "worker 1's part did not go to worker 0";
   // Restarted with the same index, worker 1 gets its part back.
   daemons_.erase("worker-1");
   StartWorker(1);
-  ASSERT_TRUE(WaitUntil([&] { return LogHas("worker-0", "data parts now [0]"); },
+  ASSERT_TRUE(WaitUntil([&] { return WorkerParts(0) == std::vector<int>{0}; },
                         absl::Seconds(30)));
-  EXPECT_TRUE(LogHas("coordinator", "worker 1 registered"));
+  EXPECT_THAT(WorkerParts(1), ElementsAre(1));
+  {
+    const auto status = Status();
+    const auto* rejoined = Member(status, "worker", 1);
+    ASSERT_NE(rejoined, nullptr);
+    EXPECT_TRUE(rejoined->registered() && rejoined->alive());
+  }
   ExpectWorkersFinish(2, 0.8);
   EXPECT_THAT(Status().stop_reason(), HasSubstr("every worker finished"));
 
@@ -247,9 +273,19 @@ TEST_F(FaultTest, KilledShardIsTakenOverByAStandbyFromItsCheckpoint) {
   }, absl::Seconds(30))) << "no standby took over";
   const double takeover_s = absl::ToDoubleSeconds(absl::Now() - killed);
   EXPECT_GE(Status().placement_epoch(), 2u);
-  EXPECT_TRUE(LogHas("coordinator", "replaced by standby 0"));
-  ASSERT_TRUE(WaitUntil([&] { return LogHas("standby-0", "taking over shard 1"); },
-                        absl::Seconds(10)));
+  const std::string new_address = ShardAddress(1);
+  ASSERT_TRUE(WaitUntil([&] { return Counter(new_address, "takeovers") == 1; },
+                        absl::Seconds(10)))
+      << "the ps now serving shard 1 at " << new_address << " did not take it over";
+  // The workers' retries hit the dead address until the new placement; each
+  // adds the time it could not reach the shard to its outage_seconds.
+  double outage = -1;
+  ASSERT_TRUE(WaitUntil([&] {
+    for (int i = 0; i < 2; ++i) {
+      outage = std::max(outage, Counter(Address("worker", i), "outage_seconds"));
+    }
+    return outage > 0;
+  }, absl::Seconds(30))) << "workers should have seen the shard unreachable";
   auto checkpoint = server::ReadCheckpoint(server::CheckpointPath(dir_ + "/ckpt", 1));
   ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
   uint64_t saved = 0;
@@ -257,22 +293,16 @@ TEST_F(FaultTest, KilledShardIsTakenOverByAStandbyFromItsCheckpoint) {
   // Half the model went back to its last checkpoint; the rest of the run has to
   // make that up, so the bar is a little lower than elsewhere.
   ExpectWorkersFinish(2, 0.7);
-  double outage = -1;
-  for (int i = 0; i < 2; ++i) {
-    auto log = ReadFile(daemons_[absl::StrCat("worker-", i)]->log_path());
-    if (log.ok()) outage = std::max(outage, OutageSeconds(*log));
-  }
   // The figures the issue asks for, printed for the record (docs/OPERATIONS.md).
   std::printf("ps failover: %llu updates applied before the kill, %llu in the "
               "checkpoint the standby loaded (up to %lld lost; interval 0.5 s); "
-              "new placement %.2f s after the kill; workers could not push for "
-              "at most %.2f s\n",
+              "new placement %.2f s after the kill; a worker could not reach the "
+              "shard for %.2f s in all\n",
               static_cast<unsigned long long>(applied),
               static_cast<unsigned long long>(saved),
               static_cast<long long>(applied) - static_cast<long long>(saved),
               takeover_s, outage);
   EXPECT_GT(saved, 0u);
-  EXPECT_GT(outage, 0) << "workers should have seen the shard unreachable";
 }
 
 TEST_F(FaultTest, HungShardIsReplacedAndStandsDownWhenItWakes) {
@@ -296,7 +326,6 @@ TEST_F(FaultTest, HungShardIsReplacedAndStandsDownWhenItWakes) {
   const std::optional<int> status = daemons_["ps-0"]->Wait(absl::Seconds(30));
   ASSERT_TRUE(status.has_value()) << "the replaced ps kept running";
   EXPECT_EQ(*status, 0);
-  EXPECT_TRUE(LogHas("ps-0", "standing down without writing a checkpoint"));
   ExpectWorkersFinish(1, 0.8);
 }
 
@@ -312,11 +341,20 @@ TEST_F(FaultTest, StoppedShardWithoutStandbyComesBackCleanly) {
     const auto* m = Member(status, "ps", 0);
     return m != nullptr && !m->alive();
   }, absl::Seconds(20)));
-  absl::SleepFor(absl::Seconds(1));  // workers time out and back off meanwhile
+  const std::string worker = Address("worker", 0);
+  ASSERT_TRUE(WaitUntil([&] { return Counter(worker, "rpc_retries") > 0; },
+                        absl::Seconds(20)))
+      << "the worker's calls to the stopped ps should time out and be retried";
   daemons_["ps-0"]->Signal(SIGCONT);
+  ASSERT_TRUE(WaitUntil([&] {
+    const auto status = Status();
+    const auto* m = Member(status, "ps", 0);
+    return m != nullptr && m->alive();
+  }, absl::Seconds(20))) << "the coordinator should see ps 0 alive again";
+  ASSERT_TRUE(WaitUntil([&] { return Counter(worker, "outage_seconds") > 0; },
+                        absl::Seconds(20)))
+      << "the worker should reach the ps again and count the outage";
   ExpectWorkersFinish(1, 0.8);
-  EXPECT_TRUE(LogHas("coordinator", "ps 0 is alive again"));
-  EXPECT_TRUE(LogHas("worker-0", "reachable again"));
   EXPECT_FALSE(daemons_["ps-0"]->Poll().has_value()) << "ps should still serve";
 }
 
@@ -328,22 +366,43 @@ TEST_F(FaultTest, CoordinatorRestartKeepsTheJobGoing) {
   StartWorker(0);
   StartWorker(1);
   ASSERT_TRUE(WaitUntil([&] { return WorkerAtStep(0, 100) && WorkerAtStep(1, 100); }));
+  const auto before = Status();
+  ASSERT_NE(Member(before, "worker", 0), nullptr);
+  const std::string worker = Member(before, "worker", 0)->address();
+  ASSERT_TRUE(std::filesystem::exists(
+      coordinator::StateFilePath(dir_ + "/coordinator")))
+      << "the coordinator should have saved its state";
   daemons_["coordinator"]->Signal(SIGKILL);
   daemons_["coordinator"]->Wait(absl::Seconds(5));
-  const uint64_t steps_before = 0;
-  // Workers and ps carry on without it, and notice it is gone.
-  ASSERT_TRUE(WaitUntil([&] { return LogHas("worker-0", "coordinator unreachable"); },
-                        absl::Seconds(20)));
+  // The worker's own step, from its Status service, now that no coordinator
+  // collects reports.
+  const double steps_before = Counter(worker, "step");
+  ASSERT_GE(steps_before, 100);
+  // Workers and ps carry on without it.
+  ASSERT_TRUE(WaitUntil([&] { return Counter(worker, "step") > steps_before + 20; },
+                        absl::Seconds(30)))
+      << "worker 0 stopped training without the coordinator";
   const std::string port = coordinator_.substr(coordinator_.rfind(':') + 1);
   daemons_.erase("coordinator");
   StartCoordinator("127.0.0.1:" + port);
-  EXPECT_TRUE(LogHas("coordinator", "restored state"));
+  // Restored from its state file: the members are known before any of them
+  // has had time to register again, and the placement is the one before.
+  {
+    const auto restored = Status();
+    EXPECT_EQ(restored.placement_epoch(), before.placement_epoch());
+    for (const auto& [role, index] :
+         std::vector<std::pair<std::string, int>>{{"ps", 0}, {"worker", 0}, {"worker", 1}}) {
+      const auto* m = Member(restored, role, index);
+      ASSERT_NE(m, nullptr);
+      EXPECT_TRUE(m->registered()) << role << " " << index << " not restored";
+    }
+  }
+  // The worker's heartbeats reach the new coordinator: a report from after the
+  // outage arrives.
+  ASSERT_TRUE(WaitUntil([&] { return WorkerAtStep(0, steps_before + 1); },
+                        absl::Seconds(30)))
+      << "worker 0 never reported to the restarted coordinator";
   ExpectWorkersFinish(2, 0.8);
-  EXPECT_TRUE(LogHas("worker-0", "coordinator unreachable"));
-  EXPECT_TRUE(LogHas("worker-0", "coordinator reachable again"));
-  const auto status = Status();
-  ASSERT_NE(Member(status, "worker", 0), nullptr);
-  EXPECT_GT(Member(status, "worker", 0)->report().step(), steps_before);
 }
 
 TEST_F(FaultTest, SigtermedWorkerPushesWhatItOwesAndExitsZero) {
@@ -356,8 +415,14 @@ TEST_F(FaultTest, SigtermedWorkerPushesWhatItOwesAndExitsZero) {
   const std::optional<int> status = daemons_["worker-0"]->Wait(absl::Seconds(30));
   ASSERT_TRUE(status.has_value());
   EXPECT_EQ(*status, 0) << daemons_["worker-0"]->LogTail(10);
-  EXPECT_TRUE(LogHas("worker-0", "pushing what is owed"));
-  EXPECT_TRUE(LogHas("worker-0", "finished after"));
+  // Its last heartbeat carries its final figures: it finished (flushed, pulled
+  // and evaluated), and every push it counted reached the ps.
+  const auto final_status = Status();
+  const auto* m = Member(final_status, "worker", 0);
+  ASSERT_NE(m, nullptr);
+  EXPECT_TRUE(m->report().finished());
+  EXPECT_GT(m->report().pushes(), 0u);
+  EXPECT_EQ(Counter(ShardAddress(0), "pushes"), m->report().pushes());
 }
 
 }  // namespace

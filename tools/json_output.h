@@ -1,7 +1,5 @@
-// JSON for tools: `psctl status --json`, and the metrics history the launcher
-// saves and `psctl plot --history` reads back. Protobuf's canonical JSON
-// mapping with the .proto field names (snake_case) and zero values printed; NaN
-// (an unknown loss or accuracy) is the string "NaN", as that mapping says.
+// `psctl status --json`'s document. The general JSON helpers (ToJson, FromJson,
+// JsonString; protobuf's canonical mapping) are in common/json.h.
 #ifndef DOWNPOUR_TOOLS_JSON_OUTPUT_H_
 #define DOWNPOUR_TOOLS_JSON_OUTPUT_H_
 
@@ -10,19 +8,17 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "google/protobuf/message.h"
+#include "common/json.h"
 #include "proto/coordinator.pb.h"
 #include "tools/cluster_tables.h"
 
 namespace downpour::tools {
 
-// `message` as indented JSON.
-std::string ToJson(const google::protobuf::Message& message);
-
-// Parses JSON written by ToJson (unknown fields are errors). InvalidArgument
-// names `what` (e.g. the file) and the parser's complaint.
-absl::Status FromJson(const std::string& json, const std::string& what,
-                      google::protobuf::Message* message);
+// ToJson, FromJson and JsonString live in common/json.h; these names keep
+// tools' callers as they were.
+using ::downpour::FromJson;
+using ::downpour::JsonString;
+using ::downpour::ToJson;
 
 // The document `psctl status --json` prints:
 //   {"coordinator": "HOST:PORT", "cluster": {ClusterStatusResponse},
@@ -34,9 +30,6 @@ std::string StatusJson(const std::string& coordinator,
                        const proto::ClusterStatusResponse& cluster,
                        const MemberStatuses& statuses,
                        const std::vector<absl::StatusOr<std::string>>& health);
-
-// `text` as a JSON string literal, quotes included.
-std::string JsonString(const std::string& text);
 
 }  // namespace downpour::tools
 

@@ -11,7 +11,7 @@
 namespace downpour::worker {
 namespace {
 
-spdlog::logger* L() { return Log("gpu"); }
+spdlog::logger* L() { return Log(Logger::kGpu); }
 
 absl::StatusOr<std::unique_ptr<ComputeBackend>> MakeCuda(
     const ComputeSection& compute, const ModelSpec& spec, int max_batch) {

@@ -303,7 +303,7 @@ absl::StatusOr<Dataset> LoadMnistJson(const std::string& dir) {
   out.dim = kMnistDim;
   out.classes = kMnistClasses;
   for (int digit = 0; digit < kMnistClasses; ++digit) {
-    const std::string path = JoinPath(dir, absl::StrCat(digit, ".json"));
+    const std::string path = JoinPath(dir, MnistDigitFile(digit));
     absl::StatusOr<std::string> text = ReadFile(path);
     if (!text.ok()) {
       return ExplainNotFound(

@@ -16,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/config.h"
+#include "common/mnist.h"
 
 namespace downpour::worker {
 
@@ -33,10 +34,6 @@ struct DataSplit {
   Dataset train;
   Dataset test;
 };
-
-// Width and class count of MNIST, and of the synthetic data LoadData makes.
-inline constexpr int kMnistDim = 784;
-inline constexpr int kMnistClasses = 10;
 
 // Reads dir/0.json .. dir/9.json, each `{ "data": [ ... ] }` holding 784 floats
 // per image; the label is the file's digit. Examples come in file order.

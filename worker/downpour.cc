@@ -14,7 +14,7 @@
 namespace downpour::worker {
 namespace {
 
-spdlog::logger* L() { return Log("worker"); }
+spdlog::logger* L() { return Log(Logger::kWorker); }
 
 // Deterministic per (seed, epoch) shuffle of 0..n-1.
 std::vector<int> EpochOrder(int n, uint64_t seed) {

@@ -55,12 +55,12 @@ int main(int argc, char** argv) {
   WritePortFile((*node)->port());
   const int signal = WaitForShutdownSignal((*node)->ended());
   if (signal != 0) {
-    SPDLOG_LOGGER_INFO(Log("worker"),
+    SPDLOG_LOGGER_INFO(Log(Logger::kWorker),
                        "signal {}: pushing what is owed and stopping", signal);
   }
   const absl::Status result = (*node)->Stop();
   if (!result.ok()) {
-    SPDLOG_LOGGER_ERROR(Log("worker"), "{}", std::string(result.message()));
+    SPDLOG_LOGGER_ERROR(Log(Logger::kWorker), "{}", std::string(result.message()));
     return 1;
   }
   return 0;

@@ -85,7 +85,7 @@ absl::Status GrpcPsClient::Refresh(uint64_t seen_epoch) {
   }
   absl::MutexLock lock(&mu_);
   if (placement->epoch() > epoch_) {
-    SPDLOG_LOGGER_INFO(Log("worker"), "placement epoch {}: {} shards",
+    SPDLOG_LOGGER_INFO(Log(Logger::kWorker), "placement epoch {}: {} shards",
                        placement->epoch(), shards.size());
     epoch_ = placement->epoch();
     shards_ = std::move(shards);
@@ -124,7 +124,7 @@ absl::Status GrpcPsClient::WithRetries(
         if (status.ok() || !IsRetryable(status)) return status;
         if (first_failure == absl::InfiniteFuture()) {
           first_failure = clock_->Now();
-          SPDLOG_LOGGER_WARN(Log("worker"), "worker {}: {}; retrying with backoff",
+          SPDLOG_LOGGER_WARN(Log(Logger::kWorker), "worker {}: {}; retrying with backoff",
                              worker_id_, std::string(status.message()));
         }
         counters_->Add("rpc_retries", 1);
@@ -138,7 +138,7 @@ absl::Status GrpcPsClient::WithRetries(
     // How long this worker could not reach the shard: the outage it saw.
     const double outage = absl::ToDoubleSeconds(clock_->Now() - first_failure);
     counters_->Add("outage_seconds", outage);
-    SPDLOG_LOGGER_INFO(Log("worker"),
+    SPDLOG_LOGGER_INFO(Log(Logger::kWorker),
                        "worker {}: ps {} reachable again at {} (placement epoch {}) "
                        "after {:.2f} s",
                        worker_id_, index, shard->address, epoch, outage);

@@ -97,7 +97,7 @@ absl::Status WorkerNode::JoinCluster() {
   const proto::Partition& partition = registered.partition();
   parts_ = std::make_unique<DataParts>(&data_.train, Parts(partition),
                                        partition.num_parts());
-  SPDLOG_LOGGER_INFO(Log("worker"),
+  SPDLOG_LOGGER_INFO(Log(Logger::kWorker),
                      "partition {}/{}: {} training examples on {}",
                      partition.part(), partition.num_parts(),
                      parts_->train()->size(), backend_->device());
@@ -154,7 +154,7 @@ void WorkerNode::ApplyPartition(const proto::Partition& partition) {
   std::shared_ptr<const Dataset> train =
       parts_->Update(now, partition.num_parts());
   if (train == nullptr) return;
-  SPDLOG_LOGGER_INFO(Log("worker"), "data parts now [{}] (were [{}])",
+  SPDLOG_LOGGER_INFO(Log(Logger::kWorker), "data parts now [{}] (were [{}])",
                      absl::StrJoin(now, ", "), absl::StrJoin(was, ", "));
   loop_->ReplaceTrainingData(std::move(train));
 }
@@ -162,7 +162,7 @@ void WorkerNode::ApplyPartition(const proto::Partition& partition) {
 void WorkerNode::OnHeartbeat(const proto::HeartbeatResponse& response) {
   ApplyPartition(response.partition());
   if (response.stop() && !stop_requested_.exchange(true)) {
-    SPDLOG_LOGGER_INFO(Log("worker"), "coordinator says stop: {}",
+    SPDLOG_LOGGER_INFO(Log(Logger::kWorker), "coordinator says stop: {}",
                        response.stop_reason());
     loop_->Stop();
   }
@@ -207,7 +207,7 @@ void WorkerNode::LogProgress() {
   while (!clock_->WaitForNotificationWithTimeout(&ended_, absl::Seconds(5))) {
     const WorkerStats s = stats();
     SPDLOG_LOGGER_INFO(
-        Log("worker"),
+        Log(Logger::kWorker),
         "step {} | {:.0f} examples/s | loss {:.4f} | test accuracy {:.4f}",
         s.step, s.examples_per_sec, s.loss, s.accuracy);
   }

@@ -88,7 +88,7 @@ absl::StatusOr<std::unique_ptr<ComputeBackend>> MakeCudaBackend(
     return absl::Status(backend.status().code(),
                         absl::StrCat(device, ": ", backend.status().message()));
   }
-  SPDLOG_LOGGER_INFO(Log("gpu"),
+  SPDLOG_LOGGER_INFO(Log(Logger::kGpu),
                      "{}: cuBLAS SGEMM backend ready for batches of up to {}",
                      device, max_batch);
   return std::unique_ptr<ComputeBackend>(*std::move(backend));

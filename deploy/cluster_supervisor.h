@@ -1,0 +1,111 @@
+// Runs the daemons of one job as child processes (or over SSH): starts them in
+// order, watches them, shows progress, and stops them in order. The launcher's
+// RunCluster (deploy/launcher_lib.h) drives one of these and turns what it saw
+// into a LaunchSummary (deploy/launch_summary.h).
+//
+//   ClusterSupervisor supervisor(config, options);
+//   absl::Status status = supervisor.Start();
+//   if (status.ok()) status = supervisor.Watch();   // until the workers exit
+//   supervisor.Stop([&] { /* the coordinator still answers here */ });
+#ifndef DOWNPOUR_DEPLOY_CLUSTER_SUPERVISOR_H_
+#define DOWNPOUR_DEPLOY_CLUSTER_SUPERVISOR_H_
+
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "common/config.h"
+#include "deploy/daemon_process.h"
+#include "deploy/launch_summary.h"
+#include "deploy/launch_options.h"
+#include "deploy/progress_line.h"
+
+namespace downpour {
+
+// Not thread-safe: one thread calls Start, Watch and Stop in that order.
+class ClusterSupervisor {
+ public:
+  // Keeps references to both; they must outlive the supervisor.
+  ClusterSupervisor(const Config& config, const LaunchOptions& options);
+  ~ClusterSupervisor();  // kills (SIGKILL) daemons still running
+
+  ClusterSupervisor(const ClusterSupervisor&) = delete;
+  ClusterSupervisor& operator=(const ClusterSupervisor&) = delete;
+
+  // Starts the coordinator and waits until it listens (it writes its bound
+  // port to <run_dir>/coordinator.port; SSH mode: until it answers at its
+  // fixed address), then every ps and worker, pointed at it. Aborted (name,
+  // exit status, log tail) when the coordinator exits first; DeadlineExceeded
+  // when it does not listen within options.startup_timeout; the error of a
+  // daemon that cannot be started.
+  absl::Status Start();
+
+  // Polls the daemons and, every options.progress_period, the coordinator's
+  // ClusterStatus (progress line, accuracy mark), until every worker has exited
+  // (OK) or options.interrupted() (OK; interrupted() is then true). Aborted
+  // naming the daemon when a worker exits non-zero or a ps or the coordinator
+  // exits at all.
+  absl::Status Watch();
+
+  // Stops workers (they push what they owe), then ps (final checkpoint), then
+  // the coordinator; `before_coordinator` runs just before that (the
+  // coordinator still answers). Ends the progress line first.
+  void Stop(const std::function<void()>& before_coordinator = nullptr);
+
+  // Aborted naming the first ps that exited non-zero (after Stop), else OK.
+  absl::Status PsExitStatus();
+
+  // The coordinator's address once Start has it, else "".
+  const std::string& coordinator_address() const { return coordinator_address_; }
+  // What Watch saw last.
+  const std::vector<WorkerResult>& workers() const { return latest_; }
+  const std::string& stop_reason() const { return stop_reason_; }
+  double seconds_to_mark() const { return seconds_to_mark_; }
+  bool interrupted() const { return interrupted_; }
+  // Seconds since Start began, on options.clock.
+  double elapsed_seconds() const;
+  // Progress output (nothing when options.out is null).
+  void Event(const std::string& text);
+
+ private:
+  class Progress;
+
+  absl::StatusOr<std::unique_ptr<DaemonProcess>> Launch(const std::string& name,
+                                                        const std::string& binary,
+                                                        const std::string& address,
+                                                        std::vector<std::string> args);
+  absl::Status StartCoordinator();
+  absl::Status WaitForRemoteCoordinator();
+  // Aborted for the first daemon that ended when it should not have; counts
+  // the workers still running.
+  absl::Status CheckDaemons(int* running);
+  // Asks the coordinator for the figures (again, if the last answer matters).
+  void PollCoordinator(int running);
+  std::string Dead(DaemonProcess& process, int status) const;
+
+  const Config& config_;
+  const LaunchOptions& options_;
+  Clock* const clock_;
+  const absl::Time start_;
+  std::unique_ptr<Progress> progress_;
+
+  std::unique_ptr<DaemonProcess> coordinator_;
+  std::vector<std::unique_ptr<DaemonProcess>> ps_;
+  std::vector<std::unique_ptr<DaemonProcess>> workers_;
+  std::string coordinator_address_;
+
+  std::vector<WorkerResult> latest_;
+  std::string stop_reason_;
+  double seconds_to_mark_ = -1;
+  bool interrupted_ = false;
+};
+
+}  // namespace downpour
+
+#endif  // DOWNPOUR_DEPLOY_CLUSTER_SUPERVISOR_H_

@@ -1,0 +1,117 @@
+// The launcher's summary: figures from the coordinator, text and JSON.
+#include "deploy/launch_summary.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/file_util.h"
+#include "common/json.h"
+
+namespace downpour {
+namespace {
+
+std::string Num(double v, int precision) {
+  return std::isnan(v) ? "    -   " : absl::StrFormat("%.*f", precision, v);
+}
+
+const char* Bool(bool b) { return b ? "true" : "false"; }
+
+}  // namespace
+
+std::vector<WorkerResult> WorkerResults(const proto::ClusterStatusResponse& status) {
+  std::vector<WorkerResult> workers;
+  for (const proto::MemberStatus& m : status.members()) {
+    if (m.role() != "worker") continue;
+    const proto::MemberReport& r = m.report();
+    // Before its first report a worker's figures are proto defaults, not zeros.
+    const bool reported = r.step() > 0 || r.finished();
+    workers.push_back({m.index(), static_cast<int64_t>(r.step()),
+                       static_cast<int64_t>(r.examples()), r.examples_per_sec(),
+                       reported ? r.loss() : NAN, reported ? r.accuracy() : NAN,
+                       r.finished()});
+  }
+  return workers;
+}
+
+void AddWorkerResults(std::vector<WorkerResult> workers, LaunchSummary* summary) {
+  summary->workers = std::move(workers);
+  summary->steps = 0;
+  summary->examples = 0;
+  summary->examples_per_sec = 0;
+  double accuracy_sum = 0;
+  int evaluated = 0;
+  for (const WorkerResult& w : summary->workers) {
+    summary->steps += w.step;
+    summary->examples += w.examples;
+    summary->examples_per_sec += w.examples_per_sec;
+    if (w.finished && !std::isnan(w.accuracy)) {
+      accuracy_sum += w.accuracy;
+      ++evaluated;
+    }
+  }
+  summary->final_accuracy = evaluated > 0 ? accuracy_sum / evaluated : NAN;
+}
+
+std::string FormatSummary(const LaunchSummary& s) {
+  std::string out = "\n";
+  absl::StrAppendFormat(&out, "%s\n",
+                        s.interrupted ? "Training interrupted." : "Training done.");
+  if (!s.stop_reason.empty()) {
+    absl::StrAppendFormat(&out, "  why it stopped:       %s\n", s.stop_reason);
+  }
+  absl::StrAppendFormat(&out,
+                        "  final test accuracy:  %s (mean of the workers' "
+                        "evaluations of the final parameters)\n",
+                        Num(s.final_accuracy, 4));
+  if (s.seconds_to_mark >= 0) {
+    absl::StrAppendFormat(&out, "  reached %.2f after:   %.1f s\n", s.accuracy_mark,
+                          s.seconds_to_mark);
+  } else {
+    absl::StrAppendFormat(&out, "  reached %.2f:         never\n", s.accuracy_mark);
+  }
+  absl::StrAppendFormat(&out, "  steps (all workers):  %d\n", s.steps);
+  absl::StrAppendFormat(&out, "  examples/s (cluster): %.0f\n", s.examples_per_sec);
+  absl::StrAppendFormat(&out, "  wall time:            %.1f s\n", s.seconds);
+  absl::StrAppendFormat(&out, "  logs:                 %s\n", s.log_dir);
+  absl::StrAppendFormat(&out, "  checkpoints:          %s\n", s.checkpoint_dir);
+  absl::StrAppendFormat(&out, "  summary:              %s\n", s.summary_path);
+  if (!s.history_path.empty()) {
+    absl::StrAppendFormat(&out, "  metrics history:      %s\n", s.history_path);
+    absl::StrAppendFormat(&out, "  training curves:      %s (open in a browser)\n",
+                          s.plot_path);
+  }
+  return out;
+}
+
+std::string SummaryJson(const LaunchSummary& s) {
+  std::vector<std::string> workers;
+  for (const WorkerResult& w : s.workers) {
+    workers.push_back(absl::StrCat(
+        "    {\"index\": ", w.index, ", \"steps\": ", w.step,
+        ", \"examples\": ", w.examples,
+        ", \"examples_per_sec\": ", JsonNumber(w.examples_per_sec),
+        ", \"loss\": ", JsonNumber(w.loss), ", \"accuracy\": ", JsonNumber(w.accuracy),
+        ", \"finished\": ", Bool(w.finished), "}"));
+  }
+  return absl::StrCat(
+      "{\n  \"accuracy\": ", JsonNumber(s.final_accuracy),
+      ",\n  \"steps\": ", s.steps,
+      ",\n  \"seconds\": ", JsonNumber(s.seconds),
+      ",\n  \"examples_per_sec\": ", JsonNumber(s.examples_per_sec),
+      ",\n  \"seconds_to_accuracy_mark\": ",
+      s.seconds_to_mark >= 0 ? JsonNumber(s.seconds_to_mark) : "null",
+      ",\n  \"accuracy_mark\": ", JsonNumber(s.accuracy_mark),
+      ",\n  \"stop_reason\": ", JsonString(s.stop_reason),
+      ",\n  \"interrupted\": ", Bool(s.interrupted),
+      ",\n  \"log_dir\": ", JsonString(s.log_dir),
+      ",\n  \"checkpoint_dir\": ", JsonString(s.checkpoint_dir),
+      ",\n  \"history\": ", JsonString(s.history_path),
+      ",\n  \"plot\": ", JsonString(s.plot_path),
+      ",\n  \"workers\": [\n", absl::StrJoin(workers, ",\n"), "\n  ]\n}\n");
+}
+
+absl::Status WriteSummary(const LaunchSummary& summary) {
+  return WriteFileAtomically(summary.summary_path, SummaryJson(summary));
+}
+
+}  // namespace downpour

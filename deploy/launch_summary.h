@@ -1,0 +1,75 @@
+// What a launcher run reports at its end: the figures (LaunchSummary), built
+// from the coordinator's last ClusterStatus, and their two renderings, the
+// closing lines on the terminal and summary.json.
+//
+//   LaunchSummary summary;
+//   AddWorkerResults(WorkerResults(cluster_status), &summary);
+//   std::fputs(FormatSummary(summary).c_str(), stdout);
+//   RETURN_IF_ERROR(WriteSummary(summary));  // summary.summary_path
+#ifndef DOWNPOUR_DEPLOY_LAUNCH_SUMMARY_H_
+#define DOWNPOUR_DEPLOY_LAUNCH_SUMMARY_H_
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "proto/coordinator.pb.h"
+
+namespace downpour {
+
+// One worker's figures as the coordinator last saw them.
+struct WorkerResult {
+  int index = 0;
+  int64_t step = 0;
+  int64_t examples = 0;
+  double examples_per_sec = 0;
+  double loss = NAN;      // NaN until its first report
+  double accuracy = NAN;  // NaN until its first report
+  bool finished = false;
+};
+
+struct LaunchSummary {
+  // Mean over the workers of their test accuracy on the final parameters (each
+  // pulls them after its last push and evaluates the whole test split).
+  double final_accuracy = NAN;
+  int64_t steps = 0;            // over all workers
+  int64_t examples = 0;
+  double seconds = 0;           // wall time from the first start to the end
+  double examples_per_sec = 0;  // examples / training seconds, whole cluster
+  double seconds_to_mark = -1;  // when accuracy_mark was first reached; -1: never
+  double accuracy_mark = 0.95;
+  std::string stop_reason;
+  std::vector<WorkerResult> workers;
+  std::string log_dir;
+  std::string checkpoint_dir;
+  std::string summary_path;
+  // The coordinator's metrics history (JSON, for `psctl plot --history`) and
+  // the training curves drawn from it (SVG), next to summary.json; "" when the
+  // coordinator could not be asked for it.
+  std::string history_path;
+  std::string plot_path;
+  bool interrupted = false;
+};
+
+// The workers of a ClusterStatus, in its order.
+std::vector<WorkerResult> WorkerResults(const proto::ClusterStatusResponse& status);
+
+// Sets summary->workers and the totals over them: steps, examples,
+// examples_per_sec, and final_accuracy (the mean over finished workers with an
+// accuracy; NaN when there is none).
+void AddWorkerResults(std::vector<WorkerResult> workers, LaunchSummary* summary);
+
+// The closing lines the launcher prints.
+std::string FormatSummary(const LaunchSummary& summary);
+
+// summary.json's content: the figures, with null for unknown numbers.
+std::string SummaryJson(const LaunchSummary& summary);
+
+// Writes SummaryJson to summary.summary_path, atomically.
+absl::Status WriteSummary(const LaunchSummary& summary);
+
+}  // namespace downpour
+
+#endif  // DOWNPOUR_DEPLOY_LAUNCH_SUMMARY_H_

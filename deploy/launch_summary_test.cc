@@ -1,0 +1,117 @@
+#include "deploy/launch_summary.h"
+
+#include <cmath>
+#include <cstdlib>
+
+#include "common/file_util.h"
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace downpour {
+namespace {
+
+using ::downpour::testing::IsOk;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+proto::MemberStatus* AddMember(proto::ClusterStatusResponse* status,
+                               const std::string& role, int index) {
+  proto::MemberStatus* m = status->add_members();
+  m->set_role(role);
+  m->set_index(index);
+  return m;
+}
+
+TEST(WorkerResultsTest, WorkersOnlyAndUnknownBeforeTheFirstReport) {
+  proto::ClusterStatusResponse status;
+  AddMember(&status, "ps", 0)->mutable_report()->set_step(99);
+  proto::MemberStatus* trained = AddMember(&status, "worker", 0);
+  trained->mutable_report()->set_step(10);
+  trained->mutable_report()->set_examples(640);
+  trained->mutable_report()->set_loss(0.5);
+  trained->mutable_report()->set_accuracy(0.9);
+  AddMember(&status, "worker", 1);  // registered, no report yet
+  const std::vector<WorkerResult> workers = WorkerResults(status);
+  ASSERT_EQ(workers.size(), 2u);
+  EXPECT_EQ(workers[0].step, 10);
+  EXPECT_EQ(workers[0].examples, 640);
+  EXPECT_DOUBLE_EQ(workers[0].accuracy, 0.9);
+  EXPECT_EQ(workers[1].index, 1);
+  EXPECT_TRUE(std::isnan(workers[1].loss));
+  EXPECT_TRUE(std::isnan(workers[1].accuracy));
+}
+
+TEST(AddWorkerResultsTest, TotalsAndMeanAccuracyOfFinishedWorkers) {
+  LaunchSummary summary;
+  AddWorkerResults({{0, 100, 6400, 1000, 0.1, 0.9, true},
+                    {1, 50, 3200, 500, 0.2, 0.8, true},
+                    {2, 7, 448, 30, 0.3, 0.1, false}},  // still training: no vote
+                   &summary);
+  EXPECT_EQ(summary.workers.size(), 3u);
+  EXPECT_EQ(summary.steps, 157);
+  EXPECT_EQ(summary.examples, 10048);
+  EXPECT_DOUBLE_EQ(summary.examples_per_sec, 1530);
+  EXPECT_DOUBLE_EQ(summary.final_accuracy, 0.85);
+  AddWorkerResults({{0, 1, 1, 1, NAN, NAN, false}}, &summary);
+  EXPECT_TRUE(std::isnan(summary.final_accuracy));
+  EXPECT_EQ(summary.steps, 1);
+}
+
+LaunchSummary Example() {
+  LaunchSummary s;
+  AddWorkerResults({{0, 100, 6400, 1000, 0.125, 0.9, true},
+                    {1, 3, 192, 10, NAN, NAN, false}},
+                   &s);
+  s.seconds = 12.5;
+  s.stop_reason = "every worker finished \"nicely\"\n";
+  s.log_dir = "/run/logs";
+  s.checkpoint_dir = "/run/ckpt";
+  s.summary_path = "/run/summary.json";
+  return s;
+}
+
+TEST(SummaryJsonTest, FiguresWithNullForUnknownAndEscapedText) {
+  const std::string json = SummaryJson(Example());
+  EXPECT_THAT(json, HasSubstr("\"accuracy\": 0.9,"));
+  EXPECT_THAT(json, HasSubstr("\"steps\": 103,"));
+  EXPECT_THAT(json, HasSubstr("\"seconds\": 12.5,"));
+  EXPECT_THAT(json, HasSubstr("\"seconds_to_accuracy_mark\": null,"));
+  EXPECT_THAT(json, HasSubstr("\"accuracy_mark\": 0.95,"));
+  EXPECT_THAT(json,
+              HasSubstr("\"stop_reason\": \"every worker finished \\\"nicely\\\"\\n\","));
+  EXPECT_THAT(json, HasSubstr("\"interrupted\": false,"));
+  EXPECT_THAT(json, HasSubstr("\"history\": \"\","));
+  EXPECT_THAT(json, HasSubstr("{\"index\": 0, \"steps\": 100, \"examples\": 6400, "
+                              "\"examples_per_sec\": 1000, \"loss\": 0.125, "
+                              "\"accuracy\": 0.9, \"finished\": true}"));
+  EXPECT_THAT(json, HasSubstr("\"loss\": null, \"accuracy\": null, \"finished\": false}"));
+}
+
+TEST(FormatSummaryTest, NamesEveryFigureAndWhereThingsAre) {
+  LaunchSummary s = Example();
+  std::string text = FormatSummary(s);
+  EXPECT_THAT(text, HasSubstr("Training done."));
+  EXPECT_THAT(text, HasSubstr("final test accuracy:  0.9000"));
+  EXPECT_THAT(text, HasSubstr("reached 0.95:         never"));
+  EXPECT_THAT(text, HasSubstr("steps (all workers):  103"));
+  EXPECT_THAT(text, HasSubstr("checkpoints:          /run/ckpt"));
+  EXPECT_THAT(text, Not(HasSubstr("metrics history")));
+  s.interrupted = true;
+  s.seconds_to_mark = 4.25;
+  s.history_path = "/run/history.json";
+  text = FormatSummary(s);
+  EXPECT_THAT(text, HasSubstr("Training interrupted."));
+  EXPECT_THAT(text, HasSubstr("reached 0.95 after:   4.2 s"));
+  EXPECT_THAT(text, HasSubstr("metrics history:      /run/history.json"));
+}
+
+TEST(WriteSummaryTest, WritesTheJsonToSummaryPath) {
+  LaunchSummary s = Example();
+  s.summary_path = std::string(std::getenv("TEST_TMPDIR")) + "/run/summary.json";
+  ASSERT_THAT(WriteSummary(s), IsOk());
+  EXPECT_EQ(ReadFile(s.summary_path).value_or(""), SummaryJson(s));
+}
+
+}  // namespace
+}  // namespace downpour
