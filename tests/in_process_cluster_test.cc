@@ -161,7 +161,7 @@ INSTANTIATE_TEST_SUITE_P(
 // after heartbeat.timeout_s the coordinator hands its shard to the standby,
 // which loads that checkpoint, and the worker trains on to the end.
 TEST(InProcessStandbyTest, StandbyTakesOverAStoppedShard) {
-  Config config = SmallJob(1, 1, 1, /*epochs=*/20);
+  Config config = SmallJob(1, 1, 1, /*epochs=*/40);
   config.heartbeat.timeout_s = 1;
   config.rpc.deadline_s = 1;
   absl::StatusOr<std::unique_ptr<InProcessCluster>> started =
@@ -170,7 +170,7 @@ TEST(InProcessStandbyTest, StandbyTakesOverAStoppedShard) {
   InProcessCluster& cluster = **started;
   ASSERT_EQ(cluster.num_standbys(), 1);
 
-  // In the middle of training (20 epochs are ~630 steps).
+  // In the middle of training (40 epochs are 1280 steps).
   ASSERT_TRUE(WaitUntil([&] { return cluster.worker(0).stats().step >= 20; },
                         kDeadline));
   ASSERT_FALSE(cluster.worker(0).ended()->HasBeenNotified());
@@ -200,7 +200,7 @@ TEST(InProcessStandbyTest, StandbyTakesOverAStoppedShard) {
   const proto::MemberStatus* w = Member(*status, "worker", 0);
   ASSERT_NE(w, nullptr);
   EXPECT_TRUE(w->report().finished());
-  EXPECT_EQ(w->report().step(), 20 * ((1000 + 31) / 32));
+  EXPECT_EQ(w->report().step(), 40 * ((1000 + 31) / 32));
   // The standby applied pushes after taking over, on top of the checkpoint.
   EXPECT_GT(PsCounters(cluster.standby(0).address())["pushes"], 0);
   EXPECT_THAT(cluster.Stop(), IsOk());
