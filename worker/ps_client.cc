@@ -121,6 +121,12 @@ absl::Status GrpcPsClient::WithRetries(
       [&]() -> absl::Status {
         absl::Status status =
             FromGrpcStatus(call(*shard, epoch), absl::StrCat(what, " ", target));
+        // A ps shutting down in order cancels the calls it has not served yet:
+        // for us that is an unreachable ps. Retrying is safe: a push that was
+        // applied after all comes back as a duplicate (its sequence number).
+        if (status.code() == absl::StatusCode::kCancelled) {
+          status = absl::UnavailableError(status.message());
+        }
         if (status.ok() || !IsRetryable(status)) return status;
         if (first_failure == absl::InfiniteFuture()) {
           first_failure = clock_->Now();
