@@ -41,7 +41,7 @@
 #include "worker/cuda/sgemm_timer.h"
 #include "worker/dataset.h"
 #include "worker/downpour.h"
-#include "worker/ps_client.h"
+#include "worker/grpc_ps_client.h"
 
 ABSL_FLAG(int, gpu, 0, "which GPU");
 ABSL_FLAG(std::string, batches, "64,256", "batch sizes to measure");

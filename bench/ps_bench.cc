@@ -46,7 +46,7 @@
 #include "worker/cpu/cpu_backend.h"
 #include "worker/dataset.h"
 #include "worker/downpour.h"
-#include "worker/ps_client.h"
+#include "worker/grpc_ps_client.h"
 
 ABSL_FLAG(std::string, sections, "transport,apply,worker",
           "which sections to run: transport, apply, worker");

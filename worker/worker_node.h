@@ -35,7 +35,7 @@
 #include "worker/data_parts.h"
 #include "worker/dataset.h"
 #include "worker/downpour.h"
-#include "worker/ps_client.h"
+#include "worker/grpc_ps_client.h"
 
 namespace downpour::worker {
 

@@ -4,7 +4,7 @@
 // one shard go in order, one at a time, which keeps exactly-once sequencing
 // simple. mu_ guards only the placement and the push lanes; it is never held
 // across an RPC or a backoff sleep.
-#include "worker/ps_client.h"
+#include "worker/grpc_ps_client.h"
 
 #include <cstring>
 #include <thread>

@@ -3,7 +3,7 @@
 // after its ack came too late is applied once, pushes from many threads are
 // each applied once, and a shard that is gone makes a push give up after
 // rpc.connect_timeout_s.
-#include "worker/ps_client.h"
+#include "worker/grpc_ps_client.h"
 
 #include <memory>
 #include <thread>
