@@ -10,6 +10,7 @@
 
 #include "common/testing/status_matchers.h"
 #include "coordinator/coordinator_node.h"
+#include "coordinator/test_config.h"
 #include "gtest/gtest.h"
 
 namespace downpour::coordinator {
@@ -19,15 +20,7 @@ using ::downpour::testing::IsOk;
 using ::downpour::testing::StatusIs;
 using ::testing::HasSubstr;
 
-Config TestConfig() {
-  Config config;
-  config.cluster.ps = {"127.0.0.1:1", "127.0.0.1:2"};
-  config.cluster.workers = {"127.0.0.1:3"};
-  config.coordinator.state_dir = "";
-  config.rpc.deadline_s = 5;
-  config.rpc.connect_timeout_s = 10;
-  return config;
-}
+Config TestConfig() { return TestClusterConfig(/*num_ps=*/2, /*num_workers=*/1); }
 
 // A loopback port that was bound and closed again: nothing listens there.
 int ClosedPort() {

@@ -9,6 +9,7 @@
 #include "common/testing/fake_clock.h"
 #include "common/testing/status_matchers.h"
 #include "coordinator/coordinator_client.h"
+#include "coordinator/test_config.h"
 #include "gtest/gtest.h"
 
 namespace downpour::coordinator {
@@ -18,14 +19,9 @@ using ::downpour::testing::IsOk;
 using ::testing::HasSubstr;
 
 Config TestConfig() {
-  Config config;
-  config.cluster.ps = {"127.0.0.1:1"};
-  config.cluster.workers = {"127.0.0.1:2"};
-  config.coordinator.state_dir = "";
+  Config config = TestClusterConfig();
   config.heartbeat.interval_s = 0.5;
   config.heartbeat.timeout_s = 3;
-  config.rpc.deadline_s = 5;
-  config.rpc.connect_timeout_s = 10;
   return config;
 }
 

@@ -4,6 +4,7 @@
 #include "coordinator/coordinator_service.h"
 
 #include "common/testing/status_matchers.h"
+#include "coordinator/test_config.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 
@@ -12,13 +13,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-Config TestConfig() {
-  Config config;
-  config.cluster.ps = {"127.0.0.1:1"};
-  config.cluster.workers = {"127.0.0.1:2"};
-  config.coordinator.state_dir = "";
-  return config;
-}
+Config TestConfig() { return TestClusterConfig(); }
 
 // A CoordinatorService with or without its history and model, served
 // in-process.

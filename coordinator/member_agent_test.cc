@@ -10,6 +10,7 @@
 #include "common/testing/status_matchers.h"
 #include "coordinator/coordinator_client.h"
 #include "coordinator/coordinator_node.h"
+#include "coordinator/test_config.h"
 #include "gtest/gtest.h"
 
 namespace downpour::coordinator {
@@ -18,12 +19,8 @@ namespace {
 using ::downpour::testing::IsOk;
 
 Config TestConfig() {
-  Config config;
-  config.cluster.ps = {"127.0.0.1:1"};
-  config.cluster.workers = {"127.0.0.1:2"};
-  config.coordinator.state_dir = "";  // a restart forgets every member
+  Config config = TestClusterConfig();
   config.rpc.deadline_s = 2;
-  config.rpc.connect_timeout_s = 10;
   return config;
 }
 
