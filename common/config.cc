@@ -80,6 +80,8 @@ std::vector<ConfigField> TrainingFields(TrainingSection* t) {
       IntField("training.batch_size", &t->batch_size, AtLeast(1)),
       IntField("training.n_fetch", &t->n_fetch, AtLeast(1)),
       IntField("training.n_push", &t->n_push, AtLeast(1)),
+      IntField("training.max_pushes_in_flight", &t->max_pushes_in_flight,
+               AtLeast(1)),
       EnumField("training.consistency", &t->consistency,
                 {"async", "ssp", "bsp"}),
       IntField("training.max_staleness", &t->max_staleness, AtLeast(0)),

@@ -81,6 +81,9 @@ struct TrainingSection {
   int batch_size = 64;  // examples per step, >= 1
   int n_fetch = 1;      // pull fresh parameters every n_fetch steps, >= 1
   int n_push = 1;       // push the accumulated gradient every n_push steps, >= 1
+  // Pushes a worker may have in flight at once; when that many are, its compute
+  // thread waits for one to be acknowledged (backpressure). >= 1, default 1.
+  int max_pushes_in_flight = 1;
   // "async" (Downpour), "ssp" (bounded staleness) or "bsp". Default "async".
   std::string consistency = "async";
   int max_staleness = 0;  // ssp only: largest allowed version lag, >= 0

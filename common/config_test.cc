@@ -93,6 +93,7 @@ training:
   batch_size: 32
   n_fetch: 5
   n_push: 3
+  max_pushes_in_flight: 2
   consistency: async
   max_staleness: 4
   epochs: 0
@@ -139,6 +140,7 @@ logging:
   EXPECT_EQ(c.training.batch_size, 32);
   EXPECT_EQ(c.training.n_fetch, 5);
   EXPECT_EQ(c.training.n_push, 3);
+  EXPECT_EQ(c.training.max_pushes_in_flight, 2);
   EXPECT_EQ(c.training.consistency, "async");
   EXPECT_EQ(c.training.max_staleness, 4);
   EXPECT_EQ(c.training.epochs, 0);
@@ -166,7 +168,8 @@ TEST(ConfigTest, UnknownKeyNamesLineKeyAndAllowedKeys) {
           "model:\n  type: mlp\ntraining:\n  batch_size: 8\n  batchsize: 3\n"),
       StatusIs(absl::StatusCode::kInvalidArgument,
                "cfg.yaml:5: unknown key 'training.batchsize'; allowed keys in "
-               "'training': batch_size, n_fetch, n_push, consistency, "
+               "'training': batch_size, n_fetch, n_push, max_pushes_in_flight, "
+               "consistency, "
                "max_staleness, epochs, steps, target_accuracy, "
                "eval_every_steps, seed (did you mean 'batch_size'?)"));
   ExpectAllFail({
@@ -250,6 +253,8 @@ TEST(ConfigTest, ImpossibleValuesNameTheRange) {
        "cfg.yaml:2: training.batch_size must be >= 1, got 0"},
       {"training:\n  n_fetch: -1\n", "training.n_fetch must be >= 1, got -1"},
       {"training:\n  n_push: 0\n", "training.n_push must be >= 1, got 0"},
+      {"training:\n  max_pushes_in_flight: 0\n",
+       "cfg.yaml:2: training.max_pushes_in_flight must be >= 1, got 0"},
       {"training:\n  batch_size: 99999999999\n",
        "training.batch_size must be in 1..2147483647, got 99999999999"},
       {"training:\n  max_staleness: -2\n",

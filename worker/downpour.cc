@@ -88,24 +88,38 @@ void DownpourLoop::FetchThread() {
 }
 
 void DownpourLoop::PushThread() {
-  std::vector<float> buffer(spec_.num_params());
-  std::vector<uint64_t> versions;
   while (true) {
+    PushJob job;
     {
       absl::MutexLock lock(&comm_mu_);
       comm_mu_.Await(absl::Condition(
           +[](DownpourLoop* self) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-            return self->push_pending_ || self->comm_done_;
+            return !self->outbox_.empty() || self->comm_done_ ||
+                   !self->error_.ok();
           },
           this));
-      if (!push_pending_) return;  // done and nothing owed
-      std::swap(buffer, outbox_);
-      versions = outbox_versions_;
+      // Flush queues the last push before comm_done_, so an empty outbox
+      // means done.
+      if (!error_.ok() || outbox_.empty()) return;
+      job = std::move(outbox_.front());
+      outbox_.pop_front();
     }
-    absl::Status status = client_->Push(buffer.data(), versions);
+    double staleness = 0;
+    absl::Status status = client_->Push(job.grad.data(), job.versions, &staleness);
+    if (status.ok()) {
+      // Counted before the push leaves the in-flight count, so that once
+      // Flush sees none in flight the figures include every ack.
+      absl::MutexLock lock(&stats_mu_);
+      ++stats_.pushes;
+      stats_.pushed_steps += job.steps;
+      stats_.examples +=
+          static_cast<int64_t>(job.steps) * options_.training.batch_size;
+      staleness_sum_ += staleness;
+      stats_.mean_staleness = staleness_sum_ / stats_.pushes;
+    }
     absl::MutexLock lock(&comm_mu_);
-    std::swap(buffer, outbox_);  // give the buffer back for reuse
-    push_pending_ = false;
+    --pushes_in_flight_;
+    spare_.push_back(std::move(job.grad));
     if (!status.ok()) {
       if (error_.ok()) error_ = status;
       return;
@@ -124,32 +138,50 @@ void DownpourLoop::MaybeSwapParams() {
   ++stats_.pulls;
 }
 
-void DownpourLoop::ScaleLaggingGradient() {
-  const int n_push = options_.training.n_push;
-  if (accum_steps_ <= n_push) return;
-  // The network lagged and this gradient sums more steps than n_push, all
-  // computed on parameters that are older for it. Scale it to n_push steps'
-  // worth (staleness-aware scaling, as in Zhang et al., IJCAI 2016): summing
-  // them in full made async training diverge in our runs.
-  const float scale = static_cast<float>(n_push) / accum_steps_;
-  for (float& g : accum_) g *= scale;
-}
-
-void DownpourLoop::HandOffGradient() {
+bool DownpourLoop::HandOffGradient() {
+  const absl::Time begin = absl::Now();
+  PushJob job;
   {
     absl::MutexLock lock(&comm_mu_);
-    if (push_pending_) return;  // still sending the last one: keep accumulating
-    ScaleLaggingGradient();
-    if (outbox_.size() != accum_.size()) outbox_.resize(accum_.size());
-    std::swap(accum_, outbox_);
-    outbox_versions_ = accum_versions_;
-    push_pending_ = true;
+    // Backpressure: with the pipeline full, compute waits for an ack rather
+    // than summing more steps into a later push.
+    comm_mu_.Await(absl::Condition(
+        +[](DownpourLoop* self) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+          return self->pushes_in_flight_ <
+                     self->options_.training.max_pushes_in_flight ||
+                 !self->error_.ok();
+        },
+        this));
+    if (!error_.ok()) return false;
+    if (!spare_.empty()) {
+      job.grad = std::move(spare_.back());
+      spare_.pop_back();
+    }
   }
+  {
+    absl::MutexLock lock(&stats_mu_);
+    wait_push_time_ += absl::Now() - begin;
+  }
+  job.grad.resize(accum_.size());
+  std::swap(job.grad, accum_);
   std::fill(accum_.begin(), accum_.end(), 0.0f);
-  absl::MutexLock stats(&stats_mu_);
-  ++stats_.pushes;
-  stats_.pushed_steps += accum_steps_;
+  job.versions = accum_versions_;
+  job.steps = accum_steps_;
   accum_steps_ = 0;
+  absl::MutexLock lock(&comm_mu_);
+  outbox_.push_back(std::move(job));
+  ++pushes_in_flight_;
+  return true;
+}
+
+void DownpourLoop::UpdateRates() {
+  absl::MutexLock lock(&stats_mu_);
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start_);
+  if (seconds <= 0) return;
+  stats_.examples_per_sec = stats_.examples / seconds;
+  stats_.share_compute = absl::ToDoubleSeconds(compute_time_) / seconds;
+  stats_.share_wait_pull = absl::ToDoubleSeconds(wait_pull_time_) / seconds;
+  stats_.share_wait_push = absl::ToDoubleSeconds(wait_push_time_) / seconds;
 }
 
 void DownpourLoop::FillBatch(const std::vector<int>& order, int64_t cursor, float* x,
@@ -195,7 +227,8 @@ absl::Status DownpourLoop::Step(int64_t step, const std::vector<int>& order,
   }
   absl::MutexLock lock(&stats_mu_);
   stats_.step = step + 1;
-  stats_.examples += batch;
+  // Communication off: the step's gradient was applied right here.
+  if (options_.no_communication) stats_.examples += batch;
   stats_.loss = std::isnan(stats_.loss) ? loss : 0.95 * stats_.loss + 0.05 * loss;
   return absl::OkStatus();
 }
@@ -214,25 +247,24 @@ absl::Status DownpourLoop::Evaluate(const float* params) {
 
 absl::Status DownpourLoop::Flush() {
   if (options_.no_communication) return absl::OkStatus();
-  // Wait for the push in flight, then send what is left, then stop the threads.
-  absl::MutexLock lock(&comm_mu_);
-  comm_mu_.Await(absl::Condition(
-      +[](DownpourLoop* self) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        return !self->push_pending_ || !self->error_.ok();
-      },
-      this));
-  if (accum_steps_ > 0 && error_.ok()) {
-    ScaleLaggingGradient();
-    std::swap(accum_, outbox_);
-    outbox_versions_ = accum_versions_;
-    push_pending_ = true;
-    absl::MutexLock stats(&stats_mu_);
-    ++stats_.pushes;
-    stats_.pushed_steps += accum_steps_;
-    accum_steps_ = 0;
+  // Send what is owed, wait until every push is acknowledged, then stop the
+  // threads.
+  if (accum_steps_ > 0) HandOffGradient();
+  const absl::Time begin = absl::Now();
+  absl::Status status;
+  {
+    absl::MutexLock lock(&comm_mu_);
+    comm_mu_.Await(absl::Condition(
+        +[](DownpourLoop* self) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+          return self->pushes_in_flight_ == 0 || !self->error_.ok();
+        },
+        this));
+    comm_done_ = true;
+    status = error_;
   }
-  comm_done_ = true;
-  return error_;
+  absl::MutexLock lock(&stats_mu_);
+  wait_push_time_ += absl::Now() - begin;
+  return status;
 }
 
 absl::Status DownpourLoop::Run() {
@@ -250,22 +282,33 @@ absl::Status DownpourLoop::Run() {
     return absl::FailedPreconditionError(absl::StrCat(
         "worker ", options_.worker_index, " has no training examples in its partition"));
   }
+  absl::Time begin = absl::Now();
+  {
+    absl::MutexLock lock(&stats_mu_);
+    start_ = begin;
+  }
   RETURN_IF_ERROR(client_->Pull(params_.data(), &versions_));
   ParamsChanged();
+  {
+    absl::MutexLock lock(&stats_mu_);
+    wait_pull_time_ += absl::Now() - begin;
+  }
   {
     absl::MutexLock lock(&comm_mu_);
     back_.resize(n);
   }
-  std::thread fetcher, pusher;
+  std::thread fetcher;
+  std::vector<std::thread> pushers;
   if (!options_.no_communication) {
     fetcher = std::thread([this] { FetchThread(); });
-    pusher = std::thread([this] { PushThread(); });
+    for (int i = 0; i < t.max_pushes_in_flight; ++i) {
+      pushers.emplace_back([this] { PushThread(); });
+    }
   }
   int64_t total = TotalSteps();
   SPDLOG_LOGGER_INFO(L(), "training {} steps of {} examples on {} ({} train / {} test examples)",
                      total, t.batch_size, backend_->device(), train_->size(),
                      test_ == nullptr ? 0 : test_->size());
-  const absl::Time start = absl::Now();
   absl::Status status;
   int64_t cursor = 0;
   std::vector<int> order;
@@ -307,30 +350,50 @@ absl::Status DownpourLoop::Run() {
         fetch_wanted_ = true;
       }
     }
-    if (!(status = Step(step, order, &cursor)).ok()) break;
-    if (!options_.no_communication && (step + 1) % t.n_push == 0) HandOffGradient();
-    if (t.eval_every_steps > 0 && (step + 1) % t.eval_every_steps == 0) {
-      if (!(status = Evaluate(params_.data())).ok()) break;
+    begin = absl::Now();
+    status = Step(step, order, &cursor);
+    if (status.ok() && t.eval_every_steps > 0 &&
+        (step + 1) % t.eval_every_steps == 0) {
+      status = Evaluate(params_.data());
     }
-    const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
-    absl::MutexLock lock(&stats_mu_);
-    stats_.examples_per_sec = seconds > 0 ? stats_.examples / seconds : 0;
+    {
+      absl::MutexLock lock(&stats_mu_);
+      compute_time_ += absl::Now() - begin;
+    }
+    if (!status.ok()) break;
+    if (!options_.no_communication && (step + 1) % t.n_push == 0 &&
+        !HandOffGradient()) {
+      status = error();
+      break;
+    }
+    UpdateRates();
   }
   absl::Status flushed = Flush();
   if (fetcher.joinable()) fetcher.join();
-  if (pusher.joinable()) pusher.join();
+  for (std::thread& pusher : pushers) pusher.join();
   if (status.ok()) status = flushed;
   if (status.ok()) status = error();
   if (!status.ok()) return status;
   if (!options_.no_communication) {
+    begin = absl::Now();
     RETURN_IF_ERROR(client_->Pull(params_.data(), &versions_));
     ParamsChanged();
+    absl::MutexLock lock(&stats_mu_);
+    wait_pull_time_ += absl::Now() - begin;
   }
   RETURN_IF_ERROR(Evaluate(params_.data()));
+  UpdateRates();
   absl::MutexLock lock(&stats_mu_);
   stats_.finished = true;
-  SPDLOG_LOGGER_INFO(L(), "finished after {} steps ({} pushes, {} fresh parameter sets): test accuracy {:.4f}, {:.0f} examples/s",
-                     stats_.step, stats_.pushes, stats_.pulls, stats_.accuracy, stats_.examples_per_sec);
+  SPDLOG_LOGGER_INFO(
+      L(),
+      "finished after {} steps ({} pushes, {} fresh parameter sets): test "
+      "accuracy {:.4f}, {:.0f} applied examples/s; time computing {:.0f}%, "
+      "waiting for pulls {:.0f}%, for pushes {:.0f}%; mean staleness {:.2f}",
+      stats_.step, stats_.pushes, stats_.pulls, stats_.accuracy,
+      stats_.examples_per_sec, 100 * stats_.share_compute,
+      100 * stats_.share_wait_pull, 100 * stats_.share_wait_push,
+      stats_.mean_staleness);
   return absl::OkStatus();
 }
 

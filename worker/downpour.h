@@ -3,14 +3,16 @@
 // The compute thread runs minibatch steps on a ComputeBackend. Every n_fetch steps
 // it asks the fetch thread for fresh parameters and carries on with the ones it
 // has; the new values are swapped in at the next step boundary once they arrive
-// (double buffering). Gradients are accumulated locally and every n_push steps
-// handed to the push thread; if a push is still in flight, accumulation simply
-// continues, so compute never waits for the network (a gradient that summed more
-// than n_push steps that way is scaled back to n_push steps' worth).
+// (double buffering). The gradients of n_push steps are summed, at full weight,
+// and handed to the push threads; up to training.max_pushes_in_flight pushes
+// may be in flight at once. When that many are, the compute thread waits for
+// one to be acknowledged (backpressure): no step's gradient is dropped, merged
+// into a later push or scaled down.
 #ifndef DOWNPOUR_WORKER_DOWNPOUR_H_
 #define DOWNPOUR_WORKER_DOWNPOUR_H_
 
 #include <atomic>
+#include <deque>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -20,6 +22,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/config.h"
 #include "common/model_spec.h"
 #include "worker/compute_backend.h"
@@ -30,16 +33,27 @@ namespace downpour::worker {
 
 // Figures the worker reports (heartbeats, Status, progress lines).
 struct WorkerStats {
-  int64_t step = 0;
+  int64_t step = 0;  // steps computed
+  // Examples whose gradients the ps acknowledged (applied): a push's ack adds
+  // its steps times the batch size. Steps computed but not yet acknowledged
+  // are not counted.
   int64_t examples = 0;
-  double examples_per_sec = 0;
+  double examples_per_sec = 0;  // `examples` over wall time since Run began
   double loss = NAN;      // mean training loss over recent steps
   double accuracy = NAN;  // last test accuracy
   double test_loss = NAN;
-  double mean_staleness = 0;  // steps the parameters lagged when used
+  // Mean over acknowledged pushes of their staleness: the updates applied to a
+  // block between the pull the gradient was computed on and this push.
+  double mean_staleness = 0;
   int64_t pulls = 0;
-  int64_t pushes = 0;
-  int64_t pushed_steps = 0;  // steps whose gradient went into a push
+  int64_t pushes = 0;        // pushes acknowledged by the ps
+  int64_t pushed_steps = 0;  // steps whose gradient those pushes carried
+  // Shares of wall time since Run began: computing steps (and evaluating),
+  // waiting for a pull the compute thread needs (the first and the final
+  // one), waiting for a push to complete (backpressure and the final flush).
+  double share_compute = 0;
+  double share_wait_pull = 0;
+  double share_wait_push = 0;
   bool finished = false;
 };
 
@@ -75,8 +89,15 @@ class DownpourLoop {
   WorkerStats stats() const ABSL_LOCKS_EXCLUDED(stats_mu_);
 
  private:
+  // A summed gradient handed to the push threads, in its own buffer.
+  struct PushJob {
+    std::vector<float> grad;
+    std::vector<uint64_t> versions;  // of the parameters it was computed on
+    int steps = 0;                   // steps summed into it
+  };
+
   void FetchThread();
-  void PushThread();
+  void PushThread() ABSL_LOCKS_EXCLUDED(comm_mu_);
   absl::Status Step(int64_t step, const std::vector<int>& order, int64_t* cursor);
   void FillBatch(const std::vector<int>& order, int64_t cursor, float* x, int* y) const;
   // Tells the backend that params_ holds new values (a GPU copy is refreshed).
@@ -85,10 +106,13 @@ class DownpourLoop {
   void SetError(const absl::Status& status) ABSL_LOCKS_EXCLUDED(comm_mu_);
   absl::Status error() const ABSL_LOCKS_EXCLUDED(comm_mu_);
   void MaybeSwapParams() ABSL_LOCKS_EXCLUDED(comm_mu_);
-  void HandOffGradient() ABSL_LOCKS_EXCLUDED(comm_mu_);
-  void ScaleLaggingGradient();
+  // Queues the accumulated gradient as a push, first waiting while
+  // max_pushes_in_flight pushes are in flight. False if a push failed.
+  bool HandOffGradient() ABSL_LOCKS_EXCLUDED(comm_mu_);
   absl::Status Flush() ABSL_LOCKS_EXCLUDED(comm_mu_);
   int64_t TotalSteps() const;
+  // Refreshes the rates and time shares in stats_.
+  void UpdateRates() ABSL_LOCKS_EXCLUDED(stats_mu_);
 
   // Constant after construction.
   const ModelSpec& spec_;
@@ -126,14 +150,20 @@ class DownpourLoop {
   bool fetched_ ABSL_GUARDED_BY(comm_mu_) = false;  // back_ holds newer values
   std::vector<float> back_ ABSL_GUARDED_BY(comm_mu_);
   std::vector<uint64_t> back_versions_ ABSL_GUARDED_BY(comm_mu_);
-  bool push_pending_ ABSL_GUARDED_BY(comm_mu_) = false;
-  std::vector<float> outbox_ ABSL_GUARDED_BY(comm_mu_);
-  std::vector<uint64_t> outbox_versions_ ABSL_GUARDED_BY(comm_mu_);
+  std::deque<PushJob> outbox_ ABSL_GUARDED_BY(comm_mu_);  // not yet sent
+  int pushes_in_flight_ ABSL_GUARDED_BY(comm_mu_) = 0;   // queued or sending
+  // Gradient buffers of completed pushes, for reuse.
+  std::vector<std::vector<float>> spare_ ABSL_GUARDED_BY(comm_mu_);
   bool comm_done_ ABSL_GUARDED_BY(comm_mu_) = false;
   absl::Status error_ ABSL_GUARDED_BY(comm_mu_);
 
   mutable absl::Mutex stats_mu_;
   WorkerStats stats_ ABSL_GUARDED_BY(stats_mu_);
+  absl::Time start_ ABSL_GUARDED_BY(stats_mu_) = absl::InfinitePast();
+  absl::Duration compute_time_ ABSL_GUARDED_BY(stats_mu_);
+  absl::Duration wait_pull_time_ ABSL_GUARDED_BY(stats_mu_);
+  absl::Duration wait_push_time_ ABSL_GUARDED_BY(stats_mu_);
+  double staleness_sum_ ABSL_GUARDED_BY(stats_mu_) = 0;
 };
 
 }  // namespace downpour::worker

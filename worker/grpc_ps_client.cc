@@ -243,7 +243,8 @@ absl::Status GrpcPsClient::PullShard(int index, float* params,
 }
 
 absl::Status GrpcPsClient::Push(const float* grad,
-                                const std::vector<uint64_t>& versions) {
+                                const std::vector<uint64_t>& versions,
+                                double* staleness) {
   // Take a ticket on every shard at once, so that pushes reach each shard in the
   // order they began here.
   std::vector<uint64_t> tickets;
@@ -262,20 +263,33 @@ absl::Status GrpcPsClient::Push(const float* grad,
       tickets.push_back(lanes_[i].next_ticket++);
     }
   }
-  return ForEachShard(static_cast<int>(tickets.size()), [&](int index) {
-    return PushShard(index, tickets[index], grad, versions);
-  });
+  std::vector<StalenessSum> sums(tickets.size());
+  absl::Status status =
+      ForEachShard(static_cast<int>(tickets.size()), [&](int index) {
+        return PushShard(index, tickets[index], grad, versions, &sums[index]);
+      });
+  if (!status.ok()) return status;
+  if (staleness != nullptr) {
+    StalenessSum all;
+    for (const StalenessSum& s : sums) {
+      all.sum += s.sum;
+      all.blocks += s.blocks;
+    }
+    *staleness = all.blocks > 0 ? all.sum / all.blocks : 0;
+  }
+  return absl::OkStatus();
 }
 
 absl::Status GrpcPsClient::PushShard(int index, uint64_t ticket, const float* grad,
-                                     const std::vector<uint64_t>& versions) {
+                                     const std::vector<uint64_t>& versions,
+                                     StalenessSum* staleness) {
   {
     absl::MutexLock lock(&mu_);
     while (lanes_[index].serving != ticket) turn_changed_.Wait(&mu_);
   }
   // The turn is ours: no other push sends to this shard until we pass it on,
   // and no mutex is held while the requests and their retries run.
-  absl::Status status = SendPushChunks(index, grad, versions);
+  absl::Status status = SendPushChunks(index, grad, versions, staleness);
   absl::MutexLock lock(&mu_);
   ++lanes_[index].serving;
   turn_changed_.SignalAll();
@@ -283,7 +297,8 @@ absl::Status GrpcPsClient::PushShard(int index, uint64_t ticket, const float* gr
 }
 
 absl::Status GrpcPsClient::SendPushChunks(int index, const float* grad,
-                                          const std::vector<uint64_t>& versions) {
+                                          const std::vector<uint64_t>& versions,
+                                          StalenessSum* staleness) {
   uint64_t unused = 0;
   const size_t num_chunks = GetShard(index, &unused)->chunks.size();
   for (size_t c = 0; c < num_chunks; ++c) {
@@ -293,6 +308,8 @@ absl::Status GrpcPsClient::SendPushChunks(int index, const float* grad,
       sequence = lanes_[index].next_sequence++;
     }
     int64_t bytes = 0;
+    proto::PushResponse response;
+    std::vector<uint32_t> sent;  // block ids of the request answered
     absl::Status status = WithRetries(
         index, "push to", [&](const Shard& shard, uint64_t epoch) {
           proto::PushRequest request;
@@ -311,10 +328,21 @@ absl::Status GrpcPsClient::SendPushChunks(int index, const float* grad,
           }
           grpc::ClientContext context;
           context.set_deadline(DeadlineIn(rpc_.deadline_s));
-          proto::PushResponse response;
+          response.Clear();
+          sent.assign(shard.chunks[c].begin(), shard.chunks[c].end());
           return shard.stub->Push(&context, request, &response);
         });
     if (!status.ok()) return status;
+    // The ps answers each applied block's new version, one past the version
+    // the update was applied to; a duplicate answers none.
+    if (response.versions_size() == static_cast<int>(sent.size())) {
+      for (size_t i = 0; i < sent.size(); ++i) {
+        const uint64_t applied_to = response.versions(i) - 1;
+        const uint64_t base = versions[sent[i]];
+        staleness->sum += applied_to > base ? applied_to - base : 0;
+        ++staleness->blocks;
+      }
+    }
     counters_->Add("pushes", 1);
     counters_->Add("bytes_out", bytes);
   }

@@ -165,7 +165,7 @@ TEST_F(PsClientTest, PushRetriedAfterATimeoutIsAppliedOnce) {
   const std::vector<float> before = params;
 
   const std::vector<float> gradient(spec_->num_params(), 1.0f);
-  ASSERT_THAT(client_->Push(gradient.data(), versions), IsOk());
+  ASSERT_THAT(client_->Push(gradient.data(), versions, nullptr), IsOk());
   EXPECT_GE(worker_counters_.Get("rpc_retries"), 1)
       << "the first ack came too late";
   EXPECT_EQ(ps_counters_.Get("duplicate_pushes"), 1);
@@ -193,7 +193,7 @@ TEST_F(PsClientTest, PushesFromManyThreadsAreEachAppliedOnce) {
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < kPushesEach && results[t].ok(); ++i) {
-        results[t] = client_->Push(gradient.data(), versions);
+        results[t] = client_->Push(gradient.data(), versions, nullptr);
       }
     });
   }
@@ -220,7 +220,7 @@ TEST_F(PsClientTest, PushToAShardThatIsGoneGivesUpAfterTheConnectTimeout) {
 
   const std::vector<float> gradient(spec_->num_params(), 1.0f);
   EXPECT_THAT(
-      client_->Push(gradient.data(), versions),
+      client_->Push(gradient.data(), versions, nullptr),
       StatusIs(absl::StatusCode::kDeadlineExceeded,
                HasSubstr("worker 0: gave up waiting for push to ps 0")));
   EXPECT_EQ(clock_.slept(), absl::Seconds(config_.rpc.connect_timeout_s));

@@ -9,7 +9,8 @@
 //   std::vector<float> params(spec.num_params());
 //   std::vector<uint64_t> versions;  // by global block id
 //   RETURN_IF_ERROR(client.Pull(params.data(), &versions));
-//   RETURN_IF_ERROR(client.Push(gradient.data(), versions));
+//   double staleness = 0;  // updates the blocks saw since `versions`
+//   RETURN_IF_ERROR(client.Push(gradient.data(), versions, &staleness));
 #ifndef DOWNPOUR_WORKER_PS_CLIENT_H_
 #define DOWNPOUR_WORKER_PS_CLIENT_H_
 
@@ -37,10 +38,15 @@ class PsClient {
   virtual absl::Status Pull(float* params, std::vector<uint64_t>* versions) = 0;
 
   // Sends grad[0..spec.num_params()), computed from parameters at `versions`
-  // (indexed as Pull fills them), to be applied once by the shards.
+  // (indexed as Pull fills them), to be applied once by the shards. On OK, if
+  // `staleness` is not null, sets it to the mean over the blocks this push
+  // updated of their staleness: the updates applied to the block after
+  // versions[id] and before this one (0 when the ps applied nothing new, e.g. a
+  // retry it had already applied).
   // REQUIRES: versions.size() == spec.blocks().size().
   virtual absl::Status Push(const float* grad,
-                            const std::vector<uint64_t>& versions) = 0;
+                            const std::vector<uint64_t>& versions,
+                            double* staleness) = 0;
 };
 
 }  // namespace downpour::worker

@@ -22,15 +22,53 @@ absl::Status FakePsClient::Pull(float* params,
 }
 
 absl::Status FakePsClient::Push(const float* grad,
-                                const std::vector<uint64_t>&) {
+                                const std::vector<uint64_t>& versions,
+                                double* staleness) {
   absl::MutexLock lock(&mu_);
+  max_concurrent_ = std::max(max_concurrent_, ++concurrent_);
+  if (hold_) {
+    ++blocked_;
+    mu_.Await(absl::Condition(
+        +[](int* allowed) { return *allowed > 0; }, &allowed_));
+    --allowed_;
+    --blocked_;
+  }
+  --concurrent_;
   if (fail_pushes_) return absl::InvalidArgumentError("push: gradient has NaN");
+  if (staleness != nullptr) {
+    double sum = 0;
+    for (size_t b = 0; b < versions_.size(); ++b) sum += versions_[b] - versions[b];
+    *staleness = versions_.empty() ? 0 : sum / versions_.size();
+  }
   pushed_sum_ += grad[0];
   for (size_t i = 0; i < params_.size(); ++i)
     params_[i] -= learning_rate_ * grad[i];
   for (uint64_t& v : versions_) ++v;
   ++pushes_;
   return absl::OkStatus();
+}
+
+void FakePsClient::HoldPushes() {
+  absl::MutexLock lock(&mu_);
+  hold_ = true;
+}
+
+void FakePsClient::AllowPushes(int n) {
+  absl::MutexLock lock(&mu_);
+  allowed_ += n;
+}
+
+bool FakePsClient::AwaitBlockedPushes(int n, absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  auto enough = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return blocked_ >= n;
+  };
+  return mu_.AwaitWithTimeout(absl::Condition(&enough), timeout);
+}
+
+int FakePsClient::max_concurrent_pushes() const {
+  absl::MutexLock lock(&mu_);
+  return max_concurrent_;
 }
 
 void FakePsClient::FailPushes() {

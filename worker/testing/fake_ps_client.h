@@ -14,22 +14,35 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "worker/ps_client.h"
 
 namespace downpour::worker {
 
 // Thread-safe. Pull copies the parameters and the per-block versions; Push
 // applies plain SGD (params -= learning_rate * grad), bumps every block's
-// version and counts what it received.
+// version, reports the staleness (the updates every block saw since
+// `versions`) and counts what it received. After HoldPushes, each Push waits
+// until AllowPushes grants it a turn: a slow ps, under the test's control.
 class FakePsClient final : public PsClient {
  public:
   FakePsClient(std::vector<float> params, int num_blocks, float learning_rate);
 
   absl::Status Pull(float* params, std::vector<uint64_t>* versions) override
       ABSL_LOCKS_EXCLUDED(mu_);
-  absl::Status Push(const float* grad,
-                    const std::vector<uint64_t>& versions) override
+  absl::Status Push(const float* grad, const std::vector<uint64_t>& versions,
+                    double* staleness) override ABSL_LOCKS_EXCLUDED(mu_);
+
+  // From now on each Push blocks until a turn is granted by AllowPushes.
+  void HoldPushes() ABSL_LOCKS_EXCLUDED(mu_);
+  // Lets `n` more held Pushes go on (in any order).
+  void AllowPushes(int n) ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits until at least `n` Pushes are blocked in HoldPushes' gate; false if
+  // `timeout` passed first.
+  bool AwaitBlockedPushes(int n, absl::Duration timeout)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // The most Push calls that were in progress at once.
+  int max_concurrent_pushes() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // From now on Push applies nothing and returns InvalidArgument
   // "push: gradient has NaN", as a shard rejecting a gradient does.
@@ -52,6 +65,11 @@ class FakePsClient final : public PsClient {
   int pushes_ ABSL_GUARDED_BY(mu_) = 0;
   double pushed_sum_ ABSL_GUARDED_BY(mu_) = 0;
   bool fail_pushes_ ABSL_GUARDED_BY(mu_) = false;
+  bool hold_ ABSL_GUARDED_BY(mu_) = false;
+  int allowed_ ABSL_GUARDED_BY(mu_) = 0;  // held Pushes that may go on
+  int blocked_ ABSL_GUARDED_BY(mu_) = 0;  // Pushes waiting at the gate
+  int concurrent_ ABSL_GUARDED_BY(mu_) = 0;
+  int max_concurrent_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace downpour::worker
