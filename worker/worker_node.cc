@@ -199,17 +199,38 @@ void WorkerNode::FillStatus(proto::GetStatusResponse* r) const {
   (*r->mutable_counters())["step"] = stats.step;
   (*r->mutable_counters())["examples"] = stats.examples;
   (*r->mutable_counters())["mean_staleness"] = stats.mean_staleness;
+  (*r->mutable_counters())["pushed_steps"] = stats.pushed_steps;
+  (*r->mutable_counters())["share_compute"] = stats.share_compute;
+  (*r->mutable_counters())["share_wait_pull"] = stats.share_wait_pull;
+  (*r->mutable_counters())["share_wait_push"] = stats.share_wait_push;
   (*r->mutable_counters())["test_loss"] = stats.test_loss;
   (*r->mutable_counters())["finished"] = stats.finished ? 1 : 0;
 }
 
 void WorkerNode::LogProgress() {
+  absl::Time last_advice = absl::InfinitePast();
   while (!clock_->WaitForNotificationWithTimeout(&ended_, absl::Seconds(5))) {
     const WorkerStats s = stats();
+    const double network = s.share_wait_pull + s.share_wait_push;
     SPDLOG_LOGGER_INFO(
         Log(Logger::kWorker),
-        "step {} | {:.0f} examples/s | loss {:.4f} | test accuracy {:.4f}",
-        s.step, s.examples_per_sec, s.loss, s.accuracy);
+        "step {} | {:.0f} applied examples/s | loss {:.4f} | test accuracy "
+        "{:.4f} | time: compute {:.0f}%, wait pull {:.0f}%, wait push {:.0f}%{}",
+        s.step, s.examples_per_sec, s.loss, s.accuracy, 100 * s.share_compute,
+        100 * s.share_wait_pull, 100 * s.share_wait_push,
+        network > 0.5 ? " (network-bound)" : "");
+    const absl::Time now = clock_->Now();
+    if (network > 0.5 && now - last_advice >= absl::Seconds(30)) {
+      last_advice = now;
+      SPDLOG_LOGGER_WARN(
+          Log(Logger::kWorker),
+          "this worker spends {:.0f}% of its time waiting on the network "
+          "(pulls {:.0f}%, pushes {:.0f}%); to push less often raise "
+          "training.n_push, to pull less often raise training.n_fetch, to "
+          "pipeline pushes raise training.max_pushes_in_flight, or spread "
+          "the model over more ps shards",
+          100 * network, 100 * s.share_wait_pull, 100 * s.share_wait_push);
+    }
   }
 }
 
