@@ -405,6 +405,46 @@ TEST_F(FaultTest, CoordinatorRestartKeepsTheJobGoing) {
   ExpectWorkersFinish(2, 0.8);
 }
 
+// Backpressure across processes: while the only ps is stopped, the worker's
+// compute waits for its push instead of running ahead, and when the ps comes
+// back no step's gradient has been lost: the worker pushed every step and the
+// ps applied every push the worker counted.
+TEST_F(FaultTest, StoppedShardMakesTheWorkerWaitAndNoStepIsLost) {
+  WriteConfig(1, 0, 1, /*epochs=*/60);
+  StartCoordinator();
+  StartPs(0);
+  StartWorker(0);
+  ASSERT_TRUE(WaitUntil([&] { return WorkerAtStep(0, 200); }));
+  const std::string worker = Address("worker", 0);
+  ASSERT_FALSE(worker.empty());
+  daemons_["ps-0"]->Signal(SIGSTOP);
+  // The worker stalls: its step count stays put over several reads.
+  double last_step = -1;
+  int unchanged = 0;
+  ASSERT_TRUE(WaitUntil([&] {
+    const double step = Counter(worker, "step");
+    unchanged = step == last_step ? unchanged + 1 : 0;
+    last_step = step;
+    return unchanged >= 10;  // no step for 0.5 s: compute is waiting
+  }, absl::Seconds(20))) << "the worker kept computing with its ps stopped";
+  // One push in flight (n_push 1, max_pushes_in_flight 1) and at most one step
+  // summed behind it: compute did not run ahead of what the ps acknowledged.
+  EXPECT_LE(Counter(worker, "step") - Counter(worker, "pushed_steps"), 2);
+  EXPECT_GT(Counter(worker, "share_wait_push"), 0);
+  daemons_["ps-0"]->Signal(SIGCONT);
+  ExpectWorkersFinish(1, 0.8);
+  const auto status = Status();
+  const auto* m = Member(status, "worker", 0);
+  ASSERT_NE(m, nullptr);
+  // n_push is 1: every computed step went out in its own push...
+  EXPECT_EQ(m->report().pushes(), m->report().step());
+  // ...the ps applied each exactly once (retries after the stop are
+  // acknowledged as duplicates, not applied again)...
+  EXPECT_EQ(Counter(ShardAddress(0), "pushes"), m->report().pushes());
+  // ...and the examples reported are the ones applied.
+  EXPECT_EQ(m->report().examples(), m->report().step() * 64);
+}
+
 TEST_F(FaultTest, SigtermedWorkerPushesWhatItOwesAndExitsZero) {
   WriteConfig(1, 0, 1);
   StartCoordinator();
