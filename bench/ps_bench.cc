@@ -188,13 +188,13 @@ TransportRow MeasureTransport(int mib, int shards, TcpLink* tcp) {
   const int times = static_cast<int>(
       std::max<int64_t>(1, absl::GetFlag(FLAGS_sample_bytes) / bytes));
   auto push = [&] {
-    Check(real->client->Push(grad.data(), real->versions), "push");
+    Check(real->client->Push(grad.data(), real->versions, nullptr), "push");
   };
   auto pull = [&] {
     Check(real->client->Pull(params.data(), &real->versions), "pull");
   };
   auto ack_push = [&] {
-    Check(ack->client->Push(grad.data(), ack->versions), "push");
+    Check(ack->client->Push(grad.data(), ack->versions, nullptr), "push");
   };
   auto pipe_push = [&] { Check((*pipelined)->Push(), "pipelined push"); };
   auto pipe_pull = [&] {
