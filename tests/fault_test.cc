@@ -421,12 +421,15 @@ TEST_F(FaultTest, StoppedShardMakesTheWorkerWaitAndNoStepIsLost) {
   // The worker stalls: its step count stays put over several reads.
   double last_step = -1;
   int unchanged = 0;
-  ASSERT_TRUE(WaitUntil([&] {
-    const double step = Counter(worker, "step");
-    unchanged = step == last_step ? unchanged + 1 : 0;
-    last_step = step;
-    return unchanged >= 10;  // no step for 0.5 s: compute is waiting
-  }, absl::Seconds(20))) << "the worker kept computing with its ps stopped";
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const double step = Counter(worker, "step");
+        unchanged = step == last_step ? unchanged + 1 : 0;
+        last_step = step;
+        return unchanged >= 10;  // no step for 0.5 s: compute is waiting
+      },
+      absl::Seconds(20)))
+      << "the worker kept computing with its ps stopped";
   // One push in flight (n_push 1, max_pushes_in_flight 1) and at most one step
   // summed behind it: compute did not run ahead of what the ps acknowledged.
   EXPECT_LE(Counter(worker, "step") - Counter(worker, "pushed_steps"), 2);

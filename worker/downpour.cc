@@ -105,7 +105,8 @@ void DownpourLoop::PushThread() {
       outbox_.pop_front();
     }
     double staleness = 0;
-    absl::Status status = client_->Push(job.grad.data(), job.versions, &staleness);
+    absl::Status status =
+        client_->Push(job.grad.data(), job.versions, &staleness);
     if (status.ok()) {
       // Counted before the push leaves the in-flight count, so that once
       // Flush sees none in flight the figures include every ack.
@@ -306,9 +307,11 @@ absl::Status DownpourLoop::Run() {
     }
   }
   int64_t total = TotalSteps();
-  SPDLOG_LOGGER_INFO(L(), "training {} steps of {} examples on {} ({} train / {} test examples)",
-                     total, t.batch_size, backend_->device(), train_->size(),
-                     test_ == nullptr ? 0 : test_->size());
+  SPDLOG_LOGGER_INFO(
+      L(),
+      "training {} steps of {} examples on {} ({} train / {} test examples)",
+      total, t.batch_size, backend_->device(), train_->size(),
+      test_ == nullptr ? 0 : test_->size());
   absl::Status status;
   int64_t cursor = 0;
   std::vector<int> order;

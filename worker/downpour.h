@@ -1,19 +1,19 @@
 // The Downpour SGD loop of one worker (Dean et al., 2012).
 //
-// The compute thread runs minibatch steps on a ComputeBackend. Every n_fetch steps
-// it asks the fetch thread for fresh parameters and carries on with the ones it
-// has; the new values are swapped in at the next step boundary once they arrive
-// (double buffering). The gradients of n_push steps are summed, at full weight,
-// and handed to the push threads; up to training.max_pushes_in_flight pushes
-// may be in flight at once. When that many are, the compute thread waits for
-// one to be acknowledged (backpressure): no step's gradient is dropped, merged
-// into a later push or scaled down.
+// The compute thread runs minibatch steps on a ComputeBackend. Every n_fetch
+// steps it asks the fetch thread for fresh parameters and carries on with the
+// ones it has; the new values are swapped in at the next step boundary once
+// they arrive (double buffering). The gradients of n_push steps are summed, at
+// full weight, and handed to the push threads; up to
+// training.max_pushes_in_flight pushes may be in flight at once. When that many
+// are, the compute thread waits for one to be acknowledged (backpressure): no
+// step's gradient is dropped, merged into a later push or scaled down.
 #ifndef DOWNPOUR_WORKER_DOWNPOUR_H_
 #define DOWNPOUR_WORKER_DOWNPOUR_H_
 
 #include <atomic>
-#include <deque>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <thread>
@@ -151,7 +151,7 @@ class DownpourLoop {
   std::vector<float> back_ ABSL_GUARDED_BY(comm_mu_);
   std::vector<uint64_t> back_versions_ ABSL_GUARDED_BY(comm_mu_);
   std::deque<PushJob> outbox_ ABSL_GUARDED_BY(comm_mu_);  // not yet sent
-  int pushes_in_flight_ ABSL_GUARDED_BY(comm_mu_) = 0;   // queued or sending
+  int pushes_in_flight_ ABSL_GUARDED_BY(comm_mu_) = 0;    // queued or sending
   // Gradient buffers of completed pushes, for reuse.
   std::vector<std::vector<float>> spare_ ABSL_GUARDED_BY(comm_mu_);
   bool comm_done_ ABSL_GUARDED_BY(comm_mu_) = false;

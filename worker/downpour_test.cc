@@ -4,8 +4,8 @@
 #include <functional>
 #include <thread>
 
-#include "common/testing/status_matchers.h"
 #include "absl/time/time.h"
+#include "common/testing/status_matchers.h"
 #include "gtest/gtest.h"
 #include "worker/cpu/cpu_backend.h"
 #include "worker/testing/fake_ps_client.h"
@@ -123,14 +123,16 @@ TEST_F(DownpourLoopTest, SlowPushesMakeComputeWaitAndLoseNothing) {
     EXPECT_EQ(ps.pushes(), kPushes);
     EXPECT_EQ(stats.pushes, kPushes);
     EXPECT_EQ(stats.pushed_steps, kSteps);
-    EXPECT_DOUBLE_EQ(ps.pushed_sum(), kSteps) << "a step's gradient was lost or scaled";
+    EXPECT_DOUBLE_EQ(ps.pushed_sum(), kSteps)
+        << "a step's gradient was lost or scaled";
     EXPECT_EQ(stats.examples, int64_t{kSteps} * 32);
     EXPECT_LE(most_ahead, kNPush * (in_flight + 1))
         << "compute ran ahead of the pushes in flight";
     EXPECT_EQ(ps.max_concurrent_pushes(), in_flight);
     EXPECT_GT(stats.share_wait_push, 0);
-    EXPECT_LE(stats.share_compute + stats.share_wait_pull + stats.share_wait_push,
-              1.0 + 1e-9);
+    EXPECT_LE(
+        stats.share_compute + stats.share_wait_pull + stats.share_wait_push,
+        1.0 + 1e-9);
   }
 }
 

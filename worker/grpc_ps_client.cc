@@ -280,7 +280,8 @@ absl::Status GrpcPsClient::Push(const float* grad,
   return absl::OkStatus();
 }
 
-absl::Status GrpcPsClient::PushShard(int index, uint64_t ticket, const float* grad,
+absl::Status GrpcPsClient::PushShard(int index, uint64_t ticket,
+                                     const float* grad,
                                      const std::vector<uint64_t>& versions,
                                      StalenessSum* staleness) {
   {

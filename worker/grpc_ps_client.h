@@ -81,10 +81,8 @@ class GrpcPsClient : public PsClient {
 
   absl::Status Pull(float* params, std::vector<uint64_t>* versions) override
       ABSL_LOCKS_EXCLUDED(mu_);
-  absl::Status Push(const float* grad,
-                    const std::vector<uint64_t>& versions,
-                    double* staleness) override
-      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status Push(const float* grad, const std::vector<uint64_t>& versions,
+                    double* staleness) override ABSL_LOCKS_EXCLUDED(mu_);
 
   // The placement epoch in use (0 before Connect).
   uint64_t epoch() const ABSL_LOCKS_EXCLUDED(mu_);

@@ -215,7 +215,8 @@ void WorkerNode::LogProgress() {
     SPDLOG_LOGGER_INFO(
         Log(Logger::kWorker),
         "step {} | {:.0f} applied examples/s | loss {:.4f} | test accuracy "
-        "{:.4f} | time: compute {:.0f}%, wait pull {:.0f}%, wait push {:.0f}%{}",
+        "{:.4f} | time: compute {:.0f}%, wait pull {:.0f}%, wait push "
+        "{:.0f}%{}",
         s.step, s.examples_per_sec, s.loss, s.accuracy, 100 * s.share_compute,
         100 * s.share_wait_pull, 100 * s.share_wait_push,
         network > 0.5 ? " (network-bound)" : "");

@@ -37,7 +37,8 @@ absl::Status FakePsClient::Push(const float* grad,
   if (fail_pushes_) return absl::InvalidArgumentError("push: gradient has NaN");
   if (staleness != nullptr) {
     double sum = 0;
-    for (size_t b = 0; b < versions_.size(); ++b) sum += versions_[b] - versions[b];
+    for (size_t b = 0; b < versions_.size(); ++b)
+      sum += versions_[b] - versions[b];
     *staleness = versions_.empty() ? 0 : sum / versions_.size();
   }
   pushed_sum_ += grad[0];
