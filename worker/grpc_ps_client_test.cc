@@ -179,6 +179,26 @@ TEST_F(PsClientTest, PushRetriedAfterATimeoutIsAppliedOnce) {
   for (uint64_t v : versions) EXPECT_EQ(v, 1u) << "applied more than once";
 }
 
+TEST_F(PsClientTest, PushReportsTheUpdatesEachBlockSawSinceItsPull) {
+  StartCluster(2, /*hold_first_push_ack=*/false);
+  std::vector<float> params(spec_->num_params());
+  std::vector<uint64_t> pulled;
+  ASSERT_THAT(client_->Pull(params.data(), &pulled), IsOk());
+  const std::vector<float> gradient(spec_->num_params(), 0.5f);
+  // Three pushes computed on the same pulled versions: by hand, the first
+  // finds no update since the pull, the second one, the third two.
+  for (double expected : {0.0, 1.0, 2.0}) {
+    double staleness = -1;
+    ASSERT_THAT(client_->Push(gradient.data(), pulled, &staleness), IsOk());
+    EXPECT_DOUBLE_EQ(staleness, expected);
+  }
+  // Computed on fresh parameters, a push is not stale.
+  ASSERT_THAT(client_->Pull(params.data(), &pulled), IsOk());
+  double staleness = -1;
+  ASSERT_THAT(client_->Push(gradient.data(), pulled, &staleness), IsOk());
+  EXPECT_DOUBLE_EQ(staleness, 0.0);
+}
+
 TEST_F(PsClientTest, PushesFromManyThreadsAreEachAppliedOnce) {
   StartCluster(2, /*hold_first_push_ack=*/false);
   std::vector<float> params(spec_->num_params());
