@@ -212,10 +212,13 @@ absl::Status DownpourLoop::Step(int64_t step, const std::vector<int>& order,
   ASSIGN_OR_RETURN(float loss, backend_->LossAndGradient(params_.data(), batch_x_.data(),
                                                          batch_y_.data(), batch,
                                                          grad_.data()));
+  // A non-finite loss or gradient is never pushed: it would ruin the shared
+  // parameters for every worker (the ps refuses it anyway).
   if (!std::isfinite(loss)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "worker ", options_.worker_index, ": training loss is ", loss, " at step ",
-        step, ": the model diverged; lower optimizer.learning_rate"));
+    return Diverged(step, absl::StrCat("loss is ", loss));
+  }
+  for (float g : grad_) {
+    if (!std::isfinite(g)) return Diverged(step, absl::StrCat("gradient holds ", g));
   }
   if (options_.no_communication) {
     const float lr = static_cast<float>(options_.local_learning_rate);
@@ -232,6 +235,28 @@ absl::Status DownpourLoop::Step(int64_t step, const std::vector<int>& order,
   if (options_.no_communication) stats_.examples += batch;
   stats_.loss = std::isnan(stats_.loss) ? loss : 0.95 * stats_.loss + 0.05 * loss;
   return absl::OkStatus();
+}
+
+absl::Status DownpourLoop::Diverged(int64_t step, const std::string& what) const {
+  const OptimizerSection& o = options_.optimizer;
+  std::string causes = absl::StrCat("optimizer.learning_rate too high (now ",
+                                    o.learning_rate, ")");
+  if (o.type == "momentum") {
+    absl::StrAppend(&causes, ", optimizer.momentum too high for ",
+                    options_.num_workers, " worker(s) (now ", o.momentum,
+                    "; asynchrony adds momentum of its own)");
+  }
+  if (options_.num_workers > 1) {
+    absl::StrAppend(&causes, ", or stale gradients from ", options_.num_workers,
+                    " asynchronous workers");
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "worker ", options_.worker_index, ": training diverged at step ", step, ": ",
+      what, ". Likely causes: ", causes,
+      ". Lower optimizer.learning_rate (e.g. to ", o.learning_rate / 10, ")",
+      o.type == "momentum" ? ", lower optimizer.momentum" : "",
+      options_.num_workers > 1 ? ", or use fewer workers" : "",
+      "; nothing of this step was pushed"));
 }
 
 absl::Status DownpourLoop::Evaluate(const float* params) {

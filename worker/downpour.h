@@ -62,6 +62,9 @@ class DownpourLoop {
  public:
   struct Options {
     TrainingSection training;
+    // Named in the message of a diverged run (the knobs to turn).
+    OptimizerSection optimizer;
+    int num_workers = 1;  // workers in the job, for the same message
     int worker_index = 0;
     // Communication off: no pulls or pushes after the first pull; the worker
     // applies its own gradient locally with `local_learning_rate` (benchmarks).
@@ -103,6 +106,9 @@ class DownpourLoop {
   // Tells the backend that params_ holds new values (a GPU copy is refreshed).
   void ParamsChanged() { backend_->ParamsChanged(); }
   absl::Status Evaluate(const float* params);
+  // The error of a non-finite loss or gradient at `step`: names the likely
+  // causes and the config keys that help.
+  absl::Status Diverged(int64_t step, const std::string& what) const;
   void SetError(const absl::Status& status) ABSL_LOCKS_EXCLUDED(comm_mu_);
   absl::Status error() const ABSL_LOCKS_EXCLUDED(comm_mu_);
   void MaybeSwapParams() ABSL_LOCKS_EXCLUDED(comm_mu_);

@@ -1,7 +1,9 @@
 #include "worker/downpour.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
+#include <limits>
 #include <thread>
 
 #include "absl/time/time.h"
@@ -167,6 +169,55 @@ TEST_F(DownpourLoopTest, PushErrorEndsTheRunWithThatError) {
   CpuBackend backend(*spec_, options_.training.batch_size);
   DownpourLoop loop(*spec_, &backend, &ps, &train_, &test_, options_);
   EXPECT_THAT(loop.Run(), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+// From step `bad_step` on, the loss (or one gradient element) is not finite.
+class DivergingBackend : public OnesBackend {
+ public:
+  DivergingBackend(int64_t n, int64_t bad_step, bool bad_gradient)
+      : OnesBackend(n), bad_step_(bad_step), bad_gradient_(bad_gradient) {}
+  absl::StatusOr<float> LossAndGradient(const float* p, const float* x, const int* y,
+                                        int batch, float* grad) override {
+    const float loss = *OnesBackend::LossAndGradient(p, x, y, batch, grad);
+    if (steps_++ < bad_step_) return loss;
+    if (!bad_gradient_) return std::nanf("");
+    grad[0] = std::numeric_limits<float>::infinity();
+    return loss;
+  }
+
+ private:
+  const int64_t bad_step_;
+  const bool bad_gradient_;
+  int64_t steps_ = 0;
+};
+
+TEST_F(DownpourLoopTest, DivergenceEndsTheRunNamingTheKnobsAndPushesNothingBad) {
+  for (bool bad_gradient : {false, true}) {
+    SCOPED_TRACE(bad_gradient ? "inf gradient" : "NaN loss");
+    FakePsClient ps(spec_->InitAll(1), spec_->blocks().size(), 0.0f);
+    options_.optimizer.type = "momentum";
+    options_.optimizer.learning_rate = 0.5;
+    options_.optimizer.momentum = 0.9;
+    options_.num_workers = 4;
+    options_.worker_index = 2;
+    DivergingBackend backend(spec_->num_params(), 3, bad_gradient);
+    DownpourLoop loop(*spec_, &backend, &ps, &train_, &test_, options_);
+    const absl::Status status = loop.Run();
+    EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument));
+    const std::string message(status.message());
+    EXPECT_NE(message.find("worker 2: training diverged at step 3: "
+                           + std::string(bad_gradient ? "gradient holds inf"
+                                                      : "loss is nan")),
+              std::string::npos) << message;
+    for (const char* knob : {"optimizer.learning_rate too high (now 0.5)",
+                             "optimizer.momentum too high for 4 worker(s) (now 0.9",
+                             "stale gradients", "Lower optimizer.learning_rate"}) {
+      EXPECT_NE(message.find(knob), std::string::npos) << knob << " in " << message;
+    }
+    // Steps 0-2 were pushed; the step that diverged was not.
+    EXPECT_EQ(ps.pushes(), 3);
+    EXPECT_FALSE(loop.stats().finished);
+  }
 }
 
 TEST_F(DownpourLoopTest, StopEndsEarlyAndStillFlushes) {

@@ -109,6 +109,8 @@ absl::Status WorkerNode::JoinCluster() {
 
   DownpourLoop::Options loop_options;
   loop_options.training = config.training;
+  loop_options.optimizer = config.optimizer;
+  loop_options.num_workers = static_cast<int>(config.cluster.workers.size());
   loop_options.worker_index = options_.index;
   // The loop borrows the first training set; parts_ keeps it alive until a
   // new partition replaces it, and the loop holds replacements itself.
