@@ -215,12 +215,22 @@ absl::Status ClusterSupervisor::Start() {
 
 absl::Status ClusterSupervisor::CheckDaemons(int* running) {
   *running = 0;
-  for (auto& w : workers_) {
-    std::optional<int> status = w->Poll();
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    std::optional<int> status = workers_[i]->Poll();
     if (!status.has_value()) {
       ++*running;
     } else if (*status != 0) {
-      return absl::AbortedError(Dead(*w, *status));
+      // Its last heartbeat came before it exited: a divergence is a training
+      // result for the summary, not a crash.
+      PollCoordinator(1);
+      for (const WorkerResult& w : latest_) {
+        if (w.index == static_cast<int>(i) && !w.diverged.empty()) {
+          progress_->Event(absl::StrCat("launcher: ", w.diverged));
+          diverged_ = true;
+          return absl::OkStatus();
+        }
+      }
+      return absl::AbortedError(Dead(*workers_[i], *status));
     }
   }
   for (auto& p : ps_) {
@@ -266,7 +276,7 @@ absl::Status ClusterSupervisor::Watch() {
     }
     int running = 0;
     absl::Status alive = CheckDaemons(&running);
-    if (!alive.ok()) return alive;
+    if (!alive.ok() || diverged_) return alive;
     if (running == 0 || clock_->Now() >= next_progress) {
       PollCoordinator(running);
       next_progress = clock_->Now() + options_.progress_period;

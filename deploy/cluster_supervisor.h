@@ -48,9 +48,11 @@ class ClusterSupervisor {
 
   // Polls the daemons and, every options.progress_period, the coordinator's
   // ClusterStatus (progress line, accuracy mark), until every worker has exited
-  // (OK) or options.interrupted() (OK; interrupted() is then true). Aborted
-  // naming the daemon when a worker exits non-zero or a ps or the coordinator
-  // exits at all.
+  // (OK) or options.interrupted() (OK; interrupted() is then true), or a
+  // worker exits non-zero after reporting that its training diverged (OK; that
+  // worker's workers() entry carries `diverged`). Aborted naming the daemon
+  // when a worker exits non-zero otherwise, or a ps or the coordinator exits
+  // at all.
   absl::Status Watch();
 
   // Stops workers (they push what they owe), then ps (final checkpoint), then
@@ -83,7 +85,8 @@ class ClusterSupervisor {
   absl::Status StartCoordinator();
   absl::Status WaitForRemoteCoordinator();
   // Aborted for the first daemon that ended when it should not have; counts
-  // the workers still running.
+  // the workers still running. Sets diverged_ (and returns OK) instead when a
+  // worker that exited non-zero reported a divergence.
   absl::Status CheckDaemons(int* running);
   // Asks the coordinator for the figures (again, if the last answer matters).
   void PollCoordinator(int running);
@@ -104,6 +107,7 @@ class ClusterSupervisor {
   std::string stop_reason_;
   double seconds_to_mark_ = -1;
   bool interrupted_ = false;
+  bool diverged_ = false;  // a worker exited after its training diverged
 };
 
 }  // namespace downpour

@@ -28,7 +28,7 @@ std::vector<WorkerResult> WorkerResults(const proto::ClusterStatusResponse& stat
     workers.push_back({m.index(), static_cast<int64_t>(r.step()),
                        static_cast<int64_t>(r.examples()), r.examples_per_sec(),
                        reported ? r.loss() : NAN, reported ? r.accuracy() : NAN,
-                       r.finished()});
+                       r.finished(), r.diverged()});
   }
   return workers;
 }
@@ -52,10 +52,46 @@ void AddWorkerResults(std::vector<WorkerResult> workers, LaunchSummary* summary)
   summary->final_accuracy = evaluated > 0 ? accuracy_sum / evaluated : NAN;
 }
 
+std::string JudgeTraining(const LaunchSummary& summary, const Config& config) {
+  for (const WorkerResult& w : summary.workers) {
+    if (!w.diverged.empty()) return w.diverged;
+  }
+  if (summary.interrupted || std::isnan(summary.final_accuracy)) return "";
+  const int classes = config.model.layers.empty() ? 0 : config.model.layers.back();
+  if (classes < 2) return "";
+  const double chance = 1.0 / classes;
+  if (summary.final_accuracy > kChanceMargin * chance) return "";
+  const OptimizerSection& o = config.optimizer;
+  const int workers = static_cast<int>(config.cluster.workers.size());
+  std::string causes =
+      absl::StrCat("optimizer.learning_rate too high (now ", o.learning_rate, ")");
+  std::string knobs = absl::StrCat("lower optimizer.learning_rate (e.g. to ",
+                                   o.learning_rate / 10, ")");
+  if (o.type == "momentum") {
+    absl::StrAppend(&causes, ", optimizer.momentum too high for ", workers,
+                    " worker(s) (now ", o.momentum, "; asynchrony adds momentum of its own)");
+    absl::StrAppend(&knobs, ", lower optimizer.momentum");
+  }
+  if (workers > 1) {
+    absl::StrAppend(&causes, ", or stale gradients from ", workers,
+                    " asynchronous workers");
+    absl::StrAppend(&knobs, ", or use fewer workers");
+  }
+  return absl::StrFormat(
+      "final test accuracy %.4f is at chance level (%d classes: chance %.4f, "
+      "failure at or below %.4f); the model did not learn. Likely causes: %s. "
+      "To fix: %s.",
+      summary.final_accuracy, classes, chance, kChanceMargin * chance, causes, knobs);
+}
+
 std::string FormatSummary(const LaunchSummary& s) {
   std::string out = "\n";
-  absl::StrAppendFormat(&out, "%s\n",
-                        s.interrupted ? "Training interrupted." : "Training done.");
+  if (!s.failure.empty()) {
+    absl::StrAppendFormat(&out, "Training FAILED: %s\n", s.failure);
+  } else {
+    absl::StrAppendFormat(&out, "%s\n",
+                          s.interrupted ? "Training interrupted." : "Training done.");
+  }
   if (!s.stop_reason.empty()) {
     absl::StrAppendFormat(&out, "  why it stopped:       %s\n", s.stop_reason);
   }
@@ -91,10 +127,13 @@ std::string SummaryJson(const LaunchSummary& s) {
         ", \"examples\": ", w.examples,
         ", \"examples_per_sec\": ", JsonNumber(w.examples_per_sec),
         ", \"loss\": ", JsonNumber(w.loss), ", \"accuracy\": ", JsonNumber(w.accuracy),
-        ", \"finished\": ", Bool(w.finished), "}"));
+        ", \"finished\": ", Bool(w.finished),
+        ", \"diverged\": ", JsonString(w.diverged), "}"));
   }
   return absl::StrCat(
-      "{\n  \"accuracy\": ", JsonNumber(s.final_accuracy),
+      "{\n  \"ok\": ", Bool(s.failure.empty()),
+      ",\n  \"failure\": ", JsonString(s.failure),
+      ",\n  \"accuracy\": ", JsonNumber(s.final_accuracy),
       ",\n  \"steps\": ", s.steps,
       ",\n  \"seconds\": ", JsonNumber(s.seconds),
       ",\n  \"examples_per_sec\": ", JsonNumber(s.examples_per_sec),

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/config.h"
 #include "proto/coordinator.pb.h"
 
 namespace downpour {
@@ -28,6 +29,8 @@ struct WorkerResult {
   double loss = NAN;      // NaN until its first report
   double accuracy = NAN;  // NaN until its first report
   bool finished = false;
+  // The worker's error when its training diverged (MemberReport.diverged).
+  std::string diverged;
 };
 
 struct LaunchSummary {
@@ -51,6 +54,10 @@ struct LaunchSummary {
   std::string history_path;
   std::string plot_path;
   bool interrupted = false;
+  // Why the job failed although every daemon behaved: a worker diverged, or
+  // the final accuracy is at chance level (see JudgeTraining). "" when it did
+  // not; the launcher then says "Training done.".
+  std::string failure;
 };
 
 // The workers of a ClusterStatus, in its order.
@@ -61,10 +68,23 @@ std::vector<WorkerResult> WorkerResults(const proto::ClusterStatusResponse& stat
 // accuracy; NaN when there is none).
 void AddWorkerResults(std::vector<WorkerResult> workers, LaunchSummary* summary);
 
-// The closing lines the launcher prints.
+// Final accuracy at or below this many times chance (1 / classes) means the
+// model did not learn.
+inline constexpr double kChanceMargin = 1.5;
+
+// Why the run in `summary` (its workers and final_accuracy set) failed as
+// training, naming the likely cause and the config keys to turn: the first
+// worker that diverged, else a final accuracy <= kChanceMargin / classes
+// (classes = config.model.layers.back()). "" when neither, or when the run was
+// interrupted (its accuracy is not final).
+std::string JudgeTraining(const LaunchSummary& summary, const Config& config);
+
+// The closing lines the launcher prints: "Training done.", "Training
+// interrupted." or "Training FAILED: <summary.failure>" first.
 std::string FormatSummary(const LaunchSummary& summary);
 
-// summary.json's content: the figures, with null for unknown numbers.
+// summary.json's content: the figures, with null for unknown numbers, and
+// "ok" (false when summary.failure is set) and "failure".
 std::string SummaryJson(const LaunchSummary& summary);
 
 // Writes SummaryJson to summary.summary_path, atomically.

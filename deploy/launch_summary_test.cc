@@ -84,8 +84,10 @@ TEST(SummaryJsonTest, FiguresWithNullForUnknownAndEscapedText) {
   EXPECT_THAT(json, HasSubstr("\"history\": \"\","));
   EXPECT_THAT(json, HasSubstr("{\"index\": 0, \"steps\": 100, \"examples\": 6400, "
                               "\"examples_per_sec\": 1000, \"loss\": 0.125, "
-                              "\"accuracy\": 0.9, \"finished\": true}"));
-  EXPECT_THAT(json, HasSubstr("\"loss\": null, \"accuracy\": null, \"finished\": false}"));
+                              "\"accuracy\": 0.9, \"finished\": true, "
+                              "\"diverged\": \"\"}"));
+  EXPECT_THAT(json, HasSubstr("\"loss\": null, \"accuracy\": null, \"finished\": false,"));
+  EXPECT_THAT(json, HasSubstr("{\n  \"ok\": true,\n  \"failure\": \"\",\n  \"accuracy\""));
 }
 
 TEST(FormatSummaryTest, NamesEveryFigureAndWhereThingsAre) {
@@ -104,6 +106,79 @@ TEST(FormatSummaryTest, NamesEveryFigureAndWhereThingsAre) {
   EXPECT_THAT(text, HasSubstr("Training interrupted."));
   EXPECT_THAT(text, HasSubstr("reached 0.95 after:   4.2 s"));
   EXPECT_THAT(text, HasSubstr("metrics history:      /run/history.json"));
+}
+
+Config TenClasses(const std::string& optimizer, int workers) {
+  Config config;
+  config.model.layers = {784, 32, 10};
+  config.optimizer.type = optimizer;
+  config.optimizer.learning_rate = 0.01;
+  config.optimizer.momentum = 0.9;
+  config.cluster.workers.assign(workers, "127.0.0.1:0");
+  return config;
+}
+
+LaunchSummary WithAccuracy(double accuracy) {
+  LaunchSummary s;
+  AddWorkerResults({{0, 100, 6400, 1000, 0.5, accuracy, true}}, &s);
+  return s;
+}
+
+TEST(JudgeTrainingTest, ChanceAccuracyFailsNamingTheKnobs) {
+  struct Case {
+    double accuracy;
+    bool fails;
+  };
+  // 10 classes: chance 0.1, failure at or below 0.15.
+  for (const Case& c : {Case{0.117, true}, Case{0.15, true}, Case{0.0, true},
+                        Case{0.1501, false}, Case{0.95, false}}) {
+    SCOPED_TRACE(c.accuracy);
+    EXPECT_EQ(!JudgeTraining(WithAccuracy(c.accuracy), TenClasses("sgd", 1)).empty(),
+              c.fails);
+  }
+  const std::string failure =
+      JudgeTraining(WithAccuracy(0.117), TenClasses("momentum", 4));
+  EXPECT_THAT(failure, HasSubstr("final test accuracy 0.1170 is at chance level "
+                                 "(10 classes: chance 0.1000"));
+  EXPECT_THAT(failure, HasSubstr("optimizer.learning_rate too high (now 0.01)"));
+  EXPECT_THAT(failure, HasSubstr("optimizer.momentum too high for 4 worker(s) (now 0.9"));
+  EXPECT_THAT(failure, HasSubstr("stale gradients from 4 asynchronous workers"));
+  EXPECT_THAT(failure, HasSubstr("lower optimizer.learning_rate (e.g. to 0.001)"));
+  // One sgd worker: neither momentum nor staleness is blamed.
+  const std::string sgd = JudgeTraining(WithAccuracy(0.117), TenClasses("sgd", 1));
+  EXPECT_THAT(sgd, Not(HasSubstr("momentum")));
+  EXPECT_THAT(sgd, Not(HasSubstr("stale")));
+}
+
+TEST(JudgeTrainingTest, InterruptedOrUnknownAccuracyIsNoVerdict) {
+  LaunchSummary s = WithAccuracy(0.1);
+  s.interrupted = true;
+  EXPECT_EQ(JudgeTraining(s, TenClasses("sgd", 1)), "");
+  EXPECT_EQ(JudgeTraining(WithAccuracy(NAN), TenClasses("sgd", 1)), "");
+}
+
+TEST(JudgeTrainingTest, ADivergedWorkerFailsWithItsMessage) {
+  LaunchSummary s;
+  WorkerResult diverged{1, 7, 448, 10, NAN, NAN, false};
+  diverged.diverged = "worker 1: training diverged at step 7: loss is nan. Likely...";
+  AddWorkerResults({{0, 100, 6400, 1000, 0.5, 0.9, true}, diverged}, &s);
+  EXPECT_EQ(JudgeTraining(s, TenClasses("sgd", 2)), diverged.diverged);
+  s.interrupted = true;  // a divergence is a failure even when interrupted
+  EXPECT_EQ(JudgeTraining(s, TenClasses("sgd", 2)), diverged.diverged);
+}
+
+TEST(FormatSummaryTest, AFailureIsTheHeadlineAndTheJsonSaysNotOk) {
+  LaunchSummary s = Example();
+  s.failure = "final test accuracy 0.1170 is at chance level";
+  const std::string text = FormatSummary(s);
+  EXPECT_THAT(text, HasSubstr("\nTraining FAILED: final test accuracy 0.1170 is at "
+                              "chance level\n"));
+  EXPECT_THAT(text, Not(HasSubstr("Training done.")));
+  EXPECT_THAT(text, HasSubstr("final test accuracy:  0.9000"));  // figures stay
+  const std::string json = SummaryJson(s);
+  EXPECT_THAT(json, HasSubstr("\"ok\": false,\n  \"failure\": \"final test accuracy "
+                              "0.1170 is at chance level\","));
+  EXPECT_THAT(json, HasSubstr("\"accuracy\": 0.9,"));
 }
 
 TEST(WriteSummaryTest, WritesTheJsonToSummaryPath) {

@@ -63,6 +63,10 @@ namespace {
 
 using namespace downpour;
 
+// The run ended but training failed: a worker diverged, or the final accuracy
+// is at chance level (LaunchSummary::failure). Documented in docs/OPERATIONS.md.
+constexpr int kTrainingFailedExitCode = 3;
+
 std::atomic<int> g_signal{0};
 
 extern "C" void OnSignal(int signal) { g_signal.store(signal); }
@@ -133,5 +137,6 @@ int main(int argc, char** argv) {
          summary.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1);
   }
   std::fputs(FormatSummary(*summary).c_str(), stdout);
+  if (!summary->failure.empty()) return kTrainingFailedExitCode;
   return summary->interrupted ? 130 : 0;
 }

@@ -156,6 +156,7 @@ absl::StatusOr<LaunchSummary> RunCluster(const Config& config,
   summary.seconds_to_mark = supervisor.seconds_to_mark();
   summary.interrupted = supervisor.interrupted();
   AddWorkerResults(supervisor.workers(), &summary);
+  summary.failure = JudgeTraining(summary, config);
   absl::Status written = WriteSummary(summary);
   if (!written.ok()) {
     supervisor.Event(absl::StrCat("launcher: cannot write the summary: ",

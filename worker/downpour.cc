@@ -214,11 +214,21 @@ absl::Status DownpourLoop::Step(int64_t step, const std::vector<int>& order,
                                                          grad_.data()));
   // A non-finite loss or gradient is never pushed: it would ruin the shared
   // parameters for every worker (the ps refuses it anyway).
+  std::string bad;
   if (!std::isfinite(loss)) {
-    return Diverged(step, absl::StrCat("loss is ", loss));
+    bad = absl::StrCat("loss is ", loss);
+  } else {
+    for (float g : grad_) {
+      if (std::isfinite(g)) continue;
+      bad = absl::StrCat("gradient holds ", g);
+      break;
+    }
   }
-  for (float g : grad_) {
-    if (!std::isfinite(g)) return Diverged(step, absl::StrCat("gradient holds ", g));
+  if (!bad.empty()) {
+    absl::Status diverged = Diverged(step, bad);
+    absl::MutexLock lock(&stats_mu_);
+    stats_.diverged = std::string(diverged.message());
+    return diverged;
   }
   if (options_.no_communication) {
     const float lr = static_cast<float>(options_.local_learning_rate);

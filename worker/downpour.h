@@ -55,6 +55,8 @@ struct WorkerStats {
   double share_wait_pull = 0;
   double share_wait_push = 0;
   bool finished = false;
+  // Set when training diverged: the error Run returns, naming the knobs.
+  std::string diverged;
 };
 
 // Run() on one thread; Stop() and stats() from any thread.

@@ -217,6 +217,7 @@ TEST_F(DownpourLoopTest, DivergenceEndsTheRunNamingTheKnobsAndPushesNothingBad) 
     // Steps 0-2 were pushed; the step that diverged was not.
     EXPECT_EQ(ps.pushes(), 3);
     EXPECT_FALSE(loop.stats().finished);
+    EXPECT_EQ(loop.stats().diverged, message);
   }
 }
 

@@ -189,6 +189,7 @@ proto::MemberReport WorkerNode::Report() const {
   report.set_mean_staleness(stats.mean_staleness);
   report.set_finished(stats.finished);
   report.set_device(backend_->device());
+  report.set_diverged(stats.diverged);
   return report;
 }
 
