@@ -60,7 +60,8 @@ std::string JudgeTraining(const LaunchSummary& summary, const Config& config) {
   const int classes = config.model.layers.empty() ? 0 : config.model.layers.back();
   if (classes < 2) return "";
   const double chance = 1.0 / classes;
-  if (summary.final_accuracy > kChanceMargin * chance) return "";
+  const double bar = kChanceMargin / classes;
+  if (summary.final_accuracy > bar) return "";
   const OptimizerSection& o = config.optimizer;
   const int workers = static_cast<int>(config.cluster.workers.size());
   std::string causes =
@@ -81,7 +82,7 @@ std::string JudgeTraining(const LaunchSummary& summary, const Config& config) {
       "final test accuracy %.4f is at chance level (%d classes: chance %.4f, "
       "failure at or below %.4f); the model did not learn. Likely causes: %s. "
       "To fix: %s.",
-      summary.final_accuracy, classes, chance, kChanceMargin * chance, causes, knobs);
+      summary.final_accuracy, classes, chance, bar, causes, knobs);
 }
 
 std::string FormatSummary(const LaunchSummary& s) {
