@@ -57,20 +57,22 @@ std::string JudgeTraining(const LaunchSummary& summary, const Config& config) {
     if (!w.diverged.empty()) return w.diverged;
   }
   if (summary.interrupted || std::isnan(summary.final_accuracy)) return "";
-  const int classes = config.model.layers.empty() ? 0 : config.model.layers.back();
+  const int classes =
+      config.model.layers.empty() ? 0 : config.model.layers.back();
   if (classes < 2) return "";
   const double chance = 1.0 / classes;
   const double bar = kChanceMargin / classes;
   if (summary.final_accuracy > bar) return "";
   const OptimizerSection& o = config.optimizer;
   const int workers = static_cast<int>(config.cluster.workers.size());
-  std::string causes =
-      absl::StrCat("optimizer.learning_rate too high (now ", o.learning_rate, ")");
+  std::string causes = absl::StrCat("optimizer.learning_rate too high (now ",
+                                    o.learning_rate, ")");
   std::string knobs = absl::StrCat("lower optimizer.learning_rate (e.g. to ",
                                    o.learning_rate / 10, ")");
   if (o.type == "momentum") {
     absl::StrAppend(&causes, ", optimizer.momentum too high for ", workers,
-                    " worker(s) (now ", o.momentum, "; asynchrony adds momentum of its own)");
+                    " worker(s) (now ", o.momentum,
+                    "; asynchrony adds momentum of its own)");
     absl::StrAppend(&knobs, ", lower optimizer.momentum");
   }
   if (workers > 1) {
@@ -90,8 +92,9 @@ std::string FormatSummary(const LaunchSummary& s) {
   if (!s.failure.empty()) {
     absl::StrAppendFormat(&out, "Training FAILED: %s\n", s.failure);
   } else {
-    absl::StrAppendFormat(&out, "%s\n",
-                          s.interrupted ? "Training interrupted." : "Training done.");
+    absl::StrAppendFormat(
+        &out, "%s\n",
+        s.interrupted ? "Training interrupted." : "Training done.");
   }
   if (!s.stop_reason.empty()) {
     absl::StrAppendFormat(&out, "  why it stopped:       %s\n", s.stop_reason);
@@ -125,18 +128,16 @@ std::string SummaryJson(const LaunchSummary& s) {
   for (const WorkerResult& w : s.workers) {
     workers.push_back(absl::StrCat(
         "    {\"index\": ", w.index, ", \"steps\": ", w.step,
-        ", \"examples\": ", w.examples,
-        ", \"examples_per_sec\": ", JsonNumber(w.examples_per_sec),
-        ", \"loss\": ", JsonNumber(w.loss), ", \"accuracy\": ", JsonNumber(w.accuracy),
-        ", \"finished\": ", Bool(w.finished),
-        ", \"diverged\": ", JsonString(w.diverged), "}"));
+        ", \"examples\": ", w.examples, ", \"examples_per_sec\": ",
+        JsonNumber(w.examples_per_sec), ", \"loss\": ", JsonNumber(w.loss),
+        ", \"accuracy\": ", JsonNumber(w.accuracy), ", \"finished\": ",
+        Bool(w.finished), ", \"diverged\": ", JsonString(w.diverged), "}"));
   }
   return absl::StrCat(
       "{\n  \"ok\": ", Bool(s.failure.empty()),
       ",\n  \"failure\": ", JsonString(s.failure),
       ",\n  \"accuracy\": ", JsonNumber(s.final_accuracy),
-      ",\n  \"steps\": ", s.steps,
-      ",\n  \"seconds\": ", JsonNumber(s.seconds),
+      ",\n  \"steps\": ", s.steps, ",\n  \"seconds\": ", JsonNumber(s.seconds),
       ",\n  \"examples_per_sec\": ", JsonNumber(s.examples_per_sec),
       ",\n  \"seconds_to_accuracy_mark\": ",
       s.seconds_to_mark >= 0 ? JsonNumber(s.seconds_to_mark) : "null",
@@ -146,8 +147,8 @@ std::string SummaryJson(const LaunchSummary& s) {
       ",\n  \"log_dir\": ", JsonString(s.log_dir),
       ",\n  \"checkpoint_dir\": ", JsonString(s.checkpoint_dir),
       ",\n  \"history\": ", JsonString(s.history_path),
-      ",\n  \"plot\": ", JsonString(s.plot_path),
-      ",\n  \"workers\": [\n", absl::StrJoin(workers, ",\n"), "\n  ]\n}\n");
+      ",\n  \"plot\": ", JsonString(s.plot_path), ",\n  \"workers\": [\n",
+      absl::StrJoin(workers, ",\n"), "\n  ]\n}\n");
 }
 
 absl::Status WriteSummary(const LaunchSummary& summary) {

@@ -82,12 +82,17 @@ TEST(SummaryJsonTest, FiguresWithNullForUnknownAndEscapedText) {
               HasSubstr("\"stop_reason\": \"every worker finished \\\"nicely\\\"\\n\","));
   EXPECT_THAT(json, HasSubstr("\"interrupted\": false,"));
   EXPECT_THAT(json, HasSubstr("\"history\": \"\","));
-  EXPECT_THAT(json, HasSubstr("{\"index\": 0, \"steps\": 100, \"examples\": 6400, "
-                              "\"examples_per_sec\": 1000, \"loss\": 0.125, "
-                              "\"accuracy\": 0.9, \"finished\": true, "
-                              "\"diverged\": \"\"}"));
-  EXPECT_THAT(json, HasSubstr("\"loss\": null, \"accuracy\": null, \"finished\": false,"));
-  EXPECT_THAT(json, HasSubstr("{\n  \"ok\": true,\n  \"failure\": \"\",\n  \"accuracy\""));
+  EXPECT_THAT(json,
+              HasSubstr("{\"index\": 0, \"steps\": 100, \"examples\": 6400, "
+                        "\"examples_per_sec\": 1000, \"loss\": 0.125, "
+                        "\"accuracy\": 0.9, \"finished\": true, "
+                        "\"diverged\": \"\"}"));
+  EXPECT_THAT(
+      json,
+      HasSubstr("\"loss\": null, \"accuracy\": null, \"finished\": false,"));
+  EXPECT_THAT(
+      json,
+      HasSubstr("{\n  \"ok\": true,\n  \"failure\": \"\",\n  \"accuracy\""));
 }
 
 TEST(FormatSummaryTest, NamesEveryFigureAndWhereThingsAre) {
@@ -133,19 +138,27 @@ TEST(JudgeTrainingTest, ChanceAccuracyFailsNamingTheKnobs) {
   for (const Case& c : {Case{0.117, true}, Case{0.15, true}, Case{0.0, true},
                         Case{0.1501, false}, Case{0.95, false}}) {
     SCOPED_TRACE(c.accuracy);
-    EXPECT_EQ(!JudgeTraining(WithAccuracy(c.accuracy), TenClasses("sgd", 1)).empty(),
-              c.fails);
+    EXPECT_EQ(
+        !JudgeTraining(WithAccuracy(c.accuracy), TenClasses("sgd", 1)).empty(),
+        c.fails);
   }
   const std::string failure =
       JudgeTraining(WithAccuracy(0.117), TenClasses("momentum", 4));
-  EXPECT_THAT(failure, HasSubstr("final test accuracy 0.1170 is at chance level "
-                                 "(10 classes: chance 0.1000"));
-  EXPECT_THAT(failure, HasSubstr("optimizer.learning_rate too high (now 0.01)"));
-  EXPECT_THAT(failure, HasSubstr("optimizer.momentum too high for 4 worker(s) (now 0.9"));
-  EXPECT_THAT(failure, HasSubstr("stale gradients from 4 asynchronous workers"));
-  EXPECT_THAT(failure, HasSubstr("lower optimizer.learning_rate (e.g. to 0.001)"));
+  EXPECT_THAT(failure,
+              HasSubstr("final test accuracy 0.1170 is at chance level "
+                        "(10 classes: chance 0.1000"));
+  EXPECT_THAT(failure,
+              HasSubstr("optimizer.learning_rate too high (now 0.01)"));
+  EXPECT_THAT(
+      failure,
+      HasSubstr("optimizer.momentum too high for 4 worker(s) (now 0.9"));
+  EXPECT_THAT(failure,
+              HasSubstr("stale gradients from 4 asynchronous workers"));
+  EXPECT_THAT(failure,
+              HasSubstr("lower optimizer.learning_rate (e.g. to 0.001)"));
   // One sgd worker: neither momentum nor staleness is blamed.
-  const std::string sgd = JudgeTraining(WithAccuracy(0.117), TenClasses("sgd", 1));
+  const std::string sgd =
+      JudgeTraining(WithAccuracy(0.117), TenClasses("sgd", 1));
   EXPECT_THAT(sgd, Not(HasSubstr("momentum")));
   EXPECT_THAT(sgd, Not(HasSubstr("stale")));
 }
@@ -160,7 +173,8 @@ TEST(JudgeTrainingTest, InterruptedOrUnknownAccuracyIsNoVerdict) {
 TEST(JudgeTrainingTest, ADivergedWorkerFailsWithItsMessage) {
   LaunchSummary s;
   WorkerResult diverged{1, 7, 448, 10, NAN, NAN, false};
-  diverged.diverged = "worker 1: training diverged at step 7: loss is nan. Likely...";
+  diverged.diverged =
+      "worker 1: training diverged at step 7: loss is nan. Likely...";
   AddWorkerResults({{0, 100, 6400, 1000, 0.5, 0.9, true}, diverged}, &s);
   EXPECT_EQ(JudgeTraining(s, TenClasses("sgd", 2)), diverged.diverged);
   s.interrupted = true;  // a divergence is a failure even when interrupted
@@ -171,13 +185,15 @@ TEST(FormatSummaryTest, AFailureIsTheHeadlineAndTheJsonSaysNotOk) {
   LaunchSummary s = Example();
   s.failure = "final test accuracy 0.1170 is at chance level";
   const std::string text = FormatSummary(s);
-  EXPECT_THAT(text, HasSubstr("\nTraining FAILED: final test accuracy 0.1170 is at "
-                              "chance level\n"));
+  EXPECT_THAT(text,
+              HasSubstr("\nTraining FAILED: final test accuracy 0.1170 is at "
+                        "chance level\n"));
   EXPECT_THAT(text, Not(HasSubstr("Training done.")));
   EXPECT_THAT(text, HasSubstr("final test accuracy:  0.9000"));  // figures stay
   const std::string json = SummaryJson(s);
-  EXPECT_THAT(json, HasSubstr("\"ok\": false,\n  \"failure\": \"final test accuracy "
-                              "0.1170 is at chance level\","));
+  EXPECT_THAT(json,
+              HasSubstr("\"ok\": false,\n  \"failure\": \"final test accuracy "
+                        "0.1170 is at chance level\","));
   EXPECT_THAT(json, HasSubstr("\"accuracy\": 0.9,"));
 }
 

@@ -64,7 +64,8 @@ namespace {
 using namespace downpour;
 
 // The run ended but training failed: a worker diverged, or the final accuracy
-// is at chance level (LaunchSummary::failure). Documented in docs/OPERATIONS.md.
+// is at chance level (LaunchSummary::failure). Documented in
+// docs/OPERATIONS.md.
 constexpr int kTrainingFailedExitCode = 3;
 
 std::atomic<int> g_signal{0};

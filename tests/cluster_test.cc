@@ -118,12 +118,15 @@ TEST(ClusterTest, AWorkerThatCannotStartEndsTheRunWithItsLog) {
 // worker that sees it first exits naming the knobs, the launcher stops the job
 // and reports a failed training (summary ok=false), not "Training done".
 TEST(ClusterTest, ADivergedJobIsAFailureThatNamesTheKnobs) {
-  const std::string yaml = testing::LoopbackConfig(1, 2, absl::StrCat(
-      "data:\n  source: synthetic\n  train_examples: 1000\n  test_examples: 200\n",
-      "model:\n  layers: [784, 32, 10]\n"
-      "optimizer:\n  type: sgd\n  learning_rate: 1000000\n"
-      "training:\n  batch_size: 32\n  epochs: 50\n  eval_every_steps: 0\n"
-      "checkpoint:\n  dir: \"\"\n"));
+  const std::string yaml = testing::LoopbackConfig(
+      1, 2,
+      absl::StrCat(
+          "data:\n  source: synthetic\n  train_examples: 1000\n  "
+          "test_examples: 200\n",
+          "model:\n  layers: [784, 32, 10]\n"
+          "optimizer:\n  type: sgd\n  learning_rate: 1000000\n"
+          "training:\n  batch_size: 32\n  epochs: 50\n  eval_every_steps: 0\n"
+          "checkpoint:\n  dir: \"\"\n"));
   const std::string path = testing::WriteConfig("cluster.yaml", yaml);
   absl::StatusOr<Config> config = LoadConfig(path);
   ASSERT_THAT(config, IsOk());
@@ -131,11 +134,13 @@ TEST(ClusterTest, ADivergedJobIsAFailureThatNamesTheKnobs) {
   absl::StatusOr<LaunchSummary> summary = RunCluster(*config, Options(path));
   ASSERT_THAT(summary, IsOk());
   EXPECT_THAT(summary->failure,
-              ::testing::AllOf(HasSubstr("training diverged at step"),
-                               HasSubstr("optimizer.learning_rate too high (now 1e+06)"),
-                               HasSubstr("Lower optimizer.learning_rate")));
+              ::testing::AllOf(
+                  HasSubstr("training diverged at step"),
+                  HasSubstr("optimizer.learning_rate too high (now 1e+06)"),
+                  HasSubstr("Lower optimizer.learning_rate")));
   EXPECT_THAT(FormatSummary(*summary), HasSubstr("Training FAILED: worker "));
-  EXPECT_THAT(FormatSummary(*summary), ::testing::Not(HasSubstr("Training done.")));
+  EXPECT_THAT(FormatSummary(*summary),
+              ::testing::Not(HasSubstr("Training done.")));
   auto json = ReadFile(summary->summary_path);
   ASSERT_THAT(json, IsOk());
   EXPECT_THAT(*json, HasSubstr("\"ok\": false,"));

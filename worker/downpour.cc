@@ -247,7 +247,8 @@ absl::Status DownpourLoop::Step(int64_t step, const std::vector<int>& order,
   return absl::OkStatus();
 }
 
-absl::Status DownpourLoop::Diverged(int64_t step, const std::string& what) const {
+absl::Status DownpourLoop::Diverged(int64_t step,
+                                    const std::string& what) const {
   const OptimizerSection& o = options_.optimizer;
   std::string causes = absl::StrCat("optimizer.learning_rate too high (now ",
                                     o.learning_rate, ")");
@@ -261,8 +262,8 @@ absl::Status DownpourLoop::Diverged(int64_t step, const std::string& what) const
                     " asynchronous workers");
   }
   return absl::InvalidArgumentError(absl::StrCat(
-      "worker ", options_.worker_index, ": training diverged at step ", step, ": ",
-      what, ". Likely causes: ", causes,
+      "worker ", options_.worker_index, ": training diverged at step ", step,
+      ": ", what, ". Likely causes: ", causes,
       ". Lower optimizer.learning_rate (e.g. to ", o.learning_rate / 10, ")",
       o.type == "momentum" ? ", lower optimizer.momentum" : "",
       options_.num_workers > 1 ? ", or use fewer workers" : "",

@@ -176,8 +176,9 @@ class DivergingBackend : public OnesBackend {
  public:
   DivergingBackend(int64_t n, int64_t bad_step, bool bad_gradient)
       : OnesBackend(n), bad_step_(bad_step), bad_gradient_(bad_gradient) {}
-  absl::StatusOr<float> LossAndGradient(const float* p, const float* x, const int* y,
-                                        int batch, float* grad) override {
+  absl::StatusOr<float> LossAndGradient(const float* p, const float* x,
+                                        const int* y, int batch,
+                                        float* grad) override {
     const float loss = *OnesBackend::LossAndGradient(p, x, y, batch, grad);
     if (steps_++ < bad_step_) return loss;
     if (!bad_gradient_) return std::nanf("");
@@ -191,7 +192,8 @@ class DivergingBackend : public OnesBackend {
   int64_t steps_ = 0;
 };
 
-TEST_F(DownpourLoopTest, DivergenceEndsTheRunNamingTheKnobsAndPushesNothingBad) {
+TEST_F(DownpourLoopTest,
+       DivergenceEndsTheRunNamingTheKnobsAndPushesNothingBad) {
   for (bool bad_gradient : {false, true}) {
     SCOPED_TRACE(bad_gradient ? "inf gradient" : "NaN loss");
     FakePsClient ps(spec_->InitAll(1), spec_->blocks().size(), 0.0f);
@@ -205,14 +207,17 @@ TEST_F(DownpourLoopTest, DivergenceEndsTheRunNamingTheKnobsAndPushesNothingBad) 
     const absl::Status status = loop.Run();
     EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument));
     const std::string message(status.message());
-    EXPECT_NE(message.find("worker 2: training diverged at step 3: "
-                           + std::string(bad_gradient ? "gradient holds inf"
-                                                      : "loss is nan")),
-              std::string::npos) << message;
-    for (const char* knob : {"optimizer.learning_rate too high (now 0.5)",
-                             "optimizer.momentum too high for 4 worker(s) (now 0.9",
-                             "stale gradients", "Lower optimizer.learning_rate"}) {
-      EXPECT_NE(message.find(knob), std::string::npos) << knob << " in " << message;
+    EXPECT_NE(message.find("worker 2: training diverged at step 3: " +
+                           std::string(bad_gradient ? "gradient holds inf"
+                                                    : "loss is nan")),
+              std::string::npos)
+        << message;
+    for (const char* knob :
+         {"optimizer.learning_rate too high (now 0.5)",
+          "optimizer.momentum too high for 4 worker(s) (now 0.9",
+          "stale gradients", "Lower optimizer.learning_rate"}) {
+      EXPECT_NE(message.find(knob), std::string::npos)
+          << knob << " in " << message;
     }
     // Steps 0-2 were pushed; the step that diverged was not.
     EXPECT_EQ(ps.pushes(), 3);
