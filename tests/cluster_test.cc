@@ -31,6 +31,14 @@ LaunchOptions Options(const std::string& config_path) {
   return options;
 }
 
+// Writes `yaml` as the run's cluster file and launches it as the quick start does.
+absl::StatusOr<LaunchSummary> Launch(const std::string& yaml) {
+  const std::string path = testing::WriteConfig("cluster.yaml", yaml);
+  absl::StatusOr<Config> config = LoadConfig(path);
+  if (!config.ok()) return config.status();
+  return RunCluster(*config, Options(path));
+}
+
 // Real MNIST when tests/run_all.sh fetched it, synthetic digits-shaped data
 // otherwise (the daemons and the protocol are exercised the same way).
 std::string DataSection(int train, int test) {
@@ -54,10 +62,7 @@ TEST(ClusterTest, TwoPsTwoWorkersTrainToModestAccuracy) {
       "optimizer:\n  type: adam\n  learning_rate: 0.003\n"
       "training:\n  batch_size: 32\n  epochs: 16\n  eval_every_steps: 20\n"
       "checkpoint:\n  dir: ", dir, "/ckpt\n  interval_s: 1\n"));
-  const std::string path = testing::WriteConfig("cluster.yaml", yaml);
-  absl::StatusOr<Config> config = LoadConfig(path);
-  ASSERT_THAT(config, IsOk());
-  absl::StatusOr<LaunchSummary> summary = RunCluster(*config, Options(path));
+  absl::StatusOr<LaunchSummary> summary = Launch(yaml);
   ASSERT_THAT(summary, IsOk());
   EXPECT_FALSE(summary->interrupted);
   EXPECT_GT(summary->final_accuracy, 0.8) << "stop reason: " << summary->stop_reason;
@@ -90,10 +95,7 @@ TEST(ClusterTest, TargetAccuracyStopsTheJobEarly) {
       "training:\n  batch_size: 32\n  epochs: 1000\n  eval_every_steps: 10\n"
       "  target_accuracy: 0.75\n"
       "checkpoint:\n  dir: \"\"\n"));
-  const std::string path = testing::WriteConfig("cluster.yaml", yaml);
-  absl::StatusOr<Config> config = LoadConfig(path);
-  ASSERT_THAT(config, IsOk());
-  absl::StatusOr<LaunchSummary> summary = RunCluster(*config, Options(path));
+  absl::StatusOr<LaunchSummary> summary = Launch(yaml);
   ASSERT_THAT(summary, IsOk());
   EXPECT_THAT(summary->stop_reason, HasSubstr("reached test accuracy"));
   EXPECT_LT(summary->steps, 2 * 1000 * 32);
@@ -103,11 +105,8 @@ TEST(ClusterTest, AWorkerThatCannotStartEndsTheRunWithItsLog) {
   const std::string yaml = testing::LoopbackConfig(1, 1, absl::StrCat(
       "data:\n  source: mnist\n  path: ", testing::TestDir(), "/no-such-folder\n",
       "checkpoint:\n  dir: \"\"\n"));
-  const std::string path = testing::WriteConfig("cluster.yaml", yaml);
-  absl::StatusOr<Config> config = LoadConfig(path);
-  ASSERT_THAT(config, IsOk());
   const absl::Time start = absl::Now();
-  absl::StatusOr<LaunchSummary> summary = RunCluster(*config, Options(path));
+  absl::StatusOr<LaunchSummary> summary = Launch(yaml);
   EXPECT_THAT(summary, StatusIs(absl::StatusCode::kAborted,
                                 ::testing::AllOf(HasSubstr("worker 0 exited with status 2"),
                                                  HasSubstr("fetch_mnist.sh"))));
@@ -127,11 +126,8 @@ TEST(ClusterTest, ADivergedJobIsAFailureThatNamesTheKnobs) {
           "optimizer:\n  type: sgd\n  learning_rate: 1000000\n"
           "training:\n  batch_size: 32\n  epochs: 50\n  eval_every_steps: 0\n"
           "checkpoint:\n  dir: \"\"\n"));
-  const std::string path = testing::WriteConfig("cluster.yaml", yaml);
-  absl::StatusOr<Config> config = LoadConfig(path);
-  ASSERT_THAT(config, IsOk());
   const absl::Time start = absl::Now();
-  absl::StatusOr<LaunchSummary> summary = RunCluster(*config, Options(path));
+  absl::StatusOr<LaunchSummary> summary = Launch(yaml);
   ASSERT_THAT(summary, IsOk());
   EXPECT_THAT(summary->failure,
               ::testing::AllOf(
