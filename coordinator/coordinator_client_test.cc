@@ -8,9 +8,10 @@
 
 #include <atomic>
 
+#include "common/testing/poll.h"
 #include "common/testing/status_matchers.h"
 #include "coordinator/coordinator_node.h"
-#include "coordinator/test_config.h"
+#include "coordinator/test_cluster.h"
 #include "gtest/gtest.h"
 
 namespace downpour::coordinator {
@@ -21,20 +22,6 @@ using ::downpour::testing::StatusIs;
 using ::testing::HasSubstr;
 
 Config TestConfig() { return TestClusterConfig(/*num_ps=*/2, /*num_workers=*/1); }
-
-// A loopback port that was bound and closed again: nothing listens there.
-int ClosedPort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = 0;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  socklen_t length = sizeof(address);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
 
 class CoordinatorClientTest : public ::testing::Test {
  protected:
@@ -104,7 +91,7 @@ TEST_F(CoordinatorClientTest, WaitForPlacementStopsWhenAsked) {
 }
 
 TEST(CoordinatorClientUnreachableTest, SingleCallsNameTheCoordinator) {
-  const std::string address = "127.0.0.1:" + std::to_string(ClosedPort());
+  const std::string address = "127.0.0.1:" + std::to_string(::downpour::testing::ClosedLoopbackPort());
   RpcSection rpc;
   rpc.deadline_s = 0.5;
   CoordinatorClient client(address, rpc, "test");
@@ -126,7 +113,7 @@ TEST(CoordinatorClientUnreachableTest, SingleCallsNameTheCoordinator) {
 }
 
 TEST(CoordinatorClientUnreachableTest, RegisterGivesUpAfterTheConnectTimeout) {
-  const std::string address = "127.0.0.1:" + std::to_string(ClosedPort());
+  const std::string address = "127.0.0.1:" + std::to_string(::downpour::testing::ClosedLoopbackPort());
   RpcSection rpc;
   rpc.deadline_s = 0.2;
   rpc.connect_timeout_s = 0.5;

@@ -9,7 +9,7 @@
 #include "common/testing/fake_clock.h"
 #include "common/testing/status_matchers.h"
 #include "coordinator/coordinator_client.h"
-#include "coordinator/test_config.h"
+#include "coordinator/test_cluster.h"
 #include "gtest/gtest.h"
 
 namespace downpour::coordinator {
@@ -23,14 +23,6 @@ Config TestConfig() {
   config.heartbeat.interval_s = 0.5;
   config.heartbeat.timeout_s = 3;
   return config;
-}
-
-const proto::MemberStatus* Member(const proto::ClusterStatusResponse& status,
-                                  const std::string& role) {
-  for (const proto::MemberStatus& m : status.members()) {
-    if (m.role() == role) return &m;
-  }
-  return nullptr;
 }
 
 class CoordinatorNodeTest : public ::testing::Test {
@@ -77,7 +69,7 @@ TEST_F(CoordinatorNodeTest, ServesRegistrationHeartbeatsPlacementAndStatus) {
 
   auto status = client_->ClusterStatus();
   ASSERT_THAT(status, IsOk());
-  const proto::MemberStatus* w = Member(*status, "worker");
+  const proto::MemberStatus* w = FindMember(*status, "worker");
   ASSERT_NE(w, nullptr);
   EXPECT_TRUE(w->alive());
   EXPECT_EQ(w->report().step(), 17u);
@@ -103,7 +95,7 @@ TEST_F(CoordinatorNodeTest,
   while (absl::Now() < deadline) {
     auto status = client_->ClusterStatus();
     ASSERT_THAT(status, IsOk());
-    if (!Member(*status, "ps")->alive()) return;
+    if (!FindMember(*status, "ps")->alive()) return;
     clock_.Advance(absl::Milliseconds(250));
   }
   FAIL() << "ps 0 was never declared dead";

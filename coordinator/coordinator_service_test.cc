@@ -4,7 +4,7 @@
 #include "coordinator/coordinator_service.h"
 
 #include "common/testing/status_matchers.h"
-#include "coordinator/test_config.h"
+#include "coordinator/test_cluster.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 

@@ -7,10 +7,11 @@
 #include <atomic>
 #include <functional>
 
+#include "common/testing/poll.h"
 #include "common/testing/status_matchers.h"
 #include "coordinator/coordinator_client.h"
 #include "coordinator/coordinator_node.h"
-#include "coordinator/test_config.h"
+#include "coordinator/test_cluster.h"
 #include "gtest/gtest.h"
 
 namespace downpour::coordinator {
@@ -26,12 +27,7 @@ Config TestConfig() {
 
 // Polls `done` until it holds or 10 s have passed.
 bool Eventually(const std::function<bool()>& done) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (absl::Now() < deadline) {
-    if (done()) return true;
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  return done();
+  return ::downpour::testing::WaitUntil(done, absl::Seconds(10));
 }
 
 class MemberAgentTest : public ::testing::Test {

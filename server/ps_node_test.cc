@@ -20,6 +20,7 @@
 #include "absl/time/clock.h"
 #include "common/config.h"
 #include "common/server_util.h"
+#include "common/testing/poll.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
@@ -139,12 +140,7 @@ class FakeCoordinator final : public proto::Coordinator::CallbackService {
 
 // Polls `done` until it holds or 20 s pass (observable state, not a sleep).
 bool Eventually(const std::function<bool()>& done) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(20);
-  while (absl::Now() < deadline) {
-    if (done()) return true;
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  return done();
+  return ::downpour::testing::WaitUntil(done, absl::Seconds(20));
 }
 
 class PsNodeTest : public ::testing::Test {
@@ -273,22 +269,9 @@ TEST_F(PsNodeTest, ReplacedNodeStandsDownEndsAndWritesNoCheckpoint) {
   EXPECT_FALSE(std::filesystem::exists(CheckpointPath(dir_, 0)));
 }
 
-// A port that was free a moment ago and has nothing listening on it now.
-int ClosedPort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr = {};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
 TEST_F(PsNodeTest, StartFailsCleanlyWhenTheCoordinatorIsUnreachable) {
   options_.config.cluster.coordinator =
-      absl::StrCat("127.0.0.1:", ClosedPort());
+      absl::StrCat("127.0.0.1:", ::downpour::testing::ClosedLoopbackPort());
   options_.config.rpc.connect_timeout_s = 0.3;
   options_.config.rpc.deadline_s = 0.3;
   for (bool standby : {false, true}) {

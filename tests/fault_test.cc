@@ -20,7 +20,9 @@
 #include "common/mnist.h"
 #include "common/server_util.h"
 #include "common/subprocess.h"
+#include "common/testing/poll.h"
 #include "coordinator/coordinator_client.h"
+#include "coordinator/test_cluster.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "coordinator/cluster_state.h"
@@ -114,34 +116,21 @@ class FaultTest : public ::testing::Test {
     return status.ok() ? *status : proto::ClusterStatusResponse();
   }
 
-  const proto::MemberStatus* Member(const proto::ClusterStatusResponse& status,
-                                    const std::string& role, int index) {
-    for (const auto& m : status.members()) {
-      if (m.role() == role && m.index() == index) return &m;
-    }
-    return nullptr;
-  }
-
   // Polls `done` every 50 ms for up to `timeout`; false if it never held.
   bool WaitUntil(const std::function<bool()>& done, absl::Duration timeout = kLong) {
-    const absl::Time deadline = absl::Now() + timeout;
-    while (absl::Now() < deadline) {
-      if (done()) return true;
-      absl::SleepFor(absl::Milliseconds(50));
-    }
-    return false;
+    return ::downpour::testing::WaitUntil(done, timeout, absl::Milliseconds(50));
   }
 
   bool WorkerAtStep(int index, uint64_t step) {
     const auto status = Status();
-    const auto* m = Member(status, "worker", index);
+    const auto* m = coordinator::FindMember(status, "worker", index);
     return m != nullptr && m->report().step() >= step;
   }
 
   // The data parts the coordinator has given worker `index` now.
   std::vector<int> WorkerParts(int index) {
     const auto status = Status();
-    const auto* m = Member(status, "worker", index);
+    const auto* m = coordinator::FindMember(status, "worker", index);
     if (m == nullptr) return {};
     return {m->parts().begin(), m->parts().end()};
   }
@@ -149,7 +138,7 @@ class FaultTest : public ::testing::Test {
   // The daemon's address as registered with the coordinator ("" if unknown).
   std::string Address(const std::string& role, int index) {
     const auto status = Status();
-    const auto* m = Member(status, role, index);
+    const auto* m = coordinator::FindMember(status, role, index);
     return m == nullptr ? "" : m->address();
   }
 
@@ -177,7 +166,7 @@ class FaultTest : public ::testing::Test {
     }
     const auto status = Status();
     for (int i = 0; i < workers; ++i) {
-      const auto* m = Member(status, "worker", i);
+      const auto* m = coordinator::FindMember(status, "worker", i);
       ASSERT_NE(m, nullptr);
       EXPECT_TRUE(m->report().finished()) << "worker " << i;
       EXPECT_GT(m->report().accuracy(), min_accuracy) << "worker " << i;
@@ -220,7 +209,7 @@ TEST_F(FaultTest, DeadWorkersPartGoesToTheOthersAndComesBackOnRejoin) {
   daemons_["worker-1"]->Signal(SIGKILL);
   ASSERT_TRUE(WaitUntil([&] {
     const auto status = Status();
-    const auto* m = Member(status, "worker", 1);
+    const auto* m = coordinator::FindMember(status, "worker", 1);
     return m != nullptr && !m->alive();
   }, absl::Seconds(20))) << "the coordinator never noticed";
   ASSERT_TRUE(WaitUntil([&] { return WorkerParts(0) == std::vector<int>{0, 1}; },
@@ -234,7 +223,7 @@ TEST_F(FaultTest, DeadWorkersPartGoesToTheOthersAndComesBackOnRejoin) {
   EXPECT_THAT(WorkerParts(1), ElementsAre(1));
   {
     const auto status = Status();
-    const auto* rejoined = Member(status, "worker", 1);
+    const auto* rejoined = coordinator::FindMember(status, "worker", 1);
     ASSERT_NE(rejoined, nullptr);
     EXPECT_TRUE(rejoined->registered() && rejoined->alive());
   }
@@ -338,7 +327,7 @@ TEST_F(FaultTest, StoppedShardWithoutStandbyComesBackCleanly) {
   daemons_["ps-0"]->Signal(SIGSTOP);
   ASSERT_TRUE(WaitUntil([&] {
     const auto status = Status();
-    const auto* m = Member(status, "ps", 0);
+    const auto* m = coordinator::FindMember(status, "ps", 0);
     return m != nullptr && !m->alive();
   }, absl::Seconds(20)));
   const std::string worker = Address("worker", 0);
@@ -348,7 +337,7 @@ TEST_F(FaultTest, StoppedShardWithoutStandbyComesBackCleanly) {
   daemons_["ps-0"]->Signal(SIGCONT);
   ASSERT_TRUE(WaitUntil([&] {
     const auto status = Status();
-    const auto* m = Member(status, "ps", 0);
+    const auto* m = coordinator::FindMember(status, "ps", 0);
     return m != nullptr && m->alive();
   }, absl::Seconds(20))) << "the coordinator should see ps 0 alive again";
   ASSERT_TRUE(WaitUntil([&] { return Counter(worker, "outage_seconds") > 0; },
@@ -367,8 +356,8 @@ TEST_F(FaultTest, CoordinatorRestartKeepsTheJobGoing) {
   StartWorker(1);
   ASSERT_TRUE(WaitUntil([&] { return WorkerAtStep(0, 100) && WorkerAtStep(1, 100); }));
   const auto before = Status();
-  ASSERT_NE(Member(before, "worker", 0), nullptr);
-  const std::string worker = Member(before, "worker", 0)->address();
+  ASSERT_NE(coordinator::FindMember(before, "worker", 0), nullptr);
+  const std::string worker = coordinator::FindMember(before, "worker", 0)->address();
   ASSERT_TRUE(std::filesystem::exists(
       coordinator::StateFilePath(dir_ + "/coordinator")))
       << "the coordinator should have saved its state";
@@ -392,7 +381,7 @@ TEST_F(FaultTest, CoordinatorRestartKeepsTheJobGoing) {
     EXPECT_EQ(restored.placement_epoch(), before.placement_epoch());
     for (const auto& [role, index] :
          std::vector<std::pair<std::string, int>>{{"ps", 0}, {"worker", 0}, {"worker", 1}}) {
-      const auto* m = Member(restored, role, index);
+      const auto* m = coordinator::FindMember(restored, role, index);
       ASSERT_NE(m, nullptr);
       EXPECT_TRUE(m->registered()) << role << " " << index << " not restored";
     }
@@ -437,7 +426,7 @@ TEST_F(FaultTest, StoppedShardMakesTheWorkerWaitAndNoStepIsLost) {
   daemons_["ps-0"]->Signal(SIGCONT);
   ExpectWorkersFinish(1, 0.8);
   const auto status = Status();
-  const auto* m = Member(status, "worker", 0);
+  const auto* m = coordinator::FindMember(status, "worker", 0);
   ASSERT_NE(m, nullptr);
   // n_push is 1: every computed step went out in its own push...
   EXPECT_EQ(m->report().pushes(), m->report().step());
@@ -461,7 +450,7 @@ TEST_F(FaultTest, SigtermedWorkerPushesWhatItOwesAndExitsZero) {
   // Its last heartbeat carries its final figures: it finished (flushed, pulled
   // and evaluated), and every push it counted reached the ps.
   const auto final_status = Status();
-  const auto* m = Member(final_status, "worker", 0);
+  const auto* m = coordinator::FindMember(final_status, "worker", 0);
   ASSERT_NE(m, nullptr);
   EXPECT_TRUE(m->report().finished());
   EXPECT_GT(m->report().pushes(), 0u);

@@ -2,6 +2,7 @@
 // the end on synthetic data, and a standby takes over a stopped shard. They
 // assert on what a client observes: the coordinator's ClusterStatus, each ps's
 // Status counters and Checksums.
+#include "coordinator/test_cluster.h"
 #include "tests/in_process_cluster.h"
 
 #include <functional>
@@ -12,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "common/config.h"
 #include "common/server_util.h"
+#include "common/testing/poll.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -52,14 +54,6 @@ Config SmallJob(int ps, int standbys, int workers, int epochs) {
   return config.ok() ? *config : Config();
 }
 
-const proto::MemberStatus* Member(const proto::ClusterStatusResponse& status,
-                                  const std::string& role, int index) {
-  for (const proto::MemberStatus& m : status.members()) {
-    if (m.role() == role && m.index() == index) return &m;
-  }
-  return nullptr;
-}
-
 // The ps's Status counters ("pushes", "applied_updates", ...).
 std::map<std::string, double> PsCounters(const std::string& address) {
   auto stub = proto::Status::NewStub(MakeChannel(address));
@@ -83,12 +77,7 @@ proto::ChecksumResponse Checksums(const std::string& address) {
 
 // Polls `done` every 20 ms until it holds or `timeout` passes.
 bool WaitUntil(const std::function<bool()>& done, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    if (done()) return true;
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  return done();
+  return ::downpour::testing::WaitUntil(done, timeout, absl::Milliseconds(20));
 }
 
 class InProcessClusterTest
@@ -115,7 +104,7 @@ TEST_P(InProcessClusterTest, TrainsToTheEndAndEveryPushIsApplied) {
   EXPECT_THAT(status->stop_reason(), HasSubstr("every worker finished"));
   uint64_t worker_pushes = 0;
   for (int i = 0; i < num_workers; ++i) {
-    const proto::MemberStatus* w = Member(*status, "worker", i);
+    const proto::MemberStatus* w = coordinator::FindMember(*status, "worker", i);
     ASSERT_NE(w, nullptr) << "worker " << i;
     EXPECT_TRUE(w->report().finished()) << "worker " << i;
     // 1000 examples split over the workers, 32 a step, 2 epochs.
@@ -184,7 +173,7 @@ TEST(InProcessStandbyTest, StandbyTakesOverAStoppedShard) {
         if (!status.ok() || status->placement_epoch() <= epoch_before) {
           return false;
         }
-        const proto::MemberStatus* ps0 = Member(*status, "ps", 0);
+        const proto::MemberStatus* ps0 = coordinator::FindMember(*status, "ps", 0);
         return ps0 != nullptr && ps0->address() == cluster.standby(0).address();
       },
       kDeadline))
@@ -197,7 +186,7 @@ TEST(InProcessStandbyTest, StandbyTakesOverAStoppedShard) {
   absl::StatusOr<proto::ClusterStatusResponse> status = cluster.ClusterStatus();
   ASSERT_THAT(status, IsOk());
   EXPECT_TRUE(status->stop());
-  const proto::MemberStatus* w = Member(*status, "worker", 0);
+  const proto::MemberStatus* w = coordinator::FindMember(*status, "worker", 0);
   ASSERT_NE(w, nullptr);
   EXPECT_TRUE(w->report().finished());
   EXPECT_EQ(w->report().step(), 40 * ((1000 + 31) / 32));

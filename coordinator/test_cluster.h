@@ -1,11 +1,13 @@
-// The cluster config the coordinator's tests start from.
-#ifndef DOWNPOUR_COORDINATOR_TEST_CONFIG_H_
-#define DOWNPOUR_COORDINATOR_TEST_CONFIG_H_
+// For tests of the coordinator and of whole clusters: the config they start
+// from, and finding a member in a ClusterStatus reply.
+#ifndef DOWNPOUR_COORDINATOR_TEST_CLUSTER_H_
+#define DOWNPOUR_COORDINATOR_TEST_CLUSTER_H_
 
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "common/config.h"
+#include "proto/coordinator.pb.h"
 
 namespace downpour::coordinator {
 
@@ -30,6 +32,17 @@ inline Config TestClusterConfig(int num_ps = 1, int num_workers = 1) {
   return config;
 }
 
+// The member of `status` with this role ("ps", "worker", "standby") and index;
+// nullptr when there is none.
+inline const proto::MemberStatus* FindMember(
+    const proto::ClusterStatusResponse& status, const std::string& role,
+    int index = 0) {
+  for (const proto::MemberStatus& m : status.members()) {
+    if (m.role() == role && m.index() == index) return &m;
+  }
+  return nullptr;
+}
+
 }  // namespace downpour::coordinator
 
-#endif  // DOWNPOUR_COORDINATOR_TEST_CONFIG_H_
+#endif  // DOWNPOUR_COORDINATOR_TEST_CLUSTER_H_
