@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/divergence_advice.h"
 #include "common/file_util.h"
 #include "common/json.h"
 
@@ -63,28 +64,13 @@ std::string JudgeTraining(const LaunchSummary& summary, const Config& config) {
   const double chance = 1.0 / classes;
   const double bar = kChanceMargin / classes;
   if (summary.final_accuracy > bar) return "";
-  const OptimizerSection& o = config.optimizer;
-  const int workers = static_cast<int>(config.cluster.workers.size());
-  std::string causes = absl::StrCat("optimizer.learning_rate too high (now ",
-                                    o.learning_rate, ")");
-  std::string knobs = absl::StrCat("lower optimizer.learning_rate (e.g. to ",
-                                   o.learning_rate / 10, ")");
-  if (o.type == "momentum") {
-    absl::StrAppend(&causes, ", optimizer.momentum too high for ", workers,
-                    " worker(s) (now ", o.momentum,
-                    "; asynchrony adds momentum of its own)");
-    absl::StrAppend(&knobs, ", lower optimizer.momentum");
-  }
-  if (workers > 1) {
-    absl::StrAppend(&causes, ", or stale gradients from ", workers,
-                    " asynchronous workers");
-    absl::StrAppend(&knobs, ", or use fewer workers");
-  }
+  const DivergenceAdvice advice = AdviseOnDivergence(
+      config.optimizer, static_cast<int>(config.cluster.workers.size()));
   return absl::StrFormat(
       "final test accuracy %.4f is at chance level (%d classes: chance %.4f, "
       "failure at or below %.4f); the model did not learn. Likely causes: %s. "
       "To fix: %s.",
-      summary.final_accuracy, classes, chance, bar, causes, knobs);
+      summary.final_accuracy, classes, chance, bar, advice.causes, advice.knobs);
 }
 
 std::string FormatSummary(const LaunchSummary& s) {

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/divergence_advice.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 
@@ -249,24 +250,12 @@ absl::Status DownpourLoop::Step(int64_t step, const std::vector<int>& order,
 
 absl::Status DownpourLoop::Diverged(int64_t step,
                                     const std::string& what) const {
-  const OptimizerSection& o = options_.optimizer;
-  std::string causes = absl::StrCat("optimizer.learning_rate too high (now ",
-                                    o.learning_rate, ")");
-  if (o.type == "momentum") {
-    absl::StrAppend(&causes, ", optimizer.momentum too high for ",
-                    options_.num_workers, " worker(s) (now ", o.momentum,
-                    "; asynchrony adds momentum of its own)");
-  }
-  if (options_.num_workers > 1) {
-    absl::StrAppend(&causes, ", or stale gradients from ", options_.num_workers,
-                    " asynchronous workers");
-  }
+  DivergenceAdvice advice =
+      AdviseOnDivergence(options_.optimizer, options_.num_workers);
+  advice.knobs[0] = 'L';  // the knobs start a sentence here
   return absl::InvalidArgumentError(absl::StrCat(
       "worker ", options_.worker_index, ": training diverged at step ", step,
-      ": ", what, ". Likely causes: ", causes,
-      ". Lower optimizer.learning_rate (e.g. to ", o.learning_rate / 10, ")",
-      o.type == "momentum" ? ", lower optimizer.momentum" : "",
-      options_.num_workers > 1 ? ", or use fewer workers" : "",
+      ": ", what, ". Likely causes: ", advice.causes, ". ", advice.knobs,
       "; nothing of this step was pushed"));
 }
 
