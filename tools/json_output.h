@@ -14,12 +14,6 @@
 
 namespace downpour::tools {
 
-// ToJson, FromJson and JsonString live in common/json.h; these names keep
-// tools' callers as they were.
-using ::downpour::FromJson;
-using ::downpour::JsonString;
-using ::downpour::ToJson;
-
 // The document `psctl status --json` prints:
 //   {"coordinator": "HOST:PORT", "cluster": {ClusterStatusResponse},
 //    "members": [{"role": "ps", "index": 0, "address": "...",
