@@ -30,6 +30,7 @@ std::vector<WorkerResult> WorkerResults(const proto::ClusterStatusResponse& stat
                        static_cast<int64_t>(r.examples()), r.examples_per_sec(),
                        reported ? r.loss() : NAN, reported ? r.accuracy() : NAN,
                        r.finished(), r.diverged()});
+    workers.back().pushes = static_cast<int64_t>(r.pushes());
   }
   return workers;
 }

@@ -31,6 +31,10 @@ struct WorkerResult {
   bool finished = false;
   // The worker's error when its training diverged (MemberReport.diverged).
   std::string diverged;
+  int64_t pushes = 0;  // pushes the ps acknowledged
+  // Staleness of the blocks its acknowledged pushes updated; NaN when unknown.
+  double staleness_p50 = NAN;
+  double staleness_p99 = NAN;
 };
 
 struct LaunchSummary {

@@ -184,7 +184,7 @@ proto::MemberReport WorkerNode::Report() const {
   report.set_loss(stats.loss);
   report.set_accuracy(stats.accuracy);
   report.set_pulls(counters_.Get("pulls"));
-  report.set_pushes(counters_.Get("pushes"));
+  report.set_pushes(stats.pushes);  // whole pushes acknowledged, not RPCs
   report.set_bytes(counters_.Get("bytes_in") + counters_.Get("bytes_out"));
   report.set_mean_staleness(stats.mean_staleness);
   report.set_finished(stats.finished);
