@@ -339,9 +339,14 @@ int Main() {
       const double drop = base - cell.accuracy;
       const bool met = cell.failure.empty() && cell.error.empty() &&
                        !std::isnan(drop) && drop <= allowed;
-      absl::StrAppendFormat(&targets, "%s W=%d: %s (%+.2f points vs 1 worker, allowed -%.1f)\n",
+      const std::string how =
+          !cell.error.empty()     ? std::string("the run failed to launch")
+          : !cell.failure.empty() ? std::string("training failed")
+                                  : absl::StrFormat("%+.2f points vs 1 worker",
+                                                    -100 * drop);
+      absl::StrAppendFormat(&targets, "%s W=%d: %s (%s, allowed -%.1f)\n",
                             (*columns)[c].name, rows[r], met ? "met" : "MISSED",
-                            -100 * drop, 100 * allowed);
+                            how, 100 * allowed);
     }
   }
   const std::string legend = absl::StrFormat(
