@@ -60,10 +60,9 @@ double LatencyHistogram::Quantile(double q) const {
 
 uint64_t StalenessHistogram::BucketLowerBound(int i) {
   if (i < kExactBuckets) return static_cast<uint64_t>(std::max(i, 0));
-  return static_cast<uint64_t>(
-      std::ceil(kExactBuckets *
-                std::exp2(static_cast<double>(i - kExactBuckets) /
-                          kBucketsPerDoubling)));
+  return static_cast<uint64_t>(std::ceil(
+      kExactBuckets *
+      std::exp2(static_cast<double>(i - kExactBuckets) / kBucketsPerDoubling)));
 }
 
 int StalenessHistogram::BucketOf(uint64_t staleness) {
@@ -104,8 +103,7 @@ uint64_t StalenessHistogram::Quantile(double q) const {
     seen += buckets_[i];
     if (seen < rank) continue;
     if (i < kExactBuckets) return static_cast<uint64_t>(i);
-    const uint64_t top =
-        i + 1 < kBuckets ? BucketLowerBound(i + 1) - 1 : max_;
+    const uint64_t top = i + 1 < kBuckets ? BucketLowerBound(i + 1) - 1 : max_;
     return std::min(top, max_);
   }
   return max_;

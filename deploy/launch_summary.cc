@@ -41,14 +41,13 @@ std::vector<WorkerResult> WorkerResults(const proto::ClusterStatusResponse& stat
     // Before its first report a worker's figures are proto defaults, not zeros.
     const bool reported = r.step() > 0 || r.finished();
     const bool pushed = r.pushes() > 0;
-    workers.push_back({m.index(), static_cast<int64_t>(r.step()),
-                       static_cast<int64_t>(r.examples()), r.examples_per_sec(),
-                       reported ? r.loss() : NAN, reported ? r.accuracy() : NAN,
-                       r.finished(), r.diverged(),
-                       pushed ? r.staleness_p50() : NAN,
-                       pushed ? r.staleness_p99() : NAN,
-                       pushed ? r.staleness_max() : NAN,
-                       pushed ? r.mean_staleness() : NAN});
+    workers.push_back(
+        {m.index(), static_cast<int64_t>(r.step()),
+         static_cast<int64_t>(r.examples()), r.examples_per_sec(),
+         reported ? r.loss() : NAN, reported ? r.accuracy() : NAN, r.finished(),
+         r.diverged(), pushed ? r.staleness_p50() : NAN,
+         pushed ? r.staleness_p99() : NAN, pushed ? r.staleness_max() : NAN,
+         pushed ? r.mean_staleness() : NAN});
   }
   return workers;
 }
@@ -122,11 +121,11 @@ std::string FormatSummary(const LaunchSummary& s) {
   }
   absl::StrAppendFormat(&out, "  steps (all workers):  %d\n", s.steps);
   absl::StrAppendFormat(&out, "  examples/s (cluster): %.0f\n", s.examples_per_sec);
-  absl::StrAppendFormat(&out,
-                        "  staleness p50/p99/max: %s (updates a block received "
-                        "between pull and push; worst worker)\n",
-                        FormatStaleness(s.staleness_p50, s.staleness_p99,
-                                        s.staleness_max));
+  absl::StrAppendFormat(
+      &out,
+      "  staleness p50/p99/max: %s (updates a block received "
+      "between pull and push; worst worker)\n",
+      FormatStaleness(s.staleness_p50, s.staleness_p99, s.staleness_max));
   absl::StrAppendFormat(&out, "  wall time:            %.1f s\n", s.seconds);
   absl::StrAppendFormat(&out, "  logs:                 %s\n", s.log_dir);
   absl::StrAppendFormat(&out, "  checkpoints:          %s\n", s.checkpoint_dir);

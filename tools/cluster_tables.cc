@@ -100,8 +100,8 @@ std::string FormatWorkersTable(const proto::ClusterStatusResponse& cluster,
       "%3s  %-21s %-5s %-7s %8s %8s %8s %7s %14s %7s %7s %6s %11s %11s %9s "
       "%s\n",
       "IDX", "ADDRESS", "ALIVE", "PARTS", "STEP", "EX/S", "LOSS", "ACC",
-      "STALE50/99/MAX",
-      "PULL/S", "PUSH/S", "MB/S", "PULL-MS", "PUSH-MS", "RSS", "DEVICE");
+      "STALE50/99/MAX", "PULL/S", "PUSH/S", "MB/S", "PULL-MS", "PUSH-MS", "RSS",
+      "DEVICE");
   for (int i = 0; i < cluster.members_size(); ++i) {
     const proto::MemberStatus& m = cluster.members(i);
     if (m.role() != "worker") continue;
@@ -116,13 +116,12 @@ std::string FormatWorkersTable(const proto::ClusterStatusResponse& cluster,
         "%9s %s\n",
         m.index(), m.address(), Alive(m),
         m.parts().empty() ? "-" : absl::StrJoin(m.parts(), ","), r.step(),
-        r.examples_per_sec(),
-        reported ? Fixed(r.loss(), 4) : "-",
+        r.examples_per_sec(), reported ? Fixed(r.loss(), 4) : "-",
         reported ? Fixed(r.accuracy(), 4) : "-",
-        r.pushes() > 0 ? StalenessP50P99Max(r.staleness_p50(),
-                                            r.staleness_p99(),
-                                            r.staleness_max())
-                       : "-",
+        r.pushes() > 0
+            ? StalenessP50P99Max(r.staleness_p50(), r.staleness_p99(),
+                                 r.staleness_max())
+            : "-",
         live ? Fixed(Rate(s, "pulls"), 1) : "-",
         live ? Fixed(Rate(s, "pushes"), 1) : "-",
         live ? MegabytesPerSec(s) : "-",
@@ -176,7 +175,8 @@ std::string FormatShardsTable(const proto::ClusterStatusResponse& cluster,
     const bool live = statuses[i].ok();
     const auto [count, floats] = held[m.index()];
     absl::StrAppendFormat(
-        &out, "%3d  %-21s %-5s %6d %9s %7s %7s %8s %6s %11s %11s %6s %14s %9s\n",
+        &out,
+        "%3d  %-21s %-5s %6d %9s %7s %7s %8s %6s %11s %11s %6s %14s %9s\n",
         m.index(), m.address(), Alive(m), count, FormatBytes(floats * 4),
         live ? Fixed(Rate(s, "pulls"), 1) : "-",
         live ? Fixed(Rate(s, "pushes"), 1) : "-",

@@ -20,8 +20,9 @@ namespace downpour::tools {
 using MemberStatuses = std::vector<absl::StatusOr<proto::GetStatusResponse>>;
 
 // One row per worker: alive, step, examples/s, loss, test accuracy, staleness
-// p50/p99/max (from its heartbeat report), pulls/s, pushes/s, MB/s, p50/p99 of its Pull and Push calls (ms),
-// memory, device; then a line per worker whose Status did not answer.
+// p50/p99/max (from its heartbeat report), pulls/s, pushes/s, MB/s, p50/p99 of
+// its Pull and Push calls (ms), memory, device; then a line per worker whose
+// Status did not answer.
 std::string FormatWorkersTable(const proto::ClusterStatusResponse& cluster,
                                const MemberStatuses& statuses);
 

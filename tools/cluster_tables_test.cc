@@ -89,7 +89,7 @@ TEST(WorkersTableTest, RatesLatencyAndMemory) {
   EXPECT_THAT(table, HasSubstr(" 0,3 "));
   EXPECT_THAT(table, HasSubstr("0.9305"));
   EXPECT_THAT(table, HasSubstr("STALE50/99/MAX"));
-  EXPECT_THAT(table, HasSubstr(" 1/4/6 "));  // staleness p50/p99/max
+  EXPECT_THAT(table, HasSubstr(" 1/4/6 "));             // staleness p50/p99/max
   EXPECT_THAT(table, HasSubstr("20.0"));                // pulls/s
   EXPECT_THAT(table, HasSubstr("1.2/8.5"));             // push p50/p99 ms
   EXPECT_THAT(table, HasSubstr("50.0 MB"));             // RSS
