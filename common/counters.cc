@@ -58,8 +58,74 @@ double LatencyHistogram::Quantile(double q) const {
   return max_;
 }
 
-Counters::Counters(Options options)
-    : options_(std::move(options)), staleness_(options_.staleness_buckets, 0) {
+uint64_t StalenessHistogram::BucketLowerBound(int i) {
+  if (i < kExactBuckets) return static_cast<uint64_t>(std::max(i, 0));
+  return static_cast<uint64_t>(std::ceil(
+      kExactBuckets *
+      std::exp2(static_cast<double>(i - kExactBuckets) / kBucketsPerDoubling)));
+}
+
+int StalenessHistogram::BucketOf(uint64_t staleness) {
+  if (staleness < kExactBuckets) return static_cast<int>(staleness);
+  int i = kExactBuckets +
+          static_cast<int>(std::floor(
+              std::log2(static_cast<double>(staleness) / kExactBuckets) *
+              kBucketsPerDoubling));
+  i = std::min(i, kBuckets - 1);
+  // Settle rounding in log2 against the bounds themselves.
+  while (i > kExactBuckets && staleness < BucketLowerBound(i)) --i;
+  while (i + 1 < kBuckets && staleness >= BucketLowerBound(i + 1)) ++i;
+  return i;
+}
+
+void StalenessHistogram::Record(uint64_t staleness) {
+  ++buckets_[BucketOf(staleness)];
+  ++count_;
+  sum_ += static_cast<double>(staleness);
+  max_ = std::max(max_, staleness);
+}
+
+void StalenessHistogram::Merge(const StalenessHistogram& other) {
+  for (int i = 0; i < kBuckets; ++i) buckets_[i] += other.buckets_[i];
+  count_ += other.count_;
+  sum_ += other.sum_;
+  max_ = std::max(max_, other.max_);
+}
+
+uint64_t StalenessHistogram::Quantile(double q) const {
+  if (count_ == 0) return 0;
+  // Nearest rank; the epsilon keeps 0.99 * 100 from rounding up to rank 100.
+  const double wanted =
+      std::ceil(std::clamp(q, 0.0, 1.0) * static_cast<double>(count_) - 1e-9);
+  const uint64_t rank = std::max<uint64_t>(1, static_cast<uint64_t>(wanted));
+  uint64_t seen = 0;
+  for (int i = 0; i < kBuckets; ++i) {
+    seen += buckets_[i];
+    if (seen < rank) continue;
+    if (i < kExactBuckets) return static_cast<uint64_t>(i);
+    const uint64_t top = i + 1 < kBuckets ? BucketLowerBound(i + 1) - 1 : max_;
+    return std::min(top, max_);
+  }
+  return max_;
+}
+
+StalenessSummary StalenessHistogram::Summary() const {
+  StalenessSummary s;
+  s.count = count_;
+  s.mean = mean();
+  s.p50 = Quantile(0.5);
+  s.p99 = Quantile(0.99);
+  s.max = max_;
+  return s;
+}
+
+std::vector<uint64_t> StalenessHistogram::Buckets() const {
+  int n = kBuckets;
+  while (n > 0 && buckets_[n - 1] == 0) --n;
+  return std::vector<uint64_t>(buckets_.begin(), buckets_.begin() + n);
+}
+
+Counters::Counters(Options options) : options_(std::move(options)) {
   samples_.push_back({options_.clock(), {}});
 }
 
@@ -82,8 +148,7 @@ double Counters::Get(const std::string& name) const {
 
 void Counters::RecordStaleness(uint64_t staleness) {
   absl::MutexLock lock(&mu_);
-  const size_t bucket = std::min<uint64_t>(staleness, staleness_.size() - 1);
-  ++staleness_[bucket];
+  staleness_.Record(staleness);
 }
 
 void Counters::RecordLatency(const std::string& name, double seconds) {
@@ -101,7 +166,7 @@ std::map<std::string, double> Counters::Snapshot() const {
   return values_;
 }
 
-std::vector<uint64_t> Counters::StalenessHistogram() const {
+StalenessHistogram Counters::Staleness() const {
   absl::MutexLock lock(&mu_);
   return staleness_;
 }

@@ -7,6 +7,8 @@
 //   counters.RecordLatency("called:ParameterServer/Pull", 0.0021);
 //   Counters::RateSnapshot r = counters.Rates();   // r.per_second["pulls"]
 //   std::vector<LatencySummary> l = counters.Latencies();  // p50, p99, ...
+//   counters.RecordStaleness(3);                   // one applied block update
+//   StalenessSummary s = counters.Staleness().Summary();  // p50, p99, max
 #ifndef DOWNPOUR_COMMON_COUNTERS_H_
 #define DOWNPOUR_COMMON_COUNTERS_H_
 
@@ -68,12 +70,68 @@ class LatencyHistogram {
   double max_ = 0;
 };
 
+// Staleness quantiles, mean and exact maximum (see StalenessHistogram).
+struct StalenessSummary {
+  uint64_t count = 0;  // block updates recorded
+  double mean = 0;
+  uint64_t p50 = 0;
+  uint64_t p99 = 0;
+  uint64_t max = 0;  // exact
+};
+
+// Histogram of staleness: for one applied block update, the number of updates
+// the block received between the pull the gradient was computed on and the
+// push that applied it. The ps records each block it applies (server/shard.cc),
+// the worker each block its pushes' acks report (worker/downpour.cc).
+//
+// Buckets: bucket i < kExactBuckets (256) counts staleness exactly i; above
+// that, buckets grow by 2^(1/8) (kBucketsPerDoubling) and the last one also
+// takes everything >= ~2^32. Why: staleness is a small integer in the cases
+// that matter (0..~8 per worker in flight, so up to a few hundred with tens of
+// workers and n_push 1), and there quantiles must be exact so tests and users
+// can check them by hand; past 255 something is badly wrong and 9% is plenty.
+// Below 256 the raw buckets keep the meaning Status.staleness_histogram always
+// had ("bucket i counts staleness i"). 448 buckets, 3.5 KB.
+//
+// Quantiles use the nearest rank: Quantile(q) is the smallest recorded value v
+// with at least ceil(q * count) values <= v, exact below 256; above, the top
+// of v's bucket (never below v, at most ~9% above, never above max()).
+// Not thread-safe; Counters locks.
+class StalenessHistogram {
+ public:
+  static constexpr int kExactBuckets = 256;
+  static constexpr int kBucketsPerDoubling = 8;
+  static constexpr int kBuckets = kExactBuckets + 24 * kBucketsPerDoubling;
+
+  void Record(uint64_t staleness);
+  void Merge(const StalenessHistogram& other);
+
+  uint64_t count() const { return count_; }
+  double mean() const { return count_ > 0 ? sum_ / count_ : 0; }
+  uint64_t max() const { return max_; }
+  // The q-quantile (q in [0, 1]) as above; 0 when empty.
+  uint64_t Quantile(double q) const;
+  StalenessSummary Summary() const;
+
+  // Counts per bucket, trailing empty buckets left out (bucket i covers
+  // [BucketLowerBound(i), BucketLowerBound(i + 1))).
+  std::vector<uint64_t> Buckets() const;
+  // The smallest staleness bucket i counts: i for i < kExactBuckets.
+  static uint64_t BucketLowerBound(int i);
+
+ private:
+  static int BucketOf(uint64_t staleness);
+
+  std::array<uint64_t, kBuckets> buckets_{};
+  uint64_t count_ = 0;
+  double sum_ = 0;
+  uint64_t max_ = 0;
+};
+
 // Thread-safe.
 class Counters {
  public:
   struct Options {
-    // Pushes with staleness 0, 1, ...; the last bucket collects the rest.
-    int staleness_buckets = 16;
     // Rates and latency quantiles cover about this much recent time.
     absl::Duration window = absl::Seconds(10);
     // Source of time; tests advance a fake one instead of sleeping.
@@ -100,14 +158,15 @@ class Counters {
   // A gauge: reported as is, no rate.
   void Set(const std::string& name, double value) ABSL_LOCKS_EXCLUDED(mu_);
   double Get(const std::string& name) const ABSL_LOCKS_EXCLUDED(mu_);
-  // Counts one push with this staleness (the last bucket collects the rest).
+  // Counts one applied block update with this staleness.
   void RecordStaleness(uint64_t staleness) ABSL_LOCKS_EXCLUDED(mu_);
   // Records one call of kind `name` that took `seconds`.
   void RecordLatency(const std::string& name, double seconds)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   std::map<std::string, double> Snapshot() const ABSL_LOCKS_EXCLUDED(mu_);
-  std::vector<uint64_t> StalenessHistogram() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Every staleness recorded since start.
+  StalenessHistogram Staleness() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Rates over the recent window. Takes a sample of the counters (at most ten
   // per window are kept), so it is logically const but not free.
@@ -140,7 +199,7 @@ class Counters {
   mutable absl::Mutex mu_;
   std::map<std::string, double> values_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> monotonic_ ABSL_GUARDED_BY(mu_);
-  std::vector<uint64_t> staleness_ ABSL_GUARDED_BY(mu_);
+  StalenessHistogram staleness_ ABSL_GUARDED_BY(mu_);
   mutable std::deque<Sample> samples_ ABSL_GUARDED_BY(mu_);
   mutable std::map<std::string, Latency> latencies_ ABSL_GUARDED_BY(mu_);
 };

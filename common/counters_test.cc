@@ -64,14 +64,94 @@ TEST(CountersTest, AddSetGet) {
   EXPECT_EQ(c.Snapshot().size(), 2u);
 }
 
-TEST(CountersTest, StalenessLastBucketCollectsTheRest) {
-  Counters::Options options;
-  options.staleness_buckets = 4;
-  Counters c(options);
+TEST(StalenessHistogramTest, EmptyIsAllZero) {
+  StalenessHistogram h;
+  const StalenessSummary s = h.Summary();
+  EXPECT_EQ(s.count, 0u);
+  EXPECT_EQ(s.p50, 0u);
+  EXPECT_EQ(s.p99, 0u);
+  EXPECT_EQ(s.max, 0u);
+  EXPECT_EQ(s.mean, 0);
+  EXPECT_TRUE(h.Buckets().empty());
+}
+
+TEST(StalenessHistogramTest, QuantilesOfAKnownMultisetByHand) {
+  // 100 values: 50 x 0, 30 x 1, 15 x 2, 4 x 5, 1 x 40. Sorted, ranks 1-50 are
+  // 0, 51-80 are 1, 81-95 are 2, 96-99 are 5 and 100 is 40. Nearest rank:
+  // p50 = value at rank 50 = 0, p99 = rank 99 = 5, p100 = 40.
+  // Mean = (30 + 30 + 20 + 40) / 100 = 1.2.
+  StalenessHistogram h;
+  for (int i = 0; i < 50; ++i) h.Record(0);
+  for (int i = 0; i < 30; ++i) h.Record(1);
+  for (int i = 0; i < 15; ++i) h.Record(2);
+  for (int i = 0; i < 4; ++i) h.Record(5);
+  h.Record(40);
+  const StalenessSummary s = h.Summary();
+  EXPECT_EQ(s.count, 100u);
+  EXPECT_EQ(s.p50, 0u);
+  EXPECT_EQ(s.p99, 5u);
+  EXPECT_EQ(s.max, 40u);
+  EXPECT_DOUBLE_EQ(s.mean, 1.2);
+  EXPECT_EQ(h.Quantile(0.51), 1u);  // rank 51
+  EXPECT_EQ(h.Quantile(0.95), 2u);  // rank 95
+  EXPECT_EQ(h.Quantile(0.96), 5u);  // rank 96
+  EXPECT_EQ(h.Quantile(1.0), 40u);
+  EXPECT_EQ(h.Quantile(0.0), 0u);  // rank 1
+  const std::vector<uint64_t> buckets = h.Buckets();
+  ASSERT_EQ(buckets.size(), 41u);  // trailing empty buckets left out
+  EXPECT_EQ(buckets[0], 50u);
+  EXPECT_EQ(buckets[1], 30u);
+  EXPECT_EQ(buckets[5], 4u);
+  EXPECT_EQ(buckets[40], 1u);
+}
+
+TEST(StalenessHistogramTest, ExactUpTo255ThenWithinNinePercent) {
+  StalenessHistogram h;
+  h.Record(255);
+  EXPECT_EQ(h.Quantile(0.5), 255u);
+  h.Record(300);
+  h.Record(100000);
+  // Rank 2 of {255, 300, 100000}: 300's bucket [280, 305) answers its top.
+  EXPECT_GE(h.Quantile(0.5), 300u);
+  EXPECT_LE(h.Quantile(0.5), 300u * 1.09);
+  EXPECT_EQ(h.Quantile(1.0), 100000u);  // never above the exact max
+  EXPECT_EQ(h.max(), 100000u);
+  h.Record(uint64_t{1} << 62);  // the last bucket takes anything
+  EXPECT_EQ(h.Quantile(1.0), uint64_t{1} << 62);
+}
+
+TEST(StalenessHistogramTest, BucketBounds) {
+  EXPECT_EQ(StalenessHistogram::BucketLowerBound(0), 0u);
+  EXPECT_EQ(StalenessHistogram::BucketLowerBound(255), 255u);
+  EXPECT_EQ(StalenessHistogram::BucketLowerBound(256), 256u);
+  EXPECT_EQ(StalenessHistogram::BucketLowerBound(256 + 8), 512u);
+  for (int i = 256; i + 1 < StalenessHistogram::kBuckets; ++i) {
+    EXPECT_LT(StalenessHistogram::BucketLowerBound(i),
+              StalenessHistogram::BucketLowerBound(i + 1));
+  }
+}
+
+TEST(StalenessHistogramTest, MergeAddsCountsAndKeepsTheMax) {
+  StalenessHistogram a, b;
+  a.Record(1);
+  b.Record(3);
+  b.Record(7);
+  a.Merge(b);
+  EXPECT_EQ(a.count(), 3u);
+  EXPECT_EQ(a.max(), 7u);
+  EXPECT_EQ(a.Quantile(0.5), 3u);
+  EXPECT_DOUBLE_EQ(a.mean(), 11.0 / 3);
+}
+
+TEST(CountersTest, RecordsStaleness) {
+  Counters c;
   c.RecordStaleness(0);
   c.RecordStaleness(3);
   c.RecordStaleness(100);
-  EXPECT_EQ(c.StalenessHistogram(), (std::vector<uint64_t>{1, 0, 0, 2}));
+  const StalenessHistogram h = c.Staleness();
+  EXPECT_EQ(h.count(), 3u);
+  EXPECT_EQ(h.Quantile(0.5), 3u);
+  EXPECT_EQ(h.max(), 100u);
 }
 
 TEST(CountersTest, RatesSinceStartWhenYoungerThanTheWindow) {

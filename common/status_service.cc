@@ -27,6 +27,17 @@ void AddLatencies(const std::vector<LatencySummary>& latencies,
 
 }  // namespace
 
+void FillStaleness(const StalenessHistogram& staleness,
+                   proto::GetStatusResponse* response) {
+  response->clear_staleness_histogram();
+  for (uint64_t n : staleness.Buckets()) response->add_staleness_histogram(n);
+  const StalenessSummary s = staleness.Summary();
+  response->set_staleness_p50(s.p50);
+  response->set_staleness_p99(s.p99);
+  response->set_staleness_max(s.max);
+  response->set_staleness_mean(s.mean);
+}
+
 uint64_t ResidentMemoryBytes() {
   // statm: size resident shared text lib data dt, in pages.
   std::ifstream statm("/proc/self/statm");
@@ -59,9 +70,7 @@ void StatusService::Fill(proto::GetStatusResponse* response) const {
   for (const auto& [name, value] : counters_->Snapshot()) {
     (*response->mutable_counters())[name] = value;
   }
-  for (uint64_t n : counters_->StalenessHistogram()) {
-    response->add_staleness_histogram(n);
-  }
+  FillStaleness(counters_->Staleness(), response);
   const Counters::RateSnapshot rates = counters_->Rates();
   response->set_rate_window_seconds(rates.window_seconds);
   for (const auto& [name, value] : rates.per_second) {

@@ -48,6 +48,11 @@ class StatusService final : public proto::Status::CallbackService {
   std::string address_ ABSL_GUARDED_BY(address_mu_);  // "" until set_address
 };
 
+// Sets response's staleness_histogram (replacing what it held) and its
+// staleness_p50, _p99, _max and _mean from `staleness`.
+void FillStaleness(const StalenessHistogram& staleness,
+                   proto::GetStatusResponse* response);
+
 // Resident memory (RSS) of this process in bytes, 0 where /proc is unreadable.
 uint64_t ResidentMemoryBytes();
 

@@ -74,6 +74,20 @@ TEST(StatusServiceTest, ReportsCountersRatesLatencyAndMemory) {
   EXPECT_TRUE(called_timed);
 }
 
+TEST(StatusServiceTest, ReportsStalenessQuantiles) {
+  std::unique_ptr<Served> served = Serve();
+  // Staleness 0, 1, 1, 2, 9: p50 (rank 3) = 1, p99 (rank 5) = 9, mean 2.6.
+  for (uint64_t s : {0, 1, 1, 2, 9}) served->counters.RecordStaleness(s);
+  proto::GetStatusResponse r = GetStatus(served->server.address);
+  EXPECT_EQ(r.staleness_p50(), 1);
+  EXPECT_EQ(r.staleness_p99(), 9);
+  EXPECT_EQ(r.staleness_max(), 9);
+  EXPECT_DOUBLE_EQ(r.staleness_mean(), 2.6);
+  ASSERT_EQ(r.staleness_histogram_size(), 10);
+  EXPECT_EQ(r.staleness_histogram(1), 2u);
+  EXPECT_EQ(r.staleness_histogram(9), 1u);
+}
+
 TEST(StatusServiceTest, ServesTheStandardHealthServiceUntilShutdown) {
   std::unique_ptr<Served> served = Serve();
   auto stub =

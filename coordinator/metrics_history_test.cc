@@ -15,6 +15,9 @@ proto::ClusterStatusResponse Status(double uptime, uint64_t step) {
   worker->set_alive(true);
   worker->mutable_report()->set_step(step);
   worker->mutable_report()->set_loss(0.5);
+  worker->mutable_report()->set_staleness_p50(1);
+  worker->mutable_report()->set_staleness_p99(4);
+  worker->mutable_report()->set_staleness_max(6);
   proto::MemberStatus* never = status.add_members();
   never->set_role("ps");
   never->set_index(1);
@@ -43,6 +46,9 @@ TEST(MetricsHistoryTest, KeepsRegisteredMembersOfEachSample) {
   ASSERT_EQ(s.members_size(), 1);  // the never-registered ps is left out
   EXPECT_EQ(s.members(0).role(), "worker");
   EXPECT_EQ(s.members(0).report().step(), 10u);
+  EXPECT_EQ(s.members(0).report().staleness_p50(), 1);
+  EXPECT_EQ(s.members(0).report().staleness_p99(), 4);
+  EXPECT_EQ(s.members(0).report().staleness_max(), 6);
   EXPECT_TRUE(s.members(0).alive());
 }
 

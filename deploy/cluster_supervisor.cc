@@ -60,10 +60,17 @@ class ClusterSupervisor::Progress {
         loss_sum += w.loss;
         ++losses;
       }
+      if (std::isfinite(w.staleness_p99) &&
+          !(w.staleness_p99 <= f.staleness_p99)) {
+        f.staleness_p99 = w.staleness_p99;
+      }
       if (w.finished && finished_.insert(w.index).second) {
-        line_.Event(absl::StrFormat("[%6.1f s] worker %d finished after %d steps: test "
-                                    "accuracy %s",
-                                    elapsed, w.index, w.step, Num(w.accuracy, 4)));
+        line_.Event(absl::StrFormat(
+            "[%6.1f s] worker %d finished after %d steps: test accuracy %s, "
+            "staleness p50/p99/max %s",
+            elapsed, w.index, w.step, Num(w.accuracy, 4),
+            FormatStaleness(w.staleness_p50, w.staleness_p99,
+                            w.staleness_max)));
       }
     }
     if (losses > 0) f.mean_loss = loss_sum / losses;

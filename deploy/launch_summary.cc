@@ -1,6 +1,8 @@
 // The launcher's summary: figures from the coordinator, text and JSON.
 #include "deploy/launch_summary.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -17,7 +19,19 @@ std::string Num(double v, int precision) {
 
 const char* Bool(bool b) { return b ? "true" : "false"; }
 
+// The larger of `a` and `b`, ignoring NaN (NaN when both are).
+double MaxKnown(double a, double b) {
+  if (std::isnan(a)) return b;
+  if (std::isnan(b)) return a;
+  return std::max(a, b);
+}
+
 }  // namespace
+
+std::string FormatStaleness(double p50, double p99, double max) {
+  if (std::isnan(p50) || std::isnan(p99) || std::isnan(max)) return "-";
+  return absl::StrFormat("%.0f/%.0f/%.0f", p50, p99, max);
+}
 
 std::vector<WorkerResult> WorkerResults(const proto::ClusterStatusResponse& status) {
   std::vector<WorkerResult> workers;
@@ -26,10 +40,14 @@ std::vector<WorkerResult> WorkerResults(const proto::ClusterStatusResponse& stat
     const proto::MemberReport& r = m.report();
     // Before its first report a worker's figures are proto defaults, not zeros.
     const bool reported = r.step() > 0 || r.finished();
-    workers.push_back({m.index(), static_cast<int64_t>(r.step()),
-                       static_cast<int64_t>(r.examples()), r.examples_per_sec(),
-                       reported ? r.loss() : NAN, reported ? r.accuracy() : NAN,
-                       r.finished(), r.diverged()});
+    const bool pushed = r.pushes() > 0;
+    workers.push_back(
+        {m.index(), static_cast<int64_t>(r.step()),
+         static_cast<int64_t>(r.examples()), r.examples_per_sec(),
+         reported ? r.loss() : NAN, reported ? r.accuracy() : NAN, r.finished(),
+         r.diverged(), pushed ? r.staleness_p50() : NAN,
+         pushed ? r.staleness_p99() : NAN, pushed ? r.staleness_max() : NAN,
+         pushed ? r.mean_staleness() : NAN});
     workers.back().pushes = static_cast<int64_t>(r.pushes());
   }
   return workers;
@@ -40,9 +58,15 @@ void AddWorkerResults(std::vector<WorkerResult> workers, LaunchSummary* summary)
   summary->steps = 0;
   summary->examples = 0;
   summary->examples_per_sec = 0;
+  summary->staleness_p50 = NAN;
+  summary->staleness_p99 = NAN;
+  summary->staleness_max = NAN;
   double accuracy_sum = 0;
   int evaluated = 0;
   for (const WorkerResult& w : summary->workers) {
+    summary->staleness_p50 = MaxKnown(summary->staleness_p50, w.staleness_p50);
+    summary->staleness_p99 = MaxKnown(summary->staleness_p99, w.staleness_p99);
+    summary->staleness_max = MaxKnown(summary->staleness_max, w.staleness_max);
     summary->steps += w.step;
     summary->examples += w.examples;
     summary->examples_per_sec += w.examples_per_sec;
@@ -98,6 +122,11 @@ std::string FormatSummary(const LaunchSummary& s) {
   }
   absl::StrAppendFormat(&out, "  steps (all workers):  %d\n", s.steps);
   absl::StrAppendFormat(&out, "  examples/s (cluster): %.0f\n", s.examples_per_sec);
+  absl::StrAppendFormat(
+      &out,
+      "  staleness p50/p99/max: %s (updates a block received "
+      "between pull and push; worst worker)\n",
+      FormatStaleness(s.staleness_p50, s.staleness_p99, s.staleness_max));
   absl::StrAppendFormat(&out, "  wall time:            %.1f s\n", s.seconds);
   absl::StrAppendFormat(&out, "  logs:                 %s\n", s.log_dir);
   absl::StrAppendFormat(&out, "  checkpoints:          %s\n", s.checkpoint_dir);
@@ -118,7 +147,11 @@ std::string SummaryJson(const LaunchSummary& s) {
         ", \"examples\": ", w.examples, ", \"examples_per_sec\": ",
         JsonNumber(w.examples_per_sec), ", \"loss\": ", JsonNumber(w.loss),
         ", \"accuracy\": ", JsonNumber(w.accuracy), ", \"finished\": ",
-        Bool(w.finished), ", \"diverged\": ", JsonString(w.diverged), "}"));
+        Bool(w.finished), ", \"diverged\": ", JsonString(w.diverged),
+        ", \"staleness_p50\": ", JsonNumber(w.staleness_p50),
+        ", \"staleness_p99\": ", JsonNumber(w.staleness_p99),
+        ", \"staleness_max\": ", JsonNumber(w.staleness_max),
+        ", \"staleness_mean\": ", JsonNumber(w.staleness_mean), "}"));
   }
   return absl::StrCat(
       "{\n  \"ok\": ", Bool(s.failure.empty()),
@@ -126,6 +159,9 @@ std::string SummaryJson(const LaunchSummary& s) {
       ",\n  \"accuracy\": ", JsonNumber(s.final_accuracy),
       ",\n  \"steps\": ", s.steps, ",\n  \"seconds\": ", JsonNumber(s.seconds),
       ",\n  \"examples_per_sec\": ", JsonNumber(s.examples_per_sec),
+      ",\n  \"staleness_p50\": ", JsonNumber(s.staleness_p50),
+      ",\n  \"staleness_p99\": ", JsonNumber(s.staleness_p99),
+      ",\n  \"staleness_max\": ", JsonNumber(s.staleness_max),
       ",\n  \"seconds_to_accuracy_mark\": ",
       s.seconds_to_mark >= 0 ? JsonNumber(s.seconds_to_mark) : "null",
       ",\n  \"accuracy_mark\": ", JsonNumber(s.accuracy_mark),

@@ -31,10 +31,14 @@ struct WorkerResult {
   bool finished = false;
   // The worker's error when its training diverged (MemberReport.diverged).
   std::string diverged;
-  int64_t pushes = 0;  // pushes the ps acknowledged
-  // Staleness of the blocks its acknowledged pushes updated; NaN when unknown.
+  // Staleness of the block updates its pushes made, since it started
+  // (MemberReport.staleness_*): p50, p99, exact max and mean. NaN until its
+  // first push was acknowledged.
   double staleness_p50 = NAN;
   double staleness_p99 = NAN;
+  double staleness_max = NAN;
+  double staleness_mean = NAN;
+  int64_t pushes = 0;  // whole pushes the ps acknowledged (MemberReport.pushes)
 };
 
 struct LaunchSummary {
@@ -49,6 +53,13 @@ struct LaunchSummary {
   double accuracy_mark = 0.95;
   std::string stop_reason;
   std::vector<WorkerResult> workers;
+  // The cluster's staleness: the largest of the workers' p50s, p99s and maxes
+  // (an upper bound on the quantiles over all workers' updates: a mixture's
+  // quantile never exceeds the largest of its parts'). NaN when no worker
+  // pushed.
+  double staleness_p50 = NAN;
+  double staleness_p99 = NAN;
+  double staleness_max = NAN;
   std::string log_dir;
   std::string checkpoint_dir;
   std::string summary_path;
@@ -64,12 +75,16 @@ struct LaunchSummary {
   std::string failure;
 };
 
+// "1/3/7": staleness p50/p99/max, "-" when any is NaN (unknown).
+std::string FormatStaleness(double p50, double p99, double max);
+
 // The workers of a ClusterStatus, in its order.
 std::vector<WorkerResult> WorkerResults(const proto::ClusterStatusResponse& status);
 
 // Sets summary->workers and the totals over them: steps, examples,
-// examples_per_sec, and final_accuracy (the mean over finished workers with an
-// accuracy; NaN when there is none).
+// examples_per_sec, final_accuracy (the mean over finished workers with an
+// accuracy; NaN when there is none) and the staleness figures (the largest
+// over workers that pushed).
 void AddWorkerResults(std::vector<WorkerResult> workers, LaunchSummary* summary);
 
 // Final accuracy at or below this many times chance (1 / classes) means the

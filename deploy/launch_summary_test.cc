@@ -31,15 +31,36 @@ TEST(WorkerResultsTest, WorkersOnlyAndUnknownBeforeTheFirstReport) {
   trained->mutable_report()->set_examples(640);
   trained->mutable_report()->set_loss(0.5);
   trained->mutable_report()->set_accuracy(0.9);
+  trained->mutable_report()->set_pushes(10);
+  trained->mutable_report()->set_staleness_p50(1);
+  trained->mutable_report()->set_staleness_p99(3);
+  trained->mutable_report()->set_staleness_max(4);
+  trained->mutable_report()->set_mean_staleness(1.5);
   AddMember(&status, "worker", 1);  // registered, no report yet
   const std::vector<WorkerResult> workers = WorkerResults(status);
   ASSERT_EQ(workers.size(), 2u);
   EXPECT_EQ(workers[0].step, 10);
   EXPECT_EQ(workers[0].examples, 640);
   EXPECT_DOUBLE_EQ(workers[0].accuracy, 0.9);
+  EXPECT_EQ(workers[0].staleness_p50, 1);
+  EXPECT_EQ(workers[0].staleness_p99, 3);
+  EXPECT_EQ(workers[0].staleness_max, 4);
+  EXPECT_EQ(workers[0].staleness_mean, 1.5);
   EXPECT_EQ(workers[1].index, 1);
   EXPECT_TRUE(std::isnan(workers[1].loss));
   EXPECT_TRUE(std::isnan(workers[1].accuracy));
+  EXPECT_TRUE(std::isnan(workers[1].staleness_p99)) << "no push yet";
+}
+
+TEST(AddWorkerResultsTest, ClusterStalenessIsTheWorstWorkers) {
+  LaunchSummary summary;
+  AddWorkerResults({{0, 10, 640, 100, 0.1, 0.9, true, "", 1, 5, 6, 1.2},
+                    {1, 10, 640, 100, 0.1, 0.9, true, "", 2, 3, 9, 1.9},
+                    {2, 0, 0, 0, NAN, NAN, false}},  // never pushed: NaN
+                   &summary);
+  EXPECT_EQ(summary.staleness_p50, 2);  // max of 1, 2
+  EXPECT_EQ(summary.staleness_p99, 5);  // max of 5, 3
+  EXPECT_EQ(summary.staleness_max, 9);  // max of 6, 9
 }
 
 TEST(AddWorkerResultsTest, TotalsAndMeanAccuracyOfFinishedWorkers) {
@@ -55,12 +76,13 @@ TEST(AddWorkerResultsTest, TotalsAndMeanAccuracyOfFinishedWorkers) {
   EXPECT_DOUBLE_EQ(summary.final_accuracy, 0.85);
   AddWorkerResults({{0, 1, 1, 1, NAN, NAN, false}}, &summary);
   EXPECT_TRUE(std::isnan(summary.final_accuracy));
+  EXPECT_TRUE(std::isnan(summary.staleness_p99));
   EXPECT_EQ(summary.steps, 1);
 }
 
 LaunchSummary Example() {
   LaunchSummary s;
-  AddWorkerResults({{0, 100, 6400, 1000, 0.125, 0.9, true},
+  AddWorkerResults({{0, 100, 6400, 1000, 0.125, 0.9, true, "", 1, 4, 7, 1.5},
                     {1, 3, 192, 10, NAN, NAN, false}},
                    &s);
   s.seconds = 12.5;
@@ -86,7 +108,13 @@ TEST(SummaryJsonTest, FiguresWithNullForUnknownAndEscapedText) {
               HasSubstr("{\"index\": 0, \"steps\": 100, \"examples\": 6400, "
                         "\"examples_per_sec\": 1000, \"loss\": 0.125, "
                         "\"accuracy\": 0.9, \"finished\": true, "
-                        "\"diverged\": \"\"}"));
+                        "\"diverged\": \"\", \"staleness_p50\": 1, "
+                        "\"staleness_p99\": 4, \"staleness_max\": 7, "
+                        "\"staleness_mean\": 1.5}"));
+  EXPECT_THAT(json, HasSubstr("\"staleness_p50\": null, \"staleness_p99\": "
+                              "null, \"staleness_max\": null"));  // worker 1
+  EXPECT_THAT(json, HasSubstr("\n  \"staleness_p50\": 1,\n  \"staleness_p99\": "
+                              "4,\n  \"staleness_max\": 7,"));
   EXPECT_THAT(
       json,
       HasSubstr("\"loss\": null, \"accuracy\": null, \"finished\": false,"));
@@ -102,6 +130,7 @@ TEST(FormatSummaryTest, NamesEveryFigureAndWhereThingsAre) {
   EXPECT_THAT(text, HasSubstr("final test accuracy:  0.9000"));
   EXPECT_THAT(text, HasSubstr("reached 0.95:         never"));
   EXPECT_THAT(text, HasSubstr("steps (all workers):  103"));
+  EXPECT_THAT(text, HasSubstr("staleness p50/p99/max: 1/4/7"));
   EXPECT_THAT(text, HasSubstr("checkpoints:          /run/ckpt"));
   EXPECT_THAT(text, Not(HasSubstr("metrics history")));
   s.interrupted = true;

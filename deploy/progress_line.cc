@@ -29,12 +29,14 @@ std::string FormatProgress(const ProgressFigures& f) {
                               100, 100 * f.steps / f.planned_steps)));
   }
   absl::StrAppendFormat(
-      &out, " | %.0f ex/s | loss %s | acc %s | %d/%d workers",
-      f.examples_per_sec,
+      &out, " | %.0f ex/s | loss %s | acc %s", f.examples_per_sec,
       std::isfinite(f.mean_loss) ? absl::StrFormat("%.4f", f.mean_loss) : "-",
       std::isfinite(f.best_accuracy) ? absl::StrFormat("%.4f", f.best_accuracy)
-                                     : "-",
-      f.running, f.workers);
+                                     : "-");
+  if (std::isfinite(f.staleness_p99)) {
+    absl::StrAppendFormat(&out, " | stale p99 %.0f", f.staleness_p99);
+  }
+  absl::StrAppendFormat(&out, " | %d/%d workers", f.running, f.workers);
   if (f.planned_steps > 0 && f.steps_per_sec > 0 && f.running > 0) {
     const double remaining = std::max<int64_t>(0, f.planned_steps - f.steps);
     absl::StrAppend(&out, " | ETA ", Duration(remaining / f.steps_per_sec));

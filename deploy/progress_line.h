@@ -28,12 +28,15 @@ struct ProgressFigures {
   double examples_per_sec = 0;
   double mean_loss = NAN;  // of the running workers
   double best_accuracy = NAN;
+  // The largest of the workers' staleness p99 (since start); NaN = unknown.
+  double staleness_p99 = NAN;
   int running = 0;
   int workers = 0;
 };
 
 // "[  12.3 s] step 14534/37800 38% | 108233 ex/s | loss 0.0067 | acc 0.9240 |
-// 2/2 workers | ETA 21 s". ETA is what the planned steps still take at the
+// stale p99 3 | 2/2 workers | ETA 21 s". The staleness part is left out while
+// unknown. ETA is what the planned steps still take at the
 // measured rate (the job may stop earlier at training.target_accuracy); it is
 // left out while unknown.
 std::string FormatProgress(const ProgressFigures& figures);

@@ -39,6 +39,9 @@ TEST(FormatProgressTest, FiguresAndEta) {
       FormatProgress(f),
       "[  12.3 s] step 1000/4000 25% | 6400 ex/s | loss 0.2500 | acc 0.9000 | "
       "2/2 workers | ETA 30 s");
+  f.staleness_p99 = 3;
+  EXPECT_THAT(FormatProgress(f),
+              HasSubstr("| acc 0.9000 | stale p99 3 | 2/2 workers"));
   f.planned_steps = 1000000;
   EXPECT_THAT(FormatProgress(f), HasSubstr("ETA 2.8 h"));
 }
@@ -49,6 +52,7 @@ TEST(FormatProgressTest, UnknownsAreDashesAndNoEta) {
   const std::string line = FormatProgress(f);
   EXPECT_THAT(line, HasSubstr("loss - | acc - | 0/3 workers"));
   EXPECT_THAT(line, Not(HasSubstr("ETA")));
+  EXPECT_THAT(line, Not(HasSubstr("stale")));
   EXPECT_THAT(line, Not(HasSubstr("%")));
 }
 

@@ -213,6 +213,11 @@ proto::MemberReport PsNode::Impl::Report() const {
   report.set_bytes(counters_.Get("bytes_in") + counters_.Get("bytes_out"));
   report.set_loss(NAN);
   report.set_accuracy(NAN);
+  const StalenessSummary staleness = counters_.Staleness().Summary();
+  report.set_mean_staleness(staleness.mean);
+  report.set_staleness_p50(staleness.p50);
+  report.set_staleness_p99(staleness.p99);
+  report.set_staleness_max(staleness.max);
   return report;
 }
 

@@ -67,16 +67,8 @@ const proto::RpcLatency* FindLatency(const proto::GetStatusResponse& status,
   return nullptr;
 }
 
-int StalenessQuantile(const std::vector<uint64_t>& histogram, double q) {
-  uint64_t total = 0;
-  for (uint64_t n : histogram) total += n;
-  if (total == 0) return 0;
-  uint64_t seen = 0;
-  for (size_t i = 0; i < histogram.size(); ++i) {
-    seen += histogram[i];
-    if (seen >= q * total && histogram[i] > 0) return static_cast<int>(i);
-  }
-  return static_cast<int>(histogram.size()) - 1;
+std::string StalenessP50P99Max(double p50, double p99, double max) {
+  return absl::StrFormat("%.0f/%.0f/%.0f", p50, p99, max);
 }
 
 std::string Sparkline(const std::vector<double>& values, int width) {
@@ -105,9 +97,11 @@ std::string Sparkline(const std::vector<double>& values, int width) {
 std::string FormatWorkersTable(const proto::ClusterStatusResponse& cluster,
                                const MemberStatuses& statuses) {
   std::string out = absl::StrFormat(
-      "%3s  %-21s %-5s %-7s %8s %8s %8s %7s %6s %7s %7s %6s %11s %11s %9s %s\n",
-      "IDX", "ADDRESS", "ALIVE", "PARTS", "STEP", "EX/S", "LOSS", "ACC", "STALE",
-      "PULL/S", "PUSH/S", "MB/S", "PULL-MS", "PUSH-MS", "RSS", "DEVICE");
+      "%3s  %-21s %-5s %-7s %8s %8s %8s %7s %14s %7s %7s %6s %11s %11s %9s "
+      "%s\n",
+      "IDX", "ADDRESS", "ALIVE", "PARTS", "STEP", "EX/S", "LOSS", "ACC",
+      "STALE50/99/MAX", "PULL/S", "PUSH/S", "MB/S", "PULL-MS", "PUSH-MS", "RSS",
+      "DEVICE");
   for (int i = 0; i < cluster.members_size(); ++i) {
     const proto::MemberStatus& m = cluster.members(i);
     if (m.role() != "worker") continue;
@@ -118,12 +112,16 @@ std::string FormatWorkersTable(const proto::ClusterStatusResponse& cluster,
     const bool live = statuses[i].ok();
     absl::StrAppendFormat(
         &out,
-        "%3d  %-21s %-5s %-7s %8d %8.0f %8s %7s %6s %7s %7s %6s %11s %11s %9s %s\n",
+        "%3d  %-21s %-5s %-7s %8d %8.0f %8s %7s %14s %7s %7s %6s %11s %11s "
+        "%9s %s\n",
         m.index(), m.address(), Alive(m),
         m.parts().empty() ? "-" : absl::StrJoin(m.parts(), ","), r.step(),
-        r.examples_per_sec(),
-        reported ? Fixed(r.loss(), 4) : "-",
-        reported ? Fixed(r.accuracy(), 4) : "-", Fixed(r.mean_staleness(), 2),
+        r.examples_per_sec(), reported ? Fixed(r.loss(), 4) : "-",
+        reported ? Fixed(r.accuracy(), 4) : "-",
+        r.pushes() > 0
+            ? StalenessP50P99Max(r.staleness_p50(), r.staleness_p99(),
+                                 r.staleness_max())
+            : "-",
         live ? Fixed(Rate(s, "pulls"), 1) : "-",
         live ? Fixed(Rate(s, "pushes"), 1) : "-",
         live ? MegabytesPerSec(s) : "-",
@@ -138,8 +136,11 @@ std::string FormatWorkersTable(const proto::ClusterStatusResponse& cluster,
   absl::StrAppend(
       &out,
       "PARTS: the data parts a worker trains on (its own, plus those of dead "
-      "workers it adopted). PULL-MS / PUSH-MS: p50/p99 round trip of the "
-      "worker's pulls and pushes over the last 10-20 s.\n");
+      "workers it adopted). STALE50/99/MAX: p50/p99/max staleness of the "
+      "blocks the worker's pushes updated since it started (updates the ps "
+      "applied to a block between the pull and the push). PULL-MS / PUSH-MS: "
+      "p50/p99 round trip of the worker's pulls and pushes over the last "
+      "10-20 s.\n");
   return out;
 }
 
@@ -163,20 +164,19 @@ std::string FormatShardsTable(const proto::ClusterStatusResponse& cluster,
       model.blocks_size(), model.num_params(),
       FormatBytes(model.num_params() * 4.0));
   absl::StrAppendFormat(
-      &out, "%3s  %-21s %-5s %6s %9s %7s %7s %8s %6s %11s %11s %6s %9s %9s\n",
+      &out, "%3s  %-21s %-5s %6s %9s %7s %7s %8s %6s %11s %11s %6s %14s %9s\n",
       "IDX", "ADDRESS", "ALIVE", "BLOCKS", "BYTES", "PULL/S", "PUSH/S", "UPD/S",
-      "MB/S", "PULL-MS", "PUSH-MS", "REJECT", "STALE50/MAX", "RSS");
+      "MB/S", "PULL-MS", "PUSH-MS", "REJECT", "STALE50/99/MAX", "RSS");
   for (int i = 0; i < cluster.members_size(); ++i) {
     const proto::MemberStatus& m = cluster.members(i);
     if (m.role() != "ps") continue;
     const proto::GetStatusResponse none;
     const proto::GetStatusResponse& s = statuses[i].ok() ? *statuses[i] : none;
     const bool live = statuses[i].ok();
-    const std::vector<uint64_t> histogram(s.staleness_histogram().begin(),
-                                          s.staleness_histogram().end());
     const auto [count, floats] = held[m.index()];
     absl::StrAppendFormat(
-        &out, "%3d  %-21s %-5s %6d %9s %7s %7s %8s %6s %11s %11s %6s %9s %9s\n",
+        &out,
+        "%3d  %-21s %-5s %6d %9s %7s %7s %8s %6s %11s %11s %6s %14s %9s\n",
         m.index(), m.address(), Alive(m), count, FormatBytes(floats * 4),
         live ? Fixed(Rate(s, "pulls"), 1) : "-",
         live ? Fixed(Rate(s, "pushes"), 1) : "-",
@@ -185,8 +185,8 @@ std::string FormatShardsTable(const proto::ClusterStatusResponse& cluster,
         live ? P50P99(s, "served:ParameterServer/Pull") : "-",
         live ? P50P99(s, "served:ParameterServer/Push") : "-",
         live ? absl::StrCat(Counter(s, "rejected_pushes")) : "-",
-        live ? absl::StrCat(StalenessQuantile(histogram, 0.5), "/",
-                            StalenessQuantile(histogram, 1.0))
+        live ? StalenessP50P99Max(s.staleness_p50(), s.staleness_p99(),
+                                  s.staleness_max())
              : "-",
         live ? FormatBytes(s.memory_rss_bytes()) : "-");
   }

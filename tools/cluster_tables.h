@@ -19,9 +19,10 @@ namespace downpour::tools {
 // error where the member did not answer.
 using MemberStatuses = std::vector<absl::StatusOr<proto::GetStatusResponse>>;
 
-// One row per worker: alive, step, examples/s, loss, test accuracy, mean
-// staleness, pulls/s, pushes/s, MB/s, p50/p99 of its Pull and Push calls (ms),
-// memory, device; then a line per worker whose Status did not answer.
+// One row per worker: alive, step, examples/s, loss, test accuracy, staleness
+// p50/p99/max (from its heartbeat report), pulls/s, pushes/s, MB/s, p50/p99 of
+// its Pull and Push calls (ms), memory, device; then a line per worker whose
+// Status did not answer.
 std::string FormatWorkersTable(const proto::ClusterStatusResponse& cluster,
                                const MemberStatuses& statuses);
 
@@ -36,7 +37,7 @@ struct BlockRate {
 
 // One row per ps: alive, blocks, bytes held, pulls/s, pushes/s, applied
 // updates/s, MB/s, p50/p99 of the Pull and Push it served (ms), rejected
-// pushes, staleness (median and max of its histogram), memory. Then the `top`
+// pushes, staleness p50/p99/max (its Status), memory. Then the `top`
 // hottest blocks by updates/s (ties: most updates), with tensor and size.
 std::string FormatShardsTable(const proto::ClusterStatusResponse& cluster,
                               const MemberStatuses& statuses,
@@ -55,9 +56,6 @@ std::string FormatWatchFrame(const std::string& coordinator,
 // A row of block characters, one per value, scaled between the values' min and
 // max ("▁▂▄█"); non-finite values are blanks. At most `width`, the latest kept.
 std::string Sparkline(const std::vector<double>& values, int width);
-
-// p-quantile staleness of a histogram whose last bucket collects the rest.
-int StalenessQuantile(const std::vector<uint64_t>& histogram, double q);
 
 // The latency entry `name` of a member's Status, or nullptr.
 const proto::RpcLatency* FindLatency(const proto::GetStatusResponse& status,

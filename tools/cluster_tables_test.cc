@@ -33,6 +33,10 @@ proto::ClusterStatusResponse Cluster() {
   w->set_loss(0.2985);
   w->set_accuracy(0.9305);
   w->set_mean_staleness(1.25);
+  w->set_pushes(40);
+  w->set_staleness_p50(1);
+  w->set_staleness_p99(4);
+  w->set_staleness_max(6);
   w->set_device("cpu");
   return c;
 }
@@ -46,8 +50,9 @@ proto::GetStatusResponse WithRates(double pulls, const std::string& latency) {
   (*s.mutable_rates())["bytes_out"] = 1e6;
   (*s.mutable_counters())["rejected_pushes"] = 2;
   s.set_memory_rss_bytes(50e6);
-  for (int i = 0; i < 4; ++i)
-    s.add_staleness_histogram(i == 1 ? 10 : i == 3 ? 1 : 0);
+  s.set_staleness_p50(2);
+  s.set_staleness_p99(5);
+  s.set_staleness_max(9);
   proto::RpcLatency* l = s.add_latencies();
   l->set_name(latency);
   l->set_count(10);
@@ -71,12 +76,6 @@ TEST(SparklineTest, ScalesBetweenMinAndMax) {
   EXPECT_EQ(Sparkline({}, 10), "");
 }
 
-TEST(StalenessQuantileTest, MedianAndMax) {
-  EXPECT_EQ(StalenessQuantile({0, 10, 0, 1}, 0.5), 1);
-  EXPECT_EQ(StalenessQuantile({0, 10, 0, 1}, 1.0), 3);
-  EXPECT_EQ(StalenessQuantile({0, 0}, 0.5), 0);
-}
-
 TEST(WorkersTableTest, RatesLatencyAndMemory) {
   proto::ClusterStatusResponse cluster = Cluster();
   for (auto& m : *cluster.mutable_members()) {
@@ -89,7 +88,8 @@ TEST(WorkersTableTest, RatesLatencyAndMemory) {
   EXPECT_THAT(table, HasSubstr("10.0.0.4:7101"));
   EXPECT_THAT(table, HasSubstr(" 0,3 "));
   EXPECT_THAT(table, HasSubstr("0.9305"));
-  EXPECT_THAT(table, HasSubstr("1.25"));                // staleness
+  EXPECT_THAT(table, HasSubstr("STALE50/99/MAX"));
+  EXPECT_THAT(table, HasSubstr(" 1/4/6 "));             // staleness p50/p99/max
   EXPECT_THAT(table, HasSubstr("20.0"));                // pulls/s
   EXPECT_THAT(table, HasSubstr("1.2/8.5"));             // push p50/p99 ms
   EXPECT_THAT(table, HasSubstr("50.0 MB"));             // RSS
@@ -120,7 +120,8 @@ TEST(ShardsTableTest, BlocksBytesRatesAndHottestBlocks) {
   EXPECT_THAT(table, HasSubstr("placement epoch 2, 3 blocks, 300 parameters"));
   EXPECT_THAT(table, HasSubstr("800 B"));  // ps 0 holds 200 floats
   EXPECT_THAT(table, HasSubstr("120.0"));  // applied updates/s
-  EXPECT_THAT(table, HasSubstr("1/3"));    // staleness median/max
+  EXPECT_THAT(table, HasSubstr("STALE50/99/MAX"));
+  EXPECT_THAT(table, HasSubstr(" 2/5/9 "));  // ps 0's staleness p50/p99/max
   EXPECT_THAT(
       table,
       HasSubstr("ps 1 at 10.0.0.3:7001: no status (connection refused)"));

@@ -50,6 +50,7 @@ TEST(JsonOutputTest, StatusJsonHasEveryMember) {
   MemberStatuses statuses;
   proto::GetStatusResponse s;
   (*s.mutable_rates())["pulls"] = 12.5;
+  s.set_staleness_p99(7);
   statuses.push_back(s);
   statuses.push_back(absl::UnavailableError("refused \"x\""));
   std::vector<absl::StatusOr<std::string>> health = {
@@ -59,6 +60,7 @@ TEST(JsonOutputTest, StatusJsonHasEveryMember) {
   EXPECT_THAT(json, HasSubstr("\"coordinator\": \"127.0.0.1:7000\""));
   EXPECT_THAT(json, HasSubstr("\"health\": \"SERVING\""));
   EXPECT_THAT(json, HasSubstr("\"pulls\": 12.5"));
+  EXPECT_THAT(json, HasSubstr("\"staleness_p99\": 7"));
   EXPECT_THAT(json, HasSubstr("\"status_error\": \"refused \\\"x\\\"\""));
   EXPECT_THAT(json, HasSubstr("\"health\": \"error: down\""));
 }

@@ -114,6 +114,7 @@ TEST_F(PsctlTest, StatusTableAndJson) {
   EXPECT_THAT(json.output, HasSubstr("\"served:ParameterServer/Push\""));
   EXPECT_THAT(json.output, HasSubstr("\"called:ParameterServer/Pull\""));
   EXPECT_THAT(json.output, HasSubstr("\"memory_rss_bytes\""));
+  EXPECT_THAT(json.output, HasSubstr("\"staleness_p99\""));
   EXPECT_THAT(json.output, Not(HasSubstr("status_error")));
 }
 
@@ -121,6 +122,7 @@ TEST_F(PsctlTest, WorkersAndShards) {
   Exit workers = Psctl("workers", {"workers", "--coordinator", address_});
   EXPECT_EQ(workers.status, 0) << workers.output;
   EXPECT_THAT(workers.output, HasSubstr("PUSH-MS"));
+  EXPECT_THAT(workers.output, HasSubstr("STALE50/99/MAX"));
   EXPECT_THAT(workers.output, HasSubstr(" cpu"));
   EXPECT_THAT(workers.output, Not(HasSubstr("no status")));
   Exit shards = Psctl(
@@ -128,6 +130,7 @@ TEST_F(PsctlTest, WorkersAndShards) {
   EXPECT_EQ(shards.status, 0) << shards.output;
   EXPECT_THAT(shards.output, HasSubstr(ps_address_));
   EXPECT_THAT(shards.output, HasSubstr("Hottest blocks"));
+  EXPECT_THAT(shards.output, HasSubstr("STALE50/99/MAX"));
   EXPECT_THAT(shards.output, HasSubstr("fc1.weight"));
 }
 

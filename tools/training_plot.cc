@@ -11,14 +11,14 @@ namespace downpour::tools {
 namespace {
 
 struct WorkerCurves {
-  Series loss_time, acc_time, loss_step, acc_step, rate_time;
+  Series loss_time, acc_time, loss_step, acc_step, rate_time, stale_time;
   bool any = false;
   uint64_t last_step = 0;
   double last_loss = NAN, last_acc = NAN;
 };
 
 struct PsCurve {
-  Series pushes_time;
+  Series pushes_time, stale_time;
   double last_time = NAN;
   double last_pushes = NAN;
 };
@@ -46,6 +46,7 @@ void AddWorker(double t, const proto::MemberSample& m, WorkerCurves& c) {
     c.acc_step.points.emplace_back(step, r.accuracy());
   }
   c.rate_time.points.emplace_back(t, m.alive() ? r.examples_per_sec() : NAN);
+  if (r.pushes() > 0) c.stale_time.points.emplace_back(t, r.staleness_p99());
 }
 
 void AddPs(double t, const proto::MemberSample& m, PsCurve& c) {
@@ -59,6 +60,9 @@ void AddPs(double t, const proto::MemberSample& m, PsCurve& c) {
   }
   c.last_time = t;
   c.last_pushes = pushes;
+  if (m.alive() && pushes > 0) {
+    c.stale_time.points.emplace_back(t, m.report().staleness_p99());
+  }
 }
 
 }  // namespace
@@ -94,24 +98,28 @@ std::vector<Chart> TrainingCharts(const proto::GetHistoryResponse& history) {
              "examples/s"};
   Chart pushes{"Pushes applied per ps", "seconds since the coordinator started",
                "pushes/s"};
+  Chart staleness{"Staleness p99 since start",
+                  "seconds since the coordinator started", "updates"};
   loss_time.y_min = loss_step.y_min = 0;
-  rate.y_min = pushes.y_min = 0;
+  rate.y_min = pushes.y_min = staleness.y_min = 0;
   for (auto& [index, c] : workers) {
     const std::string name = absl::StrCat("worker ", index);
     c.loss_time.name = c.acc_time.name = c.loss_step.name = c.acc_step.name =
-        c.rate_time.name = name;
+        c.rate_time.name = c.stale_time.name = name;
     loss_time.series.push_back(std::move(c.loss_time));
     acc_time.series.push_back(std::move(c.acc_time));
     loss_step.series.push_back(std::move(c.loss_step));
     acc_step.series.push_back(std::move(c.acc_step));
     rate.series.push_back(std::move(c.rate_time));
+    staleness.series.push_back(std::move(c.stale_time));
   }
   if (workers.size() > 1) rate.series.push_back(std::move(cluster_rate));
   for (auto& [index, c] : shards) {
-    c.pushes_time.name = absl::StrCat("ps ", index);
+    c.pushes_time.name = c.stale_time.name = absl::StrCat("ps ", index);
     pushes.series.push_back(std::move(c.pushes_time));
+    staleness.series.push_back(std::move(c.stale_time));
   }
-  return {loss_time, acc_time, loss_step, acc_step, rate, pushes};
+  return {loss_time, acc_time, loss_step, acc_step, rate, pushes, staleness};
 }
 
 std::string TrainingPlotSvg(const proto::GetHistoryResponse& history) {

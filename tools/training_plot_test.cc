@@ -33,6 +33,8 @@ proto::GetHistoryResponse History() {
     w0->mutable_report()->set_accuracy(t == 1 ? NAN
                                               : 0.5 + 0.1 * std::min(t, 3));
     w0->mutable_report()->set_examples_per_sec(1000);
+    w0->mutable_report()->set_pushes(t * 10);
+    w0->mutable_report()->set_staleness_p99(std::min(t, 3));
     proto::MemberSample* w1 = Member(s, "worker", 1, true);
     if (t >= 3) {
       w1->mutable_report()->set_step(t * 50);
@@ -42,13 +44,14 @@ proto::GetHistoryResponse History() {
     }
     proto::MemberSample* ps = Member(s, "ps", 0, true);
     ps->mutable_report()->set_pushes(t < 5 ? t * 10 : 3);
+    ps->mutable_report()->set_staleness_p99(2 * t);
   }
   return h;
 }
 
 TEST(TrainingChartsTest, CurvesPerWorkerAndPs) {
   const std::vector<Chart> charts = TrainingCharts(History());
-  ASSERT_EQ(charts.size(), 6u);
+  ASSERT_EQ(charts.size(), 7u);
   const Chart& loss_time = charts[0];
   ASSERT_EQ(loss_time.series.size(), 2u);
   EXPECT_EQ(loss_time.series[0].name, "worker 0");
@@ -71,6 +74,16 @@ TEST(TrainingChartsTest, CurvesPerWorkerAndPs) {
   ASSERT_EQ(pushes.size(), 4u);
   EXPECT_EQ(pushes[0].second, 10);
   EXPECT_TRUE(std::isnan(pushes[3].second));
+  // Staleness p99: worker 0 while it reports, worker 1 never pushed, ps 0.
+  const Chart& staleness = charts[6];
+  ASSERT_EQ(staleness.series.size(), 3u);
+  EXPECT_EQ(staleness.series[0].name, "worker 0");
+  ASSERT_EQ(staleness.series[0].points.size(), 3u);
+  EXPECT_EQ(staleness.series[0].points[2].second, 3);
+  EXPECT_EQ(staleness.series[1].points.size(), 0u);
+  EXPECT_EQ(staleness.series[2].name, "ps 0");
+  ASSERT_EQ(staleness.series[2].points.size(), 5u);
+  EXPECT_EQ(staleness.series[2].points[4].second, 10);
 }
 
 TEST(TrainingPlotSvgTest, TitleCountsWorkersAndPs) {

@@ -44,6 +44,11 @@ WorkerStats DownpourLoop::stats() const {
   return stats_;
 }
 
+StalenessHistogram DownpourLoop::staleness() const {
+  absl::MutexLock lock(&stats_mu_);
+  return staleness_;
+}
+
 void DownpourLoop::SetError(const absl::Status& status) {
   absl::MutexLock lock(&comm_mu_);
   if (error_.ok()) error_ = status;
@@ -105,7 +110,7 @@ void DownpourLoop::PushThread() {
       job = std::move(outbox_.front());
       outbox_.pop_front();
     }
-    double staleness = 0;
+    StalenessHistogram staleness;
     absl::Status status =
         client_->Push(job.grad.data(), job.versions, &staleness);
     if (status.ok()) {
@@ -116,8 +121,12 @@ void DownpourLoop::PushThread() {
       stats_.pushed_steps += job.steps;
       stats_.examples +=
           static_cast<int64_t>(job.steps) * options_.training.batch_size;
-      staleness_sum_ += staleness;
-      stats_.mean_staleness = staleness_sum_ / stats_.pushes;
+      staleness_.Merge(staleness);
+      const StalenessSummary summary = staleness_.Summary();
+      stats_.mean_staleness = summary.mean;
+      stats_.staleness_p50 = summary.p50;
+      stats_.staleness_p99 = summary.p99;
+      stats_.staleness_max = summary.max;
     }
     absl::MutexLock lock(&comm_mu_);
     --pushes_in_flight_;
@@ -417,10 +426,12 @@ absl::Status DownpourLoop::Run() {
       L(),
       "finished after {} steps ({} pushes, {} fresh parameter sets): test "
       "accuracy {:.4f}, {:.0f} applied examples/s; time computing {:.0f}%, "
-      "waiting for pulls {:.0f}%, for pushes {:.0f}%; mean staleness {:.2f}",
+      "waiting for pulls {:.0f}%, for pushes {:.0f}%; staleness p50 {:.0f}, "
+      "p99 {:.0f}, max {:.0f}, mean {:.2f}",
       stats_.step, stats_.pushes, stats_.pulls, stats_.accuracy,
       stats_.examples_per_sec, 100 * stats_.share_compute,
       100 * stats_.share_wait_pull, 100 * stats_.share_wait_push,
+      stats_.staleness_p50, stats_.staleness_p99, stats_.staleness_max,
       stats_.mean_staleness);
   return absl::OkStatus();
 }

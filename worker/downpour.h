@@ -24,6 +24,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/config.h"
+#include "common/counters.h"
 #include "common/model_spec.h"
 #include "worker/compute_backend.h"
 #include "worker/dataset.h"
@@ -42,9 +43,14 @@ struct WorkerStats {
   double loss = NAN;      // mean training loss over recent steps
   double accuracy = NAN;  // last test accuracy
   double test_loss = NAN;
-  // Mean over acknowledged pushes of their staleness: the updates applied to a
-  // block between the pull the gradient was computed on and this push.
+  // Staleness over every block update the ps acknowledged since Run began:
+  // the updates applied to a block between the pull the gradient was computed
+  // on and the push that applied it. Mean, nearest-rank p50 and p99 (exact up
+  // to 255, see StalenessHistogram) and exact max; 0 before the first ack.
   double mean_staleness = 0;
+  double staleness_p50 = 0;
+  double staleness_p99 = 0;
+  double staleness_max = 0;
   int64_t pulls = 0;
   int64_t pushes = 0;        // pushes acknowledged by the ps
   int64_t pushed_steps = 0;  // steps whose gradient those pushes carried
@@ -92,6 +98,8 @@ class DownpourLoop {
   void ReplaceTrainingData(std::shared_ptr<const Dataset> data)
       ABSL_LOCKS_EXCLUDED(data_mu_);
   WorkerStats stats() const ABSL_LOCKS_EXCLUDED(stats_mu_);
+  // The histogram behind stats()'s staleness figures (Status's raw buckets).
+  StalenessHistogram staleness() const ABSL_LOCKS_EXCLUDED(stats_mu_);
 
  private:
   // A summed gradient handed to the push threads, in its own buffer.
@@ -171,7 +179,7 @@ class DownpourLoop {
   absl::Duration compute_time_ ABSL_GUARDED_BY(stats_mu_);
   absl::Duration wait_pull_time_ ABSL_GUARDED_BY(stats_mu_);
   absl::Duration wait_push_time_ ABSL_GUARDED_BY(stats_mu_);
-  double staleness_sum_ ABSL_GUARDED_BY(stats_mu_) = 0;
+  StalenessHistogram staleness_ ABSL_GUARDED_BY(stats_mu_);
 };
 
 }  // namespace downpour::worker

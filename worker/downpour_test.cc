@@ -138,18 +138,25 @@ TEST_F(DownpourLoopTest, SlowPushesMakeComputeWaitAndLoseNothing) {
   }
 }
 
-TEST_F(DownpourLoopTest, MeanStalenessIsWhatThePsReports) {
-  // One worker, n_fetch 4, one push in flight: a push's gradient was computed
-  // on parameters pulled up to a few pushes earlier. The fake reports every
-  // push's staleness; the loop averages them.
+TEST_F(DownpourLoopTest, StalenessQuantilesAreWhatThePsReports) {
+  // One worker that never refreshes its parameters: every push's gradient was
+  // computed on the version-0 parameters. The fake reports each block's
+  // staleness; the loop keeps them all in a histogram.
   FakePsClient ps(spec_->InitAll(1), spec_->blocks().size(), 0.0f);
   OnesBackend backend(spec_->num_params());
   options_.training.n_fetch = 1000000;  // never refresh: staleness grows by 1
   DownpourLoop loop(*spec_, &backend, &ps, &train_, &test_, options_);
   ASSERT_THAT(loop.Run(), IsOk());
-  // Push k (0-based) was computed on the version-0 parameters and finds k
-  // updates applied since: the mean over 160 pushes is 159 / 2.
-  EXPECT_DOUBLE_EQ(loop.stats().mean_staleness, (5 * 32 - 1) / 2.0);
+  // By hand: push k (0-based, of 160) finds k updates on each of its B blocks,
+  // so the 160 * B values are 0..159, B of each; value k holds ranks
+  // kB+1..(k+1)B. p50: rank 80B -> 79. p99: rank ceil(158.4B), in
+  // (158B, 159B] -> 158. Max 159, mean 159 / 2.
+  const WorkerStats stats = loop.stats();
+  EXPECT_DOUBLE_EQ(stats.mean_staleness, (5 * 32 - 1) / 2.0);
+  EXPECT_EQ(stats.staleness_p50, 79);
+  EXPECT_EQ(stats.staleness_p99, 158);
+  EXPECT_EQ(stats.staleness_max, 159);
+  EXPECT_EQ(loop.staleness().count(), 160u * spec_->blocks().size());
 }
 
 TEST_F(DownpourLoopTest, LearnsWithCommunicationOff) {

@@ -244,7 +244,7 @@ absl::Status GrpcPsClient::PullShard(int index, float* params,
 
 absl::Status GrpcPsClient::Push(const float* grad,
                                 const std::vector<uint64_t>& versions,
-                                double* staleness) {
+                                StalenessHistogram* staleness) {
   // Take a ticket on every shard at once, so that pushes reach each shard in the
   // order they began here.
   std::vector<uint64_t> tickets;
@@ -263,19 +263,16 @@ absl::Status GrpcPsClient::Push(const float* grad,
       tickets.push_back(lanes_[i].next_ticket++);
     }
   }
-  std::vector<StalenessSum> sums(tickets.size());
+  // One histogram per shard: the shards' pushes run in parallel.
+  std::vector<StalenessHistogram> per_shard(tickets.size());
   absl::Status status =
       ForEachShard(static_cast<int>(tickets.size()), [&](int index) {
-        return PushShard(index, tickets[index], grad, versions, &sums[index]);
+        return PushShard(index, tickets[index], grad, versions,
+                         &per_shard[index]);
       });
   if (!status.ok()) return status;
   if (staleness != nullptr) {
-    StalenessSum all;
-    for (const StalenessSum& s : sums) {
-      all.sum += s.sum;
-      all.blocks += s.blocks;
-    }
-    *staleness = all.blocks > 0 ? all.sum / all.blocks : 0;
+    for (const StalenessHistogram& h : per_shard) staleness->Merge(h);
   }
   return absl::OkStatus();
 }
@@ -283,7 +280,7 @@ absl::Status GrpcPsClient::Push(const float* grad,
 absl::Status GrpcPsClient::PushShard(int index, uint64_t ticket,
                                      const float* grad,
                                      const std::vector<uint64_t>& versions,
-                                     StalenessSum* staleness) {
+                                     StalenessHistogram* staleness) {
   {
     absl::MutexLock lock(&mu_);
     while (lanes_[index].serving != ticket) turn_changed_.Wait(&mu_);
@@ -299,7 +296,7 @@ absl::Status GrpcPsClient::PushShard(int index, uint64_t ticket,
 
 absl::Status GrpcPsClient::SendPushChunks(int index, const float* grad,
                                           const std::vector<uint64_t>& versions,
-                                          StalenessSum* staleness) {
+                                          StalenessHistogram* staleness) {
   uint64_t unused = 0;
   const size_t num_chunks = GetShard(index, &unused)->chunks.size();
   for (size_t c = 0; c < num_chunks; ++c) {
@@ -340,8 +337,7 @@ absl::Status GrpcPsClient::SendPushChunks(int index, const float* grad,
       for (size_t i = 0; i < sent.size(); ++i) {
         const uint64_t applied_to = response.versions(i) - 1;
         const uint64_t base = versions[sent[i]];
-        staleness->sum += applied_to > base ? applied_to - base : 0;
-        ++staleness->blocks;
+        staleness->Record(applied_to > base ? applied_to - base : 0);
       }
     }
     counters_->Add("pushes", 1);

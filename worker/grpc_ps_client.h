@@ -82,7 +82,8 @@ class GrpcPsClient : public PsClient {
   absl::Status Pull(float* params, std::vector<uint64_t>* versions) override
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Push(const float* grad, const std::vector<uint64_t>& versions,
-                    double* staleness) override ABSL_LOCKS_EXCLUDED(mu_);
+                    StalenessHistogram* staleness) override
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // The placement epoch in use (0 before Connect).
   uint64_t epoch() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -109,22 +110,18 @@ class GrpcPsClient : public PsClient {
   // sizes.
   absl::Status CopyBlocks(int index, const proto::PullResponse& response,
                           float* params, std::vector<uint64_t>* versions);
-  // The staleness of one shard's part of a push.
-  struct StalenessSum {
-    double sum = 0;      // staleness summed over the blocks applied
-    int64_t blocks = 0;  // blocks applied (a duplicate applies none)
-  };
-
   // Waits for `ticket`'s turn on shard `index`, sends its push requests, and
   // passes the turn on (also on error).
   absl::Status PushShard(int index, uint64_t ticket, const float* grad,
                          const std::vector<uint64_t>& versions,
-                         StalenessSum* staleness) ABSL_LOCKS_EXCLUDED(mu_);
-  // Sends grad's chunks to shard `index` and adds their blocks' staleness to
-  // *staleness. REQUIRES: the caller holds its turn.
+                         StalenessHistogram* staleness)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Sends grad's chunks to shard `index` and records the staleness of each
+  // block the ps applied into *staleness. REQUIRES: the caller holds its turn.
   absl::Status SendPushChunks(int index, const float* grad,
                               const std::vector<uint64_t>& versions,
-                              StalenessSum* staleness) ABSL_LOCKS_EXCLUDED(mu_);
+                              StalenessHistogram* staleness)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Runs `call` against shard `index` until it succeeds, re-reading the
   // placement after retryable failures.
   absl::Status WithRetries(

@@ -181,22 +181,71 @@ TEST_F(PsClientTest, PushRetriedAfterATimeoutIsAppliedOnce) {
 
 TEST_F(PsClientTest, PushReportsTheUpdatesEachBlockSawSinceItsPull) {
   StartCluster(2, /*hold_first_push_ack=*/false);
+  const uint64_t num_blocks = spec_->blocks().size();
   std::vector<float> params(spec_->num_params());
   std::vector<uint64_t> pulled;
   ASSERT_THAT(client_->Pull(params.data(), &pulled), IsOk());
   const std::vector<float> gradient(spec_->num_params(), 0.5f);
-  // Three pushes computed on the same pulled versions: by hand, the first
-  // finds no update since the pull, the second one, the third two.
-  for (double expected : {0.0, 1.0, 2.0}) {
-    double staleness = -1;
+  // Three pushes computed on the same pulled versions: by hand, every block of
+  // the first finds no update since the pull, of the second one, of the third
+  // two.
+  for (uint64_t expected : {0, 1, 2}) {
+    StalenessHistogram staleness;
     ASSERT_THAT(client_->Push(gradient.data(), pulled, &staleness), IsOk());
-    EXPECT_DOUBLE_EQ(staleness, expected);
+    EXPECT_EQ(staleness.count(), num_blocks) << "one value per block";
+    EXPECT_EQ(staleness.Quantile(0.0), expected);
+    EXPECT_EQ(staleness.max(), expected);
   }
   // Computed on fresh parameters, a push is not stale.
   ASSERT_THAT(client_->Pull(params.data(), &pulled), IsOk());
-  double staleness = -1;
+  StalenessHistogram staleness;
   ASSERT_THAT(client_->Push(gradient.data(), pulled, &staleness), IsOk());
-  EXPECT_DOUBLE_EQ(staleness, 0.0);
+  EXPECT_EQ(staleness.count(), num_blocks);
+  EXPECT_EQ(staleness.max(), 0u);
+}
+
+TEST_F(PsClientTest, TwoAlternatingWorkersSeeStalenessOne) {
+  StartCluster(1, /*hold_first_push_ack=*/false);
+  Counters other_counters;
+  GrpcPsClient other(*spec_, coordinator_.get(), config_.rpc, /*worker_id=*/1,
+                     &other_counters, nullptr, &clock_);
+  ASSERT_THAT(other.Connect(), IsOk());
+  const uint64_t num_blocks = spec_->blocks().size();
+  std::vector<float> params(spec_->num_params());
+  const std::vector<float> gradient(spec_->num_params(), 0.25f);
+  std::vector<uint64_t> a_pulled, b_pulled;
+  StalenessHistogram a, b;
+  // By hand: A and B pull version 0; A pushes (0 updates since its pull: 0).
+  // Then each round, A pulls and B pushes what it computed on its older pull
+  // (A's push came between: 1), B pulls and A pushes (B's push came between:
+  // 1). So A sees {0, 1, 1, 1, 1} per block and B {1, 1, 1, 1, 1}.
+  ASSERT_THAT(client_->Pull(params.data(), &a_pulled), IsOk());
+  ASSERT_THAT(other.Pull(params.data(), &b_pulled), IsOk());
+  ASSERT_THAT(client_->Push(gradient.data(), a_pulled, &a), IsOk());
+  for (int round = 0; round < 4; ++round) {
+    ASSERT_THAT(client_->Pull(params.data(), &a_pulled), IsOk());
+    ASSERT_THAT(other.Push(gradient.data(), b_pulled, &b), IsOk());
+    ASSERT_THAT(other.Pull(params.data(), &b_pulled), IsOk());
+    ASSERT_THAT(client_->Push(gradient.data(), a_pulled, &a), IsOk());
+  }
+  ASSERT_THAT(other.Push(gradient.data(), b_pulled, &b), IsOk());
+
+  EXPECT_EQ(a.count(), 5 * num_blocks);
+  EXPECT_EQ(a.Quantile(0.5), 1u);
+  EXPECT_EQ(a.Quantile(0.99), 1u);
+  EXPECT_EQ(a.Quantile(0.0), 0u);
+  EXPECT_EQ(a.max(), 1u);
+  EXPECT_DOUBLE_EQ(a.mean(), 0.8);
+  EXPECT_EQ(b.count(), 5 * num_blocks);
+  EXPECT_EQ(b.Quantile(0.0), 1u);
+  EXPECT_EQ(b.max(), 1u);
+  EXPECT_DOUBLE_EQ(b.mean(), 1.0);
+  // The ps measured the same updates: 10 pushes of every block, one at 0.
+  const StalenessHistogram ps = ps_counters_.Staleness();
+  EXPECT_EQ(ps.count(), 10 * num_blocks);
+  EXPECT_EQ(ps.Quantile(0.5), 1u);
+  EXPECT_EQ(ps.max(), 1u);
+  EXPECT_DOUBLE_EQ(ps.mean(), 0.9);
 }
 
 TEST_F(PsClientTest, PushesFromManyThreadsAreEachAppliedOnce) {

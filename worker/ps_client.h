@@ -9,7 +9,7 @@
 //   std::vector<float> params(spec.num_params());
 //   std::vector<uint64_t> versions;  // by global block id
 //   RETURN_IF_ERROR(client.Pull(params.data(), &versions));
-//   double staleness = 0;  // updates the blocks saw since `versions`
+//   StalenessHistogram staleness;  // updates each block saw since `versions`
 //   RETURN_IF_ERROR(client.Push(gradient.data(), versions, &staleness));
 #ifndef DOWNPOUR_WORKER_PS_CLIENT_H_
 #define DOWNPOUR_WORKER_PS_CLIENT_H_
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/counters.h"
 
 namespace downpour::worker {
 
@@ -39,14 +40,14 @@ class PsClient {
 
   // Sends grad[0..spec.num_params()), computed from parameters at `versions`
   // (indexed as Pull fills them), to be applied once by the shards. On OK, if
-  // `staleness` is not null, sets it to the mean over the blocks this push
-  // updated of their staleness: the updates applied to the block after
-  // versions[id] and before this one (0 when the ps applied nothing new, e.g. a
-  // retry it had already applied).
+  // `staleness` is not null, records into it (adding to what it holds) one
+  // value per block the ps acknowledged applying: its staleness, the updates
+  // applied to the block after versions[id] and before this one. A block whose
+  // update the ps had already applied (a retried duplicate) records nothing.
   // REQUIRES: versions.size() == spec.blocks().size().
   virtual absl::Status Push(const float* grad,
                             const std::vector<uint64_t>& versions,
-                            double* staleness) = 0;
+                            StalenessHistogram* staleness) = 0;
 };
 
 }  // namespace downpour::worker

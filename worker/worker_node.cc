@@ -187,6 +187,9 @@ proto::MemberReport WorkerNode::Report() const {
   report.set_pushes(stats.pushes);  // whole pushes acknowledged, not RPCs
   report.set_bytes(counters_.Get("bytes_in") + counters_.Get("bytes_out"));
   report.set_mean_staleness(stats.mean_staleness);
+  report.set_staleness_p50(stats.staleness_p50);
+  report.set_staleness_p99(stats.staleness_p99);
+  report.set_staleness_max(stats.staleness_max);
   report.set_finished(stats.finished);
   report.set_device(backend_->device());
   report.set_diverged(stats.diverged);
@@ -208,6 +211,8 @@ void WorkerNode::FillStatus(proto::GetStatusResponse* r) const {
   (*r->mutable_counters())["share_wait_push"] = stats.share_wait_push;
   (*r->mutable_counters())["test_loss"] = stats.test_loss;
   (*r->mutable_counters())["finished"] = stats.finished ? 1 : 0;
+  const DownpourLoop* loop = running_loop_.load();
+  if (loop != nullptr) FillStaleness(loop->staleness(), r);
 }
 
 void WorkerNode::LogProgress() {

@@ -102,6 +102,13 @@ TEST(WorkerNodeTest, TrainsToTheEndThenStops) {
   EXPECT_EQ(stats.step, 20);
   EXPECT_EQ(stats.pushed_steps, 20);
   EXPECT_GE(ps_counters.Get("pushes"), 1);
+  // One worker, one ps: both measured the same block updates.
+  const StalenessHistogram ps_staleness = ps_counters.Staleness();
+  EXPECT_GT(ps_staleness.count(), 0u);
+  EXPECT_EQ(stats.staleness_p50, ps_staleness.Quantile(0.5));
+  EXPECT_EQ(stats.staleness_p99, ps_staleness.Quantile(0.99));
+  EXPECT_EQ(stats.staleness_max, ps_staleness.max());
+  EXPECT_DOUBLE_EQ(stats.mean_staleness, ps_staleness.mean());
 
   node->reset();
   ps_server->server->Shutdown(DeadlineIn(1));

@@ -23,7 +23,7 @@ absl::Status FakePsClient::Pull(float* params,
 
 absl::Status FakePsClient::Push(const float* grad,
                                 const std::vector<uint64_t>& versions,
-                                double* staleness) {
+                                StalenessHistogram* staleness) {
   absl::MutexLock lock(&mu_);
   max_concurrent_ = std::max(max_concurrent_, ++concurrent_);
   if (hold_) {
@@ -36,10 +36,8 @@ absl::Status FakePsClient::Push(const float* grad,
   --concurrent_;
   if (fail_pushes_) return absl::InvalidArgumentError("push: gradient has NaN");
   if (staleness != nullptr) {
-    double sum = 0;
     for (size_t b = 0; b < versions_.size(); ++b)
-      sum += versions_[b] - versions[b];
-    *staleness = versions_.empty() ? 0 : sum / versions_.size();
+      staleness->Record(versions_[b] - versions[b]);
   }
   pushed_sum_ += grad[0];
   for (size_t i = 0; i < params_.size(); ++i)

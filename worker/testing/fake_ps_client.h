@@ -21,7 +21,7 @@ namespace downpour::worker {
 
 // Thread-safe. Pull copies the parameters and the per-block versions; Push
 // applies plain SGD (params -= learning_rate * grad), bumps every block's
-// version, reports the staleness (the updates every block saw since
+// version, records every block's staleness (the updates it saw since
 // `versions`) and counts what it received. After HoldPushes, each Push waits
 // until AllowPushes grants it a turn: a slow ps, under the test's control.
 class FakePsClient final : public PsClient {
@@ -31,7 +31,8 @@ class FakePsClient final : public PsClient {
   absl::Status Pull(float* params, std::vector<uint64_t>* versions) override
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Push(const float* grad, const std::vector<uint64_t>& versions,
-                    double* staleness) override ABSL_LOCKS_EXCLUDED(mu_);
+                    StalenessHistogram* staleness) override
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // From now on each Push blocks until a turn is granted by AllowPushes.
   void HoldPushes() ABSL_LOCKS_EXCLUDED(mu_);
