@@ -79,8 +79,7 @@ std::vector<ConfigField> OptimizerFields(OptimizerSection* o) {
       Int64Field("optimizer.decay_updates", &o->decay_updates, AtLeast(0)),
       DoubleField("optimizer.decay_factor", &o->decay_factor,
                   {0, true, 1, false}),
-      DoubleField("optimizer.min_lr_fraction", &o->min_lr_fraction,
-                  Fraction()),
+      DoubleField("optimizer.min_lr_fraction", &o->min_lr_fraction, Fraction()),
       BoolField("optimizer.staleness_lr", &o->staleness_lr),
       EnumField("optimizer.async_momentum", &o->async_momentum,
                 {"auto", "off"}),
@@ -483,11 +482,11 @@ absl::Status CheckSchedule(const Config& config) {
         t.steps, " * ", workers, " / ", t.n_push, " = ",
         t.steps * workers / t.n_push);
   } else {
-    estimate = absl::StrCat(
-        "; for this config ", t.epochs, " * ", config.data.train_examples, " / (",
-        t.batch_size, " * ", t.n_push, ") = ",
-        int64_t{t.epochs} * config.data.train_examples /
-            (int64_t{t.batch_size} * t.n_push));
+    estimate = absl::StrCat("; for this config ", t.epochs, " * ",
+                            config.data.train_examples, " / (", t.batch_size,
+                            " * ", t.n_push, ") = ",
+                            int64_t{t.epochs} * config.data.train_examples /
+                                (int64_t{t.batch_size} * t.n_push));
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "optimizer.schedule ", o.schedule,

@@ -76,8 +76,8 @@ struct OptimizerSection {
   double epsilon = 1e-8;        // adagrad, adam: > 0
   double weight_decay = 0.0;    // L2 coefficient added to each gradient, >= 0
   // Learning-rate schedule over the global step (the blocks' version: updates
-  // the cluster applied): "constant", "step" or "cosine" (server/lr_schedule.h).
-  // Default "constant".
+  // the cluster applied): "constant", "step" or "cosine"
+  // (server/lr_schedule.h). Default "constant".
   std::string schedule = "constant";
   // The lr ramps linearly from lr / warmup_updates to lr over the first
   // warmup_updates updates, >= 0. Default 0 (no warmup).

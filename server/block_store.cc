@@ -154,8 +154,8 @@ absl::Status BlockStore::AddBlock(uint32_t id, std::vector<float> values,
     num_floats_ -= slot->size;
     backups_.Forget(id);  // copies of the values replaced
   }
-  slot = std::make_unique<Block>(id, std::move(values), version,
-                                 std::move(state));
+  slot =
+      std::make_unique<Block>(id, std::move(values), version, std::move(state));
   num_floats_ += slot->size;
   return absl::OkStatus();
 }
@@ -202,8 +202,8 @@ BlockStore::PushResult BlockStore::Apply(Block* block, const void* data,
       optimizer_->Context(before, staleness, block->mean_staleness);
   thread_local std::vector<float> compensated;
   if (dc_lambda_ > 0 && staleness > 0) {
-    gradient = Compensate(*block, gradient, base_version, worker_id,
-                          &compensated);
+    gradient =
+        Compensate(*block, gradient, base_version, worker_id, &compensated);
   }
   optimizer_->Apply(block->values.data(), gradient, block->state.data(),
                     block->size, context);
@@ -227,12 +227,12 @@ const float* BlockStore::Compensate(const Block& block, const float* g,
     scratch->resize(block.size);
   }
   float* out = scratch->data();
-  const bool held = backups_.Visit(
-      worker_id, block.id, base_version, block.size,
-      [&](const float* w_backup) {
-        Optimizer::CompensateDelay(g, block.values.data(), w_backup,
-                                   dc_lambda_, block.size, out);
-      });
+  const bool held = backups_.Visit(worker_id, block.id, base_version,
+                                   block.size, [&](const float* w_backup) {
+                                     Optimizer::CompensateDelay(
+                                         g, block.values.data(), w_backup,
+                                         dc_lambda_, block.size, out);
+                                   });
   if (held) return out;
   if (counters_ != nullptr) counters_->Add("dc_misses", 1);
   return g;

@@ -261,7 +261,8 @@ TEST(BlockStoreTest, ValidatePushResolvesTheBlockThatApplyUpdates) {
       store.ValidatePush(1, g.data(), g.size());
   ASSERT_THAT(block, IsOk());
   EXPECT_THAT(PullFloats(store, 1), ElementsAre(5, 5, 5)) << "validated only";
-  const BlockStore::PushResult result = store.Apply(*block, g.data(), 0, /*worker_id=*/-1);
+  const BlockStore::PushResult result =
+      store.Apply(*block, g.data(), 0, /*worker_id=*/-1);
   EXPECT_EQ(result.version, 1u);
   EXPECT_THAT(PullFloats(store, 1), ElementsAre(4, 3, 2));
   EXPECT_THAT(PullFloats(store, 0), ElementsAre(1, 1));

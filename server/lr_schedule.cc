@@ -7,7 +7,8 @@
 namespace downpour::server {
 
 double LrScale(const OptimizerSection& s, uint64_t global_step) {
-  const uint64_t warmup = static_cast<uint64_t>(std::max<int64_t>(0, s.warmup_updates));
+  const uint64_t warmup =
+      static_cast<uint64_t>(std::max<int64_t>(0, s.warmup_updates));
   if (global_step < warmup) {
     return static_cast<double>(global_step + 1) / static_cast<double>(warmup);
   }

@@ -58,8 +58,7 @@ TEST(LrScaleTest, StepMultipliesByTheFactorEveryDecayUpdatesAfterWarmup) {
 }
 
 TEST(LrScaleTest, StepWithTheDefaultFactorDividesByTen) {
-  ExpectScales(Schedule("step", 0, 100),
-               {{99, 1.0}, {100, 0.1}, {250, 0.01}});
+  ExpectScales(Schedule("step", 0, 100), {{99, 1.0}, {100, 0.1}, {250, 0.01}});
 }
 
 // cosine, decay 100, no warmup, f = 0:
@@ -67,11 +66,11 @@ TEST(LrScaleTest, StepWithTheDefaultFactorDividesByTen) {
 //   u 50 -> 0.5; u 75 -> 0.146446609407; u >= 100 -> 0.
 TEST(LrScaleTest, CosineFallsToZeroOverDecayUpdates) {
   ExpectScales(Schedule("cosine", 0, 100), {{0, 1.0},
-                                           {25, 0.853553390593274},
-                                           {50, 0.5},
-                                           {75, 0.146446609406726},
-                                           {100, 0.0},
-                                           {1000, 0.0}});
+                                            {25, 0.853553390593274},
+                                            {50, 0.5},
+                                            {75, 0.146446609406726},
+                                            {100, 0.0},
+                                            {1000, 0.0}});
 }
 
 // cosine, warmup 10, decay 100, f = 0.2: scale = 0.2 + 0.8 * cosine part:

@@ -67,8 +67,7 @@ class Adagrad final : public Optimizer {
   void Apply(float* __restrict w, const float* __restrict g,
              float* __restrict h, int64_t n,
              const ApplyContext& c) const override {
-    const float lr = static_cast<float>(lr_ * c.lr_scale), wd = wd_,
-                eps = eps_;
+    const float lr = static_cast<float>(lr_ * c.lr_scale), wd = wd_, eps = eps_;
     for (int64_t i = 0; i < n; ++i) {
       float gi = g[i] + wd * w[i];
       float hi = h[i] + gi * gi;
@@ -161,18 +160,18 @@ absl::Status CheckAsynchronyKeys(const OptimizerSection& s) {
         s.warmup_updates, " and ", s.decay_updates));
   }
   if (s.schedule != "constant" && s.decay_updates == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "optimizer.schedule ", s.schedule,
-        " needs optimizer.decay_updates > 0, got 0"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("optimizer.schedule ", s.schedule,
+                     " needs optimizer.decay_updates > 0, got 0"));
   }
   if (!(s.decay_factor > 0.0 && s.decay_factor <= 1.0)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "optimizer.decay_factor must be in (0, 1], got ", s.decay_factor));
   }
   if (!(s.min_lr_fraction >= 0.0 && s.min_lr_fraction <= 1.0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "optimizer.min_lr_fraction must be in [0, 1], got ",
-        s.min_lr_fraction));
+    return absl::InvalidArgumentError(
+        absl::StrCat("optimizer.min_lr_fraction must be in [0, 1], got ",
+                     s.min_lr_fraction));
   }
   if (s.async_momentum != "auto" && s.async_momentum != "off") {
     return absl::InvalidArgumentError(
@@ -206,7 +205,8 @@ ApplyContext Optimizer::Context(uint64_t global_step, uint64_t staleness,
 }
 
 double Optimizer::AsyncMomentum(double mu, double mean_staleness) {
-  return std::max(0.0, 1.0 - (1.0 - mu) * (1.0 + std::max(0.0, mean_staleness)));
+  return std::max(0.0,
+                  1.0 - (1.0 - mu) * (1.0 + std::max(0.0, mean_staleness)));
 }
 
 void Optimizer::CompensateDelay(const float* __restrict g,

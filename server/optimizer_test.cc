@@ -286,8 +286,9 @@ TEST(OptimizerTest, ImpossibleAsynchronyKeysAreInvalidArgument) {
   for (const Case& c : cases) {
     OptimizerSection section = Section("momentum", 0.1);
     c.set(&section);
-    EXPECT_THAT(Optimizer::Create(section),
-                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(c.error)));
+    EXPECT_THAT(
+        Optimizer::Create(section),
+        StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(c.error)));
   }
 }
 

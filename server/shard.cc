@@ -183,9 +183,8 @@ absl::Status Shard::Push(const proto::PushRequest& request,
     }
     for (int i = 0; i < request.blocks_size(); ++i) {
       const proto::BlockData& block = request.blocks(i);
-      const BlockStore::PushResult result =
-          store_->Apply(blocks[i], block.data().data(), block.version(),
-                        request.worker_id());
+      const BlockStore::PushResult result = store_->Apply(
+          blocks[i], block.data().data(), block.version(), request.worker_id());
       response->add_versions(result.version);
       counters_->RecordStaleness(result.staleness);
       bytes += block.data().size();
