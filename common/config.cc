@@ -72,7 +72,19 @@ std::vector<ConfigField> OptimizerFields(OptimizerSection* o) {
       DoubleField("optimizer.beta1", &o->beta1, ZeroToOne()),
       DoubleField("optimizer.beta2", &o->beta2, ZeroToOne()),
       DoubleField("optimizer.epsilon", &o->epsilon, Positive()),
-      DoubleField("optimizer.weight_decay", &o->weight_decay, NonNegative())};
+      DoubleField("optimizer.weight_decay", &o->weight_decay, NonNegative()),
+      EnumField("optimizer.schedule", &o->schedule,
+                {"constant", "step", "cosine"}),
+      Int64Field("optimizer.warmup_updates", &o->warmup_updates, AtLeast(0)),
+      Int64Field("optimizer.decay_updates", &o->decay_updates, AtLeast(0)),
+      DoubleField("optimizer.decay_factor", &o->decay_factor,
+                  {0, true, 1, false}),
+      DoubleField("optimizer.min_lr_fraction", &o->min_lr_fraction, Fraction()),
+      BoolField("optimizer.staleness_lr", &o->staleness_lr),
+      EnumField("optimizer.async_momentum", &o->async_momentum,
+                {"auto", "off"}),
+      DoubleField("optimizer.delay_compensation", &o->delay_compensation,
+                  NonNegative())};
 }
 
 std::vector<ConfigField> TrainingFields(TrainingSection* t) {
@@ -456,6 +468,34 @@ absl::Status CheckData(const DataSection& data, const ClusterSection& cluster) {
   return absl::OkStatus();
 }
 
+// step and cosine decay over decay_updates updates; 0 would divide by zero, so
+// the message computes the usual value from this config.
+absl::Status CheckSchedule(const Config& config) {
+  const OptimizerSection& o = config.optimizer;
+  if (o.schedule == "constant" || o.decay_updates > 0) return absl::OkStatus();
+  const TrainingSection& t = config.training;
+  std::string estimate;
+  if (t.steps > 0) {
+    const int64_t workers = static_cast<int64_t>(config.cluster.workers.size());
+    estimate = absl::StrCat(
+        ", or with training.steps, steps * workers / n_push; for this config ",
+        t.steps, " * ", workers, " / ", t.n_push, " = ",
+        t.steps * workers / t.n_push);
+  } else {
+    estimate = absl::StrCat("; for this config ", t.epochs, " * ",
+                            config.data.train_examples, " / (", t.batch_size,
+                            " * ", t.n_push, ") = ",
+                            int64_t{t.epochs} * config.data.train_examples /
+                                (int64_t{t.batch_size} * t.n_push));
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "optimizer.schedule ", o.schedule,
+      " needs optimizer.decay_updates > 0, got 0: set it to the number of "
+      "updates to decay over (after warmup_updates); a whole job applies "
+      "updates = epochs * train_examples / (batch_size * n_push)",
+      estimate));
+}
+
 absl::Status CheckHeartbeat(const HeartbeatSection& heartbeat) {
   if (heartbeat.timeout_s > heartbeat.interval_s) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
@@ -523,6 +563,7 @@ absl::Status ValidateConfig(const Config& config) {
   RETURN_IF_ERROR(CheckModel(config.model, config.data));
   RETURN_IF_ERROR(CheckTraining(config));
   RETURN_IF_ERROR(CheckData(config.data, config.cluster));
+  RETURN_IF_ERROR(CheckSchedule(config));
   return CheckHeartbeat(config.heartbeat);
 }
 

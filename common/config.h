@@ -75,6 +75,29 @@ struct OptimizerSection {
   double beta2 = 0.999;         // adam: in [0, 1)
   double epsilon = 1e-8;        // adagrad, adam: > 0
   double weight_decay = 0.0;    // L2 coefficient added to each gradient, >= 0
+  // Learning-rate schedule over the global step (the blocks' version: updates
+  // the cluster applied): "constant", "step" or "cosine"
+  // (server/lr_schedule.h). Default "constant".
+  std::string schedule = "constant";
+  // The lr ramps linearly from lr / warmup_updates to lr over the first
+  // warmup_updates updates, >= 0. Default 0 (no warmup).
+  int64_t warmup_updates = 0;
+  // step: the lr is multiplied by decay_factor every decay_updates updates;
+  // cosine: it falls to min_lr_fraction * lr over decay_updates updates (both
+  // counted after warmup). >= 0, and > 0 for step and cosine. Default 0.
+  int64_t decay_updates = 0;
+  double decay_factor = 0.1;     // step: in (0, 1]
+  double min_lr_fraction = 0.0;  // cosine: in [0, 1]
+  // Staleness-aware lr (Zhang et al. 2016): a push of staleness tau is applied
+  // with lr / max(1, tau). Default false.
+  bool staleness_lr = false;
+  // momentum only: "auto" lowers the explicit momentum by the momentum that
+  // asynchrony adds (Mitliagkas et al. 2016), from each block's mean staleness;
+  // "off" applies optimizer.momentum as is. Default "auto".
+  std::string async_momentum = "auto";
+  // DC-ASGD lambda (Zheng et al. 2017): g + lambda * g * g * (w_now - w_pulled)
+  // is applied instead of g, >= 0. Default 0 (off).
+  double delay_compensation = 0.0;
 };
 
 struct TrainingSection {

@@ -59,6 +59,14 @@ TEST(ConfigTest, EmptyTextGivesDefaults) {
     EXPECT_THAT(config->cluster.ps, ElementsAre("127.0.0.1:7001"));
     EXPECT_THAT(config->model.layers, ElementsAre(784, 256, 128, 10));
     EXPECT_EQ(config->optimizer.type, "sgd");
+    EXPECT_EQ(config->optimizer.schedule, "constant");
+    EXPECT_EQ(config->optimizer.warmup_updates, 0);
+    EXPECT_EQ(config->optimizer.decay_updates, 0);
+    EXPECT_DOUBLE_EQ(config->optimizer.decay_factor, 0.1);
+    EXPECT_DOUBLE_EQ(config->optimizer.min_lr_fraction, 0.0);
+    EXPECT_FALSE(config->optimizer.staleness_lr);
+    EXPECT_EQ(config->optimizer.async_momentum, "auto");
+    EXPECT_DOUBLE_EQ(config->optimizer.delay_compensation, 0.0);
     EXPECT_EQ(config->training.batch_size, 64);
     EXPECT_EQ(config->training.epochs, 10);
     EXPECT_EQ(config->data.train_examples, 8000);
@@ -89,6 +97,14 @@ optimizer:
   beta2: 0.99
   epsilon: 1e-6
   weight_decay: 0.0001
+  schedule: cosine
+  warmup_updates: 100
+  decay_updates: 5000
+  decay_factor: 0.5
+  min_lr_fraction: 0.01
+  staleness_lr: true
+  async_momentum: off
+  delay_compensation: 0.04
 training:
   batch_size: 32
   n_fetch: 5
@@ -137,6 +153,14 @@ logging:
   EXPECT_DOUBLE_EQ(c.optimizer.beta2, 0.99);
   EXPECT_DOUBLE_EQ(c.optimizer.epsilon, 1e-6);
   EXPECT_DOUBLE_EQ(c.optimizer.weight_decay, 0.0001);
+  EXPECT_EQ(c.optimizer.schedule, "cosine");
+  EXPECT_EQ(c.optimizer.warmup_updates, 100);
+  EXPECT_EQ(c.optimizer.decay_updates, 5000);
+  EXPECT_DOUBLE_EQ(c.optimizer.decay_factor, 0.5);
+  EXPECT_DOUBLE_EQ(c.optimizer.min_lr_fraction, 0.01);
+  EXPECT_TRUE(c.optimizer.staleness_lr);
+  EXPECT_EQ(c.optimizer.async_momentum, "off");
+  EXPECT_DOUBLE_EQ(c.optimizer.delay_compensation, 0.04);
   EXPECT_EQ(c.training.batch_size, 32);
   EXPECT_EQ(c.training.n_fetch, 5);
   EXPECT_EQ(c.training.n_push, 3);
@@ -234,6 +258,12 @@ TEST(ConfigTest, EnumsListAllowedValues) {
       {"optimizer:\n  type: adamw\n",
        "cfg.yaml:2: optimizer.type must be one of sgd, momentum, adagrad, "
        "adam; got 'adamw' (did you mean 'adam'?)"},
+      {"optimizer:\n  schedule: linear\n",
+       "cfg.yaml:2: optimizer.schedule must be one of constant, step, cosine; "
+       "got 'linear'"},
+      {"optimizer:\n  async_momentum: on\n",
+       "cfg.yaml:2: optimizer.async_momentum must be one of auto, off; got "
+       "'on'"},
       {"training:\n  consistency: sync\n",
        "training.consistency must be one of async, ssp, bsp; got 'sync'"},
       {"training:\n  consistency: ssp\n",
@@ -273,6 +303,20 @@ TEST(ConfigTest, ImpossibleValuesNameTheRange) {
       {"optimizer:\n  epsilon: 0\n", "optimizer.epsilon must be > 0, got 0"},
       {"optimizer:\n  weight_decay: -1\n",
        "optimizer.weight_decay must be >= 0, got -1"},
+      {"optimizer:\n  warmup_updates: -1\n",
+       "cfg.yaml:2: optimizer.warmup_updates must be >= 0, got -1"},
+      {"optimizer:\n  decay_updates: -5\n",
+       "optimizer.decay_updates must be >= 0, got -5"},
+      {"optimizer:\n  decay_factor: 0\n",
+       "optimizer.decay_factor must be in (0, 1], got 0"},
+      {"optimizer:\n  decay_factor: 1.5\n",
+       "optimizer.decay_factor must be in (0, 1], got 1.5"},
+      {"optimizer:\n  min_lr_fraction: -0.1\n",
+       "optimizer.min_lr_fraction must be in [0, 1], got -0.1"},
+      {"optimizer:\n  staleness_lr: sometimes\n",
+       "optimizer.staleness_lr must be"},
+      {"optimizer:\n  delay_compensation: -0.04\n",
+       "optimizer.delay_compensation must be >= 0, got -0.04"},
       {"model:\n  layers: [784]\n",
        "model.layers must have at least 2 entries, got 1"},
       {"model:\n  layers: [784, 0, 10]\n",
@@ -325,6 +369,19 @@ TEST(ConfigTest, CrossFieldRulesNameTheKeys) {
        "data.train_examples + data.test_examples (11000) exceed the 10000"},
       {"data:\n  path: ''\n",
        "data.path must name a folder for data.source mnist"},
+      {"optimizer:\n  schedule: cosine\n",
+       "cfg.yaml: optimizer.schedule cosine needs optimizer.decay_updates > 0, "
+       "got 0: set it to the number of updates to decay over (after "
+       "warmup_updates); a whole job applies updates = epochs * "
+       "train_examples / (batch_size * n_push); for this config 10 * 8000 / "
+       "(64 * 1) = 1250"},
+      {"optimizer:\n  schedule: step\ntraining:\n  steps: 100\n  n_push: "
+       "2\ncluster:\n  workers: [a:0, b:0, c:0]\n",
+       "optimizer.schedule step needs optimizer.decay_updates > 0, got 0: set "
+       "it to the number of updates to decay over (after warmup_updates); a "
+       "whole job applies updates = epochs * train_examples / (batch_size * "
+       "n_push), or with training.steps, steps * workers / n_push; for this "
+       "config 100 * 3 / 2 = 150"},
   });
   // Port 0 is ephemeral, so several daemons may ask for it.
   EXPECT_THAT(Parse("cluster:\n  ps: [127.0.0.1:0, 127.0.0.1:0]\n"), IsOk());

@@ -18,16 +18,21 @@
 namespace downpour::server {
 
 struct BlockStore::Block {
-  Block(std::vector<float> v, uint64_t ver, std::vector<float> s)
-      : size(static_cast<int64_t>(v.size())),
+  Block(uint32_t i, std::vector<float> v, uint64_t ver, std::vector<float> s)
+      : id(i),
+        size(static_cast<int64_t>(v.size())),
         version(ver),
         values(std::move(v)),
         state(std::move(s)) {}
 
+  const uint32_t id;
   const int64_t size;  // floats in `values`; constant while the block exists
   uint64_t version;
   std::vector<float> values;
   std::vector<float> state;  // optimizer state, slot-major
+  // Exponential moving average of the staleness of pushes to this block
+  // (Optimizer::kStalenessAverageWeight per update); in memory only.
+  double mean_staleness = 0.0;
 };
 
 namespace {
@@ -121,8 +126,11 @@ const float* AsFloats(const void* data, int64_t n) {
 
 }  // namespace
 
-BlockStore::BlockStore(std::unique_ptr<Optimizer> optimizer)
-    : optimizer_(std::move(optimizer)) {}
+BlockStore::BlockStore(std::unique_ptr<Optimizer> optimizer, Options options)
+    : optimizer_(std::move(optimizer)),
+      counters_(options.counters),
+      dc_lambda_(static_cast<float>(optimizer_->section().delay_compensation)),
+      backups_(dc_lambda_ > 0 ? options.num_workers : 0) {}
 
 BlockStore::~BlockStore() = default;
 
@@ -142,8 +150,12 @@ absl::Status BlockStore::AddBlock(uint32_t id, std::vector<float> values,
                      " = ", state_size, " state floats, got ", state.size()));
   }
   std::unique_ptr<Block>& slot = blocks_[id];
-  if (slot != nullptr) num_floats_ -= slot->size;
-  slot = std::make_unique<Block>(std::move(values), version, std::move(state));
+  if (slot != nullptr) {
+    num_floats_ -= slot->size;
+    backups_.Forget(id);  // copies of the values replaced
+  }
+  slot =
+      std::make_unique<Block>(id, std::move(values), version, std::move(state));
   num_floats_ += slot->size;
   return absl::OkStatus();
 }
@@ -156,13 +168,16 @@ std::vector<uint32_t> BlockStore::block_ids() const {
   return ids;
 }
 
-absl::StatusOr<uint64_t> BlockStore::Pull(uint32_t id, std::string* out) const {
+absl::StatusOr<uint64_t> BlockStore::Pull(uint32_t id, std::string* out,
+                                          int32_t worker_id) const {
   const Block* block = Find(id);
   if (block == nullptr) return UnknownBlock("pull", id);
   const size_t bytes = static_cast<size_t>(block->size) * sizeof(float);
   // A reused string of the right size keeps its buffer.
   if (out->size() != bytes) out->resize(bytes);
   std::memcpy(out->data(), block->values.data(), bytes);
+  backups_.Record(worker_id, id, block->version, block->values.data(),
+                  block->size);
   return block->version;
 }
 
@@ -175,22 +190,66 @@ absl::StatusOr<BlockStore::Block*> BlockStore::ValidatePush(
 }
 
 BlockStore::PushResult BlockStore::Apply(Block* block, const void* data,
-                                         uint64_t base_version) {
+                                         uint64_t base_version,
+                                         int32_t worker_id) {
   const float* gradient = AsFloats(data, block->size);
   const uint64_t before = block->version;
+  const uint64_t staleness = base_version < before ? before - base_version : 0;
+  constexpr double kWeight = Optimizer::kStalenessAverageWeight;
+  block->mean_staleness = (1.0 - kWeight) * block->mean_staleness +
+                          kWeight * static_cast<double>(staleness);
+  const ApplyContext context =
+      optimizer_->Context(before, staleness, block->mean_staleness);
+  thread_local std::vector<float> compensated;
+  if (dc_lambda_ > 0 && staleness > 0) {
+    gradient =
+        Compensate(*block, gradient, base_version, worker_id, &compensated);
+  }
   optimizer_->Apply(block->values.data(), gradient, block->state.data(),
-                    block->size, before + 1);
+                    block->size, context);
   block->version = before + 1;
-  return PushResult{before + 1,
-                    base_version < before ? before - base_version : 0};
+  if (counters_ != nullptr) {
+    const OptimizerSection& s = optimizer_->section();
+    if (s.schedule != "constant" || s.warmup_updates > 0 || s.staleness_lr) {
+      counters_->Set("lr_scale", context.lr_scale);
+    }
+    if (context.momentum >= 0) {
+      counters_->Set("momentum_applied", context.momentum);
+    }
+  }
+  return PushResult{before + 1, staleness};
+}
+
+const float* BlockStore::Compensate(const Block& block, const float* g,
+                                    uint64_t base_version, int32_t worker_id,
+                                    std::vector<float>* scratch) {
+  if (scratch->size() < static_cast<size_t>(block.size)) {
+    scratch->resize(block.size);
+  }
+  float* out = scratch->data();
+  const bool held = backups_.Visit(worker_id, block.id, base_version,
+                                   block.size, [&](const float* w_backup) {
+                                     Optimizer::CompensateDelay(
+                                         g, block.values.data(), w_backup,
+                                         dc_lambda_, block.size, out);
+                                   });
+  if (held) return out;
+  if (counters_ != nullptr) counters_->Add("dc_misses", 1);
+  return g;
 }
 
 absl::StatusOr<BlockStore::PushResult> BlockStore::Push(uint32_t id,
                                                         const void* data,
                                                         size_t bytes,
-                                                        uint64_t base_version) {
+                                                        uint64_t base_version,
+                                                        int32_t worker_id) {
   ASSIGN_OR_RETURN(Block* block, ValidatePush(id, data, bytes));
-  return Apply(block, data, base_version);
+  return Apply(block, data, base_version, worker_id);
+}
+
+double BlockStore::MeanStaleness(uint32_t id) const {
+  const Block* block = Find(id);
+  return block == nullptr ? 0.0 : block->mean_staleness;
 }
 
 std::vector<BlockStore::BlockSnapshot> BlockStore::Snapshot() const {

@@ -2,13 +2,21 @@
 //
 //   BlockStore store(std::move(optimizer));
 //   RETURN_IF_ERROR(store.AddBlock(3, initial_values));
-//   ASSIGN_OR_RETURN(uint64_t version, store.Pull(3, &bytes));
+//   ASSIGN_OR_RETURN(uint64_t version, store.Pull(3, &bytes, worker_id));
 //   ASSIGN_OR_RETURN(BlockStore::PushResult result,
-//                    store.Push(3, grad.data(), grad.size(), version));
+//                    store.Push(3, grad.data(), grad.size(), version,
+//                               worker_id));
 //
 // Payloads are little-endian float32 bytes, exactly as they travel in ps.proto,
 // and may be unaligned. Every request is checked (unknown block, wrong size,
 // NaN/Inf) and a rejected request leaves the store unchanged.
+//
+// Each update gets its factors from Optimizer::Context: the lr schedule at the
+// block's version (the global step), the staleness-aware lr, and momentum
+// lowered by the block's mean staleness (an exponential moving average kept
+// beside the block in memory only: not checkpointed, so it restarts at 0).
+// With optimizer.delay_compensation > 0 the store remembers what it served
+// each worker (PullBackups) and corrects a stale gradient by DC-ASGD.
 //
 // Not thread-safe (see "Thread safety" below): the owner serialises.
 #ifndef DOWNPOUR_SERVER_BLOCK_STORE_H_
@@ -18,23 +26,41 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/counters.h"
 #include "server/optimizer.h"
+#include "server/pull_backups.h"
 
 namespace downpour::server {
 
 // Thread safety
 // -------------
-// Thread-compatible, like leveldb's SkipList: the store takes no locks. Const
-// methods (Pull, ValidatePush, Snapshot, ...) may run concurrently with each
-// other; every non-const call (AddBlock, Push, Apply) needs exclusive access,
-// which the owner provides (Shard holds one reader/writer mutex around it).
+// Thread-compatible, like leveldb's SkipList: the store takes no locks over
+// its blocks. Const methods (Pull, ValidatePush, Snapshot, ...) may run
+// concurrently with each other; every non-const call (AddBlock, Push, Apply)
+// needs exclusive access, which the owner provides (Shard holds one
+// reader/writer mutex around it). The one exception is what Pull records for
+// delay compensation: concurrent pulls write it, so PullBackups locks itself.
 class BlockStore {
  public:
+  struct Options {
+    // Workers 0 .. num_workers - 1 (config.cluster.workers) have their pulls
+    // remembered for delay compensation when the optimizer's
+    // delay_compensation is > 0; that takes up to num_workers * 2 * the
+    // store's floats more memory.
+    int num_workers = 0;
+    // Where the store exports "lr_scale" and "momentum_applied" (gauges of
+    // the last update, when a schedule or staleness_lr / async momentum is
+    // on) and "dc_misses" (stale pushes applied without compensation because
+    // their base version's values were not held). Not owned; may be null.
+    Counters* counters = nullptr;
+  };
+
   struct PushResult {
     // The block's version after this update.
     uint64_t version;
@@ -56,7 +82,9 @@ class BlockStore {
   struct Block;
 
   // REQUIRES: optimizer != nullptr.
-  explicit BlockStore(std::unique_ptr<Optimizer> optimizer);
+  explicit BlockStore(std::unique_ptr<Optimizer> optimizer)
+      : BlockStore(std::move(optimizer), Options()) {}
+  BlockStore(std::unique_ptr<Optimizer> optimizer, Options options);
   BlockStore(const BlockStore&) = delete;
   BlockStore& operator=(const BlockStore&) = delete;
   ~BlockStore();
@@ -80,8 +108,10 @@ class BlockStore {
   // (resized to 4 * length; a reused string of that size is not reallocated)
   // and returns the block's version. NotFound when the block is not here,
   // "pull: unknown block 17 (this ps holds blocks 0-5, 9)"; *out is then
-  // untouched.
-  absl::StatusOr<uint64_t> Pull(uint32_t id, std::string* out) const;
+  // untouched. With delay compensation on, a copy is kept for `worker_id`
+  // (see Options::num_workers; -1 = a tool, not remembered).
+  absl::StatusOr<uint64_t> Pull(uint32_t id, std::string* out,
+                                int32_t worker_id = -1) const;
 
   // Checks a gradient of `bytes` bytes at `data` (any alignment) for block `id`
   // without applying it, in one pass, and returns the block for Apply: NotFound
@@ -94,15 +124,26 @@ class BlockStore {
 
   // Applies the optimizer to `block` with the gradient at `data` and bumps its
   // version. `base_version` is the version the gradient was computed from (as
-  // returned by Pull). A caller that checks a whole request before applying any
-  // of it resolves each block once with ValidatePush, then applies.
+  // returned by Pull) and `worker_id` the worker that pulled it (-1: none, as
+  // for a BSP round's mean gradient; such a push is never compensated). A
+  // caller that checks a whole request before applying any of it resolves
+  // each block once with ValidatePush, then applies.
   // REQUIRES: ValidatePush(id, data, bytes) returned `block` and no AddBlock
   // came between.
-  PushResult Apply(Block* block, const void* data, uint64_t base_version);
+  PushResult Apply(Block* block, const void* data, uint64_t base_version,
+                   int32_t worker_id);
 
   // ValidatePush, then Apply. On error the block is unchanged.
   absl::StatusOr<PushResult> Push(uint32_t id, const void* data, size_t bytes,
-                                  uint64_t base_version);
+                                  uint64_t base_version,
+                                  int32_t worker_id = -1);
+
+  // The block's mean staleness (the average async momentum uses); 0 for a
+  // block not held.
+  double MeanStaleness(uint32_t id) const;
+
+  // Floats held for delay compensation.
+  int64_t num_backup_floats() const { return backups_.num_floats(); }
 
   // Every block, ascending by id.
   std::vector<BlockSnapshot> Snapshot() const;
@@ -117,7 +158,18 @@ class BlockStore {
   // NotFound "<op>: unknown block <id> (this ps holds ...)".
   absl::Status UnknownBlock(const char* op, uint32_t id) const;
 
+  // g with delay compensation into *scratch when a copy of w at
+  // base_version is held for the worker; g itself otherwise.
+  const float* Compensate(const Block& block, const float* g,
+                          uint64_t base_version, int32_t worker_id,
+                          std::vector<float>* scratch);
+
   const std::unique_ptr<Optimizer> optimizer_;
+  Counters* const counters_;
+  const float dc_lambda_;  // 0: delay compensation off
+  // What Pull served each worker; written by concurrent (const) pulls, hence
+  // mutable and self-locking.
+  mutable PullBackups backups_;
   absl::flat_hash_map<uint32_t, std::unique_ptr<Block>> blocks_;
   int64_t num_floats_ = 0;
 };

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/checksum.h"
+#include "common/counters.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -26,6 +27,20 @@ std::unique_ptr<Optimizer> MakeOptimizer(const std::string& type, double lr) {
   section.type = type;
   section.learning_rate = lr;
   return Optimizer::Create(section).value();
+}
+
+std::unique_ptr<Optimizer> MakeOptimizer(const OptimizerSection& section) {
+  absl::StatusOr<std::unique_ptr<Optimizer>> optimizer =
+      Optimizer::Create(section);
+  EXPECT_THAT(optimizer, IsOk());
+  return std::move(optimizer).value();
+}
+
+OptimizerSection Section(const std::string& type, double lr) {
+  OptimizerSection section;
+  section.type = type;
+  section.learning_rate = lr;
+  return section;
 }
 
 std::string Bytes(const std::vector<float>& floats) {
@@ -246,10 +261,156 @@ TEST(BlockStoreTest, ValidatePushResolvesTheBlockThatApplyUpdates) {
       store.ValidatePush(1, g.data(), g.size());
   ASSERT_THAT(block, IsOk());
   EXPECT_THAT(PullFloats(store, 1), ElementsAre(5, 5, 5)) << "validated only";
-  const BlockStore::PushResult result = store.Apply(*block, g.data(), 0);
+  const BlockStore::PushResult result =
+      store.Apply(*block, g.data(), 0, /*worker_id=*/-1);
   EXPECT_EQ(result.version, 1u);
   EXPECT_THAT(PullFloats(store, 1), ElementsAre(4, 3, 2));
   EXPECT_THAT(PullFloats(store, 0), ElementsAre(1, 1));
+}
+
+// The block's version is the global step: warmup 2 gives update 1 half the lr.
+// sgd lr 1, g = 1: w = 0 - 0.5 = -0.5, then -0.5 - 1 = -1.5.
+TEST(BlockStoreTest, ScheduleFollowsTheBlockVersion) {
+  OptimizerSection section = Section("sgd", 1.0);
+  section.warmup_updates = 2;
+  Counters counters;
+  BlockStore store(MakeOptimizer(section), {0, &counters});
+  ASSERT_THAT(store.AddBlock(0, {0}), IsOk());
+  const std::string g = Bytes({1});
+  ASSERT_THAT(store.Push(0, g.data(), g.size(), 0), IsOk());
+  EXPECT_THAT(PullFloats(store, 0), ElementsAre(-0.5f));
+  EXPECT_DOUBLE_EQ(counters.Get("lr_scale"), 0.5);
+  ASSERT_THAT(store.Push(0, g.data(), g.size(), 1), IsOk());
+  EXPECT_THAT(PullFloats(store, 0), ElementsAre(-1.5f));
+  EXPECT_DOUBLE_EQ(counters.Get("lr_scale"), 1.0);
+}
+
+// sgd lr 0.6, staleness_lr: the block is at version 5 and the push was
+// computed on version 2 (staleness 3): w = 1 - 0.6 * 1 / 3 = 0.8. A fresh
+// push then takes the full step: 0.8 - 0.6 = 0.2.
+TEST(BlockStoreTest, StalenessLrDividesTheStepByTheStaleness) {
+  OptimizerSection section = Section("sgd", 0.6);
+  section.staleness_lr = true;
+  Counters counters;
+  BlockStore store(MakeOptimizer(section), {0, &counters});
+  ASSERT_THAT(store.AddBlock(0, {1}, /*version=*/5), IsOk());
+  const std::string g = Bytes({1});
+  auto stale = store.Push(0, g.data(), g.size(), /*base_version=*/2);
+  ASSERT_THAT(stale, IsOk());
+  EXPECT_EQ(stale->staleness, 3u);
+  EXPECT_NEAR(PullFloats(store, 0)[0], 0.8f, 1e-6);
+  EXPECT_NEAR(counters.Get("lr_scale"), 1.0 / 3, 1e-12);
+  ASSERT_THAT(store.Push(0, g.data(), g.size(), 6), IsOk());
+  EXPECT_NEAR(PullFloats(store, 0)[0], 0.2f, 1e-6);
+  EXPECT_DOUBLE_EQ(counters.Get("lr_scale"), 1.0);
+}
+
+// momentum lr 0.1, mu 0.9, async_momentum auto, w = 0, g = 1 each push; the
+// block starts at version 20:
+//   push 1, base 0 (staleness 20): s = 0.05 * 20 = 1 -> mu_e = 1 - 0.1 * 2
+//     = 0.8; v = 1, w = -0.1;
+//   push 2, base 21 (staleness 0): s = 0.95 -> mu_e = 1 - 0.1 * 1.95 = 0.805;
+//     v = 0.805 + 1 = 1.805, w = -0.1 - 0.1805 = -0.2805.
+// With async_momentum off push 2 gives v = 1.9, w = -0.29.
+TEST(BlockStoreTest, AsyncMomentumLowersMomentumByTheMeanStaleness) {
+  OptimizerSection section = Section("momentum", 0.1);
+  section.momentum = 0.9;
+  Counters counters;
+  BlockStore store(MakeOptimizer(section), {0, &counters});
+  ASSERT_THAT(store.AddBlock(0, {0}, /*version=*/20), IsOk());
+  const std::string g = Bytes({1});
+  ASSERT_THAT(store.Push(0, g.data(), g.size(), 0), IsOk());
+  EXPECT_DOUBLE_EQ(store.MeanStaleness(0), 1.0);
+  EXPECT_NEAR(counters.Get("momentum_applied"), 0.8, 1e-12);
+  EXPECT_NEAR(PullFloats(store, 0)[0], -0.1f, 1e-6);
+  ASSERT_THAT(store.Push(0, g.data(), g.size(), 21), IsOk());
+  EXPECT_NEAR(store.MeanStaleness(0), 0.95, 1e-12);
+  EXPECT_NEAR(counters.Get("momentum_applied"), 0.805, 1e-12);
+  EXPECT_NEAR(store.Snapshot()[0].state[0], 1.805f, 1e-6);
+  EXPECT_NEAR(PullFloats(store, 0)[0], -0.2805f, 1e-6);
+
+  section.async_momentum = "off";
+  BlockStore off(MakeOptimizer(section));
+  ASSERT_THAT(off.AddBlock(0, {0}, /*version=*/20), IsOk());
+  ASSERT_THAT(off.Push(0, g.data(), g.size(), 0), IsOk());
+  ASSERT_THAT(off.Push(0, g.data(), g.size(), 21), IsOk());
+  EXPECT_NEAR(PullFloats(off, 0)[0], -0.29f, 1e-6);
+}
+
+// One worker never pushes stale gradients: the mean staleness stays 0 and
+// auto momentum equals the configured one, bit for bit.
+TEST(BlockStoreTest, AsyncMomentumChangesNothingWithoutStaleness) {
+  OptimizerSection section = Section("momentum", 0.1);
+  BlockStore auto_store(MakeOptimizer(section));
+  section.async_momentum = "off";
+  BlockStore off_store(MakeOptimizer(section));
+  const std::string g = Bytes({1, -2, 0.5f});
+  for (BlockStore* store : {&auto_store, &off_store}) {
+    ASSERT_THAT(store->AddBlock(0, {1, 2, 3}), IsOk());
+    for (uint64_t v = 0; v < 5; ++v) {
+      ASSERT_THAT(store->Push(0, g.data(), g.size(), v), IsOk());
+    }
+  }
+  EXPECT_EQ(auto_store.MeanStaleness(0), 0.0);
+  EXPECT_THAT(PullFloats(auto_store, 0),
+              ElementsAreArray(PullFloats(off_store, 0)));
+}
+
+// DC-ASGD, sgd lr 0.5, lambda 0.5, workers 0 and 1 both pull version 0,
+// w_bak = {1, 2}. Worker 1 pushes g = {1, 1} fresh: w = {0.5, 1.5}. Worker 0
+// then pushes g = {2, -1} on version 0 (staleness 1), compensated with
+// w_now - w_bak = {-0.5, -0.5}:
+//   g' = {2 + 0.5 * 4 * -0.5, -1 + 0.5 * 1 * -0.5} = {1, -1.25}
+//   w  = {0.5 - 0.5 * 1, 1.5 + 0.5 * 1.25} = {0, 2.125}.
+TEST(BlockStoreTest, DelayCompensationUsesTheValuesTheWorkerPulled) {
+  OptimizerSection section = Section("sgd", 0.5);
+  section.delay_compensation = 0.5;
+  Counters counters;
+  BlockStore store(MakeOptimizer(section), {2, &counters});
+  ASSERT_THAT(store.AddBlock(3, {1, 2}), IsOk());
+  std::string bytes;
+  ASSERT_THAT(store.Pull(3, &bytes, /*worker_id=*/0), IsOk());
+  ASSERT_THAT(store.Pull(3, &bytes, /*worker_id=*/1), IsOk());
+  EXPECT_EQ(store.num_backup_floats(), 4);
+  const std::string g1 = Bytes({1, 1}), g0 = Bytes({2, -1});
+  ASSERT_THAT(store.Push(3, g1.data(), g1.size(), 0, /*worker_id=*/1), IsOk());
+  EXPECT_THAT(PullFloats(store, 3), ElementsAre(0.5f, 1.5f));
+  ASSERT_THAT(store.Push(3, g0.data(), g0.size(), 0, /*worker_id=*/0), IsOk());
+  EXPECT_THAT(PullFloats(store, 3), ElementsAre(0.0f, 2.125f));
+  EXPECT_EQ(counters.Get("dc_misses"), 0);
+}
+
+// A stale push whose base version was never served to its worker is applied
+// as is and counted: worker 1 pulled version 0 only, pushes on version 1.
+// sgd lr 0.5: w = {1, 2} -> {0.5, 1.5} (worker 0, fresh) -> {0, 1} (worker 1,
+// base 1, staleness 0: nothing to compensate, no miss) -> {-0.5, 0.5}
+// (worker 1, base 1 at version 2: miss) -> {-1, 0} (a tool, id -1: miss).
+TEST(BlockStoreTest, DelayCompensationMissesAreAppliedUncompensated) {
+  OptimizerSection section = Section("sgd", 0.5);
+  section.delay_compensation = 0.5;
+  Counters counters;
+  BlockStore store(MakeOptimizer(section), {2, &counters});
+  ASSERT_THAT(store.AddBlock(3, {1, 2}), IsOk());
+  std::string bytes;
+  ASSERT_THAT(store.Pull(3, &bytes, 1), IsOk());
+  const std::string g = Bytes({1, 1});
+  ASSERT_THAT(store.Push(3, g.data(), g.size(), 0, 0), IsOk());
+  ASSERT_THAT(store.Push(3, g.data(), g.size(), 1, 1), IsOk());
+  EXPECT_EQ(counters.Get("dc_misses"), 0);
+  ASSERT_THAT(store.Push(3, g.data(), g.size(), 1, 1), IsOk());
+  EXPECT_EQ(counters.Get("dc_misses"), 1);
+  EXPECT_THAT(PullFloats(store, 3), ElementsAre(-0.5f, 0.5f));
+  ASSERT_THAT(store.Push(3, g.data(), g.size(), 0, -1), IsOk());
+  EXPECT_EQ(counters.Get("dc_misses"), 2);
+  EXPECT_THAT(PullFloats(store, 3), ElementsAre(-1.0f, 0.0f));
+}
+
+TEST(BlockStoreTest, PullsAreNotRememberedWithoutDelayCompensation) {
+  BlockStore store(MakeOptimizer("sgd", 0.5), {4, nullptr});
+  ASSERT_THAT(store.AddBlock(0, {1, 2}), IsOk());
+  std::string bytes;
+  ASSERT_THAT(store.Pull(0, &bytes, 0), IsOk());
+  EXPECT_EQ(store.num_backup_floats(), 0);
 }
 
 TEST(BlockStoreTest, SnapshotRestoresIntoANewStoreThatContinuesIdentically) {

@@ -2,41 +2,48 @@
 // compiler vectorises it (the BUILD target adds -O3 -fno-math-errno for that).
 #include "server/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "server/lr_schedule.h"
 
 namespace downpour::server {
 namespace {
 
 class Sgd final : public Optimizer {
  public:
-  Sgd(float lr, float wd) : lr_(lr), wd_(wd) {}
+  Sgd(const OptimizerSection& s, double lr, float wd)
+      : Optimizer(s), lr_(lr), wd_(wd) {}
   int state_slots() const override { return 0; }
   std::string name() const override { return "sgd"; }
 
   void Apply(float* __restrict w, const float* __restrict g, float* /*state*/,
-             int64_t n, uint64_t /*t*/) const override {
-    const float lr = lr_, wd = wd_;
+             int64_t n, const ApplyContext& c) const override {
+    const float lr = static_cast<float>(lr_ * c.lr_scale), wd = wd_;
     for (int64_t i = 0; i < n; ++i) w[i] -= lr * (g[i] + wd * w[i]);
   }
 
  private:
-  const float lr_, wd_;
+  const double lr_;
+  const float wd_;
 };
 
 class Momentum final : public Optimizer {
  public:
-  Momentum(float lr, float wd, float mu) : lr_(lr), wd_(wd), mu_(mu) {}
+  Momentum(const OptimizerSection& s, double lr, float wd, double mu)
+      : Optimizer(s), lr_(lr), wd_(wd), mu_(mu) {}
   int state_slots() const override { return 1; }
   std::string name() const override { return "momentum"; }
 
   void Apply(float* __restrict w, const float* __restrict g,
-             float* __restrict v, int64_t n, uint64_t /*t*/) const override {
-    const float lr = lr_, wd = wd_, mu = mu_;
+             float* __restrict v, int64_t n,
+             const ApplyContext& c) const override {
+    const float lr = static_cast<float>(lr_ * c.lr_scale), wd = wd_;
+    const float mu = static_cast<float>(c.momentum >= 0 ? c.momentum : mu_);
     for (int64_t i = 0; i < n; ++i) {
       float vi = mu * v[i] + (g[i] + wd * w[i]);
       v[i] = vi;
@@ -45,18 +52,22 @@ class Momentum final : public Optimizer {
   }
 
  private:
-  const float lr_, wd_, mu_;
+  const double lr_;
+  const float wd_;
+  const double mu_;
 };
 
 class Adagrad final : public Optimizer {
  public:
-  Adagrad(float lr, float wd, float eps) : lr_(lr), wd_(wd), eps_(eps) {}
+  Adagrad(const OptimizerSection& s, double lr, float wd, float eps)
+      : Optimizer(s), lr_(lr), wd_(wd), eps_(eps) {}
   int state_slots() const override { return 1; }
   std::string name() const override { return "adagrad"; }
 
   void Apply(float* __restrict w, const float* __restrict g,
-             float* __restrict h, int64_t n, uint64_t /*t*/) const override {
-    const float lr = lr_, wd = wd_, eps = eps_;
+             float* __restrict h, int64_t n,
+             const ApplyContext& c) const override {
+    const float lr = static_cast<float>(lr_ * c.lr_scale), wd = wd_, eps = eps_;
     for (int64_t i = 0; i < n; ++i) {
       float gi = g[i] + wd * w[i];
       float hi = h[i] + gi * gi;
@@ -66,22 +77,25 @@ class Adagrad final : public Optimizer {
   }
 
  private:
-  const float lr_, wd_, eps_;
+  const double lr_;
+  const float wd_, eps_;
 };
 
 class Adam final : public Optimizer {
  public:
-  Adam(double lr, float wd, double b1, double b2, float eps)
-      : lr_(lr), wd_(wd), b1_(b1), b2_(b2), eps_(eps) {}
+  Adam(const OptimizerSection& s, double lr, float wd, double b1, double b2,
+       float eps)
+      : Optimizer(s), lr_(lr), wd_(wd), b1_(b1), b2_(b2), eps_(eps) {}
   int state_slots() const override { return 2; }
   std::string name() const override { return "adam"; }
 
   void Apply(float* __restrict w, const float* __restrict g,
-             float* __restrict state, int64_t n, uint64_t t) const override {
-    if (t == 0) t = 1;
-    const double td = static_cast<double>(t);
+             float* __restrict state, int64_t n,
+             const ApplyContext& c) const override {
+    const double td = static_cast<double>(c.t == 0 ? 1 : c.t);
     // Folding the bias corrections into two scalars keeps the loop to one sqrt.
-    const float step = static_cast<float>(lr_ / (1.0 - std::pow(b1_, td)));
+    const float step =
+        static_cast<float>(lr_ * c.lr_scale / (1.0 - std::pow(b1_, td)));
     const float inv_bias2 = static_cast<float>(1.0 / (1.0 - std::pow(b2_, td)));
     const float b1 = static_cast<float>(b1_), b2 = static_cast<float>(b2_);
     const float c1 = static_cast<float>(1.0 - b1_),
@@ -130,30 +144,101 @@ absl::Status CheckEpsilon(const OptimizerSection& s) {
       absl::StrCat("optimizer.epsilon must be > 0, got ", s.epsilon));
 }
 
+// The keys that adapt every rule to asynchrony (same texts as common/config).
+absl::Status CheckAsynchronyKeys(const OptimizerSection& s) {
+  if (s.schedule != "constant" && s.schedule != "step" &&
+      s.schedule != "cosine") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("optimizer.schedule must be one of constant, step, "
+                     "cosine; got '",
+                     s.schedule, "'"));
+  }
+  if (s.warmup_updates < 0 || s.decay_updates < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "optimizer.warmup_updates and optimizer.decay_updates must be >= 0, "
+        "got ",
+        s.warmup_updates, " and ", s.decay_updates));
+  }
+  if (s.schedule != "constant" && s.decay_updates == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("optimizer.schedule ", s.schedule,
+                     " needs optimizer.decay_updates > 0, got 0"));
+  }
+  if (!(s.decay_factor > 0.0 && s.decay_factor <= 1.0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "optimizer.decay_factor must be in (0, 1], got ", s.decay_factor));
+  }
+  if (!(s.min_lr_fraction >= 0.0 && s.min_lr_fraction <= 1.0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("optimizer.min_lr_fraction must be in [0, 1], got ",
+                     s.min_lr_fraction));
+  }
+  if (s.async_momentum != "auto" && s.async_momentum != "off") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("optimizer.async_momentum must be one of auto, off; got '",
+                     s.async_momentum, "'"));
+  }
+  if (!(s.delay_compensation >= 0.0 && std::isfinite(s.delay_compensation))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("optimizer.delay_compensation must be >= 0, got ",
+                     s.delay_compensation));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 Optimizer::~Optimizer() = default;
 
+ApplyContext Optimizer::Context(uint64_t global_step, uint64_t staleness,
+                                double mean_staleness) const {
+  ApplyContext context;
+  context.t = global_step + 1;
+  context.lr_scale = LrScale(section_, global_step);
+  if (section_.staleness_lr && staleness > 1) {
+    context.lr_scale /= static_cast<double>(staleness);
+  }
+  if (section_.type == "momentum" && section_.async_momentum == "auto") {
+    context.momentum = AsyncMomentum(section_.momentum, mean_staleness);
+  }
+  return context;
+}
+
+double Optimizer::AsyncMomentum(double mu, double mean_staleness) {
+  return std::max(0.0,
+                  1.0 - (1.0 - mu) * (1.0 + std::max(0.0, mean_staleness)));
+}
+
+void Optimizer::CompensateDelay(const float* __restrict g,
+                                const float* __restrict w,
+                                const float* __restrict w_backup, float lambda,
+                                int64_t n, float* __restrict out) {
+  for (int64_t i = 0; i < n; ++i) {
+    out[i] = g[i] + lambda * g[i] * g[i] * (w[i] - w_backup[i]);
+  }
+}
+
 absl::StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(
     const OptimizerSection& s) {
   RETURN_IF_ERROR(CheckCommon(s));
-  const float lr = static_cast<float>(s.learning_rate);
+  RETURN_IF_ERROR(CheckAsynchronyKeys(s));
+  const double lr = s.learning_rate;
   const float wd = static_cast<float>(s.weight_decay);
   const float eps = static_cast<float>(s.epsilon);
-  if (s.type == "sgd") return std::make_unique<Sgd>(lr, wd);
+  if (s.type == "sgd") return std::make_unique<Sgd>(s, lr, wd);
   if (s.type == "momentum") {
     RETURN_IF_ERROR(CheckInUnitInterval("momentum", s.momentum));
-    return std::make_unique<Momentum>(lr, wd, static_cast<float>(s.momentum));
+    return std::make_unique<Momentum>(s, lr, wd, s.momentum);
   }
   if (s.type == "adagrad") {
     RETURN_IF_ERROR(CheckEpsilon(s));
-    return std::make_unique<Adagrad>(lr, wd, eps);
+    return std::make_unique<Adagrad>(s, lr, wd, eps);
   }
   if (s.type == "adam") {
     RETURN_IF_ERROR(CheckInUnitInterval("beta1", s.beta1));
     RETURN_IF_ERROR(CheckInUnitInterval("beta2", s.beta2));
     RETURN_IF_ERROR(CheckEpsilon(s));
-    return std::make_unique<Adam>(s.learning_rate, wd, s.beta1, s.beta2, eps);
+    return std::make_unique<Adam>(s, lr, wd, s.beta1, s.beta2, eps);
   }
   return absl::InvalidArgumentError(
       absl::StrCat("optimizer.type '", s.type,

@@ -1,10 +1,14 @@
 // The update rules a ps applies to pushed gradients: SGD, momentum, Adagrad
-// (as in Dean et al. 2012) and Adam.
+// (as in Dean et al. 2012) and Adam, and the per-update factors that adapt them
+// to asynchrony (lr schedule, staleness-aware lr, asynchrony-aware momentum,
+// DC-ASGD delay compensation).
 //
 //   ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> opt,
 //                    Optimizer::Create(config.optimizer));
 //   std::vector<float> state(opt->state_slots() * n, 0.0f);
-//   opt->Apply(w, g, state.data(), n, /*t=*/1);
+//   ApplyContext context = opt->Context(/*global_step=*/0, /*staleness=*/0,
+//                                       /*mean_staleness=*/0);
+//   opt->Apply(w, g, state.data(), n, context);
 //
 // An Optimizer holds only hyper-parameters; the per-parameter state belongs to
 // the caller (BlockStore keeps it beside each block), so one Optimizer serves
@@ -21,10 +25,23 @@
 
 namespace downpour::server {
 
+// The factors of one Apply call, which BlockStore derives per update (see
+// Optimizer::Context).
+struct ApplyContext {
+  // The 1-based count of updates to this block including this one (Adam's bias
+  // correction; 0 is treated as 1).
+  uint64_t t = 1;
+  // Multiplies optimizer.learning_rate (schedule x staleness scaling).
+  double lr_scale = 1.0;
+  // momentum only: the momentum to apply; < 0 means optimizer.momentum.
+  double momentum = -1.0;
+};
+
 // Applies one update rule to float vectors. Immutable after Create, hence
 // thread-safe: threads may call Apply concurrently on disjoint (w, state).
 //
-// Every rule first adds weight decay, g' = g + weight_decay * w, then:
+// Every rule first adds weight decay, g' = g + weight_decay * w, then, with
+// lr = learning_rate * lr_scale and mu = the context's momentum:
 //   sgd:      w -= lr * g'
 //   momentum: v = mu * v + g';  w -= lr * v                     (state: v)
 //   adagrad:  h += g'^2;        w -= lr * g' / (sqrt(h) + eps)  (state: h)
@@ -35,9 +52,16 @@ namespace downpour::server {
 // double. Each Apply is one loop that the compiler vectorises.
 class Optimizer {
  public:
+  // Weight of the newest staleness in a block's mean staleness (an
+  // exponential moving average, updated once per update).
+  static constexpr double kStalenessAverageWeight = 0.05;
+
   // Builds the rule named by `section.type`. InvalidArgument for an unknown
   // type or an impossible hyper-parameter (learning_rate <= 0, momentum/beta
-  // outside [0, 1), epsilon <= 0 for adagrad/adam, weight_decay < 0).
+  // outside [0, 1), epsilon <= 0 for adagrad/adam, weight_decay < 0, an
+  // unknown schedule or async_momentum, decay_updates 0 for step/cosine,
+  // decay_factor outside (0, 1], min_lr_fraction outside [0, 1],
+  // delay_compensation < 0).
   static absl::StatusOr<std::unique_ptr<Optimizer>> Create(
       const OptimizerSection& section);
 
@@ -50,18 +74,44 @@ class Optimizer {
 
   // Applies one update in place to w[0, n). `state` holds state_slots() * n
   // floats, slot-major (slot s of parameter i is state[s * n + i]; Adam: m,
-  // then v), zeroed by the owner before the first update. `t` is the 1-based
-  // count of updates to this block including this one (Adam's bias
-  // correction; t = 0 is treated as 1).
+  // then v), zeroed by the owner before the first update.
   // REQUIRES: w, g and state do not overlap; g is finite (BlockStore checks).
   virtual void Apply(float* w, const float* g, float* state, int64_t n,
-                     uint64_t t) const = 0;
+                     const ApplyContext& context) const = 0;
 
   // The rule's config name: "sgd", "momentum", "adagrad" or "adam".
   virtual std::string name() const = 0;
 
+  // The configuration this rule was built from.
+  const OptimizerSection& section() const { return section_; }
+
+  // The context of the update applied to a block after `global_step` updates
+  // (its version before this one) by a push of `staleness`, when the block's
+  // mean staleness (including this push) is `mean_staleness`:
+  //   t = global_step + 1;
+  //   lr_scale = LrScale(section, global_step)
+  //              * (staleness_lr ? 1 / max(1, staleness) : 1);
+  //   momentum = AsyncMomentum(momentum, mean_staleness) for type momentum
+  //              with async_momentum auto, else -1 (as configured).
+  ApplyContext Context(uint64_t global_step, uint64_t staleness,
+                       double mean_staleness) const;
+
+  // Mitliagkas et al. 2016, "Asynchrony begets momentum": with mean staleness
+  // s, asynchrony adds implicit momentum about 1 - 1 / (1 + s); the explicit
+  // momentum that keeps the total at mu is max(0, 1 - (1 - mu) * (1 + s)).
+  static double AsyncMomentum(double mu, double mean_staleness);
+
+  // DC-ASGD (Zheng et al. 2017): out = g + lambda * g * g * (w - w_backup),
+  // elementwise over n floats. REQUIRES: `out` overlaps none of the inputs.
+  static void CompensateDelay(const float* g, const float* w,
+                              const float* w_backup, float lambda, int64_t n,
+                              float* out);
+
  protected:
-  Optimizer() = default;
+  explicit Optimizer(const OptimizerSection& section) : section_(section) {}
+
+ private:
+  const OptimizerSection section_;
 };
 
 }  // namespace downpour::server

@@ -20,6 +20,13 @@ std::unique_ptr<Optimizer> Make(const OptimizerSection& section) {
   return optimizer.ok() ? std::move(optimizer).value() : nullptr;
 }
 
+// The context of update t with the configured lr and momentum.
+ApplyContext At(uint64_t t) {
+  ApplyContext context;
+  context.t = t;
+  return context;
+}
+
 OptimizerSection Section(const std::string& type, double lr) {
   OptimizerSection section;
   section.type = type;
@@ -77,9 +84,9 @@ TEST(OptimizerTest, SgdTwoSteps) {
   std::unique_ptr<Optimizer> sgd = Make(Section("sgd", 0.5));
   std::vector<float> w = {1.0f, -2.0f};
   std::vector<float> g1 = {2.0f, 4.0f}, g2 = {1.0f, -2.0f};
-  sgd->Apply(w.data(), g1.data(), nullptr, 2, 1);
+  sgd->Apply(w.data(), g1.data(), nullptr, 2, At(1));
   EXPECT_THAT(w, ::testing::ElementsAre(0.0f, -4.0f));
-  sgd->Apply(w.data(), g2.data(), nullptr, 2, 2);
+  sgd->Apply(w.data(), g2.data(), nullptr, 2, At(2));
   EXPECT_THAT(w, ::testing::ElementsAre(-0.5f, -3.0f));
 }
 
@@ -90,7 +97,7 @@ TEST(OptimizerTest, SgdAddsWeightDecayToTheGradient) {
   std::unique_ptr<Optimizer> sgd = Make(section);
   std::vector<float> w = {2.0f};
   std::vector<float> g = {1.0f};
-  sgd->Apply(w.data(), g.data(), nullptr, 1, 1);
+  sgd->Apply(w.data(), g.data(), nullptr, 1, At(1));
   EXPECT_FLOAT_EQ(w[0], 1.25f);
 }
 
@@ -103,7 +110,7 @@ TEST(OptimizerTest, MomentumThreeSteps) {
   const float expected_v[] = {1.0f, 1.9f, 2.71f};
   const float expected_w[] = {0.9f, 0.71f, 0.439f};
   for (int step = 0; step < 3; ++step) {
-    momentum->Apply(w.data(), g.data(), v.data(), 1, step + 1);
+    momentum->Apply(w.data(), g.data(), v.data(), 1, At(step + 1));
     EXPECT_NEAR(v[0], expected_v[step], 1e-6) << "step " << step + 1;
     EXPECT_NEAR(w[0], expected_w[step], 1e-6) << "step " << step + 1;
   }
@@ -123,7 +130,7 @@ TEST(OptimizerTest, AdagradThreeSteps) {
   const float expected_h[] = {9.0f, 25.0f, 25.0f};
   const float expected_w[] = {0.9f, 0.82f, 0.82f};
   for (int step = 0; step < 3; ++step) {
-    adagrad->Apply(w.data(), g[step], h.data(), 2, step + 1);
+    adagrad->Apply(w.data(), g[step], h.data(), 2, At(step + 1));
     EXPECT_FLOAT_EQ(h[0], expected_h[step]) << "step " << step + 1;
     EXPECT_NEAR(w[0], expected_w[step], 1e-6) << "step " << step + 1;
     EXPECT_EQ(w[1], 5.0f);
@@ -149,13 +156,139 @@ TEST(OptimizerTest, AdamThreeStepsWithBiasCorrection) {
   const float expected_v[] = {0.004f, 0.004996f, 0.005991004f};
   const double expected_w[] = {0.9000000005, 0.8067820372, 0.7671115136};
   for (int step = 0; step < 3; ++step) {
-    adam->Apply(w.data(), g[step], state.data(), 2, step + 1);
+    adam->Apply(w.data(), g[step], state.data(), 2, At(step + 1));
     EXPECT_NEAR(state[0], expected_m[step], 1e-6) << "step " << step + 1;
     EXPECT_NEAR(state[2], expected_v[step], 1e-8) << "step " << step + 1;
     EXPECT_NEAR(w[0], expected_w[step], 2e-6) << "step " << step + 1;
     EXPECT_EQ(state[1], 0.0f);
     EXPECT_EQ(state[3], 0.0f);
     EXPECT_EQ(w[1], 3.0f);
+  }
+}
+
+// lr 0.5 scaled by 0.5: w = 1, g = 2 -> w = 1 - 0.25 * 2 = 0.5.
+// Adam, lr 0.1 scaled by 0.5, t = 1: m^ = g, v^ = g^2 -> w = 1 - 0.05 = 0.95.
+TEST(OptimizerTest, ContextLrScaleMultipliesTheLearningRate) {
+  ApplyContext half = At(1);
+  half.lr_scale = 0.5;
+  std::unique_ptr<Optimizer> sgd = Make(Section("sgd", 0.5));
+  std::vector<float> w = {1.0f}, g = {2.0f};
+  sgd->Apply(w.data(), g.data(), nullptr, 1, half);
+  EXPECT_FLOAT_EQ(w[0], 0.5f);
+
+  std::unique_ptr<Optimizer> adam = Make(Section("adam", 0.1));
+  std::vector<float> wa = {1.0f}, state(2, 0.0f);
+  adam->Apply(wa.data(), g.data(), state.data(), 1, half);
+  EXPECT_NEAR(wa[0], 0.95f, 1e-6);
+}
+
+// lr 0.1, configured mu 0.9, v = 2, g = 1:
+//   as configured: v = 0.9 * 2 + 1 = 2.8, w = 1 - 0.28 = 0.72;
+//   context mu 0.5: v = 0.5 * 2 + 1 = 2,  w = 1 - 0.2 = 0.8;
+//   context mu 0:   v = 1,                w = 0.9.
+TEST(OptimizerTest, ContextMomentumOverridesTheConfiguredOne) {
+  OptimizerSection section = Section("momentum", 0.1);
+  section.momentum = 0.9;
+  std::unique_ptr<Optimizer> momentum = Make(section);
+  struct Case {
+    double mu;
+    float v, w;
+  };
+  for (const Case& c : std::vector<Case>{
+           {-1.0, 2.8f, 0.72f}, {0.5, 2.0f, 0.8f}, {0.0, 1.0f, 0.9f}}) {
+    ApplyContext context = At(1);
+    context.momentum = c.mu;
+    std::vector<float> w = {1.0f}, v = {2.0f}, g = {1.0f};
+    momentum->Apply(w.data(), g.data(), v.data(), 1, context);
+    EXPECT_NEAR(v[0], c.v, 1e-6) << "mu " << c.mu;
+    EXPECT_NEAR(w[0], c.w, 1e-6) << "mu " << c.mu;
+  }
+}
+
+// step schedule (decay 10, factor 0.5) with staleness_lr, at global step 10:
+// the schedule gives 0.5; staleness 4 divides it by 4, staleness 0 and 1 not.
+TEST(OptimizerTest, ContextCombinesScheduleAndStalenessLr) {
+  OptimizerSection section = Section("sgd", 0.1);
+  section.schedule = "step";
+  section.decay_updates = 10;
+  section.decay_factor = 0.5;
+  section.staleness_lr = true;
+  std::unique_ptr<Optimizer> sgd = Make(section);
+  const ApplyContext stale = sgd->Context(10, 4, 0.0);
+  EXPECT_EQ(stale.t, 11u);
+  EXPECT_DOUBLE_EQ(stale.lr_scale, 0.125);
+  EXPECT_LT(stale.momentum, 0.0) << "sgd has no momentum";
+  EXPECT_DOUBLE_EQ(sgd->Context(10, 0, 0.0).lr_scale, 0.5);
+  EXPECT_DOUBLE_EQ(sgd->Context(10, 1, 0.0).lr_scale, 0.5);
+  EXPECT_DOUBLE_EQ(sgd->Context(9, 4, 0.0).lr_scale, 0.25);
+
+  section.staleness_lr = false;
+  EXPECT_DOUBLE_EQ(Make(section)->Context(10, 4, 0.0).lr_scale, 0.5);
+}
+
+// 1 - (1 - mu) * (1 + s): mu 0.9: s 0 -> 0.9, s 1 -> 0.8, s 3 -> 0.6,
+// s 9 -> 0, s 20 -> 0 (clamped); mu 0.5, s 0.5 -> 0.25. With s = 1 the
+// implicit momentum is 1 - 1/2, so (1 - 0.8) * (1 - 0.5) = 0.1 = 1 - mu.
+TEST(OptimizerTest, AsyncMomentumSubtractsTheImplicitMomentum) {
+  EXPECT_DOUBLE_EQ(Optimizer::AsyncMomentum(0.9, 0.0), 0.9);
+  EXPECT_NEAR(Optimizer::AsyncMomentum(0.9, 1.0), 0.8, 1e-12);
+  EXPECT_NEAR(Optimizer::AsyncMomentum(0.9, 3.0), 0.6, 1e-12);
+  EXPECT_NEAR(Optimizer::AsyncMomentum(0.9, 9.0), 0.0, 1e-12);
+  EXPECT_EQ(Optimizer::AsyncMomentum(0.9, 20.0), 0.0);
+  EXPECT_DOUBLE_EQ(Optimizer::AsyncMomentum(0.5, 0.5), 0.25);
+  const double mu_e = Optimizer::AsyncMomentum(0.9, 1.0);
+  EXPECT_NEAR((1 - mu_e) * (1.0 / (1 + 1.0)), 1 - 0.9, 1e-12);
+}
+
+TEST(OptimizerTest, ContextMomentumFollowsAsyncMomentumSetting) {
+  OptimizerSection section = Section("momentum", 0.1);
+  section.momentum = 0.9;
+  EXPECT_NEAR(Make(section)->Context(0, 3, 3.0).momentum, 0.6, 1e-12);
+  EXPECT_NEAR(Make(section)->Context(0, 0, 0.0).momentum, 0.9, 1e-12);
+  section.async_momentum = "off";
+  EXPECT_LT(Make(section)->Context(0, 3, 3.0).momentum, 0.0);
+  EXPECT_LT(Make(Section("adam", 0.1))->Context(0, 3, 3.0).momentum, 0.0);
+}
+
+// lambda 0.04: g = {2, -1, 0}, w = {1, 1, 5}, w_backup = {0.5, 3, 1}:
+//   2 + 0.04 * 4 * 0.5 = 2.08;  -1 + 0.04 * 1 * -2 = -1.08;  0 + 0 = 0.
+TEST(OptimizerTest, CompensateDelayAddsLambdaGSquaredTimesTheDrift) {
+  const float g[] = {2, -1, 0}, w[] = {1, 1, 5}, w_backup[] = {0.5f, 3, 1};
+  float out[3];
+  Optimizer::CompensateDelay(g, w, w_backup, 0.04f, 3, out);
+  EXPECT_FLOAT_EQ(out[0], 2.08f);
+  EXPECT_FLOAT_EQ(out[1], -1.08f);
+  EXPECT_FLOAT_EQ(out[2], 0.0f);
+}
+
+TEST(OptimizerTest, ImpossibleAsynchronyKeysAreInvalidArgument) {
+  struct Case {
+    void (*set)(OptimizerSection*);
+    std::string error;
+  };
+  const std::vector<Case> cases = {
+      {[](OptimizerSection* s) { s->schedule = "linear"; },
+       "optimizer.schedule must be one of constant, step, cosine; got "
+       "'linear'"},
+      {[](OptimizerSection* s) { s->schedule = "cosine"; },
+       "optimizer.schedule cosine needs optimizer.decay_updates > 0, got 0"},
+      {[](OptimizerSection* s) { s->warmup_updates = -1; },
+       "optimizer.warmup_updates and optimizer.decay_updates must be >= 0"},
+      {[](OptimizerSection* s) { s->decay_factor = 0; },
+       "optimizer.decay_factor must be in (0, 1], got 0"},
+      {[](OptimizerSection* s) { s->min_lr_fraction = 1.5; },
+       "optimizer.min_lr_fraction must be in [0, 1], got 1.5"},
+      {[](OptimizerSection* s) { s->async_momentum = "on"; },
+       "optimizer.async_momentum must be one of auto, off; got 'on'"},
+      {[](OptimizerSection* s) { s->delay_compensation = -0.1; },
+       "optimizer.delay_compensation must be >= 0, got -0.1"},
+  };
+  for (const Case& c : cases) {
+    OptimizerSection section = Section("momentum", 0.1);
+    c.set(&section);
+    EXPECT_THAT(
+        Optimizer::Create(section),
+        StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(c.error)));
   }
 }
 
@@ -171,10 +304,10 @@ TEST(OptimizerTest, LongVectorsMatchElementwiseUpdates) {
       g[i] = 0.5f - 0.002f * i;
     }
     std::vector<float> w_single = w;
-    optimizer->Apply(w.data(), g.data(), state.data(), n, 1);
+    optimizer->Apply(w.data(), g.data(), state.data(), n, At(1));
     for (int64_t i = 0; i < n; ++i) {
       std::vector<float> one_state(slots);
-      optimizer->Apply(&w_single[i], &g[i], one_state.data(), 1, 1);
+      optimizer->Apply(&w_single[i], &g[i], one_state.data(), 1, At(1));
       ASSERT_NEAR(w[i], w_single[i], 1e-6) << type << " index " << i;
     }
   }

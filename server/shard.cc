@@ -39,7 +39,11 @@ absl::StatusOr<std::unique_ptr<Shard>> Shard::Create(const Config& config,
       return checkpoint.status();
     }
   }
-  auto store = std::make_unique<BlockStore>(std::move(optimizer));
+  BlockStore::Options store_options;
+  store_options.num_workers = static_cast<int>(config.cluster.workers.size());
+  store_options.counters = counters;
+  auto store =
+      std::make_unique<BlockStore>(std::move(optimizer), store_options);
   return std::unique_ptr<Shard>(new Shard(config, index, std::move(spec),
                                           std::move(store), std::move(restored),
                                           counters));
@@ -132,7 +136,8 @@ absl::Status Shard::Pull(const proto::PullRequest& request,
     for (uint32_t id : request.block_ids()) {
       proto::BlockData* block = response->add_blocks();
       block->set_block_id(id);
-      ASSIGN_OR_RETURN(uint64_t version, store_->Pull(id, block->mutable_data()));
+      ASSIGN_OR_RETURN(uint64_t version, store_->Pull(id, block->mutable_data(),
+                                                      request.worker_id()));
       block->set_version(version);
       bytes += block->data().size();
     }
@@ -178,8 +183,8 @@ absl::Status Shard::Push(const proto::PushRequest& request,
     }
     for (int i = 0; i < request.blocks_size(); ++i) {
       const proto::BlockData& block = request.blocks(i);
-      const BlockStore::PushResult result =
-          store_->Apply(blocks[i], block.data().data(), block.version());
+      const BlockStore::PushResult result = store_->Apply(
+          blocks[i], block.data().data(), block.version(), request.worker_id());
       response->add_versions(result.version);
       counters_->RecordStaleness(result.staleness);
       bytes += block.data().size();

@@ -29,7 +29,9 @@ namespace downpour::server {
 // the BlockStore (which takes none), the epoch and the push bookkeeping. Pulls,
 // Checksums and checkpoint snapshots share it; pushes and placements hold it
 // exclusively, so a push is validated and applied as one step. Checkpoints are
-// copied under the lock and written to disk without it.
+// copied under the lock and written to disk without it. (With
+// optimizer.delay_compensation, the store's PullBackups also locks a mutex per
+// worker, always inside this one.)
 class Shard {
  public:
   // Reads this shard's checkpoint, if checkpoint.dir holds one: DataLoss or

@@ -151,6 +151,43 @@ TEST_F(ShardTest, CorruptCheckpointIsRefusedAtStart) {
 // SGD with lr 1 and gradients of ones is exact in float, so any lost or torn
 // update shows up as a wrong value; the checkpoints taken meanwhile must each
 // pair a block's version with the sequence of the push that made it.
+// The shard tells the store who pulled and who pushed, so DC-ASGD finds the
+// values a stale push was computed on. sgd lr 1, lambda 0.5, g = 1: worker 1's
+// fresh push moves w by -1; worker 0's push on the same version 0 is
+// compensated to 1 + 0.5 * 1 * (w_now - w_pulled) = 1 + 0.5 * -1 = 0.5.
+TEST_F(ShardTest, DelayCompensationKnowsWhichWorkerPulled) {
+  config_.cluster.workers = {"127.0.0.1:0", "127.0.0.1:0"};
+  config_.optimizer.delay_compensation = 0.5;
+  auto shard = MakeShard();
+  ASSERT_THAT(shard->Assign(1, {0}), IsOk());
+  float w0 = 0;
+  for (int32_t worker : {0, 1}) {
+    proto::PullRequest pull;
+    pull.set_placement_epoch(1);
+    pull.set_worker_id(worker);
+    pull.add_block_ids(0);
+    proto::PullResponse pulled;
+    ASSERT_THAT(shard->Pull(pull, &pulled), IsOk());
+    std::memcpy(&w0, pulled.blocks(0).data().data(), sizeof(w0));
+  }
+  for (int32_t worker : {1, 0}) {
+    proto::PushRequest push = OnesPush(0, 0);
+    push.set_worker_id(worker);
+    push.mutable_blocks(0)->set_version(0);
+    proto::PushResponse response;
+    ASSERT_THAT(shard->Push(push, &response), IsOk());
+  }
+  proto::PullRequest pull;
+  pull.set_placement_epoch(1);
+  pull.add_block_ids(0);
+  proto::PullResponse after;
+  ASSERT_THAT(shard->Pull(pull, &after), IsOk());
+  float w = 0;
+  std::memcpy(&w, after.blocks(0).data().data(), sizeof(w));
+  EXPECT_FLOAT_EQ(w, w0 - 1.5f);
+  EXPECT_EQ(counters_.Get("dc_misses"), 0);
+}
+
 TEST_F(ShardTest, ConcurrentPushesPullsAndCheckpointsAgree) {
   constexpr int kThreads = 4;
   constexpr int kPushesPerThread = 200;
