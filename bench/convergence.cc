@@ -160,18 +160,18 @@ struct Cell {
   double seconds = 0;
 };
 
-std::string Fmt(double v, const char* format) {
-  return std::isnan(v) ? "-" : absl::StrFormat(format, v);
+std::string Fmt(double v, int precision) {
+  return std::isnan(v) ? "-" : absl::StrFormat("%.*f", precision, v);
 }
 
 std::string CellText(const Cell& c) {
   if (!c.error.empty()) return "error";
   if (!c.failure.empty()) {
-    return absl::StrCat("**FAILED** ", Fmt(c.accuracy, "%.4f"));
+    return absl::StrCat("**FAILED** ", Fmt(c.accuracy, 4));
   }
   return absl::StrCat(
-      Fmt(c.accuracy, "%.4f"), " · ", Fmt(c.updates_per_step, "%.2f"), " · ",
-      Fmt(c.staleness_p50, "%.0f"), "/", Fmt(c.staleness_p99, "%.0f"), " · ",
+      Fmt(c.accuracy, 4), " · ", Fmt(c.updates_per_step, 2), " · ",
+      Fmt(c.staleness_p50, 0), "/", Fmt(c.staleness_p99, 0), " · ",
       c.seconds_to_mark < 0 ? std::string("never")
                             : absl::StrFormat("%.1fs", c.seconds_to_mark));
 }
