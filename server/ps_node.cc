@@ -242,10 +242,20 @@ void PsNode::Impl::OnHeartbeat(const proto::HeartbeatResponse& response) {
     StandDown(response.placement_epoch());
     return;
   }
-  absl::MutexLock lock(&mu_);
-  wanted_epoch_ = std::max(wanted_epoch_, response.placement_epoch());
-  take_over_index_ = response.take_over_index();
-  work_ = true;
+  Shard* shard = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    wanted_epoch_ = std::max(wanted_epoch_, response.placement_epoch());
+    take_over_index_ = response.take_over_index();
+    work_ = true;
+    shard = shard_.get();  // kept as long as the node once set
+  }
+  // Whom ssp/bsp pushes wait for; a coordinator that does not say leaves the
+  // shard ungated.
+  if (shard != nullptr && response.active_workers_known()) {
+    shard->SetActiveWorkers({response.active_workers().begin(),
+                             response.active_workers().end()});
+  }
 }
 
 void PsNode::Impl::StandDown(uint64_t epoch) {

@@ -1,6 +1,8 @@
 // Each handler: call the shard, convert the status, finish.
 #include "server/ps_service.h"
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/grpc_status.h"
 #include "common/logging.h"
 
@@ -39,7 +41,11 @@ grpc::ServerUnaryReactor* PsService::Push(grpc::CallbackServerContext* context,
                                           const proto::PushRequest* request,
                                           proto::PushResponse* response) {
   Shard* shard = shard_.load();
-  return Finish(context, shard ? shard->Push(*request, response) : NoShard(), "push");
+  // A held push (ssp/bsp) gives up shortly before the caller's deadline.
+  const absl::Time deadline = absl::FromChrono(context->deadline());
+  return Finish(context,
+                shard ? shard->Push(*request, response, deadline) : NoShard(),
+                "push");
 }
 
 grpc::ServerUnaryReactor* PsService::Checksums(
