@@ -70,6 +70,8 @@ Shard::Shard(const Config& config, int index, ModelSpec spec,
       index_(index),
       spec_(std::move(spec)),
       counters_(counters),
+      may_hold_pushes_(config.training.consistency == "ssp" ||
+                       config.training.consistency == "bsp"),
       store_(std::move(store)),
       restored_(std::move(restored)),
       gate_(Consistency::ParseMode(config.training.consistency),

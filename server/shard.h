@@ -89,6 +89,9 @@ class Shard {
   // to checkpoint.dir. OK without writing when checkpoints are off.
   absl::Status WriteCheckpoint() ABSL_LOCKS_EXCLUDED(mu_);
 
+  // True when Push may hold a request (training.consistency ssp or bsp).
+  bool may_hold_pushes() const { return may_hold_pushes_; }
+
   uint64_t epoch() const ABSL_LOCKS_EXCLUDED(mu_);
   size_t num_blocks() const ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -127,6 +130,7 @@ class Shard {
   const int index_;
   const ModelSpec spec_;
   Counters* const counters_;
+  const bool may_hold_pushes_;
 
   // State below is protected by mu_.
   mutable absl::Mutex mu_;
