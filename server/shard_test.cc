@@ -118,7 +118,7 @@ TEST_F(ShardTest, SspPushIsHeldUntilTheSlowestWorkerPushes) {
                        absl::Now() + absl::Seconds(30));
     done = true;
   });
-  ASSERT_TRUE(downpour::testing::WaitUntil(
+  EXPECT_TRUE(downpour::testing::WaitUntil(
       [&] { return counters_.Get("ssp_waits") >= 2; }, absl::Seconds(10)));
   EXPECT_FALSE(done.load());
   ASSERT_THAT(shard->Push(ValuePush(*spec_, 1, 1, 1), &response), IsOk());
@@ -143,7 +143,7 @@ TEST_F(ShardTest, SspWaitEndsWhenTheSlowWorkerDropsOut) {
     held = shard->Push(ValuePush(*spec_, 0, 2, 1), &r,
                        absl::Now() + absl::Seconds(30));
   });
-  ASSERT_TRUE(downpour::testing::WaitUntil(
+  EXPECT_TRUE(downpour::testing::WaitUntil(
       [&] { return counters_.Get("ssp_waits") >= 1; }, absl::Seconds(10)));
   shard->SetActiveWorkers({0});  // worker 1 died
   pusher.join();
@@ -164,7 +164,7 @@ TEST_F(ShardTest, BspRoundOfTwoWorkersAppliesTheMeanOnce) {
     first = shard->Push(ValuePush(*spec_, 0, 1, 1.0f), &first_response,
                         absl::Now() + absl::Seconds(30));
   });
-  ASSERT_TRUE(downpour::testing::WaitUntil(
+  EXPECT_TRUE(downpour::testing::WaitUntil(
       [&] { return counters_.Get("bsp_waits") >= 1; }, absl::Seconds(10)));
   // A retry of the pending contribution (its first try timed out) waits
   // again without counting twice.
@@ -211,7 +211,7 @@ TEST_F(ShardTest, BspRoundCompletesWhenAWorkerDiesMidStep) {
     b = shard->Push(ValuePush(*spec_, 1, 1, 1), &r,
                     absl::Now() + absl::Seconds(30));
   });
-  ASSERT_TRUE(downpour::testing::WaitUntil(
+  EXPECT_TRUE(downpour::testing::WaitUntil(
       [&] { return counters_.Get("bsp_waits") >= 2; }, absl::Seconds(10)));
   shard->SetActiveWorkers({0, 1});  // worker 2 is dead
   t0.join();
