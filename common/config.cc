@@ -424,9 +424,9 @@ absl::Status CheckTraining(const Config& config) {
   if (training.consistency == "bsp" && training.n_fetch != training.n_push) {
     return absl::InvalidArgumentError(absl::StrCat(
         "training.consistency bsp computes every step on the parameters of the "
-        "last round, so training.n_fetch (", training.n_fetch,
-        ") must equal training.n_push (", training.n_push, "): set both to ",
-        training.n_push));
+        "last round, so training.n_fetch (",
+        training.n_fetch, ") must equal training.n_push (", training.n_push,
+        "): set both to ", training.n_push));
   }
   if (training.consistency == "bsp" && training.max_pushes_in_flight != 1) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -84,7 +84,8 @@ std::optional<Consistency::Wait> Consistency::SspWaitFor(
   return std::nullopt;
 }
 
-int64_t Consistency::SspApplied(int worker, const std::vector<uint32_t>& blocks) {
+int64_t Consistency::SspApplied(int worker,
+                                const std::vector<uint32_t>& blocks) {
   const bool gated = Gated(worker);
   int64_t lead = 0;
   for (uint32_t b : blocks) {
@@ -99,7 +100,8 @@ int64_t Consistency::SspApplied(int worker, const std::vector<uint32_t>& blocks)
 }
 
 Consistency::Contribution Consistency::BspContribute(
-    int worker, uint64_t sequence, const std::vector<BlockGradient>& gradients) {
+    int worker, uint64_t sequence,
+    const std::vector<BlockGradient>& gradients) {
   auto it = pending_.find(worker);
   if (it != pending_.end()) {
     // A retry of the contribution already in waits without adding it again; a

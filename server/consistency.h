@@ -67,8 +67,8 @@ class Consistency {
   // worker, and that worker.
   struct Wait {
     uint32_t block = 0;
-    int worker = -1;          // waited for
-    int64_t clock = 0;        // the pusher's clock on `block`
+    int worker = -1;    // waited for
+    int64_t clock = 0;  // the pusher's clock on `block`
     int64_t slowest_clock = 0;
   };
   // nullopt when the push may be applied now (always when not Gated).
@@ -132,9 +132,10 @@ class Consistency {
   const int max_staleness_;
   bool active_known_ = false;
   std::set<int> active_;
-  std::map<int, std::map<uint32_t, int64_t>> clocks_;  // worker -> block -> clock
-  std::map<uint32_t, Round> rounds_;                   // open bsp rounds
-  std::map<int, Pending> pending_;                     // per worker
+  // worker -> block -> clock.
+  std::map<int, std::map<uint32_t, int64_t>> clocks_;
+  std::map<uint32_t, Round> rounds_;  // open bsp rounds
+  std::map<int, Pending> pending_;    // per worker
 };
 
 }  // namespace downpour::server

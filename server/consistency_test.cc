@@ -138,7 +138,8 @@ TEST(ConsistencyTest, BspRoundCompletesEarlyWhenTheActiveSetShrinks) {
   gate.SetActiveWorkers({0, 2});  // worker 1 died mid-step
   EXPECT_THAT(gate.BspCompleteRounds(), ElementsAre(0));
   std::vector<float> mean;
-  EXPECT_THAT(gate.BspTakeRound(0, &mean), ElementsAre(Pair(0, 1u), Pair(2, 1u)));
+  EXPECT_THAT(gate.BspTakeRound(0, &mean),
+              ElementsAre(Pair(0, 1u), Pair(2, 1u)));
   EXPECT_THAT(mean, ElementsAre(2.0f));
 }
 

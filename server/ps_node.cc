@@ -253,8 +253,8 @@ void PsNode::Impl::OnHeartbeat(const proto::HeartbeatResponse& response) {
   // Whom ssp/bsp pushes wait for; a coordinator that does not say leaves the
   // shard ungated.
   if (shard != nullptr && response.active_workers_known()) {
-    shard->SetActiveWorkers({response.active_workers().begin(),
-                             response.active_workers().end()});
+    shard->SetActiveWorkers(
+        {response.active_workers().begin(), response.active_workers().end()});
   }
 }
 

@@ -10,7 +10,6 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-
 #include "proto/ps.grpc.pb.h"
 #include "server/shard.h"
 

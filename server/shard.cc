@@ -64,8 +64,8 @@ absl::StatusOr<std::unique_ptr<Shard>> Shard::Create(const Config& config,
 }
 
 Shard::Shard(const Config& config, int index, ModelSpec spec,
-             std::unique_ptr<BlockStore> store, std::optional<Checkpoint> restored,
-             Counters* counters)
+             std::unique_ptr<BlockStore> store,
+             std::optional<Checkpoint> restored, Counters* counters)
     : config_(config),
       index_(index),
       spec_(std::move(spec)),
@@ -185,9 +185,9 @@ absl::Status Shard::ValidatePush(const proto::PushRequest& request,
 }
 
 BlockStore::PushResult Shard::ApplyUpdate(BlockStore::Block* block,
-                                         const void* data,
-                                         uint64_t base_version,
-                                         int32_t worker) {
+                                          const void* data,
+                                          uint64_t base_version,
+                                          int32_t worker) {
   (void)worker;  // for BlockStore::Apply's per-worker figures, once it takes it
   return store_->Apply(block, data, base_version);
 }
@@ -238,13 +238,13 @@ bool Shard::AwaitGateChange(absl::Time until) {
     Shard* shard;
     uint64_t seen;
   } args{this, seen};
-  return mu_.AwaitWithDeadline(
-      absl::Condition(
-          +[](Args* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-            return a->shard->gate_generation_ != a->seen;
-          },
-          &args),
-      until);
+  return mu_.AwaitWithDeadline(absl::Condition(
+                                   +[](Args* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                                     return a->shard->gate_generation_ !=
+                                            a->seen;
+                                   },
+                                   &args),
+                               until);
 }
 
 absl::Status Shard::HoldError(const std::string& why, int waited_for) {
@@ -286,7 +286,8 @@ absl::Status Shard::Push(const proto::PushRequest& request,
           (gate_.Gated(worker) || gate_.BspHasPending(worker))) {
         return PushBsp(request, response, until);
       }
-      const std::optional<Consistency::Wait> wait = gate_.SspWaitFor(worker, ids);
+      const std::optional<Consistency::Wait> wait =
+          gate_.SspWaitFor(worker, ids);
       if (!wait.has_value()) break;
       if (!waited) counters_->Add("ssp_waits", 1);
       waited = true;

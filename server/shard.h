@@ -76,7 +76,8 @@ class Shard {
   // The workers ssp/bsp wait for (registered, alive, not finished), from the
   // coordinator's heartbeat replies. Wakes held pushes; a bsp round whose
   // missing workers dropped out is applied.
-  void SetActiveWorkers(const std::vector<int>& workers) ABSL_LOCKS_EXCLUDED(mu_);
+  void SetActiveWorkers(const std::vector<int>& workers)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // How long a held push waits at most, and how long before its deadline it
   // gives up so that the reply still arrives in time.

@@ -1,10 +1,10 @@
 #include "server/shard.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <atomic>
 #include <thread>
 #include <vector>
 

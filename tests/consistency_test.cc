@@ -57,12 +57,14 @@ class ConsistencyTest : public ::testing::Test {
                      dir, "/ckpt\n"));
     config_ = testing::WriteConfig("job.yaml", yaml);
     const std::string port_file = dir + "/coordinator.port";
-    Subprocess& c = Start("coordinator", "coordinator/coordinator",
-                          {"--listen", "127.0.0.1:0", "--port_file", port_file});
+    Subprocess& c =
+        Start("coordinator", "coordinator/coordinator",
+              {"--listen", "127.0.0.1:0", "--port_file", port_file});
     auto address = testing::WaitForPort(c, port_file);
     ASSERT_TRUE(address.ok()) << address.status();
     coordinator_ = *address;
-    Start("ps-0", "server/ps_server", {"--index", "0", "--coordinator", coordinator_});
+    Start("ps-0", "server/ps_server",
+          {"--index", "0", "--coordinator", coordinator_});
     for (int i = 0; i < workers; ++i) {
       Start(absl::StrCat("worker-", i), "worker/ps_worker",
             {"--index", absl::StrCat(i), "--coordinator", coordinator_});
@@ -139,7 +141,8 @@ class ConsistencyTest : public ::testing::Test {
     const auto* m = coordinator::FindMember(status, "worker", i);
     ASSERT_NE(m, nullptr);
     EXPECT_TRUE(m->report().finished()) << "worker " << i;
-    EXPECT_EQ(m->report().step(), static_cast<uint64_t>(kSteps)) << "worker " << i;
+    EXPECT_EQ(m->report().step(), static_cast<uint64_t>(kSteps))
+        << "worker " << i;
   }
 
   std::string config_, coordinator_;
@@ -148,7 +151,8 @@ class ConsistencyTest : public ::testing::Test {
 
 TEST_F(ConsistencyTest, SspBoundsTheLeadOverAStoppedWorker) {
   StartJob(2, "  consistency: ssp\n  max_staleness: 2\n");
-  ASSERT_TRUE(WaitUntil([&] { return WorkerAtStep(1, 300) && WorkerAtStep(0, 300); }));
+  ASSERT_TRUE(
+      WaitUntil([&] { return WorkerAtStep(1, 300) && WorkerAtStep(0, 300); }));
   ASSERT_FALSE(WorkerAtStep(0, kSteps)) << "the job is too short for this test";
   const double waits = PsCounter("ssp_waits");
   daemons_["worker-1"]->Signal(SIGSTOP);
@@ -165,7 +169,6 @@ TEST_F(ConsistencyTest, SspBoundsTheLeadOverAStoppedWorker) {
   const std::vector<uint64_t> versions = BlockVersions();
   ASSERT_FALSE(versions.empty());
   for (uint64_t v : versions) EXPECT_EQ(v, 2u * kSteps);
-
 }
 
 TEST_F(ConsistencyTest, BspFinishesWhenAWorkerIsKilledMidJob) {

@@ -309,7 +309,8 @@ TEST_F(DownpourLoopTest, WarmstartWaitsForWorkerZerosSteps) {
                                              absl::Seconds(30)));
     std::vector<float> grad(spec_->num_params(), 0.0f);
     std::vector<uint64_t> versions(spec_->blocks().size(), 0);
-    for (int i = 0; i < 10; ++i) ASSERT_THAT(ps.Push(grad.data(), versions, nullptr), IsOk());
+    for (int i = 0; i < 10; ++i)
+      ASSERT_THAT(ps.Push(grad.data(), versions, nullptr), IsOk());
   });
   DownpourLoop loop(*spec_, &backend, &ps, &train_, &test_, options_);
   ASSERT_THAT(loop.Run(), IsOk());
