@@ -171,11 +171,16 @@ absl::Status PsNode::Impl::Start() {
 absl::Status PsNode::Impl::Stop() {
   absl::MutexLock stop_lock(&stop_mu_);
   if (stop_status_.has_value()) return *stop_status_;
+  Shard* shard = nullptr;
   {
     // Also ends Wait() and a placement being waited for.
     absl::MutexLock lock(&mu_);
     stopping_ = true;
+    shard = shard_.get();
   }
+  // Held ssp/bsp pushes answer UNAVAILABLE now, so the server's shutdown does
+  // not wait for them.
+  if (shard != nullptr) shard->ReleaseHeldPushes();
   stop_checkpoints_.Notify();
   if (checkpointer_.joinable()) checkpointer_.join();
   if (server_.server != nullptr) server_.server->Shutdown(DeadlineIn(2));

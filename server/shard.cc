@@ -205,6 +205,12 @@ void Shard::SetActiveWorkers(const std::vector<int>& workers) {
   ++gate_generation_;
 }
 
+void Shard::ReleaseHeldPushes() {
+  absl::MutexLock lock(&mu_);
+  holds_released_ = true;
+  ++gate_generation_;
+}
+
 void Shard::ApplyCompleteRounds() {
   for (uint32_t id : gate_.BspCompleteRounds()) {
     std::vector<float> mean;
@@ -233,18 +239,17 @@ void Shard::ApplyCompleteRounds() {
 }
 
 bool Shard::AwaitGateChange(absl::Time until) {
-  const uint64_t seen = gate_generation_;
+  if (holds_released_) return false;
   struct Args {
     Shard* shard;
     uint64_t seen;
-  } args{this, seen};
-  return mu_.AwaitWithDeadline(absl::Condition(
-                                   +[](Args* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                                     return a->shard->gate_generation_ !=
-                                            a->seen;
-                                   },
-                                   &args),
-                               until);
+  } args{this, gate_generation_};
+  const absl::Condition changed(
+      +[](Args* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        return a->shard->gate_generation_ != a->seen;
+      },
+      &args);
+  return mu_.AwaitWithDeadline(changed, until) && !holds_released_;
 }
 
 absl::Status Shard::HoldError(const std::string& why, int waited_for) {

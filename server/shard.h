@@ -79,6 +79,11 @@ class Shard {
   void SetActiveWorkers(const std::vector<int>& workers)
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Ends every hold, now and later: held pushes return Unavailable (the ps is
+  // stopping; clients retry elsewhere or later). Pushes that need no wait are
+  // still applied.
+  void ReleaseHeldPushes() ABSL_LOCKS_EXCLUDED(mu_);
+
   // How long a held push waits at most, and how long before its deadline it
   // gives up so that the reply still arrives in time.
   static constexpr absl::Duration kMaxHold = absl::Seconds(10);
@@ -146,6 +151,7 @@ class Shard {
   // Bumped whenever a held push might go on: a push or round applied, the
   // active set changed.
   uint64_t gate_generation_ ABSL_GUARDED_BY(mu_) = 0;
+  bool holds_released_ ABSL_GUARDED_BY(mu_) = false;
   // Per waited-for worker, when the ps last logged that someone waits for it.
   std::map<int, absl::Time> wait_logged_ ABSL_GUARDED_BY(mu_);
   // The largest clock lead an applied push had ("ssp_max_lead").

@@ -150,6 +150,23 @@ TEST_F(ShardTest, SspWaitEndsWhenTheSlowWorkerDropsOut) {
   EXPECT_THAT(held, IsOk());
 }
 
+TEST_F(ShardTest, ReleasedHoldsAnswerUnavailableAtOnce) {
+  config_.training.consistency = "bsp";
+  auto shard = MakeShard();
+  ASSERT_THAT(shard->Assign(1, {0}), IsOk());
+  shard->SetActiveWorkers({0, 1});
+  absl::Status held;
+  std::thread pusher([&] {
+    proto::PushResponse r;
+    held = shard->Push(ValuePush(*spec_, 0, 1, 1), &r, absl::InfiniteFuture());
+  });
+  EXPECT_TRUE(downpour::testing::WaitUntil(
+      [&] { return counters_.Get("bsp_waits") >= 1; }, absl::Seconds(10)));
+  shard->ReleaseHeldPushes();  // the ps is stopping
+  pusher.join();
+  EXPECT_THAT(held, StatusIs(absl::StatusCode::kUnavailable));
+}
+
 TEST_F(ShardTest, BspRoundOfTwoWorkersAppliesTheMeanOnce) {
   config_.training.consistency = "bsp";
   auto shard = MakeShard();
