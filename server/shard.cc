@@ -235,6 +235,7 @@ void Shard::ApplyCompleteRounds() {
       uint64_t& last = last_sequence_[worker];
       last = std::max(last, sequence);
     }
+    ++gate_generation_;
   }
 }
 
@@ -345,8 +346,9 @@ absl::Status Shard::PushBsp(const proto::PushRequest& request,
     const Consistency::Contribution contribution =
         gate_.BspContribute(worker, sequence, gradients);
     if (contribution != Consistency::Contribution::kBusy) {
+      // Wakes the others only when a round was applied: a retry that adds
+      // nothing must not set the waiters spinning.
       ApplyCompleteRounds();
-      ++gate_generation_;
       auto it = last_sequence_.find(worker);
       if (it != last_sequence_.end() && it->second >= sequence) break;
     }

@@ -28,7 +28,7 @@ namespace {
 
 constexpr absl::Duration kDeadline = absl::Seconds(60);
 // Long enough (a few seconds) for the stop and the kill to land mid-job.
-constexpr int kSteps = 1500;
+constexpr int kSteps = 3000;
 
 class ConsistencyTest : public ::testing::Test {
  protected:
