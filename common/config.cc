@@ -101,7 +101,8 @@ std::vector<ConfigField> TrainingFields(TrainingSection* t) {
       Int64Field("training.steps", &t->steps, AtLeast(0)),
       DoubleField("training.target_accuracy", &t->target_accuracy, Fraction()),
       IntField("training.eval_every_steps", &t->eval_every_steps, AtLeast(0)),
-      Uint64Field("training.seed", &t->seed)};
+      Uint64Field("training.seed", &t->seed),
+      Int64Field("training.warmstart_steps", &t->warmstart_steps, AtLeast(0))};
 }
 
 std::vector<ConfigField> DataFields(DataSection* d) {
@@ -432,12 +433,25 @@ absl::Status CheckTraining(const Config& config) {
         "training.epochs and training.steps are both 0: set one so that "
         "workers know when to stop");
   }
-  if (training.consistency != "async") {
-    // ssp and bsp are part of the design (docs/ARCHITECTURE.md) but not built yet;
-    // refusing them beats silently training asynchronously.
+  if (training.consistency == "bsp" && training.n_fetch != training.n_push) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "training.consistency '", training.consistency,
-        "' is not implemented in this version; use async (Downpour SGD)"));
+        "training.consistency bsp computes every step on the parameters of the "
+        "last round, so training.n_fetch (",
+        training.n_fetch, ") must equal training.n_push (", training.n_push,
+        "): set both to ", training.n_push));
+  }
+  if (training.consistency == "bsp" && training.max_pushes_in_flight != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "training.consistency bsp waits for each round before the next step, "
+        "so training.max_pushes_in_flight (",
+        training.max_pushes_in_flight, ") must be 1: set it to 1"));
+  }
+  if (training.warmstart_steps > 0 && training.consistency != "async") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "training.warmstart_steps (", training.warmstart_steps,
+        ") needs training.consistency async: with ", training.consistency,
+        " the waiting workers would block worker 0's pushes; set "
+        "warmstart_steps to 0 or use async"));
   }
   if (training.target_accuracy > 0 && config.data.test_examples == 0) {
     return absl::InvalidArgumentError(absl::StrCat(

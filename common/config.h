@@ -108,8 +108,12 @@ struct TrainingSection {
   // thread waits for one to be acknowledged (backpressure). >= 1, default 1.
   int max_pushes_in_flight = 1;
   // "async" (Downpour), "ssp" (bounded staleness) or "bsp". Default "async".
+  // ssp: a worker's push to a block waits while it is more than max_staleness
+  // pushes ahead of the slowest active worker on that block; bsp: each block
+  // is updated once per round with the mean of every active worker's push
+  // (requires n_fetch == n_push and max_pushes_in_flight == 1).
   std::string consistency = "async";
-  int max_staleness = 0;  // ssp only: largest allowed version lag, >= 0
+  int max_staleness = 0;  // ssp only: largest allowed clock lead, >= 0
   // Passes over the worker's partition; the worker stops after `epochs` or `steps`,
   // whichever is set (steps wins when both are > 0). Default 10 epochs.
   int epochs = 10;
@@ -120,6 +124,9 @@ struct TrainingSection {
   int eval_every_steps = 200;
   // Seed for the data split, shuffling and anything else random.
   uint64_t seed = 42;
+  // DistBelief's warmstart: worker 0 trains alone for this many steps before
+  // the other workers start (async only). >= 0, default 0 (off).
+  int64_t warmstart_steps = 0;
 };
 
 struct DataSection {

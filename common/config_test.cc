@@ -195,7 +195,8 @@ TEST(ConfigTest, UnknownKeyNamesLineKeyAndAllowedKeys) {
                "'training': batch_size, n_fetch, n_push, max_pushes_in_flight, "
                "consistency, "
                "max_staleness, epochs, steps, target_accuracy, "
-               "eval_every_steps, seed (did you mean 'batch_size'?)"));
+               "eval_every_steps, seed, warmstart_steps (did you mean "
+               "'batch_size'?)"));
   ExpectAllFail({
       {"trainig:\n  steps: 1\n",
        "cfg.yaml:1: unknown key 'trainig'; allowed sections: cluster, model, "
@@ -266,8 +267,17 @@ TEST(ConfigTest, EnumsListAllowedValues) {
        "'on'"},
       {"training:\n  consistency: sync\n",
        "training.consistency must be one of async, ssp, bsp; got 'sync'"},
-      {"training:\n  consistency: ssp\n",
-       "training.consistency 'ssp' is not implemented in this version"},
+      {"training:\n  consistency: bsp\n  n_fetch: 1\n  n_push: 2\n",
+       "training.consistency bsp computes every step on the parameters of the "
+       "last round, so training.n_fetch (1) must equal training.n_push (2): "
+       "set both to 2"},
+      {"training:\n  consistency: bsp\n  max_pushes_in_flight: 2\n",
+       "training.max_pushes_in_flight (2) must be 1: set it to 1"},
+      {"training:\n  consistency: ssp\n  warmstart_steps: 10\n",
+       "training.warmstart_steps (10) needs training.consistency async: with "
+       "ssp the waiting workers would block worker 0's pushes"},
+      {"training:\n  warmstart_steps: -1\n",
+       "training.warmstart_steps must be >= 0, got -1"},
       {"data:\n  source: libsvm\n",
        "data.source must be one of mnist, idx, synthetic; got 'libsvm'"},
       {"logging:\n  level: verbose\n",
@@ -275,6 +285,19 @@ TEST(ConfigTest, EnumsListAllowedValues) {
        "'verbose'"},
       {"logging:\n  level: INFO\n", "got 'INFO'"},
   });
+}
+
+TEST(ConfigTest, SspAndBspAreAccepted) {
+  absl::StatusOr<Config> ssp =
+      Parse("training:\n  consistency: ssp\n  max_staleness: 0\n");
+  ASSERT_TRUE(ssp.ok()) << ssp.status();
+  EXPECT_EQ(ssp->training.max_staleness, 0);
+  absl::StatusOr<Config> bsp =
+      Parse("training:\n  consistency: bsp\n  n_fetch: 2\n  n_push: 2\n");
+  ASSERT_TRUE(bsp.ok()) << bsp.status();
+  absl::StatusOr<Config> warm = Parse("training:\n  warmstart_steps: 50\n");
+  ASSERT_TRUE(warm.ok()) << warm.status();
+  EXPECT_EQ(warm->training.warmstart_steps, 50);
 }
 
 TEST(ConfigTest, ImpossibleValuesNameTheRange) {

@@ -296,6 +296,15 @@ void ClusterState::HeartbeatReply(const Member& m,
   response->set_take_over_index(m.role == Role::kStandby ? m.serving_index
                                                          : -1);
   if (m.role == Role::kWorker) *response->mutable_partition() = PartitionOf(m);
+  if (m.role != Role::kWorker) {
+    // Whom ssp/bsp wait for: a dead or finished worker drops out.
+    for (const Member& w : workers_) {
+      if (w.registered && w.alive && !w.report.finished()) {
+        response->add_active_workers(w.index);
+      }
+    }
+    response->set_active_workers_known(true);
+  }
 }
 
 bool ClusterState::MaybeStop() {

@@ -117,6 +117,36 @@ TEST_F(ClusterStateTest, DeadWorkersPartsGoToTheLivingAndComeBackOnRejoin) {
   EXPECT_THAT(PartsOf(0), ElementsAre(0));
 }
 
+TEST_F(ClusterStateTest, PsHeartbeatListsTheWorkersAliveAndNotFinished) {
+  RegisterPs(0, "127.0.0.1:1");
+  auto active = [&] {
+    auto response = Beat("ps", 0, NAN);
+    EXPECT_THAT(response, IsOk());
+    EXPECT_TRUE(response.ok() && response->active_workers_known());
+    return response.ok() ? std::vector<int>(response->active_workers().begin(),
+                                            response->active_workers().end())
+                         : std::vector<int>{};
+  };
+  EXPECT_THAT(active(), ElementsAre());
+  RegisterWorker(0);
+  RegisterWorker(1);
+  EXPECT_THAT(active(), ElementsAre(0, 1));
+  clock_.Advance(absl::Seconds(2));
+  PartsOf(0);  // worker 1 falls silent
+  active();
+  clock_.Advance(absl::Seconds(2));
+  state_->CheckLiveness();
+  EXPECT_THAT(active(), ElementsAre(0));
+  proto::HeartbeatRequest done;
+  done.set_role("worker");
+  done.set_index(0);
+  done.mutable_report()->set_finished(true);
+  ASSERT_THAT(state_->Heartbeat(done), IsOk());
+  EXPECT_THAT(active(), ElementsAre());
+  // A worker's own heartbeat reply does not carry the set.
+  EXPECT_FALSE(Beat("worker", 0, NAN)->active_workers_known());
+}
+
 TEST_F(ClusterStateTest, ADeadShardGoesToAStandbyAndTheOldPsIsToldItWasReplaced) {
   RegisterPs(0, "127.0.0.1:1");
   RegisterPs(1, "127.0.0.1:2");

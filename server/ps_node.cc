@@ -171,11 +171,16 @@ absl::Status PsNode::Impl::Start() {
 absl::Status PsNode::Impl::Stop() {
   absl::MutexLock stop_lock(&stop_mu_);
   if (stop_status_.has_value()) return *stop_status_;
+  Shard* shard = nullptr;
   {
     // Also ends Wait() and a placement being waited for.
     absl::MutexLock lock(&mu_);
     stopping_ = true;
+    shard = shard_.get();
   }
+  // Held ssp/bsp pushes answer UNAVAILABLE now, so the server's shutdown does
+  // not wait for them.
+  if (shard != nullptr) shard->ReleaseHeldPushes();
   stop_checkpoints_.Notify();
   if (checkpointer_.joinable()) checkpointer_.join();
   if (server_.server != nullptr) server_.server->Shutdown(DeadlineIn(2));
@@ -247,10 +252,20 @@ void PsNode::Impl::OnHeartbeat(const proto::HeartbeatResponse& response) {
     StandDown(response.placement_epoch());
     return;
   }
-  absl::MutexLock lock(&mu_);
-  wanted_epoch_ = std::max(wanted_epoch_, response.placement_epoch());
-  take_over_index_ = response.take_over_index();
-  work_ = true;
+  Shard* shard = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    wanted_epoch_ = std::max(wanted_epoch_, response.placement_epoch());
+    take_over_index_ = response.take_over_index();
+    work_ = true;
+    shard = shard_.get();  // kept as long as the node once set
+  }
+  // Whom ssp/bsp pushes wait for; a coordinator that does not say leaves the
+  // shard ungated.
+  if (shard != nullptr && response.active_workers_known()) {
+    shard->SetActiveWorkers(
+        {response.active_workers().begin(), response.active_workers().end()});
+  }
 }
 
 void PsNode::Impl::StandDown(uint64_t epoch) {

@@ -1,6 +1,8 @@
 // Each handler: call the shard, convert the status, finish.
 #include "server/ps_service.h"
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/grpc_status.h"
 #include "common/logging.h"
 
@@ -8,6 +10,7 @@ namespace downpour::server {
 namespace {
 
 grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context,
+                                 grpc::ServerUnaryReactor* reactor,
                                  const absl::Status& status, const char* op) {
   if (!status.ok() && !absl::IsUnavailable(status) &&
       !absl::IsFailedPrecondition(status)) {
@@ -15,9 +18,13 @@ grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context,
     SPDLOG_LOGGER_WARN(Log(Logger::kRpc), "{} from {} rejected: {}", op,
                        context->peer(), std::string(status.message()));
   }
-  auto* reactor = context->DefaultReactor();
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
+}
+
+grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context,
+                                 const absl::Status& status, const char* op) {
+  return Finish(context, context->DefaultReactor(), status, op);
 }
 
 const absl::Status& NoShard() {
@@ -39,7 +46,58 @@ grpc::ServerUnaryReactor* PsService::Push(grpc::CallbackServerContext* context,
                                           const proto::PushRequest* request,
                                           proto::PushResponse* response) {
   Shard* shard = shard_.load();
-  return Finish(context, shard ? shard->Push(*request, response) : NoShard(), "push");
+  if (shard == nullptr) return Finish(context, NoShard(), "push");
+  if (!shard->may_hold_pushes()) {
+    return Finish(context, shard->Push(*request, response), "push");
+  }
+  // A held push gives up shortly before the caller's deadline.
+  const absl::Time deadline = absl::FromChrono(context->deadline());
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  RunOnPushThread([=] {
+    Finish(context, reactor, shard->Push(*request, response, deadline), "push");
+  });
+  return reactor;
+}
+
+PsService::~PsService() {
+  std::vector<std::thread> threads;
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    threads.swap(threads_);
+  }
+  for (std::thread& t : threads) t.join();
+}
+
+void PsService::RunOnPushThread(std::function<void()> task) {
+  absl::MutexLock lock(&mu_);
+  tasks_.push_back(std::move(task));
+  // One thread per push held at once: a few per worker at most.
+  if (idle_ < static_cast<int>(tasks_.size())) {
+    threads_.emplace_back([this] { PushThread(); });
+    ++idle_;
+  }
+}
+
+void PsService::PushThread() {
+  for (;;) {
+    std::function<void()> task;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(
+          +[](PsService* self) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+            return self->stopping_ || !self->tasks_.empty();
+          },
+          this));
+      if (tasks_.empty()) return;  // stopping
+      task = std::move(tasks_.front());
+      tasks_.pop_front();
+      --idle_;
+    }
+    task();
+    absl::MutexLock lock(&mu_);
+    ++idle_;
+  }
 }
 
 grpc::ServerUnaryReactor* PsService::Checksums(

@@ -1,9 +1,13 @@
 // Shard: request validation, exactly-once pushes and checkpoints over BlockStore.
 #include "server/shard.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "common/checksum.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
@@ -12,6 +16,20 @@ namespace downpour::server {
 namespace {
 
 spdlog::logger* L() { return Log(Logger::kServer); }
+
+// A bsp round's mean is computed on the current parameters: staleness 0.
+constexpr uint64_t kCurrentVersion = std::numeric_limits<uint64_t>::max();
+// How often the ps says whom a held push waits for (per waited-for worker).
+constexpr absl::Duration kWaitLogInterval = absl::Seconds(5);
+
+std::vector<uint32_t> BlockIds(const proto::PushRequest& request) {
+  std::vector<uint32_t> ids;
+  ids.reserve(request.blocks_size());
+  for (const proto::BlockData& block : request.blocks()) {
+    ids.push_back(block.block_id());
+  }
+  return ids;
+}
 
 }  // namespace
 
@@ -50,16 +68,23 @@ absl::StatusOr<std::unique_ptr<Shard>> Shard::Create(const Config& config,
 }
 
 Shard::Shard(const Config& config, int index, ModelSpec spec,
-             std::unique_ptr<BlockStore> store, std::optional<Checkpoint> restored,
-             Counters* counters)
+             std::unique_ptr<BlockStore> store,
+             std::optional<Checkpoint> restored, Counters* counters)
     : config_(config),
       index_(index),
       spec_(std::move(spec)),
       counters_(counters),
+      may_hold_pushes_(config.training.consistency == "ssp" ||
+                       config.training.consistency == "bsp"),
       store_(std::move(store)),
-      restored_(std::move(restored)) {
+      restored_(std::move(restored)),
+      gate_(Consistency::ParseMode(config.training.consistency),
+            config.training.max_staleness) {
   absl::MutexLock lock(&mu_);
   if (restored_.has_value()) last_sequence_ = restored_->last_sequence;
+  if (gate_.mode() == Consistency::Mode::kSsp) {
+    counters_->Set("ssp_max_lead", 0);
+  }
 }
 
 absl::Status Shard::Assign(uint64_t epoch, const std::vector<uint32_t>& ids) {
@@ -164,35 +189,202 @@ absl::Status Shard::ValidatePush(const proto::PushRequest& request,
   return absl::OkStatus();
 }
 
+BlockStore::PushResult Shard::ApplyUpdate(BlockStore::Block* block,
+                                          const void* data,
+                                          uint64_t base_version,
+                                          int32_t worker) {
+  return store_->Apply(block, data, base_version, worker);
+}
+
+void Shard::SetActiveWorkers(const std::vector<int>& workers) {
+  absl::MutexLock lock(&mu_);
+  if (gate_.active_known() &&
+      gate_.active() == std::set<int>(workers.begin(), workers.end())) {
+    return;
+  }
+  SPDLOG_LOGGER_INFO(L(), "ps {}: active workers [{}]", index_,
+                     absl::StrJoin(workers, ", "));
+  gate_.SetActiveWorkers(workers);
+  ApplyCompleteRounds();
+  ++gate_generation_;
+}
+
+void Shard::ReleaseHeldPushes() {
+  absl::MutexLock lock(&mu_);
+  holds_released_ = true;
+  ++gate_generation_;
+}
+
+void Shard::ApplyCompleteRounds() {
+  for (uint32_t id : gate_.BspCompleteRounds()) {
+    std::vector<float> mean;
+    const std::vector<std::pair<int, uint64_t>> done =
+        gate_.BspTakeRound(id, &mean);
+    absl::StatusOr<BlockStore::Block*> block =
+        store_->ValidatePush(id, mean.data(), mean.size() * sizeof(float));
+    if (block.ok()) {
+      const BlockStore::PushResult result =
+          ApplyUpdate(*block, mean.data(), kCurrentVersion, /*worker=*/-1);
+      round_version_[id] = result.version;
+      counters_->RecordStaleness(result.staleness);
+      counters_->Add("bsp_rounds", 1);
+      counters_->Add("applied_updates", 1);
+    } else {
+      // Every contribution was validated, so only a block placed elsewhere
+      // meanwhile gets here; its pushers re-read the placement.
+      SPDLOG_LOGGER_WARN(L(), "ps {}: bsp round of block {} dropped: {}",
+                         index_, id, std::string(block.status().message()));
+    }
+    for (const auto& [worker, sequence] : done) {
+      uint64_t& last = last_sequence_[worker];
+      last = std::max(last, sequence);
+    }
+    ++gate_generation_;
+  }
+}
+
+bool Shard::AwaitGateChange(absl::Time until) {
+  if (holds_released_) return false;
+  struct Args {
+    Shard* shard;
+    uint64_t seen;
+  } args{this, gate_generation_};
+  const absl::Condition changed(
+      +[](Args* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        return a->shard->gate_generation_ != a->seen;
+      },
+      &args);
+  return mu_.AwaitWithDeadline(changed, until) && !holds_released_;
+}
+
+absl::Status Shard::HoldError(const std::string& why, int waited_for) {
+  const absl::Time now = absl::Now();
+  absl::Time& logged = wait_logged_[waited_for];
+  if (now - logged >= kWaitLogInterval) {
+    logged = now;
+    SPDLOG_LOGGER_INFO(L(), "ps {}: {}", index_, why);
+  }
+  return absl::UnavailableError(why);
+}
+
 absl::Status Shard::Push(const proto::PushRequest& request,
-                         proto::PushResponse* response) {
+                         proto::PushResponse* response, absl::Time deadline) {
+  const absl::Time until =
+      std::min(deadline - kHoldMargin, absl::Now() + kMaxHold);
+  const int32_t worker = request.worker_id();
+  const std::vector<uint32_t> ids = BlockIds(request);
   std::vector<BlockStore::Block*> blocks;
   int64_t bytes = 0;
+  bool waited = false;
   {
     absl::MutexLock lock(&mu_);
-    RETURN_IF_ERROR(CheckEpoch("push", request.placement_epoch()));
-    RETURN_IF_ERROR(ValidatePush(request, &blocks));
-    const bool tracked = request.sequence() > 0;
-    if (tracked) {
-      auto it = last_sequence_.find(request.worker_id());
-      if (it != last_sequence_.end() && request.sequence() <= it->second) {
-        counters_->Add("duplicate_pushes", 1);
-        response->set_duplicate(true);
-        return absl::OkStatus();
+    for (;;) {
+      // Checked again after every wait: the placement may have moved on.
+      RETURN_IF_ERROR(CheckEpoch("push", request.placement_epoch()));
+      blocks.clear();
+      RETURN_IF_ERROR(ValidatePush(request, &blocks));
+      const bool tracked = request.sequence() > 0;
+      if (tracked) {
+        auto it = last_sequence_.find(worker);
+        if (it != last_sequence_.end() && request.sequence() <= it->second) {
+          counters_->Add("duplicate_pushes", 1);
+          response->set_duplicate(true);
+          return absl::OkStatus();
+        }
+      }
+      if (gate_.mode() == Consistency::Mode::kBsp && tracked &&
+          (gate_.Gated(worker) || gate_.BspHasPending(worker))) {
+        return PushBsp(request, response, until);
+      }
+      const std::optional<Consistency::Wait> wait =
+          gate_.SspWaitFor(worker, ids);
+      if (!wait.has_value()) break;
+      if (!waited) counters_->Add("ssp_waits", 1);
+      waited = true;
+      if (!AwaitGateChange(until)) {
+        return HoldError(
+            absl::StrCat("ssp: worker ", worker, "'s push to block ",
+                         wait->block, " waits for worker ", wait->worker,
+                         " (clock ", wait->slowest_clock, " vs ", wait->clock,
+                         ", max_staleness ", gate_.max_staleness(), ")"),
+            wait->worker);
       }
     }
     for (int i = 0; i < request.blocks_size(); ++i) {
       const proto::BlockData& block = request.blocks(i);
-      const BlockStore::PushResult result = store_->Apply(
-          blocks[i], block.data().data(), block.version(), request.worker_id());
+      const BlockStore::PushResult result =
+          ApplyUpdate(blocks[i], block.data().data(), block.version(), worker);
       response->add_versions(result.version);
       counters_->RecordStaleness(result.staleness);
       bytes += block.data().size();
     }
-    if (tracked) last_sequence_[request.worker_id()] = request.sequence();
+    if (request.sequence() > 0) last_sequence_[worker] = request.sequence();
+    if (gate_.mode() != Consistency::Mode::kAsync) {
+      const int64_t lead = gate_.SspApplied(worker, ids);
+      if (lead > max_lead_) {
+        max_lead_ = lead;
+        counters_->Set("ssp_max_lead", static_cast<double>(lead));
+      }
+      ++gate_generation_;
+    }
   }
   counters_->Add("pushes", 1);
   counters_->Add("applied_updates", request.blocks_size());
+  counters_->Add("bytes_in", bytes);
+  return absl::OkStatus();
+}
+
+absl::Status Shard::PushBsp(const proto::PushRequest& request,
+                            proto::PushResponse* response, absl::Time until) {
+  const int32_t worker = request.worker_id();
+  const uint64_t sequence = request.sequence();
+  std::vector<Consistency::BlockGradient> gradients;
+  int64_t bytes = 0;
+  for (const proto::BlockData& block : request.blocks()) {
+    gradients.push_back({block.block_id(), block.data().data(),
+                         block.data().size() / sizeof(float)});
+    bytes += block.data().size();
+  }
+  bool waited = false;
+  for (;;) {
+    const Consistency::Contribution contribution =
+        gate_.BspContribute(worker, sequence, gradients);
+    if (contribution != Consistency::Contribution::kBusy) {
+      // Wakes the others only when a round was applied: a retry that adds
+      // nothing must not set the waiters spinning.
+      ApplyCompleteRounds();
+      auto it = last_sequence_.find(worker);
+      if (it != last_sequence_.end() && it->second >= sequence) break;
+    }
+    if (!waited) counters_->Add("bsp_waits", 1);
+    waited = true;
+    if (!AwaitGateChange(until)) {
+      // Whom the first unfinished block's round waits for.
+      std::vector<int> missing;
+      uint32_t block = 0;
+      for (const proto::BlockData& b : request.blocks()) {
+        missing = gate_.BspWaitingFor(b.block_id());
+        block = b.block_id();
+        if (!missing.empty()) break;
+      }
+      return HoldError(
+          absl::StrCat("bsp: worker ", worker, "'s push to block ", block,
+                       contribution == Consistency::Contribution::kBusy
+                           ? " waits for its previous round"
+                           : " waits for the round",
+                       " (missing workers [", absl::StrJoin(missing, ", "),
+                       "])"),
+          missing.empty() ? worker : missing.front());
+    }
+    // Placement may have moved on while waiting.
+    RETURN_IF_ERROR(CheckEpoch("push", request.placement_epoch()));
+    auto it = last_sequence_.find(worker);
+    if (it != last_sequence_.end() && it->second >= sequence) break;
+  }
+  for (const proto::BlockData& block : request.blocks()) {
+    response->add_versions(round_version_[block.block_id()]);
+  }
+  counters_->Add("pushes", 1);
   counters_->Add("bytes_in", bytes);
   return absl::OkStatus();
 }

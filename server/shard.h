@@ -10,18 +10,21 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/config.h"
 #include "common/counters.h"
 #include "common/model_spec.h"
 #include "proto/ps.pb.h"
 #include "server/block_store.h"
 #include "server/checkpoint.h"
+#include "server/consistency.h"
 
 namespace downpour::server {
 
@@ -60,14 +63,42 @@ class Shard {
   // blocks are checked before any is applied, so a rejected push changes nothing.
   // A push whose (worker_id, sequence) was already applied is acknowledged again
   // without being applied twice (response.duplicate).
+  //
+  // training.consistency ssp/bsp (see server/consistency.h): a push of an
+  // active worker that must wait (ssp: too far ahead of the slowest; bsp: its
+  // round is not complete) is held, the mutex released, until it may go or
+  // until shortly before `deadline` (at most kMaxHold); then Unavailable names
+  // whom it waits for, and the client's retry (same sequence) waits again. A
+  // bsp push is acknowledged once its round is applied, with the new versions.
   absl::Status Push(const proto::PushRequest& request,
-                    proto::PushResponse* response) ABSL_LOCKS_EXCLUDED(mu_);
+                    proto::PushResponse* response,
+                    absl::Time deadline = absl::InfiniteFuture())
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The workers ssp/bsp wait for (registered, alive, not finished), from the
+  // coordinator's heartbeat replies. Wakes held pushes; a bsp round whose
+  // missing workers dropped out is applied.
+  void SetActiveWorkers(const std::vector<int>& workers)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Ends every hold, now and later: held pushes return Unavailable (the ps is
+  // stopping; clients retry elsewhere or later). Pushes that need no wait are
+  // still applied.
+  void ReleaseHeldPushes() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // How long a held push waits at most, and how long before its deadline it
+  // gives up so that the reply still arrives in time.
+  static constexpr absl::Duration kMaxHold = absl::Seconds(10);
+  static constexpr absl::Duration kHoldMargin = absl::Milliseconds(500);
 
   proto::ChecksumResponse Checksums() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Writes the blocks, versions, optimizer state and applied sequences atomically
   // to checkpoint.dir. OK without writing when checkpoints are off.
   absl::Status WriteCheckpoint() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // True when Push may hold a request (training.consistency ssp or bsp).
+  bool may_hold_pushes() const { return may_hold_pushes_; }
 
   uint64_t epoch() const ABSL_LOCKS_EXCLUDED(mu_);
   size_t num_blocks() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -84,12 +115,30 @@ class Shard {
   absl::Status ValidatePush(const proto::PushRequest& request,
                             std::vector<BlockStore::Block*>* blocks) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // The one place updates reach the store: `worker` is -1 for a bsp round.
+  BlockStore::PushResult ApplyUpdate(BlockStore::Block* block, const void* data,
+                                     uint64_t base_version, int32_t worker)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Applies every complete bsp round (the mean, at staleness 0) and marks the
+  // pushes it completes as applied.
+  void ApplyCompleteRounds() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits (releasing mu_) until the gate changes or `until`; false at `until`.
+  bool AwaitGateChange(absl::Time until) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The reason a held push gives, logged at most every few seconds per
+  // waited-for worker.
+  absl::Status HoldError(const std::string& why, int waited_for)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The bsp path of Push (mu_ held throughout but across waits).
+  absl::Status PushBsp(const proto::PushRequest& request,
+                       proto::PushResponse* response, absl::Time until)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Constant after construction.
   const Config config_;
   const int index_;
   const ModelSpec spec_;
   Counters* const counters_;
+  const bool may_hold_pushes_;
 
   // State below is protected by mu_.
   mutable absl::Mutex mu_;
@@ -99,6 +148,18 @@ class Shard {
   std::map<int32_t, uint64_t> last_sequence_ ABSL_GUARDED_BY(mu_);
   // The checkpoint read at start; its blocks serve later Assigns.
   std::optional<Checkpoint> restored_ ABSL_GUARDED_BY(mu_);
+  // ssp clocks and bsp rounds.
+  Consistency gate_ ABSL_GUARDED_BY(mu_);
+  // Bumped whenever a held push might go on: a push or round applied, the
+  // active set changed.
+  uint64_t gate_generation_ ABSL_GUARDED_BY(mu_) = 0;
+  bool holds_released_ ABSL_GUARDED_BY(mu_) = false;
+  // Per waited-for worker, when the ps last logged that someone waits for it.
+  std::map<int, absl::Time> wait_logged_ ABSL_GUARDED_BY(mu_);
+  // The largest clock lead an applied push had ("ssp_max_lead").
+  int64_t max_lead_ ABSL_GUARDED_BY(mu_) = 0;
+  // Per block, its version after its last bsp round.
+  std::map<uint32_t, uint64_t> round_version_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace downpour::server

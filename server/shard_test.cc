@@ -1,5 +1,6 @@
 #include "server/shard.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -7,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/testing/poll.h"
 #include "common/testing/status_matchers.h"
 #include "gtest/gtest.h"
 
@@ -66,6 +68,175 @@ class ShardTest : public ::testing::Test {
   size_t num_blocks_ = 0;
   std::unique_ptr<ModelSpec> spec_;
 };
+
+// A push of `value` everywhere on block 0 by `worker`.
+proto::PushRequest ValuePush(const ModelSpec& spec, int worker,
+                             uint64_t sequence, float value) {
+  proto::PushRequest request;
+  request.set_placement_epoch(1);
+  request.set_worker_id(worker);
+  request.set_sequence(sequence);
+  proto::BlockData* data = request.add_blocks();
+  data->set_block_id(0);
+  std::vector<float> values(spec.blocks()[0].length, value);
+  data->set_data(values.data(), values.size() * 4);
+  return request;
+}
+
+std::vector<float> PullBlock0(const Shard& shard, uint64_t* version) {
+  proto::PullRequest pull;
+  pull.set_placement_epoch(1);
+  pull.add_block_ids(0);
+  proto::PullResponse response;
+  EXPECT_THAT(shard.Pull(pull, &response), IsOk());
+  const std::string& bytes = response.blocks(0).data();
+  std::vector<float> values(bytes.size() / 4);
+  std::memcpy(values.data(), bytes.data(), bytes.size());
+  *version = response.blocks(0).version();
+  return values;
+}
+
+TEST_F(ShardTest, SspPushIsHeldUntilTheSlowestWorkerPushes) {
+  config_.training.consistency = "ssp";
+  config_.training.max_staleness = 0;
+  auto shard = MakeShard();
+  ASSERT_THAT(shard->Assign(1, {0}), IsOk());
+  shard->SetActiveWorkers({0, 1});
+  proto::PushResponse response;
+  ASSERT_THAT(shard->Push(ValuePush(*spec_, 0, 1, 1), &response), IsOk());
+  // Worker 0 is a push ahead: its next one waits, and says for whom.
+  EXPECT_THAT(shard->Push(ValuePush(*spec_, 0, 2, 1), &response,
+                          absl::Now() + absl::Milliseconds(600)),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       HasSubstr("ssp: worker 0's push to block 0 waits for "
+                                 "worker 1 (clock 0 vs 1, max_staleness 0)")));
+  std::atomic<bool> done{false};
+  absl::Status held;
+  std::thread pusher([&] {
+    proto::PushResponse r;
+    held = shard->Push(ValuePush(*spec_, 0, 2, 1), &r,
+                       absl::Now() + absl::Seconds(30));
+    done = true;
+  });
+  EXPECT_TRUE(downpour::testing::WaitUntil(
+      [&] { return counters_.Get("ssp_waits") >= 2; }, absl::Seconds(10)));
+  EXPECT_FALSE(done.load());
+  ASSERT_THAT(shard->Push(ValuePush(*spec_, 1, 1, 1), &response), IsOk());
+  pusher.join();
+  EXPECT_THAT(held, IsOk());
+  EXPECT_EQ(counters_.Get("ssp_max_lead"), 0);
+  uint64_t version = 0;
+  PullBlock0(*shard, &version);
+  EXPECT_EQ(version, 3u);  // every push applied once
+}
+
+TEST_F(ShardTest, SspWaitEndsWhenTheSlowWorkerDropsOut) {
+  config_.training.consistency = "ssp";
+  auto shard = MakeShard();
+  ASSERT_THAT(shard->Assign(1, {0}), IsOk());
+  shard->SetActiveWorkers({0, 1});
+  proto::PushResponse response;
+  ASSERT_THAT(shard->Push(ValuePush(*spec_, 0, 1, 1), &response), IsOk());
+  absl::Status held;
+  std::thread pusher([&] {
+    proto::PushResponse r;
+    held = shard->Push(ValuePush(*spec_, 0, 2, 1), &r,
+                       absl::Now() + absl::Seconds(30));
+  });
+  EXPECT_TRUE(downpour::testing::WaitUntil(
+      [&] { return counters_.Get("ssp_waits") >= 1; }, absl::Seconds(10)));
+  shard->SetActiveWorkers({0});  // worker 1 died
+  pusher.join();
+  EXPECT_THAT(held, IsOk());
+}
+
+TEST_F(ShardTest, ReleasedHoldsAnswerUnavailableAtOnce) {
+  config_.training.consistency = "bsp";
+  auto shard = MakeShard();
+  ASSERT_THAT(shard->Assign(1, {0}), IsOk());
+  shard->SetActiveWorkers({0, 1});
+  absl::Status held;
+  std::thread pusher([&] {
+    proto::PushResponse r;
+    held = shard->Push(ValuePush(*spec_, 0, 1, 1), &r, absl::InfiniteFuture());
+  });
+  EXPECT_TRUE(downpour::testing::WaitUntil(
+      [&] { return counters_.Get("bsp_waits") >= 1; }, absl::Seconds(10)));
+  shard->ReleaseHeldPushes();  // the ps is stopping
+  pusher.join();
+  EXPECT_THAT(held, StatusIs(absl::StatusCode::kUnavailable));
+}
+
+TEST_F(ShardTest, BspRoundOfTwoWorkersAppliesTheMeanOnce) {
+  config_.training.consistency = "bsp";
+  auto shard = MakeShard();
+  ASSERT_THAT(shard->Assign(1, {0}), IsOk());
+  shard->SetActiveWorkers({0, 1});
+  uint64_t version = 0;
+  const std::vector<float> initial = PullBlock0(*shard, &version);
+  ASSERT_EQ(version, 0u);
+  absl::Status first, retry;
+  proto::PushResponse first_response;
+  std::thread pusher0([&] {
+    first = shard->Push(ValuePush(*spec_, 0, 1, 1.0f), &first_response,
+                        absl::Now() + absl::Seconds(30));
+  });
+  EXPECT_TRUE(downpour::testing::WaitUntil(
+      [&] { return counters_.Get("bsp_waits") >= 1; }, absl::Seconds(10)));
+  // A retry of the pending contribution (its first try timed out) waits
+  // again without counting twice.
+  proto::PushResponse response;
+  EXPECT_THAT(shard->Push(ValuePush(*spec_, 0, 1, 1.0f), &response,
+                          absl::Now() + absl::Milliseconds(600)),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       HasSubstr("missing workers [1]")));
+  PullBlock0(*shard, &version);
+  EXPECT_EQ(version, 0u);  // nothing applied before the round completes
+  proto::PushResponse second_response;
+  ASSERT_THAT(shard->Push(ValuePush(*spec_, 1, 1, 3.0f), &second_response,
+                          absl::Now() + absl::Seconds(30)),
+              IsOk());
+  pusher0.join();
+  ASSERT_THAT(first, IsOk());
+  EXPECT_EQ(first_response.versions(0), 1u);
+  EXPECT_EQ(second_response.versions(0), 1u);
+  const std::vector<float> after = PullBlock0(*shard, &version);
+  EXPECT_EQ(version, 1u);  // one update for the round
+  // sgd, learning rate 1: w - 1 * mean(1, 3) = w - 2.
+  for (size_t i = 0; i < after.size(); ++i) {
+    ASSERT_FLOAT_EQ(after[i], initial[i] - 2.0f) << "at " << i;
+  }
+  EXPECT_EQ(counters_.Get("bsp_rounds"), 1);
+  // A retry after the round applied is a duplicate.
+  ASSERT_THAT(shard->Push(ValuePush(*spec_, 0, 1, 1.0f), &response), IsOk());
+  EXPECT_TRUE(response.duplicate());
+}
+
+TEST_F(ShardTest, BspRoundCompletesWhenAWorkerDiesMidStep) {
+  config_.training.consistency = "bsp";
+  auto shard = MakeShard();
+  ASSERT_THAT(shard->Assign(1, {0}), IsOk());
+  shard->SetActiveWorkers({0, 1, 2});
+  absl::Status a, b;
+  std::thread t0([&] {
+    proto::PushResponse r;
+    a = shard->Push(ValuePush(*spec_, 0, 1, 1), &r,
+                    absl::Now() + absl::Seconds(30));
+  });
+  std::thread t1([&] {
+    proto::PushResponse r;
+    b = shard->Push(ValuePush(*spec_, 1, 1, 1), &r,
+                    absl::Now() + absl::Seconds(30));
+  });
+  EXPECT_TRUE(downpour::testing::WaitUntil(
+      [&] { return counters_.Get("bsp_waits") >= 2; }, absl::Seconds(10)));
+  shard->SetActiveWorkers({0, 1});  // worker 2 is dead
+  t0.join();
+  t1.join();
+  EXPECT_THAT(a, IsOk());
+  EXPECT_THAT(b, IsOk());
+  EXPECT_EQ(counters_.Get("bsp_rounds"), 1);
+}
 
 TEST_F(ShardTest, RefusesRequestsBeforePlacementAndFromOtherEpochs) {
   auto shard = MakeShard();

@@ -185,6 +185,85 @@ bool DownpourLoop::HandOffGradient() {
   return true;
 }
 
+bool DownpourLoop::SyncAfterPush() {
+  absl::Time begin = absl::Now();
+  {
+    absl::MutexLock lock(&comm_mu_);
+    comm_mu_.Await(absl::Condition(
+        +[](DownpourLoop* self) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+          return self->pushes_in_flight_ == 0 || !self->error_.ok();
+        },
+        this));
+    if (!error_.ok()) return false;
+  }
+  absl::Time pulled = absl::Now();
+  {
+    absl::MutexLock lock(&stats_mu_);
+    wait_push_time_ += pulled - begin;
+  }
+  absl::Status status = client_->Pull(params_.data(), &versions_);
+  ParamsChanged();
+  absl::MutexLock lock(&stats_mu_);
+  wait_pull_time_ += absl::Now() - pulled;
+  if (!status.ok()) {
+    SetError(status);
+    return false;
+  }
+  ++stats_.pulls;
+  return true;
+}
+
+absl::Status DownpourLoop::WaitForWarmstart() {
+  const TrainingSection& t = options_.training;
+  if (options_.worker_index == 0 || t.warmstart_steps <= 0 ||
+      options_.no_communication) {
+    return absl::OkStatus();
+  }
+  // Each push of worker 0 bumps every block's version by one.
+  const uint64_t needed = static_cast<uint64_t>(t.warmstart_steps / t.n_push);
+  const absl::Time begin = absl::Now();
+  absl::Time advanced = begin, logged = begin;
+  uint64_t best = 0;
+  SPDLOG_LOGGER_INFO(L(),
+                     "worker {}: warmstart: waiting for worker 0 to train {} "
+                     "steps alone (global step {})",
+                     options_.worker_index, t.warmstart_steps, needed);
+  while (!stop_.load()) {
+    RETURN_IF_ERROR(client_->Pull(params_.data(), &versions_));
+    uint64_t global = versions_.empty() ? 0 : versions_[0];
+    for (uint64_t v : versions_) global = std::min(global, v);
+    const absl::Time now = absl::Now();
+    if (global >= needed) {
+      SPDLOG_LOGGER_INFO(L(), "worker {}: warmstart done after {:.1f} s",
+                         options_.worker_index,
+                         absl::ToDoubleSeconds(now - begin));
+      return absl::OkStatus();
+    }
+    if (global > best) {
+      best = global;
+      advanced = now;
+    }
+    if (now - advanced >= options_.warmstart_patience) {
+      SPDLOG_LOGGER_WARN(
+          L(),
+          "worker {}: worker 0's warmstart made no progress for {:.0f} s (at "
+          "global step {} of {}): is worker 0 running? starting anyway",
+          options_.worker_index,
+          absl::ToDoubleSeconds(options_.warmstart_patience), global, needed);
+      return absl::OkStatus();
+    }
+    if (now - logged >= absl::Seconds(5)) {
+      logged = now;
+      SPDLOG_LOGGER_INFO(L(),
+                         "worker {}: warmstart: worker 0 is at global step {} "
+                         "of {}",
+                         options_.worker_index, global, needed);
+    }
+    absl::SleepFor(options_.warmstart_poll);
+  }
+  return absl::OkStatus();
+}
+
 void DownpourLoop::UpdateRates() {
   absl::MutexLock lock(&stats_mu_);
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start_);
@@ -322,6 +401,7 @@ absl::Status DownpourLoop::Run() {
     absl::MutexLock lock(&stats_mu_);
     start_ = begin;
   }
+  RETURN_IF_ERROR(WaitForWarmstart());
   RETURN_IF_ERROR(client_->Pull(params_.data(), &versions_));
   ParamsChanged();
   {
@@ -382,7 +462,8 @@ absl::Status DownpourLoop::Run() {
     if (!options_.no_communication) {
       if ((status = error()).ok()) MaybeSwapParams();
       if (!status.ok()) break;
-      if (step > 0 && step % t.n_fetch == 0) {
+      // bsp pulls right after each push instead (SyncAfterPush).
+      if (!bsp() && step > 0 && step % t.n_fetch == 0) {
         absl::MutexLock lock(&comm_mu_);
         fetch_wanted_ = true;
       }
@@ -399,7 +480,7 @@ absl::Status DownpourLoop::Run() {
     }
     if (!status.ok()) break;
     if (!options_.no_communication && (step + 1) % t.n_push == 0 &&
-        !HandOffGradient()) {
+        (!HandOffGradient() || (bsp() && !SyncAfterPush()))) {
       status = error();
       break;
     }

@@ -8,6 +8,12 @@
 // training.max_pushes_in_flight pushes may be in flight at once. When that many
 // are, the compute thread waits for one to be acknowledged (backpressure): no
 // step's gradient is dropped, merged into a later push or scaled down.
+//
+// training.consistency bsp: after each push the compute thread waits for its
+// acknowledgement (the ps acknowledges once the round is applied) and pulls
+// synchronously, so every step computes on the parameters of the last round.
+// training.warmstart_steps (DistBelief's warmstart): a worker other than 0
+// first polls the ps until worker 0 has pushed that many steps.
 #ifndef DOWNPOUR_WORKER_DOWNPOUR_H_
 #define DOWNPOUR_WORKER_DOWNPOUR_H_
 
@@ -78,6 +84,10 @@ class DownpourLoop {
     // applies its own gradient locally with `local_learning_rate` (benchmarks).
     bool no_communication = false;
     double local_learning_rate = 0.05;
+    // Warmstart: how long the block versions may stand still before a waiting
+    // worker starts anyway (rpc.connect_timeout_s), and how often it polls.
+    absl::Duration warmstart_patience = absl::Seconds(60);
+    absl::Duration warmstart_poll = absl::Milliseconds(200);
   };
 
   // Borrows everything; they must outlive the loop.
@@ -126,6 +136,14 @@ class DownpourLoop {
   // max_pushes_in_flight pushes are in flight. False if a push failed.
   bool HandOffGradient() ABSL_LOCKS_EXCLUDED(comm_mu_);
   absl::Status Flush() ABSL_LOCKS_EXCLUDED(comm_mu_);
+  // bsp: waits until no push is in flight, then pulls the parameters of the
+  // round just applied into params_. False if a push or the pull failed.
+  bool SyncAfterPush() ABSL_LOCKS_EXCLUDED(comm_mu_);
+  // Warmstart: a worker other than 0 polls the ps until worker 0 has pushed
+  // training.warmstart_steps steps (or the versions stop advancing for
+  // warmstart_patience).
+  absl::Status WaitForWarmstart();
+  bool bsp() const { return options_.training.consistency == "bsp"; }
   int64_t TotalSteps() const;
   // Refreshes the rates and time shares in stats_.
   void UpdateRates() ABSL_LOCKS_EXCLUDED(stats_mu_);

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "absl/time/time.h"
+#include "common/testing/poll.h"
 #include "common/testing/status_matchers.h"
 #include "gtest/gtest.h"
 #include "worker/cpu/cpu_backend.h"
@@ -254,6 +255,87 @@ TEST_F(DownpourLoopTest, StopEndsEarlyAndStillFlushes) {
   EXPECT_EQ(ps.pushes(), 1) << "the owed gradient was not flushed";
   EXPECT_DOUBLE_EQ(ps.pushed_sum(), static_cast<double>(stats.step))
       << "the flush carried a different number of steps' gradient";
+}
+
+// OnesBackend that also shows the callback the parameters each step reads.
+class ParamsSpyBackend : public ComputeBackend {
+ public:
+  ParamsSpyBackend(int64_t n, std::function<void(const float*)> on_step)
+      : n_(n), on_step_(std::move(on_step)) {}
+  absl::StatusOr<float> LossAndGradient(const float* params, const float*,
+                                        const int*, int, float* grad) override {
+    on_step_(params);
+    std::fill(grad, grad + n_, 1.0f);
+    return 1.0f;
+  }
+  absl::Status Evaluate(const float*, const float*, const int*, int n,
+                        double* loss_sum, int64_t* correct) override {
+    *loss_sum = n;
+    *correct = 0;
+    return absl::OkStatus();
+  }
+  std::string device() const override { return "test"; }
+
+ private:
+  const int64_t n_;
+  const std::function<void(const float*)> on_step_;
+};
+
+TEST_F(DownpourLoopTest, BspComputesEveryStepOnTheParametersAfterTheLastPush) {
+  FakePsClient ps(spec_->InitAll(1), spec_->blocks().size(), 0.1f);
+  options_.training.consistency = "bsp";
+  options_.training.n_push = 2;
+  options_.training.n_fetch = 2;
+  options_.training.epochs = 2;
+  int steps = 0, stale_steps = 0;
+  ParamsSpyBackend backend(spec_->num_params(), [&](const float* params) {
+    ++steps;
+    if (params[0] != ps.params()[0]) ++stale_steps;
+  });
+  DownpourLoop loop(*spec_, &backend, &ps, &train_, &test_, options_);
+  ASSERT_THAT(loop.Run(), IsOk());
+  EXPECT_EQ(steps, 2 * 32);
+  EXPECT_EQ(stale_steps, 0);
+  EXPECT_EQ(loop.stats().mean_staleness, 0);
+  EXPECT_EQ(loop.stats().pushed_steps, 2 * 32);
+}
+
+TEST_F(DownpourLoopTest, WarmstartWaitsForWorkerZerosSteps) {
+  FakePsClient ps(spec_->InitAll(1), spec_->blocks().size(), 0.1f);
+  options_.worker_index = 1;
+  options_.training.warmstart_steps = 10;
+  options_.training.epochs = 1;
+  options_.warmstart_poll = absl::Milliseconds(5);
+  int pushes_at_first_step = -1;
+  OnesBackend backend(spec_->num_params(), [&](int64_t step) {
+    if (step == 0) pushes_at_first_step = ps.pushes();
+  });
+  // Worker 0, pushing its warmstart once this worker is polling.
+  std::thread worker0([&] {
+    ASSERT_TRUE(downpour::testing::WaitUntil([&] { return ps.pulls() >= 2; },
+                                             absl::Seconds(30)));
+    std::vector<float> grad(spec_->num_params(), 0.0f);
+    std::vector<uint64_t> versions(spec_->blocks().size(), 0);
+    for (int i = 0; i < 10; ++i)
+      ASSERT_THAT(ps.Push(grad.data(), versions, nullptr), IsOk());
+  });
+  DownpourLoop loop(*spec_, &backend, &ps, &train_, &test_, options_);
+  ASSERT_THAT(loop.Run(), IsOk());
+  worker0.join();
+  EXPECT_GE(pushes_at_first_step, 10);
+}
+
+TEST_F(DownpourLoopTest, WarmstartGivesUpWhenWorkerZeroMakesNoProgress) {
+  FakePsClient ps(spec_->InitAll(1), spec_->blocks().size(), 0.1f);
+  options_.worker_index = 2;
+  options_.training.warmstart_steps = 10;
+  options_.training.epochs = 1;
+  options_.warmstart_poll = absl::Milliseconds(5);
+  options_.warmstart_patience = absl::Milliseconds(100);
+  OnesBackend backend(spec_->num_params());
+  DownpourLoop loop(*spec_, &backend, &ps, &train_, &test_, options_);
+  ASSERT_THAT(loop.Run(), IsOk());
+  EXPECT_EQ(loop.stats().pushed_steps, 32);
 }
 
 }  // namespace

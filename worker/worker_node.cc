@@ -112,6 +112,7 @@ absl::Status WorkerNode::JoinCluster() {
   loop_options.optimizer = config.optimizer;
   loop_options.num_workers = static_cast<int>(config.cluster.workers.size());
   loop_options.worker_index = options_.index;
+  loop_options.warmstart_patience = absl::Seconds(config.rpc.connect_timeout_s);
   // The loop borrows the first training set; parts_ keeps it alive until a
   // new partition replaces it, and the loop holds replacements itself.
   loop_ = std::make_unique<DownpourLoop>(*spec_, backend_.get(), ps_.get(),

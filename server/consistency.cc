@@ -1,0 +1,173 @@
+// Consistency: ssp clocks and bsp rounds, plain bookkeeping without locks.
+#include "server/consistency.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+namespace downpour::server {
+
+Consistency::Mode Consistency::ParseMode(const std::string& name) {
+  if (name == "ssp") return Mode::kSsp;
+  if (name == "bsp") return Mode::kBsp;
+  return Mode::kAsync;
+}
+
+Consistency::Consistency(Mode mode, int max_staleness)
+    : mode_(mode), max_staleness_(max_staleness) {}
+
+bool Consistency::Gated(int worker) const {
+  return mode_ != Mode::kAsync && active_known_ && active_.count(worker) > 0;
+}
+
+void Consistency::SetActiveWorkers(const std::vector<int>& workers) {
+  const std::set<int> next(workers.begin(), workers.end());
+  // The pack a newcomer joins: the workers that stay active, or (first set,
+  // or none stays) the other newcomers. Read before any clock moves.
+  std::set<int> staying;
+  for (int w : next) {
+    if (active_known_ && active_.count(w) > 0) staying.insert(w);
+  }
+  std::set<uint32_t> blocks;
+  for (const auto& [w, per_block] : clocks_) {
+    for (const auto& [b, c] : per_block) blocks.insert(b);
+  }
+  std::map<int, std::map<uint32_t, int64_t>> joined;
+  for (int w : next) {
+    if (staying.count(w) > 0) continue;
+    for (uint32_t b : blocks) {
+      int64_t pack = std::numeric_limits<int64_t>::max();
+      for (int v : staying.empty() ? next : staying) {
+        if (v != w) pack = std::min(pack, clock(v, b));
+      }
+      if (pack == std::numeric_limits<int64_t>::max()) continue;  // alone
+      joined[w][b] = std::max(clock(w, b), pack);
+    }
+  }
+  for (const auto& [w, per_block] : joined) {
+    for (const auto& [b, c] : per_block) clocks_[w][b] = c;
+  }
+  active_ = next;
+  active_known_ = true;
+}
+
+int64_t Consistency::clock(int worker, uint32_t block) const {
+  auto w = clocks_.find(worker);
+  if (w == clocks_.end()) return 0;
+  auto b = w->second.find(block);
+  return b == w->second.end() ? 0 : b->second;
+}
+
+int64_t Consistency::ActiveMin(uint32_t block, int* who) const {
+  int64_t min = std::numeric_limits<int64_t>::max();
+  for (int v : active_) {
+    const int64_t c = clock(v, block);
+    if (c < min) {
+      min = c;
+      *who = v;
+    }
+  }
+  return min;
+}
+
+std::optional<Consistency::Wait> Consistency::SspWaitFor(
+    int worker, const std::vector<uint32_t>& blocks) const {
+  if (mode_ != Mode::kSsp || !Gated(worker)) return std::nullopt;
+  for (uint32_t b : blocks) {
+    int slowest = worker;
+    const int64_t min = ActiveMin(b, &slowest);
+    const int64_t mine = clock(worker, b);
+    // The clock before this push: with max_staleness 0 the slowest (lead 0)
+    // may always push, so the gate cannot deadlock.
+    if (mine - min > max_staleness_) return Wait{b, slowest, mine, min};
+  }
+  return std::nullopt;
+}
+
+int64_t Consistency::SspApplied(int worker,
+                                const std::vector<uint32_t>& blocks) {
+  const bool gated = Gated(worker);
+  int64_t lead = 0;
+  for (uint32_t b : blocks) {
+    int64_t& mine = clocks_[worker][b];
+    if (gated) {
+      int slowest = worker;
+      lead = std::max(lead, mine - ActiveMin(b, &slowest));
+    }
+    ++mine;
+  }
+  return lead;
+}
+
+Consistency::Contribution Consistency::BspContribute(
+    int worker, uint64_t sequence,
+    const std::vector<BlockGradient>& gradients) {
+  auto it = pending_.find(worker);
+  if (it != pending_.end()) {
+    // A retry of the contribution already in waits without adding it again; a
+    // newer push waits for that round to apply and joins the next.
+    return it->second.sequence == sequence ? Contribution::kPending
+                                           : Contribution::kBusy;
+  }
+  Pending& pending = pending_[worker];
+  pending.sequence = sequence;
+  for (const BlockGradient& g : gradients) {
+    Round& round = rounds_[g.block];
+    if (round.sum.empty()) round.sum.assign(g.floats, 0.0f);
+    const char* bytes = static_cast<const char*>(g.data);
+    for (size_t i = 0; i < g.floats; ++i) {
+      float v;
+      std::memcpy(&v, bytes + 4 * i, 4);
+      round.sum[i] += v;
+    }
+    round.contributors[worker] = sequence;
+    pending.blocks.insert(g.block);
+  }
+  if (pending.blocks.empty()) pending_.erase(worker);
+  return Contribution::kAdded;
+}
+
+std::vector<uint32_t> Consistency::BspCompleteRounds() const {
+  std::vector<uint32_t> complete;
+  for (const auto& [b, round] : rounds_) {
+    if (!round.contributors.empty() && BspWaitingFor(b).empty()) {
+      complete.push_back(b);
+    }
+  }
+  return complete;
+}
+
+std::vector<int> Consistency::BspWaitingFor(uint32_t block) const {
+  std::vector<int> waiting;
+  auto it = rounds_.find(block);
+  for (int w : active_) {
+    if (it == rounds_.end() || it->second.contributors.count(w) == 0) {
+      waiting.push_back(w);
+    }
+  }
+  return waiting;
+}
+
+std::vector<std::pair<int, uint64_t>> Consistency::BspTakeRound(
+    uint32_t block, std::vector<float>* mean) {
+  std::vector<std::pair<int, uint64_t>> done;
+  auto it = rounds_.find(block);
+  if (it == rounds_.end()) return done;
+  Round& round = it->second;
+  const float n = static_cast<float>(round.contributors.size());
+  *mean = std::move(round.sum);
+  for (float& v : *mean) v /= n;
+  for (const auto& [w, sequence] : round.contributors) {
+    auto p = pending_.find(w);
+    if (p == pending_.end() || p->second.sequence != sequence) continue;
+    p->second.blocks.erase(block);
+    if (p->second.blocks.empty()) {
+      done.emplace_back(w, sequence);
+      pending_.erase(p);
+    }
+  }
+  rounds_.erase(it);
+  return done;
+}
+
+}  // namespace downpour::server

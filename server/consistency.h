@@ -1,0 +1,143 @@
+// Who may push when: the clocks of training.consistency ssp (Ho et al. 2013,
+// Stale Synchronous Parallel) and the rounds of bsp, for one ps shard.
+//
+//   Consistency gate(Consistency::Mode::kSsp, /*max_staleness=*/3);
+//   gate.SetActiveWorkers({0, 1});               // from the coordinator
+//   if (auto wait = gate.SspWaitFor(1, {3})) {   // hold the push, retry later
+//     ... wait->worker is the one it waits for ...
+//   } else {
+//     ... apply ...; gate.SspApplied(1, {3});
+//   }
+//
+// Clocks are per (worker, block): clock(w, b) counts the pushes of worker w
+// applied to block b (work per block, never per request: a client may split
+// one push into several requests). Only the workers in the active set (those
+// the coordinator lists as registered, alive and not finished) are waited for;
+// until the first set arrives, and for workers outside it, nobody is gated. A
+// worker entering the set starts at the others' minimum clock on each block
+// ("joins at the pack"), so the others never wait for it to redo history.
+//
+// bsp: per block, a round collects one contribution from every active worker
+// into a sum buffer; when the last one arrives (or the active set shrinks to
+// those who contributed) the round is complete and its mean is taken once.
+//
+// Not thread-safe: the owner (Shard) serialises, like BlockStore.
+#ifndef DOWNPOUR_SERVER_CONSISTENCY_H_
+#define DOWNPOUR_SERVER_CONSISTENCY_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace downpour::server {
+
+class Consistency {
+ public:
+  enum class Mode { kAsync, kSsp, kBsp };
+
+  // "ssp" and "bsp"; anything else is async (the config is validated).
+  static Mode ParseMode(const std::string& name);
+
+  Consistency(Mode mode, int max_staleness);
+  Consistency(const Consistency&) = delete;
+  Consistency& operator=(const Consistency&) = delete;
+
+  Mode mode() const { return mode_; }
+  int max_staleness() const { return max_staleness_; }
+
+  // The workers waited for, from the coordinator. Newcomers join at the pack
+  // (ssp clocks); bsp rounds may complete because of a smaller set (see
+  // BspCompleteRounds).
+  void SetActiveWorkers(const std::vector<int>& workers);
+  bool active_known() const { return active_known_; }
+  const std::set<int>& active() const { return active_; }
+  // True when pushes of `worker` go through the gate: ssp or bsp, the active
+  // set is known and holds the worker.
+  bool Gated(int worker) const;
+
+  // ---- ssp ----
+
+  // Why a push of `worker` to `blocks` must wait: the first block on which the
+  // worker's clock is more than max_staleness ahead of the slowest active
+  // worker, and that worker.
+  struct Wait {
+    uint32_t block = 0;
+    int worker = -1;    // waited for
+    int64_t clock = 0;  // the pusher's clock on `block`
+    int64_t slowest_clock = 0;
+  };
+  // nullopt when the push may be applied now (always when not Gated).
+  std::optional<Wait> SspWaitFor(int worker,
+                                 const std::vector<uint32_t>& blocks) const;
+  // Counts a push of `worker` applied to `blocks` (every mode's pushes are
+  // counted). Returns its largest lead over the active minimum before the
+  // push (0 when not Gated).
+  int64_t SspApplied(int worker, const std::vector<uint32_t>& blocks);
+  int64_t clock(int worker, uint32_t block) const;
+  void SetClockForTest(int worker, uint32_t block, int64_t clock) {
+    clocks_[worker][block] = clock;
+  }
+
+  // ---- bsp ----
+
+  // One block of a contribution: `floats` little-endian float32 values at
+  // `data` (any alignment).
+  struct BlockGradient {
+    uint32_t block = 0;
+    const void* data = nullptr;
+    size_t floats = 0;
+  };
+  enum class Contribution {
+    kAdded,    // added to the rounds of its blocks; wait for them to apply
+    kPending,  // this (worker, sequence) is already in: wait, nothing added
+    kBusy,     // the worker has another push in a round: wait for it, retry
+  };
+  // REQUIRES: every gradient of a block has the same length.
+  Contribution BspContribute(int worker, uint64_t sequence,
+                             const std::vector<BlockGradient>& gradients);
+  // True while `worker` has a contribution in a round not yet applied.
+  bool BspHasPending(int worker) const {
+    return pending_.find(worker) != pending_.end();
+  }
+  // The blocks whose round is complete: it has a contribution and every
+  // active worker contributed.
+  std::vector<uint32_t> BspCompleteRounds() const;
+  // Closes block `block`'s round: *mean receives the mean of its
+  // contributions. Returns the (worker, sequence) pushes that are now applied
+  // on every block they carried.
+  // REQUIRES: `block` is in BspCompleteRounds().
+  std::vector<std::pair<int, uint64_t>> BspTakeRound(uint32_t block,
+                                                     std::vector<float>* mean);
+  // The active workers that block `block`'s round still waits for.
+  std::vector<int> BspWaitingFor(uint32_t block) const;
+
+ private:
+  struct Round {
+    std::vector<float> sum;
+    std::map<int, uint64_t> contributors;  // worker -> sequence
+  };
+  struct Pending {
+    uint64_t sequence = 0;
+    std::set<uint32_t> blocks;  // not yet applied
+  };
+
+  int64_t ActiveMin(uint32_t block, int* who) const;
+
+  const Mode mode_;
+  const int max_staleness_;
+  bool active_known_ = false;
+  std::set<int> active_;
+  // worker -> block -> clock.
+  std::map<int, std::map<uint32_t, int64_t>> clocks_;
+  std::map<uint32_t, Round> rounds_;  // open bsp rounds
+  std::map<int, Pending> pending_;    // per worker
+};
+
+}  // namespace downpour::server
+
+#endif  // DOWNPOUR_SERVER_CONSISTENCY_H_

@@ -1,0 +1,195 @@
+// training.consistency ssp and bsp with real coordinator, ps and worker
+// processes on loopback: a stopped worker holds the others back no more than
+// max_staleness pushes (ssp), and a bsp job finishes when a worker is killed in
+// the middle of it. They assert on what a client observes (ClusterStatus, the
+// ps's Status counters and Checksums, exit codes), never on log text.
+#include <signal.h>
+
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/server_util.h"
+#include "common/subprocess.h"
+#include "common/testing/poll.h"
+#include "coordinator/coordinator_client.h"
+#include "coordinator/test_cluster.h"
+#include "gtest/gtest.h"
+#include "proto/ps.grpc.pb.h"
+#include "proto/status.grpc.pb.h"
+#include "tests/daemon_harness.h"
+
+namespace downpour {
+namespace {
+
+constexpr absl::Duration kDeadline = absl::Seconds(60);
+// Long enough (a few seconds) for the stop and the kill to land mid-job.
+constexpr int kSteps = 3000;
+
+class ConsistencyTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    for (auto& [name, daemon] : daemons_) {
+      if (!daemon->Poll().has_value()) daemon->Signal(SIGCONT);
+    }
+    daemons_.clear();  // SIGKILLs what is left
+  }
+
+  // One ps, `workers` workers, a small model on synthetic digits, kSteps
+  // steps each, one push per step; `training` is appended to the training
+  // section.
+  void StartJob(int workers, const std::string& training) {
+    const std::string dir = testing::TestDir();
+    const std::string yaml = testing::LoopbackConfig(
+        1, workers,
+        absl::StrCat("data:\n  source: synthetic\n  train_examples: 600\n"
+                     "  test_examples: 100\n"
+                     "model:\n  layers: [784, 16, 10]\n  block_size: 4096\n"
+                     "optimizer:\n  type: sgd\n  learning_rate: 0.05\n"
+                     "training:\n  batch_size: 16\n  steps: ",
+                     kSteps, "\n  eval_every_steps: 0\n", training,
+                     "compute:\n  device: cpu\n"
+                     "checkpoint:\n  dir: ",
+                     dir, "/ckpt\n"));
+    config_ = testing::WriteConfig("job.yaml", yaml);
+    const std::string port_file = dir + "/coordinator.port";
+    Subprocess& c =
+        Start("coordinator", "coordinator/coordinator",
+              {"--listen", "127.0.0.1:0", "--port_file", port_file});
+    auto address = testing::WaitForPort(c, port_file);
+    ASSERT_TRUE(address.ok()) << address.status();
+    coordinator_ = *address;
+    Start("ps-0", "server/ps_server",
+          {"--index", "0", "--coordinator", coordinator_});
+    for (int i = 0; i < workers; ++i) {
+      Start(absl::StrCat("worker-", i), "worker/ps_worker",
+            {"--index", absl::StrCat(i), "--coordinator", coordinator_});
+    }
+  }
+
+  Subprocess& Start(const std::string& name, const std::string& binary,
+                    std::vector<std::string> args) {
+    args.insert(args.begin(), {"--config", config_});
+    auto daemon = testing::StartDaemon(name, binary, std::move(args));
+    EXPECT_TRUE(daemon.ok()) << daemon.status();
+    daemons_[name] = *std::move(daemon);
+    return *daemons_[name];
+  }
+
+  proto::ClusterStatusResponse Status() {
+    RpcSection rpc;
+    rpc.deadline_s = 2;
+    coordinator::CoordinatorClient client(coordinator_, rpc, "test");
+    auto status = client.ClusterStatus();
+    return status.ok() ? *status : proto::ClusterStatusResponse();
+  }
+
+  bool WaitUntil(const std::function<bool()>& done) {
+    return testing::WaitUntil(done, kDeadline, absl::Milliseconds(50));
+  }
+
+  bool WorkerAtStep(int index, uint64_t step) {
+    const auto status = Status();
+    const auto* m = coordinator::FindMember(status, "worker", index);
+    return m != nullptr && m->report().step() >= step;
+  }
+
+  std::string PsAddress() {
+    const auto status = Status();
+    const auto* m = coordinator::FindMember(status, "ps", 0);
+    return m == nullptr ? "" : m->address();
+  }
+
+  // Counter `name` of the ps's Status service; -1 when unknown.
+  double PsCounter(const std::string& name) {
+    auto stub = proto::Status::NewStub(MakeChannel(PsAddress()));
+    grpc::ClientContext context;
+    context.set_deadline(DeadlineIn(2));
+    proto::GetStatusResponse response;
+    if (!stub->GetStatus(&context, proto::GetStatusRequest(), &response).ok()) {
+      return -1;
+    }
+    auto it = response.counters().find(name);
+    return it == response.counters().end() ? -1 : it->second;
+  }
+
+  // Every block's version on the ps (updates applied to it).
+  std::vector<uint64_t> BlockVersions() {
+    auto stub = proto::ParameterServer::NewStub(MakeChannel(PsAddress()));
+    grpc::ClientContext context;
+    context.set_deadline(DeadlineIn(5));
+    proto::ChecksumResponse response;
+    std::vector<uint64_t> versions;
+    if (!stub->Checksums(&context, proto::ChecksumRequest(), &response).ok()) {
+      return versions;
+    }
+    for (const auto& b : response.blocks()) versions.push_back(b.version());
+    return versions;
+  }
+
+  // Waits for worker `i` to exit 0 with its training finished.
+  void ExpectWorkerFinishes(int i) {
+    Subprocess& w = *daemons_[absl::StrCat("worker-", i)];
+    const std::optional<int> exit = w.Wait(kDeadline);
+    ASSERT_TRUE(exit.has_value()) << w.name() << " still running";
+    EXPECT_EQ(*exit, 0) << w.LogTail(20);
+    const auto status = Status();
+    const auto* m = coordinator::FindMember(status, "worker", i);
+    ASSERT_NE(m, nullptr);
+    EXPECT_TRUE(m->report().finished()) << "worker " << i;
+    EXPECT_EQ(m->report().step(), static_cast<uint64_t>(kSteps))
+        << "worker " << i;
+  }
+
+  std::string config_, coordinator_;
+  std::map<std::string, std::unique_ptr<Subprocess>> daemons_;
+};
+
+TEST_F(ConsistencyTest, SspBoundsTheLeadOverAStoppedWorker) {
+  StartJob(2, "  consistency: ssp\n  max_staleness: 2\n");
+  ASSERT_TRUE(
+      WaitUntil([&] { return WorkerAtStep(1, 300) && WorkerAtStep(0, 300); }));
+  ASSERT_FALSE(WorkerAtStep(0, kSteps)) << "the job is too short for this test";
+  const double waits = PsCounter("ssp_waits");
+  daemons_["worker-1"]->Signal(SIGSTOP);
+  // Worker 0 runs into the gate: its push is held for worker 1.
+  ASSERT_TRUE(WaitUntil([&] { return PsCounter("ssp_waits") > waits; }));
+  daemons_["worker-1"]->Signal(SIGCONT);
+  ExpectWorkerFinishes(0);
+  ExpectWorkerFinishes(1);
+  const double lead = PsCounter("ssp_max_lead");
+  EXPECT_GE(lead, 0);
+  EXPECT_LE(lead, 2);
+  // Every step of both workers was pushed and applied once: one update per
+  // block per step.
+  const std::vector<uint64_t> versions = BlockVersions();
+  ASSERT_FALSE(versions.empty());
+  for (uint64_t v : versions) EXPECT_EQ(v, 2u * kSteps);
+}
+
+TEST_F(ConsistencyTest, BspFinishesWhenAWorkerIsKilledMidJob) {
+  StartJob(3, "  consistency: bsp\n");
+  ASSERT_TRUE(WaitUntil([&] { return WorkerAtStep(2, 100); }));
+  daemons_["worker-2"]->Signal(SIGKILL);
+  ASSERT_FALSE(WorkerAtStep(0, kSteps)) << "the job is too short for this test";
+  // The others' rounds complete without it once the coordinator finds it dead.
+  ExpectWorkerFinishes(0);
+  ExpectWorkerFinishes(1);
+  EXPECT_GT(PsCounter("bsp_rounds"), 0);
+  // Each block got one update per round (workers 0 and 1 contribute to every
+  // round from the moment both are active), so at least kSteps, and the same
+  // number for every block: no round was lost or applied twice.
+  const std::vector<uint64_t> versions = BlockVersions();
+  ASSERT_FALSE(versions.empty());
+  for (uint64_t v : versions) {
+    EXPECT_GE(v, static_cast<uint64_t>(kSteps));
+    EXPECT_EQ(v, versions[0]);
+  }
+}
+
+}  // namespace
+}  // namespace downpour
