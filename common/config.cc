@@ -92,6 +92,7 @@ std::vector<ConfigField> TrainingFields(TrainingSection* t) {
       IntField("training.batch_size", &t->batch_size, AtLeast(1)),
       IntField("training.n_fetch", &t->n_fetch, AtLeast(1)),
       IntField("training.n_push", &t->n_push, AtLeast(1)),
+      EnumField("training.fetch", &t->fetch, {"after_push", "overlap"}),
       IntField("training.max_pushes_in_flight", &t->max_pushes_in_flight,
                AtLeast(1)),
       EnumField("training.consistency", &t->consistency,

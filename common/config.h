@@ -103,6 +103,15 @@ struct OptimizerSection {
 struct TrainingSection {
   int batch_size = 64;  // examples per step, >= 1
   int n_fetch = 1;      // pull fresh parameters every n_fetch steps, >= 1
+  // How a worker fetches: "after_push" (default) waits, every n_fetch steps,
+  // until its pushes in flight are acknowledged and then pulls before it
+  // computes on: every gradient is computed on parameters that include the
+  // worker's own updates, which keeps staleness near the number of other
+  // workers. "overlap" pulls in the background while it computes and swaps
+  // the new values in when they arrive (DistBelief's double buffering): no
+  // step waits for a pull, but gradients are about twice as stale. bsp always
+  // fetches after_push.
+  std::string fetch = "after_push";
   int n_push = 1;       // push the accumulated gradient every n_push steps, >= 1
   // Pushes a worker may have in flight at once; when that many are, its compute
   // thread waits for one to be acknowledged (backpressure). >= 1, default 1.

@@ -192,7 +192,7 @@ TEST(ConfigTest, UnknownKeyNamesLineKeyAndAllowedKeys) {
           "model:\n  type: mlp\ntraining:\n  batch_size: 8\n  batchsize: 3\n"),
       StatusIs(absl::StatusCode::kInvalidArgument,
                "cfg.yaml:5: unknown key 'training.batchsize'; allowed keys in "
-               "'training': batch_size, n_fetch, n_push, max_pushes_in_flight, "
+               "'training': batch_size, n_fetch, n_push, fetch, max_pushes_in_flight, "
                "consistency, "
                "max_staleness, epochs, steps, target_accuracy, "
                "eval_every_steps, seed, warmstart_steps (did you mean "
@@ -262,6 +262,9 @@ TEST(ConfigTest, EnumsListAllowedValues) {
       {"optimizer:\n  schedule: linear\n",
        "cfg.yaml:2: optimizer.schedule must be one of constant, step, cosine; "
        "got 'linear'"},
+      {"training:\n  fetch: sync\n",
+       "cfg.yaml:2: training.fetch must be one of after_push, overlap; got "
+       "'sync'"},
       {"optimizer:\n  async_momentum: on\n",
        "cfg.yaml:2: optimizer.async_momentum must be one of auto, off; got "
        "'on'"},

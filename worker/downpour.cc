@@ -462,8 +462,9 @@ absl::Status DownpourLoop::Run() {
     if (!options_.no_communication) {
       if ((status = error()).ok()) MaybeSwapParams();
       if (!status.ok()) break;
-      // bsp pulls right after each push instead (SyncAfterPush).
-      if (!bsp() && step > 0 && step % t.n_fetch == 0) {
+      // fetch after_push (and bsp) pulls at the end of a step instead
+      // (SyncAfterPush).
+      if (!fetch_after_push() && step > 0 && step % t.n_fetch == 0) {
         absl::MutexLock lock(&comm_mu_);
         fetch_wanted_ = true;
       }
@@ -479,10 +480,16 @@ absl::Status DownpourLoop::Run() {
       compute_time_ += absl::Now() - begin;
     }
     if (!status.ok()) break;
-    if (!options_.no_communication && (step + 1) % t.n_push == 0 &&
-        (!HandOffGradient() || (bsp() && !SyncAfterPush()))) {
-      status = error();
-      break;
+    if (!options_.no_communication) {
+      // The last step needs no pull: Run pulls the final parameters after
+      // the flush.
+      const bool pull = fetch_after_push() && (step + 1) % t.n_fetch == 0 &&
+                        step + 1 < total;
+      if (((step + 1) % t.n_push == 0 && !HandOffGradient()) ||
+          (pull && !SyncAfterPush())) {
+        status = error();
+        break;
+      }
     }
     UpdateRates();
   }

@@ -1,9 +1,12 @@
 // The Downpour SGD loop of one worker (Dean et al., 2012).
 //
 // The compute thread runs minibatch steps on a ComputeBackend. Every n_fetch
-// steps it asks the fetch thread for fresh parameters and carries on with the
-// ones it has; the new values are swapped in at the next step boundary once
-// they arrive (double buffering). The gradients of n_push steps are summed, at
+// steps it fetches fresh parameters: by default (training.fetch after_push)
+// it waits for its pushes in flight to be acknowledged and pulls before the
+// next step, so each gradient is computed on parameters that hold the
+// worker's own updates; with training.fetch overlap it asks the fetch thread
+// and carries on with the parameters it has, and the new values are swapped
+// in at a step boundary once they arrive (double buffering). The gradients of n_push steps are summed, at
 // full weight, and handed to the push threads; up to
 // training.max_pushes_in_flight pushes may be in flight at once. When that many
 // are, the compute thread waits for one to be acknowledged (backpressure): no
@@ -136,14 +139,20 @@ class DownpourLoop {
   // max_pushes_in_flight pushes are in flight. False if a push failed.
   bool HandOffGradient() ABSL_LOCKS_EXCLUDED(comm_mu_);
   absl::Status Flush() ABSL_LOCKS_EXCLUDED(comm_mu_);
-  // bsp: waits until no push is in flight, then pulls the parameters of the
-  // round just applied into params_. False if a push or the pull failed.
+  // fetch after_push and bsp: waits until no push is in flight, then pulls
+  // the parameters (in bsp: of the round just applied) into params_. False
+  // if a push or the pull failed.
   bool SyncAfterPush() ABSL_LOCKS_EXCLUDED(comm_mu_);
   // Warmstart: a worker other than 0 polls the ps until worker 0 has pushed
   // training.warmstart_steps steps (or the versions stop advancing for
   // warmstart_patience).
   absl::Status WaitForWarmstart();
   bool bsp() const { return options_.training.consistency == "bsp"; }
+  // Pulls wait for the pushes in flight and block the compute thread
+  // (training.fetch after_push, and always in bsp) instead of overlapping it.
+  bool fetch_after_push() const {
+    return bsp() || options_.training.fetch == "after_push";
+  }
   int64_t TotalSteps() const;
   // Refreshes the rates and time shares in stats_.
   void UpdateRates() ABSL_LOCKS_EXCLUDED(stats_mu_);

@@ -104,6 +104,8 @@ TEST_F(DownpourLoopTest, SlowPushesMakeComputeWaitAndLoseNothing) {
     ps.HoldPushes();
     options_.training.n_push = kNPush;
     options_.training.max_pushes_in_flight = in_flight;
+    // Pulls in the background: only pushes can hold compute up.
+    options_.training.fetch = "overlap";
     // Steps computed before this one, less those the ps acknowledged: at most
     // the pushes in flight plus the one being summed.
     int64_t most_ahead = 0;
@@ -158,6 +160,34 @@ TEST_F(DownpourLoopTest, StalenessQuantilesAreWhatThePsReports) {
   EXPECT_EQ(stats.staleness_p99, 158);
   EXPECT_EQ(stats.staleness_max, 159);
   EXPECT_EQ(loop.staleness().count(), 160u * spec_->blocks().size());
+}
+
+// training.fetch after_push (the default): each step computes on parameters
+// pulled after the worker's previous push was acknowledged, so one worker's
+// gradients are never stale. (With fetch overlap they are: the pull of step s
+// races the push of step s - 1.)
+TEST_F(DownpourLoopTest, FetchAfterPushComputesOnTheWorkersOwnUpdates) {
+  FakePsClient ps(spec_->InitAll(1), spec_->blocks().size(), 0.0f);
+  ps.HoldPushes();
+  OnesBackend backend(spec_->num_params());
+  ASSERT_EQ(options_.training.fetch, "after_push");
+  DownpourLoop loop(*spec_, &backend, &ps, &train_, &test_, options_);
+  // A slow ps: every push waits a little, so a background pull would come
+  // back before the push is applied.
+  std::thread slow_ps([&] {
+    for (int i = 0; i < 5 * 32; ++i) {
+      if (!ps.AwaitBlockedPushes(1, absl::Seconds(30))) return;
+      ps.AllowPushes(1);
+    }
+  });
+  ASSERT_THAT(loop.Run(), IsOk());
+  slow_ps.join();
+  const WorkerStats stats = loop.stats();
+  EXPECT_EQ(stats.pushes, 5 * 32);
+  EXPECT_EQ(stats.staleness_max, 0) << "a gradient was computed on "
+                                       "parameters older than the worker's "
+                                       "own last push";
+  EXPECT_GE(stats.pulls, 5 * 32 - 1);
 }
 
 TEST_F(DownpourLoopTest, LearnsWithCommunicationOff) {
