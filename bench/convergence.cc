@@ -52,6 +52,10 @@ ABSL_FLAG(std::string, columns,
           "name=section.key=value;section.key=value");
 ABSL_FLAG(int, ps, 2, "ps shards in every run");
 ABSL_FLAG(int, epochs, 10, "epochs over the training split, every run");
+ABSL_FLAG(int, repeats, 1,
+          "runs per cell, with training.seed 42, 43, ...: the cell shows the "
+          "mean accuracy and its spread (one run's accuracy varies by a few "
+          "tenths of a point with the seed)");
 ABSL_FLAG(double, mark, 0.95, "the accuracy whose time to reach is reported");
 ABSL_FLAG(std::vector<std::string>, set, {},
           "extra section.key=value overrides for every run");
@@ -152,7 +156,9 @@ struct Cell {
   bool ran = false;
   std::string error;    // the launch failed (a daemon died, bad config)
   std::string failure;  // the job ran but failed as training (diverged)
-  double accuracy = NAN;
+  double accuracy = NAN;         // mean over the repeats
+  double accuracy_spread = 0;    // max - min over the repeats
+  int runs = 0;
   double updates_per_step = NAN;
   double staleness_p50 = NAN;
   double staleness_p99 = NAN;
@@ -169,17 +175,21 @@ std::string CellText(const Cell& c) {
   if (!c.failure.empty()) {
     return absl::StrCat("**FAILED** ", Fmt(c.accuracy, 4));
   }
+  const std::string spread =
+      c.runs > 1 ? absl::StrCat(" ±", Fmt(c.accuracy_spread / 2, 4)) : "";
   return absl::StrCat(
-      Fmt(c.accuracy, 4), " · ", Fmt(c.updates_per_step, 2), " · ",
+      Fmt(c.accuracy, 4), spread, " · ", Fmt(c.updates_per_step, 2), " · ",
       Fmt(c.staleness_p50, 0), "/", Fmt(c.staleness_p99, 0), " · ",
       c.seconds_to_mark < 0 ? std::string("never")
                             : absl::StrFormat("%.1fs", c.seconds_to_mark));
 }
 
 Cell RunCell(const std::string& config_path, const std::string& run_dir,
-             const std::string& bin_dir, int workers, const Column& column) {
+             const std::string& bin_dir, int workers, const Column& column,
+             uint64_t seed) {
   Cell cell;
   cell.ran = true;
+  cell.runs = 1;
   std::vector<std::string> overrides = {
       "cluster.coordinator=127.0.0.1:0",
       absl::StrCat("cluster.ps=", AddressList(absl::GetFlag(FLAGS_ps))),
@@ -191,6 +201,7 @@ Cell RunCell(const std::string& config_path, const std::string& run_dir,
       "training.steps=0",
       // Equal epochs: no early stop at a target accuracy.
       "training.target_accuracy=0",
+      absl::StrCat("training.seed=", seed),
   };
   for (const std::string& o : column.overrides) overrides.push_back(o);
   for (const std::string& o : MergeOverrideFragments(absl::GetFlag(FLAGS_set))) {
@@ -242,6 +253,40 @@ Cell RunCell(const std::string& config_path, const std::string& run_dir,
     cell.staleness_p50 = p50;
     cell.staleness_p99 = p99;
   }
+  return cell;
+}
+
+// One cell from its repeats: the first error or failure wins; otherwise the
+// mean accuracy, updates per step and time to the mark (over the runs that
+// reached it; -1 when none did), the largest staleness figures.
+Cell Combine(const std::vector<Cell>& runs) {
+  for (const Cell& run : runs) {
+    if (!run.error.empty() || !run.failure.empty()) return run;
+  }
+  Cell cell = runs.front();
+  cell.runs = static_cast<int>(runs.size());
+  double accuracy = 0, updates = 0, mark = 0, seconds = 0;
+  double lo = runs.front().accuracy, hi = lo;
+  int marked = 0;
+  for (const Cell& run : runs) {
+    accuracy += run.accuracy;
+    lo = std::min(lo, run.accuracy);
+    hi = std::max(hi, run.accuracy);
+    updates += run.updates_per_step;
+    seconds += run.seconds;
+    if (run.seconds_to_mark >= 0) {
+      mark += run.seconds_to_mark;
+      ++marked;
+    }
+    cell.staleness_p50 = std::max(cell.staleness_p50, run.staleness_p50);
+    cell.staleness_p99 = std::max(cell.staleness_p99, run.staleness_p99);
+  }
+  const double n = static_cast<double>(runs.size());
+  cell.accuracy = accuracy / n;
+  cell.accuracy_spread = hi - lo;
+  cell.updates_per_step = updates / n;
+  cell.seconds = seconds / n;
+  cell.seconds_to_mark = marked > 0 ? mark / marked : -1;
   return cell;
 }
 
@@ -299,8 +344,12 @@ int Main() {
       const Column& column = (*columns)[c];
       const std::string dir =
           absl::StrCat(run_root, "/w", rows[r], "-", column.name);
-      Cell& cell = cells[r][c] =
-          RunCell(config_path, dir, bin_dir, rows[r], column);
+      std::vector<Cell> runs;
+      for (int k = 0; k < std::max(1, absl::GetFlag(FLAGS_repeats)); ++k) {
+        runs.push_back(RunCell(config_path, absl::StrCat(dir, "/seed", 42 + k),
+                               bin_dir, rows[r], column, 42 + k));
+      }
+      Cell& cell = cells[r][c] = Combine(runs);
       std::printf("  W=%-2d %-14s %s  (%.0f s wall)%s%s\n", rows[r],
                   column.name.c_str(), CellText(cell).c_str(), cell.seconds,
                   cell.error.empty() ? "" : "  error: ", cell.error.c_str());
@@ -350,10 +399,12 @@ int Main() {
     }
   }
   const std::string legend = absl::StrFormat(
-      "Cells: final test accuracy · updates applied per step · staleness "
-      "p50/p99 (worst worker) · seconds until a worker first reached %.2f.\n"
+      "Cells: final test accuracy (mean over %d run(s), ± half the spread) · "
+      "updates applied per step · staleness p50/p99 (worst worker) · seconds "
+      "until a worker first reached %.2f (mean over the runs that did).\n"
       "%d epochs, %d ps, config %s; %.0f s in all.\n",
-      absl::GetFlag(FLAGS_mark), absl::GetFlag(FLAGS_epochs),
+      std::max(1, absl::GetFlag(FLAGS_repeats)), absl::GetFlag(FLAGS_mark),
+      absl::GetFlag(FLAGS_epochs),
       absl::GetFlag(FLAGS_ps), absl::GetFlag(FLAGS_config),
       absl::ToDoubleSeconds(absl::Now() - begin));
   std::printf("\n%s\n%s\n%s", table.c_str(), legend.c_str(), targets.c_str());

@@ -321,13 +321,15 @@ TEST(BlockStoreTest, AsyncMomentumLowersMomentumByTheMeanStaleness) {
   const std::string g = Bytes({1});
   ASSERT_THAT(store.Push(0, g.data(), g.size(), 0), IsOk());
   EXPECT_DOUBLE_EQ(store.MeanStaleness(0), 1.0);
-  EXPECT_NEAR(counters.Get("momentum_applied"), 0.8, 1e-12);
+  // 1 - (1 - 0.9) * (1 + 1.0 / 2)
+  EXPECT_NEAR(counters.Get("momentum_applied"), 0.85, 1e-12);
   EXPECT_NEAR(PullFloats(store, 0)[0], -0.1f, 1e-6);
   ASSERT_THAT(store.Push(0, g.data(), g.size(), 21), IsOk());
   EXPECT_NEAR(store.MeanStaleness(0), 0.95, 1e-12);
-  EXPECT_NEAR(counters.Get("momentum_applied"), 0.805, 1e-12);
-  EXPECT_NEAR(store.Snapshot()[0].state[0], 1.805f, 1e-6);
-  EXPECT_NEAR(PullFloats(store, 0)[0], -0.2805f, 1e-6);
+  // 1 - 0.1 * (1 + 0.95 / 2); v = 0.8525 * 1 + 1; w = -0.1 - 0.1 * v
+  EXPECT_NEAR(counters.Get("momentum_applied"), 0.8525, 1e-12);
+  EXPECT_NEAR(store.Snapshot()[0].state[0], 1.8525f, 1e-6);
+  EXPECT_NEAR(PullFloats(store, 0)[0], -0.28525f, 1e-6);
 
   section.async_momentum = "off";
   BlockStore off(MakeOptimizer(section));

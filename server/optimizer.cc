@@ -206,7 +206,7 @@ ApplyContext Optimizer::Context(uint64_t global_step, uint64_t staleness,
 
 double Optimizer::AsyncMomentum(double mu, double mean_staleness) {
   return std::max(0.0,
-                  1.0 - (1.0 - mu) * (1.0 + std::max(0.0, mean_staleness)));
+                  1.0 - (1.0 - mu) * (1.0 + 0.5 * std::max(0.0, mean_staleness)));
 }
 
 void Optimizer::CompensateDelay(const float* __restrict g,

@@ -226,24 +226,26 @@ TEST(OptimizerTest, ContextCombinesScheduleAndStalenessLr) {
   EXPECT_DOUBLE_EQ(Make(section)->Context(10, 4, 0.0).lr_scale, 0.5);
 }
 
-// 1 - (1 - mu) * (1 + s): mu 0.9: s 0 -> 0.9, s 1 -> 0.8, s 3 -> 0.6,
-// s 9 -> 0, s 20 -> 0 (clamped); mu 0.5, s 0.5 -> 0.25. With s = 1 the
-// implicit momentum is 1 - 1/2, so (1 - 0.8) * (1 - 0.5) = 0.1 = 1 - mu.
+// 1 - (1 - mu) * (1 + s / 2): mu 0.9: s 0 -> 0.9, s 1 -> 0.85, s 3 -> 0.75,
+// s 9 -> 0.45, s 18 -> 0, s 40 -> 0 (clamped); mu 0.5, s 0.5 -> 0.375. With
+// s = 2 the implicit momentum counted is 1 - 1/2, so (1 - 0.8) * (1 - 0.5) =
+// 0.1 = 1 - mu.
 TEST(OptimizerTest, AsyncMomentumSubtractsTheImplicitMomentum) {
   EXPECT_DOUBLE_EQ(Optimizer::AsyncMomentum(0.9, 0.0), 0.9);
-  EXPECT_NEAR(Optimizer::AsyncMomentum(0.9, 1.0), 0.8, 1e-12);
-  EXPECT_NEAR(Optimizer::AsyncMomentum(0.9, 3.0), 0.6, 1e-12);
-  EXPECT_NEAR(Optimizer::AsyncMomentum(0.9, 9.0), 0.0, 1e-12);
-  EXPECT_EQ(Optimizer::AsyncMomentum(0.9, 20.0), 0.0);
-  EXPECT_DOUBLE_EQ(Optimizer::AsyncMomentum(0.5, 0.5), 0.25);
-  const double mu_e = Optimizer::AsyncMomentum(0.9, 1.0);
-  EXPECT_NEAR((1 - mu_e) * (1.0 / (1 + 1.0)), 1 - 0.9, 1e-12);
+  EXPECT_NEAR(Optimizer::AsyncMomentum(0.9, 1.0), 0.85, 1e-12);
+  EXPECT_NEAR(Optimizer::AsyncMomentum(0.9, 3.0), 0.75, 1e-12);
+  EXPECT_NEAR(Optimizer::AsyncMomentum(0.9, 9.0), 0.45, 1e-12);
+  EXPECT_NEAR(Optimizer::AsyncMomentum(0.9, 18.0), 0.0, 1e-12);
+  EXPECT_EQ(Optimizer::AsyncMomentum(0.9, 40.0), 0.0);
+  EXPECT_DOUBLE_EQ(Optimizer::AsyncMomentum(0.5, 0.5), 0.375);
+  const double mu_e = Optimizer::AsyncMomentum(0.9, 2.0);
+  EXPECT_NEAR((1 - mu_e) * (1.0 / (1 + 2.0 / 2)), 1 - 0.9, 1e-12);
 }
 
 TEST(OptimizerTest, ContextMomentumFollowsAsyncMomentumSetting) {
   OptimizerSection section = Section("momentum", 0.1);
   section.momentum = 0.9;
-  EXPECT_NEAR(Make(section)->Context(0, 3, 3.0).momentum, 0.6, 1e-12);
+  EXPECT_NEAR(Make(section)->Context(0, 3, 3.0).momentum, 0.75, 1e-12);
   EXPECT_NEAR(Make(section)->Context(0, 0, 0.0).momentum, 0.9, 1e-12);
   section.async_momentum = "off";
   EXPECT_LT(Make(section)->Context(0, 3, 3.0).momentum, 0.0);
