@@ -237,8 +237,10 @@ void WorkerNode::LogProgress() {
           "this worker spends {:.0f}% of its time waiting on the network "
           "(pulls {:.0f}%, pushes {:.0f}%); to push less often raise "
           "training.n_push, to pull less often raise training.n_fetch, to "
-          "pipeline pushes raise training.max_pushes_in_flight, or spread "
-          "the model over more ps shards",
+          "overlap pulls with compute set training.fetch: overlap (staler "
+          "gradients), to pipeline pushes raise "
+          "training.max_pushes_in_flight (with fetch overlap or n_fetch > 1), "
+          "or spread the model over more ps shards",
           100 * network, 100 * s.share_wait_pull, 100 * s.share_wait_push);
     }
   }
