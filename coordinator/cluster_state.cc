@@ -141,6 +141,16 @@ absl::StatusOr<proto::RegisterWorkerResponse> ClusterState::RegisterWorker(
           workers_.size(), " in cluster.workers)"));
     }
     m->address = request.address();
+    // The pack it joins (ssp): the smallest clock of the other workers still
+    // training; read before this registration changes anything.
+    uint64_t start_clock = 0;
+    bool found = false;
+    for (const Member& w : workers_) {
+      if (w.index == m->index || !w.alive || w.report.finished()) continue;
+      if (!found || w.report.clock() < start_clock) start_clock = w.report.clock();
+      found = true;
+    }
+    response.set_start_clock(start_clock);
     Touch(*m);
     m->report.set_finished(false);
     ClaimParts(*m);

@@ -147,6 +147,37 @@ TEST_F(ClusterStateTest, PsHeartbeatListsTheWorkersAliveAndNotFinished) {
   EXPECT_FALSE(Beat("worker", 0, NAN)->active_workers_known());
 }
 
+// ssp: a worker that registers late, or again after a restart, starts its
+// clock at the smallest clock of the others still training (finished and dead
+// workers do not count), so nobody waits for it to redo their history.
+TEST_F(ClusterStateTest, AWorkerRegisteringStartsItsClockAtThePack) {
+  auto start = [&](int index) {
+    proto::RegisterWorkerRequest request;
+    request.set_index(index);
+    auto response = state_->RegisterWorker(request);
+    EXPECT_THAT(response, IsOk());
+    return response.ok() ? response->start_clock() : 12345;
+  };
+  auto beat = [&](int index, uint64_t clock, bool finished) {
+    proto::HeartbeatRequest request;
+    request.set_role("worker");
+    request.set_index(index);
+    request.mutable_report()->set_clock(clock);
+    request.mutable_report()->set_finished(finished);
+    ASSERT_THAT(state_->Heartbeat(request), IsOk());
+  };
+  EXPECT_EQ(start(0), 0u);  // a fresh job
+  EXPECT_EQ(start(1), 0u);
+  beat(0, 40, false);
+  beat(1, 38, false);
+  EXPECT_EQ(start(1), 40u);  // restarted: joins worker 0, not its own past
+  beat(1, 41, false);
+  beat(0, 50, true);  // finished: not waited for any more
+  EXPECT_EQ(start(1), 0u);  // nobody else is training
+  beat(0, 50, false);
+  EXPECT_EQ(start(1), 50u);
+}
+
 TEST_F(ClusterStateTest, ADeadShardGoesToAStandbyAndTheOldPsIsToldItWasReplaced) {
   RegisterPs(0, "127.0.0.1:1");
   RegisterPs(1, "127.0.0.1:2");

@@ -21,33 +21,10 @@ bool Consistency::Gated(int worker) const {
 }
 
 void Consistency::SetActiveWorkers(const std::vector<int>& workers) {
-  const std::set<int> next(workers.begin(), workers.end());
-  // The pack a newcomer joins: the workers that stay active, or (first set,
-  // or none stays) the other newcomers. Read before any clock moves.
-  std::set<int> staying;
-  for (int w : next) {
-    if (active_known_ && active_.count(w) > 0) staying.insert(w);
-  }
-  std::set<uint32_t> blocks;
-  for (const auto& [w, per_block] : clocks_) {
-    for (const auto& [b, c] : per_block) blocks.insert(b);
-  }
-  std::map<int, std::map<uint32_t, int64_t>> joined;
-  for (int w : next) {
-    if (staying.count(w) > 0) continue;
-    for (uint32_t b : blocks) {
-      int64_t pack = std::numeric_limits<int64_t>::max();
-      for (int v : staying.empty() ? next : staying) {
-        if (v != w) pack = std::min(pack, clock(v, b));
-      }
-      if (pack == std::numeric_limits<int64_t>::max()) continue;  // alone
-      joined[w][b] = std::max(clock(w, b), pack);
-    }
-  }
-  for (const auto& [w, per_block] : joined) {
-    for (const auto& [b, c] : per_block) clocks_[w][b] = c;
-  }
-  active_ = next;
+  // No clock moves here: a newcomer's pushes carry its clock, which starts
+  // where the coordinator put it (RegisterWorkerResponse.start_clock), the
+  // same on every shard.
+  active_ = std::set<int>(workers.begin(), workers.end());
   active_known_ = true;
 }
 
@@ -58,9 +35,10 @@ int64_t Consistency::clock(int worker, uint32_t block) const {
   return b == w->second.end() ? 0 : b->second;
 }
 
-int64_t Consistency::ActiveMin(uint32_t block, int* who) const {
+int64_t Consistency::OthersMin(int worker, uint32_t block, int* who) const {
   int64_t min = std::numeric_limits<int64_t>::max();
   for (int v : active_) {
+    if (v == worker) continue;
     const int64_t c = clock(v, block);
     if (c < min) {
       min = c;
@@ -70,31 +48,42 @@ int64_t Consistency::ActiveMin(uint32_t block, int* who) const {
   return min;
 }
 
+int64_t Consistency::ClockBefore(int worker, uint32_t block,
+                                 uint64_t push_clock) const {
+  return push_clock > 0 ? static_cast<int64_t>(push_clock) - 1
+                        : clock(worker, block);
+}
+
 std::optional<Consistency::Wait> Consistency::SspWaitFor(
-    int worker, const std::vector<uint32_t>& blocks) const {
+    int worker, const std::vector<uint32_t>& blocks,
+    uint64_t push_clock) const {
   if (mode_ != Mode::kSsp || !Gated(worker)) return std::nullopt;
   for (uint32_t b : blocks) {
     int slowest = worker;
-    const int64_t min = ActiveMin(b, &slowest);
-    const int64_t mine = clock(worker, b);
-    // The clock before this push: with max_staleness 0 the slowest (lead 0)
-    // may always push, so the gate cannot deadlock.
-    if (mine - min > max_staleness_) return Wait{b, slowest, mine, min};
+    const int64_t min = OthersMin(worker, b, &slowest);
+    const int64_t mine = ClockBefore(worker, b, push_clock);
+    // The clock before this push against the others': the slowest (lead
+    // <= 0) may always push, so with every worker's clocks coming from its
+    // own pushes, the same on every shard, no cycle of waits can form.
+    if (slowest != worker && mine - min > max_staleness_) {
+      return Wait{b, slowest, mine, min};
+    }
   }
   return std::nullopt;
 }
 
-int64_t Consistency::SspApplied(int worker,
-                                const std::vector<uint32_t>& blocks) {
+int64_t Consistency::SspApplied(int worker, const std::vector<uint32_t>& blocks,
+                                uint64_t push_clock) {
   const bool gated = Gated(worker);
   int64_t lead = 0;
   for (uint32_t b : blocks) {
-    int64_t& mine = clocks_[worker][b];
+    const int64_t before = ClockBefore(worker, b, push_clock);
     if (gated) {
       int slowest = worker;
-      lead = std::max(lead, mine - ActiveMin(b, &slowest));
+      const int64_t min = OthersMin(worker, b, &slowest);
+      if (slowest != worker) lead = std::max(lead, before - min);
     }
-    ++mine;
+    clocks_[worker][b] = before + 1;
   }
   return lead;
 }

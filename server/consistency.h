@@ -9,13 +9,19 @@
 //     ... apply ...; gate.SspApplied(1, {3});
 //   }
 //
-// Clocks are per (worker, block): clock(w, b) counts the pushes of worker w
-// applied to block b (work per block, never per request: a client may split
-// one push into several requests). Only the workers in the active set (those
-// the coordinator lists as registered, alive and not finished) are waited for;
-// until the first set arrives, and for workers outside it, nobody is gated. A
-// worker entering the set starts at the others' minimum clock on each block
-// ("joins at the pack"), so the others never wait for it to redo history.
+// Clocks are per (worker, block): clock(w, b) is the clock of worker w's last
+// push applied to block b. A push carries its worker's clock (PushRequest.clock:
+// the worker's push number counted from the start clock the coordinator gave
+// it at registration), so every shard sees the same clocks whatever the order
+// in which they learn of the workers; a late or restarted worker starts at the
+// others' minimum ("joins at the pack") and nobody waits for it to redo
+// history. (Clocks counted per shard, with each shard joining newcomers when
+// it heard of them, disagreed between shards and deadlocked 4 workers on 2
+// shards.) Pushes without a clock (tools) are counted here. Work is per block,
+// never per request: a client may split one push into several requests. Only
+// the workers in the active set (those the coordinator lists as registered,
+// alive and not finished) are waited for; until the first set arrives, and
+// for workers outside it, nobody is gated.
 //
 // bsp: per block, a round collects one contribution from every active worker
 // into a sum buffer; when the last one arrives (or the active set shrinks to
@@ -72,12 +78,16 @@ class Consistency {
     int64_t slowest_clock = 0;
   };
   // nullopt when the push may be applied now (always when not Gated).
+  // `push_clock` is PushRequest.clock (the worker's own push number, the
+  // same on every shard); 0 = count this worker's pushes here instead.
   std::optional<Wait> SspWaitFor(int worker,
-                                 const std::vector<uint32_t>& blocks) const;
+                                 const std::vector<uint32_t>& blocks,
+                                 uint64_t push_clock = 0) const;
   // Counts a push of `worker` applied to `blocks` (every mode's pushes are
   // counted). Returns its largest lead over the active minimum before the
   // push (0 when not Gated).
-  int64_t SspApplied(int worker, const std::vector<uint32_t>& blocks);
+  int64_t SspApplied(int worker, const std::vector<uint32_t>& blocks,
+                     uint64_t push_clock = 0);
   int64_t clock(int worker, uint32_t block) const;
   void SetClockForTest(int worker, uint32_t block, int64_t clock) {
     clocks_[worker][block] = clock;
@@ -126,7 +136,12 @@ class Consistency {
     std::set<uint32_t> blocks;  // not yet applied
   };
 
-  int64_t ActiveMin(uint32_t block, int* who) const;
+  // The smallest clock on `block` of the active workers other than `worker`
+  // (a worker that has not pushed here yet counts 0), and who has it;
+  // INT64_MAX and *who untouched when there is none.
+  int64_t OthersMin(int worker, uint32_t block, int* who) const;
+  // The worker's clock on `block` before a push carrying `push_clock`.
+  int64_t ClockBefore(int worker, uint32_t block, uint64_t push_clock) const;
 
   const Mode mode_;
   const int max_staleness_;

@@ -69,28 +69,46 @@ TEST(ConsistencyTest, NobodyIsGatedBeforeTheFirstSetNorOutsideIt) {
   EXPECT_FALSE(async.SspWaitFor(0, {0}).has_value());
 }
 
-TEST(ConsistencyTest, ANewcomerJoinsAtThePack) {
-  Consistency gate(Mode::kSsp, 1);
-  gate.SetActiveWorkers({0, 1});
-  gate.SetClockForTest(0, 3, 40);
-  gate.SetClockForTest(1, 3, 38);
-  gate.SetClockForTest(2, 3, 5);  // a late or restarted worker
-  gate.SetActiveWorkers({0, 1, 2});
-  EXPECT_EQ(gate.clock(2, 3), 38);
-  EXPECT_EQ(gate.clock(0, 3), 40);  // those staying keep their clocks
-  EXPECT_EQ(gate.clock(1, 3), 38);
-  // So worker 0 (lead 2 > 1) waits for 1 or 2, never for 2 to redo history.
-  auto wait = gate.SspWaitFor(0, {3});
-  ASSERT_TRUE(wait.has_value());
-  EXPECT_EQ(wait->slowest_clock, 38);
+// Two shards that hear of the workers at different moments still agree on
+// every clock, because the clocks come with the pushes.
+TEST(ConsistencyTest, ClocksComeFromThePushesSoShardsAgree) {
+  Consistency a(Mode::kSsp, 1), b(Mode::kSsp, 1);
+  a.SetActiveWorkers({0, 1});
+  for (uint64_t c = 1; c <= 5; ++c) {
+    a.SspApplied(0, {0}, c);
+    b.SspApplied(0, {1}, c);  // b does not know the workers yet
+    if (c == 3) b.SetActiveWorkers({0, 1});
+  }
+  EXPECT_EQ(a.clock(0, 0), 5);
+  EXPECT_EQ(b.clock(0, 1), 5);
+  a.SspApplied(1, {0}, 4);
+  b.SspApplied(1, {1}, 4);
+  // Worker 0 (clock 5, next push 6) is 1 ahead of worker 1 on both shards.
+  EXPECT_FALSE(a.SspWaitFor(0, {0}, 6).has_value());
+  EXPECT_FALSE(b.SspWaitFor(0, {1}, 6).has_value());
+  EXPECT_TRUE(a.SspWaitFor(0, {0}, 7).has_value());
+  EXPECT_TRUE(b.SspWaitFor(0, {1}, 7).has_value());
 }
 
-TEST(ConsistencyTest, FirstSetJoinsEachWorkerAtTheOthersMinimum) {
-  Consistency gate(Mode::kSsp, 0);
-  for (int i = 0; i < 30; ++i) gate.SspApplied(0, {1});  // ungated history
+// A late or restarted worker starts at the start clock the coordinator gave
+// it (the others' minimum): until its first push the others may wait for it,
+// it is never held itself, and then nobody waits for it to redo history.
+TEST(ConsistencyTest, ALateWorkerJoinsAtItsStartClock) {
+  Consistency gate(Mode::kSsp, 1);
   gate.SetActiveWorkers({0, 1});
-  EXPECT_EQ(gate.clock(1, 1), 30);
-  EXPECT_FALSE(gate.SspWaitFor(0, {1}).has_value());
+  gate.SspApplied(0, {3}, 40);
+  gate.SspApplied(1, {3}, 38);
+  gate.SetActiveWorkers({0, 1, 2});  // worker 2 registered with start 38
+  auto wait = gate.SspWaitFor(1, {3}, 39);
+  ASSERT_TRUE(wait.has_value()) << "worker 2 has not pushed: it counts 0";
+  EXPECT_EQ(wait->worker, 2);
+  EXPECT_FALSE(gate.SspWaitFor(2, {3}, 39).has_value());
+  gate.SspApplied(2, {3}, 39);
+  EXPECT_FALSE(gate.SspWaitFor(1, {3}, 39).has_value());
+  wait = gate.SspWaitFor(0, {3}, 41);  // 40 - 38 = 2 > 1: waits for worker 1
+  ASSERT_TRUE(wait.has_value());
+  EXPECT_EQ(wait->worker, 1);
+  EXPECT_EQ(wait->slowest_clock, 38);
 }
 
 TEST(ConsistencyTest, ADeadWorkerDroppingOutFreesThoseWaitingForIt) {

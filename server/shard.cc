@@ -297,7 +297,7 @@ absl::Status Shard::Push(const proto::PushRequest& request,
         return PushBsp(request, response, until);
       }
       const std::optional<Consistency::Wait> wait =
-          gate_.SspWaitFor(worker, ids);
+          gate_.SspWaitFor(worker, ids, request.clock());
       if (!wait.has_value()) break;
       if (!waited) counters_->Add("ssp_waits", 1);
       waited = true;
@@ -320,7 +320,7 @@ absl::Status Shard::Push(const proto::PushRequest& request,
     }
     if (request.sequence() > 0) last_sequence_[worker] = request.sequence();
     if (gate_.mode() != Consistency::Mode::kAsync) {
-      const int64_t lead = gate_.SspApplied(worker, ids);
+      const int64_t lead = gate_.SspApplied(worker, ids, request.clock());
       if (lead > max_lead_) {
         max_lead_ = lead;
         counters_->Set("ssp_max_lead", static_cast<double>(lead));

@@ -242,14 +242,28 @@ absl::Status GrpcPsClient::PullShard(int index, float* params,
   return absl::OkStatus();
 }
 
+void GrpcPsClient::set_start_clock(uint64_t start) {
+  absl::MutexLock lock(&mu_);
+  if (pushes_begun_ > 0) return;
+  start_clock_ = start;
+  acked_clock_ = start;
+}
+
+uint64_t GrpcPsClient::acked_clock() const {
+  absl::MutexLock lock(&mu_);
+  return acked_clock_;
+}
+
 absl::Status GrpcPsClient::Push(const float* grad,
                                 const std::vector<uint64_t>& versions,
                                 StalenessHistogram* staleness) {
   // Take a ticket on every shard at once, so that pushes reach each shard in the
   // order they began here.
   std::vector<uint64_t> tickets;
+  uint64_t push_clock = 0;
   {
     absl::MutexLock lock(&mu_);
+    push_clock = start_clock_ + ++pushes_begun_;
     if (lanes_.size() < shards_.size()) {
       // Sequences start at the wall clock in microseconds (not clock_: this is
       // about identity across restarts, not waiting), so a restarted worker's
@@ -267,10 +281,14 @@ absl::Status GrpcPsClient::Push(const float* grad,
   std::vector<StalenessHistogram> per_shard(tickets.size());
   absl::Status status =
       ForEachShard(static_cast<int>(tickets.size()), [&](int index) {
-        return PushShard(index, tickets[index], grad, versions,
+        return PushShard(index, tickets[index], push_clock, grad, versions,
                          &per_shard[index]);
       });
   if (!status.ok()) return status;
+  {
+    absl::MutexLock lock(&mu_);
+    acked_clock_ = std::max(acked_clock_, push_clock);
+  }
   if (staleness != nullptr) {
     for (const StalenessHistogram& h : per_shard) staleness->Merge(h);
   }
@@ -278,7 +296,7 @@ absl::Status GrpcPsClient::Push(const float* grad,
 }
 
 absl::Status GrpcPsClient::PushShard(int index, uint64_t ticket,
-                                     const float* grad,
+                                     uint64_t push_clock, const float* grad,
                                      const std::vector<uint64_t>& versions,
                                      StalenessHistogram* staleness) {
   {
@@ -287,14 +305,16 @@ absl::Status GrpcPsClient::PushShard(int index, uint64_t ticket,
   }
   // The turn is ours: no other push sends to this shard until we pass it on,
   // and no mutex is held while the requests and their retries run.
-  absl::Status status = SendPushChunks(index, grad, versions, staleness);
+  absl::Status status =
+      SendPushChunks(index, push_clock, grad, versions, staleness);
   absl::MutexLock lock(&mu_);
   ++lanes_[index].serving;
   turn_changed_.SignalAll();
   return status;
 }
 
-absl::Status GrpcPsClient::SendPushChunks(int index, const float* grad,
+absl::Status GrpcPsClient::SendPushChunks(int index, uint64_t push_clock,
+                                          const float* grad,
                                           const std::vector<uint64_t>& versions,
                                           StalenessHistogram* staleness) {
   uint64_t unused = 0;
@@ -314,6 +334,7 @@ absl::Status GrpcPsClient::SendPushChunks(int index, const float* grad,
           request.set_placement_epoch(epoch);
           request.set_worker_id(worker_id_);
           request.set_sequence(sequence);
+          request.set_clock(push_clock);
           bytes = 0;
           for (uint32_t id : shard.chunks[c]) {
             const BlockSpec& spec = spec_.blocks()[id];

@@ -88,6 +88,14 @@ class GrpcPsClient : public PsClient {
   // The placement epoch in use (0 before Connect).
   uint64_t epoch() const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // ssp clocks: each Push carries start + the number of Pushes begun so far
+  // (the same in every shard request of one push), so all shards see one
+  // clock per worker. `start` is RegisterWorkerResponse.start_clock; only the
+  // first call before any Push counts.
+  void set_start_clock(uint64_t start) ABSL_LOCKS_EXCLUDED(mu_);
+  // The clock of the last Push acknowledged (start clock before any).
+  uint64_t acked_clock() const ABSL_LOCKS_EXCLUDED(mu_);
+
  private:
   struct Shard;  // one ps: its address, stub, blocks cut into request chunks
 
@@ -112,13 +120,14 @@ class GrpcPsClient : public PsClient {
                           float* params, std::vector<uint64_t>* versions);
   // Waits for `ticket`'s turn on shard `index`, sends its push requests, and
   // passes the turn on (also on error).
-  absl::Status PushShard(int index, uint64_t ticket, const float* grad,
+  absl::Status PushShard(int index, uint64_t ticket, uint64_t push_clock,
+                         const float* grad,
                          const std::vector<uint64_t>& versions,
                          StalenessHistogram* staleness)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Sends grad's chunks to shard `index` and records the staleness of each
   // block the ps applied into *staleness. REQUIRES: the caller holds its turn.
-  absl::Status SendPushChunks(int index, const float* grad,
+  absl::Status SendPushChunks(int index, uint64_t push_clock, const float* grad,
                               const std::vector<uint64_t>& versions,
                               StalenessHistogram* staleness)
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -146,6 +155,9 @@ class GrpcPsClient : public PsClient {
   uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::shared_ptr<const Shard>> shards_ ABSL_GUARDED_BY(mu_);
   std::vector<PushLane> lanes_ ABSL_GUARDED_BY(mu_);  // by shard index
+  uint64_t start_clock_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t pushes_begun_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t acked_clock_ ABSL_GUARDED_BY(mu_) = 0;
   absl::CondVar turn_changed_;  // some lane's `serving` moved on
 };
 

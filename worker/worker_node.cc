@@ -106,6 +106,7 @@ absl::Status WorkerNode::JoinCluster() {
       *spec_, client_.get(), config.rpc, options_.index, &counters_,
       [this] { return stop_requested_.load(); }, clock_);
   RETURN_IF_ERROR(ps_->Connect());
+  ps_->set_start_clock(registered.start_clock());
 
   DownpourLoop::Options loop_options;
   loop_options.training = config.training;
@@ -194,6 +195,7 @@ proto::MemberReport WorkerNode::Report() const {
   report.set_finished(stats.finished);
   report.set_device(backend_->device());
   report.set_diverged(stats.diverged);
+  if (ps_ != nullptr) report.set_clock(ps_->acked_clock());
   return report;
 }
 
