@@ -106,15 +106,7 @@ class ConsistencyTest : public ::testing::Test {
 
   // Counter `name` of the ps's Status service; -1 when unknown.
   double PsCounter(const std::string& name) {
-    auto stub = proto::Status::NewStub(MakeChannel(PsAddress()));
-    grpc::ClientContext context;
-    context.set_deadline(DeadlineIn(2));
-    proto::GetStatusResponse response;
-    if (!stub->GetStatus(&context, proto::GetStatusRequest(), &response).ok()) {
-      return -1;
-    }
-    auto it = response.counters().find(name);
-    return it == response.counters().end() ? -1 : it->second;
+    return testing::StatusCounter(PsAddress(), name);
   }
 
   // Every block's version on the ps (updates applied to it).

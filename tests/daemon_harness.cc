@@ -11,6 +11,8 @@
 #include "absl/time/clock.h"
 #include "common/file_util.h"
 #include "common/mnist.h"
+#include "common/server_util.h"
+#include "proto/status.grpc.pb.h"
 #include "gtest/gtest.h"
 
 namespace downpour::testing {
@@ -81,6 +83,18 @@ absl::StatusOr<std::string> WaitForPort(Subprocess& daemon, const std::string& p
   }
   return absl::DeadlineExceededError(absl::StrCat(daemon.name(), " did not listen:\n",
                                                   daemon.LogTail(20)));
+}
+
+double StatusCounter(const std::string& address, const std::string& name) {
+  auto stub = proto::Status::NewStub(MakeChannel(address));
+  grpc::ClientContext context;
+  context.set_deadline(DeadlineIn(2));
+  proto::GetStatusResponse response;
+  if (!stub->GetStatus(&context, proto::GetStatusRequest(), &response).ok()) {
+    return -1;
+  }
+  auto it = response.counters().find(name);
+  return it == response.counters().end() ? -1 : it->second;
 }
 
 }  // namespace downpour::testing

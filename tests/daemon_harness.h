@@ -36,6 +36,10 @@ absl::StatusOr<std::unique_ptr<Subprocess>> StartDaemon(const std::string& name,
 // Waits for the daemon's --port_file; returns "127.0.0.1:<port>".
 absl::StatusOr<std::string> WaitForPort(Subprocess& daemon, const std::string& port_file);
 
+// Counter `name` from the Status service at `address`; -1 when it cannot be
+// asked (2 s deadline) or has not counted anything yet.
+double StatusCounter(const std::string& address, const std::string& name);
+
 }  // namespace downpour::testing
 
 #endif  // DOWNPOUR_TESTS_DAEMON_HARNESS_H_

@@ -142,18 +142,8 @@ class FaultTest : public ::testing::Test {
     return m == nullptr ? "" : m->address();
   }
 
-  // Counter `name` from the Status service at `address`; -1 when it cannot be
-  // asked or has not counted anything yet.
   static double Counter(const std::string& address, const std::string& name) {
-    auto stub = proto::Status::NewStub(MakeChannel(address));
-    grpc::ClientContext context;
-    context.set_deadline(DeadlineIn(2));
-    proto::GetStatusResponse response;
-    if (!stub->GetStatus(&context, proto::GetStatusRequest(), &response).ok()) {
-      return -1;
-    }
-    auto it = response.counters().find(name);
-    return it == response.counters().end() ? -1 : it->second;
+    return testing::StatusCounter(address, name);
   }
 
   // Waits for every worker to exit and checks they ended well.
