@@ -46,7 +46,8 @@ ABSL_FLAG(std::string, workers, "1,2,4,8", "rows: worker counts");
 ABSL_FLAG(std::string, columns,
           "sgd,momentum,adagrad,adam,adam-ssp,adam-bsp",
           "columns, comma-separated: a predefined name (sgd, momentum, "
-          "adagrad, adam, sgd-ssp, adam-ssp, sgd-bsp, adam-bsp, "
+          "adagrad, adam, adam-overlap (background fetch), sgd-ssp, adam-ssp, "
+          "sgd-bsp, adam-bsp, "
           "momentum-off (no async momentum correction), sgd-slr, "
           "adam-slr (staleness-aware lr), sgd-dc, momentum-dc (DC-ASGD)) or "
           "name=section.key=value;section.key=value");
@@ -87,6 +88,9 @@ const std::map<std::string, std::string>& Predefined() {
        "optimizer.momentum=0.9"},
       {"adagrad", "optimizer.type=adagrad;optimizer.learning_rate=0.02"},
       {"adam", "optimizer.type=adam;optimizer.learning_rate=0.001"},
+      {"adam-overlap",
+       "optimizer.type=adam;optimizer.learning_rate=0.001;"
+       "training.fetch=overlap"},
       {"sgd-ssp",
        "optimizer.type=sgd;optimizer.learning_rate=0.05;"
        "training.consistency=ssp;training.max_staleness=2"},
