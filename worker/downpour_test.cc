@@ -288,27 +288,19 @@ TEST_F(DownpourLoopTest, StopEndsEarlyAndStillFlushes) {
 }
 
 // OnesBackend that also shows the callback the parameters each step reads.
-class ParamsSpyBackend : public ComputeBackend {
+class ParamsSpyBackend : public OnesBackend {
  public:
   ParamsSpyBackend(int64_t n, std::function<void(const float*)> on_step)
-      : n_(n), on_step_(std::move(on_step)) {}
-  absl::StatusOr<float> LossAndGradient(const float* params, const float*,
-                                        const int*, int, float* grad) override {
-    on_step_(params);
-    std::fill(grad, grad + n_, 1.0f);
-    return 1.0f;
+      : OnesBackend(n), on_params_(std::move(on_step)) {}
+  absl::StatusOr<float> LossAndGradient(const float* params, const float* x,
+                                        const int* y, int batch,
+                                        float* grad) override {
+    on_params_(params);
+    return OnesBackend::LossAndGradient(params, x, y, batch, grad);
   }
-  absl::Status Evaluate(const float*, const float*, const int*, int n,
-                        double* loss_sum, int64_t* correct) override {
-    *loss_sum = n;
-    *correct = 0;
-    return absl::OkStatus();
-  }
-  std::string device() const override { return "test"; }
 
  private:
-  const int64_t n_;
-  const std::function<void(const float*)> on_step_;
+  const std::function<void(const float*)> on_params_;
 };
 
 TEST_F(DownpourLoopTest, BspComputesEveryStepOnTheParametersAfterTheLastPush) {
