@@ -28,9 +28,16 @@ std::string FormatProgress(const ProgressFigures& f) {
                           static_cast<int>(std::min<int64_t>(
                               100, 100 * f.steps / f.planned_steps)));
   }
+  // Rate and loss are those of the running workers: once every worker has
+  // stopped after training, a "0 ex/s | loss -" would read like a fault.
+  if (f.running > 0 || f.steps == 0) {
+    absl::StrAppendFormat(
+        &out, " | %.0f ex/s | loss %s", f.examples_per_sec,
+        std::isfinite(f.mean_loss) ? absl::StrFormat("%.4f", f.mean_loss)
+                                   : "-");
+  }
   absl::StrAppendFormat(
-      &out, " | %.0f ex/s | loss %s | acc %s", f.examples_per_sec,
-      std::isfinite(f.mean_loss) ? absl::StrFormat("%.4f", f.mean_loss) : "-",
+      &out, " | acc %s",
       std::isfinite(f.best_accuracy) ? absl::StrFormat("%.4f", f.best_accuracy)
                                      : "-");
   if (std::isfinite(f.staleness_p99)) {

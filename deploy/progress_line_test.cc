@@ -46,6 +46,17 @@ TEST(FormatProgressTest, FiguresAndEta) {
   EXPECT_THAT(FormatProgress(f), HasSubstr("ETA 2.8 h"));
 }
 
+TEST(FormatProgressTest, NoRateOrLossOnceEveryWorkerHasStopped) {
+  ProgressFigures f;
+  f.elapsed_s = 13;
+  f.steps = 3780;
+  f.planned_steps = 3780;
+  f.best_accuracy = 0.963;
+  f.workers = 2;
+  EXPECT_EQ(FormatProgress(f),
+            "[  13.0 s] step 3780/3780 100% | acc 0.9630 | 0/2 workers");
+}
+
 TEST(FormatProgressTest, UnknownsAreDashesAndNoEta) {
   ProgressFigures f;
   f.workers = 3;
