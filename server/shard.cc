@@ -292,24 +292,9 @@ absl::Status Shard::Push(const proto::PushRequest& request,
           return absl::OkStatus();
         }
       }
-      if (gate_.mode() == Consistency::Mode::kBsp && tracked) {
-        if (gate_.Gated(worker) || gate_.BspHasPending(worker)) {
-          return PushBsp(request, response, until);
-        }
-        // A worker the coordinator does not list yet (the ps learns the
-        // list from its next heartbeat): applying its push at once would
-        // run a round without the others and make their gradients stale.
-        // Wait for the list to name it.
-        if (!waited) counters_->Add("bsp_waits", 1);
-        waited = true;
-        if (!AwaitGateChange(until)) {
-          return HoldError(
-              absl::StrCat("bsp: worker ", worker,
-                           "'s push waits for the coordinator to list it "
-                           "among the active workers"),
-              worker);
-        }
-        continue;
+      if (gate_.mode() == Consistency::Mode::kBsp && tracked &&
+          (gate_.Gated(worker) || gate_.BspHasPending(worker))) {
+        return PushBsp(request, response, until);
       }
       const std::optional<Consistency::Wait> wait =
           gate_.SspWaitFor(worker, ids, request.clock());

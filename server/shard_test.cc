@@ -212,40 +212,6 @@ TEST_F(ShardTest, BspRoundOfTwoWorkersAppliesTheMeanOnce) {
   EXPECT_TRUE(response.duplicate());
 }
 
-// Until the coordinator lists a worker (the ps hears the list with its next
-// heartbeat), its bsp push is held, not applied on its own: otherwise every
-// bsp job began with a few rounds that left the other workers' gradients
-// stale.
-TEST_F(ShardTest, BspHoldsAPushUntilTheCoordinatorListsItsWorker) {
-  config_.training.consistency = "bsp";
-  auto shard = MakeShard();
-  ASSERT_THAT(shard->Assign(1, {0}), IsOk());
-  uint64_t version = 0;
-  proto::PushResponse response;
-  EXPECT_THAT(shard->Push(ValuePush(*spec_, 0, 1, 1.0f), &response,
-                          absl::Now() + absl::Milliseconds(600)),
-              StatusIs(absl::StatusCode::kUnavailable,
-                       HasSubstr("waits for the coordinator to list it")));
-  PullBlock0(*shard, &version);
-  EXPECT_EQ(version, 0u);
-  shard->SetActiveWorkers({1});  // a list without worker 0
-  EXPECT_THAT(shard->Push(ValuePush(*spec_, 0, 1, 1.0f), &response,
-                          absl::Now() + absl::Milliseconds(600)),
-              StatusIs(absl::StatusCode::kUnavailable));
-  PullBlock0(*shard, &version);
-  EXPECT_EQ(version, 0u);
-  absl::Status pushed;
-  std::thread pusher([&] {
-    pushed = shard->Push(ValuePush(*spec_, 0, 1, 1.0f), &response,
-                         absl::Now() + absl::Seconds(30));
-  });
-  shard->SetActiveWorkers({0});
-  pusher.join();
-  EXPECT_THAT(pushed, IsOk());
-  PullBlock0(*shard, &version);
-  EXPECT_EQ(version, 1u);
-}
-
 TEST_F(ShardTest, BspRoundCompletesWhenAWorkerDiesMidStep) {
   config_.training.consistency = "bsp";
   auto shard = MakeShard();
