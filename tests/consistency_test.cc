@@ -30,14 +30,8 @@ constexpr absl::Duration kDeadline = absl::Seconds(60);
 // Long enough (a few seconds) for the stop and the kill to land mid-job.
 constexpr int kSteps = 3000;
 
-class ConsistencyTest : public ::testing::Test {
+class ConsistencyTest : public testing::DaemonJobTest {
  protected:
-  void TearDown() override {
-    for (auto& [name, daemon] : daemons_) {
-      if (!daemon->Poll().has_value()) daemon->Signal(SIGCONT);
-    }
-    daemons_.clear();  // SIGKILLs what is left
-  }
 
   // One ps, `workers` workers, a small model on synthetic digits, kSteps
   // steps each, one push per step; `training` is appended to the training
@@ -69,15 +63,6 @@ class ConsistencyTest : public ::testing::Test {
       Start(absl::StrCat("worker-", i), "worker/ps_worker",
             {"--index", absl::StrCat(i), "--coordinator", coordinator_});
     }
-  }
-
-  Subprocess& Start(const std::string& name, const std::string& binary,
-                    std::vector<std::string> args) {
-    args.insert(args.begin(), {"--config", config_});
-    auto daemon = testing::StartDaemon(name, binary, std::move(args));
-    EXPECT_TRUE(daemon.ok()) << daemon.status();
-    daemons_[name] = *std::move(daemon);
-    return *daemons_[name];
   }
 
   proto::ClusterStatusResponse Status() {
@@ -137,8 +122,7 @@ class ConsistencyTest : public ::testing::Test {
         << "worker " << i;
   }
 
-  std::string config_, coordinator_;
-  std::map<std::string, std::unique_ptr<Subprocess>> daemons_;
+  std::string coordinator_;
 };
 
 TEST_F(ConsistencyTest, SspBoundsTheLeadOverAStoppedWorker) {

@@ -1,6 +1,7 @@
 // Daemon start-up for the integration tests.
 #include "tests/daemon_harness.h"
 
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -95,6 +96,23 @@ double StatusCounter(const std::string& address, const std::string& name) {
   }
   auto it = response.counters().find(name);
   return it == response.counters().end() ? -1 : it->second;
+}
+
+void DaemonJobTest::TearDown() {
+  for (auto& [name, daemon] : daemons_) {
+    if (!daemon->Poll().has_value()) daemon->Signal(SIGCONT);
+  }
+  daemons_.clear();  // SIGKILLs what is left
+}
+
+Subprocess& DaemonJobTest::Start(const std::string& name,
+                                 const std::string& binary,
+                                 std::vector<std::string> args) {
+  args.insert(args.begin(), {"--config", config_});
+  auto daemon = StartDaemon(name, binary, std::move(args));
+  EXPECT_TRUE(daemon.ok()) << daemon.status();
+  daemons_[name] = *std::move(daemon);
+  return *daemons_[name];
 }
 
 }  // namespace downpour::testing

@@ -3,12 +3,14 @@
 #ifndef DOWNPOUR_TESTS_DAEMON_HARNESS_H_
 #define DOWNPOUR_TESTS_DAEMON_HARNESS_H_
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/subprocess.h"
+#include "gtest/gtest.h"
 
 namespace downpour::testing {
 
@@ -39,6 +41,22 @@ absl::StatusOr<std::string> WaitForPort(Subprocess& daemon, const std::string& p
 // Counter `name` from the Status service at `address`; -1 when it cannot be
 // asked (2 s deadline) or has not counted anything yet.
 double StatusCounter(const std::string& address, const std::string& name);
+
+// A fixture for tests that run a job of daemon processes, all started with
+// the same --config. TearDown resumes any it left stopped (SIGSTOP) and kills
+// what is still running.
+class DaemonJobTest : public ::testing::Test {
+ protected:
+  void TearDown() override;
+
+  // Starts `binary` as `name` with "--config config_" before `args`, and
+  // keeps it in daemons_.
+  Subprocess& Start(const std::string& name, const std::string& binary,
+                    std::vector<std::string> args);
+
+  std::string config_;  // the job's YAML file
+  std::map<std::string, std::unique_ptr<Subprocess>> daemons_;
+};
 
 }  // namespace downpour::testing
 

@@ -39,15 +39,9 @@ using ::testing::HasSubstr;
 
 constexpr absl::Duration kLong = absl::Seconds(120);
 
-class FaultTest : public ::testing::Test {
+class FaultTest : public testing::DaemonJobTest {
  protected:
   void SetUp() override { dir_ = testing::TestDir(); }
-  void TearDown() override {
-    for (auto& [name, daemon] : daemons_) {
-      if (!daemon->Poll().has_value()) daemon->Signal(SIGCONT);
-    }
-    daemons_.clear();  // SIGKILLs what is left
-  }
 
   // Writes the job's config: `ps` shards, `standbys`, `workers`, a training run
   // long enough (tens of seconds) to kill things in the middle of it.
@@ -76,14 +70,6 @@ class FaultTest : public ::testing::Test {
     config_ = testing::WriteConfig("job.yaml", yaml);
   }
 
-  Subprocess& Start(const std::string& name, const std::string& binary,
-                    std::vector<std::string> args) {
-    args.insert(args.begin(), {"--config", config_});
-    auto daemon = testing::StartDaemon(name, binary, std::move(args));
-    EXPECT_TRUE(daemon.ok()) << daemon.status();
-    daemons_[name] = *std::move(daemon);
-    return *daemons_[name];
-  }
 
   void StartCoordinator(const std::string& listen = "127.0.0.1:0") {
     const std::string port_file = dir_ + "/coordinator.port";
@@ -185,8 +171,7 @@ class FaultTest : public ::testing::Test {
     return response.DebugString();
   }
 
-  std::string dir_, config_, coordinator_;
-  std::map<std::string, std::unique_ptr<Subprocess>> daemons_;
+  std::string dir_, coordinator_;
 };
 
 TEST_F(FaultTest, DeadWorkersPartGoesToTheOthersAndComesBackOnRejoin) {
