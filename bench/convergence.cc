@@ -157,7 +157,6 @@ std::string AddressList(int n) {
 }
 
 struct Cell {
-  bool ran = false;
   std::string error;    // the launch failed (a daemon died, bad config)
   std::string failure;  // the job ran but failed as training (diverged)
   double accuracy = NAN;         // mean over the repeats
@@ -192,7 +191,6 @@ Cell RunCell(const std::string& config_path, const std::string& run_dir,
              const std::string& bin_dir, int workers, const Column& column,
              uint64_t seed) {
   Cell cell;
-  cell.ran = true;
   cell.runs = 1;
   std::vector<std::string> overrides = {
       "cluster.coordinator=127.0.0.1:0",
