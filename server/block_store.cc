@@ -130,6 +130,9 @@ BlockStore::BlockStore(std::unique_ptr<Optimizer> optimizer, Options options)
     : optimizer_(std::move(optimizer)),
       counters_(options.counters),
       dc_lambda_(static_cast<float>(optimizer_->section().delay_compensation)),
+      lr_scaled_(optimizer_->section().schedule != "constant" ||
+                 optimizer_->section().warmup_updates > 0 ||
+                 optimizer_->section().staleness_lr),
       backups_(dc_lambda_ > 0 ? options.num_workers : 0) {}
 
 BlockStore::~BlockStore() = default;
@@ -209,10 +212,7 @@ BlockStore::PushResult BlockStore::Apply(Block* block, const void* data,
                     block->size, context);
   block->version = before + 1;
   if (counters_ != nullptr) {
-    const OptimizerSection& s = optimizer_->section();
-    if (s.schedule != "constant" || s.warmup_updates > 0 || s.staleness_lr) {
-      counters_->Set("lr_scale", context.lr_scale);
-    }
+    if (lr_scaled_) counters_->Set("lr_scale", context.lr_scale);
     if (context.momentum >= 0) {
       counters_->Set("momentum_applied", context.momentum);
     }

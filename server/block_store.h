@@ -167,6 +167,9 @@ class BlockStore {
   const std::unique_ptr<Optimizer> optimizer_;
   Counters* const counters_;
   const float dc_lambda_;  // 0: delay compensation off
+  // The optimizer section scales lr per update (schedule, warmup or
+  // staleness_lr): Apply exports the scale as the gauge "lr_scale".
+  const bool lr_scaled_;
   // What Pull served each worker; written by concurrent (const) pulls, hence
   // mutable and self-locking.
   mutable PullBackups backups_;
