@@ -272,7 +272,9 @@ absl::Status Shard::Push(const proto::PushRequest& request,
   const absl::Time until =
       std::min(deadline - kHoldMargin, absl::Now() + kMaxHold);
   const int32_t worker = request.worker_id();
-  const std::vector<uint32_t> ids = BlockIds(request);
+  // The block ids only matter to the ssp/bsp gate; async pushes skip them.
+  const std::vector<uint32_t> ids =
+      may_hold_pushes_ ? BlockIds(request) : std::vector<uint32_t>();
   std::vector<BlockStore::Block*> blocks;
   int64_t bytes = 0;
   bool waited = false;
