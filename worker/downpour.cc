@@ -185,15 +185,19 @@ bool DownpourLoop::HandOffGradient() {
   return true;
 }
 
+void DownpourLoop::AwaitNoPushInFlight() {
+  comm_mu_.Await(absl::Condition(
+      +[](DownpourLoop* self) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        return self->pushes_in_flight_ == 0 || !self->error_.ok();
+      },
+      this));
+}
+
 bool DownpourLoop::SyncAfterPush() {
   absl::Time begin = absl::Now();
   {
     absl::MutexLock lock(&comm_mu_);
-    comm_mu_.Await(absl::Condition(
-        +[](DownpourLoop* self) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-          return self->pushes_in_flight_ == 0 || !self->error_.ok();
-        },
-        this));
+    AwaitNoPushInFlight();
     if (!error_.ok()) return false;
   }
   absl::Time pulled = absl::Now();
@@ -368,11 +372,7 @@ absl::Status DownpourLoop::Flush() {
   absl::Status status;
   {
     absl::MutexLock lock(&comm_mu_);
-    comm_mu_.Await(absl::Condition(
-        +[](DownpourLoop* self) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-          return self->pushes_in_flight_ == 0 || !self->error_.ok();
-        },
-        this));
+    AwaitNoPushInFlight();
     comm_done_ = true;
     status = error_;
   }

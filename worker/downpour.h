@@ -143,6 +143,8 @@ class DownpourLoop {
   // the parameters (in bsp: of the round just applied) into params_. False
   // if a push or the pull failed.
   bool SyncAfterPush() ABSL_LOCKS_EXCLUDED(comm_mu_);
+  // Waits until every push handed off is acknowledged, or one failed.
+  void AwaitNoPushInFlight() ABSL_EXCLUSIVE_LOCKS_REQUIRED(comm_mu_);
   // Warmstart: a worker other than 0 polls the ps until worker 0 has pushed
   // training.warmstart_steps steps (or the versions stop advancing for
   // warmstart_patience).
