@@ -1,7 +1,11 @@
 // gRPC server and channel construction shared by the daemons and tools.
 #include "common/server_util.h"
 
+#include <malloc.h>
+
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
@@ -60,6 +64,23 @@ class ClientTiming final : public gx::ClientInterceptorFactoryInterface {
 
 }  // namespace
 
+std::string TuneMallocForBulkTransfer() {
+  static const std::string* const result = [] {
+    const char* tunables = std::getenv("GLIBC_TUNABLES");
+    if (tunables != nullptr && std::strstr(tunables, "glibc.malloc.") != nullptr) {
+      return new std::string("left to GLIBC_TUNABLES");
+    }
+    constexpr int kMmapThreshold = 32 << 20;  // glibc's largest allowed
+    constexpr int kTrimThreshold = 256 << 20;
+    if (mallopt(M_MMAP_THRESHOLD, kMmapThreshold) != 1 ||
+        mallopt(M_TRIM_THRESHOLD, kTrimThreshold) != 1) {
+      return new std::string("mallopt refused: glibc defaults kept");
+    }
+    return new std::string("mmap threshold 32 MiB, trim threshold 256 MiB");
+  }();
+  return *result;
+}
+
 Counters& RpcLatencies() {
   static Counters* const latencies = new Counters();
   return *latencies;
@@ -79,6 +100,7 @@ absl::StatusOr<StartedServer> StartServer(
     return absl::InvalidArgumentError(absl::StrCat(
         who, ": listen address '", address, "' is not host:port"));
   }
+  TuneMallocForBulkTransfer();
   static std::once_flag health_once;  // a process-wide gRPC setting
   std::call_once(health_once, [] { grpc::EnableDefaultHealthCheckService(true); });
   grpc::ServerBuilder builder;
@@ -108,6 +130,7 @@ absl::StatusOr<StartedServer> StartServer(
 }
 
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
+  TuneMallocForBulkTransfer();
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   args.SetMaxSendMessageSize(kMaxMessageBytes);
