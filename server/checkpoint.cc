@@ -101,7 +101,7 @@ class Encoder {
 
 uint64_t EncodedSize(const Checkpoint& c) {
   uint64_t size = kHeaderSize + 4 + 8 + 4 + c.optimizer.size();
-  size += 4 + c.last_sequence.size() * (4 + 8);
+  size += 4 + c.sequences.size() * (4 + 8 + 8);
   size += 4;
   for (const BlockStore::BlockSnapshot& b : c.blocks) {
     size += 4 + 8 + 8 + 8 + (b.values.size() + b.state.size()) * sizeof(float);
@@ -119,10 +119,11 @@ absl::Status Encode(const Checkpoint& c, int fd, const std::string& path) {
   e.PutI32(c.shard_index);
   e.PutU64(c.placement_epoch);
   e.PutString(c.optimizer);
-  e.PutU32(static_cast<uint32_t>(c.last_sequence.size()));
-  for (const auto& [worker, sequence] : c.last_sequence) {
+  e.PutU32(static_cast<uint32_t>(c.sequences.size()));
+  for (const auto& [worker, window] : c.sequences) {
     e.PutI32(worker);
-    e.PutU64(sequence);
+    e.PutU64(window.base());
+    e.PutU64(window.mask());
   }
   e.PutU32(static_cast<uint32_t>(c.blocks.size()));
   for (const BlockStore::BlockSnapshot& b : c.blocks) {
@@ -225,10 +226,10 @@ absl::Status Verify(const std::string& path, const std::string& file) {
   }
   Decoder header(file.data() + sizeof(kMagic), kHeaderSize - sizeof(kMagic));
   const uint32_t format = header.U32();
-  if (format != kCheckpointFormat) {
+  if (format != kCheckpointFormat && format != 1) {
     return absl::FailedPreconditionError(absl::StrCat(
         "checkpoint '", path, "' was written by format ", format,
-        ", this build reads format ", kCheckpointFormat,
+        ", this build reads formats 1-", kCheckpointFormat,
         "; use the matching build, or move it away to start fresh"));
   }
   const uint64_t declared = header.U64();
@@ -256,6 +257,7 @@ absl::Status Verify(const std::string& path, const std::string& file) {
 absl::StatusOr<Checkpoint> Decode(const std::string& path,
                                   const std::string& file) {
   Decoder d(file.data() + kHeaderSize, file.size() - kHeaderSize - kCrcSize);
+  const uint32_t format = LoadU32(file.data() + sizeof(kMagic));
   Checkpoint c;
   c.shard_index = d.I32();
   c.placement_epoch = d.U64();
@@ -263,7 +265,11 @@ absl::StatusOr<Checkpoint> Decode(const std::string& path,
   const uint32_t num_sequences = d.U32();
   for (uint32_t i = 0; i < num_sequences && d.ok(); ++i) {
     const int32_t worker = d.I32();
-    c.last_sequence[worker] = d.U64();
+    const uint64_t base = d.U64();
+    // Format 1 sequences counted from the wall clock: they mean nothing to
+    // incarnation-numbered pushes, so they are dropped.
+    const uint64_t mask = format == 1 ? 0 : d.U64();
+    if (format != 1) c.sequences[worker] = SequenceWindow(base, mask);
   }
   const uint32_t num_blocks = d.U32();
   for (uint32_t i = 0; i < num_blocks && d.ok(); ++i) {

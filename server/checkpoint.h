@@ -7,17 +7,19 @@
 // A checkpoint is written to a temporary file, synced and renamed over the old
 // one, so a crash leaves either the old or the new checkpoint, never a mix.
 //
-// File layout (format 1). Integers are little-endian, floats IEEE float32 LE:
+// File layout (format 2; format 1 files are read too, without their push
+// sequences, which counted from the wall clock). Integers are little-endian, floats IEEE float32 LE:
 //
 //   offset  size  field
 //   0       8     magic "DPNCKPT\0"
-//   8       4     u32 format version (1)
+//   8       4     u32 format version (2)
 //   12      8     u64 file size in bytes, including the trailing checksum
 //   20      4     i32 shard_index
 //   24      8     u64 placement_epoch
 //   32      4+k   u32 k, then k bytes: optimizer name (e.g. "momentum")
 //   ...     4     u32 s, then s entries, ascending by worker id:
-//                   i32 worker id, u64 last applied push sequence
+//                   i32 worker id, u64 window base, u64 window mask
+//                   (server/sequence_window.h)
 //   ...     4     u32 b, then b blocks (in the order given):
 //                   u32 id, u64 version, u64 n (values), u64 m (state floats),
 //                   n floats of values, m floats of state (slot-major)
@@ -33,11 +35,12 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "server/block_store.h"
+#include "server/sequence_window.h"
 
 namespace downpour::server {
 
-// The format this build writes and the only one it reads.
-inline constexpr uint32_t kCheckpointFormat = 1;
+// The format this build writes; it also reads format 1.
+inline constexpr uint32_t kCheckpointFormat = 2;
 
 struct Checkpoint {
   // Which ps shard wrote it.
@@ -46,8 +49,8 @@ struct Checkpoint {
   uint64_t placement_epoch = 0;
   // The blocks with their optimizer state; written in the order given.
   std::vector<BlockStore::BlockSnapshot> blocks;
-  // Per worker id: the last push sequence applied (for exactly-once pushes).
-  std::map<int32_t, uint64_t> last_sequence;
+  // Per worker id: which push sequences were applied (exactly-once pushes).
+  std::map<int32_t, SequenceWindow> sequences;
   // Optimizer::name() of the state in `blocks`.
   std::string optimizer;
 };
@@ -68,7 +71,7 @@ absl::Status WriteCheckpoint(const std::string& path,
 //     computed 0x5678ef01); move it away to start from fresh parameters, or
 //     restore a good copy".
 //   FailedPrecondition: another format version ("checkpoint 'P' was written
-//     by format 7, this build reads format 1; ...").
+//     by format 7, this build reads formats 1-2; ...").
 //   Other codes for I/O errors, with the errno text.
 absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path);
 

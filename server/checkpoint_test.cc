@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/checksum.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -61,7 +62,8 @@ Checkpoint Sample() {
   c.shard_index = 3;
   c.placement_epoch = 0x0123456789ABCDEFull;
   c.optimizer = "adam";
-  c.last_sequence = {{0, 5}, {7, std::numeric_limits<uint64_t>::max()}};
+  c.sequences = {{0, SequenceWindow(5, 0b1011)},
+                 {7, SequenceWindow(std::numeric_limits<uint64_t>::max(), 0)}};
   // Only a bit-exact round trip keeps -0, a denormal and a NaN payload.
   c.blocks.push_back({2,
                       41,
@@ -80,7 +82,12 @@ void ExpectEqual(const Checkpoint& a, const Checkpoint& b) {
   EXPECT_EQ(a.shard_index, b.shard_index);
   EXPECT_EQ(a.placement_epoch, b.placement_epoch);
   EXPECT_EQ(a.optimizer, b.optimizer);
-  EXPECT_EQ(a.last_sequence, b.last_sequence);
+  ASSERT_EQ(a.sequences.size(), b.sequences.size());
+  for (const auto& [worker, window] : a.sequences) {
+    ASSERT_TRUE(b.sequences.count(worker)) << worker;
+    EXPECT_EQ(window.base(), b.sequences.at(worker).base());
+    EXPECT_EQ(window.mask(), b.sequences.at(worker).mask());
+  }
   ASSERT_EQ(a.blocks.size(), b.blocks.size());
   for (size_t i = 0; i < a.blocks.size(); ++i) {
     EXPECT_EQ(a.blocks[i].id, b.blocks[i].id);
@@ -97,7 +104,7 @@ std::string WriteSmall(const std::string& dir) {
   Checkpoint c;
   c.shard_index = 1;
   c.optimizer = "sgd";
-  c.last_sequence = {{2, 9}};
+  c.sequences = {{2, SequenceWindow(9, 0)}};
   c.blocks.push_back({0, 3, {1, 2, 3}, {}});
   std::string path = CheckpointPath(dir, 1);
   EXPECT_THAT(WriteCheckpoint(path, c), IsOk());
@@ -225,7 +232,25 @@ TEST(CheckpointTest, FutureFormatIsFailedPrecondition) {
       ReadCheckpoint(path),
       StatusIs(
           absl::StatusCode::kFailedPrecondition,
-          HasSubstr("was written by format 7, this build reads format 1")));
+          HasSubstr("was written by format 7, this build reads formats 1-2")));
+}
+
+TEST(CheckpointTest, Format1IsReadWithoutItsSequences) {
+  // A format 1 file with no sequences is a format 2 file with another
+  // version number (entries differ only when there are sequences).
+  Checkpoint c = Sample();
+  c.sequences.clear();
+  const std::string path = CheckpointPath(TestDir(), 0);
+  ASSERT_TRUE(WriteCheckpoint(path, c).ok());
+  std::string bytes = ReadBytes(path);
+  bytes[8] = 1;
+  const uint32_t crc = Crc32c(bytes.data(), bytes.size() - 4);
+  std::memcpy(&bytes[bytes.size() - 4], &crc, 4);
+  WriteBytes(path, bytes);
+  absl::StatusOr<Checkpoint> read = ReadCheckpoint(path);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->blocks.size(), c.blocks.size());
+  EXPECT_TRUE(read->sequences.empty());
 }
 
 TEST(CheckpointTest, OverwriteKeepsTheNewContentAndLeavesNoTempFiles) {
@@ -237,7 +262,7 @@ TEST(CheckpointTest, OverwriteKeepsTheNewContentAndLeavesNoTempFiles) {
   second.placement_epoch = 2;
   second.blocks[0].version = 42;
   second.blocks[0].values[0] = -8.0f;
-  second.last_sequence[1] = 77;
+  second.sequences[1] = SequenceWindow(77, 0);
   ASSERT_THAT(WriteCheckpoint(path, second), IsOk());
 
   absl::StatusOr<Checkpoint> read = ReadCheckpoint(path);
