@@ -45,7 +45,10 @@ char* PutTag(char* p, uint32_t field, int type) {
 // A BlockData message's bytes before its payload: the fields and the
 // payload's tag and length (the payload is the message's last field).
 size_t BlockFieldsSize(const BlockRef& b) {
-  size_t n = 1 + VarintSize(b.id) + 1 + VarintSize(b.version);
+  // Zero fields are left out, as protobuf does.
+  size_t n = 0;
+  if (b.id != 0) n += 1 + VarintSize(b.id);
+  if (b.version != 0) n += 1 + VarintSize(b.version);
   if (b.encoding != 0) n += 1 + VarintSize(static_cast<uint64_t>(b.encoding));
   return n + 1 + VarintSize(b.size);
 }
@@ -55,10 +58,14 @@ size_t BlockFieldsSize(const BlockRef& b) {
 char* PutBlockPrefix(char* p, uint32_t field, const BlockRef& b) {
   p = PutTag(p, field, kLen);
   p = PutVarint(p, BlockFieldsSize(b) + b.size);
-  p = PutTag(p, kBlockId, kVarint);
-  p = PutVarint(p, b.id);
-  p = PutTag(p, kBlockVersion, kVarint);
-  p = PutVarint(p, b.version);
+  if (b.id != 0) {
+    p = PutTag(p, kBlockId, kVarint);
+    p = PutVarint(p, b.id);
+  }
+  if (b.version != 0) {
+    p = PutTag(p, kBlockVersion, kVarint);
+    p = PutVarint(p, b.version);
+  }
   if (b.encoding != 0) {
     p = PutTag(p, kBlockEncoding, kVarint);
     p = PutVarint(p, static_cast<uint64_t>(static_cast<int64_t>(b.encoding)));

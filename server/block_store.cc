@@ -178,7 +178,21 @@ absl::StatusOr<uint64_t> BlockStore::Pull(uint32_t id, std::string* out,
   const size_t bytes = static_cast<size_t>(block->size) * sizeof(float);
   // A reused string of the right size keeps its buffer.
   if (out->size() != bytes) out->resize(bytes);
-  std::memcpy(out->data(), block->values.data(), bytes);
+  return PullInto(id, out->data(), worker_id);
+}
+
+absl::StatusOr<uint64_t> BlockStore::Version(uint32_t id) const {
+  const Block* block = Find(id);
+  if (block == nullptr) return UnknownBlock("pull", id);
+  return block->version;
+}
+
+absl::StatusOr<uint64_t> BlockStore::PullInto(uint32_t id, char* out,
+                                              int32_t worker_id) const {
+  const Block* block = Find(id);
+  if (block == nullptr) return UnknownBlock("pull", id);
+  std::memcpy(out, block->values.data(),
+              static_cast<size_t>(block->size) * sizeof(float));
   backups_.Record(worker_id, id, block->version, block->values.data(),
                   block->size);
   return block->version;

@@ -112,6 +112,11 @@ class BlockStore {
   // (see Options::num_workers; -1 = a tool, not remembered).
   absl::StatusOr<uint64_t> Pull(uint32_t id, std::string* out,
                                 int32_t worker_id = -1) const;
+  // Block `id`'s version; NotFound as Pull when it is not here.
+  absl::StatusOr<uint64_t> Version(uint32_t id) const;
+  // The same as Pull into `out`, which has room for 4 * length bytes (any alignment).
+  absl::StatusOr<uint64_t> PullInto(uint32_t id, char* out,
+                                    int32_t worker_id = -1) const;
 
   // Checks a gradient of `bytes` bytes at `data` (any alignment) for block `id`
   // without applying it, in one pass, and returns the block for Apply: NotFound

@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "common/checksum.h"
 #include "common/logging.h"
+#include "common/server_util.h"
 #include "common/status_macros.h"
 
 namespace downpour::server {
@@ -22,13 +23,23 @@ constexpr uint64_t kCurrentVersion = std::numeric_limits<uint64_t>::max();
 // How often the ps says whom a held push waits for (per waited-for worker).
 constexpr absl::Duration kWaitLogInterval = absl::Seconds(5);
 
-std::vector<uint32_t> BlockIds(const proto::PushRequest& request) {
+std::vector<uint32_t> BlockIds(const wire::PushView& request) {
   std::vector<uint32_t> ids;
-  ids.reserve(request.blocks_size());
-  for (const proto::BlockData& block : request.blocks()) {
-    ids.push_back(block.block_id());
-  }
+  ids.reserve(request.blocks.size());
+  for (const wire::BlockRef& block : request.blocks) ids.push_back(block.id);
   return ids;
+}
+
+// InvalidArgument naming the first block id that appears twice in `ids`.
+template <typename Ids>
+absl::Status CheckUnique(const char* op, const Ids& ids, int32_t worker) {
+  std::vector<uint32_t> sorted(ids.begin(), ids.end());
+  std::sort(sorted.begin(), sorted.end());
+  const auto twice = std::adjacent_find(sorted.begin(), sorted.end());
+  if (twice == sorted.end()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      op, ": block ", *twice, " appears more than once in one request (worker ",
+      worker, ")"));
 }
 
 }  // namespace
@@ -81,7 +92,7 @@ Shard::Shard(const Config& config, int index, ModelSpec spec,
       gate_(Consistency::ParseMode(config.training.consistency),
             config.training.max_staleness) {
   absl::MutexLock lock(&mu_);
-  if (restored_.has_value()) last_sequence_ = restored_->last_sequence;
+  if (restored_.has_value()) sequences_ = restored_->sequences;
   if (gate_.mode() == Consistency::Mode::kSsp) {
     counters_->Set("ssp_max_lead", 0);
   }
@@ -172,17 +183,56 @@ absl::Status Shard::Pull(const proto::PullRequest& request,
   return absl::OkStatus();
 }
 
-absl::Status Shard::ValidatePush(const proto::PushRequest& request,
+absl::StatusOr<grpc::ByteBuffer> Shard::PullBytes(
+    const proto::PullRequest& request) const {
+  // Sizes come from the model spec, so the reply is sized (and refused when
+  // too large or repetitive) before anything is allocated.
+  RETURN_IF_ERROR(CheckUnique("pull", request.block_ids(), request.worker_id()));
+  size_t payload = 0;
+  for (uint32_t id : request.block_ids()) {
+    if (id < spec_.blocks().size()) payload += spec_.blocks()[id].length * 4;
+  }
+  const size_t bound = wire::PullReplyBound(request.block_ids_size(), payload);
+  if (bound > static_cast<size_t>(kMaxMessageBytes)) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "pull: a reply with ", request.block_ids_size(), " blocks would be ",
+        bound, " bytes, over the ", kMaxMessageBytes,
+        "-byte message limit: ask for fewer blocks per request"));
+  }
+  wire::PullReplyBuilder reply(request.block_ids_size(), payload);
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    RETURN_IF_ERROR(CheckEpoch("pull", request.placement_epoch()));
+    for (uint32_t id : request.block_ids()) {
+      ASSIGN_OR_RETURN(const uint64_t version, store_->Version(id));
+      char* at = reply.AddBlock(id, version, 0, spec_.blocks()[id].length * 4);
+      RETURN_IF_ERROR(store_->PullInto(id, at, request.worker_id()).status());
+    }
+  }
+  counters_->Add("pulls", 1);
+  counters_->Add("bytes_out", static_cast<double>(payload));
+  return reply.Finish();
+}
+
+absl::Status Shard::ValidatePush(const wire::PushView& request,
                                  std::vector<BlockStore::Block*>* blocks) const {
-  blocks->reserve(request.blocks_size());
-  for (const proto::BlockData& block : request.blocks()) {
-    absl::StatusOr<BlockStore::Block*> resolved = store_->ValidatePush(
-        block.block_id(), block.data().data(), block.data().size());
+  blocks->reserve(request.blocks.size());
+  if (request.blocks.size() > 1) {
+    absl::Status unique =
+        CheckUnique("push", BlockIds(request), request.worker_id);
+    if (!unique.ok()) {
+      counters_->Add("rejected_pushes", 1);
+      return unique;
+    }
+  }
+  for (const wire::BlockRef& block : request.blocks) {
+    absl::StatusOr<BlockStore::Block*> resolved =
+        store_->ValidatePush(block.id, block.data, block.size);
     if (!resolved.ok()) {
       counters_->Add("rejected_pushes", 1);
       return absl::Status(resolved.status().code(),
                           absl::StrCat(resolved.status().message(), " (worker ",
-                                       request.worker_id(), ")"));
+                                       request.worker_id, ")"));
     }
     blocks->push_back(*resolved);
   }
@@ -236,8 +286,9 @@ void Shard::ApplyCompleteRounds() {
                          index_, id, std::string(block.status().message()));
     }
     for (const auto& [worker, sequence] : done) {
-      uint64_t& last = last_sequence_[worker];
-      last = std::max(last, sequence);
+      if (sequences_[worker].Check(sequence) == SequenceWindow::Verdict::kNew) {
+        MarkPushed(worker, sequence);
+      }
     }
     ++gate_generation_;
   }
@@ -267,11 +318,53 @@ absl::Status Shard::HoldError(const std::string& why, int waited_for) {
   return absl::UnavailableError(why);
 }
 
-absl::Status Shard::Push(const proto::PushRequest& request,
+absl::StatusOr<bool> Shard::IsNewPush(const wire::PushView& request,
+                                      proto::PushResponse* response) {
+  auto it = sequences_.find(request.worker_id);
+  if (it == sequences_.end()) return true;
+  switch (it->second.Check(request.sequence)) {
+    case SequenceWindow::Verdict::kNew:
+      return true;
+    case SequenceWindow::Verdict::kDuplicate:
+      counters_->Add("duplicate_pushes", 1);
+      response->set_duplicate(true);
+      return false;
+    case SequenceWindow::Verdict::kStale:
+      counters_->Add("rejected_pushes", 1);
+      return absl::OutOfRangeError(absl::StrCat(
+          "push: worker ", request.worker_id, " incarnation ",
+          SequenceWindow::Incarnation(request.sequence),
+          " was replaced: incarnation ",
+          SequenceWindow::Incarnation(it->second.base()),
+          " of that worker has pushed since; stop this process"));
+  }
+  return true;
+}
+
+void Shard::MarkPushed(int32_t worker, uint64_t sequence) {
+  const uint64_t skipped = sequences_[worker].MarkApplied(sequence);
+  if (skipped > 0) {
+    counters_->Add("sequence_window_skips", static_cast<double>(skipped));
+    SPDLOG_LOGGER_WARN(L(),
+                       "ps {}: worker {}'s push {} lies past its window: {} "
+                       "earlier sequences never arrived and are now refused "
+                       "as duplicates (this shard restarted from an older "
+                       "checkpoint?)",
+                       index_, worker, sequence & 0xffffffffu, skipped);
+  }
+}
+
+bool Shard::Applied(int32_t worker, uint64_t sequence) const {
+  auto it = sequences_.find(worker);
+  return it != sequences_.end() &&
+         it->second.Check(sequence) == SequenceWindow::Verdict::kDuplicate;
+}
+
+absl::Status Shard::Push(const wire::PushView& request,
                          proto::PushResponse* response, absl::Time deadline) {
   const absl::Time until =
       std::min(deadline - kHoldMargin, absl::Now() + kMaxHold);
-  const int32_t worker = request.worker_id();
+  const int32_t worker = request.worker_id;
   // The block ids only matter to the ssp/bsp gate; async pushes skip them.
   const std::vector<uint32_t> ids =
       may_hold_pushes_ ? BlockIds(request) : std::vector<uint32_t>();
@@ -282,24 +375,28 @@ absl::Status Shard::Push(const proto::PushRequest& request,
     absl::MutexLock lock(&mu_);
     for (;;) {
       // Checked again after every wait: the placement may have moved on.
-      RETURN_IF_ERROR(CheckEpoch("push", request.placement_epoch()));
-      blocks.clear();
-      RETURN_IF_ERROR(ValidatePush(request, &blocks));
-      const bool tracked = request.sequence() > 0;
+      RETURN_IF_ERROR(CheckEpoch("push", request.placement_epoch));
+      const bool tracked = request.sequence > 0;
       if (tracked) {
-        auto it = last_sequence_.find(worker);
-        if (it != last_sequence_.end() && request.sequence() <= it->second) {
-          counters_->Add("duplicate_pushes", 1);
-          response->set_duplicate(true);
-          return absl::OkStatus();
+        ASSIGN_OR_RETURN(const bool is_new, IsNewPush(request, response));
+        if (!is_new) return absl::OkStatus();
+      }
+      blocks.clear();
+      absl::Status valid = ValidatePush(request, &blocks);
+      if (!valid.ok()) {
+        // Refused for good (the client does not retry this): the sequence is
+        // used up, so it cannot hold the window back.
+        if (tracked && (absl::IsInvalidArgument(valid) || absl::IsNotFound(valid))) {
+          MarkPushed(worker, request.sequence);
         }
+        return valid;
       }
       if (gate_.mode() == Consistency::Mode::kBsp && tracked &&
           (gate_.Gated(worker) || gate_.BspHasPending(worker))) {
         return PushBsp(request, response, until);
       }
       const std::optional<Consistency::Wait> wait =
-          gate_.SspWaitFor(worker, ids, request.clock());
+          gate_.SspWaitFor(worker, ids, request.clock);
       if (!wait.has_value()) break;
       if (!waited) counters_->Add("ssp_waits", 1);
       waited = true;
@@ -312,17 +409,17 @@ absl::Status Shard::Push(const proto::PushRequest& request,
             wait->worker);
       }
     }
-    for (int i = 0; i < request.blocks_size(); ++i) {
-      const proto::BlockData& block = request.blocks(i);
+    for (size_t i = 0; i < request.blocks.size(); ++i) {
+      const wire::BlockRef& block = request.blocks[i];
       const BlockStore::PushResult result =
-          ApplyUpdate(blocks[i], block.data().data(), block.version(), worker);
+          ApplyUpdate(blocks[i], block.data, block.version, worker);
       response->add_versions(result.version);
       counters_->RecordStaleness(result.staleness);
-      bytes += block.data().size();
+      bytes += block.size;
     }
-    if (request.sequence() > 0) last_sequence_[worker] = request.sequence();
+    if (request.sequence > 0) MarkPushed(worker, request.sequence);
     if (gate_.mode() != Consistency::Mode::kAsync) {
-      const int64_t lead = gate_.SspApplied(worker, ids, request.clock());
+      const int64_t lead = gate_.SspApplied(worker, ids, request.clock);
       if (lead > max_lead_) {
         max_lead_ = lead;
         counters_->Set("ssp_max_lead", static_cast<double>(lead));
@@ -331,21 +428,20 @@ absl::Status Shard::Push(const proto::PushRequest& request,
     }
   }
   counters_->Add("pushes", 1);
-  counters_->Add("applied_updates", request.blocks_size());
+  counters_->Add("applied_updates", static_cast<double>(request.blocks.size()));
   counters_->Add("bytes_in", bytes);
   return absl::OkStatus();
 }
 
-absl::Status Shard::PushBsp(const proto::PushRequest& request,
+absl::Status Shard::PushBsp(const wire::PushView& request,
                             proto::PushResponse* response, absl::Time until) {
-  const int32_t worker = request.worker_id();
-  const uint64_t sequence = request.sequence();
+  const int32_t worker = request.worker_id;
+  const uint64_t sequence = request.sequence;
   std::vector<Consistency::BlockGradient> gradients;
   int64_t bytes = 0;
-  for (const proto::BlockData& block : request.blocks()) {
-    gradients.push_back({block.block_id(), block.data().data(),
-                         block.data().size() / sizeof(float)});
-    bytes += block.data().size();
+  for (const wire::BlockRef& block : request.blocks) {
+    gradients.push_back({block.id, block.data, block.size / sizeof(float)});
+    bytes += block.size;
   }
   bool waited = false;
   for (;;) {
@@ -355,8 +451,7 @@ absl::Status Shard::PushBsp(const proto::PushRequest& request,
       // Wakes the others only when a round was applied: a retry that adds
       // nothing must not set the waiters spinning.
       ApplyCompleteRounds();
-      auto it = last_sequence_.find(worker);
-      if (it != last_sequence_.end() && it->second >= sequence) break;
+      if (Applied(worker, sequence)) break;
     }
     if (!waited) counters_->Add("bsp_waits", 1);
     waited = true;
@@ -364,9 +459,9 @@ absl::Status Shard::PushBsp(const proto::PushRequest& request,
       // Whom the first unfinished block's round waits for.
       std::vector<int> missing;
       uint32_t block = 0;
-      for (const proto::BlockData& b : request.blocks()) {
-        missing = gate_.BspWaitingFor(b.block_id());
-        block = b.block_id();
+      for (const wire::BlockRef& b : request.blocks) {
+        missing = gate_.BspWaitingFor(b.id);
+        block = b.id;
         if (!missing.empty()) break;
       }
       return HoldError(
@@ -379,12 +474,11 @@ absl::Status Shard::PushBsp(const proto::PushRequest& request,
           missing.empty() ? worker : missing.front());
     }
     // Placement may have moved on while waiting.
-    RETURN_IF_ERROR(CheckEpoch("push", request.placement_epoch()));
-    auto it = last_sequence_.find(worker);
-    if (it != last_sequence_.end() && it->second >= sequence) break;
+    RETURN_IF_ERROR(CheckEpoch("push", request.placement_epoch));
+    if (Applied(worker, sequence)) break;
   }
-  for (const proto::BlockData& block : request.blocks()) {
-    response->add_versions(round_version_[block.block_id()]);
+  for (const wire::BlockRef& block : request.blocks) {
+    response->add_versions(round_version_[block.id]);
   }
   counters_->Add("pushes", 1);
   counters_->Add("bytes_in", bytes);
@@ -415,7 +509,7 @@ absl::Status Shard::WriteCheckpoint() {
     checkpoint.placement_epoch = epoch_;
     checkpoint.optimizer = store_->optimizer().name();
     checkpoint.blocks = store_->Snapshot();
-    checkpoint.last_sequence = last_sequence_;
+    checkpoint.sequences = sequences_;
     // Blocks restored but not (yet) placed here are kept, so a checkpoint written
     // before re-placement does not drop them.
     if (restored_.has_value()) {

@@ -21,10 +21,12 @@
 #include "common/config.h"
 #include "common/counters.h"
 #include "common/model_spec.h"
+#include "common/wire_format.h"
 #include "proto/ps.pb.h"
 #include "server/block_store.h"
 #include "server/checkpoint.h"
 #include "server/consistency.h"
+#include "server/sequence_window.h"
 
 namespace downpour::server {
 
@@ -58,11 +60,22 @@ class Shard {
   // up yet: retry); NotFound for a block not held here.
   absl::Status Pull(const proto::PullRequest& request,
                     proto::PullResponse* response) const ABSL_LOCKS_EXCLUDED(mu_);
+  // The same reply as wire bytes (common/wire_format.h), each block copied
+  // once, from the store into the reply. Also InvalidArgument for a block id
+  // asked twice, and ResourceExhausted for a reply over kMaxMessageBytes;
+  // both are checked before anything is allocated.
+  absl::StatusOr<grpc::ByteBuffer> PullBytes(
+      const proto::PullRequest& request) const ABSL_LOCKS_EXCLUDED(mu_);
 
   // As Pull, plus InvalidArgument for a wrong size or a NaN/Inf gradient. All
   // blocks are checked before any is applied, so a rejected push changes nothing.
   // A push whose (worker_id, sequence) was already applied is acknowledged again
-  // without being applied twice (response.duplicate).
+  // without being applied twice (response.duplicate); pushes of one worker
+  // may arrive in any order within a window (server/sequence_window.h).
+  // OutOfRange for a sequence of an older incarnation of the worker (a
+  // replaced process). Also InvalidArgument for a block id pushed twice.
+  // A push refused as invalid uses up its sequence (the client does not
+  // retry it), so it cannot hold the window back.
   //
   // training.consistency ssp/bsp (see server/consistency.h): a push of an
   // active worker that must wait (ssp: too far ahead of the slowest; bsp: its
@@ -70,10 +83,16 @@ class Shard {
   // until shortly before `deadline` (at most kMaxHold); then Unavailable names
   // whom it waits for, and the client's retry (same sequence) waits again. A
   // bsp push is acknowledged once its round is applied, with the new versions.
-  absl::Status Push(const proto::PushRequest& request,
+  absl::Status Push(const wire::PushView& request,
                     proto::PushResponse* response,
                     absl::Time deadline = absl::InfiniteFuture())
       ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status Push(const proto::PushRequest& request,
+                    proto::PushResponse* response,
+                    absl::Time deadline = absl::InfiniteFuture())
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    return Push(wire::ViewOf(request), response, deadline);
+  }
 
   // The workers ssp/bsp wait for (registered, alive, not finished), from the
   // coordinator's heartbeat replies. Wakes held pushes; a bsp round whose
@@ -112,7 +131,7 @@ class Shard {
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Validates every block of `request` (one lookup each) into *blocks; on error
   // nothing is changed.
-  absl::Status ValidatePush(const proto::PushRequest& request,
+  absl::Status ValidatePush(const wire::PushView& request,
                             std::vector<BlockStore::Block*>* blocks) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // The one place updates reach the store: `worker` is -1 for a bsp round.
@@ -124,12 +143,23 @@ class Shard {
   void ApplyCompleteRounds() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Waits (releasing mu_) until the gate changes or `until`; false at `until`.
   bool AwaitGateChange(absl::Time until) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The window's verdict on a tracked push (sequence > 0): true when it is
+  // new; a duplicate is acknowledged into *response; a stale one is an error.
+  absl::StatusOr<bool> IsNewPush(const wire::PushView& request,
+                                 proto::PushResponse* response)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Marks a tracked push applied (or used up by a refusal).
+  void MarkPushed(int32_t worker, uint64_t sequence)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // True when `sequence` of `worker` has been applied.
+  bool Applied(int32_t worker, uint64_t sequence) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // The reason a held push gives, logged at most every few seconds per
   // waited-for worker.
   absl::Status HoldError(const std::string& why, int waited_for)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The bsp path of Push (mu_ held throughout but across waits).
-  absl::Status PushBsp(const proto::PushRequest& request,
+  absl::Status PushBsp(const wire::PushView& request,
                        proto::PushResponse* response, absl::Time until)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -144,8 +174,8 @@ class Shard {
   mutable absl::Mutex mu_;
   const std::unique_ptr<BlockStore> store_ ABSL_PT_GUARDED_BY(mu_);
   uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
-  // Per worker id, the last push sequence applied (exactly-once pushes).
-  std::map<int32_t, uint64_t> last_sequence_ ABSL_GUARDED_BY(mu_);
+  // Per worker id, the push sequences applied (exactly-once pushes).
+  std::map<int32_t, SequenceWindow> sequences_ ABSL_GUARDED_BY(mu_);
   // The checkpoint read at start; its blocks serve later Assigns.
   std::optional<Checkpoint> restored_ ABSL_GUARDED_BY(mu_);
   // ssp clocks and bsp rounds.

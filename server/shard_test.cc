@@ -285,6 +285,90 @@ TEST_F(ShardTest, RetriedPushIsAppliedOnce) {
   EXPECT_EQ(counters_.Get("duplicate_pushes"), 1);
 }
 
+TEST_F(ShardTest, PushesInFlightMayArriveInAnyOrderAndApplyOnce) {
+  auto shard = MakeShard();
+  ASSERT_THAT(shard->Assign(1, {0}), IsOk());
+  const uint64_t incarnation = uint64_t{5} << 32;
+  // Requests 3, 1, 2 of incarnation 5, then retries of each.
+  for (uint64_t n : {3, 1, 2, 3, 1, 2}) {
+    proto::PushResponse response;
+    ASSERT_THAT(shard->Push(OnesPush(0, incarnation | n), &response), IsOk());
+  }
+  uint64_t version = 0;
+  PullBlock0(*shard, &version);
+  EXPECT_EQ(version, 3u);
+  EXPECT_EQ(counters_.Get("duplicate_pushes"), 3);
+  // A request of an older incarnation (a replaced process) is refused and
+  // changes nothing.
+  proto::PushResponse response;
+  EXPECT_THAT(shard->Push(OnesPush(0, (uint64_t{4} << 32) | 9), &response),
+              StatusIs(absl::StatusCode::kOutOfRange,
+                       HasSubstr("incarnation 4 was replaced")));
+  PullBlock0(*shard, &version);
+  EXPECT_EQ(version, 3u);
+}
+
+TEST_F(ShardTest, AnInvalidPushUsesUpItsSequence) {
+  auto shard = MakeShard();
+  ASSERT_THAT(shard->Assign(1, {0}), IsOk());
+  proto::PushRequest bad = OnesPush(0, 1);
+  bad.mutable_blocks(0)->mutable_data()->resize(3);
+  proto::PushResponse response;
+  ASSERT_THAT(shard->Push(bad, &response),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  // Sequence 2 then 66 (beyond 1 + the window) apply without skipping any
+  // sequence: 1 counts as used up.
+  ASSERT_THAT(shard->Push(OnesPush(0, 2), &response), IsOk());
+  ASSERT_THAT(shard->Push(OnesPush(0, 2 + SequenceWindow::kWidth), &response),
+              IsOk());
+  EXPECT_EQ(counters_.Get("sequence_window_skips"), 0);
+}
+
+TEST_F(ShardTest, ABlockTwiceInOneRequestIsRefused) {
+  auto shard = MakeShard();
+  ASSERT_THAT(shard->Assign(1, AllBlocks()), IsOk());
+  proto::PushRequest push = OnesPush(1, 1);
+  *push.add_blocks() = push.blocks(0);
+  proto::PushResponse response;
+  EXPECT_THAT(shard->Push(push, &response),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("block 1 appears more than once")));
+  uint64_t version = 0;
+  proto::PullRequest pull;
+  pull.set_placement_epoch(1);
+  pull.add_block_ids(0);
+  pull.add_block_ids(1);
+  pull.add_block_ids(0);
+  EXPECT_THAT(shard->PullBytes(pull),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("block 0 appears more than once")));
+  PullBlock0(*shard, &version);
+  EXPECT_EQ(version, 0u);
+}
+
+TEST_F(ShardTest, PullBytesIsTheProtobufPullReply) {
+  auto shard = MakeShard();
+  ASSERT_THAT(shard->Assign(1, AllBlocks()), IsOk());
+  proto::PushResponse response;
+  ASSERT_THAT(shard->Push(OnesPush(1, 1), &response), IsOk());
+  proto::PullRequest pull;
+  pull.set_placement_epoch(1);
+  for (uint32_t id : AllBlocks()) pull.add_block_ids(id);
+  proto::PullResponse want;
+  ASSERT_THAT(shard->Pull(pull, &want), IsOk());
+  absl::StatusOr<grpc::ByteBuffer> bytes = shard->PullBytes(pull);
+  ASSERT_THAT(bytes, IsOk());
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(bytes->Dump(&slices).ok());
+  std::string flat;
+  for (const grpc::Slice& slice : slices) {
+    flat.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+  }
+  EXPECT_EQ(flat, want.SerializeAsString());
+  pull.add_block_ids(num_blocks_ + 5);
+  EXPECT_THAT(shard->PullBytes(pull), StatusIs(absl::StatusCode::kNotFound));
+}
+
 TEST_F(ShardTest, CheckpointRoundTripKeepsValuesVersionsAndSequences) {
   proto::ChecksumResponse before;
   {
@@ -390,9 +474,10 @@ TEST_F(ShardTest, ConcurrentPushesPullsAndCheckpointsAgree) {
     for (const BlockStore::BlockSnapshot& block : checkpoint->blocks) {
       if (block.id < 1 || block.id > kThreads) continue;
       const int worker = block.id - 1;
-      const auto it = checkpoint->last_sequence.find(worker);
+      // Each thread pushes in order, so its window has no holes.
+      const auto it = checkpoint->sequences.find(worker);
       const uint64_t sequence =
-          it == checkpoint->last_sequence.end() ? 0 : it->second;
+          it == checkpoint->sequences.end() ? 0 : it->second.base();
       EXPECT_EQ(block.version, sequence) << "block " << block.id;
     }
   }
