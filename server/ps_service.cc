@@ -5,6 +5,7 @@
 #include "absl/time/time.h"
 #include "common/grpc_status.h"
 #include "common/logging.h"
+#include "common/wire_format.h"
 
 namespace downpour::server {
 namespace {
@@ -36,25 +37,60 @@ const absl::Status& NoShard() {
 }  // namespace
 
 grpc::ServerUnaryReactor* PsService::Pull(grpc::CallbackServerContext* context,
-                                          const proto::PullRequest* request,
-                                          proto::PullResponse* response) {
+                                          const grpc::ByteBuffer* request,
+                                          grpc::ByteBuffer* response) {
   Shard* shard = shard_.load();
-  return Finish(context, shard ? shard->Pull(*request, response) : NoShard(), "pull");
+  if (shard == nullptr) return Finish(context, NoShard(), "pull");
+  proto::PullRequest pull;  // small: block ids only
+  grpc::ByteBuffer bytes(*request);  // shares the slices; parsing consumes it
+  if (!grpc::SerializationTraits<proto::PullRequest>::Deserialize(&bytes, &pull)
+           .ok()) {
+    return Finish(context, absl::InvalidArgumentError("malformed pull request"),
+                  "pull");
+  }
+  absl::StatusOr<grpc::ByteBuffer> reply = shard->PullBytes(pull);
+  if (reply.ok()) response->Swap(&*reply);
+  return Finish(context, reply.status(), "pull");
 }
 
+// One push in flight: the request's parsed view and the arena it may point
+// into live until the call is answered.
+struct PsService::PushCall {
+  wire::PushView view;
+  wire::Arena arena;
+  proto::PushResponse response;
+};
+
 grpc::ServerUnaryReactor* PsService::Push(grpc::CallbackServerContext* context,
-                                          const proto::PushRequest* request,
-                                          proto::PushResponse* response) {
+                                          const grpc::ByteBuffer* request,
+                                          grpc::ByteBuffer* response) {
   Shard* shard = shard_.load();
   if (shard == nullptr) return Finish(context, NoShard(), "push");
+  auto call = std::make_shared<PushCall>();
+  int64_t in_place = 0, copied = 0;
+  absl::Status parsed =
+      wire::ParsePush(*request, &call->arena, &call->view, &in_place, &copied);
+  if (!parsed.ok()) return Finish(context, parsed, "push");
+  bytes_in_place_ += in_place;
+  bytes_copied_ += copied;
+  auto answer = [call, response](const absl::Status& status) {
+    if (status.ok()) {
+      bool own_buffer = false;
+      (void)grpc::SerializationTraits<proto::PushResponse>::Serialize(
+          call->response, response, &own_buffer);
+    }
+    return status;
+  };
   if (!shard->may_hold_pushes()) {
-    return Finish(context, shard->Push(*request, response), "push");
+    return Finish(context, answer(shard->Push(call->view, &call->response)),
+                  "push");
   }
   // A held push gives up shortly before the caller's deadline.
   const absl::Time deadline = absl::FromChrono(context->deadline());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   RunOnPushThread([=] {
-    Finish(context, reactor, shard->Push(*request, response, deadline), "push");
+    Finish(context, reactor,
+           answer(shard->Push(call->view, &call->response, deadline)), "push");
   });
   return reactor;
 }

@@ -20,7 +20,16 @@ namespace downpour::server {
 // (training.consistency ssp/bsp) runs on the service's own threads, not on
 // gRPC's: held pushes must not starve the calls that would release them. The
 // call keeps its reactor and is finished from there.
-class PsService final : public proto::ParameterServer::CallbackService {
+//
+// Pull and Push take and give raw bytes (common/wire_format.h): a push's
+// payloads are applied from the received slices, a pull's are copied once,
+// from the shard into the reply. The bytes are ps.proto's messages, so
+// protobuf clients see no difference.
+class PsService final
+    : public proto::ParameterServer::WithRawCallbackMethod_Pull<
+          proto::ParameterServer::WithRawCallbackMethod_Push<
+              proto::ParameterServer::WithCallbackMethod_Checksums<
+                  proto::ParameterServer::Service>>> {
  public:
   explicit PsService(Shard* shard = nullptr) : shard_(shard) {}
   // Joins the push threads. REQUIRES: the server is shut down.
@@ -30,22 +39,32 @@ class PsService final : public proto::ParameterServer::CallbackService {
   // service.
   void set_shard(Shard* shard) { shard_.store(shard); }
 
+  // Push payload bytes applied straight from gRPC's received slices, and
+  // those copied once first (they spanned slices or were unaligned).
+  int64_t push_bytes_in_place() const { return bytes_in_place_.load(); }
+  int64_t push_bytes_copied() const { return bytes_copied_.load(); }
+
   grpc::ServerUnaryReactor* Pull(grpc::CallbackServerContext* context,
-                                 const proto::PullRequest* request,
-                                 proto::PullResponse* response) override;
+                                 const grpc::ByteBuffer* request,
+                                 grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Push(grpc::CallbackServerContext* context,
-                                 const proto::PushRequest* request,
-                                 proto::PushResponse* response) override;
+                                 const grpc::ByteBuffer* request,
+                                 grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Checksums(grpc::CallbackServerContext* context,
                                       const proto::ChecksumRequest* request,
                                       proto::ChecksumResponse* response) override;
 
  private:
+  struct PushCall;
+
   // Runs `task` on an idle push thread, starting one if none is idle.
   void RunOnPushThread(std::function<void()> task) ABSL_LOCKS_EXCLUDED(mu_);
   void PushThread() ABSL_LOCKS_EXCLUDED(mu_);
 
   std::atomic<Shard*> shard_;
+  // Push payload bytes applied from the received slices / copied first.
+  std::atomic<int64_t> bytes_in_place_{0};
+  std::atomic<int64_t> bytes_copied_{0};
 
   absl::Mutex mu_;
   std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
