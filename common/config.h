@@ -169,6 +169,9 @@ struct RpcSection {
   // How long a daemon waits for a peer before it gives up with an error
   // (it reports what it waits for every few seconds). Default 60 s.
   double connect_timeout_s = 60.0;
+  // Push requests a worker keeps in flight per ps shard (each up to 4 MiB of
+  // blocks), 1-64 (the ps remembers 64 per worker). Default 8.
+  int push_window = 8;
 };
 
 struct LoggingSection {

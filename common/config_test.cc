@@ -209,7 +209,7 @@ TEST(ConfigTest, UnknownKeyNamesLineKeyAndAllowedKeys) {
        "(did you mean 'optimizer.learning_rate'?)"},
       {"security:\n  token: x\n", "cfg.yaml:1: unknown key 'security'"},
       {"rpc:\n  deadline: 3\n",
-       "allowed keys in 'rpc': deadline_s, connect_timeout_s (did you mean "
+       "allowed keys in 'rpc': deadline_s, connect_timeout_s, push_window (did you mean "
        "'deadline_s'?)"},
       {"data:\n  source: idx\n\n  source: mnist\n",
        "cfg.yaml:4: duplicate key 'data.source' (first at line 2)"},

@@ -151,6 +151,7 @@ absl::StatusOr<proto::RegisterWorkerResponse> ClusterState::RegisterWorker(
       found = true;
     }
     response.set_start_clock(start_clock);
+    response.set_incarnation(++last_incarnation_);
     Touch(*m);
     m->report.set_finished(false);
     ClaimParts(*m);
@@ -437,6 +438,7 @@ std::optional<ClusterState::Snapshot> ClusterState::TakeSnapshot() {
   snapshot.sequence = ++snapshots_;
   proto::CoordinatorState& state = snapshot.state;
   state.set_placement_epoch(epoch_);
+  state.set_last_incarnation(last_incarnation_);
   state.set_stop(stop_);
   state.set_stop_reason(stop_reason_);
   for (const auto& shard : placement_) {
@@ -489,6 +491,7 @@ absl::Status ClusterState::Load() {
                      ps_.size(), " ps; move it away to start fresh"));
   }
   epoch_ = state->placement_epoch();
+  last_incarnation_ = state->last_incarnation();
   stop_ = state->stop();
   stop_reason_ = state->stop_reason();
   for (const auto& shard : state->placement()) {

@@ -140,6 +140,8 @@ class ClusterState {
   std::vector<Member> standby_ ABSL_GUARDED_BY(mu_);
   std::vector<Member> workers_ ABSL_GUARDED_BY(mu_);
   uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  // The last worker incarnation issued.
+  uint64_t last_incarnation_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::vector<uint32_t>> placement_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::string stop_reason_ ABSL_GUARDED_BY(mu_);

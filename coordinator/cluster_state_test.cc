@@ -147,6 +147,24 @@ TEST_F(ClusterStateTest, PsHeartbeatListsTheWorkersAliveAndNotFinished) {
   EXPECT_FALSE(Beat("worker", 0, NAN)->active_workers_known());
 }
 
+// Every registration gets a new incarnation, also after the coordinator
+// restarts (it is kept in the state file): a restarted worker's push
+// sequences must lie above its previous run's.
+TEST_F(ClusterStateTest, IncarnationsNeverRepeatAcrossCoordinatorRestarts) {
+  auto incarnation = [&](int index) {
+    proto::RegisterWorkerRequest request;
+    request.set_index(index);
+    auto response = state_->RegisterWorker(request);
+    EXPECT_THAT(response, IsOk());
+    return response.ok() ? response->incarnation() : 0;
+  };
+  EXPECT_EQ(incarnation(0), 1u);
+  EXPECT_EQ(incarnation(1), 2u);
+  EXPECT_EQ(incarnation(0), 3u);  // worker 0 restarted
+  Restart();
+  EXPECT_EQ(incarnation(0), 4u);
+}
+
 // ssp: a worker that registers late, or again after a restart, starts its
 // clock at the smallest clock of the others still training (finished and dead
 // workers do not count), so nobody waits for it to redo their history.

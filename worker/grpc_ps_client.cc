@@ -1,20 +1,24 @@
-// gRPC ps client. Requests go to all shards in parallel; a shard's blocks are cut
-// into chunks of at most kChunkBytes so no message is huge (gRPC's rate drops for
-// messages above a few MiB). Pull chunks are all in flight at once; push chunks to
-// one shard go in order, one at a time, which keeps exactly-once sequencing
-// simple. mu_ guards only the placement and the push lanes; it is never held
-// across an RPC or a backoff sleep.
+// gRPC ps client. Requests go to all shards at once through gRPC's callback
+// API; a shard's blocks are cut into chunks of at most kChunkBytes so no
+// message is huge (gRPC's rate drops for messages above a few MiB). Requests
+// and replies are raw byte buffers (common/wire_format.h). mu_ guards only the
+// placement and the push windows; it is never held across an RPC or a backoff
+// sleep.
 #include "worker/grpc_ps_client.h"
 
+#include <algorithm>
 #include <cstring>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/blocking_counter.h"
+#include "absl/synchronization/notification.h"
+#include "common/status_macros.h"
 #include "common/grpc_status.h"
 #include "common/logging.h"
 #include "common/retry.h"
 #include "common/server_util.h"
+#include "common/wire_format.h"
+#include "grpcpp/generic/generic_stub.h"
 
 namespace downpour::worker {
 namespace {
@@ -23,13 +27,72 @@ namespace {
 // messages (docs/BENCHMARKS.md).
 constexpr int64_t kChunkBytes = 4 << 20;
 
+constexpr char kPullMethod[] = "/downpour.proto.ParameterServer/Pull";
+constexpr char kPushMethod[] = "/downpour.proto.ParameterServer/Push";
+
+grpc::ByteBuffer PullRequestBytes(uint64_t epoch, int worker_id,
+                                  const std::vector<uint32_t>& ids) {
+  proto::PullRequest request;
+  request.set_placement_epoch(epoch);
+  request.set_worker_id(worker_id);
+  for (uint32_t id : ids) request.add_block_ids(id);
+  grpc::ByteBuffer bytes;
+  bool own = false;
+  (void)grpc::SerializationTraits<proto::PullRequest>::Serialize(request, &bytes,
+                                                                 &own);
+  return bytes;
+}
+
 }  // namespace
 
 struct GrpcPsClient::Shard {
   int index = 0;
   std::string address;
-  std::unique_ptr<proto::ParameterServer::Stub> stub;
+  std::unique_ptr<grpc::GenericStub> stub;
   std::vector<std::vector<uint32_t>> chunks;  // block ids per request
+
+  // A unary call of raw bytes, waited for.
+  grpc::Status Call(const char* method, double deadline_s,
+                    const grpc::ByteBuffer& request,
+                    grpc::ByteBuffer* reply) const {
+    grpc::ClientContext context;
+    context.set_deadline(DeadlineIn(deadline_s));
+    grpc::Status result;
+    absl::Notification done;
+    stub->UnaryCall(&context, method, grpc::StubOptions(), &request, reply,
+                    [&](grpc::Status status) {
+                      result = std::move(status);
+                      done.Notify();
+                    });
+    done.WaitForNotification();
+    return result;
+  }
+};
+
+// One request of a Push: fixed block ids and sequence for all its tries.
+struct PushRequestState {
+  int shard = 0;
+  std::vector<uint32_t> ids;
+  uint64_t sequence = 0;
+  grpc::ClientContext context;
+  grpc::ByteBuffer request, reply;
+  grpc::Status status;  // of the asynchronous first try
+  bool failed = false;
+  bool done = false;
+};
+
+struct GrpcPsClient::PushCall {
+  const float* grad;
+  const std::vector<uint64_t>* versions;
+  uint64_t clock = 0;
+  uint64_t epoch = 0;
+  std::vector<std::shared_ptr<const Shard>> shards;
+  std::vector<std::unique_ptr<PushRequestState>> requests;
+  std::vector<StalenessHistogram> staleness;  // per shard
+  wire::SendPins pins;
+  // Guarded by the client's mu_.
+  int outstanding = 0;
+  int failures = 0;
 };
 
 GrpcPsClient::GrpcPsClient(const ModelSpec& spec,
@@ -70,7 +133,7 @@ absl::Status GrpcPsClient::Refresh(uint64_t seen_epoch) {
     auto shard = std::make_shared<Shard>();
     shard->index = info.index();
     shard->address = info.address();
-    shard->stub = proto::ParameterServer::NewStub(MakeChannel(info.address()));
+    shard->stub = std::make_unique<grpc::GenericStub>(MakeChannel(info.address()));
     int64_t bytes = kChunkBytes;
     for (uint32_t id : info.block_ids()) {
       const int64_t block_bytes = spec_.blocks()[id].length * 4;
@@ -100,14 +163,17 @@ std::shared_ptr<const GrpcPsClient::Shard> GrpcPsClient::GetShard(
   return shards_[index];
 }
 
-int GrpcPsClient::num_shards() const {
+std::vector<std::shared_ptr<const GrpcPsClient::Shard>> GrpcPsClient::GetShards(
+    uint64_t* epoch) const {
   absl::MutexLock lock(&mu_);
-  return static_cast<int>(shards_.size());
+  *epoch = epoch_;
+  return shards_;
 }
 
 absl::Status GrpcPsClient::WithRetries(
     int index, const std::string& what,
-    const std::function<grpc::Status(const Shard&, uint64_t)>& call) {
+    const std::function<grpc::Status(const Shard&, uint64_t)>& call,
+    const grpc::Status* first_try) {
   uint64_t epoch = 0;
   std::shared_ptr<const Shard> shard = GetShard(index, &epoch);
   const std::string target = absl::StrCat("ps ", index, " at ", shard->address);
@@ -119,8 +185,11 @@ absl::Status GrpcPsClient::WithRetries(
   absl::Status result = RetryFor(
       absl::StrCat("worker ", worker_id_), absl::StrCat(what, " ", target), options,
       [&]() -> absl::Status {
-        absl::Status status =
-            FromGrpcStatus(call(*shard, epoch), absl::StrCat(what, " ", target));
+        // The first try may have run already (asynchronously).
+        absl::Status status = FromGrpcStatus(
+            first_try != nullptr ? *first_try : call(*shard, epoch),
+            absl::StrCat(what, " ", target));
+        first_try = nullptr;
         // A ps shutting down in order cancels the calls it has not served yet:
         // for us that is an unreachable ps. Retrying is safe: a push that was
         // applied after all comes back as a duplicate (its sequence number).
@@ -152,93 +221,96 @@ absl::Status GrpcPsClient::WithRetries(
   return result;
 }
 
-absl::Status GrpcPsClient::ForEachShard(int n,
-                                        const std::function<absl::Status(int)>& fn) {
-  std::vector<absl::Status> results(n);
-  std::vector<std::thread> threads;
-  for (int i = 1; i < n; ++i) {
-    threads.emplace_back([&, i] { results[i] = fn(i); });
-  }
-  if (n > 0) results[0] = fn(0);
-  for (std::thread& t : threads) t.join();
-  for (const absl::Status& status : results) {
-    if (!status.ok()) return status;
-  }
-  return absl::OkStatus();
-}
-
 absl::Status GrpcPsClient::Pull(float* params, std::vector<uint64_t>* versions) {
   versions->resize(spec_.blocks().size());
-  return ForEachShard(num_shards(),
-                      [&](int index) { return PullShard(index, params, versions); });
-}
-
-absl::Status GrpcPsClient::CopyBlocks(int index, const proto::PullResponse& response,
-                                      float* params, std::vector<uint64_t>* versions) {
-  int64_t bytes = 0;
-  for (const proto::BlockData& block : response.blocks()) {
-    if (block.block_id() >= spec_.blocks().size()) {
-      return absl::InternalError(absl::StrCat("ps ", index, " returned unknown block ",
-                                              block.block_id()));
+  uint64_t epoch = 0;
+  const std::vector<std::shared_ptr<const Shard>> shards = GetShards(&epoch);
+  struct Chunk {
+    int shard;
+    size_t chunk;
+    grpc::ClientContext context;
+    grpc::ByteBuffer request, reply;
+    grpc::Status status;
+    absl::Status copied;
+  };
+  std::vector<std::unique_ptr<Chunk>> chunks;
+  for (const auto& shard : shards) {
+    for (size_t c = 0; c < shard->chunks.size(); ++c) {
+      auto chunk = std::make_unique<Chunk>();
+      chunk->shard = shard->index;
+      chunk->chunk = c;
+      chunk->request = PullRequestBytes(epoch, worker_id_, shard->chunks[c]);
+      chunk->context.set_deadline(DeadlineIn(rpc_.deadline_s));
+      chunks.push_back(std::move(chunk));
     }
-    const BlockSpec& spec = spec_.blocks()[block.block_id()];
-    if (static_cast<int64_t>(block.data().size()) != spec.length * 4) {
-      return absl::InternalError(absl::StrCat(
-          "ps ", index, " returned ", block.data().size(), " bytes for block ",
-          spec.id, ", expected ", spec.length * 4, ": do all daemons use the same config?"));
-    }
-    std::memcpy(params + spec.offset, block.data().data(), block.data().size());
-    (*versions)[spec.id] = block.version();
-    bytes += block.data().size();
   }
-  counters_->Add("pulls", 1);
-  counters_->Add("bytes_in", bytes);
+  // Every chunk of every shard at once; each reply is copied into params on
+  // the thread that receives it (chunks cover disjoint blocks).
+  absl::BlockingCounter pending(static_cast<int>(chunks.size()));
+  for (auto& chunk : chunks) {
+    Chunk* c = chunk.get();
+    shards[c->shard]->stub->UnaryCall(
+        &c->context, kPullMethod, grpc::StubOptions(), &c->request, &c->reply,
+        [this, c, params, versions, &pending](grpc::Status status) {
+          c->status = std::move(status);
+          if (c->status.ok()) {
+            c->copied = CopyBlocks(c->shard, c->reply, params, versions);
+          }
+          pending.DecrementCount();
+        });
+  }
+  pending.Wait();
+  // Retries, one chunk at a time, in shard order.
+  for (auto& chunk : chunks) {
+    Chunk* c = chunk.get();
+    if (c->status.ok()) {
+      if (!c->copied.ok()) return c->copied;
+      continue;
+    }
+    const std::vector<uint32_t>& ids = shards[c->shard]->chunks[c->chunk];
+    absl::Status status = WithRetries(
+        c->shard, "pull from", [&](const Shard& now, uint64_t now_epoch) {
+          grpc::ByteBuffer request = PullRequestBytes(now_epoch, worker_id_, ids);
+          c->reply.Clear();
+          return now.Call(kPullMethod, rpc_.deadline_s, request, &c->reply);
+        },
+        &c->status);
+    if (!status.ok()) return status;
+    RETURN_IF_ERROR(CopyBlocks(c->shard, c->reply, params, versions));
+  }
   return absl::OkStatus();
 }
 
-// Pulls have no ordering to keep, so every chunk of a shard is requested at once
-// (a single request in flight per shard left the link idle between chunks); the
-// chunks that fail are then retried one by one.
-absl::Status GrpcPsClient::PullShard(int index, float* params,
-                                     std::vector<uint64_t>* versions) {
-  uint64_t epoch = 0;
-  std::shared_ptr<const Shard> shard = GetShard(index, &epoch);
-  const size_t num_chunks = shard->chunks.size();
-  std::vector<grpc::ClientContext> contexts(num_chunks);
-  std::vector<proto::PullRequest> requests(num_chunks);
-  std::vector<proto::PullResponse> responses(num_chunks);
-  std::vector<grpc::Status> results(num_chunks);
-  absl::BlockingCounter pending(static_cast<int>(num_chunks));
-  for (size_t c = 0; c < num_chunks; ++c) {
-    requests[c].set_placement_epoch(epoch);
-    requests[c].set_worker_id(worker_id_);
-    for (uint32_t id : shard->chunks[c]) requests[c].add_block_ids(id);
-    contexts[c].set_deadline(DeadlineIn(rpc_.deadline_s));
-    shard->stub->async()->Pull(&contexts[c], &requests[c], &responses[c],
-                               [&results, &pending, c](grpc::Status status) {
-                                 results[c] = std::move(status);
-                                 pending.DecrementCount();
-                               });
+absl::Status GrpcPsClient::CopyBlocks(int index, const grpc::ByteBuffer& reply,
+                                      float* params,
+                                      std::vector<uint64_t>* versions) {
+  int64_t bytes = 0;
+  absl::Status status = wire::ParsePullReply(
+      reply, [&](const wire::BlockRef& block, const wire::CopyPayload& copy) {
+        if (block.id >= spec_.blocks().size()) {
+          return absl::InternalError(absl::StrCat(
+              "ps ", index, " returned unknown block ", block.id));
+        }
+        const BlockSpec& spec = spec_.blocks()[block.id];
+        if (block.encoding != 0 ||
+            static_cast<int64_t>(block.size) != spec.length * 4) {
+          return absl::InternalError(absl::StrCat(
+              "ps ", index, " returned ", block.size, " bytes (encoding ",
+              block.encoding, ") for block ", spec.id, ", expected ",
+              spec.length * 4, " float32 bytes: do all daemons use the same config?"));
+        }
+        copy(reinterpret_cast<char*>(params + spec.offset));
+        (*versions)[spec.id] = block.version;
+        bytes += block.size;
+        return absl::OkStatus();
+      });
+  if (!status.ok()) {
+    return absl::IsInvalidArgument(status)
+               ? absl::InternalError(absl::StrCat("ps ", index, ": ", status.message()))
+               : status;
   }
-  pending.Wait();
-  for (size_t c = 0; c < num_chunks; ++c) {
-    if (!results[c].ok()) {
-      absl::Status status = WithRetries(
-          index, "pull from", [&](const Shard& now, uint64_t now_epoch) {
-            proto::PullRequest request;
-            request.set_placement_epoch(now_epoch);
-            request.set_worker_id(worker_id_);
-            for (uint32_t id : now.chunks[c]) request.add_block_ids(id);
-            grpc::ClientContext context;
-            context.set_deadline(DeadlineIn(rpc_.deadline_s));
-            responses[c].Clear();
-            return now.stub->Pull(&context, request, &responses[c]);
-          });
-      if (!status.ok()) return status;
-    }
-    absl::Status copied = CopyBlocks(index, responses[c], params, versions);
-    if (!copied.ok()) return copied;
-  }
+  counters_->Add("pulls", 1);
+  counters_->Add("bytes_in", static_cast<double>(bytes));
   return absl::OkStatus();
 }
 
@@ -249,6 +321,12 @@ void GrpcPsClient::set_start_clock(uint64_t start) {
   acked_clock_ = start;
 }
 
+void GrpcPsClient::set_incarnation(uint64_t incarnation) {
+  absl::MutexLock lock(&mu_);
+  if (pushes_begun_ > 0) return;
+  incarnation_ = incarnation;
+}
+
 uint64_t GrpcPsClient::acked_clock() const {
   absl::MutexLock lock(&mu_);
   return acked_clock_;
@@ -257,112 +335,180 @@ uint64_t GrpcPsClient::acked_clock() const {
 absl::Status GrpcPsClient::Push(const float* grad,
                                 const std::vector<uint64_t>& versions,
                                 StalenessHistogram* staleness) {
-  // Take a ticket on every shard at once, so that pushes reach each shard in the
-  // order they began here.
-  std::vector<uint64_t> tickets;
-  uint64_t push_clock = 0;
+  PushCall call;
+  call.grad = grad;
+  call.versions = &versions;
+  call.shards = GetShards(&call.epoch);
   {
     absl::MutexLock lock(&mu_);
-    push_clock = start_clock_ + ++pushes_begun_;
-    if (lanes_.size() < shards_.size()) {
-      // Sequences start at the wall clock in microseconds (not clock_: this is
-      // about identity across restarts, not waiting), so a restarted worker's
-      // pushes number above its previous run's (each push takes far more than
-      // 1 us) and the ps does not mistake them for duplicates.
-      PushLane fresh;
-      fresh.next_sequence = static_cast<uint64_t>(absl::ToUnixMicros(absl::Now()));
-      lanes_.resize(shards_.size(), fresh);
-    }
-    for (size_t i = 0; i < shards_.size(); ++i) {
-      tickets.push_back(lanes_[i].next_ticket++);
+    call.clock = start_clock_ + ++pushes_begun_;
+    if (lanes_.size() < call.shards.size()) lanes_.resize(call.shards.size());
+  }
+  call.staleness.resize(call.shards.size());
+  // Requests interleaved across shards, so every shard's link starts at once.
+  size_t most = 0;
+  for (const auto& shard : call.shards) most = std::max(most, shard->chunks.size());
+  for (size_t c = 0; c < most; ++c) {
+    for (const auto& shard : call.shards) {
+      if (c >= shard->chunks.size()) continue;
+      auto r = std::make_unique<PushRequestState>();
+      r->shard = shard->index;
+      r->ids = shard->chunks[c];
+      call.requests.push_back(std::move(r));
     }
   }
-  // One histogram per shard: the shards' pushes run in parallel.
-  std::vector<StalenessHistogram> per_shard(tickets.size());
-  absl::Status status =
-      ForEachShard(static_cast<int>(tickets.size()), [&](int index) {
-        return PushShard(index, tickets[index], push_clock, grad, versions,
-                         &per_shard[index]);
-      });
+  absl::Status status;
+  for (size_t r = 0; r < call.requests.size() && status.ok(); ++r) {
+    while (!StartPush(&call, r)) {
+      status = RetryFailedPushes(&call);
+      if (!status.ok()) break;
+    }
+  }
+  {
+    // Every request started must end before `call` goes away.
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](PushCall* c) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+          return c->outstanding == 0;
+        },
+        &call));
+  }
+  if (status.ok()) status = RetryFailedPushes(&call);
+  // Requests that never got through leave the window: their sequences are
+  // abandoned (the ps moves past them when later ones arrive).
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& r : call.requests) {
+      if (r->sequence != 0 && !r->done) lanes_[r->shard].in_flight.erase(r->sequence);
+    }
+    window_moved_.SignalAll();
+  }
+  for (auto& r : call.requests) {
+    r->request.Clear();
+  }
+  call.pins.WaitReleased();  // grad may change once we return
   if (!status.ok()) return status;
   {
     absl::MutexLock lock(&mu_);
-    acked_clock_ = std::max(acked_clock_, push_clock);
+    acked_clock_ = std::max(acked_clock_, call.clock);
   }
   if (staleness != nullptr) {
-    for (const StalenessHistogram& h : per_shard) staleness->Merge(h);
+    for (const StalenessHistogram& h : call.staleness) staleness->Merge(h);
   }
   return absl::OkStatus();
 }
 
-absl::Status GrpcPsClient::PushShard(int index, uint64_t ticket,
-                                     uint64_t push_clock, const float* grad,
-                                     const std::vector<uint64_t>& versions,
-                                     StalenessHistogram* staleness) {
-  {
-    absl::MutexLock lock(&mu_);
-    while (lanes_[index].serving != ticket) turn_changed_.Wait(&mu_);
+namespace {
+
+wire::PushView MakePushView(const ModelSpec& spec, const float* grad,
+                            const std::vector<uint64_t>& versions,
+                            const std::vector<uint32_t>& ids, uint64_t epoch,
+                            int worker_id, uint64_t sequence, uint64_t clock) {
+  wire::PushView view;
+  view.placement_epoch = epoch;
+  view.worker_id = worker_id;
+  view.sequence = sequence;
+  view.clock = clock;
+  for (uint32_t id : ids) {
+    const BlockSpec& block = spec.blocks()[id];
+    view.blocks.push_back({id, versions[id], 0,
+                           reinterpret_cast<const char*>(grad + block.offset),
+                           static_cast<size_t>(block.length) * 4});
   }
-  // The turn is ours: no other push sends to this shard until we pass it on,
-  // and no mutex is held while the requests and their retries run.
-  absl::Status status =
-      SendPushChunks(index, push_clock, grad, versions, staleness);
-  absl::MutexLock lock(&mu_);
-  ++lanes_[index].serving;
-  turn_changed_.SignalAll();
-  return status;
+  return view;
 }
 
-absl::Status GrpcPsClient::SendPushChunks(int index, uint64_t push_clock,
-                                          const float* grad,
-                                          const std::vector<uint64_t>& versions,
-                                          StalenessHistogram* staleness) {
-  uint64_t unused = 0;
-  const size_t num_chunks = GetShard(index, &unused)->chunks.size();
-  for (size_t c = 0; c < num_chunks; ++c) {
-    uint64_t sequence = 0;
+}  // namespace
+
+bool GrpcPsClient::StartPush(PushCall* call, size_t r) {
+  PushRequestState* request = call->requests[r].get();
+  const uint64_t window = static_cast<uint64_t>(std::max(1, rpc_.push_window));
+  {
+    absl::MutexLock lock(&mu_);
+    PushLane& lane = lanes_[request->shard];
+    if (lane.next_sequence == 0) lane.next_sequence = (incarnation_ << 32) + 1;
+    while (!lane.in_flight.empty() &&
+           lane.next_sequence >= *lane.in_flight.begin() + window) {
+      if (call->failures > 0) return false;  // ours may hold the window
+      window_moved_.Wait(&mu_);
+    }
+    request->sequence = lane.next_sequence++;
+    lane.in_flight.insert(request->sequence);
+    ++call->outstanding;
+  }
+  request->request = wire::SerializePush(
+      MakePushView(spec_, call->grad, *call->versions, request->ids,
+                   call->epoch, worker_id_, request->sequence, call->clock),
+      &call->pins);
+  request->context.set_deadline(DeadlineIn(rpc_.deadline_s));
+  call->shards[request->shard]->stub->UnaryCall(
+      &request->context, kPushMethod, grpc::StubOptions(), &request->request,
+      &request->reply, [this, call, r](grpc::Status status) {
+        PushRequestState* request = call->requests[r].get();
+        if (status.ok()) {
+          PushAcknowledged(call, r, request->reply);
+        } else {
+          absl::MutexLock lock(&mu_);
+          request->status = std::move(status);
+          request->failed = true;
+          ++call->failures;
+        }
+        absl::MutexLock lock(&mu_);
+        --call->outstanding;
+        window_moved_.SignalAll();
+      });
+  return true;
+}
+
+void GrpcPsClient::PushAcknowledged(PushCall* call, size_t r,
+                                    const grpc::ByteBuffer& reply) {
+  PushRequestState* request = call->requests[r].get();
+  proto::PushResponse response;
+  grpc::ByteBuffer bytes(reply);
+  (void)grpc::SerializationTraits<proto::PushResponse>::Deserialize(&bytes,
+                                                                   &response);
+  int64_t bytes_out = 0;
+  for (uint32_t id : request->ids) bytes_out += spec_.blocks()[id].length * 4;
+  counters_->Add("pushes", 1);
+  counters_->Add("bytes_out", static_cast<double>(bytes_out));
+  absl::MutexLock lock(&mu_);  // requests of one shard end on many threads
+  // The ps answers each applied block's new version, one past the version
+  // the update was applied to; a duplicate answers none.
+  if (response.versions_size() == static_cast<int>(request->ids.size())) {
+    StalenessHistogram& staleness = call->staleness[request->shard];
+    for (size_t i = 0; i < request->ids.size(); ++i) {
+      const uint64_t applied_to = response.versions(i) - 1;
+      const uint64_t base = (*call->versions)[request->ids[i]];
+      staleness.Record(applied_to > base ? applied_to - base : 0);
+    }
+  }
+  request->done = true;
+  lanes_[request->shard].in_flight.erase(request->sequence);
+}
+
+absl::Status GrpcPsClient::RetryFailedPushes(PushCall* call) {
+  for (size_t r = 0; r < call->requests.size(); ++r) {
+    PushRequestState* request = call->requests[r].get();
     {
       absl::MutexLock lock(&mu_);
-      sequence = lanes_[index].next_sequence++;
+      if (!request->failed) continue;
+      request->failed = false;
+      --call->failures;
     }
-    int64_t bytes = 0;
-    proto::PushResponse response;
-    std::vector<uint32_t> sent;  // block ids of the request answered
     absl::Status status = WithRetries(
-        index, "push to", [&](const Shard& shard, uint64_t epoch) {
-          proto::PushRequest request;
-          request.set_placement_epoch(epoch);
-          request.set_worker_id(worker_id_);
-          request.set_sequence(sequence);
-          request.set_clock(push_clock);
-          bytes = 0;
-          for (uint32_t id : shard.chunks[c]) {
-            const BlockSpec& spec = spec_.blocks()[id];
-            proto::BlockData* block = request.add_blocks();
-            block->set_block_id(id);
-            block->set_version(versions[id]);
-            block->set_data(reinterpret_cast<const char*>(grad + spec.offset),
-                            spec.length * 4);
-            bytes += spec.length * 4;
-          }
-          grpc::ClientContext context;
-          context.set_deadline(DeadlineIn(rpc_.deadline_s));
-          response.Clear();
-          sent.assign(shard.chunks[c].begin(), shard.chunks[c].end());
-          return shard.stub->Push(&context, request, &response);
-        });
+        request->shard, "push to", [&](const Shard& shard, uint64_t epoch) {
+          const grpc::ByteBuffer bytes = wire::SerializePush(
+              MakePushView(spec_, call->grad, *call->versions, request->ids,
+                           epoch, worker_id_, request->sequence, call->clock),
+              &call->pins);
+          request->reply.Clear();
+          return shard.Call(kPushMethod, rpc_.deadline_s, bytes, &request->reply);
+        },
+        &request->status);
     if (!status.ok()) return status;
-    // The ps answers each applied block's new version, one past the version
-    // the update was applied to; a duplicate answers none.
-    if (response.versions_size() == static_cast<int>(sent.size())) {
-      for (size_t i = 0; i < sent.size(); ++i) {
-        const uint64_t applied_to = response.versions(i) - 1;
-        const uint64_t base = versions[sent[i]];
-        staleness->Record(applied_to > base ? applied_to - base : 0);
-      }
-    }
-    counters_->Add("pushes", 1);
-    counters_->Add("bytes_out", bytes);
+    PushAcknowledged(call, r, request->reply);
+    absl::MutexLock lock(&mu_);
+    window_moved_.SignalAll();
   }
   return absl::OkStatus();
 }

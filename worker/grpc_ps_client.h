@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -30,13 +31,18 @@ namespace downpour::worker {
 // PsClient over gRPC. Thread-safe: Pulls and Pushes may run at once from any
 // threads. No mutex is held while an RPC or a backoff sleep runs.
 //
-// Each shard's blocks are cut into requests of at most 4 MiB. Every request is
-// retried on its own: a retryable failure (common/retry.h IsRetryable:
-// UNAVAILABLE, DEADLINE_EXCEEDED, FAILED_PRECONDITION such as a stale placement
-// epoch, ABORTED) makes the client re-read the placement (the shard may have
-// moved or restarted) and try again with capped exponential backoff and jitter
-// on `clock`, for up to rpc.connect_timeout_s per request, logging what it
-// waits for. Errors Pull and Push return:
+// Each shard's blocks are cut into requests of at most 4 MiB. A Pull or Push
+// starts every request of every shard at once (gRPC's callback API: no thread
+// per shard), within a window per shard (rpc.push_window requests in flight),
+// then retries the ones that failed. Every request is retried on its own: a
+// retryable failure (common/retry.h IsRetryable: UNAVAILABLE,
+// DEADLINE_EXCEEDED, FAILED_PRECONDITION such as a stale placement epoch,
+// ABORTED) makes the client re-read the placement (the shard may have moved or
+// restarted) and try again with capped exponential backoff and jitter on
+// `clock`, for up to rpc.connect_timeout_s per request, logging what it waits
+// for. A retry carries the same block ids as the first try, whatever the new
+// placement's chunks, so it can never be applied to other blocks. Errors Pull
+// and Push return:
 //   DeadlineExceeded  "worker N: gave up waiting for <pull from|push to> ps I
 //                     at ADDR after S s: <last error>": retries ran out.
 //   Cancelled         "worker N: stopped while waiting for ...": `should_stop`
@@ -44,19 +50,24 @@ namespace downpour::worker {
 //   Internal          Pull only: a shard returned a block it does not hold in
 //                     the spec, or one of the wrong size (the daemons disagree
 //                     on the config).
+//   OutOfRange        Push only: a newer incarnation of this worker has pushed
+//                     to the shard (this process was replaced).
 //   any other code    the shard's non-retryable answer, returned at once,
 //                     e.g. InvalidArgument for a gradient with NaN.
-// Pulls and Pushes run on all shards in parallel and return the first shard's
-// error in shard order; a failed Push may have been applied on other shards
-// and, on the failing shard, for the requests before the failed one.
+// A failed Push may have been applied on some shards and for some requests.
+//
+// Bytes (common/wire_format.h): push payloads are sent from `grad` itself,
+// not copied (Push returns once gRPC has let go of them); pull replies are
+// copied once, from the received slices into `params`.
 //
 // Exactly once: each push request carries this worker's id and a per-shard
-// sequence number, kept across its retries, and the ps skips a sequence it has
-// already applied. For that to hold, push requests reach each shard one at a
-// time and in the order the Push calls began (each Push takes a ticket per
-// shard on entry and waits for its turn on that shard only). Sequences start at
-// the wall-clock time in microseconds, so a restarted worker numbers above its
-// last run.
+// sequence number, (incarnation << 32) | n, kept across its retries. The
+// incarnation comes from the coordinator (set_incarnation), so a restarted
+// worker numbers above its previous run without any clock. The ps remembers
+// which sequences of a window it applied (server/sequence_window.h), so
+// requests in flight together may arrive in any order. The client never has a
+// request in flight rpc.push_window or more sequences past the oldest one not
+// yet acknowledged on that shard.
 class GrpcPsClient : public PsClient {
  public:
   // Borrows spec, coordinator, counters and clock; they must outlive the
@@ -93,53 +104,48 @@ class GrpcPsClient : public PsClient {
   // clock per worker. `start` is RegisterWorkerResponse.start_clock; only the
   // first call before any Push counts.
   void set_start_clock(uint64_t start) ABSL_LOCKS_EXCLUDED(mu_);
+  // The incarnation the coordinator issued this worker process
+  // (RegisterWorkerResponse.incarnation); only the first call before any Push
+  // counts. Without one, sequences start at incarnation 0.
+  void set_incarnation(uint64_t incarnation) ABSL_LOCKS_EXCLUDED(mu_);
   // The clock of the last Push acknowledged (start clock before any).
   uint64_t acked_clock() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  struct Shard;  // one ps: its address, stub, blocks cut into request chunks
+  struct Shard;     // one ps: its address, stubs, blocks cut into chunks
+  struct PushCall;  // one Push: its requests and their state
 
-  // Push ordering for one shard index: a ticket lock plus the next sequence.
+  // Window state of one shard index.
   struct PushLane {
-    uint64_t next_ticket = 0;    // handed to the next Push
-    uint64_t serving = 0;        // the ticket whose push may send now
-    uint64_t next_sequence = 0;  // for the next push request
+    uint64_t next_sequence = 0;   // for the next request (0: not started)
+    std::set<uint64_t> in_flight;  // sent, not yet acknowledged
   };
 
   // Re-reads the placement if it is newer than `seen_epoch`.
   absl::Status Refresh(uint64_t seen_epoch) ABSL_LOCKS_EXCLUDED(mu_);
   std::shared_ptr<const Shard> GetShard(int index, uint64_t* epoch) const
       ABSL_LOCKS_EXCLUDED(mu_);
-  int num_shards() const ABSL_LOCKS_EXCLUDED(mu_);
-  absl::Status PullShard(int index, float* params,
-                         std::vector<uint64_t>* versions)
+  std::vector<std::shared_ptr<const Shard>> GetShards(uint64_t* epoch) const
       ABSL_LOCKS_EXCLUDED(mu_);
   // Copies a pull reply's blocks into params and versions, checking their
-  // sizes.
-  absl::Status CopyBlocks(int index, const proto::PullResponse& response,
+  // ids and sizes.
+  absl::Status CopyBlocks(int index, const grpc::ByteBuffer& reply,
                           float* params, std::vector<uint64_t>* versions);
-  // Waits for `ticket`'s turn on shard `index`, sends its push requests, and
-  // passes the turn on (also on error).
-  absl::Status PushShard(int index, uint64_t ticket, uint64_t push_clock,
-                         const float* grad,
-                         const std::vector<uint64_t>& versions,
-                         StalenessHistogram* staleness)
-      ABSL_LOCKS_EXCLUDED(mu_);
-  // Sends grad's chunks to shard `index` and records the staleness of each
-  // block the ps applied into *staleness. REQUIRES: the caller holds its turn.
-  absl::Status SendPushChunks(int index, uint64_t push_clock, const float* grad,
-                              const std::vector<uint64_t>& versions,
-                              StalenessHistogram* staleness)
+  // Sends push request `r` of `call` (async) once its shard's window has
+  // room; false when a request of `call` failed meanwhile (retry first).
+  bool StartPush(PushCall* call, size_t r) ABSL_LOCKS_EXCLUDED(mu_);
+  // Retries the failed requests of `call` one at a time, synchronously.
+  absl::Status RetryFailedPushes(PushCall* call) ABSL_LOCKS_EXCLUDED(mu_);
+  // Records an acknowledged request: window, staleness, counters.
+  void PushAcknowledged(PushCall* call, size_t r, const grpc::ByteBuffer& reply)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Runs `call` against shard `index` until it succeeds, re-reading the
   // placement after retryable failures.
+  // `first_try`: the status of a first try already made (asynchronously).
   absl::Status WithRetries(
       int index, const std::string& what,
-      const std::function<grpc::Status(const Shard&, uint64_t epoch)>& call)
-      ABSL_LOCKS_EXCLUDED(mu_);
-  // Runs fn(i) for shards 0..n-1 in parallel and returns the first error.
-  static absl::Status ForEachShard(int n,
-                                   const std::function<absl::Status(int)>& fn);
+      const std::function<grpc::Status(const Shard&, uint64_t epoch)>& call,
+      const grpc::Status* first_try = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Constant after construction.
   const ModelSpec& spec_;
@@ -155,10 +161,11 @@ class GrpcPsClient : public PsClient {
   uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::shared_ptr<const Shard>> shards_ ABSL_GUARDED_BY(mu_);
   std::vector<PushLane> lanes_ ABSL_GUARDED_BY(mu_);  // by shard index
+  uint64_t incarnation_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t start_clock_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t pushes_begun_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t acked_clock_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::CondVar turn_changed_;  // some lane's `serving` moved on
+  absl::CondVar window_moved_;  // a request was acknowledged or failed
 };
 
 }  // namespace downpour::worker

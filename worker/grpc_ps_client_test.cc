@@ -5,6 +5,8 @@
 // rpc.connect_timeout_s.
 #include "worker/grpc_ps_client.h"
 
+#include <algorithm>
+
 #include <memory>
 #include <thread>
 #include <vector>
@@ -50,6 +52,10 @@ class ForwardingService final : public proto::ParameterServer::CallbackService {
                                  const proto::PushRequest* request,
                                  proto::PushResponse* response) override {
     auto* reactor = context->DefaultReactor();
+    {
+      absl::MutexLock lock(&mu_);
+      sequences_.push_back(request->sequence());
+    }
     const grpc::Status status = ToGrpcStatus(shard_->Push(*request, response));
     ReleaseHeld();  // a later push: the held ack is now late
     absl::MutexLock lock(&mu_);
@@ -60,6 +66,12 @@ class ForwardingService final : public proto::ParameterServer::CallbackService {
       reactor->Finish(status);
     }
     return reactor;
+  }
+
+  // The sequence of every push request received, in arrival order.
+  std::vector<uint64_t> sequences() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return sequences_;
   }
 
  private:
@@ -75,13 +87,15 @@ class ForwardingService final : public proto::ParameterServer::CallbackService {
   int pushes_ ABSL_GUARDED_BY(mu_) = 0;
   grpc::ServerUnaryReactor* held_ ABSL_GUARDED_BY(mu_) = nullptr;
   grpc::Status held_status_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint64_t> sequences_ ABSL_GUARDED_BY(mu_);
 };
 
 // A coordinator and `num_shards` ps shards in this process, placed and serving.
 class PsClientTest : public ::testing::Test {
  protected:
-  void StartCluster(int num_shards, bool hold_first_push_ack) {
-    config_.model.layers = {6, 3};
+  void StartCluster(int num_shards, bool hold_first_push_ack,
+                    std::vector<int> layers = {6, 3}) {
+    config_.model.layers = layers;
     config_.model.type = "softmax";
     config_.optimizer.type = "sgd";
     config_.optimizer.learning_rate = 1.0;
@@ -177,6 +191,49 @@ TEST_F(PsClientTest, PushRetriedAfterATimeoutIsAppliedOnce) {
     ASSERT_FLOAT_EQ(params[i], before[i] - 1.0f) << "parameter " << i;
   }
   for (uint64_t v : versions) EXPECT_EQ(v, 1u) << "applied more than once";
+}
+
+// A push of 4 requests to one shard: all in the window at once, each with its
+// own sequence of the worker's incarnation, each applied once.
+TEST_F(PsClientTest, AWindowOfPushRequestsIsAppliedOnceEach) {
+  StartCluster(1, /*hold_first_push_ack=*/false, {819199, 4});  // 12.5 MiB
+  client_->set_incarnation(7);
+  std::vector<float> params(spec_->num_params());
+  std::vector<uint64_t> versions;
+  ASSERT_THAT(client_->Pull(params.data(), &versions), IsOk());
+  const std::vector<float> before = params;
+  const std::vector<float> gradient(spec_->num_params(), 0.5f);
+  ASSERT_THAT(client_->Push(gradient.data(), versions, nullptr), IsOk());
+  std::vector<uint64_t> sequences = services_[0]->sequences();
+  std::sort(sequences.begin(), sequences.end());
+  const uint64_t base = uint64_t{7} << 32;
+  EXPECT_EQ(sequences, (std::vector<uint64_t>{base | 1, base | 2, base | 3,
+                                              base | 4}));
+  ASSERT_THAT(client_->Pull(params.data(), &versions), IsOk());
+  for (uint64_t v : versions) ASSERT_EQ(v, 1u);
+  for (size_t i = 0; i < params.size(); i += 4099) {
+    ASSERT_FLOAT_EQ(params[i], before[i] - 0.5f) << "parameter " << i;
+  }
+  EXPECT_EQ(ps_counters_.Get("duplicate_pushes"), 0);
+}
+
+// A worker process replaced by a newer incarnation cannot push any more.
+TEST_F(PsClientTest, AReplacedIncarnationIsRefused) {
+  StartCluster(1, /*hold_first_push_ack=*/false);
+  client_->set_incarnation(1);
+  std::vector<float> params(spec_->num_params());
+  std::vector<uint64_t> versions;
+  ASSERT_THAT(client_->Pull(params.data(), &versions), IsOk());
+  const std::vector<float> gradient(spec_->num_params(), 0.5f);
+  ASSERT_THAT(client_->Push(gradient.data(), versions, nullptr), IsOk());
+  GrpcPsClient successor(*spec_, coordinator_.get(), config_.rpc, 0,
+                         &worker_counters_, nullptr, &clock_);
+  ASSERT_THAT(successor.Connect(), IsOk());
+  successor.set_incarnation(2);
+  ASSERT_THAT(successor.Push(gradient.data(), versions, nullptr), IsOk());
+  EXPECT_THAT(client_->Push(gradient.data(), versions, nullptr),
+              StatusIs(absl::StatusCode::kOutOfRange,
+                       HasSubstr("incarnation 1 was replaced")));
 }
 
 TEST_F(PsClientTest, PushReportsTheUpdatesEachBlockSawSinceItsPull) {

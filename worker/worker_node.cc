@@ -107,6 +107,7 @@ absl::Status WorkerNode::JoinCluster() {
       [this] { return stop_requested_.load(); }, clock_);
   RETURN_IF_ERROR(ps_->Connect());
   ps_->set_start_clock(registered.start_clock());
+  ps_->set_incarnation(registered.incarnation());
 
   DownpourLoop::Options loop_options;
   loop_options.training = config.training;
