@@ -97,8 +97,11 @@ std::string NetnsLab::SetUp(
 std::string NetnsLab::ShapeLink(const std::string& role,
                                 const LinkShape& shape) {
   if (tc_.empty()) return "no `tc` command (Debian: iproute2)";
-  const NetnsHost& h = host(role);
-  if (h.role != role) return absl::StrCat("no host ", role, " in the lab");
+  const auto it =
+      std::find_if(hosts_.begin(), hosts_.end(),
+                   [&](const NetnsHost& h) { return h.role == role; });
+  if (it == hosts_.end()) return absl::StrCat("no host ", role, " in the lab");
+  const NetnsHost& h = *it;
   const double bytes_per_s = shape.rate_mbit * 1e6 / 8;
   const int burst =
       shape.burst_bytes > 0
@@ -142,18 +145,24 @@ std::string NetnsLab::WriteSsh(const std::string& path) const {
   return path;
 }
 
-void NetnsLab::TearDown() {
-  for (auto it = made_.rbegin(); it != made_.rend(); ++it) {
-    // Only processes we started live in our namespaces; end any left over.
+void NetnsLab::KillProcesses() {
+  for (const std::string& netns : made_) {
     const std::string log = absl::StrCat(log_dir_, "/netns-pids.out");
     std::error_code ignored;
     fs::remove(log, ignored);
-    auto pids = Subprocess::Start("ip", {ip_, "netns", "pids", *it}, log);
+    auto pids = Subprocess::Start("ip", {ip_, "netns", "pids", netns}, log);
     if (pids.ok()) (*pids)->Wait(absl::Seconds(30));
     for (absl::string_view pid : absl::StrSplit(
              ReadFile(log).value_or(""), '\n', absl::SkipWhitespace())) {
       Command({"/bin/kill", "-9", std::string(absl::StripAsciiWhitespace(pid))});
     }
+  }
+}
+
+void NetnsLab::TearDown() {
+  // Only processes we started live in our namespaces; end any left over.
+  KillProcesses();
+  for (auto it = made_.rbegin(); it != made_.rend(); ++it) {
     Command({ip_, "netns", "del", *it});
   }
   made_.clear();

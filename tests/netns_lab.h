@@ -70,6 +70,9 @@ class NetnsLab {
   // `ssh HOST COMMAND` runs COMMAND in HOST's namespace.
   std::string WriteSsh(const std::string& path) const;
 
+  // Kills (SIGKILL) every process left in the lab's namespaces.
+  void KillProcesses();
+
   // Kills the processes in the lab's namespaces and deletes them; idempotent.
   void TearDown();
 
