@@ -11,8 +11,8 @@
 // each row prints the machine's CPU use and flags it when it was high.
 //
 //   sudo bazel run -c opt //bench:scale_model -- --markdown=/tmp/scale.md
-//   bazel run -c opt //bench:scale_model -- --workers=1,16 --shards=8 \
-//       --encodings=float32 --model=mlp10x --link_mbit=10 --step_ms=2000
+//   bazel run -c opt //bench:scale_model -- --workers=1,16 --shards=8
+//     --encodings=float32 --model=mlp10x --link_mbit=10 --step_ms=2000
 //
 // Per row: cluster updates/s (whole pushes the ps acknowledged per second,
 // summed over the workers' own counters in the coordinator's history), over a
@@ -23,6 +23,7 @@
 // rate * window): both directions' mean); and the machine's CPU use over the
 // window (/proc/stat). Needs root, `ip` and `tc`. Every namespace is deleted
 // at the end, also on error or Ctrl-C.
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -112,6 +113,9 @@ struct Row {
   double efficiency = NAN;
   double ps_link_util = NAN;  // the busiest ps link, both directions' mean
   double cpu_busy = NAN;      // percent of all cores, over the window
+  // CPU seconds of the run's own processes (launcher, daemons) per second of
+  // the run, as a percent of all cores: ours alone, whatever else runs.
+  double our_cpu = NAN;
   double window_s = NAN;
   double wall_s = 0;
   std::string error;
@@ -292,6 +296,15 @@ void Measure(const proto::GetHistoryResponse& history, CpuSampler& cpu,
   row->cpu_busy = cpu.BusyPercent(first->unix_s, last->unix_s);
 }
 
+// User + system seconds of the reaped children and their reaped descendants:
+// the launcher reaps the daemons (through the stand-in ssh), we reap it.
+double ChildrenCpuSeconds() {
+  rusage usage{};
+  getrusage(RUSAGE_CHILDREN, &usage);
+  auto seconds = [](const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
 // "key": value's text in a flat JSON document ("" when absent).
 std::string JsonField(const std::string& json, const std::string& key) {
   const std::string quoted = absl::StrCat("\"", key, "\": ");
@@ -335,6 +348,7 @@ void RunRow(NetnsLab& lab, const std::string& bin_dir, const std::string& ssh,
   if (!overrides.empty()) {
     argv.push_back(absl::StrCat("--set=", absl::StrJoin(overrides, ",")));
   }
+  const double cpu_before = ChildrenCpuSeconds();
   const absl::Time start = absl::Now();
   auto launcher = Subprocess::Start("launcher", argv, dir + "/launcher.log");
   if (!launcher.ok()) {
@@ -355,6 +369,8 @@ void RunRow(NetnsLab& lab, const std::string& bin_dir, const std::string& ssh,
     return;
   }
   lab.KillProcesses();  // nothing should be left; make sure for the next row
+  row->our_cpu = 100 * (ChildrenCpuSeconds() - cpu_before) /
+                 (row->wall_s * std::thread::hardware_concurrency());
   const std::string summary =
       ReadFile(dir + "/run/summary.json").value_or("");
   if (*status != 0 || JsonField(summary, "ok") != "true") {
@@ -383,8 +399,8 @@ std::string Fmt(double v, const char* format) {
 std::string Table(const std::vector<Row>& rows, double cpu_flag) {
   std::string out =
       "| model | encoding | shards | W | updates/s | steps/s | efficiency | "
-      "ps link util | CPU busy | window s |\n"
-      "|---|---|---|---|---|---|---|---|---|---|\n";
+      "ps link util | CPU busy | our CPU | window s |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const Row& r : rows) {
     const std::string cpu =
         absl::StrCat(Fmt(r.cpu_busy, "%.0f%%"),
@@ -395,10 +411,11 @@ std::string Table(const std::vector<Row>& rows, double cpu_flag) {
       continue;
     }
     absl::StrAppendFormat(
-        &out, "| %s | %s | %d | %d | %s | %s | %s | %s | %s | %s |\n", r.model,
-        r.encoding, r.shards, r.workers, Fmt(r.updates_per_s, "%.2f"),
+        &out, "| %s | %s | %d | %d | %s | %s | %s | %s | %s | %s | %s |\n",
+        r.model, r.encoding, r.shards, r.workers, Fmt(r.updates_per_s, "%.2f"),
         Fmt(r.steps_per_s, "%.2f"), Fmt(r.efficiency, "%.2f"),
-        Fmt(100 * r.ps_link_util, "%.0f%%"), cpu, Fmt(r.window_s, "%.1f"));
+        Fmt(100 * r.ps_link_util, "%.0f%%"), cpu, Fmt(r.our_cpu, "%.0f%%"),
+        Fmt(r.window_s, "%.1f"));
   }
   return out;
 }
@@ -520,13 +537,14 @@ int Main() {
           row.efficiency = row.updates_per_s / (w * base);
           std::printf(
               "  %s %s S=%d W=%-2d updates/s %s  eff %s  ps link %s  CPU %s%s  "
-              "(%.0f s)%s%s\n",
+              "ours %s  (%.0f s)%s%s\n",
               model.c_str(), encoding.c_str(), s, w,
               Fmt(row.updates_per_s, "%.2f").c_str(),
               Fmt(row.efficiency, "%.2f").c_str(),
               Fmt(100 * row.ps_link_util, "%.0f%%").c_str(),
               Fmt(row.cpu_busy, "%.0f%%").c_str(),
-              row.cpu_busy > cpu_flag ? " (CPU-bound?)" : "", row.wall_s,
+              row.cpu_busy > cpu_flag ? " (CPU-bound?)" : "",
+              Fmt(row.our_cpu, "%.0f%%").c_str(), row.wall_s,
               row.error.empty() ? "" : "  error: ", row.error.c_str());
           std::fflush(stdout);
           rows.push_back(row);
@@ -542,7 +560,9 @@ int Main() {
       "the first finishes. updates/s: whole pushes acknowledged per second "
       "(cluster); efficiency: updates/s(W) / (W * updates/s(1)); ps link util: "
       "the busiest ps's bytes in+out / (2 * rate * window); CPU busy: the "
-      "whole machine (%u cores) over the window, flagged above %.0f%%. "
+      "whole machine (%u cores, other jobs included) over the window, flagged "
+      "above %.0f%%; our CPU: the run's own processes' CPU seconds per second "
+      "of the whole run (startup included), as a share of all cores. "
       "%.0f s in all.\n",
       shape.rate_mbit, absl::GetFlag(FLAGS_step_ms), absl::GetFlag(FLAGS_steps),
       absl::GetFlag(FLAGS_warmup_steps), std::thread::hardware_concurrency(),
