@@ -35,7 +35,7 @@ TEST(ScaleModelSmokeTest, OneWorkerOneShardRowMeasuresUpdatesPerSecond) {
   auto bench = Subprocess::Start(
       "scale_model",
       {(fs::path(bin) / "bench/scale_model").string(), "--workers=1",
-       "--shards=1", "--encodings=float32", "--model=mlp", "--steps=12",
+       "--shards=1", "--encodings=float32", "--model=mlp", "--steps=20",
        "--warmup_steps=2", "--step_ms=100", "--link_mbit=100",
        "--bin_dir=" + bin, "--run_dir=" + dir + "/runs",
        "--markdown=" + dir + "/table.md"},
