@@ -208,8 +208,9 @@ std::string ConfigYaml(const NetnsLab& lab, const Row& row) {
   for (int i = 0; i < row.workers; ++i)
     workers.push_back(IpPort(lab, absl::StrCat("worker", i), kWorkerPort));
   const std::string encoding =
-      row.encoding == "float32" ? ""
-                                : absl::StrCat("  encoding: ", row.encoding, "\n");
+      row.encoding == "float32"
+          ? ""
+          : absl::StrCat("  encoding: ", row.encoding, "\n");
   return absl::StrCat(
       "cluster:\n  coordinator: ", IpPort(lab, "coordinator", kCoordinatorPort),
       "\n  ps: [", absl::StrJoin(ps, ", "), "]\n  workers: [",
@@ -324,7 +325,8 @@ void RunRow(NetnsLab& lab, const std::string& bin_dir, const std::string& ssh,
             const std::string& dir, CpuSampler& cpu, Row* row) {
   fs::create_directories(dir);
   const std::string config_path = dir + "/cluster.yaml";
-  absl::Status written = WriteFileAtomically(config_path, ConfigYaml(lab, *row));
+  absl::Status written =
+      WriteFileAtomically(config_path, ConfigYaml(lab, *row));
   if (!written.ok()) {
     row->error = std::string(written.message());
     return;
@@ -343,13 +345,23 @@ void RunRow(NetnsLab& lab, const std::string& bin_dir, const std::string& ssh,
     return;
   }
   std::vector<std::string> argv = {
-      lab.ip(),       "netns",         "exec",
+      lab.ip(),
+      "netns",
+      "exec",
       lab.host("ctl").netns,
       (fs::path(bin_dir) / "deploy/launcher").string(),
-      "--config",     config_path,     "--run_dir",
-      dir + "/run",   "--bin_dir",     bin_dir,
-      "--ssh",        "--ssh_command", ssh,
-      "--progress_s", "5",             "--accuracy_mark",
+      "--config",
+      config_path,
+      "--run_dir",
+      dir + "/run",
+      "--bin_dir",
+      bin_dir,
+      "--ssh",
+      "--ssh_command",
+      ssh,
+      "--progress_s",
+      "5",
+      "--accuracy_mark",
       "1"};
   if (!overrides.empty()) {
     argv.push_back(absl::StrCat("--set=", absl::StrJoin(overrides, ",")));
@@ -377,8 +389,7 @@ void RunRow(NetnsLab& lab, const std::string& bin_dir, const std::string& ssh,
   lab.KillProcesses();  // nothing should be left; make sure for the next row
   row->our_cpu = 100 * (ChildrenCpuSeconds() - cpu_before) /
                  (row->wall_s * std::thread::hardware_concurrency());
-  const std::string summary =
-      ReadFile(dir + "/run/summary.json").value_or("");
+  const std::string summary = ReadFile(dir + "/run/summary.json").value_or("");
   if (*status != 0 || JsonField(summary, "ok") != "true") {
     row->error = absl::StrCat("launcher exited ", *status, ": ",
                               JsonField(summary, "failure"), " (see ", dir,
@@ -396,7 +407,8 @@ void RunRow(NetnsLab& lab, const std::string& bin_dir, const std::string& ssh,
   Measure(history, cpu, row);
 }
 
-// ---- The table. ---------------------------------------------------------------
+// ---- The table.
+// ---------------------------------------------------------------
 
 std::string Fmt(double v, const char* format) {
   return std::isnan(v) ? "-" : absl::StrFormat(format, v);
@@ -460,13 +472,15 @@ int Main() {
       absl::StrSplit(absl::GetFlag(FLAGS_model), ',', absl::SkipEmpty());
   for (const std::string& m : models) {
     if (LayersOf(m).empty()) {
-      std::fprintf(stderr, "scale_model: --model wants mlp or mlp10x, got '%s'\n",
+      std::fprintf(stderr,
+                   "scale_model: --model wants mlp or mlp10x, got '%s'\n",
                    m.c_str());
       return 2;
     }
   }
   if (absl::GetFlag(FLAGS_steps) <= absl::GetFlag(FLAGS_warmup_steps) + 2) {
-    std::fprintf(stderr, "scale_model: --steps must exceed --warmup_steps + 2\n");
+    std::fprintf(stderr,
+                 "scale_model: --steps must exceed --warmup_steps + 2\n");
     return 2;
   }
   std::string bin_dir = absl::GetFlag(FLAGS_bin_dir);
@@ -510,8 +524,8 @@ int Main() {
   for (const NetnsHost& h : lab.hosts()) {
     const std::string error = lab.ShapeLink(h.role, shape);
     if (!error.empty()) {
-      std::fprintf(stderr, "scale_model: cannot shape %s: %s\n",
-                   h.role.c_str(), error.c_str());
+      std::fprintf(stderr, "scale_model: cannot shape %s: %s\n", h.role.c_str(),
+                   error.c_str());
       return 1;
     }
   }

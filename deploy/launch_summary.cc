@@ -112,7 +112,8 @@ std::string FormatSummary(const LaunchSummary& s) {
     absl::StrAppendFormat(&out, "  why it stopped:       %s\n", s.stop_reason);
   }
   if (!s.accuracy_note.empty()) {
-    absl::StrAppendFormat(&out, "  final test accuracy:  %s\n", s.accuracy_note);
+    absl::StrAppendFormat(&out, "  final test accuracy:  %s\n",
+                          s.accuracy_note);
   } else {
     absl::StrAppendFormat(&out,
                           "  final test accuracy:  %s (mean of the workers' "

@@ -49,8 +49,8 @@ std::string NetnsLab::Command(const std::vector<std::string>& argv) {
   if (!process.ok()) return std::string(process.status().message());
   const int status = (*process)->Wait(absl::Seconds(30)).value_or(-1);
   if (status == 0) return "";
-  return absl::StrCat("`", absl::StrJoin(argv, " "), "`: ",
-                      ReadFile(log).value_or(""));
+  return absl::StrCat("`", absl::StrJoin(argv, " "),
+                      "`: ", ReadFile(log).value_or(""));
 }
 
 std::string NetnsLab::Ip(std::vector<std::string> args) {
@@ -108,16 +108,20 @@ std::string NetnsLab::ShapeLink(const std::string& role,
           ? shape.burst_bytes
           : std::max(16 * 1024, static_cast<int>(bytes_per_s / 100));
   const std::vector<std::string> tbf = {
-      "root",  "tbf",   "rate",
+      "root",
+      "tbf",
+      "rate",
       absl::StrCat(static_cast<int64_t>(shape.rate_mbit * 1000), "kbit"),
-      "burst", absl::StrCat(burst),
-      "latency", absl::StrCat(shape.latency_ms, "ms")};
+      "burst",
+      absl::StrCat(burst),
+      "latency",
+      absl::StrCat(shape.latency_ms, "ms")};
   // Each end shapes what it sends: the host towards the switch, the switch's
   // port towards the host.
   for (const auto& [netns, dev] :
        {std::pair{h.netns, std::string("eth0")}, std::pair{switch_, h.port}}) {
-    std::vector<std::string> argv = {ip_, "netns", "exec", netns, tc_,
-                                     "qdisc", "replace", "dev", dev};
+    std::vector<std::string> argv = {ip_,     "netns",   "exec", netns, tc_,
+                                     "qdisc", "replace", "dev",  dev};
     argv.insert(argv.end(), tbf.begin(), tbf.end());
     if (std::string error = Command(argv); !error.empty()) return error;
   }
@@ -152,9 +156,10 @@ void NetnsLab::KillProcesses() {
     fs::remove(log, ignored);
     auto pids = Subprocess::Start("ip", {ip_, "netns", "pids", netns}, log);
     if (pids.ok()) (*pids)->Wait(absl::Seconds(30));
-    for (absl::string_view pid : absl::StrSplit(
-             ReadFile(log).value_or(""), '\n', absl::SkipWhitespace())) {
-      Command({"/bin/kill", "-9", std::string(absl::StripAsciiWhitespace(pid))});
+    for (absl::string_view pid : absl::StrSplit(ReadFile(log).value_or(""),
+                                                '\n', absl::SkipWhitespace())) {
+      Command(
+          {"/bin/kill", "-9", std::string(absl::StripAsciiWhitespace(pid))});
     }
   }
 }

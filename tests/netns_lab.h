@@ -6,10 +6,10 @@
 // the launcher's --ssh mode runs unchanged.
 //
 //   NetnsLab lab(log_dir);
-//   std::string why_not = lab.SetUp({{"ctl", 2}, {"ps0", 11}, {"worker0", 21}});
-//   if (!why_not.empty()) GTEST_SKIP() << why_not;
-//   lab.ShapeLink("ps0", {.rate_mbit = 100});
-//   lab.WriteSsh(dir + "/ssh");   // then: launcher --ssh --ssh_command ...
+//   std::string why_not = lab.SetUp({{"ctl", 2}, {"ps0", 11}, {"worker0",
+//   21}}); if (!why_not.empty()) GTEST_SKIP() << why_not; lab.ShapeLink("ps0",
+//   {.rate_mbit = 100}); lab.WriteSsh(dir + "/ssh");   // then: launcher --ssh
+//   --ssh_command ...
 //
 // Needs root and `ip` (iproute2); `tc` for ShapeLink. Used by
 // tests/multihost_netns_test and bench/scale_model.

@@ -32,8 +32,8 @@ absl::StatusOr<float> SimulatedBackend::LossAndGradient(const float* params,
                                                         int batch,
                                                         float* grad) {
   if (batch < 1 || batch > max_batch_) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "batch ", batch, " is outside [1, ", max_batch_, "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch ", batch, " is outside [1, ", max_batch_, "]"));
   }
   if (absl::Status labels_ok = CheckLabels(labels, batch); !labels_ok.ok()) {
     return labels_ok;
