@@ -410,8 +410,9 @@ void RunRow(NetnsLab& lab, const std::string& bin_dir, const std::string& ssh,
 // ---- The table.
 // ---------------------------------------------------------------
 
-std::string Fmt(double v, const char* format) {
-  return std::isnan(v) ? "-" : absl::StrFormat(format, v);
+// v with `precision` decimals and `suffix`; "-" for NaN (unknown).
+std::string Fmt(double v, int precision, const char* suffix = "") {
+  return std::isnan(v) ? "-" : absl::StrFormat("%.*f%s", precision, v, suffix);
 }
 
 std::string Table(const std::vector<Row>& rows, double cpu_flag) {
@@ -421,7 +422,7 @@ std::string Table(const std::vector<Row>& rows, double cpu_flag) {
       "|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const Row& r : rows) {
     const std::string cpu =
-        absl::StrCat(Fmt(r.cpu_busy, "%.0f%%"),
+        absl::StrCat(Fmt(r.cpu_busy, 0, "%"),
                      r.cpu_busy > cpu_flag ? " **CPU-bound?**" : "");
     if (!r.error.empty()) {
       absl::StrAppendFormat(&out, "| %s | %s | %d | %d | error: %s |\n",
@@ -430,10 +431,10 @@ std::string Table(const std::vector<Row>& rows, double cpu_flag) {
     }
     absl::StrAppendFormat(
         &out, "| %s | %s | %d | %d | %s | %s | %s | %s | %s | %s | %s |\n",
-        r.model, r.encoding, r.shards, r.workers, Fmt(r.updates_per_s, "%.2f"),
-        Fmt(r.steps_per_s, "%.2f"), Fmt(r.efficiency, "%.2f"),
-        Fmt(100 * r.ps_link_util, "%.0f%%"), cpu, Fmt(r.our_cpu, "%.0f%%"),
-        Fmt(r.window_s, "%.1f"));
+        r.model, r.encoding, r.shards, r.workers, Fmt(r.updates_per_s, 2),
+        Fmt(r.steps_per_s, 2), Fmt(r.efficiency, 2),
+        Fmt(100 * r.ps_link_util, 0, "%"), cpu, Fmt(r.our_cpu, 0, "%"),
+        Fmt(r.window_s, 1));
   }
   return out;
 }
@@ -559,12 +560,11 @@ int Main() {
               "  %s %s S=%d W=%-2d updates/s %s  eff %s  ps link %s  CPU %s%s  "
               "ours %s  (%.0f s)%s%s\n",
               model.c_str(), encoding.c_str(), s, w,
-              Fmt(row.updates_per_s, "%.2f").c_str(),
-              Fmt(row.efficiency, "%.2f").c_str(),
-              Fmt(100 * row.ps_link_util, "%.0f%%").c_str(),
-              Fmt(row.cpu_busy, "%.0f%%").c_str(),
+              Fmt(row.updates_per_s, 2).c_str(), Fmt(row.efficiency, 2).c_str(),
+              Fmt(100 * row.ps_link_util, 0, "%").c_str(),
+              Fmt(row.cpu_busy, 0, "%").c_str(),
               row.cpu_busy > cpu_flag ? " (CPU-bound?)" : "",
-              Fmt(row.our_cpu, "%.0f%%").c_str(), row.wall_s,
+              Fmt(row.our_cpu, 0, "%").c_str(), row.wall_s,
               row.error.empty() ? "" : "  error: ", row.error.c_str());
           std::fflush(stdout);
           rows.push_back(row);
