@@ -139,8 +139,11 @@ std::vector<Section> Schema(Config* c) {
        {EnumField("logging.level", &c->logging.level,
                   {"trace", "debug", "info", "warn", "error"})}},
       {"compute",
-       {EnumField("compute.device", &c->compute.device, {"auto", "cpu", "cuda"}),
-        IntField("compute.gpu", &c->compute.gpu, AtLeast(0))}},
+       {EnumField("compute.device", &c->compute.device,
+                  {"auto", "cpu", "cuda", "simulated"}),
+        IntField("compute.gpu", &c->compute.gpu, AtLeast(0)),
+        DoubleField("compute.simulated_step_ms", &c->compute.simulated_step_ms,
+                    NonNegative())}},
       {"coordinator",
        {StringField("coordinator.state_dir", &c->coordinator.state_dir),
         IntField("coordinator.history_size", &c->coordinator.history_size, AtLeast(1)),
@@ -512,6 +515,23 @@ absl::Status CheckSchedule(const Config& config) {
       estimate));
 }
 
+absl::Status CheckCompute(const ComputeSection& compute) {
+  const bool simulated = compute.device == "simulated";
+  if (simulated && compute.simulated_step_ms <= 0) {
+    return absl::InvalidArgumentError(
+        "compute.device simulated needs compute.simulated_step_ms > 0 (the "
+        "milliseconds one step takes), got 0: set it, e.g. "
+        "compute.simulated_step_ms: 200");
+  }
+  if (!simulated && compute.simulated_step_ms > 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "compute.simulated_step_ms (", compute.simulated_step_ms,
+        ") only applies to compute.device simulated, but compute.device is ",
+        compute.device, ": remove it or set compute.device: simulated"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckHeartbeat(const HeartbeatSection& heartbeat) {
   if (heartbeat.timeout_s > heartbeat.interval_s) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
@@ -580,6 +600,7 @@ absl::Status ValidateConfig(const Config& config) {
   RETURN_IF_ERROR(CheckTraining(config));
   RETURN_IF_ERROR(CheckData(config.data, config.cluster));
   RETURN_IF_ERROR(CheckSchedule(config));
+  RETURN_IF_ERROR(CheckCompute(config.compute));
   return CheckHeartbeat(config.heartbeat);
 }
 

@@ -35,10 +35,15 @@ struct ClusterSection {
 
 struct ComputeSection {
   // Where workers compute: "auto" (the GPU when one is usable, else the CPU),
-  // "cpu" or "cuda" (fail at start when no usable GPU). Default "auto".
+  // "cpu" or "cuda" (fail at start when no usable GPU), or "simulated" (a
+  // stand-in that sleeps simulated_step_ms per step and computes nothing, for
+  // the scale-model benchmark). Default "auto".
   std::string device = "auto";
   // Which GPU a cuda worker uses, >= 0. Default 0.
   int gpu = 0;
+  // simulated only: milliseconds one LossAndGradient takes, > 0 (required
+  // then). Default 0 (unset).
+  double simulated_step_ms = 0;
 };
 
 struct CoordinatorSection {

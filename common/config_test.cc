@@ -303,6 +303,26 @@ TEST(ConfigTest, SspAndBspAreAccepted) {
   EXPECT_EQ(warm->training.warmstart_steps, 50);
 }
 
+TEST(ConfigTest, SimulatedComputeNeedsAStepTime) {
+  absl::StatusOr<Config> simulated =
+      Parse("compute:\n  device: simulated\n  simulated_step_ms: 200\n");
+  ASSERT_TRUE(simulated.ok()) << simulated.status();
+  EXPECT_EQ(simulated->compute.device, "simulated");
+  EXPECT_DOUBLE_EQ(simulated->compute.simulated_step_ms, 200);
+  ExpectAllFail({
+      {"compute:\n  device: simulated\n",
+       "compute.device simulated needs compute.simulated_step_ms > 0 (the "
+       "milliseconds one step takes), got 0"},
+      {"compute:\n  device: simulated\n  simulated_step_ms: -1\n",
+       "cfg.yaml:3: compute.simulated_step_ms must be >= 0, got -1"},
+      {"compute:\n  device: cpu\n  simulated_step_ms: 5\n",
+       "compute.simulated_step_ms (5) only applies to compute.device "
+       "simulated, but compute.device is cpu"},
+      {"compute:\n  device: gpu\n",
+       "compute.device must be one of auto, cpu, cuda, simulated; got 'gpu'"},
+  });
+}
+
 TEST(ConfigTest, ImpossibleValuesNameTheRange) {
   ExpectAllFail({
       {"training:\n  batch_size: 0\n",

@@ -83,6 +83,7 @@ std::string JudgeTraining(const LaunchSummary& summary, const Config& config) {
     if (!w.diverged.empty()) return w.diverged;
   }
   if (summary.interrupted || std::isnan(summary.final_accuracy)) return "";
+  if (config.compute.device == "simulated") return "";
   const int classes =
       config.model.layers.empty() ? 0 : config.model.layers.back();
   if (classes < 2) return "";
@@ -110,10 +111,15 @@ std::string FormatSummary(const LaunchSummary& s) {
   if (!s.stop_reason.empty()) {
     absl::StrAppendFormat(&out, "  why it stopped:       %s\n", s.stop_reason);
   }
-  absl::StrAppendFormat(&out,
-                        "  final test accuracy:  %s (mean of the workers' "
-                        "evaluations of the final parameters)\n",
-                        Num(s.final_accuracy, 4));
+  if (!s.accuracy_note.empty()) {
+    absl::StrAppendFormat(&out, "  final test accuracy:  %s\n",
+                          s.accuracy_note);
+  } else {
+    absl::StrAppendFormat(&out,
+                          "  final test accuracy:  %s (mean of the workers' "
+                          "evaluations of the final parameters)\n",
+                          Num(s.final_accuracy, 4));
+  }
   if (s.seconds_to_mark >= 0) {
     absl::StrAppendFormat(&out, "  reached %.2f after:   %.1f s\n", s.accuracy_mark,
                           s.seconds_to_mark);
@@ -157,6 +163,7 @@ std::string SummaryJson(const LaunchSummary& s) {
       "{\n  \"ok\": ", Bool(s.failure.empty()),
       ",\n  \"failure\": ", JsonString(s.failure),
       ",\n  \"accuracy\": ", JsonNumber(s.final_accuracy),
+      ",\n  \"accuracy_note\": ", JsonString(s.accuracy_note),
       ",\n  \"steps\": ", s.steps, ",\n  \"seconds\": ", JsonNumber(s.seconds),
       ",\n  \"examples_per_sec\": ", JsonNumber(s.examples_per_sec),
       ",\n  \"staleness_p50\": ", JsonNumber(s.staleness_p50),

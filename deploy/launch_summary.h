@@ -73,6 +73,9 @@ struct LaunchSummary {
   // the final accuracy is at chance level (see JudgeTraining). "" when it did
   // not; the launcher then says "Training done.".
   std::string failure;
+  // Why final_accuracy means nothing, "" when it means something: with
+  // compute.device simulated the workers compute no real gradients.
+  std::string accuracy_note;
 };
 
 // "1/3/7": staleness p50/p99/max, "-" when any is NaN (unknown).
@@ -95,15 +98,18 @@ inline constexpr double kChanceMargin = 1.5;
 // training, naming the likely cause and the config keys to turn: the first
 // worker that diverged, else a final accuracy <= kChanceMargin / classes
 // (classes = config.model.layers.back()). "" when neither, or when the run was
-// interrupted (its accuracy is not final).
+// interrupted (its accuracy is not final). With compute.device simulated only
+// a divergence fails: the accuracy of a model that is not trained is no
+// verdict.
 std::string JudgeTraining(const LaunchSummary& summary, const Config& config);
 
 // The closing lines the launcher prints: "Training done.", "Training
-// interrupted." or "Training FAILED: <summary.failure>" first.
+// interrupted." or "Training FAILED: <summary.failure>" first. The accuracy
+// line gives summary.accuracy_note instead of the figure when that is set.
 std::string FormatSummary(const LaunchSummary& summary);
 
 // summary.json's content: the figures, with null for unknown numbers, and
-// "ok" (false when summary.failure is set) and "failure".
+// "ok" (false when summary.failure is set), "failure" and "accuracy_note".
 std::string SummaryJson(const LaunchSummary& summary);
 
 // Writes SummaryJson to summary.summary_path, atomically.

@@ -192,6 +192,23 @@ TEST(JudgeTrainingTest, ChanceAccuracyFailsNamingTheKnobs) {
   EXPECT_THAT(sgd, Not(HasSubstr("stale")));
 }
 
+TEST(JudgeTrainingTest, SimulatedComputeIsJudgedOnlyOnDivergence) {
+  Config config = TenClasses("sgd", 1);
+  config.compute.device = "simulated";
+  config.compute.simulated_step_ms = 200;
+  EXPECT_EQ(JudgeTraining(WithAccuracy(0.0), config), "");
+  LaunchSummary s = WithAccuracy(0.0);
+  s.accuracy_note = "not meaningful (simulated)";
+  EXPECT_THAT(FormatSummary(s),
+              HasSubstr("final test accuracy:  not meaningful (simulated)\n"));
+  EXPECT_THAT(SummaryJson(s),
+              HasSubstr("\"accuracy_note\": \"not meaningful (simulated)\""));
+  WorkerResult diverged{0, 7, 448, 10, NAN, NAN, false};
+  diverged.diverged = "worker 0: training diverged at step 7";
+  AddWorkerResults({diverged}, &s);
+  EXPECT_EQ(JudgeTraining(s, config), diverged.diverged);
+}
+
 TEST(JudgeTrainingTest, InterruptedOrUnknownAccuracyIsNoVerdict) {
   LaunchSummary s = WithAccuracy(0.1);
   s.interrupted = true;

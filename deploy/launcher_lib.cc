@@ -157,6 +157,10 @@ absl::StatusOr<LaunchSummary> RunCluster(const Config& config,
   summary.interrupted = supervisor.interrupted();
   AddWorkerResults(supervisor.workers(), &summary);
   summary.failure = JudgeTraining(summary, config);
+  if (config.compute.device == "simulated") {
+    summary.accuracy_note =
+        "not meaningful (compute.device simulated computes no real gradients)";
+  }
   absl::Status written = WriteSummary(summary);
   if (!written.ok()) {
     supervisor.Event(absl::StrCat("launcher: cannot write the summary: ",

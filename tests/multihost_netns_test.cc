@@ -9,157 +9,23 @@
 //
 // Needs root and `ip` (iproute2); skips with a message where namespaces cannot
 // be made. Every namespace it made is deleted at the end, its processes killed.
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <string>
-#include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "common/file_util.h"
 #include "common/subprocess.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/daemon_harness.h"
+#include "tests/netns_lab.h"
 
 namespace downpour {
 namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
-
-constexpr char kSubnet[] = "10.213.7.";  // inside our own namespaces only
-
-struct Host {
-  std::string role;  // "ctl", "coordinator", "ps0", ...
-  std::string ip;
-  std::string netns;
-};
-
-// Runs a command to its end (bounded); returns (status, output).
-std::pair<int, std::string> Run(const std::vector<std::string>& argv) {
-  static int n = 0;
-  const std::string log =
-      absl::StrCat(testing::TestDir(), "/cmd-", n++, ".out");
-  auto process = Subprocess::Start("cmd", argv, log);
-  if (!process.ok()) return {-1, std::string(process.status().message())};
-  const int status = (*process)->Wait(absl::Seconds(30)).value_or(-1);
-  return {status, ReadFile(log).value_or("")};
-}
-
-std::string IpTool() {
-  for (const char* path :
-       {"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"}) {
-    if (fs::exists(path)) return path;
-  }
-  return "";
-}
-
-// The namespaces, switch and addresses of one test; torn down by the
-// destructor.
-class NetnsLab {
- public:
-  NetnsLab()
-      : ip_(IpTool()), prefix_(absl::StrCat("dpmh", getpid() % 100000)) {}
-  ~NetnsLab() { TearDown(); }
-
-  // Empty on success, else why the lab could not be made (the test skips).
-  std::string SetUp(const std::vector<std::pair<std::string, int>>& hosts) {
-    if (geteuid() != 0)
-      return "not root: network namespaces need CAP_SYS_ADMIN";
-    if (ip_.empty()) return "no `ip` command (Debian: iproute2)";
-    switch_ = prefix_ + "-sw";
-    std::string error = Ip({"netns", "add", switch_});
-    if (!error.empty()) return "cannot create a network namespace: " + error;
-    made_.push_back(switch_);
-    for (const auto& step : std::vector<std::vector<std::string>>{
-             {"-n", switch_, "link", "set", "lo", "up"},
-             {"-n", switch_, "link", "add", "br0", "type", "bridge"},
-             {"-n", switch_, "link", "set", "br0", "up"}}) {
-      if (!(error = Ip(step)).empty())
-        return "cannot make the virtual switch: " + error;
-    }
-    for (size_t k = 0; k < hosts.size(); ++k) {
-      Host host{hosts[k].first, absl::StrCat(kSubnet, hosts[k].second),
-                absl::StrCat(prefix_, "-", k)};
-      if (!(error = Ip({"netns", "add", host.netns})).empty()) return error;
-      made_.push_back(host.netns);
-      const std::string port = absl::StrCat("p", k);
-      for (const auto& step : std::vector<std::vector<std::string>>{
-               {"-n", switch_, "link", "add", port, "type", "veth", "peer",
-                "name", "eth0", "netns", host.netns},
-               {"-n", switch_, "link", "set", port, "master", "br0"},
-               {"-n", switch_, "link", "set", port, "up"},
-               {"-n", host.netns, "addr", "add", host.ip + "/24", "dev",
-                "eth0"},
-               {"-n", host.netns, "link", "set", "eth0", "up"},
-               {"-n", host.netns, "link", "set", "lo", "up"}}) {
-        if (!(error = Ip(step)).empty())
-          return "cannot wire " + host.role + ": " + error;
-      }
-      hosts_.push_back(host);
-    }
-    return "";
-  }
-
-  const Host& host(const std::string& role) const {
-    for (const Host& h : hosts_) {
-      if (h.role == role) return h;
-    }
-    return hosts_.front();
-  }
-  const std::string& ip() const { return ip_; }
-
-  // A stand-in for ssh: `ssh HOST COMMAND` runs COMMAND in HOST's namespace.
-  std::string WriteSsh(const std::string& path) const {
-    std::string cases;
-    for (const Host& h : hosts_)
-      absl::StrAppend(&cases, "  ", h.ip, ") ns=", h.netns, " ;;\n");
-    std::ofstream(path)
-        << "#!/bin/sh\n# ssh HOST COMMAND -> run COMMAND in HOST's network "
-           "namespace\n"
-        << "case \"$1\" in\n"
-        << cases << "  *) echo \"no test host $1\" >&2; exit 255 ;;\nesac\n"
-        << "exec " << ip_ << " netns exec \"$ns\" /bin/sh -c \"$2\"\n";
-    chmod(path.c_str(), 0755);
-    return path;
-  }
-
- private:
-  // Runs `ip args`; returns "" on success, else its output.
-  std::string Ip(std::vector<std::string> args) {
-    args.insert(args.begin(), ip_);
-    auto [status, output] = Run(args);
-    return status == 0
-               ? ""
-               : absl::StrCat("`", absl::StrJoin(args, " "), "`: ", output);
-  }
-
-  void TearDown() {
-    for (auto it = made_.rbegin(); it != made_.rend(); ++it) {
-      // Only processes we started live in our namespaces; end any left over.
-      auto [status, pids] = Run({ip_, "netns", "pids", *it});
-      for (absl::string_view pid :
-           absl::StrSplit(pids, '\n', absl::SkipWhitespace())) {
-        Run({"/bin/kill", "-9", std::string(absl::StripAsciiWhitespace(pid))});
-      }
-      Run({ip_, "netns", "del", *it});
-    }
-    made_.clear();
-  }
-
-  const std::string ip_;
-  const std::string prefix_;
-  std::string switch_;
-  std::vector<std::string> made_;
-  std::vector<Host> hosts_;
-};
 
 std::string DataSection() {
   const std::string mnist = testing::MnistDir();
@@ -172,7 +38,7 @@ std::string DataSection() {
 }
 
 TEST(MultihostNetnsTest, DaemonsInTheirOwnNamespacesTrainOverAVirtualNetwork) {
-  NetnsLab lab;
+  NetnsLab lab(testing::TestDir());
   const std::string why_not = lab.SetUp({{"ctl", 2},
                                          {"coordinator", 10},
                                          {"ps0", 11},

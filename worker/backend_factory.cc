@@ -7,6 +7,7 @@
 #include "common/logging.h"
 #include "worker/cpu/cpu_backend.h"
 #include "worker/cuda/cuda_support.h"
+#include "worker/simulated_backend.h"
 
 namespace downpour::worker {
 namespace {
@@ -57,8 +58,18 @@ absl::StatusOr<std::unique_ptr<ComputeBackend>> MakeBackend(
   }
   if (compute.device == "cuda") return MakeCuda(compute, spec, max_batch);
   if (compute.device == "auto") return MakeAuto(compute, spec, max_batch);
-  return absl::InvalidArgumentError(absl::StrCat(
-      "compute.device must be auto, cpu or cuda, got '", compute.device, "'"));
+  if (compute.device == "simulated") {
+    if (compute.simulated_step_ms <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "compute.device simulated needs compute.simulated_step_ms > 0, got ",
+          compute.simulated_step_ms));
+    }
+    return std::unique_ptr<ComputeBackend>(new SimulatedBackend(
+        spec, max_batch, absl::Milliseconds(compute.simulated_step_ms)));
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("compute.device must be auto, cpu, cuda or simulated, got '",
+                   compute.device, "'"));
 }
 
 }  // namespace downpour::worker

@@ -1,5 +1,5 @@
 // Chooses and builds the worker's compute backend from the config's
-// `compute` section (common/config.h): `cpu`, `cuda` or `auto`.
+// `compute` section (common/config.h): `cpu`, `cuda`, `auto` or `simulated`.
 //
 //   absl::StatusOr<std::unique_ptr<ComputeBackend>> backend =
 //       MakeBackend(config.compute, spec, config.training.batch_size);
@@ -26,6 +26,8 @@ namespace downpour::worker {
 //         that stopped its creation (ResourceExhausted when out of memory).
 //   auto  the CUDA backend when GPU compute.gpu is usable, else CpuBackend;
 //         logs (logger "gpu") which one and, for the CPU, why.
+//   simulated  SimulatedBackend sleeping compute.simulated_step_ms per step
+//         (InvalidArgument when that is not > 0).
 // InvalidArgument for any other device string. REQUIRES: max_batch >= 1.
 absl::StatusOr<std::unique_ptr<ComputeBackend>> MakeBackend(
     const ComputeSection& compute, const ModelSpec& spec, int max_batch);

@@ -87,6 +87,18 @@ TEST(BackendFactoryTest, ExplainsWhyCudaIsUnusableHere) {
   }
 }
 
+TEST(BackendFactoryTest, SimulatedSleepsTheConfiguredStep) {
+  ComputeSection compute = Compute("simulated");
+  compute.simulated_step_ms = 250;
+  absl::StatusOr<std::unique_ptr<ComputeBackend>> backend =
+      MakeBackend(compute, Spec(), 16);
+  ASSERT_THAT(backend, IsOk());
+  EXPECT_EQ((*backend)->device(), "simulated (250 ms per step)");
+  EXPECT_THAT(MakeBackend(Compute("simulated"), Spec(), 16),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("compute.simulated_step_ms > 0")));
+}
+
 TEST(BackendFactoryTest, UnknownDeviceIsInvalidArgument) {
   EXPECT_THAT(MakeBackend(Compute("tpu"), Spec(), 16),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("'tpu'")));

@@ -10,7 +10,8 @@ ABSL_FLAG(std::string, listen, "",
           "cluster.workers[index]; port 0 = any)");
 ABSL_FLAG(std::string, data_path, "", "data folder (overrides data.path)");
 ABSL_FLAG(std::string, device, "",
-          "compute backend: auto, cpu or cuda (overrides compute.device)");
+          "compute backend: auto, cpu, cuda or simulated (overrides "
+          "compute.device)");
 ABSL_FLAG(int, gpu, -1,
           "which GPU a cuda worker uses (overrides compute.gpu; -1 keeps it)");
 

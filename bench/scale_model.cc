@@ -1,0 +1,617 @@
+// bench/scale_model: a scale model of a cluster over shaped links.
+//
+// Every daemon runs in a network namespace of its own (tests/netns_lab.h: the
+// coordinator, each ps, each worker, and the launcher's host), every link is
+// rate-limited with tc tbf to --link_mbit each way, and workers compute on
+// `compute.device: simulated` (a sleep of --step_ms per step). The real
+// launcher (--ssh mode through a stand-in ssh), the real Downpour loop, real
+// gRPC pushes and pulls and real ps daemons do the rest. Network and compute
+// are slowed down by the same factor (100 Mbit/s and 200 ms stand for
+// 10 Gbit/s and 2 ms), so the links, not our 2 cores, are the bottleneck;
+// each row prints the machine's CPU use and flags it when it was high.
+//
+//   sudo bazel run -c opt //bench:scale_model -- --markdown=/tmp/scale.md
+//   bazel run -c opt //bench:scale_model -- --workers=1,16 --shards=8
+//     --encodings=float32 --model=mlp10x --link_mbit=10 --step_ms=2000
+//
+// Per row: cluster updates/s (whole pushes the ps acknowledged per second,
+// summed over the workers' own counters in the coordinator's history), over a
+// steady window that starts once every worker has done --warmup_steps steps
+// and ends before the first worker finishes; scaling efficiency =
+// updates/s(W) / (W * updates/s(1)) for the same shards/encoding/model; the
+// busiest ps link's utilisation (its bytes in + out over the window / (2 *
+// rate * window): both directions' mean); and the machine's CPU use over the
+// window (/proc/stat). Needs root, `ip` and `tc`. Every namespace is deleted
+// at the end, also on error or Ctrl-C.
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "common/config.h"
+#include "common/file_util.h"
+#include "common/json.h"
+#include "common/subprocess.h"
+#include "proto/coordinator.pb.h"
+#include "tests/netns_lab.h"
+
+ABSL_FLAG(std::string, workers, "1,2,4,8,16", "worker counts (rows)");
+ABSL_FLAG(std::string, shards, "1,2,4,8", "ps shard counts");
+ABSL_FLAG(std::string, encodings, "float32,bf16",
+          "wire encodings: float32 (the default, no key set) or any value of "
+          "rpc.encoding");
+ABSL_FLAG(std::string, model, "mlp",
+          "models, comma-separated: mlp (MNIST MLP 784-256-128-10, 0.94 MB) "
+          "or mlp10x (784-2560-128-10, 9.4 MB)");
+ABSL_FLAG(double, link_mbit, 100,
+          "every link's rate each way, Mbit/s (100 = 10 Gbit/s scaled 100x)");
+ABSL_FLAG(double, step_ms, 200,
+          "compute.simulated_step_ms (200 = a 2 ms GPU step scaled 100x)");
+ABSL_FLAG(int, steps, 40, "training steps per worker");
+ABSL_FLAG(int, warmup_steps, 5,
+          "steps every worker must have done before the measured window opens");
+ABSL_FLAG(int, batch_size, 32, "training.batch_size (no compute: any value)");
+ABSL_FLAG(int, block_size, 16384,
+          "model.block_size in floats: small enough that 8 shards get even "
+          "loads");
+ABSL_FLAG(std::vector<std::string>, set, {},
+          "extra section.key=value overrides for every run (e.g. "
+          "training.fetch=after_push)");
+ABSL_FLAG(double, cpu_flag, 70,
+          "flag rows where the machine's CPU was busier than this percentage");
+ABSL_FLAG(int, row_timeout_s, 600, "give up on a row after this long");
+ABSL_FLAG(std::string, run_dir, "",
+          "folder for the runs' configs, logs and summaries (default: a new "
+          "temp dir)");
+ABSL_FLAG(std::string, bin_dir, "",
+          "folder holding deploy/launcher and the daemons (default: the "
+          "bazel-bin this bench was built in)");
+ABSL_FLAG(std::string, markdown, "",
+          "also write the table as Markdown to this file");
+
+namespace downpour::bench {
+namespace {
+
+namespace fs = std::filesystem;
+
+volatile std::sig_atomic_t g_interrupted = 0;
+void OnSignal(int) { g_interrupted = 1; }
+
+constexpr int kCoordinatorPort = 7000;
+constexpr int kPsPort = 7001;
+constexpr int kWorkerPort = 7100;
+
+struct Row {
+  int workers = 0;
+  int shards = 0;
+  std::string encoding;
+  std::string model;
+  double updates_per_s = NAN;
+  double steps_per_s = NAN;
+  double efficiency = NAN;
+  double ps_link_util = NAN;  // the busiest ps link, both directions' mean
+  double cpu_busy = NAN;      // percent of all cores, over the window
+  // CPU seconds of the run's own processes (launcher, daemons) per second of
+  // the run, as a percent of all cores: ours alone, whatever else runs.
+  double our_cpu = NAN;
+  double window_s = NAN;
+  double wall_s = 0;
+  std::string error;
+};
+
+std::vector<int> LayersOf(const std::string& model) {
+  if (model == "mlp") return {784, 256, 128, 10};
+  if (model == "mlp10x") return {784, 2560, 128, 10};
+  return {};
+}
+
+// ---- CPU use: /proc/stat sampled in the background. ------------------------
+
+struct CpuSample {
+  double unix_s = 0;
+  double busy = 0;   // jiffies not idle or iowait, all cores
+  double total = 0;  // all jiffies
+};
+
+bool ReadProcStat(CpuSample* sample) {
+  std::ifstream in("/proc/stat");
+  std::string cpu;
+  double v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  in >> cpu >> v[0] >> v[1] >> v[2] >> v[3] >> v[4] >> v[5] >> v[6] >> v[7];
+  if (!in || cpu != "cpu") return false;
+  double total = 0;
+  for (double x : v) total += x;
+  sample->unix_s = absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch());
+  sample->total = total;
+  sample->busy = total - v[3] - v[4];  // idle, iowait
+  return true;
+}
+
+// Samples /proc/stat every 200 ms while it lives.
+class CpuSampler {
+ public:
+  CpuSampler() : thread_([this] { Loop(); }) {}
+  ~CpuSampler() {
+    stop_ = true;
+    thread_.join();
+  }
+  // Percent busy between the first sample at or after `from` and the last at
+  // or before `to` (unix seconds); NaN when there are not two such samples.
+  double BusyPercent(double from, double to) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    const CpuSample* a = nullptr;
+    const CpuSample* b = nullptr;
+    for (const CpuSample& s : samples_) {
+      if (a == nullptr && s.unix_s >= from) a = &s;
+      if (s.unix_s <= to) b = &s;
+    }
+    if (a == nullptr || b == nullptr || b->total <= a->total) return NAN;
+    return 100 * (b->busy - a->busy) / (b->total - a->total);
+  }
+
+ private:
+  void Loop() {
+    while (!stop_) {
+      CpuSample sample;
+      if (ReadProcStat(&sample)) {
+        absl::MutexLock lock(&mu_);
+        samples_.push_back(sample);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  }
+
+  absl::Mutex mu_;
+  std::vector<CpuSample> samples_ ABSL_GUARDED_BY(mu_);
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// ---- One run. ---------------------------------------------------------------
+
+std::string IpPort(const NetnsLab& lab, const std::string& role, int port) {
+  return absl::StrCat(lab.host(role).ip, ":", port);
+}
+
+// The run's whole config. training.fetch overlap measured best: with
+// after_push a step waits for its push's acknowledgement and then a pull
+// (~2 transfers of the model on the worker's link), which halved one worker's
+// rate (2.5 against 5.0 updates/s at 200 ms steps) and so every row's
+// throughput, though it flattered the efficiency ratio. n_push = n_fetch = 1
+// keeps one update per step, the figure the table reports.
+std::string ConfigYaml(const NetnsLab& lab, const Row& row) {
+  std::vector<std::string> ps, workers;
+  for (int i = 0; i < row.shards; ++i)
+    ps.push_back(IpPort(lab, absl::StrCat("ps", i), kPsPort));
+  for (int i = 0; i < row.workers; ++i)
+    workers.push_back(IpPort(lab, absl::StrCat("worker", i), kWorkerPort));
+  const std::string encoding =
+      row.encoding == "float32"
+          ? ""
+          : absl::StrCat("  encoding: ", row.encoding, "\n");
+  return absl::StrCat(
+      "cluster:\n  coordinator: ", IpPort(lab, "coordinator", kCoordinatorPort),
+      "\n  ps: [", absl::StrJoin(ps, ", "), "]\n  workers: [",
+      absl::StrJoin(workers, ", "), "]\n",
+      "heartbeat:\n  interval_s: 0.1\n  timeout_s: 10\n",
+      "rpc:\n  deadline_s: 60\n  connect_timeout_s: 60\n", encoding,
+      "model:\n  layers: [", absl::StrJoin(LayersOf(row.model), ", "),
+      "]\n  block_size: ", absl::GetFlag(FLAGS_block_size), "\n",
+      "optimizer:\n  type: sgd\n  learning_rate: 0.01\n",
+      "training:\n  batch_size: ", absl::GetFlag(FLAGS_batch_size),
+      "\n  steps: ", absl::GetFlag(FLAGS_steps),
+      "\n  epochs: 1\n  eval_every_steps: 0\n  target_accuracy: 0\n"
+      "  fetch: overlap\n  n_fetch: 1\n  n_push: 1\n"
+      "  max_pushes_in_flight: 1\n",
+      "data:\n  source: synthetic\n  train_examples: 4096\n"
+      "  test_examples: 32\n",
+      "checkpoint:\n  dir: \"\"\n  interval_s: 0\n",
+      "compute:\n  device: simulated\n  simulated_step_ms: ",
+      absl::GetFlag(FLAGS_step_ms), "\n",
+      "coordinator:\n  state_dir: \"\"\n  history_interval_s: 0.25\n"
+      "  history_size: 100000\n",
+      "logging:\n  level: warn\n");
+}
+
+// The figures of one history sample.
+struct Point {
+  double time_s = 0;
+  double unix_s = 0;
+  int64_t min_step = 0;
+  int64_t max_step = 0;
+  int64_t steps = 0;
+  int64_t pushes = 0;
+  bool any_finished = false;
+  std::map<int, double> ps_bytes;
+};
+
+Point ToPoint(const proto::HistorySample& sample, int workers) {
+  Point p;
+  p.time_s = sample.time_seconds();
+  p.unix_s = sample.unix_seconds();
+  std::map<int, int64_t> step;
+  for (const proto::MemberSample& m : sample.members()) {
+    if (m.role() == "ps") p.ps_bytes[m.index()] = m.report().bytes();
+    if (m.role() != "worker") continue;
+    step[m.index()] = static_cast<int64_t>(m.report().step());
+    p.steps += m.report().step();
+    p.pushes += m.report().pushes();
+    p.any_finished = p.any_finished || m.report().finished();
+  }
+  p.min_step = static_cast<int>(step.size()) < workers ? 0 : INT64_MAX;
+  for (const auto& [index, s] : step) {
+    p.min_step = std::min(p.min_step, s);
+    p.max_step = std::max(p.max_step, s);
+  }
+  return p;
+}
+
+// Fills row's figures from the history of its run.
+void Measure(const proto::GetHistoryResponse& history, CpuSampler& cpu,
+             Row* row) {
+  std::vector<Point> points;
+  for (const proto::HistorySample& s : history.samples())
+    points.push_back(ToPoint(s, row->workers));
+  const int steps = absl::GetFlag(FLAGS_steps);
+  const Point* first = nullptr;
+  const Point* last = nullptr;
+  for (const Point& p : points) {
+    if (first == nullptr && p.min_step >= absl::GetFlag(FLAGS_warmup_steps))
+      first = &p;
+    if (first != nullptr && !p.any_finished && p.max_step < steps) last = &p;
+  }
+  if (first == nullptr || last == nullptr || last->time_s - first->time_s < 1) {
+    row->error =
+        "no steady window of 1 s or more in the history (raise --steps, or "
+        "lower --warmup_steps)";
+    return;
+  }
+  const double window = last->time_s - first->time_s;
+  row->window_s = window;
+  row->updates_per_s = (last->pushes - first->pushes) / window;
+  row->steps_per_s = (last->steps - first->steps) / window;
+  const double link_bytes_per_s = absl::GetFlag(FLAGS_link_mbit) * 1e6 / 8;
+  double busiest = 0;
+  for (const auto& [index, bytes] : last->ps_bytes) {
+    auto at = first->ps_bytes.find(index);
+    if (at == first->ps_bytes.end()) continue;
+    busiest = std::max(busiest, (bytes - at->second) / window);
+  }
+  row->ps_link_util = busiest / (2 * link_bytes_per_s);
+  row->cpu_busy = cpu.BusyPercent(first->unix_s, last->unix_s);
+}
+
+// User + system seconds of the reaped children and their reaped descendants:
+// the launcher reaps the daemons (through the stand-in ssh), we reap it.
+double ChildrenCpuSeconds() {
+  rusage usage{};
+  getrusage(RUSAGE_CHILDREN, &usage);
+  auto seconds = [](const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
+// "key": value's text in a flat JSON document ("" when absent).
+std::string JsonField(const std::string& json, const std::string& key) {
+  const std::string quoted = absl::StrCat("\"", key, "\": ");
+  const size_t at = json.find(quoted);
+  if (at == std::string::npos) return "";
+  const size_t from = at + quoted.size();
+  return json.substr(from, json.find_first_of(",\n", from) - from);
+}
+
+void RunRow(NetnsLab& lab, const std::string& bin_dir, const std::string& ssh,
+            const std::string& dir, CpuSampler& cpu, Row* row) {
+  fs::create_directories(dir);
+  const std::string config_path = dir + "/cluster.yaml";
+  absl::Status written =
+      WriteFileAtomically(config_path, ConfigYaml(lab, *row));
+  if (!written.ok()) {
+    row->error = std::string(written.message());
+    return;
+  }
+  const std::vector<std::string> overrides =
+      MergeOverrideFragments(absl::GetFlag(FLAGS_set));
+  // Checked here first, so that a key this tree lacks (rpc.encoding before
+  // the wire encodings land) fails the row with the loader's message.
+  absl::StatusOr<Config> config = LoadConfig(config_path, overrides);
+  if (!config.ok()) {
+    row->error = std::string(config.status().message());
+    if (row->encoding != "float32") {
+      row->error = absl::StrCat("encoding ", row->encoding,
+                                " needs the rpc.encoding key: ", row->error);
+    }
+    return;
+  }
+  std::vector<std::string> argv = {
+      lab.ip(),
+      "netns",
+      "exec",
+      lab.host("ctl").netns,
+      (fs::path(bin_dir) / "deploy/launcher").string(),
+      "--config",
+      config_path,
+      "--run_dir",
+      dir + "/run",
+      "--bin_dir",
+      bin_dir,
+      "--ssh",
+      "--ssh_command",
+      ssh,
+      "--progress_s",
+      "5",
+      "--accuracy_mark",
+      "1"};
+  if (!overrides.empty()) {
+    argv.push_back(absl::StrCat("--set=", absl::StrJoin(overrides, ",")));
+  }
+  const double cpu_before = ChildrenCpuSeconds();
+  const absl::Time start = absl::Now();
+  auto launcher = Subprocess::Start("launcher", argv, dir + "/launcher.log");
+  if (!launcher.ok()) {
+    row->error = std::string(launcher.status().message());
+    return;
+  }
+  const absl::Time deadline =
+      start + absl::Seconds(absl::GetFlag(FLAGS_row_timeout_s));
+  std::optional<int> status;
+  while (!status.has_value() && !g_interrupted && absl::Now() < deadline) {
+    status = (*launcher)->Wait(absl::Milliseconds(200));
+  }
+  row->wall_s = absl::ToDoubleSeconds(absl::Now() - start);
+  if (!status.has_value()) {
+    (*launcher)->Stop(absl::Seconds(10));
+    lab.KillProcesses();
+    row->error = g_interrupted ? "interrupted" : "timed out (--row_timeout_s)";
+    return;
+  }
+  lab.KillProcesses();  // nothing should be left; make sure for the next row
+  row->our_cpu = 100 * (ChildrenCpuSeconds() - cpu_before) /
+                 (row->wall_s * std::thread::hardware_concurrency());
+  const std::string summary = ReadFile(dir + "/run/summary.json").value_or("");
+  if (*status != 0 || JsonField(summary, "ok") != "true") {
+    row->error = absl::StrCat("launcher exited ", *status, ": ",
+                              JsonField(summary, "failure"), " (see ", dir,
+                              "/launcher.log)");
+    return;
+  }
+  proto::GetHistoryResponse history;
+  absl::Status parsed =
+      FromJson(ReadFile(dir + "/run/history.json").value_or(""),
+               dir + "/run/history.json", &history);
+  if (!parsed.ok()) {
+    row->error = std::string(parsed.message());
+    return;
+  }
+  Measure(history, cpu, row);
+}
+
+// ---- The table.
+// ---------------------------------------------------------------
+
+// v with `precision` decimals and `suffix`; "-" for NaN (unknown).
+std::string Fmt(double v, int precision, const char* suffix = "") {
+  return std::isnan(v) ? "-" : absl::StrFormat("%.*f%s", precision, v, suffix);
+}
+
+std::string Table(const std::vector<Row>& rows, double cpu_flag) {
+  std::string out =
+      "| model | encoding | shards | W | updates/s | steps/s | efficiency | "
+      "ps link util | CPU busy | our CPU | window s |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const Row& r : rows) {
+    const std::string cpu =
+        absl::StrCat(Fmt(r.cpu_busy, 0, "%"),
+                     r.cpu_busy > cpu_flag ? " **CPU-bound?**" : "");
+    if (!r.error.empty()) {
+      absl::StrAppendFormat(&out, "| %s | %s | %d | %d | error: %s |\n",
+                            r.model, r.encoding, r.shards, r.workers, r.error);
+      continue;
+    }
+    absl::StrAppendFormat(
+        &out, "| %s | %s | %d | %d | %s | %s | %s | %s | %s | %s | %s |\n",
+        r.model, r.encoding, r.shards, r.workers, Fmt(r.updates_per_s, 2),
+        Fmt(r.steps_per_s, 2), Fmt(r.efficiency, 2),
+        Fmt(100 * r.ps_link_util, 0, "%"), cpu, Fmt(r.our_cpu, 0, "%"),
+        Fmt(r.window_s, 1));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<int>> Counts(const std::string& flag,
+                                        const std::string& text, int max) {
+  std::vector<int> out;
+  for (absl::string_view piece :
+       absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    int n = 0;
+    if (!absl::SimpleAtoi(piece, &n) || n < 1 || n > max) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--", flag, " wants counts in 1..", max, ", got '", piece, "'"));
+    }
+    out.push_back(n);
+  }
+  if (out.empty()) return absl::InvalidArgumentError("--" + flag + " is empty");
+  return out;
+}
+
+int Main() {
+  absl::StatusOr<std::vector<int>> workers =
+      Counts("workers", absl::GetFlag(FLAGS_workers), 48);
+  absl::StatusOr<std::vector<int>> shards =
+      Counts("shards", absl::GetFlag(FLAGS_shards), 32);
+  for (const auto* counts : {&workers, &shards}) {
+    if (!counts->ok()) {
+      std::fprintf(stderr, "scale_model: %s\n",
+                   std::string(counts->status().message()).c_str());
+      return 2;
+    }
+  }
+  const std::vector<std::string> encodings =
+      absl::StrSplit(absl::GetFlag(FLAGS_encodings), ',', absl::SkipEmpty());
+  const std::vector<std::string> models =
+      absl::StrSplit(absl::GetFlag(FLAGS_model), ',', absl::SkipEmpty());
+  for (const std::string& m : models) {
+    if (LayersOf(m).empty()) {
+      std::fprintf(stderr,
+                   "scale_model: --model wants mlp or mlp10x, got '%s'\n",
+                   m.c_str());
+      return 2;
+    }
+  }
+  if (absl::GetFlag(FLAGS_steps) <= absl::GetFlag(FLAGS_warmup_steps) + 2) {
+    std::fprintf(stderr,
+                 "scale_model: --steps must exceed --warmup_steps + 2\n");
+    return 2;
+  }
+  std::string bin_dir = absl::GetFlag(FLAGS_bin_dir);
+  if (bin_dir.empty()) {
+    std::error_code error;
+    const fs::path self = fs::read_symlink("/proc/self/exe", error);
+    bin_dir = error ? "bazel-bin" : self.parent_path().parent_path().string();
+  }
+  bin_dir = fs::absolute(bin_dir).string();
+  std::string run_root = absl::GetFlag(FLAGS_run_dir);
+  if (run_root.empty()) {
+    char pattern[] = "/tmp/downpour-scale-XXXXXX";
+    if (mkdtemp(pattern) == nullptr) {
+      std::perror("scale_model: mkdtemp");
+      return 1;
+    }
+    run_root = pattern;
+  }
+  run_root = fs::absolute(run_root).string();
+  fs::create_directories(run_root);
+
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
+  const int max_workers = *std::max_element(workers->begin(), workers->end());
+  const int max_shards = *std::max_element(shards->begin(), shards->end());
+  std::vector<std::pair<std::string, int>> hosts = {{"ctl", 2},
+                                                    {"coordinator", 10}};
+  for (int i = 0; i < max_shards; ++i)
+    hosts.push_back({absl::StrCat("ps", i), 11 + i});
+  for (int i = 0; i < max_workers; ++i)
+    hosts.push_back({absl::StrCat("worker", i), 100 + i});
+  NetnsLab lab(run_root, "dpsm");  // deleted on every return below
+  const std::string why_not = lab.SetUp(hosts);
+  if (!why_not.empty()) {
+    std::fprintf(stderr, "scale_model: cannot build the lab: %s\n",
+                 why_not.c_str());
+    return 1;
+  }
+  LinkShape shape;
+  shape.rate_mbit = absl::GetFlag(FLAGS_link_mbit);
+  for (const NetnsHost& h : lab.hosts()) {
+    const std::string error = lab.ShapeLink(h.role, shape);
+    if (!error.empty()) {
+      std::fprintf(stderr, "scale_model: cannot shape %s: %s\n", h.role.c_str(),
+                   error.c_str());
+      return 1;
+    }
+  }
+  const std::string ssh = lab.WriteSsh(run_root + "/netns_ssh");
+  std::printf(
+      "scale_model: %zu hosts in namespaces, links %.0f Mbit/s each way, "
+      "%.0f ms steps, %d steps per worker, %u cores; runs under %s\n",
+      hosts.size(), shape.rate_mbit, absl::GetFlag(FLAGS_step_ms),
+      absl::GetFlag(FLAGS_steps), std::thread::hardware_concurrency(),
+      run_root.c_str());
+  std::fflush(stdout);
+
+  CpuSampler cpu;
+  const double cpu_flag = absl::GetFlag(FLAGS_cpu_flag);
+  std::vector<Row> rows;
+  const absl::Time begin = absl::Now();
+  for (const std::string& model : models) {
+    for (const std::string& encoding : encodings) {
+      for (int s : *shards) {
+        double base = NAN;  // updates/s with 1 worker
+        for (int w : *workers) {
+          if (g_interrupted) break;
+          Row row{w, s, encoding, model};
+          RunRow(lab, bin_dir, ssh,
+                 absl::StrCat(run_root, "/", model, "-", encoding, "-s", s,
+                              "-w", w),
+                 cpu, &row);
+          if (w == 1 && row.error.empty()) base = row.updates_per_s;
+          row.efficiency = row.updates_per_s / (w * base);
+          std::printf(
+              "  %s %s S=%d W=%-2d updates/s %s  eff %s  ps link %s  CPU %s%s  "
+              "ours %s  (%.0f s)%s%s\n",
+              model.c_str(), encoding.c_str(), s, w,
+              Fmt(row.updates_per_s, 2).c_str(), Fmt(row.efficiency, 2).c_str(),
+              Fmt(100 * row.ps_link_util, 0, "%").c_str(),
+              Fmt(row.cpu_busy, 0, "%").c_str(),
+              row.cpu_busy > cpu_flag ? " (CPU-bound?)" : "",
+              Fmt(row.our_cpu, 0, "%").c_str(), row.wall_s,
+              row.error.empty() ? "" : "  error: ", row.error.c_str());
+          std::fflush(stdout);
+          rows.push_back(row);
+        }
+      }
+    }
+  }
+  const std::string table = Table(rows, cpu_flag);
+  const std::string legend = absl::StrFormat(
+      "Links %.0f Mbit/s each way (tc tbf on both ends of every veth), "
+      "compute.device simulated at %.0f ms per step, %d steps per worker; "
+      "the window opens once every worker has done %d steps and closes before "
+      "the first finishes. updates/s: whole pushes acknowledged per second "
+      "(cluster); efficiency: updates/s(W) / (W * updates/s(1)); ps link util: "
+      "the busiest ps's bytes in+out / (2 * rate * window); CPU busy: the "
+      "whole machine (%u cores, other jobs included) over the window, flagged "
+      "above %.0f%%; our CPU: the run's own processes' CPU seconds per second "
+      "of the whole run (startup included), as a share of all cores. "
+      "%.0f s in all.\n",
+      shape.rate_mbit, absl::GetFlag(FLAGS_step_ms), absl::GetFlag(FLAGS_steps),
+      absl::GetFlag(FLAGS_warmup_steps), std::thread::hardware_concurrency(),
+      cpu_flag, absl::ToDoubleSeconds(absl::Now() - begin));
+  std::printf("\n%s\n%s", table.c_str(), legend.c_str());
+  const std::string markdown = absl::GetFlag(FLAGS_markdown);
+  if (!markdown.empty()) {
+    absl::Status written =
+        WriteFileAtomically(markdown, absl::StrCat(table, "\n", legend));
+    if (!written.ok()) {
+      std::fprintf(stderr, "scale_model: %s\n", written.ToString().c_str());
+      return 1;
+    }
+  }
+  if (g_interrupted) return 130;
+  for (const Row& r : rows) {
+    if (!r.error.empty()) return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace downpour::bench
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "a scale model of a cluster: daemons in network namespaces, links "
+      "shaped with tc, simulated compute; prints cluster updates/s and "
+      "scaling efficiency per workers x shards x encoding x model");
+  absl::ParseCommandLine(argc, argv);
+  return downpour::bench::Main();
+}

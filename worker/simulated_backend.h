@@ -1,0 +1,66 @@
+// A stand-in for GPU compute in the scale-model benchmark (bench/scale_model):
+// each step takes a set time and computes nothing, so many workers fit on a
+// few cores while the Downpour loop, the gRPC pushes and pulls and the ps
+// daemons all run for real.
+//
+//   SimulatedBackend backend(spec, /*max_batch=*/64, absl::Milliseconds(200));
+//   backend.LossAndGradient(params, x, labels, 64, grad.data());  // ~200 ms
+#ifndef DOWNPOUR_WORKER_SIMULATED_BACKEND_H_
+#define DOWNPOUR_WORKER_SIMULATED_BACKEND_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "common/model_spec.h"
+#include "worker/compute_backend.h"
+
+namespace downpour::worker {
+
+// compute.device "simulated". Thread-compatible (no state changes after
+// construction besides the clock's). Accuracy means nothing here: Evaluate
+// reports a fixed loss and no correct example.
+class SimulatedBackend : public ComputeBackend {
+ public:
+  // The gradient written on every step, for tests: 1e-6 with the sign of
+  // (-1)^i, small and finite so that the ps accepts it and the model stays
+  // where it is.
+  static float GradientAt(int64_t i) { return i % 2 == 0 ? 1e-6f : -1e-6f; }
+
+  // `clock` (not owned; Clock::Real() when null) is what a step sleeps on.
+  // REQUIRES: max_batch >= 1, step > 0.
+  SimulatedBackend(const ModelSpec& spec, int max_batch, absl::Duration step,
+                   Clock* clock = nullptr);
+
+  SimulatedBackend(const SimulatedBackend&) = delete;
+  SimulatedBackend& operator=(const SimulatedBackend&) = delete;
+
+  // Sleeps the step time, then writes GradientAt(i) to every grad[i] and
+  // returns log(classes) (the loss of a uniform guess). Labels are checked as
+  // the contract asks; params and x are not read.
+  absl::StatusOr<float> LossAndGradient(const float* params, const float* x,
+                                        const int* labels, int batch,
+                                        float* grad) override;
+  // At once: loss_sum = n * log(classes), correct = 0.
+  absl::Status Evaluate(const float* params, const float* x, const int* labels,
+                        int n, double* loss_sum, int64_t* correct) override;
+  // "simulated (200 ms per step)".
+  std::string device() const override;
+
+ private:
+  absl::Status CheckLabels(const int* labels, int n) const;
+
+  // Constant after construction.
+  const int64_t num_params_;
+  const int classes_;
+  const int max_batch_;
+  const absl::Duration step_;
+  Clock* const clock_;
+};
+
+}  // namespace downpour::worker
+
+#endif  // DOWNPOUR_WORKER_SIMULATED_BACKEND_H_

@@ -1,0 +1,82 @@
+#include "worker/simulated_backend.h"
+
+#include <cmath>
+#include <vector>
+
+#include "common/config.h"
+#include "common/model_spec.h"
+#include "common/testing/fake_clock.h"
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace downpour::worker {
+namespace {
+
+using ::downpour::testing::IsOk;
+using ::downpour::testing::StatusIs;
+using ::testing::HasSubstr;
+
+ModelSpec Spec() {
+  ModelSection model;
+  model.layers = {4, 3, 2};
+  absl::StatusOr<ModelSpec> spec = ModelSpec::Create(model);
+  EXPECT_THAT(spec, IsOk());
+  return *spec;
+}
+
+TEST(SimulatedBackendTest, AStepSleepsItsTimeAndWritesTheFixedGradient) {
+  FakeClock clock;
+  const ModelSpec spec = Spec();
+  SimulatedBackend backend(spec, 8, absl::Milliseconds(200), &clock);
+  std::vector<float> grad(spec.num_params(), NAN);
+  const std::vector<int> labels = {0, 1, 1};
+  absl::StatusOr<float> loss =
+      backend.LossAndGradient(nullptr, nullptr, labels.data(), 3, grad.data());
+  ASSERT_THAT(loss, IsOk());
+  EXPECT_FLOAT_EQ(*loss, std::log(2.0f));
+  EXPECT_EQ(clock.slept(), absl::Milliseconds(200));
+  for (size_t i = 0; i < grad.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(grad[i])) << i;
+    EXPECT_EQ(grad[i], i % 2 == 0 ? 1e-6f : -1e-6f) << i;
+  }
+  ASSERT_THAT(
+      backend.LossAndGradient(nullptr, nullptr, labels.data(), 3, grad.data()),
+      IsOk());
+  EXPECT_EQ(clock.slept(), absl::Milliseconds(400));
+}
+
+TEST(SimulatedBackendTest, RejectsBadBatchesAndLabelsWithoutSleeping) {
+  FakeClock clock;
+  const ModelSpec spec = Spec();
+  SimulatedBackend backend(spec, 2, absl::Milliseconds(50), &clock);
+  std::vector<float> grad(spec.num_params());
+  const std::vector<int> labels = {0, 2, 1};
+  EXPECT_THAT(
+      backend.LossAndGradient(nullptr, nullptr, labels.data(), 3, grad.data()),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("batch 3 is outside [1, 2]")));
+  EXPECT_THAT(
+      backend.LossAndGradient(nullptr, nullptr, labels.data(), 2, grad.data()),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("label 2 of example 1 is outside [0, 2)")));
+  EXPECT_EQ(clock.slept(), absl::ZeroDuration());
+}
+
+TEST(SimulatedBackendTest, EvaluateIsImmediateWithAFixedLossAndNoneCorrect) {
+  FakeClock clock;
+  SimulatedBackend backend(Spec(), 2, absl::Milliseconds(50), &clock);
+  const std::vector<int> labels(100, 1);
+  double loss_sum = -1;
+  int64_t correct = -1;
+  ASSERT_THAT(backend.Evaluate(nullptr, nullptr, labels.data(), 100, &loss_sum,
+                               &correct),
+              IsOk());
+  EXPECT_DOUBLE_EQ(loss_sum, 100 * std::log(2.0));
+  EXPECT_EQ(correct, 0);
+  EXPECT_EQ(clock.slept(), absl::ZeroDuration());
+  EXPECT_EQ(backend.device(), "simulated (50 ms per step)");
+}
+
+}  // namespace
+}  // namespace downpour::worker
