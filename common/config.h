@@ -169,6 +169,11 @@ struct RpcSection {
   // How long a daemon waits for a peer before it gives up with an error
   // (it reports what it waits for every few seconds). Default 60 s.
   double connect_timeout_s = 60.0;
+  // How values travel between workers and ps, both ways: gradients in pushes
+  // and parameters in pulls. "float32" (as they are), "bf16" or "fp16" (2
+  // bytes a value, rounded to nearest even; the ps keeps float32 master
+  // weights and optimizer state). Default "float32".
+  std::string encoding = "float32";
 };
 
 struct LoggingSection {
