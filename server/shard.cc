@@ -11,6 +11,7 @@
 #include "common/checksum.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "common/wire_encoding.h"
 
 namespace downpour::server {
 namespace {
@@ -21,6 +22,13 @@ spdlog::logger* L() { return Log(Logger::kServer); }
 constexpr uint64_t kCurrentVersion = std::numeric_limits<uint64_t>::max();
 // How often the ps says whom a held push waits for (per waited-for worker).
 constexpr absl::Duration kWaitLogInterval = absl::Seconds(5);
+
+// The proto value as it came (it may be none of WireEncoding's: BlockStore
+// refuses those). proto::Encoding and WireEncoding share values
+// (common/wire_encoding_test.cc).
+WireEncoding EncodingOf(int proto_encoding) {
+  return static_cast<WireEncoding>(proto_encoding);
+}
 
 std::vector<uint32_t> BlockIds(const proto::PushRequest& request) {
   std::vector<uint32_t> ids;
@@ -162,8 +170,10 @@ absl::Status Shard::Pull(const proto::PullRequest& request,
       proto::BlockData* block = response->add_blocks();
       block->set_block_id(id);
       ASSIGN_OR_RETURN(uint64_t version, store_->Pull(id, block->mutable_data(),
-                                                      request.worker_id()));
+                                                      request.worker_id(),
+                                                      EncodingOf(request.encoding())));
       block->set_version(version);
+      block->set_encoding(request.encoding());
       bytes += block->data().size();
     }
   }
@@ -177,7 +187,8 @@ absl::Status Shard::ValidatePush(const proto::PushRequest& request,
   blocks->reserve(request.blocks_size());
   for (const proto::BlockData& block : request.blocks()) {
     absl::StatusOr<BlockStore::Block*> resolved = store_->ValidatePush(
-        block.block_id(), block.data().data(), block.data().size());
+        block.block_id(), block.data().data(), block.data().size(),
+        EncodingOf(block.encoding()));
     if (!resolved.ok()) {
       counters_->Add("rejected_pushes", 1);
       return absl::Status(resolved.status().code(),
@@ -192,8 +203,9 @@ absl::Status Shard::ValidatePush(const proto::PushRequest& request,
 BlockStore::PushResult Shard::ApplyUpdate(BlockStore::Block* block,
                                           const void* data,
                                           uint64_t base_version,
-                                          int32_t worker) {
-  return store_->Apply(block, data, base_version, worker);
+                                          int32_t worker,
+                                          WireEncoding encoding) {
+  return store_->Apply(block, data, base_version, worker, encoding);
 }
 
 void Shard::SetActiveWorkers(const std::vector<int>& workers) {
@@ -315,7 +327,8 @@ absl::Status Shard::Push(const proto::PushRequest& request,
     for (int i = 0; i < request.blocks_size(); ++i) {
       const proto::BlockData& block = request.blocks(i);
       const BlockStore::PushResult result =
-          ApplyUpdate(blocks[i], block.data().data(), block.version(), worker);
+          ApplyUpdate(blocks[i], block.data().data(), block.version(), worker,
+                      EncodingOf(block.encoding()));
       response->add_versions(result.version);
       counters_->RecordStaleness(result.staleness);
       bytes += block.data().size();
@@ -343,8 +356,10 @@ absl::Status Shard::PushBsp(const proto::PushRequest& request,
   std::vector<Consistency::BlockGradient> gradients;
   int64_t bytes = 0;
   for (const proto::BlockData& block : request.blocks()) {
+    const WireEncoding encoding = EncodingOf(block.encoding());
     gradients.push_back({block.block_id(), block.data().data(),
-                         block.data().size() / sizeof(float)});
+                         block.data().size() / BytesPerElement(encoding),
+                         encoding});
     bytes += block.data().size();
   }
   bool waited = false;
