@@ -99,18 +99,16 @@ int64_t FirstNonFinite(const unsigned char* p, int64_t n) {
 absl::Status CheckEncoding(const char* op, uint32_t id, const char* what,
                            WireEncoding encoding) {
   if (IsKnownWireEncoding(encoding)) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat(op, ": block ", id, " ", what, " unknown encoding ",
-                   static_cast<int32_t>(encoding),
-                   " (valid: 0 float32, 1 bf16, 2 fp16)"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      op, ": block ", id, " ", what, " unknown encoding ",
+      static_cast<int32_t>(encoding), " (valid: 0 float32, 1 bf16, 2 fp16)"));
 }
 
 // CheckGradient for a gradient in bf16 or fp16.
 absl::Status CheckEncodedGradient(uint32_t id, int64_t size,
                                   WireEncoding encoding, const void* data,
                                   size_t bytes) {
-  const size_t expected =
-      static_cast<size_t>(size) * BytesPerElement(encoding);
+  const size_t expected = static_cast<size_t>(size) * BytesPerElement(encoding);
   if (bytes != expected) {
     return absl::InvalidArgumentError(absl::StrCat(
         "push: block ", id, " expects ", size, " ", WireEncodingName(encoding),
@@ -292,12 +290,9 @@ const float* BlockStore::Compensate(const Block& block, const float* g,
   return g;
 }
 
-absl::StatusOr<BlockStore::PushResult> BlockStore::Push(uint32_t id,
-                                                        const void* data,
-                                                        size_t bytes,
-                                                        uint64_t base_version,
-                                                        int32_t worker_id,
-                                                        WireEncoding encoding) {
+absl::StatusOr<BlockStore::PushResult> BlockStore::Push(
+    uint32_t id, const void* data, size_t bytes, uint64_t base_version,
+    int32_t worker_id, WireEncoding encoding) {
   ASSIGN_OR_RETURN(Block* block, ValidatePush(id, data, bytes, encoding));
   return Apply(block, data, base_version, worker_id, encoding);
 }

@@ -137,11 +137,11 @@ class BlockStore {
 
   // Applies the optimizer to `block` with the gradient at `data` (in
   // `encoding`: bf16/fp16 are first decoded into a scratch buffer the store
-  // reuses) and bumps its version. `base_version` is the version the gradient was computed from (as
-  // returned by Pull) and `worker_id` the worker that pulled it (-1: none, as
-  // for a BSP round's mean gradient; such a push is never compensated). A
-  // caller that checks a whole request before applying any of it resolves
-  // each block once with ValidatePush, then applies.
+  // reuses) and bumps its version. `base_version` is the version the gradient
+  // was computed from (as returned by Pull) and `worker_id` the worker that
+  // pulled it (-1: none, as for a BSP round's mean gradient; such a push is
+  // never compensated). A caller that checks a whole request before applying
+  // any of it resolves each block once with ValidatePush, then applies.
   // REQUIRES: ValidatePush(id, data, bytes, encoding) returned `block` and no
   // AddBlock came between.
   PushResult Apply(Block* block, const void* data, uint64_t base_version,

@@ -464,7 +464,7 @@ TEST(BlockStoreTest, BlockCrc32cIsTheChecksumOfThePulledBytes) {
   EXPECT_EQ(version, 0u);
 }
 
-// --- bf16 / fp16 on the wire ---------------------------------------------------
+// --- bf16 / fp16 on the wire ------------------------------------------------
 
 // Little-endian bytes of 16-bit values, as they travel.
 std::string Halves(const std::vector<uint16_t>& halves) {
@@ -508,11 +508,11 @@ TEST(BlockStoreTest, EncodedPushOfWrongSizeIsRefusedAndChangesNothing) {
     ASSERT_THAT(store.AddBlock(17, std::vector<float>(65536, 1.0f)), IsOk());
     // A float32-sized gradient labelled bf16/fp16.
     std::string g = Bytes(std::vector<float>(65536, 1.0f));
-    EXPECT_THAT(store.Push(17, g.data(), g.size(), 0, -1, encoding),
-                StatusIs(absl::StatusCode::kInvalidArgument,
-                         "push: block 17 expects 65536 " +
-                             WireEncodingName(encoding) +
-                             " values (131072 bytes), got 262144 bytes"));
+    EXPECT_THAT(
+        store.Push(17, g.data(), g.size(), 0, -1, encoding),
+        StatusIs(absl::StatusCode::kInvalidArgument,
+                 "push: block 17 expects 65536 " + WireEncodingName(encoding) +
+                     " values (131072 bytes), got 262144 bytes"));
     std::string bytes;
     EXPECT_EQ(store.Pull(17, &bytes).value(), 0u);
     EXPECT_EQ(Floats(bytes), std::vector<float>(65536, 1.0f));

@@ -169,9 +169,10 @@ absl::Status Shard::Pull(const proto::PullRequest& request,
     for (uint32_t id : request.block_ids()) {
       proto::BlockData* block = response->add_blocks();
       block->set_block_id(id);
-      ASSIGN_OR_RETURN(uint64_t version, store_->Pull(id, block->mutable_data(),
-                                                      request.worker_id(),
-                                                      EncodingOf(request.encoding())));
+      ASSIGN_OR_RETURN(
+          uint64_t version,
+          store_->Pull(id, block->mutable_data(), request.worker_id(),
+                       EncodingOf(request.encoding())));
       block->set_version(version);
       block->set_encoding(request.encoding());
       bytes += block->data().size();
@@ -186,9 +187,9 @@ absl::Status Shard::ValidatePush(const proto::PushRequest& request,
                                  std::vector<BlockStore::Block*>* blocks) const {
   blocks->reserve(request.blocks_size());
   for (const proto::BlockData& block : request.blocks()) {
-    absl::StatusOr<BlockStore::Block*> resolved = store_->ValidatePush(
-        block.block_id(), block.data().data(), block.data().size(),
-        EncodingOf(block.encoding()));
+    absl::StatusOr<BlockStore::Block*> resolved =
+        store_->ValidatePush(block.block_id(), block.data().data(),
+                             block.data().size(), EncodingOf(block.encoding()));
     if (!resolved.ok()) {
       counters_->Add("rejected_pushes", 1);
       return absl::Status(resolved.status().code(),
@@ -202,8 +203,7 @@ absl::Status Shard::ValidatePush(const proto::PushRequest& request,
 
 BlockStore::PushResult Shard::ApplyUpdate(BlockStore::Block* block,
                                           const void* data,
-                                          uint64_t base_version,
-                                          int32_t worker,
+                                          uint64_t base_version, int32_t worker,
                                           WireEncoding encoding) {
   return store_->Apply(block, data, base_version, worker, encoding);
 }

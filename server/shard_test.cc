@@ -295,9 +295,10 @@ TEST_F(ShardTest, EncodedPushIsDecodedAndPullsAnswerInTheAskedEncoding) {
   const std::vector<float> initial = PullBlock0(*shard, &version);
   proto::PushResponse response;
   // 0.375 is exact in bf16 and fp16; sgd with learning rate 1.
-  ASSERT_THAT(shard->Push(EncodedPush(*spec_, 3, 1, 0.375f, WireEncoding::kBf16),
-                          &response),
-              IsOk());
+  ASSERT_THAT(
+      shard->Push(EncodedPush(*spec_, 3, 1, 0.375f, WireEncoding::kBf16),
+                  &response),
+      IsOk());
   ASSERT_THAT(shard->Push(EncodedPush(*spec_, 3, 2, 0.25f, WireEncoding::kFp16),
                           &response),
               IsOk());
@@ -306,7 +307,8 @@ TEST_F(ShardTest, EncodedPushIsDecodedAndPullsAnswerInTheAskedEncoding) {
   for (size_t i = 0; i < after.size(); ++i) {
     ASSERT_FLOAT_EQ(after[i], initial[i] - 0.625f) << "at " << i;
   }
-  EXPECT_EQ(counters_.Get("bytes_in"), 2 * 2 * static_cast<int64_t>(after.size()));
+  EXPECT_EQ(counters_.Get("bytes_in"),
+            2 * 2 * static_cast<int64_t>(after.size()));
   for (WireEncoding encoding : {WireEncoding::kBf16, WireEncoding::kFp16}) {
     proto::PullRequest pull;
     pull.set_placement_epoch(1);

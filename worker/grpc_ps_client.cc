@@ -39,7 +39,10 @@ GrpcPsClient::GrpcPsClient(const ModelSpec& spec,
                            Clock* clock)
     : spec_(spec), coordinator_(coordinator), rpc_(rpc), worker_id_(worker_id),
       counters_(counters), should_stop_(std::move(should_stop)),
-      clock_(clock != nullptr ? clock : Clock::Real()) {}
+      clock_(clock != nullptr ? clock : Clock::Real()),
+      // A validated config names a known encoding.
+      encoding_(
+          ParseWireEncoding(rpc.encoding).value_or(WireEncoding::kFloat32)) {}
 
 GrpcPsClient::~GrpcPsClient() = default;
 
@@ -182,12 +185,23 @@ absl::Status GrpcPsClient::CopyBlocks(int index, const proto::PullResponse& resp
                                               block.block_id()));
     }
     const BlockSpec& spec = spec_.blocks()[block.block_id()];
-    if (static_cast<int64_t>(block.data().size()) != spec.length * 4) {
-      return absl::InternalError(absl::StrCat(
-          "ps ", index, " returned ", block.data().size(), " bytes for block ",
-          spec.id, ", expected ", spec.length * 4, ": do all daemons use the same config?"));
+    // The ps answers in the encoding asked for; the block says which it is.
+    const auto encoding = static_cast<WireEncoding>(block.encoding());
+    if (!IsKnownWireEncoding(encoding)) {
+      return absl::InternalError(absl::StrCat("ps ", index, " returned block ",
+                                              spec.id, " in ",
+                                              WireEncodingName(encoding)));
     }
-    std::memcpy(params + spec.offset, block.data().data(), block.data().size());
+    const int64_t expected = spec.length * BytesPerElement(encoding);
+    if (static_cast<int64_t>(block.data().size()) != expected) {
+      return absl::InternalError(
+          absl::StrCat("ps ", index, " returned ", block.data().size(),
+                       " bytes for block ", spec.id, ", expected ", expected,
+                       " (", spec.length, " ", WireEncodingName(encoding),
+                       " values): do all daemons use the same config?"));
+    }
+    DecodeFloats(block.data().data(), spec.length, encoding,
+                 params + spec.offset);
     (*versions)[spec.id] = block.version();
     bytes += block.data().size();
   }
@@ -212,6 +226,7 @@ absl::Status GrpcPsClient::PullShard(int index, float* params,
   for (size_t c = 0; c < num_chunks; ++c) {
     requests[c].set_placement_epoch(epoch);
     requests[c].set_worker_id(worker_id_);
+    requests[c].set_encoding(static_cast<proto::Encoding>(encoding_));
     for (uint32_t id : shard->chunks[c]) requests[c].add_block_ids(id);
     contexts[c].set_deadline(DeadlineIn(rpc_.deadline_s));
     shard->stub->async()->Pull(&contexts[c], &requests[c], &responses[c],
@@ -228,6 +243,7 @@ absl::Status GrpcPsClient::PullShard(int index, float* params,
             proto::PullRequest request;
             request.set_placement_epoch(now_epoch);
             request.set_worker_id(worker_id_);
+            request.set_encoding(static_cast<proto::Encoding>(encoding_));
             for (uint32_t id : now.chunks[c]) request.add_block_ids(id);
             grpc::ClientContext context;
             context.set_deadline(DeadlineIn(rpc_.deadline_s));
@@ -341,9 +357,18 @@ absl::Status GrpcPsClient::SendPushChunks(int index, uint64_t push_clock,
             proto::BlockData* block = request.add_blocks();
             block->set_block_id(id);
             block->set_version(versions[id]);
-            block->set_data(reinterpret_cast<const char*>(grad + spec.offset),
-                            spec.length * 4);
-            bytes += spec.length * 4;
+            if (encoding_ == WireEncoding::kFloat32) {
+              block->set_data(reinterpret_cast<const char*>(grad + spec.offset),
+                              spec.length * 4);
+            } else {
+              // Encoded straight into the request's bytes: no float32 copy.
+              block->set_encoding(static_cast<proto::Encoding>(encoding_));
+              std::string* data = block->mutable_data();
+              data->resize(spec.length * BytesPerElement(encoding_));
+              EncodeFloats(grad + spec.offset, spec.length, encoding_,
+                           data->data());
+            }
+            bytes += block->data().size();
           }
           grpc::ClientContext context;
           context.set_deadline(DeadlineIn(rpc_.deadline_s));
