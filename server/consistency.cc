@@ -2,7 +2,6 @@
 #include "server/consistency.h"
 
 #include <algorithm>
-#include <cstring>
 #include <limits>
 
 namespace downpour::server {
