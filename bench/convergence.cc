@@ -49,7 +49,9 @@ ABSL_FLAG(std::string, columns,
           "adagrad, adam, adam-overlap (background fetch), sgd-ssp, adam-ssp, "
           "sgd-bsp, adam-bsp, "
           "momentum-off (no async momentum correction), sgd-slr, "
-          "adam-slr (staleness-aware lr), sgd-dc, momentum-dc (DC-ASGD)) or "
+          "adam-slr (staleness-aware lr), sgd-dc, momentum-dc (DC-ASGD), "
+          "default (--config as it is), bf16, fp16 (default with "
+          "rpc.encoding bf16/fp16)) or "
           "name=section.key=value;section.key=value");
 ABSL_FLAG(int, ps, 2, "ps shards in every run");
 ABSL_FLAG(int, epochs, 10, "epochs over the training split, every run");
@@ -118,6 +120,11 @@ const std::map<std::string, std::string>& Predefined() {
       {"momentum-dc",
        "optimizer.type=momentum;optimizer.learning_rate=0.01;"
        "optimizer.momentum=0.9;optimizer.delay_compensation=0.04"},
+      // --config as it is (mnist_local.yaml: adam 0.001), and the same with
+      // gradients and parameters narrowed to 16 bits on the wire.
+      {"default", ""},
+      {"bf16", "rpc.encoding=bf16"},
+      {"fp16", "rpc.encoding=fp16"},
   };
   return *columns;
 }

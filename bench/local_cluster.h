@@ -46,6 +46,10 @@ class LocalCluster {
   // A client of the coordinator, for GrpcPsClient.
   coordinator::CoordinatorClient* coordinator_client() { return client_.get(); }
   const Config& config() const { return config_; }
+  // Shard i's ParameterServer service (a server::PsService by default).
+  grpc::Service* ps_service(int i) { return ps_services_[i].get(); }
+  // The address shard i serves on.
+  const std::string& ps_address(int i) const { return ps_servers_[i].address; }
 
  private:
   LocalCluster() = default;

@@ -134,7 +134,10 @@ std::vector<Section> Schema(Config* c) {
        {DoubleField("rpc.deadline_s", &c->rpc.deadline_s, Positive()),
         DoubleField("rpc.connect_timeout_s", &c->rpc.connect_timeout_s,
                     Positive()),
-        IntField("rpc.push_window", &c->rpc.push_window, {1, 64})}},
+        IntField("rpc.push_window", &c->rpc.push_window, {1, 64}),
+
+        EnumField("rpc.encoding", &c->rpc.encoding,
+                  {"float32", "bf16", "fp16"})}},
       {"logging",
        {EnumField("logging.level", &c->logging.level,
                   {"trace", "debug", "info", "warn", "error"})}},

@@ -177,6 +177,11 @@ struct RpcSection {
   // Push requests a worker keeps in flight per ps shard (each up to 4 MiB of
   // blocks), 1-64 (the ps remembers 64 per worker). Default 8.
   int push_window = 8;
+  // How values travel between workers and ps, both ways: gradients in pushes
+  // and parameters in pulls. "float32" (as they are), "bf16" or "fp16" (2
+  // bytes a value, rounded to nearest even; the ps keeps float32 master
+  // weights and optimizer state). Default "float32".
+  std::string encoding = "float32";
 };
 
 struct LoggingSection {

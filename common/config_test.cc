@@ -71,6 +71,7 @@ TEST(ConfigTest, EmptyTextGivesDefaults) {
     EXPECT_EQ(config->training.epochs, 10);
     EXPECT_EQ(config->data.train_examples, 8000);
     EXPECT_DOUBLE_EQ(config->heartbeat.timeout_s, 3.0);
+    EXPECT_EQ(config->rpc.encoding, "float32");
     EXPECT_EQ(config->logging.level, "info");
   }
 }
@@ -132,6 +133,7 @@ heartbeat:
 rpc:
   deadline_s: 0.5
   connect_timeout_s: 10
+  encoding: bf16
 logging:
   level: debug
 )";
@@ -183,6 +185,7 @@ logging:
   EXPECT_DOUBLE_EQ(c.heartbeat.timeout_s, 1);
   EXPECT_DOUBLE_EQ(c.rpc.deadline_s, 0.5);
   EXPECT_DOUBLE_EQ(c.rpc.connect_timeout_s, 10);
+  EXPECT_EQ(c.rpc.encoding, "bf16");
   EXPECT_EQ(c.logging.level, "debug");
 }
 
@@ -209,7 +212,8 @@ TEST(ConfigTest, UnknownKeyNamesLineKeyAndAllowedKeys) {
        "(did you mean 'optimizer.learning_rate'?)"},
       {"security:\n  token: x\n", "cfg.yaml:1: unknown key 'security'"},
       {"rpc:\n  deadline: 3\n",
-       "allowed keys in 'rpc': deadline_s, connect_timeout_s, push_window (did you mean "
+       "allowed keys in 'rpc': deadline_s, connect_timeout_s, push_window, "
+       "encoding (did you mean "
        "'deadline_s'?)"},
       {"data:\n  source: idx\n\n  source: mnist\n",
        "cfg.yaml:4: duplicate key 'data.source' (first at line 2)"},
@@ -377,6 +381,9 @@ TEST(ConfigTest, ImpossibleValuesNameTheRange) {
        "heartbeat.interval_s must be > 0, got 0"},
       {"rpc:\n  deadline_s: 0\n", "rpc.deadline_s must be > 0, got 0"},
       {"rpc:\n  connect_timeout_s: -3\n", "rpc.connect_timeout_s must be > 0"},
+      {"rpc:\n  encoding: fp32\n",
+       "cfg.yaml:2: rpc.encoding must be one of float32, bf16, fp16; got "
+       "'fp32'"},
       {"cluster:\n  ps: []\n",
        "cfg.yaml:2: cluster.ps must list at least one host:port, got an empty "
        "list"},

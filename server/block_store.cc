@@ -2,6 +2,7 @@
 #include "server/block_store.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <utility>
@@ -93,6 +94,37 @@ int64_t FirstNonFinite(const unsigned char* p, int64_t n) {
   return n;
 }
 
+// InvalidArgument "<op>: block <id> <what> unknown encoding 7 (valid: ...)"
+// unless `encoding` is one of WireEncoding's.
+absl::Status CheckEncoding(const char* op, uint32_t id, const char* what,
+                           WireEncoding encoding) {
+  if (IsKnownWireEncoding(encoding)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      op, ": block ", id, " ", what, " unknown encoding ",
+      static_cast<int32_t>(encoding), " (valid: 0 float32, 1 bf16, 2 fp16)"));
+}
+
+// CheckGradient for a gradient in bf16 or fp16.
+absl::Status CheckEncodedGradient(uint32_t id, int64_t size,
+                                  WireEncoding encoding, const void* data,
+                                  size_t bytes) {
+  const size_t expected = static_cast<size_t>(size) * BytesPerElement(encoding);
+  if (bytes != expected) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "push: block ", id, " expects ", size, " ", WireEncodingName(encoding),
+        " values (", expected, " bytes), got ", bytes, " bytes"));
+  }
+  const char* p = static_cast<const char*>(data);
+  const int64_t bad = FindNonFinite(p, size, encoding);
+  if (bad == size) return absl::OkStatus();
+  float value;
+  DecodeFloats(p + BytesPerElement(encoding) * bad, 1, encoding, &value);
+  return absl::InvalidArgumentError(absl::StrCat(
+      "push: block ", id, " gradient has ", std::isnan(value) ? "NaN" : "Inf",
+      " at index ", bad, " (of ", size,
+      "); the worker's gradient diverged, lower optimizer.learning_rate"));
+}
+
 absl::Status CheckGradient(uint32_t id, int64_t size, const void* data,
                            size_t bytes) {
   const size_t expected = static_cast<size_t>(size) * sizeof(float);
@@ -172,13 +204,16 @@ std::vector<uint32_t> BlockStore::block_ids() const {
 }
 
 absl::StatusOr<uint64_t> BlockStore::Pull(uint32_t id, std::string* out,
-                                          int32_t worker_id) const {
+                                          int32_t worker_id,
+                                          WireEncoding encoding) const {
   const Block* block = Find(id);
   if (block == nullptr) return UnknownBlock("pull", id);
-  const size_t bytes = static_cast<size_t>(block->size) * sizeof(float);
+  RETURN_IF_ERROR(CheckEncoding("pull", id, "asked for in", encoding));
+  const size_t bytes =
+      static_cast<size_t>(block->size) * BytesPerElement(encoding);
   // A reused string of the right size keeps its buffer.
   if (out->size() != bytes) out->resize(bytes);
-  return PullInto(id, out->data(), worker_id);
+  return PullInto(id, out->data(), worker_id, encoding);
 }
 
 absl::StatusOr<uint64_t> BlockStore::Version(uint32_t id) const {
@@ -188,28 +223,46 @@ absl::StatusOr<uint64_t> BlockStore::Version(uint32_t id) const {
 }
 
 absl::StatusOr<uint64_t> BlockStore::PullInto(uint32_t id, char* out,
-                                              int32_t worker_id) const {
+                                              int32_t worker_id,
+                                              WireEncoding encoding) const {
   const Block* block = Find(id);
   if (block == nullptr) return UnknownBlock("pull", id);
-  std::memcpy(out, block->values.data(),
-              static_cast<size_t>(block->size) * sizeof(float));
+  RETURN_IF_ERROR(CheckEncoding("pull", id, "asked for in", encoding));
+  EncodeFloats(block->values.data(), block->size, encoding, out);
   backups_.Record(worker_id, id, block->version, block->values.data(),
                   block->size);
   return block->version;
 }
 
 absl::StatusOr<BlockStore::Block*> BlockStore::ValidatePush(
-    uint32_t id, const void* data, size_t bytes) const {
+    uint32_t id, const void* data, size_t bytes, WireEncoding encoding) const {
   Block* block = Find(id);
   if (block == nullptr) return UnknownBlock("push", id);
-  RETURN_IF_ERROR(CheckGradient(id, block->size, data, bytes));
+  if (encoding == WireEncoding::kFloat32) {
+    RETURN_IF_ERROR(CheckGradient(id, block->size, data, bytes));
+  } else {
+    RETURN_IF_ERROR(CheckEncoding("push", id, "has", encoding));
+    RETURN_IF_ERROR(
+        CheckEncodedGradient(id, block->size, encoding, data, bytes));
+  }
   return block;
 }
 
 BlockStore::PushResult BlockStore::Apply(Block* block, const void* data,
                                          uint64_t base_version,
-                                         int32_t worker_id) {
-  const float* gradient = AsFloats(data, block->size);
+                                         int32_t worker_id,
+                                         WireEncoding encoding) {
+  const float* gradient = nullptr;
+  if (encoding == WireEncoding::kFloat32) {
+    gradient = AsFloats(data, block->size);
+  } else {
+    if (decoded_.size() < static_cast<size_t>(block->size)) {
+      decoded_.resize(block->size);
+    }
+    DecodeFloats(static_cast<const char*>(data), block->size, encoding,
+                 decoded_.data());
+    gradient = decoded_.data();
+  }
   const uint64_t before = block->version;
   const uint64_t staleness = base_version < before ? before - base_version : 0;
   constexpr double kWeight = Optimizer::kStalenessAverageWeight;
@@ -252,13 +305,11 @@ const float* BlockStore::Compensate(const Block& block, const float* g,
   return g;
 }
 
-absl::StatusOr<BlockStore::PushResult> BlockStore::Push(uint32_t id,
-                                                        const void* data,
-                                                        size_t bytes,
-                                                        uint64_t base_version,
-                                                        int32_t worker_id) {
-  ASSIGN_OR_RETURN(Block* block, ValidatePush(id, data, bytes));
-  return Apply(block, data, base_version, worker_id);
+absl::StatusOr<BlockStore::PushResult> BlockStore::Push(
+    uint32_t id, const void* data, size_t bytes, uint64_t base_version,
+    int32_t worker_id, WireEncoding encoding) {
+  ASSIGN_OR_RETURN(Block* block, ValidatePush(id, data, bytes, encoding));
+  return Apply(block, data, base_version, worker_id, encoding);
 }
 
 double BlockStore::MeanStaleness(uint32_t id) const {

@@ -8,8 +8,11 @@
 //                               worker_id));
 //
 // Payloads are little-endian float32 bytes, exactly as they travel in ps.proto,
-// and may be unaligned. Every request is checked (unknown block, wrong size,
-// NaN/Inf) and a rejected request leaves the store unchanged.
+// and may be unaligned; with a WireEncoding of bf16 or fp16 they are 2 bytes a
+// value (common/wire_encoding.h), decoded on push and encoded on pull while the
+// store keeps float32 values and optimizer state. Every request is checked
+// (unknown block, unknown encoding, wrong size, NaN/Inf) and a rejected request
+// leaves the store unchanged.
 //
 // Each update gets its factors from Optimizer::Context: the lr schedule at the
 // block's version (the global step), the staleness-aware lr, and momentum
@@ -33,6 +36,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/counters.h"
+#include "common/wire_encoding.h"
 #include "server/optimizer.h"
 #include "server/pull_backups.h"
 
@@ -104,44 +108,57 @@ class BlockStore {
   int64_t num_floats() const { return num_floats_; }
   const Optimizer& optimizer() const { return *optimizer_; }
 
-  // Copies block `id`'s values into *out as little-endian float32 bytes
-  // (resized to 4 * length; a reused string of that size is not reallocated)
-  // and returns the block's version. NotFound when the block is not here,
-  // "pull: unknown block 17 (this ps holds blocks 0-5, 9)"; *out is then
-  // untouched. With delay compensation on, a copy is kept for `worker_id`
-  // (see Options::num_workers; -1 = a tool, not remembered).
-  absl::StatusOr<uint64_t> Pull(uint32_t id, std::string* out,
-                                int32_t worker_id = -1) const;
+  // Copies block `id`'s values into *out as little-endian bytes in `encoding`
+  // (resized to BytesPerElement(encoding) * length; a reused string of that
+  // size is not reallocated) and returns the block's version. NotFound when
+  // the block is not here, "pull: unknown block 17 (this ps holds blocks 0-5,
+  // 9)"; InvalidArgument for an encoding not in WireEncoding ("pull: block 3
+  // asked for in unknown encoding 7 (valid: 0 float32, 1 bf16, 2 fp16)"); *out
+  // is then untouched. With delay compensation on, a copy of the float32
+  // values is kept for `worker_id` (see Options::num_workers; -1 = a tool, not
+  // remembered).
+  absl::StatusOr<uint64_t> Pull(
+      uint32_t id, std::string* out, int32_t worker_id = -1,
+      WireEncoding encoding = WireEncoding::kFloat32) const;
   // Block `id`'s version; NotFound as Pull when it is not here.
   absl::StatusOr<uint64_t> Version(uint32_t id) const;
-  // The same as Pull into `out`, which has room for 4 * length bytes (any alignment).
-  absl::StatusOr<uint64_t> PullInto(uint32_t id, char* out,
-                                    int32_t worker_id = -1) const;
+  // The same as Pull into `out`, which has room for
+  // BytesPerElement(encoding) * length bytes (any alignment).
+  absl::StatusOr<uint64_t> PullInto(
+      uint32_t id, char* out, int32_t worker_id = -1,
+      WireEncoding encoding = WireEncoding::kFloat32) const;
 
-  // Checks a gradient of `bytes` bytes at `data` (any alignment) for block `id`
-  // without applying it, in one pass, and returns the block for Apply: NotFound
-  // for an unknown block; InvalidArgument for a byte length other than
-  // 4 * length ("push: block 17 expects 65536 floats (262144 bytes), got 1000
-  // bytes") or for a NaN/Inf element ("push: block 3 gradient has NaN at index
-  // 12 (of 65536); ...").
-  absl::StatusOr<Block*> ValidatePush(uint32_t id, const void* data,
-                                      size_t bytes) const;
+  // Checks a gradient of `bytes` bytes at `data` (any alignment) in `encoding`
+  // for block `id` without applying it, in one pass, and returns the block for
+  // Apply: NotFound for an unknown block; InvalidArgument for an encoding not
+  // in WireEncoding ("push: block 3 has unknown encoding 7 (valid: 0 float32,
+  // 1 bf16, 2 fp16)"), for a byte length other than BytesPerElement(encoding)
+  // * length ("push: block 17 expects 65536 floats (262144 bytes), got 1000
+  // bytes"; "push: block 17 expects 65536 bf16 values (131072 bytes), got ...")
+  // or for a NaN/Inf element ("push: block 3 gradient has NaN at index 12 (of
+  // 65536); ..."). A bf16/fp16 value is NaN/Inf exactly when its float32
+  // decoding is, so the check runs on the encoded bits.
+  absl::StatusOr<Block*> ValidatePush(
+      uint32_t id, const void* data, size_t bytes,
+      WireEncoding encoding = WireEncoding::kFloat32) const;
 
-  // Applies the optimizer to `block` with the gradient at `data` and bumps its
-  // version. `base_version` is the version the gradient was computed from (as
-  // returned by Pull) and `worker_id` the worker that pulled it (-1: none, as
-  // for a BSP round's mean gradient; such a push is never compensated). A
-  // caller that checks a whole request before applying any of it resolves
-  // each block once with ValidatePush, then applies.
-  // REQUIRES: ValidatePush(id, data, bytes) returned `block` and no AddBlock
-  // came between.
+  // Applies the optimizer to `block` with the gradient at `data` (in
+  // `encoding`: bf16/fp16 are first decoded into a scratch buffer the store
+  // reuses) and bumps its version. `base_version` is the version the gradient
+  // was computed from (as returned by Pull) and `worker_id` the worker that
+  // pulled it (-1: none, as for a BSP round's mean gradient; such a push is
+  // never compensated). A caller that checks a whole request before applying
+  // any of it resolves each block once with ValidatePush, then applies.
+  // REQUIRES: ValidatePush(id, data, bytes, encoding) returned `block` and no
+  // AddBlock came between.
   PushResult Apply(Block* block, const void* data, uint64_t base_version,
-                   int32_t worker_id);
+                   int32_t worker_id,
+                   WireEncoding encoding = WireEncoding::kFloat32);
 
   // ValidatePush, then Apply. On error the block is unchanged.
-  absl::StatusOr<PushResult> Push(uint32_t id, const void* data, size_t bytes,
-                                  uint64_t base_version,
-                                  int32_t worker_id = -1);
+  absl::StatusOr<PushResult> Push(
+      uint32_t id, const void* data, size_t bytes, uint64_t base_version,
+      int32_t worker_id = -1, WireEncoding encoding = WireEncoding::kFloat32);
 
   // The block's mean staleness (the average async momentum uses); 0 for a
   // block not held.
@@ -180,6 +197,9 @@ class BlockStore {
   mutable PullBackups backups_;
   absl::flat_hash_map<uint32_t, std::unique_ptr<Block>> blocks_;
   int64_t num_floats_ = 0;
+  // Apply's bf16/fp16 gradient, decoded; grows to the largest block pushed
+  // encoded and is reused (Apply has exclusive access).
+  std::vector<float> decoded_;
 };
 
 }  // namespace downpour::server

@@ -10,6 +10,7 @@
 #include "common/checksum.h"
 #include "common/counters.h"
 #include "common/testing/status_matchers.h"
+#include "common/wire_encoding.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -461,6 +462,123 @@ TEST(BlockStoreTest, BlockCrc32cIsTheChecksumOfThePulledBytes) {
   EXPECT_EQ(version, 6u);
   EXPECT_EQ(store.BlockCrc32c(99, &version), 0u);
   EXPECT_EQ(version, 0u);
+}
+
+// --- bf16 / fp16 on the wire ------------------------------------------------
+
+// Little-endian bytes of 16-bit values, as they travel.
+std::string Halves(const std::vector<uint16_t>& halves) {
+  return std::string(reinterpret_cast<const char*>(halves.data()),
+                     halves.size() * sizeof(uint16_t));
+}
+
+std::vector<uint16_t> HalvesOf(const std::string& bytes) {
+  std::vector<uint16_t> halves(bytes.size() / sizeof(uint16_t));
+  std::memcpy(halves.data(), bytes.data(), halves.size() * sizeof(uint16_t));
+  return halves;
+}
+
+TEST(BlockStoreTest, EncodedPushAppliesTheDecodedGradient) {
+  struct Case {
+    WireEncoding encoding;
+    std::vector<uint16_t> gradient;  // 2, 1, -3, 0.125
+  };
+  const Case cases[] = {
+      {WireEncoding::kBf16, {0x4000, 0x3F80, 0xC040, 0x3E00}},
+      {WireEncoding::kFp16, {0x4000, 0x3C00, 0xC200, 0x3000}},
+  };
+  for (const Case& c : cases) {
+    BlockStore store(MakeOptimizer("sgd", 0.5));
+    ASSERT_THAT(store.AddBlock(4, {10, 20, 30, 40}), IsOk());
+    std::string buffer = "x" + Halves(c.gradient);
+    const char* unaligned = buffer.data() + 1;
+    auto result = store.Push(4, unaligned, 8, /*base_version=*/0,
+                             /*worker_id=*/-1, c.encoding);
+    ASSERT_THAT(result, IsOk()) << WireEncodingName(c.encoding);
+    EXPECT_EQ(result->version, 1u);
+    // sgd: w - 0.5 * g.
+    EXPECT_THAT(PullFloats(store, 4), ElementsAre(9.0f, 19.5f, 31.5f, 39.9375f))
+        << WireEncodingName(c.encoding);
+  }
+}
+
+TEST(BlockStoreTest, EncodedPushOfWrongSizeIsRefusedAndChangesNothing) {
+  for (WireEncoding encoding : {WireEncoding::kBf16, WireEncoding::kFp16}) {
+    BlockStore store(MakeOptimizer("sgd", 1.0));
+    ASSERT_THAT(store.AddBlock(17, std::vector<float>(65536, 1.0f)), IsOk());
+    // A float32-sized gradient labelled bf16/fp16.
+    std::string g = Bytes(std::vector<float>(65536, 1.0f));
+    EXPECT_THAT(
+        store.Push(17, g.data(), g.size(), 0, -1, encoding),
+        StatusIs(absl::StatusCode::kInvalidArgument,
+                 "push: block 17 expects 65536 " + WireEncodingName(encoding) +
+                     " values (131072 bytes), got 262144 bytes"));
+    std::string bytes;
+    EXPECT_EQ(store.Pull(17, &bytes).value(), 0u);
+    EXPECT_EQ(Floats(bytes), std::vector<float>(65536, 1.0f));
+  }
+}
+
+TEST(BlockStoreTest, EncodedPushWithNaNOrInfIsRefusedAndChangesNothing) {
+  struct Case {
+    WireEncoding encoding;
+    uint16_t bad;
+    std::string what;
+  };
+  const Case cases[] = {{WireEncoding::kBf16, 0x7FC0, "NaN"},
+                        {WireEncoding::kBf16, 0xFF80, "Inf"},
+                        {WireEncoding::kFp16, 0x7E00, "NaN"},
+                        {WireEncoding::kFp16, 0x7C00, "Inf"}};
+  for (const Case& c : cases) {
+    BlockStore store(MakeOptimizer("sgd", 1.0));
+    ASSERT_THAT(store.AddBlock(3, std::vector<float>(3000, 2.0f)), IsOk());
+    std::vector<uint16_t> g(3000, 0x3F80);  // bf16 1.0; fp16 1.875
+    g[2049] = c.bad;
+    const std::string bytes = Halves(g);
+    EXPECT_THAT(store.Push(3, bytes.data(), bytes.size(), 0, -1, c.encoding),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr("push: block 3 gradient has " + c.what +
+                                   " at index 2049 (of 3000)")));
+    EXPECT_EQ(PullFloats(store, 3), std::vector<float>(3000, 2.0f));
+  }
+}
+
+TEST(BlockStoreTest, UnknownEncodingIsRefusedAndChangesNothing) {
+  BlockStore store(MakeOptimizer("sgd", 1.0));
+  ASSERT_THAT(store.AddBlock(3, {1, 2}, /*version=*/5), IsOk());
+  const auto seven = static_cast<WireEncoding>(7);
+  const std::string g = Halves({0x3F80, 0x3F80});
+  const std::string message =
+      "push: block 3 has unknown encoding 7 (valid: 0 float32, 1 bf16, 2 "
+      "fp16)";
+  EXPECT_THAT(store.ValidatePush(3, g.data(), g.size(), seven),
+              StatusIs(absl::StatusCode::kInvalidArgument, message));
+  EXPECT_THAT(store.Push(3, g.data(), g.size(), 5, -1, seven),
+              StatusIs(absl::StatusCode::kInvalidArgument, message));
+  std::string bytes = "untouched";
+  EXPECT_THAT(store.Pull(3, &bytes, -1, seven),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "pull: block 3 asked for in unknown encoding 7 (valid: "
+                       "0 float32, 1 bf16, 2 fp16)"));
+  EXPECT_EQ(bytes, "untouched");
+  EXPECT_EQ(store.Pull(3, &bytes).value(), 5u);
+  EXPECT_THAT(Floats(bytes), ElementsAre(1.0f, 2.0f));
+}
+
+TEST(BlockStoreTest, PullInBf16OrFp16ReturnsTheEncodedValues) {
+  BlockStore store(MakeOptimizer("sgd", 1.0));
+  // 1 + 2^-8 is a bf16 tie (to even: 1.0) and exact in fp16; 65520 rounds to
+  // bf16 65536 and overflows fp16.
+  ASSERT_THAT(store.AddBlock(0, {1.0f, -2.5f, 1.00390625f, 65520.0f}, 3),
+              IsOk());
+  std::string bytes;
+  EXPECT_EQ(store.Pull(0, &bytes, -1, WireEncoding::kBf16).value(), 3u);
+  EXPECT_THAT(HalvesOf(bytes), ElementsAre(0x3F80, 0xC020, 0x3F80, 0x4780));
+  EXPECT_EQ(store.Pull(0, &bytes, -1, WireEncoding::kFp16).value(), 3u);
+  EXPECT_THAT(HalvesOf(bytes), ElementsAre(0x3C00, 0xC100, 0x3C04, 0x7C00));
+  // The store itself keeps float32.
+  EXPECT_THAT(PullFloats(store, 0),
+              ElementsAre(1.0f, -2.5f, 1.00390625f, 65520.0f));
 }
 
 }  // namespace

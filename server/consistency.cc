@@ -2,7 +2,6 @@
 #include "server/consistency.h"
 
 #include <algorithm>
-#include <cstring>
 #include <limits>
 
 namespace downpour::server {
@@ -103,12 +102,11 @@ Consistency::Contribution Consistency::BspContribute(
   for (const BlockGradient& g : gradients) {
     Round& round = rounds_[g.block];
     if (round.sum.empty()) round.sum.assign(g.floats, 0.0f);
-    const char* bytes = static_cast<const char*>(g.data);
-    for (size_t i = 0; i < g.floats; ++i) {
-      float v;
-      std::memcpy(&v, bytes + 4 * i, 4);
-      round.sum[i] += v;
-    }
+    // Decoded (or, for float32, copied: the bytes may be unaligned) first.
+    if (decoded_.size() < g.floats) decoded_.resize(g.floats);
+    DecodeFloats(static_cast<const char*>(g.data),
+                 static_cast<int64_t>(g.floats), g.encoding, decoded_.data());
+    for (size_t i = 0; i < g.floats; ++i) round.sum[i] += decoded_[i];
     round.contributors[worker] = sequence;
     pending.blocks.insert(g.block);
   }

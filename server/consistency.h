@@ -40,6 +40,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/wire_encoding.h"
+
 namespace downpour::server {
 
 class Consistency {
@@ -100,7 +102,9 @@ class Consistency {
   struct BlockGradient {
     uint32_t block = 0;
     const void* data = nullptr;
-    size_t floats = 0;
+    size_t floats = 0;  // values at data
+    // How the values at data are encoded; summed as float32.
+    WireEncoding encoding = WireEncoding::kFloat32;
   };
   enum class Contribution {
     kAdded,    // added to the rounds of its blocks; wait for them to apply
@@ -151,6 +155,7 @@ class Consistency {
   std::map<int, std::map<uint32_t, int64_t>> clocks_;
   std::map<uint32_t, Round> rounds_;  // open bsp rounds
   std::map<int, Pending> pending_;    // per worker
+  std::vector<float> decoded_;        // BspContribute's scratch, reused
 };
 
 }  // namespace downpour::server

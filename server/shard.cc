@@ -12,6 +12,7 @@
 #include "common/logging.h"
 #include "common/server_util.h"
 #include "common/status_macros.h"
+#include "common/wire_encoding.h"
 
 namespace downpour::server {
 namespace {
@@ -22,6 +23,13 @@ spdlog::logger* L() { return Log(Logger::kServer); }
 constexpr uint64_t kCurrentVersion = std::numeric_limits<uint64_t>::max();
 // How often the ps says whom a held push waits for (per waited-for worker).
 constexpr absl::Duration kWaitLogInterval = absl::Seconds(5);
+
+// The proto value as it came (it may be none of WireEncoding's: BlockStore
+// refuses those). proto::Encoding and WireEncoding share values
+// (common/wire_encoding_test.cc).
+WireEncoding EncodingOf(int proto_encoding) {
+  return static_cast<WireEncoding>(proto_encoding);
+}
 
 std::vector<uint32_t> BlockIds(const wire::PushView& request) {
   std::vector<uint32_t> ids;
@@ -172,9 +180,12 @@ absl::Status Shard::Pull(const proto::PullRequest& request,
     for (uint32_t id : request.block_ids()) {
       proto::BlockData* block = response->add_blocks();
       block->set_block_id(id);
-      ASSIGN_OR_RETURN(uint64_t version, store_->Pull(id, block->mutable_data(),
-                                                      request.worker_id()));
+      ASSIGN_OR_RETURN(
+          uint64_t version,
+          store_->Pull(id, block->mutable_data(), request.worker_id(),
+                       EncodingOf(request.encoding())));
       block->set_version(version);
+      block->set_encoding(request.encoding());
       bytes += block->data().size();
     }
   }
@@ -188,9 +199,16 @@ absl::StatusOr<grpc::ByteBuffer> Shard::PullBytes(
   // Sizes come from the model spec, so the reply is sized (and refused when
   // too large or repetitive) before anything is allocated.
   RETURN_IF_ERROR(CheckUnique("pull", request.block_ids(), request.worker_id()));
+  const WireEncoding encoding = EncodingOf(request.encoding());
+  if (!IsKnownWireEncoding(encoding)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pull: unknown encoding ", request.encoding(),
+        " (valid: 0 float32, 1 bf16, 2 fp16)"));
+  }
+  const size_t width = BytesPerElement(encoding);
   size_t payload = 0;
   for (uint32_t id : request.block_ids()) {
-    if (id < spec_.blocks().size()) payload += spec_.blocks()[id].length * 4;
+    if (id < spec_.blocks().size()) payload += spec_.blocks()[id].length * width;
   }
   const size_t bound = wire::PullReplyBound(request.block_ids_size(), payload);
   if (bound > static_cast<size_t>(kMaxMessageBytes)) {
@@ -205,8 +223,10 @@ absl::StatusOr<grpc::ByteBuffer> Shard::PullBytes(
     RETURN_IF_ERROR(CheckEpoch("pull", request.placement_epoch()));
     for (uint32_t id : request.block_ids()) {
       ASSIGN_OR_RETURN(const uint64_t version, store_->Version(id));
-      char* at = reply.AddBlock(id, version, 0, spec_.blocks()[id].length * 4);
-      RETURN_IF_ERROR(store_->PullInto(id, at, request.worker_id()).status());
+      char* at = reply.AddBlock(id, version, request.encoding(),
+                                spec_.blocks()[id].length * width);
+      RETURN_IF_ERROR(
+          store_->PullInto(id, at, request.worker_id(), encoding).status());
     }
   }
   counters_->Add("pulls", 1);
@@ -227,7 +247,8 @@ absl::Status Shard::ValidatePush(const wire::PushView& request,
   }
   for (const wire::BlockRef& block : request.blocks) {
     absl::StatusOr<BlockStore::Block*> resolved =
-        store_->ValidatePush(block.id, block.data, block.size);
+        store_->ValidatePush(block.id, block.data, block.size,
+                             EncodingOf(block.encoding));
     if (!resolved.ok()) {
       counters_->Add("rejected_pushes", 1);
       return absl::Status(resolved.status().code(),
@@ -241,9 +262,9 @@ absl::Status Shard::ValidatePush(const wire::PushView& request,
 
 BlockStore::PushResult Shard::ApplyUpdate(BlockStore::Block* block,
                                           const void* data,
-                                          uint64_t base_version,
-                                          int32_t worker) {
-  return store_->Apply(block, data, base_version, worker);
+                                          uint64_t base_version, int32_t worker,
+                                          WireEncoding encoding) {
+  return store_->Apply(block, data, base_version, worker, encoding);
 }
 
 void Shard::SetActiveWorkers(const std::vector<int>& workers) {
@@ -412,7 +433,8 @@ absl::Status Shard::Push(const wire::PushView& request,
     for (size_t i = 0; i < request.blocks.size(); ++i) {
       const wire::BlockRef& block = request.blocks[i];
       const BlockStore::PushResult result =
-          ApplyUpdate(blocks[i], block.data, block.version, worker);
+          ApplyUpdate(blocks[i], block.data, block.version, worker,
+                      EncodingOf(block.encoding));
       response->add_versions(result.version);
       counters_->RecordStaleness(result.staleness);
       bytes += block.size;
@@ -440,7 +462,9 @@ absl::Status Shard::PushBsp(const wire::PushView& request,
   std::vector<Consistency::BlockGradient> gradients;
   int64_t bytes = 0;
   for (const wire::BlockRef& block : request.blocks) {
-    gradients.push_back({block.id, block.data, block.size / sizeof(float)});
+    const WireEncoding encoding = EncodingOf(block.encoding);
+    gradients.push_back({block.id, block.data,
+                         block.size / BytesPerElement(encoding), encoding});
     bytes += block.size;
   }
   bool waited = false;

@@ -135,8 +135,9 @@ class Shard {
                             std::vector<BlockStore::Block*>* blocks) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // The one place updates reach the store: `worker` is -1 for a bsp round.
-  BlockStore::PushResult ApplyUpdate(BlockStore::Block* block, const void* data,
-                                     uint64_t base_version, int32_t worker)
+  BlockStore::PushResult ApplyUpdate(
+      BlockStore::Block* block, const void* data, uint64_t base_version,
+      int32_t worker, WireEncoding encoding = WireEncoding::kFloat32)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Applies every complete bsp round (the mean, at staleness 0) and marks the
   // pushes it completes as applied.

@@ -10,6 +10,7 @@
 
 #include "common/testing/poll.h"
 #include "common/testing/status_matchers.h"
+#include "common/wire_encoding.h"
 #include "gtest/gtest.h"
 
 namespace downpour::server {
@@ -271,6 +272,107 @@ TEST_F(ShardTest, RejectedPushChangesNothing) {
   request = OnesPush(num_blocks_ + 1, 2);
   EXPECT_THAT(shard->Push(request, &response),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("unknown block")));
+}
+
+// A push of `value` everywhere on block 0 by `worker`, in `encoding`.
+proto::PushRequest EncodedPush(const ModelSpec& spec, int worker,
+                               uint64_t sequence, float value,
+                               WireEncoding encoding) {
+  proto::PushRequest request = ValuePush(spec, worker, sequence, value);
+  proto::BlockData* block = request.mutable_blocks(0);
+  const std::vector<float> values(spec.blocks()[0].length, value);
+  std::string bytes(values.size() * BytesPerElement(encoding), '\0');
+  EncodeFloats(values.data(), values.size(), encoding, bytes.data());
+  block->set_data(bytes);
+  block->set_encoding(static_cast<proto::Encoding>(encoding));
+  return request;
+}
+
+TEST_F(ShardTest, EncodedPushIsDecodedAndPullsAnswerInTheAskedEncoding) {
+  auto shard = MakeShard();
+  ASSERT_THAT(shard->Assign(1, {0}), IsOk());
+  uint64_t version = 0;
+  const std::vector<float> initial = PullBlock0(*shard, &version);
+  proto::PushResponse response;
+  // 0.375 is exact in bf16 and fp16; sgd with learning rate 1.
+  ASSERT_THAT(
+      shard->Push(EncodedPush(*spec_, 3, 1, 0.375f, WireEncoding::kBf16),
+                  &response),
+      IsOk());
+  ASSERT_THAT(shard->Push(EncodedPush(*spec_, 3, 2, 0.25f, WireEncoding::kFp16),
+                          &response),
+              IsOk());
+  const std::vector<float> after = PullBlock0(*shard, &version);
+  EXPECT_EQ(version, 2u);
+  for (size_t i = 0; i < after.size(); ++i) {
+    ASSERT_FLOAT_EQ(after[i], initial[i] - 0.625f) << "at " << i;
+  }
+  EXPECT_EQ(counters_.Get("bytes_in"),
+            2 * 2 * static_cast<int64_t>(after.size()));
+  for (WireEncoding encoding : {WireEncoding::kBf16, WireEncoding::kFp16}) {
+    proto::PullRequest pull;
+    pull.set_placement_epoch(1);
+    pull.add_block_ids(0);
+    pull.set_encoding(static_cast<proto::Encoding>(encoding));
+    proto::PullResponse pulled;
+    ASSERT_THAT(shard->Pull(pull, &pulled), IsOk());
+    const proto::BlockData& block = pulled.blocks(0);
+    EXPECT_EQ(block.encoding(), static_cast<proto::Encoding>(encoding));
+    EXPECT_EQ(block.version(), 2u);
+    std::string expected(after.size() * 2, '\0');
+    EncodeFloats(after.data(), after.size(), encoding, expected.data());
+    EXPECT_EQ(block.data(), expected) << WireEncodingName(encoding);
+  }
+}
+
+TEST_F(ShardTest, UnknownEncodingIsRefusedAndChangesNothing) {
+  auto shard = MakeShard();
+  ASSERT_THAT(shard->Assign(1, {0}), IsOk());
+  const proto::ChecksumResponse before = shard->Checksums();
+  proto::PushRequest request = OnesPush(0, 1);
+  request.mutable_blocks(0)->set_encoding(static_cast<proto::Encoding>(7));
+  proto::PushResponse response;
+  EXPECT_THAT(shard->Push(request, &response),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("unknown encoding 7")));
+  EXPECT_EQ(shard->Checksums().DebugString(), before.DebugString());
+  proto::PullRequest pull;
+  pull.set_placement_epoch(1);
+  pull.add_block_ids(0);
+  pull.set_encoding(static_cast<proto::Encoding>(7));
+  proto::PullResponse pulled;
+  EXPECT_THAT(shard->Pull(pull, &pulled),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("unknown encoding 7")));
+}
+
+TEST_F(ShardTest, BspRoundAveragesDecodedPushes) {
+  config_.training.consistency = "bsp";
+  auto shard = MakeShard();
+  ASSERT_THAT(shard->Assign(1, {0}), IsOk());
+  shard->SetActiveWorkers({0, 1});
+  uint64_t version = 0;
+  const std::vector<float> initial = PullBlock0(*shard, &version);
+  absl::Status first;
+  std::thread pusher0([&] {
+    proto::PushResponse r;
+    first = shard->Push(EncodedPush(*spec_, 0, 1, 1.0f, WireEncoding::kBf16),
+                        &r, absl::Now() + absl::Seconds(30));
+  });
+  EXPECT_TRUE(downpour::testing::WaitUntil(
+      [&] { return counters_.Get("bsp_waits") >= 1; }, absl::Seconds(10)));
+  proto::PushResponse response;
+  ASSERT_THAT(shard->Push(EncodedPush(*spec_, 1, 1, 3.0f, WireEncoding::kFp16),
+                          &response, absl::Now() + absl::Seconds(30)),
+              IsOk());
+  pusher0.join();
+  ASSERT_THAT(first, IsOk());
+  const std::vector<float> after = PullBlock0(*shard, &version);
+  EXPECT_EQ(version, 1u);
+  // sgd, learning rate 1: w - mean(1, 3).
+  for (size_t i = 0; i < after.size(); ++i) {
+    ASSERT_FLOAT_EQ(after[i], initial[i] - 2.0f) << "at " << i;
+  }
 }
 
 TEST_F(ShardTest, RetriedPushIsAppliedOnce) {

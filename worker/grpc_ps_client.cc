@@ -31,8 +31,10 @@ constexpr char kPullMethod[] = "/downpour.proto.ParameterServer/Pull";
 constexpr char kPushMethod[] = "/downpour.proto.ParameterServer/Push";
 
 grpc::ByteBuffer PullRequestBytes(uint64_t epoch, int worker_id,
-                                  const std::vector<uint32_t>& ids) {
+                                  const std::vector<uint32_t>& ids,
+                                  WireEncoding encoding) {
   proto::PullRequest request;
+  request.set_encoding(static_cast<proto::Encoding>(encoding));
   request.set_placement_epoch(epoch);
   request.set_worker_id(worker_id);
   for (uint32_t id : ids) request.add_block_ids(id);
@@ -76,6 +78,7 @@ struct PushRequestState {
   uint64_t sequence = 0;
   grpc::ClientContext context;
   grpc::ByteBuffer request, reply;
+  std::string encoded;   // payloads in a 16-bit encoding (pinned)
   grpc::Status status;  // of the asynchronous first try
   bool failed = false;
   bool done = false;
@@ -102,7 +105,10 @@ GrpcPsClient::GrpcPsClient(const ModelSpec& spec,
                            Clock* clock)
     : spec_(spec), coordinator_(coordinator), rpc_(rpc), worker_id_(worker_id),
       counters_(counters), should_stop_(std::move(should_stop)),
-      clock_(clock != nullptr ? clock : Clock::Real()) {}
+      clock_(clock != nullptr ? clock : Clock::Real()),
+      // A validated config names a known encoding.
+      encoding_(
+          ParseWireEncoding(rpc.encoding).value_or(WireEncoding::kFloat32)) {}
 
 GrpcPsClient::~GrpcPsClient() = default;
 
@@ -239,7 +245,8 @@ absl::Status GrpcPsClient::Pull(float* params, std::vector<uint64_t>* versions) 
       auto chunk = std::make_unique<Chunk>();
       chunk->shard = shard->index;
       chunk->chunk = c;
-      chunk->request = PullRequestBytes(epoch, worker_id_, shard->chunks[c]);
+      chunk->request = PullRequestBytes(epoch, worker_id_, shard->chunks[c],
+                                        encoding_);
       chunk->context.set_deadline(DeadlineIn(rpc_.deadline_s));
       chunks.push_back(std::move(chunk));
     }
@@ -270,7 +277,8 @@ absl::Status GrpcPsClient::Pull(float* params, std::vector<uint64_t>* versions) 
     const std::vector<uint32_t>& ids = shards[c->shard]->chunks[c->chunk];
     absl::Status status = WithRetries(
         c->shard, "pull from", [&](const Shard& now, uint64_t now_epoch) {
-          grpc::ByteBuffer request = PullRequestBytes(now_epoch, worker_id_, ids);
+          grpc::ByteBuffer request = PullRequestBytes(now_epoch, worker_id_, ids,
+                                                      encoding_);
           c->reply.Clear();
           return now.Call(kPullMethod, rpc_.deadline_s, request, &c->reply);
         },
@@ -292,14 +300,31 @@ absl::Status GrpcPsClient::CopyBlocks(int index, const grpc::ByteBuffer& reply,
               "ps ", index, " returned unknown block ", block.id));
         }
         const BlockSpec& spec = spec_.blocks()[block.id];
-        if (block.encoding != 0 ||
-            static_cast<int64_t>(block.size) != spec.length * 4) {
+        // The ps answers in the encoding asked for; the block says which.
+        const auto encoding = static_cast<WireEncoding>(block.encoding);
+        if (!IsKnownWireEncoding(encoding)) {
           return absl::InternalError(absl::StrCat(
-              "ps ", index, " returned ", block.size, " bytes (encoding ",
-              block.encoding, ") for block ", spec.id, ", expected ",
-              spec.length * 4, " float32 bytes: do all daemons use the same config?"));
+              "ps ", index, " returned block ", spec.id, " in ",
+              WireEncodingName(encoding)));
         }
-        copy(reinterpret_cast<char*>(params + spec.offset));
+        const int64_t expected = spec.length * BytesPerElement(encoding);
+        if (static_cast<int64_t>(block.size) != expected) {
+          return absl::InternalError(absl::StrCat(
+              "ps ", index, " returned ", block.size, " bytes for block ",
+              spec.id, ", expected ", expected, " (", spec.length, " ",
+              WireEncodingName(encoding),
+              " values): do all daemons use the same config?"));
+        }
+        if (encoding == WireEncoding::kFloat32) {
+          copy(reinterpret_cast<char*>(params + spec.offset));
+        } else {
+          // Gathered from the slices, then decoded into params.
+          thread_local std::vector<char> encoded;
+          encoded.resize(block.size);
+          copy(encoded.data());
+          DecodeFloats(encoded.data(), spec.length, encoding,
+                       params + spec.offset);
+        }
         (*versions)[spec.id] = block.version;
         bytes += block.size;
         return absl::OkStatus();
@@ -400,20 +425,39 @@ absl::Status GrpcPsClient::Push(const float* grad,
 
 namespace {
 
+// With an encoding other than float32 the payloads are encoded into
+// *encoded (kept by the caller until the request is released).
 wire::PushView MakePushView(const ModelSpec& spec, const float* grad,
                             const std::vector<uint64_t>& versions,
                             const std::vector<uint32_t>& ids, uint64_t epoch,
-                            int worker_id, uint64_t sequence, uint64_t clock) {
+                            int worker_id, uint64_t sequence, uint64_t clock,
+                            WireEncoding encoding, std::string* encoded) {
   wire::PushView view;
   view.placement_epoch = epoch;
   view.worker_id = worker_id;
   view.sequence = sequence;
   view.clock = clock;
+  if (encoding == WireEncoding::kFloat32) {
+    for (uint32_t id : ids) {
+      const BlockSpec& block = spec.blocks()[id];
+      view.blocks.push_back({id, versions[id], 0,
+                             reinterpret_cast<const char*>(grad + block.offset),
+                             static_cast<size_t>(block.length) * 4});
+    }
+    return view;
+  }
+  const size_t width = BytesPerElement(encoding);
+  size_t total = 0;
+  for (uint32_t id : ids) total += spec.blocks()[id].length * width;
+  encoded->resize(total);  // encoded once per request, reused by its retries
+  size_t at = 0;
   for (uint32_t id : ids) {
     const BlockSpec& block = spec.blocks()[id];
-    view.blocks.push_back({id, versions[id], 0,
-                           reinterpret_cast<const char*>(grad + block.offset),
-                           static_cast<size_t>(block.length) * 4});
+    EncodeFloats(grad + block.offset, block.length, encoding,
+                 encoded->data() + at);
+    view.blocks.push_back({id, versions[id], static_cast<int32_t>(encoding),
+                           encoded->data() + at, block.length * width});
+    at += block.length * width;
   }
   return view;
 }
@@ -438,7 +482,8 @@ bool GrpcPsClient::StartPush(PushCall* call, size_t r) {
   }
   request->request = wire::SerializePush(
       MakePushView(spec_, call->grad, *call->versions, request->ids,
-                   call->epoch, worker_id_, request->sequence, call->clock),
+                   call->epoch, worker_id_, request->sequence, call->clock,
+                   encoding_, &request->encoded),
       &call->pins);
   request->context.set_deadline(DeadlineIn(rpc_.deadline_s));
   call->shards[request->shard]->stub->UnaryCall(
@@ -468,7 +513,9 @@ void GrpcPsClient::PushAcknowledged(PushCall* call, size_t r,
   (void)grpc::SerializationTraits<proto::PushResponse>::Deserialize(&bytes,
                                                                    &response);
   int64_t bytes_out = 0;
-  for (uint32_t id : request->ids) bytes_out += spec_.blocks()[id].length * 4;
+  for (uint32_t id : request->ids) {
+    bytes_out += spec_.blocks()[id].length * BytesPerElement(encoding_);
+  }
   counters_->Add("pushes", 1);
   counters_->Add("bytes_out", static_cast<double>(bytes_out));
   absl::MutexLock lock(&mu_);  // requests of one shard end on many threads
@@ -499,7 +546,8 @@ absl::Status GrpcPsClient::RetryFailedPushes(PushCall* call) {
         request->shard, "push to", [&](const Shard& shard, uint64_t epoch) {
           const grpc::ByteBuffer bytes = wire::SerializePush(
               MakePushView(spec_, call->grad, *call->versions, request->ids,
-                           epoch, worker_id_, request->sequence, call->clock),
+                           epoch, worker_id_, request->sequence, call->clock,
+                           encoding_, &request->encoded),
               &call->pins);
           request->reply.Clear();
           return shard.Call(kPushMethod, rpc_.deadline_s, bytes, &request->reply);

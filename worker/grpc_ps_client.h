@@ -22,6 +22,7 @@
 #include "common/config.h"
 #include "common/counters.h"
 #include "common/model_spec.h"
+#include "common/wire_encoding.h"
 #include "coordinator/coordinator_client.h"
 #include "proto/ps.grpc.pb.h"
 #include "worker/ps_client.h"
@@ -155,6 +156,8 @@ class GrpcPsClient : public PsClient {
   Counters* const counters_;
   const std::function<bool()> should_stop_;
   Clock* const clock_;
+  // rpc.encoding: how gradients are pushed and parameters asked for.
+  const WireEncoding encoding_;
 
   // State below is protected by mu_.
   mutable absl::Mutex mu_;

@@ -6,7 +6,7 @@
 #include "worker/grpc_ps_client.h"
 
 #include <algorithm>
-
+#include <cmath>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -17,6 +17,7 @@
 #include "common/server_util.h"
 #include "common/testing/fake_clock.h"
 #include "common/testing/status_matchers.h"
+#include "common/wire_encoding.h"
 #include "coordinator/cluster_state.h"
 #include "coordinator/coordinator_client.h"
 #include "coordinator/coordinator_service.h"
@@ -334,6 +335,85 @@ TEST_F(PsClientTest, PushesFromManyThreadsAreEachAppliedOnce) {
         << "parameter " << i;
   }
   for (uint64_t v : versions) EXPECT_EQ(v, uint64_t{kThreads * kPushesEach});
+}
+
+// With rpc.encoding bf16/fp16, a push and pull through 2 shards give the
+// float32 run's values within the format's rounding: a second client that
+// speaks float32 reads the ps's exact master weights.
+void ExpectEncodedRunMatchesFloat32(const Counters& worker_counters,
+                                    GrpcPsClient* client, GrpcPsClient* exact,
+                                    const ModelSpec& spec,
+                                    WireEncoding encoding,
+                                    double relative_error) {
+  const size_t n = spec.num_params();
+  std::vector<float> initial(n), params(n);
+  std::vector<uint64_t> versions, exact_versions;
+  ASSERT_THAT(exact->Pull(initial.data(), &exact_versions), IsOk());
+  ASSERT_THAT(client->Pull(params.data(), &versions), IsOk());
+  EXPECT_EQ(versions, exact_versions);
+  const auto round_trip = [encoding](float value) {
+    char bytes[2];
+    EncodeFloats(&value, 1, encoding, bytes);
+    float back;
+    DecodeFloats(bytes, 1, encoding, &back);
+    return back;
+  };
+  int rounded = 0;
+  for (size_t i = 0; i < n; ++i) {
+    // What the worker got is the ps's value, rounded once.
+    ASSERT_EQ(params[i], round_trip(initial[i])) << "parameter " << i;
+    ASSERT_LE(std::abs(params[i] - initial[i]),
+              relative_error * std::abs(initial[i]));
+    rounded += params[i] != initial[i];
+  }
+  EXPECT_GT(rounded, 0) << "the pull came back in float32";
+
+  std::vector<float> gradient(n);
+  for (size_t i = 0; i < n; ++i) gradient[i] = 0.1f * std::sin(i + 0.5f);
+  ASSERT_THAT(client->Push(gradient.data(), versions, nullptr), IsOk());
+  std::vector<float> after(n);
+  ASSERT_THAT(exact->Pull(after.data(), &exact_versions), IsOk());
+  for (size_t i = 0; i < n; ++i) {
+    // sgd, learning rate 1, on float32 master weights with the decoded
+    // gradient: within the gradient's rounding of the float32 run.
+    const float float32_run = initial[i] - gradient[i];
+    ASSERT_FLOAT_EQ(after[i], initial[i] - round_trip(gradient[i]))
+        << "parameter " << i;
+    ASSERT_LE(
+        std::abs(after[i] - float32_run),
+        relative_error * std::abs(gradient[i]) + 1e-6f * std::abs(after[i]))
+        << "parameter " << i;
+  }
+  for (uint64_t v : exact_versions) EXPECT_EQ(v, 1u);
+  // Half the bytes of float32 each way.
+  EXPECT_EQ(worker_counters.Get("bytes_out"), static_cast<double>(2 * n));
+  EXPECT_EQ(worker_counters.Get("bytes_in"), static_cast<double>(2 * n));
+}
+
+TEST_F(PsClientTest, Bf16PushAndPullMatchTheFloat32RunWithinBf16Rounding) {
+  config_.rpc.encoding = "bf16";
+  StartCluster(2, /*hold_first_push_ack=*/false);
+  RpcSection float32_rpc = config_.rpc;
+  float32_rpc.encoding = "float32";
+  Counters exact_counters;
+  GrpcPsClient exact(*spec_, coordinator_.get(), float32_rpc, /*worker_id=*/-1,
+                     &exact_counters, nullptr, &clock_);
+  ASSERT_THAT(exact.Connect(), IsOk());
+  ExpectEncodedRunMatchesFloat32(worker_counters_, client_.get(), &exact,
+                                 *spec_, WireEncoding::kBf16, 0x1.0p-8);
+}
+
+TEST_F(PsClientTest, Fp16PushAndPullMatchTheFloat32RunWithinFp16Rounding) {
+  config_.rpc.encoding = "fp16";
+  StartCluster(1, /*hold_first_push_ack=*/false);
+  RpcSection float32_rpc = config_.rpc;
+  float32_rpc.encoding = "float32";
+  Counters exact_counters;
+  GrpcPsClient exact(*spec_, coordinator_.get(), float32_rpc, /*worker_id=*/-1,
+                     &exact_counters, nullptr, &clock_);
+  ASSERT_THAT(exact.Connect(), IsOk());
+  ExpectEncodedRunMatchesFloat32(worker_counters_, client_.get(), &exact,
+                                 *spec_, WireEncoding::kFp16, 0x1.0p-11);
 }
 
 TEST_F(PsClientTest, PushToAShardThatIsGoneGivesUpAfterTheConnectTimeout) {
