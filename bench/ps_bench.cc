@@ -153,7 +153,10 @@ class AckOnlyPsService final
           proto::ParameterServer::CallbackService> {
   grpc::ServerUnaryReactor* Push(grpc::CallbackServerContext* context,
                                  const grpc::ByteBuffer*,
-                                 grpc::ByteBuffer*) override {
+                                 grpc::ByteBuffer* response) override {
+    // An empty PushResponse: one empty slice (an empty buffer is invalid).
+    grpc::Slice empty;
+    *response = grpc::ByteBuffer(&empty, 1);
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
     reactor->Finish(grpc::Status::OK);
     return reactor;
