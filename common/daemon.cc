@@ -2,7 +2,6 @@
 // coordinator.
 #include "common/daemon.h"
 
-#include <malloc.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -91,11 +90,10 @@ DaemonSetup InitDaemon(int argc, char** argv,
                            "'; see --help"), 2);
   }
   BlockShutdownSignals();
-  // gRPC allocates and frees a buffer per message; with glibc's default mmap and
-  // trim thresholds every ~1 MB payload is a fresh mmap + page faults. Raising
-  // them cut CPU per GB by 26-55% in bench/ps_bench (docs/BENCHMARKS.md).
-  mallopt(M_MMAP_THRESHOLD, 64 << 20);
-  mallopt(M_TRIM_THRESHOLD, 256 << 20);
+  // glibc malloc is tuned for bulk transfer by the first gRPC server or
+  // channel (TuneMallocForBulkTransfer in common/server_util.h). The 64 MiB
+  // mmap threshold set here before was above glibc's maximum (32 MiB) and
+  // silently refused.
   const std::string path = absl::GetFlag(FLAGS_config);
   if (path.empty()) Die(role, "--config FILE is required; see --help", 2);
   DaemonSetup setup;
