@@ -175,24 +175,27 @@ class Reader {
   size_t left_ = 0;
 };
 
-// Reads one BlockData of `length` bytes up to its payload, which it leaves
-// under the cursor: header fields into *b (b->size = payload bytes).
-absl::Status ReadBlockHeader(Reader& r, uint64_t length, const char* what,
-                             BlockRef* b, bool* has_data) {
+// Reads a BlockData's length, then the block up to its payload, which it
+// leaves under the cursor: header fields into *b (b->size = payload bytes, 0
+// for none); *end = r.left() once the block is consumed.
+absl::Status ReadBlockHeader(Reader& r, const char* what, BlockRef* b,
+                             size_t* end_out) {
+  uint64_t length = 0;
+  if (!r.ReadVarint(&length) || length > r.left()) {
+    return Malformed(what, "block runs past the message");
+  }
   const size_t end = r.left() - length;
-  *has_data = false;
+  *end_out = end;
   while (r.left() > end) {
     uint64_t tag = 0, v = 0;
     if (!r.ReadVarint(&tag)) return Malformed(what, "truncated block tag");
     const uint32_t field = static_cast<uint32_t>(tag >> 3);
     const int type = static_cast<int>(tag & 7);
     if (field == kBlockData && type == kLen) {
-      if (*has_data) return Malformed(what, "a block with two payloads");
       if (!r.ReadVarint(&v) || v > r.left() - end) {
         return Malformed(what, "block payload runs past its block");
       }
       b->size = v;
-      *has_data = true;
       // The payload must end the block so that the caller consumes it in
       // place; fields after it (legal protobuf, never written by us) are
       // refused rather than buffered.
@@ -313,16 +316,12 @@ absl::Status ParsePush(const grpc::ByteBuffer& buffer, Arena* arena,
     const uint32_t field = static_cast<uint32_t>(tag >> 3);
     const int type = static_cast<int>(tag & 7);
     if (field == kPushBlocks && type == kLen) {
-      if (!r.ReadVarint(&v) || v > r.left()) {
-        return Malformed(kWhat, "block runs past the message");
-      }
       BlockRef b;
-      bool has_data = false;
-      const size_t end = r.left() - v;
-      if (absl::Status s = ReadBlockHeader(r, v, kWhat, &b, &has_data); !s.ok()) {
+      size_t end = 0;
+      if (absl::Status s = ReadBlockHeader(r, kWhat, &b, &end); !s.ok()) {
         return s;
       }
-      if (has_data && b.size > 0) {
+      if (b.size > 0) {
         const char* in_place = r.Contiguous(b.size);
         if (in_place != nullptr &&
             reinterpret_cast<uintptr_t>(in_place) % alignof(float) == 0) {
@@ -397,7 +396,7 @@ absl::Status ParsePullReply(
   constexpr char kWhat[] = "pull reply";
   Reader r(buffer);
   while (r.left() > 0) {
-    uint64_t tag = 0, v = 0;
+    uint64_t tag = 0;
     if (!r.ReadVarint(&tag)) return Malformed(kWhat, "truncated tag");
     const uint32_t field = static_cast<uint32_t>(tag >> 3);
     const int type = static_cast<int>(tag & 7);
@@ -405,13 +404,9 @@ absl::Status ParsePullReply(
       if (!r.SkipField(type)) return Malformed(kWhat, "bad field");
       continue;
     }
-    if (!r.ReadVarint(&v) || v > r.left()) {
-      return Malformed(kWhat, "block runs past the message");
-    }
-    const size_t end = r.left() - v;
     BlockRef b;
-    bool has_data = false;
-    if (absl::Status s = ReadBlockHeader(r, v, kWhat, &b, &has_data); !s.ok()) {
+    size_t end = 0;
+    if (absl::Status s = ReadBlockHeader(r, kWhat, &b, &end); !s.ok()) {
       return s;
     }
     bool copied = false;

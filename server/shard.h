@@ -61,7 +61,7 @@ class Shard {
   absl::Status Pull(const proto::PullRequest& request,
                     proto::PullResponse* response) const ABSL_LOCKS_EXCLUDED(mu_);
   // The same reply as wire bytes (common/wire_format.h), each block copied
-  // once, from the store into the reply. Also InvalidArgument for a block id
+  // once, from the store into the reply (Pull parses these bytes). Also InvalidArgument for a block id
   // asked twice, and ResourceExhausted for a reply over kMaxMessageBytes;
   // both are checked before anything is allocated.
   absl::StatusOr<grpc::ByteBuffer> PullBytes(
