@@ -53,7 +53,8 @@ std::vector<ConfigField> ClusterFields(ClusterSection* c) {
   return {AddressField("cluster.coordinator", &c->coordinator),
           AddressListField("cluster.ps", &c->ps),
           AddressListField("cluster.workers", &c->workers),
-          AddressListField("cluster.standby_ps", &c->standby_ps, 0)};
+          AddressListField("cluster.standby_ps", &c->standby_ps, 0),
+          IntField("cluster.replication", &c->replication, {1, 2})};
 }
 
 std::vector<ConfigField> ModelFields(ModelSection* m) {

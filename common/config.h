@@ -31,6 +31,13 @@ struct ClusterSection {
   // over its index and loads the shard's latest checkpoint. Default: none (a dead
   // shard waits for a ps restarted with the same index).
   std::vector<std::string> standby_ps;
+  // Copies of each shard: 2 = the shard's primary streams every update to a
+  // standby (its backup) and acknowledges a push only once the backup has it,
+  // so a ps failure loses no acknowledged update; 1 = none (a failed shard
+  // comes back from its last checkpoint). Backups are standby_ps daemons, one
+  // per shard: shards without a free standby run unreplicated (the
+  // coordinator says so). 1 or 2. Default 2.
+  int replication = 2;
 };
 
 struct ComputeSection {

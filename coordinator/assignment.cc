@@ -51,9 +51,32 @@ std::vector<PartMove> HandOffParts(const std::vector<WorkerSlot>& workers,
   return moves;
 }
 
-int PickStandby(const std::vector<StandbySlot>& standbys) {
+int PickStandby(const std::vector<StandbySlot>& standbys, int shard) {
+  int idle = -1, backup = -1;
+  for (size_t i = 0; i < standbys.size(); ++i) {
+    const StandbySlot& s = standbys[i];
+    if (!s.alive || s.serving_index >= 0) continue;
+    if (s.replica_of == shard && s.replica_in_sync) return static_cast<int>(i);
+    if (s.replica_of < 0 && idle < 0) idle = static_cast<int>(i);
+    if (s.replica_of >= 0 && s.replica_of != shard && backup < 0) {
+      backup = static_cast<int>(i);
+    }
+  }
+  if (idle >= 0) return idle;
+  if (backup >= 0) return backup;
+  // The shard's own backup, not (yet) in sync: better than nothing.
   for (size_t i = 0; i < standbys.size(); ++i) {
     if (standbys[i].alive && standbys[i].serving_index < 0) {
+      return static_cast<int>(i);
+    }
+  }
+  return -1;
+}
+
+int PickBackup(const std::vector<StandbySlot>& standbys) {
+  for (size_t i = 0; i < standbys.size(); ++i) {
+    const StandbySlot& s = standbys[i];
+    if (s.alive && s.serving_index < 0 && s.replica_of < 0) {
       return static_cast<int>(i);
     }
   }

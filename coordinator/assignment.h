@@ -46,11 +46,20 @@ std::vector<PartMove> HandOffParts(const std::vector<WorkerSlot>& workers,
 struct StandbySlot {
   bool alive = false;
   int serving_index = -1;  // the shard it took over, -1 while idle
+  int replica_of = -1;     // the shard it backs up, -1 for none
+  bool replica_in_sync = false;  // it reported a full copy of replica_of
 };
 
-// The standby that takes a dead shard over: the first alive one that serves no
-// shard yet; -1 when none is free.
-int PickStandby(const std::vector<StandbySlot>& standbys);
+// The standby that takes dead shard `shard` over: the shard's backup when it
+// holds an in-sync copy (nothing is lost); else the first alive idle one
+// (it loads the checkpoint); else the first alive one that backs up another
+// shard (that shard runs unreplicated until another standby comes). -1 when
+// none is alive and free.
+int PickStandby(const std::vector<StandbySlot>& standbys, int shard);
+
+// The standby to become shard `shard`'s backup: the first alive one that
+// serves nothing and backs up nothing; -1 when none.
+int PickBackup(const std::vector<StandbySlot>& standbys);
 
 }  // namespace downpour::coordinator
 

@@ -108,10 +108,31 @@ TEST(PickStandbyTest, Table) {
        2},
       {"all busy", {{true, 0}, {true, 1}}, -1},
       {"all dead", {{false, -1}}, -1},
+      {"the shard's in-sync backup before an idle one",
+       {{true, -1}, {true, -1, 1, false}, {true, -1, 3, true}},
+       2},
+      {"an idle one before another shard's backup",
+       {{true, -1, 1, true}, {true, -1}},
+       1},
+      {"another shard's backup when none is idle",
+       {{false, -1}, {true, -1, 1, true}},
+       1},
+      {"the shard's backup not in sync, when nothing else",
+       {{true, 0}, {true, -1, 3, false}},
+       1},
+      {"a dead backup is not picked", {{false, -1, 3, true}}, -1},
   };
   for (const auto& c : cases) {
-    EXPECT_EQ(PickStandby(c.standbys), c.want) << c.name;
+    EXPECT_EQ(PickStandby(c.standbys, /*shard=*/3), c.want) << c.name;
   }
+}
+
+TEST(PickBackupTest, TheFirstAliveStandbyThatDoesNothing) {
+  EXPECT_EQ(PickBackup({}), -1);
+  EXPECT_EQ(PickBackup({{false, -1}, {true, 0}, {true, -1, 2, true},
+                        {true, -1}}),
+            3);
+  EXPECT_EQ(PickBackup({{true, 1}, {true, -1, 0, false}}), -1);
 }
 
 }  // namespace

@@ -98,6 +98,30 @@ absl::StatusOr<proto::RegisterServerResponse> ClusterState::RegisterServer(
     const proto::RegisterServerRequest& request) {
   proto::RegisterServerResponse response;
   std::optional<Snapshot> snapshot;
+  // A second daemon must not take a shard whose ps still heartbeats and
+  // answers (the probe runs without the lock).
+  std::string serving;
+  if (!request.standby()) {
+    absl::MutexLock lock(&mu_);
+    const Member* m = Find(Role::kPs, request.index());
+    if (m != nullptr && m->registered && m->alive &&
+        m->address != request.address() &&
+        clock_->Now() - m->last_heartbeat <=
+            absl::Seconds(options_.config.heartbeat.timeout_s)) {
+      serving = m->address;
+    }
+  }
+  if (!serving.empty() && options_.answers && options_.answers(serving)) {
+    SPDLOG_LOGGER_WARN(L(),
+                       "refused ps {} from {}: {} serves that shard and is "
+                       "alive",
+                       request.index(), request.address(), serving);
+    return absl::FailedPreconditionError(absl::StrCat(
+        "register: ps ", request.index(), " is served by ", serving,
+        ", which is alive (it heartbeats and answers): a second daemon cannot "
+        "take a live shard. Stop that daemon first, or start this one as a "
+        "spare (--standby N, listed in cluster.standby_ps)"));
+  }
   {
     absl::MutexLock lock(&mu_);
     const Role role = request.standby() ? Role::kStandby : Role::kPs;
@@ -110,6 +134,8 @@ absl::StatusOr<proto::RegisterServerResponse> ClusterState::RegisterServer(
                        request.standby() ? "standby_ps" : "ps", ")"));
     }
     const bool restarted = m->registered;
+    const bool was_alive = m->alive;
+    const std::string old_address = m->address;
     m->address = request.address();
     Touch(*m);
     if (request.standby()) m->serving_index = -1;
@@ -119,8 +145,16 @@ absl::StatusOr<proto::RegisterServerResponse> ClusterState::RegisterServer(
       ++epoch_;
       SPDLOG_LOGGER_INFO(L(), "ps {} restarted at {}: placement epoch {}",
                          m->index, m->address, epoch_);
+      if (!was_alive || old_address != m->address ||
+          request.applied_total() < m->applied_total) {
+        RecordRecovery(m->index, old_address, m->address, "restart",
+                       m->applied_total, request.applied_total());
+      }
+      m->applied_total = request.applied_total();
     }
+    if (request.standby()) m->replica_of = -1;
     MaybePlace();
+    AssignBackups();
     snapshot = TakeSnapshot();
     response.set_placement_epoch(epoch_);
   }
@@ -204,11 +238,76 @@ void ClusterState::HandOffParts(Member& dead) {
 }
 
 // A dead shard goes to an idle standby, which loads the shard's checkpoint.
+std::vector<StandbySlot> ClusterState::StandbySlots() const {
+  std::vector<StandbySlot> slots;
+  for (const Member& s : standby_) {
+    slots.push_back({s.alive, s.serving_index, s.replica_of,
+                     s.replica_of >= 0 && s.report.has_replica() &&
+                         s.report.replica_shard() == s.replica_of});
+  }
+  return slots;
+}
+
+void ClusterState::AssignBackups() {
+  if (options_.config.cluster.replication < 2 || epoch_ == 0) return;
+  for (Member& s : standby_) {
+    if ((!s.alive || s.serving_index >= 0) && s.replica_of >= 0) {
+      SPDLOG_LOGGER_WARN(L(), "standby {} no longer backs up shard {} ({})",
+                         s.index, s.replica_of,
+                         s.alive ? "it serves a shard" : "it is dead");
+      s.replica_of = -1;
+    }
+  }
+  for (const Member& ps : ps_) {
+    if (!ps.alive) continue;  // its backup is kept: it takes the shard over
+    bool backed = false;
+    for (const Member& s : standby_) backed = backed || s.replica_of == ps.index;
+    if (backed) continue;
+    const int picked = PickBackup(StandbySlots());
+    if (picked < 0) return;  // none free: the rest run unreplicated
+    standby_[picked].replica_of = ps.index;
+    SPDLOG_LOGGER_INFO(L(), "standby {} at {} backs up shard {} (ps at {})",
+                       picked, standby_[picked].address, ps.index, ps.address);
+  }
+}
+
+void ClusterState::RecordRecovery(int shard, const std::string& from,
+                                  const std::string& to,
+                                  const std::string& source, uint64_t before,
+                                  std::optional<uint64_t> after) {
+  proto::ShardRecovery r;
+  r.set_shard(shard);
+  r.set_time_seconds(absl::ToDoubleSeconds(clock_->Now() - start_));
+  r.set_from_address(from);
+  r.set_to_address(to);
+  r.set_source(source);
+  r.set_applied_before(before);
+  if (after.has_value()) {
+    r.set_applied_after(*after);
+    r.set_lost(before > *after ? before - *after : 0);
+    r.set_settled(true);
+    if (before > 0 && *after == 0) {
+      SPDLOG_LOGGER_ERROR(
+          L(),
+          "shard {} restarted at {} from INITIAL VALUES, but it held {} "
+          "updates: all of them are lost. Was its checkpoint deleted, or "
+          "checkpoint.dir changed? Stop the job and restore the checkpoint "
+          "to keep them",
+          shard, to, before);
+    } else if (r.lost() > 0) {
+      SPDLOG_LOGGER_WARN(L(),
+                         "shard {} restarted at {}: {} updates before, {} "
+                         "after: {} lost",
+                         shard, to, before, *after, r.lost());
+    }
+  }
+  recoveries_.push_back(std::move(r));
+}
+
 void ClusterState::ReplaceShard(Member& dead) {
   if (epoch_ == 0) return;
-  std::vector<StandbySlot> slots;
-  for (const Member& s : standby_) slots.push_back({s.alive, s.serving_index});
-  const int picked = PickStandby(slots);
+  const std::vector<StandbySlot> slots = StandbySlots();
+  const int picked = PickStandby(slots, dead.index);
   if (picked < 0) {
     SPDLOG_LOGGER_WARN(L(),
                        "ps {} is dead and no standby is free: its blocks are "
@@ -217,15 +316,31 @@ void ClusterState::ReplaceShard(Member& dead) {
     return;
   }
   Member& standby = standby_[picked];
+  const bool from_replica =
+      slots[picked].replica_of == dead.index && slots[picked].replica_in_sync;
+  if (standby.replica_of >= 0 && standby.replica_of != dead.index) {
+    SPDLOG_LOGGER_WARN(L(),
+                       "standby {} backed up shard {}, which runs unreplicated "
+                       "now (no other standby is free)",
+                       standby.index, standby.replica_of);
+  }
+  standby.replica_of = -1;
   standby.serving_index = dead.index;
+  RecordRecovery(dead.index, dead.address, standby.address,
+                 from_replica ? "replica" : "checkpoint", dead.applied_total,
+                 std::nullopt);
   const std::string old_address = dead.address;
   dead.address = standby.address;
   dead.alive = true;  // give the standby a full timeout to start serving
   dead.last_heartbeat = clock_->Now();
   ++epoch_;
   SPDLOG_LOGGER_WARN(
-      L(), "ps {} at {} replaced by standby {} at {}: placement epoch {}",
-      dead.index, old_address, standby.index, standby.address, epoch_);
+      L(),
+      "ps {} at {} replaced by standby {} at {} (from its {}): placement "
+      "epoch {}",
+      dead.index, old_address, standby.index, standby.address,
+      from_replica ? "in-sync replica" : "checkpoint; updates since are lost",
+      epoch_);
 }
 
 proto::Partition ClusterState::PartitionOf(const Member& worker) const {
@@ -289,6 +404,35 @@ absl::StatusOr<proto::HeartbeatResponse> ClusterState::Heartbeat(
     m->alive = true;
     m->last_heartbeat = clock_->Now();
     m->report = request.report();
+    if (*role == Role::kPs) {
+      m->applied_total = m->report.applied_total();
+      for (proto::ShardRecovery& r : recoveries_) {
+        if (r.shard() != m->index || r.settled() ||
+            r.to_address() != m->address) {
+          continue;
+        }
+        // The shard's new server says what it holds: what the change lost.
+        r.set_applied_after(m->applied_total);
+        r.set_lost(r.applied_before() > m->applied_total
+                       ? r.applied_before() - m->applied_total
+                       : 0);
+        r.set_settled(true);
+        SPDLOG_LOGGER_WARN(L(),
+                           "shard {} now at {} ({}): {} updates before, {} "
+                           "after: {} lost",
+                           r.shard(), r.to_address(), r.source(),
+                           r.applied_before(), r.applied_after(), r.lost());
+        snapshot = TakeSnapshot();
+      }
+      // A standby serving this shard lives as long as the shard's heartbeats.
+      for (Member& s : standby_) {
+        if (s.serving_index == m->index && s.address == m->address) {
+          s.alive = true;
+          s.last_heartbeat = m->last_heartbeat;
+        }
+      }
+    }
+    AssignBackups();
     const bool stopped = MaybeStop();
     if (stopped || m->report.finished() != was_finished) {
       snapshot = TakeSnapshot();
@@ -306,6 +450,16 @@ void ClusterState::HeartbeatReply(const Member& m,
   response->set_stop_reason(stop_reason_);
   response->set_take_over_index(m.role == Role::kStandby ? m.serving_index
                                                          : -1);
+  response->set_replica_of(m.role == Role::kStandby ? m.replica_of : -1);
+  response->set_backup_standby(-1);
+  if (m.role == Role::kPs) {
+    for (const Member& s : standby_) {
+      if (s.alive && s.serving_index < 0 && s.replica_of == m.index) {
+        response->set_backup_address(s.address);
+        response->set_backup_standby(s.index);
+      }
+    }
+  }
   if (m.role == Role::kWorker) *response->mutable_partition() = PartitionOf(m);
   if (m.role != Role::kWorker) {
     // Whom ssp/bsp wait for: a dead or finished worker drops out.
@@ -388,8 +542,16 @@ proto::ClusterStatusResponse ClusterState::Status() const {
           m.registered ? absl::ToDoubleSeconds(now - m.last_heartbeat) : -1);
       *out->mutable_report() = m.report;
       for (int p : m.parts) out->add_parts(p);
+      out->set_serving_index(m.role == Role::kStandby ? m.serving_index : -1);
+      out->set_replica_of(m.role == Role::kStandby ? m.replica_of : -1);
     }
   }
+  uint64_t lost = 0;
+  for (const proto::ShardRecovery& r : recoveries_) {
+    *response.add_recoveries() = r;
+    lost += r.lost();
+  }
+  response.set_updates_lost(lost);
   return response;
 }
 
@@ -422,12 +584,32 @@ int ClusterState::CheckLiveness() {
       }
     }
     if (changed > 0) {
+      AssignBackups();
       MaybeStop();
       snapshot = TakeSnapshot();
     }
   }
   Save(std::move(snapshot));
   return changed;
+}
+
+void ClusterState::GiveGrace(absl::Duration stalled) {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = clock_->Now();
+  int given = 0;
+  for (auto* group : {&ps_, &workers_, &standby_}) {
+    for (Member& m : *group) {
+      if (!m.alive) continue;
+      m.last_heartbeat = std::max(m.last_heartbeat, now);
+      ++given;
+    }
+  }
+  SPDLOG_LOGGER_WARN(L(),
+                     "the coordinator itself stalled for {:.1f} s (paused or "
+                     "starved of CPU): {} live members get a fresh {:.1f} s "
+                     "to heartbeat before they are judged",
+                     absl::ToDoubleSeconds(stalled), given,
+                     options_.config.heartbeat.timeout_s);
 }
 
 // --- Persistence -------------------------------------------------------------
@@ -455,8 +637,11 @@ std::optional<ClusterState::Snapshot> ClusterState::TakeSnapshot() {
       for (int p : m.parts) r->add_parts(p);
       r->set_finished(m.report.finished());
       r->set_serving_index(m.serving_index);
+      r->set_applied_total(m.applied_total);
+      r->set_replica_of(m.replica_of);
     }
   }
+  for (const proto::ShardRecovery& r : recoveries_) *state.add_recoveries() = r;
   return snapshot;
 }
 
@@ -476,13 +661,16 @@ absl::Status ClusterState::Load() {
   absl::StatusOr<proto::CoordinatorState> state = state_file_->Read();
   if (absl::IsNotFound(state.status())) return absl::OkStatus();  // first start
   if (!state.ok()) return state.status();
-  if (state->stop()) {
-    // That job is over; a coordinator started again runs a new one.
-    SPDLOG_LOGGER_INFO(L(), "{} holds a finished job ({}); starting a new one",
-                       path, state->stop_reason());
-    return absl::OkStatus();
-  }
   absl::MutexLock lock(&mu_);
+  if (state->stop()) {
+    // The job's end is durable: a coordinator restarted after it stays done,
+    // and tells every member that asks. (The launcher deletes the state file
+    // to start a new job.)
+    SPDLOG_LOGGER_INFO(L(),
+                       "{} holds a finished job ({}): it stays done; delete "
+                       "the file to start a new job",
+                       path, state->stop_reason());
+  }
   if (state->placement_size() != 0 &&
       state->placement_size() != static_cast<int>(ps_.size())) {
     return absl::FailedPreconditionError(
@@ -497,6 +685,7 @@ absl::Status ClusterState::Load() {
   for (const auto& shard : state->placement()) {
     placement_.emplace_back(shard.block_ids().begin(), shard.block_ids().end());
   }
+  recoveries_.assign(state->recoveries().begin(), state->recoveries().end());
   int restored = 0;
   for (const proto::MemberRecord& r : state->members()) {
     const std::optional<Role> role = ParseRole(r.role());
@@ -507,6 +696,8 @@ absl::Status ClusterState::Load() {
     m->parts.assign(r.parts().begin(), r.parts().end());
     m->report.set_finished(r.finished());
     m->serving_index = r.serving_index();
+    m->replica_of = m->role == Role::kStandby ? r.replica_of() : -1;
+    m->applied_total = r.applied_total();
     ++restored;
   }
   SPDLOG_LOGGER_INFO(L(),

@@ -9,6 +9,7 @@
 #define DOWNPOUR_COORDINATOR_CLUSTER_STATE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -22,6 +23,7 @@
 #include "common/clock.h"
 #include "common/config.h"
 #include "common/model_spec.h"
+#include "coordinator/assignment.h"
 #include "coordinator/state_file.h"
 #include "proto/coordinator.pb.h"
 #include "proto/coordinator_state.pb.h"
@@ -49,6 +51,10 @@ class ClusterState {
     // Source of time for heartbeats, timeouts and uptime; nullptr =
     // Clock::Real(). Tests advance a FakeClock instead of sleeping. Not owned.
     Clock* clock = nullptr;
+    // True when a daemon answers at `address` (a health check with a short
+    // deadline). RegisterServer asks before letting a second daemon take a
+    // shard whose ps still heartbeats. nullptr: assume it answers.
+    std::function<bool(const std::string& address)> answers;
   };
 
   // Loads the saved state from coordinator.state_dir when there is one (no file
@@ -63,7 +69,10 @@ class ClusterState {
 
   // InvalidArgument for an index outside the config's ps / standby_ps / workers
   // lists. A ps that registers again (restarted) gets the placement epoch bumped,
-  // so clients re-read the map. A worker that registers gets its own data part
+  // so clients re-read the map; the updates its restart lost are recorded
+  // (a ShardRecovery). FailedPrecondition when another daemon serves that
+  // shard and still answers (Options::answers): a second daemon never takes
+  // a live shard. A worker that registers gets its own data part
   // back, plus any part left without a living worker.
   absl::StatusOr<proto::RegisterServerResponse> RegisterServer(
       const proto::RegisterServerRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
@@ -85,6 +94,11 @@ class ClusterState {
   // shard to an idle standby. Returns how many members changed state.
   int CheckLiveness() ABSL_LOCKS_EXCLUDED(mu_);
 
+  // The coordinator itself stalled for `stalled` (a pause, SIGSTOP, CPU
+  // starvation): every live member gets a fresh heartbeat.timeout_s before it
+  // is judged, so nobody is declared dead for the coordinator's own silence.
+  void GiveGrace(absl::Duration stalled) ABSL_LOCKS_EXCLUDED(mu_);
+
  private:
   struct Member {
     Role role = Role::kPs;
@@ -96,6 +110,8 @@ class ClusterState {
     proto::MemberReport report;
     std::vector<int> parts;  // workers: data parts trained on
     int serving_index = -1;  // standby: the shard it took over
+    int replica_of = -1;     // standby: the shard it backs up
+    uint64_t applied_total = 0;  // ps: the shard's updates last reported
   };
 
   // The state to save, numbered in the order it was taken.
@@ -114,6 +130,16 @@ class ClusterState {
   void ClaimParts(Member& worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandOffParts(Member& dead) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReplaceShard(Member& dead) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Replication: gives every live shard without a backup a free standby,
+  // and frees the backups of dead or serving standbys.
+  void AssignBackups() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<StandbySlot> StandbySlots() const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records a shard served by someone new; `after` set when already known.
+  void RecordRecovery(int shard, const std::string& from,
+                      const std::string& to, const std::string& source,
+                      uint64_t before, std::optional<uint64_t> after)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HeartbeatReply(const Member& m, proto::HeartbeatResponse* response) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   proto::Partition PartitionOf(const Member& worker) const
@@ -146,6 +172,8 @@ class ClusterState {
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::string stop_reason_ ABSL_GUARDED_BY(mu_);
   uint64_t snapshots_ ABSL_GUARDED_BY(mu_) = 0;  // sequence of the last one
+  // Every take-over and restart of a shard, oldest first.
+  std::vector<proto::ShardRecovery> recoveries_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace downpour::coordinator

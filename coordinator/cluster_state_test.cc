@@ -37,7 +37,7 @@ class ClusterStateTest : public ::testing::Test {
   // A new ClusterState over the same state_dir: what a restarted coordinator sees.
   void Restart() {
     state_.reset();
-    auto state = ClusterState::Create({config_, &clock_});
+    auto state = ClusterState::Create({config_, &clock_, answers_});
     ASSERT_TRUE(state.ok()) << state.status();
     state_ = *std::move(state);
   }
@@ -76,6 +76,8 @@ class ClusterStateTest : public ::testing::Test {
   }
 
   FakeClock clock_{absl::FromUnixSeconds(1000)};
+  // The probe of a serving ps's address (nullptr: nobody answers).
+  std::function<bool(const std::string&)> answers_;
   Config config_;
   std::unique_ptr<ClusterState> state_;
 };
@@ -292,7 +294,7 @@ TEST_F(ClusterStateTest, JobStopsWhenAWorkerReachesTheTarget) {
 namespace downpour::coordinator {
 namespace {
 
-TEST_F(ClusterStateTest, AFinishedJobIsNotRestored) {
+TEST_F(ClusterStateTest, AFinishedJobStaysFinishedAcrossARestart) {
   RegisterPs(0, "127.0.0.1:1");
   RegisterPs(1, "127.0.0.1:2");
   RegisterWorker(0);
@@ -302,8 +304,13 @@ TEST_F(ClusterStateTest, AFinishedJobIsNotRestored) {
   beat.mutable_report()->set_accuracy(0.95);  // target 0.9: the job stops
   ASSERT_TRUE(state_->Heartbeat(beat)->stop());
   Restart();
-  EXPECT_EQ(state_->Placement().epoch(), 0u) << "a new job starts unplaced";
-  EXPECT_FALSE(state_->Status().stop());
+  EXPECT_TRUE(state_->Status().stop()) << "the job's end is durable";
+  EXPECT_THAT(state_->Status().stop_reason(), HasSubstr("0.95"));
+  // A worker that comes back is told at once.
+  proto::HeartbeatRequest late;
+  late.set_role("worker");
+  late.set_index(0);
+  ASSERT_TRUE(state_->Heartbeat(late)->stop());
 }
 
 }  // namespace
@@ -363,6 +370,141 @@ TEST_F(ClusterStateTest, TheLastChangeIsWhatARestartSees) {
   Restart();
   EXPECT_EQ(state_->Placement().epoch(), 2u);
   EXPECT_EQ(state_->Placement().shards(1).address(), "127.0.0.1:7");
+}
+
+}  // namespace
+}  // namespace downpour::coordinator
+
+namespace downpour::coordinator {
+namespace {
+
+// A ps heartbeat from `address` reporting `applied` updates.
+proto::HeartbeatRequest PsBeat(int index, const std::string& address,
+                               uint64_t applied) {
+  proto::HeartbeatRequest request;
+  request.set_role("ps");
+  request.set_index(index);
+  request.set_address(address);
+  request.mutable_report()->set_applied_total(applied);
+  return request;
+}
+
+proto::HeartbeatRequest StandbyBeat(int index, int replica_shard) {
+  proto::HeartbeatRequest request;
+  request.set_role("standby");
+  request.set_index(index);
+  request.mutable_report()->set_has_replica(replica_shard >= 0);
+  request.mutable_report()->set_replica_shard(replica_shard);
+  return request;
+}
+
+TEST_F(ClusterStateTest, AStandbyBacksAShardUpAndTakesItOverFromItsReplica) {
+  RegisterPs(0, "127.0.0.1:1");
+  RegisterPs(1, "127.0.0.1:2");
+  RegisterPs(0, "127.0.0.1:5", /*standby=*/true);
+  // The one standby backs up shard 0; shard 1 runs unreplicated.
+  auto beat0 = state_->Heartbeat(PsBeat(0, "127.0.0.1:1", 500));
+  ASSERT_THAT(beat0, IsOk());
+  EXPECT_EQ(beat0->backup_address(), "127.0.0.1:5");
+  EXPECT_EQ(beat0->backup_standby(), 0);
+  EXPECT_EQ(state_->Heartbeat(PsBeat(1, "127.0.0.1:2", 70))->backup_address(),
+            "");
+  auto standby = state_->Heartbeat(StandbyBeat(0, 0));
+  ASSERT_THAT(standby, IsOk());
+  EXPECT_EQ(standby->replica_of(), 0);
+  EXPECT_EQ(standby->take_over_index(), -1);
+
+  // ps 0 goes silent; the others keep beating.
+  clock_.Advance(absl::Seconds(4));
+  ASSERT_THAT(state_->Heartbeat(PsBeat(1, "127.0.0.1:2", 80)), IsOk());
+  ASSERT_THAT(state_->Heartbeat(StandbyBeat(0, 0)), IsOk());
+  EXPECT_EQ(state_->CheckLiveness(), 1);
+  standby = state_->Heartbeat(StandbyBeat(0, 0));
+  EXPECT_EQ(standby->take_over_index(), 0);
+  EXPECT_EQ(state_->Placement().shards(0).address(), "127.0.0.1:5");
+
+  // The standby serves shard 0 now, with every update the old ps reported.
+  ASSERT_THAT(state_->Heartbeat(PsBeat(0, "127.0.0.1:5", 500)), IsOk());
+  const proto::ClusterStatusResponse status = state_->Status();
+  ASSERT_EQ(status.recoveries_size(), 1);
+  EXPECT_EQ(status.recoveries(0).source(), "replica");
+  EXPECT_TRUE(status.recoveries(0).settled());
+  EXPECT_EQ(status.recoveries(0).applied_before(), 500u);
+  EXPECT_EQ(status.recoveries(0).lost(), 0u);
+  EXPECT_EQ(status.updates_lost(), 0u);
+  for (const proto::MemberStatus& m : status.members()) {
+    if (m.role() != "standby") continue;
+    EXPECT_TRUE(m.alive()) << "a standby serving a shard is alive";
+    EXPECT_EQ(m.serving_index(), 0);
+    EXPECT_EQ(m.replica_of(), -1);
+  }
+  // The old ps, back from a pause, is told it was replaced.
+  EXPECT_TRUE(state_->Heartbeat(PsBeat(0, "127.0.0.1:1", 510))->replaced());
+}
+
+TEST_F(ClusterStateTest, ATakeOverFromACheckpointCountsWhatWasLost) {
+  config_.cluster.replication = 1;
+  Restart();
+  RegisterPs(0, "127.0.0.1:1");
+  RegisterPs(1, "127.0.0.1:2");
+  RegisterPs(0, "127.0.0.1:5", /*standby=*/true);
+  EXPECT_EQ(state_->Heartbeat(PsBeat(0, "127.0.0.1:1", 500))->backup_address(),
+            "")
+      << "replication 1: no backups";
+  clock_.Advance(absl::Seconds(4));
+  ASSERT_THAT(state_->Heartbeat(PsBeat(1, "127.0.0.1:2", 80)), IsOk());
+  ASSERT_THAT(state_->Heartbeat(StandbyBeat(0, -1)), IsOk());
+  state_->CheckLiveness();
+  ASSERT_EQ(state_->Heartbeat(StandbyBeat(0, -1))->take_over_index(), 0);
+  EXPECT_FALSE(state_->Status().recoveries(0).settled());
+  ASSERT_THAT(state_->Heartbeat(PsBeat(0, "127.0.0.1:5", 320)), IsOk());
+  const proto::ClusterStatusResponse status = state_->Status();
+  EXPECT_EQ(status.recoveries(0).source(), "checkpoint");
+  EXPECT_EQ(status.recoveries(0).lost(), 180u);
+  EXPECT_EQ(status.updates_lost(), 180u);
+  Restart();
+  EXPECT_EQ(state_->Status().updates_lost(), 180u) << "kept in the state file";
+}
+
+TEST_F(ClusterStateTest, ASecondDaemonCannotTakeALiveShard) {
+  answers_ = [](const std::string& address) {
+    return address == "127.0.0.1:1";
+  };
+  Restart();
+  RegisterPs(0, "127.0.0.1:1");
+  RegisterPs(1, "127.0.0.1:2");
+  ASSERT_THAT(state_->Heartbeat(PsBeat(0, "127.0.0.1:1", 40)), IsOk());
+  proto::RegisterServerRequest second;
+  second.set_index(0);
+  second.set_address("127.0.0.1:9");
+  EXPECT_THAT(state_->RegisterServer(second),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("127.0.0.1:1, which is alive")));
+  EXPECT_EQ(state_->Placement().shards(0).address(), "127.0.0.1:1");
+  // ps 1's old address does not answer (it died): its restart is let in,
+  // and what the restart lost is recorded.
+  ASSERT_THAT(state_->Heartbeat(PsBeat(1, "127.0.0.1:2", 90)), IsOk());
+  proto::RegisterServerRequest restart;
+  restart.set_index(1);
+  restart.set_address("127.0.0.1:8");
+  restart.set_applied_total(0);
+  ASSERT_THAT(state_->RegisterServer(restart), IsOk());
+  const proto::ClusterStatusResponse status = state_->Status();
+  ASSERT_EQ(status.recoveries_size(), 1);
+  EXPECT_EQ(status.recoveries(0).source(), "restart");
+  EXPECT_EQ(status.recoveries(0).lost(), 90u)
+      << "restarted from initial values: everything is lost";
+}
+
+TEST_F(ClusterStateTest, AStalledCoordinatorGivesGraceInsteadOfJudging) {
+  RegisterPs(0, "127.0.0.1:1");
+  RegisterPs(1, "127.0.0.1:2");
+  RegisterWorker(0);
+  clock_.Advance(absl::Seconds(20));  // the coordinator was stopped
+  state_->GiveGrace(absl::Seconds(20));
+  EXPECT_EQ(state_->CheckLiveness(), 0) << "nobody dead for its own pause";
+  clock_.Advance(absl::Seconds(4));  // but silence after the grace counts
+  EXPECT_EQ(state_->CheckLiveness(), 3);
 }
 
 }  // namespace

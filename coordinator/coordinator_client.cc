@@ -30,8 +30,10 @@ absl::StatusOr<Response> Call(proto::Coordinator::Stub* stub, Method method,
 }  // namespace
 
 absl::StatusOr<proto::RegisterServerResponse> CoordinatorClient::RegisterServer(
-    int index, const std::string& address, bool standby) {
+    int index, const std::string& address, bool standby,
+    uint64_t applied_total) {
   proto::RegisterServerRequest request;
+  request.set_applied_total(applied_total);
   request.set_index(index);
   request.set_address(address);
   request.set_standby(standby);

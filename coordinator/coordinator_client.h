@@ -32,8 +32,10 @@ class CoordinatorClient {
   const std::string& address() const { return address_; }
 
   // Retry until the coordinator answers (bounded by connect_timeout_s).
+  // applied_total: a ps's restored updates (RegisterServerRequest).
   absl::StatusOr<proto::RegisterServerResponse> RegisterServer(
-      int index, const std::string& address, bool standby = false);
+      int index, const std::string& address, bool standby = false,
+      uint64_t applied_total = 0);
   absl::StatusOr<proto::RegisterWorkerResponse> RegisterWorker(
       int index, const std::string& address);
   // Waits until the placement has an epoch >= min_epoch (> 0).

@@ -2,7 +2,10 @@
 // reverse: threads first (they call into the state), then the server.
 #include "coordinator/coordinator_node.h"
 
+#include <algorithm>
+
 #include "common/logging.h"
+#include "proto/health.grpc.pb.h"
 
 namespace downpour::coordinator {
 namespace {
@@ -13,6 +16,17 @@ std::optional<ModelSpec> MaybeModel(const Config& config) {
   return *std::move(model);
 }
 
+// A gRPC health check with a short deadline: true when a daemon answers at
+// `address` at all (whatever its serving status).
+bool Answers(const std::string& address) {
+  auto stub = grpc::health::v1::Health::NewStub(MakeChannel(address));
+  grpc::ClientContext context;
+  context.set_deadline(DeadlineIn(0.5));
+  grpc::health::v1::HealthCheckRequest request;
+  grpc::health::v1::HealthCheckResponse response;
+  return stub->Check(&context, request, &response).ok();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CoordinatorNode>> CoordinatorNode::Start(
@@ -20,7 +34,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorNode>> CoordinatorNode::Start(
   if (options.listen.empty())
     options.listen = options.config.cluster.coordinator;
   absl::StatusOr<std::unique_ptr<ClusterState>> state =
-      ClusterState::Create({options.config, options.clock});
+      ClusterState::Create({options.config, options.clock, Answers});
   if (!state.ok()) return state.status();
   std::unique_ptr<CoordinatorNode> node(
       new CoordinatorNode(std::move(options), *std::move(state)));
@@ -59,7 +73,19 @@ CoordinatorNode::~CoordinatorNode() { Stop().IgnoreError(); }
 void CoordinatorNode::LivenessLoop() {
   const absl::Duration period =
       absl::Seconds(options_.config.heartbeat.interval_s / 2);
+  // A wake-up this much later than planned means the coordinator itself
+  // stalled: the silence it would judge is its own.
+  const absl::Duration stall = std::max(
+      period, absl::Seconds(options_.config.heartbeat.timeout_s / 2));
+  absl::Time last = clock_->Now();
   while (!clock_->WaitForNotificationWithTimeout(&stopping_, period)) {
+    const absl::Time now = clock_->Now();
+    const absl::Duration late = now - last - period;
+    last = now;
+    if (late > stall) {
+      state_->GiveGrace(late);
+      continue;
+    }
     state_->CheckLiveness();
   }
 }

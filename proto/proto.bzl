@@ -4,11 +4,12 @@ cc_grpc_proto(name = "ps") yields :ps_cc_proto (messages, links protobuf only) a
 :ps_cc_grpc (services, links grpc++ too), so code that only uses messages stays off gRPC.
 """
 
-def cc_grpc_proto(name):
+def cc_grpc_proto(name, deps = []):
+    """deps: names of other cc_grpc_proto targets here that this proto imports."""
     src = name + ".proto"
     native.genrule(
         name = name + "_gen",
-        srcs = [src],
+        srcs = [src] + [d + ".proto" for d in deps],
         outs = [name + ".pb.h", name + ".pb.cc", name + ".grpc.pb.h", name + ".grpc.pb.cc"],
         cmd = ("protoc --proto_path=. --cpp_out=$(GENDIR) --grpc_out=$(GENDIR) " +
                "--plugin=protoc-gen-grpc=/usr/bin/grpc_cpp_plugin $(location %s)") % src,
@@ -17,7 +18,7 @@ def cc_grpc_proto(name):
         name = name + "_cc_proto",
         srcs = [name + ".pb.cc"],
         hdrs = [name + ".pb.h"],
-        deps = ["@system_libs//:protobuf"],
+        deps = ["@system_libs//:protobuf"] + [":" + d + "_cc_proto" for d in deps],
     )
     native.cc_library(
         name = name + "_cc_grpc",

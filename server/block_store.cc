@@ -327,6 +327,21 @@ std::vector<BlockStore::BlockSnapshot> BlockStore::Snapshot() const {
   return snapshots;
 }
 
+uint32_t BlockStore::IdOf(const Block* block) { return block->id; }
+
+std::vector<BlockStore::BlockSnapshot> BlockStore::Snapshot(
+    const std::vector<uint32_t>& ids) const {
+  std::vector<BlockSnapshot> snapshots;
+  snapshots.reserve(ids.size());
+  for (uint32_t id : ids) {
+    const Block* block = Find(id);
+    if (block != nullptr) {
+      snapshots.push_back({id, block->version, block->values, block->state});
+    }
+  }
+  return snapshots;
+}
+
 uint32_t BlockStore::BlockCrc32c(uint32_t id, uint64_t* version) const {
   *version = 0;
   const Block* block = Find(id);

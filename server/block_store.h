@@ -169,6 +169,10 @@ class BlockStore {
 
   // Every block, ascending by id.
   std::vector<BlockSnapshot> Snapshot() const;
+  // Blocks `ids` (those held), in that order.
+  std::vector<BlockSnapshot> Snapshot(const std::vector<uint32_t>& ids) const;
+  // The id of a block ValidatePush returned.
+  static uint32_t IdOf(const Block* block);
 
   // CRC-32C of block `id`'s values bytes, with its version in *version (for
   // tools and tests).

@@ -21,6 +21,8 @@
 #include "coordinator/member_agent.h"
 #include "proto/coordinator.pb.h"
 #include "server/ps_service.h"
+#include "server/replica.h"
+#include "server/replicator.h"
 #include "server/shard.h"
 
 namespace downpour::server {
@@ -77,9 +79,19 @@ class PsNode::Impl {
   absl::Status TakeOver(int shard_index, uint64_t epoch)
       ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Checkpointer thread, and the final checkpoint.
+  // Checkpointer thread, and the final checkpoint. A periodic checkpoint is
+  // skipped while the node has not heard from the coordinator for
+  // heartbeat.timeout_s: another daemon may own the shard by now.
   void CheckpointLoop();
-  absl::Status Checkpoint() ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status Checkpoint(bool periodic = false) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Replication (cluster.replication 2, standbys configured): the primary's
+  // Replicator, started with the shard.
+  void StartReplicator(Shard* shard, int shard_index) ABSL_LOCKS_EXCLUDED(mu_);
+  bool replicating() const {
+    return options_.config.cluster.replication >= 2 &&
+           !options_.config.cluster.standby_ps.empty();
+  }
 
   bool HasWork() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return work_ || stopping_ || replaced_;
@@ -106,6 +118,8 @@ class PsNode::Impl {
   bool started_ = false;  // Start succeeded
 
   absl::Notification stop_checkpoints_;
+  // A standby's copy of the shard it backs up (see server/replica.h).
+  Replica replica_;
 
   absl::Mutex stop_mu_;  // serialises Stop
   std::optional<absl::Status> stop_status_ ABSL_GUARDED_BY(stop_mu_);
@@ -124,6 +138,13 @@ class PsNode::Impl {
   bool work_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t wanted_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   int take_over_index_ ABSL_GUARDED_BY(mu_) = -1;
+  // Streams the shard to its backup; set with the shard (never reset until
+  // the node goes).
+  std::unique_ptr<Replicator> replicator_ ABSL_GUARDED_BY(mu_);
+  // When a heartbeat last got an answer.
+  absl::Time last_contact_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  // A periodic checkpoint was skipped for want of contact (logged once).
+  bool skip_logged_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 absl::Status PsNode::Impl::Start() {
@@ -135,6 +156,8 @@ absl::Status PsNode::Impl::Start() {
     shard_ = std::move(shard);
     shard_index_ = options_.index;
     service_.set_shard(shard_.get());
+  } else {
+    service_.set_replica(&replica_);
   }
   const std::string who = name();
   const char* role = options_.standby ? "standby" : "ps";
@@ -153,7 +176,19 @@ absl::Status PsNode::Impl::Start() {
 
   client_ = std::make_unique<coordinator::CoordinatorClient>(
       options_.config.cluster.coordinator, options_.config.rpc, who);
+  {
+    absl::MutexLock lock(&mu_);
+    last_contact_ = clock_->Now();
+  }
   RETURN_IF_ERROR(Register(/*first=*/true));
+  if (!options_.standby) {
+    Shard* shard;
+    {
+      absl::MutexLock lock(&mu_);
+      shard = shard_.get();
+    }
+    StartReplicator(shard, options_.index);
+  }
   agent_ = std::make_unique<coordinator::MemberAgent>(
       client_.get(), role, options_.index, advertised_,
       options_.config.heartbeat.interval_s,
@@ -181,12 +216,21 @@ absl::Status PsNode::Impl::Stop() {
   // Held ssp/bsp pushes answer UNAVAILABLE now, so the server's shutdown does
   // not wait for them.
   if (shard != nullptr) shard->ReleaseHeldPushes();
+  Replicator* replicator;
+  {
+    absl::MutexLock lock(&mu_);
+    replicator = replicator_.get();
+  }
+  // Pushes waiting for the backup answer UNAVAILABLE (the clients retry; the
+  // sequences keep it exactly once).
+  if (replicator != nullptr) replicator->Stop();
   stop_checkpoints_.Notify();
   if (checkpointer_.joinable()) checkpointer_.join();
   if (server_.server != nullptr) server_.server->Shutdown(DeadlineIn(2));
   if (agent_ != nullptr) agent_->Stop();  // one final heartbeat
   if (placement_thread_.joinable()) placement_thread_.join();
   stop_status_ = started_ ? Checkpoint() : absl::OkStatus();
+  service_.set_replicator(nullptr);
   return *stop_status_;
 }
 
@@ -223,6 +267,22 @@ proto::MemberReport PsNode::Impl::Report() const {
   report.set_staleness_p50(staleness.p50);
   report.set_staleness_p99(staleness.p99);
   report.set_staleness_max(staleness.max);
+  Shard* shard;
+  Replicator* replicator;
+  {
+    absl::MutexLock lock(&mu_);
+    shard = shard_.get();
+    replicator = replicator_.get();
+  }
+  if (shard != nullptr) {
+    report.set_applied_total(shard->applied_total());
+    report.set_replicated(replicator != nullptr && replicator->in_sync());
+  } else {
+    const Replica::Info replica = replica_.info();
+    report.set_has_replica(replica.held);
+    report.set_replica_shard(replica.shard);
+    report.set_replica_applied_total(replica.applied_total);
+  }
   return report;
 }
 
@@ -234,9 +294,15 @@ absl::Status PsNode::Impl::Register(bool first) {
     standby = shard_index_ < 0;
     index = standby ? options_.index : shard_index_;
   }
+  uint64_t applied_total = 0;
+  if (!standby) {
+    absl::MutexLock lock(&mu_);
+    applied_total = shard_->applied_total();
+  }
   auto response =
       standby ? client_->RegisterServer(index, advertised_, /*standby=*/true)
-              : client_->RegisterServer(index, advertised_);
+              : client_->RegisterServer(index, advertised_, /*standby=*/false,
+                                        applied_total);
   if (!response.ok()) return response.status();
   const uint64_t wanted = response->placement_epoch();
   if (standby || wanted <= epoch()) return absl::OkStatus();
@@ -253,12 +319,21 @@ void PsNode::Impl::OnHeartbeat(const proto::HeartbeatResponse& response) {
     return;
   }
   Shard* shard = nullptr;
+  Replicator* replicator = nullptr;
   {
     absl::MutexLock lock(&mu_);
+    last_contact_ = clock_->Now();
     wanted_epoch_ = std::max(wanted_epoch_, response.placement_epoch());
     take_over_index_ = response.take_over_index();
     work_ = true;
     shard = shard_.get();  // kept as long as the node once set
+    replicator = replicator_.get();
+  }
+  if (replicator != nullptr) replicator->SetBackup(response.backup_address());
+  if (shard == nullptr && response.take_over_index() < 0) {
+    // A standby that backs up no shard, or another one now, frees its copy.
+    const Replica::Info held = replica_.info();
+    if (held.held && held.shard != response.replica_of()) replica_.Drop();
   }
   // Whom ssp/bsp pushes wait for; a coordinator that does not say leaves the
   // shard ungated.
@@ -348,9 +423,31 @@ absl::Status PsNode::Impl::TakeOver(int shard_index, uint64_t epoch) {
   SPDLOG_LOGGER_WARN(L(),
                      "standby {}: taking over shard {} at placement epoch {}",
                      options_.index, shard_index, epoch);
-  // Reads that shard's latest checkpoint (the checkpoint folder is shared).
-  ASSIGN_OR_RETURN(std::unique_ptr<Shard> shard,
-                   Shard::Create(options_.config, shard_index, &counters_));
+  // From the in-memory replica when this standby was the shard's backup
+  // (nothing acknowledged is lost); else the shard's latest checkpoint (the
+  // checkpoint folder is shared).
+  const Replica::Info held = replica_.info();
+  std::optional<server::Checkpoint> replica = replica_.Take(shard_index);
+  std::unique_ptr<Shard> shard;
+  if (replica.has_value()) {
+    SPDLOG_LOGGER_WARN(L(),
+                       "standby {}: shard {} comes from its in-memory replica "
+                       "(generation {}, {} updates held): no acknowledged "
+                       "update lost",
+                       options_.index, shard_index, held.generation,
+                       held.applied_total);
+    ASSIGN_OR_RETURN(shard, Shard::CreateFrom(options_.config, shard_index,
+                                              &counters_, *std::move(replica)));
+    counters_.Add("takeovers_from_replica", 1);
+  } else {
+    SPDLOG_LOGGER_WARN(L(),
+                       "standby {}: holds no replica of shard {}: loading its "
+                       "checkpoint; updates since it was written are lost",
+                       options_.index, shard_index);
+    ASSIGN_OR_RETURN(shard,
+                     Shard::Create(options_.config, shard_index, &counters_));
+  }
+  Shard* taken = shard.get();
   {
     absl::MutexLock lock(&mu_);
     shard_ = std::move(shard);
@@ -361,7 +458,16 @@ absl::Status PsNode::Impl::TakeOver(int shard_index, uint64_t epoch) {
   // next heartbeat, as that ps.
   agent_->SetIdentity("ps", shard_index);
   RETURN_IF_ERROR(placed);
+  StartReplicator(taken, shard_index);
   counters_.Add("takeovers", 1);
+  // A checkpoint at the new epoch at once: the shard's state is on disk
+  // under its new owner, and a replaced ps that wakes up cannot pass it off
+  // as newer.
+  absl::Status written = Checkpoint();
+  if (!written.ok()) {
+    SPDLOG_LOGGER_ERROR(L(), "{}: checkpoint after take-over failed: {}",
+                        name(), std::string(written.message()));
+  }
   return absl::OkStatus();
 }
 
@@ -370,7 +476,7 @@ void PsNode::Impl::CheckpointLoop() {
       absl::Seconds(options_.config.checkpoint.interval_s);
   while (
       !clock_->WaitForNotificationWithTimeout(&stop_checkpoints_, interval)) {
-    absl::Status written = Checkpoint();
+    absl::Status written = Checkpoint(/*periodic=*/true);
     if (!written.ok()) {
       SPDLOG_LOGGER_ERROR(L(), "checkpoint failed: {}",
                           std::string(written.message()));
@@ -378,16 +484,54 @@ void PsNode::Impl::CheckpointLoop() {
   }
 }
 
-absl::Status PsNode::Impl::Checkpoint() {
+absl::Status PsNode::Impl::Checkpoint(bool periodic) {
   Shard* shard;
   {
     absl::MutexLock lock(&mu_);
     if (replaced_) return absl::OkStatus();
     shard = shard_.get();
+    const absl::Duration silent = clock_->Now() - last_contact_;
+    if (periodic &&
+        silent > absl::Seconds(options_.config.heartbeat.timeout_s)) {
+      // Fencing: the coordinator may have declared this ps dead and given
+      // the shard to another daemon, which writes the checkpoints now.
+      if (!skip_logged_) {
+        SPDLOG_LOGGER_WARN(L(),
+                           "{}: no answer from the coordinator for {:.1f} s: "
+                           "skipping checkpoints until it answers (another "
+                           "daemon may serve this shard now)",
+                           shard_index_ >= 0 ? shard_index_ : options_.index,
+                           absl::ToDoubleSeconds(silent));
+        skip_logged_ = true;
+      }
+      counters_.Add("checkpoints_skipped", 1);
+      return absl::OkStatus();
+    }
+    skip_logged_ = false;
   }
   // Writes without mu_: the disk write must not hold up heartbeats or Stop.
   if (shard == nullptr || shard->epoch() == 0) return absl::OkStatus();
   return shard->WriteCheckpoint();
+}
+
+void PsNode::Impl::StartReplicator(Shard* shard, int shard_index) {
+  if (!replicating() || shard == nullptr) return;
+  Replicator::Options options;
+  options.shard_index = shard_index;
+  options.self_address = advertised_;
+  options.rpc_timeout = absl::Seconds(
+      std::max(2.0, options_.config.heartbeat.timeout_s));
+  options.give_up_after = absl::Seconds(options_.config.heartbeat.timeout_s);
+  options.counters = &counters_;
+  options.on_replaced = [this, shard_index] {
+    SPDLOG_LOGGER_WARN(L(), "ps {}: its backup took the shard over",
+                       shard_index);
+    StandDown(epoch());
+  };
+  auto replicator = std::make_unique<Replicator>(shard, std::move(options));
+  service_.set_replicator(replicator.get());
+  absl::MutexLock lock(&mu_);
+  replicator_ = std::move(replicator);
 }
 
 // PsNode: the handle forwards to Impl.

@@ -1,6 +1,7 @@
 // Each handler: call the shard, convert the status, finish.
 #include "server/ps_service.h"
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/grpc_status.h"
@@ -81,18 +82,56 @@ grpc::ServerUnaryReactor* PsService::Push(grpc::CallbackServerContext* context,
     }
     return status;
   };
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   if (!shard->may_hold_pushes()) {
-    return Finish(context, answer(shard->Push(call->view, &call->response)),
-                  "push");
+    Answer(context, reactor, shard->Push(call->view, &call->response), answer);
+    return reactor;
   }
   // A held push gives up shortly before the caller's deadline.
   const absl::Time deadline = absl::FromChrono(context->deadline());
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   RunOnPushThread([=] {
-    Finish(context, reactor,
-           answer(shard->Push(call->view, &call->response, deadline)), "push");
+    Answer(context, reactor,
+           shard->Push(call->view, &call->response, deadline), answer);
   });
   return reactor;
+}
+
+void PsService::Answer(
+    grpc::CallbackServerContext* context, grpc::ServerUnaryReactor* reactor,
+    absl::Status status,
+    std::function<absl::Status(const absl::Status&)> answer) {
+  Replicator* replicator = replicator_.load();
+  if (!status.ok() || replicator == nullptr) {
+    Finish(context, reactor, answer(status), "push");
+    return;
+  }
+  // Applied (or a duplicate of an applied push, which may not be replicated
+  // yet either): acknowledged once the backup has it.
+  replicator->WhenReplicated(
+      [context, reactor, answer = std::move(answer)](const absl::Status& s) {
+        Finish(context, reactor, answer(s), "push");
+      });
+}
+
+grpc::ServerUnaryReactor* PsService::Replicate(
+    grpc::CallbackServerContext* context, const proto::ReplicateRequest* request,
+    proto::ReplicateResponse* response) {
+  Replica* replica = replica_.load();
+  if (replica == nullptr) {
+    Shard* shard = shard_.load();
+    return Finish(
+        context,
+        shard != nullptr
+            ? absl::AbortedError(absl::StrCat(
+                  "replicate: this daemon serves a shard itself; the primary "
+                  "at ", request->primary(), " was replaced and must stop"))
+            : absl::FailedPreconditionError(
+                  "replicate: this daemon is not a standby"),
+        "replicate");
+  }
+  absl::StatusOr<uint64_t> held = replica->Apply(*request);
+  if (held.ok()) response->set_generation(*held);
+  return Finish(context, held.status(), "replicate");
 }
 
 PsService::~PsService() {

@@ -11,6 +11,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "proto/ps.grpc.pb.h"
+#include "server/replica.h"
+#include "server/replicator.h"
 #include "server/shard.h"
 
 namespace downpour::server {
@@ -21,6 +23,10 @@ namespace downpour::server {
 // gRPC's: held pushes must not starve the calls that would release them. The
 // call keeps its reactor and is finished from there.
 //
+// With a Replicator (cluster.replication 2), a push is answered only once the
+// shard's backup holds it (Replicator::WhenReplicated). A standby serves
+// Replicate into its Replica; a daemon that serves a shard refuses it.
+//
 // Pull and Push take and give raw bytes (common/wire_format.h): a push's
 // payloads are applied from the received slices, a pull's are copied once,
 // from the shard into the reply. The bytes are ps.proto's messages, so
@@ -29,7 +35,8 @@ class PsService final
     : public proto::ParameterServer::WithRawCallbackMethod_Pull<
           proto::ParameterServer::WithRawCallbackMethod_Push<
               proto::ParameterServer::WithCallbackMethod_Checksums<
-                  proto::ParameterServer::Service>>> {
+                  proto::ParameterServer::WithCallbackMethod_Replicate<
+                      proto::ParameterServer::Service>>>> {
  public:
   explicit PsService(Shard* shard = nullptr) : shard_(shard) {}
   // Joins the push threads. REQUIRES: the server is shut down.
@@ -38,6 +45,12 @@ class PsService final
   // The shard served from now on (nullptr: none). REQUIRES: it outlives the
   // service.
   void set_shard(Shard* shard) { shard_.store(shard); }
+  // Pushes are answered once replicated (nullptr: at once). REQUIRES: it
+  // outlives the service, or is reset to nullptr before it goes.
+  void set_replicator(Replicator* replicator) { replicator_.store(replicator); }
+  // Where a standby keeps what its primary streams (nullptr: Replicate is
+  // refused). REQUIRES: it outlives the service.
+  void set_replica(Replica* replica) { replica_.store(replica); }
 
   // Push payload bytes applied straight from gRPC's received slices, and
   // those copied once first (they spanned slices or were unaligned).
@@ -53,6 +66,9 @@ class PsService final
   grpc::ServerUnaryReactor* Checksums(grpc::CallbackServerContext* context,
                                       const proto::ChecksumRequest* request,
                                       proto::ChecksumResponse* response) override;
+  grpc::ServerUnaryReactor* Replicate(grpc::CallbackServerContext* context,
+                                      const proto::ReplicateRequest* request,
+                                      proto::ReplicateResponse* response) override;
 
  private:
   struct PushCall;
@@ -61,7 +77,14 @@ class PsService final
   void RunOnPushThread(std::function<void()> task) ABSL_LOCKS_EXCLUDED(mu_);
   void PushThread() ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Finishes a push: at once, or once replicated.
+  void Answer(grpc::CallbackServerContext* context,
+              grpc::ServerUnaryReactor* reactor, absl::Status status,
+              std::function<absl::Status(const absl::Status&)> answer);
+
   std::atomic<Shard*> shard_;
+  std::atomic<Replicator*> replicator_{nullptr};
+  std::atomic<Replica*> replica_{nullptr};
   // Push payload bytes applied from the received slices / copied first.
   std::atomic<int64_t> bytes_in_place_{0};
   std::atomic<int64_t> bytes_copied_{0};

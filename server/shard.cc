@@ -77,6 +77,30 @@ absl::StatusOr<std::unique_ptr<Shard>> Shard::Create(const Config& config,
       return checkpoint.status();
     }
   }
+  return CreateShard(config, index, counters, std::move(spec),
+                     std::move(optimizer), std::move(restored));
+}
+
+absl::StatusOr<std::unique_ptr<Shard>> Shard::CreateFrom(const Config& config,
+                                                         int index,
+                                                         Counters* counters,
+                                                         Checkpoint state) {
+  ASSIGN_OR_RETURN(ModelSpec spec, ModelSpec::Create(config.model));
+  ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer,
+                   Optimizer::Create(config.optimizer));
+  if (state.shard_index != index || state.optimizer != optimizer->name()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the replica held is of shard ", state.shard_index, " (optimizer ",
+        state.optimizer, "), not of shard ", index, " (optimizer ",
+        optimizer->name(), ")"));
+  }
+  return CreateShard(config, index, counters, std::move(spec),
+                     std::move(optimizer), std::move(state));
+}
+
+absl::StatusOr<std::unique_ptr<Shard>> Shard::CreateShard(
+    const Config& config, int index, Counters* counters, ModelSpec spec,
+    std::unique_ptr<Optimizer> optimizer, std::optional<Checkpoint> restored) {
   BlockStore::Options store_options;
   store_options.num_workers = static_cast<int>(config.cluster.workers.size());
   store_options.counters = counters;
@@ -101,6 +125,7 @@ Shard::Shard(const Config& config, int index, ModelSpec spec,
       gate_(Consistency::ParseMode(config.training.consistency),
             config.training.max_staleness) {
   absl::MutexLock lock(&mu_);
+  is_dirty_.assign(spec_.blocks().size(), 0);
   if (restored_.has_value()) sequences_ = restored_->sequences;
   if (gate_.mode() == Consistency::Mode::kSsp) {
     counters_->Set("ssp_max_lead", 0);
@@ -128,11 +153,13 @@ absl::Status Shard::Assign(uint64_t epoch, const std::vector<uint32_t>& ids) {
     }
     if (saved != nullptr) {
       RETURN_IF_ERROR(store_->AddBlock(id, saved->values, saved->version, saved->state));
+      Changed(id);
       ++from_checkpoint;
     } else {
       std::vector<float> values(block.length);
       spec_.InitBlock(block, config_.model.init_seed, values.data());
       RETURN_IF_ERROR(store_->AddBlock(id, std::move(values)));
+      Changed(id);
       ++fresh;
     }
   }
@@ -254,7 +281,56 @@ BlockStore::PushResult Shard::ApplyUpdate(BlockStore::Block* block,
                                           const void* data,
                                           uint64_t base_version, int32_t worker,
                                           WireEncoding encoding) {
-  return store_->Apply(block, data, base_version, worker, encoding);
+  const BlockStore::PushResult result =
+      store_->Apply(block, data, base_version, worker, encoding);
+  Changed(store_->IdOf(block));
+  return result;
+}
+
+void Shard::Changed(int64_t block) {
+  ++generation_;
+  if (block < 0 || block >= static_cast<int64_t>(is_dirty_.size())) return;
+  if (!is_dirty_[block]) {
+    is_dirty_[block] = 1;
+    dirty_.push_back(static_cast<uint32_t>(block));
+  }
+}
+
+Shard::ReplicaCut Shard::CutForReplica(bool full) {
+  ReplicaCut cut;
+  // Exclusive: the dirty set is cleared with the copy, and no push may land
+  // between the blocks and the windows copied.
+  absl::MutexLock lock(&mu_);
+  cut.generation = generation_;
+  cut.epoch = epoch_;
+  cut.optimizer = store_->optimizer().name();
+  cut.sequences = sequences_;
+  if (full) {
+    cut.blocks = store_->Snapshot();
+  } else {
+    std::sort(dirty_.begin(), dirty_.end());
+    cut.blocks = store_->Snapshot(dirty_);
+  }
+  for (uint32_t id : dirty_) is_dirty_[id] = 0;
+  dirty_.clear();
+  return cut;
+}
+
+uint64_t Shard::generation() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return generation_;
+}
+
+uint64_t Shard::applied_total() const {
+  absl::ReaderMutexLock lock(&mu_);
+  uint64_t total = 0;
+  for (uint32_t id : store_->block_ids()) total += store_->Version(id).value_or(0);
+  if (restored_.has_value()) {
+    for (const auto& b : restored_->blocks) {
+      if (!store_->Has(b.id)) total += b.version;
+    }
+  }
+  return total;
 }
 
 void Shard::SetActiveWorkers(const std::vector<int>& workers) {
@@ -354,6 +430,7 @@ absl::StatusOr<bool> Shard::IsNewPush(const wire::PushView& request,
 
 void Shard::MarkPushed(int32_t worker, uint64_t sequence) {
   const uint64_t skipped = sequences_[worker].MarkApplied(sequence);
+  Changed(-1);
   if (skipped > 0) {
     counters_->Add("sequence_window_skips", static_cast<double>(skipped));
     SPDLOG_LOGGER_WARN(L(),

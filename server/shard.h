@@ -45,6 +45,32 @@ class Shard {
   static absl::StatusOr<std::unique_ptr<Shard>> Create(const Config& config,
                                                        int index,
                                                        Counters* counters);
+  // A shard that starts from `state` (a backup's replica, in the checkpoint's
+  // form) instead of reading checkpoint.dir. FailedPrecondition when `state`
+  // is of another shard or optimizer.
+  static absl::StatusOr<std::unique_ptr<Shard>> CreateFrom(const Config& config,
+                                                           int index,
+                                                           Counters* counters,
+                                                           Checkpoint state);
+
+  // What a primary streams to its backup (server/replicator.h): the blocks
+  // changed since the last cut (every block when `full`) and every worker's
+  // applied-push window, copied at one moment, with the generation (updates
+  // and sequences recorded so far) they amount to.
+  struct ReplicaCut {
+    uint64_t generation = 0;
+    uint64_t epoch = 0;
+    std::string optimizer;
+    std::vector<BlockStore::BlockSnapshot> blocks;
+    std::map<int32_t, SequenceWindow> sequences;
+  };
+  ReplicaCut CutForReplica(bool full) ABSL_LOCKS_EXCLUDED(mu_);
+  // Counts every applied update and recorded push sequence: a cut of this
+  // generation holds everything acknowledged so far.
+  uint64_t generation() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The updates the shard holds: the sum of its blocks' versions (blocks
+  // restored but not placed here included).
+  uint64_t applied_total() const ABSL_LOCKS_EXCLUDED(mu_);
 
   Shard(const Shard&) = delete;
   Shard& operator=(const Shard&) = delete;
@@ -123,6 +149,9 @@ class Shard {
   size_t num_blocks() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
+  static absl::StatusOr<std::unique_ptr<Shard>> CreateShard(
+      const Config& config, int index, Counters* counters, ModelSpec spec,
+      std::unique_ptr<Optimizer> optimizer, std::optional<Checkpoint> restored);
   Shard(const Config& config, int index, ModelSpec spec,
         std::unique_ptr<BlockStore> store, std::optional<Checkpoint> restored,
         Counters* counters);
@@ -164,6 +193,10 @@ class Shard {
                        proto::PushResponse* response, absl::Time until)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // Notes a change a replica must get: `block` (or none, -1) and the
+  // generation.
+  void Changed(int64_t block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   // Constant after construction.
   const Config config_;
   const int index_;
@@ -191,6 +224,10 @@ class Shard {
   int64_t max_lead_ ABSL_GUARDED_BY(mu_) = 0;
   // Per block, its version after its last bsp round.
   std::map<uint32_t, uint64_t> round_version_ ABSL_GUARDED_BY(mu_);
+  // Replication: changes so far, and the blocks changed since the last cut.
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 1;
+  std::vector<uint32_t> dirty_ ABSL_GUARDED_BY(mu_);
+  std::vector<char> is_dirty_ ABSL_GUARDED_BY(mu_);  // by block id
 };
 
 }  // namespace downpour::server
