@@ -256,11 +256,10 @@ void Replicator::Loop() {
         if (degraded_) done = TakeWaiters(0, /*all=*/true);
       }
     }
+    // Fenced first: nothing more is served once the waiters hear why.
+    if (replaced_now && options_.on_replaced) options_.on_replaced();
     for (Waiter& w : done) w.second(result);
-    if (replaced_now) {
-      if (options_.on_replaced) options_.on_replaced();
-      return;
-    }
+    if (replaced_now) return;
   }
 }
 
