@@ -444,6 +444,7 @@ absl::Status PsNode::Impl::TakeOver(int shard_index, uint64_t epoch) {
                        "standby {}: holds no replica of shard {}: loading its "
                        "checkpoint; updates since it was written are lost",
                        options_.index, shard_index);
+    replica_.Fence(shard_index);
     ASSIGN_OR_RETURN(shard,
                      Shard::Create(options_.config, shard_index, &counters_));
   }

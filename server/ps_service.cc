@@ -117,17 +117,25 @@ grpc::ServerUnaryReactor* PsService::Replicate(
     grpc::CallbackServerContext* context, const proto::ReplicateRequest* request,
     proto::ReplicateResponse* response) {
   Replica* replica = replica_.load();
-  if (replica == nullptr) {
-    Shard* shard = shard_.load();
-    return Finish(
-        context,
-        shard != nullptr
-            ? absl::AbortedError(absl::StrCat(
-                  "replicate: this daemon serves a shard itself; the primary "
-                  "at ", request->primary(), " was replaced and must stop"))
-            : absl::FailedPreconditionError(
-                  "replicate: this daemon is not a standby"),
-        "replicate");
+  Shard* shard = shard_.load();
+  if (shard != nullptr && shard->index() == request->shard_index()) {
+    // Fencing: the primary that streams here was replaced by this daemon.
+    return Finish(context,
+                  absl::AbortedError(absl::StrCat(
+                      "replicate: this daemon serves shard ", shard->index(),
+                      " itself now; the primary at ", request->primary(),
+                      " was replaced and must stop")),
+                  "replicate");
+  }
+  if (replica == nullptr || shard != nullptr) {
+    return Finish(context,
+                  absl::FailedPreconditionError(absl::StrCat(
+                      "replicate: this daemon backs up no shard (",
+                      shard != nullptr
+                          ? absl::StrCat("it serves shard ", shard->index())
+                          : std::string("not a standby"),
+                      "); wait for the coordinator to name another backup")),
+                  "replicate");
   }
   absl::StatusOr<uint64_t> held = replica->Apply(*request);
   if (held.ok()) response->set_generation(*held);

@@ -34,6 +34,11 @@ absl::StatusOr<uint64_t> Replica::Apply(const proto::ReplicateRequest& request) 
     if (!ok.ok()) return ok;
   }
   absl::MutexLock lock(&mu_);
+  if (fenced_ && fenced_shard_ != request.shard_index()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "replicate: this standby serves shard ", fenced_shard_,
+        " now and backs up no other"));
+  }
   if (fenced_) {
     return absl::AbortedError(absl::StrCat(
         "replicate: this standby serves shard ", fenced_shard_,
@@ -84,6 +89,15 @@ std::optional<Checkpoint> Replica::Take(int shard) {
   blocks_.clear();
   held_ = false;
   return out;
+}
+
+void Replica::Fence(int shard) {
+  absl::MutexLock lock(&mu_);
+  fenced_ = true;
+  fenced_shard_ = shard;
+  held_ = false;
+  blocks_.clear();
+  state_ = Checkpoint();
 }
 
 void Replica::Drop() {

@@ -47,8 +47,9 @@ class Replica {
   Replica(const Replica&) = delete;
   Replica& operator=(const Replica&) = delete;
 
-  // Applies one request of a cut. Aborted after Take ("this standby serves
-  // shard N now"); FailedPrecondition for a partial cut of a shard not held
+  // Applies one request of a cut. After Take or Fence: Aborted for the shard
+  // now served ("this standby serves shard N now"), FailedPrecondition for
+  // any other; FailedPrecondition for a partial cut of a shard not held
   // (the primary then sends a full one); InvalidArgument for a block whose
   // bytes are not whole floats. Returns the generation held.
   absl::StatusOr<uint64_t> Apply(const proto::ReplicateRequest& request)
@@ -60,6 +61,10 @@ class Replica {
 
   // Forgets what is held (the coordinator gave this standby another role).
   void Drop() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // This standby serves shard `shard` now (taken from a checkpoint): what is
+  // held is dropped, and every later Apply refused (Aborted for `shard`).
+  void Fence(int shard) ABSL_LOCKS_EXCLUDED(mu_);
 
   Info info() const ABSL_LOCKS_EXCLUDED(mu_);
 

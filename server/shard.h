@@ -147,6 +147,7 @@ class Shard {
 
   uint64_t epoch() const ABSL_LOCKS_EXCLUDED(mu_);
   size_t num_blocks() const ABSL_LOCKS_EXCLUDED(mu_);
+  int index() const { return index_; }
 
  private:
   static absl::StatusOr<std::unique_ptr<Shard>> CreateShard(

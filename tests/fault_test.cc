@@ -269,6 +269,128 @@ TEST_F(FaultTest, KilledShardIsTakenOverByAStandbyFromItsCheckpoint) {
   EXPECT_GT(saved, 0u);
 }
 
+// cluster.replication 2 (the default) with a standby per shard: each primary
+// streams to its backup and acknowledges a push only once the backup has it,
+// so a SIGKILLed primary loses nothing: at the end every block has been
+// updated exactly once per push the workers had acknowledged.
+TEST_F(FaultTest, KilledPrimaryIsTakenOverByItsBackupWithNothingLost) {
+  WriteConfig(2, 2, 2, /*epochs=*/150);
+  StartCoordinator();
+  StartPs(0);
+  StartPs(1);
+  StartPs(0, /*standby=*/true);
+  StartPs(1, /*standby=*/true);
+  StartWorker(0);
+  StartWorker(1);
+  ASSERT_TRUE(WaitUntil([&] {
+    const auto status = Status();
+    for (int shard : {0, 1}) {
+      const auto* m = coordinator::FindMember(status, "ps", shard);
+      if (m == nullptr || !m->report().replicated()) return false;
+    }
+    return true;
+  }, absl::Seconds(60))) << "the shards never got an in-sync backup";
+  ASSERT_TRUE(WaitUntil([&] { return WorkerAtStep(0, 150) && WorkerAtStep(1, 150); }));
+  const std::string old_address = ShardAddress(1);
+  daemons_["ps-1"]->Signal(SIGKILL);
+  ASSERT_TRUE(WaitUntil([&] {
+    const std::string now = ShardAddress(1);
+    return !now.empty() && now != old_address;
+  }, absl::Seconds(30))) << "no standby took over";
+  // The take-over is accounted for: from the replica, nothing lost.
+  ASSERT_TRUE(WaitUntil([&] {
+    const auto status = Status();
+    return status.recoveries_size() == 1 && status.recoveries(0).settled();
+  }, absl::Seconds(30)));
+  {
+    const auto status = Status();
+    EXPECT_EQ(status.recoveries(0).source(), "replica");
+    EXPECT_EQ(status.recoveries(0).shard(), 1);
+    EXPECT_GT(status.recoveries(0).applied_before(), 0u);
+    EXPECT_EQ(status.recoveries(0).lost(), 0u);
+    EXPECT_EQ(status.updates_lost(), 0u);
+  }
+  EXPECT_EQ(Counter(ShardAddress(1), "takeovers_from_replica"), 1);
+  ExpectWorkersFinish(2, 0.8);
+  // Counted the other way: the pushes the workers had acknowledged against
+  // the final block versions. Each whole push updates every block once.
+  const auto status = Status();
+  uint64_t pushes = 0;
+  for (int w : {0, 1}) {
+    pushes += coordinator::FindMember(status, "worker", w)->report().pushes();
+  }
+  ASSERT_GT(pushes, 0u);
+  for (int shard : {0, 1}) {
+    auto stub = proto::ParameterServer::NewStub(MakeChannel(ShardAddress(shard)));
+    grpc::ClientContext context;
+    context.set_deadline(DeadlineIn(5));
+    proto::ChecksumResponse sums;
+    ASSERT_TRUE(stub->Checksums(&context, proto::ChecksumRequest(), &sums).ok());
+    ASSERT_GT(sums.blocks_size(), 0);
+    for (const auto& b : sums.blocks()) {
+      EXPECT_EQ(b.version(), pushes)
+          << "shard " << shard << " block " << b.block_id()
+          << ": updates lost or applied twice";
+    }
+  }
+  std::printf("replicated failover: %llu pushes acknowledged, every block of "
+              "both shards at that version; the take-over lost %llu\n",
+              static_cast<unsigned long long>(pushes),
+              static_cast<unsigned long long>(status.updates_lost()));
+}
+
+// A coordinator that stalls (SIGSTOP) for longer than the heartbeat timeout
+// wakes up and gives everyone a fresh grace period instead of declaring the
+// whole cluster dead and failing a healthy ps over.
+TEST_F(FaultTest, StalledCoordinatorFailsNobodyOver) {
+  WriteConfig(2, 1, 1, /*epochs=*/100);
+  StartCoordinator();
+  StartPs(0);
+  StartPs(1);
+  StartPs(0, /*standby=*/true);
+  StartWorker(0);
+  ASSERT_TRUE(WaitUntil([&] { return WorkerAtStep(0, 100); }));
+  const auto before = Status();
+  const std::string worker = Address("worker", 0);
+  daemons_["coordinator"]->Signal(SIGSTOP);
+  // The fault: a pause three times the coordinator's heartbeat timeout.
+  absl::SleepFor(absl::Seconds(3));
+  const double steps = Counter(worker, "step");
+  daemons_["coordinator"]->Signal(SIGCONT);
+  ASSERT_TRUE(WaitUntil([&] { return WorkerAtStep(0, steps + 20); },
+                        absl::Seconds(30)));
+  const auto after = Status();
+  EXPECT_EQ(after.placement_epoch(), before.placement_epoch())
+      << "a shard moved because the coordinator slept";
+  EXPECT_EQ(after.recoveries_size(), 0);
+  for (const auto& m : after.members()) {
+    EXPECT_TRUE(m.alive()) << m.role() << " " << m.index();
+    if (m.role() == "standby") EXPECT_EQ(m.serving_index(), -1);
+  }
+}
+
+// A second ps started with the index of a live one is refused: the shard
+// stays where it is, and nothing is lost.
+TEST_F(FaultTest, SecondPsForALiveShardIsRefused) {
+  WriteConfig(1, 0, 1, /*epochs=*/60);
+  StartCoordinator();
+  StartPs(0);
+  StartWorker(0);
+  ASSERT_TRUE(WaitUntil([&] { return WorkerAtStep(0, 50); }));
+  const auto before = Status();
+  const std::string serving = ShardAddress(0);
+  Subprocess& second = Start("ps-0-again", "server/ps_server",
+                             {"--index", "0", "--coordinator", coordinator_});
+  const std::optional<int> exit = second.Wait(absl::Seconds(30));
+  ASSERT_TRUE(exit.has_value()) << "the second ps kept running";
+  EXPECT_NE(*exit, 0);
+  EXPECT_THAT(second.LogTail(5), HasSubstr("second daemon cannot take a live shard"));
+  EXPECT_EQ(ShardAddress(0), serving);
+  EXPECT_EQ(Status().placement_epoch(), before.placement_epoch());
+  EXPECT_EQ(Status().recoveries_size(), 0);
+  ExpectWorkersFinish(1, 0.8);
+}
+
 TEST_F(FaultTest, HungShardIsReplacedAndStandsDownWhenItWakes) {
   WriteConfig(1, 1, 1);
   StartCoordinator();
