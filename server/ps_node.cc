@@ -20,6 +20,7 @@
 #include "coordinator/coordinator_client.h"
 #include "coordinator/member_agent.h"
 #include "proto/coordinator.pb.h"
+#include "server/checkpoint_health.h"
 #include "server/ps_service.h"
 #include "server/shard.h"
 
@@ -94,6 +95,8 @@ class PsNode::Impl {
   Clock* const clock_;
   Counters counters_;
   PsService service_;
+  // Outcomes of checkpoint attempts (Status, psctl health, the log).
+  CheckpointHealth checkpoint_health_{&counters_};
 
   // Set in Start, before any thread that reads them starts; constant after.
   std::unique_ptr<StatusService> status_;
@@ -143,6 +146,10 @@ absl::Status PsNode::Impl::Start() {
         r->set_device("cpu");
         (*r->mutable_counters())["blocks"] = num_blocks();
         (*r->mutable_counters())["placement_epoch"] = epoch();
+        const std::optional<double> age =
+            checkpoint_health_.age_seconds(clock_->Now());
+        if (age.has_value()) (*r->mutable_counters())["checkpoint_age_s"] = *age;
+        r->set_last_checkpoint_error(checkpoint_health_.last_error());
       });
   ASSIGN_OR_RETURN(
       server_, StartServer(options_.listen, {&service_, status_.get()}, who));
@@ -370,11 +377,9 @@ void PsNode::Impl::CheckpointLoop() {
       absl::Seconds(options_.config.checkpoint.interval_s);
   while (
       !clock_->WaitForNotificationWithTimeout(&stop_checkpoints_, interval)) {
-    absl::Status written = Checkpoint();
-    if (!written.ok()) {
-      SPDLOG_LOGGER_ERROR(L(), "checkpoint failed: {}",
-                          std::string(written.message()));
-    }
+    // Failures are counted, shown in Status and logged once per cause by
+    // checkpoint_health_ (in Checkpoint); the ps keeps serving.
+    Checkpoint().IgnoreError();
   }
 }
 
@@ -386,8 +391,13 @@ absl::Status PsNode::Impl::Checkpoint() {
     shard = shard_.get();
   }
   // Writes without mu_: the disk write must not hold up heartbeats or Stop.
-  if (shard == nullptr || shard->epoch() == 0) return absl::OkStatus();
-  return shard->WriteCheckpoint();
+  if (shard == nullptr || shard->epoch() == 0 ||
+      options_.config.checkpoint.dir.empty()) {
+    return absl::OkStatus();
+  }
+  const absl::Status written = shard->WriteCheckpoint();
+  checkpoint_health_.Record(written, clock_->Now());
+  return written;
 }
 
 // PsNode: the handle forwards to Impl.

@@ -112,8 +112,13 @@ class Shard {
 
   proto::ChecksumResponse Checksums() const ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Writes the blocks, versions, optimizer state and applied sequences atomically
-  // to checkpoint.dir. OK without writing when checkpoints are off.
+  // Writes the blocks, versions, optimizer state and applied sequences as the
+  // next checkpoint generation in checkpoint.dir (ShardCheckpoints::Write),
+  // at the placement epoch served, or at the highest epoch the folder held at
+  // Create when that is higher (a coordinator that lost its state counts
+  // epochs from 1 again). FailedPrecondition when another daemon wrote a
+  // generation of a higher epoch (this one was replaced). OK without writing
+  // when checkpoints are off.
   absl::Status WriteCheckpoint() ABSL_LOCKS_EXCLUDED(mu_);
 
   // True when Push may hold a request (training.consistency ssp or bsp).
@@ -179,6 +184,8 @@ class Shard {
   std::map<int32_t, SequenceWindow> sequences_ ABSL_GUARDED_BY(mu_);
   // The checkpoint read at start; its blocks serve later Assigns.
   std::optional<Checkpoint> restored_ ABSL_GUARDED_BY(mu_);
+  // The highest epoch among the checkpoint generations at Create (set there).
+  uint64_t checkpoint_epoch_floor_ ABSL_GUARDED_BY(mu_) = 0;
   // ssp clocks and bsp rounds.
   Consistency gate_ ABSL_GUARDED_BY(mu_);
   // Bumped whenever a held push might go on: a push or round applied, the
