@@ -505,7 +505,8 @@ absl::Status ShardCheckpoints::CheckNotTakenOver(uint64_t epoch) const {
 }
 
 absl::StatusOr<ShardCheckpoints::Written> ShardCheckpoints::Write(
-    Checkpoint checkpoint) const {
+    Checkpoint checkpoint,
+    const std::function<absl::Status()>& may_write) const {
   const uint64_t epoch = checkpoint.placement_epoch;
   if (epoch > kMaxNamedNumber) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -526,8 +527,10 @@ absl::StatusOr<ShardCheckpoints::Written> ShardCheckpoints::Write(
   // shard over while this one was writing. (A take-over between this check
   // and the rename still lands below the new owner's epoch, which readers
   // prefer; the coordinator's lease closes that gap.)
-  RETURN_IF_ERROR(WriteCheckpoint(written.path, checkpoint,
-                                  [&] { return CheckNotTakenOver(epoch); }));
+  RETURN_IF_ERROR(WriteCheckpoint(written.path, checkpoint, [&] {
+    if (may_write) RETURN_IF_ERROR(may_write());
+    return CheckNotTakenOver(epoch);
+  }));
   absl::StatusOr<std::vector<Generation>> now = List();
   if (!now.ok()) {
     written.prune_status = now.status();

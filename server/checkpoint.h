@@ -190,8 +190,12 @@ class ShardCheckpoints {
   //     was taken over at placement epoch 5 by another daemon; this ps (epoch
   //     4) must not write". Nothing is written or deleted.
   //   InvalidArgument: an epoch above 999999999999 (12 digits).
-  //   Others as WriteCheckpoint.
-  absl::StatusOr<Written> Write(Checkpoint checkpoint) const;
+  //   Others as WriteCheckpoint, and the error of `may_write`.
+  // `may_write`, when given, is asked just before the rename too (with the
+  // epoch check): the writer's own view of whether it still owns the shard.
+  absl::StatusOr<Written> Write(
+      Checkpoint checkpoint,
+      const std::function<absl::Status()>& may_write = nullptr) const;
 
   // Deletes leftover temporary files (`*.tmp.*`) of interrupted writes in the
   // shard's folder and of the legacy file; returns their paths. Call it before

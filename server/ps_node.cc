@@ -395,7 +395,18 @@ absl::Status PsNode::Impl::Checkpoint() {
       options_.config.checkpoint.dir.empty()) {
     return absl::OkStatus();
   }
-  const absl::Status written = shard->WriteCheckpoint();
+  // Asked again just before the rename: the heartbeat thread may have learned
+  // meanwhile that another daemon serves the shard now.
+  const absl::Status written = shard->WriteCheckpoint([this] {
+    absl::MutexLock lock(&mu_);
+    if (!replaced_) return absl::OkStatus();
+    return absl::AbortedError(
+        "replaced by another daemon while writing: checkpoint abandoned");
+  });
+  if (absl::IsAborted(written)) {
+    SPDLOG_LOGGER_WARN(L(), "{}: {}", name(), std::string(written.message()));
+    return absl::OkStatus();
+  }
   checkpoint_health_.Record(written, clock_->Now());
   return written;
 }

@@ -561,7 +561,8 @@ proto::ChecksumResponse Shard::Checksums() const {
   return response;
 }
 
-absl::Status Shard::WriteCheckpoint() {
+absl::Status Shard::WriteCheckpoint(
+    const std::function<absl::Status()>& may_write) {
   if (config_.checkpoint.dir.empty()) return absl::OkStatus();
   Checkpoint checkpoint;
   checkpoint.shard_index = index_;
@@ -584,7 +585,8 @@ absl::Status Shard::WriteCheckpoint() {
   const size_t num_blocks = checkpoint.blocks.size();
   ASSIGN_OR_RETURN(
       const ShardCheckpoints::Written written,
-      CheckpointFiles(config_, index_, spec_).Write(std::move(checkpoint)));
+      CheckpointFiles(config_, index_, spec_)
+          .Write(std::move(checkpoint), may_write));
   SPDLOG_LOGGER_INFO(L(), "checkpoint written: {} ({} blocks, {} old removed)",
                      written.path, num_blocks, written.removed.size());
   if (!written.prune_status.ok()) {

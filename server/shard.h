@@ -7,6 +7,7 @@
 #define DOWNPOUR_SERVER_SHARD_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -118,8 +119,12 @@ class Shard {
   // Create when that is higher (a coordinator that lost its state counts
   // epochs from 1 again). FailedPrecondition when another daemon wrote a
   // generation of a higher epoch (this one was replaced). OK without writing
-  // when checkpoints are off.
-  absl::Status WriteCheckpoint() ABSL_LOCKS_EXCLUDED(mu_);
+  // when checkpoints are off. `may_write`, when given, is asked just before
+  // the file is renamed into place; its error abandons the write (a ps that
+  // learned meanwhile that it was replaced).
+  absl::Status WriteCheckpoint(
+      const std::function<absl::Status()>& may_write = nullptr)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // True when Push may hold a request (training.consistency ssp or bsp).
   bool may_hold_pushes() const { return may_hold_pushes_; }

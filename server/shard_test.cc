@@ -558,6 +558,25 @@ TEST_F(ShardTest, StaleTemporaryFilesAreRemovedAtStart) {
   EXPECT_FALSE(std::filesystem::exists(stale));
 }
 
+TEST_F(ShardTest, WriteIsAbandonedWhenTheShardIsLostWhileWriting) {
+  auto shard = MakeShard();
+  ASSERT_THAT(shard->Assign(1, AllBlocks()), IsOk());
+  ASSERT_THAT(shard->WriteCheckpoint(), IsOk());
+  int asked = 0;
+  EXPECT_THAT(shard->WriteCheckpoint([&] {
+    ++asked;
+    return absl::AbortedError("replaced meanwhile");
+  }),
+              StatusIs(absl::StatusCode::kAborted, "replaced meanwhile"));
+  EXPECT_EQ(asked, 1);
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_ + "/ps-0")) {
+    names.push_back(entry.path().filename().string());
+  }
+  EXPECT_EQ(names, std::vector<std::string>{GenerationFileName(1, 1)})
+      << "no second generation, no temporary file";
+}
+
 TEST_F(ShardTest, WriterAtAnEpochBelowTheNewOwnersIsRefused) {
   auto old_owner = MakeShard();
   ASSERT_THAT(old_owner->Assign(1, AllBlocks()), IsOk());
