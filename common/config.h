@@ -168,6 +168,9 @@ struct CheckpointSection {
   std::string dir = "run/checkpoints";
   // Seconds between periodic checkpoints (0 = only on shutdown). Default 30.
   double interval_s = 30;
+  // Checkpoint generations each shard keeps (1..100): a corrupt newest one
+  // falls back to the next newest good one. Default 3.
+  int keep = 3;
 };
 
 struct HeartbeatSection {

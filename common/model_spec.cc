@@ -20,6 +20,26 @@ uint64_t Mix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+// FNV-1a over the little-endian bytes of integers and the bytes of strings.
+class Fnv1a {
+ public:
+  void Add(uint64_t v) {
+    for (int i = 0; i < 8; ++i) Byte(static_cast<unsigned char>(v >> (8 * i)));
+  }
+  void Add(const std::string& s) {
+    Add(s.size());
+    for (char c : s) Byte(static_cast<unsigned char>(c));
+  }
+  uint64_t hash() const { return hash_; }
+
+ private:
+  void Byte(unsigned char b) {
+    hash_ ^= b;
+    hash_ *= 0x100000001b3ULL;
+  }
+  uint64_t hash_ = 0xcbf29ce484222325ULL;
+};
+
 }  // namespace
 
 absl::StatusOr<ModelSpec> ModelSpec::Create(const ModelSection& model) {
@@ -71,6 +91,24 @@ absl::StatusOr<ModelSpec> ModelSpec::Create(const ModelSection& model) {
     }
   }
   return spec;
+}
+
+uint64_t ModelSpec::Fingerprint() const {
+  Fnv1a h;
+  h.Add(tensors_.size());
+  for (const TensorSpec& tensor : tensors_) {
+    h.Add(tensor.name);
+    h.Add(tensor.shape.size());
+    for (int64_t dim : tensor.shape) h.Add(static_cast<uint64_t>(dim));
+  }
+  h.Add(blocks_.size());
+  for (const BlockSpec& block : blocks_) {
+    h.Add(block.id);
+    h.Add(static_cast<uint64_t>(block.tensor));
+    h.Add(static_cast<uint64_t>(block.offset));
+    h.Add(static_cast<uint64_t>(block.length));
+  }
+  return h.hash() == 0 ? 1 : h.hash();
 }
 
 void ModelSpec::InitBlock(const BlockSpec& block, uint64_t seed,

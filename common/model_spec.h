@@ -42,6 +42,13 @@ class ModelSpec {
   const std::vector<int>& layers() const { return layers_; }
   int64_t num_params() const { return num_params_; }
 
+  // A 64-bit hash (FNV-1a) of the block layout: tensor names and shapes, and
+  // each block's id, tensor, offset and length. Two configs with the same
+  // fingerprint cut the parameters into the same blocks; a checkpoint records
+  // it so that another model's file is refused. Stable across builds and
+  // hosts; never 0.
+  uint64_t Fingerprint() const;
+
   // Fills out[0..block.length) with the block's initial values: weights uniform in
   // +-sqrt(6 / fan_in) (He), biases zero. Depends only on the seed and each float's
   // position in the flat vector, not on block_size.

@@ -39,6 +39,30 @@ TEST(ModelSpecTest, InitialValuesDoNotDependOnBlockSize) {
   EXPECT_NE(a->InitAll(3), a->InitAll(4));
 }
 
+uint64_t FingerprintOf(std::vector<int> layers, int64_t block_size,
+                       uint64_t init_seed = 1) {
+  ModelSection model;
+  model.layers = std::move(layers);
+  model.block_size = block_size;
+  model.init_seed = init_seed;
+  return ModelSpec::Create(model).value().Fingerprint();
+}
+
+TEST(ModelSpecTest, FingerprintNamesTheBlockLayout) {
+  const uint64_t base = FingerprintOf({784, 32, 10}, 8192);
+  EXPECT_NE(base, 0u);
+  // The same layout, whatever else the config says.
+  EXPECT_EQ(FingerprintOf({784, 32, 10}, 8192, /*init_seed=*/99), base);
+  // Another layout: widths, depth, or how tensors are cut into blocks.
+  EXPECT_NE(FingerprintOf({784, 33, 10}, 8192), base);
+  EXPECT_NE(FingerprintOf({784, 32, 10, 10}, 8192), base);
+  EXPECT_NE(FingerprintOf({784, 32, 10}, 4096), base);
+  EXPECT_NE(FingerprintOf({32, 784, 10}, 8192), base);
+  // Pinned: the value is stored in checkpoints, so it must not change between
+  // builds (a change makes every existing checkpoint unreadable).
+  EXPECT_EQ(base, 0xcf49000195456ba6ull);
+}
+
 TEST(ModelSpecTest, RejectsImpossibleModels) {
   ModelSection model;
   model.layers = {784};

@@ -22,13 +22,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The files a new job must not pick up: each shard's checkpoint and the
+// The files a new job must not pick up: each shard's checkpoints (the
+// generations folder and the single file of earlier builds) and the
 // coordinator's state, named by the code that writes them.
 std::vector<std::string> PreviousRunFiles(const Config& config) {
   std::vector<std::string> files;
   if (!config.checkpoint.dir.empty()) {
     for (size_t shard = 0; shard < config.cluster.ps.size(); ++shard) {
       files.push_back(server::CheckpointPath(config.checkpoint.dir, shard));
+      files.push_back(server::ShardCheckpointDir(config.checkpoint.dir, shard));
     }
   }
   const std::string state = coordinator::StateFilePath(config.coordinator.state_dir);
@@ -40,7 +42,9 @@ std::vector<std::string> PreviousRunFiles(const Config& config) {
 // run's checkpoints and coordinator state would otherwise be picked up.
 void ForgetPreviousRun(const Config& config) {
   std::error_code error;
-  for (const std::string& file : PreviousRunFiles(config)) fs::remove(file, error);
+  for (const std::string& file : PreviousRunFiles(config)) {
+    fs::remove_all(file, error);
+  }
 }
 
 // ForgetPreviousRun on the hosts of an SSH-mode job (paths are relative to
@@ -55,7 +59,7 @@ void ForgetPreviousRemoteRun(const Config& config, const RemoteOptions& remote) 
                             : absl::StrCat("cd ", ShellQuote(remote.work_dir));
   const std::vector<std::string> files = PreviousRunFiles(config);
   if (!files.empty()) {
-    absl::StrAppend(&command, " && rm -f");
+    absl::StrAppend(&command, " && rm -rf");
     for (const std::string& file : files) absl::StrAppend(&command, " ", ShellQuote(file));
   }
   for (const std::string& host : hosts) {

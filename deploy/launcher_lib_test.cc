@@ -125,12 +125,16 @@ TEST_F(LauncherLibTest, AFailingWorkerEndsTheRunWithItsLog) {
 TEST_F(LauncherLibTest, AFreshJobForgetsThePreviousRunsCheckpointsAndState) {
   const std::string shard0 = Leftover(server::CheckpointPath(config_.checkpoint.dir, 0));
   const std::string shard1 = Leftover(server::CheckpointPath(config_.checkpoint.dir, 1));
+  const std::string generations =
+      server::ShardCheckpointDir(config_.checkpoint.dir, 1);
+  Leftover(generations + "/" + server::GenerationFileName(3, 7));
   const std::string state =
       Leftover(coordinator::StateFilePath(config_.coordinator.state_dir));
   const std::string other = Leftover(config_.checkpoint.dir + "/notes.txt");
   ASSERT_THAT(RunCluster(config_, options_), IsOk());
   EXPECT_FALSE(fs::exists(shard0));
   EXPECT_FALSE(fs::exists(shard1));
+  EXPECT_FALSE(fs::exists(generations));
   EXPECT_FALSE(fs::exists(state));
   EXPECT_TRUE(fs::exists(other)) << "only the files the daemons own go";
 }

@@ -9,12 +9,16 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <optional>
+#include <system_error>
+#include <tuple>
 #include <utility>
 
 #include "absl/base/config.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/file_util.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "common/file_util.h"
 #include "common/checksum.h"
 #include "common/status_macros.h"
@@ -26,17 +30,12 @@
 namespace downpour::server {
 namespace {
 
+namespace fs = std::filesystem;
+
 constexpr char kMagic[8] = {'D', 'P', 'N', 'C', 'K', 'P', 'T', '\0'};
 constexpr size_t kHeaderSize = 8 + 4 + 8;  // magic, format, file size
 constexpr size_t kCrcSize = 4;
 constexpr size_t kBufferSize = 1 << 20;
-
-// `what` is a plain C string so that nothing allocates (and may touch errno)
-// before errno is read.
-absl::Status IoError(const char* what, const std::string& path) {
-  const int error = errno;
-  return absl::ErrnoToStatus(error, absl::StrCat(what, " '", path, "'"));
-}
 
 constexpr char kWriteWhat[] = "write checkpoint";
 
@@ -99,9 +98,10 @@ class Encoder {
   absl::Status status_;
 };
 
-uint64_t EncodedSize(const Checkpoint& c) {
+uint64_t EncodedSize(const Checkpoint& c, uint32_t format) {
   uint64_t size = kHeaderSize + 4 + 8 + 4 + c.optimizer.size();
-  size += 4 + c.sequences.size() * (4 + 8 + 8);
+  if (format >= 3) size += 8 + 8;
+  size += 4 + c.sequences.size() * (4 + 8 + (format == 1 ? 0 : 8));
   size += 4;
   for (const BlockStore::BlockSnapshot& b : c.blocks) {
     size += 4 + 8 + 8 + 8 + (b.values.size() + b.state.size()) * sizeof(float);
@@ -110,20 +110,25 @@ uint64_t EncodedSize(const Checkpoint& c) {
 }
 
 // Writes the whole file body (see the layout in checkpoint.h) to `fd`.
-absl::Status Encode(const Checkpoint& c, int fd, const std::string& path) {
+absl::Status Encode(const Checkpoint& c, uint32_t format, int fd,
+                    const std::string& path) {
   Encoder e(fd, path);
-  const uint64_t expected_size = EncodedSize(c);
+  const uint64_t expected_size = EncodedSize(c, format);
   e.Put(kMagic, sizeof(kMagic));
-  e.PutU32(kCheckpointFormat);
+  e.PutU32(format);
   e.PutU64(expected_size);
   e.PutI32(c.shard_index);
   e.PutU64(c.placement_epoch);
+  if (format >= 3) {
+    e.PutU64(c.model_fingerprint);
+    e.PutU64(c.generation);
+  }
   e.PutString(c.optimizer);
   e.PutU32(static_cast<uint32_t>(c.sequences.size()));
   for (const auto& [worker, window] : c.sequences) {
     e.PutI32(worker);
     e.PutU64(window.base());
-    e.PutU64(window.mask());
+    if (format != 1) e.PutU64(window.mask());
   }
   e.PutU32(static_cast<uint32_t>(c.blocks.size()));
   for (const BlockStore::BlockSnapshot& b : c.blocks) {
@@ -226,7 +231,7 @@ absl::Status Verify(const std::string& path, const std::string& file) {
   }
   Decoder header(file.data() + sizeof(kMagic), kHeaderSize - sizeof(kMagic));
   const uint32_t format = header.U32();
-  if (format != kCheckpointFormat && format != 1) {
+  if (format < 1 || format > kCheckpointFormat) {
     return absl::FailedPreconditionError(absl::StrCat(
         "checkpoint '", path, "' was written by format ", format,
         ", this build reads formats 1-", kCheckpointFormat,
@@ -259,8 +264,13 @@ absl::StatusOr<Checkpoint> Decode(const std::string& path,
   Decoder d(file.data() + kHeaderSize, file.size() - kHeaderSize - kCrcSize);
   const uint32_t format = LoadU32(file.data() + sizeof(kMagic));
   Checkpoint c;
+  c.format = format;
   c.shard_index = d.I32();
   c.placement_epoch = d.U64();
+  if (format >= 3) {
+    c.model_fingerprint = d.U64();
+    c.generation = d.U64();
+  }
   c.optimizer = d.String();
   const uint32_t num_sequences = d.U32();
   for (uint32_t i = 0; i < num_sequences && d.ok(); ++i) {
@@ -287,13 +297,76 @@ absl::StatusOr<Checkpoint> Decode(const std::string& path,
   return c;
 }
 
+// The largest epoch or generation a file name holds (12 digits).
+constexpr uint64_t kMaxNamedNumber = 999999999999ull;
+
+std::string WithSlash(const std::string& dir) {
+  return (!dir.empty() && dir.back() == '/') ? dir : absl::StrCat(dir, "/");
+}
+
+// "e<12 digits>-g<12 digits>.ckpt" (GenerationFileName), or nullopt.
+std::optional<ShardCheckpoints::Generation> ParseGenerationName(
+    const std::string& name) {
+  constexpr size_t kDigits = 12;
+  constexpr size_t kLength = 1 + kDigits + 2 + kDigits + 5;
+  if (name.size() != kLength || name[0] != 'e' ||
+      name.compare(1 + kDigits, 2, "-g") != 0 ||
+      name.compare(kLength - 5, 5, ".ckpt") != 0) {
+    return std::nullopt;
+  }
+  ShardCheckpoints::Generation generation;
+  if (!absl::SimpleAtoi(name.substr(1, kDigits), &generation.placement_epoch) ||
+      !absl::SimpleAtoi(name.substr(3 + kDigits, kDigits),
+                        &generation.generation)) {
+    return std::nullopt;
+  }
+  return generation;
+}
+
+absl::StatusCode ErrorCodeToStatusCode(const std::error_code& error) {
+  return absl::ErrnoToStatusCode(error.value());
+}
+
+absl::Status WriteInFormat(const std::string& path, const Checkpoint& c,
+                           uint32_t format,
+                           const std::function<absl::Status()>& before_rename) {
+  return WriteFileAtomically(
+      path, kWriteWhat, [&](int fd, const std::string& tmp) -> absl::Status {
+        RETURN_IF_ERROR(Encode(c, format, fd, tmp));
+        return before_rename ? before_rename() : absl::OkStatus();
+      });
+}
+
+// A write error with what to do about it, for the errors an operator can fix.
+absl::Status WithFix(const absl::Status& status) {
+  if (status.ok()) return status;
+  const char* fix = nullptr;
+  if (absl::StrContains(status.message(), std::strerror(ENOSPC)) ||
+      absl::StrContains(status.message(), std::strerror(EDQUOT))) {
+    fix = "free space on the checkpoint volume or point checkpoint.dir at "
+          "another one";
+  } else if (absl::IsPermissionDenied(status) ||
+             absl::StrContains(status.message(), std::strerror(EROFS))) {
+    fix = "make checkpoint.dir writable by this daemon's user or point it "
+          "elsewhere";
+  }
+  if (fix == nullptr) return status;
+  return absl::Status(status.code(), absl::StrCat(status.message(), "; ", fix));
+}
+
 }  // namespace
 
 absl::Status WriteCheckpoint(const std::string& path,
-                             const Checkpoint& checkpoint) {
-  return WriteFileAtomically(path, kWriteWhat, [&](int fd, const std::string& tmp) {
-    return Encode(checkpoint, fd, tmp);
-  });
+                             const Checkpoint& checkpoint,
+                             const std::function<absl::Status()>& before_rename) {
+  return WithFix(WriteInFormat(path, checkpoint, kCheckpointFormat,
+                               before_rename));
+}
+
+absl::Status WriteCheckpointInFormatForTest(const std::string& path,
+                                            const Checkpoint& checkpoint,
+                                            uint32_t format) {
+  return WriteInFormat(path, checkpoint, format, nullptr);
 }
 
 absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path) {
@@ -310,8 +383,210 @@ absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path) {
 }
 
 std::string CheckpointPath(const std::string& dir, int shard_index) {
-  const char* separator = (!dir.empty() && dir.back() == '/') ? "" : "/";
-  return absl::StrCat(dir, separator, "ps-", shard_index, ".ckpt");
+  return absl::StrCat(WithSlash(dir), "ps-", shard_index, ".ckpt");
+}
+
+std::string ShardCheckpointDir(const std::string& dir, int shard_index) {
+  return absl::StrCat(WithSlash(dir), "ps-", shard_index);
+}
+
+std::string GenerationFileName(uint64_t placement_epoch, uint64_t generation) {
+  return absl::StrFormat("e%012u-g%012u.ckpt", placement_epoch, generation);
+}
+
+absl::StatusOr<Checkpoint> ReadNewestCheckpoint(const std::string& dir,
+                                                int shard_index) {
+  ASSIGN_OR_RETURN(ShardCheckpoints::Loaded loaded,
+                   ShardCheckpoints({dir, shard_index}).ReadNewest());
+  return std::move(loaded.checkpoint);
+}
+
+// --- ShardCheckpoints --------------------------------------------------------
+
+ShardCheckpoints::ShardCheckpoints(Options options)
+    : options_(std::move(options)),
+      folder_(ShardCheckpointDir(options_.dir, options_.shard_index)) {}
+
+absl::StatusOr<std::vector<ShardCheckpoints::Generation>>
+ShardCheckpoints::List() const {
+  std::vector<Generation> generations;
+  std::error_code error;
+  fs::directory_iterator it(folder_, error);
+  if (error == std::errc::no_such_file_or_directory) return generations;
+  for (; !error && it != fs::directory_iterator(); it.increment(error)) {
+    const std::string name = it->path().filename().string();
+    std::optional<Generation> generation = ParseGenerationName(name);
+    if (!generation.has_value()) continue;
+    generation->path = it->path().string();
+    generations.push_back(*std::move(generation));
+  }
+  if (error) {
+    return absl::Status(
+        ErrorCodeToStatusCode(error),
+        absl::StrCat("cannot list checkpoint folder '", folder_,
+                     "': ", error.message()));
+  }
+  std::sort(generations.begin(), generations.end(),
+            [](const Generation& a, const Generation& b) {
+              return std::tie(a.placement_epoch, a.generation) >
+                     std::tie(b.placement_epoch, b.generation);
+            });
+  return generations;
+}
+
+absl::Status ShardCheckpoints::CheckBelongs(const std::string& path,
+                                            const Checkpoint& loaded) const {
+  const int index = options_.shard_index;
+  if (loaded.shard_index != index) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint '", path, "' holds shard ", loaded.shard_index,
+        ", but this is ps ", index,
+        ": a checkpoint of another shard was put in its place; move it back to ",
+        ShardCheckpointDir(options_.dir, loaded.shard_index),
+        "/, or move it away (an older generation is read then)"));
+  }
+  if (options_.model_fingerprint != 0 && loaded.format >= 3 &&
+      loaded.model_fingerprint != options_.model_fingerprint) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "checkpoint '%s' holds a model with fingerprint %016x, but the config's "
+        "model has fingerprint %016x (model.layers, model.type or "
+        "model.block_size changed?): restore the model section the checkpoint "
+        "was written with, or move %s away to start from fresh parameters",
+        path, loaded.model_fingerprint, options_.model_fingerprint, folder_));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ShardCheckpoints::Loaded> ShardCheckpoints::ReadNewest() const {
+  ASSIGN_OR_RETURN(std::vector<Generation> generations, List());
+  Loaded loaded;
+  for (const Generation& generation : generations) {
+    absl::StatusOr<Checkpoint> checkpoint = ReadCheckpoint(generation.path);
+    // A file deleted since List (pruned by a writer) is no fault of the data.
+    if (absl::IsNotFound(checkpoint.status())) continue;
+    if (absl::IsFailedPrecondition(checkpoint.status())) {
+      return checkpoint.status();  // another format: refuse, do not skip
+    }
+    if (!checkpoint.ok()) {
+      loaded.skipped.push_back(checkpoint.status());
+      continue;
+    }
+    RETURN_IF_ERROR(CheckBelongs(generation.path, *checkpoint));
+    loaded.checkpoint = *std::move(checkpoint);
+    loaded.path = generation.path;
+    return loaded;
+  }
+  if (!loaded.skipped.empty()) {
+    const absl::Status& newest = loaded.skipped.front();
+    if (loaded.skipped.size() == 1) return newest;
+    return absl::Status(
+        newest.code(),
+        absl::StrCat(newest.message(), " (and the ", loaded.skipped.size() - 1,
+                     " older generations in ", folder_, " are bad too)"));
+  }
+  // No generation: the single file of earlier builds, if any.
+  const std::string legacy = CheckpointPath(options_.dir, options_.shard_index);
+  ASSIGN_OR_RETURN(loaded.checkpoint, ReadCheckpoint(legacy));
+  RETURN_IF_ERROR(CheckBelongs(legacy, loaded.checkpoint));
+  loaded.path = legacy;
+  return loaded;
+}
+
+absl::Status ShardCheckpoints::CheckNotTakenOver(uint64_t epoch) const {
+  ASSIGN_OR_RETURN(std::vector<Generation> generations, List());
+  if (generations.empty() || generations.front().placement_epoch <= epoch) {
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "shard ", options_.shard_index, " was taken over at placement epoch ",
+      generations.front().placement_epoch, " by another daemon (",
+      generations.front().path, "); this ps (epoch ", epoch,
+      ") must not write: stop it"));
+}
+
+absl::StatusOr<ShardCheckpoints::Written> ShardCheckpoints::Write(
+    Checkpoint checkpoint,
+    const std::function<absl::Status()>& may_write) const {
+  const uint64_t epoch = checkpoint.placement_epoch;
+  if (epoch > kMaxNamedNumber) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "checkpoint of shard ", options_.shard_index, ": placement epoch ",
+        epoch, " does not fit a checkpoint file name (12 digits)"));
+  }
+  ASSIGN_OR_RETURN(std::vector<Generation> generations, List());
+  RETURN_IF_ERROR(CheckNotTakenOver(epoch));
+  uint64_t last = 0;
+  for (const Generation& g : generations) last = std::max(last, g.generation);
+  checkpoint.shard_index = options_.shard_index;
+  checkpoint.model_fingerprint = options_.model_fingerprint;
+  checkpoint.generation = last + 1;
+  Written written;
+  written.path = absl::StrCat(folder_, "/",
+                              GenerationFileName(epoch, checkpoint.generation));
+  // Checked again just before the rename: another daemon may have taken the
+  // shard over while this one was writing. (A take-over between this check
+  // and the rename still lands below the new owner's epoch, which readers
+  // prefer; the coordinator's lease closes that gap.)
+  RETURN_IF_ERROR(WriteCheckpoint(written.path, checkpoint, [&] {
+    if (may_write) RETURN_IF_ERROR(may_write());
+    return CheckNotTakenOver(epoch);
+  }));
+  absl::StatusOr<std::vector<Generation>> now = List();
+  if (!now.ok()) {
+    written.prune_status = now.status();
+    return written;
+  }
+  for (size_t i = static_cast<size_t>(std::max(options_.keep, 1));
+       i < now->size(); ++i) {
+    std::error_code error;
+    if (fs::remove((*now)[i].path, error) || !error) {
+      written.removed.push_back((*now)[i].path);
+    } else if (written.prune_status.ok()) {
+      written.prune_status = absl::Status(
+          ErrorCodeToStatusCode(error),
+          absl::StrCat("cannot delete old checkpoint '", (*now)[i].path,
+                       "': ", error.message()));
+    }
+  }
+  return written;
+}
+
+absl::StatusOr<std::vector<std::string>>
+ShardCheckpoints::RemoveStaleTemporaries() const {
+  std::vector<std::string> removed;
+  const std::string legacy =
+      fs::path(CheckpointPath(options_.dir, options_.shard_index))
+          .filename()
+          .string();
+  // The shard's folder (any temporary) and checkpoint.dir (the legacy file's).
+  for (const auto& [folder, prefix] :
+       {std::pair<std::string, std::string>{folder_, ""},
+        {options_.dir, legacy + ".tmp."}}) {
+    std::error_code error;
+    fs::directory_iterator it(folder, error);
+    if (error == std::errc::no_such_file_or_directory) continue;
+    for (; !error && it != fs::directory_iterator(); it.increment(error)) {
+      const std::string name = it->path().filename().string();
+      if (!absl::StartsWith(name, prefix) ||
+          !absl::StrContains(name, ".tmp.")) {
+        continue;
+      }
+      std::error_code removal;
+      if (fs::remove(it->path(), removal)) {
+        removed.push_back(it->path().string());
+      } else if (removal) {
+        error = removal;
+        break;
+      }
+    }
+    if (error) {
+      return absl::Status(ErrorCodeToStatusCode(error),
+                          absl::StrCat("cannot clean temporary checkpoint "
+                                       "files in '",
+                                       folder, "': ", error.message()));
+    }
+  }
+  return removed;
 }
 
 }  // namespace downpour::server

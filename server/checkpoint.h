@@ -1,25 +1,35 @@
 // On-disk checkpoints of one ps shard: blocks, optimizer state, sequences.
 //
-//   const std::string path = CheckpointPath(dir, 1);
-//   RETURN_IF_ERROR(WriteCheckpoint(path, checkpoint));
-//   absl::StatusOr<Checkpoint> restored = ReadCheckpoint(path);
+//   ShardCheckpoints files({dir, /*shard_index=*/1, spec.Fingerprint(), 3});
+//   ASSIGN_OR_RETURN(ShardCheckpoints::Written w, files.Write(checkpoint));
+//   absl::StatusOr<ShardCheckpoints::Loaded> restored = files.ReadNewest();
 //
-// A checkpoint is written to a temporary file, synced and renamed over the old
-// one, so a crash leaves either the old or the new checkpoint, never a mix.
+// Each shard keeps its last K checkpoints ("generations") in a folder of its
+// own, `<dir>/ps-<index>/e<epoch>-g<generation>.ckpt`, both numbers 12 digits,
+// so names sort by (placement epoch, generation). Each file is written to a
+// temporary file, synced and renamed into place, so a crash leaves whole files
+// only. A reader takes the newest good generation: a corrupt newest one is
+// skipped (the caller says so), never silently replaced by fresh parameters.
+// `<dir>/ps-<index>.ckpt`, the single file of earlier builds, is read when the
+// folder holds no generation.
 //
-// File layout (format 2; format 1 files are read too, without their push
-// sequences, which counted from the wall clock). Integers are little-endian, floats IEEE float32 LE:
+// File layout (format 3; formats 1 and 2 are read too: they lack the model
+// fingerprint and the generation, and format 1 the push sequences, which
+// counted from the wall clock). Integers are little-endian, floats IEEE
+// float32 LE:
 //
 //   offset  size  field
 //   0       8     magic "DPNCKPT\0"
-//   8       4     u32 format version (2)
+//   8       4     u32 format version (3)
 //   12      8     u64 file size in bytes, including the trailing checksum
 //   20      4     i32 shard_index
 //   24      8     u64 placement_epoch
-//   32      4+k   u32 k, then k bytes: optimizer name (e.g. "momentum")
+//   32      8     u64 model fingerprint (ModelSpec::Fingerprint)  [format 3]
+//   40      8     u64 generation                                  [format 3]
+//   48      4+k   u32 k, then k bytes: optimizer name (e.g. "momentum")
 //   ...     4     u32 s, then s entries, ascending by worker id:
 //                   i32 worker id, u64 window base, u64 window mask
-//                   (server/sequence_window.h)
+//                   (server/sequence_window.h; format 1: no mask)
 //   ...     4     u32 b, then b blocks (in the order given):
 //                   u32 id, u64 version, u64 n (values), u64 m (state floats),
 //                   n floats of values, m floats of state (slot-major)
@@ -28,6 +38,7 @@
 #define DOWNPOUR_SERVER_CHECKPOINT_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -39,30 +50,47 @@
 
 namespace downpour::server {
 
-// The format this build writes; it also reads format 1.
-inline constexpr uint32_t kCheckpointFormat = 2;
+// The format this build writes; it also reads formats 1 and 2.
+inline constexpr uint32_t kCheckpointFormat = 3;
 
 struct Checkpoint {
   // Which ps shard wrote it.
   int32_t shard_index = 0;
   // The placement map epoch the shard served under.
   uint64_t placement_epoch = 0;
+  // ModelSpec::Fingerprint() of the model it holds; 0 when read from a format
+  // 1-2 file (unknown).
+  uint64_t model_fingerprint = 0;
+  // The shard's write counter (the file name's g<generation>); 0 when read
+  // from a format 1-2 file. ShardCheckpoints::Write sets it.
+  uint64_t generation = 0;
   // The blocks with their optimizer state; written in the order given.
   std::vector<BlockStore::BlockSnapshot> blocks;
   // Per worker id: which push sequences were applied (exactly-once pushes).
   std::map<int32_t, SequenceWindow> sequences;
   // Optimizer::name() of the state in `blocks`.
   std::string optimizer;
+  // The format the file was read from (kCheckpointFormat when written).
+  uint32_t format = kCheckpointFormat;
 };
 
 // Writes `checkpoint` to `path` atomically: to `path` + ".tmp.<pid>", fsync,
 // rename over `path`, fsync the directory. Creates missing parent directories.
 // On error the temporary file is removed, an existing checkpoint at `path` is
-// left as it was, and the status (code from errno) names the path and the
-// errno text. Blocks on disk I/O: call it without holding locks. One writer
-// per path at a time.
-absl::Status WriteCheckpoint(const std::string& path,
-                             const Checkpoint& checkpoint);
+// left as it was, and the status (code from errno) names the path, the errno
+// text and, for a full disk or a folder not writable, the fix. Blocks on disk
+// I/O: call it without holding locks. One writer per path at a time.
+// `before_rename`, when given, runs after the data is written and before the
+// fsync and rename; an error from it abandons the write (the file-level fence
+// of ShardCheckpoints::Write).
+absl::Status WriteCheckpoint(
+    const std::string& path, const Checkpoint& checkpoint,
+    const std::function<absl::Status()>& before_rename = nullptr);
+
+// As WriteCheckpoint, in an older `format` (1 or 2), for tests of upgrades.
+absl::Status WriteCheckpointInFormatForTest(const std::string& path,
+                                            const Checkpoint& checkpoint,
+                                            uint32_t format);
 
 // Reads the checkpoint at `path`.
 //   NotFound: no file at `path`.
@@ -71,12 +99,122 @@ absl::Status WriteCheckpoint(const std::string& path,
 //     computed 0x5678ef01); move it away to start from fresh parameters, or
 //     restore a good copy".
 //   FailedPrecondition: another format version ("checkpoint 'P' was written
-//     by format 7, this build reads formats 1-2; ...").
+//     by format 7, this build reads formats 1-3; ...").
 //   Other codes for I/O errors, with the errno text.
+// It checks neither the shard index nor the model: ShardCheckpoints does.
 absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path);
 
-// Shard `shard_index`'s checkpoint file in `dir`: dir + "/ps-<index>.ckpt".
+// The single checkpoint file of earlier builds: dir + "/ps-<index>.ckpt". Read
+// (by ShardCheckpoints) when the shard's folder holds no generation.
 std::string CheckpointPath(const std::string& dir, int shard_index);
+
+// The folder of shard `shard_index`'s generations: dir + "/ps-<index>".
+std::string ShardCheckpointDir(const std::string& dir, int shard_index);
+
+// "e000000000007-g000000000012.ckpt": the file name of a generation.
+std::string GenerationFileName(uint64_t placement_epoch, uint64_t generation);
+
+class ShardCheckpoints;
+
+// The checkpoint shard `shard_index` would start from (ShardCheckpoints::
+// ReadNewest of any model): for tools and tests that look at what was written.
+absl::StatusOr<Checkpoint> ReadNewestCheckpoint(const std::string& dir,
+                                                int shard_index);
+
+// One shard's checkpoint generations (see the top of this file).
+// Thread-compatible and stateless (every call looks at the folder): one writer
+// per shard folder at a time; readers may run beside it.
+class ShardCheckpoints {
+ public:
+  struct Options {
+    // checkpoint.dir; must not be empty.
+    std::string dir;
+    int shard_index = 0;
+    // ModelSpec::Fingerprint() of the model served; 0 = accept any model
+    // (tools and tests that only look).
+    uint64_t model_fingerprint = 0;
+    // checkpoint.keep: generations kept after each write, >= 1.
+    int keep = 3;
+  };
+
+  // A generation file, from its name.
+  struct Generation {
+    uint64_t placement_epoch = 0;
+    uint64_t generation = 0;
+    std::string path;
+  };
+
+  struct Loaded {
+    Checkpoint checkpoint;
+    // The file it came from.
+    std::string path;
+    // Newer generations skipped because they are corrupt or unreadable, newest
+    // first, each naming its file and the reason. The caller says so loudly.
+    std::vector<absl::Status> skipped;
+  };
+
+  struct Written {
+    std::string path;
+    // Generations deleted because they were beyond the newest `keep`.
+    std::vector<std::string> removed;
+    // OK, or why an old generation could not be deleted (the write itself
+    // succeeded).
+    absl::Status prune_status;
+  };
+
+  explicit ShardCheckpoints(Options options);
+
+  // Generations in the folder, newest first (highest epoch, then generation).
+  // Other files are ignored. OK and empty when the folder does not exist.
+  absl::StatusOr<std::vector<Generation>> List() const;
+
+  // The newest good generation, or the legacy file when there is no
+  // generation. Corrupt or unreadable generations are skipped (Loaded::skipped)
+  // as long as an older good one exists.
+  //   NotFound: neither a generation nor a legacy file.
+  //   DataLoss: every generation is corrupt; the message is the newest one's
+  //     and says how many more were tried.
+  //   FailedPrecondition: the newest file readable as a checkpoint belongs to
+  //     another shard index or another model, or was written by another format
+  //     version. Such a file is not skipped: it means a misplaced file or a
+  //     changed config, which an operator has to look at, e.g. "checkpoint 'P'
+  //     holds shard 2, but this is ps 0: a checkpoint of another shard was put
+  //     in its folder; move it back to <dir>/ps-2/, or move it away".
+  absl::StatusOr<Loaded> ReadNewest() const;
+
+  // Writes `checkpoint` as the next generation (one past the highest in the
+  // folder) at checkpoint.placement_epoch, with this shard's index and model
+  // fingerprint, then deletes the generations beyond the newest `keep`.
+  //   FailedPrecondition: the folder holds a generation of a higher placement
+  //     epoch (checked before writing and again before the rename): "shard 1
+  //     was taken over at placement epoch 5 by another daemon; this ps (epoch
+  //     4) must not write". Nothing is written or deleted.
+  //   InvalidArgument: an epoch above 999999999999 (12 digits).
+  //   Others as WriteCheckpoint, and the error of `may_write`.
+  // `may_write`, when given, is asked just before the rename too (with the
+  // epoch check): the writer's own view of whether it still owns the shard.
+  absl::StatusOr<Written> Write(
+      Checkpoint checkpoint,
+      const std::function<absl::Status()>& may_write = nullptr) const;
+
+  // Deletes leftover temporary files (`*.tmp.*`) of interrupted writes in the
+  // shard's folder and of the legacy file; returns their paths. Call it before
+  // this shard's first write, while no other process writes the shard.
+  absl::StatusOr<std::vector<std::string>> RemoveStaleTemporaries() const;
+
+  const std::string& folder() const { return folder_; }
+
+ private:
+  // FailedPrecondition when the folder holds a generation of an epoch above
+  // `epoch`.
+  absl::Status CheckNotTakenOver(uint64_t epoch) const;
+  // FailedPrecondition when `loaded` is of another shard or model.
+  absl::Status CheckBelongs(const std::string& path,
+                            const Checkpoint& loaded) const;
+
+  const Options options_;
+  const std::string folder_;
+};
 
 }  // namespace downpour::server
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/checksum.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
@@ -61,6 +62,8 @@ Checkpoint Sample() {
   Checkpoint c;
   c.shard_index = 3;
   c.placement_epoch = 0x0123456789ABCDEFull;
+  c.model_fingerprint = 0xFEEDFACECAFEBEEFull;
+  c.generation = 12;
   c.optimizer = "adam";
   c.sequences = {{0, SequenceWindow(5, 0b1011)},
                  {7, SequenceWindow(std::numeric_limits<uint64_t>::max(), 0)}};
@@ -81,6 +84,8 @@ Checkpoint Sample() {
 void ExpectEqual(const Checkpoint& a, const Checkpoint& b) {
   EXPECT_EQ(a.shard_index, b.shard_index);
   EXPECT_EQ(a.placement_epoch, b.placement_epoch);
+  EXPECT_EQ(a.model_fingerprint, b.model_fingerprint);
+  EXPECT_EQ(a.generation, b.generation);
   EXPECT_EQ(a.optimizer, b.optimizer);
   ASSERT_EQ(a.sequences.size(), b.sequences.size());
   for (const auto& [worker, window] : a.sequences) {
@@ -199,10 +204,15 @@ TEST(CheckpointTest, EveryFlippedByteIsDetected) {
     bad[i] ^= 0x01;
     WriteBytes(path, bad);
     absl::StatusOr<Checkpoint> read = ReadCheckpoint(path);
-    // Bytes 8-11 hold the format version, which is checked before the checksum.
+    // Bytes 8-11 hold the format version, which is checked before the
+    // checksum: a version this build does not read is FailedPrecondition.
+    const uint32_t flipped = kCheckpointFormat ^ 1;  // byte 8, bit 0
+    const bool known_format =
+        i == 8 && flipped >= 1 && flipped <= kCheckpointFormat;
     const absl::StatusCode expected =
-        (i >= 8 && i < 12) ? absl::StatusCode::kFailedPrecondition
-                           : absl::StatusCode::kDataLoss;
+        (i >= 8 && i < 12 && !known_format)
+            ? absl::StatusCode::kFailedPrecondition
+            : absl::StatusCode::kDataLoss;
     EXPECT_THAT(read, StatusIs(expected)) << "byte " << i;
   }
 }
@@ -232,25 +242,31 @@ TEST(CheckpointTest, FutureFormatIsFailedPrecondition) {
       ReadCheckpoint(path),
       StatusIs(
           absl::StatusCode::kFailedPrecondition,
-          HasSubstr("was written by format 7, this build reads formats 1-2")));
+          HasSubstr("was written by format 7, this build reads formats 1-3")));
 }
 
 TEST(CheckpointTest, Format1IsReadWithoutItsSequences) {
-  // A format 1 file with no sequences is a format 2 file with another
-  // version number (entries differ only when there are sequences).
-  Checkpoint c = Sample();
-  c.sequences.clear();
+  const Checkpoint c = Sample();
   const std::string path = CheckpointPath(TestDir(), 0);
-  ASSERT_TRUE(WriteCheckpoint(path, c).ok());
-  std::string bytes = ReadBytes(path);
-  bytes[8] = 1;
-  const uint32_t crc = Crc32c(bytes.data(), bytes.size() - 4);
-  std::memcpy(&bytes[bytes.size() - 4], &crc, 4);
-  WriteBytes(path, bytes);
+  ASSERT_THAT(WriteCheckpointInFormatForTest(path, c, 1), IsOk());
   absl::StatusOr<Checkpoint> read = ReadCheckpoint(path);
   ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->format, 1u);
   EXPECT_EQ(read->blocks.size(), c.blocks.size());
   EXPECT_TRUE(read->sequences.empty());
+  EXPECT_EQ(read->model_fingerprint, 0u);
+}
+
+TEST(CheckpointTest, Format2IsReadWithoutFingerprintOrGeneration) {
+  Checkpoint c = Sample();
+  const std::string path = CheckpointPath(TestDir(), 0);
+  ASSERT_THAT(WriteCheckpointInFormatForTest(path, c, 2), IsOk());
+  absl::StatusOr<Checkpoint> read = ReadCheckpoint(path);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->format, 2u);
+  c.model_fingerprint = 0;  // not in format 2
+  c.generation = 0;
+  ExpectEqual(*read, c);
 }
 
 TEST(CheckpointTest, OverwriteKeepsTheNewContentAndLeavesNoTempFiles) {
@@ -301,6 +317,245 @@ TEST(CheckpointTest, CheckpointPathNamesTheShard) {
   EXPECT_EQ(CheckpointPath("run/checkpoints", 3), "run/checkpoints/ps-3.ckpt");
   EXPECT_EQ(CheckpointPath("/var/lib/downpour/", 0),
             "/var/lib/downpour/ps-0.ckpt");
+}
+
+
+// --- Generations (ShardCheckpoints) -----------------------------------------
+
+constexpr uint64_t kModel = 0x1234567890abcdefull;
+
+ShardCheckpoints Files(const std::string& dir, int shard = 0,
+                       uint64_t model = kModel, int keep = 3) {
+  return ShardCheckpoints({dir, shard, model, keep});
+}
+
+// A small checkpoint whose block 0 has version `version`.
+Checkpoint AtVersion(uint64_t epoch, uint64_t version) {
+  Checkpoint c;
+  c.placement_epoch = epoch;
+  c.optimizer = "sgd";
+  c.blocks.push_back({0, version, {1, 2, 3}, {}});
+  return c;
+}
+
+std::vector<std::string> Names(const std::string& folder) {
+  std::set<std::string> names;
+  for (const fs::directory_entry& entry : fs::directory_iterator(folder)) {
+    names.insert(entry.path().filename().string());
+  }
+  return {names.begin(), names.end()};
+}
+
+void FlipByte(const std::string& path, size_t at) {
+  std::string bytes = ReadBytes(path);
+  bytes[at] ^= 0x10;
+  WriteBytes(path, bytes);
+}
+
+TEST(ShardCheckpointsTest, EachWriteIsANewGenerationAndOnlyTheNewestKStay) {
+  const std::string dir = TestDir();
+  const ShardCheckpoints files = Files(dir, 2, kModel, /*keep=*/3);
+  for (uint64_t v = 1; v <= 5; ++v) {
+    absl::StatusOr<ShardCheckpoints::Written> written =
+        files.Write(AtVersion(7, v));
+    ASSERT_THAT(written, IsOk());
+    EXPECT_EQ(written->path, absl::StrCat(dir, "/ps-2/",
+                                          GenerationFileName(7, v)));
+    EXPECT_EQ(written->removed.size(), v > 3 ? 1u : 0u);
+  }
+  EXPECT_EQ(Names(dir + "/ps-2"),
+            (std::vector<std::string>{"e000000000007-g000000000003.ckpt",
+                                      "e000000000007-g000000000004.ckpt",
+                                      "e000000000007-g000000000005.ckpt"}));
+  absl::StatusOr<ShardCheckpoints::Loaded> loaded = files.ReadNewest();
+  ASSERT_THAT(loaded, IsOk());
+  EXPECT_EQ(loaded->checkpoint.blocks[0].version, 5u);
+  EXPECT_EQ(loaded->checkpoint.shard_index, 2);
+  EXPECT_EQ(loaded->checkpoint.model_fingerprint, kModel);
+  EXPECT_EQ(loaded->checkpoint.generation, 5u);
+  EXPECT_TRUE(loaded->skipped.empty());
+}
+
+TEST(ShardCheckpointsTest, CorruptNewestFallsBackToTheNextNewestGoodOne) {
+  const std::string dir = TestDir();
+  const ShardCheckpoints files = Files(dir);
+  std::vector<std::string> paths;
+  for (uint64_t v = 1; v <= 3; ++v) {
+    paths.push_back(files.Write(AtVersion(4, 10 * v)).value().path);
+  }
+  FlipByte(paths[2], 60);                        // checksum mismatch
+  WriteBytes(paths[1], ReadBytes(paths[1]).substr(0, 30));  // truncated
+  absl::StatusOr<ShardCheckpoints::Loaded> loaded = files.ReadNewest();
+  ASSERT_THAT(loaded, IsOk());
+  EXPECT_EQ(loaded->path, paths[0]);
+  EXPECT_EQ(loaded->checkpoint.blocks[0].version, 10u);
+  ASSERT_EQ(loaded->skipped.size(), 2u);
+  EXPECT_THAT(loaded->skipped[0],
+              StatusIs(absl::StatusCode::kDataLoss,
+                       AllOf(HasSubstr(paths[2]), HasSubstr("checksum"))));
+  EXPECT_THAT(loaded->skipped[1],
+              StatusIs(absl::StatusCode::kDataLoss,
+                       AllOf(HasSubstr(paths[1]), HasSubstr("truncated"))));
+}
+
+TEST(ShardCheckpointsTest, NoGoodGenerationIsDataLossNamingTheNewest) {
+  const std::string dir = TestDir();
+  const ShardCheckpoints files = Files(dir);
+  std::vector<std::string> paths;
+  for (uint64_t v = 1; v <= 2; ++v) {
+    paths.push_back(files.Write(AtVersion(1, v)).value().path);
+  }
+  for (const std::string& path : paths) FlipByte(path, 50);
+  EXPECT_THAT(
+      files.ReadNewest(),
+      StatusIs(absl::StatusCode::kDataLoss,
+               AllOf(HasSubstr("'" + paths[1] + "' is corrupt"),
+                     HasSubstr("restore a good copy"),
+                     HasSubstr("the 1 older generations in " + dir +
+                               "/ps-0 are bad too"))));
+}
+
+TEST(ShardCheckpointsTest, NothingWrittenIsNotFound) {
+  EXPECT_THAT(Files(TestDir()).ReadNewest(),
+              StatusIs(absl::StatusCode::kNotFound));
+}
+
+TEST(ShardCheckpointsTest, AnotherShardsFileIsRefusedNotLoaded) {
+  const std::string dir = TestDir();
+  const std::string theirs = Files(dir, 1).Write(AtVersion(3, 1409)).value().path;
+  // Shard 0 has an older file of its own; shard 1's newer one is put in its
+  // folder (copied by hand, or a wrong volume mounted).
+  ASSERT_THAT(Files(dir, 0).Write(AtVersion(2, 5)), IsOk());
+  const std::string misplaced = dir + "/ps-0/" + GenerationFileName(3, 9);
+  fs::copy_file(theirs, misplaced);
+  EXPECT_THAT(
+      Files(dir, 0).ReadNewest(),
+      StatusIs(absl::StatusCode::kFailedPrecondition,
+               AllOf(HasSubstr("'" + misplaced + "' holds shard 1, but this "
+                               "is ps 0"),
+                     HasSubstr("move it back to " + dir + "/ps-1/"))));
+}
+
+TEST(ShardCheckpointsTest, AnotherModelsFileIsRefused) {
+  const std::string dir = TestDir();
+  ASSERT_THAT(Files(dir, 0, /*model=*/0xaaaa).Write(AtVersion(1, 1)), IsOk());
+  EXPECT_THAT(
+      Files(dir, 0, /*model=*/0xbbbb).ReadNewest(),
+      StatusIs(absl::StatusCode::kFailedPrecondition,
+               AllOf(HasSubstr("fingerprint 000000000000aaaa"),
+                     HasSubstr("model has fingerprint 000000000000bbbb"),
+                     HasSubstr("restore the model section"))));
+  // Fingerprint 0: a reader that accepts any model.
+  EXPECT_THAT(Files(dir, 0, /*model=*/0).ReadNewest(), IsOk());
+}
+
+TEST(ShardCheckpointsTest, WriterOfAnOlderEpochIsRefusedAndTouchesNothing) {
+  const std::string dir = TestDir();
+  const ShardCheckpoints files = Files(dir, 1, kModel, /*keep=*/1);
+  ASSERT_THAT(files.Write(AtVersion(4, 100)), IsOk());
+  // The new owner, at epoch 5.
+  ASSERT_THAT(files.Write(AtVersion(5, 120)), IsOk());
+  const std::vector<std::string> before = Names(dir + "/ps-1");
+  // The replaced daemon wakes up, still at epoch 4.
+  EXPECT_THAT(files.Write(AtVersion(4, 110)),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("shard 1 was taken over at placement epoch 5 "
+                                 "by another daemon")));
+  EXPECT_THAT(files.Write(AtVersion(4, 110)).status().message(),
+              HasSubstr("this ps (epoch 4) must not write"));
+  EXPECT_EQ(Names(dir + "/ps-1"), before);
+  // The same epoch and newer ones may write.
+  EXPECT_THAT(files.Write(AtVersion(5, 130)), IsOk());
+  EXPECT_THAT(files.Write(AtVersion(6, 140)), IsOk());
+}
+
+TEST(ShardCheckpointsTest, ReadersPreferTheHighestEpoch) {
+  const std::string dir = TestDir();
+  const ShardCheckpoints files = Files(dir, 0, kModel, /*keep=*/5);
+  ASSERT_THAT(files.Write(AtVersion(3, 30)), IsOk());
+  // A file of an older epoch with a higher generation number (say, written
+  // late by a replaced daemon before the guard saw the new owner's file).
+  const std::string late = dir + "/ps-0/" + GenerationFileName(2, 50);
+  ASSERT_THAT(WriteCheckpoint(late, [] {
+    Checkpoint c = AtVersion(2, 20);
+    c.model_fingerprint = kModel;
+    return c;
+  }()), IsOk());
+  absl::StatusOr<ShardCheckpoints::Loaded> loaded = files.ReadNewest();
+  ASSERT_THAT(loaded, IsOk());
+  EXPECT_EQ(loaded->checkpoint.placement_epoch, 3u);
+  EXPECT_EQ(loaded->checkpoint.blocks[0].version, 30u);
+  // The next generation number is past every one in the folder.
+  EXPECT_EQ(files.Write(AtVersion(3, 31)).value().path,
+            dir + "/ps-0/" + GenerationFileName(3, 51));
+}
+
+TEST(ShardCheckpointsTest, FailedCheckBeforeRenameLeavesNoFile) {
+  const std::string dir = TestDir();
+  const std::string path = dir + "/ps-0/" + GenerationFileName(1, 1);
+  EXPECT_THAT(WriteCheckpoint(path, AtVersion(1, 1),
+                              [] { return absl::FailedPreconditionError("no"); }),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_TRUE(Names(dir + "/ps-0").empty());
+}
+
+TEST(ShardCheckpointsTest, StaleTemporariesOfThisShardAreRemoved) {
+  const std::string dir = TestDir();
+  const ShardCheckpoints files = Files(dir, 0);
+  ASSERT_THAT(files.Write(AtVersion(1, 1)), IsOk());
+  const std::string folder = dir + "/ps-0/";
+  WriteBytes(folder + GenerationFileName(1, 2) + ".tmp.4242", "half");
+  WriteBytes(dir + "/ps-0.ckpt.tmp.77", "half of a legacy file");
+  WriteBytes(dir + "/ps-1.ckpt.tmp.78", "shard 1's: not ours");
+  WriteBytes(folder + "README", "an operator's note");
+  absl::StatusOr<std::vector<std::string>> removed =
+      files.RemoveStaleTemporaries();
+  ASSERT_THAT(removed, IsOk());
+  EXPECT_EQ(std::set<std::string>(removed->begin(), removed->end()),
+            (std::set<std::string>{folder + GenerationFileName(1, 2) + ".tmp.4242",
+                                   dir + "/ps-0.ckpt.tmp.77"}));
+  EXPECT_EQ(Names(folder), (std::vector<std::string>{
+                               "README", GenerationFileName(1, 1)}));
+  EXPECT_EQ(Names(dir),
+            (std::vector<std::string>{"ps-0", "ps-1.ckpt.tmp.78"}));
+}
+
+TEST(ShardCheckpointsTest, LegacyFileIsReadUntilAGenerationExists) {
+  const std::string dir = TestDir();
+  for (uint32_t format : {1u, 2u}) {
+    Checkpoint legacy = AtVersion(6, 60 + format);
+    legacy.shard_index = 0;
+    ASSERT_THAT(WriteCheckpointInFormatForTest(CheckpointPath(dir, 0), legacy,
+                                               format),
+                IsOk());
+    absl::StatusOr<ShardCheckpoints::Loaded> loaded = Files(dir).ReadNewest();
+    ASSERT_THAT(loaded, IsOk()) << "format " << format;
+    EXPECT_EQ(loaded->path, CheckpointPath(dir, 0));
+    EXPECT_EQ(loaded->checkpoint.blocks[0].version, 60 + format);
+  }
+  // A legacy file has no model fingerprint, but its shard index is checked.
+  EXPECT_THAT(Files(dir, 3).ReadNewest(), StatusIs(absl::StatusCode::kNotFound));
+  fs::copy_file(CheckpointPath(dir, 0), CheckpointPath(dir, 3));
+  EXPECT_THAT(Files(dir, 3).ReadNewest(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("holds shard 0, but this is ps 3")));
+  // The first generation written takes over.
+  ASSERT_THAT(Files(dir).Write(AtVersion(7, 70)), IsOk());
+  EXPECT_EQ(Files(dir).ReadNewest()->checkpoint.blocks[0].version, 70u);
+}
+
+TEST(ShardCheckpointsTest, OtherFilesInTheFolderAreIgnored) {
+  const std::string dir = TestDir();
+  ASSERT_THAT(Files(dir).Write(AtVersion(1, 1)), IsOk());
+  for (const char* name : {"e1-g2.ckpt", "e000000000009-g00000000000x.ckpt",
+                           "e000000000009-g000000000009.ckpt.bak", "notes"}) {
+    WriteBytes(dir + "/ps-0/" + name, "not a generation");
+  }
+  absl::StatusOr<std::vector<ShardCheckpoints::Generation>> list =
+      Files(dir).List();
+  ASSERT_THAT(list, IsOk());
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_THAT(Files(dir).ReadNewest(), IsOk());
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include "coordinator/coordinator_client.h"
 #include "coordinator/member_agent.h"
 #include "proto/coordinator.pb.h"
+#include "server/checkpoint_health.h"
 #include "server/ps_service.h"
 #include "server/replica.h"
 #include "server/replicator.h"
@@ -106,6 +107,8 @@ class PsNode::Impl {
   Clock* const clock_;
   Counters counters_;
   PsService service_;
+  // Outcomes of checkpoint attempts (Status, psctl health, the log).
+  CheckpointHealth checkpoint_health_{&counters_};
 
   // Set in Start, before any thread that reads them starts; constant after.
   std::unique_ptr<StatusService> status_;
@@ -166,6 +169,10 @@ absl::Status PsNode::Impl::Start() {
         r->set_device("cpu");
         (*r->mutable_counters())["blocks"] = num_blocks();
         (*r->mutable_counters())["placement_epoch"] = epoch();
+        const std::optional<double> age =
+            checkpoint_health_.age_seconds(clock_->Now());
+        if (age.has_value()) (*r->mutable_counters())["checkpoint_age_s"] = *age;
+        r->set_last_checkpoint_error(checkpoint_health_.last_error());
       });
   ASSIGN_OR_RETURN(
       server_, StartServer(options_.listen, {&service_, status_.get()}, who));
@@ -477,11 +484,9 @@ void PsNode::Impl::CheckpointLoop() {
       absl::Seconds(options_.config.checkpoint.interval_s);
   while (
       !clock_->WaitForNotificationWithTimeout(&stop_checkpoints_, interval)) {
-    absl::Status written = Checkpoint(/*periodic=*/true);
-    if (!written.ok()) {
-      SPDLOG_LOGGER_ERROR(L(), "checkpoint failed: {}",
-                          std::string(written.message()));
-    }
+    // Failures are counted, shown in Status and logged once per cause by
+    // checkpoint_health_ (in Checkpoint); the ps keeps serving.
+    Checkpoint(/*periodic=*/true).IgnoreError();
   }
 }
 
@@ -511,8 +516,34 @@ absl::Status PsNode::Impl::Checkpoint(bool periodic) {
     skip_logged_ = false;
   }
   // Writes without mu_: the disk write must not hold up heartbeats or Stop.
-  if (shard == nullptr || shard->epoch() == 0) return absl::OkStatus();
-  return shard->WriteCheckpoint();
+  if (shard == nullptr || shard->epoch() == 0 ||
+      options_.config.checkpoint.dir.empty()) {
+    return absl::OkStatus();
+  }
+  // Asked again just before the rename: the heartbeat thread may have learned
+  // meanwhile that another daemon serves the shard now.
+  const absl::Status written = shard->WriteCheckpoint([this, periodic] {
+    absl::MutexLock lock(&mu_);
+    if (replaced_) {
+      return absl::AbortedError(
+          "replaced by another daemon while writing: checkpoint abandoned");
+    }
+    // The lease: a ps that has not heard from the coordinator for
+    // heartbeat.timeout_s may have been declared dead meanwhile.
+    if (periodic && clock_->Now() - last_contact_ >
+                        absl::Seconds(options_.config.heartbeat.timeout_s)) {
+      return absl::AbortedError(
+          "lost contact with the coordinator while writing: checkpoint "
+          "abandoned (another daemon may serve this shard now)");
+    }
+    return absl::OkStatus();
+  });
+  if (absl::IsAborted(written)) {
+    SPDLOG_LOGGER_WARN(L(), "{}: {}", name(), std::string(written.message()));
+    return absl::OkStatus();
+  }
+  checkpoint_health_.Record(written, clock_->Now());
+  return written;
 }
 
 void PsNode::Impl::StartReplicator(Shard* shard, int shard_index) {

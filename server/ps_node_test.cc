@@ -202,7 +202,7 @@ TEST_F(PsNodeTest, ServesThePlacementAtStartAndCheckpointsOnStop) {
   EXPECT_FALSE((*node)->ended()->HasBeenNotified());
   EXPECT_THAT((*node)->Stop(), IsOk());
   EXPECT_THAT((*node)->Stop(), IsOk()) << "idempotent";
-  EXPECT_THAT(ReadCheckpoint(CheckpointPath(dir_, 0)), IsOk());
+  EXPECT_THAT(ReadNewestCheckpoint(dir_, 0), IsOk());
 }
 
 TEST_F(PsNodeTest, SlowPlacementDoesNotStopHeartbeatsAndTheNewestIsApplied) {
@@ -250,7 +250,7 @@ TEST_F(PsNodeTest, StandbyTakesOverAndHeartbeatsAsTheShard) {
   ASSERT_TRUE(
       Eventually([&] { return coordinator_.last_identity() == "ps 0"; }));
   EXPECT_THAT((*node)->Stop(), IsOk());
-  EXPECT_THAT(ReadCheckpoint(CheckpointPath(dir_, 0)), IsOk());
+  EXPECT_THAT(ReadNewestCheckpoint(dir_, 0), IsOk());
 }
 
 TEST_F(PsNodeTest, ReplacedNodeStandsDownEndsAndWritesNoCheckpoint) {
@@ -266,7 +266,8 @@ TEST_F(PsNodeTest, ReplacedNodeStandsDownEndsAndWritesNoCheckpoint) {
   EXPECT_TRUE((*node)->ended()->HasBeenNotified());
   EXPECT_EQ(Pull(**node, 1).error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_THAT((*node)->Stop(), IsOk());
-  EXPECT_FALSE(std::filesystem::exists(CheckpointPath(dir_, 0)));
+  EXPECT_THAT(ReadNewestCheckpoint(dir_, 0),
+              StatusIs(absl::StatusCode::kNotFound));
 }
 
 TEST_F(PsNodeTest, StartFailsCleanlyWhenTheCoordinatorIsUnreachable) {

@@ -51,6 +51,58 @@ absl::Status CheckUnique(const char* op, const Ids& ids, int32_t worker) {
       worker, ")"));
 }
 
+// This shard's checkpoint generations in checkpoint.dir.
+ShardCheckpoints CheckpointFiles(const Config& config, int index,
+                                 const ModelSpec& spec) {
+  return ShardCheckpoints({config.checkpoint.dir, index, spec.Fingerprint(),
+                           config.checkpoint.keep});
+}
+
+// Cleans leftovers of interrupted writes, then reads the newest good
+// checkpoint (nullopt when there is none). Generations skipped as corrupt are
+// logged and counted ("checkpoint_fallbacks").
+absl::StatusOr<std::optional<Checkpoint>> LoadCheckpoint(
+    const ShardCheckpoints& files, const std::string& optimizer,
+    Counters* counters) {
+  counters->Add("checkpoint_fallbacks", 0);  // exported from the start
+  absl::StatusOr<std::vector<std::string>> stale =
+      files.RemoveStaleTemporaries();
+  if (!stale.ok()) {
+    SPDLOG_LOGGER_WARN(L(), "{}", std::string(stale.status().message()));
+  } else if (!stale->empty()) {
+    SPDLOG_LOGGER_INFO(L(),
+                       "removed {} temporary file(s) of interrupted checkpoint "
+                       "writes: {}",
+                       stale->size(), absl::StrJoin(*stale, ", "));
+  }
+  absl::StatusOr<ShardCheckpoints::Loaded> loaded = files.ReadNewest();
+  if (absl::IsNotFound(loaded.status())) return std::nullopt;
+  if (!loaded.ok()) return loaded.status();
+  for (const absl::Status& skipped : loaded->skipped) {
+    SPDLOG_LOGGER_WARN(L(), "checkpoint skipped, falling back to an older one: {}",
+                       std::string(skipped.message()));
+  }
+  counters->Add("checkpoint_fallbacks",
+                static_cast<double>(loaded->skipped.size()));
+  if (loaded->checkpoint.optimizer != optimizer) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint '", loaded->path, "' was written with optimizer ",
+        loaded->checkpoint.optimizer, " but the config says ", optimizer,
+        "; move the checkpoint away or restore the optimizer setting"));
+  }
+  if (loaded->skipped.empty()) {
+    SPDLOG_LOGGER_INFO(L(), "loaded checkpoint {}: {} blocks", loaded->path,
+                       loaded->checkpoint.blocks.size());
+  } else {
+    SPDLOG_LOGGER_WARN(L(),
+                       "loaded checkpoint {} ({} blocks) after skipping {} "
+                       "newer bad one(s): updates after it are lost",
+                       loaded->path, loaded->checkpoint.blocks.size(),
+                       loaded->skipped.size());
+  }
+  return std::move(loaded->checkpoint);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Shard>> Shard::Create(const Config& config,
@@ -60,22 +112,14 @@ absl::StatusOr<std::unique_ptr<Shard>> Shard::Create(const Config& config,
   ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer,
                    Optimizer::Create(config.optimizer));
   std::optional<Checkpoint> restored;
+  uint64_t epoch_floor = 0;
   if (!config.checkpoint.dir.empty()) {
-    const std::string path = CheckpointPath(config.checkpoint.dir, index);
-    absl::StatusOr<Checkpoint> checkpoint = ReadCheckpoint(path);
-    if (checkpoint.ok()) {
-      if (checkpoint->optimizer != optimizer->name()) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "checkpoint '", path, "' was written with optimizer ",
-            checkpoint->optimizer, " but the config says ", optimizer->name(),
-            "; move the checkpoint away or restore the optimizer setting"));
-      }
-      SPDLOG_LOGGER_INFO(L(), "loaded checkpoint {}: {} blocks", path,
-                         checkpoint->blocks.size());
-      restored = *std::move(checkpoint);
-    } else if (!absl::IsNotFound(checkpoint.status())) {
-      return checkpoint.status();
-    }
+    const ShardCheckpoints files = CheckpointFiles(config, index, spec);
+    ASSIGN_OR_RETURN(restored,
+                     LoadCheckpoint(files, optimizer->name(), counters));
+    ASSIGN_OR_RETURN(const std::vector<ShardCheckpoints::Generation> on_disk,
+                     files.List());
+    if (!on_disk.empty()) epoch_floor = on_disk.front().placement_epoch;
   }
   return CreateShard(config, index, counters, std::move(spec),
                      std::move(optimizer), std::move(restored));
@@ -106,9 +150,14 @@ absl::StatusOr<std::unique_ptr<Shard>> Shard::CreateShard(
   store_options.counters = counters;
   auto store =
       std::make_unique<BlockStore>(std::move(optimizer), store_options);
-  return std::unique_ptr<Shard>(new Shard(config, index, std::move(spec),
-                                          std::move(store), std::move(restored),
-                                          counters));
+  auto shard = std::unique_ptr<Shard>(
+      new Shard(config, index, std::move(spec), std::move(store),
+                std::move(restored), counters));
+  {
+    absl::MutexLock lock(&shard->mu_);
+    shard->checkpoint_epoch_floor_ = epoch_floor;
+  }
+  return shard;
 }
 
 Shard::Shard(const Config& config, int index, ModelSpec spec,
@@ -589,7 +638,8 @@ proto::ChecksumResponse Shard::Checksums() const {
   return response;
 }
 
-absl::Status Shard::WriteCheckpoint() {
+absl::Status Shard::WriteCheckpoint(
+    const std::function<absl::Status()>& may_write) {
   if (config_.checkpoint.dir.empty()) return absl::OkStatus();
   Checkpoint checkpoint;
   checkpoint.shard_index = index_;
@@ -597,7 +647,7 @@ absl::Status Shard::WriteCheckpoint() {
     // Shared with pulls, exclusive of pushes: the blocks and the applied
     // sequences copied here agree. The disk write below runs without the lock.
     absl::ReaderMutexLock lock(&mu_);
-    checkpoint.placement_epoch = epoch_;
+    checkpoint.placement_epoch = std::max(epoch_, checkpoint_epoch_floor_);
     checkpoint.optimizer = store_->optimizer().name();
     checkpoint.blocks = store_->Snapshot();
     checkpoint.sequences = sequences_;
@@ -609,11 +659,17 @@ absl::Status Shard::WriteCheckpoint() {
       }
     }
   }
-  const std::string path = CheckpointPath(config_.checkpoint.dir, index_);
-  RETURN_IF_ERROR(server::WriteCheckpoint(path, checkpoint));
-  counters_->Add("checkpoints", 1);
-  SPDLOG_LOGGER_INFO(L(), "checkpoint written: {} ({} blocks)", path,
-                     checkpoint.blocks.size());
+  const size_t num_blocks = checkpoint.blocks.size();
+  ASSIGN_OR_RETURN(
+      const ShardCheckpoints::Written written,
+      CheckpointFiles(config_, index_, spec_)
+          .Write(std::move(checkpoint), may_write));
+  SPDLOG_LOGGER_INFO(L(), "checkpoint written: {} ({} blocks, {} old removed)",
+                     written.path, num_blocks, written.removed.size());
+  if (!written.prune_status.ok()) {
+    SPDLOG_LOGGER_WARN(L(), "ps {}: {}", index_,
+                       std::string(written.prune_status.message()));
+  }
   return absl::OkStatus();
 }
 

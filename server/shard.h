@@ -7,6 +7,7 @@
 #define DOWNPOUR_SERVER_SHARD_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -138,9 +139,18 @@ class Shard {
 
   proto::ChecksumResponse Checksums() const ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Writes the blocks, versions, optimizer state and applied sequences atomically
-  // to checkpoint.dir. OK without writing when checkpoints are off.
-  absl::Status WriteCheckpoint() ABSL_LOCKS_EXCLUDED(mu_);
+  // Writes the blocks, versions, optimizer state and applied sequences as the
+  // next checkpoint generation in checkpoint.dir (ShardCheckpoints::Write),
+  // at the placement epoch served, or at the highest epoch the folder held at
+  // Create when that is higher (a coordinator that lost its state counts
+  // epochs from 1 again). FailedPrecondition when another daemon wrote a
+  // generation of a higher epoch (this one was replaced). OK without writing
+  // when checkpoints are off. `may_write`, when given, is asked just before
+  // the file is renamed into place; its error abandons the write (a ps that
+  // learned meanwhile that it was replaced).
+  absl::Status WriteCheckpoint(
+      const std::function<absl::Status()>& may_write = nullptr)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // True when Push may hold a request (training.consistency ssp or bsp).
   bool may_hold_pushes() const { return may_hold_pushes_; }
@@ -213,6 +223,8 @@ class Shard {
   std::map<int32_t, SequenceWindow> sequences_ ABSL_GUARDED_BY(mu_);
   // The checkpoint read at start; its blocks serve later Assigns.
   std::optional<Checkpoint> restored_ ABSL_GUARDED_BY(mu_);
+  // The highest epoch among the checkpoint generations at Create (set there).
+  uint64_t checkpoint_epoch_floor_ ABSL_GUARDED_BY(mu_) = 0;
   // ssp clocks and bsp rounds.
   Consistency gate_ ABSL_GUARDED_BY(mu_);
   // Bumped whenever a held push might go on: a push or round applied, the

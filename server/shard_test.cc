@@ -489,20 +489,106 @@ TEST_F(ShardTest, CheckpointRoundTripKeepsValuesVersionsAndSequences) {
   EXPECT_TRUE(response.duplicate()) << "sequence 5 was applied before the restart";
 }
 
-TEST_F(ShardTest, CorruptCheckpointIsRefusedAtStart) {
+// Flips a byte in the middle of `path`.
+void Corrupt(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "r+b");
+  ASSERT_NE(f, nullptr);
+  std::fseek(f, 60, SEEK_SET);
+  const int c = std::fgetc(f);
+  std::fseek(f, 60, SEEK_SET);
+  std::fputc(c ^ 0x5a, f);
+  std::fclose(f);
+}
+
+TEST_F(ShardTest, CorruptCheckpointWithNothingOlderIsRefusedAtStart) {
   {
     auto shard = MakeShard();
     ASSERT_THAT(shard->Assign(1, AllBlocks()), IsOk());
     ASSERT_THAT(shard->WriteCheckpoint(), IsOk());
   }
-  const std::string path = CheckpointPath(dir_, 0);
-  std::FILE* f = std::fopen(path.c_str(), "r+b");
-  ASSERT_NE(f, nullptr);
-  std::fseek(f, 40, SEEK_SET);
-  std::fputc(0x5a, f);
-  std::fclose(f);
+  const std::string path = dir_ + "/ps-0/" + GenerationFileName(1, 1);
+  Corrupt(path);
   EXPECT_THAT(Shard::Create(config_, 0, &counters_),
               StatusIs(absl::StatusCode::kDataLoss, HasSubstr(path)));
+}
+
+TEST_F(ShardTest, CorruptNewestCheckpointFallsBackToTheOlderGoodOne) {
+  proto::ChecksumResponse older;
+  {
+    auto shard = MakeShard();
+    ASSERT_THAT(shard->Assign(1, AllBlocks()), IsOk());
+    proto::PushResponse response;
+    ASSERT_THAT(shard->Push(OnesPush(1, 1), &response), IsOk());
+    ASSERT_THAT(shard->WriteCheckpoint(), IsOk());
+    older = shard->Checksums();
+    ASSERT_THAT(shard->Push(OnesPush(1, 2), &response), IsOk());
+    ASSERT_THAT(shard->WriteCheckpoint(), IsOk());
+  }
+  Corrupt(dir_ + "/ps-0/" + GenerationFileName(1, 2));
+  auto restarted = MakeShard();
+  ASSERT_NE(restarted, nullptr);
+  EXPECT_EQ(counters_.Get("checkpoint_fallbacks"), 1);
+  ASSERT_THAT(restarted->Assign(2, AllBlocks()), IsOk());
+  EXPECT_EQ(restarted->Checksums().DebugString(), older.DebugString());
+  // Its next checkpoint is the newest, past the corrupt one.
+  ASSERT_THAT(restarted->WriteCheckpoint(), IsOk());
+  EXPECT_TRUE(std::filesystem::exists(dir_ + "/ps-0/" + GenerationFileName(2, 3)));
+}
+
+TEST_F(ShardTest, CheckpointOfAnotherModelIsRefusedAtStart) {
+  {
+    auto shard = MakeShard();
+    ASSERT_THAT(shard->Assign(1, AllBlocks()), IsOk());
+    ASSERT_THAT(shard->WriteCheckpoint(), IsOk());
+  }
+  config_.model.layers = {6, 5, 3};
+  EXPECT_THAT(Shard::Create(config_, 0, &counters_),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("model.layers, model.type or model.block_size "
+                                 "changed?")));
+}
+
+TEST_F(ShardTest, StaleTemporaryFilesAreRemovedAtStart) {
+  std::filesystem::create_directories(dir_ + "/ps-0");
+  const std::string stale = dir_ + "/ps-0/" + GenerationFileName(1, 1) + ".tmp.999";
+  std::FILE* f = std::fopen(stale.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  std::fclose(f);
+  ASSERT_NE(MakeShard(), nullptr);
+  EXPECT_FALSE(std::filesystem::exists(stale));
+}
+
+TEST_F(ShardTest, WriteIsAbandonedWhenTheShardIsLostWhileWriting) {
+  auto shard = MakeShard();
+  ASSERT_THAT(shard->Assign(1, AllBlocks()), IsOk());
+  ASSERT_THAT(shard->WriteCheckpoint(), IsOk());
+  int asked = 0;
+  EXPECT_THAT(shard->WriteCheckpoint([&] {
+    ++asked;
+    return absl::AbortedError("replaced meanwhile");
+  }),
+              StatusIs(absl::StatusCode::kAborted, "replaced meanwhile"));
+  EXPECT_EQ(asked, 1);
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_ + "/ps-0")) {
+    names.push_back(entry.path().filename().string());
+  }
+  EXPECT_EQ(names, std::vector<std::string>{GenerationFileName(1, 1)})
+      << "no second generation, no temporary file";
+}
+
+TEST_F(ShardTest, WriterAtAnEpochBelowTheNewOwnersIsRefused) {
+  auto old_owner = MakeShard();
+  ASSERT_THAT(old_owner->Assign(1, AllBlocks()), IsOk());
+  ASSERT_THAT(old_owner->WriteCheckpoint(), IsOk());
+  // A standby takes the shard over at epoch 2 and checkpoints.
+  auto new_owner = MakeShard();
+  ASSERT_THAT(new_owner->Assign(2, AllBlocks()), IsOk());
+  ASSERT_THAT(new_owner->WriteCheckpoint(), IsOk());
+  EXPECT_THAT(old_owner->WriteCheckpoint(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("taken over at placement epoch 2")));
+  EXPECT_EQ(ReadNewestCheckpoint(dir_, 0)->placement_epoch, 2u);
 }
 
 // SGD with lr 1 and gradients of ones is exact in float, so any lost or torn
@@ -571,7 +657,7 @@ TEST_F(ShardTest, ConcurrentPushesPullsAndCheckpointsAgree) {
   }
   for (int c = 0; c < 5; ++c) {
     ASSERT_THAT(shard->WriteCheckpoint(), IsOk());
-    absl::StatusOr<Checkpoint> checkpoint = ReadCheckpoint(CheckpointPath(dir_, 0));
+    absl::StatusOr<Checkpoint> checkpoint = ReadNewestCheckpoint(dir_, 0);
     ASSERT_THAT(checkpoint, IsOk());
     for (const BlockStore::BlockSnapshot& block : checkpoint->blocks) {
       if (block.id < 1 || block.id > kThreads) continue;

@@ -250,7 +250,7 @@ TEST_F(FaultTest, KilledShardIsTakenOverByAStandbyFromItsCheckpoint) {
     }
     return outage > 0;
   }, absl::Seconds(30))) << "workers should have seen the shard unreachable";
-  auto checkpoint = server::ReadCheckpoint(server::CheckpointPath(dir_ + "/ckpt", 1));
+  auto checkpoint = server::ReadNewestCheckpoint(dir_ + "/ckpt", 1);
   ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
   uint64_t saved = 0;
   for (const auto& b : checkpoint->blocks) saved += b.version;

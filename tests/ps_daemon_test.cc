@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -165,12 +166,19 @@ TEST_F(PsDaemonTest, CheckpointOnSigtermSurvivesARestart) {
 TEST_F(PsDaemonTest, CorruptCheckpointIsRefusedWithAClearMessage) {
   ASSERT_TRUE(Push(0, std::vector<float>(8, 0.5f)).ok());
   EXPECT_EQ(ps_->Stop(absl::Seconds(10)), 0);
-  const std::string path = dir_ + "/ckpt/ps-0.ckpt";
-  std::FILE* f = std::fopen(path.c_str(), "r+b");
-  ASSERT_NE(f, nullptr);
-  std::fseek(f, 50, SEEK_SET);
-  std::fputc(0x7f, f);
-  std::fclose(f);
+  // Every generation is corrupted, so there is nothing older to fall back
+  // on; the newest is named.
+  std::string path;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(dir_ + "/ckpt/ps-0")) {
+    std::FILE* f = std::fopen(entry.path().c_str(), "r+b");
+    ASSERT_NE(f, nullptr);
+    std::fseek(f, 50, SEEK_SET);
+    std::fputc(0x7f, f);
+    std::fclose(f);
+    path = std::max(path, entry.path().string());
+  }
+  ASSERT_FALSE(path.empty()) << "no checkpoint in " << dir_ << "/ckpt/ps-0";
   auto ps = testing::StartDaemon("ps-0-corrupt", "server/ps_server",
                                  {"--config", config_path_, "--index", "0",
                                   "--coordinator", coordinator_address_});

@@ -294,4 +294,25 @@ std::string FormatWatchFrame(const std::string& coordinator,
   return out;
 }
 
+MemberHealth DescribeHealth(
+    const absl::StatusOr<std::string>& health,
+    const absl::StatusOr<proto::GetStatusResponse>& status) {
+  MemberHealth member;
+  if (!health.ok()) {
+    member.text = std::string(health.status().message());
+    return member;
+  }
+  member.answered = true;
+  member.text = *health;
+  member.serving = *health == "SERVING";
+  if (member.serving && status.ok() &&
+      !status->last_checkpoint_error().empty()) {
+    member.degraded = true;
+    member.text = absl::StrCat("DEGRADED (serving, but its last checkpoint "
+                               "failed: ",
+                               status->last_checkpoint_error(), ")");
+  }
+  return member;
+}
+
 }  // namespace downpour::tools

@@ -57,6 +57,21 @@ std::string FormatWatchFrame(const std::string& coordinator,
 // max ("▁▂▄█"); non-finite values are blanks. At most `width`, the latest kept.
 std::string Sparkline(const std::vector<double>& values, int width);
 
+// One member's line of `psctl health`: `health` (grpc.health.v1: "SERVING",
+// "NOT_SERVING", ... or why it could not be asked), made
+// "DEGRADED (serving, but its last checkpoint failed: ERROR)" when it serves
+// but its Status reports a failed checkpoint (last_checkpoint_error). `status`
+// may be an error (not asked, no answer): the health alone counts then.
+struct MemberHealth {
+  std::string text;
+  bool answered = false;  // the health check got an answer
+  bool serving = false;   // grpc health is SERVING (DEGRADED included)
+  bool degraded = false;  // serving, with a failing checkpoint
+};
+MemberHealth DescribeHealth(
+    const absl::StatusOr<std::string>& health,
+    const absl::StatusOr<proto::GetStatusResponse>& status);
+
 // The latency entry `name` of a member's Status, or nullptr.
 const proto::RpcLatency* FindLatency(const proto::GetStatusResponse& status,
                                      const std::string& name);

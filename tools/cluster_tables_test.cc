@@ -155,5 +155,32 @@ TEST(WatchFrameTest, TotalsSparklinesAndMembers) {
   EXPECT_THAT(frame, HasSubstr("DEAD"));
 }
 
+TEST(DescribeHealthTest, ServingPsWithAFailedCheckpointIsDegraded) {
+  proto::GetStatusResponse status;
+  MemberHealth fine = DescribeHealth(std::string("SERVING"), status);
+  EXPECT_EQ(fine.text, "SERVING");
+  EXPECT_TRUE(fine.serving);
+  EXPECT_FALSE(fine.degraded);
+
+  status.set_last_checkpoint_error(
+      "write checkpoint: cannot write 'x': No space left on device");
+  MemberHealth degraded = DescribeHealth(std::string("SERVING"), status);
+  EXPECT_TRUE(degraded.serving);
+  EXPECT_TRUE(degraded.degraded);
+  EXPECT_EQ(degraded.text,
+            "DEGRADED (serving, but its last checkpoint failed: write "
+            "checkpoint: cannot write 'x': No space left on device)");
+
+  // Not serving, or not answering: that, whatever the Status says.
+  MemberHealth down = DescribeHealth(std::string("NOT_SERVING"), status);
+  EXPECT_EQ(down.text, "NOT_SERVING");
+  EXPECT_FALSE(down.serving || down.degraded);
+  MemberHealth gone = DescribeHealth(
+      absl::UnavailableError("connection refused"),
+      absl::UnavailableError("connection refused"));
+  EXPECT_EQ(gone.text, "connection refused");
+  EXPECT_FALSE(gone.answered || gone.serving || gone.degraded);
+}
+
 }  // namespace
 }  // namespace downpour::tools

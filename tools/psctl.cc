@@ -162,27 +162,40 @@ int Status(Cluster& client) {
   return 0;
 }
 
+// A member's health and, when it serves, its Status (for DescribeHealth).
+MemberHealth ProbeHealth(Cluster& client, const std::string& address,
+                         const std::string& service) {
+  const absl::StatusOr<std::string> health =
+      client.probe.Health(address, service);
+  if (!health.ok() || *health != "SERVING") {
+    return DescribeHealth(health, absl::UnavailableError("not asked"));
+  }
+  return DescribeHealth(health, client.probe.MemberStatus(address));
+}
+
+// A ps that serves but cannot checkpoint is DEGRADED: still SERVING to
+// grpc health (probes must not restart it: a restart would lose every update
+// since its last good checkpoint), but `psctl health` of the cluster exits 1.
 int Health(Cluster& client) {
   const std::string service = absl::GetFlag(FLAGS_service);
   if (!absl::GetFlag(FLAGS_address).empty()) {
     const std::string address = absl::GetFlag(FLAGS_address);
-    absl::StatusOr<std::string> health = client.probe.Health(address, service);
-    if (!health.ok()) return Fail(std::string(health.status().message()), 1);
-    std::printf("%s: %s\n", address.c_str(), health->c_str());
-    return *health == "SERVING" ? 0 : 1;
+    const MemberHealth member = ProbeHealth(client, address, service);
+    if (!member.answered) return Fail(member.text, 1);
+    std::printf("%s: %s\n", address.c_str(), member.text.c_str());
+    return member.serving ? 0 : 1;
   }
   auto cluster = client.coordinator->ClusterStatus();
   if (!cluster.ok()) return Unreachable(cluster.status());
   int unhealthy = 0;
   auto line = [&](const std::string& who, const std::string& address,
-                  const absl::StatusOr<std::string>& health, bool expected) {
-    const std::string text =
-        health.ok() ? *health : std::string(health.status().message());
-    if (expected && (!health.ok() || *health != "SERVING")) ++unhealthy;
-    std::printf("%-13s %-21s %s\n", who.c_str(), address.c_str(), text.c_str());
+                  bool expected) {
+    const MemberHealth member = ProbeHealth(client, address, service);
+    if (expected && (!member.serving || member.degraded)) ++unhealthy;
+    std::printf("%-13s %-21s %s\n", who.c_str(), address.c_str(),
+                member.text.c_str());
   };
-  line("coordinator", client.coordinator->address(),
-       client.probe.Health(client.coordinator->address(), service), true);
+  line("coordinator", client.coordinator->address(), true);
   for (const proto::MemberStatus& m : cluster->members()) {
     const std::string who = absl::StrCat(m.role(), " ", m.index());
     if (!m.registered()) {
@@ -192,7 +205,7 @@ int Health(Cluster& client) {
     }
     // A worker that finished has left on purpose: not a failure.
     const bool expected = m.alive() || !m.report().finished();
-    line(who, m.address(), client.probe.Health(m.address(), service), expected);
+    line(who, m.address(), expected);
   }
   return unhealthy == 0 ? 0 : 1;
 }
