@@ -104,7 +104,9 @@ std::vector<ConfigField> TrainingFields(TrainingSection* t) {
       DoubleField("training.target_accuracy", &t->target_accuracy, Fraction()),
       IntField("training.eval_every_steps", &t->eval_every_steps, AtLeast(0)),
       Uint64Field("training.seed", &t->seed),
-      Int64Field("training.warmstart_steps", &t->warmstart_steps, AtLeast(0))};
+      Int64Field("training.warmstart_steps", &t->warmstart_steps, AtLeast(0)),
+      DoubleField("training.outage_timeout_s", &t->outage_timeout_s,
+                  NonNegative())};
 }
 
 std::vector<ConfigField> DataFields(DataSection* d) {

@@ -148,6 +148,12 @@ struct TrainingSection {
   // DistBelief's warmstart: worker 0 trains alone for this many steps before
   // the other workers start (async only). >= 0, default 0 (off).
   int64_t warmstart_steps = 0;
+  // How long a worker waits for an unreachable ps shard (pulls fail, pushes
+  // cannot be delivered) before it gives up: it computes no step meanwhile,
+  // says what it waits for (log and Status waiting_for), and past the limit
+  // exits 1 naming the shard, so the job is not reported done. Seconds, >= 0;
+  // 0 = wait forever. Default 300.
+  double outage_timeout_s = 300;
 };
 
 struct DataSection {

@@ -69,6 +69,7 @@ TEST(ConfigTest, EmptyTextGivesDefaults) {
     EXPECT_DOUBLE_EQ(config->optimizer.delay_compensation, 0.0);
     EXPECT_EQ(config->training.batch_size, 64);
     EXPECT_EQ(config->training.epochs, 10);
+    EXPECT_DOUBLE_EQ(config->training.outage_timeout_s, 300);
     EXPECT_EQ(config->data.train_examples, 8000);
     EXPECT_DOUBLE_EQ(config->heartbeat.timeout_s, 3.0);
     EXPECT_EQ(config->rpc.encoding, "float32");
@@ -118,6 +119,7 @@ training:
   target_accuracy: 0.5
   eval_every_steps: 0
   seed: 7
+  outage_timeout_s: 0
 data:
   source: synthetic
   path: ""
@@ -174,6 +176,7 @@ logging:
   EXPECT_DOUBLE_EQ(c.training.target_accuracy, 0.5);
   EXPECT_EQ(c.training.eval_every_steps, 0);
   EXPECT_EQ(c.training.seed, 7u);
+  EXPECT_DOUBLE_EQ(c.training.outage_timeout_s, 0);
   EXPECT_EQ(c.data.source, "synthetic");
   EXPECT_EQ(c.data.path, "");
   EXPECT_EQ(c.data.train_examples, 100000);
@@ -198,8 +201,8 @@ TEST(ConfigTest, UnknownKeyNamesLineKeyAndAllowedKeys) {
                "'training': batch_size, n_fetch, n_push, fetch, max_pushes_in_flight, "
                "consistency, "
                "max_staleness, epochs, steps, target_accuracy, "
-               "eval_every_steps, seed, warmstart_steps (did you mean "
-               "'batch_size'?)"));
+               "eval_every_steps, seed, warmstart_steps, outage_timeout_s (did "
+               "you mean 'batch_size'?)"));
   ExpectAllFail({
       {"trainig:\n  steps: 1\n",
        "cfg.yaml:1: unknown key 'trainig'; allowed sections: cluster, model, "
@@ -340,6 +343,8 @@ TEST(ConfigTest, ImpossibleValuesNameTheRange) {
       {"training:\n  max_staleness: -2\n",
        "training.max_staleness must be >= 0"},
       {"training:\n  steps: -5\n", "training.steps must be >= 0, got -5"},
+      {"training:\n  outage_timeout_s: -1\n",
+       "cfg.yaml:2: training.outage_timeout_s must be >= 0, got -1"},
       {"training:\n  seed: -1\n", "training.seed must be >= 0, got -1"},
       {"training:\n  target_accuracy: 1.5\n",
        "training.target_accuracy must be in [0, 1], got 1.5"},

@@ -59,11 +59,9 @@ absl::Status DownpourLoop::error() const {
   return error_;
 }
 
-int64_t DownpourLoop::TotalSteps() const {
+int64_t DownpourLoop::TotalSteps(const EpochBudget& budget) const {
   const TrainingSection& t = options_.training;
-  if (t.steps > 0) return t.steps;
-  const int64_t per_epoch = (train_->size() + t.batch_size - 1) / t.batch_size;
-  return std::max<int64_t>(1, per_epoch) * t.epochs;
+  return t.steps > 0 ? t.steps : budget.total_steps();
 }
 
 void DownpourLoop::FetchThread() {
@@ -420,7 +418,10 @@ absl::Status DownpourLoop::Run() {
       pushers.emplace_back([this] { PushThread(); });
     }
   }
-  int64_t total = TotalSteps();
+  // training.epochs: the epochs follow the data parts as they move (steps
+  // taken on each set count as that set's share of an epoch).
+  EpochBudget budget(t.epochs, t.batch_size, train_->size());
+  int64_t total = TotalSteps(budget);
   SPDLOG_LOGGER_INFO(
       L(),
       "training {} steps of {} examples on {} ({} train / {} test examples)",
@@ -435,16 +436,11 @@ absl::Status DownpourLoop::Run() {
     if (has_next_train_.load()) {
       absl::MutexLock lock(&data_mu_);
       if (next_train_ != nullptr && next_train_->size() > 0) {
-        if (t.steps == 0) {
-          // Epoch budgets follow the data: the epochs left are run over the new
-          // set, so adopted parts get trained on as much as the worker's own.
-          const double old_per_epoch =
-              std::ceil(static_cast<double>(train_->size()) / t.batch_size);
-          const double new_per_epoch =
-              std::ceil(static_cast<double>(next_train_->size()) / t.batch_size);
-          const double left = std::max(0.0, t.epochs - step / old_per_epoch);
-          total = step + static_cast<int64_t>(std::ceil(left * new_per_epoch));
-        }
+        // The epochs left are run over the new set, so adopted parts get
+        // trained on as much as the worker's own, and a part given back
+        // takes its share of the budget with it.
+        budget.SetExamples(next_train_->size());
+        total = TotalSteps(budget);
         SPDLOG_LOGGER_INFO(L(), "step {}: now training on {} examples (was {}), {} steps in all",
                            step, next_train_->size(), train_->size(), total);
         train_ = std::move(next_train_);
@@ -480,6 +476,7 @@ absl::Status DownpourLoop::Run() {
       compute_time_ += absl::Now() - begin;
     }
     if (!status.ok()) break;
+    budget.StepTaken();
     if (!options_.no_communication) {
       // The last step needs no pull: Run pulls the final parameters after
       // the flush.

@@ -37,6 +37,7 @@
 #include "common/model_spec.h"
 #include "worker/compute_backend.h"
 #include "worker/dataset.h"
+#include "worker/epoch_budget.h"
 #include "worker/ps_client.h"
 
 namespace downpour::worker {
@@ -155,7 +156,8 @@ class DownpourLoop {
   bool fetch_after_push() const {
     return bsp() || options_.training.fetch == "after_push";
   }
-  int64_t TotalSteps() const;
+  // The run's last step: training.steps, or the epoch budget's.
+  int64_t TotalSteps(const EpochBudget& budget) const;
   // Refreshes the rates and time shares in stats_.
   void UpdateRates() ABSL_LOCKS_EXCLUDED(stats_mu_);
 

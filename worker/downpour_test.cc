@@ -92,6 +92,33 @@ TEST_F(DownpourLoopTest, EveryStepsGradientIsPushedExactlyOnce) {
   }
 }
 
+// The coordinator hands this worker a second part after one epoch and takes it
+// back two epochs (over both parts) later: the budget is the 5 epochs, each
+// step counted on the set it ran on, whatever moved.
+TEST_F(DownpourLoopTest, EpochBudgetFollowsPartsAdoptedAndGivenBack) {
+  Dataset both = train_;  // 2000 examples: 63 steps an epoch
+  both.x.insert(both.x.end(), train_.x.begin(), train_.x.end());
+  both.y.insert(both.y.end(), train_.y.begin(), train_.y.end());
+  auto own = std::make_shared<const Dataset>(train_);
+  auto adopted = std::make_shared<const Dataset>(both);
+  FakePsClient ps(spec_->InitAll(1), spec_->blocks().size(), 0.0f);
+  DownpourLoop* running = nullptr;
+  // on_step(n) runs during step n; the new set applies from step n + 1.
+  OnesBackend backend(spec_->num_params(), [&](int64_t steps) {
+    if (steps == 31) running->ReplaceTrainingData(adopted);
+    if (steps == 32 + 2 * 63 - 1) running->ReplaceTrainingData(own);
+  });
+  DownpourLoop loop(*spec_, &backend, &ps, &train_, &test_, options_);
+  running = &loop;
+  ASSERT_THAT(loop.Run(), IsOk());
+  const WorkerStats stats = loop.stats();
+  EXPECT_TRUE(stats.finished);
+  // 1 epoch of 32 steps, 2 of 63, then the 2 left over its own part.
+  EXPECT_EQ(stats.step, 32 + 2 * 63 + 2 * 32);
+  EXPECT_EQ(stats.pushed_steps, stats.step);
+  EXPECT_EQ(stats.examples, stats.step * 32);
+}
+
 // A slow ps: pushes are held, and one is let through only when the pipeline is
 // full. The compute thread must wait rather than run ahead, and still push
 // every step at full weight.

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/notification.h"
 #include "common/status_macros.h"
@@ -102,13 +103,57 @@ GrpcPsClient::GrpcPsClient(const ModelSpec& spec,
                            coordinator::CoordinatorClient* coordinator,
                            const RpcSection& rpc, int worker_id,
                            Counters* counters, std::function<bool()> should_stop,
-                           Clock* clock)
+                           Clock* clock, absl::Duration outage_timeout)
     : spec_(spec), coordinator_(coordinator), rpc_(rpc), worker_id_(worker_id),
       counters_(counters), should_stop_(std::move(should_stop)),
       clock_(clock != nullptr ? clock : Clock::Real()),
       // A validated config names a known encoding.
       encoding_(
-          ParseWireEncoding(rpc.encoding).value_or(WireEncoding::kFloat32)) {}
+          ParseWireEncoding(rpc.encoding).value_or(WireEncoding::kFloat32)),
+      outage_timeout_(outage_timeout) {}
+
+absl::Duration OutageTimeout(double outage_timeout_s) {
+  return outage_timeout_s > 0 ? absl::Seconds(outage_timeout_s)
+                              : absl::InfiniteDuration();
+}
+
+std::string DescribeOutage(const GrpcPsClient::Outage& outage) {
+  return absl::StrFormat(
+      "ps %d at %s (unreachable for %.0f s; %s)", outage.shard, outage.address,
+      absl::ToDoubleSeconds(outage.unreachable_for),
+      outage.timeout == absl::InfiniteDuration()
+          ? std::string("waits forever, training.outage_timeout_s 0")
+          : absl::StrFormat("gives up after %.0f s, training.outage_timeout_s",
+                            absl::ToDoubleSeconds(outage.timeout)));
+}
+
+void GrpcPsClient::StartWaiting(int index, const std::string& address,
+                                absl::Time since) {
+  absl::MutexLock lock(&mu_);
+  Waiting& waiting = waiting_[index];
+  if (waiting.calls++ == 0 || since < waiting.since) waiting.since = since;
+  waiting.address = address;
+}
+
+void GrpcPsClient::StopWaiting(int index) {
+  absl::MutexLock lock(&mu_);
+  auto it = waiting_.find(index);
+  if (it != waiting_.end() && --it->second.calls <= 0) waiting_.erase(it);
+}
+
+std::optional<GrpcPsClient::Outage> GrpcPsClient::outage() const {
+  const absl::Time now = clock_->Now();
+  absl::MutexLock lock(&mu_);
+  std::optional<Outage> longest;
+  for (const auto& [index, waiting] : waiting_) {
+    if (longest.has_value() && now - waiting.since <= longest->unreachable_for) {
+      continue;
+    }
+    longest = Outage{index, waiting.address, now - waiting.since,
+                     outage_timeout_};
+  }
+  return longest;
+}
 
 GrpcPsClient::~GrpcPsClient() = default;
 
@@ -185,7 +230,7 @@ absl::Status GrpcPsClient::WithRetries(
   const std::string target = absl::StrCat("ps ", index, " at ", shard->address);
   absl::Time first_failure = absl::InfiniteFuture();
   RetryOptions options;
-  options.timeout = absl::Seconds(rpc_.connect_timeout_s);
+  options.timeout = outage_timeout_;
   options.should_stop = should_stop_;
   options.clock = clock_;
   absl::Status result = RetryFor(
@@ -205,6 +250,7 @@ absl::Status GrpcPsClient::WithRetries(
         if (status.ok() || !IsRetryable(status)) return status;
         if (first_failure == absl::InfiniteFuture()) {
           first_failure = clock_->Now();
+          StartWaiting(index, shard->address, first_failure);
           SPDLOG_LOGGER_WARN(Log(Logger::kWorker), "worker {}: {}; retrying with backoff",
                              worker_id_, std::string(status.message()));
         }
@@ -213,8 +259,24 @@ absl::Status GrpcPsClient::WithRetries(
         absl::Status refreshed = Refresh(epoch);
         if (!refreshed.ok()) return refreshed;
         shard = GetShard(index, &epoch);
+        {
+          absl::MutexLock lock(&mu_);  // it may have moved
+          waiting_[index].address = shard->address;
+        }
         return status;
       });
+  if (first_failure != absl::InfiniteFuture()) StopWaiting(index);
+  if (absl::IsDeadlineExceeded(result)) {
+    // Compute waited all this time (no step on stale parameters); now the job
+    // fails rather than end on a model trained without this shard.
+    return absl::DeadlineExceededError(absl::StrFormat(
+        "%s; a worker waits at most training.outage_timeout_s (%.0f s) for an "
+        "unreachable ps shard: bring ps %d back (restart it with --index %d, "
+        "or start a standby) and raise training.outage_timeout_s (0 waits "
+        "forever) if outages this long are expected",
+        result.message(), absl::ToDoubleSeconds(outage_timeout_), index,
+        index));
+  }
   if (result.ok() && first_failure != absl::InfiniteFuture()) {
     // How long this worker could not reach the shard: the outage it saw.
     const double outage = absl::ToDoubleSeconds(clock_->Now() - first_failure);

@@ -10,7 +10,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -18,6 +20,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/config.h"
 #include "common/counters.h"
@@ -40,12 +43,15 @@ namespace downpour::worker {
 // DEADLINE_EXCEEDED, FAILED_PRECONDITION such as a stale placement epoch,
 // ABORTED) makes the client re-read the placement (the shard may have moved or
 // restarted) and try again with capped exponential backoff and jitter on
-// `clock`, for up to rpc.connect_timeout_s per request, logging what it waits
-// for. A retry carries the same block ids as the first try, whatever the new
-// placement's chunks, so it can never be applied to other blocks. Errors Pull
-// and Push return:
+// `clock`, for up to `outage_timeout` per request (training.outage_timeout_s),
+// logging what it waits for; outage() says which shard a call waits for
+// now and for how long. A retry carries the same block ids as the first try,
+// whatever the new placement's chunks, so it can never be applied to other
+// blocks. Errors Pull and Push return:
 //   DeadlineExceeded  "worker N: gave up waiting for <pull from|push to> ps I
-//                     at ADDR after S s: <last error>": retries ran out.
+//                     at ADDR after S s: <last error>; ...": retries ran out;
+//                     the message names training.outage_timeout_s and how to
+//                     bring the shard back.
 //   Cancelled         "worker N: stopped while waiting for ...": `should_stop`
 //                     returned true while retrying.
 //   Internal          Pull only: a shard returned a block it does not hold in
@@ -74,12 +80,15 @@ class GrpcPsClient : public PsClient {
   // Borrows spec, coordinator, counters and clock; they must outlive the
   // client. `should_stop` (optional) ends a retry wait early with Cancelled.
   // `clock` (nullptr = Clock::Real()) times backoff sleeps, the retry timeout
-  // and the outage figure; tests pass a FakeClock.
+  // and the outage figure; tests pass a FakeClock. `outage_timeout`: how long
+  // a Pull or Push retries an unreachable shard before it gives up
+  // (absl::InfiniteDuration() = forever; see OutageTimeout).
   GrpcPsClient(const ModelSpec& spec,
                coordinator::CoordinatorClient* coordinator,
                const RpcSection& rpc, int worker_id, Counters* counters,
                std::function<bool()> should_stop = nullptr,
-               Clock* clock = nullptr);
+               Clock* clock = nullptr,
+               absl::Duration outage_timeout = absl::Seconds(300));
   ~GrpcPsClient() override;
 
   GrpcPsClient(const GrpcPsClient&) = delete;
@@ -112,9 +121,26 @@ class GrpcPsClient : public PsClient {
   // The clock of the last Push acknowledged (start clock before any).
   uint64_t acked_clock() const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // A shard that a Pull or Push retries for now.
+  struct Outage {
+    int shard = -1;
+    std::string address;
+    absl::Duration unreachable_for;  // since the first failed try of the wait
+    absl::Duration timeout;          // outage_timeout
+  };
+  // The shard unreachable longest now; nullopt when no call is retrying.
+  std::optional<Outage> outage() const ABSL_LOCKS_EXCLUDED(mu_);
+
  private:
   struct Shard;     // one ps: its address, stubs, blocks cut into chunks
   struct PushCall;  // one Push: its requests and their state
+
+  // The calls of one shard retrying now (outage()).
+  struct Waiting {
+    int calls = 0;           // WithRetries calls past their first failure
+    absl::Time since;        // the earliest first failure among them
+    std::string address;     // the shard's address they last tried
+  };
 
   // Window state of one shard index.
   struct PushLane {
@@ -147,6 +173,11 @@ class GrpcPsClient : public PsClient {
       int index, const std::string& what,
       const std::function<grpc::Status(const Shard&, uint64_t epoch)>& call,
       const grpc::Status* first_try = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
+  // waiting_ bookkeeping of WithRetries: a call of shard `index` starts or
+  // stops retrying (`since`: its first failure).
+  void StartWaiting(int index, const std::string& address, absl::Time since)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void StopWaiting(int index) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Constant after construction.
   const ModelSpec& spec_;
@@ -158,6 +189,7 @@ class GrpcPsClient : public PsClient {
   Clock* const clock_;
   // rpc.encoding: how gradients are pushed and parameters asked for.
   const WireEncoding encoding_;
+  const absl::Duration outage_timeout_;
 
   // State below is protected by mu_.
   mutable absl::Mutex mu_;
@@ -169,7 +201,15 @@ class GrpcPsClient : public PsClient {
   uint64_t pushes_begun_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t acked_clock_ ABSL_GUARDED_BY(mu_) = 0;
   absl::CondVar window_moved_;  // a request was acknowledged or failed
+  std::map<int, Waiting> waiting_ ABSL_GUARDED_BY(mu_);  // by shard index
 };
+
+// training.outage_timeout_s as GrpcPsClient's outage_timeout: 0 = forever.
+absl::Duration OutageTimeout(double outage_timeout_s);
+
+// What a worker waits for, for its Status and log: "ps 1 at 127.0.0.1:7001
+// (unreachable for 12 s; gives up after 300 s, training.outage_timeout_s)".
+std::string DescribeOutage(const GrpcPsClient::Outage& outage);
 
 }  // namespace downpour::worker
 

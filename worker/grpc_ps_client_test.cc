@@ -1,16 +1,19 @@
 // GrpcPsClient against a real coordinator and real shards served over loopback
 // gRPC in-process, with backoff on a FakeClock (no sleeping): a push retried
 // after its ack came too late is applied once, pushes from many threads are
-// each applied once, and a shard that is gone makes a push give up after
-// rpc.connect_timeout_s.
+// each applied once, and a shard that is gone makes a push wait, saying for
+// what, and give up after training.outage_timeout_s.
 #include "worker/grpc_ps_client.h"
 
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/counters.h"
 #include "common/grpc_status.h"
@@ -416,20 +419,57 @@ TEST_F(PsClientTest, Fp16PushAndPullMatchTheFloat32RunWithinFp16Rounding) {
                                  *spec_, WireEncoding::kFp16, 0x1.0p-11);
 }
 
-TEST_F(PsClientTest, PushToAShardThatIsGoneGivesUpAfterTheConnectTimeout) {
+// training.outage_timeout_s bounds the wait, not rpc.connect_timeout_s; while
+// it waits the client says which shard it waits for, and the error names the
+// shard and the key to raise.
+TEST_F(PsClientTest, PushToAShardThatIsGoneWaitsForTheOutageTimeoutSayingWhy) {
   StartCluster(1, /*hold_first_push_ack=*/false);
+  const GrpcPsClient* watched = nullptr;
+  std::vector<std::string> seen;  // outage() at each retry
+  GrpcPsClient client(
+      *spec_, coordinator_.get(), config_.rpc, 0, &worker_counters_,
+      [&] {
+        const std::optional<GrpcPsClient::Outage> outage = watched->outage();
+        seen.push_back(outage.has_value() ? DescribeOutage(*outage) : "");
+        return false;
+      },
+      &clock_, absl::Seconds(45));
+  watched = &client;
+  ASSERT_THAT(client.Connect(), IsOk());
   std::vector<float> params(spec_->num_params());
   std::vector<uint64_t> versions;
-  ASSERT_THAT(client_->Pull(params.data(), &versions), IsOk());
+  ASSERT_THAT(client.Pull(params.data(), &versions), IsOk());
+  EXPECT_FALSE(client.outage().has_value());
+  const std::string address = coordinator_->GetPlacement()->shards(0).address();
   ps_servers_[0]->Shutdown(DeadlineIn(1));
   ps_servers_[0].reset();
 
   const std::vector<float> gradient(spec_->num_params(), 1.0f);
-  EXPECT_THAT(
-      client_->Push(gradient.data(), versions, nullptr),
-      StatusIs(absl::StatusCode::kDeadlineExceeded,
-               HasSubstr("worker 0: gave up waiting for push to ps 0")));
-  EXPECT_EQ(clock_.slept(), absl::Seconds(config_.rpc.connect_timeout_s));
+  const absl::Status pushed = client.Push(gradient.data(), versions, nullptr);
+  EXPECT_THAT(pushed,
+              StatusIs(absl::StatusCode::kDeadlineExceeded,
+                       HasSubstr("worker 0: gave up waiting for push to ps 0")));
+  EXPECT_THAT(pushed.message(),
+              HasSubstr("training.outage_timeout_s (45 s) for an unreachable "
+                        "ps shard: bring ps 0 back (restart it with --index 0"));
+  EXPECT_EQ(clock_.slept(), absl::Seconds(45));
+  ASSERT_GE(seen.size(), 2u);
+  EXPECT_EQ(seen.front(),
+            absl::StrCat("ps 0 at ", address,
+                         " (unreachable for 0 s; gives up after 45 s, "
+                         "training.outage_timeout_s)"));
+  EXPECT_THAT(seen.back(), HasSubstr("(unreachable for 4"));  // 40-45 s
+  EXPECT_FALSE(client.outage().has_value()) << "no call retries any more";
+}
+
+TEST(OutageTimeoutTest, ZeroWaitsForever) {
+  EXPECT_EQ(OutageTimeout(0), absl::InfiniteDuration());
+  EXPECT_EQ(OutageTimeout(2.5), absl::Milliseconds(2500));
+  GrpcPsClient::Outage outage{1, "127.0.0.1:7001", absl::Seconds(12),
+                              absl::InfiniteDuration()};
+  EXPECT_EQ(DescribeOutage(outage),
+            "ps 1 at 127.0.0.1:7001 (unreachable for 12 s; waits forever, "
+            "training.outage_timeout_s 0)");
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 
 #include <cblas.h>
 
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -104,8 +105,10 @@ absl::Status WorkerNode::JoinCluster() {
 
   ps_ = std::make_unique<GrpcPsClient>(
       *spec_, client_.get(), config.rpc, options_.index, &counters_,
-      [this] { return stop_requested_.load(); }, clock_);
+      [this] { return stop_requested_.load(); }, clock_,
+      OutageTimeout(config.training.outage_timeout_s));
   RETURN_IF_ERROR(ps_->Connect());
+  connected_ps_.store(ps_.get());
   ps_->set_start_clock(registered.start_clock());
   ps_->set_incarnation(registered.incarnation());
 
@@ -217,6 +220,14 @@ void WorkerNode::FillStatus(proto::GetStatusResponse* r) const {
   (*r->mutable_counters())["finished"] = stats.finished ? 1 : 0;
   const DownpourLoop* loop = running_loop_.load();
   if (loop != nullptr) FillStaleness(loop->staleness(), r);
+  const GrpcPsClient* ps = connected_ps_.load();
+  const std::optional<GrpcPsClient::Outage> outage =
+      ps != nullptr ? ps->outage() : std::nullopt;
+  (*r->mutable_counters())["waiting_for_ps"] =
+      outage.has_value() ? outage->shard : -1;
+  (*r->mutable_counters())["waiting_for_s"] =
+      outage.has_value() ? absl::ToDoubleSeconds(outage->unreachable_for) : 0;
+  if (outage.has_value()) r->set_waiting_for(DescribeOutage(*outage));
 }
 
 void WorkerNode::LogProgress() {
@@ -233,6 +244,16 @@ void WorkerNode::LogProgress() {
         100 * s.share_wait_pull, 100 * s.share_wait_push,
         network > 0.5 ? " (network-bound)" : "");
     const absl::Time now = clock_->Now();
+    const std::optional<GrpcPsClient::Outage> outage =
+        ps_ != nullptr ? ps_->outage() : std::nullopt;
+    if (outage.has_value()) {
+      // Every 5 s, like the progress line: training holds still meanwhile.
+      SPDLOG_LOGGER_WARN(Log(Logger::kWorker),
+                         "{}: training waits for {}: no step is computed "
+                         "until it is reachable again",
+                         who_, DescribeOutage(*outage));
+      continue;  // the network advice below is not what helps now
+    }
     if (network > 0.5 && now - last_advice >= absl::Seconds(30)) {
       last_advice = now;
       SPDLOG_LOGGER_WARN(

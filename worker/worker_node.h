@@ -132,6 +132,8 @@ class WorkerNode {
 
   // The loop once built, for the Status endpoint, which serves before it is.
   std::atomic<const DownpourLoop*> running_loop_{nullptr};
+  // The ps client once connected, for the same reason (waiting_for).
+  std::atomic<const GrpcPsClient*> connected_ps_{nullptr};
   std::atomic<bool> stop_requested_{false};
   absl::Notification ended_;
 
