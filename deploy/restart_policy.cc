@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "absl/strings/str_cat.h"
-#include "common/daemon.h"
+#include "common/exit_codes.h"
 
 namespace downpour {
 

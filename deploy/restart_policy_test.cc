@@ -3,7 +3,7 @@
 
 #include <vector>
 
-#include "common/daemon.h"
+#include "common/exit_codes.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
