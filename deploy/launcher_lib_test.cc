@@ -296,7 +296,11 @@ TEST_F(LauncherLibTest, SshModeNeedsFixedPorts) {
                                  "127.0.0.1:0")));
   config_.cluster.coordinator = "10.0.0.1:7000";
   config_.cluster.ps = {"10.0.0.2:7001", "10.0.0.3:7001"};
-  config_.cluster.standby_ps = {"10.0.0.4:0"};  // not started by the launcher
+  config_.cluster.standby_ps = {"10.0.0.4:0"};  // started by the launcher too
+  EXPECT_THAT(RunCluster(config_, options_),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("cluster.standby_ps[0] is 10.0.0.4:0")));
+  config_.cluster.standby_ps = {"10.0.0.4:7001"};
   EXPECT_THAT(RunCluster(config_, options_),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("cluster.workers[0] is 127.0.0.1:0")));

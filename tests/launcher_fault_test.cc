@@ -155,8 +155,10 @@ TEST_F(LauncherFaultTest, TheNextLaunchStopsDaemonsAKilledLauncherLeft) {
   std::unique_ptr<Subprocess> first = StartLauncher("first.log");
   ASSERT_NE(first, nullptr);
   std::map<std::string, PidEntry> daemons = WaitForDaemons();
-  // A stopped ps cannot act on the SIGTERM its launcher's death sends: it
+  // Training: the ps blocks SIGTERM by now (it takes it with sigwait), so a
+  // stopped ps cannot act on the SIGTERM its launcher's death sends: it
   // stays, as a daemon hung in I/O would.
+  ASSERT_TRUE(WaitForSteps(10)) << first->LogTail(30);
   const PidEntry orphan = daemons["ps 0"];
   ASSERT_EQ(::kill(orphan.pid, SIGSTOP), 0);
   first->Signal(SIGKILL);
