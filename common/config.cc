@@ -156,6 +156,11 @@ std::vector<Section> Schema(Config* c) {
         IntField("coordinator.history_size", &c->coordinator.history_size, AtLeast(1)),
         DoubleField("coordinator.history_interval_s",
                     &c->coordinator.history_interval_s, Positive())}},
+      {"launcher",
+       {EnumField("launcher.restart", &c->launcher.restart,
+                  {"never", "on-failure"}),
+        IntField("launcher.max_restarts", &c->launcher.max_restarts,
+                 AtLeast(0))}},
   };
 }
 
@@ -265,7 +270,8 @@ absl::Status ForEachEntry(const YAML::Node& map, const std::string& file,
 
 absl::Status ReadSection(const std::vector<Section>& schema,
                          const Section& section, const YAML::Node& node,
-                         const std::string& file, const std::string& where) {
+                         const std::string& file, const std::string& where,
+                         std::set<std::string>* set_keys) {
   if (node.IsNull()) return absl::OkStatus();  // "training:" alone: defaults
   if (!node.IsMap()) {
     return absl::InvalidArgumentError(
@@ -277,13 +283,15 @@ absl::Status ReadSection(const std::vector<Section>& schema,
                       const std::string& at) {
     const ConfigField* field = FindField(section, name);
     if (field == nullptr) return Located(at, UnknownKey(schema, section, name));
+    set_keys->insert(field->key);
     return Located(at, ReadField(*field, value));
   };
   return ForEachEntry(node, file, section.name + ".", read_key);
 }
 
 absl::Status ReadDocument(const std::vector<Section>& schema,
-                          const YAML::Node& root, const std::string& file) {
+                          const YAML::Node& root, const std::string& file,
+                          std::set<std::string>* set_keys) {
   if (root.IsNull()) return absl::OkStatus();  // empty file: defaults
   if (!root.IsMap()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -295,7 +303,7 @@ absl::Status ReadDocument(const std::vector<Section>& schema,
                           const std::string& at) {
     const Section* section = FindSection(schema, name);
     if (section == nullptr) return Located(at, UnknownSection(schema, name));
-    return ReadSection(schema, *section, value, file, at);
+    return ReadSection(schema, *section, value, file, at, set_keys);
   };
   return ForEachEntry(root, file, "", read_section);
 }
@@ -321,7 +329,8 @@ absl::StatusOr<YAML::Node> LoadDocument(const std::string& yaml,
 
 // Applies "section.key=value"; the caller names the assignment in errors.
 absl::Status Assign(const std::vector<Section>& schema,
-                    const std::string& assignment) {
+                    const std::string& assignment,
+                    std::set<std::string>* set_keys) {
   const size_t equals = assignment.find('=');
   const size_t dot = assignment.find('.');
   if (equals == std::string::npos || dot == std::string::npos || dot > equals) {
@@ -336,6 +345,7 @@ absl::Status Assign(const std::vector<Section>& schema,
   if (section == nullptr) return UnknownSection(schema, section_name);
   const ConfigField* field = FindField(*section, key);
   if (field == nullptr) return UnknownKey(schema, *section, key);
+  set_keys->insert(field->key);
   YAML::Node value;
   try {
     value = YAML::Load(assignment.substr(equals + 1));
@@ -354,10 +364,10 @@ absl::StatusOr<Config> ParseUnsafe(const std::string& yaml,
   {
     const std::vector<Section> schema = Schema(&config);
     ASSIGN_OR_RETURN(const YAML::Node root, LoadDocument(yaml, file));
-    RETURN_IF_ERROR(ReadDocument(schema, root, file));
+    RETURN_IF_ERROR(ReadDocument(schema, root, file, &config.explicit_keys));
     for (const std::string& assignment : overrides) {
       RETURN_IF_ERROR(Located(absl::StrCat("--set ", assignment),
-                              Assign(schema, assignment)));
+                              Assign(schema, assignment, &config.explicit_keys)));
     }
   }
   RETURN_IF_ERROR(Located(file, ValidateConfig(config)));

@@ -9,6 +9,7 @@
 #define DOWNPOUR_COMMON_CONFIG_H_
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -200,6 +201,17 @@ struct RpcSection {
   std::string encoding = "float32";
 };
 
+struct LauncherSection {
+  // What the launcher does when a daemon it runs dies: "on-failure" restarts a
+  // ps, standby, worker or the coordinator that exits non-zero or is killed by
+  // a signal (with the same role, index and flags); "never" ends the job
+  // instead. Default "on-failure".
+  std::string restart = "on-failure";
+  // Restarts per daemon before the launcher gives up and ends the job, >= 0.
+  // Default 3.
+  int max_restarts = 3;
+};
+
 struct LoggingSection {
   // "trace", "debug", "info", "warn", "error". Default "info".
   std::string level = "info";
@@ -218,6 +230,10 @@ struct Config {
   LoggingSection logging;
   ComputeSection compute;
   CoordinatorSection coordinator;
+  LauncherSection launcher;
+  // The keys the file or an override set ("checkpoint.dir"), so that a
+  // launcher can tell a user's choice from a default it may place elsewhere.
+  std::set<std::string> explicit_keys;
 };
 
 // One daemon's address in the cluster section.

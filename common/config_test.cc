@@ -206,7 +206,7 @@ TEST(ConfigTest, UnknownKeyNamesLineKeyAndAllowedKeys) {
   ExpectAllFail({
       {"trainig:\n  steps: 1\n",
        "cfg.yaml:1: unknown key 'trainig'; allowed sections: cluster, model, "
-       "optimizer, training, data, checkpoint, heartbeat, rpc, logging, compute, coordinator (did "
+       "optimizer, training, data, checkpoint, heartbeat, rpc, logging, compute, coordinator, launcher (did "
        "you mean 'training'?)"},
       {"training:\n  learning_rate: 0.1\n",
        "cfg.yaml:2: unknown key 'training.learning_rate'; allowed keys in "
@@ -614,6 +614,40 @@ TEST(ConfigTest, MnistShapeIsTheDefaultModelsEnds) {
   EXPECT_EQ(config.model.layers.front(), kMnistDim);
   EXPECT_EQ(config.model.layers.back(), kMnistClasses);
   EXPECT_EQ(MnistDigitFile(3), "3.json");
+}
+
+TEST(ConfigTest, LauncherRestartPolicyIsReadAndChecked) {
+  absl::StatusOr<Config> defaults = Parse("");
+  ASSERT_THAT(defaults, IsOk());
+  EXPECT_EQ(defaults->launcher.restart, "on-failure");
+  EXPECT_EQ(defaults->launcher.max_restarts, 3);
+  absl::StatusOr<Config> config =
+      Parse("launcher:\n  restart: never\n  max_restarts: 0\n");
+  ASSERT_THAT(config, IsOk());
+  EXPECT_EQ(config->launcher.restart, "never");
+  EXPECT_EQ(config->launcher.max_restarts, 0);
+  ExpectAllFail({
+      {"launcher:\n  restart: always\n",
+       "cfg.yaml:2: launcher.restart must be one of never, on-failure"},
+      {"launcher:\n  max_restarts: -1\n", "cfg.yaml:2: launcher.max_restarts"},
+      {"launcher:\n  restarts: 2\n",
+       "unknown key 'launcher.restarts'; allowed keys in 'launcher': restart, "
+       "max_restarts"},
+  });
+}
+
+TEST(ConfigTest, ExplicitKeysTellTheUsersChoiceFromADefault) {
+  const std::string path = WriteTempFile(
+      "explicit.yaml", "checkpoint:\n  dir: ckpt\ntraining:\n  steps: 5\n");
+  absl::StatusOr<Config> config =
+      LoadConfig(path, {"coordinator.state_dir=state"});
+  ASSERT_THAT(config, IsOk());
+  EXPECT_THAT(config->explicit_keys,
+              ElementsAre("checkpoint.dir", "coordinator.state_dir",
+                          "training.steps"));
+  absl::StatusOr<Config> defaults = Parse("");
+  ASSERT_THAT(defaults, IsOk());
+  EXPECT_TRUE(defaults->explicit_keys.empty());
 }
 
 }  // namespace

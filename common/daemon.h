@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/notification.h"
 #include "common/config.h"
+#include "common/exit_codes.h"  // kExitFailure, kExitConfig, kExitReplaced
 
 namespace downpour {
 

@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,6 +22,12 @@ namespace downpour {
 absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Start(
     std::string name, const std::vector<std::string>& argv,
     const std::string& log_path) {
+  return Start(std::move(name), argv, log_path, Options());
+}
+
+absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Start(
+    std::string name, const std::vector<std::string>& argv,
+    const std::string& log_path, const Options& options) {
   const int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (log < 0) {
     return absl::UnavailableError(absl::StrCat("cannot open log file '", log_path,
@@ -35,12 +42,19 @@ absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Start(
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) {
     ::close(log);
     return absl::ResourceExhaustedError(absl::StrCat("fork: ", std::strerror(errno)));
   }
   if (pid == 0) {
+    if (options.own_process_group) ::setpgid(0, 0);
+    if (options.parent_death_signal != 0) {
+      ::prctl(PR_SET_PDEATHSIG, options.parent_death_signal);
+      // The parent may have died before prctl: then nobody would send it.
+      if (::getppid() != parent) ::_exit(128 + options.parent_death_signal);
+    }
     ::dup2(log, STDOUT_FILENO);
     ::dup2(log, STDERR_FILENO);
     // The parent may block signals for sigwait; children start clean.
@@ -51,17 +65,23 @@ absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Start(
     std::fprintf(stderr, "exec %s: %s\n", args[0], std::strerror(errno));
     ::_exit(127);
   }
+  // Also in the parent, so that the group exists before anyone signals it.
+  if (options.own_process_group) ::setpgid(pid, pid);
   ::close(log);
-  return std::unique_ptr<Subprocess>(new Subprocess(std::move(name), pid, log_path));
+  return std::unique_ptr<Subprocess>(
+      new Subprocess(std::move(name), pid, log_path, options.own_process_group));
 }
 
-Subprocess::Subprocess(std::string name, pid_t pid, std::string log_path)
+Subprocess::Subprocess(std::string name, pid_t pid, std::string log_path,
+                       bool own_group)
     : name_(std::move(name)), pid_(pid), log_path_(std::move(log_path)),
-      started_(absl::Now()) {}
+      started_(absl::Now()), own_group_(own_group) {}
 
 Subprocess::~Subprocess() {
   if (!Poll().has_value()) {
-    ::kill(pid_, SIGKILL);
+    // What the child started (e.g. ssh's helpers) goes with it. Only while it
+    // runs: once reaped, its pid may name someone else's group.
+    ::kill(own_group_ ? -pid_ : pid_, SIGKILL);
     Wait(absl::Seconds(5));
   }
 }
@@ -72,6 +92,7 @@ std::optional<int> Subprocess::Poll() {
   const pid_t r = ::waitpid(pid_, &status, WNOHANG);
   if (r == pid_) {
     exit_status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    term_signal_ = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
   }
   return exit_status_;
 }

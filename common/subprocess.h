@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,14 +15,30 @@
 
 namespace downpour {
 
-// Not thread-safe. The destructor kills (SIGKILL) and reaps a child still running.
+// Not thread-safe. The destructor kills (SIGKILL) and reaps a child still
+// running (its whole process group when it has its own).
 class Subprocess {
  public:
+  struct Options {
+    // The child leads a process group of its own: a terminal's Ctrl-C reaches
+    // only the parent (which can then stop its children in order), and the
+    // destructor kills the group, grandchildren included.
+    bool own_process_group = false;
+    // Non-zero: the signal the child gets when the parent dies
+    // (PR_SET_PDEATHSIG), so that no child outlives a parent killed with
+    // SIGKILL. Linux sends it when the *thread* that forked ends, so fork
+    // from a thread that lives as long as the child should.
+    int parent_death_signal = 0;
+  };
+
   // Starts argv[0] with argv, stdout and stderr appended to `log_path`.
   // `name` is how messages refer to it ("ps 1").
   static absl::StatusOr<std::unique_ptr<Subprocess>> Start(
       std::string name, const std::vector<std::string>& argv,
       const std::string& log_path);
+  static absl::StatusOr<std::unique_ptr<Subprocess>> Start(
+      std::string name, const std::vector<std::string>& argv,
+      const std::string& log_path, const Options& options);
   ~Subprocess();
 
   Subprocess(const Subprocess&) = delete;
@@ -34,6 +51,8 @@ class Subprocess {
 
   // The exit status once it has ended (128 + signal when killed by one), else none.
   std::optional<int> Poll();
+  // Once it has ended: the signal that killed it, or 0 when it exited.
+  int term_signal() const { return term_signal_; }
   // Waits up to `timeout` for it to end.
   std::optional<int> Wait(absl::Duration timeout);
   void Signal(int signal);
@@ -44,13 +63,15 @@ class Subprocess {
   std::string LogTail(int lines) const;
 
  private:
-  Subprocess(std::string name, pid_t pid, std::string log_path);
+  Subprocess(std::string name, pid_t pid, std::string log_path, bool own_group);
 
   const std::string name_;
   const pid_t pid_;
   const std::string log_path_;
   const absl::Time started_;
+  const bool own_group_;
   std::optional<int> exit_status_;
+  int term_signal_ = 0;
 };
 
 }  // namespace downpour

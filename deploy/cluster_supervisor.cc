@@ -2,6 +2,7 @@
 #include "deploy/cluster_supervisor.h"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -14,6 +15,7 @@
 #include "absl/strings/strip.h"
 #include "common/file_util.h"
 #include "coordinator/coordinator_client.h"
+#include "deploy/run_dir_guard.h"
 
 namespace downpour {
 namespace {
@@ -116,27 +118,50 @@ std::string ClusterSupervisor::Dead(DaemonProcess& process, int status) const {
       process.LogTail(kLogTailLines));
 }
 
-// Starts `binary` for the daemon that serves at `address` (its host, in SSH
-// mode) with the shared flags and `args`.
-absl::StatusOr<std::unique_ptr<DaemonProcess>> ClusterSupervisor::Launch(
-    const std::string& name, const std::string& binary, const std::string& address,
-    std::vector<std::string> args) {
+// Starts slot.binary for the daemon that serves at slot.address (its host, in
+// SSH mode) with the shared flags and slot.args.
+absl::Status ClusterSupervisor::Launch(Slot& slot) {
   const bool remote = options_.remote.has_value();
   std::vector<std::string> flags = {
       "--config", remote ? options_.remote->config_path : options_.config_path};
   if (!options_.overrides.empty()) {
     flags.push_back("--set=" + absl::StrJoin(options_.overrides, ","));
   }
-  for (std::string& a : args) flags.push_back(std::move(a));
+  for (const std::string& a : slot.args) flags.push_back(a);
   const std::string log = fs::path(options_.run_dir) / "logs" /
-                          (absl::StrReplaceAll(name, {{" ", "-"}}) + ".log");
+                          (absl::StrReplaceAll(slot.name, {{" ", "-"}}) + ".log");
+  absl::StatusOr<std::unique_ptr<DaemonProcess>> process;
   if (remote) {
-    return DaemonProcess::StartRemote(name, *options_.remote, HostOf(address), binary,
-                                      flags, log);
+    process = DaemonProcess::StartRemote(slot.name, *options_.remote,
+                                         HostOf(slot.address), slot.binary, flags, log);
+  } else {
+    std::vector<std::string> argv = {fs::path(options_.bin_dir) / slot.binary};
+    for (std::string& f : flags) argv.push_back(std::move(f));
+    process = DaemonProcess::StartLocal(slot.name, argv, log);
   }
-  std::vector<std::string> argv = {fs::path(options_.bin_dir) / binary};
-  for (std::string& f : flags) argv.push_back(std::move(f));
-  return DaemonProcess::StartLocal(name, argv, log);
+  if (!process.ok()) return process.status();
+  slot.process = *std::move(process);
+  slot.down = false;
+  WritePids();
+  return absl::OkStatus();
+}
+
+void ClusterSupervisor::WritePids() {
+  std::vector<PidEntry> entries = {
+      {::getpid(), ProcessStartTime(::getpid()).value_or(0), "launcher"}};
+  auto add = [&](const Slot& slot) {
+    if (slot.process == nullptr || slot.process->Poll().has_value()) return;
+    absl::StatusOr<unsigned long long> start = ProcessStartTime(slot.process->pid());
+    if (start.ok()) entries.push_back({slot.process->pid(), *start, slot.name});
+  };
+  add(coordinator_);
+  for (const auto* slots : {&ps_, &standbys_, &workers_}) {
+    for (const Slot& slot : *slots) add(slot);
+  }
+  absl::Status written = WritePidFile(options_.run_dir, entries);
+  if (!written.ok()) {
+    Event(absl::StrCat("launcher: cannot write the pid file: ", written.message()));
+  }
 }
 
 // SSH mode: the coordinator listens where the config says (a fixed port); wait
@@ -147,8 +172,8 @@ absl::Status ClusterSupervisor::WaitForRemoteCoordinator() {
   coordinator::CoordinatorClient client(config_.cluster.coordinator, rpc, "launcher");
   const absl::Time deadline = clock_->Now() + options_.startup_timeout;
   while (clock_->Now() < deadline) {
-    if (auto status = coordinator_->Poll()) {
-      return absl::AbortedError(Dead(*coordinator_, *status));
+    if (auto status = coordinator_.process->Poll()) {
+      return absl::AbortedError(Dead(*coordinator_.process, *status));
     }
     if (client.ClusterStatus().ok()) {
       coordinator_address_ = config_.cluster.coordinator;
@@ -159,7 +184,7 @@ absl::Status ClusterSupervisor::WaitForRemoteCoordinator() {
   return absl::DeadlineExceededError(absl::StrCat(
       "the coordinator did not answer at ", config_.cluster.coordinator, " within ",
       absl::FormatDuration(options_.startup_timeout), "; see ",
-      coordinator_->log_path()));
+      coordinator_.process->log_path()));
 }
 
 // Starts the coordinator and learns the address the others should use (the
@@ -167,17 +192,18 @@ absl::Status ClusterSupervisor::WaitForRemoteCoordinator() {
 absl::Status ClusterSupervisor::StartCoordinator() {
   const std::string port_file = fs::path(options_.run_dir) / "coordinator.port";
   fs::remove(port_file);
-  std::vector<std::string> args;
-  if (!options_.remote.has_value()) args = {"--port_file", port_file};
-  auto process = Launch("coordinator", "coordinator/coordinator",
-                        config_.cluster.coordinator, std::move(args));
-  if (!process.ok()) return process.status();
-  coordinator_ = *std::move(process);
+  coordinator_.kind = DaemonKind::kCoordinator;
+  coordinator_.name = "coordinator";
+  coordinator_.binary = "coordinator/coordinator";
+  coordinator_.address = config_.cluster.coordinator;
+  if (!options_.remote.has_value()) coordinator_.args = {"--port_file", port_file};
+  absl::Status started = Launch(coordinator_);
+  if (!started.ok()) return started;
   if (options_.remote.has_value()) return WaitForRemoteCoordinator();
   const absl::Time deadline = clock_->Now() + options_.startup_timeout;
   while (clock_->Now() < deadline) {
-    if (auto status = coordinator_->Poll()) {
-      return absl::AbortedError(Dead(*coordinator_, *status));
+    if (auto status = coordinator_.process->Poll()) {
+      return absl::AbortedError(Dead(*coordinator_.process, *status));
     }
     absl::StatusOr<std::string> text = ReadFile(port_file);
     int port = 0;
@@ -185,6 +211,8 @@ absl::Status ClusterSupervisor::StartCoordinator() {
       const std::string& configured = config_.cluster.coordinator;
       coordinator_address_ =
           absl::StrCat(configured.substr(0, configured.rfind(':')), ":", port);
+      // A restarted coordinator must be found where the others look.
+      coordinator_.args.push_back("--listen=" + coordinator_address_);
       return absl::OkStatus();
     }
     clock_->SleepFor(kPortFilePeriod);
@@ -192,61 +220,165 @@ absl::Status ClusterSupervisor::StartCoordinator() {
   return absl::DeadlineExceededError(absl::StrCat(
       "the coordinator did not start listening within ",
       absl::FormatDuration(options_.startup_timeout), "; see ",
-      coordinator_->log_path()));
+      coordinator_.process->log_path()));
 }
 
 absl::Status ClusterSupervisor::Start() {
   absl::Status coordinator = StartCoordinator();
   if (!coordinator.ok()) return coordinator;
-  for (size_t i = 0; i < config_.cluster.ps.size(); ++i) {
-    auto p = Launch(absl::StrCat("ps ", i), "server/ps_server", config_.cluster.ps[i],
-                    {"--index", absl::StrCat(i), "--coordinator", coordinator_address_});
-    if (!p.ok()) return p.status();
-    ps_.push_back(*std::move(p));
-  }
-  for (size_t i = 0; i < config_.cluster.workers.size(); ++i) {
-    auto w = Launch(absl::StrCat("worker ", i), "worker/ps_worker",
-                    config_.cluster.workers[i],
-                    {"--index", absl::StrCat(i), "--coordinator", coordinator_address_});
-    if (!w.ok()) return w.status();
-    workers_.push_back(*std::move(w));
+  auto slots = [&](DaemonKind kind, const std::string& role, const std::string& binary,
+                   const std::vector<std::string>& addresses, std::vector<Slot>* out) {
+    for (size_t i = 0; i < addresses.size(); ++i) {
+      Slot slot;
+      slot.kind = kind;
+      slot.index = static_cast<int>(i);
+      slot.name = absl::StrCat(role, " ", i);
+      slot.binary = binary;
+      slot.address = addresses[i];
+      if (kind == DaemonKind::kStandby) slot.args.push_back("--standby");
+      for (std::string a : {std::string("--index"), absl::StrCat(i),
+                            std::string("--coordinator"), coordinator_address_}) {
+        slot.args.push_back(std::move(a));
+      }
+      out->push_back(std::move(slot));
+    }
+  };
+  slots(DaemonKind::kPs, "ps", "server/ps_server", config_.cluster.ps, &ps_);
+  slots(DaemonKind::kStandby, "standby", "server/ps_server", config_.cluster.standby_ps,
+        &standbys_);
+  slots(DaemonKind::kWorker, "worker", "worker/ps_worker", config_.cluster.workers,
+        &workers_);
+  // ps before standbys: a standby that registered first would be idle anyway,
+  // but the shards should go to the daemons named for them.
+  for (auto* group : {&ps_, &standbys_, &workers_}) {
+    for (Slot& slot : *group) {
+      absl::Status started = Launch(slot);
+      if (!started.ok()) return started;
+    }
   }
   if (options_.out != nullptr) {
     absl::FPrintF(options_.out,
-                  "launcher: coordinator at %s, %d ps, %d workers; logs in %s\n",
-                  coordinator_address_, ps_.size(), workers_.size(),
+                  "launcher: coordinator at %s, %d ps, %d standby, %d workers; "
+                  "logs in %s\n",
+                  coordinator_address_, ps_.size(), standbys_.size(), workers_.size(),
                   (fs::path(options_.run_dir) / "logs").string());
   }
   return absl::OkStatus();
 }
 
-absl::Status ClusterSupervisor::CheckDaemons(int* running) {
-  *running = 0;
-  for (size_t i = 0; i < workers_.size(); ++i) {
-    std::optional<int> status = workers_[i]->Poll();
-    if (!status.has_value()) {
-      ++*running;
-    } else if (*status != 0) {
-      // Its last heartbeat came before it exited: a divergence is a training
-      // result for the summary, not a crash.
-      PollCoordinator(1);
-      for (const WorkerResult& w : latest_) {
-        if (w.index == static_cast<int>(i) && !w.diverged.empty()) {
-          progress_->Event(absl::StrCat("launcher: ", w.diverged));
-          diverged_ = true;
-          return absl::OkStatus();
-        }
-      }
-      return absl::AbortedError(Dead(*workers_[i], *status));
+ClusterSupervisor::Slot* ClusterSupervisor::FreeStandbySlot() {
+  for (Slot& slot : standbys_) {
+    if (slot.down) return &slot;
+  }
+  return nullptr;
+}
+
+absl::Status ClusterSupervisor::HandleExit(Slot& slot, int status) {
+  DaemonExit exit;
+  exit.status = status;
+  exit.signal = slot.process->term_signal();
+  if (slot.kind == DaemonKind::kWorker && status != 0) {
+    // Its last heartbeat came before it exited: a divergence is a training
+    // result for the summary, not a crash.
+    PollCoordinator(1);
+    for (const WorkerResult& w : latest_) {
+      if (w.index == slot.index && !w.diverged.empty()) exit.diverged = true;
     }
   }
-  for (auto& p : ps_) {
-    if (auto status = p->Poll()) return absl::AbortedError(Dead(*p, *status));
+  Slot* free_standby = FreeStandbySlot();
+  const RestartDecision decision = DecideRestart(
+      config_.launcher, slot.kind, exit, slot.restarts, free_standby != nullptr);
+  if (decision.action == RestartAction::kFinished) {
+    slot.finished = true;
+    return absl::OkStatus();
   }
-  if (auto status = coordinator_->Poll()) {
-    return absl::AbortedError(Dead(*coordinator_, *status));
+  if (decision.action == RestartAction::kDiverged) {
+    for (const WorkerResult& w : latest_) {
+      if (w.index == slot.index) progress_->Event(absl::StrCat("launcher: ", w.diverged));
+    }
+    slot.finished = true;
+    diverged_ = true;
+    return absl::OkStatus();
   }
-  return absl::OkStatus();
+  const double elapsed = elapsed_seconds();
+  FaultRecord fault;
+  fault.time_s = elapsed;
+  fault.daemon = slot.name;
+  fault.what = DescribeExit(exit);
+  fault.exit_status = exit.status;
+  fault.signal = exit.signal;
+  fault.reason = decision.reason;
+  slot.down = true;
+  absl::Status result = absl::OkStatus();
+  switch (decision.action) {
+    case RestartAction::kRestart: {
+      ++slot.restarts;
+      fault.action = "restarted";
+      progress_->Event(absl::StrFormat("[%6.1f s] %s %s; restarting it (restart %d of %d)",
+                                       elapsed, slot.name, fault.what, slot.restarts,
+                                       config_.launcher.max_restarts));
+      absl::Status started = Launch(slot);
+      if (!started.ok()) {
+        fault.action = "gave up";
+        fault.reason = absl::StrCat("the restart failed: ", started.message());
+        result = absl::AbortedError(absl::StrCat(slot.name, " ", fault.what,
+                                                 " and could not be restarted: ",
+                                                 started.message()));
+      }
+      break;
+    }
+    case RestartAction::kRestartAsStandby: {
+      free_standby->restarts = slot.restarts + 1;
+      fault.action = absl::StrCat("restarted as ", free_standby->name);
+      progress_->Event(absl::StrFormat("[%6.1f s] %s %s: %s; restarting it as %s",
+                                       elapsed, slot.name, fault.what, decision.reason,
+                                       free_standby->name));
+      absl::Status started = Launch(*free_standby);
+      if (!started.ok()) {
+        fault.action = "left down";
+        fault.reason = absl::StrCat("the restart as ", free_standby->name,
+                                    " failed: ", started.message());
+      }
+      break;
+    }
+    case RestartAction::kLeaveDown:
+      fault.action = "left down";
+      progress_->Event(absl::StrFormat("[%6.1f s] %s %s: %s", elapsed, slot.name,
+                                       fault.what, decision.reason));
+      WritePids();
+      break;
+    default:
+      fault.action = "gave up";
+      progress_->Event(absl::StrFormat("[%6.1f s] %s %s: %s; ending the job", elapsed,
+                                       slot.name, fault.what, decision.reason));
+      result = absl::AbortedError(
+          absl::StrCat(Dead(*slot.process, status), "\n(", decision.reason, ")"));
+      break;
+  }
+  faults_.push_back(std::move(fault));
+  return result;
+}
+
+absl::Status ClusterSupervisor::CheckDaemons(int* running) {
+  *running = 0;
+  auto check = [&](Slot& slot) -> absl::Status {
+    if (slot.process == nullptr || slot.finished || slot.down) return absl::OkStatus();
+    std::optional<int> status = slot.process->Poll();
+    if (!status.has_value()) {
+      if (slot.kind == DaemonKind::kWorker) ++*running;
+      return absl::OkStatus();
+    }
+    absl::Status handled = HandleExit(slot, *status);
+    if (slot.kind == DaemonKind::kWorker && !slot.finished && !slot.down) ++*running;
+    return handled;
+  };
+  for (auto* group : {&workers_, &ps_, &standbys_}) {
+    for (Slot& slot : *group) {
+      absl::Status alive = check(slot);
+      if (!alive.ok() || diverged_) return alive;
+    }
+  }
+  return check(coordinator_);
 }
 
 void ClusterSupervisor::PollCoordinator(int running) {
@@ -295,18 +427,31 @@ absl::Status ClusterSupervisor::Watch() {
 
 void ClusterSupervisor::Stop(const std::function<void()>& before_coordinator) {
   progress_->Finish();
-  for (auto& w : workers_) w->Signal(SIGTERM);
-  for (auto& w : workers_) w->Stop(absl::Seconds(15));
-  for (auto& p : ps_) p->Signal(SIGTERM);
-  for (auto& p : ps_) p->Stop(absl::Seconds(15));
+  auto stop = [](std::vector<Slot>& group, absl::Duration grace) {
+    for (Slot& slot : group) {
+      if (slot.process != nullptr) slot.process->Signal(SIGTERM);
+    }
+    for (Slot& slot : group) {
+      if (slot.process != nullptr) slot.process->Stop(grace);
+    }
+  };
+  stop(workers_, absl::Seconds(15));
+  // Standbys that took a shard over write its final checkpoint like a ps.
+  stop(standbys_, absl::Seconds(15));
+  stop(ps_, absl::Seconds(15));
   if (before_coordinator) before_coordinator();
-  if (coordinator_) coordinator_->Stop(absl::Seconds(5));
+  if (coordinator_.process != nullptr) coordinator_.process->Stop(absl::Seconds(5));
+  std::error_code error;
+  fs::remove(PidFilePath(options_.run_dir), error);
 }
 
 absl::Status ClusterSupervisor::PsExitStatus() {
-  for (auto& p : ps_) {
-    const int status = p->Poll().value_or(0);
-    if (status != 0) return absl::AbortedError(Dead(*p, status));
+  for (auto* group : {&ps_, &standbys_}) {
+    for (Slot& slot : *group) {
+      if (slot.process == nullptr || slot.down) continue;
+      const int status = slot.process->Poll().value_or(0);
+      if (status != 0) return absl::AbortedError(Dead(*slot.process, status));
+    }
   }
   return absl::OkStatus();
 }

@@ -1,5 +1,6 @@
 // Runs the daemons of one job as child processes (or over SSH): starts them in
-// order, watches them, shows progress, and stops them in order. The launcher's
+// order, watches them, restarts those that die (deploy/restart_policy.h),
+// shows progress, and stops them in order. The launcher's
 // RunCluster (deploy/launcher_lib.h) drives one of these and turns what it saw
 // into a LaunchSummary (deploy/launch_summary.h).
 //
@@ -25,6 +26,7 @@
 #include "deploy/launch_summary.h"
 #include "deploy/launch_options.h"
 #include "deploy/progress_line.h"
+#include "deploy/restart_policy.h"
 
 namespace downpour {
 
@@ -40,19 +42,23 @@ class ClusterSupervisor {
 
   // Starts the coordinator and waits until it listens (it writes its bound
   // port to <run_dir>/coordinator.port; SSH mode: until it answers at its
-  // fixed address), then every ps and worker, pointed at it. Aborted (name,
+  // fixed address), then every ps, every standby (cluster.standby_ps) and
+  // every worker, pointed at it. Keeps <run_dir>/launcher.pids naming them
+  // (deploy/run_dir_guard.h) from here on. Aborted (name,
   // exit status, log tail) when the coordinator exits first; DeadlineExceeded
   // when it does not listen within options.startup_timeout; the error of a
   // daemon that cannot be started.
   absl::Status Start();
 
   // Polls the daemons and, every options.progress_period, the coordinator's
-  // ClusterStatus (progress line, accuracy mark), until every worker has exited
-  // (OK) or options.interrupted() (OK; interrupted() is then true), or a
-  // worker exits non-zero after reporting that its training diverged (OK; that
-  // worker's workers() entry carries `diverged`). Aborted naming the daemon
-  // when a worker exits non-zero otherwise, or a ps or the coordinator exits
-  // at all.
+  // ClusterStatus (progress line, accuracy mark), until every worker has
+  // finished (exited 0: OK) or options.interrupted() (OK; interrupted() is
+  // then true), or a worker exits non-zero after reporting that its training
+  // diverged (OK; that worker's workers() entry carries `diverged`). A daemon
+  // that ends otherwise is handled by config.launcher's policy (DecideRestart)
+  // and recorded in faults(): restarted with the same flags (the coordinator
+  // on the same port), restarted as a standby, or left down; Aborted naming
+  // it, its exit and the tail of its log when the policy gives up.
   absl::Status Watch();
 
   // Stops workers (they push what they owe), then ps (final checkpoint), then
@@ -60,7 +66,8 @@ class ClusterSupervisor {
   // coordinator still answers). Ends the progress line first.
   void Stop(const std::function<void()>& before_coordinator = nullptr);
 
-  // Aborted naming the first ps that exited non-zero (after Stop), else OK.
+  // Aborted naming the first ps that exited non-zero on Stop (its final
+  // checkpoint failed), else OK. Daemons left down are not asked.
   absl::Status PsExitStatus();
 
   // The coordinator's address once Start has it, else "".
@@ -70,6 +77,8 @@ class ClusterSupervisor {
   const std::string& stop_reason() const { return stop_reason_; }
   double seconds_to_mark() const { return seconds_to_mark_; }
   bool interrupted() const { return interrupted_; }
+  // The daemons that ended while the job ran, and what was done.
+  const std::vector<FaultRecord>& faults() const { return faults_; }
   // Seconds since Start began, on options.clock.
   double elapsed_seconds() const;
   // Progress output (nothing when options.out is null).
@@ -77,17 +86,35 @@ class ClusterSupervisor {
 
  private:
   class Progress;
+  // One daemon of the job and what restarting it takes.
+  struct Slot {
+    DaemonKind kind = DaemonKind::kWorker;
+    int index = 0;
+    std::string name;     // "ps 0"
+    std::string binary;   // "server/ps_server"
+    std::string address;  // where it serves (its host, in SSH mode)
+    std::vector<std::string> args;
+    std::unique_ptr<DaemonProcess> process;  // null before its first start
+    int restarts = 0;
+    bool finished = false;  // a worker that exited 0
+    bool down = false;      // ended and not restarted
+  };
 
-  absl::StatusOr<std::unique_ptr<DaemonProcess>> Launch(const std::string& name,
-                                                        const std::string& binary,
-                                                        const std::string& address,
-                                                        std::vector<std::string> args);
+  // Starts (or restarts) slot.process with the shared flags and slot.args.
+  absl::Status Launch(Slot& slot);
   absl::Status StartCoordinator();
   absl::Status WaitForRemoteCoordinator();
-  // Aborted for the first daemon that ended when it should not have; counts
-  // the workers still running. Sets diverged_ (and returns OK) instead when a
-  // worker that exited non-zero reported a divergence.
+  // Handles the slots that ended; counts the workers still running. Aborted
+  // for a daemon the policy gives up on. Sets diverged_ (and returns OK) when
+  // a worker that exited non-zero reported a divergence.
   absl::Status CheckDaemons(int* running);
+  // Applies the policy to `slot`, which ended with `status`.
+  absl::Status HandleExit(Slot& slot, int status);
+  // A standby slot with no daemon running (its daemon ended and was left
+  // down), or null.
+  Slot* FreeStandbySlot();
+  // Rewrites <run_dir>/launcher.pids: this launcher and every daemon running.
+  void WritePids();
   // Asks the coordinator for the figures (again, if the last answer matters).
   void PollCoordinator(int running);
   std::string Dead(DaemonProcess& process, int status) const;
@@ -98,10 +125,12 @@ class ClusterSupervisor {
   const absl::Time start_;
   std::unique_ptr<Progress> progress_;
 
-  std::unique_ptr<DaemonProcess> coordinator_;
-  std::vector<std::unique_ptr<DaemonProcess>> ps_;
-  std::vector<std::unique_ptr<DaemonProcess>> workers_;
+  Slot coordinator_;
+  std::vector<Slot> ps_;
+  std::vector<Slot> standbys_;
+  std::vector<Slot> workers_;
   std::string coordinator_address_;
+  std::vector<FaultRecord> faults_;
 
   std::vector<WorkerResult> latest_;
   std::string stop_reason_;

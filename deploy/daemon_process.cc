@@ -19,6 +19,13 @@ namespace {
 
 constexpr char kPidTag[] = "downpour-pid ";
 
+Subprocess::Options ChildOptions() {
+  Subprocess::Options options;
+  options.own_process_group = true;
+  options.parent_death_signal = SIGTERM;
+  return options;
+}
+
 }  // namespace
 
 std::string HostOf(const std::string& address) {
@@ -71,7 +78,7 @@ DaemonProcess::~DaemonProcess() {
 absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::StartLocal(
     std::string name, const std::vector<std::string>& argv,
     const std::string& log_path) {
-  auto process = Subprocess::Start(std::move(name), argv, log_path);
+  auto process = Subprocess::Start(std::move(name), argv, log_path, ChildOptions());
   if (!process.ok()) return process.status();
   return std::unique_ptr<DaemonProcess>(
       new DaemonProcess(*std::move(process), std::nullopt, ""));
@@ -81,8 +88,9 @@ absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::StartRemote(
     std::string name, const RemoteOptions& remote, const std::string& host,
     const std::string& binary, const std::vector<std::string>& args,
     const std::string& log_path) {
-  auto process = Subprocess::Start(
-      std::move(name), RemoteArgv(remote, host, binary, args), log_path);
+  auto process = Subprocess::Start(std::move(name),
+                                   RemoteArgv(remote, host, binary, args), log_path,
+                                   ChildOptions());
   if (!process.ok()) return process.status();
   return std::unique_ptr<DaemonProcess>(
       new DaemonProcess(*std::move(process), remote, host));

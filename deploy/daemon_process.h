@@ -47,6 +47,9 @@ std::vector<std::string> RemoteArgv(const RemoteOptions& remote,
                                     const std::vector<std::string>& args);
 
 // Not thread-safe. The destructor kills (SIGKILL) a daemon still running.
+// Local children (and the ssh clients of remote ones) lead a process group of
+// their own and get SIGTERM when the launcher dies (Subprocess::Options), so
+// that no daemon outlives a launcher killed with SIGKILL on this machine.
 class DaemonProcess {
  public:
   // A child process; see Subprocess::Start.
@@ -68,6 +71,10 @@ class DaemonProcess {
   const std::string& log_path() const { return process_->log_path(); }
   absl::Time started() const { return process_->started(); }
   bool remote() const { return remote_.has_value(); }
+  // The local process: the daemon, or the ssh client of a remote one.
+  pid_t pid() const { return process_->pid(); }
+  // Once it has ended: the signal that killed it (remote: ssh's), else 0.
+  int term_signal() const { return process_->term_signal(); }
 
   // The exit status once it has ended (for a remote daemon: ssh's, which is
   // the daemon's, or 255 when ssh itself failed), else none.

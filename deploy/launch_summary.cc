@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -99,10 +100,31 @@ std::string JudgeTraining(const LaunchSummary& summary, const Config& config) {
       summary.final_accuracy, classes, chance, bar, advice.causes, advice.knobs);
 }
 
+std::string SummaryOutcome(const LaunchSummary& summary,
+                           const std::string& job_error) {
+  if (summary.interrupted) return "interrupted";
+  if (!job_error.empty()) return absl::StrCat("failed: ", job_error);
+  if (!summary.failure.empty()) return absl::StrCat("failed: ", summary.failure);
+  return "succeeded";
+}
+
+std::string RecoveryNote(const std::vector<FaultRecord>& faults) {
+  if (faults.empty()) return "";
+  std::vector<std::string> parts;
+  for (const FaultRecord& f : faults) {
+    parts.push_back(absl::StrCat(f.daemon, " ", f.what, ", ", f.action));
+  }
+  return absl::StrCat("the job saw ", faults.size(),
+                      faults.size() == 1 ? " fault: " : " faults: ",
+                      absl::StrJoin(parts, "; "));
+}
+
 std::string FormatSummary(const LaunchSummary& s) {
   std::string out = "\n";
   if (!s.failure.empty()) {
     absl::StrAppendFormat(&out, "Training FAILED: %s\n", s.failure);
+  } else if (absl::StartsWith(s.outcome, "failed")) {
+    absl::StrAppendFormat(&out, "Job FAILED: %s\n", s.outcome.substr(8));
   } else {
     absl::StrAppendFormat(
         &out, "%s\n",
@@ -133,6 +155,9 @@ std::string FormatSummary(const LaunchSummary& s) {
       "  staleness p50/p99/max: %s (updates a block received "
       "between pull and push; worst worker)\n",
       FormatStaleness(s.staleness_p50, s.staleness_p99, s.staleness_max));
+  if (!s.faults.empty()) {
+    absl::StrAppendFormat(&out, "  faults:               %s\n", RecoveryNote(s.faults));
+  }
   absl::StrAppendFormat(&out, "  wall time:            %.1f s\n", s.seconds);
   absl::StrAppendFormat(&out, "  logs:                 %s\n", s.log_dir);
   absl::StrAppendFormat(&out, "  checkpoints:          %s\n", s.checkpoint_dir);
@@ -159,9 +184,24 @@ std::string SummaryJson(const LaunchSummary& s) {
         ", \"staleness_max\": ", JsonNumber(w.staleness_max),
         ", \"staleness_mean\": ", JsonNumber(w.staleness_mean), "}"));
   }
+  std::vector<std::string> faults;
+  for (const FaultRecord& f : s.faults) {
+    faults.push_back(absl::StrCat(
+        "    {\"time_s\": ", JsonNumber(f.time_s), ", \"daemon\": ",
+        JsonString(f.daemon), ", \"what\": ", JsonString(f.what),
+        ", \"exit_status\": ", f.exit_status, ", \"signal\": ", f.signal,
+        ", \"action\": ", JsonString(f.action), ", \"reason\": ",
+        JsonString(f.reason), "}"));
+  }
+  const std::string outcome =
+      s.outcome.empty() ? SummaryOutcome(s, "") : s.outcome;
   return absl::StrCat(
-      "{\n  \"ok\": ", Bool(s.failure.empty()),
+      "{\n  \"ok\": ", Bool(outcome == "succeeded"),
+      ",\n  \"outcome\": ", JsonString(outcome),
       ",\n  \"failure\": ", JsonString(s.failure),
+      ",\n  \"recovery\": ", JsonString(RecoveryNote(s.faults)),
+      ",\n  \"faults\": [", faults.empty() ? "" : "\n",
+      absl::StrJoin(faults, ",\n"), faults.empty() ? "]" : "\n  ]",
       ",\n  \"accuracy\": ", JsonNumber(s.final_accuracy),
       ",\n  \"accuracy_note\": ", JsonString(s.accuracy_note),
       ",\n  \"steps\": ", s.steps, ",\n  \"seconds\": ", JsonNumber(s.seconds),

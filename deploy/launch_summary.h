@@ -41,6 +41,19 @@ struct WorkerResult {
   int64_t pushes = 0;  // whole pushes the ps acknowledged (MemberReport.pushes)
 };
 
+// A daemon that ended while the job ran, and what the launcher did about it
+// (deploy/restart_policy.h).
+struct FaultRecord {
+  double time_s = 0;    // since the launch began
+  std::string daemon;   // "ps 0"
+  std::string what;     // "killed by signal 9 (Killed)", "exited with status 1"
+  int exit_status = 0;  // 128 + signal when a signal killed it
+  int signal = 0;       // 0 when it exited
+  // "restarted", "restarted as standby 1", "left down" or "gave up".
+  std::string action;
+  std::string reason;  // why that action, "" for a plain restart
+};
+
 struct LaunchSummary {
   // Mean over the workers of their test accuracy on the final parameters (each
   // pulls them after its last push and evaluates the whole test split).
@@ -69,6 +82,10 @@ struct LaunchSummary {
   std::string history_path;
   std::string plot_path;
   bool interrupted = false;
+  // "succeeded", "failed: <reason>" or "interrupted" (SummaryOutcome).
+  std::string outcome;
+  // Daemons that ended while the job ran, in order.
+  std::vector<FaultRecord> faults;
   // Why the job failed although every daemon behaved: a worker diverged, or
   // the final accuracy is at chance level (see JudgeTraining). "" when it did
   // not; the launcher then says "Training done.".
@@ -103,13 +120,24 @@ inline constexpr double kChanceMargin = 1.5;
 // verdict.
 std::string JudgeTraining(const LaunchSummary& summary, const Config& config);
 
+// "interrupted" when summary.interrupted; "failed: <job_error>" when
+// `job_error` is set (a daemon given up on, a startup failure); "failed:
+// <summary.failure>" when training failed; else "succeeded".
+std::string SummaryOutcome(const LaunchSummary& summary, const std::string& job_error);
+
+// One sentence on the faults the job survived ("" when none): "the job went
+// on after 1 fault: ps 0 killed by signal 9 (Killed), restarted".
+std::string RecoveryNote(const std::vector<FaultRecord>& faults);
+
 // The closing lines the launcher prints: "Training done.", "Training
 // interrupted." or "Training FAILED: <summary.failure>" first. The accuracy
 // line gives summary.accuracy_note instead of the figure when that is set.
 std::string FormatSummary(const LaunchSummary& summary);
 
 // summary.json's content: the figures, with null for unknown numbers, and
-// "ok" (false when summary.failure is set), "failure" and "accuracy_note".
+// "ok" (true when the outcome is "succeeded"), "outcome", "failure",
+// "accuracy_note", "faults" (one object per FaultRecord) and "recovery"
+// (RecoveryNote).
 std::string SummaryJson(const LaunchSummary& summary);
 
 // Writes SummaryJson to summary.summary_path, atomically.

@@ -120,7 +120,37 @@ TEST(SummaryJsonTest, FiguresWithNullForUnknownAndEscapedText) {
       HasSubstr("\"loss\": null, \"accuracy\": null, \"finished\": false,"));
   EXPECT_THAT(
       json,
-      HasSubstr("{\n  \"ok\": true,\n  \"failure\": \"\",\n  \"accuracy\""));
+      HasSubstr("{\n  \"ok\": true,\n  \"outcome\": \"succeeded\",\n  "
+                "\"failure\": \"\",\n  \"recovery\": \"\",\n  \"faults\": [],\n  "
+                "\"accuracy\""));
+}
+
+TEST(SummaryJsonTest, ListsFaultsAndTheOutcome) {
+  LaunchSummary s;
+  s.faults = {{3.5, "ps 0", "killed by signal 9 (Killed)", 137, 9, "restarted", ""},
+              {9.25, "worker 1", "exited with status 1", 1, 0, "gave up",
+               "gave up after 3 restarts (launcher.max_restarts is 3)"}};
+  s.outcome = SummaryOutcome(s, "worker 1 exited with status 1 after 2.0 s");
+  EXPECT_EQ(s.outcome, "failed: worker 1 exited with status 1 after 2.0 s");
+  const std::string json = SummaryJson(s);
+  EXPECT_THAT(json, HasSubstr("\"ok\": false,\n  \"outcome\": \"failed: worker 1"));
+  EXPECT_THAT(json, HasSubstr(
+      "\"faults\": [\n    {\"time_s\": 3.5, \"daemon\": \"ps 0\", \"what\": "
+      "\"killed by signal 9 (Killed)\", \"exit_status\": 137, \"signal\": 9, "
+      "\"action\": \"restarted\", \"reason\": \"\"},\n    {\"time_s\": 9.25, "
+      "\"daemon\": \"worker 1\""));
+  EXPECT_THAT(json, HasSubstr("\"recovery\": \"the job saw 2 faults: ps 0 killed by "
+                              "signal 9 (Killed), restarted; worker 1 exited with "
+                              "status 1, gave up\""));
+  EXPECT_THAT(FormatSummary(s), HasSubstr("Job FAILED: worker 1 exited"));
+  EXPECT_THAT(FormatSummary(s), HasSubstr("faults:               the job saw 2"));
+  s.interrupted = true;
+  EXPECT_EQ(SummaryOutcome(s, "anything"), "interrupted");
+  s.interrupted = false;
+  s.failure = "diverged";
+  EXPECT_EQ(SummaryOutcome(s, ""), "failed: diverged");
+  s.failure = "";
+  EXPECT_EQ(SummaryOutcome(s, ""), "succeeded");
 }
 
 TEST(FormatSummaryTest, NamesEveryFigureAndWhereThingsAre) {
@@ -238,8 +268,8 @@ TEST(FormatSummaryTest, AFailureIsTheHeadlineAndTheJsonSaysNotOk) {
   EXPECT_THAT(text, HasSubstr("final test accuracy:  0.9000"));  // figures stay
   const std::string json = SummaryJson(s);
   EXPECT_THAT(json,
-              HasSubstr("\"ok\": false,\n  \"failure\": \"final test accuracy "
-                        "0.1170 is at chance level\","));
+              HasSubstr("\"ok\": false,\n  \"outcome\": \"failed: final test "
+                        "accuracy 0.1170 is at chance level"));
   EXPECT_THAT(json, HasSubstr("\"accuracy\": 0.9,"));
 }
 

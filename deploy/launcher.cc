@@ -3,10 +3,12 @@
 //
 //   bazel-bin/deploy/launcher --config deploy/configs/mnist_local.yaml --run_dir run
 //
-// Daemons start in order (coordinator, ps, workers), each with its log in
-// <run_dir>/logs. A daemon that exits early ends the run with a message and the
-// tail of its log; Ctrl-C stops the cluster in order (workers flush their last
-// gradient, ps write a final checkpoint).
+// Daemons start in order (coordinator, ps, standbys, workers), each with its
+// log in <run_dir>/logs. A daemon that dies is restarted (launcher.restart,
+// launcher.max_restarts); one it gives up on ends the run with a message and
+// the tail of its log. Ctrl-C stops the cluster in order (workers flush their
+// last gradient, ps write a final checkpoint). summary.json is written
+// whatever happens; exit statuses are in docs/OPERATIONS.md.
 #include <signal.h>
 #include <unistd.h>
 
@@ -134,8 +136,16 @@ int main(int argc, char** argv) {
 
   absl::StatusOr<LaunchSummary> summary = RunCluster(*config, options);
   if (!summary.ok()) {
-    Fail(std::string(summary.status().message()),
-         summary.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1);
+    std::string message(summary.status().message());
+    const std::string json =
+        (std::filesystem::path(options.run_dir) / "summary.json").string();
+    if (summary.status().code() != absl::StatusCode::kFailedPrecondition &&
+        std::filesystem::exists(json)) {
+      absl::StrAppend(&message, "\nlauncher: summary (outcome failed) in ", json);
+    }
+    // Ctrl-C during a failing start still reads as interrupted.
+    if (g_signal.load() != 0) Fail(message, 130);
+    Fail(message, summary.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1);
   }
   std::fputs(FormatSummary(*summary).c_str(), stdout);
   if (!summary->failure.empty()) return kTrainingFailedExitCode;

@@ -8,11 +8,13 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/file_util.h"
 #include "common/json.h"
 #include "common/subprocess.h"
 #include "coordinator/cluster_state.h"
 #include "deploy/cluster_supervisor.h"
+#include "deploy/run_dir_guard.h"
 #include "server/checkpoint.h"
 #include "coordinator/coordinator_client.h"
 #include "tools/training_plot.h"
@@ -71,11 +73,10 @@ void ForgetPreviousRemoteRun(const Config& config, const RemoteOptions& remote) 
   }
 }
 
-// SSH mode cannot read bound ports back from other hosts. Standbys are not
-// started by the launcher, so their ports don't matter here.
+// SSH mode cannot read bound ports back from other hosts.
 absl::Status CheckFixedPorts(const Config& config) {
   for (const ClusterAddress& a : ClusterAddresses(config.cluster)) {
-    if (a.role == "standby" || !absl::EndsWith(a.address, ":0")) continue;
+    if (!absl::EndsWith(a.address, ":0")) continue;
     return absl::InvalidArgumentError(absl::StrCat(
         "--ssh needs fixed ports, but ", a.key, " is ", a.address,
         ": give each daemon a port in ", config.path));
@@ -122,14 +123,73 @@ absl::Status PrepareLogDir(const std::string& run_dir) {
   return absl::OkStatus();
 }
 
+// Prints `text` on the progress output.
+void Say(const LaunchOptions& options, const std::string& text) {
+  if (options.out == nullptr) return;
+  std::fprintf(options.out, "%s\n", text.c_str());
+  std::fflush(options.out);
+}
+
+// Stops what an earlier launcher on this run folder left running, and says so.
+void ClearLeftovers(const LaunchOptions& options) {
+  std::string launcher = "an earlier launcher";
+  for (const PidEntry& e : ReadPidFile(options.run_dir)) {
+    if (e.name == "launcher") launcher = absl::StrCat("an earlier launcher (pid ", e.pid, ")");
+  }
+  const std::vector<PidEntry> stopped =
+      StopLeftoverDaemons(options.run_dir, absl::Seconds(10));
+  if (stopped.empty()) return;
+  std::vector<std::string> names;
+  for (const PidEntry& e : stopped) names.push_back(absl::StrCat(e.name, " pid ", e.pid));
+  Say(options, absl::StrCat("launcher: stopped ", stopped.size(),
+                            stopped.size() == 1 ? " daemon" : " daemons",
+                            " left by ", launcher, ": ", absl::StrJoin(names, ", ")));
+}
+
+// The first line of a status message (Dead() adds the log's tail below it).
+std::string FirstLine(absl::string_view message) {
+  return std::string(message.substr(0, message.find('\n')));
+}
+
 }  // namespace
 
-absl::StatusOr<LaunchSummary> RunCluster(const Config& config,
-                                         const LaunchOptions& options) {
-  if (options.remote.has_value()) {
-    absl::Status fixed = CheckFixedPorts(config);
+std::vector<std::string> JobStateOverrides(const Config& config,
+                                           const LaunchOptions& options) {
+  std::vector<std::string> overrides;
+  if (options.remote.has_value()) return overrides;
+  const fs::path run_dir(options.run_dir);
+  if (config.explicit_keys.count("checkpoint.dir") == 0) {
+    overrides.push_back("checkpoint.dir=" + (run_dir / "checkpoints").string());
+  }
+  if (config.explicit_keys.count("coordinator.state_dir") == 0) {
+    overrides.push_back("coordinator.state_dir=" + (run_dir / "coordinator").string());
+  }
+  return overrides;
+}
+
+absl::StatusOr<LaunchSummary> RunCluster(const Config& user_config,
+                                         const LaunchOptions& user_options) {
+  if (user_options.remote.has_value()) {
+    absl::Status fixed = CheckFixedPorts(user_config);
     if (!fixed.ok()) return fixed;
   }
+  absl::StatusOr<std::unique_ptr<RunDirLock>> lock =
+      RunDirLock::Acquire(user_options.run_dir);
+  if (!lock.ok()) return lock.status();
+  ClearLeftovers(user_options);
+
+  // The job's own copies, with its state placed under the run folder.
+  Config config = user_config;
+  LaunchOptions options = user_options;
+  for (const std::string& assignment : JobStateOverrides(user_config, user_options)) {
+    options.overrides.push_back(assignment);
+    const std::string value = assignment.substr(assignment.find('=') + 1);
+    if (absl::StartsWith(assignment, "checkpoint.dir=")) config.checkpoint.dir = value;
+    if (absl::StartsWith(assignment, "coordinator.state_dir=")) {
+      config.coordinator.state_dir = value;
+    }
+  }
+
   if (!options.resume && options.remote.has_value()) {
     ForgetPreviousRemoteRun(config, *options.remote);
   } else if (!options.resume) {
@@ -151,25 +211,27 @@ absl::StatusOr<LaunchSummary> RunCluster(const Config& config,
   absl::Status status = supervisor.Start();
   if (status.ok()) status = supervisor.Watch();
   supervisor.Stop([&] { SaveHistory(supervisor, options.run_dir, &summary); });
-  if (!status.ok()) return status;
-  absl::Status ps = supervisor.PsExitStatus();
-  if (!ps.ok()) return ps;
+  if (status.ok()) status = supervisor.PsExitStatus();
 
   summary.seconds = supervisor.elapsed_seconds();
   summary.stop_reason = supervisor.stop_reason();
   summary.seconds_to_mark = supervisor.seconds_to_mark();
   summary.interrupted = supervisor.interrupted();
+  summary.faults = supervisor.faults();
   AddWorkerResults(supervisor.workers(), &summary);
-  summary.failure = JudgeTraining(summary, config);
+  if (status.ok()) summary.failure = JudgeTraining(summary, config);
   if (config.compute.device == "simulated") {
     summary.accuracy_note =
         "not meaningful (compute.device simulated computes no real gradients)";
   }
+  summary.outcome =
+      SummaryOutcome(summary, status.ok() ? "" : FirstLine(status.message()));
   absl::Status written = WriteSummary(summary);
   if (!written.ok()) {
     supervisor.Event(absl::StrCat("launcher: cannot write the summary: ",
                                   written.message()));
   }
+  if (!status.ok()) return status;
   return summary;
 }
 

@@ -6,6 +6,9 @@
 #ifndef DOWNPOUR_DEPLOY_LAUNCHER_LIB_H_
 #define DOWNPOUR_DEPLOY_LAUNCHER_LIB_H_
 
+#include <string>
+#include <vector>
+
 #include "absl/status/statusor.h"
 #include "common/config.h"
 #include "deploy/launch_options.h"
@@ -13,10 +16,16 @@
 
 namespace downpour {
 
-// Starts coordinator, ps and workers; returns when every worker has exited and
-// the rest were stopped. A daemon that fails (non-zero exit, or a
-// ps/coordinator that exits while workers train) stops the others and gives
-// Aborted with its name, exit status and the tail of its log. A worker that
+// Starts coordinator, ps, standbys and workers; returns when every worker has
+// finished and the rest were stopped. First takes <run_dir>/launcher.lock
+// (FailedPrecondition when another launcher holds it; nothing is written
+// then) and stops the daemons an earlier launcher on this run folder left
+// running (<run_dir>/launcher.pids; it says so on options.out). A daemon that
+// dies is restarted by config.launcher's policy (ClusterSupervisor::Watch);
+// one the policy gives up on, or a startup failure, stops the others and
+// gives Aborted with its name, exit and the tail of its log. summary.json is
+// written whatever happens after the lock (its outcome "failed: ..." then),
+// with the faults seen. A worker that
 // exits after its training diverged is no such failure: the run ends (the
 // others are stopped) and the summary carries it, as it does a final accuracy
 // at chance level, in `failure` (JudgeTraining). Writes <run_dir>/summary.json,
@@ -24,9 +33,19 @@ namespace downpour {
 // <run_dir>/history.json and <run_dir>/training.svg. Unless options.resume,
 // first deletes the previous run's ps checkpoints (server::CheckpointPath) and
 // coordinator state (coordinator::StateFilePath). With options.remote,
-// InvalidArgument when an address in the config has port 0.
+// InvalidArgument when an address in the config has port 0. The job's state
+// goes under the run folder unless the config sets it (JobStateOverrides).
 absl::StatusOr<LaunchSummary> RunCluster(const Config& config,
                                          const LaunchOptions& options);
+
+// The --set overrides that keep a local job's state in its run folder:
+// checkpoint.dir=<run_dir>/checkpoints and
+// coordinator.state_dir=<run_dir>/coordinator, each only when neither the file
+// nor an override sets that key (Config::explicit_keys). None with
+// options.remote: the state lives on the daemons' hosts, relative to
+// --remote_dir there.
+std::vector<std::string> JobStateOverrides(const Config& config,
+                                           const LaunchOptions& options);
 
 }  // namespace downpour
 

@@ -13,7 +13,10 @@
 #include "common/file_util.h"
 #include "common/testing/fake_clock.h"
 #include "common/testing/status_matchers.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
 #include "coordinator/cluster_state.h"
+#include "deploy/run_dir_guard.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/checkpoint.h"
@@ -54,6 +57,7 @@ class LauncherLibTest : public ::testing::Test {
     config_.cluster.workers = {"127.0.0.1:0"};
     config_.checkpoint.dir = dir_ + "/ckpt";
     config_.coordinator.state_dir = dir_ + "/coordinator";
+    config_.explicit_keys = {"checkpoint.dir", "coordinator.state_dir"};
     options_.config_path = config_.path;
     options_.run_dir = dir_ + "/run";
     options_.bin_dir = dir_ + "/bin";
@@ -82,6 +86,15 @@ class LauncherLibTest : public ::testing::Test {
     fs::create_directories(fs::path(path).parent_path());
     std::ofstream(path) << "old";
     return path;
+  }
+
+  std::string Summary() {
+    return ReadFile(options_.run_dir + "/summary.json").value_or("(no summary.json)");
+  }
+  static int CountOf(const std::string& text, const std::string& part) {
+    int n = 0;
+    for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+    return n;
   }
 
   std::string dir_;
@@ -119,7 +132,137 @@ TEST_F(LauncherLibTest, AFailingWorkerEndsTheRunWithItsLog) {
   EXPECT_THAT(RunCluster(config_, options_),
               StatusIs(absl::StatusCode::kAborted,
                        AllOf(HasSubstr("worker 0 exited with status 2"),
-                             HasSubstr("data.path not found"))));
+                             HasSubstr("data.path not found"),
+                             HasSubstr("a restart cannot fix"))));
+  // Not restarted (a config error), and the summary is there all the same.
+  EXPECT_THAT(Summary(), AllOf(HasSubstr("\"outcome\": \"failed: worker 0 exited "
+                                         "with status 2"),
+                               HasSubstr("\"action\": \"gave up\"")));
+}
+
+TEST_F(LauncherLibTest, ACrashedPsIsRestartedWithTheSameFlags) {
+  // The first start crashes; the restart serves.
+  Daemon("server/ps_server",
+         "echo \"$@\" >> " + dir_ + "/ps-args\n"
+         "case \"$*\" in *'--index 0'*) [ -e " + dir_ + "/crashed ] || "
+         "{ touch " + dir_ + "/crashed; exit 1; } ;; esac\n" + kServe);
+  absl::StatusOr<LaunchSummary> summary = RunCluster(config_, options_);
+  ASSERT_THAT(summary, IsOk());
+  EXPECT_EQ(summary->outcome, "succeeded");
+  ASSERT_EQ(summary->faults.size(), 1u);
+  EXPECT_EQ(summary->faults[0].daemon, "ps 0");
+  EXPECT_EQ(summary->faults[0].what, "exited with status 1");
+  EXPECT_EQ(summary->faults[0].action, "restarted");
+  std::vector<std::string> starts =
+      absl::StrSplit(ReadFile(dir_ + "/ps-args").value_or(""), '\n', absl::SkipEmpty());
+  int ps0 = 0;
+  for (const std::string& args : starts) ps0 += absl::StrContains(args, "--index 0");
+  EXPECT_EQ(ps0, 2);
+  EXPECT_THAT(Summary(), HasSubstr("\"recovery\": \"the job saw 1 fault: ps 0"));
+}
+
+TEST_F(LauncherLibTest, RestartsRunOutAndTheJobFailsWithASummary) {
+  Daemon("server/ps_server",
+         "case \"$*\" in *'--index 1'*) exit 1 ;; esac\n" + std::string(kServe));
+  Daemon("worker/ps_worker", kServe);
+  config_.launcher.max_restarts = 2;
+  EXPECT_THAT(RunCluster(config_, options_),
+              StatusIs(absl::StatusCode::kAborted,
+                       AllOf(HasSubstr("ps 1 exited with status 1"),
+                             HasSubstr("gave up after 2 restarts"))));
+  const std::string json = Summary();
+  EXPECT_THAT(json, HasSubstr("\"outcome\": \"failed: ps 1 exited with status 1"));
+  EXPECT_EQ(CountOf(json, "\"action\": \"restarted\""), 2) << json;
+  EXPECT_EQ(CountOf(json, "\"action\": \"gave up\""), 1) << json;
+}
+
+TEST_F(LauncherLibTest, RestartNeverEndsTheJobAtTheFirstDeath) {
+  Daemon("server/ps_server",
+         "case \"$*\" in *'--index 1'*) exit 1 ;; esac\n" + std::string(kServe));
+  Daemon("worker/ps_worker", kServe);
+  config_.launcher.restart = "never";
+  EXPECT_THAT(RunCluster(config_, options_),
+              StatusIs(absl::StatusCode::kAborted,
+                       HasSubstr("launcher.restart is never")));
+  EXPECT_EQ(CountOf(Summary(), "\"action\""), 1);
+}
+
+TEST_F(LauncherLibTest, StandbysStartAfterThePs) {
+  config_.cluster.standby_ps = {"127.0.0.1:0"};
+  Daemon("server/ps_server",
+         "echo \"$@\" >> " + dir_ + "/ps-args\n" + std::string(kServe));
+  ASSERT_THAT(RunCluster(config_, options_), IsOk());
+  std::vector<std::string> starts =
+      absl::StrSplit(ReadFile(dir_ + "/ps-args").value_or(""), '\n', absl::SkipEmpty());
+  ASSERT_EQ(starts.size(), 3u);
+  EXPECT_THAT(starts[2], HasSubstr("--standby --index 0 --coordinator 127.0.0.1:1"));
+  EXPECT_TRUE(fs::exists(options_.run_dir + "/logs/standby-0.log"));
+}
+
+TEST_F(LauncherLibTest, AReplacedPsBecomesAStandbyWhenASlotIsFree) {
+  config_.cluster.standby_ps = {"127.0.0.1:0"};
+  // The standby stops at once (its slot is free then); ps 0 then learns that
+  // its index is served by another daemon (exit 3) and comes back as standby 0.
+  Daemon("server/ps_server",
+         "echo \"$@\" >> " + dir_ + "/ps-args\n"
+         "case \"$*\" in\n"
+         "  *--standby*) [ -e " + dir_ + "/spare ] || { touch " + dir_ + "/spare; exit 0; } ;;\n"
+         "  *'--index 0'*) while [ ! -e " + dir_ + "/spare ]; do sleep 0.01; done\n"
+         "    sleep 0.3; exit 3 ;;\n"
+         "esac\n" + std::string(kServe));
+  Daemon("worker/ps_worker",
+         "while [ $(grep -c standby " + dir_ + "/ps-args) -lt 2 ]; do sleep 0.01; done\n"
+         "exit 0\n");
+  absl::StatusOr<LaunchSummary> summary = RunCluster(config_, options_);
+  ASSERT_THAT(summary, IsOk());
+  ASSERT_EQ(summary->faults.size(), 2u);
+  EXPECT_EQ(summary->faults[0].daemon, "standby 0");
+  EXPECT_EQ(summary->faults[0].action, "left down");
+  EXPECT_EQ(summary->faults[1].daemon, "ps 0");
+  EXPECT_EQ(summary->faults[1].what, "exited with status 3");
+  EXPECT_EQ(summary->faults[1].action, "restarted as standby 0");
+  EXPECT_EQ(summary->outcome, "succeeded");
+}
+
+TEST_F(LauncherLibTest, AJobsStateGoesUnderItsRunDirUnlessTheConfigSetsIt) {
+  config_.explicit_keys.clear();
+  Daemon("server/ps_server",
+         "echo \"$@\" >> " + dir_ + "/ps-args\n" + std::string(kServe));
+  const std::string old = Leftover(
+      server::CheckpointPath(options_.run_dir + "/checkpoints", 0));
+  absl::StatusOr<LaunchSummary> summary = RunCluster(config_, options_);
+  ASSERT_THAT(summary, IsOk());
+  EXPECT_FALSE(fs::exists(old)) << "a fresh job forgets the run dir's checkpoints";
+  EXPECT_EQ(summary->checkpoint_dir, options_.run_dir + "/checkpoints");
+  EXPECT_THAT(ReadFile(dir_ + "/ps-args").value_or(""),
+              HasSubstr("checkpoint.dir=" + options_.run_dir +
+                        "/checkpoints,coordinator.state_dir=" + options_.run_dir +
+                        "/coordinator"));
+  config_.explicit_keys = {"checkpoint.dir"};
+  EXPECT_THAT(JobStateOverrides(config_, options_),
+              ::testing::ElementsAre("coordinator.state_dir=" + options_.run_dir +
+                                     "/coordinator"));
+  options_.remote = RemoteOptions();
+  EXPECT_TRUE(JobStateOverrides(config_, options_).empty());
+}
+
+TEST_F(LauncherLibTest, ASecondLauncherOnOneRunDirIsRefusedAndWritesNothing) {
+  auto lock = RunDirLock::Acquire(options_.run_dir);
+  ASSERT_THAT(lock, IsOk());
+  EXPECT_THAT(RunCluster(config_, options_),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("another launcher")));
+  EXPECT_FALSE(fs::exists(options_.run_dir + "/summary.json"));
+  EXPECT_FALSE(fs::exists(options_.run_dir + "/logs"));
+}
+
+TEST_F(LauncherLibTest, AnInterruptedJobSaysSo) {
+  Daemon("worker/ps_worker", kServe);
+  options_.interrupted = [] { return true; };
+  absl::StatusOr<LaunchSummary> summary = RunCluster(config_, options_);
+  ASSERT_THAT(summary, IsOk());
+  EXPECT_THAT(Summary(), HasSubstr("\"outcome\": \"interrupted\""));
+  EXPECT_FALSE(fs::exists(PidFilePath(options_.run_dir))) << "removed at the end";
 }
 
 TEST_F(LauncherLibTest, AFreshJobForgetsThePreviousRunsCheckpointsAndState) {
@@ -157,7 +300,11 @@ TEST_F(LauncherLibTest, SshModeNeedsFixedPorts) {
                                  "127.0.0.1:0")));
   config_.cluster.coordinator = "10.0.0.1:7000";
   config_.cluster.ps = {"10.0.0.2:7001", "10.0.0.3:7001"};
-  config_.cluster.standby_ps = {"10.0.0.4:0"};  // not started by the launcher
+  config_.cluster.standby_ps = {"10.0.0.4:0"};  // started by the launcher too
+  EXPECT_THAT(RunCluster(config_, options_),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("cluster.standby_ps[0] is 10.0.0.4:0")));
+  config_.cluster.standby_ps = {"10.0.0.4:7001"};
   EXPECT_THAT(RunCluster(config_, options_),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("cluster.workers[0] is 127.0.0.1:0")));

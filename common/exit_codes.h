@@ -1,0 +1,22 @@
+// The exit statuses every daemon uses (common/daemon.h includes this), apart
+// so that a launcher can name them without linking the daemons' flags.
+#ifndef DOWNPOUR_COMMON_EXIT_CODES_H_
+#define DOWNPOUR_COMMON_EXIT_CODES_H_
+
+namespace downpour {
+
+// Exit statuses every daemon uses, so that a launcher, systemd or Kubernetes
+// can tell a crash from a mistake (docs/OPERATIONS.md, "Exit statuses").
+// 1: a failure a restart may cure (the cluster, the network, a final
+// checkpoint that could not be written).
+inline constexpr int kExitFailure = 1;
+// 2: a bad flag, config, model, data or backend: a restart fails the same way.
+inline constexpr int kExitConfig = 2;
+// 3: a ps whose index another daemon serves now (the coordinator refused its
+// registration, or replaced it): restarting it as the same ps cannot help; the
+// launcher restarts it as a standby when a standby slot is free.
+inline constexpr int kExitReplaced = 3;
+
+}  // namespace downpour
+
+#endif  // DOWNPOUR_COMMON_EXIT_CODES_H_

@@ -1,0 +1,186 @@
+// The launcher binary under faults, on real daemons on loopback ephemeral
+// ports: a ps killed with SIGKILL is restarted and the job still ends with a
+// summary that lists the fault; a launcher killed with SIGKILL leaves no
+// daemon behind; the next launch on its run folder stops any that were left.
+#include <signal.h>
+
+#include <filesystem>
+#include <set>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "common/file_util.h"
+#include "common/subprocess.h"
+#include "common/testing/poll.h"
+#include "coordinator/coordinator_client.h"
+#include "deploy/run_dir_guard.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/daemon_harness.h"
+
+namespace downpour {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using testing::WaitUntil;
+
+// Two ps, two workers on simulated compute (each step sleeps, so a job's
+// length is known), checkpoints and coordinator state left to the launcher's
+// defaults under the run folder.
+std::string JobYaml(int steps) {
+  return absl::StrCat(
+      "cluster:\n  coordinator: 127.0.0.1:0\n"
+      "  ps: [127.0.0.1:0, 127.0.0.1:0]\n  workers: [127.0.0.1:0, 127.0.0.1:0]\n"
+      "heartbeat:\n  interval_s: 0.2\n  timeout_s: 2\n"
+      "rpc:\n  deadline_s: 2\n  connect_timeout_s: 5\n"
+      "model:\n  layers: [784, 32, 10]\n"
+      "data:\n  source: synthetic\n  train_examples: 400\n  test_examples: 100\n"
+      "compute:\n  device: simulated\n  simulated_step_ms: 10\n"
+      "training:\n  steps: ", steps, "\n  eval_every_steps: 0\n"
+      "checkpoint:\n  interval_s: 0.5\n");
+}
+
+class LauncherFaultTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    config_ = testing::WriteConfig("job.yaml", JobYaml(600));
+    run_dir_ = testing::TestDir() + "/run";
+  }
+
+  // Starts the launcher binary on config_ and run_dir_; its output in `log`.
+  std::unique_ptr<Subprocess> StartLauncher(const std::string& log) {
+    auto launcher = Subprocess::Start(
+        "launcher",
+        {(fs::path(testing::BinDir()) / "deploy/launcher").string(), "--config",
+         config_, "--run_dir", run_dir_, "--bin_dir", testing::BinDir(),
+         "--progress_s", "0.5"},
+        testing::TestDir() + "/" + log);
+    EXPECT_TRUE(launcher.ok()) << launcher.status();
+    return launcher.ok() ? *std::move(launcher) : nullptr;
+  }
+
+  // The pid file's daemons once it names every one of the job's.
+  std::map<std::string, PidEntry> WaitForDaemons() {
+    std::map<std::string, PidEntry> daemons;
+    const bool all = WaitUntil(
+        [&] {
+          daemons.clear();
+          for (const PidEntry& e : ReadPidFile(run_dir_)) daemons[e.name] = e;
+          return daemons.size() == 6;  // launcher, coordinator, 2 ps, 2 workers
+        },
+        absl::Seconds(30), absl::Milliseconds(20));
+    EXPECT_TRUE(all) << "launcher.pids names " << daemons.size() << " processes";
+    return daemons;
+  }
+
+  // Both workers have trained `steps` steps, by the coordinator's ClusterStatus.
+  bool WaitForSteps(int steps) {
+    absl::StatusOr<std::string> port = ReadFile(run_dir_ + "/coordinator.port");
+    if (!port.ok()) return false;
+    RpcSection rpc;
+    rpc.deadline_s = 1;
+    coordinator::CoordinatorClient client(
+        absl::StrCat("127.0.0.1:", absl::StripAsciiWhitespace(*port)), rpc, "test");
+    return WaitUntil(
+        [&] {
+          auto status = client.ClusterStatus();
+          if (!status.ok()) return false;
+          int trained = 0;
+          for (const auto& m : status->members()) {
+            if (m.role() == "worker" && m.report().step() >= steps) ++trained;
+          }
+          return trained == 2;
+        },
+        absl::Seconds(30), absl::Milliseconds(50));
+  }
+
+  static bool Runs(const PidEntry& e) {
+    absl::StatusOr<unsigned long long> start = ProcessStartTime(e.pid);
+    return start.ok() && *start == e.start_time;
+  }
+
+  std::string config_;
+  std::string run_dir_;
+};
+
+TEST_F(LauncherFaultTest, AKilledPsIsRestartedAndTheSummaryListsIt) {
+  std::unique_ptr<Subprocess> launcher = StartLauncher("launcher.log");
+  ASSERT_NE(launcher, nullptr);
+  std::map<std::string, PidEntry> daemons = WaitForDaemons();
+  ASSERT_TRUE(WaitForSteps(50)) << launcher->LogTail(30);
+  ASSERT_EQ(::kill(daemons["ps 0"].pid, SIGKILL), 0);
+
+  const std::optional<int> status = launcher->Wait(absl::Seconds(60));
+  ASSERT_TRUE(status.has_value()) << "launcher still running:\n" << launcher->LogTail(30);
+  EXPECT_EQ(*status, 0) << launcher->LogTail(40);
+  absl::StatusOr<std::string> json = ReadFile(run_dir_ + "/summary.json");
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_THAT(*json, HasSubstr("\"outcome\": \"succeeded\""));
+  EXPECT_THAT(*json, HasSubstr("\"daemon\": \"ps 0\", \"what\": \"killed by signal 9 "
+                               "(Killed)\", \"exit_status\": 137, \"signal\": 9, "
+                               "\"action\": \"restarted\""));
+  EXPECT_THAT(*json, HasSubstr("\"recovery\": \"the job saw 1 fault: ps 0 killed"));
+  // The restarted ps found the shard's checkpoint in the run folder.
+  EXPECT_TRUE(fs::exists(run_dir_ + "/checkpoints"));
+}
+
+TEST_F(LauncherFaultTest, AKilledLauncherLeavesNoDaemonBehind) {
+  std::unique_ptr<Subprocess> launcher = StartLauncher("launcher.log");
+  ASSERT_NE(launcher, nullptr);
+  std::map<std::string, PidEntry> daemons = WaitForDaemons();
+  ASSERT_TRUE(WaitForSteps(10)) << launcher->LogTail(30);
+  launcher->Signal(SIGKILL);
+  ASSERT_TRUE(launcher->Wait(absl::Seconds(5)).has_value());
+  std::set<std::string> left;
+  const bool gone = WaitUntil(
+      [&] {
+        left.clear();
+        for (const auto& [name, e] : daemons) {
+          if (name != "launcher" && Runs(e)) left.insert(name);
+        }
+        return left.empty();
+      },
+      absl::Seconds(30), absl::Milliseconds(50));
+  EXPECT_TRUE(gone) << "still running 30 s after the launcher died: "
+                    << absl::StrJoin(left, ", ");
+  for (const auto& [name, e] : daemons) {
+    if (name != "launcher" && Runs(e)) ::kill(e.pid, SIGKILL);
+  }
+}
+
+TEST_F(LauncherFaultTest, TheNextLaunchStopsDaemonsAKilledLauncherLeft) {
+  std::unique_ptr<Subprocess> first = StartLauncher("first.log");
+  ASSERT_NE(first, nullptr);
+  std::map<std::string, PidEntry> daemons = WaitForDaemons();
+  // Training: the ps blocks SIGTERM by now (it takes it with sigwait), so a
+  // stopped ps cannot act on the SIGTERM its launcher's death sends: it
+  // stays, as a daemon hung in I/O would.
+  ASSERT_TRUE(WaitForSteps(10)) << first->LogTail(30);
+  const PidEntry orphan = daemons["ps 0"];
+  ASSERT_EQ(::kill(orphan.pid, SIGSTOP), 0);
+  first->Signal(SIGKILL);
+  ASSERT_TRUE(first->Wait(absl::Seconds(5)).has_value());
+  ASSERT_TRUE(Runs(orphan));
+
+  config_ = testing::WriteConfig("job.yaml", JobYaml(100));
+  std::unique_ptr<Subprocess> second = StartLauncher("second.log");
+  ASSERT_NE(second, nullptr);
+  const std::optional<int> status = second->Wait(absl::Seconds(60));
+  ASSERT_TRUE(status.has_value()) << "launcher still running:\n" << second->LogTail(30);
+  EXPECT_EQ(*status, 0) << second->LogTail(40);
+  EXPECT_FALSE(Runs(orphan));
+  EXPECT_THAT(second->LogTail(200),
+              HasSubstr(absl::StrCat("left by an earlier launcher (pid ", first->pid(),
+                                     ")")));
+  EXPECT_THAT(second->LogTail(200), HasSubstr(absl::StrCat("ps 0 pid ", orphan.pid)));
+  absl::StatusOr<std::string> json = ReadFile(run_dir_ + "/summary.json");
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_THAT(*json, HasSubstr("\"outcome\": \"succeeded\""));
+  if (Runs(orphan)) ::kill(orphan.pid, SIGKILL);
+}
+
+}  // namespace
+}  // namespace downpour
