@@ -116,7 +116,7 @@ absl::StatusOr<proto::RegisterServerResponse> ClusterState::RegisterServer(
                        "refused ps {} from {}: {} serves that shard and is "
                        "alive",
                        request.index(), request.address(), serving);
-    return absl::FailedPreconditionError(absl::StrCat(
+    return absl::AlreadyExistsError(absl::StrCat(
         "register: ps ", request.index(), " is served by ", serving,
         ", which is alive (it heartbeats and answers): a second daemon cannot "
         "take a live shard. Stop that daemon first, or start this one as a "

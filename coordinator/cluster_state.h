@@ -70,7 +70,7 @@ class ClusterState {
   // InvalidArgument for an index outside the config's ps / standby_ps / workers
   // lists. A ps that registers again (restarted) gets the placement epoch bumped,
   // so clients re-read the map; the updates its restart lost are recorded
-  // (a ShardRecovery). FailedPrecondition when another daemon serves that
+  // (a ShardRecovery). AlreadyExists when another daemon serves that
   // shard and still answers (Options::answers): a second daemon never takes
   // a live shard. A worker that registers gets its own data part
   // back, plus any part left without a living worker.

@@ -478,7 +478,7 @@ TEST_F(ClusterStateTest, ASecondDaemonCannotTakeALiveShard) {
   second.set_index(0);
   second.set_address("127.0.0.1:9");
   EXPECT_THAT(state_->RegisterServer(second),
-              StatusIs(absl::StatusCode::kFailedPrecondition,
+              StatusIs(absl::StatusCode::kAlreadyExists,
                        HasSubstr("127.0.0.1:1, which is alive")));
   EXPECT_EQ(state_->Placement().shards(0).address(), "127.0.0.1:1");
   // ps 1's old address does not answer (it died): its restart is let in,

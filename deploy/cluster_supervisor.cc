@@ -395,6 +395,8 @@ void ClusterSupervisor::PollCoordinator(int running) {
   if (!status.ok()) return;
   latest_ = WorkerResults(*status);
   stop_reason_ = status->stop_reason();
+  recoveries_.assign(status->recoveries().begin(), status->recoveries().end());
+  updates_lost_ = status->updates_lost();
   for (const WorkerResult& w : latest_) {
     if (seconds_to_mark_ < 0 && w.accuracy >= options_.accuracy_mark) {
       seconds_to_mark_ = elapsed;

@@ -75,6 +75,11 @@ class ClusterSupervisor {
   // What Watch saw last.
   const std::vector<WorkerResult>& workers() const { return latest_; }
   const std::string& stop_reason() const { return stop_reason_; }
+  // The coordinator's last word on shard take-overs and what they lost.
+  const std::vector<proto::ShardRecovery>& shard_recoveries() const {
+    return recoveries_;
+  }
+  uint64_t updates_lost() const { return updates_lost_; }
   double seconds_to_mark() const { return seconds_to_mark_; }
   bool interrupted() const { return interrupted_; }
   // The daemons that ended while the job ran, and what was done.
@@ -134,6 +139,8 @@ class ClusterSupervisor {
 
   std::vector<WorkerResult> latest_;
   std::string stop_reason_;
+  std::vector<proto::ShardRecovery> recoveries_;
+  uint64_t updates_lost_ = 0;
   double seconds_to_mark_ = -1;
   bool interrupted_ = false;
   bool diverged_ = false;  // a worker exited after its training diverged

@@ -158,6 +158,14 @@ std::string FormatSummary(const LaunchSummary& s) {
   if (!s.faults.empty()) {
     absl::StrAppendFormat(&out, "  faults:               %s\n", RecoveryNote(s.faults));
   }
+  for (const proto::ShardRecovery& r : s.shard_recoveries) {
+    absl::StrAppendFormat(
+        &out, "  shard %d moved:        at %.1f s, %s -> %s (from its %s): %s\n",
+        r.shard(), r.time_seconds(), r.from_address(), r.to_address(),
+        r.source(),
+        r.settled() ? absl::StrCat(r.lost(), " acknowledged updates lost")
+                    : std::string("loss unknown (the new server never reported)"));
+  }
   absl::StrAppendFormat(&out, "  wall time:            %.1f s\n", s.seconds);
   absl::StrAppendFormat(&out, "  logs:                 %s\n", s.log_dir);
   absl::StrAppendFormat(&out, "  checkpoints:          %s\n", s.checkpoint_dir);
@@ -193,6 +201,16 @@ std::string SummaryJson(const LaunchSummary& s) {
         ", \"action\": ", JsonString(f.action), ", \"reason\": ",
         JsonString(f.reason), "}"));
   }
+  std::vector<std::string> recoveries;
+  for (const proto::ShardRecovery& r : s.shard_recoveries) {
+    recoveries.push_back(absl::StrCat(
+        "    {\"shard\": ", r.shard(), ", \"time_s\": ",
+        JsonNumber(r.time_seconds()), ", \"from\": ",
+        JsonString(r.from_address()), ", \"to\": ", JsonString(r.to_address()),
+        ", \"source\": ", JsonString(r.source()), ", \"applied_before\": ",
+        r.applied_before(), ", \"applied_after\": ", r.applied_after(),
+        ", \"lost\": ", r.settled() ? absl::StrCat(r.lost()) : "null", "}"));
+  }
   const std::string outcome =
       s.outcome.empty() ? SummaryOutcome(s, "") : s.outcome;
   return absl::StrCat(
@@ -202,6 +220,9 @@ std::string SummaryJson(const LaunchSummary& s) {
       ",\n  \"recovery\": ", JsonString(RecoveryNote(s.faults)),
       ",\n  \"faults\": [", faults.empty() ? "" : "\n",
       absl::StrJoin(faults, ",\n"), faults.empty() ? "]" : "\n  ]",
+      ",\n  \"updates_lost\": ", s.updates_lost,
+      ",\n  \"shard_recoveries\": [", recoveries.empty() ? "" : "\n",
+      absl::StrJoin(recoveries, ",\n"), recoveries.empty() ? "]" : "\n  ]",
       ",\n  \"accuracy\": ", JsonNumber(s.final_accuracy),
       ",\n  \"accuracy_note\": ", JsonString(s.accuracy_note),
       ",\n  \"steps\": ", s.steps, ",\n  \"seconds\": ", JsonNumber(s.seconds),

@@ -86,6 +86,10 @@ struct LaunchSummary {
   std::string outcome;
   // Daemons that ended while the job ran, in order.
   std::vector<FaultRecord> faults;
+  // Every shard take-over and restart the coordinator saw, with the
+  // acknowledged updates each lost (ClusterStatusResponse.recoveries).
+  std::vector<proto::ShardRecovery> shard_recoveries;
+  uint64_t updates_lost = 0;
   // Why the job failed although every daemon behaved: a worker diverged, or
   // the final accuracy is at chance level (see JudgeTraining). "" when it did
   // not; the launcher then says "Training done.".

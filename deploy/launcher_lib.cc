@@ -218,6 +218,8 @@ absl::StatusOr<LaunchSummary> RunCluster(const Config& user_config,
   summary.seconds_to_mark = supervisor.seconds_to_mark();
   summary.interrupted = supervisor.interrupted();
   summary.faults = supervisor.faults();
+  summary.shard_recoveries = supervisor.shard_recoveries();
+  summary.updates_lost = supervisor.updates_lost();
   AddWorkerResults(supervisor.workers(), &summary);
   if (status.ok()) summary.failure = JudgeTraining(summary, config);
   if (config.compute.device == "simulated") {

@@ -38,7 +38,12 @@ int main(int argc, char** argv) {
       (options.standby ? "standby " : "ps ") + std::to_string(options.index);
 
   auto node = server::PsNode::Start(std::move(options));
-  if (!node.ok()) Die(who, std::string(node.status().message()), 1);
+  if (!node.ok()) {
+    // Another daemon serves this shard and is alive: restarting this one as
+    // the same ps cannot help (a launcher may restart it as a standby).
+    Die(who, std::string(node.status().message()),
+        absl::IsAlreadyExists(node.status()) ? kExitReplaced : kExitFailure);
+  }
   WritePortFile((*node)->port());
   const int signal = WaitForShutdownSignal((*node)->ended());
   if (signal != 0) {

@@ -122,7 +122,7 @@ absl::StatusOr<std::unique_ptr<Shard>> Shard::Create(const Config& config,
     if (!on_disk.empty()) epoch_floor = on_disk.front().placement_epoch;
   }
   return CreateShard(config, index, counters, std::move(spec),
-                     std::move(optimizer), std::move(restored));
+                     std::move(optimizer), std::move(restored), epoch_floor);
 }
 
 absl::StatusOr<std::unique_ptr<Shard>> Shard::CreateFrom(const Config& config,
@@ -138,13 +138,21 @@ absl::StatusOr<std::unique_ptr<Shard>> Shard::CreateFrom(const Config& config,
         state.optimizer, "), not of shard ", index, " (optimizer ",
         optimizer->name(), ")"));
   }
+  // Checkpoints go on from the highest epoch on disk, as for Create.
+  uint64_t epoch_floor = 0;
+  if (!config.checkpoint.dir.empty()) {
+    ASSIGN_OR_RETURN(const std::vector<ShardCheckpoints::Generation> on_disk,
+                     CheckpointFiles(config, index, spec).List());
+    if (!on_disk.empty()) epoch_floor = on_disk.front().placement_epoch;
+  }
   return CreateShard(config, index, counters, std::move(spec),
-                     std::move(optimizer), std::move(state));
+                     std::move(optimizer), std::move(state), epoch_floor);
 }
 
 absl::StatusOr<std::unique_ptr<Shard>> Shard::CreateShard(
     const Config& config, int index, Counters* counters, ModelSpec spec,
-    std::unique_ptr<Optimizer> optimizer, std::optional<Checkpoint> restored) {
+    std::unique_ptr<Optimizer> optimizer, std::optional<Checkpoint> restored,
+    uint64_t epoch_floor) {
   BlockStore::Options store_options;
   store_options.num_workers = static_cast<int>(config.cluster.workers.size());
   store_options.counters = counters;

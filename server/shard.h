@@ -162,7 +162,8 @@ class Shard {
  private:
   static absl::StatusOr<std::unique_ptr<Shard>> CreateShard(
       const Config& config, int index, Counters* counters, ModelSpec spec,
-      std::unique_ptr<Optimizer> optimizer, std::optional<Checkpoint> restored);
+      std::unique_ptr<Optimizer> optimizer, std::optional<Checkpoint> restored,
+      uint64_t epoch_floor);
   Shard(const Config& config, int index, ModelSpec spec,
         std::unique_ptr<BlockStore> store, std::optional<Checkpoint> restored,
         Counters* counters);

@@ -16,6 +16,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/exit_codes.h"
 #include "common/file_util.h"
 #include "common/mnist.h"
 #include "common/server_util.h"
@@ -383,7 +384,7 @@ TEST_F(FaultTest, SecondPsForALiveShardIsRefused) {
                              {"--index", "0", "--coordinator", coordinator_});
   const std::optional<int> exit = second.Wait(absl::Seconds(30));
   ASSERT_TRUE(exit.has_value()) << "the second ps kept running";
-  EXPECT_NE(*exit, 0);
+  EXPECT_EQ(*exit, kExitReplaced) << "documented: another daemon serves it";
   EXPECT_THAT(second.LogTail(5), HasSubstr("second daemon cannot take a live shard"));
   EXPECT_EQ(ShardAddress(0), serving);
   EXPECT_EQ(Status().placement_epoch(), before.placement_epoch());
