@@ -52,7 +52,7 @@
 #include "worker/downpour.h"
 #include "worker/grpc_ps_client.h"
 
-ABSL_FLAG(std::string, sections, "transport,apply,latency,worker",
+ABSL_FLAG(std::string, sections, "transport,apply,latency,worker,replication",
           "which sections to run: transport, apply, latency, worker");
 ABSL_FLAG(int, latency_calls, 2000, "round trips per latency figure");
 ABSL_FLAG(std::string, sizes_mib, "1,16",
@@ -260,6 +260,90 @@ TransportRow MeasureTransport(int mib, int shards, TcpLink* tcp) {
                      ? static_cast<double>(in_place) / (in_place + copied)
                      : 0;
   return row;
+}
+
+// A shard's backup in this process: a standby's PsService holding a Replica
+// on its own loopback server, and the primary's Replicator streaming to it.
+struct Backup {
+  server::Replica replica;
+  server::PsService service;
+  StartedServer server;
+  Counters counters;
+  std::unique_ptr<server::Replicator> replicator;
+};
+
+// Push GB/s (1 shard, `mib` MiB, the --optimizer) with and without a backup
+// (cluster.replication 2), measured in one run, alternating.
+void RunReplication() {
+  absl::PrintF(
+      "\nreplication (1 shard, optimizer %s): a push is acknowledged once the "
+      "shard's backup holds the cut that has it\n",
+      absl::GetFlag(FLAGS_optimizer));
+  absl::PrintF("%8s %12s %12s %8s %14s %12s\n", "MiB", "push GB/s",
+               "replicated", "ratio", "backup MB/push", "cut lag ms");
+  for (int mib : ParseInts(absl::GetFlag(FLAGS_sizes_mib))) {
+    const int64_t floats = static_cast<int64_t>(mib) * (1 << 18);
+    const int64_t bytes = floats * 4;
+    const Config config = ModelConfig(floats, 1);
+    std::vector<std::unique_ptr<Backup>> backups;
+    std::unique_ptr<Endpoint> plain = Connect(config, nullptr);
+    std::unique_ptr<Endpoint> replicated =
+        Connect(config, [&backups](server::Shard* shard) {
+          auto backup = std::make_unique<Backup>();
+          backup->service.set_replica(&backup->replica);
+          absl::StatusOr<StartedServer> started =
+              StartServer("127.0.0.1:0", {&backup->service}, "backup");
+          Check(started.status(), "backup server");
+          backup->server = *std::move(started);
+          server::Replicator::Options options;
+          options.shard_index = 0;
+          options.counters = &backup->counters;
+          backup->replicator =
+              std::make_unique<server::Replicator>(shard, options);
+          backup->replicator->SetBackup(backup->server.address);
+          auto service = std::make_unique<server::PsService>(shard);
+          service->set_replicator(backup->replicator.get());
+          backups.push_back(std::move(backup));
+          return std::unique_ptr<grpc::Service>(std::move(service));
+        });
+    std::vector<float> params(floats), grad(floats, 1e-3f);
+    Check(plain->client->Pull(params.data(), &plain->versions), "pull");
+    Check(replicated->client->Pull(params.data(), &replicated->versions),
+          "pull");
+    auto push = [&] {
+      Check(plain->client->Push(grad.data(), plain->versions, nullptr), "push");
+    };
+    auto push_replicated = [&] {
+      Check(replicated->client->Push(grad.data(), replicated->versions,
+                                     nullptr),
+            "replicated push");
+    };
+    const int times = static_cast<int>(
+        std::max<int64_t>(1, absl::GetFlag(FLAGS_sample_bytes) / bytes));
+    for (int i = 0; i < 2; ++i) push(), push_replicated();
+    const double cuts0 = backups[0]->counters.Get("replicated_cuts");
+    const double sent0 = backups[0]->counters.Get("replicated_bytes");
+    std::vector<double> t_plain, t_rep;
+    int replicated_pushes = 0;
+    for (int r = 0; r < absl::GetFlag(FLAGS_reps); ++r) {
+      t_plain.push_back(PerCall(times, push));
+      t_rep.push_back(PerCall(times, push_replicated));
+      replicated_pushes += times;
+    }
+    const double plain_gbps = bytes / Median(t_plain) / 1e9;
+    const double rep_gbps = bytes / Median(t_rep) / 1e9;
+    const double sent = backups[0]->counters.Get("replicated_bytes") - sent0;
+    absl::PrintF("%8d %12.2f %12.2f %8.2f %14.1f %12.1f\n", mib, plain_gbps,
+                 rep_gbps, rep_gbps / plain_gbps,
+                 sent / 1e6 / replicated_pushes,
+                 backups[0]->counters.Get("replication_lag_ms"));
+    (void)cuts0;
+    replicated.reset();  // its services before the backups they point to
+    for (auto& b : backups) {
+      b->replicator->Stop();
+      b->server.server->Shutdown();
+    }
+  }
 }
 
 void PrintTransport(const std::vector<TransportRow>& rows) {
@@ -551,6 +635,7 @@ int Run() {
   }
   if (SectionOn("latency")) RunLatency();
   if (SectionOn("worker")) RunWorker();
+  if (SectionOn("replication")) RunReplication();
   absl::PrintF("\ntotal %.1f s\n",
                std::chrono::duration<double>(Clock::now() - start).count());
   return 0;

@@ -122,7 +122,38 @@ TEST(SummaryJsonTest, FiguresWithNullForUnknownAndEscapedText) {
       json,
       HasSubstr("{\n  \"ok\": true,\n  \"outcome\": \"succeeded\",\n  "
                 "\"failure\": \"\",\n  \"recovery\": \"\",\n  \"faults\": [],\n  "
-                "\"accuracy\""));
+                "\"updates_lost\": 0,\n  \"shard_recoveries\": [],\n  \"accuracy\""));
+}
+
+TEST(SummaryJsonTest, ListsShardTakeOversWithWhatTheyLost) {
+  LaunchSummary s;
+  proto::ShardRecovery settled;
+  settled.set_shard(1);
+  settled.set_time_seconds(4.5);
+  settled.set_from_address("127.0.0.1:7002");
+  settled.set_to_address("127.0.0.1:7201");
+  settled.set_source("replica");
+  settled.set_applied_before(900);
+  settled.set_applied_after(950);
+  settled.set_settled(true);
+  proto::ShardRecovery open = settled;
+  open.set_shard(0);
+  open.set_source("checkpoint");
+  open.set_settled(false);
+  s.shard_recoveries = {settled, open};
+  s.updates_lost = 0;
+  const std::string json = SummaryJson(s);
+  EXPECT_THAT(json, HasSubstr(
+      "\"shard_recoveries\": [\n    {\"shard\": 1, \"time_s\": 4.5, \"from\": "
+      "\"127.0.0.1:7002\", \"to\": \"127.0.0.1:7201\", \"source\": \"replica\", "
+      "\"applied_before\": 900, \"applied_after\": 950, \"lost\": 0}"));
+  EXPECT_THAT(json, HasSubstr("\"source\": \"checkpoint\", \"applied_before\": "
+                              "900, \"applied_after\": 950, \"lost\": null}"));
+  EXPECT_THAT(FormatSummary(s),
+              HasSubstr("shard 1 moved:        at 4.5 s, 127.0.0.1:7002 -> "
+                        "127.0.0.1:7201 (from its replica): 0 acknowledged "
+                        "updates lost"));
+  EXPECT_THAT(FormatSummary(s), HasSubstr("loss unknown"));
 }
 
 TEST(SummaryJsonTest, ListsFaultsAndTheOutcome) {

@@ -37,7 +37,16 @@ std::string P50P99(const proto::GetStatusResponse& s, const std::string& name) {
 
 std::string Alive(const proto::MemberStatus& m) {
   if (!m.registered()) return "never";
-  if (m.alive()) return "yes";
+  if (m.alive()) {
+    // A standby's job, where it has one.
+    if (m.role() == "standby" && m.serving_index() >= 0) {
+      return absl::StrCat("yes (serves ps ", m.serving_index(), ")");
+    }
+    if (m.role() == "standby" && m.replica_of() >= 0) {
+      return absl::StrCat("yes (backs up ps ", m.replica_of(), ")");
+    }
+    return "yes";
+  }
   return m.report().finished() ? "done" : "DEAD";
 }
 
