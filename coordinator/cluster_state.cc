@@ -122,6 +122,47 @@ absl::StatusOr<proto::RegisterServerResponse> ClusterState::RegisterServer(
         "take a live shard. Stop that daemon first, or start this one as a "
         "spare (--standby N, listed in cluster.standby_ps)"));
   }
+  if (!request.standby()) {
+    // A restarted ps that would bring the shard back with fewer updates than
+    // it had, while a backup holds them all: the backup takes over now, and
+    // this daemon is refused (it may serve as a standby).
+    std::optional<Snapshot> taken;
+    std::string to;
+    {
+      absl::MutexLock lock(&mu_);
+      Member* m = Find(Role::kPs, request.index());
+      if (m != nullptr && m->registered && epoch_ > 0 &&
+          request.applied_total() < m->applied_total) {
+        const std::vector<StandbySlot> slots = StandbySlots();
+        for (size_t i = 0; i < slots.size() && to.empty(); ++i) {
+          if (!slots[i].alive || slots[i].serving_index >= 0 ||
+              slots[i].replica_of != m->index || !slots[i].replica_in_sync) {
+            continue;
+          }
+          SPDLOG_LOGGER_WARN(
+              L(),
+              "ps {} registers again from {} with {} updates, but the shard "
+              "had {} and its backup standby {} holds them: the backup takes "
+              "over",
+              m->index, request.address(), request.applied_total(),
+              m->applied_total, i);
+          to = standby_[i].address;
+          ReplaceShard(*m);
+          AssignBackups();
+          taken = TakeSnapshot();
+        }
+      }
+    }
+    if (!to.empty()) {
+      Save(std::move(taken));
+      return absl::AlreadyExistsError(absl::StrCat(
+          "register: ps ", request.index(), "'s backup at ", to,
+          " holds more of the shard's updates than this daemon restored (",
+          request.applied_total(),
+          "): it serves the shard now. Start this daemon as a spare "
+          "(--standby N, listed in cluster.standby_ps)"));
+    }
+  }
   {
     absl::MutexLock lock(&mu_);
     const Role role = request.standby() ? Role::kStandby : Role::kPs;

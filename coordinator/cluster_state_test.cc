@@ -466,6 +466,37 @@ TEST_F(ClusterStateTest, ATakeOverFromACheckpointCountsWhatWasLost) {
   EXPECT_EQ(state_->Status().updates_lost(), 180u) << "kept in the state file";
 }
 
+TEST_F(ClusterStateTest, ARestartWithFewerUpdatesThanTheBackupLetsTheBackupTakeOver) {
+  RegisterPs(0, "127.0.0.1:1");
+  RegisterPs(1, "127.0.0.1:2");
+  RegisterPs(0, "127.0.0.1:5", /*standby=*/true);
+  ASSERT_THAT(state_->Heartbeat(PsBeat(0, "127.0.0.1:1", 500)), IsOk());
+  ASSERT_THAT(state_->Heartbeat(StandbyBeat(0, 0)), IsOk());
+  // ps 0 was SIGKILLed and restarted at once (before it was declared dead)
+  // on the same port, from a checkpoint holding 300 of the 500 updates.
+  proto::RegisterServerRequest restart;
+  restart.set_index(0);
+  restart.set_address("127.0.0.1:1");
+  restart.set_applied_total(300);
+  EXPECT_THAT(state_->RegisterServer(restart),
+              StatusIs(absl::StatusCode::kAlreadyExists,
+                       HasSubstr("serves the shard now")));
+  EXPECT_EQ(state_->Placement().shards(0).address(), "127.0.0.1:5");
+  EXPECT_EQ(state_->Heartbeat(StandbyBeat(0, 0))->take_over_index(), 0);
+  ASSERT_THAT(state_->Heartbeat(PsBeat(0, "127.0.0.1:5", 500)), IsOk());
+  EXPECT_EQ(state_->Status().recoveries(0).source(), "replica");
+  EXPECT_EQ(state_->Status().updates_lost(), 0u);
+  // Without a backup in sync the restart is let in, and its loss counted.
+  RegisterPs(1, "127.0.0.1:2");
+  ASSERT_THAT(state_->Heartbeat(PsBeat(1, "127.0.0.1:2", 40)), IsOk());
+  proto::RegisterServerRequest restart1;
+  restart1.set_index(1);
+  restart1.set_address("127.0.0.1:2");
+  restart1.set_applied_total(10);
+  ASSERT_THAT(state_->RegisterServer(restart1), IsOk());
+  EXPECT_EQ(state_->Status().updates_lost(), 30u);
+}
+
 TEST_F(ClusterStateTest, ASecondDaemonCannotTakeALiveShard) {
   answers_ = [](const std::string& address) {
     return address == "127.0.0.1:1";
