@@ -8,6 +8,7 @@
 #include <set>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
@@ -155,15 +156,23 @@ TEST_F(LauncherFaultTest, TheNextLaunchStopsDaemonsAKilledLauncherLeft) {
   std::unique_ptr<Subprocess> first = StartLauncher("first.log");
   ASSERT_NE(first, nullptr);
   std::map<std::string, PidEntry> daemons = WaitForDaemons();
-  // Training: the ps blocks SIGTERM by now (it takes it with sigwait), so a
-  // stopped ps cannot act on the SIGTERM its launcher's death sends: it
-  // stays, as a daemon hung in I/O would.
   ASSERT_TRUE(WaitForSteps(10)) << first->LogTail(30);
-  const PidEntry orphan = daemons["ps 0"];
-  ASSERT_EQ(::kill(orphan.pid, SIGSTOP), 0);
   first->Signal(SIGKILL);
   ASSERT_TRUE(first->Wait(absl::Seconds(5)).has_value());
-  ASSERT_TRUE(Runs(orphan));
+  // A daemon of that launcher hung for good (stopped; its parent lives, so
+  // no kernel signal ends it), listed in the pid file the killed launcher
+  // left. A stopped ps_server would not do: its process group is orphaned
+  // when its launcher dies, and the kernel's SIGHUP and SIGCONT end it.
+  auto hung = Subprocess::Start("hung", {"/bin/sleep", "300"},
+                                testing::TestDir() + "/hung.log");
+  ASSERT_TRUE(hung.ok()) << hung.status();
+  (*hung)->Signal(SIGSTOP);
+  absl::StatusOr<unsigned long long> started = ProcessStartTime((*hung)->pid());
+  ASSERT_TRUE(started.ok()) << started.status();
+  std::vector<PidEntry> entries = ReadPidFile(run_dir_);
+  ASSERT_FALSE(entries.empty()) << "the killed launcher left no pid file";
+  entries.push_back({(*hung)->pid(), *started, "ps 9"});
+  ASSERT_TRUE(WritePidFile(run_dir_, entries).ok());
 
   config_ = testing::WriteConfig("job.yaml", JobYaml(100));
   std::unique_ptr<Subprocess> second = StartLauncher("second.log");
@@ -171,15 +180,21 @@ TEST_F(LauncherFaultTest, TheNextLaunchStopsDaemonsAKilledLauncherLeft) {
   const std::optional<int> status = second->Wait(absl::Seconds(60));
   ASSERT_TRUE(status.has_value()) << "launcher still running:\n" << second->LogTail(30);
   EXPECT_EQ(*status, 0) << second->LogTail(40);
-  EXPECT_FALSE(Runs(orphan));
-  EXPECT_THAT(second->LogTail(200),
-              HasSubstr(absl::StrCat("left by an earlier launcher (pid ", first->pid(),
-                                     ")")));
-  EXPECT_THAT(second->LogTail(200), HasSubstr(absl::StrCat("ps 0 pid ", orphan.pid)));
+  const std::string log = second->LogTail(200);
+  EXPECT_THAT(log, HasSubstr(absl::StrCat("left by an earlier launcher (pid ",
+                                          first->pid(), ")")));
+  EXPECT_THAT(log, HasSubstr(absl::StrCat("ps 9 pid ", (*hung)->pid())));
+  EXPECT_TRUE((*hung)->Wait(absl::Seconds(15)).has_value())
+      << "the hung daemon was not stopped";
+  // Nothing the first launcher started is left either (the rest ended on
+  // their own, from PR_SET_PDEATHSIG, or were stopped).
+  for (const auto& [name, entry] : daemons) {
+    EXPECT_FALSE(Runs(entry)) << name << " (pid " << entry.pid
+                              << ") outlived both launchers";
+  }
   absl::StatusOr<std::string> json = ReadFile(run_dir_ + "/summary.json");
   ASSERT_TRUE(json.ok()) << json.status();
   EXPECT_THAT(*json, HasSubstr("\"outcome\": \"succeeded\""));
-  if (Runs(orphan)) ::kill(orphan.pid, SIGKILL);
 }
 
 }  // namespace
