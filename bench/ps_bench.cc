@@ -321,7 +321,6 @@ void RunReplication() {
     const int times = static_cast<int>(
         std::max<int64_t>(1, absl::GetFlag(FLAGS_sample_bytes) / bytes));
     for (int i = 0; i < 2; ++i) push(), push_replicated();
-    const double cuts0 = backups[0]->counters.Get("replicated_cuts");
     const double sent0 = backups[0]->counters.Get("replicated_bytes");
     std::vector<double> t_plain, t_rep;
     int replicated_pushes = 0;
@@ -337,7 +336,6 @@ void RunReplication() {
                  rep_gbps, rep_gbps / plain_gbps,
                  sent / 1e6 / replicated_pushes,
                  backups[0]->counters.Get("replication_lag_ms"));
-    (void)cuts0;
     replicated.reset();  // its services before the backups they point to
     for (auto& b : backups) {
       b->replicator->Stop();

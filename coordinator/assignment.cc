@@ -56,7 +56,7 @@ int PickStandby(const std::vector<StandbySlot>& standbys, int shard) {
   for (size_t i = 0; i < standbys.size(); ++i) {
     const StandbySlot& s = standbys[i];
     if (!s.alive || s.serving_index >= 0) continue;
-    if (s.replica_of == shard && s.replica_in_sync) return static_cast<int>(i);
+    if (HoldsReplicaOf(s, shard)) return static_cast<int>(i);
     if (s.replica_of < 0 && idle < 0) idle = static_cast<int>(i);
     if (s.replica_of >= 0 && s.replica_of != shard && backup < 0) {
       backup = static_cast<int>(i);

@@ -50,6 +50,12 @@ struct StandbySlot {
   bool replica_in_sync = false;  // it reported a full copy of replica_of
 };
 
+// True when `standby` holds an in-sync copy of shard `shard`: taking the
+// shard over from it loses nothing.
+inline bool HoldsReplicaOf(const StandbySlot& standby, int shard) {
+  return standby.replica_of == shard && standby.replica_in_sync;
+}
+
 // The standby that takes dead shard `shard` over: the shard's backup when it
 // holds an in-sync copy (nothing is lost); else the first alive idle one
 // (it loads the checkpoint); else the first alive one that backs up another

@@ -134,19 +134,16 @@ absl::StatusOr<proto::RegisterServerResponse> ClusterState::RegisterServer(
       if (m != nullptr && m->registered && epoch_ > 0 &&
           request.applied_total() < m->applied_total) {
         const std::vector<StandbySlot> slots = StandbySlots();
-        for (size_t i = 0; i < slots.size() && to.empty(); ++i) {
-          if (!slots[i].alive || slots[i].serving_index >= 0 ||
-              slots[i].replica_of != m->index || !slots[i].replica_in_sync) {
-            continue;
-          }
+        const int picked = PickStandby(slots, m->index);
+        if (picked >= 0 && HoldsReplicaOf(slots[picked], m->index)) {
           SPDLOG_LOGGER_WARN(
               L(),
               "ps {} registers again from {} with {} updates, but the shard "
               "had {} and its backup standby {} holds them: the backup takes "
               "over",
               m->index, request.address(), request.applied_total(),
-              m->applied_total, i);
-          to = standby_[i].address;
+              m->applied_total, picked);
+          to = standby_[picked].address;
           ReplaceShard(*m);
           AssignBackups();
           taken = TakeSnapshot();
@@ -357,8 +354,7 @@ void ClusterState::ReplaceShard(Member& dead) {
     return;
   }
   Member& standby = standby_[picked];
-  const bool from_replica =
-      slots[picked].replica_of == dead.index && slots[picked].replica_in_sync;
+  const bool from_replica = HoldsReplicaOf(slots[picked], dead.index);
   if (standby.replica_of >= 0 && standby.replica_of != dead.index) {
     SPDLOG_LOGGER_WARN(L(),
                        "standby {} backed up shard {}, which runs unreplicated "
@@ -445,6 +441,7 @@ absl::StatusOr<proto::HeartbeatResponse> ClusterState::Heartbeat(
     m->alive = true;
     m->last_heartbeat = clock_->Now();
     m->report = request.report();
+    bool settled = false;
     if (*role == Role::kPs) {
       m->applied_total = m->report.applied_total();
       for (proto::ShardRecovery& r : recoveries_) {
@@ -463,7 +460,7 @@ absl::StatusOr<proto::HeartbeatResponse> ClusterState::Heartbeat(
                            "after: {} lost",
                            r.shard(), r.to_address(), r.source(),
                            r.applied_before(), r.applied_after(), r.lost());
-        snapshot = TakeSnapshot();
+        settled = true;
       }
       // A standby serving this shard lives as long as the shard's heartbeats.
       for (Member& s : standby_) {
@@ -475,7 +472,7 @@ absl::StatusOr<proto::HeartbeatResponse> ClusterState::Heartbeat(
     }
     AssignBackups();
     const bool stopped = MaybeStop();
-    if (stopped || m->report.finished() != was_finished) {
+    if (stopped || settled || m->report.finished() != was_finished) {
       snapshot = TakeSnapshot();
     }
     HeartbeatReply(*m, &response);

@@ -94,6 +94,12 @@ class PsNode::Impl {
            !options_.config.cluster.standby_ps.empty();
   }
 
+  // The lease: no answer from the coordinator for heartbeat.timeout_s, so it
+  // may have declared this ps dead and given the shard to another daemon.
+  bool LeaseLapsed() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return clock_->Now() - last_contact_ >
+           absl::Seconds(options_.config.heartbeat.timeout_s);
+  }
   bool HasWork() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return work_ || stopping_ || replaced_;
   }
@@ -496,9 +502,7 @@ absl::Status PsNode::Impl::Checkpoint(bool periodic) {
     absl::MutexLock lock(&mu_);
     if (replaced_) return absl::OkStatus();
     shard = shard_.get();
-    const absl::Duration silent = clock_->Now() - last_contact_;
-    if (periodic &&
-        silent > absl::Seconds(options_.config.heartbeat.timeout_s)) {
+    if (periodic && LeaseLapsed()) {
       // Fencing: the coordinator may have declared this ps dead and given
       // the shard to another daemon, which writes the checkpoints now.
       if (!skip_logged_) {
@@ -507,7 +511,7 @@ absl::Status PsNode::Impl::Checkpoint(bool periodic) {
                            "skipping checkpoints until it answers (another "
                            "daemon may serve this shard now)",
                            shard_index_ >= 0 ? shard_index_ : options_.index,
-                           absl::ToDoubleSeconds(silent));
+                           absl::ToDoubleSeconds(clock_->Now() - last_contact_));
         skip_logged_ = true;
       }
       counters_.Add("checkpoints_skipped", 1);
@@ -530,8 +534,7 @@ absl::Status PsNode::Impl::Checkpoint(bool periodic) {
     }
     // The lease: a ps that has not heard from the coordinator for
     // heartbeat.timeout_s may have been declared dead meanwhile.
-    if (periodic && clock_->Now() - last_contact_ >
-                        absl::Seconds(options_.config.heartbeat.timeout_s)) {
+    if (periodic && LeaseLapsed()) {
       return absl::AbortedError(
           "lost contact with the coordinator while writing: checkpoint "
           "abandoned (another daemon may serve this shard now)");

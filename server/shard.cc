@@ -58,6 +58,14 @@ ShardCheckpoints CheckpointFiles(const Config& config, int index,
                            config.checkpoint.keep});
 }
 
+// The highest placement epoch among the generations on disk (0: none):
+// this shard's checkpoints go on from there.
+absl::StatusOr<uint64_t> HighestEpochOnDisk(const ShardCheckpoints& files) {
+  ASSIGN_OR_RETURN(const std::vector<ShardCheckpoints::Generation> on_disk,
+                   files.List());
+  return on_disk.empty() ? 0 : on_disk.front().placement_epoch;
+}
+
 // Cleans leftovers of interrupted writes, then reads the newest good
 // checkpoint (nullopt when there is none). Generations skipped as corrupt are
 // logged and counted ("checkpoint_fallbacks").
@@ -117,9 +125,7 @@ absl::StatusOr<std::unique_ptr<Shard>> Shard::Create(const Config& config,
     const ShardCheckpoints files = CheckpointFiles(config, index, spec);
     ASSIGN_OR_RETURN(restored,
                      LoadCheckpoint(files, optimizer->name(), counters));
-    ASSIGN_OR_RETURN(const std::vector<ShardCheckpoints::Generation> on_disk,
-                     files.List());
-    if (!on_disk.empty()) epoch_floor = on_disk.front().placement_epoch;
+    ASSIGN_OR_RETURN(epoch_floor, HighestEpochOnDisk(files));
   }
   return CreateShard(config, index, counters, std::move(spec),
                      std::move(optimizer), std::move(restored), epoch_floor);
@@ -141,9 +147,8 @@ absl::StatusOr<std::unique_ptr<Shard>> Shard::CreateFrom(const Config& config,
   // Checkpoints go on from the highest epoch on disk, as for Create.
   uint64_t epoch_floor = 0;
   if (!config.checkpoint.dir.empty()) {
-    ASSIGN_OR_RETURN(const std::vector<ShardCheckpoints::Generation> on_disk,
-                     CheckpointFiles(config, index, spec).List());
-    if (!on_disk.empty()) epoch_floor = on_disk.front().placement_epoch;
+    ASSIGN_OR_RETURN(epoch_floor,
+                     HighestEpochOnDisk(CheckpointFiles(config, index, spec)));
   }
   return CreateShard(config, index, counters, std::move(spec),
                      std::move(optimizer), std::move(state), epoch_floor);
