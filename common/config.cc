@@ -161,6 +161,18 @@ std::vector<Section> Schema(Config* c) {
                   {"never", "on-failure"}),
         IntField("launcher.max_restarts", &c->launcher.max_restarts,
                  AtLeast(0))}},
+      {"security",
+       {BoolField("security.tls", &c->security.tls),
+        StringField("security.ca_file", &c->security.ca_file),
+        StringField("security.cert_file", &c->security.cert_file),
+        StringField("security.key_file", &c->security.key_file),
+        BoolField("security.mutual_tls", &c->security.mutual_tls),
+        StringField("security.ps_token_file", &c->security.ps_token_file),
+        StringField("security.worker_token_file",
+                    &c->security.worker_token_file),
+        StringField("security.admin_token_file", &c->security.admin_token_file),
+        StringField("security.reader_token_file",
+                    &c->security.reader_token_file)}},
   };
 }
 
@@ -556,6 +568,36 @@ absl::Status CheckHeartbeat(const HeartbeatSection& heartbeat) {
       ") must be > heartbeat.interval_s (", heartbeat.interval_s, ")"));
 }
 
+absl::Status CheckSecurity(const SecuritySection& security) {
+  const bool any_token =
+      !security.ps_token_file.empty() || !security.worker_token_file.empty() ||
+      !security.admin_token_file.empty() || !security.reader_token_file.empty();
+  if (!security.tls) {
+    if (any_token) {
+      return absl::InvalidArgumentError(
+          "security.*_token_file needs security.tls: true (a bearer token sent "
+          "over plaintext can be read by anyone on the path); turn TLS on "
+          "(deploy/make_certs.sh makes the files) or remove the token files");
+    }
+    if (security.mutual_tls) {
+      return absl::InvalidArgumentError(
+          "security.mutual_tls needs security.tls: true");
+    }
+    return absl::OkStatus();
+  }
+  if (security.ca_file.empty()) {
+    return absl::InvalidArgumentError(
+        "security.tls needs security.ca_file (the CA that signed every "
+        "daemon's certificate; deploy/make_certs.sh writes ca.pem)");
+  }
+  if (security.cert_file.empty() != security.key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "security.cert_file and security.key_file go together: set both or "
+        "neither");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::vector<ClusterAddress> ClusterAddresses(const ClusterSection& cluster) {
@@ -618,6 +660,7 @@ absl::Status ValidateConfig(const Config& config) {
   RETURN_IF_ERROR(CheckData(config.data, config.cluster));
   RETURN_IF_ERROR(CheckSchedule(config));
   RETURN_IF_ERROR(CheckCompute(config.compute));
+  RETURN_IF_ERROR(CheckSecurity(config.security));
   return CheckHeartbeat(config.heartbeat);
 }
 

@@ -212,6 +212,35 @@ struct LauncherSection {
   int max_restarts = 3;
 };
 
+struct SecuritySection {
+  // Encrypt and authenticate every gRPC connection (daemons, psctl, the
+  // launcher) with TLS. Needs ca_file, and cert_file + key_file on every
+  // daemon. Default false: plaintext, which each daemon says in its log (a
+  // loud warning when it listens on a non-loopback address). See
+  // docs/SECURITY.md and deploy/make_certs.sh.
+  bool tls = false;
+  // PEM files. In cert_file and key_file "{name}" stands for the daemon's
+  // name: "coordinator", "ps-0", "standby-1", "worker-2", or "client" for
+  // psctl and the launcher (deploy/make_certs.sh writes them so).
+  std::string ca_file;
+  std::string cert_file;
+  std::string key_file;
+  // Servers also demand a client certificate signed by ca_file (mutual TLS),
+  // so a peer without one cannot even connect. Needs tls. Default false.
+  bool mutual_tls = false;
+  // Bearer tokens, one file per role holding one token (never inline). When
+  // any is set, every call but health checks must carry a token, and what a
+  // caller may do depends on its role: "ps" registers, heartbeats and
+  // replicates; "worker" registers, heartbeats, pulls and pushes; "admin"
+  // reads everything (status, placement, checksums, parameters); "reader"
+  // reads status only. Needs tls (a token on a plaintext connection can be
+  // read by anyone on the path). Default: none.
+  std::string ps_token_file;
+  std::string worker_token_file;
+  std::string admin_token_file;
+  std::string reader_token_file;
+};
+
 struct LoggingSection {
   // "trace", "debug", "info", "warn", "error". Default "info".
   std::string level = "info";
@@ -231,6 +260,7 @@ struct Config {
   ComputeSection compute;
   CoordinatorSection coordinator;
   LauncherSection launcher;
+  SecuritySection security;
   // The keys the file or an override set ("checkpoint.dir"), so that a
   // launcher can tell a user's choice from a default it may place elsewhere.
   std::set<std::string> explicit_keys;

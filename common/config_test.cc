@@ -206,14 +206,21 @@ TEST(ConfigTest, UnknownKeyNamesLineKeyAndAllowedKeys) {
   ExpectAllFail({
       {"trainig:\n  steps: 1\n",
        "cfg.yaml:1: unknown key 'trainig'; allowed sections: cluster, model, "
-       "optimizer, training, data, checkpoint, heartbeat, rpc, logging, compute, coordinator, launcher (did "
+       "optimizer, training, data, checkpoint, heartbeat, rpc, logging, compute, coordinator, launcher, security (did "
        "you mean 'training'?)"},
       {"training:\n  learning_rate: 0.1\n",
        "cfg.yaml:2: unknown key 'training.learning_rate'; allowed keys in "
        "'training': batch_size"},
       {"training:\n  learning_rate: 0.1\n",
        "(did you mean 'optimizer.learning_rate'?)"},
-      {"security:\n  token: x\n", "cfg.yaml:1: unknown key 'security'"},
+      {"security:\n  token: x\n", "cfg.yaml:2: unknown key 'security.token'"},
+      {"security:\n  tls: false\n  admin_token_file: a.token\n",
+       "security.*_token_file needs security.tls: true"},
+      {"security:\n  mutual_tls: true\n",
+       "security.mutual_tls needs security.tls: true"},
+      {"security:\n  tls: true\n", "security.tls needs security.ca_file"},
+      {"security:\n  tls: true\n  ca_file: ca.pem\n  cert_file: a.pem\n",
+       "security.cert_file and security.key_file go together"},
       {"rpc:\n  deadline: 3\n",
        "allowed keys in 'rpc': deadline_s, connect_timeout_s, push_window, "
        "encoding (did you mean "

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 #include "common/logging.h"
+#include "common/security.h"
 
 ABSL_FLAG(std::string, config, "",
           "cluster YAML file (required); see docs/CONFIG.md");
@@ -133,6 +134,17 @@ DaemonSetup InitDaemon(int argc, char** argv,
   DaemonName() = prefix;
   absl::Status logging = InitLogging(prefix, setup.config.logging.level);
   if (!logging.ok()) Die(role, std::string(logging.message()), 2);
+  // The certificate is "{name}" in security.cert_file: ps-0, standby-1,
+  // worker-2, coordinator. A ps and a standby call as ps, a worker as worker;
+  // the coordinator only answers (its health probes need no token).
+  const std::string name =
+      has_index ? absl::StrCat(role, "-", setup.index) : role;
+  const Role security_role = role == "ps" || role == "standby" ? Role::kPs
+                             : role == "worker"                ? Role::kWorker
+                                                               : Role::kNone;
+  absl::Status security =
+      InstallSecurity(setup.config.security, name, security_role);
+  if (!security.ok()) Die(role, std::string(security.message()), 2);
   return setup;
 }
 

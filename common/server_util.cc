@@ -12,6 +12,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/logging.h"
+#include "common/security.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/support/client_interceptor.h"
 #include "grpcpp/support/server_interceptor.h"
@@ -62,6 +64,50 @@ class ClientTiming final : public gx::ClientInterceptorFactoryInterface {
   }
 };
 
+// Connection management on every server: a peer that vanished, a connection
+// idle for minutes and a handshake that never completes are closed, and one
+// connection cannot open unbounded streams.
+void SetConnectionLimits(grpc::ServerBuilder* builder) {
+  builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveTimeMs);
+  builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kKeepaliveTimeoutMs);
+  builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  // Clients ping every kKeepaliveTimeMs; allow that (gRPC's default minimum
+  // is 5 minutes and it would close their connections as abusive).
+  builder->AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                              kKeepaliveTimeMs / 2);
+  builder->AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 2);
+  builder->AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, kMaxConnectionIdleMs);
+  builder->AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+                              kHandshakeTimeoutMs);
+  builder->AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                              kMaxConcurrentStreams);
+  // A request's metadata is small; this bounds what one call can make us
+  // buffer before any handler runs.
+  builder->AddChannelArgument(GRPC_ARG_MAX_METADATA_SIZE, 16 << 10);
+}
+
+// Says how this server is reached: encrypted, or plaintext on loopback
+// (fine: only this machine), or plaintext on the network (loudly).
+void LogTransport(const std::string& who, const std::string& address) {
+  if (TransportIsSecure()) {
+    Log(Logger::kRpc)->info("{} serves on {} with {}", who, address,
+                            TransportSummary());
+  } else if (IsLoopbackHost(address)) {
+    Log(Logger::kRpc)->info(
+        "{} serves plaintext gRPC on loopback {}: only this machine can "
+        "connect (set security.tls before listening on a network; "
+        "docs/SECURITY.md)",
+        who, address);
+  } else {
+    Log(Logger::kRpc)->warn(
+        "SECURITY: {} serves UNENCRYPTED, UNAUTHENTICATED gRPC on {}: anyone "
+        "who can reach this port can read the model, push gradients and end "
+        "the job. Turn on security.tls and tokens (deploy/make_certs.sh, "
+        "docs/SECURITY.md)",
+        who, address);
+  }
+}
+
 }  // namespace
 
 std::string TuneMallocForBulkTransfer() {
@@ -103,9 +149,17 @@ absl::StatusOr<StartedServer> StartServer(
   TuneMallocForBulkTransfer();
   static std::once_flag health_once;  // a process-wide gRPC setting
   std::call_once(health_once, [] { grpc::EnableDefaultHealthCheckService(true); });
+  std::shared_ptr<grpc::ServerCredentials> credentials =
+      ServerTransportCredentials();
+  if (credentials == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        who, ": security.tls is on but this process has no certificate "
+             "(security.cert_file / key_file) to serve with"));
+  }
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(address, credentials, &port);
+  SetConnectionLimits(&builder);
   // gRPC sets SO_REUSEPORT by default, which lets two daemons share a port
   // silently; we want "address in use" to be an error.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
@@ -126,6 +180,7 @@ absl::StatusOr<StartedServer> StartServer(
   started.port = port;
   parts.back() = std::to_string(port);
   started.address = absl::StrJoin(parts, ":");
+  LogTransport(who, started.address);
   return started;
 }
 
@@ -138,10 +193,17 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // Find a dead peer or path in seconds rather than at the OS's TCP timeout
+  // (hours), also between calls; servers allow pings this often
+  // (SetConnectionLimits).
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveTimeMs);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kKeepaliveTimeoutMs);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   std::vector<std::unique_ptr<gx::ClientInterceptorFactoryInterface>> timing;
   timing.push_back(std::make_unique<ClientTiming>());
   return gx::CreateCustomChannelWithInterceptors(
-      address, grpc::InsecureChannelCredentials(), args, std::move(timing));
+      address, ChannelTransportCredentials(), args, std::move(timing));
 }
 
 std::chrono::system_clock::time_point DeadlineIn(double seconds) {

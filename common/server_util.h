@@ -17,13 +17,27 @@ namespace downpour {
 // Largest gRPC message we send or accept: payloads are chunked well below it.
 constexpr int kMaxMessageBytes = 64 << 20;
 
+// Connection management (StartServer, MakeChannel): keepalive pings every
+// 20 s, a peer that does not answer one in 10 s is dropped; a server closes a
+// connection idle for 5 minutes and a TLS/HTTP2 handshake not done in 10 s;
+// one connection may have 1024 calls open at once (a worker keeps at most
+// rpc.push_window = 64 pushes and a few pulls in flight per shard).
+constexpr int kKeepaliveTimeMs = 20'000;
+constexpr int kKeepaliveTimeoutMs = 10'000;
+constexpr int kMaxConnectionIdleMs = 300'000;
+constexpr int kHandshakeTimeoutMs = 10'000;
+constexpr int kMaxConcurrentStreams = 1024;
+
 struct StartedServer {
   std::unique_ptr<grpc::Server> server;
   int port = 0;             // the bound port (the ephemeral one when asked for 0)
   std::string address;      // host:port with the bound port
 };
 
-// Binds `address` (host:port, port 0 = ephemeral) and starts serving `services`,
+// Binds `address` (host:port, port 0 = ephemeral) and starts serving `services`
+// with the process's transport (common/security.h: TLS and tokens once
+// InstallSecurity ran, plaintext otherwise; the log says which, loudly for
+// plaintext off loopback) and SetConnectionLimits,
 // plus the standard grpc.health.v1.Health service (gRPC's default one: SERVING
 // for the whole server, "", from start until Shutdown, then NOT_SERVING), so
 // Kubernetes gRPC probes and grpc_health_probe work unchanged. Every call served
@@ -36,7 +50,8 @@ absl::StatusOr<StartedServer> StartServer(const std::string& address,
                                           const std::vector<grpc::Service*>& services,
                                           const std::string& who);
 
-// A channel with our message limits and reconnect settings. Every call made on
+// A channel with our message limits, keepalive and reconnect settings, and the
+// process's transport credentials (TLS and its role token once installed). Every call made on
 // it is timed into RpcLatencies() as "called:<Service>/<Method>".
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address);
 

@@ -29,6 +29,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/config.h"
+#include "common/security.h"
 #include "common/subprocess.h"
 #include "coordinator/coordinator_client.h"
 #include "deploy/launcher_lib.h"
@@ -128,6 +129,12 @@ int main(int argc, char** argv) {
 
   absl::StatusOr<Config> config = LoadConfig(options.config_path, options.overrides);
   if (!config.ok()) Fail(std::string(config.status().message()), 2);
+  // The launcher watches the job as a client: admin (or reader) token.
+  if (absl::Status security = InstallSecurity(config->security, "client",
+                                              ClientRole(config->security));
+      !security.ok()) {
+    Fail(std::string(security.message()), 2);
+  }
 
   struct sigaction action = {};
   action.sa_handler = OnSignal;

@@ -24,6 +24,7 @@
 #include "absl/time/clock.h"
 #include "common/file_util.h"
 #include "common/config.h"
+#include "common/security.h"
 #include "common/subprocess.h"
 #include "coordinator/coordinator_client.h"
 #include "tools/cluster_tables.h"
@@ -37,6 +38,10 @@ ABSL_FLAG(std::string, coordinator, "",
 ABSL_FLAG(std::string, config, "",
           "cluster YAML file to read the coordinator address from");
 ABSL_FLAG(double, timeout_s, 3, "how long to wait for each answer");
+ABSL_FLAG(std::string, token_file, "",
+          "with security tokens on: the bearer token to call with (default: "
+          "security.admin_token_file of --config when readable, else "
+          "security.reader_token_file)");
 ABSL_FLAG(
     bool, json, false,
     "status: print JSON (every member's full Status) instead of the table");
@@ -133,6 +138,17 @@ std::string CoordinatorAddress() {
     std::exit(Fail("give --coordinator HOST:PORT or --config FILE", 2));
   }
   return address;
+}
+
+// TLS and a token from --config's security section (and --token_file), so
+// that every call below is made as the cluster expects; exits 2 on a bad file.
+void InstallClientSecurity() {
+  auto config = LoadConfig(absl::GetFlag(FLAGS_config));
+  if (!config.ok()) std::exit(Fail(std::string(config.status().message()), 2));
+  const absl::Status installed = InstallSecurity(
+      config->security, "client", ClientRole(config->security),
+      absl::GetFlag(FLAGS_token_file));
+  if (!installed.ok()) std::exit(Fail(std::string(installed.message()), 2));
 }
 
 std::vector<absl::StatusOr<std::string>> AllHealth(
@@ -367,6 +383,7 @@ int main(int argc, char** argv) {
   }
   const std::string command = args[1];
   const double timeout_s = absl::GetFlag(FLAGS_timeout_s);
+  if (!absl::GetFlag(FLAGS_config).empty()) InstallClientSecurity();
   if (command == "plot" && !absl::GetFlag(FLAGS_history).empty()) {
     Cluster offline("", timeout_s);  // no coordinator needed
     return Plot(&offline);

@@ -1,0 +1,344 @@
+// Transport security with real daemons and real TLS: certificates and tokens
+// from deploy/make_certs.sh, a coordinator, a ps and a worker on loopback.
+// A job trains over TLS with role tokens; every call without a token, with a
+// wrong one, with a role that may not make it, or without TLS is refused
+// with UNAUTHENTICATED / PERMISSION_DENIED / a failed handshake, and leaves
+// the cluster as it was (the ps's checksums, the job not stopped). Mutual TLS
+// refuses a client without a certificate. psctl calls with the config's
+// admin token and fails clearly with a wrong one.
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/config.h"
+#include "common/file_util.h"
+#include "common/security.h"
+#include "common/server_util.h"
+#include "common/subprocess.h"
+#include "common/testing/poll.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "proto/coordinator.grpc.pb.h"
+#include "proto/health.grpc.pb.h"
+#include "proto/ps.grpc.pb.h"
+#include "proto/status.grpc.pb.h"
+#include "tests/daemon_harness.h"
+
+namespace downpour {
+namespace {
+
+using ::testing::HasSubstr;
+
+class SecurityTest : public testing::DaemonJobTest {
+ protected:
+  void SetUp() override {
+    dir_ = testing::TestDir();
+    certs_ = dir_ + "/certs";
+    auto make = Subprocess::Start(
+        "make_certs",
+        {testing::BinDir() + "/deploy/make_certs.sh", "--out", certs_, "--ps",
+         "1", "--standby", "0", "--workers", "1"},
+        dir_ + "/make_certs.log");
+    ASSERT_TRUE(make.ok()) << make.status();
+    ASSERT_EQ((*make)->Wait(absl::Seconds(60)), 0) << (*make)->LogTail(20);
+  }
+
+  void TearDown() override {
+    testing::DaemonJobTest::TearDown();
+    UninstallSecurity();
+  }
+
+  std::string SecuritySectionYaml(bool mutual) const {
+    return absl::StrCat("security:\n  tls: true\n  mutual_tls: ",
+                        mutual ? "true" : "false", "\n  ca_file: ", certs_,
+                        "/ca.pem\n  cert_file: ", certs_, "/{name}.pem\n",
+                        "  key_file: ", certs_, "/{name}.key\n",
+                        "  ps_token_file: ", certs_, "/ps.token\n",
+                        "  worker_token_file: ", certs_, "/worker.token\n",
+                        "  admin_token_file: ", certs_, "/admin.token\n",
+                        "  reader_token_file: ", certs_, "/reader.token\n");
+  }
+
+  // Coordinator and ps (and, when `steps` > 0, one worker training `steps`
+  // steps) with TLS and tokens. The test process itself calls as admin.
+  void StartCluster(bool mutual, int steps) {
+    const std::string yaml = testing::LoopbackConfig(
+        1, 1,
+        absl::StrCat("data:\n  source: synthetic\n  train_examples: 2000\n"
+                     "  test_examples: 200\nmodel:\n  layers: [784, 32, 10]\n"
+                     "training:\n  steps: ", std::max(steps, 1),
+                     "\n  eval_every_steps: 0\ncheckpoint:\n  dir: \"\"\n",
+                     SecuritySectionYaml(mutual)));
+    config_ = testing::WriteConfig("secure.yaml", yaml);
+    auto config = LoadConfig(config_);
+    ASSERT_TRUE(config.ok()) << config.status();
+    security_ = config->security;
+    ASSERT_TRUE(InstallSecurity(security_, "client", Role::kAdmin).ok());
+
+    const std::string port_file = dir_ + "/coordinator.port";
+    Subprocess& c =
+        Start("coordinator", "coordinator/coordinator", {"--port_file", port_file});
+    auto address = testing::WaitForPort(c, port_file);
+    ASSERT_TRUE(address.ok()) << address.status();
+    coordinator_ = *address;
+    const std::string ps_port = dir_ + "/ps.port";
+    Subprocess& ps = Start("ps-0", "server/ps_server",
+                           {"--index", "0", "--coordinator", coordinator_,
+                            "--port_file", ps_port});
+    auto ps_address = testing::WaitForPort(ps, ps_port);
+    ASSERT_TRUE(ps_address.ok()) << ps_address.status();
+    ps_ = *ps_address;
+    if (steps > 0) {
+      Start("worker-0", "worker/ps_worker",
+            {"--index", "0", "--coordinator", coordinator_});
+    }
+    // The ps holds its blocks once it answers Checksums (as admin).
+    ASSERT_TRUE(testing::WaitUntil(
+        [&] { return Checksums(MakeChannel(ps_)).ok(); }, absl::Seconds(30),
+        absl::Milliseconds(50)))
+        << "ps never answered Checksums over TLS; log:\n"
+        << daemons_["ps-0"]->LogTail(20);
+  }
+
+  // A channel with TLS and `token_file`'s token ("" = none).
+  std::shared_ptr<grpc::Channel> Channel(const std::string& address,
+                                         const std::string& token_file,
+                                         const std::string& name = "client") {
+    auto credentials = ChannelCredentialsFor(security_, name, token_file);
+    EXPECT_TRUE(credentials.ok()) << credentials.status();
+    return grpc::CreateChannel(address, *credentials);
+  }
+  std::string Token(const std::string& role) const {
+    return absl::StrCat(certs_, "/", role, ".token");
+  }
+
+  static grpc::Status Checksums(std::shared_ptr<grpc::Channel> channel,
+                                proto::ChecksumResponse* out = nullptr) {
+    auto stub = proto::ParameterServer::NewStub(channel);
+    grpc::ClientContext context;
+    context.set_deadline(DeadlineIn(5));
+    proto::ChecksumResponse response;
+    grpc::Status status =
+        stub->Checksums(&context, proto::ChecksumRequest(), &response);
+    if (out != nullptr) *out = response;
+    return status;
+  }
+
+  // Every call an outsider would make to take over or poison the cluster.
+  struct Refusals {
+    grpc::Status cluster_status, heartbeat, register_server, register_worker,
+        pull, push, replicate, checksums;
+  };
+  Refusals Attack(std::shared_ptr<grpc::Channel> coordinator,
+                  std::shared_ptr<grpc::Channel> ps) {
+    auto c = proto::Coordinator::NewStub(coordinator);
+    auto p = proto::ParameterServer::NewStub(ps);
+    Refusals r;
+    auto context = [] {
+      auto ctx = std::make_unique<grpc::ClientContext>();
+      ctx->set_deadline(DeadlineIn(5));
+      return ctx;
+    };
+    {
+      proto::ClusterStatusResponse response;
+      r.cluster_status = c->ClusterStatus(context().get(),
+                                          proto::ClusterStatusRequest(), &response);
+    }
+    {
+      // A forged worker report that would end the job.
+      proto::HeartbeatRequest request;
+      request.set_role("worker");
+      request.set_index(0);
+      request.mutable_report()->set_accuracy(1.0);
+      request.mutable_report()->set_finished(true);
+      proto::HeartbeatResponse response;
+      r.heartbeat = c->Heartbeat(context().get(), request, &response);
+    }
+    {
+      proto::RegisterServerRequest request;  // ps 0's index, our address
+      request.set_index(0);
+      request.set_address("127.0.0.1:1");
+      proto::RegisterServerResponse response;
+      r.register_server = c->RegisterServer(context().get(), request, &response);
+    }
+    {
+      proto::RegisterWorkerRequest request;
+      request.set_index(0);
+      request.set_address("127.0.0.1:1");
+      proto::RegisterWorkerResponse response;
+      r.register_worker = c->RegisterWorker(context().get(), request, &response);
+    }
+    {
+      proto::PullRequest request;
+      request.add_block_ids(0);
+      proto::PullResponse response;
+      r.pull = p->Pull(context().get(), request, &response);
+    }
+    {
+      proto::PushRequest request;
+      request.set_worker_id(0);
+      request.set_sequence(~uint64_t{0});
+      proto::PushResponse response;
+      r.push = p->Push(context().get(), request, &response);
+    }
+    {
+      proto::ReplicateRequest request;
+      proto::ReplicateResponse response;
+      r.replicate = p->Replicate(context().get(), request, &response);
+    }
+    {
+      proto::ChecksumResponse response;
+      r.checksums = Checksums(ps, &response);
+    }
+    return r;
+  }
+
+  std::string dir_, certs_, coordinator_, ps_;
+  SecuritySection security_;
+};
+
+std::string Describe(const grpc::Status& s) {
+  return absl::StrCat(s.error_code(), " ", s.error_message());
+}
+
+TEST_F(SecurityTest, AJobTrainsOverTlsWithRoleTokens) {
+  StartCluster(/*mutual=*/false, /*steps=*/200);
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] {
+        auto stub = proto::Coordinator::NewStub(MakeChannel(coordinator_));
+        grpc::ClientContext context;
+        context.set_deadline(DeadlineIn(2));
+        proto::ClusterStatusResponse status;
+        if (!stub->ClusterStatus(&context, {}, &status).ok()) return false;
+        return status.stop();
+      },
+      absl::Seconds(90), absl::Milliseconds(100)))
+      << "the job over TLS did not finish; worker log:\n"
+      << daemons_["worker-0"]->LogTail(30);
+  EXPECT_EQ(daemons_["worker-0"]->Wait(absl::Seconds(30)), 0)
+      << daemons_["worker-0"]->LogTail(30);
+  // The ps applied the worker's pushes: its versions moved.
+  proto::ChecksumResponse sums;
+  ASSERT_TRUE(Checksums(MakeChannel(ps_), &sums).ok());
+  uint64_t versions = 0;
+  for (const auto& block : sums.blocks()) versions += block.version();
+  EXPECT_GE(versions, 200u);
+}
+
+TEST_F(SecurityTest, CallsWithoutTheRightTokenAreRefusedAndChangeNothing) {
+  StartCluster(/*mutual=*/false, /*steps=*/0);
+  proto::ChecksumResponse before;
+  ASSERT_TRUE(Checksums(MakeChannel(ps_), &before).ok());
+
+  // No token at all.
+  Refusals none = Attack(Channel(coordinator_, ""), Channel(ps_, ""));
+  for (const grpc::Status* s :
+       {&none.cluster_status, &none.heartbeat, &none.register_server,
+        &none.register_worker, &none.pull, &none.push, &none.replicate,
+        &none.checksums}) {
+    EXPECT_EQ(s->error_code(), grpc::StatusCode::UNAUTHENTICATED) << Describe(*s);
+  }
+  EXPECT_THAT(none.push.error_message(), HasSubstr("requires a bearer token"));
+
+  // A token that is no role's.
+  const std::string forged = dir_ + "/forged.token";
+  ASSERT_TRUE(WriteFileAtomically(forged, "0123456789abcdef0123456789abcdef\n").ok());
+  Refusals wrong = Attack(Channel(coordinator_, forged), Channel(ps_, forged));
+  EXPECT_EQ(wrong.cluster_status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(wrong.push.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_THAT(wrong.push.error_message(), HasSubstr("matches no role"));
+
+  // The read-only token reads status, and nothing else.
+  Refusals reader =
+      Attack(Channel(coordinator_, Token("reader")), Channel(ps_, Token("reader")));
+  EXPECT_TRUE(reader.cluster_status.ok()) << Describe(reader.cluster_status);
+  for (const grpc::Status* s :
+       {&reader.heartbeat, &reader.register_server, &reader.register_worker,
+        &reader.pull, &reader.push, &reader.replicate, &reader.checksums}) {
+    EXPECT_EQ(s->error_code(), grpc::StatusCode::PERMISSION_DENIED) << Describe(*s);
+  }
+  EXPECT_THAT(reader.push.error_message(),
+              HasSubstr("role reader may not call ParameterServer/Push"));
+
+  // A ps may not push or pose as a worker; a worker may not register a
+  // shard or write into a replica.
+  Refusals ps = Attack(Channel(coordinator_, Token("ps")), Channel(ps_, Token("ps")));
+  EXPECT_EQ(ps.push.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(ps.pull.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(ps.register_worker.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  Refusals worker =
+      Attack(Channel(coordinator_, Token("worker")), Channel(ps_, Token("worker")));
+  EXPECT_EQ(worker.register_server.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(worker.replicate.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+
+  // Plaintext to a TLS port gets no answer at all.
+  auto plain = proto::Coordinator::NewStub(
+      grpc::CreateChannel(coordinator_, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(DeadlineIn(3));
+  proto::ClusterStatusResponse response;
+  EXPECT_FALSE(plain->ClusterStatus(&context, {}, &response).ok());
+
+  // Health checks need TLS but no token (probes).
+  {
+    auto health = grpc::health::v1::Health::NewStub(Channel(ps_, ""));
+    grpc::ClientContext ctx;
+    ctx.set_deadline(DeadlineIn(5));
+    grpc::health::v1::HealthCheckResponse answer;
+    EXPECT_TRUE(health->Check(&ctx, {}, &answer).ok());
+  }
+
+  // Nothing changed: same blocks, same values, the job still on.
+  proto::ChecksumResponse after;
+  ASSERT_TRUE(Checksums(MakeChannel(ps_), &after).ok());
+  ASSERT_EQ(after.blocks_size(), before.blocks_size());
+  for (int i = 0; i < before.blocks_size(); ++i) {
+    EXPECT_EQ(after.blocks(i).crc32c(), before.blocks(i).crc32c());
+    EXPECT_EQ(after.blocks(i).version(), before.blocks(i).version());
+  }
+  auto stub = proto::Coordinator::NewStub(MakeChannel(coordinator_));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(DeadlineIn(5));
+  proto::ClusterStatusResponse status;
+  ASSERT_TRUE(stub->ClusterStatus(&ctx, {}, &status).ok());
+  EXPECT_FALSE(status.stop()) << status.stop_reason();
+  EXPECT_EQ(daemons_["ps-0"]->Poll(), std::nullopt) << "the ps stopped";
+}
+
+TEST_F(SecurityTest, MutualTlsRefusesAClientWithoutACertificate) {
+  StartCluster(/*mutual=*/true, /*steps=*/0);
+  // The test's own channels (client certificate, admin token) work.
+  ASSERT_TRUE(Checksums(MakeChannel(ps_)).ok());
+  // The same CA and admin token without a client certificate: no connection.
+  SecuritySection no_cert = security_;
+  no_cert.cert_file.clear();
+  no_cert.key_file.clear();
+  auto credentials = ChannelCredentialsFor(no_cert, "client", Token("admin"));
+  ASSERT_TRUE(credentials.ok());
+  grpc::Status refused = Checksums(grpc::CreateChannel(ps_, *credentials));
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE) << Describe(refused);
+}
+
+TEST_F(SecurityTest, PsctlCallsWithTheConfigsTokenAndSaysWhenItIsWrong) {
+  StartCluster(/*mutual=*/false, /*steps=*/0);
+  auto run = [&](const std::string& name, std::vector<std::string> args) {
+    auto process = testing::StartDaemon(name, "tools/psctl", std::move(args));
+    EXPECT_TRUE(process.ok()) << process.status();
+    const std::optional<int> status = (*process)->Wait(absl::Seconds(60));
+    return std::make_pair(status.value_or(-1),
+                          ReadFile((*process)->log_path()).value_or(""));
+  };
+  auto ok = run("psctl-ok", {"status", "--config", config_, "--coordinator",
+                             coordinator_});
+  EXPECT_EQ(ok.first, 0) << ok.second;
+  const std::string forged = dir_ + "/forged.token";
+  ASSERT_TRUE(WriteFileAtomically(forged, "fedcba9876543210fedcba9876543210\n").ok());
+  auto bad = run("psctl-bad", {"status", "--config", config_, "--coordinator",
+                               coordinator_, "--token_file", forged});
+  EXPECT_EQ(bad.first, 1) << bad.second;
+  EXPECT_THAT(bad.second, HasSubstr("matches no role"));
+}
+
+}  // namespace
+}  // namespace downpour
