@@ -20,6 +20,9 @@
 //              GrpcPsClient, next to a plain generated-stub unary call.
 //   worker     DownpourLoop examples/s for the MNIST MLP with GrpcPsClient
 //              against one in-process ps, and with no_communication.
+//   tls        GrpcPsClient Push / Pull over plaintext next to the same over
+//              TLS with role tokens checked (security section; certificates
+//              from deploy/make_certs.sh in a temp folder), and mutual TLS.
 // Every figure is the median of --reps (--worker_reps) samples; samples of
 // the things compared are interleaved so that drift hits both alike.
 #include <cblas.h>
@@ -27,6 +30,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
+#include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -42,7 +48,9 @@
 #include "bench/tcp_link.h"
 #include "common/logging.h"
 #include "common/model_spec.h"
+#include "common/security.h"
 #include "common/server_util.h"
+#include "common/subprocess.h"
 #include "proto/ps.grpc.pb.h"
 #include "server/block_store.h"
 #include "server/optimizer.h"
@@ -52,8 +60,13 @@
 #include "worker/downpour.h"
 #include "worker/grpc_ps_client.h"
 
-ABSL_FLAG(std::string, sections, "transport,apply,latency,worker,replication",
-          "which sections to run: transport, apply, latency, worker");
+ABSL_FLAG(std::string, sections,
+          "transport,apply,latency,worker,replication,tls",
+          "which sections to run: transport, apply, latency, worker, "
+          "replication, tls");
+ABSL_FLAG(std::string, make_certs, "deploy/make_certs.sh",
+          "tls: the certificate script (relative paths are tried in the "
+          "working directory, then in $BUILD_WORKSPACE_DIRECTORY)");
 ABSL_FLAG(int, latency_calls, 2000, "round trips per latency figure");
 ABSL_FLAG(std::string, sizes_mib, "1,16",
           "model sizes in MiB of float32 parameters (transport, apply)");
@@ -129,13 +142,17 @@ struct Endpoint {
   std::vector<uint64_t> versions;
 };
 
+// `before_client` runs between the cluster's start and the client's (the tls
+// section switches the process's token from the ps's to the worker's there).
 std::unique_ptr<Endpoint> Connect(const Config& config,
-                                  LocalCluster::ServiceFactory factory) {
+                                  LocalCluster::ServiceFactory factory,
+                                  const std::function<void()>& before_client = {}) {
   auto e = std::make_unique<Endpoint>();
   absl::StatusOr<std::unique_ptr<LocalCluster>> cluster =
       LocalCluster::Start(config, std::move(factory));
   Check(cluster.status(), "start cluster");
   e->cluster = *std::move(cluster);
+  if (before_client) before_client();
   absl::StatusOr<ModelSpec> spec = ModelSpec::Create(config.model);
   Check(spec.status(), "model");
   e->spec = std::make_unique<ModelSpec>(*std::move(spec));
@@ -604,6 +621,110 @@ void RunWorker() {
       "step; communication kept up when they are 1/n_fetch and 1/n_push.\n");
 }
 
+// Certificates and tokens for the tls section, made by deploy/make_certs.sh in
+// a fresh temp folder; the security section that uses them.
+SecuritySection MakeBenchCerts(bool mutual) {
+  std::string script = absl::GetFlag(FLAGS_make_certs);
+  if (!std::filesystem::exists(script)) {
+    const char* workspace = std::getenv("BUILD_WORKSPACE_DIRECTORY");
+    if (workspace != nullptr) script = std::string(workspace) + "/" + script;
+  }
+  char dir_template[] = "/tmp/ps_bench_certs.XXXXXX";
+  const char* dir = mkdtemp(dir_template);
+  if (dir == nullptr) Check(absl::InternalError("mkdtemp failed"), "certs");
+  const std::string certs = std::string(dir) + "/certs";
+  auto make = Subprocess::Start("make_certs",
+                                {script, "--out", certs, "--ps", "0",
+                                 "--standby", "0", "--workers", "0"},
+                                std::string(dir) + "/make_certs.log");
+  Check(make.status(), "start " + script);
+  if ((*make)->Wait(absl::Seconds(60)) != 0) {
+    Check(absl::InternalError((*make)->LogTail(10)), script);
+  }
+  SecuritySection security;
+  security.tls = true;
+  security.mutual_tls = mutual;
+  security.ca_file = certs + "/ca.pem";
+  // One certificate serves as every in-process server's and the client's.
+  security.cert_file = certs + "/coordinator.pem";
+  security.key_file = certs + "/coordinator.key";
+  security.ps_token_file = certs + "/ps.token";
+  security.worker_token_file = certs + "/worker.token";
+  security.admin_token_file = certs + "/admin.token";
+  security.reader_token_file = certs + "/reader.token";
+  return security;
+}
+
+// Push and pull of the whole model, plaintext vs TLS with tokens vs mutual
+// TLS with tokens, interleaved. Servers and channels keep the transport that
+// was installed when they were made, so each endpoint is built under its own.
+void RunTls() {
+  absl::PrintF(
+      "\n== tls: GrpcPsClient over 127.0.0.1, plaintext vs TLS + role "
+      "tokens (GB/s, medians of %d) ==\n",
+      absl::GetFlag(FLAGS_reps));
+  absl::PrintF("%6s %9s %9s %9s %9s %9s %9s %9s %9s\n", "MiB", "push", "pull",
+               "TLS push", "TLS pull", "mTLS push", "mTLS pull", "TLS/plain",
+               "mTLS/pl");
+  const SecuritySection tls = MakeBenchCerts(false);
+  SecuritySection mtls = tls;
+  mtls.mutual_tls = true;
+  for (int mib : ParseInts(absl::GetFlag(FLAGS_sizes_mib))) {
+    const int64_t floats = static_cast<int64_t>(mib) * (1 << 18);
+    const int64_t bytes = floats * 4;
+    const Config config = ModelConfig(floats, 1);
+    // The in-process shards register as ps; the client then calls as a
+    // worker (the coordinator client the cluster keeps was made as ps, and
+    // its GetPlacement is open to every role).
+    auto secured = [&](const SecuritySection& security) {
+      Check(InstallSecurity(security, "client", Role::kPs), "install TLS");
+      return Connect(config, nullptr, [&] {
+        Check(InstallSecurity(security, "client", Role::kWorker), "install TLS");
+      });
+    };
+    UninstallSecurity();
+    std::unique_ptr<Endpoint> plain = Connect(config, nullptr);
+    std::unique_ptr<Endpoint> secure = secured(tls);
+    std::unique_ptr<Endpoint> mutual = secured(mtls);
+    UninstallSecurity();
+    std::vector<float> params(floats), grad(floats, 1e-3f);
+    Endpoint* endpoints[] = {plain.get(), secure.get(), mutual.get()};
+    for (Endpoint* e : endpoints) {
+      Check(e->client->Pull(params.data(), &e->versions), "pull");
+    }
+    const int times = static_cast<int>(
+        std::max<int64_t>(1, absl::GetFlag(FLAGS_sample_bytes) / bytes));
+    std::vector<double> t_push[3], t_pull[3];
+    for (int r = -1; r < absl::GetFlag(FLAGS_reps); ++r) {  // -1: warm-up
+      for (int k = 0; k < 3; ++k) {
+        Endpoint* e = endpoints[k];
+        const double push = PerCall(times, [&] {
+          Check(e->client->Push(grad.data(), e->versions, nullptr), "push");
+        });
+        const double pull = PerCall(times, [&] {
+          Check(e->client->Pull(params.data(), &e->versions), "pull");
+        });
+        if (r >= 0) t_push[k].push_back(push), t_pull[k].push_back(pull);
+      }
+    }
+    auto gbps = [&](const std::vector<double>& t) {
+      return bytes / Median(t) / 1e9;
+    };
+    auto pp = [&](int k) {
+      return 2 * bytes / (Median(t_push[k]) + Median(t_pull[k])) / 1e9;
+    };
+    absl::PrintF("%6d %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f\n", mib,
+                 gbps(t_push[0]), gbps(t_pull[0]), gbps(t_push[1]),
+                 gbps(t_pull[1]), gbps(t_push[2]), gbps(t_pull[2]),
+                 pp(1) / pp(0), pp(2) / pp(0));
+  }
+  absl::PrintF(
+      "TLS: server certificate checked against the CA, every call carries a "
+      "worker bearer token checked per method; mTLS: the client presents a "
+      "certificate too.\nTLS/plain, mTLS/pl: (push + pull) throughput "
+      "ratios, 1 shard.\n");
+}
+
 int Run() {
   openblas_set_num_threads(1);
   Check(InitLogging("", "warn"), "logging");
@@ -634,6 +755,7 @@ int Run() {
   if (SectionOn("latency")) RunLatency();
   if (SectionOn("worker")) RunWorker();
   if (SectionOn("replication")) RunReplication();
+  if (SectionOn("tls")) RunTls();
   absl::PrintF("\ntotal %.1f s\n",
                std::chrono::duration<double>(Clock::now() - start).count());
   return 0;

@@ -13,6 +13,7 @@
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/fd_limit.h"
 #include "common/file_util.h"
 #include "common/logging.h"
 #include "common/security.h"
@@ -145,6 +146,9 @@ DaemonSetup InitDaemon(int argc, char** argv,
   absl::Status security =
       InstallSecurity(setup.config.security, name, security_role);
   if (!security.ok()) Die(role, std::string(security.message()), 2);
+  // Every connection holds a descriptor: a low soft limit would let idle
+  // clients lock a daemon out of accepting more.
+  SPDLOG_LOGGER_INFO(Log(Logger::kRpc), "{}", RaiseFdLimit());
   return setup;
 }
 

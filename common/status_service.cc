@@ -5,6 +5,8 @@
 
 #include <fstream>
 
+#include "common/fd_limit.h"
+#include "common/security.h"
 #include "common/server_util.h"
 
 namespace downpour {
@@ -79,6 +81,9 @@ void StatusService::Fill(proto::GetStatusResponse* response) const {
   AddLatencies(counters_->Latencies(), response);
   AddLatencies(RpcLatencies().Latencies(), response);
   response->set_memory_rss_bytes(ResidentMemoryBytes());
+  response->set_open_fds(OpenFdCount());
+  response->set_fd_limit(FdLimit());
+  response->set_transport(TransportSummary());
   if (filler_) filler_(response);
 }
 
