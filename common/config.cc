@@ -166,6 +166,7 @@ std::vector<Section> Schema(Config* c) {
         StringField("security.ca_file", &c->security.ca_file),
         StringField("security.cert_file", &c->security.cert_file),
         StringField("security.key_file", &c->security.key_file),
+        StringField("security.server_name", &c->security.server_name),
         BoolField("security.mutual_tls", &c->security.mutual_tls),
         StringField("security.ps_token_file", &c->security.ps_token_file),
         StringField("security.worker_token_file",

@@ -225,6 +225,12 @@ struct SecuritySection {
   std::string ca_file;
   std::string cert_file;
   std::string key_file;
+  // The name clients check every server's certificate against, instead of
+  // the host of the address they dial. Set it where daemons are reached at
+  // addresses no certificate can name in advance (Kubernetes pod IPs): every
+  // certificate deploy/make_certs.sh writes is also valid for "downpour".
+  // Default "" (check the address's host).
+  std::string server_name;
   // Servers also demand a client certificate signed by ca_file (mutual TLS),
   // so a peer without one cannot even connect. Needs tls. Default false.
   bool mutual_tls = false;

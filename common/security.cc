@@ -106,6 +106,7 @@ struct Transport {
   std::shared_ptr<grpc::ServerCredentials> server;
   std::shared_ptr<grpc::ChannelCredentials> channel;
   std::string summary = "plaintext";
+  std::string server_name;
   bool secure = false;
 };
 
@@ -365,6 +366,7 @@ absl::Status InstallSecurity(const SecuritySection& security,
     }
     next.channel = TlsChannelCredentials(security, *files, own_token);
     next.secure = true;
+    next.server_name = security.server_name;
     next.summary = absl::StrCat(
         security.mutual_tls ? "mutual TLS" : "TLS",
         tokens.empty() ? ", no tokens"
@@ -382,6 +384,7 @@ void UninstallSecurity() {
   t.server = grpc::InsecureServerCredentials();
   t.channel = grpc::InsecureChannelCredentials();
   t.summary = "plaintext";
+  t.server_name.clear();
   t.secure = false;
 }
 
@@ -393,6 +396,11 @@ std::shared_ptr<grpc::ServerCredentials> ServerTransportCredentials() {
 std::shared_ptr<grpc::ChannelCredentials> ChannelTransportCredentials() {
   std::lock_guard<std::mutex> lock(TransportMutex());
   return CurrentTransport().channel;
+}
+
+std::string TransportServerName() {
+  std::lock_guard<std::mutex> lock(TransportMutex());
+  return CurrentTransport().server_name;
 }
 
 bool TransportIsSecure() {

@@ -82,6 +82,10 @@ void UninstallSecurity();
 std::shared_ptr<grpc::ServerCredentials> ServerTransportCredentials();
 std::shared_ptr<grpc::ChannelCredentials> ChannelTransportCredentials();
 
+// security.server_name of the installed transport ("" = none): MakeChannel
+// checks servers' certificates against it.
+std::string TransportServerName();
+
 // True once InstallSecurity turned TLS on.
 bool TransportIsSecure();
 

@@ -200,6 +200,9 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kKeepaliveTimeoutMs);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  if (const std::string name = TransportServerName(); !name.empty()) {
+    args.SetSslTargetNameOverride(name);  // security.server_name
+  }
   std::vector<std::unique_ptr<gx::ClientInterceptorFactoryInterface>> timing;
   timing.push_back(std::make_unique<ClientTiming>());
   return gx::CreateCustomChannelWithInterceptors(

@@ -7,10 +7,13 @@
 #   deploy/make_certs.sh --out certs --ps 4 --standby 4 --workers 8 \
 #       --hosts ps0.example,ps1.example,10.0.0.7               # several hosts
 #
-# Every certificate is valid for localhost, 127.0.0.1 and each --hosts name or
-# IP (the names daemons use to reach each other: the hosts of the config's
-# addresses). Keys and tokens are written mode 0600; ca.key stays with
-# whoever makes certificates and is not needed by any daemon. Running again
+# Every certificate is valid for localhost, 127.0.0.1, "downpour" (for
+# security.server_name, where addresses are not known in advance, e.g.
+# Kubernetes pod IPs) and each --hosts name or IP (the hosts of the config's
+# addresses). Keys and tokens are written mode 0600. The CA's key goes to
+# DIR/private/ca.key: it stays with whoever makes certificates, no daemon
+# needs it, and `kubectl create secret generic downpour-tls --from-file=DIR`
+# (top-level files only) leaves it out. Running again
 # keeps an existing CA and tokens (new daemons get certificates from the same
 # CA) unless --force. Then set in the config:
 #
@@ -57,17 +60,18 @@ command -v openssl >/dev/null || {
 mkdir -p "$out"
 umask 077
 cd "$out"
-if [[ $force -eq 1 ]]; then rm -f ./*.pem ./*.key ./*.token ./*.srl; fi
+if [[ $force -eq 1 ]]; then rm -rf ./*.pem ./*.key ./*.token ./*.srl private; fi
+mkdir -p private
 
-san="DNS:localhost,IP:127.0.0.1"
+san="DNS:localhost,IP:127.0.0.1,DNS:downpour"
 IFS=',' read -r -a extra <<<"$hosts"
 for h in "${extra[@]}"; do
   [[ -z "$h" ]] && continue
   if [[ "$h" =~ ^[0-9.]+$ || "$h" == *:* ]]; then san+=",IP:$h"; else san+=",DNS:$h"; fi
 done
 
-if [[ ! -f ca.pem || ! -f ca.key ]]; then
-  openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem \
+if [[ ! -f ca.pem || ! -f private/ca.key ]]; then
+  openssl req -x509 -newkey rsa:2048 -nodes -keyout private/ca.key -out ca.pem \
     -days "$days" -subj "/CN=Downpour cluster CA" \
     -addext "basicConstraints=critical,CA:TRUE" \
     -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
@@ -92,7 +96,8 @@ for name in "${names[@]}"; do
   [[ -f "$name.pem" && -f "$name.key" ]] && continue
   openssl req -newkey rsa:2048 -nodes -keyout "$name.key" -out "$name.csr" \
     -subj "/CN=downpour-$name" 2>/dev/null
-  openssl x509 -req -in "$name.csr" -CA ca.pem -CAkey ca.key -CAcreateserial \
+  openssl x509 -req -in "$name.csr" -CA ca.pem -CAkey private/ca.key \
+    -CAserial private/ca.srl -CAcreateserial \
     -out "$name.pem" -days "$days" -extfile "$ext" 2>/dev/null
   rm -f "$name.csr"
   made=$((made + 1))

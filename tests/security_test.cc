@@ -50,7 +50,8 @@ class SecurityTest : public testing::DaemonJobTest {
   }
 
   std::string SecuritySectionYaml(bool mutual) const {
-    return absl::StrCat("security:\n  tls: true\n  mutual_tls: ",
+    return absl::StrCat("security:\n  tls: true\n  server_name: ",
+                        server_name_, "\n  mutual_tls: ",
                         mutual ? "true" : "false", "\n  ca_file: ", certs_,
                         "/ca.pem\n  cert_file: ", certs_, "/{name}.pem\n",
                         "  key_file: ", certs_, "/{name}.key\n",
@@ -195,6 +196,9 @@ class SecurityTest : public testing::DaemonJobTest {
   }
 
   std::string dir_, certs_, coordinator_, ps_;
+  // security.server_name: "" checks the dialled host (127.0.0.1); "downpour"
+  // is in every certificate make_certs.sh writes.
+  std::string server_name_ = "\"\"";
   SecuritySection security_;
 };
 
@@ -203,6 +207,7 @@ std::string Describe(const grpc::Status& s) {
 }
 
 TEST_F(SecurityTest, AJobTrainsOverTlsWithRoleTokens) {
+  server_name_ = "downpour";  // certificates checked against a fixed name
   StartCluster(/*mutual=*/false, /*steps=*/200);
   ASSERT_TRUE(testing::WaitUntil(
       [&] {
