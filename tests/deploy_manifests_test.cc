@@ -256,9 +256,20 @@ TEST(DeployManifestsTest, EveryPodHasGrpcHealthProbesOnItsPort) {
       ASSERT_TRUE(c["ports"]) << name;
       const int port = c["ports"][0]["containerPort"].as<int>();
       for (const char* probe : {"readinessProbe", "livenessProbe"}) {
-        ASSERT_TRUE(c[probe] && c[probe]["grpc"])
-            << name << " has no gRPC " << probe;
-        EXPECT_EQ(c[probe]["grpc"]["port"].as<int>(), port)
+        ASSERT_TRUE(c[probe]) << name << " has no " << probe;
+        if (c[probe]["grpc"]) {  // plaintext: Kubernetes' own gRPC probe
+          EXPECT_EQ(c[probe]["grpc"]["port"].as<int>(), port)
+              << name << " " << probe;
+          continue;
+        }
+        // TLS: psctl checks grpc.health.v1 with the config's security.
+        ASSERT_TRUE(c[probe]["exec"]) << name << " has no gRPC health " << probe;
+        const std::string command = Join(c[probe]["exec"]["command"]);
+        EXPECT_THAT(command, ::testing::HasSubstr("psctl health --address"))
+            << name << " " << probe;
+        EXPECT_THAT(command, ::testing::HasSubstr(absl::StrCat(":", port, " ")))
+            << name << " " << probe;
+        EXPECT_THAT(command, ::testing::HasSubstr("--config /etc/downpour/"))
             << name << " " << probe;
       }
       EXPECT_TRUE(c["resources"]["requests"]["cpu"]) << name;
