@@ -23,7 +23,8 @@ ENV LD_LIBRARY_PATH=/opt/downpour/lib
 USER downpour
 WORKDIR /var/lib/downpour
 EXPOSE 7000
+# --config: with security.tls on, the check speaks TLS like every client.
 HEALTHCHECK --interval=10s --timeout=5s \
-  CMD ["/opt/downpour/bin/psctl", "health", "--address", "127.0.0.1:7000"]
+  CMD ["/opt/downpour/bin/psctl", "health", "--address", "127.0.0.1:7000", "--config", "/etc/downpour/cluster.yaml"]
 ENTRYPOINT ["/opt/downpour/bin/coordinator"]
 CMD ["--config", "/etc/downpour/cluster.yaml", "--listen", "0.0.0.0:7000"]

@@ -23,8 +23,9 @@ USER downpour
 WORKDIR /var/lib/downpour
 VOLUME /var/lib/downpour/checkpoints
 EXPOSE 7001
+# --config: with security.tls on, the check speaks TLS like every client.
 HEALTHCHECK --interval=10s --timeout=5s \
-  CMD ["/opt/downpour/bin/psctl", "health", "--address", "127.0.0.1:7001"]
+  CMD ["/opt/downpour/bin/psctl", "health", "--address", "127.0.0.1:7001", "--config", "/etc/downpour/cluster.yaml"]
 ENTRYPOINT ["/opt/downpour/bin/ps_server"]
 # Each ps registers the address it listens on, so it must be one the workers
 # reach: run with --network host (the config's address), or add

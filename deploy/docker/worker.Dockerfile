@@ -42,8 +42,9 @@ ENV LD_LIBRARY_PATH=/opt/downpour/lib
 USER downpour
 WORKDIR /var/lib/downpour
 EXPOSE 7100
+# --config: with security.tls on, the check speaks TLS like every client.
 HEALTHCHECK --interval=10s --timeout=5s \
-  CMD ["/opt/downpour/bin/psctl", "health", "--address", "127.0.0.1:7100"]
+  CMD ["/opt/downpour/bin/psctl", "health", "--address", "127.0.0.1:7100", "--config", "/etc/downpour/cluster.yaml"]
 ENTRYPOINT ["/opt/downpour/bin/ps_worker"]
 # Run with --network host, or add --listen REACHABLE_IP:7100, so that psctl can
 # reach the Status endpoint this worker registers.
