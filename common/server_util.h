@@ -53,7 +53,10 @@ absl::StatusOr<StartedServer> StartServer(const std::string& address,
 // A channel with our message limits, keepalive and reconnect settings, and the
 // process's transport credentials (TLS and its role token once installed). Every call made on
 // it is timed into RpcLatencies() as "called:<Service>/<Method>".
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address);
+// `fresh_connection`: a connection of its own rather than one shared with the
+// process's other channels to the same address (AcceptWatch).
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
+                                           bool fresh_connection = false);
 
 // The latency of every RPC this process served (StartServer) or made
 // (MakeChannel), by kind. Process-wide, as gRPC's own interceptor registry is,

@@ -1,6 +1,10 @@
 // coordinator: membership, heartbeats and placement for a Downpour cluster.
+#include <signal.h>
+#include <unistd.h>
+
 #include "absl/flags/flag.h"
 #include "absl/status/status.h"
+#include "common/accept_watch.h"
 #include "common/daemon.h"
 #include "common/logging.h"
 #include "coordinator/coordinator_node.h"
@@ -38,7 +42,13 @@ int main(int argc, char** argv) {
         absl::IsUnavailable(node.status()) ? 1 : 2);
   }
   WritePortFile((*node)->port());
+  // A listener that died (gRPC stops accepting after running out of file
+  // descriptors) ends the coordinator like SIGTERM, then exits 1 to be
+  // restarted (its state file brings the cluster back).
+  AcceptWatch watch("coordinator", (*node)->address(),
+                    [] { kill(getpid(), SIGTERM); });
   const int signal = WaitForShutdownSignal((*node)->ended());
   SPDLOG_LOGGER_INFO(Log(Logger::kCoordinator), "signal {}: shutting down", signal);
-  return (*node)->Stop().ok() ? 0 : 1;
+  const bool stopped = (*node)->Stop().ok();
+  return stopped && !watch.stuck() ? 0 : 1;
 }

@@ -1,7 +1,11 @@
 // ps_server: one shard of the parameter server, or a standby for any shard.
+#include <signal.h>
+#include <unistd.h>
+
 #include <string>
 
 #include "absl/flags/flag.h"
+#include "common/accept_watch.h"
 #include "common/daemon.h"
 #include "common/logging.h"
 #include "server/ps_node.h"
@@ -45,6 +49,9 @@ int main(int argc, char** argv) {
         absl::IsAlreadyExists(node.status()) ? kExitReplaced : kExitFailure);
   }
   WritePortFile((*node)->port());
+  // A listener that died (gRPC stops accepting after running out of file
+  // descriptors) ends the ps like SIGTERM, then exits 1 to be restarted.
+  AcceptWatch watch(who, (*node)->address(), [] { kill(getpid(), SIGTERM); });
   const int signal = WaitForShutdownSignal((*node)->ended());
   if (signal != 0) {
     SPDLOG_LOGGER_INFO(Log(Logger::kServer),
@@ -56,5 +63,5 @@ int main(int argc, char** argv) {
                         std::string(written.message()));
     return 1;
   }
-  return 0;
+  return watch.stuck() ? kExitFailure : 0;
 }

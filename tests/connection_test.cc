@@ -1,0 +1,137 @@
+// Connection management with real daemons on loopback: a connection that
+// never completes its handshake is closed by the server; a ps whose listener
+// died (gRPC stops accepting for good after accept() fails with EMFILE, here
+// forced with a 64-descriptor limit and a flood of idle connections) notices
+// within seconds, shuts down and exits 1 so that it is restarted, rather than
+// heartbeating on while no client can reach it. Status reports the
+// descriptors open and the limit.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/server_util.h"
+#include "common/subprocess.h"
+#include "gtest/gtest.h"
+#include "proto/status.grpc.pb.h"
+#include "tests/daemon_harness.h"
+
+namespace downpour {
+namespace {
+
+// A TCP connection to 127.0.0.1:`port` that sends nothing; -1 on failure.
+int RawConnect(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr = {};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+int PortOf(const std::string& address) {
+  return std::stoi(address.substr(address.rfind(':') + 1));
+}
+
+class ConnectionTest : public testing::DaemonJobTest {
+ protected:
+  void SetUp() override {
+    config_ = testing::WriteConfig(
+        "job.yaml", testing::LoopbackConfig(
+                        1, 1,
+                        "data:\n  source: synthetic\nmodel:\n  layers: [784, 16, "
+                        "10]\ncheckpoint:\n  dir: \"\"\n"));
+    const std::string port_file = testing::TestDir() + "/coordinator.port";
+    Subprocess& c =
+        Start("coordinator", "coordinator/coordinator", {"--port_file", port_file});
+    auto address = testing::WaitForPort(c, port_file);
+    ASSERT_TRUE(address.ok()) << address.status();
+    coordinator_ = *address;
+  }
+
+  // Starts ps 0 (under `prefix`, e.g. prlimit) and returns its address.
+  std::string StartPs(const std::vector<std::string>& prefix) {
+    const std::string port_file = testing::TestDir() + "/ps.port";
+    std::vector<std::string> argv = prefix;
+    for (const std::string& a :
+         {testing::BinDir() + "/server/ps_server", std::string("--config"), config_,
+          std::string("--index"), std::string("0"), std::string("--coordinator"),
+          coordinator_, std::string("--port_file"), port_file}) {
+      argv.push_back(a);
+    }
+    auto ps = Subprocess::Start("ps 0", argv, testing::TestDir() + "/ps-0.log");
+    EXPECT_TRUE(ps.ok()) << ps.status();
+    if (!ps.ok()) return "";
+    Subprocess& process = **ps;
+    daemons_["ps-0"] = *std::move(ps);
+    auto address = testing::WaitForPort(process, port_file);
+    EXPECT_TRUE(address.ok()) << address.status();
+    return address.value_or("");
+  }
+
+  std::string coordinator_;
+};
+
+TEST_F(ConnectionTest, AConnectionThatNeverHandshakesIsClosed) {
+  const std::string ps = StartPs({});
+  ASSERT_FALSE(ps.empty());
+  const int fd = RawConnect(PortOf(ps));
+  ASSERT_GE(fd, 0);
+  // The server's handshake timeout (kHandshakeTimeoutMs) closes it: recv
+  // sees the end of the stream.
+  timeval timeout = {30, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  const absl::Time start = absl::Now();
+  char byte;
+  ssize_t n;
+  do {
+    n = recv(fd, &byte, 1, 0);  // the server may send its SETTINGS first
+  } while (n > 0);
+  const double waited = absl::ToDoubleSeconds(absl::Now() - start);
+  close(fd);
+  EXPECT_EQ(n, 0) << "the idle connection was not closed within 30 s";
+  EXPECT_LT(waited, 25);
+  // The ps still serves, and reports its descriptors.
+  auto stub = proto::Status::NewStub(MakeChannel(ps));
+  grpc::ClientContext context;
+  context.set_deadline(DeadlineIn(5));
+  proto::GetStatusResponse status;
+  ASSERT_TRUE(stub->GetStatus(&context, {}, &status).ok());
+  EXPECT_GT(status.open_fds(), 0u);
+  EXPECT_GT(status.fd_limit(), status.open_fds());
+  EXPECT_EQ(status.transport(), "plaintext");
+}
+
+TEST_F(ConnectionTest, APsThatCannotAcceptAnyMoreExitsToBeRestarted) {
+  if (access("/usr/bin/prlimit", X_OK) != 0) {
+    GTEST_SKIP() << "prlimit (util-linux) not installed";
+  }
+  const std::string ps = StartPs({"/usr/bin/prlimit", "--nofile=64:64", "--"});
+  ASSERT_FALSE(ps.empty());
+  // More idle connections than descriptors: accept() fails with EMFILE.
+  std::vector<int> flood;
+  for (int i = 0; i < 100; ++i) {
+    const int fd = RawConnect(PortOf(ps));
+    if (fd >= 0) flood.push_back(fd);
+  }
+  absl::SleepFor(absl::Milliseconds(500));  // let the listener hit EMFILE
+  for (int fd : flood) close(fd);
+  // Descriptors are free again, but gRPC's listener is gone: the ps's own
+  // check finds it and the ps exits 1 (AcceptWatch: 4 checks 5 s apart).
+  const std::optional<int> exit = daemons_["ps-0"]->Wait(absl::Seconds(60));
+  ASSERT_TRUE(exit.has_value()) << "the ps kept running without accepting; log:\n"
+                                << daemons_["ps-0"]->LogTail(10);
+  EXPECT_EQ(*exit, 1) << daemons_["ps-0"]->LogTail(10);
+}
+
+}  // namespace
+}  // namespace downpour
