@@ -279,12 +279,14 @@ absl::StatusOr<grpc::ByteBuffer> Shard::PullBytes(
   // too large or repetitive) before anything is allocated.
   RETURN_IF_ERROR(CheckUnique("pull", request.block_ids(), request.worker_id()));
   const size_t workers = config_.cluster.workers.size();
-  if (request.worker_id() < 0 ||
-      static_cast<size_t>(request.worker_id()) >= workers) {
+  // -1: a reader that is not a worker (tools); it leaves no per-worker state.
+  if (request.worker_id() != -1 &&
+      (request.worker_id() < 0 ||
+       static_cast<size_t>(request.worker_id()) >= workers)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "pull: worker_id ", request.worker_id(),
         " is not a configured worker (", workers, " in cluster.workers: 0 to ",
-        static_cast<int64_t>(workers) - 1, ")"));
+        static_cast<int64_t>(workers) - 1, ", or -1 for a tool)"));
   }
   const WireEncoding encoding = EncodingOf(request.encoding());
   if (!IsKnownWireEncoding(encoding)) {
