@@ -26,8 +26,9 @@ absl::Status CheckSize(absl::string_view what, absl::string_view value,
 absl::Status CheckAddress(absl::string_view op, absl::string_view address) {
   if (address.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        op, ": address is empty: a member registers with the host:port it "
-            "serves on"));
+        op,
+        ": address is empty: a member registers with the host:port it "
+        "serves on"));
   }
   return CheckSize(absl::StrCat(op, ": address"), address, kMaxAddressBytes);
 }

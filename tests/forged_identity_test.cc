@@ -44,16 +44,15 @@ class ForgedIdentityTest : public testing::DaemonJobTest {
     // free to take).
     std::string yaml = testing::LoopbackConfig(
         1, 1,
-        absl::StrCat(
-            "data:\n  source: synthetic\n  train_examples: 2000\n"
-            "  test_examples: 200\n",
-            "model:\n  layers: [", kMnistDim, ", 32, ", kMnistClasses,
-            "]\n  block_size: 4096\n"
-            "optimizer:\n  type: sgd\n  learning_rate: 0.0000001\n"
-            "training:\n  batch_size: 32\n  epochs: 1000\n"
-            "  eval_every_steps: 50\n  target_accuracy: 0.999\n"
-            "checkpoint:\n  dir: ",
-            dir_, "/ckpt\n  interval_s: 0.3\n"));
+        absl::StrCat("data:\n  source: synthetic\n  train_examples: 2000\n"
+                     "  test_examples: 200\n",
+                     "model:\n  layers: [", kMnistDim, ", 32, ", kMnistClasses,
+                     "]\n  block_size: 4096\n"
+                     "optimizer:\n  type: sgd\n  learning_rate: 0.0000001\n"
+                     "training:\n  batch_size: 32\n  epochs: 1000\n"
+                     "  eval_every_steps: 50\n  target_accuracy: 0.999\n"
+                     "checkpoint:\n  dir: ",
+                     dir_, "/ckpt\n  interval_s: 0.3\n"));
     yaml.replace(yaml.find("timeout_s: 2"), 12, "timeout_s: 10");
     if (standby) {
       yaml = absl::StrCat(yaml.substr(0, yaml.find("  workers:")),
@@ -67,8 +66,9 @@ class ForgedIdentityTest : public testing::DaemonJobTest {
   void StartJob(bool standby) {
     WriteConfig(standby);
     const std::string port_file = dir_ + "/coordinator.port";
-    Subprocess& c = Start("coordinator", "coordinator/coordinator",
-                          {"--listen", "127.0.0.1:0", "--port_file", port_file});
+    Subprocess& c =
+        Start("coordinator", "coordinator/coordinator",
+              {"--listen", "127.0.0.1:0", "--port_file", port_file});
     auto address = testing::WaitForPort(c, port_file);
     ASSERT_TRUE(address.ok()) << address.status();
     coordinator_ = *address;
@@ -84,10 +84,12 @@ class ForgedIdentityTest : public testing::DaemonJobTest {
   }
 
   void StartPs() {
-    Start("ps-0", "server/ps_server", {"--index", "0", "--coordinator", coordinator_});
+    Start("ps-0", "server/ps_server",
+          {"--index", "0", "--coordinator", coordinator_});
   }
 
-  bool WaitUntil(const std::function<bool()>& done, absl::Duration timeout = kWait) {
+  bool WaitUntil(const std::function<bool()>& done,
+                 absl::Duration timeout = kWait) {
     return testing::WaitUntil(done, timeout, absl::Milliseconds(50));
   }
 
@@ -150,7 +152,8 @@ class ForgedIdentityTest : public testing::DaemonJobTest {
   std::string dir_, coordinator_;
 };
 
-grpc::Status Call(const std::function<grpc::Status(grpc::ClientContext*)>& call) {
+grpc::Status Call(
+    const std::function<grpc::Status(grpc::ClientContext*)>& call) {
   grpc::ClientContext context;
   context.set_deadline(DeadlineIn(5));
   return call(&context);
@@ -216,8 +219,8 @@ TEST_F(ForgedIdentityTest, AStrangerCannotTakeAShardOrStopTheJob) {
         << status.error_message();
   }
 
-  for (const auto& [role, index] :
-       std::vector<std::pair<std::string, int>>{{"worker", 0}, {"ps", 0}, {"standby", 0}}) {
+  for (const auto& [role, index] : std::vector<std::pair<std::string, int>>{
+           {"worker", 0}, {"ps", 0}, {"standby", 0}}) {
     proto::HeartbeatRequest forged;
     forged.set_role(role);
     forged.set_index(index);
@@ -245,7 +248,8 @@ TEST_F(ForgedIdentityTest, AStrangerCannotTakeAShardOrStopTheJob) {
     return stub->Heartbeat(c, oversized, &reply);
   });
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_THAT(status.error_message(), HasSubstr("report.device is 100000 bytes"));
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("report.device is 100000 bytes"));
 
   // Nothing changed: same shard server, same epoch, no recovery, the job
   // runs, the worker's report is its own, the parameters are untouched.
@@ -262,7 +266,8 @@ TEST_F(ForgedIdentityTest, AStrangerCannotTakeAShardOrStopTheJob) {
   EXPECT_TRUE(w->report().diverged().empty());
   EXPECT_FALSE(w->report().accuracy() >= 1.0) << "NaN until evaluated";
   EXPECT_EQ(Checksums(ps.address()), before);
-  EXPECT_FALSE(daemons_["ps-0"]->Poll().has_value()) << "the real ps stood down";
+  EXPECT_FALSE(daemons_["ps-0"]->Poll().has_value())
+      << "the real ps stood down";
   EXPECT_FALSE(daemons_["standby-0"]->Poll().has_value());
   ExpectTrainingGoesOn(ps.address());
   EXPECT_FALSE(Status().stop());
@@ -278,7 +283,8 @@ TEST_F(ForgedIdentityTest, AForgedSequenceCannotFreezeAWorker) {
   const std::string ps = Member("ps", 0).address();
   const std::string worker = Member("worker", 0).address();
   const uint64_t epoch = Status().placement_epoch();
-  const double incarnation = testing::StatusCounter(worker, "member_incarnation");
+  const double incarnation =
+      testing::StatusCounter(worker, "member_incarnation");
   ASSERT_GT(incarnation, 0);
   const std::string before = Quiesce(ps);
   auto stub = proto::ParameterServer::NewStub(MakeChannel(ps));
@@ -289,8 +295,8 @@ TEST_F(ForgedIdentityTest, AForgedSequenceCannotFreezeAWorker) {
     grpc::StatusCode code;
   } cases[] = {
       {"sequence 2^64-1", 0, ~uint64_t{0}, grpc::StatusCode::UNAVAILABLE},
-      {"a jump of 2^31",
-       0, (static_cast<uint64_t>(incarnation) << 32) | (uint64_t{1} << 31),
+      {"a jump of 2^31", 0,
+       (static_cast<uint64_t>(incarnation) << 32) | (uint64_t{1} << 31),
        grpc::StatusCode::INVALID_ARGUMENT},
       {"worker id 5", 5, 1, grpc::StatusCode::INVALID_ARGUMENT},
       {"worker id -1", -1, 1, grpc::StatusCode::INVALID_ARGUMENT},
@@ -304,7 +310,8 @@ TEST_F(ForgedIdentityTest, AForgedSequenceCannotFreezeAWorker) {
     const grpc::Status status = Call([&](grpc::ClientContext* context) {
       return stub->Push(context, push, &response);
     });
-    EXPECT_EQ(status.error_code(), c.code) << c.name << ": " << status.error_message();
+    EXPECT_EQ(status.error_code(), c.code)
+        << c.name << ": " << status.error_message();
   }
   proto::PullRequest pull;
   pull.set_placement_epoch(epoch);
