@@ -128,6 +128,8 @@ Config ModelConfig(int64_t floats, int shards) {
   config.model.block_size = absl::GetFlag(FLAGS_block_size);
   config.optimizer.type = absl::GetFlag(FLAGS_optimizer);
   config.cluster.ps.assign(shards, "127.0.0.1:0");
+  // Worker ids the ps takes: 0 (GrpcPsClient) and 1 (PipelinedClient).
+  config.cluster.workers.assign(2, "127.0.0.1:0");
   config.rpc.deadline_s = 30;
   config.rpc.connect_timeout_s = 10;
   return config;

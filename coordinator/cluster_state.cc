@@ -12,7 +12,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
 #include "coordinator/assignment.h"
+#include "coordinator/member_identity.h"
 
 namespace downpour::coordinator {
 namespace {
@@ -94,34 +96,91 @@ void ClusterState::Touch(Member& m) {
   m.last_heartbeat = clock_->Now();
 }
 
+absl::Status ClusterState::MayRegister(Role role, int index,
+                                       const std::string& key,
+                                       const std::string& address) {
+  std::string serving;
+  uint64_t incarnation = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    const Member* m = Find(role, index);
+    if (m == nullptr) {
+      const bool worker = role == Role::kWorker;
+      const size_t n = worker ? workers_.size()
+                       : role == Role::kPs ? ps_.size()
+                                           : standby_.size();
+      return absl::InvalidArgumentError(absl::StrCat(
+          "register: ", RoleName(role), " index ", index,
+          " is not in the config (", n, " in cluster.",
+          worker ? "workers" : role == Role::kPs ? "ps" : "standby_ps",
+          ": valid indices are 0 to ", static_cast<int64_t>(n) - 1, ")"));
+    }
+    // Free, its own process again, or declared dead: nothing to ask.
+    if (!m->registered || !m->alive || SameKey(key, m->key)) {
+      return absl::OkStatus();
+    }
+    serving = m->address;
+    incarnation = m->incarnation;
+  }
+  // The probe runs without the lock. A process that answers at the member's
+  // address as the member is the live member: the request is someone else.
+  const std::optional<uint64_t> answer =
+      options_.probe ? options_.probe(serving) : std::nullopt;
+  if (!answer.has_value() || *answer != incarnation) return absl::OkStatus();
+  SPDLOG_LOGGER_WARN(L(),
+                     "refused {} {} from {}: its registered process at {} is "
+                     "alive",
+                     RoleName(role), index, address, serving);
+  if (role == Role::kWorker) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "register: worker ", index, " is registered to a live process at ",
+        serving,
+        " (it heartbeats and answers as that worker): a second process "
+        "cannot take its place. Stop that worker first, or use another "
+        "index"));
+  }
+  return absl::AlreadyExistsError(absl::StrCat(
+      "register: ", RoleName(role), " ", index, " is served by ", serving,
+      ", which is alive (it heartbeats and answers): a second daemon cannot "
+      "take a live shard. Stop that daemon first, or start this one as a "
+      "spare (--standby N, listed in cluster.standby_ps)"));
+}
+
+bool ClusterState::Admit(Member& m, const std::string& key) {
+  if (m.registered && SameKey(key, m.key)) return false;
+  Retire(m);
+  m.key = NewMemberKey();
+  m.incarnation = ++last_incarnation_;
+  return true;
+}
+
+void ClusterState::Retire(Member& m) {
+  if (m.key.empty()) return;
+  m.retired_keys.push_back(std::move(m.key));
+  m.key.clear();
+  if (m.retired_keys.size() > kRetiredKeys) {
+    m.retired_keys.erase(m.retired_keys.begin());
+  }
+}
+
+void ClusterState::AddWorkerIncarnations(
+    google::protobuf::RepeatedPtrField<proto::WorkerIncarnation>* out) const {
+  for (const Member& w : workers_) {
+    if (!w.registered || w.incarnation == 0) continue;
+    proto::WorkerIncarnation* i = out->Add();
+    i->set_worker(w.index);
+    i->set_incarnation(w.incarnation);
+  }
+}
+
 absl::StatusOr<proto::RegisterServerResponse> ClusterState::RegisterServer(
     const proto::RegisterServerRequest& request) {
+  RETURN_IF_ERROR(CheckRegisterBounds(request));
+  RETURN_IF_ERROR(MayRegister(request.standby() ? Role::kStandby : Role::kPs,
+                              request.index(), request.member_key(),
+                              request.address()));
   proto::RegisterServerResponse response;
   std::optional<Snapshot> snapshot;
-  // A second daemon must not take a shard whose ps still heartbeats and
-  // answers (the probe runs without the lock).
-  std::string serving;
-  if (!request.standby()) {
-    absl::MutexLock lock(&mu_);
-    const Member* m = Find(Role::kPs, request.index());
-    if (m != nullptr && m->registered && m->alive &&
-        m->address != request.address() &&
-        clock_->Now() - m->last_heartbeat <=
-            absl::Seconds(options_.config.heartbeat.timeout_s)) {
-      serving = m->address;
-    }
-  }
-  if (!serving.empty() && options_.answers && options_.answers(serving)) {
-    SPDLOG_LOGGER_WARN(L(),
-                       "refused ps {} from {}: {} serves that shard and is "
-                       "alive",
-                       request.index(), request.address(), serving);
-    return absl::AlreadyExistsError(absl::StrCat(
-        "register: ps ", request.index(), " is served by ", serving,
-        ", which is alive (it heartbeats and answers): a second daemon cannot "
-        "take a live shard. Stop that daemon first, or start this one as a "
-        "spare (--standby N, listed in cluster.standby_ps)"));
-  }
   if (!request.standby()) {
     // A restarted ps that would bring the shard back with fewer updates than
     // it had, while a backup holds them all: the backup takes over now, and
@@ -175,6 +234,7 @@ absl::StatusOr<proto::RegisterServerResponse> ClusterState::RegisterServer(
     const bool was_alive = m->alive;
     const std::string old_address = m->address;
     m->address = request.address();
+    Admit(*m, request.member_key());
     Touch(*m);
     if (request.standby()) m->serving_index = -1;
     SPDLOG_LOGGER_INFO(L(), "{} {} registered from {}", RoleName(role),
@@ -195,6 +255,9 @@ absl::StatusOr<proto::RegisterServerResponse> ClusterState::RegisterServer(
     AssignBackups();
     snapshot = TakeSnapshot();
     response.set_placement_epoch(epoch_);
+    response.set_member_key(m->key);
+    response.set_incarnation(m->incarnation);
+    AddWorkerIncarnations(response.mutable_worker_incarnations());
   }
   Save(std::move(snapshot));
   return response;
@@ -202,16 +265,15 @@ absl::StatusOr<proto::RegisterServerResponse> ClusterState::RegisterServer(
 
 absl::StatusOr<proto::RegisterWorkerResponse> ClusterState::RegisterWorker(
     const proto::RegisterWorkerRequest& request) {
+  RETURN_IF_ERROR(CheckRegisterBounds(request));
+  RETURN_IF_ERROR(MayRegister(Role::kWorker, request.index(),
+                              request.member_key(), request.address()));
   proto::RegisterWorkerResponse response;
   std::optional<Snapshot> snapshot;
   {
     absl::MutexLock lock(&mu_);
     Member* m = Find(Role::kWorker, request.index());
-    if (m == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "register: worker index ", request.index(), " is not in the config (",
-          workers_.size(), " in cluster.workers)"));
-    }
+    if (m == nullptr) return absl::InternalError("register: worker vanished");
     m->address = request.address();
     // The pack it joins (ssp): the smallest clock of the other workers still
     // training; read before this registration changes anything.
@@ -223,7 +285,11 @@ absl::StatusOr<proto::RegisterWorkerResponse> ClusterState::RegisterWorker(
       found = true;
     }
     response.set_start_clock(start_clock);
-    response.set_incarnation(++last_incarnation_);
+    // The same process registering again keeps its key and incarnation (its
+    // push sequences go on); a new one gets its own.
+    Admit(*m, request.member_key());
+    response.set_incarnation(m->incarnation);
+    response.set_member_key(m->key);
     Touch(*m);
     m->report.set_finished(false);
     ClaimParts(*m);
@@ -368,6 +434,11 @@ void ClusterState::ReplaceShard(Member& dead) {
                  std::nullopt);
   const std::string old_address = dead.address;
   dead.address = standby.address;
+  // The standby's process speaks for the shard now; the replaced process's
+  // heartbeats are told so.
+  Retire(dead);
+  dead.key = standby.key;
+  dead.incarnation = standby.incarnation;
   dead.alive = true;  // give the standby a full timeout to start serving
   dead.last_heartbeat = clock_->Now();
   ++epoch_;
@@ -409,6 +480,7 @@ void ClusterState::MaybePlace() {
 
 absl::StatusOr<proto::HeartbeatResponse> ClusterState::Heartbeat(
     const proto::HeartbeatRequest& request) {
+  RETURN_IF_ERROR(CheckHeartbeatBounds(request));
   const std::optional<Role> role = ParseRole(request.role());
   if (!role.has_value()) {
     return absl::InvalidArgumentError(
@@ -425,14 +497,25 @@ absl::StatusOr<proto::HeartbeatResponse> ClusterState::Heartbeat(
           "heartbeat: ", request.role(), " ", request.index(),
           " is not registered with this coordinator; register first"));
     }
-    if (*role == Role::kPs && !request.address().empty() &&
-        request.address() != m->address) {
-      // A ps that was declared dead and replaced came back (e.g. after
-      // SIGSTOP).
-      response.set_replaced(true);
-      response.set_placement_epoch(epoch_);
-      response.set_take_over_index(-1);
-      return response;
+    if (!SameKey(request.member_key(), m->key)) {
+      for (const std::string& retired : m->retired_keys) {
+        if (!SameKey(request.member_key(), retired)) continue;
+        // A process that was declared dead and replaced came back (e.g.
+        // after SIGSTOP): it stands down.
+        response.set_replaced(true);
+        response.set_placement_epoch(epoch_);
+        response.set_take_over_index(-1);
+        response.set_replica_of(-1);
+        return response;
+      }
+      return absl::PermissionDeniedError(absl::StrCat(
+          "heartbeat for ", request.role(), " ", request.index(),
+          " is not from its registered process: its member_key is ",
+          request.member_key().empty() ? "missing" : "wrong",
+          ". Only the process that registered as ", request.role(), " ",
+          request.index(),
+          " (the key is in its registration reply) may report for it; "
+          "nothing was changed"));
     }
     if (!m->alive) {
       SPDLOG_LOGGER_INFO(L(), "{} {} is alive again", request.role(), m->index);
@@ -500,6 +583,7 @@ void ClusterState::HeartbeatReply(const Member& m,
   }
   if (m.role == Role::kWorker) *response->mutable_partition() = PartitionOf(m);
   if (m.role != Role::kWorker) {
+    AddWorkerIncarnations(response->mutable_worker_incarnations());
     // Whom ssp/bsp wait for: a dead or finished worker drops out.
     for (const Member& w : workers_) {
       if (w.registered && w.alive && !w.report.finished()) {
@@ -677,6 +761,9 @@ std::optional<ClusterState::Snapshot> ClusterState::TakeSnapshot() {
       r->set_serving_index(m.serving_index);
       r->set_applied_total(m.applied_total);
       r->set_replica_of(m.replica_of);
+      r->set_member_key(m.key);
+      for (const std::string& k : m.retired_keys) r->add_retired_keys(k);
+      r->set_incarnation(m.incarnation);
     }
   }
   for (const proto::ShardRecovery& r : recoveries_) *state.add_recoveries() = r;
@@ -730,7 +817,13 @@ absl::Status ClusterState::Load() {
     Member* m = role.has_value() ? Find(*role, r.index()) : nullptr;
     if (m == nullptr || !r.registered()) continue;
     m->address = r.address();
+    m->key = r.member_key();
+    m->retired_keys.assign(r.retired_keys().begin(), r.retired_keys().end());
+    m->incarnation = r.incarnation();
     Touch(*m);  // a full timeout to heartbeat again before being declared dead
+    // A state file from before member keys: the member registers again (its
+    // heartbeats get FailedPrecondition) and gets a key.
+    if (m->key.empty()) m->registered = m->alive = false;
     m->parts.assign(r.parts().begin(), r.parts().end());
     m->report.set_finished(r.finished());
     m->serving_index = r.serving_index();

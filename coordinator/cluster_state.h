@@ -51,10 +51,12 @@ class ClusterState {
     // Source of time for heartbeats, timeouts and uptime; nullptr =
     // Clock::Real(). Tests advance a FakeClock instead of sleeping. Not owned.
     Clock* clock = nullptr;
-    // True when a daemon answers at `address` (a health check with a short
-    // deadline). RegisterServer asks before letting a second daemon take a
-    // shard whose ps still heartbeats. nullptr: assume it answers.
-    std::function<bool(const std::string& address)> answers;
+    // Asks the daemon at `address` which member incarnation it holds (its
+    // Status counter member_incarnation; 0 for none yet), with a short
+    // deadline; nullopt when nobody answers there. A registration without the
+    // live member's key is refused when the member's registered process still
+    // answers at its address as itself. nullptr: nobody answers.
+    std::function<std::optional<uint64_t>(const std::string& address)> probe;
   };
 
   // Loads the saved state from coordinator.state_dir when there is one (no file
@@ -67,13 +69,22 @@ class ClusterState {
   ClusterState(const ClusterState&) = delete;
   ClusterState& operator=(const ClusterState&) = delete;
 
-  // InvalidArgument for an index outside the config's ps / standby_ps / workers
-  // lists. A ps that registers again (restarted) gets the placement epoch bumped,
-  // so clients re-read the map; the updates its restart lost are recorded
-  // (a ShardRecovery). AlreadyExists when another daemon serves that
-  // shard and still answers (Options::answers): a second daemon never takes
-  // a live shard. A worker that registers gets its own data part
-  // back, plus any part left without a living worker.
+  // Each registered process gets a secret member key and an incarnation
+  // (the response), which its heartbeats must carry.
+  //
+  // InvalidArgument (nothing changed) for an index outside the config's ps /
+  // standby_ps / workers lists, a missing address, or a string over its bound
+  // (coordinator/member_identity.h). AlreadyExists when the index belongs to
+  // a live member whose registered process still answers at its address as
+  // itself (Options::probe) and the request does not carry that member's key:
+  // a second daemon never takes a live member's place, and a stranger cannot
+  // make a live one stand down. The same process registering again (its key)
+  // keeps its key and incarnation; a new process (the old one declared dead,
+  // or gone from its address) gets new ones, and the old key is retired: its
+  // heartbeats are told `replaced`. A ps that registers again (restarted)
+  // gets the placement epoch bumped, so clients re-read the map; the updates
+  // its restart lost are recorded (a ShardRecovery). A worker that registers
+  // gets its own data part back, plus any part left without a living worker.
   absl::StatusOr<proto::RegisterServerResponse> RegisterServer(
       const proto::RegisterServerRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<proto::RegisterWorkerResponse> RegisterWorker(
@@ -81,8 +92,12 @@ class ClusterState {
 
   // FailedPrecondition for a member that never registered (it should register
   // first: the coordinator may have restarted without state); InvalidArgument
-  // for a bad role. The reply tells a ps it was replaced, a standby which shard
-  // to take over, and a worker its current data parts.
+  // for a bad role or a string over its bound; PermissionDenied ("heartbeat
+  // for worker 2 is not from its registered process") when member_key is not
+  // the member's current or a retired key; nothing is changed by any error.
+  // A retired key (a process that was replaced) gets only `replaced`. The
+  // reply tells a standby which shard to take over, a worker its current data
+  // parts, a ps and a standby the workers' incarnations.
   absl::StatusOr<proto::HeartbeatResponse> Heartbeat(
       const proto::HeartbeatRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -112,7 +127,13 @@ class ClusterState {
     int serving_index = -1;  // standby: the shard it took over
     int replica_of = -1;     // standby: the shard it backs up
     uint64_t applied_total = 0;  // ps: the shard's updates last reported
+    // The registered process's secret and incarnation; the keys of the
+    // processes it replaced, newest last (at most kRetiredKeys).
+    std::string key;
+    uint64_t incarnation = 0;
+    std::vector<std::string> retired_keys;
   };
+  static constexpr size_t kRetiredKeys = 8;
 
   // The state to save, numbered in the order it was taken.
   struct Snapshot {
@@ -122,6 +143,21 @@ class ClusterState {
 
   ClusterState(Options options, ModelSpec spec);
 
+  // Whether a registration of `role` `index` carrying `key` may go on:
+  // InvalidArgument for an index outside the config, AlreadyExists while the
+  // member's registered process answers at its address as itself (probed
+  // without the lock). OK does not change anything.
+  absl::Status MayRegister(Role role, int index, const std::string& key,
+                           const std::string& address) ABSL_LOCKS_EXCLUDED(mu_);
+  // Gives `m` a new process's identity unless `key` is its current one;
+  // returns whether the process is new.
+  bool Admit(Member& m, const std::string& key)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves m's key to its retired keys.
+  void Retire(Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AddWorkerIncarnations(
+      google::protobuf::RepeatedPtrField<proto::WorkerIncarnation>* out) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Member* Find(Role role, int index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Touch(Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybePlace() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

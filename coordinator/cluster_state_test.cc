@@ -4,7 +4,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <optional>
 
+#include "absl/strings/str_cat.h"
 #include "common/testing/fake_clock.h"
 #include "common/testing/status_matchers.h"
 #include "gtest/gtest.h"
@@ -37,7 +40,7 @@ class ClusterStateTest : public ::testing::Test {
   // A new ClusterState over the same state_dir: what a restarted coordinator sees.
   void Restart() {
     state_.reset();
-    auto state = ClusterState::Create({config_, &clock_, answers_});
+    auto state = ClusterState::Create({config_, &clock_, probe_});
     ASSERT_TRUE(state.ok()) << state.status();
     state_ = *std::move(state);
   }
@@ -45,14 +48,14 @@ class ClusterStateTest : public ::testing::Test {
   void RegisterWorker(int index) {
     proto::RegisterWorkerRequest request;
     request.set_index(index);
-    ASSERT_THAT(state_->RegisterWorker(request), IsOk());
+    ASSERT_THAT(RegisterWorkerCall(request), IsOk());
   }
 
   std::vector<int> PartsOf(int worker) {
     proto::HeartbeatRequest request;
     request.set_role("worker");
     request.set_index(worker);
-    auto response = state_->Heartbeat(request);
+    auto response = Heartbeat(request);
     EXPECT_THAT(response, IsOk());
     if (!response.ok()) return {};
     return {response->partition().parts().begin(), response->partition().parts().end()};
@@ -63,7 +66,7 @@ class ClusterStateTest : public ::testing::Test {
     request.set_index(index);
     request.set_address(address);
     request.set_standby(standby);
-    ASSERT_THAT(state_->RegisterServer(request), IsOk());
+    ASSERT_THAT(RegisterServer(request), IsOk());
   }
 
   absl::StatusOr<proto::HeartbeatResponse> Beat(const std::string& role,
@@ -72,12 +75,62 @@ class ClusterStateTest : public ::testing::Test {
     request.set_role(role);
     request.set_index(index);
     request.mutable_report()->set_accuracy(accuracy);
+    return Heartbeat(request);
+  }
+
+  // The calls as the members make them: registrations carry no key (a new
+  // process) and the key each got is remembered by address and by member;
+  // heartbeats carry the key of their address's process (else their
+  // member's). A worker registers at its config address unless told one.
+  absl::StatusOr<proto::RegisterServerResponse> RegisterServer(
+      const proto::RegisterServerRequest& request) {
+    auto response = state_->RegisterServer(request);
+    if (response.ok()) {
+      Remember(request.standby() ? "standby" : "ps", request.index(),
+               request.address(), response->member_key(),
+               response->incarnation());
+    }
+    return response;
+  }
+  absl::StatusOr<proto::RegisterWorkerResponse> RegisterWorkerCall(
+      proto::RegisterWorkerRequest request) {
+    if (request.address().empty() && request.index() >= 0 &&
+        request.index() < static_cast<int>(config_.cluster.workers.size())) {
+      request.set_address(config_.cluster.workers[request.index()]);
+    }
+    auto response = state_->RegisterWorker(request);
+    if (response.ok()) {
+      Remember("worker", request.index(), request.address(),
+               response->member_key(), response->incarnation());
+    }
+    return response;
+  }
+  absl::StatusOr<proto::HeartbeatResponse> Heartbeat(
+      proto::HeartbeatRequest request) {
+    if (request.member_key().empty()) {
+      auto it = keys_.find(request.address());
+      if (request.address().empty() || it == keys_.end()) {
+        it = keys_.find(absl::StrCat(request.role(), ":", request.index()));
+      }
+      if (it != keys_.end()) request.set_member_key(it->second);
+    }
     return state_->Heartbeat(request);
+  }
+  void Remember(const std::string& role, int index, const std::string& address,
+                const std::string& key, uint64_t incarnation) {
+    EXPECT_EQ(key.size(), 32u);
+    keys_[absl::StrCat(role, ":", index)] = key;
+    if (!address.empty()) {
+      keys_[address] = key;
+      incarnations_[address] = incarnation;
+    }
   }
 
   FakeClock clock_{absl::FromUnixSeconds(1000)};
-  // The probe of a serving ps's address (nullptr: nobody answers).
-  std::function<bool(const std::string&)> answers_;
+  // The probe of a member's address (nullptr: nobody answers).
+  std::function<std::optional<uint64_t>(const std::string&)> probe_;
+  std::map<std::string, std::string> keys_;  // by address and "role:index"
+  std::map<std::string, uint64_t> incarnations_;  // by address
   Config config_;
   std::unique_ptr<ClusterState> state_;
 };
@@ -143,7 +196,7 @@ TEST_F(ClusterStateTest, PsHeartbeatListsTheWorkersAliveAndNotFinished) {
   done.set_role("worker");
   done.set_index(0);
   done.mutable_report()->set_finished(true);
-  ASSERT_THAT(state_->Heartbeat(done), IsOk());
+  ASSERT_THAT(Heartbeat(done), IsOk());
   EXPECT_THAT(active(), ElementsAre());
   // A worker's own heartbeat reply does not carry the set.
   EXPECT_FALSE(Beat("worker", 0, NAN)->active_workers_known());
@@ -156,7 +209,7 @@ TEST_F(ClusterStateTest, IncarnationsNeverRepeatAcrossCoordinatorRestarts) {
   auto incarnation = [&](int index) {
     proto::RegisterWorkerRequest request;
     request.set_index(index);
-    auto response = state_->RegisterWorker(request);
+    auto response = RegisterWorkerCall(request);
     EXPECT_THAT(response, IsOk());
     return response.ok() ? response->incarnation() : 0;
   };
@@ -174,7 +227,7 @@ TEST_F(ClusterStateTest, AWorkerRegisteringStartsItsClockAtThePack) {
   auto start = [&](int index) {
     proto::RegisterWorkerRequest request;
     request.set_index(index);
-    auto response = state_->RegisterWorker(request);
+    auto response = RegisterWorkerCall(request);
     EXPECT_THAT(response, IsOk());
     return response.ok() ? response->start_clock() : 12345;
   };
@@ -184,7 +237,7 @@ TEST_F(ClusterStateTest, AWorkerRegisteringStartsItsClockAtThePack) {
     request.set_index(index);
     request.mutable_report()->set_clock(clock);
     request.mutable_report()->set_finished(finished);
-    ASSERT_THAT(state_->Heartbeat(request), IsOk());
+    ASSERT_THAT(Heartbeat(request), IsOk());
   };
   EXPECT_EQ(start(0), 0u);  // a fresh job
   EXPECT_EQ(start(1), 0u);
@@ -208,7 +261,7 @@ TEST_F(ClusterStateTest, ADeadShardGoesToAStandbyAndTheOldPsIsToldItWasReplaced)
     proto::HeartbeatRequest beat;
     beat.set_role(role);
     beat.set_index(index);
-    ASSERT_THAT(state_->Heartbeat(beat), IsOk());
+    ASSERT_THAT(Heartbeat(beat), IsOk());
   }
   clock_.Advance(absl::Seconds(2));
   state_->CheckLiveness();  // ps 1 has been silent for 4 s
@@ -217,7 +270,7 @@ TEST_F(ClusterStateTest, ADeadShardGoesToAStandbyAndTheOldPsIsToldItWasReplaced)
   proto::HeartbeatRequest standby;
   standby.set_role("standby");
   standby.set_index(0);
-  auto reply = state_->Heartbeat(standby);
+  auto reply = Heartbeat(standby);
   ASSERT_THAT(reply, IsOk());
   EXPECT_EQ(reply->take_over_index(), 1);
   // The old ps 1 wakes up (SIGCONT) and is told to stand down.
@@ -225,7 +278,7 @@ TEST_F(ClusterStateTest, ADeadShardGoesToAStandbyAndTheOldPsIsToldItWasReplaced)
   old.set_role("ps");
   old.set_index(1);
   old.set_address("127.0.0.1:2");
-  reply = state_->Heartbeat(old);
+  reply = Heartbeat(old);
   ASSERT_THAT(reply, IsOk());
   EXPECT_TRUE(reply->replaced());
 }
@@ -240,14 +293,15 @@ TEST_F(ClusterStateTest, RestartedCoordinatorKeepsMembershipAndPlacement) {
   proto::HeartbeatRequest beat;
   beat.set_role("worker");
   beat.set_index(0);
-  EXPECT_THAT(state_->Heartbeat(beat), IsOk()) << "no re-registration needed";
+  EXPECT_THAT(Heartbeat(beat), IsOk()) << "no re-registration needed";
   EXPECT_THAT(PartsOf(0), ElementsAre(0));
 }
 
 TEST_F(ClusterStateTest, UnknownIndexIsRejected) {
   proto::RegisterServerRequest request;
   request.set_index(5);
-  EXPECT_THAT(state_->RegisterServer(request),
+  request.set_address("127.0.0.1:9");
+  EXPECT_THAT(RegisterServer(request),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("index 5")));
   EXPECT_THAT(Beat("worker", 0, NAN),
               StatusIs(absl::StatusCode::kFailedPrecondition,
@@ -260,7 +314,7 @@ TEST_F(ClusterStateTest, SilentMembersAreMarkedDeadAfterTheTimeout) {
   RegisterPs(0, "127.0.0.1:1");
   proto::RegisterWorkerRequest worker;
   worker.set_index(1);
-  auto registered = state_->RegisterWorker(worker);
+  auto registered = RegisterWorkerCall(worker);
   ASSERT_THAT(registered, IsOk());
   EXPECT_EQ(registered->partition().part(), 1);
   EXPECT_EQ(registered->partition().num_parts(), 2);
@@ -278,7 +332,7 @@ TEST_F(ClusterStateTest, SilentMembersAreMarkedDeadAfterTheTimeout) {
 TEST_F(ClusterStateTest, JobStopsWhenAWorkerReachesTheTarget) {
   proto::RegisterWorkerRequest worker;
   worker.set_index(0);
-  ASSERT_THAT(state_->RegisterWorker(worker), IsOk());
+  ASSERT_THAT(RegisterWorkerCall(worker), IsOk());
   auto beat = Beat("worker", 0, 0.5);
   ASSERT_THAT(beat, IsOk());
   EXPECT_FALSE(beat->stop());
@@ -302,7 +356,7 @@ TEST_F(ClusterStateTest, AFinishedJobStaysFinishedAcrossARestart) {
   beat.set_role("worker");
   beat.set_index(0);
   beat.mutable_report()->set_accuracy(0.95);  // target 0.9: the job stops
-  ASSERT_TRUE(state_->Heartbeat(beat)->stop());
+  ASSERT_TRUE(Heartbeat(beat)->stop());
   Restart();
   EXPECT_TRUE(state_->Status().stop()) << "the job's end is durable";
   EXPECT_THAT(state_->Status().stop_reason(), HasSubstr("0.95"));
@@ -310,7 +364,7 @@ TEST_F(ClusterStateTest, AFinishedJobStaysFinishedAcrossARestart) {
   proto::HeartbeatRequest late;
   late.set_role("worker");
   late.set_index(0);
-  ASSERT_TRUE(state_->Heartbeat(late)->stop());
+  ASSERT_TRUE(Heartbeat(late)->stop());
 }
 
 }  // namespace
@@ -403,28 +457,28 @@ TEST_F(ClusterStateTest, AStandbyBacksAShardUpAndTakesItOverFromItsReplica) {
   RegisterPs(1, "127.0.0.1:2");
   RegisterPs(0, "127.0.0.1:5", /*standby=*/true);
   // The one standby backs up shard 0; shard 1 runs unreplicated.
-  auto beat0 = state_->Heartbeat(PsBeat(0, "127.0.0.1:1", 500));
+  auto beat0 = Heartbeat(PsBeat(0, "127.0.0.1:1", 500));
   ASSERT_THAT(beat0, IsOk());
   EXPECT_EQ(beat0->backup_address(), "127.0.0.1:5");
   EXPECT_EQ(beat0->backup_standby(), 0);
-  EXPECT_EQ(state_->Heartbeat(PsBeat(1, "127.0.0.1:2", 70))->backup_address(),
+  EXPECT_EQ(Heartbeat(PsBeat(1, "127.0.0.1:2", 70))->backup_address(),
             "");
-  auto standby = state_->Heartbeat(StandbyBeat(0, 0));
+  auto standby = Heartbeat(StandbyBeat(0, 0));
   ASSERT_THAT(standby, IsOk());
   EXPECT_EQ(standby->replica_of(), 0);
   EXPECT_EQ(standby->take_over_index(), -1);
 
   // ps 0 goes silent; the others keep beating.
   clock_.Advance(absl::Seconds(4));
-  ASSERT_THAT(state_->Heartbeat(PsBeat(1, "127.0.0.1:2", 80)), IsOk());
-  ASSERT_THAT(state_->Heartbeat(StandbyBeat(0, 0)), IsOk());
+  ASSERT_THAT(Heartbeat(PsBeat(1, "127.0.0.1:2", 80)), IsOk());
+  ASSERT_THAT(Heartbeat(StandbyBeat(0, 0)), IsOk());
   EXPECT_EQ(state_->CheckLiveness(), 1);
-  standby = state_->Heartbeat(StandbyBeat(0, 0));
+  standby = Heartbeat(StandbyBeat(0, 0));
   EXPECT_EQ(standby->take_over_index(), 0);
   EXPECT_EQ(state_->Placement().shards(0).address(), "127.0.0.1:5");
 
   // The standby serves shard 0 now, with every update the old ps reported.
-  ASSERT_THAT(state_->Heartbeat(PsBeat(0, "127.0.0.1:5", 500)), IsOk());
+  ASSERT_THAT(Heartbeat(PsBeat(0, "127.0.0.1:5", 500)), IsOk());
   const proto::ClusterStatusResponse status = state_->Status();
   ASSERT_EQ(status.recoveries_size(), 1);
   EXPECT_EQ(status.recoveries(0).source(), "replica");
@@ -439,7 +493,7 @@ TEST_F(ClusterStateTest, AStandbyBacksAShardUpAndTakesItOverFromItsReplica) {
     EXPECT_EQ(m.replica_of(), -1);
   }
   // The old ps, back from a pause, is told it was replaced.
-  EXPECT_TRUE(state_->Heartbeat(PsBeat(0, "127.0.0.1:1", 510))->replaced());
+  EXPECT_TRUE(Heartbeat(PsBeat(0, "127.0.0.1:1", 510))->replaced());
 }
 
 TEST_F(ClusterStateTest, ATakeOverFromACheckpointCountsWhatWasLost) {
@@ -448,16 +502,16 @@ TEST_F(ClusterStateTest, ATakeOverFromACheckpointCountsWhatWasLost) {
   RegisterPs(0, "127.0.0.1:1");
   RegisterPs(1, "127.0.0.1:2");
   RegisterPs(0, "127.0.0.1:5", /*standby=*/true);
-  EXPECT_EQ(state_->Heartbeat(PsBeat(0, "127.0.0.1:1", 500))->backup_address(),
+  EXPECT_EQ(Heartbeat(PsBeat(0, "127.0.0.1:1", 500))->backup_address(),
             "")
       << "replication 1: no backups";
   clock_.Advance(absl::Seconds(4));
-  ASSERT_THAT(state_->Heartbeat(PsBeat(1, "127.0.0.1:2", 80)), IsOk());
-  ASSERT_THAT(state_->Heartbeat(StandbyBeat(0, -1)), IsOk());
+  ASSERT_THAT(Heartbeat(PsBeat(1, "127.0.0.1:2", 80)), IsOk());
+  ASSERT_THAT(Heartbeat(StandbyBeat(0, -1)), IsOk());
   state_->CheckLiveness();
-  ASSERT_EQ(state_->Heartbeat(StandbyBeat(0, -1))->take_over_index(), 0);
+  ASSERT_EQ(Heartbeat(StandbyBeat(0, -1))->take_over_index(), 0);
   EXPECT_FALSE(state_->Status().recoveries(0).settled());
-  ASSERT_THAT(state_->Heartbeat(PsBeat(0, "127.0.0.1:5", 320)), IsOk());
+  ASSERT_THAT(Heartbeat(PsBeat(0, "127.0.0.1:5", 320)), IsOk());
   const proto::ClusterStatusResponse status = state_->Status();
   EXPECT_EQ(status.recoveries(0).source(), "checkpoint");
   EXPECT_EQ(status.recoveries(0).lost(), 180u);
@@ -470,61 +524,272 @@ TEST_F(ClusterStateTest, ARestartWithFewerUpdatesThanTheBackupLetsTheBackupTakeO
   RegisterPs(0, "127.0.0.1:1");
   RegisterPs(1, "127.0.0.1:2");
   RegisterPs(0, "127.0.0.1:5", /*standby=*/true);
-  ASSERT_THAT(state_->Heartbeat(PsBeat(0, "127.0.0.1:1", 500)), IsOk());
-  ASSERT_THAT(state_->Heartbeat(StandbyBeat(0, 0)), IsOk());
+  ASSERT_THAT(Heartbeat(PsBeat(0, "127.0.0.1:1", 500)), IsOk());
+  ASSERT_THAT(Heartbeat(StandbyBeat(0, 0)), IsOk());
   // ps 0 was SIGKILLed and restarted at once (before it was declared dead)
   // on the same port, from a checkpoint holding 300 of the 500 updates.
   proto::RegisterServerRequest restart;
   restart.set_index(0);
   restart.set_address("127.0.0.1:1");
   restart.set_applied_total(300);
-  EXPECT_THAT(state_->RegisterServer(restart),
+  EXPECT_THAT(RegisterServer(restart),
               StatusIs(absl::StatusCode::kAlreadyExists,
                        HasSubstr("serves the shard now")));
   EXPECT_EQ(state_->Placement().shards(0).address(), "127.0.0.1:5");
-  EXPECT_EQ(state_->Heartbeat(StandbyBeat(0, 0))->take_over_index(), 0);
-  ASSERT_THAT(state_->Heartbeat(PsBeat(0, "127.0.0.1:5", 500)), IsOk());
+  EXPECT_EQ(Heartbeat(StandbyBeat(0, 0))->take_over_index(), 0);
+  ASSERT_THAT(Heartbeat(PsBeat(0, "127.0.0.1:5", 500)), IsOk());
   EXPECT_EQ(state_->Status().recoveries(0).source(), "replica");
   EXPECT_EQ(state_->Status().updates_lost(), 0u);
   // Without a backup in sync the restart is let in, and its loss counted.
   RegisterPs(1, "127.0.0.1:2");
-  ASSERT_THAT(state_->Heartbeat(PsBeat(1, "127.0.0.1:2", 40)), IsOk());
+  ASSERT_THAT(Heartbeat(PsBeat(1, "127.0.0.1:2", 40)), IsOk());
   proto::RegisterServerRequest restart1;
   restart1.set_index(1);
   restart1.set_address("127.0.0.1:2");
   restart1.set_applied_total(10);
-  ASSERT_THAT(state_->RegisterServer(restart1), IsOk());
+  ASSERT_THAT(RegisterServer(restart1), IsOk());
   EXPECT_EQ(state_->Status().updates_lost(), 30u);
 }
 
 TEST_F(ClusterStateTest, ASecondDaemonCannotTakeALiveShard) {
-  answers_ = [](const std::string& address) {
-    return address == "127.0.0.1:1";
+  // ps 0's process answers at its address as itself; ps 1's died.
+  probe_ = [this](const std::string& address) -> std::optional<uint64_t> {
+    if (address != "127.0.0.1:1") return std::nullopt;
+    return incarnations_[address];
   };
   Restart();
   RegisterPs(0, "127.0.0.1:1");
   RegisterPs(1, "127.0.0.1:2");
-  ASSERT_THAT(state_->Heartbeat(PsBeat(0, "127.0.0.1:1", 40)), IsOk());
+  ASSERT_THAT(Heartbeat(PsBeat(0, "127.0.0.1:1", 40)), IsOk());
   proto::RegisterServerRequest second;
   second.set_index(0);
   second.set_address("127.0.0.1:9");
-  EXPECT_THAT(state_->RegisterServer(second),
+  EXPECT_THAT(RegisterServer(second),
               StatusIs(absl::StatusCode::kAlreadyExists,
                        HasSubstr("127.0.0.1:1, which is alive")));
   EXPECT_EQ(state_->Placement().shards(0).address(), "127.0.0.1:1");
   // ps 1's old address does not answer (it died): its restart is let in,
   // and what the restart lost is recorded.
-  ASSERT_THAT(state_->Heartbeat(PsBeat(1, "127.0.0.1:2", 90)), IsOk());
+  ASSERT_THAT(Heartbeat(PsBeat(1, "127.0.0.1:2", 90)), IsOk());
   proto::RegisterServerRequest restart;
   restart.set_index(1);
   restart.set_address("127.0.0.1:8");
   restart.set_applied_total(0);
-  ASSERT_THAT(state_->RegisterServer(restart), IsOk());
+  ASSERT_THAT(RegisterServer(restart), IsOk());
   const proto::ClusterStatusResponse status = state_->Status();
   ASSERT_EQ(status.recoveries_size(), 1);
   EXPECT_EQ(status.recoveries(0).source(), "restart");
   EXPECT_EQ(status.recoveries(0).lost(), 90u)
       << "restarted from initial values: everything is lost";
+}
+
+// Invalid registrations are refused before anything changes: the real ps 0
+// keeps its place and its key (attack: an empty RegisterServer{} made it
+// stand down).
+TEST_F(ClusterStateTest, InvalidRegistrationsChangeNothing) {
+  RegisterPs(0, "127.0.0.1:1");
+  RegisterPs(1, "127.0.0.1:2");
+  RegisterWorker(0);
+  const std::string before = state_->Status().DebugString();
+  struct Case {
+    const char* name;
+    proto::RegisterServerRequest request;
+    const char* message;
+  };
+  std::vector<Case> cases(6);
+  cases[0] = {"empty", {}, "address is empty"};
+  cases[1].name = "index out of range";
+  cases[1].request.set_index(2);
+  cases[1].request.set_address("127.0.0.1:9");
+  cases[1].message = "valid indices are 0 to 1";
+  cases[2].name = "negative index";
+  cases[2].request.set_index(-1);
+  cases[2].request.set_address("127.0.0.1:9");
+  cases[2].message = "ps index -1 is not in the config";
+  cases[3].name = "standby out of range";
+  cases[3].request.set_index(1);
+  cases[3].request.set_standby(true);
+  cases[3].request.set_address("127.0.0.1:9");
+  cases[3].message = "cluster.standby_ps";
+  cases[4].name = "long address";
+  cases[4].request.set_address(std::string(257, 'a'));
+  cases[4].message = "address is 257 bytes, over the limit of 256";
+  cases[5].name = "long key";
+  cases[5].request.set_address("127.0.0.1:9");
+  cases[5].request.set_member_key(std::string(65, 'k'));
+  cases[5].message = "member_key is 65 bytes";
+  for (const Case& c : cases) {
+    EXPECT_THAT(state_->RegisterServer(c.request),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr(c.message)))
+        << c.name;
+  }
+  proto::RegisterWorkerRequest worker;
+  worker.set_index(0);
+  EXPECT_THAT(state_->RegisterWorker(worker),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("address is empty")));
+  worker.set_index(7);
+  worker.set_address("127.0.0.1:9");
+  EXPECT_THAT(state_->RegisterWorker(worker),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("cluster.workers")));
+  EXPECT_EQ(state_->Status().DebugString(), before);
+  auto beat = Heartbeat(PsBeat(0, "127.0.0.1:1", 0));
+  ASSERT_THAT(beat, IsOk());
+  EXPECT_FALSE(beat->replaced());
+}
+
+// A heartbeat counts only with the member's key: a forged one (attack: one
+// report of accuracy >= target stopped the job) is PermissionDenied and
+// changes nothing: no stop, no figures, no liveness.
+TEST_F(ClusterStateTest, AHeartbeatWithoutTheMembersKeyChangesNothing) {
+  RegisterPs(0, "127.0.0.1:1");
+  RegisterPs(1, "127.0.0.1:2");
+  RegisterWorker(0);
+  RegisterWorker(1);
+  clock_.Advance(absl::Seconds(2));
+  ASSERT_THAT(Beat("worker", 0, 0.5), IsOk());
+  const std::string before = state_->Status().DebugString();
+  for (const std::string& key :
+       std::vector<std::string>{"", "0123456789abcdef0123456789abcdef",
+                                keys_["worker:1"]}) {
+    proto::HeartbeatRequest forged;
+    forged.set_role("worker");
+    forged.set_index(0);
+    forged.set_member_key(key);
+    forged.mutable_report()->set_accuracy(0.99);
+    forged.mutable_report()->set_finished(true);
+    forged.mutable_report()->set_diverged("forged");
+    EXPECT_THAT(state_->Heartbeat(forged),
+                StatusIs(absl::StatusCode::kPermissionDenied,
+                         HasSubstr("heartbeat for worker 0 is not from its "
+                                   "registered process")))
+        << "key '" << key << "'";
+  }
+  EXPECT_EQ(state_->Status().DebugString(), before);
+  clock_.Advance(absl::Seconds(2));
+  // The forged beats kept nobody alive: worker 0's last real beat was 2 s
+  // ago, and the others' 4 s ago.
+  EXPECT_EQ(state_->CheckLiveness(), 3) << "ps 0, ps 1 and worker 1";
+  EXPECT_FALSE(state_->Status().stop());
+  auto real = Beat("worker", 0, 0.95);
+  ASSERT_THAT(real, IsOk());
+  EXPECT_TRUE(real->stop()) << "the real worker's report still counts";
+}
+
+TEST_F(ClusterStateTest, OversizedReportsAreRefusedBeforeStoring) {
+  RegisterWorker(0);
+  const std::string before = state_->Status().DebugString();
+  proto::HeartbeatRequest beat;
+  beat.set_role("worker");
+  beat.set_index(0);
+  beat.mutable_report()->set_device(std::string(257, 'd'));
+  EXPECT_THAT(Heartbeat(beat),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("report.device is 257 bytes")));
+  beat.mutable_report()->clear_device();
+  beat.mutable_report()->set_diverged(std::string(4097, 'x'));
+  EXPECT_THAT(Heartbeat(beat), StatusIs(absl::StatusCode::kInvalidArgument,
+                                        HasSubstr("report.diverged")));
+  beat.mutable_report()->clear_diverged();
+  beat.set_role(std::string(1000, 'r'));
+  EXPECT_THAT(Heartbeat(beat), StatusIs(absl::StatusCode::kInvalidArgument,
+                                        HasSubstr("role is 1000 bytes")));
+  EXPECT_EQ(state_->Status().DebugString(), before);
+}
+
+// A live member's place is taken only by its own process (its key) or once
+// its process no longer answers at its address as itself; a replaced
+// process, and only it, is told `replaced`.
+TEST_F(ClusterStateTest, ALiveMembersPlaceNeedsItsKey) {
+  probe_ = [this](const std::string& address) -> std::optional<uint64_t> {
+    if (address == "127.0.0.1:9") return 0;  // someone not registered
+    return incarnations_[address];
+  };
+  Restart();
+  RegisterPs(0, "127.0.0.1:1");
+  RegisterPs(1, "127.0.0.1:2");
+  RegisterPs(0, "127.0.0.1:5", /*standby=*/true);
+  RegisterWorker(0);
+  const std::string ps0_key = keys_["ps:0"];
+  const uint64_t epoch = state_->Placement().epoch();
+  // A stranger, at its own address or claiming ps 0's.
+  for (const std::string& address :
+       std::vector<std::string>{"127.0.0.1:6", "127.0.0.1:1"}) {
+    for (const bool standby : {false, true}) {
+      proto::RegisterServerRequest stranger;
+      stranger.set_index(0);
+      stranger.set_address(address);
+      stranger.set_standby(standby);
+      EXPECT_THAT(state_->RegisterServer(stranger),
+                  StatusIs(absl::StatusCode::kAlreadyExists,
+                           HasSubstr("is alive")))
+          << address << (standby ? " standby" : " ps");
+    }
+  }
+  proto::RegisterWorkerRequest worker;
+  worker.set_index(0);
+  worker.set_address("127.0.0.1:6");
+  EXPECT_THAT(state_->RegisterWorker(worker),
+              StatusIs(absl::StatusCode::kAlreadyExists,
+                       HasSubstr("worker 0 is registered to a live process")));
+  EXPECT_EQ(state_->Placement().epoch(), epoch);
+  EXPECT_EQ(state_->Placement().shards(0).address(), "127.0.0.1:1");
+  auto beat = Heartbeat(PsBeat(0, "127.0.0.1:1", 0));
+  ASSERT_THAT(beat, IsOk());
+  EXPECT_FALSE(beat->replaced()) << "the real ps 0 keeps serving";
+  // Its own process registering again keeps its key.
+  proto::RegisterServerRequest again;
+  again.set_index(0);
+  again.set_address("127.0.0.1:1");
+  again.set_member_key(ps0_key);
+  auto registered = state_->RegisterServer(again);
+  ASSERT_THAT(registered, IsOk());
+  EXPECT_EQ(registered->member_key(), ps0_key);
+  // A new process in the old one's place (it holds the address now, so the
+  // old one is gone) is let in, and the old key is only told `replaced`.
+  incarnations_["127.0.0.1:1"] = 0;
+  RegisterPs(0, "127.0.0.1:1");
+  EXPECT_NE(keys_["ps:0"], ps0_key);
+  proto::HeartbeatRequest old = PsBeat(0, "127.0.0.1:1", 0);
+  old.set_member_key(ps0_key);
+  beat = state_->Heartbeat(old);
+  ASSERT_THAT(beat, IsOk());
+  EXPECT_TRUE(beat->replaced());
+  old.set_member_key("");
+  EXPECT_THAT(state_->Heartbeat(old),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  // Keys and retired keys survive a coordinator restart; no key is shown.
+  Restart();
+  ASSERT_THAT(Heartbeat(PsBeat(0, "127.0.0.1:1", 0)), IsOk());
+  old.set_member_key(ps0_key);
+  EXPECT_TRUE(state_->Heartbeat(old)->replaced());
+  const std::string status = state_->Status().DebugString();
+  EXPECT_EQ(status.find(ps0_key), std::string::npos);
+  EXPECT_EQ(status.find(keys_["ps:0"]), std::string::npos);
+}
+
+// A ps learns every registered worker's incarnation, from its registration
+// and every heartbeat.
+TEST_F(ClusterStateTest, PsLearnsTheWorkersIncarnations) {
+  RegisterPs(0, "127.0.0.1:1");
+  RegisterWorker(1);
+  RegisterWorker(0);
+  auto beat = Heartbeat(PsBeat(0, "127.0.0.1:1", 0));
+  ASSERT_THAT(beat, IsOk());
+  ASSERT_EQ(beat->worker_incarnations_size(), 2);
+  EXPECT_EQ(beat->worker_incarnations(0).worker(), 0);
+  EXPECT_EQ(beat->worker_incarnations(0).incarnation(), incarnations_["127.0.0.1:3"]);
+  EXPECT_EQ(beat->worker_incarnations(1).worker(), 1);
+  EXPECT_EQ(beat->worker_incarnations(1).incarnation(), incarnations_["127.0.0.1:4"]);
+  proto::RegisterServerRequest ps1;
+  ps1.set_index(1);
+  ps1.set_address("127.0.0.1:2");
+  auto registered = RegisterServer(ps1);
+  ASSERT_THAT(registered, IsOk());
+  EXPECT_EQ(registered->worker_incarnations_size(), 2);
+  EXPECT_GT(registered->incarnation(), beat->worker_incarnations(1).incarnation());
 }
 
 TEST_F(ClusterStateTest, AStalledCoordinatorGivesGraceInsteadOfJudging) {

@@ -37,6 +37,7 @@ absl::StatusOr<proto::RegisterServerResponse> CoordinatorClient::RegisterServer(
   request.set_index(index);
   request.set_address(address);
   request.set_standby(standby);
+  request.set_member_key(member_key());
   absl::StatusOr<proto::RegisterServerResponse> response;
   absl::Status status = RetryFor(
       who_, absl::StrCat("the coordinator at ", address_),
@@ -47,6 +48,7 @@ absl::StatusOr<proto::RegisterServerResponse> CoordinatorClient::RegisterServer(
         return response.status();
       });
   if (!status.ok()) return status;
+  set_member_key(response->member_key());
   return response;
 }
 
@@ -55,6 +57,7 @@ absl::StatusOr<proto::RegisterWorkerResponse> CoordinatorClient::RegisterWorker(
   proto::RegisterWorkerRequest request;
   request.set_index(index);
   request.set_address(address);
+  request.set_member_key(member_key());
   absl::StatusOr<proto::RegisterWorkerResponse> response;
   absl::Status status = RetryFor(
       who_, absl::StrCat("the coordinator at ", address_),
@@ -65,6 +68,7 @@ absl::StatusOr<proto::RegisterWorkerResponse> CoordinatorClient::RegisterWorker(
         return response.status();
       });
   if (!status.ok()) return status;
+  set_member_key(response->member_key());
   return response;
 }
 
@@ -91,8 +95,19 @@ absl::StatusOr<proto::GetPlacementResponse> CoordinatorClient::WaitForPlacement(
   return response;
 }
 
+std::string CoordinatorClient::member_key() const {
+  absl::MutexLock lock(&key_mu_);
+  return member_key_;
+}
+
+void CoordinatorClient::set_member_key(const std::string& key) {
+  absl::MutexLock lock(&key_mu_);
+  member_key_ = key;
+}
+
 absl::StatusOr<proto::HeartbeatResponse> CoordinatorClient::Heartbeat(
-    const proto::HeartbeatRequest& request) {
+    proto::HeartbeatRequest request) {
+  if (request.member_key().empty()) request.set_member_key(member_key());
   return Call<proto::HeartbeatRequest, proto::HeartbeatResponse>(
       stub_.get(), &proto::Coordinator::Stub::Heartbeat, request,
       rpc_.deadline_s, "heartbeat to coordinator at " + address_);

@@ -14,7 +14,9 @@
 #include <memory>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "common/config.h"
 #include "proto/coordinator.grpc.pb.h"
 
@@ -33,6 +35,8 @@ class CoordinatorClient {
 
   // Retry until the coordinator answers (bounded by connect_timeout_s).
   // applied_total: a ps's restored updates (RegisterServerRequest).
+  // Both carry the member key of an earlier registration through this client
+  // (proving it is the same process) and keep the key the reply gives.
   absl::StatusOr<proto::RegisterServerResponse> RegisterServer(
       int index, const std::string& address, bool standby = false,
       uint64_t applied_total = 0);
@@ -48,19 +52,26 @@ class CoordinatorClient {
   // "cannot reach the coordinator at A: ..." (ClusterStatus),
   // "cannot read the history from the coordinator at A: ...",
   // "cannot read the model from the coordinator at A: ...".
+  // A heartbeat without a member_key carries this client's.
   absl::StatusOr<proto::HeartbeatResponse> Heartbeat(
-      const proto::HeartbeatRequest& request);
+      proto::HeartbeatRequest request);
   absl::StatusOr<proto::GetPlacementResponse> GetPlacement();
   absl::StatusOr<proto::ClusterStatusResponse> ClusterStatus();
   // The metrics samples taken after `since_seconds` of coordinator uptime.
   absl::StatusOr<proto::GetHistoryResponse> History(double since_seconds);
   absl::StatusOr<proto::DescribeModelResponse> DescribeModel();
 
+  // The secret the last registration through this client got ("" before).
+  std::string member_key() const ABSL_LOCKS_EXCLUDED(key_mu_);
+  void set_member_key(const std::string& key) ABSL_LOCKS_EXCLUDED(key_mu_);
+
  private:
   const std::string address_;
   const RpcSection rpc_;
   const std::string who_;
   std::unique_ptr<proto::Coordinator::Stub> stub_;
+  mutable absl::Mutex key_mu_;
+  std::string member_key_ ABSL_GUARDED_BY(key_mu_);
 };
 
 }  // namespace downpour::coordinator

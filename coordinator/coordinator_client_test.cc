@@ -61,6 +61,12 @@ TEST_F(CoordinatorClientTest, EveryCallReachesTheCoordinator) {
   proto::HeartbeatRequest beat;
   beat.set_role("worker");
   beat.set_index(0);
+  // This one client registered as three members: it holds ps 1's key now.
+  EXPECT_THAT(client_->Heartbeat(beat),
+              StatusIs(absl::StatusCode::kPermissionDenied,
+                       HasSubstr("heartbeat for worker 0 is not from its "
+                                 "registered process")));
+  beat.set_member_key(worker->member_key());
   ASSERT_THAT(client_->Heartbeat(beat), IsOk());
   auto status = client_->ClusterStatus();
   ASSERT_THAT(status, IsOk());

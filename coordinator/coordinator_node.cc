@@ -5,7 +5,8 @@
 #include <algorithm>
 
 #include "common/logging.h"
-#include "proto/health.grpc.pb.h"
+#include "coordinator/member_identity.h"
+#include "proto/status.grpc.pb.h"
 
 namespace downpour::coordinator {
 namespace {
@@ -16,15 +17,20 @@ std::optional<ModelSpec> MaybeModel(const Config& config) {
   return *std::move(model);
 }
 
-// A gRPC health check with a short deadline: true when a daemon answers at
-// `address` at all (whatever its serving status).
-bool Answers(const std::string& address) {
-  auto stub = grpc::health::v1::Health::NewStub(MakeChannel(address));
+// Which member incarnation the daemon at `address` holds (its Status counter
+// member_incarnation, 0 when it has none yet), asked with a short deadline;
+// nullopt when nobody answers there.
+std::optional<uint64_t> Probe(const std::string& address) {
+  auto stub = proto::Status::NewStub(MakeChannel(address));
   grpc::ClientContext context;
   context.set_deadline(DeadlineIn(0.5));
-  grpc::health::v1::HealthCheckRequest request;
-  grpc::health::v1::HealthCheckResponse response;
-  return stub->Check(&context, request, &response).ok();
+  proto::GetStatusResponse response;
+  if (!stub->GetStatus(&context, proto::GetStatusRequest(), &response).ok()) {
+    return std::nullopt;
+  }
+  auto it = response.counters().find(kMemberIncarnationCounter);
+  return it == response.counters().end() ? 0
+                                         : static_cast<uint64_t>(it->second);
 }
 
 }  // namespace
@@ -34,7 +40,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorNode>> CoordinatorNode::Start(
   if (options.listen.empty())
     options.listen = options.config.cluster.coordinator;
   absl::StatusOr<std::unique_ptr<ClusterState>> state =
-      ClusterState::Create({options.config, options.clock, Answers});
+      ClusterState::Create({options.config, options.clock, Probe});
   if (!state.ok()) return state.status();
   std::unique_ptr<CoordinatorNode> node(
       new CoordinatorNode(std::move(options), *std::move(state)));

@@ -60,6 +60,7 @@ TEST(CoordinatorServiceTest, RegistrationAndPlacementReachTheState) {
   grpc::ClientContext worker_context;
   proto::RegisterWorkerRequest worker;
   worker.set_index(0);
+  worker.set_address("127.0.0.1:3");
   proto::RegisterWorkerResponse partition;
   ASSERT_TRUE(
       served.stub()->RegisterWorker(&worker_context, worker, &partition).ok());
@@ -69,6 +70,7 @@ TEST(CoordinatorServiceTest, RegistrationAndPlacementReachTheState) {
   proto::HeartbeatRequest beat;
   beat.set_role("worker");
   beat.set_index(0);
+  beat.set_member_key(partition.member_key());
   beat.mutable_report()->set_step(3);
   proto::HeartbeatResponse reply;
   ASSERT_TRUE(served.stub()->Heartbeat(&beat_context, beat, &reply).ok());
@@ -92,6 +94,7 @@ TEST(CoordinatorServiceTest, CoreErrorsKeepTheirCodeAndMessage) {
   grpc::ClientContext context;
   proto::RegisterServerRequest request;
   request.set_index(4);
+  request.set_address("127.0.0.1:9");
   proto::RegisterServerResponse response;
   const grpc::Status status =
       served.stub()->RegisterServer(&context, request, &response);

@@ -63,6 +63,17 @@ void MemberAgent::Beat() {
     }
     return;
   }
+  if (absl::IsPermissionDenied(response.status())) {
+    // Not a network problem: the coordinator does not take this process for
+    // the member it claims to be (its key was replaced). Said once.
+    if (!refused_) {
+      SPDLOG_LOGGER_ERROR(Log(Logger::kRpc), "{} {}: {}", role, index,
+                          std::string(response.status().message()));
+    }
+    refused_ = true;
+    return;
+  }
+  refused_ = false;
   if (!response.ok()) {
     if (!coordinator_down_) {
       SPDLOG_LOGGER_WARN(Log(Logger::kRpc),

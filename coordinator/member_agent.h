@@ -59,6 +59,7 @@ class MemberAgent {
   absl::Notification stop_;
   std::thread thread_;
   bool coordinator_down_ = false;  // loop thread only
+  bool refused_ = false;           // loop thread only: PermissionDenied said
 };
 
 }  // namespace downpour::coordinator

@@ -123,6 +123,21 @@ TEST_F(MemberAgentTest, StopSendsALastHeartbeat) {
   EXPECT_EQ(handled_, 1);
 }
 
+// A beat the coordinator does not take for the member's (PermissionDenied:
+// the key is not the member's) reports nothing, hands nothing to the daemon
+// and is not answered by registering again.
+TEST_F(MemberAgentTest, AWrongKeyReportsNothingAndDoesNotRegisterAgain) {
+  ASSERT_THAT(client_->RegisterWorker(0, "127.0.0.1:2"), IsOk());
+  client_->set_member_key("0123456789abcdef0123456789abcdef");
+  auto agent = Agent(3600);
+  agent->Start();
+  step_ = 42;
+  agent->Stop();  // one beat
+  EXPECT_EQ(ReportedStep(), 0);
+  EXPECT_EQ(handled_, 0);
+  EXPECT_EQ(registrations_, 0);
+}
+
 TEST_F(MemberAgentTest, SetIdentityChangesWhoBeats) {
   // A standby that took shard 0 over beats as ps 0 from its own address.
   ASSERT_THAT(client_->RegisterServer(0, "127.0.0.1:2"), IsOk());

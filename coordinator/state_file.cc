@@ -1,6 +1,8 @@
 // The coordinator's state on disk: one CoordinatorState proto, format 1.
 #include "coordinator/state_file.h"
 
+#include <sys/stat.h>
+
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 
@@ -38,7 +40,16 @@ absl::Status StateFile::Write(uint64_t sequence,
   absl::MutexLock lock(&mu_);
   // Two writers may reach this point out of order; the later snapshot wins.
   if (sequence <= written_) return absl::OkStatus();
-  absl::Status written = WriteFileAtomically(path_, bytes);
+  // Owner-only: the file holds the members' keys.
+  absl::Status written = WriteFileAtomically(
+      path_, "coordinator state", [&](int fd, const std::string& tmp) {
+        if (::fchmod(fd, 0600) != 0) {
+          return absl::PermissionDeniedError(absl::StrCat(
+              "coordinator state: cannot make '", tmp, "' owner-only"));
+        }
+        return WriteAll(fd, bytes.data(), bytes.size(), "coordinator state",
+                        tmp);
+      });
   if (written.ok()) written_ = sequence;
   return written;
 }

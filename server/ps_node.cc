@@ -19,6 +19,7 @@
 #include "common/status_service.h"
 #include "coordinator/coordinator_client.h"
 #include "coordinator/member_agent.h"
+#include "coordinator/member_identity.h"
 #include "proto/coordinator.pb.h"
 #include "server/checkpoint_health.h"
 #include "server/ps_service.h"
@@ -68,6 +69,11 @@ class PsNode::Impl {
   // placement thread.
   absl::Status Register(bool first) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Hands the workers' incarnations from a registration or heartbeat reply
+  // to the shard (server/shard.h LearnWorkerIncarnations).
+  void LearnWorkerIncarnations(
+      const google::protobuf::RepeatedPtrField<proto::WorkerIncarnation>& from)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Heartbeat thread: records what the coordinator wants and wakes the
   // placement thread; stands down at once when replaced.
   void OnHeartbeat(const proto::HeartbeatResponse& response)
@@ -150,6 +156,10 @@ class PsNode::Impl {
   // Streams the shard to its backup; set with the shard (never reset until
   // the node goes).
   std::unique_ptr<Replicator> replicator_ ABSL_GUARDED_BY(mu_);
+  // The workers' incarnations the coordinator last sent (a shard taken over
+  // learns them before it serves).
+  std::vector<std::pair<int32_t, uint64_t>> incarnations_ ABSL_GUARDED_BY(mu_);
+  bool incarnations_known_ ABSL_GUARDED_BY(mu_) = false;
   // When a heartbeat last got an answer.
   absl::Time last_contact_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   // A periodic checkpoint was skipped for want of contact (logged once).
@@ -317,6 +327,11 @@ absl::Status PsNode::Impl::Register(bool first) {
               : client_->RegisterServer(index, advertised_, /*standby=*/false,
                                         applied_total);
   if (!response.ok()) return response.status();
+  // Shown in Status: the coordinator asks it to tell whether this process
+  // still serves as the member it registered (coordinator/member_identity.h).
+  counters_.Set(coordinator::kMemberIncarnationCounter,
+                static_cast<double>(response->incarnation()));
+  LearnWorkerIncarnations(response->worker_incarnations());
   const uint64_t wanted = response->placement_epoch();
   if (standby || wanted <= epoch()) return absl::OkStatus();
   if (first) return ApplyPlacement(wanted);
@@ -324,6 +339,22 @@ absl::Status PsNode::Impl::Register(bool first) {
   wanted_epoch_ = std::max(wanted_epoch_, wanted);
   work_ = true;
   return absl::OkStatus();
+}
+
+void PsNode::Impl::LearnWorkerIncarnations(
+    const google::protobuf::RepeatedPtrField<proto::WorkerIncarnation>& from) {
+  Shard* shard = nullptr;
+  std::vector<std::pair<int32_t, uint64_t>> incarnations;
+  for (const proto::WorkerIncarnation& i : from) {
+    incarnations.emplace_back(i.worker(), i.incarnation());
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    incarnations_ = incarnations;
+    incarnations_known_ = true;
+    shard = shard_.get();  // kept as long as the node once set
+  }
+  if (shard != nullptr) shard->LearnWorkerIncarnations(incarnations);
 }
 
 void PsNode::Impl::OnHeartbeat(const proto::HeartbeatResponse& response) {
@@ -343,6 +374,7 @@ void PsNode::Impl::OnHeartbeat(const proto::HeartbeatResponse& response) {
     replicator = replicator_.get();
   }
   if (replicator != nullptr) replicator->SetBackup(response.backup_address());
+  LearnWorkerIncarnations(response.worker_incarnations());
   if (shard == nullptr && response.take_over_index() < 0) {
     // A standby that backs up no shard, or another one now, frees its copy.
     const Replica::Info held = replica_.info();
@@ -464,6 +496,8 @@ absl::Status PsNode::Impl::TakeOver(int shard_index, uint64_t epoch) {
   Shard* taken = shard.get();
   {
     absl::MutexLock lock(&mu_);
+    // The workers' incarnations heard so far, before the shard serves.
+    if (incarnations_known_) taken->LearnWorkerIncarnations(incarnations_);
     shard_ = std::move(shard);
     shard_index_ = shard_index;
   }

@@ -278,6 +278,16 @@ absl::StatusOr<grpc::ByteBuffer> Shard::PullBytes(
   // Sizes come from the model spec, so the reply is sized (and refused when
   // too large or repetitive) before anything is allocated.
   RETURN_IF_ERROR(CheckUnique("pull", request.block_ids(), request.worker_id()));
+  const size_t workers = config_.cluster.workers.size();
+  // -1: a reader that is not a worker (tools); it leaves no per-worker state.
+  if (request.worker_id() != -1 &&
+      (request.worker_id() < 0 ||
+       static_cast<size_t>(request.worker_id()) >= workers)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pull: worker_id ", request.worker_id(),
+        " is not a configured worker (", workers, " in cluster.workers: 0 to ",
+        static_cast<int64_t>(workers) - 1, ", or -1 for a tool)"));
+  }
   const WireEncoding encoding = EncodingOf(request.encoding());
   if (!IsKnownWireEncoding(encoding)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -467,6 +477,73 @@ absl::Status Shard::HoldError(const std::string& why, int waited_for) {
   return absl::UnavailableError(why);
 }
 
+void Shard::LearnWorkerIncarnations(
+    const std::vector<std::pair<int32_t, uint64_t>>& incarnations) {
+  const int32_t workers =
+      static_cast<int32_t>(config_.cluster.workers.size());
+  absl::MutexLock lock(&mu_);
+  incarnations_known_ = true;
+  for (const auto& [worker, incarnation] : incarnations) {
+    if (worker < 0 || worker >= workers || incarnation == 0) continue;
+    std::vector<uint64_t>& issued = incarnations_[worker];
+    auto at = std::lower_bound(issued.begin(), issued.end(), incarnation);
+    if (at != issued.end() && *at == incarnation) continue;
+    issued.insert(at, incarnation);
+    if (issued.size() > kIncarnationsKept) issued.erase(issued.begin());
+  }
+}
+
+absl::Status Shard::CheckPushIdentity(const wire::PushView& request) const {
+  const int32_t worker = request.worker_id;
+  const size_t workers = config_.cluster.workers.size();
+  if (worker < 0 || static_cast<size_t>(worker) >= workers) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "push: worker_id ", worker, " is not a configured worker (",
+        workers, " in cluster.workers: 0 to ",
+        static_cast<int64_t>(workers) - 1, ")"));
+  }
+  if (request.sequence == 0) return absl::OkStatus();  // untracked
+  const uint64_t incarnation = SequenceWindow::Incarnation(request.sequence);
+  const uint64_t n = request.sequence & 0xffffffffu;
+  if (n == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "push: worker ", worker, " sequence ", request.sequence,
+        " has n = 0; sequences are (incarnation << 32) | n with n from 1"));
+  }
+  if (incarnations_known_) {
+    auto it = incarnations_.find(worker);
+    const std::vector<uint64_t> none;
+    const std::vector<uint64_t>& issued =
+        it == incarnations_.end() ? none : it->second;
+    if (!std::binary_search(issued.begin(), issued.end(), incarnation)) {
+      if (issued.empty() || incarnation > issued.back()) {
+        return absl::UnavailableError(absl::StrCat(
+            "push: ps ", index_, " has not heard of worker ", worker,
+            "'s incarnation ", incarnation,
+            " from the coordinator yet: retry after its next heartbeat"));
+      }
+      return absl::OutOfRangeError(absl::StrCat(
+          "push: incarnation ", incarnation,
+          " was not issued to worker ", worker, " or was replaced (its latest "
+          "is ", issued.back(), "); stop this process"));
+    }
+  }
+  uint64_t base_n = 0;
+  auto window = sequences_.find(worker);
+  if (window != sequences_.end() &&
+      SequenceWindow::Incarnation(window->second.base()) == incarnation) {
+    base_n = window->second.base() & 0xffffffffu;
+  }
+  if (n > base_n + kMaxSequenceJump) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "push: worker ", worker, " sequence n = ", n, " of incarnation ",
+        incarnation, " lies ", n - base_n,
+        " past its last applied push, more than ", kMaxSequenceJump,
+        ": refused, nothing recorded"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<bool> Shard::IsNewPush(const wire::PushView& request,
                                       proto::PushResponse* response) {
   auto it = sequences_.find(request.worker_id);
@@ -526,6 +603,12 @@ absl::Status Shard::Push(const wire::PushView& request,
     for (;;) {
       // Checked again after every wait: the placement may have moved on.
       RETURN_IF_ERROR(CheckEpoch("push", request.placement_epoch));
+      // Before the window is consulted or moved: a forged id or sequence
+      // leaves no trace (nothing to checkpoint or replicate).
+      if (absl::Status identity = CheckPushIdentity(request); !identity.ok()) {
+        counters_->Add("rejected_pushes", 1);
+        return identity;
+      }
       const bool tracked = request.sequence > 0;
       if (tracked) {
         ASSIGN_OR_RETURN(const bool is_new, IsNewPush(request, response));

@@ -13,6 +13,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -127,6 +128,23 @@ class Shard {
   void SetActiveWorkers(const std::vector<int>& workers)
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  // The incarnations the coordinator issued each worker (its registration
+  // and heartbeat replies): from the first call on, a tracked push is taken
+  // only with an incarnation learned here (a newer one is Unavailable until
+  // the next heartbeat tells it; an older one is OutOfRange, a replaced
+  // process). Before the first call (no coordinator: tests, benchmarks) any
+  // incarnation is taken. The last kIncarnationsKept per worker are kept;
+  // workers outside the config are ignored.
+  void LearnWorkerIncarnations(
+      const std::vector<std::pair<int32_t, uint64_t>>& incarnations)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  static constexpr size_t kIncarnationsKept = 8;
+  // How far past a worker's applied window (its n part, sequence & 2^32-1) a
+  // push sequence may jump; a client keeps at most rpc.push_window in flight,
+  // and a shard restored from an older checkpoint misses at most what was
+  // pushed since it was written.
+  static constexpr uint64_t kMaxSequenceJump = uint64_t{1} << 20;
+
   // Ends every hold, now and later: held pushes return Unavailable (the ps is
   // stopping; clients retry elsewhere or later). Pushes that need no wait are
   // still applied.
@@ -185,6 +203,12 @@ class Shard {
   void ApplyCompleteRounds() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Waits (releasing mu_) until the gate changes or `until`; false at `until`.
   bool AwaitGateChange(absl::Time until) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // InvalidArgument for a worker id outside [0, cluster.workers); for a
+  // tracked push (sequence > 0) also InvalidArgument for n = 0 or a jump
+  // past kMaxSequenceJump, and the incarnation checks of
+  // LearnWorkerIncarnations. Changes nothing.
+  absl::Status CheckPushIdentity(const wire::PushView& request) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // The window's verdict on a tracked push (sequence > 0): true when it is
   // new; a duplicate is acknowledged into *response; a stale one is an error.
   absl::StatusOr<bool> IsNewPush(const wire::PushView& request,
@@ -222,6 +246,10 @@ class Shard {
   uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
   // Per worker id, the push sequences applied (exactly-once pushes).
   std::map<int32_t, SequenceWindow> sequences_ ABSL_GUARDED_BY(mu_);
+  // Per worker id, the incarnations the coordinator issued it (ascending);
+  // checked once incarnations_known_.
+  std::map<int32_t, std::vector<uint64_t>> incarnations_ ABSL_GUARDED_BY(mu_);
+  bool incarnations_known_ ABSL_GUARDED_BY(mu_) = false;
   // The checkpoint read at start; its blocks serve later Assigns.
   std::optional<Checkpoint> restored_ ABSL_GUARDED_BY(mu_);
   // The highest epoch among the checkpoint generations at Create (set there).

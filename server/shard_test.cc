@@ -28,6 +28,7 @@ class ShardTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
     config_.model.layers = {6, 4, 3};
     config_.model.block_size = 8;
+    config_.cluster.workers.assign(4, "127.0.0.1:0");  // worker ids 0 to 3
     config_.optimizer.type = "sgd";
     config_.optimizer.learning_rate = 1.0;
     config_.checkpoint.dir = dir_;
@@ -424,6 +425,115 @@ TEST_F(ShardTest, AnInvalidPushUsesUpItsSequence) {
   ASSERT_THAT(shard->Push(OnesPush(0, 2 + SequenceWindow::kWidth), &response),
               IsOk());
   EXPECT_EQ(counters_.Get("sequence_window_skips"), 0);
+}
+
+// Attack: one push with sequence 2^64-1 (even without blocks) made every
+// later push of that worker a "duplicate", for good (the window is
+// checkpointed). Now it is refused and leaves no trace.
+TEST_F(ShardTest, AForgedSequenceCannotFreezeAWorker) {
+  for (const bool learned : {false, true}) {
+    std::filesystem::remove_all(dir_);
+    auto shard = MakeShard();
+    ASSERT_THAT(shard->Assign(1, {0}), IsOk());
+    if (learned) shard->LearnWorkerIncarnations({{3, 1}});
+    proto::PushRequest forged = OnesPush(0, ~uint64_t{0});
+    forged.clear_blocks();
+    proto::PushResponse response;
+    EXPECT_THAT(shard->Push(forged, &response),
+                StatusIs(learned ? absl::StatusCode::kUnavailable
+                                 : absl::StatusCode::kInvalidArgument))
+        << (learned ? "incarnation never issued" : "too far past the window");
+    ASSERT_THAT(shard->WriteCheckpoint(), IsOk());
+    auto restarted = MakeShard();
+    ASSERT_THAT(restarted->Assign(1, {0}), IsOk());
+    if (learned) restarted->LearnWorkerIncarnations({{3, 1}});
+    for (Shard* s : {shard.get(), restarted.get()}) {
+      proto::PushResponse applied;
+      ASSERT_THAT(s->Push(OnesPush(0, (uint64_t{1} << 32) | 1), &applied),
+                  IsOk());
+      EXPECT_FALSE(applied.duplicate());
+      ASSERT_EQ(applied.versions_size(), 1);
+      EXPECT_EQ(applied.versions(0), 1u) << "the worker's push applies";
+    }
+  }
+}
+
+TEST_F(ShardTest, ASequenceMayJumpOnlyABoundedWayPastItsWindow) {
+  auto shard = MakeShard();
+  ASSERT_THAT(shard->Assign(1, {0}), IsOk());
+  const uint64_t incarnation = uint64_t{2} << 32;
+  proto::PushResponse response;
+  EXPECT_THAT(shard->Push(OnesPush(0, incarnation), &response),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("n = 0")));
+  EXPECT_THAT(
+      shard->Push(OnesPush(0, incarnation | (Shard::kMaxSequenceJump + 1)),
+                  &response),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("past its last applied push, more than 1048576")));
+  ASSERT_THAT(shard->Push(OnesPush(0, incarnation | 1), &response), IsOk());
+  ASSERT_THAT(
+      shard->Push(OnesPush(0, incarnation | (1 + Shard::kMaxSequenceJump)),
+                  &response),
+      IsOk())
+      << "a jump of exactly the bound from the window base";
+}
+
+TEST_F(ShardTest, WorkerIdsOutsideTheConfigAreRefused) {
+  auto shard = MakeShard();
+  ASSERT_THAT(shard->Assign(1, AllBlocks()), IsOk());
+  const proto::ChecksumResponse before = shard->Checksums();
+  for (const int32_t worker : {-2, -1, 4, 1 << 30}) {
+    proto::PushRequest push = OnesPush(0, 1);
+    push.set_worker_id(worker);
+    proto::PushResponse response;
+    EXPECT_THAT(shard->Push(push, &response),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr("is not a configured worker (4 in "
+                                   "cluster.workers: 0 to 3)")))
+        << worker;
+    proto::PullRequest pull;
+    pull.set_placement_epoch(1);
+    pull.set_worker_id(worker);
+    pull.add_block_ids(0);
+    if (worker == -1) {
+      EXPECT_THAT(shard->PullBytes(pull), IsOk()) << "a tool's pull";
+    } else {
+      EXPECT_THAT(shard->PullBytes(pull),
+                  StatusIs(absl::StatusCode::kInvalidArgument,
+                           HasSubstr("pull: worker_id")))
+          << worker;
+    }
+  }
+  EXPECT_EQ(shard->Checksums().DebugString(), before.DebugString());
+  EXPECT_EQ(shard->CutForReplica(false).sequences.size(), 0u)
+      << "no per-worker state for a stranger";
+}
+
+// With the coordinator's word, only incarnations it issued the worker count:
+// a newer one waits for the next heartbeat (Unavailable: the worker
+// retries), an older one not issued is a replaced process.
+TEST_F(ShardTest, OnlyIncarnationsTheCoordinatorIssuedArePushed) {
+  auto shard = MakeShard();
+  ASSERT_THAT(shard->Assign(1, {0}), IsOk());
+  shard->LearnWorkerIncarnations({{3, 5}, {9, 7}});  // 9: not configured
+  proto::PushResponse response;
+  EXPECT_THAT(shard->Push(OnesPush(0, (uint64_t{6} << 32) | 1), &response),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       HasSubstr("has not heard of worker 3's incarnation 6 "
+                                 "from the coordinator yet")));
+  ASSERT_THAT(shard->Push(OnesPush(0, (uint64_t{5} << 32) | 1), &response),
+              IsOk());
+  shard->LearnWorkerIncarnations({{3, 6}});
+  ASSERT_THAT(shard->Push(OnesPush(0, (uint64_t{6} << 32) | 1), &response),
+              IsOk());
+  EXPECT_FALSE(response.duplicate());
+  EXPECT_THAT(shard->Push(OnesPush(0, (uint64_t{4} << 32) | 1), &response),
+              StatusIs(absl::StatusCode::kOutOfRange,
+                       HasSubstr("incarnation 4 was not issued to worker 3")));
+  proto::PushRequest other = OnesPush(0, (uint64_t{7} << 32) | 1);
+  other.set_worker_id(2);
+  EXPECT_THAT(shard->Push(other, &response),
+              StatusIs(absl::StatusCode::kUnavailable));
 }
 
 TEST_F(ShardTest, ABlockTwiceInOneRequestIsRefused) {

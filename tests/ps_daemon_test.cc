@@ -83,6 +83,35 @@ class PsDaemonTest : public ::testing::Test {
     return stub_->Pull(&context, request, response ? response : &ignored);
   }
 
+  // Sequence n of worker 0's incarnation, registered with the coordinator on
+  // first use (the ps takes only sequences of incarnations the coordinator
+  // issued).
+  uint64_t Sequence(uint64_t n) {
+    if (incarnation_ == 0) {
+      RpcSection rpc;
+      coordinator::CoordinatorClient client(coordinator_address_, rpc, "test");
+      auto registered = client.RegisterWorker(0, "127.0.0.1:1");
+      EXPECT_TRUE(registered.ok()) << registered.status();
+      if (registered.ok()) incarnation_ = registered->incarnation();
+    }
+    return (incarnation_ << 32) | n;
+  }
+
+  // Push, retried while the ps has not heard of the incarnation yet (until
+  // its next heartbeat).
+  grpc::Status PushTracked(uint32_t id, std::vector<float> gradient,
+                           uint64_t n) {
+    const uint64_t sequence = Sequence(n);
+    grpc::Status status;
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    do {
+      status = Push(id, gradient, 0, sequence);
+      if (status.error_code() != grpc::StatusCode::UNAVAILABLE) break;
+      absl::SleepFor(absl::Milliseconds(50));
+    } while (absl::Now() < deadline);
+    return status;
+  }
+
   // epoch 0 stands for "the current one".
   grpc::Status Push(uint32_t id, std::vector<float> gradient, uint64_t epoch = 0,
                     uint64_t sequence = 0) {
@@ -111,6 +140,7 @@ class PsDaemonTest : public ::testing::Test {
   std::unique_ptr<Subprocess> coordinator_, ps_;
   std::unique_ptr<proto::ParameterServer::Stub> stub_;
   uint64_t epoch_ = 0;
+  uint64_t incarnation_ = 0;
 };
 
 // Blocks of [4, 3] with block_size 8: weight 12 floats -> blocks 0 (8) and 1 (4),
@@ -145,8 +175,8 @@ TEST_F(PsDaemonTest, RejectsBadPushesAndKeepsServing) {
 }
 
 TEST_F(PsDaemonTest, CheckpointOnSigtermSurvivesARestart) {
-  ASSERT_TRUE(Push(0, std::vector<float>(8, 0.5f), 0, /*sequence=*/7).ok());
-  ASSERT_TRUE(Push(2, {1, 2, 3}, 0, /*sequence=*/8).ok());
+  ASSERT_TRUE(PushTracked(0, std::vector<float>(8, 0.5f), 7).ok());
+  ASSERT_TRUE(PushTracked(2, {1, 2, 3}, 8).ok());
   const std::string before = Checksums().DebugString();
   EXPECT_EQ(ps_->Stop(absl::Seconds(10)), 0) << ps_->LogTail(20);
   EXPECT_THAT(ps_->LogTail(5), HasSubstr("checkpoint written"));
@@ -155,7 +185,7 @@ TEST_F(PsDaemonTest, CheckpointOnSigtermSurvivesARestart) {
   EXPECT_GT(epoch_, old_epoch) << "the ps moved, so the placement epoch rises";
   EXPECT_EQ(Checksums().DebugString(), before);
   // The applied sequence came back too: a retry of push 8 is not applied again.
-  ASSERT_TRUE(Push(2, {1, 2, 3}, 0, /*sequence=*/8).ok());
+  ASSERT_TRUE(PushTracked(2, {1, 2, 3}, 8).ok());
   // And a request from the old epoch is now refused as stale.
   const grpc::Status stale = Push(2, {1, 2, 3}, old_epoch);
   EXPECT_EQ(stale.error_code(), grpc::StatusCode::FAILED_PRECONDITION);

@@ -106,7 +106,7 @@ class PsClientTest : public ::testing::Test {
     config_.checkpoint.dir = "";
     config_.coordinator.state_dir = "";
     config_.cluster.ps.assign(num_shards, "127.0.0.1:0");
-    config_.cluster.workers = {"127.0.0.1:0"};
+    config_.cluster.workers = {"127.0.0.1:0", "127.0.0.1:0"};
     config_.rpc.deadline_s = 0.3;
     config_.rpc.connect_timeout_s = 10;
     auto spec = ModelSpec::Create(config_.model);

@@ -13,6 +13,7 @@
 #include "common/daemon.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "coordinator/member_identity.h"
 #include "worker/backend_factory.h"
 
 namespace downpour::worker {
@@ -111,6 +112,10 @@ absl::Status WorkerNode::JoinCluster() {
   connected_ps_.store(ps_.get());
   ps_->set_start_clock(registered.start_clock());
   ps_->set_incarnation(registered.incarnation());
+  // Shown in Status: the coordinator asks it to tell whether this process
+  // still is the worker it registered (coordinator/member_identity.h).
+  counters_.Set(coordinator::kMemberIncarnationCounter,
+                static_cast<double>(registered.incarnation()));
 
   DownpourLoop::Options loop_options;
   loop_options.training = config.training;
@@ -150,6 +155,8 @@ void WorkerNode::StartThreads() {
 absl::Status WorkerNode::Reregister() {
   ASSIGN_OR_RETURN(proto::RegisterWorkerResponse registered,
                    client_->RegisterWorker(options_.index, advertised_));
+  counters_.Set(coordinator::kMemberIncarnationCounter,
+                static_cast<double>(registered.incarnation()));
   // The restarted coordinator may have handed out parts anew: train on what it
   // says, as for a heartbeat's partition.
   ApplyPartition(registered.partition());

@@ -1,0 +1,97 @@
+// Member keys and request bounds.
+#include "coordinator/member_identity.h"
+
+#include <sys/random.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <tuple>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+
+namespace downpour::coordinator {
+namespace {
+
+absl::Status CheckSize(absl::string_view what, absl::string_view value,
+                       size_t limit) {
+  if (value.size() <= limit) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(what, " is ", value.size(), " bytes, over the limit of ",
+                   limit, ": refused before anything was stored"));
+}
+
+absl::Status CheckAddress(absl::string_view op, absl::string_view address) {
+  if (address.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op,
+        ": address is empty: a member registers with the host:port it "
+        "serves on"));
+  }
+  return CheckSize(absl::StrCat(op, ": address"), address, kMaxAddressBytes);
+}
+
+}  // namespace
+
+std::string NewMemberKey() {
+  char bytes[16];
+  size_t got = 0;
+  while (got < sizeof(bytes)) {
+    const ssize_t n = getrandom(bytes + got, sizeof(bytes) - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      SPDLOG_LOGGER_CRITICAL(Log(Logger::kCoordinator),
+                             "getrandom failed ({}): cannot issue member keys",
+                             std::strerror(errno));
+      std::abort();
+    }
+    got += static_cast<size_t>(n);
+  }
+  return absl::BytesToHexString(absl::string_view(bytes, sizeof(bytes)));
+}
+
+bool SameKey(absl::string_view given, absl::string_view expected) {
+  if (expected.empty() || given.size() != expected.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < given.size(); ++i) {
+    diff |= static_cast<unsigned char>(given[i] ^ expected[i]);
+  }
+  return diff == 0;
+}
+
+absl::Status CheckRegisterBounds(const proto::RegisterServerRequest& request) {
+  if (absl::Status s = CheckAddress("register", request.address()); !s.ok()) {
+    return s;
+  }
+  return CheckSize("register: member_key", request.member_key(), kMaxKeyBytes);
+}
+
+absl::Status CheckRegisterBounds(const proto::RegisterWorkerRequest& request) {
+  if (absl::Status s = CheckAddress("register", request.address()); !s.ok()) {
+    return s;
+  }
+  return CheckSize("register: member_key", request.member_key(), kMaxKeyBytes);
+}
+
+absl::Status CheckHeartbeatBounds(const proto::HeartbeatRequest& request) {
+  const proto::MemberReport& report = request.report();
+  for (auto [what, value, limit] :
+       {std::make_tuple("heartbeat: role", absl::string_view(request.role()),
+                        kMaxRoleBytes),
+        std::make_tuple("heartbeat: address",
+                        absl::string_view(request.address()), kMaxAddressBytes),
+        std::make_tuple("heartbeat: member_key",
+                        absl::string_view(request.member_key()), kMaxKeyBytes),
+        std::make_tuple("heartbeat: report.device",
+                        absl::string_view(report.device()), kMaxDeviceBytes),
+        std::make_tuple("heartbeat: report.diverged",
+                        absl::string_view(report.diverged()),
+                        kMaxDivergedBytes)}) {
+    if (absl::Status s = CheckSize(what, value, limit); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace downpour::coordinator

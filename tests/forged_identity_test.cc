@@ -1,0 +1,352 @@
+// Identity that cannot be forged by a field: a real coordinator, ps, standby
+// and worker on loopback, attacked by a plain gRPC client that knows the
+// protocol but holds no member key. Each attack of issue 12 is replayed and
+// must be refused with its code, leave the job running, the real ps serving
+// with its parameters unchanged, and the worker's later pushes applied (also
+// after the ps restarts). Asserts only on what a client observes: gRPC codes,
+// ClusterStatus, Status counters, Checksums.
+#include <signal.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/mnist.h"
+#include "common/server_util.h"
+#include "common/subprocess.h"
+#include "common/testing/poll.h"
+#include "coordinator/coordinator_client.h"
+#include "coordinator/test_cluster.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "proto/coordinator.grpc.pb.h"
+#include "proto/ps.grpc.pb.h"
+#include "tests/daemon_harness.h"
+
+namespace downpour {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr absl::Duration kWait = absl::Seconds(30);
+
+class ForgedIdentityTest : public testing::DaemonJobTest {
+ protected:
+  void SetUp() override { dir_ = testing::TestDir(); }
+
+  void WriteConfig(bool standby) {
+    // A job far from its end (a learning rate so small that the target
+    // accuracy is out of reach in the test's time), so that only an attack
+    // could stop it; a heartbeat timeout longer than the test stops the
+    // worker, so that it is never declared dead (a dead member's place is
+    // free to take).
+    std::string yaml = testing::LoopbackConfig(
+        1, 1,
+        absl::StrCat("data:\n  source: synthetic\n  train_examples: 2000\n"
+                     "  test_examples: 200\n",
+                     "model:\n  layers: [", kMnistDim, ", 32, ", kMnistClasses,
+                     "]\n  block_size: 4096\n"
+                     "optimizer:\n  type: sgd\n  learning_rate: 0.0000001\n"
+                     "training:\n  batch_size: 32\n  epochs: 1000\n"
+                     "  eval_every_steps: 50\n  target_accuracy: 0.999\n"
+                     "checkpoint:\n  dir: ",
+                     dir_, "/ckpt\n  interval_s: 0.3\n"));
+    yaml.replace(yaml.find("timeout_s: 2"), 12, "timeout_s: 10");
+    if (standby) {
+      yaml = absl::StrCat(yaml.substr(0, yaml.find("  workers:")),
+                          "  standby_ps: [127.0.0.1:0]\n",
+                          yaml.substr(yaml.find("  workers:")));
+    }
+    config_ = testing::WriteConfig("job.yaml", yaml);
+  }
+
+  // A coordinator, ps 0, a standby when asked, and worker 0, training.
+  void StartJob(bool standby) {
+    WriteConfig(standby);
+    const std::string port_file = dir_ + "/coordinator.port";
+    Subprocess& c =
+        Start("coordinator", "coordinator/coordinator",
+              {"--listen", "127.0.0.1:0", "--port_file", port_file});
+    auto address = testing::WaitForPort(c, port_file);
+    ASSERT_TRUE(address.ok()) << address.status();
+    coordinator_ = *address;
+    StartPs();
+    if (standby) {
+      Start("standby-0", "server/ps_server",
+            {"--index", "0", "--standby", "--coordinator", coordinator_});
+    }
+    Start("worker-0", "worker/ps_worker",
+          {"--index", "0", "--coordinator", coordinator_});
+    ASSERT_TRUE(WaitUntil([&] { return Step() >= 20; }))
+        << daemons_["worker-0"]->LogTail(20);
+  }
+
+  void StartPs() {
+    Start("ps-0", "server/ps_server",
+          {"--index", "0", "--coordinator", coordinator_});
+  }
+
+  bool WaitUntil(const std::function<bool()>& done,
+                 absl::Duration timeout = kWait) {
+    return testing::WaitUntil(done, timeout, absl::Milliseconds(50));
+  }
+
+  proto::ClusterStatusResponse Status() {
+    RpcSection rpc;
+    rpc.deadline_s = 2;
+    coordinator::CoordinatorClient client(coordinator_, rpc, "test");
+    auto status = client.ClusterStatus();
+    return status.ok() ? *status : proto::ClusterStatusResponse();
+  }
+
+  const proto::MemberStatus Member(const std::string& role, int index) {
+    const proto::ClusterStatusResponse status = Status();
+    const proto::MemberStatus* m = coordinator::FindMember(status, role, index);
+    return m == nullptr ? proto::MemberStatus() : *m;
+  }
+
+  uint64_t Step() { return Member("worker", 0).report().step(); }
+
+  std::string Checksums(const std::string& address) {
+    auto stub = proto::ParameterServer::NewStub(MakeChannel(address));
+    grpc::ClientContext context;
+    context.set_deadline(DeadlineIn(5));
+    proto::ChecksumResponse response;
+    if (!stub->Checksums(&context, proto::ChecksumRequest(), &response).ok()) {
+      return "";
+    }
+    return response.DebugString();
+  }
+
+  // Stops the worker and waits until the ps's parameters no longer change
+  // (its pushes in flight have landed): what an attack must leave as it is.
+  std::string Quiesce(const std::string& ps) {
+    daemons_["worker-0"]->Signal(SIGSTOP);
+    std::string last = Checksums(ps), now;
+    EXPECT_TRUE(WaitUntil([&] {
+      now = Checksums(ps);
+      const bool same = !now.empty() && now == last;
+      last = now;
+      return same;
+    }));
+    return now;
+  }
+
+  // The worker goes on, and its pushes are applied by the ps at `ps`.
+  void ExpectTrainingGoesOn(const std::string& ps) {
+    const double pushes = testing::StatusCounter(ps, "pushes");
+    daemons_["worker-0"]->Signal(SIGCONT);
+    EXPECT_TRUE(WaitUntil([&] {
+      return testing::StatusCounter(ps, "pushes") >= pushes + 20;
+    })) << "the worker's pushes are no longer applied";
+    EXPECT_FALSE(daemons_["worker-0"]->Poll().has_value())
+        << daemons_["worker-0"]->LogTail(20);
+  }
+
+  std::unique_ptr<proto::Coordinator::Stub> CoordinatorStub() {
+    return proto::Coordinator::NewStub(MakeChannel(coordinator_));
+  }
+
+  std::string dir_, coordinator_;
+};
+
+grpc::Status Call(
+    const std::function<grpc::Status(grpc::ClientContext*)>& call) {
+  grpc::ClientContext context;
+  context.set_deadline(DeadlineIn(5));
+  return call(&context);
+}
+
+// Attacks 1-3: take over ps 0 (as a ps or a standby, from a stranger's
+// address or ps 0's own, the stranger answering health and status checks
+// itself), an empty registration, forged heartbeats (accuracy over the
+// target, finished, diverged), oversized reports.
+TEST_F(ForgedIdentityTest, AStrangerCannotTakeAShardOrStopTheJob) {
+  StartJob(/*standby=*/true);
+  const proto::MemberStatus ps = Member("ps", 0);
+  const uint64_t epoch = Status().placement_epoch();
+  ASSERT_GT(epoch, 0u);
+  auto stub = CoordinatorStub();
+  // While the worker answers at its address (a member that no longer answers
+  // there counts as gone: its place may be taken).
+  const std::string worker_address = Member("worker", 0).address();
+  proto::RegisterWorkerRequest worker;
+  worker.set_index(0);
+  worker.set_address(coordinator_);
+  proto::RegisterWorkerResponse worker_response;
+  grpc::Status registered = Call([&](grpc::ClientContext* c) {
+    return stub->RegisterWorker(c, worker, &worker_response);
+  });
+  EXPECT_EQ(registered.error_code(), grpc::StatusCode::ALREADY_EXISTS)
+      << registered.error_message();
+  EXPECT_EQ(Member("worker", 0).address(), worker_address);
+
+  const std::string before = Quiesce(ps.address());
+  ASSERT_FALSE(before.empty());
+
+  // The coordinator itself stands in for a stranger that answers health and
+  // Status checks.
+  for (const std::string& address : {coordinator_, ps.address()}) {
+    for (const bool standby : {false, true}) {
+      proto::RegisterServerRequest request;
+      request.set_index(0);
+      request.set_address(address);
+      request.set_standby(standby);
+      proto::RegisterServerResponse response;
+      const grpc::Status status = Call([&](grpc::ClientContext* c) {
+        return stub->RegisterServer(c, request, &response);
+      });
+      EXPECT_EQ(status.error_code(), grpc::StatusCode::ALREADY_EXISTS)
+          << address << (standby ? " as standby: " : " as ps: ")
+          << status.error_message();
+      EXPECT_THAT(status.error_message(), HasSubstr("which is alive"));
+      EXPECT_TRUE(response.member_key().empty());
+    }
+  }
+  grpc::Status status;
+
+  for (const int index : {0, 7}) {
+    proto::RegisterServerRequest invalid;
+    invalid.set_index(index);  // 0: no address (the empty RegisterServer{})
+    if (index != 0) invalid.set_address(coordinator_);
+    proto::RegisterServerResponse response;
+    status = Call([&](grpc::ClientContext* c) {
+      return stub->RegisterServer(c, invalid, &response);
+    });
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << status.error_message();
+  }
+
+  for (const auto& [role, index] : std::vector<std::pair<std::string, int>>{
+           {"worker", 0}, {"ps", 0}, {"standby", 0}}) {
+    proto::HeartbeatRequest forged;
+    forged.set_role(role);
+    forged.set_index(index);
+    forged.set_address(coordinator_);
+    forged.set_member_key("00000000000000000000000000000000");
+    forged.mutable_report()->set_accuracy(1.0);
+    forged.mutable_report()->set_finished(true);
+    forged.mutable_report()->set_diverged("forged: stop everything");
+    proto::HeartbeatResponse reply;
+    status = Call([&](grpc::ClientContext* c) {
+      return stub->Heartbeat(c, forged, &reply);
+    });
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED) << role;
+    EXPECT_THAT(status.error_message(),
+                HasSubstr(absl::StrCat("heartbeat for ", role, " ", index,
+                                       " is not from its registered process")));
+    EXPECT_FALSE(reply.stop());
+    EXPECT_FALSE(reply.replaced());
+  }
+  proto::HeartbeatRequest oversized;
+  oversized.set_role("worker");
+  oversized.mutable_report()->set_device(std::string(100000, 'd'));
+  proto::HeartbeatResponse reply;
+  status = Call([&](grpc::ClientContext* c) {
+    return stub->Heartbeat(c, oversized, &reply);
+  });
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("report.device is 100000 bytes"));
+
+  // Nothing changed: same shard server, same epoch, no recovery, the job
+  // runs, the worker's report is its own, the parameters are untouched.
+  const proto::ClusterStatusResponse after = Status();
+  EXPECT_FALSE(after.stop()) << after.stop_reason();
+  EXPECT_EQ(after.placement_epoch(), epoch);
+  EXPECT_EQ(after.recoveries_size(), 0);
+  const proto::MemberStatus* m = coordinator::FindMember(after, "ps", 0);
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->address(), ps.address());
+  const proto::MemberStatus* w = coordinator::FindMember(after, "worker", 0);
+  ASSERT_NE(w, nullptr);
+  EXPECT_FALSE(w->report().finished());
+  EXPECT_TRUE(w->report().diverged().empty());
+  EXPECT_FALSE(w->report().accuracy() >= 1.0) << "NaN until evaluated";
+  EXPECT_EQ(Checksums(ps.address()), before);
+  EXPECT_FALSE(daemons_["ps-0"]->Poll().has_value())
+      << "the real ps stood down";
+  EXPECT_FALSE(daemons_["standby-0"]->Poll().has_value());
+  ExpectTrainingGoesOn(ps.address());
+  EXPECT_FALSE(Status().stop());
+}
+
+// Attack 4: pushes with forged sequences (2^64-1 without blocks, a jump far
+// past the window, a worker id outside the config) are refused, leave the
+// parameters as they were, and do not freeze the worker: its pushes go on
+// being applied, also by a restarted ps (from the checkpoint written after
+// the attack).
+TEST_F(ForgedIdentityTest, AForgedSequenceCannotFreezeAWorker) {
+  StartJob(/*standby=*/false);
+  const std::string ps = Member("ps", 0).address();
+  const std::string worker = Member("worker", 0).address();
+  const uint64_t epoch = Status().placement_epoch();
+  const double incarnation =
+      testing::StatusCounter(worker, "member_incarnation");
+  ASSERT_GT(incarnation, 0);
+  const std::string before = Quiesce(ps);
+  auto stub = proto::ParameterServer::NewStub(MakeChannel(ps));
+  struct Case {
+    const char* name;
+    int32_t worker_id;
+    uint64_t sequence;
+    grpc::StatusCode code;
+  } cases[] = {
+      {"sequence 2^64-1", 0, ~uint64_t{0}, grpc::StatusCode::UNAVAILABLE},
+      {"a jump of 2^31", 0,
+       (static_cast<uint64_t>(incarnation) << 32) | (uint64_t{1} << 31),
+       grpc::StatusCode::INVALID_ARGUMENT},
+      {"worker id 5", 5, 1, grpc::StatusCode::INVALID_ARGUMENT},
+      {"worker id -1", -1, 1, grpc::StatusCode::INVALID_ARGUMENT},
+  };
+  for (const Case& c : cases) {
+    proto::PushRequest push;
+    push.set_placement_epoch(epoch);
+    push.set_worker_id(c.worker_id);
+    push.set_sequence(c.sequence);
+    proto::PushResponse response;
+    const grpc::Status status = Call([&](grpc::ClientContext* context) {
+      return stub->Push(context, push, &response);
+    });
+    EXPECT_EQ(status.error_code(), c.code)
+        << c.name << ": " << status.error_message();
+  }
+  proto::PullRequest pull;
+  pull.set_placement_epoch(epoch);
+  pull.set_worker_id(1 << 30);
+  pull.add_block_ids(0);
+  proto::PullResponse pulled;
+  const grpc::Status status = Call([&](grpc::ClientContext* context) {
+    return stub->Pull(context, pull, &pulled);
+  });
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Checksums(ps), before);
+  // A checkpoint taken after the attack: the restarted ps reads it.
+  const double written = testing::StatusCounter(ps, "checkpoints_written");
+  ASSERT_TRUE(WaitUntil([&] {
+    return testing::StatusCounter(ps, "checkpoints_written") > written;
+  }));
+  ExpectTrainingGoesOn(ps);
+
+  daemons_["ps-0"]->Signal(SIGTERM);
+  ASSERT_TRUE(daemons_["ps-0"]->Wait(kWait).has_value());
+  daemons_.erase("ps-0");
+  StartPs();
+  std::string restarted;
+  ASSERT_TRUE(WaitUntil([&] {
+    const proto::MemberStatus m = Member("ps", 0);
+    restarted = m.address();
+    return m.alive() && restarted != ps &&
+           testing::StatusCounter(restarted, "pushes") > 0;
+  })) << daemons_["ps-0"]->LogTail(20);
+  const double pushes = testing::StatusCounter(restarted, "pushes");
+  EXPECT_TRUE(WaitUntil([&] {
+    return testing::StatusCounter(restarted, "pushes") >= pushes + 20;
+  })) << "the restarted ps no longer applies the worker's pushes";
+  EXPECT_FALSE(Status().stop());
+}
+
+}  // namespace
+}  // namespace downpour
