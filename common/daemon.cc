@@ -137,12 +137,16 @@ DaemonSetup InitDaemon(int argc, char** argv,
   if (!logging.ok()) Die(role, std::string(logging.message()), 2);
   // The certificate is "{name}" in security.cert_file: ps-0, standby-1,
   // worker-2, coordinator. A ps and a standby call as ps, a worker as worker;
-  // the coordinator only answers (its health probes need no token).
+  // the coordinator reads members' Status (which process holds a place) as
+  // reader, or admin when the config names no reader token.
   const std::string name =
       has_index ? absl::StrCat(role, "-", setup.index) : role;
-  const Role security_role = role == "ps" || role == "standby" ? Role::kPs
-                             : role == "worker"                ? Role::kWorker
-                                                               : Role::kNone;
+  const Role security_role =
+      role == "ps" || role == "standby" ? Role::kPs
+      : role == "worker"                ? Role::kWorker
+      : !setup.config.security.reader_token_file.empty() ? Role::kReader
+      : !setup.config.security.admin_token_file.empty()  ? Role::kAdmin
+                                                         : Role::kNone;
   absl::Status security =
       InstallSecurity(setup.config.security, name, security_role);
   if (!security.ok()) Die(role, std::string(security.message()), 2);
