@@ -276,6 +276,18 @@ TEST_F(SecurityTest, CallsWithoutTheRightTokenAreRefusedAndChangeNothing) {
       Attack(Channel(coordinator_, Token("worker")), Channel(ps_, Token("worker")));
   EXPECT_EQ(worker.register_server.error_code(), grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_EQ(worker.replicate.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  // A token of the right role still cannot pose as a member: ps 0's place is
+  // held by a live process (the coordinator asks it, over TLS, with its own
+  // token), a heartbeat needs the member's key, and a push sequence the
+  // coordinator never issued is not applied.
+  EXPECT_EQ(ps.register_server.error_code(), grpc::StatusCode::ALREADY_EXISTS)
+      << Describe(ps.register_server);
+  // (worker 0 never registered here: FAILED_PRECONDITION "register first";
+  // a registered one's forged heartbeat is PERMISSION_DENIED,
+  // tests/forged_identity_test)
+  EXPECT_FALSE(ps.heartbeat.ok()) << Describe(ps.heartbeat);
+  EXPECT_FALSE(worker.heartbeat.ok()) << Describe(worker.heartbeat);
+  EXPECT_FALSE(worker.push.ok()) << Describe(worker.push);
 
   // Plaintext to a TLS port gets no answer at all.
   auto plain = proto::Coordinator::NewStub(
