@@ -85,6 +85,10 @@ std::vector<ConfigField> OptimizerFields(OptimizerSection* o) {
       EnumField("optimizer.async_momentum", &o->async_momentum,
                 {"auto", "off"}),
       DoubleField("optimizer.delay_compensation", &o->delay_compensation,
+                  NonNegative()),
+      DoubleField("optimizer.max_gradient_value", &o->max_gradient_value,
+                  NonNegative()),
+      DoubleField("optimizer.max_gradient_norm", &o->max_gradient_norm,
                   NonNegative())};
 }
 

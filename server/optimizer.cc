@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -13,6 +14,13 @@
 
 namespace downpour::server {
 namespace {
+
+// Bound on |g + wd * w|.
+double DecayedGradient(double max_g, double wd, const Magnitudes& m) {
+  return max_g + wd * m.w;
+}
+
+double Max(std::initializer_list<double> values) { return std::max(values); }
 
 class Sgd final : public Optimizer {
  public:
@@ -25,6 +33,15 @@ class Sgd final : public Optimizer {
              int64_t n, const ApplyContext& c) const override {
     const float lr = static_cast<float>(lr_ * c.lr_scale), wd = wd_;
     for (int64_t i = 0; i < n; ++i) w[i] -= lr * (g[i] + wd * w[i]);
+  }
+
+  Magnitudes AfterApply(const Magnitudes& m, double max_g,
+                        const ApplyContext& c) const override {
+    const double a = DecayedGradient(max_g, wd_, m), lr = lr_ * c.lr_scale;
+    Magnitudes out;
+    out.w = m.w + lr * a;
+    out.peak = Max({a, lr * a, out.w});
+    return out;
   }
 
  private:
@@ -51,6 +68,17 @@ class Momentum final : public Optimizer {
     }
   }
 
+  Magnitudes AfterApply(const Magnitudes& m, double max_g,
+                        const ApplyContext& c) const override {
+    const double a = DecayedGradient(max_g, wd_, m), lr = lr_ * c.lr_scale;
+    const double mu = c.momentum >= 0 ? c.momentum : mu_;
+    Magnitudes out;
+    out.state[0] = mu * m.state[0] + a;
+    out.w = m.w + lr * out.state[0];
+    out.peak = Max({a, out.state[0], lr * out.state[0], out.w});
+    return out;
+  }
+
  private:
   const double lr_;
   const float wd_;
@@ -75,6 +103,18 @@ class Adagrad final : public Optimizer {
       w[i] -= lr * gi / (std::sqrt(hi) + eps);
     }
   }
+
+  // With h >= 0, h' >= g'^2, so |g'| / (sqrt(h') + eps) <= 1.
+  Magnitudes AfterApply(const Magnitudes& m, double max_g,
+                        const ApplyContext& c) const override {
+    const double a = DecayedGradient(max_g, wd_, m), lr = lr_ * c.lr_scale;
+    Magnitudes out;
+    out.state[0] = m.state[0] + a * a;
+    out.w = m.w + lr;
+    out.peak = Max({a, a * a, out.state[0], lr * a, out.w});
+    return out;
+  }
+  int second_moment_slot() const override { return 0; }
 
  private:
   const double lr_;
@@ -112,6 +152,26 @@ class Adam final : public Optimizer {
       w[i] -= step * mi / (std::sqrt(vi * inv_bias2) + eps);
     }
   }
+
+  // m' and v' are convex combinations of m, g' and v, g'^2, so they stay
+  // within the larger of the two; the step divides by at least eps.
+  Magnitudes AfterApply(const Magnitudes& m, double max_g,
+                        const ApplyContext& c) const override {
+    const double a = DecayedGradient(max_g, wd_, m);
+    const double td = static_cast<double>(c.t == 0 ? 1 : c.t);
+    const double step = lr_ * c.lr_scale / (1.0 - std::pow(b1_, td));
+    const double inv_bias2 = 1.0 / (1.0 - std::pow(b2_, td));
+    // Float rounding of the convex combinations: a relative 1e-6 is ample.
+    constexpr double kRounding = 1.0 + 1e-6;
+    Magnitudes out;
+    out.state[0] = std::max(m.state[0], a) * kRounding;
+    out.state[1] = std::max(m.state[1], a * a) * kRounding;
+    out.w = m.w + step * out.state[0] / static_cast<double>(eps_);
+    out.peak = Max({a, a * a, out.state[1] * inv_bias2, step * out.state[0],
+                    out.w});
+    return out;
+  }
+  int second_moment_slot() const override { return 1; }
 
  private:
   const double lr_;
