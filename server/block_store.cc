@@ -78,45 +78,55 @@ struct Scan {
   double norm_sq;         // sum of squares (only when asked for)
 };
 
-// |x| as float32 bits as a signed int: NaN/Inf exceed every finite float and
-// finite floats order as their bits do. Signed so that max vectorises on SSE2.
-inline int32_t AbsBits(uint32_t bits) {
-  return static_cast<int32_t>(bits & 0x7FFFFFFFu);
-}
+// |x| as float32 bits: NaN/Inf exceed every finite float, and finite floats
+// order as these bits do.
+inline uint32_t AbsBits(uint32_t bits) { return bits & 0x7FFFFFFFu; }
 
 // One pass over the n float32 elements that load(i) gives (bits): the first
-// whose |x| bits exceed `limit` (NaN/Inf always do), the largest |x| and, when
-// kNorm, the sum of squares. The chunk loop has no early exit so that it
-// vectorises; only a chunk past the limit is searched again.
-template <bool kNorm, typename Load>
-Scan ScanGradient(int64_t n, int32_t limit, Load load) {
+// whose |x| bits exceed `limit` (< 2^31; NaN/Inf always exceed FLT_MAX's),
+// the largest |x| when kMax, and the sum of squares when kNorm. The chunk
+// loop has no early exit and no compare so that it vectorises (SSE2): limit -
+// |x| has bit 31 set exactly when |x| > limit, and OR-ing collects it; only a
+// chunk past the limit is searched again. Elements within the limit are
+// finite, so the float max and sum are exact.
+template <bool kMax, bool kNorm, typename Load>
+Scan ScanGradient(int64_t n, uint32_t limit, Load load) {
   constexpr int64_t kChunk = 1024;
   Scan scan{n, 0, 0.0};
-  int32_t max_bits = 0;
+  float max_abs = 0.0f;
   for (int64_t start = 0; start < n; start += kChunk) {
     const int64_t end = std::min(n, start + kChunk);
-    int32_t chunk_max = 0;
-    float sum_sq = 0.0f;
+    uint32_t flags = 0;
+    float chunk_max = 0.0f, sum_sq = 0.0f;
     for (int64_t i = start; i < end; ++i) {
-      const uint32_t bits = load(i);
-      const int32_t abs_bits = AbsBits(bits);
-      chunk_max = chunk_max > abs_bits ? chunk_max : abs_bits;
-      if (kNorm) {
-        float x;
-        std::memcpy(&x, &bits, sizeof(x));
-        sum_sq += x * x;
+      const uint32_t abs_bits = AbsBits(load(i));
+      flags |= limit - abs_bits;
+      if (kMax || kNorm) {
+        float a;
+        std::memcpy(&a, &abs_bits, sizeof(a));
+        if (kMax) chunk_max = a > chunk_max ? a : chunk_max;
+        if (kNorm) sum_sq += a * a;
       }
     }
-    if (chunk_max > limit) {
+    if ((flags & 0x80000000u) != 0) {
       for (int64_t i = start; i < end; ++i) {
         if (AbsBits(load(i)) > limit) return Scan{i, 0, 0.0};
       }
     }
-    max_bits = std::max(max_bits, chunk_max);
+    max_abs = std::max(max_abs, chunk_max);
     scan.norm_sq += sum_sq;
   }
-  scan.max_abs_bits = static_cast<uint32_t>(max_bits);
+  std::memcpy(&scan.max_abs_bits, &max_abs, sizeof(max_abs));
   return scan;
+}
+
+// ScanGradient with kMax and kNorm chosen at run time.
+template <typename Load>
+Scan ScanGradient(int64_t n, uint32_t limit, bool want_max, bool want_norm,
+                  Load load) {
+  if (want_norm) return ScanGradient<true, true>(n, limit, load);
+  if (want_max) return ScanGradient<true, false>(n, limit, load);
+  return ScanGradient<false, false>(n, limit, load);
 }
 
 float FromBits(uint32_t bits) {
@@ -184,12 +194,13 @@ absl::Status CheckGradient(uint32_t id, int64_t size, WireEncoding encoding,
         " values (", expected, " bytes), got ", bytes, " bytes"));
   }
   const auto* p = static_cast<const unsigned char*>(data);
-  const int32_t limit = static_cast<int32_t>(limit_bits);
+  // With a bound on elements, that bound is the gradient's magnitude for
+  // Apply's overflow analysis, and the scan need not find the largest.
+  const bool bounded = limit_bits < ToBits(std::numeric_limits<float>::max());
   Scan scan;
   if (encoding == WireEncoding::kFloat32) {
     auto load = [p](int64_t i) { return LoadBits(p + 4 * i); };
-    scan = want_norm ? ScanGradient<true>(size, limit, load)
-                     : ScanGradient<false>(size, limit, load);
+    scan = ScanGradient(size, limit_bits, !bounded, want_norm, load);
   } else {
     // bf16/fp16: decoded into a per-thread buffer first (a second pass that
     // only the 2-byte encodings pay).
@@ -199,8 +210,7 @@ absl::Status CheckGradient(uint32_t id, int64_t size, WireEncoding encoding,
                  decoded.data());
     const float* f = decoded.data();
     auto load = [f](int64_t i) { return ToBits(f[i]); };
-    scan = want_norm ? ScanGradient<true>(size, limit, load)
-                     : ScanGradient<false>(size, limit, load);
+    scan = ScanGradient(size, limit_bits, !bounded, want_norm, load);
   }
   if (scan.first_bad < size) {
     float value;
@@ -214,7 +224,7 @@ absl::Status CheckGradient(uint32_t id, int64_t size, WireEncoding encoding,
     return BadElement(id, scan.first_bad, size, value, max_value);
   }
   if (stats != nullptr) {
-    stats->max_abs = FromBits(scan.max_abs_bits);
+    stats->max_abs = FromBits(bounded ? limit_bits : scan.max_abs_bits);
     stats->norm = want_norm ? std::sqrt(scan.norm_sq) : -1.0;
   }
   return absl::OkStatus();
@@ -225,12 +235,12 @@ absl::Status CheckGradient(uint32_t id, int64_t size, WireEncoding encoding,
 // takes the guarded path).
 // max |p[i]| over n floats; +inf when one is NaN/Inf.
 double MaxAbs(const float* p, int64_t n) {
-  int32_t m = 0;
+  uint32_t m = 0;
   for (int64_t i = 0; i < n; ++i) {
-    const int32_t a = AbsBits(ToBits(p[i]));
+    const uint32_t a = AbsBits(ToBits(p[i]));
     m = a > m ? a : m;
   }
-  const float max = FromBits(static_cast<uint32_t>(m));
+  const float max = FromBits(m);
   return std::isfinite(max) ? max : std::numeric_limits<double>::infinity();
 }
 

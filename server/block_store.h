@@ -87,7 +87,8 @@ class BlockStore {
 
   // What ValidatePush learnt about a gradient in its one pass, for Apply.
   struct GradientStats {
-    // The largest |element|.
+    // A bound on |element|: optimizer.max_gradient_value when that is on,
+    // else the largest |element|.
     float max_abs = 0.0f;
     // The L2 norm; < 0 when not computed (optimizer.max_gradient_norm 0).
     double norm = -1.0;
