@@ -112,10 +112,7 @@ absl::StatusOr<proto::RegisterServerResponse> ClusterState::RegisterServer(
     }
   }
   if (!serving.empty() && options_.answers && options_.answers(serving)) {
-    SPDLOG_LOGGER_WARN(L(),
-                       "refused ps {} from {}: {} serves that shard and is "
-                       "alive",
-                       request.index(), request.address(), serving);
+    // Logged (throttled) by CoordinatorService with the peer.
     return absl::AlreadyExistsError(absl::StrCat(
         "register: ps ", request.index(), " is served by ", serving,
         ", which is alive (it heartbeats and answers): a second daemon cannot "
