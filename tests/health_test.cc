@@ -72,7 +72,7 @@ class HealthTest : public ::testing::Test {
         "health.yaml",
         testing::LoopbackConfig(
             1, 1,
-            "model:\n  layers: [4, 3]\n  type: softmax\n  block_size: 8\n"
+            "model:\n  layers: [784, 10]\n  type: softmax\n  block_size: 4096\n"
             "data:\n  source: synthetic\n  train_examples: 200\n"
             "  test_examples: 20\n"
             "training:\n  steps: 100000000\n  batch_size: 4\n"
