@@ -81,6 +81,7 @@ void CoordinatorNode::LivenessLoop() {
       period, absl::Seconds(options_.config.heartbeat.timeout_s / 2));
   absl::Time last = clock_->Now();
   while (!clock_->WaitForNotificationWithTimeout(&stopping_, period)) {
+    CoordinatorService::FlushRefusalLog();
     const absl::Time now = clock_->Now();
     const absl::Duration late = now - last - period;
     last = now;

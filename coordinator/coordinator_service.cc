@@ -44,6 +44,12 @@ grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* context,
 
 }  // namespace
 
+void CoordinatorService::FlushRefusalLog() {
+  for (const std::string& line : RefusalLog().Flush()) {
+    SPDLOG_LOGGER_WARN(Log(Logger::kCoordinator), "{}", line);
+  }
+}
+
 proto::DescribeModelResponse ModelDescription(const ModelSpec& model) {
   proto::DescribeModelResponse response;
   response.set_num_params(model.num_params());

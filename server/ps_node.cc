@@ -347,6 +347,7 @@ absl::Status PsNode::Impl::Register(bool first) {
 }
 
 void PsNode::Impl::OnHeartbeat(const proto::HeartbeatResponse& response) {
+  PsService::FlushRefusalLog();
   if (response.replaced()) {
     StandDown(response.placement_epoch());
     return;

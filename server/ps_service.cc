@@ -49,6 +49,12 @@ const absl::Status& NoShard() {
 
 }  // namespace
 
+void PsService::FlushRefusalLog() {
+  for (const std::string& line : RefusalLog().Flush()) {
+    SPDLOG_LOGGER_WARN(Log(Logger::kRpc), "{}", line);
+  }
+}
+
 grpc::ServerUnaryReactor* PsService::Pull(grpc::CallbackServerContext* context,
                                           const grpc::ByteBuffer* request,
                                           grpc::ByteBuffer* response) {
