@@ -141,6 +141,28 @@ uint32_t ToBits(float x) {
   return bits;
 }
 
+inline uint16_t Load16(const unsigned char* p) {
+  uint16_t bits;
+  std::memcpy(&bits, p, sizeof(bits));
+  return bits;
+}
+
+// The largest fp16 |x| bits whose value is within the float32 |x| bits
+// `limit_bits` (0x7BFF, fp16's largest finite, when the limit is above it).
+uint32_t Fp16LimitBits(uint32_t limit_bits) {
+  const float limit = FromBits(limit_bits);
+  uint32_t lo = 0, hi = 0x7BFF;  // Fp16ToFloat(0) = 0 <= limit
+  while (lo < hi) {
+    const uint32_t mid = (lo + hi + 1) / 2;
+    if (Fp16ToFloat(static_cast<uint16_t>(mid)) <= limit) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return lo;
+}
+
 // optimizer.max_gradient_value as |x| bits; FLT_MAX's (NaN/Inf only) when off.
 uint32_t LimitBits(double max_value) {
   if (!(max_value > 0) || max_value >= std::numeric_limits<float>::max()) {
@@ -201,9 +223,23 @@ absl::Status CheckGradient(uint32_t id, int64_t size, WireEncoding encoding,
   if (encoding == WireEncoding::kFloat32) {
     auto load = [p](int64_t i) { return LoadBits(p + 4 * i); };
     scan = ScanGradient(size, limit_bits, !bounded, want_norm, load);
+  } else if (bounded && !want_norm) {
+    // bf16/fp16 checked on the encoded bits, in one pass. bf16 is float32's
+    // top half; fp16's |x| bits order as its values do, and NaN/Inf lie above
+    // its largest finite value, so its bound is the largest fp16 within the
+    // limit.
+    if (encoding == WireEncoding::kBf16) {
+      auto load = [p](int64_t i) { return uint32_t{Load16(p + 2 * i)} << 16; };
+      scan = ScanGradient(size, limit_bits, false, false, load);
+    } else {
+      auto load = [p](int64_t i) {
+        return uint32_t{Load16(p + 2 * i)} & 0x7FFFu;
+      };
+      scan = ScanGradient(size, Fp16LimitBits(limit_bits), false, false, load);
+    }
   } else {
-    // bf16/fp16: decoded into a per-thread buffer first (a second pass that
-    // only the 2-byte encodings pay).
+    // bf16/fp16 without a bound or with norm clipping: decoded into a
+    // per-thread buffer first (a second pass).
     thread_local std::vector<float> decoded;
     if (decoded.size() < static_cast<size_t>(size)) decoded.resize(size);
     DecodeFloats(static_cast<const char*>(data), size, encoding,

@@ -149,8 +149,9 @@ class BlockStore {
   // ("push: block 3 gradient element 12 (of 65536) is 1e+38, beyond
   // optimizer.max_gradient_value 1e+06; ..."). The same pass finds the largest
   // |element| and, with optimizer.max_gradient_norm on, the L2 norm, into
-  // *stats when it is not null. A bf16/fp16 value is NaN/Inf exactly when its
-  // float32 decoding is, so that check runs on the encoded bits.
+  // *stats when it is not null. bf16/fp16 are checked on the encoded bits (a
+  // second, decoding pass only without max_gradient_value or with
+  // max_gradient_norm).
   absl::StatusOr<Block*> ValidatePush(
       uint32_t id, const void* data, size_t bytes,
       WireEncoding encoding = WireEncoding::kFloat32,

@@ -618,6 +618,21 @@ TEST(BlockStoreTest, EncodedGradientBeyondMaxGradientValueIsRefused) {
                          HasSubstr("gradient element 1 (of 2) is 1000")));
     EXPECT_THAT(PullFloats(store, 2), ElementsAre(1, 2));
   }
+  // At the bound is applied; the next value past it is refused.
+  for (WireEncoding encoding : {WireEncoding::kBf16, WireEncoding::kFp16}) {
+    std::string bytes(2 * BytesPerElement(encoding), '\0');
+    const std::vector<float> at = {100, -100};
+    EncodeFloats(at.data(), 2, encoding, bytes.data());
+    EXPECT_THAT(store.Push(2, bytes.data(), bytes.size(), 0, -1, encoding),
+                IsOk());
+    const std::vector<float> past = {0, encoding == WireEncoding::kFp16
+                                            ? -100.0625f
+                                            : -100.5f};
+    EncodeFloats(past.data(), 2, encoding, bytes.data());
+    EXPECT_THAT(store.Push(2, bytes.data(), bytes.size(), 0, -1, encoding),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr("gradient element 1 (of 2) is -100.")));
+  }
 }
 
 TEST(BlockStoreTest, MaxGradientValueZeroLeavesOnlyTheFiniteCheck) {
