@@ -422,11 +422,13 @@ void Shard::ApplyCompleteRounds() {
     std::vector<float> mean;
     const std::vector<std::pair<int, uint64_t>> done =
         gate_.BspTakeRound(id, &mean);
+    BlockStore::GradientStats stats;
     absl::StatusOr<BlockStore::Block*> block =
-        store_->ValidatePush(id, mean.data(), mean.size() * sizeof(float));
+        store_->ValidatePush(id, mean.data(), mean.size() * sizeof(float),
+                             WireEncoding::kFloat32, &stats);
     absl::StatusOr<BlockStore::PushResult> result =
         block.ok() ? ApplyUpdate(*block, mean.data(), kCurrentVersion,
-                                 /*worker=*/-1)
+                                 /*worker=*/-1, WireEncoding::kFloat32, &stats)
                    : absl::StatusOr<BlockStore::PushResult>(block.status());
     if (result.ok()) {
       round_version_[id] = result->version;
