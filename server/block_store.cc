@@ -292,6 +292,7 @@ Magnitudes Measure(const float* values, const float* state, int64_t n,
       out.state[slot] = std::numeric_limits<double>::infinity();
     }
   }
+  out.ratio = optimizer.MeasureRatio(state, n);
   return out;
 }
 

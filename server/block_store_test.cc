@@ -696,5 +696,22 @@ TEST(BlockStoreTest, MaxGradientNormClipsAndCounts) {
   EXPECT_EQ(counters.Get("clipped_gradients"), 1);
 }
 
+// The overflow guard copies a block: it must stay rare for real jobs, Adam
+// with weight decay included.
+TEST(BlockStoreTest, RealisticUpdatesNeverTakeTheGuardedPath) {
+  for (const char* type : {"sgd", "momentum", "adagrad", "adam"}) {
+    OptimizerSection section = Section(type, 0.05);
+    section.weight_decay = 1e-4;
+    BlockStore store(MakeOptimizer(section));
+    ASSERT_THAT(store.AddBlock(0, std::vector<float>(4096, 0.5f)), IsOk());
+    std::vector<float> g(4096, 1e-3f);
+    for (int i = 0; i < 2000; ++i) {
+      g[i % g.size()] = i % 2 ? 1.0f : -1.0f;
+      ASSERT_THAT(store.Push(0, g.data(), g.size() * 4, i), IsOk());
+    }
+    EXPECT_EQ(store.guarded_applies_for_test(), 0) << type;
+  }
+}
+
 }  // namespace
 }  // namespace downpour::server

@@ -41,6 +41,9 @@ struct ApplyContext {
 struct Magnitudes {
   double w = 0.0;              // max |value|
   double state[2] = {0, 0};    // max |state| per slot
+  // adam: max over parameters of |m| / sqrt(v) (0 / 0 counts as 0);
+  // +inf when unknown. Unused by the other rules.
+  double ratio = 0.0;
   // Apply's largest intermediate (AfterApply only).
   double peak = 0.0;
 };
@@ -98,6 +101,11 @@ class Optimizer {
   // The state slot that holds a sum of squares (adagrad 0, adam 1), whose
   // floats must be >= 0 for AfterApply's bound; -1 for none.
   virtual int second_moment_slot() const { return -1; }
+
+  // Magnitudes::ratio of `state` (state_slots() * n floats), measured.
+  virtual double MeasureRatio(const float* /*state*/, int64_t /*n*/) const {
+    return 0.0;
+  }
 
   // The rule's config name: "sgd", "momentum", "adagrad" or "adam".
   virtual std::string name() const = 0;
