@@ -73,6 +73,7 @@ ABSL_FLAG(std::string, sizes_mib, "1,16",
 ABSL_FLAG(std::string, shards, "1,2", "ps shard counts (transport)");
 ABSL_FLAG(int64_t, block_size, 65536, "model.block_size in floats");
 ABSL_FLAG(std::string, optimizer, "sgd", "optimizer.type the shards apply");
+ABSL_FLAG(double, weight_decay, 0, "optimizer.weight_decay the shards apply");
 ABSL_FLAG(int, reps, 15, "samples per transport/apply figure (median)");
 ABSL_FLAG(int64_t, sample_bytes, 8 << 20,
           "a transport sample repeats an operation until it has moved this "
@@ -127,6 +128,7 @@ Config ModelConfig(int64_t floats, int shards) {
   config.model.layers = {static_cast<int>(floats / 4 - 1), 4};
   config.model.block_size = absl::GetFlag(FLAGS_block_size);
   config.optimizer.type = absl::GetFlag(FLAGS_optimizer);
+  config.optimizer.weight_decay = absl::GetFlag(FLAGS_weight_decay);
   config.cluster.ps.assign(shards, "127.0.0.1:0");
   // Worker ids the ps takes: 0 (GrpcPsClient) and 1 (PipelinedClient).
   config.cluster.workers.assign(2, "127.0.0.1:0");

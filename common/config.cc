@@ -16,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/config_field.h"
 #include "common/mnist.h"
 #include "common/status_macros.h"
@@ -26,7 +27,7 @@ namespace {
 
 using config_internal::AddressField;
 using config_internal::AddressListField;
-using config_internal::AtLeast;
+using config_internal::Between;
 using config_internal::BoolField;
 using config_internal::ConfigField;
 using config_internal::DoubleField;
@@ -36,10 +37,26 @@ using config_internal::Int64Field;
 using config_internal::IntField;
 using config_internal::IntListField;
 using config_internal::NonNegative;
+using config_internal::NonNegativeAtMost;
 using config_internal::Positive;
+using config_internal::PositiveAtMost;
 using config_internal::StringField;
 using config_internal::Uint64Field;
 using config_internal::ZeroToOne;
+
+// Upper bounds: generous for any real job, low enough that a typo cannot make
+// a daemon allocate gigabytes or wait for ever (issue 12).
+constexpr size_t kMaxPs = 1024;            // cluster.ps, cluster.standby_ps
+constexpr size_t kMaxWorkers = 4096;       // cluster.workers
+constexpr size_t kMaxLayers = 64;          // entries of model.layers
+constexpr int64_t kMaxLayerWidth = 1 << 24;  // 16Mi units
+constexpr int64_t kMaxBlockSize = 1 << 24;   // floats (64 MiB)
+constexpr int64_t kMaxUpdates = int64_t{1} << 40;  // step/update counts
+constexpr int64_t kMaxExamples = 100'000'000;
+constexpr int64_t kMaxParameters = int64_t{1} << 30;  // 4 GiB of float32
+constexpr int64_t kMaxDataFloats = int64_t{1} << 32;  // 16 GiB of examples
+constexpr double kMaxSeconds = 7 * 24 * 3600.0;  // durations: a week
+constexpr double kMaxTimeoutSeconds = 24 * 3600.0;  // rpc and heartbeats
 
 // One top-level key and the keys it holds, bound to a Config.
 struct Section {
@@ -51,16 +68,18 @@ struct Section {
 // lists them. Keep the two in step.
 std::vector<ConfigField> ClusterFields(ClusterSection* c) {
   return {AddressField("cluster.coordinator", &c->coordinator),
-          AddressListField("cluster.ps", &c->ps),
-          AddressListField("cluster.workers", &c->workers),
-          AddressListField("cluster.standby_ps", &c->standby_ps, 0),
+          AddressListField("cluster.ps", &c->ps, 1, kMaxPs),
+          AddressListField("cluster.workers", &c->workers, 1, kMaxWorkers),
+          AddressListField("cluster.standby_ps", &c->standby_ps, 0, kMaxPs),
           IntField("cluster.replication", &c->replication, {1, 2})};
 }
 
 std::vector<ConfigField> ModelFields(ModelSection* m) {
   return {EnumField("model.type", &m->type, {"mlp", "softmax"}),
-          IntListField("model.layers", &m->layers, 2, AtLeast(1)),
-          Int64Field("model.block_size", &m->block_size, AtLeast(1)),
+          IntListField("model.layers", &m->layers, 2, kMaxLayers,
+                       Between(1, kMaxLayerWidth)),
+          Int64Field("model.block_size", &m->block_size,
+                     Between(1, kMaxBlockSize)),
           Uint64Field("model.init_seed", &m->init_seed)};
 }
 
@@ -68,16 +87,21 @@ std::vector<ConfigField> OptimizerFields(OptimizerSection* o) {
   return {
       EnumField("optimizer.type", &o->type,
                 {"sgd", "momentum", "adagrad", "adam"}),
-      DoubleField("optimizer.learning_rate", &o->learning_rate, Positive()),
+      DoubleField("optimizer.learning_rate", &o->learning_rate,
+                  PositiveAtMost(1000)),
       DoubleField("optimizer.momentum", &o->momentum, ZeroToOne()),
       DoubleField("optimizer.beta1", &o->beta1, ZeroToOne()),
       DoubleField("optimizer.beta2", &o->beta2, ZeroToOne()),
-      DoubleField("optimizer.epsilon", &o->epsilon, Positive()),
-      DoubleField("optimizer.weight_decay", &o->weight_decay, NonNegative()),
+      // Below 1e-30 float32 rounds it to 0 (0 / 0 on a zero gradient).
+      DoubleField("optimizer.epsilon", &o->epsilon, {1e-30, false, 1, false}),
+      DoubleField("optimizer.weight_decay", &o->weight_decay,
+                  NonNegativeAtMost(1)),
       EnumField("optimizer.schedule", &o->schedule,
                 {"constant", "step", "cosine"}),
-      Int64Field("optimizer.warmup_updates", &o->warmup_updates, AtLeast(0)),
-      Int64Field("optimizer.decay_updates", &o->decay_updates, AtLeast(0)),
+      Int64Field("optimizer.warmup_updates", &o->warmup_updates,
+                 Between(0, kMaxUpdates)),
+      Int64Field("optimizer.decay_updates", &o->decay_updates,
+                 Between(0, kMaxUpdates)),
       DoubleField("optimizer.decay_factor", &o->decay_factor,
                   {0, true, 1, false}),
       DoubleField("optimizer.min_lr_fraction", &o->min_lr_fraction, Fraction()),
@@ -85,35 +109,44 @@ std::vector<ConfigField> OptimizerFields(OptimizerSection* o) {
       EnumField("optimizer.async_momentum", &o->async_momentum,
                 {"auto", "off"}),
       DoubleField("optimizer.delay_compensation", &o->delay_compensation,
-                  NonNegative())};
+                  NonNegativeAtMost(1000)),
+      DoubleField("optimizer.max_gradient_value", &o->max_gradient_value,
+                  NonNegativeAtMost(1e30)),
+      DoubleField("optimizer.max_gradient_norm", &o->max_gradient_norm,
+                  NonNegativeAtMost(1e30))};
 }
 
 std::vector<ConfigField> TrainingFields(TrainingSection* t) {
   return {
-      IntField("training.batch_size", &t->batch_size, AtLeast(1)),
-      IntField("training.n_fetch", &t->n_fetch, AtLeast(1)),
-      IntField("training.n_push", &t->n_push, AtLeast(1)),
+      IntField("training.batch_size", &t->batch_size, Between(1, 1 << 20)),
+      IntField("training.n_fetch", &t->n_fetch, Between(1, 1'000'000)),
+      IntField("training.n_push", &t->n_push, Between(1, 1'000'000)),
       EnumField("training.fetch", &t->fetch, {"after_push", "overlap"}),
       IntField("training.max_pushes_in_flight", &t->max_pushes_in_flight,
-               AtLeast(1)),
+               Between(1, 1024)),
       EnumField("training.consistency", &t->consistency,
                 {"async", "ssp", "bsp"}),
-      IntField("training.max_staleness", &t->max_staleness, AtLeast(0)),
-      IntField("training.epochs", &t->epochs, AtLeast(0)),
-      Int64Field("training.steps", &t->steps, AtLeast(0)),
+      IntField("training.max_staleness", &t->max_staleness,
+               Between(0, 1'000'000)),
+      IntField("training.epochs", &t->epochs, Between(0, 1'000'000)),
+      Int64Field("training.steps", &t->steps, Between(0, kMaxUpdates)),
       DoubleField("training.target_accuracy", &t->target_accuracy, Fraction()),
-      IntField("training.eval_every_steps", &t->eval_every_steps, AtLeast(0)),
+      IntField("training.eval_every_steps", &t->eval_every_steps,
+               Between(0, 1'000'000'000)),
       Uint64Field("training.seed", &t->seed),
-      Int64Field("training.warmstart_steps", &t->warmstart_steps, AtLeast(0)),
+      Int64Field("training.warmstart_steps", &t->warmstart_steps,
+                 Between(0, kMaxUpdates)),
       DoubleField("training.outage_timeout_s", &t->outage_timeout_s,
-                  NonNegative())};
+                  NonNegativeAtMost(kMaxSeconds))};
 }
 
 std::vector<ConfigField> DataFields(DataSection* d) {
   return {EnumField("data.source", &d->source, {"mnist", "idx", "synthetic"}),
           StringField("data.path", &d->path),
-          IntField("data.train_examples", &d->train_examples, AtLeast(1)),
-          IntField("data.test_examples", &d->test_examples, AtLeast(0)),
+          IntField("data.train_examples", &d->train_examples,
+                   Between(1, kMaxExamples)),
+          IntField("data.test_examples", &d->test_examples,
+                   Between(0, kMaxExamples)),
           BoolField("data.normalize", &d->normalize)};
 }
 
@@ -127,17 +160,18 @@ std::vector<Section> Schema(Config* c) {
       {"checkpoint",
        {StringField("checkpoint.dir", &c->checkpoint.dir),
         DoubleField("checkpoint.interval_s", &c->checkpoint.interval_s,
-                    NonNegative()),
+                    NonNegativeAtMost(kMaxSeconds)),
         IntField("checkpoint.keep", &c->checkpoint.keep, {1, 100})}},
       {"heartbeat",
        {DoubleField("heartbeat.interval_s", &c->heartbeat.interval_s,
-                    Positive()),
+                    {0.001, false, 3600, false}),
         DoubleField("heartbeat.timeout_s", &c->heartbeat.timeout_s,
-                    Positive())}},
+                    PositiveAtMost(kMaxTimeoutSeconds))}},
       {"rpc",
-       {DoubleField("rpc.deadline_s", &c->rpc.deadline_s, Positive()),
+       {DoubleField("rpc.deadline_s", &c->rpc.deadline_s,
+                    PositiveAtMost(kMaxTimeoutSeconds)),
         DoubleField("rpc.connect_timeout_s", &c->rpc.connect_timeout_s,
-                    Positive()),
+                    PositiveAtMost(kMaxTimeoutSeconds)),
         IntField("rpc.push_window", &c->rpc.push_window, {1, 64}),
 
         EnumField("rpc.encoding", &c->rpc.encoding,
@@ -148,19 +182,21 @@ std::vector<Section> Schema(Config* c) {
       {"compute",
        {EnumField("compute.device", &c->compute.device,
                   {"auto", "cpu", "cuda", "simulated"}),
-        IntField("compute.gpu", &c->compute.gpu, AtLeast(0)),
+        IntField("compute.gpu", &c->compute.gpu, Between(0, 1023)),
         DoubleField("compute.simulated_step_ms", &c->compute.simulated_step_ms,
-                    NonNegative())}},
+                    NonNegativeAtMost(3'600'000))}},
       {"coordinator",
        {StringField("coordinator.state_dir", &c->coordinator.state_dir),
-        IntField("coordinator.history_size", &c->coordinator.history_size, AtLeast(1)),
+        IntField("coordinator.history_size", &c->coordinator.history_size,
+                 Between(1, 1'000'000)),
         DoubleField("coordinator.history_interval_s",
-                    &c->coordinator.history_interval_s, Positive())}},
+                    &c->coordinator.history_interval_s,
+                    {0.01, false, 3600, false})}},
       {"launcher",
        {EnumField("launcher.restart", &c->launcher.restart,
                   {"never", "on-failure"}),
         IntField("launcher.max_restarts", &c->launcher.max_restarts,
-                 AtLeast(0))}},
+                 Between(0, 1000))}},
       {"security",
        {BoolField("security.tls", &c->security.tls),
         StringField("security.ca_file", &c->security.ca_file),
@@ -400,6 +436,22 @@ absl::StatusOr<Config> Parse(const std::string& yaml, const std::string& file,
   }
 }
 
+// Config files are read up to this size: a cluster file is a few KiB.
+constexpr size_t kMaxConfigBytes = 1 << 20;
+
+// True when `text` holds no YAML content: only blank lines, comments and
+// document markers.
+bool IsBlank(const std::string& text) {
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    line = absl::StripAsciiWhitespace(line);
+    if (line.empty() || line[0] == '#' || line == "---" || line == "...") {
+      continue;
+    }
+    return false;
+  }
+  return true;
+}
+
 absl::StatusOr<std::string> ReadConfigFile(const std::string& path) {
   std::error_code error;
   const std::filesystem::file_status status =
@@ -413,10 +465,22 @@ absl::StatusOr<std::string> ReadConfigFile(const std::string& path) {
     return absl::InvalidArgumentError(absl::StrCat(
         "config path '", path, "' is a directory: --config takes a YAML file"));
   }
-  absl::StatusOr<std::string> text = ReadFile(path);
+  absl::StatusOr<std::string> text = ReadFile(path, kMaxConfigBytes);
+  if (absl::IsResourceExhausted(text.status())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config file '", path, "' is larger than ", kMaxConfigBytes,
+        " bytes (1 MiB): --config takes a YAML cluster file such as "
+        "deploy/configs/mnist_local.yaml"));
+  }
   if (!text.ok()) {
     return absl::Status(text.status().code(),
                         absl::StrCat("cannot read config file: ", text.status().message()));
+  }
+  if (IsBlank(*text)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": config file is empty (only whitespace or comments): a "
+              "cluster file needs at least its cluster section; see "
+              "deploy/configs/mnist_local.yaml and docs/CONFIG.md"));
   }
   return text;
 }
@@ -442,6 +506,25 @@ absl::Status CheckDistinctAddresses(const ClusterSection& cluster) {
 
 absl::Status CheckModel(const ModelSection& model, const DataSection& data) {
   const std::vector<int>& layers = model.layers;
+  // Widths are bounded, so the sum fits in int64.
+  int64_t parameters = 0;
+  for (size_t i = 0; i + 1 < layers.size(); ++i) {
+    parameters += (int64_t{layers[i]} + 1) * layers[i + 1];
+  }
+  if (parameters > kMaxParameters) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model.layers [", absl::StrJoin(layers, ", "), "] make ", parameters,
+        " parameters; at most ", kMaxParameters,
+        " (4 GiB of float32) are allowed: check the widths for a typo"));
+  }
+  const int64_t examples = int64_t{data.train_examples} + data.test_examples;
+  if (!layers.empty() && examples * layers.front() > kMaxDataFloats) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "data.train_examples + data.test_examples (", examples, ") x model.layers[0] (",
+        layers.front(), ") = ", examples * layers.front(),
+        " input floats; at most ", kMaxDataFloats,
+        " (16 GiB) are allowed: check both for a typo"));
+  }
   if (model.type == "softmax" && layers.size() != 2) {
     return absl::InvalidArgumentError(
         absl::StrCat("model.type softmax needs exactly 2 layers, got ",

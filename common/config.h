@@ -111,6 +111,15 @@ struct OptimizerSection {
   // DC-ASGD lambda (Zheng et al. 2017): g + lambda * g * g * (w_now - w_pulled)
   // is applied instead of g, >= 0. Default 0 (off).
   double delay_compensation = 0.0;
+  // A push with any gradient element whose |value| exceeds this is refused
+  // with InvalidArgument naming the block and the value; nothing of it is
+  // applied. Guards the optimizer state against finite but huge gradients
+  // (one 1e38 would turn Adam's state into Inf). >= 0; 0 = no bound (NaN/Inf
+  // are refused regardless). Default 1e6.
+  double max_gradient_value = 1e6;
+  // Each block's gradient is scaled down to this L2 norm when its norm is
+  // larger (ps counter "clipped_gradients"). >= 0; 0 = off. Default 0.
+  double max_gradient_norm = 0.0;
 };
 
 struct TrainingSection {

@@ -59,6 +59,15 @@ ConfigField IntegerField(std::string key, T* value, IntRange range) {
   return field;
 }
 
+// InvalidArgument "KEY must have at most MAX entries, got N" when a list is
+// longer: checked before the entries are read.
+absl::Status CheckMaxEntries(const std::string& key, const YAML::Node& node,
+                             size_t max_entries) {
+  if (node.size() <= max_entries) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      key, " must have at most ", max_entries, " entries, got ", node.size()));
+}
+
 std::string DescribeRange(const DoubleRange& r) {
   if (std::isinf(r.max)) return absl::StrCat(r.min_open ? "> " : ">= ", r.min);
   return absl::StrCat("in ", r.min_open ? "(" : "[", r.min, ", ", r.max,
@@ -78,6 +87,11 @@ absl::Status ReadString(const std::string& key, const YAML::Node& node,
         key, " must be a string, got null (write \"\" for an empty string)"));
   }
   if (!node.IsScalar()) return TypeError(key, "a string", node);
+  if (node.Scalar().size() > kMaxStringLength) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(key, " must be at most ", kMaxStringLength,
+                     " characters, got ", node.Scalar().size()));
+  }
   *out = node.Scalar();
   return absl::OkStatus();
 }
@@ -221,12 +235,14 @@ ConfigField AddressField(std::string key, std::string* value) {
 }
 
 ConfigField AddressListField(std::string key, std::vector<std::string>* value,
-                             size_t min_entries) {
+                             size_t min_entries, size_t max_entries) {
   ConfigField field{std::move(key), nullptr, nullptr};
-  field.read = [key = field.key, value](const YAML::Node& node) {
+  field.read = [key = field.key, value, max_entries](const YAML::Node& node) {
     if (!node.IsSequence()) {
       return TypeError(key, "a list of host:port addresses", node);
     }
+    absl::Status size = CheckMaxEntries(key, node, max_entries);
+    if (!size.ok()) return size;
     std::vector<std::string> addresses;
     for (const YAML::Node& element : node) {
       const std::string name = absl::StrCat(key, "[", addresses.size(), "]");
@@ -237,10 +253,15 @@ ConfigField AddressListField(std::string key, std::vector<std::string>* value,
     *value = std::move(addresses);
     return absl::OkStatus();
   };
-  field.check = [key = field.key, value, min_entries] {
+  field.check = [key = field.key, value, min_entries, max_entries] {
     if (value->size() < min_entries) {
       return absl::InvalidArgumentError(absl::StrCat(
           key, " must list at least one host:port, got an empty list"));
+    }
+    if (value->size() > max_entries) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(key, " must have at most ", max_entries,
+                       " entries, got ", value->size()));
     }
     for (size_t i = 0; i < value->size(); ++i) {
       absl::Status status =
@@ -253,10 +274,13 @@ ConfigField AddressListField(std::string key, std::vector<std::string>* value,
 }
 
 ConfigField IntListField(std::string key, std::vector<int>* value,
-                         size_t min_entries, IntRange range) {
+                         size_t min_entries, size_t max_entries,
+                         IntRange range) {
   ConfigField field{std::move(key), nullptr, nullptr};
-  field.read = [key = field.key, value](const YAML::Node& node) {
+  field.read = [key = field.key, value, max_entries](const YAML::Node& node) {
     if (!node.IsSequence()) return TypeError(key, "a list of integers", node);
+    absl::Status size = CheckMaxEntries(key, node, max_entries);
+    if (!size.ok()) return size;
     std::vector<int> values;
     for (const YAML::Node& element : node) {
       const std::string name = absl::StrCat(key, "[", values.size(), "]");
@@ -269,10 +293,12 @@ ConfigField IntListField(std::string key, std::vector<int>* value,
     *value = std::move(values);
     return absl::OkStatus();
   };
-  field.check = [key = field.key, value, min_entries, range] {
-    if (value->size() < min_entries) {
+  field.check = [key = field.key, value, min_entries, max_entries, range] {
+    if (value->size() < min_entries || value->size() > max_entries) {
       return absl::InvalidArgumentError(
-          absl::StrCat(key, " must have at least ", min_entries,
+          absl::StrCat(key, " must have ",
+                       value->size() < min_entries ? "at least " : "at most ",
+                       value->size() < min_entries ? min_entries : max_entries,
                        " entries, got ", value->size()));
     }
     for (size_t i = 0; i < value->size(); ++i) {

@@ -42,6 +42,7 @@ struct IntRange {
   int64_t max = std::numeric_limits<int64_t>::max();
 };
 inline IntRange AtLeast(int64_t min) { return {min}; }
+inline IntRange Between(int64_t min, int64_t max) { return {min, max}; }
 
 // Allowed real numbers; each end open or closed. Only finite values are
 // allowed.
@@ -55,6 +56,15 @@ inline DoubleRange Positive() { return {0, true}; }             // > 0
 inline DoubleRange NonNegative() { return {0, false}; }         // >= 0
 inline DoubleRange ZeroToOne() { return {0, false, 1, true}; }  // [0, 1)
 inline DoubleRange Fraction() { return {0, false, 1, false}; }  // [0, 1]
+inline DoubleRange PositiveAtMost(double max) {                 // (0, max]
+  return {0, true, max, false};
+}
+inline DoubleRange NonNegativeAtMost(double max) {  // [0, max]
+  return {0, false, max, false};
+}
+
+// The longest string value (paths, addresses) a config accepts.
+inline constexpr size_t kMaxStringLength = 4096;
 
 ConfigField IntField(std::string key, int* value, IntRange range);
 ConfigField Int64Field(std::string key, int64_t* value, IntRange range);
@@ -68,12 +78,13 @@ ConfigField EnumField(std::string key, std::string* value,
                       std::vector<std::string> allowed);
 // "host:port" (or "[v6-address]:port") with a port in 0..65535.
 ConfigField AddressField(std::string key, std::string* value);
-// A list of host:port; at least `min_entries` of them (default 1).
+// A list of host:port; min_entries..max_entries of them.
 ConfigField AddressListField(std::string key, std::vector<std::string>* value,
-                             size_t min_entries = 1);
-// A list of at least `min_entries` integers, each in `range`.
+                             size_t min_entries, size_t max_entries);
+// A list of min_entries..max_entries integers, each in `range`.
 ConfigField IntListField(std::string key, std::vector<int>* value,
-                         size_t min_entries, IntRange range);
+                         size_t min_entries, size_t max_entries,
+                         IntRange range);
 
 // How a YAML value looks in a message: "'abc'", "null", "a list" or "a map".
 std::string DescribeValue(const YAML::Node& node);

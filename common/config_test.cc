@@ -17,6 +17,7 @@ namespace {
 
 using ::downpour::testing::IsOk;
 using ::downpour::testing::StatusIs;
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -294,7 +295,7 @@ TEST(ConfigTest, EnumsListAllowedValues) {
        "training.warmstart_steps (10) needs training.consistency async: with "
        "ssp the waiting workers would block worker 0's pushes"},
       {"training:\n  warmstart_steps: -1\n",
-       "training.warmstart_steps must be >= 0, got -1"},
+       "training.warmstart_steps must be in 0..1099511627776, got -1"},
       {"data:\n  source: libsvm\n",
        "data.source must be one of mnist, idx, synthetic; got 'libsvm'"},
       {"logging:\n  level: verbose\n",
@@ -328,7 +329,7 @@ TEST(ConfigTest, SimulatedComputeNeedsAStepTime) {
        "compute.device simulated needs compute.simulated_step_ms > 0 (the "
        "milliseconds one step takes), got 0"},
       {"compute:\n  device: simulated\n  simulated_step_ms: -1\n",
-       "cfg.yaml:3: compute.simulated_step_ms must be >= 0, got -1"},
+       "cfg.yaml:3: compute.simulated_step_ms must be in [0, 3.6e+06], got -1"},
       {"compute:\n  device: cpu\n  simulated_step_ms: 5\n",
        "compute.simulated_step_ms (5) only applies to compute.device "
        "simulated, but compute.device is cpu"},
@@ -340,35 +341,35 @@ TEST(ConfigTest, SimulatedComputeNeedsAStepTime) {
 TEST(ConfigTest, ImpossibleValuesNameTheRange) {
   ExpectAllFail({
       {"training:\n  batch_size: 0\n",
-       "cfg.yaml:2: training.batch_size must be >= 1, got 0"},
-      {"training:\n  n_fetch: -1\n", "training.n_fetch must be >= 1, got -1"},
-      {"training:\n  n_push: 0\n", "training.n_push must be >= 1, got 0"},
+       "cfg.yaml:2: training.batch_size must be in 1..1048576, got 0"},
+      {"training:\n  n_fetch: -1\n", "training.n_fetch must be in 1..1000000, got -1"},
+      {"training:\n  n_push: 0\n", "training.n_push must be in 1..1000000, got 0"},
       {"training:\n  max_pushes_in_flight: 0\n",
-       "cfg.yaml:2: training.max_pushes_in_flight must be >= 1, got 0"},
+       "cfg.yaml:2: training.max_pushes_in_flight must be in 1..1024, got 0"},
       {"training:\n  batch_size: 99999999999\n",
-       "training.batch_size must be in 1..2147483647, got 99999999999"},
+       "training.batch_size must be in 1..1048576, got 99999999999"},
       {"training:\n  max_staleness: -2\n",
-       "training.max_staleness must be >= 0"},
-      {"training:\n  steps: -5\n", "training.steps must be >= 0, got -5"},
+       "training.max_staleness must be in 0..1000000"},
+      {"training:\n  steps: -5\n", "training.steps must be in 0..1099511627776, got -5"},
       {"training:\n  outage_timeout_s: -1\n",
-       "cfg.yaml:2: training.outage_timeout_s must be >= 0, got -1"},
+       "cfg.yaml:2: training.outage_timeout_s must be in [0, 604800], got -1"},
       {"training:\n  seed: -1\n", "training.seed must be >= 0, got -1"},
       {"training:\n  target_accuracy: 1.5\n",
        "training.target_accuracy must be in [0, 1], got 1.5"},
       {"optimizer:\n  learning_rate: 0\n",
-       "cfg.yaml:2: optimizer.learning_rate must be > 0, got 0"},
+       "cfg.yaml:2: optimizer.learning_rate must be in (0, 1000], got 0"},
       {"optimizer:\n  momentum: 1\n",
        "optimizer.momentum must be in [0, 1), got 1"},
       {"optimizer:\n  beta1: -0.1\n", "optimizer.beta1 must be in [0, 1)"},
       {"optimizer:\n  beta2: 1.0\n",
        "optimizer.beta2 must be in [0, 1), got 1"},
-      {"optimizer:\n  epsilon: 0\n", "optimizer.epsilon must be > 0, got 0"},
+      {"optimizer:\n  epsilon: 0\n", "optimizer.epsilon must be in [1e-30, 1], got 0"},
       {"optimizer:\n  weight_decay: -1\n",
-       "optimizer.weight_decay must be >= 0, got -1"},
+       "optimizer.weight_decay must be in [0, 1], got -1"},
       {"optimizer:\n  warmup_updates: -1\n",
-       "cfg.yaml:2: optimizer.warmup_updates must be >= 0, got -1"},
+       "cfg.yaml:2: optimizer.warmup_updates must be in 0..1099511627776, got -1"},
       {"optimizer:\n  decay_updates: -5\n",
-       "optimizer.decay_updates must be >= 0, got -5"},
+       "optimizer.decay_updates must be in 0..1099511627776, got -5"},
       {"optimizer:\n  decay_factor: 0\n",
        "optimizer.decay_factor must be in (0, 1], got 0"},
       {"optimizer:\n  decay_factor: 1.5\n",
@@ -378,25 +379,25 @@ TEST(ConfigTest, ImpossibleValuesNameTheRange) {
       {"optimizer:\n  staleness_lr: sometimes\n",
        "optimizer.staleness_lr must be"},
       {"optimizer:\n  delay_compensation: -0.04\n",
-       "optimizer.delay_compensation must be >= 0, got -0.04"},
+       "optimizer.delay_compensation must be in [0, 1000], got -0.04"},
       {"model:\n  layers: [784]\n",
        "model.layers must have at least 2 entries, got 1"},
       {"model:\n  layers: [784, 0, 10]\n",
-       "model.layers[1] must be >= 1, got 0"},
-      {"model:\n  block_size: 0\n", "model.block_size must be >= 1, got 0"},
+       "model.layers[1] must be in 1..16777216, got 0"},
+      {"model:\n  block_size: 0\n", "model.block_size must be in 1..16777216, got 0"},
       {"data:\n  train_examples: 0\n",
-       "data.train_examples must be >= 1, got 0"},
+       "data.train_examples must be in 1..100000000, got 0"},
       {"data:\n  test_examples: -1\n",
-       "data.test_examples must be >= 0, got -1"},
-      {"checkpoint:\n  interval_s: -1\n", "checkpoint.interval_s must be >= 0"},
+       "data.test_examples must be in 0..100000000, got -1"},
+      {"checkpoint:\n  interval_s: -1\n", "checkpoint.interval_s must be in [0, 604800]"},
       {"checkpoint:\n  keep: 0\n",
        "cfg.yaml:2: checkpoint.keep must be in 1..100, got 0"},
       {"checkpoint:\n  keep: 101\n", "checkpoint.keep must be in 1..100, got 101"},
       {"checkpoint:\n  keep: two\n", "checkpoint.keep must be"},
       {"heartbeat:\n  interval_s: 0\n",
-       "heartbeat.interval_s must be > 0, got 0"},
-      {"rpc:\n  deadline_s: 0\n", "rpc.deadline_s must be > 0, got 0"},
-      {"rpc:\n  connect_timeout_s: -3\n", "rpc.connect_timeout_s must be > 0"},
+       "heartbeat.interval_s must be in [0.001, 3600], got 0"},
+      {"rpc:\n  deadline_s: 0\n", "rpc.deadline_s must be in (0, 86400], got 0"},
+      {"rpc:\n  connect_timeout_s: -3\n", "rpc.connect_timeout_s must be in (0, 86400]"},
       {"rpc:\n  encoding: fp32\n",
        "cfg.yaml:2: rpc.encoding must be one of float32, bf16, fp16; got "
        "'fp32'"},
@@ -462,7 +463,7 @@ TEST(ConfigTest, ValidateConfigChecksAStructWithoutLines) {
   config.training.batch_size = 0;
   EXPECT_THAT(ValidateConfig(config),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       "training.batch_size must be >= 1, got 0"));
+                       "training.batch_size must be in 1..1048576, got 0"));
   config = Config();
   config.optimizer.type = "lbfgs";
   EXPECT_THAT(ValidateConfig(config),
@@ -527,7 +528,7 @@ TEST(ConfigTest, OverridesApplyInOrderBeforeValidation) {
 }
 
 TEST(ConfigTest, BadOverridesAreNamed) {
-  const std::string path = WriteTempFile("plain.yaml", "");
+  const std::string path = WriteTempFile("plain.yaml", "logging:\n  level: info\n");
   const struct {
     std::string assignment;
     std::string error;
@@ -655,6 +656,93 @@ TEST(ConfigTest, ExplicitKeysTellTheUsersChoiceFromADefault) {
   absl::StatusOr<Config> defaults = Parse("");
   ASSERT_THAT(defaults, IsOk());
   EXPECT_TRUE(defaults->explicit_keys.empty());
+}
+
+// Issue 12: every value has an upper bound, so that a typo cannot make a
+// daemon allocate gigabytes or wait for ever; messages give file:line, key,
+// value and the allowed range.
+TEST(ConfigTest, ValuesAboveTheirUpperBoundAreRefused) {
+  std::string many_ps = "cluster:\n  ps: [";
+  for (int i = 0; i < 1025; ++i) {
+    absl::StrAppend(&many_ps, i == 0 ? "" : ", ", "127.0.0.1:0");
+  }
+  absl::StrAppend(&many_ps, "]\n");
+  std::string many_layers = "model:\n  layers: [";
+  for (int i = 0; i < 65; ++i) absl::StrAppend(&many_layers, i ? ", " : "", 4);
+  absl::StrAppend(&many_layers, "]\ndata:\n  source: synthetic\n");
+  ExpectAllFail({
+      {"model:\n  layers: [784, 100000000, 10]\n",
+       "cfg.yaml:2: model.layers[1] must be in 1..16777216, got 100000000"},
+      {"model:\n  layers: [784, 1000000, 10000, 10]\n",
+       "make 10785110010 parameters; at most 1073741824"},
+      {"model:\n  block_size: 1000000000\n",
+       "cfg.yaml:2: model.block_size must be in 1..16777216, got 1000000000"},
+      {"coordinator:\n  history_size: 100000000\n",
+       "cfg.yaml:2: coordinator.history_size must be in 1..1000000, got "
+       "100000000"},
+      {"training:\n  batch_size: 10000000\n",
+       "cfg.yaml:2: training.batch_size must be in 1..1048576, got 10000000"},
+      {"data:\n  source: synthetic\n  train_examples: 1000000000\n",
+       "cfg.yaml:3: data.train_examples must be in 1..100000000"},
+      {"data:\n  source: synthetic\n  train_examples: 99000000\n"
+       "model:\n  layers: [784, 10]\n  type: softmax\n",
+       "x model.layers[0] (784) = 77617568000 input floats; at most"},
+      {"rpc:\n  push_window: 1000\n",
+       "cfg.yaml:2: rpc.push_window must be in 1..64, got 1000"},
+      {"rpc:\n  deadline_s: 1e9\n",
+       "cfg.yaml:2: rpc.deadline_s must be in (0, 86400], got 1e+09"},
+      {"heartbeat:\n  timeout_s: 1e7\n", "heartbeat.timeout_s must be in"},
+      {"checkpoint:\n  interval_s: 1e12\n", "checkpoint.interval_s must be in"},
+      {"optimizer:\n  learning_rate: 1e30\n",
+       "optimizer.learning_rate must be in (0, 1000], got 1e+30"},
+      {"optimizer:\n  max_gradient_value: 1e38\n",
+       "optimizer.max_gradient_value must be in [0, 1e+30], got 1e+38"},
+      {"optimizer:\n  max_gradient_norm: -1\n",
+       "optimizer.max_gradient_norm must be in [0, 1e+30], got -1"},
+      {"training:\n  epochs: 2000000000\n", "training.epochs must be in"},
+      {"launcher:\n  max_restarts: 100000\n", "launcher.max_restarts must be in"},
+      {"compute:\n  gpu: 5000\n", "compute.gpu must be in 0..1023, got 5000"},
+      {many_ps, "cluster.ps must have at most 1024 entries, got 1025"},
+      {many_layers, "model.layers must have at most 64 entries, got 65"},
+      {absl::StrCat("data:\n  path: ", std::string(5000, 'x'), "\n"),
+       "cfg.yaml:2: data.path must be at most 4096 characters, got 5000"},
+  });
+}
+
+TEST(ConfigTest, OptimizerGradientBoundsHaveDefaultsAndLoad) {
+  absl::StatusOr<Config> defaults = Parse("");
+  ASSERT_THAT(defaults, IsOk());
+  EXPECT_EQ(defaults->optimizer.max_gradient_value, 1e6);
+  EXPECT_EQ(defaults->optimizer.max_gradient_norm, 0);
+  absl::StatusOr<Config> config = Parse(
+      "optimizer:\n  max_gradient_value: 0\n  max_gradient_norm: 5\n");
+  ASSERT_THAT(config, IsOk());
+  EXPECT_EQ(config->optimizer.max_gradient_value, 0);
+  EXPECT_EQ(config->optimizer.max_gradient_norm, 5);
+}
+
+TEST(ConfigTest, EmptyConfigFileIsRefused) {
+  for (const std::string text : {"", "\n  \n", "# nothing yet\n\n# more\n",
+                                 "---\n# a comment\n...\n"}) {
+    const std::string path = WriteTempFile("empty.yaml", text);
+    EXPECT_THAT(LoadConfig(path),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         AllOf(HasSubstr("empty.yaml: config file is empty"),
+                               HasSubstr("deploy/configs/mnist_local.yaml"))))
+        << "text: '" << text << "'";
+  }
+}
+
+TEST(ConfigTest, ConfigFileIsReadUpToOneMiB) {
+  const std::string big =
+      WriteTempFile("big.yaml", "# " + std::string(2 << 20, 'x') + "\n");
+  EXPECT_THAT(LoadConfig(big),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("big.yaml' is larger than 1048576 bytes")));
+  // An endless device fails at once instead of being read for ever.
+  EXPECT_THAT(LoadConfig("/dev/zero"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("'/dev/zero' is larger than 1048576 bytes")));
 }
 
 }  // namespace

@@ -5,7 +5,10 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
+#include <cstring>
+#include <thread>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -17,6 +20,7 @@
 #include "common/file_util.h"
 #include "common/logging.h"
 #include "common/security.h"
+#include "common/parse_flags.h"
 
 ABSL_FLAG(std::string, config, "",
           "cluster YAML file (required); see docs/CONFIG.md");
@@ -53,12 +57,57 @@ std::string& DaemonName() {
   return *name;
 }
 
-void BlockShutdownSignals() {
+sigset_t ShutdownSignals() {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
+  return set;
+}
+
+void BlockShutdownSignals() {
+  const sigset_t set = ShutdownSignals();
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+// Between InitDaemon and WaitForShutdownSignal a daemon starts: it may wait
+// for the coordinator for rpc.connect_timeout_s, or load a checkpoint, with
+// SIGTERM/SIGINT blocked. This thread takes those signals meanwhile: nothing
+// is served or owed yet, so the daemon says so and exits 0 at once.
+struct StartupWatch {
+  std::atomic<bool> stop{false};
+  std::thread thread;
+};
+
+StartupWatch& Startup() {
+  static StartupWatch* watch = new StartupWatch;
+  return *watch;
+}
+
+void StartStartupWatch() {
+  Startup().thread = std::thread([] {
+    const sigset_t set = ShutdownSignals();
+    while (!Startup().stop.load()) {
+      timespec poll = {0, 50 * 1000 * 1000};
+      const int signal = sigtimedwait(&set, nullptr, &poll);
+      if (signal > 0 && !Startup().stop.load()) {
+        Die(DaemonName(),
+            absl::StrCat("signal ", signal, " (", strsignal(signal),
+                         ") while starting: stopping before serving "
+                         "(nothing to flush)"),
+            0);
+      }
+      // A signal taken just as WaitForShutdownSignal took over is raised
+      // again for it (it stays blocked, so it waits as pending).
+      if (signal > 0) ::kill(::getpid(), signal);
+    }
+  });
+}
+
+void StopStartupWatch() {
+  if (!Startup().thread.joinable()) return;
+  Startup().stop.store(true);
+  Startup().thread.join();
 }
 
 }  // namespace
@@ -85,7 +134,7 @@ DaemonSetup InitDaemon(int argc, char** argv,
   usage_config.contains_helpshort_flags = OurFlag;
   absl::SetFlagsUsageConfig(usage_config);
   absl::SetProgramUsageMessage(usage);
-  std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
+  std::vector<char*> rest = ParseFlags(argc, argv);
   const std::string role = role_after_flags();
   if (rest.size() > 1) {
     Die(role, absl::StrCat("unexpected argument '", rest[1],
@@ -100,8 +149,18 @@ DaemonSetup InitDaemon(int argc, char** argv,
   if (path.empty()) Die(role, "--config FILE is required; see --help", 2);
   DaemonSetup setup;
   setup.index = absl::GetFlag(FLAGS_index);
+  if (has_index && setup.index < -1) {
+    Die(role, absl::StrCat("--index must be 0 or more (which ", role,
+                           " of the config), got ", setup.index),
+        2);
+  }
   if (has_index && setup.index < 0) {
     Die(role, "--index N is required (which " + role + " of the config)", 2);
+  }
+  if (!has_index && setup.index != -1) {
+    Die(role, absl::StrCat("--index does not apply to the ", role,
+                           " (there is one); remove it"),
+        2);
   }
   std::vector<std::string> overrides = MergeOverrideFragments(absl::GetFlag(FLAGS_set));
   if (extra_overrides != nullptr) {
@@ -153,6 +212,7 @@ DaemonSetup InitDaemon(int argc, char** argv,
   // Every connection holds a descriptor: a low soft limit would let idle
   // clients lock a daemon out of accepting more.
   SPDLOG_LOGGER_INFO(Log(Logger::kRpc), "{}", RaiseFdLimit());
+  StartStartupWatch();
   return setup;
 }
 
@@ -197,10 +257,8 @@ void WritePortFile(int port) {
 }
 
 int WaitForShutdownSignal(absl::Notification* done) {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
+  StopStartupWatch();
+  const sigset_t set = ShutdownSignals();
   while (done == nullptr || !done->HasBeenNotified()) {
     timespec poll = {0, 100 * 1000 * 1000};
     const int signal = sigtimedwait(&set, nullptr, &poll);

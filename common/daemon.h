@@ -26,7 +26,8 @@ struct DaemonSetup {
   std::string advertise;
 };
 
-// Parses argv (absl flags; --help describes them), blocks SIGTERM/SIGINT in this
+// Parses argv (absl flags, common/parse_flags.h: a bad flag value exits 2,
+// --help 0; --help describes them), blocks SIGTERM/SIGINT in this
 // and every later thread (WaitForShutdownSignal picks them up), loads and validates
 // the config with `extra_overrides` appended to --set, and sets up logging with
 // the prefix "<role> <index>". On a bad flag or config it prints the error and
@@ -60,7 +61,11 @@ absl::Status WritePortFileTo(const std::string& path, int port);
 std::string AdvertisedAddress(const std::string& bound, std::string advertise);
 
 // Blocks until SIGTERM or SIGINT arrives (returns the signal number) or, when
-// `done` is given, until it is notified (returns 0).
+// `done` is given, until it is notified (returns 0). Until a daemon calls it
+// (while it starts: waiting for the coordinator, loading a checkpoint), a
+// SIGTERM/SIGINT ends the daemon at once with status 0 and the line
+// "<role> <index>: signal 15 (Terminated) while starting: stopping before
+// serving (nothing to flush)".
 int WaitForShutdownSignal(absl::Notification* done = nullptr);
 
 // Prints "<role>: <message>" to stderr and exits with `code`.

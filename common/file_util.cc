@@ -6,6 +6,8 @@
 
 #include <cerrno>
 #include <filesystem>
+#include <limits>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 
@@ -100,6 +102,11 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& con
 }
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  return ReadFile(path, std::numeric_limits<size_t>::max());
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path,
+                                     size_t max_bytes) {
   ScopedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) return IoError("read", "cannot open", path);
   std::string contents;
@@ -112,6 +119,10 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
       return IoError("read", "cannot read", path);
     }
     contents.append(buffer, static_cast<size_t>(n));
+    if (contents.size() > max_bytes) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("'", path, "' is larger than ", max_bytes, " bytes"));
+    }
   }
   return contents;
 }

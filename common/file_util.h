@@ -18,6 +18,11 @@ namespace downpour {
 // file or directory"); another code from errno (PermissionDenied, ...) when it
 // exists but cannot be read, so callers can tell "absent" from "unreadable".
 absl::StatusOr<std::string> ReadFile(const std::string& path);
+// The same, reading at most max_bytes: ResourceExhausted ("'x' is larger than
+// 1048576 bytes") as soon as the file proves longer (a device such as
+// /dev/zero is not read forever).
+absl::StatusOr<std::string> ReadFile(const std::string& path,
+                                     size_t max_bytes);
 
 // Closes a file descriptor when it goes out of scope.
 class ScopedFd {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "common/health.h"
 #include "common/logging.h"
 #include "coordinator/member_identity.h"
 #include "proto/status.grpc.pb.h"
@@ -48,6 +49,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorNode>> CoordinatorNode::Start(
       node->options_.listen, {&node->service_, &node->status_}, "coordinator");
   if (!server.ok()) return server.status();
   node->server_ = *std::move(server);
+  SetReady(node->server_.server.get(), true);  // names kLivenessService too
   node->status_.set_address(node->server_.address);
   const Config& config = node->options_.config;
   SPDLOG_LOGGER_INFO(Log(Logger::kCoordinator),
@@ -85,6 +87,7 @@ void CoordinatorNode::LivenessLoop() {
       period, absl::Seconds(options_.config.heartbeat.timeout_s / 2));
   absl::Time last = clock_->Now();
   while (!clock_->WaitForNotificationWithTimeout(&stopping_, period)) {
+    CoordinatorService::FlushRefusalLog();
     const absl::Time now = clock_->Now();
     const absl::Duration late = now - last - period;
     last = now;
@@ -102,6 +105,7 @@ absl::Status CoordinatorNode::Stop() {
   absl::MutexLock lock(&stop_mu_);
   if (stopped_) return absl::OkStatus();
   stopped_ = true;
+  SetShuttingDown(server_.server.get());
   if (!stopping_.HasBeenNotified()) stopping_.Notify();
   if (liveness_.joinable()) liveness_.join();
   sampler_.reset();

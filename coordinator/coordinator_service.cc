@@ -1,22 +1,54 @@
 // Each handler is one call into ClusterState, MetricsHistory or the model.
 #include "coordinator/coordinator_service.h"
 
+#include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
+#include "common/log_throttle.h"
+#include "common/logging.h"
 
 namespace downpour::coordinator {
 namespace {
 
+// Refused requests are logged here, throttled: a client can send them as
+// fast as the network allows (the first few of each kind per 10 s in full,
+// the rest counted).
+LogThrottle& RefusalLog() {
+  static LogThrottle* throttle = new LogThrottle(LogThrottle::Options());
+  return *throttle;
+}
+
+void LogRefusal(grpc::CallbackServerContext* context, const char* op,
+                const absl::Status& status) {
+  // UNAVAILABLE and FAILED_PRECONDITION are the protocol's retry signals.
+  if (status.ok() || absl::IsUnavailable(status) ||
+      absl::IsFailedPrecondition(status)) {
+    return;
+  }
+  RefusalLog().Log(Log(Logger::kCoordinator), spdlog::level::warn,
+                   absl::StrCat("coordinator: ", op, " refused (",
+                                absl::StatusCodeToString(status.code()), ")"),
+                   absl::StrCat(op, " from ", context->peer(), " refused: ",
+                                status.message()));
+}
+
 template <typename Response>
 grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* context,
                                 absl::StatusOr<Response> result,
-                                Response* response) {
+                                Response* response, const char* op = "") {
   auto* reactor = context->DefaultReactor();
   if (result.ok()) *response = *std::move(result);
+  if (*op != '\0') LogRefusal(context, op, result.status());
   reactor->Finish(ToGrpcStatus(result.status()));
   return reactor;
 }
 
 }  // namespace
+
+void CoordinatorService::FlushRefusalLog() {
+  for (const std::string& line : RefusalLog().Flush()) {
+    SPDLOG_LOGGER_WARN(Log(Logger::kCoordinator), "{}", line);
+  }
+}
 
 proto::DescribeModelResponse ModelDescription(const ModelSpec& model) {
   proto::DescribeModelResponse response;
@@ -41,20 +73,22 @@ grpc::ServerUnaryReactor* CoordinatorService::RegisterServer(
     grpc::CallbackServerContext* context,
     const proto::RegisterServerRequest* request,
     proto::RegisterServerResponse* response) {
-  return Reply(context, state_->RegisterServer(*request), response);
+  return Reply(context, state_->RegisterServer(*request), response,
+               "RegisterServer");
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::RegisterWorker(
     grpc::CallbackServerContext* context,
     const proto::RegisterWorkerRequest* request,
     proto::RegisterWorkerResponse* response) {
-  return Reply(context, state_->RegisterWorker(*request), response);
+  return Reply(context, state_->RegisterWorker(*request), response,
+               "RegisterWorker");
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::Heartbeat(
     grpc::CallbackServerContext* context, const proto::HeartbeatRequest* request,
     proto::HeartbeatResponse* response) {
-  return Reply(context, state_->Heartbeat(*request), response);
+  return Reply(context, state_->Heartbeat(*request), response, "Heartbeat");
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::GetPlacement(

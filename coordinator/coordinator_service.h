@@ -15,6 +15,11 @@ namespace downpour::coordinator {
 // is Unavailable without a history, DescribeModel without a model.
 class CoordinatorService final : public proto::Coordinator::CallbackService {
  public:
+  // Logs the summary lines of refusal bursts whose interval ended (refused
+  // requests are logged throttled, common/log_throttle.h); the coordinator
+  // calls it periodically. Thread-safe.
+  static void FlushRefusalLog();
+
   explicit CoordinatorService(ClusterState* state,
                               const MetricsHistory* history = nullptr,
                               const ModelSpec* model = nullptr);

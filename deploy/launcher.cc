@@ -30,6 +30,7 @@
 #include "absl/time/clock.h"
 #include "common/config.h"
 #include "common/security.h"
+#include "common/parse_flags.h"
 #include "common/subprocess.h"
 #include "coordinator/coordinator_client.h"
 #include "deploy/launcher_lib.h"
@@ -99,7 +100,22 @@ int main(int argc, char** argv) {
       "launcher [--config FILE] [--run_dir DIR]: starts a local cluster "
       "(coordinator, ps shards, workers) from one YAML file, shows progress and "
       "writes DIR/summary.json");
-  absl::ParseCommandLine(argc, argv);
+  const std::vector<char*> args = ParseFlags(argc, argv);
+  if (args.size() > 1) {
+    Fail(absl::StrCat("unexpected argument '", args[1], "'; see --help"), 2);
+  }
+  if (!(absl::GetFlag(FLAGS_progress_s) > 0 &&
+        absl::GetFlag(FLAGS_progress_s) <= 3600)) {
+    Fail(absl::StrCat("--progress_s must be in (0, 3600] seconds, got ",
+                      absl::GetFlag(FLAGS_progress_s)),
+         2);
+  }
+  if (!(absl::GetFlag(FLAGS_accuracy_mark) >= 0 &&
+        absl::GetFlag(FLAGS_accuracy_mark) <= 1)) {
+    Fail(absl::StrCat("--accuracy_mark must be in [0, 1], got ",
+                      absl::GetFlag(FLAGS_accuracy_mark)),
+         2);
+  }
 
   LaunchOptions options;
   options.config_path = std::filesystem::absolute(absl::GetFlag(FLAGS_config)).string();

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <utility>
 
 #include "absl/base/config.h"
@@ -34,6 +35,9 @@ struct BlockStore::Block {
   // Exponential moving average of the staleness of pushes to this block
   // (Optimizer::kStalenessAverageWeight per update); in memory only.
   double mean_staleness = 0.0;
+  // Upper bounds on |values| and |state| per slot: exact after AddBlock and
+  // after a guarded Apply, grown by Optimizer::AfterApply otherwise.
+  Magnitudes magnitudes;
 };
 
 namespace {
@@ -67,31 +71,104 @@ inline uint32_t LoadBits(const unsigned char* p) {
   return bits;
 }
 
-// An IEEE float is NaN or Inf exactly when its exponent bits are all ones.
-inline bool NonFiniteBits(uint32_t bits) { return (~bits & 0x7F800000u) == 0; }
+// What one pass over a gradient finds.
+struct Scan {
+  int64_t first_bad;      // index of the first element past the limit, or n
+  uint32_t max_abs_bits;  // largest |element| as float32 bits
+  double norm_sq;         // sum of squares (only when asked for)
+};
 
-// Bit 31 is set exactly for NaN/Inf: only an all-ones exponent carries into it.
-// Branch- and compare-free: OR-ing it over a chunk vectorises to and/add/or.
-inline uint32_t NonFiniteFlag(uint32_t bits) {
-  return (bits & 0x7F800000u) + 0x00800000u;
-}
+// |x| as float32 bits: NaN/Inf exceed every finite float, and finite floats
+// order as these bits do.
+inline uint32_t AbsBits(uint32_t bits) { return bits & 0x7FFFFFFFu; }
 
-// Index of the first NaN/Inf among the n floats at p, or n. The inner loop has
-// no early exit so that it vectorises; only a bad chunk is searched again.
-int64_t FirstNonFinite(const unsigned char* p, int64_t n) {
+// One pass over the n float32 elements that load(i) gives (bits): the first
+// whose |x| bits exceed `limit` (< 2^31; NaN/Inf always exceed FLT_MAX's),
+// the largest |x| when kMax, and the sum of squares when kNorm. The chunk
+// loop has no early exit and no compare so that it vectorises (SSE2): limit -
+// |x| has bit 31 set exactly when |x| > limit, and OR-ing collects it; only a
+// chunk past the limit is searched again. Elements within the limit are
+// finite, so the float max and sum are exact.
+template <bool kMax, bool kNorm, typename Load>
+Scan ScanGradient(int64_t n, uint32_t limit, Load load) {
   constexpr int64_t kChunk = 1024;
+  Scan scan{n, 0, 0.0};
+  float max_abs = 0.0f;
   for (int64_t start = 0; start < n; start += kChunk) {
     const int64_t end = std::min(n, start + kChunk);
     uint32_t flags = 0;
+    float chunk_max = 0.0f, sum_sq = 0.0f;
     for (int64_t i = start; i < end; ++i) {
-      flags |= NonFiniteFlag(LoadBits(p + 4 * i));
+      const uint32_t abs_bits = AbsBits(load(i));
+      flags |= limit - abs_bits;
+      if (kMax || kNorm) {
+        float a;
+        std::memcpy(&a, &abs_bits, sizeof(a));
+        if (kMax) chunk_max = a > chunk_max ? a : chunk_max;
+        if (kNorm) sum_sq += a * a;
+      }
     }
-    if ((flags & 0x80000000u) == 0) continue;
-    for (int64_t i = start; i < end; ++i) {
-      if (NonFiniteBits(LoadBits(p + 4 * i))) return i;
+    if ((flags & 0x80000000u) != 0) {
+      for (int64_t i = start; i < end; ++i) {
+        if (AbsBits(load(i)) > limit) return Scan{i, 0, 0.0};
+      }
+    }
+    max_abs = std::max(max_abs, chunk_max);
+    scan.norm_sq += sum_sq;
+  }
+  std::memcpy(&scan.max_abs_bits, &max_abs, sizeof(max_abs));
+  return scan;
+}
+
+// ScanGradient with kMax and kNorm chosen at run time.
+template <typename Load>
+Scan ScanGradient(int64_t n, uint32_t limit, bool want_max, bool want_norm,
+                  Load load) {
+  if (want_norm) return ScanGradient<true, true>(n, limit, load);
+  if (want_max) return ScanGradient<true, false>(n, limit, load);
+  return ScanGradient<false, false>(n, limit, load);
+}
+
+float FromBits(uint32_t bits) {
+  float x;
+  std::memcpy(&x, &bits, sizeof(x));
+  return x;
+}
+
+uint32_t ToBits(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof(bits));
+  return bits;
+}
+
+inline uint16_t Load16(const unsigned char* p) {
+  uint16_t bits;
+  std::memcpy(&bits, p, sizeof(bits));
+  return bits;
+}
+
+// The largest fp16 |x| bits whose value is within the float32 |x| bits
+// `limit_bits` (0x7BFF, fp16's largest finite, when the limit is above it).
+uint32_t Fp16LimitBits(uint32_t limit_bits) {
+  const float limit = FromBits(limit_bits);
+  uint32_t lo = 0, hi = 0x7BFF;  // Fp16ToFloat(0) = 0 <= limit
+  while (lo < hi) {
+    const uint32_t mid = (lo + hi + 1) / 2;
+    if (Fp16ToFloat(static_cast<uint16_t>(mid)) <= limit) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
     }
   }
-  return n;
+  return lo;
+}
+
+// optimizer.max_gradient_value as |x| bits; FLT_MAX's (NaN/Inf only) when off.
+uint32_t LimitBits(double max_value) {
+  if (!(max_value > 0) || max_value >= std::numeric_limits<float>::max()) {
+    return ToBits(std::numeric_limits<float>::max());
+  }
+  return ToBits(static_cast<float>(max_value));
 }
 
 // InvalidArgument "<op>: block <id> <what> unknown encoding 7 (valid: ...)"
@@ -104,43 +181,128 @@ absl::Status CheckEncoding(const char* op, uint32_t id, const char* what,
       static_cast<int32_t>(encoding), " (valid: 0 float32, 1 bf16, 2 fp16)"));
 }
 
-// CheckGradient for a gradient in bf16 or fp16.
-absl::Status CheckEncodedGradient(uint32_t id, int64_t size,
-                                  WireEncoding encoding, const void* data,
-                                  size_t bytes) {
+// InvalidArgument for element `index` (bits `bits`) of block `id`'s
+// gradient: NaN/Inf, or beyond optimizer.max_gradient_value.
+absl::Status BadElement(uint32_t id, int64_t index, int64_t size, float value,
+                        double max_value) {
+  if (!std::isfinite(value)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "push: block ", id, " gradient has ", std::isnan(value) ? "NaN" : "Inf",
+        " at index ", index, " (of ", size,
+        "); the worker's gradient diverged, lower optimizer.learning_rate"));
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "push: block ", id, " gradient element ", index, " (of ", size, ") is ",
+      value, ", beyond optimizer.max_gradient_value ", max_value,
+      "; nothing was applied. The worker's gradient diverged: lower "
+      "optimizer.learning_rate, or raise max_gradient_value if such values are "
+      "expected (0 = no bound)"));
+}
+
+// Checks a gradient's length and elements in one pass; fills *stats.
+absl::Status CheckGradient(uint32_t id, int64_t size, WireEncoding encoding,
+                           const void* data, size_t bytes, uint32_t limit_bits,
+                           double max_value, bool want_norm,
+                           BlockStore::GradientStats* stats) {
   const size_t expected = static_cast<size_t>(size) * BytesPerElement(encoding);
   if (bytes != expected) {
+    if (encoding == WireEncoding::kFloat32) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("push: block ", id, " expects ", size, " floats (",
+                       expected, " bytes), got ", bytes, " bytes"));
+    }
     return absl::InvalidArgumentError(absl::StrCat(
         "push: block ", id, " expects ", size, " ", WireEncodingName(encoding),
         " values (", expected, " bytes), got ", bytes, " bytes"));
   }
-  const char* p = static_cast<const char*>(data);
-  const int64_t bad = FindNonFinite(p, size, encoding);
-  if (bad == size) return absl::OkStatus();
-  float value;
-  DecodeFloats(p + BytesPerElement(encoding) * bad, 1, encoding, &value);
-  return absl::InvalidArgumentError(absl::StrCat(
-      "push: block ", id, " gradient has ", std::isnan(value) ? "NaN" : "Inf",
-      " at index ", bad, " (of ", size,
-      "); the worker's gradient diverged, lower optimizer.learning_rate"));
+  const auto* p = static_cast<const unsigned char*>(data);
+  // With a bound on elements, that bound is the gradient's magnitude for
+  // Apply's overflow analysis, and the scan need not find the largest.
+  const bool bounded = limit_bits < ToBits(std::numeric_limits<float>::max());
+  Scan scan;
+  if (encoding == WireEncoding::kFloat32) {
+    auto load = [p](int64_t i) { return LoadBits(p + 4 * i); };
+    scan = ScanGradient(size, limit_bits, !bounded, want_norm, load);
+  } else if (bounded && !want_norm) {
+    // bf16/fp16 checked on the encoded bits, in one pass. bf16 is float32's
+    // top half; fp16's |x| bits order as its values do, and NaN/Inf lie above
+    // its largest finite value, so its bound is the largest fp16 within the
+    // limit.
+    if (encoding == WireEncoding::kBf16) {
+      auto load = [p](int64_t i) { return uint32_t{Load16(p + 2 * i)} << 16; };
+      scan = ScanGradient(size, limit_bits, false, false, load);
+    } else {
+      auto load = [p](int64_t i) {
+        return uint32_t{Load16(p + 2 * i)} & 0x7FFFu;
+      };
+      scan = ScanGradient(size, Fp16LimitBits(limit_bits), false, false, load);
+    }
+  } else {
+    // bf16/fp16 without a bound or with norm clipping: decoded into a
+    // per-thread buffer first (a second pass).
+    thread_local std::vector<float> decoded;
+    if (decoded.size() < static_cast<size_t>(size)) decoded.resize(size);
+    DecodeFloats(static_cast<const char*>(data), size, encoding,
+                 decoded.data());
+    const float* f = decoded.data();
+    auto load = [f](int64_t i) { return ToBits(f[i]); };
+    scan = ScanGradient(size, limit_bits, !bounded, want_norm, load);
+  }
+  if (scan.first_bad < size) {
+    float value;
+    if (encoding == WireEncoding::kFloat32) {
+      value = FromBits(LoadBits(p + 4 * scan.first_bad));
+    } else {
+      DecodeFloats(static_cast<const char*>(data) +
+                       BytesPerElement(encoding) * scan.first_bad,
+                   1, encoding, &value);
+    }
+    return BadElement(id, scan.first_bad, size, value, max_value);
+  }
+  if (stats != nullptr) {
+    stats->max_abs = FromBits(bounded ? limit_bits : scan.max_abs_bits);
+    stats->norm = want_norm ? std::sqrt(scan.norm_sq) : -1.0;
+  }
+  return absl::OkStatus();
 }
 
-absl::Status CheckGradient(uint32_t id, int64_t size, const void* data,
-                           size_t bytes) {
-  const size_t expected = static_cast<size_t>(size) * sizeof(float);
-  if (bytes != expected) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("push: block ", id, " expects ", size, " floats (",
-                     expected, " bytes), got ", bytes, " bytes"));
+// Exact magnitudes of a block; +inf when a float is NaN/Inf or the
+// optimizer's sum-of-squares slot holds a negative one (then every update
+// takes the guarded path).
+// max |p[i]| over n floats; +inf when one is NaN/Inf.
+double MaxAbs(const float* p, int64_t n) {
+  uint32_t m = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t a = AbsBits(ToBits(p[i]));
+    m = a > m ? a : m;
   }
-  const auto* p = static_cast<const unsigned char*>(data);
-  const int64_t bad = FirstNonFinite(p, size);
-  if (bad == size) return absl::OkStatus();
-  const bool is_nan = (LoadBits(p + 4 * bad) & 0x007FFFFFu) != 0;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "push: block ", id, " gradient has ", is_nan ? "NaN" : "Inf",
-      " at index ", bad, " (of ", size,
-      "); the worker's gradient diverged, lower optimizer.learning_rate"));
+  const float max = FromBits(m);
+  return std::isfinite(max) ? max : std::numeric_limits<double>::infinity();
+}
+
+Magnitudes Measure(const float* values, const float* state, int64_t n,
+                   const Optimizer& optimizer) {
+  Magnitudes out;
+  out.w = MaxAbs(values, n);
+  for (int slot = 0; slot < optimizer.state_slots() && slot < 2; ++slot) {
+    const float* p = state + slot * n;
+    out.state[slot] = MaxAbs(p, n);
+    if (slot == optimizer.second_moment_slot() &&
+        std::any_of(p, p + n, [](float x) { return !(x >= 0.0f); })) {
+      out.state[slot] = std::numeric_limits<double>::infinity();
+    }
+  }
+  out.ratio = optimizer.MeasureRatio(state, n);
+  return out;
+}
+
+// A guard-free update must keep every float this far below FLT_MAX (3.4e38):
+// the bounds are in double and float rounding adds at most a relative 1e-6.
+constexpr double kSafeMagnitude = 1e36;
+
+bool Safe(const Magnitudes& m) {
+  return m.peak < kSafeMagnitude && m.w < kSafeMagnitude &&
+         m.state[0] < kSafeMagnitude && m.state[1] < kSafeMagnitude;
 }
 
 // The gradient as floats. gRPC hands us bytes at any address: an aligned buffer
@@ -161,6 +323,8 @@ const float* AsFloats(const void* data, int64_t n) {
 BlockStore::BlockStore(std::unique_ptr<Optimizer> optimizer, Options options)
     : optimizer_(std::move(optimizer)),
       counters_(options.counters),
+      max_abs_bits_(LimitBits(optimizer_->section().max_gradient_value)),
+      max_norm_(optimizer_->section().max_gradient_norm),
       dc_lambda_(static_cast<float>(optimizer_->section().delay_compensation)),
       lr_scaled_(optimizer_->section().schedule != "constant" ||
                  optimizer_->section().warmup_updates > 0 ||
@@ -191,6 +355,8 @@ absl::Status BlockStore::AddBlock(uint32_t id, std::vector<float> values,
   }
   slot =
       std::make_unique<Block>(id, std::move(values), version, std::move(state));
+  slot->magnitudes = Measure(slot->values.data(), slot->state.data(),
+                             slot->size, *optimizer_);
   num_floats_ += slot->size;
   return absl::OkStatus();
 }
@@ -235,23 +401,30 @@ absl::StatusOr<uint64_t> BlockStore::PullInto(uint32_t id, char* out,
 }
 
 absl::StatusOr<BlockStore::Block*> BlockStore::ValidatePush(
-    uint32_t id, const void* data, size_t bytes, WireEncoding encoding) const {
+    uint32_t id, const void* data, size_t bytes, WireEncoding encoding,
+    GradientStats* stats) const {
   Block* block = Find(id);
   if (block == nullptr) return UnknownBlock("push", id);
-  if (encoding == WireEncoding::kFloat32) {
-    RETURN_IF_ERROR(CheckGradient(id, block->size, data, bytes));
-  } else {
-    RETURN_IF_ERROR(CheckEncoding("push", id, "has", encoding));
-    RETURN_IF_ERROR(
-        CheckEncodedGradient(id, block->size, encoding, data, bytes));
-  }
+  RETURN_IF_ERROR(CheckEncoding("push", id, "has", encoding));
+  RETURN_IF_ERROR(CheckGradient(id, block->size, encoding, data, bytes,
+                                max_abs_bits_,
+                                optimizer_->section().max_gradient_value,
+                                max_norm_ > 0, stats));
   return block;
 }
 
-BlockStore::PushResult BlockStore::Apply(Block* block, const void* data,
-                                         uint64_t base_version,
-                                         int32_t worker_id,
-                                         WireEncoding encoding) {
+absl::StatusOr<BlockStore::PushResult> BlockStore::Apply(
+    Block* block, const void* data, uint64_t base_version, int32_t worker_id,
+    WireEncoding encoding, const GradientStats* stats) {
+  GradientStats computed;
+  if (stats == nullptr) {
+    RETURN_IF_ERROR(CheckGradient(
+        block->id, block->size, encoding, data,
+        static_cast<size_t>(block->size) * BytesPerElement(encoding),
+        max_abs_bits_, optimizer_->section().max_gradient_value, max_norm_ > 0,
+        &computed));
+    stats = &computed;
+  }
   const float* gradient = nullptr;
   if (encoding == WireEncoding::kFloat32) {
     gradient = AsFloats(data, block->size);
@@ -263,20 +436,46 @@ BlockStore::PushResult BlockStore::Apply(Block* block, const void* data,
                  decoded_.data());
     gradient = decoded_.data();
   }
+  double max_g = stats->max_abs;
+  if (max_norm_ > 0 && stats->norm > max_norm_) {
+    const float scale = static_cast<float>(max_norm_ / stats->norm);
+    if (clipped_.size() < static_cast<size_t>(block->size)) {
+      clipped_.resize(block->size);
+    }
+    for (int64_t i = 0; i < block->size; ++i) {
+      clipped_[i] = gradient[i] * scale;
+    }
+    gradient = clipped_.data();
+    max_g *= scale;
+    if (counters_ != nullptr) counters_->Add("clipped_gradients", 1);
+  }
   const uint64_t before = block->version;
   const uint64_t staleness = base_version < before ? before - base_version : 0;
   constexpr double kWeight = Optimizer::kStalenessAverageWeight;
-  block->mean_staleness = (1.0 - kWeight) * block->mean_staleness +
-                          kWeight * static_cast<double>(staleness);
+  const double mean_staleness = (1.0 - kWeight) * block->mean_staleness +
+                                kWeight * static_cast<double>(staleness);
   const ApplyContext context =
-      optimizer_->Context(before, staleness, block->mean_staleness);
+      optimizer_->Context(before, staleness, mean_staleness);
   thread_local std::vector<float> compensated;
   if (dc_lambda_ > 0 && staleness > 0) {
-    gradient =
+    const float* g =
         Compensate(*block, gradient, base_version, worker_id, &compensated);
+    if (g != gradient) {
+      // The compensated gradient has no bound from the push: measure it.
+      max_g = MaxAbs(g, block->size);
+      gradient = g;
+    }
   }
-  optimizer_->Apply(block->values.data(), gradient, block->state.data(),
-                    block->size, context);
+  const Magnitudes after =
+      optimizer_->AfterApply(block->magnitudes, max_g, context);
+  if (Safe(after)) {
+    optimizer_->Apply(block->values.data(), gradient, block->state.data(),
+                      block->size, context);
+    block->magnitudes = after;
+  } else {
+    RETURN_IF_ERROR(ApplyGuarded(block, gradient, max_g, context));
+  }
+  block->mean_staleness = mean_staleness;
   block->version = before + 1;
   if (counters_ != nullptr) {
     if (lr_scaled_) counters_->Set("lr_scale", context.lr_scale);
@@ -285,6 +484,37 @@ BlockStore::PushResult BlockStore::Apply(Block* block, const void* data,
     }
   }
   return PushResult{before + 1, staleness};
+}
+
+absl::Status BlockStore::ApplyGuarded(Block* block, const float* gradient,
+                                      double max_g,
+                                      const ApplyContext& context) {
+  ++guarded_applies_;
+  const size_t n = static_cast<size_t>(block->size);
+  saved_.resize(n + block->state.size());
+  std::copy(block->values.begin(), block->values.end(), saved_.begin());
+  std::copy(block->state.begin(), block->state.end(), saved_.begin() + n);
+  optimizer_->Apply(block->values.data(), gradient, block->state.data(),
+                    block->size, context);
+  const Magnitudes exact = Measure(block->values.data(), block->state.data(),
+                                   block->size, *optimizer_);
+  const bool finite = std::isfinite(exact.w) &&
+                      std::isfinite(exact.state[0]) &&
+                      std::isfinite(exact.state[1]);
+  if (finite) {
+    block->magnitudes = exact;
+    return absl::OkStatus();
+  }
+  std::copy(saved_.begin(), saved_.begin() + n, block->values.begin());
+  std::copy(saved_.begin() + n, saved_.end(), block->state.begin());
+  if (counters_ != nullptr) counters_->Add("refused_overflows", 1);
+  return absl::InvalidArgumentError(absl::StrCat(
+      "push: block ", block->id, " update would overflow the ",
+      optimizer_->name(),
+      " values or state to Inf/NaN (largest gradient element ", max_g,
+      "); refused, the block is unchanged. "
+      "Lower optimizer.learning_rate or set optimizer.max_gradient_value / "
+      "max_gradient_norm"));
 }
 
 const float* BlockStore::Compensate(const Block& block, const float* g,
@@ -308,8 +538,10 @@ const float* BlockStore::Compensate(const Block& block, const float* g,
 absl::StatusOr<BlockStore::PushResult> BlockStore::Push(
     uint32_t id, const void* data, size_t bytes, uint64_t base_version,
     int32_t worker_id, WireEncoding encoding) {
-  ASSIGN_OR_RETURN(Block* block, ValidatePush(id, data, bytes, encoding));
-  return Apply(block, data, base_version, worker_id, encoding);
+  GradientStats stats;
+  ASSIGN_OR_RETURN(Block* block,
+                   ValidatePush(id, data, bytes, encoding, &stats));
+  return Apply(block, data, base_version, worker_id, encoding, &stats);
 }
 
 double BlockStore::MeanStaleness(uint32_t id) const {

@@ -85,6 +85,15 @@ class BlockStore {
   // Valid until the next AddBlock of the same id.
   struct Block;
 
+  // What ValidatePush learnt about a gradient in its one pass, for Apply.
+  struct GradientStats {
+    // A bound on |element|: optimizer.max_gradient_value when that is on,
+    // else the largest |element|.
+    float max_abs = 0.0f;
+    // The L2 norm; < 0 when not computed (optimizer.max_gradient_norm 0).
+    double norm = -1.0;
+  };
+
   // REQUIRES: optimizer != nullptr.
   explicit BlockStore(std::unique_ptr<Optimizer> optimizer)
       : BlockStore(std::move(optimizer), Options()) {}
@@ -135,12 +144,18 @@ class BlockStore {
   // 1 bf16, 2 fp16)"), for a byte length other than BytesPerElement(encoding)
   // * length ("push: block 17 expects 65536 floats (262144 bytes), got 1000
   // bytes"; "push: block 17 expects 65536 bf16 values (131072 bytes), got ...")
-  // or for a NaN/Inf element ("push: block 3 gradient has NaN at index 12 (of
-  // 65536); ..."). A bf16/fp16 value is NaN/Inf exactly when its float32
-  // decoding is, so the check runs on the encoded bits.
+  // for a NaN/Inf element ("push: block 3 gradient has NaN at index 12 (of
+  // 65536); ...") or for an element beyond optimizer.max_gradient_value
+  // ("push: block 3 gradient element 12 (of 65536) is 1e+38, beyond
+  // optimizer.max_gradient_value 1e+06; ..."). The same pass finds the largest
+  // |element| and, with optimizer.max_gradient_norm on, the L2 norm, into
+  // *stats when it is not null. bf16/fp16 are checked on the encoded bits (a
+  // second, decoding pass only without max_gradient_value or with
+  // max_gradient_norm).
   absl::StatusOr<Block*> ValidatePush(
       uint32_t id, const void* data, size_t bytes,
-      WireEncoding encoding = WireEncoding::kFloat32) const;
+      WireEncoding encoding = WireEncoding::kFloat32,
+      GradientStats* stats = nullptr) const;
 
   // Applies the optimizer to `block` with the gradient at `data` (in
   // `encoding`: bf16/fp16 are first decoded into a scratch buffer the store
@@ -149,16 +164,32 @@ class BlockStore {
   // pulled it (-1: none, as for a BSP round's mean gradient; such a push is
   // never compensated). A caller that checks a whole request before applying
   // any of it resolves each block once with ValidatePush, then applies.
+  // `stats` is what that ValidatePush found (null: computed here, one more
+  // pass over the gradient).
+  //
+  // A gradient whose norm exceeds optimizer.max_gradient_norm (> 0) is scaled
+  // down to it first (counter "clipped_gradients"). Values and optimizer
+  // state never become NaN/Inf: when the update could overflow float32 (a
+  // bound from the block's magnitude, the gradient's and the optimizer's
+  // factors, kept per block, says so: rare), the block is copied first, and
+  // an update that did overflow is undone and refused with InvalidArgument
+  // ("push: block 3 update would overflow the adam state ...", counter
+  // "refused_overflows"); the block is then unchanged.
   // REQUIRES: ValidatePush(id, data, bytes, encoding) returned `block` and no
   // AddBlock came between.
-  PushResult Apply(Block* block, const void* data, uint64_t base_version,
-                   int32_t worker_id,
-                   WireEncoding encoding = WireEncoding::kFloat32);
+  absl::StatusOr<PushResult> Apply(
+      Block* block, const void* data, uint64_t base_version,
+      int32_t worker_id, WireEncoding encoding = WireEncoding::kFloat32,
+      const GradientStats* stats = nullptr);
 
   // ValidatePush, then Apply. On error the block is unchanged.
   absl::StatusOr<PushResult> Push(
       uint32_t id, const void* data, size_t bytes, uint64_t base_version,
       int32_t worker_id = -1, WireEncoding encoding = WireEncoding::kFloat32);
+
+  // Pushes that took the guarded (copy, apply, check) path: for tests and
+  // benchmarks.
+  int64_t guarded_applies_for_test() const { return guarded_applies_; }
 
   // The block's mean staleness (the average async momentum uses); 0 for a
   // block not held.
@@ -190,8 +221,18 @@ class BlockStore {
                           uint64_t base_version, int32_t worker_id,
                           std::vector<float>* scratch);
 
+  // The guarded path of Apply: copies the block, applies, and restores it
+  // when a value or state float came out NaN/Inf.
+  absl::Status ApplyGuarded(Block* block, const float* gradient, double max_g,
+                            const ApplyContext& context);
+
   const std::unique_ptr<Optimizer> optimizer_;
   Counters* const counters_;
+  // optimizer.max_gradient_value as float32 bits of |x| (FLT_MAX's when off):
+  // for non-negative floats the bit patterns order as the values do.
+  const uint32_t max_abs_bits_;
+  const double max_norm_;  // optimizer.max_gradient_norm; 0: no clipping
+  int64_t guarded_applies_ = 0;
   const float dc_lambda_;  // 0: delay compensation off
   // The optimizer section scales lr per update (schedule, warmup or
   // staleness_lr): Apply exports the scale as the gauge "lr_scale".
@@ -204,6 +245,9 @@ class BlockStore {
   // Apply's bf16/fp16 gradient, decoded; grows to the largest block pushed
   // encoded and is reused (Apply has exclusive access).
   std::vector<float> decoded_;
+  // Apply's clipped gradient and the guarded path's copy of a block; reused.
+  std::vector<float> clipped_;
+  std::vector<float> saved_;
 };
 
 }  // namespace downpour::server

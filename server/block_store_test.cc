@@ -19,6 +19,7 @@ namespace {
 
 using ::downpour::testing::IsOk;
 using ::downpour::testing::StatusIs;
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
@@ -262,9 +263,10 @@ TEST(BlockStoreTest, ValidatePushResolvesTheBlockThatApplyUpdates) {
       store.ValidatePush(1, g.data(), g.size());
   ASSERT_THAT(block, IsOk());
   EXPECT_THAT(PullFloats(store, 1), ElementsAre(5, 5, 5)) << "validated only";
-  const BlockStore::PushResult result =
+  absl::StatusOr<BlockStore::PushResult> result =
       store.Apply(*block, g.data(), 0, /*worker_id=*/-1);
-  EXPECT_EQ(result.version, 1u);
+  ASSERT_THAT(result, IsOk());
+  EXPECT_EQ(result->version, 1u);
   EXPECT_THAT(PullFloats(store, 1), ElementsAre(4, 3, 2));
   EXPECT_THAT(PullFloats(store, 0), ElementsAre(1, 1));
 }
@@ -579,6 +581,136 @@ TEST(BlockStoreTest, PullInBf16OrFp16ReturnsTheEncodedValues) {
   // The store itself keeps float32.
   EXPECT_THAT(PullFloats(store, 0),
               ElementsAre(1.0f, -2.5f, 1.00390625f, 65520.0f));
+}
+
+// Issue 12: one push of 1e38 turned Adam's state into Inf for good.
+TEST(BlockStoreTest, GradientBeyondMaxGradientValueIsRefusedNamingBlockAndValue) {
+  for (const char* type : {"sgd", "momentum", "adagrad", "adam"}) {
+    OptimizerSection section = Section(type, 0.1);  // max_gradient_value 1e6
+    BlockStore store(MakeOptimizer(section));
+    ASSERT_THAT(store.AddBlock(4, {1, 2, 3}), IsOk());
+    const std::string g = Bytes({0.5f, -1e38f, 1});
+    EXPECT_THAT(store.Push(4, g.data(), g.size(), 0),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         AllOf(HasSubstr("block 4 gradient element 1 (of 3)"),
+                               HasSubstr("-1e+38"),
+                               HasSubstr("max_gradient_value 1e+06"))))
+        << type;
+    EXPECT_THAT(PullFloats(store, 4), ElementsAre(1, 2, 3)) << type;
+    EXPECT_EQ(*store.Version(4), 0u) << type;
+    // Just inside the bound is applied.
+    const std::string ok = Bytes({0.5f, -1e6f, 1});
+    EXPECT_THAT(store.Push(4, ok.data(), ok.size(), 0), IsOk()) << type;
+  }
+}
+
+TEST(BlockStoreTest, EncodedGradientBeyondMaxGradientValueIsRefused) {
+  OptimizerSection section = Section("sgd", 0.1);
+  section.max_gradient_value = 100;
+  BlockStore store(MakeOptimizer(section));
+  ASSERT_THAT(store.AddBlock(2, {1, 2}), IsOk());
+  for (WireEncoding encoding : {WireEncoding::kBf16, WireEncoding::kFp16}) {
+    const std::vector<float> g = {1, 1000};
+    std::string bytes(2 * BytesPerElement(encoding), '\0');
+    EncodeFloats(g.data(), 2, encoding, bytes.data());
+    EXPECT_THAT(store.Push(2, bytes.data(), bytes.size(), 0, -1, encoding),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr("gradient element 1 (of 2) is 1000")));
+    EXPECT_THAT(PullFloats(store, 2), ElementsAre(1, 2));
+  }
+  // At the bound is applied; the next value past it is refused.
+  for (WireEncoding encoding : {WireEncoding::kBf16, WireEncoding::kFp16}) {
+    std::string bytes(2 * BytesPerElement(encoding), '\0');
+    const std::vector<float> at = {100, -100};
+    EncodeFloats(at.data(), 2, encoding, bytes.data());
+    EXPECT_THAT(store.Push(2, bytes.data(), bytes.size(), 0, -1, encoding),
+                IsOk());
+    const std::vector<float> past = {0, encoding == WireEncoding::kFp16
+                                            ? -100.0625f
+                                            : -100.5f};
+    EncodeFloats(past.data(), 2, encoding, bytes.data());
+    EXPECT_THAT(store.Push(2, bytes.data(), bytes.size(), 0, -1, encoding),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr("gradient element 1 (of 2) is -100.")));
+  }
+}
+
+TEST(BlockStoreTest, MaxGradientValueZeroLeavesOnlyTheFiniteCheck) {
+  OptimizerSection section = Section("sgd", 1e-30);
+  section.max_gradient_value = 0;
+  BlockStore store(MakeOptimizer(section));
+  ASSERT_THAT(store.AddBlock(0, {1}), IsOk());
+  const std::string g = Bytes({1e38f});
+  EXPECT_THAT(store.Push(0, g.data(), g.size(), 0), IsOk());
+}
+
+// With the bound off, an Adam push of 1e38 would square to Inf in v: the
+// update is refused and values and state stay as they were.
+TEST(BlockStoreTest, UpdateThatWouldOverflowTheStateIsRefusedAndUndone) {
+  Counters counters;
+  OptimizerSection section = Section("adam", 0.01);
+  section.max_gradient_value = 0;
+  BlockStore::Options options;
+  options.counters = &counters;
+  BlockStore store(MakeOptimizer(section), options);
+  ASSERT_THAT(store.AddBlock(9, {1, 2, 3, 4}), IsOk());
+  const std::string small = Bytes({0.1f, 0.2f, 0.3f, 0.4f});
+  ASSERT_THAT(store.Push(9, small.data(), small.size(), 0), IsOk());
+  EXPECT_EQ(store.guarded_applies_for_test(), 0) << "a sane push is unguarded";
+  const std::vector<BlockStore::BlockSnapshot> before = store.Snapshot();
+  const std::string huge = Bytes({0.1f, 1e38f, 0.3f, 0.4f});
+  EXPECT_THAT(store.Push(9, huge.data(), huge.size(), 1),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("block 9 update would overflow the adam"),
+                             HasSubstr("unchanged"))));
+  const std::vector<BlockStore::BlockSnapshot> after = store.Snapshot();
+  ASSERT_EQ(after.size(), 1u);
+  EXPECT_EQ(after[0].version, before[0].version);
+  EXPECT_EQ(after[0].values, before[0].values);
+  EXPECT_EQ(after[0].state, before[0].state);
+  EXPECT_EQ(counters.Get("refused_overflows"), 1);
+  // The block still learns.
+  ASSERT_THAT(store.Push(9, small.data(), small.size(), 1), IsOk());
+  EXPECT_EQ(*store.Version(9), 2u);
+  for (float x : store.Snapshot()[0].state) EXPECT_TRUE(std::isfinite(x));
+}
+
+// sgd lr 1, g = (3, 4), norm 5, clipped to norm 1: w -= (0.6, 0.8).
+TEST(BlockStoreTest, MaxGradientNormClipsAndCounts) {
+  Counters counters;
+  OptimizerSection section = Section("sgd", 1.0);
+  section.max_gradient_norm = 1.0;
+  BlockStore::Options options;
+  options.counters = &counters;
+  BlockStore store(MakeOptimizer(section), options);
+  ASSERT_THAT(store.AddBlock(0, {0, 0}), IsOk());
+  const std::string g = Bytes({3, 4});
+  ASSERT_THAT(store.Push(0, g.data(), g.size(), 0), IsOk());
+  const std::vector<float> w = PullFloats(store, 0);
+  EXPECT_NEAR(w[0], -0.6f, 1e-6);
+  EXPECT_NEAR(w[1], -0.8f, 1e-6);
+  EXPECT_EQ(counters.Get("clipped_gradients"), 1);
+  const std::string small = Bytes({0.3f, 0.4f});  // norm 0.5: as is
+  ASSERT_THAT(store.Push(0, small.data(), small.size(), 1), IsOk());
+  EXPECT_NEAR(PullFloats(store, 0)[0], -0.9f, 1e-6);
+  EXPECT_EQ(counters.Get("clipped_gradients"), 1);
+}
+
+// The overflow guard copies a block: it must stay rare for real jobs, Adam
+// with weight decay included.
+TEST(BlockStoreTest, RealisticUpdatesNeverTakeTheGuardedPath) {
+  for (const char* type : {"sgd", "momentum", "adagrad", "adam"}) {
+    OptimizerSection section = Section(type, 0.05);
+    section.weight_decay = 1e-4;
+    BlockStore store(MakeOptimizer(section));
+    ASSERT_THAT(store.AddBlock(0, std::vector<float>(4096, 0.5f)), IsOk());
+    std::vector<float> g(4096, 1e-3f);
+    for (int i = 0; i < 2000; ++i) {
+      g[i % g.size()] = i % 2 ? 1.0f : -1.0f;
+      ASSERT_THAT(store.Push(0, g.data(), g.size() * 4, i), IsOk());
+    }
+    EXPECT_EQ(store.guarded_applies_for_test(), 0) << type;
+  }
 }
 
 }  // namespace

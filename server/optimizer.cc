@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
+#include <limits>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -13,6 +15,17 @@
 
 namespace downpour::server {
 namespace {
+
+// Float32 rounding in one Apply: every bound is widened by this relative
+// margin (a few ulps; float's is 6e-8).
+constexpr double kRounding = 1.0 + 1e-6;
+
+// Bound on |g + wd * w|.
+double DecayedGradient(double max_g, double wd, const Magnitudes& m) {
+  return (max_g + wd * m.w) * kRounding;
+}
+
+double Max(std::initializer_list<double> values) { return std::max(values); }
 
 class Sgd final : public Optimizer {
  public:
@@ -25,6 +38,15 @@ class Sgd final : public Optimizer {
              int64_t n, const ApplyContext& c) const override {
     const float lr = static_cast<float>(lr_ * c.lr_scale), wd = wd_;
     for (int64_t i = 0; i < n; ++i) w[i] -= lr * (g[i] + wd * w[i]);
+  }
+
+  Magnitudes AfterApply(const Magnitudes& m, double max_g,
+                        const ApplyContext& c) const override {
+    const double a = DecayedGradient(max_g, wd_, m), lr = lr_ * c.lr_scale;
+    Magnitudes out;
+    out.w = (m.w + lr * a) * kRounding;
+    out.peak = Max({a, lr * a, out.w});
+    return out;
   }
 
  private:
@@ -51,6 +73,17 @@ class Momentum final : public Optimizer {
     }
   }
 
+  Magnitudes AfterApply(const Magnitudes& m, double max_g,
+                        const ApplyContext& c) const override {
+    const double a = DecayedGradient(max_g, wd_, m), lr = lr_ * c.lr_scale;
+    const double mu = c.momentum >= 0 ? c.momentum : mu_;
+    Magnitudes out;
+    out.state[0] = (mu * m.state[0] + a) * kRounding;
+    out.w = (m.w + lr * out.state[0]) * kRounding;
+    out.peak = Max({a, out.state[0], lr * out.state[0], out.w});
+    return out;
+  }
+
  private:
   const double lr_;
   const float wd_;
@@ -75,6 +108,18 @@ class Adagrad final : public Optimizer {
       w[i] -= lr * gi / (std::sqrt(hi) + eps);
     }
   }
+
+  // With h >= 0, h' >= g'^2, so |g'| / (sqrt(h') + eps) <= 1.
+  Magnitudes AfterApply(const Magnitudes& m, double max_g,
+                        const ApplyContext& c) const override {
+    const double a = DecayedGradient(max_g, wd_, m), lr = lr_ * c.lr_scale;
+    Magnitudes out;
+    out.state[0] = (m.state[0] + a * a) * kRounding;
+    out.w = (m.w + lr) * kRounding;
+    out.peak = Max({a, a * a, out.state[0], lr * a, out.w});
+    return out;
+  }
+  int second_moment_slot() const override { return 0; }
 
  private:
   const double lr_;
@@ -111,6 +156,53 @@ class Adam final : public Optimizer {
       v[i] = vi;
       w[i] -= step * mi / (std::sqrt(vi * inv_bias2) + eps);
     }
+  }
+
+  // m' and v' are convex combinations of m, g' and v, g'^2, so they stay
+  // within the larger of the two. The step is at most step * |m'| /
+  // sqrt(v') (inv_bias2 >= 1): with |m| <= R sqrt(v) for every parameter,
+  // Cauchy-Schwarz gives |m'| <= R' sqrt(v') with R'^2 = b1^2 R^2 / b2 +
+  // (1 - b1)^2 / (1 - b2), which settles near 7 for the usual betas, so the
+  // bound on w grows by about 7 step per update, weight decay or not. Without
+  // a finite R (b2 = 0, or a state loaded with m != 0 where v = 0), the step
+  // is bounded by |m'| / eps.
+  Magnitudes AfterApply(const Magnitudes& m, double max_g,
+                        const ApplyContext& c) const override {
+    const double a = DecayedGradient(max_g, wd_, m);
+    const double td = static_cast<double>(c.t == 0 ? 1 : c.t);
+    const double step = lr_ * c.lr_scale / (1.0 - std::pow(b1_, td));
+    const double inv_bias2 = 1.0 / (1.0 - std::pow(b2_, td));
+    // Float rounding of the ratio (float m, v and sqrt): a relative 1e-5.
+    Magnitudes out;
+    out.state[0] = std::max(m.state[0], a) * kRounding;
+    out.state[1] = std::max(m.state[1], a * a) * kRounding;
+    out.ratio = std::numeric_limits<double>::infinity();
+    if (b2_ > 0 && std::isfinite(m.ratio)) {
+      const double c1 = 1.0 - b1_, c2 = 1.0 - b2_;
+      out.ratio = std::sqrt(b1_ * b1_ * m.ratio * m.ratio / b2_ +
+                            c1 * c1 / c2) *
+                  (1.0 + 1e-5);
+    }
+    const double max_step =
+        std::min(out.ratio, out.state[0] / static_cast<double>(eps_));
+    out.w = (m.w + step * max_step) * kRounding;
+    out.peak = Max({a, a * a, out.state[1] * inv_bias2, step * out.state[0],
+                    out.w});
+    return out;
+  }
+  int second_moment_slot() const override { return 1; }
+
+  double MeasureRatio(const float* state, int64_t n) const override {
+    const float* m = state;
+    const float* v = state + n;
+    double ratio = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+      if (m[i] == 0.0f) continue;
+      if (!(v[i] > 0.0f)) return std::numeric_limits<double>::infinity();
+      ratio = std::max(ratio, std::fabs(static_cast<double>(m[i])) /
+                                  std::sqrt(static_cast<double>(v[i])));
+    }
+    return ratio;
   }
 
  private:

@@ -37,6 +37,17 @@ struct ApplyContext {
   double momentum = -1.0;
 };
 
+// Upper bounds on magnitudes around one Apply (all >= 0; +inf = unknown).
+struct Magnitudes {
+  double w = 0.0;              // max |value|
+  double state[2] = {0, 0};    // max |state| per slot
+  // adam: max over parameters of |m| / sqrt(v) (0 / 0 counts as 0);
+  // +inf when unknown. Unused by the other rules.
+  double ratio = 0.0;
+  // Apply's largest intermediate (AfterApply only).
+  double peak = 0.0;
+};
+
 // Applies one update rule to float vectors. Immutable after Create, hence
 // thread-safe: threads may call Apply concurrently on disjoint (w, state).
 //
@@ -78,6 +89,23 @@ class Optimizer {
   // REQUIRES: w, g and state do not overlap; g is finite (BlockStore checks).
   virtual void Apply(float* w, const float* g, float* state, int64_t n,
                      const ApplyContext& context) const = 0;
+
+  // Bounds on |w|, each state slot and every intermediate after one Apply
+  // with |g| <= max_g, given bounds `before` (double arithmetic,
+  // conservative). BlockStore skips its overflow guard while these stay far
+  // below FLT_MAX. REQUIRES: the slot second_moment_slot() names is >= 0
+  // everywhere (Apply keeps it so).
+  virtual Magnitudes AfterApply(const Magnitudes& before, double max_g,
+                                const ApplyContext& context) const = 0;
+
+  // The state slot that holds a sum of squares (adagrad 0, adam 1), whose
+  // floats must be >= 0 for AfterApply's bound; -1 for none.
+  virtual int second_moment_slot() const { return -1; }
+
+  // Magnitudes::ratio of `state` (state_slots() * n floats), measured.
+  virtual double MeasureRatio(const float* /*state*/, int64_t /*n*/) const {
+    return 0.0;
+  }
 
   // The rule's config name: "sgd", "momentum", "adagrad" or "adam".
   virtual std::string name() const = 0;

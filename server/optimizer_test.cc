@@ -1,5 +1,8 @@
 #include "server/optimizer.h"
 
+#include <algorithm>
+#include <cmath>
+#include <random>
 #include <memory>
 #include <string>
 #include <vector>
@@ -312,6 +315,52 @@ TEST(OptimizerTest, LongVectorsMatchElementwiseUpdates) {
       optimizer->Apply(&w_single[i], &g[i], one_state.data(), 1, At(1));
       ASSERT_NEAR(w[i], w_single[i], 1e-6) << type << " index " << i;
     }
+  }
+}
+
+// AfterApply is what lets BlockStore skip its overflow guard, so it must
+// never under-estimate: run each rule on random gradients (weight decay on,
+// magnitudes over many orders) and check every measured magnitude against the
+// bound carried along.
+TEST(OptimizerTest, AfterApplyBoundsHoldOverManyRandomUpdates) {
+  std::mt19937 random(7);
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> exponent(-6, 5);
+  for (const char* type : {"sgd", "momentum", "adagrad", "adam"}) {
+    OptimizerSection section;
+    section.type = type;
+    section.learning_rate = 0.05;
+    section.weight_decay = 1e-4;
+    auto optimizer = Optimizer::Create(section).value();
+    const int64_t n = 64;
+    std::vector<float> w(n, 0.5f), g(n);
+    std::vector<float> state(optimizer->state_slots() * n, 0.0f);
+    Magnitudes bound;
+    bound.w = 0.5;
+    for (int step = 1; step <= 500; ++step) {
+      const float scale = std::pow(10.0f, static_cast<float>(exponent(random)));
+      double max_g = 0;
+      for (float& x : g) {
+        x = unit(random) * scale;
+        max_g = std::max(max_g, static_cast<double>(std::fabs(x)));
+      }
+      bound = optimizer->AfterApply(bound, max_g, At(step));
+      optimizer->Apply(w.data(), g.data(), state.data(), n, At(step));
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_LE(std::fabs(w[i]), bound.w) << type << " step " << step;
+        for (int slot = 0; slot < optimizer->state_slots(); ++slot) {
+          ASSERT_LE(std::fabs(state[slot * n + i]), bound.state[slot])
+              << type << " step " << step << " slot " << slot;
+        }
+      }
+      if (std::string(type) == "adam") {
+        ASSERT_LE(optimizer->MeasureRatio(state.data(), n), bound.ratio)
+            << "step " << step;
+      }
+    }
+    // The bound stays useful: far below float32's range after 500 updates.
+    EXPECT_LT(bound.w, 1e12) << type;
+    EXPECT_LT(bound.peak, 1e30) << type;
   }
 }
 

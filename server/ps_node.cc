@@ -14,6 +14,7 @@
 #include "common/counters.h"
 #include "common/daemon.h"
 #include "common/logging.h"
+#include "common/health.h"
 #include "common/server_util.h"
 #include "common/status_macros.h"
 #include "common/status_service.h"
@@ -83,6 +84,9 @@ class PsNode::Impl {
   // Placement thread: applies the newest wanted placement or take-over.
   void PlacementLoop() ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status ApplyPlacement(uint64_t epoch) ABSL_LOCKS_EXCLUDED(mu_);
+  // Health "" SERVING while registered, not stopping or replaced, and (a
+  // shard) holding its blocks; called after each of those changes.
+  void UpdateHealth() ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status TakeOver(int shard_index, uint64_t epoch)
       ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -192,6 +196,8 @@ absl::Status PsNode::Impl::Start() {
       });
   ASSIGN_OR_RETURN(
       server_, StartServer(options_.listen, {&service_, status_.get()}, who));
+  // Not ready until registered and holding its blocks (UpdateHealth).
+  SetReady(server_.server.get(), false);
   status_->set_address(server_.address);
   advertised_ = AdvertisedAddress(server_.address, options_.advertise);
   SPDLOG_LOGGER_INFO(L(), "{}: serving on {} (registered as {})", who,
@@ -223,12 +229,26 @@ absl::Status PsNode::Impl::Start() {
     checkpointer_ = std::thread([this] { CheckpointLoop(); });
   }
   started_ = true;
+  UpdateHealth();
   return absl::OkStatus();
+}
+
+void PsNode::Impl::UpdateHealth() {
+  bool ready;
+  {
+    absl::MutexLock lock(&mu_);
+    // A standby is ready once registered; a shard once it holds its blocks.
+    ready = !stopping_ && !replaced_ &&
+            (shard_ == nullptr || shard_->epoch() > 0);
+  }
+  SetReady(server_.server.get(), ready);
 }
 
 absl::Status PsNode::Impl::Stop() {
   absl::MutexLock stop_lock(&stop_mu_);
   if (stop_status_.has_value()) return *stop_status_;
+  // Probes and balancers see NOT_SERVING before anything stops.
+  SetShuttingDown(server_.server.get());
   Shard* shard = nullptr;
   {
     // Also ends Wait() and a placement being waited for.
@@ -358,6 +378,7 @@ void PsNode::Impl::LearnWorkerIncarnations(
 }
 
 void PsNode::Impl::OnHeartbeat(const proto::HeartbeatResponse& response) {
+  PsService::FlushRefusalLog();
   if (response.replaced()) {
     StandDown(response.placement_epoch());
     return;
@@ -399,6 +420,7 @@ void PsNode::Impl::StandDown(uint64_t epoch) {
     replaced_ = true;
     service_.set_shard(nullptr);
   }
+  UpdateHealth();
   SPDLOG_LOGGER_WARN(L(),
                      "{}: another daemon serves this shard now (placement "
                      "epoch {}); standing down without writing a checkpoint",
@@ -459,8 +481,11 @@ absl::Status PsNode::Impl::ApplyPlacement(uint64_t epoch) {
     }
   }
   RETURN_IF_ERROR(shard->Assign(placement.epoch(), ids));
-  absl::MutexLock lock(&mu_);
-  if (!replaced_) service_.set_shard(shard);
+  {
+    absl::MutexLock lock(&mu_);
+    if (!replaced_) service_.set_shard(shard);
+  }
+  UpdateHealth();
   return absl::OkStatus();
 }
 

@@ -5,11 +5,19 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/grpc_status.h"
+#include "common/log_throttle.h"
 #include "common/logging.h"
 #include "common/wire_format.h"
 
 namespace downpour::server {
 namespace {
+
+// One client can send refused requests as fast as the network allows: the
+// first few of each kind per 10 s are logged in full, the rest counted.
+LogThrottle& RefusalLog() {
+  static LogThrottle* throttle = new LogThrottle(LogThrottle::Options());
+  return *throttle;
+}
 
 grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context,
                                  grpc::ServerUnaryReactor* reactor,
@@ -17,8 +25,12 @@ grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context,
   if (!status.ok() && !absl::IsUnavailable(status) &&
       !absl::IsFailedPrecondition(status)) {
     // Bad requests are the client's problem, but an operator wants to see them.
-    SPDLOG_LOGGER_WARN(Log(Logger::kRpc), "{} from {} rejected: {}", op,
-                       context->peer(), std::string(status.message()));
+    RefusalLog().Log(
+        Log(Logger::kRpc), spdlog::level::warn,
+        absl::StrCat("ps: ", op, " requests refused (",
+                     absl::StatusCodeToString(status.code()), ")"),
+        absl::StrCat(op, " from ", context->peer(), " rejected: ",
+                     status.message()));
   }
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
@@ -36,6 +48,12 @@ const absl::Status& NoShard() {
 }
 
 }  // namespace
+
+void PsService::FlushRefusalLog() {
+  for (const std::string& line : RefusalLog().Flush()) {
+    SPDLOG_LOGGER_WARN(Log(Logger::kRpc), "{}", line);
+  }
+}
 
 grpc::ServerUnaryReactor* PsService::Pull(grpc::CallbackServerContext* context,
                                           const grpc::ByteBuffer* request,

@@ -45,6 +45,12 @@ class PsService final
   // The shard served from now on (nullptr: none). REQUIRES: it outlives the
   // service.
   void set_shard(Shard* shard) { shard_.store(shard); }
+
+  // Logs the summary lines of refusal bursts whose interval ended (refused
+  // requests are logged throttled, common/log_throttle.h), so that the count
+  // of a burst that stopped is not held until the next refusal. The ps calls
+  // it every heartbeat. Thread-safe.
+  static void FlushRefusalLog();
   // Pushes are answered once replicated (nullptr: at once). REQUIRES: it
   // outlives the service, or is reset to nullptr before it goes.
   void set_replicator(Replicator* replicator) { replicator_.store(replicator); }

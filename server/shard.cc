@@ -323,9 +323,11 @@ absl::StatusOr<grpc::ByteBuffer> Shard::PullBytes(
   return reply.Finish();
 }
 
-absl::Status Shard::ValidatePush(const wire::PushView& request,
-                                 std::vector<BlockStore::Block*>* blocks) const {
+absl::Status Shard::ValidatePush(
+    const wire::PushView& request, std::vector<BlockStore::Block*>* blocks,
+    std::vector<BlockStore::GradientStats>* stats) const {
   blocks->reserve(request.blocks.size());
+  stats->resize(request.blocks.size());
   if (request.blocks.size() > 1) {
     absl::Status unique =
         CheckUnique("push", BlockIds(request), request.worker_id);
@@ -334,10 +336,11 @@ absl::Status Shard::ValidatePush(const wire::PushView& request,
       return unique;
     }
   }
-  for (const wire::BlockRef& block : request.blocks) {
+  for (size_t i = 0; i < request.blocks.size(); ++i) {
+    const wire::BlockRef& block = request.blocks[i];
     absl::StatusOr<BlockStore::Block*> resolved =
         store_->ValidatePush(block.id, block.data, block.size,
-                             EncodingOf(block.encoding));
+                             EncodingOf(block.encoding), &(*stats)[i]);
     if (!resolved.ok()) {
       counters_->Add("rejected_pushes", 1);
       return absl::Status(resolved.status().code(),
@@ -349,13 +352,13 @@ absl::Status Shard::ValidatePush(const wire::PushView& request,
   return absl::OkStatus();
 }
 
-BlockStore::PushResult Shard::ApplyUpdate(BlockStore::Block* block,
-                                          const void* data,
-                                          uint64_t base_version, int32_t worker,
-                                          WireEncoding encoding) {
-  const BlockStore::PushResult result =
-      store_->Apply(block, data, base_version, worker, encoding);
-  Changed(store_->IdOf(block));
+absl::StatusOr<BlockStore::PushResult> Shard::ApplyUpdate(
+    BlockStore::Block* block, const void* data, uint64_t base_version,
+    int32_t worker, WireEncoding encoding,
+    const BlockStore::GradientStats* stats) {
+  absl::StatusOr<BlockStore::PushResult> result =
+      store_->Apply(block, data, base_version, worker, encoding, stats);
+  if (result.ok()) Changed(store_->IdOf(block));
   return result;
 }
 
@@ -429,15 +432,24 @@ void Shard::ApplyCompleteRounds() {
     std::vector<float> mean;
     const std::vector<std::pair<int, uint64_t>> done =
         gate_.BspTakeRound(id, &mean);
+    BlockStore::GradientStats stats;
     absl::StatusOr<BlockStore::Block*> block =
-        store_->ValidatePush(id, mean.data(), mean.size() * sizeof(float));
-    if (block.ok()) {
-      const BlockStore::PushResult result =
-          ApplyUpdate(*block, mean.data(), kCurrentVersion, /*worker=*/-1);
-      round_version_[id] = result.version;
-      counters_->RecordStaleness(result.staleness);
+        store_->ValidatePush(id, mean.data(), mean.size() * sizeof(float),
+                             WireEncoding::kFloat32, &stats);
+    absl::StatusOr<BlockStore::PushResult> result =
+        block.ok() ? ApplyUpdate(*block, mean.data(), kCurrentVersion,
+                                 /*worker=*/-1, WireEncoding::kFloat32, &stats)
+                   : absl::StatusOr<BlockStore::PushResult>(block.status());
+    if (result.ok()) {
+      round_version_[id] = result->version;
+      counters_->RecordStaleness(result->staleness);
       counters_->Add("bsp_rounds", 1);
       counters_->Add("applied_updates", 1);
+    } else if (block.ok()) {
+      // The mean of validated gradients would overflow the block: the round
+      // is dropped and the block kept as it was.
+      SPDLOG_LOGGER_WARN(L(), "ps {}: bsp round of block {} refused: {}",
+                         index_, id, std::string(result.status().message()));
     } else {
       // Every contribution was validated, so only a block placed elsewhere
       // meanwhile gets here; its pushers re-read the placement.
@@ -596,6 +608,7 @@ absl::Status Shard::Push(const wire::PushView& request,
   const std::vector<uint32_t> ids =
       may_hold_pushes_ ? BlockIds(request) : std::vector<uint32_t>();
   std::vector<BlockStore::Block*> blocks;
+  std::vector<BlockStore::GradientStats> stats;
   int64_t bytes = 0;
   bool waited = false;
   {
@@ -615,7 +628,7 @@ absl::Status Shard::Push(const wire::PushView& request,
         if (!is_new) return absl::OkStatus();
       }
       blocks.clear();
-      absl::Status valid = ValidatePush(request, &blocks);
+      absl::Status valid = ValidatePush(request, &blocks, &stats);
       if (!valid.ok()) {
         // Refused for good (the client does not retry this): the sequence is
         // used up, so it cannot hold the window back.
@@ -644,11 +657,24 @@ absl::Status Shard::Push(const wire::PushView& request,
     }
     for (size_t i = 0; i < request.blocks.size(); ++i) {
       const wire::BlockRef& block = request.blocks[i];
-      const BlockStore::PushResult result =
+      absl::StatusOr<BlockStore::PushResult> result =
           ApplyUpdate(blocks[i], block.data, block.version, worker,
-                      EncodingOf(block.encoding));
-      response->add_versions(result.version);
-      counters_->RecordStaleness(result.staleness);
+                      EncodingOf(block.encoding), &stats[i]);
+      if (!result.ok()) {
+        // The update would have overflowed this block (rare: the gradient
+        // passed max_gradient_value). The blocks before it in this push are
+        // applied, so the sequence is used up: a retry must not apply them
+        // twice.
+        counters_->Add("rejected_pushes", 1);
+        if (request.sequence > 0) MarkPushed(worker, request.sequence);
+        return absl::Status(result.status().code(),
+                            absl::StrCat(result.status().message(), " (worker ",
+                                         worker, ", ", i, " of ",
+                                         request.blocks.size(),
+                                         " blocks applied before it)"));
+      }
+      response->add_versions(result->version);
+      counters_->RecordStaleness(result->staleness);
       bytes += block.size;
     }
     if (request.sequence > 0) MarkPushed(worker, request.sequence);

@@ -190,13 +190,18 @@ class Shard {
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Validates every block of `request` (one lookup each) into *blocks; on error
   // nothing is changed.
+  // What the one pass over each gradient found goes to *stats, for Apply.
   absl::Status ValidatePush(const wire::PushView& request,
-                            std::vector<BlockStore::Block*>* blocks) const
+                            std::vector<BlockStore::Block*>* blocks,
+                            std::vector<BlockStore::GradientStats>* stats) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // The one place updates reach the store: `worker` is -1 for a bsp round.
-  BlockStore::PushResult ApplyUpdate(
+  // InvalidArgument when the update would overflow (BlockStore::Apply); the
+  // block is then unchanged.
+  absl::StatusOr<BlockStore::PushResult> ApplyUpdate(
       BlockStore::Block* block, const void* data, uint64_t base_version,
-      int32_t worker, WireEncoding encoding = WireEncoding::kFloat32)
+      int32_t worker, WireEncoding encoding = WireEncoding::kFloat32,
+      const BlockStore::GradientStats* stats = nullptr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Applies every complete bsp round (the mean, at staleness 0) and marks the
   // pushes it completes as applied.

@@ -18,6 +18,7 @@ namespace {
 
 using ::downpour::testing::IsOk;
 using ::downpour::testing::StatusIs;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 class ShardTest : public ::testing::Test {
@@ -273,6 +274,59 @@ TEST_F(ShardTest, RejectedPushChangesNothing) {
   request = OnesPush(num_blocks_ + 1, 2);
   EXPECT_THAT(shard->Push(request, &response),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("unknown block")));
+}
+
+// Issue 12: a finite gradient past optimizer.max_gradient_value in any block
+// refuses the whole push, as NaN does.
+TEST_F(ShardTest, PushBeyondMaxGradientValueChangesNothing) {
+  auto shard = MakeShard();
+  ASSERT_THAT(shard->Assign(1, {0, 1}), IsOk());
+  const proto::ChecksumResponse before = shard->Checksums();
+  proto::PushRequest request = OnesPush(0, 1);
+  proto::BlockData* bad = request.add_blocks();
+  bad->set_block_id(1);
+  std::vector<float> values(spec_->blocks()[1].length, 0.0f);
+  values[3] = 1e38f;
+  bad->set_data(values.data(), values.size() * 4);
+  proto::PushResponse response;
+  EXPECT_THAT(shard->Push(request, &response),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("block 1 gradient element 3")));
+  EXPECT_EQ(shard->Checksums().DebugString(), before.DebugString());
+  EXPECT_EQ(counters_.Get("rejected_pushes"), 1);
+}
+
+// With the bound off, the second block's update would overflow: it is
+// refused and left as it was; the first block of the push was applied and
+// the sequence is used up, so a retry cannot apply it twice.
+TEST_F(ShardTest, OverflowingBlockIsRefusedAndTheSequenceUsedUp) {
+  config_.optimizer.max_gradient_value = 0;
+  config_.optimizer.learning_rate = 1e30;  // past the config bound: a test
+  auto shard = MakeShard();
+  ASSERT_THAT(shard->Assign(1, {0, 1}), IsOk());
+  proto::PushRequest request = OnesPush(0, 1);
+  proto::BlockData* bad = request.add_blocks();
+  bad->set_block_id(1);
+  std::vector<float> values(spec_->blocks()[1].length, 1e30f);
+  bad->set_data(values.data(), values.size() * 4);
+  proto::PushResponse response;
+  EXPECT_THAT(shard->Push(request, &response),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("block 1 update would overflow"),
+                             HasSubstr("1 of 2 blocks applied before it"))));
+  proto::PullRequest pull;
+  pull.set_placement_epoch(1);
+  pull.add_block_ids(0);
+  pull.add_block_ids(1);
+  proto::PullResponse pulled;
+  ASSERT_THAT(shard->Pull(pull, &pulled), IsOk());
+  EXPECT_EQ(pulled.blocks(0).version(), 1u);
+  EXPECT_EQ(pulled.blocks(1).version(), 0u);
+  EXPECT_EQ(counters_.Get("refused_overflows"), 1);
+  // The retry is a duplicate: nothing applied again.
+  EXPECT_THAT(shard->Push(request, &response), IsOk());
+  ASSERT_THAT(shard->Pull(pull, &pulled), IsOk());
+  EXPECT_EQ(pulled.blocks(0).version(), 1u);
 }
 
 // A push of `value` everywhere on block 0 by `worker`, in `encoding`.

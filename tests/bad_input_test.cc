@@ -119,5 +119,68 @@ TEST(BadInputTest, PsctlSaysWhenTheCoordinatorIsUnreachable) {
   EXPECT_THAT(exit.log, HasSubstr("cannot reach the coordinator at 127.0.0.1:1"));
 }
 
+// Issue 12: any bad flag value exits 2 with a message naming the flag; --help
+// exits 0. absl alone exits 1 for both.
+TEST(BadInputTest, BadFlagValuesExit2NamingTheFlagAndHelpExits0) {
+  const std::string config =
+      testing::WriteConfig("ok.yaml", testing::LoopbackConfig(1, 1, ""));
+  struct Case {
+    std::string binary;
+    std::vector<std::string> args;
+    std::string expect;
+  } cases[] = {
+      {"server/ps_server", {"--config", config, "--index", "abc"},
+       "Illegal value 'abc' specified for flag 'index'"},
+      {"server/ps_server", {"--config", config, "--index", "-4"},
+       "--index must be 0 or more"},
+      {"server/ps_server", {"--config", config, "--index", "0", "--bogus"},
+       "Unknown command line flag 'bogus'"},
+      {"worker/ps_worker", {"--config", config, "--index", "0", "--gpu", "x"},
+       "Illegal value 'x' specified for flag 'gpu'"},
+      {"worker/ps_worker",
+       {"--config", config, "--index", "0", "--device", "tpu"},
+       "compute.device must be one of auto, cpu, cuda, simulated; got 'tpu'"},
+      {"coordinator/coordinator", {"--config", config, "--index", "0"},
+       "--index does not apply to the coordinator"},
+      {"coordinator/coordinator", {"--config", config, "stray"},
+       "unexpected argument 'stray'"},
+      {"tools/psctl", {"--timeout_s", "abc", "status"},
+       "Illegal value 'abc' specified for flag 'timeout_s'"},
+      {"tools/psctl", {"--timeout_s", "-1", "status"},
+       "--timeout_s must be in (0, 86400]"},
+      {"tools/psctl", {"--count", "-2", "watch"}, "--count must be 0"},
+      {"deploy/launcher", {"--progress_s", "x"},
+       "Illegal value 'x' specified for flag 'progress_s'"},
+      {"deploy/launcher", {"--accuracy_mark", "2"},
+       "--accuracy_mark must be in [0, 1], got 2"},
+  };
+  for (const Case& c : cases) {
+    const Exit exit = RunToExit("bad-flag", c.binary, c.args);
+    EXPECT_EQ(exit.status, 2) << c.binary << " " << c.args.back() << "\n"
+                              << exit.log;
+    EXPECT_THAT(exit.log, HasSubstr(c.expect)) << c.binary;
+  }
+  for (const char* binary : {"server/ps_server", "worker/ps_worker",
+                             "coordinator/coordinator", "tools/psctl",
+                             "deploy/launcher"}) {
+    const Exit exit = RunToExit("help", binary, {"--help"});
+    EXPECT_EQ(exit.status, 0) << binary << "\n" << exit.log;
+  }
+}
+
+// An empty config file, or one that never ends, is refused at once.
+TEST(BadInputTest, EmptyOrEndlessConfigFileExits2) {
+  const std::string empty =
+      testing::WriteConfig("empty.yaml", "# nothing here yet\n\n");
+  Exit exit = RunToExit("ps", "server/ps_server",
+                        {"--config", empty, "--index", "0"});
+  EXPECT_EQ(exit.status, 2);
+  EXPECT_THAT(exit.log, HasSubstr("config file is empty"));
+  exit = RunToExit("coordinator", "coordinator/coordinator",
+                   {"--config", "/dev/zero"});
+  EXPECT_EQ(exit.status, 2);
+  EXPECT_THAT(exit.log, HasSubstr("'/dev/zero' is larger than 1048576 bytes"));
+}
+
 }  // namespace
 }  // namespace downpour

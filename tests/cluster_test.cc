@@ -123,7 +123,7 @@ TEST(ClusterTest, ADivergedJobIsAFailureThatNamesTheKnobs) {
           "data:\n  source: synthetic\n  train_examples: 1000\n  "
           "test_examples: 200\n",
           "model:\n  layers: [784, 32, 10]\n"
-          "optimizer:\n  type: sgd\n  learning_rate: 1000000\n"
+          "optimizer:\n  type: sgd\n  learning_rate: 1000\n"
           "training:\n  batch_size: 32\n  epochs: 50\n  eval_every_steps: 0\n"
           "checkpoint:\n  dir: \"\"\n"));
   const absl::Time start = absl::Now();
@@ -132,7 +132,7 @@ TEST(ClusterTest, ADivergedJobIsAFailureThatNamesTheKnobs) {
   EXPECT_THAT(summary->failure,
               ::testing::AllOf(
                   HasSubstr("training diverged at step"),
-                  HasSubstr("optimizer.learning_rate too high (now 1e+06)"),
+                  HasSubstr("optimizer.learning_rate too high (now 1000)"),
                   HasSubstr("Lower optimizer.learning_rate")));
   EXPECT_THAT(FormatSummary(*summary), HasSubstr("Training FAILED: worker "));
   EXPECT_THAT(FormatSummary(*summary),

@@ -114,7 +114,7 @@ class PsDaemonTest : public ::testing::Test {
 
   // epoch 0 stands for "the current one".
   grpc::Status Push(uint32_t id, std::vector<float> gradient, uint64_t epoch = 0,
-                    uint64_t sequence = 0) {
+                    uint64_t sequence = 0, int encoding = 0) {
     proto::PushRequest request;
     request.set_placement_epoch(epoch == 0 ? epoch_ : epoch);
     request.set_worker_id(0);
@@ -122,6 +122,7 @@ class PsDaemonTest : public ::testing::Test {
     proto::BlockData* block = request.add_blocks();
     block->set_block_id(id);
     block->set_data(gradient.data(), gradient.size() * sizeof(float));
+    block->set_encoding(static_cast<proto::Encoding>(encoding));
     proto::PushResponse response;
     grpc::ClientContext context;
     context.set_deadline(DeadlineIn(5));
@@ -157,6 +158,12 @@ TEST_F(PsDaemonTest, RejectsBadPushesAndKeepsServing) {
        grpc::StatusCode::INVALID_ARGUMENT, "block 0 expects 8 floats"},
       {"NaN", Push(1, {1, NAN, 1, 1}), grpc::StatusCode::INVALID_ARGUMENT, "NaN at index 1"},
       {"Inf", Push(2, {1, 1, INFINITY}), grpc::StatusCode::INVALID_ARGUMENT, "block 2"},
+      // Issue 12: finite is not enough (optimizer.max_gradient_value 1e6).
+      {"huge", Push(1, {1, 1e38f, 1, 1}), grpc::StatusCode::INVALID_ARGUMENT,
+       "block 1 gradient element 1 (of 4) is 1e+38, beyond "
+       "optimizer.max_gradient_value 1e+06"},
+      {"unknown encoding", Push(2, {1, 1, 1}, 0, 0, /*encoding=*/7),
+       grpc::StatusCode::INVALID_ARGUMENT, "unknown encoding 7"},
       {"unknown block", Push(42, {1, 2, 3}), grpc::StatusCode::NOT_FOUND, "unknown block 42"},
       {"stale epoch", Push(2, {1, 1, 1}, /*epoch=*/epoch_ + 5),
        grpc::StatusCode::UNAVAILABLE, "behind the request's"},

@@ -22,7 +22,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "common/exit_codes.h"
 #include "common/file_util.h"
+#include "common/parse_flags.h"
 #include "common/config.h"
 #include "common/security.h"
 #include "common/subprocess.h"
@@ -366,6 +368,33 @@ int History(Cluster& client) {
   return 0;
 }
 
+// Values the flag parser accepts but psctl cannot use: InvalidArgument
+// naming the flag.
+absl::Status CheckFlagValues() {
+  struct Positive {
+    const char* name;
+    double value;
+  } positive[] = {{"--timeout_s", absl::GetFlag(FLAGS_timeout_s)},
+                  {"--interval_s", absl::GetFlag(FLAGS_interval_s)},
+                  {"--sample_s", absl::GetFlag(FLAGS_sample_s)}};
+  for (const Positive& flag : positive) {
+    if (!(flag.value > 0 && flag.value <= 86400)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          flag.name, " must be in (0, 86400] seconds, got ", flag.value));
+    }
+  }
+  if (absl::GetFlag(FLAGS_count) < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--count must be 0 (until Ctrl-C) or more, got ",
+        absl::GetFlag(FLAGS_count)));
+  }
+  if (absl::GetFlag(FLAGS_top) < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--top must be 1 or more, got ", absl::GetFlag(FLAGS_top)));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -376,7 +405,9 @@ int main(int argc, char** argv) {
   usage_config.contains_helpshort_flags = usage_config.contains_help_flags;
   absl::SetFlagsUsageConfig(usage_config);
   absl::SetProgramUsageMessage(kUsage);
-  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  std::vector<char*> args = ParseFlags(argc, argv);
+  const absl::Status flags = CheckFlagValues();
+  if (!flags.ok()) return Fail(std::string(flags.message()), kExitConfig);
   if (args.size() != 2) {
     std::fprintf(stderr, "%s\n", kUsage);
     return 2;

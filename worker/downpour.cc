@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <cstring>
 #include <random>
 
@@ -303,15 +304,23 @@ absl::Status DownpourLoop::Step(int64_t step, const std::vector<int>& order,
   ASSIGN_OR_RETURN(float loss, backend_->LossAndGradient(params_.data(), batch_x_.data(),
                                                          batch_y_.data(), batch,
                                                          grad_.data()));
-  // A non-finite loss or gradient is never pushed: it would ruin the shared
-  // parameters for every worker (the ps refuses it anyway).
+  // A non-finite loss or gradient, or one past optimizer.max_gradient_value,
+  // is never pushed: it would ruin the shared parameters for every worker
+  // (the ps refuses it anyway).
   std::string bad;
+  const double max_value = options_.optimizer.max_gradient_value;
+  const float bound = max_value > 0 ? static_cast<float>(max_value)
+                                    : std::numeric_limits<float>::max();
   if (!std::isfinite(loss)) {
     bad = absl::StrCat("loss is ", loss);
   } else {
     for (float g : grad_) {
-      if (std::isfinite(g)) continue;
-      bad = absl::StrCat("gradient holds ", g);
+      if (std::fabs(g) <= bound) continue;  // false for NaN
+      bad = std::isfinite(g)
+                ? absl::StrCat("gradient holds ", g,
+                               ", beyond optimizer.max_gradient_value ",
+                               max_value)
+                : absl::StrCat("gradient holds ", g);
       break;
     }
   }

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/daemon.h"
+#include "common/health.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "coordinator/member_identity.h"
@@ -85,6 +86,8 @@ absl::Status WorkerNode::Serve() {
       options_.listen.empty() ? options_.config.cluster.workers[options_.index]
                               : options_.listen;
   ASSIGN_OR_RETURN(server_, StartServer(listen, {status_.get()}, who_));
+  // Ready once registered and connected to its shards (JoinCluster).
+  SetReady(server_.server.get(), false);
   status_->set_address(server_.address);
   advertised_ = AdvertisedAddress(server_.address, options_.advertise);
   return absl::OkStatus();
@@ -110,6 +113,7 @@ absl::Status WorkerNode::JoinCluster() {
       OutageTimeout(config.training.outage_timeout_s));
   RETURN_IF_ERROR(ps_->Connect());
   connected_ps_.store(ps_.get());
+  SetReady(server_.server.get(), true);
   ps_->set_start_clock(registered.start_clock());
   ps_->set_incarnation(registered.incarnation());
   // Shown in Status: the coordinator asks it to tell whether this process
@@ -287,6 +291,8 @@ absl::Status WorkerNode::Stop() {
     absl::MutexLock lock(&mu_);
     if (stopped_) return result_;
   }
+  // NOT_SERVING while it flushes what it owes, before the server stops.
+  SetShuttingDown(server_.server.get());
   // Retries in the ps client end too, so the flush does not wait on a dead ps
   // for the whole connect timeout.
   stop_requested_.store(true);
