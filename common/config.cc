@@ -428,6 +428,7 @@ absl::Status CheckDistinctAddresses(const ClusterSection& cluster) {
 }
 
 absl::Status CheckModel(const ModelSection& model, const DataSection& data) {
+  RETURN_IF_ERROR(CheckModelSize(model));
   const std::vector<int>& layers = model.layers;
   if (model.type == "softmax" && layers.size() != 2) {
     return absl::InvalidArgumentError(
@@ -557,6 +558,32 @@ absl::Status CheckHeartbeat(const HeartbeatSection& heartbeat) {
 }
 
 }  // namespace
+
+absl::Status CheckModelSize(const ModelSection& model) {
+  if (model.block_size < 1) return absl::OkStatus();
+  int64_t params = 0, blocks = 0;
+  for (size_t l = 0; l + 1 < model.layers.size(); ++l) {
+    const int64_t in = model.layers[l], out = model.layers[l + 1];
+    if (in < 1 || out < 1) return absl::OkStatus();
+    // Each term is below 2^62 and the sums stop at the limits, so nothing
+    // overflows.
+    for (const int64_t size : {in * out, out}) {
+      params += size;
+      blocks += (size - 1) / model.block_size + 1;
+      if (params > kMaxModelParams || blocks > kMaxModelBlocks) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "model.layers [", absl::StrJoin(model.layers, ", "),
+            "] with model.block_size ", model.block_size, " make over ",
+            params > kMaxModelParams ? kMaxModelParams : kMaxModelBlocks,
+            params > kMaxModelParams ? " parameters" : " blocks",
+            ", the most a model may have: ",
+            params > kMaxModelParams ? "use narrower or fewer layers"
+                                     : "raise model.block_size"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
 
 std::vector<ClusterAddress> ClusterAddresses(const ClusterSection& cluster) {
   std::vector<ClusterAddress> out = {

@@ -192,6 +192,21 @@ logging:
   EXPECT_EQ(c.logging.level, "debug");
 }
 
+// Found by tools/fuzz/config_fuzzer: this config loaded, and building its
+// model then ran out of memory.
+TEST(ConfigTest, ModelTooLargeIsRefused) {
+  EXPECT_THAT(
+      Parse("model:\n  layers: [1000000000, 1000000000, 10]\n  block_size: 4\n"
+            "data:\n  source: synthetic\n"),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("model.layers [1000000000, 1000000000, 10] with "
+                         "model.block_size 4 make over 4294967296 parameters")));
+  EXPECT_THAT(Parse("model:\n  layers: [4096, 4096, 10]\n  block_size: 16\n"
+                    "data:\n  source: synthetic\n"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("make over 1048576 blocks")));
+}
+
 TEST(ConfigTest, UnknownKeyNamesLineKeyAndAllowedKeys) {
   EXPECT_THAT(
       Parse(
