@@ -14,8 +14,8 @@
 #   --gen:  holds proto/*.pb.{h,cc} (default: runfiles, else ROOT/bazel-bin;
 #           `bazel build //proto:all` makes them)
 #   --out:  where objects and binaries go (default: ROOT/.fuzz-build)
-# Exit 0 with the binaries in OUT/<target>; 1 on a compile error; 3 when
-# clang or its fuzzer runtime (Debian: libclang-rt-14-dev) is missing.
+# Exit 0 with the binaries in OUT/<target>; 1 on a compile error or without
+# clang; 3 when clang's fuzzer runtime (Debian: libclang-rt-14-dev) is missing.
 # Env: CLANGXX (default clang++), FUZZ_CFLAGS (added to clang's flags).
 set -euo pipefail
 
@@ -54,7 +54,7 @@ fi
 clangxx="${CLANGXX:-clang++}"
 if ! command -v "$clangxx" >/dev/null 2>&1; then
   echo "fuzz build: $clangxx not found: install clang (deploy/install_deps.sh does)" >&2
-  exit 3
+  exit 1
 fi
 runtime="$("$clangxx" -print-file-name=libclang_rt.fuzzer-x86_64.a 2>/dev/null || true)"
 if [[ ! -f "$runtime" ]]; then
