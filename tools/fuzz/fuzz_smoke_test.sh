@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # CI's bounded fuzzing: builds every target of tools/fuzz (build.sh) and runs
-# each for FUZZ_SMOKE_SECONDS (default 25) from its checked-in seed corpus;
+# each for FUZZ_SMOKE_SECONDS (default 20) from its checked-in seed corpus;
 # any crash, sanitizer report, broken invariant, out-of-memory or timeout
 # fails the test, and its log and input are printed.
 # Skips (exit 0, "SKIPPED") only when clang's fuzzer runtime is missing
@@ -13,7 +13,7 @@ set -uo pipefail
 
 self="$(readlink -f "${BASH_SOURCE[0]}")"
 here="$(dirname "$self")"
-seconds="${FUZZ_SMOKE_SECONDS:-25}"
+seconds="${FUZZ_SMOKE_SECONDS:-20}"
 work="$(mktemp -d "${TEST_TMPDIR:-/tmp}/fuzz_smoke.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 
