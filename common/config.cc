@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <utility>
 
@@ -20,6 +21,7 @@
 #include "common/config_field.h"
 #include "common/mnist.h"
 #include "common/status_macros.h"
+#include "yaml-cpp/eventhandler.h"
 #include "yaml-cpp/yaml.h"
 
 namespace downpour {
@@ -357,21 +359,79 @@ absl::Status ReadDocument(const std::vector<Section>& schema,
   return ForEachEntry(root, file, "", read_section);
 }
 
+// Counts the documents of a YAML stream and notes where the second one's
+// content starts. YAML::LoadAll cannot be used for that: yaml-cpp 0.7 loops
+// forever, allocating, on a stream that starts with ',' (jbeder/yaml-cpp
+// issues 1040, PR 1319; found by tools/fuzz/config_fuzzer), so the caller
+// stops after two documents.
+class DocumentCounter : public YAML::EventHandler {
+ public:
+  int documents = 0;
+  bool first_content = false;
+  std::optional<YAML::Mark> second_content;
+
+  void OnDocumentStart(const YAML::Mark&) override { ++documents; }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override { Content(mark); }
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                const std::string&) override {
+    Content(mark);
+  }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&,
+                       YAML::anchor_t, YAML::EmitterStyle::value) override {
+    Content(mark);
+  }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {
+    Content(mark);
+  }
+  void OnMapEnd() override {}
+
+ private:
+  void Content(const YAML::Mark& mark) {
+    if (documents == 1) first_content = true;
+    if (documents == 2 && !second_content.has_value()) second_content = mark;
+  }
+};
+
 absl::StatusOr<YAML::Node> LoadDocument(const std::string& yaml,
                                         const std::string& file) {
-  std::vector<YAML::Node> documents;
+  YAML::Node root;
+  DocumentCounter counter;
   try {
-    documents = YAML::LoadAll(yaml);
+    std::istringstream in(yaml);
+    YAML::Parser parser(in);
+    for (int i = 0; i < 2 && parser.HandleNextDocument(counter); ++i) {
+    }
+    root = YAML::Load(yaml);  // the first document
   } catch (const YAML::ParserException& e) {
     return absl::InvalidArgumentError(
         absl::StrCat(Where(file, e.mark), ": malformed YAML: ", e.msg));
   }
-  if (documents.size() > 1 && !documents[1].IsNull()) {
+  // yaml-cpp reads a stream that starts with ',' as empty documents: text
+  // beyond comments and markers that yields no content is malformed.
+  if (!counter.first_content) {
+    std::istringstream lines(yaml);
+    std::string line;
+    for (int number = 1; std::getline(lines, line); ++number) {
+      const absl::string_view text = absl::StripAsciiWhitespace(line);
+      if (text.empty() || text[0] == '#' || text == "---" || text == "...") {
+        continue;
+      }
+      return absl::InvalidArgumentError(absl::StrCat(
+          file, ":", number, ": malformed YAML: '", text.substr(0, 40),
+          "' holds no key: a config is a mapping of sections (cluster:, "
+          "model:, ...)"));
+    }
+  }
+  if (counter.second_content.has_value()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        Where(file, documents[1].Mark()),
+        Where(file, *counter.second_content),
         ": expected one YAML document, found a second after '---'"));
   }
-  return documents.empty() ? YAML::Node() : documents[0];
+  return root;
 }
 
 // --- Overrides --------------------------------------------------------------
@@ -505,6 +565,7 @@ absl::Status CheckDistinctAddresses(const ClusterSection& cluster) {
 }
 
 absl::Status CheckModel(const ModelSection& model, const DataSection& data) {
+  RETURN_IF_ERROR(CheckModelSize(model));
   const std::vector<int>& layers = model.layers;
   // Widths are bounded, so the sum fits in int64.
   int64_t parameters = 0;
@@ -683,6 +744,32 @@ absl::Status CheckSecurity(const SecuritySection& security) {
 }
 
 }  // namespace
+
+absl::Status CheckModelSize(const ModelSection& model) {
+  if (model.block_size < 1) return absl::OkStatus();
+  int64_t params = 0, blocks = 0;
+  for (size_t l = 0; l + 1 < model.layers.size(); ++l) {
+    const int64_t in = model.layers[l], out = model.layers[l + 1];
+    if (in < 1 || out < 1) return absl::OkStatus();
+    // Each term is below 2^62 and the sums stop at the limits, so nothing
+    // overflows.
+    for (const int64_t size : {in * out, out}) {
+      params += size;
+      blocks += (size - 1) / model.block_size + 1;
+      if (params > kMaxModelParams || blocks > kMaxModelBlocks) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "model.layers [", absl::StrJoin(model.layers, ", "),
+            "] with model.block_size ", model.block_size, " make over ",
+            params > kMaxModelParams ? kMaxModelParams : kMaxModelBlocks,
+            params > kMaxModelParams ? " parameters" : " blocks",
+            ", the most a model may have: ",
+            params > kMaxModelParams ? "use narrower or fewer layers"
+                                     : "raise model.block_size"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
 
 std::vector<ClusterAddress> ClusterAddresses(const ClusterSection& cluster) {
   std::vector<ClusterAddress> out = {

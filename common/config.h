@@ -79,6 +79,18 @@ struct ModelSection {
   uint64_t init_seed = 1;
 };
 
+// The largest model a config may describe: its blocks (the coordinator and
+// every ps keep a table of them) and its parameters (each worker holds all of
+// them), so that a typo in model.layers or model.block_size is refused
+// instead of allocating gigabytes.
+inline constexpr int64_t kMaxModelBlocks = int64_t{1} << 20;
+inline constexpr int64_t kMaxModelParams = int64_t{1} << 32;  // 16 GiB of float32
+// InvalidArgument naming the keys when `model`'s layers and block_size make
+// more than kMaxModelBlocks blocks or kMaxModelParams parameters. Counts
+// without allocating, and without overflow for any int widths. Widths < 1 and
+// block_size < 1 are left to the range checks (OK here).
+absl::Status CheckModelSize(const ModelSection& model);
+
 struct OptimizerSection {
   // "sgd", "momentum", "adagrad" or "adam". Default "sgd".
   std::string type = "sgd";

@@ -67,6 +67,9 @@ absl::StatusOr<ModelSpec> ModelSpec::Create(const ModelSection& model) {
     return absl::InvalidArgumentError(
         absl::StrCat("model.block_size must be >= 1, got ", model.block_size));
   }
+  // Sized before anything is allocated (a typo must not take gigabytes).
+  absl::Status size = CheckModelSize(model);
+  if (!size.ok()) return size;
   ModelSpec spec;
   spec.layers_ = model.layers;
   int64_t offset = 0;

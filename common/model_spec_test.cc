@@ -28,6 +28,26 @@ TEST(ModelSpecTest, MlpTensorsAndBlocksCoverTheFlatVector) {
   EXPECT_EQ(next, spec->num_params());
 }
 
+// Found by tools/fuzz/config_fuzzer: two 10^9-wide layers at block_size 4
+// made Create build a table of ~2.5e17 blocks (out of memory).
+TEST(ModelSpecTest, HugeModelIsRefusedBeforeAllocating) {
+  ModelSection model;
+  model.layers = {1000000000, 1000000000, 10};
+  model.block_size = 4;
+  EXPECT_THAT(ModelSpec::Create(model).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       ::testing::HasSubstr("parameters, the most a model may "
+                                            "have: use narrower or fewer layers")));
+  model.layers = {4096, 4096, 10};
+  model.block_size = 1;
+  EXPECT_THAT(ModelSpec::Create(model).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       ::testing::HasSubstr("blocks, the most a model may have: "
+                                            "raise model.block_size")));
+  model.block_size = 65536;
+  EXPECT_TRUE(ModelSpec::Create(model).ok());
+}
+
 TEST(ModelSpecTest, InitialValuesDoNotDependOnBlockSize) {
   ModelSection small, large;
   small.layers = large.layers = {20, 7, 3};

@@ -110,9 +110,13 @@ class Reader {
     return true;
   }
 
-  // The next n bytes in place when they lie in one slice, else nullptr.
+  // The next n bytes in place when they lie in one slice that outlives this
+  // Reader, else nullptr (nothing read). An inlined slice (a small one, up to
+  // GRPC_SLICE_INLINED_SIZE bytes) holds its bytes inside the grpc_slice
+  // itself, i.e. in slices_, which dies with the Reader: never in place.
   const char* Contiguous(size_t n) {
     if (n > left_ || n > Here()) return nullptr;
+    if (Inlined(slices_[slice_])) return nullptr;
     const char* p = reinterpret_cast<const char*>(slices_[slice_].begin()) + at_;
     Advance(n);
     return p;
@@ -167,6 +171,13 @@ class Reader {
     *byte = slices_[slice_].begin()[at_];
     Advance(1);
     return true;
+  }
+
+  // True when `s` holds its bytes inside itself (grpc::Slice::c_slice()
+  // would tell, but takes a reference).
+  static bool Inlined(const grpc::Slice& s) {
+    const auto* self = reinterpret_cast<const uint8_t*>(&s);
+    return s.begin() >= self && s.begin() < self + sizeof(s);
   }
 
   std::vector<grpc::Slice> slices_;

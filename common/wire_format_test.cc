@@ -124,6 +124,40 @@ TEST(WireFormatTest, ParsesProtobufPushesInAnySlicing) {
   }
 }
 
+// Found by tools/fuzz/ps_fuzzer (ASan: heap-use-after-free): a payload
+// that arrived in a small slice, which gRPC inlines into the grpc_slice
+// struct, was referenced in place, i.e. inside the parser's copy of that
+// struct, freed when ParsePush returned.
+TEST(WireFormatTest, PayloadsInInlinedSlicesAreCopied) {
+  const std::vector<float> a = Ramp(2, 1);
+  const proto::PushRequest want = SampleRequest(a, Ramp(0, 0));
+  const std::string bytes = want.SerializeAsString();
+  const size_t payload = bytes.find(std::string(
+      reinterpret_cast<const char*>(a.data()), a.size() * sizeof(float)));
+  ASSERT_NE(payload, std::string::npos);
+  for (size_t lead = 0; lead < 4; ++lead) {
+    // [head][lead bytes + the 8-byte payload][tail]: the middle slice is
+    // inlined (at most GRPC_SLICE_INLINED_SIZE bytes).
+    const size_t cut = payload - lead, end = payload + a.size() * sizeof(float);
+    std::vector<grpc::Slice> slices = {
+        grpc::Slice(bytes.data(), cut),
+        grpc::Slice(bytes.data() + cut, end - cut),
+        grpc::Slice(bytes.data() + end, bytes.size() - end)};
+    const auto* self = reinterpret_cast<const uint8_t*>(&slices[1]);
+    ASSERT_TRUE(slices[1].begin() >= self &&
+                slices[1].begin() < self + sizeof(grpc::Slice))
+        << "not inlined";
+    const grpc::ByteBuffer buffer(slices.data(), slices.size());
+    Arena arena;
+    PushView got;
+    int64_t in_place = 0, copied = 0;
+    ASSERT_TRUE(ParsePush(buffer, &arena, &got, &in_place, &copied).ok());
+    ExpectSame(got, want);
+    EXPECT_EQ(in_place, 0) << lead;
+    EXPECT_EQ(copied, 8) << lead;
+  }
+}
+
 TEST(WireFormatTest, MalformedPushesAreInvalidArgument) {
   const std::vector<float> a = Ramp(10, 1), b = Ramp(3, 0);
   const std::string bytes = SampleRequest(a, b).SerializeAsString();

@@ -3,7 +3,7 @@
 # Needs root (or sudo). Safe to run again: it does nothing when all are present.
 set -euo pipefail
 packages=(
-  g++ clang pkg-config
+  g++ clang libclang-rt-14-dev pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libspdlog-dev libfmt-dev libyaml-cpp-dev libopenblas-dev
   libgtest-dev libgmock-dev libbenchmark-dev

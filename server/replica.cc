@@ -1,6 +1,7 @@
 // Replica: a backup's copy of one shard.
 #include "server/replica.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -17,6 +18,16 @@ absl::Status ToFloats(const std::string& bytes, uint32_t id, const char* what,
   }
   out->resize(bytes.size() / sizeof(float));
   if (!bytes.empty()) std::memcpy(out->data(), bytes.data(), bytes.size());
+  // A primary never holds NaN/Inf (pushes are checked), so such a cut is
+  // corrupt or forged; taken over, it would freeze the block for good.
+  for (size_t i = 0; i < out->size(); ++i) {
+    if (!std::isfinite((*out)[i])) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "replicate: block ", id, " ", what, "[", i, "] is ",
+          std::isnan((*out)[i]) ? "NaN" : "Inf",
+          ": a primary holds finite values only; the cut is refused"));
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -51,7 +51,7 @@ class Replica {
   // now served ("this standby serves shard N now"), FailedPrecondition for
   // any other; FailedPrecondition for a partial cut of a shard not held
   // (the primary then sends a full one); InvalidArgument for a block whose
-  // bytes are not whole floats. Returns the generation held.
+  // bytes are not whole floats or hold a NaN/Inf (nothing is applied). Returns the generation held.
   absl::StatusOr<uint64_t> Apply(const proto::ReplicateRequest& request)
       ABSL_LOCKS_EXCLUDED(mu_);
 

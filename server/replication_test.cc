@@ -2,9 +2,12 @@
 // primary Shard with its Replicator, and a standby's PsService holding a
 // Replica.
 #include <atomic>
+#include <cmath>
+#include <limits>
 #include <memory>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "common/server_util.h"
 #include "common/testing/poll.h"
@@ -210,6 +213,34 @@ TEST(ReplicaTest, RefusesPartialCutsOfAShardNotHeldAndBadBytes) {
   EXPECT_THAT(replica.Apply(bad), StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_FALSE(replica.info().held);
   EXPECT_FALSE(replica.Take(2).has_value()) << "nothing held";
+}
+
+// Found by tools/fuzz/ps_fuzzer: a cut with Inf optimizer state was held,
+// and a standby that took it over served a block whose Adam state was Inf.
+TEST(ReplicaTest, RefusesNonFiniteValuesOrState) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (const bool in_state : {false, true}) {
+    for (const float bad : {inf, -inf, nan}) {
+      Replica replica;
+      proto::ReplicateRequest cut;
+      cut.set_full(true);
+      cut.set_generation(1);
+      proto::ReplicaBlock* b = cut.add_blocks();
+      b->set_id(3);
+      const float values[2] = {1.0f, in_state ? 1.0f : bad};
+      const float state[4] = {0.0f, in_state ? bad : 0.0f, 0.0f, 0.0f};
+      b->set_values(values, sizeof(values));
+      b->set_state(state, sizeof(state));
+      EXPECT_THAT(replica.Apply(cut),
+                  StatusIs(absl::StatusCode::kInvalidArgument,
+                           HasSubstr(absl::StrCat(
+                               "block 3 ", in_state ? "state[1]" : "values[1]",
+                               " is ", std::isnan(bad) ? "NaN" : "Inf"))));
+      EXPECT_FALSE(replica.info().held);
+      EXPECT_FALSE(replica.Take(0).has_value());
+    }
+  }
 }
 
 TEST(ReplicaTest, ACutInSeveralRequestsCountsOnlyWhenComplete) {
