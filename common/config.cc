@@ -55,7 +55,6 @@ constexpr int64_t kMaxLayerWidth = 1 << 24;  // 16Mi units
 constexpr int64_t kMaxBlockSize = 1 << 24;   // floats (64 MiB)
 constexpr int64_t kMaxUpdates = int64_t{1} << 40;  // step/update counts
 constexpr int64_t kMaxExamples = 100'000'000;
-constexpr int64_t kMaxParameters = int64_t{1} << 30;  // 4 GiB of float32
 constexpr int64_t kMaxDataFloats = int64_t{1} << 32;  // 16 GiB of examples
 constexpr double kMaxSeconds = 7 * 24 * 3600.0;  // durations: a week
 constexpr double kMaxTimeoutSeconds = 24 * 3600.0;  // rpc and heartbeats
@@ -567,17 +566,6 @@ absl::Status CheckDistinctAddresses(const ClusterSection& cluster) {
 absl::Status CheckModel(const ModelSection& model, const DataSection& data) {
   RETURN_IF_ERROR(CheckModelSize(model));
   const std::vector<int>& layers = model.layers;
-  // Widths are bounded, so the sum fits in int64.
-  int64_t parameters = 0;
-  for (size_t i = 0; i + 1 < layers.size(); ++i) {
-    parameters += (int64_t{layers[i]} + 1) * layers[i + 1];
-  }
-  if (parameters > kMaxParameters) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model.layers [", absl::StrJoin(layers, ", "), "] make ", parameters,
-        " parameters; at most ", kMaxParameters,
-        " (4 GiB of float32) are allowed: check the widths for a typo"));
-  }
   const int64_t examples = int64_t{data.train_examples} + data.test_examples;
   if (!layers.empty() && examples * layers.front() > kMaxDataFloats) {
     return absl::InvalidArgumentError(absl::StrCat(

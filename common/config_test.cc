@@ -197,11 +197,12 @@ logging:
 // model then ran out of memory.
 TEST(ConfigTest, ModelTooLargeIsRefused) {
   EXPECT_THAT(
-      Parse("model:\n  layers: [1000000000, 1000000000, 10]\n  block_size: 4\n"
-            "data:\n  source: synthetic\n"),
+      Parse("model:\n  layers: [16000000, 16000000, 10]\n  block_size: 4\n"
+            "data:\n  source: synthetic\n  train_examples: 10\n"
+            "  test_examples: 0\n"),
       StatusIs(absl::StatusCode::kInvalidArgument,
-               HasSubstr("model.layers [1000000000, 1000000000, 10] with "
-                         "model.block_size 4 make over 4294967296 parameters")));
+               HasSubstr("model.layers [16000000, 16000000, 10] with "
+                         "model.block_size 4 make over 1073741824 parameters")));
   EXPECT_THAT(Parse("model:\n  layers: [4096, 4096, 10]\n  block_size: 16\n"
                     "data:\n  source: synthetic\n"),
               StatusIs(absl::StatusCode::kInvalidArgument,
@@ -708,7 +709,7 @@ TEST(ConfigTest, ValuesAboveTheirUpperBoundAreRefused) {
       {"model:\n  layers: [784, 100000000, 10]\n",
        "cfg.yaml:2: model.layers[1] must be in 1..16777216, got 100000000"},
       {"model:\n  layers: [784, 1000000, 10000, 10]\n",
-       "make 10785110010 parameters; at most 1073741824"},
+       "make over 1073741824 parameters, the most a model may have"},
       {"model:\n  block_size: 1000000000\n",
        "cfg.yaml:2: model.block_size must be in 1..16777216, got 1000000000"},
       {"coordinator:\n  history_size: 100000000\n",

@@ -672,7 +672,10 @@ TEST(BlockStoreTest, UpdateThatWouldOverflowTheStateIsRefusedAndUndone) {
   // The block still learns.
   ASSERT_THAT(store.Push(9, small.data(), small.size(), 1), IsOk());
   EXPECT_EQ(*store.Version(9), 2u);
-  for (float x : store.Snapshot()[0].state) EXPECT_TRUE(std::isfinite(x));
+  // (Held in a variable: a range-for over a member of the temporary
+  // Snapshot() would read freed memory.)
+  const std::vector<BlockStore::BlockSnapshot> learnt = store.Snapshot();
+  for (float x : learnt[0].state) EXPECT_TRUE(std::isfinite(x));
 }
 
 // sgd lr 1, g = (3, 4), norm 5, clipped to norm 1: w -= (0.6, 0.8).

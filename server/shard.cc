@@ -528,6 +528,19 @@ absl::Status Shard::CheckPushIdentity(const wire::PushView& request) const {
     const std::vector<uint64_t>& issued =
         it == incarnations_.end() ? none : it->second;
     if (!std::binary_search(issued.begin(), issued.end(), incarnation)) {
+      // Incarnations come from one counter on the coordinator: one far
+      // beyond every incarnation this ps has heard of was never issued (a
+      // forged 2^32-1 would otherwise be retried forever).
+      uint64_t newest = 0;
+      for (const auto& [w, known] : incarnations_) {
+        if (!known.empty()) newest = std::max(newest, known.back());
+      }
+      if (incarnation > newest + kIncarnationSlack) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "push: worker ", worker, " incarnation ", incarnation,
+            " was never issued (the coordinator's newest this ps knows is ",
+            newest, "): refused, nothing recorded"));
+      }
       if (issued.empty() || incarnation > issued.back()) {
         return absl::UnavailableError(absl::StrCat(
             "push: ps ", index_, " has not heard of worker ", worker,

@@ -144,6 +144,10 @@ class Shard {
   // and a shard restored from an older checkpoint misses at most what was
   // pushed since it was written.
   static constexpr uint64_t kMaxSequenceJump = uint64_t{1} << 20;
+  // How far past the newest worker incarnation this ps has heard of a push's
+  // incarnation may lie and still be one the coordinator issued since the
+  // ps's last heartbeat (UNAVAILABLE: retried); beyond it, INVALID_ARGUMENT.
+  static constexpr uint64_t kIncarnationSlack = 4096;
 
   // Ends every hold, now and later: held pushes return Unavailable (the ps is
   // stopping; clients retry elsewhere or later). Pushes that need no wait are

@@ -494,8 +494,7 @@ TEST_F(ShardTest, AForgedSequenceCannotFreezeAWorker) {
     forged.clear_blocks();
     proto::PushResponse response;
     EXPECT_THAT(shard->Push(forged, &response),
-                StatusIs(learned ? absl::StatusCode::kUnavailable
-                                 : absl::StatusCode::kInvalidArgument))
+                StatusIs(absl::StatusCode::kInvalidArgument))
         << (learned ? "incarnation never issued" : "too far past the window");
     ASSERT_THAT(shard->WriteCheckpoint(), IsOk());
     auto restarted = MakeShard();
@@ -588,6 +587,12 @@ TEST_F(ShardTest, OnlyIncarnationsTheCoordinatorIssuedArePushed) {
   other.set_worker_id(2);
   EXPECT_THAT(shard->Push(other, &response),
               StatusIs(absl::StatusCode::kUnavailable));
+  // Far beyond anything the coordinator has issued: never issued, refused
+  // for good rather than retried.
+  other.set_sequence((uint64_t{6} + Shard::kIncarnationSlack + 1) << 32 | 1);
+  EXPECT_THAT(shard->Push(other, &response),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("was never issued")));
 }
 
 TEST_F(ShardTest, ABlockTwiceInOneRequestIsRefused) {

@@ -294,7 +294,7 @@ TEST_F(ForgedIdentityTest, AForgedSequenceCannotFreezeAWorker) {
     uint64_t sequence;
     grpc::StatusCode code;
   } cases[] = {
-      {"sequence 2^64-1", 0, ~uint64_t{0}, grpc::StatusCode::UNAVAILABLE},
+      {"sequence 2^64-1", 0, ~uint64_t{0}, grpc::StatusCode::INVALID_ARGUMENT},
       {"a jump of 2^31", 0,
        (static_cast<uint64_t>(incarnation) << 32) | (uint64_t{1} << 31),
        grpc::StatusCode::INVALID_ARGUMENT},
