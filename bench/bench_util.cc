@@ -1,8 +1,12 @@
 // Shared benchmark helpers.
 #include "bench/bench_util.h"
 
+#include <stdlib.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
@@ -36,6 +40,27 @@ bool SectionOn(const std::string& sections, const std::string& name) {
 double Median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   return values.empty() ? 0 : values[values.size() / 2];
+}
+
+std::string BinDirOr(const std::string& flag) {
+  std::string bin_dir = flag;
+  if (bin_dir.empty()) {
+    std::error_code error;
+    const std::filesystem::path self =
+        std::filesystem::read_symlink("/proc/self/exe", error);
+    bin_dir = error ? "bazel-bin" : self.parent_path().parent_path().string();
+  }
+  return std::filesystem::absolute(bin_dir).string();
+}
+
+std::string RunDirOr(const std::string& flag, const std::string& name) {
+  if (!flag.empty()) return flag;
+  std::string pattern = "/tmp/downpour-" + name + "-XXXXXX";
+  if (mkdtemp(pattern.data()) == nullptr) {
+    std::perror((name + ": mkdtemp").c_str());
+    std::exit(1);
+  }
+  return pattern;
 }
 
 }  // namespace downpour::bench

@@ -22,6 +22,14 @@ bool SectionOn(const std::string& sections, const std::string& name);
 // The median (upper one for an even count); 0 for none.
 double Median(std::vector<double> values);
 
+// `flag` when set, else the bazel-bin folder this binary was built into (the
+// one holding coordinator/, server/, worker/), as an absolute path.
+std::string BinDirOr(const std::string& flag);
+
+// `flag` when set, else a new /tmp/downpour-<name>-XXXXXX folder; exits 1
+// ("<name>: mkdtemp: ...") when it cannot be made.
+std::string RunDirOr(const std::string& flag, const std::string& name);
+
 }  // namespace downpour::bench
 
 #endif  // DOWNPOUR_BENCH_BENCH_UTIL_H_

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
@@ -325,21 +326,9 @@ int Main() {
                  config_path.c_str());
     return 2;
   }
-  std::string bin_dir = absl::GetFlag(FLAGS_bin_dir);
-  if (bin_dir.empty()) {
-    std::error_code error;
-    const fs::path self = fs::read_symlink("/proc/self/exe", error);
-    bin_dir = error ? "bazel-bin" : self.parent_path().parent_path().string();
-  }
-  std::string run_root = absl::GetFlag(FLAGS_run_dir);
-  if (run_root.empty()) {
-    char pattern[] = "/tmp/downpour-convergence-XXXXXX";
-    if (mkdtemp(pattern) == nullptr) {
-      std::perror("convergence: mkdtemp");
-      return 1;
-    }
-    run_root = pattern;
-  }
+  const std::string bin_dir = BinDirOr(absl::GetFlag(FLAGS_bin_dir));
+  const std::string run_root =
+      RunDirOr(absl::GetFlag(FLAGS_run_dir), "convergence");
   std::printf(
       "convergence: %zu rows x %zu columns, %d epochs, %d ps, runs under %s\n",
       rows.size(), columns->size(), absl::GetFlag(FLAGS_epochs),

@@ -39,6 +39,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
@@ -484,23 +485,9 @@ int Main() {
                  "scale_model: --steps must exceed --warmup_steps + 2\n");
     return 2;
   }
-  std::string bin_dir = absl::GetFlag(FLAGS_bin_dir);
-  if (bin_dir.empty()) {
-    std::error_code error;
-    const fs::path self = fs::read_symlink("/proc/self/exe", error);
-    bin_dir = error ? "bazel-bin" : self.parent_path().parent_path().string();
-  }
-  bin_dir = fs::absolute(bin_dir).string();
-  std::string run_root = absl::GetFlag(FLAGS_run_dir);
-  if (run_root.empty()) {
-    char pattern[] = "/tmp/downpour-scale-XXXXXX";
-    if (mkdtemp(pattern) == nullptr) {
-      std::perror("scale_model: mkdtemp");
-      return 1;
-    }
-    run_root = pattern;
-  }
-  run_root = fs::absolute(run_root).string();
+  const std::string bin_dir = BinDirOr(absl::GetFlag(FLAGS_bin_dir));
+  const std::string run_root =
+      fs::absolute(RunDirOr(absl::GetFlag(FLAGS_run_dir), "scale")).string();
   fs::create_directories(run_root);
 
   std::signal(SIGINT, OnSignal);

@@ -37,6 +37,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
@@ -552,22 +553,8 @@ int Main() {
       return 2;
     }
   }
-  std::string bin_dir = absl::GetFlag(FLAGS_bin_dir);
-  if (bin_dir.empty()) {
-    std::error_code error;
-    const fs::path self = fs::read_symlink("/proc/self/exe", error);
-    bin_dir = error ? "bazel-bin" : self.parent_path().parent_path().string();
-  }
-  bin_dir = fs::absolute(bin_dir).string();
-  std::string dir = absl::GetFlag(FLAGS_run_dir);
-  if (dir.empty()) {
-    char pattern[] = "/tmp/downpour-soak-XXXXXX";
-    if (mkdtemp(pattern) == nullptr) {
-      std::perror("soak: mkdtemp");
-      return 1;
-    }
-    dir = pattern;
-  }
+  const std::string bin_dir = BinDirOr(absl::GetFlag(FLAGS_bin_dir));
+  const std::string dir = RunDirOr(absl::GetFlag(FLAGS_run_dir), "soak");
   fs::create_directories(dir);
   signal(SIGPIPE, SIG_IGN);
 

@@ -19,6 +19,9 @@
 //   admin   every read: status, placement, history, model, Pull, Checksums
 //   reader  status, placement, history, model (no parameters)
 // and every role reads status, placement, history and the model description.
+// ps and standbys call as ps, workers as worker, the coordinator as reader
+// (it reads members' Status to tell which process holds a place), psctl and
+// the launcher as admin or reader (ClientRole); common/daemon.cc decides.
 #ifndef DOWNPOUR_COMMON_SECURITY_H_
 #define DOWNPOUR_COMMON_SECURITY_H_
 

@@ -97,6 +97,26 @@ class HealthTest : public ::testing::Test {
     return address.value_or("");
   }
 
+  // Starts ps 0 (into ps_) and waits until its health says SERVING;
+  // returns its address.
+  absl::StatusOr<std::string> StartServingPs(const std::string& coordinator) {
+    auto ps = testing::StartDaemon(
+        "ps-0", "server/ps_server",
+        {"--config", config_, "--index", "0", "--coordinator", coordinator,
+         "--port_file", dir_ + "/ps.port"});
+    if (!ps.ok()) return ps.status();
+    ps_ = *std::move(ps);
+    auto address = testing::WaitForPort(*ps_, dir_ + "/ps.port");
+    if (!address.ok()) return address.status();
+    if (!testing::WaitUntil(
+            [&] { return Is(*address, HealthCheckResponse::SERVING); },
+            absl::Seconds(20))) {
+      return absl::DeadlineExceededError("ps 0 never said SERVING:\n" +
+                                         ps_->LogTail(20));
+    }
+    return address;
+  }
+
   std::string dir_, config_;
   std::unique_ptr<Subprocess> coordinator_, ps_, worker_;
 };
@@ -132,17 +152,8 @@ TEST_F(HealthTest, PsWaitingForTheCoordinatorIsNotServingAndStopsOnSigterm) {
 TEST_F(HealthTest, PsIsServingOnlyOnceItHoldsItsBlocks) {
   const std::string coordinator = StartCoordinator();
   ASSERT_FALSE(coordinator.empty());
-  auto ps = testing::StartDaemon(
-      "ps-0", "server/ps_server",
-      {"--config", config_, "--index", "0", "--coordinator", coordinator,
-       "--port_file", dir_ + "/ps.port"});
-  ASSERT_TRUE(ps.ok()) << ps.status();
-  ps_ = *std::move(ps);
-  auto address = testing::WaitForPort(*ps_, dir_ + "/ps.port");
+  const absl::StatusOr<std::string> address = StartServingPs(coordinator);
   ASSERT_TRUE(address.ok()) << address.status();
-  ASSERT_TRUE(testing::WaitUntil(
-      [&] { return Is(*address, HealthCheckResponse::SERVING); },
-      absl::Seconds(20)));
   EXPECT_GT(testing::StatusCounter(*address, "blocks"), 0);
   EXPECT_GT(testing::StatusCounter(*address, "placement_epoch"), 0);
 }
@@ -195,17 +206,8 @@ TEST_F(HealthTest, WorkerIsNotServingAsSoonAsItStartsShuttingDown) {
 TEST_F(HealthTest, GarbageRequestBodyIsInvalidArgumentWithAMessage) {
   const std::string coordinator = StartCoordinator();
   ASSERT_FALSE(coordinator.empty());
-  auto ps = testing::StartDaemon(
-      "ps-0", "server/ps_server",
-      {"--config", config_, "--index", "0", "--coordinator", coordinator,
-       "--port_file", dir_ + "/ps.port"});
-  ASSERT_TRUE(ps.ok()) << ps.status();
-  ps_ = *std::move(ps);
-  auto address = testing::WaitForPort(*ps_, dir_ + "/ps.port");
+  const absl::StatusOr<std::string> address = StartServingPs(coordinator);
   ASSERT_TRUE(address.ok()) << address.status();
-  ASSERT_TRUE(testing::WaitUntil(
-      [&] { return Is(*address, HealthCheckResponse::SERVING); },
-      absl::Seconds(20)));
   const std::string garbage = "\xff\xff\xff\xff\x0f garbage \x01\x02";
   for (const char* method : {"/downpour.proto.ParameterServer/Push",
                              "/downpour.proto.ParameterServer/Pull"}) {
