@@ -323,6 +323,80 @@ TEST_F(SecurityTest, CallsWithoutTheRightTokenAreRefusedAndChangeNothing) {
   EXPECT_EQ(daemons_["ps-0"]->Poll(), std::nullopt) << "the ps stopped";
 }
 
+// A caller with the worker token is trusted to push, not to poison: over TLS
+// the ps refuses a huge finite gradient, a block named twice, an unknown
+// encoding and a pull of the same block many times, and its state is as it
+// was.
+TEST_F(SecurityTest, AWorkerTokenCannotPoisonTheModel) {
+  StartCluster(/*mutual=*/false, /*steps=*/0);
+  proto::ChecksumResponse before;
+  ASSERT_TRUE(Checksums(MakeChannel(ps_), &before).ok());
+  proto::DescribeModelResponse model;
+  proto::GetPlacementResponse placement;
+  {
+    auto stub = proto::Coordinator::NewStub(MakeChannel(coordinator_));
+    grpc::ClientContext context;
+    context.set_deadline(DeadlineIn(5));
+    ASSERT_TRUE(stub->DescribeModel(&context, {}, &model).ok());
+    grpc::ClientContext placement_context;
+    placement_context.set_deadline(DeadlineIn(5));
+    ASSERT_TRUE(stub->GetPlacement(&placement_context, {}, &placement).ok());
+  }
+  ASSERT_GT(model.blocks_size(), 0);
+  const uint32_t block = model.blocks(0).id();
+  const std::vector<float> huge(model.blocks(0).floats(), 1e38f);
+  auto ps = proto::ParameterServer::NewStub(Channel(ps_, Token("worker")));
+  auto push = [&](const proto::PushRequest& request) {
+    grpc::ClientContext context;
+    context.set_deadline(DeadlineIn(5));
+    proto::PushResponse response;
+    return ps->Push(&context, request, &response);
+  };
+  proto::PushRequest poison;
+  poison.set_placement_epoch(placement.epoch());
+  poison.set_worker_id(0);
+  proto::BlockData* data = poison.add_blocks();
+  data->set_block_id(block);
+  data->set_data(huge.data(), huge.size() * sizeof(float));
+  const grpc::Status finite = push(poison);
+  EXPECT_EQ(finite.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+      << Describe(finite);
+  EXPECT_THAT(finite.error_message(), HasSubstr("max_gradient_value"));
+  proto::PushRequest twice = poison;
+  const std::vector<float> small(model.blocks(0).floats(), 1e-3f);
+  twice.mutable_blocks(0)->set_data(small.data(), small.size() * sizeof(float));
+  *twice.add_blocks() = twice.blocks(0);
+  EXPECT_EQ(push(twice).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  proto::PushRequest encoding = twice;
+  encoding.mutable_blocks()->RemoveLast();
+  encoding.mutable_blocks(0)->set_encoding(static_cast<proto::Encoding>(7));
+  EXPECT_EQ(push(encoding).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  {
+    proto::PullRequest pull;
+    pull.set_placement_epoch(placement.epoch());
+    pull.set_worker_id(0);
+    for (int i = 0; i < 10000; ++i) pull.add_block_ids(block);
+    grpc::ClientContext context;
+    context.set_deadline(DeadlineIn(5));
+    proto::PullResponse response;
+    const grpc::Status pulled = ps->Pull(&context, pull, &response);
+    EXPECT_EQ(pulled.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << Describe(pulled);
+  }
+  proto::ChecksumResponse after;
+  ASSERT_TRUE(Checksums(MakeChannel(ps_), &after).ok());
+  ASSERT_EQ(after.blocks_size(), before.blocks_size());
+  for (int i = 0; i < before.blocks_size(); ++i) {
+    EXPECT_EQ(after.blocks(i).crc32c(), before.blocks(i).crc32c());
+    EXPECT_EQ(after.blocks(i).version(), before.blocks(i).version());
+  }
+  // The same worker token still trains: a sane push applies.
+  proto::PushRequest sane = encoding;
+  sane.mutable_blocks(0)->set_encoding(proto::FLOAT32);
+  const grpc::Status applied = push(sane);
+  EXPECT_TRUE(applied.ok()) << Describe(applied);
+}
+
 TEST_F(SecurityTest, MutualTlsRefusesAClientWithoutACertificate) {
   StartCluster(/*mutual=*/true, /*steps=*/0);
   // The test's own channels (client certificate, admin token) work.
