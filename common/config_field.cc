@@ -273,6 +273,27 @@ ConfigField AddressListField(std::string key, std::vector<std::string>* value,
   return field;
 }
 
+ConfigField StringListField(std::string key, std::vector<std::string>* value,
+                            size_t max_entries) {
+  ConfigField field{std::move(key), nullptr, [] { return absl::OkStatus(); }};
+  field.read = [key = field.key, value, max_entries](const YAML::Node& node) {
+    if (!node.IsSequence()) return TypeError(key, "a list of strings", node);
+    absl::Status size = CheckMaxEntries(key, node, max_entries);
+    if (!size.ok()) return size;
+    std::vector<std::string> values;
+    for (const YAML::Node& element : node) {
+      std::string v;
+      absl::Status status =
+          ReadString(absl::StrCat(key, "[", values.size(), "]"), element, &v);
+      if (!status.ok()) return status;
+      values.push_back(std::move(v));
+    }
+    *value = std::move(values);
+    return absl::OkStatus();
+  };
+  return field;
+}
+
 ConfigField IntListField(std::string key, std::vector<int>* value,
                          size_t min_entries, size_t max_entries,
                          IntRange range) {

@@ -81,6 +81,9 @@ ConfigField AddressField(std::string key, std::string* value);
 // A list of host:port; min_entries..max_entries of them.
 ConfigField AddressListField(std::string key, std::vector<std::string>* value,
                              size_t min_entries, size_t max_entries);
+// A list of at most max_entries strings (numbers are read as written).
+ConfigField StringListField(std::string key, std::vector<std::string>* value,
+                            size_t max_entries);
 // A list of min_entries..max_entries integers, each in `range`.
 ConfigField IntListField(std::string key, std::vector<int>* value,
                          size_t min_entries, size_t max_entries,

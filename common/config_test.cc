@@ -217,8 +217,8 @@ TEST(ConfigTest, UnknownKeyNamesLineKeyAndAllowedKeys) {
                "cfg.yaml:5: unknown key 'training.batchsize'; allowed keys in "
                "'training': batch_size, n_fetch, n_push, fetch, max_pushes_in_flight, "
                "consistency, "
-               "max_staleness, epochs, steps, target_accuracy, "
-               "eval_every_steps, seed, warmstart_steps, outage_timeout_s (did "
+               "max_staleness, epochs, steps, target_accuracy, target_metric, "
+               "target_value, stop_at_target, eval_every_steps, seed, warmstart_steps, outage_timeout_s (did "
                "you mean 'batch_size'?)"));
   ExpectAllFail({
       {"trainig:\n  steps: 1\n",
@@ -286,7 +286,7 @@ TEST(ConfigTest, WrongTypeNamesLineKeyAndValue) {
 TEST(ConfigTest, EnumsListAllowedValues) {
   ExpectAllFail({
       {"model:\n  type: cnn\n",
-       "cfg.yaml:2: model.type must be one of mlp, softmax; got 'cnn'"},
+       "cfg.yaml:2: model.type must be one of mlp, linear, softmax; got 'cnn'"},
       {"optimizer:\n  type: adamw\n",
        "cfg.yaml:2: optimizer.type must be one of sgd, momentum, adagrad, "
        "adam; got 'adamw' (did you mean 'adam'?)"},
@@ -312,8 +312,14 @@ TEST(ConfigTest, EnumsListAllowedValues) {
        "ssp the waiting workers would block worker 0's pushes"},
       {"training:\n  warmstart_steps: -1\n",
        "training.warmstart_steps must be in 0..1099511627776, got -1"},
-      {"data:\n  source: libsvm\n",
-       "data.source must be one of mnist, idx, synthetic; got 'libsvm'"},
+      {"data:\n  source: parquet\n",
+       "data.source must be one of mnist, idx, csv, libsvm, synthetic; got "
+       "'parquet'"},
+      {"data:\n  missing: skip\n",
+       "data.missing must be one of error, zero, mean; got 'skip'"},
+      {"model:\n  task: ranking\n",
+       "model.task must be one of multiclass, binary, regression; got "
+       "'ranking'"},
       {"logging:\n  level: verbose\n",
        "logging.level must be one of trace, debug, info, warn, error; got "
        "'verbose'"},
@@ -402,9 +408,27 @@ TEST(ConfigTest, ImpossibleValuesNameTheRange) {
        "model.layers[1] must be in 1..16777216, got 0"},
       {"model:\n  block_size: 0\n", "model.block_size must be in 1..16777216, got 0"},
       {"data:\n  train_examples: 0\n",
-       "data.train_examples must be in 1..100000000, got 0"},
+       "data.train_examples must be >= 1 and data.test_examples >= 0 for "
+       "data.source mnist, got 0 and 2000"},
       {"data:\n  test_examples: -1\n",
-       "data.test_examples must be in 0..100000000, got -1"},
+       "data.train_examples must be >= 1 and data.test_examples >= 0 for "
+       "data.source mnist, got 8000 and -1"},
+      {"data:\n  test_examples: -2\n",
+       "data.test_examples must be in -1..100000000, got -2"},
+      {"model:\n  task: binary\n  layers: [4, 2]\n",
+       "model.task binary has one output, so the last entry of model.layers "
+       "must be 1, got [4, 2]"},
+      {"model:\n  task: multiclass\n  type: linear\n  layers: [4, 1]\n",
+       "model.task multiclass needs at least 2 classes"},
+      {"model:\n  task: regression\n  layers: [784, 1]\n",
+       "data.source mnist holds 10 digit classes: model.task must be "
+       "multiclass, got regression"},
+      {"model:\n  task: regression\n  layers: [4, 1]\ndata:\n  source: "
+       "csv\n  path: a.csv\ntraining:\n  target_metric: auc\n",
+       "training.target_metric auc is not measured for model.task regression: "
+       "use one of rmse, mae, r2"},
+      {"data:\n  source: idx\n  path: d\n  test_path: t.csv\n",
+       "data.test_path is read for data.source csv and libsvm, not idx"},
       {"checkpoint:\n  interval_s: -1\n", "checkpoint.interval_s must be in [0, 604800]"},
       {"checkpoint:\n  keep: 0\n",
        "cfg.yaml:2: checkpoint.keep must be in 1..100, got 0"},
@@ -435,7 +459,7 @@ TEST(ConfigTest, ImpossibleValuesNameTheRange) {
 TEST(ConfigTest, CrossFieldRulesNameTheKeys) {
   ExpectAllFail({
       {"model:\n  type: softmax\n",
-       "cfg.yaml: model.type softmax needs exactly 2 layers, got 4: [784, 256, "
+       "cfg.yaml: model.type softmax needs exactly 2 layers [inputs, outputs], got 4: [784, 256, "
        "128, 10]"},
       {"model:\n  layers: [100, 10]\n",
        "model.layers[0] (100) must be 784 for data.source mnist"},
@@ -718,7 +742,7 @@ TEST(ConfigTest, ValuesAboveTheirUpperBoundAreRefused) {
       {"training:\n  batch_size: 10000000\n",
        "cfg.yaml:2: training.batch_size must be in 1..1048576, got 10000000"},
       {"data:\n  source: synthetic\n  train_examples: 1000000000\n",
-       "cfg.yaml:3: data.train_examples must be in 1..100000000"},
+       "cfg.yaml:3: data.train_examples must be in 0..100000000"},
       {"data:\n  source: synthetic\n  train_examples: 99000000\n"
        "model:\n  layers: [784, 10]\n  type: softmax\n",
        "x model.layers[0] (784) = 77617568000 input floats; at most"},

@@ -16,6 +16,19 @@
 
 namespace downpour {
 
+// What the model's outputs mean, and so its loss and metrics (model.task).
+//   kMulticlass: one logit per class, softmax cross-entropy; targets are class
+//                indices.
+//   kBinary:     one logit, logistic loss; targets are 0 or 1.
+//   kRegression: one value, squared error; targets are real values.
+// The numbers are stable: the CUDA kernels and exported models use them.
+enum class Task { kMulticlass = 0, kBinary = 1, kRegression = 2 };
+
+// "multiclass", "binary" or "regression".
+const char* TaskName(Task task);
+// The inverse of TaskName; InvalidArgument naming the allowed values.
+absl::StatusOr<Task> ParseTask(const std::string& name);
+
 struct TensorSpec {
   std::string name;            // "fc1.weight", "fc1.bias", ...
   std::vector<int64_t> shape;  // weights are [in, out] row-major, biases [out]
@@ -40,6 +53,10 @@ class ModelSpec {
   const std::vector<TensorSpec>& tensors() const { return tensors_; }
   const std::vector<BlockSpec>& blocks() const { return blocks_; }
   const std::vector<int>& layers() const { return layers_; }
+  Task task() const { return task_; }
+  int inputs() const { return layers_.front(); }
+  // Outputs per example: classes for kMulticlass, else 1.
+  int outputs() const { return layers_.back(); }
   int64_t num_params() const { return num_params_; }
 
   // A 64-bit hash (FNV-1a) of the block layout: tensor names and shapes, and
@@ -59,6 +76,7 @@ class ModelSpec {
 
  private:
   std::vector<int> layers_;
+  Task task_ = Task::kMulticlass;
   std::vector<TensorSpec> tensors_;
   std::vector<BlockSpec> blocks_;
   int64_t num_params_ = 0;

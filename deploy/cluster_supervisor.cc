@@ -41,8 +41,11 @@ std::string Num(double v, int precision) {
 // The live progress line and its events (a worker finished).
 class ClusterSupervisor::Progress {
  public:
-  Progress(const LaunchOptions& options, int64_t planned_steps)
-      : line_(options.out, options.tty), planned_steps_(planned_steps) {}
+  Progress(const LaunchOptions& options, int64_t planned_steps,
+           const std::string& task)
+      : line_(options.out, options.tty),
+        planned_steps_(planned_steps),
+        metric_(TaskMetricNames(task).front()) {}
 
   void Show(double elapsed, const std::vector<WorkerResult>& workers, int running) {
     ProgressFigures f;
@@ -50,13 +53,19 @@ class ClusterSupervisor::Progress {
     f.planned_steps = planned_steps_;
     f.running = running;
     f.workers = static_cast<int>(workers.size());
+    f.metric = metric_ == "accuracy" ? "acc" : metric_;
     double loss_sum = 0;
     int losses = 0;
     for (const WorkerResult& w : workers) {
       f.steps += w.step;
       if (!w.finished) f.examples_per_sec += w.examples_per_sec;
-      if (std::isfinite(w.accuracy) && !(w.accuracy <= f.best_accuracy)) {
-        f.best_accuracy = w.accuracy;
+      const auto it = w.metrics.find(metric_);
+      const double value = it != w.metrics.end() ? it->second : NAN;
+      if (std::isfinite(value) &&
+          (std::isnan(f.best_accuracy) ||
+           (HigherIsBetter(metric_) ? value > f.best_accuracy
+                                    : value < f.best_accuracy))) {
+        f.best_accuracy = value;
       }
       if (!w.finished && std::isfinite(w.loss)) {
         loss_sum += w.loss;
@@ -68,9 +77,9 @@ class ClusterSupervisor::Progress {
       }
       if (w.finished && finished_.insert(w.index).second) {
         line_.Event(absl::StrFormat(
-            "[%6.1f s] worker %d finished after %d steps: test accuracy %s, "
+            "[%6.1f s] worker %d finished after %d steps: test %s, "
             "staleness p50/p99/max %s",
-            elapsed, w.index, w.step, Num(w.accuracy, 4),
+            elapsed, w.index, w.step, TestMetrics(w),
             FormatStaleness(w.staleness_p50, w.staleness_p99,
                             w.staleness_max)));
       }
@@ -87,8 +96,22 @@ class ClusterSupervisor::Progress {
   void Finish() { line_.Finish(); }
 
  private:
+  // "accuracy 0.9612, logloss 0.1345", main metric first.
+  std::string TestMetrics(const WorkerResult& w) const {
+    std::vector<std::string> parts;
+    if (w.metrics.count(metric_) > 0) {
+      parts.push_back(absl::StrCat(metric_, " ", Num(w.metrics.at(metric_), 4)));
+    }
+    for (const auto& [name, value] : w.metrics) {
+      if (name != metric_) parts.push_back(absl::StrCat(name, " ", Num(value, 4)));
+    }
+    if (parts.empty()) return absl::StrCat("accuracy ", Num(w.accuracy, 4));
+    return absl::StrJoin(parts, ", ");
+  }
+
   ProgressLine line_;
   const int64_t planned_steps_;
+  const std::string metric_;
   double last_elapsed_ = 0;
   int64_t last_steps_ = 0;
   std::set<int> finished_;
@@ -99,7 +122,10 @@ ClusterSupervisor::ClusterSupervisor(const Config& config, const LaunchOptions& 
       options_(options),
       clock_(options.clock != nullptr ? options.clock : Clock::Real()),
       start_(clock_->Now()),
-      progress_(std::make_unique<Progress>(options, PlannedSteps(config))) {}
+      progress_(std::make_unique<Progress>(options, PlannedSteps(config),
+                                           config.model.task)) {
+  SetMark(config, options.accuracy_mark, &mark_);
+}
 
 ClusterSupervisor::~ClusterSupervisor() = default;
 
@@ -398,10 +424,12 @@ void ClusterSupervisor::PollCoordinator(int running) {
   recoveries_.assign(status->recoveries().begin(), status->recoveries().end());
   updates_lost_ = status->updates_lost();
   for (const WorkerResult& w : latest_) {
-    if (seconds_to_mark_ < 0 && w.accuracy >= options_.accuracy_mark) {
+    const auto it = w.metrics.find(mark_.mark_metric);
+    const double value = it != w.metrics.end() ? it->second : NAN;
+    if (seconds_to_mark_ < 0 && ReachedMark(mark_.mark_metric, value, mark_.mark)) {
       seconds_to_mark_ = elapsed;
-      progress_->Event(absl::StrFormat("[%6.1f s] worker %d reached test accuracy %.4f",
-                                       elapsed, w.index, w.accuracy));
+      progress_->Event(absl::StrFormat("[%6.1f s] worker %d reached test %s %.4f",
+                                       elapsed, w.index, mark_.mark_metric, value));
     }
   }
   progress_->Show(elapsed, latest_, running);

@@ -142,6 +142,7 @@ class ClusterSupervisor {
   std::vector<proto::ShardRecovery> recoveries_;
   uint64_t updates_lost_ = 0;
   double seconds_to_mark_ = -1;
+  LaunchSummary mark_;  // only its task and mark fields (SetMark)
   bool interrupted_ = false;
   bool diverged_ = false;  // a worker exited after its training diverged
 };

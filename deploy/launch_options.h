@@ -3,6 +3,7 @@
 #ifndef DOWNPOUR_DEPLOY_LAUNCH_OPTIONS_H_
 #define DOWNPOUR_DEPLOY_LAUNCH_OPTIONS_H_
 
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <optional>
@@ -29,7 +30,10 @@ struct LaunchOptions {
   // continues where it stopped. Default: a fresh job (they are deleted first).
   bool resume = false;
   absl::Duration progress_period = absl::Seconds(2);
-  double accuracy_mark = 0.95;  // report when a worker first reaches this
+  // Report when a worker's test accuracy first reaches this. NaN (the
+  // default): report on the config's target instead (training.target_metric
+  // and target_value; nothing when target_value is 0).
+  double accuracy_mark = NAN;
   // How long the coordinator may take to start listening.
   absl::Duration startup_timeout = absl::Seconds(20);
   // Polled often; true stops the cluster in order (Ctrl-C).

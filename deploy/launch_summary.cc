@@ -27,7 +27,37 @@ double MaxKnown(double a, double b) {
   return std::max(a, b);
 }
 
+// "\"auc\": 0.91, \"logloss\": 0.3" (null for NaN).
+std::string MetricsJson(
+    const std::vector<std::pair<std::string, double>>& metrics) {
+  std::vector<std::string> parts;
+  for (const auto& [name, value] : metrics) {
+    parts.push_back(absl::StrCat(JsonString(name), ": ", JsonNumber(value)));
+  }
+  return absl::StrJoin(parts, ", ");
+}
+
 }  // namespace
+
+void SetMark(const Config& config, double accuracy_mark,
+             LaunchSummary* summary) {
+  summary->task = config.model.task;
+  if (!std::isnan(accuracy_mark)) {
+    summary->mark_metric = "accuracy";
+    summary->mark = accuracy_mark;
+  } else if (config.training.target_value != 0) {
+    summary->mark_metric = TargetMetric(config);
+    summary->mark = config.training.target_value;
+  } else {
+    summary->mark_metric = "";
+    summary->mark = 0;
+  }
+}
+
+bool ReachedMark(const std::string& metric, double value, double mark) {
+  if (metric.empty() || std::isnan(value)) return false;
+  return HigherIsBetter(metric) ? value >= mark : value <= mark;
+}
 
 std::string FormatStaleness(double p50, double p99, double max) {
   if (std::isnan(p50) || std::isnan(p99) || std::isnan(max)) return "-";
@@ -50,6 +80,7 @@ std::vector<WorkerResult> WorkerResults(const proto::ClusterStatusResponse& stat
          pushed ? r.staleness_p99() : NAN, pushed ? r.staleness_max() : NAN,
          pushed ? r.mean_staleness() : NAN});
     workers.back().pushes = static_cast<int64_t>(r.pushes());
+    workers.back().metrics = {r.metrics().begin(), r.metrics().end()};
   }
   return workers;
 }
@@ -77,14 +108,43 @@ void AddWorkerResults(std::vector<WorkerResult> workers, LaunchSummary* summary)
     }
   }
   summary->final_accuracy = evaluated > 0 ? accuracy_sum / evaluated : NAN;
+  summary->final_metrics.clear();
+  for (const std::string& name : TaskMetricNames(summary->task)) {
+    double sum = 0;
+    int n = 0;
+    for (const WorkerResult& w : summary->workers) {
+      const auto it = w.metrics.find(name);
+      if (!w.finished || it == w.metrics.end() || std::isnan(it->second)) {
+        continue;
+      }
+      sum += it->second;
+      ++n;
+    }
+    summary->final_metrics.emplace_back(name, n > 0 ? sum / n : NAN);
+  }
 }
 
 std::string JudgeTraining(const LaunchSummary& summary, const Config& config) {
   for (const WorkerResult& w : summary.workers) {
     if (!w.diverged.empty()) return w.diverged;
   }
-  if (summary.interrupted || std::isnan(summary.final_accuracy)) return "";
+  if (summary.interrupted) return "";
   if (config.compute.device == "simulated") return "";
+  if (config.model.task == "regression") {
+    double r2 = NAN;
+    for (const auto& [name, value] : summary.final_metrics) {
+      if (name == "r2") r2 = value;
+    }
+    if (!(r2 < 0)) return "";
+    const DivergenceAdvice advice = AdviseOnDivergence(
+        config.optimizer, static_cast<int>(config.cluster.workers.size()));
+    return absl::StrFormat(
+        "final test r2 %.4f is below 0: the model predicts worse than the "
+        "mean of the targets; it did not learn. Likely causes: %s. To fix: "
+        "%s.",
+        r2, advice.causes, advice.knobs);
+  }
+  if (std::isnan(summary.final_accuracy)) return "";
   const int classes =
       config.model.layers.empty() ? 0 : config.model.layers.back();
   if (classes < 2) return "";
@@ -134,19 +194,27 @@ std::string FormatSummary(const LaunchSummary& s) {
     absl::StrAppendFormat(&out, "  why it stopped:       %s\n", s.stop_reason);
   }
   if (!s.accuracy_note.empty()) {
-    absl::StrAppendFormat(&out, "  final test accuracy:  %s\n",
+    absl::StrAppendFormat(&out, "  final test metrics:   %s\n",
                           s.accuracy_note);
   } else {
+    std::vector<std::string> parts;
+    for (const auto& [name, value] : s.final_metrics) {
+      parts.push_back(absl::StrCat(name, " ", Num(value, 4)));
+    }
+    if (parts.empty()) parts.push_back(absl::StrCat("accuracy ", Num(s.final_accuracy, 4)));
     absl::StrAppendFormat(&out,
-                          "  final test accuracy:  %s (mean of the workers' "
-                          "evaluations of the final parameters)\n",
-                          Num(s.final_accuracy, 4));
+                          "  final test metrics:   %s (%s; mean of the "
+                          "workers' evaluations of the final parameters)\n",
+                          absl::StrJoin(parts, ", "), s.task);
   }
-  if (s.seconds_to_mark >= 0) {
-    absl::StrAppendFormat(&out, "  reached %.2f after:   %.1f s\n", s.accuracy_mark,
-                          s.seconds_to_mark);
-  } else {
-    absl::StrAppendFormat(&out, "  reached %.2f:         never\n", s.accuracy_mark);
+  if (!s.mark_metric.empty()) {
+    const std::string mark = absl::StrFormat("%s %g", s.mark_metric, s.mark);
+    if (s.seconds_to_mark >= 0) {
+      absl::StrAppendFormat(&out, "  reached %s after %.1f s\n", mark,
+                            s.seconds_to_mark);
+    } else {
+      absl::StrAppendFormat(&out, "  reached %s:  never\n", mark);
+    }
   }
   absl::StrAppendFormat(&out, "  steps (all workers):  %d\n", s.steps);
   absl::StrAppendFormat(&out, "  examples/s (cluster): %.0f\n", s.examples_per_sec);
@@ -185,7 +253,8 @@ std::string SummaryJson(const LaunchSummary& s) {
         "    {\"index\": ", w.index, ", \"steps\": ", w.step,
         ", \"examples\": ", w.examples, ", \"examples_per_sec\": ",
         JsonNumber(w.examples_per_sec), ", \"loss\": ", JsonNumber(w.loss),
-        ", \"accuracy\": ", JsonNumber(w.accuracy), ", \"finished\": ",
+        ", \"accuracy\": ", JsonNumber(w.accuracy), ", \"metrics\": {",
+        MetricsJson({w.metrics.begin(), w.metrics.end()}), "}, \"finished\": ",
         Bool(w.finished), ", \"diverged\": ", JsonString(w.diverged),
         ", \"staleness_p50\": ", JsonNumber(w.staleness_p50),
         ", \"staleness_p99\": ", JsonNumber(w.staleness_p99),
@@ -223,6 +292,8 @@ std::string SummaryJson(const LaunchSummary& s) {
       ",\n  \"updates_lost\": ", s.updates_lost,
       ",\n  \"shard_recoveries\": [", recoveries.empty() ? "" : "\n",
       absl::StrJoin(recoveries, ",\n"), recoveries.empty() ? "]" : "\n  ]",
+      ",\n  \"task\": ", JsonString(s.task),
+      ",\n  \"metrics\": {", MetricsJson(s.final_metrics), "}",
       ",\n  \"accuracy\": ", JsonNumber(s.final_accuracy),
       ",\n  \"accuracy_note\": ", JsonString(s.accuracy_note),
       ",\n  \"steps\": ", s.steps, ",\n  \"seconds\": ", JsonNumber(s.seconds),
@@ -230,9 +301,10 @@ std::string SummaryJson(const LaunchSummary& s) {
       ",\n  \"staleness_p50\": ", JsonNumber(s.staleness_p50),
       ",\n  \"staleness_p99\": ", JsonNumber(s.staleness_p99),
       ",\n  \"staleness_max\": ", JsonNumber(s.staleness_max),
-      ",\n  \"seconds_to_accuracy_mark\": ",
+      ",\n  \"target_metric\": ", JsonString(s.mark_metric),
+      ",\n  \"target_value\": ", JsonNumber(s.mark),
+      ",\n  \"seconds_to_target\": ",
       s.seconds_to_mark >= 0 ? JsonNumber(s.seconds_to_mark) : "null",
-      ",\n  \"accuracy_mark\": ", JsonNumber(s.accuracy_mark),
       ",\n  \"stop_reason\": ", JsonString(s.stop_reason),
       ",\n  \"interrupted\": ", Bool(s.interrupted),
       ",\n  \"log_dir\": ", JsonString(s.log_dir),

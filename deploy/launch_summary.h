@@ -11,7 +11,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -39,6 +41,8 @@ struct WorkerResult {
   double staleness_max = NAN;
   double staleness_mean = NAN;
   int64_t pushes = 0;  // whole pushes the ps acknowledged (MemberReport.pushes)
+  // Its last test metrics (MemberReport.metrics): "accuracy", "auc", "rmse"...
+  std::map<std::string, double> metrics;
 };
 
 // A daemon that ended while the job ran, and what the launcher did about it
@@ -62,8 +66,16 @@ struct LaunchSummary {
   int64_t examples = 0;
   double seconds = 0;           // wall time from the first start to the end
   double examples_per_sec = 0;  // examples / training seconds, whole cluster
-  double seconds_to_mark = -1;  // when accuracy_mark was first reached; -1: never
-  double accuracy_mark = 0.95;
+  // The target the summary reports on: when a worker's test `mark_metric`
+  // first reached `mark` (at least it for accuracy, auc and r2, at most it
+  // for logloss, rmse and mae); -1: never. No mark when mark_metric is "".
+  double seconds_to_mark = -1;
+  std::string mark_metric = "accuracy";
+  double mark = 0.95;
+  // model.task, and the mean over finished workers of each test metric the
+  // task measures, main first (TaskMetricNames).
+  std::string task = "multiclass";
+  std::vector<std::pair<std::string, double>> final_metrics;
   std::string stop_reason;
   std::vector<WorkerResult> workers;
   // The cluster's staleness: the largest of the workers' p50s, p99s and maxes
@@ -98,6 +110,14 @@ struct LaunchSummary {
   // compute.device simulated the workers compute no real gradients.
   std::string accuracy_note;
 };
+
+// What the summary reports on: sets summary->task, mark_metric and mark from
+// `accuracy_mark` (LaunchOptions; NaN = none given) or else the config's
+// target (no mark when training.target_value is 0).
+void SetMark(const Config& config, double accuracy_mark, LaunchSummary* summary);
+
+// True when `value` of `metric` is at or past `mark` (HigherIsBetter).
+bool ReachedMark(const std::string& metric, double value, double mark);
 
 // "1/3/7": staleness p50/p99/max, "-" when any is NaN (unknown).
 std::string FormatStaleness(double p50, double p99, double max);

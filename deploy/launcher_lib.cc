@@ -199,7 +199,7 @@ absl::StatusOr<LaunchSummary> RunCluster(const Config& user_config,
   if (!logs.ok()) return logs;
 
   LaunchSummary summary;
-  summary.accuracy_mark = options.accuracy_mark;
+  SetMark(config, options.accuracy_mark, &summary);
   summary.log_dir = (fs::path(options.run_dir) / "logs").string();
   summary.checkpoint_dir = config.checkpoint.dir.empty() ? "(checkpoints off)"
                            : options.remote.has_value()

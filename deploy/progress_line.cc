@@ -37,7 +37,7 @@ std::string FormatProgress(const ProgressFigures& f) {
                                    : "-");
   }
   absl::StrAppendFormat(
-      &out, " | acc %s",
+      &out, " | %s %s", f.metric,
       std::isfinite(f.best_accuracy) ? absl::StrFormat("%.4f", f.best_accuracy)
                                      : "-");
   if (std::isfinite(f.staleness_p99)) {

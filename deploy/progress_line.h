@@ -27,7 +27,9 @@ struct ProgressFigures {
   double steps_per_sec = 0;   // measured over the last period; 0 = unknown
   double examples_per_sec = 0;
   double mean_loss = NAN;  // of the running workers
-  double best_accuracy = NAN;
+  double best_accuracy = NAN;  // the best of metric's values
+  // The task's main test metric, as the line names it: "acc", "auc", "rmse".
+  std::string metric = "acc";
   // The largest of the workers' staleness p99 (since start); NaN = unknown.
   double staleness_p99 = NAN;
   int running = 0;

@@ -2,13 +2,13 @@
 //
 // A backend evaluates the model that common/model_spec.h lays out (one flat
 // float vector: per layer `fc{l}.weight` [in, out] row-major, then `fc{l}.bias`
-// [out]; ReLU between layers, softmax cross-entropy on the last) on a device:
+// [out]; ReLU between layers, the task's loss on the last) on a device:
 // `cpu` (OpenBLAS) or `cuda` (cuBLAS). The loop sees only this interface, as
 // LevelDB sees the OS only through `Env`.
 //
 //   std::unique_ptr<ComputeBackend> backend = ...;
 //   absl::StatusOr<float> loss =
-//       backend->LossAndGradient(params, x, labels, batch, grad.data());
+//       backend->LossAndGradient(params, x, targets, batch, grad.data());
 #ifndef DOWNPOUR_WORKER_COMPUTE_BACKEND_H_
 #define DOWNPOUR_WORKER_COMPUTE_BACKEND_H_
 
@@ -26,24 +26,25 @@ class ComputeBackend {
  public:
   virtual ~ComputeBackend();
 
-  // Mean softmax cross-entropy over the batch. Overwrites grad[0..num_params)
-  // with d(loss)/d(params) for every parameter. `params` holds num_params
-  // floats, `x` batch * inputs floats (row-major), `labels` batch class
-  // indices. InvalidArgument if batch is outside [1, max_batch] or a label is
-  // outside [0, classes); grad is then unspecified.
+  // The mean of the model task's loss over the batch (softmax cross-entropy,
+  // logistic loss or squared error; worker/mlp_math.h's OutputLoss).
+  // Overwrites grad[0..num_params) with d(loss)/d(params) for every
+  // parameter. `params` holds num_params floats, `x` batch * inputs floats
+  // (row-major), `targets` batch targets (class indices, 0/1 or values).
+  // InvalidArgument if batch is outside [1, max_batch] or a target does not
+  // fit the task (CheckTargets); grad is then unspecified.
   virtual absl::StatusOr<float> LossAndGradient(const float* params,
                                                 const float* x,
-                                                const int* labels, int batch,
-                                                float* grad) = 0;
+                                                const float* targets,
+                                                int batch, float* grad) = 0;
 
-  // Sets *loss_sum to the sum of the n examples' losses and *correct to how
-  // many have their label as the argmax of the logits (ties go to the lowest
-  // class). Works through the examples in chunks, so n may exceed max_batch;
-  // n = 0 gives zeros. InvalidArgument if n < 0 or a label is outside
-  // [0, classes).
-  virtual absl::Status Evaluate(const float* params, const float* x,
-                                const int* labels, int n, double* loss_sum,
-                                int64_t* correct) = 0;
+  // The model's raw outputs for n examples: out[i * outputs + o] is example
+  // i's logit o (multiclass: one per class; binary: one logit) or its
+  // predicted value (regression); model/metrics.h turns them into
+  // probabilities and metrics. Works through the examples in chunks, so n
+  // may exceed max_batch; n = 0 writes nothing. InvalidArgument if n < 0.
+  virtual absl::Status Predict(const float* params, const float* x, int n,
+                               float* out) = 0;
 
   // Where the math runs, for logs and the status service: "cpu", "cuda:0", ...
   virtual std::string device() const = 0;
@@ -56,20 +57,20 @@ class ComputeBackend {
   // caller promises to call it again whenever the values it passes as params
   // change (fresh values swapped in, a local update), before the next
   // LossAndGradient. A backend may then re-read params only after a call.
-  // Evaluate always reads its params.
+  // Predict always reads its params.
   virtual void ParamsChanged() {}
 
-  // Prefetch hint: a coming LossAndGradient call will pass these x and labels
+  // Prefetch hint: a coming LossAndGradient call will pass these x and targets
   // pointers and this batch, typically the call after the next one (the
   // Downpour loop prefetches step k+1's batch just before computing step k), so
   // a backend may start copying them to its device now and overlap the copy
-  // with the calls in between. Those calls, with other pointers, and Evaluate
+  // with the calls in between. Those calls, with other pointers, and Predict
   // leave the hint in place; a hint that never comes true costs only its copy,
   // and one with an out-of-range batch or label is ignored (the call reports
   // it). The first LossAndGradient call with these pointers consumes the hint;
   // a later Prefetch of the same pointers replaces it. REQUIRES: when that
-  // first call is made, x and labels hold the values they had here.
-  virtual void Prefetch(const float* x, const int* labels, int batch) {}
+  // first call is made, x and targets hold the values they had here.
+  virtual void Prefetch(const float* x, const float* targets, int batch) {}
 };
 
 }  // namespace downpour::worker

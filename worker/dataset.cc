@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <utility>
 
@@ -14,8 +15,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/str_join.h"
 #include "common/file_util.h"
 #include "common/status_macros.h"
+#include "data/csv_reader.h"
+#include "data/file_reader.h"
+#include "data/libsvm_reader.h"
 
 namespace downpour::worker {
 namespace {
@@ -32,6 +37,12 @@ absl::Status ExplainNotFound(const absl::Status& status,
   return absl::IsNotFound(status) ? absl::NotFoundError(message) : status;
 }
 
+bool FileExists(const std::string& path) {
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (file != nullptr) std::fclose(file);
+  return file != nullptr;
+}
+
 void AppendExample(const Dataset& from, int i, Dataset* to) {
   const float* row = from.x.data() + static_cast<int64_t>(i) * from.dim;
   to->x.insert(to->x.end(), row, row + from.dim);
@@ -42,6 +53,8 @@ Dataset EmptyLike(const Dataset& data) {
   Dataset out;
   out.dim = data.dim;
   out.classes = data.classes;
+  out.feature_names = data.feature_names;
+  out.class_names = data.class_names;
   return out;
 }
 
@@ -174,16 +187,17 @@ absl::StatusOr<std::vector<int64_t>> ParseIdxHeader(absl::string_view text,
 
 absl::StatusOr<std::string> ReadIdxFile(const std::string& dir,
                                         const std::string& name) {
-  const std::string path = JoinPath(dir, name);
-  absl::StatusOr<std::string> text = ReadFile(path);
+  std::string path = JoinPath(dir, name);
+  if (!FileExists(path) && FileExists(path + ".gz")) path += ".gz";
+  absl::StatusOr<std::string> text = data::ReadFileMaybeGzip(path);
   if (!text.ok()) {
     return ExplainNotFound(
         text.status(),
         absl::StrCat("IDX file '", path,
-                     "' not found: put the uncompressed "
-                     "MNIST files train-images-idx3-ubyte, train-labels-idx1-"
-                     "ubyte (and optionally t10k-*) in data.path (.gz files "
-                     "are not read: gunzip them)"));
+                     "' not found (nor with .gz): put the "
+                     "MNIST-shaped files train-images-idx3-ubyte, train-labels-"
+                     "idx1-ubyte (and optionally t10k-*), gzipped or not, in "
+                     "data.path"));
   }
   return text;
 }
@@ -228,12 +242,6 @@ absl::Status AppendIdxPair(const std::string& dir, const std::string& images,
   return absl::OkStatus();
 }
 
-bool FileExists(const std::string& path) {
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (file != nullptr) std::fclose(file);
-  return file != nullptr;
-}
-
 // ---- Split helpers
 // ----------------------------------------------------------------
 
@@ -268,8 +276,9 @@ Dataset Select(const Dataset& all, const std::vector<int>& order, int begin,
   return out;
 }
 
-// Standardises both splits with the train split's global mean and std.
-void Normalize(DataSplit* split) {
+// Standardises both splits with the train split's global mean and std (one
+// figure for all pixels), and records it per feature.
+void NormalizeGlobal(DataSplit* split) {
   double sum = 0.0, sum_sq = 0.0;
   for (float v : split->train.x) {
     sum += v;
@@ -279,10 +288,153 @@ void Normalize(DataSplit* split) {
   const double mean = n > 0 ? sum / n : 0.0;
   const double var = n > 0 ? std::max(sum_sq / n - mean * mean, 0.0) : 0.0;
   // Constant features would divide by zero; leave their scale alone.
-  const double scale = var > 0 ? 1.0 / std::sqrt(var) : 1.0;
+  const double std = var > 0 ? std::sqrt(var) : 1.0;
+  split->mean.assign(split->train.dim, static_cast<float>(mean));
+  split->std.assign(split->train.dim, static_cast<float>(std));
   for (Dataset* data : {&split->train, &split->test}) {
-    for (float& v : data->x) v = static_cast<float>((v - mean) * scale);
+    for (float& v : data->x) v = static_cast<float>((v - mean) / std);
   }
+}
+
+// Standardises each feature of both splits with the train split's mean and
+// std of that feature (a constant feature keeps std 1).
+void NormalizePerFeature(DataSplit* split) {
+  const int dim = split->train.dim;
+  std::vector<double> sum(dim, 0.0), sum_sq(dim, 0.0);
+  const int64_t n = split->train.size();
+  for (int64_t i = 0; i < n; ++i) {
+    const float* row = split->train.x.data() + i * dim;
+    for (int d = 0; d < dim; ++d) {
+      sum[d] += row[d];
+      sum_sq[d] += static_cast<double>(row[d]) * row[d];
+    }
+  }
+  split->mean.assign(dim, 0.0f);
+  split->std.assign(dim, 1.0f);
+  for (int d = 0; d < dim && n > 0; ++d) {
+    const double mean = sum[d] / n;
+    const double var = std::max(sum_sq[d] / n - mean * mean, 0.0);
+    split->mean[d] = static_cast<float>(mean);
+    split->std[d] = var > 1e-24 ? static_cast<float>(std::sqrt(var)) : 1.0f;
+  }
+  for (Dataset* data : {&split->train, &split->test}) {
+    for (int64_t i = 0; i < data->size(); ++i) {
+      float* row = data->x.data() + i * dim;
+      for (int d = 0; d < dim; ++d) {
+        row[d] = (row[d] - split->mean[d]) / split->std[d];
+      }
+    }
+  }
+}
+
+// ---- csv and libsvm files, through data/
+
+data::LabelMode LabelModeFor(Task task) {
+  return task == Task::kRegression ? data::LabelMode::kReal
+                                   : data::LabelMode::kClass;
+}
+
+// One csv or libsvm file as a Dataset. `classes` fixes the class order (the
+// train file's, when reading a test file); `dim` the feature count (libsvm).
+absl::StatusOr<Dataset> ReadTable(const DataSection& data,
+                                  const std::string& path, Task task,
+                                  const std::vector<std::string>& classes,
+                                  int dim) {
+  data::Table table;
+  if (data.source == "csv") {
+    data::CsvOptions options;
+    options.header = data.header;
+    options.label_column = data.label_column;
+    options.delimiter = data.delimiter == "\\t" ? '\t' : data.delimiter[0];
+    options.skip_lines = data.skip_lines;
+    options.labels = LabelModeFor(task);
+    options.classes = classes;
+    options.missing = data.missing == "zero"   ? data::Missing::kZero
+                      : data.missing == "mean" ? data::Missing::kMean
+                                               : data::Missing::kError;
+    ASSIGN_OR_RETURN(table, data::ReadCsv(path, options));
+  } else {
+    data::LibsvmOptions options;
+    options.zero_based = data.zero_based;
+    options.dim = dim;
+    options.labels = LabelModeFor(task);
+    options.classes = classes;
+    ASSIGN_OR_RETURN(table, data::ReadLibsvm(path, options));
+  }
+  if (table.rows() > std::numeric_limits<int>::max() / 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": ", table.rows(), " rows is more than this reader holds"));
+  }
+  Dataset out;
+  out.dim = table.dim;
+  out.x = std::move(table.x);
+  out.y = std::move(table.y);
+  out.feature_names = std::move(table.feature_names);
+  out.class_names = std::move(table.class_names);
+  out.classes = task == Task::kRegression
+                    ? 0
+                    : static_cast<int>(out.class_names.size());
+  if (task == Task::kBinary && out.classes != 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": model.task binary needs exactly 2 label values, found ",
+        out.classes, " (", absl::StrJoin(out.class_names, ", "),
+        "): use model.task multiclass, or list the two in data.classes"));
+  }
+  return out;
+}
+
+absl::StatusOr<DataSplit> LoadTable(const DataSection& data, Task task,
+                                    uint64_t seed) {
+  ASSIGN_OR_RETURN(Dataset all,
+                   ReadTable(data, data.path, task, data.classes, data.features));
+  DataSplit split;
+  if (!data.test_path.empty()) {
+    ASSIGN_OR_RETURN(Dataset test, ReadTable(data, data.test_path, task,
+                                             all.class_names, all.dim));
+    if (test.dim != all.dim) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          data.test_path, " holds ", test.dim, " features but ", data.path,
+          " holds ", all.dim, ": the test file must have the same columns"));
+    }
+    test.classes = all.classes;
+    test.class_names = all.class_names;
+    std::vector<int> order = SeededPermutation(all.size(), seed);
+    const int n_train = data.train_examples > 0
+                            ? std::min(data.train_examples, all.size())
+                            : all.size();
+    const int n_test = data.test_examples >= 0
+                           ? std::min(data.test_examples, test.size())
+                           : test.size();
+    split.train = Select(all, order, 0, n_train);
+    std::vector<int> test_order(test.size());
+    for (int i = 0; i < test.size(); ++i) test_order[i] = i;
+    split.test = Select(test, test_order, 0, n_test);
+  } else {
+    const int n = all.size();
+    const int n_test =
+        data.test_examples >= 0
+            ? data.test_examples
+            : static_cast<int>(std::lround(data.test_fraction * n));
+    const int n_train =
+        data.train_examples > 0 ? data.train_examples : n - n_test;
+    if (n_train < 1 || int64_t{n_train} + n_test > n) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          data.path, " holds ", n, " rows: too few for ", n_train,
+          " train and ", n_test,
+          " test examples (data.train_examples, data.test_examples, "
+          "data.test_fraction)"));
+    }
+    const std::vector<int> order = SeededPermutation(n, seed);
+    split.train = Select(all, order, 0, n_train);
+    split.test = Select(all, order, n_train, n_test);
+  }
+  if (data.normalize) {
+    NormalizePerFeature(&split);
+  } else {
+    split.mean.assign(split.train.dim, 0.0f);
+    split.std.assign(split.train.dim, 1.0f);
+  }
+  return split;
 }
 
 absl::StatusOr<Dataset> ReadSource(const DataSection& data, uint64_t seed) {
@@ -292,8 +444,9 @@ absl::StatusOr<Dataset> ReadSource(const DataSection& data, uint64_t seed) {
     return MakeSynthetic(data.train_examples + data.test_examples, kMnistDim,
                          kMnistClasses, seed);
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "data.source must be mnist, idx or synthetic, got '", data.source, "'"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("data.source must be mnist, idx, csv, libsvm or synthetic, "
+                   "got '", data.source, "'"));
 }
 
 }  // namespace
@@ -329,10 +482,12 @@ absl::StatusOr<Dataset> LoadIdx(const std::string& dir) {
   Dataset out;
   RETURN_IF_ERROR(AppendIdxPair(dir, "train-images-idx3-ubyte",
                                 "train-labels-idx1-ubyte", &out));
-  const bool has_test_images =
-      FileExists(JoinPath(dir, "t10k-images-idx3-ubyte"));
-  const bool has_test_labels =
-      FileExists(JoinPath(dir, "t10k-labels-idx1-ubyte"));
+  auto exists = [&](const char* name) {
+    const std::string path = JoinPath(dir, name);
+    return FileExists(path) || FileExists(path + ".gz");
+  };
+  const bool has_test_images = exists("t10k-images-idx3-ubyte");
+  const bool has_test_labels = exists("t10k-labels-idx1-ubyte");
   if (has_test_images || has_test_labels) {
     RETURN_IF_ERROR(AppendIdxPair(dir, "t10k-images-idx3-ubyte",
                                   "t10k-labels-idx1-ubyte", &out));
@@ -370,7 +525,14 @@ std::vector<int> SeededPermutation(int n, uint64_t seed) {
   return order;
 }
 
-absl::StatusOr<DataSplit> LoadData(const DataSection& data, uint64_t seed) {
+absl::StatusOr<DataSplit> LoadData(const DataSection& data, uint64_t seed,
+                                   Task task) {
+  if (IsTableSource(data.source)) return LoadTable(data, task, seed);
+  if (task != Task::kMulticlass) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "data.source ", data.source, " holds classes: model.task must be "
+        "multiclass, got ", TaskName(task)));
+  }
   if (data.train_examples < 1 || data.test_examples < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "data.train_examples must be >= 1 and data.test_examples >= 0, got ",
@@ -388,8 +550,35 @@ absl::StatusOr<DataSplit> LoadData(const DataSection& data, uint64_t seed) {
   DataSplit split;
   split.train = Select(all, order, 0, data.train_examples);
   split.test = Select(all, order, data.train_examples, data.test_examples);
-  if (data.normalize) Normalize(&split);
+  if (data.normalize) {
+    NormalizeGlobal(&split);
+  } else {
+    split.mean.assign(split.train.dim, 0.0f);
+    split.std.assign(split.train.dim, 1.0f);
+  }
   return split;
+}
+
+absl::Status CheckDataFitsModel(const DataSplit& data, const ModelSpec& spec) {
+  const std::vector<int>& layers = spec.layers();
+  if (data.train.dim != spec.inputs()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the data has ", data.train.dim, " features but model.layers[0] is ",
+        spec.inputs(), ": set model.layers to [", data.train.dim, ", ...]"));
+  }
+  if (spec.task() == Task::kMulticlass && data.train.classes > spec.outputs()) {
+    std::string names;
+    if (!data.train.class_names.empty()) {
+      names = absl::StrCat(" (", absl::StrJoin(data.train.class_names, ", "),
+                           ")");
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the data has ", data.train.classes, " classes", names,
+        " but the model has ", spec.outputs(), " outputs: set the last entry "
+        "of model.layers to ", data.train.classes, " (now [",
+        absl::StrJoin(layers, ", "), "])"));
+  }
+  return absl::OkStatus();
 }
 
 Dataset Partition(const Dataset& data, int part, int num_parts) {

@@ -17,22 +17,32 @@
 #include "absl/status/statusor.h"
 #include "common/config.h"
 #include "common/mnist.h"
+#include "common/model_spec.h"
 
 namespace downpour::worker {
 
-// Examples as rows of `dim` floats with labels in [0, classes).
+// Examples as rows of `dim` floats with one target each: a class index in
+// [0, classes) (multiclass; 0/1 for binary) or a real value (regression).
 struct Dataset {
   int dim = 0;
-  int classes = 0;
+  int classes = 0;       // 0 for regression
   std::vector<float> x;  // size() * dim floats, example i at x[i * dim]
-  std::vector<int> y;    // one label per example
+  std::vector<float> y;  // one target per example
+  // csv, libsvm: the features' names and the classes' labels as written in
+  // the file (class i is class_names[i]); empty for the other sources.
+  std::vector<std::string> feature_names;
+  std::vector<std::string> class_names;
   int size() const { return static_cast<int>(y.size()); }
 };
 
-// The two halves LoadData returns.
+// The two halves LoadData returns, and how their inputs were standardized:
+// x_stored = (x_file - mean) / std, per feature (mean 0 and std 1 when
+// data.normalize is off). An exported model carries mean and std.
 struct DataSplit {
   Dataset train;
   Dataset test;
+  std::vector<float> mean;
+  std::vector<float> std;
 };
 
 // Reads dir/0.json .. dir/9.json, each `{ "data": [ ... ] }` holding 784 floats
@@ -68,7 +78,21 @@ std::vector<int> SeededPermutation(int n, uint64_t seed);
 // both become (v - mean) / std using the train split's mean and std over all
 // its features. InvalidArgument if there are not enough examples or the counts
 // are impossible; otherwise the readers' errors.
-absl::StatusOr<DataSplit> LoadData(const DataSection& data, uint64_t seed);
+//
+// data.source csv and libsvm (data/ reads them; gzip is read transparently):
+// `task` picks how labels are read (classes for multiclass and binary, which
+// needs exactly two; values for regression). With data.test_path the train
+// split is `path`'s rows in a seeded shuffle and the test split test_path's
+// rows in file order; without, a seeded shuffle holds out test_examples rows
+// (or test_fraction of them). Inputs are standardized per feature. The other
+// sources need task multiclass.
+absl::StatusOr<DataSplit> LoadData(const DataSection& data, uint64_t seed,
+                                   Task task = Task::kMulticlass);
+
+// InvalidArgument, naming the config keys, when the split does not fit the
+// model: a feature count other than model.layers[0], more classes than its
+// outputs.
+absl::Status CheckDataFitsModel(const DataSplit& data, const ModelSpec& spec);
 
 // The examples i with i % num_parts == part, in order.
 // REQUIRES: 0 <= part < num_parts.

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -14,6 +16,7 @@
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "zlib.h"
 
 namespace downpour::worker {
 namespace {
@@ -73,6 +76,19 @@ void WriteIdxImages(const std::string& path, const std::vector<int>& pixels,
                      BigEndian32(rows) + BigEndian32(cols);
   for (int p : pixels) text += static_cast<char>(p);
   WriteFile(path, text);
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void WriteGzip(const std::string& path, const std::string& bytes) {
+  gzFile file = gzopen(path.c_str(), "wb");
+  ASSERT_NE(file, nullptr);
+  ASSERT_EQ(gzwrite(file, bytes.data(), bytes.size()),
+            static_cast<int>(bytes.size()));
+  gzclose(file);
 }
 
 void WriteIdxLabels(const std::string& path, const std::vector<int>& labels) {
@@ -183,11 +199,25 @@ TEST(LoadIdxTest, TestFilesAreOptional) {
 
 TEST(LoadIdxTest, MissingFileIsNotFoundAndMentionsGzip) {
   const std::string dir = TempDir("idx_missing");
-  WriteFile(dir + "/train-images-idx3-ubyte.gz", "\x1f\x8b");
   EXPECT_THAT(LoadIdx(dir),
               StatusIs(absl::StatusCode::kNotFound,
                        AllOf(HasSubstr(dir + "/train-images-idx3-ubyte"),
-                             HasSubstr("gunzip"))));
+                             HasSubstr("gzipped or not"))));
+}
+
+// Debian's dataset-fashion-mnist ships *-ubyte.gz: read by content.
+TEST(LoadIdxTest, ReadsGzippedFilesAndRefusesCorruptOnes) {
+  const std::string dir = TempDir("idx_gz");
+  WriteIdxImages(dir + "/plain", {0, 255, 51, 102}, 1, 2, 2);
+  WriteGzip(dir + "/train-images-idx3-ubyte.gz", ReadAll(dir + "/plain"));
+  WriteIdxLabels(dir + "/train-labels-idx1-ubyte", {3});
+  absl::StatusOr<Dataset> data = LoadIdx(dir);
+  ASSERT_THAT(data, IsOk());
+  EXPECT_THAT(data->y, ElementsAre(3));
+  EXPECT_THAT(data->x, ElementsAre(0.0f, 1.0f, 0.2f, 0.4f));
+  WriteFile(dir + "/train-images-idx3-ubyte.gz", "\x1f\x8b\x08junk");
+  EXPECT_THAT(LoadIdx(dir), StatusIs(absl::StatusCode::kInvalidArgument,
+                                     HasSubstr("train-images-idx3-ubyte.gz")));
 }
 
 TEST(LoadIdxTest, BadFilesAreInvalid) {
@@ -200,9 +230,10 @@ TEST(LoadIdxTest, BadFilesAreInvalid) {
   EXPECT_THAT(LoadIdx(dir),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        AllOf(HasSubstr(images), HasSubstr("0x00000803"))));
+  // Gzip is read by content, whatever the name; a corrupt stream says so.
   WriteFile(images, "\x1f\x8b\x08\x00 compressed");
   EXPECT_THAT(LoadIdx(dir), StatusIs(absl::StatusCode::kInvalidArgument,
-                                     HasSubstr("gunzip")));
+                                     HasSubstr(images)));
   WriteIdxImages(images, {1, 2, 3}, 2, 2, 1);  // one pixel short
   EXPECT_THAT(LoadIdx(dir),
               StatusIs(absl::StatusCode::kInvalidArgument,
@@ -289,9 +320,13 @@ TEST(LoadDataTest, NotEnoughExamplesIsInvalid) {
 TEST(LoadDataTest, PassesReaderErrorsThrough) {
   DataSection section = MnistSection(TempDir("empty"), 1, 0);
   EXPECT_THAT(LoadData(section, 1), StatusIs(absl::StatusCode::kNotFound));
-  section.source = "libsvm";
+  section.source = "parquet";
   EXPECT_THAT(LoadData(section, 1), StatusIs(absl::StatusCode::kInvalidArgument,
                                              HasSubstr("data.source")));
+  section.source = "idx";
+  EXPECT_THAT(LoadData(section, 1, Task::kRegression),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("model.task must be multiclass")));
 }
 
 TEST(LoadDataTest, NormalizeUsesTrainStatistics) {
@@ -316,6 +351,96 @@ TEST(LoadDataTest, NormalizeUsesTrainStatistics) {
   double test_sum = 0;
   for (float v : split->test.x) test_sum += v;
   EXPECT_NEAR(test_sum / split->test.x.size(), 0.0, 0.1);
+}
+
+// A CSV of n rows: x0 = i, x1 = 2 i + 1, label "yes" for odd i else "no".
+std::string TableCsv(int n) {
+  std::string text = "x0,x1,label\n";
+  for (int i = 0; i < n; ++i) {
+    absl::StrAppend(&text, i, ",", 2 * i + 1, ",", i % 2 ? "yes" : "no", "\n");
+  }
+  return text;
+}
+
+TEST(LoadTableTest, CsvSplitsByFractionAndStandardizesPerFeature) {
+  const std::string dir = TempDir("csv_split");
+  WriteFile(dir + "/d.csv", TableCsv(50));
+  DataSection data;
+  data.source = "csv";
+  data.path = dir + "/d.csv";
+  data.train_examples = 0;  // all (what the config loader sets for csv)
+  data.test_examples = -1;  // test_fraction
+  data.test_fraction = 0.2;
+  absl::StatusOr<DataSplit> split = LoadData(data, 42, Task::kBinary);
+  ASSERT_THAT(split, IsOk());
+  EXPECT_EQ(split->train.size(), 40);
+  EXPECT_EQ(split->test.size(), 10);
+  EXPECT_EQ(split->train.dim, 2);
+  EXPECT_EQ(split->train.classes, 2);
+  EXPECT_THAT(split->train.class_names, ElementsAre("no", "yes"));
+  EXPECT_THAT(split->train.feature_names, ElementsAre("x0", "x1"));
+  ASSERT_EQ(split->mean.size(), 2u);
+  // Per feature: x1 = 2 x0 + 1, so its mean and std follow x0's.
+  EXPECT_NEAR(split->mean[1], 2 * split->mean[0] + 1, 1e-3);
+  EXPECT_NEAR(split->std[1], 2 * split->std[0], 1e-3);
+  double sum0 = 0;
+  for (int i = 0; i < split->train.size(); ++i) sum0 += split->train.x[2 * i];
+  EXPECT_NEAR(sum0, 0.0, 1e-3);
+  // The label follows the row: "yes" (class 1) for odd x0.
+  for (int i = 0; i < split->test.size(); ++i) {
+    const double x0 = split->test.x[2 * i] * split->std[0] + split->mean[0];
+    EXPECT_EQ(split->test.y[i], static_cast<int>(std::lround(x0)) % 2) << i;
+  }
+}
+
+TEST(LoadTableTest, TestPathUsesTheTrainClassesAndColumns) {
+  const std::string dir = TempDir("csv_test_path");
+  WriteFile(dir + "/train.csv", TableCsv(20));
+  WriteFile(dir + "/test.csv", "x0,x1,label\n3,7,yes\n4,9,no\n");
+  DataSection data;
+  data.source = "csv";
+  data.path = dir + "/train.csv";
+  data.test_path = dir + "/test.csv";
+  data.train_examples = 0;
+  data.test_examples = -1;
+  data.normalize = false;
+  absl::StatusOr<DataSplit> split = LoadData(data, 1, Task::kMulticlass);
+  ASSERT_THAT(split, IsOk());
+  EXPECT_EQ(split->train.size(), 20);
+  EXPECT_THAT(split->test.y, ElementsAre(1, 0));
+  EXPECT_THAT(split->test.x, ElementsAre(3, 7, 4, 9));
+  WriteFile(dir + "/test.csv", "x0,x1,label\n3,7,maybe\n");
+  EXPECT_THAT(LoadData(data, 1, Task::kMulticlass),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("maybe")));
+}
+
+TEST(LoadTableTest, BinaryNeedsTwoClassesAndModelMustFit) {
+  const std::string dir = TempDir("csv_fit");
+  WriteFile(dir + "/three.csv", "a,b\n1,x\n2,y\n3,z\n4,x\n5,y\n");
+  DataSection data;
+  data.source = "csv";
+  data.path = dir + "/three.csv";
+  data.train_examples = 0;
+  data.test_examples = -1;
+  EXPECT_THAT(LoadData(data, 1, Task::kBinary),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("exactly 2 label values, found 3")));
+  absl::StatusOr<DataSplit> split = LoadData(data, 1, Task::kMulticlass);
+  ASSERT_THAT(split, IsOk());
+  ModelSection model;
+  model.type = "linear";
+  model.layers = {1, 2};
+  absl::StatusOr<ModelSpec> spec = ModelSpec::Create(model);
+  ASSERT_THAT(spec, IsOk());
+  EXPECT_THAT(CheckDataFitsModel(*split, *spec),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("3 classes (x, y, z) but the model has 2")));
+  model.layers = {2, 3};
+  spec = ModelSpec::Create(model);
+  EXPECT_THAT(CheckDataFitsModel(*split, *spec),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("set model.layers to [1, ...]")));
 }
 
 TEST(PartitionTest, TakesEveryNumPartsExample) {

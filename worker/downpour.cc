@@ -12,6 +12,8 @@
 #include "common/divergence_advice.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "model/metrics.h"
+#include "worker/mlp_math.h"
 
 namespace downpour::worker {
 namespace {
@@ -278,7 +280,7 @@ void DownpourLoop::UpdateRates() {
 }
 
 void DownpourLoop::FillBatch(const std::vector<int>& order, int64_t cursor, float* x,
-                             int* y) const {
+                             float* y) const {
   const int dim = train_->dim;
   for (int i = 0; i < options_.training.batch_size; ++i) {
     const int example = order[(cursor + i) % order.size()];
@@ -360,13 +362,19 @@ absl::Status DownpourLoop::Diverged(int64_t step,
 
 absl::Status DownpourLoop::Evaluate(const float* params) {
   if (test_ == nullptr || test_->size() == 0) return absl::OkStatus();
-  double loss_sum = 0;
-  int64_t correct = 0;
-  RETURN_IF_ERROR(backend_->Evaluate(params, test_->x.data(), test_->y.data(),
-                                     test_->size(), &loss_sum, &correct));
+  const int k = spec_.outputs();
+  RETURN_IF_ERROR(
+      CheckTargets(spec_.task(), test_->y.data(), test_->size(), k));
+  test_outputs_.resize(static_cast<size_t>(test_->size()) * k);
+  RETURN_IF_ERROR(backend_->Predict(params, test_->x.data(), test_->size(),
+                                    test_outputs_.data()));
+  const model::Metrics m =
+      model::ComputeMetrics(spec_.task(), test_outputs_.data(),
+                            test_->y.data(), test_->size(), k);
   absl::MutexLock lock(&stats_mu_);
-  stats_.accuracy = static_cast<double>(correct) / test_->size();
-  stats_.test_loss = loss_sum / test_->size();
+  stats_.accuracy = m.accuracy;
+  stats_.test_loss = m.loss;
+  stats_.metrics = m.Named(spec_.task());
   return absl::OkStatus();
 }
 

@@ -26,6 +26,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -51,8 +52,12 @@ struct WorkerStats {
   int64_t examples = 0;
   double examples_per_sec = 0;  // `examples` over wall time since Run began
   double loss = NAN;      // mean training loss over recent steps
-  double accuracy = NAN;  // last test accuracy
-  double test_loss = NAN;
+  double accuracy = NAN;  // last test accuracy (NaN for regression)
+  double test_loss = NAN;  // last test loss (the training loss's kind)
+  // The last test metrics of the model task, main first ("accuracy",
+  // "logloss"; "auc", "logloss", "accuracy"; "rmse", "mae", "r2"); empty
+  // before the first evaluation.
+  std::vector<std::pair<std::string, double>> metrics;
   // Staleness over every block update the ps acknowledged since Run began:
   // the updates applied to a block between the pull the gradient was computed
   // on and the push that applied it. Mean, nearest-rank p50 and p99 (exact up
@@ -126,7 +131,7 @@ class DownpourLoop {
   void FetchThread();
   void PushThread() ABSL_LOCKS_EXCLUDED(comm_mu_);
   absl::Status Step(int64_t step, const std::vector<int>& order, int64_t* cursor);
-  void FillBatch(const std::vector<int>& order, int64_t cursor, float* x, int* y) const;
+  void FillBatch(const std::vector<int>& order, int64_t cursor, float* x, float* y) const;
   // Tells the backend that params_ holds new values (a GPU copy is refreshed).
   void ParamsChanged() { backend_->ParamsChanged(); }
   absl::Status Evaluate(const float* params);
@@ -183,12 +188,13 @@ class DownpourLoop {
   std::vector<uint64_t> accum_versions_;
   int accum_steps_ = 0;
   std::vector<float> batch_x_;
-  std::vector<int> batch_y_;
+  std::vector<float> batch_y_;
   // The next step's batch, filled and handed to backend_->Prefetch one step
   // early (a GPU backend copies it while the current step computes); valid
   // while the cursor is still next_cursor_ (a new epoch resets the cursor).
   std::vector<float> next_x_;
-  std::vector<int> next_y_;
+  std::vector<float> next_y_;
+  std::vector<float> test_outputs_;  // Evaluate's scratch
   int64_t next_cursor_ = -1;
 
   // Shared with the fetch and push threads.

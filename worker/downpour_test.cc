@@ -51,17 +51,17 @@ class OnesBackend : public ComputeBackend {
  public:
   explicit OnesBackend(int64_t n, std::function<void(int64_t)> on_step = nullptr)
       : n_(n), on_step_(std::move(on_step)) {}
-  absl::StatusOr<float> LossAndGradient(const float*, const float*, const int*,
-                                        int, float* grad) override {
+  absl::StatusOr<float> LossAndGradient(const float*, const float*,
+                                        const float*, int,
+                                        float* grad) override {
     if (on_step_) on_step_(steps_);
     ++steps_;
     std::fill(grad, grad + n_, 1.0f);
     return 1.0f;
   }
-  absl::Status Evaluate(const float*, const float*, const int*, int n,
-                        double* loss_sum, int64_t* correct) override {
-    *loss_sum = n;
-    *correct = 0;
+  absl::Status Predict(const float*, const float*, int n,
+                       float* out) override {
+    std::fill(out, out + static_cast<int64_t>(n) * 3, 0.0f);  // 3 classes
     return absl::OkStatus();
   }
   std::string device() const override { return "test"; }
@@ -242,7 +242,7 @@ class DivergingBackend : public OnesBackend {
   DivergingBackend(int64_t n, int64_t bad_step, bool bad_gradient)
       : OnesBackend(n), bad_step_(bad_step), bad_gradient_(bad_gradient) {}
   absl::StatusOr<float> LossAndGradient(const float* p, const float* x,
-                                        const int* y, int batch,
+                                        const float* y, int batch,
                                         float* grad) override {
     const float loss = *OnesBackend::LossAndGradient(p, x, y, batch, grad);
     if (steps_++ < bad_step_) return loss;
@@ -320,7 +320,7 @@ class ParamsSpyBackend : public OnesBackend {
   ParamsSpyBackend(int64_t n, std::function<void(const float*)> on_step)
       : OnesBackend(n), on_params_(std::move(on_step)) {}
   absl::StatusOr<float> LossAndGradient(const float* params, const float* x,
-                                        const int* y, int batch,
+                                        const float* y, int batch,
                                         float* grad) override {
     on_params_(params);
     return OnesBackend::LossAndGradient(params, x, y, batch, grad);

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "worker/cuda/kernel_math.h"
 
 namespace downpour::worker {
 
@@ -23,24 +24,13 @@ void ReluBackward(const float* a, int64_t n, float* da) {
   for (int64_t i = 0; i < n; ++i) da[i] = a[i] > 0.0f ? da[i] : 0.0f;
 }
 
-double SoftmaxCrossEntropy(const float* logits, const int* labels, int rows,
-                           int classes, float grad_scale, float* dlogits) {
+double OutputLoss(Task task, const float* logits, const float* targets,
+                  int rows, int outputs, float grad_scale, float* dlogits) {
   double loss_sum = 0.0;
   for (int r = 0; r < rows; ++r) {
-    const float* z = logits + static_cast<int64_t>(r) * classes;
-    const float max = *std::max_element(z, z + classes);
-    float sum = 0.0f;
-    for (int c = 0; c < classes; ++c) sum += std::exp(z[c] - max);
-    const float log_sum = std::log(sum);
-    // loss = logsumexp(z) - z[y] = log_sum - (z[y] - max).
-    loss_sum += static_cast<double>(log_sum - (z[labels[r]] - max));
-    if (dlogits == nullptr) continue;
-    float* dz = dlogits + static_cast<int64_t>(r) * classes;
-    const float inv_sum = 1.0f / sum;
-    for (int c = 0; c < classes; ++c) {
-      dz[c] = grad_scale * std::exp(z[c] - max) * inv_sum;
-    }
-    dz[labels[r]] -= grad_scale;
+    loss_sum += static_cast<double>(
+        gpu::OutputLossRow(static_cast<int>(task), r, logits, targets, outputs,
+                           grad_scale, dlogits));
   }
   return loss_sum;
 }
@@ -53,24 +43,26 @@ void ColumnSums(const float* m, int rows, int cols, float* out) {
   }
 }
 
-int64_t CountCorrect(const float* logits, const int* labels, int rows,
-                     int classes) {
-  int64_t correct = 0;
-  for (int r = 0; r < rows; ++r) {
-    const float* z = logits + static_cast<int64_t>(r) * classes;
-    // max_element returns the first maximum, so ties go to the lowest class.
-    const int best = static_cast<int>(std::max_element(z, z + classes) - z);
-    if (best == labels[r]) ++correct;
-  }
-  return correct;
-}
-
-absl::Status CheckLabels(const int* labels, int n, int classes) {
+absl::Status CheckTargets(Task task, const float* targets, int n,
+                          int outputs) {
   for (int i = 0; i < n; ++i) {
-    if (labels[i] < 0 || labels[i] >= classes) {
+    const float y = targets[i];
+    bool ok = std::isfinite(y);
+    const char* want = "a finite value";
+    if (task == Task::kMulticlass) {
+      ok = ok && y >= 0 && y < outputs && y == std::floor(y);
+      want = "a class index";
+    } else if (task == Task::kBinary) {
+      ok = y == 0.0f || y == 1.0f;
+      want = "0 or 1";
+    }
+    if (!ok) {
+      std::string range =
+          task == Task::kMulticlass ? absl::StrCat(" in [0, ", outputs, ")")
+                                    : "";
       return absl::InvalidArgumentError(
-          absl::StrCat("label ", labels[i], " of example ", i,
-                       " is outside [0, ", classes, ")"));
+          absl::StrCat("target ", y, " of example ", i, " is not ", want, range,
+                       " (model.task ", TaskName(task), ")"));
     }
   }
   return absl::OkStatus();

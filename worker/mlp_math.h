@@ -6,7 +6,7 @@
 // Together with the SGEMMs they form the forward and backward pass:
 //
 //   Z = A_prev * W;  AddBias(b, ...);  ReluForward(...)     (hidden layers)
-//   loss = SoftmaxCrossEntropy(logits, labels, ..., 1/batch, dZ)
+//   loss = OutputLoss(task, logits, targets, ..., 1/batch, dZ)
 //   dW = A_prev^T * dZ;  ColumnSums(dZ, ...) -> db;  dA_prev = dZ * W^T
 //   ReluBackward(A_prev, ..., dA_prev) -> dZ_prev
 #ifndef DOWNPOUR_WORKER_MLP_MATH_H_
@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "common/model_spec.h"
 
 namespace downpour::worker {
 
@@ -29,25 +30,24 @@ void ReluForward(int64_t n, float* a);
 // pre-activations, in place.
 void ReluBackward(const float* a, int64_t n, float* da);
 
-// For each row r: loss_r = logsumexp(logits[r]) - logits[r][labels[r]],
-// computed stably by subtracting the row's maximum before exponentiating.
-// Returns the sum of loss_r over the rows (in double). If dlogits is not null,
-// also writes dlogits[r][c] = grad_scale * (softmax(logits[r])[c] - (c ==
-// labels[r])); use grad_scale = 1/rows for the gradient of the mean loss.
-// dlogits may alias logits. REQUIRES: every label in [0, classes).
-double SoftmaxCrossEntropy(const float* logits, const int* labels, int rows,
-                           int classes, float grad_scale, float* dlogits);
+// The task's loss summed over the rows (in double): softmax cross-entropy
+// (kMulticlass, `outputs` logits a row, targets are class indices), logistic
+// loss (kBinary, one logit, targets 0 or 1) or squared error (kRegression).
+// If dlogits is not null, also writes d(loss_r)/d(logits[r]) * grad_scale;
+// use grad_scale = 1/rows for the gradient of the mean loss. dlogits may alias
+// logits. The per-row math is worker/cuda/kernel_math.h's OutputLossRow, the
+// same the CUDA kernel runs. REQUIRES: CheckTargets(task, targets, rows,
+// outputs) is OK.
+double OutputLoss(Task task, const float* logits, const float* targets,
+                  int rows, int outputs, float grad_scale, float* dlogits);
 
 // out[c] = sum over r of m[r][c] (overwrites out): the bias gradient from dZ.
 void ColumnSums(const float* m, int rows, int cols, float* out);
 
-// How many rows have their label as the argmax of the row; ties go to the
-// lowest index. REQUIRES: every label in [0, classes).
-int64_t CountCorrect(const float* logits, const int* labels, int rows,
-                     int classes);
-
-// InvalidArgument naming the first example whose label is outside [0, classes).
-absl::Status CheckLabels(const int* labels, int n, int classes);
+// InvalidArgument naming the first example whose target the task cannot
+// take: a class index that is not an integer in [0, outputs) (kMulticlass),
+// a target other than 0 or 1 (kBinary), or a non-finite value (kRegression).
+absl::Status CheckTargets(Task task, const float* targets, int n, int outputs);
 
 }  // namespace downpour::worker
 

@@ -1,42 +1,35 @@
 // The simulated device: a calibrated sleep and a fixed tiny gradient.
 #include "worker/simulated_backend.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "worker/mlp_math.h"
 
 namespace downpour::worker {
 
 SimulatedBackend::SimulatedBackend(const ModelSpec& spec, int max_batch,
                                    absl::Duration step, Clock* clock)
     : num_params_(spec.num_params()),
+      task_(spec.task()),
       classes_(spec.layers().back()),
       max_batch_(max_batch),
       step_(step),
       clock_(clock != nullptr ? clock : Clock::Real()) {}
 
-absl::Status SimulatedBackend::CheckLabels(const int* labels, int n) const {
-  for (int i = 0; i < n; ++i) {
-    if (labels[i] < 0 || labels[i] >= classes_) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("label ", labels[i], " of example ", i,
-                       " is outside [0, ", classes_, ")"));
-    }
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<float> SimulatedBackend::LossAndGradient(const float* params,
                                                         const float* x,
-                                                        const int* labels,
+                                                        const float* targets,
                                                         int batch,
                                                         float* grad) {
   if (batch < 1 || batch > max_batch_) {
     return absl::InvalidArgumentError(
         absl::StrCat("batch ", batch, " is outside [1, ", max_batch_, "]"));
   }
-  if (absl::Status labels_ok = CheckLabels(labels, batch); !labels_ok.ok()) {
-    return labels_ok;
+  if (absl::Status ok = CheckTargets(task_, targets, batch, classes_);
+      !ok.ok()) {
+    return ok;
   }
   // The sleep is the point: it stands in for a GPU step, costing no CPU.
   clock_->SleepFor(step_);
@@ -44,17 +37,12 @@ absl::StatusOr<float> SimulatedBackend::LossAndGradient(const float* params,
   return static_cast<float>(std::log(static_cast<double>(classes_)));
 }
 
-absl::Status SimulatedBackend::Evaluate(const float* params, const float* x,
-                                        const int* labels, int n,
-                                        double* loss_sum, int64_t* correct) {
+absl::Status SimulatedBackend::Predict(const float* params, const float* x,
+                                       int n, float* out) {
   if (n < 0) {
     return absl::InvalidArgumentError(absl::StrCat("n is ", n, ", below 0"));
   }
-  if (absl::Status labels_ok = CheckLabels(labels, n); !labels_ok.ok()) {
-    return labels_ok;
-  }
-  *loss_sum = n * std::log(static_cast<double>(classes_));
-  *correct = 0;
+  std::fill(out, out + static_cast<int64_t>(n) * classes_, 0.0f);
   return absl::OkStatus();
 }
 

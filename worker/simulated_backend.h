@@ -4,7 +4,7 @@
 // daemons all run for real.
 //
 //   SimulatedBackend backend(spec, /*max_batch=*/64, absl::Milliseconds(200));
-//   backend.LossAndGradient(params, x, labels, 64, grad.data());  // ~200 ms
+//   backend.LossAndGradient(params, x, targets, 64, grad.data());  // ~200 ms
 #ifndef DOWNPOUR_WORKER_SIMULATED_BACKEND_H_
 #define DOWNPOUR_WORKER_SIMULATED_BACKEND_H_
 
@@ -21,8 +21,8 @@
 namespace downpour::worker {
 
 // compute.device "simulated". Thread-compatible (no state changes after
-// construction besides the clock's). Accuracy means nothing here: Evaluate
-// reports a fixed loss and no correct example.
+// construction besides the clock's). Metrics mean nothing here: Predict
+// writes zeros (a uniform guess).
 class SimulatedBackend : public ComputeBackend {
  public:
   // The gradient written on every step, for tests: 1e-6 with the sign of
@@ -39,22 +39,21 @@ class SimulatedBackend : public ComputeBackend {
   SimulatedBackend& operator=(const SimulatedBackend&) = delete;
 
   // Sleeps the step time, then writes GradientAt(i) to every grad[i] and
-  // returns log(classes) (the loss of a uniform guess). Labels are checked as
-  // the contract asks; params and x are not read.
+  // returns log(classes) (the loss of a uniform guess). Targets are checked
+  // as the contract asks; params and x are not read.
   absl::StatusOr<float> LossAndGradient(const float* params, const float* x,
-                                        const int* labels, int batch,
+                                        const float* targets, int batch,
                                         float* grad) override;
-  // At once: loss_sum = n * log(classes), correct = 0.
-  absl::Status Evaluate(const float* params, const float* x, const int* labels,
-                        int n, double* loss_sum, int64_t* correct) override;
+  // At once: n * outputs zeros.
+  absl::Status Predict(const float* params, const float* x, int n,
+                       float* out) override;
   // "simulated (200 ms per step)".
   std::string device() const override;
 
  private:
-  absl::Status CheckLabels(const int* labels, int n) const;
-
   // Constant after construction.
   const int64_t num_params_;
+  const Task task_;
   const int classes_;
   const int max_batch_;
   const absl::Duration step_;

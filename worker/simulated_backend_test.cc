@@ -30,7 +30,7 @@ TEST(SimulatedBackendTest, AStepSleepsItsTimeAndWritesTheFixedGradient) {
   const ModelSpec spec = Spec();
   SimulatedBackend backend(spec, 8, absl::Milliseconds(200), &clock);
   std::vector<float> grad(spec.num_params(), NAN);
-  const std::vector<int> labels = {0, 1, 1};
+  const std::vector<float> labels = {0, 1, 1};
   absl::StatusOr<float> loss =
       backend.LossAndGradient(nullptr, nullptr, labels.data(), 3, grad.data());
   ASSERT_THAT(loss, IsOk());
@@ -51,7 +51,7 @@ TEST(SimulatedBackendTest, RejectsBadBatchesAndLabelsWithoutSleeping) {
   const ModelSpec spec = Spec();
   SimulatedBackend backend(spec, 2, absl::Milliseconds(50), &clock);
   std::vector<float> grad(spec.num_params());
-  const std::vector<int> labels = {0, 2, 1};
+  const std::vector<float> labels = {0, 2, 1};
   EXPECT_THAT(
       backend.LossAndGradient(nullptr, nullptr, labels.data(), 3, grad.data()),
       StatusIs(absl::StatusCode::kInvalidArgument,
@@ -59,21 +59,16 @@ TEST(SimulatedBackendTest, RejectsBadBatchesAndLabelsWithoutSleeping) {
   EXPECT_THAT(
       backend.LossAndGradient(nullptr, nullptr, labels.data(), 2, grad.data()),
       StatusIs(absl::StatusCode::kInvalidArgument,
-               HasSubstr("label 2 of example 1 is outside [0, 2)")));
+               HasSubstr("target 2 of example 1 is not a class index in [0, 2)")));
   EXPECT_EQ(clock.slept(), absl::ZeroDuration());
 }
 
-TEST(SimulatedBackendTest, EvaluateIsImmediateWithAFixedLossAndNoneCorrect) {
+TEST(SimulatedBackendTest, PredictIsImmediateAndUniform) {
   FakeClock clock;
   SimulatedBackend backend(Spec(), 2, absl::Milliseconds(50), &clock);
-  const std::vector<int> labels(100, 1);
-  double loss_sum = -1;
-  int64_t correct = -1;
-  ASSERT_THAT(backend.Evaluate(nullptr, nullptr, labels.data(), 100, &loss_sum,
-                               &correct),
-              IsOk());
-  EXPECT_DOUBLE_EQ(loss_sum, 100 * std::log(2.0));
-  EXPECT_EQ(correct, 0);
+  std::vector<float> out(200, NAN);
+  ASSERT_THAT(backend.Predict(nullptr, nullptr, 100, out.data()), IsOk());
+  for (float v : out) EXPECT_EQ(v, 0.0f);
   EXPECT_EQ(clock.slept(), absl::ZeroDuration());
   EXPECT_EQ(backend.device(), "simulated (50 ms per step)");
 }

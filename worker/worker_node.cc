@@ -1,4 +1,5 @@
 // The worker daemon's life: load, serve, join the cluster, train, stop.
+#include "model/metrics.h"
 #include "worker/worker_node.h"
 
 #include <cblas.h>
@@ -67,15 +68,12 @@ absl::Status WorkerNode::Load() {
       MakeBackend(config.compute, *spec_, config.training.batch_size);
   if (!backend.ok()) return SetupError(backend.status());
   backend_ = *std::move(backend);
-  absl::StatusOr<DataSplit> data = LoadData(config.data, config.training.seed);
+  absl::StatusOr<DataSplit> data =
+      LoadData(config.data, config.training.seed, spec_->task());
   if (!data.ok()) return SetupError(data.status());
   data_ = *std::move(data);
-  if (data_.train.dim != spec_->layers().front()) {
-    return SetupError(absl::InvalidArgumentError(absl::StrCat(
-        "the data has ", data_.train.dim, " features but model.layers[0] is ",
-        spec_->layers().front())));
-  }
-  return absl::OkStatus();
+  absl::Status fits = CheckDataFitsModel(data_, *spec_);
+  return fits.ok() ? fits : SetupError(fits);
 }
 
 absl::Status WorkerNode::Serve() {
@@ -200,6 +198,9 @@ proto::MemberReport WorkerNode::Report() const {
   report.set_examples_per_sec(stats.examples_per_sec);
   report.set_loss(stats.loss);
   report.set_accuracy(stats.accuracy);
+  for (const auto& [name, value] : stats.metrics) {
+    (*report.mutable_metrics())[name] = value;
+  }
   report.set_pulls(counters_.Get("pulls"));
   report.set_pushes(stats.pushes);  // whole pushes acknowledged, not RPCs
   report.set_bytes(counters_.Get("bytes_in") + counters_.Get("bytes_out"));
@@ -218,6 +219,9 @@ void WorkerNode::FillStatus(proto::GetStatusResponse* r) const {
   const WorkerStats stats = this->stats();
   r->set_loss(stats.loss);
   r->set_accuracy(stats.accuracy);
+  for (const auto& [name, value] : stats.metrics) {
+    (*r->mutable_metrics())[name] = value;
+  }
   r->set_examples_per_sec(stats.examples_per_sec);
   r->set_device(backend_->device());
   (*r->mutable_counters())["step"] = stats.step;
@@ -248,10 +252,10 @@ void WorkerNode::LogProgress() {
     const double network = s.share_wait_pull + s.share_wait_push;
     SPDLOG_LOGGER_INFO(
         Log(Logger::kWorker),
-        "step {} | {:.0f} applied examples/s | loss {:.4f} | test accuracy "
-        "{:.4f} | time: compute {:.0f}%, wait pull {:.0f}%, wait push "
-        "{:.0f}%{}",
-        s.step, s.examples_per_sec, s.loss, s.accuracy, 100 * s.share_compute,
+        "step {} | {:.0f} applied examples/s | loss {:.4f} | test {} | "
+        "time: compute {:.0f}%, wait pull {:.0f}%, wait push {:.0f}%{}",
+        s.step, s.examples_per_sec, s.loss, model::FormatMetrics(s.metrics),
+        100 * s.share_compute,
         100 * s.share_wait_pull, 100 * s.share_wait_push,
         network > 0.5 ? " (network-bound)" : "");
     const absl::Time now = clock_->Now();

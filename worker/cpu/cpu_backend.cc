@@ -33,7 +33,7 @@ absl::Status CheckBatch(int batch, int max_batch) {
 }  // namespace
 
 CpuBackend::CpuBackend(const ModelSpec& spec, int max_batch)
-    : layers_(spec.layers()), max_batch_(max_batch) {
+    : layers_(spec.layers()), task_(spec.task()), max_batch_(max_batch) {
   // ModelSpec lists fc{l}.weight then fc{l}.bias for each layer.
   const std::vector<TensorSpec>& tensors = spec.tensors();
   for (int l = 0; l < num_layers(); ++l) {
@@ -82,36 +82,31 @@ void CpuBackend::Backward(const float* params, const float* x, int rows,
 
 absl::StatusOr<float> CpuBackend::LossAndGradient(const float* params,
                                                   const float* x,
-                                                  const int* labels, int batch,
-                                                  float* grad) {
+                                                  const float* targets,
+                                                  int batch, float* grad) {
   RETURN_IF_ERROR(CheckBatch(batch, max_batch_));
-  RETURN_IF_ERROR(CheckLabels(labels, batch, layers_.back()));
+  RETURN_IF_ERROR(CheckTargets(task_, targets, batch, layers_.back()));
   const float* logits = Forward(params, x, batch);
-  const double loss_sum = SoftmaxCrossEntropy(
-      logits, labels, batch, layers_.back(), 1.0f / static_cast<float>(batch),
-      delta_.back().data());
+  const double loss_sum = OutputLoss(
+      task_, logits, targets, batch, layers_.back(),
+      1.0f / static_cast<float>(batch), delta_.back().data());
   Backward(params, x, batch, grad);
   return static_cast<float>(loss_sum / batch);
 }
 
-absl::Status CpuBackend::Evaluate(const float* params, const float* x,
-                                  const int* labels, int n, double* loss_sum,
-                                  int64_t* correct) {
+absl::Status CpuBackend::Predict(const float* params, const float* x, int n,
+                                 float* out) {
   if (n < 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("cannot evaluate ", n, " examples"));
+        absl::StrCat("cannot predict ", n, " examples"));
   }
-  const int classes = layers_.back();
-  RETURN_IF_ERROR(CheckLabels(labels, n, classes));
-  *loss_sum = 0.0;
-  *correct = 0;
+  const int outputs = layers_.back();
   for (int start = 0; start < n; start += max_batch_) {
     const int rows = std::min(max_batch_, n - start);
     const float* logits =
         Forward(params, x + static_cast<int64_t>(start) * layers_[0], rows);
-    *loss_sum += SoftmaxCrossEntropy(logits, labels + start, rows, classes,
-                                     0.0f, nullptr);
-    *correct += CountCorrect(logits, labels + start, rows, classes);
+    std::copy(logits, logits + static_cast<int64_t>(rows) * outputs,
+              out + static_cast<int64_t>(start) * outputs);
   }
   return absl::OkStatus();
 }

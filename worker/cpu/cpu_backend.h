@@ -2,7 +2,7 @@
 //
 //   CpuBackend backend(spec, /*max_batch=*/128);
 //   absl::StatusOr<float> loss =
-//       backend.LossAndGradient(params, x, labels, 128, grad.data());
+//       backend.LossAndGradient(params, x, targets, 128, grad.data());
 //
 // All activation and gradient buffers are allocated once in the constructor; a
 // step allocates nothing. OpenBLAS's own thread count is the caller's choice
@@ -35,10 +35,10 @@ class CpuBackend : public ComputeBackend {
   CpuBackend& operator=(const CpuBackend&) = delete;
 
   absl::StatusOr<float> LossAndGradient(const float* params, const float* x,
-                                        const int* labels, int batch,
+                                        const float* targets, int batch,
                                         float* grad) override;
-  absl::Status Evaluate(const float* params, const float* x, const int* labels,
-                        int n, double* loss_sum, int64_t* correct) override;
+  absl::Status Predict(const float* params, const float* x, int n,
+                       float* out) override;
   std::string device() const override { return "cpu"; }
 
   int max_batch() const { return max_batch_; }
@@ -54,6 +54,7 @@ class CpuBackend : public ComputeBackend {
 
   // Constant after construction.
   const std::vector<int> layers_;
+  const Task task_;
   const int max_batch_;
   // Per linear layer: where its weight and bias start in the flat vector.
   std::vector<int64_t> weight_offset_;

@@ -10,7 +10,9 @@
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/metrics.h"
 #include "worker/dataset.h"
+#include "worker/mlp_math.h"
 
 namespace downpour::worker {
 namespace {
@@ -19,9 +21,11 @@ using ::downpour::testing::IsOk;
 using ::downpour::testing::StatusIs;
 using ::testing::HasSubstr;
 
-ModelSpec MakeSpec(const std::string& type, std::vector<int> layers) {
+ModelSpec MakeSpec(const std::string& type, std::vector<int> layers,
+                   const std::string& task = "multiclass") {
   ModelSection section;
   section.type = type;
+  section.task = task;
   section.layers = std::move(layers);
   absl::StatusOr<ModelSpec> spec = ModelSpec::Create(section);
   EXPECT_THAT(spec, IsOk());
@@ -36,20 +40,28 @@ std::vector<float> RandomFloats(size_t n, float scale, uint32_t seed) {
   return v;
 }
 
-std::vector<int> RandomLabels(int n, int classes, uint32_t seed) {
+// Targets for the task: class indices (multiclass), 0/1 (binary) or values
+// in [-2, 2] (regression).
+std::vector<float> RandomLabels(int n, int classes, uint32_t seed,
+                                Task task = Task::kMulticlass) {
   std::mt19937 gen(seed);
-  std::vector<int> labels(n);
-  for (int& y : labels) y = static_cast<int>(gen() % classes);
+  std::vector<float> labels(n);
+  for (float& y : labels) {
+    y = task == Task::kMulticlass ? static_cast<float>(gen() % classes)
+        : task == Task::kBinary   ? static_cast<float>(gen() % 2)
+                                  : (gen() % 4001) / 1000.0f - 2.0f;
+  }
   return labels;
 }
 
 // The model written out directly in double precision, independent of the
-// backend: fills logits [batch, classes] and returns the mean softmax
-// cross-entropy.
+// backend: fills logits [batch, outputs] and returns the mean loss of the
+// task (softmax cross-entropy, logistic loss, squared error).
 double ReferenceLoss(const std::vector<int>& layers,
                      const std::vector<double>& params, const float* x,
-                     const int* labels, int batch,
-                     std::vector<double>* logits = nullptr) {
+                     const float* labels, int batch,
+                     std::vector<double>* logits = nullptr,
+                     Task task = Task::kMulticlass) {
   double total = 0.0;
   for (int r = 0; r < batch; ++r) {
     std::vector<double> a(x + r * layers[0], x + (r + 1) * layers[0]);
@@ -66,10 +78,16 @@ double ReferenceLoss(const std::vector<int>& layers,
       offset += in * out + out;
       a = z;
     }
-    double max = a[0], sum = 0.0;
-    for (double v : a) max = std::max(max, v);
-    for (double v : a) sum += std::exp(v - max);
-    total += max + std::log(sum) - a[labels[r]];
+    if (task == Task::kBinary) {
+      total += std::log1p(std::exp(a[0])) - labels[r] * a[0];
+    } else if (task == Task::kRegression) {
+      total += (a[0] - labels[r]) * (a[0] - labels[r]);
+    } else {
+      double max = a[0], sum = 0.0;
+      for (double v : a) max = std::max(max, v);
+      for (double v : a) sum += std::exp(v - max);
+      total += max + std::log(sum) - a[static_cast<int>(labels[r])];
+    }
     if (logits != nullptr) logits->insert(logits->end(), a.begin(), a.end());
   }
   return total / batch;
@@ -79,6 +97,7 @@ struct GradientCase {
   std::string type;
   std::vector<int> layers;
   int batch;
+  Task task = Task::kMulticlass;
 };
 
 class GradientTest : public ::testing::TestWithParam<GradientCase> {};
@@ -88,10 +107,11 @@ class GradientTest : public ::testing::TestWithParam<GradientCase> {};
 // matches to 1e-5 relative.
 TEST_P(GradientTest, MatchesFiniteDifferences) {
   const GradientCase& c = GetParam();
-  const ModelSpec spec = MakeSpec(c.type, c.layers);
+  const ModelSpec spec = MakeSpec(c.type, c.layers, TaskName(c.task));
   const std::vector<float> params = RandomFloats(spec.num_params(), 0.5f, 1);
   const std::vector<float> x = RandomFloats(c.batch * c.layers[0], 1.0f, 2);
-  const std::vector<int> labels = RandomLabels(c.batch, c.layers.back(), 3);
+  const std::vector<float> labels =
+      RandomLabels(c.batch, c.layers.back(), 3, c.task);
 
   CpuBackend backend(spec, c.batch);
   // NaN everywhere, so a parameter whose gradient is never written shows up.
@@ -103,7 +123,8 @@ TEST_P(GradientTest, MatchesFiniteDifferences) {
 
   std::vector<double> p(params.begin(), params.end());
   const double reference =
-      ReferenceLoss(c.layers, p, x.data(), labels.data(), c.batch);
+      ReferenceLoss(c.layers, p, x.data(), labels.data(), c.batch,
+                      nullptr, c.task);
   EXPECT_NEAR(*loss, reference, 1e-5 * std::abs(reference));
 
   constexpr double kEps = 1e-6;
@@ -111,10 +132,12 @@ TEST_P(GradientTest, MatchesFiniteDifferences) {
     const double saved = p[i];
     p[i] = saved + kEps;
     const double plus =
-        ReferenceLoss(c.layers, p, x.data(), labels.data(), c.batch);
+        ReferenceLoss(c.layers, p, x.data(), labels.data(), c.batch,
+                      nullptr, c.task);
     p[i] = saved - kEps;
     const double minus =
-        ReferenceLoss(c.layers, p, x.data(), labels.data(), c.batch);
+        ReferenceLoss(c.layers, p, x.data(), labels.data(), c.batch,
+                      nullptr, c.task);
     p[i] = saved;
     const double numeric = (plus - minus) / (2 * kEps);
     EXPECT_NEAR(grad[i], numeric, 1e-5 + 1e-3 * std::abs(numeric))
@@ -126,15 +149,23 @@ INSTANTIATE_TEST_SUITE_P(Models, GradientTest,
                          ::testing::Values(GradientCase{"mlp", {5, 4, 3}, 6},
                                            GradientCase{"mlp", {7, 6, 5, 4}, 9},
                                            GradientCase{"softmax", {6, 4}, 5},
-                                           GradientCase{"mlp", {3, 2}, 1}));
+                                           GradientCase{"mlp", {3, 2}, 1},
+                                           GradientCase{"linear", {6, 1}, 5,
+                                                        Task::kBinary},
+                                           GradientCase{"mlp", {5, 4, 1}, 7,
+                                                        Task::kBinary},
+                                           GradientCase{"linear", {6, 1}, 5,
+                                                        Task::kRegression},
+                                           GradientCase{"mlp", {5, 4, 3, 1}, 6,
+                                                        Task::kRegression}));
 
-TEST(CpuBackendTest, EvaluateAgreesWithLossAndGradient) {
+TEST(CpuBackendTest, PredictAgreesWithLossAndGradient) {
   const std::vector<int> layers = {12, 10, 8, 5};
   const ModelSpec spec = MakeSpec("mlp", layers);
   constexpr int kN = 37;
   const std::vector<float> params = RandomFloats(spec.num_params(), 0.5f, 4);
   const std::vector<float> x = RandomFloats(kN * layers[0], 1.0f, 5);
-  const std::vector<int> labels = RandomLabels(kN, layers.back(), 6);
+  const std::vector<float> labels = RandomLabels(kN, layers.back(), 6);
 
   CpuBackend whole(spec, kN);
   std::vector<float> grad(spec.num_params());
@@ -143,37 +174,27 @@ TEST(CpuBackendTest, EvaluateAgreesWithLossAndGradient) {
   ASSERT_THAT(loss, IsOk());
 
   CpuBackend chunked(spec, 8);  // five chunks, the last of 5 examples
-  double loss_sum = -1;
-  int64_t correct = -1;
-  ASSERT_THAT(chunked.Evaluate(params.data(), x.data(), labels.data(), kN,
-                               &loss_sum, &correct),
-              IsOk());
-  EXPECT_NEAR(loss_sum / kN, *loss, 1e-5 * *loss);
+  std::vector<float> out(kN * layers.back(), NAN);
+  ASSERT_THAT(chunked.Predict(params.data(), x.data(), kN, out.data()), IsOk());
+  const double test_loss =
+      OutputLoss(Task::kMulticlass, out.data(), labels.data(), kN,
+                 layers.back(), 0.0f, nullptr) / kN;
+  EXPECT_NEAR(test_loss, *loss, 1e-5 * *loss);
 
   std::vector<double> logits;
   ReferenceLoss(layers, std::vector<double>(params.begin(), params.end()),
                 x.data(), labels.data(), kN, &logits);
-  int64_t expected_correct = 0;
-  for (int r = 0; r < kN; ++r) {
-    const auto row = logits.begin() + r * layers.back();
-    if (std::max_element(row, row + layers.back()) - row == labels[r]) {
-      ++expected_correct;
-    }
+  ASSERT_EQ(logits.size(), out.size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    EXPECT_NEAR(out[i], logits[i], 1e-4 + 1e-4 * std::abs(logits[i])) << i;
   }
-  EXPECT_EQ(correct, expected_correct);
 }
 
-TEST(CpuBackendTest, EvaluateOfNothingIsZero) {
+TEST(CpuBackendTest, PredictOfNothingWritesNothing) {
   const ModelSpec spec = MakeSpec("softmax", {4, 3});
   CpuBackend backend(spec, 2);
   const std::vector<float> params(spec.num_params(), 0.0f);
-  double loss_sum = -1;
-  int64_t correct = -1;
-  EXPECT_THAT(
-      backend.Evaluate(params.data(), nullptr, nullptr, 0, &loss_sum, &correct),
-      IsOk());
-  EXPECT_EQ(loss_sum, 0.0);
-  EXPECT_EQ(correct, 0);
+  EXPECT_THAT(backend.Predict(params.data(), nullptr, 0, nullptr), IsOk());
 }
 
 TEST(CpuBackendTest, RejectsBadBatchesAndLabels) {
@@ -182,7 +203,7 @@ TEST(CpuBackendTest, RejectsBadBatchesAndLabels) {
   EXPECT_EQ(backend.device(), "cpu");
   const std::vector<float> params(spec.num_params(), 0.1f);
   const std::vector<float> x(8 * 4, 1.0f);
-  std::vector<int> labels = {0, 1, 0, 1, 0, 1, 0, 1};
+  std::vector<float> labels = {0, 1, 0, 1, 0, 1, 0, 1};
   std::vector<float> grad(spec.num_params());
 
   EXPECT_THAT(
@@ -197,17 +218,10 @@ TEST(CpuBackendTest, RejectsBadBatchesAndLabels) {
   EXPECT_THAT(backend.LossAndGradient(params.data(), x.data(), labels.data(), 4,
                                       grad.data()),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("label 2 of example 2 is outside [0, 2)")));
-  labels[2] = 0;
-  labels[6] = -1;
-  double loss_sum;
-  int64_t correct;
-  EXPECT_THAT(
-      backend.Evaluate(params.data(), x.data(), labels.data(), 8, &loss_sum,
-                       &correct),
-      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("example 6")));
-  EXPECT_THAT(backend.Evaluate(params.data(), x.data(), labels.data(), -1,
-                               &loss_sum, &correct),
+                       HasSubstr("target 2 of example 2 is not a class index "
+                                 "in [0, 2)")));
+  std::vector<float> out(8);
+  EXPECT_THAT(backend.Predict(params.data(), x.data(), -1, out.data()),
               StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
@@ -227,16 +241,17 @@ TEST_P(TrainTest, SgdLearnsSyntheticBlobs) {
   const Dataset data =
       MakeSynthetic(kTrain + kTest, c.layers[0], c.layers.back(), 7);
   const float* test_x = data.x.data() + kTrain * data.dim;
-  const int* test_y = data.y.data() + kTrain;
+  const float* test_y = data.y.data() + kTrain;
+  const int k = c.layers.back();
 
   CpuBackend backend(spec, kBatch);
   std::vector<float> params = spec.InitAll(1);
   std::vector<float> grad(spec.num_params());
-  double initial_loss;
-  int64_t correct;
-  ASSERT_THAT(backend.Evaluate(params.data(), test_x, test_y, kTest,
-                               &initial_loss, &correct),
+  std::vector<float> out(kTest * k);
+  ASSERT_THAT(backend.Predict(params.data(), test_x, kTest, out.data()),
               IsOk());
+  const double initial_loss =
+      model::ComputeMetrics(spec.task(), out.data(), test_y, kTest, k).loss;
   for (int step = 0; step < 300; ++step) {
     const int start = (step * kBatch) % (kTrain - kBatch);
     ASSERT_THAT(
@@ -245,12 +260,12 @@ TEST_P(TrainTest, SgdLearnsSyntheticBlobs) {
         IsOk());
     for (size_t i = 0; i < params.size(); ++i) params[i] -= 0.1f * grad[i];
   }
-  double final_loss;
-  ASSERT_THAT(backend.Evaluate(params.data(), test_x, test_y, kTest,
-                               &final_loss, &correct),
+  ASSERT_THAT(backend.Predict(params.data(), test_x, kTest, out.data()),
               IsOk());
-  EXPECT_LT(final_loss, initial_loss / 3);
-  EXPECT_GT(static_cast<double>(correct) / kTest, 0.9);
+  const model::Metrics final_metrics =
+      model::ComputeMetrics(spec.task(), out.data(), test_y, kTest, k);
+  EXPECT_LT(final_metrics.loss, initial_loss / 3);
+  EXPECT_GT(final_metrics.accuracy, 0.9);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, TrainTest,

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -32,6 +33,7 @@ CudaBackend::CudaBackend(const ModelSpec& spec, int max_batch, int gpu,
     : num_params_(spec.num_params()),
       inputs_(spec.layers().front()),
       classes_(spec.layers().back()),
+      task_(spec.task()),
       max_batch_(max_batch),
       gpu_(gpu),
       device_(std::move(device)) {}
@@ -58,12 +60,12 @@ absl::Status CudaBackend::AllocateSlot(Slot* slot) {
   const size_t x_size = static_cast<size_t>(max_batch_) * inputs_;
   ASSIGN_OR_RETURN(slot->host_x,
                    gpu::PinnedArray<float>::Allocate(x_size, "minibatch"));
-  ASSIGN_OR_RETURN(slot->host_labels,
-                   gpu::PinnedArray<int>::Allocate(max_batch_, "labels"));
+  ASSIGN_OR_RETURN(slot->host_targets,
+                   gpu::PinnedArray<float>::Allocate(max_batch_, "targets"));
   ASSIGN_OR_RETURN(slot->x,
                    gpu::DeviceArray<float>::Allocate(x_size, "minibatch"));
-  ASSIGN_OR_RETURN(slot->labels,
-                   gpu::DeviceArray<int>::Allocate(max_batch_, "labels"));
+  ASSIGN_OR_RETURN(slot->targets,
+                   gpu::DeviceArray<float>::Allocate(max_batch_, "targets"));
   ASSIGN_OR_RETURN(slot->copied, gpu::CreateEvent());
   return absl::OkStatus();
 }
@@ -82,15 +84,15 @@ absl::Status CudaBackend::Allocate(const ModelSpec& spec) {
                    DeviceArray<float>::Allocate(num_params_, "gradient"));
   ASSIGN_OR_RETURN(row_loss_,
                    DeviceArray<float>::Allocate(max_batch_, "losses"));
-  ASSIGN_OR_RETURN(correct_, DeviceArray<int>::Allocate(max_batch_, "correct"));
   ASSIGN_OR_RETURN(host_params_,
                    PinnedArray<float>::Allocate(num_params_, "parameters"));
   ASSIGN_OR_RETURN(host_grad_,
                    PinnedArray<float>::Allocate(num_params_, "gradient"));
   ASSIGN_OR_RETURN(host_row_loss_,
                    PinnedArray<float>::Allocate(max_batch_, "losses"));
-  ASSIGN_OR_RETURN(host_correct_,
-                   PinnedArray<int>::Allocate(max_batch_, "correct"));
+  ASSIGN_OR_RETURN(host_outputs_,
+                   PinnedArray<float>::Allocate(
+                       static_cast<size_t>(max_batch_) * classes_, "outputs"));
   return absl::OkStatus();
 }
 
@@ -99,33 +101,33 @@ void CudaBackend::ParamsChanged() {
   params_current_ = false;
 }
 
-void CudaBackend::Prefetch(const float* x, const int* labels, int batch) {
+void CudaBackend::Prefetch(const float* x, const float* targets, int batch) {
   if (!CheckBatch(batch, max_batch_).ok() ||
-      !CheckLabels(labels, batch, classes_).ok()) {
+      !CheckTargets(task_, targets, batch, classes_).ok()) {
     return;  // LossAndGradient will say what is wrong
   }
   // New values behind the same pointers replace the old hint in its slot.
-  int slot = FindHint(x, labels);
+  int slot = FindHint(x, targets);
   if (slot < 0) slot = TakeSlot();
   Slot& s = slots_[slot];
   s.hint_x = nullptr;
   // Every call is synchronous, so no kernel still reads this slot.
   absl::Status status =
       CudaStatus(cudaSetDevice(gpu_), "cudaSetDevice (prefetch)");
-  if (status.ok()) status = Stage(x, labels, batch, slot, copy_.get());
+  if (status.ok()) status = Stage(x, targets, batch, slot, copy_.get());
   if (!status.ok()) {
     if (prefetch_error_.ok()) prefetch_error_ = status;
     return;
   }
   s.hint_x = x;
-  s.hint_labels = labels;
+  s.hint_targets = targets;
   s.hint_batch = batch;
   s.hinted_at = ++prefetches_;
 }
 
-int CudaBackend::FindHint(const float* x, const int* labels) const {
+int CudaBackend::FindHint(const float* x, const float* targets) const {
   for (int i = 0; i < kSlots; ++i) {
-    if (slots_[i].hint_x == x && slots_[i].hint_labels == labels) return i;
+    if (slots_[i].hint_x == x && slots_[i].hint_targets == targets) return i;
   }
   return -1;
 }
@@ -140,31 +142,31 @@ int CudaBackend::TakeSlot() {
   return oldest;
 }
 
-absl::Status CudaBackend::Stage(const float* x, const int* labels, int rows,
+absl::Status CudaBackend::Stage(const float* x, const float* targets, int rows,
                                 int slot, cudaStream_t stream) {
   Slot& s = slots_[slot];
   // The pinned buffers may still feed an earlier copy; wait for it.
   RETURN_IF_ERROR(CudaStatus(cudaEventSynchronize(s.copied.get()),
                              "cudaEventSynchronize (minibatch slot)"));
   const size_t x_bytes = static_cast<size_t>(rows) * inputs_ * sizeof(float);
-  const size_t label_bytes = static_cast<size_t>(rows) * sizeof(int);
+  const size_t label_bytes = static_cast<size_t>(rows) * sizeof(float);
   std::memcpy(s.host_x.data(), x, x_bytes);
-  std::memcpy(s.host_labels.data(), labels, label_bytes);
+  std::memcpy(s.host_targets.data(), targets, label_bytes);
   RETURN_IF_ERROR(
       CudaStatus(cudaMemcpyAsync(s.x.data(), s.host_x.data(), x_bytes,
                                  cudaMemcpyHostToDevice, stream),
                  "cudaMemcpyAsync (minibatch to the device)"));
   RETURN_IF_ERROR(
-      CudaStatus(cudaMemcpyAsync(s.labels.data(), s.host_labels.data(),
+      CudaStatus(cudaMemcpyAsync(s.targets.data(), s.host_targets.data(),
                                  label_bytes, cudaMemcpyHostToDevice, stream),
-                 "cudaMemcpyAsync (labels to the device)"));
+                 "cudaMemcpyAsync (targets to the device)"));
   return CudaStatus(cudaEventRecord(s.copied.get(), stream),
                     "cudaEventRecord (minibatch copied)");
 }
 
-absl::StatusOr<int> CudaBackend::InputSlot(const float* x, const int* labels,
+absl::StatusOr<int> CudaBackend::InputSlot(const float* x, const float* targets,
                                            int batch) {
-  int slot = FindHint(x, labels);
+  int slot = FindHint(x, targets);
   if (slot >= 0) {
     Slot& s = slots_[slot];
     s.hint_x = nullptr;  // consumed (or, with another batch, wrong)
@@ -177,7 +179,7 @@ absl::StatusOr<int> CudaBackend::InputSlot(const float* x, const int* labels,
   } else {
     slot = TakeSlot();
   }
-  RETURN_IF_ERROR(Stage(x, labels, batch, slot, compute_.get()));
+  RETURN_IF_ERROR(Stage(x, targets, batch, slot, compute_.get()));
   return slot;
 }
 
@@ -214,11 +216,11 @@ void CudaBackend::Recover() {
 
 absl::StatusOr<float> CudaBackend::LossAndGradient(const float* params,
                                                    const float* x,
-                                                   const int* labels, int batch,
+                                                   const float* targets, int batch,
                                                    float* grad) {
   RETURN_IF_ERROR(CheckBatch(batch, max_batch_));
-  RETURN_IF_ERROR(CheckLabels(labels, batch, classes_));
-  absl::StatusOr<double> loss_sum = Step(params, x, labels, batch, grad);
+  RETURN_IF_ERROR(CheckTargets(task_, targets, batch, classes_));
+  absl::StatusOr<double> loss_sum = Step(params, x, targets, batch, grad);
   if (!loss_sum.ok()) {
     Recover();
     return loss_sum.status();
@@ -227,16 +229,16 @@ absl::StatusOr<float> CudaBackend::LossAndGradient(const float* params,
 }
 
 absl::StatusOr<double> CudaBackend::Step(const float* params, const float* x,
-                                         const int* labels, int batch,
+                                         const float* targets, int batch,
                                          float* grad) {
   if (!prefetch_error_.ok())
     return std::exchange(prefetch_error_, absl::OkStatus());
   RETURN_IF_ERROR(CudaStatus(cudaSetDevice(gpu_), "cudaSetDevice"));
   if (!params_current_) RETURN_IF_ERROR(UploadParams(params));
-  ASSIGN_OR_RETURN(const int slot, InputSlot(x, labels, batch));
+  ASSIGN_OR_RETURN(const int slot, InputSlot(x, targets, batch));
   const Slot& in = slots_[slot];
   RETURN_IF_ERROR(mlp_->Forward(params_.data(), in.x.data(), batch));
-  RETURN_IF_ERROR(mlp_->Backward(params_.data(), in.x.data(), in.labels.data(),
+  RETURN_IF_ERROR(mlp_->Backward(params_.data(), in.x.data(), in.targets.data(),
                                  batch, row_loss_.data(), grad_.data()));
   const size_t grad_bytes = static_cast<size_t>(num_params_) * sizeof(float);
   RETURN_IF_ERROR(
@@ -250,47 +252,39 @@ absl::StatusOr<double> CudaBackend::Step(const float* params, const float* x,
   return loss_sum;
 }
 
-absl::Status CudaBackend::Evaluate(const float* params, const float* x,
-                                   const int* labels, int n, double* loss_sum,
-                                   int64_t* correct) {
+absl::Status CudaBackend::Predict(const float* params, const float* x, int n,
+                                  float* out) {
   if (n < 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("cannot evaluate ", n, " examples"));
+        absl::StrCat("cannot predict ", n, " examples"));
   }
-  RETURN_IF_ERROR(CheckLabels(labels, n, classes_));
-  *loss_sum = 0.0;
-  *correct = 0;
   if (n == 0) return absl::OkStatus();
-  absl::Status status = EvaluateChunks(params, x, labels, n, loss_sum, correct);
+  absl::Status status = PredictChunks(params, x, n, out);
   if (!status.ok()) Recover();
   return status;
 }
 
-absl::Status CudaBackend::EvaluateChunks(const float* params, const float* x,
-                                         const int* labels, int n,
-                                         double* loss_sum, int64_t* correct) {
+absl::Status CudaBackend::PredictChunks(const float* params, const float* x,
+                                        int n, float* out) {
   RETURN_IF_ERROR(CudaStatus(cudaSetDevice(gpu_), "cudaSetDevice"));
   RETURN_IF_ERROR(UploadParams(params));
   params_current_ = false;  // these need not be the caller's training params
   // A free slot if there is one, so that pending Prefetches stay valid.
   const int slot = TakeSlot();
   const Slot& in = slots_[slot];
+  // Stage copies targets too; predictions have none, so it copies zeros.
+  std::vector<float> no_targets(max_batch_, 0.0f);
   for (int start = 0; start < n; start += max_batch_) {
     const int rows = std::min(max_batch_, n - start);
     RETURN_IF_ERROR(Stage(x + static_cast<int64_t>(start) * inputs_,
-                          labels + start, rows, slot, compute_.get()));
+                          no_targets.data(), rows, slot, compute_.get()));
     RETURN_IF_ERROR(mlp_->Forward(params_.data(), in.x.data(), rows));
+    const size_t bytes = static_cast<size_t>(rows) * classes_ * sizeof(float);
     RETURN_IF_ERROR(
-        mlp_->Score(in.labels.data(), rows, row_loss_.data(), correct_.data()));
-    RETURN_IF_ERROR(CopyToHost(host_row_loss_.data(), row_loss_.data(),
-                               rows * sizeof(float), "losses"));
-    RETURN_IF_ERROR(CopyToHost(host_correct_.data(), correct_.data(),
-                               rows * sizeof(int), "correct counts"));
-    RETURN_IF_ERROR(Synchronize("Evaluate"));
-    for (int r = 0; r < rows; ++r) {
-      *loss_sum += host_row_loss_.data()[r];
-      *correct += host_correct_.data()[r];
-    }
+        CopyToHost(host_outputs_.data(), mlp_->logits(), bytes, "outputs"));
+    RETURN_IF_ERROR(Synchronize("Predict"));
+    std::memcpy(out + static_cast<int64_t>(start) * classes_,
+                host_outputs_.data(), bytes);
   }
   return absl::OkStatus();
 }

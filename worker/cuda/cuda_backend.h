@@ -3,9 +3,9 @@
 //
 //   auto backend = CudaBackend::Create(spec, 128, 0, "cuda:0 (...)");
 //   (*backend)->ParamsChanged();  // optional: upload params only on change
-//   (*backend)->Prefetch(next_x, next_labels, 128);  // optional: overlap
+//   (*backend)->Prefetch(next_x, next_targets, 128);  // optional: overlap
 //   absl::StatusOr<float> loss =
-//       (*backend)->LossAndGradient(params, x, labels, 128, grad.data());
+//       (*backend)->LossAndGradient(params, x, targets, 128, grad.data());
 //
 // Transfers: parameters, minibatches, gradients and losses go through pinned
 // host buffers with cudaMemcpyAsync. Work runs on a compute stream; a
@@ -50,14 +50,14 @@ class CudaBackend final : public ComputeBackend {
   // or cuBLAS failure is returned as cuda_status.h maps it, naming the call;
   // the backend then re-uploads everything on its next call.
   absl::StatusOr<float> LossAndGradient(const float* params, const float* x,
-                                        const int* labels, int batch,
+                                        const float* targets, int batch,
                                         float* grad) override;
-  absl::Status Evaluate(const float* params, const float* x, const int* labels,
-                        int n, double* loss_sum, int64_t* correct) override;
+  absl::Status Predict(const float* params, const float* x, int n,
+                       float* out) override;
   std::string device() const override { return device_; }
   void ParamsChanged() override;
   // A copy that fails to start is reported by the next LossAndGradient.
-  void Prefetch(const float* x, const int* labels, int batch) override;
+  void Prefetch(const float* x, const float* targets, int batch) override;
 
  private:
   // Input slots: two prefetched minibatches can wait (the next step's and the
@@ -68,14 +68,14 @@ class CudaBackend final : public ComputeBackend {
   // A minibatch in pinned and device memory, and the Prefetch it holds.
   struct Slot {
     gpu::PinnedArray<float> host_x;
-    gpu::PinnedArray<int> host_labels;
+    gpu::PinnedArray<float> host_targets;
     gpu::DeviceArray<float> x;
-    gpu::DeviceArray<int> labels;
-    gpu::Event copied;  // the last copy out of host_x/host_labels is done
+    gpu::DeviceArray<float> targets;
+    gpu::Event copied;  // the last copy out of host_x/host_targets is done
     // The caller's pointers of a pending Prefetch; hint_x is null when the
     // slot is free. hinted_at orders hints, so the oldest is evicted first.
     const float* hint_x = nullptr;
-    const int* hint_labels = nullptr;
+    const int* hint_targets = nullptr;
     int hint_batch = 0;
     uint64_t hinted_at = 0;
   };
@@ -86,23 +86,22 @@ class CudaBackend final : public ComputeBackend {
   absl::Status AllocateSlot(Slot* slot);
 
   absl::StatusOr<double> Step(const float* params, const float* x,
-                              const int* labels, int batch, float* grad);
-  absl::Status EvaluateChunks(const float* params, const float* x,
-                              const int* labels, int n, double* loss_sum,
-                              int64_t* correct);
+                              const float* targets, int batch, float* grad);
+  absl::Status PredictChunks(const float* params, const float* x, int n,
+                             float* out);
   // After a failure: waits for both streams and forgets what is on the device.
   void Recover();
   absl::Status UploadParams(const float* params);
-  // The slot holding x and labels on the device for compute_: the one
+  // The slot holding x and targets on the device for compute_: the one
   // prefetched for them, or one they are copied into now.
-  absl::StatusOr<int> InputSlot(const float* x, const int* labels, int batch);
+  absl::StatusOr<int> InputSlot(const float* x, const float* targets, int batch);
   // The slot whose pending Prefetch has these pointers, or -1.
-  int FindHint(const float* x, const int* labels) const;
+  int FindHint(const float* x, const float* targets) const;
   // A free slot, or else the one with the oldest hint, which is dropped.
   int TakeSlot();
   // Copies rows examples into slot `slot` through its pinned buffers,
   // enqueued on `stream`.
-  absl::Status Stage(const float* x, const int* labels, int rows, int slot,
+  absl::Status Stage(const float* x, const float* targets, int rows, int slot,
                      cudaStream_t stream);
   absl::Status CopyToHost(void* host, const void* device, size_t bytes,
                           const char* what);
@@ -111,7 +110,8 @@ class CudaBackend final : public ComputeBackend {
   // Constant after construction.
   const int64_t num_params_;
   const int inputs_;
-  const int classes_;
+  const int classes_;  // outputs per example
+  const Task task_;
   const int max_batch_;
   const int gpu_;
   const std::string device_;
@@ -122,9 +122,8 @@ class CudaBackend final : public ComputeBackend {
   Slot slots_[kSlots];
   std::unique_ptr<gpu::DeviceMlp> mlp_;
   gpu::DeviceArray<float> params_, grad_, row_loss_;
-  gpu::DeviceArray<int> correct_;
   gpu::PinnedArray<float> host_params_, host_grad_, host_row_loss_;
-  gpu::PinnedArray<int> host_correct_;
+  gpu::PinnedArray<float> host_outputs_;  // max_batch rows of outputs
 
   // The parameter cache: params_ holds the caller's current values while
   // params_current_, which is only ever true once ParamsChanged was called.

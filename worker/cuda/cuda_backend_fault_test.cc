@@ -40,7 +40,7 @@ class EmulatedCudaTest : public ::testing::Test {
   // A step's inputs for Spec(): batch 4.
   std::vector<float> params_ = Spec().InitAll(5);
   std::vector<float> x_ = std::vector<float>(4 * 8, 0.25f);
-  std::vector<int> labels_ = {0, 1, 2, 1};
+  std::vector<float> labels_ = {0, 1, 2, 1};
   std::vector<float> grad_ = std::vector<float>(Spec().num_params());
 };
 
@@ -117,13 +117,18 @@ TEST_F(EmulatedCudaTest, FaultWhileRunningSurfacesAtTheSynchronisation) {
               StatusIs(absl::StatusCode::kInternal,
                        StartsWith("cudaStreamSynchronize (LossAndGradient): "
                                   "cudaErrorIllegalAddress")));
-  double loss = 0;
-  int64_t correct = 0;
+  std::vector<float> out(4 * 3);
   gpu::fake::FailSyncCall(1, cudaErrorIllegalAddress);
-  EXPECT_THAT((*gpu)->Evaluate(params_.data(), x_.data(), labels_.data(), 4,
-                               &loss, &correct),
+  EXPECT_THAT((*gpu)->Predict(params_.data(), x_.data(), 4, out.data()),
               StatusIs(absl::StatusCode::kInternal,
-                       HasSubstr("cudaStreamSynchronize (Evaluate)")));
+                       HasSubstr("cudaStreamSynchronize (Predict)")));
+  // And the backend recovers: the next prediction is the CPU's.
+  std::vector<float> want(out.size());
+  CpuBackend cpu(Spec(), 4);
+  ASSERT_THAT(cpu.Predict(params_.data(), x_.data(), 4, want.data()), IsOk());
+  ASSERT_THAT((*gpu)->Predict(params_.data(), x_.data(), 4, out.data()),
+              IsOk());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(out[i], want[i], 1e-5);
 }
 
 TEST_F(EmulatedCudaTest, OutOfDeviceMemoryIsResourceExhaustedAndLeaksNothing) {

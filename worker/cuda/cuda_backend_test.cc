@@ -13,9 +13,11 @@
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/metrics.h"
 #include "worker/compute_backend.h"
 #include "worker/cpu/cpu_backend.h"
 #include "worker/cuda/cuda_support.h"
+#include "worker/mlp_math.h"
 
 namespace downpour::worker {
 namespace {
@@ -35,9 +37,11 @@ constexpr double kGradientBound = 1e-4;
 // Relative bound for the loss (a mean of per-example losses of order 1).
 constexpr double kLossBound = 1e-5;
 
-ModelSpec MakeSpec(const std::string& type, std::vector<int> layers) {
+ModelSpec MakeSpec(const std::string& type, std::vector<int> layers,
+                   const std::string& task = "multiclass") {
   ModelSection section;
   section.type = type;
+  section.task = task;
   section.layers = std::move(layers);
   absl::StatusOr<ModelSpec> spec = ModelSpec::Create(section);
   EXPECT_THAT(spec, IsOk());
@@ -52,10 +56,17 @@ std::vector<float> RandomFloats(size_t n, float lo, float hi, uint32_t seed) {
   return v;
 }
 
-std::vector<int> RandomLabels(int n, int classes, uint32_t seed) {
+// Targets for the task: class indices (multiclass), 0/1 (binary) or values
+// in [-2, 2] (regression).
+std::vector<float> RandomLabels(int n, int classes, uint32_t seed,
+                                Task task = Task::kMulticlass) {
   std::mt19937 gen(seed);
-  std::vector<int> labels(n);
-  for (int& y : labels) y = static_cast<int>(gen() % classes);
+  std::vector<float> labels(n);
+  for (float& y : labels) {
+    y = task == Task::kMulticlass ? static_cast<float>(gen() % classes)
+        : task == Task::kBinary   ? static_cast<float>(gen() % 2)
+                                  : (gen() % 4001) / 1000.0f - 2.0f;
+  }
   return labels;
 }
 
@@ -131,7 +142,7 @@ TEST_F(CudaBackendTest, GradientAndLossMatchCpu) {
     const std::vector<float> params = Params(spec, ++seed);
     const std::vector<float> x =
         RandomFloats(static_cast<size_t>(c.batch) * c.layers[0], 0, 1, ++seed);
-    const std::vector<int> labels =
+    const std::vector<float> labels =
         RandomLabels(c.batch, c.layers.back(), ++seed);
     std::vector<float> want(spec.num_params()), got(spec.num_params(), NAN);
     absl::StatusOr<float> cpu_loss = cpu.LossAndGradient(
@@ -145,7 +156,7 @@ TEST_F(CudaBackendTest, GradientAndLossMatchCpu) {
   }
 }
 
-TEST_F(CudaBackendTest, EvaluateMatchesCpu) {
+TEST_F(CudaBackendTest, PredictMatchesCpu) {
   const ModelSpec spec = MakeSpec("mlp", {784, 256, 128, 10});
   const int max_batch = 64,
             n = 3 * max_batch + 5;  // three full chunks and a part
@@ -155,34 +166,139 @@ TEST_F(CudaBackendTest, EvaluateMatchesCpu) {
   const std::vector<float> params = Params(spec, 11);
   const std::vector<float> x =
       RandomFloats(static_cast<size_t>(n) * 784, 0, 1, 12);
-  const std::vector<int> labels = RandomLabels(n, 10, 13);
-  double cpu_loss = 0, gpu_loss = 0;
-  int64_t cpu_correct = 0, gpu_correct = 0;
-  ASSERT_THAT(cpu.Evaluate(params.data(), x.data(), labels.data(), n, &cpu_loss,
-                           &cpu_correct),
-              IsOk());
-  ASSERT_THAT(gpu->Evaluate(params.data(), x.data(), labels.data(), n,
-                            &gpu_loss, &gpu_correct),
-              IsOk());
-  EXPECT_NEAR(gpu_loss, cpu_loss, kLossBound * cpu_loss);
+  const std::vector<float> labels = RandomLabels(n, 10, 13);
+  std::vector<float> cpu_out(n * 10, NAN), gpu_out(n * 10, NAN);
+  ASSERT_THAT(cpu.Predict(params.data(), x.data(), n, cpu_out.data()), IsOk());
+  ASSERT_THAT(gpu->Predict(params.data(), x.data(), n, gpu_out.data()), IsOk());
+  EXPECT_LE(RelativeError(gpu_out.data(), cpu_out.data(), n * 10),
+            kGradientBound);
+  const model::Metrics want =
+      model::ComputeMetrics(spec.task(), cpu_out.data(), labels.data(), n, 10);
+  const model::Metrics got =
+      model::ComputeMetrics(spec.task(), gpu_out.data(), labels.data(), n, 10);
+  EXPECT_NEAR(got.loss, want.loss, kLossBound * want.loss);
+  EXPECT_NEAR(OutputLoss(Task::kMulticlass, gpu_out.data(), labels.data(), n,
+                         10, 0.0f, nullptr),
+              OutputLoss(Task::kMulticlass, cpu_out.data(), labels.data(), n,
+                         10, 0.0f, nullptr),
+              kLossBound * n * want.loss);
   // Two logits equal to within rounding may rank either way on either device.
-  EXPECT_NEAR(gpu_correct, cpu_correct, 1);
+  EXPECT_NEAR(got.accuracy * n, want.accuracy * n, 1.0 + 1e-9);
 }
 
-TEST_F(CudaBackendTest, EvaluateBreaksTiesTowardsTheLowestClass) {
+TEST_F(CudaBackendTest, PredictedTiesGoToTheLowestClass) {
   const ModelSpec spec = MakeSpec("mlp", {6, 5, 4});
   std::unique_ptr<ComputeBackend> gpu = Gpu(spec, 4);
   ASSERT_NE(gpu, nullptr);
   const std::vector<float> zeros(spec.num_params(), 0.0f);  // all logits tie
   const std::vector<float> x = RandomFloats(10 * 6, 0, 1, 14);
-  const std::vector<int> labels = {0, 1, 2, 3, 0, 0, 3, 2, 1, 0};
-  double loss = 0;
-  int64_t correct = 0;
-  ASSERT_THAT(
-      gpu->Evaluate(zeros.data(), x.data(), labels.data(), 10, &loss, &correct),
-      IsOk());
-  EXPECT_EQ(correct, 4);  // the examples labelled 0
-  EXPECT_NEAR(loss, 10 * std::log(4.0), 1e-5);
+  const std::vector<float> labels = {0, 1, 2, 3, 0, 0, 3, 2, 1, 0};
+  std::vector<float> out(10 * 4, NAN);
+  ASSERT_THAT(gpu->Predict(zeros.data(), x.data(), 10, out.data()), IsOk());
+  for (float v : out) EXPECT_EQ(v, 0.0f);
+  EXPECT_THAT(gpu->Predict(zeros.data(), nullptr, 0, nullptr), IsOk());
+  const model::Metrics m =
+      model::ComputeMetrics(spec.task(), out.data(), labels.data(), 10, 4);
+  EXPECT_DOUBLE_EQ(m.accuracy, 0.4);  // the examples labelled 0
+  EXPECT_NEAR(m.loss, std::log(4.0), 1e-6);
+  EXPECT_NEAR(OutputLoss(Task::kMulticlass, out.data(), labels.data(), 10, 4,
+                         0.0f, nullptr),
+              10 * std::log(4.0), 1e-5);
+}
+
+// The binary (logistic) and regression (squared error) losses: a linear model
+// and an MLP of each give the CPU backend's loss, gradient and outputs.
+TEST_F(CudaBackendTest, BinaryAndRegressionMatchCpu) {
+  struct TaskCase {
+    std::string type;
+    std::vector<int> layers;
+    Task task;
+    int max_batch;
+    int batch;
+  };
+  const TaskCase cases[] = {
+      {"linear", {20, 1}, Task::kBinary, 16, 16},
+      {"mlp", {30, 24, 12, 1}, Task::kBinary, 32, 19},
+      {"linear", {20, 1}, Task::kRegression, 16, 11},
+      {"mlp", {30, 24, 12, 1}, Task::kRegression, 32, 32},
+  };
+  uint32_t seed = 100;
+  for (const TaskCase& c : cases) {
+    SCOPED_TRACE(::testing::Message()
+                 << TaskName(c.task) << " " << c.type << " " << c.layers.size()
+                 << " layers, batch " << c.batch);
+    const ModelSpec spec = MakeSpec(c.type, c.layers, TaskName(c.task));
+    ASSERT_EQ(spec.task(), c.task);
+    CpuBackend cpu(spec, c.max_batch);
+    std::unique_ptr<ComputeBackend> gpu = Gpu(spec, c.max_batch);
+    ASSERT_NE(gpu, nullptr);
+    const std::vector<float> params = Params(spec, ++seed);
+    const std::vector<float> x =
+        RandomFloats(static_cast<size_t>(c.batch) * c.layers[0], 0, 1, ++seed);
+    const std::vector<float> targets =
+        RandomLabels(c.batch, c.layers.back(), ++seed, c.task);
+    std::vector<float> want(spec.num_params()), got(spec.num_params(), NAN);
+    absl::StatusOr<float> cpu_loss = cpu.LossAndGradient(
+        params.data(), x.data(), targets.data(), c.batch, want.data());
+    absl::StatusOr<float> gpu_loss = gpu->LossAndGradient(
+        params.data(), x.data(), targets.data(), c.batch, got.data());
+    ASSERT_THAT(cpu_loss, IsOk());
+    ASSERT_THAT(gpu_loss, IsOk());
+    EXPECT_NEAR(*gpu_loss, *cpu_loss, kLossBound * std::max(1.0f, *cpu_loss));
+    ExpectGradientsMatch(spec, got, want);
+
+    // Predict: one output a row, in chunks of max_batch (3 full and a part).
+    const int n = 3 * c.max_batch + 3;
+    const std::vector<float> test_x =
+        RandomFloats(static_cast<size_t>(n) * c.layers[0], 0, 1, ++seed);
+    const std::vector<float> test_y = RandomLabels(n, 1, ++seed, c.task);
+    std::vector<float> cpu_out(n, NAN), gpu_out(n, NAN);
+    ASSERT_THAT(cpu.Predict(params.data(), test_x.data(), n, cpu_out.data()),
+                IsOk());
+    ASSERT_THAT(gpu->Predict(params.data(), test_x.data(), n, gpu_out.data()),
+                IsOk());
+    for (int i = 0; i < n; ++i) {
+      EXPECT_NEAR(gpu_out[i], cpu_out[i],
+                  1e-4 * std::max(1.0f, std::fabs(cpu_out[i])))
+          << "example " << i;
+    }
+    const double cpu_test_loss =
+        OutputLoss(c.task, cpu_out.data(), test_y.data(), n, 1, 0.0f, nullptr) /
+        n;
+    const double gpu_test_loss =
+        OutputLoss(c.task, gpu_out.data(), test_y.data(), n, 1, 0.0f, nullptr) /
+        n;
+    EXPECT_NEAR(gpu_test_loss, cpu_test_loss,
+                kLossBound * std::max(1.0, cpu_test_loss));
+    const model::Metrics m =
+        model::ComputeMetrics(c.task, gpu_out.data(), test_y.data(), n, 1);
+    EXPECT_NEAR(m.loss, cpu_test_loss,
+                kLossBound * std::max(1.0, cpu_test_loss));
+  }
+}
+
+TEST_F(CudaBackendTest, RejectsTargetsTheTaskCannotTake) {
+  const ModelSpec binary = MakeSpec("linear", {5, 1}, "binary");
+  const ModelSpec regression = MakeSpec("linear", {5, 1}, "regression");
+  const std::vector<float> params(binary.num_params(), 0.1f), x(2 * 5, 0.5f);
+  std::vector<float> grad(binary.num_params());
+  std::unique_ptr<ComputeBackend> gpu = Gpu(binary, 2);
+  ASSERT_NE(gpu, nullptr);
+  const std::vector<float> half = {1, 0.5f};
+  EXPECT_THAT(gpu->LossAndGradient(params.data(), x.data(), half.data(), 2,
+                                   grad.data()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("example 1 is not 0 or 1")));
+  gpu = Gpu(regression, 2);
+  ASSERT_NE(gpu, nullptr);
+  const std::vector<float> nan = {NAN, 1};
+  EXPECT_THAT(
+      gpu->LossAndGradient(params.data(), x.data(), nan.data(), 2, grad.data()),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("example 0 is not a finite value")));
+  EXPECT_THAT(gpu->LossAndGradient(params.data(), x.data(), half.data(), 2,
+                                   grad.data()),
+              IsOk());
 }
 
 TEST_F(CudaBackendTest, ParamsAreReuploadedOnlyAfterParamsChanged) {
@@ -191,7 +307,7 @@ TEST_F(CudaBackendTest, ParamsAreReuploadedOnlyAfterParamsChanged) {
   std::unique_ptr<ComputeBackend> gpu = Gpu(spec, 8);
   ASSERT_NE(gpu, nullptr);
   const std::vector<float> x = RandomFloats(8 * 30, 0, 1, 15);
-  const std::vector<int> labels = RandomLabels(8, 5, 16);
+  const std::vector<float> labels = RandomLabels(8, 5, 16);
   std::vector<float> params = Params(spec, 17);
   const int64_t n = spec.num_params();
   std::vector<float> first(n), got(n), want(n);
@@ -225,7 +341,7 @@ TEST_F(CudaBackendTest, WithoutParamsChangedEveryCallReadsParams) {
   std::unique_ptr<ComputeBackend> gpu = Gpu(spec, 4);
   ASSERT_NE(gpu, nullptr);
   const std::vector<float> x = RandomFloats(4 * 12, 0, 1, 19);
-  const std::vector<int> labels = {0, 2, 1, 2};
+  const std::vector<float> labels = {0, 2, 1, 2};
   std::vector<float> params = Params(spec, 20);
   std::vector<float> got(spec.num_params()), want(spec.num_params());
   for (int round = 0; round < 2; ++round) {
@@ -249,7 +365,7 @@ TEST_F(CudaBackendTest, PrefetchedAndMissedBatchesGiveTheCpuResult) {
   const std::vector<float> params = Params(spec, 21);
   gpu->ParamsChanged();
   std::vector<std::vector<float>> xs;
-  std::vector<std::vector<int>> ys;
+  std::vector<std::vector<float>> ys;
   for (uint32_t i = 0; i < 4; ++i) {
     xs.push_back(RandomFloats(batch * 40, 0, 1, 30 + i));
     ys.push_back(RandomLabels(batch, 6, 40 + i));
@@ -272,19 +388,17 @@ TEST_F(CudaBackendTest, PrefetchedAndMissedBatchesGiveTheCpuResult) {
   check(0);
   gpu->Prefetch(xs[2].data(), ys[2].data(), batch);
   check(1);
-  // An evaluation and an unannounced batch leave pending hints intact.
+  // A prediction and an unannounced batch leave pending hints intact.
   gpu->Prefetch(xs[3].data(), ys[3].data(), batch);
-  double loss = 0;
-  int64_t correct = 0;
-  ASSERT_THAT(gpu->Evaluate(params.data(), xs[1].data(), ys[1].data(), batch,
-                            &loss, &correct),
+  std::vector<float> out(batch * 6);
+  ASSERT_THAT(gpu->Predict(params.data(), xs[1].data(), batch, out.data()),
               IsOk());
   check(0);
   check(2);
   check(3);
   // New values behind prefetched pointers: the latest Prefetch counts.
   std::vector<float> x = xs[3];
-  std::vector<int> y = ys[3];
+  std::vector<float> y = ys[3];
   gpu->Prefetch(x.data(), y.data(), batch);
   std::copy(xs[0].begin(), xs[0].end(), x.begin());
   std::copy(ys[0].begin(), ys[0].end(), y.begin());
@@ -317,7 +431,7 @@ TEST_F(CudaBackendTest, RejectsBadInputAndKeepsWorking) {
   ASSERT_NE(gpu, nullptr);
   const std::vector<float> params(spec.num_params(), 0.1f), x(3 * 5, 0.5f);
   std::vector<float> grad(spec.num_params());
-  const std::vector<int> labels = {0, 1, 2}, bad = {0, 3};
+  const std::vector<float> labels = {0, 1, 2}, bad = {0, 3};
   EXPECT_THAT(
       gpu->LossAndGradient(params.data(), x.data(), labels.data(), 3,
                            grad.data()),
@@ -327,11 +441,11 @@ TEST_F(CudaBackendTest, RejectsBadInputAndKeepsWorking) {
               StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(
       gpu->LossAndGradient(params.data(), x.data(), bad.data(), 2, grad.data()),
-      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("label 3")));
-  double loss = 0;
-  int64_t correct = 0;
-  EXPECT_THAT(gpu->Evaluate(params.data(), x.data(), labels.data(), -1, &loss,
-                            &correct),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("target 3 of example 1 is not a class index in "
+                         "[0, 3) (model.task multiclass)")));
+  std::vector<float> out(3 * 3);
+  EXPECT_THAT(gpu->Predict(params.data(), x.data(), -1, out.data()),
               StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(gpu->LossAndGradient(params.data(), x.data(), labels.data(), 2,
                                    grad.data()),

@@ -10,7 +10,7 @@
 namespace downpour::worker::gpu {
 
 DeviceMlp::DeviceMlp(const ModelSpec& spec, cudaStream_t stream)
-    : layers_(spec.layers()), stream_(stream) {
+    : layers_(spec.layers()), task_(spec.task()), stream_(stream) {
   // ModelSpec lists fc{l}.weight then fc{l}.bias for each layer.
   const std::vector<TensorSpec>& tensors = spec.tensors();
   for (int l = 0; l < num_layers(); ++l) {
@@ -71,13 +71,13 @@ absl::Status DeviceMlp::Forward(const float* params, const float* x, int rows) {
 }
 
 absl::Status DeviceMlp::Backward(const float* params, const float* x,
-                                 const int* labels, int rows, float* row_loss,
-                                 float* grad) {
+                                 const float* targets, int rows,
+                                 float* row_loss, float* grad) {
   RETURN_IF_ERROR(CudaStatus(
-      LaunchSoftmaxCrossEntropy(logits(), labels, rows, layers_.back(),
-                                1.0f / static_cast<float>(rows),
-                                delta_.back().data(), row_loss, stream_),
-      "SoftmaxCrossEntropy kernel"));
+      LaunchOutputLoss(static_cast<int>(task_), logits(), targets, rows,
+                       layers_.back(), 1.0f / static_cast<float>(rows),
+                       delta_.back().data(), row_loss, stream_),
+      "OutputLoss kernel"));
   for (int l = num_layers() - 1; l >= 0; --l) {
     const int fan_in = layers_[l], fan_out = layers_[l + 1];
     const std::string name = absl::StrCat("fc", l + 1, " backward");
@@ -102,18 +102,6 @@ absl::Status DeviceMlp::Backward(const float* params, const float* x,
         absl::StrCat("ReluBackward kernel (", name, ")")));
   }
   return absl::OkStatus();
-}
-
-absl::Status DeviceMlp::Score(const int* labels, int rows, float* row_loss,
-                              int* correct) {
-  const int classes = layers_.back();
-  RETURN_IF_ERROR(
-      CudaStatus(LaunchSoftmaxCrossEntropy(logits(), labels, rows, classes,
-                                           0.0f, nullptr, row_loss, stream_),
-                 "SoftmaxCrossEntropy kernel (evaluate)"));
-  return CudaStatus(
-      LaunchCountCorrect(logits(), labels, rows, classes, correct, stream_),
-      "CountCorrect kernel");
 }
 
 }  // namespace downpour::worker::gpu

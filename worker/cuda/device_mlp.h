@@ -44,17 +44,14 @@ class DeviceMlp {
   absl::Status Forward(const float* params, const float* x, int rows);
   const float* logits() const { return act_.back().data(); }
 
-  // After Forward with the same params, x and rows: enqueues softmax
-  // cross-entropy on logits() (row_loss[r] = example r's loss) and the
-  // backward pass, overwriting grad[0..num_params) with the gradient of the
-  // mean loss. REQUIRES: labels in [0, classes) (check them on the host).
-  absl::Status Backward(const float* params, const float* x, const int* labels,
-                        int rows, float* row_loss, float* grad);
-
-  // After Forward: enqueues row_loss[r] (example r's loss) and correct[r] (1
-  // if its label is the argmax of its logits, else 0).
-  absl::Status Score(const int* labels, int rows, float* row_loss,
-                     int* correct);
+  // After Forward with the same params, x and rows: enqueues the task's loss
+  // on logits() (row_loss[r] = example r's loss; kernel_math.h's
+  // OutputLossRow) and the backward pass, overwriting grad[0..num_params)
+  // with the gradient of the mean loss. REQUIRES: targets valid for the task
+  // (CheckTargets on the host).
+  absl::Status Backward(const float* params, const float* x,
+                        const float* targets, int rows, float* row_loss,
+                        float* grad);
 
  private:
   DeviceMlp(const ModelSpec& spec, cudaStream_t stream);
@@ -67,6 +64,7 @@ class DeviceMlp {
 
   // Constant after construction.
   const std::vector<int> layers_;
+  const Task task_;
   cudaStream_t const stream_;
   // Per linear layer: where its weight and bias start in the flat vector.
   std::vector<int64_t> weight_offset_;

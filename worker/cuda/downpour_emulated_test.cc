@@ -26,17 +26,17 @@ using ::downpour::testing::IsOk;
 
 // Forwards to `inner` and counts breaches of the hooks' contracts: params
 // whose values changed with no ParamsChanged since the last step (once the
-// caller uses it), and prefetched x or labels whose values at their step are
+// caller uses it), and prefetched x or targets whose values at their step are
 // not those of their latest Prefetch. Also counts the parameter uploads a
-// caching backend needs: every Evaluate, and every step after a
-// ParamsChanged or an Evaluate.
+// caching backend needs: every Predict, and every step after a
+// ParamsChanged or a Predict.
 class ContractChecker : public ComputeBackend {
  public:
   ContractChecker(ComputeBackend* inner, int64_t num_params, int inputs)
       : inner_(inner), num_params_(num_params), inputs_(inputs) {}
 
   absl::StatusOr<float> LossAndGradient(const float* params, const float* x,
-                                        const int* labels, int batch,
+                                        const float* targets, int batch,
                                         float* grad) override {
     if (tracking_ && !changed_ && !last_params_.empty() &&
         std::memcmp(params, last_params_.data(), num_params_ * sizeof(float)) !=
@@ -44,15 +44,15 @@ class ContractChecker : public ComputeBackend {
       ++stale_params;
     }
     last_params_.assign(params, params + num_params_);
-    if (changed_ || evaluated_) ++needed_uploads;
-    changed_ = evaluated_ = false;
+    if (changed_ || predicted_) ++needed_uploads;
+    changed_ = predicted_ = false;
     auto hint = hints_.find(x);
-    if (hint != hints_.end() && hint->second.labels == labels &&
+    if (hint != hints_.end() && hint->second.targets == targets &&
         hint->second.x.size() == static_cast<size_t>(batch) * inputs_) {
       ++prefetch_hits;
       if (std::memcmp(x, hint->second.x.data(),
                       hint->second.x.size() * sizeof(float)) != 0 ||
-          std::memcmp(labels, hint->second.y.data(), batch * sizeof(int)) !=
+          std::memcmp(targets, hint->second.y.data(), batch * sizeof(float)) !=
               0) {
         ++prefetch_changed;
       }
@@ -60,25 +60,25 @@ class ContractChecker : public ComputeBackend {
     } else {
       ++prefetch_misses;
     }
-    return inner_->LossAndGradient(params, x, labels, batch, grad);
+    return inner_->LossAndGradient(params, x, targets, batch, grad);
   }
-  absl::Status Evaluate(const float* params, const float* x, const int* labels,
-                        int n, double* loss_sum, int64_t* correct) override {
+  absl::Status Predict(const float* params, const float* x, int n,
+                       float* out) override {
     ++needed_uploads;
-    evaluated_ = true;
-    return inner_->Evaluate(params, x, labels, n, loss_sum, correct);
+    predicted_ = true;
+    return inner_->Predict(params, x, n, out);
   }
   std::string device() const override { return inner_->device(); }
   void ParamsChanged() override {
     tracking_ = changed_ = true;
     inner_->ParamsChanged();
   }
-  void Prefetch(const float* x, const int* labels, int batch) override {
+  void Prefetch(const float* x, const float* targets, int batch) override {
     Hint& hint = hints_[x];
-    hint.labels = labels;
+    hint.targets = targets;
     hint.x.assign(x, x + static_cast<int64_t>(batch) * inputs_);
-    hint.y.assign(labels, labels + batch);
-    inner_->Prefetch(x, labels, batch);
+    hint.y.assign(targets, targets + batch);
+    inner_->Prefetch(x, targets, batch);
   }
 
   int stale_params = 0, prefetch_hits = 0, prefetch_misses = 0,
@@ -88,13 +88,13 @@ class ContractChecker : public ComputeBackend {
   ComputeBackend* const inner_;
   const int64_t num_params_;
   const int inputs_;
-  bool tracking_ = false, changed_ = false, evaluated_ = false;
+  bool tracking_ = false, changed_ = false, predicted_ = false;
   std::vector<float> last_params_;
-  // Pending Prefetches by x pointer: their labels pointer and values.
+  // Pending Prefetches by x pointer: their targets pointer and values.
   struct Hint {
-    const int* labels;
+    const float* targets;
     std::vector<float> x;
-    std::vector<int> y;
+    std::vector<float> y;
   };
   std::map<const float*, Hint> hints_;
 };

@@ -39,9 +39,10 @@ DOWNPOUR_HOST_DEVICE inline void ReluBackwardAt(int64_t i, const float* a,
 
 // SoftmaxCrossEntropy, row r: returns that row's loss, and writes its
 // dlogits row (scaled by grad_scale) unless dlogits is null. dlogits may alias
-// logits. REQUIRES: labels[r] in [0, classes).
+// logits. The target is the class index as a float. REQUIRES: targets[r] an
+// integer in [0, classes).
 DOWNPOUR_HOST_DEVICE inline float SoftmaxCrossEntropyRow(
-    int r, const float* logits, const int* labels, int classes,
+    int r, const float* logits, const float* targets, int classes,
     float grad_scale, float* dlogits) {
   const float* z = logits + static_cast<int64_t>(r) * classes;
   float max = z[0];
@@ -49,7 +50,7 @@ DOWNPOUR_HOST_DEVICE inline float SoftmaxCrossEntropyRow(
   float sum = 0.0f;
   for (int c = 0; c < classes; ++c) sum += expf(z[c] - max);
   const float log_sum = logf(sum);
-  const int label = labels[r];
+  const int label = static_cast<int>(targets[r]);
   // Read before dlogits (which may alias z) is written.
   const float loss = log_sum - (z[label] - max);
   if (dlogits != nullptr) {
@@ -63,24 +64,57 @@ DOWNPOUR_HOST_DEVICE inline float SoftmaxCrossEntropyRow(
   return loss;
 }
 
+// Logistic loss of row r's one logit z against a 0/1 target y:
+// log(1 + e^z) - y z, computed as max(z, 0) - y z + log1p(e^-|z|) so that no
+// exponent overflows; d/dz = sigmoid(z) - y. dlogits may alias logits.
+DOWNPOUR_HOST_DEVICE inline float LogisticRow(int r, const float* logits,
+                                              const float* targets,
+                                              float grad_scale,
+                                              float* dlogits) {
+  const float z = logits[r];
+  const float y = targets[r];
+  const float loss = (z > 0.0f ? z : 0.0f) - y * z + log1pf(expf(-fabsf(z)));
+  if (dlogits != nullptr) {
+    const float sigmoid = z >= 0.0f ? 1.0f / (1.0f + expf(-z))
+                                    : expf(z) / (1.0f + expf(z));
+    dlogits[r] = grad_scale * (sigmoid - y);
+  }
+  return loss;
+}
+
+// Squared error of row r's one output against a real target:
+// (z - y)^2, d/dz = 2 (z - y). dlogits may alias logits.
+DOWNPOUR_HOST_DEVICE inline float SquaredErrorRow(int r, const float* logits,
+                                                  const float* targets,
+                                                  float grad_scale,
+                                                  float* dlogits) {
+  const float diff = logits[r] - targets[r];
+  if (dlogits != nullptr) dlogits[r] = grad_scale * 2.0f * diff;
+  return diff * diff;
+}
+
+// The loss of row r for model task `task` (Task's numbers in
+// common/model_spec.h: 0 multiclass, 1 binary, 2 regression); `outputs` is
+// the logits per row (classes for multiclass, else 1).
+DOWNPOUR_HOST_DEVICE inline float OutputLossRow(int task, int r,
+                                                const float* logits,
+                                                const float* targets,
+                                                int outputs, float grad_scale,
+                                                float* dlogits) {
+  if (task == 1) return LogisticRow(r, logits, targets, grad_scale, dlogits);
+  if (task == 2) {
+    return SquaredErrorRow(r, logits, targets, grad_scale, dlogits);
+  }
+  return SoftmaxCrossEntropyRow(r, logits, targets, outputs, grad_scale,
+                                dlogits);
+}
+
 // ColumnSums, column c: out[c] = sum over r of m[r][c], rows in order.
 DOWNPOUR_HOST_DEVICE inline void ColumnSumAt(int c, const float* m, int rows,
                                              int cols, float* out) {
   float sum = 0.0f;
   for (int r = 0; r < rows; ++r) sum += m[static_cast<int64_t>(r) * cols + c];
   out[c] = sum;
-}
-
-// CountCorrect, row r: 1 if labels[r] is the row's argmax (ties go to the
-// lowest class, as std::max_element), else 0.
-DOWNPOUR_HOST_DEVICE inline int CorrectAt(int r, const float* logits,
-                                          const int* labels, int classes) {
-  const float* z = logits + static_cast<int64_t>(r) * classes;
-  int best = 0;
-  for (int c = 1; c < classes; ++c) {
-    if (z[best] < z[c]) best = c;
-  }
-  return best == labels[r] ? 1 : 0;
 }
 
 }  // namespace downpour::worker::gpu

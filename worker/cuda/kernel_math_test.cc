@@ -2,11 +2,13 @@
 // exactly what the host kernels of worker/mlp_math.h give.
 #include "worker/cuda/kernel_math.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
 #include <vector>
 
+#include "common/model_spec.h"
 #include "gtest/gtest.h"
 #include "worker/mlp_math.h"
 
@@ -24,9 +26,11 @@ std::vector<float> RandomFloats(size_t n, uint32_t seed) {
   return v;
 }
 
-std::vector<int> Labels() {
-  std::vector<int> labels(kRows);
-  for (int r = 0; r < kRows; ++r) labels[r] = (r * 3) % kCols;
+// Class indices as floats, as the backends take them.
+std::vector<float> Labels() {
+  std::vector<float> labels(kRows);
+  for (int r = 0; r < kRows; ++r)
+    labels[r] = static_cast<float>((r * 3) % kCols);
   return labels;
 }
 
@@ -67,11 +71,12 @@ TEST(KernelMathTest, ReluForwardKeepsNaN) {
 
 TEST(KernelMathTest, SoftmaxCrossEntropyMatchesHost) {
   const std::vector<float> logits = RandomFloats(kRows * kCols, 5);
-  const std::vector<int> labels = Labels();
+  const std::vector<float> labels = Labels();
   const float scale = 1.0f / kRows;
   std::vector<float> want(logits.size()), got(logits.size());
-  const double want_loss = SoftmaxCrossEntropy(
-      logits.data(), labels.data(), kRows, kCols, scale, want.data());
+  const double want_loss =
+      OutputLoss(Task::kMulticlass, logits.data(), labels.data(), kRows, kCols,
+                 scale, want.data());
   double got_loss = 0;
   for (int r = 0; r < kRows; ++r) {
     got_loss += SoftmaxCrossEntropyRow(r, logits.data(), labels.data(), kCols,
@@ -89,8 +94,94 @@ TEST(KernelMathTest, SoftmaxCrossEntropyMatchesHost) {
   EXPECT_EQ(in_place, want);
   EXPECT_FLOAT_EQ(SoftmaxCrossEntropyRow(0, logits.data(), labels.data(), kCols,
                                          0.0f, nullptr),
-                  SoftmaxCrossEntropy(logits.data(), labels.data(), 1, kCols,
-                                      0.0f, nullptr));
+                  OutputLoss(Task::kMulticlass, logits.data(), labels.data(), 1,
+                             kCols, 0.0f, nullptr));
+  // OutputLossRow dispatches task 0 here.
+  EXPECT_EQ(
+      OutputLossRow(0, 3, logits.data(), labels.data(), kCols, 0.0f, nullptr),
+      SoftmaxCrossEntropyRow(3, logits.data(), labels.data(), kCols, 0.0f,
+                             nullptr));
+}
+
+// One logit a row, including ones large enough to overflow a naive exp.
+std::vector<float> SingleLogits() {
+  std::vector<float> z = RandomFloats(kRows, 8);
+  z[0] = 0.0f;
+  z[1] = 60.0f;
+  z[2] = -60.0f;
+  z[3] = 100.0f;
+  return z;
+}
+
+TEST(KernelMathTest, LogisticRowMatchesHostAndTheDefinition) {
+  const std::vector<float> logits = SingleLogits();
+  std::vector<float> targets(kRows);
+  for (int r = 0; r < kRows; ++r) targets[r] = static_cast<float>(r % 2);
+  targets[3] = 0.0f;  // a confident wrong answer: loss ~100
+  ASSERT_TRUE(CheckTargets(Task::kBinary, targets.data(), kRows, 1).ok());
+  const float scale = 1.0f / kRows;
+  std::vector<float> want(kRows), got(kRows, NAN);
+  const double want_loss =
+      OutputLoss(Task::kBinary, logits.data(), targets.data(), kRows, 1, scale,
+                 want.data());
+  double got_loss = 0;
+  for (int r = 0; r < kRows; ++r) {
+    const float row =
+        LogisticRow(r, logits.data(), targets.data(), scale, got.data());
+    got_loss += row;
+    EXPECT_EQ(row, OutputLossRow(1, r, logits.data(), targets.data(), 1, 0.0f,
+                                 nullptr))
+        << r;
+    // The definition, in double: log(1 + e^z) - y z and sigmoid(z) - y.
+    const double z = logits[r], y = targets[r];
+    const double loss =
+        std::max(z, 0.0) - y * z + std::log1p(std::exp(-std::fabs(z)));
+    const double sigmoid = 1.0 / (1.0 + std::exp(-z));
+    EXPECT_NEAR(row, loss, 1e-6 * std::max(1.0, loss)) << r;
+    EXPECT_NEAR(got[r], scale * (sigmoid - y), 1e-7) << r;
+    EXPECT_TRUE(std::isfinite(row) && std::isfinite(got[r])) << r;
+  }
+  EXPECT_DOUBLE_EQ(got_loss, want_loss);
+  EXPECT_EQ(got, want);
+  EXPECT_NEAR(LogisticRow(0, logits.data(), targets.data(), 1.0f, nullptr),
+              std::log(2.0), 1e-7);
+
+  std::vector<float> in_place = logits;
+  for (int r = 0; r < kRows; ++r) {
+    LogisticRow(r, in_place.data(), targets.data(), scale, in_place.data());
+  }
+  EXPECT_EQ(in_place, want);
+}
+
+TEST(KernelMathTest, SquaredErrorRowMatchesHostAndTheDefinition) {
+  const std::vector<float> logits = SingleLogits();
+  const std::vector<float> targets = RandomFloats(kRows, 9);
+  const float scale = 1.0f / kRows;
+  std::vector<float> want(kRows), got(kRows, NAN);
+  const double want_loss =
+      OutputLoss(Task::kRegression, logits.data(), targets.data(), kRows, 1,
+                 scale, want.data());
+  double got_loss = 0;
+  for (int r = 0; r < kRows; ++r) {
+    const float row =
+        SquaredErrorRow(r, logits.data(), targets.data(), scale, got.data());
+    got_loss += row;
+    EXPECT_EQ(row, OutputLossRow(2, r, logits.data(), targets.data(), 1, 0.0f,
+                                 nullptr))
+        << r;
+    const double diff = static_cast<double>(logits[r]) - targets[r];
+    EXPECT_NEAR(row, diff * diff, 1e-6 * std::max(1.0, diff * diff)) << r;
+    EXPECT_NEAR(got[r], scale * 2 * diff, 1e-6 * std::max(1.0, std::fabs(diff)))
+        << r;
+  }
+  EXPECT_DOUBLE_EQ(got_loss, want_loss);
+  EXPECT_EQ(got, want);
+
+  std::vector<float> in_place = logits;
+  for (int r = 0; r < kRows; ++r) {
+    SquaredErrorRow(r, in_place.data(), targets.data(), scale, in_place.data());
+  }
+  EXPECT_EQ(in_place, want);
 }
 
 TEST(KernelMathTest, ColumnSumsMatchHost) {
@@ -100,23 +191,6 @@ TEST(KernelMathTest, ColumnSumsMatchHost) {
   for (int c = 0; c < kCols; ++c)
     ColumnSumAt(c, m.data(), kRows, kCols, got.data());
   EXPECT_EQ(got, want);
-}
-
-TEST(KernelMathTest, CorrectMatchesHostIncludingTies) {
-  std::vector<float> logits = RandomFloats(kRows * kCols, 7);
-  // Row 1: a tie between classes 1 and 3 (label 3) counts as wrong; row 2: a
-  // tie between 0 and 2 (label 0 after the override) counts as right.
-  logits[1 * kCols + 1] = logits[1 * kCols + 3] = 10.0f;
-  logits[2 * kCols + 0] = logits[2 * kCols + 2] = 10.0f;
-  std::vector<int> labels = Labels();
-  labels[1] = 3;
-  labels[2] = 0;
-  int got = 0;
-  for (int r = 0; r < kRows; ++r)
-    got += CorrectAt(r, logits.data(), labels.data(), kCols);
-  EXPECT_EQ(got, CountCorrect(logits.data(), labels.data(), kRows, kCols));
-  EXPECT_EQ(CorrectAt(1, logits.data(), labels.data(), kCols), 0);
-  EXPECT_EQ(CorrectAt(2, logits.data(), labels.data(), kCols), 1);
 }
 
 }  // namespace

@@ -38,14 +38,14 @@ __global__ void ReluBackwardKernel(const float* a, int64_t n, float* da) {
   if (i < n) ReluBackwardAt(i, a, da);
 }
 
-__global__ void SoftmaxCrossEntropyKernel(const float* logits,
-                                          const int* labels, int rows,
-                                          int classes, float grad_scale,
-                                          float* dlogits, float* row_loss) {
+__global__ void OutputLossKernel(int task, const float* logits,
+                                 const float* targets, int rows, int outputs,
+                                 float grad_scale, float* dlogits,
+                                 float* row_loss) {
   const int64_t r = ThreadIndex();
   if (r < rows) {
-    row_loss[r] = SoftmaxCrossEntropyRow(static_cast<int>(r), logits, labels,
-                                         classes, grad_scale, dlogits);
+    row_loss[r] = OutputLossRow(task, static_cast<int>(r), logits, targets,
+                                outputs, grad_scale, dlogits);
   }
 }
 
@@ -53,13 +53,6 @@ __global__ void ColumnSumsKernel(const float* m, int rows, int cols,
                                  float* out) {
   const int64_t c = ThreadIndex();
   if (c < cols) ColumnSumAt(static_cast<int>(c), m, rows, cols, out);
-}
-
-__global__ void CountCorrectKernel(const float* logits, const int* labels,
-                                   int rows, int classes, int* correct) {
-  const int64_t r = ThreadIndex();
-  if (r < rows)
-    correct[r] = CorrectAt(static_cast<int>(r), logits, labels, classes);
 }
 
 }  // namespace
@@ -85,13 +78,13 @@ cudaError_t LaunchReluBackward(const float* a, int64_t n, float* da,
   return cudaGetLastError();
 }
 
-cudaError_t LaunchSoftmaxCrossEntropy(const float* logits, const int* labels,
-                                      int rows, int classes, float grad_scale,
-                                      float* dlogits, float* row_loss,
-                                      cudaStream_t stream) {
-  if (rows <= 0 || classes <= 0) return cudaSuccess;
-  SoftmaxCrossEntropyKernel<<<Blocks(rows), kThreads, 0, stream>>>(
-      logits, labels, rows, classes, grad_scale, dlogits, row_loss);
+cudaError_t LaunchOutputLoss(int task, const float* logits,
+                             const float* targets, int rows, int outputs,
+                             float grad_scale, float* dlogits, float* row_loss,
+                             cudaStream_t stream) {
+  if (rows <= 0 || outputs <= 0) return cudaSuccess;
+  OutputLossKernel<<<Blocks(rows), kThreads, 0, stream>>>(
+      task, logits, targets, rows, outputs, grad_scale, dlogits, row_loss);
   return cudaGetLastError();
 }
 
@@ -99,14 +92,6 @@ cudaError_t LaunchColumnSums(const float* m, int rows, int cols, float* out,
                              cudaStream_t stream) {
   if (cols <= 0) return cudaSuccess;
   ColumnSumsKernel<<<Blocks(cols), kThreads, 0, stream>>>(m, rows, cols, out);
-  return cudaGetLastError();
-}
-
-cudaError_t LaunchCountCorrect(const float* logits, const int* labels, int rows,
-                               int classes, int* correct, cudaStream_t stream) {
-  if (rows <= 0 || classes <= 0) return cudaSuccess;
-  CountCorrectKernel<<<Blocks(rows), kThreads, 0, stream>>>(
-      logits, labels, rows, classes, correct);
   return cudaGetLastError();
 }
 

@@ -30,10 +30,10 @@ cudaError_t LaunchReluBackward(const float* a, int64_t n, float* da,
 // unless dlogits is null, dlogits[r] = grad_scale * (softmax - onehot). The
 // caller sums row_loss (in double on the host, as the CPU path does).
 // REQUIRES: every label in [0, classes) (checked on the host first).
-cudaError_t LaunchSoftmaxCrossEntropy(const float* logits, const int* labels,
-                                      int rows, int classes, float grad_scale,
-                                      float* dlogits, float* row_loss,
-                                      cudaStream_t stream);
+cudaError_t LaunchOutputLoss(int task, const float* logits,
+                             const float* targets, int rows, int outputs,
+                             float grad_scale, float* dlogits, float* row_loss,
+                             cudaStream_t stream);
 
 // out[c] = sum over r of m[r][c].
 cudaError_t LaunchColumnSums(const float* m, int rows, int cols, float* out,
@@ -41,8 +41,7 @@ cudaError_t LaunchColumnSums(const float* m, int rows, int cols, float* out,
 
 // correct[r] = 1 if labels[r] is the argmax of logits[r] (ties to the lowest
 // class), else 0; the caller sums them.
-cudaError_t LaunchCountCorrect(const float* logits, const int* labels, int rows,
-                               int classes, int* correct, cudaStream_t stream);
+
 
 }  // namespace downpour::worker::gpu
 

@@ -46,20 +46,20 @@ cudaError_t LaunchReluBackward(const float* a, int64_t n, float* da,
   return cudaSuccess;
 }
 
-cudaError_t LaunchSoftmaxCrossEntropy(const float* logits, const int* labels,
-                                      int rows, int classes, float grad_scale,
-                                      float* dlogits, float* row_loss,
-                                      cudaStream_t stream) {
-  const int64_t n = static_cast<int64_t>(rows) * classes;
-  if (!OnDevice(logits, n) || !OnDevice(labels, rows) ||
+cudaError_t LaunchOutputLoss(int task, const float* logits,
+                             const float* targets, int rows, int outputs,
+                             float grad_scale, float* dlogits, float* row_loss,
+                             cudaStream_t stream) {
+  const int64_t n = static_cast<int64_t>(rows) * outputs;
+  if (!OnDevice(logits, n) || !OnDevice(targets, rows) ||
       !OnDevice(row_loss, rows) ||
       (dlogits != nullptr && !OnDevice(dlogits, n))) {
     return cudaErrorInvalidValue;
   }
   fake::Enqueue(stream, [=] {
     for (int r = 0; r < rows; ++r) {
-      row_loss[r] = SoftmaxCrossEntropyRow(r, logits, labels, classes,
-                                           grad_scale, dlogits);
+      row_loss[r] = OutputLossRow(task, r, logits, targets, outputs,
+                                  grad_scale, dlogits);
     }
   });
   return cudaSuccess;
@@ -72,20 +72,6 @@ cudaError_t LaunchColumnSums(const float* m, int rows, int cols, float* out,
   }
   fake::Enqueue(stream, [=] {
     for (int c = 0; c < cols; ++c) ColumnSumAt(c, m, rows, cols, out);
-  });
-  return cudaSuccess;
-}
-
-cudaError_t LaunchCountCorrect(const float* logits, const int* labels, int rows,
-                               int classes, int* correct, cudaStream_t stream) {
-  if (!OnDevice(logits, static_cast<int64_t>(rows) * classes) ||
-      !OnDevice(labels, rows) || !OnDevice(correct, rows)) {
-    return cudaErrorInvalidValue;
-  }
-  fake::Enqueue(stream, [=] {
-    for (int r = 0; r < rows; ++r) {
-      correct[r] = CorrectAt(r, logits, labels, classes);
-    }
   });
   return cudaSuccess;
 }

@@ -1,0 +1,63 @@
+// Test metrics of a trained model, from its raw outputs: the one place where
+// the worker, `predict` and the parity benchmark turn outputs into figures.
+//
+//   std::vector<float> out(n * spec.outputs());
+//   backend->Predict(params, x, n, out.data());
+//   Metrics m = ComputeMetrics(spec.task(), out.data(), y, n, spec.outputs());
+//   m.Get("auc");
+#ifndef DOWNPOUR_MODEL_METRICS_H_
+#define DOWNPOUR_MODEL_METRICS_H_
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/model_spec.h"
+
+namespace downpour::model {
+
+// Every figure is NaN where the task does not measure it (or n is 0).
+struct Metrics {
+  double accuracy = NAN;  // multiclass, binary: share of examples right
+  double logloss = NAN;   // multiclass, binary: mean -log p(true class)
+  double auc = NAN;       // binary: area under the ROC curve (ties count 1/2)
+  double rmse = NAN;      // regression: sqrt(mean squared error)
+  double mae = NAN;       // regression: mean absolute error
+  double r2 = NAN;        // regression: 1 - SS_res / SS_tot
+  // The training loss on these examples, as the backends compute it: logloss
+  // for classification, the mean squared error for regression.
+  double loss = NAN;
+
+  // The value of "accuracy", "logloss", "auc", "rmse", "mae" or "r2"; NaN for
+  // any other name.
+  double Get(const std::string& name) const;
+  // The task's metrics in TaskMetricNames order (common/config.h), main first.
+  std::vector<std::pair<std::string, double>> Named(Task task) const;
+};
+
+// Metrics of n examples from `outputs` (n * k raw outputs as
+// ComputeBackend::Predict writes them) against `targets` (class indices, 0/1
+// or values). REQUIRES: targets fit the task (worker/mlp_math.h
+// CheckTargets).
+Metrics ComputeMetrics(Task task, const float* outputs, const float* targets,
+                       int64_t n, int k);
+
+// Turns n rows of k raw outputs into what a user reads, in place: class
+// probabilities (softmax, multiclass), the probability of class 1 (sigmoid,
+// binary) or the value itself (regression).
+void OutputsToPredictions(Task task, int64_t n, int k, float* outputs);
+
+// "accuracy 0.9612, logloss 0.1345" (4 decimals), or "not measured yet"
+// when `named` is empty.
+std::string FormatMetrics(
+    const std::vector<std::pair<std::string, double>>& named);
+
+// The area under the ROC curve of `scores` against 0/1 `labels`
+// (Mann-Whitney U with average ranks for ties). NaN when one class is absent.
+double Auc(const std::vector<float>& scores, const std::vector<float>& labels);
+
+}  // namespace downpour::model
+
+#endif  // DOWNPOUR_MODEL_METRICS_H_
