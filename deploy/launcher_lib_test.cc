@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <string>
 
 #include "common/config.h"
 #include "common/file_util.h"
@@ -39,10 +41,13 @@ constexpr char kServe[] =
 // Writes port 1 (nothing listens there) to --port_file.
 constexpr char kWritePort[] =
     "for a; do [ \"$prev\" = --port_file ] && echo 1 > \"$a\"; prev=$a; done\n";
-// Exits 0 once the coordinator and both ps are ready, so that they are stopped
-// by a SIGTERM they handle.
-constexpr char kTrainAndExit[] =
-    "while [ $(ls \"$READY\" | wc -l) -lt 3 ]; do sleep 0.01; done\nexit 0\n";
+// Exits 0 once `daemons` (the coordinator, the ps and the standbys) are
+// ready, so that each is stopped by a SIGTERM it handles: one stopped before
+// its trap is set exits 143, which the launcher rightly calls a failure.
+std::string TrainAndExit(int daemons) {
+  return "while [ $(ls \"$READY\" | wc -l) -lt " + std::to_string(daemons) +
+         " ]; do sleep 0.01; done\nexit 0\n";
+}
 
 class LauncherLibTest : public ::testing::Test {
  protected:
@@ -68,7 +73,7 @@ class LauncherLibTest : public ::testing::Test {
     options_.startup_timeout = absl::InfiniteDuration();
     Daemon("coordinator/coordinator", std::string(kWritePort) + kServe);
     Daemon("server/ps_server", kServe);
-    Daemon("worker/ps_worker", kTrainAndExit);
+    Daemon("worker/ps_worker", TrainAndExit(3));
   }
 
   // Installs a fake daemon binary: a shell script with `body`.
@@ -189,13 +194,31 @@ TEST_F(LauncherLibTest, RestartNeverEndsTheJobAtTheFirstDeath) {
 
 TEST_F(LauncherLibTest, StandbysStartAfterThePs) {
   config_.cluster.standby_ps = {"127.0.0.1:0"};
+  // The three ps scripts run side by side, so the order of their lines in
+  // ps-args is the scheduler's, not the launcher's. The launcher names each
+  // daemon in its pid file, with the clock tick it was forked in, before it
+  // starts the next: the standby copies that file as it starts.
   Daemon("server/ps_server",
-         "echo \"$@\" >> " + dir_ + "/ps-args\n" + std::string(kServe));
+         "echo \"$@\" >> " + dir_ + "/ps-args\n"
+         "case \"$*\" in *--standby*) mkdir " + dir_ + "/at-standby && cp " +
+             PidFilePath(options_.run_dir) + " " + dir_ + "/at-standby ;; esac\n" +
+             kServe);
+  Daemon("worker/ps_worker", TrainAndExit(4));
   ASSERT_THAT(RunCluster(config_, options_), IsOk());
-  std::vector<std::string> starts =
-      absl::StrSplit(ReadFile(dir_ + "/ps-args").value_or(""), '\n', absl::SkipEmpty());
-  ASSERT_EQ(starts.size(), 3u);
-  EXPECT_THAT(starts[2], HasSubstr("--standby --index 0 --coordinator 127.0.0.1:1"));
+  const std::string args = ReadFile(dir_ + "/ps-args").value_or("");
+  EXPECT_EQ(CountOf(args, "\n"), 3) << args;
+  EXPECT_EQ(CountOf(args, "--standby --index 0 --coordinator 127.0.0.1:1\n"), 1)
+      << args;
+  // Forked in this order: by start tick, then by pid within one tick.
+  std::map<std::string, std::pair<unsigned long long, pid_t>> forked;
+  for (const PidEntry& e : ReadPidFile(dir_ + "/at-standby")) {
+    forked[e.name] = {e.start_time, e.pid};
+  }
+  ASSERT_EQ(forked.count("standby 0"), 1u);
+  for (const char* ps : {"ps 0", "ps 1"}) {
+    ASSERT_EQ(forked.count(ps), 1u) << ps << " was not started before the standby";
+    EXPECT_LT(forked[ps], forked["standby 0"]) << ps;
+  }
   EXPECT_TRUE(fs::exists(options_.run_dir + "/logs/standby-0.log"));
 }
 
