@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "common/testing/fake_clock.h"
+#include "common/testing/poll.h"
 #include "common/testing/status_matchers.h"
 #include "coordinator/coordinator_client.h"
 #include "coordinator/test_cluster.h"
@@ -16,6 +17,7 @@ namespace downpour::coordinator {
 namespace {
 
 using ::downpour::testing::IsOk;
+using ::downpour::testing::WaitUntil;
 using ::testing::HasSubstr;
 
 Config TestConfig() {
@@ -88,17 +90,27 @@ TEST_F(CoordinatorNodeTest, ServesRegistrationHeartbeatsPlacementAndStatus) {
 TEST_F(CoordinatorNodeTest,
        TheLivenessThreadDeclaresSilentMembersDeadOnTheClock) {
   ASSERT_THAT(client_->RegisterServer(0, "127.0.0.1:1"), IsOk());
-  clock_.Advance(absl::Seconds(4));  // past heartbeat.timeout_s
-  // The liveness thread wakes every interval_s / 2 of fake time: it already
-  // has (Advance moved past its deadline). Poll what it did.
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (absl::Now() < deadline) {
+  // The liveness thread checks every interval_s / 2 = 250 ms of fake time,
+  // and takes a wake-up far later than that for its own stall (it then gives
+  // every member a fresh timeout instead). So the time moves one period at a
+  // time, and the next step waits until the thread has checked and waits
+  // again: it sees every step, however slowly it is scheduled.
+  auto thread_waits_for_more_than = [&](int64_t waits) {
+    return WaitUntil([&] { return clock_.waits() > waits; }, absl::Seconds(30),
+                     absl::Milliseconds(1));
+  };
+  ASSERT_TRUE(thread_waits_for_more_than(0)) << "the liveness thread never waits";
+  // Silent for 12 periods, heartbeat.timeout_s exactly: still alive; the 13th
+  // is past it.
+  for (int period = 1; period <= 13; ++period) {
+    const int64_t waits = clock_.waits();
+    clock_.Advance(absl::Milliseconds(250));
+    ASSERT_TRUE(thread_waits_for_more_than(waits)) << "period " << period;
     auto status = client_->ClusterStatus();
     ASSERT_THAT(status, IsOk());
-    if (!FindMember(*status, "ps")->alive()) return;
-    clock_.Advance(absl::Milliseconds(250));
+    EXPECT_EQ(FindMember(*status, "ps")->alive(), period <= 12)
+        << "ps 0 after " << period * 250 << " ms of silence";
   }
-  FAIL() << "ps 0 was never declared dead";
 }
 
 TEST_F(CoordinatorNodeTest, WaitReturnsOnceStopped) {

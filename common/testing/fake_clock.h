@@ -7,6 +7,8 @@
 #ifndef DOWNPOUR_COMMON_TESTING_FAKE_CLOCK_H_
 #define DOWNPOUR_COMMON_TESTING_FAKE_CLOCK_H_
 
+#include <cstdint>
+
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
@@ -42,6 +44,7 @@ class FakeClock final : public Clock {
     {
       absl::MutexLock lock(&mu_);
       deadline = now_ + timeout;
+      ++waits_;
     }
     // Poll the notification in short real-time slices while the fake time
     // has not reached the deadline.
@@ -61,11 +64,20 @@ class FakeClock final : public Clock {
     absl::MutexLock lock(&mu_);
     return slept_;
   }
+  // Calls of WaitForNotificationWithTimeout so far, each counted once its
+  // deadline is set. A test that moves the time one step at a time for a
+  // thread that waits in a loop waits for this to grow after each step: the
+  // thread has then seen that step (and done its work) before the next.
+  int64_t waits() const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return waits_;
+  }
 
  private:
   mutable absl::Mutex mu_;
   absl::Time now_ ABSL_GUARDED_BY(mu_);
   absl::Duration slept_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
+  int64_t waits_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace downpour
