@@ -1,11 +1,11 @@
 // Outage tests: the only ps of a job is stopped (SIGSTOP) with no standby, with
 // real coordinator, ps and worker processes on loopback. While the shard is
 // unreachable the workers compute nothing and say what they wait for; after
-// SIGCONT the job ends with every configured step applied once and the
-// accuracy of an undisturbed run. An outage longer than
-// training.outage_timeout_s makes the workers exit 1 and the job is never
-// declared done. They assert on what a client can observe (ClusterStatus, the
-// workers' and the ps's Status), never on log text.
+// SIGCONT the job ends with every configured step applied once and a trained
+// model. An outage longer than training.outage_timeout_s makes the workers
+// exit 1 and the job is never declared done. They assert on what a client can
+// observe (ClusterStatus, the workers' and the ps's Status, its Checksums),
+// never on log text.
 #include <signal.h>
 
 #include <cmath>
@@ -26,6 +26,7 @@
 #include "coordinator/test_cluster.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "proto/ps.grpc.pb.h"
 #include "proto/status.grpc.pb.h"
 #include "tests/daemon_harness.h"
 
@@ -89,14 +90,6 @@ class OutageTest : public testing::DaemonJobTest {
     }
   }
 
-  // Ends the job's daemons (a finished job leaves the ps and coordinator up).
-  void StopJob() {
-    for (auto& [name, daemon] : daemons_) {
-      if (!daemon->Poll().has_value()) daemon->Signal(SIGCONT);
-    }
-    daemons_.clear();
-  }
-
   proto::ClusterStatusResponse Cluster() {
     RpcSection rpc;
     rpc.deadline_s = 2;
@@ -119,6 +112,18 @@ class OutageTest : public testing::DaemonJobTest {
     proto::GetStatusResponse response;
     if (!stub->GetStatus(&context, proto::GetStatusRequest(), &response).ok()) {
       return std::nullopt;
+    }
+    return response;
+  }
+
+  // The ps's block checksums and versions; empty when it does not answer.
+  static proto::ChecksumResponse Checksums(const std::string& address) {
+    auto stub = proto::ParameterServer::NewStub(MakeChannel(address));
+    grpc::ClientContext context;
+    context.set_deadline(DeadlineIn(2));
+    proto::ChecksumResponse response;
+    if (!stub->Checksums(&context, proto::ChecksumRequest(), &response).ok()) {
+      return proto::ChecksumResponse();
     }
     return response;
   }
@@ -161,26 +166,14 @@ class StoppedShardTest : public OutageTest,
 // The fault users saw: the ps stopped for 15 s, the workers burned their step
 // budget on stale parameters and the job ended "done" at accuracy 0.75. Now
 // their step counters stand still while it is stopped, they say what they
-// wait for, and after SIGCONT the job applies exactly the configured steps and
-// ends where an undisturbed run does. With fetch after_push each step also
+// wait for, and after SIGCONT the job ends as an undisturbed one does: every
+// configured step computed, pushed and acknowledged once, each applied once
+// to every block, and a trained model. With fetch after_push each step also
 // waits for its pull; with overlap only backpressure on pushes holds compute.
+// The accuracy is held to a bar, not to an undisturbed run's: two async runs
+// differ by a few points (0.873 and 0.920 were seen) whatever happened.
 TEST_P(StoppedShardTest, HoldsTrainingAndTheJobEndsAsIfUndisturbed) {
   const std::string fetch = GetParam();
-  // The undisturbed run, for the accuracy to compare with.
-  WriteConfig("undisturbed", 300, kSteps, fetch);
-  StartJob();
-  std::vector<int> exits = WorkerExits(absl::Seconds(60));
-  ASSERT_THAT(exits, ::testing::Each(0));
-  double undisturbed = 0;
-  {
-    const auto status = Cluster();
-    for (int i = 0; i < kWorkers; ++i) {
-      ASSERT_NE(Member(status, "worker", i), nullptr);
-      undisturbed += Member(status, "worker", i)->report().accuracy() / kWorkers;
-    }
-  }
-  StopJob();
-
   WriteConfig("stopped", 300, kSteps, fetch);
   StartJob();
   ASSERT_TRUE(WaitUntil([&] { return WorkersAtStep(200); }, absl::Seconds(30)));
@@ -231,7 +224,7 @@ TEST_P(StoppedShardTest, HoldsTrainingAndTheJobEndsAsIfUndisturbed) {
   daemons_["ps-0"]->Signal(SIGCONT);
   const double stop_s = absl::ToDoubleSeconds(absl::Now() - stopped);
 
-  exits = WorkerExits(absl::Seconds(60));
+  const std::vector<int> exits = WorkerExits(absl::Seconds(60));
   EXPECT_THAT(exits, ::testing::Each(0));
   const auto status = Cluster();
   EXPECT_THAT(status.stop_reason(), HasSubstr("every worker finished"));
@@ -248,15 +241,25 @@ TEST_P(StoppedShardTest, HoldsTrainingAndTheJobEndsAsIfUndisturbed) {
     pushes += m->report().pushes();
     accuracy += m->report().accuracy() / kWorkers;
   }
-  // The ps applied each push exactly once (retries came back as duplicates).
+  // The ps applied each push exactly once (retries came back as duplicates),
+  // and each to every block: its version counts the updates applied to it.
   const auto ps_status = DaemonStatus(ps);
   ASSERT_TRUE(ps_status.has_value());
   EXPECT_EQ(Counter(*ps_status, "pushes"), static_cast<double>(pushes));
-  EXPECT_NEAR(accuracy, undisturbed, 0.02);
+  const proto::ChecksumResponse sums = Checksums(ps);
+  ASSERT_GT(sums.blocks_size(), 0);
+  for (const proto::BlockChecksum& block : sums.blocks()) {
+    EXPECT_EQ(block.version(), pushes) << "block " << block.block_id();
+  }
+  // A trained model, far from chance (0.1): undisturbed runs end at 0.87 to
+  // 0.92 on real MNIST and near 1 on the synthetic data.
+  EXPECT_GT(accuracy, 0.8);
   std::printf("fetch %s: ps stopped %.1f s: workers held at steps %.0f and "
-              "%.0f; final accuracy %.4f against %.4f undisturbed\n",
-              fetch.c_str(), stop_s, held_step[0], held_step[1], accuracy,
-              undisturbed);
+              "%.0f; %llu pushes applied to each of %d blocks; final accuracy "
+              "%.4f\n",
+              fetch.c_str(), stop_s, held_step[0], held_step[1],
+              static_cast<unsigned long long>(pushes), sums.blocks_size(),
+              accuracy);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fetch, StoppedShardTest,
