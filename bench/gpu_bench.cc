@@ -135,8 +135,10 @@ double BackendSeconds(const ModelSpec& spec, worker::ComputeBackend* backend,
   std::uniform_real_distribution<float> pixel(0.0f, 1.0f);
   std::vector<float> x(static_cast<size_t>(batch) * spec.layers().front());
   for (float& v : x) v = pixel(gen);
-  std::vector<int> labels(batch);
-  for (int& y : labels) y = static_cast<int>(gen() % spec.layers().back());
+  std::vector<float> labels(batch);  // class indices, as floats
+  for (float& y : labels) {
+    y = static_cast<float>(gen() % spec.layers().back());
+  }
   auto step = [&] {
     Check(backend
               ->LossAndGradient(params.data(), x.data(), labels.data(), batch,

@@ -48,7 +48,7 @@ std::vector<int> ParseInts(const std::string& text) {
 
 struct Workload {
   std::vector<float> params, grad, x;
-  std::vector<int> labels;
+  std::vector<float> labels;  // class indices, as floats
 };
 
 Workload MakeWorkload(const ModelSpec& spec, int batch) {
@@ -60,7 +60,7 @@ Workload MakeWorkload(const ModelSpec& spec, int batch) {
   w.x.resize(static_cast<size_t>(batch) * spec.layers().front());
   for (float& v : w.x) v = pixel(gen);
   for (int i = 0; i < batch; ++i) {
-    w.labels.push_back(static_cast<int>(gen() % spec.layers().back()));
+    w.labels.push_back(static_cast<float>(gen() % spec.layers().back()));
   }
   return w;
 }

@@ -596,15 +596,26 @@ void ClusterState::HeartbeatReply(const Member& m,
 
 bool ClusterState::MaybeStop() {
   if (stop_) return false;
-  const double target = options_.config.training.target_accuracy;
+  const TrainingSection& training = options_.config.training;
+  const bool stop_at_target =
+      training.stop_at_target && training.target_value != 0;
+  const std::string metric = TargetMetric(options_.config);
+  const bool higher = HigherIsBetter(metric);
+  const double target = training.target_value;
   bool any_finished = false, all_done = true;
   for (const Member& w : workers_) {
-    const double acc = w.report.accuracy();
-    if (target > 0 && w.registered && !std::isnan(acc) && acc >= target) {
+    const auto it = w.report.metrics().find(metric);
+    // Reports from workers that predate metrics carry only accuracy.
+    const double value = it != w.report.metrics().end() ? it->second
+                         : metric == "accuracy"          ? w.report.accuracy()
+                                                         : NAN;
+    const bool reached =
+        !std::isnan(value) && (higher ? value >= target : value <= target);
+    if (stop_at_target && w.registered && reached) {
       stop_ = true;
       stop_reason_ = absl::StrFormat(
-          "worker %d reached test accuracy %.4f >= target %.4f at step %d",
-          w.index, acc, target, w.report.step());
+          "worker %d reached test %s %.4f %s target %.4f at step %d", w.index,
+          metric, value, higher ? ">=" : "<=", target, w.report.step());
       break;
     }
     any_finished = any_finished || w.report.finished();

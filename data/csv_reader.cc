@@ -110,9 +110,9 @@ absl::Status CsvParser::NextNonBlankLine(bool* found) {
   while (true) {
     RETURN_IF_ERROR(NextLine(found));
     if (!*found) return absl::OkStatus();
-    const bool blank =
-        std::all_of(line_.begin(), line_.end(),
-                    [](char c) { return c == ' ' || c == '\t' || c == '\r'; });
+    const bool blank = std::all_of(line_.begin(), line_.end(), [](char c) {
+      return c == ' ' || c == '\t' || c == '\r';
+    });
     if (!blank) return absl::OkStatus();
   }
 }
@@ -171,10 +171,10 @@ absl::Status CsvParser::ScanField(const char** p, absl::string_view* token,
   const char* after = close + 1;
   while (after != end && is_space(*after)) ++after;
   if (after != end && *after != delimiter) {
-    return Error(after, absl::StrCat("unexpected ", Quote(absl::string_view(
-                                                       after, 1)),
-                                     " after a closing quote; expected the "
-                                     "delimiter or the end of the line"));
+    return Error(after,
+                 absl::StrCat("unexpected ", Quote(absl::string_view(after, 1)),
+                              " after a closing quote; expected the "
+                              "delimiter or the end of the line"));
   }
   *token = inner;
   *p = after;
@@ -216,15 +216,15 @@ absl::Status CsvParser::ReadHeader() {
   if (columns_ < 2) {
     std::string hint = "check data.delimiter";
     for (char d : {',', '\t', ';'}) {
-      if (d != options_.delimiter &&
-          line_.find(d) != absl::string_view::npos) {
-        hint = absl::StrCat("the line holds ", d == '\t' ? "tabs" : Quote({&d, 1}),
-                            ": set data.delimiter to it");
+      if (d != options_.delimiter && line_.find(d) != absl::string_view::npos) {
+        hint =
+            absl::StrCat("the line holds ", d == '\t' ? "tabs" : Quote({&d, 1}),
+                         ": set data.delimiter to it");
       }
     }
-    return Error(line_.data(),
-                 absl::StrCat("found one column (the label) and no features; ",
-                              hint));
+    return Error(
+        line_.data(),
+        absl::StrCat("found one column (the label) and no features; ", hint));
   }
   if (options_.header) names_ = std::move(fields);
   return absl::OkStatus();
@@ -266,11 +266,11 @@ absl::Status CsvParser::FindLabelColumn() {
   }
   std::vector<std::string> quoted;
   for (const std::string& n : names_) quoted.push_back(Quote(n));
-  return ErrorAt(name_, width_line_, 1,
-                 absl::StrCat("data.label_column ", Quote(want),
-                              " is not in the header; the columns are ",
-                              absl::StrJoin(quoted, ", "),
-                              " (or give a 0-based index)"));
+  return ErrorAt(
+      name_, width_line_, 1,
+      absl::StrCat("data.label_column ", Quote(want),
+                   " is not in the header; the columns are ",
+                   absl::StrJoin(quoted, ", "), " (or give a 0-based index)"));
 }
 
 absl::Status CsvParser::ColumnCountError() {
@@ -280,11 +280,11 @@ absl::Status CsvParser::ColumnCountError() {
   const int got = static_cast<int>(fields.size());
   const char* at =
       got > columns_ ? starts[columns_] : line_.data() + line_.size();
-  std::string message = absl::StrCat(
-      "expected ", columns_, " columns as in ",
-      options_.header ? std::string("the header")
-                      : absl::StrCat("line ", width_line_),
-      ", got ", got);
+  std::string message =
+      absl::StrCat("expected ", columns_, " columns as in ",
+                   options_.header ? std::string("the header")
+                                   : absl::StrCat("line ", width_line_),
+                   ", got ", got);
   if (got == 1) {
     absl::StrAppend(&message, "; is data.delimiter right?");
   } else {
@@ -333,17 +333,17 @@ absl::Status CsvParser::ParseFeatureSlow(const char** p, int column,
     case NumberKind::kNotNumber:
       break;
   }
-  RETURN_IF_ERROR(internal::CheckTokenIsText(
-      text_, name_, start - text_.data(), token, kFormat));
+  RETURN_IF_ERROR(internal::CheckTokenIsText(text_, name_, start - text_.data(),
+                                             token, kFormat));
   std::string hint =
       "fix the value, drop the column, or if it holds the labels set "
       "data.label_column";
   if (!options_.header && line_number_ == width_line_) {
     hint = "if the first line names the columns, set data.header: true";
   }
-  return Error(start, absl::StrCat("field ", Quote(token), " in ",
-                                   ColumnName(column), " is not a number; ",
-                                   hint));
+  return Error(start,
+               absl::StrCat("field ", Quote(token), " in ", ColumnName(column),
+                            " is not a number; ", hint));
 }
 
 absl::Status CsvParser::ParseRow() {
@@ -361,10 +361,10 @@ absl::Status CsvParser::ParseRow() {
       RETURN_IF_ERROR(ScanField(&p, &token, &start));
       if (internal::IsMissingMarker(token) &&
           (options_.classes.empty() ||
-           std::find(options_.classes.begin(), options_.classes.end(),
-                     token) == options_.classes.end())) {
-        return Error(start, absl::StrCat("missing label ", Quote(token),
-                                         " in ", ColumnName(column),
+           std::find(options_.classes.begin(), options_.classes.end(), token) ==
+               options_.classes.end())) {
+        return Error(start, absl::StrCat("missing label ", Quote(token), " in ",
+                                         ColumnName(column),
                                          "; fill it in or drop the row"));
       }
       RETURN_IF_ERROR(internal::CheckTokenIsText(
@@ -436,10 +436,10 @@ absl::StatusOr<Table> CsvParser::Parse() {
     RETURN_IF_ERROR(NextLine(&found));
   }
   if (!found) {
-    return ErrorAt(name_, line_number_, 1,
-                   absl::StrCat("the file ends within the ",
-                                options_.skip_lines,
-                                " lines of data.skip_lines; no data rows"));
+    return ErrorAt(
+        name_, line_number_, 1,
+        absl::StrCat("the file ends within the ", options_.skip_lines,
+                     " lines of data.skip_lines; no data rows"));
   }
   RETURN_IF_ERROR(NextNonBlankLine(&found));
   if (!found) {
@@ -459,9 +459,9 @@ absl::StatusOr<Table> CsvParser::Parse() {
   if (found) {
     // Room for about as many rows as lines of this length fit in the rest.
     const size_t rows = (text_.size() - line_offset_) / (line_.size() + 1) + 1;
-    const size_t floats = std::min(rows * (rows > 1 ? 11 : 10) / 10 *
-                                       static_cast<size_t>(table_.dim),
-                                   text_.size() + table_.dim);
+    const size_t floats = std::min(
+        rows * (rows > 1 ? 11 : 10) / 10 * static_cast<size_t>(table_.dim),
+        text_.size() + table_.dim);
     table_.x.reserve(floats);
     table_.y.reserve(std::min(rows + rows / 10, text_.size()));
   }

@@ -160,11 +160,11 @@ TEST(ParseCsvTest, MissingPolicies) {
   ASSERT_THAT(t, IsOk());
   EXPECT_THAT(t->x, ElementsAre(1, 6, 3, 6, 2, 4, 2, 8));
   options.missing = Missing::kError;
-  EXPECT_THAT(ParseCsv(text, "d.csv", options),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       AllOf(StartsWith("d.csv:2:3: missing value"),
-                             HasSubstr("column 'b'"),
-                             HasSubstr("data.missing"))));
+  EXPECT_THAT(
+      ParseCsv(text, "d.csv", options),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               AllOf(StartsWith("d.csv:2:3: missing value"),
+                     HasSubstr("column 'b'"), HasSubstr("data.missing"))));
 }
 
 TEST(ParseCsvTest, MeanOfAnAllMissingColumnIsAnError) {
@@ -185,91 +185,165 @@ TEST(ParseCsvTest, Errors) {
     std::string prefix;
     std::vector<std::string> words;
   } cases[] = {
-      {"too few columns", "a,b,c,d,y\n1,2,3,4,0\n1,2,3,0\n", CsvOptions(),
-       "d.csv:3:8: ", {"expected 5 columns as in the header, got 4"}},
-      {"too many columns", "a,b\n1,0\n1,2,3\n", CsvOptions(), "d.csv:3:5: ",
+      {"too few columns",
+       "a,b,c,d,y\n1,2,3,4,0\n1,2,3,0\n",
+       CsvOptions(),
+       "d.csv:3:8: ",
+       {"expected 5 columns as in the header, got 4"}},
+      {"too many columns",
+       "a,b\n1,0\n1,2,3\n",
+       CsvOptions(),
+       "d.csv:3:5: ",
        {"expected 2 columns as in the header, got 3"}},
-      {"too many without header", "1,0\n1,2,0\n", NoHeader(), "d.csv:2:5: ",
+      {"too many without header",
+       "1,0\n1,2,0\n",
+       NoHeader(),
+       "d.csv:2:5: ",
        {"expected 2 columns as in line 1, got 3"}},
-      {"trailing delimiter", "a,b\n1,0,\n", CsvOptions(), "d.csv:2:5: ",
+      {"trailing delimiter",
+       "a,b\n1,0,\n",
+       CsvOptions(),
+       "d.csv:2:5: ",
        {"got 3", "trailing delimiter"}},
-      {"not a number", "a,b\nhello world,0\n", CsvOptions(), "d.csv:2:1: ",
+      {"not a number",
+       "a,b\nhello world,0\n",
+       CsvOptions(),
+       "d.csv:2:1: ",
        {"field 'hello world' in column 'a' is not a number"}},
-      {"long field is cut", "a,b\n" + std::string(60, 'z') + ",0\n",
-       CsvOptions(), "d.csv:2:1: ",
+      {"long field is cut",
+       "a,b\n" + std::string(60, 'z') + ",0\n",
+       CsvOptions(),
+       "d.csv:2:1: ",
        {"'" + std::string(40, 'z') + "...'"}},
-      {"header without data.header", "a,b\n1,0\n", NoHeader(), "d.csv:1:1: ",
+      {"header without data.header",
+       "a,b\n1,0\n",
+       NoHeader(),
+       "d.csv:1:1: ",
        {"'a'", "data.header: true"}},
-      {"inf value", "a,b\n1,0\ninf,1\n", CsvOptions(), "d.csv:3:1: ",
+      {"inf value",
+       "a,b\n1,0\ninf,1\n",
+       CsvOptions(),
+       "d.csv:3:1: ",
        {"'inf'", "infinite"}},
-      {"too large value", "a,b\n1e39,1\n", CsvOptions(), "d.csv:2:1: ",
+      {"too large value",
+       "a,b\n1e39,1\n",
+       CsvOptions(),
+       "d.csv:2:1: ",
        {"'1e39'", "too large"}},
       {"nan value", "a,b\n-nan,1\n", CsvOptions(), "d.csv:2:1: ", {"NaN"}},
-      {"nan label", "a,b\n1,0\n2,nan\n", CsvOptions(), "d.csv:3:3: ",
+      {"nan label",
+       "a,b\n1,0\n2,nan\n",
+       CsvOptions(),
+       "d.csv:3:3: ",
        {"missing label"}},
-      {"inf label", "a,b\n1,0\n2,-inf\n", CsvOptions(), "d.csv:3:3: ",
+      {"inf label",
+       "a,b\n1,0\n2,-inf\n",
+       CsvOptions(),
+       "d.csv:3:3: ",
        {"label '-inf' is infinite"}},
       {"empty file", "", CsvOptions(), "d.csv:1:1: ", {"empty"}},
       {"blank file", "\n \r\n", CsvOptions(), "d.csv:3:1: ", {"empty"}},
-      {"header only", "a,b\n\n", CsvOptions(), "d.csv:3:1: ",
-       {"no data rows"}},
-      {"skip past the end", "a,b\n", [] {
+      {"header only", "a,b\n\n", CsvOptions(), "d.csv:3:1: ", {"no data rows"}},
+      {"skip past the end",
+       "a,b\n",
+       [] {
          CsvOptions o;
          o.skip_lines = 3;
          return o;
-       }(), "d.csv:1:1: ", {"data.skip_lines"}},
-      {"label outside classes", "a,b\n1,cat\n2,emu\n", [] {
+       }(),
+       "d.csv:1:1: ",
+       {"data.skip_lines"}},
+      {"label outside classes",
+       "a,b\n1,cat\n2,emu\n",
+       [] {
          CsvOptions o;
          o.classes = {"cat", "dog"};
          return o;
-       }(), "d.csv:3:3: ",
+       }(),
+       "d.csv:3:3: ",
        {"label 'emu' is not one of the classes ['cat', 'dog']",
         "add it to data.classes"}},
-      {"label column not in header", "a,b,c\n1,2,3\n", [] {
+      {"label column not in header",
+       "a,b,c\n1,2,3\n",
+       [] {
          CsvOptions o;
          o.label_column = "species";
          return o;
-       }(), "d.csv:1:1: ",
+       }(),
+       "d.csv:1:1: ",
        {"'species' is not in the header", "'a', 'b', 'c'"}},
-      {"label index too large", "a,b,c\n1,2,3\n", [] {
+      {"label index too large",
+       "a,b,c\n1,2,3\n",
+       [] {
          CsvOptions o;
          o.label_column = "3";
          return o;
-       }(), "d.csv:1:1: ", {"beyond the last column", "0 to 2"}},
-      {"label name without header", "1,2,3\n", [] {
+       }(),
+       "d.csv:1:1: ",
+       {"beyond the last column", "0 to 2"}},
+      {"label name without header",
+       "1,2,3\n",
+       [] {
          CsvOptions o = NoHeader();
          o.label_column = "y";
          return o;
-       }(), "d.csv:1:1: ", {"no header"}},
-      {"one column", "a\n1\n", CsvOptions(), "d.csv:1:1: ",
+       }(),
+       "d.csv:1:1: ",
+       {"no header"}},
+      {"one column",
+       "a\n1\n",
+       CsvOptions(),
+       "d.csv:1:1: ",
        {"one column", "data.delimiter"}},
-      {"one column, wrong delimiter", "a;b;c\n1;2;3\n", CsvOptions(),
-       "d.csv:1:1: ", {"one column", "';'"}},
-      {"NUL byte", std::string("a,b\n1,\0\n", 8), CsvOptions(), "d.csv:2:3: ",
+      {"one column, wrong delimiter",
+       "a;b;c\n1;2;3\n",
+       CsvOptions(),
+       "d.csv:1:1: ",
+       {"one column", "';'"}},
+      {"NUL byte",
+       std::string("a,b\n1,\0\n", 8),
+       CsvOptions(),
+       "d.csv:2:3: ",
        {"looks binary"}},
-      {"invalid UTF-8", "a,b\n1,0\n\xff\xfe,1\n", CsvOptions(), "d.csv:3:1: ",
+      {"invalid UTF-8",
+       "a,b\n1,0\n\xff\xfe,1\n",
+       CsvOptions(),
+       "d.csv:3:1: ",
        {"looks binary"}},
-      {"gzip data", "\x1f\x8b\x08\x00", CsvOptions(), "d.csv:1:1: ",
-       {"gzip"}},
-      {"long line", "a,b\n1," + std::string(100, '1') + "\n", [] {
+      {"gzip data", "\x1f\x8b\x08\x00", CsvOptions(), "d.csv:1:1: ", {"gzip"}},
+      {"long line",
+       "a,b\n1," + std::string(100, '1') + "\n",
+       [] {
          CsvOptions o;
          o.max_line_bytes = 50;
          return o;
-       }(), "d.csv:2:51: ", {"longer than 50 bytes"}},
-      {"unterminated quote", "a,b\n1,\"cat\n", CsvOptions(), "d.csv:2:3: ",
+       }(),
+       "d.csv:2:51: ",
+       {"longer than 50 bytes"}},
+      {"unterminated quote",
+       "a,b\n1,\"cat\n",
+       CsvOptions(),
+       "d.csv:2:3: ",
        {"unterminated quote"}},
-      {"junk after quote", "a,b\n1,\"cat\"x\n", CsvOptions(), "d.csv:2:8: ",
+      {"junk after quote",
+       "a,b\n1,\"cat\"x\n",
+       CsvOptions(),
+       "d.csv:2:8: ",
        {"after a closing quote"}},
-      {"bad delimiter", "a b\n", [] {
+      {"bad delimiter",
+       "a b\n",
+       [] {
          CsvOptions o;
          o.delimiter = ' ';
          return o;
-       }(), "d.csv:1:1: ", {"data.delimiter"}},
+       }(),
+       "d.csv:1:1: ",
+       {"data.delimiter"}},
   };
   for (const auto& c : cases) {
     absl::StatusOr<Table> t = ParseCsv(c.text, "d.csv", c.options);
-    EXPECT_THAT(t, StatusIs(absl::StatusCode::kInvalidArgument,
-                            StartsWith(c.prefix)))
+    EXPECT_THAT(
+        t, StatusIs(absl::StatusCode::kInvalidArgument, StartsWith(c.prefix)))
         << c.what;
     for (const std::string& w : c.words) {
       EXPECT_THAT(t, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(w)))
@@ -320,9 +394,9 @@ TEST_F(ReadCsvTest, TruncatedGzipIsRefused) {
 }
 
 TEST_F(ReadCsvTest, MissingFileIsNotFound) {
-  EXPECT_THAT(ReadCsv("/nonexistent/x.csv", CsvOptions()),
-              StatusIs(absl::StatusCode::kNotFound,
-                       HasSubstr("/nonexistent/x.csv")));
+  EXPECT_THAT(
+      ReadCsv("/nonexistent/x.csv", CsvOptions()),
+      StatusIs(absl::StatusCode::kNotFound, HasSubstr("/nonexistent/x.csv")));
 }
 
 }  // namespace

@@ -45,7 +45,8 @@ absl::Status TooLarge(const std::string& path, int64_t max_bytes,
                       bool decompressed) {
   return absl::InvalidArgumentError(
       absl::StrCat("'", path, "' ", decompressed ? "decompresses to" : "holds",
-                   " more than ", max_bytes, " bytes, the most this reader "
+                   " more than ", max_bytes,
+                   " bytes, the most this reader "
                    "takes; split the file"));
 }
 
@@ -76,8 +77,8 @@ absl::StatusOr<std::string> ReadAll(const std::string& path,
   }
   std::string out;
   // Regular files are read in one go; pipes and devices grow the buffer.
-  size_t capacity = S_ISREG(st.st_mode) ? static_cast<size_t>(st.st_size) + 1
-                                        : kMinOutput;
+  size_t capacity =
+      S_ISREG(st.st_mode) ? static_cast<size_t>(st.st_size) + 1 : kMinOutput;
   out.resize(capacity);
   size_t size = 0;
   while (true) {
@@ -111,8 +112,7 @@ absl::Status GzipError(const std::string& name, absl::string_view what) {
 // Inflates gzip members one after another; zlib's own stream state is
 // reset between members.
 absl::StatusOr<std::string> Gunzip(absl::string_view bytes,
-                                   const std::string& name,
-                                   int64_t max_bytes) {
+                                   const std::string& name, int64_t max_bytes) {
   z_stream zs;
   std::memset(&zs, 0, sizeof(zs));
   if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK) {
@@ -122,7 +122,10 @@ absl::StatusOr<std::string> Gunzip(absl::string_view bytes,
     z_stream* zs;
     ~End() { inflateEnd(zs); }
   } end{&zs};
-  // The last member's trailer holds its size mod 2^32: a good first guess.
+  // The last member's trailer holds its size mod 2^32: a good first guess
+  // when it is believable (text compresses 2-10 times). A truncated or
+  // corrupt file ends in arbitrary bytes, so the guess is capped, and the
+  // output grows by doubling past it.
   size_t guess = kMinOutput;
   if (bytes.size() >= 18) {
     uint32_t isize = 0;
@@ -131,7 +134,8 @@ absl::StatusOr<std::string> Gunzip(absl::string_view bytes,
                    static_cast<unsigned char>(bytes[bytes.size() - 4 + i]))
                << (8 * i);
     }
-    guess = std::max<size_t>(guess, isize);
+    guess = std::max<size_t>(
+        guess, std::min<uint64_t>(isize, uint64_t{16} * bytes.size()));
   }
   guess = std::min<uint64_t>(guess, static_cast<uint64_t>(max_bytes) + 1);
   std::string out(guess, '\0');
@@ -142,8 +146,8 @@ absl::StatusOr<std::string> Gunzip(absl::string_view bytes,
     constexpr size_t kChunk = size_t{1} << 30;
     if (zs.avail_in == 0 && offset < bytes.size()) {
       const size_t n = std::min(kChunk, bytes.size() - offset);
-      zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data())) +
-                   offset;
+      zs.next_in =
+          reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data())) + offset;
       zs.avail_in = static_cast<uInt>(n);
       offset += n;
     }
@@ -171,7 +175,8 @@ absl::StatusOr<std::string> Gunzip(absl::string_view bytes,
         if (inflateReset(&zs) != Z_OK) return GzipError(name, "reset failed");
         continue;
       }
-      if (std::all_of(rest.begin(), rest.end(), [](char c) { return c == 0; })) {
+      if (std::all_of(rest.begin(), rest.end(),
+                      [](char c) { return c == 0; })) {
         break;  // padding, as tape archives leave
       }
       return GzipError(name, absl::StrCat(left, " bytes follow the gzip data"));

@@ -20,8 +20,9 @@ namespace downpour::data {
 // like from errno when it cannot be read; InvalidArgument naming the path for
 // corrupt or truncated gzip data, bytes after the gzip data, or more than
 // max_bytes of output (the file itself, or its decompressed data).
-absl::StatusOr<std::string> ReadFileMaybeGzip(
-    const std::string& path, int64_t max_bytes = int64_t{8} << 30);
+absl::StatusOr<std::string> ReadFileMaybeGzip(const std::string& path,
+                                              int64_t max_bytes = int64_t{8}
+                                                                  << 30);
 
 // The same for bytes already in memory: `bytes` itself when it does not start
 // with the gzip magic, else its decompressed data; `name` stands for the file

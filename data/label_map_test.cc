@@ -45,17 +45,35 @@ TEST(LabelMapTest, Table) {
       {"-1/+1", {}, {"+1", "-1", "+1"}, {1, 0, 1}, {"-1", "+1"}},
       {"0/1", {}, {"1", "0", "0"}, {1, 0, 0}, {"0", "1"}},
       {"1/2/3", {}, {"3", "1", "2", "1"}, {2, 0, 1, 0}, {"1", "2", "3"}},
-      {"numeric order, not text", {}, {"10", "9", "-2"}, {2, 1, 0},
+      {"numeric order, not text",
+       {},
+       {"10", "9", "-2"},
+       {2, 1, 0},
        {"-2", "9", "10"}},
-      {"equal values are one class", {}, {"1", "+1", "1.0", "0"}, {1, 1, 1, 0},
+      {"equal values are one class",
+       {},
+       {"1", "+1", "1.0", "0"},
+       {1, 1, 1, 0},
        {"0", "1"}},
-      {"strings: first appearance", {}, {"setosa", "virginica", "setosa",
-       "versicolor"}, {0, 1, 0, 2}, {"setosa", "virginica", "versicolor"}},
-      {"mixed: first appearance", {}, {"b", "1", "a"}, {0, 1, 2},
+      {"strings: first appearance",
+       {},
+       {"setosa", "virginica", "setosa", "versicolor"},
+       {0, 1, 0, 2},
+       {"setosa", "virginica", "versicolor"}},
+      {"mixed: first appearance",
+       {},
+       {"b", "1", "a"},
+       {0, 1, 2},
        {"b", "1", "a"}},
-      {"explicit", {"no", "yes"}, {"yes", "no", "yes"}, {1, 0, 1},
+      {"explicit",
+       {"no", "yes"},
+       {"yes", "no", "yes"},
+       {1, 0, 1},
        {"no", "yes"}},
-      {"explicit numeric match", {"-1", "1"}, {"+1", "-1", "1.0"}, {1, 0, 1},
+      {"explicit numeric match",
+       {"-1", "1"},
+       {"+1", "-1", "1.0"},
+       {1, 0, 1},
        {"-1", "1"}},
   };
   for (const auto& c : cases) {
@@ -78,7 +96,9 @@ TEST(LabelMapTest, Errors) {
     const char* token;
     std::vector<std::string> words;
   } cases[] = {
-      {LabelMode::kClass, {"a", "b"}, "c",
+      {LabelMode::kClass,
+       {"a", "b"},
+       "c",
        {"'c' is not one of the classes ['a', 'b']", "add it to data.classes"}},
       {LabelMode::kReal, {}, "cat", {"'cat' is not a number", "regression"}},
       {LabelMode::kReal, {}, "nan", {"NaN"}},
@@ -91,8 +111,8 @@ TEST(LabelMapTest, Errors) {
     float y;
     const absl::Status status = map.Add(c.token, &y);
     for (const std::string& w : c.words) {
-      EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument,
-                                   HasSubstr(w)))
+      EXPECT_THAT(status,
+                  StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(w)))
           << c.token;
     }
   }

@@ -157,8 +157,8 @@ absl::Status LibsvmParser::ParseIndex(const char** p, int64_t previous,
                                  " is too large (at most ", kMaxIndex, ")"));
   }
   if (static_cast<int64_t>(index) <= previous) {
-    return Error(s, absl::StrCat(
-                        "feature index ", index,
+    return Error(
+        s, absl::StrCat("feature index ", index,
                         static_cast<int64_t>(index) == previous
                             ? " is repeated"
                             : absl::StrCat(" comes after ", previous),
@@ -167,12 +167,12 @@ absl::Status LibsvmParser::ParseIndex(const char** p, int64_t previous,
   }
   const int64_t first = options_.zero_based ? 0 : 1;
   if (options_.dim > 0 && static_cast<int64_t>(index) >= options_.dim + first) {
-    return Error(s, absl::StrCat("feature index ", index,
-                                 " is beyond data.features: ", options_.dim,
-                                 " (indices ", first, " to ",
-                                 options_.dim + first - 1,
-                                 "); raise data.features, or set it to 0 to "
-                                 "take the largest index in the file"));
+    return Error(
+        s, absl::StrCat("feature index ", index,
+                        " is beyond data.features: ", options_.dim,
+                        " (indices ", first, " to ", options_.dim + first - 1,
+                        "); raise data.features, or set it to 0 to "
+                        "take the largest index in the file"));
   }
   *column = static_cast<int>(index - first);
   *p = next + 1;

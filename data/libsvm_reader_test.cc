@@ -21,8 +21,8 @@ using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
 TEST(ParseLibsvmTest, DenseRowsFromSparseLines) {
-  absl::StatusOr<Table> t = ParseLibsvm(
-      "+1 1:0.5 3:2\n-1 2:-1\r\n+1\n", "d.svm", LibsvmOptions());
+  absl::StatusOr<Table> t =
+      ParseLibsvm("+1 1:0.5 3:2\n-1 2:-1\r\n+1\n", "d.svm", LibsvmOptions());
   ASSERT_THAT(t, IsOk());
   EXPECT_EQ(t->dim, 3);
   EXPECT_EQ(t->rows(), 3);
@@ -47,8 +47,8 @@ TEST(ParseLibsvmTest, ZeroBasedAndExplicitDim) {
 
 TEST(ParseLibsvmTest, CommentsQidTabsAndBlankLines) {
   absl::StatusOr<Table> t = ParseLibsvm(
-      "# a comment line\n3 qid:7 1:1\t2:2  # trailing\n\n1 2:5\n  \n",
-      "d.svm", LibsvmOptions());
+      "# a comment line\n3 qid:7 1:1\t2:2  # trailing\n\n1 2:5\n  \n", "d.svm",
+      LibsvmOptions());
   ASSERT_THAT(t, IsOk());
   EXPECT_THAT(t->x, ElementsAre(1, 2, 0, 5));
   EXPECT_THAT(t->y, ElementsAre(1, 0));
@@ -87,54 +87,114 @@ TEST(ParseLibsvmTest, Errors) {
     std::string prefix;
     std::vector<std::string> words;
   } cases[] = {
-      {"index 0 when 1-based", "1 1:1\n1 0:1 2:1\n", LibsvmOptions(),
-       "d.svm:2:3: ", {"index 0", "set data.zero_based: true"}},
-      {"out of order", "1 3:1 2:1\n", LibsvmOptions(), "d.svm:1:7: ",
+      {"index 0 when 1-based",
+       "1 1:1\n1 0:1 2:1\n",
+       LibsvmOptions(),
+       "d.svm:2:3: ",
+       {"index 0", "set data.zero_based: true"}},
+      {"out of order",
+       "1 3:1 2:1\n",
+       LibsvmOptions(),
+       "d.svm:1:7: ",
        {"index 2 comes after 3", "increase"}},
-      {"repeated", "1 2:1 2:1\n", LibsvmOptions(), "d.svm:1:7: ",
+      {"repeated",
+       "1 2:1 2:1\n",
+       LibsvmOptions(),
+       "d.svm:1:7: ",
        {"index 2 is repeated"}},
-      {"beyond dim", "1 1:1\n1 4:1\n", dim3, "d.svm:2:3: ",
+      {"beyond dim",
+       "1 1:1\n1 4:1\n",
+       dim3,
+       "d.svm:2:3: ",
        {"index 4 is beyond data.features: 3", "1 to 3"}},
-      {"beyond dim zero-based", "1 3:1\n", zero_dim3, "d.svm:1:3: ",
+      {"beyond dim zero-based",
+       "1 3:1\n",
+       zero_dim3,
+       "d.svm:1:3: ",
        {"index 3 is beyond data.features: 3", "0 to 2"}},
-      {"not index:value", "1 1:1 abc\n", LibsvmOptions(), "d.svm:1:7: ",
+      {"not index:value",
+       "1 1:1 abc\n",
+       LibsvmOptions(),
+       "d.svm:1:7: ",
        {"'abc' is not index:value"}},
-      {"negative index", "1 -1:1\n", LibsvmOptions(), "d.svm:1:3: ",
+      {"negative index",
+       "1 -1:1\n",
+       LibsvmOptions(),
+       "d.svm:1:3: ",
        {"'-1:1' is not index:value"}},
-      {"huge index", "1 99999999999:1\n", LibsvmOptions(), "d.svm:1:3: ",
+      {"huge index",
+       "1 99999999999:1\n",
+       LibsvmOptions(),
+       "d.svm:1:3: ",
        {"too large"}},
-      {"value not a number", "1 1:x\n", LibsvmOptions(), "d.svm:1:5: ",
+      {"value not a number",
+       "1 1:x\n",
+       LibsvmOptions(),
+       "d.svm:1:5: ",
        {"value 'x' is not a number"}},
-      {"empty value", "1 1: 2:1\n", LibsvmOptions(), "d.svm:1:5: ",
+      {"empty value",
+       "1 1: 2:1\n",
+       LibsvmOptions(),
+       "d.svm:1:5: ",
        {"missing value"}},
       {"nan value", "1 1:nan\n", LibsvmOptions(), "d.svm:1:5: ", {"NaN"}},
-      {"inf value", "1 1:1\n1 1:-inf\n", LibsvmOptions(), "d.svm:2:5: ",
+      {"inf value",
+       "1 1:1\n1 1:-inf\n",
+       LibsvmOptions(),
+       "d.svm:2:5: ",
        {"infinite"}},
       {"nan label", "nan 1:1\n", LibsvmOptions(), "d.svm:1:1: ", {"NaN"}},
-      {"label outside classes", "1 1:1\n3 1:1\n", classes, "d.svm:2:1: ",
+      {"label outside classes",
+       "1 1:1\n3 1:1\n",
+       classes,
+       "d.svm:2:1: ",
        {"label '3' is not one of the classes ['1', '2']", "data.classes"}},
-      {"multi-label", "1,3 1:1\n", LibsvmOptions(), "d.svm:1:1: ",
+      {"multi-label",
+       "1,3 1:1\n",
+       LibsvmOptions(),
+       "d.svm:1:1: ",
        {"multi-label"}},
-      {"no label", "1:1 2:1\n", LibsvmOptions(), "d.svm:1:1: ",
+      {"no label",
+       "1:1 2:1\n",
+       LibsvmOptions(),
+       "d.svm:1:1: ",
        {"not a label"}},
       {"empty file", "", LibsvmOptions(), "d.svm:1:1: ", {"no data rows"}},
-      {"only comments", "# x\n\n", LibsvmOptions(), "d.svm:3:1: ",
+      {"only comments",
+       "# x\n\n",
+       LibsvmOptions(),
+       "d.svm:3:1: ",
        {"no data rows"}},
-      {"no features", "1\n2\n", LibsvmOptions(), "d.svm:2:1: ",
+      {"no features",
+       "1\n2\n",
+       LibsvmOptions(),
+       "d.svm:2:1: ",
        {"no line has a feature"}},
-      {"NUL byte", std::string("1 1:1\n1 1:\0\n", 12), LibsvmOptions(),
-       "d.svm:2:5: ", {"looks binary"}},
-      {"invalid UTF-8 label", "1 1:1\n\xc3\x28 1:1\n", LibsvmOptions(),
-       "d.svm:2:1: ", {"looks binary"}},
-      {"long line", "1 1:1\n1 1:1 2:1 3:1\n", short_lines, "d.svm:2:11: ",
+      {"NUL byte",
+       std::string("1 1:1\n1 1:\0\n", 12),
+       LibsvmOptions(),
+       "d.svm:2:5: ",
+       {"looks binary"}},
+      {"invalid UTF-8 label",
+       "1 1:1\n\xc3\x28 1:1\n",
+       LibsvmOptions(),
+       "d.svm:2:1: ",
+       {"looks binary"}},
+      {"long line",
+       "1 1:1\n1 1:1 2:1 3:1\n",
+       short_lines,
+       "d.svm:2:11: ",
        {"longer than 10 bytes"}},
-      {"too big when dense", "1 1:1\n1 1000:1\n", small, "d.svm:2:1: ",
+      {"too big when dense",
+       "1 1:1\n1 1000:1\n",
+       small,
+       "d.svm:2:1: ",
        {"max_dense_bytes", "dense"}},
   };
   for (const auto& c : cases) {
     absl::StatusOr<Table> t = ParseLibsvm(c.text, "d.svm", c.options);
-    EXPECT_THAT(t, StatusIs(absl::StatusCode::kInvalidArgument,
-                            StartsWith(c.prefix)))
+    EXPECT_THAT(
+        t, StatusIs(absl::StatusCode::kInvalidArgument, StartsWith(c.prefix)))
         << c.what;
     for (const std::string& w : c.words) {
       EXPECT_THAT(t, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(w)))

@@ -15,10 +15,10 @@ namespace downpour::data::internal {
 
 // How ParseFloat went.
 enum class NumberKind {
-  kOk,          // a finite float
-  kNotNumber,   // not (all of it) a number
-  kNaN,         // "nan" and the like
-  kInf,         // "inf", or a number too large for a float ("1e50")
+  kOk,         // a finite float
+  kNotNumber,  // not (all of it) a number
+  kNaN,        // "nan" and the like
+  kInf,        // "inf", or a number too large for a float ("1e50")
 };
 
 // Parses all of `token` as a float: an optional '+' or '-', then what
@@ -64,7 +64,8 @@ absl::Status CheckTokenIsText(absl::string_view text, absl::string_view name,
                               size_t offset, absl::string_view token,
                               absl::string_view format);
 
-// `text` without a leading UTF-8 byte order mark; *skipped is its size (0 or 3).
+// `text` without a leading UTF-8 byte order mark; *skipped is its size (0 or
+// 3).
 absl::string_view StripByteOrderMark(absl::string_view text, size_t* skipped);
 
 }  // namespace downpour::data::internal

@@ -73,23 +73,23 @@ TEST(LineAndColumnTest, CountsFromOne) {
 
 TEST(FindBinaryByteTest, NulAndInvalidUtf8) {
   EXPECT_EQ(FindBinaryByte("plain, text\n"), absl::string_view::npos);
-  EXPECT_EQ(FindBinaryByte("caf\xc3\xa9 \xe2\x82\xac"), absl::string_view::npos);
+  EXPECT_EQ(FindBinaryByte("caf\xc3\xa9 \xe2\x82\xac"),
+            absl::string_view::npos);
   EXPECT_EQ(FindBinaryByte(std::string("ab\0c", 4)), 2u);
   EXPECT_EQ(FindBinaryByte("ab\xff"), 2u);
-  EXPECT_EQ(FindBinaryByte("ab\xc3"), 2u);          // cut sequence
-  EXPECT_EQ(FindBinaryByte("\xc0\xaf"), 0u);        // overlong
-  EXPECT_EQ(FindBinaryByte("x\xed\xa0\x80"), 1u);   // surrogate
+  EXPECT_EQ(FindBinaryByte("ab\xc3"), 2u);         // cut sequence
+  EXPECT_EQ(FindBinaryByte("\xc0\xaf"), 0u);       // overlong
+  EXPECT_EQ(FindBinaryByte("x\xed\xa0\x80"), 1u);  // surrogate
 }
 
 TEST(CheckLooksLikeTextTest, NamesTheByte) {
-  EXPECT_THAT(CheckLooksLikeText("a,b\n1,\xff\n", "f.csv", "CSV"),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       AllOf(StartsWith("f.csv:2:3: "),
-                             HasSubstr("looks binary"))));
+  EXPECT_THAT(
+      CheckLooksLikeText("a,b\n1,\xff\n", "f.csv", "CSV"),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               AllOf(StartsWith("f.csv:2:3: "), HasSubstr("looks binary"))));
   EXPECT_THAT(CheckLooksLikeText("\x1f\x8b\x08", "f.csv", "CSV"),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       AllOf(StartsWith("f.csv:1:1: "),
-                             HasSubstr("gzip"))));
+                       AllOf(StartsWith("f.csv:1:1: "), HasSubstr("gzip"))));
   EXPECT_TRUE(CheckLooksLikeText("1,2\n", "f.csv", "CSV").ok());
 }
 

@@ -63,6 +63,7 @@ _HEADER_TARGETS = [
     (r"(gtest|gmock)/", "gtest"),
     (r"benchmark/", "benchmark"),
     (r"cblas\.h$", "openblas"),
+    (r"zlib\.h$", "zlib"),
 ]
 
 # Libraries whose missing deps --add-missing adds (and the report lists).

@@ -72,11 +72,12 @@ fi
 
 sanitize=(-fsanitize=address,undefined -fno-sanitize=vptr -fno-sanitize-recover=all)
 cflags=(-std=c++17 -O1 -g -fno-omit-frame-pointer -I"$root" -I"$gen"
-        $(pkg-config --cflags spdlog grpc++ protobuf yaml-cpp)
+        $(pkg-config --cflags spdlog grpc++ protobuf yaml-cpp zlib)
         -w "${sanitize[@]}" -fsanitize=fuzzer-no-link ${FUZZ_CFLAGS:-})
 libs=($(pkg-config --libs grpc++ protobuf yaml-cpp spdlog absl_synchronization \
           absl_time absl_status absl_statusor absl_str_format absl_strings \
-          absl_hash absl_random_random absl_flat_hash_map absl_flat_hash_set openblas))
+          absl_hash absl_random_random absl_flat_hash_map absl_flat_hash_set openblas \
+          zlib))
 mkdir -p "$out/obj"
 
 # Resolves a quoted include to a file; prints nothing for system headers.

@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
-"""Writes the seed corpora of ps_fuzzer and coordinator_fuzzer (tools/fuzz/corpus/).
+"""Writes the seed corpora of ps_fuzzer, coordinator_fuzzer and reader_fuzzer (tools/fuzz/corpus/).
 
 Each seed is a sequence of records (op:u8, length:u16le, body) as the fuzzers
 read them, whose bodies are protobuf messages of proto/ps.proto and
 proto/coordinator.proto, encoded here by hand (no protobuf module needed):
 the requests a worker, a ps, a standby and psctl really send, and the hostile
 ones of issue 12. The model is the fuzzers' own: layers [6, 4, 3], block_size 8.
+reader_fuzzer's seeds are an options byte (see reader_fuzzer.cc) and the text
+of a CSV or LIBSVM file, good and broken.
 Run it again after changing the record format; the corpora are checked in.
 """
+import gzip
 import math
 import os
 import struct
@@ -225,5 +228,34 @@ def write(name, seeds):
     print("%s: %d seeds" % (name, len(seeds)))
 
 
+# ---- readers: an options byte, then the file's text ----
+HEADER, TAB, SEMI, LABEL0, REAL, ZERO, MEAN, CLASSES, SKIP, ZERO_BASED = (
+    1, 2, 4, 6, 8, 16, 32, 48, 64, 128)
+reader_seeds = {
+    "csv_header": bytes([HEADER]) + b"a,b,label\n1,2,x\n3.5,-4,y\n",
+    "csv_no_header": bytes([0]) + b"1,2,0\n3,4,1",
+    "csv_iris_skip": bytes([SKIP]) + b"150,4,setosa,versicolor,virginica\n5.1,3.5,1.4,0.2,0\n7.0,3.2,4.7,1.4,1\n",
+    "csv_crlf_quotes": bytes([HEADER]) + b'\xef\xbb\xbf"a", b ,"class"\r\n 1 , +2 ,"Iris, setosa"\r\n\r\n3,4,"say ""hi"""\r\n',
+    "csv_tab": bytes([HEADER | TAB]) + b"a\tb\ty\n1\t2\t0\n",
+    "csv_semicolon": bytes([HEADER | SEMI]) + b"a;b;y\n1,5;2;0\n",
+    "csv_label_first": bytes([HEADER | LABEL0]) + b"y,a,b\n1,2,3\n0,5,6\n",
+    "csv_missing_zero": bytes([HEADER | ZERO]) + b"a,b,y\n1,,0\n3,NA,1\n,4,0\n?,8,1\n",
+    "csv_missing_mean": bytes([HEADER | MEAN]) + b"a,b,y\n1,,0\n3,nan,1\n,4,0\n",
+    "csv_regression": bytes([HEADER | REAL]) + b"f,price\n1,2.5\n2,-1e2\n3,1e-50\n",
+    "csv_classes": bytes([HEADER | CLASSES]) + b"f,y\n1,a\n2,1\n3,+1\n4,b\n",
+    "csv_bad_columns": bytes([HEADER]) + b"a,b,c,d,y\n1,2,3,4,0\n1,2,3,0\n",
+    "csv_inf": bytes([HEADER]) + b"a,b\n1e39,1\ninf,0\n",
+    "csv_unterminated": bytes([HEADER]) + b'a,b\n1,"cat\n',
+    "libsvm_binary": bytes([0]) + b"+1 1:0.5 3:2\n-1 2:-1\r\n+1\n",
+    "libsvm_multiclass": bytes([0]) + b"# comment\n3 qid:7 1:1\t2:2  # trailing\n\n1 2:5\n2 4:1e-3\n",
+    "libsvm_zero_based": bytes([ZERO_BASED]) + b"1 0:1 2:3\n2 1:2\n3 7:1\n",
+    "libsvm_errors": bytes([0]) + b"1 0:1\n1 3:1 2:1\n1 2:1 2:1\n1 1: 2:x\n1,2 1:1\n",
+    "libsvm_huge_index": bytes([0]) + b"1 99999999999:1\n1 2147483646:1\n",
+    "libsvm_regression": bytes([REAL]) + b"2.5 1:1\n-3 1:2\nnan 1:1\n",
+    "gzip_csv": bytes([HEADER]) + gzip.compress(b"a,b,y\n1,2,0\n3,4,1\n", mtime=0),
+    "binary": bytes([HEADER]) + b"a,b\n1,\x00\xff\xfe\n",
+}
+
 write("ps_fuzzer", ps_seeds)
 write("coordinator_fuzzer", coordinator_seeds)
+write("reader_fuzzer", reader_seeds)

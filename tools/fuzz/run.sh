@@ -8,7 +8,8 @@
 #              growing corpus per target (corpus/<target>, started from the
 #              checked-in seeds in tools/fuzz/corpus/<target>), crash inputs
 #              in crashes/<target>/ and each run's log in logs/<target>.log
-#   targets:   config_fuzzer, ps_fuzzer, coordinator_fuzzer (default: all)
+#   targets:   config_fuzzer, ps_fuzzer, coordinator_fuzzer, reader_fuzzer
+#              (default: all)
 # Extra libFuzzer flags: FUZZ_FLAGS (e.g. "-max_len=8192 -dict=...").
 # Prints, per target: runs, execs/s, coverage (cov: edges, ft: features),
 # corpus size and crashes. Exit 0 when no target crashed, 1 otherwise, 3

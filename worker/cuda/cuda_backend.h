@@ -75,7 +75,7 @@ class CudaBackend final : public ComputeBackend {
     // The caller's pointers of a pending Prefetch; hint_x is null when the
     // slot is free. hinted_at orders hints, so the oldest is evicted first.
     const float* hint_x = nullptr;
-    const int* hint_targets = nullptr;
+    const float* hint_targets = nullptr;
     int hint_batch = 0;
     uint64_t hinted_at = 0;
   };

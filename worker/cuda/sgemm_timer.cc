@@ -110,10 +110,7 @@ absl::StatusOr<SgemmTiming> TimeMlpSgemm(const ModelSpec& spec, int batch,
   ASSIGN_OR_RETURN(auto x,
                    Zeros(static_cast<size_t>(batch) * spec.layers()[0], "x"));
   ASSIGN_OR_RETURN(auto loss, Zeros(batch, "losses"));
-  ASSIGN_OR_RETURN(auto labels,
-                   gpu::DeviceArray<int>::Allocate(batch, "labels"));
-  RETURN_IF_ERROR(CudaStatus(cudaMemset(labels.data(), 0, batch * sizeof(int)),
-                             "cudaMemset"));  // every label 0
+  ASSIGN_OR_RETURN(auto labels, Zeros(batch, "targets"));  // every class 0
   ASSIGN_OR_RETURN(
       timing.device_step_seconds, Time(stream.get(), iterations, [&] {
         RETURN_IF_ERROR(mlp->Forward(params.data(), x.data(), batch));
