@@ -146,14 +146,20 @@ for name in "${names[@]}"; do
   fi
   if [[ $do_refs -eq 1 ]]; then
     echo "== $name: references"
-    "$py" "$here/reference.py" "$name" --train "$train" --test "$test" --seed "$seed" \
-      | tee -a "$results"
+    if ! "$py" "$here/reference.py" "$name" --train "$train" --test "$test" --seed "$seed" \
+        | tee -a "$results"; then
+      note_row "$name" references "reference.py failed (its error is above)"
+    fi
     if [[ "$name" == fashion_mnist ]]; then
       if "$py" -c 'import torch' 2>/dev/null; then
         echo "== $name: PyTorch, 1 thread, $torch_epochs epochs"
         "$py" "$here/torch_fashion.py" --data "$train" --epochs "$torch_epochs" \
-          --threads 1 | tee "$out/$name/torch.log" | grep -v '^{' || true
-        tail -n 1 "$out/$name/torch.log" >>"$results"
+          --threads 1 2>&1 | tee "$out/$name/torch.log" | grep -v '^{' || true
+        if tail -n 1 "$out/$name/torch.log" | grep -q '^{'; then
+          tail -n 1 "$out/$name/torch.log" >>"$results"
+        else
+          note_row "$name" torch_mlp "torch_fashion.py failed: see $out/$name/torch.log"
+        fi
       else
         note_row "$name" torch_mlp "python3-torch missing (bench/parity/install_refs.sh)"
       fi
