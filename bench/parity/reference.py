@@ -16,7 +16,9 @@ Learners (names as printed):
   classification: sklearn_logreg (LogisticRegression, lbfgs, C=1, multinomial for
       multiclass, max_iter 10000) and liblinear_s0 (`liblinear-train -s 0 -B 1`,
       L2-regularized logistic regression, C=1, one-vs-rest for multiclass, on the
-      standardized data written as LIBSVM; `liblinear-predict -b 1` probabilities);
+      standardized data written as LIBSVM; `liblinear-predict -b 1` probabilities;
+      for fashion_mnist that is ~830 MB of temporary text, as standardizing makes
+      every pixel non-zero, and minutes of liblinear-train);
       fashion_mnist also sklearn_mlp (MLPClassifier (256, 128), ReLU, adam 0.001,
       batch 64, --mlp_epochs epochs, the Downpour fashion_mnist config's network).
   regression: sklearn_linreg (LinearRegression, least squares) and sklearn_ridge
