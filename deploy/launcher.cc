@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -46,8 +47,9 @@ ABSL_FLAG(bool, resume, false,
           "continue the previous job: keep its ps checkpoints and coordinator "
           "state (default: delete them and start fresh)");
 ABSL_FLAG(double, progress_s, 2.0, "seconds between progress lines");
-ABSL_FLAG(double, accuracy_mark, 0.95,
-          "report the time at which a worker's test accuracy first reached this");
+ABSL_FLAG(double, accuracy_mark, std::numeric_limits<double>::quiet_NaN(),
+          "report when a worker's test accuracy first reaches this, in [0, 1] "
+          "(default: the config's training.target_metric and target_value)");
 ABSL_FLAG(bool, ssh, false,
           "start each daemon on the host of its address in the config, over SSH "
           "(fixed ports; the same YAML and binaries on every host); logs still "
@@ -110,8 +112,8 @@ int main(int argc, char** argv) {
                       absl::GetFlag(FLAGS_progress_s)),
          2);
   }
-  if (!(absl::GetFlag(FLAGS_accuracy_mark) >= 0 &&
-        absl::GetFlag(FLAGS_accuracy_mark) <= 1)) {
+  const double mark = absl::GetFlag(FLAGS_accuracy_mark);
+  if (!std::isnan(mark) && !(mark >= 0 && mark <= 1)) {
     Fail(absl::StrCat("--accuracy_mark must be in [0, 1], got ",
                       absl::GetFlag(FLAGS_accuracy_mark)),
          2);
