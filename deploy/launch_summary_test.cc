@@ -98,8 +98,8 @@ TEST(SummaryJsonTest, FiguresWithNullForUnknownAndEscapedText) {
   EXPECT_THAT(json, HasSubstr("\"accuracy\": 0.9,"));
   EXPECT_THAT(json, HasSubstr("\"steps\": 103,"));
   EXPECT_THAT(json, HasSubstr("\"seconds\": 12.5,"));
-  EXPECT_THAT(json, HasSubstr("\"seconds_to_accuracy_mark\": null,"));
-  EXPECT_THAT(json, HasSubstr("\"accuracy_mark\": 0.95,"));
+  EXPECT_THAT(json, HasSubstr("\"seconds_to_target\": null,"));
+  EXPECT_THAT(json, HasSubstr("\"target_value\": 0.95,"));
   EXPECT_THAT(json,
               HasSubstr("\"stop_reason\": \"every worker finished \\\"nicely\\\"\\n\","));
   EXPECT_THAT(json, HasSubstr("\"interrupted\": false,"));
@@ -107,7 +107,7 @@ TEST(SummaryJsonTest, FiguresWithNullForUnknownAndEscapedText) {
   EXPECT_THAT(json,
               HasSubstr("{\"index\": 0, \"steps\": 100, \"examples\": 6400, "
                         "\"examples_per_sec\": 1000, \"loss\": 0.125, "
-                        "\"accuracy\": 0.9, \"finished\": true, "
+                        "\"accuracy\": 0.9, \"metrics\": {}, \"finished\": true, "
                         "\"diverged\": \"\", \"staleness_p50\": 1, "
                         "\"staleness_p99\": 4, \"staleness_max\": 7, "
                         "\"staleness_mean\": 1.5}"));
@@ -117,12 +117,12 @@ TEST(SummaryJsonTest, FiguresWithNullForUnknownAndEscapedText) {
                               "4,\n  \"staleness_max\": 7,"));
   EXPECT_THAT(
       json,
-      HasSubstr("\"loss\": null, \"accuracy\": null, \"finished\": false,"));
+      HasSubstr("\"loss\": null, \"accuracy\": null, \"metrics\": {}, \"finished\": false,"));
   EXPECT_THAT(
       json,
       HasSubstr("{\n  \"ok\": true,\n  \"outcome\": \"succeeded\",\n  "
                 "\"failure\": \"\",\n  \"recovery\": \"\",\n  \"faults\": [],\n  "
-                "\"updates_lost\": 0,\n  \"shard_recoveries\": [],\n  \"accuracy\""));
+                "\"updates_lost\": 0,\n  \"shard_recoveries\": [],\n  \"task\""));
 }
 
 TEST(SummaryJsonTest, ListsShardTakeOversWithWhatTheyLost) {
@@ -188,8 +188,8 @@ TEST(FormatSummaryTest, NamesEveryFigureAndWhereThingsAre) {
   LaunchSummary s = Example();
   std::string text = FormatSummary(s);
   EXPECT_THAT(text, HasSubstr("Training done."));
-  EXPECT_THAT(text, HasSubstr("final test accuracy:  0.9000"));
-  EXPECT_THAT(text, HasSubstr("reached 0.95:         never"));
+  EXPECT_THAT(text, HasSubstr("final test metrics:   accuracy 0.9000"));
+  EXPECT_THAT(text, HasSubstr("reached accuracy 0.95:  never"));
   EXPECT_THAT(text, HasSubstr("steps (all workers):  103"));
   EXPECT_THAT(text, HasSubstr("staleness p50/p99/max: 1/4/7"));
   EXPECT_THAT(text, HasSubstr("checkpoints:          /run/ckpt"));
@@ -199,7 +199,7 @@ TEST(FormatSummaryTest, NamesEveryFigureAndWhereThingsAre) {
   s.history_path = "/run/history.json";
   text = FormatSummary(s);
   EXPECT_THAT(text, HasSubstr("Training interrupted."));
-  EXPECT_THAT(text, HasSubstr("reached 0.95 after:   4.2 s"));
+  EXPECT_THAT(text, HasSubstr("reached accuracy 0.95 after 4.2 s"));
   EXPECT_THAT(text, HasSubstr("metrics history:      /run/history.json"));
 }
 
@@ -261,7 +261,7 @@ TEST(JudgeTrainingTest, SimulatedComputeIsJudgedOnlyOnDivergence) {
   LaunchSummary s = WithAccuracy(0.0);
   s.accuracy_note = "not meaningful (simulated)";
   EXPECT_THAT(FormatSummary(s),
-              HasSubstr("final test accuracy:  not meaningful (simulated)\n"));
+              HasSubstr("final test metrics:   not meaningful (simulated)\n"));
   EXPECT_THAT(SummaryJson(s),
               HasSubstr("\"accuracy_note\": \"not meaningful (simulated)\""));
   WorkerResult diverged{0, 7, 448, 10, NAN, NAN, false};
@@ -296,7 +296,7 @@ TEST(FormatSummaryTest, AFailureIsTheHeadlineAndTheJsonSaysNotOk) {
               HasSubstr("\nTraining FAILED: final test accuracy 0.1170 is at "
                         "chance level\n"));
   EXPECT_THAT(text, Not(HasSubstr("Training done.")));
-  EXPECT_THAT(text, HasSubstr("final test accuracy:  0.9000"));  // figures stay
+  EXPECT_THAT(text, HasSubstr("final test metrics:   accuracy 0.9000"));  // figures stay
   const std::string json = SummaryJson(s);
   EXPECT_THAT(json,
               HasSubstr("\"ok\": false,\n  \"outcome\": \"failed: final test "

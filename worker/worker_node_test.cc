@@ -50,7 +50,8 @@ TEST(WorkerNodeTest, BadInputIsASetupError) {
   auto node = WorkerNode::Start(std::move(options));
   EXPECT_THAT(
       node, StatusIs(absl::StatusCode::kInvalidArgument,
-                     Eq("the data has 784 features but model.layers[0] is 5")));
+                     Eq("the data has 784 features but model.layers[0] is 5: set "
+                        "model.layers to [784, ...]")));
   EXPECT_TRUE(IsSetupError(node.status()));
 }
 
