@@ -120,7 +120,11 @@ void AddWorkerResults(std::vector<WorkerResult> workers, LaunchSummary* summary)
       sum += it->second;
       ++n;
     }
-    summary->final_metrics.emplace_back(name, n > 0 ? sum / n : NAN);
+    // Workers that report only accuracy (MemberReport.accuracy) still count.
+    const double mean = n > 0               ? sum / n
+                        : name == "accuracy" ? summary->final_accuracy
+                                             : NAN;
+    summary->final_metrics.emplace_back(name, mean);
   }
 }
 
