@@ -616,6 +616,25 @@ TEST(ConfigTest, BadOverridesAreNamed) {
   }
 }
 
+TEST(ConfigTest, TargetAccuracyIsShorthandForTheTarget) {
+  absl::StatusOr<Config> config =
+      ParseConfig("training:\n  target_accuracy: 0.9\n", "cfg.yaml");
+  ASSERT_THAT(config, IsOk());
+  EXPECT_EQ(config->training.target_metric, "accuracy");
+  EXPECT_DOUBLE_EQ(config->training.target_value, 0.9);
+  EXPECT_TRUE(config->training.stop_at_target);
+  config = ParseConfig(
+      "model:\n  task: regression\n  type: linear\n  layers: [3, 1]\n"
+      "data:\n  source: csv\n  path: d.csv\n",
+      "cfg.yaml");
+  ASSERT_THAT(config, IsOk());
+  EXPECT_EQ(TargetMetric(*config), "rmse");
+  EXPECT_FALSE(HigherIsBetter("rmse"));
+  // csv and libsvm count their rows when they read them.
+  EXPECT_EQ(config->data.train_examples, 0);
+  EXPECT_EQ(config->data.test_examples, -1);
+}
+
 TEST(ConfigTest, QuickstartConfigLoads) {
   absl::StatusOr<Config> config = LoadConfig("deploy/configs/mnist_local.yaml");
   ASSERT_THAT(config, IsOk());
@@ -631,7 +650,9 @@ TEST(ConfigTest, QuickstartConfigLoads) {
   EXPECT_EQ(config->training.batch_size, 64);
   EXPECT_EQ(config->training.consistency, "async");
   EXPECT_EQ(config->training.epochs, 30);
-  EXPECT_DOUBLE_EQ(config->training.target_accuracy, 0.97);
+  EXPECT_EQ(config->training.target_metric, "accuracy");
+  EXPECT_DOUBLE_EQ(config->training.target_value, 0.95);
+  EXPECT_FALSE(config->training.stop_at_target);
   EXPECT_EQ(config->training.eval_every_steps, 100);
   EXPECT_EQ(config->training.seed, 42u);
   EXPECT_EQ(config->data.source, "mnist");

@@ -597,11 +597,17 @@ void ClusterState::HeartbeatReply(const Member& m,
 bool ClusterState::MaybeStop() {
   if (stop_) return false;
   const TrainingSection& training = options_.config.training;
-  const bool stop_at_target =
-      training.stop_at_target && training.target_value != 0;
-  const std::string metric = TargetMetric(options_.config);
+  bool stop_at_target = training.stop_at_target && training.target_value != 0;
+  std::string metric = TargetMetric(options_.config);
+  double target = training.target_value;
+  if (target == 0 && training.target_accuracy > 0) {
+    // A config built in code, not through LoadConfig (which turns
+    // target_accuracy into the target).
+    stop_at_target = true;
+    metric = "accuracy";
+    target = training.target_accuracy;
+  }
   const bool higher = HigherIsBetter(metric);
-  const double target = training.target_value;
   bool any_finished = false, all_done = true;
   for (const Member& w : workers_) {
     const auto it = w.report.metrics().find(metric);

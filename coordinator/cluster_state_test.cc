@@ -342,6 +342,33 @@ TEST_F(ClusterStateTest, JobStopsWhenAWorkerReachesTheTarget) {
   EXPECT_THAT(beat->stop_reason(), HasSubstr("0.93"));
 }
 
+// A regression job aims at a test rmse at most its target, from the
+// metrics a worker reports.
+TEST_F(ClusterStateTest, JobStopsWhenAWorkerReachesALowerIsBetterTarget) {
+  config_.model.task = "regression";
+  config_.model.layers = {784, 1};
+  config_.training.target_accuracy = 0;
+  config_.training.target_value = 50;
+  Restart();
+  proto::RegisterWorkerRequest worker;
+  worker.set_index(0);
+  ASSERT_THAT(RegisterWorkerCall(worker), IsOk());
+  proto::HeartbeatRequest request;
+  request.set_role("worker");
+  request.set_index(0);
+  request.mutable_report()->set_accuracy(NAN);
+  (*request.mutable_report()->mutable_metrics())["rmse"] = 61.5;
+  auto beat = Heartbeat(request);
+  ASSERT_THAT(beat, IsOk());
+  EXPECT_FALSE(beat->stop());
+  (*request.mutable_report()->mutable_metrics())["rmse"] = 49.25;
+  beat = Heartbeat(request);
+  ASSERT_THAT(beat, IsOk());
+  EXPECT_TRUE(beat->stop());
+  EXPECT_THAT(beat->stop_reason(),
+              HasSubstr("reached test rmse 49.2500 <= target 50.0000"));
+}
+
 }  // namespace
 }  // namespace downpour::coordinator
 

@@ -213,7 +213,7 @@ absl::Status CsvParser::ReadHeader() {
   }
   columns_ = static_cast<int>(fields.size());
   width_line_ = line_number_;
-  if (columns_ < 2) {
+  if (columns_ < (options_.has_label ? 2 : 1)) {
     std::string hint = "check data.delimiter";
     for (char d : {',', '\t', ';'}) {
       if (d != options_.delimiter && line_.find(d) != absl::string_view::npos) {
@@ -232,6 +232,10 @@ absl::Status CsvParser::ReadHeader() {
 
 absl::Status CsvParser::FindLabelColumn() {
   const std::string& want = options_.label_column;
+  if (!options_.has_label) {
+    label_column_ = -1;  // no column is the label
+    return absl::OkStatus();
+  }
   if (want.empty()) {
     label_column_ = columns_ - 1;
     return absl::OkStatus();
@@ -448,7 +452,7 @@ absl::StatusOr<Table> CsvParser::Parse() {
   }
   RETURN_IF_ERROR(ReadHeader());
   RETURN_IF_ERROR(FindLabelColumn());
-  table_.dim = columns_ - 1;
+  table_.dim = options_.has_label ? columns_ - 1 : columns_;
   for (int c = 0; c < columns_; ++c) {
     if (c == label_column_) continue;
     table_.feature_names.push_back(
@@ -474,7 +478,11 @@ absl::StatusOr<Table> CsvParser::Parse() {
                    "no data rows after the header; is the file complete?");
   }
   if (missing_ > 0) RETURN_IF_ERROR(FillMeans());
-  labels_.Finish(&table_.y, &table_.class_names);
+  if (options_.has_label) {
+    labels_.Finish(&table_.y, &table_.class_names);
+  } else {
+    std::fill(table_.y.begin(), table_.y.end(), std::nanf(""));
+  }
   return std::move(table_);
 }
 

@@ -37,6 +37,9 @@ struct CsvOptions {
   // Lines skipped before the header/data (scikit-learn's bundled CSVs start
   // with "n_rows,n_features,names..."). Default 0.
   int skip_lines = 0;
+  // The file has a label column. false: every column is a feature and each
+  // row's y is NaN (a file to predict on). Default true.
+  bool has_label = true;
   // What the label column holds. Default kClass.
   LabelMode labels = LabelMode::kClass;
   // kClass: the class order, classes[i] -> i; empty (default): as LabelMode

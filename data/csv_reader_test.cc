@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,19 @@ TEST(ParseCsvTest, HeaderNamesFeaturesAndLastColumnIsLabel) {
   EXPECT_THAT(t->y, ElementsAre(0, 1));
   EXPECT_THAT(t->feature_names, ElementsAre("a", "b"));
   EXPECT_THAT(t->class_names, ElementsAre("x", "y"));
+}
+
+TEST(ParseCsvTest, WithoutALabelColumnEveryColumnIsAFeature) {
+  CsvOptions options;
+  options.has_label = false;
+  absl::StatusOr<Table> t = ParseCsv("a,b\n1,2\n3,4\n", "p.csv", options);
+  ASSERT_THAT(t, IsOk());
+  EXPECT_EQ(t->dim, 2);
+  EXPECT_THAT(t->feature_names, ElementsAre("a", "b"));
+  EXPECT_THAT(t->x, ElementsAre(1, 2, 3, 4));
+  ASSERT_EQ(t->rows(), 2);
+  EXPECT_TRUE(std::isnan(t->y[0]) && std::isnan(t->y[1]));
+  EXPECT_TRUE(t->class_names.empty());
 }
 
 TEST(ParseCsvTest, WithoutHeaderNamesAreX0ToXn) {

@@ -53,6 +53,21 @@ absl::StatusOr<proto::ChecksumResponse> MemberProbe::BlockVersions(
       "block versions of ps at " + address);
 }
 
+absl::StatusOr<proto::PullResponse> MemberProbe::Pull(
+    const std::string& address, uint64_t epoch,
+    const std::vector<uint32_t>& block_ids) {
+  auto stub = proto::ParameterServer::NewStub(Channel(address));
+  proto::PullRequest request;
+  request.set_placement_epoch(epoch);
+  request.set_worker_id(-1);
+  request.set_encoding(proto::FLOAT32);
+  for (uint32_t id : block_ids) request.add_block_ids(id);
+  return Call<proto::ParameterServer::Stub, proto::PullRequest,
+              proto::PullResponse>(*stub, &proto::ParameterServer::Stub::Pull,
+                                   request, timeout_s_,
+                                   "parameters of ps at " + address);
+}
+
 absl::StatusOr<std::string> MemberProbe::Health(const std::string& address,
                                                   const std::string& service) {
   using grpc::health::v1::HealthCheckResponse;

@@ -21,6 +21,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/exit_codes.h"
 #include "common/file_util.h"
@@ -33,6 +34,8 @@
 #include "tools/json_output.h"
 #include "tools/member_probe.h"
 #include "tools/status_table.h"
+#include "model/export.h"
+#include "tools/model_export.h"
 #include "tools/training_plot.h"
 
 ABSL_FLAG(std::string, coordinator, "",
@@ -60,6 +63,12 @@ ABSL_FLAG(
 ABSL_FLAG(std::string, history, "",
           "plot: draw from this saved history JSON (e.g. run/history.json) "
           "instead of asking the coordinator");
+ABSL_FLAG(std::string, checkpoint_dir, "",
+          "export: read the parameters from this checkpoint folder (e.g. "
+          "run/checkpoints) instead of the live cluster");
+ABSL_FLAG(std::vector<std::string>, set, {},
+          "export: config overrides as the daemons took them, "
+          "section.key=value[,...]");
 ABSL_FLAG(std::string, address, "",
           "health: probe only this host:port (exit 0 when SERVING, like "
           "grpc_health_probe)");
@@ -95,7 +104,13 @@ constexpr char kUsage[] =
     "            steps for every worker, throughput, ps updates, staleness\n"
     "            p99) to an SVG file (--out);\n"
     "            from the live coordinator or a saved --history FILE\n"
-    "  history   the coordinator's metrics history as JSON (--out FILE)\n\n"
+    "  history   the coordinator's metrics history as JSON (--out FILE)\n"
+    "  export    the trained model as a NumPy .npz (--out, default "
+    "model.npz):\n"
+    "            from the live cluster, or from --checkpoint_dir DIR; needs\n"
+    "            --config (and the job's --set overrides), and reads the\n"
+    "            training data for its classes and standardization\n"
+    "            (docs/DATA.md)\n\n"
     "Give the coordinator with --coordinator HOST:PORT or --config FILE.";
 
 // What a command talks to: the coordinator (null for the commands that need
@@ -395,6 +410,49 @@ absl::Status CheckFlagValues() {
   return absl::OkStatus();
 }
 
+// psctl export: parameters from the cluster or a checkpoint folder, the
+// data's meta, one .npz.
+int Export(double timeout_s) {
+  const std::string config_path = absl::GetFlag(FLAGS_config);
+  if (config_path.empty()) {
+    return Fail("export needs --config FILE (the job's config: it names the "
+                "model and the training data)",
+                2);
+  }
+  absl::StatusOr<Config> config = LoadConfig(
+      config_path, MergeOverrideFragments(absl::GetFlag(FLAGS_set)));
+  if (!config.ok()) return Fail(std::string(config.status().message()), 2);
+  std::string out = absl::GetFlag(FLAGS_out);
+  if (out.empty()) out = "model.npz";
+  const std::string dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  uint64_t updates = 0;
+  std::string origin;
+  absl::StatusOr<std::vector<float>> params;
+  if (!dir.empty()) {
+    params = ParamsFromCheckpoints(*config, dir, &updates);
+    origin = absl::StrCat("checkpoints ", dir);
+  } else {
+    Cluster client(CoordinatorAddress(), timeout_s);
+    auto placement = client.coordinator->GetPlacement();
+    if (!placement.ok()) return Unreachable(placement.status());
+    params = ParamsFromCluster(*config, *placement, client.probe, &updates);
+    origin = absl::StrCat("cluster ", config->cluster.coordinator,
+                          " (placement epoch ", placement->epoch(), ")");
+  }
+  if (!params.ok()) return Fail(std::string(params.status().message()), 1);
+  absl::StatusOr<model::ExportedModel> model =
+      BuildExport(*config, *std::move(params), origin, updates);
+  if (!model.ok()) return Fail(std::string(model.status().message()), 1);
+  absl::Status written = model::WriteModel(out, *model);
+  if (!written.ok()) return Fail(std::string(written.message()), 1);
+  std::printf("wrote %s: %s %s, layers [%s], %lu updates, from %s\n",
+              out.c_str(), model->meta.task().c_str(),
+              model->meta.type().c_str(),
+              absl::StrJoin(model->meta.layers(), ", ").c_str(),
+              static_cast<unsigned long>(updates), origin.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -419,6 +477,7 @@ int main(int argc, char** argv) {
     Cluster offline("", timeout_s);  // no coordinator needed
     return Plot(&offline);
   }
+  if (command == "export") return Export(timeout_s);
   if (command == "health" && !absl::GetFlag(FLAGS_address).empty()) {
     Cluster direct("", timeout_s);
     return Health(direct);

@@ -1,0 +1,187 @@
+// predict: applies an exported model (psctl export) to a CSV or LIBSVM file,
+// with the reading options and input standardization the model was trained
+// with, writes one row of probabilities or values per example, and prints
+// the task's metrics when the file has labels.
+//
+//   bazel-bin/tools/predict --model model.npz --data test.csv --out pred.csv
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/exit_codes.h"
+#include "common/model_spec.h"
+#include "common/parse_flags.h"
+#include "data/csv_reader.h"
+#include "data/libsvm_reader.h"
+#include "model/export.h"
+#include "model/metrics.h"
+#include "worker/cpu/cpu_backend.h"
+#include "worker/mlp_math.h"
+
+ABSL_FLAG(std::string, model, "model.npz", "the exported model (psctl export)");
+ABSL_FLAG(std::string, data, "",
+          "the CSV or LIBSVM file to predict on, in the format the model was "
+          "trained on (gzip read transparently)");
+ABSL_FLAG(std::string, out, "",
+          "where to write the predictions as CSV (default: stdout)");
+ABSL_FLAG(std::string, labels, "auto",
+          "whether --data has the label column: yes, no, or auto (a CSV "
+          "with one column fewer than the model's features plus a label "
+          "has none); metrics are printed only with labels");
+
+namespace {
+
+using namespace downpour;
+
+int Fail(const std::string& message, int code) {
+  std::fprintf(stderr, "predict: %s\n", message.c_str());
+  return code;
+}
+
+data::LabelMode LabelModeOf(Task task) {
+  return task == Task::kRegression ? data::LabelMode::kReal
+                                   : data::LabelMode::kClass;
+}
+
+// The file as the model's data section reads it; *labelled says whether it
+// held labels.
+absl::StatusOr<data::Table> ReadData(const proto::ModelMeta& meta,
+                                     const std::string& path, int inputs,
+                                     Task task, bool* labelled) {
+  const std::string mode = absl::GetFlag(FLAGS_labels);
+  const std::vector<std::string> classes(meta.class_names().begin(),
+                                         meta.class_names().end());
+  const proto::DataFormat& f = meta.data();
+  if (f.source() == "libsvm") {
+    data::LibsvmOptions options;
+    options.zero_based = f.zero_based();
+    options.dim = inputs;
+    options.labels = LabelModeOf(task);
+    options.classes = classes;
+    *labelled = mode != "no";
+    return data::ReadLibsvm(path, options);
+  }
+  if (f.source() != "csv") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the model was trained on data.source ", f.source(),
+        "; predict reads csv and libsvm files"));
+  }
+  data::CsvOptions options;
+  options.header = f.header();
+  options.label_column = f.label_column();
+  options.delimiter = f.delimiter() == "\\t" ? '\t' : f.delimiter()[0];
+  options.skip_lines = f.skip_lines();
+  options.missing = f.missing() == "zero"   ? data::Missing::kZero
+                    : f.missing() == "mean" ? data::Missing::kMean
+                                            : data::Missing::kError;
+  options.labels = LabelModeOf(task);
+  options.classes = classes;
+  options.has_label = mode != "no";
+  absl::StatusOr<data::Table> table = data::ReadCsv(path, options);
+  if (mode == "auto" && table.ok() && table->dim == inputs - 1) {
+    options.has_label = false;  // the "label" was the last feature
+    table = data::ReadCsv(path, options);
+  }
+  *labelled = options.has_label;
+  return table;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "predict --model model.npz --data FILE [--out predictions.csv]\n\n"
+      "Applies a model exported by `psctl export` to a CSV or LIBSVM file "
+      "read as the model's training data was (delimiter, header, label "
+      "column, standardization), writes one row per example (class "
+      "probabilities, the probability of the positive class, or the value) "
+      "and prints the task's metrics when the file has labels.");
+  ParseFlags(argc, argv);
+  const std::string labels = absl::GetFlag(FLAGS_labels);
+  if (labels != "auto" && labels != "yes" && labels != "no") {
+    return Fail(absl::StrCat("--labels must be auto, yes or no, got '", labels,
+                             "'"),
+                kExitConfig);
+  }
+  if (absl::GetFlag(FLAGS_data).empty()) {
+    return Fail("give --data FILE (a CSV or LIBSVM file)", kExitConfig);
+  }
+  absl::StatusOr<model::ExportedModel> exported =
+      model::ReadModel(absl::GetFlag(FLAGS_model));
+  if (!exported.ok()) {
+    return Fail(std::string(exported.status().message()), kExitConfig);
+  }
+  const proto::ModelMeta& meta = exported->meta;
+  absl::StatusOr<ModelSpec> spec = ModelSpec::Create(model::ModelOf(meta));
+  if (!spec.ok()) return Fail(std::string(spec.status().message()), kExitConfig);
+  bool labelled = false;
+  absl::StatusOr<data::Table> table = ReadData(
+      meta, absl::GetFlag(FLAGS_data), spec->inputs(), spec->task(), &labelled);
+  if (!table.ok()) return Fail(std::string(table.status().message()), kExitConfig);
+  if (table->dim != spec->inputs()) {
+    return Fail(absl::StrCat(absl::GetFlag(FLAGS_data), " has ", table->dim,
+                             " features, the model ", spec->inputs()),
+                kExitConfig);
+  }
+  const int64_t n = table->rows();
+  const int inputs = spec->inputs();
+  for (int64_t i = 0; i < n; ++i) {
+    float* row = table->x.data() + i * inputs;
+    for (int d = 0; d < inputs; ++d) {
+      row[d] = (row[d] - meta.input_mean(d)) / meta.input_std(d);
+    }
+  }
+  const int k = spec->outputs();
+  std::vector<float> out(static_cast<size_t>(n) * k);
+  worker::CpuBackend backend(*spec, 1024);
+  absl::Status predicted = backend.Predict(exported->params.data(),
+                                           table->x.data(), n, out.data());
+  if (!predicted.ok()) return Fail(std::string(predicted.message()), 1);
+  if (labelled) {
+    absl::Status ok = worker::CheckTargets(spec->task(), table->y.data(), n, k);
+    if (!ok.ok()) return Fail(std::string(ok.message()), kExitConfig);
+    const model::Metrics m = model::ComputeMetrics(
+        spec->task(), out.data(), table->y.data(), n, k);
+    std::fprintf(stderr, "predict: %ld examples, test %s\n",
+                 static_cast<long>(n),
+                 model::FormatMetrics(m.Named(spec->task())).c_str());
+  }
+  model::OutputsToPredictions(spec->task(), n, k, out.data());
+  std::string text;
+  if (spec->task() == Task::kRegression) {
+    text = "prediction\n";
+  } else if (spec->task() == Task::kBinary) {
+    text = absl::StrCat("p_", meta.class_names_size() == 2 ? meta.class_names(1)
+                                                            : "1", "\n");
+  } else {
+    for (int c = 0; c < k; ++c) {
+      absl::StrAppend(&text, c > 0 ? "," : "", "p_",
+                      c < meta.class_names_size() ? meta.class_names(c)
+                                                  : absl::StrCat(c));
+    }
+    text += "\n";
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    for (int c = 0; c < k; ++c) {
+      absl::StrAppendFormat(&text, "%s%.9g", c > 0 ? "," : "", out[i * k + c]);
+    }
+    text += "\n";
+  }
+  const std::string path = absl::GetFlag(FLAGS_out);
+  if (path.empty()) {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return 0;
+  }
+  std::ofstream file(path, std::ios::binary);
+  file << text;
+  if (!file.flush()) return Fail(absl::StrCat("cannot write ", path), 1);
+  std::fprintf(stderr, "predict: wrote %s (%ld rows)\n", path.c_str(),
+               static_cast<long>(n));
+  return 0;
+}
