@@ -711,9 +711,10 @@ absl::Status CheckData(const DataSection& data, const ClusterSection& cluster) {
         "data.path must name a ", IsTableSource(data.source) ? "file" : "folder",
         " for data.source ", data.source));
   }
-  if (!data.test_path.empty() && !IsTableSource(data.source)) {
+  if (!data.test_path.empty() && !IsTableSource(data.source) &&
+      data.source != "idx") {
     return absl::InvalidArgumentError(absl::StrCat(
-        "data.test_path is read for data.source csv and libsvm, not ",
+        "data.test_path is read for data.source csv, libsvm and idx, not ",
         data.source, ": remove it"));
   }
   if (IsTableSource(data.source)) return absl::OkStatus();  // counted on load

@@ -205,7 +205,9 @@ struct DataSection {
   // files; csv, libsvm: the file (gzip is read transparently).
   std::string path = "data/mnist";
   // csv, libsvm: a separate test file in the same format. "" = hold out
-  // test_fraction of `path`'s rows (a seeded shuffle). Default "".
+  // test_fraction of `path`'s rows (a seeded shuffle). idx: the folder of
+  // the t10k-* test files (the standard split: train-* of path for
+  // training, t10k-* here for test). Default "".
   std::string test_path;
   // How many examples are used for training and for test; the split is a
   // seeded shuffle of all examples. 0 for test_examples = none. Defaults

@@ -427,8 +427,8 @@ TEST(ConfigTest, ImpossibleValuesNameTheRange) {
        "csv\n  path: a.csv\ntraining:\n  target_metric: auc\n",
        "training.target_metric auc is not measured for model.task regression: "
        "use one of rmse, mae, r2"},
-      {"data:\n  source: idx\n  path: d\n  test_path: t.csv\n",
-       "data.test_path is read for data.source csv and libsvm, not idx"},
+      {"data:\n  source: mnist\n  path: d\n  test_path: t.csv\n",
+       "data.test_path is read for data.source csv, libsvm and idx, not mnist"},
       {"checkpoint:\n  interval_s: -1\n", "checkpoint.interval_s must be in [0, 604800]"},
       {"checkpoint:\n  keep: 0\n",
        "cfg.yaml:2: checkpoint.keep must be in 1..100, got 0"},

@@ -6,8 +6,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <string>
+#include <vector>
 
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/match.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
@@ -46,11 +50,36 @@ bool AsksForHelp(int argc, char** argv) {
   return false;
 }
 
+std::vector<std::string> RepeatedSetValues(int argc, char** argv) {
+  std::vector<std::string> values;
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (!absl::ConsumePrefix(&arg, "--")) absl::ConsumePrefix(&arg, "-");
+    if (absl::ConsumePrefix(&arg, "set=")) {
+      values.emplace_back(arg);
+    } else if (arg == "set" && i + 1 < argc) {
+      values.emplace_back(argv[++i]);
+    }
+  }
+  return values;
+}
+
 std::vector<char*> ParseFlags(int argc, char** argv) {
   static std::once_flag once;
   std::call_once(once, [] { std::atexit(ExitWithParseStatus); });
   g_parse_exit.store(AsksForHelp(argc, argv) ? 0 : kExitConfig);
   std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
+  // absl keeps only the last of a repeated list flag; every --set counts.
+  const std::vector<std::string> sets = RepeatedSetValues(argc, argv);
+  absl::CommandLineFlag* flag = absl::FindCommandLineFlag("set");
+  if (sets.size() > 1 && flag != nullptr) {
+    std::string error;
+    if (!flag->ParseFrom(absl::StrJoin(sets, ","), &error)) {
+      std::fprintf(stderr, "--set: %s\n", error.c_str());
+      std::exit(kExitConfig);
+    }
+  }
   g_parse_exit.store(-1);
   return rest;
 }

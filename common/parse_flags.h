@@ -12,13 +12,19 @@
 #ifndef DOWNPOUR_COMMON_PARSE_FLAGS_H_
 #define DOWNPOUR_COMMON_PARSE_FLAGS_H_
 
+#include <string>
 #include <vector>
 
 namespace downpour {
 
 // absl::ParseCommandLine(argc, argv) with the exit statuses above. Returns the
 // positional arguments (argv[0] first). Call once, from main.
+// A --set given several times counts every time (absl keeps only the last
+// value of a repeated flag): `--set a.b=1 --set c.d=2` is `--set a.b=1,c.d=2`.
 std::vector<char*> ParseFlags(int argc, char** argv);
+
+// The values of every --set (--set=V, --set V, -set ...) before "--".
+std::vector<std::string> RepeatedSetValues(int argc, char** argv);
 
 // True when argv asks for help or the version (see above), before any "--".
 bool AsksForHelp(int argc, char** argv);

@@ -327,6 +327,43 @@ void NormalizePerFeature(DataSplit* split) {
   }
 }
 
+// data.source idx with data.test_path: the train-* files of path (a seeded
+// shuffle, at most train_examples) and the t10k-* files of test_path (in
+// file order, at most test_examples), as the standard MNIST-shaped split.
+absl::StatusOr<DataSplit> LoadIdxWithTestFiles(const DataSection& data,
+                                               uint64_t seed) {
+  Dataset train, test;
+  RETURN_IF_ERROR(AppendIdxPair(data.path, "train-images-idx3-ubyte",
+                                "train-labels-idx1-ubyte", &train));
+  RETURN_IF_ERROR(AppendIdxPair(data.test_path, "t10k-images-idx3-ubyte",
+                                "t10k-labels-idx1-ubyte", &test));
+  if (test.dim != train.dim) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the t10k images in ", data.test_path, " have ", test.dim,
+        " pixels, the train images in ", data.path, " ", train.dim));
+  }
+  train.classes = test.classes = std::max(train.classes, test.classes);
+  DataSplit split;
+  const std::vector<int> order = SeededPermutation(train.size(), seed);
+  split.train = Select(train, order, 0,
+                       data.train_examples > 0
+                           ? std::min(data.train_examples, train.size())
+                           : train.size());
+  std::vector<int> in_order(test.size());
+  for (int i = 0; i < test.size(); ++i) in_order[i] = i;
+  split.test = Select(test, in_order, 0,
+                      data.test_examples >= 0
+                          ? std::min(data.test_examples, test.size())
+                          : test.size());
+  if (data.normalize) {
+    NormalizeGlobal(&split);
+  } else {
+    split.mean.assign(split.train.dim, 0.0f);
+    split.std.assign(split.train.dim, 1.0f);
+  }
+  return split;
+}
+
 // ---- csv and libsvm files, through data/
 
 data::LabelMode LabelModeFor(Task task) {
@@ -528,6 +565,9 @@ std::vector<int> SeededPermutation(int n, uint64_t seed) {
 absl::StatusOr<DataSplit> LoadData(const DataSection& data, uint64_t seed,
                                    Task task) {
   if (IsTableSource(data.source)) return LoadTable(data, task, seed);
+  if (data.source == "idx" && !data.test_path.empty()) {
+    return LoadIdxWithTestFiles(data, seed);
+  }
   if (task != Task::kMulticlass) {
     return absl::InvalidArgumentError(absl::StrCat(
         "data.source ", data.source, " holds classes: model.task must be "

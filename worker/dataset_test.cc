@@ -362,6 +362,28 @@ std::string TableCsv(int n) {
   return text;
 }
 
+// The standard split of MNIST-shaped files: train-* for training, t10k-* for
+// test (Fashion-MNIST as Debian ships it).
+TEST(LoadDataTest, IdxWithTestPathKeepsTheT10kFilesForTest) {
+  const std::string dir = TempDir("idx_split");
+  WriteIdxImages(dir + "/train-images-idx3-ubyte", {1, 2, 3, 4, 5, 6}, 3, 2, 1);
+  WriteIdxLabels(dir + "/train-labels-idx1-ubyte", {0, 1, 2});
+  WriteIdxImages(dir + "/t10k-images-idx3-ubyte", {7, 8}, 1, 2, 1);
+  WriteIdxLabels(dir + "/t10k-labels-idx1-ubyte", {4});
+  DataSection data;
+  data.source = "idx";
+  data.path = dir;
+  data.test_path = dir;
+  data.normalize = false;
+  absl::StatusOr<DataSplit> split = LoadData(data, 3);
+  ASSERT_THAT(split, IsOk());
+  EXPECT_EQ(split->train.size(), 3);
+  ASSERT_EQ(split->test.size(), 1);
+  EXPECT_EQ(split->test.y[0], 4);
+  EXPECT_THAT(split->test.x, ElementsAre(7 / 255.0f, 8 / 255.0f));
+  EXPECT_EQ(split->train.classes, 5);
+}
+
 TEST(LoadTableTest, CsvSplitsByFractionAndStandardizesPerFeature) {
   const std::string dir = TempDir("csv_split");
   WriteFile(dir + "/d.csv", TableCsv(50));

@@ -103,7 +103,8 @@ downpour() {
   local sets=(--set "data.path=$train"
               --set "cluster.workers=[$(ephemeral "$w")]"
               --set "cluster.ps=[$(ephemeral "$nps")]"
-              --set "cluster.coordinator=127.0.0.1:0")
+              --set "cluster.coordinator=127.0.0.1:0"
+              --set "training.stop_at_target=false")  # every epoch, as the references
   [[ -n "$test" ]] && sets+=(--set "data.test_path=$test")
   echo "== $name: Downpour, $w worker(s) -> $dir"
   local rc=0
