@@ -128,6 +128,15 @@ void AddWorkerResults(std::vector<WorkerResult> workers, LaunchSummary* summary)
   }
 }
 
+// "<what>; the model did not learn. Likely causes: ... To fix: ...".
+std::string NotLearned(const Config& config, const std::string& what) {
+  const DivergenceAdvice advice = AdviseOnDivergence(
+      config.optimizer, static_cast<int>(config.cluster.workers.size()));
+  return absl::StrFormat(
+      "%s; the model did not learn. Likely causes: %s. To fix: %s.", what,
+      advice.causes, advice.knobs);
+}
+
 std::string JudgeTraining(const LaunchSummary& summary, const Config& config) {
   for (const WorkerResult& w : summary.workers) {
     if (!w.diverged.empty()) return w.diverged;
@@ -140,28 +149,27 @@ std::string JudgeTraining(const LaunchSummary& summary, const Config& config) {
       if (name == "r2") r2 = value;
     }
     if (!(r2 < 0)) return "";
-    const DivergenceAdvice advice = AdviseOnDivergence(
-        config.optimizer, static_cast<int>(config.cluster.workers.size()));
-    return absl::StrFormat(
-        "final test r2 %.4f is below 0: the model predicts worse than the "
-        "mean of the targets; it did not learn. Likely causes: %s. To fix: "
-        "%s.",
-        r2, advice.causes, advice.knobs);
+    return NotLearned(
+        config,
+        absl::StrFormat("final test r2 %.4f is below 0: the model predicts "
+                        "worse than the mean of the targets",
+                        r2));
   }
   if (std::isnan(summary.final_accuracy)) return "";
+  // A binary model has one output but two classes.
   const int classes =
-      config.model.layers.empty() ? 0 : config.model.layers.back();
+      config.model.task == "binary"
+          ? 2
+          : (config.model.layers.empty() ? 0 : config.model.layers.back());
   if (classes < 2) return "";
   const double chance = 1.0 / classes;
   const double bar = kChanceMargin / classes;
   if (summary.final_accuracy > bar) return "";
-  const DivergenceAdvice advice = AdviseOnDivergence(
-      config.optimizer, static_cast<int>(config.cluster.workers.size()));
-  return absl::StrFormat(
-      "final test accuracy %.4f is at chance level (%d classes: chance %.4f, "
-      "failure at or below %.4f); the model did not learn. Likely causes: %s. "
-      "To fix: %s.",
-      summary.final_accuracy, classes, chance, bar, advice.causes, advice.knobs);
+  return NotLearned(
+      config,
+      absl::StrFormat("final test accuracy %.4f is at chance level (%d "
+                      "classes: chance %.4f, failure at or below %.4f)",
+                      summary.final_accuracy, classes, chance, bar));
 }
 
 std::string SummaryOutcome(const LaunchSummary& summary,

@@ -253,6 +253,32 @@ TEST(JudgeTrainingTest, ChanceAccuracyFailsNamingTheKnobs) {
   EXPECT_THAT(sgd, Not(HasSubstr("stale")));
 }
 
+TEST(JudgeTrainingTest, BinaryAtChanceAndRegressionBelowTheMeanFail) {
+  Config binary = TenClasses("adam", 1);
+  binary.model.task = "binary";
+  binary.model.layers = {13, 1};
+  // Two classes: chance 0.5, failure at or below 0.75.
+  EXPECT_THAT(JudgeTraining(WithAccuracy(0.6), binary),
+              HasSubstr("final test accuracy 0.6000 is at chance level (2 "
+                        "classes: chance 0.5000"));
+  EXPECT_EQ(JudgeTraining(WithAccuracy(0.8), binary), "");
+
+  Config regression = binary;
+  regression.model.task = "regression";
+  LaunchSummary s;
+  s.task = "regression";
+  WorkerResult w{0, 100, 6400, 1000, 0.5, NAN, true};
+  w.metrics = {{"rmse", 80.0}, {"mae", 60.0}, {"r2", -0.2}};
+  AddWorkerResults({w}, &s);
+  EXPECT_THAT(JudgeTraining(s, regression),
+              HasSubstr("final test r2 -0.2000 is below 0: the model predicts "
+                        "worse than the mean of the targets; the model did not "
+                        "learn"));
+  s.workers[0].metrics["r2"] = 0.3;
+  AddWorkerResults(s.workers, &s);
+  EXPECT_EQ(JudgeTraining(s, regression), "");
+}
+
 TEST(JudgeTrainingTest, SimulatedComputeIsJudgedOnlyOnDivergence) {
   Config config = TenClasses("sgd", 1);
   config.compute.device = "simulated";

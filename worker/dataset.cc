@@ -327,6 +327,26 @@ void NormalizePerFeature(DataSplit* split) {
   }
 }
 
+// Standardizes both splits (NormalizePerFeature or NormalizeGlobal) when
+// `normalize`; else records mean 0 and std 1 for every feature.
+void Standardize(bool normalize, bool per_feature, DataSplit* split) {
+  if (!normalize) {
+    split->mean.assign(split->train.dim, 0.0f);
+    split->std.assign(split->train.dim, 1.0f);
+  } else if (per_feature) {
+    NormalizePerFeature(split);
+  } else {
+    NormalizeGlobal(split);
+  }
+}
+
+// The first n examples of `data`, in file order.
+Dataset FirstRows(const Dataset& data, int n) {
+  std::vector<int> order(data.size());
+  for (int i = 0; i < data.size(); ++i) order[i] = i;
+  return Select(data, order, 0, n);
+}
+
 // data.source idx with data.test_path: the train-* files of path (a seeded
 // shuffle, at most train_examples) and the t10k-* files of test_path (in
 // file order, at most test_examples), as the standard MNIST-shaped split.
@@ -349,18 +369,10 @@ absl::StatusOr<DataSplit> LoadIdxWithTestFiles(const DataSection& data,
                        data.train_examples > 0
                            ? std::min(data.train_examples, train.size())
                            : train.size());
-  std::vector<int> in_order(test.size());
-  for (int i = 0; i < test.size(); ++i) in_order[i] = i;
-  split.test = Select(test, in_order, 0,
-                      data.test_examples >= 0
-                          ? std::min(data.test_examples, test.size())
-                          : test.size());
-  if (data.normalize) {
-    NormalizeGlobal(&split);
-  } else {
-    split.mean.assign(split.train.dim, 0.0f);
-    split.std.assign(split.train.dim, 1.0f);
-  }
+  split.test = FirstRows(test, data.test_examples >= 0
+                                    ? std::min(data.test_examples, test.size())
+                                    : test.size());
+  Standardize(data.normalize, /*per_feature=*/false, &split);
   return split;
 }
 
@@ -443,9 +455,7 @@ absl::StatusOr<DataSplit> LoadTable(const DataSection& data, Task task,
                            ? std::min(data.test_examples, test.size())
                            : test.size();
     split.train = Select(all, order, 0, n_train);
-    std::vector<int> test_order(test.size());
-    for (int i = 0; i < test.size(); ++i) test_order[i] = i;
-    split.test = Select(test, test_order, 0, n_test);
+    split.test = FirstRows(test, n_test);
   } else {
     const int n = all.size();
     const int n_test =
@@ -465,12 +475,7 @@ absl::StatusOr<DataSplit> LoadTable(const DataSection& data, Task task,
     split.train = Select(all, order, 0, n_train);
     split.test = Select(all, order, n_train, n_test);
   }
-  if (data.normalize) {
-    NormalizePerFeature(&split);
-  } else {
-    split.mean.assign(split.train.dim, 0.0f);
-    split.std.assign(split.train.dim, 1.0f);
-  }
+  Standardize(data.normalize, /*per_feature=*/true, &split);
   return split;
 }
 
@@ -590,12 +595,7 @@ absl::StatusOr<DataSplit> LoadData(const DataSection& data, uint64_t seed,
   DataSplit split;
   split.train = Select(all, order, 0, data.train_examples);
   split.test = Select(all, order, data.train_examples, data.test_examples);
-  if (data.normalize) {
-    NormalizeGlobal(&split);
-  } else {
-    split.mean.assign(split.train.dim, 0.0f);
-    split.std.assign(split.train.dim, 1.0f);
-  }
+  Standardize(data.normalize, /*per_feature=*/false, &split);
   return split;
 }
 
