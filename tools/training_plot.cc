@@ -27,23 +27,39 @@ bool SameFigure(double a, double b) {
   return (std::isnan(a) && std::isnan(b)) || a == b;
 }
 
-void AddWorker(double t, const proto::MemberSample& m, WorkerCurves& c) {
+// The task's main test metric as a worker reports it: "auc" (binary),
+// "rmse" (regression), else "accuracy" (multiclass, and reports without
+// metrics).
+std::string MainMetric(const proto::MemberReport& r) {
+  if (r.metrics().count("auc") > 0) return "auc";
+  if (r.metrics().count("rmse") > 0) return "rmse";
+  return "accuracy";
+}
+
+double MetricValue(const proto::MemberReport& r, const std::string& name) {
+  const auto it = r.metrics().find(name);
+  if (it != r.metrics().end()) return it->second;
+  return name == "accuracy" ? r.accuracy() : NAN;
+}
+
+void AddWorker(double t, const proto::MemberSample& m, const std::string& metric,
+               WorkerCurves& c) {
   const proto::MemberReport& r = m.report();
   if (r.step() == 0 && !r.finished()) return;  // not reported yet
   if (c.any && r.step() == c.last_step && SameFigure(r.loss(), c.last_loss) &&
-      SameFigure(r.accuracy(), c.last_acc)) {
+      SameFigure(MetricValue(r, metric), c.last_acc)) {
     return;  // frozen figures: dead, finished or between heartbeats
   }
   c.any = true;
   c.last_step = r.step();
   c.last_loss = r.loss();
-  c.last_acc = r.accuracy();
+  c.last_acc = MetricValue(r, metric);
   const double step = static_cast<double>(r.step());
   c.loss_time.points.emplace_back(t, r.loss());
   c.loss_step.points.emplace_back(step, r.loss());
-  if (std::isfinite(r.accuracy())) {
-    c.acc_time.points.emplace_back(t, r.accuracy());
-    c.acc_step.points.emplace_back(step, r.accuracy());
+  if (std::isfinite(c.last_acc)) {
+    c.acc_time.points.emplace_back(t, c.last_acc);
+    c.acc_step.points.emplace_back(step, c.last_acc);
   }
   c.rate_time.points.emplace_back(t, m.alive() ? r.examples_per_sec() : NAN);
   if (r.pushes() > 0) c.stale_time.points.emplace_back(t, r.staleness_p99());
@@ -71,13 +87,23 @@ std::vector<Chart> TrainingCharts(const proto::GetHistoryResponse& history) {
   std::map<int, WorkerCurves> workers;
   std::map<int, PsCurve> shards;
   Series cluster_rate{"cluster", {}};
+  // The metric the test charts show: the first worker report with metrics
+  // says which the task measures.
+  std::string metric = "accuracy";
+  for (const proto::HistorySample& sample : history.samples()) {
+    for (const proto::MemberSample& m : sample.members()) {
+      if (m.role() == "worker" && m.report().metrics_size() > 0) {
+        metric = MainMetric(m.report());
+      }
+    }
+  }
   for (const proto::HistorySample& sample : history.samples()) {
     const double t = sample.time_seconds();
     double total_rate = 0;
     bool any_worker = false;
     for (const proto::MemberSample& m : sample.members()) {
       if (m.role() == "worker") {
-        AddWorker(t, m, workers[m.index()]);
+        AddWorker(t, m, metric, workers[m.index()]);
         if (m.alive() && m.report().step() > 0) {
           total_rate += m.report().examples_per_sec();
           any_worker = true;
@@ -90,10 +116,11 @@ std::vector<Chart> TrainingCharts(const proto::GetHistoryResponse& history) {
   }
   Chart loss_time{"Training loss", "seconds since the coordinator started",
                   "loss"};
-  Chart acc_time{"Test accuracy", "seconds since the coordinator started",
-                 "accuracy"};
+  Chart acc_time{absl::StrCat("Test ", metric),
+                 "seconds since the coordinator started", metric};
   Chart loss_step{"Training loss by step", "worker step", "loss"};
-  Chart acc_step{"Test accuracy by step", "worker step", "accuracy"};
+  Chart acc_step{absl::StrCat("Test ", metric, " by step"), "worker step",
+                 metric};
   Chart rate{"Throughput", "seconds since the coordinator started",
              "examples/s"};
   Chart pushes{"Pushes applied per ps", "seconds since the coordinator started",

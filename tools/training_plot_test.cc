@@ -86,6 +86,27 @@ TEST(TrainingChartsTest, CurvesPerWorkerAndPs) {
   EXPECT_EQ(staleness.series[2].points[4].second, 10);
 }
 
+// A regression job's test charts show its rmse, from the reports' metrics.
+TEST(TrainingChartsTest, TestChartsShowTheTasksMainMetric) {
+  proto::GetHistoryResponse h;
+  for (int t = 1; t <= 3; ++t) {
+    proto::HistorySample* s = h.add_samples();
+    s->set_time_seconds(t);
+    proto::MemberReport* r = Member(s, "worker", 0, true)->mutable_report();
+    r->set_step(t * 10);
+    r->set_loss(1.0 / t);
+    r->set_accuracy(NAN);
+    (*r->mutable_metrics())["rmse"] = 60.0 - t;
+    (*r->mutable_metrics())["r2"] = 0.1 * t;
+  }
+  const std::vector<Chart> charts = TrainingCharts(h);
+  ASSERT_GE(charts.size(), 2u);
+  EXPECT_EQ(charts[1].title, "Test rmse");
+  ASSERT_EQ(charts[1].series.size(), 1u);
+  ASSERT_EQ(charts[1].series[0].points.size(), 3u);
+  EXPECT_EQ(charts[1].series[0].points[2].second, 57.0);
+}
+
 TEST(TrainingPlotSvgTest, TitleCountsWorkersAndPs) {
   const std::string svg = TrainingPlotSvg(History());
   EXPECT_THAT(svg, HasSubstr("2 workers, 1 ps, 4 s of history"));
