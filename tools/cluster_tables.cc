@@ -108,7 +108,7 @@ std::string FormatWorkersTable(const proto::ClusterStatusResponse& cluster,
   std::string out = absl::StrFormat(
       "%3s  %-21s %-5s %-7s %8s %8s %8s %7s %14s %7s %7s %6s %11s %11s %9s "
       "%s\n",
-      "IDX", "ADDRESS", "ALIVE", "PARTS", "STEP", "EX/S", "LOSS", "ACC",
+      "IDX", "ADDRESS", "ALIVE", "PARTS", "STEP", "EX/S", "LOSS", "TEST",
       "STALE50/99/MAX", "PULL/S", "PUSH/S", "MB/S", "PULL-MS", "PUSH-MS", "RSS",
       "DEVICE");
   for (int i = 0; i < cluster.members_size(); ++i) {
@@ -126,7 +126,7 @@ std::string FormatWorkersTable(const proto::ClusterStatusResponse& cluster,
         m.index(), m.address(), Alive(m),
         m.parts().empty() ? "-" : absl::StrJoin(m.parts(), ","), r.step(),
         r.examples_per_sec(), reported ? Fixed(r.loss(), 4) : "-",
-        reported ? Fixed(r.accuracy(), 4) : "-",
+        reported ? Fixed(TestFigure(r), 4) : "-",
         r.pushes() > 0
             ? StalenessP50P99Max(r.staleness_p50(), r.staleness_p99(),
                                  r.staleness_max())
@@ -276,7 +276,7 @@ std::string FormatWatchFrame(const std::string& coordinator,
   }
   absl::StrAppendFormat(
       &out, "\n%-7s %3s %-5s %8s %8s %8s %7s %7s %7s %6s %11s %9s\n", "ROLE",
-      "IDX", "ALIVE", "STEP", "EX/S", "LOSS", "ACC", "PULL/S", "PUSH/S", "MB/S",
+      "IDX", "ALIVE", "STEP", "EX/S", "LOSS", "TEST", "PULL/S", "PUSH/S", "MB/S",
       "PUSH-MS", "RSS");
   for (int i = 0; i < cluster.members_size(); ++i) {
     const proto::MemberStatus& m = cluster.members(i);
@@ -291,7 +291,7 @@ std::string FormatWatchFrame(const std::string& coordinator,
         m.index(), Alive(m), worker ? absl::StrCat(r.step()) : "-",
         worker ? Fixed(r.examples_per_sec(), 0) : "-",
         reported ? Fixed(r.loss(), 4) : "-",
-        reported ? Fixed(r.accuracy(), 4) : "-",
+        reported ? Fixed(TestFigure(r), 4) : "-",
         live ? Fixed(Rate(s, "pulls"), 1) : "-",
         live ? Fixed(Rate(s, "pushes"), 1) : "-",
         live ? MegabytesPerSec(s) : "-",

@@ -16,6 +16,11 @@ std::string OrDash(double value, int precision) {
 
 }  // namespace
 
+double TestFigure(const proto::MemberReport& report) {
+  const auto rmse = report.metrics().find("rmse");
+  return rmse != report.metrics().end() ? rmse->second : report.accuracy();
+}
+
 std::string FormatBytes(double bytes) {
   if (bytes < 1e3) return absl::StrFormat("%.0f B", bytes);
   if (bytes < 1e6) return absl::StrFormat("%.1f kB", bytes / 1e3);
@@ -30,7 +35,7 @@ std::string FormatStatusTable(const proto::ClusterStatusResponse& status) {
       status.stop() ? absl::StrCat(", job done: ", status.stop_reason()) : "");
   absl::StrAppendFormat(&out, "%-7s %3s  %-21s %-5s %8s %8s %9s %8s %8s %9s %6s %8s %7s\n",
                         "ROLE", "IDX", "ADDRESS", "ALIVE", "LAST-HB", "STEP",
-                        "EX/S", "PULLS", "PUSHES", "BYTES", "STALE", "LOSS", "ACC");
+                        "EX/S", "PULLS", "PUSHES", "BYTES", "STALE", "LOSS", "TEST");
   for (const proto::MemberStatus& m : status.members()) {
     const proto::MemberReport& r = m.report();
     const bool worker = m.role() == "worker";
@@ -46,7 +51,7 @@ std::string FormatStatusTable(const proto::ClusterStatusResponse& status) {
         worker ? absl::StrFormat("%.0f", r.examples_per_sec()) : "-", r.pulls(),
         r.pushes(), FormatBytes(r.bytes()), OrDash(r.mean_staleness(), 2),
         worker ? OrDash(r.loss(), 4) : "-",
-        worker ? OrDash(r.accuracy(), 4) : "-");
+        worker ? OrDash(TestFigure(r), 4) : "-");
   }
   return out;
 }

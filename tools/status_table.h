@@ -10,8 +10,12 @@ namespace downpour::tools {
 
 // One header line, then one line per member: role, index, address, alive, seconds
 // since the last heartbeat, step, examples/s, pulls, pushes, bytes, mean
-// staleness, loss and test accuracy ("-" where unknown).
+// staleness, loss and TestFigure ("-" where unknown).
 std::string FormatStatusTable(const proto::ClusterStatusResponse& status);
+
+// The figure the tables' TEST column shows for a worker: its test rmse when
+// it reports regression metrics, else its test accuracy (NaN when unknown).
+double TestFigure(const proto::MemberReport& report);
 
 // Human-readable byte count: "512 B", "3.4 MB", "1.2 GB".
 std::string FormatBytes(double bytes);

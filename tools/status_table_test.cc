@@ -36,6 +36,24 @@ TEST(StatusTableTest, ShowsEveryMemberWithItsFigures) {
   EXPECT_THAT(table, HasSubstr("0.9512"));
 }
 
+// A regression worker has no accuracy: the TEST column shows its rmse.
+TEST(StatusTableTest, RegressionWorkersShowTheirRmse) {
+  proto::ClusterStatusResponse status;
+  proto::MemberStatus* worker = status.add_members();
+  worker->set_role("worker");
+  worker->set_registered(true);
+  worker->set_alive(true);
+  worker->mutable_report()->set_step(10);
+  worker->mutable_report()->set_accuracy(NAN);
+  (*worker->mutable_report()->mutable_metrics())["rmse"] = 53.7368;
+  (*worker->mutable_report()->mutable_metrics())["r2"] = 0.455;
+  EXPECT_EQ(TestFigure(worker->report()), 53.7368);
+  EXPECT_THAT(FormatStatusTable(status), HasSubstr("53.7368"));
+  proto::MemberReport classifier;
+  classifier.set_accuracy(0.9);
+  EXPECT_EQ(TestFigure(classifier), 0.9);
+}
+
 TEST(StatusTableTest, FormatsBytes) {
   EXPECT_EQ(FormatBytes(512), "512 B");
   EXPECT_EQ(FormatBytes(2.5e9), "2.50 GB");
