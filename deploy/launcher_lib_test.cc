@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <string>
 
@@ -196,13 +197,17 @@ TEST_F(LauncherLibTest, StandbysStartAfterThePs) {
   config_.cluster.standby_ps = {"127.0.0.1:0"};
   // The three ps scripts run side by side, so the order of their lines in
   // ps-args is the scheduler's, not the launcher's. The launcher names each
-  // daemon in its pid file, with the clock tick it was forked in, before it
-  // starts the next: the standby copies that file as it starts.
+  // daemon in its pid file, with the clock tick it was forked in, after it
+  // forks it and before it starts the next: the standby waits until the file
+  // names it (the launcher may not have written it yet when the script
+  // runs), then copies it.
+  const std::string pids = PidFilePath(options_.run_dir);
   Daemon("server/ps_server",
          "echo \"$@\" >> " + dir_ + "/ps-args\n"
-         "case \"$*\" in *--standby*) mkdir " + dir_ + "/at-standby && cp " +
-             PidFilePath(options_.run_dir) + " " + dir_ + "/at-standby ;; esac\n" +
-             kServe);
+         "case \"$*\" in *--standby*)\n"
+         "  until grep -q ' standby 0$' " + pids + "; do sleep 0.01; done\n"
+         "  mkdir " + dir_ + "/at-standby && cp " + pids + " " + dir_ +
+             "/at-standby ;;\nesac\n" + kServe);
   Daemon("worker/ps_worker", TrainAndExit(4));
   ASSERT_THAT(RunCluster(config_, options_), IsOk());
   const std::string args = ReadFile(dir_ + "/ps-args").value_or("");
@@ -281,7 +286,13 @@ TEST_F(LauncherLibTest, ASecondLauncherOnOneRunDirIsRefusedAndWritesNothing) {
 
 TEST_F(LauncherLibTest, AnInterruptedJobSaysSo) {
   Daemon("worker/ps_worker", kServe);
-  options_.interrupted = [] { return true; };
+  // Ctrl-C once every daemon runs (coordinator, 2 ps, the worker): one
+  // stopped before its script set its trap would exit 143, a failure.
+  const std::string ready = dir_ + "/ready";
+  options_.interrupted = [ready] {
+    return std::distance(fs::directory_iterator(ready),
+                         fs::directory_iterator()) >= 4;
+  };
   absl::StatusOr<LaunchSummary> summary = RunCluster(config_, options_);
   ASSERT_THAT(summary, IsOk());
   EXPECT_THAT(Summary(), HasSubstr("\"outcome\": \"interrupted\""));

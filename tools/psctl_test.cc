@@ -25,6 +25,10 @@ struct Exit {
 
 // Runs psctl with `args` to its end.
 Exit Psctl(const std::string& name, std::vector<std::string> args) {
+  // Each answer may take long on a loaded machine; what is asserted is the
+  // answer. A test that wants a short wait gives its own --timeout_s after
+  // this one (the last one given counts).
+  args.insert(args.begin() + 1, {"--timeout_s", "30"});
   auto process = testing::StartDaemon(name, "tools/psctl", std::move(args));
   EXPECT_TRUE(process.ok()) << process.status();
   if (!process.ok()) return {};
