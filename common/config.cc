@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <exception>
 #include <filesystem>
@@ -488,23 +489,15 @@ absl::Status Assign(const std::vector<Section>& schema,
 
 // csv and libsvm files hold however many rows they hold: unless the file or an
 // override sets them, train on all rows (0) and test on test_path's rows or
-// test_fraction of path's (-1). The old alias target_accuracy becomes the
-// target.
+// test_fraction of path's (-1).
 void ResolveTableDefaults(Config* config) {
   DataSection& data = config->data;
-  if (IsTableSource(data.source)) {
-    if (config->explicit_keys.count("data.train_examples") == 0) {
-      data.train_examples = 0;
-    }
-    if (config->explicit_keys.count("data.test_examples") == 0) {
-      data.test_examples = -1;
-    }
+  if (!IsTableSource(data.source)) return;
+  if (config->explicit_keys.count("data.train_examples") == 0) {
+    data.train_examples = 0;
   }
-  TrainingSection& training = config->training;
-  if (training.target_accuracy > 0 &&
-      config->explicit_keys.count("training.target_value") == 0) {
-    training.target_metric = "accuracy";
-    training.target_value = training.target_accuracy;
+  if (config->explicit_keys.count("data.test_examples") == 0) {
+    data.test_examples = -1;
   }
 }
 
@@ -868,6 +861,20 @@ std::string TargetMetric(const Config& config) {
 
 bool HigherIsBetter(const std::string& metric) {
   return metric == "accuracy" || metric == "auc" || metric == "r2";
+}
+
+JobTarget TargetOf(const Config& config) {
+  const TrainingSection& t = config.training;
+  if (t.target_value != 0) {
+    return {TargetMetric(config), t.target_value, t.stop_at_target};
+  }
+  if (t.target_accuracy > 0) return {"accuracy", t.target_accuracy, true};
+  return {};
+}
+
+bool ReachedTarget(const std::string& metric, double value, double target) {
+  if (metric.empty() || std::isnan(value)) return false;
+  return HigherIsBetter(metric) ? value >= target : value <= target;
 }
 
 std::vector<ClusterAddress> ClusterAddresses(const ClusterSection& cluster) {

@@ -358,6 +358,21 @@ std::string TargetMetric(const Config& config);
 // accuracy, auc and r2 grow as the model gets better; logloss, rmse, mae fall.
 bool HigherIsBetter(const std::string& metric);
 
+// What the job aims at: training.target_metric (or the task's main metric)
+// and target_value with stop_at_target; else the older target_accuracy
+// (accuracy, stopping there); else nothing (metric "").
+struct JobTarget {
+  std::string metric;
+  double value = 0;
+  bool stop = false;  // the job stops once a worker reaches it
+};
+JobTarget TargetOf(const Config& config);
+
+// True when `value` of `metric` is at or past `target`: at least it for
+// accuracy, auc and r2, at most it for the others. False for NaN or an empty
+// metric.
+bool ReachedTarget(const std::string& metric, double value, double target);
+
 // One daemon's address in the cluster section.
 struct ClusterAddress {
   std::string key;      // the config key naming it: "cluster.ps[1]"

@@ -620,9 +620,12 @@ TEST(ConfigTest, TargetAccuracyIsShorthandForTheTarget) {
   absl::StatusOr<Config> config =
       ParseConfig("training:\n  target_accuracy: 0.9\n", "cfg.yaml");
   ASSERT_THAT(config, IsOk());
-  EXPECT_EQ(config->training.target_metric, "accuracy");
-  EXPECT_DOUBLE_EQ(config->training.target_value, 0.9);
-  EXPECT_TRUE(config->training.stop_at_target);
+  const JobTarget target = TargetOf(*config);
+  EXPECT_EQ(target.metric, "accuracy");
+  EXPECT_DOUBLE_EQ(target.value, 0.9);
+  EXPECT_TRUE(target.stop);
+  EXPECT_TRUE(ReachedTarget("accuracy", 0.9, 0.9));
+  EXPECT_FALSE(ReachedTarget("accuracy", NAN, 0.9));
   config = ParseConfig(
       "model:\n  task: regression\n  type: linear\n  layers: [3, 1]\n"
       "data:\n  source: csv\n  path: d.csv\n",
@@ -630,6 +633,9 @@ TEST(ConfigTest, TargetAccuracyIsShorthandForTheTarget) {
   ASSERT_THAT(config, IsOk());
   EXPECT_EQ(TargetMetric(*config), "rmse");
   EXPECT_FALSE(HigherIsBetter("rmse"));
+  EXPECT_TRUE(ReachedTarget("rmse", 49.0, 50.0));
+  EXPECT_FALSE(ReachedTarget("rmse", 51.0, 50.0));
+  EXPECT_EQ(TargetOf(*config).metric, "");  // no target_value: no target
   // csv and libsvm count their rows when they read them.
   EXPECT_EQ(config->data.train_examples, 0);
   EXPECT_EQ(config->data.test_examples, -1);

@@ -596,32 +596,21 @@ void ClusterState::HeartbeatReply(const Member& m,
 
 bool ClusterState::MaybeStop() {
   if (stop_) return false;
-  const TrainingSection& training = options_.config.training;
-  bool stop_at_target = training.stop_at_target && training.target_value != 0;
-  std::string metric = TargetMetric(options_.config);
-  double target = training.target_value;
-  if (target == 0 && training.target_accuracy > 0) {
-    // A config built in code, not through LoadConfig (which turns
-    // target_accuracy into the target).
-    stop_at_target = true;
-    metric = "accuracy";
-    target = training.target_accuracy;
-  }
-  const bool higher = HigherIsBetter(metric);
+  const JobTarget target = TargetOf(options_.config);
   bool any_finished = false, all_done = true;
   for (const Member& w : workers_) {
-    const auto it = w.report.metrics().find(metric);
+    const auto it = w.report.metrics().find(target.metric);
     // Reports from workers that predate metrics carry only accuracy.
     const double value = it != w.report.metrics().end() ? it->second
-                         : metric == "accuracy"          ? w.report.accuracy()
+                         : target.metric == "accuracy"   ? w.report.accuracy()
                                                          : NAN;
-    const bool reached =
-        !std::isnan(value) && (higher ? value >= target : value <= target);
-    if (stop_at_target && w.registered && reached) {
+    if (target.stop && w.registered &&
+        ReachedTarget(target.metric, value, target.value)) {
       stop_ = true;
       stop_reason_ = absl::StrFormat(
           "worker %d reached test %s %.4f %s target %.4f at step %d", w.index,
-          metric, value, higher ? ">=" : "<=", target, w.report.step());
+          target.metric, value, HigherIsBetter(target.metric) ? ">=" : "<=",
+          target.value, w.report.step());
       break;
     }
     any_finished = any_finished || w.report.finished();

@@ -426,7 +426,7 @@ void ClusterSupervisor::PollCoordinator(int running) {
   for (const WorkerResult& w : latest_) {
     const auto it = w.metrics.find(mark_.mark_metric);
     const double value = it != w.metrics.end() ? it->second : NAN;
-    if (seconds_to_mark_ < 0 && ReachedMark(mark_.mark_metric, value, mark_.mark)) {
+    if (seconds_to_mark_ < 0 && ReachedTarget(mark_.mark_metric, value, mark_.mark)) {
       seconds_to_mark_ = elapsed;
       progress_->Event(absl::StrFormat("[%6.1f s] worker %d reached test %s %.4f",
                                        elapsed, w.index, mark_.mark_metric, value));

@@ -42,21 +42,11 @@ std::string MetricsJson(
 void SetMark(const Config& config, double accuracy_mark,
              LaunchSummary* summary) {
   summary->task = config.model.task;
-  if (!std::isnan(accuracy_mark)) {
-    summary->mark_metric = "accuracy";
-    summary->mark = accuracy_mark;
-  } else if (config.training.target_value != 0) {
-    summary->mark_metric = TargetMetric(config);
-    summary->mark = config.training.target_value;
-  } else {
-    summary->mark_metric = "";
-    summary->mark = 0;
-  }
-}
-
-bool ReachedMark(const std::string& metric, double value, double mark) {
-  if (metric.empty() || std::isnan(value)) return false;
-  return HigherIsBetter(metric) ? value >= mark : value <= mark;
+  const JobTarget target = std::isnan(accuracy_mark)
+                               ? TargetOf(config)
+                               : JobTarget{"accuracy", accuracy_mark, false};
+  summary->mark_metric = target.metric;
+  summary->mark = target.value;
 }
 
 std::string FormatStaleness(double p50, double p99, double max) {

@@ -113,11 +113,8 @@ struct LaunchSummary {
 
 // What the summary reports on: sets summary->task, mark_metric and mark from
 // `accuracy_mark` (LaunchOptions; NaN = none given) or else the config's
-// target (no mark when training.target_value is 0).
+// target (TargetOf; no mark when it has none).
 void SetMark(const Config& config, double accuracy_mark, LaunchSummary* summary);
-
-// True when `value` of `metric` is at or past `mark` (HigherIsBetter).
-bool ReachedMark(const std::string& metric, double value, double mark);
 
 // "1/3/7": staleness p50/p99/max, "-" when any is NaN (unknown).
 std::string FormatStaleness(double p50, double p99, double max);
