@@ -17,11 +17,11 @@
 #include "common/exit_codes.h"
 #include "common/model_spec.h"
 #include "common/parse_flags.h"
-#include "data/csv_reader.h"
-#include "data/libsvm_reader.h"
+#include "common/config.h"
 #include "model/export.h"
 #include "model/metrics.h"
 #include "worker/cpu/cpu_backend.h"
+#include "worker/dataset.h"
 #include "worker/mlp_math.h"
 
 ABSL_FLAG(std::string, model, "model.npz", "the exported model (psctl export)");
@@ -44,51 +44,37 @@ int Fail(const std::string& message, int code) {
   return code;
 }
 
-data::LabelMode LabelModeOf(Task task) {
-  return task == Task::kRegression ? data::LabelMode::kReal
-                                   : data::LabelMode::kClass;
-}
-
-// The file as the model's data section reads it; *labelled says whether it
-// held labels.
-absl::StatusOr<data::Table> ReadData(const proto::ModelMeta& meta,
-                                     const std::string& path, int inputs,
-                                     Task task, bool* labelled) {
+// The file as the model's data section reads it (worker/dataset's reader);
+// *labelled says whether it held labels.
+absl::StatusOr<worker::Dataset> ReadData(const proto::ModelMeta& meta,
+                                         const std::string& path, int inputs,
+                                         Task task, bool* labelled) {
   const std::string mode = absl::GetFlag(FLAGS_labels);
-  const std::vector<std::string> classes(meta.class_names().begin(),
-                                         meta.class_names().end());
   const proto::DataFormat& f = meta.data();
-  if (f.source() == "libsvm") {
-    data::LibsvmOptions options;
-    options.zero_based = f.zero_based();
-    options.dim = inputs;
-    options.labels = LabelModeOf(task);
-    options.classes = classes;
-    *labelled = mode != "no";
-    return data::ReadLibsvm(path, options);
-  }
-  if (f.source() != "csv") {
+  if (f.source() != "csv" && f.source() != "libsvm") {
     return absl::InvalidArgumentError(absl::StrCat(
         "the model was trained on data.source ", f.source(),
         "; predict reads csv and libsvm files"));
   }
-  data::CsvOptions options;
-  options.header = f.header();
-  options.label_column = f.label_column();
-  options.delimiter = f.delimiter() == "\\t" ? '\t' : f.delimiter()[0];
-  options.skip_lines = f.skip_lines();
-  options.missing = f.missing() == "zero"   ? data::Missing::kZero
-                    : f.missing() == "mean" ? data::Missing::kMean
-                                            : data::Missing::kError;
-  options.labels = LabelModeOf(task);
-  options.classes = classes;
-  options.has_label = mode != "no";
-  absl::StatusOr<data::Table> table = data::ReadCsv(path, options);
-  if (mode == "auto" && table.ok() && table->dim == inputs - 1) {
-    options.has_label = false;  // the "label" was the last feature
-    table = data::ReadCsv(path, options);
+  DataSection data;
+  data.source = f.source();
+  data.header = f.header();
+  data.label_column = f.label_column();
+  data.delimiter = f.delimiter();
+  data.skip_lines = f.skip_lines();
+  data.missing = f.missing();
+  data.zero_based = f.zero_based();
+  const std::vector<std::string> classes(meta.class_names().begin(),
+                                         meta.class_names().end());
+  // LIBSVM lines always start with a label.
+  *labelled = mode != "no" || data.source == "libsvm";
+  absl::StatusOr<worker::Dataset> table =
+      worker::ReadTableFile(data, path, task, classes, inputs, *labelled);
+  if (mode == "auto" && data.source == "csv" && table.ok() &&
+      table->dim == inputs - 1) {
+    *labelled = false;  // the "label" was the last feature
+    table = worker::ReadTableFile(data, path, task, classes, inputs, false);
   }
-  *labelled = options.has_label;
   return table;
 }
 
@@ -121,7 +107,7 @@ int main(int argc, char** argv) {
   absl::StatusOr<ModelSpec> spec = ModelSpec::Create(model::ModelOf(meta));
   if (!spec.ok()) return Fail(std::string(spec.status().message()), kExitConfig);
   bool labelled = false;
-  absl::StatusOr<data::Table> table = ReadData(
+  absl::StatusOr<worker::Dataset> table = ReadData(
       meta, absl::GetFlag(FLAGS_data), spec->inputs(), spec->task(), &labelled);
   if (!table.ok()) return Fail(std::string(table.status().message()), kExitConfig);
   if (table->dim != spec->inputs()) {
@@ -129,7 +115,7 @@ int main(int argc, char** argv) {
                              " features, the model ", spec->inputs()),
                 kExitConfig);
   }
-  const int64_t n = table->rows();
+  const int64_t n = table->size();
   const int inputs = spec->inputs();
   for (int64_t i = 0; i < n; ++i) {
     float* row = table->x.data() + i * inputs;

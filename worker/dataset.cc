@@ -340,11 +340,24 @@ void Standardize(bool normalize, bool per_feature, DataSplit* split) {
   }
 }
 
-// The first n examples of `data`, in file order.
-Dataset FirstRows(const Dataset& data, int n) {
-  std::vector<int> order(data.size());
-  for (int i = 0; i < data.size(); ++i) order[i] = i;
-  return Select(data, order, 0, n);
+// The split when the test examples come from files of their own: a seeded
+// shuffle of `train` (at most data.train_examples when that is > 0) and the
+// first rows of `test` in file order (at most data.test_examples when that is
+// >= 0). Not standardized.
+DataSplit SplitTrainAndTestFiles(const Dataset& train, const Dataset& test,
+                                 const DataSection& data, uint64_t seed) {
+  const int n_train = data.train_examples > 0
+                          ? std::min(data.train_examples, train.size())
+                          : train.size();
+  const int n_test = data.test_examples >= 0
+                         ? std::min(data.test_examples, test.size())
+                         : test.size();
+  std::vector<int> in_order(test.size());
+  for (int i = 0; i < test.size(); ++i) in_order[i] = i;
+  DataSplit split;
+  split.train = Select(train, SeededPermutation(train.size(), seed), 0, n_train);
+  split.test = Select(test, in_order, 0, n_test);
+  return split;
 }
 
 // data.source idx with data.test_path: the train-* files of path (a seeded
@@ -363,15 +376,7 @@ absl::StatusOr<DataSplit> LoadIdxWithTestFiles(const DataSection& data,
         " pixels, the train images in ", data.path, " ", train.dim));
   }
   train.classes = test.classes = std::max(train.classes, test.classes);
-  DataSplit split;
-  const std::vector<int> order = SeededPermutation(train.size(), seed);
-  split.train = Select(train, order, 0,
-                       data.train_examples > 0
-                           ? std::min(data.train_examples, train.size())
-                           : train.size());
-  split.test = FirstRows(test, data.test_examples >= 0
-                                    ? std::min(data.test_examples, test.size())
-                                    : test.size());
+  DataSplit split = SplitTrainAndTestFiles(train, test, data, seed);
   Standardize(data.normalize, /*per_feature=*/false, &split);
   return split;
 }
@@ -383,62 +388,13 @@ data::LabelMode LabelModeFor(Task task) {
                                    : data::LabelMode::kClass;
 }
 
-// One csv or libsvm file as a Dataset. `classes` fixes the class order (the
-// train file's, when reading a test file); `dim` the feature count (libsvm).
-absl::StatusOr<Dataset> ReadTable(const DataSection& data,
-                                  const std::string& path, Task task,
-                                  const std::vector<std::string>& classes,
-                                  int dim) {
-  data::Table table;
-  if (data.source == "csv") {
-    data::CsvOptions options;
-    options.header = data.header;
-    options.label_column = data.label_column;
-    options.delimiter = data.delimiter == "\\t" ? '\t' : data.delimiter[0];
-    options.skip_lines = data.skip_lines;
-    options.labels = LabelModeFor(task);
-    options.classes = classes;
-    options.missing = data.missing == "zero"   ? data::Missing::kZero
-                      : data.missing == "mean" ? data::Missing::kMean
-                                               : data::Missing::kError;
-    ASSIGN_OR_RETURN(table, data::ReadCsv(path, options));
-  } else {
-    data::LibsvmOptions options;
-    options.zero_based = data.zero_based;
-    options.dim = dim;
-    options.labels = LabelModeFor(task);
-    options.classes = classes;
-    ASSIGN_OR_RETURN(table, data::ReadLibsvm(path, options));
-  }
-  if (table.rows() > std::numeric_limits<int>::max() / 2) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": ", table.rows(), " rows is more than this reader holds"));
-  }
-  Dataset out;
-  out.dim = table.dim;
-  out.x = std::move(table.x);
-  out.y = std::move(table.y);
-  out.feature_names = std::move(table.feature_names);
-  out.class_names = std::move(table.class_names);
-  out.classes = task == Task::kRegression
-                    ? 0
-                    : static_cast<int>(out.class_names.size());
-  if (task == Task::kBinary && out.classes != 2) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": model.task binary needs exactly 2 label values, found ",
-        out.classes, " (", absl::StrJoin(out.class_names, ", "),
-        "): use model.task multiclass, or list the two in data.classes"));
-  }
-  return out;
-}
-
 absl::StatusOr<DataSplit> LoadTable(const DataSection& data, Task task,
                                     uint64_t seed) {
   ASSIGN_OR_RETURN(Dataset all,
-                   ReadTable(data, data.path, task, data.classes, data.features));
+                   ReadTableFile(data, data.path, task, data.classes, data.features));
   DataSplit split;
   if (!data.test_path.empty()) {
-    ASSIGN_OR_RETURN(Dataset test, ReadTable(data, data.test_path, task,
+    ASSIGN_OR_RETURN(Dataset test, ReadTableFile(data, data.test_path, task,
                                              all.class_names, all.dim));
     if (test.dim != all.dim) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -447,15 +403,7 @@ absl::StatusOr<DataSplit> LoadTable(const DataSection& data, Task task,
     }
     test.classes = all.classes;
     test.class_names = all.class_names;
-    std::vector<int> order = SeededPermutation(all.size(), seed);
-    const int n_train = data.train_examples > 0
-                            ? std::min(data.train_examples, all.size())
-                            : all.size();
-    const int n_test = data.test_examples >= 0
-                           ? std::min(data.test_examples, test.size())
-                           : test.size();
-    split.train = Select(all, order, 0, n_train);
-    split.test = FirstRows(test, n_test);
+    split = SplitTrainAndTestFiles(all, test, data, seed);
   } else {
     const int n = all.size();
     const int n_test =
@@ -597,6 +545,54 @@ absl::StatusOr<DataSplit> LoadData(const DataSection& data, uint64_t seed,
   split.test = Select(all, order, data.train_examples, data.test_examples);
   Standardize(data.normalize, /*per_feature=*/false, &split);
   return split;
+}
+
+absl::StatusOr<Dataset> ReadTableFile(const DataSection& data,
+                                      const std::string& path, Task task,
+                                      const std::vector<std::string>& classes,
+                                      int dim, bool has_label) {
+  data::Table table;
+  if (data.source == "csv") {
+    data::CsvOptions options;
+    options.header = data.header;
+    options.label_column = data.label_column;
+    options.delimiter = data.delimiter == "\\t" ? '\t' : data.delimiter[0];
+    options.skip_lines = data.skip_lines;
+    options.labels = LabelModeFor(task);
+    options.classes = classes;
+    options.missing = data.missing == "zero"   ? data::Missing::kZero
+                      : data.missing == "mean" ? data::Missing::kMean
+                                               : data::Missing::kError;
+    options.has_label = has_label;
+    ASSIGN_OR_RETURN(table, data::ReadCsv(path, options));
+  } else {
+    data::LibsvmOptions options;
+    options.zero_based = data.zero_based;
+    options.dim = dim;
+    options.labels = LabelModeFor(task);
+    options.classes = classes;
+    ASSIGN_OR_RETURN(table, data::ReadLibsvm(path, options));
+  }
+  if (table.rows() > std::numeric_limits<int>::max() / 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": ", table.rows(), " rows is more than this reader holds"));
+  }
+  Dataset out;
+  out.dim = table.dim;
+  out.x = std::move(table.x);
+  out.y = std::move(table.y);
+  out.feature_names = std::move(table.feature_names);
+  out.class_names = std::move(table.class_names);
+  out.classes = task == Task::kRegression
+                    ? 0
+                    : static_cast<int>(out.class_names.size());
+  if (has_label && task == Task::kBinary && out.classes != 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": model.task binary needs exactly 2 label values, found ",
+        out.classes, " (", absl::StrJoin(out.class_names, ", "),
+        "): use model.task multiclass, or list the two in data.classes"));
+  }
+  return out;
 }
 
 absl::Status CheckDataFitsModel(const DataSplit& data, const ModelSpec& spec) {

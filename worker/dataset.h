@@ -89,6 +89,17 @@ std::vector<int> SeededPermutation(int n, uint64_t seed);
 absl::StatusOr<DataSplit> LoadData(const DataSection& data, uint64_t seed,
                                    Task task = Task::kMulticlass);
 
+// One csv or libsvm file (data.source) read with `data`'s options for `task`:
+// classes (multiclass, binary: exactly two) or values (regression).
+// `classes` fixes the class order (empty: as the file says); `dim` the
+// LIBSVM feature count (0: the file's largest index). With has_label false a
+// CSV has no label column and every target is NaN (a file to predict on).
+// The readers' errors (data/) otherwise.
+absl::StatusOr<Dataset> ReadTableFile(const DataSection& data,
+                                      const std::string& path, Task task,
+                                      const std::vector<std::string>& classes,
+                                      int dim, bool has_label = true);
+
 // InvalidArgument, naming the config keys, when the split does not fit the
 // model: a feature count other than model.layers[0], more classes than its
 // outputs.
