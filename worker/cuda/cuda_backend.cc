@@ -34,6 +34,7 @@ CudaBackend::CudaBackend(const ModelSpec& spec, int max_batch, int gpu,
       inputs_(spec.layers().front()),
       classes_(spec.layers().back()),
       task_(spec.task()),
+      no_targets_(max_batch, 0.0f),
       max_batch_(max_batch),
       gpu_(gpu),
       device_(std::move(device)) {}
@@ -272,12 +273,10 @@ absl::Status CudaBackend::PredictChunks(const float* params, const float* x,
   // A free slot if there is one, so that pending Prefetches stay valid.
   const int slot = TakeSlot();
   const Slot& in = slots_[slot];
-  // Stage copies targets too; predictions have none, so it copies zeros.
-  std::vector<float> no_targets(max_batch_, 0.0f);
   for (int start = 0; start < n; start += max_batch_) {
     const int rows = std::min(max_batch_, n - start);
     RETURN_IF_ERROR(Stage(x + static_cast<int64_t>(start) * inputs_,
-                          no_targets.data(), rows, slot, compute_.get()));
+                          no_targets_.data(), rows, slot, compute_.get()));
     RETURN_IF_ERROR(mlp_->Forward(params_.data(), in.x.data(), rows));
     const size_t bytes = static_cast<size_t>(rows) * classes_ * sizeof(float);
     RETURN_IF_ERROR(

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -112,6 +113,8 @@ class CudaBackend final : public ComputeBackend {
   const int inputs_;
   const int classes_;  // outputs per example
   const Task task_;
+  // Predict's targets for Stage (which copies targets too): zeros.
+  const std::vector<float> no_targets_;
   const int max_batch_;
   const int gpu_;
   const std::string device_;
