@@ -6,8 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/blocking_counter.h"
-#include "common/grpc_status.h"
-#include "common/server_util.h"
+#include "rpc/grpc_status.h"
+#include "rpc/server_util.h"
 #include "common/status_macros.h"
 
 namespace downpour::bench {

@@ -17,7 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/model_spec.h"
-#include "coordinator/coordinator_client.h"
+#include "membership/coordinator_client.h"
 #include "proto/ps.grpc.pb.h"
 
 namespace downpour::bench {

@@ -48,8 +48,8 @@
 #include "bench/tcp_link.h"
 #include "common/logging.h"
 #include "common/model_spec.h"
-#include "common/security.h"
-#include "common/server_util.h"
+#include "rpc/security.h"
+#include "rpc/server_util.h"
 #include "common/subprocess.h"
 #include "proto/ps.grpc.pb.h"
 #include "server/block_store.h"
@@ -388,7 +388,7 @@ void PrintTransport(const std::vector<TransportRow>& rows) {
       "chunk per shard). push+pull: 2 x bytes / (push + pull time).\n"
       "CPU s/GB: CPU time of the whole process (sender and receiver side) per "
       "GB moved; 2 cores give at most 2 CPU s per wall second.\n"
-      "Copies per payload byte outside the kernel (common/wire_format.h): "
+      "Copies per payload byte outside the kernel (rpc/wire_format.h): "
       "push: worker 0, ps 0 for the 'in place' share of bytes, else 1;\n"
       "pull: ps 1 (block -> reply), worker 1 (reply -> params).\n");
   absl::PrintF(
@@ -681,9 +681,9 @@ void RunTls() {
     // worker (the coordinator client the cluster keeps was made as ps, and
     // its GetPlacement is open to every role).
     auto secured = [&](const SecuritySection& security) {
-      Check(InstallSecurity(security, "client", Role::kPs), "install TLS");
+      Check(InstallSecurity(security, "client", CallerRole::kPs), "install TLS");
       return Connect(config, nullptr, [&] {
-        Check(InstallSecurity(security, "client", Role::kWorker), "install TLS");
+        Check(InstallSecurity(security, "client", CallerRole::kWorker), "install TLS");
       });
     };
     UninstallSecurity();

@@ -1,4 +1,4 @@
-// The exit statuses every daemon uses (common/daemon.h includes this), apart
+// The exit statuses every daemon uses (rpc/daemon.h includes this), apart
 // so that a launcher can name them without linking the daemons' flags.
 #ifndef DOWNPOUR_COMMON_EXIT_CODES_H_
 #define DOWNPOUR_COMMON_EXIT_CODES_H_

@@ -23,21 +23,21 @@ spdlog::logger* L() { return Log(Logger::kCoordinator); }
 
 }  // namespace
 
-const char* RoleName(Role role) {
+const char* MemberRoleName(MemberRole role) {
   switch (role) {
-    case Role::kPs:
+    case MemberRole::kPs:
       return "ps";
-    case Role::kWorker:
+    case MemberRole::kWorker:
       return "worker";
-    case Role::kStandby:
+    case MemberRole::kStandby:
       return "standby";
   }
   return "?";
 }
 
-std::optional<Role> ParseRole(absl::string_view name) {
-  for (Role role : {Role::kPs, Role::kWorker, Role::kStandby}) {
-    if (name == RoleName(role)) return role;
+std::optional<MemberRole> ParseMemberRole(absl::string_view name) {
+  for (MemberRole role : {MemberRole::kPs, MemberRole::kWorker, MemberRole::kStandby}) {
+    if (name == MemberRoleName(role)) return role;
   }
   return std::nullopt;
 }
@@ -70,21 +70,21 @@ ClusterState::ClusterState(Options options, ModelSpec spec)
   absl::MutexLock lock(&mu_);
   const auto& cluster = options_.config.cluster;
   for (size_t i = 0; i < cluster.ps.size(); ++i) {
-    ps_.push_back({Role::kPs, static_cast<int>(i), cluster.ps[i]});
+    ps_.push_back({MemberRole::kPs, static_cast<int>(i), cluster.ps[i]});
   }
   for (size_t i = 0; i < cluster.standby_ps.size(); ++i) {
     standby_.push_back(
-        {Role::kStandby, static_cast<int>(i), cluster.standby_ps[i]});
+        {MemberRole::kStandby, static_cast<int>(i), cluster.standby_ps[i]});
   }
   for (size_t i = 0; i < cluster.workers.size(); ++i) {
     workers_.push_back(
-        {Role::kWorker, static_cast<int>(i), cluster.workers[i]});
+        {MemberRole::kWorker, static_cast<int>(i), cluster.workers[i]});
   }
 }
 
-ClusterState::Member* ClusterState::Find(Role role, int index) {
-  std::vector<Member>& members = role == Role::kPs       ? ps_
-                                 : role == Role::kWorker ? workers_
+ClusterState::Member* ClusterState::Find(MemberRole role, int index) {
+  std::vector<Member>& members = role == MemberRole::kPs       ? ps_
+                                 : role == MemberRole::kWorker ? workers_
                                                          : standby_;
   if (index < 0 || index >= static_cast<int>(members.size())) return nullptr;
   return &members[index];
@@ -96,7 +96,7 @@ void ClusterState::Touch(Member& m) {
   m.last_heartbeat = clock_->Now();
 }
 
-absl::Status ClusterState::MayRegister(Role role, int index,
+absl::Status ClusterState::MayRegister(MemberRole role, int index,
                                        const std::string& key,
                                        const std::string& address) {
   std::string serving;
@@ -105,14 +105,14 @@ absl::Status ClusterState::MayRegister(Role role, int index,
     absl::MutexLock lock(&mu_);
     const Member* m = Find(role, index);
     if (m == nullptr) {
-      const bool worker = role == Role::kWorker;
+      const bool worker = role == MemberRole::kWorker;
       const size_t n = worker ? workers_.size()
-                       : role == Role::kPs ? ps_.size()
+                       : role == MemberRole::kPs ? ps_.size()
                                            : standby_.size();
       return absl::InvalidArgumentError(absl::StrCat(
-          "register: ", RoleName(role), " index ", index,
+          "register: ", MemberRoleName(role), " index ", index,
           " is not in the config (", n, " in cluster.",
-          worker ? "workers" : role == Role::kPs ? "ps" : "standby_ps",
+          worker ? "workers" : role == MemberRole::kPs ? "ps" : "standby_ps",
           ": valid indices are 0 to ", static_cast<int64_t>(n) - 1, ")"));
     }
     // Free, its own process again, or declared dead: nothing to ask.
@@ -130,8 +130,8 @@ absl::Status ClusterState::MayRegister(Role role, int index,
   SPDLOG_LOGGER_WARN(L(),
                      "refused {} {} from {}: its registered process at {} is "
                      "alive",
-                     RoleName(role), index, address, serving);
-  if (role == Role::kWorker) {
+                     MemberRoleName(role), index, address, serving);
+  if (role == MemberRole::kWorker) {
     return absl::AlreadyExistsError(absl::StrCat(
         "register: worker ", index, " is registered to a live process at ",
         serving,
@@ -140,7 +140,7 @@ absl::Status ClusterState::MayRegister(Role role, int index,
         "index"));
   }
   return absl::AlreadyExistsError(absl::StrCat(
-      "register: ", RoleName(role), " ", index, " is served by ", serving,
+      "register: ", MemberRoleName(role), " ", index, " is served by ", serving,
       ", which is alive (it heartbeats and answers): a second daemon cannot "
       "take a live shard. Stop that daemon first, or start this one as a "
       "spare (--standby N, listed in cluster.standby_ps)"));
@@ -176,7 +176,7 @@ void ClusterState::AddWorkerIncarnations(
 absl::StatusOr<proto::RegisterServerResponse> ClusterState::RegisterServer(
     const proto::RegisterServerRequest& request) {
   RETURN_IF_ERROR(CheckRegisterBounds(request));
-  RETURN_IF_ERROR(MayRegister(request.standby() ? Role::kStandby : Role::kPs,
+  RETURN_IF_ERROR(MayRegister(request.standby() ? MemberRole::kStandby : MemberRole::kPs,
                               request.index(), request.member_key(),
                               request.address()));
   proto::RegisterServerResponse response;
@@ -189,7 +189,7 @@ absl::StatusOr<proto::RegisterServerResponse> ClusterState::RegisterServer(
     std::string to;
     {
       absl::MutexLock lock(&mu_);
-      Member* m = Find(Role::kPs, request.index());
+      Member* m = Find(MemberRole::kPs, request.index());
       if (m != nullptr && m->registered && epoch_ > 0 &&
           request.applied_total() < m->applied_total) {
         const std::vector<StandbySlot> slots = StandbySlots();
@@ -221,12 +221,12 @@ absl::StatusOr<proto::RegisterServerResponse> ClusterState::RegisterServer(
   }
   {
     absl::MutexLock lock(&mu_);
-    const Role role = request.standby() ? Role::kStandby : Role::kPs;
+    const MemberRole role = request.standby() ? MemberRole::kStandby : MemberRole::kPs;
     Member* m = Find(role, request.index());
     if (m == nullptr) {
       const size_t n = request.standby() ? standby_.size() : ps_.size();
       return absl::InvalidArgumentError(
-          absl::StrCat("register: ", RoleName(role), " index ", request.index(),
+          absl::StrCat("register: ", MemberRoleName(role), " index ", request.index(),
                        " is not in the config (", n, " in cluster.",
                        request.standby() ? "standby_ps" : "ps", ")"));
     }
@@ -237,7 +237,7 @@ absl::StatusOr<proto::RegisterServerResponse> ClusterState::RegisterServer(
     Admit(*m, request.member_key());
     Touch(*m);
     if (request.standby()) m->serving_index = -1;
-    SPDLOG_LOGGER_INFO(L(), "{} {} registered from {}", RoleName(role),
+    SPDLOG_LOGGER_INFO(L(), "{} {} registered from {}", MemberRoleName(role),
                        m->index, m->address);
     if (!request.standby() && restarted && epoch_ > 0) {
       ++epoch_;
@@ -266,13 +266,13 @@ absl::StatusOr<proto::RegisterServerResponse> ClusterState::RegisterServer(
 absl::StatusOr<proto::RegisterWorkerResponse> ClusterState::RegisterWorker(
     const proto::RegisterWorkerRequest& request) {
   RETURN_IF_ERROR(CheckRegisterBounds(request));
-  RETURN_IF_ERROR(MayRegister(Role::kWorker, request.index(),
+  RETURN_IF_ERROR(MayRegister(MemberRole::kWorker, request.index(),
                               request.member_key(), request.address()));
   proto::RegisterWorkerResponse response;
   std::optional<Snapshot> snapshot;
   {
     absl::MutexLock lock(&mu_);
-    Member* m = Find(Role::kWorker, request.index());
+    Member* m = Find(MemberRole::kWorker, request.index());
     if (m == nullptr) return absl::InternalError("register: worker vanished");
     m->address = request.address();
     // The pack it joins (ssp): the smallest clock of the other workers still
@@ -481,7 +481,7 @@ void ClusterState::MaybePlace() {
 absl::StatusOr<proto::HeartbeatResponse> ClusterState::Heartbeat(
     const proto::HeartbeatRequest& request) {
   RETURN_IF_ERROR(CheckHeartbeatBounds(request));
-  const std::optional<Role> role = ParseRole(request.role());
+  const std::optional<MemberRole> role = ParseMemberRole(request.role());
   if (!role.has_value()) {
     return absl::InvalidArgumentError(
         absl::StrCat("heartbeat: role must be ps, worker or standby, got '",
@@ -525,7 +525,7 @@ absl::StatusOr<proto::HeartbeatResponse> ClusterState::Heartbeat(
     m->last_heartbeat = clock_->Now();
     m->report = request.report();
     bool settled = false;
-    if (*role == Role::kPs) {
+    if (*role == MemberRole::kPs) {
       m->applied_total = m->report.applied_total();
       for (proto::ShardRecovery& r : recoveries_) {
         if (r.shard() != m->index || r.settled() ||
@@ -569,11 +569,11 @@ void ClusterState::HeartbeatReply(const Member& m,
   response->set_placement_epoch(epoch_);
   response->set_stop(stop_);
   response->set_stop_reason(stop_reason_);
-  response->set_take_over_index(m.role == Role::kStandby ? m.serving_index
+  response->set_take_over_index(m.role == MemberRole::kStandby ? m.serving_index
                                                          : -1);
-  response->set_replica_of(m.role == Role::kStandby ? m.replica_of : -1);
+  response->set_replica_of(m.role == MemberRole::kStandby ? m.replica_of : -1);
   response->set_backup_standby(-1);
-  if (m.role == Role::kPs) {
+  if (m.role == MemberRole::kPs) {
     for (const Member& s : standby_) {
       if (s.alive && s.serving_index < 0 && s.replica_of == m.index) {
         response->set_backup_address(s.address);
@@ -581,8 +581,8 @@ void ClusterState::HeartbeatReply(const Member& m,
       }
     }
   }
-  if (m.role == Role::kWorker) *response->mutable_partition() = PartitionOf(m);
-  if (m.role != Role::kWorker) {
+  if (m.role == MemberRole::kWorker) *response->mutable_partition() = PartitionOf(m);
+  if (m.role != MemberRole::kWorker) {
     AddWorkerIncarnations(response->mutable_worker_incarnations());
     // Whom ssp/bsp wait for: a dead or finished worker drops out.
     for (const Member& w : workers_) {
@@ -661,7 +661,7 @@ proto::ClusterStatusResponse ClusterState::Status() const {
   for (const auto* group : {&ps_, &workers_, &standby_}) {
     for (const Member& m : *group) {
       proto::MemberStatus* out = response.add_members();
-      out->set_role(RoleName(m.role));
+      out->set_role(MemberRoleName(m.role));
       out->set_index(m.index);
       out->set_address(m.address);
       out->set_alive(m.alive);
@@ -670,8 +670,8 @@ proto::ClusterStatusResponse ClusterState::Status() const {
           m.registered ? absl::ToDoubleSeconds(now - m.last_heartbeat) : -1);
       *out->mutable_report() = m.report;
       for (int p : m.parts) out->add_parts(p);
-      out->set_serving_index(m.role == Role::kStandby ? m.serving_index : -1);
-      out->set_replica_of(m.role == Role::kStandby ? m.replica_of : -1);
+      out->set_serving_index(m.role == MemberRole::kStandby ? m.serving_index : -1);
+      out->set_replica_of(m.role == MemberRole::kStandby ? m.replica_of : -1);
     }
   }
   uint64_t lost = 0;
@@ -696,7 +696,7 @@ int ClusterState::CheckLiveness() {
         if (!m.alive || now - m.last_heartbeat <= timeout) continue;
         m.alive = false;
         ++changed;
-        if (m.role == Role::kWorker && m.report.finished()) {
+        if (m.role == MemberRole::kWorker && m.report.finished()) {
           SPDLOG_LOGGER_INFO(L(), "worker {} at {} left after finishing",
                              m.index, m.address);
           continue;
@@ -704,11 +704,11 @@ int ClusterState::CheckLiveness() {
         SPDLOG_LOGGER_WARN(
             L(),
             "{} {} at {} is dead: no heartbeat for {:.1f} s (timeout {:.1f} s)",
-            RoleName(m.role), m.index, m.address,
+            MemberRoleName(m.role), m.index, m.address,
             absl::ToDoubleSeconds(now - m.last_heartbeat),
             options_.config.heartbeat.timeout_s);
-        if (m.role == Role::kWorker) HandOffParts(m);
-        if (m.role == Role::kPs) ReplaceShard(m);
+        if (m.role == MemberRole::kWorker) HandOffParts(m);
+        if (m.role == MemberRole::kPs) ReplaceShard(m);
       }
     }
     if (changed > 0) {
@@ -758,7 +758,7 @@ std::optional<ClusterState::Snapshot> ClusterState::TakeSnapshot() {
   for (const auto* group : {&ps_, &workers_, &standby_}) {
     for (const Member& m : *group) {
       proto::MemberRecord* r = state.add_members();
-      r->set_role(RoleName(m.role));
+      r->set_role(MemberRoleName(m.role));
       r->set_index(m.index);
       r->set_address(m.address);
       r->set_registered(m.registered);
@@ -819,7 +819,7 @@ absl::Status ClusterState::Load() {
   recoveries_.assign(state->recoveries().begin(), state->recoveries().end());
   int restored = 0;
   for (const proto::MemberRecord& r : state->members()) {
-    const std::optional<Role> role = ParseRole(r.role());
+    const std::optional<MemberRole> role = ParseMemberRole(r.role());
     Member* m = role.has_value() ? Find(*role, r.index()) : nullptr;
     if (m == nullptr || !r.registered()) continue;
     m->address = r.address();
@@ -833,7 +833,7 @@ absl::Status ClusterState::Load() {
     m->parts.assign(r.parts().begin(), r.parts().end());
     m->report.set_finished(r.finished());
     m->serving_index = r.serving_index();
-    m->replica_of = m->role == Role::kStandby ? r.replica_of() : -1;
+    m->replica_of = m->role == MemberRole::kStandby ? r.replica_of() : -1;
     m->applied_total = r.applied_total();
     ++restored;
   }

@@ -30,13 +30,13 @@
 
 namespace downpour::coordinator {
 
-// A member's role. The wire and the state file spell it as RoleName does.
-enum class Role { kPs, kWorker, kStandby };
+// A member's role. The wire and the state file spell it as MemberRoleName does.
+enum class MemberRole { kPs, kWorker, kStandby };
 
 // "ps", "worker" or "standby".
-const char* RoleName(Role role);
+const char* MemberRoleName(MemberRole role);
 // The role spelled `name`; nullopt for any other string.
-std::optional<Role> ParseRole(absl::string_view name);
+std::optional<MemberRole> ParseMemberRole(absl::string_view name);
 
 // The coordinator's state file in `state_dir`: "<state_dir>/coordinator.state";
 // "" when state_dir is "" (no state kept). The launcher removes it to start a
@@ -116,7 +116,7 @@ class ClusterState {
 
  private:
   struct Member {
-    Role role = Role::kPs;
+    MemberRole role = MemberRole::kPs;
     int index = 0;
     std::string address;
     bool registered = false;
@@ -147,7 +147,7 @@ class ClusterState {
   // InvalidArgument for an index outside the config, AlreadyExists while the
   // member's registered process answers at its address as itself (probed
   // without the lock). OK does not change anything.
-  absl::Status MayRegister(Role role, int index, const std::string& key,
+  absl::Status MayRegister(MemberRole role, int index, const std::string& key,
                            const std::string& address) ABSL_LOCKS_EXCLUDED(mu_);
   // Gives `m` a new process's identity unless `key` is its current one;
   // returns whether the process is new.
@@ -158,7 +158,7 @@ class ClusterState {
   void AddWorkerIncarnations(
       google::protobuf::RepeatedPtrField<proto::WorkerIncarnation>* out) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  Member* Find(Role role, int index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Member* Find(MemberRole role, int index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Touch(Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybePlace() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Decides whether the job is over; true when it stopped it just now.

@@ -401,12 +401,12 @@ namespace downpour::coordinator {
 namespace {
 
 TEST(RoleTest, NamesRoundTripAndOthersAreRejected) {
-  for (Role role : {Role::kPs, Role::kWorker, Role::kStandby}) {
-    EXPECT_EQ(ParseRole(RoleName(role)), role) << RoleName(role);
+  for (MemberRole role : {MemberRole::kPs, MemberRole::kWorker, MemberRole::kStandby}) {
+    EXPECT_EQ(ParseMemberRole(MemberRoleName(role)), role) << MemberRoleName(role);
   }
-  EXPECT_EQ(ParseRole("janitor"), std::nullopt);
-  EXPECT_EQ(ParseRole(""), std::nullopt);
-  EXPECT_EQ(ParseRole("PS"), std::nullopt);
+  EXPECT_EQ(ParseMemberRole("janitor"), std::nullopt);
+  EXPECT_EQ(ParseMemberRole(""), std::nullopt);
+  EXPECT_EQ(ParseMemberRole("PS"), std::nullopt);
 }
 
 TEST(StateFilePathTest, IsInTheStateDirOrEmpty) {

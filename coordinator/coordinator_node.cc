@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "common/health.h"
+#include "rpc/health.h"
 #include "common/logging.h"
 #include "coordinator/member_identity.h"
 #include "proto/status.grpc.pb.h"

@@ -9,7 +9,7 @@
 #include "common/testing/fake_clock.h"
 #include "common/testing/poll.h"
 #include "common/testing/status_matchers.h"
-#include "coordinator/coordinator_client.h"
+#include "membership/coordinator_client.h"
 #include "coordinator/test_cluster.h"
 #include "gtest/gtest.h"
 

@@ -2,7 +2,7 @@
 #include "coordinator/coordinator_service.h"
 
 #include "absl/strings/str_cat.h"
-#include "common/grpc_status.h"
+#include "rpc/grpc_status.h"
 #include "common/log_throttle.h"
 #include "common/logging.h"
 

@@ -4,8 +4,8 @@
 
 #include "absl/flags/flag.h"
 #include "absl/status/status.h"
-#include "common/accept_watch.h"
-#include "common/daemon.h"
+#include "rpc/accept_watch.h"
+#include "rpc/daemon.h"
 #include "common/logging.h"
 #include "coordinator/coordinator_node.h"
 

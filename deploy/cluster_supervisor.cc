@@ -14,7 +14,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
 #include "common/file_util.h"
-#include "coordinator/coordinator_client.h"
+#include "membership/coordinator_client.h"
 #include "deploy/run_dir_guard.h"
 
 namespace downpour {

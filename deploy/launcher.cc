@@ -30,10 +30,10 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/config.h"
-#include "common/security.h"
+#include "rpc/security.h"
 #include "common/parse_flags.h"
 #include "common/subprocess.h"
-#include "coordinator/coordinator_client.h"
+#include "membership/coordinator_client.h"
 #include "deploy/launcher_lib.h"
 
 ABSL_FLAG(std::string, config, "deploy/configs/mnist_local.yaml", "cluster YAML file");

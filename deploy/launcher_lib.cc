@@ -16,7 +16,7 @@
 #include "deploy/cluster_supervisor.h"
 #include "deploy/run_dir_guard.h"
 #include "server/checkpoint.h"
-#include "coordinator/coordinator_client.h"
+#include "membership/coordinator_client.h"
 #include "tools/training_plot.h"
 
 namespace downpour {

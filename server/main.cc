@@ -5,8 +5,8 @@
 #include <string>
 
 #include "absl/flags/flag.h"
-#include "common/accept_watch.h"
-#include "common/daemon.h"
+#include "rpc/accept_watch.h"
+#include "rpc/daemon.h"
 #include "common/logging.h"
 #include "server/ps_node.h"
 

@@ -12,20 +12,20 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/counters.h"
-#include "common/daemon.h"
+#include "rpc/daemon.h"
 #include "common/logging.h"
-#include "common/health.h"
-#include "common/server_util.h"
+#include "rpc/health.h"
+#include "rpc/server_util.h"
 #include "common/status_macros.h"
-#include "common/status_service.h"
-#include "coordinator/coordinator_client.h"
-#include "coordinator/member_agent.h"
+#include "rpc/status_service.h"
+#include "membership/coordinator_client.h"
+#include "membership/member_agent.h"
 #include "coordinator/member_identity.h"
 #include "proto/coordinator.pb.h"
 #include "server/checkpoint_health.h"
 #include "server/ps_service.h"
-#include "server/replica.h"
-#include "server/replicator.h"
+#include "server/replication/replica.h"
+#include "server/replication/replicator.h"
 #include "server/shard.h"
 
 namespace downpour::server {
@@ -137,7 +137,7 @@ class PsNode::Impl {
   bool started_ = false;  // Start succeeded
 
   absl::Notification stop_checkpoints_;
-  // A standby's copy of the shard it backs up (see server/replica.h).
+  // A standby's copy of the shard it backs up (see server/replication/replica.h).
   Replica replica_;
 
   absl::Mutex stop_mu_;  // serialises Stop

@@ -4,10 +4,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "common/grpc_status.h"
+#include "rpc/grpc_status.h"
 #include "common/log_throttle.h"
 #include "common/logging.h"
-#include "common/wire_format.h"
+#include "rpc/wire_format.h"
 
 namespace downpour::server {
 namespace {

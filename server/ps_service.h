@@ -11,8 +11,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "proto/ps.grpc.pb.h"
-#include "server/replica.h"
-#include "server/replicator.h"
+#include "server/replication/replica.h"
+#include "server/replication/replicator.h"
 #include "server/shard.h"
 
 namespace downpour::server {
@@ -27,7 +27,7 @@ namespace downpour::server {
 // shard's backup holds it (Replicator::WhenReplicated). A standby serves
 // Replicate into its Replica; a daemon that serves a shard refuses it.
 //
-// Pull and Push take and give raw bytes (common/wire_format.h): a push's
+// Pull and Push take and give raw bytes (rpc/wire_format.h): a push's
 // payloads are applied from the received slices, a pull's are copied once,
 // from the shard into the reply. The bytes are ps.proto's messages, so
 // protobuf clients see no difference.

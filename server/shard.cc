@@ -10,7 +10,7 @@
 #include "absl/time/clock.h"
 #include "common/checksum.h"
 #include "common/logging.h"
-#include "common/server_util.h"
+#include "rpc/server_util.h"
 #include "common/status_macros.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
 #include "common/wire_encoding.h"

@@ -23,7 +23,7 @@
 #include "common/config.h"
 #include "common/counters.h"
 #include "common/model_spec.h"
-#include "common/wire_format.h"
+#include "rpc/wire_format.h"
 #include "proto/ps.pb.h"
 #include "server/block_store.h"
 #include "server/checkpoint.h"
@@ -55,7 +55,7 @@ class Shard {
                                                            Counters* counters,
                                                            Checkpoint state);
 
-  // What a primary streams to its backup (server/replicator.h): the blocks
+  // What a primary streams to its backup (server/replication/replicator.h): the blocks
   // changed since the last cut (every block when `full`) and every worker's
   // applied-push window, copied at one moment, with the generation (updates
   // and sequences recorded so far) they amount to.
@@ -88,7 +88,7 @@ class Shard {
   // up yet: retry); NotFound for a block not held here.
   absl::Status Pull(const proto::PullRequest& request,
                     proto::PullResponse* response) const ABSL_LOCKS_EXCLUDED(mu_);
-  // The same reply as wire bytes (common/wire_format.h), each block copied
+  // The same reply as wire bytes (rpc/wire_format.h), each block copied
   // once, from the store into the reply (Pull parses these bytes). Also InvalidArgument for a block id
   // asked twice, and ResourceExhausted for a reply over kMaxMessageBytes;
   // both are checked before anything is allocated.

@@ -18,7 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/file_util.h"
-#include "common/server_util.h"
+#include "rpc/server_util.h"
 #include "common/subprocess.h"
 #include "common/testing/poll.h"
 #include "gmock/gmock.h"

@@ -15,7 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/server_util.h"
+#include "rpc/server_util.h"
 #include "common/subprocess.h"
 #include "gtest/gtest.h"
 #include "proto/status.grpc.pb.h"

@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/server_util.h"
+#include "rpc/server_util.h"
 #include "common/subprocess.h"
 #include "common/testing/poll.h"
-#include "coordinator/coordinator_client.h"
+#include "membership/coordinator_client.h"
 #include "coordinator/test_cluster.h"
 #include "gtest/gtest.h"
 #include "proto/ps.grpc.pb.h"

@@ -12,7 +12,7 @@
 #include "absl/time/clock.h"
 #include "common/file_util.h"
 #include "common/mnist.h"
-#include "common/server_util.h"
+#include "rpc/server_util.h"
 #include "proto/status.grpc.pb.h"
 #include "gtest/gtest.h"
 

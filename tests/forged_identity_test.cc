@@ -14,10 +14,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/mnist.h"
-#include "common/server_util.h"
+#include "rpc/server_util.h"
 #include "common/subprocess.h"
 #include "common/testing/poll.h"
-#include "coordinator/coordinator_client.h"
+#include "membership/coordinator_client.h"
 #include "coordinator/test_cluster.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -13,8 +13,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/health.h"
-#include "common/server_util.h"
+#include "rpc/health.h"
+#include "rpc/server_util.h"
 #include "common/subprocess.h"
 #include "common/testing/poll.h"
 #include "gmock/gmock.h"

@@ -24,7 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/config.h"
-#include "coordinator/coordinator_client.h"
+#include "membership/coordinator_client.h"
 #include "coordinator/coordinator_node.h"
 #include "proto/coordinator.pb.h"
 #include "server/ps_node.h"

@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/config.h"
-#include "common/server_util.h"
+#include "rpc/server_util.h"
 #include "common/testing/poll.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"

@@ -15,7 +15,7 @@
 #include "common/file_util.h"
 #include "common/subprocess.h"
 #include "common/testing/poll.h"
-#include "coordinator/coordinator_client.h"
+#include "membership/coordinator_client.h"
 #include "deploy/run_dir_guard.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -11,10 +11,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/model_spec.h"
-#include "common/server_util.h"
+#include "rpc/server_util.h"
 #include "common/subprocess.h"
 #include "common/testing/status_matchers.h"
-#include "coordinator/coordinator_client.h"
+#include "membership/coordinator_client.h"
 #include "gtest/gtest.h"
 #include "proto/ps.grpc.pb.h"
 #include "tests/daemon_harness.h"

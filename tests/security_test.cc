@@ -13,8 +13,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/config.h"
 #include "common/file_util.h"
-#include "common/security.h"
-#include "common/server_util.h"
+#include "rpc/security.h"
+#include "rpc/server_util.h"
 #include "common/subprocess.h"
 #include "common/testing/poll.h"
 #include "gmock/gmock.h"
@@ -75,7 +75,7 @@ class SecurityTest : public testing::DaemonJobTest {
     auto config = LoadConfig(config_);
     ASSERT_TRUE(config.ok()) << config.status();
     security_ = config->security;
-    ASSERT_TRUE(InstallSecurity(security_, "client", Role::kAdmin).ok());
+    ASSERT_TRUE(InstallSecurity(security_, "client", CallerRole::kAdmin).ok());
 
     const std::string port_file = dir_ + "/coordinator.port";
     Subprocess& c =

@@ -1,7 +1,7 @@
 // The tables `psctl workers`, `psctl shards` and `psctl watch` print, from what
 // the coordinator says (ClusterStatus, placement, model) and what each member's
 // own Status service says (rates, latencies, memory). Pure formatting: the
-// gRPC calls live in coordinator/coordinator_client.h and member_probe.h.
+// gRPC calls live in membership/coordinator_client.h and member_probe.h.
 #ifndef DOWNPOUR_TOOLS_CLUSTER_TABLES_H_
 #define DOWNPOUR_TOOLS_CLUSTER_TABLES_H_
 

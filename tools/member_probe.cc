@@ -4,8 +4,8 @@
 #include <future>
 
 #include "absl/strings/str_cat.h"
-#include "common/grpc_status.h"
-#include "common/server_util.h"
+#include "rpc/grpc_status.h"
+#include "rpc/server_util.h"
 #include "proto/health.grpc.pb.h"
 #include "proto/ps.grpc.pb.h"
 #include "proto/status.grpc.pb.h"

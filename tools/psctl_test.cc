@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 #include "common/subprocess.h"
-#include "coordinator/coordinator_client.h"
+#include "membership/coordinator_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/daemon_harness.h"

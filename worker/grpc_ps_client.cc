@@ -1,7 +1,7 @@
 // gRPC ps client. Requests go to all shards at once through gRPC's callback
 // API; a shard's blocks are cut into chunks of at most kChunkBytes so no
 // message is huge (gRPC's rate drops for messages above a few MiB). Requests
-// and replies are raw byte buffers (common/wire_format.h). mu_ guards only the
+// and replies are raw byte buffers (rpc/wire_format.h). mu_ guards only the
 // placement and the push windows; it is never held across an RPC or a backoff
 // sleep.
 #include "worker/grpc_ps_client.h"
@@ -14,11 +14,11 @@
 #include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/notification.h"
 #include "common/status_macros.h"
-#include "common/grpc_status.h"
+#include "rpc/grpc_status.h"
 #include "common/logging.h"
 #include "common/retry.h"
-#include "common/server_util.h"
-#include "common/wire_format.h"
+#include "rpc/server_util.h"
+#include "rpc/wire_format.h"
 #include "grpcpp/generic/generic_stub.h"
 
 namespace downpour::worker {

@@ -26,7 +26,7 @@
 #include "common/counters.h"
 #include "common/model_spec.h"
 #include "common/wire_encoding.h"
-#include "coordinator/coordinator_client.h"
+#include "membership/coordinator_client.h"
 #include "proto/ps.grpc.pb.h"
 #include "worker/ps_client.h"
 
@@ -63,7 +63,7 @@ namespace downpour::worker {
 //                     e.g. InvalidArgument for a gradient with NaN.
 // A failed Push may have been applied on some shards and for some requests.
 //
-// Bytes (common/wire_format.h): push payloads are sent from `grad` itself,
+// Bytes (rpc/wire_format.h): push payloads are sent from `grad` itself,
 // not copied (Push returns once gRPC has let go of them); pull replies are
 // copied once, from the received slices into `params`.
 //

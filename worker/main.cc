@@ -1,7 +1,7 @@
 // ps_worker: one Downpour SGD worker (worker/worker_node.h does the work).
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
-#include "common/daemon.h"
+#include "rpc/daemon.h"
 #include "common/logging.h"
 #include "worker/worker_node.h"
 

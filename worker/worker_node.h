@@ -27,10 +27,10 @@
 #include "common/config.h"
 #include "common/counters.h"
 #include "common/model_spec.h"
-#include "common/server_util.h"
-#include "common/status_service.h"
-#include "coordinator/coordinator_client.h"
-#include "coordinator/member_agent.h"
+#include "rpc/server_util.h"
+#include "rpc/status_service.h"
+#include "membership/coordinator_client.h"
+#include "membership/member_agent.h"
 #include "worker/compute_backend.h"
 #include "worker/data_parts.h"
 #include "worker/dataset.h"
@@ -57,7 +57,7 @@ class WorkerNode {
     // Port 0 = any free port (see port()).
     std::string listen;
     // --advertise: the address registered with the coordinator; "" = the bound
-    // address (see AdvertisedAddress in common/daemon.h).
+    // address (see AdvertisedAddress in rpc/daemon.h).
     std::string advertise;
     // Times the progress lines (every 5 s) and the ps client's backoff;
     // nullptr = Clock::Real(). For tests.

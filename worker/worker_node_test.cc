@@ -5,10 +5,10 @@
 
 #include <memory>
 
-#include "common/server_util.h"
+#include "rpc/server_util.h"
 #include "common/testing/status_matchers.h"
 #include "coordinator/cluster_state.h"
-#include "coordinator/coordinator_client.h"
+#include "membership/coordinator_client.h"
 #include "coordinator/coordinator_service.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

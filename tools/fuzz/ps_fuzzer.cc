@@ -1,7 +1,7 @@
 // libFuzzer target: the parameter server's request handling, below gRPC.
 //
 // One Shard (server/shard.h) of a small model, serving every block, and one
-// Replica (server/replica.h) live for the whole run; each input is a sequence
+// Replica (server/replication/replica.h) live for the whole run; each input is a sequence
 // of requests applied to them exactly as server/ps_service.cc does:
 //
 //   record := op:u8 length:u16le body[length]     (a short last body is cut)
@@ -45,12 +45,12 @@
 #include "google/protobuf/stubs/logging.h"
 #include "common/model_spec.h"
 #include "common/wire_encoding.h"
-#include "common/wire_format.h"
+#include "rpc/wire_format.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
 #include "proto/ps.pb.h"
-#include "server/replica.h"
+#include "server/replication/replica.h"
 #include "server/shard.h"
 
 namespace downpour::fuzz {

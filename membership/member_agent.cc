@@ -1,0 +1,94 @@
+// Heartbeat loop shared by ps and workers.
+#include "membership/member_agent.h"
+
+#include "common/logging.h"
+
+namespace downpour::coordinator {
+
+MemberAgent::MemberAgent(CoordinatorClient* client,
+                         std::string role, int index, std::string address,
+                         double interval_s, Registrar registrar, Reporter reporter,
+                         Handler handler)
+    : client_(client), address_(std::move(address)), role_(std::move(role)),
+      index_(index), interval_s_(interval_s), registrar_(std::move(registrar)),
+      reporter_(std::move(reporter)), handler_(std::move(handler)) {}
+
+void MemberAgent::SetIdentity(const std::string& role, int index) {
+  absl::MutexLock lock(&identity_mu_);
+  role_ = role;
+  index_ = index;
+}
+
+MemberAgent::~MemberAgent() {
+  if (thread_.joinable()) Stop();
+}
+
+void MemberAgent::Start() {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void MemberAgent::Stop() {
+  if (!thread_.joinable()) return;
+  stop_.Notify();
+  thread_.join();
+  Beat();
+}
+
+void MemberAgent::Loop() {
+  while (!stop_.WaitForNotificationWithTimeout(absl::Seconds(interval_s_))) {
+    Beat();
+  }
+}
+
+void MemberAgent::Beat() {
+  proto::HeartbeatRequest request;
+  {
+    absl::MutexLock lock(&identity_mu_);
+    request.set_role(role_);
+    request.set_index(index_);
+  }
+  const std::string role = request.role();
+  const int index = request.index();
+  request.set_address(address_);
+  *request.mutable_report() = reporter_();
+  absl::StatusOr<proto::HeartbeatResponse> response = client_->Heartbeat(request);
+  if (absl::IsFailedPrecondition(response.status())) {
+    // The coordinator restarted and forgot us: register again.
+    SPDLOG_LOGGER_WARN(Log(Logger::kRpc), "{} {}: coordinator does not know us; registering again",
+                       role, index);
+    absl::Status registered = registrar_();
+    if (!registered.ok()) {
+      SPDLOG_LOGGER_WARN(Log(Logger::kRpc), "{} {}: {}", role, index,
+                         std::string(registered.message()));
+    }
+    return;
+  }
+  if (absl::IsPermissionDenied(response.status())) {
+    // Not a network problem: the coordinator does not take this process for
+    // the member it claims to be (its key was replaced). Said once.
+    if (!refused_) {
+      SPDLOG_LOGGER_ERROR(Log(Logger::kRpc), "{} {}: {}", role, index,
+                          std::string(response.status().message()));
+    }
+    refused_ = true;
+    return;
+  }
+  refused_ = false;
+  if (!response.ok()) {
+    if (!coordinator_down_) {
+      SPDLOG_LOGGER_WARN(Log(Logger::kRpc),
+                         "{} {}: coordinator unreachable ({}); carrying on with "
+                         "the placement we have",
+                         role, index, std::string(response.status().message()));
+    }
+    coordinator_down_ = true;
+    return;
+  }
+  if (coordinator_down_) {
+    SPDLOG_LOGGER_INFO(Log(Logger::kRpc), "{} {}: coordinator reachable again", role, index);
+    coordinator_down_ = false;
+  }
+  handler_(*response);
+}
+
+}  // namespace downpour::coordinator

@@ -1,0 +1,67 @@
+// The heartbeat loop a ps or worker runs against the coordinator: registers, sends
+// a report every heartbeat.interval_s, re-registers after a coordinator restart,
+// and hands each response to the daemon. Keeps running (and says so) while the
+// coordinator is unreachable: the daemon goes on with what it has.
+#ifndef DOWNPOUR_MEMBERSHIP_MEMBER_AGENT_H_
+#define DOWNPOUR_MEMBERSHIP_MEMBER_AGENT_H_
+
+#include <functional>
+#include <string>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "common/config.h"
+#include "membership/coordinator_client.h"
+
+namespace downpour::coordinator {
+
+// Thread-compatible: Start once, Stop once.
+class MemberAgent {
+ public:
+  using Reporter = std::function<proto::MemberReport()>;
+  using Handler = std::function<void(const proto::HeartbeatResponse&)>;
+  // Registers (again); returns the error when it could not.
+  using Registrar = std::function<absl::Status()>;
+
+  // `address` is where this daemon serves (sent with each heartbeat).
+  // `client` is not owned and must outlive the agent. The handler runs on the
+  // agent's thread (and on Stop's caller for the last heartbeat).
+  MemberAgent(CoordinatorClient* client, std::string role, int index,
+              std::string address, double interval_s, Registrar registrar,
+              Reporter reporter, Handler handler);
+  ~MemberAgent();  // Stop()s if started
+
+  MemberAgent(const MemberAgent&) = delete;
+  MemberAgent& operator=(const MemberAgent&) = delete;
+
+  void Start();
+  // Heartbeats as (role, index) from now on: a standby that took a shard over
+  // becomes ("ps", shard). Thread-safe.
+  void SetIdentity(const std::string& role, int index);
+  // Sends one last heartbeat (so the coordinator sees the final report) and stops.
+  void Stop();
+
+ private:
+  void Loop();
+  void Beat();
+
+  CoordinatorClient* const client_;
+  const std::string address_;
+  absl::Mutex identity_mu_;
+  std::string role_ ABSL_GUARDED_BY(identity_mu_);
+  int index_ ABSL_GUARDED_BY(identity_mu_);
+  const double interval_s_;
+  const Registrar registrar_;
+  const Reporter reporter_;
+  const Handler handler_;
+  absl::Notification stop_;
+  std::thread thread_;
+  bool coordinator_down_ = false;  // loop thread only
+  bool refused_ = false;           // loop thread only: PermissionDenied said
+};
+
+}  // namespace downpour::coordinator
+
+#endif  // DOWNPOUR_MEMBERSHIP_MEMBER_AGENT_H_

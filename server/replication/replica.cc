@@ -1,0 +1,137 @@
+// Replica: a backup's copy of one shard.
+#include "server/replication/replica.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace downpour::server {
+namespace {
+
+absl::Status ToFloats(const std::string& bytes, uint32_t id, const char* what,
+                      std::vector<float>* out) {
+  if (bytes.size() % sizeof(float) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("replicate: block ", id, " ", what, " has ", bytes.size(),
+                     " bytes, not whole float32 values"));
+  }
+  out->resize(bytes.size() / sizeof(float));
+  if (!bytes.empty()) std::memcpy(out->data(), bytes.data(), bytes.size());
+  // A primary never holds NaN/Inf (pushes are checked), so such a cut is
+  // corrupt or forged; taken over, it would freeze the block for good.
+  for (size_t i = 0; i < out->size(); ++i) {
+    if (!std::isfinite((*out)[i])) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "replicate: block ", id, " ", what, "[", i, "] is ",
+          std::isnan((*out)[i]) ? "NaN" : "Inf",
+          ": a primary holds finite values only; the cut is refused"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<uint64_t> Replica::Apply(const proto::ReplicateRequest& request) {
+  // Decoded before the lock: the copies are the bulk of the work.
+  std::vector<BlockStore::BlockSnapshot> blocks(request.blocks_size());
+  for (int i = 0; i < request.blocks_size(); ++i) {
+    const proto::ReplicaBlock& in = request.blocks(i);
+    blocks[i].id = in.id();
+    blocks[i].version = in.version();
+    absl::Status ok = ToFloats(in.values(), in.id(), "values", &blocks[i].values);
+    if (ok.ok()) ok = ToFloats(in.state(), in.id(), "state", &blocks[i].state);
+    if (!ok.ok()) return ok;
+  }
+  absl::MutexLock lock(&mu_);
+  if (fenced_ && fenced_shard_ != request.shard_index()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "replicate: this standby serves shard ", fenced_shard_,
+        " now and backs up no other"));
+  }
+  if (fenced_) {
+    return absl::AbortedError(absl::StrCat(
+        "replicate: this standby serves shard ", fenced_shard_,
+        " itself now; the primary at ", request.primary(),
+        " was replaced and must stop"));
+  }
+  if (request.full()) {
+    held_ = false;
+    blocks_.clear();
+    state_ = Checkpoint();
+    state_.shard_index = request.shard_index();
+    generation_ = 0;
+  } else if (state_.shard_index != request.shard_index() ||
+             (!held_ && blocks_.empty())) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "replicate: this standby holds no full copy of shard ",
+        request.shard_index(), ": send a full cut"));
+  }
+  for (BlockStore::BlockSnapshot& b : blocks) {
+    auto it = blocks_.find(b.id);
+    if (it == blocks_.end() || it->second.version <= b.version) {
+      blocks_[b.id] = std::move(b);
+    }
+  }
+  state_.placement_epoch = request.placement_epoch();
+  state_.optimizer = request.optimizer();
+  if (request.generation() > 0) {
+    // The last request of a cut: the windows and the generation of that
+    // moment.
+    state_.sequences.clear();
+    for (const proto::ReplicaSequence& s : request.sequences()) {
+      state_.sequences[s.worker_id()] = SequenceWindow(s.base(), s.mask());
+    }
+    generation_ = request.generation();
+    held_ = true;
+  }
+  return generation_;
+}
+
+std::optional<Checkpoint> Replica::Take(int shard) {
+  absl::MutexLock lock(&mu_);
+  if (fenced_ || !held_ || state_.shard_index != shard) return std::nullopt;
+  fenced_ = true;
+  fenced_shard_ = shard;
+  Checkpoint out = std::move(state_);
+  out.blocks.clear();
+  for (auto& [id, block] : blocks_) out.blocks.push_back(std::move(block));
+  blocks_.clear();
+  held_ = false;
+  return out;
+}
+
+void Replica::Fence(int shard) {
+  absl::MutexLock lock(&mu_);
+  fenced_ = true;
+  fenced_shard_ = shard;
+  held_ = false;
+  blocks_.clear();
+  state_ = Checkpoint();
+}
+
+void Replica::Drop() {
+  absl::MutexLock lock(&mu_);
+  if (fenced_) return;
+  held_ = false;
+  blocks_.clear();
+  state_ = Checkpoint();
+  state_.shard_index = -1;
+  generation_ = 0;
+}
+
+Replica::Info Replica::info() const {
+  absl::MutexLock lock(&mu_);
+  Info info;
+  info.held = held_;
+  info.shard = held_ ? state_.shard_index : -1;
+  info.generation = generation_;
+  for (const auto& [id, block] : blocks_) {
+    info.applied_total += block.version;
+    info.bytes += (block.values.size() + block.state.size()) * sizeof(float);
+  }
+  return info;
+}
+
+}  // namespace downpour::server

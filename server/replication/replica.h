@@ -1,0 +1,84 @@
+// A backup's copy of one shard: what the shard's primary streamed to it
+// (server/replication/replicator.h), kept in memory until the backup takes the shard over.
+//
+//   Replica replica;
+//   RETURN_IF_ERROR(replica.Apply(request));      // Replicate RPCs, in order
+//   std::optional<Checkpoint> state = replica.Take(shard);  // at take-over
+//   Shard::CreateFrom(config, shard, counters, *std::move(state));
+//
+// A cut marked `full` replaces what is held; later cuts bring the blocks that
+// changed (a block is replaced by a copy of a higher or equal version) and
+// every worker's applied-push window. A cut holds the blocks and the windows
+// of one moment, so the replica never holds a push's sequence without its
+// update. A cut too large for one message comes in several requests; only the
+// last carries the generation, and the replica's generation (what the
+// primary acknowledges against) moves only then.
+//
+// Take fences the replica: every Apply after it is refused with Aborted, which
+// tells the old primary that it was replaced.
+#ifndef DOWNPOUR_SERVER_REPLICATION_REPLICA_H_
+#define DOWNPOUR_SERVER_REPLICATION_REPLICA_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "proto/ps.pb.h"
+#include "server/block_store.h"
+#include "server/checkpoint.h"
+
+namespace downpour::server {
+
+// Thread-safe.
+class Replica {
+ public:
+  struct Info {
+    bool held = false;          // a full cut arrived
+    int shard = -1;
+    uint64_t generation = 0;    // of the last complete cut
+    uint64_t applied_total = 0; // the sum of the held blocks' versions
+    uint64_t bytes = 0;         // values and state held
+  };
+
+  Replica() = default;
+  Replica(const Replica&) = delete;
+  Replica& operator=(const Replica&) = delete;
+
+  // Applies one request of a cut. After Take or Fence: Aborted for the shard
+  // now served ("this standby serves shard N now"), FailedPrecondition for
+  // any other; FailedPrecondition for a partial cut of a shard not held
+  // (the primary then sends a full one); InvalidArgument for a block whose
+  // bytes are not whole floats or hold a NaN/Inf (nothing is applied). Returns the generation held.
+  absl::StatusOr<uint64_t> Apply(const proto::ReplicateRequest& request)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The replica of `shard` in checkpoint form, moved out, and the replica
+  // fenced; nullopt (and nothing changes) when no full cut of `shard` is held.
+  std::optional<Checkpoint> Take(int shard) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Forgets what is held (the coordinator gave this standby another role).
+  void Drop() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // This standby serves shard `shard` now (taken from a checkpoint): what is
+  // held is dropped, and every later Apply refused (Aborted for `shard`).
+  void Fence(int shard) ABSL_LOCKS_EXCLUDED(mu_);
+
+  Info info() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  mutable absl::Mutex mu_;
+  bool fenced_ ABSL_GUARDED_BY(mu_) = false;
+  int fenced_shard_ ABSL_GUARDED_BY(mu_) = -1;
+  bool held_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  Checkpoint state_ ABSL_GUARDED_BY(mu_);
+  // By block id: state_ keeps its blocks here while streaming.
+  std::map<uint32_t, BlockStore::BlockSnapshot> blocks_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace downpour::server
+
+#endif  // DOWNPOUR_SERVER_REPLICATION_REPLICA_H_

@@ -1,0 +1,278 @@
+// Replication end to end inside one process, over real gRPC on loopback: a
+// primary Shard with its Replicator, and a standby's PsService holding a
+// Replica.
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "rpc/server_util.h"
+#include "common/testing/poll.h"
+#include "common/testing/status_matchers.h"
+#include "gtest/gtest.h"
+#include "server/ps_service.h"
+#include "server/replication/replica.h"
+#include "server/replication/replicator.h"
+#include "server/shard.h"
+
+namespace downpour::server {
+namespace {
+
+using ::downpour::testing::IsOk;
+using ::downpour::testing::StatusIs;
+using ::testing::HasSubstr;
+
+class ReplicationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    config_.model.layers = {6, 4, 3};
+    config_.model.block_size = 8;
+    config_.cluster.workers.assign(4, "127.0.0.1:0");  // worker ids 0 to 3
+    config_.optimizer.type = "adam";  // state to replicate besides values
+    config_.optimizer.learning_rate = 0.1;
+    config_.checkpoint.dir = "";
+    auto shard = Shard::Create(config_, 0, &counters_);
+    ASSERT_THAT(shard, IsOk());
+    primary_ = *std::move(shard);
+    for (uint32_t i = 0; i < NumBlocks(); ++i) ids_.push_back(i);
+    ASSERT_THAT(primary_->Assign(1, ids_), IsOk());
+    // The standby: a real server whose service keeps a replica.
+    backup_service_.set_replica(&replica_);
+    auto server = StartServer("127.0.0.1:0", {&backup_service_}, "standby 0");
+    ASSERT_THAT(server, IsOk());
+    backup_ = *std::move(server);
+  }
+
+  void TearDown() override {
+    replicator_.reset();
+    if (backup_.server != nullptr) backup_.server->Shutdown();
+  }
+
+  uint32_t NumBlocks() const {
+    return static_cast<uint32_t>(ModelSpec::Create(config_.model)->blocks().size());
+  }
+
+  void StartReplicator(absl::Duration give_up = absl::Seconds(5)) {
+    Replicator::Options options;
+    options.shard_index = 0;
+    options.self_address = "primary";
+    options.give_up_after = give_up;
+    options.rpc_timeout = absl::Seconds(2);
+    options.counters = &counters_;
+    options.on_replaced = [this] { replaced_ = true; };
+    replicator_ = std::make_unique<Replicator>(primary_.get(), options);
+  }
+
+  // A push of `value` on every block by worker 3 with `sequence`.
+  proto::PushRequest Push(uint64_t sequence, float value) const {
+    proto::PushRequest request;
+    request.set_placement_epoch(1);
+    request.set_worker_id(3);
+    request.set_sequence(sequence);
+    auto spec = ModelSpec::Create(config_.model);
+    for (uint32_t id : ids_) {
+      proto::BlockData* data = request.add_blocks();
+      data->set_block_id(id);
+      std::vector<float> g(spec->blocks()[id].length, value);
+      data->set_data(g.data(), g.size() * sizeof(float));
+    }
+    return request;
+  }
+
+  // Applies a push and waits for the replicator's verdict on it.
+  absl::Status PushAndWait(uint64_t sequence, float value) {
+    proto::PushResponse response;
+    absl::Status applied = primary_->Push(Push(sequence, value), &response);
+    if (!applied.ok()) return applied;
+    absl::Notification done;
+    absl::Status verdict;
+    replicator_->WhenReplicated([&](const absl::Status& s) {
+      verdict = s;
+      done.Notify();
+    });
+    if (!done.WaitForNotificationWithTimeout(absl::Seconds(20))) {
+      return absl::DeadlineExceededError("no verdict in 20 s");
+    }
+    return verdict;
+  }
+
+  Config config_;
+  Counters counters_;
+  std::unique_ptr<Shard> primary_;
+  std::vector<uint32_t> ids_;
+  Replica replica_;
+  PsService backup_service_;
+  StartedServer backup_;
+  std::unique_ptr<Replicator> replicator_;
+  std::atomic<bool> replaced_{false};
+};
+
+TEST_F(ReplicationTest, AnAcknowledgedPushIsOnTheBackupAndSurvivesATakeOver) {
+  StartReplicator();
+  replicator_->SetBackup(backup_.address);
+  for (uint64_t seq = 1; seq <= 20; ++seq) {
+    ASSERT_THAT(PushAndWait(seq, 0.01f * seq), IsOk()) << seq;
+    // Acknowledged means held by the backup: its generation covers it.
+    EXPECT_GE(replica_.info().generation, primary_->generation() - 0) << seq;
+  }
+  EXPECT_TRUE(replicator_->in_sync());
+  EXPECT_EQ(replica_.info().applied_total, primary_->applied_total());
+
+  // The primary dies; the standby takes over from its replica.
+  std::optional<Checkpoint> state = replica_.Take(0);
+  ASSERT_TRUE(state.has_value());
+  Counters counters;
+  auto taken = Shard::CreateFrom(config_, 0, &counters, *std::move(state));
+  ASSERT_THAT(taken, IsOk());
+  ASSERT_THAT((*taken)->Assign(2, ids_), IsOk());
+  const proto::ChecksumResponse want = primary_->Checksums();
+  const proto::ChecksumResponse got = (*taken)->Checksums();
+  ASSERT_EQ(got.blocks_size(), want.blocks_size());
+  for (int i = 0; i < want.blocks_size(); ++i) {
+    EXPECT_EQ(got.blocks(i).version(), want.blocks(i).version()) << i;
+    EXPECT_EQ(got.blocks(i).crc32c(), want.blocks(i).crc32c()) << i;
+  }
+  // The optimizer state came along: the next update is the same on both.
+  proto::PushResponse a, b;
+  proto::PushRequest next = Push(21, 0.5f);
+  ASSERT_THAT(primary_->Push(next, &a), IsOk());
+  next.set_placement_epoch(2);
+  ASSERT_THAT((*taken)->Push(next, &b), IsOk());
+  for (int i = 0; i < want.blocks_size(); ++i) {
+    EXPECT_EQ((*taken)->Checksums().blocks(i).crc32c(),
+              primary_->Checksums().blocks(i).crc32c())
+        << "block " << i << " diverged after the take-over";
+  }
+  // So did the push windows: a retry of an acknowledged push is a duplicate.
+  proto::PushRequest retry = Push(20, 0.2f);
+  retry.set_placement_epoch(2);
+  proto::PushResponse dup;
+  ASSERT_THAT((*taken)->Push(retry, &dup), IsOk());
+  EXPECT_TRUE(dup.duplicate());
+}
+
+TEST_F(ReplicationTest, AReplacedPrimaryCanNoLongerAcknowledge) {
+  StartReplicator();
+  replicator_->SetBackup(backup_.address);
+  ASSERT_THAT(PushAndWait(1, 0.1f), IsOk());
+  ASSERT_TRUE(replica_.Take(0).has_value());  // the standby took over
+  EXPECT_THAT(PushAndWait(2, 0.1f),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("replaced")));
+  EXPECT_TRUE(replaced_);
+  EXPECT_THAT(PushAndWait(3, 0.1f), StatusIs(absl::StatusCode::kUnavailable));
+}
+
+TEST_F(ReplicationTest, ADeadBackupHoldsPushesForAWhileThenLetsThemGo) {
+  StartReplicator(/*give_up=*/absl::Milliseconds(300));
+  // Nothing listens there.
+  backup_.server->Shutdown();
+  replicator_->SetBackup(backup_.address);
+  const absl::Time start = absl::Now();
+  ASSERT_THAT(PushAndWait(1, 0.1f), IsOk());
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(300))
+      << "acknowledged before the backup counted as dead";
+  EXPECT_FALSE(replicator_->in_sync());
+  ASSERT_THAT(PushAndWait(2, 0.1f), IsOk());
+  EXPECT_GE(counters_.Get("replication_degraded"), 1);
+}
+
+TEST_F(ReplicationTest, NoBackupNoWait) {
+  StartReplicator();
+  ASSERT_THAT(PushAndWait(1, 0.1f), IsOk());
+  EXPECT_FALSE(replicator_->in_sync());
+  EXPECT_EQ(replica_.info().held, false);
+}
+
+TEST_F(ReplicationTest, ANewBackupGetsAFullCopy) {
+  StartReplicator();
+  replicator_->SetBackup(backup_.address);
+  ASSERT_THAT(PushAndWait(1, 0.1f), IsOk());
+  replica_.Drop();  // e.g. the standby restarted
+  replicator_->SetBackup("");
+  replicator_->SetBackup(backup_.address);
+  ASSERT_THAT(PushAndWait(2, 0.1f), IsOk());
+  EXPECT_TRUE(replica_.info().held);
+  EXPECT_EQ(replica_.info().applied_total, primary_->applied_total());
+}
+
+TEST(ReplicaTest, RefusesPartialCutsOfAShardNotHeldAndBadBytes) {
+  Replica replica;
+  proto::ReplicateRequest partial;
+  partial.set_shard_index(2);
+  partial.set_generation(5);
+  EXPECT_THAT(replica.Apply(partial),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("send a full cut")));
+  proto::ReplicateRequest bad;
+  bad.set_full(true);
+  bad.set_generation(1);
+  bad.add_blocks()->set_values("abc");
+  EXPECT_THAT(replica.Apply(bad), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_FALSE(replica.info().held);
+  EXPECT_FALSE(replica.Take(2).has_value()) << "nothing held";
+}
+
+// Found by tools/fuzz/ps_fuzzer: a cut with Inf optimizer state was held,
+// and a standby that took it over served a block whose Adam state was Inf.
+TEST(ReplicaTest, RefusesNonFiniteValuesOrState) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (const bool in_state : {false, true}) {
+    for (const float bad : {inf, -inf, nan}) {
+      Replica replica;
+      proto::ReplicateRequest cut;
+      cut.set_full(true);
+      cut.set_generation(1);
+      proto::ReplicaBlock* b = cut.add_blocks();
+      b->set_id(3);
+      const float values[2] = {1.0f, in_state ? 1.0f : bad};
+      const float state[4] = {0.0f, in_state ? bad : 0.0f, 0.0f, 0.0f};
+      b->set_values(values, sizeof(values));
+      b->set_state(state, sizeof(state));
+      EXPECT_THAT(replica.Apply(cut),
+                  StatusIs(absl::StatusCode::kInvalidArgument,
+                           HasSubstr(absl::StrCat(
+                               "block 3 ", in_state ? "state[1]" : "values[1]",
+                               " is ", std::isnan(bad) ? "NaN" : "Inf"))));
+      EXPECT_FALSE(replica.info().held);
+      EXPECT_FALSE(replica.Take(0).has_value());
+    }
+  }
+}
+
+TEST(ReplicaTest, ACutInSeveralRequestsCountsOnlyWhenComplete) {
+  Replica replica;
+  proto::ReplicateRequest first;
+  first.set_shard_index(1);
+  first.set_full(true);
+  proto::ReplicaBlock* b = first.add_blocks();
+  b->set_id(0);
+  b->set_version(3);
+  b->set_values(std::string(8, '\0'));
+  ASSERT_THAT(replica.Apply(first), IsOk());
+  EXPECT_FALSE(replica.info().held) << "the cut is not complete";
+  proto::ReplicateRequest last;
+  last.set_shard_index(1);
+  last.set_generation(9);
+  proto::ReplicaBlock* c = last.add_blocks();
+  c->set_id(1);
+  c->set_version(4);
+  c->set_values(std::string(4, '\0'));
+  proto::ReplicaSequence* s = last.add_sequences();
+  s->set_worker_id(2);
+  s->set_base(77);
+  ASSERT_THAT(replica.Apply(last), IsOk());
+  EXPECT_TRUE(replica.info().held);
+  EXPECT_EQ(replica.info().applied_total, 7u);
+  std::optional<Checkpoint> taken = replica.Take(1);
+  ASSERT_TRUE(taken.has_value());
+  EXPECT_EQ(taken->blocks.size(), 2u);
+  EXPECT_EQ(taken->sequences.at(2).base(), 77u);
+  EXPECT_THAT(replica.Apply(last), StatusIs(absl::StatusCode::kAborted));
+}
+
+}  // namespace
+}  // namespace downpour::server
