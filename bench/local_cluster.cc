@@ -44,7 +44,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
                    StartServer("127.0.0.1:0", {c->coordinator_service_.get()},
                                "coordinator"));
   config.cluster.coordinator = c->coordinator_server_.address;
-  c->client_ = std::make_unique<coordinator::CoordinatorClient>(
+  c->client_ = std::make_unique<membership::CoordinatorClient>(
       config.cluster.coordinator, config.rpc, "bench");
   for (int i = 0; i < num_shards; ++i) {
     RETURN_IF_ERROR(

@@ -44,7 +44,7 @@ class LocalCluster {
   ~LocalCluster();
 
   // A client of the coordinator, for GrpcPsClient.
-  coordinator::CoordinatorClient* coordinator_client() { return client_.get(); }
+  membership::CoordinatorClient* coordinator_client() { return client_.get(); }
   const Config& config() const { return config_; }
   // Shard i's ParameterServer service (a server::PsService by default).
   grpc::Service* ps_service(int i) { return ps_services_[i].get(); }
@@ -62,7 +62,7 @@ class LocalCluster {
   std::unique_ptr<coordinator::ClusterState> state_;
   std::unique_ptr<coordinator::CoordinatorService> coordinator_service_;
   StartedServer coordinator_server_;
-  std::unique_ptr<coordinator::CoordinatorClient> client_;
+  std::unique_ptr<membership::CoordinatorClient> client_;
 };
 
 }  // namespace downpour::bench

@@ -35,7 +35,7 @@ absl::Status AllInFlight(
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PipelinedClient>> PipelinedClient::Create(
-    const ModelSpec& spec, coordinator::CoordinatorClient* coordinator,
+    const ModelSpec& spec, membership::CoordinatorClient* coordinator,
     int64_t chunk_bytes, const float* grad) {
   ASSIGN_OR_RETURN(proto::GetPlacementResponse placement,
                    coordinator->WaitForPlacement(1));

@@ -28,7 +28,7 @@ class PipelinedClient {
   // Reads the placement; `grad` (spec.num_params() floats) is copied into the
   // push requests now. `spec` must outlive the client.
   static absl::StatusOr<std::unique_ptr<PipelinedClient>> Create(
-      const ModelSpec& spec, coordinator::CoordinatorClient* coordinator,
+      const ModelSpec& spec, membership::CoordinatorClient* coordinator,
       int64_t chunk_bytes, const float* grad);
 
   PipelinedClient(const PipelinedClient&) = delete;

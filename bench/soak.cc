@@ -113,7 +113,7 @@ absl::Status RegisterClients(const std::string& coordinator_address, int clients
   RpcSection rpc;
   auto stub = proto::ParameterServer::NewStub(MakeChannel(d->ps_address));
   for (int i = 0; i < clients; ++i) {
-    coordinator::CoordinatorClient client(coordinator_address, rpc, "soak");
+    membership::CoordinatorClient client(coordinator_address, rpc, "soak");
     auto registered =
         client.RegisterWorker(i, absl::StrCat("127.0.0.1:", 40000 + i));
     if (!registered.ok()) return registered.status();
@@ -214,7 +214,7 @@ absl::StatusOr<Daemons> StartDaemons(const std::string& bin_dir,
   d.ps_address = *ps_address;
   // Serving once the placement names it and a pull of block 0 answers.
   RpcSection rpc;
-  coordinator::CoordinatorClient client(*coordinator_address, rpc, "soak");
+  membership::CoordinatorClient client(*coordinator_address, rpc, "soak");
   auto stub = proto::ParameterServer::NewStub(MakeChannel(d.ps_address));
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
   while (absl::Now() < deadline) {

@@ -37,13 +37,13 @@ class CoordinatorNodeTest : public ::testing::Test {
     auto node = CoordinatorNode::Start(std::move(options));
     ASSERT_THAT(node, IsOk());
     node_ = *std::move(node);
-    client_ = std::make_unique<CoordinatorClient>(node_->address(),
+    client_ = std::make_unique<membership::CoordinatorClient>(node_->address(),
                                                   TestConfig().rpc, "test");
   }
 
   FakeClock clock_;
   std::unique_ptr<CoordinatorNode> node_;
-  std::unique_ptr<CoordinatorClient> client_;
+  std::unique_ptr<membership::CoordinatorClient> client_;
 };
 
 TEST_F(CoordinatorNodeTest, ServesRegistrationHeartbeatsPlacementAndStatus) {

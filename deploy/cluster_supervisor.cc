@@ -195,7 +195,7 @@ void ClusterSupervisor::WritePids() {
 absl::Status ClusterSupervisor::WaitForRemoteCoordinator() {
   RpcSection rpc;
   rpc.deadline_s = 1;
-  coordinator::CoordinatorClient client(config_.cluster.coordinator, rpc, "launcher");
+  membership::CoordinatorClient client(config_.cluster.coordinator, rpc, "launcher");
   const absl::Time deadline = clock_->Now() + options_.startup_timeout;
   while (clock_->Now() < deadline) {
     if (auto status = coordinator_.process->Poll()) {
@@ -410,7 +410,7 @@ absl::Status ClusterSupervisor::CheckDaemons(int* running) {
 void ClusterSupervisor::PollCoordinator(int running) {
   RpcSection rpc;
   rpc.deadline_s = 1;
-  coordinator::CoordinatorClient client(coordinator_address_, rpc, "launcher");
+  membership::CoordinatorClient client(coordinator_address_, rpc, "launcher");
   const double elapsed = elapsed_seconds();
   absl::StatusOr<proto::ClusterStatusResponse> status = client.ClusterStatus();
   for (int retry = 0; running == 0 && !status.ok() && retry < kFinalStatusRetries;

@@ -91,7 +91,7 @@ void SaveHistory(ClusterSupervisor& supervisor, const std::string& run_dir,
   if (supervisor.coordinator_address().empty()) return;
   RpcSection rpc;
   rpc.deadline_s = 5;
-  coordinator::CoordinatorClient client(supervisor.coordinator_address(), rpc, "launcher");
+  membership::CoordinatorClient client(supervisor.coordinator_address(), rpc, "launcher");
   absl::StatusOr<proto::GetHistoryResponse> history = client.History(0);
   if (!history.ok()) {
     supervisor.Event(absl::StrCat("launcher: no metrics history saved: ",

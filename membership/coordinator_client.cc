@@ -6,7 +6,7 @@
 #include "common/retry.h"
 #include "rpc/server_util.h"
 
-namespace downpour::coordinator {
+namespace downpour::membership {
 
 CoordinatorClient::CoordinatorClient(std::string address, const RpcSection& rpc,
                                      std::string who)
@@ -145,4 +145,4 @@ CoordinatorClient::DescribeModel() {
       "cannot read the model from the coordinator at " + address_);
 }
 
-}  // namespace downpour::coordinator
+}  // namespace downpour::membership

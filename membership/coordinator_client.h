@@ -20,7 +20,7 @@
 #include "common/config.h"
 #include "proto/coordinator.grpc.pb.h"
 
-namespace downpour::coordinator {
+namespace downpour::membership {
 
 // Thread-safe.
 class CoordinatorClient {
@@ -74,6 +74,6 @@ class CoordinatorClient {
   std::string member_key_ ABSL_GUARDED_BY(key_mu_);
 };
 
-}  // namespace downpour::coordinator
+}  // namespace downpour::membership
 
 #endif  // DOWNPOUR_MEMBERSHIP_COORDINATOR_CLIENT_H_

@@ -14,8 +14,11 @@
 #include "coordinator/test_cluster.h"
 #include "gtest/gtest.h"
 
-namespace downpour::coordinator {
+namespace downpour::membership {
 namespace {
+
+using coordinator::CoordinatorNode;
+using coordinator::TestClusterConfig;
 
 using ::downpour::testing::IsOk;
 using ::downpour::testing::StatusIs;
@@ -135,4 +138,4 @@ TEST(CoordinatorClientUnreachableTest, RegisterGivesUpAfterTheConnectTimeout) {
 }
 
 }  // namespace
-}  // namespace downpour::coordinator
+}  // namespace downpour::membership

@@ -3,7 +3,7 @@
 
 #include "common/logging.h"
 
-namespace downpour::coordinator {
+namespace downpour::membership {
 
 MemberAgent::MemberAgent(CoordinatorClient* client,
                          std::string role, int index, std::string address,
@@ -91,4 +91,4 @@ void MemberAgent::Beat() {
   handler_(*response);
 }
 
-}  // namespace downpour::coordinator
+}  // namespace downpour::membership

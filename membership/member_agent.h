@@ -15,7 +15,7 @@
 #include "common/config.h"
 #include "membership/coordinator_client.h"
 
-namespace downpour::coordinator {
+namespace downpour::membership {
 
 // Thread-compatible: Start once, Stop once.
 class MemberAgent {
@@ -62,6 +62,6 @@ class MemberAgent {
   bool refused_ = false;           // loop thread only: PermissionDenied said
 };
 
-}  // namespace downpour::coordinator
+}  // namespace downpour::membership
 
 #endif  // DOWNPOUR_MEMBERSHIP_MEMBER_AGENT_H_

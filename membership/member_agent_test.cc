@@ -14,8 +14,11 @@
 #include "coordinator/test_cluster.h"
 #include "gtest/gtest.h"
 
-namespace downpour::coordinator {
+namespace downpour::membership {
 namespace {
+
+using coordinator::CoordinatorNode;
+using coordinator::TestClusterConfig;
 
 using ::downpour::testing::IsOk;
 
@@ -154,4 +157,4 @@ TEST_F(MemberAgentTest, SetIdentityChangesWhoBeats) {
 }
 
 }  // namespace
-}  // namespace downpour::coordinator
+}  // namespace downpour::membership

@@ -130,8 +130,8 @@ class PsNode::Impl {
   std::unique_ptr<StatusService> status_;
   StartedServer server_;
   std::string advertised_;
-  std::unique_ptr<coordinator::CoordinatorClient> client_;
-  std::unique_ptr<coordinator::MemberAgent> agent_;
+  std::unique_ptr<membership::CoordinatorClient> client_;
+  std::unique_ptr<membership::MemberAgent> agent_;
   std::thread placement_thread_;
   std::thread checkpointer_;
   bool started_ = false;  // Start succeeded
@@ -203,7 +203,7 @@ absl::Status PsNode::Impl::Start() {
   SPDLOG_LOGGER_INFO(L(), "{}: serving on {} (registered as {})", who,
                      server_.address, advertised_);
 
-  client_ = std::make_unique<coordinator::CoordinatorClient>(
+  client_ = std::make_unique<membership::CoordinatorClient>(
       options_.config.cluster.coordinator, options_.config.rpc, who);
   {
     absl::MutexLock lock(&mu_);
@@ -218,7 +218,7 @@ absl::Status PsNode::Impl::Start() {
     }
     StartReplicator(shard, options_.index);
   }
-  agent_ = std::make_unique<coordinator::MemberAgent>(
+  agent_ = std::make_unique<membership::MemberAgent>(
       client_.get(), role, options_.index, advertised_,
       options_.config.heartbeat.interval_s,
       [this] { return Register(/*first=*/false); }, [this] { return Report(); },

@@ -98,7 +98,7 @@ class FaultTest : public testing::DaemonJobTest {
   proto::ClusterStatusResponse Status() {
     RpcSection rpc;
     rpc.deadline_s = 2;
-    coordinator::CoordinatorClient client(coordinator_, rpc, "test");
+    membership::CoordinatorClient client(coordinator_, rpc, "test");
     auto status = client.ClusterStatus();
     return status.ok() ? *status : proto::ClusterStatusResponse();
   }

@@ -96,7 +96,7 @@ class ForgedIdentityTest : public testing::DaemonJobTest {
   proto::ClusterStatusResponse Status() {
     RpcSection rpc;
     rpc.deadline_s = 2;
-    coordinator::CoordinatorClient client(coordinator_, rpc, "test");
+    membership::CoordinatorClient client(coordinator_, rpc, "test");
     auto status = client.ClusterStatus();
     return status.ok() ? *status : proto::ClusterStatusResponse();
   }

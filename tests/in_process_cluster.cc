@@ -35,7 +35,7 @@ absl::StatusOr<std::unique_ptr<InProcessCluster>> InProcessCluster::Start(
   cluster->coordinator_ = *std::move(coordinator);
   config.cluster.coordinator = cluster->coordinator_->address();
   cluster->config_ = config;
-  cluster->client_ = std::make_unique<coordinator::CoordinatorClient>(
+  cluster->client_ = std::make_unique<membership::CoordinatorClient>(
       config.cluster.coordinator, config.rpc, "in-process cluster");
 
   // A ps registers and returns while the others are missing (no placement

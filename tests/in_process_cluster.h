@@ -88,7 +88,7 @@ class InProcessCluster {
   std::vector<std::unique_ptr<server::PsNode>> ps_;
   std::vector<std::unique_ptr<server::PsNode>> standbys_;
   std::vector<std::unique_ptr<worker::WorkerNode>> workers_;
-  std::unique_ptr<coordinator::CoordinatorClient> client_;
+  std::unique_ptr<membership::CoordinatorClient> client_;
 };
 
 }  // namespace downpour::testing

@@ -83,7 +83,7 @@ class LauncherFaultTest : public ::testing::Test {
     if (!port.ok()) return false;
     RpcSection rpc;
     rpc.deadline_s = 1;
-    coordinator::CoordinatorClient client(
+    membership::CoordinatorClient client(
         absl::StrCat("127.0.0.1:", absl::StripAsciiWhitespace(*port)), rpc, "test");
     return WaitUntil(
         [&] {

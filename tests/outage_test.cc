@@ -93,7 +93,7 @@ class OutageTest : public testing::DaemonJobTest {
   proto::ClusterStatusResponse Cluster() {
     RpcSection rpc;
     rpc.deadline_s = 2;
-    coordinator::CoordinatorClient client(coordinator_, rpc, "test");
+    membership::CoordinatorClient client(coordinator_, rpc, "test");
     auto status = client.ClusterStatus();
     return status.ok() ? *status : proto::ClusterStatusResponse();
   }

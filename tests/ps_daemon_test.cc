@@ -59,7 +59,7 @@ class PsDaemonTest : public ::testing::Test {
     // A restarted ps comes back on a new port, so the placement epoch moves on:
     // take the coordinator's current epoch, then wait until the ps serves it.
     RpcSection rpc;
-    coordinator::CoordinatorClient client(coordinator_address_, rpc, "test");
+    membership::CoordinatorClient client(coordinator_address_, rpc, "test");
     const absl::Time deadline = absl::Now() + absl::Seconds(20);
     while (absl::Now() < deadline) {
       auto placement = client.GetPlacement();
@@ -89,7 +89,7 @@ class PsDaemonTest : public ::testing::Test {
   uint64_t Sequence(uint64_t n) {
     if (incarnation_ == 0) {
       RpcSection rpc;
-      coordinator::CoordinatorClient client(coordinator_address_, rpc, "test");
+      membership::CoordinatorClient client(coordinator_address_, rpc, "test");
       auto registered = client.RegisterWorker(0, "127.0.0.1:1");
       EXPECT_TRUE(registered.ok()) << registered.status();
       if (registered.ok()) incarnation_ = registered->incarnation();
@@ -260,7 +260,7 @@ TEST(PsAdvertiseTest, WildcardListenRegistersTheAdvertisedOrHostName) {
   char host[256] = {};
   ::gethostname(host, sizeof(host) - 1);
   RpcSection rpc;
-  coordinator::CoordinatorClient client(*address, rpc, "test");
+  membership::CoordinatorClient client(*address, rpc, "test");
   auto placement = client.WaitForPlacement(1);
   ASSERT_TRUE(placement.ok()) << placement.status();
   EXPECT_EQ(placement->shards(0).address(),

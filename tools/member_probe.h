@@ -1,6 +1,6 @@
 // The calls psctl makes to each member's own endpoints (Status, grpc.health.v1,
 // a ps's block versions). Calls to the coordinator's Coordinator service go
-// through coordinator::CoordinatorClient. Every call is a single attempt bounded
+// through membership::CoordinatorClient. Every call is a single attempt bounded
 // by `timeout_s`.
 //
 //   MemberProbe probe(/*timeout_s=*/3);

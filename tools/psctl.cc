@@ -121,11 +121,11 @@ struct Cluster {
     if (coordinator_address.empty()) return;
     RpcSection rpc;
     rpc.deadline_s = timeout_s;  // every call is a single attempt
-    coordinator = std::make_unique<coordinator::CoordinatorClient>(
+    coordinator = std::make_unique<membership::CoordinatorClient>(
         coordinator_address, rpc, "psctl");
   }
 
-  std::unique_ptr<coordinator::CoordinatorClient> coordinator;
+  std::unique_ptr<membership::CoordinatorClient> coordinator;
   MemberProbe probe;
 };
 

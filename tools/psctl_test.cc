@@ -79,7 +79,7 @@ class PsctlTest : public ::testing::Test {
     // Wait (bounded) until the worker has reported progress twice.
     RpcSection rpc;
     rpc.deadline_s = 5;
-    coordinator::CoordinatorClient client(address_, rpc, "test");
+    membership::CoordinatorClient client(address_, rpc, "test");
     const absl::Time deadline = absl::Now() + absl::Seconds(60);
     while (absl::Now() < deadline) {
       auto status = client.ClusterStatus();

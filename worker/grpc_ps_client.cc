@@ -100,7 +100,7 @@ struct GrpcPsClient::PushCall {
 };
 
 GrpcPsClient::GrpcPsClient(const ModelSpec& spec,
-                           coordinator::CoordinatorClient* coordinator,
+                           membership::CoordinatorClient* coordinator,
                            const RpcSection& rpc, int worker_id,
                            Counters* counters, std::function<bool()> should_stop,
                            Clock* clock, absl::Duration outage_timeout)

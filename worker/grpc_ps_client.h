@@ -84,7 +84,7 @@ class GrpcPsClient : public PsClient {
   // a Pull or Push retries an unreachable shard before it gives up
   // (absl::InfiniteDuration() = forever; see OutageTimeout).
   GrpcPsClient(const ModelSpec& spec,
-               coordinator::CoordinatorClient* coordinator,
+               membership::CoordinatorClient* coordinator,
                const RpcSection& rpc, int worker_id, Counters* counters,
                std::function<bool()> should_stop = nullptr,
                Clock* clock = nullptr,
@@ -181,7 +181,7 @@ class GrpcPsClient : public PsClient {
 
   // Constant after construction.
   const ModelSpec& spec_;
-  coordinator::CoordinatorClient* const coordinator_;
+  membership::CoordinatorClient* const coordinator_;
   const RpcSection rpc_;
   const int worker_id_;
   Counters* const counters_;

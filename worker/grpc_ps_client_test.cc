@@ -122,7 +122,7 @@ class PsClientTest : public ::testing::Test {
         StartServer("127.0.0.1:0", {coordinator_service_.get()}, "coordinator");
     ASSERT_THAT(coordinator_server, IsOk());
     coordinator_server_ = std::move(coordinator_server->server);
-    coordinator_ = std::make_unique<coordinator::CoordinatorClient>(
+    coordinator_ = std::make_unique<membership::CoordinatorClient>(
         coordinator_server->address, config_.rpc, "test");
 
     for (int i = 0; i < num_shards; ++i) {
@@ -167,7 +167,7 @@ class PsClientTest : public ::testing::Test {
   std::unique_ptr<coordinator::ClusterState> state_;
   std::unique_ptr<coordinator::CoordinatorService> coordinator_service_;
   std::unique_ptr<grpc::Server> coordinator_server_;
-  std::unique_ptr<coordinator::CoordinatorClient> coordinator_;
+  std::unique_ptr<membership::CoordinatorClient> coordinator_;
   std::vector<std::unique_ptr<server::Shard>> shards_;
   std::vector<std::unique_ptr<ForwardingService>> services_;
   std::vector<std::unique_ptr<grpc::Server>> ps_servers_;

@@ -93,7 +93,7 @@ absl::Status WorkerNode::Serve() {
 
 absl::Status WorkerNode::JoinCluster() {
   const Config& config = options_.config;
-  client_ = std::make_unique<coordinator::CoordinatorClient>(
+  client_ = std::make_unique<membership::CoordinatorClient>(
       config.cluster.coordinator, config.rpc, who_);
   ASSIGN_OR_RETURN(proto::RegisterWorkerResponse registered,
                    client_->RegisterWorker(options_.index, advertised_));
@@ -135,7 +135,7 @@ absl::Status WorkerNode::JoinCluster() {
 }
 
 void WorkerNode::StartThreads() {
-  agent_ = std::make_unique<coordinator::MemberAgent>(
+  agent_ = std::make_unique<membership::MemberAgent>(
       client_.get(), "worker", options_.index, advertised_,
       options_.config.heartbeat.interval_s, [this] { return Reregister(); },
       [this] { return Report(); },

@@ -123,10 +123,10 @@ class WorkerNode {
   std::unique_ptr<StatusService> status_;
   StartedServer server_;
   std::string advertised_;
-  std::unique_ptr<coordinator::CoordinatorClient> client_;
+  std::unique_ptr<membership::CoordinatorClient> client_;
   std::unique_ptr<GrpcPsClient> ps_;
   std::unique_ptr<DownpourLoop> loop_;
-  std::unique_ptr<coordinator::MemberAgent> agent_;
+  std::unique_ptr<membership::MemberAgent> agent_;
   std::thread trainer_;
   std::thread progress_;
 

@@ -80,7 +80,7 @@ TEST(WorkerNodeTest, TrainsToTheEndThenStops) {
   server::PsService ps_service(shard->get());
   auto ps_server = StartServer("127.0.0.1:0", {&ps_service}, "ps 0");
   ASSERT_THAT(ps_server, IsOk());
-  coordinator::CoordinatorClient coordinator(coordinator_server->address,
+  membership::CoordinatorClient coordinator(coordinator_server->address,
                                              config.rpc, "test");
   ASSERT_THAT(coordinator.RegisterServer(0, ps_server->address), IsOk());
   auto placement = coordinator.WaitForPlacement(1);
