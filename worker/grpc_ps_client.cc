@@ -528,7 +528,7 @@ wire::PushView MakePushView(const ModelSpec& spec, const float* grad,
 
 bool GrpcPsClient::StartPush(PushCall* call, size_t r) {
   PushRequestState* request = call->requests[r].get();
-  const uint64_t window = static_cast<uint64_t>(std::max(1, rpc_.push_window));
+  constexpr uint64_t window = kPushRequestsPerShard;
   {
     absl::MutexLock lock(&mu_);
     PushLane& lane = lanes_[request->shard];

@@ -37,8 +37,8 @@ namespace downpour::worker {
 //
 // Each shard's blocks are cut into requests of at most 4 MiB. A Pull or Push
 // starts every request of every shard at once (gRPC's callback API: no thread
-// per shard), within a window per shard (rpc.push_window requests in flight),
-// then retries the ones that failed. Every request is retried on its own: a
+// per shard), a push within a window per shard (kPushRequestsPerShard requests
+// in flight, common/config.h), then retries the ones that failed. Every request is retried on its own: a
 // retryable failure (common/retry.h IsRetryable: UNAVAILABLE,
 // DEADLINE_EXCEEDED, FAILED_PRECONDITION such as a stale placement epoch,
 // ABORTED) makes the client re-read the placement (the shard may have moved or
@@ -73,8 +73,8 @@ namespace downpour::worker {
 // worker numbers above its previous run without any clock. The ps remembers
 // which sequences of a window it applied (server/sequence_window.h), so
 // requests in flight together may arrive in any order. The client never has a
-// request in flight rpc.push_window or more sequences past the oldest one not
-// yet acknowledged on that shard.
+// request in flight kPushRequestsPerShard or more sequences past the oldest one
+// not yet acknowledged on that shard, however many pushes are in flight.
 class GrpcPsClient : public PsClient {
  public:
   // Borrows spec, coordinator, counters and clock; they must outlive the
