@@ -197,8 +197,6 @@ std::vector<Section> Schema(Config* c) {
                     PositiveAtMost(kMaxTimeoutSeconds)),
         DoubleField("rpc.connect_timeout_s", &c->rpc.connect_timeout_s,
                     PositiveAtMost(kMaxTimeoutSeconds)),
-        IntField("rpc.push_window", &c->rpc.push_window, {1, 64}),
-
         EnumField("rpc.encoding", &c->rpc.encoding,
                   {"float32", "bf16", "fp16"})}},
       {"logging",
@@ -279,8 +277,30 @@ absl::Status UnknownSection(const std::vector<Section>& schema,
       "'; allowed sections: ", absl::StrJoin(names, ", "), Hint(name, names)));
 }
 
+// Keys that were settings once, with what to do now: a config written for an
+// older release fails naming the fix rather than as a bare unknown key.
+struct RemovedKey {
+  const char* key;
+  const char* fix;
+};
+constexpr RemovedKey kRemovedKeys[] = {
+    {"rpc.push_window",
+     "a worker's pushes in flight have one knob now, "
+     "training.max_pushes_in_flight (whole pushes, default 1), and the client "
+     "paces each push's requests to a shard itself (8 at a time, as "
+     "push_window's default did): delete rpc.push_window, and raise "
+     "training.max_pushes_in_flight to keep more pushes in flight"},
+};
+
 absl::Status UnknownKey(const std::vector<Section>& schema,
                         const Section& section, const std::string& name) {
+  const std::string key = absl::StrCat(section.name, ".", name);
+  for (const RemovedKey& removed : kRemovedKeys) {
+    if (key == removed.key) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(key, " is no longer a setting: ", removed.fix));
+    }
+  }
   const std::vector<std::string> names = KeyNames(section);
   std::string hint = Hint(name, names);
   for (const Section& other : schema) {

@@ -262,15 +262,20 @@ struct HeartbeatSection {
   double timeout_s = 3.0;   // > interval_s: a member silent this long is dead
 };
 
+// Push requests (each up to 4 MiB of blocks) a worker keeps in flight per ps
+// shard, however many pushes are in flight: the client paces each push's
+// requests by it, and the ps sizes its threads for held ssp/bsp pushes by it.
+// It stays below the ps's exactly-once window (server/sequence_window.h
+// kWidth, 64). Once the setting rpc.push_window; the one knob for pushes in
+// flight is training.max_pushes_in_flight.
+inline constexpr int kPushRequestsPerShard = 8;
+
 struct RpcSection {
   // Deadline of each RPC. Default 5 s.
   double deadline_s = 5.0;
   // How long a daemon waits for a peer before it gives up with an error
   // (it reports what it waits for every few seconds). Default 60 s.
   double connect_timeout_s = 60.0;
-  // Push requests a worker keeps in flight per ps shard (each up to 4 MiB of
-  // blocks), 1-64 (the ps remembers 64 per worker). Default 8.
-  int push_window = 8;
   // How values travel between workers and ps, both ways: gradients in pushes
   // and parameters in pulls. "float32" (as they are), "bf16" or "fp16" (2
   // bytes a value, rounded to nearest even; the ps keeps float32 master

@@ -21,7 +21,8 @@ constexpr int kMaxMessageBytes = 64 << 20;
 // 20 s, a peer that does not answer one in 10 s is dropped; a server closes a
 // connection idle for 5 minutes and a TLS/HTTP2 handshake not done in 10 s;
 // one connection may have 1024 calls open at once (a worker keeps at most
-// rpc.push_window = 64 pushes and a few pulls in flight per shard).
+// kPushRequestsPerShard = 8 push requests and a few pulls in flight per
+// shard).
 constexpr int kKeepaliveTimeMs = 20'000;
 constexpr int kKeepaliveTimeoutMs = 10'000;
 constexpr int kMaxConnectionIdleMs = 300'000;

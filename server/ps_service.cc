@@ -1,6 +1,8 @@
 // Each handler: call the shard, convert the status, finish.
 #include "server/ps_service.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -107,10 +109,16 @@ grpc::ServerUnaryReactor* PsService::Push(grpc::CallbackServerContext* context,
   }
   // A held push gives up shortly before the caller's deadline.
   const absl::Time deadline = absl::FromChrono(context->deadline());
-  RunOnPushThread([=] {
-    Answer(context, reactor,
-           shard->Push(call->view, &call->response, deadline), answer);
-  });
+  auto push = [=](absl::Time until) {
+    Answer(context, reactor, shard->Push(call->view, &call->response, until),
+           answer);
+  };
+  if (!TryRunOnPushThread([=] { push(deadline); })) {
+    // Every push thread holds a push: this one is not held (see the class
+    // comment). With a deadline already past the shard waits for nothing.
+    ++not_held_;
+    push(absl::InfinitePast());
+  }
   return reactor;
 }
 
@@ -170,14 +178,29 @@ PsService::~PsService() {
   for (std::thread& t : threads) t.join();
 }
 
-void PsService::RunOnPushThread(std::function<void()> task) {
+int PsService::PushThreadsFor(const Config& config) {
+  const int64_t requests =
+      static_cast<int64_t>(config.cluster.workers.size()) *
+      kPushRequestsPerShard;
+  return static_cast<int>(
+      std::clamp<int64_t>(requests, 1, kMaxPushThreads));
+}
+
+bool PsService::TryRunOnPushThread(std::function<void()> task) {
   absl::MutexLock lock(&mu_);
-  tasks_.push_back(std::move(task));
-  // One thread per push held at once: a few per worker at most.
-  if (idle_ < static_cast<int>(tasks_.size())) {
+  // A thread per push held at once, up to the bound.
+  if (idle_ <= static_cast<int>(tasks_.size())) {
+    if (static_cast<int>(threads_.size()) >= max_push_threads_) return false;
     threads_.emplace_back([this] { PushThread(); });
     ++idle_;
   }
+  tasks_.push_back(std::move(task));
+  return true;
+}
+
+int PsService::push_threads() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(threads_.size());
 }
 
 void PsService::PushThread() {

@@ -10,6 +10,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "common/config.h"
 #include "proto/ps.grpc.pb.h"
 #include "server/replication/replica.h"
 #include "server/replication/replicator.h"
@@ -21,7 +22,14 @@ namespace downpour::server {
 // was replaced) every call is UNAVAILABLE. A push that the shard may hold
 // (training.consistency ssp/bsp) runs on the service's own threads, not on
 // gRPC's: held pushes must not starve the calls that would release them. The
-// call keeps its reactor and is finished from there.
+// call keeps its reactor and is finished from there. There are at most
+// `max_push_threads` of them (PushThreadsFor: one per request the workers can
+// have in flight to a shard). When every one is taken, a push runs at once on
+// gRPC's thread without being held: applied if it need not wait, answered
+// UNAVAILABLE at once (the client retries) if it would. No push ever waits for
+// a thread, so the pushes that release held ones (the slowest ssp worker's, the
+// last of a bsp round, which contributes even when refused) always get in: the
+// bound cannot deadlock a round.
 //
 // With a Replicator (cluster.replication 2), a push is answered only once the
 // shard's backup holds it (Replicator::WhenReplicated). A standby serves
@@ -38,7 +46,14 @@ class PsService final
                   proto::ParameterServer::WithCallbackMethod_Replicate<
                       proto::ParameterServer::Service>>>> {
  public:
-  explicit PsService(Shard* shard = nullptr) : shard_(shard) {}
+  // A bound on threads for held pushes: workers x kPushRequestsPerShard (the
+  // requests each can have in flight to one shard), at most kMaxPushThreads.
+  static int PushThreadsFor(const Config& config);
+  static constexpr int kMaxPushThreads = 1024;
+
+  // REQUIRES: max_push_threads >= 1.
+  explicit PsService(Shard* shard = nullptr, int max_push_threads = 64)
+      : max_push_threads_(max_push_threads), shard_(shard) {}
   // Joins the push threads. REQUIRES: the server is shut down.
   ~PsService() override;
 
@@ -62,6 +77,10 @@ class PsService final
   // those copied once first (they spanned slices or were unaligned).
   int64_t push_bytes_in_place() const { return bytes_in_place_.load(); }
   int64_t push_bytes_copied() const { return bytes_copied_.load(); }
+  // Threads started for held pushes (at most max_push_threads), and the
+  // pushes that found them all taken and ran without a hold.
+  int push_threads() const ABSL_LOCKS_EXCLUDED(mu_);
+  int64_t pushes_not_held() const { return not_held_.load(); }
 
   grpc::ServerUnaryReactor* Pull(grpc::CallbackServerContext* context,
                                  const grpc::ByteBuffer* request,
@@ -79,8 +98,9 @@ class PsService final
  private:
   struct PushCall;
 
-  // Runs `task` on an idle push thread, starting one if none is idle.
-  void RunOnPushThread(std::function<void()> task) ABSL_LOCKS_EXCLUDED(mu_);
+  // Runs `task` on an idle push thread, starting one if none is idle and
+  // fewer than max_push_threads_ run; false (task not run) if all are taken.
+  bool TryRunOnPushThread(std::function<void()> task) ABSL_LOCKS_EXCLUDED(mu_);
   void PushThread() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Finishes a push: at once, or once replicated.
@@ -88,14 +108,16 @@ class PsService final
               grpc::ServerUnaryReactor* reactor, absl::Status status,
               std::function<absl::Status(const absl::Status&)> answer);
 
+  const int max_push_threads_;
   std::atomic<Shard*> shard_;
   std::atomic<Replicator*> replicator_{nullptr};
   std::atomic<Replica*> replica_{nullptr};
   // Push payload bytes applied from the received slices / copied first.
   std::atomic<int64_t> bytes_in_place_{0};
   std::atomic<int64_t> bytes_copied_{0};
+  std::atomic<int64_t> not_held_{0};
 
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
   int idle_ ABSL_GUARDED_BY(mu_) = 0;

@@ -2,13 +2,17 @@
 // the Shard and its status comes back as the matching gRPC code.
 #include "server/ps_service.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/config.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/counters.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
@@ -201,6 +205,80 @@ TEST_F(PsServiceTest, WithoutAShardEveryCallIsUnavailable) {
             grpc::StatusCode::UNAVAILABLE);
   proto::ChecksumResponse sums;
   EXPECT_EQ(Checksums(&sums).error_code(), grpc::StatusCode::UNAVAILABLE);
+}
+
+// bsp, 8 workers, 3 threads for held pushes: a round's first pushes take the
+// threads and wait; the ones after find them all taken and run without a hold
+// (contributing, then refused UNAVAILABLE and retried, as the client does),
+// until the last contribution applies the round. Every push completes well
+// within its deadline, and no more threads start.
+TEST(PsServiceHeldPushesTest, ManyHeldPushesShareBoundedThreadsAndAllComplete) {
+  constexpr int kWorkers = 8, kThreads = 3, kRounds = 4;
+  Config config;
+  config.model.layers = {6, 4, 3};
+  config.model.block_size = 8;
+  config.cluster.workers.assign(kWorkers, "127.0.0.1:0");
+  config.optimizer.type = "sgd";
+  config.optimizer.learning_rate = 1.0;
+  config.checkpoint.dir = "";
+  config.training.consistency = "bsp";
+  EXPECT_EQ(PsService::PushThreadsFor(config), kWorkers * kPushRequestsPerShard);
+  Counters counters;
+  auto shard = Shard::Create(config, 0, &counters);
+  ASSERT_TRUE(shard.ok()) << shard.status();
+  ASSERT_TRUE((*shard)->Assign(1, {3}).ok());
+  (*shard)->SetActiveWorkers({0, 1, 2, 3, 4, 5, 6, 7});
+  PsService service(shard->get(), kThreads);
+  grpc::ServerBuilder builder;
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  auto stub = proto::ParameterServer::NewStub(
+      server->InProcessChannel(grpc::ChannelArguments()));
+
+  std::vector<grpc::Status> results(kWorkers);
+  std::vector<std::thread> workers;
+  for (int w = 0; w < kWorkers; ++w) {
+    workers.emplace_back([&, w] {
+      for (int round = 1; round <= kRounds; ++round) {
+        proto::PushRequest request;
+        request.set_placement_epoch(1);
+        request.set_worker_id(w);
+        request.set_sequence(round);
+        request.set_clock(round);
+        proto::BlockData* block = request.add_blocks();
+        block->set_block_id(3);
+        const std::vector<float> grad(4, 1.0f);
+        block->set_data(grad.data(), grad.size() * sizeof(float));
+        for (;;) {
+          grpc::ClientContext context;
+          context.set_deadline(std::chrono::system_clock::now() +
+                               std::chrono::seconds(5));
+          proto::PushResponse response;
+          results[w] = stub->Push(&context, request, &response);
+          if (results[w].error_code() != grpc::StatusCode::UNAVAILABLE) break;
+          absl::SleepFor(absl::Milliseconds(1));  // the client's backoff
+        }
+        if (!results[w].ok()) return;
+      }
+    });
+  }
+  for (std::thread& t : workers) t.join();
+  for (int w = 0; w < kWorkers; ++w) {
+    EXPECT_TRUE(results[w].ok())
+        << "worker " << w << ": " << results[w].error_message();
+  }
+  EXPECT_LE(service.push_threads(), kThreads);
+  EXPECT_GT(service.pushes_not_held(), 0);
+  EXPECT_EQ(counters.Get("bsp_rounds"), kRounds);
+  proto::PullRequest pull;
+  pull.set_placement_epoch(1);
+  pull.add_block_ids(3);
+  proto::PullResponse pulled;
+  grpc::ClientContext context;
+  ASSERT_TRUE(stub->Pull(&context, pull, &pulled).ok());
+  EXPECT_EQ(pulled.blocks(0).version(), uint64_t{kRounds});
+  server->Shutdown();
 }
 
 }  // namespace

@@ -140,9 +140,9 @@ class Shard {
       ABSL_LOCKS_EXCLUDED(mu_);
   static constexpr size_t kIncarnationsKept = 8;
   // How far past a worker's applied window (its n part, sequence & 2^32-1) a
-  // push sequence may jump; a client keeps at most rpc.push_window in flight,
-  // and a shard restored from an older checkpoint misses at most what was
-  // pushed since it was written.
+  // push sequence may jump; a client keeps at most kPushRequestsPerShard in
+  // flight, and a shard restored from an older checkpoint misses at most what
+  // was pushed since it was written.
   static constexpr uint64_t kMaxSequenceJump = uint64_t{1} << 20;
   // How far past the newest worker incarnation this ps has heard of a push's
   // incarnation may lie and still be one the coordinator issued since the

@@ -176,11 +176,26 @@ TEST_P(StoppedShardTest, HoldsTrainingAndTheJobEndsAsIfUndisturbed) {
   const std::string fetch = GetParam();
   WriteConfig("stopped", 300, kSteps, fetch);
   StartJob();
-  ASSERT_TRUE(WaitUntil([&] { return WorkersAtStep(200); }, absl::Seconds(30)));
+  // The workers' own Status, not the coordinator's heartbeat-old copy: a
+  // worker runs about 1000 steps a second here, so a stop decided on a
+  // heartbeat report could come after it had finished all of them.
   std::string worker[kWorkers];
-  for (int i = 0; i < kWorkers; ++i) {
-    worker[i] = Member(Cluster(), "worker", i)->address();
-  }
+  ASSERT_TRUE(WaitUntil([&] {
+    const auto status = Cluster();
+    for (int i = 0; i < kWorkers; ++i) {
+      const auto* m = Member(status, "worker", i);
+      if (m == nullptr || m->address().empty()) return false;
+      worker[i] = m->address();
+    }
+    return true;
+  }, absl::Seconds(30)));
+  ASSERT_TRUE(WaitUntil([&] {
+    for (int i = 0; i < kWorkers; ++i) {
+      const auto s = DaemonStatus(worker[i]);
+      if (!s.has_value() || Counter(*s, "step") < 100) return false;
+    }
+    return true;
+  }, absl::Seconds(30)));
   const std::string ps = Member(Cluster(), "ps", 0)->address();
   daemons_["ps-0"]->Signal(SIGSTOP);
   const absl::Time stopped = absl::Now();

@@ -1,4 +1,5 @@
-// Downpour loop: compute on the caller's thread, fetch and push on their own.
+// Downpour loop: compute on the caller's thread, fetch on its own, pushes on
+// the client's (PsClient::StartPush).
 #include "worker/downpour.h"
 
 #include <algorithm>
@@ -6,6 +7,7 @@
 #include <limits>
 #include <cstring>
 #include <random>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -94,48 +96,30 @@ void DownpourLoop::FetchThread() {
   }
 }
 
-void DownpourLoop::PushThread() {
-  while (true) {
-    PushJob job;
-    {
-      absl::MutexLock lock(&comm_mu_);
-      comm_mu_.Await(absl::Condition(
-          +[](DownpourLoop* self) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-            return !self->outbox_.empty() || self->comm_done_ ||
-                   !self->error_.ok();
-          },
-          this));
-      // Flush queues the last push before comm_done_, so an empty outbox
-      // means done.
-      if (!error_.ok() || outbox_.empty()) return;
-      job = std::move(outbox_.front());
-      outbox_.pop_front();
-    }
+void DownpourLoop::CollectPushes(bool all) {
+  while (!pushes_.empty() &&
+         (all || client_->PushDone(pushes_.front().ticket))) {
+    const PushInFlight push = pushes_.front();
+    pushes_.pop_front();
     StalenessHistogram staleness;
-    absl::Status status =
-        client_->Push(job.grad.data(), job.versions, &staleness);
-    if (status.ok()) {
-      // Counted before the push leaves the in-flight count, so that once
-      // Flush sees none in flight the figures include every ack.
-      absl::MutexLock lock(&stats_mu_);
-      ++stats_.pushes;
-      stats_.pushed_steps += job.steps;
-      stats_.examples +=
-          static_cast<int64_t>(job.steps) * options_.training.batch_size;
-      staleness_.Merge(staleness);
-      const StalenessSummary summary = staleness_.Summary();
-      stats_.mean_staleness = summary.mean;
-      stats_.staleness_p50 = summary.p50;
-      stats_.staleness_p99 = summary.p99;
-      stats_.staleness_max = summary.max;
-    }
-    absl::MutexLock lock(&comm_mu_);
-    --pushes_in_flight_;
-    spare_.push_back(std::move(job.grad));
+    std::vector<float> buffer;
+    const absl::Status status = client_->Wait(push.ticket, &staleness, &buffer);
+    if (!buffer.empty()) spare_.push_back(std::move(buffer));
     if (!status.ok()) {
-      if (error_.ok()) error_ = status;
-      return;
+      SetError(status);
+      continue;
     }
+    absl::MutexLock lock(&stats_mu_);
+    ++stats_.pushes;
+    stats_.pushed_steps += push.steps;
+    stats_.examples +=
+        static_cast<int64_t>(push.steps) * options_.training.batch_size;
+    staleness_.Merge(staleness);
+    const StalenessSummary summary = staleness_.Summary();
+    stats_.mean_staleness = summary.mean;
+    stats_.staleness_p50 = summary.p50;
+    stats_.staleness_p99 = summary.p99;
+    stats_.staleness_max = summary.max;
   }
 }
 
@@ -152,55 +136,35 @@ void DownpourLoop::MaybeSwapParams() {
 
 bool DownpourLoop::HandOffGradient() {
   const absl::Time begin = absl::Now();
-  PushJob job;
-  {
-    absl::MutexLock lock(&comm_mu_);
-    // Backpressure: with the pipeline full, compute waits for an ack rather
-    // than summing more steps into a later push.
-    comm_mu_.Await(absl::Condition(
-        +[](DownpourLoop* self) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-          return self->pushes_in_flight_ <
-                     self->options_.training.max_pushes_in_flight ||
-                 !self->error_.ok();
-        },
-        this));
-    if (!error_.ok()) return false;
-    if (!spare_.empty()) {
-      job.grad = std::move(spare_.back());
-      spare_.pop_back();
-    }
+  // Backpressure: with the pipeline full, StartPush waits for an ack rather
+  // than the loop summing more steps into a later push.
+  absl::StatusOr<PushTicket> ticket =
+      client_->StartPush(std::move(accum_), accum_versions_);
+  if (ticket.ok()) {
+    pushes_.push_back({*ticket, accum_steps_});
+  } else {
+    SetError(ticket.status());
   }
+  accum_steps_ = 0;
+  CollectPushes(/*all=*/false);  // the push that made room, and its buffer
   {
     absl::MutexLock lock(&stats_mu_);
     wait_push_time_ += absl::Now() - begin;
   }
-  job.grad.resize(accum_.size());
-  std::swap(job.grad, accum_);
-  std::fill(accum_.begin(), accum_.end(), 0.0f);
-  job.versions = accum_versions_;
-  job.steps = accum_steps_;
-  accum_steps_ = 0;
-  absl::MutexLock lock(&comm_mu_);
-  outbox_.push_back(std::move(job));
-  ++pushes_in_flight_;
-  return true;
-}
-
-void DownpourLoop::AwaitNoPushInFlight() {
-  comm_mu_.Await(absl::Condition(
-      +[](DownpourLoop* self) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        return self->pushes_in_flight_ == 0 || !self->error_.ok();
-      },
-      this));
+  if (spare_.empty()) {
+    accum_.assign(params_.size(), 0.0f);  // only until max_pushes_in_flight + 1
+  } else {
+    accum_ = std::move(spare_.back());
+    spare_.pop_back();
+    std::fill(accum_.begin(), accum_.end(), 0.0f);
+  }
+  return error().ok();
 }
 
 bool DownpourLoop::SyncAfterPush() {
   absl::Time begin = absl::Now();
-  {
-    absl::MutexLock lock(&comm_mu_);
-    AwaitNoPushInFlight();
-    if (!error_.ok()) return false;
-  }
+  CollectPushes(/*all=*/true);
+  if (!error().ok()) return false;
   absl::Time pulled = absl::Now();
   {
     absl::MutexLock lock(&stats_mu_);
@@ -380,14 +344,14 @@ absl::Status DownpourLoop::Evaluate(const float* params) {
 
 absl::Status DownpourLoop::Flush() {
   if (options_.no_communication) return absl::OkStatus();
-  // Send what is owed, wait until every push is acknowledged, then stop the
-  // threads.
-  if (accum_steps_ > 0) HandOffGradient();
+  // Send what is owed, wait until every push has ended, then stop the fetch
+  // thread.
+  if (accum_steps_ > 0 && error().ok()) HandOffGradient();
   const absl::Time begin = absl::Now();
+  CollectPushes(/*all=*/true);
   absl::Status status;
   {
     absl::MutexLock lock(&comm_mu_);
-    AwaitNoPushInFlight();
     comm_done_ = true;
     status = error_;
   }
@@ -428,12 +392,8 @@ absl::Status DownpourLoop::Run() {
     back_.resize(n);
   }
   std::thread fetcher;
-  std::vector<std::thread> pushers;
   if (!options_.no_communication) {
     fetcher = std::thread([this] { FetchThread(); });
-    for (int i = 0; i < t.max_pushes_in_flight; ++i) {
-      pushers.emplace_back([this] { PushThread(); });
-    }
   }
   // training.epochs: the epochs follow the data parts as they move (steps
   // taken on each set count as that set's share of an epoch).
@@ -473,6 +433,7 @@ absl::Status DownpourLoop::Run() {
       next_epoch_step = step + (train_->size() + t.batch_size - 1) / t.batch_size;
     }
     if (!options_.no_communication) {
+      CollectPushes(/*all=*/false);  // acks counted, failures seen
       if ((status = error()).ok()) MaybeSwapParams();
       if (!status.ok()) break;
       // fetch after_push (and bsp) pulls at the end of a step instead
@@ -509,7 +470,6 @@ absl::Status DownpourLoop::Run() {
   }
   absl::Status flushed = Flush();
   if (fetcher.joinable()) fetcher.join();
-  for (std::thread& pusher : pushers) pusher.join();
   if (status.ok()) status = flushed;
   if (status.ok()) status = error();
   if (!status.ok()) return status;

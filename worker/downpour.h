@@ -6,11 +6,14 @@
 // next step, so each gradient is computed on parameters that hold the
 // worker's own updates; with training.fetch overlap it asks the fetch thread
 // and carries on with the parameters it has, and the new values are swapped
-// in at a step boundary once they arrive (double buffering). The gradients of n_push steps are summed, at
-// full weight, and handed to the push threads; up to
-// training.max_pushes_in_flight pushes may be in flight at once. When that many
-// are, the compute thread waits for one to be acknowledged (backpressure): no
-// step's gradient is dropped, merged into a later push or scaled down.
+// in at a step boundary once they arrive (double buffering). The gradients of
+// n_push steps are summed, at full weight, and handed to the client's
+// StartPush, which sends them while the next steps compute; the client keeps
+// up to training.max_pushes_in_flight pushes in flight and, when that many
+// are, StartPush waits for one to be acknowledged (backpressure): no step's
+// gradient is dropped, merged into a later push or scaled down. The loop keeps
+// the tickets and waits on them: for the acks it counts, before a fetch
+// after_push or bsp pull, and at the end.
 //
 // training.consistency bsp: after each push the compute thread waits for its
 // acknowledgement (the ps acknowledges once the round is applied) and pulls
@@ -25,7 +28,6 @@
 #include <deque>
 #include <memory>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -121,15 +123,13 @@ class DownpourLoop {
   StalenessHistogram staleness() const ABSL_LOCKS_EXCLUDED(stats_mu_);
 
  private:
-  // A summed gradient handed to the push threads, in its own buffer.
-  struct PushJob {
-    std::vector<float> grad;
-    std::vector<uint64_t> versions;  // of the parameters it was computed on
-    int steps = 0;                   // steps summed into it
+  // A summed gradient handed to the client, not yet waited for.
+  struct PushInFlight {
+    PushTicket ticket = 0;
+    int steps = 0;  // steps summed into it
   };
 
   void FetchThread();
-  void PushThread() ABSL_LOCKS_EXCLUDED(comm_mu_);
   absl::Status Step(int64_t step, const std::vector<int>& order, int64_t* cursor);
   void FillBatch(const std::vector<int>& order, int64_t cursor, float* x, float* y) const;
   // Tells the backend that params_ holds new values (a GPU copy is refreshed).
@@ -141,16 +141,19 @@ class DownpourLoop {
   void SetError(const absl::Status& status) ABSL_LOCKS_EXCLUDED(comm_mu_);
   absl::Status error() const ABSL_LOCKS_EXCLUDED(comm_mu_);
   void MaybeSwapParams() ABSL_LOCKS_EXCLUDED(comm_mu_);
-  // Queues the accumulated gradient as a push, first waiting while
-  // max_pushes_in_flight pushes are in flight. False if a push failed.
+  // Starts the accumulated gradient's push (StartPush waits while the client
+  // has max_pushes_in_flight in flight) and sums the next steps into a spare
+  // buffer. False if a push failed.
   bool HandOffGradient() ABSL_LOCKS_EXCLUDED(comm_mu_);
+  // Waits for the pushes handed off, oldest first: all of them (`all`), or
+  // those that have ended. Counts each acknowledged push in stats_, records
+  // the first failure (SetError) and keeps the buffers for reuse.
+  void CollectPushes(bool all) ABSL_LOCKS_EXCLUDED(comm_mu_, stats_mu_);
   absl::Status Flush() ABSL_LOCKS_EXCLUDED(comm_mu_);
-  // fetch after_push and bsp: waits until no push is in flight, then pulls
-  // the parameters (in bsp: of the round just applied) into params_. False
-  // if a push or the pull failed.
+  // fetch after_push and bsp: waits until every push handed off is
+  // acknowledged, then pulls the parameters (in bsp: of the round just
+  // applied) into params_. False if a push or the pull failed.
   bool SyncAfterPush() ABSL_LOCKS_EXCLUDED(comm_mu_);
-  // Waits until every push handed off is acknowledged, or one failed.
-  void AwaitNoPushInFlight() ABSL_EXCLUSIVE_LOCKS_REQUIRED(comm_mu_);
   // Warmstart: a worker other than 0 polls the ps until worker 0 has pushed
   // training.warmstart_steps steps (or the versions stop advancing for
   // warmstart_patience).
@@ -187,6 +190,9 @@ class DownpourLoop {
   std::vector<float> accum_;           // gradients since the last hand-off
   std::vector<uint64_t> accum_versions_;
   int accum_steps_ = 0;
+  std::deque<PushInFlight> pushes_;  // handed off, not yet waited for
+  // Gradient buffers of pushes waited for, for the next accum_.
+  std::vector<std::vector<float>> spare_;
   std::vector<float> batch_x_;
   std::vector<float> batch_y_;
   // The next step's batch, filled and handed to backend_->Prefetch one step
@@ -197,16 +203,12 @@ class DownpourLoop {
   std::vector<float> test_outputs_;  // Evaluate's scratch
   int64_t next_cursor_ = -1;
 
-  // Shared with the fetch and push threads.
+  // Shared with the fetch thread.
   mutable absl::Mutex comm_mu_;
   bool fetch_wanted_ ABSL_GUARDED_BY(comm_mu_) = false;
   bool fetched_ ABSL_GUARDED_BY(comm_mu_) = false;  // back_ holds newer values
   std::vector<float> back_ ABSL_GUARDED_BY(comm_mu_);
   std::vector<uint64_t> back_versions_ ABSL_GUARDED_BY(comm_mu_);
-  std::deque<PushJob> outbox_ ABSL_GUARDED_BY(comm_mu_);  // not yet sent
-  int pushes_in_flight_ ABSL_GUARDED_BY(comm_mu_) = 0;    // queued or sending
-  // Gradient buffers of completed pushes, for reuse.
-  std::vector<std::vector<float>> spare_ ABSL_GUARDED_BY(comm_mu_);
   bool comm_done_ ABSL_GUARDED_BY(comm_mu_) = false;
   absl::Status error_ ABSL_GUARDED_BY(comm_mu_);
 

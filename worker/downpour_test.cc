@@ -127,10 +127,11 @@ TEST_F(DownpourLoopTest, SlowPushesMakeComputeWaitAndLoseNothing) {
     constexpr int kNPush = 2;
     constexpr int kSteps = 5 * 32;
     constexpr int kPushes = kSteps / kNPush;
-    FakePsClient ps(spec_->InitAll(1), spec_->blocks().size(), 0.0f);
+    // The client holds the one knob (training.max_pushes_in_flight).
+    FakePsClient ps(spec_->InitAll(1), spec_->blocks().size(), 0.0f,
+                    in_flight);
     ps.HoldPushes();
     options_.training.n_push = kNPush;
-    options_.training.max_pushes_in_flight = in_flight;
     // Pulls in the background: only pushes can hold compute up.
     options_.training.fetch = "overlap";
     // Steps computed before this one, less those the ps acknowledged: at most

@@ -103,14 +103,20 @@ GrpcPsClient::GrpcPsClient(const ModelSpec& spec,
                            membership::CoordinatorClient* coordinator,
                            const RpcSection& rpc, int worker_id,
                            Counters* counters, std::function<bool()> should_stop,
-                           Clock* clock, absl::Duration outage_timeout)
+                           Clock* clock, absl::Duration outage_timeout,
+                           int max_pushes_in_flight)
     : spec_(spec), coordinator_(coordinator), rpc_(rpc), worker_id_(worker_id),
       counters_(counters), should_stop_(std::move(should_stop)),
       clock_(clock != nullptr ? clock : Clock::Real()),
       // A validated config names a known encoding.
       encoding_(
           ParseWireEncoding(rpc.encoding).value_or(WireEncoding::kFloat32)),
-      outage_timeout_(outage_timeout) {}
+      outage_timeout_(outage_timeout),
+      pushes_(max_pushes_in_flight,
+              [this](const float* grad, const std::vector<uint64_t>& versions,
+                     StalenessHistogram* staleness) {
+                return SendPush(grad, versions, staleness);
+              }) {}
 
 absl::Duration OutageTimeout(double outage_timeout_s) {
   return outage_timeout_s > 0 ? absl::Seconds(outage_timeout_s)
@@ -419,9 +425,9 @@ uint64_t GrpcPsClient::acked_clock() const {
   return acked_clock_;
 }
 
-absl::Status GrpcPsClient::Push(const float* grad,
-                                const std::vector<uint64_t>& versions,
-                                StalenessHistogram* staleness) {
+absl::Status GrpcPsClient::SendPush(const float* grad,
+                                    const std::vector<uint64_t>& versions,
+                                    StalenessHistogram* staleness) {
   PushCall call;
   call.grad = grad;
   call.versions = &versions;
@@ -446,7 +452,7 @@ absl::Status GrpcPsClient::Push(const float* grad,
   }
   absl::Status status;
   for (size_t r = 0; r < call.requests.size() && status.ok(); ++r) {
-    while (!StartPush(&call, r)) {
+    while (!StartRequest(&call, r)) {
       status = RetryFailedPushes(&call);
       if (!status.ok()) break;
     }
@@ -526,9 +532,9 @@ wire::PushView MakePushView(const ModelSpec& spec, const float* grad,
 
 }  // namespace
 
-bool GrpcPsClient::StartPush(PushCall* call, size_t r) {
+bool GrpcPsClient::StartRequest(PushCall* call, size_t r) {
   PushRequestState* request = call->requests[r].get();
-  const uint64_t window = static_cast<uint64_t>(std::max(1, rpc_.push_window));
+  constexpr uint64_t window = kPushRequestsPerShard;
   {
     absl::MutexLock lock(&mu_);
     PushLane& lane = lanes_[request->shard];

@@ -15,6 +15,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -29,6 +30,7 @@
 #include "membership/coordinator_client.h"
 #include "proto/ps.grpc.pb.h"
 #include "worker/ps_client.h"
+#include "worker/push_pipeline.h"
 
 namespace downpour::worker {
 
@@ -37,8 +39,10 @@ namespace downpour::worker {
 //
 // Each shard's blocks are cut into requests of at most 4 MiB. A Pull or Push
 // starts every request of every shard at once (gRPC's callback API: no thread
-// per shard), within a window per shard (rpc.push_window requests in flight),
-// then retries the ones that failed. Every request is retried on its own: a
+// per shard), a push within a window per shard (kPushRequestsPerShard requests
+// in flight, common/config.h), then retries the ones that failed. Pushes begun
+// by StartPush run on the client's PushPipeline (worker/push_pipeline.h), at
+// most max_pushes_in_flight at once, Push included. Every request is retried on its own: a
 // retryable failure (common/retry.h IsRetryable: UNAVAILABLE,
 // DEADLINE_EXCEEDED, FAILED_PRECONDITION such as a stale placement epoch,
 // ABORTED) makes the client re-read the placement (the shard may have moved or
@@ -73,8 +77,8 @@ namespace downpour::worker {
 // worker numbers above its previous run without any clock. The ps remembers
 // which sequences of a window it applied (server/sequence_window.h), so
 // requests in flight together may arrive in any order. The client never has a
-// request in flight rpc.push_window or more sequences past the oldest one not
-// yet acknowledged on that shard.
+// request in flight kPushRequestsPerShard or more sequences past the oldest one
+// not yet acknowledged on that shard, however many pushes are in flight.
 class GrpcPsClient : public PsClient {
  public:
   // Borrows spec, coordinator, counters and clock; they must outlive the
@@ -83,12 +87,14 @@ class GrpcPsClient : public PsClient {
   // and the outage figure; tests pass a FakeClock. `outage_timeout`: how long
   // a Pull or Push retries an unreachable shard before it gives up
   // (absl::InfiniteDuration() = forever; see OutageTimeout).
+  // `max_pushes_in_flight`: training.max_pushes_in_flight (PsClient).
   GrpcPsClient(const ModelSpec& spec,
                membership::CoordinatorClient* coordinator,
                const RpcSection& rpc, int worker_id, Counters* counters,
                std::function<bool()> should_stop = nullptr,
                Clock* clock = nullptr,
-               absl::Duration outage_timeout = absl::Seconds(300));
+               absl::Duration outage_timeout = absl::Seconds(300),
+               int max_pushes_in_flight = 1);
   ~GrpcPsClient() override;
 
   GrpcPsClient(const GrpcPsClient&) = delete;
@@ -102,14 +108,30 @@ class GrpcPsClient : public PsClient {
 
   absl::Status Pull(float* params, std::vector<uint64_t>* versions) override
       ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<PushTicket> StartPush(std::vector<float> grad,
+                                       std::vector<uint64_t> versions) override {
+    return pushes_.Start(std::move(grad), std::move(versions));
+  }
+  absl::Status Wait(PushTicket ticket, StalenessHistogram* staleness,
+                    std::vector<float>* grad = nullptr) override {
+    return pushes_.Wait(ticket, staleness, grad);
+  }
+  bool PushDone(PushTicket ticket) const override {
+    return pushes_.Done(ticket);
+  }
+  int pushes_in_flight() const override { return pushes_.in_flight(); }
+  int max_pushes_in_flight() const override {
+    return pushes_.max_in_flight();
+  }
   absl::Status Push(const float* grad, const std::vector<uint64_t>& versions,
-                    StalenessHistogram* staleness) override
-      ABSL_LOCKS_EXCLUDED(mu_);
+                    StalenessHistogram* staleness) override {
+    return pushes_.Run(grad, versions, staleness);
+  }
 
   // The placement epoch in use (0 before Connect).
   uint64_t epoch() const ABSL_LOCKS_EXCLUDED(mu_);
 
-  // ssp clocks: each Push carries start + the number of Pushes begun so far
+  // ssp clocks: each push carries start + the number of pushes sent so far
   // (the same in every shard request of one push), so all shards see one
   // clock per worker. `start` is RegisterWorkerResponse.start_clock; only the
   // first call before any Push counts.
@@ -158,9 +180,12 @@ class GrpcPsClient : public PsClient {
   // ids and sizes.
   absl::Status CopyBlocks(int index, const grpc::ByteBuffer& reply,
                           float* params, std::vector<uint64_t>* versions);
+  // One push, waited for: what the pipeline's Send does.
+  absl::Status SendPush(const float* grad, const std::vector<uint64_t>& versions,
+                        StalenessHistogram* staleness) ABSL_LOCKS_EXCLUDED(mu_);
   // Sends push request `r` of `call` (async) once its shard's window has
   // room; false when a request of `call` failed meanwhile (retry first).
-  bool StartPush(PushCall* call, size_t r) ABSL_LOCKS_EXCLUDED(mu_);
+  bool StartRequest(PushCall* call, size_t r) ABSL_LOCKS_EXCLUDED(mu_);
   // Retries the failed requests of `call` one at a time, synchronously.
   absl::Status RetryFailedPushes(PushCall* call) ABSL_LOCKS_EXCLUDED(mu_);
   // Records an acknowledged request: window, staleness, counters.
@@ -202,6 +227,9 @@ class GrpcPsClient : public PsClient {
   uint64_t acked_clock_ ABSL_GUARDED_BY(mu_) = 0;
   absl::CondVar window_moved_;  // a request was acknowledged or failed
   std::map<int, Waiting> waiting_ ABSL_GUARDED_BY(mu_);  // by shard index
+
+  // Last, so that it goes first: its threads call SendPush.
+  PushPipeline pushes_;
 };
 
 // training.outage_timeout_s as GrpcPsClient's outage_timeout: 0 = forever.

@@ -6,6 +6,7 @@
 #include "worker/grpc_ps_client.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <memory>
 #include <optional>
@@ -19,6 +20,7 @@
 #include "rpc/grpc_status.h"
 #include "rpc/server_util.h"
 #include "common/testing/fake_clock.h"
+#include "common/testing/poll.h"
 #include "common/testing/status_matchers.h"
 #include "common/wire_encoding.h"
 #include "coordinator/cluster_state.h"
@@ -33,6 +35,7 @@ namespace {
 
 using ::downpour::testing::IsOk;
 using ::downpour::testing::StatusIs;
+using ::downpour::testing::WaitUntil;
 using ::testing::HasSubstr;
 
 // Forwards to a Shard. With `hold_first_push_ack`, the first Push is applied at
@@ -42,7 +45,10 @@ class ForwardingService final : public proto::ParameterServer::CallbackService {
  public:
   ForwardingService(server::Shard* shard, bool hold_first_push_ack)
       : shard_(shard), hold_(hold_first_push_ack) {}
-  ~ForwardingService() override { ReleaseHeld(); }
+  ~ForwardingService() override {
+    ReleaseHeld();
+    OpenGate();
+  }
 
   grpc::ServerUnaryReactor* Pull(grpc::CallbackServerContext* context,
                                  const proto::PullRequest* request,
@@ -63,13 +69,33 @@ class ForwardingService final : public proto::ParameterServer::CallbackService {
     const grpc::Status status = ToGrpcStatus(shard_->Push(*request, response));
     ReleaseHeld();  // a later push: the held ack is now late
     absl::MutexLock lock(&mu_);
-    if (hold_ && pushes_++ == 0) {
+    if (gate_) {
+      gated_.push_back({reactor, status});
+    } else if (hold_ && pushes_++ == 0) {
       held_ = reactor;
       held_status_ = status;
     } else {
       reactor->Finish(status);
     }
     return reactor;
+  }
+
+  // From now on every push is applied at once but answered only by OpenGate:
+  // a slow ps.
+  void GatePushes() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    gate_ = true;
+  }
+  // Answers the gated pushes and gates no more.
+  void OpenGate() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    for (auto& [reactor, status] : gated_) reactor->Finish(status);
+    gated_.clear();
+    gate_ = false;
+  }
+  int gated() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return static_cast<int>(gated_.size());
   }
 
   // The sequence of every push request received, in arrival order.
@@ -92,6 +118,9 @@ class ForwardingService final : public proto::ParameterServer::CallbackService {
   grpc::ServerUnaryReactor* held_ ABSL_GUARDED_BY(mu_) = nullptr;
   grpc::Status held_status_ ABSL_GUARDED_BY(mu_);
   std::vector<uint64_t> sequences_ ABSL_GUARDED_BY(mu_);
+  bool gate_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::pair<grpc::ServerUnaryReactor*, grpc::Status>> gated_
+      ABSL_GUARDED_BY(mu_);
 };
 
 // A coordinator and `num_shards` ps shards in this process, placed and serving.
@@ -311,12 +340,17 @@ TEST_F(PsClientTest, TwoAlternatingWorkersSeeStalenessOne) {
 
 TEST_F(PsClientTest, PushesFromManyThreadsAreEachAppliedOnce) {
   StartCluster(2, /*hold_first_push_ack=*/false);
+  constexpr int kThreads = 4, kPushesEach = 10;
+  // As many pushes in flight as threads: they share each shard's window.
+  client_ = std::make_unique<GrpcPsClient>(
+      *spec_, coordinator_.get(), config_.rpc, 0, &worker_counters_, nullptr,
+      &clock_, absl::Seconds(300), /*max_pushes_in_flight=*/kThreads);
+  ASSERT_THAT(client_->Connect(), IsOk());
   std::vector<float> params(spec_->num_params());
   std::vector<uint64_t> versions;
   ASSERT_THAT(client_->Pull(params.data(), &versions), IsOk());
   const std::vector<float> before = params;
 
-  constexpr int kThreads = 4, kPushesEach = 10;
   const std::vector<float> gradient(spec_->num_params(), 1.0f);
   std::vector<std::thread> threads;
   std::vector<absl::Status> results(kThreads);
@@ -338,6 +372,83 @@ TEST_F(PsClientTest, PushesFromManyThreadsAreEachAppliedOnce) {
         << "parameter " << i;
   }
   for (uint64_t v : versions) EXPECT_EQ(v, uint64_t{kThreads * kPushesEach});
+}
+
+// StartPush returns a ticket without waiting for the shards, but while
+// max_pushes_in_flight pushes are in flight it first waits for one to end;
+// Wait returns each push's status, staleness and buffer.
+TEST_F(PsClientTest, StartPushWaitsWhileMaxPushesAreInFlight) {
+  StartCluster(1, /*hold_first_push_ack=*/false);
+  RpcSection rpc = config_.rpc;
+  rpc.deadline_s = 60;  // the gate holds acks longer than the fixture's 0.3 s
+  GrpcPsClient client(*spec_, coordinator_.get(), rpc, 0, &worker_counters_,
+                      nullptr, &clock_, absl::Seconds(300),
+                      /*max_pushes_in_flight=*/1);
+  ASSERT_THAT(client.Connect(), IsOk());
+  std::vector<float> params(spec_->num_params());
+  std::vector<uint64_t> versions;
+  ASSERT_THAT(client.Pull(params.data(), &versions), IsOk());
+  const std::vector<float> before = params;
+  const size_t n = params.size();
+
+  services_[0]->GatePushes();
+  absl::StatusOr<PushTicket> first =
+      client.StartPush(std::vector<float>(n, 1.0f), versions);
+  ASSERT_THAT(first, IsOk());
+  ASSERT_TRUE(WaitUntil([&] { return services_[0]->gated() == 1; },
+                        absl::Seconds(30)));
+  EXPECT_EQ(client.pushes_in_flight(), 1);
+  std::atomic<bool> calling{false}, first_done_when_started{false};
+  absl::StatusOr<PushTicket> second;
+  std::thread starter([&] {
+    calling = true;
+    second = client.StartPush(std::vector<float>(n, 1.0f), versions);
+    first_done_when_started = client.PushDone(*first);
+  });
+  ASSERT_TRUE(WaitUntil([&] { return calling.load(); }, absl::Seconds(30)));
+  EXPECT_FALSE(client.PushDone(*first));
+  services_[0]->OpenGate();
+  starter.join();
+  EXPECT_TRUE(first_done_when_started)
+      << "StartPush began a second push while max_pushes_in_flight were";
+  ASSERT_THAT(second, IsOk());
+  StalenessHistogram staleness;
+  std::vector<float> buffer;
+  EXPECT_THAT(client.Wait(*first, &staleness, &buffer), IsOk());
+  EXPECT_EQ(buffer, std::vector<float>(n, 1.0f)) << "the buffer came back";
+  EXPECT_THAT(client.Wait(*second, &staleness), IsOk());
+  EXPECT_EQ(staleness.count(), 2 * spec_->blocks().size());
+  EXPECT_EQ(client.pushes_in_flight(), 0);
+  ASSERT_THAT(client.Pull(params.data(), &versions), IsOk());
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_FLOAT_EQ(params[i], before[i] - 2.0f) << "parameter " << i;
+  }
+}
+
+// Wait returns the shard's answer to that push; until the caller has seen a
+// failure, StartPush returns it instead of sending more behind it.
+TEST_F(PsClientTest, WaitReturnsTheShardsAnswerToThatPush) {
+  StartCluster(1, /*hold_first_push_ack=*/false);
+  std::vector<float> params(spec_->num_params());
+  std::vector<uint64_t> versions;
+  ASSERT_THAT(client_->Pull(params.data(), &versions), IsOk());
+  std::vector<float> bad(params.size(), 1.0f);
+  bad[0] = std::nanf("");
+  absl::StatusOr<PushTicket> failing =
+      client_->StartPush(std::move(bad), versions);
+  ASSERT_THAT(failing, IsOk());
+  ASSERT_TRUE(WaitUntil([&] { return client_->PushDone(*failing); },
+                        absl::Seconds(30)));
+  EXPECT_THAT(client_->StartPush(std::vector<float>(params.size()), versions),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(client_->Wait(*failing, nullptr),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  absl::StatusOr<PushTicket> good =
+      client_->StartPush(std::vector<float>(params.size(), 1.0f), versions);
+  ASSERT_THAT(good, IsOk());
+  EXPECT_THAT(client_->Wait(*good, nullptr), IsOk());
+  EXPECT_THAT(client_->Wait(*good, nullptr),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("ticket")));
 }
 
 // With rpc.encoding bf16/fp16, a push and pull through 2 shards give the

@@ -4,13 +4,17 @@
 //
 // PsClient is the interface the Downpour loop uses: plain C++, no gRPC. Tests
 // drive the loop with worker/testing/fake_ps_client.h; GrpcPsClient
-// (worker/grpc_ps_client.h) talks to the real shards.
+// (worker/grpc_ps_client.h) talks to the real shards. Pushes are asynchronous,
+// shaped like ps-lite's KVWorker::Push and Wait (include/ps/kv_app.h):
 //
 //   std::vector<float> params(spec.num_params());
 //   std::vector<uint64_t> versions;  // by global block id
 //   RETURN_IF_ERROR(client.Pull(params.data(), &versions));
+//   ASSIGN_OR_RETURN(PushTicket ticket,
+//                    client.StartPush(std::move(gradient), versions));
+//   ...  // compute the next gradient meanwhile
 //   StalenessHistogram staleness;  // updates each block saw since `versions`
-//   RETURN_IF_ERROR(client.Push(gradient.data(), versions, &staleness));
+//   RETURN_IF_ERROR(client.Wait(ticket, &staleness, &gradient));
 #ifndef DOWNPOUR_WORKER_PS_CLIENT_H_
 #define DOWNPOUR_WORKER_PS_CLIENT_H_
 
@@ -18,17 +22,26 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "common/counters.h"
 
 namespace downpour::worker {
+
+// Names one push begun by PsClient::StartPush, for Wait. A client numbers its
+// pushes 1, 2, 3, ... in the order StartPush returned them.
+using PushTicket = uint64_t;
 
 // The parameters as the worker sees them. `versions` is indexed by global block
 // id (ModelSpec::blocks()[id].id == id) and has spec.blocks().size() entries:
 // versions[id] is the version of block `id` the values came from (Pull) or the
 // gradient was computed on (Push).
 //
-// Implementations are thread-safe: a Pull and a Push may run at once (the
-// loop's fetch and push threads).
+// Backpressure has one knob, the client's max_pushes_in_flight
+// (training.max_pushes_in_flight), and the client alone counts the pushes in
+// flight: begun (StartPush or Push) and not yet ended, acknowledged or failed.
+//
+// Implementations are thread-safe: Pulls, StartPush, Wait and Push may run at
+// once from any threads.
 class PsClient {
  public:
   virtual ~PsClient() = default;
@@ -38,13 +51,40 @@ class PsClient {
   // block id's version. On error both may be partly written.
   virtual absl::Status Pull(float* params, std::vector<uint64_t>* versions) = 0;
 
-  // Sends grad[0..spec.num_params()), computed from parameters at `versions`
-  // (indexed as Pull fills them), to be applied once by the shards. On OK, if
-  // `staleness` is not null, records into it (adding to what it holds) one
-  // value per block the ps acknowledged applying: its staleness, the updates
-  // applied to the block after versions[id] and before this one. A block whose
-  // update the ps had already applied (a retried duplicate) records nothing.
+  // Begins pushing `grad` (spec.num_params() floats), computed from parameters
+  // at `versions`, to be applied once by the shards, and returns its ticket
+  // without waiting for the shards. While max_pushes_in_flight() pushes are in
+  // flight it first waits for one to end (backpressure). The client owns
+  // `grad` until Wait hands it back. Returns, without beginning this push (the
+  // gradient is dropped), the error of an earlier push of this client that
+  // failed and has not been waited for yet: a caller that stops at the first
+  // failure sends nothing behind it.
   // REQUIRES: versions.size() == spec.blocks().size().
+  virtual absl::StatusOr<PushTicket> StartPush(
+      std::vector<float> grad, std::vector<uint64_t> versions) = 0;
+
+  // Waits until push `ticket` has ended and returns its status (the errors of
+  // the implementation's Push). On OK, if `staleness` is not null, records
+  // into it (adding to what it holds) one value per block the ps acknowledged
+  // applying: its staleness, the updates applied to the block after
+  // versions[id] and before this one. A block whose update the ps had already
+  // applied (a retried duplicate) records nothing. If `grad` is not null, the
+  // push's gradient buffer is moved into it, for the caller to reuse.
+  // Each ticket is waited for once; InvalidArgument for one that is unknown
+  // or was waited for already.
+  virtual absl::Status Wait(PushTicket ticket, StalenessHistogram* staleness,
+                            std::vector<float>* grad = nullptr) = 0;
+
+  // Whether push `ticket` has ended (Wait returns at once); false for a
+  // ticket that is unknown or was waited for already.
+  virtual bool PushDone(PushTicket ticket) const = 0;
+
+  // Pushes in flight now, at most max_pushes_in_flight().
+  virtual int pushes_in_flight() const = 0;
+  virtual int max_pushes_in_flight() const = 0;
+
+  // A push waited for: StartPush and Wait without copying `grad` (it is read
+  // in place until Push returns), counted among the pushes in flight alike.
   virtual absl::Status Push(const float* grad,
                             const std::vector<uint64_t>& versions,
                             StalenessHistogram* staleness) = 0;

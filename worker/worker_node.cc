@@ -108,7 +108,8 @@ absl::Status WorkerNode::JoinCluster() {
   ps_ = std::make_unique<GrpcPsClient>(
       *spec_, client_.get(), config.rpc, options_.index, &counters_,
       [this] { return stop_requested_.load(); }, clock_,
-      OutageTimeout(config.training.outage_timeout_s));
+      OutageTimeout(config.training.outage_timeout_s),
+      config.training.max_pushes_in_flight);
   RETURN_IF_ERROR(ps_->Connect());
   connected_ps_.store(ps_.get());
   SetReady(server_.server.get(), true);

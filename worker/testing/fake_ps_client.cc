@@ -7,10 +7,15 @@
 namespace downpour::worker {
 
 FakePsClient::FakePsClient(std::vector<float> params, int num_blocks,
-                           float learning_rate)
+                           float learning_rate, int max_pushes_in_flight)
     : learning_rate_(learning_rate),
       params_(std::move(params)),
-      versions_(num_blocks, 0) {}
+      versions_(num_blocks, 0),
+      pipeline_(max_pushes_in_flight,
+              [this](const float* grad, const std::vector<uint64_t>& versions,
+                     StalenessHistogram* staleness) {
+                return Apply(grad, versions, staleness);
+              }) {}
 
 absl::Status FakePsClient::Pull(float* params,
                                 std::vector<uint64_t>* versions) {
@@ -21,9 +26,9 @@ absl::Status FakePsClient::Pull(float* params,
   return absl::OkStatus();
 }
 
-absl::Status FakePsClient::Push(const float* grad,
-                                const std::vector<uint64_t>& versions,
-                                StalenessHistogram* staleness) {
+absl::Status FakePsClient::Apply(const float* grad,
+                                 const std::vector<uint64_t>& versions,
+                                 StalenessHistogram* staleness) {
   absl::MutexLock lock(&mu_);
   max_concurrent_ = std::max(max_concurrent_, ++concurrent_);
   if (hold_) {

@@ -9,6 +9,7 @@
 #define DOWNPOUR_WORKER_TESTING_FAKE_PS_CLIENT_H_
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -16,23 +17,44 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "worker/ps_client.h"
+#include "worker/push_pipeline.h"
 
 namespace downpour::worker {
 
-// Thread-safe. Pull copies the parameters and the per-block versions; Push
-// applies plain SGD (params -= learning_rate * grad), bumps every block's
-// version, records every block's staleness (the updates it saw since
-// `versions`) and counts what it received. After HoldPushes, each Push waits
-// until AllowPushes grants it a turn: a slow ps, under the test's control.
+// Thread-safe. Pull copies the parameters and the per-block versions; a push
+// (Push, or one begun by StartPush, on the pipeline's threads) applies plain
+// SGD (params -= learning_rate * grad), bumps every block's version, records
+// every block's staleness (the updates it saw since `versions`) and counts
+// what it received. After HoldPushes, each push waits until AllowPushes grants
+// it a turn: a slow ps, under the test's control.
+// Pushes in flight are counted by a PushPipeline, as in GrpcPsClient.
 class FakePsClient final : public PsClient {
  public:
-  FakePsClient(std::vector<float> params, int num_blocks, float learning_rate);
+  // Up to `max_pushes_in_flight` pushes are in flight at once (PsClient).
+  FakePsClient(std::vector<float> params, int num_blocks, float learning_rate,
+               int max_pushes_in_flight = 1);
 
   absl::Status Pull(float* params, std::vector<uint64_t>* versions) override
       ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<PushTicket> StartPush(std::vector<float> grad,
+                                       std::vector<uint64_t> versions) override {
+    return pipeline_.Start(std::move(grad), std::move(versions));
+  }
+  absl::Status Wait(PushTicket ticket, StalenessHistogram* staleness,
+                    std::vector<float>* grad = nullptr) override {
+    return pipeline_.Wait(ticket, staleness, grad);
+  }
+  bool PushDone(PushTicket ticket) const override {
+    return pipeline_.Done(ticket);
+  }
+  int pushes_in_flight() const override { return pipeline_.in_flight(); }
+  int max_pushes_in_flight() const override {
+    return pipeline_.max_in_flight();
+  }
   absl::Status Push(const float* grad, const std::vector<uint64_t>& versions,
-                    StalenessHistogram* staleness) override
-      ABSL_LOCKS_EXCLUDED(mu_);
+                    StalenessHistogram* staleness) override {
+    return pipeline_.Run(grad, versions, staleness);
+  }
 
   // From now on each Push blocks until a turn is granted by AllowPushes.
   void HoldPushes() ABSL_LOCKS_EXCLUDED(mu_);
@@ -58,6 +80,10 @@ class FakePsClient final : public PsClient {
   std::vector<float> params() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
+  // What a push does (PushPipeline::Send).
+  absl::Status Apply(const float* grad, const std::vector<uint64_t>& versions,
+                     StalenessHistogram* staleness) ABSL_LOCKS_EXCLUDED(mu_);
+
   const float learning_rate_;
   mutable absl::Mutex mu_;
   std::vector<float> params_ ABSL_GUARDED_BY(mu_);
@@ -71,6 +97,9 @@ class FakePsClient final : public PsClient {
   int blocked_ ABSL_GUARDED_BY(mu_) = 0;  // Pushes waiting at the gate
   int concurrent_ ABSL_GUARDED_BY(mu_) = 0;
   int max_concurrent_ ABSL_GUARDED_BY(mu_) = 0;
+
+  // Last, so that it goes first: its threads call Apply.
+  PushPipeline pipeline_;
 };
 
 }  // namespace downpour::worker
