@@ -50,6 +50,7 @@
 #include "absl/time/time.h"
 #include "common/config.h"
 #include "common/file_util.h"
+#include "common/push_sequence.h"
 #include "rpc/server_util.h"
 #include "common/subprocess.h"
 #include "membership/coordinator_client.h"
@@ -102,7 +103,7 @@ struct Daemons {
   uint64_t epoch = 0;
   std::vector<int64_t> block_floats;  // by block id
   // Per client: the incarnation the coordinator issued when it registered
-  // as worker <client> (pushes carry (incarnation << 32) | n).
+  // as worker <client> (pushes carry MakeSequence(incarnation, n)).
   std::vector<uint64_t> incarnations;
 };
 
@@ -125,7 +126,7 @@ absl::Status RegisterClients(const std::string& coordinator_address, int clients
       proto::PushRequest push;
       push.set_placement_epoch(d->epoch);
       push.set_worker_id(i);
-      push.set_sequence((d->incarnations[i] << 32) | 1);
+      push.set_sequence(MakeSequence(d->incarnations[i], 1));
       proto::PushResponse ack;
       grpc::ClientContext context;
       context.set_deadline(DeadlineIn(5));
@@ -321,7 +322,7 @@ class Client {
     const grpc::StatusCode pulled =
         Timed(t, [&](grpc::ClientContext* c) { return stub_->Pull(c, pull, &reply); });
     proto::PushRequest push = Gradient(block, id_, 1e-4f);
-    push.set_sequence((d_.incarnations[id_] << 32) | ++sequence_);
+    push.set_sequence(MakeSequence(d_.incarnations[id_], ++sequence_));
     proto::PushResponse ack;
     const grpc::StatusCode pushed =
         Timed(t, [&](grpc::ClientContext* c) { return stub_->Push(c, push, &ack); });

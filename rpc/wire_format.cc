@@ -236,20 +236,6 @@ absl::Status ReadBlockHeader(Reader& r, const char* what, BlockRef* b,
 
 }  // namespace
 
-PushView ViewOf(const proto::PushRequest& request) {
-  PushView view;
-  view.placement_epoch = request.placement_epoch();
-  view.worker_id = request.worker_id();
-  view.sequence = request.sequence();
-  view.clock = request.clock();
-  view.blocks.reserve(request.blocks_size());
-  for (const proto::BlockData& b : request.blocks()) {
-    view.blocks.push_back({b.block_id(), b.version(), b.encoding(),
-                           b.data().data(), b.data().size()});
-  }
-  return view;
-}
-
 SendPins::~SendPins() { WaitReleased(); }
 
 grpc::Slice SendPins::Pin(const char* data, size_t size) {

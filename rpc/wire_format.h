@@ -1,6 +1,7 @@
 // The ps protocol's bulk messages (PushRequest, PullResponse of
 // proto/ps.proto) written and read as gRPC byte buffers directly, so block
-// payloads are not copied through protobuf strings.
+// payloads are not copied through protobuf strings. The views they are read
+// into (PushView, BlockRef) are plain: common/push_view.h.
 //
 // The bytes are exactly protobuf's wire format for those messages, so any
 // protobuf client or server (psctl, a Python client generated from ps.proto)
@@ -29,33 +30,11 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "common/push_view.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/slice.h"
-#include "proto/ps.pb.h"
 
 namespace downpour::wire {
-
-// One block of a push request or pull reply: its payload is `size` bytes at
-// `data` (little-endian values in `encoding`, a proto::Encoding value).
-struct BlockRef {
-  uint32_t id = 0;
-  uint64_t version = 0;
-  int32_t encoding = 0;
-  const char* data = nullptr;
-  size_t size = 0;
-};
-
-// A PushRequest whose block payloads are referenced, not owned.
-struct PushView {
-  uint64_t placement_epoch = 0;
-  int32_t worker_id = 0;
-  uint64_t sequence = 0;
-  uint64_t clock = 0;
-  std::vector<BlockRef> blocks;
-};
-
-// A view of `request`: valid while `request` is alive and unchanged.
-PushView ViewOf(const proto::PushRequest& request);
 
 // Counts the data slices of pushes in flight and waits until gRPC has let go
 // of all of them, so the memory they point into may change again.

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "common/push_sequence.h"
 #include "gtest/gtest.h"
 
 namespace downpour::wire {
@@ -39,7 +40,7 @@ proto::PushRequest SampleRequest(const std::vector<float>& a,
   proto::PushRequest request;
   request.set_placement_epoch(7);
   request.set_worker_id(-1);  // negative ints take 10-byte varints
-  request.set_sequence((uint64_t{3} << 32) | 99);
+  request.set_sequence(MakeSequence(3, 99));
   request.set_clock(12);
   proto::BlockData* first = request.add_blocks();
   first->set_block_id(300);

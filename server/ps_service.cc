@@ -10,6 +10,7 @@
 #include "common/log_throttle.h"
 #include "common/logging.h"
 #include "rpc/wire_format.h"
+#include "server/pull_reply.h"
 
 namespace downpour::server {
 namespace {
@@ -69,7 +70,7 @@ grpc::ServerUnaryReactor* PsService::Pull(grpc::CallbackServerContext* context,
     return Finish(context, absl::InvalidArgumentError("malformed pull request"),
                   "pull");
   }
-  absl::StatusOr<grpc::ByteBuffer> reply = shard->PullBytes(pull);
+  absl::StatusOr<grpc::ByteBuffer> reply = BuildPullReply(*shard, pull);
   if (reply.ok()) response->Swap(&*reply);
   return Finish(context, reply.status(), "pull");
 }

@@ -1,11 +1,13 @@
 #include "server/sequence_window.h"
 
+#include "common/push_sequence.h"
+
 namespace downpour::server {
 
 SequenceWindow::Verdict SequenceWindow::Check(uint64_t sequence) const {
-  const uint64_t incarnation = Incarnation(sequence);
-  if (incarnation < Incarnation(base_)) return Verdict::kStale;
-  if (incarnation > Incarnation(base_)) return Verdict::kNew;
+  const uint64_t incarnation = IncarnationOf(sequence);
+  if (incarnation < IncarnationOf(base_)) return Verdict::kStale;
+  if (incarnation > IncarnationOf(base_)) return Verdict::kNew;
   if (sequence <= base_) return Verdict::kDuplicate;
   const uint64_t offset = sequence - base_ - 1;
   if (offset < kWidth && (mask_ >> offset) & 1) return Verdict::kDuplicate;
@@ -14,8 +16,8 @@ SequenceWindow::Verdict SequenceWindow::Check(uint64_t sequence) const {
 
 uint64_t SequenceWindow::MarkApplied(uint64_t sequence) {
   uint64_t skipped = 0;
-  if (Incarnation(sequence) > Incarnation(base_)) {
-    base_ = Incarnation(sequence) << 32;  // n counts from 1
+  if (IncarnationOf(sequence) > IncarnationOf(base_)) {
+    base_ = MakeSequence(IncarnationOf(sequence), 0);  // n counts from 1
     mask_ = 0;
   }
   uint64_t offset = sequence - base_ - 1;

@@ -8,9 +8,10 @@
 //     case SequenceWindow::Verdict::kStale: refuse (an older incarnation)
 //   }
 //
-// A sequence is (incarnation << 32) | n: the incarnation the coordinator gave
-// the worker process at registration (RegisterWorkerResponse.incarnation) and
-// n = 1, 2, ... its push requests to this shard. The window remembers every
+// A sequence is MakeSequence(incarnation, n) (common/push_sequence.h): the
+// incarnation the coordinator gave the worker process at registration
+// (RegisterWorkerResponse.incarnation) and n = 1, 2, ... its push requests to
+// this shard. The window remembers every
 // sequence up to `base` as applied, and which of the next kWidth are.
 // A sequence of a newer incarnation starts a fresh window (the worker
 // restarted); one of an older incarnation is stale (a replaced process).
@@ -39,8 +40,6 @@ class SequenceWindow {
   SequenceWindow() = default;
   // A window restored from a checkpoint (base() and mask()).
   SequenceWindow(uint64_t base, uint64_t mask) : base_(base), mask_(mask) {}
-
-  static uint64_t Incarnation(uint64_t sequence) { return sequence >> 32; }
 
   Verdict Check(uint64_t sequence) const;
 

@@ -1,5 +1,6 @@
 #include "server/sequence_window.h"
 
+#include "common/push_sequence.h"
 #include "gtest/gtest.h"
 
 namespace downpour::server {
@@ -8,7 +9,7 @@ namespace {
 using Verdict = SequenceWindow::Verdict;
 
 constexpr uint64_t Seq(uint64_t incarnation, uint64_t n) {
-  return (incarnation << 32) | n;
+  return MakeSequence(incarnation, n);
 }
 
 TEST(SequenceWindowTest, InOrderPushesSlideTheBase) {

@@ -1,4 +1,5 @@
-// Shard: request validation, exactly-once pushes and checkpoints over BlockStore.
+// Shard: request validation, pushes as admitted by PushAdmission, and
+// checkpoints over BlockStore.
 #include "server/shard.h"
 
 #include <algorithm>
@@ -10,9 +11,7 @@
 #include "absl/time/clock.h"
 #include "common/checksum.h"
 #include "common/logging.h"
-#include "rpc/server_util.h"
 #include "common/status_macros.h"
-#include "grpcpp/impl/codegen/proto_utils.h"
 #include "common/wire_encoding.h"
 
 namespace downpour::server {
@@ -49,6 +48,15 @@ absl::Status CheckUnique(const char* op, const Ids& ids, int32_t worker) {
   return absl::InvalidArgumentError(absl::StrCat(
       op, ": block ", *twice, " appears more than once in one request (worker ",
       worker, ")"));
+}
+
+PushAdmission::Options AdmissionOptions(const Config& config, int index,
+                                        Counters* counters) {
+  PushAdmission::Options options;
+  options.num_workers = static_cast<int>(config.cluster.workers.size());
+  options.shard_index = index;
+  options.counters = counters;
+  return options;
 }
 
 // This shard's checkpoint generations in checkpoint.dir.
@@ -163,9 +171,13 @@ absl::StatusOr<std::unique_ptr<Shard>> Shard::CreateShard(
   store_options.counters = counters;
   auto store =
       std::make_unique<BlockStore>(std::move(optimizer), store_options);
+  // The restored applied-push windows go on, so pushes acknowledged before
+  // the checkpoint are not applied again.
+  std::map<int32_t, SequenceWindow> windows;
+  if (restored.has_value()) windows = restored->sequences;
   auto shard = std::unique_ptr<Shard>(
       new Shard(config, index, std::move(spec), std::move(store),
-                std::move(restored), counters));
+                std::move(restored), std::move(windows), counters));
   {
     absl::MutexLock lock(&shard->mu_);
     shard->checkpoint_epoch_floor_ = epoch_floor;
@@ -175,7 +187,8 @@ absl::StatusOr<std::unique_ptr<Shard>> Shard::CreateShard(
 
 Shard::Shard(const Config& config, int index, ModelSpec spec,
              std::unique_ptr<BlockStore> store,
-             std::optional<Checkpoint> restored, Counters* counters)
+             std::optional<Checkpoint> restored,
+             std::map<int32_t, SequenceWindow> windows, Counters* counters)
     : config_(config),
       index_(index),
       spec_(std::move(spec)),
@@ -183,12 +196,12 @@ Shard::Shard(const Config& config, int index, ModelSpec spec,
       may_hold_pushes_(config.training.consistency == "ssp" ||
                        config.training.consistency == "bsp"),
       store_(std::move(store)),
+      admission_(AdmissionOptions(config, index, counters), std::move(windows)),
       restored_(std::move(restored)),
       gate_(Consistency::ParseMode(config.training.consistency),
             config.training.max_staleness) {
   absl::MutexLock lock(&mu_);
   is_dirty_.assign(spec_.blocks().size(), 0);
-  if (restored_.has_value()) sequences_ = restored_->sequences;
   if (gate_.mode() == Consistency::Mode::kSsp) {
     counters_->Set("ssp_max_lead", 0);
   }
@@ -261,22 +274,12 @@ absl::Status Shard::CheckEpoch(const char* op, uint64_t request_epoch) const {
   return absl::OkStatus();
 }
 
-absl::Status Shard::Pull(const proto::PullRequest& request,
-                         proto::PullResponse* response) const {
-  // One implementation of a pull: the protobuf form is its bytes, parsed.
-  ASSIGN_OR_RETURN(grpc::ByteBuffer bytes, PullBytes(request));
-  if (!grpc::SerializationTraits<proto::PullResponse>::Deserialize(&bytes,
-                                                                  response)
-           .ok()) {
-    return absl::InternalError("pull: the reply built does not parse");
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<grpc::ByteBuffer> Shard::PullBytes(
-    const proto::PullRequest& request) const {
-  // Sizes come from the model spec, so the reply is sized (and refused when
-  // too large or repetitive) before anything is allocated.
+absl::Status Shard::VisitBlocks(
+    const proto::PullRequest& request,
+    const std::function<absl::Status(size_t, size_t)>& reserve,
+    const std::function<char*(const PulledBlock&)>& room) const {
+  // Sizes come from the model spec, so the caller sizes (and may refuse) the
+  // reply before anything is allocated or locked.
   RETURN_IF_ERROR(CheckUnique("pull", request.block_ids(), request.worker_id()));
   const size_t workers = config_.cluster.workers.size();
   // -1: a reader that is not a worker (tools); it leaves no per-worker state.
@@ -299,57 +302,93 @@ absl::StatusOr<grpc::ByteBuffer> Shard::PullBytes(
   for (uint32_t id : request.block_ids()) {
     if (id < spec_.blocks().size()) payload += spec_.blocks()[id].length * width;
   }
-  const size_t bound = wire::PullReplyBound(request.block_ids_size(), payload);
-  if (bound > static_cast<size_t>(kMaxMessageBytes)) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "pull: a reply with ", request.block_ids_size(), " blocks would be ",
-        bound, " bytes, over the ", kMaxMessageBytes,
-        "-byte message limit: ask for fewer blocks per request"));
-  }
-  wire::PullReplyBuilder reply(request.block_ids_size(), payload);
+  RETURN_IF_ERROR(reserve(request.block_ids_size(), payload));
   {
     absl::ReaderMutexLock lock(&mu_);
     RETURN_IF_ERROR(CheckEpoch("pull", request.placement_epoch()));
     for (uint32_t id : request.block_ids()) {
       ASSIGN_OR_RETURN(const uint64_t version, store_->Version(id));
-      char* at = reply.AddBlock(id, version, request.encoding(),
-                                spec_.blocks()[id].length * width);
+      const PulledBlock block{id, version, request.encoding(),
+                              spec_.blocks()[id].length * width};
       RETURN_IF_ERROR(
-          store_->PullInto(id, at, request.worker_id(), encoding).status());
+          store_->PullInto(id, room(block), request.worker_id(), encoding)
+              .status());
     }
   }
   counters_->Add("pulls", 1);
   counters_->Add("bytes_out", static_cast<double>(payload));
-  return reply.Finish();
+  return absl::OkStatus();
+}
+
+absl::Status Shard::Pull(const proto::PullRequest& request,
+                         proto::PullResponse* response) const {
+  response->Clear();
+  absl::Status visited = VisitBlocks(
+      request,
+      [response](size_t num_blocks, size_t) {
+        response->mutable_blocks()->Reserve(static_cast<int>(num_blocks));
+        return absl::OkStatus();
+      },
+      [response](const PulledBlock& block) {
+        proto::BlockData* data = response->add_blocks();
+        data->set_block_id(block.id);
+        data->set_version(block.version);
+        data->set_encoding(static_cast<proto::Encoding>(block.encoding));
+        std::string* bytes = data->mutable_data();
+        bytes->resize(block.bytes);
+        return bytes->data();
+      });
+  if (!visited.ok()) response->Clear();
+  return visited;
+}
+
+absl::StatusOr<PushAdmission::Verdict> Shard::Admit(
+    const wire::PushView& request, proto::PushResponse* response) const {
+  // Before the window is consulted or moved: a forged id or sequence leaves
+  // no trace (nothing to checkpoint or replicate).
+  absl::StatusOr<PushAdmission::Verdict> verdict =
+      admission_.Admit(request.worker_id, request.sequence);
+  if (!verdict.ok()) {
+    counters_->Add("rejected_pushes", 1);
+  } else if (*verdict == PushAdmission::Verdict::kDuplicate) {
+    counters_->Add("duplicate_pushes", 1);
+    response->set_duplicate(true);
+  }
+  return verdict;
 }
 
 absl::Status Shard::ValidatePush(
     const wire::PushView& request, std::vector<BlockStore::Block*>* blocks,
-    std::vector<BlockStore::GradientStats>* stats) const {
+    std::vector<BlockStore::GradientStats>* stats) {
+  blocks->clear();
   blocks->reserve(request.blocks.size());
   stats->resize(request.blocks.size());
+  absl::Status valid;
   if (request.blocks.size() > 1) {
-    absl::Status unique =
-        CheckUnique("push", BlockIds(request), request.worker_id);
-    if (!unique.ok()) {
-      counters_->Add("rejected_pushes", 1);
-      return unique;
-    }
+    valid = CheckUnique("push", BlockIds(request), request.worker_id);
   }
-  for (size_t i = 0; i < request.blocks.size(); ++i) {
+  for (size_t i = 0; valid.ok() && i < request.blocks.size(); ++i) {
     const wire::BlockRef& block = request.blocks[i];
     absl::StatusOr<BlockStore::Block*> resolved =
         store_->ValidatePush(block.id, block.data, block.size,
                              EncodingOf(block.encoding), &(*stats)[i]);
-    if (!resolved.ok()) {
-      counters_->Add("rejected_pushes", 1);
-      return absl::Status(resolved.status().code(),
-                          absl::StrCat(resolved.status().message(), " (worker ",
-                                       request.worker_id, ")"));
+    if (resolved.ok()) {
+      blocks->push_back(*resolved);
+    } else {
+      valid = absl::Status(resolved.status().code(),
+                           absl::StrCat(resolved.status().message(),
+                                        " (worker ", request.worker_id, ")"));
     }
-    blocks->push_back(*resolved);
   }
-  return absl::OkStatus();
+  if (valid.ok()) return valid;
+  counters_->Add("rejected_pushes", 1);
+  // Refused for good (the client does not retry this): the sequence is used
+  // up, so it cannot hold the window back.
+  if (request.sequence > 0 &&
+      (absl::IsInvalidArgument(valid) || absl::IsNotFound(valid))) {
+    MarkPushed(request.worker_id, request.sequence);
+  }
+  return valid;
 }
 
 absl::StatusOr<BlockStore::PushResult> Shard::ApplyUpdate(
@@ -379,7 +418,7 @@ Shard::ReplicaCut Shard::CutForReplica(bool full) {
   cut.generation = generation_;
   cut.epoch = epoch_;
   cut.optimizer = store_->optimizer().name();
-  cut.sequences = sequences_;
+  cut.sequences = admission_.windows();
   if (full) {
     cut.blocks = store_->Snapshot();
   } else {
@@ -457,9 +496,7 @@ void Shard::ApplyCompleteRounds() {
                          index_, id, std::string(block.status().message()));
     }
     for (const auto& [worker, sequence] : done) {
-      if (sequences_[worker].Check(sequence) == SequenceWindow::Verdict::kNew) {
-        MarkPushed(worker, sequence);
-      }
+      if (admission_.IsNew(worker, sequence)) MarkPushed(worker, sequence);
     }
     ++gate_generation_;
   }
@@ -491,125 +528,13 @@ absl::Status Shard::HoldError(const std::string& why, int waited_for) {
 
 void Shard::LearnWorkerIncarnations(
     const std::vector<std::pair<int32_t, uint64_t>>& incarnations) {
-  const int32_t workers =
-      static_cast<int32_t>(config_.cluster.workers.size());
   absl::MutexLock lock(&mu_);
-  incarnations_known_ = true;
-  for (const auto& [worker, incarnation] : incarnations) {
-    if (worker < 0 || worker >= workers || incarnation == 0) continue;
-    std::vector<uint64_t>& issued = incarnations_[worker];
-    auto at = std::lower_bound(issued.begin(), issued.end(), incarnation);
-    if (at != issued.end() && *at == incarnation) continue;
-    issued.insert(at, incarnation);
-    if (issued.size() > kIncarnationsKept) issued.erase(issued.begin());
-  }
-}
-
-absl::Status Shard::CheckPushIdentity(const wire::PushView& request) const {
-  const int32_t worker = request.worker_id;
-  const size_t workers = config_.cluster.workers.size();
-  if (worker < 0 || static_cast<size_t>(worker) >= workers) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "push: worker_id ", worker, " is not a configured worker (",
-        workers, " in cluster.workers: 0 to ",
-        static_cast<int64_t>(workers) - 1, ")"));
-  }
-  if (request.sequence == 0) return absl::OkStatus();  // untracked
-  const uint64_t incarnation = SequenceWindow::Incarnation(request.sequence);
-  const uint64_t n = request.sequence & 0xffffffffu;
-  if (n == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "push: worker ", worker, " sequence ", request.sequence,
-        " has n = 0; sequences are (incarnation << 32) | n with n from 1"));
-  }
-  if (incarnations_known_) {
-    auto it = incarnations_.find(worker);
-    const std::vector<uint64_t> none;
-    const std::vector<uint64_t>& issued =
-        it == incarnations_.end() ? none : it->second;
-    if (!std::binary_search(issued.begin(), issued.end(), incarnation)) {
-      // Incarnations come from one counter on the coordinator: one far
-      // beyond every incarnation this ps has heard of was never issued (a
-      // forged 2^32-1 would otherwise be retried forever).
-      uint64_t newest = 0;
-      for (const auto& [w, known] : incarnations_) {
-        if (!known.empty()) newest = std::max(newest, known.back());
-      }
-      if (incarnation > newest + kIncarnationSlack) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "push: worker ", worker, " incarnation ", incarnation,
-            " was never issued (the coordinator's newest this ps knows is ",
-            newest, "): refused, nothing recorded"));
-      }
-      if (issued.empty() || incarnation > issued.back()) {
-        return absl::UnavailableError(absl::StrCat(
-            "push: ps ", index_, " has not heard of worker ", worker,
-            "'s incarnation ", incarnation,
-            " from the coordinator yet: retry after its next heartbeat"));
-      }
-      return absl::OutOfRangeError(absl::StrCat(
-          "push: incarnation ", incarnation,
-          " was not issued to worker ", worker, " or was replaced (its latest "
-          "is ", issued.back(), "); stop this process"));
-    }
-  }
-  uint64_t base_n = 0;
-  auto window = sequences_.find(worker);
-  if (window != sequences_.end() &&
-      SequenceWindow::Incarnation(window->second.base()) == incarnation) {
-    base_n = window->second.base() & 0xffffffffu;
-  }
-  if (n > base_n + kMaxSequenceJump) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "push: worker ", worker, " sequence n = ", n, " of incarnation ",
-        incarnation, " lies ", n - base_n,
-        " past its last applied push, more than ", kMaxSequenceJump,
-        ": refused, nothing recorded"));
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<bool> Shard::IsNewPush(const wire::PushView& request,
-                                      proto::PushResponse* response) {
-  auto it = sequences_.find(request.worker_id);
-  if (it == sequences_.end()) return true;
-  switch (it->second.Check(request.sequence)) {
-    case SequenceWindow::Verdict::kNew:
-      return true;
-    case SequenceWindow::Verdict::kDuplicate:
-      counters_->Add("duplicate_pushes", 1);
-      response->set_duplicate(true);
-      return false;
-    case SequenceWindow::Verdict::kStale:
-      counters_->Add("rejected_pushes", 1);
-      return absl::OutOfRangeError(absl::StrCat(
-          "push: worker ", request.worker_id, " incarnation ",
-          SequenceWindow::Incarnation(request.sequence),
-          " was replaced: incarnation ",
-          SequenceWindow::Incarnation(it->second.base()),
-          " of that worker has pushed since; stop this process"));
-  }
-  return true;
+  admission_.LearnWorkerIncarnations(incarnations);
 }
 
 void Shard::MarkPushed(int32_t worker, uint64_t sequence) {
-  const uint64_t skipped = sequences_[worker].MarkApplied(sequence);
+  admission_.MarkApplied(worker, sequence);
   Changed(-1);
-  if (skipped > 0) {
-    counters_->Add("sequence_window_skips", static_cast<double>(skipped));
-    SPDLOG_LOGGER_WARN(L(),
-                       "ps {}: worker {}'s push {} lies past its window: {} "
-                       "earlier sequences never arrived and are now refused "
-                       "as duplicates (this shard restarted from an older "
-                       "checkpoint?)",
-                       index_, worker, sequence & 0xffffffffu, skipped);
-  }
-}
-
-bool Shard::Applied(int32_t worker, uint64_t sequence) const {
-  auto it = sequences_.find(worker);
-  return it != sequences_.end() &&
-         it->second.Check(sequence) == SequenceWindow::Verdict::kDuplicate;
 }
 
 absl::Status Shard::Push(const wire::PushView& request,
@@ -617,6 +542,7 @@ absl::Status Shard::Push(const wire::PushView& request,
   const absl::Time until =
       std::min(deadline - kHoldMargin, absl::Now() + kMaxHold);
   const int32_t worker = request.worker_id;
+  const bool tracked = request.sequence > 0;
   // The block ids only matter to the ssp/bsp gate; async pushes skip them.
   const std::vector<uint32_t> ids =
       may_hold_pushes_ ? BlockIds(request) : std::vector<uint32_t>();
@@ -626,84 +552,93 @@ absl::Status Shard::Push(const wire::PushView& request,
   bool waited = false;
   {
     absl::MutexLock lock(&mu_);
+    // Every step again after a wait: the placement may have moved on, and a
+    // retry of this push may have been applied meanwhile.
     for (;;) {
-      // Checked again after every wait: the placement may have moved on.
       RETURN_IF_ERROR(CheckEpoch("push", request.placement_epoch));
-      // Before the window is consulted or moved: a forged id or sequence
-      // leaves no trace (nothing to checkpoint or replicate).
-      if (absl::Status identity = CheckPushIdentity(request); !identity.ok()) {
-        counters_->Add("rejected_pushes", 1);
-        return identity;
+      ASSIGN_OR_RETURN(const PushAdmission::Verdict verdict,
+                       Admit(request, response));
+      if (verdict == PushAdmission::Verdict::kDuplicate) {
+        return absl::OkStatus();
       }
-      const bool tracked = request.sequence > 0;
-      if (tracked) {
-        ASSIGN_OR_RETURN(const bool is_new, IsNewPush(request, response));
-        if (!is_new) return absl::OkStatus();
-      }
-      blocks.clear();
-      absl::Status valid = ValidatePush(request, &blocks, &stats);
-      if (!valid.ok()) {
-        // Refused for good (the client does not retry this): the sequence is
-        // used up, so it cannot hold the window back.
-        if (tracked && (absl::IsInvalidArgument(valid) || absl::IsNotFound(valid))) {
-          MarkPushed(worker, request.sequence);
-        }
-        return valid;
-      }
+      RETURN_IF_ERROR(ValidatePush(request, &blocks, &stats));
       if (gate_.mode() == Consistency::Mode::kBsp && tracked &&
           (gate_.Gated(worker) || gate_.BspHasPending(worker))) {
         return PushBsp(request, response, until);
       }
-      const std::optional<Consistency::Wait> wait =
-          gate_.SspWaitFor(worker, ids, request.clock);
-      if (!wait.has_value()) break;
-      if (!waited) counters_->Add("ssp_waits", 1);
-      waited = true;
-      if (!AwaitGateChange(until)) {
-        return HoldError(
-            absl::StrCat("ssp: worker ", worker, "'s push to block ",
-                         wait->block, " waits for worker ", wait->worker,
-                         " (clock ", wait->slowest_clock, " vs ", wait->clock,
-                         ", max_staleness ", gate_.max_staleness(), ")"),
-            wait->worker);
-      }
+      ASSIGN_OR_RETURN(const bool check_again,
+                       AwaitSspTurn(request, ids, until, &waited));
+      if (!check_again) break;
     }
-    for (size_t i = 0; i < request.blocks.size(); ++i) {
-      const wire::BlockRef& block = request.blocks[i];
-      absl::StatusOr<BlockStore::PushResult> result =
-          ApplyUpdate(blocks[i], block.data, block.version, worker,
-                      EncodingOf(block.encoding), &stats[i]);
-      if (!result.ok()) {
-        // The update would have overflowed this block (rare: the gradient
-        // passed max_gradient_value). The blocks before it in this push are
-        // applied, so the sequence is used up: a retry must not apply them
-        // twice.
-        counters_->Add("rejected_pushes", 1);
-        if (request.sequence > 0) MarkPushed(worker, request.sequence);
-        return absl::Status(result.status().code(),
-                            absl::StrCat(result.status().message(), " (worker ",
-                                         worker, ", ", i, " of ",
-                                         request.blocks.size(),
-                                         " blocks applied before it)"));
-      }
-      response->add_versions(result->version);
-      counters_->RecordStaleness(result->staleness);
-      bytes += block.size;
-    }
-    if (request.sequence > 0) MarkPushed(worker, request.sequence);
-    if (gate_.mode() != Consistency::Mode::kAsync) {
-      const int64_t lead = gate_.SspApplied(worker, ids, request.clock);
-      if (lead > max_lead_) {
-        max_lead_ = lead;
-        counters_->Set("ssp_max_lead", static_cast<double>(lead));
-      }
-      ++gate_generation_;
-    }
+    ASSIGN_OR_RETURN(bytes, ApplyBlocks(request, blocks, stats, response));
+    if (tracked) MarkPushed(worker, request.sequence);
+    GateApplied(worker, ids, request.clock);
   }
   counters_->Add("pushes", 1);
   counters_->Add("applied_updates", static_cast<double>(request.blocks.size()));
   counters_->Add("bytes_in", bytes);
   return absl::OkStatus();
+}
+
+absl::StatusOr<bool> Shard::AwaitSspTurn(const wire::PushView& request,
+                                         const std::vector<uint32_t>& ids,
+                                         absl::Time until, bool* waited) {
+  const int32_t worker = request.worker_id;
+  const std::optional<Consistency::Wait> wait =
+      gate_.SspWaitFor(worker, ids, request.clock);
+  if (!wait.has_value()) return false;
+  if (!*waited) counters_->Add("ssp_waits", 1);
+  *waited = true;
+  if (AwaitGateChange(until)) return true;
+  return HoldError(
+      absl::StrCat("ssp: worker ", worker, "'s push to block ", wait->block,
+                   " waits for worker ", wait->worker, " (clock ",
+                   wait->slowest_clock, " vs ", wait->clock,
+                   ", max_staleness ", gate_.max_staleness(), ")"),
+      wait->worker);
+}
+
+absl::StatusOr<int64_t> Shard::ApplyBlocks(
+    const wire::PushView& request,
+    const std::vector<BlockStore::Block*>& blocks,
+    const std::vector<BlockStore::GradientStats>& stats,
+    proto::PushResponse* response) {
+  const int32_t worker = request.worker_id;
+  int64_t bytes = 0;
+  for (size_t i = 0; i < request.blocks.size(); ++i) {
+    const wire::BlockRef& block = request.blocks[i];
+    absl::StatusOr<BlockStore::PushResult> result =
+        ApplyUpdate(blocks[i], block.data, block.version, worker,
+                    EncodingOf(block.encoding), &stats[i]);
+    if (!result.ok()) {
+      // The update would have overflowed this block (rare: the gradient
+      // passed max_gradient_value). The blocks before it in this push are
+      // applied, so the sequence is used up: a retry must not apply them
+      // twice.
+      counters_->Add("rejected_pushes", 1);
+      if (request.sequence > 0) MarkPushed(worker, request.sequence);
+      return absl::Status(result.status().code(),
+                          absl::StrCat(result.status().message(), " (worker ",
+                                       worker, ", ", i, " of ",
+                                       request.blocks.size(),
+                                       " blocks applied before it)"));
+    }
+    response->add_versions(result->version);
+    counters_->RecordStaleness(result->staleness);
+    bytes += block.size;
+  }
+  return bytes;
+}
+
+void Shard::GateApplied(int32_t worker, const std::vector<uint32_t>& ids,
+                        uint64_t clock) {
+  if (gate_.mode() == Consistency::Mode::kAsync) return;
+  const int64_t lead = gate_.SspApplied(worker, ids, clock);
+  if (lead > max_lead_) {
+    max_lead_ = lead;
+    counters_->Set("ssp_max_lead", static_cast<double>(lead));
+  }
+  ++gate_generation_;
 }
 
 absl::Status Shard::PushBsp(const wire::PushView& request,
@@ -726,7 +661,7 @@ absl::Status Shard::PushBsp(const wire::PushView& request,
       // Wakes the others only when a round was applied: a retry that adds
       // nothing must not set the waiters spinning.
       ApplyCompleteRounds();
-      if (Applied(worker, sequence)) break;
+      if (admission_.Applied(worker, sequence)) break;
     }
     if (!waited) counters_->Add("bsp_waits", 1);
     waited = true;
@@ -750,7 +685,7 @@ absl::Status Shard::PushBsp(const wire::PushView& request,
     }
     // Placement may have moved on while waiting.
     RETURN_IF_ERROR(CheckEpoch("push", request.placement_epoch));
-    if (Applied(worker, sequence)) break;
+    if (admission_.Applied(worker, sequence)) break;
   }
   for (const wire::BlockRef& block : request.blocks) {
     response->add_versions(round_version_[block.id]);
@@ -785,7 +720,7 @@ absl::Status Shard::WriteCheckpoint(
     checkpoint.placement_epoch = std::max(epoch_, checkpoint_epoch_floor_);
     checkpoint.optimizer = store_->optimizer().name();
     checkpoint.blocks = store_->Snapshot();
-    checkpoint.sequences = sequences_;
+    checkpoint.sequences = admission_.windows();
     // Blocks restored but not (yet) placed here are kept, so a checkpoint written
     // before re-placement does not drop them.
     if (restored_.has_value()) {

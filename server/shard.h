@@ -1,8 +1,10 @@
 // One parameter-server shard: the blocks placed on it, the placement epoch it
-// serves, exactly-once push bookkeeping, and its checkpoints.
+// serves, which pushes it takes (PushAdmission), and its checkpoints.
 //
-// Plain C++ over proto messages: the ParameterServer service adapter forwards each
-// RPC here; tests drive it directly.
+// Plain C++ over proto messages, with no path to gRPC (//server:plain_cores_test
+// checks): the ParameterServer service adapter forwards each RPC here and
+// builds the pull reply's bytes itself (server/pull_reply.h); tests drive it
+// directly.
 #ifndef DOWNPOUR_SERVER_SHARD_H_
 #define DOWNPOUR_SERVER_SHARD_H_
 
@@ -23,17 +25,18 @@
 #include "common/config.h"
 #include "common/counters.h"
 #include "common/model_spec.h"
-#include "rpc/wire_format.h"
+#include "common/push_view.h"
 #include "proto/ps.pb.h"
 #include "server/block_store.h"
 #include "server/checkpoint.h"
 #include "server/consistency.h"
+#include "server/push_admission.h"
 #include "server/sequence_window.h"
 
 namespace downpour::server {
 
 // Thread-safe. Holds the only lock of the ps core: one reader/writer mutex over
-// the BlockStore (which takes none), the epoch and the push bookkeeping. Pulls,
+// the BlockStore and the PushAdmission (which take none) and the epoch. Pulls,
 // Checksums and checkpoint snapshots share it; pushes and placements hold it
 // exclusively, so a push is validated and applied as one step. Checkpoints are
 // copied under the lock and written to disk without it. (With
@@ -83,25 +86,47 @@ class Shard {
   absl::Status Assign(uint64_t epoch, const std::vector<uint32_t>& ids)
       ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Unavailable before the first Assign; FailedPrecondition for a request from an
-  // older placement epoch, Unavailable for a newer one (this shard has not caught
-  // up yet: retry); NotFound for a block not held here.
+  // One block of a pull as VisitBlocks hands it out: `bytes` bytes of values
+  // in `encoding` (the request's proto::Encoding value).
+  struct PulledBlock {
+    uint32_t id = 0;
+    uint64_t version = 0;
+    int32_t encoding = 0;
+    size_t bytes = 0;
+  };
+  // The blocks of a pull, for a reply the caller builds, each value copied
+  // once, from the store to where the caller says. First, without the lock:
+  // InvalidArgument for a block id asked twice, a worker_id neither a
+  // configured worker nor -1 (a tool), or an unknown encoding; then
+  // `reserve(num_blocks, payload_bytes)` with the reply's payload from the
+  // model's block sizes, so the caller can refuse (its error is returned) or
+  // allocate before the lock is taken. Then, under the shared lock: the epoch
+  // (Unavailable before the first Assign; FailedPrecondition for a request
+  // from an older placement epoch, Unavailable for a newer one: this shard
+  // has not caught up yet, retry) and, in request order, `room(block)` for
+  // each block, which returns where its `block.bytes` bytes go (any
+  // alignment); the shard writes them there. NotFound for a block not held
+  // here (the blocks before it were written). `room` runs under the lock: it
+  // must not block.
+  absl::Status VisitBlocks(
+      const proto::PullRequest& request,
+      const std::function<absl::Status(size_t num_blocks,
+                                       size_t payload_bytes)>& reserve,
+      const std::function<char*(const PulledBlock& block)>& room) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // VisitBlocks into a protobuf reply (in-process callers and tests; no
+  // message size limit: the gRPC reply is server/pull_reply.h's).
   absl::Status Pull(const proto::PullRequest& request,
                     proto::PullResponse* response) const ABSL_LOCKS_EXCLUDED(mu_);
-  // The same reply as wire bytes (rpc/wire_format.h), each block copied
-  // once, from the store into the reply (Pull parses these bytes). Also InvalidArgument for a block id
-  // asked twice, and ResourceExhausted for a reply over kMaxMessageBytes;
-  // both are checked before anything is allocated.
-  absl::StatusOr<grpc::ByteBuffer> PullBytes(
-      const proto::PullRequest& request) const ABSL_LOCKS_EXCLUDED(mu_);
 
-  // As Pull, plus InvalidArgument for a wrong size or a NaN/Inf gradient. All
+  // The epoch and NotFound errors of VisitBlocks, plus InvalidArgument for a
+  // wrong size or a NaN/Inf gradient. All
   // blocks are checked before any is applied, so a rejected push changes nothing.
   // A push whose (worker_id, sequence) was already applied is acknowledged again
   // without being applied twice (response.duplicate); pushes of one worker
   // may arrive in any order within a window (server/sequence_window.h).
-  // OutOfRange for a sequence of an older incarnation of the worker (a
-  // replaced process). Also InvalidArgument for a block id pushed twice.
+  // Identity and sequence errors are PushAdmission::Admit's (e.g. OutOfRange
+  // for a replaced process). Also InvalidArgument for a block id pushed twice.
   // A push refused as invalid uses up its sequence (the client does not
   // retry it), so it cannot hold the window back.
   //
@@ -129,25 +154,12 @@ class Shard {
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // The incarnations the coordinator issued each worker (its registration
-  // and heartbeat replies): from the first call on, a tracked push is taken
-  // only with an incarnation learned here (a newer one is Unavailable until
-  // the next heartbeat tells it; an older one is OutOfRange, a replaced
-  // process). Before the first call (no coordinator: tests, benchmarks) any
-  // incarnation is taken. The last kIncarnationsKept per worker are kept;
-  // workers outside the config are ignored.
+  // and heartbeat replies), for PushAdmission::LearnWorkerIncarnations: from
+  // the first call on, a tracked push is taken only with an incarnation
+  // learned here.
   void LearnWorkerIncarnations(
       const std::vector<std::pair<int32_t, uint64_t>>& incarnations)
       ABSL_LOCKS_EXCLUDED(mu_);
-  static constexpr size_t kIncarnationsKept = 8;
-  // How far past a worker's applied window (its n part, sequence & 2^32-1) a
-  // push sequence may jump; a client keeps at most kPushRequestsPerShard in
-  // flight, and a shard restored from an older checkpoint misses at most what
-  // was pushed since it was written.
-  static constexpr uint64_t kMaxSequenceJump = uint64_t{1} << 20;
-  // How far past the newest worker incarnation this ps has heard of a push's
-  // incarnation may lie and still be one the coordinator issued since the
-  // ps's last heartbeat (UNAVAILABLE: retried); beyond it, INVALID_ARGUMENT.
-  static constexpr uint64_t kIncarnationSlack = 4096;
 
   // Ends every hold, now and later: held pushes return Unavailable (the ps is
   // stopping; clients retry elsewhere or later). Pushes that need no wait are
@@ -188,17 +200,45 @@ class Shard {
       uint64_t epoch_floor);
   Shard(const Config& config, int index, ModelSpec spec,
         std::unique_ptr<BlockStore> store, std::optional<Checkpoint> restored,
-        Counters* counters);
+        std::map<int32_t, SequenceWindow> windows, Counters* counters);
 
   absl::Status CheckEpoch(const char* op, uint64_t request_epoch) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // Validates every block of `request` (one lookup each) into *blocks; on error
-  // nothing is changed.
-  // What the one pass over each gradient found goes to *stats, for Apply.
+  // PushAdmission's verdict on `request`. A refusal is counted
+  // ("rejected_pushes"); a duplicate is counted ("duplicate_pushes") and
+  // acknowledged into *response.
+  absl::StatusOr<PushAdmission::Verdict> Admit(const wire::PushView& request,
+                                               proto::PushResponse* response)
+      const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Validates every block of `request` (one lookup each) into *blocks; the
+  // blocks are unchanged either way. What the one pass over each gradient
+  // found goes to *stats, for Apply. A push refused for good (InvalidArgument,
+  // NotFound: the client does not retry it) uses up its sequence.
   absl::Status ValidatePush(const wire::PushView& request,
                             std::vector<BlockStore::Block*>* blocks,
-                            std::vector<BlockStore::GradientStats>* stats) const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+                            std::vector<BlockStore::GradientStats>* stats)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The ssp gate's word on `request` (ids: its blocks): false when it may be
+  // applied now; true after waiting (releasing mu_) for the gate to change,
+  // when everything must be checked again; Unavailable (HoldError) when
+  // `until` came first. *waited: whether any wait happened (counted once).
+  absl::StatusOr<bool> AwaitSspTurn(const wire::PushView& request,
+                                    const std::vector<uint32_t>& ids,
+                                    absl::Time until, bool* waited)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Applies the validated `blocks` of `request` in order, each new version
+  // into *response; returns the payload bytes applied. An update that would
+  // overflow its block ends it with that error: the blocks before it stay
+  // applied, so the sequence is used up (a retry must not apply them twice).
+  absl::StatusOr<int64_t> ApplyBlocks(
+      const wire::PushView& request,
+      const std::vector<BlockStore::Block*>& blocks,
+      const std::vector<BlockStore::GradientStats>& stats,
+      proto::PushResponse* response) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Tells the ssp/bsp gate that `worker`'s push of `ids` at `clock` applied,
+  // and wakes the pushes it may release.
+  void GateApplied(int32_t worker, const std::vector<uint32_t>& ids,
+                   uint64_t clock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The one place updates reach the store: `worker` is -1 for a bsp round.
   // InvalidArgument when the update would overflow (BlockStore::Apply); the
   // block is then unchanged.
@@ -212,23 +252,10 @@ class Shard {
   void ApplyCompleteRounds() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Waits (releasing mu_) until the gate changes or `until`; false at `until`.
   bool AwaitGateChange(absl::Time until) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // InvalidArgument for a worker id outside [0, cluster.workers); for a
-  // tracked push (sequence > 0) also InvalidArgument for n = 0 or a jump
-  // past kMaxSequenceJump, and the incarnation checks of
-  // LearnWorkerIncarnations. Changes nothing.
-  absl::Status CheckPushIdentity(const wire::PushView& request) const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // The window's verdict on a tracked push (sequence > 0): true when it is
-  // new; a duplicate is acknowledged into *response; a stale one is an error.
-  absl::StatusOr<bool> IsNewPush(const wire::PushView& request,
-                                 proto::PushResponse* response)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Marks a tracked push applied (or used up by a refusal).
+  // Marks a tracked push applied (or used up by a refusal) and notes the
+  // change for the replica.
   void MarkPushed(int32_t worker, uint64_t sequence)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // True when `sequence` of `worker` has been applied.
-  bool Applied(int32_t worker, uint64_t sequence) const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // The reason a held push gives, logged at most every few seconds per
   // waited-for worker.
   absl::Status HoldError(const std::string& why, int waited_for)
@@ -253,12 +280,8 @@ class Shard {
   mutable absl::Mutex mu_;
   const std::unique_ptr<BlockStore> store_ ABSL_PT_GUARDED_BY(mu_);
   uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
-  // Per worker id, the push sequences applied (exactly-once pushes).
-  std::map<int32_t, SequenceWindow> sequences_ ABSL_GUARDED_BY(mu_);
-  // Per worker id, the incarnations the coordinator issued it (ascending);
-  // checked once incarnations_known_.
-  std::map<int32_t, std::vector<uint64_t>> incarnations_ ABSL_GUARDED_BY(mu_);
-  bool incarnations_known_ ABSL_GUARDED_BY(mu_) = false;
+  // Worker identities, incarnations and the applied-push windows.
+  PushAdmission admission_ ABSL_GUARDED_BY(mu_);
   // The checkpoint read at start; its blocks serve later Assigns.
   std::optional<Checkpoint> restored_ ABSL_GUARDED_BY(mu_);
   // The highest epoch among the checkpoint generations at Create (set there).

@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/push_sequence.h"
 #include "common/testing/poll.h"
 #include "common/testing/status_matchers.h"
 #include "common/wire_encoding.h"
@@ -84,6 +85,12 @@ proto::PushRequest ValuePush(const ModelSpec& spec, int worker,
   std::vector<float> values(spec.blocks()[0].length, value);
   data->set_data(values.data(), values.size() * 4);
   return request;
+}
+
+// Shard::Pull's status alone.
+absl::Status PullOf(const Shard& shard, const proto::PullRequest& pull) {
+  proto::PullResponse response;
+  return shard.Pull(pull, &response);
 }
 
 std::vector<float> PullBlock0(const Shard& shard, uint64_t* version) {
@@ -445,11 +452,11 @@ TEST_F(ShardTest, RetriedPushIsAppliedOnce) {
 TEST_F(ShardTest, PushesInFlightMayArriveInAnyOrderAndApplyOnce) {
   auto shard = MakeShard();
   ASSERT_THAT(shard->Assign(1, {0}), IsOk());
-  const uint64_t incarnation = uint64_t{5} << 32;
   // Requests 3, 1, 2 of incarnation 5, then retries of each.
   for (uint64_t n : {3, 1, 2, 3, 1, 2}) {
     proto::PushResponse response;
-    ASSERT_THAT(shard->Push(OnesPush(0, incarnation | n), &response), IsOk());
+    ASSERT_THAT(shard->Push(OnesPush(0, MakeSequence(5, n)), &response),
+                IsOk());
   }
   uint64_t version = 0;
   PullBlock0(*shard, &version);
@@ -458,7 +465,7 @@ TEST_F(ShardTest, PushesInFlightMayArriveInAnyOrderAndApplyOnce) {
   // A request of an older incarnation (a replaced process) is refused and
   // changes nothing.
   proto::PushResponse response;
-  EXPECT_THAT(shard->Push(OnesPush(0, (uint64_t{4} << 32) | 9), &response),
+  EXPECT_THAT(shard->Push(OnesPush(0, MakeSequence(4, 9)), &response),
               StatusIs(absl::StatusCode::kOutOfRange,
                        HasSubstr("incarnation 4 was replaced")));
   PullBlock0(*shard, &version);
@@ -502,33 +509,13 @@ TEST_F(ShardTest, AForgedSequenceCannotFreezeAWorker) {
     if (learned) restarted->LearnWorkerIncarnations({{3, 1}});
     for (Shard* s : {shard.get(), restarted.get()}) {
       proto::PushResponse applied;
-      ASSERT_THAT(s->Push(OnesPush(0, (uint64_t{1} << 32) | 1), &applied),
+      ASSERT_THAT(s->Push(OnesPush(0, MakeSequence(1, 1)), &applied),
                   IsOk());
       EXPECT_FALSE(applied.duplicate());
       ASSERT_EQ(applied.versions_size(), 1);
       EXPECT_EQ(applied.versions(0), 1u) << "the worker's push applies";
     }
   }
-}
-
-TEST_F(ShardTest, ASequenceMayJumpOnlyABoundedWayPastItsWindow) {
-  auto shard = MakeShard();
-  ASSERT_THAT(shard->Assign(1, {0}), IsOk());
-  const uint64_t incarnation = uint64_t{2} << 32;
-  proto::PushResponse response;
-  EXPECT_THAT(shard->Push(OnesPush(0, incarnation), &response),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("n = 0")));
-  EXPECT_THAT(
-      shard->Push(OnesPush(0, incarnation | (Shard::kMaxSequenceJump + 1)),
-                  &response),
-      StatusIs(absl::StatusCode::kInvalidArgument,
-               HasSubstr("past its last applied push, more than 1048576")));
-  ASSERT_THAT(shard->Push(OnesPush(0, incarnation | 1), &response), IsOk());
-  ASSERT_THAT(
-      shard->Push(OnesPush(0, incarnation | (1 + Shard::kMaxSequenceJump)),
-                  &response),
-      IsOk())
-      << "a jump of exactly the bound from the window base";
 }
 
 TEST_F(ShardTest, WorkerIdsOutsideTheConfigAreRefused) {
@@ -549,9 +536,9 @@ TEST_F(ShardTest, WorkerIdsOutsideTheConfigAreRefused) {
     pull.set_worker_id(worker);
     pull.add_block_ids(0);
     if (worker == -1) {
-      EXPECT_THAT(shard->PullBytes(pull), IsOk()) << "a tool's pull";
+      EXPECT_THAT(PullOf(*shard, pull), IsOk()) << "a tool's pull";
     } else {
-      EXPECT_THAT(shard->PullBytes(pull),
+      EXPECT_THAT(PullOf(*shard, pull),
                   StatusIs(absl::StatusCode::kInvalidArgument,
                            HasSubstr("pull: worker_id")))
           << worker;
@@ -560,39 +547,6 @@ TEST_F(ShardTest, WorkerIdsOutsideTheConfigAreRefused) {
   EXPECT_EQ(shard->Checksums().DebugString(), before.DebugString());
   EXPECT_EQ(shard->CutForReplica(false).sequences.size(), 0u)
       << "no per-worker state for a stranger";
-}
-
-// With the coordinator's word, only incarnations it issued the worker count:
-// a newer one waits for the next heartbeat (Unavailable: the worker
-// retries), an older one not issued is a replaced process.
-TEST_F(ShardTest, OnlyIncarnationsTheCoordinatorIssuedArePushed) {
-  auto shard = MakeShard();
-  ASSERT_THAT(shard->Assign(1, {0}), IsOk());
-  shard->LearnWorkerIncarnations({{3, 5}, {9, 7}});  // 9: not configured
-  proto::PushResponse response;
-  EXPECT_THAT(shard->Push(OnesPush(0, (uint64_t{6} << 32) | 1), &response),
-              StatusIs(absl::StatusCode::kUnavailable,
-                       HasSubstr("has not heard of worker 3's incarnation 6 "
-                                 "from the coordinator yet")));
-  ASSERT_THAT(shard->Push(OnesPush(0, (uint64_t{5} << 32) | 1), &response),
-              IsOk());
-  shard->LearnWorkerIncarnations({{3, 6}});
-  ASSERT_THAT(shard->Push(OnesPush(0, (uint64_t{6} << 32) | 1), &response),
-              IsOk());
-  EXPECT_FALSE(response.duplicate());
-  EXPECT_THAT(shard->Push(OnesPush(0, (uint64_t{4} << 32) | 1), &response),
-              StatusIs(absl::StatusCode::kOutOfRange,
-                       HasSubstr("incarnation 4 was not issued to worker 3")));
-  proto::PushRequest other = OnesPush(0, (uint64_t{7} << 32) | 1);
-  other.set_worker_id(2);
-  EXPECT_THAT(shard->Push(other, &response),
-              StatusIs(absl::StatusCode::kUnavailable));
-  // Far beyond anything the coordinator has issued: never issued, refused
-  // for good rather than retried.
-  other.set_sequence((uint64_t{6} + Shard::kIncarnationSlack + 1) << 32 | 1);
-  EXPECT_THAT(shard->Push(other, &response),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("was never issued")));
 }
 
 TEST_F(ShardTest, ABlockTwiceInOneRequestIsRefused) {
@@ -610,34 +564,11 @@ TEST_F(ShardTest, ABlockTwiceInOneRequestIsRefused) {
   pull.add_block_ids(0);
   pull.add_block_ids(1);
   pull.add_block_ids(0);
-  EXPECT_THAT(shard->PullBytes(pull),
+  EXPECT_THAT(PullOf(*shard, pull),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("block 0 appears more than once")));
   PullBlock0(*shard, &version);
   EXPECT_EQ(version, 0u);
-}
-
-TEST_F(ShardTest, PullBytesIsTheProtobufPullReply) {
-  auto shard = MakeShard();
-  ASSERT_THAT(shard->Assign(1, AllBlocks()), IsOk());
-  proto::PushResponse response;
-  ASSERT_THAT(shard->Push(OnesPush(1, 1), &response), IsOk());
-  proto::PullRequest pull;
-  pull.set_placement_epoch(1);
-  for (uint32_t id : AllBlocks()) pull.add_block_ids(id);
-  proto::PullResponse want;
-  ASSERT_THAT(shard->Pull(pull, &want), IsOk());
-  absl::StatusOr<grpc::ByteBuffer> bytes = shard->PullBytes(pull);
-  ASSERT_THAT(bytes, IsOk());
-  std::vector<grpc::Slice> slices;
-  ASSERT_TRUE(bytes->Dump(&slices).ok());
-  std::string flat;
-  for (const grpc::Slice& slice : slices) {
-    flat.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
-  }
-  EXPECT_EQ(flat, want.SerializeAsString());
-  pull.add_block_ids(num_blocks_ + 5);
-  EXPECT_THAT(shard->PullBytes(pull), StatusIs(absl::StatusCode::kNotFound));
 }
 
 TEST_F(ShardTest, CheckpointRoundTripKeepsValuesVersionsAndSequences) {

@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/mnist.h"
+#include "common/push_sequence.h"
 #include "rpc/server_util.h"
 #include "common/subprocess.h"
 #include "common/testing/poll.h"
@@ -296,7 +297,7 @@ TEST_F(ForgedIdentityTest, AForgedSequenceCannotFreezeAWorker) {
   } cases[] = {
       {"sequence 2^64-1", 0, ~uint64_t{0}, grpc::StatusCode::INVALID_ARGUMENT},
       {"a jump of 2^31", 0,
-       (static_cast<uint64_t>(incarnation) << 32) | (uint64_t{1} << 31),
+       MakeSequence(static_cast<uint64_t>(incarnation), uint64_t{1} << 31),
        grpc::StatusCode::INVALID_ARGUMENT},
       {"worker id 5", 5, 1, grpc::StatusCode::INVALID_ARGUMENT},
       {"worker id -1", -1, 1, grpc::StatusCode::INVALID_ARGUMENT},

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/model_spec.h"
+#include "common/push_sequence.h"
 #include "rpc/server_util.h"
 #include "common/subprocess.h"
 #include "common/testing/status_matchers.h"
@@ -94,7 +95,7 @@ class PsDaemonTest : public ::testing::Test {
       EXPECT_TRUE(registered.ok()) << registered.status();
       if (registered.ok()) incarnation_ = registered->incarnation();
     }
-    return (incarnation_ << 32) | n;
+    return MakeSequence(incarnation_, n);
   }
 
   // Push, retried while the ps has not heard of the incarnation yet (until

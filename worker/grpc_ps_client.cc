@@ -16,6 +16,7 @@
 #include "common/status_macros.h"
 #include "rpc/grpc_status.h"
 #include "common/logging.h"
+#include "common/push_sequence.h"
 #include "common/retry.h"
 #include "rpc/server_util.h"
 #include "rpc/wire_format.h"
@@ -538,7 +539,7 @@ bool GrpcPsClient::StartRequest(PushCall* call, size_t r) {
   {
     absl::MutexLock lock(&mu_);
     PushLane& lane = lanes_[request->shard];
-    if (lane.next_sequence == 0) lane.next_sequence = (incarnation_ << 32) + 1;
+    if (lane.next_sequence == 0) lane.next_sequence = MakeSequence(incarnation_, 1);
     while (!lane.in_flight.empty() &&
            lane.next_sequence >= *lane.in_flight.begin() + window) {
       if (call->failures > 0) return false;  // ours may hold the window

@@ -18,6 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/counters.h"
 #include "rpc/grpc_status.h"
+#include "common/push_sequence.h"
 #include "rpc/server_util.h"
 #include "common/testing/fake_clock.h"
 #include "common/testing/poll.h"
@@ -239,9 +240,9 @@ TEST_F(PsClientTest, AWindowOfPushRequestsIsAppliedOnceEach) {
   ASSERT_THAT(client_->Push(gradient.data(), versions, nullptr), IsOk());
   std::vector<uint64_t> sequences = services_[0]->sequences();
   std::sort(sequences.begin(), sequences.end());
-  const uint64_t base = uint64_t{7} << 32;
-  EXPECT_EQ(sequences, (std::vector<uint64_t>{base | 1, base | 2, base | 3,
-                                              base | 4}));
+  EXPECT_EQ(sequences,
+            (std::vector<uint64_t>{MakeSequence(7, 1), MakeSequence(7, 2),
+                                   MakeSequence(7, 3), MakeSequence(7, 4)}));
   ASSERT_THAT(client_->Pull(params.data(), &versions), IsOk());
   for (uint64_t v : versions) ASSERT_EQ(v, 1u);
   for (size_t i = 0; i < params.size(); i += 4099) {

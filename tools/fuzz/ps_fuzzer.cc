@@ -9,7 +9,8 @@
 //                       from a ByteBuffer cut into slices of 1 + (op >> 3) * 7
 //                       bytes (the cross-slice copy path), then Shard::Push
 //            1 Pull     body = PullRequest bytes, deserialized as the service
-//                       does, then Shard::PullBytes; an OK reply is parsed
+//                       does, then BuildPullReply (server/pull_reply.h, over
+//                       Shard::VisitBlocks); an OK reply is parsed
 //                       back with wire::ParsePullReply (the worker's side)
 //            2 Checksums
 //            3 Replicate body = ReplicateRequest bytes, Replica::Apply
@@ -50,6 +51,7 @@
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
 #include "proto/ps.pb.h"
+#include "server/pull_reply.h"
 #include "server/replication/replica.h"
 #include "server/shard.h"
 
@@ -203,7 +205,7 @@ void Pull(Shard& shard, const uint8_t* body, size_t size) {
            .ok()) {
     return;
   }
-  absl::StatusOr<grpc::ByteBuffer> reply = shard.PullBytes(request);
+  absl::StatusOr<grpc::ByteBuffer> reply = server::BuildPullReply(shard, request);
   if (reply.ok()) CheckPullReply(request, *reply, *world->spec);
 }
 
@@ -223,7 +225,7 @@ void TakeOver() {
     proto::PullRequest all;
     all.set_placement_epoch(1);
     for (uint32_t id : world->all_blocks) all.add_block_ids(id);
-    absl::StatusOr<grpc::ByteBuffer> reply = (*shard)->PullBytes(all);
+    absl::StatusOr<grpc::ByteBuffer> reply = server::BuildPullReply(**shard, all);
     if (!reply.ok()) Fail("a taken-over shard cannot serve: " + reply.status().ToString());
     CheckPullReply(all, *reply, *world->spec);
     CheckFinite(**shard, "a take-over");
