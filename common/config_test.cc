@@ -59,22 +59,22 @@ TEST(ConfigTest, EmptyTextGivesDefaults) {
     EXPECT_EQ(config->cluster.coordinator, "127.0.0.1:7000");
     EXPECT_THAT(config->cluster.ps, ElementsAre("127.0.0.1:7001"));
     EXPECT_THAT(config->model.layers, ElementsAre(784, 256, 128, 10));
-    EXPECT_EQ(config->optimizer.type, "sgd");
-    EXPECT_EQ(config->optimizer.schedule, "constant");
+    EXPECT_EQ(config->optimizer.type, OptimizerType::kSgd);
+    EXPECT_EQ(config->optimizer.schedule, LrScheduleType::kConstant);
     EXPECT_EQ(config->optimizer.warmup_updates, 0);
     EXPECT_EQ(config->optimizer.decay_updates, 0);
     EXPECT_DOUBLE_EQ(config->optimizer.decay_factor, 0.1);
     EXPECT_DOUBLE_EQ(config->optimizer.min_lr_fraction, 0.0);
     EXPECT_FALSE(config->optimizer.staleness_lr);
-    EXPECT_EQ(config->optimizer.async_momentum, "auto");
+    EXPECT_EQ(config->optimizer.async_momentum, AsyncMomentum::kAuto);
     EXPECT_DOUBLE_EQ(config->optimizer.delay_compensation, 0.0);
     EXPECT_EQ(config->training.batch_size, 64);
     EXPECT_EQ(config->training.epochs, 10);
     EXPECT_DOUBLE_EQ(config->training.outage_timeout_s, 300);
     EXPECT_EQ(config->data.train_examples, 8000);
     EXPECT_DOUBLE_EQ(config->heartbeat.timeout_s, 3.0);
-    EXPECT_EQ(config->rpc.encoding, "float32");
-    EXPECT_EQ(config->logging.level, "info");
+    EXPECT_EQ(config->rpc.encoding, WireEncoding::kFloat32);
+    EXPECT_EQ(config->logging.level, LogLevel::kInfo);
   }
 }
 
@@ -147,30 +147,30 @@ logging:
   EXPECT_THAT(c.cluster.ps, ElementsAre("10.0.0.1:0", "10.0.0.2:0"));
   EXPECT_THAT(c.cluster.workers,
               ElementsAre("10.0.1.1:7101", "10.0.1.2:7101", "[::1]:7103"));
-  EXPECT_EQ(c.model.type, "softmax");
+  EXPECT_EQ(c.model.type, ModelType::kSoftmax);
   EXPECT_THAT(c.model.layers, ElementsAre(100, 5));
   EXPECT_EQ(c.model.block_size, 1024);
   EXPECT_EQ(c.model.init_seed, 18446744073709551615ULL);
-  EXPECT_EQ(c.optimizer.type, "adam");
+  EXPECT_EQ(c.optimizer.type, OptimizerType::kAdam);
   EXPECT_DOUBLE_EQ(c.optimizer.learning_rate, 1e-3);
   EXPECT_DOUBLE_EQ(c.optimizer.momentum, 0);
   EXPECT_DOUBLE_EQ(c.optimizer.beta1, 0.8);
   EXPECT_DOUBLE_EQ(c.optimizer.beta2, 0.99);
   EXPECT_DOUBLE_EQ(c.optimizer.epsilon, 1e-6);
   EXPECT_DOUBLE_EQ(c.optimizer.weight_decay, 0.0001);
-  EXPECT_EQ(c.optimizer.schedule, "cosine");
+  EXPECT_EQ(c.optimizer.schedule, LrScheduleType::kCosine);
   EXPECT_EQ(c.optimizer.warmup_updates, 100);
   EXPECT_EQ(c.optimizer.decay_updates, 5000);
   EXPECT_DOUBLE_EQ(c.optimizer.decay_factor, 0.5);
   EXPECT_DOUBLE_EQ(c.optimizer.min_lr_fraction, 0.01);
   EXPECT_TRUE(c.optimizer.staleness_lr);
-  EXPECT_EQ(c.optimizer.async_momentum, "off");
+  EXPECT_EQ(c.optimizer.async_momentum, AsyncMomentum::kOff);
   EXPECT_DOUBLE_EQ(c.optimizer.delay_compensation, 0.04);
   EXPECT_EQ(c.training.batch_size, 32);
   EXPECT_EQ(c.training.n_fetch, 5);
   EXPECT_EQ(c.training.n_push, 3);
   EXPECT_EQ(c.training.max_pushes_in_flight, 2);
-  EXPECT_EQ(c.training.consistency, "async");
+  EXPECT_EQ(c.training.consistency, ConsistencyMode::kAsync);
   EXPECT_EQ(c.training.max_staleness, 4);
   EXPECT_EQ(c.training.epochs, 0);
   EXPECT_EQ(c.training.steps, 5000000000);
@@ -178,7 +178,7 @@ logging:
   EXPECT_EQ(c.training.eval_every_steps, 0);
   EXPECT_EQ(c.training.seed, 7u);
   EXPECT_DOUBLE_EQ(c.training.outage_timeout_s, 0);
-  EXPECT_EQ(c.data.source, "synthetic");
+  EXPECT_EQ(c.data.source, DataSource::kSynthetic);
   EXPECT_EQ(c.data.path, "");
   EXPECT_EQ(c.data.train_examples, 100000);
   EXPECT_EQ(c.data.test_examples, 10);
@@ -189,8 +189,8 @@ logging:
   EXPECT_DOUBLE_EQ(c.heartbeat.timeout_s, 1);
   EXPECT_DOUBLE_EQ(c.rpc.deadline_s, 0.5);
   EXPECT_DOUBLE_EQ(c.rpc.connect_timeout_s, 10);
-  EXPECT_EQ(c.rpc.encoding, "bf16");
-  EXPECT_EQ(c.logging.level, "debug");
+  EXPECT_EQ(c.rpc.encoding, WireEncoding::kBf16);
+  EXPECT_EQ(c.logging.level, LogLevel::kDebug);
 }
 
 // Found by tools/fuzz/config_fuzzer: this config loaded, and building its
@@ -344,7 +344,7 @@ TEST(ConfigTest, SimulatedComputeNeedsAStepTime) {
   absl::StatusOr<Config> simulated =
       Parse("compute:\n  device: simulated\n  simulated_step_ms: 200\n");
   ASSERT_TRUE(simulated.ok()) << simulated.status();
-  EXPECT_EQ(simulated->compute.device, "simulated");
+  EXPECT_EQ(simulated->compute.device, ComputeDevice::kSimulated);
   EXPECT_DOUBLE_EQ(simulated->compute.simulated_step_ms, 200);
   ExpectAllFail({
       {"compute:\n  device: simulated\n",
@@ -505,7 +505,7 @@ TEST(ConfigTest, ValidateConfigChecksAStructWithoutLines) {
               StatusIs(absl::StatusCode::kInvalidArgument,
                        "training.batch_size must be in 1..1048576, got 0"));
   config = Config();
-  config.optimizer.type = "lbfgs";
+  config.optimizer.type = static_cast<OptimizerType>(99);  // a cast
   EXPECT_THAT(ValidateConfig(config),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("optimizer.type must be one of")));
@@ -580,7 +580,7 @@ TEST(ConfigTest, OverridesApplyInOrderBeforeValidation) {
   ASSERT_THAT(config, IsOk());
   EXPECT_EQ(config->training.steps, 100);
   EXPECT_THAT(config->cluster.ps, ElementsAre("127.0.0.1:0", "127.0.0.1:0"));
-  EXPECT_EQ(config->optimizer.type, "adagrad");
+  EXPECT_EQ(config->optimizer.type, OptimizerType::kAdagrad);
   EXPECT_EQ(config->checkpoint.dir, "");
   EXPECT_FALSE(config->data.normalize);
   EXPECT_THAT(config->model.layers, ElementsAre(784, 32, 10));
@@ -649,19 +649,19 @@ TEST(ConfigTest, QuickstartConfigLoads) {
               ElementsAre("127.0.0.1:7001", "127.0.0.1:7002"));
   EXPECT_THAT(config->cluster.workers,
               ElementsAre("127.0.0.1:7101", "127.0.0.1:7102"));
-  EXPECT_EQ(config->model.type, "mlp");
+  EXPECT_EQ(config->model.type, ModelType::kMlp);
   EXPECT_THAT(config->model.layers, ElementsAre(784, 256, 128, 10));
-  EXPECT_EQ(config->optimizer.type, "adam");
+  EXPECT_EQ(config->optimizer.type, OptimizerType::kAdam);
   EXPECT_DOUBLE_EQ(config->optimizer.learning_rate, 0.001);
   EXPECT_EQ(config->training.batch_size, 64);
-  EXPECT_EQ(config->training.consistency, "async");
+  EXPECT_EQ(config->training.consistency, ConsistencyMode::kAsync);
   EXPECT_EQ(config->training.epochs, 30);
   EXPECT_EQ(config->training.target_metric, "accuracy");
   EXPECT_DOUBLE_EQ(config->training.target_value, 0.95);
   EXPECT_FALSE(config->training.stop_at_target);
   EXPECT_EQ(config->training.eval_every_steps, 100);
   EXPECT_EQ(config->training.seed, 42u);
-  EXPECT_EQ(config->data.source, "mnist");
+  EXPECT_EQ(config->data.source, DataSource::kMnist);
   EXPECT_EQ(config->data.path, "data/mnist");
   EXPECT_EQ(config->data.train_examples, 8000);
   EXPECT_EQ(config->data.test_examples, 2000);
@@ -713,12 +713,12 @@ TEST(ConfigTest, MnistShapeIsTheDefaultModelsEnds) {
 TEST(ConfigTest, LauncherRestartPolicyIsReadAndChecked) {
   absl::StatusOr<Config> defaults = Parse("");
   ASSERT_THAT(defaults, IsOk());
-  EXPECT_EQ(defaults->launcher.restart, "on-failure");
+  EXPECT_EQ(defaults->launcher.restart, RestartMode::kOnFailure);
   EXPECT_EQ(defaults->launcher.max_restarts, 3);
   absl::StatusOr<Config> config =
       Parse("launcher:\n  restart: never\n  max_restarts: 0\n");
   ASSERT_THAT(config, IsOk());
-  EXPECT_EQ(config->launcher.restart, "never");
+  EXPECT_EQ(config->launcher.restart, RestartMode::kNever);
   EXPECT_EQ(config->launcher.max_restarts, 0);
   ExpectAllFail({
       {"launcher:\n  restart: always\n",
