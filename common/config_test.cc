@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -20,6 +21,7 @@ using ::downpour::testing::StatusIs;
 using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 absl::StatusOr<Config> Parse(const std::string& yaml) {
   return ParseConfig(yaml, "cfg.yaml");
@@ -325,6 +327,157 @@ TEST(ConfigTest, EnumsListAllowedValues) {
        "'verbose'"},
       {"logging:\n  level: INFO\n", "got 'INFO'"},
   });
+}
+
+// Each choice's names and the values they parse to, in the order messages
+// list them: Parse(name) gives the value, Name(value) the same name back, an
+// unknown name the loader's text (without its "FILE:LINE: "), and a value cast
+// from an integer "?".
+template <typename E, typename Parse, typename Name>
+void ExpectChoices(Parse parse, Name name,
+                   const std::vector<std::pair<std::string, E>>& choices,
+                   const std::string& typo, const std::string& error) {
+  for (const auto& [text, value] : choices) {
+    absl::StatusOr<E> parsed = parse(text);
+    ASSERT_THAT(parsed, IsOk()) << text;
+    EXPECT_EQ(*parsed, value) << text;
+    EXPECT_EQ(std::string(name(value)), text);
+  }
+  EXPECT_THAT(parse(typo),
+              StatusIs(absl::StatusCode::kInvalidArgument, error));
+  EXPECT_THAT(parse(std::string(name(static_cast<E>(99)))), Not(IsOk()));
+}
+
+TEST(ConfigTest, ChoicesParseAndNameRoundTrip) {
+  ExpectChoices<ComputeDevice>(
+      ParseComputeDevice, ComputeDeviceName,
+      {{"auto", ComputeDevice::kAuto},
+       {"cpu", ComputeDevice::kCpu},
+       {"cuda", ComputeDevice::kCuda},
+       {"simulated", ComputeDevice::kSimulated}},
+      "gpu",
+      "compute.device must be one of auto, cpu, cuda, simulated; got 'gpu' "
+      "(did you mean 'cpu'?)");
+  ExpectChoices<Task>(ParseTask, TaskName,
+                      {{"multiclass", Task::kMulticlass},
+                       {"binary", Task::kBinary},
+                       {"regression", Task::kRegression}},
+                      "ranking",
+                      "model.task must be one of multiclass, binary, "
+                      "regression; got 'ranking'");
+  ExpectChoices<ModelType>(
+      ParseModelType, ModelTypeName,
+      {{"mlp", ModelType::kMlp},
+       {"linear", ModelType::kLinear},
+       {"softmax", ModelType::kSoftmax}},
+      "cnn", "model.type must be one of mlp, linear, softmax; got 'cnn'");
+  ExpectChoices<OptimizerType>(
+      ParseOptimizerType, OptimizerTypeName,
+      {{"sgd", OptimizerType::kSgd},
+       {"momentum", OptimizerType::kMomentum},
+       {"adagrad", OptimizerType::kAdagrad},
+       {"adam", OptimizerType::kAdam}},
+      "adamw",
+      "optimizer.type must be one of sgd, momentum, adagrad, adam; got "
+      "'adamw' (did you mean 'adam'?)");
+  ExpectChoices<LrScheduleType>(
+      ParseLrScheduleType, LrScheduleTypeName,
+      {{"constant", LrScheduleType::kConstant},
+       {"step", LrScheduleType::kStep},
+       {"cosine", LrScheduleType::kCosine}},
+      "linear",
+      "optimizer.schedule must be one of constant, step, cosine; got "
+      "'linear'");
+  ExpectChoices<AsyncMomentum>(
+      ParseAsyncMomentum, AsyncMomentumName,
+      {{"auto", AsyncMomentum::kAuto}, {"off", AsyncMomentum::kOff}}, "on",
+      "optimizer.async_momentum must be one of auto, off; got 'on'");
+  ExpectChoices<FetchMode>(
+      ParseFetchMode, FetchModeName,
+      {{"after_push", FetchMode::kAfterPush}, {"overlap", FetchMode::kOverlap}},
+      "sync", "training.fetch must be one of after_push, overlap; got 'sync'");
+  ExpectChoices<ConsistencyMode>(
+      ParseConsistencyMode, ConsistencyModeName,
+      {{"async", ConsistencyMode::kAsync},
+       {"ssp", ConsistencyMode::kSsp},
+       {"bsp", ConsistencyMode::kBsp}},
+      "sync",
+      "training.consistency must be one of async, ssp, bsp; got 'sync' (did "
+      "you mean 'async'?)");
+  ExpectChoices<DataSource>(
+      ParseDataSource, DataSourceName,
+      {{"mnist", DataSource::kMnist},
+       {"idx", DataSource::kIdx},
+       {"csv", DataSource::kCsv},
+       {"libsvm", DataSource::kLibsvm},
+       {"synthetic", DataSource::kSynthetic}},
+      "parquet",
+      "data.source must be one of mnist, idx, csv, libsvm, synthetic; got "
+      "'parquet'");
+  ExpectChoices<MissingPolicy>(
+      ParseMissingPolicy, MissingPolicyName,
+      {{"error", MissingPolicy::kError},
+       {"zero", MissingPolicy::kZero},
+       {"mean", MissingPolicy::kMean}},
+      "skip", "data.missing must be one of error, zero, mean; got 'skip'");
+  // WireEncodingName (common/wire_encoding.h) spells rpc.encoding.
+  ExpectChoices<WireEncoding>(
+      ParseRpcEncoding, WireEncodingName,
+      {{"float32", WireEncoding::kFloat32},
+       {"bf16", WireEncoding::kBf16},
+       {"fp16", WireEncoding::kFp16}},
+      "fp32",
+      "rpc.encoding must be one of float32, bf16, fp16; got 'fp32'");
+  ExpectChoices<RestartMode>(
+      ParseRestartMode, RestartModeName,
+      {{"never", RestartMode::kNever}, {"on-failure", RestartMode::kOnFailure}},
+      "always",
+      "launcher.restart must be one of never, on-failure; got 'always'");
+  ExpectChoices<LogLevel>(
+      ParseLogLevel, LogLevelName,
+      {{"trace", LogLevel::kTrace},
+       {"debug", LogLevel::kDebug},
+       {"info", LogLevel::kInfo},
+       {"warn", LogLevel::kWarn},
+       {"error", LogLevel::kError}},
+      "INFO",
+      "logging.level must be one of trace, debug, info, warn, error; got "
+      "'INFO'");
+}
+
+// Overrides go through the same parse as the file: a name sets the value.
+TEST(ConfigTest, OverridesSetChoicesByName) {
+  const std::string path = WriteTempFile("choices.yaml", "training:\n");
+  absl::StatusOr<Config> config = LoadConfig(path, {"training.fetch=overlap",
+                             "training.consistency=ssp", "data.missing=mean",
+                             "rpc.encoding=fp16", "launcher.restart=never",
+                             "compute.device=cpu", "logging.level=warn",
+                             "optimizer.schedule=step",
+                             "optimizer.decay_updates=10"});
+  ASSERT_THAT(config, IsOk());
+  EXPECT_EQ(config->training.fetch, FetchMode::kOverlap);
+  EXPECT_EQ(config->training.consistency, ConsistencyMode::kSsp);
+  EXPECT_EQ(config->data.missing, MissingPolicy::kMean);
+  EXPECT_EQ(config->rpc.encoding, WireEncoding::kFp16);
+  EXPECT_EQ(config->launcher.restart, RestartMode::kNever);
+  EXPECT_EQ(config->compute.device, ComputeDevice::kCpu);
+  EXPECT_EQ(config->logging.level, LogLevel::kWarn);
+  EXPECT_EQ(config->optimizer.schedule, LrScheduleType::kStep);
+  EXPECT_THAT(LoadConfig(path, {"training.fetch=eager"}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "--set training.fetch=eager: training.fetch must be one "
+                       "of after_push, overlap; got 'eager'"));
+}
+
+TEST(ConfigTest, DelimiterCharSpellsTabBothWays) {
+  DataSection data;
+  EXPECT_EQ(DelimiterChar(data), ',');
+  data.delimiter = ";";
+  EXPECT_EQ(DelimiterChar(data), ';');
+  data.delimiter = "\t";
+  EXPECT_EQ(DelimiterChar(data), '\t');
+  data.delimiter = "\\t";
+  EXPECT_EQ(DelimiterChar(data), '\t');
 }
 
 TEST(ConfigTest, SspAndBspAreAccepted) {
