@@ -124,10 +124,13 @@ double PerCall(int times, Fn&& fn, std::vector<double>* cpu = nullptr) {
 // A softmax [floats/4 - 1, 4] model: exactly `floats` parameters.
 Config ModelConfig(int64_t floats, int shards) {
   Config config;
-  config.model.type = "softmax";
+  config.model.type = ModelType::kSoftmax;
   config.model.layers = {static_cast<int>(floats / 4 - 1), 4};
   config.model.block_size = absl::GetFlag(FLAGS_block_size);
-  config.optimizer.type = absl::GetFlag(FLAGS_optimizer);
+  absl::StatusOr<OptimizerType> type =
+      ParseOptimizerType(absl::GetFlag(FLAGS_optimizer));
+  Check(type.status(), "--optimizer");
+  config.optimizer.type = *type;
   config.optimizer.weight_decay = absl::GetFlag(FLAGS_weight_decay);
   config.cluster.ps.assign(shards, "127.0.0.1:0");
   // Worker ids the ps takes: 0 (GrpcPsClient) and 1 (PipelinedClient).

@@ -196,6 +196,12 @@ std::string IpPort(const NetnsLab& lab, const std::string& role, int port) {
   return absl::StrCat(lab.host(role).ip, ":", port);
 }
 
+// True for float32, the default, which the config leaves unset.
+bool IsDefaultEncoding(const std::string& encoding) {
+  const absl::StatusOr<WireEncoding> parsed = ParseRpcEncoding(encoding);
+  return parsed.ok() && *parsed == WireEncoding::kFloat32;
+}
+
 // The run's whole config. training.fetch overlap measured best: with
 // after_push a step waits for its push's acknowledgement and then a pull
 // (~2 transfers of the model on the worker's link), which halved one worker's
@@ -209,7 +215,7 @@ std::string ConfigYaml(const NetnsLab& lab, const Row& row) {
   for (int i = 0; i < row.workers; ++i)
     workers.push_back(IpPort(lab, absl::StrCat("worker", i), kWorkerPort));
   const std::string encoding =
-      row.encoding == "float32"
+      IsDefaultEncoding(row.encoding)
           ? ""
           : absl::StrCat("  encoding: ", row.encoding, "\n");
   return absl::StrCat(
@@ -339,7 +345,7 @@ void RunRow(NetnsLab& lab, const std::string& bin_dir, const std::string& ssh,
   absl::StatusOr<Config> config = LoadConfig(config_path, overrides);
   if (!config.ok()) {
     row->error = std::string(config.status().message());
-    if (row->encoding != "float32") {
+    if (!IsDefaultEncoding(row->encoding)) {
       row->error = absl::StrCat("encoding ", row->encoding,
                                 " needs the rpc.encoding key: ", row->error);
     }

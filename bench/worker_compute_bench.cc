@@ -115,7 +115,8 @@ Rate Median(std::vector<Rate> rates) {
 int Run() {
   ModelSection section;
   section.layers = ParseInts(absl::GetFlag(FLAGS_layers));
-  section.type = section.layers.size() == 2 ? "softmax" : "mlp";
+  section.type =
+      section.layers.size() == 2 ? ModelType::kSoftmax : ModelType::kMlp;
   absl::StatusOr<ModelSpec> spec = ModelSpec::Create(section);
   if (!spec.ok()) {
     absl::FPrintF(stderr, "bad --layers: %s\n", spec.status().ToString());

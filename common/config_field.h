@@ -18,6 +18,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "yaml-cpp/yaml.h"
 
 namespace downpour::config_internal {
@@ -76,6 +78,68 @@ ConfigField StringField(std::string key, std::string* value);
 // One of `allowed`, matched exactly.
 ConfigField EnumField(std::string key, std::string* value,
                       std::vector<std::string> allowed);
+
+// Reads a scalar as text into *out: InvalidArgument for null, a list, a map
+// or more than kMaxStringLength characters.
+absl::Status ReadString(const std::string& key, const YAML::Node& node,
+                        std::string* out);
+
+// One spelling of a choice and the enum value it stands for.
+template <typename E>
+struct Choice {
+  const char* name;
+  E value;
+};
+
+// InvalidArgument "KEY must be one of A, B, C; got 'x'", with " (did you mean
+// 'y'?)" appended when x is a likely typo of one of them.
+absl::Status ChoiceError(const std::string& key,
+                         const std::vector<std::string>& allowed,
+                         absl::string_view got);
+
+// The first spelling of `value` in `choices`; "?" when there is none.
+template <typename E, size_t N>
+const char* ChoiceName(const Choice<E> (&choices)[N], E value) {
+  for (const Choice<E>& choice : choices) {
+    if (choice.value == value) return choice.name;
+  }
+  return "?";
+}
+
+// The value `name` spells in `choices`; ChoiceError naming `key` otherwise.
+template <typename E, size_t N>
+absl::StatusOr<E> ParseChoice(const std::string& key,
+                              const Choice<E> (&choices)[N],
+                              absl::string_view name) {
+  std::vector<std::string> allowed;
+  for (const Choice<E>& choice : choices) {
+    if (name == choice.name) return choice.value;
+    allowed.push_back(choice.name);
+  }
+  return ChoiceError(key, allowed, name);
+}
+
+// A string key with a fixed set of values, held as an enum E. `parse` turns
+// the text into E (its error names the key and the allowed names); `name`
+// spells an E back. check() refuses a value `name` cannot spell (an integer
+// cast to E).
+template <typename E, typename Parse, typename Name>
+ConfigField ChoiceField(std::string key, E* value, Parse parse, Name name) {
+  ConfigField field{std::move(key), nullptr, nullptr};
+  field.read = [key = field.key, value, parse](const YAML::Node& node) {
+    std::string text;
+    absl::Status status = ReadString(key, node, &text);
+    if (!status.ok()) return status;
+    absl::StatusOr<E> parsed = parse(text);
+    if (!parsed.ok()) return parsed.status();
+    *value = *parsed;
+    return absl::OkStatus();
+  };
+  field.check = [value, parse, name] {
+    return parse(std::string(name(*value))).status();
+  };
+  return field;
+}
 // "host:port" (or "[v6-address]:port") with a port in 0..65535.
 ConfigField AddressField(std::string key, std::string* value);
 // A list of host:port; min_entries..max_entries of them.

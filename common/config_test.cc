@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -20,6 +21,7 @@ using ::downpour::testing::StatusIs;
 using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 absl::StatusOr<Config> Parse(const std::string& yaml) {
   return ParseConfig(yaml, "cfg.yaml");
@@ -59,22 +61,22 @@ TEST(ConfigTest, EmptyTextGivesDefaults) {
     EXPECT_EQ(config->cluster.coordinator, "127.0.0.1:7000");
     EXPECT_THAT(config->cluster.ps, ElementsAre("127.0.0.1:7001"));
     EXPECT_THAT(config->model.layers, ElementsAre(784, 256, 128, 10));
-    EXPECT_EQ(config->optimizer.type, "sgd");
-    EXPECT_EQ(config->optimizer.schedule, "constant");
+    EXPECT_EQ(config->optimizer.type, OptimizerType::kSgd);
+    EXPECT_EQ(config->optimizer.schedule, LrScheduleType::kConstant);
     EXPECT_EQ(config->optimizer.warmup_updates, 0);
     EXPECT_EQ(config->optimizer.decay_updates, 0);
     EXPECT_DOUBLE_EQ(config->optimizer.decay_factor, 0.1);
     EXPECT_DOUBLE_EQ(config->optimizer.min_lr_fraction, 0.0);
     EXPECT_FALSE(config->optimizer.staleness_lr);
-    EXPECT_EQ(config->optimizer.async_momentum, "auto");
+    EXPECT_EQ(config->optimizer.async_momentum, AsyncMomentum::kAuto);
     EXPECT_DOUBLE_EQ(config->optimizer.delay_compensation, 0.0);
     EXPECT_EQ(config->training.batch_size, 64);
     EXPECT_EQ(config->training.epochs, 10);
     EXPECT_DOUBLE_EQ(config->training.outage_timeout_s, 300);
     EXPECT_EQ(config->data.train_examples, 8000);
     EXPECT_DOUBLE_EQ(config->heartbeat.timeout_s, 3.0);
-    EXPECT_EQ(config->rpc.encoding, "float32");
-    EXPECT_EQ(config->logging.level, "info");
+    EXPECT_EQ(config->rpc.encoding, WireEncoding::kFloat32);
+    EXPECT_EQ(config->logging.level, LogLevel::kInfo);
   }
 }
 
@@ -147,30 +149,30 @@ logging:
   EXPECT_THAT(c.cluster.ps, ElementsAre("10.0.0.1:0", "10.0.0.2:0"));
   EXPECT_THAT(c.cluster.workers,
               ElementsAre("10.0.1.1:7101", "10.0.1.2:7101", "[::1]:7103"));
-  EXPECT_EQ(c.model.type, "softmax");
+  EXPECT_EQ(c.model.type, ModelType::kSoftmax);
   EXPECT_THAT(c.model.layers, ElementsAre(100, 5));
   EXPECT_EQ(c.model.block_size, 1024);
   EXPECT_EQ(c.model.init_seed, 18446744073709551615ULL);
-  EXPECT_EQ(c.optimizer.type, "adam");
+  EXPECT_EQ(c.optimizer.type, OptimizerType::kAdam);
   EXPECT_DOUBLE_EQ(c.optimizer.learning_rate, 1e-3);
   EXPECT_DOUBLE_EQ(c.optimizer.momentum, 0);
   EXPECT_DOUBLE_EQ(c.optimizer.beta1, 0.8);
   EXPECT_DOUBLE_EQ(c.optimizer.beta2, 0.99);
   EXPECT_DOUBLE_EQ(c.optimizer.epsilon, 1e-6);
   EXPECT_DOUBLE_EQ(c.optimizer.weight_decay, 0.0001);
-  EXPECT_EQ(c.optimizer.schedule, "cosine");
+  EXPECT_EQ(c.optimizer.schedule, LrScheduleType::kCosine);
   EXPECT_EQ(c.optimizer.warmup_updates, 100);
   EXPECT_EQ(c.optimizer.decay_updates, 5000);
   EXPECT_DOUBLE_EQ(c.optimizer.decay_factor, 0.5);
   EXPECT_DOUBLE_EQ(c.optimizer.min_lr_fraction, 0.01);
   EXPECT_TRUE(c.optimizer.staleness_lr);
-  EXPECT_EQ(c.optimizer.async_momentum, "off");
+  EXPECT_EQ(c.optimizer.async_momentum, AsyncMomentum::kOff);
   EXPECT_DOUBLE_EQ(c.optimizer.delay_compensation, 0.04);
   EXPECT_EQ(c.training.batch_size, 32);
   EXPECT_EQ(c.training.n_fetch, 5);
   EXPECT_EQ(c.training.n_push, 3);
   EXPECT_EQ(c.training.max_pushes_in_flight, 2);
-  EXPECT_EQ(c.training.consistency, "async");
+  EXPECT_EQ(c.training.consistency, ConsistencyMode::kAsync);
   EXPECT_EQ(c.training.max_staleness, 4);
   EXPECT_EQ(c.training.epochs, 0);
   EXPECT_EQ(c.training.steps, 5000000000);
@@ -178,7 +180,7 @@ logging:
   EXPECT_EQ(c.training.eval_every_steps, 0);
   EXPECT_EQ(c.training.seed, 7u);
   EXPECT_DOUBLE_EQ(c.training.outage_timeout_s, 0);
-  EXPECT_EQ(c.data.source, "synthetic");
+  EXPECT_EQ(c.data.source, DataSource::kSynthetic);
   EXPECT_EQ(c.data.path, "");
   EXPECT_EQ(c.data.train_examples, 100000);
   EXPECT_EQ(c.data.test_examples, 10);
@@ -189,8 +191,8 @@ logging:
   EXPECT_DOUBLE_EQ(c.heartbeat.timeout_s, 1);
   EXPECT_DOUBLE_EQ(c.rpc.deadline_s, 0.5);
   EXPECT_DOUBLE_EQ(c.rpc.connect_timeout_s, 10);
-  EXPECT_EQ(c.rpc.encoding, "bf16");
-  EXPECT_EQ(c.logging.level, "debug");
+  EXPECT_EQ(c.rpc.encoding, WireEncoding::kBf16);
+  EXPECT_EQ(c.logging.level, LogLevel::kDebug);
 }
 
 // Found by tools/fuzz/config_fuzzer: this config loaded, and building its
@@ -333,6 +335,157 @@ TEST(ConfigTest, EnumsListAllowedValues) {
   });
 }
 
+// Each choice's names and the values they parse to, in the order messages
+// list them: Parse(name) gives the value, Name(value) the same name back, an
+// unknown name the loader's text (without its "FILE:LINE: "), and a value cast
+// from an integer "?".
+template <typename E, typename Parse, typename Name>
+void ExpectChoices(Parse parse, Name name,
+                   const std::vector<std::pair<std::string, E>>& choices,
+                   const std::string& typo, const std::string& error) {
+  for (const auto& [text, value] : choices) {
+    absl::StatusOr<E> parsed = parse(text);
+    ASSERT_THAT(parsed, IsOk()) << text;
+    EXPECT_EQ(*parsed, value) << text;
+    EXPECT_EQ(std::string(name(value)), text);
+  }
+  EXPECT_THAT(parse(typo),
+              StatusIs(absl::StatusCode::kInvalidArgument, error));
+  EXPECT_THAT(parse(std::string(name(static_cast<E>(99)))), Not(IsOk()));
+}
+
+TEST(ConfigTest, ChoicesParseAndNameRoundTrip) {
+  ExpectChoices<ComputeDevice>(
+      ParseComputeDevice, ComputeDeviceName,
+      {{"auto", ComputeDevice::kAuto},
+       {"cpu", ComputeDevice::kCpu},
+       {"cuda", ComputeDevice::kCuda},
+       {"simulated", ComputeDevice::kSimulated}},
+      "gpu",
+      "compute.device must be one of auto, cpu, cuda, simulated; got 'gpu' "
+      "(did you mean 'cpu'?)");
+  ExpectChoices<Task>(ParseTask, TaskName,
+                      {{"multiclass", Task::kMulticlass},
+                       {"binary", Task::kBinary},
+                       {"regression", Task::kRegression}},
+                      "ranking",
+                      "model.task must be one of multiclass, binary, "
+                      "regression; got 'ranking'");
+  ExpectChoices<ModelType>(
+      ParseModelType, ModelTypeName,
+      {{"mlp", ModelType::kMlp},
+       {"linear", ModelType::kLinear},
+       {"softmax", ModelType::kSoftmax}},
+      "cnn", "model.type must be one of mlp, linear, softmax; got 'cnn'");
+  ExpectChoices<OptimizerType>(
+      ParseOptimizerType, OptimizerTypeName,
+      {{"sgd", OptimizerType::kSgd},
+       {"momentum", OptimizerType::kMomentum},
+       {"adagrad", OptimizerType::kAdagrad},
+       {"adam", OptimizerType::kAdam}},
+      "adamw",
+      "optimizer.type must be one of sgd, momentum, adagrad, adam; got "
+      "'adamw' (did you mean 'adam'?)");
+  ExpectChoices<LrScheduleType>(
+      ParseLrScheduleType, LrScheduleTypeName,
+      {{"constant", LrScheduleType::kConstant},
+       {"step", LrScheduleType::kStep},
+       {"cosine", LrScheduleType::kCosine}},
+      "linear",
+      "optimizer.schedule must be one of constant, step, cosine; got "
+      "'linear'");
+  ExpectChoices<AsyncMomentum>(
+      ParseAsyncMomentum, AsyncMomentumName,
+      {{"auto", AsyncMomentum::kAuto}, {"off", AsyncMomentum::kOff}}, "on",
+      "optimizer.async_momentum must be one of auto, off; got 'on'");
+  ExpectChoices<FetchMode>(
+      ParseFetchMode, FetchModeName,
+      {{"after_push", FetchMode::kAfterPush}, {"overlap", FetchMode::kOverlap}},
+      "sync", "training.fetch must be one of after_push, overlap; got 'sync'");
+  ExpectChoices<ConsistencyMode>(
+      ParseConsistencyMode, ConsistencyModeName,
+      {{"async", ConsistencyMode::kAsync},
+       {"ssp", ConsistencyMode::kSsp},
+       {"bsp", ConsistencyMode::kBsp}},
+      "sync",
+      "training.consistency must be one of async, ssp, bsp; got 'sync' (did "
+      "you mean 'async'?)");
+  ExpectChoices<DataSource>(
+      ParseDataSource, DataSourceName,
+      {{"mnist", DataSource::kMnist},
+       {"idx", DataSource::kIdx},
+       {"csv", DataSource::kCsv},
+       {"libsvm", DataSource::kLibsvm},
+       {"synthetic", DataSource::kSynthetic}},
+      "parquet",
+      "data.source must be one of mnist, idx, csv, libsvm, synthetic; got "
+      "'parquet'");
+  ExpectChoices<MissingPolicy>(
+      ParseMissingPolicy, MissingPolicyName,
+      {{"error", MissingPolicy::kError},
+       {"zero", MissingPolicy::kZero},
+       {"mean", MissingPolicy::kMean}},
+      "skip", "data.missing must be one of error, zero, mean; got 'skip'");
+  // WireEncodingName (common/wire_encoding.h) spells rpc.encoding.
+  ExpectChoices<WireEncoding>(
+      ParseRpcEncoding, WireEncodingName,
+      {{"float32", WireEncoding::kFloat32},
+       {"bf16", WireEncoding::kBf16},
+       {"fp16", WireEncoding::kFp16}},
+      "fp32",
+      "rpc.encoding must be one of float32, bf16, fp16; got 'fp32'");
+  ExpectChoices<RestartMode>(
+      ParseRestartMode, RestartModeName,
+      {{"never", RestartMode::kNever}, {"on-failure", RestartMode::kOnFailure}},
+      "always",
+      "launcher.restart must be one of never, on-failure; got 'always'");
+  ExpectChoices<LogLevel>(
+      ParseLogLevel, LogLevelName,
+      {{"trace", LogLevel::kTrace},
+       {"debug", LogLevel::kDebug},
+       {"info", LogLevel::kInfo},
+       {"warn", LogLevel::kWarn},
+       {"error", LogLevel::kError}},
+      "INFO",
+      "logging.level must be one of trace, debug, info, warn, error; got "
+      "'INFO'");
+}
+
+// Overrides go through the same parse as the file: a name sets the value.
+TEST(ConfigTest, OverridesSetChoicesByName) {
+  const std::string path = WriteTempFile("choices.yaml", "training:\n");
+  absl::StatusOr<Config> config = LoadConfig(path, {"training.fetch=overlap",
+                             "training.consistency=ssp", "data.missing=mean",
+                             "rpc.encoding=fp16", "launcher.restart=never",
+                             "compute.device=cpu", "logging.level=warn",
+                             "optimizer.schedule=step",
+                             "optimizer.decay_updates=10"});
+  ASSERT_THAT(config, IsOk());
+  EXPECT_EQ(config->training.fetch, FetchMode::kOverlap);
+  EXPECT_EQ(config->training.consistency, ConsistencyMode::kSsp);
+  EXPECT_EQ(config->data.missing, MissingPolicy::kMean);
+  EXPECT_EQ(config->rpc.encoding, WireEncoding::kFp16);
+  EXPECT_EQ(config->launcher.restart, RestartMode::kNever);
+  EXPECT_EQ(config->compute.device, ComputeDevice::kCpu);
+  EXPECT_EQ(config->logging.level, LogLevel::kWarn);
+  EXPECT_EQ(config->optimizer.schedule, LrScheduleType::kStep);
+  EXPECT_THAT(LoadConfig(path, {"training.fetch=eager"}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "--set training.fetch=eager: training.fetch must be one "
+                       "of after_push, overlap; got 'eager'"));
+}
+
+TEST(ConfigTest, DelimiterCharSpellsTabBothWays) {
+  DataSection data;
+  EXPECT_EQ(DelimiterChar(data), ',');
+  data.delimiter = ";";
+  EXPECT_EQ(DelimiterChar(data), ';');
+  data.delimiter = "\t";
+  EXPECT_EQ(DelimiterChar(data), '\t');
+  data.delimiter = "\\t";
+  EXPECT_EQ(DelimiterChar(data), '\t');
+}
+
 TEST(ConfigTest, SspAndBspAreAccepted) {
   absl::StatusOr<Config> ssp =
       Parse("training:\n  consistency: ssp\n  max_staleness: 0\n");
@@ -350,7 +503,7 @@ TEST(ConfigTest, SimulatedComputeNeedsAStepTime) {
   absl::StatusOr<Config> simulated =
       Parse("compute:\n  device: simulated\n  simulated_step_ms: 200\n");
   ASSERT_TRUE(simulated.ok()) << simulated.status();
-  EXPECT_EQ(simulated->compute.device, "simulated");
+  EXPECT_EQ(simulated->compute.device, ComputeDevice::kSimulated);
   EXPECT_DOUBLE_EQ(simulated->compute.simulated_step_ms, 200);
   ExpectAllFail({
       {"compute:\n  device: simulated\n",
@@ -511,7 +664,7 @@ TEST(ConfigTest, ValidateConfigChecksAStructWithoutLines) {
               StatusIs(absl::StatusCode::kInvalidArgument,
                        "training.batch_size must be in 1..1048576, got 0"));
   config = Config();
-  config.optimizer.type = "lbfgs";
+  config.optimizer.type = static_cast<OptimizerType>(99);  // a cast
   EXPECT_THAT(ValidateConfig(config),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("optimizer.type must be one of")));
@@ -586,7 +739,7 @@ TEST(ConfigTest, OverridesApplyInOrderBeforeValidation) {
   ASSERT_THAT(config, IsOk());
   EXPECT_EQ(config->training.steps, 100);
   EXPECT_THAT(config->cluster.ps, ElementsAre("127.0.0.1:0", "127.0.0.1:0"));
-  EXPECT_EQ(config->optimizer.type, "adagrad");
+  EXPECT_EQ(config->optimizer.type, OptimizerType::kAdagrad);
   EXPECT_EQ(config->checkpoint.dir, "");
   EXPECT_FALSE(config->data.normalize);
   EXPECT_THAT(config->model.layers, ElementsAre(784, 32, 10));
@@ -657,19 +810,19 @@ TEST(ConfigTest, QuickstartConfigLoads) {
               ElementsAre("127.0.0.1:7001", "127.0.0.1:7002"));
   EXPECT_THAT(config->cluster.workers,
               ElementsAre("127.0.0.1:7101", "127.0.0.1:7102"));
-  EXPECT_EQ(config->model.type, "mlp");
+  EXPECT_EQ(config->model.type, ModelType::kMlp);
   EXPECT_THAT(config->model.layers, ElementsAre(784, 256, 128, 10));
-  EXPECT_EQ(config->optimizer.type, "adam");
+  EXPECT_EQ(config->optimizer.type, OptimizerType::kAdam);
   EXPECT_DOUBLE_EQ(config->optimizer.learning_rate, 0.001);
   EXPECT_EQ(config->training.batch_size, 64);
-  EXPECT_EQ(config->training.consistency, "async");
+  EXPECT_EQ(config->training.consistency, ConsistencyMode::kAsync);
   EXPECT_EQ(config->training.epochs, 30);
   EXPECT_EQ(config->training.target_metric, "accuracy");
   EXPECT_DOUBLE_EQ(config->training.target_value, 0.95);
   EXPECT_FALSE(config->training.stop_at_target);
   EXPECT_EQ(config->training.eval_every_steps, 100);
   EXPECT_EQ(config->training.seed, 42u);
-  EXPECT_EQ(config->data.source, "mnist");
+  EXPECT_EQ(config->data.source, DataSource::kMnist);
   EXPECT_EQ(config->data.path, "data/mnist");
   EXPECT_EQ(config->data.train_examples, 8000);
   EXPECT_EQ(config->data.test_examples, 2000);
@@ -721,12 +874,12 @@ TEST(ConfigTest, MnistShapeIsTheDefaultModelsEnds) {
 TEST(ConfigTest, LauncherRestartPolicyIsReadAndChecked) {
   absl::StatusOr<Config> defaults = Parse("");
   ASSERT_THAT(defaults, IsOk());
-  EXPECT_EQ(defaults->launcher.restart, "on-failure");
+  EXPECT_EQ(defaults->launcher.restart, RestartMode::kOnFailure);
   EXPECT_EQ(defaults->launcher.max_restarts, 3);
   absl::StatusOr<Config> config =
       Parse("launcher:\n  restart: never\n  max_restarts: 0\n");
   ASSERT_THAT(config, IsOk());
-  EXPECT_EQ(config->launcher.restart, "never");
+  EXPECT_EQ(config->launcher.restart, RestartMode::kNever);
   EXPECT_EQ(config->launcher.max_restarts, 0);
   ExpectAllFail({
       {"launcher:\n  restart: always\n",

@@ -12,7 +12,7 @@ DivergenceAdvice AdviseOnDivergence(const OptimizerSection& optimizer,
                                optimizer.learning_rate, ")");
   advice.knobs = absl::StrCat("lower optimizer.learning_rate (e.g. to ",
                               optimizer.learning_rate / 10, ")");
-  if (optimizer.type == "momentum") {
+  if (optimizer.type == OptimizerType::kMomentum) {
     absl::StrAppend(&advice.causes, ", optimizer.momentum too high for ",
                     num_workers, " worker(s) (now ", optimizer.momentum,
                     "; asynchrony adds momentum of its own)");

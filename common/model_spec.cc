@@ -42,52 +42,32 @@ class Fnv1a {
 
 }  // namespace
 
-const char* TaskName(Task task) {
-  switch (task) {
-    case Task::kMulticlass:
-      return "multiclass";
-    case Task::kBinary:
-      return "binary";
-    case Task::kRegression:
-      return "regression";
-  }
-  return "?";
-}
-
-absl::StatusOr<Task> ParseTask(const std::string& name) {
-  for (Task t : {Task::kMulticlass, Task::kBinary, Task::kRegression}) {
-    if (name == TaskName(t)) return t;
-  }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "model.task must be multiclass, binary or regression, got '", name, "'"));
-}
-
 absl::StatusOr<ModelSpec> ModelSpec::Create(const ModelSection& model) {
-  absl::StatusOr<Task> task = ParseTask(model.task);
-  if (!task.ok()) return task.status();
+  const Task task = model.task;
   if (model.layers.size() < 2) {
     return absl::InvalidArgumentError(absl::StrCat(
         "model.layers needs at least 2 entries (inputs, classes), got ",
         model.layers.size()));
   }
-  const bool linear = model.type == "linear" || model.type == "softmax";
+  const bool linear = IsLinear(model.type);
   if (linear && model.layers.size() != 2) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "model.type ", model.type,
+        "model.type ", ModelTypeName(model.type),
         " takes exactly 2 layers [inputs, outputs], got [",
         absl::StrJoin(model.layers, ", "), "]"));
   }
-  if (!linear && model.type != "mlp") {
+  if (!linear && model.type != ModelType::kMlp) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "model.type must be linear, mlp or softmax, got ", model.type));
+        "model.type must be linear, mlp or softmax, got ",
+        ModelTypeName(model.type)));
   }
-  if (*task != Task::kMulticlass && model.layers.back() != 1) {
+  if (task != Task::kMulticlass && model.layers.back() != 1) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "model.task ", model.task, " has one output, so the last entry of "
-        "model.layers must be 1, got [", absl::StrJoin(model.layers, ", "),
+        "model.task ", TaskName(task), " has one output, so the last entry "
+        "of model.layers must be 1, got [", absl::StrJoin(model.layers, ", "),
         "]"));
   }
-  if (*task == Task::kMulticlass && model.layers.back() < 2) {
+  if (task == Task::kMulticlass && model.layers.back() < 2) {
     return absl::InvalidArgumentError(absl::StrCat(
         "model.task multiclass needs at least 2 classes (the last entry of "
         "model.layers), got [", absl::StrJoin(model.layers, ", "),
@@ -108,7 +88,7 @@ absl::StatusOr<ModelSpec> ModelSpec::Create(const ModelSection& model) {
   if (!size.ok()) return size;
   ModelSpec spec;
   spec.layers_ = model.layers;
-  spec.task_ = *task;
+  spec.task_ = task;
   int64_t offset = 0;
   for (size_t l = 0; l + 1 < model.layers.size(); ++l) {
     const int64_t in = model.layers[l], out = model.layers[l + 1];

@@ -16,18 +16,7 @@
 
 namespace downpour {
 
-// What the model's outputs mean, and so its loss and metrics (model.task).
-//   kMulticlass: one logit per class, softmax cross-entropy; targets are class
-//                indices.
-//   kBinary:     one logit, logistic loss; targets are 0 or 1.
-//   kRegression: one value, squared error; targets are real values.
-// The numbers are stable: the CUDA kernels and exported models use them.
-enum class Task { kMulticlass = 0, kBinary = 1, kRegression = 2 };
-
-// "multiclass", "binary" or "regression".
-const char* TaskName(Task task);
-// The inverse of TaskName; InvalidArgument naming the allowed values.
-absl::StatusOr<Task> ParseTask(const std::string& name);
+// Task (model.task), TaskName and ParseTask live in common/config.h.
 
 struct TensorSpec {
   std::string name;            // "fc1.weight", "fc1.bias", ...

@@ -88,7 +88,7 @@ TEST(ModelSpecTest, RejectsImpossibleModels) {
   model.layers = {784};
   EXPECT_THAT(ModelSpec::Create(model), StatusIs(absl::StatusCode::kInvalidArgument));
   model.layers = {784, 100, 10};
-  model.type = "softmax";
+  model.type = ModelType::kSoftmax;
   EXPECT_THAT(ModelSpec::Create(model), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 

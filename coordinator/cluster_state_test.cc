@@ -345,7 +345,7 @@ TEST_F(ClusterStateTest, JobStopsWhenAWorkerReachesTheTarget) {
 // A regression job aims at a test rmse at most its target, from the
 // metrics a worker reports.
 TEST_F(ClusterStateTest, JobStopsWhenAWorkerReachesALowerIsBetterTarget) {
-  config_.model.task = "regression";
+  config_.model.task = Task::kRegression;
   config_.model.layers = {784, 1};
   config_.training.target_accuracy = 0;
   config_.training.target_value = 50;

@@ -42,7 +42,7 @@ std::string Num(double v, int precision) {
 class ClusterSupervisor::Progress {
  public:
   Progress(const LaunchOptions& options, int64_t planned_steps,
-           const std::string& task)
+           Task task)
       : line_(options.out, options.tty),
         planned_steps_(planned_steps),
         metric_(TaskMetricNames(task).front()) {}

@@ -132,8 +132,8 @@ std::string JudgeTraining(const LaunchSummary& summary, const Config& config) {
     if (!w.diverged.empty()) return w.diverged;
   }
   if (summary.interrupted) return "";
-  if (config.compute.device == "simulated") return "";
-  if (config.model.task == "regression") {
+  if (config.compute.device == ComputeDevice::kSimulated) return "";
+  if (config.model.task == Task::kRegression) {
     double r2 = NAN;
     for (const auto& [name, value] : summary.final_metrics) {
       if (name == "r2") r2 = value;
@@ -148,7 +148,7 @@ std::string JudgeTraining(const LaunchSummary& summary, const Config& config) {
   if (std::isnan(summary.final_accuracy)) return "";
   // A binary model has one output but two classes.
   const int classes =
-      config.model.task == "binary"
+      config.model.task == Task::kBinary
           ? 2
           : (config.model.layers.empty() ? 0 : config.model.layers.back());
   if (classes < 2) return "";
@@ -207,7 +207,7 @@ std::string FormatSummary(const LaunchSummary& s) {
     absl::StrAppendFormat(&out,
                           "  final test metrics:   %s (%s; mean of the "
                           "workers' evaluations of the final parameters)\n",
-                          absl::StrJoin(parts, ", "), s.task);
+                          absl::StrJoin(parts, ", "), TaskName(s.task));
   }
   if (!s.mark_metric.empty()) {
     const std::string mark = absl::StrFormat("%s %g", s.mark_metric, s.mark);
@@ -294,7 +294,7 @@ std::string SummaryJson(const LaunchSummary& s) {
       ",\n  \"updates_lost\": ", s.updates_lost,
       ",\n  \"shard_recoveries\": [", recoveries.empty() ? "" : "\n",
       absl::StrJoin(recoveries, ",\n"), recoveries.empty() ? "]" : "\n  ]",
-      ",\n  \"task\": ", JsonString(s.task),
+      ",\n  \"task\": ", JsonString(TaskName(s.task)),
       ",\n  \"metrics\": {", MetricsJson(s.final_metrics), "}",
       ",\n  \"accuracy\": ", JsonNumber(s.final_accuracy),
       ",\n  \"accuracy_note\": ", JsonString(s.accuracy_note),

@@ -74,7 +74,7 @@ struct LaunchSummary {
   double mark = 0.95;
   // model.task, and the mean over finished workers of each test metric the
   // task measures, main first (TaskMetricNames).
-  std::string task = "multiclass";
+  Task task = Task::kMulticlass;
   std::vector<std::pair<std::string, double>> final_metrics;
   std::string stop_reason;
   std::vector<WorkerResult> workers;

@@ -206,7 +206,7 @@ TEST(FormatSummaryTest, NamesEveryFigureAndWhereThingsAre) {
 Config TenClasses(const std::string& optimizer, int workers) {
   Config config;
   config.model.layers = {784, 32, 10};
-  config.optimizer.type = optimizer;
+  config.optimizer.type = ParseOptimizerType(optimizer).value();
   config.optimizer.learning_rate = 0.01;
   config.optimizer.momentum = 0.9;
   config.cluster.workers.assign(workers, "127.0.0.1:0");
@@ -255,7 +255,7 @@ TEST(JudgeTrainingTest, ChanceAccuracyFailsNamingTheKnobs) {
 
 TEST(JudgeTrainingTest, BinaryAtChanceAndRegressionBelowTheMeanFail) {
   Config binary = TenClasses("adam", 1);
-  binary.model.task = "binary";
+  binary.model.task = Task::kBinary;
   binary.model.layers = {13, 1};
   // Two classes: chance 0.5, failure at or below 0.75.
   EXPECT_THAT(JudgeTraining(WithAccuracy(0.6), binary),
@@ -264,9 +264,9 @@ TEST(JudgeTrainingTest, BinaryAtChanceAndRegressionBelowTheMeanFail) {
   EXPECT_EQ(JudgeTraining(WithAccuracy(0.8), binary), "");
 
   Config regression = binary;
-  regression.model.task = "regression";
+  regression.model.task = Task::kRegression;
   LaunchSummary s;
-  s.task = "regression";
+  s.task = Task::kRegression;
   WorkerResult w{0, 100, 6400, 1000, 0.5, NAN, true};
   w.metrics = {{"rmse", 80.0}, {"mae", 60.0}, {"r2", -0.2}};
   AddWorkerResults({w}, &s);
@@ -281,7 +281,7 @@ TEST(JudgeTrainingTest, BinaryAtChanceAndRegressionBelowTheMeanFail) {
 
 TEST(JudgeTrainingTest, SimulatedComputeIsJudgedOnlyOnDivergence) {
   Config config = TenClasses("sgd", 1);
-  config.compute.device = "simulated";
+  config.compute.device = ComputeDevice::kSimulated;
   config.compute.simulated_step_ms = 200;
   EXPECT_EQ(JudgeTraining(WithAccuracy(0.0), config), "");
   LaunchSummary s = WithAccuracy(0.0);

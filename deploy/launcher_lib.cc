@@ -222,7 +222,7 @@ absl::StatusOr<LaunchSummary> RunCluster(const Config& user_config,
   summary.updates_lost = supervisor.updates_lost();
   AddWorkerResults(supervisor.workers(), &summary);
   if (status.ok()) summary.failure = JudgeTraining(summary, config);
-  if (config.compute.device == "simulated") {
+  if (config.compute.device == ComputeDevice::kSimulated) {
     summary.accuracy_note =
         "not meaningful (compute.device simulated computes no real gradients)";
   }

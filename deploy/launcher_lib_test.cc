@@ -186,7 +186,7 @@ TEST_F(LauncherLibTest, RestartNeverEndsTheJobAtTheFirstDeath) {
   Daemon("server/ps_server",
          "case \"$*\" in *'--index 1'*) exit 1 ;; esac\n" + std::string(kServe));
   Daemon("worker/ps_worker", kServe);
-  config_.launcher.restart = "never";
+  config_.launcher.restart = RestartMode::kNever;
   EXPECT_THAT(RunCluster(config_, options_),
               StatusIs(absl::StatusCode::kAborted,
                        HasSubstr("launcher.restart is never")));

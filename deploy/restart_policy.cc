@@ -32,7 +32,7 @@ RestartDecision DecideRestart(const LauncherSection& policy, DaemonKind kind,
                          "cannot fix (see its log)")};
   }
   if (kind == DaemonKind::kPs && exit.signal == 0 && exit.status == kExitReplaced) {
-    if (free_standby_slot && policy.restart != "never" &&
+    if (free_standby_slot && policy.restart != RestartMode::kNever &&
         restarts < policy.max_restarts) {
       return {RestartAction::kRestartAsStandby,
               "another daemon serves its shard now"};
@@ -52,7 +52,7 @@ RestartDecision DecideRestart(const LauncherSection& policy, DaemonKind kind,
     return {RestartAction::kGiveUp,
             "the coordinator was stopped from outside while the job ran"};
   }
-  if (policy.restart == "never") {
+  if (policy.restart == RestartMode::kNever) {
     return {RestartAction::kGiveUp, "not restarted: launcher.restart is never"};
   }
   if (restarts >= policy.max_restarts) {

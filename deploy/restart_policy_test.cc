@@ -29,7 +29,7 @@ struct Case {
 TEST(RestartPolicyTest, EachRule) {
   const LauncherSection on_failure;  // on-failure, 3 restarts
   LauncherSection never;
-  never.restart = "never";
+  never.restart = RestartMode::kNever;
   LauncherSection none;
   none.max_restarts = 0;
   const DaemonExit diverged = {1, 0, true};

@@ -14,9 +14,9 @@ namespace {
 
 constexpr char kFormat[] = "downpour-model";
 
-const char* OutputOf(const std::string& task) {
-  if (task == "binary") return "sigmoid";
-  if (task == "regression") return "identity";
+const char* OutputOf(Task task) {
+  if (task == Task::kBinary) return "sigmoid";
+  if (task == Task::kRegression) return "identity";
   return "softmax";
 }
 
@@ -60,8 +60,9 @@ proto::ModelMeta MakeMeta(const Config& config,
   proto::ModelMeta meta;
   meta.set_format(kFormat);
   meta.set_version(1);
-  meta.set_task(config.model.task);
-  meta.set_type(config.model.type == "softmax" ? "linear" : config.model.type);
+  meta.set_task(TaskName(config.model.task));
+  meta.set_type(ModelTypeName(IsLinear(config.model.type) ? ModelType::kLinear
+                                                          : config.model.type));
   for (int w : config.model.layers) meta.add_layers(w);
   meta.set_activation("relu");
   meta.set_output(OutputOf(config.model.task));
@@ -74,26 +75,32 @@ proto::ModelMeta MakeMeta(const Config& config,
   for (float m : mean) meta.add_input_mean(m);
   for (float s : std) meta.add_input_std(s);
   proto::DataFormat* data = meta.mutable_data();
-  data->set_source(config.data.source);
+  data->set_source(DataSourceName(config.data.source));
   data->set_header(config.data.header);
   data->set_label_column(config.data.label_column);
   data->set_delimiter(config.data.delimiter);
   data->set_skip_lines(config.data.skip_lines);
-  data->set_missing(config.data.missing);
+  data->set_missing(MissingPolicyName(config.data.missing));
   data->set_zero_based(config.data.zero_based);
   return meta;
 }
 
-ModelSection ModelOf(const proto::ModelMeta& meta) {
+absl::StatusOr<ModelSection> ModelOf(const proto::ModelMeta& meta) {
   ModelSection model;
-  model.task = meta.task();
-  model.type = meta.type();
+  absl::StatusOr<Task> task = ParseTask(meta.task());
+  if (!task.ok()) return task.status();
+  model.task = *task;
+  absl::StatusOr<ModelType> type = ParseModelType(meta.type());
+  if (!type.ok()) return type.status();
+  model.type = *type;
   model.layers.assign(meta.layers().begin(), meta.layers().end());
   return model;
 }
 
 absl::Status WriteModel(const std::string& path, const ExportedModel& model) {
-  absl::StatusOr<ModelSpec> spec = ModelSpec::Create(ModelOf(model.meta));
+  absl::StatusOr<ModelSection> section = ModelOf(model.meta);
+  if (!section.ok()) return section.status();
+  absl::StatusOr<ModelSpec> spec = ModelSpec::Create(*section);
   if (!spec.ok()) return spec.status();
   if (static_cast<int64_t>(model.params.size()) != spec->num_params()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -133,7 +140,9 @@ absl::StatusOr<ExportedModel> ReadModel(const std::string& path) {
     return absl::InvalidArgumentError(absl::StrCat(
         path, ": meta.format is '", model.meta.format(), "', not ", kFormat));
   }
-  absl::StatusOr<ModelSpec> spec = ModelSpec::Create(ModelOf(model.meta));
+  absl::StatusOr<ModelSection> section = ModelOf(model.meta);
+  absl::StatusOr<ModelSpec> spec =
+      section.ok() ? ModelSpec::Create(*section) : section.status();
   if (!spec.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": ", spec.status().message()));

@@ -37,7 +37,8 @@ proto::ModelMeta MakeMeta(const Config& config,
                           const std::vector<float>& std);
 
 // The ModelSection that describes the model in `meta` (task, type, layers).
-ModelSection ModelOf(const proto::ModelMeta& meta);
+// InvalidArgument naming the key when its task or type is unknown.
+absl::StatusOr<ModelSection> ModelOf(const proto::ModelMeta& meta);
 
 // Writes the .npz. InvalidArgument when params do not fit meta's layers.
 absl::Status WriteModel(const std::string& path, const ExportedModel& model);

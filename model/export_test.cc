@@ -27,10 +27,10 @@ std::string TempPath(const std::string& name) {
 
 TEST(ExportTest, RoundTripsTensorsAndMeta) {
   Config config;
-  config.model.task = "binary";
-  config.model.type = "mlp";
+  config.model.task = Task::kBinary;
+  config.model.type = ModelType::kMlp;
   config.model.layers = {3, 2, 1};
-  config.data.source = "csv";
+  config.data.source = DataSource::kCsv;
   absl::StatusOr<ModelSpec> spec = ModelSpec::Create(config.model);
   ASSERT_THAT(spec, IsOk());
   ExportedModel model;

@@ -82,7 +82,7 @@ double Metrics::Get(const std::string& name) const {
 
 std::vector<std::pair<std::string, double>> Metrics::Named(Task task) const {
   std::vector<std::pair<std::string, double>> out;
-  for (const std::string& name : TaskMetricNames(TaskName(task))) {
+  for (const std::string& name : TaskMetricNames(task)) {
     out.emplace_back(name, Get(name));
   }
   return out;

@@ -192,7 +192,8 @@ DaemonSetup InitDaemon(int argc, char** argv,
   setup.advertise = absl::GetFlag(FLAGS_advertise);
   const std::string prefix = has_index ? absl::StrCat(role, " ", setup.index) : role;
   DaemonName() = prefix;
-  absl::Status logging = InitLogging(prefix, setup.config.logging.level);
+  absl::Status logging =
+      InitLogging(prefix, LogLevelName(setup.config.logging.level));
   if (!logging.ok()) Die(role, std::string(logging.message()), 2);
   // The certificate is "{name}" in security.cert_file: ps-0, standby-1,
   // worker-2, coordinator. A ps and a standby call as ps, a worker as worker;

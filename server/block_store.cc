@@ -326,7 +326,7 @@ BlockStore::BlockStore(std::unique_ptr<Optimizer> optimizer, Options options)
       max_abs_bits_(LimitBits(optimizer_->section().max_gradient_value)),
       max_norm_(optimizer_->section().max_gradient_norm),
       dc_lambda_(static_cast<float>(optimizer_->section().delay_compensation)),
-      lr_scaled_(optimizer_->section().schedule != "constant" ||
+      lr_scaled_(optimizer_->section().schedule != LrScheduleType::kConstant ||
                  optimizer_->section().warmup_updates > 0 ||
                  optimizer_->section().staleness_lr),
       backups_(dc_lambda_ > 0 ? options.num_workers : 0) {}

@@ -26,7 +26,7 @@ using ::testing::HasSubstr;
 
 std::unique_ptr<Optimizer> MakeOptimizer(const std::string& type, double lr) {
   OptimizerSection section;
-  section.type = type;
+  section.type = ParseOptimizerType(type).value();
   section.learning_rate = lr;
   return Optimizer::Create(section).value();
 }
@@ -40,7 +40,7 @@ std::unique_ptr<Optimizer> MakeOptimizer(const OptimizerSection& section) {
 
 OptimizerSection Section(const std::string& type, double lr) {
   OptimizerSection section;
-  section.type = type;
+  section.type = ParseOptimizerType(type).value();
   section.learning_rate = lr;
   return section;
 }
@@ -334,7 +334,7 @@ TEST(BlockStoreTest, AsyncMomentumLowersMomentumByTheMeanStaleness) {
   EXPECT_NEAR(store.Snapshot()[0].state[0], 1.8525f, 1e-6);
   EXPECT_NEAR(PullFloats(store, 0)[0], -0.28525f, 1e-6);
 
-  section.async_momentum = "off";
+  section.async_momentum = AsyncMomentum::kOff;
   BlockStore off(MakeOptimizer(section));
   ASSERT_THAT(off.AddBlock(0, {0}, /*version=*/20), IsOk());
   ASSERT_THAT(off.Push(0, g.data(), g.size(), 0), IsOk());
@@ -347,7 +347,7 @@ TEST(BlockStoreTest, AsyncMomentumLowersMomentumByTheMeanStaleness) {
 TEST(BlockStoreTest, AsyncMomentumChangesNothingWithoutStaleness) {
   OptimizerSection section = Section("momentum", 0.1);
   BlockStore auto_store(MakeOptimizer(section));
-  section.async_momentum = "off";
+  section.async_momentum = AsyncMomentum::kOff;
   BlockStore off_store(MakeOptimizer(section));
   const std::string g = Bytes({1, -2, 0.5f});
   for (BlockStore* store : {&auto_store, &off_store}) {

@@ -135,7 +135,7 @@ TEST(CheckpointTest, EmptyCheckpointRoundTrips) {
 
 TEST(CheckpointTest, StoreSnapshotRestoresThroughAFile) {
   OptimizerSection section;
-  section.type = "momentum";
+  section.type = OptimizerType::kMomentum;
   BlockStore store(Optimizer::Create(section).value());
   ASSERT_THAT(store.AddBlock(4, {1, 2, 3}), IsOk());
   const std::vector<float> g = {0.5f, -1, 2};

@@ -6,12 +6,6 @@
 
 namespace downpour::server {
 
-Consistency::Mode Consistency::ParseMode(const std::string& name) {
-  if (name == "ssp") return Mode::kSsp;
-  if (name == "bsp") return Mode::kBsp;
-  return Mode::kAsync;
-}
-
 Consistency::Consistency(Mode mode, int max_staleness)
     : mode_(mode), max_staleness_(max_staleness) {}
 

@@ -40,16 +40,15 @@
 #include <utility>
 #include <vector>
 
+#include "common/config.h"
 #include "common/wire_encoding.h"
 
 namespace downpour::server {
 
 class Consistency {
  public:
-  enum class Mode { kAsync, kSsp, kBsp };
-
-  // "ssp" and "bsp"; anything else is async (the config is validated).
-  static Mode ParseMode(const std::string& name);
+  // training.consistency, parsed by the config loader.
+  using Mode = ConsistencyMode;
 
   Consistency(Mode mode, int max_staleness);
   Consistency(const Consistency&) = delete;

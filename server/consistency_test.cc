@@ -14,12 +14,6 @@ using ::testing::Pair;
 using Mode = Consistency::Mode;
 using Contribution = Consistency::Contribution;
 
-TEST(ConsistencyTest, ParsesModes) {
-  EXPECT_EQ(Consistency::ParseMode("ssp"), Mode::kSsp);
-  EXPECT_EQ(Consistency::ParseMode("bsp"), Mode::kBsp);
-  EXPECT_EQ(Consistency::ParseMode("async"), Mode::kAsync);
-}
-
 TEST(ConsistencyTest, SspGatesAWorkerTooFarAheadOfTheSlowest) {
   Consistency gate(Mode::kSsp, 3);
   gate.SetActiveWorkers({0, 1, 2});

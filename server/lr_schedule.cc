@@ -15,10 +15,10 @@ double LrScale(const OptimizerSection& s, uint64_t global_step) {
   if (s.decay_updates <= 0) return 1.0;
   const uint64_t u = global_step - warmup;
   const uint64_t d = static_cast<uint64_t>(s.decay_updates);
-  if (s.schedule == "step") {
+  if (s.schedule == LrScheduleType::kStep) {
     return std::pow(s.decay_factor, static_cast<double>(u / d));
   }
-  if (s.schedule == "cosine") {
+  if (s.schedule == LrScheduleType::kCosine) {
     const double progress =
         std::min(1.0, static_cast<double>(u) / static_cast<double>(d));
     const double f = s.min_lr_fraction;

@@ -12,7 +12,7 @@ namespace {
 OptimizerSection Schedule(const std::string& schedule, int64_t warmup,
                           int64_t decay) {
   OptimizerSection section;
-  section.schedule = schedule;
+  section.schedule = ParseLrScheduleType(schedule).value();
   section.warmup_updates = warmup;
   section.decay_updates = decay;
   return section;
@@ -27,7 +27,8 @@ void ExpectScales(const OptimizerSection& section,
                   const std::vector<Point>& points) {
   for (const Point& p : points) {
     EXPECT_NEAR(LrScale(section, p.global_step), p.scale, 1e-12)
-        << section.schedule << " at global step " << p.global_step;
+        << LrScheduleTypeName(section.schedule) << " at global step "
+        << p.global_step;
   }
 }
 

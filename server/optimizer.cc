@@ -32,7 +32,9 @@ class Sgd final : public Optimizer {
   Sgd(const OptimizerSection& s, double lr, float wd)
       : Optimizer(s), lr_(lr), wd_(wd) {}
   int state_slots() const override { return 0; }
-  std::string name() const override { return "sgd"; }
+  std::string name() const override {
+    return OptimizerTypeName(OptimizerType::kSgd);
+  }
 
   void Apply(float* __restrict w, const float* __restrict g, float* /*state*/,
              int64_t n, const ApplyContext& c) const override {
@@ -59,7 +61,9 @@ class Momentum final : public Optimizer {
   Momentum(const OptimizerSection& s, double lr, float wd, double mu)
       : Optimizer(s), lr_(lr), wd_(wd), mu_(mu) {}
   int state_slots() const override { return 1; }
-  std::string name() const override { return "momentum"; }
+  std::string name() const override {
+    return OptimizerTypeName(OptimizerType::kMomentum);
+  }
 
   void Apply(float* __restrict w, const float* __restrict g,
              float* __restrict v, int64_t n,
@@ -95,7 +99,9 @@ class Adagrad final : public Optimizer {
   Adagrad(const OptimizerSection& s, double lr, float wd, float eps)
       : Optimizer(s), lr_(lr), wd_(wd), eps_(eps) {}
   int state_slots() const override { return 1; }
-  std::string name() const override { return "adagrad"; }
+  std::string name() const override {
+    return OptimizerTypeName(OptimizerType::kAdagrad);
+  }
 
   void Apply(float* __restrict w, const float* __restrict g,
              float* __restrict h, int64_t n,
@@ -132,7 +138,9 @@ class Adam final : public Optimizer {
        float eps)
       : Optimizer(s), lr_(lr), wd_(wd), b1_(b1), b2_(b2), eps_(eps) {}
   int state_slots() const override { return 2; }
-  std::string name() const override { return "adam"; }
+  std::string name() const override {
+    return OptimizerTypeName(OptimizerType::kAdam);
+  }
 
   void Apply(float* __restrict w, const float* __restrict g,
              float* __restrict state, int64_t n,
@@ -238,22 +246,17 @@ absl::Status CheckEpsilon(const OptimizerSection& s) {
 
 // The keys that adapt every rule to asynchrony (same texts as common/config).
 absl::Status CheckAsynchronyKeys(const OptimizerSection& s) {
-  if (s.schedule != "constant" && s.schedule != "step" &&
-      s.schedule != "cosine") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("optimizer.schedule must be one of constant, step, "
-                     "cosine; got '",
-                     s.schedule, "'"));
-  }
+  // A section built in code may hold a value cast from an integer.
+  RETURN_IF_ERROR(ParseLrScheduleType(LrScheduleTypeName(s.schedule)).status());
   if (s.warmup_updates < 0 || s.decay_updates < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "optimizer.warmup_updates and optimizer.decay_updates must be >= 0, "
         "got ",
         s.warmup_updates, " and ", s.decay_updates));
   }
-  if (s.schedule != "constant" && s.decay_updates == 0) {
+  if (s.schedule != LrScheduleType::kConstant && s.decay_updates == 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("optimizer.schedule ", s.schedule,
+        absl::StrCat("optimizer.schedule ", LrScheduleTypeName(s.schedule),
                      " needs optimizer.decay_updates > 0, got 0"));
   }
   if (!(s.decay_factor > 0.0 && s.decay_factor <= 1.0)) {
@@ -265,11 +268,8 @@ absl::Status CheckAsynchronyKeys(const OptimizerSection& s) {
         absl::StrCat("optimizer.min_lr_fraction must be in [0, 1], got ",
                      s.min_lr_fraction));
   }
-  if (s.async_momentum != "auto" && s.async_momentum != "off") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("optimizer.async_momentum must be one of auto, off; got '",
-                     s.async_momentum, "'"));
-  }
+  RETURN_IF_ERROR(
+      ParseAsyncMomentum(AsyncMomentumName(s.async_momentum)).status());
   if (!(s.delay_compensation >= 0.0 && std::isfinite(s.delay_compensation))) {
     return absl::InvalidArgumentError(
         absl::StrCat("optimizer.delay_compensation must be >= 0, got ",
@@ -290,7 +290,8 @@ ApplyContext Optimizer::Context(uint64_t global_step, uint64_t staleness,
   if (section_.staleness_lr && staleness > 1) {
     context.lr_scale /= static_cast<double>(staleness);
   }
-  if (section_.type == "momentum" && section_.async_momentum == "auto") {
+  if (section_.type == OptimizerType::kMomentum &&
+      section_.async_momentum == AsyncMomentum::kAuto) {
     context.momentum = AsyncMomentum(section_.momentum, mean_staleness);
   }
   return context;
@@ -317,23 +318,23 @@ absl::StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(
   const double lr = s.learning_rate;
   const float wd = static_cast<float>(s.weight_decay);
   const float eps = static_cast<float>(s.epsilon);
-  if (s.type == "sgd") return std::make_unique<Sgd>(s, lr, wd);
-  if (s.type == "momentum") {
+  if (s.type == OptimizerType::kSgd) return std::make_unique<Sgd>(s, lr, wd);
+  if (s.type == OptimizerType::kMomentum) {
     RETURN_IF_ERROR(CheckInUnitInterval("momentum", s.momentum));
     return std::make_unique<Momentum>(s, lr, wd, s.momentum);
   }
-  if (s.type == "adagrad") {
+  if (s.type == OptimizerType::kAdagrad) {
     RETURN_IF_ERROR(CheckEpsilon(s));
     return std::make_unique<Adagrad>(s, lr, wd, eps);
   }
-  if (s.type == "adam") {
+  if (s.type == OptimizerType::kAdam) {
     RETURN_IF_ERROR(CheckInUnitInterval("beta1", s.beta1));
     RETURN_IF_ERROR(CheckInUnitInterval("beta2", s.beta2));
     RETURN_IF_ERROR(CheckEpsilon(s));
     return std::make_unique<Adam>(s, lr, wd, s.beta1, s.beta2, eps);
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("optimizer.type '", s.type,
+      absl::StrCat("optimizer.type '", OptimizerTypeName(s.type),
                    "' is unknown; allowed: sgd, momentum, adagrad, adam"));
 }
 

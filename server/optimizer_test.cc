@@ -30,9 +30,10 @@ ApplyContext At(uint64_t t) {
   return context;
 }
 
+// `type` as the config writes it ("sgd").
 OptimizerSection Section(const std::string& type, double lr) {
   OptimizerSection section;
-  section.type = type;
+  section.type = ParseOptimizerType(type).value();
   section.learning_rate = lr;
   return section;
 }
@@ -51,10 +52,13 @@ TEST(OptimizerTest, CreateNamesEachTypeAndItsStateSlots) {
   }
 }
 
+// Only a value cast from an integer can be none of the types.
 TEST(OptimizerTest, UnknownTypeIsInvalidArgument) {
-  EXPECT_THAT(Optimizer::Create(Section("rmsprop", 0.1)),
+  OptimizerSection section = Section("sgd", 0.1);
+  section.type = static_cast<OptimizerType>(99);
+  EXPECT_THAT(Optimizer::Create(section),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("'rmsprop' is unknown; allowed: sgd")));
+                       HasSubstr("'?' is unknown; allowed: sgd")));
 }
 
 TEST(OptimizerTest, ImpossibleHyperParametersAreInvalidArgument) {
@@ -212,7 +216,7 @@ TEST(OptimizerTest, ContextMomentumOverridesTheConfiguredOne) {
 // the schedule gives 0.5; staleness 4 divides it by 4, staleness 0 and 1 not.
 TEST(OptimizerTest, ContextCombinesScheduleAndStalenessLr) {
   OptimizerSection section = Section("sgd", 0.1);
-  section.schedule = "step";
+  section.schedule = LrScheduleType::kStep;
   section.decay_updates = 10;
   section.decay_factor = 0.5;
   section.staleness_lr = true;
@@ -250,7 +254,7 @@ TEST(OptimizerTest, ContextMomentumFollowsAsyncMomentumSetting) {
   section.momentum = 0.9;
   EXPECT_NEAR(Make(section)->Context(0, 3, 3.0).momentum, 0.75, 1e-12);
   EXPECT_NEAR(Make(section)->Context(0, 0, 0.0).momentum, 0.9, 1e-12);
-  section.async_momentum = "off";
+  section.async_momentum = AsyncMomentum::kOff;
   EXPECT_LT(Make(section)->Context(0, 3, 3.0).momentum, 0.0);
   EXPECT_LT(Make(Section("adam", 0.1))->Context(0, 3, 3.0).momentum, 0.0);
 }
@@ -272,10 +276,11 @@ TEST(OptimizerTest, ImpossibleAsynchronyKeysAreInvalidArgument) {
     std::string error;
   };
   const std::vector<Case> cases = {
-      {[](OptimizerSection* s) { s->schedule = "linear"; },
-       "optimizer.schedule must be one of constant, step, cosine; got "
-       "'linear'"},
-      {[](OptimizerSection* s) { s->schedule = "cosine"; },
+      {[](OptimizerSection* s) {
+         s->schedule = static_cast<LrScheduleType>(9);
+       },
+       "optimizer.schedule must be one of constant, step, cosine; got '?'"},
+      {[](OptimizerSection* s) { s->schedule = LrScheduleType::kCosine; },
        "optimizer.schedule cosine needs optimizer.decay_updates > 0, got 0"},
       {[](OptimizerSection* s) { s->warmup_updates = -1; },
        "optimizer.warmup_updates and optimizer.decay_updates must be >= 0"},
@@ -283,8 +288,10 @@ TEST(OptimizerTest, ImpossibleAsynchronyKeysAreInvalidArgument) {
        "optimizer.decay_factor must be in (0, 1], got 0"},
       {[](OptimizerSection* s) { s->min_lr_fraction = 1.5; },
        "optimizer.min_lr_fraction must be in [0, 1], got 1.5"},
-      {[](OptimizerSection* s) { s->async_momentum = "on"; },
-       "optimizer.async_momentum must be one of auto, off; got 'on'"},
+      {[](OptimizerSection* s) {
+         s->async_momentum = static_cast<AsyncMomentum>(9);
+       },
+       "optimizer.async_momentum must be one of auto, off; got '?'"},
       {[](OptimizerSection* s) { s->delay_compensation = -0.1; },
        "optimizer.delay_compensation must be >= 0, got -0.1"},
   };
@@ -327,9 +334,7 @@ TEST(OptimizerTest, AfterApplyBoundsHoldOverManyRandomUpdates) {
   std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
   std::uniform_int_distribution<int> exponent(-6, 5);
   for (const char* type : {"sgd", "momentum", "adagrad", "adam"}) {
-    OptimizerSection section;
-    section.type = type;
-    section.learning_rate = 0.05;
+    OptimizerSection section = Section(type, 0.05);
     section.weight_decay = 1e-4;
     auto optimizer = Optimizer::Create(section).value();
     const int64_t n = 64;
@@ -353,7 +358,7 @@ TEST(OptimizerTest, AfterApplyBoundsHoldOverManyRandomUpdates) {
               << type << " step " << step << " slot " << slot;
         }
       }
-      if (std::string(type) == "adam") {
+      if (section.type == OptimizerType::kAdam) {
         ASSERT_LE(optimizer->MeasureRatio(state.data(), n), bound.ratio)
             << "step " << step;
       }

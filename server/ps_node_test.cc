@@ -160,7 +160,7 @@ class PsNodeTest : public ::testing::Test {
     // [4, 3] in blocks of 8: blocks 0 (8 weights), 1 (4 weights), 2 (3 biases).
     options_.config.model.layers = {4, 3};
     options_.config.model.block_size = 8;
-    options_.config.optimizer.type = "sgd";
+    options_.config.optimizer.type = OptimizerType::kSgd;
     options_.config.optimizer.learning_rate = 1.0;
     options_.config.checkpoint.dir = dir_;
     options_.config.checkpoint.interval_s = 0;

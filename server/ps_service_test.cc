@@ -34,7 +34,7 @@ class PsServiceTest : public ::testing::Test {
     config_.model.layers = {6, 4, 3};
     config_.model.block_size = 8;
     config_.cluster.workers.assign(4, "127.0.0.1:0");  // worker ids 0 to 3
-    config_.optimizer.type = "sgd";
+    config_.optimizer.type = OptimizerType::kSgd;
     config_.optimizer.learning_rate = 1.0;
     config_.checkpoint.dir = "";
     auto shard = Shard::Create(config_, 0, &counters_);
@@ -218,10 +218,10 @@ TEST(PsServiceHeldPushesTest, ManyHeldPushesShareBoundedThreadsAndAllComplete) {
   config.model.layers = {6, 4, 3};
   config.model.block_size = 8;
   config.cluster.workers.assign(kWorkers, "127.0.0.1:0");
-  config.optimizer.type = "sgd";
+  config.optimizer.type = OptimizerType::kSgd;
   config.optimizer.learning_rate = 1.0;
   config.checkpoint.dir = "";
-  config.training.consistency = "bsp";
+  config.training.consistency = ConsistencyMode::kBsp;
   EXPECT_EQ(PsService::PushThreadsFor(config), kWorkers * kPushRequestsPerShard);
   Counters counters;
   auto shard = Shard::Create(config, 0, &counters);

@@ -24,7 +24,7 @@ class PullReplyTest : public ::testing::Test {
     config_.model.layers = {6, 4, 3};
     config_.model.block_size = 8;
     config_.cluster.workers.assign(4, "127.0.0.1:0");
-    config_.optimizer.type = "sgd";
+    config_.optimizer.type = OptimizerType::kSgd;
     config_.optimizer.learning_rate = 1.0;
     absl::StatusOr<std::unique_ptr<Shard>> shard =
         Shard::Create(config_, 0, &counters_);

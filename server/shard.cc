@@ -193,12 +193,12 @@ Shard::Shard(const Config& config, int index, ModelSpec spec,
       index_(index),
       spec_(std::move(spec)),
       counters_(counters),
-      may_hold_pushes_(config.training.consistency == "ssp" ||
-                       config.training.consistency == "bsp"),
+      may_hold_pushes_(config.training.consistency == ConsistencyMode::kSsp ||
+                       config.training.consistency == ConsistencyMode::kBsp),
       store_(std::move(store)),
       admission_(AdmissionOptions(config, index, counters), std::move(windows)),
       restored_(std::move(restored)),
-      gate_(Consistency::ParseMode(config.training.consistency),
+      gate_(config.training.consistency,
             config.training.max_staleness) {
   absl::MutexLock lock(&mu_);
   is_dirty_.assign(spec_.blocks().size(), 0);

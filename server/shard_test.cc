@@ -31,7 +31,7 @@ class ShardTest : public ::testing::Test {
     config_.model.layers = {6, 4, 3};
     config_.model.block_size = 8;
     config_.cluster.workers.assign(4, "127.0.0.1:0");  // worker ids 0 to 3
-    config_.optimizer.type = "sgd";
+    config_.optimizer.type = OptimizerType::kSgd;
     config_.optimizer.learning_rate = 1.0;
     config_.checkpoint.dir = dir_;
     auto spec = ModelSpec::Create(config_.model);
@@ -107,7 +107,7 @@ std::vector<float> PullBlock0(const Shard& shard, uint64_t* version) {
 }
 
 TEST_F(ShardTest, SspPushIsHeldUntilTheSlowestWorkerPushes) {
-  config_.training.consistency = "ssp";
+  config_.training.consistency = ConsistencyMode::kSsp;
   config_.training.max_staleness = 0;
   auto shard = MakeShard();
   ASSERT_THAT(shard->Assign(1, {0}), IsOk());
@@ -141,7 +141,7 @@ TEST_F(ShardTest, SspPushIsHeldUntilTheSlowestWorkerPushes) {
 }
 
 TEST_F(ShardTest, SspWaitEndsWhenTheSlowWorkerDropsOut) {
-  config_.training.consistency = "ssp";
+  config_.training.consistency = ConsistencyMode::kSsp;
   auto shard = MakeShard();
   ASSERT_THAT(shard->Assign(1, {0}), IsOk());
   shard->SetActiveWorkers({0, 1});
@@ -161,7 +161,7 @@ TEST_F(ShardTest, SspWaitEndsWhenTheSlowWorkerDropsOut) {
 }
 
 TEST_F(ShardTest, ReleasedHoldsAnswerUnavailableAtOnce) {
-  config_.training.consistency = "bsp";
+  config_.training.consistency = ConsistencyMode::kBsp;
   auto shard = MakeShard();
   ASSERT_THAT(shard->Assign(1, {0}), IsOk());
   shard->SetActiveWorkers({0, 1});
@@ -178,7 +178,7 @@ TEST_F(ShardTest, ReleasedHoldsAnswerUnavailableAtOnce) {
 }
 
 TEST_F(ShardTest, BspRoundOfTwoWorkersAppliesTheMeanOnce) {
-  config_.training.consistency = "bsp";
+  config_.training.consistency = ConsistencyMode::kBsp;
   auto shard = MakeShard();
   ASSERT_THAT(shard->Assign(1, {0}), IsOk());
   shard->SetActiveWorkers({0, 1});
@@ -223,7 +223,7 @@ TEST_F(ShardTest, BspRoundOfTwoWorkersAppliesTheMeanOnce) {
 }
 
 TEST_F(ShardTest, BspRoundCompletesWhenAWorkerDiesMidStep) {
-  config_.training.consistency = "bsp";
+  config_.training.consistency = ConsistencyMode::kBsp;
   auto shard = MakeShard();
   ASSERT_THAT(shard->Assign(1, {0}), IsOk());
   shard->SetActiveWorkers({0, 1, 2});
@@ -409,7 +409,7 @@ TEST_F(ShardTest, UnknownEncodingIsRefusedAndChangesNothing) {
 }
 
 TEST_F(ShardTest, BspRoundAveragesDecodedPushes) {
-  config_.training.consistency = "bsp";
+  config_.training.consistency = ConsistencyMode::kBsp;
   auto shard = MakeShard();
   ASSERT_THAT(shard->Assign(1, {0}), IsOk());
   shard->SetActiveWorkers({0, 1});

@@ -51,26 +51,32 @@ absl::StatusOr<worker::Dataset> ReadData(const proto::ModelMeta& meta,
                                          Task task, bool* labelled) {
   const std::string mode = absl::GetFlag(FLAGS_labels);
   const proto::DataFormat& f = meta.data();
-  if (f.source() != "csv" && f.source() != "libsvm") {
+  absl::StatusOr<DataSource> source = ParseDataSource(f.source());
+  if (!source.ok() || !IsTableSource(*source)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the model was trained on data.source ", f.source(),
         "; predict reads csv and libsvm files"));
   }
+  // A model exported before data.missing was recorded holds "": error.
+  absl::StatusOr<MissingPolicy> missing =
+      f.missing().empty() ? MissingPolicy::kError
+                          : ParseMissingPolicy(f.missing());
+  if (!missing.ok()) return missing.status();
   DataSection data;
-  data.source = f.source();
+  data.source = *source;
   data.header = f.header();
   data.label_column = f.label_column();
   data.delimiter = f.delimiter();
   data.skip_lines = f.skip_lines();
-  data.missing = f.missing();
+  data.missing = *missing;
   data.zero_based = f.zero_based();
   const std::vector<std::string> classes(meta.class_names().begin(),
                                          meta.class_names().end());
   // LIBSVM lines always start with a label.
-  *labelled = mode != "no" || data.source == "libsvm";
+  *labelled = mode != "no" || data.source == DataSource::kLibsvm;
   absl::StatusOr<worker::Dataset> table =
       worker::ReadTableFile(data, path, task, classes, inputs, *labelled);
-  if (mode == "auto" && data.source == "csv" && table.ok() &&
+  if (mode == "auto" && data.source == DataSource::kCsv && table.ok() &&
       table->dim == inputs - 1) {
     *labelled = false;  // the "label" was the last feature
     table = worker::ReadTableFile(data, path, task, classes, inputs, false);
@@ -104,7 +110,9 @@ int main(int argc, char** argv) {
     return Fail(std::string(exported.status().message()), kExitConfig);
   }
   const proto::ModelMeta& meta = exported->meta;
-  absl::StatusOr<ModelSpec> spec = ModelSpec::Create(model::ModelOf(meta));
+  absl::StatusOr<ModelSection> section = model::ModelOf(meta);
+  absl::StatusOr<ModelSpec> spec =
+      section.ok() ? ModelSpec::Create(*section) : section.status();
   if (!spec.ok()) return Fail(std::string(spec.status().message()), kExitConfig);
   bool labelled = false;
   absl::StatusOr<worker::Dataset> table = ReadData(

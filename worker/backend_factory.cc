@@ -53,12 +53,16 @@ absl::StatusOr<std::unique_ptr<ComputeBackend>> MakeAuto(
 
 absl::StatusOr<std::unique_ptr<ComputeBackend>> MakeBackend(
     const ComputeSection& compute, const ModelSpec& spec, int max_batch) {
-  if (compute.device == "cpu") {
+  if (compute.device == ComputeDevice::kCpu) {
     return std::unique_ptr<ComputeBackend>(new CpuBackend(spec, max_batch));
   }
-  if (compute.device == "cuda") return MakeCuda(compute, spec, max_batch);
-  if (compute.device == "auto") return MakeAuto(compute, spec, max_batch);
-  if (compute.device == "simulated") {
+  if (compute.device == ComputeDevice::kCuda) {
+    return MakeCuda(compute, spec, max_batch);
+  }
+  if (compute.device == ComputeDevice::kAuto) {
+    return MakeAuto(compute, spec, max_batch);
+  }
+  if (compute.device == ComputeDevice::kSimulated) {
     if (compute.simulated_step_ms <= 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           "compute.device simulated needs compute.simulated_step_ms > 0, got ",
@@ -69,7 +73,7 @@ absl::StatusOr<std::unique_ptr<ComputeBackend>> MakeBackend(
   }
   return absl::InvalidArgumentError(
       absl::StrCat("compute.device must be auto, cpu, cuda or simulated, got '",
-                   compute.device, "'"));
+                   ComputeDeviceName(compute.device), "'"));
 }
 
 }  // namespace downpour::worker

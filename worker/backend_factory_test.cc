@@ -26,7 +26,7 @@ ModelSpec Spec() {
 
 ComputeSection Compute(const std::string& device, int gpu = 0) {
   ComputeSection compute;
-  compute.device = device;
+  compute.device = ParseComputeDevice(device).value();
   compute.gpu = gpu;
   return compute;
 }
@@ -99,9 +99,14 @@ TEST(BackendFactoryTest, SimulatedSleepsTheConfiguredStep) {
                        HasSubstr("compute.simulated_step_ms > 0")));
 }
 
+// Only a value cast from an integer can be none of the devices.
 TEST(BackendFactoryTest, UnknownDeviceIsInvalidArgument) {
-  EXPECT_THAT(MakeBackend(Compute("tpu"), Spec(), 16),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("'tpu'")));
+  ComputeSection compute = Compute("cpu");
+  compute.device = static_cast<ComputeDevice>(99);
+  EXPECT_THAT(MakeBackend(compute, Spec(), 16),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("compute.device must be auto, cpu, cuda or "
+                                 "simulated, got '?'")));
 }
 
 }  // namespace

@@ -428,15 +428,15 @@ absl::StatusOr<DataSplit> LoadTable(const DataSection& data, Task task,
 }
 
 absl::StatusOr<Dataset> ReadSource(const DataSection& data, uint64_t seed) {
-  if (data.source == "mnist") return LoadMnistJson(data.path);
-  if (data.source == "idx") return LoadIdx(data.path);
-  if (data.source == "synthetic") {
+  if (data.source == DataSource::kMnist) return LoadMnistJson(data.path);
+  if (data.source == DataSource::kIdx) return LoadIdx(data.path);
+  if (data.source == DataSource::kSynthetic) {
     return MakeSynthetic(data.train_examples + data.test_examples, kMnistDim,
                          kMnistClasses, seed);
   }
   return absl::InvalidArgumentError(
       absl::StrCat("data.source must be mnist, idx, csv, libsvm or synthetic, "
-                   "got '", data.source, "'"));
+                   "got '", DataSourceName(data.source), "'"));
 }
 
 }  // namespace
@@ -518,13 +518,14 @@ std::vector<int> SeededPermutation(int n, uint64_t seed) {
 absl::StatusOr<DataSplit> LoadData(const DataSection& data, uint64_t seed,
                                    Task task) {
   if (IsTableSource(data.source)) return LoadTable(data, task, seed);
-  if (data.source == "idx" && !data.test_path.empty()) {
+  if (data.source == DataSource::kIdx && !data.test_path.empty()) {
     return LoadIdxWithTestFiles(data, seed);
   }
   if (task != Task::kMulticlass) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "data.source ", data.source, " holds classes: model.task must be "
-        "multiclass, got ", TaskName(task)));
+        "data.source ", DataSourceName(data.source),
+        " holds classes: model.task must be multiclass, got ",
+        TaskName(task)));
   }
   if (data.train_examples < 1 || data.test_examples < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -552,16 +553,17 @@ absl::StatusOr<Dataset> ReadTableFile(const DataSection& data,
                                       const std::vector<std::string>& classes,
                                       int dim, bool has_label) {
   data::Table table;
-  if (data.source == "csv") {
+  if (data.source == DataSource::kCsv) {
     data::CsvOptions options;
     options.header = data.header;
     options.label_column = data.label_column;
-    options.delimiter = data.delimiter == "\\t" ? '\t' : data.delimiter[0];
+    options.delimiter = DelimiterChar(data);
     options.skip_lines = data.skip_lines;
     options.labels = LabelModeFor(task);
     options.classes = classes;
-    options.missing = data.missing == "zero"   ? data::Missing::kZero
-                      : data.missing == "mean" ? data::Missing::kMean
+    options.missing =
+        data.missing == MissingPolicy::kZero   ? data::Missing::kZero
+        : data.missing == MissingPolicy::kMean ? data::Missing::kMean
                                                : data::Missing::kError;
     options.has_label = has_label;
     ASSIGN_OR_RETURN(table, data::ReadCsv(path, options));

@@ -268,7 +268,7 @@ TEST(SeededPermutationTest, IsTheSameEverywhere) {
 
 DataSection MnistSection(const std::string& dir, int train, int test) {
   DataSection section;
-  section.source = "mnist";
+  section.source = DataSource::kMnist;
   section.path = dir;
   section.train_examples = train;
   section.test_examples = test;
@@ -320,10 +320,10 @@ TEST(LoadDataTest, NotEnoughExamplesIsInvalid) {
 TEST(LoadDataTest, PassesReaderErrorsThrough) {
   DataSection section = MnistSection(TempDir("empty"), 1, 0);
   EXPECT_THAT(LoadData(section, 1), StatusIs(absl::StatusCode::kNotFound));
-  section.source = "parquet";
+  section.source = static_cast<DataSource>(99);  // none of the sources
   EXPECT_THAT(LoadData(section, 1), StatusIs(absl::StatusCode::kInvalidArgument,
                                              HasSubstr("data.source")));
-  section.source = "idx";
+  section.source = DataSource::kIdx;
   EXPECT_THAT(LoadData(section, 1, Task::kRegression),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("model.task must be multiclass")));
@@ -331,7 +331,7 @@ TEST(LoadDataTest, PassesReaderErrorsThrough) {
 
 TEST(LoadDataTest, NormalizeUsesTrainStatistics) {
   DataSection section;
-  section.source = "synthetic";
+  section.source = DataSource::kSynthetic;
   section.train_examples = 200;
   section.test_examples = 50;
   section.normalize = true;
@@ -371,7 +371,7 @@ TEST(LoadDataTest, IdxWithTestPathKeepsTheT10kFilesForTest) {
   WriteIdxImages(dir + "/t10k-images-idx3-ubyte", {7, 8}, 1, 2, 1);
   WriteIdxLabels(dir + "/t10k-labels-idx1-ubyte", {4});
   DataSection data;
-  data.source = "idx";
+  data.source = DataSource::kIdx;
   data.path = dir;
   data.test_path = dir;
   data.normalize = false;
@@ -388,7 +388,7 @@ TEST(LoadTableTest, CsvSplitsByFractionAndStandardizesPerFeature) {
   const std::string dir = TempDir("csv_split");
   WriteFile(dir + "/d.csv", TableCsv(50));
   DataSection data;
-  data.source = "csv";
+  data.source = DataSource::kCsv;
   data.path = dir + "/d.csv";
   data.train_examples = 0;  // all (what the config loader sets for csv)
   data.test_examples = -1;  // test_fraction
@@ -420,7 +420,7 @@ TEST(LoadTableTest, TestPathUsesTheTrainClassesAndColumns) {
   WriteFile(dir + "/train.csv", TableCsv(20));
   WriteFile(dir + "/test.csv", "x0,x1,label\n3,7,yes\n4,9,no\n");
   DataSection data;
-  data.source = "csv";
+  data.source = DataSource::kCsv;
   data.path = dir + "/train.csv";
   data.test_path = dir + "/test.csv";
   data.train_examples = 0;
@@ -441,7 +441,7 @@ TEST(LoadTableTest, BinaryNeedsTwoClassesAndModelMustFit) {
   const std::string dir = TempDir("csv_fit");
   WriteFile(dir + "/three.csv", "a,b\n1,x\n2,y\n3,z\n4,x\n5,y\n");
   DataSection data;
-  data.source = "csv";
+  data.source = DataSource::kCsv;
   data.path = dir + "/three.csv";
   data.train_examples = 0;
   data.test_examples = -1;
@@ -451,7 +451,7 @@ TEST(LoadTableTest, BinaryNeedsTwoClassesAndModelMustFit) {
   absl::StatusOr<DataSplit> split = LoadData(data, 1, Task::kMulticlass);
   ASSERT_THAT(split, IsOk());
   ModelSection model;
-  model.type = "linear";
+  model.type = ModelType::kLinear;
   model.layers = {1, 2};
   absl::StatusOr<ModelSpec> spec = ModelSpec::Create(model);
   ASSERT_THAT(spec, IsOk());

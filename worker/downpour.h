@@ -158,11 +158,13 @@ class DownpourLoop {
   // training.warmstart_steps steps (or the versions stop advancing for
   // warmstart_patience).
   absl::Status WaitForWarmstart();
-  bool bsp() const { return options_.training.consistency == "bsp"; }
+  bool bsp() const {
+    return options_.training.consistency == ConsistencyMode::kBsp;
+  }
   // Pulls wait for the pushes in flight and block the compute thread
   // (training.fetch after_push, and always in bsp) instead of overlapping it.
   bool fetch_after_push() const {
-    return bsp() || options_.training.fetch == "after_push";
+    return bsp() || options_.training.fetch == FetchMode::kAfterPush;
   }
   // The run's last step: training.steps, or the epoch budget's.
   int64_t TotalSteps(const EpochBudget& budget) const;

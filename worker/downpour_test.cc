@@ -133,7 +133,7 @@ TEST_F(DownpourLoopTest, SlowPushesMakeComputeWaitAndLoseNothing) {
     ps.HoldPushes();
     options_.training.n_push = kNPush;
     // Pulls in the background: only pushes can hold compute up.
-    options_.training.fetch = "overlap";
+    options_.training.fetch = FetchMode::kOverlap;
     // Steps computed before this one, less those the ps acknowledged: at most
     // the pushes in flight plus the one being summed.
     int64_t most_ahead = 0;
@@ -198,7 +198,7 @@ TEST_F(DownpourLoopTest, FetchAfterPushComputesOnTheWorkersOwnUpdates) {
   FakePsClient ps(spec_->InitAll(1), spec_->blocks().size(), 0.0f);
   ps.HoldPushes();
   OnesBackend backend(spec_->num_params());
-  ASSERT_EQ(options_.training.fetch, "after_push");
+  ASSERT_EQ(options_.training.fetch, FetchMode::kAfterPush);
   DownpourLoop loop(*spec_, &backend, &ps, &train_, &test_, options_);
   // A slow ps: every push waits a little, so a background pull would come
   // back before the push is applied.
@@ -263,7 +263,7 @@ TEST_F(DownpourLoopTest,
   for (bool bad_gradient : {false, true}) {
     SCOPED_TRACE(bad_gradient ? "inf gradient" : "NaN loss");
     FakePsClient ps(spec_->InitAll(1), spec_->blocks().size(), 0.0f);
-    options_.optimizer.type = "momentum";
+    options_.optimizer.type = OptimizerType::kMomentum;
     options_.optimizer.learning_rate = 0.5;
     options_.optimizer.momentum = 0.9;
     options_.num_workers = 4;
@@ -333,7 +333,7 @@ class ParamsSpyBackend : public OnesBackend {
 
 TEST_F(DownpourLoopTest, BspComputesEveryStepOnTheParametersAfterTheLastPush) {
   FakePsClient ps(spec_->InitAll(1), spec_->blocks().size(), 0.1f);
-  options_.training.consistency = "bsp";
+  options_.training.consistency = ConsistencyMode::kBsp;
   options_.training.n_push = 2;
   options_.training.n_fetch = 2;
   options_.training.epochs = 2;

@@ -110,8 +110,7 @@ GrpcPsClient::GrpcPsClient(const ModelSpec& spec,
       counters_(counters), should_stop_(std::move(should_stop)),
       clock_(clock != nullptr ? clock : Clock::Real()),
       // A validated config names a known encoding.
-      encoding_(
-          ParseWireEncoding(rpc.encoding).value_or(WireEncoding::kFloat32)),
+      encoding_(rpc.encoding),
       outage_timeout_(outage_timeout),
       pushes_(max_pushes_in_flight,
               [this](const float* grad, const std::vector<uint64_t>& versions,

@@ -130,8 +130,8 @@ class PsClientTest : public ::testing::Test {
   void StartCluster(int num_shards, bool hold_first_push_ack,
                     std::vector<int> layers = {6, 3}) {
     config_.model.layers = layers;
-    config_.model.type = "softmax";
-    config_.optimizer.type = "sgd";
+    config_.model.type = ModelType::kSoftmax;
+    config_.optimizer.type = OptimizerType::kSgd;
     config_.optimizer.learning_rate = 1.0;
     config_.checkpoint.dir = "";
     config_.coordinator.state_dir = "";
@@ -506,10 +506,10 @@ void ExpectEncodedRunMatchesFloat32(const Counters& worker_counters,
 }
 
 TEST_F(PsClientTest, Bf16PushAndPullMatchTheFloat32RunWithinBf16Rounding) {
-  config_.rpc.encoding = "bf16";
+  config_.rpc.encoding = WireEncoding::kBf16;
   StartCluster(2, /*hold_first_push_ack=*/false);
   RpcSection float32_rpc = config_.rpc;
-  float32_rpc.encoding = "float32";
+  float32_rpc.encoding = WireEncoding::kFloat32;
   Counters exact_counters;
   GrpcPsClient exact(*spec_, coordinator_.get(), float32_rpc, /*worker_id=*/-1,
                      &exact_counters, nullptr, &clock_);
@@ -519,10 +519,10 @@ TEST_F(PsClientTest, Bf16PushAndPullMatchTheFloat32RunWithinBf16Rounding) {
 }
 
 TEST_F(PsClientTest, Fp16PushAndPullMatchTheFloat32RunWithinFp16Rounding) {
-  config_.rpc.encoding = "fp16";
+  config_.rpc.encoding = WireEncoding::kFp16;
   StartCluster(1, /*hold_first_push_ack=*/false);
   RpcSection float32_rpc = config_.rpc;
-  float32_rpc.encoding = "float32";
+  float32_rpc.encoding = WireEncoding::kFloat32;
   Counters exact_counters;
   GrpcPsClient exact(*spec_, coordinator_.get(), float32_rpc, /*worker_id=*/-1,
                      &exact_counters, nullptr, &clock_);

@@ -25,13 +25,13 @@ using ::testing::Eq;
 Config SmallConfig() {
   Config config;
   config.model.layers = {kMnistDim, kMnistClasses};
-  config.model.type = "softmax";
-  config.optimizer.type = "sgd";
+  config.model.type = ModelType::kSoftmax;
+  config.optimizer.type = OptimizerType::kSgd;
   config.optimizer.learning_rate = 0.1;
-  config.data.source = "synthetic";
+  config.data.source = DataSource::kSynthetic;
   config.data.train_examples = 200;
   config.data.test_examples = 50;
-  config.compute.device = "cpu";
+  config.compute.device = ComputeDevice::kCpu;
   config.training.batch_size = 10;
   config.training.steps = 20;
   config.heartbeat.interval_s = 0.1;

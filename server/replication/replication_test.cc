@@ -31,7 +31,8 @@ class ReplicationTest : public ::testing::Test {
     config_.model.layers = {6, 4, 3};
     config_.model.block_size = 8;
     config_.cluster.workers.assign(4, "127.0.0.1:0");  // worker ids 0 to 3
-    config_.optimizer.type = "adam";  // state to replicate besides values
+    // State to replicate besides values.
+    config_.optimizer.type = OptimizerType::kAdam;
     config_.optimizer.learning_rate = 0.1;
     config_.checkpoint.dir = "";
     auto shard = Shard::Create(config_, 0, &counters_);

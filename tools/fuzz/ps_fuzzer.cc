@@ -85,7 +85,7 @@ Config FuzzConfig() {
   config.cluster.replication = 1;
   config.model.layers = {6, 4, 3};
   config.model.block_size = 8;
-  config.optimizer.type = "adam";
+  config.optimizer.type = OptimizerType::kAdam;
   config.optimizer.learning_rate = 0.01;
   config.checkpoint.dir = "";  // no files
   return config;

@@ -24,8 +24,8 @@ using ::testing::HasSubstr;
 ModelSpec MakeSpec(const std::string& type, std::vector<int> layers,
                    const std::string& task = "multiclass") {
   ModelSection section;
-  section.type = type;
-  section.task = task;
+  section.type = ParseModelType(type).value();
+  section.task = ParseTask(task).value();
   section.layers = std::move(layers);
   absl::StatusOr<ModelSpec> spec = ModelSpec::Create(section);
   EXPECT_THAT(spec, IsOk());

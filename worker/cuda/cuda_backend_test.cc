@@ -40,8 +40,8 @@ constexpr double kLossBound = 1e-5;
 ModelSpec MakeSpec(const std::string& type, std::vector<int> layers,
                    const std::string& task = "multiclass") {
   ModelSection section;
-  section.type = type;
-  section.task = task;
+  section.type = ParseModelType(type).value();
+  section.task = ParseTask(task).value();
   section.layers = std::move(layers);
   absl::StatusOr<ModelSpec> spec = ModelSpec::Create(section);
   EXPECT_THAT(spec, IsOk());
