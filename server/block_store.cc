@@ -329,7 +329,7 @@ BlockStore::BlockStore(std::unique_ptr<Optimizer> optimizer, Options options)
       lr_scaled_(optimizer_->section().schedule != LrScheduleType::kConstant ||
                  optimizer_->section().warmup_updates > 0 ||
                  optimizer_->section().staleness_lr),
-      backups_(dc_lambda_ > 0 ? options.num_workers : 0) {}
+      served_(dc_lambda_ > 0 ? options.num_workers : 0) {}
 
 BlockStore::~BlockStore() = default;
 
@@ -351,7 +351,7 @@ absl::Status BlockStore::AddBlock(uint32_t id, std::vector<float> values,
   std::unique_ptr<Block>& slot = blocks_[id];
   if (slot != nullptr) {
     num_floats_ -= slot->size;
-    backups_.Forget(id);  // copies of the values replaced
+    served_.Forget(id);  // copies of the values replaced
   }
   slot =
       std::make_unique<Block>(id, std::move(values), version, std::move(state));
@@ -395,7 +395,7 @@ absl::StatusOr<uint64_t> BlockStore::PullInto(uint32_t id, char* out,
   if (block == nullptr) return UnknownBlock("pull", id);
   RETURN_IF_ERROR(CheckEncoding("pull", id, "asked for in", encoding));
   EncodeFloats(block->values.data(), block->size, encoding, out);
-  backups_.Record(worker_id, id, block->version, block->values.data(),
+  served_.Record(worker_id, id, block->version, block->values.data(),
                   block->size);
   return block->version;
 }
@@ -524,10 +524,10 @@ const float* BlockStore::Compensate(const Block& block, const float* g,
     scratch->resize(block.size);
   }
   float* out = scratch->data();
-  const bool held = backups_.Visit(worker_id, block.id, base_version,
-                                   block.size, [&](const float* w_backup) {
+  const bool held = served_.Visit(worker_id, block.id, base_version,
+                                   block.size, [&](const float* w_served) {
                                      Optimizer::CompensateDelay(
-                                         g, block.values.data(), w_backup,
+                                         g, block.values.data(), w_served,
                                          dc_lambda_, block.size, out);
                                    });
   if (held) return out;

@@ -19,7 +19,7 @@
 // lowered by the block's mean staleness (an exponential moving average kept
 // beside the block in memory only: not checkpointed, so it restarts at 0).
 // With optimizer.delay_compensation > 0 the store remembers what it served
-// each worker (PullBackups) and corrects a stale gradient by DC-ASGD.
+// each worker (ServedValues) and corrects a stale gradient by DC-ASGD.
 //
 // Not thread-safe (see "Thread safety" below): the owner serialises.
 #ifndef DOWNPOUR_SERVER_BLOCK_STORE_H_
@@ -38,7 +38,7 @@
 #include "common/counters.h"
 #include "common/wire_encoding.h"
 #include "server/optimizer.h"
-#include "server/pull_backups.h"
+#include "server/served_values.h"
 
 namespace downpour::server {
 
@@ -49,7 +49,7 @@ namespace downpour::server {
 // concurrently with each other; every non-const call (AddBlock, Push, Apply)
 // needs exclusive access, which the owner provides (Shard holds one
 // reader/writer mutex around it). The one exception is what Pull records for
-// delay compensation: concurrent pulls write it, so PullBackups locks itself.
+// delay compensation: concurrent pulls write it, so ServedValues locks itself.
 class BlockStore {
  public:
   struct Options {
@@ -196,7 +196,7 @@ class BlockStore {
   double MeanStaleness(uint32_t id) const;
 
   // Floats held for delay compensation.
-  int64_t num_backup_floats() const { return backups_.num_floats(); }
+  int64_t num_served_floats() const { return served_.num_floats(); }
 
   // Every block, ascending by id.
   std::vector<BlockSnapshot> Snapshot() const;
@@ -239,7 +239,7 @@ class BlockStore {
   const bool lr_scaled_;
   // What Pull served each worker; written by concurrent (const) pulls, hence
   // mutable and self-locking.
-  mutable PullBackups backups_;
+  mutable ServedValues served_;
   absl::flat_hash_map<uint32_t, std::unique_ptr<Block>> blocks_;
   int64_t num_floats_ = 0;
   // Apply's bf16/fp16 gradient, decoded; grows to the largest block pushed

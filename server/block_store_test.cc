@@ -376,7 +376,7 @@ TEST(BlockStoreTest, DelayCompensationUsesTheValuesTheWorkerPulled) {
   std::string bytes;
   ASSERT_THAT(store.Pull(3, &bytes, /*worker_id=*/0), IsOk());
   ASSERT_THAT(store.Pull(3, &bytes, /*worker_id=*/1), IsOk());
-  EXPECT_EQ(store.num_backup_floats(), 4);
+  EXPECT_EQ(store.num_served_floats(), 4);
   const std::string g1 = Bytes({1, 1}), g0 = Bytes({2, -1});
   ASSERT_THAT(store.Push(3, g1.data(), g1.size(), 0, /*worker_id=*/1), IsOk());
   EXPECT_THAT(PullFloats(store, 3), ElementsAre(0.5f, 1.5f));
@@ -415,7 +415,7 @@ TEST(BlockStoreTest, PullsAreNotRememberedWithoutDelayCompensation) {
   ASSERT_THAT(store.AddBlock(0, {1, 2}), IsOk());
   std::string bytes;
   ASSERT_THAT(store.Pull(0, &bytes, 0), IsOk());
-  EXPECT_EQ(store.num_backup_floats(), 0);
+  EXPECT_EQ(store.num_served_floats(), 0);
 }
 
 TEST(BlockStoreTest, SnapshotRestoresIntoANewStoreThatContinuesIdentically) {

@@ -304,10 +304,10 @@ double Optimizer::AsyncMomentum(double mu, double mean_staleness) {
 
 void Optimizer::CompensateDelay(const float* __restrict g,
                                 const float* __restrict w,
-                                const float* __restrict w_backup, float lambda,
+                                const float* __restrict w_served, float lambda,
                                 int64_t n, float* __restrict out) {
   for (int64_t i = 0; i < n; ++i) {
-    out[i] = g[i] + lambda * g[i] * g[i] * (w[i] - w_backup[i]);
+    out[i] = g[i] + lambda * g[i] * g[i] * (w[i] - w_served[i]);
   }
 }
 

@@ -135,10 +135,10 @@ class Optimizer {
   // mu is max(0, 1 - (1 - mu) * (1 + s / 2)).
   static double AsyncMomentum(double mu, double mean_staleness);
 
-  // DC-ASGD (Zheng et al. 2017): out = g + lambda * g * g * (w - w_backup),
+  // DC-ASGD (Zheng et al. 2017): out = g + lambda * g * g * (w - w_served),
   // elementwise over n floats. REQUIRES: `out` overlaps none of the inputs.
   static void CompensateDelay(const float* g, const float* w,
-                              const float* w_backup, float lambda, int64_t n,
+                              const float* w_served, float lambda, int64_t n,
                               float* out);
 
  protected:

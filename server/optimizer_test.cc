@@ -259,12 +259,12 @@ TEST(OptimizerTest, ContextMomentumFollowsAsyncMomentumSetting) {
   EXPECT_LT(Make(Section("adam", 0.1))->Context(0, 3, 3.0).momentum, 0.0);
 }
 
-// lambda 0.04: g = {2, -1, 0}, w = {1, 1, 5}, w_backup = {0.5, 3, 1}:
+// lambda 0.04: g = {2, -1, 0}, w = {1, 1, 5}, w_served = {0.5, 3, 1}:
 //   2 + 0.04 * 4 * 0.5 = 2.08;  -1 + 0.04 * 1 * -2 = -1.08;  0 + 0 = 0.
 TEST(OptimizerTest, CompensateDelayAddsLambdaGSquaredTimesTheDrift) {
-  const float g[] = {2, -1, 0}, w[] = {1, 1, 5}, w_backup[] = {0.5f, 3, 1};
+  const float g[] = {2, -1, 0}, w[] = {1, 1, 5}, w_served[] = {0.5f, 3, 1};
   float out[3];
-  Optimizer::CompensateDelay(g, w, w_backup, 0.04f, 3, out);
+  Optimizer::CompensateDelay(g, w, w_served, 0.04f, 3, out);
   EXPECT_FLOAT_EQ(out[0], 2.08f);
   EXPECT_FLOAT_EQ(out[1], -1.08f);
   EXPECT_FLOAT_EQ(out[2], 0.0f);

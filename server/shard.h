@@ -40,7 +40,7 @@ namespace downpour::server {
 // Checksums and checkpoint snapshots share it; pushes and placements hold it
 // exclusively, so a push is validated and applied as one step. Checkpoints are
 // copied under the lock and written to disk without it. (With
-// optimizer.delay_compensation, the store's PullBackups also locks a mutex per
+// optimizer.delay_compensation, the store's ServedValues also locks a mutex per
 // worker, always inside this one.)
 class Shard {
  public:

@@ -49,7 +49,7 @@ grpc::ByteBuffer PullRequestBytes(uint64_t epoch, int worker_id,
 
 }  // namespace
 
-struct GrpcPsClient::Shard {
+struct GrpcPsClient::ShardLink {
   int index = 0;
   std::string address;
   std::unique_ptr<grpc::GenericStub> stub;
@@ -91,7 +91,7 @@ struct GrpcPsClient::PushCall {
   const std::vector<uint64_t>* versions;
   uint64_t clock = 0;
   uint64_t epoch = 0;
-  std::vector<std::shared_ptr<const Shard>> shards;
+  std::vector<std::shared_ptr<const ShardLink>> shards;
   std::vector<std::unique_ptr<PushRequestState>> requests;
   std::vector<StalenessHistogram> staleness;  // per shard
   wire::SendPins pins;
@@ -185,9 +185,9 @@ absl::Status GrpcPsClient::Refresh(uint64_t seen_epoch) {
     return seen_epoch == 0 ? placement.status() : absl::OkStatus();
   }
   if (placement->epoch() <= seen_epoch) return absl::OkStatus();
-  std::vector<std::shared_ptr<const Shard>> shards;
+  std::vector<std::shared_ptr<const ShardLink>> shards;
   for (const proto::ShardInfo& info : placement->shards()) {
-    auto shard = std::make_shared<Shard>();
+    auto shard = std::make_shared<ShardLink>();
     shard->index = info.index();
     shard->address = info.address();
     shard->stub = std::make_unique<grpc::GenericStub>(MakeChannel(info.address()));
@@ -213,14 +213,14 @@ absl::Status GrpcPsClient::Refresh(uint64_t seen_epoch) {
   return absl::OkStatus();
 }
 
-std::shared_ptr<const GrpcPsClient::Shard> GrpcPsClient::GetShard(
+std::shared_ptr<const GrpcPsClient::ShardLink> GrpcPsClient::GetShardLink(
     int index, uint64_t* epoch) const {
   absl::MutexLock lock(&mu_);
   *epoch = epoch_;
   return shards_[index];
 }
 
-std::vector<std::shared_ptr<const GrpcPsClient::Shard>> GrpcPsClient::GetShards(
+std::vector<std::shared_ptr<const GrpcPsClient::ShardLink>> GrpcPsClient::GetShardLinks(
     uint64_t* epoch) const {
   absl::MutexLock lock(&mu_);
   *epoch = epoch_;
@@ -229,10 +229,10 @@ std::vector<std::shared_ptr<const GrpcPsClient::Shard>> GrpcPsClient::GetShards(
 
 absl::Status GrpcPsClient::WithRetries(
     int index, const std::string& what,
-    const std::function<grpc::Status(const Shard&, uint64_t)>& call,
+    const std::function<grpc::Status(const ShardLink&, uint64_t)>& call,
     const grpc::Status* first_try) {
   uint64_t epoch = 0;
-  std::shared_ptr<const Shard> shard = GetShard(index, &epoch);
+  std::shared_ptr<const ShardLink> shard = GetShardLink(index, &epoch);
   const std::string target = absl::StrCat("ps ", index, " at ", shard->address);
   absl::Time first_failure = absl::InfiniteFuture();
   RetryOptions options;
@@ -264,7 +264,7 @@ absl::Status GrpcPsClient::WithRetries(
         // The shard may have moved or restarted: read the placement again.
         absl::Status refreshed = Refresh(epoch);
         if (!refreshed.ok()) return refreshed;
-        shard = GetShard(index, &epoch);
+        shard = GetShardLink(index, &epoch);
         {
           absl::MutexLock lock(&mu_);  // it may have moved
           waiting_[index].address = shard->address;
@@ -298,7 +298,7 @@ absl::Status GrpcPsClient::WithRetries(
 absl::Status GrpcPsClient::Pull(float* params, std::vector<uint64_t>* versions) {
   versions->resize(spec_.blocks().size());
   uint64_t epoch = 0;
-  const std::vector<std::shared_ptr<const Shard>> shards = GetShards(&epoch);
+  const std::vector<std::shared_ptr<const ShardLink>> shards = GetShardLinks(&epoch);
   struct Chunk {
     int shard;
     size_t chunk;
@@ -344,7 +344,7 @@ absl::Status GrpcPsClient::Pull(float* params, std::vector<uint64_t>* versions) 
     }
     const std::vector<uint32_t>& ids = shards[c->shard]->chunks[c->chunk];
     absl::Status status = WithRetries(
-        c->shard, "pull from", [&](const Shard& now, uint64_t now_epoch) {
+        c->shard, "pull from", [&](const ShardLink& now, uint64_t now_epoch) {
           grpc::ByteBuffer request = PullRequestBytes(now_epoch, worker_id_, ids,
                                                       encoding_);
           c->reply.Clear();
@@ -431,7 +431,7 @@ absl::Status GrpcPsClient::SendPush(const float* grad,
   PushCall call;
   call.grad = grad;
   call.versions = &versions;
-  call.shards = GetShards(&call.epoch);
+  call.shards = GetShardLinks(&call.epoch);
   {
     absl::MutexLock lock(&mu_);
     call.clock = start_clock_ + ++pushes_begun_;
@@ -611,7 +611,7 @@ absl::Status GrpcPsClient::RetryFailedPushes(PushCall* call) {
       --call->failures;
     }
     absl::Status status = WithRetries(
-        request->shard, "push to", [&](const Shard& shard, uint64_t epoch) {
+        request->shard, "push to", [&](const ShardLink& shard, uint64_t epoch) {
           const grpc::ByteBuffer bytes = wire::SerializePush(
               MakePushView(spec_, call->grad, *call->versions, request->ids,
                            epoch, worker_id_, request->sequence, call->clock,

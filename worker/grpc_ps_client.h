@@ -154,7 +154,7 @@ class GrpcPsClient : public PsClient {
   std::optional<Outage> outage() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  struct Shard;     // one ps: its address, stubs, blocks cut into chunks
+  struct ShardLink;  // one ps as this client reaches it: address, stubs, blocks cut into chunks
   struct PushCall;  // one Push: its requests and their state
 
   // The calls of one shard retrying now (outage()).
@@ -172,9 +172,9 @@ class GrpcPsClient : public PsClient {
 
   // Re-reads the placement if it is newer than `seen_epoch`.
   absl::Status Refresh(uint64_t seen_epoch) ABSL_LOCKS_EXCLUDED(mu_);
-  std::shared_ptr<const Shard> GetShard(int index, uint64_t* epoch) const
+  std::shared_ptr<const ShardLink> GetShardLink(int index, uint64_t* epoch) const
       ABSL_LOCKS_EXCLUDED(mu_);
-  std::vector<std::shared_ptr<const Shard>> GetShards(uint64_t* epoch) const
+  std::vector<std::shared_ptr<const ShardLink>> GetShardLinks(uint64_t* epoch) const
       ABSL_LOCKS_EXCLUDED(mu_);
   // Copies a pull reply's blocks into params and versions, checking their
   // ids and sizes.
@@ -196,7 +196,7 @@ class GrpcPsClient : public PsClient {
   // `first_try`: the status of a first try already made (asynchronously).
   absl::Status WithRetries(
       int index, const std::string& what,
-      const std::function<grpc::Status(const Shard&, uint64_t epoch)>& call,
+      const std::function<grpc::Status(const ShardLink&, uint64_t epoch)>& call,
       const grpc::Status* first_try = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
   // waiting_ bookkeeping of WithRetries: a call of shard `index` starts or
   // stops retrying (`since`: its first failure).
@@ -219,7 +219,7 @@ class GrpcPsClient : public PsClient {
   // State below is protected by mu_.
   mutable absl::Mutex mu_;
   uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<std::shared_ptr<const Shard>> shards_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<const ShardLink>> shards_ ABSL_GUARDED_BY(mu_);
   std::vector<PushLane> lanes_ ABSL_GUARDED_BY(mu_);  // by shard index
   uint64_t incarnation_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t start_clock_ ABSL_GUARDED_BY(mu_) = 0;

@@ -2,16 +2,16 @@
 // delay compensation (Zheng et al. 2017): a push computed on version v of a
 // block is corrected with (w_now - w_v), so the ps remembers w_v.
 //
-//   PullBackups backups(/*num_workers=*/4);
-//   backups.Record(/*worker=*/2, /*block=*/7, /*version=*/12, w, n);
-//   bool held = backups.Visit(2, 7, 12, n, [&](const float* w_12) { ... });
+//   ServedValues served(/*num_workers=*/4);
+//   served.Record(/*worker=*/2, /*block=*/7, /*version=*/12, w, n);
+//   bool held = served.Visit(2, 7, 12, n, [&](const float* w_12) { ... });
 //
 // Per (worker, block) the last kVersionsKept distinct versions are kept: a
 // worker that double-buffers its pulls computes on the previous pull while
 // the next one lands. Memory is bounded by num_workers * kVersionsKept * the
 // floats of the blocks recorded (the shard's size).
-#ifndef DOWNPOUR_SERVER_PULL_BACKUPS_H_
-#define DOWNPOUR_SERVER_PULL_BACKUPS_H_
+#ifndef DOWNPOUR_SERVER_SERVED_VALUES_H_
+#define DOWNPOUR_SERVER_SERVED_VALUES_H_
 
 #include <array>
 #include <cstdint>
@@ -29,15 +29,15 @@ namespace downpour::server {
 // concurrently under the Shard's shared lock) never wait for each other's
 // copies, and a worker has at most a pull or two in flight. Callers may hold
 // the Shard's mutex (lock order: Shard::mu_, then a worker's mutex here).
-class PullBackups {
+class ServedValues {
  public:
   static constexpr int kVersionsKept = 2;
 
   // Remembers pulls of workers 0 .. num_workers - 1; others are ignored.
-  explicit PullBackups(int num_workers);
-  PullBackups(const PullBackups&) = delete;
-  PullBackups& operator=(const PullBackups&) = delete;
-  ~PullBackups();
+  explicit ServedValues(int num_workers);
+  ServedValues(const ServedValues&) = delete;
+  ServedValues& operator=(const ServedValues&) = delete;
+  ~ServedValues();
 
   int num_workers() const { return static_cast<int>(workers_.size()); }
 
@@ -80,4 +80,4 @@ class PullBackups {
 
 }  // namespace downpour::server
 
-#endif  // DOWNPOUR_SERVER_PULL_BACKUPS_H_
+#endif  // DOWNPOUR_SERVER_SERVED_VALUES_H_

@@ -1,24 +1,24 @@
-// PullBackups: two copies per (worker, block), each under its worker's mutex.
-#include "server/pull_backups.h"
+// ServedValues: two copies per (worker, block), each under its worker's mutex.
+#include "server/served_values.h"
 
 #include <utility>
 
 namespace downpour::server {
 
-PullBackups::PullBackups(int num_workers) {
+ServedValues::ServedValues(int num_workers) {
   for (int i = 0; i < num_workers; ++i) {
     workers_.push_back(std::make_unique<Worker>());
   }
 }
 
-PullBackups::~PullBackups() = default;
+ServedValues::~ServedValues() = default;
 
-PullBackups::Worker* PullBackups::Find(int32_t worker) const {
+ServedValues::Worker* ServedValues::Find(int32_t worker) const {
   if (worker < 0 || worker >= num_workers()) return nullptr;
   return workers_[worker].get();
 }
 
-void PullBackups::Record(int32_t worker, uint32_t block, uint64_t version,
+void ServedValues::Record(int32_t worker, uint32_t block, uint64_t version,
                          const float* values, int64_t n) {
   Worker* w = Find(worker);
   if (w == nullptr) return;
@@ -42,7 +42,7 @@ void PullBackups::Record(int32_t worker, uint32_t block, uint64_t version,
   target->values.assign(values, values + n);  // reuses the capacity
 }
 
-bool PullBackups::Visit(int32_t worker, uint32_t block, uint64_t version,
+bool ServedValues::Visit(int32_t worker, uint32_t block, uint64_t version,
                         int64_t n,
                         absl::FunctionRef<void(const float*)> use) const {
   const Worker* w = Find(worker);
@@ -60,14 +60,14 @@ bool PullBackups::Visit(int32_t worker, uint32_t block, uint64_t version,
   return false;
 }
 
-void PullBackups::Forget(uint32_t block) {
+void ServedValues::Forget(uint32_t block) {
   for (const std::unique_ptr<Worker>& w : workers_) {
     absl::MutexLock lock(&w->mu);
     w->blocks.erase(block);
   }
 }
 
-int64_t PullBackups::num_floats() const {
+int64_t ServedValues::num_floats() const {
   int64_t floats = 0;
   for (const std::unique_ptr<Worker>& w : workers_) {
     absl::MutexLock lock(&w->mu);
