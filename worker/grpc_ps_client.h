@@ -108,25 +108,6 @@ class GrpcPsClient : public PsClient {
 
   absl::Status Pull(float* params, std::vector<uint64_t>* versions) override
       ABSL_LOCKS_EXCLUDED(mu_);
-  absl::StatusOr<PushTicket> StartPush(std::vector<float> grad,
-                                       std::vector<uint64_t> versions) override {
-    return pushes_.Start(std::move(grad), std::move(versions));
-  }
-  absl::Status Wait(PushTicket ticket, StalenessHistogram* staleness,
-                    std::vector<float>* grad = nullptr) override {
-    return pushes_.Wait(ticket, staleness, grad);
-  }
-  bool PushDone(PushTicket ticket) const override {
-    return pushes_.Done(ticket);
-  }
-  int pushes_in_flight() const override { return pushes_.in_flight(); }
-  int max_pushes_in_flight() const override {
-    return pushes_.max_in_flight();
-  }
-  absl::Status Push(const float* grad, const std::vector<uint64_t>& versions,
-                    StalenessHistogram* staleness) override {
-    return pushes_.Run(grad, versions, staleness);
-  }
 
   // The placement epoch in use (0 before Connect).
   uint64_t epoch() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -228,8 +209,9 @@ class GrpcPsClient : public PsClient {
   absl::CondVar window_moved_;  // a request was acknowledged or failed
   std::map<int, Waiting> waiting_ ABSL_GUARDED_BY(mu_);  // by shard index
 
+  PushPipeline& push_pipeline() const override { return pushes_; }
   // Last, so that it goes first: its threads call SendPush.
-  PushPipeline pushes_;
+  mutable PushPipeline pushes_;
 };
 
 // training.outage_timeout_s as GrpcPsClient's outage_timeout: 0 = forever.

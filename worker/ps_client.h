@@ -24,12 +24,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/counters.h"
+#include "worker/push_pipeline.h"
 
 namespace downpour::worker {
-
-// Names one push begun by PsClient::StartPush, for Wait. A client numbers its
-// pushes 1, 2, 3, ... in the order StartPush returned them.
-using PushTicket = uint64_t;
 
 // The parameters as the worker sees them. `versions` is indexed by global block
 // id (ModelSpec::blocks()[id].id == id) and has spec.blocks().size() entries:
@@ -60,8 +57,10 @@ class PsClient {
   // failed and has not been waited for yet: a caller that stops at the first
   // failure sends nothing behind it.
   // REQUIRES: versions.size() == spec.blocks().size().
-  virtual absl::StatusOr<PushTicket> StartPush(
-      std::vector<float> grad, std::vector<uint64_t> versions) = 0;
+  absl::StatusOr<PushTicket> StartPush(std::vector<float> grad,
+                                       std::vector<uint64_t> versions) {
+    return push_pipeline().Start(std::move(grad), std::move(versions));
+  }
 
   // Waits until push `ticket` has ended and returns its status (the errors of
   // the implementation's Push). On OK, if `staleness` is not null, records
@@ -72,22 +71,32 @@ class PsClient {
   // push's gradient buffer is moved into it, for the caller to reuse.
   // Each ticket is waited for once; InvalidArgument for one that is unknown
   // or was waited for already.
-  virtual absl::Status Wait(PushTicket ticket, StalenessHistogram* staleness,
-                            std::vector<float>* grad = nullptr) = 0;
+  absl::Status Wait(PushTicket ticket, StalenessHistogram* staleness,
+                    std::vector<float>* grad = nullptr) {
+    return push_pipeline().Wait(ticket, staleness, grad);
+  }
 
   // Whether push `ticket` has ended (Wait returns at once); false for a
   // ticket that is unknown or was waited for already.
-  virtual bool PushDone(PushTicket ticket) const = 0;
+  bool PushDone(PushTicket ticket) const { return push_pipeline().Done(ticket); }
 
   // Pushes in flight now, at most max_pushes_in_flight().
-  virtual int pushes_in_flight() const = 0;
-  virtual int max_pushes_in_flight() const = 0;
+  int pushes_in_flight() const { return push_pipeline().in_flight(); }
+  int max_pushes_in_flight() const { return push_pipeline().max_in_flight(); }
 
   // A push waited for: StartPush and Wait without copying `grad` (it is read
   // in place until Push returns), counted among the pushes in flight alike.
-  virtual absl::Status Push(const float* grad,
-                            const std::vector<uint64_t>& versions,
-                            StalenessHistogram* staleness) = 0;
+  absl::Status Push(const float* grad, const std::vector<uint64_t>& versions,
+                    StalenessHistogram* staleness) {
+    return push_pipeline().Run(grad, versions, staleness);
+  }
+
+ protected:
+  // The pushes in flight, counted in this one place: every client runs its
+  // own synchronous send (one push, retried until acknowledged or failed) on
+  // a PushPipeline (worker/push_pipeline.h), which hands out the tickets and
+  // applies the backpressure.
+  virtual PushPipeline& push_pipeline() const = 0;
 };
 
 }  // namespace downpour::worker

@@ -13,6 +13,7 @@
 #ifndef DOWNPOUR_WORKER_PUSH_PIPELINE_H_
 #define DOWNPOUR_WORKER_PUSH_PIPELINE_H_
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <thread>
@@ -23,9 +24,12 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/counters.h"
-#include "worker/ps_client.h"
 
 namespace downpour::worker {
+
+// Names one push begun by PsClient::StartPush, for Wait. A client numbers its
+// pushes 1, 2, 3, ... in the order StartPush returned them.
+using PushTicket = uint64_t;
 
 // Runs pushes begun by Start on threads of its own, at most `max_in_flight` at
 // once; Start blocks while that many are in flight (backpressure), and Run

@@ -36,26 +36,6 @@ class FakePsClient final : public PsClient {
 
   absl::Status Pull(float* params, std::vector<uint64_t>* versions) override
       ABSL_LOCKS_EXCLUDED(mu_);
-  absl::StatusOr<PushTicket> StartPush(std::vector<float> grad,
-                                       std::vector<uint64_t> versions) override {
-    return pipeline_.Start(std::move(grad), std::move(versions));
-  }
-  absl::Status Wait(PushTicket ticket, StalenessHistogram* staleness,
-                    std::vector<float>* grad = nullptr) override {
-    return pipeline_.Wait(ticket, staleness, grad);
-  }
-  bool PushDone(PushTicket ticket) const override {
-    return pipeline_.Done(ticket);
-  }
-  int pushes_in_flight() const override { return pipeline_.in_flight(); }
-  int max_pushes_in_flight() const override {
-    return pipeline_.max_in_flight();
-  }
-  absl::Status Push(const float* grad, const std::vector<uint64_t>& versions,
-                    StalenessHistogram* staleness) override {
-    return pipeline_.Run(grad, versions, staleness);
-  }
-
   // From now on each Push blocks until a turn is granted by AllowPushes.
   void HoldPushes() ABSL_LOCKS_EXCLUDED(mu_);
   // Lets `n` more held Pushes go on (in any order).
@@ -98,8 +78,9 @@ class FakePsClient final : public PsClient {
   int concurrent_ ABSL_GUARDED_BY(mu_) = 0;
   int max_concurrent_ ABSL_GUARDED_BY(mu_) = 0;
 
+  PushPipeline& push_pipeline() const override { return pipeline_; }
   // Last, so that it goes first: its threads call Apply.
-  PushPipeline pipeline_;
+  mutable PushPipeline pipeline_;
 };
 
 }  // namespace downpour::worker
