@@ -17,6 +17,18 @@ constexpr uint32_t kPushEpoch = 1, kPushWorker = 2, kPushSequence = 3,
 constexpr uint32_t kBlockId = 1, kBlockVersion = 2, kBlockEncoding = 3,
                    kBlockData = 4;
 constexpr uint32_t kPullBlocks = 1;
+// The codec writes and reads exactly ps.proto's encoding: a field renumbered
+// there fails the build here.
+static_assert(kPushEpoch == proto::PushRequest::kPlacementEpochFieldNumber);
+static_assert(kPushWorker == proto::PushRequest::kWorkerIdFieldNumber);
+static_assert(kPushSequence == proto::PushRequest::kSequenceFieldNumber);
+static_assert(kPushBlocks == proto::PushRequest::kBlocksFieldNumber);
+static_assert(kPushClock == proto::PushRequest::kClockFieldNumber);
+static_assert(kBlockId == proto::BlockData::kBlockIdFieldNumber);
+static_assert(kBlockVersion == proto::BlockData::kVersionFieldNumber);
+static_assert(kBlockEncoding == proto::BlockData::kEncodingFieldNumber);
+static_assert(kBlockData == proto::BlockData::kDataFieldNumber);
+static_assert(kPullBlocks == proto::PullResponse::kBlocksFieldNumber);
 constexpr int kVarint = 0, kFixed64 = 1, kLen = 2, kFixed32 = 5;
 constexpr size_t kMaxVarint = 10;
 
