@@ -12,9 +12,9 @@ namespace downpour {
 inline constexpr int kExitFailure = 1;
 // 2: a bad flag, config, model, data or backend: a restart fails the same way.
 inline constexpr int kExitConfig = 2;
-// 3: a ps whose index another daemon serves now (the coordinator refused its
-// registration, or replaced it): restarting it as the same ps cannot help; the
-// launcher restarts it as a standby when a standby slot is free.
+// 3: a ps or standby that stood down because another daemon serves its shard
+// now (it was declared dead while stopped or cut off, and replaced). Started
+// again with the same flags, a ps rejoins as a spare standby by itself.
 inline constexpr int kExitReplaced = 3;
 
 }  // namespace downpour

@@ -73,14 +73,19 @@ int PickStandby(const std::vector<StandbySlot>& standbys, int shard) {
   return -1;
 }
 
-int PickBackup(const std::vector<StandbySlot>& standbys) {
+int PickBackup(const std::vector<StandbySlot>& standbys, int shard,
+               const std::string& shard_address) {
+  int first = -1;
   for (size_t i = 0; i < standbys.size(); ++i) {
     const StandbySlot& s = standbys[i];
-    if (s.alive && s.serving_index < 0 && s.replica_of < 0) {
-      return static_cast<int>(i);
+    if (!s.alive || s.serving_index >= 0 || s.replica_of >= 0 ||
+        s.address == shard_address) {
+      continue;
     }
+    if (s.former_shard == shard) return static_cast<int>(i);
+    if (first < 0) first = static_cast<int>(i);
   }
-  return -1;
+  return first;
 }
 
 }  // namespace downpour::coordinator

@@ -10,6 +10,7 @@
 #ifndef DOWNPOUR_COORDINATOR_ASSIGNMENT_H_
 #define DOWNPOUR_COORDINATOR_ASSIGNMENT_H_
 
+#include <string>
 #include <vector>
 
 namespace downpour::coordinator {
@@ -48,6 +49,8 @@ struct StandbySlot {
   int serving_index = -1;  // the shard it took over, -1 while idle
   int replica_of = -1;     // the shard it backs up, -1 for none
   bool replica_in_sync = false;  // it reported a full copy of replica_of
+  std::string address;     // where it serves
+  int former_shard = -1;   // a spare: the shard it served before it rejoined
 };
 
 // True when `standby` holds an in-sync copy of shard `shard`: taking the
@@ -63,9 +66,13 @@ inline bool HoldsReplicaOf(const StandbySlot& standby, int shard) {
 // none is alive and free.
 int PickStandby(const std::vector<StandbySlot>& standbys, int shard);
 
-// The standby to become shard `shard`'s backup: the first alive one that
-// serves nothing and backs up nothing; -1 when none.
-int PickBackup(const std::vector<StandbySlot>& standbys);
+// The standby to become shard `shard`'s backup (served at `shard_address`):
+// an alive one that serves nothing and backs up nothing, the shard's former
+// server first (a restarted ps that rejoined as a spare), never one at
+// `shard_address` itself (the shard's own process, restarted there); -1 when
+// none.
+int PickBackup(const std::vector<StandbySlot>& standbys, int shard,
+               const std::string& shard_address);
 
 }  // namespace downpour::coordinator
 

@@ -128,11 +128,25 @@ TEST(PickStandbyTest, Table) {
 }
 
 TEST(PickBackupTest, TheFirstAliveStandbyThatDoesNothing) {
-  EXPECT_EQ(PickBackup({}), -1);
+  EXPECT_EQ(PickBackup({}, 0, "a"), -1);
   EXPECT_EQ(PickBackup({{false, -1}, {true, 0}, {true, -1, 2, true},
-                        {true, -1}}),
+                        {true, -1}},
+                       0, "a"),
             3);
-  EXPECT_EQ(PickBackup({{true, 1}, {true, -1, 0, false}}), -1);
+  EXPECT_EQ(PickBackup({{true, 1}, {true, -1, 0, false}}, 0, "a"), -1);
+}
+
+TEST(PickBackupTest, TheShardsFormerServerFirstAndNeverTheShardItself) {
+  const std::vector<StandbySlot> standbys = {
+      {true, -1, -1, false, "h:1"},      // free
+      {true, -1, -1, false, "h:2", 1},   // a spare that served shard 1
+      {true, -1, -1, false, "h:3", 0}};  // a spare that served shard 0
+  EXPECT_EQ(PickBackup(standbys, 1, "h:9"), 1);
+  EXPECT_EQ(PickBackup(standbys, 0, "h:9"), 2);
+  EXPECT_EQ(PickBackup(standbys, 2, "h:9"), 0);
+  // A restarted process at the shard's own address is never its backup.
+  EXPECT_EQ(PickBackup(standbys, 1, "h:2"), 0);
+  EXPECT_EQ(PickBackup({{true, -1, -1, false, "h:1"}}, 0, "h:1"), -1);
 }
 
 }  // namespace

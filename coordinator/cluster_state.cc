@@ -21,6 +21,13 @@ namespace {
 
 spdlog::logger* L() { return Log(Logger::kCoordinator); }
 
+// How many recoveries have a final loss figure (a change is saved).
+uint64_t SumFinal(const std::vector<proto::ShardRecovery>& recoveries) {
+  uint64_t n = 0;
+  for (const proto::ShardRecovery& r : recoveries) n += r.loss_final();
+  return n;
+}
+
 }  // namespace
 
 const char* MemberRoleName(MemberRole role) {
@@ -79,6 +86,17 @@ ClusterState::ClusterState(Options options, ModelSpec spec)
   for (size_t i = 0; i < cluster.workers.size(); ++i) {
     workers_.push_back(
         {MemberRole::kWorker, static_cast<int>(i), cluster.workers[i]});
+  }
+  if (cluster.replication >= 2 && !cluster.standby_ps.empty() &&
+      cluster.standby_ps.size() < cluster.ps.size()) {
+    SPDLOG_LOGGER_WARN(
+        L(),
+        "cluster.replication {} with {} standby for {} shards: {} shard(s) "
+        "will run without a backup until a ps rejoins as a spare (losing such "
+        "a shard's ps loses the pushes since its last checkpoint). List one "
+        "cluster.standby_ps entry per ps to back up every shard",
+        cluster.replication, cluster.standby_ps.size(), cluster.ps.size(),
+        cluster.ps.size() - cluster.standby_ps.size());
   }
 }
 
@@ -176,6 +194,16 @@ void ClusterState::AddWorkerIncarnations(
 absl::StatusOr<proto::RegisterServerResponse> ClusterState::RegisterServer(
     const proto::RegisterServerRequest& request) {
   RETURN_IF_ERROR(CheckRegisterBounds(request));
+  if (request.spare()) return RegisterSpare(request);
+  const size_t configured = options_.config.cluster.standby_ps.size();
+  if (request.standby() &&
+      (request.index() < 0 || request.index() >= static_cast<int>(configured))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "register: standby index ", request.index(),
+        " is not in the config (", configured,
+        " in cluster.standby_ps: valid indices are 0 to ",
+        static_cast<int64_t>(configured) - 1, ")"));
+  }
   RETURN_IF_ERROR(MayRegister(request.standby() ? MemberRole::kStandby : MemberRole::kPs,
                               request.index(), request.member_key(),
                               request.address()));
@@ -233,9 +261,11 @@ absl::StatusOr<proto::RegisterServerResponse> ClusterState::RegisterServer(
     const bool restarted = m->registered;
     const bool was_alive = m->alive;
     const std::string old_address = m->address;
+    const std::string old_key = m->key;
     m->address = request.address();
-    Admit(*m, request.member_key());
+    const bool fresh = Admit(*m, request.member_key());
     Touch(*m);
+    if (request.standby() && fresh) EndServedLease(*m, old_key);
     if (request.standby()) m->serving_index = -1;
     SPDLOG_LOGGER_INFO(L(), "{} {} registered from {}", MemberRoleName(role),
                        m->index, m->address);
@@ -249,6 +279,14 @@ absl::StatusOr<proto::RegisterServerResponse> ClusterState::RegisterServer(
                        m->applied_total, request.applied_total());
       }
       m->applied_total = request.applied_total();
+      m->report.set_replicated(false);  // the new process has not synced yet
+      // A standby that served this shard (it took it over) no longer does.
+      for (Member& s : standby_) {
+        if (s.serving_index == m->index) {
+          s.serving_index = -1;
+          s.alive = false;
+        }
+      }
     }
     if (request.standby()) m->replica_of = -1;
     MaybePlace();
@@ -257,10 +295,123 @@ absl::StatusOr<proto::RegisterServerResponse> ClusterState::RegisterServer(
     response.set_placement_epoch(epoch_);
     response.set_member_key(m->key);
     response.set_incarnation(m->incarnation);
+    response.set_standby_index(request.standby() ? m->index : -1);
     AddWorkerIncarnations(response.mutable_worker_incarnations());
   }
   Save(std::move(snapshot));
   return response;
+}
+
+int ClusterState::SpareSlotFor(
+    const proto::RegisterServerRequest& request) const {
+  const size_t first = options_.config.cluster.standby_ps.size();
+  const int index = request.index();
+  if (index >= static_cast<int>(first) &&
+      index < static_cast<int>(standby_.size()) && standby_[index].spare &&
+      !request.member_key().empty() &&
+      SameKey(request.member_key(), standby_[index].key)) {
+    return index;  // its own slot (e.g. after a coordinator restart)
+  }
+  for (size_t i = first; i < standby_.size(); ++i) {
+    if (standby_[i].address == request.address()) return static_cast<int>(i);
+  }
+  for (size_t i = first; i < standby_.size(); ++i) {
+    if (!standby_[i].alive && standby_[i].serving_index < 0) {
+      return static_cast<int>(i);
+    }
+  }
+  if (standby_.size() - first < ps_.size() + kExtraSpares) {
+    return static_cast<int>(standby_.size());
+  }
+  return -1;
+}
+
+absl::StatusOr<proto::RegisterServerResponse> ClusterState::RegisterSpare(
+    const proto::RegisterServerRequest& request) {
+  int slot;
+  bool existing;
+  {
+    absl::MutexLock lock(&mu_);
+    slot = SpareSlotFor(request);
+    existing = slot < static_cast<int>(standby_.size());
+    if (slot < 0) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "register: no spare slot left for ", request.address(), " (",
+          standby_.size() - options_.config.cluster.standby_ps.size(),
+          " spares registered, at most ", ps_.size() + kExtraSpares,
+          "): stop a spare ps_server, or list this one in cluster.standby_ps"));
+    }
+  }
+  // A live spare's slot is taken only from its own process, or from a new
+  // one at its address once the old one no longer answers there.
+  if (existing) {
+    RETURN_IF_ERROR(MayRegister(MemberRole::kStandby, slot,
+                                request.member_key(), request.address()));
+  }
+  proto::RegisterServerResponse response;
+  std::optional<Snapshot> snapshot;
+  {
+    absl::MutexLock lock(&mu_);
+    // Taken meanwhile by another spare: the next free one.
+    if (slot > static_cast<int>(standby_.size()) ||
+        (slot < static_cast<int>(standby_.size()) &&
+         standby_[slot].address != request.address() &&
+         standby_[slot].alive)) {
+      slot = SpareSlotFor(request);
+      if (slot < 0) {
+        return absl::ResourceExhaustedError(
+            "register: no spare slot left; try again");
+      }
+    }
+    if (slot == static_cast<int>(standby_.size())) {
+      standby_.push_back({MemberRole::kStandby, slot, request.address()});
+      standby_.back().spare = true;
+    }
+    Member& m = standby_[slot];
+    const std::string old_key = m.key;
+    m.address = request.address();
+    m.spare = true;
+    const int former = request.former_shard();
+    m.former_shard =
+        former >= 0 && former < static_cast<int>(ps_.size()) ? former : -1;
+    const bool fresh = Admit(m, request.member_key());
+    Touch(m);
+    if (fresh) EndServedLease(m, old_key);
+    m.serving_index = -1;
+    m.replica_of = -1;
+    SPDLOG_LOGGER_INFO(L(),
+                       "spare standby {} registered from {} (it served shard "
+                       "{}, which another daemon serves now)",
+                       m.index, m.address, m.former_shard);
+    AssignBackups();
+    snapshot = TakeSnapshot();
+    response.set_placement_epoch(epoch_);
+    response.set_member_key(m.key);
+    response.set_incarnation(m.incarnation);
+    response.set_standby_index(m.index);
+    AddWorkerIncarnations(response.mutable_worker_incarnations());
+  }
+  Save(std::move(snapshot));
+  return response;
+}
+
+void ClusterState::EndServedLease(Member& m, const std::string& old_key) {
+  const int shard = m.serving_index;
+  m.serving_index = -1;
+  if (shard < 0 || shard >= static_cast<int>(ps_.size()) || old_key.empty()) {
+    return;
+  }
+  Member& ps = ps_[shard];
+  // Someone else speaks for the shard by now.
+  if (!SameKey(ps.key, old_key) || !ps.alive) return;
+  SPDLOG_LOGGER_WARN(L(),
+                     "standby {} registered again from {}: its old process, "
+                     "which served shard {}, is gone, so the shard fails over "
+                     "now (not after the {:.1f} s heartbeat timeout)",
+                     m.index, m.address, shard,
+                     options_.config.heartbeat.timeout_s);
+  ps.alive = false;
+  ReplaceShard(ps);
 }
 
 absl::StatusOr<proto::RegisterWorkerResponse> ClusterState::RegisterWorker(
@@ -347,7 +498,8 @@ std::vector<StandbySlot> ClusterState::StandbySlots() const {
   for (const Member& s : standby_) {
     slots.push_back({s.alive, s.serving_index, s.replica_of,
                      s.replica_of >= 0 && s.report.has_replica() &&
-                         s.report.replica_shard() == s.replica_of});
+                         s.report.replica_shard() == s.replica_of,
+                     s.address, s.former_shard});
   }
   return slots;
 }
@@ -355,23 +507,125 @@ std::vector<StandbySlot> ClusterState::StandbySlots() const {
 void ClusterState::AssignBackups() {
   if (options_.config.cluster.replication < 2 || epoch_ == 0) return;
   for (Member& s : standby_) {
-    if ((!s.alive || s.serving_index >= 0) && s.replica_of >= 0) {
+    const bool own = s.replica_of >= 0 &&
+                     s.replica_of < static_cast<int>(ps_.size()) &&
+                     ps_[s.replica_of].address == s.address;
+    if ((!s.alive || s.serving_index >= 0 || own) && s.replica_of >= 0) {
       SPDLOG_LOGGER_WARN(L(), "standby {} no longer backs up shard {} ({})",
                          s.index, s.replica_of,
-                         s.alive ? "it serves a shard" : "it is dead");
+                         !s.alive              ? "it is dead"
+                         : s.serving_index >= 0 ? "it serves a shard"
+                                                : "the shard is served at its "
+                                                  "own address");
       s.replica_of = -1;
     }
   }
   for (const Member& ps : ps_) {
     if (!ps.alive) continue;  // its backup is kept: it takes the shard over
+    if (BackupOf(ps) >= 0) continue;
     bool backed = false;
     for (const Member& s : standby_) backed = backed || s.replica_of == ps.index;
     if (backed) continue;
-    const int picked = PickBackup(StandbySlots());
-    if (picked < 0) return;  // none free: the rest run unreplicated
+    const int picked = PickBackup(StandbySlots(), ps.index, ps.address);
+    if (picked < 0) break;  // none free: the rest run unreplicated (logged)
     standby_[picked].replica_of = ps.index;
     SPDLOG_LOGGER_INFO(L(), "standby {} at {} backs up shard {} (ps at {})",
                        picked, standby_[picked].address, ps.index, ps.address);
+  }
+  NoteReplication();
+}
+
+int ClusterState::BackupOf(const Member& ps) const {
+  for (const Member& s : standby_) {
+    if (s.alive && s.serving_index < 0 && s.replica_of == ps.index) {
+      return s.index;
+    }
+  }
+  return -1;
+}
+
+void ClusterState::NoteReplication() {
+  if (options_.config.cluster.replication < 2 || epoch_ == 0 ||
+      options_.config.cluster.standby_ps.empty()) {
+    return;
+  }
+  const absl::Time now = clock_->Now();
+  for (Member& ps : ps_) {
+    const int backup = BackupOf(ps);
+    const bool in_sync = ps.alive && backup >= 0 && ps.report.replicated();
+    if (in_sync) ps.ever_in_sync = true;
+    // The first sync after placement is not counted while a backup is
+    // named; a shard no standby was free for counts from the start.
+    const bool counting = !in_sync && (ps.ever_in_sync || backup < 0);
+    const bool open = ps.unreplicated_since != absl::InfinitePast();
+    double gap = 0;
+    if (counting && !open) ps.unreplicated_since = now;
+    if (!counting && open) {
+      gap = absl::ToDoubleSeconds(now - ps.unreplicated_since);
+      ps.unreplicated_seconds += gap;
+      ps.unreplicated_since = absl::InfinitePast();
+    }
+    if (in_sync) {
+      for (proto::ShardRecovery& r : recoveries_) {
+        if (r.shard() == ps.index && r.backup_in_sync_seconds() < 0) {
+          r.set_backup_in_sync_seconds(absl::ToDoubleSeconds(now - start_));
+          SPDLOG_LOGGER_INFO(L(),
+                             "shard {} has an in-sync backup again {:.2f} s "
+                             "after its {} from {}",
+                             ps.index,
+                             r.backup_in_sync_seconds() - r.time_seconds(),
+                             r.source() == "restart" ? "restart"
+                                                     : "take-over",
+                             r.from_address());
+        }
+      }
+    }
+    const std::string state = in_sync ? "in sync" : backup >= 0 ? "syncing"
+                                                                : "none";
+    if (state == ps.replication_logged || state == "syncing") continue;
+    ps.replication_logged = state;
+    if (state == "in sync") {
+      SPDLOG_LOGGER_INFO(L(),
+                         "shard {} is backed up: standby {} at {} holds an "
+                         "in-sync copy{}",
+                         ps.index, backup, standby_[backup].address,
+                         gap > 0 ? absl::StrFormat(" (%.2f s without one)", gap)
+                                 : std::string());
+      continue;
+    }
+    int free = 0;
+    for (const Member& s : standby_) free += s.alive && s.serving_index < 0;
+    SPDLOG_LOGGER_WARN(
+        L(),
+        "shard {} (ps at {}) has NO BACKUP: no standby is free ({} "
+        "configured in cluster.standby_ps, {} spares; {} alive and idle). "
+        "Until one is, losing its ps loses the pushes acknowledged since its "
+        "last checkpoint. A restarted ps rejoins as a spare and backs it up; "
+        "or start one: ps_server --standby --index N",
+        ps.index, ps.address, options_.config.cluster.standby_ps.size(),
+        standby_.size() - options_.config.cluster.standby_ps.size(), free);
+  }
+}
+
+void ClusterState::SettleAckedLoss(const Member& ps, bool final) {
+  for (auto r = recoveries_.rbegin(); r != recoveries_.rend(); ++r) {
+    if (r->shard() != ps.index) continue;
+    // Only the shard's latest change, while its new server reports.
+    if (r->to_address() != ps.address) return;
+    const uint64_t lost = ps.report.acked_pushes_lost() +
+                          (final ? ps.report.push_holes() : 0);
+    if (lost != r->acked_pushes_lost() || (final && !r->loss_final())) {
+      if (lost > r->acked_pushes_lost() || final) {
+        SPDLOG_LOGGER_WARN(L(),
+                           "shard {} at {}: {} acknowledged pushes lost in its "
+                           "{} from {}{}",
+                           ps.index, ps.address, lost, r->source(),
+                           r->from_address(), final ? " (final)" : " so far");
+      }
+      r->set_acked_pushes_lost(lost);
+    }
+    if (final) r->set_loss_final(true);
+    return;
   }
 }
 
@@ -386,6 +640,9 @@ void ClusterState::RecordRecovery(int shard, const std::string& from,
   r.set_to_address(to);
   r.set_source(source);
   r.set_applied_before(before);
+  r.set_backup_in_sync_seconds(-1);
+  // Acknowledged only once the backup held them: nothing to lose.
+  r.set_loss_final(source == "replica");
   if (after.has_value()) {
     r.set_applied_after(*after);
     r.set_lost(before > *after ? before - *after : 0);
@@ -441,6 +698,9 @@ void ClusterState::ReplaceShard(Member& dead) {
   dead.incarnation = standby.incarnation;
   dead.alive = true;  // give the standby a full timeout to start serving
   dead.last_heartbeat = clock_->Now();
+  dead.report.set_replicated(false);  // the new server has no backup yet
+  dead.report.set_acked_pushes_lost(0);
+  dead.report.set_push_holes(0);
   ++epoch_;
   SPDLOG_LOGGER_WARN(
       L(),
@@ -545,6 +805,11 @@ absl::StatusOr<proto::HeartbeatResponse> ClusterState::Heartbeat(
                            r.applied_before(), r.applied_after(), r.lost());
         settled = true;
       }
+      // Its report after it was told the job is over comes after every
+      // worker finished: its push holes are losses then.
+      const uint64_t before = SumFinal(recoveries_);
+      SettleAckedLoss(*m, m->told_stop);
+      settled = settled || SumFinal(recoveries_) != before;
       // A standby serving this shard lives as long as the shard's heartbeats.
       for (Member& s : standby_) {
         if (s.serving_index == m->index && s.address == m->address) {
@@ -559,6 +824,7 @@ absl::StatusOr<proto::HeartbeatResponse> ClusterState::Heartbeat(
       snapshot = TakeSnapshot();
     }
     HeartbeatReply(*m, &response);
+    if (*role == MemberRole::kPs && stop_) m->told_stop = true;
   }
   Save(std::move(snapshot));
   return response;
@@ -672,14 +938,40 @@ proto::ClusterStatusResponse ClusterState::Status() const {
       for (int p : m.parts) out->add_parts(p);
       out->set_serving_index(m.role == MemberRole::kStandby ? m.serving_index : -1);
       out->set_replica_of(m.role == MemberRole::kStandby ? m.replica_of : -1);
+      out->set_spare(m.spare);
+      out->set_former_shard(m.spare ? m.former_shard : -1);
     }
   }
-  uint64_t lost = 0;
+  uint64_t lost = 0, acked_lost = 0;
+  bool final = true;
   for (const proto::ShardRecovery& r : recoveries_) {
     *response.add_recoveries() = r;
     lost += r.lost();
+    acked_lost += r.acked_pushes_lost();
+    final = final && r.loss_final();
   }
   response.set_updates_lost(lost);
+  response.set_acked_pushes_lost(acked_lost);
+  response.set_acked_loss_final(final);
+  response.set_replication_factor(options_.config.cluster.standby_ps.empty()
+                               ? 1
+                               : options_.config.cluster.replication);
+  if (response.replication_factor() >= 2 && epoch_ > 0) {
+    for (const Member& ps : ps_) {
+      proto::ShardReplication* r = response.add_shard_replication();
+      r->set_shard(ps.index);
+      const int backup = BackupOf(ps);
+      r->set_backup_standby(backup);
+      if (backup >= 0) r->set_backup_address(standby_[backup].address);
+      r->set_in_sync(ps.alive && backup >= 0 && ps.report.replicated());
+      const bool open = ps.unreplicated_since != absl::InfinitePast();
+      r->set_unreplicated_seconds(
+          ps.unreplicated_seconds +
+          (open ? absl::ToDoubleSeconds(now - ps.unreplicated_since) : 0));
+      r->set_unreplicated_since(
+          open ? absl::ToDoubleSeconds(ps.unreplicated_since - start_) : -1);
+    }
+  }
   return response;
 }
 
@@ -770,6 +1062,9 @@ std::optional<ClusterState::Snapshot> ClusterState::TakeSnapshot() {
       r->set_member_key(m.key);
       for (const std::string& k : m.retired_keys) r->add_retired_keys(k);
       r->set_incarnation(m.incarnation);
+      r->set_spare(m.spare);
+      r->set_former_shard(m.former_shard);
+      r->set_unreplicated_seconds(m.unreplicated_seconds);
     }
   }
   for (const proto::ShardRecovery& r : recoveries_) *state.add_recoveries() = r;
@@ -820,6 +1115,14 @@ absl::Status ClusterState::Load() {
   int restored = 0;
   for (const proto::MemberRecord& r : state->members()) {
     const std::optional<MemberRole> role = ParseMemberRole(r.role());
+    // Spare slots follow the configured standbys, in order.
+    if (role == MemberRole::kStandby && r.spare() && r.registered() &&
+        r.index() == static_cast<int>(standby_.size()) &&
+        standby_.size() - options_.config.cluster.standby_ps.size() <
+            ps_.size() + kExtraSpares) {
+      standby_.push_back({MemberRole::kStandby, r.index(), r.address()});
+      standby_.back().spare = true;
+    }
     Member* m = role.has_value() ? Find(*role, r.index()) : nullptr;
     if (m == nullptr || !r.registered()) continue;
     m->address = r.address();
@@ -835,6 +1138,9 @@ absl::Status ClusterState::Load() {
     m->serving_index = r.serving_index();
     m->replica_of = m->role == MemberRole::kStandby ? r.replica_of() : -1;
     m->applied_total = r.applied_total();
+    m->spare = r.spare();
+    m->former_shard = r.spare() ? r.former_shard() : -1;
+    m->unreplicated_seconds = r.unreplicated_seconds();
     ++restored;
   }
   SPDLOG_LOGGER_INFO(L(),

@@ -66,6 +66,10 @@ class ClusterState {
   // names the file and says how to start fresh.
   static absl::StatusOr<std::unique_ptr<ClusterState>> Create(Options options);
 
+  // Spare slots (ps that rejoined as standbys) beyond cluster.standby_ps: at
+  // most this many more than there are ps.
+  static constexpr size_t kExtraSpares = 4;
+
   ClusterState(const ClusterState&) = delete;
   ClusterState& operator=(const ClusterState&) = delete;
 
@@ -132,6 +136,21 @@ class ClusterState {
     std::string key;
     uint64_t incarnation = 0;
     std::vector<std::string> retired_keys;
+    // Standby: a spare (a ps that rejoined as a standby at its own address,
+    // numbered after the config's standby_ps) and the shard it served.
+    bool spare = false;
+    int former_shard = -1;
+    // Ps (cluster.replication 2): the time without an in-sync backup. Counted
+    // once the shard first had one, or from placement while no standby was
+    // free for it; unreplicated_since is the open period's start
+    // (InfinitePast: none open). replication_logged: the state last logged.
+    bool ever_in_sync = false;
+    double unreplicated_seconds = 0;
+    absl::Time unreplicated_since = absl::InfinitePast();
+    std::string replication_logged;
+    // Ps: a heartbeat reply told it the job is over, so its next report
+    // comes after every worker finished (its push holes are losses).
+    bool told_stop = false;
   };
   static constexpr size_t kRetiredKeys = 8;
 
@@ -167,8 +186,29 @@ class ClusterState {
   void HandOffParts(Member& dead) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReplaceShard(Member& dead) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Replication: gives every live shard without a backup a free standby,
-  // and frees the backups of dead or serving standbys.
+  // and frees the backups of dead or serving standbys; then NoteReplication.
   void AssignBackups() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Per shard: whether it has an in-sync backup now; counts the time without
+  // one, logs each change (WARN when it loses it, with the fix), and stamps
+  // recoveries with the time a backup was in sync again.
+  void NoteReplication() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The standby backing up shard `ps` (-1: none).
+  int BackupOf(const Member& ps) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A ps whose shard is served elsewhere registers as a spare standby.
+  absl::StatusOr<proto::RegisterServerResponse> RegisterSpare(
+      const proto::RegisterServerRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
+  // The spare slot for `request`: its own (its key), one at its address
+  // (the same daemon restarted), a dead one, or a new one; -1 when full.
+  int SpareSlotFor(const proto::RegisterServerRequest& request) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Standby `m` registered from a new process while its old one served a
+  // shard (it took one over): that process is gone, so the shard fails over
+  // now instead of after heartbeat.timeout_s. `old_key`: the old process's.
+  void EndServedLease(Member& m, const std::string& old_key)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The losses shard `ps`'s current server reports, onto its recoveries.
+  void SettleAckedLoss(const Member& ps, bool final)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<StandbySlot> StandbySlots() const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records a shard served by someone new; `after` set when already known.

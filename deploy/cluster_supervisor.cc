@@ -407,6 +407,34 @@ absl::Status ClusterSupervisor::CheckDaemons(int* running) {
   return check(coordinator_);
 }
 
+void ClusterSupervisor::KeepRecoveryFigures(
+    const proto::ClusterStatusResponse& status, double elapsed) {
+  recoveries_.assign(status.recoveries().begin(), status.recoveries().end());
+  acked_pushes_lost_ = status.acked_pushes_lost();
+  acked_loss_final_ = status.acked_loss_final();
+  replication_.assign(status.shard_replication().begin(),
+                      status.shard_replication().end());
+  coordinator_offset_s_ = elapsed - status.uptime_seconds();
+}
+
+void ClusterSupervisor::AddRecoveryFigures(LaunchSummary* summary) const {
+  summary->shard_recoveries = recoveries_;
+  summary->acked_pushes_lost = acked_pushes_lost_;
+  summary->acked_loss_final = acked_loss_final_;
+  summary->shard_replication = replication_;
+  summary->coordinator_offset_s = coordinator_offset_s_;
+}
+
+void ClusterSupervisor::ReadFinalFigures() {
+  if (coordinator_address_.empty()) return;
+  RpcSection rpc;
+  rpc.deadline_s = 2;
+  membership::CoordinatorClient client(coordinator_address_, rpc, "launcher");
+  const double elapsed = elapsed_seconds();
+  absl::StatusOr<proto::ClusterStatusResponse> status = client.ClusterStatus();
+  if (status.ok()) KeepRecoveryFigures(*status, elapsed);
+}
+
 void ClusterSupervisor::PollCoordinator(int running) {
   RpcSection rpc;
   rpc.deadline_s = 1;
@@ -421,8 +449,20 @@ void ClusterSupervisor::PollCoordinator(int running) {
   if (!status.ok()) return;
   latest_ = WorkerResults(*status);
   stop_reason_ = status->stop_reason();
-  recoveries_.assign(status->recoveries().begin(), status->recoveries().end());
-  updates_lost_ = status->updates_lost();
+  KeepRecoveryFigures(*status, elapsed);
+  for (const proto::ShardReplication& r : status->shard_replication()) {
+    const bool none = r.backup_standby() < 0;
+    if (none && unbacked_.insert(r.shard()).second) {
+      progress_->Event(absl::StrFormat(
+          "[%6.1f s] shard %d has NO BACKUP (no standby free): losing its ps "
+          "now loses the pushes since its last checkpoint",
+          elapsed, r.shard()));
+    } else if (!none && unbacked_.erase(r.shard()) > 0) {
+      progress_->Event(absl::StrFormat(
+          "[%6.1f s] shard %d is backed up again by standby %d", elapsed,
+          r.shard(), r.backup_standby()));
+    }
+  }
   for (const WorkerResult& w : latest_) {
     const auto it = w.metrics.find(mark_.mark_metric);
     const double value = it != w.metrics.end() ? it->second : NAN;

@@ -79,7 +79,13 @@ class ClusterSupervisor {
   const std::vector<proto::ShardRecovery>& shard_recoveries() const {
     return recoveries_;
   }
-  uint64_t updates_lost() const { return updates_lost_; }
+  // Sets summary's shard_recoveries, acked_pushes_lost, acked_loss_final,
+  // shard_replication and coordinator_offset_s from the last answer.
+  void AddRecoveryFigures(LaunchSummary* summary) const;
+  // Reads the coordinator's figures once more, after the ps stopped: their
+  // final heartbeats carry the final loss counts. Keeps the last ones when it
+  // does not answer.
+  void ReadFinalFigures();
   double seconds_to_mark() const { return seconds_to_mark_; }
   bool interrupted() const { return interrupted_; }
   // The daemons that ended while the job ran, and what was done.
@@ -122,6 +128,10 @@ class ClusterSupervisor {
   void WritePids();
   // Asks the coordinator for the figures (again, if the last answer matters).
   void PollCoordinator(int running);
+  // Keeps the recovery, loss and backup figures of a ClusterStatus read at
+  // `elapsed`.
+  void KeepRecoveryFigures(const proto::ClusterStatusResponse& status,
+                           double elapsed);
   std::string Dead(DaemonProcess& process, int status) const;
 
   const Config& config_;
@@ -140,7 +150,13 @@ class ClusterSupervisor {
   std::vector<WorkerResult> latest_;
   std::string stop_reason_;
   std::vector<proto::ShardRecovery> recoveries_;
-  uint64_t updates_lost_ = 0;
+  uint64_t acked_pushes_lost_ = 0;
+  bool acked_loss_final_ = true;
+  std::vector<proto::ShardReplication> replication_;
+  double coordinator_offset_s_ = 0;
+  // Shards last seen without a backup (the launcher says so once per
+  // change).
+  std::set<int> unbacked_;
   double seconds_to_mark_ = -1;
   LaunchSummary mark_;  // only its task and mark fields (SetMark)
   bool interrupted_ = false;

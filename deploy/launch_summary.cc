@@ -2,6 +2,7 @@
 #include "deploy/launch_summary.h"
 
 #include <algorithm>
+#include <map>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -167,7 +168,41 @@ std::string SummaryOutcome(const LaunchSummary& summary,
   if (summary.interrupted) return "interrupted";
   if (!job_error.empty()) return absl::StrCat("failed: ", job_error);
   if (!summary.failure.empty()) return absl::StrCat("failed: ", summary.failure);
+  const std::string loss = LossNote(summary);
+  if (!loss.empty()) return absl::StrCat("succeeded with loss: ", loss);
   return "succeeded";
+}
+
+std::string LossNote(const LaunchSummary& summary) {
+  std::map<int, std::pair<uint64_t, bool>> per_shard;  // lost, final
+  for (const proto::ShardRecovery& r : summary.shard_recoveries) {
+    auto& [lost, final] = per_shard.try_emplace(r.shard(), 0, true).first->second;
+    lost += r.acked_pushes_lost();
+    final = final && r.loss_final();
+  }
+  std::vector<std::string> parts;
+  for (const auto& [shard, figure] : per_shard) {
+    if (figure.first == 0) continue;
+    parts.push_back(absl::StrCat(figure.second ? "" : "at least ", figure.first,
+                                 " acknowledged push",
+                                 figure.first == 1 ? "" : "es", " of shard ",
+                                 shard));
+  }
+  return absl::StrJoin(parts, " and ");
+}
+
+double SecondsToBackup(const LaunchSummary& summary,
+                       const proto::ShardRecovery& r) {
+  if (r.backup_in_sync_seconds() < 0) return -1;
+  const double at = r.time_seconds() + summary.coordinator_offset_s;
+  // The last daemon end the launcher saw before the recovery (it polls
+  // every 0.1 s, so a fault may be seen just after the coordinator acted).
+  double fault = -1;
+  for (const FaultRecord& f : summary.faults) {
+    if (f.time_s <= at + 0.5 && f.time_s > fault) fault = f.time_s;
+  }
+  if (fault < 0) return -1;
+  return r.backup_in_sync_seconds() + summary.coordinator_offset_s - fault;
 }
 
 std::string RecoveryNote(const std::vector<FaultRecord>& faults) {
@@ -229,12 +264,33 @@ std::string FormatSummary(const LaunchSummary& s) {
     absl::StrAppendFormat(&out, "  faults:               %s\n", RecoveryNote(s.faults));
   }
   for (const proto::ShardRecovery& r : s.shard_recoveries) {
+    const double to_backup = SecondsToBackup(s, r);
     absl::StrAppendFormat(
-        &out, "  shard %d moved:        at %.1f s, %s -> %s (from its %s): %s\n",
-        r.shard(), r.time_seconds(), r.from_address(), r.to_address(),
-        r.source(),
-        r.settled() ? absl::StrCat(r.lost(), " acknowledged updates lost")
-                    : std::string("loss unknown (the new server never reported)"));
+        &out,
+        "  shard %d moved:        at %.1f s, %s -> %s (from its %s): %s%d "
+        "acknowledged pushes lost; %s\n",
+        r.shard(), r.time_seconds() + s.coordinator_offset_s,
+        r.from_address(), r.to_address(), r.source(),
+        r.loss_final() ? "" : "at least ", r.acked_pushes_lost(),
+        to_backup >= 0
+            ? absl::StrFormat("in-sync backup again %.2f s after the fault",
+                              to_backup)
+            : std::string("no in-sync backup after it"));
+  }
+  for (const proto::ShardReplication& r : s.shard_replication) {
+    if (r.unreplicated_seconds() <= 0 && r.backup_standby() >= 0) continue;
+    absl::StrAppendFormat(
+        &out, "  shard %d backup:       %s; %.1f s without an in-sync one\n",
+        r.shard(),
+        r.backup_standby() < 0
+            ? std::string("NONE at the end")
+            : absl::StrCat("standby ", r.backup_standby(), " at the end"),
+        r.unreplicated_seconds());
+  }
+  if (!s.shard_recoveries.empty()) {
+    const std::string loss = LossNote(s);
+    absl::StrAppendFormat(&out, "  acknowledged lost:    %s\n",
+                          loss.empty() ? "none (0 pushes)" : loss);
   }
   absl::StrAppendFormat(&out, "  wall time:            %.1f s\n", s.seconds);
   absl::StrAppendFormat(&out, "  logs:                 %s\n", s.log_dir);
@@ -273,14 +329,34 @@ std::string SummaryJson(const LaunchSummary& s) {
         JsonString(f.reason), "}"));
   }
   std::vector<std::string> recoveries;
+  std::map<int, uint64_t> lost_per_shard;
   for (const proto::ShardRecovery& r : s.shard_recoveries) {
+    lost_per_shard[r.shard()] += r.acked_pushes_lost();
+    const double to_backup = SecondsToBackup(s, r);
     recoveries.push_back(absl::StrCat(
         "    {\"shard\": ", r.shard(), ", \"time_s\": ",
-        JsonNumber(r.time_seconds()), ", \"from\": ",
+        JsonNumber(r.time_seconds() + s.coordinator_offset_s), ", \"from\": ",
         JsonString(r.from_address()), ", \"to\": ", JsonString(r.to_address()),
-        ", \"source\": ", JsonString(r.source()), ", \"applied_before\": ",
-        r.applied_before(), ", \"applied_after\": ", r.applied_after(),
-        ", \"lost\": ", r.settled() ? absl::StrCat(r.lost()) : "null", "}"));
+        ", \"source\": ", JsonString(r.source()),
+        ", \"acked_pushes_lost\": ", r.acked_pushes_lost(),
+        ", \"loss_exact\": ", Bool(r.loss_final()),
+        ", \"seconds_to_backup\": ",
+        to_backup >= 0 ? JsonNumber(to_backup) : "null",
+        ", \"applied_before\": ", r.applied_before(),
+        ", \"applied_after\": ",
+        r.settled() ? absl::StrCat(r.applied_after()) : "null", "}"));
+  }
+  std::vector<std::string> per_shard;
+  for (const auto& [shard, lost] : lost_per_shard) {
+    per_shard.push_back(absl::StrCat("\"", shard, "\": ", lost));
+  }
+  std::vector<std::string> replication;
+  for (const proto::ShardReplication& r : s.shard_replication) {
+    replication.push_back(absl::StrCat(
+        "    {\"shard\": ", r.shard(), ", \"backup_standby\": ",
+        r.backup_standby() >= 0 ? absl::StrCat(r.backup_standby()) : "null",
+        ", \"in_sync\": ", Bool(r.in_sync()), ", \"unreplicated_s\": ",
+        JsonNumber(r.unreplicated_seconds()), "}"));
   }
   const std::string outcome =
       s.outcome.empty() ? SummaryOutcome(s, "") : s.outcome;
@@ -291,9 +367,14 @@ std::string SummaryJson(const LaunchSummary& s) {
       ",\n  \"recovery\": ", JsonString(RecoveryNote(s.faults)),
       ",\n  \"faults\": [", faults.empty() ? "" : "\n",
       absl::StrJoin(faults, ",\n"), faults.empty() ? "]" : "\n  ]",
-      ",\n  \"updates_lost\": ", s.updates_lost,
+      ",\n  \"acked_pushes_lost\": ", s.acked_pushes_lost,
+      ",\n  \"acked_loss_exact\": ", Bool(s.acked_loss_final),
+      ",\n  \"acked_pushes_lost_per_shard\": {", absl::StrJoin(per_shard, ", "),
+      "}",
       ",\n  \"shard_recoveries\": [", recoveries.empty() ? "" : "\n",
       absl::StrJoin(recoveries, ",\n"), recoveries.empty() ? "]" : "\n  ]",
+      ",\n  \"shard_replication\": [", replication.empty() ? "" : "\n",
+      absl::StrJoin(replication, ",\n"), replication.empty() ? "]" : "\n  ]",
       ",\n  \"task\": ", JsonString(TaskName(s.task)),
       ",\n  \"metrics\": {", MetricsJson(s.final_metrics), "}",
       ",\n  \"accuracy\": ", JsonNumber(s.final_accuracy),

@@ -99,9 +99,19 @@ struct LaunchSummary {
   // Daemons that ended while the job ran, in order.
   std::vector<FaultRecord> faults;
   // Every shard take-over and restart the coordinator saw, with the
-  // acknowledged updates each lost (ClusterStatusResponse.recoveries).
+  // acknowledged pushes each lost (ClusterStatusResponse.recoveries).
   std::vector<proto::ShardRecovery> shard_recoveries;
-  uint64_t updates_lost = 0;
+  // Acknowledged pushes lost over all recoveries, counted by the shards'
+  // new servers from the workers' push sequences; exact when
+  // acked_loss_final (every new server reported after the workers finished).
+  uint64_t acked_pushes_lost = 0;
+  bool acked_loss_final = true;
+  // Each shard's backup at the end and its seconds without an in-sync one
+  // (empty with cluster.replication 1).
+  std::vector<proto::ShardReplication> shard_replication;
+  // Launcher time minus coordinator uptime (to place the coordinator's
+  // recovery times on the launcher's clock, as the faults are).
+  double coordinator_offset_s = 0;
   // Why the job failed although every daemon behaved: a worker diverged, or
   // the final accuracy is at chance level (see JudgeTraining). "" when it did
   // not; the launcher then says "Training done.".
@@ -143,8 +153,20 @@ std::string JudgeTraining(const LaunchSummary& summary, const Config& config);
 
 // "interrupted" when summary.interrupted; "failed: <job_error>" when
 // `job_error` is set (a daemon given up on, a startup failure); "failed:
-// <summary.failure>" when training failed; else "succeeded".
+// <summary.failure>" when training failed; else "succeeded", or "succeeded
+// with loss: 336 acknowledged pushes of shard 1" when recoveries lost
+// acknowledged pushes (LossNote).
 std::string SummaryOutcome(const LaunchSummary& summary, const std::string& job_error);
+
+// "336 acknowledged pushes of shard 1" ("at least ..." when a figure is not
+// final; shards joined with "and"); "" when nothing acknowledged was lost.
+std::string LossNote(const LaunchSummary& summary);
+
+// Seconds from the fault before recovery `r` (the launcher saw the daemon
+// end; summary.faults) to the shard's next in-sync backup; -1 when it never
+// had one again or no fault precedes it.
+double SecondsToBackup(const LaunchSummary& summary,
+                       const proto::ShardRecovery& r);
 
 // One sentence on the faults the job survived ("" when none): "the job went
 // on after 1 fault: ps 0 killed by signal 9 (Killed), restarted".

@@ -122,38 +122,79 @@ TEST(SummaryJsonTest, FiguresWithNullForUnknownAndEscapedText) {
       json,
       HasSubstr("{\n  \"ok\": true,\n  \"outcome\": \"succeeded\",\n  "
                 "\"failure\": \"\",\n  \"recovery\": \"\",\n  \"faults\": [],\n  "
-                "\"updates_lost\": 0,\n  \"shard_recoveries\": [],\n  \"task\""));
+                "\"acked_pushes_lost\": 0,\n  \"acked_loss_exact\": true,\n  "
+                "\"acked_pushes_lost_per_shard\": {},\n  \"shard_recoveries\": [],\n  "
+                "\"shard_replication\": [],\n  \"task\""));
 }
 
 TEST(SummaryJsonTest, ListsShardTakeOversWithWhatTheyLost) {
   LaunchSummary s;
-  proto::ShardRecovery settled;
-  settled.set_shard(1);
-  settled.set_time_seconds(4.5);
-  settled.set_from_address("127.0.0.1:7002");
-  settled.set_to_address("127.0.0.1:7201");
-  settled.set_source("replica");
-  settled.set_applied_before(900);
-  settled.set_applied_after(950);
-  settled.set_settled(true);
-  proto::ShardRecovery open = settled;
-  open.set_shard(0);
-  open.set_source("checkpoint");
-  open.set_settled(false);
-  s.shard_recoveries = {settled, open};
-  s.updates_lost = 0;
+  s.faults = {{3.25, "ps 1", "killed by signal 9 (Killed)", 137, 9, "restarted", ""}};
+  s.coordinator_offset_s = 0.25;  // the coordinator started 0.25 s later
+  proto::ShardRecovery replica;
+  replica.set_shard(1);
+  replica.set_time_seconds(3.25);  // 3.5 s on the launcher's clock
+  replica.set_from_address("127.0.0.1:7002");
+  replica.set_to_address("127.0.0.1:7201");
+  replica.set_source("replica");
+  replica.set_applied_before(900);
+  replica.set_applied_after(950);
+  replica.set_settled(true);
+  replica.set_loss_final(true);
+  replica.set_backup_in_sync_seconds(4.0);  // 4.25 s: 1 s after the kill
+  proto::ShardRecovery checkpoint = replica;
+  checkpoint.set_shard(0);
+  checkpoint.set_source("checkpoint");
+  checkpoint.set_settled(false);
+  checkpoint.set_loss_final(false);
+  checkpoint.set_acked_pushes_lost(336);
+  checkpoint.set_backup_in_sync_seconds(-1);
+  s.shard_recoveries = {replica, checkpoint};
+  s.acked_pushes_lost = 336;
+  s.acked_loss_final = false;
+  EXPECT_DOUBLE_EQ(SecondsToBackup(s, replica), 1.0);
+  EXPECT_EQ(SecondsToBackup(s, checkpoint), -1);
   const std::string json = SummaryJson(s);
   EXPECT_THAT(json, HasSubstr(
-      "\"shard_recoveries\": [\n    {\"shard\": 1, \"time_s\": 4.5, \"from\": "
+      "\"shard_recoveries\": [\n    {\"shard\": 1, \"time_s\": 3.5, \"from\": "
       "\"127.0.0.1:7002\", \"to\": \"127.0.0.1:7201\", \"source\": \"replica\", "
-      "\"applied_before\": 900, \"applied_after\": 950, \"lost\": 0}"));
-  EXPECT_THAT(json, HasSubstr("\"source\": \"checkpoint\", \"applied_before\": "
-                              "900, \"applied_after\": 950, \"lost\": null}"));
-  EXPECT_THAT(FormatSummary(s),
-              HasSubstr("shard 1 moved:        at 4.5 s, 127.0.0.1:7002 -> "
-                        "127.0.0.1:7201 (from its replica): 0 acknowledged "
-                        "updates lost"));
-  EXPECT_THAT(FormatSummary(s), HasSubstr("loss unknown"));
+      "\"acked_pushes_lost\": 0, \"loss_exact\": true, \"seconds_to_backup\": 1, "
+      "\"applied_before\": 900, \"applied_after\": 950}"));
+  EXPECT_THAT(json, HasSubstr("\"source\": \"checkpoint\", \"acked_pushes_lost\": "
+                              "336, \"loss_exact\": false, \"seconds_to_backup\": "
+                              "null, \"applied_before\": 900, \"applied_after\": null}"));
+  EXPECT_THAT(json, HasSubstr("\"acked_pushes_lost\": 336,\n  \"acked_loss_exact\": "
+                              "false,\n  \"acked_pushes_lost_per_shard\": {\"0\": 336, "
+                              "\"1\": 0}"));
+  const std::string text = FormatSummary(s);
+  EXPECT_THAT(text, HasSubstr("shard 1 moved:        at 3.5 s, 127.0.0.1:7002 -> "
+                              "127.0.0.1:7201 (from its replica): 0 acknowledged "
+                              "pushes lost; in-sync backup again 1.00 s after "
+                              "the fault"));
+  EXPECT_THAT(text, HasSubstr("(from its checkpoint): at least 336 acknowledged "
+                              "pushes lost; no in-sync backup after it"));
+  EXPECT_THAT(text, HasSubstr("acknowledged lost:    at least 336 acknowledged "
+                              "pushes of shard 0"));
+}
+
+TEST(SummaryJsonTest, AJobThatLostAcknowledgedPushesSaysSoFirst) {
+  LaunchSummary s;
+  EXPECT_EQ(SummaryOutcome(s, ""), "succeeded");
+  proto::ShardRecovery r;
+  r.set_shard(1);
+  r.set_loss_final(true);
+  s.shard_recoveries = {r};
+  EXPECT_EQ(SummaryOutcome(s, ""), "succeeded") << "a recovery that lost nothing";
+  r.set_acked_pushes_lost(336);
+  s.shard_recoveries = {r};
+  s.acked_pushes_lost = 336;
+  EXPECT_EQ(SummaryOutcome(s, ""),
+            "succeeded with loss: 336 acknowledged pushes of shard 1");
+  s.outcome = SummaryOutcome(s, "");
+  EXPECT_THAT(SummaryJson(s), HasSubstr("\"ok\": false,\n  \"outcome\": "
+                                        "\"succeeded with loss: 336"));
+  EXPECT_EQ(SummaryOutcome(s, "ps 1 exited with status 2"),
+            "failed: ps 1 exited with status 2");
 }
 
 TEST(SummaryJsonTest, ListsFaultsAndTheOutcome) {

@@ -47,6 +47,11 @@ ABSL_FLAG(bool, resume, false,
           "continue the previous job: keep its ps checkpoints and coordinator "
           "state (default: delete them and start fresh)");
 ABSL_FLAG(double, progress_s, 2.0, "seconds between progress lines");
+ABSL_FLAG(bool, fail_on_loss, false,
+          "exit with status 4 when a shard's failover or restart lost "
+          "acknowledged pushes (the outcome then reads 'succeeded with loss: "
+          "N acknowledged pushes of shard S'); for scripts that must not "
+          "accept a model missing acknowledged updates");
 ABSL_FLAG(double, accuracy_mark, std::numeric_limits<double>::quiet_NaN(),
           "report when a worker's test accuracy first reaches this, in [0, 1] "
           "(default: the config's training.target_metric and target_value)");
@@ -73,6 +78,9 @@ using namespace downpour;
 // is at chance level (LaunchSummary::failure). Documented in
 // docs/OPERATIONS.md.
 constexpr int kTrainingFailedExitCode = 3;
+// The job succeeded but a failover lost acknowledged pushes, and
+// --fail_on_loss was given.
+constexpr int kLossExitCode = 4;
 
 std::atomic<int> g_signal{0};
 
@@ -174,5 +182,12 @@ int main(int argc, char** argv) {
   }
   std::fputs(FormatSummary(*summary).c_str(), stdout);
   if (!summary->failure.empty()) return kTrainingFailedExitCode;
-  return summary->interrupted ? 130 : 0;
+  if (summary->interrupted) return 130;
+  if (absl::GetFlag(FLAGS_fail_on_loss) && !LossNote(*summary).empty()) {
+    std::fprintf(stderr,
+                 "launcher: --fail_on_loss: the job lost %s; exit status %d\n",
+                 LossNote(*summary).c_str(), kLossExitCode);
+    return kLossExitCode;
+  }
+  return 0;
 }

@@ -210,7 +210,12 @@ absl::StatusOr<LaunchSummary> RunCluster(const Config& user_config,
   ClusterSupervisor supervisor(config, options);
   absl::Status status = supervisor.Start();
   if (status.ok()) status = supervisor.Watch();
-  supervisor.Stop([&] { SaveHistory(supervisor, options.run_dir, &summary); });
+  supervisor.Stop([&] {
+    // The ps's final heartbeats (sent as they stopped) carry the final loss
+    // counts.
+    supervisor.ReadFinalFigures();
+    SaveHistory(supervisor, options.run_dir, &summary);
+  });
   if (status.ok()) status = supervisor.PsExitStatus();
 
   summary.seconds = supervisor.elapsed_seconds();
@@ -218,8 +223,7 @@ absl::StatusOr<LaunchSummary> RunCluster(const Config& user_config,
   summary.seconds_to_mark = supervisor.seconds_to_mark();
   summary.interrupted = supervisor.interrupted();
   summary.faults = supervisor.faults();
-  summary.shard_recoveries = supervisor.shard_recoveries();
-  summary.updates_lost = supervisor.updates_lost();
+  supervisor.AddRecoveryFigures(&summary);
   AddWorkerResults(supervisor.workers(), &summary);
   if (status.ok()) summary.failure = JudgeTraining(summary, config);
   if (config.compute.device == ComputeDevice::kSimulated) {

@@ -37,6 +37,11 @@ absl::StatusOr<proto::RegisterServerResponse> CoordinatorClient::RegisterServer(
   request.set_index(index);
   request.set_address(address);
   request.set_standby(standby);
+  return RegisterServer(std::move(request));
+}
+
+absl::StatusOr<proto::RegisterServerResponse> CoordinatorClient::RegisterServer(
+    proto::RegisterServerRequest request) {
   request.set_member_key(member_key());
   absl::StatusOr<proto::RegisterServerResponse> response;
   absl::Status status = RetryFor(

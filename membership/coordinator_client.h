@@ -40,6 +40,10 @@ class CoordinatorClient {
   absl::StatusOr<proto::RegisterServerResponse> RegisterServer(
       int index, const std::string& address, bool standby = false,
       uint64_t applied_total = 0);
+  // Any registration of a ps or standby (a spare: RegisterServerRequest
+  // .spare); member_key is filled in here.
+  absl::StatusOr<proto::RegisterServerResponse> RegisterServer(
+      proto::RegisterServerRequest request);
   absl::StatusOr<proto::RegisterWorkerResponse> RegisterWorker(
       int index, const std::string& address);
   // Waits until the placement has an epoch >= min_epoch (> 0).

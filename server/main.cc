@@ -43,8 +43,8 @@ int main(int argc, char** argv) {
 
   auto node = server::PsNode::Start(std::move(options));
   if (!node.ok()) {
-    // Another daemon serves this shard and is alive: restarting this one as
-    // the same ps cannot help (a launcher may restart it as a standby).
+    // A ps whose shard another daemon serves rejoins as a spare (PsNode);
+    // AlreadyExists here is a live standby slot taken by another process.
     Die(who, std::string(node.status().message()),
         absl::IsAlreadyExists(node.status()) ? kExitReplaced : kExitFailure);
   }
@@ -63,5 +63,8 @@ int main(int argc, char** argv) {
                         std::string(written.message()));
     return 1;
   }
-  return watch.stuck() ? kExitFailure : 0;
+  if (watch.stuck()) return kExitFailure;
+  // Ended on its own: another daemon serves its shard now (it was declared
+  // dead while stopped or cut off). Started again, it rejoins as a spare.
+  return signal == 0 ? kExitReplaced : 0;
 }

@@ -70,6 +70,14 @@ class PsNode::Impl {
   // coordinator restart, on the heartbeat thread) it leaves that to the
   // placement thread.
   absl::Status Register(bool first) ABSL_LOCKS_EXCLUDED(mu_);
+  // A ps whose registration was refused because another daemon serves its
+  // shard (`refusal`) rejoins as a spare standby at its own address: it drops
+  // the shard it restored and registers as a spare.
+  absl::Status BecomeSpare(const absl::Status& refusal)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The identity it heartbeats as: "ps" and the shard, or "standby" and its
+  // slot.
+  std::pair<std::string, int> Identity() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Hands the workers' incarnations from a registration or heartbeat reply
   // to the shard (server/shard.h LearnWorkerIncarnations).
@@ -150,6 +158,14 @@ class PsNode::Impl {
   // and kept as long as the node, so it is used without mu_ once read.
   std::unique_ptr<Shard> shard_ ABSL_GUARDED_BY(mu_);
   int shard_index_ ABSL_GUARDED_BY(mu_) = -1;  // -1: none (a standby)
+  // A standby's slot: options_.index, or the spare slot the coordinator gave.
+  int standby_index_ ABSL_GUARDED_BY(mu_) = -1;
+  // A ps that rejoined as a spare, and the shard it served.
+  bool spare_ ABSL_GUARDED_BY(mu_) = false;
+  int former_shard_ ABSL_GUARDED_BY(mu_) = -1;
+  // The shard a spare dropped: kept (unserved) while RPCs that read it
+  // before may still run; freed with the node.
+  std::unique_ptr<Shard> dropped_shard_ ABSL_GUARDED_BY(mu_);
   bool replaced_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // Replaced: the node ended on its own. Notified under mu_ (for Wait()).
@@ -181,12 +197,17 @@ absl::Status PsNode::Impl::Start() {
     shard_index_ = options_.index;
     service_.set_shard(shard_.get());
   } else {
+    absl::MutexLock lock(&mu_);
+    standby_index_ = options_.index;
     service_.set_replica(&replica_);
   }
   const std::string who = name();
   const char* role = options_.standby ? "standby" : "ps";
   status_ = std::make_unique<StatusService>(
       role, options_.index, &counters_, [this](proto::GetStatusResponse* r) {
+        const auto [now_role, now_index] = Identity();
+        r->set_role(now_role);
+        r->set_index(now_index);
         r->set_device("cpu");
         (*r->mutable_counters())["blocks"] = num_blocks();
         (*r->mutable_counters())["placement_epoch"] = epoch();
@@ -201,7 +222,7 @@ absl::Status PsNode::Impl::Start() {
   SetReady(server_.server.get(), false);
   status_->set_address(server_.address);
   advertised_ = AdvertisedAddress(server_.address, options_.advertise);
-  SPDLOG_LOGGER_INFO(L(), "{}: serving on {} (registered as {})", who,
+  SPDLOG_LOGGER_INFO(L(), "{}: listening on {}; registering as {}", who,
                      server_.address, advertised_);
 
   client_ = std::make_unique<membership::CoordinatorClient>(
@@ -210,8 +231,15 @@ absl::Status PsNode::Impl::Start() {
     absl::MutexLock lock(&mu_);
     last_contact_ = clock_->Now();
   }
-  RETURN_IF_ERROR(Register(/*first=*/true));
-  if (!options_.standby) {
+  absl::Status registered = Register(/*first=*/true);
+  if (absl::IsAlreadyExists(registered) && !options_.standby) {
+    registered = BecomeSpare(registered);
+  }
+  RETURN_IF_ERROR(registered);
+  const auto [identity_role, identity_index] = Identity();
+  SPDLOG_LOGGER_INFO(L(), "{}: registered, serving on {}", name(),
+                     advertised_);
+  if (identity_role == "ps") {
     Shard* shard;
     {
       absl::MutexLock lock(&mu_);
@@ -220,7 +248,7 @@ absl::Status PsNode::Impl::Start() {
     StartReplicator(shard, options_.index);
   }
   agent_ = std::make_unique<membership::MemberAgent>(
-      client_.get(), role, options_.index, advertised_,
+      client_.get(), identity_role, identity_index, advertised_,
       options_.config.heartbeat.interval_s,
       [this] { return Register(/*first=*/false); }, [this] { return Report(); },
       [this](const proto::HeartbeatResponse& r) { OnHeartbeat(r); });
@@ -286,7 +314,39 @@ void PsNode::Impl::Wait() {
 std::string PsNode::Impl::name() const {
   absl::MutexLock lock(&mu_);
   if (shard_index_ >= 0) return absl::StrCat("ps ", shard_index_);
-  return absl::StrCat("standby ", options_.index);
+  if (spare_) {
+    return absl::StrCat("spare standby ", standby_index_, " (was ps ",
+                        former_shard_, ")");
+  }
+  return absl::StrCat("standby ", standby_index_);
+}
+
+std::pair<std::string, int> PsNode::Impl::Identity() const {
+  absl::MutexLock lock(&mu_);
+  if (shard_index_ >= 0) return {"ps", shard_index_};
+  return {"standby", standby_index_};
+}
+
+absl::Status PsNode::Impl::BecomeSpare(const absl::Status& refusal) {
+  std::unique_ptr<Shard> dropped;
+  {
+    absl::MutexLock lock(&mu_);
+    former_shard_ = shard_index_;
+    spare_ = true;
+    shard_index_ = -1;
+    standby_index_ = -1;
+    service_.set_shard(nullptr);
+    dropped_shard_ = std::move(shard_);
+  }
+  service_.set_replica(&replica_);
+  counters_.Set("spare", 1);
+  SPDLOG_LOGGER_WARN(L(),
+                     "ps {}: {} -- rejoining as a spare standby at {}: it "
+                     "backs up a shard without a backup (its own first) and "
+                     "takes one over when its server dies",
+                     options_.index, std::string(refusal.message()),
+                     advertised_);
+  return Register(/*first=*/true);
 }
 
 uint64_t PsNode::Impl::epoch() const {
@@ -321,6 +381,12 @@ proto::MemberReport PsNode::Impl::Report() const {
   if (shard != nullptr) {
     report.set_applied_total(shard->applied_total());
     report.set_replicated(replicator != nullptr && replicator->in_sync());
+    // Requests past a worker's window that never arrived here: acknowledged
+    // by a server whose state this shard does not hold (it was restored from
+    // something older). Holes: missing below a worker's newest request.
+    report.set_acked_pushes_lost(static_cast<uint64_t>(
+        counters_.Get("sequence_window_skips")));
+    report.set_push_holes(shard->push_holes());
   } else {
     const Replica::Info replica = replica_.info();
     report.set_has_replica(replica.held);
@@ -331,23 +397,33 @@ proto::MemberReport PsNode::Impl::Report() const {
 }
 
 absl::Status PsNode::Impl::Register(bool first) {
-  int index;
+  proto::RegisterServerRequest request;
   bool standby;
   {
     absl::MutexLock lock(&mu_);
     standby = shard_index_ < 0;
-    index = standby ? options_.index : shard_index_;
+    request.set_index(standby ? standby_index_ : shard_index_);
+    request.set_standby(standby);
+    request.set_spare(spare_);
+    request.set_former_shard(former_shard_);
+    if (!standby) request.set_applied_total(shard_->applied_total());
   }
-  uint64_t applied_total = 0;
-  if (!standby) {
-    absl::MutexLock lock(&mu_);
-    applied_total = shard_->applied_total();
-  }
-  auto response =
-      standby ? client_->RegisterServer(index, advertised_, /*standby=*/true)
-              : client_->RegisterServer(index, advertised_, /*standby=*/false,
-                                        applied_total);
+  request.set_address(advertised_);
+  auto response = client_->RegisterServer(std::move(request));
   if (!response.ok()) return response.status();
+  if (standby && response->standby_index() >= 0) {
+    bool moved;
+    {
+      absl::MutexLock lock(&mu_);
+      moved = standby_index_ != response->standby_index();
+      standby_index_ = response->standby_index();
+    }
+    // A spare given another slot (a coordinator restarted without its
+    // state) heartbeats as that one.
+    if (moved && agent_ != nullptr) {
+      agent_->SetIdentity("standby", response->standby_index());
+    }
+  }
   // Shown in Status: the coordinator asks it to tell whether this process
   // still serves as the member it registered (coordinator/member_identity.h).
   counters_.Set(coordinator::kMemberIncarnationCounter,
@@ -448,8 +524,8 @@ void PsNode::Impl::PlacementLoop() {
     if (shard_index < 0 && take_over >= 0) {
       absl::Status taken = TakeOver(take_over, wanted);
       if (!taken.ok()) {
-        SPDLOG_LOGGER_ERROR(L(), "standby {}: cannot take over shard {}: {}",
-                            options_.index, take_over,
+        SPDLOG_LOGGER_ERROR(L(), "{}: cannot take over shard {}: {}",
+                            name(), take_over,
                             std::string(taken.message()));
       }
     } else if (shard_index >= 0 && wanted > epoch()) {
@@ -492,8 +568,8 @@ absl::Status PsNode::Impl::ApplyPlacement(uint64_t epoch) {
 
 absl::Status PsNode::Impl::TakeOver(int shard_index, uint64_t epoch) {
   SPDLOG_LOGGER_WARN(L(),
-                     "standby {}: taking over shard {} at placement epoch {}",
-                     options_.index, shard_index, epoch);
+                     "{}: taking over shard {} at placement epoch {}",
+                     name(), shard_index, epoch);
   // From the in-memory replica when this standby was the shard's backup
   // (nothing acknowledged is lost); else the shard's latest checkpoint (the
   // checkpoint folder is shared).
@@ -502,19 +578,19 @@ absl::Status PsNode::Impl::TakeOver(int shard_index, uint64_t epoch) {
   std::unique_ptr<Shard> shard;
   if (replica.has_value()) {
     SPDLOG_LOGGER_WARN(L(),
-                       "standby {}: shard {} comes from its in-memory replica "
+                       "{}: shard {} comes from its in-memory replica "
                        "(generation {}, {} updates held): no acknowledged "
                        "update lost",
-                       options_.index, shard_index, held.generation,
+                       name(), shard_index, held.generation,
                        held.applied_total);
     ASSIGN_OR_RETURN(shard, Shard::CreateFrom(options_.config, shard_index,
                                               &counters_, *std::move(replica)));
     counters_.Add("takeovers_from_replica", 1);
   } else {
     SPDLOG_LOGGER_WARN(L(),
-                       "standby {}: holds no replica of shard {}: loading its "
+                       "{}: holds no replica of shard {}: loading its "
                        "checkpoint; updates since it was written are lost",
-                       options_.index, shard_index);
+                       name(), shard_index);
     replica_.Fence(shard_index);
     ASSIGN_OR_RETURN(shard,
                      Shard::Create(options_.config, shard_index, &counters_));

@@ -143,6 +143,12 @@ void PushAdmission::MarkApplied(int32_t worker, uint64_t sequence) {
                      options_.shard_index, worker, CountOf(sequence), skipped);
 }
 
+uint64_t PushAdmission::Holes() const {
+  uint64_t holes = 0;
+  for (const auto& [worker, window] : windows_) holes += window.holes();
+  return holes;
+}
+
 bool PushAdmission::IsNew(int32_t worker, uint64_t sequence) const {
   return WindowVerdict(worker, sequence) == SequenceWindow::Verdict::kNew;
 }

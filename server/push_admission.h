@@ -108,6 +108,11 @@ class PushAdmission {
   // True when `sequence` of `worker` has been applied.
   bool Applied(int32_t worker, uint64_t sequence) const;
 
+  // The push sequences missing below each worker's newest here, summed
+  // (SequenceWindow::holes): in flight while workers push, lost once every
+  // worker has finished.
+  uint64_t Holes() const;
+
   // Per worker id, its applied-push window (for checkpoints and replicas).
   const std::map<int32_t, SequenceWindow>& windows() const { return windows_; }
 

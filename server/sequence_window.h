@@ -54,6 +54,15 @@ class SequenceWindow {
   // Bit i: sequence base() + 1 + i has been applied.
   uint64_t mask() const { return mask_; }
 
+  // Sequences below the newest applied one that have not arrived: in flight
+  // (they arrive out of order), or never to come (acknowledged by a server
+  // whose state this one does not hold). 0 while nothing past base() is in.
+  uint64_t holes() const {
+    if (mask_ == 0) return 0;
+    const int top = 63 - __builtin_clzll(mask_);
+    return static_cast<uint64_t>(top + 1 - __builtin_popcountll(mask_));
+  }
+
  private:
   uint64_t base_ = 0;
   uint64_t mask_ = 0;

@@ -77,5 +77,24 @@ TEST(SequenceWindowTest, RestoredWindowKeepsItsHoles) {
   EXPECT_EQ(w.base(), Seq(2, 13));
 }
 
+TEST(SequenceWindowTest, HolesAreTheSequencesMissingBelowTheNewest) {
+  SequenceWindow w;
+  EXPECT_EQ(w.holes(), 0u);
+  w.MarkApplied(Seq(1, 1));
+  EXPECT_EQ(w.holes(), 0u);
+  // A shard restored from a checkpoint at n = 1 while the worker went on to
+  // n = 6 (2 .. 5 were acknowledged by a server whose state is gone).
+  w.MarkApplied(Seq(1, 6));
+  w.MarkApplied(Seq(1, 8));
+  EXPECT_EQ(w.holes(), 5u);  // 2, 3, 4, 5 and 7
+  w.MarkApplied(Seq(1, 7));
+  EXPECT_EQ(w.holes(), 4u);
+  // Once the window slides past them they are counted as skipped instead
+  // (2 .. 5, and 9, which was never sent either).
+  EXPECT_EQ(w.MarkApplied(Seq(1, 1 + SequenceWindow::kWidth + 8)), 5u);
+  EXPECT_EQ(w.holes(), SequenceWindow::kWidth - 1);  // only the newest is in
+  EXPECT_EQ(SequenceWindow(Seq(2, 10), 0b101).holes(), 1u);
+}
+
 }  // namespace
 }  // namespace downpour::server

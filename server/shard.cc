@@ -435,6 +435,11 @@ uint64_t Shard::generation() const {
   return generation_;
 }
 
+uint64_t Shard::push_holes() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return admission_.Holes();
+}
+
 uint64_t Shard::applied_total() const {
   absl::ReaderMutexLock lock(&mu_);
   uint64_t total = 0;

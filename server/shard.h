@@ -76,6 +76,9 @@ class Shard {
   // The updates the shard holds: the sum of its blocks' versions (blocks
   // restored but not placed here included).
   uint64_t applied_total() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Push requests missing below each worker's newest one here
+  // (PushAdmission::Holes): in flight, or lost once every worker finished.
+  uint64_t push_holes() const ABSL_LOCKS_EXCLUDED(mu_);
 
   Shard(const Shard&) = delete;
   Shard& operator=(const Shard&) = delete;

@@ -2,9 +2,13 @@
 #include "tools/status_table.h"
 
 #include <cmath>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 
 namespace downpour::tools {
 namespace {
@@ -52,6 +56,42 @@ std::string FormatStatusTable(const proto::ClusterStatusResponse& status) {
         r.pushes(), FormatBytes(r.bytes()), OrDash(r.mean_staleness(), 2),
         worker ? OrDash(r.loss(), 4) : "-",
         worker ? OrDash(TestFigure(r), 4) : "-");
+  }
+  absl::StrAppend(&out, FormatBackups(status));
+  return out;
+}
+
+std::string FormatBackups(const proto::ClusterStatusResponse& status) {
+  std::string out;
+  if (status.replication_factor() >= 2) {
+    absl::StrAppendFormat(&out, "shard backups (cluster.replication %d):\n",
+                          status.replication_factor());
+    for (const proto::ShardReplication& r : status.shard_replication()) {
+      std::string backup =
+          r.backup_standby() < 0
+              ? "NONE (no standby free: losing this ps loses the pushes since "
+                "its last checkpoint)"
+              : absl::StrCat("standby ", r.backup_standby(), " at ",
+                             r.backup_address(),
+                             r.in_sync() ? ", in sync" : ", syncing");
+      absl::StrAppendFormat(&out, "  shard %d: %s; %.1f s unreplicated%s\n",
+                            r.shard(), backup, r.unreplicated_seconds(),
+                            r.unreplicated_since() >= 0 ? " so far" : "");
+    }
+  }
+  if (status.recoveries_size() > 0) {
+    std::map<int, uint64_t> per_shard;
+    for (const proto::ShardRecovery& r : status.recoveries()) {
+      per_shard[r.shard()] += r.acked_pushes_lost();
+    }
+    std::vector<std::string> shards;
+    for (const auto& [shard, lost] : per_shard) {
+      shards.push_back(absl::StrCat("shard ", shard, ": ", lost));
+    }
+    absl::StrAppendFormat(
+        &out, "acknowledged pushes lost in %d recoveries: %s%d (%s)\n",
+        status.recoveries_size(), status.acked_loss_final() ? "" : "at least ",
+        status.acked_pushes_lost(), absl::StrJoin(shards, ", "));
   }
   return out;
 }

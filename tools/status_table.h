@@ -13,6 +13,11 @@ namespace downpour::tools {
 // staleness, loss and TestFigure ("-" where unknown).
 std::string FormatStatusTable(const proto::ClusterStatusResponse& status);
 
+// The lines under the table: each shard's backup ("NONE" when it has none)
+// and its seconds without one, when cluster.replication is 2; the
+// acknowledged pushes lost per shard, when a shard was recovered.
+std::string FormatBackups(const proto::ClusterStatusResponse& status);
+
 // The figure the tables' TEST column shows for a worker: its test rmse when
 // it reports regression metrics, else its test accuracy (NaN when unknown).
 double TestFigure(const proto::MemberReport& report);

@@ -54,6 +54,36 @@ TEST(StatusTableTest, RegressionWorkersShowTheirRmse) {
   EXPECT_EQ(TestFigure(classifier), 0.9);
 }
 
+TEST(StatusTableTest, ShowsEachShardsBackupAndTheLoss) {
+  proto::ClusterStatusResponse status;
+  EXPECT_EQ(FormatBackups(status), "");  // replication 1, no recoveries
+  status.set_replication_factor(2);
+  auto* backed = status.add_shard_replication();
+  backed->set_shard(0);
+  backed->set_backup_standby(0);
+  backed->set_backup_address("127.0.0.1:7201");
+  backed->set_in_sync(true);
+  backed->set_unreplicated_since(-1);
+  auto* bare = status.add_shard_replication();
+  bare->set_shard(1);
+  bare->set_backup_standby(-1);
+  bare->set_unreplicated_seconds(12.34);
+  bare->set_unreplicated_since(3);
+  auto* r = status.add_recoveries();
+  r->set_shard(1);
+  r->set_acked_pushes_lost(336);
+  status.set_acked_pushes_lost(336);
+  status.set_acked_loss_final(true);
+  const std::string lines = FormatBackups(status);
+  EXPECT_THAT(lines, HasSubstr("shard 0: standby 0 at 127.0.0.1:7201, in sync; "
+                               "0.0 s unreplicated\n"));
+  EXPECT_THAT(lines, HasSubstr("shard 1: NONE"));
+  EXPECT_THAT(lines, HasSubstr("12.3 s unreplicated so far"));
+  EXPECT_THAT(lines, HasSubstr("acknowledged pushes lost in 1 recoveries: 336 "
+                               "(shard 1: 336)"));
+  EXPECT_THAT(FormatStatusTable(status), HasSubstr("shard 1: NONE"));
+}
+
 TEST(StatusTableTest, FormatsBytes) {
   EXPECT_EQ(FormatBytes(512), "512 B");
   EXPECT_EQ(FormatBytes(2.5e9), "2.50 GB");

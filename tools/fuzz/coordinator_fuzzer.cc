@@ -111,9 +111,13 @@ void CheckStatus(const proto::ClusterStatusResponse& status) {
   const size_t members = config.cluster.ps.size() +
                          config.cluster.standby_ps.size() +
                          config.cluster.workers.size();
-  if (static_cast<size_t>(status.members_size()) != members) {
+  // Spares (ps that rejoined as standbys) add a bounded number of slots.
+  const size_t spares = config.cluster.ps.size() + ClusterState::kExtraSpares;
+  if (static_cast<size_t>(status.members_size()) < members ||
+      static_cast<size_t>(status.members_size()) > members + spares) {
     Fail("status lists " + std::to_string(status.members_size()) +
-         " members, the config " + std::to_string(members));
+         " members, the config " + std::to_string(members) + " plus at most " +
+         std::to_string(spares) + " spares");
   }
   if (status.ByteSizeLong() > kMaxReplyBytes) Fail("status reply too large");
 }
