@@ -264,6 +264,7 @@ absl::StatusOr<proto::RegisterServerResponse> ClusterState::RegisterServer(
     const std::string old_key = m->key;
     m->address = request.address();
     const bool fresh = Admit(*m, request.member_key());
+    if (!m->alive && m->registered) CloseOutage(*m, "restarted");
     Touch(*m);
     if (request.standby() && fresh) EndServedLease(*m, old_key);
     if (request.standby()) m->serving_index = -1;
@@ -375,6 +376,7 @@ absl::StatusOr<proto::RegisterServerResponse> ClusterState::RegisterSpare(
     m.former_shard =
         former >= 0 && former < static_cast<int>(ps_.size()) ? former : -1;
     const bool fresh = Admit(m, request.member_key());
+    if (!m.alive && m.registered) CloseOutage(m, "restarted");
     Touch(m);
     if (fresh) EndServedLease(m, old_key);
     m.serving_index = -1;
@@ -441,6 +443,7 @@ absl::StatusOr<proto::RegisterWorkerResponse> ClusterState::RegisterWorker(
     Admit(*m, request.member_key());
     response.set_incarnation(m->incarnation);
     response.set_member_key(m->key);
+    if (!m->alive && m->registered) CloseOutage(*m, "restarted");
     Touch(*m);
     m->report.set_finished(false);
     ClaimParts(*m);
@@ -607,6 +610,28 @@ void ClusterState::NoteReplication() {
   }
 }
 
+void ClusterState::OpenOutage(const Member& m) {
+  proto::MemberOutage outage;
+  outage.set_role(MemberRoleName(m.role));
+  outage.set_index(m.index);
+  outage.set_address(m.address);
+  outage.set_start_seconds(absl::ToDoubleSeconds(clock_->Now() - start_));
+  outage.set_end_seconds(-1);
+  outages_.push_back(std::move(outage));
+  if (outages_.size() > kOutagesKept) outages_.erase(outages_.begin());
+}
+
+void ClusterState::CloseOutage(const Member& m, const char* how) {
+  for (proto::MemberOutage& o : outages_) {
+    if (o.end_seconds() >= 0 || o.role() != MemberRoleName(m.role) ||
+        o.index() != m.index) {
+      continue;
+    }
+    o.set_end_seconds(absl::ToDoubleSeconds(clock_->Now() - start_));
+    o.set_ended_by(how);
+  }
+}
+
 void ClusterState::SettleAckedLoss(const Member& ps, bool final) {
   for (auto r = recoveries_.rbegin(); r != recoveries_.rend(); ++r) {
     if (r->shard() != ps.index) continue;
@@ -696,6 +721,7 @@ void ClusterState::ReplaceShard(Member& dead) {
   Retire(dead);
   dead.key = standby.key;
   dead.incarnation = standby.incarnation;
+  CloseOutage(dead, "taken over");
   dead.alive = true;  // give the standby a full timeout to start serving
   dead.last_heartbeat = clock_->Now();
   dead.report.set_replicated(false);  // the new server has no backup yet
@@ -779,6 +805,7 @@ absl::StatusOr<proto::HeartbeatResponse> ClusterState::Heartbeat(
     }
     if (!m->alive) {
       SPDLOG_LOGGER_INFO(L(), "{} {} is alive again", request.role(), m->index);
+      CloseOutage(*m, "alive again");
     }
     const bool was_finished = m->report.finished();
     m->alive = true;
@@ -953,6 +980,7 @@ proto::ClusterStatusResponse ClusterState::Status() const {
   response.set_updates_lost(lost);
   response.set_acked_pushes_lost(acked_lost);
   response.set_acked_loss_final(final);
+  for (const proto::MemberOutage& o : outages_) *response.add_outages() = o;
   response.set_replication_factor(options_.config.cluster.standby_ps.empty()
                                ? 1
                                : options_.config.cluster.replication);
@@ -999,6 +1027,7 @@ int ClusterState::CheckLiveness() {
             MemberRoleName(m.role), m.index, m.address,
             absl::ToDoubleSeconds(now - m.last_heartbeat),
             options_.config.heartbeat.timeout_s);
+        OpenOutage(m);
         if (m.role == MemberRole::kWorker) HandOffParts(m);
         if (m.role == MemberRole::kPs) ReplaceShard(m);
       }

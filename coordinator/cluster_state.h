@@ -206,6 +206,10 @@ class ClusterState {
   // now instead of after heartbeat.timeout_s. `old_key`: the old process's.
   void EndServedLease(Member& m, const std::string& old_key)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Outages: `m` was declared dead; `m` lives again (`how`).
+  void OpenOutage(const Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CloseOutage(const Member& m, const char* how)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The losses shard `ps`'s current server reports, onto its recoveries.
   void SettleAckedLoss(const Member& ps, bool final)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -248,6 +252,9 @@ class ClusterState {
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::string stop_reason_ ABSL_GUARDED_BY(mu_);
   uint64_t snapshots_ ABSL_GUARDED_BY(mu_) = 0;  // sequence of the last one
+  // Members declared dead, oldest first (at most kOutagesKept).
+  std::vector<proto::MemberOutage> outages_ ABSL_GUARDED_BY(mu_);
+  static constexpr size_t kOutagesKept = 64;
   // Every take-over and restart of a shard, oldest first.
   std::vector<proto::ShardRecovery> recoveries_ ABSL_GUARDED_BY(mu_);
 };

@@ -1000,6 +1000,27 @@ TEST_F(SpareTest, AShardWithoutABackupCountsItsTime) {
   EXPECT_GE(Backup(status, 1)->unreplicated_since(), 0);
 }
 
+TEST_F(SpareTest, AnOutageIsRecordedUntilTheMemberIsBack) {
+  RegisterPs(0, "127.0.0.1:1");
+  RegisterPs(1, "127.0.0.1:2");
+  ASSERT_THAT(Heartbeat(PsBeat(0, "127.0.0.1:1", 10)), IsOk());
+  clock_.Advance(absl::Seconds(4));
+  ASSERT_THAT(Heartbeat(PsBeat(1, "127.0.0.1:2", 10)), IsOk());
+  EXPECT_EQ(state_->CheckLiveness(), 1);  // ps 0; no standby registered
+  auto outages = state_->Status().outages();
+  ASSERT_EQ(outages.size(), 1);
+  EXPECT_EQ(outages[0].role(), "ps");
+  EXPECT_EQ(outages[0].index(), 0);
+  EXPECT_EQ(outages[0].start_seconds(), 4);
+  EXPECT_EQ(outages[0].end_seconds(), -1);
+  clock_.Advance(absl::Seconds(9.5));
+  ASSERT_THAT(Heartbeat(PsBeat(0, "127.0.0.1:1", 10)), IsOk());
+  outages = state_->Status().outages();
+  ASSERT_EQ(outages.size(), 1);
+  EXPECT_EQ(outages[0].end_seconds(), 13.5);
+  EXPECT_EQ(outages[0].ended_by(), "alive again");
+}
+
 TEST_F(SpareTest, TheLossIsTheNewServersCountAndFinalOnceTheJobIsOver) {
   config_.cluster.replication = 1;
   Restart();

@@ -288,6 +288,15 @@ absl::Status ClusterSupervisor::Start() {
                   "logs in %s\n",
                   coordinator_address_, ps_.size(), standbys_.size(), workers_.size(),
                   (fs::path(options_.run_dir) / "logs").string());
+    if (config_.cluster.replication >= 2 && !standbys_.empty() &&
+        standbys_.size() < ps_.size()) {
+      absl::FPrintF(options_.out,
+                    "launcher: cluster.replication %d with %d standby for %d "
+                    "ps: %d shard(s) start without a backup (a ps restarted "
+                    "after a take-over rejoins as a spare and backs one up)\n",
+                    config_.cluster.replication, standbys_.size(), ps_.size(),
+                    ps_.size() - standbys_.size());
+    }
   }
   return absl::OkStatus();
 }
@@ -414,6 +423,7 @@ void ClusterSupervisor::KeepRecoveryFigures(
   acked_loss_final_ = status.acked_loss_final();
   replication_.assign(status.shard_replication().begin(),
                       status.shard_replication().end());
+  outages_.assign(status.outages().begin(), status.outages().end());
   coordinator_offset_s_ = elapsed - status.uptime_seconds();
 }
 
@@ -422,6 +432,7 @@ void ClusterSupervisor::AddRecoveryFigures(LaunchSummary* summary) const {
   summary->acked_pushes_lost = acked_pushes_lost_;
   summary->acked_loss_final = acked_loss_final_;
   summary->shard_replication = replication_;
+  summary->outages = outages_;
   summary->coordinator_offset_s = coordinator_offset_s_;
 }
 

@@ -153,6 +153,7 @@ class ClusterSupervisor {
   uint64_t acked_pushes_lost_ = 0;
   bool acked_loss_final_ = true;
   std::vector<proto::ShardReplication> replication_;
+  std::vector<proto::MemberOutage> outages_;
   double coordinator_offset_s_ = 0;
   // Shards last seen without a backup (the launcher says so once per
   // change).

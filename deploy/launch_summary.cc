@@ -287,6 +287,17 @@ std::string FormatSummary(const LaunchSummary& s) {
             : absl::StrCat("standby ", r.backup_standby(), " at the end"),
         r.unreplicated_seconds());
   }
+  for (const proto::MemberOutage& o : s.outages) {
+    const double start = o.start_seconds() + s.coordinator_offset_s;
+    absl::StrAppendFormat(
+        &out, "  outage:               %s %d at %s declared dead at %.1f s, %s\n",
+        o.role(), o.index(), o.address(), start,
+        o.end_seconds() < 0
+            ? std::string("still at the end")
+            : absl::StrFormat("for %.1f s (%s)",
+                              o.end_seconds() - o.start_seconds(),
+                              o.ended_by()));
+  }
   if (!s.shard_recoveries.empty()) {
     const std::string loss = LossNote(s);
     absl::StrAppendFormat(&out, "  acknowledged lost:    %s\n",
@@ -346,6 +357,17 @@ std::string SummaryJson(const LaunchSummary& s) {
         ", \"applied_after\": ",
         r.settled() ? absl::StrCat(r.applied_after()) : "null", "}"));
   }
+  std::vector<std::string> outages;
+  for (const proto::MemberOutage& o : s.outages) {
+    outages.push_back(absl::StrCat(
+        "    {\"daemon\": ", JsonString(absl::StrCat(o.role(), " ", o.index())),
+        ", \"address\": ", JsonString(o.address()), ", \"dead_at_s\": ",
+        JsonNumber(o.start_seconds() + s.coordinator_offset_s),
+        ", \"seconds\": ",
+        o.end_seconds() < 0 ? "null"
+                            : JsonNumber(o.end_seconds() - o.start_seconds()),
+        ", \"ended_by\": ", JsonString(o.ended_by()), "}"));
+  }
   std::vector<std::string> per_shard;
   for (const auto& [shard, lost] : lost_per_shard) {
     per_shard.push_back(absl::StrCat("\"", shard, "\": ", lost));
@@ -375,6 +397,8 @@ std::string SummaryJson(const LaunchSummary& s) {
       absl::StrJoin(recoveries, ",\n"), recoveries.empty() ? "]" : "\n  ]",
       ",\n  \"shard_replication\": [", replication.empty() ? "" : "\n",
       absl::StrJoin(replication, ",\n"), replication.empty() ? "]" : "\n  ]",
+      ",\n  \"outages\": [", outages.empty() ? "" : "\n",
+      absl::StrJoin(outages, ",\n"), outages.empty() ? "]" : "\n  ]",
       ",\n  \"task\": ", JsonString(TaskName(s.task)),
       ",\n  \"metrics\": {", MetricsJson(s.final_metrics), "}",
       ",\n  \"accuracy\": ", JsonNumber(s.final_accuracy),

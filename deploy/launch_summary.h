@@ -109,6 +109,9 @@ struct LaunchSummary {
   // Each shard's backup at the end and its seconds without an in-sync one
   // (empty with cluster.replication 1).
   std::vector<proto::ShardReplication> shard_replication;
+  // Members the coordinator declared dead, and for how long
+  // (ClusterStatusResponse.outages; times on the coordinator's clock).
+  std::vector<proto::MemberOutage> outages;
   // Launcher time minus coordinator uptime (to place the coordinator's
   // recovery times on the launcher's clock, as the faults are).
   double coordinator_offset_s = 0;

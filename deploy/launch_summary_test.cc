@@ -124,7 +124,7 @@ TEST(SummaryJsonTest, FiguresWithNullForUnknownAndEscapedText) {
                 "\"failure\": \"\",\n  \"recovery\": \"\",\n  \"faults\": [],\n  "
                 "\"acked_pushes_lost\": 0,\n  \"acked_loss_exact\": true,\n  "
                 "\"acked_pushes_lost_per_shard\": {},\n  \"shard_recoveries\": [],\n  "
-                "\"shard_replication\": [],\n  \"task\""));
+                "\"shard_replication\": [],\n  \"outages\": [],\n  \"task\""));
 }
 
 TEST(SummaryJsonTest, ListsShardTakeOversWithWhatTheyLost) {
@@ -175,6 +175,32 @@ TEST(SummaryJsonTest, ListsShardTakeOversWithWhatTheyLost) {
                               "pushes lost; no in-sync backup after it"));
   EXPECT_THAT(text, HasSubstr("acknowledged lost:    at least 336 acknowledged "
                               "pushes of shard 0"));
+}
+
+TEST(SummaryJsonTest, ListsTheOutagesTheCoordinatorSaw) {
+  LaunchSummary s;
+  s.coordinator_offset_s = 0.5;
+  proto::MemberOutage outage;
+  outage.set_role("ps");
+  outage.set_index(0);
+  outage.set_address("127.0.0.1:7001");
+  outage.set_start_seconds(20);
+  outage.set_end_seconds(33.5);
+  outage.set_ended_by("alive again");
+  proto::MemberOutage open = outage;
+  open.set_index(1);
+  open.set_end_seconds(-1);
+  open.set_ended_by("");
+  s.outages = {outage, open};
+  EXPECT_THAT(SummaryJson(s),
+              HasSubstr("\"outages\": [\n    {\"daemon\": \"ps 0\", \"address\": "
+                        "\"127.0.0.1:7001\", \"dead_at_s\": 20.5, \"seconds\": "
+                        "13.5, \"ended_by\": \"alive again\"},\n    {\"daemon\": "
+                        "\"ps 1\""));
+  EXPECT_THAT(SummaryJson(s), HasSubstr("\"seconds\": null, \"ended_by\": \"\"}"));
+  EXPECT_THAT(FormatSummary(s),
+              HasSubstr("outage:               ps 0 at 127.0.0.1:7001 declared "
+                        "dead at 20.5 s, for 13.5 s (alive again)"));
 }
 
 TEST(SummaryJsonTest, AJobThatLostAcknowledgedPushesSaysSoFirst) {

@@ -67,6 +67,15 @@ grpc::ServerUnaryReactor* PsService::Pull(grpc::CallbackServerContext* context,
   grpc::ByteBuffer bytes(*request);  // shares the slices; parsing consumes it
   if (!grpc::SerializationTraits<proto::PullRequest>::Deserialize(&bytes, &pull)
            .ok()) {
+    // A call whose client gave up before its message was read (a ps woken
+    // from a stop finds such calls queued) has no request to parse: that is
+    // not malformed input.
+    if (context->IsCancelled()) {
+      return Finish(context,
+                    absl::CancelledError("pull: the client gave up on it (its "
+                                         "deadline passed) before it was read"),
+                    "pull");
+    }
     return Finish(context, absl::InvalidArgumentError("malformed pull request"),
                   "pull");
   }
