@@ -43,10 +43,13 @@ int main(int argc, char** argv) {
 
   auto node = server::PsNode::Start(std::move(options));
   if (!node.ok()) {
-    // Another daemon serves this shard and is alive: restarting this one as
-    // the same ps cannot help (a launcher may restart it as a standby).
+    // 3: another daemon serves this shard and is alive; 2: the shard cannot
+    // be built from the config and checkpoints (a corrupt one), which no
+    // restart cures; 1: the rest (address, coordinator), which one may.
     Die(who, std::string(node.status().message()),
-        absl::IsAlreadyExists(node.status()) ? kExitReplaced : kExitFailure);
+        absl::IsAlreadyExists(node.status()) ? kExitReplaced
+        : server::IsSetupError(node.status()) ? kExitConfig
+                                               : kExitFailure);
   }
   WritePortFile((*node)->port());
   // A listener that died (gRPC stops accepting after running out of file
