@@ -10,11 +10,13 @@ namespace downpour {
 // 1: a failure a restart may cure (the cluster, the network, a final
 // checkpoint that could not be written).
 inline constexpr int kExitFailure = 1;
-// 2: a bad flag, config, model, data or backend: a restart fails the same way.
+// 2: a deterministic refusal: a bad flag, config, model, data or backend, or
+// a ps whose checkpoints are all corrupt (or of another format, shard or
+// model): a restart fails the same way, so supervisors do not restart it.
 inline constexpr int kExitConfig = 2;
 // 3: a ps whose index another daemon serves now (the coordinator refused its
-// registration, or replaced it): restarting it as the same ps cannot help; the
-// launcher restarts it as a standby when a standby slot is free.
+// registration, or replaced it): it must not serve that shard; the launcher
+// restarts it with its own flags, and it rejoins the cluster as a spare.
 inline constexpr int kExitReplaced = 3;
 
 }  // namespace downpour
