@@ -275,7 +275,12 @@ std::vector<Section> Schema(Config* c) {
        {ChoiceField("launcher.restart", &c->launcher.restart,
                     ParseRestartMode, RestartModeName),
         IntField("launcher.max_restarts", &c->launcher.max_restarts,
-                 Between(0, 1000))}},
+                 Between(0, 1000)),
+        DoubleField("launcher.restart_backoff_s",
+                    &c->launcher.restart_backoff_s, NonNegativeAtMost(3600)),
+        DoubleField("launcher.max_restart_backoff_s",
+                    &c->launcher.max_restart_backoff_s,
+                    NonNegativeAtMost(3600))}},
       {"security",
        {BoolField("security.tls", &c->security.tls),
         StringField("security.ca_file", &c->security.ca_file),
@@ -873,6 +878,16 @@ absl::Status CheckHeartbeat(const HeartbeatSection& heartbeat) {
       ") must be > heartbeat.interval_s (", heartbeat.interval_s, ")"));
 }
 
+absl::Status CheckLauncher(const LauncherSection& launcher) {
+  if (launcher.max_restart_backoff_s >= launcher.restart_backoff_s) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "launcher.max_restart_backoff_s (", launcher.max_restart_backoff_s,
+      ") must be >= launcher.restart_backoff_s (", launcher.restart_backoff_s,
+      "): it caps the wait that starts there"));
+}
+
 absl::Status CheckSecurity(const SecuritySection& security) {
   const bool any_token =
       !security.ps_token_file.empty() || !security.worker_token_file.empty() ||
@@ -1116,6 +1131,7 @@ absl::Status ValidateConfig(const Config& config) {
   RETURN_IF_ERROR(CheckSchedule(config));
   RETURN_IF_ERROR(CheckCompute(config.compute));
   RETURN_IF_ERROR(CheckSecurity(config.security));
+  RETURN_IF_ERROR(CheckLauncher(config.launcher));
   return CheckHeartbeat(config.heartbeat);
 }
 

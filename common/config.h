@@ -387,6 +387,12 @@ struct LauncherSection {
   // Restarts per daemon before the launcher gives up and ends the job, >= 0.
   // Default 3.
   int max_restarts = 3;
+  // Seconds the launcher waits before restarting a daemon, doubling for each
+  // restart in a row of one that lived less than 30 s, in [0, 3600]; 0 =
+  // restart at once. Other daemons are watched meanwhile. Default 0.5.
+  double restart_backoff_s = 0.5;
+  // The most it waits, in [restart_backoff_s, 3600]. Default 5.
+  double max_restart_backoff_s = 5;
 };
 
 struct SecuritySection {

@@ -10,7 +10,9 @@ namespace downpour {
 // 1: a failure a restart may cure (the cluster, the network, a final
 // checkpoint that could not be written).
 inline constexpr int kExitFailure = 1;
-// 2: a bad flag, config, model, data or backend: a restart fails the same way.
+// 2: a deterministic refusal: a bad flag, config, model, data or backend, or
+// a ps whose checkpoints are all corrupt (or of another format, shard or
+// model): a restart fails the same way, so supervisors do not restart it.
 inline constexpr int kExitConfig = 2;
 // 3: a ps or standby that stood down because another daemon serves its shard
 // now (it was declared dead while stopped or cut off, and replaced). Started

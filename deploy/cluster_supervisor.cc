@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
+#include "absl/time/clock.h"
 #include "common/file_util.h"
 #include "membership/coordinator_client.h"
 #include "deploy/run_dir_guard.h"
@@ -135,13 +136,36 @@ double ClusterSupervisor::elapsed_seconds() const {
 
 void ClusterSupervisor::Event(const std::string& text) { progress_->Event(text); }
 
-std::string ClusterSupervisor::Dead(DaemonProcess& process, int status) const {
+std::string ClusterSupervisor::ExitReason(const Slot& slot) const {
+  if (slot.reason_path.empty()) return "";
+  absl::StatusOr<std::string> text = ReadFile(slot.reason_path);
+  if (!text.ok()) return "";
+  // A summary line: a message of several lines reads as one.
+  return absl::StrReplaceAll(absl::StripAsciiWhitespace(*text),
+                             {{"\r\n", " "}, {"\n", " "}});
+}
+
+std::string ClusterSupervisor::ExitLine(const Slot& slot, int status) const {
+  const DaemonProcess& process = *slot.process;
   // started() is the process's real start time, so this one figure is real time.
-  return absl::StrFormat(
-      "%s exited with status %d after %.1f s; the end of its log (%s):\n%s",
-      process.name(), status,
-      absl::ToDoubleSeconds(absl::Now() - process.started()), process.log_path(),
-      process.LogTail(kLogTailLines));
+  const std::string ended = absl::StrFormat(
+      "%s %s after %.1f s", slot.name,
+      DescribeExit({status, process.term_signal(), false}),
+      absl::ToDoubleSeconds(absl::Now() - process.started()));
+  const std::string reason = ExitReason(slot);
+  if (!reason.empty()) return absl::StrCat(ended, ": ", reason);
+  const std::string last = process.LogTail(1);
+  if (last.empty()) {
+    return absl::StrCat(ended, "; it gave no reason and its log (",
+                        process.log_path(), ") is empty");
+  }
+  return absl::StrCat(ended, "; its log (", process.log_path(), ") ends: ", last);
+}
+
+std::string ClusterSupervisor::Dead(const Slot& slot, int status) const {
+  return absl::StrFormat("%s\nthe end of its log (%s):\n%s",
+                         ExitLine(slot, status), slot.process->log_path(),
+                         slot.process->LogTail(kLogTailLines));
 }
 
 // Starts slot.binary for the daemon that serves at slot.address (its host, in
@@ -153,9 +177,19 @@ absl::Status ClusterSupervisor::Launch(Slot& slot) {
   if (!options_.overrides.empty()) {
     flags.push_back("--set=" + absl::StrJoin(options_.overrides, ","));
   }
+  const fs::path logs = fs::path(options_.run_dir) / "logs";
+  const std::string file = absl::StrReplaceAll(slot.name, {{" ", "-"}});
+  const std::string log = logs / (file + ".log");
+  // A local daemon says why it gave up in a file of its own; the previous
+  // start's reason must not be taken for this one's.
+  slot.reason_path = remote ? "" : (logs / (file + ".reason")).string();
+  if (!remote) {
+    std::error_code error;
+    fs::remove(slot.reason_path, error);
+    flags.push_back("--exit_reason_file");
+    flags.push_back(slot.reason_path);
+  }
   for (const std::string& a : slot.args) flags.push_back(a);
-  const std::string log = fs::path(options_.run_dir) / "logs" /
-                          (absl::StrReplaceAll(slot.name, {{" ", "-"}}) + ".log");
   absl::StatusOr<std::unique_ptr<DaemonProcess>> process;
   if (remote) {
     process = DaemonProcess::StartRemote(slot.name, *options_.remote,
@@ -199,7 +233,7 @@ absl::Status ClusterSupervisor::WaitForRemoteCoordinator() {
   const absl::Time deadline = clock_->Now() + options_.startup_timeout;
   while (clock_->Now() < deadline) {
     if (auto status = coordinator_.process->Poll()) {
-      return absl::AbortedError(Dead(*coordinator_.process, *status));
+      return absl::AbortedError(Dead(coordinator_, *status));
     }
     if (client.ClusterStatus().ok()) {
       coordinator_address_ = config_.cluster.coordinator;
@@ -229,7 +263,7 @@ absl::Status ClusterSupervisor::StartCoordinator() {
   const absl::Time deadline = clock_->Now() + options_.startup_timeout;
   while (clock_->Now() < deadline) {
     if (auto status = coordinator_.process->Poll()) {
-      return absl::AbortedError(Dead(*coordinator_.process, *status));
+      return absl::AbortedError(Dead(coordinator_, *status));
     }
     absl::StatusOr<std::string> text = ReadFile(port_file);
     int port = 0;
@@ -301,13 +335,6 @@ absl::Status ClusterSupervisor::Start() {
   return absl::OkStatus();
 }
 
-ClusterSupervisor::Slot* ClusterSupervisor::FreeStandbySlot() {
-  for (Slot& slot : standbys_) {
-    if (slot.down) return &slot;
-  }
-  return nullptr;
-}
-
 absl::Status ClusterSupervisor::HandleExit(Slot& slot, int status) {
   DaemonExit exit;
   exit.status = status;
@@ -320,9 +347,8 @@ absl::Status ClusterSupervisor::HandleExit(Slot& slot, int status) {
       if (w.index == slot.index && !w.diverged.empty()) exit.diverged = true;
     }
   }
-  Slot* free_standby = FreeStandbySlot();
-  const RestartDecision decision = DecideRestart(
-      config_.launcher, slot.kind, exit, slot.restarts, free_standby != nullptr);
+  const RestartDecision decision =
+      DecideRestart(config_.launcher, slot.kind, exit, slot.restarts);
   if (decision.action == RestartAction::kFinished) {
     slot.finished = true;
     return absl::OkStatus();
@@ -343,60 +369,80 @@ absl::Status ClusterSupervisor::HandleExit(Slot& slot, int status) {
   fault.exit_status = exit.status;
   fault.signal = exit.signal;
   fault.reason = decision.reason;
+  // "ps 1 exited with status 1: <what it said>", for the progress lines.
+  const std::string said = ExitReason(slot);
+  const std::string ended = absl::StrCat(slot.name, " ", fault.what,
+                                         said.empty() ? "" : ": ", said);
+  const std::string why =
+      decision.reason.empty() ? "" : absl::StrCat("; ", decision.reason);
   slot.down = true;
   absl::Status result = absl::OkStatus();
   switch (decision.action) {
     case RestartAction::kRestart: {
       ++slot.restarts;
+      // How long the process lived is real time (as in ExitLine); the wait
+      // is on clock_, like every wait of the launcher.
+      const RestartBackoff backoff =
+          NextRestartBackoff(config_.launcher, slot.backoff_streak,
+                             absl::Now() - slot.process->started());
+      slot.backoff_streak = backoff.streak;
       fault.action = "restarted";
-      progress_->Event(absl::StrFormat("[%6.1f s] %s %s; restarting it (restart %d of %d)",
-                                       elapsed, slot.name, fault.what, slot.restarts,
-                                       config_.launcher.max_restarts));
-      absl::Status started = Launch(slot);
-      if (!started.ok()) {
-        fault.action = "gave up";
-        fault.reason = absl::StrCat("the restart failed: ", started.message());
-        result = absl::AbortedError(absl::StrCat(slot.name, " ", fault.what,
-                                                 " and could not be restarted: ",
-                                                 started.message()));
-      }
-      break;
-    }
-    case RestartAction::kRestartAsStandby: {
-      free_standby->restarts = slot.restarts + 1;
-      fault.action = absl::StrCat("restarted as ", free_standby->name);
-      progress_->Event(absl::StrFormat("[%6.1f s] %s %s: %s; restarting it as %s",
-                                       elapsed, slot.name, fault.what, decision.reason,
-                                       free_standby->name));
-      absl::Status started = Launch(*free_standby);
-      if (!started.ok()) {
-        fault.action = "left down";
-        fault.reason = absl::StrCat("the restart as ", free_standby->name,
-                                    " failed: ", started.message());
-      }
-      break;
+      progress_->Event(absl::StrFormat(
+          "[%6.1f s] %s%s; restarting it%s (restart %d of %d)", elapsed, ended,
+          why,
+          backoff.delay > absl::ZeroDuration()
+              ? absl::StrCat(" in ", absl::FormatDuration(backoff.delay))
+              : "",
+          slot.restarts, config_.launcher.max_restarts));
+      // Scheduled, not slept: the others are watched meanwhile.
+      slot.down = false;
+      slot.restart_pending = true;
+      slot.restart_at = clock_->Now() + backoff.delay;
+      slot.restart_fault = faults_.size();
+      faults_.push_back(std::move(fault));
+      return RestartWhenDue(slot);
     }
     case RestartAction::kLeaveDown:
       fault.action = "left down";
-      progress_->Event(absl::StrFormat("[%6.1f s] %s %s: %s", elapsed, slot.name,
-                                       fault.what, decision.reason));
+      progress_->Event(absl::StrFormat("[%6.1f s] %s%s", elapsed, ended, why));
       WritePids();
       break;
     default:
       fault.action = "gave up";
-      progress_->Event(absl::StrFormat("[%6.1f s] %s %s: %s; ending the job", elapsed,
-                                       slot.name, fault.what, decision.reason));
+      progress_->Event(absl::StrFormat("[%6.1f s] %s%s; ending the job", elapsed,
+                                       ended, why));
       result = absl::AbortedError(
-          absl::StrCat(Dead(*slot.process, status), "\n(", decision.reason, ")"));
+          absl::StrCat(Dead(slot, status), "\n(", decision.reason, ")"));
       break;
   }
   faults_.push_back(std::move(fault));
   return result;
 }
 
+absl::Status ClusterSupervisor::RestartWhenDue(Slot& slot) {
+  if (!slot.restart_pending || clock_->Now() < slot.restart_at) {
+    return absl::OkStatus();
+  }
+  slot.restart_pending = false;
+  absl::Status started = Launch(slot);
+  if (started.ok()) return started;
+  slot.down = true;
+  FaultRecord& fault = faults_[slot.restart_fault];
+  fault.action = "gave up";
+  fault.reason = absl::StrCat("the restart failed: ", started.message());
+  return absl::AbortedError(absl::StrCat(slot.name, " ", fault.what,
+                                         " and could not be restarted: ",
+                                         started.message()));
+}
+
 absl::Status ClusterSupervisor::CheckDaemons(int* running) {
   *running = 0;
   auto check = [&](Slot& slot) -> absl::Status {
+    if (slot.restart_pending) {
+      // A worker waiting for its restart still owes its training.
+      if (slot.kind == DaemonKind::kWorker) ++*running;
+      return RestartWhenDue(slot);
+    }
     if (slot.process == nullptr || slot.finished || slot.down) return absl::OkStatus();
     std::optional<int> status = slot.process->Poll();
     if (!status.has_value()) {
@@ -508,6 +554,19 @@ absl::Status ClusterSupervisor::Watch() {
 
 void ClusterSupervisor::Stop(const std::function<void()>& before_coordinator) {
   progress_->Finish();
+  // A restart still waiting out its backoff will not happen now.
+  auto cancel_restart = [this](Slot& slot) {
+    if (!slot.restart_pending) return;
+    slot.restart_pending = false;
+    slot.down = true;
+    faults_[slot.restart_fault].action = "left down";
+    faults_[slot.restart_fault].reason =
+        "the job ended while its restart waited out its backoff";
+  };
+  for (auto* group : {&ps_, &standbys_, &workers_}) {
+    for (Slot& slot : *group) cancel_restart(slot);
+  }
+  cancel_restart(coordinator_);
   auto stop = [](std::vector<Slot>& group, absl::Duration grace) {
     for (Slot& slot : group) {
       if (slot.process != nullptr) slot.process->Signal(SIGTERM);
@@ -529,9 +588,11 @@ void ClusterSupervisor::Stop(const std::function<void()>& before_coordinator) {
 absl::Status ClusterSupervisor::PsExitStatus() {
   for (auto* group : {&ps_, &standbys_}) {
     for (Slot& slot : *group) {
+      // Stop marked a restart still pending as down: its process is the one
+      // that crashed, not one that was stopped.
       if (slot.process == nullptr || slot.down) continue;
       const int status = slot.process->Poll().value_or(0);
-      if (status != 0) return absl::AbortedError(Dead(*slot.process, status));
+      if (status != 0) return absl::AbortedError(Dead(slot, status));
     }
   }
   return absl::OkStatus();

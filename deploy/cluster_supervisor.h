@@ -57,8 +57,11 @@ class ClusterSupervisor {
   // diverged (OK; that worker's workers() entry carries `diverged`). A daemon
   // that ends otherwise is handled by config.launcher's policy (DecideRestart)
   // and recorded in faults(): restarted with the same flags (the coordinator
-  // on the same port), restarted as a standby, or left down; Aborted naming
-  // it, its exit and the tail of its log when the policy gives up.
+  // on the same port) once its backoff (NextRestartBackoff) has passed, while
+  // the others are watched and progress is shown, or left down; Aborted when
+  // the policy gives up: its first line names the daemon, its exit and the
+  // reason it gave (its --exit_reason_file) or else its log's last line; the
+  // end of its log and the policy's reason follow.
   absl::Status Watch();
 
   // Stops workers (they push what they owe), then ps (final checkpoint), then
@@ -106,9 +109,18 @@ class ClusterSupervisor {
     std::string address;  // where it serves (its host, in SSH mode)
     std::vector<std::string> args;
     std::unique_ptr<DaemonProcess> process;  // null before its first start
+    // Where its daemon writes why it gave up (--exit_reason_file); "" for a
+    // remote daemon, whose file would be on its host.
+    std::string reason_path;
     int restarts = 0;
-    bool finished = false;  // a worker that exited 0
-    bool down = false;      // ended and not restarted
+    int backoff_streak = 0;  // NextRestartBackoff's streak
+    bool finished = false;   // a worker that exited 0
+    bool down = false;       // ended and not restarted
+    // Ended, to be started again at restart_at; its fault is
+    // faults_[restart_fault].
+    bool restart_pending = false;
+    absl::Time restart_at;
+    size_t restart_fault = 0;
   };
 
   // Starts (or restarts) slot.process with the shared flags and slot.args.
@@ -121,9 +133,9 @@ class ClusterSupervisor {
   absl::Status CheckDaemons(int* running);
   // Applies the policy to `slot`, which ended with `status`.
   absl::Status HandleExit(Slot& slot, int status);
-  // A standby slot with no daemon running (its daemon ended and was left
-  // down), or null.
-  Slot* FreeStandbySlot();
+  // Starts a pending restart of `slot` once its time has come. Aborted (and
+  // its fault marked "gave up") when the restart fails.
+  absl::Status RestartWhenDue(Slot& slot);
   // Rewrites <run_dir>/launcher.pids: this launcher and every daemon running.
   void WritePids();
   // Asks the coordinator for the figures (again, if the last answer matters).
@@ -132,7 +144,14 @@ class ClusterSupervisor {
   // `elapsed`.
   void KeepRecoveryFigures(const proto::ClusterStatusResponse& status,
                            double elapsed);
-  std::string Dead(DaemonProcess& process, int status) const;
+  // What the daemon of `slot` said when it gave up (its exit reason file,
+  // on one line), or "" when it wrote none.
+  std::string ExitReason(const Slot& slot) const;
+  // One line: "ps 1 exited with status 2 after 0.1 s: <ExitReason>", or
+  // without a reason "...; its log (PATH) ends: <last line>".
+  std::string ExitLine(const Slot& slot, int status) const;
+  // ExitLine, then the end of its log.
+  std::string Dead(const Slot& slot, int status) const;
 
   const Config& config_;
   const LaunchOptions& options_;

@@ -218,7 +218,9 @@ std::string RecoveryNote(const std::vector<FaultRecord>& faults) {
 
 std::string FormatSummary(const LaunchSummary& s) {
   std::string out = "\n";
-  if (!s.failure.empty()) {
+  if (s.job_failed && !s.failure.empty()) {
+    absl::StrAppendFormat(&out, "Job FAILED: %s\n", s.failure);
+  } else if (!s.failure.empty()) {
     absl::StrAppendFormat(&out, "Training FAILED: %s\n", s.failure);
   } else if (absl::StartsWith(s.outcome, "failed")) {
     absl::StrAppendFormat(&out, "Job FAILED: %s\n", s.outcome.substr(8));

@@ -53,7 +53,7 @@ struct FaultRecord {
   std::string what;     // "killed by signal 9 (Killed)", "exited with status 1"
   int exit_status = 0;  // 128 + signal when a signal killed it
   int signal = 0;       // 0 when it exited
-  // "restarted", "restarted as standby 1", "left down" or "gave up".
+  // "restarted", "left down" or "gave up".
   std::string action;
   std::string reason;  // why that action, "" for a plain restart
 };
@@ -115,10 +115,16 @@ struct LaunchSummary {
   // Launcher time minus coordinator uptime (to place the coordinator's
   // recovery times on the launcher's clock, as the faults are).
   double coordinator_offset_s = 0;
-  // Why the job failed although every daemon behaved: a worker diverged, or
-  // the final accuracy is at chance level (see JudgeTraining). "" when it did
-  // not; the launcher then says "Training done.".
+  // Why the job failed, "" when it did not (the launcher then says "Training
+  // done."): when the launcher ended it (job_failed), the first line of its
+  // error, with the daemon's own reason ("ps 1 exited with status 2 after
+  // 0.1 s: checkpoint '...' is corrupt (...); ..."); else why training failed
+  // although every daemon behaved: a worker diverged, or the final accuracy
+  // is at chance level (see JudgeTraining).
   std::string failure;
+  // The launcher ended the job (a daemon it gave up on, a failed start), so
+  // `failure` is no training verdict.
+  bool job_failed = false;
   // Why final_accuracy means nothing, "" when it means something: with
   // compute.device simulated the workers compute no real gradients.
   std::string accuracy_note;
@@ -176,7 +182,8 @@ double SecondsToBackup(const LaunchSummary& summary,
 std::string RecoveryNote(const std::vector<FaultRecord>& faults);
 
 // The closing lines the launcher prints: "Training done.", "Training
-// interrupted." or "Training FAILED: <summary.failure>" first. The accuracy
+// interrupted.", "Job FAILED: <reason>" (job_failed) or "Training FAILED:
+// <summary.failure>" first. The accuracy
 // line gives summary.accuracy_note instead of the figure when that is set.
 std::string FormatSummary(const LaunchSummary& summary);
 

@@ -397,6 +397,28 @@ TEST(FormatSummaryTest, AFailureIsTheHeadlineAndTheJsonSaysNotOk) {
   EXPECT_THAT(json, HasSubstr("\"accuracy\": 0.9,"));
 }
 
+TEST(FormatSummaryTest, AJobFailureCarriesTheDaemonsOwnReason) {
+  LaunchSummary s = Example();
+  const std::string error =
+      "ps 1 exited with status 2 after 0.1 s: checkpoint 'c/ps-1/g.ckpt' is "
+      "corrupt (checksum mismatch); move it away to start from fresh "
+      "parameters, or restore a good copy";
+  s.failure = error;
+  s.job_failed = true;
+  s.outcome = SummaryOutcome(s, error);
+  EXPECT_EQ(s.outcome, "failed: " + error);
+  const std::string text = FormatSummary(s);
+  EXPECT_THAT(text, HasSubstr("\nJob FAILED: " + error + "\n"));
+  EXPECT_THAT(text, Not(HasSubstr("Training FAILED")));
+  const std::string json = SummaryJson(s);
+  EXPECT_THAT(json, HasSubstr("\"ok\": false,\n  \"outcome\": \"failed: ps 1 "
+                              "exited with status 2 after 0.1 s: checkpoint "
+                              "'c/ps-1/g.ckpt' is corrupt"));
+  EXPECT_THAT(json, HasSubstr("\"failure\": \"ps 1 exited with status 2 after "
+                              "0.1 s: checkpoint 'c/ps-1/g.ckpt' is corrupt "
+                              "(checksum mismatch); move it away"));
+}
+
 TEST(WriteSummaryTest, WritesTheJsonToSummaryPath) {
   LaunchSummary s = Example();
   s.summary_path = std::string(std::getenv("TEST_TMPDIR")) + "/run/summary.json";

@@ -146,7 +146,8 @@ void ClearLeftovers(const LaunchOptions& options) {
                             " left by ", launcher, ": ", absl::StrJoin(names, ", ")));
 }
 
-// The first line of a status message (Dead() adds the log's tail below it).
+// The first line of a status message: which daemon ended, how, and why
+// (ClusterSupervisor adds the log's tail below it).
 std::string FirstLine(absl::string_view message) {
   return std::string(message.substr(0, message.find('\n')));
 }
@@ -225,7 +226,13 @@ absl::StatusOr<LaunchSummary> RunCluster(const Config& user_config,
   summary.faults = supervisor.faults();
   supervisor.AddRecoveryFigures(&summary);
   AddWorkerResults(supervisor.workers(), &summary);
-  if (status.ok()) summary.failure = JudgeTraining(summary, config);
+  if (status.ok()) {
+    summary.failure = JudgeTraining(summary, config);
+  } else {
+    // The daemon's own reason when it gave one (ClusterSupervisor::Watch).
+    summary.failure = FirstLine(status.message());
+    summary.job_failed = true;
+  }
   if (config.compute.device == ComputeDevice::kSimulated) {
     summary.accuracy_note =
         "not meaningful (compute.device simulated computes no real gradients)";

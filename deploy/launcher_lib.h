@@ -23,9 +23,11 @@ namespace downpour {
 // running (<run_dir>/launcher.pids; it says so on options.out). A daemon that
 // dies is restarted by config.launcher's policy (ClusterSupervisor::Watch);
 // one the policy gives up on, or a startup failure, stops the others and
-// gives Aborted with its name, exit and the tail of its log. summary.json is
-// written whatever happens after the lock (its outcome "failed: ..." then),
-// with the faults seen. A worker that
+// gives Aborted with its name, exit, its own reason (the daemon's
+// --exit_reason_file, else its log's last line) and the tail of its log.
+// summary.json is written whatever happens after the lock (its outcome
+// "failed: <first line>" then, `failure` that first line), with the faults
+// seen. A worker that
 // exits after its training diverged is no such failure: the run ends (the
 // others are stopped) and the summary carries it, as it does a final accuracy
 // at chance level, in `failure` (JudgeTraining). Writes <run_dir>/summary.json,

@@ -8,16 +8,20 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <string>
 
+#include "common/clock.h"
 #include "common/config.h"
 #include "common/file_util.h"
 #include "common/testing/fake_clock.h"
 #include "common/testing/status_matchers.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "coordinator/cluster_state.h"
 #include "deploy/run_dir_guard.h"
 #include "gmock/gmock.h"
@@ -32,6 +36,7 @@ using ::downpour::testing::IsOk;
 using ::downpour::testing::StatusIs;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // Every script starts by exiting 0 on SIGTERM, as the real daemons do.
 // Serves until SIGTERM; says it is ready (its handler set) with a file in
@@ -42,6 +47,11 @@ constexpr char kServe[] =
 // Writes port 1 (nothing listens there) to --port_file.
 constexpr char kWritePort[] =
     "for a; do [ \"$prev\" = --port_file ] && echo 1 > \"$a\"; prev=$a; done\n";
+// Writes `reason` to --exit_reason_file, as rpc/daemon.h's Die does.
+std::string SayWhy(const std::string& reason) {
+  return "for a; do [ \"$prev\" = --exit_reason_file ] && echo '" + reason +
+         "' > \"$a\"; prev=$a; done\n";
+}
 // Exits 0 once `daemons` (the coordinator, the ps and the standbys) are
 // ready, so that each is stopped by a SIGTERM it handles: one stopped before
 // its trap is set exits 143, which the launcher rightly calls a failure.
@@ -227,29 +237,179 @@ TEST_F(LauncherLibTest, StandbysStartAfterThePs) {
   EXPECT_TRUE(fs::exists(options_.run_dir + "/logs/standby-0.log"));
 }
 
-TEST_F(LauncherLibTest, AReplacedPsBecomesAStandbyWhenASlotIsFree) {
+TEST_F(LauncherLibTest, AReplacedPsIsRestartedWithItsOwnFlags) {
   config_.cluster.standby_ps = {"127.0.0.1:0"};
-  // The standby stops at once (its slot is free then); ps 0 then learns that
-  // its index is served by another daemon (exit 3) and comes back as standby 0.
+  // ps 0 learns once that another daemon serves its shard (exit 3); started
+  // again as ps 0 (not as the standby), it would rejoin as a spare.
   Daemon("server/ps_server",
          "echo \"$@\" >> " + dir_ + "/ps-args\n"
          "case \"$*\" in\n"
-         "  *--standby*) [ -e " + dir_ + "/spare ] || { touch " + dir_ + "/spare; exit 0; } ;;\n"
-         "  *'--index 0'*) while [ ! -e " + dir_ + "/spare ]; do sleep 0.01; done\n"
-         "    sleep 0.3; exit 3 ;;\n"
+         "  *--standby*) ;;\n"
+         "  *'--index 0'*) [ -e " + dir_ + "/replaced ] || { touch " + dir_ +
+             "/replaced; exit 3; } ;;\n"
          "esac\n" + std::string(kServe));
+  const std::string ps0_starts =
+      "$(grep -v standby " + dir_ + "/ps-args | grep -c -- '--index 0')";
+  // Waits for ps 0's second start, at most 10 s: a launcher that never
+  // restarts it then fails the checks below instead of hanging the test.
   Daemon("worker/ps_worker",
-         "while [ $(grep -c standby " + dir_ + "/ps-args) -lt 2 ]; do sleep 0.01; done\n"
-         "exit 0\n");
+         "end=$(($(date +%s) + 10))\n"
+         "while [ " + ps0_starts + " -lt 2 ] && [ $(date +%s) -lt $end ]; do\n"
+         "  sleep 0.01; done\nexit 0\n");
   absl::StatusOr<LaunchSummary> summary = RunCluster(config_, options_);
   ASSERT_THAT(summary, IsOk());
-  ASSERT_EQ(summary->faults.size(), 2u);
-  EXPECT_EQ(summary->faults[0].daemon, "standby 0");
-  EXPECT_EQ(summary->faults[0].action, "left down");
-  EXPECT_EQ(summary->faults[1].daemon, "ps 0");
-  EXPECT_EQ(summary->faults[1].what, "exited with status 3");
-  EXPECT_EQ(summary->faults[1].action, "restarted as standby 0");
+  ASSERT_EQ(summary->faults.size(), 1u);
+  EXPECT_EQ(summary->faults[0].daemon, "ps 0");
+  EXPECT_EQ(summary->faults[0].what, "exited with status 3");
+  EXPECT_EQ(summary->faults[0].action, "restarted");
+  EXPECT_THAT(summary->faults[0].reason, HasSubstr("rejoins as a spare"));
+  const std::string args = ReadFile(dir_ + "/ps-args").value_or("");
+  EXPECT_EQ(CountOf(args, "--standby"), 1) << "the standby was not restarted:\n"
+                                           << args;
   EXPECT_EQ(summary->outcome, "succeeded");
+}
+
+TEST_F(LauncherLibTest, ARefusingPsIsNotRestartedAndTheSummaryGivesItsReason) {
+  const std::string reason =
+      "checkpoint /ckpt/ps-1/e1-g2.ckpt is corrupt (checksum mismatch); move "
+      "it away to start from fresh parameters, or restore a good copy";
+  Daemon("server/ps_server",
+         "echo \"$@\" >> " + dir_ + "/ps-args\n"
+         "case \"$*\" in *'--index 1'*)\n" + SayWhy(reason) +
+             "  echo \"ps 1: $(cat " + options_.run_dir +
+             "/logs/ps-1.reason)\" >&2; exit 2 ;;\nesac\n" + kServe);
+  Daemon("worker/ps_worker", kServe);
+  const absl::Status status = RunCluster(config_, options_).status();
+  ASSERT_THAT(status, StatusIs(absl::StatusCode::kAborted));
+  const std::string message(status.message());
+  const std::string first_line = message.substr(0, message.find('\n'));
+  EXPECT_THAT(first_line, AllOf(HasSubstr("ps 1 exited with status 2 after "),
+                                HasSubstr(" s: " + reason)));
+  // The launcher's own explanation stays below it.
+  EXPECT_THAT(message, AllOf(HasSubstr("the end of its log (" + options_.run_dir +
+                                       "/logs/ps-1.log):"),
+                             HasSubstr("deterministic refusal")));
+  const std::string json = Summary();
+  EXPECT_THAT(json, HasSubstr("\"failure\": \"ps 1 exited with status 2 after "));
+  EXPECT_THAT(json, HasSubstr("\"outcome\": \"failed: ps 1 exited with status 2"));
+  EXPECT_EQ(CountOf(json, reason), 2) << "in failure and outcome:\n" << json;
+  EXPECT_EQ(CountOf(json, "\"action\": \"gave up\""), 1) << json;
+  EXPECT_EQ(CountOf(json, "\"action\""), 1) << "no restart:\n" << json;
+  const std::string args = ReadFile(dir_ + "/ps-args").value_or("");
+  EXPECT_EQ(CountOf(args, "--index 1"), 1) << args;
+  EXPECT_EQ(CountOf(args, "--exit_reason_file " + options_.run_dir +
+                              "/logs/ps-1.reason "),
+            1)
+      << args;
+}
+
+TEST_F(LauncherLibTest, WithoutAReasonTheFailureIsTheLastLineOfItsLog) {
+  // The first start gives a reason and exits 1; its restart gives none: the
+  // first one's reason must not be taken for it.
+  Daemon("server/ps_server",
+         "case \"$*\" in *'--index 1'*)\n"
+         "  if [ -e " + dir_ + "/failed-once ]; then\n"
+         "    echo 'ps 1: no reason file this time' >&2; exit 1\n"
+         "  fi\n"
+         "  touch " + dir_ + "/failed-once\n" + SayWhy("the first failure") +
+             "  exit 1 ;;\nesac\n" + kServe);
+  Daemon("worker/ps_worker", kServe);
+  config_.launcher.max_restarts = 1;
+  const absl::Status status = RunCluster(config_, options_).status();
+  const std::string message(status.message());
+  EXPECT_THAT(message.substr(0, message.find('\n')),
+              AllOf(HasSubstr("ps 1 exited with status 1 after "),
+                    HasSubstr("s; its log (" + options_.run_dir +
+                              "/logs/ps-1.log) ends: ps 1: no reason file "
+                              "this time")));
+  EXPECT_THAT(message, Not(HasSubstr("the first failure")));
+  EXPECT_THAT(Summary(),
+              HasSubstr("\"failure\": \"ps 1 exited with status 1 after "));
+}
+
+// A FakeClock that stands still once `frozen()` is true: SleepFor then waits
+// a real millisecond and moves nothing.
+class FreezingClock final : public Clock {
+ public:
+  explicit FreezingClock(std::function<bool()> frozen)
+      : frozen_(std::move(frozen)) {}
+  absl::Time Now() override { return clock_.Now(); }
+  void SleepFor(absl::Duration duration) override {
+    if (frozen_()) {
+      absl::SleepFor(absl::Milliseconds(1));
+    } else {
+      clock_.SleepFor(duration);
+    }
+  }
+  bool WaitForNotificationWithTimeout(absl::Notification* notification,
+                                      absl::Duration timeout) override {
+    return clock_.WaitForNotificationWithTimeout(notification, timeout);
+  }
+
+ private:
+  FakeClock clock_;
+  const std::function<bool()> frozen_;
+};
+
+TEST_F(LauncherLibTest, ARestartWaitsOutItsBackoffWhileTheOthersAreWatched) {
+  // ps 1 crashes, is restarted at once, and crashes again; from then on no
+  // time passes, so its second restart (0.5 s later) never comes due, while
+  // the worker, which exits once the launcher has reaped ps 1 (kill -0 fails
+  // on its pid; a zombie would still answer), is seen to finish and the job
+  // ends.
+  const std::string once = dir_ + "/crashed-once";
+  const std::string crashed = dir_ + "/crashed";
+  const std::string pid = dir_ + "/ps-1.pid";
+  FreezingClock clock([crashed] { return fs::exists(crashed); });
+  options_.clock = &clock;
+  Daemon("server/ps_server",
+         "echo \"$@\" >> " + dir_ + "/ps-args\n"
+         "case \"$*\" in *'--index 1'*) echo $$ > " + pid + "; if [ -e " +
+             once + " ]; then touch " + crashed + "; else touch " + once +
+             "; fi; exit 1 ;; esac\n" + kServe);
+  Daemon("worker/ps_worker",
+         "while [ ! -e " + crashed + " ] || kill -0 $(cat " + pid +
+             ") 2>/dev/null; do\n  sleep 0.01; done\nexit 0\n");
+  absl::StatusOr<LaunchSummary> summary = RunCluster(config_, options_);
+  ASSERT_THAT(summary, IsOk());
+  EXPECT_EQ(CountOf(ReadFile(dir_ + "/ps-args").value_or(""), "--index 1"), 2)
+      << "the first restart is at once; the second waits its backoff";
+  ASSERT_EQ(summary->faults.size(), 2u);
+  EXPECT_EQ(summary->faults[0].action, "restarted");
+  EXPECT_EQ(summary->faults[1].daemon, "ps 1");
+  EXPECT_EQ(summary->faults[1].action, "left down");
+  EXPECT_THAT(summary->faults[1].reason, HasSubstr("waited out its backoff"));
+}
+
+TEST_F(LauncherLibTest, TheBackoffDoublesForADaemonThatKeepsFailing) {
+  Daemon("server/ps_server",
+         "case \"$*\" in *'--index 1'*) exit 1 ;; esac\n" + std::string(kServe));
+  Daemon("worker/ps_worker", kServe);
+  const std::string progress = dir_ + "/progress.txt";
+  std::FILE* out = std::fopen(progress.c_str(), "w");
+  ASSERT_NE(out, nullptr);
+  options_.out = out;
+  const absl::Status status = RunCluster(config_, options_).status();
+  std::fclose(out);
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kAborted,
+                               HasSubstr("gave up after 3 restarts")));
+  const std::string text = ReadFile(progress).value_or("");
+  EXPECT_THAT(text, AllOf(HasSubstr("ps 1 exited with status 1; restarting it "
+                                    "(restart 1 of 3)"),
+                          HasSubstr("restarting it in 500ms (restart 2 of 3)"),
+                          HasSubstr("restarting it in 1s (restart 3 of 3)")))
+      << text;
+  // Each restart came at least its backoff after the exit, on the clock.
+  absl::StatusOr<std::string> json = ReadFile(options_.run_dir + "/summary.json");
+  ASSERT_THAT(json, IsOk());
+  std::vector<double> times;
+  for (absl::string_view at : absl::StrSplit(*json, "\"time_s\": ")) {
+    double t = 0;
+    if (absl::SimpleAtod(at.substr(0, at.find(',')), &t)) times.push_back(t);
+  }
+  ASSERT_EQ(times.size(), 4u) << *json;
+  EXPECT_GE(times[2] - times[1], 0.5);
+  EXPECT_GE(times[3] - times[2], 1.0);
 }
 
 TEST_F(LauncherLibTest, AJobsStateGoesUnderItsRunDirUnlessTheConfigSetsIt) {

@@ -42,6 +42,14 @@ ABSL_FLAG(std::string, log_level, "",
 ABSL_FLAG(std::string, port_file, "",
           "write the bound port to this file once serving (for launchers and "
           "tests that listen on port 0)");
+ABSL_FLAG(std::string, exit_reason_file, "",
+          "when this daemon gives up with a non-zero exit status (a corrupt "
+          "checkpoint, a bad config, an unreachable coordinator), first write "
+          "why to this file, atomically: the message it prints to stderr, "
+          "without the leading \"<role> <index>: \". For supervisors that report "
+          "the reason (deploy/launcher passes <run_dir>/logs/<name>.reason). No "
+          "file after a crash or a signal, nor for a command line that fails to "
+          "parse");
 
 namespace downpour {
 namespace {
@@ -115,6 +123,17 @@ void StopStartupWatch() {
 void Die(const std::string& role, const std::string& message, int code) {
   std::fprintf(stderr, "%s: %s\n", role.c_str(), message.c_str());
   std::fflush(stderr);
+  if (code != 0) {
+    const std::string path = absl::GetFlag(FLAGS_exit_reason_file);
+    const absl::Status written = WriteExitReasonTo(path, message);
+    if (!written.ok()) {
+      // The exit status and stderr still say it; the supervisor falls back
+      // to the log.
+      std::fprintf(stderr, "%s: --exit_reason_file %s: %s\n", role.c_str(),
+                   path.c_str(), std::string(written.message()).c_str());
+      std::fflush(stderr);
+    }
+  }
   std::_Exit(code);
 }
 
@@ -242,6 +261,17 @@ absl::Status WritePortFileTo(const std::string& path, int port) {
   return WriteFileAtomically(
       path, "write port file", [&](int fd, const std::string& tmp) {
         return WriteAll(fd, text.data(), text.size(), "write port file", tmp);
+      });
+}
+
+absl::Status WriteExitReasonTo(const std::string& path,
+                                const std::string& message) {
+  if (path.empty()) return absl::OkStatus();
+  const std::string text = absl::StrCat(message, "\n");
+  return WriteFileAtomically(
+      path, "write exit reason file", [&](int fd, const std::string& tmp) {
+        return WriteAll(fd, text.data(), text.size(), "write exit reason file",
+                        tmp);
       });
 }
 

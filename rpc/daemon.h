@@ -3,7 +3,8 @@
 // bound port for launchers and tests, and wait for SIGTERM / SIGINT.
 //
 // Shared flags: --config FILE, --index N, --set section.key=value (repeatable),
-// --log_level, --port_file FILE. Role-specific flags map onto --set overrides.
+// --log_level, --port_file FILE, --exit_reason_file FILE (Die writes its
+// message there). Role-specific flags map onto --set overrides.
 #ifndef DOWNPOUR_RPC_DAEMON_H_
 #define DOWNPOUR_RPC_DAEMON_H_
 
@@ -68,9 +69,18 @@ std::string AdvertisedAddress(const std::string& bound, std::string advertise);
 // serving (nothing to flush)".
 int WaitForShutdownSignal(absl::Notification* done = nullptr);
 
-// Prints "<role>: <message>" to stderr and exits with `code`.
+// Prints "<role>: <message>" to stderr and exits with `code`. When `code` is
+// not 0 and --exit_reason_file was given, first writes `message` there
+// (WriteExitReasonTo), so that a launcher can report why the daemon gave up
+// without reading its log; a failed write is one more line on stderr.
 [[noreturn]] void Die(const std::string& role, const std::string& message,
                       int code);
+
+// Writes "<message>\n" to `path` ("" = do nothing) atomically
+// (WriteFileAtomically: the reader sees the whole message or no file).
+// Errors name the path and the errno text.
+absl::Status WriteExitReasonTo(const std::string& path,
+                               const std::string& message);
 
 }  // namespace downpour
 

@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 
 ABSL_DECLARE_FLAG(std::string, port_file);
+ABSL_DECLARE_FLAG(std::string, exit_reason_file);
 
 namespace downpour {
 namespace {
@@ -65,6 +66,51 @@ TEST(WritePortFileDeathTest, TheFlagFormWritesTheFile) {
   WritePortFile(9);
   absl::SetFlag(&FLAGS_port_file, "");
   EXPECT_EQ(ReadFile(path).value_or(""), "9\n");
+}
+
+TEST(WriteExitReasonTest, WritesTheMessageAndANewline) {
+  const std::string path = TempDir() + "/logs/ps-1.reason";
+  ASSERT_THAT(WriteExitReasonTo(path, "checkpoint 'c' is corrupt"), IsOk());
+  EXPECT_EQ(ReadFile(path).value_or(""), "checkpoint 'c' is corrupt\n");
+  EXPECT_THAT(WriteExitReasonTo("", "anything"), IsOk());
+}
+
+TEST(WriteExitReasonTest, FailureNamesThePath) {
+  const absl::Status status = WriteExitReasonTo(UnwritablePath(), "why");
+  EXPECT_THAT(std::string(status.message()),
+              HasSubstr("write exit reason file: cannot create directory '" +
+                        TempDir() + "/plain-file'"));
+}
+
+TEST(DieDeathTest, WritesTheReasonFileBeforeExiting) {
+  const std::string path = TempDir() + "/die.reason";
+  std::filesystem::remove(path);
+  absl::SetFlag(&FLAGS_exit_reason_file, path);
+  EXPECT_EXIT(Die("ps 1", "checkpoint 'c' is corrupt (bad crc)", kExitConfig),
+              ::testing::ExitedWithCode(kExitConfig),
+              "ps 1: checkpoint 'c' is corrupt \\(bad crc\\)");
+  absl::SetFlag(&FLAGS_exit_reason_file, "");
+  EXPECT_EQ(ReadFile(path).value_or("(none)"),
+            "checkpoint 'c' is corrupt (bad crc)\n");
+}
+
+TEST(DieDeathTest, StatusZeroLeavesNoReason) {
+  const std::string path = TempDir() + "/stopped.reason";
+  std::filesystem::remove(path);
+  absl::SetFlag(&FLAGS_exit_reason_file, path);
+  EXPECT_EXIT(Die("ps 1", "signal 15 (Terminated) while starting", 0),
+              ::testing::ExitedWithCode(0), "while starting");
+  absl::SetFlag(&FLAGS_exit_reason_file, "");
+  EXPECT_FALSE(std::filesystem::exists(path));
+}
+
+TEST(DieDeathTest, AnUnwritableReasonFileIsOneMoreLineOnStderr) {
+  absl::SetFlag(&FLAGS_exit_reason_file, UnwritablePath());
+  EXPECT_EXIT(Die("worker 0", "data.path not found", kExitConfig),
+              ::testing::ExitedWithCode(kExitConfig),
+              "worker 0: --exit_reason_file .*plain-file/port: write exit "
+              "reason file: ");
+  absl::SetFlag(&FLAGS_exit_reason_file, "");
 }
 
 }  // namespace

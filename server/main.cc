@@ -43,10 +43,15 @@ int main(int argc, char** argv) {
 
   auto node = server::PsNode::Start(std::move(options));
   if (!node.ok()) {
-    // A ps whose shard another daemon serves rejoins as a spare (PsNode);
-    // AlreadyExists here is a live standby slot taken by another process.
+    // 3: a live standby slot taken by another process (a ps whose shard
+    // another daemon serves rejoins as a spare instead, in PsNode); 2: the
+    // shard cannot be built from the config and checkpoints (a corrupt one),
+    // which no restart cures; 1: the rest (address, coordinator), which one
+    // may.
     Die(who, std::string(node.status().message()),
-        absl::IsAlreadyExists(node.status()) ? kExitReplaced : kExitFailure);
+        absl::IsAlreadyExists(node.status()) ? kExitReplaced
+        : server::IsSetupError(node.status()) ? kExitConfig
+                                               : kExitFailure);
   }
   WritePortFile((*node)->port());
   // A listener that died (gRPC stops accepting after running out of file

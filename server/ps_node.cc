@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/counters.h"
@@ -33,7 +34,30 @@ namespace {
 
 spdlog::logger* L() { return Log(Logger::kServer); }
 
+// Marks a Start error as one a restart cannot cure (see IsSetupError).
+constexpr char kSetupErrorPayload[] = "type.downpour/server.SetupError";
+
+// The shard could not be built: from the config or from what is on disk, the
+// same on every try, unless the error says the disk or system may recover.
+absl::Status ShardSetupError(absl::Status status) {
+  switch (status.code()) {
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kResourceExhausted:
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kAborted:
+    case absl::StatusCode::kUnknown:
+      return status;
+    default:
+      status.SetPayload(kSetupErrorPayload, absl::Cord("setup"));
+      return status;
+  }
+}
+
 }  // namespace
+
+bool IsSetupError(const absl::Status& status) {
+  return status.GetPayload(kSetupErrorPayload).has_value();
+}
 
 class PsNode::Impl {
  public:
@@ -189,11 +213,11 @@ class PsNode::Impl {
 
 absl::Status PsNode::Impl::Start() {
   if (!options_.standby) {
-    ASSIGN_OR_RETURN(
-        std::unique_ptr<Shard> shard,
-        Shard::Create(options_.config, options_.index, &counters_));
+    absl::StatusOr<std::unique_ptr<Shard>> shard =
+        Shard::Create(options_.config, options_.index, &counters_);
+    if (!shard.ok()) return ShardSetupError(shard.status());
     absl::MutexLock lock(&mu_);
-    shard_ = std::move(shard);
+    shard_ = *std::move(shard);
     shard_index_ = options_.index;
     service_.set_shard(shard_.get());
   } else {

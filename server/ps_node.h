@@ -26,6 +26,15 @@
 
 namespace downpour::server {
 
+// True for a PsNode::Start error that starting the same ps again cannot
+// cure: its shard could not be built from the config and the checkpoints on
+// disk (a bad model or optimizer section; every checkpoint generation corrupt;
+// a checkpoint of another format, shard, model or optimizer). Not for errors
+// the disk or system may recover from (UNAVAILABLE, RESOURCE_EXHAUSTED, ...),
+// nor for the address, the coordinator or the placement. ps_server exits 2
+// (kExitConfig) on it.
+bool IsSetupError(const absl::Status& status);
+
 // Thread-safe.
 class PsNode {
  public:
@@ -45,7 +54,7 @@ class PsNode {
   };
 
   // Reads the shard's checkpoint (a ps; a corrupt one fails here, before
-  // serving), binds options.listen, registers with the coordinator (bounded by
+  // serving, marked IsSetupError), binds options.listen, registers with the coordinator (bounded by
   // rpc.connect_timeout_s) and, when the coordinator already has a placement,
   // serves it before returning. Errors name the cause: the checkpoint, the
   // address in use, the unreachable coordinator, a placement that does not fit

@@ -285,6 +285,51 @@ TEST_F(PsNodeTest, StartFailsCleanlyWhenTheCoordinatorIsUnreachable) {
   }
 }
 
+TEST_F(PsNodeTest, ACorruptCheckpointIsASetupErrorBeforeServing) {
+  coordinator_.SetPlacement(1, {0, 1, 2});
+  auto first = PsNode::Start(options_);
+  ASSERT_THAT(first, IsOk());
+  ASSERT_THAT((*first)->Stop(), IsOk());  // writes the final checkpoint
+  first->reset();
+  int corrupted = 0;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(ShardCheckpointDir(dir_, 0))) {
+    std::FILE* f = std::fopen(entry.path().c_str(), "r+b");
+    ASSERT_NE(f, nullptr);
+    std::fseek(f, 50, SEEK_SET);
+    std::fputc(0x7f, f);
+    std::fclose(f);
+    ++corrupted;
+  }
+  ASSERT_GT(corrupted, 0);
+  auto node = PsNode::Start(options_);
+  EXPECT_THAT(node.status(),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("is corrupt")));
+  EXPECT_TRUE(IsSetupError(node.status())) << "ps_server exits 2 on it";
+  // A model section that builds no model is one too.
+  std::filesystem::remove_all(dir_);
+  options_.config.model.layers = {};
+  const absl::Status no_model = PsNode::Start(options_).status();
+  EXPECT_FALSE(no_model.ok());
+  EXPECT_TRUE(IsSetupError(no_model)) << no_model;
+}
+
+TEST_F(PsNodeTest, CoordinatorAndAddressErrorsAreNoSetupErrors) {
+  coordinator_.SetPlacement(1, {0, 1, 2});
+  auto first = PsNode::Start(options_);
+  ASSERT_THAT(first, IsOk());
+  options_.listen = (*first)->address();
+  EXPECT_FALSE(IsSetupError(PsNode::Start(options_).status()));
+  options_.listen = "127.0.0.1:0";
+  options_.config.cluster.coordinator =
+      absl::StrCat("127.0.0.1:", ::downpour::testing::ClosedLoopbackPort());
+  options_.config.rpc.connect_timeout_s = 0.3;
+  options_.config.rpc.deadline_s = 0.3;
+  const absl::Status unreachable = PsNode::Start(options_).status();
+  EXPECT_FALSE(unreachable.ok());
+  EXPECT_FALSE(IsSetupError(unreachable)) << unreachable;
+}
+
 TEST_F(PsNodeTest, StartFailsWhenTheListenAddressIsTaken) {
   coordinator_.SetPlacement(1, {0, 1, 2});
   auto first = PsNode::Start(options_);

@@ -1,11 +1,15 @@
 // The launcher binary under faults, on real daemons on loopback ephemeral
 // ports: a ps killed with SIGKILL is restarted and the job still ends with a
-// summary that lists the fault; a launcher killed with SIGKILL leaves no
-// daemon behind; the next launch on its run folder stops any that were left.
+// summary that lists the fault; a ps that refuses its corrupt checkpoint is
+// not restarted and the summary gives its own reason; a launcher killed with
+// SIGKILL leaves no daemon behind; the next launch on its run folder stops any
+// that were left.
 #include <signal.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <set>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/match.h"
@@ -26,6 +30,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::StartsWith;
 using testing::WaitUntil;
 
 // Two ps, two workers on simulated compute (each step sleeps, so a job's
@@ -52,13 +58,15 @@ class LauncherFaultTest : public ::testing::Test {
   }
 
   // Starts the launcher binary on config_ and run_dir_; its output in `log`.
-  std::unique_ptr<Subprocess> StartLauncher(const std::string& log) {
-    auto launcher = Subprocess::Start(
-        "launcher",
-        {(fs::path(testing::BinDir()) / "deploy/launcher").string(), "--config",
-         config_, "--run_dir", run_dir_, "--bin_dir", testing::BinDir(),
-         "--progress_s", "0.5"},
-        testing::TestDir() + "/" + log);
+  std::unique_ptr<Subprocess> StartLauncher(const std::string& log,
+                                            bool resume = false) {
+    std::vector<std::string> argv = {
+        (fs::path(testing::BinDir()) / "deploy/launcher").string(), "--config",
+        config_, "--run_dir", run_dir_, "--bin_dir", testing::BinDir(),
+        "--progress_s", "0.5"};
+    if (resume) argv.push_back("--resume");
+    auto launcher = Subprocess::Start("launcher", argv,
+                                      testing::TestDir() + "/" + log);
     EXPECT_TRUE(launcher.ok()) << launcher.status();
     return launcher.ok() ? *std::move(launcher) : nullptr;
   }
@@ -126,6 +134,64 @@ TEST_F(LauncherFaultTest, AKilledPsIsRestartedAndTheSummaryListsIt) {
   EXPECT_THAT(*json, HasSubstr("\"recovery\": \"the job saw 1 fault: ps 0 killed"));
   // The restarted ps found the shard's checkpoint in the run folder.
   EXPECT_TRUE(fs::exists(run_dir_ + "/checkpoints"));
+}
+
+TEST_F(LauncherFaultTest, APsThatRefusesItsCorruptCheckpointEndsTheJobWithItsReason) {
+  // A short job leaves checkpoints of both shards in the run folder.
+  config_ = testing::WriteConfig("job.yaml", JobYaml(100));
+  std::unique_ptr<Subprocess> first = StartLauncher("first.log");
+  ASSERT_NE(first, nullptr);
+  const std::optional<int> done = first->Wait(absl::Seconds(60));
+  ASSERT_TRUE(done.has_value()) << "launcher still running:\n" << first->LogTail(30);
+  ASSERT_EQ(*done, 0) << first->LogTail(40);
+  // Every generation of shard 1 is corrupted: nothing to fall back on.
+  int corrupted = 0;
+  for (const auto& entry : fs::directory_iterator(run_dir_ + "/checkpoints/ps-1")) {
+    std::FILE* f = std::fopen(entry.path().c_str(), "r+b");
+    ASSERT_NE(f, nullptr) << entry.path();
+    std::fseek(f, 50, SEEK_SET);
+    const int byte = std::fgetc(f);
+    std::fseek(f, 50, SEEK_SET);
+    std::fputc(byte ^ 0xff, f);
+    std::fclose(f);
+    ++corrupted;
+  }
+  ASSERT_GT(corrupted, 0) << "the first job left no checkpoint of shard 1";
+
+  // Resumed, ps 1 refuses at start (exit 2). The launcher ends the job at
+  // that first refusal: ps 1 is started once and never restarted, so the
+  // summary lists exactly one fault, ps 1 "gave up" with status 2, and no
+  // "restarted" (with restarts, 3 more refusals and their backoffs).
+  const absl::Time start = absl::Now();
+  std::unique_ptr<Subprocess> resumed = StartLauncher("resumed.log", /*resume=*/true);
+  ASSERT_NE(resumed, nullptr);
+  const std::optional<int> status = resumed->Wait(absl::Seconds(60));
+  ASSERT_TRUE(status.has_value()) << "launcher still running:\n" << resumed->LogTail(30);
+  EXPECT_EQ(*status, 1) << resumed->LogTail(40);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30)) << "not ended at the refusal";
+  absl::StatusOr<std::string> json = ReadFile(run_dir_ + "/summary.json");
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_THAT(*json, HasSubstr("\"faults\": [\n    {\"time_s\": "));
+  EXPECT_THAT(*json, HasSubstr("\"daemon\": \"ps 1\", \"what\": \"exited with "
+                               "status 2\", \"exit_status\": 2, \"signal\": 0, "
+                               "\"action\": \"gave up\""));
+  EXPECT_THAT(*json, Not(HasSubstr("\"action\": \"restarted\"")));
+  EXPECT_THAT(*json, HasSubstr("\"recovery\": \"the job saw 1 fault: ps 1 exited "
+                               "with status 2, gave up\""));
+  // The ps's own message, not a pointer to its log: "ps 1 exited with status
+  // 2 after 0.1 s: checkpoint '.../ps-1/...' is corrupt (...); move it away
+  // ...", in `failure` and as the first line of `outcome`.
+  for (const std::string key : {"\"failure\": \"", "\"outcome\": \"failed: "}) {
+    const size_t at = json->find(key);
+    ASSERT_NE(at, std::string::npos) << key << " in " << *json;
+    const std::string value = json->substr(at + key.size(),
+                                           json->find('\n', at) - at - key.size());
+    EXPECT_THAT(value, StartsWith("ps 1 exited with status 2 after ")) << key;
+    EXPECT_THAT(value, HasSubstr(" s: checkpoint '" + run_dir_ + "/checkpoints/ps-1/"))
+        << key;
+    EXPECT_THAT(value, HasSubstr("' is corrupt (")) << key;
+    EXPECT_THAT(value, HasSubstr("move it away")) << key;
+  }
 }
 
 TEST_F(LauncherFaultTest, AKilledLauncherLeavesNoDaemonBehind) {

@@ -10,6 +10,8 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "common/exit_codes.h"
+#include "common/file_util.h"
 #include "common/model_spec.h"
 #include "common/push_sequence.h"
 #include "rpc/server_util.h"
@@ -24,6 +26,7 @@ namespace downpour {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class PsDaemonTest : public ::testing::Test {
  protected:
@@ -217,15 +220,21 @@ TEST_F(PsDaemonTest, CorruptCheckpointIsRefusedWithAClearMessage) {
     path = std::max(path, entry.path().string());
   }
   ASSERT_FALSE(path.empty()) << "no checkpoint in " << dir_ << "/ckpt/ps-0";
+  const std::string reason_file = dir_ + "/ps-0.reason";
   auto ps = testing::StartDaemon("ps-0-corrupt", "server/ps_server",
                                  {"--config", config_path_, "--index", "0",
-                                  "--coordinator", coordinator_address_});
+                                  "--coordinator", coordinator_address_,
+                                  "--exit_reason_file", reason_file});
   ASSERT_TRUE(ps.ok());
   const std::optional<int> status = (*ps)->Wait(absl::Seconds(20));
   ASSERT_TRUE(status.has_value()) << "a ps with a corrupt checkpoint kept running";
-  EXPECT_NE(*status, 0);
+  EXPECT_EQ(*status, kExitConfig) << "documented: a restart cannot cure it";
   EXPECT_THAT((*ps)->LogTail(5), HasSubstr("is corrupt"));
   EXPECT_THAT((*ps)->LogTail(5), HasSubstr(path));
+  // The same message, for a launcher to report.
+  const std::string reason = ReadFile(reason_file).value_or("(no reason file)");
+  EXPECT_THAT(reason, HasSubstr("checkpoint '" + path + "' is corrupt ("));
+  EXPECT_THAT(reason, Not(HasSubstr("ps 0: "))) << "the bare message";
 }
 
 }  // namespace
