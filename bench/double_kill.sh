@@ -7,7 +7,12 @@
 # the job's summary.json says was lost and how long each shard waited for a
 # new in-sync backup; and a last line "N runs: M lost nothing".
 #
-#   bench/double_kill.sh [--gap 2.5] [--runs 10] [--config FILE] [--out DIR]
+#   bench/double_kill.sh [--gap 2.5] [--from_takeover] [--runs 10]
+#                        [--config FILE] [--out DIR]
+#
+# --from_takeover: count GAP from when the coordinator shows shard 1 served
+# by its successor, not from the first kill (a second kill before the
+# restarted ps has synced as the new backup: that one loses pushes).
 #
 # Build first (bazel build //deploy:launcher //tools:psctl //server:ps_server
 # //worker:ps_worker //coordinator). The config's fixed ports (7000-7202 for
@@ -19,13 +24,15 @@ GAP=2.5
 RUNS=10
 CONFIG=deploy/configs/mnist_replicated.yaml
 OUT=/tmp/downpour-double-kill
+FROM_TAKEOVER=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --gap) GAP=$2; shift 2 ;;
+    --from_takeover) FROM_TAKEOVER=1; shift ;;
     --runs) RUNS=$2; shift 2 ;;
     --config) CONFIG=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "double_kill.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -54,23 +61,19 @@ pid_of() {  # the launcher's pid file: "pid start_time name"
 status_json() {
   "$BIN/tools/psctl" status --json --coordinator "$COORDINATOR" 2>/dev/null || true
 }
+# `psctl status` without --json asks only the coordinator (fast).
+status_table() {
+  "$BIN/tools/psctl" status --coordinator "$COORDINATOR" 2>/dev/null || true
+}
 shard1_address() {
-  status_json | python3 -c '
-import json, sys
-try: d = json.load(sys.stdin)
-except Exception: sys.exit(0)
-for m in d["cluster"].get("members", []):
-  if m["role"] == "ps" and m.get("index", 0) == 1: print(m["address"])'
+  status_table | awk '$1 == "ps" && $2 == 1 {print $3}'
 }
 ready() {  # every worker past step 300 and every shard in sync with a backup
-  status_json | python3 -c '
-import json, sys
-try: d = json.load(sys.stdin)
-except Exception: print("no"); sys.exit(0)
-c = d["cluster"]
-steps = [int(m.get("report", {}).get("step", 0)) for m in c.get("members", []) if m["role"] == "worker"]
-sync = [r.get("in_sync", False) for r in c.get("shard_replication", [])]
-print("yes" if steps and min(steps) >= 300 and sync and all(sync) else "no")'
+  status_table | awk '
+    $1 == "worker" { workers++; if ($6 + 0 >= 300) stepped++ }
+    $1 == "shard" && /in sync/ { synced++ }
+    $1 == "shard" && $2 ~ /^[0-9]+:$/ { shards++ }
+    END { print (workers > 0 && stepped == workers && shards > 0 && synced == shards) ? "yes" : "no" }'
 }
 
 clean=0
@@ -81,6 +84,11 @@ for run in $(seq 1 "$RUNS"); do
   launcher=$!
   for _ in $(seq 1 600); do [ "$(ready)" = yes ] && break; sleep 0.2; done
   first=$(shard1_address)
+  if [ -z "$first" ] || [ -z "$(pid_of "$dir" "$(slot_of "$first")")" ]; then
+    echo "run $run: harness: the cluster never got ready (shard 1 at '$first'); see $dir"
+    kill "$launcher" 2>/dev/null || true; wait "$launcher" || true
+    continue
+  fi
   t0=$(date +%s.%N)
   kill -9 "$(pid_of "$dir" "$(slot_of "$first")")"
   second=""
@@ -89,11 +97,13 @@ for run in $(seq 1 "$RUNS"); do
     [ -n "$second" ] && [ "$second" != "$first" ] && break
     sleep 0.02
   done
-  python3 -c "import time; time.sleep(max(0.0, $t0 + $GAP - time.time()))"
+  tt=$(date +%s.%N)
+  base=$t0; [ "$FROM_TAKEOVER" = 1 ] && base=$tt
+  python3 -c "import time; time.sleep(max(0.0, $base + $GAP - time.time()))"
   t1=$(date +%s.%N)
   kill -9 "$(pid_of "$dir" "$(slot_of "$second")")" 2>/dev/null || true
   rc=0; wait "$launcher" || rc=$?
-  python3 - "$dir/summary.json" "$run" "$rc" "$(python3 -c "print(round($t1 - $t0, 2))")" <<'PY' && clean=$((clean + 1)) || true
+  python3 - "$dir/summary.json" "$run" "$rc" "$(python3 -c "print('%.2f s apart (take-over seen %.2f s after the first)' % ($t1 - $t0, $tt - $t0))")" <<'PY' && clean=$((clean + 1)) || true
 import json, sys
 s = json.load(open(sys.argv[1]))
 lost = s["acked_pushes_lost"]
@@ -103,7 +113,7 @@ hops = ["%s %s->%s lost %d%s backup after %s s" % (
           "%.2f" % r["seconds_to_backup"] if r["seconds_to_backup"] is not None else "never")
         for r in s["shard_recoveries"]]
 unrep = ", ".join("shard %d %.1f s" % (r["shard"], r["unreplicated_s"]) for r in s["shard_replication"])
-print("run %s: kills %s s apart, launcher exit %s, outcome '%s', acked pushes lost %d%s, "
+print("run %s: kills %s, launcher exit %s, outcome '%s', acked pushes lost %d%s, "
       "accuracy %.4f; %s; unreplicated: %s" % (
       sys.argv[2], sys.argv[4], sys.argv[3], s["outcome"], lost,
       "" if s["acked_loss_exact"] else " (at least)", s["accuracy"] or 0, "; ".join(hops), unrep))

@@ -52,16 +52,21 @@ std::vector<PartMove> HandOffParts(const std::vector<WorkerSlot>& workers,
 }
 
 int PickStandby(const std::vector<StandbySlot>& standbys, int shard) {
-  int idle = -1, backup = -1;
+  int idle = -1, backup = -1, own = -1;
   for (size_t i = 0; i < standbys.size(); ++i) {
     const StandbySlot& s = standbys[i];
     if (!s.alive || s.serving_index >= 0) continue;
     if (HoldsReplicaOf(s, shard)) return static_cast<int>(i);
+    if (s.replica_of == shard && own < 0) own = static_cast<int>(i);
     if (s.replica_of < 0 && idle < 0) idle = static_cast<int>(i);
     if (s.replica_of >= 0 && s.replica_of != shard && backup < 0) {
       backup = static_cast<int>(i);
     }
   }
+  // The shard's own backup whose sync the coordinator has not heard of yet
+  // (its report comes with its next heartbeat): it takes over from its copy
+  // when that is whole, else from the checkpoint, as an idle one would.
+  if (own >= 0) return own;
   if (idle >= 0) return idle;
   if (backup >= 0) return backup;
   // The shard's own backup, not (yet) in sync: better than nothing.

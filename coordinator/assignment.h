@@ -60,8 +60,10 @@ inline bool HoldsReplicaOf(const StandbySlot& standby, int shard) {
 }
 
 // The standby that takes dead shard `shard` over: the shard's backup when it
-// holds an in-sync copy (nothing is lost); else the first alive idle one
-// (it loads the checkpoint); else the first alive one that backs up another
+// holds an in-sync copy (nothing is lost); else the shard's backup all the
+// same (it reports its sync on its next heartbeat, and takes over from the
+// checkpoint when its copy is not whole); else the first alive idle one (it
+// loads the checkpoint); else the first alive one that backs up another
 // shard (that shard runs unreplicated until another standby comes). -1 when
 // none is alive and free.
 int PickStandby(const std::vector<StandbySlot>& standbys, int shard);

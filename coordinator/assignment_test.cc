@@ -120,6 +120,9 @@ TEST(PickStandbyTest, Table) {
       {"the shard's backup not in sync, when nothing else",
        {{true, 0}, {true, -1, 3, false}},
        1},
+      {"the shard's backup not yet reported in sync before an idle one",
+       {{true, -1}, {true, -1, 3, false}},
+       1},
       {"a dead backup is not picked", {{false, -1, 3, true}}, -1},
   };
   for (const auto& c : cases) {

@@ -266,8 +266,16 @@ absl::StatusOr<proto::RegisterServerResponse> ClusterState::RegisterServer(
     const bool fresh = Admit(*m, request.member_key());
     if (!m->alive && m->registered) CloseOutage(*m, "restarted");
     Touch(*m);
-    if (request.standby() && fresh) EndServedLease(*m, old_key);
-    if (request.standby()) m->serving_index = -1;
+    // A new process may be handed its old process's shard right here
+    // (EndServedLease): that serving_index stays.
+    if (request.standby() && fresh) {
+      // What the old process reported (its replica) is not this one's.
+      m->report.Clear();
+      m->replica_of = -1;
+      EndServedLease(*m, old_key);
+    } else if (request.standby()) {
+      m->serving_index = -1;
+    }
     SPDLOG_LOGGER_INFO(L(), "{} {} registered from {}", MemberRoleName(role),
                        m->index, m->address);
     if (!request.standby() && restarted && epoch_ > 0) {
@@ -378,9 +386,13 @@ absl::StatusOr<proto::RegisterServerResponse> ClusterState::RegisterSpare(
     const bool fresh = Admit(m, request.member_key());
     if (!m.alive && m.registered) CloseOutage(m, "restarted");
     Touch(m);
-    if (fresh) EndServedLease(m, old_key);
-    m.serving_index = -1;
     m.replica_of = -1;
+    if (fresh) {
+      m.report.Clear();  // the old process's report (its replica) is not ours
+      EndServedLease(m, old_key);  // may hand it its old process's shard
+    } else {
+      m.serving_index = -1;
+    }
     SPDLOG_LOGGER_INFO(L(),
                        "spare standby {} registered from {} (it served shard "
                        "{}, which another daemon serves now)",
@@ -585,7 +597,17 @@ void ClusterState::NoteReplication() {
     }
     const std::string state = in_sync ? "in sync" : backup >= 0 ? "syncing"
                                                                 : "none";
+    if (state != "none") {
+      ps.no_backup_since = absl::InfinitePast();
+    } else if (ps.no_backup_since == absl::InfinitePast()) {
+      ps.no_backup_since = now;
+    }
     if (state == ps.replication_logged || state == "syncing") continue;
+    if (state == "none" &&
+        now - ps.no_backup_since <
+            absl::Seconds(2 * options_.config.heartbeat.interval_s)) {
+      continue;  // said on a later call if it lasts
+    }
     ps.replication_logged = state;
     if (state == "in sync") {
       SPDLOG_LOGGER_INFO(L(),
@@ -597,7 +619,9 @@ void ClusterState::NoteReplication() {
       continue;
     }
     int free = 0;
-    for (const Member& s : standby_) free += s.alive && s.serving_index < 0;
+    for (const Member& s : standby_) {
+      free += s.alive && s.serving_index < 0 && s.replica_of < 0;
+    }
     SPDLOG_LOGGER_WARN(
         L(),
         "shard {} (ps at {}) has NO BACKUP: no standby is free ({} "

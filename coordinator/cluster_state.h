@@ -148,6 +148,10 @@ class ClusterState {
     double unreplicated_seconds = 0;
     absl::Time unreplicated_since = absl::InfinitePast();
     std::string replication_logged;
+    // Since when it has had no backup named (a WARN waits a moment, so that
+    // the standbys registering at start or a restart rejoining as a spare
+    // are not reported).
+    absl::Time no_backup_since = absl::InfinitePast();
     // Ps: a heartbeat reply told it the job is over, so its next report
     // comes after every worker finished (its push holes are losses).
     bool told_stop = false;

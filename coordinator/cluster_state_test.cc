@@ -971,6 +971,29 @@ TEST_F(SpareTest, AStandbyRestartedWhileServingAShardFailsItOverAtOnce) {
   EXPECT_EQ(beat->replica_of(), 0);  // it backs up shard 0, served at :1
 }
 
+TEST_F(SpareTest, ARestartedStandbyIsHandedItsOldShardWhenNoneElseIsFree) {
+  RegisterPs(0, "127.0.0.1:1");
+  RegisterPs(1, "127.0.0.1:2");
+  RegisterPs(0, "127.0.0.1:5", /*standby=*/true);
+  ASSERT_THAT(Heartbeat(Replicated(PsBeat(0, "127.0.0.1:1", 500))), IsOk());
+  ASSERT_THAT(Heartbeat(StandbyBeat(0, 0)), IsOk());
+  clock_.Advance(absl::Seconds(4));
+  ASSERT_THAT(Heartbeat(PsBeat(1, "127.0.0.1:2", 80)), IsOk());
+  ASSERT_THAT(Heartbeat(StandbyBeat(0, 0)), IsOk());
+  state_->CheckLiveness();
+  ASSERT_EQ(Heartbeat(StandbyBeat(0, 0))->take_over_index(), 0);
+  ASSERT_THAT(Heartbeat(PsBeat(0, "127.0.0.1:5", 500)), IsOk());
+  // Standby 0, serving shard 0, is restarted: nobody else is free, so the new
+  // process takes the shard over (from the checkpoint: the old process's
+  // replica report is not its own), and is told so on its next heartbeat.
+  RegisterPs(0, "127.0.0.1:5", /*standby=*/true);
+  EXPECT_EQ(Heartbeat(StandbyBeat(0, -1))->take_over_index(), 0);
+  const auto status = state_->Status();
+  ASSERT_EQ(status.recoveries_size(), 2);
+  EXPECT_EQ(status.recoveries(1).source(), "checkpoint");
+  EXPECT_FALSE(status.recoveries(1).loss_final());
+}
+
 TEST_F(SpareTest, AShardWithoutABackupCountsItsTime) {
   RegisterPs(0, "127.0.0.1:1");
   RegisterPs(1, "127.0.0.1:2");
