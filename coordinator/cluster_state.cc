@@ -725,6 +725,11 @@ void ClusterState::ReplaceShard(Member& dead) {
                        dead.index, dead.index);
     return;
   }
+  // A standby that served the shard before (it took it over and died, or
+  // was restarted) serves it no longer.
+  for (Member& s : standby_) {
+    if (s.serving_index == dead.index) s.serving_index = -1;
+  }
   Member& standby = standby_[picked];
   const bool from_replica = HoldsReplicaOf(slots[picked], dead.index);
   if (standby.replica_of >= 0 && standby.replica_of != dead.index) {
@@ -859,7 +864,9 @@ absl::StatusOr<proto::HeartbeatResponse> ClusterState::Heartbeat(
       // Its report after it was told the job is over comes after every
       // worker finished: its push holes are losses then.
       const uint64_t before = SumFinal(recoveries_);
-      SettleAckedLoss(*m, m->told_stop);
+      // So is its last report, sent after its server stopped, once every
+      // worker finished (the launcher stops the ps after the workers).
+      SettleAckedLoss(*m, m->told_stop || (stop_ && m->report.final_report()));
       settled = settled || SumFinal(recoveries_) != before;
       // A standby serving this shard lives as long as the shard's heartbeats.
       for (Member& s : standby_) {

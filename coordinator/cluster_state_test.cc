@@ -1091,5 +1091,39 @@ TEST_F(SpareTest, TheLossIsTheNewServersCountAndFinalOnceTheJobIsOver) {
   EXPECT_EQ(state_->Status().acked_pushes_lost(), 8u) << "kept in the state file";
 }
 
+TEST_F(SpareTest, APsLastReportAfterTheWorkersFinishedIsFinal) {
+  config_.cluster.replication = 1;
+  Restart();
+  RegisterPs(0, "127.0.0.1:1");
+  RegisterPs(1, "127.0.0.1:2");
+  RegisterPs(0, "127.0.0.1:5", /*standby=*/true);
+  RegisterWorker(0);
+  RegisterWorker(1);
+  ASSERT_THAT(Heartbeat(PsBeat(0, "127.0.0.1:1", 500)), IsOk());
+  clock_.Advance(absl::Seconds(4));
+  ASSERT_THAT(Heartbeat(PsBeat(1, "127.0.0.1:2", 80)), IsOk());
+  ASSERT_THAT(Heartbeat(StandbyBeat(0, -1)), IsOk());
+  for (int w : {0, 1}) ASSERT_THAT(Beat("worker", w, 0.5), IsOk());
+  state_->CheckLiveness();
+  for (int w : {0, 1}) {
+    proto::HeartbeatRequest done;
+    done.set_role("worker");
+    done.set_index(w);
+    done.mutable_report()->set_finished(true);
+    done.mutable_report()->set_accuracy(0.5);
+    ASSERT_THAT(Heartbeat(done), IsOk());
+  }
+  // The ps is stopped before any heartbeat told it the job is over: its
+  // last report, sent after its server stopped, is final all the same.
+  proto::HeartbeatRequest last = PsBeat(0, "127.0.0.1:5", 320);
+  last.mutable_report()->set_acked_pushes_lost(5);
+  last.mutable_report()->set_push_holes(3);
+  last.mutable_report()->set_final_report(true);
+  ASSERT_THAT(Heartbeat(last), IsOk());
+  const auto status = state_->Status();
+  EXPECT_EQ(status.recoveries(0).acked_pushes_lost(), 8u);
+  EXPECT_TRUE(status.acked_loss_final());
+}
+
 }  // namespace
 }  // namespace downpour::coordinator

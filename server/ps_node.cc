@@ -3,6 +3,7 @@
 #include "server/ps_node.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <optional>
 #include <thread>
@@ -170,6 +171,8 @@ class PsNode::Impl {
   bool started_ = false;  // Start succeeded
 
   absl::Notification stop_checkpoints_;
+  // Set once the gRPC server has shut down: no push arrives after it.
+  std::atomic<bool> server_down_{false};
   // A standby's copy of the shard it backs up (see server/replication/replica.h).
   Replica replica_;
 
@@ -323,6 +326,7 @@ absl::Status PsNode::Impl::Stop() {
   stop_checkpoints_.Notify();
   if (checkpointer_.joinable()) checkpointer_.join();
   if (server_.server != nullptr) server_.server->Shutdown(DeadlineIn(2));
+  server_down_.store(true);  // the final heartbeat says so (final_report)
   if (agent_ != nullptr) agent_->Stop();  // one final heartbeat
   if (placement_thread_.joinable()) placement_thread_.join();
   stop_status_ = started_ ? Checkpoint() : absl::OkStatus();
@@ -411,6 +415,7 @@ proto::MemberReport PsNode::Impl::Report() const {
     report.set_acked_pushes_lost(static_cast<uint64_t>(
         counters_.Get("sequence_window_skips")));
     report.set_push_holes(shard->push_holes());
+    report.set_final_report(server_down_.load());
   } else {
     const Replica::Info replica = replica_.info();
     report.set_has_replica(replica.held);

@@ -198,12 +198,15 @@ class FaultTest : public testing::DaemonJobTest {
     return true;
   }
 
-  // The daemons_ name of the configured standby serving `shard` ("" when a
-  // ps or a spare serves it).
+  // The daemons_ name of the configured standby serving `shard` now ("" when
+  // a ps or a spare serves it).
   std::string DaemonServing(int shard) {
     const auto status = Status();
+    const auto* ps = coordinator::FindMember(status, "ps", shard);
+    if (ps == nullptr) return "";
     for (const auto& m : status.members()) {
-      if (m.role() == "standby" && m.serving_index() == shard && !m.spare()) {
+      if (m.role() == "standby" && m.serving_index() == shard && !m.spare() &&
+          m.address() == ps->address()) {
         return absl::StrCat("standby-", m.index());
       }
     }
