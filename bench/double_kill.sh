@@ -86,15 +86,15 @@ for run in $(seq 1 "$RUNS"); do
   for _ in $(seq 1 600); do [ "$(ready)" = yes ] && break; sleep 0.2; done
   first=$(shard1_address)
   second=$(shard1_backup)
-  if [ -z "$first" ] || [ -z "$second" ] ||
-     [ -z "$(pid_of "$dir" "$(slot_of "$first")")" ]; then
+  first_pid=$(pid_of "$dir" "$(slot_of "$first")")
+  second_pid=$(pid_of "$dir" "$(slot_of "$second")")
+  if [ -z "$first_pid" ] || [ -z "$second_pid" ]; then
     echo "run $run: harness: the cluster never got ready (shard 1 at '$first', backup '$second'); see $dir"
     kill "$launcher" 2>/dev/null || true; wait "$launcher" || true
     continue
   fi
-  second_pid=$(pid_of "$dir" "$(slot_of "$second")")
   t0=$(date +%s.%N)
-  kill -9 "$(pid_of "$dir" "$(slot_of "$first")")"
+  kill -9 "$first_pid"
   python3 -c "import time; time.sleep(max(0.0, $t0 + $GAP - time.time()))"
   t1=$(date +%s.%N)
   kill -9 "$second_pid" 2>/dev/null || true

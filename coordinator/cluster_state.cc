@@ -210,24 +210,26 @@ absl::StatusOr<proto::RegisterServerResponse> ClusterState::RegisterServer(
   proto::RegisterServerResponse response;
   std::optional<Snapshot> snapshot;
   if (!request.standby()) {
-    // A restarted ps that would bring the shard back with fewer updates than
-    // it had, while a backup holds them all: the backup takes over now, and
-    // this daemon is refused (it may serve as a standby).
+    // A restarted ps (a new process) while the shard's backup holds an
+    // in-sync copy: the backup takes over now, since it holds every
+    // acknowledged push and the restarted process only its checkpoint (the
+    // applied totals cannot tell: the last heartbeat's may be older than the
+    // checkpoint). This daemon is refused and rejoins as a spare.
     std::optional<Snapshot> taken;
     std::string to;
     {
       absl::MutexLock lock(&mu_);
       Member* m = Find(MemberRole::kPs, request.index());
       if (m != nullptr && m->registered && epoch_ > 0 &&
-          request.applied_total() < m->applied_total) {
+          !SameKey(request.member_key(), m->key)) {
         const std::vector<StandbySlot> slots = StandbySlots();
         const int picked = PickStandby(slots, m->index);
         if (picked >= 0 && HoldsReplicaOf(slots[picked], m->index)) {
           SPDLOG_LOGGER_WARN(
               L(),
-              "ps {} registers again from {} with {} updates, but the shard "
-              "had {} and its backup standby {} holds them: the backup takes "
-              "over",
+              "ps {} registers again from {} (a new process, {} updates "
+              "restored; the shard last reported {}), and its backup standby "
+              "{} holds every acknowledged push: the backup takes over",
               m->index, request.address(), request.applied_total(),
               m->applied_total, picked);
           to = standby_[picked].address;
@@ -241,10 +243,9 @@ absl::StatusOr<proto::RegisterServerResponse> ClusterState::RegisterServer(
       Save(std::move(taken));
       return absl::AlreadyExistsError(absl::StrCat(
           "register: ps ", request.index(), "'s backup at ", to,
-          " holds more of the shard's updates than this daemon restored (",
+          " holds every acknowledged push of the shard (this daemon restored ",
           request.applied_total(),
-          "): it serves the shard now. Start this daemon as a spare "
-          "(--standby N, listed in cluster.standby_ps)"));
+          " updates from its checkpoint): it serves the shard now"));
     }
   }
   {
@@ -282,7 +283,9 @@ absl::StatusOr<proto::RegisterServerResponse> ClusterState::RegisterServer(
       ++epoch_;
       SPDLOG_LOGGER_INFO(L(), "ps {} restarted at {}: placement epoch {}",
                          m->index, m->address, epoch_);
-      if (!was_alive || old_address != m->address ||
+      // A new process serves the shard from its checkpoint: what the old one
+      // acknowledged since is counted by it (acked_pushes_lost).
+      if (fresh || !was_alive || old_address != m->address ||
           request.applied_total() < m->applied_total) {
         RecordRecovery(m->index, old_address, m->address, "restart",
                        m->applied_total, request.applied_total());

@@ -913,6 +913,37 @@ TEST_F(SpareTest, ARestartedPsRejoinsAsASpareAndBacksUpItsShard) {
   EXPECT_EQ(RegisterSpare("127.0.0.1:9", 1), 2);
 }
 
+TEST_F(SpareTest, ARestartedPsYieldsToAnInSyncBackupWhateverItRestored) {
+  RegisterPs(0, "127.0.0.1:1");
+  RegisterPs(1, "127.0.0.1:2");
+  RegisterPs(0, "127.0.0.1:5", /*standby=*/true);
+  ASSERT_THAT(Heartbeat(Replicated(PsBeat(0, "127.0.0.1:1", 500))), IsOk());
+  ASSERT_THAT(Heartbeat(StandbyBeat(0, 0)), IsOk());
+  // Its checkpoint was written after its last heartbeat: it restored more
+  // than the shard last reported, but less than the backup holds (every
+  // acknowledged push). The backup takes over all the same.
+  proto::RegisterServerRequest restart;
+  restart.set_index(0);
+  restart.set_address("127.0.0.1:1");
+  restart.set_applied_total(600);
+  EXPECT_THAT(RegisterServer(restart),
+              StatusIs(absl::StatusCode::kAlreadyExists,
+                       HasSubstr("holds every acknowledged push")));
+  EXPECT_EQ(state_->Placement().shards(0).address(), "127.0.0.1:5");
+  // Without a backup (shard 1), a new process is let in and its restart
+  // recorded, so that what it lost is counted.
+  ASSERT_THAT(Heartbeat(PsBeat(1, "127.0.0.1:2", 40)), IsOk());
+  proto::RegisterServerRequest restart1;
+  restart1.set_index(1);
+  restart1.set_address("127.0.0.1:2");
+  restart1.set_applied_total(45);
+  ASSERT_THAT(RegisterServer(restart1), IsOk());
+  const auto status = state_->Status();
+  ASSERT_EQ(status.recoveries_size(), 2);
+  EXPECT_EQ(status.recoveries(1).source(), "restart");
+  EXPECT_EQ(status.recoveries(1).shard(), 1);
+}
+
 TEST_F(SpareTest, SparesAreBounded) {
   RegisterPs(0, "127.0.0.1:1");
   RegisterPs(1, "127.0.0.1:2");
