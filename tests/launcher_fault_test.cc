@@ -58,13 +58,15 @@ class LauncherFaultTest : public ::testing::Test {
   }
 
   // Starts the launcher binary on config_ and run_dir_; its output in `log`.
-  std::unique_ptr<Subprocess> StartLauncher(const std::string& log,
-                                            bool resume = false) {
+  std::unique_ptr<Subprocess> StartLauncher(
+      const std::string& log, bool resume = false,
+      std::vector<std::string> flags = {}) {
     std::vector<std::string> argv = {
         (fs::path(testing::BinDir()) / "deploy/launcher").string(), "--config",
         config_, "--run_dir", run_dir_, "--bin_dir", testing::BinDir(),
         "--progress_s", "0.5"};
     if (resume) argv.push_back("--resume");
+    for (std::string& f : flags) argv.push_back(std::move(f));
     auto launcher = Subprocess::Start("launcher", argv,
                                       testing::TestDir() + "/" + log);
     EXPECT_TRUE(launcher.ok()) << launcher.status();
@@ -115,8 +117,12 @@ class LauncherFaultTest : public ::testing::Test {
   std::string run_dir_;
 };
 
+// Without a backup the restarted ps comes back from its checkpoint: what it
+// had acknowledged since is lost, and the outcome says so (counted exactly by
+// tests/fault_test.cc). --fail_on_loss turns that into exit status 4.
 TEST_F(LauncherFaultTest, AKilledPsIsRestartedAndTheSummaryListsIt) {
-  std::unique_ptr<Subprocess> launcher = StartLauncher("launcher.log");
+  std::unique_ptr<Subprocess> launcher =
+      StartLauncher("launcher.log", false, {"--fail_on_loss"});
   ASSERT_NE(launcher, nullptr);
   std::map<std::string, PidEntry> daemons = WaitForDaemons();
   ASSERT_TRUE(WaitForSteps(50)) << launcher->LogTail(30);
@@ -124,10 +130,19 @@ TEST_F(LauncherFaultTest, AKilledPsIsRestartedAndTheSummaryListsIt) {
 
   const std::optional<int> status = launcher->Wait(absl::Seconds(60));
   ASSERT_TRUE(status.has_value()) << "launcher still running:\n" << launcher->LogTail(30);
-  EXPECT_EQ(*status, 0) << launcher->LogTail(40);
   absl::StatusOr<std::string> json = ReadFile(run_dir_ + "/summary.json");
   ASSERT_TRUE(json.ok()) << json.status();
-  EXPECT_THAT(*json, HasSubstr("\"outcome\": \"succeeded\""));
+  // The kill rarely lands just after a checkpoint with nothing since.
+  const bool lost = !absl::StrContains(*json, "\"acked_pushes_lost\": 0,");
+  if (lost) {
+    EXPECT_EQ(*status, 4) << "--fail_on_loss\n" << launcher->LogTail(40);
+    EXPECT_THAT(*json, HasSubstr("\"ok\": false,\n  \"outcome\": \"succeeded with "
+                                 "loss: "));
+    EXPECT_THAT(*json, HasSubstr("acknowledged pushes of shard 0\""));
+  } else {
+    EXPECT_EQ(*status, 0) << launcher->LogTail(40);
+    EXPECT_THAT(*json, HasSubstr("\"outcome\": \"succeeded\""));
+  }
   EXPECT_THAT(*json, HasSubstr("\"daemon\": \"ps 0\", \"what\": \"killed by signal 9 "
                                "(Killed)\", \"exit_status\": 137, \"signal\": 9, "
                                "\"action\": \"restarted\""));
