@@ -861,6 +861,35 @@ class SpareTest : public ClusterStateTest {
     return beat;
   }
 
+  // Without replication, ps 0 goes silent while 2 workers train, and
+  // standby 0 takes shard 0 over from its checkpoint.
+  void TakeShard0OverFromItsCheckpoint() {
+  config_.cluster.replication = 1;
+  Restart();
+  RegisterPs(0, "127.0.0.1:1");
+  RegisterPs(1, "127.0.0.1:2");
+  RegisterPs(0, "127.0.0.1:5", /*standby=*/true);
+  RegisterWorker(0);
+  RegisterWorker(1);
+  ASSERT_THAT(Heartbeat(PsBeat(0, "127.0.0.1:1", 500)), IsOk());
+  clock_.Advance(absl::Seconds(4));
+  ASSERT_THAT(Heartbeat(PsBeat(1, "127.0.0.1:2", 80)), IsOk());
+  ASSERT_THAT(Heartbeat(StandbyBeat(0, -1)), IsOk());
+  for (int w : {0, 1}) ASSERT_THAT(Beat("worker", w, 0.5), IsOk());
+  state_->CheckLiveness();
+  }
+
+  void FinishWorkers() {
+  for (int w : {0, 1}) {
+    proto::HeartbeatRequest done;
+    done.set_role("worker");
+    done.set_index(w);
+    done.mutable_report()->set_finished(true);
+    done.mutable_report()->set_accuracy(0.5);
+    ASSERT_THAT(Heartbeat(done), IsOk());
+  }
+  }
+
   const proto::ShardReplication* Backup(const proto::ClusterStatusResponse& s,
                                         int shard) {
     for (const auto& r : s.shard_replication()) {
@@ -1076,19 +1105,7 @@ TEST_F(SpareTest, AnOutageIsRecordedUntilTheMemberIsBack) {
 }
 
 TEST_F(SpareTest, TheLossIsTheNewServersCountAndFinalOnceTheJobIsOver) {
-  config_.cluster.replication = 1;
-  Restart();
-  RegisterPs(0, "127.0.0.1:1");
-  RegisterPs(1, "127.0.0.1:2");
-  RegisterPs(0, "127.0.0.1:5", /*standby=*/true);
-  RegisterWorker(0);
-  RegisterWorker(1);
-  ASSERT_THAT(Heartbeat(PsBeat(0, "127.0.0.1:1", 500)), IsOk());
-  clock_.Advance(absl::Seconds(4));
-  ASSERT_THAT(Heartbeat(PsBeat(1, "127.0.0.1:2", 80)), IsOk());
-  ASSERT_THAT(Heartbeat(StandbyBeat(0, -1)), IsOk());
-  for (int w : {0, 1}) ASSERT_THAT(Beat("worker", w, 0.5), IsOk());
-  state_->CheckLiveness();
+  ASSERT_NO_FATAL_FAILURE(TakeShard0OverFromItsCheckpoint());
   // The standby serves shard 0 from its checkpoint; the workers' pushes past
   // what it holds show up as skipped sequences (certain) and holes (maybe
   // in flight).
@@ -1103,14 +1120,7 @@ TEST_F(SpareTest, TheLossIsTheNewServersCountAndFinalOnceTheJobIsOver) {
   EXPECT_FALSE(status.acked_loss_final());
   // Every worker finishes: the ps's next report after it is told so counts
   // its holes as lost.
-  for (int w : {0, 1}) {
-    proto::HeartbeatRequest done;
-    done.set_role("worker");
-    done.set_index(w);
-    done.mutable_report()->set_finished(true);
-    done.mutable_report()->set_accuracy(0.5);
-    ASSERT_THAT(Heartbeat(done), IsOk());
-  }
+  ASSERT_NO_FATAL_FAILURE(FinishWorkers());
   ASSERT_TRUE(Heartbeat(beat)->stop());
   EXPECT_FALSE(state_->Status().acked_loss_final()) << "sent before it knew";
   ASSERT_THAT(Heartbeat(beat), IsOk());
@@ -1123,27 +1133,8 @@ TEST_F(SpareTest, TheLossIsTheNewServersCountAndFinalOnceTheJobIsOver) {
 }
 
 TEST_F(SpareTest, APsLastReportAfterTheWorkersFinishedIsFinal) {
-  config_.cluster.replication = 1;
-  Restart();
-  RegisterPs(0, "127.0.0.1:1");
-  RegisterPs(1, "127.0.0.1:2");
-  RegisterPs(0, "127.0.0.1:5", /*standby=*/true);
-  RegisterWorker(0);
-  RegisterWorker(1);
-  ASSERT_THAT(Heartbeat(PsBeat(0, "127.0.0.1:1", 500)), IsOk());
-  clock_.Advance(absl::Seconds(4));
-  ASSERT_THAT(Heartbeat(PsBeat(1, "127.0.0.1:2", 80)), IsOk());
-  ASSERT_THAT(Heartbeat(StandbyBeat(0, -1)), IsOk());
-  for (int w : {0, 1}) ASSERT_THAT(Beat("worker", w, 0.5), IsOk());
-  state_->CheckLiveness();
-  for (int w : {0, 1}) {
-    proto::HeartbeatRequest done;
-    done.set_role("worker");
-    done.set_index(w);
-    done.mutable_report()->set_finished(true);
-    done.mutable_report()->set_accuracy(0.5);
-    ASSERT_THAT(Heartbeat(done), IsOk());
-  }
+  ASSERT_NO_FATAL_FAILURE(TakeShard0OverFromItsCheckpoint());
+  ASSERT_NO_FATAL_FAILURE(FinishWorkers());
   // The ps is stopped before any heartbeat told it the job is over: its
   // last report, sent after its server stopped, is final all the same.
   proto::HeartbeatRequest last = PsBeat(0, "127.0.0.1:5", 320);
