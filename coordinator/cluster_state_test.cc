@@ -861,6 +861,16 @@ class SpareTest : public ClusterStateTest {
     return beat;
   }
 
+  // ps 0 at :1 and ps 1 at :2; standby 0 at :5 holds an in-sync copy of
+  // shard 0, whose primary reports it in sync; shard 1 has no backup.
+  void StartWithShard0BackedUp() {
+  RegisterPs(0, "127.0.0.1:1");
+  RegisterPs(1, "127.0.0.1:2");
+  RegisterPs(0, "127.0.0.1:5", /*standby=*/true);
+  ASSERT_THAT(Heartbeat(Replicated(PsBeat(0, "127.0.0.1:1", 500))), IsOk());
+  ASSERT_THAT(Heartbeat(StandbyBeat(0, 0)), IsOk());
+  }
+
   // Without replication, ps 0 goes silent while 2 workers train, and
   // standby 0 takes shard 0 over from its checkpoint.
   void TakeShard0OverFromItsCheckpoint() {
@@ -900,11 +910,7 @@ class SpareTest : public ClusterStateTest {
 };
 
 TEST_F(SpareTest, ARestartedPsRejoinsAsASpareAndBacksUpItsShard) {
-  RegisterPs(0, "127.0.0.1:1");
-  RegisterPs(1, "127.0.0.1:2");
-  RegisterPs(0, "127.0.0.1:5", /*standby=*/true);
-  ASSERT_THAT(Heartbeat(Replicated(PsBeat(0, "127.0.0.1:1", 500))), IsOk());
-  ASSERT_THAT(Heartbeat(StandbyBeat(0, 0)), IsOk());
+  ASSERT_NO_FATAL_FAILURE(StartWithShard0BackedUp());
   // ps 0 restarted from an older checkpoint: its backup takes over, and the
   // restarted process is refused the shard...
   proto::RegisterServerRequest restart;
@@ -943,11 +949,7 @@ TEST_F(SpareTest, ARestartedPsRejoinsAsASpareAndBacksUpItsShard) {
 }
 
 TEST_F(SpareTest, ARestartedPsYieldsToAnInSyncBackupWhateverItRestored) {
-  RegisterPs(0, "127.0.0.1:1");
-  RegisterPs(1, "127.0.0.1:2");
-  RegisterPs(0, "127.0.0.1:5", /*standby=*/true);
-  ASSERT_THAT(Heartbeat(Replicated(PsBeat(0, "127.0.0.1:1", 500))), IsOk());
-  ASSERT_THAT(Heartbeat(StandbyBeat(0, 0)), IsOk());
+  ASSERT_NO_FATAL_FAILURE(StartWithShard0BackedUp());
   // Its checkpoint was written after its last heartbeat: it restored more
   // than the shard last reported, but less than the backup holds (every
   // acknowledged push). The backup takes over all the same.
@@ -998,11 +1000,7 @@ TEST_F(SpareTest, SparesAreBounded) {
 }
 
 TEST_F(SpareTest, AStandbyRestartedWhileServingAShardFailsItOverAtOnce) {
-  RegisterPs(0, "127.0.0.1:1");
-  RegisterPs(1, "127.0.0.1:2");
-  RegisterPs(0, "127.0.0.1:5", /*standby=*/true);
-  ASSERT_THAT(Heartbeat(Replicated(PsBeat(0, "127.0.0.1:1", 500))), IsOk());
-  ASSERT_THAT(Heartbeat(StandbyBeat(0, 0)), IsOk());
+  ASSERT_NO_FATAL_FAILURE(StartWithShard0BackedUp());
   clock_.Advance(absl::Seconds(4));
   ASSERT_THAT(Heartbeat(PsBeat(1, "127.0.0.1:2", 80)), IsOk());
   ASSERT_THAT(Heartbeat(StandbyBeat(0, 0)), IsOk());
@@ -1032,11 +1030,7 @@ TEST_F(SpareTest, AStandbyRestartedWhileServingAShardFailsItOverAtOnce) {
 }
 
 TEST_F(SpareTest, ARestartedStandbyIsHandedItsOldShardWhenNoneElseIsFree) {
-  RegisterPs(0, "127.0.0.1:1");
-  RegisterPs(1, "127.0.0.1:2");
-  RegisterPs(0, "127.0.0.1:5", /*standby=*/true);
-  ASSERT_THAT(Heartbeat(Replicated(PsBeat(0, "127.0.0.1:1", 500))), IsOk());
-  ASSERT_THAT(Heartbeat(StandbyBeat(0, 0)), IsOk());
+  ASSERT_NO_FATAL_FAILURE(StartWithShard0BackedUp());
   clock_.Advance(absl::Seconds(4));
   ASSERT_THAT(Heartbeat(PsBeat(1, "127.0.0.1:2", 80)), IsOk());
   ASSERT_THAT(Heartbeat(StandbyBeat(0, 0)), IsOk());
