@@ -42,11 +42,12 @@ absl::StatusOr<PushAdmission::Verdict> PushAdmission::Admit(
     case SequenceWindow::Verdict::kStale:
       break;
   }
+  // The message names no other incarnation: the caller may not be the
+  // worker, and the current one is what a forged push would need.
   return absl::OutOfRangeError(absl::StrCat(
       "push: worker ", worker, " incarnation ", IncarnationOf(sequence),
-      " was replaced: incarnation ",
-      IncarnationOf(windows_.at(worker).base()),
-      " of that worker has pushed since; stop this process"));
+      " was replaced: a newer incarnation of that worker has pushed since; "
+      "stop this process"));
 }
 
 absl::Status PushAdmission::CheckIdentity(int32_t worker,
@@ -116,8 +117,8 @@ absl::Status PushAdmission::CheckIncarnation(int32_t worker,
   }
   return absl::OutOfRangeError(absl::StrCat(
       "push: incarnation ", incarnation, " was not issued to worker ", worker,
-      " or was replaced (its latest is ", issued.back(),
-      "); stop this process"));
+      " or was replaced by a newer one (not named: only that worker's "
+      "registration reply carries it); stop this process"));
 }
 
 SequenceWindow::Verdict PushAdmission::WindowVerdict(int32_t worker,
