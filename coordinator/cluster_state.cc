@@ -21,13 +21,6 @@ namespace {
 
 spdlog::logger* L() { return Log(Logger::kCoordinator); }
 
-// How many recoveries have a final loss figure (a change is saved).
-uint64_t SumFinal(const std::vector<proto::ShardRecovery>& recoveries) {
-  uint64_t n = 0;
-  for (const proto::ShardRecovery& r : recoveries) n += r.loss_final();
-  return n;
-}
-
 }  // namespace
 
 const char* MemberRoleName(MemberRole role) {
@@ -109,6 +102,8 @@ ClusterState::Member* ClusterState::Find(MemberRole role, int index) {
 }
 
 void ClusterState::Touch(Member& m) {
+  // A new registration of a member declared dead ends its outage.
+  if (m.registered && !m.alive) CloseOutage(m, "restarted");
   m.registered = true;
   m.alive = true;
   m.last_heartbeat = clock_->Now();
@@ -265,7 +260,6 @@ absl::StatusOr<proto::RegisterServerResponse> ClusterState::RegisterServer(
     const std::string old_key = m->key;
     m->address = request.address();
     const bool fresh = Admit(*m, request.member_key());
-    if (!m->alive && m->registered) CloseOutage(*m, "restarted");
     Touch(*m);
     // A new process may be handed its old process's shard right here
     // (EndServedLease): that serving_index stays.
@@ -332,7 +326,7 @@ int ClusterState::SpareSlotFor(
       return static_cast<int>(i);
     }
   }
-  if (standby_.size() - first < ps_.size() + kExtraSpares) {
+  if (Spares() < MaxSpares()) {
     return static_cast<int>(standby_.size());
   }
   return -1;
@@ -349,8 +343,7 @@ absl::StatusOr<proto::RegisterServerResponse> ClusterState::RegisterSpare(
     if (slot < 0) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "register: no spare slot left for ", request.address(), " (",
-          standby_.size() - options_.config.cluster.standby_ps.size(),
-          " spares registered, at most ", ps_.size() + kExtraSpares,
+          Spares(), " spares registered, at most ", MaxSpares(),
           "): stop a spare ps_server, or list this one in cluster.standby_ps"));
     }
   }
@@ -387,7 +380,6 @@ absl::StatusOr<proto::RegisterServerResponse> ClusterState::RegisterSpare(
     m.former_shard =
         former >= 0 && former < static_cast<int>(ps_.size()) ? former : -1;
     const bool fresh = Admit(m, request.member_key());
-    if (!m.alive && m.registered) CloseOutage(m, "restarted");
     Touch(m);
     m.replica_of = -1;
     if (fresh) {
@@ -458,7 +450,6 @@ absl::StatusOr<proto::RegisterWorkerResponse> ClusterState::RegisterWorker(
     Admit(*m, request.member_key());
     response.set_incarnation(m->incarnation);
     response.set_member_key(m->key);
-    if (!m->alive && m->registered) CloseOutage(*m, "restarted");
     Touch(*m);
     m->report.set_finished(false);
     ClaimParts(*m);
@@ -540,10 +531,8 @@ void ClusterState::AssignBackups() {
   }
   for (const Member& ps : ps_) {
     if (!ps.alive) continue;  // its backup is kept: it takes the shard over
+    // (The loop above freed the backups of dead and serving standbys.)
     if (BackupOf(ps) >= 0) continue;
-    bool backed = false;
-    for (const Member& s : standby_) backed = backed || s.replica_of == ps.index;
-    if (backed) continue;
     const int picked = PickBackup(StandbySlots(), ps.index, ps.address);
     if (picked < 0) break;  // none free: the rest run unreplicated (logged)
     standby_[picked].replica_of = ps.index;
@@ -562,15 +551,22 @@ int ClusterState::BackupOf(const Member& ps) const {
   return -1;
 }
 
+int ClusterState::ReplicationFactor() const {
+  return options_.config.cluster.standby_ps.empty()
+             ? 1
+             : options_.config.cluster.replication;
+}
+
+bool ClusterState::InSync(const Member& ps, int backup) const {
+  return ps.alive && backup >= 0 && ps.report.replicated();
+}
+
 void ClusterState::NoteReplication() {
-  if (options_.config.cluster.replication < 2 || epoch_ == 0 ||
-      options_.config.cluster.standby_ps.empty()) {
-    return;
-  }
+  if (ReplicationFactor() < 2 || epoch_ == 0) return;
   const absl::Time now = clock_->Now();
   for (Member& ps : ps_) {
     const int backup = BackupOf(ps);
-    const bool in_sync = ps.alive && backup >= 0 && ps.report.replicated();
+    const bool in_sync = InSync(ps, backup);
     if (in_sync) ps.ever_in_sync = true;
     // The first sync after placement is not counted while a backup is
     // named; a shard no standby was free for counts from the start.
@@ -633,7 +629,7 @@ void ClusterState::NoteReplication() {
         "last checkpoint. A restarted ps rejoins as a spare and backs it up; "
         "or start one: ps_server --standby --index N",
         ps.index, ps.address, options_.config.cluster.standby_ps.size(),
-        standby_.size() - options_.config.cluster.standby_ps.size(), free);
+        Spares(), free);
   }
 }
 
@@ -659,11 +655,12 @@ void ClusterState::CloseOutage(const Member& m, const char* how) {
   }
 }
 
-void ClusterState::SettleAckedLoss(const Member& ps, bool final) {
+bool ClusterState::SettleAckedLoss(const Member& ps, bool final) {
   for (auto r = recoveries_.rbegin(); r != recoveries_.rend(); ++r) {
     if (r->shard() != ps.index) continue;
     // Only the shard's latest change, while its new server reports.
-    if (r->to_address() != ps.address) return;
+    if (r->to_address() != ps.address) return false;
+    const bool became_final = final && !r->loss_final();
     const uint64_t lost = ps.report.acked_pushes_lost() +
                           (final ? ps.report.push_holes() : 0);
     if (lost != r->acked_pushes_lost() || (final && !r->loss_final())) {
@@ -677,8 +674,9 @@ void ClusterState::SettleAckedLoss(const Member& ps, bool final) {
       r->set_acked_pushes_lost(lost);
     }
     if (final) r->set_loss_final(true);
-    return;
+    return became_final;
   }
+  return false;
 }
 
 void ClusterState::RecordRecovery(int shard, const std::string& from,
@@ -866,11 +864,11 @@ absl::StatusOr<proto::HeartbeatResponse> ClusterState::Heartbeat(
       }
       // Its report after it was told the job is over comes after every
       // worker finished: its push holes are losses then.
-      const uint64_t before = SumFinal(recoveries_);
       // So is its last report, sent after its server stopped, once every
       // worker finished (the launcher stops the ps after the workers).
-      SettleAckedLoss(*m, m->told_stop || (stop_ && m->report.final_report()));
-      settled = settled || SumFinal(recoveries_) != before;
+      settled = SettleAckedLoss(
+                    *m, m->told_stop || (stop_ && m->report.final_report())) ||
+                settled;
       // A standby serving this shard lives as long as the shard's heartbeats.
       for (Member& s : standby_) {
         if (s.serving_index == m->index && s.address == m->address) {
@@ -1015,9 +1013,7 @@ proto::ClusterStatusResponse ClusterState::Status() const {
   response.set_acked_pushes_lost(acked_lost);
   response.set_acked_loss_final(final);
   for (const proto::MemberOutage& o : outages_) *response.add_outages() = o;
-  response.set_replication_factor(options_.config.cluster.standby_ps.empty()
-                               ? 1
-                               : options_.config.cluster.replication);
+  response.set_replication_factor(ReplicationFactor());
   if (response.replication_factor() >= 2 && epoch_ > 0) {
     for (const Member& ps : ps_) {
       proto::ShardReplication* r = response.add_shard_replication();
@@ -1025,7 +1021,7 @@ proto::ClusterStatusResponse ClusterState::Status() const {
       const int backup = BackupOf(ps);
       r->set_backup_standby(backup);
       if (backup >= 0) r->set_backup_address(standby_[backup].address);
-      r->set_in_sync(ps.alive && backup >= 0 && ps.report.replicated());
+      r->set_in_sync(InSync(ps, backup));
       const bool open = ps.unreplicated_since != absl::InfinitePast();
       r->set_unreplicated_seconds(
           ps.unreplicated_seconds +
@@ -1181,8 +1177,7 @@ absl::Status ClusterState::Load() {
     // Spare slots follow the configured standbys, in order.
     if (role == MemberRole::kStandby && r.spare() && r.registered() &&
         r.index() == static_cast<int>(standby_.size()) &&
-        standby_.size() - options_.config.cluster.standby_ps.size() <
-            ps_.size() + kExtraSpares) {
+        Spares() < MaxSpares()) {
       standby_.push_back({MemberRole::kStandby, r.index(), r.address()});
       standby_.back().spare = true;
     }

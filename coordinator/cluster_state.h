@@ -182,6 +182,7 @@ class ClusterState {
       google::protobuf::RepeatedPtrField<proto::WorkerIncarnation>* out) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Member* Find(MemberRole role, int index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Marks `m` registered and alive now; ends its outage if it was dead.
   void Touch(Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybePlace() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Decides whether the job is over; true when it stopped it just now.
@@ -214,9 +215,22 @@ class ClusterState {
   void OpenOutage(const Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CloseOutage(const Member& m, const char* how)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The losses shard `ps`'s current server reports, onto its recoveries.
-  void SettleAckedLoss(const Member& ps, bool final)
+  // The losses shard `ps`'s current server reports, onto its latest
+  // recovery; true when that made the figure final (a change to save).
+  bool SettleAckedLoss(const Member& ps, bool final)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // cluster.replication in effect: 1 without standby_ps.
+  int ReplicationFactor() const;
+  // Shard `ps` has an in-sync backup (standby `backup`, BackupOf).
+  bool InSync(const Member& ps, int backup) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Spare slots registered (after the config's standby_ps), and the most.
+  size_t Spares() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return standby_.size() - options_.config.cluster.standby_ps.size();
+  }
+  size_t MaxSpares() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return ps_.size() + kExtraSpares;
+  }
   std::vector<StandbySlot> StandbySlots() const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records a shard served by someone new; `after` set when already known.

@@ -173,19 +173,33 @@ std::string SummaryOutcome(const LaunchSummary& summary,
   return "succeeded";
 }
 
-std::string LossNote(const LaunchSummary& summary) {
-  std::map<int, std::pair<uint64_t, bool>> per_shard;  // lost, final
+namespace {
+
+// Per shard that was recovered: the acknowledged pushes lost over its
+// recoveries, and whether every figure is final.
+struct ShardLoss {
+  uint64_t lost = 0;
+  bool final = true;
+};
+std::map<int, ShardLoss> LossPerShard(const LaunchSummary& summary) {
+  std::map<int, ShardLoss> per_shard;
   for (const proto::ShardRecovery& r : summary.shard_recoveries) {
-    auto& [lost, final] = per_shard.try_emplace(r.shard(), 0, true).first->second;
-    lost += r.acked_pushes_lost();
-    final = final && r.loss_final();
+    ShardLoss& loss = per_shard[r.shard()];
+    loss.lost += r.acked_pushes_lost();
+    loss.final = loss.final && r.loss_final();
   }
+  return per_shard;
+}
+
+}  // namespace
+
+std::string LossNote(const LaunchSummary& summary) {
   std::vector<std::string> parts;
-  for (const auto& [shard, figure] : per_shard) {
-    if (figure.first == 0) continue;
-    parts.push_back(absl::StrCat(figure.second ? "" : "at least ", figure.first,
+  for (const auto& [shard, loss] : LossPerShard(summary)) {
+    if (loss.lost == 0) continue;
+    parts.push_back(absl::StrCat(loss.final ? "" : "at least ", loss.lost,
                                  " acknowledged push",
-                                 figure.first == 1 ? "" : "es", " of shard ",
+                                 loss.lost == 1 ? "" : "es", " of shard ",
                                  shard));
   }
   return absl::StrJoin(parts, " and ");
@@ -342,9 +356,7 @@ std::string SummaryJson(const LaunchSummary& s) {
         JsonString(f.reason), "}"));
   }
   std::vector<std::string> recoveries;
-  std::map<int, uint64_t> lost_per_shard;
   for (const proto::ShardRecovery& r : s.shard_recoveries) {
-    lost_per_shard[r.shard()] += r.acked_pushes_lost();
     const double to_backup = SecondsToBackup(s, r);
     recoveries.push_back(absl::StrCat(
         "    {\"shard\": ", r.shard(), ", \"time_s\": ",
@@ -371,8 +383,8 @@ std::string SummaryJson(const LaunchSummary& s) {
         ", \"ended_by\": ", JsonString(o.ended_by()), "}"));
   }
   std::vector<std::string> per_shard;
-  for (const auto& [shard, lost] : lost_per_shard) {
-    per_shard.push_back(absl::StrCat("\"", shard, "\": ", lost));
+  for (const auto& [shard, loss] : LossPerShard(s)) {
+    per_shard.push_back(absl::StrCat("\"", shard, "\": ", loss.lost));
   }
   std::vector<std::string> replication;
   for (const proto::ShardReplication& r : s.shard_replication) {
