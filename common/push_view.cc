@@ -9,6 +9,7 @@ PushView ViewOf(const proto::PushRequest& request) {
   view.worker_id = request.worker_id();
   view.sequence = request.sequence();
   view.clock = request.clock();
+  view.push_key = request.push_key();
   view.blocks.reserve(request.blocks_size());
   for (const proto::BlockData& b : request.blocks()) {
     view.blocks.push_back({b.block_id(), b.version(), b.encoding(),

@@ -35,6 +35,7 @@ struct PushView {
   int32_t worker_id = 0;
   uint64_t sequence = 0;  // common/push_sequence.h; 0: untracked
   uint64_t clock = 0;
+  uint64_t push_key = 0;  // PushRequest.push_key; 0: none
   std::vector<BlockRef> blocks;
 };
 

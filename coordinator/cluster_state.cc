@@ -164,6 +164,7 @@ bool ClusterState::Admit(Member& m, const std::string& key) {
   Retire(m);
   m.key = NewMemberKey();
   m.incarnation = ++last_incarnation_;
+  m.push_key = m.role == MemberRole::kWorker ? NewPushKey() : 0;
   return true;
 }
 
@@ -183,6 +184,7 @@ void ClusterState::AddWorkerIncarnations(
     proto::WorkerIncarnation* i = out->Add();
     i->set_worker(w.index);
     i->set_incarnation(w.incarnation);
+    i->set_push_key(w.push_key);
   }
 }
 
@@ -450,6 +452,7 @@ absl::StatusOr<proto::RegisterWorkerResponse> ClusterState::RegisterWorker(
     Admit(*m, request.member_key());
     response.set_incarnation(m->incarnation);
     response.set_member_key(m->key);
+    response.set_push_key(m->push_key);
     Touch(*m);
     m->report.set_finished(false);
     ClaimParts(*m);
@@ -919,29 +922,85 @@ void ClusterState::HeartbeatReply(const Member& m,
   }
 }
 
+bool ClusterState::PushesApplied(const Member& w) const {
+  auto holds = [&](const Member& m) {
+    if (!m.alive) return false;
+    for (const proto::WorkerIncarnation& i : m.report.applied_from()) {
+      if (i.worker() == w.index && i.incarnation() == w.incarnation) {
+        return true;
+      }
+    }
+    return false;
+  };
+  return std::any_of(ps_.begin(), ps_.end(), holds) ||
+         std::any_of(standby_.begin(), standby_.end(), holds);
+}
+
 bool ClusterState::MaybeStop() {
   if (stop_) return false;
   const JobTarget target = TargetOf(options_.config);
   bool any_finished = false, all_done = true;
+  // Claims of the target that count: the worker's last evaluation meets it
+  // and a ps holds pushes of this process (it trained in this job).
+  std::vector<const Member*> claims;
+  int evaluating = 0;  // workers that may still confirm a claim
   for (const Member& w : workers_) {
     const auto it = w.report.metrics().find(target.metric);
     // Reports from workers that predate metrics carry only accuracy.
     const double value = it != w.report.metrics().end() ? it->second
                          : target.metric == "accuracy"   ? w.report.accuracy()
                                                          : NAN;
-    if (target.stop && w.registered &&
-        ReachedTarget(target.metric, value, target.value)) {
-      stop_ = true;
-      stop_reason_ = absl::StrFormat(
-          "worker %d reached test %s %.4f %s target %.4f at step %d", w.index,
-          target.metric, value, HigherIsBetter(target.metric) ? ">=" : "<=",
-          target.value, w.report.step());
-      break;
+    if (w.registered && w.alive && !w.report.finished()) ++evaluating;
+    const bool claims_target =
+        target.stop && w.registered &&
+        ReachedTarget(target.metric, value, target.value) && PushesApplied(w);
+    if (!claims_target) {
+      first_claim_.erase(w.index);
+    } else {
+      claims.push_back(&w);
+      // The evaluation that first claimed it, per incarnation.
+      auto [claim, fresh] = first_claim_.try_emplace(
+          w.index, Claim{w.incarnation, w.report.evaluations()});
+      if (!fresh && claim->second.incarnation != w.incarnation) {
+        claim->second = Claim{w.incarnation, w.report.evaluations()};
+      }
     }
     any_finished = any_finished || w.report.finished();
     // A dead worker whose parts went to others no longer holds the job up.
     const bool done = w.report.finished() || (!w.alive && w.parts.empty());
     all_done = all_done && w.registered && done;
+  }
+  // One claim alone never ends the job: a second evaluation confirms it,
+  // another worker's while another still evaluates, else the claimant's own
+  // next one.
+  const Member* confirmed = nullptr;
+  const Member* by = nullptr;
+  if (claims.size() >= 2) {
+    confirmed = claims[0];
+    by = claims[1];
+  } else if (claims.size() == 1) {
+    const Member& w = *claims[0];
+    const bool others_evaluate =
+        evaluating - (w.alive && !w.report.finished() ? 1 : 0) > 0;
+    if (!others_evaluate &&
+        w.report.evaluations() > first_claim_[w.index].evaluations) {
+      confirmed = by = &w;
+    }
+  }
+  if (confirmed != nullptr) {
+    const auto it = confirmed->report.metrics().find(target.metric);
+    const double value = it != confirmed->report.metrics().end()
+                             ? it->second
+                             : confirmed->report.accuracy();
+    stop_ = true;
+    stop_reason_ = absl::StrFormat(
+        "worker %d reached test %s %.4f %s target %.4f at step %d",
+        confirmed->index, target.metric, value,
+        HigherIsBetter(target.metric) ? ">=" : "<=", target.value,
+        confirmed->report.step());
+    stop_reason_ += by == confirmed
+                        ? " (confirmed by its next evaluation)"
+                        : absl::StrFormat(" (confirmed by worker %d)", by->index);
   }
   if (!stop_ && any_finished && all_done) {
     stop_ = true;
@@ -1121,6 +1180,7 @@ std::optional<ClusterState::Snapshot> ClusterState::TakeSnapshot() {
       r->set_member_key(m.key);
       for (const std::string& k : m.retired_keys) r->add_retired_keys(k);
       r->set_incarnation(m.incarnation);
+      r->set_push_key(m.push_key);
       r->set_spare(m.spare);
       r->set_former_shard(m.former_shard);
       r->set_unreplicated_seconds(m.unreplicated_seconds);
@@ -1187,6 +1247,7 @@ absl::Status ClusterState::Load() {
     m->key = r.member_key();
     m->retired_keys.assign(r.retired_keys().begin(), r.retired_keys().end());
     m->incarnation = r.incarnation();
+    m->push_key = r.push_key();
     Touch(*m);  // a full timeout to heartbeat again before being declared dead
     // A state file from before member keys: the member registers again (its
     // heartbeats get FailedPrecondition) and gets a key.

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -135,6 +136,9 @@ class ClusterState {
     // processes it replaced, newest last (at most kRetiredKeys).
     std::string key;
     uint64_t incarnation = 0;
+    // Workers: the key their pushes carry, issued with the incarnation and
+    // told to the ps members only (WorkerIncarnation.push_key).
+    uint64_t push_key = 0;
     std::vector<std::string> retired_keys;
     // Standby: a spare (a ps that rejoined as a standby at its own address,
     // numbered after the config's standby_ps) and the shard it served.
@@ -185,8 +189,16 @@ class ClusterState {
   // Marks `m` registered and alive now; ends its outage if it was dead.
   void Touch(Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybePlace() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Decides whether the job is over; true when it stopped it just now.
+  // Decides whether the job is over; true when it stopped it just now. A
+  // worker's claim to have reached training.target counts once a ps holds
+  // pushes of its process (PushesApplied) and is confirmed by a second
+  // evaluation: another counting claim's while another worker still
+  // evaluates, else the claimant's own next one.
   bool MaybeStop() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // True when a live ps or standby reports pushes of `worker`'s registered
+  // incarnation applied (MemberReport.applied_from).
+  bool PushesApplied(const Member& worker) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ClaimParts(Member& worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandOffParts(Member& dead) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReplaceShard(Member& dead) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -267,6 +279,13 @@ class ClusterState {
   // The last worker incarnation issued.
   uint64_t last_incarnation_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::vector<uint32_t>> placement_ ABSL_GUARDED_BY(mu_);
+  // Per worker index, the evaluation that first claimed training.target
+  // (MaybeStop): a claim counts once a second evaluation confirms it.
+  struct Claim {
+    uint64_t incarnation = 0;
+    uint64_t evaluations = 0;
+  };
+  std::map<int, Claim> first_claim_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::string stop_reason_ ABSL_GUARDED_BY(mu_);
   uint64_t snapshots_ ABSL_GUARDED_BY(mu_) = 0;  // sequence of the last one

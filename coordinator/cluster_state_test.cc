@@ -70,6 +70,30 @@ class ClusterStateTest : public ::testing::Test {
     ASSERT_THAT(RegisterServer(request), IsOk());
   }
 
+  // Ps `ps` reports holding pushes of these workers' registered processes.
+  void PsHolds(int ps, const std::vector<int>& workers) {
+    proto::HeartbeatRequest request;
+    request.set_role("ps");
+    request.set_index(ps);
+    for (int w : workers) {
+      proto::WorkerIncarnation* from = request.mutable_report()->add_applied_from();
+      from->set_worker(w);
+      from->set_incarnation(worker_incarnations_[w]);
+    }
+    ASSERT_THAT(Heartbeat(request), IsOk());
+  }
+
+  // Worker `index` reports its `evaluations`th test accuracy.
+  absl::StatusOr<proto::HeartbeatResponse> Evaluated(int index, double accuracy,
+                                                     uint64_t evaluations) {
+    proto::HeartbeatRequest request;
+    request.set_role("worker");
+    request.set_index(index);
+    request.mutable_report()->set_accuracy(accuracy);
+    request.mutable_report()->set_evaluations(evaluations);
+    return Heartbeat(request);
+  }
+
   absl::StatusOr<proto::HeartbeatResponse> Beat(const std::string& role,
                                                 int index, double accuracy) {
     proto::HeartbeatRequest request;
@@ -121,6 +145,7 @@ class ClusterStateTest : public ::testing::Test {
                 const std::string& key, uint64_t incarnation) {
     EXPECT_EQ(key.size(), 32u);
     keys_[absl::StrCat(role, ":", index)] = key;
+    if (role == "worker") worker_incarnations_[index] = incarnation;
     if (!address.empty()) {
       keys_[address] = key;
       incarnations_[address] = incarnation;
@@ -132,6 +157,7 @@ class ClusterStateTest : public ::testing::Test {
   std::function<std::optional<uint64_t>(const std::string&)> probe_;
   std::map<std::string, std::string> keys_;  // by address and "role:index"
   std::map<std::string, uint64_t> incarnations_;  // by address
+  std::map<int, uint64_t> worker_incarnations_;    // by worker index
   Config config_;
   std::unique_ptr<ClusterState> state_;
 };
@@ -330,17 +356,71 @@ TEST_F(ClusterStateTest, SilentMembersAreMarkedDeadAfterTheTimeout) {
   }
 }
 
+// Attack: one heartbeat claiming accuracy 1.0, from a process that took a
+// free worker slot, stopped the job. A claim counts only once a ps holds
+// pushes of the claiming process, and a second evaluation confirms it: the
+// claimant's next one when no other worker evaluates.
 TEST_F(ClusterStateTest, JobStopsWhenAWorkerReachesTheTarget) {
-  proto::RegisterWorkerRequest worker;
-  worker.set_index(0);
-  ASSERT_THAT(RegisterWorkerCall(worker), IsOk());
-  auto beat = Beat("worker", 0, 0.5);
+  RegisterPs(0, "127.0.0.1:1");
+  RegisterPs(1, "127.0.0.1:2");
+  RegisterWorker(0);
+  auto beat = Evaluated(0, 0.5, 1);
   ASSERT_THAT(beat, IsOk());
   EXPECT_FALSE(beat->stop());
-  beat = Beat("worker", 0, 0.93);
+  beat = Evaluated(0, 0.93, 2);
+  ASSERT_THAT(beat, IsOk());
+  EXPECT_FALSE(beat->stop()) << "no ps holds a push of this process";
+  beat = Evaluated(0, 0.93, 3);
+  EXPECT_FALSE(beat->stop()) << "no ps holds a push of this process";
+  PsHolds(1, {0});
+  beat = Evaluated(0, 0.93, 3);
+  EXPECT_FALSE(beat->stop()) << "one evaluation claims it";
+  beat = Evaluated(0, 0.94, 4);
   ASSERT_THAT(beat, IsOk());
   EXPECT_TRUE(beat->stop());
-  EXPECT_THAT(beat->stop_reason(), HasSubstr("0.93"));
+  EXPECT_THAT(beat->stop_reason(),
+              HasSubstr("0.9400 >= target 0.9000 at step 0 (confirmed by "
+                        "its next evaluation)"));
+}
+
+// While another worker evaluates, a claim waits for that worker's: one
+// process alone (a buggy one, or one in a slot taken in plaintext) cannot end
+// the job, however often it claims.
+TEST_F(ClusterStateTest, AClaimIsConfirmedByAnotherWorkersEvaluation) {
+  RegisterPs(0, "127.0.0.1:1");
+  RegisterPs(1, "127.0.0.1:2");
+  RegisterWorker(0);
+  RegisterWorker(1);
+  PsHolds(0, {0, 1});
+  for (uint64_t e = 1; e <= 5; ++e) {
+    auto beat = Evaluated(1, 1.0, e);
+    ASSERT_THAT(beat, IsOk());
+    EXPECT_FALSE(beat->stop()) << e;
+    EXPECT_FALSE(Evaluated(0, 0.5, e)->stop());
+  }
+  auto beat = Evaluated(0, 0.92, 6);
+  ASSERT_THAT(beat, IsOk());
+  EXPECT_TRUE(beat->stop());
+  EXPECT_THAT(beat->stop_reason(), HasSubstr("(confirmed by worker 1)"));
+}
+
+// A restarted worker (a new process) claims nothing until its own pushes
+// are held: the ps's report of the old process's pushes does not count.
+TEST_F(ClusterStateTest, AClaimCountsOnlyForTheProcessWhosePushesAreHeld) {
+  RegisterPs(0, "127.0.0.1:1");
+  RegisterPs(1, "127.0.0.1:2");
+  RegisterWorker(0);
+  PsHolds(0, {0});
+  proto::RegisterWorkerRequest again;
+  again.set_index(0);
+  again.set_address("127.0.0.1:77");  // a new process in the same slot
+  ASSERT_THAT(RegisterWorkerCall(again), IsOk());
+  for (uint64_t e = 1; e <= 3; ++e) {
+    EXPECT_FALSE(Evaluated(0, 1.0, e)->stop()) << e;
+  }
+  PsHolds(0, {0});
+  EXPECT_FALSE(state_->Status().stop()) << "its last evaluation claims it";
+  EXPECT_TRUE(Evaluated(0, 1.0, 4)->stop()) << "its next one confirms it";
 }
 
 // A regression job aims at a test rmse at most its target, from the
@@ -354,6 +434,8 @@ TEST_F(ClusterStateTest, JobStopsWhenAWorkerReachesALowerIsBetterTarget) {
   proto::RegisterWorkerRequest worker;
   worker.set_index(0);
   ASSERT_THAT(RegisterWorkerCall(worker), IsOk());
+  RegisterPs(0, "127.0.0.1:1");
+  PsHolds(0, {0});
   proto::HeartbeatRequest request;
   request.set_role("worker");
   request.set_index(0);
@@ -363,6 +445,9 @@ TEST_F(ClusterStateTest, JobStopsWhenAWorkerReachesALowerIsBetterTarget) {
   ASSERT_THAT(beat, IsOk());
   EXPECT_FALSE(beat->stop());
   (*request.mutable_report()->mutable_metrics())["rmse"] = 49.25;
+  request.mutable_report()->set_evaluations(1);
+  EXPECT_FALSE(Heartbeat(request)->stop()) << "not confirmed yet";
+  request.mutable_report()->set_evaluations(2);
   beat = Heartbeat(request);
   ASSERT_THAT(beat, IsOk());
   EXPECT_TRUE(beat->stop());
@@ -380,11 +465,9 @@ TEST_F(ClusterStateTest, AFinishedJobStaysFinishedAcrossARestart) {
   RegisterPs(0, "127.0.0.1:1");
   RegisterPs(1, "127.0.0.1:2");
   RegisterWorker(0);
-  proto::HeartbeatRequest beat;
-  beat.set_role("worker");
-  beat.set_index(0);
-  beat.mutable_report()->set_accuracy(0.95);  // target 0.9: the job stops
-  ASSERT_TRUE(Heartbeat(beat)->stop());
+  PsHolds(0, {0});
+  ASSERT_FALSE(Evaluated(0, 0.95, 1)->stop());
+  ASSERT_TRUE(Evaluated(0, 0.95, 2)->stop());  // target 0.9: the job stops
   Restart();
   EXPECT_TRUE(state_->Status().stop()) << "the job's end is durable";
   EXPECT_THAT(state_->Status().stop_reason(), HasSubstr("0.95"));
@@ -701,9 +784,11 @@ TEST_F(ClusterStateTest, AHeartbeatWithoutTheMembersKeyChangesNothing) {
   // ago, and the others' 4 s ago.
   EXPECT_EQ(state_->CheckLiveness(), 3) << "ps 0, ps 1 and worker 1";
   EXPECT_FALSE(state_->Status().stop());
-  auto real = Beat("worker", 0, 0.95);
+  PsHolds(0, {0, 1});
+  ASSERT_FALSE(Evaluated(0, 0.95, 1)->stop());
+  auto real = Evaluated(1, 0.95, 1);
   ASSERT_THAT(real, IsOk());
-  EXPECT_TRUE(real->stop()) << "the real worker's report still counts";
+  EXPECT_TRUE(real->stop()) << "the real workers' reports still count";
 }
 
 TEST_F(ClusterStateTest, OversizedReportsAreRefusedBeforeStoring) {

@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "rpc/grpc_status.h"
+#include "rpc/security.h"
 #include "common/log_throttle.h"
 #include "common/logging.h"
 
@@ -81,6 +82,18 @@ grpc::ServerUnaryReactor* CoordinatorService::RegisterWorker(
     grpc::CallbackServerContext* context,
     const proto::RegisterWorkerRequest* request,
     proto::RegisterWorkerResponse* response) {
+  // With mutual TLS a worker slot is taken only with that slot's
+  // certificate: a worker token alone does not let one worker take another's
+  // place (or a free one) and speak for it.
+  absl::Status member = CheckCallerIsMember(
+      context->auth_context().get(), absl::StrCat("worker-", request->index()));
+  if (!member.ok()) {
+    return Reply(context,
+                 absl::StatusOr<proto::RegisterWorkerResponse>(
+                     absl::Status(member.code(),
+                                  absl::StrCat("register: ", member.message()))),
+                 response, "RegisterWorker");
+  }
   return Reply(context, state_->RegisterWorker(*request), response,
                "RegisterWorker");
 }

@@ -35,11 +35,12 @@ absl::Status CheckAddress(absl::string_view op, absl::string_view address) {
 
 }  // namespace
 
-std::string NewMemberKey() {
-  char bytes[16];
+namespace {
+
+void RandomBytes(char* bytes, size_t size) {
   size_t got = 0;
-  while (got < sizeof(bytes)) {
-    const ssize_t n = getrandom(bytes + got, sizeof(bytes) - got, 0);
+  while (got < size) {
+    const ssize_t n = getrandom(bytes + got, size - got, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       SPDLOG_LOGGER_CRITICAL(Log(Logger::kCoordinator),
@@ -49,7 +50,20 @@ std::string NewMemberKey() {
     }
     got += static_cast<size_t>(n);
   }
+}
+
+}  // namespace
+
+std::string NewMemberKey() {
+  char bytes[16];
+  RandomBytes(bytes, sizeof(bytes));
   return absl::BytesToHexString(absl::string_view(bytes, sizeof(bytes)));
+}
+
+uint64_t NewPushKey() {
+  uint64_t key = 0;
+  while (key == 0) RandomBytes(reinterpret_cast<char*>(&key), sizeof(key));
+  return key;
 }
 
 bool SameKey(absl::string_view given, absl::string_view expected) {

@@ -35,6 +35,9 @@ inline constexpr char kMemberIncarnationCounter[] = "member_incarnation";
 // no coordinator can run without.
 std::string NewMemberKey();
 
+// A worker process's push key (PushRequest.push_key): 64 random bits, never 0.
+uint64_t NewPushKey();
+
 // True when `given` is the non-empty `expected`; compares in time independent
 // of where they differ.
 bool SameKey(absl::string_view given, absl::string_view expected);

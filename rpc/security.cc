@@ -108,6 +108,7 @@ struct Transport {
   std::string summary = "plaintext";
   std::string server_name;
   bool secure = false;
+  bool mutual = false;  // clients present certificates the server checked
 };
 
 std::mutex& TransportMutex() {
@@ -366,6 +367,7 @@ absl::Status InstallSecurity(const SecuritySection& security,
     }
     next.channel = TlsChannelCredentials(security, *files, own_token);
     next.secure = true;
+    next.mutual = security.mutual_tls && !files->cert.empty();
     next.server_name = security.server_name;
     next.summary = absl::StrCat(
         security.mutual_tls ? "mutual TLS" : "TLS",
@@ -431,6 +433,29 @@ bool IsLoopbackHost(absl::string_view address) {
     return IN6_IS_ADDR_LOOPBACK(&v6);
   }
   return false;
+}
+
+absl::Status CheckCallerIsMember(const grpc::AuthContext* auth,
+                                 const std::string& member) {
+  {
+    std::lock_guard<std::mutex> lock(TransportMutex());
+    if (!CurrentTransport().mutual) return absl::OkStatus();
+  }
+  const std::string wanted = absl::StrCat(kCertificatePrefix, member);
+  std::string names;
+  if (auth != nullptr) {
+    for (const grpc::string_ref& name :
+         auth->FindPropertyValues(GRPC_X509_CN_PROPERTY_NAME)) {
+      const std::string cn(name.data(), name.size());
+      if (cn == wanted) return absl::OkStatus();
+      absl::StrAppend(&names, names.empty() ? "" : ", ", cn);
+    }
+  }
+  return absl::PermissionDeniedError(absl::StrCat(
+      member, "'s place is taken only with the certificate made for it (CN ",
+      wanted, "); this caller's certificate is ",
+      names.empty() ? "unnamed" : names,
+      ": refused, nothing changed (deploy/make_certs.sh makes one per member)"));
 }
 
 }  // namespace downpour

@@ -92,6 +92,17 @@ std::string TransportServerName();
 // True once InstallSecurity turned TLS on.
 bool TransportIsSecure();
 
+// deploy/make_certs.sh names each member's certificate "downpour-{name}".
+inline constexpr char kCertificatePrefix[] = "downpour-";
+
+// With mutual TLS installed: OK when the caller's verified client
+// certificate is the one made for `member` ("worker-2": CN
+// downpour-worker-2), else PermissionDenied naming both. Without mutual TLS
+// (plaintext, or TLS without client certificates) there is nothing to check:
+// OK.
+absl::Status CheckCallerIsMember(const grpc::AuthContext* auth,
+                                 const std::string& member);
+
 // One line for the startup log: "TLS (mutual), tokens for ps, worker, admin"
 // or "plaintext".
 std::string TransportSummary();

@@ -13,7 +13,8 @@ namespace {
 
 // Field numbers (proto/ps.proto).
 constexpr uint32_t kPushEpoch = 1, kPushWorker = 2, kPushSequence = 3,
-                   kPushBlocks = 4, kPushClock = 5;
+                   kPushBlocks = 4, kPushClock = 5,
+                   kPushKey = 6;
 constexpr uint32_t kBlockId = 1, kBlockVersion = 2, kBlockEncoding = 3,
                    kBlockData = 4;
 constexpr uint32_t kPullBlocks = 1;
@@ -24,6 +25,7 @@ static_assert(kPushWorker == proto::PushRequest::kWorkerIdFieldNumber);
 static_assert(kPushSequence == proto::PushRequest::kSequenceFieldNumber);
 static_assert(kPushBlocks == proto::PushRequest::kBlocksFieldNumber);
 static_assert(kPushClock == proto::PushRequest::kClockFieldNumber);
+static_assert(kPushKey == proto::PushRequest::kPushKeyFieldNumber);
 static_assert(kBlockId == proto::BlockData::kBlockIdFieldNumber);
 static_assert(kBlockVersion == proto::BlockData::kVersionFieldNumber);
 static_assert(kBlockEncoding == proto::BlockData::kEncodingFieldNumber);
@@ -273,7 +275,7 @@ void SendPins::WaitReleased() {
 
 grpc::ByteBuffer SerializePush(const PushView& push, SendPins* pins) {
   std::vector<grpc::Slice> slices;
-  std::string head(5 * (1 + kMaxVarint), '\0');
+  std::string head(6 * (1 + kMaxVarint), '\0');
   char* p = head.data();
   if (push.placement_epoch != 0) {
     p = PutTag(p, kPushEpoch, kVarint);
@@ -290,6 +292,10 @@ grpc::ByteBuffer SerializePush(const PushView& push, SendPins* pins) {
   if (push.clock != 0) {
     p = PutTag(p, kPushClock, kVarint);
     p = PutVarint(p, push.clock);
+  }
+  if (push.push_key != 0) {
+    p = PutTag(p, kPushKey, kVarint);
+    p = PutVarint(p, push.push_key);
   }
   // Each block's prefix joins the bytes before it; its payload is a slice of
   // its own (referenced when pinned).
@@ -352,7 +358,8 @@ absl::Status ParsePush(const grpc::ByteBuffer& buffer, Arena* arena,
       continue;
     }
     if (type == kVarint && (field == kPushEpoch || field == kPushWorker ||
-                            field == kPushSequence || field == kPushClock)) {
+                            field == kPushSequence || field == kPushClock ||
+                            field == kPushKey)) {
       if (!r.ReadVarint(&v)) return Malformed(kWhat, "truncated field");
       switch (field) {
         case kPushEpoch:
@@ -363,6 +370,9 @@ absl::Status ParsePush(const grpc::ByteBuffer& buffer, Arena* arena,
           break;
         case kPushSequence:
           push->sequence = v;
+          break;
+        case kPushKey:
+          push->push_key = v;
           break;
         default:
           push->clock = v;

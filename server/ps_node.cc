@@ -206,7 +206,7 @@ class PsNode::Impl {
   std::unique_ptr<Replicator> replicator_ ABSL_GUARDED_BY(mu_);
   // The workers' incarnations the coordinator last sent (a shard taken over
   // learns them before it serves).
-  std::vector<std::pair<int32_t, uint64_t>> incarnations_ ABSL_GUARDED_BY(mu_);
+  std::vector<server::IssuedIncarnation> incarnations_ ABSL_GUARDED_BY(mu_);
   bool incarnations_known_ ABSL_GUARDED_BY(mu_) = false;
   // When a heartbeat last got an answer.
   absl::Time last_contact_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
@@ -415,6 +415,11 @@ proto::MemberReport PsNode::Impl::Report() const {
     report.set_acked_pushes_lost(static_cast<uint64_t>(
         counters_.Get("sequence_window_skips")));
     report.set_push_holes(shard->push_holes());
+    for (const IssuedIncarnation& i : shard->applied_from()) {
+      proto::WorkerIncarnation* from = report.add_applied_from();
+      from->set_worker(i.worker);
+      from->set_incarnation(i.incarnation);
+    }
     report.set_final_report(server_down_.load());
   } else {
     const Replica::Info replica = replica_.info();
@@ -470,9 +475,9 @@ absl::Status PsNode::Impl::Register(bool first) {
 void PsNode::Impl::LearnWorkerIncarnations(
     const google::protobuf::RepeatedPtrField<proto::WorkerIncarnation>& from) {
   Shard* shard = nullptr;
-  std::vector<std::pair<int32_t, uint64_t>> incarnations;
+  std::vector<server::IssuedIncarnation> incarnations;
   for (const proto::WorkerIncarnation& i : from) {
-    incarnations.emplace_back(i.worker(), i.incarnation());
+    incarnations.push_back({i.worker(), i.incarnation(), i.push_key()});
   }
   {
     absl::MutexLock lock(&mu_);

@@ -14,23 +14,28 @@ PushAdmission::PushAdmission(const Options& options,
     : options_(options), windows_(std::move(windows)) {}
 
 void PushAdmission::LearnWorkerIncarnations(
-    const std::vector<std::pair<int32_t, uint64_t>>& incarnations) {
+    const std::vector<IssuedIncarnation>& incarnations) {
   incarnations_known_ = true;
-  for (const auto& [worker, incarnation] : incarnations) {
-    if (worker < 0 || worker >= options_.num_workers || incarnation == 0) {
+  for (const IssuedIncarnation& i : incarnations) {
+    if (i.worker < 0 || i.worker >= options_.num_workers ||
+        i.incarnation == 0) {
       continue;
     }
-    std::vector<uint64_t>& issued = incarnations_[worker];
-    auto at = std::lower_bound(issued.begin(), issued.end(), incarnation);
-    if (at != issued.end() && *at == incarnation) continue;
-    issued.insert(at, incarnation);
+    std::vector<Issued>& issued = incarnations_[i.worker];
+    auto at = std::lower_bound(
+        issued.begin(), issued.end(), i.incarnation,
+        [](const Issued& a, uint64_t b) { return a.incarnation < b; });
+    // The key learned first stays: the coordinator never changes one.
+    if (at != issued.end() && at->incarnation == i.incarnation) continue;
+    issued.insert(at, Issued{i.incarnation, i.push_key});
     if (issued.size() > kIncarnationsKept) issued.erase(issued.begin());
   }
 }
 
 absl::StatusOr<PushAdmission::Verdict> PushAdmission::Admit(
-    int32_t worker, uint64_t sequence) const {
-  if (absl::Status identity = CheckIdentity(worker, sequence); !identity.ok()) {
+    int32_t worker, uint64_t sequence, uint64_t push_key) const {
+  if (absl::Status identity = CheckIdentity(worker, sequence, push_key);
+      !identity.ok()) {
     return identity;
   }
   if (sequence == 0) return Verdict::kNew;  // untracked
@@ -50,15 +55,25 @@ absl::StatusOr<PushAdmission::Verdict> PushAdmission::Admit(
       "stop this process"));
 }
 
-absl::Status PushAdmission::CheckIdentity(int32_t worker,
-                                          uint64_t sequence) const {
+absl::Status PushAdmission::CheckIdentity(int32_t worker, uint64_t sequence,
+                                          uint64_t push_key) const {
   const int workers = options_.num_workers;
   if (worker < 0 || worker >= workers) {
     return absl::InvalidArgumentError(absl::StrCat(
         "push: worker_id ", worker, " is not a configured worker (", workers,
         " in cluster.workers: 0 to ", static_cast<int64_t>(workers) - 1, ")"));
   }
-  if (sequence == 0) return absl::OkStatus();  // untracked
+  if (sequence == 0) {
+    if (!incarnations_known_) return absl::OkStatus();  // untracked
+    // Untracked pushes pass no window: in a coordinated job they would let
+    // anyone with the worker's id push without exactly-once or bounds.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "push: worker ", worker,
+        " sent sequence 0 (untracked): this ps serves a coordinated job, "
+        "where every push carries its worker's sequence and push key "
+        "(untracked pushes are for a ps without a coordinator: tests and "
+        "benchmarks)"));
+  }
   const uint64_t incarnation = IncarnationOf(sequence);
   const uint64_t n = CountOf(sequence);
   if (n == 0) {
@@ -67,49 +82,67 @@ absl::Status PushAdmission::CheckIdentity(int32_t worker,
         " has n = 0; sequences are (incarnation << 32) | n with n from 1"));
   }
   if (incarnations_known_) {
-    if (absl::Status s = CheckIncarnation(worker, incarnation); !s.ok()) {
+    if (absl::Status s = CheckIncarnation(worker, incarnation, push_key);
+        !s.ok()) {
       return s;
     }
   }
+  // The newest push of this incarnation applied here (0: none).
   uint64_t base_n = 0;
   auto window = windows_.find(worker);
   if (window != windows_.end() &&
       IncarnationOf(window->second.base()) == incarnation) {
-    base_n = CountOf(window->second.base());
+    base_n = CountOf(window->second.base()) + window->second.newest_offset();
   }
-  if (n > base_n + kMaxSequenceJump) {
+  auto anchor = anchored_.find(worker);
+  const bool anchored = anchor != anchored_.end() && anchor->second == incarnation;
+  const uint64_t max_jump = anchored ? kMaxAnchoredJump : kMaxSequenceJump;
+  if (n > base_n + max_jump) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "push: worker ", worker, " sequence n = ", n, " of incarnation ",
-        incarnation, " lies ", n - base_n,
-        " past its last applied push, more than ", kMaxSequenceJump,
+        "push: worker ", worker, " sequence n = ", n, " lies ", n - base_n,
+        " past its last applied push, more than ", max_jump,
+        anchored ? " (its pushes in flight never lie further)" : "",
         ": refused, nothing recorded"));
   }
   return absl::OkStatus();
 }
 
 absl::Status PushAdmission::CheckIncarnation(int32_t worker,
-                                             uint64_t incarnation) const {
+                                             uint64_t incarnation,
+                                             uint64_t push_key) const {
   auto it = incarnations_.find(worker);
-  const std::vector<uint64_t> none;
-  const std::vector<uint64_t>& issued =
+  const std::vector<Issued> none;
+  const std::vector<Issued>& issued =
       it == incarnations_.end() ? none : it->second;
-  if (std::binary_search(issued.begin(), issued.end(), incarnation)) {
-    return absl::OkStatus();
+  auto at = std::lower_bound(
+      issued.begin(), issued.end(), incarnation,
+      [](const Issued& a, uint64_t b) { return a.incarnation < b; });
+  if (at != issued.end() && at->incarnation == incarnation) {
+    // Compared without an early exit: the time taken says nothing of the key.
+    if (at->push_key == 0 || ((at->push_key ^ push_key) == 0)) {
+      return absl::OkStatus();
+    }
+    return absl::PermissionDeniedError(absl::StrCat(
+        "push: worker ", worker,
+        "'s push key does not match the one the coordinator issued with its "
+        "registration (",
+        push_key == 0 ? "none sent" : "a different one",
+        "): refused, nothing recorded. Pushes come only from the registered "
+        "worker process"));
   }
   // Incarnations come from one counter on the coordinator: one far beyond
   // every incarnation this ps has heard of was never issued (a forged 2^32-1
   // would otherwise be retried forever).
   uint64_t newest = 0;
   for (const auto& [w, known] : incarnations_) {
-    if (!known.empty()) newest = std::max(newest, known.back());
+    if (!known.empty()) newest = std::max(newest, known.back().incarnation);
   }
   if (incarnation > newest + kIncarnationSlack) {
     return absl::InvalidArgumentError(absl::StrCat(
         "push: worker ", worker, " incarnation ", incarnation,
-        " was never issued (the coordinator's newest this ps knows is ",
-        newest, "): refused, nothing recorded"));
+        " was never issued: refused, nothing recorded"));
   }
-  if (issued.empty() || incarnation > issued.back()) {
+  if (issued.empty() || incarnation > issued.back().incarnation) {
     return absl::UnavailableError(absl::StrCat(
         "push: ps ", options_.shard_index, " has not heard of worker ", worker,
         "'s incarnation ", incarnation,
@@ -130,6 +163,7 @@ SequenceWindow::Verdict PushAdmission::WindowVerdict(int32_t worker,
 }
 
 void PushAdmission::MarkApplied(int32_t worker, uint64_t sequence) {
+  anchored_[worker] = IncarnationOf(sequence);
   const uint64_t skipped = windows_[worker].MarkApplied(sequence);
   if (skipped == 0) return;
   if (options_.counters != nullptr) {
@@ -148,6 +182,15 @@ uint64_t PushAdmission::Holes() const {
   uint64_t holes = 0;
   for (const auto& [worker, window] : windows_) holes += window.holes();
   return holes;
+}
+
+std::vector<IssuedIncarnation> PushAdmission::AppliedFrom() const {
+  std::vector<IssuedIncarnation> from;
+  for (const auto& [worker, window] : windows_) {
+    if (CountOf(window.base()) == 0 && window.mask() == 0) continue;
+    from.push_back({worker, IncarnationOf(window.base())});
+  }
+  return from;
 }
 
 bool PushAdmission::IsNew(int32_t worker, uint64_t sequence) const {

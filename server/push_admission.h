@@ -15,13 +15,24 @@
 // pushes through the same object and shares one window per worker.
 //
 // Incarnations: before the first LearnWorkerIncarnations (no coordinator:
-// tests, benchmarks) any incarnation is taken. From then on a tracked push is
-// taken only with an incarnation learned there: a newer one is Unavailable
-// until the next heartbeat tells it, an older one is OutOfRange (a replaced
-// process, which must stop), and one far beyond every incarnation heard of is
-// InvalidArgument (never issued: a forged 2^32-1 would otherwise be retried
-// forever). A replaced process may still have its duplicates acknowledged
-// only while no newer incarnation of its worker has pushed here.
+// tests, benchmarks) any incarnation is taken, and untracked pushes
+// (sequence 0). From then on (a coordinated job) every push is tracked and is
+// taken only with an incarnation learned there and that incarnation's push
+// key: a newer incarnation is Unavailable until the next heartbeat tells it,
+// an older one is OutOfRange (a replaced process, which must stop), one far
+// beyond every incarnation heard of is InvalidArgument (never issued: a
+// forged 2^32-1 would otherwise be retried forever), and a wrong push key is
+// PermissionDenied. A replaced process may still have its duplicates
+// acknowledged only while no newer incarnation of its worker has pushed here.
+//
+// Jumps: a worker keeps at most kPushRequestsPerShard requests in flight per
+// shard, so once this object has applied a push of a worker's incarnation
+// ("anchored" it), a later one lies at most kMaxAnchoredJump past its window.
+// The first push of an incarnation here may lie up to kMaxSequenceJump past
+// it: a shard restored from an older checkpoint, or taken over from a backup
+// that was behind, missed what the worker pushed meanwhile.
+//
+// No error message names another member's incarnation, key or sequence.
 //
 // Thread-compatible, like BlockStore: the owner (Shard) serialises, holding
 // its mutex shared for the const methods and exclusively for the others.
@@ -41,6 +52,14 @@
 
 namespace downpour::server {
 
+// What the coordinator issued a worker process (its heartbeat replies to a
+// ps: proto::WorkerIncarnation).
+struct IssuedIncarnation {
+  int32_t worker = 0;
+  uint64_t incarnation = 0;
+  uint64_t push_key = 0;  // 0: none issued (a state file from before keys)
+};
+
 class PushAdmission {
  public:
   struct Options {
@@ -54,11 +73,13 @@ class PushAdmission {
 
   // The last kIncarnationsKept incarnations learned per worker are kept.
   static constexpr size_t kIncarnationsKept = 8;
-  // How far past a worker's applied window (its n part, CountOf) a push
-  // sequence may jump; a client keeps at most kPushRequestsPerShard in flight, and
-  // a shard restored from an older checkpoint misses at most what was pushed
-  // since it was written.
+  // How far past a worker's applied window (its n part, CountOf) the first
+  // push of an incarnation here may jump (a shard restored from an older
+  // checkpoint misses at most what was pushed since it was written), and how
+  // far any later one may (the client keeps at most kPushRequestsPerShard in
+  // flight; the window's width leaves room).
   static constexpr uint64_t kMaxSequenceJump = uint64_t{1} << 20;
+  static constexpr uint64_t kMaxAnchoredJump = SequenceWindow::kWidth;
   // How far past the newest worker incarnation this ps has heard of a push's
   // incarnation may lie and still be one the coordinator issued since the
   // ps's last heartbeat (Unavailable: retried); beyond it, InvalidArgument.
@@ -76,24 +97,27 @@ class PushAdmission {
   // push's incarnation against them (see the file comment). Workers outside
   // [0, num_workers) and incarnation 0 are ignored.
   void LearnWorkerIncarnations(
-      const std::vector<std::pair<int32_t, uint64_t>>& incarnations);
+      const std::vector<IssuedIncarnation>& incarnations);
 
   enum class Verdict {
     kNew,        // apply it (then MarkApplied when tracked)
     kDuplicate,  // applied before: acknowledge again, apply nothing
   };
 
-  // The verdict on a push of `worker` with `sequence` (0: untracked, always
-  // kNew once the worker id is good). Changes nothing, so a refused push
-  // leaves no trace to checkpoint or replicate. Errors:
+  // The verdict on a push of `worker` with `sequence` (0: untracked, kNew
+  // once the worker id is good, only before incarnations are known) and
+  // `push_key`. Changes nothing, so a refused push leaves no trace to
+  // checkpoint or replicate. Errors:
   //   InvalidArgument: a worker id outside [0, num_workers) ("push: worker_id
   //     7 is not a configured worker (4 in cluster.workers: 0 to 3)"); n = 0;
-  //     n more than kMaxSequenceJump past the worker's window; an incarnation
-  //     never issued.
+  //     sequence 0 in a coordinated job; n too far past the worker's window
+  //     (see Jumps above); an incarnation never issued.
   //   Unavailable: an incarnation not heard of yet (retry after a heartbeat).
   //   OutOfRange: an incarnation replaced, or older than one that has pushed
   //     here ("...; stop this process").
-  absl::StatusOr<Verdict> Admit(int32_t worker, uint64_t sequence) const;
+  //   PermissionDenied: a push key that is not the incarnation's.
+  absl::StatusOr<Verdict> Admit(int32_t worker, uint64_t sequence,
+                                uint64_t push_key = 0) const;
 
   // Records tracked push `sequence` of `worker` as applied, or as used up by
   // a refusal the client does not retry (so it cannot hold the window back).
@@ -113,13 +137,24 @@ class PushAdmission {
   // worker has finished.
   uint64_t Holes() const;
 
+  // Per worker with a tracked push applied here (from a checkpoint or replica
+  // too), the incarnation of its newest (push_key 0).
+  std::vector<IssuedIncarnation> AppliedFrom() const;
+
   // Per worker id, its applied-push window (for checkpoints and replicas).
   const std::map<int32_t, SequenceWindow>& windows() const { return windows_; }
 
  private:
+  struct Issued {
+    uint64_t incarnation = 0;
+    uint64_t push_key = 0;
+  };
+
   // The checks of Admit before the window is consulted.
-  absl::Status CheckIdentity(int32_t worker, uint64_t sequence) const;
-  absl::Status CheckIncarnation(int32_t worker, uint64_t incarnation) const;
+  absl::Status CheckIdentity(int32_t worker, uint64_t sequence,
+                             uint64_t push_key) const;
+  absl::Status CheckIncarnation(int32_t worker, uint64_t incarnation,
+                                uint64_t push_key) const;
   SequenceWindow::Verdict WindowVerdict(int32_t worker,
                                         uint64_t sequence) const;
 
@@ -128,10 +163,13 @@ class PushAdmission {
 
   // Per worker id, the push sequences applied (exactly-once pushes).
   std::map<int32_t, SequenceWindow> windows_;
-  // Per worker id, the incarnations the coordinator issued it (ascending);
-  // checked once incarnations_known_.
-  std::map<int32_t, std::vector<uint64_t>> incarnations_;
+  // Per worker id, the incarnations the coordinator issued it (ascending)
+  // with their push keys; checked once incarnations_known_.
+  std::map<int32_t, std::vector<Issued>> incarnations_;
   bool incarnations_known_ = false;
+  // Per worker id, the incarnation of which this object applied a push (see
+  // Jumps in the file comment).
+  std::map<int32_t, uint64_t> anchored_;
 };
 
 }  // namespace downpour::server

@@ -94,20 +94,46 @@ TEST_F(PushAdmissionTest, ASequenceMayJumpOnlyABoundedWayPastItsWindow) {
   PushAdmission admission(Options());
   EXPECT_THAT(admission.Admit(3, MakeSequence(2, 0)),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("n = 0")));
+  // The first push of an incarnation here may lie far past the window (this
+  // shard may hold an older state than the one that took earlier pushes).
   EXPECT_THAT(
       admission.Admit(3, MakeSequence(2, PushAdmission::kMaxSequenceJump + 1)),
       StatusIs(absl::StatusCode::kInvalidArgument,
                HasSubstr("past its last applied push, more than 1048576")));
+  EXPECT_THAT(admission.Admit(3, MakeSequence(2, PushAdmission::kMaxSequenceJump)),
+              IsOk());
   Apply(admission, 3, MakeSequence(2, 1));
-  EXPECT_THAT(
-      admission.Admit(3, MakeSequence(2, PushAdmission::kMaxSequenceJump + 2)),
-      StatusIs(absl::StatusCode::kInvalidArgument))
+  // Once one is applied, the worker's pushes in flight bound any later one.
+  constexpr uint64_t kNear = PushAdmission::kMaxAnchoredJump;
+  EXPECT_THAT(admission.Admit(3, MakeSequence(2, 1 + kNear + 1)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("more than 64 (its pushes in flight never "
+                                 "lie further)")))
       << "one past the bound from the window base";
-  // A jump of exactly the bound from the window base.
-  Apply(admission, 3, MakeSequence(2, 1 + PushAdmission::kMaxSequenceJump));
-  EXPECT_EQ(counters_.Get("sequence_window_skips"),
-            PushAdmission::kMaxSequenceJump - SequenceWindow::kWidth)
-      << "the sequences jumped over count as applied";
+  Apply(admission, 3, MakeSequence(2, 1 + kNear));
+  EXPECT_EQ(counters_.Get("sequence_window_skips"), 0)
+      << "the window is as wide as the bound: nothing skipped";
+  // A stranger's jump of 2^20 (the attack that froze a worker) is refused
+  // once the worker has pushed here, and moves nothing.
+  const uint64_t base = admission.windows().at(3).base();
+  EXPECT_THAT(
+      admission.Admit(3, MakeSequence(2, (uint64_t{1} << 20))),
+      StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_EQ(admission.windows().at(3).base(), base);
+}
+
+TEST_F(PushAdmissionTest, ARestoredShardTakesOneFarJumpPerWorker) {
+  std::map<int32_t, SequenceWindow> windows;
+  windows[1] = SequenceWindow(MakeSequence(3, 10), 0);
+  PushAdmission admission(Options(), windows);
+  // The worker went on pushing to the shard's former server meanwhile.
+  Apply(admission, 1, MakeSequence(3, 5010));
+  EXPECT_EQ(counters_.Get("sequence_window_skips") + admission.Holes(),
+            5010 - 10 - 1)
+      << "the pushes this state never saw are counted";
+  EXPECT_THAT(admission.Admit(1, MakeSequence(3, 5010 + 65)),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  Apply(admission, 1, MakeSequence(3, 5011));
 }
 
 // Attack: one push with sequence 2^64-1 made every later push of that worker
@@ -153,12 +179,57 @@ TEST_F(PushAdmissionTest, OnlyIncarnationsTheCoordinatorIssuedAreAdmitted) {
       admission.Admit(2, MakeSequence(6 + PushAdmission::kIncarnationSlack + 1,
                                       1)),
       StatusIs(absl::StatusCode::kInvalidArgument,
-               HasSubstr("was never issued (the coordinator's newest this ps "
-                         "knows is 6)")));
+               HasSubstr("was never issued: refused, nothing recorded")));
   EXPECT_THAT(
       admission.Admit(2, MakeSequence(6 + PushAdmission::kIncarnationSlack, 1)),
       StatusIs(absl::StatusCode::kUnavailable))
       << "at the slack's edge: perhaps issued since the last heartbeat";
+}
+
+// Attack: a stranger (plaintext) or another worker's token holder (TLS)
+// pushed as worker 3 with its current incarnation and a far sequence, which
+// froze the worker's window. Without the push key issued with the
+// incarnation, a push is refused before the window is consulted.
+TEST_F(PushAdmissionTest, OnlyTheWorkersPushKeyMovesItsWindow) {
+  PushAdmission admission(Options());
+  admission.LearnWorkerIncarnations({{3, 5, 0xfeed}, {2, 6, 0}});
+  for (const uint64_t key : {uint64_t{0}, uint64_t{0xfeee}}) {
+    EXPECT_THAT(admission.Admit(3, MakeSequence(5, 1 << 20), key),
+                StatusIs(absl::StatusCode::kPermissionDenied,
+                         HasSubstr("push: worker 3's push key does not match")));
+    EXPECT_THAT(admission.Admit(3, MakeSequence(5, 1), key).status().message(),
+                ::testing::Not(HasSubstr("feed")));
+  }
+  EXPECT_TRUE(admission.windows().empty()) << "nothing recorded";
+  EXPECT_THAT(admission.Admit(3, MakeSequence(5, 1), 0xfeed), IsOk());
+  // A key learned again later does not replace the first.
+  admission.LearnWorkerIncarnations({{3, 5, 0xbad}});
+  EXPECT_THAT(admission.Admit(3, MakeSequence(5, 1), 0xfeed), IsOk());
+  // An incarnation issued without a key (a state file from before keys).
+  EXPECT_THAT(admission.Admit(2, MakeSequence(6, 1)), IsOk());
+}
+
+// In a coordinated job every push is windowed: an untracked one (sequence
+// 0, which no window tracks) is refused.
+TEST_F(PushAdmissionTest, UntrackedPushesAreRefusedInACoordinatedJob) {
+  PushAdmission admission(Options());
+  admission.LearnWorkerIncarnations({{3, 5, 0xfeed}});
+  EXPECT_THAT(admission.Admit(3, 0, 0xfeed),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("sent sequence 0 (untracked)")));
+}
+
+TEST_F(PushAdmissionTest, AppliedFromNamesTheIncarnationsThatPushedHere) {
+  PushAdmission admission(Options());
+  EXPECT_TRUE(admission.AppliedFrom().empty());
+  Apply(admission, 3, MakeSequence(5, 2));
+  Apply(admission, 1, MakeSequence(4, 1));
+  const std::vector<IssuedIncarnation> from = admission.AppliedFrom();
+  ASSERT_EQ(from.size(), 2u);
+  EXPECT_EQ(from[0].worker, 1);
+  EXPECT_EQ(from[0].incarnation, 4u);
+  EXPECT_EQ(from[1].worker, 3);
+  EXPECT_EQ(from[1].incarnation, 5u);
 }
 
 TEST_F(PushAdmissionTest, OnlyTheLastIncarnationsLearnedAreKept) {

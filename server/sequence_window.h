@@ -57,6 +57,11 @@ class SequenceWindow {
   // Sequences below the newest applied one that have not arrived: in flight
   // (they arrive out of order), or never to come (acknowledged by a server
   // whose state this one does not hold). 0 while nothing past base() is in.
+  // How far past base() the newest applied sequence lies (0: none past it).
+  uint64_t newest_offset() const {
+    return mask_ == 0 ? 0 : static_cast<uint64_t>(64 - __builtin_clzll(mask_));
+  }
+
   uint64_t holes() const {
     if (mask_ == 0) return 0;
     const int top = 63 - __builtin_clzll(mask_);

@@ -344,10 +344,16 @@ absl::Status Shard::Pull(const proto::PullRequest& request,
 
 absl::StatusOr<PushAdmission::Verdict> Shard::Admit(
     const wire::PushView& request, proto::PushResponse* response) const {
-  // Before the window is consulted or moved: a forged id or sequence leaves
-  // no trace (nothing to checkpoint or replicate).
+  // Before the window is consulted or moved: a forged id, key or sequence
+  // leaves no trace (nothing to checkpoint or replicate).
   absl::StatusOr<PushAdmission::Verdict> verdict =
-      admission_.Admit(request.worker_id, request.sequence);
+      admission_.Admit(request.worker_id, request.sequence, request.push_key);
+  if (verdict.ok() && request.blocks.empty() && request.sequence > 0) {
+    // It would change nothing but the window: an empty push moves none.
+    verdict = absl::InvalidArgumentError(absl::StrCat(
+        "push: worker ", request.worker_id,
+        " sent a push without blocks: refused, nothing recorded"));
+  }
   if (!verdict.ok()) {
     counters_->Add("rejected_pushes", 1);
   } else if (*verdict == PushAdmission::Verdict::kDuplicate) {
@@ -438,6 +444,11 @@ uint64_t Shard::generation() const {
 uint64_t Shard::push_holes() const {
   absl::ReaderMutexLock lock(&mu_);
   return admission_.Holes();
+}
+
+std::vector<IssuedIncarnation> Shard::applied_from() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return admission_.AppliedFrom();
 }
 
 uint64_t Shard::applied_total() const {
@@ -532,7 +543,7 @@ absl::Status Shard::HoldError(const std::string& why, int waited_for) {
 }
 
 void Shard::LearnWorkerIncarnations(
-    const std::vector<std::pair<int32_t, uint64_t>>& incarnations) {
+    const std::vector<IssuedIncarnation>& incarnations) {
   absl::MutexLock lock(&mu_);
   admission_.LearnWorkerIncarnations(incarnations);
 }

@@ -79,6 +79,9 @@ class Shard {
   // Push requests missing below each worker's newest one here
   // (PushAdmission::Holes): in flight, or lost once every worker finished.
   uint64_t push_holes() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The worker incarnations of which pushes are applied here
+  // (PushAdmission::AppliedFrom).
+  std::vector<IssuedIncarnation> applied_from() const ABSL_LOCKS_EXCLUDED(mu_);
 
   Shard(const Shard&) = delete;
   Shard& operator=(const Shard&) = delete;
@@ -156,12 +159,13 @@ class Shard {
   void SetActiveWorkers(const std::vector<int>& workers)
       ABSL_LOCKS_EXCLUDED(mu_);
 
-  // The incarnations the coordinator issued each worker (its registration
-  // and heartbeat replies), for PushAdmission::LearnWorkerIncarnations: from
-  // the first call on, a tracked push is taken only with an incarnation
-  // learned here.
+  // The incarnations and push keys the coordinator issued each worker (its
+  // registration and heartbeat replies), for
+  // PushAdmission::LearnWorkerIncarnations: from the first call on, every
+  // push is tracked and taken only with an incarnation learned here and its
+  // key.
   void LearnWorkerIncarnations(
-      const std::vector<std::pair<int32_t, uint64_t>>& incarnations)
+      const std::vector<IssuedIncarnation>& incarnations)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Ends every hold, now and later: held pushes return Unavailable (the ps is

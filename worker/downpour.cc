@@ -337,6 +337,7 @@ absl::Status DownpourLoop::Evaluate(const float* params) {
                             test_->y.data(), test_->size(), k);
   absl::MutexLock lock(&stats_mu_);
   stats_.accuracy = m.accuracy;
+  ++stats_.evaluations;
   stats_.test_loss = m.loss;
   stats_.metrics = m.Named(spec_.task());
   return absl::OkStatus();

@@ -414,10 +414,11 @@ void GrpcPsClient::set_start_clock(uint64_t start) {
   acked_clock_ = start;
 }
 
-void GrpcPsClient::set_incarnation(uint64_t incarnation) {
+void GrpcPsClient::set_incarnation(uint64_t incarnation, uint64_t push_key) {
   absl::MutexLock lock(&mu_);
   if (pushes_begun_ > 0) return;
   incarnation_ = incarnation;
+  push_key_.store(push_key);
 }
 
 uint64_t GrpcPsClient::acked_clock() const {
@@ -499,12 +500,14 @@ wire::PushView MakePushView(const ModelSpec& spec, const float* grad,
                             const std::vector<uint64_t>& versions,
                             const std::vector<uint32_t>& ids, uint64_t epoch,
                             int worker_id, uint64_t sequence, uint64_t clock,
-                            WireEncoding encoding, std::string* encoded) {
+                            uint64_t push_key, WireEncoding encoding,
+                            std::string* encoded) {
   wire::PushView view;
   view.placement_epoch = epoch;
   view.worker_id = worker_id;
   view.sequence = sequence;
   view.clock = clock;
+  view.push_key = push_key;
   if (encoding == WireEncoding::kFloat32) {
     for (uint32_t id : ids) {
       const BlockSpec& block = spec.blocks()[id];
@@ -551,7 +554,7 @@ bool GrpcPsClient::StartRequest(PushCall* call, size_t r) {
   request->request = wire::SerializePush(
       MakePushView(spec_, call->grad, *call->versions, request->ids,
                    call->epoch, worker_id_, request->sequence, call->clock,
-                   encoding_, &request->encoded),
+                   push_key_.load(), encoding_, &request->encoded),
       &call->pins);
   request->context.set_deadline(DeadlineIn(rpc_.deadline_s));
   call->shards[request->shard]->stub->UnaryCall(
@@ -598,7 +601,31 @@ void GrpcPsClient::PushAcknowledged(PushCall* call, size_t r,
     }
   }
   request->done = true;
-  lanes_[request->shard].in_flight.erase(request->sequence);
+  PushLane& lane = lanes_[request->shard];
+  lane.in_flight.erase(request->sequence);
+  if (!response.duplicate()) {
+    lane.duplicates_since = absl::InfiniteFuture();
+    lane.duplicates = 0;
+  } else {
+    if (lane.duplicates == 0) lane.duplicates_since = absl::Now();
+    ++lane.duplicates;
+  }
+}
+
+std::optional<GrpcPsClient::DuplicateStreak> GrpcPsClient::duplicate_streak()
+    const {
+  absl::MutexLock lock(&mu_);
+  std::optional<DuplicateStreak> longest;
+  const absl::Time now = absl::Now();
+  for (size_t s = 0; s < lanes_.size(); ++s) {
+    const PushLane& lane = lanes_[s];
+    if (lane.duplicates == 0) continue;
+    const absl::Duration streak = now - lane.duplicates_since;
+    if (!longest.has_value() || streak > longest->for_how_long) {
+      longest = DuplicateStreak{static_cast<int>(s), streak, lane.duplicates};
+    }
+  }
+  return longest;
 }
 
 absl::Status GrpcPsClient::RetryFailedPushes(PushCall* call) {
@@ -615,7 +642,7 @@ absl::Status GrpcPsClient::RetryFailedPushes(PushCall* call) {
           const grpc::ByteBuffer bytes = wire::SerializePush(
               MakePushView(spec_, call->grad, *call->versions, request->ids,
                            epoch, worker_id_, request->sequence, call->clock,
-                           encoding_, &request->encoded),
+                           push_key_.load(), encoding_, &request->encoded),
               &call->pins);
           request->reply.Clear();
           return shard.Call(kPushMethod, rpc_.deadline_s, bytes, &request->reply);

@@ -8,6 +8,7 @@
 #ifndef DOWNPOUR_WORKER_GRPC_PS_CLIENT_H_
 #define DOWNPOUR_WORKER_GRPC_PS_CLIENT_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -117,10 +118,12 @@ class GrpcPsClient : public PsClient {
   // clock per worker. `start` is RegisterWorkerResponse.start_clock; only the
   // first call before any Push counts.
   void set_start_clock(uint64_t start) ABSL_LOCKS_EXCLUDED(mu_);
-  // The incarnation the coordinator issued this worker process
-  // (RegisterWorkerResponse.incarnation); only the first call before any Push
-  // counts. Without one, sequences start at incarnation 0.
-  void set_incarnation(uint64_t incarnation) ABSL_LOCKS_EXCLUDED(mu_);
+  // The incarnation and push key the coordinator issued this worker process
+  // (RegisterWorkerResponse.incarnation, .push_key); only the first call
+  // before any Push counts. Without one, sequences start at incarnation 0 and
+  // pushes carry no key (a ps without a coordinator).
+  void set_incarnation(uint64_t incarnation, uint64_t push_key = 0)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // The clock of the last Push acknowledged (start clock before any).
   uint64_t acked_clock() const ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -133,6 +136,20 @@ class GrpcPsClient : public PsClient {
   };
   // The shard unreachable longest now; nullopt when no call is retrying.
   std::optional<Outage> outage() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // A shard that has answered every push of this worker as a duplicate
+  // (applied before, so nothing was applied) since `since`: never normal for
+  // more than a retry or two, as it means this worker's pushes are dropped
+  // (another process pushed as this worker, or the shard holds a state ahead
+  // of it).
+  struct DuplicateStreak {
+    int shard = -1;
+    absl::Duration for_how_long;
+    uint64_t pushes = 0;  // push requests answered as duplicates meanwhile
+  };
+  // The longest streak now; nullopt when every shard's last answer applied.
+  std::optional<DuplicateStreak> duplicate_streak() const
+      ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct ShardLink;  // one ps as this client reaches it: address, stubs, blocks cut into chunks
@@ -149,6 +166,9 @@ class GrpcPsClient : public PsClient {
   struct PushLane {
     uint64_t next_sequence = 0;   // for the next request (0: not started)
     std::set<uint64_t> in_flight;  // sent, not yet acknowledged
+    // Since when every acknowledgement was a duplicate, and how many.
+    absl::Time duplicates_since = absl::InfiniteFuture();
+    uint64_t duplicates = 0;
   };
 
   // Re-reads the placement if it is newer than `seen_epoch`.
@@ -203,6 +223,8 @@ class GrpcPsClient : public PsClient {
   std::vector<std::shared_ptr<const ShardLink>> shards_ ABSL_GUARDED_BY(mu_);
   std::vector<PushLane> lanes_ ABSL_GUARDED_BY(mu_);  // by shard index
   uint64_t incarnation_ ABSL_GUARDED_BY(mu_) = 0;
+  // Set with incarnation_, before any push; read by every push request.
+  std::atomic<uint64_t> push_key_{0};
   uint64_t start_clock_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t pushes_begun_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t acked_clock_ ABSL_GUARDED_BY(mu_) = 0;

@@ -24,6 +24,10 @@ namespace {
 // Marks a Start error as the user's input (see IsSetupError).
 constexpr char kSetupErrorPayload[] = "type.downpour/worker.SetupError";
 
+// A run of duplicate acknowledgements this long is reported: a retry or two
+// of an applied push takes well under a second.
+constexpr absl::Duration kDuplicateStreakWarning = absl::Seconds(3);
+
 absl::Status SetupError(absl::Status status) {
   status.SetPayload(kSetupErrorPayload, absl::Cord("setup"));
   return status;
@@ -114,7 +118,7 @@ absl::Status WorkerNode::JoinCluster() {
   connected_ps_.store(ps_.get());
   SetReady(server_.server.get(), true);
   ps_->set_start_clock(registered.start_clock());
-  ps_->set_incarnation(registered.incarnation());
+  ps_->set_incarnation(registered.incarnation(), registered.push_key());
   // Shown in Status: the coordinator asks it to tell whether this process
   // still is the worker it registered (coordinator/member_identity.h).
   counters_.Set(coordinator::kMemberIncarnationCounter,
@@ -199,6 +203,7 @@ proto::MemberReport WorkerNode::Report() const {
   report.set_examples_per_sec(stats.examples_per_sec);
   report.set_loss(stats.loss);
   report.set_accuracy(stats.accuracy);
+  report.set_evaluations(stats.evaluations);
   for (const auto& [name, value] : stats.metrics) {
     (*report.mutable_metrics())[name] = value;
   }
@@ -226,6 +231,13 @@ void WorkerNode::FillStatus(proto::GetStatusResponse* r) const {
   r->set_examples_per_sec(stats.examples_per_sec);
   r->set_device(backend_->device());
   (*r->mutable_counters())["step"] = stats.step;
+  // Seconds a shard has answered every push as a duplicate (0: none now).
+  const GrpcPsClient* ps = connected_ps_.load();
+  const std::optional<GrpcPsClient::DuplicateStreak> duplicates =
+      ps != nullptr ? ps->duplicate_streak() : std::nullopt;
+  (*r->mutable_counters())["duplicate_push_streak_s"] =
+      duplicates.has_value() ? absl::ToDoubleSeconds(duplicates->for_how_long)
+                             : 0.0;
   (*r->mutable_counters())["examples"] = stats.examples;
   (*r->mutable_counters())["mean_staleness"] = stats.mean_staleness;
   (*r->mutable_counters())["pushed_steps"] = stats.pushed_steps;
@@ -260,6 +272,22 @@ void WorkerNode::LogProgress() {
         100 * s.share_wait_pull, 100 * s.share_wait_push,
         network > 0.5 ? " (network-bound)" : "");
     const absl::Time now = clock_->Now();
+    const std::optional<GrpcPsClient::DuplicateStreak> duplicates =
+        ps_ != nullptr ? ps_->duplicate_streak() : std::nullopt;
+    if (duplicates.has_value() &&
+        duplicates->for_how_long >= kDuplicateStreakWarning) {
+      // Every 5 s, like the progress line: the figures above count steps
+      // whose gradients this shard did not apply.
+      SPDLOG_LOGGER_WARN(
+          Log(Logger::kWorker),
+          "{}: ps {} has answered all {} of this worker's pushes of the last "
+          "{:.0f} s as duplicates, so none was applied: this is never "
+          "normal. Another process may be pushing as this worker "
+          "(docs/SECURITY.md), or the shard holds a state ahead of it; "
+          "restart this worker if it persists",
+          who_, duplicates->shard, duplicates->pushes,
+          absl::ToDoubleSeconds(duplicates->for_how_long));
+    }
     const std::optional<GrpcPsClient::Outage> outage =
         ps_ != nullptr ? ps_->outage() : std::nullopt;
     if (outage.has_value()) {
