@@ -231,13 +231,6 @@ void WorkerNode::FillStatus(proto::GetStatusResponse* r) const {
   r->set_examples_per_sec(stats.examples_per_sec);
   r->set_device(backend_->device());
   (*r->mutable_counters())["step"] = stats.step;
-  // Seconds a shard has answered every push as a duplicate (0: none now).
-  const GrpcPsClient* ps = connected_ps_.load();
-  const std::optional<GrpcPsClient::DuplicateStreak> duplicates =
-      ps != nullptr ? ps->duplicate_streak() : std::nullopt;
-  (*r->mutable_counters())["duplicate_push_streak_s"] =
-      duplicates.has_value() ? absl::ToDoubleSeconds(duplicates->for_how_long)
-                             : 0.0;
   (*r->mutable_counters())["examples"] = stats.examples;
   (*r->mutable_counters())["mean_staleness"] = stats.mean_staleness;
   (*r->mutable_counters())["pushed_steps"] = stats.pushed_steps;
@@ -256,6 +249,12 @@ void WorkerNode::FillStatus(proto::GetStatusResponse* r) const {
   (*r->mutable_counters())["waiting_for_s"] =
       outage.has_value() ? absl::ToDoubleSeconds(outage->unreachable_for) : 0;
   if (outage.has_value()) r->set_waiting_for(DescribeOutage(*outage));
+  // Seconds a shard has answered every push as a duplicate (0: none now).
+  const std::optional<GrpcPsClient::DuplicateStreak> duplicates =
+      ps != nullptr ? ps->duplicate_streak() : std::nullopt;
+  (*r->mutable_counters())["duplicate_push_streak_s"] =
+      duplicates.has_value() ? absl::ToDoubleSeconds(duplicates->for_how_long)
+                             : 0.0;
 }
 
 void WorkerNode::LogProgress() {
