@@ -37,14 +37,14 @@ class ForgedIdentityTest : public testing::DaemonJobTest {
  protected:
   void SetUp() override { dir_ = testing::TestDir(); }
 
-  void WriteConfig(bool standby) {
+  void WriteConfig(bool standby, int workers = 1) {
     // A job far from its end (a learning rate so small that the target
     // accuracy is out of reach in the test's time), so that only an attack
     // could stop it; a heartbeat timeout longer than the test stops the
     // worker, so that it is never declared dead (a dead member's place is
     // free to take).
     std::string yaml = testing::LoopbackConfig(
-        1, 1,
+        1, workers,
         absl::StrCat("data:\n  source: synthetic\n  train_examples: 2000\n"
                      "  test_examples: 200\n",
                      "model:\n  layers: [", kMnistDim, ", 32, ", kMnistClasses,
@@ -64,8 +64,9 @@ class ForgedIdentityTest : public testing::DaemonJobTest {
   }
 
   // A coordinator, ps 0, a standby when asked, and worker 0, training.
-  void StartJob(bool standby) {
-    WriteConfig(standby);
+  // `workers` configured; only worker 0 runs (the others' places are free).
+  void StartJob(bool standby, int workers = 1) {
+    WriteConfig(standby, workers);
     const std::string port_file = dir_ + "/coordinator.port";
     Subprocess& c =
         Start("coordinator", "coordinator/coordinator",
@@ -298,7 +299,7 @@ TEST_F(ForgedIdentityTest, AForgedSequenceCannotFreezeAWorker) {
       {"sequence 2^64-1", 0, ~uint64_t{0}, grpc::StatusCode::INVALID_ARGUMENT},
       {"a jump of 2^31", 0,
        MakeSequence(static_cast<uint64_t>(incarnation), uint64_t{1} << 31),
-       grpc::StatusCode::INVALID_ARGUMENT},
+       grpc::StatusCode::PERMISSION_DENIED},
       {"worker id 5", 5, 1, grpc::StatusCode::INVALID_ARGUMENT},
       {"worker id -1", -1, 1, grpc::StatusCode::INVALID_ARGUMENT},
   };
@@ -349,5 +350,118 @@ TEST_F(ForgedIdentityTest, AForgedSequenceCannotFreezeAWorker) {
   EXPECT_FALSE(Status().stop());
 }
 
+// Issue 25 attacks 2 and 3, plaintext. (2) Pushes as worker 0 with its
+// current incarnation (a Status counter anyone can read) and a sequence 2^20
+// past its window, without blocks, or untracked, once froze the worker:
+// every later push of it was acknowledged as a duplicate and dropped. Each
+// is refused now (no push key), and the worker's pushes go on being
+// applied, none answered as a duplicate. (3) A stranger that takes worker
+// 1's free place and claims accuracy 1.0 evaluation after evaluation, its
+// own pushes applied, does not end the job: worker 0 still evaluates, and
+// its evaluations do not confirm the claim.
+TEST_F(ForgedIdentityTest, AStrangerCannotFreezeAWorkerOrEndTheJobFromAFreeSlot) {
+  StartJob(/*standby=*/false, /*workers=*/2);
+  const std::string ps = Member("ps", 0).address();
+  const std::string worker = Member("worker", 0).address();
+  const uint64_t epoch = Status().placement_epoch();
+  const uint64_t incarnation = static_cast<uint64_t>(
+      testing::StatusCounter(worker, "member_incarnation"));
+  ASSERT_GT(incarnation, 0u);
+  proto::DescribeModelResponse model;
+  ASSERT_TRUE(Call([&](grpc::ClientContext* c) {
+                return CoordinatorStub()->DescribeModel(c, {}, &model);
+              }).ok());
+  ASSERT_GT(model.blocks_size(), 0);
+  const std::vector<float> zeros(model.blocks(0).floats(), 0.0f);
+  auto stub = proto::ParameterServer::NewStub(MakeChannel(ps));
+  auto push = [&](int32_t worker_id, uint64_t sequence, uint64_t key,
+                  bool with_block) {
+    proto::PushRequest request;
+    request.set_placement_epoch(epoch);
+    request.set_worker_id(worker_id);
+    request.set_sequence(sequence);
+    request.set_push_key(key);
+    if (with_block) {
+      proto::BlockData* block = request.add_blocks();
+      block->set_block_id(model.blocks(0).id());
+      block->set_data(zeros.data(), zeros.size() * sizeof(float));
+    }
+    proto::PushResponse response;
+    return Call([&](grpc::ClientContext* c) {
+      return stub->Push(c, request, &response);
+    });
+  };
+  const double duplicates = testing::StatusCounter(ps, "duplicate_pushes");
+  const uint64_t far = MakeSequence(incarnation, uint64_t{1} << 20);
+  struct Case {
+    const char* name;
+    uint64_t sequence, key;
+    bool with_block;
+    grpc::StatusCode code;
+  } cases[] = {
+      {"a jump of 2^20 without a key", far, 0, true,
+       grpc::StatusCode::PERMISSION_DENIED},
+      {"a jump of 2^20 with a guessed key", far, 0x5eed, true,
+       grpc::StatusCode::PERMISSION_DENIED},
+      {"an empty push", far, 0, false, grpc::StatusCode::PERMISSION_DENIED},
+      {"untracked", 0, 0, true, grpc::StatusCode::INVALID_ARGUMENT},
+  };
+  for (const Case& c : cases) {
+    const grpc::Status status = push(0, c.sequence, c.key, c.with_block);
+    EXPECT_EQ(status.error_code(), c.code) << c.name << ": "
+                                           << status.error_message();
+    EXPECT_THAT(status.error_message(),
+                ::testing::Not(HasSubstr(absl::StrCat(incarnation + 1))))
+        << "names no other incarnation";
+  }
+  // The worker's pushes are applied, none answered as a duplicate.
+  const double pushes = testing::StatusCounter(ps, "pushes");
+  EXPECT_TRUE(WaitUntil([&] {
+    return testing::StatusCounter(ps, "pushes") >= pushes + 20;
+  })) << "the worker's pushes are no longer applied";
+  EXPECT_EQ(testing::StatusCounter(ps, "duplicate_pushes"), duplicates);
+  EXPECT_EQ(testing::StatusCounter(worker, "duplicate_push_streak_s"), 0);
+
+  // (3) Worker 1's place is free: in plaintext anyone may take it.
+  auto coordinator = CoordinatorStub();
+  proto::RegisterWorkerRequest take;
+  take.set_index(1);
+  take.set_address(coordinator_);  // answers health checks: stays "alive"
+  proto::RegisterWorkerResponse taken;
+  ASSERT_TRUE(Call([&](grpc::ClientContext* c) {
+                return coordinator->RegisterWorker(c, take, &taken);
+              }).ok());
+  // Its own pushes are applied once the ps has heard of its incarnation.
+  uint64_t n = 0;
+  ASSERT_TRUE(WaitUntil([&] {
+    return push(1, MakeSequence(taken.incarnation(), ++n), taken.push_key(),
+                true)
+        .ok();
+  })) << "the stranger's own push was never applied";
+  for (uint64_t evaluation = 1; evaluation <= 20; ++evaluation) {
+    proto::HeartbeatRequest claim;
+    claim.set_role("worker");
+    claim.set_index(1);
+    claim.set_address(coordinator_);
+    claim.set_member_key(taken.member_key());
+    claim.mutable_report()->set_accuracy(1.0);
+    claim.mutable_report()->set_evaluations(evaluation);
+    claim.mutable_report()->set_step(evaluation * 50);
+    proto::HeartbeatResponse reply;
+    const grpc::Status status = Call([&](grpc::ClientContext* c) {
+      return coordinator->Heartbeat(c, claim, &reply);
+    });
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    EXPECT_FALSE(reply.stop()) << "claim " << evaluation << ": "
+                               << reply.stop_reason();
+    // Interleaved with worker 0's own evaluations (every 50 steps).
+    const uint64_t step = Step();
+    WaitUntil([&] { return Step() >= step + 10; }, absl::Seconds(2));
+  }
+  EXPECT_FALSE(Status().stop()) << Status().stop_reason();
+  EXPECT_FALSE(daemons_["worker-0"]->Poll().has_value());
+}
+
 }  // namespace
 }  // namespace downpour
+

@@ -89,48 +89,54 @@ class PsDaemonTest : public ::testing::Test {
 
   // Sequence n of worker 0's incarnation, registered with the coordinator on
   // first use (the ps takes only sequences of incarnations the coordinator
-  // issued).
+  // issued, with the push key issued with it).
   uint64_t Sequence(uint64_t n) {
     if (incarnation_ == 0) {
       RpcSection rpc;
       membership::CoordinatorClient client(coordinator_address_, rpc, "test");
       auto registered = client.RegisterWorker(0, "127.0.0.1:1");
       EXPECT_TRUE(registered.ok()) << registered.status();
-      if (registered.ok()) incarnation_ = registered->incarnation();
+      if (registered.ok()) {
+        incarnation_ = registered->incarnation();
+        push_key_ = registered->push_key();
+      }
     }
     return MakeSequence(incarnation_, n);
   }
 
-  // Push, retried while the ps has not heard of the incarnation yet (until
-  // its next heartbeat).
   grpc::Status PushTracked(uint32_t id, std::vector<float> gradient,
                            uint64_t n) {
-    const uint64_t sequence = Sequence(n);
-    grpc::Status status;
-    const absl::Time deadline = absl::Now() + absl::Seconds(20);
-    do {
-      status = Push(id, gradient, 0, sequence);
-      if (status.error_code() != grpc::StatusCode::UNAVAILABLE) break;
-      absl::SleepFor(absl::Milliseconds(50));
-    } while (absl::Now() < deadline);
-    return status;
+    return Push(id, std::move(gradient), 0, n);
   }
 
-  // epoch 0 stands for "the current one".
+  // A push as worker 0: push n of its incarnation (0: the next unused),
+  // retried while the ps has not heard of the incarnation yet (until its
+  // next heartbeat). epoch 0 stands for "the current one".
   grpc::Status Push(uint32_t id, std::vector<float> gradient, uint64_t epoch = 0,
-                    uint64_t sequence = 0, int encoding = 0) {
+                    uint64_t n = 0, int encoding = 0) {
     proto::PushRequest request;
     request.set_placement_epoch(epoch == 0 ? epoch_ : epoch);
     request.set_worker_id(0);
-    request.set_sequence(sequence);
+    request.set_sequence(Sequence(n == 0 ? ++next_n_ : n));
+    request.set_push_key(push_key_);
     proto::BlockData* block = request.add_blocks();
     block->set_block_id(id);
     block->set_data(gradient.data(), gradient.size() * sizeof(float));
     block->set_encoding(static_cast<proto::Encoding>(encoding));
-    proto::PushResponse response;
-    grpc::ClientContext context;
-    context.set_deadline(DeadlineIn(5));
-    return stub_->Push(&context, request, &response);
+    grpc::Status status;
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    do {
+      proto::PushResponse response;
+      grpc::ClientContext context;
+      context.set_deadline(DeadlineIn(5));
+      status = stub_->Push(&context, request, &response);
+      if (status.error_code() != grpc::StatusCode::UNAVAILABLE ||
+          status.error_message().find("has not heard of") == std::string::npos) {
+        break;
+      }
+      absl::SleepFor(absl::Milliseconds(50));
+    } while (absl::Now() < deadline);
+    return status;
   }
 
   proto::ChecksumResponse Checksums() {
@@ -146,6 +152,8 @@ class PsDaemonTest : public ::testing::Test {
   std::unique_ptr<proto::ParameterServer::Stub> stub_;
   uint64_t epoch_ = 0;
   uint64_t incarnation_ = 0;
+  uint64_t push_key_ = 0;
+  uint64_t next_n_ = 0;  // the last push n Push chose
 };
 
 // Blocks of [4, 3] with block_size 8: weight 12 floats -> blocks 0 (8) and 1 (4),

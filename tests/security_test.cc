@@ -15,6 +15,7 @@
 #include "common/file_util.h"
 #include "rpc/security.h"
 #include "rpc/server_util.h"
+#include "common/push_sequence.h"
 #include "common/subprocess.h"
 #include "common/testing/poll.h"
 #include "gmock/gmock.h"
@@ -345,12 +346,38 @@ TEST_F(SecurityTest, AWorkerTokenCannotPoisonTheModel) {
   ASSERT_GT(model.blocks_size(), 0);
   const uint32_t block = model.blocks(0).id();
   const std::vector<float> huge(model.blocks(0).floats(), 1e38f);
-  auto ps = proto::ParameterServer::NewStub(Channel(ps_, Token("worker")));
-  auto push = [&](const proto::PushRequest& request) {
+  // The token holder takes worker 0's place (free: no worker runs), so its
+  // pushes carry that place's incarnation and push key.
+  proto::RegisterWorkerResponse registered;
+  {
+    auto stub = proto::Coordinator::NewStub(
+        Channel(coordinator_, Token("worker")));
+    proto::RegisterWorkerRequest request;
+    request.set_index(0);
+    request.set_address("127.0.0.1:1");
     grpc::ClientContext context;
     context.set_deadline(DeadlineIn(5));
-    proto::PushResponse response;
-    return ps->Push(&context, request, &response);
+    ASSERT_TRUE(stub->RegisterWorker(&context, request, &registered).ok());
+  }
+  auto ps = proto::ParameterServer::NewStub(Channel(ps_, Token("worker")));
+  uint64_t n = 0;
+  // Each push its own sequence, retried until the ps has heard of the
+  // incarnation.
+  auto push = [&](proto::PushRequest request) {
+    request.set_sequence(MakeSequence(registered.incarnation(), ++n));
+    request.set_push_key(registered.push_key());
+    grpc::Status status;
+    for (int i = 0; i < 100; ++i) {
+      grpc::ClientContext context;
+      context.set_deadline(DeadlineIn(5));
+      proto::PushResponse response;
+      status = ps->Push(&context, request, &response);
+      if (status.error_message().find("has not heard of") == std::string::npos) {
+        break;
+      }
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+    return status;
   };
   proto::PushRequest poison;
   poison.set_placement_epoch(placement.epoch());
@@ -395,6 +422,36 @@ TEST_F(SecurityTest, AWorkerTokenCannotPoisonTheModel) {
   sane.mutable_blocks(0)->set_encoding(proto::FLOAT32);
   const grpc::Status applied = push(sane);
   EXPECT_TRUE(applied.ok()) << Describe(applied);
+}
+
+// Issue 25 attack 3 in secure mode: with mutual TLS a worker's place is
+// taken only with that place's certificate, so a worker token with another
+// certificate (psctl's, another worker's) cannot take a free place, and so
+// cannot speak for it.
+TEST_F(SecurityTest, AWorkerPlaceTakesOnlyItsOwnCertificate) {
+  StartCluster(/*mutual=*/true, /*steps=*/0);
+  auto register_as = [&](const std::string& certificate) {
+    auto stub = proto::Coordinator::NewStub(
+        Channel(coordinator_, Token("worker"), certificate));
+    proto::RegisterWorkerRequest request;
+    request.set_index(0);
+    request.set_address("127.0.0.1:1");
+    proto::RegisterWorkerResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(DeadlineIn(5));
+    grpc::Status status = stub->RegisterWorker(&context, request, &response);
+    EXPECT_EQ(status.ok(), !response.member_key().empty());
+    return status;
+  };
+  const grpc::Status foreign = register_as("client");
+  EXPECT_EQ(foreign.error_code(), grpc::StatusCode::PERMISSION_DENIED)
+      << Describe(foreign);
+  EXPECT_THAT(foreign.error_message(),
+              HasSubstr("worker-0's place is taken only with the certificate "
+                        "made for it (CN downpour-worker-0); this caller's "
+                        "certificate is downpour-client"));
+  const grpc::Status own = register_as("worker-0");
+  EXPECT_TRUE(own.ok()) << Describe(own);
 }
 
 TEST_F(SecurityTest, MutualTlsRefusesAClientWithoutACertificate) {
