@@ -57,6 +57,16 @@ std::string FormatStatusTable(const proto::ClusterStatusResponse& status) {
         worker ? OrDash(r.loss(), 4) : "-",
         worker ? OrDash(TestFigure(r), 4) : "-");
   }
+  for (const proto::MemberStatus& m : status.members()) {
+    const double streak = m.report().duplicate_push_streak_s();
+    if (m.role() != "worker" || !m.alive() || streak < 3) continue;
+    absl::StrAppendFormat(
+        &out,
+        "worker %d: every push of the last %.0f s was answered as a duplicate, "
+        "so none was applied: never normal (another process pushing as this "
+        "worker? docs/SECURITY.md)\n",
+        m.index(), streak);
+  }
   absl::StrAppend(&out, FormatBackups(status));
   return out;
 }

@@ -54,6 +54,24 @@ TEST(StatusTableTest, RegressionWorkersShowTheirRmse) {
   EXPECT_EQ(TestFigure(classifier), 0.9);
 }
 
+// Issue 25: a worker whose pushes all come back as duplicates is named.
+TEST(StatusTableTest, NamesAWorkerWhosePushesAreAllDuplicates) {
+  proto::ClusterStatusResponse status;
+  proto::MemberStatus* worker = status.add_members();
+  worker->set_role("worker");
+  worker->set_index(2);
+  worker->set_registered(true);
+  worker->set_alive(true);
+  worker->mutable_report()->set_duplicate_push_streak_s(1.5);
+  EXPECT_THAT(FormatStatusTable(status),
+              ::testing::Not(HasSubstr("duplicate")))
+      << "a retry or two is normal";
+  worker->mutable_report()->set_duplicate_push_streak_s(9.2);
+  EXPECT_THAT(FormatStatusTable(status),
+              HasSubstr("worker 2: every push of the last 9 s was answered as "
+                        "a duplicate, so none was applied"));
+}
+
 TEST(StatusTableTest, ShowsEachShardsBackupAndTheLoss) {
   proto::ClusterStatusResponse status;
   EXPECT_EQ(FormatBackups(status), "");  // replication 1, no recoveries

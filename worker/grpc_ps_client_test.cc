@@ -251,6 +251,36 @@ TEST_F(PsClientTest, AWindowOfPushRequestsIsAppliedOnceEach) {
   EXPECT_EQ(ps_counters_.Get("duplicate_pushes"), 0);
 }
 
+// Issue 25: when every push comes back as a duplicate (here: another
+// process pushed as this worker, with its incarnation, first), the client
+// says so; one applied push ends the streak.
+TEST_F(PsClientTest, AStreakOfDuplicatesIsReported) {
+  StartCluster(1, /*hold_first_push_ack=*/false);
+  client_->set_incarnation(7);
+  std::vector<float> params(spec_->num_params());
+  std::vector<uint64_t> versions;
+  ASSERT_THAT(client_->Pull(params.data(), &versions), IsOk());
+  const std::vector<float> gradient(spec_->num_params(), 0.5f);
+  GrpcPsClient impostor(*spec_, coordinator_.get(), config_.rpc, 0,
+                        &worker_counters_, nullptr, &clock_);
+  ASSERT_THAT(impostor.Connect(), IsOk());
+  impostor.set_incarnation(7);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_THAT(impostor.Push(gradient.data(), versions, nullptr), IsOk());
+  }
+  EXPECT_FALSE(client_->duplicate_streak().has_value());
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_THAT(client_->Push(gradient.data(), versions, nullptr), IsOk());
+  }
+  const std::optional<GrpcPsClient::DuplicateStreak> streak =
+      client_->duplicate_streak();
+  ASSERT_TRUE(streak.has_value()) << "three pushes, none applied";
+  EXPECT_EQ(streak->shard, 0);
+  EXPECT_EQ(streak->pushes, 3u);
+  ASSERT_THAT(client_->Push(gradient.data(), versions, nullptr), IsOk());
+  EXPECT_FALSE(client_->duplicate_streak().has_value()) << "applied again";
+}
+
 // A worker process replaced by a newer incarnation cannot push any more.
 TEST_F(PsClientTest, AReplacedIncarnationIsRefused) {
   StartCluster(1, /*hold_first_push_ack=*/false);

@@ -204,6 +204,13 @@ proto::MemberReport WorkerNode::Report() const {
   report.set_loss(stats.loss);
   report.set_accuracy(stats.accuracy);
   report.set_evaluations(stats.evaluations);
+  const GrpcPsClient* ps = connected_ps_.load();
+  const std::optional<GrpcPsClient::DuplicateStreak> duplicates =
+      ps != nullptr ? ps->duplicate_streak() : std::nullopt;
+  if (duplicates.has_value()) {
+    report.set_duplicate_push_streak_s(
+        absl::ToDoubleSeconds(duplicates->for_how_long));
+  }
   for (const auto& [name, value] : stats.metrics) {
     (*report.mutable_metrics())[name] = value;
   }
@@ -217,7 +224,7 @@ proto::MemberReport WorkerNode::Report() const {
   report.set_finished(stats.finished);
   report.set_device(backend_->device());
   report.set_diverged(stats.diverged);
-  if (ps_ != nullptr) report.set_clock(ps_->acked_clock());
+  if (ps != nullptr) report.set_clock(ps->acked_clock());
   return report;
 }
 

@@ -21,8 +21,16 @@
 //            6 Reply    body = bytes a ps sent back to a worker:
 //                       wire::ParsePullReply on them
 //
+// Every push goes to two shards: one without a coordinator (any incarnation,
+// untracked pushes taken) and one that learned the incarnations and push
+// keys in kIssued, as a ps in a coordinated job does.
+//
 // Invariants, each an abort (a crash to libFuzzer) when broken:
-//   - a refused push changes nothing (the checksums are unchanged);
+//   - a refused push changes nothing (the checksums and the exactly-once
+//     windows are unchanged);
+//   - the coordinated shard applies a push only with a sequence of an issued
+//     incarnation and that incarnation's push key, never sequence 0, and
+//     never more than PushAdmission::kMaxSequenceJump past the window;
 //   - a pull reply parses back and holds the blocks asked for, in order, each
 //     of the model's size for the encoding asked;
 //   - every parameter and every optimizer state value stays finite;
@@ -35,6 +43,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,6 +54,7 @@
 #include "common/logging.h"
 #include "google/protobuf/stubs/logging.h"
 #include "common/model_spec.h"
+#include "common/push_sequence.h"
 #include "common/wire_encoding.h"
 #include "rpc/wire_format.h"
 #include "grpcpp/support/byte_buffer.h"
@@ -66,11 +76,16 @@ using server::Shard;
   std::abort();
 }
 
+// What the coordinated shard was told: worker, incarnation, push key (small
+// keys, so that inputs can hit them).
+const server::IssuedIncarnation kIssued[] = {{0, 1, 1}, {1, 2, 2}, {2, 3, 0}};
+
 struct World {
   Config config;
   std::unique_ptr<ModelSpec> spec;
   Counters counters;
   std::unique_ptr<Shard> shard;
+  std::unique_ptr<Shard> coordinated;
   Replica replica;
   std::vector<uint32_t> all_blocks;
 };
@@ -170,14 +185,45 @@ bool KnownOverflowingGradient(const wire::PushView& view) {
   return false;
 }
 
+std::string Windows(Shard& shard) {
+  std::string out;
+  for (const auto& [worker, window] : shard.CutForReplica(false).sequences) {
+    out += std::to_string(worker) + ":" + std::to_string(window.base()) + "/" +
+           std::to_string(window.mask()) + " ";
+  }
+  return out;
+}
+
+// True when `view` is one the coordinated shard may apply.
+bool Issued(const wire::PushView& view) {
+  if (view.sequence == 0) return false;
+  for (const server::IssuedIncarnation& i : kIssued) {
+    if (i.worker == view.worker_id &&
+        i.incarnation == IncarnationOf(view.sequence)) {
+      return i.push_key == 0 || i.push_key == view.push_key;
+    }
+  }
+  return false;
+}
+
 void DoPush(const wire::PushView& view, const char* what) {
   if (kSkipKnownOverflowingGradients && KnownOverflowingGradient(view)) return;
-  const std::string before = Checksums(*world->shard);
-  proto::PushResponse response;
-  const absl::Status status = world->shard->Push(view, &response);
-  if (!status.ok() && Checksums(*world->shard) != before) {
-    Fail(std::string("a refused ") + what + " changed the shard: " +
-         status.ToString());
+  for (Shard* shard : {world->shard.get(), world->coordinated.get()}) {
+    const std::string before = Checksums(*shard);
+    const std::string windows = Windows(*shard);
+    proto::PushResponse response;
+    const absl::Status status = shard->Push(view, &response);
+    if (!status.ok() &&
+        (Checksums(*shard) != before || Windows(*shard) != windows)) {
+      Fail(std::string("a refused ") + what + " changed the shard: " +
+           status.ToString());
+    }
+    if (shard == world->coordinated.get() && status.ok() && !Issued(view)) {
+      Fail(std::string("the coordinated shard took a ") + what +
+           " without an issued incarnation and its key: worker " +
+           std::to_string(view.worker_id) + " sequence " +
+           std::to_string(view.sequence));
+    }
   }
 }
 
@@ -270,6 +316,12 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   world->shard = *std::move(shard);
   const absl::Status assigned = world->shard->Assign(1, world->all_blocks);
   if (!assigned.ok()) Fail(assigned.ToString());
+  auto coordinated = Shard::Create(world->config, 0, &world->counters);
+  if (!coordinated.ok()) Fail(coordinated.status().ToString());
+  world->coordinated = *std::move(coordinated);
+  if (!world->coordinated->Assign(1, world->all_blocks).ok()) Fail("assign");
+  world->coordinated->LearnWorkerIncarnations(
+      {std::begin(kIssued), std::end(kIssued)});
   return 0;
 }
 
@@ -295,5 +347,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
   CheckFinite(*world->shard, "a push");
+  CheckFinite(*world->coordinated, "a push");
   return 0;
 }
