@@ -223,23 +223,20 @@ absl::Status CheckGradient(uint32_t id, int64_t size, WireEncoding encoding,
   if (encoding == WireEncoding::kFloat32) {
     auto load = [p](int64_t i) { return LoadBits(p + 4 * i); };
     scan = ScanGradient(size, limit_bits, !bounded, want_norm, load);
+  } else if (encoding == WireEncoding::kBf16) {
+    // bf16 is float32's top half: checked (and measured) on the encoded bits,
+    // in one pass.
+    auto load = [p](int64_t i) { return uint32_t{Load16(p + 2 * i)} << 16; };
+    scan = ScanGradient(size, limit_bits, !bounded, want_norm, load);
   } else if (bounded && !want_norm) {
-    // bf16/fp16 checked on the encoded bits, in one pass. bf16 is float32's
-    // top half; fp16's |x| bits order as its values do, and NaN/Inf lie above
-    // its largest finite value, so its bound is the largest fp16 within the
-    // limit.
-    if (encoding == WireEncoding::kBf16) {
-      auto load = [p](int64_t i) { return uint32_t{Load16(p + 2 * i)} << 16; };
-      scan = ScanGradient(size, limit_bits, false, false, load);
-    } else {
-      auto load = [p](int64_t i) {
-        return uint32_t{Load16(p + 2 * i)} & 0x7FFFu;
-      };
-      scan = ScanGradient(size, Fp16LimitBits(limit_bits), false, false, load);
-    }
+    // fp16 checked on the encoded bits, in one pass: its |x| bits order as its
+    // values do, and NaN/Inf lie above its largest finite value, so its bound
+    // is the largest fp16 within the limit.
+    auto load = [p](int64_t i) { return uint32_t{Load16(p + 2 * i)} & 0x7FFFu; };
+    scan = ScanGradient(size, Fp16LimitBits(limit_bits), false, false, load);
   } else {
-    // bf16/fp16 without a bound or with norm clipping: decoded into a
-    // per-thread buffer first (a second pass).
+    // fp16 without a bound or with a norm wanted: decoded into a per-thread
+    // buffer first (a second pass).
     thread_local std::vector<float> decoded;
     if (decoded.size() < static_cast<size_t>(size)) decoded.resize(size);
     DecodeFloats(static_cast<const char*>(data), size, encoding,
@@ -325,6 +322,7 @@ BlockStore::BlockStore(std::unique_ptr<Optimizer> optimizer, Options options)
       counters_(options.counters),
       max_abs_bits_(LimitBits(optimizer_->section().max_gradient_value)),
       max_norm_(optimizer_->section().max_gradient_norm),
+      want_norms_(max_norm_ > 0 || options.compute_norms),
       dc_lambda_(static_cast<float>(optimizer_->section().delay_compensation)),
       lr_scaled_(optimizer_->section().schedule != LrScheduleType::kConstant ||
                  optimizer_->section().warmup_updates > 0 ||
@@ -409,7 +407,7 @@ absl::StatusOr<BlockStore::Block*> BlockStore::ValidatePush(
   RETURN_IF_ERROR(CheckGradient(id, block->size, encoding, data, bytes,
                                 max_abs_bits_,
                                 optimizer_->section().max_gradient_value,
-                                max_norm_ > 0, stats));
+                                want_norms_, stats));
   return block;
 }
 
@@ -421,7 +419,7 @@ absl::StatusOr<BlockStore::PushResult> BlockStore::Apply(
     RETURN_IF_ERROR(CheckGradient(
         block->id, block->size, encoding, data,
         static_cast<size_t>(block->size) * BytesPerElement(encoding),
-        max_abs_bits_, optimizer_->section().max_gradient_value, max_norm_ > 0,
+        max_abs_bits_, optimizer_->section().max_gradient_value, want_norms_,
         &computed));
     stats = &computed;
   }
@@ -437,8 +435,13 @@ absl::StatusOr<BlockStore::PushResult> BlockStore::Apply(
     gradient = decoded_.data();
   }
   double max_g = stats->max_abs;
-  if (max_norm_ > 0 && stats->norm > max_norm_) {
-    const float scale = static_cast<float>(max_norm_ / stats->norm);
+  // The tighter of optimizer.max_gradient_norm and the caller's bound.
+  double clip_to = max_norm_;
+  if (stats->clip_norm > 0 && (clip_to <= 0 || stats->clip_norm < clip_to)) {
+    clip_to = stats->clip_norm;
+  }
+  if (clip_to > 0 && stats->norm > clip_to) {
+    const float scale = static_cast<float>(clip_to / stats->norm);
     if (clipped_.size() < static_cast<size_t>(block->size)) {
       clipped_.resize(block->size);
     }
