@@ -27,15 +27,18 @@ LogThrottle::Options ThrottleOptions(Clock* clock) {
 
 struct PushGuard::BlockNorms {
   struct Slot {
-    float mean = 0;      // moving average of the worker's applied norms
+    float mean = 0;      // moving average of the worker's pushed norms
     uint32_t count = 0;  // its pushes recorded (saturating)
     uint32_t last = 0;   // `pushes` when it last pushed
+    // Its mean as `counted` holds it; < 0 when it is not there.
+    float counted_mean = -1;
   };
   std::vector<Slot> workers;
   uint32_t pushes = 0;  // recorded pushes to the block (wraps)
   uint32_t since_recompute = 0;
-  double clip_ref = 0;    // lower median of the counted means; 0: warm-up
-  double refuse_ref = 0;  // upper median
+  // The means of the workers that count, ascending, at the last Recompute.
+  std::vector<float> counted;
+  double clip_ref = 0;  // lower median of `counted`; 0: warm-up
 };
 
 PushGuard::PushGuard(Options options)
@@ -107,7 +110,7 @@ absl::Status PushGuard::CheckRate(int32_t worker, absl::Time now) {
       "(robustness.rate_factor); retry later",
       options_.shard_index, worker, count, absl::FormatDuration(window_),
       rate_factor_, median, kRateSlack);
-  Suspect(worker, "guard_refused_rate", what);
+  Suspect(worker, "guard_refused_rate", "suspect_pushes_worker_", what);
   return absl::UnavailableError(what);
 }
 
@@ -141,18 +144,31 @@ void PushGuard::Recompute(BlockNorms* norms) {
   norms->since_recompute = 0;
   const uint32_t warmup =
       static_cast<uint32_t>(options_.robustness.warmup_pushes);
-  scratch_.clear();
-  for (const BlockNorms::Slot& slot : norms->workers) {
+  std::vector<float>& counted = norms->counted;
+  counted.clear();
+  for (BlockNorms::Slot& slot : norms->workers) {
+    slot.counted_mean = -1;
     if (slot.count < warmup || norms->pushes - slot.last > kForgetAfter) {
       continue;
     }
-    scratch_.push_back(slot.mean);
+    slot.counted_mean = slot.mean;
+    counted.push_back(slot.mean);
   }
-  norms->clip_ref = norms->refuse_ref = 0;
-  if (scratch_.empty()) return;
-  std::sort(scratch_.begin(), scratch_.end());
-  norms->clip_ref = scratch_[(scratch_.size() - 1) / 2];
-  norms->refuse_ref = scratch_[scratch_.size() / 2];
+  std::sort(counted.begin(), counted.end());
+  norms->clip_ref = counted.empty() ? 0 : counted[(counted.size() - 1) / 2];
+}
+
+double PushGuard::RefuseRef(const BlockNorms& norms, int32_t worker) const {
+  const std::vector<float>& counted = norms.counted;
+  const float own = norms.workers[worker].counted_mean;
+  const size_t others = counted.size() - (own >= 0 ? 1 : 0);
+  // One other worker is trusted over a newcomer only: of two established
+  // workers neither can tell which one is wrong.
+  if (others == 0 || (others == 1 && own >= 0)) return 0;
+  // The upper median of the others' means.
+  const size_t upper = others / 2;
+  if (own >= 0 && own <= counted[upper]) return counted[upper + 1];
+  return counted[upper];
 }
 
 absl::StatusOr<double> PushGuard::CheckNorm(uint32_t block, int32_t worker,
@@ -162,25 +178,20 @@ absl::StatusOr<double> PushGuard::CheckNorm(uint32_t block, int32_t worker,
     return 0.0;
   }
   const BlockNorms& norms = *blocks_[block];
-  // Only a worker whose own norms count may be refused: a stranger's first
-  // pushes, or an honest worker's while another warms up with tiny norms,
-  // are clipped at worst.
-  const bool counted = norms.workers[worker].count >=
-                       static_cast<uint32_t>(options_.robustness.warmup_pushes);
-  if (refuse_factor_ > 0 && norms.refuse_ref > 0 && counted &&
-      norm > refuse_factor_ * norms.refuse_ref) {
+  const double refuse_ref = refuse_factor_ > 0 ? RefuseRef(norms, worker) : 0;
+  if (refuse_ref > 0 && norm > refuse_factor_ * refuse_ref) {
     const std::string what = absl::StrFormat(
         "push: block %u gradient norm %g of worker %d is beyond %g x %g, the "
-        "norm typical of this block's workers (robustness.norm_refuse_factor);"
-        " nothing was applied",
-        block, norm, worker, refuse_factor_, norms.refuse_ref);
-    Suspect(worker, "guard_refused_norm", what);
+        "norm typical of the other workers' pushes to this block "
+        "(robustness.norm_refuse_factor); nothing was applied",
+        block, norm, worker, refuse_factor_, refuse_ref);
+    Suspect(worker, "guard_refused_norm", "suspect_pushes_worker_", what);
     return absl::InvalidArgumentError(what);
   }
   if (clip_factor_ > 0 && norms.clip_ref > 0 &&
       norm > clip_factor_ * norms.clip_ref) {
     const double bound = clip_factor_ * norms.clip_ref;
-    Suspect(worker, "guard_clipped_blocks",
+    Suspect(worker, "guard_clipped_blocks", "clipped_blocks_worker_",
             absl::StrFormat("push: block %u gradient norm %g of worker %d "
                             "clipped to %g x %g (robustness.norm_clip_factor)",
                             block, norm, worker, clip_factor_,
@@ -214,10 +225,10 @@ double PushGuard::TypicalNormForTest(uint32_t block) const {
 }
 
 void PushGuard::Suspect(int32_t worker, const char* counter,
-                        const std::string& what) {
+                        const char* per_worker, const std::string& what) {
   if (options_.counters != nullptr) {
     options_.counters->Add(counter, 1);
-    options_.counters->Add(absl::StrCat("suspect_pushes_worker_", worker), 1);
+    options_.counters->Add(absl::StrCat(per_worker, worker), 1);
   }
   log_.Log(Log(Logger::kServer), spdlog::level::warn,
            absl::StrCat("ps ", options_.shard_index, ": worker ", worker,

@@ -8,17 +8,20 @@
 //   guard.RecordNorm(block, worker, applied_norm);        // per block applied
 //   guard.RecordPush(worker, now);                        // once per push
 //
-// Norms. Per block, each worker keeps an exponential moving average of the
-// log of its recent norms to that block; once it has made warmup_pushes, it
-// counts. The block's typical norm is the median of those workers' averages
-// (the lower median for clipping, the upper for refusing, so that with two
-// workers neither can drag the other's bound its way), recomputed every few
+// Norms. Per block, each worker keeps an exponential moving average of its
+// recent norms to that block; once it has made warmup_pushes, it counts. A
+// block gradient is clipped to norm_clip_factor times the lower median of the
+// counted workers' averages, and refused beyond norm_refuse_factor times the
+// upper median of the *other* counted workers' averages (so a worker's own
+// history never excuses it, and no worker can drag another's refusal bound
+// down). With only one other counted worker, only a newcomer is refused: of
+// two established workers the guard cannot tell which one is wrong, and the
+// one that was there first is trusted. Medians are recomputed every few
 // pushes. A per-block ring of recent norms would be owned by a worker that
 // floods: a per-worker average gives each worker one vote however fast it
 // pushes. Norms shrink over training; an average lags above them, so honest
-// pushes stay under the bound. Only a worker that has warmed up on a block
-// may be refused there (before that it is clipped at worst), so no worker can
-// get another refused by warming up first with tiny norms.
+// pushes stay under the bound. Refused pushes are not recorded, so a worker
+// refused from its first push never gets to count.
 //
 // Rates. Per worker, a count of its applied pushes decaying with time
 // constant rate_window; a push is refused (Unavailable, which honest clients
@@ -27,8 +30,9 @@
 // quarter window) plus kRateSlack. With one active worker there is nothing to
 // compare with, and no limit.
 //
-// Every clip or refusal is counted ("suspect_pushes_worker_<w>",
-// "guard_clipped_blocks", "guard_refused_norm", "guard_refused_rate") and
+// Every refusal is counted ("suspect_pushes_worker_<w>", "guard_refused_norm",
+// "guard_refused_rate"), every clip too ("clipped_blocks_worker_<w>",
+// "guard_clipped_blocks": honest workers meet it now and then), and
 // logged as a WARN line naming the worker, block, norm and bound (at most a
 // few per worker each 10 s; common/log_throttle.h).
 //
@@ -131,8 +135,13 @@ class PushGuard {
   // rate_factor * the active workers' median count + kRateSlack; +inf with
   // fewer than two active workers. Cached for a sixteenth of the window.
   double RateBound(absl::Time now, double* median);
-  // Counts and logs one suspect push.
-  void Suspect(int32_t worker, const char* counter, const std::string& what);
+  // The norm `worker`'s push to a block is refused beyond (times
+  // refuse_factor): the upper median of the other counted workers' means;
+  // 0 (none) without another, or with just one when `worker` counts too.
+  double RefuseRef(const BlockNorms& norms, int32_t worker) const;
+  // Counts (`counter` and `per_worker`<worker>) and logs one suspect push.
+  void Suspect(int32_t worker, const char* counter, const char* per_worker,
+               const std::string& what);
 
   const Options options_;
   const double clip_factor_;

@@ -63,8 +63,12 @@ TEST_F(PushGuardTest, ClipsBeyondTheClipFactorAndRefusesBeyondTheRefuseFactor) {
   PushGuard guard(Options(3));
   Feed(&guard, 2, 0, 2.0, 20);
   Feed(&guard, 2, 1, 2.0, 20);
-  // Worker 2 is clipped, not refused, until its own norms count.
-  EXPECT_DOUBLE_EQ(*guard.CheckNorm(2, 2, 9e8), 20.0);
+  // A newcomer beyond two established workers is refused from its first push.
+  EXPECT_THAT(guard.CheckNorm(2, 2, 9e8).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("block 2"), HasSubstr("worker 2"),
+                             HasSubstr("9e+08"), HasSubstr("1000 x 2"),
+                             HasSubstr("robustness.norm_refuse_factor"))));
   Feed(&guard, 2, 2, 2.0, 20);
   absl::StatusOr<double> clip = guard.CheckNorm(2, 2, 19.0);
   ASSERT_THAT(clip.status(), IsOk());
@@ -73,14 +77,34 @@ TEST_F(PushGuardTest, ClipsBeyondTheClipFactorAndRefusesBeyondTheRefuseFactor) {
   ASSERT_THAT(clip.status(), IsOk());
   EXPECT_DOUBLE_EQ(*clip, 20.0);
   EXPECT_THAT(guard.CheckNorm(2, 2, 9e8).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       AllOf(HasSubstr("block 2"), HasSubstr("worker 2"),
-                             HasSubstr("9e+08"), HasSubstr("1000 x 2"),
-                             HasSubstr("robustness.norm_refuse_factor"))));
-  EXPECT_EQ(counters_.Get("suspect_pushes_worker_2"), 3);
-  EXPECT_EQ(counters_.Get("guard_clipped_blocks"), 2);
-  EXPECT_EQ(counters_.Get("guard_refused_norm"), 1);
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_EQ(counters_.Get("suspect_pushes_worker_2"), 2);
+  EXPECT_EQ(counters_.Get("clipped_blocks_worker_2"), 1);
+  EXPECT_EQ(counters_.Get("guard_clipped_blocks"), 1);
+  EXPECT_EQ(counters_.Get("guard_refused_norm"), 2);
   EXPECT_EQ(counters_.Get("suspect_pushes_worker_0"), 0);
+}
+
+TEST_F(PushGuardTest, AWorkersOwnHistoryNeverExcusesIt) {
+  PushGuard guard(Options(3));
+  Feed(&guard, 0, 0, 1.0, 20);
+  Feed(&guard, 0, 1, 1.0, 20);
+  Feed(&guard, 0, 2, 1e6, 20);  // warmed up on huge norms (no bound then)
+  EXPECT_THAT(guard.CheckNorm(0, 2, 1e6).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(guard.CheckNorm(0, 0, 1.0).status(), IsOk());
+}
+
+TEST_F(PushGuardTest, OfTwoWorkersTheEstablishedOneIsTrustedOverANewcomer) {
+  PushGuard guard(Options(2));
+  Feed(&guard, 0, 0, 1.0, 20);
+  EXPECT_THAT(guard.CheckNorm(0, 1, 1e6).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  // Two established workers: neither can get the other refused.
+  Feed(&guard, 1, 0, 1.0, 20);
+  Feed(&guard, 1, 1, 1e-3, 20);
+  EXPECT_THAT(guard.CheckNorm(1, 0, 1e4).status(), IsOk());
+  EXPECT_THAT(guard.CheckNorm(1, 1, 1e4).status(), IsOk());
 }
 
 TEST_F(PushGuardTest, HonestShrinkingNoisyNormsAreNeverClipped) {
@@ -123,7 +147,7 @@ TEST_F(PushGuardTest, AFloodingWorkerCannotRaiseTheBound) {
       guard.RecordNorm(0, 2, norm);
     }
   }
-  EXPECT_GE(refused, 9900);  // all but the warm-up
+  EXPECT_GE(refused, 9900);  // all but a few before the others counted
   EXPECT_LT(guard.TypicalNormForTest(0), 1.0);
   EXPECT_EQ(counters_.Get("suspect_pushes_worker_0"), 0);
   EXPECT_EQ(counters_.Get("suspect_pushes_worker_1"), 0);
@@ -132,15 +156,13 @@ TEST_F(PushGuardTest, AFloodingWorkerCannotRaiseTheBound) {
 
 TEST_F(PushGuardTest, OfTwoWorkersATinyOneCannotGetTheOtherRefused) {
   PushGuard guard(Options(2));
+  Feed(&guard, 1, 0, 1.0, 20);  // worker 0 was there first
   for (int i = 0; i < 500; ++i) {
     guard.RecordNorm(1, 1, 1e-9);
     absl::StatusOr<double> clip = guard.CheckNorm(1, 0, 1.0);
     ASSERT_THAT(clip.status(), IsOk()) << i;  // clipped at worst
     guard.RecordNorm(1, 0, 1.0);
   }
-  // And the honest one's bound still stops a huge one.
-  EXPECT_THAT(guard.CheckNorm(1, 1, 1e4).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST_F(PushGuardTest, NormChecksAreOffAtFactorZero) {

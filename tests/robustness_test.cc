@@ -1,0 +1,237 @@
+// One bad worker cannot ruin the model (issue 25, point 4): a real
+// coordinator, ps and two honest workers train on MNIST (synthetic digits
+// when DOWNPOUR_MNIST_DIR is not set) while a plain gRPC client holding a
+// configured worker id floods the ps with the largest gradients every
+// absolute bound accepts (9e5 per element, under optimizer.max_gradient_value
+// 1e6, to every block, untracked). Asserts on what a client observes: the
+// workers' test accuracy in ClusterStatus, gRPC codes, block versions and the
+// ps's Status counters.
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "common/testing/poll.h"
+#include "coordinator/test_cluster.h"
+#include "gtest/gtest.h"
+#include "membership/coordinator_client.h"
+#include "proto/coordinator.grpc.pb.h"
+#include "proto/ps.grpc.pb.h"
+#include "rpc/server_util.h"
+#include "tests/daemon_harness.h"
+
+namespace downpour {
+namespace {
+
+constexpr int kHonestWorkers = 2;
+constexpr int kAttacker = 2;  // the configured worker id no daemon uses
+constexpr absl::Duration kFlood = absl::Seconds(15);
+
+class RobustnessTest : public testing::DaemonJobTest {
+ protected:
+  void StartJob() {
+    const std::string mnist = testing::MnistDir();
+    if (mnist.empty()) {
+      std::fprintf(stderr,
+                   "DOWNPOUR_MNIST_DIR not set: training on synthetic data\n");
+    }
+    const std::string data =
+        mnist.empty()
+            ? "data:\n  source: synthetic\n  train_examples: 3000\n"
+              "  test_examples: 1000\n"
+            : absl::StrCat("data:\n  source: mnist\n  path: ", mnist,
+                           "\n  train_examples: 6000\n  test_examples: 1000\n");
+    // A job that runs until the test ends; the robustness section at its
+    // defaults.
+    std::string yaml = testing::LoopbackConfig(
+        1, kHonestWorkers + 1,
+        absl::StrCat(data,
+                     "model:\n  layers: [784, 64, 10]\n  block_size: 16384\n"
+                     "optimizer:\n  type: adam\n  learning_rate: 0.003\n"
+                     "training:\n  batch_size: 32\n  epochs: 100000\n"
+                     "  eval_every_steps: 20\n"
+                     "checkpoint:\n  dir: \"\"\n"));
+    yaml.replace(yaml.find("timeout_s: 2"), 12, "timeout_s: 10");
+    config_ = testing::WriteConfig("job.yaml", yaml);
+    const std::string port_file = testing::TestDir() + "/coordinator.port";
+    Subprocess& c =
+        Start("coordinator", "coordinator/coordinator",
+              {"--listen", "127.0.0.1:0", "--port_file", port_file});
+    auto address = testing::WaitForPort(c, port_file);
+    ASSERT_TRUE(address.ok()) << address.status();
+    coordinator_ = *address;
+    Start("ps-0", "server/ps_server",
+          {"--index", "0", "--coordinator", coordinator_});
+    for (int i = 0; i < kHonestWorkers; ++i) {
+      Start(absl::StrCat("worker-", i), "worker/ps_worker",
+            {"--index", absl::StrCat(i), "--coordinator", coordinator_});
+    }
+  }
+
+  proto::ClusterStatusResponse Status() {
+    RpcSection rpc;
+    rpc.deadline_s = 2;
+    membership::CoordinatorClient client(coordinator_, rpc, "test");
+    auto status = client.ClusterStatus();
+    return status.ok() ? *status : proto::ClusterStatusResponse();
+  }
+
+  // The honest workers' latest test accuracies (NaN before their first).
+  std::vector<double> Accuracies() {
+    const proto::ClusterStatusResponse status = Status();
+    std::vector<double> out;
+    for (int i = 0; i < kHonestWorkers; ++i) {
+      const proto::MemberStatus* m =
+          coordinator::FindMember(status, "worker", i);
+      out.push_back(m == nullptr ? NAN : m->report().accuracy());
+    }
+    return out;
+  }
+  static double Mean(const std::vector<double>& v) {
+    double sum = 0;
+    for (double x : v) sum += x;
+    return sum / v.size();
+  }
+
+  // The sum of the ps's block versions (-1 when it cannot be asked).
+  double Versions(const std::string& ps) {
+    auto stub = proto::ParameterServer::NewStub(MakeChannel(ps));
+    grpc::ClientContext context;
+    context.set_deadline(DeadlineIn(5));
+    proto::ChecksumResponse response;
+    if (!stub->Checksums(&context, proto::ChecksumRequest(), &response).ok()) {
+      return -1;
+    }
+    double sum = 0;
+    for (const proto::BlockChecksum& b : response.blocks()) sum += b.version();
+    return sum;
+  }
+
+  std::string coordinator_;
+};
+
+TEST_F(RobustnessTest, AFloodOfHugeAcceptedGradientsDoesNotRuinTheModel) {
+  StartJob();
+  // Training well under way: both honest workers past 0.8.
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] {
+        for (double a : Accuracies()) {
+          if (!(a >= 0.8)) return false;
+        }
+        return true;
+      },
+      absl::Seconds(120), absl::Milliseconds(200)))
+      << daemons_["worker-0"]->LogTail(20);
+  const std::vector<double> before = Accuracies();
+  const double accuracy_before = Mean(before);
+
+  // The attacker's view: the model and the placement, as any client reads.
+  auto coordinator = proto::Coordinator::NewStub(MakeChannel(coordinator_));
+  proto::DescribeModelResponse model;
+  proto::GetPlacementResponse placement;
+  {
+    grpc::ClientContext context;
+    context.set_deadline(DeadlineIn(5));
+    ASSERT_TRUE(coordinator->DescribeModel(&context, {}, &model).ok());
+    grpc::ClientContext placement_context;
+    placement_context.set_deadline(DeadlineIn(5));
+    ASSERT_TRUE(
+        coordinator->GetPlacement(&placement_context, {}, &placement).ok());
+  }
+  const proto::ClusterStatusResponse cluster = Status();
+  const proto::MemberStatus* ps_member =
+      coordinator::FindMember(cluster, "ps", 0);
+  ASSERT_NE(ps_member, nullptr);
+  const std::string ps = ps_member->address();
+  proto::PushRequest flood;
+  flood.set_placement_epoch(placement.epoch());
+  flood.set_worker_id(kAttacker);
+  flood.set_sequence(0);  // untracked: no window, no incarnation
+  for (const auto& block : model.blocks()) {
+    const std::vector<float> huge(block.floats(), 9e5f);
+    proto::BlockData* data = flood.add_blocks();
+    data->set_block_id(block.id());
+    data->set_data(huge.data(), huge.size() * sizeof(float));
+  }
+  const double versions_before = Versions(ps);
+
+  std::atomic<bool> stop{false};
+  std::mutex codes_mu;
+  std::map<int, int> codes;  // gRPC code -> pushes
+  std::vector<std::thread> attackers;
+  for (int t = 0; t < 2; ++t) {
+    attackers.emplace_back([&] {
+      auto stub = proto::ParameterServer::NewStub(MakeChannel(ps));
+      while (!stop.load()) {
+        grpc::ClientContext context;
+        context.set_deadline(DeadlineIn(5));
+        proto::PushResponse response;
+        const grpc::Status status = stub->Push(&context, flood, &response);
+        std::lock_guard<std::mutex> lock(codes_mu);
+        ++codes[status.error_code()];
+      }
+    });
+  }
+  double lowest = 1;
+  const absl::Time end = absl::Now() + kFlood;
+  while (absl::Now() < end) {
+    absl::SleepFor(absl::Milliseconds(250));
+    for (double a : Accuracies()) {
+      if (a >= 0) lowest = std::min(lowest, a);
+    }
+  }
+  stop = true;
+  for (std::thread& t : attackers) t.join();
+  // Two more evaluations of each worker.
+  absl::SleepFor(absl::Seconds(3));
+  const double accuracy_after = Mean(Accuracies());
+  std::string pushes;
+  for (const auto& [code, n] : codes) absl::StrAppend(&pushes, " code ", code, ": ", n);
+  std::fprintf(stderr,
+               "accuracy before the flood %.4f, lowest during it %.4f, after "
+               "%.4f; flood pushes:%s; suspect_pushes_worker_%d %.0f, "
+               "guard_refused_norm %.0f, guard_clipped_blocks %.0f, "
+               "guard_refused_rate %.0f\n",
+               accuracy_before, lowest, accuracy_after, pushes.c_str(),
+               kAttacker,
+               testing::StatusCounter(
+                   ps, absl::StrCat("suspect_pushes_worker_", kAttacker)),
+               testing::StatusCounter(ps, "guard_refused_norm"),
+               testing::StatusCounter(ps, "guard_clipped_blocks"),
+               testing::StatusCounter(ps, "guard_refused_rate"));
+
+  // The model is as good as before (training went on meanwhile), and never
+  // fell far during the flood.
+  EXPECT_GE(accuracy_after, accuracy_before - 0.02);
+  EXPECT_GE(lowest, accuracy_before - 0.05);
+  // Of the flood, at most the attacker's warm-up pushes were applied (each
+  // clipped to 10 times the typical norm); the honest pushes were.
+  EXPECT_LE(codes[grpc::StatusCode::OK], 20);
+  EXPECT_GT(codes[grpc::StatusCode::INVALID_ARGUMENT] +
+                codes[grpc::StatusCode::UNAVAILABLE],
+            100);
+  EXPECT_GT(Versions(ps), versions_before + 100);
+  // The flooding worker is named in the ps's Status, the honest ones are not.
+  EXPECT_GT(testing::StatusCounter(
+                ps, absl::StrCat("suspect_pushes_worker_", kAttacker)),
+            100);
+  for (int i = 0; i < kHonestWorkers; ++i) {
+    EXPECT_LE(testing::StatusCounter(
+                  ps, absl::StrCat("suspect_pushes_worker_", i)),
+              0)
+        << "honest worker " << i << " was flagged";
+    EXPECT_FALSE(daemons_[absl::StrCat("worker-", i)]->Poll().has_value())
+        << daemons_[absl::StrCat("worker-", i)]->LogTail(20);
+  }
+}
+
+}  // namespace
+}  // namespace downpour
