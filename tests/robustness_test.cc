@@ -33,7 +33,7 @@ namespace {
 
 constexpr int kHonestWorkers = 2;
 constexpr int kAttacker = 2;  // the configured worker id no daemon uses
-constexpr absl::Duration kFlood = absl::Seconds(15);
+constexpr absl::Duration kFlood = absl::Seconds(20);
 
 class RobustnessTest : public testing::DaemonJobTest {
  protected:
