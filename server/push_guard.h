@@ -5,7 +5,7 @@
 //   RETURN_IF_ERROR(guard.CheckRate(worker, now));        // once per push
 //   ASSIGN_OR_RETURN(double clip, guard.CheckNorm(block, worker, norm));
 //   ... apply, scaled down to `clip` when it is > 0 ...
-//   guard.RecordNorm(block, worker, applied_norm);        // per block applied
+//   guard.RecordNorm(block, worker, norm);                // per block applied
 //   guard.RecordPush(worker, now);                        // once per push
 //
 // Norms. Per block, each worker keeps an exponential moving average of its
@@ -37,9 +37,10 @@
 // few per worker each 10 s; common/log_throttle.h).
 //
 // Thread-compatible, like BlockStore: the owner (Shard) serialises. Memory:
-// 12 bytes per (block pushed to, configured worker), allocated on the first
+// 16 bytes per (block pushed to, configured worker), allocated on the first
 // push to a block; nothing is allocated per push but for the counter names of
-// suspect pushes.
+// suspect pushes. Not checkpointed or replicated: a restarted or promoted ps
+// warms up again.
 #ifndef DOWNPOUR_SERVER_PUSH_GUARD_H_
 #define DOWNPOUR_SERVER_PUSH_GUARD_H_
 

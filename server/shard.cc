@@ -596,6 +596,8 @@ absl::Status Shard::Push(const wire::PushView& request,
       RETURN_IF_ERROR(ValidatePush(request, &blocks, &stats));
       if (gate_.mode() == Consistency::Mode::kBsp && tracked &&
           (gate_.Gated(worker) || gate_.BspHasPending(worker))) {
+        // A bsp round averages the raw gradients: the guard's clip bound
+        // does not reach it, its refusals and rate bound do.
         absl::Status bsp = PushBsp(request, response, until);
         if (bsp.ok()) {
           for (size_t i = 0; i < stats.size(); ++i) {
