@@ -320,6 +320,8 @@ TEST_F(RobustnessTest, AFloodUnderTheNormBoundIsRateLimitedAndNamed) {
   const double accuracy_after = Mean(Accuracies());
   Report("flood under the norm bound", ps, codes, accuracy_before, lowest,
          accuracy_after);
+  // The accuracy is reported, not asserted: this flood still hurts the model
+  // (docs/SECURITY.md, "What one worker can still do").
   EXPECT_GT(codes[grpc::StatusCode::UNAVAILABLE], 100);
   EXPECT_GT(testing::StatusCounter(ps, "guard_refused_rate"), 100);
   EXPECT_GT(testing::StatusCounter(
