@@ -74,6 +74,10 @@ ABSL_FLAG(std::string, shards, "1,2", "ps shard counts (transport)");
 ABSL_FLAG(int64_t, block_size, 65536, "model.block_size in floats");
 ABSL_FLAG(std::string, optimizer, "sgd", "optimizer.type the shards apply");
 ABSL_FLAG(double, weight_decay, 0, "optimizer.weight_decay the shards apply");
+ABSL_FLAG(bool, robustness, true,
+          "config.robustness at its defaults (the ps's PushGuard: norm and "
+          "rate bounds); false turns it off (factors 0), for an A/B of its "
+          "cost");
 ABSL_FLAG(int, reps, 15, "samples per transport/apply figure (median)");
 ABSL_FLAG(int64_t, sample_bytes, 8 << 20,
           "a transport sample repeats an operation until it has moved this "
@@ -122,6 +126,14 @@ double PerCall(int times, Fn&& fn, std::vector<double>* cpu = nullptr) {
 }
 
 // A softmax [floats/4 - 1, 4] model: exactly `floats` parameters.
+// --robustness=false turns the ps's PushGuard off.
+void SetRobustness(Config* config) {
+  if (absl::GetFlag(FLAGS_robustness)) return;
+  config->robustness.norm_clip_factor = 0;
+  config->robustness.norm_refuse_factor = 0;
+  config->robustness.rate_factor = 0;
+}
+
 Config ModelConfig(int64_t floats, int shards) {
   Config config;
   config.model.type = ModelType::kSoftmax;
@@ -137,6 +149,7 @@ Config ModelConfig(int64_t floats, int shards) {
   config.cluster.workers.assign(2, "127.0.0.1:0");
   config.rpc.deadline_s = 30;
   config.rpc.connect_timeout_s = 10;
+  SetRobustness(&config);
   return config;
 }
 
@@ -592,6 +605,7 @@ void RunWorker() {
   Config config;  // the MNIST MLP 784-256-128-10, block_size 65536, SGD
   config.cluster.ps = {"127.0.0.1:0"};
   config.rpc.connect_timeout_s = 10;
+  SetRobustness(&config);
   std::unique_ptr<Endpoint> ps = Connect(config, nullptr);
   const worker::Dataset train = worker::MakeSynthetic(
       8192, kMnistDim, kMnistClasses, /*seed=*/7);

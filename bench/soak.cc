@@ -42,6 +42,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -105,10 +106,12 @@ struct Daemons {
   // Per client: the incarnation the coordinator issued when it registered
   // as worker <client> (pushes carry MakeSequence(incarnation, n)).
   std::vector<uint64_t> incarnations;
+  std::vector<uint64_t> push_keys;  // issued with each incarnation
 };
 
 // Registers every client as a worker, as ps_worker does, and waits until the
-// ps has heard of its incarnation (one empty push, sequence n = 1, accepted).
+// ps has heard of its incarnation (an empty push, with its key, is refused as
+// empty rather than UNAVAILABLE; it changes nothing).
 absl::Status RegisterClients(const std::string& coordinator_address, int clients,
                              Daemons* d) {
   RpcSection rpc;
@@ -119,6 +122,7 @@ absl::Status RegisterClients(const std::string& coordinator_address, int clients
         client.RegisterWorker(i, absl::StrCat("127.0.0.1:", 40000 + i));
     if (!registered.ok()) return registered.status();
     d->incarnations.push_back(registered->incarnation());
+    d->push_keys.push_back(registered->push_key());
   }
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
   for (int i = 0; i < clients; ++i) {
@@ -127,11 +131,15 @@ absl::Status RegisterClients(const std::string& coordinator_address, int clients
       push.set_placement_epoch(d->epoch);
       push.set_worker_id(i);
       push.set_sequence(MakeSequence(d->incarnations[i], 1));
+      push.set_push_key(d->push_keys[i]);
       proto::PushResponse ack;
       grpc::ClientContext context;
       context.set_deadline(DeadlineIn(5));
       const grpc::Status status = stub->Push(&context, push, &ack);
-      if (status.ok()) break;
+      if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT &&
+          absl::StrContains(status.error_message(), "without blocks")) {
+        break;
+      }
       if (status.error_code() != grpc::StatusCode::UNAVAILABLE ||
           absl::Now() > deadline) {
         return absl::InternalError(absl::StrCat(
@@ -321,11 +329,7 @@ class Client {
     proto::PullResponse reply;
     const grpc::StatusCode pulled =
         Timed(t, [&](grpc::ClientContext* c) { return stub_->Pull(c, pull, &reply); });
-    proto::PushRequest push = Gradient(block, id_, 1e-4f);
-    push.set_sequence(MakeSequence(d_.incarnations[id_], ++sequence_));
-    proto::PushResponse ack;
-    const grpc::StatusCode pushed =
-        Timed(t, [&](grpc::ClientContext* c) { return stub_->Push(c, push, &ack); });
+    const grpc::StatusCode pushed = Push(t, Gradient(block, id_, 1e-4f));
     if (pulled == grpc::OK && pushed == grpc::OK) ++t->pairs;
   }
 
@@ -422,9 +426,24 @@ class Client {
     return push;
   }
 
-  grpc::StatusCode Push(Tally* t, const proto::PushRequest& push) {
+  // A bad push as this client's own worker carries its next sequence and its
+  // push key, so that the ps's checks behind the identity are the ones hit.
+  // A sequence that may not have reached the ps (UNAVAILABLE, a deadline) is
+  // sent again with the next push, as a worker retries it: a window the ps
+  // never saw filled would otherwise run away from it.
+  grpc::StatusCode Push(Tally* t, proto::PushRequest push) {
+    const bool own = push.sequence() == 0 && push.worker_id() == id_;
+    if (own) {
+      push.set_sequence(MakeSequence(d_.incarnations[id_], ++sequence_));
+      push.set_push_key(d_.push_keys[id_]);
+    }
     proto::PushResponse ack;
-    return Timed(t, [&](grpc::ClientContext* c) { return stub_->Push(c, push, &ack); });
+    const grpc::StatusCode code =
+        Timed(t, [&](grpc::ClientContext* c) { return stub_->Push(c, push, &ack); });
+    if (own && (code == grpc::UNAVAILABLE || code == grpc::DEADLINE_EXCEEDED)) {
+      --sequence_;
+    }
+    return code;
   }
 
   grpc::StatusCode Raw(Tally* t, const char* method, const std::string& bytes) {
@@ -455,7 +474,7 @@ class Client {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<proto::ParameterServer::Stub> stub_;
   std::mt19937 rng_;
-  uint64_t sequence_ = 1;  // n = 1 was RegisterClients' empty push
+  uint64_t sequence_ = 0;  // the n of this client's last push
 };
 
 struct PhaseResult {

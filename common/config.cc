@@ -294,6 +294,18 @@ std::vector<Section> Schema(Config* c) {
         StringField("security.admin_token_file", &c->security.admin_token_file),
         StringField("security.reader_token_file",
                     &c->security.reader_token_file)}},
+      {"robustness",
+       {DoubleField("robustness.norm_clip_factor",
+                    &c->robustness.norm_clip_factor, NonNegativeAtMost(1e12)),
+        DoubleField("robustness.norm_refuse_factor",
+                    &c->robustness.norm_refuse_factor,
+                    NonNegativeAtMost(1e12)),
+        IntField("robustness.warmup_pushes", &c->robustness.warmup_pushes,
+                 Between(1, 1'000'000)),
+        DoubleField("robustness.rate_factor", &c->robustness.rate_factor,
+                    NonNegativeAtMost(1e6)),
+        DoubleField("robustness.rate_window_s", &c->robustness.rate_window_s,
+                    {0.1, false, 3600, true})}},
   };
 }
 
@@ -878,6 +890,32 @@ absl::Status CheckHeartbeat(const HeartbeatSection& heartbeat) {
       ") must be > heartbeat.interval_s (", heartbeat.interval_s, ")"));
 }
 
+// A factor in (0, 1) would act on the typical honest push itself.
+absl::Status CheckFactor(const char* key, double factor, const char* what) {
+  if (factor == 0 || factor >= 1) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      key, " (", factor, ") must be 0 (off) or >= 1: below 1 it would ", what,
+      " the typical honest push"));
+}
+
+absl::Status CheckRobustness(const RobustnessSection& robustness) {
+  RETURN_IF_ERROR(CheckFactor("robustness.norm_clip_factor",
+                              robustness.norm_clip_factor, "clip"));
+  RETURN_IF_ERROR(CheckFactor("robustness.norm_refuse_factor",
+                              robustness.norm_refuse_factor, "refuse"));
+  RETURN_IF_ERROR(CheckFactor("robustness.rate_factor", robustness.rate_factor,
+                              "rate-limit"));
+  if (robustness.norm_clip_factor > 0 && robustness.norm_refuse_factor > 0 &&
+      robustness.norm_refuse_factor < robustness.norm_clip_factor) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "robustness.norm_refuse_factor (", robustness.norm_refuse_factor,
+        ") must be >= robustness.norm_clip_factor (",
+        robustness.norm_clip_factor,
+        "): a push is clipped before it is refused (0 turns either off)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckLauncher(const LauncherSection& launcher) {
   if (launcher.max_restart_backoff_s >= launcher.restart_backoff_s) {
     return absl::OkStatus();
@@ -1132,6 +1170,7 @@ absl::Status ValidateConfig(const Config& config) {
   RETURN_IF_ERROR(CheckCompute(config.compute));
   RETURN_IF_ERROR(CheckSecurity(config.security));
   RETURN_IF_ERROR(CheckLauncher(config.launcher));
+  RETURN_IF_ERROR(CheckRobustness(config.robustness));
   return CheckHeartbeat(config.heartbeat);
 }
 

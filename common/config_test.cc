@@ -225,7 +225,7 @@ TEST(ConfigTest, UnknownKeyNamesLineKeyAndAllowedKeys) {
   ExpectAllFail({
       {"trainig:\n  steps: 1\n",
        "cfg.yaml:1: unknown key 'trainig'; allowed sections: cluster, model, "
-       "optimizer, training, data, checkpoint, heartbeat, rpc, logging, compute, coordinator, launcher, security (did "
+       "optimizer, training, data, checkpoint, heartbeat, rpc, logging, compute, coordinator, launcher, security, robustness (did "
        "you mean 'training'?)"},
       {"training:\n  learning_rate: 0.1\n",
        "cfg.yaml:2: unknown key 'training.learning_rate'; allowed keys in "
@@ -963,6 +963,37 @@ TEST(ConfigTest, ValuesAboveTheirUpperBoundAreRefused) {
       {many_layers, "model.layers must have at most 64 entries, got 65"},
       {absl::StrCat("data:\n  path: ", std::string(5000, 'x'), "\n"),
        "cfg.yaml:2: data.path must be at most 4096 characters, got 5000"},
+  });
+}
+
+TEST(ConfigTest, RobustnessIsOnByDefaultAndItsRulesNameTheKeys) {
+  absl::StatusOr<Config> defaults = Parse("");
+  ASSERT_THAT(defaults, IsOk());
+  EXPECT_EQ(defaults->robustness.norm_clip_factor, 10);
+  EXPECT_EQ(defaults->robustness.norm_refuse_factor, 1000);
+  EXPECT_EQ(defaults->robustness.warmup_pushes, 20);
+  EXPECT_EQ(defaults->robustness.rate_factor, 4);
+  EXPECT_EQ(defaults->robustness.rate_window_s, 5);
+  absl::StatusOr<Config> off = Parse(
+      "robustness:\n  norm_clip_factor: 0\n  norm_refuse_factor: 0\n"
+      "  rate_factor: 0\n");
+  ASSERT_THAT(off, IsOk());
+  EXPECT_EQ(off->robustness.norm_refuse_factor, 0);
+  ExpectAllFail({
+      {"robustness:\n  norm_clip_factor: 0.5\n",
+       "robustness.norm_clip_factor (0.5) must be 0 (off) or >= 1: below 1 it "
+       "would clip the typical honest push"},
+      {"robustness:\n  rate_factor: 0.9\n",
+       "robustness.rate_factor (0.9) must be 0 (off) or >= 1"},
+      {"robustness:\n  norm_clip_factor: 100\n  norm_refuse_factor: 50\n",
+       "robustness.norm_refuse_factor (50) must be >= "
+       "robustness.norm_clip_factor (100)"},
+      {"robustness:\n  warmup_pushes: 0\n",
+       "cfg.yaml:2: robustness.warmup_pushes must be in 1..1000000, got 0"},
+      {"robustness:\n  rate_window_s: 0\n",
+       "robustness.rate_window_s must be in"},
+      {"robustness:\n  rate_factr: 4\n",
+       "cfg.yaml:2: unknown key 'robustness.rate_factr'"},
   });
 }
 

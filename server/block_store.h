@@ -63,6 +63,10 @@ class BlockStore {
     // on) and "dc_misses" (stale pushes applied without compensation because
     // their base version's values were not held). Not owned; may be null.
     Counters* counters = nullptr;
+    // ValidatePush measures every gradient's L2 norm (GradientStats::norm),
+    // not only with optimizer.max_gradient_norm on: for the Shard's
+    // PushGuard. Folded into the one pass; default false.
+    bool compute_norms = false;
   };
 
   struct PushResult {
@@ -90,8 +94,13 @@ class BlockStore {
     // A bound on |element|: optimizer.max_gradient_value when that is on,
     // else the largest |element|.
     float max_abs = 0.0f;
-    // The L2 norm; < 0 when not computed (optimizer.max_gradient_norm 0).
+    // The L2 norm; < 0 when not computed (optimizer.max_gradient_norm 0 and
+    // Options::compute_norms false).
     double norm = -1.0;
+    // When > 0 (set by the caller between ValidatePush and Apply), Apply
+    // scales the gradient down to this norm if it is larger, as it does to
+    // optimizer.max_gradient_norm (the tighter of the two applies).
+    double clip_norm = 0.0;
   };
 
   // REQUIRES: optimizer != nullptr.
@@ -148,10 +157,10 @@ class BlockStore {
   // 65536); ...") or for an element beyond optimizer.max_gradient_value
   // ("push: block 3 gradient element 12 (of 65536) is 1e+38, beyond
   // optimizer.max_gradient_value 1e+06; ..."). The same pass finds the largest
-  // |element| and, with optimizer.max_gradient_norm on, the L2 norm, into
-  // *stats when it is not null. bf16/fp16 are checked on the encoded bits (a
-  // second, decoding pass only without max_gradient_value or with
-  // max_gradient_norm).
+  // |element| and, with optimizer.max_gradient_norm on or
+  // Options::compute_norms, the L2 norm, into *stats when it is not null.
+  // bf16/fp16 are checked on the encoded bits (a second, decoding pass only
+  // for fp16 without max_gradient_value or with a norm wanted).
   absl::StatusOr<Block*> ValidatePush(
       uint32_t id, const void* data, size_t bytes,
       WireEncoding encoding = WireEncoding::kFloat32,
@@ -167,8 +176,9 @@ class BlockStore {
   // `stats` is what that ValidatePush found (null: computed here, one more
   // pass over the gradient).
   //
-  // A gradient whose norm exceeds optimizer.max_gradient_norm (> 0) is scaled
-  // down to it first (counter "clipped_gradients"). Values and optimizer
+  // A gradient whose norm exceeds optimizer.max_gradient_norm (> 0) or
+  // stats->clip_norm (> 0) is scaled down to the tighter first (counter
+  // "clipped_gradients"). Values and optimizer
   // state never become NaN/Inf: when the update could overflow float32 (a
   // bound from the block's magnitude, the gradient's and the optimizer's
   // factors, kept per block, says so: rare), the block is copied first, and
@@ -232,6 +242,7 @@ class BlockStore {
   // for non-negative floats the bit patterns order as the values do.
   const uint32_t max_abs_bits_;
   const double max_norm_;  // optimizer.max_gradient_norm; 0: no clipping
+  const bool want_norms_;  // ValidatePush measures norms
   int64_t guarded_applies_ = 0;
   const float dc_lambda_;  // 0: delay compensation off
   // The optimizer section scales lr per update (schedule, warmup or

@@ -716,5 +716,60 @@ TEST(BlockStoreTest, RealisticUpdatesNeverTakeTheGuardedPath) {
   }
 }
 
+TEST(BlockStoreTest, ComputeNormsMeasuresEveryEncodingInTheOnePass) {
+  // 37 elements: the lanes of the scan and a tail.
+  std::vector<float> g(37);
+  double sum_sq = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    g[i] = (i % 3 == 0 ? -0.5f : 0.25f) * static_cast<float>(i % 5);
+    sum_sq += static_cast<double>(g[i]) * g[i];
+  }
+  BlockStore::Options options;
+  options.compute_norms = true;
+  for (WireEncoding encoding :
+       {WireEncoding::kFloat32, WireEncoding::kBf16, WireEncoding::kFp16}) {
+    BlockStore store(MakeOptimizer("sgd", 0.1), options);
+    ASSERT_THAT(store.AddBlock(1, std::vector<float>(g.size(), 0)), IsOk());
+    std::string bytes(g.size() * BytesPerElement(encoding), '\0');
+    EncodeFloats(g.data(), g.size(), encoding, bytes.data());
+    BlockStore::GradientStats stats;
+    ASSERT_THAT(store.ValidatePush(1, bytes.data(), bytes.size(), encoding,
+                                   &stats),
+                IsOk());
+    // These values are exact in every encoding.
+    EXPECT_NEAR(stats.norm, std::sqrt(sum_sq), 1e-5)
+        << WireEncodingName(encoding);
+  }
+  // Without compute_norms (and max_gradient_norm 0) no norm is measured.
+  BlockStore plain(MakeOptimizer("sgd", 0.1));
+  ASSERT_THAT(plain.AddBlock(1, std::vector<float>(g.size(), 0)), IsOk());
+  BlockStore::GradientStats stats;
+  ASSERT_THAT(plain.ValidatePush(1, g.data(), g.size() * 4,
+                                 WireEncoding::kFloat32, &stats),
+              IsOk());
+  EXPECT_LT(stats.norm, 0);
+}
+
+TEST(BlockStoreTest, ApplyClipsToTheCallersNormBound) {
+  BlockStore::Options options;
+  options.compute_norms = true;
+  Counters counters;
+  options.counters = &counters;
+  BlockStore store(MakeOptimizer("sgd", 1.0), options);
+  ASSERT_THAT(store.AddBlock(2, {0, 0}), IsOk());
+  const std::vector<float> g = {3, 4};  // norm 5
+  BlockStore::GradientStats stats;
+  auto block = store.ValidatePush(2, g.data(), 8, WireEncoding::kFloat32,
+                                  &stats);
+  ASSERT_THAT(block, IsOk());
+  EXPECT_DOUBLE_EQ(stats.norm, 5.0);
+  stats.clip_norm = 1.0;
+  ASSERT_THAT(store.Apply(*block, g.data(), 0, -1, WireEncoding::kFloat32,
+                          &stats),
+              IsOk());
+  EXPECT_THAT(PullFloats(store, 2), ElementsAre(-0.6f, -0.8f));
+  EXPECT_EQ(counters.Get("clipped_gradients"), 1);
+}
+
 }  // namespace
 }  // namespace downpour::server

@@ -59,6 +59,17 @@ PushAdmission::Options AdmissionOptions(const Config& config, int index,
   return options;
 }
 
+PushGuard::Options GuardOptions(const Config& config, int index,
+                                int64_t num_blocks, Counters* counters) {
+  PushGuard::Options options;
+  options.num_workers = static_cast<int>(config.cluster.workers.size());
+  options.num_blocks = num_blocks;
+  options.shard_index = index;
+  options.robustness = config.robustness;
+  options.counters = counters;
+  return options;
+}
+
 // This shard's checkpoint generations in checkpoint.dir.
 ShardCheckpoints CheckpointFiles(const Config& config, int index,
                                  const ModelSpec& spec) {
@@ -169,6 +180,8 @@ absl::StatusOr<std::unique_ptr<Shard>> Shard::CreateShard(
   BlockStore::Options store_options;
   store_options.num_workers = static_cast<int>(config.cluster.workers.size());
   store_options.counters = counters;
+  store_options.compute_norms = config.robustness.norm_clip_factor > 0 ||
+                                config.robustness.norm_refuse_factor > 0;
   auto store =
       std::make_unique<BlockStore>(std::move(optimizer), store_options);
   // The restored applied-push windows go on, so pushes acknowledged before
@@ -198,6 +211,9 @@ Shard::Shard(const Config& config, int index, ModelSpec spec,
       store_(std::move(store)),
       admission_(AdmissionOptions(config, index, counters), std::move(windows)),
       restored_(std::move(restored)),
+      guard_(GuardOptions(config, index,
+                          static_cast<int64_t>(spec_.blocks().size()),
+                          counters)),
       gate_(config.training.consistency,
             config.training.max_staleness) {
   absl::MutexLock lock(&mu_);
@@ -369,17 +385,28 @@ absl::Status Shard::ValidatePush(
   blocks->clear();
   blocks->reserve(request.blocks.size());
   stats->resize(request.blocks.size());
-  absl::Status valid;
-  if (request.blocks.size() > 1) {
+  // A worker pushing far more than the others is refused before its
+  // gradients are read (Unavailable: retried, the sequence is not used up).
+  absl::Status valid = guard_.CheckRate(request.worker_id, absl::Now());
+  if (valid.ok() && request.blocks.size() > 1) {
     valid = CheckUnique("push", BlockIds(request), request.worker_id);
   }
   for (size_t i = 0; valid.ok() && i < request.blocks.size(); ++i) {
     const wire::BlockRef& block = request.blocks[i];
+    BlockStore::GradientStats& stat = (*stats)[i];
     absl::StatusOr<BlockStore::Block*> resolved =
         store_->ValidatePush(block.id, block.data, block.size,
-                             EncodingOf(block.encoding), &(*stats)[i]);
-    if (resolved.ok()) {
+                             EncodingOf(block.encoding), &stat);
+    // The norm against the block's typical one: clipped, or refused.
+    absl::StatusOr<double> clip = 0.0;
+    if (resolved.ok() && stat.norm >= 0) {
+      clip = guard_.CheckNorm(block.id, request.worker_id, stat.norm);
+    }
+    if (resolved.ok() && clip.ok()) {
+      stat.clip_norm = *clip;
       blocks->push_back(*resolved);
+    } else if (!clip.ok()) {
+      valid = clip.status();
     } else {
       valid = absl::Status(resolved.status().code(),
                            absl::StrCat(resolved.status().message(),
@@ -580,7 +607,16 @@ absl::Status Shard::Push(const wire::PushView& request,
       RETURN_IF_ERROR(ValidatePush(request, &blocks, &stats));
       if (gate_.mode() == Consistency::Mode::kBsp && tracked &&
           (gate_.Gated(worker) || gate_.BspHasPending(worker))) {
-        return PushBsp(request, response, until);
+        // A bsp round averages the raw gradients: the guard's clip bound
+        // does not reach it, its refusals and rate bound do.
+        absl::Status bsp = PushBsp(request, response, until);
+        if (bsp.ok()) {
+          for (size_t i = 0; i < stats.size(); ++i) {
+            guard_.RecordNorm(request.blocks[i].id, worker, stats[i].norm);
+          }
+          guard_.RecordPush(worker, absl::Now());
+        }
+        return bsp;
       }
       ASSIGN_OR_RETURN(const bool check_again,
                        AwaitSspTurn(request, ids, until, &waited));
@@ -642,7 +678,9 @@ absl::StatusOr<int64_t> Shard::ApplyBlocks(
     response->add_versions(result->version);
     counters_->RecordStaleness(result->staleness);
     bytes += block.size;
+    guard_.RecordNorm(block.id, worker, stats[i].norm);
   }
+  guard_.RecordPush(worker, absl::Now());
   return bytes;
 }
 

@@ -31,6 +31,7 @@
 #include "server/checkpoint.h"
 #include "server/consistency.h"
 #include "server/push_admission.h"
+#include "server/push_guard.h"
 #include "server/sequence_window.h"
 
 namespace downpour::server {
@@ -219,8 +220,10 @@ class Shard {
       const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Validates every block of `request` (one lookup each) into *blocks; the
   // blocks are unchanged either way. What the one pass over each gradient
-  // found goes to *stats, for Apply. A push refused for good (InvalidArgument,
-  // NotFound: the client does not retry it) uses up its sequence.
+  // found goes to *stats, for Apply, with the PushGuard's clip bound. A push
+  // refused for good (InvalidArgument, NotFound: the client does not retry
+  // it) uses up its sequence; one refused by the PushGuard's rate bound
+  // (Unavailable) does not.
   absl::Status ValidatePush(const wire::PushView& request,
                             std::vector<BlockStore::Block*>* blocks,
                             std::vector<BlockStore::GradientStats>* stats)
@@ -293,6 +296,8 @@ class Shard {
   std::optional<Checkpoint> restored_ ABSL_GUARDED_BY(mu_);
   // The highest epoch among the checkpoint generations at Create (set there).
   uint64_t checkpoint_epoch_floor_ ABSL_GUARDED_BY(mu_) = 0;
+  // Norm and rate bounds against one bad worker (config.robustness).
+  PushGuard guard_ ABSL_GUARDED_BY(mu_);
   // ssp clocks and bsp rounds.
   Consistency gate_ ABSL_GUARDED_BY(mu_);
   // Bumped whenever a held push might go on: a push or round applied, the

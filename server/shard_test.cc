@@ -488,6 +488,42 @@ TEST_F(ShardTest, AnInvalidPushUsesUpItsSequence) {
   EXPECT_EQ(counters_.Get("sequence_window_skips"), 0);
 }
 
+// Issue 25: once workers 0 and 1 have pushed, worker 2's gradient far beyond
+// their norms is refused (nothing applied, the sequence used up), and one
+// moderately beyond them is clipped to robustness.norm_clip_factor (10) times
+// their typical norm.
+TEST_F(ShardTest, AGradientFarBeyondTheOtherWorkersIsRefusedOrClipped) {
+  auto shard = MakeShard();
+  ASSERT_THAT(shard->Assign(1, {0}), IsOk());
+  proto::PushResponse response;
+  for (int i = 0; i < 20; ++i) {
+    for (int worker : {0, 1}) {
+      ASSERT_THAT(shard->Push(ValuePush(*spec_, worker, 0, 0.01f), &response),
+                  IsOk());
+    }
+  }
+  uint64_t version = 0;
+  const std::vector<float> before = PullBlock0(*shard, &version);
+  EXPECT_THAT(shard->Push(ValuePush(*spec_, 2, 1, 1e3f), &response),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("block 0"), HasSubstr("worker 2"),
+                             HasSubstr("robustness.norm_refuse_factor"))));
+  uint64_t unchanged = 0;
+  EXPECT_EQ(PullBlock0(*shard, &unchanged), before);
+  EXPECT_EQ(unchanged, version);
+  EXPECT_EQ(counters_.Get("suspect_pushes_worker_2"), 1);
+  // Sequence 1 was used up: 2 applies without a skip.
+  ASSERT_THAT(shard->Push(ValuePush(*spec_, 2, 2, 0.5f), &response), IsOk());
+  const std::vector<float> after = PullBlock0(*shard, &version);
+  for (size_t i = 0; i < after.size(); ++i) {
+    // sgd, lr 1: 0.5 clipped to 10 x 0.01 per element.
+    EXPECT_NEAR(after[i], before[i] - 0.1f, 1e-5) << i;
+  }
+  EXPECT_EQ(counters_.Get("clipped_blocks_worker_2"), 1);
+  EXPECT_EQ(counters_.Get("sequence_window_skips"), 0);
+  EXPECT_EQ(counters_.Get("suspect_pushes_worker_0"), 0);
+}
+
 // Attack: one push with sequence 2^64-1 (even without blocks) made every
 // later push of that worker a "duplicate", for good (the window is
 // checkpointed). Now it is refused and leaves no trace.

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -153,6 +154,32 @@ std::string FormatWorkersTable(const proto::ClusterStatusResponse& cluster,
   return out;
 }
 
+// "Suspect workers: ..." naming, per ps, the workers whose pushes its
+// PushGuard refused (counters suspect_pushes_worker_<w>), most first.
+void AppendSuspects(const proto::ClusterStatusResponse& cluster,
+                    const MemberStatuses& statuses, std::string* out) {
+  constexpr absl::string_view kPrefix = "suspect_pushes_worker_";
+  std::vector<std::string> lines;
+  for (int i = 0; i < cluster.members_size(); ++i) {
+    const proto::MemberStatus& m = cluster.members(i);
+    if (m.role() != "ps" || !statuses[i].ok()) continue;
+    std::vector<std::pair<double, std::string>> suspects;
+    for (const auto& [name, value] : statuses[i]->counters()) {
+      if (value > 0 && absl::StartsWith(name, kPrefix)) {
+        suspects.emplace_back(value, name.substr(kPrefix.size()));
+      }
+    }
+    std::sort(suspects.rbegin(), suspects.rend());
+    for (const auto& [value, worker] : suspects) {
+      lines.push_back(absl::StrCat("ps ", m.index(), ": worker ", worker, " (",
+                                   value, " pushes refused)"));
+    }
+  }
+  if (lines.empty()) return;
+  absl::StrAppend(out, "Suspect workers (robustness bounds): ",
+                  absl::StrJoin(lines, "; "), "\n");
+}
+
 std::string FormatShardsTable(const proto::ClusterStatusResponse& cluster,
                               const MemberStatuses& statuses,
                               const proto::GetPlacementResponse& placement,
@@ -200,6 +227,7 @@ std::string FormatShardsTable(const proto::ClusterStatusResponse& cluster,
         live ? FormatBytes(s.memory_rss_bytes()) : "-");
   }
   AppendUnreachable(cluster, statuses, "ps", &out);
+  AppendSuspects(cluster, statuses, &out);
   std::sort(blocks.begin(), blocks.end(),
             [](const BlockRate& a, const BlockRate& b) {
               if (a.updates_per_sec != b.updates_per_sec)

@@ -130,6 +130,23 @@ TEST(ShardsTableTest, BlocksBytesRatesAndHottestBlocks) {
   ASSERT_NE(hottest, std::string::npos);
   EXPECT_LT(hottest, table.find("     0  fc1.weight"));
   EXPECT_THAT(table, Not(HasSubstr("     1  fc1.weight")));
+  EXPECT_THAT(table, Not(HasSubstr("Suspect workers")));
+}
+
+TEST(ShardsTableTest, NamesTheWorkersWhosePushesWereRefused) {
+  MemberStatuses statuses = Statuses();
+  for (auto& status : statuses) {
+    if (!status.ok()) continue;
+    (*status->mutable_counters())["suspect_pushes_worker_2"] = 26538;
+    (*status->mutable_counters())["suspect_pushes_worker_0"] = 0;
+    break;
+  }
+  const std::string table = FormatShardsTable(
+      Cluster(), statuses, proto::GetPlacementResponse(),
+      proto::DescribeModelResponse(), {}, 2);
+  EXPECT_THAT(table, HasSubstr("Suspect workers (robustness bounds): ps 0: "
+                               "worker 2 (26538 pushes refused)"));
+  EXPECT_THAT(table, Not(HasSubstr("worker 0 (")));
 }
 
 TEST(WatchFrameTest, TotalsSparklinesAndMembers) {
