@@ -10,11 +10,16 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/config.h"
+#include "common/testing/poll.h"
+#include "rpc/security.h"
+#include "proto/coordinator.grpc.pb.h"
 #include "rpc/server_util.h"
 #include "common/subprocess.h"
 #include "gtest/gtest.h"
@@ -44,12 +49,49 @@ int PortOf(const std::string& address) {
 
 class ConnectionTest : public testing::DaemonJobTest {
  protected:
-  void SetUp() override {
+  void SetUp() override { StartCoordinator(/*tls=*/false); }
+
+  void TearDown() override {
+    testing::DaemonJobTest::TearDown();
+    UninstallSecurity();
+  }
+
+  // Writes the job's config and starts the coordinator; with `tls`, first
+  // makes certificates and tokens (deploy/make_certs.sh), turns on mutual TLS
+  // and tokens, and has this process call as admin.
+  void StartCoordinator(bool tls) {
+    std::string security;
+    if (tls) {
+      const std::string certs = testing::TestDir() + "/certs";
+      auto make = Subprocess::Start(
+          "make_certs",
+          {testing::BinDir() + "/deploy/make_certs.sh", "--out", certs, "--ps",
+           "1", "--standby", "0", "--workers", "1"},
+          testing::TestDir() + "/make_certs.log");
+      ASSERT_TRUE(make.ok()) << make.status();
+      ASSERT_EQ((*make)->Wait(absl::Seconds(60)), 0) << (*make)->LogTail(20);
+      security = absl::StrCat(
+          "security:\n  tls: true\n  mutual_tls: true\n  ca_file: ", certs,
+          "/ca.pem\n  cert_file: ", certs, "/{name}.pem\n  key_file: ", certs,
+          "/{name}.key\n");
+      for (const char* role : {"ps", "worker", "admin", "reader"}) {
+        absl::StrAppend(&security, "  ", role, "_token_file: ", certs, "/",
+                        role, ".token\n");
+      }
+    }
     config_ = testing::WriteConfig(
-        "job.yaml", testing::LoopbackConfig(
-                        1, 1,
-                        "data:\n  source: synthetic\nmodel:\n  layers: [784, 16, "
-                        "10]\ncheckpoint:\n  dir: \"\"\n"));
+        "job.yaml",
+        testing::LoopbackConfig(
+            1, 1,
+            absl::StrCat("data:\n  source: synthetic\nmodel:\n  layers: [784, "
+                         "16, 10]\ncheckpoint:\n  dir: \"\"\n",
+                         security)));
+    if (tls) {
+      auto config = LoadConfig(config_);
+      ASSERT_TRUE(config.ok()) << config.status();
+      ASSERT_TRUE(
+          InstallSecurity(config->security, "client", CallerRole::kAdmin).ok());
+    }
     const std::string port_file = testing::TestDir() + "/coordinator.port";
     Subprocess& c =
         Start("coordinator", "coordinator/coordinator", {"--port_file", port_file});
@@ -80,6 +122,30 @@ class ConnectionTest : public testing::DaemonJobTest {
 
   std::string coordinator_;
 };
+
+// A valid client on a connection of its own (the test's credentials: TLS and
+// the admin token when installed) is answered by `address` within 2 s.
+bool Serves(const std::string& address) {
+  auto stub = proto::Status::NewStub(MakeChannel(address, /*fresh_connection=*/true));
+  grpc::ClientContext context;
+  context.set_deadline(DeadlineIn(2));
+  proto::GetStatusResponse status;
+  return stub->GetStatus(&context, {}, &status).ok();
+}
+
+// Whether the coordinator at `coordinator` holds ps 0 alive; nullopt when it
+// cannot be asked.
+std::optional<bool> PsAlive(const std::string& coordinator) {
+  auto stub = proto::Coordinator::NewStub(MakeChannel(coordinator));
+  grpc::ClientContext context;
+  context.set_deadline(DeadlineIn(2));
+  proto::ClusterStatusResponse response;
+  if (!stub->ClusterStatus(&context, {}, &response).ok()) return std::nullopt;
+  for (const proto::MemberStatus& member : response.members()) {
+    if (member.role() == "ps" && member.index() == 0) return member.alive();
+  }
+  return false;
+}
 
 TEST_F(ConnectionTest, AConnectionThatNeverHandshakesIsClosed) {
   const std::string ps = StartPs({});
@@ -132,6 +198,77 @@ TEST_F(ConnectionTest, APsThatCannotAcceptAnyMoreExitsToBeRestarted) {
                                 << daemons_["ps-0"]->LogTail(10);
   EXPECT_EQ(*exit, 1) << daemons_["ps-0"]->LogTail(10);
 }
+
+}  // namespace
+}  // namespace downpour
+
+namespace downpour {
+namespace {
+
+// The attack of issue 25: a ps limited to 256 descriptors, 400 idle TCP
+// connections to its port that never send a byte (no TLS ClientHello, no
+// HTTP/2 preface), held open by the attacker. The ps must never be left
+// alive but unreachable: either a valid client on a fresh connection is
+// served again within a bounded time, or the ps exits 1 (to be restarted)
+// and the coordinator no longer holds it alive.
+class ConnectionFloodTest : public ConnectionTest,
+                            public ::testing::WithParamInterface<bool> {
+ protected:
+  void SetUp() override { StartCoordinator(/*tls=*/GetParam()); }
+};
+
+TEST_P(ConnectionFloodTest, APsUnderAFloodOfIdleConnectionsIsNeverLeftUnreachable) {
+  if (access("/usr/bin/prlimit", X_OK) != 0) {
+    GTEST_SKIP() << "prlimit (util-linux) not installed";
+  }
+  const std::string ps = StartPs({"/usr/bin/prlimit", "--nofile=256:256", "--"});
+  ASSERT_FALSE(ps.empty());
+  Subprocess& process = *daemons_["ps-0"];
+  ASSERT_TRUE(testing::WaitUntil([&] { return Serves(ps); }, absl::Seconds(20),
+                                 absl::Milliseconds(50)))
+      << process.LogTail(20);
+
+  const absl::Time start = absl::Now();
+  std::vector<int> flood;
+  for (int i = 0; i < 400; ++i) {
+    const int fd = RawConnect(PortOf(ps));
+    if (fd >= 0) flood.push_back(fd);
+  }
+  // The flood stays open (the attacker never closes); the ps must recover or
+  // give up on its own. Served again, or exited and seen dead, within 60 s.
+  bool served = false;
+  std::optional<int> exit;
+  const absl::Time deadline = start + absl::Seconds(60);
+  while (absl::Now() < deadline) {
+    if ((exit = process.Poll()).has_value()) break;
+    if (Serves(ps)) {
+      served = true;
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  const double took = absl::ToDoubleSeconds(absl::Now() - start);
+  RecordProperty("seconds_to_outcome", std::to_string(took));
+  for (int fd : flood) close(fd);
+  if (served) {
+    SUCCEED() << "served again " << took << " s after the flood began";
+    return;
+  }
+  ASSERT_TRUE(exit.has_value())
+      << "60 s after the flood began the ps is alive but serves no new "
+         "client; log:\n"
+      << process.LogTail(20);
+  EXPECT_EQ(*exit, 1) << process.LogTail(20);
+  // The coordinator stops holding it alive (heartbeat.timeout_s 2 here).
+  EXPECT_TRUE(testing::WaitUntil(
+      [&] { return PsAlive(coordinator_) == std::optional<bool>(false); },
+      absl::Seconds(10), absl::Milliseconds(100)));
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, ConnectionFloodTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "Tls" : "Plaintext";
+                         });
 
 }  // namespace
 }  // namespace downpour
