@@ -65,8 +65,8 @@ class ClientTiming final : public gx::ClientInterceptorFactoryInterface {
 };
 
 // Connection management on every server: a peer that vanished, a connection
-// idle for minutes and a handshake that never completes are closed, and one
-// connection cannot open unbounded streams.
+// idle for minutes or older than an hour and a handshake that never completes
+// are closed, and one connection cannot open unbounded streams.
 void SetConnectionLimits(grpc::ServerBuilder* builder) {
   builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveTimeMs);
   builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kKeepaliveTimeoutMs);
@@ -77,6 +77,11 @@ void SetConnectionLimits(grpc::ServerBuilder* builder) {
                               kKeepaliveTimeMs / 2);
   builder->AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 2);
   builder->AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, kMaxConnectionIdleMs);
+  // An authenticated client cannot hold one connection (and its descriptor)
+  // for ever by keeping a call open or pinging.
+  builder->AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS, kMaxConnectionAgeMs);
+  builder->AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
+                              kMaxConnectionAgeGraceMs);
   builder->AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
                               kHandshakeTimeoutMs);
   builder->AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
