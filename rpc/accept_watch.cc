@@ -14,9 +14,9 @@
 #include "absl/strings/str_cat.h"
 #include "common/fd_limit.h"
 #include "common/logging.h"
+#include "proto/health.grpc.pb.h"
 #include "rpc/grpc_status.h"
 #include "rpc/server_util.h"
-#include "proto/health.grpc.pb.h"
 
 namespace downpour {
 namespace {
@@ -58,11 +58,13 @@ int MillisLeft(absl::Time deadline) {
 
 // The raw probe (see CheckAccepts): does the server react to a fresh TCP
 // connection at `target` (host:port) before `deadline`?
-AcceptCheckResult ProbeReaction(const std::string& target, absl::Time deadline) {
+AcceptCheckResult ProbeReaction(const std::string& target,
+                                absl::Time deadline) {
   const size_t colon = target.rfind(':');
   std::string host = target.substr(0, colon);
   const std::string port = target.substr(colon + 1);
-  if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  if (host.size() >= 2 && host.front() == '[')
+    host = host.substr(1, host.size() - 2);
   addrinfo hints = {};
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
@@ -99,7 +101,8 @@ AcceptCheckResult ProbeReaction(const std::string& target, absl::Time deadline) 
   socklen_t length = sizeof(error);
   getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length);
   if (error != 0) {
-    return {AcceptCheck::kNotAccepted, absl::StrCat("connect: ", std::strerror(error))};
+    return {AcceptCheck::kNotAccepted,
+            absl::StrCat("connect: ", std::strerror(error))};
   }
   // "GET " starts neither a TLS record nor the HTTP/2 preface: a TLS server
   // answers with an alert or closes, an HTTP/2 one sends its SETTINGS (maybe
@@ -109,8 +112,9 @@ AcceptCheckResult ProbeReaction(const std::string& target, absl::Time deadline) 
   send(fd, kProbe, sizeof(kProbe) - 1, MSG_NOSIGNAL);
   wait = {fd, POLLIN, 0};
   if (poll(&wait, 1, MillisLeft(deadline)) <= 0) {
-    return {AcceptCheck::kNotAccepted,
-            "a fresh TCP connection got no reaction at all: nobody accepted it"};
+    return {
+        AcceptCheck::kNotAccepted,
+        "a fresh TCP connection got no reaction at all: nobody accepted it"};
   }
   return {AcceptCheck::kAccepted, ""};
 }
@@ -140,16 +144,16 @@ AcceptCheckResult CheckAccepts(const std::string& address,
   // deadline, just like one refused for a certificate that does not name
   // this address. Whether the server took the connection at all is what the
   // raw probe tells.
-  AcceptCheckResult probe = ProbeReaction(
-      target, absl::Now() + std::min(deadline, absl::Seconds(2)));
-  const std::string call = absl::StrCat(
-      "health Check: ", FromGrpcStatus(status).ToString());
+  AcceptCheckResult probe =
+      ProbeReaction(target, absl::Now() + std::min(deadline, absl::Seconds(2)));
+  const std::string call =
+      absl::StrCat("health Check: ", FromGrpcStatus(status).ToString());
   if (probe.outcome == AcceptCheck::kAccepted) {
     probe.detail = absl::StrCat(call, "; yet the server reacts to a raw probe",
                                 probe.detail.empty() ? "" : ": ", probe.detail);
   } else {
-    probe.detail =
-        absl::StrCat(call, "; raw probe: ", probe.detail, " (", FdSummary(), ")");
+    probe.detail = absl::StrCat(call, "; raw probe: ", probe.detail, " (",
+                                FdSummary(), ")");
   }
   return probe;
 }
@@ -173,8 +177,8 @@ AcceptWatch::~AcceptWatch() {
 }
 
 void AcceptWatch::Loop() {
-  int failed = 0;    // checks in a row that found the listener gone
-  int pressed = 0;   // checks in a row without free descriptors
+  int failed = 0;   // checks in a row that found the listener gone
+  int pressed = 0;  // checks in a row without free descriptors
   while (!stop_.WaitForNotificationWithTimeout(options_.period)) {
     const AcceptCheckResult check = CheckAccepts(address_, options_.deadline);
     if (stop_.HasBeenNotified()) return;  // shutting down: not a failure
@@ -196,7 +200,8 @@ void AcceptWatch::Loop() {
         SPDLOG_LOGGER_WARN(Log(Logger::kRpc),
                            "{}: out of file descriptors ({}), {} of {} checks "
                            "in a row: cannot tell whether it still accepts",
-                           who_, check.detail, pressed, options_.pressure_checks);
+                           who_, check.detail, pressed,
+                           options_.pressure_checks);
         if (pressed < options_.pressure_checks) continue;
         why = absl::StrCat("out of file descriptors for ", pressed,
                            " checks in a row: ", check.detail);

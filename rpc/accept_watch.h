@@ -39,14 +39,15 @@ class AcceptWatch {
   struct Options {
     absl::Duration period = absl::Seconds(5);
     absl::Duration deadline = absl::Seconds(5);  // per check
-    int failures = 4;  // in a row: ~20-40 s of not accepting
+    int failures = 4;          // in a row: ~20-40 s of not accepting
     int pressure_checks = 12;  // in a row without free descriptors: ~1 min
   };
 
   // `who` names the daemon in the log ("ps 0").
-  AcceptWatch(std::string who, std::string address, std::function<void()> on_stuck);
-  AcceptWatch(std::string who, std::string address, std::function<void()> on_stuck,
-              Options options);
+  AcceptWatch(std::string who, std::string address,
+              std::function<void()> on_stuck);
+  AcceptWatch(std::string who, std::string address,
+              std::function<void()> on_stuck, Options options);
   ~AcceptWatch();  // stops the checks
 
   AcceptWatch(const AcceptWatch&) = delete;
@@ -73,8 +74,8 @@ constexpr int kFdHeadroom = 8;
 
 // What one check found.
 enum class AcceptCheck {
-  kAccepted,     // the server took a fresh connection and reacted to it
-  kNotAccepted,  // a fresh connection got no reaction: the listener is gone
+  kAccepted,       // the server took a fresh connection and reacted to it
+  kNotAccepted,    // a fresh connection got no reaction: the listener is gone
   kNoDescriptors,  // this process is (nearly) out of descriptors: no verdict
 };
 
