@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/logging.h"
+#include "rpc/accept_guard.h"
 #include "rpc/security.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/support/client_interceptor.h"
@@ -152,8 +153,12 @@ absl::StatusOr<StartedServer> StartServer(
         who, ": listen address '", address, "' is not host:port"));
   }
   TuneMallocForBulkTransfer();
-  static std::once_flag health_once;  // a process-wide gRPC setting
-  std::call_once(health_once, [] { grpc::EnableDefaultHealthCheckService(true); });
+  static std::once_flag once;  // process-wide settings
+  std::call_once(once, [] {
+    grpc::EnableDefaultHealthCheckService(true);
+    // Before any listener accepts: gRPC 1.51's stop for good on EMFILE.
+    Log(Logger::kRpc)->info("{}", InstallAcceptGuard());
+  });
   std::shared_ptr<grpc::ServerCredentials> credentials =
       ServerTransportCredentials();
   if (credentials == nullptr) {

@@ -32,10 +32,18 @@
 namespace downpour {
 namespace {
 
-// A TCP connection to 127.0.0.1:`port` that sends nothing; -1 on failure.
+// A TCP connection to 127.0.0.1:`port` that sends nothing, from the loopback
+// address 127.0.0.`source` (Linux routes all of 127/8 to lo); -1 on failure.
 // Close-on-exec: daemons started later must not inherit it.
-int RawConnect(int port) {
+int RawConnect(int port, int source = 1) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in from = {};
+  from.sin_family = AF_INET;
+  from.sin_addr.s_addr = htonl(INADDR_LOOPBACK - 1 + source);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof(from)) != 0) {
+    close(fd);
+    return -1;
+  }
   sockaddr_in addr = {};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(port);
@@ -133,9 +141,12 @@ class ConnectionTest : public testing::DaemonJobTest {
 // The attacker's connections, closed on every way out of a test.
 class Flood {
  public:
-  Flood(int port, int n) {
+  // `n` connections to `port`, spread over the loopback addresses
+  // 127.0.0.`first_source` ... 127.0.0.`first_source + sources - 1`.
+  Flood(int port, int n, int first_source = 1, int sources = 1) {
     for (int i = 0; i < n; ++i) {
-      if (const int fd = RawConnect(port); fd >= 0) fds_.push_back(fd);
+      const int fd = RawConnect(port, first_source + i % sources);
+      if (fd >= 0) fds_.push_back(fd);
     }
   }
   ~Flood() {
@@ -274,6 +285,55 @@ TEST_P(TransportTest, APsUnderAFloodOfIdleConnectionsIsNeverLeftUnreachable) {
       << daemons_["ps-0"]->LogTail(20);
   RecordProperty("seconds_to_served_after_restart",
                  std::to_string(absl::ToDoubleSeconds(absl::Now() - start)));
+}
+
+// The same flood from one other address (127.0.0.2): it may hold a quarter
+// of the connections (AcceptGuardLimitsFor: 56 of a 256-descriptor ps), the
+// rest are closed at accept, and a client from 127.0.0.1 is served at once,
+// while the flood is held.
+TEST_F(ConnectionTest, OneAddressCannotTakeTheConnectionsOthersNeed) {
+  if (access("/usr/bin/prlimit", X_OK) != 0) {
+    GTEST_SKIP() << "prlimit (util-linux) not installed";
+  }
+  const std::string ps = StartPs({"/usr/bin/prlimit", "--nofile=256:256", "--"});
+  ASSERT_FALSE(ps.empty());
+  const Flood flood(PortOf(ps), 400, /*first_source=*/2);
+  ASSERT_EQ(flood.size(), 400u);
+  EXPECT_TRUE(testing::WaitUntil(
+      [&] {
+        return testing::StatusCounter(ps, "connections_closed_over_per_peer") >=
+               400 - 56;
+      },
+      absl::Seconds(5), absl::Milliseconds(50)))
+      << daemons_["ps-0"]->LogTail(10);
+  const absl::Time start = absl::Now();
+  EXPECT_TRUE(Serves(ps)) << daemons_["ps-0"]->LogTail(10);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));  // not after the deadline
+}
+
+// 400 connections from 8 addresses, 50 each: under the per-address limit,
+// over what the ps can hold. The ps keeps 32 descriptors for itself (its
+// heartbeats go on: the coordinator holds it alive), never loses its
+// listener, and serves a client once the handshake deadline has closed the
+// flood's connections.
+TEST_F(ConnectionTest, ManyAddressesCannotExhaustTheDescriptors) {
+  if (access("/usr/bin/prlimit", X_OK) != 0) {
+    GTEST_SKIP() << "prlimit (util-linux) not installed";
+  }
+  const std::string ps = StartPs({"/usr/bin/prlimit", "--nofile=256:256", "--"});
+  ASSERT_FALSE(ps.empty());
+  const absl::Time start = absl::Now();
+  const Flood flood(PortOf(ps), 400, /*first_source=*/2, /*sources=*/8);
+  ASSERT_EQ(flood.size(), 400u);
+  EXPECT_TRUE(testing::WaitUntil([&] { return Serves(ps); }, absl::Seconds(30),
+                                 absl::Milliseconds(200)))
+      << daemons_["ps-0"]->LogTail(10);
+  RecordProperty("seconds_to_served",
+                 std::to_string(absl::ToDoubleSeconds(absl::Now() - start)));
+  EXPECT_GT(testing::StatusCounter(ps, "connections_closed_over_reserve"), 0);
+  EXPECT_EQ(testing::StatusCounter(ps, "connections_closed_out_of_fds"), 0);
+  EXPECT_EQ(PsAlive(coordinator_), std::optional<bool>(true));
+  EXPECT_FALSE(daemons_["ps-0"]->Poll().has_value());
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, TransportTest, ::testing::Bool(),
