@@ -3,7 +3,9 @@
 // ran out of file descriptors, e.g. under a flood of idle connections), in
 // plaintext and TLS alike: the daemon keeps heartbeating over its existing
 // connections, so nobody replaces it, yet no new client can reach it, and it
-// does not recover when descriptors free up again. The watch checks every
+// does not recover when descriptors free up again. The accept guard
+// (rpc/accept_guard.h) normally keeps that from happening; this watch is the
+// backstop for when it does anyway. The watch checks every
 // `period` that a fresh connection to the server's own address is accepted
 // (CheckAccepts); after `failures` checks in a row find it not accepting while
 // descriptors are free, it says why once (ERROR log) and calls `on_stuck`.

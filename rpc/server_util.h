@@ -45,7 +45,9 @@ struct StartedServer {
 // Binds `address` (host:port, port 0 = ephemeral) and starts serving `services`
 // with the process's transport (rpc/security.h: TLS and tokens once
 // InstallSecurity ran, plaintext otherwise; the log says which, loudly for
-// plaintext off loopback) and SetConnectionLimits,
+// plaintext off loopback), the accept guard (rpc/accept_guard.h: connections
+// capped per daemon and per peer address; installed by the first call, for
+// the whole process) and SetConnectionLimits,
 // plus the standard grpc.health.v1.Health service (gRPC's default one: SERVING
 // for the whole server, "", from start until Shutdown, then NOT_SERVING), so
 // Kubernetes gRPC probes and grpc_health_probe work unchanged. Every call served
