@@ -38,11 +38,6 @@ Accept4Fn RealAccept4() {
   return real;
 }
 
-// At most this many connections are closed in one call before gRPC is told
-// EAGAIN (it calls again on the next connection), so that a flood cannot
-// keep its poller thread here.
-constexpr int kMaxClosedPerCall = 256;
-
 // A peer at its limit is looked at again (are its connections still open?)
 // at most this often: a flood from one address costs no more than that.
 constexpr absl::Duration kRecheckPeerEvery = absl::Milliseconds(100);
@@ -229,13 +224,19 @@ int GuardedAccept4(int listener, sockaddr* address, socklen_t* length,
   Guard& guard = TheGuard();
   if (!guard.installed()) return real(listener, address, length, flags);
   const socklen_t length_in = length != nullptr ? *length : 0;
-  for (int closed = 0; closed < kMaxClosedPerCall; ++closed) {
+  // Until a connection is kept or none is waiting, as gRPC's own loop does:
+  // its listener is edge-triggered, so returning EAGAIN with connections
+  // still queued would leave them (and a client behind them) waiting for
+  // the next connection to arrive.
+  for (;;) {
     if (length != nullptr) *length = length_in;
     const int fd = real(listener, address, length, flags);
     if (fd >= 0) {
       if (guard.Admit(fd) == Verdict::kKeep) return fd;
       close(fd);
     } else if (errno == EMFILE || errno == ENFILE) {
+      // No room to accept even into the spare: gRPC retries on the next
+      // connection (its listener stays armed).
       if (!guard.CloseOneWaiting(listener)) break;
     } else {
       return fd;  // EAGAIN included: nothing waiting
@@ -243,7 +244,7 @@ int GuardedAccept4(int listener, sockaddr* address, socklen_t* length,
     guard.MaybeLog();
   }
   guard.MaybeLog();
-  errno = EAGAIN;  // gRPC waits for the next connection
+  errno = EAGAIN;
   return -1;
 }
 
