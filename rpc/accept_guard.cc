@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -99,8 +100,8 @@ class Guard {
 
   // What to do with `fd`, just accepted; records it when kept.
   Verdict Admit(int fd) ABSL_LOCKS_EXCLUDED(mu_) {
-    const AcceptGuardLimits limits = AcceptGuardLimitsFor(FdLimit());
     const uint64_t limit = FdLimit();
+    const AcceptGuardLimits limits = AcceptGuardLimitsFor(limit);
     if (limit > 0 && static_cast<uint64_t>(fd) + limits.reserve >= limit) {
       counts_.over_reserve.fetch_add(1);
       return Verdict::kOverReserve;
@@ -252,6 +253,10 @@ int GuardedAccept4(int listener, sockaddr* address, socklen_t* length,
 
 AcceptGuardLimits AcceptGuardLimitsFor(uint64_t fd_limit) {
   AcceptGuardLimits limits;
+  if (fd_limit == 0) {  // unknown: no limits
+    limits.per_peer = std::numeric_limits<int>::max();
+    return limits;
+  }
   const int64_t limit =
       static_cast<int64_t>(std::min<uint64_t>(fd_limit, uint64_t{1} << 30));
   limits.reserve = static_cast<int>(std::max<int64_t>(32, limit / 16));

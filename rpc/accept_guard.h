@@ -40,7 +40,8 @@ struct AcceptGuardLimits {
 
 // The limits for a soft descriptor limit of `fd_limit`: reserve = max(32,
 // fd_limit / 16); per_peer = max(16, (fd_limit - reserve) / 4), so that no
-// single address can take the connections every other one needs.
+// single address can take the connections every other one needs. A limit of 0
+// (unknown) means no limits.
 AcceptGuardLimits AcceptGuardLimitsFor(uint64_t fd_limit);
 
 // Turns the guard on for this process (idempotent; StartServer calls it),

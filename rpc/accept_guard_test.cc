@@ -35,6 +35,9 @@ TEST(AcceptGuardTest, LimitsKeepAReserveAndAShareForEveryPeer) {
     EXPECT_EQ(limits.reserve, c.reserve) << c.fd_limit;
     EXPECT_EQ(limits.per_peer, c.per_peer) << c.fd_limit;
   }
+  const AcceptGuardLimits unknown = AcceptGuardLimitsFor(0);
+  EXPECT_EQ(unknown.reserve, 0);
+  EXPECT_GT(unknown.per_peer, 1 << 30);
 }
 
 TEST(AcceptGuardTest, IsInterposedWhenLinked) {
