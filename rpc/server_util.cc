@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/logging.h"
+#include "rpc/accept_guard.h"
 #include "rpc/security.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/support/client_interceptor.h"
@@ -65,8 +66,8 @@ class ClientTiming final : public gx::ClientInterceptorFactoryInterface {
 };
 
 // Connection management on every server: a peer that vanished, a connection
-// idle for minutes and a handshake that never completes are closed, and one
-// connection cannot open unbounded streams.
+// idle for minutes or older than an hour and a handshake that never completes
+// are closed, and one connection cannot open unbounded streams.
 void SetConnectionLimits(grpc::ServerBuilder* builder) {
   builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveTimeMs);
   builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kKeepaliveTimeoutMs);
@@ -77,6 +78,11 @@ void SetConnectionLimits(grpc::ServerBuilder* builder) {
                               kKeepaliveTimeMs / 2);
   builder->AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 2);
   builder->AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, kMaxConnectionIdleMs);
+  // An authenticated client cannot hold one connection (and its descriptor)
+  // for ever by keeping a call open or pinging.
+  builder->AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS, kMaxConnectionAgeMs);
+  builder->AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
+                              kMaxConnectionAgeGraceMs);
   builder->AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
                               kHandshakeTimeoutMs);
   builder->AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
@@ -147,8 +153,12 @@ absl::StatusOr<StartedServer> StartServer(
         who, ": listen address '", address, "' is not host:port"));
   }
   TuneMallocForBulkTransfer();
-  static std::once_flag health_once;  // a process-wide gRPC setting
-  std::call_once(health_once, [] { grpc::EnableDefaultHealthCheckService(true); });
+  static std::once_flag once;  // process-wide settings
+  std::call_once(once, [] {
+    grpc::EnableDefaultHealthCheckService(true);
+    // Before any listener accepts: gRPC 1.51's stop for good on EMFILE.
+    Log(Logger::kRpc)->info("{}", InstallAcceptGuard());
+  });
   std::shared_ptr<grpc::ServerCredentials> credentials =
       ServerTransportCredentials();
   if (credentials == nullptr) {

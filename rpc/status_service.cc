@@ -7,6 +7,7 @@
 
 #include "common/fd_limit.h"
 #include "rpc/security.h"
+#include "rpc/accept_guard.h"
 #include "rpc/server_util.h"
 
 namespace downpour {
@@ -72,6 +73,12 @@ void StatusService::Fill(proto::GetStatusResponse* response) const {
   for (const auto& [name, value] : counters_->Snapshot()) {
     (*response->mutable_counters())[name] = value;
   }
+  // Connections closed at accept (rpc/accept_guard.h), process-wide.
+  const AcceptGuardCounts closed = GetAcceptGuardCounts();
+  auto& counters = *response->mutable_counters();
+  counters["connections_closed_over_reserve"] = closed.over_reserve;
+  counters["connections_closed_over_per_peer"] = closed.over_per_peer;
+  counters["connections_closed_out_of_fds"] = closed.out_of_fds;
   FillStaleness(counters_->Staleness(), response);
   const Counters::RateSnapshot rates = counters_->Rates();
   response->set_rate_window_seconds(rates.window_seconds);

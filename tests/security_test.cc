@@ -298,13 +298,20 @@ TEST_F(SecurityTest, CallsWithoutTheRightTokenAreRefusedAndChangeNothing) {
   proto::ClusterStatusResponse response;
   EXPECT_FALSE(plain->ClusterStatus(&context, {}, &response).ok());
 
-  // Health checks need TLS but no token (probes).
-  {
-    auto health = grpc::health::v1::Health::NewStub(Channel(ps_, ""));
+  // Health checks need TLS but no token (probes), and answer whatever token
+  // a probe carries: a wrong one too (it carries no authority there).
+  const std::string wrong_token = dir_ + "/wrong.token";
+  ASSERT_TRUE(
+      WriteFileAtomically(wrong_token, "0123456789abcdef0123456789abcdef\n").ok());
+  for (const std::string& token : {std::string(), wrong_token}) {
+    auto health = grpc::health::v1::Health::NewStub(Channel(ps_, token));
     grpc::ClientContext ctx;
     ctx.set_deadline(DeadlineIn(5));
     grpc::health::v1::HealthCheckResponse answer;
-    EXPECT_TRUE(health->Check(&ctx, {}, &answer).ok());
+    const grpc::Status status = health->Check(&ctx, {}, &answer);
+    EXPECT_TRUE(status.ok()) << "token file '" << token << "': "
+                             << status.error_message();
+    EXPECT_EQ(answer.status(), grpc::health::v1::HealthCheckResponse::SERVING);
   }
 
   // Nothing changed: same blocks, same values, the job still on.
