@@ -143,6 +143,7 @@ class RobustnessTest : public testing::DaemonJobTest {
       // push is UNAVAILABLE; an empty one is then refused, changing nothing.
       auto ps = proto::ParameterServer::NewStub(MakeChannel(PsAddress()));
       proto::PushRequest empty;
+      empty.set_placement_epoch(Status().placement_epoch());
       empty.set_worker_id(kAttacker);
       empty.set_push_key(attacker_.push_key());
       EXPECT_TRUE(testing::WaitUntil(

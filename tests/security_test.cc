@@ -396,6 +396,19 @@ TEST_F(SecurityTest, AWorkerTokenCannotPoisonTheModel) {
   EXPECT_EQ(finite.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
       << Describe(finite);
   EXPECT_THAT(finite.error_message(), HasSubstr("max_gradient_value"));
+  // Issue 25 attack 2 over TLS: the worker token alone does not move worker
+  // 0's window (the ps knows the incarnation now); its place's push key does.
+  for (const uint64_t key : {uint64_t{0}, registered.push_key() + 1}) {
+    proto::PushRequest forged = poison;
+    forged.set_sequence(MakeSequence(registered.incarnation(), 1 << 20));
+    forged.set_push_key(key);
+    grpc::ClientContext context;
+    context.set_deadline(DeadlineIn(5));
+    proto::PushResponse response;
+    const grpc::Status status = ps->Push(&context, forged, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED)
+        << Describe(status);
+  }
   proto::PushRequest twice = poison;
   const std::vector<float> small(model.blocks(0).floats(), 1e-3f);
   twice.mutable_blocks(0)->set_data(small.data(), small.size() * sizeof(float));
