@@ -102,10 +102,13 @@ class PushGuard {
   void RecordPush(int32_t worker, absl::Time now);
 
   // The norm a block gradient of L2 norm `norm` is to be clipped to (0: none)
-  // or InvalidArgument when it is beyond norm_refuse_factor times the block's
+  // or Aborted when it is beyond norm_refuse_factor times the block's
   // typical norm: "push: block 3 gradient norm 9.2e+08 of worker 3 is beyond
   // 1000 x 0.41, the norm typical of this block's workers
-  // (robustness.norm_refuse_factor); nothing was applied". Before warm-up,
+  // (robustness.norm_refuse_factor); nothing was applied ...". Aborted, not
+  // InvalidArgument: the shard uses the sequence up and the client retries,
+  // is told "duplicate" and goes on, so an honest worker's rare outlier costs
+  // it one gradient, not its life. Before warm-up,
   // 0 (no bound).
   absl::StatusOr<double> CheckNorm(uint32_t block, int32_t worker,
                                    double norm);

@@ -65,7 +65,7 @@ TEST_F(PushGuardTest, ClipsBeyondTheClipFactorAndRefusesBeyondTheRefuseFactor) {
   Feed(&guard, 2, 1, 2.0, 20);
   // A newcomer beyond two established workers is refused from its first push.
   EXPECT_THAT(guard.CheckNorm(2, 2, 9e8).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument,
+              StatusIs(absl::StatusCode::kAborted,
                        AllOf(HasSubstr("block 2"), HasSubstr("worker 2"),
                              HasSubstr("9e+08"), HasSubstr("1000 x 2"),
                              HasSubstr("robustness.norm_refuse_factor"))));
@@ -77,7 +77,7 @@ TEST_F(PushGuardTest, ClipsBeyondTheClipFactorAndRefusesBeyondTheRefuseFactor) {
   ASSERT_THAT(clip.status(), IsOk());
   EXPECT_DOUBLE_EQ(*clip, 20.0);
   EXPECT_THAT(guard.CheckNorm(2, 2, 9e8).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument));
+              StatusIs(absl::StatusCode::kAborted));
   EXPECT_EQ(counters_.Get("suspect_pushes_worker_2"), 2);
   EXPECT_EQ(counters_.Get("clipped_blocks_worker_2"), 1);
   EXPECT_EQ(counters_.Get("guard_clipped_blocks"), 1);
@@ -91,7 +91,7 @@ TEST_F(PushGuardTest, AWorkersOwnHistoryNeverExcusesIt) {
   Feed(&guard, 0, 1, 1.0, 20);
   Feed(&guard, 0, 2, 1e6, 20);  // warmed up on huge norms (no bound then)
   EXPECT_THAT(guard.CheckNorm(0, 2, 1e6).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument));
+              StatusIs(absl::StatusCode::kAborted));
   EXPECT_THAT(guard.CheckNorm(0, 0, 1.0).status(), IsOk());
 }
 
@@ -99,7 +99,7 @@ TEST_F(PushGuardTest, OfTwoWorkersTheEstablishedOneIsTrustedOverANewcomer) {
   PushGuard guard(Options(2));
   Feed(&guard, 0, 0, 1.0, 20);
   EXPECT_THAT(guard.CheckNorm(0, 1, 1e6).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument));
+              StatusIs(absl::StatusCode::kAborted));
   // Two established workers: neither can get the other refused.
   Feed(&guard, 1, 0, 1.0, 20);
   Feed(&guard, 1, 1, 1e-3, 20);

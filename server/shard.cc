@@ -415,10 +415,13 @@ absl::Status Shard::ValidatePush(
   }
   if (valid.ok()) return valid;
   counters_->Add("rejected_pushes", 1);
-  // Refused for good (the client does not retry this): the sequence is used
-  // up, so it cannot hold the window back.
+  // Refused for good (the client does not retry this), or an outlier the
+  // guard refused (Aborted: the client retries it and is told "duplicate",
+  // so an honest worker drops this one gradient and goes on): the sequence
+  // is used up, so it cannot hold the window back.
   if (request.sequence > 0 &&
-      (absl::IsInvalidArgument(valid) || absl::IsNotFound(valid))) {
+      (absl::IsInvalidArgument(valid) || absl::IsNotFound(valid) ||
+       absl::IsAborted(valid))) {
     MarkPushed(request.worker_id, request.sequence);
   }
   return valid;
