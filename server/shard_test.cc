@@ -472,6 +472,26 @@ TEST_F(ShardTest, PushesInFlightMayArriveInAnyOrderAndApplyOnce) {
   EXPECT_EQ(version, 3u);
 }
 
+// Issue 25: an empty push (which once moved a worker's window, freezing it)
+// is refused in a coordinated job and leaves the window as it was.
+TEST_F(ShardTest, AnEmptyPushMovesNoWindow) {
+  auto shard = MakeShard();
+  ASSERT_THAT(shard->Assign(1, {0}), IsOk());
+  shard->LearnWorkerIncarnations({{3, 1, 0xfeed}});
+  proto::PushRequest empty = OnesPush(0, MakeSequence(1, 1000));
+  empty.clear_blocks();
+  empty.set_push_key(0xfeed);
+  proto::PushResponse response;
+  EXPECT_THAT(shard->Push(empty, &response),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("without blocks")));
+  proto::PushRequest first = OnesPush(0, MakeSequence(1, 1));
+  first.set_push_key(0xfeed);
+  ASSERT_THAT(shard->Push(first, &response), IsOk());
+  EXPECT_FALSE(response.duplicate()) << "the window did not move to 1000";
+  EXPECT_EQ(counters_.Get("sequence_window_skips"), 0);
+}
+
 TEST_F(ShardTest, AnInvalidPushUsesUpItsSequence) {
   auto shard = MakeShard();
   ASSERT_THAT(shard->Assign(1, {0}), IsOk());
