@@ -637,6 +637,8 @@ absl::Status GrpcPsClient::RetryFailedPushes(PushCall* call) {
       request->failed = false;
       --call->failures;
     }
+    // Sent again with its sequence: a duplicate if the first one landed.
+    counters_->Add("push_resends", 1);
     absl::Status status = WithRetries(
         request->shard, "push to", [&](const ShardLink& shard, uint64_t epoch) {
           const grpc::ByteBuffer bytes = wire::SerializePush(

@@ -240,6 +240,13 @@ TEST_F(PsClientTest, AWindowOfPushRequestsIsAppliedOnceEach) {
   ASSERT_THAT(client_->Push(gradient.data(), versions, nullptr), IsOk());
   std::vector<uint64_t> sequences = services_[0]->sequences();
   std::sort(sequences.begin(), sequences.end());
+  // A request retried (its deadline passed on a loaded machine) arrives
+  // twice with its sequence; it is applied once.
+  const double retries = worker_counters_.Get("rpc_retries") +
+                         worker_counters_.Get("push_resends");
+  EXPECT_LE(sequences.size(), 4 + static_cast<size_t>(retries));
+  sequences.erase(std::unique(sequences.begin(), sequences.end()),
+                  sequences.end());
   EXPECT_EQ(sequences,
             (std::vector<uint64_t>{MakeSequence(7, 1), MakeSequence(7, 2),
                                    MakeSequence(7, 3), MakeSequence(7, 4)}));
@@ -248,7 +255,8 @@ TEST_F(PsClientTest, AWindowOfPushRequestsIsAppliedOnceEach) {
   for (size_t i = 0; i < params.size(); i += 4099) {
     ASSERT_FLOAT_EQ(params[i], before[i] - 0.5f) << "parameter " << i;
   }
-  EXPECT_EQ(ps_counters_.Get("duplicate_pushes"), 0);
+  EXPECT_LE(ps_counters_.Get("duplicate_pushes"), retries)
+      << "only retries come back as duplicates";
 }
 
 // Issue 25: when every push comes back as a duplicate (here: another
