@@ -8,6 +8,7 @@
 #include <signal.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <string>
 #include <vector>
@@ -391,6 +392,15 @@ TEST_F(ForgedIdentityTest, AStrangerCannotFreezeAWorkerOrEndTheJobFromAFreeSlot)
       return stub->Push(c, request, &response);
     });
   };
+  // The ps's applied pushes per second over `span` (a figure printed for
+  // the record: the attack must not slow the worker, a rate is not asserted).
+  auto rate = [&](absl::Duration span) {
+    const double from = testing::StatusCounter(ps, "pushes");
+    absl::SleepFor(span);
+    return (testing::StatusCounter(ps, "pushes") - from) /
+           absl::ToDoubleSeconds(span);
+  };
+  const double rate_before = rate(absl::Seconds(3));
   const double duplicates = testing::StatusCounter(ps, "duplicate_pushes");
   const uint64_t far = MakeSequence(incarnation, uint64_t{1} << 20);
   struct Case {
@@ -421,6 +431,11 @@ TEST_F(ForgedIdentityTest, AStrangerCannotFreezeAWorkerOrEndTheJobFromAFreeSlot)
   })) << "the worker's pushes are no longer applied";
   EXPECT_EQ(testing::StatusCounter(ps, "duplicate_pushes"), duplicates);
   EXPECT_EQ(testing::StatusCounter(worker, "duplicate_push_streak_s"), 0);
+  const double rate_after = rate(absl::Seconds(3));
+  std::fprintf(stderr,
+               "window attack: worker 0's pushes applied %.1f/s before, "
+               "%.1f/s after (ratio %.2f)\n",
+               rate_before, rate_after, rate_after / rate_before);
 
   // (3) Worker 1's place is free: in plaintext anyone may take it.
   auto coordinator = CoordinatorStub();
