@@ -922,6 +922,19 @@ void ClusterState::HeartbeatReply(const Member& m,
   }
 }
 
+namespace {
+
+// A worker's last test figure of `metric` (NaN when it reported none).
+// Reports from workers that predate metrics carry only accuracy.
+double TestValue(const proto::MemberReport& report, const std::string& metric) {
+  const auto it = report.metrics().find(metric);
+  return it != report.metrics().end() ? it->second
+         : metric == "accuracy"       ? report.accuracy()
+                                      : NAN;
+}
+
+}  // namespace
+
 bool ClusterState::PushesApplied(const Member& w) const {
   auto holds = [&](const Member& m) {
     if (!m.alive) return false;
@@ -945,11 +958,7 @@ bool ClusterState::MaybeStop() {
   std::vector<const Member*> claims;
   int evaluating = 0;  // workers that may still confirm a claim
   for (const Member& w : workers_) {
-    const auto it = w.report.metrics().find(target.metric);
-    // Reports from workers that predate metrics carry only accuracy.
-    const double value = it != w.report.metrics().end() ? it->second
-                         : target.metric == "accuracy"   ? w.report.accuracy()
-                                                         : NAN;
+    const double value = TestValue(w.report, target.metric);
     if (w.registered && w.alive && !w.report.finished()) ++evaluating;
     const bool claims_target =
         target.stop && w.registered &&
@@ -988,10 +997,7 @@ bool ClusterState::MaybeStop() {
     }
   }
   if (confirmed != nullptr) {
-    const auto it = confirmed->report.metrics().find(target.metric);
-    const double value = it != confirmed->report.metrics().end()
-                             ? it->second
-                             : confirmed->report.accuracy();
+    const double value = TestValue(confirmed->report, target.metric);
     stop_ = true;
     stop_reason_ = absl::StrFormat(
         "worker %d reached test %s %.4f %s target %.4f at step %d",

@@ -205,12 +205,7 @@ proto::MemberReport WorkerNode::Report() const {
   report.set_accuracy(stats.accuracy);
   report.set_evaluations(stats.evaluations);
   const GrpcPsClient* ps = connected_ps_.load();
-  const std::optional<GrpcPsClient::DuplicateStreak> duplicates =
-      ps != nullptr ? ps->duplicate_streak() : std::nullopt;
-  if (duplicates.has_value()) {
-    report.set_duplicate_push_streak_s(
-        absl::ToDoubleSeconds(duplicates->for_how_long));
-  }
+  report.set_duplicate_push_streak_s(DuplicateStreakSeconds());
   for (const auto& [name, value] : stats.metrics) {
     (*report.mutable_metrics())[name] = value;
   }
@@ -256,12 +251,16 @@ void WorkerNode::FillStatus(proto::GetStatusResponse* r) const {
   (*r->mutable_counters())["waiting_for_s"] =
       outage.has_value() ? absl::ToDoubleSeconds(outage->unreachable_for) : 0;
   if (outage.has_value()) r->set_waiting_for(DescribeOutage(*outage));
-  // Seconds a shard has answered every push as a duplicate (0: none now).
+  (*r->mutable_counters())["duplicate_push_streak_s"] = DuplicateStreakSeconds();
+}
+
+double WorkerNode::DuplicateStreakSeconds() const {
+  const GrpcPsClient* ps = connected_ps_.load();
   const std::optional<GrpcPsClient::DuplicateStreak> duplicates =
       ps != nullptr ? ps->duplicate_streak() : std::nullopt;
-  (*r->mutable_counters())["duplicate_push_streak_s"] =
-      duplicates.has_value() ? absl::ToDoubleSeconds(duplicates->for_how_long)
-                             : 0.0;
+  return duplicates.has_value()
+             ? absl::ToDoubleSeconds(duplicates->for_how_long)
+             : 0.0;
 }
 
 void WorkerNode::LogProgress() {

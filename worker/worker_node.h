@@ -124,6 +124,9 @@ class WorkerNode {
   StartedServer server_;
   std::string advertised_;
   std::unique_ptr<membership::CoordinatorClient> client_;
+  // Seconds a shard has answered every push as a duplicate (0: none now).
+  double DuplicateStreakSeconds() const;
+
   std::unique_ptr<GrpcPsClient> ps_;
   std::unique_ptr<DownpourLoop> loop_;
   std::unique_ptr<membership::MemberAgent> agent_;
