@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <memory>
 #include <random>
 #include <string>
@@ -46,8 +47,8 @@
 ABSL_FLAG(int, gpu, 0, "which GPU");
 ABSL_FLAG(std::string, batches, "64,256", "batch sizes to measure");
 ABSL_FLAG(std::string, sections, "worker,sgemm", "worker, sgemm");
-ABSL_FLAG(int, worker_steps, 2000, "training steps per worker sample");
-ABSL_FLAG(int, reps, 5, "samples per figure (median)");
+ABSL_FLAG(int, worker_steps, 500, "training steps per worker sample");
+ABSL_FLAG(int, reps, 3, "samples per figure (median)");
 ABSL_FLAG(int, sgemm_steps, 200, "steps per sgemm sample");
 
 namespace downpour::bench {
@@ -121,6 +122,7 @@ void RunWorker(const std::vector<int>& batches) {
     const double a = Median(alone), w = Median(with_ps), c = Median(on_cpu);
     absl::PrintF("%6d %14.0f %14.0f %10.2f %14.0f %10.2f\n", batch, a, w, w / a,
                  c, a / c);
+    std::fflush(stdout);  // rows show as they come, also into a file
   }
   absl::PrintF(
       "with/no: target >= 0.95 (PERF_NOTES.md); cpu: 1 OpenBLAS thread.\n");
@@ -186,6 +188,7 @@ void RunSgemm(const std::vector<int>& batches) {
     absl::PrintF("%6d %10.1f %12.1f %12.1f %12.1f %10.2f %10.2f %10.2f\n",
                  batch, d / 1e9, s / 1e9, c / 1e9, u / 1e9, s / d, c / d,
                  u / d);
+    std::fflush(stdout);
   }
   absl::PrintF(
       "cuBLAS: the step's SGEMMs alone; device step: + kernels; backend: "
