@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -86,16 +87,37 @@ absl::StatusOr<std::string> WaitForPort(Subprocess& daemon, const std::string& p
                                                   daemon.LogTail(20)));
 }
 
-double StatusCounter(const std::string& address, const std::string& name) {
+namespace {
+
+// Counter `name`, or nullopt when the Status call failed.
+std::optional<double> AskCounter(const std::string& address,
+                                 const std::string& name) {
   auto stub = proto::Status::NewStub(MakeChannel(address));
   grpc::ClientContext context;
   context.set_deadline(DeadlineIn(2));
   proto::GetStatusResponse response;
   if (!stub->GetStatus(&context, proto::GetStatusRequest(), &response).ok()) {
-    return -1;
+    return std::nullopt;
   }
   auto it = response.counters().find(name);
   return it == response.counters().end() ? -1 : it->second;
+}
+
+}  // namespace
+
+double StatusCounter(const std::string& address, const std::string& name) {
+  return AskCounter(address, name).value_or(-1);
+}
+
+double LiveCounter(const std::string& address, const std::string& name,
+                   absl::Duration patience) {
+  const absl::Time give_up = absl::Now() + patience;
+  std::optional<double> value = AskCounter(address, name);
+  while (!value.has_value() && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(100));
+    value = AskCounter(address, name);
+  }
+  return value.value_or(-1);
 }
 
 void DaemonJobTest::TearDown() {

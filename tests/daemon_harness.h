@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "common/subprocess.h"
 #include "gtest/gtest.h"
 
@@ -41,6 +42,13 @@ absl::StatusOr<std::string> WaitForPort(Subprocess& daemon, const std::string& p
 // Counter `name` from the Status service at `address`; -1 when it cannot be
 // asked (2 s deadline) or has not counted anything yet.
 double StatusCounter(const std::string& address, const std::string& name);
+
+// The same of a daemon that is expected to be up: a Status call that fails
+// (its deadline passed on a loaded machine) is asked again until `patience`
+// has passed. For single reads compared with EXPECT_*; -1 only when the
+// daemon never answered or has no such counter.
+double LiveCounter(const std::string& address, const std::string& name,
+                   absl::Duration patience = absl::Seconds(20));
 
 // A fixture for tests that run a job of daemon processes, all started with
 // the same --config. TearDown resumes any it left stopped (SIGSTOP) and kills
