@@ -1,0 +1,195 @@
+// A sparse table: uint64 keys (hashed features) mapped to rows of `dim`
+// floats plus the row's optimizer state, created on the first training touch.
+//
+//   SparseTable::Options options;
+//   options.dim = 1;
+//   options.optimizer.type = SparseOptimizerType::kFtrl;
+//   ASSIGN_OR_RETURN(std::unique_ptr<SparseTable> table,
+//                    SparseTable::Create(options));
+//   table->Read(keys, n, values);            // creates nothing
+//   RETURN_IF_ERROR(SparseTable::CheckPush(keys, n, grads, counts, dim));
+//   table->Apply(keys, n, grads);            // creates missing rows
+//
+// Storage. Rows live in an arena of fixed-size chunks (kRowsPerChunk rows
+// each, allocated as the table grows, never moved), row r at chunk r /
+// kRowsPerChunk. A row is `dim` values followed by state_slots() * dim state
+// floats; its update count (the row's version, also Adam's step) sits in a
+// parallel uint32 array of the chunk. An absl::flat_hash_map<uint64_t,
+// uint32_t> maps a key to its row. Nothing is allocated for a key that is
+// never trained: memory follows the rows created (bytes() reports it).
+//
+// Initial values. A row's values before its first update are a function of
+// (seed, key, i) alone, so they do not depend on arrival order or on which
+// shard holds the key: zeros (linear weights), or uniform in [-scale, scale]
+// from SplitMix64 of (seed, key, i) (embeddings). Read returns them for a key
+// without a row, and creates none.
+//
+// Update rules, per coordinate, with g the pushed (summed) gradient and t the
+// row's update count including this one:
+//   sgd:     w -= lr * g
+//   adagrad: h += g^2;  w -= lr * g / (sqrt(h) + eps)                (state h)
+//   adam:    m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
+//            w -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
+//                                                                (state m, v)
+//   ftrl:    FTRL-Proximal (McMahan et al., KDD 2013), alpha = lr:
+//            sigma = (sqrt(n + g^2) - sqrt(n)) / alpha;  z += g - sigma w;
+//            n += g^2;
+//            w = 0 if |z| <= l1, else
+//                -(z - sign(z) l1) / ((beta + sqrt(n)) / alpha + l2)
+//                                                                (state z, n)
+// FTRL's l1 sets weights to exactly 0; nonzero_values() counts the values
+// that are not.
+//
+// Thread-compatible: const methods may run concurrently; Apply and Restore
+// need exclusive access (the owner's lock).
+#ifndef DOWNPOUR_SERVER_SPARSE_TABLE_H_
+#define DOWNPOUR_SERVER_SPARSE_TABLE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace downpour::server {
+
+enum class SparseOptimizerType { kSgd, kAdagrad, kAdam, kFtrl };
+
+// "sgd", "adagrad", "adam", "ftrl".
+const char* SparseOptimizerName(SparseOptimizerType type);
+// InvalidArgument naming the valid names.
+absl::StatusOr<SparseOptimizerType> ParseSparseOptimizer(const std::string& name);
+
+struct SparseOptimizer {
+  SparseOptimizerType type = SparseOptimizerType::kFtrl;
+  double learning_rate = 0.05;  // sgd, adagrad, adam; ftrl's alpha. > 0
+  double epsilon = 1e-8;        // adagrad, adam: > 0
+  double beta1 = 0.9;           // adam: in [0, 1)
+  double beta2 = 0.999;         // adam: in [0, 1)
+  double beta = 1.0;            // ftrl: >= 0
+  double l1 = 0.0;              // ftrl: >= 0
+  double l2 = 0.0;              // ftrl: >= 0
+};
+
+class SparseTable {
+ public:
+  enum class Init { kZeros, kUniform };
+
+  struct Options {
+    int dim = 1;  // floats per row, 1..4096
+    SparseOptimizer optimizer;
+    Init init = Init::kZeros;
+    double init_scale = 0.01;  // kUniform: values in [-scale, scale]
+    uint64_t seed = 1;
+    // Apply refuses to create rows beyond this many (ResourceExhausted from
+    // CheckCapacity); memory stays bounded. Default 2^31 - 1 (the row index
+    // is 32 bits).
+    int64_t max_rows = (int64_t{1} << 31) - 1;
+  };
+
+  // Rows per arena chunk.
+  static constexpr int64_t kRowsPerChunk = 1 << 16;
+  // Most keys one request may carry.
+  static constexpr int64_t kMaxKeysPerRequest = int64_t{1} << 24;
+
+  // InvalidArgument for a dim outside 1..4096 or an impossible
+  // hyper-parameter (naming it).
+  static absl::StatusOr<std::unique_ptr<SparseTable>> Create(
+      const Options& options);
+
+  SparseTable(const SparseTable&) = delete;
+  SparseTable& operator=(const SparseTable&) = delete;
+  ~SparseTable();
+
+  int dim() const { return options_.dim; }
+  // State floats per value: sgd 0, adagrad 1, adam 2, ftrl 2.
+  int state_slots() const { return state_slots_; }
+  const Options& options() const { return options_; }
+
+  // Checks a push of `n` keys before anything is applied: n in 1 ..
+  // kMaxKeysPerRequest, keys strictly ascending (sorted and unique: the
+  // worker sums the gradients of a key seen twice), `grad_floats` == n * dim,
+  // every gradient finite and |g| <= max_abs (0: no bound), every count >= 1
+  // (counts may be null). InvalidArgument naming the first offending key or
+  // index.
+  static absl::Status CheckPush(const uint64_t* keys, int64_t n,
+                                const float* grads, int64_t grad_floats,
+                                const uint32_t* counts, int dim,
+                                double max_abs);
+  // ResourceExhausted when applying `keys` would create more rows than
+  // Options::max_rows (names the table's size and the option).
+  absl::Status CheckCapacity(const uint64_t* keys, int64_t n) const;
+
+  // Writes the values of `keys` (n * dim floats) to `out`: a row's values,
+  // or the initial values of a key without one. Creates nothing. `versions`
+  // (may be null) receives each row's update count (0 without a row).
+  void Read(const uint64_t* keys, int64_t n, float* out,
+            uint32_t* versions = nullptr) const;
+
+  // Applies gradients `grads` (n * dim floats) to rows `keys`, creating the
+  // missing ones with their initial values first. Returns the rows created.
+  // REQUIRES: CheckPush and CheckCapacity returned OK for this input.
+  int64_t Apply(const uint64_t* keys, int64_t n, const float* grads);
+
+  int64_t rows() const { return static_cast<int64_t>(index_.size()); }
+  // Values that are not 0 (FTRL's l1 makes many exactly 0).
+  int64_t nonzero_values() const { return nonzero_; }
+  // Rows created by Apply since construction (not by Restore).
+  int64_t rows_created() const { return created_; }
+  // Updates applied to rows (sum of keys over Apply calls).
+  int64_t row_updates() const { return updates_; }
+  // Heap bytes held: the arena's chunks and the index's slots.
+  int64_t bytes() const;
+
+  // Every row at one moment, for checkpoints and replicas: keys ascending,
+  // with values and state together (never taken at different moments).
+  struct Rows {
+    int dim = 0;
+    int state_slots = 0;
+    SparseOptimizerType optimizer = SparseOptimizerType::kSgd;
+    std::vector<uint64_t> keys;
+    // Per row: dim values then state_slots * dim state floats.
+    std::vector<float> data;
+    std::vector<uint32_t> versions;
+  };
+  Rows Snapshot() const;
+  // Replaces the table's rows with `rows`. InvalidArgument when its dim,
+  // optimizer or array sizes do not match, or its keys are not strictly
+  // ascending; the table is then unchanged.
+  absl::Status Restore(const Rows& rows);
+
+  // The initial value i of `key` (Options::init).
+  float InitialValue(uint64_t key, int i) const;
+
+ private:
+  explicit SparseTable(const Options& options);
+
+  float* RowData(uint32_t row) const {
+    return chunks_[row / kRowsPerChunk].get() +
+           (row % kRowsPerChunk) * static_cast<int64_t>(stride_);
+  }
+  uint32_t& RowVersion(uint32_t row) const {
+    return versions_[row / kRowsPerChunk][row % kRowsPerChunk];
+  }
+  // Appends a row for `key` with its initial values and zero state.
+  uint32_t NewRow(uint64_t key);
+  void Update(float* row, uint32_t t, const float* g);
+
+  const Options options_;
+  const int state_slots_;
+  const int stride_;  // floats per row
+  absl::flat_hash_map<uint64_t, uint32_t> index_;
+  std::vector<std::unique_ptr<float[]>> chunks_;
+  std::vector<std::unique_ptr<uint32_t[]>> versions_;
+  int64_t nonzero_ = 0;
+  int64_t created_ = 0;
+  int64_t updates_ = 0;
+};
+
+}  // namespace downpour::server
+
+#endif  // DOWNPOUR_SERVER_SPARSE_TABLE_H_

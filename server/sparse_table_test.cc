@@ -1,0 +1,314 @@
+#include "server/sparse_table.h"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace downpour::server {
+namespace {
+
+using ::downpour::testing::IsOk;
+using ::downpour::testing::StatusIs;
+using ::testing::HasSubstr;
+
+std::unique_ptr<SparseTable> MakeTable(SparseOptimizerType type, int dim = 1,
+                                       double lr = 0.1) {
+  SparseTable::Options options;
+  options.dim = dim;
+  options.optimizer.type = type;
+  options.optimizer.learning_rate = lr;
+  auto table = SparseTable::Create(options);
+  EXPECT_THAT(table.status(), IsOk());
+  return std::move(table).value();
+}
+
+TEST(SparseTableTest, AReadCreatesNoRowAndReturnsTheInitialValues) {
+  auto table = MakeTable(SparseOptimizerType::kFtrl, 3);
+  const std::vector<uint64_t> keys = {7, 1ULL << 63, ~0ULL};
+  std::vector<float> out(9, -1.0f);
+  std::vector<uint32_t> versions(3, 9);
+  table->Read(keys.data(), 3, out.data(), versions.data());
+  EXPECT_EQ(table->rows(), 0);
+  EXPECT_EQ(table->bytes(), 0) << "nothing is allocated before a row exists";
+  for (float v : out) EXPECT_EQ(v, 0.0f);
+  for (uint32_t v : versions) EXPECT_EQ(v, 0u);
+}
+
+TEST(SparseTableTest, SeededInitialValuesDependOnlyOnSeedAndKey) {
+  SparseTable::Options options;
+  options.dim = 4;
+  options.init = SparseTable::Init::kUniform;
+  options.init_scale = 0.5;
+  options.seed = 42;
+  options.optimizer.type = SparseOptimizerType::kAdagrad;
+  auto a = SparseTable::Create(options).value();
+  auto b = SparseTable::Create(options).value();
+  // a creates rows in one order, b in the other.
+  const std::vector<uint64_t> keys = {3, 99, 123456789};
+  const std::vector<float> zero(12, 0.0f);
+  a->Apply(keys.data(), 3, zero.data());
+  for (int i = 2; i >= 0; --i) b->Apply(&keys[i], 1, zero.data());
+  std::vector<float> va(12), vb(12), fresh(12);
+  a->Read(keys.data(), 3, va.data());
+  b->Read(keys.data(), 3, vb.data());
+  auto c = SparseTable::Create(options).value();
+  c->Read(keys.data(), 3, fresh.data());
+  EXPECT_EQ(va, vb);
+  EXPECT_EQ(va, fresh) << "a read before the row exists sees the same values";
+  for (float v : va) {
+    EXPECT_LE(std::fabs(v), 0.5f);
+    EXPECT_NE(v, 0.0f);
+  }
+  EXPECT_NE(va[0], va[1]) << "values within a row differ";
+  options.seed = 43;
+  auto d = SparseTable::Create(options).value();
+  std::vector<float> vd(12);
+  d->Read(keys.data(), 3, vd.data());
+  EXPECT_NE(va, vd) << "another seed gives other values";
+}
+
+TEST(SparseTableTest, ApplyCreatesEachRowOnceAndCountsItsUpdates) {
+  auto table = MakeTable(SparseOptimizerType::kSgd);
+  const std::vector<uint64_t> keys = {1, 5, 9};
+  const std::vector<float> g = {1, 2, 3};
+  EXPECT_EQ(table->Apply(keys.data(), 3, g.data()), 3);
+  EXPECT_EQ(table->Apply(keys.data(), 2, g.data()), 0);
+  EXPECT_EQ(table->rows(), 3);
+  EXPECT_EQ(table->rows_created(), 3);
+  EXPECT_EQ(table->row_updates(), 5);
+  std::vector<float> w(3);
+  std::vector<uint32_t> versions(3);
+  table->Read(keys.data(), 3, w.data(), versions.data());
+  EXPECT_FLOAT_EQ(w[0], -0.2f);  // two updates of lr 0.1 * 1
+  EXPECT_FLOAT_EQ(w[1], -0.4f);
+  EXPECT_FLOAT_EQ(w[2], -0.3f);
+  EXPECT_EQ(versions, (std::vector<uint32_t>{2, 2, 1}));
+}
+
+// The rules against the formulas of the header, in double.
+TEST(SparseTableTest, EachRuleFollowsItsFormula) {
+  const std::vector<float> grads = {0.5f, -1.5f, 0.25f, 2.0f};
+  const uint64_t key = 77;
+  {
+    auto t = MakeTable(SparseOptimizerType::kAdagrad, 1, 0.1);
+    double w = 0, h = 0;
+    for (float g : grads) {
+      t->Apply(&key, 1, &g);
+      h += double{g} * g;
+      w -= 0.1 * g / (std::sqrt(h) + 1e-8);
+    }
+    float got;
+    t->Read(&key, 1, &got);
+    EXPECT_NEAR(got, w, 1e-6);
+  }
+  {
+    auto t = MakeTable(SparseOptimizerType::kAdam, 1, 0.1);
+    double w = 0, m = 0, v = 0;
+    int step = 0;
+    for (float g : grads) {
+      t->Apply(&key, 1, &g);
+      ++step;
+      m = 0.9 * m + 0.1 * g;
+      v = 0.999 * v + 0.001 * double{g} * g;
+      w -= 0.1 * (m / (1 - std::pow(0.9, step))) /
+           (std::sqrt(v / (1 - std::pow(0.999, step))) + 1e-8);
+    }
+    float got;
+    t->Read(&key, 1, &got);
+    EXPECT_NEAR(got, w, 1e-5);
+  }
+  {
+    SparseTable::Options options;
+    options.optimizer.type = SparseOptimizerType::kFtrl;
+    options.optimizer.learning_rate = 0.5;  // alpha
+    options.optimizer.beta = 1.0;
+    options.optimizer.l1 = 0.1;
+    options.optimizer.l2 = 0.2;
+    auto t = SparseTable::Create(options).value();
+    double w = 0, z = 0, n = 0;
+    for (float g : grads) {
+      t->Apply(&key, 1, &g);
+      const double sigma = (std::sqrt(n + double{g} * g) - std::sqrt(n)) / 0.5;
+      z += g - sigma * w;
+      n += double{g} * g;
+      w = std::fabs(z) <= 0.1
+              ? 0
+              : -(z - (z < 0 ? -1 : 1) * 0.1) / ((1.0 + std::sqrt(n)) / 0.5 + 0.2);
+    }
+    float got;
+    t->Read(&key, 1, &got);
+    EXPECT_NEAR(got, w, 1e-6);
+    EXPECT_NE(got, 0.0f);
+  }
+}
+
+TEST(SparseTableTest, FtrlL1KeepsSmallWeightsAtExactlyZero) {
+  SparseTable::Options options;
+  options.optimizer.type = SparseOptimizerType::kFtrl;
+  options.optimizer.l1 = 1.0;
+  auto t = SparseTable::Create(options).value();
+  std::vector<uint64_t> keys(100);
+  std::vector<float> g(100);
+  for (int i = 0; i < 100; ++i) {
+    keys[i] = i;
+    g[i] = i < 10 ? 5.0f : 0.01f;  // 10 strong features, 90 weak ones
+  }
+  for (int round = 0; round < 3; ++round) t->Apply(keys.data(), 100, g.data());
+  EXPECT_EQ(t->rows(), 100);
+  EXPECT_EQ(t->nonzero_values(), 10);
+  std::vector<float> w(100);
+  t->Read(keys.data(), 100, w.data());
+  for (int i = 10; i < 100; ++i) EXPECT_EQ(w[i], 0.0f) << i;
+  for (int i = 0; i < 10; ++i) EXPECT_LT(w[i], 0.0f) << i;
+}
+
+TEST(SparseTableTest, CheckPushRefusesHostileInput) {
+  const int dim = 2;
+  std::vector<uint64_t> keys = {1, 2, 3};
+  std::vector<float> g(6, 0.5f);
+  std::vector<uint32_t> counts = {1, 2, 1};
+  EXPECT_THAT(SparseTable::CheckPush(keys.data(), 3, g.data(), 6,
+                                     counts.data(), dim, 1e6),
+              IsOk());
+  EXPECT_THAT(SparseTable::CheckPush(keys.data(), 0, g.data(), 0, nullptr, dim,
+                                     0),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("0 keys")));
+  EXPECT_THAT(SparseTable::CheckPush(keys.data(), 3, g.data(), 5, nullptr, dim,
+                                     0),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("need 6 gradient floats, got 5")));
+  std::vector<uint64_t> unsorted = {1, 3, 2};
+  EXPECT_THAT(SparseTable::CheckPush(unsorted.data(), 3, g.data(), 6, nullptr,
+                                     dim, 0),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("key 2 at position 2 is out of order")));
+  std::vector<uint64_t> repeated = {1, 3, 3};
+  EXPECT_THAT(SparseTable::CheckPush(repeated.data(), 3, g.data(), 6, nullptr,
+                                     dim, 0),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("key 3 at position 2 is repeated")));
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(),
+                    std::numeric_limits<float>::infinity(), 1e30f}) {
+    std::vector<float> poisoned = g;
+    poisoned[3] = bad;
+    EXPECT_THAT(SparseTable::CheckPush(keys.data(), 3, poisoned.data(), 6,
+                                       nullptr, dim, 1e6),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr("gradient of key 2 (value 1)")))
+        << bad;
+  }
+  counts[1] = 0;
+  EXPECT_THAT(SparseTable::CheckPush(keys.data(), 3, g.data(), 6, counts.data(),
+                                     dim, 0),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("key 2 has occurrence count 0")));
+  EXPECT_THAT(SparseTable::CheckPush(keys.data(),
+                                     SparseTable::kMaxKeysPerRequest + 1,
+                                     g.data(), 6, nullptr, dim, 0),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("split larger pushes")));
+}
+
+TEST(SparseTableTest, CapacityBoundsTheRowsCreated) {
+  SparseTable::Options options;
+  options.max_rows = 3;
+  auto t = SparseTable::Create(options).value();
+  const std::vector<uint64_t> keys = {1, 2, 3, 4};
+  const std::vector<float> g(4, 1.0f);
+  EXPECT_THAT(t->CheckCapacity(keys.data(), 3), IsOk());
+  t->Apply(keys.data(), 3, g.data());
+  EXPECT_THAT(t->CheckCapacity(keys.data(), 3), IsOk()) << "existing rows";
+  EXPECT_THAT(t->CheckCapacity(keys.data(), 4),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       HasSubstr("max_rows 3")));
+}
+
+TEST(SparseTableTest, SnapshotAndRestoreAreBitIdentical) {
+  auto a = MakeTable(SparseOptimizerType::kAdam, 4, 0.01);
+  std::mt19937_64 rng(5);
+  std::vector<uint64_t> keys;
+  for (int i = 0; i < 200000; ++i) keys.push_back(rng());
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  std::vector<float> g(keys.size() * 4);
+  std::normal_distribution<float> normal;
+  for (float& x : g) x = normal(rng);
+  a->Apply(keys.data(), keys.size(), g.data());
+  a->Apply(keys.data(), keys.size() / 2, g.data());
+  const SparseTable::Rows rows = a->Snapshot();
+  ASSERT_EQ(rows.keys.size(), keys.size());
+  EXPECT_TRUE(std::is_sorted(rows.keys.begin(), rows.keys.end()));
+  auto b = MakeTable(SparseOptimizerType::kAdam, 4, 0.01);
+  ASSERT_THAT(b->Restore(rows), IsOk());
+  // Both continue with the same updates and stay identical, state included
+  // (a lost m or v, or a wrong step count, would show here).
+  a->Apply(keys.data(), keys.size(), g.data());
+  b->Apply(keys.data(), keys.size(), g.data());
+  const SparseTable::Rows ra = a->Snapshot(), rb = b->Snapshot();
+  EXPECT_EQ(ra.keys, rb.keys);
+  EXPECT_EQ(ra.versions, rb.versions);
+  EXPECT_EQ(0, std::memcmp(ra.data.data(), rb.data.data(),
+                           ra.data.size() * sizeof(float)));
+  EXPECT_EQ(a->nonzero_values(), b->nonzero_values());
+
+  auto ftrl = MakeTable(SparseOptimizerType::kFtrl, 4);
+  EXPECT_THAT(ftrl->Restore(rows),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("trained with adam; this table has dim 4 and "
+                                 "ftrl")));
+  auto narrow = MakeTable(SparseOptimizerType::kAdam, 2);
+  EXPECT_THAT(narrow->Restore(rows),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("dim 2")));
+  SparseTable::Rows broken = rows;
+  std::swap(broken.keys[0], broken.keys[1]);
+  EXPECT_THAT(b->Restore(broken), StatusIs(absl::StatusCode::kInvalidArgument,
+                                           HasSubstr("not ascending")));
+  EXPECT_EQ(b->rows(), static_cast<int64_t>(keys.size())) << "unchanged";
+}
+
+// A key space of 10^8 touched at 10^5 keys: memory follows the rows created.
+TEST(SparseTableTest, MemoryFollowsTheRowsCreatedNotTheKeySpace) {
+  auto t = MakeTable(SparseOptimizerType::kFtrl);
+  std::mt19937_64 rng(9);
+  std::uniform_int_distribution<uint64_t> key(0, 100'000'000);
+  std::vector<uint64_t> keys;
+  for (int i = 0; i < 100000; ++i) keys.push_back(key(rng));
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  const std::vector<float> g(keys.size(), 0.1f);
+  t->Apply(keys.data(), keys.size(), g.data());
+  EXPECT_EQ(t->rows(), static_cast<int64_t>(keys.size()));
+  // Two arena chunks (2^16 rows each, 16 bytes a row) and an index of at most
+  // 2^18 slots (17 bytes each): under 100 bytes a row.
+  EXPECT_LT(t->bytes(), 100 * t->rows());
+  EXPECT_GT(t->bytes(), 16 * t->rows());
+}
+
+TEST(SparseTableTest, CreateRefusesImpossibleOptions) {
+  SparseTable::Options options;
+  options.dim = 0;
+  EXPECT_THAT(SparseTable::Create(options).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("dim 0")));
+  options.dim = 1;
+  options.optimizer.learning_rate = 0;
+  EXPECT_THAT(SparseTable::Create(options).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("learning_rate")));
+  options.optimizer.learning_rate = 0.1;
+  options.optimizer.l1 = -1;
+  EXPECT_THAT(SparseTable::Create(options).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("l1")));
+  EXPECT_THAT(ParseSparseOptimizer("momentum").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("valid: sgd, adagrad, adam, ftrl")));
+}
+
+}  // namespace
+}  // namespace downpour::server
