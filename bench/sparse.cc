@@ -1,0 +1,211 @@
+// Sparse tables (issue 21): how fast one ps shard's table reads and applies
+// rows of a Criteo-shaped key stream, and what a row costs in memory.
+//
+//   bazel run -c opt //bench:sparse                     # every section
+//   bazel run -c opt //bench:sparse -- --sections=core --dims=1,16
+//   bazel run -c opt //bench:sparse -- --sections=memory --rows=10000000
+//
+// Key stream: minibatches of --batch examples with 39 fields each (Criteo's
+// 13 integer and 26 categorical columns); field f's value is Zipf-distributed
+// (s = --zipf) over --keys / 39 values and hashed with the field into a
+// uint64 key. A worker sorts and de-duplicates a minibatch's keys (and sums
+// their gradients) before it pushes, so the figures count UNIQUE keys.
+//
+// Sections:
+//   core:   SparseTable::Read and CheckPush + Apply (FTRL) over the stream,
+//           after a warm-up that creates the popular rows: unique keys per
+//           second for pull and for push, per --dims, median of --reps.
+//   memory: creates --rows FTRL rows of dim 1 and prints the process's RSS
+//           growth per row (the target: <= 64 bytes, key, weight, z, n and
+//           index) next to the table's own account (bytes()).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_format.h"
+#include "bench/bench_util.h"
+#include "server/sparse_table.h"
+
+ABSL_FLAG(std::string, sections, "core,memory", "core, memory");
+ABSL_FLAG(std::string, dims, "1,16", "row widths for the core section");
+ABSL_FLAG(int64_t, keys, 10'000'000, "distinct keys in the stream");
+ABSL_FLAG(double, zipf, 1.1, "Zipf exponent of each field's values");
+ABSL_FLAG(int, batch, 1024, "examples per minibatch (39 keys each)");
+ABSL_FLAG(int, batches, 200, "minibatches per sample");
+ABSL_FLAG(int, reps, 3, "samples per figure (median)");
+ABSL_FLAG(int64_t, rows, 10'000'000, "rows the memory section creates");
+
+namespace downpour::bench {
+namespace {
+
+using server::SparseOptimizerType;
+using server::SparseTable;
+using Clock = std::chrono::steady_clock;
+
+constexpr int kFields = 39;
+
+uint64_t Mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// Zipf-like ranks in [0, n): the continuous power law's inverse CDF, floored.
+class ZipfRanks {
+ public:
+  ZipfRanks(int64_t n, double s) : n_(n), s_(s) {}
+  int64_t operator()(std::mt19937_64& rng) {
+    const double u = std::uniform_real_distribution<double>()(rng);
+    const double a = 1.0 - s_;
+    const double x = std::pow((std::pow(n_ + 1.0, a) - 1.0) * u + 1.0, 1.0 / a);
+    return std::min<int64_t>(n_ - 1, static_cast<int64_t>(x) - 1);
+  }
+
+ private:
+  const int64_t n_;
+  const double s_;
+};
+
+// The sorted unique keys of each of `count` minibatches.
+std::vector<std::vector<uint64_t>> MakeBatches(int count, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  ZipfRanks rank(absl::GetFlag(FLAGS_keys) / kFields, absl::GetFlag(FLAGS_zipf));
+  const int batch = absl::GetFlag(FLAGS_batch);
+  std::vector<std::vector<uint64_t>> batches(count);
+  for (auto& keys : batches) {
+    keys.reserve(batch * kFields);
+    for (int e = 0; e < batch; ++e) {
+      for (uint64_t f = 0; f < kFields; ++f) {
+        keys.push_back(Mix((f << 48) ^ static_cast<uint64_t>(rank(rng))));
+      }
+    }
+    std::sort(keys.begin(), keys.end());
+    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  }
+  return batches;
+}
+
+double Seconds(Clock::time_point from) {
+  return std::chrono::duration<double>(Clock::now() - from).count();
+}
+
+void Core() {
+  const int reps = absl::GetFlag(FLAGS_reps);
+  const auto warm = MakeBatches(absl::GetFlag(FLAGS_batches), 1);
+  const auto batches = MakeBatches(absl::GetFlag(FLAGS_batches), 2);
+  int64_t unique = 0;
+  for (const auto& b : batches) unique += b.size();
+  absl::PrintF(
+      "\n== core: one shard's table, FTRL, %d fields, Zipf s=%.2f over %d "
+      "keys, %d examples a batch (%.0f unique keys a batch), medians of %d ==\n",
+      kFields, absl::GetFlag(FLAGS_zipf), absl::GetFlag(FLAGS_keys),
+      absl::GetFlag(FLAGS_batch),
+      static_cast<double>(unique) / batches.size(), reps);
+  absl::PrintF("%5s %14s %14s %12s %12s\n", "dim", "pull keys/s",
+               "push keys/s", "rows", "bytes/row");
+  for (int dim : ParseInts(absl::GetFlag(FLAGS_dims))) {
+    SparseTable::Options options;
+    options.dim = dim;
+    options.optimizer.type = SparseOptimizerType::kFtrl;
+    auto table = SparseTable::Create(options);
+    CheckOrExit(table.status(), "sparse", "table");
+    std::vector<float> values, grads;
+    std::mt19937_64 rng(3);
+    std::normal_distribution<float> normal(0.0f, 0.1f);
+    auto push = [&](const std::vector<uint64_t>& keys) {
+      grads.resize(keys.size() * dim);
+      for (float& g : grads) g = normal(rng);
+      CheckOrExit(SparseTable::CheckPush(keys.data(), keys.size(), grads.data(),
+                                         grads.size(), nullptr, dim, 1e6),
+                  "sparse", "push");
+      (*table)->Apply(keys.data(), keys.size(), grads.data());
+    };
+    for (const auto& keys : warm) push(keys);
+    std::vector<double> pull_rates, push_rates;
+    for (int r = 0; r < reps; ++r) {
+      Clock::time_point t = Clock::now();
+      for (const auto& keys : batches) {
+        values.resize(keys.size() * dim);
+        (*table)->Read(keys.data(), keys.size(), values.data());
+      }
+      pull_rates.push_back(unique / Seconds(t));
+      // Gradients are drawn outside the timed part.
+      std::vector<std::vector<float>> all(batches.size());
+      for (size_t b = 0; b < batches.size(); ++b) {
+        all[b].resize(batches[b].size() * dim);
+        for (float& g : all[b]) g = normal(rng);
+      }
+      t = Clock::now();
+      for (size_t b = 0; b < batches.size(); ++b) {
+        const auto& keys = batches[b];
+        CheckOrExit(SparseTable::CheckPush(keys.data(), keys.size(),
+                                           all[b].data(), all[b].size(),
+                                           nullptr, dim, 1e6),
+                    "sparse", "push");
+        (*table)->Apply(keys.data(), keys.size(), all[b].data());
+      }
+      push_rates.push_back(unique / Seconds(t));
+    }
+    absl::PrintF("%5d %14.0f %14.0f %12d %12.1f\n", dim, Median(pull_rates),
+                 Median(push_rates), (*table)->rows(),
+                 static_cast<double>((*table)->bytes()) / (*table)->rows());
+    std::fflush(stdout);
+  }
+}
+
+int64_t RssBytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t size = 0, resident = 0;
+  statm >> size >> resident;
+  return resident * 4096;
+}
+
+void Memory() {
+  const int64_t n = absl::GetFlag(FLAGS_rows);
+  SparseTable::Options options;
+  options.optimizer.type = SparseOptimizerType::kFtrl;
+  auto table = SparseTable::Create(options);
+  CheckOrExit(table.status(), "sparse", "table");
+  const int64_t before = RssBytes();
+  // Keys from a 2^64 space, pushed in sorted batches of 65536.
+  std::vector<uint64_t> keys(65536);
+  std::vector<float> grads(keys.size(), 0.5f);
+  const Clock::time_point t = Clock::now();
+  for (int64_t made = 0; made < n; made += keys.size()) {
+    const int64_t count = std::min<int64_t>(keys.size(), n - made);
+    for (int64_t i = 0; i < count; ++i) keys[i] = Mix(made + i);
+    std::sort(keys.begin(), keys.begin() + count);
+    (*table)->Apply(keys.data(), count, grads.data());
+  }
+  const double seconds = Seconds(t);
+  const int64_t grown = RssBytes() - before;
+  absl::PrintF(
+      "\n== memory: %d FTRL rows of dim 1 (keys from 2^64) ==\n"
+      "RSS growth %.1f MiB = %.1f bytes/row (target <= 64); the table's own "
+      "account %.1f bytes/row; created at %.0f rows/s\n",
+      (*table)->rows(), grown / 1048576.0,
+      static_cast<double>(grown) / (*table)->rows(),
+      static_cast<double>((*table)->bytes()) / (*table)->rows(),
+      (*table)->rows() / seconds);
+}
+
+}  // namespace
+}  // namespace downpour::bench
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  const std::string sections = absl::GetFlag(FLAGS_sections);
+  if (downpour::bench::SectionOn(sections, "core")) downpour::bench::Core();
+  if (downpour::bench::SectionOn(sections, "memory")) downpour::bench::Memory();
+  return 0;
+}
