@@ -64,12 +64,15 @@ constexpr Choice<Task> kTasks[] = {{"multiclass", Task::kMulticlass},
                                    {"regression", Task::kRegression}};
 constexpr Choice<ModelType> kModelTypes[] = {{"mlp", ModelType::kMlp},
                                              {"linear", ModelType::kLinear},
-                                             {"softmax", ModelType::kSoftmax}};
+                                             {"softmax", ModelType::kSoftmax},
+                                             {"sparse_linear",
+                                              ModelType::kSparseLinear}};
 constexpr Choice<OptimizerType> kOptimizerTypes[] = {
     {"sgd", OptimizerType::kSgd},
     {"momentum", OptimizerType::kMomentum},
     {"adagrad", OptimizerType::kAdagrad},
-    {"adam", OptimizerType::kAdam}};
+    {"adam", OptimizerType::kAdam},
+    {"ftrl", OptimizerType::kFtrl}};
 constexpr Choice<LrScheduleType> kLrScheduleTypes[] = {
     {"constant", LrScheduleType::kConstant},
     {"step", LrScheduleType::kStep},
@@ -141,7 +144,11 @@ std::vector<ConfigField> ModelFields(ModelSection* m) {
                        Between(1, kMaxLayerWidth)),
           Int64Field("model.block_size", &m->block_size,
                      Between(1, kMaxBlockSize)),
-          Uint64Field("model.init_seed", &m->init_seed)};
+          Uint64Field("model.init_seed", &m->init_seed),
+          IntField("model.sparse_buckets", &m->sparse_buckets,
+                   Between(1, 65536)),
+          Int64Field("model.sparse_max_rows", &m->sparse_max_rows,
+                     Between(1, (int64_t{1} << 31) - 1))};
 }
 
 std::vector<ConfigField> OptimizerFields(OptimizerSection* o) {
@@ -174,7 +181,10 @@ std::vector<ConfigField> OptimizerFields(OptimizerSection* o) {
       DoubleField("optimizer.max_gradient_value", &o->max_gradient_value,
                   NonNegativeAtMost(1e30)),
       DoubleField("optimizer.max_gradient_norm", &o->max_gradient_norm,
-                  NonNegativeAtMost(1e30))};
+                  NonNegativeAtMost(1e30)),
+      DoubleField("optimizer.ftrl_beta", &o->ftrl_beta, NonNegativeAtMost(1e6)),
+      DoubleField("optimizer.l1", &o->l1, NonNegativeAtMost(1e6)),
+      DoubleField("optimizer.l2", &o->l2, NonNegativeAtMost(1e6))};
 }
 
 std::vector<ConfigField> TrainingFields(TrainingSection* t) {
@@ -695,7 +705,24 @@ absl::Status CheckDistinctAddresses(const ClusterSection& cluster) {
   return absl::OkStatus();
 }
 
-absl::Status CheckModel(const ModelSection& model, const DataSection& data) {
+absl::Status CheckModel(const ModelSection& model,
+                        const OptimizerSection& optimizer,
+                        const DataSection& data) {
+  if (model.type == ModelType::kSparseLinear) {
+    if (model.task == Task::kMulticlass) {
+      return absl::InvalidArgumentError(
+          "model.type sparse_linear is logistic (model.task: binary) or "
+          "linear regression (model.task: regression), not multiclass");
+    }
+    // model.layers do not apply: the keys are the features.
+    return absl::OkStatus();
+  }
+  if (optimizer.type == OptimizerType::kFtrl) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "optimizer.type ftrl trains sparse tables (model.type sparse_linear); "
+        "model.type ", ModelTypeName(model.type),
+        " is dense: use adagrad, adam, momentum or sgd"));
+  }
   RETURN_IF_ERROR(CheckModelSize(model));
   const std::vector<int>& layers = model.layers;
   const int64_t examples = int64_t{data.train_examples} + data.test_examples;
@@ -1163,7 +1190,7 @@ absl::Status ValidateConfig(const Config& config) {
     }
   }
   RETURN_IF_ERROR(CheckDistinctAddresses(config.cluster));
-  RETURN_IF_ERROR(CheckModel(config.model, config.data));
+  RETURN_IF_ERROR(CheckModel(config.model, config.optimizer, config.data));
   RETURN_IF_ERROR(CheckTraining(config));
   RETURN_IF_ERROR(CheckData(config.data, config.cluster));
   RETURN_IF_ERROR(CheckSchedule(config));

@@ -51,8 +51,10 @@ const char* TaskName(Task task);
 absl::StatusOr<Task> ParseTask(absl::string_view name);
 
 // model.type. kSoftmax is an alias of kLinear, kept apart so that messages
-// say what the file wrote.
-enum class ModelType { kMlp, kLinear, kSoftmax };
+// say what the file wrote. kSparseLinear: logistic (binary) or linear
+// (regression) over hashed feature keys, one weight per key in a sparse
+// table plus a dense bias (server/sparse_table.h).
+enum class ModelType { kMlp, kLinear, kSoftmax, kSparseLinear };
 const char* ModelTypeName(ModelType type);
 absl::StatusOr<ModelType> ParseModelType(absl::string_view name);
 // kLinear or kSoftmax: no hidden layer.
@@ -60,8 +62,10 @@ inline bool IsLinear(ModelType type) {
   return type == ModelType::kLinear || type == ModelType::kSoftmax;
 }
 
-// optimizer.type. Checkpoints store OptimizerTypeName's text.
-enum class OptimizerType { kSgd, kMomentum, kAdagrad, kAdam };
+// optimizer.type. Checkpoints store OptimizerTypeName's text. kFtrl
+// (FTRL-Proximal) trains sparse tables only; a sparse model's dense blocks
+// (its bias) then train with adagrad.
+enum class OptimizerType { kSgd, kMomentum, kAdagrad, kAdam, kFtrl };
 const char* OptimizerTypeName(OptimizerType type);
 absl::StatusOr<OptimizerType> ParseOptimizerType(absl::string_view name);
 
@@ -173,6 +177,13 @@ struct ModelSection {
   int64_t block_size = 65536;
   // Seed for the initial parameters (the ps initialises the blocks it holds).
   uint64_t init_seed = 1;
+  // sparse_linear: hash buckets of the sparse table (common/sparse_keys.h),
+  // 1..65536. Default 1024.
+  int sparse_buckets = 1024;
+  // sparse_linear: the most rows one ps shard's table may hold; a push that
+  // would create more is refused (RESOURCE_EXHAUSTED). 1..2^31-1. Default
+  // 2^31-1.
+  int64_t sparse_max_rows = (int64_t{1} << 31) - 1;
 };
 
 // The largest model a config may describe: its blocks (the coordinator and
@@ -228,6 +239,10 @@ struct OptimizerSection {
   // Each block's gradient is scaled down to this L2 norm when its norm is
   // larger (ps counter "clipped_gradients"). >= 0; 0 = off. Default 0.
   double max_gradient_norm = 0.0;
+  // ftrl (FTRL-Proximal, McMahan et al. 2013): learning_rate is alpha.
+  double ftrl_beta = 1.0;  // >= 0
+  double l1 = 0.0;         // >= 0: weights with |z| <= l1 are exactly 0
+  double l2 = 0.0;         // >= 0
 };
 
 struct TrainingSection {

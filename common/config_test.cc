@@ -294,10 +294,17 @@ TEST(ConfigTest, WrongTypeNamesLineKeyAndValue) {
 TEST(ConfigTest, EnumsListAllowedValues) {
   ExpectAllFail({
       {"model:\n  type: cnn\n",
-       "cfg.yaml:2: model.type must be one of mlp, linear, softmax; got 'cnn'"},
+       "cfg.yaml:2: model.type must be one of mlp, linear, softmax, "
+       "sparse_linear; got 'cnn'"},
       {"optimizer:\n  type: adamw\n",
        "cfg.yaml:2: optimizer.type must be one of sgd, momentum, adagrad, "
-       "adam; got 'adamw' (did you mean 'adam'?)"},
+       "adam, ftrl; got 'adamw' (did you mean 'adam'?)"},
+      {"optimizer:\n  type: ftrl\n",
+       "optimizer.type ftrl trains sparse tables (model.type sparse_linear); "
+       "model.type mlp is dense: use adagrad, adam, momentum or sgd"},
+      {"model:\n  type: sparse_linear\n",
+       "model.type sparse_linear is logistic (model.task: binary) or linear "
+       "regression (model.task: regression), not multiclass"},
       {"optimizer:\n  schedule: linear\n",
        "cfg.yaml:2: optimizer.schedule must be one of constant, step, cosine; "
        "got 'linear'"},
@@ -375,16 +382,20 @@ TEST(ConfigTest, ChoicesParseAndNameRoundTrip) {
       ParseModelType, ModelTypeName,
       {{"mlp", ModelType::kMlp},
        {"linear", ModelType::kLinear},
-       {"softmax", ModelType::kSoftmax}},
-      "cnn", "model.type must be one of mlp, linear, softmax; got 'cnn'");
+       {"softmax", ModelType::kSoftmax},
+       {"sparse_linear", ModelType::kSparseLinear}},
+      "cnn",
+      "model.type must be one of mlp, linear, softmax, sparse_linear; got "
+      "'cnn'");
   ExpectChoices<OptimizerType>(
       ParseOptimizerType, OptimizerTypeName,
       {{"sgd", OptimizerType::kSgd},
        {"momentum", OptimizerType::kMomentum},
        {"adagrad", OptimizerType::kAdagrad},
-       {"adam", OptimizerType::kAdam}},
+       {"adam", OptimizerType::kAdam},
+       {"ftrl", OptimizerType::kFtrl}},
       "adamw",
-      "optimizer.type must be one of sgd, momentum, adagrad, adam; got "
+      "optimizer.type must be one of sgd, momentum, adagrad, adam, ftrl; got "
       "'adamw' (did you mean 'adam'?)");
   ExpectChoices<LrScheduleType>(
       ParseLrScheduleType, LrScheduleTypeName,

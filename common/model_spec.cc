@@ -44,6 +44,27 @@ class Fnv1a {
 
 absl::StatusOr<ModelSpec> ModelSpec::Create(const ModelSection& model) {
   const Task task = model.task;
+  if (model.type == ModelType::kSparseLinear) {
+    if (task == Task::kMulticlass) {
+      return absl::InvalidArgumentError(
+          "model.type sparse_linear needs model.task binary or regression");
+    }
+    if (model.sparse_buckets < 1 || model.sparse_buckets > 65536) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model.sparse_buckets must be in 1..65536, got ",
+          model.sparse_buckets));
+    }
+    // One dense block, the bias; the weights are the sparse table's rows.
+    ModelSpec spec;
+    spec.layers_ = {1, 1};
+    spec.task_ = task;
+    spec.tensors_.push_back({"bias", {1}, 0, 1, 0});
+    spec.blocks_.push_back({0, 0, 0, 1});
+    spec.num_params_ = 1;
+    spec.sparse_tables_.push_back(
+        {0, "weights", 1, static_cast<uint32_t>(model.sparse_buckets)});
+    return spec;
+  }
   if (model.layers.size() < 2) {
     return absl::InvalidArgumentError(absl::StrCat(
         "model.layers needs at least 2 entries (inputs, classes), got ",
@@ -127,6 +148,17 @@ uint64_t ModelSpec::Fingerprint() const {
     h.Add(static_cast<uint64_t>(block.tensor));
     h.Add(static_cast<uint64_t>(block.offset));
     h.Add(static_cast<uint64_t>(block.length));
+  }
+  // Dense models hash as they did before sparse tables existed (their
+  // checkpoints stay readable).
+  if (!sparse_tables_.empty()) {
+    h.Add(sparse_tables_.size());
+    for (const SparseTableSpec& table : sparse_tables_) {
+      h.Add(table.id);
+      h.Add(table.name);
+      h.Add(static_cast<uint64_t>(table.dim));
+      h.Add(table.buckets);
+    }
   }
   return h.hash() == 0 ? 1 : h.hash();
 }

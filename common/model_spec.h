@@ -33,6 +33,16 @@ struct BlockSpec {
   int64_t length = 0;  // number of floats
 };
 
+// A sparse table of the model (server/sparse_table.h): uint64 keys to rows
+// of `dim` floats, spread over the ps shards by hash bucket
+// (common/sparse_keys.h).
+struct SparseTableSpec {
+  uint32_t id = 0;
+  std::string name;  // "weights"
+  int dim = 1;
+  uint32_t buckets = 1;
+};
+
 // Immutable after construction; safe to share between threads.
 class ModelSpec {
  public:
@@ -41,6 +51,11 @@ class ModelSpec {
 
   const std::vector<TensorSpec>& tensors() const { return tensors_; }
   const std::vector<BlockSpec>& blocks() const { return blocks_; }
+  // sparse_linear: one table "weights" of dim 1 (and a dense "bias" [1]);
+  // dense models: none.
+  const std::vector<SparseTableSpec>& sparse_tables() const {
+    return sparse_tables_;
+  }
   const std::vector<int>& layers() const { return layers_; }
   Task task() const { return task_; }
   int inputs() const { return layers_.front(); }
@@ -48,8 +63,9 @@ class ModelSpec {
   int outputs() const { return layers_.back(); }
   int64_t num_params() const { return num_params_; }
 
-  // A 64-bit hash (FNV-1a) of the block layout: tensor names and shapes, and
-  // each block's id, tensor, offset and length. Two configs with the same
+  // A 64-bit hash (FNV-1a) of the block layout: tensor names and shapes,
+  // each block's id, tensor, offset and length, and the sparse tables' ids,
+  // names, dims and buckets. Two configs with the same
   // fingerprint cut the parameters into the same blocks; a checkpoint records
   // it so that another model's file is refused. Stable across builds and
   // hosts; never 0.
@@ -68,6 +84,7 @@ class ModelSpec {
   Task task_ = Task::kMulticlass;
   std::vector<TensorSpec> tensors_;
   std::vector<BlockSpec> blocks_;
+  std::vector<SparseTableSpec> sparse_tables_;
   int64_t num_params_ = 0;
 };
 

@@ -15,6 +15,12 @@ PushView ViewOf(const proto::PushRequest& request) {
     view.blocks.push_back({b.block_id(), b.version(), b.encoding(),
                            b.data().data(), b.data().size()});
   }
+  view.sparse.reserve(request.sparse_size());
+  for (const proto::SparseRows& rows : request.sparse()) {
+    view.sparse.push_back({rows.table(), rows.keys().data(), rows.keys().size(),
+                           rows.values().data(), rows.values().size(),
+                           rows.counts().data(), rows.counts().size()});
+  }
   return view;
 }
 

@@ -29,6 +29,19 @@ struct BlockRef {
   size_t size = 0;
 };
 
+// The rows of one sparse table in a push (proto::SparseRows), referenced as
+// byte ranges of any alignment: little-endian uint64 keys, float32 gradients
+// and uint32 occurrence counts (none: all 1). The core checks the lengths.
+struct SparseRef {
+  uint32_t table = 0;
+  const char* keys = nullptr;
+  size_t keys_size = 0;
+  const char* values = nullptr;
+  size_t values_size = 0;
+  const char* counts = nullptr;
+  size_t counts_size = 0;
+};
+
 // A PushRequest whose block payloads are referenced, not owned.
 struct PushView {
   uint64_t placement_epoch = 0;
@@ -37,6 +50,7 @@ struct PushView {
   uint64_t clock = 0;
   uint64_t push_key = 0;  // PushRequest.push_key; 0: none
   std::vector<BlockRef> blocks;
+  std::vector<SparseRef> sparse;
 };
 
 // A view of `request`: valid while `request` is alive and unchanged.

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "grpc/slice.h"
@@ -14,7 +16,9 @@ namespace {
 // Field numbers (proto/ps.proto).
 constexpr uint32_t kPushEpoch = 1, kPushWorker = 2, kPushSequence = 3,
                    kPushBlocks = 4, kPushClock = 5,
-                   kPushKey = 6;
+                   kPushKey = 6, kPushSparse = 7;
+constexpr uint32_t kSparseTable = 1, kSparseKeys = 2, kSparseValues = 3,
+                   kSparseCounts = 4;
 constexpr uint32_t kBlockId = 1, kBlockVersion = 2, kBlockEncoding = 3,
                    kBlockData = 4;
 constexpr uint32_t kPullBlocks = 1;
@@ -26,6 +30,11 @@ static_assert(kPushSequence == proto::PushRequest::kSequenceFieldNumber);
 static_assert(kPushBlocks == proto::PushRequest::kBlocksFieldNumber);
 static_assert(kPushClock == proto::PushRequest::kClockFieldNumber);
 static_assert(kPushKey == proto::PushRequest::kPushKeyFieldNumber);
+static_assert(kPushSparse == proto::PushRequest::kSparseFieldNumber);
+static_assert(kSparseTable == proto::SparseRows::kTableFieldNumber);
+static_assert(kSparseKeys == proto::SparseRows::kKeysFieldNumber);
+static_assert(kSparseValues == proto::SparseRows::kValuesFieldNumber);
+static_assert(kSparseCounts == proto::SparseRows::kCountsFieldNumber);
 static_assert(kBlockId == proto::BlockData::kBlockIdFieldNumber);
 static_assert(kBlockVersion == proto::BlockData::kVersionFieldNumber);
 static_assert(kBlockEncoding == proto::BlockData::kEncodingFieldNumber);
@@ -248,6 +257,88 @@ absl::Status ReadBlockHeader(Reader& r, const char* what, BlockRef* b,
   return absl::OkStatus();  // a block without payload (size 0)
 }
 
+// Reads a SparseRows message (its length first) into *rows. Each array is
+// referenced in place when it lies in one slice, else copied into `arena`.
+absl::Status ReadSparseRows(Reader& r, const char* what, Arena* arena,
+                            SparseRef* rows, int64_t* bytes_in_place,
+                            int64_t* bytes_copied) {
+  uint64_t length = 0;
+  if (!r.ReadVarint(&length) || length > r.left()) {
+    return Malformed(what, "sparse rows run past the message");
+  }
+  const size_t end = r.left() - length;
+  while (r.left() > end) {
+    uint64_t tag = 0, v = 0;
+    if (!r.ReadVarint(&tag)) return Malformed(what, "truncated sparse tag");
+    const uint32_t field = static_cast<uint32_t>(tag >> 3);
+    const int type = static_cast<int>(tag & 7);
+    if (field == kSparseTable && type == kVarint) {
+      if (!r.ReadVarint(&v) || v > UINT32_MAX) {
+        return Malformed(what, "bad sparse table id");
+      }
+      rows->table = static_cast<uint32_t>(v);
+    } else if ((field == kSparseKeys || field == kSparseValues ||
+                field == kSparseCounts) &&
+               type == kLen) {
+      if (!r.ReadVarint(&v) || v > r.left() - end) {
+        return Malformed(what, "sparse array runs past its rows");
+      }
+      const char* data = v == 0 ? nullptr : r.Contiguous(v);
+      if (data != nullptr) {
+        if (bytes_in_place != nullptr) *bytes_in_place += v;
+      } else if (v > 0) {
+        char* copy = arena->Allocate(v);
+        if (!r.CopyTo(copy, v)) return Malformed(what, "truncated sparse array");
+        data = copy;
+        if (bytes_copied != nullptr) *bytes_copied += v;
+      }
+      if (field == kSparseKeys) {
+        rows->keys = data;
+        rows->keys_size = v;
+      } else if (field == kSparseValues) {
+        rows->values = data;
+        rows->values_size = v;
+      } else {
+        rows->counts = data;
+        rows->counts_size = v;
+      }
+    } else if (!r.SkipField(type)) {
+      return Malformed(what, "bad field in sparse rows");
+    }
+    if (r.left() < end) return Malformed(what, "sparse rows overrun their length");
+  }
+  return absl::OkStatus();
+}
+
+// A SparseRows message as field `field` of its parent, bytes and all.
+void AppendSparseRows(std::string* out, uint32_t field, const SparseRef& rows) {
+  size_t inner = 0;
+  if (rows.table != 0) inner += 1 + VarintSize(rows.table);
+  for (size_t n : {rows.keys_size, rows.values_size, rows.counts_size}) {
+    if (n > 0) inner += 1 + VarintSize(n) + n;
+  }
+  char head[2 * kMaxVarint + 1 + kMaxVarint];
+  char* p = PutTag(head, field, kLen);
+  p = PutVarint(p, inner);
+  if (rows.table != 0) {
+    p = PutTag(p, kSparseTable, kVarint);
+    p = PutVarint(p, rows.table);
+  }
+  out->append(head, p - head);
+  const std::pair<uint32_t, std::pair<const char*, size_t>> arrays[] = {
+      {kSparseKeys, {rows.keys, rows.keys_size}},
+      {kSparseValues, {rows.values, rows.values_size}},
+      {kSparseCounts, {rows.counts, rows.counts_size}}};
+  for (const auto& [f, array] : arrays) {
+    if (array.second == 0) continue;
+    char tag[2 * kMaxVarint];
+    char* q = PutTag(tag, f, kLen);
+    q = PutVarint(q, array.second);
+    out->append(tag, q - tag);
+    out->append(array.first, array.second);
+  }
+}
+
 }  // namespace
 
 SendPins::~SendPins() { WaitReleased(); }
@@ -310,6 +401,10 @@ grpc::ByteBuffer SerializePush(const PushView& push, SendPins* pins) {
     slices.push_back(pins != nullptr ? pins->Pin(b.data, b.size)
                                      : grpc::Slice(b.data, b.size));
   }
+  // Sparse rows are copied into the message (they are built per push).
+  for (const SparseRef& rows : push.sparse) {
+    AppendSparseRows(&pending, kPushSparse, rows);
+  }
   if (!pending.empty() || slices.empty()) slices.emplace_back(pending);
   return grpc::ByteBuffer(slices.data(), slices.size());
 }
@@ -355,6 +450,16 @@ absl::Status ParsePush(const grpc::ByteBuffer& buffer, Arena* arena,
       }
       if (r.left() != end) return Malformed(kWhat, "block length mismatch");
       push->blocks.push_back(b);
+      continue;
+    }
+    if (field == kPushSparse && type == kLen) {
+      SparseRef rows;
+      if (absl::Status s = ReadSparseRows(r, kWhat, arena, &rows,
+                                          bytes_in_place, bytes_copied);
+          !s.ok()) {
+        return s;
+      }
+      push->sparse.push_back(rows);
       continue;
     }
     if (type == kVarint && (field == kPushEpoch || field == kPushWorker ||

@@ -323,7 +323,9 @@ absl::StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(
     RETURN_IF_ERROR(CheckInUnitInterval("momentum", s.momentum));
     return std::make_unique<Momentum>(s, lr, wd, s.momentum);
   }
-  if (s.type == OptimizerType::kAdagrad) {
+  // ftrl trains the sparse tables (server/sparse_table.h); a sparse model's
+  // dense blocks (its bias) train with adagrad at the same learning rate.
+  if (s.type == OptimizerType::kAdagrad || s.type == OptimizerType::kFtrl) {
     RETURN_IF_ERROR(CheckEpsilon(s));
     return std::make_unique<Adagrad>(s, lr, wd, eps);
   }

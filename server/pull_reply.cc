@@ -6,12 +6,39 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "grpcpp/impl/codegen/proto_utils.h"
 #include "rpc/wire_format.h"
 
 namespace downpour::server {
 
 absl::StatusOr<grpc::ByteBuffer> BuildPullReply(
     const Shard& shard, const proto::PullRequest& request, size_t max_bytes) {
+  if (request.sparse_size() > 0) {
+    // Sparse rows: a plain message of byte arrays (keys in, values out).
+    int64_t keys = 0;
+    for (const proto::SparseRows& rows : request.sparse()) {
+      keys += static_cast<int64_t>(rows.keys().size() / sizeof(uint64_t));
+    }
+    proto::PullResponse response;
+    RETURN_IF_ERROR(shard.PullSparse(request, &response));
+    const size_t bytes = response.ByteSizeLong();
+    if (bytes > max_bytes) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "pull: a reply with ", keys, " sparse keys would be ", bytes,
+          " bytes, over the ", max_bytes,
+          "-byte message limit: ask for fewer keys per request"));
+    }
+    grpc::ByteBuffer buffer;
+    bool own = false;
+    grpc::Status serialized =
+        grpc::SerializationTraits<proto::PullResponse>::Serialize(
+            response, &buffer, &own);
+    if (!serialized.ok()) {
+      return absl::InternalError(absl::StrCat("pull: serializing the reply: ",
+                                              serialized.error_message()));
+    }
+    return buffer;
+  }
   std::optional<wire::PullReplyBuilder> reply;
   RETURN_IF_ERROR(shard.VisitBlocks(
       request,

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
@@ -11,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "common/checksum.h"
 #include "common/logging.h"
+#include "common/sparse_keys.h"
 #include "common/status_macros.h"
 #include "common/wire_encoding.h"
 
@@ -67,6 +69,42 @@ PushGuard::Options GuardOptions(const Config& config, int index,
   options.shard_index = index;
   options.robustness = config.robustness;
   options.counters = counters;
+  return options;
+}
+
+// The options of a sparse table from the model and optimizer sections.
+absl::StatusOr<SparseTable::Options> SparseTableOptions(
+    const Config& config, const SparseTableSpec& table) {
+  SparseTable::Options options;
+  options.dim = table.dim;
+  options.seed = config.model.init_seed ^ (uint64_t{table.id} << 32);
+  options.max_rows = config.model.sparse_max_rows;
+  const OptimizerSection& o = config.optimizer;
+  switch (o.type) {
+    case OptimizerType::kFtrl:
+      options.optimizer.type = SparseOptimizerType::kFtrl;
+      break;
+    case OptimizerType::kAdagrad:
+      options.optimizer.type = SparseOptimizerType::kAdagrad;
+      break;
+    case OptimizerType::kAdam:
+      options.optimizer.type = SparseOptimizerType::kAdam;
+      break;
+    case OptimizerType::kSgd:
+      options.optimizer.type = SparseOptimizerType::kSgd;
+      break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "optimizer.type ", OptimizerTypeName(o.type),
+          " does not train sparse tables: use ftrl, adagrad, adam or sgd"));
+  }
+  options.optimizer.learning_rate = o.learning_rate;
+  options.optimizer.epsilon = o.epsilon;
+  options.optimizer.beta1 = o.beta1;
+  options.optimizer.beta2 = o.beta2;
+  options.optimizer.beta = o.ftrl_beta;
+  options.optimizer.l1 = o.l1;
+  options.optimizer.l2 = o.l2;
   return options;
 }
 
@@ -184,13 +222,22 @@ absl::StatusOr<std::unique_ptr<Shard>> Shard::CreateShard(
                                 config.robustness.norm_refuse_factor > 0;
   auto store =
       std::make_unique<BlockStore>(std::move(optimizer), store_options);
+  std::vector<std::unique_ptr<SparseTable>> tables;
+  for (const SparseTableSpec& table : spec.sparse_tables()) {
+    ASSIGN_OR_RETURN(SparseTable::Options options,
+                     SparseTableOptions(config, table));
+    ASSIGN_OR_RETURN(std::unique_ptr<SparseTable> made,
+                     SparseTable::Create(options));
+    tables.push_back(std::move(made));
+  }
   // The restored applied-push windows go on, so pushes acknowledged before
   // the checkpoint are not applied again.
   std::map<int32_t, SequenceWindow> windows;
   if (restored.has_value()) windows = restored->sequences;
   auto shard = std::unique_ptr<Shard>(
       new Shard(config, index, std::move(spec), std::move(store),
-                std::move(restored), std::move(windows), counters));
+                std::move(tables), std::move(restored), std::move(windows),
+                counters));
   {
     absl::MutexLock lock(&shard->mu_);
     shard->checkpoint_epoch_floor_ = epoch_floor;
@@ -200,6 +247,7 @@ absl::StatusOr<std::unique_ptr<Shard>> Shard::CreateShard(
 
 Shard::Shard(const Config& config, int index, ModelSpec spec,
              std::unique_ptr<BlockStore> store,
+             std::vector<std::unique_ptr<SparseTable>> tables,
              std::optional<Checkpoint> restored,
              std::map<int32_t, SequenceWindow> windows, Counters* counters)
     : config_(config),
@@ -209,6 +257,7 @@ Shard::Shard(const Config& config, int index, ModelSpec spec,
       may_hold_pushes_(config.training.consistency == ConsistencyMode::kSsp ||
                        config.training.consistency == ConsistencyMode::kBsp),
       store_(std::move(store)),
+      tables_(std::move(tables)),
       admission_(AdmissionOptions(config, index, counters), std::move(windows)),
       restored_(std::move(restored)),
       guard_(GuardOptions(config, index,
@@ -364,7 +413,8 @@ absl::StatusOr<PushAdmission::Verdict> Shard::Admit(
   // leaves no trace (nothing to checkpoint or replicate).
   absl::StatusOr<PushAdmission::Verdict> verdict =
       admission_.Admit(request.worker_id, request.sequence, request.push_key);
-  if (verdict.ok() && request.blocks.empty() && request.sequence > 0) {
+  if (verdict.ok() && request.blocks.empty() && request.sparse.empty() &&
+      request.sequence > 0) {
     // It would change nothing but the window: an empty push moves none.
     verdict = absl::InvalidArgumentError(absl::StrCat(
         "push: worker ", request.worker_id,
@@ -381,7 +431,9 @@ absl::StatusOr<PushAdmission::Verdict> Shard::Admit(
 
 absl::Status Shard::ValidatePush(
     const wire::PushView& request, std::vector<BlockStore::Block*>* blocks,
-    std::vector<BlockStore::GradientStats>* stats) {
+    std::vector<BlockStore::GradientStats>* stats,
+    std::vector<DecodedRows>* rows) {
+  rows->clear();
   blocks->clear();
   blocks->reserve(request.blocks.size());
   stats->resize(request.blocks.size());
@@ -413,7 +465,35 @@ absl::Status Shard::ValidatePush(
                                         " (worker ", request.worker_id, ")"));
     }
   }
+  if (valid.ok() && !request.sparse.empty() &&
+      gate_.mode() == Consistency::Mode::kBsp) {
+    valid = absl::InvalidArgumentError(
+        "push: training.consistency bsp does not take sparse rows (a bsp "
+        "round averages dense blocks); train sparse models with async or ssp");
+  }
+  rows->resize(valid.ok() ? request.sparse.size() : 0);
+  for (size_t i = 0; valid.ok() && i < request.sparse.size(); ++i) {
+    valid = DecodeSparse(request.sparse[i], &(*rows)[i]);
+    for (size_t j = 0; valid.ok() && j < i; ++j) {
+      if ((*rows)[j].table == (*rows)[i].table) {
+        valid = absl::InvalidArgumentError(absl::StrCat(
+            "push: sparse table ", request.sparse[i].table,
+            " appears twice in one push: send its rows once"));
+      }
+    }
+    if (valid.ok()) {
+      const DecodedRows& r = (*rows)[i];
+      valid = r.table->CheckCapacity(r.keys.data(),
+                                     static_cast<int64_t>(r.keys.size()));
+    }
+    if (!valid.ok()) {
+      valid = absl::Status(valid.code(), absl::StrCat(valid.message(),
+                                                      " (worker ",
+                                                      request.worker_id, ")"));
+    }
+  }
   if (valid.ok()) return valid;
+  rows->clear();
   counters_->Add("rejected_pushes", 1);
   // Refused for good (the client does not retry this), or an outlier the
   // guard refused (Aborted: the client retries it and is told "duplicate",
@@ -594,7 +674,9 @@ absl::Status Shard::Push(const wire::PushView& request,
       may_hold_pushes_ ? BlockIds(request) : std::vector<uint32_t>();
   std::vector<BlockStore::Block*> blocks;
   std::vector<BlockStore::GradientStats> stats;
+  std::vector<DecodedRows> rows;
   int64_t bytes = 0;
+  int64_t keys = 0;
   bool waited = false;
   {
     absl::MutexLock lock(&mu_);
@@ -607,7 +689,7 @@ absl::Status Shard::Push(const wire::PushView& request,
       if (verdict == PushAdmission::Verdict::kDuplicate) {
         return absl::OkStatus();
       }
-      RETURN_IF_ERROR(ValidatePush(request, &blocks, &stats));
+      RETURN_IF_ERROR(ValidatePush(request, &blocks, &stats, &rows));
       if (gate_.mode() == Consistency::Mode::kBsp && tracked &&
           (gate_.Gated(worker) || gate_.BspHasPending(worker))) {
         // A bsp round averages the raw gradients: the guard's clip bound
@@ -626,9 +708,11 @@ absl::Status Shard::Push(const wire::PushView& request,
       if (!check_again) break;
     }
     ASSIGN_OR_RETURN(bytes, ApplyBlocks(request, blocks, stats, response));
+    keys = ApplySparse(rows);
     if (tracked) MarkPushed(worker, request.sequence);
     GateApplied(worker, ids, request.clock);
   }
+  if (keys > 0) counters_->Add("sparse_push_keys", static_cast<double>(keys));
   counters_->Add("pushes", 1);
   counters_->Add("applied_updates", static_cast<double>(request.blocks.size()));
   counters_->Add("bytes_in", bytes);
@@ -750,6 +834,182 @@ absl::Status Shard::PushBsp(const wire::PushView& request,
   counters_->Add("pushes", 1);
   counters_->Add("bytes_in", bytes);
   return absl::OkStatus();
+}
+
+namespace {
+
+// `bytes` bytes at `data` (any alignment) as n elements of T, copied into
+// *out; false when bytes is not a whole number of them.
+template <typename T>
+bool CopyArray(const char* data, size_t bytes, std::vector<T>* out) {
+  if (bytes % sizeof(T) != 0) return false;
+  out->resize(bytes / sizeof(T));
+  if (bytes > 0) std::memcpy(out->data(), data, bytes);
+  return true;
+}
+
+}  // namespace
+
+absl::Status Shard::CheckOwnKeys(const char* op, const uint64_t* keys,
+                                 int64_t n, uint32_t buckets) const {
+  const int shards = static_cast<int>(config_.cluster.ps.size());
+  if (shards <= 1) return absl::OkStatus();
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t bucket = BucketOf(keys[i], buckets);
+    const int owner = static_cast<int>(bucket % static_cast<uint32_t>(shards));
+    if (owner != index_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          op, ": key ", keys[i], " is in bucket ", bucket, " of ps ", owner,
+          ", not ps ", index_, " (bucket = MixKey(key) % model.sparse_buckets, "
+          "ps = bucket % ", shards, "): does the sender use this config?"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Shard::DecodeSparse(const wire::SparseRef& rows,
+                                 DecodedRows* out) const {
+  if (rows.table >= tables_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "push: unknown sparse table ", rows.table, " (the model has ",
+        tables_.size(), ")"));
+  }
+  SparseTable& table = *tables_[rows.table];
+  out->table = &table;
+  if (!CopyArray(rows.keys, rows.keys_size, &out->keys)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "push: sparse table ", rows.table, " keys are ", rows.keys_size,
+        " bytes, not a whole number of uint64 keys"));
+  }
+  if (!CopyArray(rows.values, rows.values_size, &out->grads)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "push: sparse table ", rows.table, " gradients are ", rows.values_size,
+        " bytes, not a whole number of float32 values"));
+  }
+  std::vector<uint32_t> counts;
+  if (!CopyArray(rows.counts, rows.counts_size, &counts) ||
+      (!counts.empty() && counts.size() != out->keys.size())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "push: sparse table ", rows.table, " has ", out->keys.size(),
+        " keys but ", rows.counts_size, " bytes of counts (4 a key, or none)"));
+  }
+  const int64_t n = static_cast<int64_t>(out->keys.size());
+  RETURN_IF_ERROR(SparseTable::CheckPush(
+      out->keys.data(), n, out->grads.data(),
+      static_cast<int64_t>(out->grads.size()),
+      counts.empty() ? nullptr : counts.data(), table.dim(),
+      config_.optimizer.max_gradient_value));
+  return CheckOwnKeys("push", out->keys.data(), n,
+                      spec_.sparse_tables()[rows.table].buckets);
+}
+
+int64_t Shard::ApplySparse(const std::vector<DecodedRows>& rows) {
+  int64_t keys = 0;
+  for (const DecodedRows& r : rows) {
+    const int64_t n = static_cast<int64_t>(r.keys.size());
+    const int64_t created = r.table->Apply(r.keys.data(), n, r.grads.data());
+    if (created > 0) {
+      counters_->Add("sparse_rows_created", static_cast<double>(created));
+    }
+    keys += n;
+  }
+  if (!rows.empty()) {
+    ++generation_;
+    int64_t total_rows = 0, total_bytes = 0, nonzero = 0;
+    for (const auto& table : tables_) {
+      total_rows += table->rows();
+      total_bytes += table->bytes();
+      nonzero += table->nonzero_values();
+    }
+    counters_->Set("sparse_rows", static_cast<double>(total_rows));
+    counters_->Set("sparse_bytes", static_cast<double>(total_bytes));
+    counters_->Set("sparse_nonzero", static_cast<double>(nonzero));
+  }
+  return keys;
+}
+
+absl::Status Shard::PullSparse(const proto::PullRequest& request,
+                               proto::PullResponse* response) const {
+  response->Clear();
+  if (request.block_ids_size() > 0) {
+    return absl::InvalidArgumentError(
+        "pull: a request asks for blocks or for sparse rows, not both");
+  }
+  const size_t workers = config_.cluster.workers.size();
+  if (request.worker_id() != -1 &&
+      (request.worker_id() < 0 ||
+       static_cast<size_t>(request.worker_id()) >= workers)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pull: worker_id ", request.worker_id(),
+        " is not a configured worker (", workers, " in cluster.workers: 0 to ",
+        static_cast<int64_t>(workers) - 1, ", or -1 for a tool)"));
+  }
+  // Keys are decoded and checked before the lock.
+  std::vector<std::vector<uint64_t>> keys(request.sparse_size());
+  int64_t total = 0;
+  for (int i = 0; i < request.sparse_size(); ++i) {
+    const proto::SparseRows& rows = request.sparse(i);
+    if (rows.table() >= tables_.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "pull: unknown sparse table ", rows.table(), " (the model has ",
+          tables_.size(), ")"));
+    }
+    if (!CopyArray(rows.keys().data(), rows.keys().size(), &keys[i])) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "pull: sparse table ", rows.table(), " keys are ", rows.keys().size(),
+          " bytes, not a whole number of uint64 keys"));
+    }
+    const std::vector<uint64_t>& k = keys[i];
+    total += static_cast<int64_t>(k.size());
+    if (total > SparseTable::kMaxKeysPerRequest) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "pull: more than ", SparseTable::kMaxKeysPerRequest,
+          " keys in one request; split it"));
+    }
+    for (size_t j = 1; j < k.size(); ++j) {
+      if (k[j] <= k[j - 1]) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "pull: key ", k[j], " at position ", j,
+            k[j] == k[j - 1] ? " is repeated" : " is out of order",
+            "; keys must be sorted ascending and unique"));
+      }
+    }
+    RETURN_IF_ERROR(CheckOwnKeys("pull", k.data(), static_cast<int64_t>(k.size()),
+                                 spec_.sparse_tables()[rows.table()].buckets));
+  }
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    RETURN_IF_ERROR(CheckEpoch("pull", request.placement_epoch()));
+    for (int i = 0; i < request.sparse_size(); ++i) {
+      const SparseTable& table = *tables_[request.sparse(i).table()];
+      const std::vector<uint64_t>& k = keys[i];
+      const int64_t n = static_cast<int64_t>(k.size());
+      proto::SparseRows* out = response->add_sparse();
+      out->set_table(request.sparse(i).table());
+      out->set_keys(request.sparse(i).keys());
+      std::string* values = out->mutable_values();
+      values->resize(n * table.dim() * sizeof(float));
+      std::vector<uint32_t> versions(n);
+      std::vector<float> scratch(n * table.dim());
+      table.Read(k.data(), n, scratch.data(), versions.data());
+      if (n > 0) std::memcpy(values->data(), scratch.data(), values->size());
+      out->set_versions(versions.data(), versions.size() * sizeof(uint32_t));
+    }
+  }
+  counters_->Add("pulls", 1);
+  counters_->Add("sparse_pull_keys", static_cast<double>(total));
+  return absl::OkStatus();
+}
+
+std::vector<Shard::SparseTableStats> Shard::sparse_stats() const {
+  absl::ReaderMutexLock lock(&mu_);
+  std::vector<SparseTableStats> stats;
+  for (size_t i = 0; i < tables_.size(); ++i) {
+    const SparseTable& t = *tables_[i];
+    stats.push_back({static_cast<uint32_t>(i), t.rows(), t.bytes(),
+                     t.nonzero_values(), t.rows_created()});
+  }
+  return stats;
 }
 
 proto::ChecksumResponse Shard::Checksums() const {

@@ -33,6 +33,7 @@
 #include "server/push_admission.h"
 #include "server/push_guard.h"
 #include "server/sequence_window.h"
+#include "server/sparse_table.h"
 
 namespace downpour::server {
 
@@ -179,6 +180,28 @@ class Shard {
   static constexpr absl::Duration kMaxHold = absl::Seconds(10);
   static constexpr absl::Duration kHoldMargin = absl::Milliseconds(500);
 
+  // The sparse rows of a pull (request.sparse, which then asks for no
+  // blocks): for each SparseRows, the values and versions of its keys, in
+  // order (server/sparse_table.h: a key without a row reads its initial
+  // values; a pull creates no row). InvalidArgument for a table the model
+  // lacks, keys that are not whole uint64s, not sorted and unique, more than
+  // SparseTable::kMaxKeysPerRequest, or of a bucket another ps serves (the
+  // reader's config differs), or blocks asked for too; the epoch errors of
+  // VisitBlocks.
+  absl::Status PullSparse(const proto::PullRequest& request,
+                          proto::PullResponse* response) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // One sparse table as Status and tests see it.
+  struct SparseTableStats {
+    uint32_t id = 0;
+    int64_t rows = 0;
+    int64_t bytes = 0;  // SparseTable::bytes()
+    int64_t nonzero = 0;
+    int64_t created = 0;
+  };
+  std::vector<SparseTableStats> sparse_stats() const ABSL_LOCKS_EXCLUDED(mu_);
+
   proto::ChecksumResponse Checksums() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Writes the blocks, versions, optimizer state and applied sequences as the
@@ -207,8 +230,26 @@ class Shard {
       std::unique_ptr<Optimizer> optimizer, std::optional<Checkpoint> restored,
       uint64_t epoch_floor);
   Shard(const Config& config, int index, ModelSpec spec,
-        std::unique_ptr<BlockStore> store, std::optional<Checkpoint> restored,
+        std::unique_ptr<BlockStore> store,
+        std::vector<std::unique_ptr<SparseTable>> tables,
+        std::optional<Checkpoint> restored,
         std::map<int32_t, SequenceWindow> windows, Counters* counters);
+
+  // One SparseRows of a push, decoded into aligned arrays and checked
+  // (SparseTable::CheckPush, bucket ownership) for ApplySparse.
+  struct DecodedRows {
+    SparseTable* table = nullptr;
+    std::vector<uint64_t> keys;
+    std::vector<float> grads;
+  };
+  // The table `rows` names and its keys decoded and checked for this shard
+  // (InvalidArgument naming what is wrong).
+  absl::Status DecodeSparse(const wire::SparseRef& rows, DecodedRows* out)
+      const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // InvalidArgument naming the first of `keys` whose bucket another ps
+  // serves.
+  absl::Status CheckOwnKeys(const char* op, const uint64_t* keys, int64_t n,
+                            uint32_t buckets) const;
 
   absl::Status CheckEpoch(const char* op, uint64_t request_epoch) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
@@ -224,9 +265,15 @@ class Shard {
   // refused for good (InvalidArgument, NotFound: the client does not retry
   // it) uses up its sequence; one refused by the PushGuard's rate bound
   // (Unavailable) does not.
+  // The same for its sparse rows, into *rows (SparseTable::CheckPush,
+  // bucket ownership, the table's max_rows).
   absl::Status ValidatePush(const wire::PushView& request,
                             std::vector<BlockStore::Block*>* blocks,
-                            std::vector<BlockStore::GradientStats>* stats)
+                            std::vector<BlockStore::GradientStats>* stats,
+                            std::vector<DecodedRows>* rows)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Applies the decoded sparse rows of a push; returns the keys applied.
+  int64_t ApplySparse(const std::vector<DecodedRows>& rows)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The ssp gate's word on `request` (ids: its blocks): false when it may be
   // applied now; true after waiting (releasing mu_) for the gate to change,
@@ -289,6 +336,10 @@ class Shard {
   // State below is protected by mu_.
   mutable absl::Mutex mu_;
   const std::unique_ptr<BlockStore> store_ ABSL_PT_GUARDED_BY(mu_);
+  // The model's sparse tables, by id (ModelSpec::sparse_tables()); the
+  // tables themselves are guarded by mu_ (read under a shared lock, changed
+  // under an exclusive one).
+  const std::vector<std::unique_ptr<SparseTable>> tables_;
   uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
   // Worker identities, incarnations and the applied-push windows.
   PushAdmission admission_ ABSL_GUARDED_BY(mu_);

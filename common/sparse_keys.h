@@ -1,0 +1,40 @@
+// Where a sparse table's key lives: keys are mixed, then cut into hash
+// buckets, and buckets are spread over the ps shards. Every daemon and tool
+// computes the same answer from the key and the config alone.
+//
+//   bucket = MixKey(key) % model.sparse_buckets
+//   shard  = bucket % (number of cluster.ps)
+//
+// MixKey is SplitMix64's output function (Steele, Lea and Flood, 2014): a
+// bijection of uint64 whose every output bit depends on every input bit, so
+// patterned ids (multiples of 1024, consecutive ids, hashes with a constant
+// low byte) spread evenly; plain `key % n` would put them on one shard.
+// Buckets are the unit a later placement map will move (migration,
+// replication); today shard = bucket % shards.
+#ifndef DOWNPOUR_COMMON_SPARSE_KEYS_H_
+#define DOWNPOUR_COMMON_SPARSE_KEYS_H_
+
+#include <cstdint>
+
+namespace downpour {
+
+inline uint64_t MixKey(uint64_t key) {
+  key += 0x9e3779b97f4a7c15ULL;
+  key = (key ^ (key >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  key = (key ^ (key >> 27)) * 0x94d049bb133111ebULL;
+  return key ^ (key >> 31);
+}
+
+// REQUIRES: buckets >= 1.
+inline uint32_t BucketOf(uint64_t key, uint32_t buckets) {
+  return static_cast<uint32_t>(MixKey(key) % buckets);
+}
+
+// REQUIRES: buckets >= 1, shards >= 1.
+inline int ShardOfKey(uint64_t key, uint32_t buckets, int shards) {
+  return static_cast<int>(BucketOf(key, buckets) % static_cast<uint32_t>(shards));
+}
+
+}  // namespace downpour
+
+#endif  // DOWNPOUR_COMMON_SPARSE_KEYS_H_

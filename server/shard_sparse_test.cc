@@ -1,0 +1,228 @@
+// Shard with a sparse model (model.type sparse_linear): sparse pushes and
+// pulls through the same admission, epochs and exactly-once windows as
+// blocks.
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <vector>
+
+#include "common/push_sequence.h"
+#include "common/sparse_keys.h"
+#include "common/testing/status_matchers.h"
+#include "gtest/gtest.h"
+#include "server/shard.h"
+
+namespace downpour::server {
+namespace {
+
+using ::downpour::testing::IsOk;
+using ::downpour::testing::StatusIs;
+using ::testing::HasSubstr;
+
+class ShardSparseTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    config_.model.type = ModelType::kSparseLinear;
+    config_.model.task = Task::kBinary;
+    config_.model.sparse_buckets = 64;
+    config_.cluster.workers.assign(2, "127.0.0.1:0");
+    config_.cluster.ps.assign(2, "127.0.0.1:0");
+    config_.optimizer.type = OptimizerType::kFtrl;
+    config_.optimizer.learning_rate = 0.5;
+    config_.optimizer.l1 = 0.0;
+  }
+
+  std::unique_ptr<Shard> MakeShard(int index) {
+    auto shard = Shard::Create(config_, index, &counters_);
+    EXPECT_THAT(shard, IsOk());
+    if (!shard.ok()) return nullptr;
+    EXPECT_THAT((*shard)->Assign(1, index == 0 ? std::vector<uint32_t>{0}
+                                               : std::vector<uint32_t>{}),
+                IsOk());
+    return *std::move(shard);
+  }
+
+  // n keys that ps `index` serves, ascending.
+  std::vector<uint64_t> KeysOf(int index, int n) const {
+    std::vector<uint64_t> keys;
+    for (uint64_t k = 1; static_cast<int>(keys.size()) < n; ++k) {
+      if (ShardOfKey(k, 64, 2) == index) keys.push_back(k);
+    }
+    return keys;
+  }
+
+  static proto::PushRequest SparsePush(const std::vector<uint64_t>& keys,
+                                       const std::vector<float>& grads,
+                                       uint64_t sequence, int worker = 1) {
+    proto::PushRequest request;
+    request.set_placement_epoch(1);
+    request.set_worker_id(worker);
+    request.set_sequence(sequence);
+    proto::SparseRows* rows = request.add_sparse();
+    rows->set_table(0);
+    rows->set_keys(keys.data(), keys.size() * sizeof(uint64_t));
+    rows->set_values(grads.data(), grads.size() * sizeof(float));
+    return request;
+  }
+
+  static proto::PullRequest SparsePull(const std::vector<uint64_t>& keys) {
+    proto::PullRequest request;
+    request.set_placement_epoch(1);
+    request.set_worker_id(0);
+    proto::SparseRows* rows = request.add_sparse();
+    rows->set_table(0);
+    rows->set_keys(keys.data(), keys.size() * sizeof(uint64_t));
+    return request;
+  }
+
+  static std::vector<float> Values(const proto::PullResponse& response) {
+    const std::string& bytes = response.sparse(0).values();
+    std::vector<float> values(bytes.size() / sizeof(float));
+    std::memcpy(values.data(), bytes.data(), bytes.size());
+    return values;
+  }
+
+  Config config_;
+  Counters counters_;
+};
+
+TEST_F(ShardSparseTest, APushCreatesRowsAPullReadsThemAndCreatesNone) {
+  auto shard = MakeShard(0);
+  const std::vector<uint64_t> keys = KeysOf(0, 5);
+  proto::PullResponse pulled;
+  ASSERT_THAT(shard->PullSparse(SparsePull(keys), &pulled), IsOk());
+  EXPECT_EQ(Values(pulled), std::vector<float>(5, 0.0f));
+  EXPECT_EQ(shard->sparse_stats()[0].rows, 0) << "a pull creates no row";
+
+  proto::PushResponse response;
+  ASSERT_THAT(shard->Push(SparsePush(keys, {1, 1, 1, 1, 1}, 1), &response),
+              IsOk());
+  EXPECT_EQ(shard->sparse_stats()[0].rows, 5);
+  EXPECT_EQ(counters_.Get("sparse_rows_created"), 5);
+  EXPECT_EQ(counters_.Get("sparse_push_keys"), 5);
+  ASSERT_THAT(shard->PullSparse(SparsePull(keys), &pulled), IsOk());
+  // FTRL, alpha 0.5, beta 1, g = 1 once: w = -1 / ((1 + 1) / 0.5) = -0.25.
+  for (float w : Values(pulled)) EXPECT_FLOAT_EQ(w, -0.25f);
+  const std::string& versions = pulled.sparse(0).versions();
+  ASSERT_EQ(versions.size(), 5 * sizeof(uint32_t));
+  uint32_t first = 0;
+  std::memcpy(&first, versions.data(), sizeof(first));
+  EXPECT_EQ(first, 1u);
+}
+
+TEST_F(ShardSparseTest, ARetriedSparsePushIsAppliedOnce) {
+  auto shard = MakeShard(0);
+  const std::vector<uint64_t> keys = KeysOf(0, 3);
+  proto::PushResponse first, retry;
+  ASSERT_THAT(shard->Push(SparsePush(keys, {1, 2, 3}, MakeSequence(1, 1)),
+                          &first),
+              IsOk());
+  ASSERT_THAT(shard->Push(SparsePush(keys, {1, 2, 3}, MakeSequence(1, 1)),
+                          &retry),
+              IsOk());
+  EXPECT_TRUE(retry.duplicate());
+  proto::PullResponse pulled;
+  ASSERT_THAT(shard->PullSparse(SparsePull(keys), &pulled), IsOk());
+  uint32_t version = 0;
+  std::memcpy(&version, pulled.sparse(0).versions().data(), sizeof(version));
+  EXPECT_EQ(version, 1u) << "applied once";
+  EXPECT_EQ(counters_.Get("sparse_push_keys"), 3);
+}
+
+// Hostile input: refused with InvalidArgument, nothing applied, the shard
+// serving on.
+TEST_F(ShardSparseTest, HostileSparsePushesAreRefusedAndChangeNothing) {
+  auto shard = MakeShard(0);
+  const std::vector<uint64_t> keys = KeysOf(0, 3);
+  const std::vector<uint64_t> theirs = KeysOf(1, 1);
+  struct Case {
+    const char* name;
+    proto::PushRequest request;
+    const char* message;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"unsorted", SparsePush({keys[1], keys[0], keys[2]},
+                                          {1, 1, 1}, 1),
+                   "out of order"});
+  cases.push_back({"repeated", SparsePush({keys[0], keys[0], keys[2]},
+                                          {1, 1, 1}, 2),
+                   "is repeated"});
+  cases.push_back({"count mismatch", SparsePush(keys, {1, 1}, 3),
+                   "need 3 gradient floats, got 2"});
+  cases.push_back({"NaN",
+                   SparsePush(keys,
+                              {1, std::numeric_limits<float>::quiet_NaN(), 1},
+                              4),
+                   "not finite"});
+  cases.push_back({"another ps's key", SparsePush(theirs, {1}, 5),
+                   "not ps 0"});
+  proto::PushRequest ragged = SparsePush(keys, {1, 1, 1}, 6);
+  ragged.mutable_sparse(0)->mutable_keys()->resize(23);
+  cases.push_back({"ragged keys", ragged, "not a whole number of uint64"});
+  proto::PushRequest unknown = SparsePush(keys, {1, 1, 1}, 7);
+  unknown.mutable_sparse(0)->set_table(3);
+  cases.push_back({"unknown table", unknown, "unknown sparse table 3"});
+  proto::PushRequest twice = SparsePush(keys, {1, 1, 1}, 8);
+  *twice.add_sparse() = twice.sparse(0);
+  cases.push_back({"table twice", twice, "appears twice"});
+  proto::PushRequest counts = SparsePush(keys, {1, 1, 1}, 9);
+  counts.mutable_sparse(0)->set_counts(std::string(8, '\1'));
+  cases.push_back({"counts", counts, "bytes of counts"});
+  for (const Case& c : cases) {
+    proto::PushResponse response;
+    EXPECT_THAT(shard->Push(c.request, &response),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr(c.message)))
+        << c.name;
+  }
+  EXPECT_EQ(shard->sparse_stats()[0].rows, 0) << "nothing applied";
+  proto::PushResponse response;
+  EXPECT_THAT(shard->Push(SparsePush(keys, {1, 1, 1}, 10), &response), IsOk())
+      << "the shard serves on";
+  EXPECT_EQ(shard->sparse_stats()[0].rows, 3);
+
+  proto::PullResponse ignored;
+  EXPECT_THAT(shard->PullSparse(SparsePull({keys[1], keys[0]}), &ignored),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("out of order")));
+  proto::PullRequest mixed = SparsePull(keys);
+  mixed.add_block_ids(0);
+  EXPECT_THAT(shard->PullSparse(mixed, &ignored),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("not both")));
+  EXPECT_THAT(shard->PullSparse(SparsePull(theirs), &ignored),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("not ps 0")));
+}
+
+TEST_F(ShardSparseTest, MaxRowsBoundsATableAndTheRefusalIsNotUsedUp) {
+  config_.model.sparse_max_rows = 2;
+  auto shard = MakeShard(0);
+  const std::vector<uint64_t> keys = KeysOf(0, 3);
+  proto::PushResponse response;
+  EXPECT_THAT(shard->Push(SparsePush(keys, {1, 1, 1}, 1), &response),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       HasSubstr("max_rows 2")));
+  EXPECT_EQ(shard->sparse_stats()[0].rows, 0);
+}
+
+TEST_F(ShardSparseTest, BspRefusesSparseRows) {
+  config_.training.consistency = ConsistencyMode::kBsp;
+  auto shard = MakeShard(0);
+  shard->SetActiveWorkers({0, 1});
+  proto::PushResponse response;
+  EXPECT_THAT(shard->Push(SparsePush(KeysOf(0, 1), {1}, 1), &response),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("bsp does not take sparse rows")));
+}
+
+TEST_F(ShardSparseTest, DenseModelsRefuseFtrlAndSparseModelsRefuseMomentum) {
+  config_.optimizer.type = OptimizerType::kMomentum;
+  EXPECT_THAT(Shard::Create(config_, 0, &counters_).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("does not train sparse tables")));
+}
+
+}  // namespace
+}  // namespace downpour::server
