@@ -18,38 +18,13 @@
 
 #include <cstdint>
 #include <string>
-#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "data/csv_options.h"
 #include "data/table.h"
 
 namespace downpour::data {
-
-struct CsvOptions {
-  // The first (non-skipped, non-blank) line names the columns. Default true.
-  bool header = true;
-  // The label column: a header name or a 0-based index as text; "" (the
-  // default) is the last column. A name is looked up before an index.
-  std::string label_column;
-  // ',' (default), '\t' or ';'.
-  char delimiter = ',';
-  // Lines skipped before the header/data (scikit-learn's bundled CSVs start
-  // with "n_rows,n_features,names..."). Default 0.
-  int skip_lines = 0;
-  // The file has a label column. false: every column is a feature and each
-  // row's y is NaN (a file to predict on). Default true.
-  bool has_label = true;
-  // What the label column holds. Default kClass.
-  LabelMode labels = LabelMode::kClass;
-  // kClass: the class order, classes[i] -> i; empty (default): as LabelMode
-  // describes.
-  std::vector<std::string> classes;
-  // What a missing feature value becomes. Default kError.
-  Missing missing = Missing::kError;
-  // A longer line (not counting its line break) is an error. Default 1 MiB.
-  int64_t max_line_bytes = 1 << 20;
-};
 
 // ReadFileMaybeGzip(path) (data/file_reader.h), then ParseCsv with `path` as
 // the name. NotFound when the file is missing; InvalidArgument for a corrupt

@@ -1,9 +1,12 @@
 // LIBSVM / svmlight reader: sparse "label index:value ..." lines into a dense
-// Table (data/table.h).
+// Table (data/table.h), or kept sparse with 64-bit indices as keys
+// (data/sparse_dataset.h).
 //
 //   LibsvmOptions options;
 //   options.dim = 784;   // else the largest index in the file
 //   absl::StatusOr<Table> mnist = ReadLibsvm("mnist.scale.gz", options);
+//   absl::StatusOr<SparseDataset> clicks =
+//       ReadLibsvmSparse("clicks.svm.gz", LibsvmSparseOptions());
 //
 // Format: one example per line, "<label> <index>:<value> <index>:<value> ...",
 // separated by spaces or tabs, indices strictly increasing within a line;
@@ -20,6 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "data/sparse_dataset.h"
 #include "data/table.h"
 
 namespace downpour::data {
@@ -45,8 +49,8 @@ struct LibsvmOptions {
 // ReadFileMaybeGzip(path) (data/file_reader.h), then ParseLibsvm with `path`
 // as the name. NotFound when the file is missing; InvalidArgument for a
 // corrupt gzip file or as ParseLibsvm.
-absl::StatusOr<Table> ReadLibsvm(const std::string& path,
-                                 const LibsvmOptions& options);
+absl::StatusOr<Table> ReadLibsvm(const std::string &path,
+                                 const LibsvmOptions &options);
 
 // Parses LIBSVM text; `name` stands for the file in messages. Every error is
 // InvalidArgument "name:line:column: what is wrong; the fix", for: index 0
@@ -58,8 +62,41 @@ absl::StatusOr<Table> ReadLibsvm(const std::string& path,
 // dense table over max_dense_bytes, text that looks binary, a line longer
 // than max_line_bytes, and bad options (then at line 1, column 1).
 absl::StatusOr<Table> ParseLibsvm(absl::string_view text,
-                                  const std::string& name,
-                                  const LibsvmOptions& options);
+                                  const std::string &name,
+                                  const LibsvmOptions &options);
+
+struct LibsvmSparseOptions {
+  // What the label holds. Default kClass (binary -1/+1 and 0/1 map to 0/1).
+  LabelMode labels = LabelMode::kClass;
+  // kClass: the class order, classes[i] -> i; empty (default): as LabelMode
+  // describes.
+  std::vector<std::string> classes;
+  // A longer line (not counting its line break) is an error. Default 1 MiB.
+  int64_t max_line_bytes = 1 << 20;
+};
+
+// ReadFileMaybeGzip(path), then ParseLibsvmSparse with `path` as the name.
+// NotFound when the file is missing; InvalidArgument for a corrupt gzip file
+// or as ParseLibsvmSparse.
+absl::StatusOr<SparseDataset> ReadLibsvmSparse(
+    const std::string &path, const LibsvmSparseOptions &options);
+
+// Parses LIBSVM text into sparse rows without a dense expansion: memory
+// follows the nonzeros. Each index is parsed as a uint64 (0 to 2^64 - 1) and
+// becomes the key as written, with no 0/1-based shift and no hashing (the ps
+// mixes keys with MixKey before picking a shard, data/feature_hash.h). Within
+// a line indices may come in any order and repeat: each row is sorted by key,
+// repeated keys have their values summed, and zero values are dropped. The
+// lines, comments, qid and labels are read as ParseLibsvm reads them. Every
+// error is InvalidArgument "name:line:column: what is wrong; the fix", for:
+// an index above 2^64 - 1, a token that is not index:value (a negative
+// index, too), a value or label that is not a number or is NaN/Inf, values of
+// one key summing past the float range, a label outside `classes` or the
+// 1001st distinct label without them, a multi-label line, no data rows, text
+// that looks binary, a line longer than max_line_bytes, and bad options.
+absl::StatusOr<SparseDataset> ParseLibsvmSparse(
+    absl::string_view text, const std::string &name,
+    const LibsvmSparseOptions &options);
 
 }  // namespace downpour::data
 

@@ -5,10 +5,14 @@
 #
 #   deploy/fetch_data.sh [NAME...] [--dest DIR]
 #
-# NAME: iris wine diabetes heart_scale fashion_mnist (default: all of them).
+# NAME: iris wine diabetes heart_scale fashion_mnist reuters_corn lending_club
+# (default: all of them).
 # DIR: default <repo>/data. Idempotent: a data set already in place is skipped.
-# Needs apt-get and dpkg (any Debian/Ubuntu); root only if the package lists
-# are stale or empty (it then runs `apt-get update` itself).
+# Needs apt-get and dpkg (any Debian/Ubuntu), and python3 for reuters_corn and
+# lending_club (their converters, deploy/arff_to_csv.py and
+# deploy/rdata_to_csv.py, use only its standard library: no Java, no R); root
+# only if the package lists are stale or empty (it then runs `apt-get update`
+# itself).
 #
 # What lands where, as shipped by bookworm (checked with these versions):
 #
@@ -56,19 +60,54 @@
 #     6 Shirt, 7 Sneaker, 8 Bag, 9 Ankle boot. Debian re-gzipped the files when it
 #     built the package, so their .gz MD5s differ from the upstream README's.
 #
+# data/reuters_corn/{train,test}.csv  from weka 3.6.14-3,
+#     /usr/share/doc/weka/examples/ReutersCorn-{train,test}.arff (Reuters-21578,
+#     ModApte split, "is it about corn?"; ARFF attributes `Text string` and
+#     `class-att {0,1}`), converted by deploy/arff_to_csv.py: 2 columns, `text`
+#     (the news story, quoted; ARFF's \n escapes became spaces, so one story per
+#     line; HTML entities such as &lt; kept) and `class` (1 = corn, 0 = not):
+#       train.csv  1555 lines: a header + 1554 stories, 45 of class 1 (2.9 %)
+#       test.csv    605 lines: a header + 604 stories, 24 of class 1 (4.0 %)
+#       text,class
+#       "BAHIA COCOA REVIEW Showers continued throughout the week in the Bahia cocoa zone, ...",0
+#     Config: a sparse model, `text` declared text (hashed tokens), label `class`.
+#
+# data/lending_club/lending_club.csv  from r-cran-modeldata 1.1.0-1, object
+#     `lending_club` of the package's lazy-load database
+#     /usr/lib/R/site-library/modeldata/data/Rdata.{rdb,rdx} (the Debian package
+#     ships no .rda: R's installer turned data/lending_club.rda into these; the
+#     objects are XDR-serialized, LZMA2-compressed), converted by
+#     deploy/rdata_to_csv.py. 9858 lines, 23 columns: a header, then 9857 loans
+#     (Lending Club, first quarter of 2016, a subset of rows and columns, as the
+#     package's help page says): 17 numeric columns (funded_amnt, int_rate,
+#     annual_inc, revol_util, ... as numbers), 5 factors written as their labels
+#     (term: 2 levels, sub_grade: 35, addr_state: 50, verification_status: 3,
+#     emp_length: 12) and the target `Class` last, "bad" or "good": 517 bad
+#     (5.2 %), 9340 good; no missing values:
+#       funded_amnt,term,int_rate,sub_grade,addr_state,verification_status,annual_inc,emp_length,delinq_2yrs,inq_last_6mths,revol_util,acc_now_delinq,open_il_6m,open_il_12m,open_il_24m,total_bal_il,all_util,inq_fi,inq_last_12m,delinq_amnt,num_il_tl,total_il_high_credit_limit,Class
+#       16100,term_36,13.99,C4,CT,Not_Verified,35000,emp_5,0,0,67.4,0,1,0,0,1099,48,0,3,0,3,13193,good
+#     "bad" = charged off, defaulted or 21-120 days late; "good" = paid back or
+#     on time. The positive class is "bad" (the rare event, as a click is): list
+#     the classes as [good, bad] so that bad = 1 whichever comes first in the
+#     file. Config: label `Class`; the factors categorical, the numbers numeric
+#     (values or quantile buckets).
+#
 # The SHA-256 of each shipped file is in `sums` below; a mismatch (another package
 # version) is reported as a warning, not an error.
 set -euo pipefail
 
 repo="$(cd "$(dirname "$0")/.." && pwd)"
-all_names=(iris wine diabetes heart_scale fashion_mnist)
+all_names=(iris wine diabetes heart_scale fashion_mnist reuters_corn lending_club)
 
 declare -A package=(
   [iris]=python3-sklearn [wine]=python3-sklearn [diabetes]=python3-sklearn
   [heart_scale]=liblinear-tools [fashion_mnist]=dataset-fashion-mnist
+  [reuters_corn]=weka [lending_club]=r-cran-modeldata
 )
 sk=usr/lib/python3/dist-packages/sklearn/datasets/data
 fm=usr/share/datasets/fashion-mnist
+wk=usr/share/doc/weka/examples
+md=usr/lib/R/site-library/modeldata/data
 declare -A sums=(
   [$sk/iris.csv]=f13ffa8fdd56fd8e6c8d16d4081a3fbd3114bcd0aae4256c43205169cd9d1449
   [$sk/wine_data.csv]=10e8a802908b34f86e5da8ce962f3c806694bc98450a18f61851af59f324bede
@@ -79,6 +118,10 @@ declare -A sums=(
   [$fm/train-labels-idx1-ubyte.gz]=0ae29f65d86684f32d1b9c85147786c547b9c6aebcaf235f0400a0cce308b056
   [$fm/t10k-images-idx3-ubyte.gz]=cc1d090a38ace84dfa1aa66e3ada7c336ef481a96936906477e6dd344da56eaa
   [$fm/t10k-labels-idx1-ubyte.gz]=8d3605d196f4be44669e46906da9733c8131fef761fdbfec72c424d5222f1a05
+  [$wk/ReutersCorn-train.arff]=1855af1b69c21491a103ae414a1ffe5103c633aa5ad920abde2115aac9f55322
+  [$wk/ReutersCorn-test.arff]=e7b3cf0bc83bfa449abeacaef3083e3573f89b4fc2a36111fe59b18ff68e9e33
+  [$md/Rdata.rdb]=2ecef5e8da0f782ae4e3f65d928fe769702accffd8981cc358a3097f6736f58f
+  [$md/Rdata.rdx]=c23e1be60f2730fb526ce158a307e154c91a953169fcb8e73350c4e032e14538
 )
 fashion_files=(train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz
                t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz)
@@ -111,6 +154,8 @@ marker() {
     diabetes) echo "$dest/diabetes/diabetes.csv" ;;
     heart_scale) echo "$dest/heart_scale/heart_scale" ;;
     fashion_mnist) echo "$dest/fashion_mnist/t10k-labels-idx1-ubyte.gz" ;;
+    reuters_corn) echo "$dest/reuters_corn/test.csv" ;;
+    lending_club) echo "$dest/lending_club/lending_club.csv" ;;
   esac
 }
 present() {
@@ -118,6 +163,10 @@ present() {
     local f
     for f in "${fashion_files[@]}"; do [[ -s "$dest/fashion_mnist/$f" ]] || return 1; done
     return 0
+  fi
+  if [[ "$1" == reuters_corn ]]; then
+    [[ -s "$dest/reuters_corn/train.csv" && -s "$dest/reuters_corn/test.csv" ]]
+    return
   fi
   [[ -s "$(marker "$1")" ]]
 }
@@ -135,6 +184,13 @@ done
 for tool in apt-get dpkg dpkg-deb sha256sum awk paste gzip; do
   command -v "$tool" >/dev/null 2>&1 ||
     die "'$tool' is needed (this script takes the data from Debian packages: run it on Debian or Ubuntu)"
+done
+for n in "${todo[@]}"; do
+  case "$n" in
+    reuters_corn|lending_club)
+      command -v python3 >/dev/null 2>&1 ||
+        die "$n: python3 is needed to convert it (apt-get install python3)" ;;
+  esac
 done
 
 tmp="$(mktemp -d)"
@@ -253,6 +309,21 @@ for n in "${todo[@]}"; do
         cp "$root/$fm/$f" "$out/$f"
       done
       what="4 gzipped IDX files: 60000 train + 10000 test images 28x28, labels 0-9" ;;
+    reuters_corn)
+      for part in train test; do
+        shipped "$root" "$wk/ReutersCorn-$part.arff" "$pkg"
+        python3 "$repo/deploy/arff_to_csv.py" "$root/$wk/ReutersCorn-$part.arff" \
+          "$out/$part.csv" --names text,class >/dev/null ||
+          die "reuters_corn: could not convert ReutersCorn-$part.arff (above)"
+      done
+      what="train.csv $(wc -l <"$out/train.csv") lines, test.csv $(wc -l <"$out/test.csv") lines (a header + one story each), columns text,class (1 = corn)" ;;
+    lending_club)
+      shipped "$root" "$md/Rdata.rdb" "$pkg"
+      shipped "$root" "$md/Rdata.rdx" "$pkg"
+      python3 "$repo/deploy/rdata_to_csv.py" "$root/$md/Rdata.rdb" lending_club \
+        "$out/lending_club.csv" >/dev/null ||
+        die "lending_club: could not convert the R data (above)"
+      what="lending_club.csv $(wc -l <"$out/lending_club.csv") lines (a header + 9857 loans), 23 columns, target Class (bad ~5 %, the positive class)" ;;
   esac
   install_dir "$n" "$out"
   echo "$n: $what, in $dest/$n"
