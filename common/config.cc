@@ -238,6 +238,13 @@ std::vector<ConfigField> DataFields(DataSection* d) {
           ChoiceField("data.missing", &d->missing, ParseMissingPolicy,
                       MissingPolicyName),
           BoolField("data.zero_based", &d->zero_based),
+          StringListField("data.categorical", &d->categorical, 100'000),
+          StringListField("data.text", &d->text, 100'000),
+          StringListField("data.numeric", &d->numeric, 100'000),
+          StringListField("data.bucketize", &d->bucketize, 100'000),
+          StringListField("data.ignore", &d->ignore, 100'000),
+          IntField("data.quantile_buckets", &d->quantile_buckets,
+                   Between(2, 1000)),
           IntField("data.features", &d->features, Between(0, kMaxLayerWidth))};
 }
 

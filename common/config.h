@@ -348,6 +348,17 @@ struct DataSection {
   bool zero_based = false;
   // libsvm: number of features; 0 = the largest index in `path`. Default 0.
   int features = 0;
+  // csv with model.type sparse_linear: how each column (by header name)
+  // becomes hashed keys (data/sparse_csv_reader.h, docs/DATA.md): every
+  // column but the label is listed in exactly one of these. `bucketize`
+  // columns are cut into `quantile_buckets` buckets at the training file's
+  // quantiles. Default: none.
+  std::vector<std::string> categorical;
+  std::vector<std::string> text;
+  std::vector<std::string> numeric;
+  std::vector<std::string> bucketize;
+  std::vector<std::string> ignore;
+  int quantile_buckets = 10;  // 2..1000
 };
 
 // True for data sources read from one file of rows (csv, libsvm).

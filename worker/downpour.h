@@ -42,49 +42,12 @@
 #include "worker/dataset.h"
 #include "worker/epoch_budget.h"
 #include "worker/ps_client.h"
+#include "worker/training_loop.h"
 
 namespace downpour::worker {
 
-// Figures the worker reports (heartbeats, Status, progress lines).
-struct WorkerStats {
-  int64_t step = 0;  // steps computed
-  // Examples whose gradients the ps acknowledged (applied): a push's ack adds
-  // its steps times the batch size. Steps computed but not yet acknowledged
-  // are not counted.
-  int64_t examples = 0;
-  double examples_per_sec = 0;  // `examples` over wall time since Run began
-  double loss = NAN;      // mean training loss over recent steps
-  double accuracy = NAN;  // last test accuracy (NaN for regression)
-  uint64_t evaluations = 0;  // test evaluations so far
-  double test_loss = NAN;  // last test loss (the training loss's kind)
-  // The last test metrics of the model task, main first ("accuracy",
-  // "logloss"; "auc", "logloss", "accuracy"; "rmse", "mae", "r2"); empty
-  // before the first evaluation.
-  std::vector<std::pair<std::string, double>> metrics;
-  // Staleness over every block update the ps acknowledged since Run began:
-  // the updates applied to a block between the pull the gradient was computed
-  // on and the push that applied it. Mean, nearest-rank p50 and p99 (exact up
-  // to 255, see StalenessHistogram) and exact max; 0 before the first ack.
-  double mean_staleness = 0;
-  double staleness_p50 = 0;
-  double staleness_p99 = 0;
-  double staleness_max = 0;
-  int64_t pulls = 0;
-  int64_t pushes = 0;        // pushes acknowledged by the ps
-  int64_t pushed_steps = 0;  // steps whose gradient those pushes carried
-  // Shares of wall time since Run began: computing steps (and evaluating),
-  // waiting for a pull the compute thread needs (the first and the final
-  // one), waiting for a push to complete (backpressure and the final flush).
-  double share_compute = 0;
-  double share_wait_pull = 0;
-  double share_wait_push = 0;
-  bool finished = false;
-  // Set when training diverged: the error Run returns, naming the knobs.
-  std::string diverged;
-};
-
 // Run() on one thread; Stop() and stats() from any thread.
-class DownpourLoop {
+class DownpourLoop : public TrainingLoop {
  public:
   struct Options {
     TrainingSection training;
@@ -105,23 +68,23 @@ class DownpourLoop {
   // Borrows everything; they must outlive the loop.
   DownpourLoop(const ModelSpec& spec, ComputeBackend* backend, PsClient* client,
                const Dataset* train, const Dataset* test, Options options);
-  ~DownpourLoop();
+  ~DownpourLoop() override;
 
   // Trains until the configured steps/epochs are done or Stop() is called, then
   // pushes what it owes, pulls the final parameters and evaluates them on the
   // test set. Returns the first error of the compute, fetch or push path.
-  absl::Status Run();
+  absl::Status Run() override;
 
-  void Stop() { stop_.store(true); }
+  void Stop() override { stop_.store(true); }
 
   // Trains on `data` from the next step on (a new epoch starts over it): the
   // coordinator handed this worker another data part, or took one back.
   // Thread-safe.
   void ReplaceTrainingData(std::shared_ptr<const Dataset> data)
       ABSL_LOCKS_EXCLUDED(data_mu_);
-  WorkerStats stats() const ABSL_LOCKS_EXCLUDED(stats_mu_);
+  WorkerStats stats() const override ABSL_LOCKS_EXCLUDED(stats_mu_);
   // The histogram behind stats()'s staleness figures (Status's raw buckets).
-  StalenessHistogram staleness() const ABSL_LOCKS_EXCLUDED(stats_mu_);
+  StalenessHistogram staleness() const override ABSL_LOCKS_EXCLUDED(stats_mu_);
 
  private:
   // A summed gradient handed to the client, not yet waited for.

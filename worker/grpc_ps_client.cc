@@ -21,6 +21,7 @@
 #include "rpc/server_util.h"
 #include "rpc/wire_format.h"
 #include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/impl/codegen/proto_utils.h"
 
 namespace downpour::worker {
 namespace {
@@ -77,6 +78,9 @@ struct GrpcPsClient::ShardLink {
 struct PushRequestState {
   int shard = 0;
   std::vector<uint32_t> ids;
+  // Sparse rows for this shard (the caller's arrays, read until the push
+  // returns).
+  std::vector<wire::SparseRef> sparse;
   uint64_t sequence = 0;
   grpc::ClientContext context;
   grpc::ByteBuffer request, reply;
@@ -426,9 +430,61 @@ uint64_t GrpcPsClient::acked_clock() const {
   return acked_clock_;
 }
 
-absl::Status GrpcPsClient::SendPush(const float* grad,
-                                    const std::vector<uint64_t>& versions,
-                                    StalenessHistogram* staleness) {
+absl::Status GrpcPsClient::PushWithRows(
+    const float* grad, const std::vector<uint64_t>& versions,
+    const std::vector<std::vector<wire::SparseRef>>& rows,
+    StalenessHistogram* staleness) {
+  return SendPush(grad, versions, staleness, &rows);
+}
+
+absl::Status GrpcPsClient::PullRows(
+    uint32_t table, int dim, const std::vector<std::vector<uint64_t>>& keys,
+    std::vector<std::vector<float>>* values) {
+  values->assign(keys.size(), {});
+  for (size_t s = 0; s < keys.size(); ++s) {
+    if (keys[s].empty()) continue;
+    proto::PullResponse response;
+    grpc::ByteBuffer reply;
+    RETURN_IF_ERROR(WithRetries(
+        static_cast<int>(s), "pull rows from",
+        [&](const ShardLink& now, uint64_t now_epoch) {
+          proto::PullRequest request;
+          request.set_placement_epoch(now_epoch);
+          request.set_worker_id(worker_id_);
+          proto::SparseRows* wanted = request.add_sparse();
+          wanted->set_table(table);
+          wanted->set_keys(keys[s].data(), keys[s].size() * sizeof(uint64_t));
+          grpc::ByteBuffer bytes;
+          bool own = false;
+          grpc::Status serialized =
+              grpc::SerializationTraits<proto::PullRequest>::Serialize(
+                  request, &bytes, &own);
+          if (!serialized.ok()) return serialized;
+          reply.Clear();
+          return now.Call(kPullMethod, rpc_.deadline_s, bytes, &reply);
+        }));
+    if (!grpc::SerializationTraits<proto::PullResponse>::Deserialize(&reply,
+                                                                     &response)
+             .ok() ||
+        response.sparse_size() != 1 ||
+        response.sparse(0).values().size() !=
+            keys[s].size() * dim * sizeof(float)) {
+      return absl::DataLossError(absl::StrCat(
+          "pull rows from ps ", s, ": the reply does not hold ", keys[s].size(),
+          " rows of dim ", dim));
+    }
+    const std::string& bytes = response.sparse(0).values();
+    (*values)[s].resize(keys[s].size() * dim);
+    std::memcpy((*values)[s].data(), bytes.data(), bytes.size());
+  }
+  counters_->Add("pulls", 1);
+  return absl::OkStatus();
+}
+
+absl::Status GrpcPsClient::SendPush(
+    const float* grad, const std::vector<uint64_t>& versions,
+    StalenessHistogram* staleness,
+    const std::vector<std::vector<wire::SparseRef>>* rows) {
   PushCall call;
   call.grad = grad;
   call.versions = &versions;
@@ -449,6 +505,28 @@ absl::Status GrpcPsClient::SendPush(const float* grad,
       r->shard = shard->index;
       r->ids = shard->chunks[c];
       call.requests.push_back(std::move(r));
+    }
+  }
+  // A shard's sparse rows ride on its first request, or on one of their own
+  // where the shard holds no blocks.
+  if (rows != nullptr) {
+    for (const auto& shard : call.shards) {
+      const size_t s = static_cast<size_t>(shard->index);
+      if (s >= rows->size() || (*rows)[s].empty()) continue;
+      PushRequestState* first = nullptr;
+      for (auto& r : call.requests) {
+        if (r->shard == shard->index) {
+          first = r.get();
+          break;
+        }
+      }
+      if (first == nullptr) {
+        auto r = std::make_unique<PushRequestState>();
+        r->shard = shard->index;
+        first = r.get();
+        call.requests.push_back(std::move(r));
+      }
+      first->sparse = (*rows)[s];
     }
   }
   absl::Status status;
@@ -551,11 +629,12 @@ bool GrpcPsClient::StartRequest(PushCall* call, size_t r) {
     lane.in_flight.insert(request->sequence);
     ++call->outstanding;
   }
-  request->request = wire::SerializePush(
+  wire::PushView view =
       MakePushView(spec_, call->grad, *call->versions, request->ids,
                    call->epoch, worker_id_, request->sequence, call->clock,
-                   push_key_.load(), encoding_, &request->encoded),
-      &call->pins);
+                   push_key_.load(), encoding_, &request->encoded);
+  view.sparse = request->sparse;
+  request->request = wire::SerializePush(view, &call->pins);
   request->context.set_deadline(DeadlineIn(rpc_.deadline_s));
   call->shards[request->shard]->stub->UnaryCall(
       &request->context, kPushMethod, grpc::StubOptions(), &request->request,
@@ -641,11 +720,12 @@ absl::Status GrpcPsClient::RetryFailedPushes(PushCall* call) {
     counters_->Add("push_resends", 1);
     absl::Status status = WithRetries(
         request->shard, "push to", [&](const ShardLink& shard, uint64_t epoch) {
-          const grpc::ByteBuffer bytes = wire::SerializePush(
+          wire::PushView view =
               MakePushView(spec_, call->grad, *call->versions, request->ids,
                            epoch, worker_id_, request->sequence, call->clock,
-                           push_key_.load(), encoding_, &request->encoded),
-              &call->pins);
+                           push_key_.load(), encoding_, &request->encoded);
+          view.sparse = request->sparse;
+          const grpc::ByteBuffer bytes = wire::SerializePush(view, &call->pins);
           request->reply.Clear();
           return shard.Call(kPushMethod, rpc_.deadline_s, bytes, &request->reply);
         },

@@ -27,11 +27,13 @@
 #include "common/config.h"
 #include "common/counters.h"
 #include "common/model_spec.h"
+#include "common/push_view.h"
 #include "common/wire_encoding.h"
 #include "membership/coordinator_client.h"
 #include "proto/ps.grpc.pb.h"
 #include "worker/ps_client.h"
 #include "worker/push_pipeline.h"
+#include "worker/sparse_ps.h"
 
 namespace downpour::worker {
 
@@ -80,7 +82,7 @@ namespace downpour::worker {
 // requests in flight together may arrive in any order. The client never has a
 // request in flight kPushRequestsPerShard or more sequences past the oldest one
 // not yet acknowledged on that shard, however many pushes are in flight.
-class GrpcPsClient : public PsClient {
+class GrpcPsClient : public PsClient, public SparsePs {
  public:
   // Borrows spec, coordinator, counters and clock; they must outlive the
   // client. `should_stop` (optional) ends a retry wait early with Cancelled.
@@ -108,6 +110,25 @@ class GrpcPsClient : public PsClient {
   absl::Status Connect() ABSL_LOCKS_EXCLUDED(mu_);
 
   absl::Status Pull(float* params, std::vector<uint64_t>* versions) override
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // A sparse model's push, waited for (outside the push pipeline: the
+  // sparse loop pushes one step at a time): the dense blocks' gradient
+  // `grad` at `versions` as Push, and rows[s], the sparse rows of ps s
+  // (keys sorted and unique, of buckets ps s serves, common/sparse_keys.h),
+  // all applied once under the same exactly-once sequences. The arrays are
+  // read until it returns.
+  absl::Status PushWithRows(const float* grad,
+                            const std::vector<uint64_t>& versions,
+                            const std::vector<std::vector<wire::SparseRef>>& rows,
+                            StalenessHistogram* staleness) override
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The values of keys[s] (ps s's keys of sparse table `table`, sorted and
+  // unique) into (*values)[s], keys[s].size() * dim floats; retried like
+  // Pull. A key without a row reads its initial values (nothing is created).
+  absl::Status PullRows(uint32_t table, int dim,
+                        const std::vector<std::vector<uint64_t>>& keys,
+                        std::vector<std::vector<float>>* values) override
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // The placement epoch in use (0 before Connect).
@@ -182,8 +203,12 @@ class GrpcPsClient : public PsClient {
   absl::Status CopyBlocks(int index, const grpc::ByteBuffer& reply,
                           float* params, std::vector<uint64_t>* versions);
   // One push, waited for: what the pipeline's Send does.
-  absl::Status SendPush(const float* grad, const std::vector<uint64_t>& versions,
-                        StalenessHistogram* staleness) ABSL_LOCKS_EXCLUDED(mu_);
+  // `rows`: PushWithRows's sparse rows, or null.
+  absl::Status SendPush(
+      const float* grad, const std::vector<uint64_t>& versions,
+      StalenessHistogram* staleness,
+      const std::vector<std::vector<wire::SparseRef>>* rows = nullptr)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Sends push request `r` of `call` (async) once its shard's window has
   // room; false when a request of `call` failed meanwhile (retry first).
   bool StartRequest(PushCall* call, size_t r) ABSL_LOCKS_EXCLUDED(mu_);

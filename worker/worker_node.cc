@@ -66,12 +66,24 @@ absl::Status WorkerNode::Load() {
   absl::StatusOr<ModelSpec> spec = ModelSpec::Create(config.model);
   if (!spec.ok()) return SetupError(spec.status());
   spec_ = std::make_unique<ModelSpec>(*std::move(spec));
+  if (!spec_->sparse_tables().empty()) {
+    // A sparse model computes on the CPU (a dot product per example); its
+    // data are hashed keys, not dense rows.
+    sparse_ = true;
+    device_ = "cpu";
+    absl::StatusOr<SparseSplit> data =
+        LoadSparseData(config.data, config.training.seed, spec_->task());
+    if (!data.ok()) return SetupError(data.status());
+    sparse_data_ = *std::move(data);
+    return absl::OkStatus();
+  }
   // cpu, cuda or auto (config.compute); a cuda worker without a usable GPU
   // stops here, saying why.
   absl::StatusOr<std::unique_ptr<ComputeBackend>> backend =
       MakeBackend(config.compute, *spec_, config.training.batch_size);
   if (!backend.ok()) return SetupError(backend.status());
   backend_ = *std::move(backend);
+  device_ = backend_->device();
   absl::StatusOr<DataSplit> data =
       LoadData(config.data, config.training.seed, spec_->task());
   if (!data.ok()) return SetupError(data.status());
@@ -102,12 +114,21 @@ absl::Status WorkerNode::JoinCluster() {
   ASSIGN_OR_RETURN(proto::RegisterWorkerResponse registered,
                    client_->RegisterWorker(options_.index, advertised_));
   const proto::Partition& partition = registered.partition();
-  parts_ = std::make_unique<DataParts>(&data_.train, Parts(partition),
-                                       partition.num_parts());
-  SPDLOG_LOGGER_INFO(Log(Logger::kWorker),
-                     "partition {}/{}: {} training examples on {}",
-                     partition.part(), partition.num_parts(),
-                     parts_->train()->size(), backend_->device());
+  if (sparse_) {
+    sparse_train_ = std::make_shared<const data::SparseDataset>(PartitionRows(
+        sparse_data_.train, Parts(partition), partition.num_parts()));
+    SPDLOG_LOGGER_INFO(Log(Logger::kWorker),
+                       "partition {}/{}: {} training examples ({} keys) on {}",
+                       partition.part(), partition.num_parts(),
+                       sparse_train_->rows(), sparse_train_->entries(), device_);
+  } else {
+    parts_ = std::make_unique<DataParts>(&data_.train, Parts(partition),
+                                         partition.num_parts());
+    SPDLOG_LOGGER_INFO(Log(Logger::kWorker),
+                       "partition {}/{}: {} training examples on {}",
+                       partition.part(), partition.num_parts(),
+                       parts_->train()->size(), device_);
+  }
 
   ps_ = std::make_unique<GrpcPsClient>(
       *spec_, client_.get(), config.rpc, options_.index, &counters_,
@@ -124,6 +145,16 @@ absl::Status WorkerNode::JoinCluster() {
   counters_.Set(coordinator::kMemberIncarnationCounter,
                 static_cast<double>(registered.incarnation()));
 
+  if (sparse_) {
+    SparseLoop::Options sparse_options;
+    sparse_options.training = config.training;
+    sparse_options.worker_index = options_.index;
+    sparse_options.num_shards = static_cast<int>(config.cluster.ps.size());
+    loop_ = std::make_unique<SparseLoop>(*spec_, ps_.get(), sparse_train_,
+                                         &sparse_data_.test, sparse_options);
+    running_loop_.store(loop_.get());
+    return absl::OkStatus();
+  }
   DownpourLoop::Options loop_options;
   loop_options.training = config.training;
   loop_options.optimizer = config.optimizer;
@@ -132,9 +163,11 @@ absl::Status WorkerNode::JoinCluster() {
   loop_options.warmstart_patience = absl::Seconds(config.rpc.connect_timeout_s);
   // The loop borrows the first training set; parts_ keeps it alive until a
   // new partition replaces it, and the loop holds replacements itself.
-  loop_ = std::make_unique<DownpourLoop>(*spec_, backend_.get(), ps_.get(),
-                                         parts_->train().get(), &data_.test,
-                                         loop_options);
+  auto dense = std::make_unique<DownpourLoop>(*spec_, backend_.get(), ps_.get(),
+                                              parts_->train().get(),
+                                              &data_.test, loop_options);
+  dense_loop_ = dense.get();
+  loop_ = std::move(dense);
   running_loop_.store(loop_.get());
   return absl::OkStatus();
 }
@@ -171,6 +204,11 @@ absl::Status WorkerNode::Reregister() {
 }
 
 void WorkerNode::ApplyPartition(const proto::Partition& partition) {
+  if (sparse_) {
+    // Sparse workers keep the part they registered with: a dead worker's
+    // part is not adopted yet (docs/SPARSE.md).
+    return;
+  }
   const std::vector<int> was = parts_->parts();
   const std::vector<int> now = Parts(partition);
   std::shared_ptr<const Dataset> train =
@@ -178,7 +216,7 @@ void WorkerNode::ApplyPartition(const proto::Partition& partition) {
   if (train == nullptr) return;
   SPDLOG_LOGGER_INFO(Log(Logger::kWorker), "data parts now [{}] (were [{}])",
                      absl::StrJoin(now, ", "), absl::StrJoin(was, ", "));
-  loop_->ReplaceTrainingData(std::move(train));
+  dense_loop_->ReplaceTrainingData(std::move(train));
 }
 
 void WorkerNode::OnHeartbeat(const proto::HeartbeatResponse& response) {
@@ -191,7 +229,7 @@ void WorkerNode::OnHeartbeat(const proto::HeartbeatResponse& response) {
 }
 
 WorkerStats WorkerNode::stats() const {
-  const DownpourLoop* loop = running_loop_.load();
+  const TrainingLoop* loop = running_loop_.load();
   return loop != nullptr ? loop->stats() : WorkerStats();
 }
 
@@ -217,7 +255,7 @@ proto::MemberReport WorkerNode::Report() const {
   report.set_staleness_p99(stats.staleness_p99);
   report.set_staleness_max(stats.staleness_max);
   report.set_finished(stats.finished);
-  report.set_device(backend_->device());
+  report.set_device(device_);
   report.set_diverged(stats.diverged);
   if (ps != nullptr) report.set_clock(ps->acked_clock());
   return report;
@@ -231,7 +269,7 @@ void WorkerNode::FillStatus(proto::GetStatusResponse* r) const {
     (*r->mutable_metrics())[name] = value;
   }
   r->set_examples_per_sec(stats.examples_per_sec);
-  r->set_device(backend_->device());
+  r->set_device(device_);
   (*r->mutable_counters())["step"] = stats.step;
   (*r->mutable_counters())["examples"] = stats.examples;
   (*r->mutable_counters())["mean_staleness"] = stats.mean_staleness;
@@ -241,7 +279,7 @@ void WorkerNode::FillStatus(proto::GetStatusResponse* r) const {
   (*r->mutable_counters())["share_wait_push"] = stats.share_wait_push;
   (*r->mutable_counters())["test_loss"] = stats.test_loss;
   (*r->mutable_counters())["finished"] = stats.finished ? 1 : 0;
-  const DownpourLoop* loop = running_loop_.load();
+  const TrainingLoop* loop = running_loop_.load();
   if (loop != nullptr) FillStaleness(loop->staleness(), r);
   const GrpcPsClient* ps = connected_ps_.load();
   const std::optional<GrpcPsClient::Outage> outage =

@@ -35,6 +35,9 @@
 #include "worker/data_parts.h"
 #include "worker/dataset.h"
 #include "worker/downpour.h"
+#include "worker/sparse_data.h"
+#include "worker/sparse_loop.h"
+#include "worker/training_loop.h"
 #include "worker/grpc_ps_client.h"
 
 namespace downpour::worker {
@@ -128,13 +131,22 @@ class WorkerNode {
   double DuplicateStreakSeconds() const;
 
   std::unique_ptr<GrpcPsClient> ps_;
-  std::unique_ptr<DownpourLoop> loop_;
+  std::unique_ptr<TrainingLoop> loop_;
+  // loop_ when the model is dense (it takes new data parts), else null.
+  DownpourLoop* dense_loop_ = nullptr;
+  // Sparse models (model.type sparse_linear): their data, and this worker's
+  // part of the training rows.
+  bool sparse_ = false;
+  SparseSplit sparse_data_;
+  std::shared_ptr<const data::SparseDataset> sparse_train_;
+  // What computes: backend_->device(), or "cpu" for a sparse model.
+  std::string device_;
   std::unique_ptr<membership::MemberAgent> agent_;
   std::thread trainer_;
   std::thread progress_;
 
   // The loop once built, for the Status endpoint, which serves before it is.
-  std::atomic<const DownpourLoop*> running_loop_{nullptr};
+  std::atomic<const TrainingLoop*> running_loop_{nullptr};
   // The ps client once connected, for the same reason (waiting_for).
   std::atomic<const GrpcPsClient*> connected_ps_{nullptr};
   std::atomic<bool> stop_requested_{false};

@@ -1,0 +1,282 @@
+#include "worker/sparse_loop.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/logging.h"
+#include "common/sparse_keys.h"
+#include "common/status_macros.h"
+#include "model/metrics.h"
+
+namespace downpour::worker {
+namespace {
+
+auto L() { return Log(Logger::kWorker); }
+
+// Keys per pull request at most (a reply of dim 1: 4 bytes a key).
+constexpr size_t kMaxKeysPerPull = size_t{1} << 20;
+
+// log(1 + exp(m)) without overflow.
+double Softplus(double m) {
+  return m > 0 ? m + std::log1p(std::exp(-m)) : std::log1p(std::exp(m));
+}
+
+}  // namespace
+
+SparseLoop::SparseLoop(const ModelSpec& spec, SparsePs* ps,
+                       std::shared_ptr<const data::SparseDataset> train,
+                       const data::SparseDataset* test, Options options)
+    : spec_(spec),
+      ps_(ps),
+      train_(std::move(train)),
+      test_(test),
+      options_(std::move(options)),
+      buckets_(spec.sparse_tables().front().buckets) {}
+
+void SparseLoop::UniqueKeys(const data::SparseDataset& data,
+                            const std::vector<int64_t>& rows,
+                            std::vector<uint64_t>* keys,
+                            std::vector<uint32_t>* slot) {
+  keys->clear();
+  for (int64_t r : rows) {
+    keys->insert(keys->end(), data.keys.begin() + data.offsets[r],
+                 data.keys.begin() + data.offsets[r + 1]);
+  }
+  std::sort(keys->begin(), keys->end());
+  keys->erase(std::unique(keys->begin(), keys->end()), keys->end());
+  slot->clear();
+  for (int64_t r : rows) {
+    for (int64_t e = data.offsets[r]; e < data.offsets[r + 1]; ++e) {
+      slot->push_back(static_cast<uint32_t>(
+          std::lower_bound(keys->begin(), keys->end(), data.keys[e]) -
+          keys->begin()));
+    }
+  }
+}
+
+absl::Status SparseLoop::PullWeights(const std::vector<uint64_t>& keys,
+                                     std::vector<float>* weights) {
+  const int shards = options_.num_shards;
+  weights->assign(keys.size(), 0.0f);
+  // Chunks of at most kMaxKeysPerPull keys (the evaluation's pull may hold
+  // every test key).
+  for (size_t from = 0; from < keys.size(); from += kMaxKeysPerPull) {
+    const size_t to = std::min(keys.size(), from + kMaxKeysPerPull);
+    std::vector<std::vector<uint64_t>> by_shard(shards);
+    std::vector<std::vector<uint32_t>> where(shards);
+    for (size_t i = from; i < to; ++i) {
+      const int s = ShardOfKey(keys[i], buckets_, shards);
+      by_shard[s].push_back(keys[i]);
+      where[s].push_back(static_cast<uint32_t>(i));
+    }
+    std::vector<std::vector<float>> values;
+    RETURN_IF_ERROR(ps_->PullRows(0, 1, by_shard, &values));
+    for (int s = 0; s < shards; ++s) {
+      for (size_t j = 0; j < where[s].size(); ++j) {
+        (*weights)[where[s][j]] = values[s][j];
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SparseLoop::Step(const std::vector<int64_t>& rows) {
+  const data::SparseDataset& data = *train_;
+  const absl::Time t0 = absl::Now();
+  UniqueKeys(data, rows, &keys_, &slot_);
+  const absl::Time t1 = absl::Now();
+  RETURN_IF_ERROR(ps_->Pull(bias_.data(), &versions_));
+  RETURN_IF_ERROR(PullWeights(keys_, &weights_));
+  const absl::Time t2 = absl::Now();
+  // Forward and backward: one margin per example, the loss's derivative in
+  // it, spread over the example's keys. A key's gradient is the sum over the
+  // examples that hold it (what per-example FTRL would apply: a mean over the
+  // batch would shrink a rare key's step 32-fold at batch 32); the bias's is
+  // the batch mean.
+  const bool binary = spec_.task() == Task::kBinary;
+  const double scale = 1.0 / static_cast<double>(rows.size());
+  grads_.assign(keys_.size(), 0.0f);
+  double bias_grad = 0, loss = 0;
+  size_t e = 0;
+  for (int64_t r : rows) {
+    double margin = bias_[0];
+    const size_t first = e;
+    for (int64_t i = data.offsets[r]; i < data.offsets[r + 1]; ++i, ++e) {
+      margin += static_cast<double>(weights_[slot_[e]]) * data.values[i];
+    }
+    const double y = data.y[r];
+    double d;
+    if (binary) {
+      loss += Softplus(margin) - y * margin;
+      d = 1.0 / (1.0 + std::exp(-margin)) - y;
+    } else {
+      loss += (margin - y) * (margin - y);
+      d = margin - y;
+    }
+    if (!std::isfinite(margin) || !std::isfinite(d)) {
+      return absl::InternalError(absl::StrCat(
+          "training diverged: the margin of an example is ", margin,
+          "; lower optimizer.learning_rate or raise optimizer.l2"));
+    }
+    bias_grad += d * scale;
+    e = first;
+    for (int64_t i = data.offsets[r]; i < data.offsets[r + 1]; ++i, ++e) {
+      grads_[slot_[e]] += static_cast<float>(d * data.values[i]);
+    }
+  }
+  // Rows by shard, keys still ascending within each.
+  const int shards = options_.num_shards;
+  shard_keys_.assign(shards, {});
+  shard_grads_.assign(shards, {});
+  for (size_t i = 0; i < keys_.size(); ++i) {
+    const int s = ShardOfKey(keys_[i], buckets_, shards);
+    shard_keys_[s].push_back(keys_[i]);
+    shard_grads_[s].push_back(grads_[i]);
+  }
+  std::vector<std::vector<wire::SparseRef>> refs(shards);
+  for (int s = 0; s < shards; ++s) {
+    if (shard_keys_[s].empty()) continue;
+    wire::SparseRef ref;
+    ref.table = 0;
+    ref.keys = reinterpret_cast<const char*>(shard_keys_[s].data());
+    ref.keys_size = shard_keys_[s].size() * sizeof(uint64_t);
+    ref.values = reinterpret_cast<const char*>(shard_grads_[s].data());
+    ref.values_size = shard_grads_[s].size() * sizeof(float);
+    refs[s].push_back(ref);
+  }
+  const float dense_grad = static_cast<float>(bias_grad);
+  const absl::Time t3 = absl::Now();
+  StalenessHistogram staleness;
+  RETURN_IF_ERROR(ps_->PushWithRows(&dense_grad, versions_, refs, &staleness));
+  const absl::Time t4 = absl::Now();
+  absl::MutexLock lock(&mu_);
+  ++stats_.step;
+  ++stats_.pushes;
+  ++stats_.pushed_steps;
+  stats_.pulls += 1;
+  stats_.examples += static_cast<int64_t>(rows.size());
+  staleness_.Merge(staleness);
+  loss_sum_ += loss * scale;
+  ++loss_steps_;
+  compute_ += (t1 - t0) + (t3 - t2);
+  wait_pull_ += t2 - t1;
+  wait_push_ += t4 - t3;
+  return absl::OkStatus();
+}
+
+absl::Status SparseLoop::Evaluate() {
+  if (test_ == nullptr || test_->rows() == 0) return absl::OkStatus();
+  std::vector<int64_t> all(test_->rows());
+  std::iota(all.begin(), all.end(), 0);
+  std::vector<uint64_t> keys;
+  std::vector<uint32_t> slot;
+  UniqueKeys(*test_, all, &keys, &slot);
+  std::vector<float> weights;
+  std::vector<float> bias(bias_.size());
+  std::vector<uint64_t> versions;
+  RETURN_IF_ERROR(ps_->Pull(bias.data(), &versions));
+  RETURN_IF_ERROR(PullWeights(keys, &weights));
+  std::vector<float> outputs(test_->rows());
+  size_t e = 0;
+  for (int64_t r = 0; r < test_->rows(); ++r) {
+    double margin = bias[0];
+    for (int64_t i = test_->offsets[r]; i < test_->offsets[r + 1]; ++i, ++e) {
+      margin += static_cast<double>(weights[slot[e]]) * test_->values[i];
+    }
+    outputs[r] = static_cast<float>(margin);
+  }
+  const model::Metrics m = model::ComputeMetrics(
+      spec_.task(), outputs.data(), test_->y.data(), test_->rows(), 1);
+  absl::MutexLock lock(&mu_);
+  stats_.accuracy = m.accuracy;
+  stats_.test_loss = m.loss;
+  stats_.metrics = m.Named(spec_.task());
+  ++stats_.evaluations;
+  return absl::OkStatus();
+}
+
+absl::Status SparseLoop::Run() {
+  const TrainingSection& t = options_.training;
+  const int64_t n = train_->rows();
+  const int batch = std::max(1, t.batch_size);
+  const int64_t per_epoch = n == 0 ? 0 : (n + batch - 1) / batch;
+  const int64_t total = t.steps > 0 ? t.steps : per_epoch * t.epochs;
+  bias_.assign(spec_.num_params(), 0.0f);
+  {
+    absl::MutexLock lock(&mu_);
+    start_ = absl::Now();
+  }
+  SPDLOG_LOGGER_INFO(L(),
+                     "training {} steps of {} examples on sparse_linear ({} "
+                     "train / {} test examples, {} ps)",
+                     total, batch, n, test_ == nullptr ? 0 : test_->rows(),
+                     options_.num_shards);
+  std::mt19937_64 rng(t.seed + 7919 * static_cast<uint64_t>(options_.worker_index));
+  std::vector<int64_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::vector<int64_t> rows;
+  absl::Status status;
+  int64_t cursor = n;
+  for (int64_t step = 0; step < total && !stop_.load(); ++step) {
+    if (cursor >= n) {
+      std::shuffle(order.begin(), order.end(), rng);
+      cursor = 0;
+    }
+    const int64_t end = std::min(n, cursor + batch);
+    rows.assign(order.begin() + cursor, order.begin() + end);
+    cursor = end;
+    status = Step(rows);
+    if (!status.ok()) break;
+    if (t.eval_every_steps > 0 && (step + 1) % t.eval_every_steps == 0) {
+      status = Evaluate();
+      if (!status.ok()) break;
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      if (loss_steps_ > 0) {
+        stats_.loss = loss_sum_ / loss_steps_;
+        loss_sum_ = 0;
+        loss_steps_ = 0;
+      }
+      const double wall = absl::ToDoubleSeconds(absl::Now() - start_);
+      stats_.examples_per_sec = wall > 0 ? stats_.examples / wall : 0;
+      stats_.share_compute = wall > 0 ? absl::ToDoubleSeconds(compute_) / wall : 0;
+      stats_.share_wait_pull =
+          wall > 0 ? absl::ToDoubleSeconds(wait_pull_) / wall : 0;
+      stats_.share_wait_push =
+          wall > 0 ? absl::ToDoubleSeconds(wait_push_) / wall : 0;
+      const StalenessSummary s = staleness_.Summary();
+      stats_.mean_staleness = s.mean;
+      stats_.staleness_p50 = s.p50;
+      stats_.staleness_p99 = s.p99;
+      stats_.staleness_max = s.max;
+    }
+  }
+  if (status.ok()) status = Evaluate();
+  absl::MutexLock lock(&mu_);
+  stats_.finished = status.ok();
+  if (absl::StartsWith(status.message(), "training diverged")) {
+    stats_.diverged = std::string(status.message());
+  }
+  SPDLOG_LOGGER_INFO(L(), "finished after {} steps: {}", stats_.step,
+                     model::FormatMetrics(stats_.metrics));
+  return status;
+}
+
+WorkerStats SparseLoop::stats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+StalenessHistogram SparseLoop::staleness() const {
+  absl::MutexLock lock(&mu_);
+  return staleness_;
+}
+
+}  // namespace downpour::worker

@@ -1,0 +1,109 @@
+// The worker loop of a sparse model (model.type sparse_linear): logistic
+// (task binary) or linear (task regression) regression over hashed feature
+// keys, one weight per key in sparse table 0 and a dense bias.
+//
+// Each step takes the next training.batch_size examples of its part, sorts
+// and de-duplicates their keys, pulls those rows (and the bias) from the
+// shards that serve them, computes the loss and the gradient of each unique
+// key (summed over the examples that hold it) and of the bias (the batch
+// mean) and
+// pushes the rows with the bias gradient in one exactly-once push. Keys,
+// gradients and values travel as byte arrays (server/sparse_table.h).
+//
+// Every training.eval_every_steps steps, and at the end, it evaluates the
+// current model on the test set (its keys pulled without creating rows):
+// AUC, logloss and accuracy, or RMSE, MAE and R², as the dense loop reports
+// them (WorkerStats).
+//
+// One thread runs Run(); Stop() and stats() from any thread. A step waits for
+// its pull and its push (the next step's keys depend on its batch only, but
+// compute and communication do not overlap yet).
+#ifndef DOWNPOUR_WORKER_SPARSE_LOOP_H_
+#define DOWNPOUR_WORKER_SPARSE_LOOP_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/config.h"
+#include "common/model_spec.h"
+#include "data/sparse_dataset.h"
+#include "worker/training_loop.h"
+#include "worker/push_pipeline.h"
+#include "worker/sparse_ps.h"
+
+namespace downpour::worker {
+
+class SparseLoop : public TrainingLoop {
+ public:
+  struct Options {
+    TrainingSection training;
+    int worker_index = 0;
+    int num_shards = 1;  // cluster.ps
+  };
+
+  // Borrows spec, ps and test; they must outlive the loop.
+  // REQUIRES: spec has one sparse table of dim 1 and one dense block.
+  SparseLoop(const ModelSpec& spec, SparsePs* ps,
+             std::shared_ptr<const data::SparseDataset> train,
+             const data::SparseDataset* test, Options options);
+
+  // Trains until the configured steps/epochs are done or Stop(), then
+  // evaluates the final model. The first pull or push error ends it.
+  absl::Status Run() override;
+  void Stop() override { stop_.store(true); }
+  WorkerStats stats() const override ABSL_LOCKS_EXCLUDED(mu_);
+  StalenessHistogram staleness() const override ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The keys of rows [begin, end) of `data`, sorted and unique, into *keys,
+  // and for each entry its position among them into *slot.
+  static void UniqueKeys(const data::SparseDataset& data,
+                         const std::vector<int64_t>& rows,
+                         std::vector<uint64_t>* keys,
+                         std::vector<uint32_t>* slot);
+
+ private:
+  // Pulls the weights of sorted unique `keys` into *weights (one a key).
+  absl::Status PullWeights(const std::vector<uint64_t>& keys,
+                           std::vector<float>* weights);
+  absl::Status Step(const std::vector<int64_t>& rows);
+  absl::Status Evaluate();
+
+  const ModelSpec& spec_;
+  SparsePs* const ps_;
+  const std::shared_ptr<const data::SparseDataset> train_;
+  const data::SparseDataset* const test_;
+  const Options options_;
+  const uint32_t buckets_;
+  std::atomic<bool> stop_{false};
+
+  // Compute thread only: scratch reused across steps.
+  std::vector<uint64_t> keys_;
+  std::vector<uint32_t> slot_;
+  std::vector<float> weights_;
+  std::vector<float> grads_;
+  std::vector<std::vector<uint64_t>> shard_keys_;
+  std::vector<std::vector<float>> shard_grads_;
+  std::vector<std::vector<uint32_t>> shard_of_;  // positions in keys_
+  std::vector<float> bias_;
+  std::vector<uint64_t> versions_;
+
+  mutable absl::Mutex mu_;
+  WorkerStats stats_ ABSL_GUARDED_BY(mu_);
+  StalenessHistogram staleness_ ABSL_GUARDED_BY(mu_);
+  double loss_sum_ ABSL_GUARDED_BY(mu_) = 0;  // since the last report
+  int64_t loss_steps_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time start_ ABSL_GUARDED_BY(mu_);
+  absl::Duration compute_ ABSL_GUARDED_BY(mu_);
+  absl::Duration wait_pull_ ABSL_GUARDED_BY(mu_);
+  absl::Duration wait_push_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace downpour::worker
+
+#endif  // DOWNPOUR_WORKER_SPARSE_LOOP_H_

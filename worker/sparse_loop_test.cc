@@ -1,0 +1,172 @@
+#include "worker/sparse_loop.h"
+
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "common/sparse_keys.h"
+#include "common/testing/status_matchers.h"
+#include "gtest/gtest.h"
+#include "server/shard.h"
+
+namespace downpour::worker {
+namespace {
+
+using ::downpour::testing::IsOk;
+
+// SparsePs over two in-process ps cores (server::Shard, no gRPC): the real
+// admission, tables and optimizer, in one process.
+class ShardsPs : public SparsePs {
+ public:
+  explicit ShardsPs(const Config& config) : counters_(2) {
+    for (int s = 0; s < 2; ++s) {
+      auto shard = server::Shard::Create(config, s, &counters_[s]);
+      EXPECT_THAT(shard.status(), IsOk());
+      shards_.push_back(std::move(shard).value());
+      EXPECT_THAT(shards_[s]->Assign(1, s == 0 ? std::vector<uint32_t>{0}
+                                               : std::vector<uint32_t>{}),
+                  IsOk());
+    }
+  }
+
+  absl::Status Pull(float* params, std::vector<uint64_t>* versions) override {
+    proto::PullRequest request;
+    request.set_placement_epoch(1);
+    request.add_block_ids(0);
+    proto::PullResponse response;
+    absl::Status s = shards_[0]->Pull(request, &response);
+    if (!s.ok()) return s;
+    std::memcpy(params, response.blocks(0).data().data(), sizeof(float));
+    versions->assign(1, response.blocks(0).version());
+    return absl::OkStatus();
+  }
+
+  absl::Status PullRows(uint32_t table, int dim,
+                        const std::vector<std::vector<uint64_t>>& keys,
+                        std::vector<std::vector<float>>* values) override {
+    values->assign(keys.size(), {});
+    for (size_t s = 0; s < keys.size(); ++s) {
+      if (keys[s].empty()) continue;
+      proto::PullRequest request;
+      request.set_placement_epoch(1);
+      request.set_worker_id(0);
+      proto::SparseRows* rows = request.add_sparse();
+      rows->set_table(table);
+      rows->set_keys(keys[s].data(), keys[s].size() * 8);
+      proto::PullResponse response;
+      absl::Status status = shards_[s]->PullSparse(request, &response);
+      if (!status.ok()) return status;
+      (*values)[s].resize(keys[s].size() * dim);
+      std::memcpy((*values)[s].data(), response.sparse(0).values().data(),
+                  response.sparse(0).values().size());
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status PushWithRows(
+      const float* grad, const std::vector<uint64_t>& versions,
+      const std::vector<std::vector<wire::SparseRef>>& rows,
+      StalenessHistogram*) override {
+    ++pushes_;
+    for (int s = 0; s < 2; ++s) {
+      wire::PushView view;
+      view.placement_epoch = 1;
+      view.worker_id = 0;
+      view.sequence = pushes_;
+      if (s == 0) {
+        view.blocks.push_back({0, versions[0], 0,
+                               reinterpret_cast<const char*>(grad), 4});
+      }
+      if (static_cast<size_t>(s) < rows.size()) view.sparse = rows[s];
+      if (view.blocks.empty() && view.sparse.empty()) continue;
+      proto::PushResponse response;
+      absl::Status status = shards_[s]->Push(view, &response);
+      if (!status.ok()) return status;
+    }
+    return absl::OkStatus();
+  }
+
+  server::Shard& shard(int s) { return *shards_[s]; }
+
+ private:
+  std::vector<Counters> counters_;
+  std::vector<std::unique_ptr<server::Shard>> shards_;
+  uint64_t pushes_ = 0;
+};
+
+// Examples of 20 features out of 200 keys; the label is 1 when the example
+// holds more "positive" keys (key % 3 == 0) than a third of its features.
+data::SparseDataset MakeData(int rows, uint64_t seed) {
+  data::SparseDataset d;
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<uint64_t> key(1, 200);
+  data::SparseRowWriter writer(&d);
+  for (int r = 0; r < rows; ++r) {
+    int positive = 0;
+    for (int f = 0; f < 20; ++f) {
+      const uint64_t k = key(rng) * 1000003ULL;  // patterned ids
+      positive += (k / 1000003ULL) % 3 == 0;
+      writer.Add(k, 1.0f);
+    }
+    EXPECT_THAT(writer.EndRow(positive > 20 / 3 ? 1.0f : 0.0f), IsOk());
+  }
+  return d;
+}
+
+TEST(SparseLoopTest, UniqueKeysAreSortedAndEveryEntryFindsItsSlot) {
+  const data::SparseDataset d = MakeData(50, 1);
+  std::vector<int64_t> rows = {3, 7, 7, 20};
+  std::vector<uint64_t> keys;
+  std::vector<uint32_t> slot;
+  SparseLoop::UniqueKeys(d, rows, &keys, &slot);
+  EXPECT_TRUE(std::is_sorted(keys.begin(), keys.end()));
+  EXPECT_EQ(std::adjacent_find(keys.begin(), keys.end()), keys.end());
+  size_t e = 0;
+  for (int64_t r : rows) {
+    for (int64_t i = d.offsets[r]; i < d.offsets[r + 1]; ++i, ++e) {
+      EXPECT_EQ(keys[slot[e]], d.keys[i]);
+    }
+  }
+  EXPECT_EQ(e, slot.size());
+}
+
+// Two shards, FTRL: the loop learns the rule (AUC near 1 on held-out rows),
+// the rows live on the shards their buckets name, and the evaluation's
+// reads create no row.
+TEST(SparseLoopTest, LearnsASeparableRuleOverTwoShards) {
+  Config config;
+  config.model.type = ModelType::kSparseLinear;
+  config.model.task = Task::kBinary;
+  config.model.sparse_buckets = 16;
+  config.cluster.ps.assign(2, "127.0.0.1:0");
+  config.cluster.workers.assign(1, "127.0.0.1:0");
+  config.optimizer.type = OptimizerType::kFtrl;
+  config.optimizer.learning_rate = 0.5;
+  auto spec = ModelSpec::Create(config.model);
+  ASSERT_THAT(spec.status(), IsOk());
+  ShardsPs ps(config);
+  auto train = std::make_shared<data::SparseDataset>(MakeData(4000, 2));
+  const data::SparseDataset test = MakeData(1000, 3);
+  SparseLoop::Options options;
+  options.training.batch_size = 32;
+  options.training.epochs = 3;
+  options.training.eval_every_steps = 100;
+  options.num_shards = 2;
+  SparseLoop loop(*spec, &ps, train, &test, options);
+  ASSERT_THAT(loop.Run(), IsOk());
+  const WorkerStats stats = loop.stats();
+  EXPECT_TRUE(stats.finished);
+  EXPECT_EQ(stats.step, 3 * 4000 / 32);
+  ASSERT_FALSE(stats.metrics.empty());
+  EXPECT_EQ(stats.metrics[0].first, "auc");
+  EXPECT_GT(stats.metrics[0].second, 0.95);
+  const int64_t rows0 = ps.shard(0).sparse_stats()[0].rows;
+  const int64_t rows1 = ps.shard(1).sparse_stats()[0].rows;
+  EXPECT_GT(rows0, 0);
+  EXPECT_GT(rows1, 0);
+  EXPECT_LE(rows0 + rows1, 200) << "one row per distinct training key";
+}
+
+}  // namespace
+}  // namespace downpour::worker
