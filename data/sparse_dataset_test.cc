@@ -76,7 +76,8 @@ TEST(ValidateSparseDatasetTest, NamesTheFirstBrokenInvariant) {
   const Case cases[] = {
       {[](SparseDataset* d) { d->y.push_back(0); }, "3 rows (y) but 3 offsets"},
       {[](SparseDataset* d) { d->values.pop_back(); }, "3 keys but 2 values"},
-      {[](SparseDataset* d) { d->offsets.back() = 2; }, "offsets run from 0 to 2"},
+      {[](SparseDataset* d) { d->offsets.back() = 2; },
+       "offsets run from 0 to 2"},
       {[](SparseDataset* d) { d->offsets[1] = 4; }, "row 1: offsets decrease"},
       {[](SparseDataset* d) { d->keys[1] = 1; }, "row 0: key 1 after key 1"},
       {[](SparseDataset* d) { d->keys[0] = 9; }, "row 0: key 5 after key 9"},
@@ -87,9 +88,9 @@ TEST(ValidateSparseDatasetTest, NamesTheFirstBrokenInvariant) {
   for (const Case& c : cases) {
     SparseDataset d = base();
     c.breakit(&d);
-    EXPECT_THAT(ValidateSparseDataset(d),
-                StatusIs(absl::StatusCode::kInvalidArgument,
-                         HasSubstr(c.message)));
+    EXPECT_THAT(
+        ValidateSparseDataset(d),
+        StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(c.message)));
   }
 }
 
