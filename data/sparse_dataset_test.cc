@@ -38,6 +38,21 @@ TEST(SparseRowWriterTest, SortsSumsDuplicatesAndDropsZeros) {
   EXPECT_THAT(ValidateSparseDataset(d), IsOk());
 }
 
+TEST(SparseRowWriterTest, AscendingRowKeepsItsOrderAndDropsZeros) {
+  SparseDataset d;
+  SparseRowWriter writer(&d);
+  writer.Add(1, 1);
+  writer.Add(2, 0);
+  writer.Add(5, -3);
+  ASSERT_THAT(writer.EndRow(0), IsOk());
+  writer.Add(4, 2);
+  ASSERT_THAT(writer.EndRow(1), IsOk());
+  EXPECT_THAT(d.offsets, ElementsAre(0, 2, 3));
+  EXPECT_THAT(d.keys, ElementsAre(1, 5, 4));
+  EXPECT_THAT(d.values, ElementsAre(1, -3, 2));
+  EXPECT_THAT(d.y, ElementsAre(0, 1));
+}
+
 TEST(SparseRowWriterTest, OverflowingSumDropsTheRowAndKeepsTheDataset) {
   SparseDataset d;
   SparseRowWriter writer(&d);
