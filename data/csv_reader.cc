@@ -27,30 +27,30 @@ using internal::Quote;
 // One file's parse into dense rows. Not thread-safe; used once.
 class CsvParser {
  public:
-  CsvParser(absl::string_view text, const std::string &name,
-            const CsvOptions &options)
+  CsvParser(absl::string_view text, const std::string& name,
+            const CsvOptions& options)
       : name_(name), options_(options), scanner_(text, name, options) {}
 
   absl::StatusOr<Table> Parse();
 
  private:
   absl::Status ParseRow();
-  absl::Status ParseFeatureSlow(const char **p, int column, float *out);
+  absl::Status ParseFeatureSlow(const char** p, int column, float* out);
   absl::Status FillMeans();
 
   // Constant after construction.
-  const std::string &name_;
-  const CsvOptions &options_;
+  const std::string& name_;
+  const CsvOptions& options_;
 
   internal::CsvScanner scanner_;
   int64_t missing_ = 0;  // missing values stored as NaN (Missing::kMean)
   Table table_;
 };
 
-absl::Status CsvParser::ParseFeatureSlow(const char **p, int column,
-                                         float *out) {
+absl::Status CsvParser::ParseFeatureSlow(const char** p, int column,
+                                         float* out) {
   absl::string_view token;
-  const char *start;
+  const char* start;
   RETURN_IF_ERROR(scanner_.ScanField(p, &token, &start));
   if (internal::IsMissingMarker(token)) {
     switch (options_.missing) {
@@ -103,16 +103,16 @@ absl::Status CsvParser::ParseRow() {
   const char delimiter = options_.delimiter;
   const absl::string_view line = scanner_.line();
   const int columns = scanner_.columns();
-  const char *p = line.data();
-  const char *end = p + line.size();
+  const char* p = line.data();
+  const char* end = p + line.size();
   const size_t base = table_.x.size();
   table_.x.resize(base + table_.dim);
-  float *out = table_.x.data() + base;
+  float* out = table_.x.data() + base;
   table_.y.emplace_back();
   for (int column = 0; column < columns; ++column) {
     if (column == scanner_.label_column()) {
       absl::string_view token;
-      const char *start;
+      const char* start;
       RETURN_IF_ERROR(scanner_.ScanField(&p, &token, &start));
       RETURN_IF_ERROR(scanner_.ParseLabel(start, token, &table_.y.back()));
     } else {
@@ -156,7 +156,7 @@ absl::Status CsvParser::FillMeans() {
     }
   }
   for (size_t i = 0; i < table_.x.size(); ++i) {
-    float &v = table_.x[i];
+    float& v = table_.x[i];
     if (std::isnan(v)) v = static_cast<float>(sum[i % dim] / count[i % dim]);
   }
   return absl::OkStatus();
@@ -166,7 +166,7 @@ absl::StatusOr<Table> CsvParser::Parse() {
   bool found;
   RETURN_IF_ERROR(scanner_.Start(&found));
   const int columns = scanner_.columns();
-  const std::vector<std::string> &names = scanner_.names();
+  const std::vector<std::string>& names = scanner_.names();
   table_.dim = options_.has_label ? columns - 1 : columns;
   for (int c = 0; c < columns; ++c) {
     if (c == scanner_.label_column()) continue;
@@ -204,13 +204,13 @@ absl::StatusOr<Table> CsvParser::Parse() {
 
 }  // namespace
 
-absl::StatusOr<Table> ParseCsv(absl::string_view text, const std::string &name,
-                               const CsvOptions &options) {
+absl::StatusOr<Table> ParseCsv(absl::string_view text, const std::string& name,
+                               const CsvOptions& options) {
   return CsvParser(text, name, options).Parse();
 }
 
-absl::StatusOr<Table> ReadCsv(const std::string &path,
-                              const CsvOptions &options) {
+absl::StatusOr<Table> ReadCsv(const std::string& path,
+                              const CsvOptions& options) {
   ASSIGN_OR_RETURN(std::string text, ReadFileMaybeGzip(path));
   return ParseCsv(text, path, options);
 }

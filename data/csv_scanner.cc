@@ -15,21 +15,21 @@
 
 namespace downpour::data::internal {
 
-CsvScanner::CsvScanner(absl::string_view text, const std::string &name,
-                       const CsvOptions &options)
+CsvScanner::CsvScanner(absl::string_view text, const std::string& name,
+                       const CsvOptions& options)
     : text_(text),
       name_(name),
       options_(options),
       labels_(options.labels, options.classes) {}
 
-absl::Status CsvScanner::NextLine(bool *found) {
+absl::Status CsvScanner::NextLine(bool* found) {
   *found = next_offset_ < text_.size();
   if (!*found) return absl::OkStatus();
-  const char *begin = text_.data() + next_offset_;
+  const char* begin = text_.data() + next_offset_;
   const size_t left = text_.size() - next_offset_;
-  const void *nl = std::memchr(begin, '\n', left);
+  const void* nl = std::memchr(begin, '\n', left);
   const size_t length =
-      nl == nullptr ? left : static_cast<const char *>(nl) - begin;
+      nl == nullptr ? left : static_cast<const char*>(nl) - begin;
   line_offset_ = next_offset_;
   next_offset_ += length + 1;
   ++line_number_;
@@ -44,7 +44,7 @@ absl::Status CsvScanner::NextLine(bool *found) {
   return absl::OkStatus();
 }
 
-absl::Status CsvScanner::NextNonBlankLine(bool *found) {
+absl::Status CsvScanner::NextNonBlankLine(bool* found) {
   while (true) {
     RETURN_IF_ERROR(NextLine(found));
     if (!*found) return absl::OkStatus();
@@ -55,51 +55,51 @@ absl::Status CsvScanner::NextNonBlankLine(bool *found) {
   }
 }
 
-absl::Status CsvScanner::NextDataLine(bool *found) {
+absl::Status CsvScanner::NextDataLine(bool* found) {
   return NextNonBlankLine(found);
 }
 
-absl::Status CsvScanner::Error(const char *at,
+absl::Status CsvScanner::Error(const char* at,
                                absl::string_view message) const {
   return ErrorAt(name_, line_number_, at - line_.data() + 1, message);
 }
 
-absl::Status CsvScanner::CheckText(const char *start,
+absl::Status CsvScanner::CheckText(const char* start,
                                    absl::string_view token) const {
   return CheckTokenIsText(text_, name_, start - text_.data(), token, kFormat);
 }
 
-absl::Status CsvScanner::ScanField(const char **p, absl::string_view *token,
-                                   const char **start) {
+absl::Status CsvScanner::ScanField(const char** p, absl::string_view* token,
+                                   const char** start) {
   const char delimiter = options_.delimiter;
-  const char *end = line_.data() + line_.size();
+  const char* end = line_.data() + line_.size();
   const auto is_space = [delimiter](char c) {
     return c == ' ' || (c == '\t' && delimiter != '\t');
   };
-  const char *s = *p;
+  const char* s = *p;
   while (s != end && is_space(*s)) ++s;
   *start = s;
   if (s == end || *s != '"') {
-    const void *d = std::memchr(s, delimiter, end - s);
-    const char *field_end = d == nullptr ? end : static_cast<const char *>(d);
-    const char *e = field_end;
+    const void* d = std::memchr(s, delimiter, end - s);
+    const char* field_end = d == nullptr ? end : static_cast<const char*>(d);
+    const char* e = field_end;
     while (e != s && is_space(e[-1])) --e;
     *token = absl::string_view(s, e - s);
     *p = field_end;
     return absl::OkStatus();
   }
   // Quoted: up to the quote not followed by another; "" stands for ".
-  const char *q = s + 1;
+  const char* q = s + 1;
   bool escaped = false;
-  const char *close;
+  const char* close;
   while (true) {
-    const void *found = std::memchr(q, '"', end - q);
+    const void* found = std::memchr(q, '"', end - q);
     if (found == nullptr) {
       return Error(s,
                    "unterminated quote: the field has no closing '\"' on this "
                    "line (quoted fields cannot span lines)");
     }
-    close = static_cast<const char *>(found);
+    close = static_cast<const char*>(found);
     if (close + 1 != end && close[1] == '"') {
       escaped = true;
       q = close + 2;
@@ -116,7 +116,7 @@ absl::Status CsvScanner::ScanField(const char **p, absl::string_view *token,
     }
     inner = scratch_;
   }
-  const char *after = close + 1;
+  const char* after = close + 1;
   while (after != end && is_space(*after)) ++after;
   if (after != end && *after != delimiter) {
     return Error(after,
@@ -129,15 +129,15 @@ absl::Status CsvScanner::ScanField(const char **p, absl::string_view *token,
   return absl::OkStatus();
 }
 
-absl::Status CsvScanner::SplitLine(std::vector<std::string> *fields,
-                                   std::vector<const char *> *starts) {
+absl::Status CsvScanner::SplitLine(std::vector<std::string>* fields,
+                                   std::vector<const char*>* starts) {
   fields->clear();
   starts->clear();
-  const char *p = line_.data();
-  const char *end = p + line_.size();
+  const char* p = line_.data();
+  const char* end = p + line_.size();
   while (true) {
     absl::string_view token;
-    const char *start;
+    const char* start;
     RETURN_IF_ERROR(ScanField(&p, &token, &start));
     fields->emplace_back(token);
     starts->push_back(start);
@@ -153,7 +153,7 @@ std::string CsvScanner::ColumnName(int column) const {
 
 absl::Status CsvScanner::ReadHeader() {
   std::vector<std::string> fields;
-  std::vector<const char *> starts;
+  std::vector<const char*> starts;
   RETURN_IF_ERROR(SplitLine(&fields, &starts));
   for (size_t i = 0; i < fields.size(); ++i) {
     RETURN_IF_ERROR(CheckText(starts[i], fields[i]));
@@ -178,7 +178,7 @@ absl::Status CsvScanner::ReadHeader() {
 }
 
 absl::Status CsvScanner::FindLabelColumn() {
-  const std::string &want = options_.label_column;
+  const std::string& want = options_.label_column;
   if (!options_.has_label) {
     label_column_ = -1;  // no column is the label
     return absl::OkStatus();
@@ -216,7 +216,7 @@ absl::Status CsvScanner::FindLabelColumn() {
                                 columns_ - 1));
   }
   std::vector<std::string> quoted;
-  for (const std::string &n : names_) quoted.push_back(Quote(n));
+  for (const std::string& n : names_) quoted.push_back(Quote(n));
   return ErrorAt(
       name_, width_line_, 1,
       absl::StrCat("data.label_column ", Quote(want),
@@ -226,10 +226,10 @@ absl::Status CsvScanner::FindLabelColumn() {
 
 absl::Status CsvScanner::ColumnCountError() {
   std::vector<std::string> fields;
-  std::vector<const char *> starts;
+  std::vector<const char*> starts;
   RETURN_IF_ERROR(SplitLine(&fields, &starts));
   const int got = static_cast<int>(fields.size());
-  const char *at =
+  const char* at =
       got > columns_ ? starts[columns_] : line_.data() + line_.size();
   std::string message =
       absl::StrCat("expected ", columns_, " columns as in ",
@@ -246,8 +246,8 @@ absl::Status CsvScanner::ColumnCountError() {
   return Error(at, message);
 }
 
-absl::Status CsvScanner::ParseLabel(const char *start, absl::string_view token,
-                                    float *y) {
+absl::Status CsvScanner::ParseLabel(const char* start, absl::string_view token,
+                                    float* y) {
   if (IsMissingMarker(token) &&
       (options_.classes.empty() ||
        std::find(options_.classes.begin(), options_.classes.end(), token) ==
@@ -262,12 +262,12 @@ absl::Status CsvScanner::ParseLabel(const char *start, absl::string_view token,
   return absl::OkStatus();
 }
 
-void CsvScanner::FinishLabels(std::vector<float> *y,
-                              std::vector<std::string> *class_names) {
+void CsvScanner::FinishLabels(std::vector<float>* y,
+                              std::vector<std::string>* class_names) {
   labels_.Finish(y, class_names);
 }
 
-absl::Status CsvScanner::Start(bool *found) {
+absl::Status CsvScanner::Start(bool* found) {
   const char d = options_.delimiter;
   if (d != ',' && d != '\t' && d != ';') {
     return ErrorAt(name_, 1, 1,

@@ -82,7 +82,7 @@ std::vector<std::string> Tokenize(absl::string_view text) {
 }
 
 void AppendTokenKeys(absl::string_view field, absl::string_view text,
-                     std::vector<uint64_t> *keys) {
+                     std::vector<uint64_t>* keys) {
   const uint64_t start = FieldState(field);
   uint64_t h = start;
   bool in_token = false;

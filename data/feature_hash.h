@@ -67,7 +67,7 @@ std::vector<std::string> Tokenize(absl::string_view text);
 // Appends FeatureKey(field, token) for each token of `text` (as Tokenize cuts
 // them, repeats kept) to *keys, without building the token strings.
 void AppendTokenKeys(absl::string_view field, absl::string_view text,
-                     std::vector<uint64_t> *keys);
+                     std::vector<uint64_t>* keys);
 
 }  // namespace downpour::data
 

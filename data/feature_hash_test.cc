@@ -36,7 +36,7 @@ TEST(FeatureHashTest, HashBytesGoldenValues) {
       {"loan_amnt", 0x8e2a2b982b4e8edeULL},
       {absl::string_view("\x1f", 1), 0x36610c0f0fbc67caULL},
   };
-  for (const Case &c : cases) {
+  for (const Case& c : cases) {
     EXPECT_EQ(HashBytes(c.bytes), c.hash) << "'" << c.bytes << "'";
   }
   EXPECT_EQ(Fmix64(0), 0u);
@@ -105,9 +105,9 @@ TEST(FeatureHashTest, TokenizeLowerCasesAlphanumericRuns) {
 TEST(FeatureHashTest, AppendTokenKeysEqualsFeatureKeyOfEachToken) {
   const std::string texts[] = {"Don't STOP-2x!", "", "  ", "a", "CORN corn",
                                "caf\xc3\xa9 x9"};
-  for (const std::string &text : texts) {
+  for (const std::string& text : texts) {
     std::vector<uint64_t> want = {42};  // appended after what is there
-    for (const std::string &t : Tokenize(text)) {
+    for (const std::string& t : Tokenize(text)) {
       want.push_back(FeatureKey("tok", t));
     }
     std::vector<uint64_t> got = {42};

@@ -27,8 +27,8 @@ bool IsSpace(char c) { return c == ' ' || c == '\t'; }
 // One file's parse. Not thread-safe; used once.
 class LibsvmParser {
  public:
-  LibsvmParser(absl::string_view text, const std::string &name,
-               const LibsvmRules &rules, LibsvmRows *rows)
+  LibsvmParser(absl::string_view text, const std::string& name,
+               const LibsvmRules& rules, LibsvmRows* rows)
       : text_(text),
         name_(name),
         rules_(rules),
@@ -41,42 +41,42 @@ class LibsvmParser {
  private:
   // Advances to the next line (line_, line_number_), without its line break
   // or comment. False at the end of the text.
-  absl::Status NextLine(bool *found);
-  absl::Status Error(const char *at, absl::string_view message) const {
+  absl::Status NextLine(bool* found);
+  absl::Status Error(const char* at, absl::string_view message) const {
     return ErrorAt(name_, line_number_, at - line_start_ + 1, message);
   }
   // The token at p: up to the next space, tab or line end.
-  absl::string_view TokenAt(const char *p) const;
-  absl::Status ParseLabel(const char **p, float *y);
-  absl::Status ParseIndex(const char **p, bool first, uint64_t previous,
-                          uint64_t *index);
-  absl::Status CheckDenseIndex(const char *at, bool first, uint64_t previous,
+  absl::string_view TokenAt(const char* p) const;
+  absl::Status ParseLabel(const char** p, float* y);
+  absl::Status ParseIndex(const char** p, bool first, uint64_t previous,
+                          uint64_t* index);
+  absl::Status CheckDenseIndex(const char* at, bool first, uint64_t previous,
                                uint64_t index) const;
-  absl::Status ParseValue(const char **p, float *value);
+  absl::Status ParseValue(const char** p, float* value);
   absl::Status ParseRow();
 
   // Constant after construction.
   const absl::string_view text_;
-  const std::string &name_;
-  const LibsvmRules &rules_;
-  LibsvmRows *const rows_;
+  const std::string& name_;
+  const LibsvmRules& rules_;
+  LibsvmRows* const rows_;
 
   absl::string_view line_;
-  const char *line_start_ = nullptr;  // line_ may be cut at a comment
+  const char* line_start_ = nullptr;  // line_ may be cut at a comment
   size_t next_offset_ = 0;
   int64_t line_number_ = 0;
   LabelMap labels_;
   SparseRowWriter writer_;
 };
 
-absl::Status LibsvmParser::NextLine(bool *found) {
+absl::Status LibsvmParser::NextLine(bool* found) {
   *found = next_offset_ < text_.size();
   if (!*found) return absl::OkStatus();
-  const char *begin = text_.data() + next_offset_;
+  const char* begin = text_.data() + next_offset_;
   const size_t left = text_.size() - next_offset_;
-  const void *nl = std::memchr(begin, '\n', left);
+  const void* nl = std::memchr(begin, '\n', left);
   const size_t length =
-      nl == nullptr ? left : static_cast<const char *>(nl) - begin;
+      nl == nullptr ? left : static_cast<const char*>(nl) - begin;
   next_offset_ += length + 1;
   ++line_number_;
   line_start_ = begin;
@@ -93,14 +93,14 @@ absl::Status LibsvmParser::NextLine(bool *found) {
   return absl::OkStatus();
 }
 
-absl::string_view LibsvmParser::TokenAt(const char *p) const {
-  const char *end = line_.data() + line_.size();
-  const char *e = p;
+absl::string_view LibsvmParser::TokenAt(const char* p) const {
+  const char* end = line_.data() + line_.size();
+  const char* e = p;
   while (e != end && !IsSpace(*e)) ++e;
   return absl::string_view(p, e - p);
 }
 
-absl::Status LibsvmParser::ParseLabel(const char **p, float *y) {
+absl::Status LibsvmParser::ParseLabel(const char** p, float* y) {
   const absl::string_view token = TokenAt(*p);
   if (token.find(':') != absl::string_view::npos) {
     return Error(*p, absl::StrCat("the line starts with ", Quote(token),
@@ -120,10 +120,10 @@ absl::Status LibsvmParser::ParseLabel(const char **p, float *y) {
   return absl::OkStatus();
 }
 
-absl::Status LibsvmParser::ParseIndex(const char **p, bool first,
-                                      uint64_t previous, uint64_t *index) {
-  const char *end = line_.data() + line_.size();
-  const char *s = *p;
+absl::Status LibsvmParser::ParseIndex(const char** p, bool first,
+                                      uint64_t previous, uint64_t* index) {
+  const char* end = line_.data() + line_.size();
+  const char* s = *p;
   const auto [next, error] = std::from_chars(s, end, *index);
   if (error != std::errc() || next == end || *next != ':') {
     const absl::string_view token = TokenAt(s);
@@ -148,7 +148,7 @@ absl::Status LibsvmParser::ParseIndex(const char **p, bool first,
   return absl::OkStatus();
 }
 
-absl::Status LibsvmParser::CheckDenseIndex(const char *at, bool first,
+absl::Status LibsvmParser::CheckDenseIndex(const char* at, bool first,
                                            uint64_t previous,
                                            uint64_t index) const {
   if (index == 0 && !rules_.zero_based) {
@@ -182,9 +182,9 @@ absl::Status LibsvmParser::CheckDenseIndex(const char *at, bool first,
   return absl::OkStatus();
 }
 
-absl::Status LibsvmParser::ParseValue(const char **p, float *value) {
-  const char *end = line_.data() + line_.size();
-  const char *s = *p;
+absl::Status LibsvmParser::ParseValue(const char** p, float* value) {
+  const char* end = line_.data() + line_.size();
+  const char* s = *p;
   const auto [next, error] = std::from_chars(s, end, *value);
   if (error == std::errc() && next != s && (next == end || IsSpace(*next)) &&
       std::isfinite(*value)) {
@@ -217,8 +217,8 @@ absl::Status LibsvmParser::ParseValue(const char **p, float *value) {
 }
 
 absl::Status LibsvmParser::ParseRow() {
-  const char *p = line_.data();
-  const char *end = p + line_.size();
+  const char* p = line_.data();
+  const char* end = p + line_.size();
   while (p != end && IsSpace(*p)) ++p;
   float y;
   RETURN_IF_ERROR(ParseLabel(&p, &y));
@@ -235,7 +235,13 @@ absl::Status LibsvmParser::ParseRow() {
     RETURN_IF_ERROR(ParseIndex(&p, first, previous, &index));
     float value;
     RETURN_IF_ERROR(ParseValue(&p, &value));
-    writer_.Add(index, value);
+    if (rules_.sparse) {
+      writer_.Add(index, value);
+    } else {
+      // Strictly ascending (checked): no sorting or summing to do.
+      rows_->data.keys.push_back(index);
+      rows_->data.values.push_back(value);
+    }
     if (!rows_->any_index || index > rows_->max_index) {
       rows_->any_index = true;
       rows_->max_index = index;
@@ -243,6 +249,11 @@ absl::Status LibsvmParser::ParseRow() {
     }
     first = false;
     previous = index;
+  }
+  if (!rules_.sparse) {
+    rows_->data.offsets.push_back(rows_->data.entries());
+    rows_->data.y.push_back(y);
+    return absl::OkStatus();
   }
   const absl::Status status = writer_.EndRow(y);
   if (!status.ok()) return Error(line_.data(), status.message());
@@ -274,8 +285,8 @@ absl::Status LibsvmParser::Parse() {
 
 }  // namespace
 
-absl::Status ParseLibsvmRows(absl::string_view text, const std::string &name,
-                             const LibsvmRules &rules, LibsvmRows *rows) {
+absl::Status ParseLibsvmRows(absl::string_view text, const std::string& name,
+                             const LibsvmRules& rules, LibsvmRows* rows) {
   return LibsvmParser(text, name, rules, rows).Parse();
 }
 

@@ -40,6 +40,8 @@ struct LibsvmRules {
 // What ParseLibsvmRows read.
 struct LibsvmRows {
   // Keys are the indices as written; labels are final (LabelMap::Finish).
+  // Sparse rules: rows as SparseRowWriter makes them (sorted, summed, no
+  // zeros). Dense rules: the entries as written (ascending, zeros kept).
   SparseDataset data;
   bool any_index = false;      // some line has an index:value pair
   uint64_t max_index = 0;      // the largest index written (when any_index)
@@ -51,8 +53,8 @@ struct LibsvmRows {
 // Errors are InvalidArgument "name:line:column: ..." as ParseLibsvm and
 // ParseLibsvmSparse list them (data/libsvm_reader.h). REQUIRES: the rules
 // are valid (dim >= 0, max_line_bytes > 0); the readers check them.
-absl::Status ParseLibsvmRows(absl::string_view text, const std::string &name,
-                             const LibsvmRules &rules, LibsvmRows *rows);
+absl::Status ParseLibsvmRows(absl::string_view text, const std::string& name,
+                             const LibsvmRules& rules, LibsvmRows* rows);
 
 }  // namespace downpour::data::internal
 

@@ -17,10 +17,10 @@ namespace {
 using internal::ErrorAt;
 
 // The rows, spread into dense rows of dim floats.
-absl::StatusOr<Table> Densify(const internal::LibsvmRows &rows,
-                              const std::string &name,
-                              const LibsvmOptions &options) {
-  const SparseDataset &data = rows.data;
+absl::StatusOr<Table> Densify(const internal::LibsvmRows& rows,
+                              const std::string& name,
+                              const LibsvmOptions& options) {
+  const SparseDataset& data = rows.data;
   const int first = options.zero_based ? 0 : 1;
   int dim = options.dim;
   if (dim == 0 && rows.any_index) {
@@ -48,7 +48,7 @@ absl::StatusOr<Table> Densify(const internal::LibsvmRows &rows,
   table.dim = dim;
   table.x.assign(static_cast<size_t>(n) * dim, 0.0f);
   for (int64_t r = 0; r < n; ++r) {
-    float *row = table.x.data() + r * dim;
+    float* row = table.x.data() + r * dim;
     for (int64_t e = data.offsets[r]; e < data.offsets[r + 1]; ++e) {
       row[data.keys[e] - first] = data.values[e];
     }
@@ -65,8 +65,8 @@ absl::StatusOr<Table> Densify(const internal::LibsvmRows &rows,
 }  // namespace
 
 absl::StatusOr<Table> ParseLibsvm(absl::string_view text,
-                                  const std::string &name,
-                                  const LibsvmOptions &options) {
+                                  const std::string& name,
+                                  const LibsvmOptions& options) {
   if (options.dim < 0 || options.max_line_bytes <= 0 ||
       options.max_dense_bytes < 0) {
     return ErrorAt(name, 1, 1,
@@ -84,15 +84,15 @@ absl::StatusOr<Table> ParseLibsvm(absl::string_view text,
   return Densify(rows, name, options);
 }
 
-absl::StatusOr<Table> ReadLibsvm(const std::string &path,
-                                 const LibsvmOptions &options) {
+absl::StatusOr<Table> ReadLibsvm(const std::string& path,
+                                 const LibsvmOptions& options) {
   ASSIGN_OR_RETURN(std::string text, ReadFileMaybeGzip(path));
   return ParseLibsvm(text, path, options);
 }
 
 absl::StatusOr<SparseDataset> ParseLibsvmSparse(
-    absl::string_view text, const std::string &name,
-    const LibsvmSparseOptions &options) {
+    absl::string_view text, const std::string& name,
+    const LibsvmSparseOptions& options) {
   if (options.max_line_bytes <= 0) {
     return ErrorAt(name, 1, 1, "max_line_bytes must be > 0");
   }
@@ -110,7 +110,7 @@ absl::StatusOr<SparseDataset> ParseLibsvmSparse(
 }
 
 absl::StatusOr<SparseDataset> ReadLibsvmSparse(
-    const std::string &path, const LibsvmSparseOptions &options) {
+    const std::string& path, const LibsvmSparseOptions& options) {
   ASSIGN_OR_RETURN(std::string text, ReadFileMaybeGzip(path));
   return ParseLibsvmSparse(text, path, options);
 }

@@ -49,8 +49,8 @@ struct LibsvmOptions {
 // ReadFileMaybeGzip(path) (data/file_reader.h), then ParseLibsvm with `path`
 // as the name. NotFound when the file is missing; InvalidArgument for a
 // corrupt gzip file or as ParseLibsvm.
-absl::StatusOr<Table> ReadLibsvm(const std::string &path,
-                                 const LibsvmOptions &options);
+absl::StatusOr<Table> ReadLibsvm(const std::string& path,
+                                 const LibsvmOptions& options);
 
 // Parses LIBSVM text; `name` stands for the file in messages. Every error is
 // InvalidArgument "name:line:column: what is wrong; the fix", for: index 0
@@ -62,8 +62,8 @@ absl::StatusOr<Table> ReadLibsvm(const std::string &path,
 // dense table over max_dense_bytes, text that looks binary, a line longer
 // than max_line_bytes, and bad options (then at line 1, column 1).
 absl::StatusOr<Table> ParseLibsvm(absl::string_view text,
-                                  const std::string &name,
-                                  const LibsvmOptions &options);
+                                  const std::string& name,
+                                  const LibsvmOptions& options);
 
 struct LibsvmSparseOptions {
   // What the label holds. Default kClass (binary -1/+1 and 0/1 map to 0/1).
@@ -79,7 +79,7 @@ struct LibsvmSparseOptions {
 // NotFound when the file is missing; InvalidArgument for a corrupt gzip file
 // or as ParseLibsvmSparse.
 absl::StatusOr<SparseDataset> ReadLibsvmSparse(
-    const std::string &path, const LibsvmSparseOptions &options);
+    const std::string& path, const LibsvmSparseOptions& options);
 
 // Parses LIBSVM text into sparse rows without a dense expansion: memory
 // follows the nonzeros. Each index is parsed as a uint64 (0 to 2^64 - 1) and
@@ -95,8 +95,8 @@ absl::StatusOr<SparseDataset> ReadLibsvmSparse(
 // 1001st distinct label without them, a multi-label line, no data rows, text
 // that looks binary, a line longer than max_line_bytes, and bad options.
 absl::StatusOr<SparseDataset> ParseLibsvmSparse(
-    absl::string_view text, const std::string &name,
-    const LibsvmSparseOptions &options);
+    absl::string_view text, const std::string& name,
+    const LibsvmSparseOptions& options);
 
 }  // namespace downpour::data
 

@@ -82,7 +82,7 @@ TEST(ParseLibsvmTest, Errors) {
   LibsvmOptions small;
   small.max_dense_bytes = 1000;
   const struct {
-    const char *what;
+    const char* what;
     std::string text;
     LibsvmOptions options;
     std::string prefix;
@@ -192,12 +192,12 @@ TEST(ParseLibsvmTest, Errors) {
        "d.svm:2:1: ",
        {"max_dense_bytes", "dense"}},
   };
-  for (const auto &c : cases) {
+  for (const auto& c : cases) {
     absl::StatusOr<Table> t = ParseLibsvm(c.text, "d.svm", c.options);
     EXPECT_THAT(
         t, StatusIs(absl::StatusCode::kInvalidArgument, StartsWith(c.prefix)))
         << c.what;
-    for (const std::string &w : c.words) {
+    for (const std::string& w : c.words) {
       EXPECT_THAT(t, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(w)))
           << c.what;
     }
@@ -294,7 +294,7 @@ TEST(ParseLibsvmSparseTest, Errors) {
   LibsvmSparseOptions bad_options;
   bad_options.max_line_bytes = 0;
   const struct {
-    const char *what;
+    const char* what;
     std::string text;
     LibsvmSparseOptions options;
     std::string prefix;
@@ -337,13 +337,13 @@ TEST(ParseLibsvmSparseTest, Errors) {
        "d.svm:1:1: ",
        {"max_line_bytes"}},
   };
-  for (const auto &c : cases) {
+  for (const auto& c : cases) {
     absl::StatusOr<SparseDataset> d =
         ParseLibsvmSparse(c.text, "d.svm", c.options);
     EXPECT_THAT(
         d, StatusIs(absl::StatusCode::kInvalidArgument, StartsWith(c.prefix)))
         << c.what;
-    for (const std::string &w : c.words) {
+    for (const std::string& w : c.words) {
       EXPECT_THAT(d, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(w)))
           << c.what;
     }

@@ -107,6 +107,32 @@ std::vector<uint64_t> BucketKeys(const std::string& name, size_t bounds) {
   return keys;
 }
 
+// Sets plan->action (and its keys) from the column's kind.
+void SetAction(const SparseColumn& column, ColumnPlan* plan) {
+  switch (column.kind) {
+    case SparseColumnKind::kCategorical:
+      plan->action = ColumnPlan::kCategorical;
+      return;
+    case SparseColumnKind::kText:
+      plan->action = ColumnPlan::kText;
+      return;
+    case SparseColumnKind::kIgnore:
+      plan->action = ColumnPlan::kIgnore;
+      return;
+    case SparseColumnKind::kNumeric:
+      if (column.boundaries.empty() && column.quantile_buckets == 0) {
+        plan->action = ColumnPlan::kValue;
+        plan->field_key = FieldKey(plan->name);
+        return;
+      }
+      plan->action = ColumnPlan::kBucketize;
+      plan->quantiles = column.quantile_buckets != 0;
+      plan->bounds = column.boundaries;
+      plan->buckets = BucketKeys(plan->name, plan->bounds.size());
+      return;
+  }
+}
+
 // Quantile boundaries of `values` (sorted in place) for `buckets` buckets.
 std::vector<double> QuantileBounds(std::vector<float>* values, int buckets) {
   std::sort(values->begin(), values->end());
@@ -129,6 +155,12 @@ class SparseCsvParser {
   absl::StatusOr<SparseDataset> Parse(std::vector<SparseColumn>* applied);
 
  private:
+  // Maps each header name to its column: an error for a repeated name or one
+  // holding kFieldSeparator.
+  absl::Status IndexHeader(
+      const CsvScanner& scanner,
+      absl::flat_hash_map<absl::string_view, int>* by_name) const;
+  // plan_ from the header and options_.columns.
   absl::Status Plan(const CsvScanner& scanner);
   absl::Status PlanError(const CsvScanner& scanner,
                          absl::string_view message) const {
@@ -154,11 +186,12 @@ class SparseCsvParser {
   std::vector<uint64_t> token_keys_;
 };
 
-absl::Status SparseCsvParser::Plan(const CsvScanner& scanner) {
+absl::Status SparseCsvParser::IndexHeader(
+    const CsvScanner& scanner,
+    absl::flat_hash_map<absl::string_view, int>* by_name) const {
   const std::vector<std::string>& names = scanner.names();
-  absl::flat_hash_map<absl::string_view, int> by_name;  // header column
   for (int c = 0; c < static_cast<int>(names.size()); ++c) {
-    const auto [it, fresh] = by_name.emplace(names[c], c);
+    const auto [it, fresh] = by_name->emplace(names[c], c);
     if (!fresh) {
       return PlanError(scanner,
                        absl::StrCat("the header names column ", Quote(names[c]),
@@ -174,6 +207,13 @@ absl::Status SparseCsvParser::Plan(const CsvScanner& scanner) {
                                     "rename the column"));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status SparseCsvParser::Plan(const CsvScanner& scanner) {
+  const std::vector<std::string>& names = scanner.names();
+  absl::flat_hash_map<absl::string_view, int> by_name;  // header column
+  RETURN_IF_ERROR(IndexHeader(scanner, &by_name));
   plan_.assign(names.size(), ColumnPlan());
   for (int c = 0; c < static_cast<int>(names.size()); ++c) {
     plan_[c].name = names[c];
@@ -209,30 +249,8 @@ absl::Status SparseCsvParser::Plan(const CsvScanner& scanner) {
                                     "once"));
     }
     listed[c] = true;
-    ColumnPlan& p = plan_[c];
-    p.option = i;
-    switch (column.kind) {
-      case SparseColumnKind::kCategorical:
-        p.action = ColumnPlan::kCategorical;
-        break;
-      case SparseColumnKind::kText:
-        p.action = ColumnPlan::kText;
-        break;
-      case SparseColumnKind::kIgnore:
-        p.action = ColumnPlan::kIgnore;
-        break;
-      case SparseColumnKind::kNumeric:
-        if (column.boundaries.empty() && column.quantile_buckets == 0) {
-          p.action = ColumnPlan::kValue;
-          p.field_key = FieldKey(p.name);
-        } else {
-          p.action = ColumnPlan::kBucketize;
-          p.quantiles = column.quantile_buckets != 0;
-          p.bounds = column.boundaries;
-          p.buckets = BucketKeys(p.name, p.bounds.size());
-        }
-        break;
-    }
+    plan_[c].option = i;
+    SetAction(column, &plan_[c]);
   }
   std::vector<std::string> unlisted;
   for (int c = 0; c < static_cast<int>(names.size()); ++c) {

@@ -10,7 +10,7 @@
 
 namespace downpour::data {
 
-absl::Status ValidateSparseDataset(const SparseDataset &data) {
+absl::Status ValidateSparseDataset(const SparseDataset& data) {
   const int64_t rows = data.rows();
   if (static_cast<int64_t>(data.offsets.size()) != rows + 1) {
     return absl::InvalidArgumentError(
@@ -53,11 +53,25 @@ absl::Status ValidateSparseDataset(const SparseDataset &data) {
 }
 
 absl::Status SparseRowWriter::EndRow(float y) {
-  const auto by_key = [](const std::pair<uint64_t, float> &a,
-                         const std::pair<uint64_t, float> &b) {
+  const auto by_key = [](const std::pair<uint64_t, float>& a,
+                         const std::pair<uint64_t, float>& b) {
     return a.first < b.first;
   };
-  // Rows read from LIBSVM are usually sorted already: check before sorting.
+  const auto not_ascending = [](const std::pair<uint64_t, float>& a,
+                                const std::pair<uint64_t, float>& b) {
+    return a.first >= b.first;
+  };
+  // Rows read from LIBSVM are usually strictly ascending already: nothing to
+  // sort or sum, and finite values cannot overflow.
+  if (std::adjacent_find(row_.begin(), row_.end(), not_ascending) ==
+      row_.end()) {
+    for (const auto& [key, value] : row_) {
+      if (value == 0) continue;
+      data_->keys.push_back(key);
+      data_->values.push_back(value);
+    }
+    return CloseRow(y);
+  }
   if (!std::is_sorted(row_.begin(), row_.end(), by_key)) {
     std::sort(row_.begin(), row_.end(), by_key);
   }
@@ -81,6 +95,10 @@ absl::Status SparseRowWriter::EndRow(float y) {
     data_->keys.push_back(key);
     data_->values.push_back(value);
   }
+  return CloseRow(y);
+}
+
+absl::Status SparseRowWriter::CloseRow(float y) {
   data_->offsets.push_back(static_cast<int64_t>(data_->keys.size()));
   data_->y.push_back(y);
   row_.clear();

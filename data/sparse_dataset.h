@@ -42,7 +42,7 @@ struct SparseDataset {
 // keys.size() without decreasing, keys strictly ascending within each row,
 // values finite and nonzero); else InvalidArgument naming the first broken
 // one ("row 3: key 7 after key 9").
-absl::Status ValidateSparseDataset(const SparseDataset &data);
+absl::Status ValidateSparseDataset(const SparseDataset& data);
 
 // Appends rows to a SparseDataset whose entries come in any order and may
 // repeat: each row is sorted by key on EndRow, duplicates are summed, and
@@ -50,9 +50,9 @@ absl::Status ValidateSparseDataset(const SparseDataset &data);
 // outlive the writer and not be changed elsewhere while it is used.
 class SparseRowWriter {
  public:
-  explicit SparseRowWriter(SparseDataset *data) : data_(data) {}
-  SparseRowWriter(const SparseRowWriter &) = delete;
-  SparseRowWriter &operator=(const SparseRowWriter &) = delete;
+  explicit SparseRowWriter(SparseDataset* data) : data_(data) {}
+  SparseRowWriter(const SparseRowWriter&) = delete;
+  SparseRowWriter& operator=(const SparseRowWriter&) = delete;
 
   // Adds an entry to the row being built. REQUIRES: value is finite.
   void Add(uint64_t key, float value) { row_.emplace_back(key, value); }
@@ -63,7 +63,10 @@ class SparseRowWriter {
   absl::Status EndRow(float y);
 
  private:
-  SparseDataset *const data_;
+  // Appends the row's end and y, and empties row_.
+  absl::Status CloseRow(float y);
+
+  SparseDataset* const data_;
   std::vector<std::pair<uint64_t, float>> row_;  // the open row
 };
 

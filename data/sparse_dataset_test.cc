@@ -38,6 +38,21 @@ TEST(SparseRowWriterTest, SortsSumsDuplicatesAndDropsZeros) {
   EXPECT_THAT(ValidateSparseDataset(d), IsOk());
 }
 
+TEST(SparseRowWriterTest, AscendingRowKeepsItsOrderAndDropsZeros) {
+  SparseDataset d;
+  SparseRowWriter writer(&d);
+  writer.Add(1, 1);
+  writer.Add(2, 0);
+  writer.Add(5, -3);
+  ASSERT_THAT(writer.EndRow(0), IsOk());
+  writer.Add(4, 2);
+  ASSERT_THAT(writer.EndRow(1), IsOk());
+  EXPECT_THAT(d.offsets, ElementsAre(0, 2, 3));
+  EXPECT_THAT(d.keys, ElementsAre(1, 5, 4));
+  EXPECT_THAT(d.values, ElementsAre(1, -3, 2));
+  EXPECT_THAT(d.y, ElementsAre(0, 1));
+}
+
 TEST(SparseRowWriterTest, OverflowingSumDropsTheRowAndKeepsTheDataset) {
   SparseDataset d;
   SparseRowWriter writer(&d);
@@ -76,7 +91,8 @@ TEST(ValidateSparseDatasetTest, NamesTheFirstBrokenInvariant) {
   const Case cases[] = {
       {[](SparseDataset* d) { d->y.push_back(0); }, "3 rows (y) but 3 offsets"},
       {[](SparseDataset* d) { d->values.pop_back(); }, "3 keys but 2 values"},
-      {[](SparseDataset* d) { d->offsets.back() = 2; }, "offsets run from 0 to 2"},
+      {[](SparseDataset* d) { d->offsets.back() = 2; },
+       "offsets run from 0 to 2"},
       {[](SparseDataset* d) { d->offsets[1] = 4; }, "row 1: offsets decrease"},
       {[](SparseDataset* d) { d->keys[1] = 1; }, "row 0: key 1 after key 1"},
       {[](SparseDataset* d) { d->keys[0] = 9; }, "row 0: key 5 after key 9"},
@@ -87,9 +103,9 @@ TEST(ValidateSparseDatasetTest, NamesTheFirstBrokenInvariant) {
   for (const Case& c : cases) {
     SparseDataset d = base();
     c.breakit(&d);
-    EXPECT_THAT(ValidateSparseDataset(d),
-                StatusIs(absl::StatusCode::kInvalidArgument,
-                         HasSubstr(c.message)));
+    EXPECT_THAT(
+        ValidateSparseDataset(d),
+        StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(c.message)));
   }
 }
 

@@ -254,6 +254,10 @@ reader_seeds = {
     "libsvm_regression": bytes([REAL]) + b"2.5 1:1\n-3 1:2\nnan 1:1\n",
     "gzip_csv": bytes([HEADER]) + gzip.compress(b"a,b,y\n1,2,0\n3,4,1\n", mtime=0),
     "binary": bytes([HEADER]) + b"a,b\n1,\x00\xff\xfe\n",
+    # Sparse readers: rows for the fixed header "a,b,c,d,y" (categorical,
+    # text, numeric value, numeric quantiles) and 64-bit LIBSVM indices.
+    "sparse_csv_rows": bytes([0]) + b"red,Corn corn WHEAT,2.5,10,1\nNA,,,3,0\nblue,\"x, y\",-1e3,,1\n",
+    "sparse_libsvm_64bit": bytes([0]) + b"1 18446744073709551615:1 3:2 3:-2 0:1\n0 9:1 2:1 9:1\n1 18446744073709551616:1\n",
 }
 
 write("ps_fuzzer", ps_seeds)

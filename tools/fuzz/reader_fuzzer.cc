@@ -1,19 +1,22 @@
 // libFuzzer target: the CSV and LIBSVM readers (data/csv_reader.h,
-// data/libsvm_reader.h) and the gunzip of data/file_reader.h on arbitrary
-// bytes.
+// data/libsvm_reader.h), dense and sparse (data/sparse_csv_reader.h), and the
+// gunzip of data/file_reader.h on arbitrary bytes.
 //
 // The first byte picks the options (bit 0: CSV header; bits 1-2: delimiter
 // ',', '\t', ';', or ',' with label_column "0"; bit 3: real labels; bits 4-5:
 // missing error/zero/mean, or explicit classes {"0", "1", "a"}; bit 6:
 // skip_lines 1; bit 7: LIBSVM zero_based with dim 8); the rest is the text,
-// given to ParseCsv and ParseLibsvm, and to MaybeGunzip (limited to 1 MiB of
-// output).
+// given to ParseCsv, ParseLibsvm, ParseLibsvmSparse, ParseCsvSparse (after a
+// fixed header "a,b,c,d,y" in the chosen delimiter, the columns categorical,
+// text, numeric value and numeric in 3 quantile buckets), and to MaybeGunzip
+// (limited to 1 MiB of output).
 //
 // Invariants beyond "no crash, no sanitizer report, no huge allocation":
 // an accepted table has rows() > 0, dim > 0, dim * rows() floats, dim feature
 // names, finite features and targets, and with kClass targets that are
-// indices into class_names; every error is InvalidArgument and starts with
-// "fuzz.<ext>:<line>:<column>: ".
+// indices into class_names; an accepted sparse dataset passes
+// ValidateSparseDataset, with such targets; every error is InvalidArgument and
+// starts with "fuzz.<ext>:<line>:<column>: ".
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -26,10 +29,14 @@
 #include "data/csv_reader.h"
 #include "data/file_reader.h"
 #include "data/libsvm_reader.h"
+#include "data/sparse_csv_reader.h"
+#include "data/sparse_dataset.h"
 
 namespace {
 
 using downpour::data::LabelMode;
+using downpour::data::SparseColumnKind;
+using downpour::data::SparseDataset;
 using downpour::data::Table;
 
 void Fail(const char* what, const std::string& detail) {
@@ -89,6 +96,33 @@ void CheckResult(const absl::StatusOr<Table>& result, const std::string& name,
   }
 }
 
+void CheckError(const absl::Status& status, const std::string& name) {
+  if (!absl::IsInvalidArgument(status)) {
+    Fail("an error is not InvalidArgument", status.ToString());
+  }
+  if (!HasLocation(std::string(status.message()), name)) {
+    Fail("an error does not start with file:line:column",
+         std::string(status.message()));
+  }
+}
+
+void CheckSparse(const absl::StatusOr<SparseDataset>& result,
+                 const std::string& name, LabelMode labels,
+                 size_t max_classes) {
+  if (!result.ok()) return CheckError(result.status(), name);
+  const absl::Status valid = ValidateSparseDataset(*result);
+  if (!valid.ok()) Fail("an invalid sparse dataset", valid.ToString());
+  if (result->rows() <= 0) Fail("empty sparse dataset accepted", name);
+  for (float y : result->y) {
+    if (!std::isfinite(y)) Fail("a sparse target is not finite", name);
+    if (labels == LabelMode::kClass &&
+        (y < 0 || y != std::floor(y) || y >= result->class_names.size() ||
+         result->class_names.size() > max_classes)) {
+      Fail("a sparse class index is outside class_names", std::to_string(y));
+    }
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -136,6 +170,35 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   svm.max_dense_bytes = 4 << 20;
   CheckResult(downpour::data::ParseLibsvm(text, "fuzz.svm", svm), "fuzz.svm",
               labels, max_classes);
+
+  downpour::data::LibsvmSparseOptions sparse_svm;
+  sparse_svm.labels = labels;
+  if (explicit_classes) sparse_svm.classes = classes;
+  sparse_svm.max_line_bytes = 4096;
+  CheckSparse(downpour::data::ParseLibsvmSparse(text, "fuzz.svm", sparse_svm),
+              "fuzz.svm", labels, max_classes);
+
+  downpour::data::SparseCsvOptions sparse_csv;
+  sparse_csv.csv = csv;
+  sparse_csv.csv.header = true;
+  sparse_csv.csv.skip_lines = 0;
+  sparse_csv.csv.label_column = "y";
+  const SparseColumnKind kinds[] = {
+      SparseColumnKind::kCategorical, SparseColumnKind::kText,
+      SparseColumnKind::kNumeric, SparseColumnKind::kNumeric};
+  for (int c = 0; c < 4; ++c) {
+    downpour::data::SparseColumn column;
+    column.name = std::string(1, static_cast<char>('a' + c));
+    column.kind = kinds[c];
+    if (c == 3) column.quantile_buckets = 3;
+    sparse_csv.columns.push_back(column);
+  }
+  const char d = csv.delimiter;
+  const std::string header =
+      std::string("a") + d + "b" + d + "c" + d + "d" + d + "y\n";
+  CheckSparse(
+      downpour::data::ParseCsvSparse(header + text, "fuzz.csv", sparse_csv),
+      "fuzz.csv", labels, max_classes);
 
   absl::StatusOr<std::string> gunzipped =
       downpour::data::MaybeGunzip(text, "fuzz.gz", 1 << 20);
