@@ -5,8 +5,8 @@
 //   bucket = MixKey(key) % model.sparse_buckets
 //   shard  = bucket % (number of cluster.ps)
 //
-// MixKey is SplitMix64's output function (Steele, Lea and Flood, 2014): a
-// bijection of uint64 whose every output bit depends on every input bit, so
+// MixKey is SplitMix64's finalizer (Steele, Lea and Flood, 2014; without
+// the generator's increment, so MixKey(0) == 0): a bijection of uint64 whose every output bit depends on every input bit, so
 // patterned ids (multiples of 1024, consecutive ids, hashes with a constant
 // low byte) spread evenly; plain `key % n` would put them on one shard.
 // Buckets are the unit a later placement map will move (migration,
@@ -19,7 +19,6 @@
 namespace downpour {
 
 inline uint64_t MixKey(uint64_t key) {
-  key += 0x9e3779b97f4a7c15ULL;
   key = (key ^ (key >> 30)) * 0xbf58476d1ce4e5b9ULL;
   key = (key ^ (key >> 27)) * 0x94d049bb133111ebULL;
   return key ^ (key >> 31);

@@ -4,6 +4,8 @@
 
 #include <utility>
 
+#include "common/sparse_keys.h"
+
 namespace downpour::data {
 namespace {
 
@@ -59,11 +61,7 @@ uint64_t FeatureKey(absl::string_view field, absl::string_view value) {
 
 uint64_t FieldKey(absl::string_view field) { return HashBytes(field); }
 
-uint64_t MixKey(uint64_t key) {
-  key = (key ^ (key >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  key = (key ^ (key >> 27)) * 0x94d049bb133111ebULL;
-  return key ^ (key >> 31);
-}
+uint64_t MixKey(uint64_t key) { return downpour::MixKey(key); }
 
 std::vector<std::string> Tokenize(absl::string_view text) {
   std::vector<std::string> tokens;
