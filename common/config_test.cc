@@ -305,6 +305,14 @@ TEST(ConfigTest, EnumsListAllowedValues) {
       {"model:\n  type: sparse_linear\n",
        "model.type sparse_linear is logistic (model.task: binary) or linear "
        "regression (model.task: regression), not multiclass"},
+      {"model:\n  type: sparse_linear\n  task: binary\n",
+       "model.type sparse_linear reads data.source libsvm (64-bit indices) or "
+       "csv"},
+      {"model:\n  type: sparse_linear\n  task: binary\ndata:\n  source: "
+       "libsvm\n  path: x\ncluster:\n  coordinator: 127.0.0.1:1\n  ps: "
+       "[127.0.0.1:2, 127.0.0.1:3]\n  workers: [127.0.0.1:4]\n  "
+       "replication: 2\n",
+       "cluster.replication 2 does not cover sparse tables yet"},
       {"optimizer:\n  schedule: linear\n",
        "cfg.yaml:2: optimizer.schedule must be one of constant, step, cosine; "
        "got 'linear'"},

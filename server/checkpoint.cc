@@ -106,6 +106,13 @@ uint64_t EncodedSize(const Checkpoint& c, uint32_t format) {
   for (const BlockStore::BlockSnapshot& b : c.blocks) {
     size += 4 + 8 + 8 + 8 + (b.values.size() + b.state.size()) * sizeof(float);
   }
+  if (format >= 4) {
+    size += 4;
+    for (const auto& [id, rows] : c.sparse_tables) {
+      size += 4 * 4 + 8 + rows.keys.size() * (8 + 4) +
+              rows.data.size() * sizeof(float);
+    }
+  }
   return size + kCrcSize;
 }
 
@@ -138,6 +145,21 @@ absl::Status Encode(const Checkpoint& c, uint32_t format, int fd,
     e.PutU64(b.state.size());
     e.PutFloats(b.values);
     e.PutFloats(b.state);
+  }
+  if (format >= 4) {
+    e.PutU32(static_cast<uint32_t>(c.sparse_tables.size()));
+    for (const auto& [id, rows] : c.sparse_tables) {
+      e.PutU32(id);
+      e.PutU32(static_cast<uint32_t>(rows.dim));
+      e.PutU32(static_cast<uint32_t>(rows.state_slots));
+      e.PutU32(static_cast<uint32_t>(rows.optimizer));
+      e.PutU64(rows.keys.size());
+      e.Put(reinterpret_cast<const char*>(rows.keys.data()),
+            rows.keys.size() * sizeof(uint64_t));
+      e.Put(reinterpret_cast<const char*>(rows.versions.data()),
+            rows.versions.size() * sizeof(uint32_t));
+      e.PutFloats(rows.data);
+    }
   }
   RETURN_IF_ERROR(e.Finish());
   if (e.size() != expected_size) {  // EncodedSize and this function disagree
@@ -182,6 +204,12 @@ class Decoder {
     std::string s(p_, n);
     Skip(n);
     return s;
+  }
+  // n raw bytes into out (little-endian arrays on a little-endian host).
+  void Bytes(char* out, uint64_t n) {
+    if (!Has(n)) return;
+    std::memcpy(out, p_, n);
+    Skip(n);
   }
   std::vector<float> Floats(uint64_t n) {
     if (n > left_ / sizeof(float)) ok_ = false;
@@ -290,6 +318,26 @@ absl::StatusOr<Checkpoint> Decode(const std::string& path,
     const uint64_t num_state = d.U64();
     b.values = d.Floats(num_values);
     b.state = d.Floats(num_state);
+  }
+  const uint32_t num_tables = format >= 4 ? d.U32() : 0;
+  for (uint32_t i = 0; i < num_tables && d.ok(); ++i) {
+    auto& [id, rows] = c.sparse_tables.emplace_back();
+    id = d.U32();
+    rows.dim = static_cast<int>(d.U32());
+    rows.state_slots = static_cast<int>(d.U32());
+    const uint32_t optimizer = d.U32();
+    const uint64_t n = d.U64();
+    if (rows.dim < 1 || rows.dim > 4096 || rows.state_slots < 0 ||
+        rows.state_slots > 2 || optimizer > 3 || n > d.left() / 12) {
+      return Corrupt(path, absl::StrCat("sparse table ", id,
+                                        " has an impossible shape"));
+    }
+    rows.optimizer = static_cast<SparseOptimizerType>(optimizer);
+    rows.keys.resize(n);
+    rows.versions.resize(n);
+    d.Bytes(reinterpret_cast<char*>(rows.keys.data()), n * sizeof(uint64_t));
+    d.Bytes(reinterpret_cast<char*>(rows.versions.data()), n * sizeof(uint32_t));
+    rows.data = d.Floats(n * rows.dim * (1 + rows.state_slots));
   }
   if (!d.ok() || d.left() != 0) {
     return Corrupt(path, "checksum matches but the fields do not fit the file");

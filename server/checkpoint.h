@@ -13,9 +13,9 @@
 // `<dir>/ps-<index>.ckpt`, the single file of earlier builds, is read when the
 // folder holds no generation.
 //
-// File layout (format 3; formats 1 and 2 are read too: they lack the model
-// fingerprint and the generation, and format 1 the push sequences, which
-// counted from the wall clock). Integers are little-endian, floats IEEE
+// File layout (format 4; formats 1-3 are read too: they lack the sparse
+// tables, formats 1-2 the model fingerprint and the generation, and format 1
+// the push sequences, which counted from the wall clock). Integers are little-endian, floats IEEE
 // float32 LE:
 //
 //   offset  size  field
@@ -33,6 +33,12 @@
 //   ...     4     u32 b, then b blocks (in the order given):
 //                   u32 id, u64 version, u64 n (values), u64 m (state floats),
 //                   n floats of values, m floats of state (slot-major)
+//   ...     4     u32 t, then t sparse tables                     [format 4]
+//                   (server/sparse_table.h), each a consistent cut of whole
+//                   rows: u32 id, u32 dim, u32 state slots, u32 optimizer
+//                   (SparseOptimizerType), u64 r (rows), r u64 keys
+//                   (ascending), r u32 versions, r * dim * (1 + slots)
+//                   floats (per row: values, then state)
 //   end-4   4     u32 CRC-32C (common/checksum.h) of every byte before it
 #ifndef DOWNPOUR_SERVER_CHECKPOINT_H_
 #define DOWNPOUR_SERVER_CHECKPOINT_H_
@@ -41,17 +47,19 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "server/block_store.h"
 #include "server/sequence_window.h"
+#include "server/sparse_table.h"
 
 namespace downpour::server {
 
 // The format this build writes; it also reads formats 1 and 2.
-inline constexpr uint32_t kCheckpointFormat = 3;
+inline constexpr uint32_t kCheckpointFormat = 4;
 
 struct Checkpoint {
   // Which ps shard wrote it.
@@ -70,6 +78,8 @@ struct Checkpoint {
   std::map<int32_t, SequenceWindow> sequences;
   // Optimizer::name() of the state in `blocks`.
   std::string optimizer;
+  // The sparse tables' rows, by table id (format 4; none before).
+  std::vector<std::pair<uint32_t, SparseTable::Rows>> sparse_tables;
   // The format the file was read from (kCheckpointFormat when written).
   uint32_t format = kCheckpointFormat;
 };

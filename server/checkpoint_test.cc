@@ -78,6 +78,16 @@ Checkpoint Sample() {
     big.values[i] = 0.001f * i - 17.0f;
   big.state.assign(2 * big.values.size(), 0.5f);
   c.blocks.push_back(std::move(big));
+  // A sparse table of dim 2 with FTRL's two state slots: 3 rows.
+  SparseTable::Rows rows;
+  rows.dim = 2;
+  rows.state_slots = 2;
+  rows.optimizer = SparseOptimizerType::kFtrl;
+  rows.keys = {1, 1ull << 40, std::numeric_limits<uint64_t>::max()};
+  rows.versions = {1, 7, 4000000000u};
+  for (int i = 0; i < 3 * 2 * 3; ++i) rows.data.push_back(0.5f * i - 3.0f);
+  rows.data[4] = FromBits(0x7FC01234);
+  c.sparse_tables.emplace_back(0, std::move(rows));
   return c;
 }
 
@@ -101,6 +111,18 @@ void ExpectEqual(const Checkpoint& a, const Checkpoint& b) {
         << "block " << i;
     EXPECT_TRUE(SameBits(a.blocks[i].state, b.blocks[i].state))
         << "block " << i;
+  }
+  ASSERT_EQ(a.sparse_tables.size(), b.sparse_tables.size());
+  for (size_t i = 0; i < a.sparse_tables.size(); ++i) {
+    const SparseTable::Rows& x = a.sparse_tables[i].second;
+    const SparseTable::Rows& y = b.sparse_tables[i].second;
+    EXPECT_EQ(a.sparse_tables[i].first, b.sparse_tables[i].first);
+    EXPECT_EQ(x.dim, y.dim);
+    EXPECT_EQ(x.state_slots, y.state_slots);
+    EXPECT_EQ(x.optimizer, y.optimizer);
+    EXPECT_EQ(x.keys, y.keys);
+    EXPECT_EQ(x.versions, y.versions);
+    EXPECT_TRUE(SameBits(x.data, y.data)) << "sparse table " << i;
   }
 }
 
@@ -242,7 +264,7 @@ TEST(CheckpointTest, FutureFormatIsFailedPrecondition) {
       ReadCheckpoint(path),
       StatusIs(
           absl::StatusCode::kFailedPrecondition,
-          HasSubstr("was written by format 7, this build reads formats 1-3")));
+          HasSubstr("was written by format 7, this build reads formats 1-4")));
 }
 
 TEST(CheckpointTest, Format1IsReadWithoutItsSequences) {
@@ -266,6 +288,18 @@ TEST(CheckpointTest, Format2IsReadWithoutFingerprintOrGeneration) {
   EXPECT_EQ(read->format, 2u);
   c.model_fingerprint = 0;  // not in format 2
   c.generation = 0;
+  c.sparse_tables.clear();  // nor sparse tables (format 4)
+  ExpectEqual(*read, c);
+}
+
+TEST(CheckpointTest, Format3IsReadWithoutSparseTables) {
+  Checkpoint c = Sample();
+  const std::string path = CheckpointPath(TestDir(), 0);
+  ASSERT_THAT(WriteCheckpointInFormatForTest(path, c, 3), IsOk());
+  absl::StatusOr<Checkpoint> read = ReadCheckpoint(path);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->format, 3u);
+  c.sparse_tables.clear();
   ExpectEqual(*read, c);
 }
 

@@ -228,6 +228,22 @@ absl::StatusOr<std::unique_ptr<Shard>> Shard::CreateShard(
                      SparseTableOptions(config, table));
     ASSIGN_OR_RETURN(std::unique_ptr<SparseTable> made,
                      SparseTable::Create(options));
+    // The checkpoint's rows of this table, whole (values and state of one
+    // moment, with the push windows of the same moment).
+    if (restored.has_value()) {
+      for (const auto& [id, rows] : restored->sparse_tables) {
+        if (id != table.id) continue;
+        absl::Status loaded = made->Restore(rows);
+        if (!loaded.ok()) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "the checkpoint's sparse table ", id, " does not fit the config: ",
+              loaded.message(), "; move the checkpoint away or restore the "
+              "config it was written with"));
+        }
+        SPDLOG_LOGGER_INFO(L(), "sparse table {}: {} rows from the checkpoint",
+                           id, rows.keys.size());
+      }
+    }
     tables.push_back(std::move(made));
   }
   // The restored applied-push windows go on, so pushes acknowledged before
@@ -1038,6 +1054,10 @@ absl::Status Shard::WriteCheckpoint(
     checkpoint.optimizer = store_->optimizer().name();
     checkpoint.blocks = store_->Snapshot();
     checkpoint.sequences = admission_.windows();
+    for (size_t t = 0; t < tables_.size(); ++t) {
+      checkpoint.sparse_tables.emplace_back(static_cast<uint32_t>(t),
+                                            tables_[t]->Snapshot());
+    }
     // Blocks restored but not (yet) placed here are kept, so a checkpoint written
     // before re-placement does not drop them.
     if (restored_.has_value()) {

@@ -2,7 +2,9 @@
 // pulls through the same admission, epochs and exactly-once windows as
 // blocks.
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <memory>
 #include <vector>
@@ -215,6 +217,42 @@ TEST_F(ShardSparseTest, BspRefusesSparseRows) {
   EXPECT_THAT(shard->Push(SparsePush(KeysOf(0, 1), {1}, 1), &response),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("bsp does not take sparse rows")));
+}
+
+// A checkpoint holds whole rows (values, FTRL state, versions) with the push
+// windows of the same moment: a shard restored from it continues
+// bit-identically, and a push it already holds is a duplicate there.
+TEST_F(ShardSparseTest, ACheckpointRestoreContinuesBitIdentically) {
+  config_.checkpoint.dir =
+      std::string(std::getenv("TEST_TMPDIR")) + "/sparse_checkpoint";
+  std::filesystem::remove_all(config_.checkpoint.dir);
+  auto a = MakeShard(0);
+  const std::vector<uint64_t> keys = KeysOf(0, 50);
+  std::vector<float> grads(50);
+  for (int i = 0; i < 50; ++i) grads[i] = 0.1f * (i % 7) - 0.3f;
+  proto::PushResponse response;
+  for (uint64_t n = 1; n <= 5; ++n) {
+    ASSERT_THAT(a->Push(SparsePush(keys, grads, MakeSequence(1, n)), &response),
+                IsOk());
+  }
+  ASSERT_THAT(a->WriteCheckpoint(), IsOk());
+  auto b = MakeShard(0);
+  EXPECT_EQ(b->sparse_stats()[0].rows, 50);
+  ASSERT_THAT(b->Push(SparsePush(keys, grads, MakeSequence(1, 5)), &response),
+              IsOk());
+  EXPECT_TRUE(response.duplicate()) << "the window came with the rows";
+  for (uint64_t n = 6; n <= 8; ++n) {
+    for (Shard* shard : {a.get(), b.get()}) {
+      ASSERT_THAT(
+          shard->Push(SparsePush(keys, grads, MakeSequence(1, n)), &response),
+          IsOk());
+    }
+  }
+  proto::PullResponse pa, pb;
+  ASSERT_THAT(a->PullSparse(SparsePull(keys), &pa), IsOk());
+  ASSERT_THAT(b->PullSparse(SparsePull(keys), &pb), IsOk());
+  EXPECT_EQ(pa.sparse(0).values(), pb.sparse(0).values());
+  EXPECT_EQ(pa.sparse(0).versions(), pb.sparse(0).versions());
 }
 
 TEST_F(ShardSparseTest, DenseModelsRefuseFtrlAndSparseModelsRefuseMomentum) {
