@@ -88,6 +88,9 @@ class PsNode::Impl {
  private:
   uint64_t epoch() const ABSL_LOCKS_EXCLUDED(mu_);
   size_t num_blocks() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The serving shard's sparse tables (none on a standby).
+  std::vector<Shard::SparseTableStats> sparse_stats() const
+      ABSL_LOCKS_EXCLUDED(mu_);
   proto::MemberReport Report() const;
 
   // Registers as the current identity (ps or standby). The first time (from
@@ -238,6 +241,24 @@ absl::Status PsNode::Impl::Start() {
         r->set_device("cpu");
         (*r->mutable_counters())["blocks"] = num_blocks();
         (*r->mutable_counters())["placement_epoch"] = epoch();
+        // Sparse tables as they are now (rows, heap bytes, bytes a row,
+        // weights that are not 0), summed over tables.
+        const std::vector<Shard::SparseTableStats> tables = sparse_stats();
+        if (!tables.empty()) {
+          int64_t rows = 0, bytes = 0, nonzero = 0;
+          for (const Shard::SparseTableStats& t : tables) {
+            rows += t.rows;
+            bytes += t.bytes;
+            nonzero += t.nonzero;
+          }
+          auto& c = *r->mutable_counters();
+          c["sparse_tables"] = static_cast<double>(tables.size());
+          c["sparse_rows"] = static_cast<double>(rows);
+          c["sparse_bytes"] = static_cast<double>(bytes);
+          c["sparse_bytes_per_row"] =
+              rows > 0 ? static_cast<double>(bytes) / rows : 0;
+          c["sparse_nonzero"] = static_cast<double>(nonzero);
+        }
         const std::optional<double> age =
             checkpoint_health_.age_seconds(clock_->Now());
         if (age.has_value()) (*r->mutable_counters())["checkpoint_age_s"] = *age;
@@ -380,6 +401,11 @@ absl::Status PsNode::Impl::BecomeSpare(const absl::Status& refusal) {
 uint64_t PsNode::Impl::epoch() const {
   absl::MutexLock lock(&mu_);
   return shard_ ? shard_->epoch() : 0;
+}
+
+std::vector<Shard::SparseTableStats> PsNode::Impl::sparse_stats() const {
+  absl::MutexLock lock(&mu_);
+  return shard_ ? shard_->sparse_stats() : std::vector<Shard::SparseTableStats>();
 }
 
 size_t PsNode::Impl::num_blocks() const {

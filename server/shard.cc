@@ -929,18 +929,7 @@ int64_t Shard::ApplySparse(const std::vector<DecodedRows>& rows) {
     }
     keys += n;
   }
-  if (!rows.empty()) {
-    ++generation_;
-    int64_t total_rows = 0, total_bytes = 0, nonzero = 0;
-    for (const auto& table : tables_) {
-      total_rows += table->rows();
-      total_bytes += table->bytes();
-      nonzero += table->nonzero_values();
-    }
-    counters_->Set("sparse_rows", static_cast<double>(total_rows));
-    counters_->Set("sparse_bytes", static_cast<double>(total_bytes));
-    counters_->Set("sparse_nonzero", static_cast<double>(nonzero));
-  }
+  if (!rows.empty()) ++generation_;
   return keys;
 }
 

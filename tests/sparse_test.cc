@@ -1,0 +1,254 @@
+// Sparse tables with real daemons on loopback (issue 21): a sparse_linear
+// job trains on a LIBSVM file with 64-bit indices through the launcher, and
+// a ps refuses hostile sparse pushes and pulls over gRPC and serves on.
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/config.h"
+#include "common/push_sequence.h"
+#include "common/sparse_keys.h"
+#include "common/testing/poll.h"
+#include "common/testing/status_matchers.h"
+#include "deploy/launcher_lib.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/coordinator.grpc.pb.h"
+#include "proto/ps.grpc.pb.h"
+#include "rpc/server_util.h"
+#include "server/checkpoint.h"
+#include "tests/daemon_harness.h"
+
+namespace downpour {
+namespace {
+
+using ::downpour::testing::IsOk;
+using ::testing::HasSubstr;
+
+// `rows` examples over 64-bit feature ids: 30 features each from 3000 ids
+// spread over the whole uint64 range; the label is 1 when the example holds
+// more "positive" ids (a third of them) than 10.
+std::string WriteLibsvm(const std::string& name, int rows, uint64_t seed) {
+  std::mt19937_64 id_rng(7);  // the same ids in every file
+  std::vector<uint64_t> ids(3000);
+  for (uint64_t& id : ids) id = id_rng() | (uint64_t{1} << 63);
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> pick(0, 2999);
+  const std::string path = testing::TestDir() + "/" + name;
+  std::ofstream out(path);
+  for (int r = 0; r < rows; ++r) {
+    std::string line;
+    int positive = 0;
+    for (int f = 0; f < 30; ++f) {
+      const int i = pick(rng);
+      positive += i % 3 == 0;
+      absl::StrAppend(&line, " ", ids[i], ":1");
+    }
+    out << (positive > 10 ? "+1" : "-1") << line << "\n";
+  }
+  return path;
+}
+
+TEST(SparseTest, ALibsvmJobWith64BitIndicesTrainsOnTwoShards) {
+  const std::string dir = testing::TestDir();
+  const std::string train = WriteLibsvm("train.svm", 6000, 1);
+  const std::string test = WriteLibsvm("test.svm", 1000, 2);
+  const std::string yaml = testing::LoopbackConfig(2, 2, absl::StrCat(
+      "model:\n  type: sparse_linear\n  task: binary\n  sparse_buckets: 32\n"
+      "optimizer:\n  type: ftrl\n  learning_rate: 0.2\n  l1: 0.5\n  l2: 1\n"
+      "training:\n  batch_size: 32\n  epochs: 4\n  eval_every_steps: 50\n"
+      "  target_metric: auc\n  target_value: 0.99\n"
+      "data:\n  source: libsvm\n  path: ", train, "\n  test_path: ", test,
+      "\ncheckpoint:\n  dir: ", dir, "/ckpt\n  interval_s: 1\n"));
+  const std::string path = testing::WriteConfig("cluster.yaml", yaml);
+  absl::StatusOr<Config> config = LoadConfig(path);
+  ASSERT_THAT(config, IsOk());
+  EXPECT_EQ(config->cluster.replication, 1) << "sparse models: no backups yet";
+  LaunchOptions options;
+  options.config_path = path;
+  options.run_dir = dir + "/run";
+  options.bin_dir = testing::BinDir();
+  options.progress_period = absl::Seconds(1);
+  absl::StatusOr<LaunchSummary> summary = RunCluster(*config, options);
+  ASSERT_THAT(summary, IsOk());
+  EXPECT_EQ(summary->outcome, "succeeded") << summary->stop_reason;
+  ASSERT_FALSE(summary->final_metrics.empty());
+  EXPECT_EQ(summary->final_metrics[0].first, "auc");
+  EXPECT_GT(summary->final_metrics[0].second, 0.9) << summary->stop_reason;
+  // Each ps wrote its rows (whole, with their FTRL state) in its final
+  // checkpoint; together they hold each trained id once at most, and l1
+  // keeps some weights at exactly 0.
+  int64_t rows = 0, zeros = 0;
+  for (int shard = 0; shard < 2; ++shard) {
+    auto checkpoint = server::ReadNewestCheckpoint(dir + "/ckpt", shard);
+    ASSERT_THAT(checkpoint, IsOk());
+    ASSERT_EQ(checkpoint->sparse_tables.size(), 1u);
+    const server::SparseTable::Rows& table = checkpoint->sparse_tables[0].second;
+    EXPECT_GT(table.keys.size(), 0u) << "shard " << shard;
+    for (uint64_t key : table.keys) {
+      EXPECT_EQ(ShardOfKey(key, 32, 2), shard) << key;
+    }
+    rows += static_cast<int64_t>(table.keys.size());
+    for (size_t r = 0; r < table.keys.size(); ++r) zeros += table.data[3 * r] == 0;
+  }
+  EXPECT_LE(rows, 3000);
+  EXPECT_GT(zeros, 0) << "l1 sets some weights to exactly 0";
+}
+
+class SparsePsTest : public testing::DaemonJobTest {
+ protected:
+  void SetUp() override {
+    const std::string dir = testing::TestDir();
+    const std::string train = WriteLibsvm("train.svm", 100, 1);
+    config_ = testing::WriteConfig(
+        "cluster.yaml",
+        testing::LoopbackConfig(1, 1, absl::StrCat(
+            "model:\n  type: sparse_linear\n  task: binary\n"
+            "optimizer:\n  type: ftrl\n"
+            "data:\n  source: libsvm\n  path: ", train,
+            "\ncheckpoint:\n  dir: \"\"\n")));
+    Subprocess& coordinator =
+        Start("coordinator", "coordinator/coordinator",
+              {"--listen", "127.0.0.1:0", "--port_file", dir + "/c.port"});
+    auto address = testing::WaitForPort(coordinator, dir + "/c.port");
+    ASSERT_THAT(address, IsOk());
+    coordinator_ = *address;
+    Subprocess& ps = Start("ps-0", "server/ps_server",
+                           {"--index", "0", "--coordinator", coordinator_,
+                            "--listen", "127.0.0.1:0", "--port_file",
+                            dir + "/ps.port"});
+    auto ps_address = testing::WaitForPort(ps, dir + "/ps.port");
+    ASSERT_THAT(ps_address, IsOk());
+    ps_ = *ps_address;
+  }
+
+  std::string coordinator_, ps_;
+};
+
+grpc::Status Call(const std::function<grpc::Status(grpc::ClientContext*)>& call) {
+  grpc::ClientContext context;
+  context.set_deadline(DeadlineIn(15));
+  context.set_wait_for_ready(true);
+  return call(&context);
+}
+
+TEST_F(SparsePsTest, HostileSparseInputIsRefusedAndThePsServesOn) {
+  // The worker's place, taken by this test: its incarnation and push key.
+  auto coordinator = proto::Coordinator::NewStub(MakeChannel(coordinator_));
+  proto::RegisterWorkerRequest take;
+  take.set_index(0);
+  take.set_address(coordinator_);
+  proto::RegisterWorkerResponse taken;
+  ASSERT_TRUE(Call([&](grpc::ClientContext* c) {
+                return coordinator->RegisterWorker(c, take, &taken);
+              }).ok());
+  auto stub = proto::ParameterServer::NewStub(MakeChannel(ps_));
+  uint64_t epoch = 0;
+  ASSERT_TRUE(testing::WaitUntil([&] {
+    epoch = static_cast<uint64_t>(testing::StatusCounter(ps_, "placement_epoch"));
+    return epoch > 0;
+  }, absl::Seconds(30), absl::Milliseconds(50)));
+  uint64_t n = 0;
+  auto push = [&](const std::vector<uint64_t>& keys,
+                  const std::vector<float>& grads,
+                  const std::string& counts = "") {
+    proto::PushRequest request;
+    request.set_placement_epoch(epoch);
+    request.set_worker_id(0);
+    request.set_sequence(MakeSequence(taken.incarnation(), ++n));
+    request.set_push_key(taken.push_key());
+    proto::SparseRows* rows = request.add_sparse();
+    rows->set_keys(keys.data(), keys.size() * sizeof(uint64_t));
+    rows->set_values(grads.data(), grads.size() * sizeof(float));
+    rows->set_counts(counts);
+    proto::PushResponse response;
+    return Call([&](grpc::ClientContext* c) {
+      return stub->Push(c, request, &response);
+    });
+  };
+  // A valid push, once the ps has heard of this incarnation.
+  ASSERT_TRUE(testing::WaitUntil([&] {
+    n = 0;  // sequence 1 until it lands
+    return push({1, 2, 3}, {0.5f, 0.5f, 0.5f}).ok();
+  }, absl::Seconds(30), absl::Milliseconds(50)))
+      << "the valid push was never applied";
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  struct Case {
+    const char* name;
+    std::vector<uint64_t> keys;
+    std::vector<float> grads;
+    std::string counts;
+    const char* message;
+  } cases[] = {
+      {"unsorted", {3, 1, 2}, {1, 1, 1}, "", "out of order"},
+      {"repeated", {1, 1, 2}, {1, 1, 1}, "", "is repeated"},
+      {"fewer gradients", {1, 2, 3}, {1, 1}, "", "need 3 gradient floats"},
+      {"NaN", {1, 2, 3}, {1, nan, 1}, "", "not finite"},
+      {"huge", {1, 2, 3}, {1, 1e30f, 1}, "", "max_gradient_value"},
+      {"counts", {1, 2, 3}, {1, 1, 1}, std::string(5, '\1'), "bytes of counts"},
+  };
+  for (const Case& c : cases) {
+    const grpc::Status status = push(c.keys, c.grads, c.counts);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << c.name;
+    EXPECT_THAT(status.error_message(), HasSubstr(c.message)) << c.name;
+  }
+  // 10^8 keys cannot even be sent: 6 million keys and their gradients are
+  // 72 MB, past the ps's 64 MiB message limit, which gRPC enforces before
+  // the shard reads anything (the client's own limit lifted to send it).
+  {
+    grpc::ChannelArguments args;
+    args.SetMaxSendMessageSize(-1);
+    auto big = proto::ParameterServer::NewStub(grpc::CreateCustomChannel(
+        ps_, grpc::InsecureChannelCredentials(), args));
+    proto::PushRequest request;
+    request.set_placement_epoch(epoch);
+    request.set_worker_id(0);
+    request.set_sequence(MakeSequence(taken.incarnation(), ++n));
+    request.set_push_key(taken.push_key());
+    std::vector<uint64_t> many(6'000'000);
+    for (size_t i = 0; i < many.size(); ++i) many[i] = i;
+    proto::SparseRows* rows = request.add_sparse();
+    rows->set_keys(many.data(), many.size() * sizeof(uint64_t));
+    rows->mutable_values()->resize(many.size() * sizeof(float));
+    proto::PushResponse response;
+    const grpc::Status status = Call([&](grpc::ClientContext* c) {
+      return big->Push(c, request, &response);
+    });
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+        << status.error_message();
+  }
+  // Pulls: unsorted keys refused, a valid one reads the rows and creates
+  // none.
+  auto pull = [&](const std::vector<uint64_t>& keys, proto::PullResponse* out) {
+    proto::PullRequest request;
+    request.set_placement_epoch(epoch);
+    request.set_worker_id(-1);
+    request.add_sparse()->set_keys(keys.data(), keys.size() * sizeof(uint64_t));
+    return Call([&](grpc::ClientContext* c) {
+      return stub->Pull(c, request, out);
+    });
+  };
+  proto::PullResponse pulled;
+  EXPECT_EQ(pull({2, 1}, &pulled).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  ASSERT_TRUE(pull({1, 2, 3, 4, 5}, &pulled).ok());
+  ASSERT_EQ(pulled.sparse_size(), 1);
+  ASSERT_EQ(pulled.sparse(0).values().size(), 5 * sizeof(float));
+  float w[5];
+  std::memcpy(w, pulled.sparse(0).values().data(), sizeof(w));
+  EXPECT_LT(w[0], 0.0f) << "the valid push was applied";
+  EXPECT_EQ(w[3], 0.0f) << "an untrained key reads its initial value";
+  EXPECT_EQ(testing::LiveCounter(ps_, "sparse_rows"), 3)
+      << "only the valid push created rows; the pull created none";
+  EXPECT_EQ(testing::LiveCounter(ps_, "sparse_push_keys"), 3);
+  EXPECT_FALSE(daemons_["ps-0"]->Poll().has_value()) << "the ps serves on";
+}
+
+}  // namespace
+}  // namespace downpour
