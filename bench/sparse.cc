@@ -15,6 +15,13 @@
 //   core:   SparseTable::Read and CheckPush + Apply (FTRL) over the stream,
 //           after a warm-up that creates the popular rows: unique keys per
 //           second for pull and for push, per --dims, median of --reps.
+//   rpc:    the same stream over gRPC on loopback: a worker's GrpcPsClient
+//           against --shards in-process ps shards (LocalCluster, real TCP):
+//           per batch one PullRows of its keys (split by shard, all shards
+//           at once) and one PushWithRows of their gradients (and the bias),
+//           as worker/sparse_loop.cc does. Unique keys per second per shard,
+//           bytes per key on the wire, p50/p99 of a pull and of a push.
+//           Server and client share this machine's cores.
 //   memory: creates --rows FTRL rows of dim 1 and prints the process's RSS
 //           growth per row (the target: <= 64 bytes, key, weight, z, n and
 //           index) next to the table's own account (bytes()).
@@ -33,9 +40,16 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_format.h"
 #include "bench/bench_util.h"
+#include "bench/local_cluster.h"
+#include "common/config.h"
+#include "common/counters.h"
+#include "common/model_spec.h"
+#include "common/sparse_keys.h"
+#include "worker/grpc_ps_client.h"
 #include "server/sparse_table.h"
 
-ABSL_FLAG(std::string, sections, "core,memory", "core, memory");
+ABSL_FLAG(std::string, sections, "core,rpc,memory", "core, rpc, memory");
+ABSL_FLAG(std::string, shards, "1,2,4", "ps shards for the rpc section");
 ABSL_FLAG(std::string, dims, "1,16", "row widths for the core section");
 ABSL_FLAG(int64_t, keys, 10'000'000, "distinct keys in the stream");
 ABSL_FLAG(double, zipf, 1.1, "Zipf exponent of each field's values");
@@ -163,6 +177,108 @@ void Core() {
   }
 }
 
+double Quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(q * v.size()))];
+}
+
+void Rpc() {
+  const auto warm = MakeBatches(absl::GetFlag(FLAGS_batches) / 4, 1);
+  const auto batches = MakeBatches(absl::GetFlag(FLAGS_batches), 2);
+  int64_t unique = 0;
+  for (const auto& b : batches) unique += b.size();
+  absl::PrintF(
+      "\n== rpc: gRPC over 127.0.0.1, FTRL dim 1, %d batches of %.0f unique "
+      "keys, medians of %d; client and shards in one process on this "
+      "machine's cores ==\n",
+      batches.size(), static_cast<double>(unique) / batches.size(),
+      absl::GetFlag(FLAGS_reps));
+  absl::PrintF("%6s %16s %16s %11s %11s %11s %11s %11s\n", "shards",
+               "pull keys/s/shd", "push keys/s/shd", "pull B/key",
+               "push B/key", "pull p50 ms", "pull p99 ms", "push p99 ms");
+  for (int shards : ParseInts(absl::GetFlag(FLAGS_shards))) {
+    Config config;
+    config.model.type = ModelType::kSparseLinear;
+    config.model.task = Task::kBinary;
+    config.model.sparse_buckets = 1024;
+    config.optimizer.type = OptimizerType::kFtrl;
+    config.cluster.ps.assign(shards, "127.0.0.1:0");
+    config.cluster.workers.assign(1, "127.0.0.1:0");
+    config.cluster.replication = 1;
+    config.rpc.deadline_s = 30;
+    config.rpc.connect_timeout_s = 10;
+    auto cluster = LocalCluster::Start(config);
+    CheckOrExit(cluster.status(), "sparse", "start cluster");
+    auto spec = ModelSpec::Create(config.model);
+    CheckOrExit(spec.status(), "sparse", "model");
+    Counters counters;
+    worker::GrpcPsClient client(*spec, (*cluster)->coordinator_client(),
+                                config.rpc, 0, &counters);
+    CheckOrExit(client.Connect(), "sparse", "connect");
+    std::mt19937_64 rng(3);
+    std::normal_distribution<float> normal(0.0f, 0.1f);
+    std::vector<float> bias(1);
+    std::vector<uint64_t> versions;
+    CheckOrExit(client.Pull(bias.data(), &versions), "sparse", "pull bias");
+    std::vector<double> pull_ms, push_ms;
+    double pull_s = 0, push_s = 0;
+    auto run = [&](const std::vector<std::vector<uint64_t>>& stream,
+                   bool timed) {
+      for (const auto& keys : stream) {
+        std::vector<std::vector<uint64_t>> by_shard(shards);
+        for (uint64_t k : keys) {
+          by_shard[ShardOfKey(k, 1024, shards)].push_back(k);
+        }
+        std::vector<std::vector<float>> values;
+        Clock::time_point t = Clock::now();
+        CheckOrExit(client.PullRows(0, 1, by_shard, &values), "sparse",
+                    "pull rows");
+        const double pull = Seconds(t);
+        std::vector<std::vector<float>> grads(shards);
+        std::vector<std::vector<wire::SparseRef>> refs(shards);
+        for (int s = 0; s < shards; ++s) {
+          grads[s].resize(by_shard[s].size());
+          for (float& g : grads[s]) g = normal(rng);
+          if (by_shard[s].empty()) continue;
+          wire::SparseRef ref;
+          ref.keys = reinterpret_cast<const char*>(by_shard[s].data());
+          ref.keys_size = by_shard[s].size() * sizeof(uint64_t);
+          ref.values = reinterpret_cast<const char*>(grads[s].data());
+          ref.values_size = grads[s].size() * sizeof(float);
+          refs[s].push_back(ref);
+        }
+        const float bias_grad = 0.01f;
+        t = Clock::now();
+        CheckOrExit(client.PushWithRows(&bias_grad, versions, refs, nullptr),
+                    "sparse", "push rows");
+        const double push = Seconds(t);
+        if (timed) {
+          pull_s += pull;
+          push_s += push;
+          pull_ms.push_back(pull * 1e3);
+          push_ms.push_back(push * 1e3);
+        }
+      }
+    };
+    run(warm, false);
+    std::vector<double> pull_rates, push_rates;
+    for (int r = 0; r < absl::GetFlag(FLAGS_reps); ++r) {
+      pull_s = push_s = 0;
+      run(batches, true);
+      pull_rates.push_back(unique / pull_s / shards);
+      push_rates.push_back(unique / push_s / shards);
+    }
+    // On the wire, per key: a pull sends the key (8 bytes) and gets back its
+    // value and version (4 + 4); a push sends the key and its gradient.
+    absl::PrintF("%6d %16.0f %16.0f %11.1f %11.1f %11.2f %11.2f %11.2f\n",
+                 shards, Median(pull_rates), Median(push_rates),
+                 16.0, 12.0, Quantile(pull_ms, 0.5), Quantile(pull_ms, 0.99),
+                 Quantile(push_ms, 0.99));
+    std::fflush(stdout);
+  }
+}
+
 int64_t RssBytes() {
   std::ifstream statm("/proc/self/statm");
   int64_t size = 0, resident = 0;
@@ -206,6 +322,7 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   const std::string sections = absl::GetFlag(FLAGS_sections);
   if (downpour::bench::SectionOn(sections, "core")) downpour::bench::Core();
+  if (downpour::bench::SectionOn(sections, "rpc")) downpour::bench::Rpc();
   if (downpour::bench::SectionOn(sections, "memory")) downpour::bench::Memory();
   return 0;
 }

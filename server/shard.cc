@@ -990,8 +990,7 @@ absl::Status Shard::PullSparse(const proto::PullRequest& request,
       const std::vector<uint64_t>& k = keys[i];
       const int64_t n = static_cast<int64_t>(k.size());
       proto::SparseRows* out = response->add_sparse();
-      out->set_table(request.sparse(i).table());
-      out->set_keys(request.sparse(i).keys());
+      out->set_table(request.sparse(i).table());  // keys: the request's
       std::string* values = out->mutable_values();
       values->resize(n * table.dim() * sizeof(float));
       std::vector<uint32_t> versions(n);

@@ -441,29 +441,26 @@ absl::Status GrpcPsClient::PullRows(
     uint32_t table, int dim, const std::vector<std::vector<uint64_t>>& keys,
     std::vector<std::vector<float>>* values) {
   values->assign(keys.size(), {});
-  for (size_t s = 0; s < keys.size(); ++s) {
-    if (keys[s].empty()) continue;
+  uint64_t epoch = 0;
+  const std::vector<std::shared_ptr<const ShardLink>> shards =
+      GetShardLinks(&epoch);
+  auto request_bytes = [&](size_t s, uint64_t at_epoch) {
+    proto::PullRequest request;
+    request.set_placement_epoch(at_epoch);
+    request.set_worker_id(worker_id_);
+    proto::SparseRows* wanted = request.add_sparse();
+    wanted->set_table(table);
+    wanted->set_keys(keys[s].data(), keys[s].size() * sizeof(uint64_t));
+    grpc::ByteBuffer bytes;
+    bool own = false;
+    (void)grpc::SerializationTraits<proto::PullRequest>::Serialize(
+        request, &bytes, &own);
+    return bytes;
+  };
+  // The reply's values into (*values)[s].
+  auto copy = [&](size_t s, grpc::ByteBuffer* reply) -> absl::Status {
     proto::PullResponse response;
-    grpc::ByteBuffer reply;
-    RETURN_IF_ERROR(WithRetries(
-        static_cast<int>(s), "pull rows from",
-        [&](const ShardLink& now, uint64_t now_epoch) {
-          proto::PullRequest request;
-          request.set_placement_epoch(now_epoch);
-          request.set_worker_id(worker_id_);
-          proto::SparseRows* wanted = request.add_sparse();
-          wanted->set_table(table);
-          wanted->set_keys(keys[s].data(), keys[s].size() * sizeof(uint64_t));
-          grpc::ByteBuffer bytes;
-          bool own = false;
-          grpc::Status serialized =
-              grpc::SerializationTraits<proto::PullRequest>::Serialize(
-                  request, &bytes, &own);
-          if (!serialized.ok()) return serialized;
-          reply.Clear();
-          return now.Call(kPullMethod, rpc_.deadline_s, bytes, &reply);
-        }));
-    if (!grpc::SerializationTraits<proto::PullResponse>::Deserialize(&reply,
+    if (!grpc::SerializationTraits<proto::PullResponse>::Deserialize(reply,
                                                                      &response)
              .ok() ||
         response.sparse_size() != 1 ||
@@ -476,6 +473,50 @@ absl::Status GrpcPsClient::PullRows(
     const std::string& bytes = response.sparse(0).values();
     (*values)[s].resize(keys[s].size() * dim);
     std::memcpy((*values)[s].data(), bytes.data(), bytes.size());
+    return absl::OkStatus();
+  };
+  // Every shard at once; failures are retried one at a time below.
+  struct Call {
+    grpc::ClientContext context;
+    grpc::ByteBuffer request, reply;
+    grpc::Status status;
+    bool sent = false;
+  };
+  std::vector<Call> calls(keys.size());
+  int sent = 0;
+  for (size_t s = 0; s < keys.size() && s < shards.size(); ++s) {
+    if (!keys[s].empty()) ++sent;
+  }
+  absl::BlockingCounter pending(sent);
+  for (size_t s = 0; s < keys.size() && s < shards.size(); ++s) {
+    if (keys[s].empty()) continue;
+    Call* c = &calls[s];
+    c->sent = true;
+    c->request = request_bytes(s, epoch);
+    c->context.set_deadline(DeadlineIn(rpc_.deadline_s));
+    shards[s]->stub->UnaryCall(&c->context, kPullMethod, grpc::StubOptions(),
+                               &c->request, &c->reply,
+                               [c, &pending](grpc::Status status) {
+                                 c->status = std::move(status);
+                                 pending.DecrementCount();
+                               });
+  }
+  pending.Wait();
+  for (size_t s = 0; s < keys.size(); ++s) {
+    if (keys[s].empty()) continue;
+    Call& c = calls[s];
+    if (!c.sent || !c.status.ok()) {
+      const grpc::Status* first = c.sent ? &c.status : nullptr;
+      RETURN_IF_ERROR(WithRetries(
+          static_cast<int>(s), "pull rows from",
+          [&](const ShardLink& now, uint64_t now_epoch) {
+            const grpc::ByteBuffer bytes = request_bytes(s, now_epoch);
+            c.reply.Clear();
+            return now.Call(kPullMethod, rpc_.deadline_s, bytes, &c.reply);
+          },
+          first));
+    }
+    RETURN_IF_ERROR(copy(s, &c.reply));
   }
   counters_->Add("pulls", 1);
   return absl::OkStatus();
