@@ -50,6 +50,9 @@
 
 ABSL_FLAG(std::string, sections, "core,rpc,memory", "core, rpc, memory");
 ABSL_FLAG(std::string, shards, "1,2,4", "ps shards for the rpc section");
+ABSL_FLAG(std::string, optimizer, "ftrl",
+          "the tables' update rule in the core and rpc sections: ftrl, "
+          "adagrad, adam or sgd (bench/pslite's servers apply sgd)");
 ABSL_FLAG(std::string, dims, "1,16", "row widths for the core section");
 ABSL_FLAG(int64_t, keys, 10'000'000, "distinct keys in the stream");
 ABSL_FLAG(double, zipf, 1.1, "Zipf exponent of each field's values");
@@ -120,9 +123,10 @@ void Core() {
   int64_t unique = 0;
   for (const auto& b : batches) unique += b.size();
   absl::PrintF(
-      "\n== core: one shard's table, FTRL, %d fields, Zipf s=%.2f over %d "
+      "\n== core: one shard's table, %s, %d fields, Zipf s=%.2f over %d "
       "keys, %d examples a batch (%.0f unique keys a batch), medians of %d ==\n",
-      kFields, absl::GetFlag(FLAGS_zipf), absl::GetFlag(FLAGS_keys),
+      absl::GetFlag(FLAGS_optimizer), kFields, absl::GetFlag(FLAGS_zipf),
+      absl::GetFlag(FLAGS_keys),
       absl::GetFlag(FLAGS_batch),
       static_cast<double>(unique) / batches.size(), reps);
   absl::PrintF("%5s %14s %14s %12s %12s\n", "dim", "pull keys/s",
@@ -130,7 +134,9 @@ void Core() {
   for (int dim : ParseInts(absl::GetFlag(FLAGS_dims))) {
     SparseTable::Options options;
     options.dim = dim;
-    options.optimizer.type = SparseOptimizerType::kFtrl;
+    auto type = server::ParseSparseOptimizer(absl::GetFlag(FLAGS_optimizer));
+    CheckOrExit(type.status(), "sparse", "--optimizer");
+    options.optimizer.type = *type;
     auto table = SparseTable::Create(options);
     CheckOrExit(table.status(), "sparse", "table");
     std::vector<float> values, grads;
@@ -189,11 +195,11 @@ void Rpc() {
   int64_t unique = 0;
   for (const auto& b : batches) unique += b.size();
   absl::PrintF(
-      "\n== rpc: gRPC over 127.0.0.1, FTRL dim 1, %d batches of %.0f unique "
+      "\n== rpc: gRPC over 127.0.0.1, %s, dim 1, %d batches of %.0f unique "
       "keys, medians of %d; client and shards in one process on this "
       "machine's cores ==\n",
-      batches.size(), static_cast<double>(unique) / batches.size(),
-      absl::GetFlag(FLAGS_reps));
+      absl::GetFlag(FLAGS_optimizer), batches.size(),
+      static_cast<double>(unique) / batches.size(), absl::GetFlag(FLAGS_reps));
   absl::PrintF("%6s %16s %16s %11s %11s %11s %11s %11s\n", "shards",
                "pull keys/s/shd", "push keys/s/shd", "pull B/key",
                "push B/key", "pull p50 ms", "pull p99 ms", "push p99 ms");
@@ -202,7 +208,9 @@ void Rpc() {
     config.model.type = ModelType::kSparseLinear;
     config.model.task = Task::kBinary;
     config.model.sparse_buckets = 1024;
-    config.optimizer.type = OptimizerType::kFtrl;
+    auto type = ParseOptimizerType(absl::GetFlag(FLAGS_optimizer));
+    CheckOrExit(type.status(), "sparse", "--optimizer");
+    config.optimizer.type = *type;
     config.cluster.ps.assign(shards, "127.0.0.1:0");
     config.cluster.workers.assign(1, "127.0.0.1:0");
     config.cluster.replication = 1;
