@@ -31,7 +31,12 @@ void MemberAgent::Stop() {
   if (!thread_.joinable()) return;
   stop_.Notify();
   thread_.join();
-  Beat();
+  // The last heartbeat carries the final figures (a worker's metrics, a ps's
+  // loss counts): asked again when the coordinator did not
+  // answer it (a loaded machine), once more.
+  for (int attempt = 0; attempt < kFinalBeatAttempts; ++attempt) {
+    if (Beat()) break;
+  }
 }
 
 void MemberAgent::Loop() {
@@ -40,7 +45,7 @@ void MemberAgent::Loop() {
   }
 }
 
-void MemberAgent::Beat() {
+bool MemberAgent::Beat() {
   proto::HeartbeatRequest request;
   {
     absl::MutexLock lock(&identity_mu_);
@@ -61,7 +66,7 @@ void MemberAgent::Beat() {
       SPDLOG_LOGGER_WARN(Log(Logger::kRpc), "{} {}: {}", role, index,
                          std::string(registered.message()));
     }
-    return;
+    return registered.ok();
   }
   if (absl::IsPermissionDenied(response.status())) {
     // Not a network problem: the coordinator does not take this process for
@@ -71,7 +76,7 @@ void MemberAgent::Beat() {
                           std::string(response.status().message()));
     }
     refused_ = true;
-    return;
+    return true;  // answered: asking again changes nothing
   }
   refused_ = false;
   if (!response.ok()) {
@@ -82,13 +87,14 @@ void MemberAgent::Beat() {
                          role, index, std::string(response.status().message()));
     }
     coordinator_down_ = true;
-    return;
+    return false;
   }
   if (coordinator_down_) {
     SPDLOG_LOGGER_INFO(Log(Logger::kRpc), "{} {}: coordinator reachable again", role, index);
     coordinator_down_ = false;
   }
   handler_(*response);
+  return true;
 }
 
 }  // namespace downpour::membership

@@ -45,7 +45,12 @@ class MemberAgent {
 
  private:
   void Loop();
-  void Beat();
+  // One heartbeat; false when the coordinator did not answer it (or a
+  // re-registration failed).
+  bool Beat();
+  // How often Stop() asks for the final heartbeat when it goes unanswered
+  // (each attempt may take rpc.deadline_s against a stalled coordinator).
+  static constexpr int kFinalBeatAttempts = 2;
 
   CoordinatorClient* const client_;
   const std::string address_;
