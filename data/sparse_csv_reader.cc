@@ -27,20 +27,6 @@ using internal::ErrorAt;
 using internal::NumberKind;
 using internal::Quote;
 
-const char* KindName(SparseColumnKind kind) {
-  switch (kind) {
-    case SparseColumnKind::kCategorical:
-      return "categorical";
-    case SparseColumnKind::kText:
-      return "text";
-    case SparseColumnKind::kNumeric:
-      return "numeric";
-    case SparseColumnKind::kIgnore:
-      return "ignore";
-  }
-  return "?";
-}
-
 // What to do with one column of the file.
 struct ColumnPlan {
   enum Action { kLabel, kIgnore, kCategorical, kText, kValue, kBucketize };
@@ -66,7 +52,7 @@ absl::Status CheckOptions(const std::string& name,
     const bool numeric = c.kind == SparseColumnKind::kNumeric;
     if (!numeric && (!c.boundaries.empty() || c.quantile_buckets != 0)) {
       return ErrorAt(name, 1, 1,
-                     absl::StrCat(column, " is ", KindName(c.kind),
+                     absl::StrCat(column, " is ", SparseColumnKindName(c.kind),
                                   ": boundaries and quantile_buckets apply to "
                                   "numeric columns only; drop them or make "
                                   "the column numeric"));
@@ -452,6 +438,31 @@ absl::StatusOr<SparseDataset> SparseCsvParser::Parse(
 }
 
 }  // namespace
+
+const char* SparseColumnKindName(SparseColumnKind kind) {
+  switch (kind) {
+    case SparseColumnKind::kCategorical:
+      return "categorical";
+    case SparseColumnKind::kText:
+      return "text";
+    case SparseColumnKind::kNumeric:
+      return "numeric";
+    case SparseColumnKind::kIgnore:
+      return "ignore";
+  }
+  return "?";
+}
+
+absl::StatusOr<SparseColumnKind> ParseSparseColumnKind(absl::string_view name) {
+  for (SparseColumnKind kind :
+       {SparseColumnKind::kCategorical, SparseColumnKind::kText,
+        SparseColumnKind::kNumeric, SparseColumnKind::kIgnore}) {
+    if (name == SparseColumnKindName(kind)) return kind;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown column kind '", name,
+                   "': expected categorical, text, numeric or ignore"));
+}
 
 absl::StatusOr<SparseDataset> ParseCsvSparse(
     absl::string_view text, const std::string& name,

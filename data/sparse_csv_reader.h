@@ -49,6 +49,12 @@ enum class SparseColumnKind {
   kIgnore,
 };
 
+// "categorical", "text", "numeric", "ignore".
+const char* SparseColumnKindName(SparseColumnKind kind);
+// The kind SparseColumnKindName names; InvalidArgument naming the valid
+// names otherwise.
+absl::StatusOr<SparseColumnKind> ParseSparseColumnKind(absl::string_view name);
+
 // One column's kind, named by its header name.
 struct SparseColumn {
   std::string name;

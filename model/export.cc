@@ -12,8 +12,6 @@
 namespace downpour::model {
 namespace {
 
-constexpr char kFormat[] = "downpour-model";
-
 const char* OutputOf(Task task) {
   if (task == Task::kBinary) return "sigmoid";
   if (task == Task::kRegression) return "identity";
@@ -52,13 +50,17 @@ std::string AsciiJson(const std::string& json) {
 
 }  // namespace
 
+std::string MetaText(const proto::ModelMeta& meta) {
+  return AsciiJson(ToJson(meta));
+}
+
 proto::ModelMeta MakeMeta(const Config& config,
                           const std::vector<std::string>& class_names,
                           const std::vector<std::string>& feature_names,
                           const std::vector<float>& mean,
                           const std::vector<float>& std) {
   proto::ModelMeta meta;
-  meta.set_format(kFormat);
+  meta.set_format(kModelFormat);
   meta.set_version(1);
   meta.set_task(TaskName(config.model.task));
   meta.set_type(ModelTypeName(IsLinear(config.model.type) ? ModelType::kLinear
@@ -97,7 +99,16 @@ absl::StatusOr<ModelSection> ModelOf(const proto::ModelMeta& meta) {
   return model;
 }
 
+bool IsSparseMeta(const proto::ModelMeta& meta) {
+  return meta.type() == ModelTypeName(ModelType::kSparseLinear);
+}
+
 absl::Status WriteModel(const std::string& path, const ExportedModel& model) {
+  if (IsSparseMeta(model.meta)) {
+    return absl::InvalidArgumentError(
+        "export: a sparse_linear model is written by WriteSparseModel "
+        "(model/sparse_model.h), not as dense tensors");
+  }
   absl::StatusOr<ModelSection> section = ModelOf(model.meta);
   if (!section.ok()) return section.status();
   absl::StatusOr<ModelSpec> spec = ModelSpec::Create(*section);
@@ -118,27 +129,47 @@ absl::Status WriteModel(const std::string& path, const ExportedModel& model) {
                  {model.meta.input_mean().begin(), model.meta.input_mean().end()});
   npz.AddFloat32("input_std", {dim},
                  {model.meta.input_std().begin(), model.meta.input_std().end()});
-  npz.AddString("meta", AsciiJson(ToJson(model.meta)));
+  npz.AddString("meta", MetaText(model.meta));
   return npz.WriteTo(path);
+}
+
+absl::StatusOr<proto::ModelMeta> MetaFromArrays(
+    const std::string& path, const std::vector<NpyArray>& arrays) {
+  const NpyArray* text = nullptr;
+  for (const NpyArray& a : arrays) {
+    if (a.name == "meta" && a.is_string) text = &a;
+  }
+  if (text == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, " holds no 'meta': not a model written by psctl export"));
+  }
+  proto::ModelMeta meta;
+  absl::Status parsed = FromJson(text->text, path + " (meta)", &meta);
+  if (!parsed.ok()) return parsed;
+  if (meta.format() != kModelFormat) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": meta.format is '", meta.format(), "', not ", kModelFormat));
+  }
+  return meta;
 }
 
 absl::StatusOr<ExportedModel> ReadModel(const std::string& path) {
   absl::StatusOr<std::vector<NpyArray>> arrays = ReadNpz(path);
   if (!arrays.ok()) return arrays.status();
+  return ModelFromArrays(path, *std::move(arrays));
+}
+
+absl::StatusOr<ExportedModel> ModelFromArrays(const std::string& path,
+                                              std::vector<NpyArray> arrays) {
   ExportedModel model;
-  const NpyArray* meta = nullptr;
-  for (const NpyArray& a : *arrays) {
-    if (a.name == "meta" && a.is_string) meta = &a;
-  }
-  if (meta == nullptr) {
+  absl::StatusOr<proto::ModelMeta> meta = MetaFromArrays(path, arrays);
+  if (!meta.ok()) return meta.status();
+  model.meta = *std::move(meta);
+  if (IsSparseMeta(model.meta)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        path, " holds no 'meta': not a model written by psctl export"));
-  }
-  absl::Status parsed = FromJson(meta->text, path + " (meta)", &model.meta);
-  if (!parsed.ok()) return parsed;
-  if (model.meta.format() != kFormat) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": meta.format is '", model.meta.format(), "', not ", kFormat));
+        path,
+        " holds a sparse_linear model (arrays bias, keys, weights): "
+        "read it with ReadSparseModel (model/sparse_model.h)"));
   }
   absl::StatusOr<ModelSection> section = ModelOf(model.meta);
   absl::StatusOr<ModelSpec> spec =
@@ -150,8 +181,8 @@ absl::StatusOr<ExportedModel> ReadModel(const std::string& path) {
   model.params.assign(spec->num_params(), 0.0f);
   for (const TensorSpec& t : spec->tensors()) {
     const NpyArray* found = nullptr;
-    for (const NpyArray& a : *arrays) {
-      if (a.name == t.name && !a.is_string) found = &a;
+    for (const NpyArray& a : arrays) {
+      if (a.name == t.name && !a.is_string && !a.is_uint64) found = &a;
     }
     if (found == nullptr || found->shape != t.shape) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -18,9 +18,13 @@
 #include "absl/status/statusor.h"
 #include "common/config.h"
 #include "common/model_spec.h"
+#include "model/npz.h"
 #include "proto/model.pb.h"
 
 namespace downpour::model {
+
+// The meta's `format` field.
+inline constexpr char kModelFormat[] = "downpour-model";
 
 struct ExportedModel {
   proto::ModelMeta meta;
@@ -40,13 +44,32 @@ proto::ModelMeta MakeMeta(const Config& config,
 // InvalidArgument naming the key when its task or type is unknown.
 absl::StatusOr<ModelSection> ModelOf(const proto::ModelMeta& meta);
 
-// Writes the .npz. InvalidArgument when params do not fit meta's layers.
+// Writes the .npz. InvalidArgument when params do not fit meta's layers, or
+// meta is of a sparse_linear model (WriteSparseModel writes those).
 absl::Status WriteModel(const std::string& path, const ExportedModel& model);
 
 // Reads a file WriteModel wrote: NotFound when missing; InvalidArgument
-// naming the file when it is not a Downpour model or its tensors do not fit
-// its layers.
+// naming the file when it is not a Downpour model, is a sparse_linear model
+// (model/sparse_model.h reads those), or its tensors do not fit its layers.
 absl::StatusOr<ExportedModel> ReadModel(const std::string& path);
+
+// ReadModel of the arrays ReadNpz(path) returned, for a caller that read
+// them to look at the meta first (MetaFromArrays, IsSparseMeta).
+absl::StatusOr<ExportedModel> ModelFromArrays(const std::string& path,
+                                              std::vector<NpyArray> arrays);
+
+// True when `meta` is of a sparse_linear model (model/sparse_model.h).
+bool IsSparseMeta(const proto::ModelMeta& meta);
+
+// The text of the .npz's 'meta' array: the meta as JSON, every non-ASCII
+// character escaped as \uXXXX (a '<U' array is written byte by byte).
+std::string MetaText(const proto::ModelMeta& meta);
+
+// The meta among `arrays` (read from `path`): InvalidArgument naming the file
+// when there is none, it is not JSON of a ModelMeta, or its format is not
+// kModelFormat.
+absl::StatusOr<proto::ModelMeta> MetaFromArrays(
+    const std::string& path, const std::vector<NpyArray>& arrays);
 
 }  // namespace downpour::model
 

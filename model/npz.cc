@@ -5,11 +5,12 @@
 #include <cstring>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "common/file_util.h"
 #include "zlib.h"
 
@@ -29,13 +30,13 @@ void Put32(std::string* out, uint32_t v) {
   for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
 }
 
-uint32_t Get32(const std::string& s, size_t at) {
+uint32_t Get32(absl::string_view s, size_t at) {
   uint32_t v = 0;
   for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(s[at + i]);
   return v;
 }
 
-uint16_t Get16(const std::string& s, size_t at) {
+uint16_t Get16(absl::string_view s, size_t at) {
   return static_cast<uint16_t>(static_cast<unsigned char>(s[at]) |
                                (static_cast<unsigned char>(s[at + 1]) << 8));
 }
@@ -49,8 +50,8 @@ std::string NpyBytes(const NpyArray& a) {
   } else {
     std::string shape = absl::StrJoin(a.shape, ", ");
     if (a.shape.size() == 1) shape += ",";
-    dict = absl::StrCat("{'descr': '<f4', 'fortran_order': False, 'shape': (",
-                        shape, "), }");
+    dict = absl::StrCat("{'descr': '", a.is_uint64 ? "<u8" : "<f4",
+                        "', 'fortran_order': False, 'shape': (", shape, "), }");
   }
   const size_t unpadded = 10 + dict.size() + 1;
   dict.append((64 - unpadded % 64) % 64, ' ');
@@ -62,6 +63,11 @@ std::string NpyBytes(const NpyArray& a) {
     // UTF-32LE code points; an empty string is one NUL code point.
     if (a.text.empty()) Put32(&out, 0);
     for (unsigned char c : a.text) Put32(&out, c);
+  } else if (a.is_uint64) {
+    const size_t bytes = a.uint64.size() * sizeof(uint64_t);
+    const size_t at = out.size();
+    out.resize(at + bytes);
+    std::memcpy(&out[at], a.uint64.data(), bytes);  // little-endian hosts
   } else {
     const size_t bytes = a.values.size() * sizeof(float);
     const size_t at = out.size();
@@ -77,7 +83,8 @@ absl::Status Corrupt(const std::string& path, const std::string& what) {
 }
 
 // Parses one .npy: float32 or unicode-string arrays.
-absl::StatusOr<NpyArray> ParseNpy(const std::string& bytes,
+// `bytes` is viewed, not copied: the values are copied once, into the array.
+absl::StatusOr<NpyArray> ParseNpy(absl::string_view bytes,
                                   const std::string& where) {
   if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0) {
     return Corrupt(where, "no .npy magic");
@@ -92,7 +99,7 @@ absl::StatusOr<NpyArray> ParseNpy(const std::string& bytes,
     start = 12;
   }
   if (start + header_len > bytes.size()) return Corrupt(where, "truncated header");
-  const std::string dict = bytes.substr(start, header_len);
+  const std::string dict(bytes.substr(start, header_len));
   NpyArray a;
   if (dict.find("'fortran_order': True") != std::string::npos) {
     return Corrupt(where, "Fortran order");
@@ -108,16 +115,33 @@ absl::StatusOr<NpyArray> ParseNpy(const std::string& bytes,
     if (!absl::SimpleAtoi(part, &d) || d < 0) return Corrupt(where, "bad shape");
     a.shape.push_back(d);
   }
-  const std::string data = bytes.substr(start + header_len);
-  if (dict.find("'descr': '<f4'") != std::string::npos) {
-    size_t count = 1;
-    for (int64_t d : a.shape) count *= static_cast<size_t>(d);
-    if (data.size() != count * sizeof(float)) {
-      return Corrupt(where, absl::StrCat("expected ", count, " floats, got ",
-                                         data.size(), " bytes"));
+  const absl::string_view data = bytes.substr(start + header_len);
+  const bool is_f4 = dict.find("'descr': '<f4'") != std::string::npos;
+  const bool is_u8 = dict.find("'descr': '<u8'") != std::string::npos;
+  if (is_f4 || is_u8) {
+    const size_t width = is_f4 ? sizeof(float) : sizeof(uint64_t);
+    // The element count and its bytes, without overflow for any shape.
+    size_t count = 1, expected = 0;
+    bool overflow = false;
+    for (int64_t d : a.shape) {
+      overflow |= __builtin_mul_overflow(count, static_cast<size_t>(d), &count);
     }
-    a.values.resize(count);
-    std::memcpy(a.values.data(), data.data(), data.size());
+    overflow |= __builtin_mul_overflow(count, width, &expected);
+    if (overflow || data.size() != expected) {
+      return Corrupt(where, absl::StrCat("expected ",
+                                         overflow ? "more than 2^64 bytes of"
+                                                  : absl::StrCat(count),
+                                         is_f4 ? " floats" : " uint64s",
+                                         ", got ", data.size(), " bytes"));
+    }
+    if (is_f4) {
+      a.values.resize(count);
+      std::memcpy(a.values.data(), data.data(), data.size());
+    } else {
+      a.is_uint64 = true;
+      a.uint64.resize(count);
+      std::memcpy(a.uint64.data(), data.data(), data.size());
+    }
     return a;
   }
   if (dict.find("'descr': '<U") != std::string::npos && a.shape.empty()) {
@@ -133,7 +157,7 @@ absl::StatusOr<NpyArray> ParseNpy(const std::string& bytes,
   return Corrupt(where, absl::StrCat("unsupported array type in ", dict));
 }
 
-absl::StatusOr<std::string> Inflate(const std::string& in, size_t out_size,
+absl::StatusOr<std::string> Inflate(absl::string_view in, size_t out_size,
                                     const std::string& where) {
   std::string out(out_size, '\0');
   z_stream z = {};
@@ -158,6 +182,16 @@ void NpzWriter::AddFloat32(const std::string& name, std::vector<int64_t> shape,
   a.name = name;
   a.shape = std::move(shape);
   a.values = std::move(values);
+  arrays_.push_back(std::move(a));
+}
+
+void NpzWriter::AddUint64(const std::string& name, std::vector<int64_t> shape,
+                          std::vector<uint64_t> values) {
+  NpyArray a;
+  a.name = name;
+  a.shape = std::move(shape);
+  a.uint64 = std::move(values);
+  a.is_uint64 = true;
   arrays_.push_back(std::move(a));
 }
 
@@ -232,7 +266,7 @@ absl::Status NpzWriter::WriteTo(const std::string& path) const {
 absl::StatusOr<std::vector<NpyArray>> ReadNpz(const std::string& path) {
   absl::StatusOr<std::string> file = ReadFile(path);
   if (!file.ok()) return file.status();
-  const std::string& s = *file;
+  const absl::string_view s = *file;
   std::vector<NpyArray> out;
   size_t at = 0;
   while (at + 30 <= s.size() && Get32(s, at) == kLocalHeader) {
@@ -244,19 +278,21 @@ absl::StatusOr<std::vector<NpyArray>> ReadNpz(const std::string& path) {
     const uint16_t extra_len = Get16(s, at + 28);
     const size_t data_at = at + 30 + name_len + extra_len;
     if (data_at + compressed > s.size()) return Corrupt(path, "truncated entry");
-    std::string name = s.substr(at + 30, name_len);
+    std::string name(s.substr(at + 30, name_len));
     const std::string where = absl::StrCat(path, " (", name, ")");
     if ((flags & 0x8) != 0 || compressed == 0xffffffffu) {
       return Corrupt(where, "streamed or zip64 entry; re-save with numpy.savez");
     }
-    std::string npy;
+    absl::string_view npy;  // into the file, or into `inflated`
+    std::string inflated;
     if (method == 0) {
       npy = s.substr(data_at, compressed);
     } else if (method == 8) {
-      absl::StatusOr<std::string> inflated =
+      absl::StatusOr<std::string> data =
           Inflate(s.substr(data_at, compressed), size, where);
-      if (!inflated.ok()) return inflated.status();
-      npy = *std::move(inflated);
+      if (!data.ok()) return data.status();
+      inflated = *std::move(data);
+      npy = inflated;
     } else {
       return Corrupt(where, absl::StrCat("compression method ", method));
     }

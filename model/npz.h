@@ -2,13 +2,15 @@
 //
 //   NpzWriter npz;
 //   npz.AddFloat32("fc1.weight", {784, 256}, values);
+//   npz.AddUint64("keys", {n}, keys);
 //   npz.AddString("meta", json);
 //   RETURN_IF_ERROR(npz.WriteTo("model.npz"));
 //   ASSIGN_OR_RETURN(std::vector<NpyArray> arrays, ReadNpz("model.npz"));
 //
 // `numpy.load(path)` reads what NpzWriter writes without allow_pickle: float32
-// arrays as '<f4' and strings as 0-d '<U' arrays (str(npz["meta"])). ReadNpz
-// reads those two kinds back, stored or deflated (np.savez_compressed).
+// arrays as '<f4', uint64 arrays as '<u8' and strings as 0-d '<U' arrays
+// (str(npz["meta"])). ReadNpz reads those three kinds back, stored or
+// deflated (np.savez_compressed).
 #ifndef DOWNPOUR_MODEL_NPZ_H_
 #define DOWNPOUR_MODEL_NPZ_H_
 
@@ -21,13 +23,15 @@
 
 namespace downpour::model {
 
-// One array of an .npz: float32 values in C order, or a string.
+// One array of an .npz: float32 or uint64 values in C order, or a string.
 struct NpyArray {
-  std::string name;            // without ".npy"
-  std::vector<int64_t> shape;  // empty for a scalar or a string
-  std::vector<float> values;   // float32 arrays
-  std::string text;            // string arrays (ASCII)
+  std::string name;              // without ".npy"
+  std::vector<int64_t> shape;    // empty for a scalar or a string
+  std::vector<float> values;     // float32 arrays ('<f4')
+  std::vector<uint64_t> uint64;  // uint64 arrays ('<u8')
+  std::string text;              // string arrays (ASCII)
   bool is_string = false;
+  bool is_uint64 = false;
 };
 
 // Collects arrays, then writes them as one .npz. Not thread-safe.
@@ -36,6 +40,9 @@ class NpzWriter {
   // REQUIRES: the product of shape == values.size().
   void AddFloat32(const std::string& name, std::vector<int64_t> shape,
                   std::vector<float> values);
+  // REQUIRES: the product of shape == values.size().
+  void AddUint64(const std::string& name, std::vector<int64_t> shape,
+                 std::vector<uint64_t> values);
   // A 0-d unicode array. REQUIRES: text is ASCII (escape the rest).
   void AddString(const std::string& name, const std::string& text);
   // Writes the archive atomically (temporary file, then rename).
@@ -49,7 +56,8 @@ class NpzWriter {
 
 // The arrays of an .npz in archive order. NotFound when the file is missing;
 // InvalidArgument naming the file and the entry when it is not a zip of .npy
-// files, or an array is neither little-endian float32 nor a unicode string.
+// files, or an array is neither little-endian float32, little-endian uint64
+// nor a unicode string.
 absl::StatusOr<std::vector<NpyArray>> ReadNpz(const std::string& path);
 
 }  // namespace downpour::model

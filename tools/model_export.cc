@@ -3,13 +3,18 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
+#include <functional>
+#include <queue>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/model_spec.h"
+#include "common/sparse_keys.h"
 #include "common/status_macros.h"
 #include "server/checkpoint.h"
 #include "worker/dataset.h"
+#include "worker/sparse_data.h"
 
 namespace downpour::tools {
 namespace {
@@ -45,33 +50,148 @@ absl::Status CheckAllSeen(const std::vector<bool>& seen,
   return absl::OkStatus();
 }
 
+// Shard `shard`'s newest good checkpoint in `dir`, checked to be of `spec`.
+absl::StatusOr<server::Checkpoint> ReadShard(const ModelSpec& spec,
+                                             const std::string& dir,
+                                             int shard) {
+  absl::StatusOr<server::Checkpoint> checkpoint =
+      server::ReadNewestCheckpoint(dir, shard);
+  if (!checkpoint.ok()) {
+    return absl::Status(checkpoint.status().code(),
+                        absl::StrCat("no checkpoint of ps ", shard, " in ", dir,
+                                     ": ", checkpoint.status().message()));
+  }
+  if (checkpoint->model_fingerprint != 0 &&
+      checkpoint->model_fingerprint != spec.Fingerprint()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the checkpoint of ps ", shard, " in ", dir,
+        " holds another model than the config's (fingerprints differ): "
+        "give the config of the job that wrote it"));
+  }
+  return checkpoint;
+}
+
+// FailedPrecondition when `dir` holds checkpoints of a ps index at or beyond
+// `shards`: their rows would be left out silently.
+absl::Status CheckNoExtraShard(const std::string& dir, int shards) {
+  std::error_code error;
+  if (std::filesystem::exists(server::ShardCheckpointDir(dir, shards), error) ||
+      std::filesystem::exists(server::CheckpointPath(dir, shards), error)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(dir, " holds checkpoints of ps ", shards,
+                     ", but the config names ", shards,
+                     " ps (cluster.ps): their rows would be missing from the "
+                     "export; give the config of the job that wrote them"));
+  }
+  return absl::OkStatus();
+}
+
+// One shard's rows whose weight is not 0, keys ascending.
+struct NonzeroRows {
+  std::vector<uint64_t> keys;
+  std::vector<float> weights;
+};
+
+// The rows of `table` (shard `shard`'s) checked to be ascending and of the
+// shard's buckets; the nonzero ones go to *out, and *rows counts them all.
+absl::Status TakeRows(const SparseTableSpec& spec, int shard, int shards,
+                      const std::string& dir,
+                      const server::SparseTable::Rows& table, NonzeroRows* out,
+                      int64_t* rows) {
+  const std::string where =
+      absl::StrCat("the checkpoint of ps ", shard, " in ", dir);
+  if (table.dim != spec.dim) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(where, ": table ", spec.name, " has rows of dim ",
+                     table.dim, ", the config's model ", spec.dim,
+                     ": give the config of the job that wrote it"));
+  }
+  const size_t stride =
+      static_cast<size_t>(table.dim) * (1 + table.state_slots);
+  for (size_t r = 0; r < table.keys.size(); ++r) {
+    const uint64_t key = table.keys[r];
+    if (r > 0 && key <= table.keys[r - 1]) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          where, ": table ", spec.name, "'s key ", key, " follows ",
+          table.keys[r - 1],
+          " (keys must be strictly ascending): the file "
+          "is damaged; export from an older generation or a good copy"));
+    }
+    const int owner = ShardOfKey(key, spec.buckets, shards);
+    if (owner != shard) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          where, " holds key ", key, " of bucket ", BucketOf(key, spec.buckets),
+          ", which ps ", owner, " serves with ", shards, " ps (bucket % ",
+          shards,
+          "): was the job run with "
+          "another cluster.ps? Give the config of the job that wrote it"));
+    }
+    const float w = table.data[r * stride];
+    if (w != 0) {
+      out->keys.push_back(key);
+      out->weights.push_back(w);
+    }
+  }
+  *rows += static_cast<int64_t>(table.keys.size());
+  return absl::OkStatus();
+}
+
+// Merges the shards' rows (each ascending) into params->keys and weights,
+// ascending. FailedPrecondition naming both shards when a key repeats
+// (impossible once each shard holds only its own buckets; checked anyway,
+// since a repeat would make the export ambiguous).
+absl::Status MergeRows(std::vector<NonzeroRows> shards, SparseParams* params) {
+  size_t total = 0;
+  for (const NonzeroRows& s : shards) total += s.keys.size();
+  params->keys.clear();
+  params->weights.clear();
+  params->keys.reserve(total);
+  params->weights.reserve(total);
+  // (key, shard) of each shard's next row, smallest key on top.
+  using Head = std::pair<uint64_t, int>;
+  std::priority_queue<Head, std::vector<Head>, std::greater<Head>> heads;
+  std::vector<size_t> next(shards.size(), 0);
+  for (size_t s = 0; s < shards.size(); ++s) {
+    if (!shards[s].keys.empty())
+      heads.push({shards[s].keys[0], static_cast<int>(s)});
+  }
+  int last_shard = -1;
+  while (!heads.empty()) {
+    const auto [key, s] = heads.top();
+    heads.pop();
+    if (!params->keys.empty() && params->keys.back() == key) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("key ", key, " is in the checkpoints of ps ", last_shard,
+                       " and ps ", s));
+    }
+    params->keys.push_back(key);
+    params->weights.push_back(shards[s].weights[next[s]]);
+    last_shard = s;
+    if (++next[s] < shards[s].keys.size())
+      heads.push({shards[s].keys[next[s]], s});
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<float>> ParamsFromCheckpoints(
     const Config& config, const std::string& dir, uint64_t* updates) {
   absl::StatusOr<ModelSpec> spec = ModelSpec::Create(config.model);
   if (!spec.ok()) return spec.status();
+  if (!spec->sparse_tables().empty()) {
+    return absl::FailedPreconditionError(
+        "model.type sparse_linear: read its checkpoints with "
+        "SparseFromCheckpoints");
+  }
   std::vector<float> params(spec->num_params());
   std::vector<bool> seen(spec->blocks().size(), false);
   *updates = 0;
   for (int shard = 0; shard < static_cast<int>(config.cluster.ps.size());
        ++shard) {
-    absl::StatusOr<server::Checkpoint> checkpoint =
-        server::ReadNewestCheckpoint(dir, shard);
-    if (!checkpoint.ok()) {
-      return absl::Status(
-          checkpoint.status().code(),
-          absl::StrCat("no checkpoint of ps ", shard, " in ", dir, ": ",
-                       checkpoint.status().message()));
-    }
-    if (checkpoint->model_fingerprint != 0 &&
-        checkpoint->model_fingerprint != spec->Fingerprint()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "the checkpoint of ps ", shard, " in ", dir,
-          " holds another model than the config's (fingerprints differ): "
-          "give the config of the job that wrote it"));
-    }
-    for (const auto& block : checkpoint->blocks) {
+    ASSIGN_OR_RETURN(server::Checkpoint checkpoint,
+                     ReadShard(*spec, dir, shard));
+    for (const auto& block : checkpoint.blocks) {
       RETURN_IF_ERROR(PlaceBlock(*spec, block.id, block.values.data(),
                                     block.values.size(),
                                     absl::StrCat("checkpoint of ps ", shard),
@@ -84,9 +204,30 @@ absl::StatusOr<std::vector<float>> ParamsFromCheckpoints(
   return params;
 }
 
+absl::Status CheckExportableFromCluster(const Config& config) {
+  if (config.model.type != ModelType::kSparseLinear) return absl::OkStatus();
+  // The launcher puts checkpoints in <run_dir>/checkpoints unless the config
+  // names checkpoint.dir itself.
+  const std::string where =
+      config.explicit_keys.count("checkpoint.dir") > 0
+          ? absl::StrCat("checkpoint.dir: ", config.checkpoint.dir)
+          : absl::StrCat(
+                "a launcher job's <run_dir>/checkpoints, or "
+                "checkpoint.dir: ",
+                config.checkpoint.dir);
+  return absl::FailedPreconditionError(absl::StrCat(
+      "model.type sparse_linear is exported from checkpoints only: a ps "
+      "answers a sparse pull for the keys it is given, and no RPC lists the "
+      "keys it holds. Pass --checkpoint_dir with the job's checkpoint folder (",
+      where,
+      "); each ps writes one every checkpoint.interval_s and a final one when "
+      "it stops"));
+}
+
 absl::StatusOr<std::vector<float>> ParamsFromCluster(
     const Config& config, const proto::GetPlacementResponse& placement,
     MemberProbe& probe, uint64_t* updates) {
+  RETURN_IF_ERROR(CheckExportableFromCluster(config));
   absl::StatusOr<ModelSpec> spec = ModelSpec::Create(config.model);
   if (!spec.ok()) return spec.status();
   if (placement.epoch() == 0) {
@@ -143,6 +284,75 @@ absl::StatusOr<model::ExportedModel> BuildExport(const Config& config,
   out.meta.set_origin(origin);
   out.meta.set_updates(updates);
   out.params = std::move(params);
+  return out;
+}
+
+absl::StatusOr<SparseParams> SparseFromCheckpoints(const Config& config,
+                                                   const std::string& dir) {
+  ASSIGN_OR_RETURN(ModelSpec spec, ModelSpec::Create(config.model));
+  if (spec.sparse_tables().empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("model.type ", ModelTypeName(config.model.type),
+                     " has no sparse tables: export it as a dense model"));
+  }
+  const SparseTableSpec& table_spec = spec.sparse_tables()[0];
+  const int shards = static_cast<int>(config.cluster.ps.size());
+  RETURN_IF_ERROR(CheckNoExtraShard(dir, shards));
+  SparseParams params;
+  std::vector<NonzeroRows> nonzero(shards);
+  std::vector<float> dense(spec.num_params());
+  std::vector<bool> seen(spec.blocks().size(), false);
+  for (int shard = 0; shard < shards; ++shard) {
+    ASSIGN_OR_RETURN(server::Checkpoint checkpoint,
+                     ReadShard(spec, dir, shard));
+    for (const auto& block : checkpoint.blocks) {
+      RETURN_IF_ERROR(
+          PlaceBlock(spec, block.id, block.values.data(), block.values.size(),
+                     absl::StrCat("checkpoint of ps ", shard), &dense, &seen));
+      params.updates += block.version;
+    }
+    const server::SparseTable::Rows* table = nullptr;
+    for (const auto& [id, rows] : checkpoint.sparse_tables) {
+      if (id == table_spec.id) table = &rows;
+    }
+    if (table == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the checkpoint of ps ", shard, " in ", dir,
+          " holds no sparse table ", table_spec.id, " (", table_spec.name,
+          "; format ", checkpoint.format,
+          checkpoint.format < 4 ? ", which predates sparse tables" : "",
+          "): it was not written by a sparse_linear job of this config; "
+          "give the checkpoint folder of the job that trained the model"));
+    }
+    RETURN_IF_ERROR(TakeRows(table_spec, shard, shards, dir, *table,
+                             &nonzero[shard], &params.rows));
+  }
+  RETURN_IF_ERROR(CheckAllSeen(seen, absl::StrCat("the checkpoints in ", dir)));
+  params.bias = dense[spec.blocks()[0].offset];
+  RETURN_IF_ERROR(MergeRows(std::move(nonzero), &params));
+  return params;
+}
+
+absl::StatusOr<model::SparseModel> BuildSparseExport(
+    const Config& config, SparseParams params, const std::string& origin) {
+  absl::StatusOr<worker::SparseSplit> data = worker::LoadSparseData(
+      config.data, config.training.seed, config.model.task);
+  if (!data.ok()) {
+    return absl::Status(
+        data.status().code(),
+        absl::StrCat("export reads the training data for its classes and "
+                     "column buckets: ",
+                     data.status().message()));
+  }
+  model::SparseModel out;
+  out.meta =
+      model::MakeSparseMeta(config, data->train.class_names, data->columns);
+  out.meta.set_origin(origin);
+  out.meta.set_updates(params.updates);
+  out.meta.set_sparse_rows(static_cast<uint64_t>(params.rows));
+  out.bias = params.bias;
+  out.keys = std::move(params.keys);
+  out.weights = std::move(params.weights);
   return out;
 }
 

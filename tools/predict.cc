@@ -1,25 +1,29 @@
 // predict: applies an exported model (psctl export) to a CSV or LIBSVM file,
 // with the reading options and input standardization the model was trained
-// with, writes one row of probabilities or values per example, and prints
-// the task's metrics when the file has labels.
+// with (for a sparse_linear model: the same hashed keys, column kinds and
+// bucket boundaries), writes one row of probabilities or values per example,
+// and prints the task's metrics when the file has labels.
 //
 //   bazel-bin/tools/predict --model model.npz --data test.csv --out pred.csv
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/config.h"
 #include "common/exit_codes.h"
 #include "common/model_spec.h"
 #include "common/parse_flags.h"
-#include "common/config.h"
 #include "model/export.h"
 #include "model/metrics.h"
+#include "model/npz.h"
+#include "model/sparse_model.h"
 #include "worker/cpu/cpu_backend.h"
 #include "worker/dataset.h"
 #include "worker/mlp_math.h"
@@ -84,6 +88,99 @@ absl::StatusOr<worker::Dataset> ReadData(const proto::ModelMeta& meta,
   return table;
 }
 
+// The predictions as CSV: a header (p_<class> per class, p_<positive
+// class>, or prediction), then one row of k numbers per example.
+std::string PredictionsCsv(const proto::ModelMeta& meta, Task task, int64_t n,
+                           int k, const std::vector<float>& out) {
+  std::string text;
+  if (task == Task::kRegression) {
+    text = "prediction\n";
+  } else if (task == Task::kBinary) {
+    text = absl::StrCat(
+        "p_", meta.class_names_size() == 2 ? meta.class_names(1) : "1", "\n");
+  } else {
+    for (int c = 0; c < k; ++c) {
+      absl::StrAppend(
+          &text, c > 0 ? "," : "", "p_",
+          c < meta.class_names_size() ? meta.class_names(c) : absl::StrCat(c));
+    }
+    text += "\n";
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    for (int c = 0; c < k; ++c) {
+      absl::StrAppendFormat(&text, "%s%.9g", c > 0 ? "," : "", out[i * k + c]);
+    }
+    text += "\n";
+  }
+  return text;
+}
+
+// Prints the metrics of raw `out` against labels `y` (when labelled), turns
+// `out` into predictions and writes them to --out or stdout.
+int Finish(const proto::ModelMeta& meta, Task task, int64_t n, int k,
+           bool labelled, const float* y, std::vector<float> out) {
+  if (labelled) {
+    absl::Status ok = worker::CheckTargets(task, y, n, k);
+    if (!ok.ok()) return Fail(std::string(ok.message()), kExitConfig);
+    const model::Metrics m = model::ComputeMetrics(task, out.data(), y, n, k);
+    std::fprintf(stderr, "predict: %ld examples, test %s\n",
+                 static_cast<long>(n),
+                 model::FormatMetrics(m.Named(task)).c_str());
+  }
+  model::OutputsToPredictions(task, n, k, out.data());
+  const std::string text = PredictionsCsv(meta, task, n, k, out);
+  const std::string path = absl::GetFlag(FLAGS_out);
+  if (path.empty()) {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return 0;
+  }
+  std::ofstream file(path, std::ios::binary);
+  file << text;
+  if (!file.flush()) return Fail(absl::StrCat("cannot write ", path), 1);
+  std::fprintf(stderr, "predict: wrote %s (%ld rows)\n", path.c_str(),
+               static_cast<long>(n));
+  return 0;
+}
+
+// A sparse_linear model: the file read into keys as training read its data
+// (model/sparse_model.h), margins, then as a dense model's outputs.
+int PredictSparse(const std::string& model_path,
+                  std::vector<model::NpyArray> arrays) {
+  absl::StatusOr<model::SparseModel> sparse =
+      model::SparseModelFromArrays(model_path, std::move(arrays));
+  if (!sparse.ok()) {
+    return Fail(std::string(sparse.status().message()), kExitConfig);
+  }
+  const proto::ModelMeta& meta = sparse->meta;
+  absl::StatusOr<Task> task = ParseTask(meta.task());
+  if (!task.ok()) {
+    return Fail(std::string(task.status().message()), kExitConfig);
+  }
+  const std::string data = absl::GetFlag(FLAGS_data);
+  const std::string mode = absl::GetFlag(FLAGS_labels);
+  const bool libsvm =
+      meta.data().source() == DataSourceName(DataSource::kLibsvm);
+  // LIBSVM lines always start with a label; a CSV file without the label
+  // column fails to read as labelled (its columns do not match), so "auto"
+  // then reads it as unlabelled.
+  bool labelled = mode != "no" || libsvm;
+  absl::StatusOr<data::SparseDataset> rows =
+      model::ReadSparseExamples(meta, data, labelled);
+  if (!rows.ok() && mode == "auto" && !libsvm) {
+    absl::StatusOr<data::SparseDataset> unlabelled =
+        model::ReadSparseExamples(meta, data, false);
+    if (unlabelled.ok()) {
+      labelled = false;
+      rows = std::move(unlabelled);
+    }
+  }
+  if (!rows.ok()) {
+    return Fail(std::string(rows.status().message()), kExitConfig);
+  }
+  return Finish(meta, *task, rows->rows(), 1, labelled, rows->y.data(),
+                model::Margins(*sparse, *rows));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -91,7 +188,8 @@ int main(int argc, char** argv) {
       "predict --model model.npz --data FILE [--out predictions.csv]\n\n"
       "Applies a model exported by `psctl export` to a CSV or LIBSVM file "
       "read as the model's training data was (delimiter, header, label "
-      "column, standardization), writes one row per example (class "
+      "column, standardization; for a sparse_linear model the same hashed "
+      "keys and buckets), writes one row per example (class "
       "probabilities, the probability of the positive class, or the value) "
       "and prints the task's metrics when the file has labels.");
   ParseFlags(argc, argv);
@@ -104,8 +202,23 @@ int main(int argc, char** argv) {
   if (absl::GetFlag(FLAGS_data).empty()) {
     return Fail("give --data FILE (a CSV or LIBSVM file)", kExitConfig);
   }
+  const std::string model_path = absl::GetFlag(FLAGS_model);
+  // Read once; the meta says which model it holds.
+  absl::StatusOr<std::vector<model::NpyArray>> arrays =
+      model::ReadNpz(model_path);
+  if (!arrays.ok()) {
+    return Fail(std::string(arrays.status().message()), kExitConfig);
+  }
+  absl::StatusOr<proto::ModelMeta> kind =
+      model::MetaFromArrays(model_path, *arrays);
+  if (!kind.ok()) {
+    return Fail(std::string(kind.status().message()), kExitConfig);
+  }
+  if (model::IsSparseMeta(*kind)) {
+    return PredictSparse(model_path, *std::move(arrays));
+  }
   absl::StatusOr<model::ExportedModel> exported =
-      model::ReadModel(absl::GetFlag(FLAGS_model));
+      model::ModelFromArrays(model_path, *std::move(arrays));
   if (!exported.ok()) {
     return Fail(std::string(exported.status().message()), kExitConfig);
   }
@@ -137,45 +250,6 @@ int main(int argc, char** argv) {
   absl::Status predicted = backend.Predict(exported->params.data(),
                                            table->x.data(), n, out.data());
   if (!predicted.ok()) return Fail(std::string(predicted.message()), 1);
-  if (labelled) {
-    absl::Status ok = worker::CheckTargets(spec->task(), table->y.data(), n, k);
-    if (!ok.ok()) return Fail(std::string(ok.message()), kExitConfig);
-    const model::Metrics m = model::ComputeMetrics(
-        spec->task(), out.data(), table->y.data(), n, k);
-    std::fprintf(stderr, "predict: %ld examples, test %s\n",
-                 static_cast<long>(n),
-                 model::FormatMetrics(m.Named(spec->task())).c_str());
-  }
-  model::OutputsToPredictions(spec->task(), n, k, out.data());
-  std::string text;
-  if (spec->task() == Task::kRegression) {
-    text = "prediction\n";
-  } else if (spec->task() == Task::kBinary) {
-    text = absl::StrCat("p_", meta.class_names_size() == 2 ? meta.class_names(1)
-                                                            : "1", "\n");
-  } else {
-    for (int c = 0; c < k; ++c) {
-      absl::StrAppend(&text, c > 0 ? "," : "", "p_",
-                      c < meta.class_names_size() ? meta.class_names(c)
-                                                  : absl::StrCat(c));
-    }
-    text += "\n";
-  }
-  for (int64_t i = 0; i < n; ++i) {
-    for (int c = 0; c < k; ++c) {
-      absl::StrAppendFormat(&text, "%s%.9g", c > 0 ? "," : "", out[i * k + c]);
-    }
-    text += "\n";
-  }
-  const std::string path = absl::GetFlag(FLAGS_out);
-  if (path.empty()) {
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    return 0;
-  }
-  std::ofstream file(path, std::ios::binary);
-  file << text;
-  if (!file.flush()) return Fail(absl::StrCat("cannot write ", path), 1);
-  std::fprintf(stderr, "predict: wrote %s (%ld rows)\n", path.c_str(),
-               static_cast<long>(n));
-  return 0;
+  return Finish(meta, spec->task(), n, k, labelled, table->y.data(),
+                std::move(out));
 }

@@ -110,7 +110,8 @@ constexpr char kUsage[] =
     "            from the live cluster, or from --checkpoint_dir DIR; needs\n"
     "            --config (and the job's --set overrides), and reads the\n"
     "            training data for its classes and standardization\n"
-    "            (docs/DATA.md)\n\n"
+    "            (docs/DATA.md); a sparse_linear model only from\n"
+    "            --checkpoint_dir (its nonzero rows: bias, keys, weights)\n\n"
     "Give the coordinator with --coordinator HOST:PORT or --config FILE.";
 
 // What a command talks to: the coordinator (null for the commands that need
@@ -410,6 +411,35 @@ absl::Status CheckFlagValues() {
   return absl::OkStatus();
 }
 
+// psctl export of a sparse_linear model: bias and nonzero rows from the
+// checkpoint folder `dir` (a live cluster cannot list its rows), one .npz.
+int ExportSparse(const Config& config, const std::string& dir,
+                 const std::string& out) {
+  if (dir.empty()) {
+    return Fail(std::string(CheckExportableFromCluster(config).message()),
+                kExitConfig);
+  }
+  const absl::Time start = absl::Now();
+  absl::StatusOr<SparseParams> params = SparseFromCheckpoints(config, dir);
+  if (!params.ok()) return Fail(std::string(params.status().message()), 1);
+  const int64_t rows = params->rows;
+  const uint64_t updates = params->updates;
+  const std::string origin = absl::StrCat("checkpoints ", dir);
+  absl::StatusOr<model::SparseModel> model =
+      BuildSparseExport(config, *std::move(params), origin);
+  if (!model.ok()) return Fail(std::string(model.status().message()), 1);
+  absl::Status written = model::WriteSparseModel(out, *model);
+  if (!written.ok()) return Fail(std::string(written.message()), 1);
+  std::printf(
+      "wrote %s: %s sparse_linear, %lu nonzero weights of %ld rows, %lu "
+      "updates, from %s, in %.2f s\n",
+      out.c_str(), model->meta.task().c_str(),
+      static_cast<unsigned long>(model->keys.size()), static_cast<long>(rows),
+      static_cast<unsigned long>(updates), origin.c_str(),
+      absl::ToDoubleSeconds(absl::Now() - start));
+  return 0;
+}
+
 // psctl export: parameters from the cluster or a checkpoint folder, the
 // data's meta, one .npz.
 int Export(double timeout_s) {
@@ -425,6 +455,9 @@ int Export(double timeout_s) {
   std::string out = absl::GetFlag(FLAGS_out);
   if (out.empty()) out = "model.npz";
   const std::string dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  if (config->model.type == ModelType::kSparseLinear) {
+    return ExportSparse(*config, dir, out);
+  }
   uint64_t updates = 0;
   std::string origin;
   absl::StatusOr<std::vector<float>> params;

@@ -118,6 +118,7 @@ absl::StatusOr<SparseSplit> LoadSparseData(const DataSection& d, uint64_t seed,
   ASSIGN_OR_RETURN(data::SparseDataset all, ReadOne(d, d.path, task, &columns));
   RETURN_IF_ERROR(CheckBinary(all, task, d.path));
   SparseSplit split;
+  if (d.source == DataSource::kCsv) split.columns = columns;
   if (!d.test_path.empty()) {
     ASSIGN_OR_RETURN(split.test, ReadOne(d, d.test_path, task, &columns));
     RETURN_IF_ERROR(CheckBinary(split.test, task, d.test_path));

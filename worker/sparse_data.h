@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/config.h"
+#include "data/sparse_csv_reader.h"
 #include "data/sparse_dataset.h"
 
 namespace downpour::worker {
@@ -18,6 +19,11 @@ namespace downpour::worker {
 struct SparseSplit {
   data::SparseDataset train;
   data::SparseDataset test;
+  // csv: every column's kind as data.path was read with it, each
+  // data.bucketize column with the quantile boundaries computed on data.path
+  // (data.test_path was read with these, and so must a file to predict on:
+  // psctl export keeps them in the model). Empty for libsvm.
+  std::vector<data::SparseColumn> columns;
 };
 
 // Reads data.path (and data.test_path) for `task` (binary: two classes;

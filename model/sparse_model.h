@@ -1,0 +1,90 @@
+// A trained sparse_linear model as a file, and its predictions: a NumPy .npz
+// (model/npz.h) holding `bias` (float32 [1]), `keys` (uint64 [n], strictly
+// ascending) and `weights` (float32 [n]) of the table rows whose weight is not
+// 0, and `meta` (proto/model.proto's ModelMeta as JSON, as model/export.h
+// writes it) with what a reader needs to turn a CSV or LIBSVM file into the
+// same keys training used. docs/DATA.md shows the NumPy lines that reproduce
+// a prediction.
+//
+//   SparseModel m = ...;  // from a checkpoint folder (tools/model_export.h)
+//   RETURN_IF_ERROR(WriteSparseModel("model.npz", m));
+//   ASSIGN_OR_RETURN(SparseModel back, ReadSparseModel("model.npz"));
+//   ASSIGN_OR_RETURN(data::SparseDataset rows,
+//                    ReadSparseExamples(back.meta, "test.svm", true));
+//   std::vector<float> margins = Margins(back, rows);
+#ifndef DOWNPOUR_MODEL_SPARSE_MODEL_H_
+#define DOWNPOUR_MODEL_SPARSE_MODEL_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/config.h"
+#include "data/sparse_csv_reader.h"
+#include "data/sparse_dataset.h"
+#include "model/npz.h"
+#include "proto/model.pb.h"
+
+namespace downpour::model {
+
+// A plain value.
+struct SparseModel {
+  proto::ModelMeta meta;
+  float bias = 0;
+  // Strictly ascending; a key not here weighs 0.
+  std::vector<uint64_t> keys;
+  // weights[i] belongs to keys[i]; finite and not 0.
+  std::vector<float> weights;
+
+  // The weight of `key`, 0 when the model has none (binary search).
+  float Weight(uint64_t key) const;
+};
+
+// The meta of a sparse_linear model of `config` whose training data had the
+// classes `class_names` (binary; empty for regression) and, for data.source
+// csv, was read with `columns` (worker::SparseSplit::columns: every column's
+// kind, each bucketized column with the boundaries actually used).
+proto::ModelMeta MakeSparseMeta(const Config& config,
+                                const std::vector<std::string>& class_names,
+                                const std::vector<data::SparseColumn>& columns);
+
+// Writes the .npz. InvalidArgument when meta is not of a sparse_linear model,
+// keys and weights differ in length, keys are not strictly ascending, or a
+// weight is 0 or not finite (naming the first such key); the file system's
+// error otherwise.
+absl::Status WriteSparseModel(const std::string& path,
+                              const SparseModel& model);
+
+// Reads a file WriteSparseModel wrote: NotFound when missing; InvalidArgument
+// naming the file when it is not a Downpour model, is a dense one (ReadModel
+// reads those), lacks an array, or its arrays break the rules above (a weight
+// of 0 is accepted).
+absl::StatusOr<SparseModel> ReadSparseModel(const std::string& path);
+
+// ReadSparseModel of the arrays ReadNpz(path) returned, for a caller that
+// read them to look at the meta first (MetaFromArrays, IsSparseMeta).
+absl::StatusOr<SparseModel> SparseModelFromArrays(const std::string& path,
+                                                  std::vector<NpyArray> arrays);
+
+// Reads `path` (CSV or LIBSVM, gzip read transparently) into keys exactly as
+// the model's training data was read: the same reader (data/libsvm_reader.h,
+// data/sparse_csv_reader.h), classes, CSV layout and column kinds, and the
+// training file's bucket boundaries. `has_label` false: the CSV has no label
+// column (each y is NaN); LIBSVM lines always start with a label.
+// InvalidArgument when the meta names another source or an unknown column
+// kind, and the readers' errors (file:line:column: what; the fix).
+absl::StatusOr<data::SparseDataset> ReadSparseExamples(
+    const proto::ModelMeta& meta, const std::string& path, bool has_label);
+
+// The raw output of every row of `rows`: bias + sum of Weight(key) * value,
+// summed in double in the row's key order and rounded to float, as the
+// worker's evaluation computes it (worker/sparse_loop.cc), so that metrics
+// of these outputs (model/metrics.h) are the job's.
+std::vector<float> Margins(const SparseModel& model,
+                           const data::SparseDataset& rows);
+
+}  // namespace downpour::model
+
+#endif  // DOWNPOUR_MODEL_SPARSE_MODEL_H_
