@@ -164,11 +164,8 @@ class SparseExportTest : public ::testing::Test {
   // Trains a sparse_linear job of `model_and_data` (YAML: the model, data
   // and optimizer sections) on 2 ps and 1 worker; its final AUC in *auc.
   // One worker: the model it evaluates last is the one each ps checkpoints
-  // when the job ends. The AUC is the worker's own final evaluation, from its
-  // log ("finished after N steps: auc 0.8746, ..."): under heavy load the
-  // launcher's last ClusterStatus poll can fail and leave the summary's
-  // metrics unknown (seen with load average 13 on 2 cores, in
-  // tests/sparse_test too); when the summary has the AUC, it must agree.
+  // when the job ends. The AUC is the summary's (the worker's final
+  // evaluation, from its final heartbeat, which member_agent asks twice).
   void Train(const std::string& name, const std::string& model_and_data,
              double* auc) {
     dir_ = testing::TestDir() + "/" + name;
@@ -192,14 +189,12 @@ class SparseExportTest : public ::testing::Test {
     absl::StatusOr<LaunchSummary> summary = RunCluster(*config, options);
     ASSERT_THAT(summary, IsOk());
     ASSERT_EQ(summary->outcome, "succeeded") << summary->failure;
-    const std::string worker_log = ReadText(dir_ + "/run/logs/worker-0.log");
-    const size_t at = worker_log.rfind("finished after");
-    ASSERT_NE(at, std::string::npos) << worker_log;
-    *auc = Figure(worker_log.substr(at, worker_log.find('\n', at) - at), "auc");
-    ASSERT_GT(*auc, 0.75) << "the model did not learn";
+    *auc = NAN;
     for (const auto& [metric, value] : summary->final_metrics) {
-      if (metric == "auc" && !std::isnan(value)) EXPECT_NEAR(value, *auc, 5e-5);
+      if (metric == "auc") *auc = value;
     }
+    ASSERT_GT(*auc, 0.75) << "the model did not learn (or no final AUC): "
+                          << summary->stop_reason;
   }
 
   // psctl export from the job's checkpoints; its output in *log.

@@ -95,8 +95,12 @@ fi
 # The sources: every .cc (not the nvcc-only .cu).
 : >"$work/files"
 skipped=()
+peers=()
 while IFS= read -r f; do
-  if grep -qxF "$f" "$work/needs_cuda"; then
+  if [[ "$f" == bench/pslite/* ]]; then
+    # Built against a ps-lite snapshot by bench/pslite/run.sh, not by Bazel.
+    peers+=("$f")
+  elif grep -qxF "$f" "$work/needs_cuda"; then
     skipped+=("$f")
   else
     echo "$f" >>"$work/files"
@@ -169,6 +173,7 @@ done
 
 echo "thread_safety_test: $count files checked with -Wthread-safety -Wthread-safety-beta${THREAD_SAFETY_FLAGS:+ $THREAD_SAFETY_FLAGS}${pch:+ (precompiled prelude)}"
 for f in "${skipped[@]}"; do echo "  skipped (needs CUDA headers): $f"; done
+for f in "${peers[@]}"; do echo "  skipped (a peer's harness, needs ps-lite): $f"; done
 if [[ -s "$work/allowed" ]]; then
   echo "allowed for now (see ALLOWED):"
   sed 's/^/  /' "$work/allowed"
