@@ -100,6 +100,9 @@ absl::StatusOr<SparseTable::Options> SparseTableOptions(
   }
   options.optimizer.learning_rate = o.learning_rate;
   options.optimizer.epsilon = o.epsilon;
+  // sgd, adagrad and adam rows take weight_decay as the dense blocks do; ftrl
+  // rows use l1 and l2 instead.
+  options.optimizer.weight_decay = o.weight_decay;
   options.optimizer.beta1 = o.beta1;
   options.optimizer.beta2 = o.beta2;
   options.optimizer.beta = o.ftrl_beta;

@@ -113,6 +113,24 @@ TEST_F(ShardSparseTest, APushCreatesRowsAPullReadsThemAndCreatesNone) {
   EXPECT_EQ(first, 1u);
 }
 
+// optimizer.weight_decay reaches the sparse rows of an sgd/adagrad/adam model
+// (it once reached only the dense bias): sgd, lr 0.5, wd 0.2, g = 1 twice:
+// w1 = -0.5, w2 = -0.5 - 0.5 (1 + 0.2 * -0.5) = -0.95 (-1.0 without decay).
+TEST_F(ShardSparseTest, WeightDecayReachesSparseRows) {
+  config_.optimizer.type = OptimizerType::kSgd;
+  config_.optimizer.weight_decay = 0.2;
+  auto shard = MakeShard(0);
+  const std::vector<uint64_t> keys = KeysOf(0, 2);
+  proto::PushResponse response;
+  ASSERT_THAT(shard->Push(SparsePush(keys, {1, 1}, MakeSequence(1, 1)), &response),
+              IsOk());
+  ASSERT_THAT(shard->Push(SparsePush(keys, {1, 1}, MakeSequence(1, 2)), &response),
+              IsOk());
+  proto::PullResponse pulled;
+  ASSERT_THAT(shard->PullSparse(SparsePull(keys), &pulled), IsOk());
+  for (float w : Values(pulled)) EXPECT_FLOAT_EQ(w, -0.95f);
+}
+
 TEST_F(ShardSparseTest, ARetriedSparsePushIsAppliedOnce) {
   auto shard = MakeShard(0);
   const std::vector<uint64_t> keys = KeysOf(0, 3);
