@@ -72,6 +72,18 @@ PushGuard::Options GuardOptions(const Config& config, int index,
   return options;
 }
 
+// The optimizer of the dense blocks. A sparse_linear model's only dense block
+// is its bias, which weight_decay leaves alone (an intercept is not
+// regularized, as in scikit-learn; on a rare positive class a decayed bias
+// cannot reach the base rate's log-odds: its gradient is the batch mean
+// while a key's is the batch sum, so the same decay pulls it batch_size times
+// harder).
+OptimizerSection DenseOptimizer(const Config& config) {
+  OptimizerSection o = config.optimizer;
+  if (config.model.type == ModelType::kSparseLinear) o.weight_decay = 0;
+  return o;
+}
+
 // The options of a sparse table from the model and optimizer sections.
 absl::StatusOr<SparseTable::Options> SparseTableOptions(
     const Config& config, const SparseTableSpec& table) {
@@ -100,6 +112,9 @@ absl::StatusOr<SparseTable::Options> SparseTableOptions(
   }
   options.optimizer.learning_rate = o.learning_rate;
   options.optimizer.epsilon = o.epsilon;
+  // sgd, adagrad and adam rows take weight_decay as the dense blocks do; ftrl
+  // rows use l1 and l2 instead.
+  options.optimizer.weight_decay = o.weight_decay;
   options.optimizer.beta1 = o.beta1;
   options.optimizer.beta2 = o.beta2;
   options.optimizer.beta = o.ftrl_beta;
@@ -175,7 +190,7 @@ absl::StatusOr<std::unique_ptr<Shard>> Shard::Create(const Config& config,
                                                      Counters* counters) {
   ASSIGN_OR_RETURN(ModelSpec spec, ModelSpec::Create(config.model));
   ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer,
-                   Optimizer::Create(config.optimizer));
+                   Optimizer::Create(DenseOptimizer(config)));
   std::optional<Checkpoint> restored;
   uint64_t epoch_floor = 0;
   if (!config.checkpoint.dir.empty()) {
@@ -194,7 +209,7 @@ absl::StatusOr<std::unique_ptr<Shard>> Shard::CreateFrom(const Config& config,
                                                          Checkpoint state) {
   ASSIGN_OR_RETURN(ModelSpec spec, ModelSpec::Create(config.model));
   ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer,
-                   Optimizer::Create(config.optimizer));
+                   Optimizer::Create(DenseOptimizer(config)));
   if (state.shard_index != index || state.optimizer != optimizer->name()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the replica held is of shard ", state.shard_index, " (optimizer ",

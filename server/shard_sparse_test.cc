@@ -113,6 +113,38 @@ TEST_F(ShardSparseTest, APushCreatesRowsAPullReadsThemAndCreatesNone) {
   EXPECT_EQ(first, 1u);
 }
 
+// optimizer.weight_decay reaches the sparse rows of an sgd/adagrad/adam model
+// (it once reached only the dense bias) and no longer the bias: sgd, lr 0.5,
+// wd 0.2, g = 1 twice: a row goes w1 = -0.5, w2 = -0.5 - 0.5 (1 + 0.2 * -0.5)
+// = -0.95 (-1.0 without decay); the bias -0.5, -1.0.
+TEST_F(ShardSparseTest, WeightDecayReachesSparseRowsAndNotTheBias) {
+  config_.optimizer.type = OptimizerType::kSgd;
+  config_.optimizer.weight_decay = 0.2;
+  auto shard = MakeShard(0);
+  const std::vector<uint64_t> keys = KeysOf(0, 2);
+  proto::PushResponse response;
+  for (uint32_t n : {1u, 2u}) {
+    proto::PushRequest push = SparsePush(keys, {1, 1}, MakeSequence(1, n));
+    proto::BlockData* bias = push.add_blocks();
+    bias->set_block_id(0);
+    const float one = 1.0f;
+    bias->set_data(&one, sizeof(one));
+    ASSERT_THAT(shard->Push(push, &response), IsOk());
+  }
+  proto::PullResponse pulled;
+  ASSERT_THAT(shard->PullSparse(SparsePull(keys), &pulled), IsOk());
+  for (float w : Values(pulled)) EXPECT_FLOAT_EQ(w, -0.95f);
+  proto::PullRequest pull;
+  pull.set_placement_epoch(1);
+  pull.add_block_ids(0);
+  proto::PullResponse dense;
+  ASSERT_THAT(shard->Pull(pull, &dense), IsOk());
+  float bias = 0;
+  ASSERT_EQ(dense.blocks(0).data().size(), sizeof(bias));
+  std::memcpy(&bias, dense.blocks(0).data().data(), sizeof(bias));
+  EXPECT_FLOAT_EQ(bias, -1.0f);
+}
+
 TEST_F(ShardSparseTest, ARetriedSparsePushIsAppliedOnce) {
   auto shard = MakeShard(0);
   const std::vector<uint64_t> keys = KeysOf(0, 3);

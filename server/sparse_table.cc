@@ -44,6 +44,10 @@ absl::Status CheckOptions(const SparseTable::Options& o) {
     return bad(absl::StrCat("optimizer.learning_rate ", p.learning_rate,
                             " must be > 0"));
   }
+  if (!(p.weight_decay >= 0) || !std::isfinite(p.weight_decay)) {
+    return bad(absl::StrCat("optimizer.weight_decay ", p.weight_decay,
+                            " must be finite and >= 0"));
+  }
   if (!(p.epsilon > 0)) {
     return bad(absl::StrCat("optimizer.epsilon ", p.epsilon, " must be > 0"));
   }
@@ -218,18 +222,22 @@ void SparseTable::Update(float* row, uint32_t t, const float* g) {
   float* w = row;
   float* s0 = row + dim;
   float* s1 = row + 2 * dim;
+  // sgd, adagrad, adam: the gradient with weight decay (L2) added.
+  const float wd = static_cast<float>(p.weight_decay);
+  auto grad = [&](int j) { return wd == 0.0f ? g[j] : g[j] + wd * w[j]; };
   switch (p.type) {
     case SparseOptimizerType::kSgd: {
       const float lr = static_cast<float>(p.learning_rate);
-      for (int j = 0; j < dim; ++j) w[j] -= lr * g[j];
+      for (int j = 0; j < dim; ++j) w[j] -= lr * grad(j);
       break;
     }
     case SparseOptimizerType::kAdagrad: {
       const float lr = static_cast<float>(p.learning_rate);
       const float eps = static_cast<float>(p.epsilon);
       for (int j = 0; j < dim; ++j) {
-        s0[j] += g[j] * g[j];
-        w[j] -= lr * g[j] / (std::sqrt(s0[j]) + eps);
+        const float gj = grad(j);
+        s0[j] += gj * gj;
+        w[j] -= lr * gj / (std::sqrt(s0[j]) + eps);
       }
       break;
     }
@@ -242,8 +250,9 @@ void SparseTable::Update(float* row, uint32_t t, const float* g) {
       const float inv_c2 = static_cast<float>(1.0 / c2);
       const float eps = static_cast<float>(p.epsilon);
       for (int j = 0; j < dim; ++j) {
-        s0[j] = b1 * s0[j] + (1 - b1) * g[j];
-        s1[j] = b2 * s1[j] + (1 - b2) * g[j] * g[j];
+        const float gj = grad(j);
+        s0[j] = b1 * s0[j] + (1 - b1) * gj;
+        s1[j] = b2 * s1[j] + (1 - b2) * gj * gj;
         w[j] -= step * s0[j] / (std::sqrt(s1[j] * inv_c2) + eps);
       }
       break;

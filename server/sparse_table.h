@@ -25,7 +25,9 @@
 // without a row, and creates none.
 //
 // Update rules, per coordinate, with g the pushed (summed) gradient and t the
-// row's update count including this one:
+// row's update count including this one; for sgd, adagrad and adam g first
+// gains weight_decay * w (L2, applied when a push touches the row: a key
+// absent from a push is not decayed):
 //   sgd:     w -= lr * g
 //   adagrad: h += g^2;  w -= lr * g / (sqrt(h) + eps)                (state h)
 //   adam:    m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
@@ -68,6 +70,7 @@ struct SparseOptimizer {
   SparseOptimizerType type = SparseOptimizerType::kFtrl;
   double learning_rate = 0.05;  // sgd, adagrad, adam; ftrl's alpha. > 0
   double epsilon = 1e-8;        // adagrad, adam: > 0
+  double weight_decay = 0.0;    // sgd, adagrad, adam: L2, >= 0 (ftrl: l2)
   double beta1 = 0.9;           // adam: in [0, 1)
   double beta2 = 0.999;         // adam: in [0, 1)
   double beta = 1.0;            // ftrl: >= 0

@@ -149,6 +149,63 @@ TEST(SparseTableTest, EachRuleFollowsItsFormula) {
   }
 }
 
+// optimizer.weight_decay reaches sparse rows (it once reached only the dense
+// bias): sgd and adagrad add wd * w to a touched row's gradient; a key absent
+// from a push is not decayed; ftrl ignores it (its L2 is l2).
+TEST(SparseTableTest, WeightDecayIsAddedToTheGradientOfTouchedRows) {
+  const std::vector<float> grads = {0.5f, -1.5f, 0.25f, 2.0f};
+  const uint64_t key = 77, other = 78;
+  const double wd = 0.3;
+  for (SparseOptimizerType type :
+       {SparseOptimizerType::kSgd, SparseOptimizerType::kAdagrad}) {
+    SparseTable::Options options;
+    options.optimizer.type = type;
+    options.optimizer.learning_rate = 0.1;
+    options.optimizer.weight_decay = wd;
+    auto t = SparseTable::Create(options).value();
+    double w = 0, h = 0;
+    const float g_other = 1.0f;
+    t->Apply(&other, 1, &g_other);
+    float w_other;
+    t->Read(&other, 1, &w_other);
+    for (float g : grads) {
+      t->Apply(&key, 1, &g);
+      const double gd = g + wd * w;
+      if (type == SparseOptimizerType::kSgd) {
+        w -= 0.1 * gd;
+      } else {
+        h += gd * gd;
+        w -= 0.1 * gd / (std::sqrt(h) + 1e-8);
+      }
+    }
+    float got;
+    t->Read(&key, 1, &got);
+    EXPECT_NEAR(got, w, 1e-6) << SparseOptimizerName(type);
+    float still;
+    t->Read(&other, 1, &still);
+    EXPECT_EQ(still, w_other) << "an untouched row is not decayed";
+  }
+  // ftrl: weight_decay has no effect on the rows.
+  std::vector<float> ftrl_values;
+  for (double decay : {0.0, wd}) {
+    SparseTable::Options options;
+    options.optimizer.type = SparseOptimizerType::kFtrl;
+    options.optimizer.learning_rate = 0.5;
+    options.optimizer.weight_decay = decay;
+    auto t = SparseTable::Create(options).value();
+    for (float g : grads) t->Apply(&key, 1, &g);
+    float v;
+    t->Read(&key, 1, &v);
+    ftrl_values.push_back(v);
+  }
+  EXPECT_EQ(ftrl_values[0], ftrl_values[1]);
+  SparseTable::Options bad;
+  bad.optimizer.weight_decay = -1;
+  EXPECT_THAT(SparseTable::Create(bad).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("weight_decay")));
+}
+
 TEST(SparseTableTest, FtrlL1KeepsSmallWeightsAtExactlyZero) {
   SparseTable::Options options;
   options.optimizer.type = SparseOptimizerType::kFtrl;
