@@ -70,12 +70,9 @@ using Clock = std::chrono::steady_clock;
 
 constexpr int kFields = 39;
 
-uint64_t Mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
+// SplitMix64's output function: the keys of the stream (bench/pslite's
+// harness repeats it).
+uint64_t Mix(uint64_t x) { return MixKey(x + 0x9e3779b97f4a7c15ULL); }
 
 // Zipf-like ranks in [0, n): the continuous power law's inverse CDF, floored.
 class ZipfRanks {

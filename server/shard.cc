@@ -370,6 +370,19 @@ absl::Status Shard::CheckEpoch(const char* op, uint64_t request_epoch) const {
   return absl::OkStatus();
 }
 
+absl::Status Shard::CheckReader(int32_t worker_id) const {
+  const size_t workers = config_.cluster.workers.size();
+  // -1: a reader that is not a worker (tools); it leaves no per-worker state.
+  if (worker_id == -1 ||
+      (worker_id >= 0 && static_cast<size_t>(worker_id) < workers)) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "pull: worker_id ", worker_id, " is not a configured worker (", workers,
+      " in cluster.workers: 0 to ", static_cast<int64_t>(workers) - 1,
+      ", or -1 for a tool)"));
+}
+
 absl::Status Shard::VisitBlocks(
     const proto::PullRequest& request,
     const std::function<absl::Status(size_t, size_t)>& reserve,
@@ -377,16 +390,7 @@ absl::Status Shard::VisitBlocks(
   // Sizes come from the model spec, so the caller sizes (and may refuse) the
   // reply before anything is allocated or locked.
   RETURN_IF_ERROR(CheckUnique("pull", request.block_ids(), request.worker_id()));
-  const size_t workers = config_.cluster.workers.size();
-  // -1: a reader that is not a worker (tools); it leaves no per-worker state.
-  if (request.worker_id() != -1 &&
-      (request.worker_id() < 0 ||
-       static_cast<size_t>(request.worker_id()) >= workers)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "pull: worker_id ", request.worker_id(),
-        " is not a configured worker (", workers, " in cluster.workers: 0 to ",
-        static_cast<int64_t>(workers) - 1, ", or -1 for a tool)"));
-  }
+  RETURN_IF_ERROR(CheckReader(request.worker_id()));
   const WireEncoding encoding = EncodingOf(request.encoding());
   if (!IsKnownWireEncoding(encoding)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -955,15 +959,7 @@ absl::Status Shard::PullSparse(const proto::PullRequest& request,
     return absl::InvalidArgumentError(
         "pull: a request asks for blocks or for sparse rows, not both");
   }
-  const size_t workers = config_.cluster.workers.size();
-  if (request.worker_id() != -1 &&
-      (request.worker_id() < 0 ||
-       static_cast<size_t>(request.worker_id()) >= workers)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "pull: worker_id ", request.worker_id(),
-        " is not a configured worker (", workers, " in cluster.workers: 0 to ",
-        static_cast<int64_t>(workers) - 1, ", or -1 for a tool)"));
-  }
+  RETURN_IF_ERROR(CheckReader(request.worker_id()));
   // Keys are decoded and checked before the lock.
   std::vector<std::vector<uint64_t>> keys(request.sparse_size());
   int64_t total = 0;

@@ -253,6 +253,9 @@ class Shard {
 
   absl::Status CheckEpoch(const char* op, uint64_t request_epoch) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // InvalidArgument for a pull's worker_id that is neither a configured
+  // worker nor -1 (a tool).
+  absl::Status CheckReader(int32_t worker_id) const;
   // PushAdmission's verdict on `request`. A refusal is counted
   // ("rejected_pushes"); a duplicate is counted ("duplicate_pushes") and
   // acknowledged into *response.

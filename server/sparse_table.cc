@@ -7,17 +7,14 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/sparse_keys.h"
 
 namespace downpour::server {
 namespace {
 
-// SplitMix64's output function (Steele, Lea and Flood 2014).
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
+// SplitMix64's output function (Steele, Lea and Flood 2014): the generator's
+// step, then the finalizer common/sparse_keys.h's MixKey is.
+uint64_t SplitMix64(uint64_t x) { return MixKey(x + 0x9e3779b97f4a7c15ULL); }
 
 int StateSlots(SparseOptimizerType type) {
   switch (type) {

@@ -1,11 +1,13 @@
 // Daemon start-up for the integration tests.
 #include "tests/daemon_harness.h"
 
+#include <cmath>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <sstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -118,6 +120,27 @@ double LiveCounter(const std::string& address, const std::string& name,
     value = AskCounter(address, name);
   }
   return value.value_or(-1);
+}
+
+int RunToEnd(const std::vector<std::string>& argv, const std::string& log) {
+  absl::StatusOr<std::unique_ptr<Subprocess>> p =
+      Subprocess::Start(argv[0], argv, log);
+  if (!p.ok()) return -1;
+  std::optional<int> status = (*p)->Wait(absl::Seconds(120));
+  return status.has_value() ? *status : -1;
+}
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+double Figure(const std::string& text, const std::string& name) {
+  const size_t at = text.rfind(name + " ");
+  if (at == std::string::npos) return NAN;
+  return std::atof(text.c_str() + at + name.size() + 1);
 }
 
 void DaemonJobTest::TearDown() {

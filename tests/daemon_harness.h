@@ -50,6 +50,15 @@ double StatusCounter(const std::string& address, const std::string& name);
 double LiveCounter(const std::string& address, const std::string& name,
                    absl::Duration patience = absl::Seconds(20));
 
+// Runs `argv` (a tool: psctl, predict, python3) to its end within 120 s;
+// its exit status (-1 when it did not start or end), stdout and stderr in
+// the file `log`.
+int RunToEnd(const std::vector<std::string>& argv, const std::string& log);
+// The whole text of the file at `path` ("" when it cannot be read).
+std::string ReadText(const std::string& path);
+// The number after "name " (its last occurrence) in a tool's output, or NaN.
+double Figure(const std::string& text, const std::string& name);
+
 // A fixture for tests that run a job of daemon processes, all started with
 // the same --config. TearDown resumes any it left stopped (SIGSTOP) and kills
 // what is still running.

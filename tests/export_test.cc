@@ -47,28 +47,9 @@ void WriteCsv(const std::string& path, int rows, uint32_t seed) {
   }
 }
 
-// Runs `argv` to its end; its exit status, with stdout and stderr in `log`.
-int RunToEnd(const std::vector<std::string>& argv, const std::string& log) {
-  absl::StatusOr<std::unique_ptr<Subprocess>> p =
-      Subprocess::Start(argv[0], argv, log);
-  if (!p.ok()) return -1;
-  std::optional<int> status = (*p)->Wait(absl::Seconds(120));
-  return status.has_value() ? *status : -1;
-}
-
-std::string ReadText(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// "name <number>" in text, or NaN.
-double Figure(const std::string& text, const std::string& name) {
-  const size_t at = text.rfind(name + " ");
-  if (at == std::string::npos) return NAN;
-  return std::atof(text.c_str() + at + name.size() + 1);
-}
+using testing::Figure;
+using testing::ReadText;
+using testing::RunToEnd;
 
 constexpr char kNumpy[] = R"(
 import csv, json, sys
