@@ -5,7 +5,8 @@
 #   bench/parity/run.sh [NAME...] [--out DIR] [--seed 42] [--workers "1 4"]
 #                       [--no-downpour] [--no-refs] [--torch_epochs 10]
 #
-# NAME: iris wine diabetes heart_scale fashion_mnist (default: all). For each:
+# NAME: iris wine diabetes heart_scale fashion_mnist (dense), heart_scale_sparse
+# reuters_corn lending_club (sparse, below) (default: all). For each dense set:
 #   1. deploy/fetch_data.sh NAME (skipped when the data is in place);
 #   2. bench/parity/split.py: a fixed 80/20 split (seed --seed) into
 #      DIR/NAME/split/{train,test}.{csv,libsvm} (fashion_mnist: its own files);
@@ -15,6 +16,21 @@
 #      same files, once per worker count (--workers, default "1 4"), every daemon
 #      on an ephemeral 127.0.0.1 port, run dir DIR/NAME/downpour_<W>w; the row
 #      comes from its summary.json ("metrics", "seconds": the wall time).
+# For each sparse set (issue 21, docs/BENCHMARKS.md "Sparse parity"):
+#   1. deploy/fetch_data.sh (heart_scale for heart_scale_sparse);
+#   2. bench/parity/sparse_split.py: one fixed split into DIR/NAME/split
+#      (reuters_corn its own train/test files, the others a stratified 80/20
+#      split, seed --seed), the rows as Downpour reads them plus LIBSVM files of
+#      the keys Downpour computes from them (the hash re-done in Python), and
+#      DIR/NAME/split/val/, a validation split of the training rows;
+#   3. bench/parity/sparse_reference.py: liblinear -s 0 (L2) and -s 6 (L1) on
+#      those keys, C = 1 and C tuned on the validation split;
+#   4. Downpour sparse_linear with deploy/configs/NAME.yaml (FTRL) and with
+#      Adagrad (the overrides in `adagrad_sets` below), each at every worker
+#      count, 2 ps, run dir DIR/NAME/downpour_<opt>_<W>w; the row's metrics are
+#      the final model's, read from the ps checkpoints by
+#      bench/parity/sparse_eval.py (with its rows and non-zero weights),
+#      "seconds" the launcher's wall time.
 # Every result is a JSON line in DIR/results.jsonl (DIR defaults to
 # <repo>/run/parity); at the end one markdown table of them all is printed.
 # Needs bench/parity/install_refs.sh's packages for 2-3, and a built launcher
@@ -29,7 +45,16 @@ set -euo pipefail
 
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
 here="$repo/bench/parity"
-all_names=(iris wine diabetes heart_scale fashion_mnist)
+all_names=(iris wine diabetes heart_scale fashion_mnist heart_scale_sparse reuters_corn lending_club)
+sparse_names=" heart_scale_sparse reuters_corn lending_club "
+# Adagrad rows of the sparse sets: deploy/configs/NAME.yaml holds the FTRL
+# settings; these replace them (chosen on the validation split as FTRL's were,
+# docs/BENCHMARKS.md "Sparse parity").
+declare -A adagrad_sets=(
+  [heart_scale_sparse]="optimizer.learning_rate=0.3 optimizer.weight_decay=0.1 training.epochs=3"
+  [reuters_corn]="optimizer.learning_rate=1 optimizer.weight_decay=1 training.epochs=30"
+  [lending_club]="optimizer.learning_rate=0.03 optimizer.weight_decay=0 training.epochs=3"
+)
 out="$repo/run/parity"
 seed=42
 workers_list="1 4"
@@ -78,7 +103,14 @@ if [[ $do_downpour -eq 1 && ! -x "$launcher" ]]; then
   do_downpour=0
 fi
 
-"$repo/deploy/fetch_data.sh" "${names[@]}"
+fetch=()
+for name in "${names[@]}"; do
+  case "$name" in
+    heart_scale_sparse) fetch+=(heart_scale) ;;
+    *) fetch+=("$name") ;;
+  esac
+done
+"$repo/deploy/fetch_data.sh" "${fetch[@]}"
 
 # A JSON line for the table when a run produced nothing usable.
 note_row() {  # dataset learner note
@@ -135,8 +167,85 @@ print(json.dumps(row))
 EOF
 }
 
+# Runs Downpour sparse_linear on NAME with optimizer OPT (ftrl: the config as
+# is; adagrad: adagrad_sets) and W workers on 2 ps, and appends its row: the
+# final model's metrics from the ps checkpoints (bench/parity/sparse_eval.py).
+downpour_sparse() {
+  local name="$1" opt="$2" w="$3" split="$4" ext="$5"
+  local dir="$out/$name/downpour_${opt}_${w}w"
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  local sets=(--set "data.path=$split/train.$ext"
+              --set "data.test_path=$split/test.$ext"
+              --set "cluster.workers=[$(ephemeral "$w")]"
+              --set "cluster.ps=[$(ephemeral 2)]"
+              --set "cluster.coordinator=127.0.0.1:0"
+              --set "training.stop_at_target=false")
+  if [[ "$opt" == adagrad ]]; then
+    sets+=(--set optimizer.type=adagrad --set optimizer.l1=0 --set optimizer.l2=0)
+    local kv
+    for kv in ${adagrad_sets[$name]}; do sets+=(--set "$kv"); done
+  fi
+  echo "== $name: Downpour sparse_linear, $opt, $w worker(s) -> $dir"
+  local rc=0
+  timeout "$timeout_s" "$launcher" --config "deploy/configs/$name.yaml" --run_dir "$dir" \
+    "${sets[@]}" --progress_s "$progress_s" >"$dir/launcher.log" 2>&1 || rc=$?
+  if [[ ! -f "$dir/summary.json" ]]; then
+    note_row "$name" "downpour_${opt}_${w}w" "no summary.json (launcher exit $rc; see $dir/launcher.log)"
+    tail -n 5 "$dir/launcher.log" >&2 || true
+    return
+  fi
+  "$py" "$here/sparse_eval.py" "$dir" --test "$split/test.k64" --train "$split/train.k64" \
+    >"$dir/final_model.json" || true
+  "$py" - "$dir/summary.json" "$dir/final_model.json" "$name" "downpour_${opt}_${w}w" "$rc" \
+    >>"$results" <<'EOF'
+import json, sys
+path, final, name, learner, rc = sys.argv[1:6]
+s = json.load(open(path))
+row = {"dataset": name, "learner": learner, "metrics": {}, "seconds": s.get("seconds"),
+       "summary_metrics": s.get("metrics") or {}}
+notes = []
+try:
+    f = json.load(open(final))
+    row["metrics"] = f["metrics"]
+    row["nonzero"] = f["nonzero"]
+    row["rows"] = f["rows"]
+    if not f.get("rows_match_train_keys", True):
+        notes.append("ps rows differ from the Python keys of the training rows")
+except (OSError, ValueError, KeyError):
+    row["metrics"] = row["summary_metrics"]
+    notes.append("no final checkpoint read: metrics are summary.json's")
+if rc != "0":
+    notes.append(f"launcher exit {rc}")
+if s.get("outcome") not in (None, "succeeded"):
+    notes.append(f"outcome {s.get('outcome')}: {s.get('failure', '')}".strip(": "))
+if notes:
+    row["note"] = "; ".join(notes)
+print(json.dumps(row))
+EOF
+}
+
 for name in "${names[@]}"; do
   split_dir="$out/$name/split"
+  if [[ "$sparse_names" == *" $name "* ]]; then
+    echo "== $name: split and keys"
+    "$py" "$here/sparse_split.py" "$name" --out "$split_dir" --seed "$seed"
+    ext=csv; [[ "$name" == heart_scale_sparse ]] && ext=libsvm
+    if [[ $do_refs -eq 1 ]]; then
+      echo "== $name: liblinear"
+      if ! "$py" "$here/sparse_reference.py" "$name" --dir "$split_dir" --tune | tee -a "$results"; then
+        note_row "$name" liblinear "sparse_reference.py failed (its error is above)"
+      fi
+    fi
+    if [[ $do_downpour -eq 1 ]]; then
+      for opt in ftrl adagrad; do
+        for w in $workers_list; do
+          downpour_sparse "$name" "$opt" "$w" "$split_dir" "$ext"
+        done
+      done
+    fi
+    continue
+  fi
   if [[ "$name" == fashion_mnist ]]; then
     train="$repo/data/fashion_mnist"; test="$repo/data/fashion_mnist"; dp_test=""
   else
@@ -181,14 +290,19 @@ cols = ["accuracy", "logloss", "auc", "rmse", "mae", "r2"]
 used = [c for c in cols if any(c in (r.get("metrics") or {}) for r in rows)]
 def cell(v, digits=4):
     return "" if v is None else f"{v:.{digits}f}"
+def count(v):
+    return "" if v is None else str(v)
 def secs(v):
     return "" if v is None else f"{v:.2f}" if v < 10 else f"{v:.1f}"
-print("| dataset | learner | " + " | ".join(used) + " | seconds | note |")
-print("|" + "---|" * (len(used) + 4))
+nz = any("nonzero" in r for r in rows)
+print("| dataset | learner | " + " | ".join(used) + (" | non-zeros" if nz else "")
+      + " | seconds | note |")
+print("|" + "---|" * (len(used) + 4 + nz))
 for r in rows:
     m = r.get("metrics") or {}
     print(f"| {r['dataset']} | {r['learner']} | "
           + " | ".join(cell(m.get(c)) for c in used)
+          + (f" | {count(r.get('nonzero'))}" if nz else "")
           + f" | {secs(r.get('seconds'))} | {r.get('note', '')} |")
 EOF
 echo
