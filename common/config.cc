@@ -627,12 +627,6 @@ absl::StatusOr<Config> ParseUnsafe(const std::string& yaml,
     }
   }
   ResolveTableDefaults(&config);
-  // Sparse tables have no backups yet: a sparse model runs unreplicated
-  // unless the file asks for replication, which Validate then refuses.
-  if (config.model.type == ModelType::kSparseLinear &&
-      config.explicit_keys.count("cluster.replication") == 0) {
-    config.cluster.replication = 1;
-  }
   RETURN_IF_ERROR(Located(file, ValidateConfig(config)));
   return config;
 }
@@ -1205,15 +1199,6 @@ absl::Status ValidateConfig(const Config& config) {
   RETURN_IF_ERROR(CheckDistinctAddresses(config.cluster));
   RETURN_IF_ERROR(CheckModel(config.model, config.optimizer, config.data));
   if (config.model.type == ModelType::kSparseLinear) {
-    // Not yet built: a backup would not hold the rows, so a failover would
-    // lose them while counting no loss. Refused rather than pretended.
-    if (config.cluster.replication > 1) {
-      return absl::InvalidArgumentError(
-          "cluster.replication 2 does not cover sparse tables yet (a backup "
-          "would not hold their rows): remove it or set 1 (the default for "
-          "sparse models); a ps restart or a standby resumes from "
-          "checkpoint.dir and counts what it lost");
-    }
     if (config.training.consistency == ConsistencyMode::kBsp) {
       return absl::InvalidArgumentError(
           "training.consistency bsp does not take sparse rows (a bsp round "

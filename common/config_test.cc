@@ -310,9 +310,9 @@ TEST(ConfigTest, EnumsListAllowedValues) {
        "csv"},
       {"model:\n  type: sparse_linear\n  task: binary\ndata:\n  source: "
        "libsvm\n  path: x\ncluster:\n  coordinator: 127.0.0.1:1\n  ps: "
-       "[127.0.0.1:2, 127.0.0.1:3]\n  workers: [127.0.0.1:4]\n  "
-       "replication: 2\n",
-       "cluster.replication 2 does not cover sparse tables yet"},
+       "[127.0.0.1:2, 127.0.0.1:3]\n  workers: [127.0.0.1:4]\ntraining:\n  "
+       "consistency: bsp\n",
+       "training.consistency bsp does not take sparse rows"},
       {"optimizer:\n  schedule: linear\n",
        "cfg.yaml:2: optimizer.schedule must be one of constant, step, cosine; "
        "got 'linear'"},

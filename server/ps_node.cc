@@ -246,10 +246,12 @@ absl::Status PsNode::Impl::Start() {
         const std::vector<Shard::SparseTableStats> tables = sparse_stats();
         if (!tables.empty()) {
           int64_t rows = 0, bytes = 0, nonzero = 0;
+          uint64_t updates = 0;
           for (const Shard::SparseTableStats& t : tables) {
             rows += t.rows;
             bytes += t.bytes;
             nonzero += t.nonzero;
+            updates += t.updates;
           }
           auto& c = *r->mutable_counters();
           c["sparse_tables"] = static_cast<double>(tables.size());
@@ -258,6 +260,8 @@ absl::Status PsNode::Impl::Start() {
           c["sparse_bytes_per_row"] =
               rows > 0 ? static_cast<double>(bytes) / rows : 0;
           c["sparse_nonzero"] = static_cast<double>(nonzero);
+          // The row updates held: the sum of the rows' versions.
+          c["sparse_row_updates"] = static_cast<double>(updates);
         }
         const std::optional<double> age =
             checkpoint_health_.age_seconds(clock_->Now());

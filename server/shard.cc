@@ -91,6 +91,8 @@ absl::StatusOr<SparseTable::Options> SparseTableOptions(
   options.dim = table.dim;
   options.seed = config.model.init_seed ^ (uint64_t{table.id} << 32);
   options.max_rows = config.model.sparse_max_rows;
+  // A replicated shard sends its backup the rows changed since each cut.
+  options.track_changes = config.cluster.replication >= 2;
   const OptimizerSection& o = config.optimizer;
   switch (o.type) {
     case OptimizerType::kFtrl:
@@ -576,6 +578,20 @@ Shard::ReplicaCut Shard::CutForReplica(bool full) {
     std::sort(dirty_.begin(), dirty_.end());
     cut.blocks = store_->Snapshot(dirty_);
   }
+  // Rows of the same moment: whole rows, values and state together.
+  for (size_t t = 0; t < tables_.size(); ++t) {
+    SparseTable& table = *tables_[t];
+    SparseTable::Rows rows;
+    if (full) {
+      rows = table.Snapshot();
+      table.ClearChanges();
+    } else {
+      rows = table.TakeChanges();
+    }
+    if (full || !rows.keys.empty()) {
+      cut.sparse.emplace_back(static_cast<uint32_t>(t), std::move(rows));
+    }
+  }
   for (uint32_t id : dirty_) is_dirty_[id] = 0;
   dirty_.clear();
   return cut;
@@ -600,6 +616,8 @@ uint64_t Shard::applied_total() const {
   absl::ReaderMutexLock lock(&mu_);
   uint64_t total = 0;
   for (uint32_t id : store_->block_ids()) total += store_->Version(id).value_or(0);
+  // Row updates count as block updates do: one per row per push.
+  for (const auto& table : tables_) total += table->version_sum();
   if (restored_.has_value()) {
     for (const auto& b : restored_->blocks) {
       if (!store_->Has(b.id)) total += b.version;
@@ -1022,7 +1040,7 @@ std::vector<Shard::SparseTableStats> Shard::sparse_stats() const {
   for (size_t i = 0; i < tables_.size(); ++i) {
     const SparseTable& t = *tables_[i];
     stats.push_back({static_cast<uint32_t>(i), t.rows(), t.bytes(),
-                     t.nonzero_values(), t.rows_created()});
+                     t.nonzero_values(), t.rows_created(), t.version_sum()});
   }
   return stats;
 }

@@ -70,13 +70,16 @@ class Shard {
     std::string optimizer;
     std::vector<BlockStore::BlockSnapshot> blocks;
     std::map<int32_t, SequenceWindow> sequences;
+    // By table id: the rows changed since the last cut (every row when
+    // `full`), each whole.
+    std::vector<std::pair<uint32_t, SparseTable::Rows>> sparse;
   };
   ReplicaCut CutForReplica(bool full) ABSL_LOCKS_EXCLUDED(mu_);
   // Counts every applied update and recorded push sequence: a cut of this
   // generation holds everything acknowledged so far.
   uint64_t generation() const ABSL_LOCKS_EXCLUDED(mu_);
   // The updates the shard holds: the sum of its blocks' versions (blocks
-  // restored but not placed here included).
+  // restored but not placed here included) and of its sparse rows' versions.
   uint64_t applied_total() const ABSL_LOCKS_EXCLUDED(mu_);
   // Push requests missing below each worker's newest one here
   // (PushAdmission::Holes): in flight, or lost once every worker finished.
@@ -199,6 +202,7 @@ class Shard {
     int64_t bytes = 0;  // SparseTable::bytes()
     int64_t nonzero = 0;
     int64_t created = 0;
+    uint64_t updates = 0;  // SparseTable::version_sum()
   };
   std::vector<SparseTableStats> sparse_stats() const ABSL_LOCKS_EXCLUDED(mu_);
 

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/sparse_keys.h"
+#include "common/status_macros.h"
 
 namespace downpour::server {
 namespace {
@@ -199,6 +200,12 @@ uint32_t SparseTable::NewRow(uint64_t key) {
   if (row % kRowsPerChunk == 0 && row / kRowsPerChunk == chunks_.size()) {
     chunks_.push_back(std::make_unique<float[]>(kRowsPerChunk * stride_));
     versions_.push_back(std::make_unique<uint32_t[]>(kRowsPerChunk));
+    if (options_.track_changes) {
+      keys_.push_back(std::make_unique<uint64_t[]>(kRowsPerChunk));
+    }
+  }
+  if (options_.track_changes) {
+    keys_[row / kRowsPerChunk][row % kRowsPerChunk] = key;
   }
   float* data = RowData(row);
   const int dim = options_.dim;
@@ -286,7 +293,11 @@ int64_t SparseTable::Apply(const uint64_t* keys, int64_t n, const float* grads) 
     int64_t nonzero_before = 0;
     for (int j = 0; j < dim; ++j) nonzero_before += data[j] != 0;
     uint32_t& version = RowVersion(row);
-    if (version < UINT32_MAX) ++version;
+    if (version < UINT32_MAX) {
+      ++version;
+      ++version_sum_;
+    }
+    NoteChanged(row);
     Update(data, version, grads + i * dim);
     int64_t nonzero_after = 0;
     for (int j = 0; j < dim; ++j) nonzero_after += data[j] != 0;
@@ -303,16 +314,19 @@ int64_t SparseTable::bytes() const {
   const int64_t chunk_bytes = static_cast<int64_t>(chunks_.size()) *
                               kRowsPerChunk *
                               (stride_ * sizeof(float) + sizeof(uint32_t));
-  return index_bytes + chunk_bytes;
+  const int64_t change_bytes =
+      static_cast<int64_t>(keys_.size()) * kRowsPerChunk * sizeof(uint64_t) +
+      static_cast<int64_t>(changed_.capacity()) * sizeof(uint32_t) +
+      static_cast<int64_t>(changed_bits_.capacity()) * sizeof(uint64_t);
+  return index_bytes + chunk_bytes + change_bytes;
 }
 
-SparseTable::Rows SparseTable::Snapshot() const {
+SparseTable::Rows SparseTable::RowsOf(
+    const std::vector<std::pair<uint64_t, uint32_t>>& order) const {
   Rows rows;
   rows.dim = options_.dim;
   rows.state_slots = state_slots_;
   rows.optimizer = options_.optimizer.type;
-  std::vector<std::pair<uint64_t, uint32_t>> order(index_.begin(), index_.end());
-  std::sort(order.begin(), order.end());
   rows.keys.reserve(order.size());
   rows.data.resize(order.size() * stride_);
   rows.versions.reserve(order.size());
@@ -326,50 +340,119 @@ SparseTable::Rows SparseTable::Snapshot() const {
   return rows;
 }
 
-absl::Status SparseTable::Restore(const Rows& rows) {
+SparseTable::Rows SparseTable::Snapshot() const {
+  std::vector<std::pair<uint64_t, uint32_t>> order(index_.begin(), index_.end());
+  std::sort(order.begin(), order.end());
+  return RowsOf(order);
+}
+
+SparseTable::Rows SparseTable::TakeChanges() {
+  std::vector<std::pair<uint64_t, uint32_t>> order;
+  order.reserve(changed_.size());
+  for (uint32_t row : changed_) {
+    order.emplace_back(keys_[row / kRowsPerChunk][row % kRowsPerChunk], row);
+  }
+  std::sort(order.begin(), order.end());
+  ClearChanges();
+  return RowsOf(order);
+}
+
+void SparseTable::ClearChanges() {
+  for (uint32_t row : changed_) {
+    changed_bits_[row / 64] &= ~(uint64_t{1} << (row % 64));
+  }
+  changed_.clear();
+}
+
+absl::Status SparseTable::CheckRows(const Rows& rows, const char* what,
+                                    bool finite) const {
   if (rows.dim != options_.dim || rows.optimizer != options_.optimizer.type ||
       rows.state_slots != state_slots_) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "sparse table restore: rows of dim ", rows.dim, " trained with ",
+        "sparse table ", what, ": rows of dim ", rows.dim, " trained with ",
         SparseOptimizerName(rows.optimizer), "; this table has dim ",
         options_.dim, " and ", SparseOptimizerName(options_.optimizer.type)));
   }
   const size_t n = rows.keys.size();
   if (rows.data.size() != n * stride_ || rows.versions.size() != n) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "sparse table restore: ", n, " keys but ", rows.data.size(),
+        "sparse table ", what, ": ", n, " keys but ", rows.data.size(),
         " floats and ", rows.versions.size(), " versions"));
   }
   if (static_cast<int64_t>(n) > options_.max_rows) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "sparse table restore: ", n, " rows exceed max_rows ", options_.max_rows));
+        "sparse table ", what, ": ", n, " rows exceed max_rows ",
+        options_.max_rows));
   }
   for (size_t i = 1; i < n; ++i) {
     if (rows.keys[i] <= rows.keys[i - 1]) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "sparse table restore: key ", rows.keys[i], " at position ", i,
+          "sparse table ", what, ": key ", rows.keys[i], " at position ", i,
           " is not ascending"));
     }
   }
+  if (finite) {
+    for (size_t i = 0; i < rows.data.size(); ++i) {
+      if (!std::isfinite(rows.data[i])) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "sparse table ", what, ": key ", rows.keys[i / stride_],
+            " holds ", std::isnan(rows.data[i]) ? "NaN" : "Inf",
+            ": a primary holds finite values only"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SparseTable::Restore(const Rows& rows) {
+  RETURN_IF_ERROR(CheckRows(rows, "restore", /*finite=*/true));
   index_.clear();
   chunks_.clear();
   versions_.clear();
+  keys_.clear();
+  changed_.clear();
+  changed_bits_.clear();
   nonzero_ = 0;
-  index_.reserve(n);
-  const int dim = options_.dim;
-  for (size_t i = 0; i < n; ++i) {
-    const uint32_t row = static_cast<uint32_t>(i);
-    if (row % kRowsPerChunk == 0) {
-      chunks_.push_back(std::make_unique<float[]>(kRowsPerChunk * stride_));
-      versions_.push_back(std::make_unique<uint32_t[]>(kRowsPerChunk));
-    }
-    float* data = RowData(row);
-    std::memcpy(data, rows.data.data() + i * stride_, stride_ * sizeof(float));
-    for (int j = 0; j < dim; ++j) nonzero_ += data[j] != 0;
-    RowVersion(row) = rows.versions[i];
-    index_.emplace(rows.keys[i], row);
+  version_sum_ = 0;
+  index_.reserve(rows.keys.size());
+  MergeChecked(rows);
+  return absl::OkStatus();
+}
+
+absl::Status SparseTable::Merge(const Rows& rows) {
+  RETURN_IF_ERROR(CheckMerge(rows));
+  MergeChecked(rows);
+  return absl::OkStatus();
+}
+
+absl::Status SparseTable::CheckMerge(const Rows& rows) const {
+  RETURN_IF_ERROR(CheckRows(rows, "merge", /*finite=*/true));
+  int64_t fresh = 0;
+  for (uint64_t key : rows.keys) fresh += !index_.contains(key);
+  if (static_cast<int64_t>(index_.size()) + fresh > options_.max_rows) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sparse table merge: ", fresh, " new rows exceed max_rows ",
+        options_.max_rows, " (", index_.size(), " held)"));
   }
   return absl::OkStatus();
+}
+
+void SparseTable::MergeChecked(const Rows& rows) {
+  const size_t n = rows.keys.size();
+  const int dim = options_.dim;
+  const int64_t created_before = created_;
+  for (size_t i = 0; i < n; ++i) {
+    auto it = index_.find(rows.keys[i]);
+    const uint32_t row = it == index_.end() ? NewRow(rows.keys[i]) : it->second;
+    float* data = RowData(row);
+    for (int j = 0; j < dim; ++j) nonzero_ -= data[j] != 0;
+    std::memcpy(data, rows.data.data() + i * stride_, stride_ * sizeof(float));
+    for (int j = 0; j < dim; ++j) nonzero_ += data[j] != 0;
+    version_sum_ += rows.versions[i];
+    version_sum_ -= RowVersion(row);
+    RowVersion(row) = rows.versions[i];
+  }
+  created_ = created_before;  // rows held, not created by training
 }
 
 }  // namespace downpour::server

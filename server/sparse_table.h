@@ -92,6 +92,10 @@ class SparseTable {
     // CheckCapacity); memory stays bounded. Default 2^31 - 1 (the row index
     // is 32 bits).
     int64_t max_rows = (int64_t{1} << 31) - 1;
+      // Remember the rows Apply changes, for TakeChanges (a replicated shard's
+    // cuts to its backup). Costs 8 bytes and a bit per row, and 4 bytes per
+    // row changed until taken.
+    bool track_changes = false;
   };
 
   // Rows per arena chunk.
@@ -145,6 +149,10 @@ class SparseTable {
   int64_t rows_created() const { return created_; }
   // Updates applied to rows (sum of keys over Apply calls).
   int64_t row_updates() const { return updates_; }
+  // The sum of the rows' versions: the row updates the table holds (those
+  // restored or merged included). Counted per row version, as the dense
+  // blocks' versions are.
+  uint64_t version_sum() const { return version_sum_; }
   // Heap bytes held: the arena's chunks and the index's slots.
   int64_t bytes() const;
 
@@ -164,6 +172,18 @@ class SparseTable {
   // optimizer or array sizes do not match, or its keys are not strictly
   // ascending; the table is then unchanged.
   absl::Status Restore(const Rows& rows);
+  // Inserts `rows` whole (values, state and version), replacing the rows of
+  // keys already held: a backup's replica applying a cut. The same checks as
+  // Restore, and a NaN/Inf value or state float is refused (a primary never
+  // holds one); the table is then unchanged.
+  absl::Status Merge(const Rows& rows);
+  // Merge's checks alone: what Merge(rows) would return, changing nothing.
+  absl::Status CheckMerge(const Rows& rows) const;
+  // The rows changed by Apply since the last TakeChanges (or ClearChanges),
+  // keys ascending, each whole at this moment; the record is cleared.
+  // Empty unless Options::track_changes.
+  Rows TakeChanges();
+  void ClearChanges();
 
   // The initial value i of `key` (Options::init).
   float InitialValue(uint64_t key, int i) const;
@@ -180,6 +200,23 @@ class SparseTable {
   }
   // Appends a row for `key` with its initial values and zero state.
   uint32_t NewRow(uint64_t key);
+  // InvalidArgument unless `rows` fits this table (Restore and Merge).
+  absl::Status CheckRows(const Rows& rows, const char* what,
+                         bool finite) const;
+  // Merge after CheckRows.
+  void MergeChecked(const Rows& rows);
+  // `rows` for the given (key, row) pairs, in their order.
+  Rows RowsOf(const std::vector<std::pair<uint64_t, uint32_t>>& order) const;
+  void NoteChanged(uint32_t row) {
+    if (!options_.track_changes) return;
+    const size_t word = row / 64;
+    if (word >= changed_bits_.size()) changed_bits_.resize(word + 1, 0);
+    const uint64_t bit = uint64_t{1} << (row % 64);
+    if ((changed_bits_[word] & bit) == 0) {
+      changed_bits_[word] |= bit;
+      changed_.push_back(row);
+    }
+  }
   void Update(float* row, uint32_t t, const float* g);
 
   const Options options_;
@@ -191,6 +228,12 @@ class SparseTable {
   int64_t nonzero_ = 0;
   int64_t created_ = 0;
   int64_t updates_ = 0;
+  uint64_t version_sum_ = 0;
+  // Rows changed since the last TakeChanges, and each row's key by chunk
+  // (Options::track_changes only: 8 bytes a row).
+  std::vector<uint32_t> changed_;
+  std::vector<std::unique_ptr<uint64_t[]>> keys_;
+  std::vector<uint64_t> changed_bits_;
 };
 
 }  // namespace downpour::server

@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <algorithm>
 #include <limits>
 #include <memory>
 #include <random>
@@ -328,6 +330,56 @@ TEST(SparseTableTest, SnapshotAndRestoreAreBitIdentical) {
   EXPECT_THAT(b->Restore(broken), StatusIs(absl::StatusCode::kInvalidArgument,
                                            HasSubstr("not ascending")));
   EXPECT_EQ(b->rows(), static_cast<int64_t>(keys.size())) << "unchanged";
+}
+
+// A backup follows its primary by merging the rows each cut changed: after
+// every cut it holds exactly the primary's rows, state and versions, and its
+// version sum counts the row updates.
+TEST(SparseTableTest, MergingEachCutsChangesKeepsACopyIdentical) {
+  SparseTable::Options options;
+  options.dim = 2;
+  options.optimizer.type = SparseOptimizerType::kFtrl;
+  options.optimizer.l1 = 0.01;
+  options.track_changes = true;
+  auto primary = SparseTable::Create(options);
+  ASSERT_THAT(primary.status(), IsOk());
+  options.track_changes = false;
+  auto backup = SparseTable::Create(options);
+  ASSERT_THAT(backup.status(), IsOk());
+  std::mt19937_64 rng(9);
+  std::normal_distribution<float> normal;
+  uint64_t updates = 0;
+  for (int cut = 0; cut < 20; ++cut) {
+    for (int push = 0; push < 5; ++push) {
+      std::vector<uint64_t> keys;
+      for (int i = 0; i < 300; ++i) keys.push_back(rng() % 5000);
+      std::sort(keys.begin(), keys.end());
+      keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+      std::vector<float> g(keys.size() * 2);
+      for (float& x : g) x = normal(rng);
+      (*primary)->Apply(keys.data(), keys.size(), g.data());
+      updates += keys.size();
+    }
+    const SparseTable::Rows changed = (*primary)->TakeChanges();
+    EXPECT_LT(changed.keys.size(), 1500u) << "only the rows of this cut";
+    ASSERT_THAT((*backup)->Merge(changed), IsOk());
+    EXPECT_TRUE((*primary)->TakeChanges().keys.empty()) << "taken once";
+    const SparseTable::Rows a = (*primary)->Snapshot(), b = (*backup)->Snapshot();
+    ASSERT_EQ(a.keys, b.keys) << "cut " << cut;
+    ASSERT_EQ(a.versions, b.versions);
+    ASSERT_EQ(0, std::memcmp(a.data.data(), b.data.data(),
+                             a.data.size() * sizeof(float)));
+  }
+  EXPECT_EQ((*primary)->version_sum(), updates);
+  EXPECT_EQ((*backup)->version_sum(), updates);
+  EXPECT_EQ((*backup)->nonzero_values(), (*primary)->nonzero_values());
+  EXPECT_EQ((*backup)->rows_created(), 0) << "merged rows are not created";
+
+  SparseTable::Rows poisoned = (*primary)->Snapshot();
+  poisoned.data[3] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_THAT((*backup)->Merge(poisoned),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("NaN")));
+  EXPECT_EQ((*backup)->version_sum(), updates) << "unchanged";
 }
 
 // A key space of 10^8 touched at 10^5 keys: memory follows the rows created.

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <random>
 #include <sstream>
 
 #include "absl/strings/numbers.h"
@@ -158,6 +159,25 @@ Subprocess& DaemonJobTest::Start(const std::string& name,
   EXPECT_TRUE(daemon.ok()) << daemon.status();
   daemons_[name] = *std::move(daemon);
   return *daemons_[name];
+}
+
+void WriteSparseLibsvm(const std::string& path, int rows, uint64_t seed) {
+  std::mt19937_64 id_rng(7);  // the same ids in every file
+  std::vector<uint64_t> ids(3000);
+  for (uint64_t& id : ids) id = id_rng() | (uint64_t{1} << 63);
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> pick(0, 2999);
+  std::ofstream out(path);
+  for (int r = 0; r < rows; ++r) {
+    std::string line;
+    int positive = 0;
+    for (int f = 0; f < 30; ++f) {
+      const int i = pick(rng);
+      positive += i % 3 == 0;
+      absl::StrAppend(&line, " ", ids[i], ":1");
+    }
+    out << (positive > 10 ? "+1" : "-1") << line << "\n";
+  }
 }
 
 }  // namespace downpour::testing

@@ -3,6 +3,7 @@
 #ifndef DOWNPOUR_TESTS_DAEMON_HARNESS_H_
 #define DOWNPOUR_TESTS_DAEMON_HARNESS_H_
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -58,6 +59,12 @@ int RunToEnd(const std::vector<std::string>& argv, const std::string& log);
 std::string ReadText(const std::string& path);
 // The number after "name " (its last occurrence) in a tool's output, or NaN.
 double Figure(const std::string& text, const std::string& name);
+
+// Writes a LIBSVM file of `rows` examples over 64-bit feature ids: 30
+// features each from 3000 ids spread over the whole uint64 range (the same
+// ids in every file); the label is +1 when the example holds more
+// "positive" ids (a third of them) than 10.
+void WriteSparseLibsvm(const std::string& path, int rows, uint64_t seed);
 
 // A fixture for tests that run a job of daemon processes, all started with
 // the same --config. TearDown resumes any it left stopped (SIGSTOP) and kills

@@ -31,27 +31,9 @@ namespace {
 using ::downpour::testing::IsOk;
 using ::testing::HasSubstr;
 
-// `rows` examples over 64-bit feature ids: 30 features each from 3000 ids
-// spread over the whole uint64 range; the label is 1 when the example holds
-// more "positive" ids (a third of them) than 10.
 std::string WriteLibsvm(const std::string& name, int rows, uint64_t seed) {
-  std::mt19937_64 id_rng(7);  // the same ids in every file
-  std::vector<uint64_t> ids(3000);
-  for (uint64_t& id : ids) id = id_rng() | (uint64_t{1} << 63);
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<int> pick(0, 2999);
   const std::string path = testing::TestDir() + "/" + name;
-  std::ofstream out(path);
-  for (int r = 0; r < rows; ++r) {
-    std::string line;
-    int positive = 0;
-    for (int f = 0; f < 30; ++f) {
-      const int i = pick(rng);
-      positive += i % 3 == 0;
-      absl::StrAppend(&line, " ", ids[i], ":1");
-    }
-    out << (positive > 10 ? "+1" : "-1") << line << "\n";
-  }
+  testing::WriteSparseLibsvm(path, rows, seed);
   return path;
 }
 
@@ -69,7 +51,7 @@ TEST(SparseTest, ALibsvmJobWith64BitIndicesTrainsOnTwoShards) {
   const std::string path = testing::WriteConfig("cluster.yaml", yaml);
   absl::StatusOr<Config> config = LoadConfig(path);
   ASSERT_THAT(config, IsOk());
-  EXPECT_EQ(config->cluster.replication, 1) << "sparse models: no backups yet";
+  EXPECT_EQ(config->cluster.replication, 2) << "the default, as for dense";
   LaunchOptions options;
   options.config_path = path;
   options.run_dir = dir + "/run";

@@ -159,6 +159,7 @@ absl::Status SparseLoop::Step(const std::vector<int64_t>& rows) {
   ++stats_.step;
   ++stats_.pushes;
   ++stats_.pushed_steps;
+  stats_.row_updates += static_cast<int64_t>(keys_.size());
   stats_.pulls += 1;
   stats_.examples += static_cast<int64_t>(rows.size());
   staleness_.Merge(staleness);

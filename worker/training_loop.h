@@ -41,6 +41,8 @@ struct WorkerStats {
   int64_t pulls = 0;
   int64_t pushes = 0;        // pushes acknowledged by the ps
   int64_t pushed_steps = 0;  // steps whose gradient those pushes carried
+  // Sparse models: keys those pushes carried, each one row update on a ps.
+  int64_t row_updates = 0;
   // Shares of wall time since Run began: computing steps (and evaluating),
   // waiting for a pull the compute thread needs (the first and the final
   // one), waiting for a push to complete (backpressure and the final flush).

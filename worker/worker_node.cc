@@ -249,6 +249,7 @@ proto::MemberReport WorkerNode::Report() const {
   }
   report.set_pulls(counters_.Get("pulls"));
   report.set_pushes(stats.pushes);  // whole pushes acknowledged, not RPCs
+  report.set_sparse_row_updates(static_cast<uint64_t>(stats.row_updates));
   report.set_bytes(counters_.Get("bytes_in") + counters_.Get("bytes_out"));
   report.set_mean_staleness(stats.mean_staleness);
   report.set_staleness_p50(stats.staleness_p50);

@@ -31,6 +31,43 @@ absl::Status ToFloats(const std::string& bytes, uint32_t id, const char* what,
   return absl::OkStatus();
 }
 
+// A ReplicaSparseRows message as SparseTable::Rows; InvalidArgument when its
+// arrays are not whole values or their lengths disagree.
+absl::Status ToRows(const proto::ReplicaSparseRows& in, SparseTable::Rows* out) {
+  absl::StatusOr<SparseOptimizerType> optimizer =
+      ParseSparseOptimizer(in.optimizer());
+  if (!optimizer.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "replicate: sparse table ", in.table(), ": ",
+        optimizer.status().message()));
+  }
+  if (in.keys().size() % sizeof(uint64_t) != 0 ||
+      in.data().size() % sizeof(float) != 0 ||
+      in.versions().size() % sizeof(uint32_t) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "replicate: sparse table ", in.table(), " carries ", in.keys().size(),
+        " key bytes, ", in.data().size(), " data bytes and ",
+        in.versions().size(), " version bytes: not whole values"));
+  }
+  out->dim = static_cast<int>(in.dim());
+  out->state_slots = static_cast<int>(in.state_slots());
+  out->optimizer = *optimizer;
+  out->keys.resize(in.keys().size() / sizeof(uint64_t));
+  out->data.resize(in.data().size() / sizeof(float));
+  out->versions.resize(in.versions().size() / sizeof(uint32_t));
+  if (!out->keys.empty()) {
+    std::memcpy(out->keys.data(), in.keys().data(), in.keys().size());
+  }
+  if (!out->data.empty()) {
+    std::memcpy(out->data.data(), in.data().data(), in.data().size());
+  }
+  if (!out->versions.empty()) {
+    std::memcpy(out->versions.data(), in.versions().data(),
+                in.versions().size());
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<uint64_t> Replica::Apply(const proto::ReplicateRequest& request) {
@@ -42,6 +79,11 @@ absl::StatusOr<uint64_t> Replica::Apply(const proto::ReplicateRequest& request) 
     blocks[i].version = in.version();
     absl::Status ok = ToFloats(in.values(), in.id(), "values", &blocks[i].values);
     if (ok.ok()) ok = ToFloats(in.state(), in.id(), "state", &blocks[i].state);
+    if (!ok.ok()) return ok;
+  }
+  std::vector<SparseTable::Rows> rows(request.sparse_size());
+  for (int i = 0; i < request.sparse_size(); ++i) {
+    absl::Status ok = ToRows(request.sparse(i), &rows[i]);
     if (!ok.ok()) return ok;
   }
   absl::MutexLock lock(&mu_);
@@ -59,6 +101,7 @@ absl::StatusOr<uint64_t> Replica::Apply(const proto::ReplicateRequest& request) 
   if (request.full()) {
     held_ = false;
     blocks_.clear();
+    tables_.clear();
     state_ = Checkpoint();
     state_.shard_index = request.shard_index();
     generation_ = 0;
@@ -67,6 +110,32 @@ absl::StatusOr<uint64_t> Replica::Apply(const proto::ReplicateRequest& request) 
     return absl::FailedPreconditionError(absl::StrCat(
         "replicate: this standby holds no full copy of shard ",
         request.shard_index(), ": send a full cut"));
+  }
+  // Every table's rows checked before anything is applied.
+  for (int i = 0; i < request.sparse_size(); ++i) {
+    const uint32_t id = request.sparse(i).table();
+    std::unique_ptr<SparseTable>& table = tables_[id];
+    if (table == nullptr) {
+      SparseTable::Options options;
+      options.dim = rows[i].dim;
+      options.optimizer.type = rows[i].optimizer;
+      absl::StatusOr<std::unique_ptr<SparseTable>> made =
+          SparseTable::Create(options);
+      if (!made.ok()) {
+        tables_.erase(id);
+        return absl::InvalidArgumentError(absl::StrCat(
+            "replicate: sparse table ", id, ": ", made.status().message()));
+      }
+      table = *std::move(made);
+    }
+    absl::Status fits = table->CheckMerge(rows[i]);
+    if (!fits.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "replicate: sparse table ", id, ": ", fits.message()));
+    }
+  }
+  for (int i = 0; i < request.sparse_size(); ++i) {
+    tables_[request.sparse(i).table()]->Merge(rows[i]).IgnoreError();
   }
   for (BlockStore::BlockSnapshot& b : blocks) {
     auto it = blocks_.find(b.id);
@@ -98,6 +167,11 @@ std::optional<Checkpoint> Replica::Take(int shard) {
   out.blocks.clear();
   for (auto& [id, block] : blocks_) out.blocks.push_back(std::move(block));
   blocks_.clear();
+  out.sparse_tables.clear();
+  for (auto& [id, table] : tables_) {
+    out.sparse_tables.emplace_back(id, table->Snapshot());
+  }
+  tables_.clear();
   held_ = false;
   return out;
 }
@@ -108,6 +182,7 @@ void Replica::Fence(int shard) {
   fenced_shard_ = shard;
   held_ = false;
   blocks_.clear();
+  tables_.clear();
   state_ = Checkpoint();
 }
 
@@ -116,6 +191,7 @@ void Replica::Drop() {
   if (fenced_) return;
   held_ = false;
   blocks_.clear();
+  tables_.clear();
   state_ = Checkpoint();
   state_.shard_index = -1;
   generation_ = 0;
@@ -130,6 +206,11 @@ Replica::Info Replica::info() const {
   for (const auto& [id, block] : blocks_) {
     info.applied_total += block.version;
     info.bytes += (block.values.size() + block.state.size()) * sizeof(float);
+  }
+  for (const auto& [id, table] : tables_) {
+    info.applied_total += table->version_sum();
+    info.bytes += static_cast<uint64_t>(table->bytes());
+    info.sparse_rows += table->rows();
   }
   return info;
 }

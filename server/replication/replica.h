@@ -7,8 +7,9 @@
 //   Shard::CreateFrom(config, shard, counters, *std::move(state));
 //
 // A cut marked `full` replaces what is held; later cuts bring the blocks that
-// changed (a block is replaced by a copy of a higher or equal version) and
-// every worker's applied-push window. A cut holds the blocks and the windows
+// changed (a block is replaced by a copy of a higher or equal version), the
+// sparse rows that changed (whole rows, merged into a SparseTable per table)
+// and every worker's applied-push window. A cut holds the blocks and the windows
 // of one moment, so the replica never holds a push's sequence without its
 // update. A cut too large for one message comes in several requests; only the
 // last carries the generation, and the replica's generation (what the
@@ -21,6 +22,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 
 #include "absl/base/thread_annotations.h"
@@ -29,6 +31,7 @@
 #include "proto/ps.pb.h"
 #include "server/block_store.h"
 #include "server/checkpoint.h"
+#include "server/sparse_table.h"
 
 namespace downpour::server {
 
@@ -39,8 +42,9 @@ class Replica {
     bool held = false;          // a full cut arrived
     int shard = -1;
     uint64_t generation = 0;    // of the last complete cut
-    uint64_t applied_total = 0; // the sum of the held blocks' versions
-    uint64_t bytes = 0;         // values and state held
+    uint64_t applied_total = 0; // the sum of the held blocks' and rows' versions
+    uint64_t bytes = 0;         // values and state held (rows: table bytes)
+    int64_t sparse_rows = 0;
   };
 
   Replica() = default;
@@ -77,6 +81,8 @@ class Replica {
   Checkpoint state_ ABSL_GUARDED_BY(mu_);
   // By block id: state_ keeps its blocks here while streaming.
   std::map<uint32_t, BlockStore::BlockSnapshot> blocks_ ABSL_GUARDED_BY(mu_);
+  // By table id: the rows held.
+  std::map<uint32_t, std::unique_ptr<SparseTable>> tables_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace downpour::server

@@ -1,6 +1,8 @@
 // Replicator: consistent cuts of a shard, streamed to its backup.
 #include "server/replication/replicator.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "rpc/grpc_status.h"
 #include "common/logging.h"
@@ -142,6 +144,7 @@ absl::Status Replicator::Send(proto::ParameterServer::Stub* stub,
     total += bytes;
     bytes = 0;
     request.clear_blocks();
+    request.clear_sparse();
     return status;
   };
   for (const BlockStore::BlockSnapshot& block : cut.blocks) {
@@ -158,6 +161,39 @@ absl::Status Replicator::Send(proto::ParameterServer::Stub* stub,
     ToBytes(block.values, out->mutable_values());
     ToBytes(block.state, out->mutable_state());
     bytes += size;
+  }
+  // Rows in pieces of at most max_request_bytes, whole rows each.
+  for (const auto& [table, rows] : cut.sparse) {
+    const size_t stride =
+        static_cast<size_t>(rows.dim) * (1 + rows.state_slots);
+    const int64_t row_bytes =
+        sizeof(uint64_t) + stride * sizeof(float) + sizeof(uint32_t);
+    const size_t per_piece = static_cast<size_t>(
+        std::max<int64_t>(1, options_.max_request_bytes / row_bytes));
+    size_t begin = 0;
+    do {
+      const size_t n = std::min(per_piece, rows.keys.size() - begin);
+      if (bytes > 0 && bytes + static_cast<int64_t>(n) * row_bytes >
+                           options_.max_request_bytes) {
+        absl::Status sent = send(/*last=*/false);
+        if (!sent.ok()) return sent;
+      }
+      proto::ReplicaSparseRows* out = request.add_sparse();
+      out->set_table(table);
+      out->set_optimizer(SparseOptimizerName(rows.optimizer));
+      out->set_dim(static_cast<uint32_t>(rows.dim));
+      out->set_state_slots(static_cast<uint32_t>(rows.state_slots));
+      out->set_keys(reinterpret_cast<const char*>(rows.keys.data() + begin),
+                    n * sizeof(uint64_t));
+      out->set_data(
+          reinterpret_cast<const char*>(rows.data.data() + begin * stride),
+          n * stride * sizeof(float));
+      out->set_versions(
+          reinterpret_cast<const char*>(rows.versions.data() + begin),
+          n * sizeof(uint32_t));
+      bytes += static_cast<int64_t>(n) * row_bytes;
+      begin += n;
+    } while (begin < rows.keys.size());
   }
   absl::Status sent = send(/*last=*/true);
   if (sent.ok() && options_.counters != nullptr) {
