@@ -438,6 +438,17 @@ proto::MemberReport PsNode::Impl::Report() const {
   }
   if (shard != nullptr) {
     report.set_applied_total(shard->applied_total());
+    for (const Shard::SparseTableStats& t : shard->sparse_stats()) {
+      report.set_sparse_rows(report.sparse_rows() + t.rows);
+      report.set_sparse_bytes(report.sparse_bytes() + t.bytes);
+      report.set_sparse_row_updates(report.sparse_row_updates() + t.updates);
+    }
+    report.set_sparse_rows_created(
+        static_cast<uint64_t>(counters_.Get("sparse_rows_created")));
+    report.set_sparse_push_keys(
+        static_cast<uint64_t>(counters_.Get("sparse_push_keys")));
+    report.set_sparse_pull_keys(
+        static_cast<uint64_t>(counters_.Get("sparse_pull_keys")));
     report.set_replicated(replicator != nullptr && replicator->in_sync());
     // Requests past a worker's window that never arrived here: acknowledged
     // by a server whose state this shard does not hold (it was restored from

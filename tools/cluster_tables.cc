@@ -180,6 +180,40 @@ void AppendSuspects(const proto::ClusterStatusResponse& cluster,
                   absl::StrJoin(lines, "; "), "\n");
 }
 
+// Sparse models: a row per ps that holds sparse tables, from its Status
+// (summed over its tables; a sparse_linear model has one): rows, heap bytes
+// and bytes a row, non-zero weights, rows created and their rate, keys
+// pulled and pushed per second, and the row updates held.
+void AppendSparseTables(const proto::ClusterStatusResponse& cluster,
+                        const MemberStatuses& statuses, std::string* out) {
+  bool header = false;
+  for (int i = 0; i < cluster.members_size(); ++i) {
+    const proto::MemberStatus& m = cluster.members(i);
+    if (m.role() != "ps" || !statuses[i].ok()) continue;
+    const proto::GetStatusResponse& s = *statuses[i];
+    if (Counter(s, "sparse_tables") <= 0) continue;
+    if (!header) {
+      absl::StrAppendFormat(
+          out, "\nSparse tables:\n%3s  %6s %11s %9s %6s %11s %11s %9s %11s %11s %12s\n",
+          "IDX", "TABLES", "ROWS", "BYTES", "B/ROW", "NONZERO", "CREATED",
+          "CREATE/S", "PULL-KEY/S", "PUSH-KEY/S", "ROW-UPDATES");
+      header = true;
+    }
+    absl::StrAppendFormat(
+        out, "%3d  %6d %11d %9s %6.1f %11d %11d %9s %11s %11s %12d\n",
+        m.index(), static_cast<int64_t>(Counter(s, "sparse_tables")),
+        static_cast<int64_t>(Counter(s, "sparse_rows")),
+        FormatBytes(Counter(s, "sparse_bytes")),
+        Counter(s, "sparse_bytes_per_row"),
+        static_cast<int64_t>(Counter(s, "sparse_nonzero")),
+        static_cast<int64_t>(Counter(s, "sparse_rows_created")),
+        Fixed(Rate(s, "sparse_rows_created"), 1),
+        Fixed(Rate(s, "sparse_pull_keys"), 0),
+        Fixed(Rate(s, "sparse_push_keys"), 0),
+        static_cast<int64_t>(Counter(s, "sparse_row_updates")));
+  }
+}
+
 std::string FormatShardsTable(const proto::ClusterStatusResponse& cluster,
                               const MemberStatuses& statuses,
                               const proto::GetPlacementResponse& placement,
@@ -228,6 +262,7 @@ std::string FormatShardsTable(const proto::ClusterStatusResponse& cluster,
   }
   AppendUnreachable(cluster, statuses, "ps", &out);
   AppendSuspects(cluster, statuses, &out);
+  AppendSparseTables(cluster, statuses, &out);
   std::sort(blocks.begin(), blocks.end(),
             [](const BlockRate& a, const BlockRate& b) {
               if (a.updates_per_sec != b.updates_per_sec)

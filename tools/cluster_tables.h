@@ -37,8 +37,11 @@ struct BlockRate {
 
 // One row per ps: alive, blocks, bytes held, pulls/s, pushes/s, applied
 // updates/s, MB/s, p50/p99 of the Pull and Push it served (ms), rejected
-// pushes, staleness p50/p99/max (its Status), memory. Then the `top`
-// hottest blocks by updates/s (ties: most updates), with tensor and size.
+// pushes, staleness p50/p99/max (its Status), memory. With a sparse model,
+// a row per ps of its sparse tables: rows, bytes, bytes a row, non-zero
+// weights, rows created (and per second), keys pulled and pushed per second,
+// row updates held. Then the `top` hottest blocks by updates/s (ties: most
+// updates), with tensor and size.
 std::string FormatShardsTable(const proto::ClusterStatusResponse& cluster,
                               const MemberStatuses& statuses,
                               const proto::GetPlacementResponse& placement,

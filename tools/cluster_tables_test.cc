@@ -149,6 +149,41 @@ TEST(ShardsTableTest, NamesTheWorkersWhosePushesWereRefused) {
   EXPECT_THAT(table, Not(HasSubstr("worker 0 (")));
 }
 
+TEST(ShardsTableTest, SparseTablesPerPs) {
+  EXPECT_THAT(FormatShardsTable(Cluster(), Statuses(),
+                                proto::GetPlacementResponse(),
+                                proto::DescribeModelResponse(), {}, 2),
+              Not(HasSubstr("Sparse tables"))) << "a dense model";
+  MemberStatuses statuses = Statuses();
+  for (auto& status : statuses) {
+    if (!status.ok()) continue;
+    auto& c = *status->mutable_counters();
+    c["sparse_tables"] = 1;
+    c["sparse_rows"] = 123456;
+    c["sparse_bytes"] = 6.0e6;
+    c["sparse_bytes_per_row"] = 48.6;
+    c["sparse_nonzero"] = 2345;
+    c["sparse_rows_created"] = 123456;
+    c["sparse_row_updates"] = 987654;
+    auto& r = *status->mutable_rates();
+    r["sparse_pull_keys"] = 250000;
+    r["sparse_push_keys"] = 200000;
+    r["sparse_rows_created"] = 12.5;
+    break;
+  }
+  const std::string table = FormatShardsTable(
+      Cluster(), statuses, proto::GetPlacementResponse(),
+      proto::DescribeModelResponse(), {}, 2);
+  EXPECT_THAT(table, HasSubstr("Sparse tables:"));
+  EXPECT_THAT(table, HasSubstr("PULL-KEY/S"));
+  EXPECT_THAT(table, HasSubstr(" 123456 "));
+  EXPECT_THAT(table, HasSubstr(" 48.6 "));
+  EXPECT_THAT(table, HasSubstr(" 12.5 "));
+  EXPECT_THAT(table, HasSubstr(" 250000 "));
+  EXPECT_THAT(table, HasSubstr(" 200000 "));
+  EXPECT_THAT(table, HasSubstr(" 987654"));
+}
+
 TEST(WatchFrameTest, TotalsSparklinesAndMembers) {
   proto::GetHistoryResponse history;
   for (int t = 0; t < 3; ++t) {

@@ -19,9 +19,18 @@ struct WorkerCurves {
 
 struct PsCurve {
   Series pushes_time, stale_time;
+  // Sparse models: rows held, and pushed and pulled keys per second.
+  Series rows_time, push_keys_time, pull_keys_time;
   double last_time = NAN;
   double last_pushes = NAN;
+  double last_push_keys = NAN, last_pull_keys = NAN;
 };
+
+// Per second between two cumulative counts, NaN across a restart (the count
+// starts again) or while the member is dead.
+double PerSecond(double now, double before, double seconds, bool alive) {
+  return now >= before && alive ? (now - before) / seconds : NAN;
+}
 
 bool SameFigure(double a, double b) {
   return (std::isnan(a) && std::isnan(b)) || a == b;
@@ -66,16 +75,30 @@ void AddWorker(double t, const proto::MemberSample& m, const std::string& metric
 }
 
 void AddPs(double t, const proto::MemberSample& m, PsCurve& c) {
-  const double pushes = static_cast<double>(m.report().pushes());
+  const proto::MemberReport& r = m.report();
+  const double pushes = static_cast<double>(r.pushes());
+  const double push_keys = static_cast<double>(r.sparse_push_keys());
+  const double pull_keys = static_cast<double>(r.sparse_pull_keys());
+  const bool sparse = r.sparse_rows() > 0 || push_keys > 0 || pull_keys > 0;
   if (std::isfinite(c.last_time) && t > c.last_time) {
-    // A restarted ps starts counting again: no rate across the restart.
-    const double rate = pushes >= c.last_pushes && m.alive()
-                            ? (pushes - c.last_pushes) / (t - c.last_time)
-                            : NAN;
-    c.pushes_time.points.emplace_back(t, rate);
+    const double dt = t - c.last_time;
+    c.pushes_time.points.emplace_back(
+        t, PerSecond(pushes, c.last_pushes, dt, m.alive()));
+    if (sparse) {
+      c.push_keys_time.points.emplace_back(
+          t, PerSecond(push_keys, c.last_push_keys, dt, m.alive()));
+      c.pull_keys_time.points.emplace_back(
+          t, PerSecond(pull_keys, c.last_pull_keys, dt, m.alive()));
+    }
+  }
+  if (sparse) {
+    c.rows_time.points.emplace_back(
+        t, m.alive() ? static_cast<double>(r.sparse_rows()) : NAN);
   }
   c.last_time = t;
   c.last_pushes = pushes;
+  c.last_push_keys = push_keys;
+  c.last_pull_keys = pull_keys;
   if (m.alive() && pushes > 0) {
     c.stale_time.points.emplace_back(t, m.report().staleness_p99());
   }
@@ -141,12 +164,31 @@ std::vector<Chart> TrainingCharts(const proto::GetHistoryResponse& history) {
     staleness.series.push_back(std::move(c.stale_time));
   }
   if (workers.size() > 1) rate.series.push_back(std::move(cluster_rate));
+  Chart rows{"Sparse rows per ps", "seconds since the coordinator started",
+             "rows"};
+  Chart keys{"Sparse keys per second per ps",
+             "seconds since the coordinator started", "keys/s"};
+  rows.y_min = keys.y_min = 0;
   for (auto& [index, c] : shards) {
-    c.pushes_time.name = c.stale_time.name = absl::StrCat("ps ", index);
+    const std::string name = absl::StrCat("ps ", index);
+    c.pushes_time.name = c.stale_time.name = c.rows_time.name = name;
+    c.push_keys_time.name = absl::StrCat(name, " push");
+    c.pull_keys_time.name = absl::StrCat(name, " pull");
     pushes.series.push_back(std::move(c.pushes_time));
     staleness.series.push_back(std::move(c.stale_time));
+    if (!c.rows_time.points.empty()) {
+      rows.series.push_back(std::move(c.rows_time));
+      keys.series.push_back(std::move(c.push_keys_time));
+      keys.series.push_back(std::move(c.pull_keys_time));
+    }
   }
-  return {loss_time, acc_time, loss_step, acc_step, rate, pushes, staleness};
+  std::vector<Chart> charts = {loss_time, acc_time, loss_step, acc_step,
+                               rate,      pushes,   staleness};
+  if (!rows.series.empty()) {
+    charts.push_back(std::move(rows));
+    charts.push_back(std::move(keys));
+  }
+  return charts;
 }
 
 std::string TrainingPlotSvg(const proto::GetHistoryResponse& history) {

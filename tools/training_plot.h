@@ -16,7 +16,8 @@ namespace downpour::tools {
 // Seven charts, in this order: loss vs time, accuracy vs time, loss vs step,
 // accuracy vs step, examples/s vs time, ps pushes/s vs time, staleness p99
 // (since start, MemberReport.staleness_p99) of every worker and ps vs time,
-// from a member's first push on. Time is seconds
+// from a member's first push on. With a sparse model two more: rows held per
+// ps, and keys pushed and pulled per second per ps. Time is seconds
 // since the coordinator started. A worker's point is left out until it has
 // reported (step > 0) and while its figures repeat unchanged (a dead or
 // finished worker's line just ends); unknown accuracy is left out.

@@ -107,6 +107,38 @@ TEST(TrainingChartsTest, TestChartsShowTheTasksMainMetric) {
   EXPECT_EQ(charts[1].series[0].points[2].second, 57.0);
 }
 
+// A sparse model's ps report rows and keys: two more charts, rows held and
+// keys pushed and pulled per second, with no rate across a restart.
+TEST(TrainingChartsTest, SparseRowsAndKeysPerSecondPerPs) {
+  proto::GetHistoryResponse h;
+  for (int t = 1; t <= 4; ++t) {
+    proto::HistorySample* s = h.add_samples();
+    s->set_time_seconds(t);
+    proto::MemberReport* r = Member(s, "ps", 1, true)->mutable_report();
+    r->set_sparse_rows(1000 * t);
+    r->set_sparse_push_keys(t < 4 ? 5000 * t : 10);
+    r->set_sparse_pull_keys(t < 4 ? 8000 * t : 10);
+  }
+  const std::vector<Chart> charts = TrainingCharts(h);
+  ASSERT_EQ(charts.size(), 9u);
+  const Chart& rows = charts[7];
+  EXPECT_EQ(rows.title, "Sparse rows per ps");
+  ASSERT_EQ(rows.series.size(), 1u);
+  EXPECT_EQ(rows.series[0].name, "ps 1");
+  ASSERT_EQ(rows.series[0].points.size(), 4u);
+  EXPECT_EQ(rows.series[0].points[3].second, 4000);
+  const Chart& keys = charts[8];
+  ASSERT_EQ(keys.series.size(), 2u);
+  EXPECT_EQ(keys.series[0].name, "ps 1 push");
+  EXPECT_EQ(keys.series[1].name, "ps 1 pull");
+  ASSERT_EQ(keys.series[0].points.size(), 3u);
+  EXPECT_EQ(keys.series[0].points[0].second, 5000);
+  EXPECT_EQ(keys.series[1].points[1].second, 8000);
+  EXPECT_TRUE(std::isnan(keys.series[0].points[2].second)) << "restart";
+  // A dense job draws no sparse charts.
+  EXPECT_EQ(TrainingCharts(History()).size(), 7u);
+}
+
 TEST(TrainingPlotSvgTest, TitleCountsWorkersAndPs) {
   const std::string svg = TrainingPlotSvg(History());
   EXPECT_THAT(svg, HasSubstr("2 workers, 1 ps, 4 s of history"));
