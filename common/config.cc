@@ -1199,12 +1199,6 @@ absl::Status ValidateConfig(const Config& config) {
   RETURN_IF_ERROR(CheckDistinctAddresses(config.cluster));
   RETURN_IF_ERROR(CheckModel(config.model, config.optimizer, config.data));
   if (config.model.type == ModelType::kSparseLinear) {
-    if (config.training.consistency == ConsistencyMode::kBsp) {
-      return absl::InvalidArgumentError(
-          "training.consistency bsp does not take sparse rows (a bsp round "
-          "averages dense blocks): train model.type sparse_linear with async "
-          "or ssp");
-    }
     if (config.data.source != DataSource::kLibsvm &&
         config.data.source != DataSource::kCsv) {
       return absl::InvalidArgumentError(

@@ -308,11 +308,6 @@ TEST(ConfigTest, EnumsListAllowedValues) {
       {"model:\n  type: sparse_linear\n  task: binary\n",
        "model.type sparse_linear reads data.source libsvm (64-bit indices) or "
        "csv"},
-      {"model:\n  type: sparse_linear\n  task: binary\ndata:\n  source: "
-       "libsvm\n  path: x\ncluster:\n  coordinator: 127.0.0.1:1\n  ps: "
-       "[127.0.0.1:2, 127.0.0.1:3]\n  workers: [127.0.0.1:4]\ntraining:\n  "
-       "consistency: bsp\n",
-       "training.consistency bsp does not take sparse rows"},
       {"optimizer:\n  schedule: linear\n",
        "cfg.yaml:2: optimizer.schedule must be one of constant, step, cosine; "
        "got 'linear'"},

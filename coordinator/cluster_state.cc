@@ -912,9 +912,18 @@ void ClusterState::HeartbeatReply(const Member& m,
   if (m.role == MemberRole::kWorker) *response->mutable_partition() = PartitionOf(m);
   if (m.role != MemberRole::kWorker) {
     AddWorkerIncarnations(response->mutable_worker_incarnations());
-    // Whom ssp/bsp wait for: a dead or finished worker drops out.
+    // Whom ssp/bsp wait for: a dead or finished worker drops out. Under bsp
+    // a worker that has not registered yet counts too: were the set to grow
+    // as workers arrive, each ps would hear of a newcomer at its own moment,
+    // one would close a round without it while another waited for it, and
+    // the two shards' rounds would stay a step apart (each waiting for the
+    // other's next step). The first rounds wait for every worker instead.
+    const bool bsp =
+        options_.config.training.consistency == ConsistencyMode::kBsp;
     for (const Member& w : workers_) {
-      if (w.registered && w.alive && !w.report.finished()) {
+      const bool never_registered = !w.registered && w.incarnation == 0;
+      if ((w.registered && w.alive && !w.report.finished()) ||
+          (bsp && never_registered)) {
         response->add_active_workers(w.index);
       }
     }

@@ -118,6 +118,14 @@ std::vector<uint32_t> Consistency::BspCompleteRounds() const {
   return complete;
 }
 
+std::vector<int> Consistency::BspContributors(uint32_t block) const {
+  std::vector<int> workers;
+  auto it = rounds_.find(block);
+  if (it == rounds_.end()) return workers;
+  for (const auto& [w, sequence] : it->second.contributors) workers.push_back(w);
+  return workers;
+}
+
 std::vector<int> Consistency::BspWaitingFor(uint32_t block) const {
   std::vector<int> waiting;
   auto it = rounds_.find(block);

@@ -126,6 +126,9 @@ class Consistency {
   // REQUIRES: `block` is in BspCompleteRounds().
   std::vector<std::pair<int, uint64_t>> BspTakeRound(uint32_t block,
                                                      std::vector<float>* mean);
+  // The workers whose contributions block `block`'s open round holds, in
+  // ascending order.
+  std::vector<int> BspContributors(uint32_t block) const;
   // The active workers that block `block`'s round still waits for.
   std::vector<int> BspWaitingFor(uint32_t block) const;
 

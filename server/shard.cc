@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
@@ -502,12 +503,6 @@ absl::Status Shard::ValidatePush(
                                         " (worker ", request.worker_id, ")"));
     }
   }
-  if (valid.ok() && !request.sparse.empty() &&
-      gate_.mode() == Consistency::Mode::kBsp) {
-    valid = absl::InvalidArgumentError(
-        "push: training.consistency bsp does not take sparse rows (a bsp "
-        "round averages dense blocks); train sparse models with async or ssp");
-  }
   rows->resize(valid.ok() ? request.sparse.size() : 0);
   for (size_t i = 0; valid.ok() && i < request.sparse.size(); ++i) {
     valid = DecodeSparse(request.sparse[i], &(*rows)[i]);
@@ -647,6 +642,16 @@ void Shard::ReleaseHeldPushes() {
 
 void Shard::ApplyCompleteRounds() {
   for (uint32_t id : gate_.BspCompleteRounds()) {
+    if (id >= SparseRoundId(0)) {
+      const uint32_t table = id - SparseRoundId(0);
+      ApplySparseRound(table, gate_.BspContributors(id));
+      std::vector<float> none;
+      for (const auto& [worker, sequence] : gate_.BspTakeRound(id, &none)) {
+        if (admission_.IsNew(worker, sequence)) MarkPushed(worker, sequence);
+      }
+      ++gate_generation_;
+      continue;
+    }
     std::vector<float> mean;
     const std::vector<std::pair<int, uint64_t>> done =
         gate_.BspTakeRound(id, &mean);
@@ -743,11 +748,27 @@ absl::Status Shard::Push(const wire::PushView& request,
         return absl::OkStatus();
       }
       RETURN_IF_ERROR(ValidatePush(request, &blocks, &stats, &rows));
+      if (gate_.mode() == Consistency::Mode::kBsp && tracked && worker >= 0 &&
+          !gate_.Gated(worker) && !gate_.BspHasPending(worker)) {
+        // A worker this ps does not count in its rounds yet (the coordinator
+        // has not told it so). Applied alone here while another ps takes
+        // the same step into a round, the two shards' rounds would stay a
+        // step apart for good, each waiting for the worker's other step: so
+        // it waits to be counted (a heartbeat at most).
+        if (!waited) counters_->Add("bsp_waits", 1);
+        waited = true;
+        if (AwaitGateChange(until)) continue;
+        return HoldError(
+            absl::StrCat("bsp: worker ", worker, " is not among ps ", index_,
+                         "'s active workers yet: its push waits for the "
+                         "coordinator's next word"),
+            worker);
+      }
       if (gate_.mode() == Consistency::Mode::kBsp && tracked &&
           (gate_.Gated(worker) || gate_.BspHasPending(worker))) {
         // A bsp round averages the raw gradients: the guard's clip bound
         // does not reach it, its refusals and rate bound do.
-        absl::Status bsp = PushBsp(request, response, until);
+        absl::Status bsp = PushBsp(request, std::move(rows), response, until);
         if (bsp.ok()) {
           for (size_t i = 0; i < stats.size(); ++i) {
             guard_.RecordNorm(request.blocks[i].id, worker, stats[i].norm);
@@ -835,7 +856,58 @@ void Shard::GateApplied(int32_t worker, const std::vector<uint32_t>& ids,
   ++gate_generation_;
 }
 
+void Shard::ApplySparseRound(uint32_t table,
+                             const std::vector<int>& contributors) {
+  std::map<int, DecodedRows>& held = bsp_rows_[table];
+  std::vector<const DecodedRows*> parts;
+  for (int worker : contributors) {
+    auto it = held.find(worker);
+    if (it != held.end()) parts.push_back(&it->second);
+  }
+  if (table >= tables_.size()) return;
+  SparseTable& t = *tables_[table];
+  const int dim = t.dim();
+  // The union of the contributors' keys (each ascending), summed in
+  // worker order, so a round gives the same rows whatever the arrival.
+  std::vector<uint64_t> keys;
+  for (const DecodedRows* p : parts) {
+    std::vector<uint64_t> merged;
+    merged.reserve(keys.size() + p->keys.size());
+    std::set_union(keys.begin(), keys.end(), p->keys.begin(), p->keys.end(),
+                   std::back_inserter(merged));
+    keys.swap(merged);
+  }
+  std::vector<float> mean(keys.size() * dim, 0.0f);
+  for (const DecodedRows* p : parts) {
+    size_t k = 0;
+    for (size_t i = 0; i < p->keys.size(); ++i) {
+      while (keys[k] != p->keys[i]) ++k;
+      for (int j = 0; j < dim; ++j) mean[k * dim + j] += p->grads[i * dim + j];
+    }
+  }
+  const float n = static_cast<float>(std::max<size_t>(1, contributors.size()));
+  for (float& g : mean) g /= n;
+  for (int worker : contributors) held.erase(worker);
+  const int64_t count = static_cast<int64_t>(keys.size());
+  if (count == 0) return;
+  // Each contribution fit alone; together they may not.
+  absl::Status room = t.CheckCapacity(keys.data(), count);
+  if (!room.ok()) {
+    SPDLOG_LOGGER_WARN(L(), "ps {}: bsp round of sparse table {} dropped: {}",
+                       index_, table, std::string(room.message()));
+    return;
+  }
+  const int64_t created = t.Apply(keys.data(), count, mean.data());
+  ++generation_;
+  if (created > 0) {
+    counters_->Add("sparse_rows_created", static_cast<double>(created));
+  }
+  counters_->Add("sparse_push_keys", static_cast<double>(count));
+  counters_->Add("bsp_rounds", 1);
+}
+
 absl::Status Shard::PushBsp(const wire::PushView& request,
+                            std::vector<DecodedRows> rows,
                             proto::PushResponse* response, absl::Time until) {
   const int32_t worker = request.worker_id;
   const uint64_t sequence = request.sequence;
@@ -847,10 +919,24 @@ absl::Status Shard::PushBsp(const wire::PushView& request,
                          block.size / BytesPerElement(encoding), encoding});
     bytes += block.size;
   }
+  // A sparse table joins as a round of no floats; its rows wait in
+  // bsp_rows_ until the round completes.
+  for (size_t i = 0; i < rows.size(); ++i) {
+    gradients.push_back({SparseRoundId(request.sparse[i].table), nullptr, 0,
+                         WireEncoding::kFloat32});
+    bytes += static_cast<int64_t>(request.sparse[i].keys_size +
+                                  request.sparse[i].values_size);
+  }
   bool waited = false;
   for (;;) {
     const Consistency::Contribution contribution =
         gate_.BspContribute(worker, sequence, gradients);
+    if (contribution == Consistency::Contribution::kAdded) {
+      for (size_t i = 0; i < rows.size(); ++i) {
+        bsp_rows_[request.sparse[i].table][worker] = std::move(rows[i]);
+      }
+      rows.clear();
+    }
     if (contribution != Consistency::Contribution::kBusy) {
       // Wakes the others only when a round was applied: a retry that adds
       // nothing must not set the waiters spinning.
@@ -863,13 +949,17 @@ absl::Status Shard::PushBsp(const wire::PushView& request,
       // Whom the first unfinished block's round waits for.
       std::vector<int> missing;
       uint32_t block = 0;
-      for (const wire::BlockRef& b : request.blocks) {
-        missing = gate_.BspWaitingFor(b.id);
-        block = b.id;
+      for (const Consistency::BlockGradient& g : gradients) {
+        missing = gate_.BspWaitingFor(g.block);
+        block = g.block;
         if (!missing.empty()) break;
       }
+      const std::string what =
+          block >= SparseRoundId(0)
+              ? absl::StrCat("sparse table ", block - SparseRoundId(0))
+              : absl::StrCat("block ", block);
       return HoldError(
-          absl::StrCat("bsp: worker ", worker, "'s push to block ", block,
+          absl::StrCat("bsp: worker ", worker, "'s push to ", what,
                        contribution == Consistency::Contribution::kBusy
                            ? " waits for its previous round"
                            : " waits for the round",

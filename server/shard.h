@@ -324,10 +324,19 @@ class Shard {
   // waited-for worker.
   absl::Status HoldError(const std::string& why, int waited_for)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The bsp path of Push (mu_ held throughout but across waits).
+  // The bsp path of Push (mu_ held throughout but across waits). `rows`:
+  // the push's decoded sparse rows, each table a round of its own.
   absl::Status PushBsp(const wire::PushView& request,
+                       std::vector<DecodedRows> rows,
                        proto::PushResponse* response, absl::Time until)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Applies the complete bsp round of sparse table `table`: per key, the
+  // sum of the contributors' gradients over their number (a key a worker
+  // did not push counts 0 for it, as a dense round's mean does).
+  void ApplySparseRound(uint32_t table, const std::vector<int>& contributors)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The bsp round id of sparse table `table` (beside the block ids).
+  static uint32_t SparseRoundId(uint32_t table) { return 0xFFFFFF00u + table; }
 
   // Notes a change a replica must get: `block` (or none, -1) and the
   // generation.
@@ -368,6 +377,8 @@ class Shard {
   int64_t max_lead_ ABSL_GUARDED_BY(mu_) = 0;
   // Per block, its version after its last bsp round.
   std::map<uint32_t, uint64_t> round_version_ ABSL_GUARDED_BY(mu_);
+  // bsp: by table, each contributor's rows in the table's open round.
+  std::map<uint32_t, std::map<int, DecodedRows>> bsp_rows_ ABSL_GUARDED_BY(mu_);
   // Replication: changes so far, and the blocks changed since the last cut.
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 1;
   std::vector<uint32_t> dirty_ ABSL_GUARDED_BY(mu_);

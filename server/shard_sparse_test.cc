@@ -7,10 +7,12 @@
 #include <filesystem>
 #include <limits>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "common/push_sequence.h"
 #include "common/sparse_keys.h"
+#include "common/testing/poll.h"
 #include "common/testing/status_matchers.h"
 #include "gtest/gtest.h"
 #include "server/shard.h"
@@ -241,14 +243,113 @@ TEST_F(ShardSparseTest, MaxRowsBoundsATableAndTheRefusalIsNotUsedUp) {
   EXPECT_EQ(shard->sparse_stats()[0].rows, 0);
 }
 
-TEST_F(ShardSparseTest, BspRefusesSparseRows) {
+// A bsp round of a table: each active worker's rows (its keys, or none)
+// held until all are in, then per key the mean over the workers, applied
+// once; a retry of a part already applied is a duplicate.
+TEST_F(ShardSparseTest, BspRoundAppliesTheMeanOfTheWorkersRowsOnce) {
   config_.training.consistency = ConsistencyMode::kBsp;
-  auto shard = MakeShard(0);
+  config_.optimizer.type = OptimizerType::kSgd;
+  config_.optimizer.learning_rate = 1.0;
+  auto shard = MakeShard(1);  // rows only, no dense block
   shard->SetActiveWorkers({0, 1});
+  const std::vector<uint64_t> k = KeysOf(1, 3);
+  absl::Status first;
+  proto::PushResponse first_response;
+  std::thread pusher0([&] {
+    first = shard->Push(SparsePush({k[0], k[1]}, {1, 1}, MakeSequence(1, 1), 0),
+                        &first_response, absl::Now() + absl::Seconds(30));
+  });
+  ASSERT_TRUE(downpour::testing::WaitUntil(
+      [&] { return counters_.Get("bsp_waits") >= 1; }, absl::Seconds(10)));
+  EXPECT_EQ(shard->sparse_stats()[0].rows, 0) << "nothing before the round";
   proto::PushResponse response;
-  EXPECT_THAT(shard->Push(SparsePush(KeysOf(0, 1), {1}, 1), &response),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("bsp does not take sparse rows")));
+  ASSERT_THAT(shard->Push(SparsePush({k[1], k[2]}, {3, 3}, MakeSequence(1, 1), 1),
+                          &response, absl::Now() + absl::Seconds(30)),
+              IsOk());
+  pusher0.join();
+  ASSERT_THAT(first, IsOk());
+  proto::PullResponse pulled;
+  ASSERT_THAT(shard->PullSparse(SparsePull(k), &pulled), IsOk());
+  // sgd, rate 1: minus the mean over 2 workers (a key one did not push
+  // counts 0 for it).
+  EXPECT_EQ(Values(pulled), (std::vector<float>{-0.5f, -2.0f, -1.5f}));
+  EXPECT_EQ(shard->sparse_stats()[0].updates, 3u) << "one update a row";
+  EXPECT_EQ(counters_.Get("bsp_rounds"), 1);
+  ASSERT_THAT(shard->Push(SparsePush({k[1], k[2]}, {3, 3}, MakeSequence(1, 1), 1),
+                          &response, absl::Now() + absl::Seconds(30)),
+              IsOk());
+  EXPECT_TRUE(response.duplicate());
+  // A round in which neither worker has keys here changes nothing.
+  std::thread pusher1([&] {
+    proto::PushResponse r;
+    first = shard->Push(SparsePush({}, {}, MakeSequence(1, 2), 0), &r,
+                        absl::Now() + absl::Seconds(30));
+  });
+  ASSERT_THAT(shard->Push(SparsePush({}, {}, MakeSequence(1, 2), 1), &response,
+                          absl::Now() + absl::Seconds(30)),
+              IsOk());
+  pusher1.join();
+  ASSERT_THAT(first, IsOk());
+  ASSERT_THAT(shard->PullSparse(SparsePull(k), &pulled), IsOk());
+  EXPECT_EQ(Values(pulled), (std::vector<float>{-0.5f, -2.0f, -1.5f}));
+  EXPECT_EQ(shard->sparse_stats()[0].updates, 3u);
+}
+
+// Under bsp a restored shard continues bit-identically: rounds of two
+// workers, a checkpoint, a new shard from it, then the same rounds on both,
+// their parts arriving in the opposite order on the restored one.
+TEST_F(ShardSparseTest, ABspCheckpointRestoreContinuesBitIdentically) {
+  config_.training.consistency = ConsistencyMode::kBsp;
+  config_.optimizer.l1 = 0.01;
+  config_.checkpoint.dir =
+      std::string(std::getenv("TEST_TMPDIR")) + "/sparse_bsp_checkpoint";
+  std::filesystem::remove_all(config_.checkpoint.dir);
+  const std::vector<uint64_t> keys = KeysOf(0, 60);
+  // Worker w's part of round n: every (w + n + i) % 3 != 0 key, gradients
+  // from (w, n, i).
+  auto part = [&](int w, uint64_t n) {
+    std::vector<uint64_t> mine;
+    std::vector<float> grads;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if ((w + n + i) % 3 == 0) continue;
+      mine.push_back(keys[i]);
+      grads.push_back(0.05f * static_cast<float>((i * 7 + n * 3 + w) % 11) - 0.25f);
+    }
+    return SparsePush(mine, grads, MakeSequence(1, n), w);
+  };
+  auto round = [&](Shard* shard, uint64_t n, bool reversed) {
+    const int first = reversed ? 1 : 0;
+    const double waits = counters_.Get("bsp_waits");
+    absl::Status a, b;
+    std::thread t([&] {
+      proto::PushResponse r;
+      a = shard->Push(part(first, n), &r, absl::Now() + absl::Seconds(30));
+    });
+    ASSERT_TRUE(downpour::testing::WaitUntil(
+        [&] { return counters_.Get("bsp_waits") > waits; }, absl::Seconds(10)));
+    proto::PushResponse r;
+    b = shard->Push(part(1 - first, n), &r, absl::Now() + absl::Seconds(30));
+    t.join();
+    ASSERT_THAT(a, IsOk());
+    ASSERT_THAT(b, IsOk());
+  };
+  auto a = MakeShard(0);
+  a->SetActiveWorkers({0, 1});
+  for (uint64_t n = 1; n <= 5; ++n) ASSERT_NO_FATAL_FAILURE(round(a.get(), n, false));
+  ASSERT_THAT(a->WriteCheckpoint(), IsOk());
+  auto b = MakeShard(0);
+  b->SetActiveWorkers({0, 1});
+  EXPECT_EQ(b->sparse_stats()[0].rows, 60);
+  for (uint64_t n = 6; n <= 9; ++n) {
+    ASSERT_NO_FATAL_FAILURE(round(a.get(), n, false));
+    ASSERT_NO_FATAL_FAILURE(round(b.get(), n, true));
+  }
+  proto::PullResponse pa, pb;
+  ASSERT_THAT(a->PullSparse(SparsePull(keys), &pa), IsOk());
+  ASSERT_THAT(b->PullSparse(SparsePull(keys), &pb), IsOk());
+  EXPECT_EQ(pa.sparse(0).values(), pb.sparse(0).values());
+  EXPECT_EQ(pa.sparse(0).versions(), pb.sparse(0).versions());
+  EXPECT_EQ(a->sparse_stats()[0].updates, b->sparse_stats()[0].updates);
 }
 
 // A checkpoint holds whole rows (values, FTRL state, versions) with the push

@@ -120,9 +120,11 @@ absl::Status SparseTable::CheckPush(const uint64_t* keys, int64_t n,
                                     const float* grads, int64_t grad_floats,
                                     const uint32_t* counts, int dim,
                                     double max_abs) {
-  if (n < 1 || n > kMaxKeysPerRequest) {
+  // No keys is allowed: a bsp worker's part in a round of a shard it has
+  // no keys for this step.
+  if (n < 0 || n > kMaxKeysPerRequest) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "sparse push: ", n, " keys; a request carries 1 to ",
+        "sparse push: ", n, " keys; a request carries 0 to ",
         kMaxKeysPerRequest, " keys (split larger pushes)"));
   }
   if (grad_floats != n * dim) {

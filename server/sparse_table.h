@@ -117,7 +117,7 @@ class SparseTable {
   int state_slots() const { return state_slots_; }
   const Options& options() const { return options_; }
 
-  // Checks a push of `n` keys before anything is applied: n in 1 ..
+  // Checks a push of `n` keys before anything is applied: n in 0 ..
   // kMaxKeysPerRequest, keys strictly ascending (sorted and unique: the
   // worker sums the gradients of a key seen twice), `grad_floats` == n * dim,
   // every gradient finite and |g| <= max_abs (0: no bound), every count >= 1

@@ -83,6 +83,55 @@ TEST(SparseTest, ALibsvmJobWith64BitIndicesTrainsOnTwoShards) {
   EXPECT_GT(zeros, 0) << "l1 sets some weights to exactly 0";
 }
 
+// bsp takes sparse rows: each step every worker sends every ps its part of
+// the table's round (its keys there, or none), and the ps applies the mean
+// once all are in, summed in worker order. So two runs of the same job end
+// with bit-identical rows, whatever the timing of the workers.
+TEST(SparseTest, BspJobsOfTwoWorkersEndWithIdenticalRows) {
+  const std::string dir = testing::TestDir();
+  const std::string train = WriteLibsvm("train.svm", 5000, 1);
+  const std::string test = WriteLibsvm("test.svm", 300, 2);
+  std::vector<std::vector<server::SparseTable::Rows>> runs;
+  for (int run = 0; run < 2; ++run) {
+    const std::string at = absl::StrCat(dir, "/run", run);
+    const std::string yaml = testing::LoopbackConfig(2, 2, absl::StrCat(
+        "model:\n  type: sparse_linear\n  task: binary\n  sparse_buckets: 32\n"
+        "optimizer:\n  type: ftrl\n  learning_rate: 0.5\n  l2: 1\n"
+        "training:\n  batch_size: 32\n  epochs: 3\n  eval_every_steps: 20\n"
+        "  consistency: bsp\n"
+        "data:\n  source: libsvm\n  path: ", train, "\n  test_path: ", test,
+        "\ncheckpoint:\n  dir: ", at, "/ckpt\n  interval_s: 30\n"));
+    const std::string path =
+        testing::WriteConfig(absl::StrCat("run", run, ".yaml"), yaml);
+    absl::StatusOr<Config> config = LoadConfig(path);
+    ASSERT_THAT(config, IsOk());
+    LaunchOptions options;
+    options.config_path = path;
+    options.run_dir = at + "/run";
+    options.bin_dir = testing::BinDir();
+    absl::StatusOr<LaunchSummary> summary = RunCluster(*config, options);
+    ASSERT_THAT(summary, IsOk());
+    EXPECT_EQ(summary->outcome, "succeeded") << summary->stop_reason;
+    ASSERT_FALSE(summary->final_metrics.empty());
+    EXPECT_GT(summary->final_metrics[0].second, 0.8) << "auc";
+    std::vector<server::SparseTable::Rows>& tables = runs.emplace_back();
+    for (int shard = 0; shard < 2; ++shard) {
+      auto checkpoint = server::ReadNewestCheckpoint(at + "/ckpt", shard);
+      ASSERT_THAT(checkpoint, IsOk());
+      ASSERT_EQ(checkpoint->sparse_tables.size(), 1u);
+      tables.push_back(checkpoint->sparse_tables[0].second);
+      EXPECT_GT(tables.back().keys.size(), 0u);
+    }
+  }
+  for (int shard = 0; shard < 2; ++shard) {
+    const server::SparseTable::Rows& a = runs[0][shard];
+    const server::SparseTable::Rows& b = runs[1][shard];
+    EXPECT_EQ(a.keys, b.keys) << "shard " << shard;
+    EXPECT_EQ(a.versions, b.versions) << "shard " << shard;
+    EXPECT_TRUE(a.data == b.data) << "shard " << shard << ": the rows differ";
+  }
+}
+
 class SparsePsTest : public testing::DaemonJobTest {
  protected:
   void SetUp() override {

@@ -140,8 +140,12 @@ absl::Status SparseLoop::Step(const std::vector<int64_t>& rows) {
     shard_grads_[s].push_back(grads_[i]);
   }
   std::vector<std::vector<wire::SparseRef>> refs(shards);
+  // Under bsp every shard hears from every worker each step (no keys is a
+  // part too), so that its round of the table completes.
+  const bool every_shard =
+      options_.training.consistency == ConsistencyMode::kBsp;
   for (int s = 0; s < shards; ++s) {
-    if (shard_keys_[s].empty()) continue;
+    if (shard_keys_[s].empty() && !every_shard) continue;
     wire::SparseRef ref;
     ref.table = 0;
     ref.keys = reinterpret_cast<const char*>(shard_keys_[s].data());
