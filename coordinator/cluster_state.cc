@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/logging.h"
+#include "common/sparse_keys.h"
 #include "common/status_macros.h"
 #include "coordinator/assignment.h"
 #include "coordinator/member_identity.h"
@@ -1040,11 +1041,20 @@ proto::GetPlacementResponse ClusterState::Placement() const {
         absl::StrCat("registration of ", absl::StrJoin(missing, ", ")));
     return response;
   }
+  // Sparse tables' keys go by hash bucket; each ps holds its buckets.
+  std::vector<int> owners;
+  if (!spec_.sparse_tables().empty()) {
+    owners = BucketOwners(spec_.sparse_tables()[0].buckets,
+                          static_cast<int>(ps_.size()));
+  }
   for (size_t s = 0; s < ps_.size(); ++s) {
     proto::ShardInfo* shard = response.add_shards();
     shard->set_index(static_cast<int>(s));
     shard->set_address(ps_[s].address);
     for (uint32_t id : placement_[s]) shard->add_block_ids(id);
+    for (uint32_t b = 0; b < owners.size(); ++b) {
+      if (owners[b] == static_cast<int>(s)) shard->add_buckets(b);
+    }
   }
   return response;
 }

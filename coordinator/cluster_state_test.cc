@@ -175,6 +175,22 @@ TEST_F(ClusterStateTest, PlacementWaitsForEveryPsThenCoversAllBlocks) {
   EXPECT_GT(placement.shards(1).block_ids_size(), 0);
 }
 
+// A sparse model's placement gives each ps its hash buckets: every bucket
+// once, bucket b to ps b % 2; a dense model's names none.
+TEST_F(ClusterStateTest, ASparsePlacementGivesEachPsItsBuckets) {
+  EXPECT_EQ(state_->Placement().shards_size(), 0);
+  config_.model.type = ModelType::kSparseLinear;
+  config_.model.task = Task::kBinary;
+  config_.model.sparse_buckets = 10;
+  Restart();
+  RegisterPs(0, "127.0.0.1:1");
+  RegisterPs(1, "127.0.0.1:2");
+  const proto::GetPlacementResponse placement = state_->Placement();
+  ASSERT_EQ(placement.shards_size(), 2);
+  EXPECT_THAT(placement.shards(0).buckets(), ElementsAre(0, 2, 4, 6, 8));
+  EXPECT_THAT(placement.shards(1).buckets(), ElementsAre(1, 3, 5, 7, 9));
+}
+
 TEST_F(ClusterStateTest, RestartedPsBumpsTheEpoch) {
   RegisterPs(0, "127.0.0.1:1");
   RegisterPs(1, "127.0.0.1:2");

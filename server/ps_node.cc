@@ -627,11 +627,17 @@ absl::Status PsNode::Impl::ApplyPlacement(uint64_t epoch) {
     shard_index = shard_index_;
   }
   std::vector<uint32_t> ids;
+  std::vector<uint32_t> buckets;
+  bool names_buckets = false;
   for (const proto::ShardInfo& info : placement.shards()) {
     if (info.index() == shard_index) {
       ids.assign(info.block_ids().begin(), info.block_ids().end());
+      buckets.assign(info.buckets().begin(), info.buckets().end());
     }
+    names_buckets |= info.buckets_size() > 0;
   }
+  // Buckets first: keys are checked against them once the epoch serves.
+  if (names_buckets) RETURN_IF_ERROR(shard->AssignBuckets(buckets));
   RETURN_IF_ERROR(shard->Assign(placement.epoch(), ids));
   {
     absl::MutexLock lock(&mu_);

@@ -993,18 +993,40 @@ bool CopyArray(const char* data, size_t bytes, std::vector<T>* out) {
 
 }  // namespace
 
+absl::Status Shard::AssignBuckets(const std::vector<uint32_t>& buckets) {
+  if (spec_.sparse_tables().empty()) return absl::OkStatus();
+  const uint32_t total = spec_.sparse_tables()[0].buckets;
+  std::vector<char> own(total, 0);
+  for (uint32_t b : buckets) {
+    if (b >= total) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "placement: bucket ", b, " for ps ", index_,
+          " is beyond model.sparse_buckets ", total,
+          ": the coordinator runs another config"));
+    }
+    own[b] = 1;
+  }
+  absl::MutexLock lock(&mu_);
+  own_buckets_ = std::move(own);
+  return absl::OkStatus();
+}
+
 absl::Status Shard::CheckOwnKeys(const char* op, const uint64_t* keys,
                                  int64_t n, uint32_t buckets) const {
   const int shards = static_cast<int>(config_.cluster.ps.size());
-  if (shards <= 1) return absl::OkStatus();
+  if (own_buckets_.empty() && shards <= 1) return absl::OkStatus();
   for (int64_t i = 0; i < n; ++i) {
     const uint32_t bucket = BucketOf(keys[i], buckets);
-    const int owner = static_cast<int>(bucket % static_cast<uint32_t>(shards));
-    if (owner != index_) {
+    const bool own =
+        own_buckets_.empty()
+            ? static_cast<int>(bucket % static_cast<uint32_t>(shards)) == index_
+            : bucket < own_buckets_.size() && own_buckets_[bucket] != 0;
+    if (!own) {
       return absl::InvalidArgumentError(absl::StrCat(
-          op, ": key ", keys[i], " is in bucket ", bucket, " of ps ", owner,
-          ", not ps ", index_, " (bucket = MixKey(key) % model.sparse_buckets, "
-          "ps = bucket % ", shards, "): does the sender use this config?"));
+          op, ": key ", keys[i], " is in bucket ", bucket, ", which ps ",
+          index_, " does not hold (bucket = MixKey(key) % model.sparse_buckets;"
+          " the placement map gives each ps its buckets): does the sender use "
+          "this config and the current placement?"));
     }
   }
   return absl::OkStatus();
@@ -1098,12 +1120,15 @@ absl::Status Shard::PullSparse(const proto::PullRequest& request,
             "; keys must be sorted ascending and unique"));
       }
     }
-    RETURN_IF_ERROR(CheckOwnKeys("pull", k.data(), static_cast<int64_t>(k.size()),
-                                 spec_.sparse_tables()[rows.table()].buckets));
   }
   {
     absl::ReaderMutexLock lock(&mu_);
     RETURN_IF_ERROR(CheckEpoch("pull", request.placement_epoch()));
+    for (int i = 0; i < request.sparse_size(); ++i) {
+      RETURN_IF_ERROR(CheckOwnKeys(
+          "pull", keys[i].data(), static_cast<int64_t>(keys[i].size()),
+          spec_.sparse_tables()[request.sparse(i).table()].buckets));
+    }
     for (int i = 0; i < request.sparse_size(); ++i) {
       const SparseTable& table = *tables_[request.sparse(i).table()];
       const std::vector<uint64_t>& k = keys[i];

@@ -97,6 +97,14 @@ class Shard {
   absl::Status Assign(uint64_t epoch, const std::vector<uint32_t>& ids)
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  // The hash buckets of the sparse tables this shard holds, as the
+  // placement map gives them (ShardInfo.buckets); InvalidArgument for a
+  // bucket beyond model.sparse_buckets (nothing changes). Until called, the
+  // shard holds the buckets b with b % (number of ps) == its index, the
+  // coordinator's rule.
+  absl::Status AssignBuckets(const std::vector<uint32_t>& buckets)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
   // One block of a pull as VisitBlocks hands it out: `bytes` bytes of values
   // in `encoding` (the request's proto::Encoding value).
   struct PulledBlock {
@@ -253,7 +261,8 @@ class Shard {
   // InvalidArgument naming the first of `keys` whose bucket another ps
   // serves.
   absl::Status CheckOwnKeys(const char* op, const uint64_t* keys, int64_t n,
-                            uint32_t buckets) const;
+                            uint32_t buckets) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   absl::Status CheckEpoch(const char* op, uint64_t request_epoch) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
@@ -377,6 +386,8 @@ class Shard {
   int64_t max_lead_ ABSL_GUARDED_BY(mu_) = 0;
   // Per block, its version after its last bsp round.
   std::map<uint32_t, uint64_t> round_version_ ABSL_GUARDED_BY(mu_);
+  // By bucket: 1 where this shard holds the bucket's keys (AssignBuckets).
+  std::vector<char> own_buckets_ ABSL_GUARDED_BY(mu_);
   // bsp: by table, each contributor's rows in the table's open round.
   std::map<uint32_t, std::map<int, DecodedRows>> bsp_rows_ ABSL_GUARDED_BY(mu_);
   // Replication: changes so far, and the blocks changed since the last cut.

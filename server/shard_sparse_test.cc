@@ -192,7 +192,7 @@ TEST_F(ShardSparseTest, HostileSparsePushesAreRefusedAndChangeNothing) {
                               4),
                    "not finite"});
   cases.push_back({"another ps's key", SparsePush(theirs, {1}, 5),
-                   "not ps 0"});
+                   "which ps 0 does not hold"});
   proto::PushRequest ragged = SparsePush(keys, {1, 1, 1}, 6);
   ragged.mutable_sparse(0)->mutable_keys()->resize(23);
   cases.push_back({"ragged keys", ragged, "not a whole number of uint64"});
@@ -229,7 +229,7 @@ TEST_F(ShardSparseTest, HostileSparsePushesAreRefusedAndChangeNothing) {
                        HasSubstr("not both")));
   EXPECT_THAT(shard->PullSparse(SparsePull(theirs), &ignored),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("not ps 0")));
+                       HasSubstr("which ps 0 does not hold")));
 }
 
 TEST_F(ShardSparseTest, MaxRowsBoundsATableAndTheRefusalIsNotUsedUp) {
@@ -241,6 +241,34 @@ TEST_F(ShardSparseTest, MaxRowsBoundsATableAndTheRefusalIsNotUsedUp) {
               StatusIs(absl::StatusCode::kResourceExhausted,
                        HasSubstr("max_rows 2")));
   EXPECT_EQ(shard->sparse_stats()[0].rows, 0);
+}
+
+// The placement map names the buckets a ps holds: keys of other buckets are
+// refused, whatever the rule would have said, and a bucket beyond
+// model.sparse_buckets is refused as a placement.
+TEST_F(ShardSparseTest, TheBucketsOfThePlacementDecideWhichKeysAPsTakes) {
+  auto shard = MakeShard(0);
+  const std::vector<uint64_t> theirs = KeysOf(1, 3);  // ps 1's by the rule
+  proto::PushResponse response;
+  EXPECT_THAT(shard->Push(SparsePush(theirs, {1, 1, 1}, MakeSequence(1, 1)),
+                          &response),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("which ps 0 does not hold")));
+  std::vector<uint32_t> all(64);
+  for (uint32_t b = 0; b < 64; ++b) all[b] = b;
+  ASSERT_THAT(shard->AssignBuckets(all), IsOk());
+  EXPECT_THAT(shard->Push(SparsePush(theirs, {1, 1, 1}, MakeSequence(1, 2)),
+                          &response),
+              IsOk());
+  EXPECT_EQ(shard->sparse_stats()[0].rows, 3);
+  ASSERT_THAT(shard->AssignBuckets({}), IsOk());
+  proto::PullResponse pulled;
+  EXPECT_THAT(shard->PullSparse(SparsePull(KeysOf(0, 2)), &pulled),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("does not hold")));
+  EXPECT_THAT(shard->AssignBuckets({64}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("beyond model.sparse_buckets 64")));
 }
 
 // A bsp round of a table: each active worker's rows (its keys, or none)

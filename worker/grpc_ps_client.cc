@@ -207,14 +207,33 @@ absl::Status GrpcPsClient::Refresh(uint64_t seen_epoch) {
     }
     shards.push_back(std::move(shard));
   }
+  // Sparse models: the ps of each hash bucket, as the placement gives them.
+  std::shared_ptr<std::vector<int>> owners;
+  if (!spec_.sparse_tables().empty()) {
+    for (const proto::ShardInfo& info : placement->shards()) {
+      for (uint32_t b : info.buckets()) {
+        if (owners == nullptr) {
+          owners = std::make_shared<std::vector<int>>(
+              spec_.sparse_tables()[0].buckets, -1);
+        }
+        if (b < owners->size()) (*owners)[b] = info.index();
+      }
+    }
+  }
   absl::MutexLock lock(&mu_);
   if (placement->epoch() > epoch_) {
     SPDLOG_LOGGER_INFO(Log(Logger::kWorker), "placement epoch {}: {} shards",
                        placement->epoch(), shards.size());
     epoch_ = placement->epoch();
     shards_ = std::move(shards);
+    bucket_owners_ = std::move(owners);
   }
   return absl::OkStatus();
+}
+
+std::shared_ptr<const std::vector<int>> GrpcPsClient::BucketOwners() const {
+  absl::MutexLock lock(&mu_);
+  return bucket_owners_;
 }
 
 std::shared_ptr<const GrpcPsClient::ShardLink> GrpcPsClient::GetShardLink(

@@ -126,6 +126,8 @@ class GrpcPsClient : public PsClient, public SparsePs {
   // The values of keys[s] (ps s's keys of sparse table `table`, sorted and
   // unique) into (*values)[s], keys[s].size() * dim floats; retried like
   // Pull. A key without a row reads its initial values (nothing is created).
+  std::shared_ptr<const std::vector<int>> BucketOwners() const override
+      ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status PullRows(uint32_t table, int dim,
                         const std::vector<std::vector<uint64_t>>& keys,
                         std::vector<std::vector<float>>* values) override
@@ -246,6 +248,8 @@ class GrpcPsClient : public PsClient, public SparsePs {
   mutable absl::Mutex mu_;
   uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::shared_ptr<const ShardLink>> shards_ ABSL_GUARDED_BY(mu_);
+  // The placement's ps of each sparse hash bucket (SparsePs::BucketOwners).
+  std::shared_ptr<const std::vector<int>> bucket_owners_ ABSL_GUARDED_BY(mu_);
   std::vector<PushLane> lanes_ ABSL_GUARDED_BY(mu_);  // by shard index
   uint64_t incarnation_ ABSL_GUARDED_BY(mu_) = 0;
   // Set with incarnation_, before any push; read by every push request.

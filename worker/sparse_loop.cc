@@ -60,6 +60,22 @@ void SparseLoop::UniqueKeys(const data::SparseDataset& data,
   }
 }
 
+absl::StatusOr<int> SparseLoop::ShardOf(uint64_t key,
+                                        const std::vector<int>* owners) const {
+  const uint32_t bucket = BucketOf(key, buckets_);
+  if (owners == nullptr) {
+    return static_cast<int>(bucket %
+                            static_cast<uint32_t>(options_.num_shards));
+  }
+  const int s = bucket < owners->size() ? (*owners)[bucket] : -1;
+  if (s < 0 || s >= options_.num_shards) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the placement names no ps for hash bucket ", bucket, " of ",
+        buckets_, ": does the coordinator run this config?"));
+  }
+  return s;
+}
+
 absl::Status SparseLoop::PullWeights(const std::vector<uint64_t>& keys,
                                      std::vector<float>* weights) {
   const int shards = options_.num_shards;
@@ -70,8 +86,9 @@ absl::Status SparseLoop::PullWeights(const std::vector<uint64_t>& keys,
     const size_t to = std::min(keys.size(), from + kMaxKeysPerPull);
     std::vector<std::vector<uint64_t>> by_shard(shards);
     std::vector<std::vector<uint32_t>> where(shards);
+    const std::shared_ptr<const std::vector<int>> owners = ps_->BucketOwners();
     for (size_t i = from; i < to; ++i) {
-      const int s = ShardOfKey(keys[i], buckets_, shards);
+      ASSIGN_OR_RETURN(const int s, ShardOf(keys[i], owners.get()));
       by_shard[s].push_back(keys[i]);
       where[s].push_back(static_cast<uint32_t>(i));
     }
@@ -134,8 +151,9 @@ absl::Status SparseLoop::Step(const std::vector<int64_t>& rows) {
   const int shards = options_.num_shards;
   shard_keys_.assign(shards, {});
   shard_grads_.assign(shards, {});
+  const std::shared_ptr<const std::vector<int>> owners = ps_->BucketOwners();
   for (size_t i = 0; i < keys_.size(); ++i) {
-    const int s = ShardOfKey(keys_[i], buckets_, shards);
+    ASSIGN_OR_RETURN(const int s, ShardOf(keys_[i], owners.get()));
     shard_keys_[s].push_back(keys_[i]);
     shard_grads_[s].push_back(grads_[i]);
   }

@@ -72,6 +72,10 @@ class SparseLoop : public TrainingLoop {
   absl::Status PullWeights(const std::vector<uint64_t>& keys,
                            std::vector<float>* weights);
   absl::Status Step(const std::vector<int64_t>& rows);
+  // The ps of `key` under `owners` (SparsePs::BucketOwners; null: the
+  // coordinator's rule); InvalidArgument when the placement names no ps
+  // for its bucket.
+  absl::StatusOr<int> ShardOf(uint64_t key, const std::vector<int>* owners) const;
   absl::Status Evaluate();
 
   const ModelSpec& spec_;

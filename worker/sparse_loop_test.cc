@@ -14,6 +14,8 @@ namespace downpour::worker {
 namespace {
 
 using ::downpour::testing::IsOk;
+using ::downpour::testing::StatusIs;
+using ::testing::HasSubstr;
 
 // SparsePs over two in-process ps cores (server::Shard, no gRPC): the real
 // admission, tables and optimizer, in one process.
@@ -89,7 +91,23 @@ class ShardsPs : public SparsePs {
 
   server::Shard& shard(int s) { return *shards_[s]; }
 
+  // A placement map of its own: each ps holds the buckets `owners` gives it.
+  void SetBucketOwners(std::vector<int> owners) {
+    for (int s = 0; s < 2; ++s) {
+      std::vector<uint32_t> mine;
+      for (uint32_t b = 0; b < owners.size(); ++b) {
+        if (owners[b] == s) mine.push_back(b);
+      }
+      EXPECT_THAT(shards_[s]->AssignBuckets(mine), IsOk());
+    }
+    owners_ = std::make_shared<const std::vector<int>>(std::move(owners));
+  }
+  std::shared_ptr<const std::vector<int>> BucketOwners() const override {
+    return owners_;
+  }
+
  private:
+  std::shared_ptr<const std::vector<int>> owners_;
   std::vector<Counters> counters_;
   std::vector<std::unique_ptr<server::Shard>> shards_;
   uint64_t pushes_ = 0;
@@ -166,6 +184,43 @@ TEST(SparseLoopTest, LearnsASeparableRuleOverTwoShards) {
   EXPECT_GT(rows0, 0);
   EXPECT_GT(rows1, 0);
   EXPECT_LE(rows0 + rows1, 200) << "one row per distinct training key";
+}
+
+// Keys go where the placement map puts their buckets, not by a rule of the
+// worker's own: with every bucket on ps 1, ps 0 holds no row (it refuses
+// keys of buckets it does not hold, so a worker with its own rule would fail).
+TEST(SparseLoopTest, KeysFollowThePlacementsBuckets) {
+  Config config;
+  config.model.type = ModelType::kSparseLinear;
+  config.model.task = Task::kBinary;
+  config.model.sparse_buckets = 16;
+  config.cluster.ps.assign(2, "127.0.0.1:0");
+  config.cluster.workers.assign(1, "127.0.0.1:0");
+  config.optimizer.type = OptimizerType::kFtrl;
+  config.optimizer.learning_rate = 0.5;
+  auto spec = ModelSpec::Create(config.model);
+  ASSERT_THAT(spec.status(), IsOk());
+  ShardsPs ps(config);
+  ps.SetBucketOwners(std::vector<int>(16, 1));
+  auto train = std::make_shared<data::SparseDataset>(MakeData(500, 2));
+  const data::SparseDataset test = MakeData(100, 3);
+  SparseLoop::Options options;
+  options.training.batch_size = 32;
+  options.training.epochs = 1;
+  options.training.eval_every_steps = 100;
+  options.num_shards = 2;
+  SparseLoop loop(*spec, &ps, train, &test, options);
+  ASSERT_THAT(loop.Run(), IsOk());
+  EXPECT_EQ(ps.shard(0).sparse_stats()[0].rows, 0);
+  EXPECT_GT(ps.shard(1).sparse_stats()[0].rows, 0);
+
+  // A placement that leaves a bucket without a ps is an error, not a guess.
+  std::vector<int> holed(16, 1);
+  holed[3] = -1;
+  ps.SetBucketOwners(holed);
+  SparseLoop again(*spec, &ps, train, &test, options);
+  EXPECT_THAT(again.Run(), StatusIs(absl::StatusCode::kFailedPrecondition,
+                                    HasSubstr("no ps for hash bucket 3")));
 }
 
 }  // namespace

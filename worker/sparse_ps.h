@@ -6,6 +6,7 @@
 #define DOWNPOUR_WORKER_SPARSE_PS_H_
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -33,6 +34,13 @@ class SparsePs {
       const float* grad, const std::vector<uint64_t>& versions,
       const std::vector<std::vector<wire::SparseRef>>& rows,
       StalenessHistogram* staleness) = 0;
+
+  // The placement map's ps of each hash bucket (entry b: bucket b's ps, -1
+  // for none), or null when the placement names no buckets: then bucket b
+  // is ps b % shards, the coordinator's rule (common/sparse_keys.h).
+  virtual std::shared_ptr<const std::vector<int>> BucketOwners() const {
+    return nullptr;
+  }
 };
 
 }  // namespace downpour::worker
