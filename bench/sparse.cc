@@ -23,8 +23,10 @@
 //           bytes per key on the wire, p50/p99 of a pull and of a push.
 //           Server and client share this machine's cores.
 //   memory: creates --rows FTRL rows of dim 1 and prints the process's RSS
-//           growth per row (the target: <= 64 bytes, key, weight, z, n and
-//           index) next to the table's own account (bytes()).
+//           growth per row (the target: <= 64 bytes, key, weight, z, n
+//           and index) next to the table's own account (bytes());
+//           --replicated: a table that tracks the rows changed for its
+//           backup's cuts, none cut (the worst case).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -60,6 +62,9 @@ ABSL_FLAG(int, batch, 1024, "examples per minibatch (39 keys each)");
 ABSL_FLAG(int, batches, 200, "minibatches per sample");
 ABSL_FLAG(int, reps, 3, "samples per figure (median)");
 ABSL_FLAG(int64_t, rows, 10'000'000, "rows the memory section creates");
+ABSL_FLAG(bool, replicated, false,
+          "memory: a table that tracks changed rows for a backup "
+          "(cluster.replication 2); run it in a process of its own");
 
 namespace downpour::bench {
 namespace {
@@ -291,10 +296,15 @@ int64_t RssBytes() {
   return resident * 4096;
 }
 
-void Memory() {
+// `replicated`: the table tracks changed rows for a backup's cuts
+// (cluster.replication 2): a key per row, a bit, and the rows changed since
+// the last cut; none is taken here, so every row stays listed (the worst
+// case: a backup that never catches up).
+void Memory(bool replicated) {
   const int64_t n = absl::GetFlag(FLAGS_rows);
   SparseTable::Options options;
   options.optimizer.type = SparseOptimizerType::kFtrl;
+  options.track_changes = replicated;
   auto table = SparseTable::Create(options);
   CheckOrExit(table.status(), "sparse", "table");
   const int64_t before = RssBytes();
@@ -311,10 +321,12 @@ void Memory() {
   const double seconds = Seconds(t);
   const int64_t grown = RssBytes() - before;
   absl::PrintF(
-      "\n== memory: %d FTRL rows of dim 1 (keys from 2^64) ==\n"
+      "\n== memory: %d FTRL rows of dim 1 (keys from 2^64)%s ==\n"
       "RSS growth %.1f MiB = %.1f bytes/row (target <= 64); the table's own "
       "account %.1f bytes/row; created at %.0f rows/s\n",
-      (*table)->rows(), grown / 1048576.0,
+      (*table)->rows(),
+      replicated ? ", replicated (changes tracked, none cut yet)" : "",
+      grown / 1048576.0,
       static_cast<double>(grown) / (*table)->rows(),
       static_cast<double>((*table)->bytes()) / (*table)->rows(),
       (*table)->rows() / seconds);
@@ -328,6 +340,8 @@ int main(int argc, char** argv) {
   const std::string sections = absl::GetFlag(FLAGS_sections);
   if (downpour::bench::SectionOn(sections, "core")) downpour::bench::Core();
   if (downpour::bench::SectionOn(sections, "rpc")) downpour::bench::Rpc();
-  if (downpour::bench::SectionOn(sections, "memory")) downpour::bench::Memory();
+  if (downpour::bench::SectionOn(sections, "memory")) {
+    downpour::bench::Memory(absl::GetFlag(FLAGS_replicated));
+  }
   return 0;
 }
