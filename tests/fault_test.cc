@@ -190,20 +190,48 @@ class FaultTest : public testing::DaemonJobTest {
     return response.DebugString();
   }
 
-  // 2 ps, a standby each, 2 workers; returns once every shard has an
-  // in-sync backup and both workers are past step 150.
-  void StartReplicatedJobAndTrain() {
-  WriteConfig(2, 2, 2, /*epochs=*/150);
-  StartCoordinator();
-  StartPs(0);
-  StartPs(1);
-  StartPs(0, /*standby=*/true);
-  StartPs(1, /*standby=*/true);
-  StartWorker(0);
-  StartWorker(1);
-  ASSERT_TRUE(WaitUntil([&] { return AllShardsBackedUp(2); }, absl::Seconds(60)))
-      << "the shards never got an in-sync backup";
-  ASSERT_TRUE(WaitUntil([&] { return WorkerAtStep(0, 150) && WorkerAtStep(1, 150); }));
+  // 2 ps, a standby each, 2 workers (the MNIST job, or with `sparse` the
+  // sparse_linear one); returns once every shard has an in-sync backup and
+  // both workers are past step `step`.
+  void StartReplicatedJobAndTrain(bool sparse = false, uint64_t step = 150) {
+    if (sparse) {
+      WriteSparseConfig(2, 2, 2, /*epochs=*/100);
+    } else {
+      WriteConfig(2, 2, 2, /*epochs=*/150);
+    }
+    StartCoordinator();
+    StartPs(0);
+    StartPs(1);
+    StartPs(0, /*standby=*/true);
+    StartPs(1, /*standby=*/true);
+    StartWorker(0);
+    StartWorker(1);
+    ASSERT_TRUE(WaitUntil([&] { return AllShardsBackedUp(2); }, absl::Seconds(60)))
+        << "the shards never got an in-sync backup";
+    ASSERT_TRUE(WaitUntil([&] { return WorkerAtStep(0, step) && WorkerAtStep(1, step); }));
+  }
+
+  // SIGKILLs the primary of `shard` (daemon "ps-<shard>") and waits for its
+  // backup to take over; the take-over is accounted for as from the replica,
+  // with nothing lost.
+  void KillPrimaryAndExpectTakeOverFromReplica(int shard) {
+    const std::string old_address = ShardAddress(shard);
+    daemons_[absl::StrCat("ps-", shard)]->Signal(SIGKILL);
+    ASSERT_TRUE(WaitUntil([&] {
+      const std::string now = ShardAddress(shard);
+      return !now.empty() && now != old_address;
+    }, absl::Seconds(30))) << "no standby took over";
+    ASSERT_TRUE(WaitUntil([&] {
+      const auto status = Status();
+      return status.recoveries_size() == 1 && status.recoveries(0).settled();
+    }, absl::Seconds(30)));
+    const auto status = Status();
+    EXPECT_EQ(status.recoveries(0).source(), "replica");
+    EXPECT_EQ(status.recoveries(0).shard(), shard);
+    EXPECT_GT(status.recoveries(0).applied_before(), 0u);
+    EXPECT_EQ(status.recoveries(0).lost(), 0u);
+    EXPECT_EQ(status.updates_lost(), 0u);
+    EXPECT_EQ(Counter(ShardAddress(shard), "takeovers_from_replica"), 1);
   }
 
   // Every shard's primary reports an in-sync backup.
@@ -399,26 +427,7 @@ TEST_F(FaultTest, KilledShardIsTakenOverByAStandbyFromItsCheckpoint) {
 // updated exactly once per push the workers had acknowledged.
 TEST_F(FaultTest, KilledPrimaryIsTakenOverByItsBackupWithNothingLost) {
   ASSERT_NO_FATAL_FAILURE(StartReplicatedJobAndTrain());
-  const std::string old_address = ShardAddress(1);
-  daemons_["ps-1"]->Signal(SIGKILL);
-  ASSERT_TRUE(WaitUntil([&] {
-    const std::string now = ShardAddress(1);
-    return !now.empty() && now != old_address;
-  }, absl::Seconds(30))) << "no standby took over";
-  // The take-over is accounted for: from the replica, nothing lost.
-  ASSERT_TRUE(WaitUntil([&] {
-    const auto status = Status();
-    return status.recoveries_size() == 1 && status.recoveries(0).settled();
-  }, absl::Seconds(30)));
-  {
-    const auto status = Status();
-    EXPECT_EQ(status.recoveries(0).source(), "replica");
-    EXPECT_EQ(status.recoveries(0).shard(), 1);
-    EXPECT_GT(status.recoveries(0).applied_before(), 0u);
-    EXPECT_EQ(status.recoveries(0).lost(), 0u);
-    EXPECT_EQ(status.updates_lost(), 0u);
-  }
-  EXPECT_EQ(Counter(ShardAddress(1), "takeovers_from_replica"), 1);
+  ASSERT_NO_FATAL_FAILURE(KillPrimaryAndExpectTakeOverFromReplica(1));
   ExpectWorkersFinish(2, 0.8);
   // Counted the other way: every block of both shards is at the version
   // equal to the pushes the workers had acknowledged.
@@ -432,35 +441,9 @@ TEST_F(FaultTest, KilledPrimaryIsTakenOverByItsBackupWithNothingLost) {
 // version: at the end the ps hold exactly the row updates (one per key per
 // push) that the workers had acknowledged, none lost and none applied twice.
 TEST_F(FaultTest, KilledSparsePrimaryLosesNoAcknowledgedRowUpdate) {
-  WriteSparseConfig(2, 2, 2, /*epochs=*/100);
-  StartCoordinator();
-  StartPs(0);
-  StartPs(1);
-  StartPs(0, /*standby=*/true);
-  StartPs(1, /*standby=*/true);
-  StartWorker(0);
-  StartWorker(1);
-  ASSERT_TRUE(WaitUntil([&] { return AllShardsBackedUp(2); }, absl::Seconds(60)))
-      << "the shards never got an in-sync backup";
-  ASSERT_TRUE(WaitUntil([&] { return WorkerAtStep(0, 300) && WorkerAtStep(1, 300); }));
-  const std::string old_address = ShardAddress(1);
-  EXPECT_GT(testing::LiveCounter(old_address, "sparse_rows"), 0);
-  daemons_["ps-1"]->Signal(SIGKILL);
-  ASSERT_TRUE(WaitUntil([&] {
-    const std::string now = ShardAddress(1);
-    return !now.empty() && now != old_address;
-  }, absl::Seconds(30))) << "no standby took over";
-  ASSERT_TRUE(WaitUntil([&] {
-    const auto status = Status();
-    return status.recoveries_size() == 1 && status.recoveries(0).settled();
-  }, absl::Seconds(30)));
-  {
-    const auto status = Status();
-    EXPECT_EQ(status.recoveries(0).source(), "replica");
-    EXPECT_GT(status.recoveries(0).applied_before(), 0u);
-    EXPECT_EQ(status.recoveries(0).lost(), 0u);
-  }
-  EXPECT_EQ(Counter(ShardAddress(1), "takeovers_from_replica"), 1);
+  ASSERT_NO_FATAL_FAILURE(StartReplicatedJobAndTrain(/*sparse=*/true, 300));
+  EXPECT_GT(testing::LiveCounter(ShardAddress(1), "sparse_rows"), 0);
+  ASSERT_NO_FATAL_FAILURE(KillPrimaryAndExpectTakeOverFromReplica(1));
   ExpectWorkersFinish(2, 0.7);
   EXPECT_TRUE(WaitUntil([&] { return Status().acked_loss_final(); },
                         absl::Seconds(30)));

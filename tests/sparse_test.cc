@@ -37,6 +37,19 @@ std::string WriteLibsvm(const std::string& name, int rows, uint64_t seed) {
   return path;
 }
 
+// Runs the job of the config at `path` through the launcher to its end.
+absl::StatusOr<LaunchSummary> Launch(const std::string& path,
+                                     const std::string& run_dir) {
+  absl::StatusOr<Config> config = LoadConfig(path);
+  if (!config.ok()) return config.status();
+  LaunchOptions options;
+  options.config_path = path;
+  options.run_dir = run_dir;
+  options.bin_dir = testing::BinDir();
+  options.progress_period = absl::Seconds(1);
+  return RunCluster(*config, options);
+}
+
 TEST(SparseTest, ALibsvmJobWith64BitIndicesTrainsOnTwoShards) {
   const std::string dir = testing::TestDir();
   const std::string train = WriteLibsvm("train.svm", 6000, 1);
@@ -52,12 +65,7 @@ TEST(SparseTest, ALibsvmJobWith64BitIndicesTrainsOnTwoShards) {
   absl::StatusOr<Config> config = LoadConfig(path);
   ASSERT_THAT(config, IsOk());
   EXPECT_EQ(config->cluster.replication, 2) << "the default, as for dense";
-  LaunchOptions options;
-  options.config_path = path;
-  options.run_dir = dir + "/run";
-  options.bin_dir = testing::BinDir();
-  options.progress_period = absl::Seconds(1);
-  absl::StatusOr<LaunchSummary> summary = RunCluster(*config, options);
+  absl::StatusOr<LaunchSummary> summary = Launch(path, dir + "/run");
   ASSERT_THAT(summary, IsOk());
   EXPECT_EQ(summary->outcome, "succeeded") << summary->stop_reason;
   ASSERT_FALSE(summary->final_metrics.empty());
@@ -101,15 +109,9 @@ TEST(SparseTest, BspJobsOfTwoWorkersEndWithIdenticalRows) {
         "  consistency: bsp\n"
         "data:\n  source: libsvm\n  path: ", train, "\n  test_path: ", test,
         "\ncheckpoint:\n  dir: ", at, "/ckpt\n  interval_s: 30\n"));
-    const std::string path =
-        testing::WriteConfig(absl::StrCat("run", run, ".yaml"), yaml);
-    absl::StatusOr<Config> config = LoadConfig(path);
-    ASSERT_THAT(config, IsOk());
-    LaunchOptions options;
-    options.config_path = path;
-    options.run_dir = at + "/run";
-    options.bin_dir = testing::BinDir();
-    absl::StatusOr<LaunchSummary> summary = RunCluster(*config, options);
+    absl::StatusOr<LaunchSummary> summary = Launch(
+        testing::WriteConfig(absl::StrCat("run", run, ".yaml"), yaml),
+        at + "/run");
     ASSERT_THAT(summary, IsOk());
     EXPECT_EQ(summary->outcome, "succeeded") << summary->stop_reason;
     ASSERT_FALSE(summary->final_metrics.empty());

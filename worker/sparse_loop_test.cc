@@ -132,6 +132,19 @@ data::SparseDataset MakeData(int rows, uint64_t seed) {
   return d;
 }
 
+// sparse_linear, binary, 16 buckets over 2 ps, 1 worker, FTRL at alpha 0.5.
+Config TwoShardConfig() {
+  Config config;
+  config.model.type = ModelType::kSparseLinear;
+  config.model.task = Task::kBinary;
+  config.model.sparse_buckets = 16;
+  config.cluster.ps.assign(2, "127.0.0.1:0");
+  config.cluster.workers.assign(1, "127.0.0.1:0");
+  config.optimizer.type = OptimizerType::kFtrl;
+  config.optimizer.learning_rate = 0.5;
+  return config;
+}
+
 TEST(SparseLoopTest, UniqueKeysAreSortedAndEveryEntryFindsItsSlot) {
   const data::SparseDataset d = MakeData(50, 1);
   std::vector<int64_t> rows = {3, 7, 7, 20};
@@ -153,14 +166,7 @@ TEST(SparseLoopTest, UniqueKeysAreSortedAndEveryEntryFindsItsSlot) {
 // the rows live on the shards their buckets name, and the evaluation's
 // reads create no row.
 TEST(SparseLoopTest, LearnsASeparableRuleOverTwoShards) {
-  Config config;
-  config.model.type = ModelType::kSparseLinear;
-  config.model.task = Task::kBinary;
-  config.model.sparse_buckets = 16;
-  config.cluster.ps.assign(2, "127.0.0.1:0");
-  config.cluster.workers.assign(1, "127.0.0.1:0");
-  config.optimizer.type = OptimizerType::kFtrl;
-  config.optimizer.learning_rate = 0.5;
+  const Config config = TwoShardConfig();
   auto spec = ModelSpec::Create(config.model);
   ASSERT_THAT(spec.status(), IsOk());
   ShardsPs ps(config);
@@ -190,14 +196,7 @@ TEST(SparseLoopTest, LearnsASeparableRuleOverTwoShards) {
 // worker's own: with every bucket on ps 1, ps 0 holds no row (it refuses
 // keys of buckets it does not hold, so a worker with its own rule would fail).
 TEST(SparseLoopTest, KeysFollowThePlacementsBuckets) {
-  Config config;
-  config.model.type = ModelType::kSparseLinear;
-  config.model.task = Task::kBinary;
-  config.model.sparse_buckets = 16;
-  config.cluster.ps.assign(2, "127.0.0.1:0");
-  config.cluster.workers.assign(1, "127.0.0.1:0");
-  config.optimizer.type = OptimizerType::kFtrl;
-  config.optimizer.learning_rate = 0.5;
+  const Config config = TwoShardConfig();
   auto spec = ModelSpec::Create(config.model);
   ASSERT_THAT(spec.status(), IsOk());
   ShardsPs ps(config);
