@@ -323,6 +323,11 @@ std::vector<Section> Schema(Config* c) {
                     NonNegativeAtMost(1e6)),
         DoubleField("robustness.rate_window_s", &c->robustness.rate_window_s,
                     {0.1, false, 3600, true})}},
+      {"admission",
+       {IntField("admission.min_count", &c->admission.min_count,
+                 Between(1, 1'000'000)),
+        DoubleField("admission.probability", &c->admission.probability,
+                    {0, true, 1, false})}},
   };
 }
 
@@ -1198,6 +1203,18 @@ absl::Status ValidateConfig(const Config& config) {
   }
   RETURN_IF_ERROR(CheckDistinctAddresses(config.cluster));
   RETURN_IF_ERROR(CheckModel(config.model, config.optimizer, config.data));
+  const bool admission = config.admission.min_count > 1 ||
+                         config.admission.probability < 1;
+  if (admission && config.model.type != ModelType::kSparseLinear) {
+    return absl::InvalidArgumentError(
+        "admission.min_count and admission.probability decide which keys of a "
+        "sparse table get a row: they apply to model.type sparse_linear only");
+  }
+  if (config.admission.min_count > 1 && config.admission.probability < 1) {
+    return absl::InvalidArgumentError(
+        "admission.min_count and admission.probability are two ways to admit "
+        "keys: set one");
+  }
   if (config.model.type == ModelType::kSparseLinear) {
     if (config.data.source != DataSource::kLibsvm &&
         config.data.source != DataSource::kCsv) {

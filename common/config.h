@@ -483,6 +483,20 @@ struct RobustnessSection {
   double rate_window_s = 5;
 };
 
+// Sparse tables: which keys get a row (McMahan et al., KDD 2013, "Ad Click
+// Prediction", probabilistic feature inclusion). A key without a row gets
+// one only once admitted; until then its pushes are counted, not applied,
+// and its reads return the initial values. Occurrence counts come with the
+// pushes (the worker counts a key once per example that holds it).
+struct AdmissionSection {
+  // Admit a key once it has occurred this many times. 1..1e6; 1 (default):
+  // every key at its first push.
+  int min_count = 1;
+  // Or admit each occurrence with this probability (a seeded draw per key
+  // and occurrence, so a run repeats). (0, 1]; 1 (default): always.
+  double probability = 1.0;
+};
+
 struct LoggingSection {
   // "trace", "debug", "info", "warn", "error". Default kInfo.
   LogLevel level = LogLevel::kInfo;
@@ -504,6 +518,7 @@ struct Config {
   LauncherSection launcher;
   SecuritySection security;
   RobustnessSection robustness;
+  AdmissionSection admission;
   // The keys the file or an override set ("checkpoint.dir"), so that a
   // launcher can tell a user's choice from a default it may place elsewhere.
   std::set<std::string> explicit_keys;

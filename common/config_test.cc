@@ -225,7 +225,7 @@ TEST(ConfigTest, UnknownKeyNamesLineKeyAndAllowedKeys) {
   ExpectAllFail({
       {"trainig:\n  steps: 1\n",
        "cfg.yaml:1: unknown key 'trainig'; allowed sections: cluster, model, "
-       "optimizer, training, data, checkpoint, heartbeat, rpc, logging, compute, coordinator, launcher, security, robustness (did "
+       "optimizer, training, data, checkpoint, heartbeat, rpc, logging, compute, coordinator, launcher, security, robustness, admission (did "
        "you mean 'training'?)"},
       {"training:\n  learning_rate: 0.1\n",
        "cfg.yaml:2: unknown key 'training.learning_rate'; allowed keys in "
@@ -308,6 +308,13 @@ TEST(ConfigTest, EnumsListAllowedValues) {
       {"model:\n  type: sparse_linear\n  task: binary\n",
        "model.type sparse_linear reads data.source libsvm (64-bit indices) or "
        "csv"},
+      {"admission:\n  min_count: 2\n",
+       "admission.min_count and admission.probability decide which keys of a "
+       "sparse table get a row: they apply to model.type sparse_linear only"},
+      {"admission:\n  min_count: 0\n",
+       "cfg.yaml:2: admission.min_count"},
+      {"admission:\n  probability: 0\n",
+       "cfg.yaml:2: admission.probability"},
       {"optimizer:\n  schedule: linear\n",
        "cfg.yaml:2: optimizer.schedule must be one of constant, step, cosine; "
        "got 'linear'"},

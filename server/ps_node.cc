@@ -245,13 +245,14 @@ absl::Status PsNode::Impl::Start() {
         // weights that are not 0), summed over tables.
         const std::vector<Shard::SparseTableStats> tables = sparse_stats();
         if (!tables.empty()) {
-          int64_t rows = 0, bytes = 0, nonzero = 0;
+          int64_t rows = 0, bytes = 0, nonzero = 0, pending = 0;
           uint64_t updates = 0;
           for (const Shard::SparseTableStats& t : tables) {
             rows += t.rows;
             bytes += t.bytes;
             nonzero += t.nonzero;
             updates += t.updates;
+            pending += t.pending;
           }
           auto& c = *r->mutable_counters();
           c["sparse_tables"] = static_cast<double>(tables.size());
@@ -262,6 +263,8 @@ absl::Status PsNode::Impl::Start() {
           c["sparse_nonzero"] = static_cast<double>(nonzero);
           // The row updates held: the sum of the rows' versions.
           c["sparse_row_updates"] = static_cast<double>(updates);
+          // Admission: keys counted but not admitted yet.
+          c["sparse_pending_keys"] = static_cast<double>(pending);
         }
         const std::optional<double> age =
             checkpoint_health_.age_seconds(clock_->Now());

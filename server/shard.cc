@@ -94,6 +94,8 @@ absl::StatusOr<SparseTable::Options> SparseTableOptions(
   options.max_rows = config.model.sparse_max_rows;
   // A replicated shard sends its backup the rows changed since each cut.
   options.track_changes = config.cluster.replication >= 2;
+  options.admit_min_count = config.admission.min_count;
+  options.admit_probability = config.admission.probability;
   const OptimizerSection& o = config.optimizer;
   switch (o.type) {
     case OptimizerType::kFtrl:
@@ -878,11 +880,13 @@ void Shard::ApplySparseRound(uint32_t table,
     keys.swap(merged);
   }
   std::vector<float> mean(keys.size() * dim, 0.0f);
+  std::vector<uint32_t> counts(keys.size(), 0);
   for (const DecodedRows* p : parts) {
     size_t k = 0;
     for (size_t i = 0; i < p->keys.size(); ++i) {
       while (keys[k] != p->keys[i]) ++k;
       for (int j = 0; j < dim; ++j) mean[k * dim + j] += p->grads[i * dim + j];
+      counts[k] += p->counts.empty() ? 1 : p->counts[i];
     }
   }
   const float n = static_cast<float>(std::max<size_t>(1, contributors.size()));
@@ -897,7 +901,12 @@ void Shard::ApplySparseRound(uint32_t table,
                        index_, table, std::string(room.message()));
     return;
   }
-  const int64_t created = t.Apply(keys.data(), count, mean.data());
+  const int64_t filtered = t.updates_filtered();
+  const int64_t created = t.Apply(keys.data(), count, mean.data(), counts.data());
+  if (t.updates_filtered() > filtered) {
+    counters_->Add("sparse_filtered_updates",
+                   static_cast<double>(t.updates_filtered() - filtered));
+  }
   ++generation_;
   if (created > 0) {
     counters_->Add("sparse_rows_created", static_cast<double>(created));
@@ -1051,7 +1060,7 @@ absl::Status Shard::DecodeSparse(const wire::SparseRef& rows,
         "push: sparse table ", rows.table, " gradients are ", rows.values_size,
         " bytes, not a whole number of float32 values"));
   }
-  std::vector<uint32_t> counts;
+  std::vector<uint32_t>& counts = out->counts;
   if (!CopyArray(rows.counts, rows.counts_size, &counts) ||
       (!counts.empty() && counts.size() != out->keys.size())) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -1072,9 +1081,16 @@ int64_t Shard::ApplySparse(const std::vector<DecodedRows>& rows) {
   int64_t keys = 0;
   for (const DecodedRows& r : rows) {
     const int64_t n = static_cast<int64_t>(r.keys.size());
-    const int64_t created = r.table->Apply(r.keys.data(), n, r.grads.data());
+    const int64_t filtered = r.table->updates_filtered();
+    const int64_t created = r.table->Apply(
+        r.keys.data(), n, r.grads.data(),
+        r.counts.empty() ? nullptr : r.counts.data());
     if (created > 0) {
       counters_->Add("sparse_rows_created", static_cast<double>(created));
+    }
+    if (r.table->updates_filtered() > filtered) {
+      counters_->Add("sparse_filtered_updates",
+                     static_cast<double>(r.table->updates_filtered() - filtered));
     }
     keys += n;
   }
@@ -1155,7 +1171,8 @@ std::vector<Shard::SparseTableStats> Shard::sparse_stats() const {
   for (size_t i = 0; i < tables_.size(); ++i) {
     const SparseTable& t = *tables_[i];
     stats.push_back({static_cast<uint32_t>(i), t.rows(), t.bytes(),
-                     t.nonzero_values(), t.rows_created(), t.version_sum()});
+                     t.nonzero_values(), t.rows_created(), t.version_sum(),
+                     t.pending_keys()});
   }
   return stats;
 }

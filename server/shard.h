@@ -211,6 +211,7 @@ class Shard {
     int64_t nonzero = 0;
     int64_t created = 0;
     uint64_t updates = 0;  // SparseTable::version_sum()
+    int64_t pending = 0;   // SparseTable::pending_keys()
   };
   std::vector<SparseTableStats> sparse_stats() const ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -253,6 +254,7 @@ class Shard {
     SparseTable* table = nullptr;
     std::vector<uint64_t> keys;
     std::vector<float> grads;
+    std::vector<uint32_t> counts;  // occurrences per key; empty: one each
   };
   // The table `rows` names and its keys decoded and checked for this shard
   // (InvalidArgument naming what is wrong).

@@ -63,6 +63,16 @@ absl::Status CheckOptions(const SparseTable::Options& o) {
   if (o.max_rows < 1 || o.max_rows > (int64_t{1} << 31) - 1) {
     return bad(absl::StrCat("max_rows ", o.max_rows, " is outside 1..2^31-1"));
   }
+  if (o.admit_min_count < 1 ||
+      !(o.admit_probability > 0 && o.admit_probability <= 1)) {
+    return bad(absl::StrCat("admission.min_count ", o.admit_min_count,
+                            " must be >= 1 and admission.probability ",
+                            o.admit_probability, " in (0, 1]"));
+  }
+  if (o.admit_min_count > 1 && o.admit_probability < 1) {
+    return bad("admission.min_count and admission.probability are two ways "
+               "to admit keys: set one");
+  }
   return absl::OkStatus();
 }
 
@@ -285,11 +295,49 @@ void SparseTable::Update(float* row, uint32_t t, const float* g) {
   }
 }
 
-int64_t SparseTable::Apply(const uint64_t* keys, int64_t n, const float* grads) {
+bool SparseTable::Admit(uint64_t key, uint32_t count) {
+  const bool by_count = options_.admit_min_count > 1;
+  const bool by_draw = options_.admit_probability < 1.0;
+  if (!by_count && !by_draw) return true;
+  auto it = pending_.find(key);
+  const uint32_t seen = it == pending_.end() ? 0 : it->second;
+  bool admitted;
+  if (by_count) {
+    admitted = static_cast<int64_t>(seen) + count >=
+               static_cast<int64_t>(options_.admit_min_count);
+  } else {
+    // One seeded draw per occurrence, numbered from the key's first: the
+    // same occurrences admit the same keys in every run.
+    admitted = false;
+    for (uint32_t j = 0; j < count && !admitted; ++j) {
+      const uint64_t bits = SplitMix64(SplitMix64(options_.seed ^ 0xad317ULL ^
+                                                  SplitMix64(key)) +
+                                       seen + j);
+      const double u =
+          static_cast<double>(bits >> 11) / static_cast<double>(uint64_t{1} << 53);
+      admitted = u < options_.admit_probability;
+    }
+  }
+  if (admitted) {
+    if (it != pending_.end()) pending_.erase(it);
+    return true;
+  }
+  const uint64_t total = static_cast<uint64_t>(seen) + count;
+  pending_[key] = static_cast<uint32_t>(std::min<uint64_t>(total, UINT32_MAX));
+  ++filtered_;
+  return false;
+}
+
+int64_t SparseTable::Apply(const uint64_t* keys, int64_t n, const float* grads,
+                           const uint32_t* counts) {
   const int dim = options_.dim;
   const int64_t created_before = created_;
   for (int64_t i = 0; i < n; ++i) {
     auto it = index_.find(keys[i]);
+    if (it == index_.end() &&
+        !Admit(keys[i], counts != nullptr ? counts[i] : 1)) {
+      continue;
+    }
     const uint32_t row = it == index_.end() ? NewRow(keys[i]) : it->second;
     float* data = RowData(row);
     int64_t nonzero_before = 0;
@@ -304,8 +352,8 @@ int64_t SparseTable::Apply(const uint64_t* keys, int64_t n, const float* grads) 
     int64_t nonzero_after = 0;
     for (int j = 0; j < dim; ++j) nonzero_after += data[j] != 0;
     nonzero_ += nonzero_after - nonzero_before;
+    ++updates_;
   }
-  updates_ += n;
   return created_ - created_before;
 }
 
@@ -317,6 +365,7 @@ int64_t SparseTable::bytes() const {
                               kRowsPerChunk *
                               (stride_ * sizeof(float) + sizeof(uint32_t));
   const int64_t change_bytes =
+      static_cast<int64_t>(pending_.capacity()) * (sizeof(Slot) + 1) +
       static_cast<int64_t>(keys_.size()) * kRowsPerChunk * sizeof(uint64_t) +
       static_cast<int64_t>(changed_.capacity()) * sizeof(uint32_t) +
       static_cast<int64_t>(changed_bits_.capacity()) * sizeof(uint64_t);
@@ -414,6 +463,7 @@ absl::Status SparseTable::Restore(const Rows& rows) {
   keys_.clear();
   changed_.clear();
   changed_bits_.clear();
+  pending_.clear();
   nonzero_ = 0;
   version_sum_ = 0;
   index_.reserve(rows.keys.size());

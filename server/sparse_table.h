@@ -96,6 +96,12 @@ class SparseTable {
     // cuts to its backup). Costs 8 bytes and a bit per row, and 4 bytes per
     // row changed until taken.
     bool track_changes = false;
+    // Admission (config admission.*): a key without a row gets one once its
+    // occurrences reach admit_min_count, or, with admit_probability < 1, once
+    // a seeded draw per occurrence succeeds. Until then Apply counts it and
+    // drops its gradient; reads return its initial values. Set at most one.
+    int admit_min_count = 1;
+    double admit_probability = 1.0;
   };
 
   // Rows per arena chunk.
@@ -138,16 +144,25 @@ class SparseTable {
             uint32_t* versions = nullptr) const;
 
   // Applies gradients `grads` (n * dim floats) to rows `keys`, creating the
-  // missing ones with their initial values first. Returns the rows created.
+  // missing ones admission lets in with their initial values first; the
+  // gradient of a key not admitted is dropped and its occurrences (`counts`,
+  // one each when null) counted. Returns the rows created.
   // REQUIRES: CheckPush and CheckCapacity returned OK for this input.
-  int64_t Apply(const uint64_t* keys, int64_t n, const float* grads);
+  int64_t Apply(const uint64_t* keys, int64_t n, const float* grads,
+                const uint32_t* counts = nullptr);
 
   int64_t rows() const { return static_cast<int64_t>(index_.size()); }
   // Values that are not 0 (FTRL's l1 makes many exactly 0).
   int64_t nonzero_values() const { return nonzero_; }
   // Rows created by Apply since construction (not by Restore).
   int64_t rows_created() const { return created_; }
-  // Updates applied to rows (sum of keys over Apply calls).
+  // Admission: key updates dropped because the key was not admitted yet,
+  // and the keys counted but not admitted now (kept in memory only, not in
+  // checkpoints or replicas).
+  int64_t updates_filtered() const { return filtered_; }
+  int64_t pending_keys() const { return static_cast<int64_t>(pending_.size()); }
+  // Updates applied to rows (keys applied over Apply calls; admission's
+  // dropped ones not counted).
   int64_t row_updates() const { return updates_; }
   // The sum of the rows' versions: the row updates the table holds (those
   // restored or merged included). Counted per row version, as the dense
@@ -200,6 +215,9 @@ class SparseTable {
   }
   // Appends a row for `key` with its initial values and zero state.
   uint32_t NewRow(uint64_t key);
+  // Whether `count` more occurrences of `key` (without a row) admit it;
+  // counts them otherwise.
+  bool Admit(uint64_t key, uint32_t count);
   // InvalidArgument unless `rows` fits this table (Restore and Merge).
   absl::Status CheckRows(const Rows& rows, const char* what,
                          bool finite) const;
@@ -229,6 +247,9 @@ class SparseTable {
   int64_t created_ = 0;
   int64_t updates_ = 0;
   uint64_t version_sum_ = 0;
+  // Admission: occurrences counted of keys without a row.
+  absl::flat_hash_map<uint64_t, uint32_t> pending_;
+  int64_t filtered_ = 0;
   // Rows changed since the last TakeChanges, and each row's key by chunk
   // (Options::track_changes only: 8 bytes a row).
   std::vector<uint32_t> changed_;

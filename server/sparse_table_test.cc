@@ -386,6 +386,70 @@ TEST(SparseTableTest, MergingEachCutsChangesKeepsACopyIdentical) {
   EXPECT_EQ((*backup)->version_sum(), updates) << "unchanged";
 }
 
+// Admission by count: a key gets a row once its occurrences (the pushes'
+// counts) reach min_count; before that its gradients are dropped, its reads
+// return the initial value and only a counter is kept.
+TEST(SparseTableTest, AdmissionByCountCreatesARowAtTheMinCount) {
+  SparseTable::Options options;
+  options.optimizer.type = SparseOptimizerType::kSgd;
+  options.optimizer.learning_rate = 1.0;
+  options.admit_min_count = 3;
+  auto made = SparseTable::Create(options);
+  ASSERT_THAT(made.status(), IsOk());
+  SparseTable& t = **made;
+  const uint64_t keys[2] = {10, 20};
+  const float g[2] = {1, 1};
+  const uint32_t once[2] = {1, 2};
+  EXPECT_EQ(t.Apply(keys, 2, g, once), 0);  // 10 seen 1, 20 seen 2
+  EXPECT_EQ(t.rows(), 0);
+  EXPECT_EQ(t.pending_keys(), 2);
+  EXPECT_EQ(t.updates_filtered(), 2);
+  float w[2];
+  t.Read(keys, 2, w);
+  EXPECT_EQ(w[0], 0.0f);
+  EXPECT_EQ(t.Apply(keys, 2, g, once), 1) << "20 reaches 3 (2 + 1), 10 not";
+  EXPECT_EQ(t.rows(), 1);
+  t.Read(keys, 2, w);
+  EXPECT_EQ(w[0], 0.0f);
+  EXPECT_EQ(w[1], -1.0f) << "the admitting push's gradient is applied";
+  EXPECT_EQ(t.pending_keys(), 1);
+  EXPECT_EQ(t.row_updates(), 1);
+  EXPECT_EQ(t.Apply(keys, 1, g), 1) << "10: 2 + 1 (no counts: one each)";
+  EXPECT_EQ(t.pending_keys(), 0);
+
+  options.admit_probability = 0.5;
+  EXPECT_THAT(SparseTable::Create(options).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("set one")));
+}
+
+// Admission by probability: each occurrence admits with the probability,
+// from a seeded draw, so the same pushes admit the same keys in every run.
+TEST(SparseTableTest, AdmissionByProbabilityIsSeededAndNearItsRate) {
+  SparseTable::Options options;
+  options.optimizer.type = SparseOptimizerType::kFtrl;
+  options.admit_probability = 0.25;
+  std::vector<uint64_t> keys(20000);
+  for (size_t i = 0; i < keys.size(); ++i) keys[i] = 1 + 7 * i;
+  const std::vector<float> g(keys.size(), 0.5f);
+  std::vector<SparseTable::Rows> runs;
+  for (int run = 0; run < 2; ++run) {
+    auto made = SparseTable::Create(options);
+    ASSERT_THAT(made.status(), IsOk());
+    (*made)->Apply(keys.data(), keys.size(), g.data());
+    const double admitted = static_cast<double>((*made)->rows()) / keys.size();
+    EXPECT_NEAR(admitted, 0.25, 0.02);
+    EXPECT_EQ((*made)->pending_keys() + (*made)->rows(),
+              static_cast<int64_t>(keys.size()));
+    // Three more occurrences each: 1 - 0.75^4 = 68 % admitted by now.
+    const std::vector<uint32_t> three(keys.size(), 3);
+    (*made)->Apply(keys.data(), keys.size(), g.data(), three.data());
+    EXPECT_NEAR(static_cast<double>((*made)->rows()) / keys.size(),
+                1 - std::pow(0.75, 4), 0.02);
+    runs.push_back((*made)->Snapshot());
+  }
+  EXPECT_EQ(runs[0].keys, runs[1].keys) << "the same keys admitted";
+}
+
 // A key space of 10^8 touched at 10^5 keys: memory follows the rows created.
 TEST(SparseTableTest, MemoryFollowsTheRowsCreatedNotTheKeySpace) {
   auto t = MakeTable(SparseOptimizerType::kFtrl);

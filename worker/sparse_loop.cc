@@ -151,11 +151,20 @@ absl::Status SparseLoop::Step(const std::vector<int64_t>& rows) {
   const int shards = options_.num_shards;
   shard_keys_.assign(shards, {});
   shard_grads_.assign(shards, {});
+  shard_counts_.assign(shards, {});
+  // Occurrence counts (a key once per time the batch holds it), for the
+  // ps's admission; sent only when admission is on.
+  const bool with_counts = options_.send_counts;
+  if (with_counts) {
+    counts_.assign(keys_.size(), 0);
+    for (uint32_t slot : slot_) ++counts_[slot];
+  }
   const std::shared_ptr<const std::vector<int>> owners = ps_->BucketOwners();
   for (size_t i = 0; i < keys_.size(); ++i) {
     ASSIGN_OR_RETURN(const int s, ShardOf(keys_[i], owners.get()));
     shard_keys_[s].push_back(keys_[i]);
     shard_grads_[s].push_back(grads_[i]);
+    if (with_counts) shard_counts_[s].push_back(counts_[i]);
   }
   std::vector<std::vector<wire::SparseRef>> refs(shards);
   // Under bsp every shard hears from every worker each step (no keys is a
@@ -170,6 +179,10 @@ absl::Status SparseLoop::Step(const std::vector<int64_t>& rows) {
     ref.keys_size = shard_keys_[s].size() * sizeof(uint64_t);
     ref.values = reinterpret_cast<const char*>(shard_grads_[s].data());
     ref.values_size = shard_grads_[s].size() * sizeof(float);
+    if (with_counts) {
+      ref.counts = reinterpret_cast<const char*>(shard_counts_[s].data());
+      ref.counts_size = shard_counts_[s].size() * sizeof(uint32_t);
+    }
     refs[s].push_back(ref);
   }
   const float dense_grad = static_cast<float>(bias_grad);

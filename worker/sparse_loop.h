@@ -45,6 +45,9 @@ class SparseLoop : public TrainingLoop {
     TrainingSection training;
     int worker_index = 0;
     int num_shards = 1;  // cluster.ps
+    // Send each key's occurrence count with its gradient (the ps's
+    // admission needs them: config admission.*).
+    bool send_counts = false;
   };
 
   // Borrows spec, ps and test; they must outlive the loop.
@@ -93,6 +96,8 @@ class SparseLoop : public TrainingLoop {
   std::vector<float> grads_;
   std::vector<std::vector<uint64_t>> shard_keys_;
   std::vector<std::vector<float>> shard_grads_;
+  std::vector<uint32_t> counts_;  // per unique key of the batch
+  std::vector<std::vector<uint32_t>> shard_counts_;
   std::vector<std::vector<uint32_t>> shard_of_;  // positions in keys_
   std::vector<float> bias_;
   std::vector<uint64_t> versions_;

@@ -150,6 +150,8 @@ absl::Status WorkerNode::JoinCluster() {
     sparse_options.training = config.training;
     sparse_options.worker_index = options_.index;
     sparse_options.num_shards = static_cast<int>(config.cluster.ps.size());
+    sparse_options.send_counts = config.admission.min_count > 1 ||
+                                 config.admission.probability < 1;
     loop_ = std::make_unique<SparseLoop>(*spec_, ps_.get(), sparse_train_,
                                          &sparse_data_.test, sparse_options);
     running_loop_.store(loop_.get());
