@@ -165,6 +165,8 @@ TEST(ShardsTableTest, SparseTablesPerPs) {
     c["sparse_nonzero"] = 2345;
     c["sparse_rows_created"] = 123456;
     c["sparse_row_updates"] = 987654;
+    c["sparse_pending_keys"] = 4321;
+    c["sparse_filtered_updates"] = 8765;
     auto& r = *status->mutable_rates();
     r["sparse_pull_keys"] = 250000;
     r["sparse_push_keys"] = 200000;
@@ -182,6 +184,8 @@ TEST(ShardsTableTest, SparseTablesPerPs) {
   EXPECT_THAT(table, HasSubstr(" 250000 "));
   EXPECT_THAT(table, HasSubstr(" 200000 "));
   EXPECT_THAT(table, HasSubstr(" 987654"));
+  EXPECT_THAT(table, HasSubstr(" 4321 "));
+  EXPECT_THAT(table, HasSubstr(" 8765"));
 }
 
 TEST(WatchFrameTest, TotalsSparklinesAndMembers) {
