@@ -222,5 +222,40 @@ TEST(SparseLoopTest, KeysFollowThePlacementsBuckets) {
                                     HasSubstr("no ps for hash bucket 3")));
 }
 
+// Admission by count with the worker's occurrence counts: in one pass (one
+// batch) a key that occurs once gets no row; key 1000, held by two examples,
+// arrives with count 2 in the one push and gets one (without counts it would
+// count 1 and not).
+TEST(SparseLoopTest, OccurrenceCountsDriveAdmission) {
+  Config config = TwoShardConfig();
+  config.admission.min_count = 2;
+  auto spec = ModelSpec::Create(config.model);
+  ASSERT_THAT(spec.status(), IsOk());
+  ShardsPs ps(config);
+  // Keys 1..40 once each; examples 7 and 8 also hold key 1000.
+  auto train = std::make_shared<data::SparseDataset>();
+  data::SparseRowWriter writer(train.get());
+  for (uint64_t k = 1; k <= 40; ++k) {
+    writer.Add(k, 1.0f);
+    if (k == 7 || k == 8) writer.Add(1000, 1.0f);
+    ASSERT_THAT(writer.EndRow(k % 2 == 0 ? 1.0f : 0.0f), IsOk());
+  }
+  SparseLoop::Options options;
+  options.training.batch_size = 40;
+  options.training.epochs = 1;
+  options.training.eval_every_steps = 100;
+  options.num_shards = 2;
+  options.send_counts = true;
+  SparseLoop loop(*spec, &ps, train, train.get(), options);
+  ASSERT_THAT(loop.Run(), IsOk());
+  int64_t rows = 0, pending = 0;
+  for (int s = 0; s < 2; ++s) {
+    rows += ps.shard(s).sparse_stats()[0].rows;
+    pending += ps.shard(s).sparse_stats()[0].pending;
+  }
+  EXPECT_EQ(rows, 1) << "only key 1000 occurs twice";
+  EXPECT_EQ(pending, 40);
+}
+
 }  // namespace
 }  // namespace downpour::worker
