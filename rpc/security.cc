@@ -203,6 +203,7 @@ absl::Status Authorize(CallerRole role, absl::string_view method) {
           {"ParameterServer/Push", {CallerRole::kWorker}},
           {"ParameterServer/Checksums", {CallerRole::kWorker, CallerRole::kAdmin}},
           {"ParameterServer/Replicate", {CallerRole::kPs}},
+          {"ParameterServer/Lookup", {CallerRole::kWorker, CallerRole::kAdmin}},
       };
   auto it = kRoles->find(std::string(name));
   if (it != kRoles->end()) {

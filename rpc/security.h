@@ -15,8 +15,9 @@
 // Roles and what they may call (Authorize): health checks need no token;
 //   ps      Coordinator RegisterServer/Heartbeat, ParameterServer Replicate
 //   worker  Coordinator RegisterWorker/Heartbeat, ParameterServer Pull/Push/
-//           Checksums
-//   admin   every read: status, placement, history, model, Pull, Checksums
+//           Checksums/Lookup
+//   admin   every read: status, placement, history, model, Pull, Checksums,
+//           Lookup
 //   reader  status, placement, history, model (no parameters)
 // and every role reads status, placement, history and the model description.
 // ps and standbys call as ps, workers as worker, the coordinator as reader

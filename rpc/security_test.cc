@@ -52,6 +52,14 @@ TEST(AuthorizeTest, ReadersReadStatusButNotTheModel) {
   EXPECT_THAT(reader.message(),
               HasSubstr("role reader may not call ParameterServer/Pull (only "
                         "worker, admin)"));
+  // Lookup reads rows: the same roles as Pull.
+  const char kLookup[] = "/downpour.proto.ParameterServer/Lookup";
+  EXPECT_TRUE(Authorize(CallerRole::kWorker, kLookup).ok());
+  EXPECT_TRUE(Authorize(CallerRole::kAdmin, kLookup).ok());
+  EXPECT_EQ(Authorize(CallerRole::kReader, kLookup).code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(Authorize(CallerRole::kPs, kLookup).code(),
+            absl::StatusCode::kPermissionDenied);
 }
 
 TEST(AuthorizeTest, NoTokenReachesOnlyHealthChecks) {

@@ -242,4 +242,12 @@ grpc::ServerUnaryReactor* PsService::Checksums(
   return Finish(context, shard ? absl::OkStatus() : NoShard(), "checksums");
 }
 
+grpc::ServerUnaryReactor* PsService::Lookup(
+    grpc::CallbackServerContext* context, const proto::LookupRequest* request,
+    proto::LookupResponse* response) {
+  Shard* shard = shard_.load();
+  return Finish(context, shard ? shard->Lookup(*request, response) : NoShard(),
+                "lookup");
+}
+
 }  // namespace downpour::server

@@ -44,7 +44,8 @@ class PsService final
           proto::ParameterServer::WithRawCallbackMethod_Push<
               proto::ParameterServer::WithCallbackMethod_Checksums<
                   proto::ParameterServer::WithCallbackMethod_Replicate<
-                      proto::ParameterServer::Service>>>> {
+                      proto::ParameterServer::WithCallbackMethod_Lookup<
+                          proto::ParameterServer::Service>>>>> {
  public:
   // A bound on threads for held pushes: workers x kPushRequestsPerShard (the
   // requests each can have in flight to one shard), at most kMaxPushThreads.
@@ -94,6 +95,9 @@ class PsService final
   grpc::ServerUnaryReactor* Replicate(grpc::CallbackServerContext* context,
                                       const proto::ReplicateRequest* request,
                                       proto::ReplicateResponse* response) override;
+  grpc::ServerUnaryReactor* Lookup(grpc::CallbackServerContext* context,
+                                   const proto::LookupRequest* request,
+                                   proto::LookupResponse* response) override;
 
  private:
   struct PushCall;

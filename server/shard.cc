@@ -1177,6 +1177,49 @@ std::vector<Shard::SparseTableStats> Shard::sparse_stats() const {
   return stats;
 }
 
+absl::Status Shard::Lookup(const proto::LookupRequest& request,
+                           proto::LookupResponse* response) const {
+  response->Clear();
+  if (request.table() >= tables_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "lookup: unknown sparse table ", request.table(), " (the model has ",
+        tables_.size(), ")"));
+  }
+  std::vector<uint64_t> keys;
+  if (!CopyArray(request.keys().data(), request.keys().size(), &keys)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "lookup: ", request.keys().size(),
+        " key bytes are not a whole number of uint64 keys"));
+  }
+  if (static_cast<int64_t>(keys.size()) > SparseTable::kMaxKeysPerRequest) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "lookup: ", keys.size(), " keys; at most ",
+        SparseTable::kMaxKeysPerRequest, " a request"));
+  }
+  const SparseTable& table = *tables_[request.table()];
+  const int dim = table.dim();
+  std::string* values = response->mutable_values();
+  std::string* missing = response->mutable_missing();
+  values->resize(keys.size() * dim * sizeof(float));
+  missing->resize(keys.size());
+  absl::ReaderMutexLock lock(&mu_);
+  if (epoch_ == 0) {
+    return absl::UnavailableError(
+        "lookup: this ps has no placement yet; retry");
+  }
+  RETURN_IF_ERROR(CheckOwnKeys("lookup", keys.data(),
+                               static_cast<int64_t>(keys.size()),
+                               spec_.sparse_tables()[request.table()].buckets));
+  std::vector<float> out(keys.size() * dim);
+  table.Read(keys.data(), static_cast<int64_t>(keys.size()), out.data());
+  if (!out.empty()) std::memcpy(values->data(), out.data(), values->size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    (*missing)[i] = table.Contains(keys[i]) ? 0 : 1;
+  }
+  response->set_dim(static_cast<uint32_t>(dim));
+  return absl::OkStatus();
+}
+
 proto::ChecksumResponse Shard::Checksums() const {
   proto::ChecksumResponse response;
   absl::ReaderMutexLock lock(&mu_);

@@ -217,6 +217,16 @@ class Shard {
 
   proto::ChecksumResponse Checksums() const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // The rows of `request.keys` (any order, repeats allowed) of one sparse
+  // table, read-only: a key without a row gets the table's initial values
+  // and is marked missing. InvalidArgument for an unknown table, keys that
+  // are not whole uint64s, more than SparseTable::kMaxKeysPerRequest keys,
+  // or a key of a bucket this shard does not hold; Unavailable before the
+  // first placement. Creates nothing.
+  absl::Status Lookup(const proto::LookupRequest& request,
+                      proto::LookupResponse* response) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+
   // Writes the blocks, versions, optimizer state and applied sequences as the
   // next checkpoint generation in checkpoint.dir (ShardCheckpoints::Write),
   // at the placement epoch served, or at the highest epoch the folder held at

@@ -271,6 +271,44 @@ TEST_F(ShardSparseTest, TheBucketsOfThePlacementDecideWhichKeysAPsTakes) {
                        HasSubstr("beyond model.sparse_buckets 64")));
 }
 
+// Lookup reads rows by key in any order, marks the keys without a row
+// missing (with their initial values), creates nothing, and refuses another
+// ps's keys and bad bytes.
+TEST_F(ShardSparseTest, LookupReadsRowsAndMarksTheMissingOnes) {
+  auto shard = MakeShard(0);
+  const std::vector<uint64_t> keys = KeysOf(0, 3);
+  proto::PushResponse pushed;
+  ASSERT_THAT(shard->Push(SparsePush({keys[0], keys[1]}, {1, 1}, 1), &pushed),
+              IsOk());
+  proto::LookupRequest request;
+  const uint64_t asked[4] = {keys[2], keys[1], keys[0], keys[1]};
+  request.set_keys(asked, sizeof(asked));
+  proto::LookupResponse response;
+  ASSERT_THAT(shard->Lookup(request, &response), IsOk());
+  EXPECT_EQ(response.dim(), 1u);
+  EXPECT_EQ(response.missing(), std::string("\1\0\0\0", 4));
+  float v[4];
+  ASSERT_EQ(response.values().size(), sizeof(v));
+  std::memcpy(v, response.values().data(), sizeof(v));
+  EXPECT_EQ(v[0], 0.0f);
+  EXPECT_FLOAT_EQ(v[1], -0.25f);
+  EXPECT_FLOAT_EQ(v[2], -0.25f);
+  EXPECT_EQ(shard->sparse_stats()[0].rows, 2) << "a lookup creates no row";
+  const std::vector<uint64_t> theirs = KeysOf(1, 1);
+  request.set_keys(theirs.data(), sizeof(uint64_t));
+  EXPECT_THAT(shard->Lookup(request, &response),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("which ps 0 does not hold")));
+  request.set_keys(std::string(9, '\0'));
+  EXPECT_THAT(shard->Lookup(request, &response),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("not a whole number")));
+  request.set_table(2);
+  EXPECT_THAT(shard->Lookup(request, &response),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("unknown sparse table 2")));
+}
+
 // A bsp round of a table: each active worker's rows (its keys, or none)
 // held until all are in, then per key the mean over the workers, applied
 // once; a retry of a part already applied is a duplicate.

@@ -152,6 +152,7 @@ class SparseTable {
                 const uint32_t* counts = nullptr);
 
   int64_t rows() const { return static_cast<int64_t>(index_.size()); }
+  bool Contains(uint64_t key) const { return index_.contains(key); }
   // Values that are not 0 (FTRL's l1 makes many exactly 0).
   int64_t nonzero_values() const { return nonzero_; }
   // Rows created by Apply since construction (not by Restore).

@@ -277,8 +277,31 @@ TEST_F(SparsePsTest, HostileSparseInputIsRefusedAndThePsServesOn) {
   std::memcpy(w, pulled.sparse(0).values().data(), sizeof(w));
   EXPECT_LT(w[0], 0.0f) << "the valid push was applied";
   EXPECT_EQ(w[3], 0.0f) << "an untrained key reads its initial value";
+  // Lookup: keys in any order, repeats allowed, unknown ones marked missing
+  // with their initial values; it creates nothing either.
+  proto::LookupRequest lookup;
+  const uint64_t asked[4] = {9, 1, 1, 3};
+  lookup.set_keys(asked, sizeof(asked));
+  proto::LookupResponse looked;
+  ASSERT_TRUE(Call([&](grpc::ClientContext* c) {
+                return stub->Lookup(c, lookup, &looked);
+              }).ok());
+  ASSERT_EQ(looked.dim(), 1u);
+  ASSERT_EQ(looked.values().size(), 4 * sizeof(float));
+  float v[4];
+  std::memcpy(v, looked.values().data(), sizeof(v));
+  EXPECT_EQ(looked.missing(), std::string("\1\0\0\0", 4));
+  EXPECT_EQ(v[0], 0.0f);
+  EXPECT_EQ(v[1], w[0]);
+  EXPECT_EQ(v[2], w[0]);
+  EXPECT_EQ(v[3], w[2]);
+  lookup.set_keys(std::string(7, '\0'));
+  EXPECT_EQ(Call([&](grpc::ClientContext* c) {
+              return stub->Lookup(c, lookup, &looked);
+            }).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(testing::LiveCounter(ps_, "sparse_rows"), 3)
-      << "only the valid push created rows; the pull created none";
+      << "only the valid push created rows; the pull and lookup created none";
   EXPECT_EQ(testing::LiveCounter(ps_, "sparse_push_keys"), 3);
   EXPECT_FALSE(daemons_["ps-0"]->Poll().has_value()) << "the ps serves on";
 }
