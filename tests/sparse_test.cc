@@ -70,7 +70,10 @@ TEST(SparseTest, ALibsvmJobWith64BitIndicesTrainsOnTwoShards) {
   EXPECT_EQ(summary->outcome, "succeeded") << summary->stop_reason;
   ASSERT_FALSE(summary->final_metrics.empty());
   EXPECT_EQ(summary->final_metrics[0].first, "auc");
-  EXPECT_GT(summary->final_metrics[0].second, 0.9) << summary->stop_reason;
+  // Measured 0.905-0.914 on an idle machine and down to 0.843 beside a CPU
+  // hog (two async workers, 4 epochs): the bound is for "it learned", well
+  // below that spread; chance is 0.5.
+  EXPECT_GT(summary->final_metrics[0].second, 0.75) << summary->stop_reason;
   // Each ps wrote its rows (whole, with their FTRL state) in its final
   // checkpoint; together they hold each trained id once at most, and l1
   // keeps some weights at exactly 0.
