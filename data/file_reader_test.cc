@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/testing/status_matchers.h"
+#include "common/testing/temp_path.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -17,12 +18,9 @@ namespace {
 
 using ::downpour::testing::IsOk;
 using ::downpour::testing::StatusIs;
+using ::downpour::testing::TempPath;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
-
-std::string TempPath(const std::string& name) {
-  return absl::StrCat(::testing::TempDir(), "/", name);
-}
 
 void WriteRaw(const std::string& path, const std::string& bytes) {
   FILE* f = std::fopen(path.c_str(), "wb");

@@ -8,6 +8,7 @@
 #include "common/config.h"
 #include "common/model_spec.h"
 #include "common/testing/status_matchers.h"
+#include "common/testing/temp_path.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "model/npz.h"
@@ -17,13 +18,9 @@ namespace {
 
 using ::downpour::testing::IsOk;
 using ::downpour::testing::StatusIs;
+using ::downpour::testing::TempPath;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-std::string TempPath(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
-}
 
 TEST(ExportTest, RoundTripsTensorsAndMeta) {
   Config config;

@@ -8,6 +8,7 @@
 
 #include "common/file_util.h"
 #include "common/testing/status_matchers.h"
+#include "common/testing/temp_path.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -16,13 +17,9 @@ namespace {
 
 using ::downpour::testing::IsOk;
 using ::downpour::testing::StatusIs;
+using ::downpour::testing::TempPath;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-std::string TempPath(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
-}
 
 TEST(NpzTest, Uint64ArraysRoundTripBesideFloatsAndStrings) {
   const std::vector<uint64_t> keys = {0, 1, (uint64_t{1} << 63) + 5,

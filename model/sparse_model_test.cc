@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/config.h"
 #include "common/testing/status_matchers.h"
+#include "common/testing/temp_path.h"
 #include "data/feature_hash.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -22,13 +23,9 @@ namespace {
 
 using ::downpour::testing::IsOk;
 using ::downpour::testing::StatusIs;
+using ::downpour::testing::TempPath;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-std::string TempPath(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
-}
 
 std::string WriteText(const std::string& name, const std::string& text) {
   const std::string path = TempPath(name);

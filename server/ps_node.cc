@@ -245,26 +245,18 @@ absl::Status PsNode::Impl::Start() {
         // weights that are not 0), summed over tables.
         const std::vector<Shard::SparseTableStats> tables = sparse_stats();
         if (!tables.empty()) {
-          int64_t rows = 0, bytes = 0, nonzero = 0, pending = 0;
-          uint64_t updates = 0;
-          for (const Shard::SparseTableStats& t : tables) {
-            rows += t.rows;
-            bytes += t.bytes;
-            nonzero += t.nonzero;
-            updates += t.updates;
-            pending += t.pending;
-          }
+          const Shard::SparseTableStats sum = Shard::SumOf(tables);
           auto& c = *r->mutable_counters();
           c["sparse_tables"] = static_cast<double>(tables.size());
-          c["sparse_rows"] = static_cast<double>(rows);
-          c["sparse_bytes"] = static_cast<double>(bytes);
+          c["sparse_rows"] = static_cast<double>(sum.rows);
+          c["sparse_bytes"] = static_cast<double>(sum.bytes);
           c["sparse_bytes_per_row"] =
-              rows > 0 ? static_cast<double>(bytes) / rows : 0;
-          c["sparse_nonzero"] = static_cast<double>(nonzero);
+              sum.rows > 0 ? static_cast<double>(sum.bytes) / sum.rows : 0;
+          c["sparse_nonzero"] = static_cast<double>(sum.nonzero);
           // The row updates held: the sum of the rows' versions.
-          c["sparse_row_updates"] = static_cast<double>(updates);
+          c["sparse_row_updates"] = static_cast<double>(sum.updates);
           // Admission: keys counted but not admitted yet.
-          c["sparse_pending_keys"] = static_cast<double>(pending);
+          c["sparse_pending_keys"] = static_cast<double>(sum.pending);
         }
         const std::optional<double> age =
             checkpoint_health_.age_seconds(clock_->Now());
@@ -441,11 +433,10 @@ proto::MemberReport PsNode::Impl::Report() const {
   }
   if (shard != nullptr) {
     report.set_applied_total(shard->applied_total());
-    for (const Shard::SparseTableStats& t : shard->sparse_stats()) {
-      report.set_sparse_rows(report.sparse_rows() + t.rows);
-      report.set_sparse_bytes(report.sparse_bytes() + t.bytes);
-      report.set_sparse_row_updates(report.sparse_row_updates() + t.updates);
-    }
+    const Shard::SparseTableStats sparse = Shard::SumOf(shard->sparse_stats());
+    report.set_sparse_rows(static_cast<uint64_t>(sparse.rows));
+    report.set_sparse_bytes(static_cast<uint64_t>(sparse.bytes));
+    report.set_sparse_row_updates(sparse.updates);
     report.set_sparse_rows_created(
         static_cast<uint64_t>(counters_.Get("sparse_rows_created")));
     report.set_sparse_push_keys(

@@ -901,16 +901,8 @@ void Shard::ApplySparseRound(uint32_t table,
                        index_, table, std::string(room.message()));
     return;
   }
-  const int64_t filtered = t.updates_filtered();
-  const int64_t created = t.Apply(keys.data(), count, mean.data(), counts.data());
-  if (t.updates_filtered() > filtered) {
-    counters_->Add("sparse_filtered_updates",
-                   static_cast<double>(t.updates_filtered() - filtered));
-  }
+  ApplyToTable(&t, keys.data(), count, mean.data(), counts.data());
   ++generation_;
-  if (created > 0) {
-    counters_->Add("sparse_rows_created", static_cast<double>(created));
-  }
   counters_->Add("sparse_push_keys", static_cast<double>(count));
   counters_->Add("bsp_rounds", 1);
 }
@@ -1077,21 +1069,25 @@ absl::Status Shard::DecodeSparse(const wire::SparseRef& rows,
                       spec_.sparse_tables()[rows.table].buckets);
 }
 
+void Shard::ApplyToTable(SparseTable* table, const uint64_t* keys, int64_t n,
+                         const float* grads, const uint32_t* counts) {
+  const int64_t filtered = table->updates_filtered();
+  const int64_t created = table->Apply(keys, n, grads, counts);
+  if (created > 0) {
+    counters_->Add("sparse_rows_created", static_cast<double>(created));
+  }
+  if (table->updates_filtered() > filtered) {
+    counters_->Add("sparse_filtered_updates",
+                   static_cast<double>(table->updates_filtered() - filtered));
+  }
+}
+
 int64_t Shard::ApplySparse(const std::vector<DecodedRows>& rows) {
   int64_t keys = 0;
   for (const DecodedRows& r : rows) {
     const int64_t n = static_cast<int64_t>(r.keys.size());
-    const int64_t filtered = r.table->updates_filtered();
-    const int64_t created = r.table->Apply(
-        r.keys.data(), n, r.grads.data(),
-        r.counts.empty() ? nullptr : r.counts.data());
-    if (created > 0) {
-      counters_->Add("sparse_rows_created", static_cast<double>(created));
-    }
-    if (r.table->updates_filtered() > filtered) {
-      counters_->Add("sparse_filtered_updates",
-                     static_cast<double>(r.table->updates_filtered() - filtered));
-    }
+    ApplyToTable(r.table, r.keys.data(), n, r.grads.data(),
+                 r.counts.empty() ? nullptr : r.counts.data());
     keys += n;
   }
   if (!rows.empty()) ++generation_;
@@ -1218,6 +1214,20 @@ absl::Status Shard::Lookup(const proto::LookupRequest& request,
   }
   response->set_dim(static_cast<uint32_t>(dim));
   return absl::OkStatus();
+}
+
+Shard::SparseTableStats Shard::SumOf(
+    const std::vector<SparseTableStats>& tables) {
+  SparseTableStats sum;
+  for (const SparseTableStats& t : tables) {
+    sum.rows += t.rows;
+    sum.bytes += t.bytes;
+    sum.nonzero += t.nonzero;
+    sum.created += t.created;
+    sum.updates += t.updates;
+    sum.pending += t.pending;
+  }
+  return sum;
 }
 
 proto::ChecksumResponse Shard::Checksums() const {

@@ -214,6 +214,8 @@ class Shard {
     int64_t pending = 0;   // SparseTable::pending_keys()
   };
   std::vector<SparseTableStats> sparse_stats() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The figures of `tables` summed (id 0), for reports over all tables.
+  static SparseTableStats SumOf(const std::vector<SparseTableStats>& tables);
 
   proto::ChecksumResponse Checksums() const ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -299,6 +301,11 @@ class Shard {
                             std::vector<BlockStore::Block*>* blocks,
                             std::vector<BlockStore::GradientStats>* stats,
                             std::vector<DecodedRows>* rows)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // SparseTable::Apply, counting the rows it created and the updates its
+  // admission dropped ("sparse_rows_created", "sparse_filtered_updates").
+  void ApplyToTable(SparseTable* table, const uint64_t* keys, int64_t n,
+                    const float* grads, const uint32_t* counts)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Applies the decoded sparse rows of a push; returns the keys applied.
   int64_t ApplySparse(const std::vector<DecodedRows>& rows)

@@ -195,6 +195,10 @@ class SparseTable {
   absl::Status Merge(const Rows& rows);
   // Merge's checks alone: what Merge(rows) would return, changing nothing.
   absl::Status CheckMerge(const Rows& rows) const;
+  // Merge without its checks (a replica checks every table of a cut before
+  // it applies any). REQUIRES: CheckMerge(rows) returned OK, and the table
+  // has not changed since.
+  void MergeChecked(const Rows& rows);
   // The rows changed by Apply since the last TakeChanges (or ClearChanges),
   // keys ascending, each whole at this moment; the record is cleared.
   // Empty unless Options::track_changes.
@@ -222,8 +226,6 @@ class SparseTable {
   // InvalidArgument unless `rows` fits this table (Restore and Merge).
   absl::Status CheckRows(const Rows& rows, const char* what,
                          bool finite) const;
-  // Merge after CheckRows.
-  void MergeChecked(const Rows& rows);
   // `rows` for the given (key, row) pairs, in their order.
   Rows RowsOf(const std::vector<std::pair<uint64_t, uint32_t>>& order) const;
   void NoteChanged(uint32_t row) {

@@ -125,6 +125,22 @@ ephemeral() {
   echo "$list"
 }
 
+# Runs the launcher on deploy/configs/NAME.yaml into DIR with the --set
+# arguments that follow, its exit status in launch_rc; returns 1, after a row
+# for LEARNER saying why, when no summary.json came out.
+launch() {  # name learner dir set-arguments...
+  local name="$1" learner="$2" dir="$3"
+  shift 3
+  launch_rc=0
+  timeout "$timeout_s" "$launcher" --config "deploy/configs/$name.yaml" --run_dir "$dir" \
+    "$@" --progress_s "$progress_s" >"$dir/launcher.log" 2>&1 || launch_rc=$?
+  if [[ ! -f "$dir/summary.json" ]]; then
+    note_row "$name" "$learner" "no summary.json (launcher exit $launch_rc; see $dir/launcher.log)"
+    tail -n 5 "$dir/launcher.log" >&2 || true
+    return 1
+  fi
+}
+
 # Runs Downpour on NAME with W workers and appends its row.
 downpour() {
   local name="$1" w="$2" train="$3" test="$4" nps=1
@@ -139,14 +155,8 @@ downpour() {
               --set "training.stop_at_target=false")  # every epoch, as the references
   [[ -n "$test" ]] && sets+=(--set "data.test_path=$test")
   echo "== $name: Downpour, $w worker(s) -> $dir"
-  local rc=0
-  timeout "$timeout_s" "$launcher" --config "deploy/configs/$name.yaml" --run_dir "$dir" \
-    "${sets[@]}" --progress_s "$progress_s" >"$dir/launcher.log" 2>&1 || rc=$?
-  if [[ ! -f "$dir/summary.json" ]]; then
-    note_row "$name" "downpour_${w}w" "no summary.json (launcher exit $rc; see $dir/launcher.log)"
-    tail -n 5 "$dir/launcher.log" >&2 || true
-    return
-  fi
+  launch "$name" "downpour_${w}w" "$dir" "${sets[@]}" || return 0
+  local rc="$launch_rc"
   "$py" - "$dir/summary.json" "$name" "downpour_${w}w" "$rc" >>"$results" <<'EOF'
 import json, sys
 path, name, learner, rc = sys.argv[1:5]
@@ -187,14 +197,8 @@ downpour_sparse() {
     for kv in ${adagrad_sets[$name]}; do sets+=(--set "$kv"); done
   fi
   echo "== $name: Downpour sparse_linear, $opt, $w worker(s) -> $dir"
-  local rc=0
-  timeout "$timeout_s" "$launcher" --config "deploy/configs/$name.yaml" --run_dir "$dir" \
-    "${sets[@]}" --progress_s "$progress_s" >"$dir/launcher.log" 2>&1 || rc=$?
-  if [[ ! -f "$dir/summary.json" ]]; then
-    note_row "$name" "downpour_${opt}_${w}w" "no summary.json (launcher exit $rc; see $dir/launcher.log)"
-    tail -n 5 "$dir/launcher.log" >&2 || true
-    return
-  fi
+  launch "$name" "downpour_${opt}_${w}w" "$dir" "${sets[@]}" || return 0
+  local rc="$launch_rc"
   "$py" "$here/sparse_eval.py" "$dir" --test "$split/test.k64" --train "$split/train.k64" \
     >"$dir/final_model.json" || true
   "$py" - "$dir/summary.json" "$dir/final_model.json" "$name" "downpour_${opt}_${w}w" "$rc" \

@@ -135,7 +135,7 @@ absl::StatusOr<uint64_t> Replica::Apply(const proto::ReplicateRequest& request) 
     }
   }
   for (int i = 0; i < request.sparse_size(); ++i) {
-    tables_[request.sparse(i).table()]->Merge(rows[i]).IgnoreError();
+    tables_[request.sparse(i).table()]->MergeChecked(rows[i]);
   }
   for (BlockStore::BlockSnapshot& b : blocks) {
     auto it = blocks_.find(b.id);
