@@ -204,29 +204,39 @@ absl::StatusOr<data::SparseDataset> ReadSparseExamples(
                    "'; a sparse_linear model reads libsvm or csv files"));
 }
 
+SparseScorer::SparseScorer(const SparseModel& model) : model_(model) {
+  weight_.reserve(model.keys.size());
+  for (size_t i = 0; i < model.keys.size(); ++i) {
+    weight_.emplace(model.keys[i], model.weights[i]);
+  }
+}
+
+float SparseScorer::Margin(const uint64_t* keys, const float* values,
+                           size_t n, int64_t* misses) const {
+  double margin = model_.bias;
+  int64_t missed = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const auto it = weight_.find(keys[i]);
+    float w = 0.0f;  // added all the same, as the worker adds a 0 row
+    if (it == weight_.end()) {
+      ++missed;
+    } else {
+      w = it->second;
+    }
+    margin += static_cast<double>(w) * values[i];
+  }
+  if (misses != nullptr) *misses += missed;
+  return static_cast<float>(margin);
+}
+
 std::vector<float> Margins(const SparseModel& model,
                            const data::SparseDataset& rows) {
-  // The weight of each distinct key of the rows, found by one merge walk of
-  // the two sorted key lists: a binary search per entry in a model of
-  // millions of keys misses the cache at every step.
-  std::vector<uint64_t> distinct = rows.keys;
-  std::sort(distinct.begin(), distinct.end());
-  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
-  absl::flat_hash_map<uint64_t, float> weight;
-  weight.reserve(distinct.size());
-  size_t m = 0;
-  for (uint64_t key : distinct) {
-    while (m < model.keys.size() && model.keys[m] < key) ++m;
-    const bool found = m < model.keys.size() && model.keys[m] == key;
-    weight[key] = found ? model.weights[m] : 0.0f;
-  }
+  const SparseScorer scorer(model);
   std::vector<float> out(rows.rows());
   for (int64_t r = 0; r < rows.rows(); ++r) {
-    double margin = model.bias;
-    for (int64_t i = rows.offsets[r]; i < rows.offsets[r + 1]; ++i) {
-      margin += static_cast<double>(weight[rows.keys[i]]) * rows.values[i];
-    }
-    out[r] = static_cast<float>(margin);
+    const int64_t b = rows.offsets[r];
+    out[r] = scorer.Margin(rows.keys.data() + b, rows.values.data() + b,
+                           static_cast<size_t>(rows.offsets[r + 1] - b));
   }
   return out;
 }

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/config.h"
@@ -77,6 +78,28 @@ absl::StatusOr<SparseModel> SparseModelFromArrays(const std::string& path,
 // kind, and the readers' errors (file:line:column: what; the fix).
 absl::StatusOr<data::SparseDataset> ReadSparseExamples(
     const proto::ModelMeta& meta, const std::string& path, bool has_label);
+
+// A model's scoring, ready for many lookups: a hash index over its keys.
+// Immutable once built, so any number of threads may score with one scorer
+// (the serving daemon shares one per snapshot).
+class SparseScorer {
+ public:
+  explicit SparseScorer(const SparseModel& model);
+
+  // The raw output (margin) of one example of `n` entries: the bias plus
+  // sum of weight(keys[i]) * values[i], summed in double in the given order
+  // and rounded to float, exactly as Margins and the worker's evaluation.
+  // *misses (if not null) is increased by the entries whose key the model
+  // holds no row for (they weigh 0).
+  float Margin(const uint64_t* keys, const float* values, size_t n,
+               int64_t* misses = nullptr) const;
+
+  const SparseModel& model() const { return model_; }
+
+ private:
+  const SparseModel& model_;
+  absl::flat_hash_map<uint64_t, float> weight_;
+};
 
 // The raw output of every row of `rows`: bias + sum of Weight(key) * value,
 // summed in double in the row's key order and rounded to float, as the
