@@ -10,7 +10,8 @@ namespace downpour {
 namespace {
 
 constexpr Logger kLoggers[] = {Logger::kServer, Logger::kWorker, Logger::kCoordinator,
-                               Logger::kRpc,    Logger::kGpu,    Logger::kTool};
+                               Logger::kRpc,    Logger::kGpu,    Logger::kTool,
+                               Logger::kServe};
 constexpr size_t kNumLoggers = sizeof(kLoggers) / sizeof(kLoggers[0]);
 
 using Registry = std::array<std::shared_ptr<spdlog::logger>, kNumLoggers>;
@@ -45,6 +46,8 @@ const char* LoggerName(Logger logger) {
       return "gpu";
     case Logger::kTool:
       return "tool";
+    case Logger::kServe:
+      return "serve";
   }
   return "tool";  // not reached: the switch covers every Logger
 }

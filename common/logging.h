@@ -21,6 +21,7 @@ enum class Logger {
   kRpc,          // "rpc": membership and calls between daemons
   kGpu,          // "gpu": the CUDA backend
   kTool,         // "tool": command-line tools
+  kServe,        // "serve": the serving daemon (serve/)
 };
 
 // The logger's name as it appears in each line: "server", "worker", ...

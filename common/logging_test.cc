@@ -17,7 +17,8 @@ TEST(LoggingTest, EachComponentHasItsOwnNamedLogger) {
     const char* name;
   } cases[] = {{Logger::kServer, "server"}, {Logger::kWorker, "worker"},
                {Logger::kCoordinator, "coordinator"}, {Logger::kRpc, "rpc"},
-               {Logger::kGpu, "gpu"}, {Logger::kTool, "tool"}};
+               {Logger::kGpu, "gpu"}, {Logger::kTool, "tool"},
+               {Logger::kServe, "serve"}};
   for (const auto& c : cases) {
     ASSERT_NE(Log(c.id), nullptr) << c.name;
     EXPECT_EQ(Log(c.id)->name(), c.name);

@@ -204,6 +204,10 @@ absl::Status Authorize(CallerRole role, absl::string_view method) {
           {"ParameterServer/Checksums", {CallerRole::kWorker, CallerRole::kAdmin}},
           {"ParameterServer/Replicate", {CallerRole::kPs}},
           {"ParameterServer/Lookup", {CallerRole::kWorker, CallerRole::kAdmin}},
+          // The serving daemon (serve/): predictions and its status are for
+          // clients of the trained model, not for training members.
+          {"Predictor/Predict", {CallerRole::kReader, CallerRole::kAdmin}},
+          {"Predictor/ServeStatus", {CallerRole::kReader, CallerRole::kAdmin}},
       };
   auto it = kRoles->find(std::string(name));
   if (it != kRoles->end()) {

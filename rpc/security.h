@@ -17,10 +17,14 @@
 //   worker  Coordinator RegisterWorker/Heartbeat, ParameterServer Pull/Push/
 //           Checksums/Lookup
 //   admin   every read: status, placement, history, model, Pull, Checksums,
-//           Lookup
-//   reader  status, placement, history, model (no parameters)
+//           Lookup; the serving daemon's Predict and ServeStatus
+//   reader  status, placement, history, model (no parameters); the serving
+//           daemon's Predict and ServeStatus
 // and every role reads status, placement, history and the model description.
-// ps and standbys call as ps, workers as worker, the coordinator as reader
+// ps and worker tokens may not call the serving daemon's Predictor: serving
+// clients get the reader token (or admin), training members never need it.
+// ps and standbys call as ps, workers as worker, the coordinator and the
+// serving daemon as reader
 // (it reads members' Status to tell which process holds a place), psctl and
 // the launcher as admin or reader (ClientRole); rpc/daemon.cc decides.
 #ifndef DOWNPOUR_RPC_SECURITY_H_

@@ -62,6 +62,26 @@ TEST(AuthorizeTest, ReadersReadStatusButNotTheModel) {
             absl::StatusCode::kPermissionDenied);
 }
 
+// The serving daemon answers its clients (reader) and operators (admin); a
+// training member's token is no key to it, and no token is refused.
+TEST(AuthorizeTest, ReadersAndAdminsPredictFromTheServingDaemon) {
+  const char kPredict[] = "/downpour.proto.Predictor/Predict";
+  const char kServeStatus[] = "/downpour.proto.Predictor/ServeStatus";
+  for (const char* method : {kPredict, kServeStatus}) {
+    EXPECT_TRUE(Authorize(CallerRole::kReader, method).ok()) << method;
+    EXPECT_TRUE(Authorize(CallerRole::kAdmin, method).ok()) << method;
+    for (CallerRole role : {CallerRole::kPs, CallerRole::kWorker}) {
+      const absl::Status refused = Authorize(role, method);
+      EXPECT_EQ(refused.code(), absl::StatusCode::kPermissionDenied)
+          << CallerRoleName(role) << " " << method;
+      EXPECT_THAT(refused.message(), HasSubstr("(only reader, admin)"));
+    }
+    EXPECT_EQ(Authorize(CallerRole::kNone, method).code(),
+              absl::StatusCode::kUnauthenticated)
+        << method;
+  }
+}
+
 TEST(AuthorizeTest, NoTokenReachesOnlyHealthChecks) {
   EXPECT_TRUE(Authorize(CallerRole::kNone, kHealth).ok());
   EXPECT_TRUE(Authorize(CallerRole::kNone, "/grpc.health.v1.Health/Watch").ok());

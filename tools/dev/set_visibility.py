@@ -10,7 +10,7 @@ contract, example configs and the user-facing daemons.
 """
 import re, glob, os, collections
 os.chdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..'))
-pkgs=['common','common/testing','rpc','membership','coordinator','server','server/replication','deploy','worker','worker/cpu','worker/cuda','worker/testing','tools','tools/dev','bench','tests']
+pkgs=['common','common/testing','rpc','membership','coordinator','server','server/replication','deploy','worker','worker/cpu','worker/cuda','worker/testing','serve','tools','tools/dev','bench','tests']
 allbuild=[b for b in glob.glob('**/BUILD',recursive=True) if not b.startswith(('bazel-','third_party'))]
 refs=collections.defaultdict(set)  # (pkg,name) -> set of referencing pkgs
 for b in allbuild:

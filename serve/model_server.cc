@@ -1,0 +1,405 @@
+// The serving core: snapshots of an exported sparse model, requests scored
+// against them, and the reload thread that swaps a changed file in.
+#include "serve/model_server.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "model/metrics.h"
+
+namespace downpour::serve {
+namespace {
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "the request's bytes are little-endian and copied as they are");
+
+spdlog::logger* L() { return Log(Logger::kServe); }
+
+// The file at `path`, opened, and its version: NotFound when it does not
+// exist, PermissionDenied or Unavailable (the errno's text) when it cannot be
+// opened.
+struct OpenedFile {
+  std::unique_ptr<ScopedFd> fd;
+  FileVersion version;
+};
+
+absl::StatusOr<OpenedFile> Open(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  struct stat st;
+  if (fd < 0 || ::fstat(fd, &st) != 0) {
+    const int err = errno;
+    if (fd >= 0) ::close(fd);
+    const std::string message =
+        absl::StrCat("cannot open '", path, "': ", std::strerror(err));
+    if (err == ENOENT) return absl::NotFoundError(message);
+    if (err == EACCES || err == EPERM) {
+      return absl::PermissionDeniedError(message);
+    }
+    return absl::UnavailableError(message);
+  }
+  OpenedFile file;
+  file.fd = std::make_unique<ScopedFd>(fd);
+  file.version.device = st.st_dev;
+  file.version.inode = st.st_ino;
+  file.version.size = static_cast<int64_t>(st.st_size);
+  file.version.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 +
+                          st.st_mtim.tv_nsec;
+  return file;
+}
+
+// A bytes field as n little-endian values of T (copied: a protobuf string's
+// bytes need not be aligned for T).
+template <typename T>
+std::vector<T> Decode(const std::string& bytes) {
+  std::vector<T> out(bytes.size() / sizeof(T));
+  if (!out.empty()) std::memcpy(out.data(), bytes.data(), out.size() * sizeof(T));
+  return out;
+}
+
+template <typename T>
+void Encode(const std::vector<T>& values, std::string* bytes) {
+  bytes->resize(values.size() * sizeof(T));
+  if (!values.empty()) std::memcpy(&(*bytes)[0], values.data(), bytes->size());
+}
+
+double UnixSeconds(absl::Time t) { return absl::ToUnixMicros(t) / 1e6; }
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ModelServer>> ModelServer::Create(
+    Options options) {
+  if (options.model_path.empty()) {
+    return absl::InvalidArgumentError(
+        "no model file given: pass --model PATH (the .npz `psctl export` "
+        "writes)");
+  }
+  if (options.max_examples < 1 || options.max_request_bytes < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_examples and --max_request_bytes must be at least 1, got ",
+        options.max_examples, " and ", options.max_request_bytes));
+  }
+  if (options.reload_interval <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--reload_interval_s must be above 0, got ",
+                     absl::ToDoubleSeconds(options.reload_interval)));
+  }
+  std::unique_ptr<ModelServer> server(new ModelServer(std::move(options)));
+  absl::StatusOr<OpenedFile> file = Open(server->options_.model_path);
+  if (absl::IsNotFound(file.status())) {
+    SPDLOG_LOGGER_WARN(L(),
+                       "{} does not exist yet: not serving until it appears "
+                       "(psctl export writes it)",
+                       server->options_.model_path);
+    absl::MutexLock lock(&server->reload_mu_);
+    server->file_missing_logged_ = true;
+    return server;
+  }
+  if (!file.ok()) return file.status();
+  absl::StatusOr<std::shared_ptr<const Snapshot>> first =
+      server->Load(&file->fd, file->version);
+  if (!first.ok()) return first.status();
+  absl::MutexLock lock(&server->mu_);
+  server->current_ = *std::move(first);
+  server->loads_ = 1;
+  return server;
+}
+
+ModelServer::ModelServer(Options options)
+    : options_(std::move(options)),
+      clock_(options_.clock != nullptr ? options_.clock : Clock::Real()) {}
+
+ModelServer::~ModelServer() { StopReloading(); }
+
+absl::StatusOr<std::shared_ptr<const Snapshot>> ModelServer::Load(
+    std::unique_ptr<ScopedFd>* fd, const FileVersion& version) const {
+  const absl::Time start = absl::Now();
+  absl::StatusOr<model::SparseModel> model =
+      model::ReadSparseModel(options_.model_path);
+  if (!model.ok()) return model.status();
+  absl::StatusOr<Task> task = ParseTask(model->meta.task());
+  if (!task.ok()) return task.status();
+  if (*task == Task::kMulticlass) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        options_.model_path,
+        ": a multiclass sparse model; serve answers binary and regression "
+        "models (one margin per example)"));
+  }
+  auto snapshot = std::make_shared<Snapshot>();
+  snapshot->model = *std::move(model);
+  snapshot->scorer = std::make_unique<model::SparseScorer>(snapshot->model);
+  snapshot->task = *task;
+  snapshot->file = version;
+  snapshot->file_fd = std::move(*fd);
+  snapshot->loaded_at = clock_->Now();
+  snapshot->file_mtime = absl::FromUnixNanos(version.mtime_ns);
+  {
+    absl::MutexLock lock(&mu_);
+    snapshot->number = loads_ + 1;
+  }
+  SPDLOG_LOGGER_INFO(
+      L(), "loaded {} as snapshot {}: {} rows, {} updates, {} ({}), in {:.3f} s",
+      options_.model_path, snapshot->number, snapshot->model.keys.size(),
+      snapshot->model.meta.updates(), snapshot->model.meta.origin(),
+      snapshot->model.meta.type(), absl::ToDoubleSeconds(absl::Now() - start));
+  return std::shared_ptr<const Snapshot>(std::move(snapshot));
+}
+
+absl::Status ModelServer::ReloadIfChanged() {
+  absl::MutexLock reload(&reload_mu_);
+  absl::StatusOr<OpenedFile> file = Open(options_.model_path);
+  std::shared_ptr<const Snapshot> serving = current();
+  if (absl::IsNotFound(file.status())) {
+    if (!file_missing_logged_) {
+      file_missing_logged_ = true;
+      if (serving != nullptr) {
+        SPDLOG_LOGGER_WARN(L(), "{} was removed: snapshot {} keeps serving",
+                           options_.model_path, serving->number);
+      }
+    }
+    return absl::OkStatus();
+  }
+  file_missing_logged_ = false;
+  absl::Status failure;
+  if (file.ok()) {
+    const FileVersion version = file->version;
+    if (serving != nullptr && serving->file == version) return absl::OkStatus();
+    if (failed_fd_ != nullptr && failed_ == version) {
+      return absl::OkStatus();  // reported already
+    }
+    absl::StatusOr<std::shared_ptr<const Snapshot>> loaded =
+        Load(&file->fd, version);
+    if (loaded.ok()) {
+      failed_ = FileVersion();
+      failed_fd_.reset();
+      {
+        absl::MutexLock lock(&mu_);
+        // Requests that took the old snapshot keep it until they end.
+        current_ = *std::move(loaded);
+        ++loads_;
+        if (serving != nullptr) ++reloads_;
+      }
+      if (on_load_) on_load_();
+      return absl::OkStatus();
+    }
+    failure = loaded.status();
+    failed_ = version;
+    failed_fd_ = std::move(file->fd);  // kept open: see FileVersion
+  } else {
+    failure = file.status();  // not readable; retried every interval
+  }
+  uint64_t keeps = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    ++reload_failures_;
+    last_error_ = std::string(failure.message());
+    last_error_at_ = clock_->Now();
+    keeps = current_ == nullptr ? 0 : current_->number;
+  }
+  if (keeps > 0) {
+    SPDLOG_LOGGER_WARN(L(), "reload failed, snapshot {} keeps serving: {}",
+                       keeps, std::string(failure.message()));
+  } else {
+    SPDLOG_LOGGER_ERROR(L(), "load failed, still no snapshot to serve: {}",
+                        std::string(failure.message()));
+  }
+  return failure;
+}
+
+void ModelServer::StartReloading(std::function<void()> on_load,
+                                 std::function<void()> on_tick) {
+  if (reloader_.joinable() || stop_.HasBeenNotified()) return;
+  on_load_ = std::move(on_load);
+  on_tick_ = std::move(on_tick);
+  reloader_ = std::thread([this] {
+    while (!clock_->WaitForNotificationWithTimeout(&stop_,
+                                                   options_.reload_interval)) {
+      // The error is logged and kept for Status; the next interval tries
+      // again once the file changes.
+      ReloadIfChanged().IgnoreError();
+      if (on_tick_) on_tick_();
+    }
+  });
+}
+
+void ModelServer::StopReloading() {
+  if (!stop_.HasBeenNotified()) stop_.Notify();
+  if (reloader_.joinable()) reloader_.join();
+}
+
+std::shared_ptr<const Snapshot> ModelServer::current() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return current_;
+}
+
+absl::Status ModelServer::CheckRequest(const proto::PredictRequest& request,
+                                       int64_t* examples, int64_t* keys) const {
+  const std::string& k = request.keys();
+  const std::string& v = request.values();
+  const std::string& o = request.offsets();
+  const int64_t bytes = static_cast<int64_t>(k.size() + v.size() + o.size());
+  if (bytes > options_.max_request_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "predict: the request holds ", bytes, " bytes of keys, values and "
+        "offsets; at most ", options_.max_request_bytes,
+        " (--max_request_bytes): send fewer examples per request"));
+  }
+  if (k.size() % 8 != 0 || v.size() % 4 != 0 || o.size() % 4 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "predict: keys, values and offsets are ", k.size(), ", ", v.size(),
+        " and ", o.size(), " bytes; they must be uint64, float32 and uint32 "
+        "little-endian arrays (multiples of 8, 4 and 4 bytes)"));
+  }
+  if (k.size() / 8 != v.size() / 4) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "predict: ", k.size() / 8, " keys but ", v.size() / 4,
+        " values; each key needs its value"));
+  }
+  if (o.empty()) {
+    return absl::InvalidArgumentError(
+        "predict: offsets is empty; it holds examples + 1 uint32 entries "
+        "(0, then where each example ends)");
+  }
+  *examples = static_cast<int64_t>(o.size() / 4) - 1;
+  *keys = static_cast<int64_t>(k.size() / 8);
+  if (*examples > options_.max_examples) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "predict: the request holds ", *examples, " examples; at most ",
+        options_.max_examples, " (--max_examples): split it"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ModelServer::Predict(const proto::PredictRequest& request,
+                                  proto::PredictResponse* response) {
+  const absl::Time start = absl::Now();
+  int64_t n = 0, num_keys = 0;
+  if (absl::Status ok = CheckRequest(request, &n, &num_keys); !ok.ok()) {
+    rejected_.fetch_add(1, std::memory_order_relaxed);
+    return ok;
+  }
+  const std::vector<uint32_t> offsets = Decode<uint32_t>(request.offsets());
+  if (offsets[0] != 0) {
+    rejected_.fetch_add(1, std::memory_order_relaxed);
+    return absl::InvalidArgumentError(absl::StrCat(
+        "predict: offsets[0] is ", offsets[0], "; it must be 0"));
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    if (offsets[i + 1] < offsets[i]) {
+      rejected_.fetch_add(1, std::memory_order_relaxed);
+      return absl::InvalidArgumentError(absl::StrCat(
+          "predict: offsets[", i + 1, "] = ", offsets[i + 1], " is below offsets[",
+          i, "] = ", offsets[i], "; offsets must not decrease"));
+    }
+  }
+  if (offsets[n] != num_keys) {
+    rejected_.fetch_add(1, std::memory_order_relaxed);
+    return absl::InvalidArgumentError(absl::StrCat(
+        "predict: the last offset is ", offsets[n], " but the request holds ",
+        num_keys, " keys; it must be the number of keys"));
+  }
+  const std::vector<float> values = Decode<float>(request.values());
+  for (int64_t e = 0, i = 0; i < num_keys; ++i) {
+    if (std::isfinite(values[i])) continue;
+    while (offsets[e + 1] <= i) ++e;  // the example holding entry i
+    rejected_.fetch_add(1, std::memory_order_relaxed);
+    return absl::InvalidArgumentError(absl::StrCat(
+        "predict: value ", i, " (example ", e, ") is ", values[i],
+        "; values must be finite"));
+  }
+  // One snapshot answers the whole request, whatever swaps meanwhile.
+  const std::shared_ptr<const Snapshot> snapshot = current();
+  if (snapshot == nullptr) {
+    unavailable_.fetch_add(1, std::memory_order_relaxed);
+    return absl::UnavailableError(absl::StrCat(
+        "no snapshot loaded yet: waiting for ", options_.model_path,
+        " (psctl export writes it)"));
+  }
+  const std::vector<uint64_t> keys = Decode<uint64_t>(request.keys());
+  std::vector<float> margins(n);
+  int64_t misses = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    margins[i] = snapshot->scorer->Margin(keys.data() + offsets[i],
+                                          values.data() + offsets[i],
+                                          offsets[i + 1] - offsets[i], &misses);
+  }
+  Encode(margins, response->mutable_margins());
+  if (snapshot->task == Task::kBinary) {
+    model::OutputsToPredictions(Task::kBinary, n, 1, margins.data());
+    Encode(margins, response->mutable_probabilities());
+  } else {
+    response->clear_probabilities();
+  }
+  response->set_snapshot(snapshot->number);
+  response->set_snapshot_updates(snapshot->model.meta.updates());
+  response->set_misses(static_cast<uint64_t>(misses));
+  requests_.fetch_add(1, std::memory_order_relaxed);
+  examples_.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
+  keys_.fetch_add(static_cast<uint64_t>(num_keys), std::memory_order_relaxed);
+  misses_.fetch_add(static_cast<uint64_t>(misses), std::memory_order_relaxed);
+  RecordLatency(absl::Now() - start);
+  return absl::OkStatus();
+}
+
+void ModelServer::RecordLatency(absl::Duration d) {
+  absl::MutexLock lock(&latency_mu_);
+  latency_.Record(absl::ToDoubleSeconds(d));
+}
+
+void ModelServer::Status(proto::ServeStatusResponse* response) const {
+  response->set_model_path(options_.model_path);
+  response->set_max_examples(static_cast<uint64_t>(options_.max_examples));
+  response->set_max_request_bytes(
+      static_cast<uint64_t>(options_.max_request_bytes));
+  response->set_reload_interval_s(
+      absl::ToDoubleSeconds(options_.reload_interval));
+  std::shared_ptr<const Snapshot> snapshot;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    snapshot = current_;
+    response->set_loads(loads_);
+    response->set_reloads(reloads_);
+    response->set_reload_failures(reload_failures_);
+    response->set_last_reload_error(last_error_);
+    response->set_last_reload_error_unix_s(
+        last_error_at_ == absl::InfinitePast() ? 0
+                                               : UnixSeconds(last_error_at_));
+  }
+  response->set_loaded(snapshot != nullptr);
+  if (snapshot != nullptr) {
+    const proto::ModelMeta& meta = snapshot->model.meta;
+    response->set_snapshot(snapshot->number);
+    response->set_loaded_at_unix_s(UnixSeconds(snapshot->loaded_at));
+    response->set_snapshot_age_s(
+        absl::ToDoubleSeconds(clock_->Now() - snapshot->file_mtime));
+    response->set_file_bytes(static_cast<uint64_t>(snapshot->file.size));
+    response->set_updates(meta.updates());
+    response->set_origin(meta.origin());
+    response->set_type(meta.type());
+    response->set_task(meta.task());
+    response->set_rows(snapshot->model.keys.size());
+  }
+  const uint64_t keys = keys_.load(std::memory_order_relaxed);
+  const uint64_t misses = misses_.load(std::memory_order_relaxed);
+  response->set_requests(requests_.load(std::memory_order_relaxed));
+  response->set_examples(examples_.load(std::memory_order_relaxed));
+  response->set_keys(keys);
+  response->set_misses(misses);
+  response->set_miss_ratio(keys == 0 ? 0 : static_cast<double>(misses) / keys);
+  response->set_rejected(rejected_.load(std::memory_order_relaxed));
+  response->set_unavailable(unavailable_.load(std::memory_order_relaxed));
+  absl::MutexLock lock(&latency_mu_);
+  response->set_latency_p50_s(latency_.Quantile(0.5));
+  response->set_latency_p99_s(latency_.Quantile(0.99));
+  response->set_latency_max_s(latency_.max());
+}
+
+}  // namespace downpour::serve
