@@ -63,6 +63,12 @@ absl::Status CheckOptions(const SparseTable::Options& o) {
   if (o.max_rows < 1 || o.max_rows > (int64_t{1} << 31) - 1) {
     return bad(absl::StrCat("max_rows ", o.max_rows, " is outside 1..2^31-1"));
   }
+  if (o.evict_ttl_updates < 0 || o.evict_max_rows < 0 ||
+      o.evict_max_rows > (int64_t{1} << 31) - 1) {
+    return bad(absl::StrCat("eviction.ttl_updates ", o.evict_ttl_updates,
+                            " must be >= 0 and eviction.max_rows ",
+                            o.evict_max_rows, " in 0..2^31-1"));
+  }
   if (o.admit_min_count < 1 ||
       !(o.admit_probability > 0 && o.admit_probability <= 1)) {
     return bad(absl::StrCat("admission.min_count ", o.admit_min_count,
@@ -113,7 +119,9 @@ absl::StatusOr<std::unique_ptr<SparseTable>> SparseTable::Create(
 SparseTable::SparseTable(const Options& options)
     : options_(options),
       state_slots_(StateSlots(options.optimizer.type)),
-      stride_(options.dim * (1 + StateSlots(options.optimizer.type))) {}
+      stride_(options.dim * (1 + StateSlots(options.optimizer.type))),
+      track_clocks_(options.track_clocks || options.evict_ttl_updates > 0 ||
+                    options.evict_max_rows > 0) {}
 
 SparseTable::~SparseTable() = default;
 
@@ -215,6 +223,9 @@ uint32_t SparseTable::NewRow(uint64_t key) {
     if (options_.track_changes) {
       keys_.push_back(std::make_unique<uint64_t[]>(kRowsPerChunk));
     }
+    if (track_clocks_) {
+      clocks_.push_back(std::make_unique<uint64_t[]>(kRowsPerChunk));
+    }
   }
   if (options_.track_changes) {
     keys_[row / kRowsPerChunk][row % kRowsPerChunk] = key;
@@ -227,6 +238,7 @@ uint32_t SparseTable::NewRow(uint64_t key) {
   }
   std::fill(data + dim, data + stride_, 0.0f);
   RowVersion(row) = 0;
+  if (track_clocks_) RowClock(row) = clock_;
   index_.emplace(key, row);
   ++created_;
   return row;
@@ -347,6 +359,8 @@ int64_t SparseTable::Apply(const uint64_t* keys, int64_t n, const float* grads,
       ++version;
       ++version_sum_;
     }
+    ++clock_;
+    if (track_clocks_) RowClock(row) = clock_;
     NoteChanged(row);
     Update(data, version, grads + i * dim);
     int64_t nonzero_after = 0;
@@ -368,8 +382,11 @@ int64_t SparseTable::bytes() const {
       static_cast<int64_t>(pending_.capacity()) * (sizeof(Slot) + 1) +
       static_cast<int64_t>(keys_.size()) * kRowsPerChunk * sizeof(uint64_t) +
       static_cast<int64_t>(changed_.capacity()) * sizeof(uint32_t) +
-      static_cast<int64_t>(changed_bits_.capacity()) * sizeof(uint64_t);
-  return index_bytes + chunk_bytes + change_bytes;
+      static_cast<int64_t>(changed_bits_.capacity()) * sizeof(uint64_t) +
+      static_cast<int64_t>(evicted_keys_.capacity()) * sizeof(uint64_t);
+  const int64_t clock_bytes =
+      static_cast<int64_t>(clocks_.size()) * kRowsPerChunk * sizeof(uint64_t);
+  return index_bytes + chunk_bytes + change_bytes + clock_bytes;
 }
 
 SparseTable::Rows SparseTable::RowsOf(
@@ -378,15 +395,19 @@ SparseTable::Rows SparseTable::RowsOf(
   rows.dim = options_.dim;
   rows.state_slots = state_slots_;
   rows.optimizer = options_.optimizer.type;
+  rows.clock = clock_;
+  rows.evicted_versions = evicted_versions_;
   rows.keys.reserve(order.size());
   rows.data.resize(order.size() * stride_);
   rows.versions.reserve(order.size());
+  if (track_clocks_) rows.clocks.reserve(order.size());
   float* dst = rows.data.data();
   for (const auto& [key, row] : order) {
     rows.keys.push_back(key);
     std::memcpy(dst, RowData(row), stride_ * sizeof(float));
     dst += stride_;
     rows.versions.push_back(RowVersion(row));
+    if (track_clocks_) rows.clocks.push_back(RowClock(row));
   }
   return rows;
 }
@@ -404,8 +425,13 @@ SparseTable::Rows SparseTable::TakeChanges() {
     order.emplace_back(keys_[row / kRowsPerChunk][row % kRowsPerChunk], row);
   }
   std::sort(order.begin(), order.end());
+  std::vector<uint64_t> evicted = std::move(evicted_keys_);
   ClearChanges();
-  return RowsOf(order);
+  Rows rows = RowsOf(order);
+  std::sort(evicted.begin(), evicted.end());
+  evicted.erase(std::unique(evicted.begin(), evicted.end()), evicted.end());
+  rows.evicted_keys = std::move(evicted);
+  return rows;
 }
 
 void SparseTable::ClearChanges() {
@@ -413,6 +439,172 @@ void SparseTable::ClearChanges() {
     changed_bits_[row / 64] &= ~(uint64_t{1} << (row % 64));
   }
   changed_.clear();
+  evicted_keys_.clear();
+}
+
+void SparseTable::TrackClocks() {
+  if (track_clocks_) return;
+  track_clocks_ = true;
+  for (size_t c = 0; c < chunks_.size(); ++c) {
+    clocks_.push_back(std::make_unique<uint64_t[]>(kRowsPerChunk));
+    std::fill(clocks_[c].get(), clocks_[c].get() + kRowsPerChunk, clock_);
+  }
+}
+
+SparseTable::Rows SparseTable::ChangedSince(uint64_t clock) const {
+  std::vector<std::pair<uint64_t, uint32_t>> order;
+  if (track_clocks_) {
+    for (const auto& [key, row] : index_) {
+      if (RowClock(row) > clock) order.emplace_back(key, row);
+    }
+  }
+  std::sort(order.begin(), order.end());
+  return RowsOf(order);
+}
+
+namespace {
+
+bool Marked(const std::vector<uint64_t>& bits, int64_t row) {
+  return (bits[row / 64] >> (row % 64)) & 1;
+}
+
+void Mark(std::vector<uint64_t>* bits, int64_t row) {
+  (*bits)[row / 64] |= uint64_t{1} << (row % 64);
+}
+
+}  // namespace
+
+std::vector<uint64_t> SparseTable::Evict() {
+  const int64_t ttl = options_.evict_ttl_updates;
+  const int64_t max_rows = options_.evict_max_rows;
+  const int64_t n = rows();
+  if ((ttl <= 0 && max_rows <= 0) || n == 0) return {};
+  std::vector<uint64_t> victims((n + 63) / 64, 0);
+  int64_t count = 0;
+  // Untouched by the last `ttl` updates: last updated at clock_ - ttl or
+  // before.
+  if (ttl > 0 && clock_ >= static_cast<uint64_t>(ttl)) {
+    const uint64_t last_stale = clock_ - static_cast<uint64_t>(ttl);
+    for (int64_t r = 0; r < n; ++r) {
+      if (RowClock(static_cast<uint32_t>(r)) <= last_stale) {
+        Mark(&victims, r);
+        ++count;
+      }
+    }
+  }
+  // Beyond max_rows: the `excess` least recently updated of the rest. A
+  // row's clock is unique unless it came without one (restored from an
+  // older checkpoint, or merged from a replica's cut): ties go by row.
+  const int64_t excess = n - count - max_rows;
+  if (max_rows > 0 && excess > 0) {
+    std::vector<uint64_t> ages;
+    ages.reserve(n - count);
+    for (int64_t r = 0; r < n; ++r) {
+      if (!Marked(victims, r)) ages.push_back(RowClock(static_cast<uint32_t>(r)));
+    }
+    std::nth_element(ages.begin(), ages.begin() + (excess - 1), ages.end());
+    const uint64_t threshold = ages[excess - 1];
+    ages = std::vector<uint64_t>();
+    int64_t taken = 0;
+    for (int64_t r = 0; r < n; ++r) {
+      if (!Marked(victims, r) && RowClock(static_cast<uint32_t>(r)) < threshold) {
+        Mark(&victims, r);
+        ++taken;
+      }
+    }
+    for (int64_t r = 0; r < n && taken < excess; ++r) {
+      if (!Marked(victims, r) && RowClock(static_cast<uint32_t>(r)) == threshold) {
+        Mark(&victims, r);
+        ++taken;
+      }
+    }
+    count += taken;
+  }
+  if (count == 0) return {};
+  std::vector<uint64_t> keys = DropRows(victims, count);
+  evicted_rows_ += count;
+  if (options_.track_changes) {
+    evicted_keys_.insert(evicted_keys_.end(), keys.begin(), keys.end());
+  }
+  return keys;
+}
+
+int64_t SparseTable::MarkKeys(const std::vector<uint64_t>& keys,
+                              std::vector<uint64_t>* victims) const {
+  victims->assign((rows() + 63) / 64, 0);
+  int64_t count = 0;
+  for (uint64_t key : keys) {
+    auto it = index_.find(key);
+    if (it == index_.end() || Marked(*victims, it->second)) continue;
+    Mark(victims, it->second);
+    ++count;
+  }
+  return count;
+}
+
+std::vector<uint64_t> SparseTable::DropRows(const std::vector<uint64_t>& victims,
+                                            int64_t count) {
+  const int64_t n = rows();
+  const int64_t first_tail = n - count;
+  // The victims' keys, and the keys of the last `count` rows: those that
+  // move into the holes.
+  std::vector<uint64_t> keys;
+  keys.reserve(count);
+  std::vector<uint64_t> tail_keys(count);
+  for (const auto& [key, row] : index_) {
+    if (Marked(victims, row)) keys.push_back(key);
+    if (row >= first_tail) tail_keys[row - first_tail] = key;
+  }
+  // The replication record by key while rows move.
+  std::vector<uint64_t> changed_keys;
+  if (options_.track_changes) {
+    for (uint32_t row : changed_) {
+      if (!Marked(victims, row)) {
+        changed_keys.push_back(keys_[row / kRowsPerChunk][row % kRowsPerChunk]);
+      }
+      changed_bits_[row / 64] &= ~(uint64_t{1} << (row % 64));
+    }
+    changed_.clear();  // noted again below, at the rows' new places
+  }
+  for (uint64_t key : keys) index_.erase(key);
+  // Holes from the top: every row above the hole being filled is live, so
+  // the last row (always one of the last `count`) moves into it.
+  const int dim = options_.dim;
+  int64_t size = n;
+  for (int64_t v = n - 1; v >= 0 && size > first_tail; --v) {
+    if (!Marked(victims, v)) continue;
+    const uint32_t hole = static_cast<uint32_t>(v);
+    const float* gone = RowData(hole);
+    for (int j = 0; j < dim; ++j) nonzero_ -= gone[j] != 0;
+    evicted_versions_ += RowVersion(hole);  // version_sum_ keeps it
+    const uint32_t last = static_cast<uint32_t>(size - 1);
+    if (hole != last) {
+      const uint64_t key = tail_keys[last - first_tail];
+      std::memcpy(RowData(hole), RowData(last), stride_ * sizeof(float));
+      RowVersion(hole) = RowVersion(last);
+      if (track_clocks_) RowClock(hole) = RowClock(last);
+      if (options_.track_changes) {
+        keys_[hole / kRowsPerChunk][hole % kRowsPerChunk] = key;
+      }
+      index_.find(key)->second = hole;
+      if (hole >= first_tail) tail_keys[hole - first_tail] = key;
+    }
+    --size;
+  }
+  // Chunks wholly past the end are freed; the last one is kept for reuse.
+  const size_t chunks = static_cast<size_t>((size + kRowsPerChunk - 1) / kRowsPerChunk);
+  chunks_.resize(chunks);
+  versions_.resize(chunks);
+  if (track_clocks_) clocks_.resize(chunks);
+  if (options_.track_changes) keys_.resize(chunks);
+  changed_bits_.resize(std::min(changed_bits_.size(),
+                                static_cast<size_t>((size + 63) / 64)));
+  changed_bits_.shrink_to_fit();
+  for (uint64_t key : changed_keys) NoteChanged(index_.find(key)->second);
+  // A table that shrank far below its index's slots gives them back.
+  if (index_.capacity() > 4 * (index_.size() + 64)) index_.rehash(0);
+  std::sort(keys.begin(), keys.end());
+  return keys;
 }
 
 absl::Status SparseTable::CheckRows(const Rows& rows, const char* what,
@@ -425,10 +617,12 @@ absl::Status SparseTable::CheckRows(const Rows& rows, const char* what,
         options_.dim, " and ", SparseOptimizerName(options_.optimizer.type)));
   }
   const size_t n = rows.keys.size();
-  if (rows.data.size() != n * stride_ || rows.versions.size() != n) {
+  if (rows.data.size() != n * stride_ || rows.versions.size() != n ||
+      (!rows.clocks.empty() && rows.clocks.size() != n)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "sparse table ", what, ": ", n, " keys but ", rows.data.size(),
-        " floats and ", rows.versions.size(), " versions"));
+        " floats, ", rows.versions.size(), " versions and ",
+        rows.clocks.size(), " clocks"));
   }
   if (static_cast<int64_t>(n) > options_.max_rows) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -460,14 +654,23 @@ absl::Status SparseTable::Restore(const Rows& rows) {
   index_.clear();
   chunks_.clear();
   versions_.clear();
+  clocks_.clear();
   keys_.clear();
   changed_.clear();
   changed_bits_.clear();
+  evicted_keys_.clear();
   pending_.clear();
   nonzero_ = 0;
   version_sum_ = 0;
+  evicted_versions_ = 0;
+  clock_ = 0;
   index_.reserve(rows.keys.size());
-  MergeChecked(rows);
+  Rows without_tombstones;  // nothing to drop from an empty table
+  if (!rows.evicted_keys.empty()) {
+    without_tombstones = rows;
+    without_tombstones.evicted_keys.clear();
+  }
+  MergeChecked(rows.evicted_keys.empty() ? rows : without_tombstones);
   return absl::OkStatus();
 }
 
@@ -479,17 +682,28 @@ absl::Status SparseTable::Merge(const Rows& rows) {
 
 absl::Status SparseTable::CheckMerge(const Rows& rows) const {
   RETURN_IF_ERROR(CheckRows(rows, "merge", /*finite=*/true));
+  // Held after the tombstones, and new ones.
+  std::vector<uint64_t> dropped;
+  const int64_t gone = MarkKeys(rows.evicted_keys, &dropped);
   int64_t fresh = 0;
-  for (uint64_t key : rows.keys) fresh += !index_.contains(key);
-  if (static_cast<int64_t>(index_.size()) + fresh > options_.max_rows) {
+  for (uint64_t key : rows.keys) {
+    auto it = index_.find(key);
+    fresh += it == index_.end() || Marked(dropped, it->second);
+  }
+  if (static_cast<int64_t>(index_.size()) - gone + fresh > options_.max_rows) {
     return absl::InvalidArgumentError(absl::StrCat(
         "sparse table merge: ", fresh, " new rows exceed max_rows ",
-        options_.max_rows, " (", index_.size(), " held)"));
+        options_.max_rows, " (", index_.size() - gone, " held)"));
   }
   return absl::OkStatus();
 }
 
 void SparseTable::MergeChecked(const Rows& rows) {
+  if (!rows.evicted_keys.empty()) {
+    std::vector<uint64_t> victims;
+    const int64_t count = MarkKeys(rows.evicted_keys, &victims);
+    if (count > 0) DropRows(victims, count);
+  }
   const size_t n = rows.keys.size();
   const int dim = options_.dim;
   const int64_t created_before = created_;
@@ -503,8 +717,84 @@ void SparseTable::MergeChecked(const Rows& rows) {
     version_sum_ += rows.versions[i];
     version_sum_ -= RowVersion(row);
     RowVersion(row) = rows.versions[i];
+    if (track_clocks_) {
+      RowClock(row) = rows.clocks.empty() ? rows.clock : rows.clocks[i];
+    }
   }
   created_ = created_before;  // rows held, not created by training
+  // The cut's figures: the versions it evicted stay counted.
+  version_sum_ += rows.evicted_versions;
+  version_sum_ -= evicted_versions_;
+  evicted_versions_ = rows.evicted_versions;
+  clock_ = rows.clock;
+}
+
+absl::StatusOr<SparseTable::Rows> SparseTable::Overlay(const Rows& under,
+                                                       const Rows& over) {
+  if (under.dim != over.dim || under.state_slots != over.state_slots ||
+      under.optimizer != over.optimizer) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sparse rows of dim ", over.dim, " trained with ",
+        SparseOptimizerName(over.optimizer), " do not apply to rows of dim ",
+        under.dim, " trained with ", SparseOptimizerName(under.optimizer)));
+  }
+  const size_t stride =
+      static_cast<size_t>(over.dim) * (1 + static_cast<size_t>(over.state_slots));
+  for (const Rows* r : {&under, &over}) {
+    const size_t n = r->keys.size();
+    if (r->data.size() != n * stride || r->versions.size() != n ||
+        (!r->clocks.empty() && r->clocks.size() != n)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sparse rows: ", n, " keys but ", r->data.size(), " floats, ",
+          r->versions.size(), " versions and ", r->clocks.size(), " clocks"));
+    }
+  }
+  std::vector<uint64_t> tombstones = over.evicted_keys;
+  std::sort(tombstones.begin(), tombstones.end());
+  Rows out;
+  out.dim = over.dim;
+  out.state_slots = over.state_slots;
+  out.optimizer = over.optimizer;
+  out.clock = over.clock;
+  out.evicted_versions = over.evicted_versions;
+  const bool clocks = !under.clocks.empty() || !over.clocks.empty();
+  const size_t total = under.keys.size() + over.keys.size();
+  out.keys.reserve(total);
+  out.versions.reserve(total);
+  out.data.reserve(total * stride);
+  if (clocks) out.clocks.reserve(total);
+  auto take = [&](const Rows& from, size_t i) {
+    out.keys.push_back(from.keys[i]);
+    out.versions.push_back(from.versions[i]);
+    out.data.insert(out.data.end(), from.data.begin() + i * stride,
+                    from.data.begin() + (i + 1) * stride);
+    if (clocks) {
+      out.clocks.push_back(from.clocks.empty() ? from.clock : from.clocks[i]);
+    }
+  };
+  size_t i = 0, j = 0, t = 0;
+  while (i < under.keys.size() || j < over.keys.size()) {
+    const bool from_over =
+        j < over.keys.size() &&
+        (i == under.keys.size() || over.keys[j] <= under.keys[i]);
+    if (from_over) {
+      if (i < under.keys.size() && under.keys[i] == over.keys[j]) ++i;
+      take(over, j++);
+      continue;
+    }
+    const uint64_t key = under.keys[i];
+    while (t < tombstones.size() && tombstones[t] < key) ++t;
+    if (t == tombstones.size() || tombstones[t] != key) take(under, i);
+    ++i;
+  }
+  out.evicted_keys = under.evicted_keys;
+  out.evicted_keys.insert(out.evicted_keys.end(), tombstones.begin(),
+                          tombstones.end());
+  std::sort(out.evicted_keys.begin(), out.evicted_keys.end());
+  out.evicted_keys.erase(
+      std::unique(out.evicted_keys.begin(), out.evicted_keys.end()),
+      out.evicted_keys.end());
+  return out;
 }
 
 }  // namespace downpour::server

@@ -42,8 +42,20 @@
 // FTRL's l1 sets weights to exactly 0; nonzero_values() counts the values
 // that are not.
 //
-// Thread-compatible: const methods may run concurrently; Apply and Restore
-// need exclusive access (the owner's lock).
+// Clock and eviction. The table's clock counts the key updates it applied
+// (restored and merged with the rows); with Options::track_clocks each row
+// keeps the clock of its last update in a parallel uint64 array per chunk.
+// Evict drops the rows Options::evict_* name (untouched by the last
+// evict_ttl_updates updates; then the least recently updated beyond
+// evict_max_rows) with their state and version, and compacts the arena: the
+// last row moves into each hole, so chunks past the end are freed and the
+// rest reused. The versions of evicted rows stay in version_sum() (as
+// evicted_versions()), so the row updates a table holds never fall by
+// eviction. A key evicted and seen again starts from its initial values and
+// passes admission again.
+//
+// Thread-compatible: const methods may run concurrently; Apply, Evict,
+// Restore and Merge need exclusive access (the owner's lock).
 #ifndef DOWNPOUR_SERVER_SPARSE_TABLE_H_
 #define DOWNPOUR_SERVER_SPARSE_TABLE_H_
 
@@ -92,10 +104,19 @@ class SparseTable {
     // CheckCapacity); memory stays bounded. Default 2^31 - 1 (the row index
     // is 32 bits).
     int64_t max_rows = (int64_t{1} << 31) - 1;
-      // Remember the rows Apply changes, for TakeChanges (a replicated shard's
-    // cuts to its backup). Costs 8 bytes and a bit per row, and 4 bytes per
-    // row changed until taken.
+    // Remember the rows Apply changes and the keys Evict drops, for
+    // TakeChanges (a replicated shard's cuts to its backup). Costs 8 bytes
+    // and a bit per row, and 4 bytes per row changed until taken.
     bool track_changes = false;
+    // Keep each row's clock (the table's clock at its last update), for
+    // Evict and ChangedSince (incremental checkpoints): 8 bytes a row. On
+    // whenever eviction is.
+    bool track_clocks = false;
+    // Eviction (config eviction.*), done by Evict: rows untouched by the
+    // table's last evict_ttl_updates key updates are dropped, then the least
+    // recently updated beyond evict_max_rows. 0 = off (default).
+    int64_t evict_ttl_updates = 0;
+    int64_t evict_max_rows = 0;
     // Admission (config admission.*): a key without a row gets one once its
     // occurrences reach admit_min_count, or, with admit_probability < 1, once
     // a seeded draw per occurrence succeeds. Until then Apply counts it and
@@ -165,15 +186,28 @@ class SparseTable {
   // Updates applied to rows (keys applied over Apply calls; admission's
   // dropped ones not counted).
   int64_t row_updates() const { return updates_; }
-  // The sum of the rows' versions: the row updates the table holds (those
-  // restored or merged included). Counted per row version, as the dense
-  // blocks' versions are.
+  // The sum of the rows' versions and of evicted_versions(): the row updates
+  // the table holds (those restored or merged included). Counted per row
+  // version, as the dense blocks' versions are; eviction moves a row's
+  // version from one term to the other.
   uint64_t version_sum() const { return version_sum_; }
+  // The versions of the rows evicted so far (restored and merged too).
+  uint64_t evicted_versions() const { return evicted_versions_; }
+  // Rows Evict dropped since construction.
+  int64_t rows_evicted() const { return evicted_rows_; }
+  // Key updates applied so far (restored and merged too): the clock that
+  // eviction and ChangedSince measure in.
+  uint64_t clock() const { return clock_; }
+  bool tracks_clocks() const { return track_clocks_; }
   // Heap bytes held: the arena's chunks and the index's slots.
   int64_t bytes() const;
 
-  // Every row at one moment, for checkpoints and replicas: keys ascending,
-  // with values and state together (never taken at different moments).
+  // Rows of one moment, for checkpoints and replicas: keys ascending, with
+  // values and state together (never taken at different moments), and the
+  // table's figures of that moment. Every row (Snapshot), or a change cut
+  // (TakeChanges, ChangedSince): the rows changed and the keys evicted since
+  // an earlier cut, to apply to it as Merge and Overlay do (evicted_keys
+  // first, then the rows).
   struct Rows {
     int dim = 0;
     int state_slots = 0;
@@ -182,16 +216,31 @@ class SparseTable {
     // Per row: dim values then state_slots * dim state floats.
     std::vector<float> data;
     std::vector<uint32_t> versions;
+    // Per row, the clock of its last update; empty when the table keeps no
+    // clocks (Options::track_clocks).
+    std::vector<uint64_t> clocks;
+    // The table's clock() and evicted_versions() at the cut.
+    uint64_t clock = 0;
+    uint64_t evicted_versions = 0;
+    // A change cut's tombstones: keys evicted since the earlier cut,
+    // ascending and unique (a key may also be among `keys`: evicted, then
+    // created again).
+    std::vector<uint64_t> evicted_keys;
   };
   Rows Snapshot() const;
-  // Replaces the table's rows with `rows`. InvalidArgument when its dim,
-  // optimizer or array sizes do not match, or its keys are not strictly
-  // ascending; the table is then unchanged.
+  // Replaces the table's rows with `rows` (its evicted_keys are moot: the
+  // table starts empty), and its clock and evicted versions with those of
+  // `rows`. InvalidArgument when its dim, optimizer or array sizes do not
+  // match, or its keys are not strictly ascending; the table is then
+  // unchanged.
   absl::Status Restore(const Rows& rows);
-  // Inserts `rows` whole (values, state and version), replacing the rows of
-  // keys already held: a backup's replica applying a cut. The same checks as
-  // Restore, and a NaN/Inf value or state float is refused (a primary never
-  // holds one); the table is then unchanged.
+  // Applies a cut: drops the rows of `rows.evicted_keys` (their versions
+  // counted evicted), then inserts `rows` whole (values, state, version and
+  // clock; without clocks a row gets rows.clock), replacing the rows of keys
+  // already held, and takes the cut's clock and evicted versions: a
+  // backup's replica applying a cut. The same checks as Restore, and a
+  // NaN/Inf value or state float is refused (a primary never holds one);
+  // the table is then unchanged.
   absl::Status Merge(const Rows& rows);
   // Merge's checks alone: what Merge(rows) would return, changing nothing.
   absl::Status CheckMerge(const Rows& rows) const;
@@ -200,10 +249,34 @@ class SparseTable {
   // has not changed since.
   void MergeChecked(const Rows& rows);
   // The rows changed by Apply since the last TakeChanges (or ClearChanges),
-  // keys ascending, each whole at this moment; the record is cleared.
-  // Empty unless Options::track_changes.
+  // keys ascending, each whole at this moment, and the keys Evict dropped
+  // meanwhile; the record is cleared. Empty unless Options::track_changes.
   Rows TakeChanges();
   void ClearChanges();
+  // Keeps clocks from now on (a replica whose primary sends them): each row
+  // held gets the current clock. No-op when clocks are kept already.
+  void TrackClocks();
+
+  // The rows whose clock is above `clock` (updated, created, merged or
+  // restored after the table's clock was `clock`), keys ascending, with the
+  // table's figures; its evicted_keys are empty (the caller keeps the keys
+  // Evict returned). A cut for an incremental checkpoint. REQUIRES:
+  // tracks_clocks().
+  Rows ChangedSince(uint64_t clock) const;
+
+  // Eviction: the rows Options::evict_* name are dropped (values, optimizer
+  // state and version; the versions move to evicted_versions()) and the
+  // arena compacted. Returns the keys dropped, ascending. Nothing happens
+  // when eviction is off.
+  std::vector<uint64_t> Evict();
+
+  // `over` applied to `under` (both of this table's shape): the rows of
+  // over.evicted_keys dropped, then over's rows inserted or replacing, with
+  // over's clock and evicted versions. Its evicted_keys are the union of
+  // both (so a chain of change cuts composes: Overlay(Overlay(full, d1), d2)
+  // == Overlay(full, Overlay(d1, d2))). InvalidArgument when the two differ
+  // in dim, optimizer or state slots, or an array's size does not fit.
+  static absl::StatusOr<Rows> Overlay(const Rows& under, const Rows& over);
 
   // The initial value i of `key` (Options::init).
   float InitialValue(uint64_t key, int i) const;
@@ -218,6 +291,17 @@ class SparseTable {
   uint32_t& RowVersion(uint32_t row) const {
     return versions_[row / kRowsPerChunk][row % kRowsPerChunk];
   }
+  // REQUIRES: track_clocks_.
+  uint64_t& RowClock(uint32_t row) const {
+    return clocks_[row / kRowsPerChunk][row % kRowsPerChunk];
+  }
+  // Drops the rows marked in `victims` (a bit per row), `count` of them,
+  // compacting the arena; returns their keys, ascending.
+  std::vector<uint64_t> DropRows(const std::vector<uint64_t>& victims,
+                                 int64_t count);
+  // Rows of `keys` held, as DropRows' bits; returns how many.
+  int64_t MarkKeys(const std::vector<uint64_t>& keys,
+                   std::vector<uint64_t>* victims) const;
   // Appends a row for `key` with its initial values and zero state.
   uint32_t NewRow(uint64_t key);
   // Whether `count` more occurrences of `key` (without a row) admit it;
@@ -243,13 +327,19 @@ class SparseTable {
   const Options options_;
   const int state_slots_;
   const int stride_;  // floats per row
+  bool track_clocks_;
   absl::flat_hash_map<uint64_t, uint32_t> index_;
   std::vector<std::unique_ptr<float[]>> chunks_;
   std::vector<std::unique_ptr<uint32_t[]>> versions_;
+  // Per chunk, each row's clock (track_clocks_ only).
+  std::vector<std::unique_ptr<uint64_t[]>> clocks_;
   int64_t nonzero_ = 0;
   int64_t created_ = 0;
   int64_t updates_ = 0;
   uint64_t version_sum_ = 0;
+  uint64_t clock_ = 0;
+  uint64_t evicted_versions_ = 0;
+  int64_t evicted_rows_ = 0;
   // Admission: occurrences counted of keys without a row.
   absl::flat_hash_map<uint64_t, uint32_t> pending_;
   int64_t filtered_ = 0;
@@ -258,6 +348,8 @@ class SparseTable {
   std::vector<uint32_t> changed_;
   std::vector<std::unique_ptr<uint64_t[]>> keys_;
   std::vector<uint64_t> changed_bits_;
+  // Keys Evict dropped since the last TakeChanges (Options::track_changes).
+  std::vector<uint64_t> evicted_keys_;
 };
 
 }  // namespace downpour::server

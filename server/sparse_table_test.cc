@@ -7,6 +7,7 @@
 #include <limits>
 #include <memory>
 #include <random>
+#include <set>
 #include <vector>
 
 #include "common/testing/status_matchers.h"
@@ -466,6 +467,253 @@ TEST(SparseTableTest, MemoryFollowsTheRowsCreatedNotTheKeySpace) {
   // 2^18 slots (17 bytes each): under 100 bytes a row.
   EXPECT_LT(t->bytes(), 100 * t->rows());
   EXPECT_GT(t->bytes(), 16 * t->rows());
+}
+
+// --- Eviction, clocks and change cuts (issue 22) ------------------------
+
+std::unique_ptr<SparseTable> EvictingTable(int64_t ttl, int64_t max_rows,
+                                           bool track_changes = false) {
+  SparseTable::Options options;
+  options.dim = 2;
+  options.optimizer.type = SparseOptimizerType::kFtrl;
+  options.optimizer.l1 = 0.01;
+  options.evict_ttl_updates = ttl;
+  options.evict_max_rows = max_rows;
+  options.track_changes = track_changes;
+  auto table = SparseTable::Create(options);
+  EXPECT_THAT(table.status(), IsOk());
+  return std::move(table).value();
+}
+
+void ApplyOne(SparseTable* t, uint64_t key, float g = 0.5f) {
+  const float grads[2] = {g, -g};
+  t->Apply(&key, 1, grads);
+}
+
+// The whole of rows, bit for bit (values, state, versions, clocks, figures).
+void ExpectSameRows(const SparseTable::Rows& a, const SparseTable::Rows& b) {
+  ASSERT_EQ(a.keys, b.keys);
+  EXPECT_EQ(a.versions, b.versions);
+  EXPECT_EQ(a.clocks, b.clocks);
+  EXPECT_EQ(a.clock, b.clock);
+  EXPECT_EQ(a.evicted_versions, b.evicted_versions);
+  ASSERT_EQ(a.data.size(), b.data.size());
+  EXPECT_EQ(0, std::memcmp(a.data.data(), b.data.data(),
+                           a.data.size() * sizeof(float)));
+}
+
+// max_rows keeps the most recently updated rows; the others go with their
+// state and version, whose count stays in version_sum.
+TEST(SparseTableTest, EvictionBeyondMaxRowsDropsTheLeastRecentlyUpdated) {
+  auto t = EvictingTable(0, 3);
+  for (uint64_t key = 1; key <= 6; ++key) ApplyOne(t.get(), key);
+  ApplyOne(t.get(), 2);  // clocks: 1..6 for keys 1..6, then 7 for key 2
+  EXPECT_EQ(t->clock(), 7u);
+  const uint64_t kept[3] = {2, 5, 6};
+  std::vector<float> before(6);
+  std::vector<uint32_t> versions_before(3);
+  t->Read(kept, 3, before.data(), versions_before.data());
+  const uint64_t updates = t->version_sum();
+  const int64_t nonzero_before = t->nonzero_values();
+  EXPECT_EQ(t->Evict(), (std::vector<uint64_t>{1, 3, 4}));
+  EXPECT_EQ(t->rows(), 3);
+  EXPECT_EQ(t->rows_evicted(), 3);
+  EXPECT_EQ(t->version_sum(), updates) << "eviction loses no row update";
+  EXPECT_EQ(t->evicted_versions(), 3u);
+  EXPECT_EQ(t->nonzero_values(), nonzero_before - 6);
+  std::vector<float> after(6);
+  std::vector<uint32_t> versions_after(3);
+  t->Read(kept, 3, after.data(), versions_after.data());
+  EXPECT_EQ(before, after) << "the rows kept are untouched";
+  EXPECT_EQ(versions_before, versions_after);
+  for (uint64_t key : {1, 3, 4}) EXPECT_FALSE(t->Contains(key));
+  EXPECT_TRUE(t->Evict().empty()) << "within the bound now";
+  // Seen again, an evicted key starts from its initial values.
+  ApplyOne(t.get(), 3);
+  auto fresh = EvictingTable(0, 0);
+  ApplyOne(fresh.get(), 3);
+  float again[2], first[2];
+  uint32_t version = 0;
+  t->Read(std::vector<uint64_t>{3}.data(), 1, again, &version);
+  fresh->Read(std::vector<uint64_t>{3}.data(), 1, first);
+  EXPECT_EQ(again[0], first[0]);
+  EXPECT_EQ(again[1], first[1]);
+  EXPECT_EQ(version, 1u);
+}
+
+// ttl_updates: a row untouched by the table's last N key updates goes.
+TEST(SparseTableTest, EvictionByTtlDropsRowsUntouchedByTheLastUpdates) {
+  auto t = EvictingTable(4, 0);
+  for (uint64_t key = 1; key <= 5; ++key) ApplyOne(t.get(), key);  // clocks 1-5
+  ApplyOne(t.get(), 1);                                            // clock 6
+  // Clock 6: the last 4 updates are clocks 3..6 (keys 3, 4, 5, 1).
+  EXPECT_EQ(t->Evict(), (std::vector<uint64_t>{2}));
+  ApplyOne(t.get(), 4);
+  ApplyOne(t.get(), 4);  // clock 8: keys 4 (8) and 1 (6) and 5 (5) stay
+  EXPECT_EQ(t->Evict(), (std::vector<uint64_t>{3}));
+  EXPECT_EQ(t->rows(), 3);
+  auto both = EvictingTable(2, 1);
+  for (uint64_t key = 1; key <= 4; ++key) ApplyOne(both.get(), key);
+  EXPECT_EQ(both->Evict(), (std::vector<uint64_t>{1, 2, 3}))
+      << "ttl drops 1 and 2, then max_rows 3";
+}
+
+// Compaction: holes are filled from the end, chunks past the end freed, and
+// every row kept reads as before; new rows reuse the room.
+TEST(SparseTableTest, EvictionCompactsTheArenaAndItsMemoryIsFreed) {
+  auto t = EvictingTable(0, 20000);
+  std::mt19937_64 rng(17);
+  std::vector<uint64_t> keys;
+  for (int i = 0; i < 150000; ++i) keys.push_back(rng());
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  // Rows in shuffled order of creation, so the victims are spread out.
+  std::vector<uint64_t> order = keys;
+  std::shuffle(order.begin(), order.end(), rng);
+  for (uint64_t key : order) ApplyOne(t.get(), key, 0.1f * (key % 7));
+  const SparseTable::Rows before = t->Snapshot();
+  const int64_t bytes_before = t->bytes();
+  const std::vector<uint64_t> gone = t->Evict();
+  ASSERT_EQ(gone.size(), keys.size() - 20000);
+  EXPECT_EQ(t->rows(), 20000);
+  // 3 chunks and 2^18 index slots before; 1 chunk and 2^15 slots after.
+  EXPECT_LT(t->bytes(), bytes_before / 3) << "chunks and index slots freed";
+  // Exactly the 20000 most recent of `order` are kept, each whole.
+  std::set<uint64_t> recent(order.end() - 20000, order.end());
+  const SparseTable::Rows after = t->Snapshot();
+  ASSERT_EQ(after.keys.size(), 20000u);
+  size_t j = 0;
+  for (size_t i = 0; i < before.keys.size(); ++i) {
+    if (!recent.count(before.keys[i])) continue;
+    ASSERT_EQ(after.keys[j], before.keys[i]);
+    EXPECT_EQ(after.versions[j], before.versions[i]);
+    EXPECT_EQ(after.clocks[j], before.clocks[i]);
+    EXPECT_EQ(0, std::memcmp(&after.data[j * 6], &before.data[i * 6],
+                             6 * sizeof(float)));
+    ++j;
+  }
+  // The arena goes on: new rows after the compacted ones read back.
+  for (int i = 0; i < 70000; ++i) ApplyOne(t.get(), i + 1, 0.25f);
+  EXPECT_EQ(t->rows(), 90000);
+  float w[2];
+  t->Read(std::vector<uint64_t>{69999}.data(), 1, w);
+  auto fresh = EvictingTable(0, 0);
+  ApplyOne(fresh.get(), 69999, 0.25f);
+  float expected[2];
+  fresh->Read(std::vector<uint64_t>{69999}.data(), 1, expected);
+  EXPECT_EQ(w[0], expected[0]);
+}
+
+// A replicated table sends what it evicted as tombstones: a copy that
+// merges each cut holds exactly the primary's rows, evictions (and keys
+// evicted, then seen again) included, with the same row updates counted.
+TEST(SparseTableTest, EvictedKeysTravelAsTombstonesAndTheCopyDropsThem) {
+  auto primary = EvictingTable(0, 300, /*track_changes=*/true);
+  SparseTable::Options options;
+  options.dim = 2;
+  options.optimizer.type = SparseOptimizerType::kFtrl;
+  options.optimizer.l1 = 0.01;
+  options.track_clocks = true;
+  auto backup = SparseTable::Create(options).value();
+  std::mt19937_64 rng(21);
+  std::normal_distribution<float> normal;
+  int64_t evicted = 0;
+  for (int cut = 0; cut < 12; ++cut) {
+    for (int push = 0; push < 4; ++push) {
+      std::vector<uint64_t> keys;
+      for (int i = 0; i < 120; ++i) keys.push_back(rng() % 1500);
+      std::sort(keys.begin(), keys.end());
+      keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+      std::vector<float> g(keys.size() * 2);
+      for (float& x : g) x = normal(rng);
+      primary->Apply(keys.data(), keys.size(), g.data());
+    }
+    if (cut % 3 == 1) evicted += static_cast<int64_t>(primary->Evict().size());
+    const SparseTable::Rows changed = primary->TakeChanges();
+    ASSERT_THAT(backup->Merge(changed), IsOk());
+    ASSERT_NO_FATAL_FAILURE(ExpectSameRows(primary->Snapshot(), backup->Snapshot()));
+    EXPECT_EQ(backup->version_sum(), primary->version_sum());
+    EXPECT_EQ(backup->nonzero_values(), primary->nonzero_values());
+  }
+  EXPECT_GT(evicted, 0);
+  // Without the tombstones the copy keeps rows its primary dropped.
+  primary->Evict();
+  for (uint64_t key = 0; key < 1500; key += 3) ApplyOne(primary.get(), key);
+  EXPECT_GT(primary->Evict().size(), 0u);
+  SparseTable::Rows changed = primary->TakeChanges();
+  EXPECT_FALSE(changed.evicted_keys.empty());
+  auto blind = SparseTable::Create(options).value();
+  ASSERT_THAT(blind->Restore(backup->Snapshot()), IsOk());
+  ASSERT_THAT(backup->Merge(changed), IsOk());
+  EXPECT_EQ(backup->Snapshot().keys, primary->Snapshot().keys);
+  changed.evicted_keys.clear();
+  ASSERT_THAT(blind->Merge(changed), IsOk());
+  EXPECT_NE(blind->Snapshot().keys, primary->Snapshot().keys);
+}
+
+// Change cuts by clock (incremental checkpoints): a full snapshot overlaid
+// with the cuts taken since, in one go or one by one, is the table now.
+TEST(SparseTableTest, ChangesSinceAClockOverlaidOnASnapshotGiveTheTableNow) {
+  auto t = EvictingTable(0, 400);
+  std::mt19937_64 rng(33);
+  std::normal_distribution<float> normal;
+  auto train = [&](int pushes) {
+    for (int push = 0; push < pushes; ++push) {
+      std::vector<uint64_t> keys;
+      for (int i = 0; i < 100; ++i) keys.push_back(rng() % 1200);
+      std::sort(keys.begin(), keys.end());
+      keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+      std::vector<float> g(keys.size() * 2);
+      for (float& x : g) x = normal(rng);
+      t->Apply(keys.data(), keys.size(), g.data());
+    }
+  };
+  train(10);
+  const SparseTable::Rows full = t->Snapshot();
+  std::vector<SparseTable::Rows> deltas;
+  for (int d = 0; d < 3; ++d) {
+    const uint64_t since = t->clock();
+    train(6);
+    const std::vector<uint64_t> gone = t->Evict();
+    SparseTable::Rows delta = t->ChangedSince(since);
+    EXPECT_LT(delta.keys.size(), static_cast<size_t>(t->rows()) + 1);
+    delta.evicted_keys = gone;
+    deltas.push_back(std::move(delta));
+  }
+  const SparseTable::Rows now = t->Snapshot();
+  absl::StatusOr<SparseTable::Rows> step = full;
+  for (const SparseTable::Rows& d : deltas) {
+    step = SparseTable::Overlay(*step, d);
+    ASSERT_THAT(step.status(), IsOk());
+  }
+  step->evicted_keys.clear();
+  ASSERT_NO_FATAL_FAILURE(ExpectSameRows(*step, now));
+  auto composed = SparseTable::Overlay(deltas[0], deltas[1]);
+  ASSERT_THAT(composed.status(), IsOk());
+  composed = SparseTable::Overlay(*composed, deltas[2]);
+  auto at_once = SparseTable::Overlay(full, *composed);
+  ASSERT_THAT(at_once.status(), IsOk());
+  ASSERT_NO_FATAL_FAILURE(ExpectSameRows(*at_once, now));
+  // A restored table goes on evicting as the original does: clocks came along.
+  auto restored = EvictingTable(0, 400);
+  ASSERT_THAT(restored->Restore(now), IsOk());
+  EXPECT_EQ(restored->version_sum(), t->version_sum());
+  for (int push = 0; push < 8; ++push) {
+    std::vector<uint64_t> keys;
+    for (int i = 0; i < 100; ++i) keys.push_back(rng() % 1200);
+    std::sort(keys.begin(), keys.end());
+    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+    std::vector<float> g(keys.size() * 2);
+    for (float& x : g) x = normal(rng);
+    t->Apply(keys.data(), keys.size(), g.data());
+    restored->Apply(keys.data(), keys.size(), g.data());
+  }
+  EXPECT_EQ(t->Evict(), restored->Evict());
+  ASSERT_NO_FATAL_FAILURE(ExpectSameRows(t->Snapshot(), restored->Snapshot()));
+  SparseTable::Rows wrong = deltas[0];
+  wrong.dim = 3;
+  EXPECT_THAT(SparseTable::Overlay(full, wrong).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("dim 3")));
 }
 
 TEST(SparseTableTest, CreateRefusesImpossibleOptions) {
