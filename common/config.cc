@@ -66,7 +66,8 @@ constexpr Choice<ModelType> kModelTypes[] = {{"mlp", ModelType::kMlp},
                                              {"linear", ModelType::kLinear},
                                              {"softmax", ModelType::kSoftmax},
                                              {"sparse_linear",
-                                              ModelType::kSparseLinear}};
+                                              ModelType::kSparseLinear},
+                                             {"fm", ModelType::kFm}};
 constexpr Choice<OptimizerType> kOptimizerTypes[] = {
     {"sgd", OptimizerType::kSgd},
     {"momentum", OptimizerType::kMomentum},
@@ -323,6 +324,19 @@ std::vector<Section> Schema(Config* c) {
                     NonNegativeAtMost(1e6)),
         DoubleField("robustness.rate_window_s", &c->robustness.rate_window_s,
                     {0.1, false, 3600, true})}},
+      {"fm",
+       {IntField("fm.dim", &c->model.fm.dim, Between(1, 256)),
+        IntField("fm.embedding_min_count", &c->model.fm.embedding_min_count,
+                 Between(1, 1'000'000)),
+        DoubleField("fm.init_scale", &c->model.fm.init_scale,
+                    {0, false, 1, true}),
+        DoubleField("fm.l1", &c->model.fm.l1, NonNegativeAtMost(1e6)),
+        DoubleField("fm.l2", &c->model.fm.l2, NonNegativeAtMost(1e6)),
+        DoubleField("fm.learning_rate", &c->model.fm.learning_rate,
+                    NonNegativeAtMost(1000))}},
+      {"export",
+       {DoubleField("export.interval_s", &c->exports.interval_s,
+                    NonNegativeAtMost(86400))}},
       {"admission",
        {IntField("admission.min_count", &c->admission.min_count,
                  Between(1, 1'000'000)),
@@ -398,10 +412,15 @@ absl::Status UnknownKey(const std::vector<Section>& schema,
   }
   const std::vector<std::string> names = KeyNames(section);
   std::string hint = Hint(name, names);
+  // The first section that has the key (optimizer.learning_rate before
+  // fm.learning_rate).
+  bool found = false;
   for (const Section& other : schema) {
     for (const ConfigField& field : other.fields) {
-      if (field.name() == name)
+      if (field.name() == name && !found) {
         hint = absl::StrCat(" (did you mean '", field.key, "'?)");
+        found = true;
+      }
     }
   }
   return absl::InvalidArgumentError(absl::StrCat(
@@ -720,18 +739,20 @@ absl::Status CheckDistinctAddresses(const ClusterSection& cluster) {
 absl::Status CheckModel(const ModelSection& model,
                         const OptimizerSection& optimizer,
                         const DataSection& data) {
-  if (model.type == ModelType::kSparseLinear) {
+  if (IsSparseModel(model.type)) {
     if (model.task == Task::kMulticlass) {
-      return absl::InvalidArgumentError(
-          "model.type sparse_linear is logistic (model.task: binary) or "
-          "linear regression (model.task: regression), not multiclass");
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model.type ", ModelTypeName(model.type),
+          " is logistic (model.task: binary) or "
+          "linear regression (model.task: regression), not multiclass"));
     }
     // model.layers do not apply: the keys are the features.
     return absl::OkStatus();
   }
   if (optimizer.type == OptimizerType::kFtrl) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "optimizer.type ftrl trains sparse tables (model.type sparse_linear); "
+        "optimizer.type ftrl trains sparse tables (model.type sparse_linear "
+        "or fm); "
         "model.type ", ModelTypeName(model.type),
         " is dense: use adagrad, adam, momentum or sgd"));
   }
@@ -1205,23 +1226,44 @@ absl::Status ValidateConfig(const Config& config) {
   RETURN_IF_ERROR(CheckModel(config.model, config.optimizer, config.data));
   const bool admission = config.admission.min_count > 1 ||
                          config.admission.probability < 1;
-  if (admission && config.model.type != ModelType::kSparseLinear) {
+  if (admission && !IsSparseModel(config.model.type)) {
     return absl::InvalidArgumentError(
         "admission.min_count and admission.probability decide which keys of a "
-        "sparse table get a row: they apply to model.type sparse_linear only");
+        "sparse table get a row: they apply to model.type sparse_linear and "
+        "fm only");
+  }
+  const bool fm_keys = config.explicit_keys.count("fm.dim") > 0 ||
+                       config.explicit_keys.count("fm.embedding_min_count") > 0 ||
+                       config.explicit_keys.count("fm.init_scale") > 0 ||
+                       config.explicit_keys.count("fm.l1") > 0 ||
+                       config.explicit_keys.count("fm.l2") > 0 ||
+                       config.explicit_keys.count("fm.learning_rate") > 0;
+  if (config.model.type == ModelType::kFm &&
+      config.model.fm.embedding_min_count > 1 &&
+      config.admission.probability < 1) {
+    return absl::InvalidArgumentError(
+        "fm.embedding_min_count admits embeddings by count and "
+        "admission.probability admits keys by chance: set one");
+  }
+  if (fm_keys && config.model.type != ModelType::kFm) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the fm section configures model.type fm, but model.type is ",
+        ModelTypeName(config.model.type),
+        ": set model.type: fm or remove the section"));
   }
   if (config.admission.min_count > 1 && config.admission.probability < 1) {
     return absl::InvalidArgumentError(
         "admission.min_count and admission.probability are two ways to admit "
         "keys: set one");
   }
-  if (config.model.type == ModelType::kSparseLinear) {
+  if (IsSparseModel(config.model.type)) {
     if (config.data.source != DataSource::kLibsvm &&
         config.data.source != DataSource::kCsv) {
-      return absl::InvalidArgumentError(
-          "model.type sparse_linear reads data.source libsvm (64-bit indices) "
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model.type ", ModelTypeName(config.model.type),
+          " reads data.source libsvm (64-bit indices) "
           "or csv (columns hashed by data.categorical, text, numeric, "
-          "bucketize)");
+          "bucketize)"));
     }
   }
   RETURN_IF_ERROR(CheckTraining(config));

@@ -53,10 +53,16 @@ absl::StatusOr<Task> ParseTask(absl::string_view name);
 // model.type. kSoftmax is an alias of kLinear, kept apart so that messages
 // say what the file wrote. kSparseLinear: logistic (binary) or linear
 // (regression) over hashed feature keys, one weight per key in a sparse
-// table plus a dense bias (server/sparse_table.h).
-enum class ModelType { kMlp, kLinear, kSoftmax, kSparseLinear };
+// table plus a dense bias (server/sparse_table.h). kFm: a factorization
+// machine (Rendle, ICDM 2010): sparse_linear plus pairwise interactions of
+// the keys through k-dimensional embeddings (a second sparse table).
+enum class ModelType { kMlp, kLinear, kSoftmax, kSparseLinear, kFm };
 const char* ModelTypeName(ModelType type);
 absl::StatusOr<ModelType> ParseModelType(absl::string_view name);
+// A model over hashed feature keys in sparse tables: sparse_linear, fm.
+inline bool IsSparseModel(ModelType type) {
+  return type == ModelType::kSparseLinear || type == ModelType::kFm;
+}
 // kLinear or kSoftmax: no hidden layer.
 inline bool IsLinear(ModelType type) {
   return type == ModelType::kLinear || type == ModelType::kSoftmax;
@@ -160,6 +166,29 @@ struct CoordinatorSection {
   double history_interval_s = 1.0;
 };
 
+// model.type fm: the embeddings (config section `fm`).
+struct FmSection {
+  // k, the floats of each key's embedding. 1..256; default 8.
+  int dim = 8;
+  // A key gets an embedding row only once it has occurred this many times
+  // (its linear weight from the first sight, or as admission.* says).
+  // 1..1e6; default 1.
+  int embedding_min_count = 1;
+  // Embeddings start uniform in [-init_scale, init_scale] (a function of
+  // the key and the seed, so a key without a row reads the same values on
+  // every ps and in a served snapshot). (0, 1]; default 0.01.
+  double init_scale = 0.01;
+  // The embeddings' regularization: ftrl's l1 and l2 (optimizer.l1 and l2
+  // stay the linear weights'; an l1 that zeroes most weights would zero the
+  // embeddings too), or weight decay (l2) for sgd, adagrad and adam.
+  // >= 0; default 0.
+  double l1 = 0;
+  double l2 = 0;
+  // The embeddings' learning rate (ftrl's alpha); 0 (default): the
+  // optimizer's. Embeddings usually want a smaller one than the weights.
+  double learning_rate = 0;
+};
+
 struct ModelSection {
   // What the outputs mean: "multiclass" (softmax cross-entropy over classes),
   // "binary" (one output, logistic loss) or "regression" (one output, squared
@@ -184,6 +213,7 @@ struct ModelSection {
   // would create more is refused (RESOURCE_EXHAUSTED). 1..2^31-1. Default
   // 2^31-1.
   int64_t sparse_max_rows = (int64_t{1} << 31) - 1;
+  FmSection fm;
 };
 
 // The largest model a config may describe: its blocks (the coordinator and
@@ -497,6 +527,12 @@ struct AdmissionSection {
   double probability = 1.0;
 };
 
+// psctl export's schedule (docs/OPERATIONS.md, "Serving while training").
+struct ExportSection {
+  // Seconds between exports while the job trains; 0 (default): export once.
+  double interval_s = 0;
+};
+
 struct LoggingSection {
   // "trace", "debug", "info", "warn", "error". Default kInfo.
   LogLevel level = LogLevel::kInfo;
@@ -519,6 +555,7 @@ struct Config {
   SecuritySection security;
   RobustnessSection robustness;
   AdmissionSection admission;
+  ExportSection exports;  // YAML section `export`
   // The keys the file or an override set ("checkpoint.dir"), so that a
   // launcher can tell a user's choice from a default it may place elsewhere.
   std::set<std::string> explicit_keys;

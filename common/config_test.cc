@@ -225,7 +225,7 @@ TEST(ConfigTest, UnknownKeyNamesLineKeyAndAllowedKeys) {
   ExpectAllFail({
       {"trainig:\n  steps: 1\n",
        "cfg.yaml:1: unknown key 'trainig'; allowed sections: cluster, model, "
-       "optimizer, training, data, checkpoint, heartbeat, rpc, logging, compute, coordinator, launcher, security, robustness, admission (did "
+       "optimizer, training, data, checkpoint, heartbeat, rpc, logging, compute, coordinator, launcher, security, robustness, fm, export, admission (did "
        "you mean 'training'?)"},
       {"training:\n  learning_rate: 0.1\n",
        "cfg.yaml:2: unknown key 'training.learning_rate'; allowed keys in "
@@ -295,12 +295,13 @@ TEST(ConfigTest, EnumsListAllowedValues) {
   ExpectAllFail({
       {"model:\n  type: cnn\n",
        "cfg.yaml:2: model.type must be one of mlp, linear, softmax, "
-       "sparse_linear; got 'cnn'"},
+       "sparse_linear, fm; got 'cnn'"},
       {"optimizer:\n  type: adamw\n",
        "cfg.yaml:2: optimizer.type must be one of sgd, momentum, adagrad, "
        "adam, ftrl; got 'adamw' (did you mean 'adam'?)"},
       {"optimizer:\n  type: ftrl\n",
-       "optimizer.type ftrl trains sparse tables (model.type sparse_linear); "
+       "optimizer.type ftrl trains sparse tables (model.type sparse_linear or "
+       "fm); "
        "model.type mlp is dense: use adagrad, adam, momentum or sgd"},
       {"model:\n  type: sparse_linear\n",
        "model.type sparse_linear is logistic (model.task: binary) or linear "
@@ -310,7 +311,17 @@ TEST(ConfigTest, EnumsListAllowedValues) {
        "csv"},
       {"admission:\n  min_count: 2\n",
        "admission.min_count and admission.probability decide which keys of a "
-       "sparse table get a row: they apply to model.type sparse_linear only"},
+       "sparse table get a row: they apply to model.type sparse_linear and fm "
+       "only"},
+      {"fm:\n  dim: 4\n",
+       "the fm section configures model.type fm, but model.type is mlp"},
+      {"fm:\n  dim: 0\n", "cfg.yaml:2: fm.dim"},
+      {"model:\n  type: fm\n  task: binary\ndata:\n  source: libsvm\n"
+       "fm:\n  embedding_min_count: 2\nadmission:\n  probability: 0.5\n",
+       "fm.embedding_min_count admits embeddings by count and "
+       "admission.probability admits keys by chance: set one"},
+      {"model:\n  type: fm\n",
+       "model.type fm is logistic (model.task: binary) or linear"},
       {"admission:\n  min_count: 0\n",
        "cfg.yaml:2: admission.min_count"},
       {"admission:\n  probability: 0\n",
@@ -393,10 +404,11 @@ TEST(ConfigTest, ChoicesParseAndNameRoundTrip) {
       {{"mlp", ModelType::kMlp},
        {"linear", ModelType::kLinear},
        {"softmax", ModelType::kSoftmax},
-       {"sparse_linear", ModelType::kSparseLinear}},
+       {"sparse_linear", ModelType::kSparseLinear},
+       {"fm", ModelType::kFm}},
       "cnn",
-      "model.type must be one of mlp, linear, softmax, sparse_linear; got "
-      "'cnn'");
+      "model.type must be one of mlp, linear, softmax, sparse_linear, fm; "
+      "got 'cnn'");
   ExpectChoices<OptimizerType>(
       ParseOptimizerType, OptimizerTypeName,
       {{"sgd", OptimizerType::kSgd},

@@ -9,6 +9,8 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <limits>
+#include <map>
 #include <optional>
 #include <system_error>
 #include <tuple>
@@ -33,6 +35,8 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr char kMagic[8] = {'D', 'P', 'N', 'C', 'K', 'P', 'T', '\0'};
+constexpr char kManifestMagic[8] = {'D', 'P', 'N', 'M', 'A', 'N', 'I', '\0'};
+constexpr uint32_t kManifestFormat = 1;
 constexpr size_t kHeaderSize = 8 + 4 + 8;  // magic, format, file size
 constexpr size_t kCrcSize = 4;
 constexpr size_t kBufferSize = 1 << 20;
@@ -77,11 +81,13 @@ class Encoder {
 
   // Writes the CRC of everything so far, then flushes. Returns the first error.
   absl::Status Finish() {
+    final_crc_ = crc_;
     PutU32(crc_);
     Flush();
     return status_;
   }
   uint64_t size() const { return size_; }  // bytes put so far, the CRC included
+  uint32_t final_crc() const { return final_crc_; }  // after Finish
 
  private:
   void Flush() {
@@ -94,13 +100,21 @@ class Encoder {
   const std::string path_;
   std::string buffer_;
   uint32_t crc_ = 0;
+  uint32_t final_crc_ = 0;
   uint64_t size_ = 0;
   absl::Status status_;
+};
+
+// A file's size and CRC-32C, as a manifest lists it.
+struct Trailer {
+  uint64_t bytes = 0;
+  uint32_t crc = 0;
 };
 
 uint64_t EncodedSize(const Checkpoint& c, uint32_t format) {
   uint64_t size = kHeaderSize + 4 + 8 + 4 + c.optimizer.size();
   if (format >= 3) size += 8 + 8;
+  if (format >= 5) size += 4 + 8 + 8;
   size += 4 + c.sequences.size() * (4 + 8 + (format == 1 ? 0 : 8));
   size += 4;
   for (const BlockStore::BlockSnapshot& b : c.blocks) {
@@ -111,14 +125,26 @@ uint64_t EncodedSize(const Checkpoint& c, uint32_t format) {
     for (const auto& [id, rows] : c.sparse_tables) {
       size += 4 * 4 + 8 + rows.keys.size() * (8 + 4) +
               rows.data.size() * sizeof(float);
+      if (format >= 5) {
+        size += 8 + 8 + 4 + rows.clocks.size() * 8 + 8 +
+                rows.evicted_keys.size() * 8;
+      }
     }
   }
   return size + kCrcSize;
 }
 
-// Writes the whole file body (see the layout in checkpoint.h) to `fd`.
+// Writes the whole file body (see the layout in checkpoint.h) to `fd`; its
+// size and CRC into *trailer.
 absl::Status Encode(const Checkpoint& c, uint32_t format, int fd,
-                    const std::string& path) {
+                    const std::string& path, Trailer* trailer) {
+  for (const auto& [id, rows] : c.sparse_tables) {
+    if (!rows.clocks.empty() && rows.clocks.size() != rows.keys.size()) {
+      return absl::InternalError(absl::StrCat(
+          "write checkpoint '", path, "': sparse table ", id, " has ",
+          rows.keys.size(), " keys but ", rows.clocks.size(), " clocks"));
+    }
+  }
   Encoder e(fd, path);
   const uint64_t expected_size = EncodedSize(c, format);
   e.Put(kMagic, sizeof(kMagic));
@@ -129,6 +155,11 @@ absl::Status Encode(const Checkpoint& c, uint32_t format, int fd,
   if (format >= 3) {
     e.PutU64(c.model_fingerprint);
     e.PutU64(c.generation);
+  }
+  if (format >= 5) {
+    e.PutU32(static_cast<uint32_t>(c.kind));
+    e.PutU64(c.base_generation);
+    e.PutU64(c.parent_generation);
   }
   e.PutString(c.optimizer);
   e.PutU32(static_cast<uint32_t>(c.sequences.size()));
@@ -159,6 +190,16 @@ absl::Status Encode(const Checkpoint& c, uint32_t format, int fd,
       e.Put(reinterpret_cast<const char*>(rows.versions.data()),
             rows.versions.size() * sizeof(uint32_t));
       e.PutFloats(rows.data);
+      if (format >= 5) {
+        e.PutU64(rows.clock);
+        e.PutU64(rows.evicted_versions);
+        e.PutU32(rows.clocks.empty() ? 0 : 1);
+        e.Put(reinterpret_cast<const char*>(rows.clocks.data()),
+              rows.clocks.size() * sizeof(uint64_t));
+        e.PutU64(rows.evicted_keys.size());
+        e.Put(reinterpret_cast<const char*>(rows.evicted_keys.data()),
+              rows.evicted_keys.size() * sizeof(uint64_t));
+      }
     }
   }
   RETURN_IF_ERROR(e.Finish());
@@ -167,6 +208,7 @@ absl::Status Encode(const Checkpoint& c, uint32_t format, int fd,
         absl::StrCat("write checkpoint '", path, "': wrote ", e.size(),
                      " bytes, expected ", expected_size));
   }
+  if (trailer != nullptr) *trailer = {e.size(), e.final_crc()};
   return absl::OkStatus();
 }
 
@@ -299,6 +341,13 @@ absl::StatusOr<Checkpoint> Decode(const std::string& path,
     c.model_fingerprint = d.U64();
     c.generation = d.U64();
   }
+  if (format >= 5) {
+    const uint32_t kind = d.U32();
+    if (kind > 1) return Corrupt(path, absl::StrCat("unknown kind ", kind));
+    c.kind = static_cast<CheckpointKind>(kind);
+    c.base_generation = d.U64();
+    c.parent_generation = d.U64();
+  }
   c.optimizer = d.String();
   const uint32_t num_sequences = d.U32();
   for (uint32_t i = 0; i < num_sequences && d.ok(); ++i) {
@@ -338,6 +387,27 @@ absl::StatusOr<Checkpoint> Decode(const std::string& path,
     d.Bytes(reinterpret_cast<char*>(rows.keys.data()), n * sizeof(uint64_t));
     d.Bytes(reinterpret_cast<char*>(rows.versions.data()), n * sizeof(uint32_t));
     rows.data = d.Floats(n * rows.dim * (1 + rows.state_slots));
+    if (format >= 5 && d.ok()) {
+      rows.clock = d.U64();
+      rows.evicted_versions = d.U64();
+      const uint32_t flags = d.U32();
+      if (flags > 1 || (flags == 1 && n > d.left() / 8)) {
+        return Corrupt(path, absl::StrCat("sparse table ", id,
+                                          " has impossible clocks"));
+      }
+      if (flags == 1) {
+        rows.clocks.resize(n);
+        d.Bytes(reinterpret_cast<char*>(rows.clocks.data()), n * sizeof(uint64_t));
+      }
+      const uint64_t e = d.U64();
+      if (e > d.left() / 8) {
+        return Corrupt(path, absl::StrCat("sparse table ", id,
+                                          " has impossible evicted keys"));
+      }
+      rows.evicted_keys.resize(e);
+      d.Bytes(reinterpret_cast<char*>(rows.evicted_keys.data()),
+              e * sizeof(uint64_t));
+    }
   }
   if (!d.ok() || d.left() != 0) {
     return Corrupt(path, "checksum matches but the fields do not fit the file");
@@ -356,13 +426,25 @@ std::string WithSlash(const std::string& dir) {
 std::optional<ShardCheckpoints::Generation> ParseGenerationName(
     const std::string& name) {
   constexpr size_t kDigits = 12;
-  constexpr size_t kLength = 1 + kDigits + 2 + kDigits + 5;
-  if (name.size() != kLength || name[0] != 'e' ||
-      name.compare(1 + kDigits, 2, "-g") != 0 ||
-      name.compare(kLength - 5, 5, ".ckpt") != 0) {
+  constexpr size_t kPrefix = 1 + kDigits + 2 + kDigits;
+  using Kind = ShardCheckpoints::FileKind;
+  static constexpr std::pair<const char*, Kind> kSuffixes[] = {
+      {".ckpt", Kind::kFull},
+      {".delta", Kind::kDelta},
+      {".manifest", Kind::kManifest}};
+  if (name.size() <= kPrefix || name[0] != 'e' ||
+      name.compare(1 + kDigits, 2, "-g") != 0) {
     return std::nullopt;
   }
   ShardCheckpoints::Generation generation;
+  bool known = false;
+  for (const auto& [suffix, kind] : kSuffixes) {
+    if (name.compare(kPrefix, std::string::npos, suffix) == 0) {
+      generation.kind = kind;
+      known = true;
+    }
+  }
+  if (!known) return std::nullopt;
   if (!absl::SimpleAtoi(name.substr(1, kDigits), &generation.placement_epoch) ||
       !absl::SimpleAtoi(name.substr(3 + kDigits, kDigits),
                         &generation.generation)) {
@@ -375,12 +457,126 @@ absl::StatusCode ErrorCodeToStatusCode(const std::error_code& error) {
   return absl::ErrnoToStatusCode(error.value());
 }
 
+// Reads and verifies a checkpoint file; its size and CRC into *trailer.
+absl::StatusOr<Checkpoint> ReadCheckpointFile(const std::string& path,
+                                              Trailer* trailer) {
+  absl::StatusOr<std::string> file = ReadFile(path);
+  if (absl::IsNotFound(file.status())) {
+    return absl::NotFoundError(absl::StrCat("checkpoint '", path, "' does not exist"));
+  }
+  if (!file.ok()) {
+    return absl::Status(file.status().code(),
+                        absl::StrCat("read checkpoint: ", file.status().message()));
+  }
+  RETURN_IF_ERROR(Verify(path, *file));
+  if (trailer != nullptr) {
+    *trailer = {file->size(), LoadU32(file->data() + file->size() - kCrcSize)};
+  }
+  return Decode(path, *file);
+}
+
+// --- Manifests ---------------------------------------------------------------
+
+struct Manifest {
+  int32_t shard_index = 0;
+  uint64_t base_generation = 0;
+  std::vector<ShardCheckpoints::ChainEntry> entries;
+};
+
+constexpr size_t kManifestEntrySize = 8 + 8 + 8 + 4;
+// A manifest of more bytes than this is not read (a chain of a million).
+constexpr size_t kMaxManifestBytes = size_t{32} << 20;
+
+absl::Status EncodeManifest(const Manifest& m, int fd, const std::string& path) {
+  Encoder e(fd, path);
+  const uint64_t size = kHeaderSize + 4 + 8 + 4 +
+                        m.entries.size() * kManifestEntrySize + kCrcSize;
+  e.Put(kManifestMagic, sizeof(kManifestMagic));
+  e.PutU32(kManifestFormat);
+  e.PutU64(size);
+  e.PutI32(m.shard_index);
+  e.PutU64(m.base_generation);
+  e.PutU32(static_cast<uint32_t>(m.entries.size()));
+  for (const ShardCheckpoints::ChainEntry& entry : m.entries) {
+    e.PutU64(entry.placement_epoch);
+    e.PutU64(entry.generation);
+    e.PutU64(entry.bytes);
+    e.PutU32(entry.crc);
+  }
+  RETURN_IF_ERROR(e.Finish());
+  if (e.size() != size) {
+    return absl::InternalError(absl::StrCat("write checkpoint manifest '", path,
+                                            "': wrote ", e.size(),
+                                            " bytes, expected ", size));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BadManifest(const std::string& path, const std::string& detail) {
+  return absl::DataLossError(
+      absl::StrCat("checkpoint manifest '", path, "' is corrupt (", detail, ")"));
+}
+
+absl::StatusOr<Manifest> ReadManifest(const std::string& path) {
+  absl::StatusOr<std::string> file = ReadFile(path, kMaxManifestBytes);
+  if (!file.ok()) {
+    return absl::Status(file.status().code(),
+                        absl::StrCat("read checkpoint manifest: ",
+                                     file.status().message()));
+  }
+  if (file->size() < kHeaderSize + 4 + 8 + 4 + kCrcSize ||
+      std::memcmp(file->data(), kManifestMagic, sizeof(kManifestMagic)) != 0) {
+    return BadManifest(path, "not a manifest, or truncated");
+  }
+  Decoder header(file->data() + sizeof(kManifestMagic),
+                 kHeaderSize - sizeof(kManifestMagic));
+  const uint32_t format = header.U32();
+  const uint64_t declared = header.U64();
+  if (format != kManifestFormat) {
+    return BadManifest(path, absl::StrCat("manifest format ", format,
+                                          ", this build reads ",
+                                          kManifestFormat));
+  }
+  if (declared != file->size()) {
+    return BadManifest(path, absl::StrCat(file->size(), " bytes, its header says ",
+                                          declared));
+  }
+  const size_t body = file->size() - kCrcSize;
+  const uint32_t stored = LoadU32(file->data() + body);
+  const uint32_t computed = Crc32c(file->data(), body);
+  if (stored != computed) {
+    return BadManifest(path, absl::StrFormat("checksum mismatch: stored 0x%08x, "
+                                             "computed 0x%08x",
+                                             stored, computed));
+  }
+  Decoder d(file->data() + kHeaderSize, body - kHeaderSize);
+  Manifest m;
+  m.shard_index = d.I32();
+  m.base_generation = d.U64();
+  const uint32_t n = d.U32();
+  if (n > d.left() / kManifestEntrySize) {
+    return BadManifest(path, "checksum matches but the entries do not fit");
+  }
+  for (uint32_t i = 0; i < n; ++i) {
+    ShardCheckpoints::ChainEntry& entry = m.entries.emplace_back();
+    entry.placement_epoch = d.U64();
+    entry.generation = d.U64();
+    entry.bytes = d.U64();
+    entry.crc = d.U32();
+  }
+  if (!d.ok() || d.left() != 0) {
+    return BadManifest(path, "checksum matches but the fields do not fit");
+  }
+  return m;
+}
+
 absl::Status WriteInFormat(const std::string& path, const Checkpoint& c,
                            uint32_t format,
-                           const std::function<absl::Status()>& before_rename) {
+                           const std::function<absl::Status()>& before_rename,
+                           Trailer* trailer = nullptr) {
   return WriteFileAtomically(
       path, kWriteWhat, [&](int fd, const std::string& tmp) -> absl::Status {
-        RETURN_IF_ERROR(Encode(c, format, fd, tmp));
+        RETURN_IF_ERROR(Encode(c, format, fd, tmp, trailer));
         return before_rename ? before_rename() : absl::OkStatus();
       });
 }
@@ -418,16 +614,7 @@ absl::Status WriteCheckpointInFormatForTest(const std::string& path,
 }
 
 absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path) {
-  absl::StatusOr<std::string> file = ReadFile(path);
-  if (absl::IsNotFound(file.status())) {
-    return absl::NotFoundError(absl::StrCat("checkpoint '", path, "' does not exist"));
-  }
-  if (!file.ok()) {
-    return absl::Status(file.status().code(),
-                        absl::StrCat("read checkpoint: ", file.status().message()));
-  }
-  RETURN_IF_ERROR(Verify(path, *file));
-  return Decode(path, *file);
+  return ReadCheckpointFile(path, nullptr);
 }
 
 std::string CheckpointPath(const std::string& dir, int shard_index) {
@@ -440,6 +627,15 @@ std::string ShardCheckpointDir(const std::string& dir, int shard_index) {
 
 std::string GenerationFileName(uint64_t placement_epoch, uint64_t generation) {
   return absl::StrFormat("e%012u-g%012u.ckpt", placement_epoch, generation);
+}
+
+std::string DeltaFileName(uint64_t placement_epoch, uint64_t generation) {
+  return absl::StrFormat("e%012u-g%012u.delta", placement_epoch, generation);
+}
+
+std::string ManifestFileName(uint64_t placement_epoch, uint64_t generation) {
+  return absl::StrFormat("e%012u-g%012u.manifest", placement_epoch,
+                         generation);
 }
 
 absl::StatusOr<Checkpoint> ReadNewestCheckpoint(const std::string& dir,
@@ -506,10 +702,15 @@ absl::Status ShardCheckpoints::CheckBelongs(const std::string& path,
 }
 
 absl::StatusOr<ShardCheckpoints::Loaded> ShardCheckpoints::ReadNewest() const {
-  ASSIGN_OR_RETURN(std::vector<Generation> generations, List());
+  ASSIGN_OR_RETURN(std::vector<Generation> files, List());
   Loaded loaded;
-  for (const Generation& generation : generations) {
-    absl::StatusOr<Checkpoint> checkpoint = ReadCheckpoint(generation.path);
+  bool any_full = false;
+  for (const Generation& generation : files) {
+    if (generation.kind != FileKind::kFull) continue;
+    any_full = true;
+    Trailer trailer;
+    absl::StatusOr<Checkpoint> checkpoint =
+        ReadCheckpointFile(generation.path, &trailer);
     // A file deleted since List (pruned by a writer) is no fault of the data.
     if (absl::IsNotFound(checkpoint.status())) continue;
     if (absl::IsFailedPrecondition(checkpoint.status())) {
@@ -522,6 +723,7 @@ absl::StatusOr<ShardCheckpoints::Loaded> ShardCheckpoints::ReadNewest() const {
     RETURN_IF_ERROR(CheckBelongs(generation.path, *checkpoint));
     loaded.checkpoint = *std::move(checkpoint);
     loaded.path = generation.path;
+    ApplyChain(files, generation, trailer.crc, &loaded);
     return loaded;
   }
   if (!loaded.skipped.empty()) {
@@ -532,12 +734,169 @@ absl::StatusOr<ShardCheckpoints::Loaded> ShardCheckpoints::ReadNewest() const {
         absl::StrCat(newest.message(), " (and the ", loaded.skipped.size() - 1,
                      " older generations in ", folder_, " are bad too)"));
   }
+  (void)any_full;
   // No generation: the single file of earlier builds, if any.
   const std::string legacy = CheckpointPath(options_.dir, options_.shard_index);
   ASSIGN_OR_RETURN(loaded.checkpoint, ReadCheckpoint(legacy));
   RETURN_IF_ERROR(CheckBelongs(legacy, loaded.checkpoint));
   loaded.path = legacy;
   return loaded;
+}
+
+std::vector<ShardCheckpoints::ChainEntry> ShardCheckpoints::ChainOf(
+    const std::vector<Generation>& files, uint64_t base,
+    std::vector<absl::Status>* bad) const {
+  // The chain's files lie between its full cut and the next one.
+  uint64_t upper = std::numeric_limits<uint64_t>::max();
+  for (const Generation& g : files) {
+    if (g.kind == FileKind::kFull && g.generation > base) {
+      upper = std::min(upper, g.generation);
+    }
+  }
+  std::vector<const Generation*> manifests;
+  for (const Generation& g : files) {
+    if (g.kind == FileKind::kManifest && g.generation >= base &&
+        g.generation < upper) {
+      manifests.push_back(&g);
+    }
+  }
+  std::sort(manifests.begin(), manifests.end(),
+            [](const Generation* a, const Generation* b) {
+              return a->generation > b->generation;
+            });
+  for (const Generation* g : manifests) {
+    absl::StatusOr<Manifest> manifest = ReadManifest(g->path);
+    if (absl::IsNotFound(manifest.status())) continue;  // pruned since List
+    absl::Status why = manifest.status();
+    if (why.ok() && (manifest->shard_index != options_.shard_index ||
+                     manifest->base_generation != base ||
+                     manifest->entries.empty() ||
+                     manifest->entries.front().generation != base ||
+                     manifest->entries.back().generation != g->generation)) {
+      why = BadManifest(
+          g->path, absl::StrCat("it lists shard ", manifest->shard_index,
+                                " and full cut g", manifest->base_generation,
+                                ", not what its name and folder say"));
+    }
+    if (why.ok()) return std::move(manifest->entries);
+    bad->push_back(absl::Status(
+        why.code(), absl::StrCat(why.message(),
+                                 "; the chain ends where an older manifest of "
+                                 "it says, or at its full cut")));
+  }
+  return {};
+}
+
+void ShardCheckpoints::ApplyChain(const std::vector<Generation>& files,
+                                  const Generation& full, uint32_t crc,
+                                  Loaded* loaded) const {
+  const std::vector<ChainEntry> entries =
+      ChainOf(files, full.generation, &loaded->chain_ended);
+  if (entries.size() <= 1) return;
+  Checkpoint& state = loaded->checkpoint;
+  auto end_at = [&](const absl::Status& why, const std::string& last) {
+    loaded->chain_ended.push_back(absl::Status(
+        why.code(), absl::StrCat(why.message(), "; the chain of ", full.path,
+                                 " ends at ", last,
+                                 ": the updates after it are not restored")));
+  };
+  if (entries.front().crc != crc) {
+    end_at(absl::DataLossError(absl::StrFormat(
+               "the chain's manifest lists a full cut of CRC 0x%08x, the file "
+               "holds 0x%08x",
+               entries.front().crc, crc)),
+           full.path);
+    return;
+  }
+  // The deltas' changes composed, by table: one overlay over the full cut's
+  // rows at the end.
+  std::map<uint32_t, SparseTable::Rows> changes;
+  Checkpoint last;
+  std::string last_path = full.path;
+  uint64_t parent = full.generation;
+  for (size_t i = 1; i < entries.size(); ++i) {
+    const ChainEntry& entry = entries[i];
+    const std::string path = absl::StrCat(
+        folder_, "/", DeltaFileName(entry.placement_epoch, entry.generation));
+    Trailer trailer;
+    absl::StatusOr<Checkpoint> delta = ReadCheckpointFile(path, &trailer);
+    absl::Status why = delta.status();
+    if (why.ok() && (delta->kind != CheckpointKind::kDelta ||
+                     delta->base_generation != full.generation ||
+                     delta->parent_generation != parent ||
+                     delta->generation != entry.generation ||
+                     trailer.crc != entry.crc ||
+                     trailer.bytes != entry.bytes)) {
+      why = absl::DataLossError(absl::StrFormat(
+          "checkpoint delta '%s' is not the one its manifest lists (kind %d, "
+          "full cut g%d, parent g%d, CRC 0x%08x; listed: parent g%d, CRC "
+          "0x%08x)",
+          path, static_cast<int>(delta->kind), delta->base_generation,
+          delta->parent_generation, trailer.crc, parent, entry.crc));
+    }
+    if (why.ok()) why = CheckBelongs(path, *delta);
+    if (why.ok() && delta->optimizer != state.optimizer) {
+      why = absl::DataLossError(absl::StrCat(
+          "checkpoint delta '", path, "' holds optimizer ", delta->optimizer,
+          ", its full cut ", state.optimizer));
+    }
+    std::map<uint32_t, SparseTable::Rows> composed = changes;
+    for (size_t t = 0; why.ok() && t < delta->sparse_tables.size(); ++t) {
+      auto& [id, rows] = delta->sparse_tables[t];
+      for (const auto& [full_id, full_rows] : state.sparse_tables) {
+        if (full_id == id && (full_rows.dim != rows.dim ||
+                              full_rows.state_slots != rows.state_slots ||
+                              full_rows.optimizer != rows.optimizer)) {
+          why = absl::DataLossError(absl::StrCat(
+              "checkpoint delta '", path, "': sparse table ", id,
+              " is of another shape than in its full cut"));
+        }
+      }
+      auto it = composed.find(id);
+      if (!why.ok()) break;
+      if (it == composed.end()) {
+        composed.emplace(id, std::move(rows));
+        continue;
+      }
+      absl::StatusOr<SparseTable::Rows> over =
+          SparseTable::Overlay(it->second, rows);
+      if (!over.ok()) {
+        why = absl::DataLossError(absl::StrCat("checkpoint delta '", path,
+                                               "': ", over.status().message()));
+      } else {
+        it->second = *std::move(over);
+      }
+    }
+    if (!why.ok()) {
+      end_at(why, last_path);
+      break;
+    }
+    changes = std::move(composed);
+    last = *std::move(delta);
+    last_path = path;
+    parent = entry.generation;
+    loaded->deltas.push_back(path);
+  }
+  if (loaded->deltas.empty()) return;
+  // The state at the last delta: its blocks and windows (whole in every
+  // delta), the full cut's rows with the changes over them.
+  for (auto& [id, rows] : state.sparse_tables) {
+    auto it = changes.find(id);
+    if (it == changes.end()) continue;
+    absl::StatusOr<SparseTable::Rows> over = SparseTable::Overlay(rows, it->second);
+    if (over.ok()) rows = *std::move(over);  // shapes were checked above
+    rows.evicted_keys.clear();                // applied
+    changes.erase(it);
+  }
+  for (auto& [id, rows] : changes) {  // a table the full cut lacked
+    rows.evicted_keys.clear();
+    state.sparse_tables.emplace_back(id, std::move(rows));
+  }
+  state.blocks = std::move(last.blocks);
+  state.sequences = std::move(last.sequences);
+  state.placement_epoch = last.placement_epoch;
+  state.generation = last.generation;
+  state.parent_generation = last.parent_generation;
 }
 
 absl::Status ShardCheckpoints::CheckNotTakenOver(uint64_t epoch) const {
@@ -561,42 +920,129 @@ absl::StatusOr<ShardCheckpoints::Written> ShardCheckpoints::Write(
         "checkpoint of shard ", options_.shard_index, ": placement epoch ",
         epoch, " does not fit a checkpoint file name (12 digits)"));
   }
-  ASSIGN_OR_RETURN(std::vector<Generation> generations, List());
+  ASSIGN_OR_RETURN(std::vector<Generation> files, List());
   RETURN_IF_ERROR(CheckNotTakenOver(epoch));
   uint64_t last = 0;
-  for (const Generation& g : generations) last = std::max(last, g.generation);
+  for (const Generation& g : files) last = std::max(last, g.generation);
   checkpoint.shard_index = options_.shard_index;
   checkpoint.model_fingerprint = options_.model_fingerprint;
   checkpoint.generation = last + 1;
+  const bool delta = checkpoint.kind == CheckpointKind::kDelta;
+  std::vector<ChainEntry> chain;
+  if (delta) {
+    std::vector<absl::Status> bad;
+    chain = ChainOf(files, checkpoint.base_generation, &bad);
+    if (chain.empty() || chain.back().generation != checkpoint.parent_generation) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "checkpoint delta of shard ", options_.shard_index,
+          ": the chain of full cut g", checkpoint.base_generation, " in ",
+          folder_, " ends at ",
+          chain.empty() ? std::string("no manifest")
+                        : absl::StrCat("g", chain.back().generation),
+          ", not at g", checkpoint.parent_generation,
+          " (a write of it failed or was removed): write a full cut"));
+    }
+  } else {
+    checkpoint.base_generation = checkpoint.generation;
+    checkpoint.parent_generation = 0;
+  }
   Written written;
-  written.path = absl::StrCat(folder_, "/",
-                              GenerationFileName(epoch, checkpoint.generation));
+  written.path = absl::StrCat(
+      folder_, "/",
+      delta ? DeltaFileName(epoch, checkpoint.generation)
+            : GenerationFileName(epoch, checkpoint.generation));
   // Checked again just before the rename: another daemon may have taken the
   // shard over while this one was writing. (A take-over between this check
   // and the rename still lands below the new owner's epoch, which readers
   // prefer; the coordinator's lease closes that gap.)
-  RETURN_IF_ERROR(WriteCheckpoint(written.path, checkpoint, [&] {
+  const auto fence = [&] {
     if (may_write) RETURN_IF_ERROR(may_write());
     return CheckNotTakenOver(epoch);
-  }));
-  absl::StatusOr<std::vector<Generation>> now = List();
-  if (!now.ok()) {
-    written.prune_status = now.status();
-    return written;
+  };
+  Trailer trailer;
+  RETURN_IF_ERROR(WithFix(WriteInFormat(written.path, checkpoint,
+                                        kCheckpointFormat, fence, &trailer)));
+  written.generation = checkpoint.generation;
+  written.bytes = trailer.bytes;
+  written.crc = trailer.crc;
+  if (delta || options_.incremental) {
+    // The file counts in its chain once the manifest lists it.
+    chain.push_back({epoch, checkpoint.generation, trailer.bytes, trailer.crc});
+    RETURN_IF_ERROR(WriteManifest(checkpoint.base_generation, chain, fence));
   }
-  for (size_t i = static_cast<size_t>(std::max(options_.keep, 1));
-       i < now->size(); ++i) {
-    std::error_code error;
-    if (fs::remove((*now)[i].path, error) || !error) {
-      written.removed.push_back((*now)[i].path);
-    } else if (written.prune_status.ok()) {
-      written.prune_status = absl::Status(
-          ErrorCodeToStatusCode(error),
-          absl::StrCat("cannot delete old checkpoint '", (*now)[i].path,
-                       "': ", error.message()));
+  written.prune_status = Prune(checkpoint, &written.removed);
+  return written;
+}
+
+absl::Status ShardCheckpoints::WriteManifest(
+    uint64_t base, const std::vector<ChainEntry>& entries,
+    const std::function<absl::Status()>& fence) const {
+  Manifest manifest;
+  manifest.shard_index = options_.shard_index;
+  manifest.base_generation = base;
+  manifest.entries = entries;
+  const ChainEntry& newest = entries.back();
+  const std::string path = absl::StrCat(
+      folder_, "/", ManifestFileName(newest.placement_epoch, newest.generation));
+  return WithFix(WriteFileAtomically(
+      path, "write checkpoint manifest",
+      [&](int fd, const std::string& tmp) -> absl::Status {
+        RETURN_IF_ERROR(EncodeManifest(manifest, fd, tmp));
+        return fence();
+      }));
+}
+
+absl::Status ShardCheckpoints::Prune(const Checkpoint& written,
+                                     std::vector<std::string>* removed) const {
+  ASSIGN_OR_RETURN(std::vector<Generation> files, List());
+  std::vector<const Generation*> doomed;
+  if (written.kind == CheckpointKind::kDelta) {
+    // The chain's manifests but the new one and the one before it.
+    std::vector<const Generation*> manifests;
+    for (const Generation& g : files) {
+      if (g.kind == FileKind::kManifest &&
+          g.generation >= written.base_generation &&
+          g.generation < written.generation) {
+        manifests.push_back(&g);
+      }
+    }
+    std::sort(manifests.begin(), manifests.end(),
+              [](const Generation* a, const Generation* b) {
+                return a->generation > b->generation;
+              });
+    for (size_t i = 1; i < manifests.size(); ++i) doomed.push_back(manifests[i]);
+  } else {
+    // Chains beyond the newest `keep` full cuts, whole.
+    size_t fulls = 0;
+    uint64_t oldest_kept = 0;
+    const size_t keep = static_cast<size_t>(std::max(options_.keep, 1));
+    for (const Generation& g : files) {  // newest first
+      if (g.kind != FileKind::kFull) continue;
+      if (++fulls <= keep) {
+        oldest_kept = g.generation;
+      } else {
+        doomed.push_back(&g);
+      }
+    }
+    for (const Generation& g : files) {
+      if (fulls > keep && g.kind != FileKind::kFull &&
+          g.generation < oldest_kept) {
+        doomed.push_back(&g);
+      }
     }
   }
-  return written;
+  absl::Status status;
+  for (const Generation* g : doomed) {
+    std::error_code error;
+    if (fs::remove(g->path, error) || !error) {
+      removed->push_back(g->path);
+    } else if (status.ok()) {
+      status = absl::Status(ErrorCodeToStatusCode(error),
+                            absl::StrCat("cannot delete old checkpoint '",
+                                         g->path, "': ", error.message()));
+    }
+  }
+  return status;
 }
 
 absl::StatusOr<std::vector<std::string>>

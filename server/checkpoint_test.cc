@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -87,7 +88,15 @@ Checkpoint Sample() {
   rows.versions = {1, 7, 4000000000u};
   for (int i = 0; i < 3 * 2 * 3; ++i) rows.data.push_back(0.5f * i - 3.0f);
   rows.data[4] = FromBits(0x7FC01234);
+  // Format 5: the table's clocks and figures, and tombstones.
+  rows.clocks = {5, 9, 1ull << 50};
+  rows.clock = 1ull << 51;
+  rows.evicted_versions = 123456789012ull;
+  rows.evicted_keys = {3, 8};
   c.sparse_tables.emplace_back(0, std::move(rows));
+  c.kind = CheckpointKind::kDelta;
+  c.base_generation = 10;
+  c.parent_generation = 11;
   return c;
 }
 
@@ -123,7 +132,29 @@ void ExpectEqual(const Checkpoint& a, const Checkpoint& b) {
     EXPECT_EQ(x.keys, y.keys);
     EXPECT_EQ(x.versions, y.versions);
     EXPECT_TRUE(SameBits(x.data, y.data)) << "sparse table " << i;
+    EXPECT_EQ(x.clocks, y.clocks);
+    EXPECT_EQ(x.clock, y.clock);
+    EXPECT_EQ(x.evicted_versions, y.evicted_versions);
+    EXPECT_EQ(x.evicted_keys, y.evicted_keys);
   }
+  EXPECT_EQ(a.kind, b.kind);
+  EXPECT_EQ(a.base_generation, b.base_generation);
+  EXPECT_EQ(a.parent_generation, b.parent_generation);
+}
+
+// What a file of `format` holds of `c`: formats before 5 lack the kind, the
+// chain and the tables' clocks, figures and tombstones.
+Checkpoint AsFormat(Checkpoint c, uint32_t format) {
+  if (format < 5) {
+    c.kind = CheckpointKind::kFull;
+    c.base_generation = c.parent_generation = 0;
+    for (auto& [id, rows] : c.sparse_tables) {
+      rows.clocks.clear();
+      rows.clock = rows.evicted_versions = 0;
+      rows.evicted_keys.clear();
+    }
+  }
+  return c;
 }
 
 // Writes a small checkpoint and returns its path.
@@ -264,7 +295,7 @@ TEST(CheckpointTest, FutureFormatIsFailedPrecondition) {
       ReadCheckpoint(path),
       StatusIs(
           absl::StatusCode::kFailedPrecondition,
-          HasSubstr("was written by format 7, this build reads formats 1-4")));
+          HasSubstr("was written by format 7, this build reads formats 1-5")));
 }
 
 TEST(CheckpointTest, Format1IsReadWithoutItsSequences) {
@@ -289,7 +320,7 @@ TEST(CheckpointTest, Format2IsReadWithoutFingerprintOrGeneration) {
   c.model_fingerprint = 0;  // not in format 2
   c.generation = 0;
   c.sparse_tables.clear();  // nor sparse tables (format 4)
-  ExpectEqual(*read, c);
+  ExpectEqual(*read, AsFormat(c, 2));
 }
 
 TEST(CheckpointTest, Format3IsReadWithoutSparseTables) {
@@ -300,7 +331,17 @@ TEST(CheckpointTest, Format3IsReadWithoutSparseTables) {
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_EQ(read->format, 3u);
   c.sparse_tables.clear();
-  ExpectEqual(*read, c);
+  ExpectEqual(*read, AsFormat(c, 3));
+}
+
+TEST(CheckpointTest, Format4IsReadWithoutClocksOrChain) {
+  const Checkpoint c = Sample();
+  const std::string path = CheckpointPath(TestDir(), 0);
+  ASSERT_THAT(WriteCheckpointInFormatForTest(path, c, 4), IsOk());
+  absl::StatusOr<Checkpoint> read = ReadCheckpoint(path);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->format, 4u);
+  ExpectEqual(*read, AsFormat(c, 4));
 }
 
 TEST(CheckpointTest, OverwriteKeepsTheNewContentAndLeavesNoTempFiles) {
@@ -590,6 +631,203 @@ TEST(ShardCheckpointsTest, OtherFilesInTheFolderAreIgnored) {
   ASSERT_THAT(list, IsOk());
   ASSERT_EQ(list->size(), 1u);
   EXPECT_THAT(Files(dir).ReadNewest(), IsOk());
+}
+
+// --- Incremental chains ------------------------------------------------------
+
+// Rows of a dim-1 sgd table: `keys` with value `value` + key, version 1.
+SparseTable::Rows TableRows(const std::vector<uint64_t>& keys, float value,
+                            const std::vector<uint64_t>& evicted = {}) {
+  SparseTable::Rows rows;
+  rows.dim = 1;
+  rows.state_slots = 0;
+  rows.optimizer = SparseOptimizerType::kSgd;
+  rows.keys = keys;
+  for (uint64_t key : keys) {
+    rows.data.push_back(value + static_cast<float>(key));
+    rows.versions.push_back(1);
+    rows.clocks.push_back(key * 10);
+  }
+  rows.clock = 1000 + static_cast<uint64_t>(value);
+  rows.evicted_versions = evicted.size();
+  rows.evicted_keys = evicted;
+  return rows;
+}
+
+Checkpoint SparseCut(uint64_t version, SparseTable::Rows rows) {
+  Checkpoint c = AtVersion(1, version);
+  c.sparse_tables.emplace_back(0, std::move(rows));
+  return c;
+}
+
+Checkpoint DeltaCut(uint64_t version, SparseTable::Rows rows, uint64_t base,
+                    uint64_t parent) {
+  Checkpoint c = SparseCut(version, std::move(rows));
+  c.kind = CheckpointKind::kDelta;
+  c.base_generation = base;
+  c.parent_generation = parent;
+  return c;
+}
+
+ShardCheckpoints Incremental(const std::string& dir, int keep = 3) {
+  ShardCheckpoints::Options options;
+  options.dir = dir;
+  options.model_fingerprint = kModel;
+  options.keep = keep;
+  options.incremental = true;
+  return ShardCheckpoints(options);
+}
+
+// A full cut (g1) and two deltas (g2, g3): {1,2,3,4}; then 3 evicted, 2 and
+// 5 changed; then 1 and 2 evicted, 2 created again, 6 new.
+std::vector<std::string> WriteChain(const ShardCheckpoints& files) {
+  std::vector<std::string> paths;
+  for (Checkpoint c : {SparseCut(10, TableRows({1, 2, 3, 4}, 1)),
+                       DeltaCut(11, TableRows({2, 5}, 2, {3}), 1, 1),
+                       DeltaCut(12, TableRows({2, 6}, 3, {1, 2}), 1, 2)}) {
+    absl::StatusOr<ShardCheckpoints::Written> written = files.Write(c);
+    EXPECT_THAT(written, IsOk());
+    if (written.ok()) paths.push_back(written->path);
+  }
+  return paths;
+}
+
+// key -> value of the restored table 0.
+std::map<uint64_t, float> Values(const Checkpoint& c) {
+  std::map<uint64_t, float> values;
+  const SparseTable::Rows& rows = c.sparse_tables.at(0).second;
+  for (size_t i = 0; i < rows.keys.size(); ++i) values[rows.keys[i]] = rows.data[i];
+  return values;
+}
+
+TEST(ShardCheckpointsTest, AChainRestoresItsFullCutWithEveryDeltaApplied) {
+  const std::string dir = TestDir();
+  const ShardCheckpoints files = Incremental(dir);
+  const std::vector<std::string> paths = WriteChain(files);
+  ASSERT_EQ(paths.size(), 3u);
+  EXPECT_EQ(paths[1], dir + "/ps-0/" + DeltaFileName(1, 2));
+  absl::StatusOr<ShardCheckpoints::Loaded> loaded = files.ReadNewest();
+  ASSERT_THAT(loaded, IsOk());
+  EXPECT_EQ(loaded->path, paths[0]);
+  EXPECT_EQ(loaded->deltas, (std::vector<std::string>{paths[1], paths[2]}));
+  EXPECT_TRUE(loaded->chain_ended.empty());
+  const Checkpoint& c = loaded->checkpoint;
+  EXPECT_EQ(c.kind, CheckpointKind::kFull);
+  EXPECT_EQ(c.generation, 3u);
+  EXPECT_EQ(c.blocks[0].version, 12u) << "the blocks of the last delta";
+  EXPECT_EQ(Values(c), (std::map<uint64_t, float>{
+                           {2, 5.0f}, {4, 5.0f}, {5, 7.0f}, {6, 9.0f}}));
+  const SparseTable::Rows& rows = c.sparse_tables[0].second;
+  EXPECT_EQ(rows.clocks, (std::vector<uint64_t>{20, 40, 50, 60}));
+  EXPECT_EQ(rows.clock, 1003u);
+  EXPECT_EQ(rows.evicted_versions, 2u) << "the last delta's figure";
+  EXPECT_TRUE(rows.evicted_keys.empty()) << "applied";
+  // The tools read the same state.
+  absl::StatusOr<Checkpoint> tools = ReadNewestCheckpoint(dir, 0);
+  ASSERT_THAT(tools, IsOk());
+  EXPECT_EQ(Values(*tools), Values(c));
+  // The chain's manifests: the newest and the one before it.
+  EXPECT_EQ(Names(dir + "/ps-0"),
+            (std::vector<std::string>{
+                "e000000000001-g000000000001.ckpt",
+                "e000000000001-g000000000002.delta",
+                "e000000000001-g000000000002.manifest",
+                "e000000000001-g000000000003.delta",
+                "e000000000001-g000000000003.manifest"}));
+}
+
+// A bad delta ends the chain at the file before it, said in chain_ended,
+// and the restore goes on: never a failure, never a silent skip.
+TEST(ShardCheckpointsTest, ADamagedDeltaEndsTheChainAtTheOneBefore) {
+  const std::string dir = TestDir();
+  const ShardCheckpoints files = Incremental(dir);
+  const std::vector<std::string> paths = WriteChain(files);
+  ASSERT_EQ(paths.size(), 3u);
+  FlipByte(paths[2], 90);
+  absl::StatusOr<ShardCheckpoints::Loaded> loaded = files.ReadNewest();
+  ASSERT_THAT(loaded, IsOk());
+  EXPECT_EQ(loaded->deltas, std::vector<std::string>{paths[1]});
+  ASSERT_EQ(loaded->chain_ended.size(), 1u);
+  EXPECT_THAT(loaded->chain_ended[0].message(),
+              AllOf(HasSubstr(paths[2]), HasSubstr("checksum mismatch"),
+                    HasSubstr(absl::StrCat("ends at ", paths[1])),
+                    HasSubstr("not restored")));
+  EXPECT_EQ(Values(loaded->checkpoint),
+            (std::map<uint64_t, float>{{1, 2.0f}, {2, 4.0f}, {4, 5.0f}, {5, 7.0f}}));
+  EXPECT_EQ(loaded->checkpoint.blocks[0].version, 11u);
+  // A delta gone altogether: the full cut alone.
+  fs::remove(paths[1]);
+  loaded = files.ReadNewest();
+  ASSERT_THAT(loaded, IsOk());
+  EXPECT_TRUE(loaded->deltas.empty());
+  ASSERT_EQ(loaded->chain_ended.size(), 1u);
+  EXPECT_THAT(loaded->chain_ended[0].message(),
+              AllOf(HasSubstr(paths[1]), HasSubstr("does not exist")));
+  EXPECT_EQ(Values(loaded->checkpoint).size(), 4u);
+}
+
+TEST(ShardCheckpointsTest, ADamagedManifestFallsBackToThePreviousOne) {
+  const std::string dir = TestDir();
+  const ShardCheckpoints files = Incremental(dir);
+  ASSERT_EQ(WriteChain(files).size(), 3u);
+  const std::string newest = dir + "/ps-0/" + ManifestFileName(1, 3);
+  FlipByte(newest, 30);
+  absl::StatusOr<ShardCheckpoints::Loaded> loaded = files.ReadNewest();
+  ASSERT_THAT(loaded, IsOk());
+  EXPECT_EQ(loaded->deltas.size(), 1u) << "the older manifest's chain";
+  ASSERT_EQ(loaded->chain_ended.size(), 1u);
+  EXPECT_THAT(loaded->chain_ended[0].message(),
+              AllOf(HasSubstr(newest), HasSubstr("checksum mismatch")));
+  EXPECT_EQ(loaded->checkpoint.blocks[0].version, 11u);
+  // A crash between a delta and its manifest: the delta is not listed, so
+  // the chain ends before it (no complaint: nothing was damaged).
+  fs::remove(newest);
+  loaded = files.ReadNewest();
+  ASSERT_THAT(loaded, IsOk());
+  EXPECT_EQ(loaded->deltas.size(), 1u);
+  EXPECT_TRUE(loaded->chain_ended.empty());
+}
+
+TEST(ShardCheckpointsTest, KeepCountsFullCutsAndRemovesAChainWhole) {
+  const std::string dir = TestDir();
+  const ShardCheckpoints files = Incremental(dir, /*keep=*/2);
+  ASSERT_EQ(WriteChain(files).size(), 3u);           // g1, g2, g3
+  ASSERT_THAT(files.Write(SparseCut(20, TableRows({7}, 1))), IsOk());  // g4
+  ASSERT_THAT(files.Write(DeltaCut(21, TableRows({8}, 1), 4, 4)), IsOk());
+  EXPECT_EQ(Names(dir + "/ps-0").size(), 9u) << "two chains";
+  absl::StatusOr<ShardCheckpoints::Written> third =
+      files.Write(SparseCut(30, TableRows({9}, 1)));   // g6
+  ASSERT_THAT(third, IsOk());
+  EXPECT_EQ(third->removed.size(), 5u) << "g1's full cut, deltas and manifests";
+  EXPECT_EQ(Names(dir + "/ps-0"),
+            (std::vector<std::string>{
+                "e000000000001-g000000000004.ckpt",
+                "e000000000001-g000000000004.manifest",
+                "e000000000001-g000000000005.delta",
+                "e000000000001-g000000000005.manifest",
+                "e000000000001-g000000000006.ckpt",
+                "e000000000001-g000000000006.manifest"}));
+  // A corrupt newest full cut falls back to the previous chain, deltas and all.
+  FlipByte(third->path, 70);
+  absl::StatusOr<ShardCheckpoints::Loaded> loaded = files.ReadNewest();
+  ASSERT_THAT(loaded, IsOk());
+  EXPECT_EQ(loaded->skipped.size(), 1u);
+  EXPECT_EQ(loaded->deltas.size(), 1u);
+  EXPECT_EQ(loaded->checkpoint.blocks[0].version, 21u);
+}
+
+TEST(ShardCheckpointsTest, ADeltaOffTheEndOfItsChainIsRefused) {
+  const std::string dir = TestDir();
+  const ShardCheckpoints files = Incremental(dir);
+  ASSERT_EQ(WriteChain(files).size(), 3u);
+  EXPECT_THAT(files.Write(DeltaCut(13, TableRows({1}, 1), 1, 2)),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       AllOf(HasSubstr("ends at g3, not at g2"),
+                             HasSubstr("write a full cut"))));
+  EXPECT_THAT(files.Write(DeltaCut(13, TableRows({1}, 1), 4, 4)),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("no manifest")));
+  EXPECT_EQ(Names(dir + "/ps-0").size(), 5u) << "nothing written";
 }
 
 }  // namespace

@@ -81,7 +81,7 @@ PushGuard::Options GuardOptions(const Config& config, int index,
 // harder).
 OptimizerSection DenseOptimizer(const Config& config) {
   OptimizerSection o = config.optimizer;
-  if (config.model.type == ModelType::kSparseLinear) o.weight_decay = 0;
+  if (IsSparseModel(config.model.type)) o.weight_decay = 0;
   return o;
 }
 
@@ -90,12 +90,17 @@ absl::StatusOr<SparseTable::Options> SparseTableOptions(
     const Config& config, const SparseTableSpec& table) {
   SparseTable::Options options;
   options.dim = table.dim;
-  options.seed = config.model.init_seed ^ (uint64_t{table.id} << 32);
+  options.seed = SparseTableSeed(config.model.init_seed, table.id);
   options.max_rows = config.model.sparse_max_rows;
   // A replicated shard sends its backup the rows changed since each cut.
   options.track_changes = config.cluster.replication >= 2;
-  options.admit_min_count = config.admission.min_count;
+  options.admit_min_count =
+      std::max(config.admission.min_count, table.min_count);
   options.admit_probability = config.admission.probability;
+  if (table.init_scale > 0) {
+    options.init = SparseTable::Init::kUniform;
+    options.init_scale = table.init_scale;
+  }
   const OptimizerSection& o = config.optimizer;
   switch (o.type) {
     case OptimizerType::kFtrl:
@@ -125,6 +130,15 @@ absl::StatusOr<SparseTable::Options> SparseTableOptions(
   options.optimizer.beta = o.ftrl_beta;
   options.optimizer.l1 = o.l1;
   options.optimizer.l2 = o.l2;
+  if (config.model.type == ModelType::kFm && table.id == 1) {
+    // fm's embeddings: their own regularization (config fm.l1, fm.l2).
+    options.optimizer.l1 = config.model.fm.l1;
+    options.optimizer.l2 = config.model.fm.l2;
+    options.optimizer.weight_decay = config.model.fm.l2;
+    if (config.model.fm.learning_rate > 0) {
+      options.optimizer.learning_rate = config.model.fm.learning_rate;
+    }
+  }
   return options;
 }
 

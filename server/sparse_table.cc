@@ -13,10 +13,6 @@
 namespace downpour::server {
 namespace {
 
-// SplitMix64's output function (Steele, Lea and Flood 2014): the generator's
-// step, then the finalizer common/sparse_keys.h's MixKey is.
-uint64_t SplitMix64(uint64_t x) { return MixKey(x + 0x9e3779b97f4a7c15ULL); }
-
 int StateSlots(SparseOptimizerType type) {
   switch (type) {
     case SparseOptimizerType::kSgd:
@@ -126,12 +122,8 @@ SparseTable::SparseTable(const Options& options)
 SparseTable::~SparseTable() = default;
 
 float SparseTable::InitialValue(uint64_t key, int i) const {
-  if (options_.init == Init::kZeros || options_.init_scale == 0) return 0.0f;
-  const uint64_t bits = SplitMix64(SplitMix64(options_.seed ^ SplitMix64(key)) +
-                                   static_cast<uint64_t>(i));
-  // 24 random bits -> [0, 1), then [-scale, scale).
-  const double u = static_cast<double>(bits >> 40) / static_cast<double>(1 << 24);
-  return static_cast<float>((2.0 * u - 1.0) * options_.init_scale);
+  if (options_.init == Init::kZeros) return 0.0f;
+  return SparseInitialValue(options_.seed, options_.init_scale, key, i);
 }
 
 absl::Status SparseTable::CheckPush(const uint64_t* keys, int64_t n,
