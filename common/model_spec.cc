@@ -44,10 +44,11 @@ class Fnv1a {
 
 absl::StatusOr<ModelSpec> ModelSpec::Create(const ModelSection& model) {
   const Task task = model.task;
-  if (model.type == ModelType::kSparseLinear) {
+  if (IsSparseModel(model.type)) {
     if (task == Task::kMulticlass) {
       return absl::InvalidArgumentError(
-          "model.type sparse_linear needs model.task binary or regression");
+          absl::StrCat("model.type ", ModelTypeName(model.type),
+                       " needs model.task binary or regression"));
     }
     if (model.sparse_buckets < 1 || model.sparse_buckets > 65536) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -63,6 +64,20 @@ absl::StatusOr<ModelSpec> ModelSpec::Create(const ModelSection& model) {
     spec.num_params_ = 1;
     spec.sparse_tables_.push_back(
         {0, "weights", 1, static_cast<uint32_t>(model.sparse_buckets)});
+    if (model.type == ModelType::kFm) {
+      if (model.fm.dim < 1 || model.fm.dim > 256) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("fm.dim must be in 1..256, got ", model.fm.dim));
+      }
+      SparseTableSpec embeddings;
+      embeddings.id = 1;
+      embeddings.name = "embeddings";
+      embeddings.dim = model.fm.dim;
+      embeddings.buckets = static_cast<uint32_t>(model.sparse_buckets);
+      embeddings.init_scale = model.fm.init_scale;
+      embeddings.min_count = model.fm.embedding_min_count;
+      spec.sparse_tables_.push_back(embeddings);
+    }
     return spec;
   }
   if (model.layers.size() < 2) {

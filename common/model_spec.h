@@ -41,7 +41,19 @@ struct SparseTableSpec {
   std::string name;  // "weights"
   int dim = 1;
   uint32_t buckets = 1;
+  // Initial values uniform in [-init_scale, init_scale] (common/
+  // sparse_keys.h SparseInitialValue); 0: zeros.
+  double init_scale = 0;
+  // A key gets a row only after this many occurrences (fm's embeddings:
+  // fm.embedding_min_count); the larger of it and admission.min_count holds.
+  int min_count = 1;
 };
+
+// The seed of sparse table `table_id`'s initializer (the ps's table and an
+// exported fm model's meta.fm_init_seed).
+inline uint64_t SparseTableSeed(uint64_t init_seed, uint32_t table_id) {
+  return init_seed ^ (uint64_t{table_id} << 32);
+}
 
 // Immutable after construction; safe to share between threads.
 class ModelSpec {
@@ -52,7 +64,7 @@ class ModelSpec {
   const std::vector<TensorSpec>& tensors() const { return tensors_; }
   const std::vector<BlockSpec>& blocks() const { return blocks_; }
   // sparse_linear: one table "weights" of dim 1 (and a dense "bias" [1]);
-  // dense models: none.
+  // fm: also table 1 "embeddings" of dim fm.dim; dense models: none.
   const std::vector<SparseTableSpec>& sparse_tables() const {
     return sparse_tables_;
   }

@@ -26,6 +26,29 @@ inline uint64_t MixKey(uint64_t key) {
   return key ^ (key >> 31);
 }
 
+// SplitMix64's output function (Steele, Lea and Flood 2014): the generator's
+// step, then the finalizer MixKey is.
+inline uint64_t SplitMix64(uint64_t x) {
+  return MixKey(x + 0x9e3779b97f4a7c15ULL);
+}
+
+// Value i of a sparse row's initializer, uniform in [-scale, scale) from
+// SplitMix64 of (seed, key, i) alone, so that it does not depend on arrival
+// order, on which ps holds the key, or on whether a row exists: the ps's
+// table (server/sparse_table.h) and a served snapshot of an fm model
+// (model/sparse_model.h) compute the same value for a key without a row.
+// scale 0: 0.
+inline float SparseInitialValue(uint64_t seed, double scale, uint64_t key,
+                                int i) {
+  if (scale == 0) return 0.0f;
+  const uint64_t bits =
+      SplitMix64(SplitMix64(seed ^ SplitMix64(key)) + static_cast<uint64_t>(i));
+  // 24 random bits -> [0, 1), then [-scale, scale).
+  const double u =
+      static_cast<double>(bits >> 40) / static_cast<double>(1 << 24);
+  return static_cast<float>((2.0 * u - 1.0) * scale);
+}
+
 // REQUIRES: buckets >= 1.
 inline uint32_t BucketOf(uint64_t key, uint32_t buckets) {
   return static_cast<uint32_t>(MixKey(key) % buckets);

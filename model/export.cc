@@ -100,7 +100,8 @@ absl::StatusOr<ModelSection> ModelOf(const proto::ModelMeta& meta) {
 }
 
 bool IsSparseMeta(const proto::ModelMeta& meta) {
-  return meta.type() == ModelTypeName(ModelType::kSparseLinear);
+  return meta.type() == ModelTypeName(ModelType::kSparseLinear) ||
+         meta.type() == ModelTypeName(ModelType::kFm);
 }
 
 absl::Status WriteModel(const std::string& path, const ExportedModel& model) {

@@ -58,7 +58,8 @@ absl::StatusOr<ExportedModel> ReadModel(const std::string& path);
 absl::StatusOr<ExportedModel> ModelFromArrays(const std::string& path,
                                               std::vector<NpyArray> arrays);
 
-// True when `meta` is of a sparse_linear model (model/sparse_model.h).
+// True when `meta` is of a sparse model, sparse_linear or fm
+// (model/sparse_model.h).
 bool IsSparseMeta(const proto::ModelMeta& meta);
 
 // The text of the .npz's 'meta' array: the meta as JSON, every non-ASCII

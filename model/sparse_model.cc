@@ -9,7 +9,10 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "data/libsvm_reader.h"
+#include "common/model_spec.h"
+#include "common/sparse_keys.h"
 #include "model/export.h"
+#include "model/fm_math.h"
 #include "model/npz.h"
 
 namespace downpour::model {
@@ -41,6 +44,51 @@ absl::Status CheckRows(const std::string& where, const SparseModel& model,
   if (!std::isfinite(model.bias)) {
     return absl::InvalidArgumentError(
         absl::StrCat(where, ": the bias is ", model.bias));
+  }
+  return absl::OkStatus();
+}
+
+// fm: InvalidArgument unless the embedding rows fit meta.fm_dim, their keys
+// are strictly ascending and every value finite; `where` names the model.
+absl::Status CheckEmbeddings(const std::string& where,
+                             const SparseModel& model) {
+  const int k = model.meta.fm_dim();
+  if (model.meta.type() != ModelTypeName(ModelType::kFm)) {
+    if (!model.embedding_keys.empty() || !model.embeddings.empty() || k != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": a ", model.meta.type(), " model holds no embeddings"));
+    }
+    return absl::OkStatus();
+  }
+  if (k < 1 || k > 256) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": meta.fm_dim is ", k, ", not in 1..256"));
+  }
+  if (!(model.meta.fm_init_scale() >= 0) ||
+      !std::isfinite(model.meta.fm_init_scale())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": meta.fm_init_scale is ", model.meta.fm_init_scale()));
+  }
+  if (model.embeddings.size() != model.embedding_keys.size() * k) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": ", model.embedding_keys.size(), " embedding keys need ",
+        model.embedding_keys.size() * k, " embedding values of dim ", k,
+        ", got ", model.embeddings.size()));
+  }
+  for (size_t i = 1; i < model.embedding_keys.size(); ++i) {
+    if (model.embedding_keys[i] <= model.embedding_keys[i - 1]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": embedding_keys must be strictly ascending, but key ",
+          model.embedding_keys[i], " (index ", i, ") follows ",
+          model.embedding_keys[i - 1]));
+    }
+  }
+  for (size_t i = 0; i < model.embeddings.size(); ++i) {
+    if (!std::isfinite(model.embeddings[i])) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": the embedding of key ", model.embedding_keys[i / k],
+          " holds ", model.embeddings[i]));
+    }
   }
   return absl::OkStatus();
 }
@@ -91,9 +139,17 @@ proto::ModelMeta MakeSparseMeta(
   meta.set_format(kModelFormat);
   meta.set_version(1);
   meta.set_task(TaskName(config.model.task));
-  meta.set_type(ModelTypeName(ModelType::kSparseLinear));
+  const bool fm = config.model.type == ModelType::kFm;
+  meta.set_type(ModelTypeName(fm ? ModelType::kFm : ModelType::kSparseLinear));
   meta.set_output(config.model.task == Task::kBinary ? "sigmoid" : "identity");
   for (const char* t : {"bias", "keys", "weights"}) meta.add_tensors(t);
+  if (fm) {
+    meta.add_tensors("embedding_keys");
+    meta.add_tensors("embeddings");
+    meta.set_fm_dim(config.model.fm.dim);
+    meta.set_fm_init_scale(config.model.fm.init_scale);
+    meta.set_fm_init_seed(SparseTableSeed(config.model.init_seed, 1));
+  }
   for (const std::string& c : class_names) meta.add_class_names(c);
   meta.set_sparse_buckets(static_cast<uint32_t>(config.model.sparse_buckets));
   proto::DataFormat* data = meta.mutable_data();
@@ -117,15 +173,21 @@ absl::Status WriteSparseModel(const std::string& path,
                               const SparseModel& model) {
   if (!IsSparseMeta(model.meta)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "export: WriteSparseModel writes sparse_linear models, not ",
+        "export: WriteSparseModel writes sparse_linear and fm models, not ",
         model.meta.type(), " (WriteModel writes those)"));
   }
   RETURN_IF_ERROR(CheckRows(absl::StrCat("export to ", path), model, true));
+  RETURN_IF_ERROR(CheckEmbeddings(absl::StrCat("export to ", path), model));
   const int64_t n = static_cast<int64_t>(model.keys.size());
   NpzWriter npz;
   npz.AddFloat32("bias", {1}, {model.bias});
   npz.AddUint64("keys", {n}, model.keys);
   npz.AddFloat32("weights", {n}, model.weights);
+  if (model.meta.fm_dim() > 0) {
+    const int64_t m = static_cast<int64_t>(model.embedding_keys.size());
+    npz.AddUint64("embedding_keys", {m}, model.embedding_keys);
+    npz.AddFloat32("embeddings", {m, model.meta.fm_dim()}, model.embeddings);
+  }
   npz.AddString("meta", MetaText(model.meta));
   return npz.WriteTo(path);
 }
@@ -142,7 +204,7 @@ absl::StatusOr<SparseModel> SparseModelFromArrays(
   if (!IsSparseMeta(model.meta)) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, " holds a ", model.meta.type(),
-                     " model, not a sparse_linear one: read it with ReadModel "
+                     " model, not a sparse one: read it with ReadModel "
                      "(model/export.h)"));
   }
   if (!ParseTask(model.meta.task()).ok()) {
@@ -170,6 +232,24 @@ absl::StatusOr<SparseModel> SparseModelFromArrays(
   model.keys = std::move(keys->uint64);
   model.weights = std::move(weights->values);
   RETURN_IF_ERROR(CheckRows(path, model, false));
+  if (model.meta.type() == ModelTypeName(ModelType::kFm)) {
+    NpyArray* ekeys = Find(arrays, "embedding_keys");
+    NpyArray* emb = Find(arrays, "embeddings");
+    if (ekeys == nullptr || !ekeys->is_uint64 || ekeys->shape.size() != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": an fm model needs 'embedding_keys', a uint64 vector"));
+    }
+    if (emb == nullptr || emb->is_string || emb->is_uint64 ||
+        emb->shape.size() != 2 ||
+        emb->shape[1] != model.meta.fm_dim()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": an fm model needs 'embeddings', float32 of shape [m, ",
+          model.meta.fm_dim(), "] (meta.fm_dim)"));
+    }
+    model.embedding_keys = std::move(ekeys->uint64);
+    model.embeddings = std::move(emb->values);
+  }
+  RETURN_IF_ERROR(CheckEmbeddings(path, model));
   return model;
 }
 
@@ -201,18 +281,55 @@ absl::StatusOr<data::SparseDataset> ReadSparseExamples(
   }
   return absl::InvalidArgumentError(
       absl::StrCat("the model was trained on data.source '", f.source(),
-                   "'; a sparse_linear model reads libsvm or csv files"));
+                   "'; a sparse model reads libsvm or csv files"));
 }
 
-SparseScorer::SparseScorer(const SparseModel& model) : model_(model) {
+SparseScorer::SparseScorer(const SparseModel& model)
+    : model_(model), fm_dim_(model.meta.fm_dim()) {
   weight_.reserve(model.keys.size());
   for (size_t i = 0; i < model.keys.size(); ++i) {
     weight_.emplace(model.keys[i], model.weights[i]);
+  }
+  embedding_.reserve(model.embedding_keys.size());
+  for (size_t i = 0; i < model.embedding_keys.size(); ++i) {
+    embedding_.emplace(model.embedding_keys[i], static_cast<uint32_t>(i));
   }
 }
 
 float SparseScorer::Margin(const uint64_t* keys, const float* values,
                            size_t n, int64_t* misses) const {
+  if (fm_dim_ > 0) {
+    // Gathered as the worker gathers its pulled rows; a key without an
+    // embedding row reads its initializer's values, as the ps answers it.
+    std::vector<float> w(n);
+    std::vector<const float*> v(n);
+    std::vector<float> initial;
+    std::vector<double> s(fm_dim_);
+    int64_t missed = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const auto it = weight_.find(keys[i]);
+      w[i] = it == weight_.end() ? 0.0f : it->second;
+      if (embedding_.contains(keys[i])) continue;
+      ++missed;
+      if (initial.empty()) initial.resize(n * fm_dim_);
+    }
+    for (size_t i = 0; i < n; ++i) {
+      const auto it = embedding_.find(keys[i]);
+      if (it != embedding_.end()) {
+        v[i] = model_.embeddings.data() + size_t{it->second} * fm_dim_;
+        continue;
+      }
+      float* init = initial.data() + i * fm_dim_;
+      for (int f = 0; f < fm_dim_; ++f) {
+        init[f] = SparseInitialValue(model_.meta.fm_init_seed(),
+                                     model_.meta.fm_init_scale(), keys[i], f);
+      }
+      v[i] = init;
+    }
+    if (misses != nullptr) *misses += missed;
+    return static_cast<float>(FmMargin(model_.bias, w.data(), v.data(),
+                                       values, n, fm_dim_, s.data()));
+  }
   double margin = model_.bias;
   int64_t missed = 0;
   for (size_t i = 0; i < n; ++i) {

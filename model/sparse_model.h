@@ -1,7 +1,9 @@
-// A trained sparse_linear model as a file, and its predictions: a NumPy .npz
-// (model/npz.h) holding `bias` (float32 [1]), `keys` (uint64 [n], strictly
-// ascending) and `weights` (float32 [n]) of the table rows whose weight is not
-// 0, and `meta` (proto/model.proto's ModelMeta as JSON, as model/export.h
+// A trained sparse model (sparse_linear or fm) as a file, and its
+// predictions: a NumPy .npz (model/npz.h) holding `bias` (float32 [1]),
+// `keys` (uint64 [n], strictly ascending) and `weights` (float32 [n]) of the
+// table rows whose weight is not 0, for fm also `embedding_keys` (uint64 [m],
+// strictly ascending) and `embeddings` (float32 [m, k]) of every embedding
+// row, and `meta` (proto/model.proto's ModelMeta as JSON, as model/export.h
 // writes it) with what a reader needs to turn a CSV or LIBSVM file into the
 // same keys training used. docs/DATA.md shows the NumPy lines that reproduce
 // a prediction.
@@ -38,12 +40,18 @@ struct SparseModel {
   std::vector<uint64_t> keys;
   // weights[i] belongs to keys[i]; finite and not 0.
   std::vector<float> weights;
+  // fm (meta.fm_dim k > 0): embedding rows, keys strictly ascending, k
+  // floats each; a key without one reads its initializer's values
+  // (meta.fm_init_seed, meta.fm_init_scale), as on the ps.
+  std::vector<uint64_t> embedding_keys;
+  std::vector<float> embeddings;
 
   // The weight of `key`, 0 when the model has none (binary search).
   float Weight(uint64_t key) const;
 };
 
-// The meta of a sparse_linear model of `config` whose training data had the
+// The meta of a sparse model (sparse_linear, fm) of `config` whose training
+// data had the
 // classes `class_names` (binary; empty for regression) and, for data.source
 // csv, was read with `columns` (worker::SparseSplit::columns: every column's
 // kind, each bucketized column with the boundaries actually used).
@@ -87,10 +95,12 @@ class SparseScorer {
   explicit SparseScorer(const SparseModel& model);
 
   // The raw output (margin) of one example of `n` entries: the bias plus
-  // sum of weight(keys[i]) * values[i], summed in double in the given order
-  // and rounded to float, exactly as Margins and the worker's evaluation.
-  // *misses (if not null) is increased by the entries whose key the model
-  // holds no row for (they weigh 0).
+  // sum of weight(keys[i]) * values[i], and for fm the pairwise term of
+  // model/fm_math.h, summed in double in the given order and rounded to
+  // float, exactly as Margins and the worker's evaluation. *misses (if not
+  // null) is increased by the entries whose key the model holds no row for
+  // (sparse_linear: no weight, which is 0; fm: no embedding, whose
+  // initializer's values are used).
   float Margin(const uint64_t* keys, const float* values, size_t n,
                int64_t* misses = nullptr) const;
 
@@ -99,6 +109,9 @@ class SparseScorer {
  private:
   const SparseModel& model_;
   absl::flat_hash_map<uint64_t, float> weight_;
+  // fm: embedding_keys[i] -> i.
+  int fm_dim_ = 0;
+  absl::flat_hash_map<uint64_t, uint32_t> embedding_;
 };
 
 // The raw output of every row of `rows`: bias + sum of Weight(key) * value,

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/config.h"
+#include "common/sparse_keys.h"
 #include "common/testing/status_matchers.h"
 #include "common/testing/temp_path.h"
 #include "data/feature_hash.h"
@@ -143,6 +144,52 @@ TEST(SparseModelTest, WriteRefusesRowsThatBreakTheLayout) {
                        HasSubstr("not linear (WriteModel")));
 }
 
+TEST(SparseModelTest, FmRoundTripsAndScoresMissingEmbeddingsByTheInitializer) {
+  Config config = CsvConfig();
+  config.model.type = ModelType::kFm;
+  config.model.fm.dim = 2;
+  config.model.fm.init_scale = 0.1;
+  SparseModel model = ThreeRows(MakeSparseMeta(config, {"no", "yes"}, {}));
+  EXPECT_EQ(model.meta.type(), "fm");
+  EXPECT_EQ(model.meta.fm_dim(), 2);
+  model.embedding_keys = {3, 7};
+  model.embeddings = {0.5f, -1.0f, 2.0f, 0.25f};
+  const std::string path = TempPath("fm.npz");
+  ASSERT_THAT(WriteSparseModel(path, model), IsOk());
+  absl::StatusOr<SparseModel> back = ReadSparseModel(path);
+  ASSERT_THAT(back, IsOk());
+  EXPECT_EQ(back->embedding_keys, model.embedding_keys);
+  EXPECT_EQ(back->embeddings, model.embeddings);
+  EXPECT_EQ(back->meta.fm_init_seed(), model.meta.fm_init_seed());
+
+  // Keys 3 (weight 0.25, embedding [0.5, -1]), 7 (no weight, [2, 0.25]) and
+  // 1000 (weight -2, no embedding: the initializer's values).
+  const uint64_t keys[] = {3, 7, 1000};
+  const float x[] = {1.0f, 2.0f, 0.5f};
+  const uint64_t seed = back->meta.fm_init_seed();
+  const double v1000[] = {SparseInitialValue(seed, 0.1, 1000, 0),
+                          SparseInitialValue(seed, 0.1, 1000, 1)};
+  ASSERT_NE(v1000[0], 0.0);
+  const double v[3][2] = {{0.5, -1.0}, {2.0, 0.25}, {v1000[0], v1000[1]}};
+  double want = -0.5 + 0.25 * 1.0 + (-2.0) * 0.5;
+  for (int i = 0; i < 3; ++i) {
+    for (int j = i + 1; j < 3; ++j) {
+      want += (v[i][0] * v[j][0] + v[i][1] * v[j][1]) * x[i] * x[j];
+    }
+  }
+  const SparseScorer scorer(*back);
+  int64_t misses = 0;
+  EXPECT_NEAR(scorer.Margin(keys, x, 3, &misses), want, 1e-6);
+  EXPECT_EQ(misses, 1) << "key 1000 has no embedding";
+
+  // An embedding array of the wrong width is refused.
+  SparseModel wrong = model;
+  wrong.embeddings.pop_back();
+  EXPECT_THAT(WriteSparseModel(TempPath("bad.npz"), wrong),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("embedding values of dim 2")));
+}
+
 TEST(SparseModelTest, DenseAndSparseReadersRefuseEachOthersFiles) {
   const std::string sparse_path = TempPath("s.npz");
   ASSERT_THAT(WriteSparseModel(sparse_path,
@@ -170,7 +217,7 @@ TEST(SparseModelTest, DenseAndSparseReadersRefuseEachOthersFiles) {
   ASSERT_THAT(WriteModel(dense_path, dense), IsOk());
   EXPECT_THAT(ReadSparseModel(dense_path),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("holds a linear model, not a sparse_linear")));
+                       HasSubstr("holds a linear model, not a sparse one")));
   EXPECT_FALSE(IsSparseMeta(dense.meta));
 
   // A sparse meta without its keys.

@@ -22,7 +22,10 @@
 #include "proto/coordinator.grpc.pb.h"
 #include "proto/ps.grpc.pb.h"
 #include "rpc/server_util.h"
+#include "model/metrics.h"
+#include "model/sparse_model.h"
 #include "server/checkpoint.h"
+#include "tools/model_export.h"
 #include "tests/daemon_harness.h"
 
 namespace downpour {
@@ -92,6 +95,51 @@ TEST(SparseTest, ALibsvmJobWith64BitIndicesTrainsOnTwoShards) {
   }
   EXPECT_LE(rows, 3000);
   EXPECT_GT(zeros, 0) << "l1 sets some weights to exactly 0";
+}
+
+// fm through the real daemons: two tables of rows on two ps, and the model
+// psctl export writes from their checkpoints scores the test set exactly as
+// the worker's final evaluation did (one worker: the job's metrics are its).
+TEST(SparseTest, AnFmJobsExportScoresLikeItsWorker) {
+  const std::string dir = testing::TestDir() + "/fm";
+  const std::string train = WriteLibsvm("fm_train.svm", 6000, 3);
+  const std::string test = WriteLibsvm("fm_test.svm", 500, 4);
+  const std::string yaml = testing::LoopbackConfig(2, 1, absl::StrCat(
+      "model:\n  type: fm\n  task: binary\n  sparse_buckets: 32\n"
+      "fm:\n  dim: 4\n  l2: 100\n"
+      "optimizer:\n  type: ftrl\n  learning_rate: 0.2\n  l1: 0.5\n  l2: 1\n"
+      "training:\n  batch_size: 32\n  epochs: 4\n  eval_every_steps: 50\n"
+      "  target_metric: auc\n  target_value: 0.99\n"
+      "data:\n  source: libsvm\n  path: ", train, "\n  test_path: ", test,
+      "\ncheckpoint:\n  dir: ", dir, "/ckpt\n  interval_s: 1\n"));
+  const std::string path = testing::WriteConfig("fm.yaml", yaml);
+  absl::StatusOr<LaunchSummary> summary = Launch(path, dir + "/run");
+  ASSERT_THAT(summary, IsOk());
+  ASSERT_EQ(summary->outcome, "succeeded") << summary->stop_reason;
+  absl::StatusOr<Config> config = LoadConfig(path);
+  ASSERT_THAT(config, IsOk());
+  absl::StatusOr<tools::SparseParams> params =
+      tools::SparseFromCheckpoints(*config, dir + "/ckpt");
+  ASSERT_THAT(params, IsOk());
+  EXPECT_GT(params->embedding_rows, 0);
+  EXPECT_EQ(params->embeddings.size(), params->embedding_keys.size() * 4);
+  absl::StatusOr<model::SparseModel> exported =
+      tools::BuildSparseExport(*config, *std::move(params), "checkpoints");
+  ASSERT_THAT(exported, IsOk());
+  absl::StatusOr<data::SparseDataset> rows =
+      model::ReadSparseExamples(exported->meta, test, true);
+  ASSERT_THAT(rows, IsOk());
+  const std::vector<float> margins = model::Margins(*exported, *rows);
+  const model::Metrics m = model::ComputeMetrics(
+      Task::kBinary, margins.data(), rows->y.data(), rows->rows(), 1);
+  const auto named = m.Named(Task::kBinary);
+  ASSERT_EQ(summary->final_metrics.size(), named.size());
+  for (size_t i = 0; i < named.size(); ++i) {
+    EXPECT_EQ(summary->final_metrics[i].first, named[i].first);
+    EXPECT_EQ(summary->final_metrics[i].second, named[i].second)
+        << named[i].first << ": the export scores differently";
+  }
+  EXPECT_GT(named[0].second, 0.7) << "auc: it learned";
 }
 
 // bsp takes sparse rows: each step every worker sends every ps its part of

@@ -89,15 +89,17 @@ absl::Status CheckNoExtraShard(const std::string& dir, int shards) {
 // One shard's rows whose weight is not 0, keys ascending.
 struct NonzeroRows {
   std::vector<uint64_t> keys;
-  std::vector<float> weights;
+  std::vector<float> weights;  // dim floats a key
 };
 
 // The rows of `table` (shard `shard`'s) checked to be ascending and of the
-// shard's buckets; the nonzero ones go to *out, and *rows counts them all.
+// shard's buckets; the values of the nonzero ones (of every one with
+// `keep_all`: an embedding differs from its initializer's values, not from
+// 0) go to *out, and *rows counts them all.
 absl::Status TakeRows(const SparseTableSpec& spec, int shard, int shards,
                       const std::string& dir,
-                      const server::SparseTable::Rows& table, NonzeroRows* out,
-                      int64_t* rows) {
+                      const server::SparseTable::Rows& table, bool keep_all,
+                      NonzeroRows* out, int64_t* rows) {
   const std::string where =
       absl::StrCat("the checkpoint of ps ", shard, " in ", dir);
   if (table.dim != spec.dim) {
@@ -126,27 +128,29 @@ absl::Status TakeRows(const SparseTableSpec& spec, int shard, int shards,
           "): was the job run with "
           "another cluster.ps? Give the config of the job that wrote it"));
     }
-    const float w = table.data[r * stride];
-    if (w != 0) {
+    const float* values = table.data.data() + r * stride;
+    if (keep_all || values[0] != 0) {
       out->keys.push_back(key);
-      out->weights.push_back(w);
+      out->weights.insert(out->weights.end(), values, values + table.dim);
     }
   }
   *rows += static_cast<int64_t>(table.keys.size());
   return absl::OkStatus();
 }
 
-// Merges the shards' rows (each ascending) into params->keys and weights,
-// ascending. FailedPrecondition naming both shards when a key repeats
-// (impossible once each shard holds only its own buckets; checked anyway,
-// since a repeat would make the export ambiguous).
-absl::Status MergeRows(std::vector<NonzeroRows> shards, SparseParams* params) {
+// Merges the shards' rows (each ascending, dim floats a key) into *keys and
+// *values, ascending. FailedPrecondition naming both shards when a key
+// repeats (impossible once each shard holds only its own buckets; checked
+// anyway, since a repeat would make the export ambiguous).
+absl::Status MergeRows(std::vector<NonzeroRows> shards, int dim,
+                       std::vector<uint64_t>* keys,
+                       std::vector<float>* values) {
   size_t total = 0;
   for (const NonzeroRows& s : shards) total += s.keys.size();
-  params->keys.clear();
-  params->weights.clear();
-  params->keys.reserve(total);
-  params->weights.reserve(total);
+  keys->clear();
+  values->clear();
+  keys->reserve(total);
+  values->reserve(total * dim);
   // (key, shard) of each shard's next row, smallest key on top.
   using Head = std::pair<uint64_t, int>;
   std::priority_queue<Head, std::vector<Head>, std::greater<Head>> heads;
@@ -159,13 +163,14 @@ absl::Status MergeRows(std::vector<NonzeroRows> shards, SparseParams* params) {
   while (!heads.empty()) {
     const auto [key, s] = heads.top();
     heads.pop();
-    if (!params->keys.empty() && params->keys.back() == key) {
+    if (!keys->empty() && keys->back() == key) {
       return absl::FailedPreconditionError(
           absl::StrCat("key ", key, " is in the checkpoints of ps ", last_shard,
                        " and ps ", s));
     }
-    params->keys.push_back(key);
-    params->weights.push_back(shards[s].weights[next[s]]);
+    keys->push_back(key);
+    values->insert(values->end(), shards[s].weights.begin() + next[s] * dim,
+                   shards[s].weights.begin() + (next[s] + 1) * dim);
     last_shard = s;
     if (++next[s] < shards[s].keys.size())
       heads.push({shards[s].keys[next[s]], s});
@@ -181,8 +186,8 @@ absl::StatusOr<std::vector<float>> ParamsFromCheckpoints(
   if (!spec.ok()) return spec.status();
   if (!spec->sparse_tables().empty()) {
     return absl::FailedPreconditionError(
-        "model.type sparse_linear: read its checkpoints with "
-        "SparseFromCheckpoints");
+        absl::StrCat("model.type ", ModelTypeName(config.model.type),
+                     ": read its checkpoints with SparseFromCheckpoints"));
   }
   std::vector<float> params(spec->num_params());
   std::vector<bool> seen(spec->blocks().size(), false);
@@ -205,7 +210,7 @@ absl::StatusOr<std::vector<float>> ParamsFromCheckpoints(
 }
 
 absl::Status CheckExportableFromCluster(const Config& config) {
-  if (config.model.type != ModelType::kSparseLinear) return absl::OkStatus();
+  if (!IsSparseModel(config.model.type)) return absl::OkStatus();
   // The launcher puts checkpoints in <run_dir>/checkpoints unless the config
   // names checkpoint.dir itself.
   const std::string where =
@@ -216,7 +221,8 @@ absl::Status CheckExportableFromCluster(const Config& config) {
                 "checkpoint.dir: ",
                 config.checkpoint.dir);
   return absl::FailedPreconditionError(absl::StrCat(
-      "model.type sparse_linear is exported from checkpoints only: a ps "
+      "model.type ", ModelTypeName(config.model.type),
+      " is exported from checkpoints only: a ps "
       "answers a sparse pull for the keys it is given, and no RPC lists the "
       "keys it holds. Pass --checkpoint_dir with the job's checkpoint folder (",
       where,
@@ -295,11 +301,14 @@ absl::StatusOr<SparseParams> SparseFromCheckpoints(const Config& config,
         absl::StrCat("model.type ", ModelTypeName(config.model.type),
                      " has no sparse tables: export it as a dense model"));
   }
-  const SparseTableSpec& table_spec = spec.sparse_tables()[0];
   const int shards = static_cast<int>(config.cluster.ps.size());
   RETURN_IF_ERROR(CheckNoExtraShard(dir, shards));
   SparseParams params;
-  std::vector<NonzeroRows> nonzero(shards);
+  // Per table, per shard: its rows.
+  const size_t tables = spec.sparse_tables().size();
+  std::vector<std::vector<NonzeroRows>> taken(
+      tables, std::vector<NonzeroRows>(shards));
+  std::vector<int64_t> held(tables, 0);
   std::vector<float> dense(spec.num_params());
   std::vector<bool> seen(spec.blocks().size(), false);
   for (int shard = 0; shard < shards; ++shard) {
@@ -311,25 +320,39 @@ absl::StatusOr<SparseParams> SparseFromCheckpoints(const Config& config,
                      absl::StrCat("checkpoint of ps ", shard), &dense, &seen));
       params.updates += block.version;
     }
-    const server::SparseTable::Rows* table = nullptr;
-    for (const auto& [id, rows] : checkpoint.sparse_tables) {
-      if (id == table_spec.id) table = &rows;
+    for (size_t t = 0; t < tables; ++t) {
+      const SparseTableSpec& table_spec = spec.sparse_tables()[t];
+      const server::SparseTable::Rows* table = nullptr;
+      for (const auto& [id, rows] : checkpoint.sparse_tables) {
+        if (id == table_spec.id) table = &rows;
+      }
+      if (table == nullptr) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "the checkpoint of ps ", shard, " in ", dir,
+            " holds no sparse table ", table_spec.id, " (", table_spec.name,
+            "; format ", checkpoint.format,
+            checkpoint.format < 4 ? ", which predates sparse tables" : "",
+            "): it was not written by a ", ModelTypeName(config.model.type),
+            " job of this config; give the checkpoint folder of the job that "
+            "trained the model"));
+      }
+      // Table 0's zero weights equal their initial value and are left out;
+      // embeddings (table 1) are kept whole.
+      RETURN_IF_ERROR(TakeRows(table_spec, shard, shards, dir, *table,
+                               /*keep_all=*/t > 0, &taken[t][shard],
+                               &held[t]));
     }
-    if (table == nullptr) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "the checkpoint of ps ", shard, " in ", dir,
-          " holds no sparse table ", table_spec.id, " (", table_spec.name,
-          "; format ", checkpoint.format,
-          checkpoint.format < 4 ? ", which predates sparse tables" : "",
-          "): it was not written by a sparse_linear job of this config; "
-          "give the checkpoint folder of the job that trained the model"));
-    }
-    RETURN_IF_ERROR(TakeRows(table_spec, shard, shards, dir, *table,
-                             &nonzero[shard], &params.rows));
   }
   RETURN_IF_ERROR(CheckAllSeen(seen, absl::StrCat("the checkpoints in ", dir)));
   params.bias = dense[spec.blocks()[0].offset];
-  RETURN_IF_ERROR(MergeRows(std::move(nonzero), &params));
+  params.rows = held[0];
+  RETURN_IF_ERROR(
+      MergeRows(std::move(taken[0]), 1, &params.keys, &params.weights));
+  if (tables > 1) {
+    params.embedding_rows = held[1];
+    RETURN_IF_ERROR(MergeRows(std::move(taken[1]), spec.sparse_tables()[1].dim,
+                              &params.embedding_keys, &params.embeddings));
+  }
   return params;
 }
 
@@ -350,9 +373,12 @@ absl::StatusOr<model::SparseModel> BuildSparseExport(
   out.meta.set_origin(origin);
   out.meta.set_updates(params.updates);
   out.meta.set_sparse_rows(static_cast<uint64_t>(params.rows));
+  out.meta.set_embedding_rows(static_cast<uint64_t>(params.embedding_rows));
   out.bias = params.bias;
   out.keys = std::move(params.keys);
   out.weights = std::move(params.weights);
+  out.embedding_keys = std::move(params.embedding_keys);
+  out.embeddings = std::move(params.embeddings);
   return out;
 }
 

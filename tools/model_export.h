@@ -51,7 +51,8 @@ absl::StatusOr<std::vector<float>> ParamsFromCluster(
     const Config& config, const proto::GetPlacementResponse& placement,
     MemberProbe& probe, uint64_t* updates);
 
-// A sparse_linear model's parameters as its checkpoints hold them.
+// A sparse model's parameters (sparse_linear, fm) as its checkpoints hold
+// them.
 struct SparseParams {
   float bias = 0;
   // The rows whose weight is not 0, keys ascending, over all shards.
@@ -59,6 +60,11 @@ struct SparseParams {
   std::vector<float> weights;
   // Rows the shards held, zero weights included.
   int64_t rows = 0;
+  // fm: every embedding row, keys ascending, dim floats a key, and their
+  // count.
+  std::vector<uint64_t> embedding_keys;
+  std::vector<float> embeddings;
+  int64_t embedding_rows = 0;
   // The bias block's version: the pushes applied.
   uint64_t updates = 0;
 };

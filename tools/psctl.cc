@@ -52,7 +52,8 @@ ABSL_FLAG(
     "status: print JSON (every member's full Status) instead of the table");
 ABSL_FLAG(double, interval_s, 2, "watch: seconds between refreshes");
 ABSL_FLAG(int, count, 0,
-          "watch: stop after this many refreshes (0 = until Ctrl-C)");
+          "watch: stop after this many refreshes; export with "
+          "export.interval_s: after this many exports (0 = until Ctrl-C)");
 ABSL_FLAG(double, sample_s, 1,
           "shards: seconds between the two reads of block versions");
 ABSL_FLAG(int, top, 10, "shards: how many of the hottest blocks to list");
@@ -110,8 +111,11 @@ constexpr char kUsage[] =
     "            from the live cluster, or from --checkpoint_dir DIR; needs\n"
     "            --config (and the job's --set overrides), and reads the\n"
     "            training data for its classes and standardization\n"
-    "            (docs/DATA.md); a sparse_linear model only from\n"
-    "            --checkpoint_dir (its nonzero rows: bias, keys, weights)\n\n"
+    "            (docs/DATA.md); a sparse model (sparse_linear, fm) only from\n"
+    "            --checkpoint_dir (its nonzero rows: bias, keys, weights);\n"
+    "            with export.interval_s > 0 (--set export.interval_s=30) it\n"
+    "            exports again on that schedule until stopped or --count\n"
+    "            exports, skipping unchanged parameters\n\n"
     "Give the coordinator with --coordinator HOST:PORT or --config FILE.";
 
 // What a command talks to: the coordinator (null for the commands that need
@@ -411,10 +415,12 @@ absl::Status CheckFlagValues() {
   return absl::OkStatus();
 }
 
-// psctl export of a sparse_linear model: bias and nonzero rows from the
+// psctl export of a sparse model (sparse_linear, fm): bias and nonzero rows from the
 // checkpoint folder `dir` (a live cluster cannot list its rows), one .npz.
+// *last: the updates of the previous export of a schedule (0: none); an
+// export whose parameters have received no update since writes nothing.
 int ExportSparse(const Config& config, const std::string& dir,
-                 const std::string& out) {
+                 const std::string& out, uint64_t* last) {
   if (dir.empty()) {
     return Fail(std::string(CheckExportableFromCluster(config).message()),
                 kExitConfig);
@@ -424,24 +430,41 @@ int ExportSparse(const Config& config, const std::string& dir,
   if (!params.ok()) return Fail(std::string(params.status().message()), 1);
   const int64_t rows = params->rows;
   const uint64_t updates = params->updates;
+  if (updates == *last) {
+    std::printf("%s: no update since the last export (%lu updates)\n",
+                out.c_str(), static_cast<unsigned long>(updates));
+    return 0;
+  }
+  *last = updates;
   const std::string origin = absl::StrCat("checkpoints ", dir);
+  const std::string embeddings =
+      params->embedding_rows > 0
+          ? absl::StrCat(", ", params->embedding_rows, " embeddings of dim ",
+                         config.model.fm.dim)
+          : "";
   absl::StatusOr<model::SparseModel> model =
       BuildSparseExport(config, *std::move(params), origin);
   if (!model.ok()) return Fail(std::string(model.status().message()), 1);
   absl::Status written = model::WriteSparseModel(out, *model);
   if (!written.ok()) return Fail(std::string(written.message()), 1);
   std::printf(
-      "wrote %s: %s sparse_linear, %lu nonzero weights of %ld rows, %lu "
+      "wrote %s: %s %s, %lu nonzero weights of %ld rows%s, %lu "
       "updates, from %s, in %.2f s\n",
-      out.c_str(), model->meta.task().c_str(),
+      out.c_str(), model->meta.task().c_str(), model->meta.type().c_str(),
       static_cast<unsigned long>(model->keys.size()), static_cast<long>(rows),
+      embeddings.c_str(),
       static_cast<unsigned long>(updates), origin.c_str(),
       absl::ToDoubleSeconds(absl::Now() - start));
   return 0;
 }
 
+int ExportOnce(const Config& config, const std::string& dir,
+               const std::string& out, double timeout_s, uint64_t* last);
+
 // psctl export: parameters from the cluster or a checkpoint folder, the
-// data's meta, one .npz.
+// data's meta, one .npz; with export.interval_s, again every so many seconds
+// (each file replaced whole, by rename, so a reader such as the serving
+// daemon never sees half of one) until stopped or --count exports.
 int Export(double timeout_s) {
   const std::string config_path = absl::GetFlag(FLAGS_config);
   if (config_path.empty()) {
@@ -455,8 +478,30 @@ int Export(double timeout_s) {
   std::string out = absl::GetFlag(FLAGS_out);
   if (out.empty()) out = "model.npz";
   const std::string dir = absl::GetFlag(FLAGS_checkpoint_dir);
-  if (config->model.type == ModelType::kSparseLinear) {
-    return ExportSparse(*config, dir, out);
+  const double every = config->exports.interval_s;
+  uint64_t last = 0;
+  if (every <= 0) return ExportOnce(*config, dir, out, timeout_s, &last);
+  const int count = absl::GetFlag(FLAGS_count);
+  std::printf("exporting to %s every %g s (export.interval_s)%s\n",
+              out.c_str(), every,
+              count > 0 ? absl::StrCat(", ", count, " times").c_str()
+                        : "; stop with Ctrl-C");
+  for (int64_t done = 0;; ++done) {
+    const int rc = ExportOnce(*config, dir, out, timeout_s, &last);
+    // The first export must work (a wrong folder or config is not worth
+    // retrying); later failures (a ps restarting) are retried on schedule.
+    if (rc != 0 && done == 0) return rc;
+    std::fflush(stdout);
+    if (count > 0 && done + 1 >= count) return 0;
+    absl::SleepFor(absl::Seconds(every));
+  }
+}
+
+int ExportOnce(const Config& config_ref, const std::string& dir,
+               const std::string& out, double timeout_s, uint64_t* last) {
+  const Config* config = &config_ref;
+  if (IsSparseModel(config->model.type)) {
+    return ExportSparse(*config, dir, out, last);
   }
   uint64_t updates = 0;
   std::string origin;
@@ -473,6 +518,12 @@ int Export(double timeout_s) {
                           " (placement epoch ", placement->epoch(), ")");
   }
   if (!params.ok()) return Fail(std::string(params.status().message()), 1);
+  if (updates == *last) {
+    std::printf("%s: no update since the last export (%lu updates)\n",
+                out.c_str(), static_cast<unsigned long>(updates));
+    return 0;
+  }
+  *last = updates;
   absl::StatusOr<model::ExportedModel> model =
       BuildExport(*config, *std::move(params), origin, updates);
   if (!model.ok()) return Fail(std::string(model.status().message()), 1);

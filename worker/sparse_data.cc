@@ -67,7 +67,8 @@ absl::StatusOr<data::SparseDataset> ReadOne(
     return read;
   }
   return absl::InvalidArgumentError(
-      "model.type sparse_linear reads data.source libsvm (64-bit indices) or "
+      "a sparse model (sparse_linear, fm) reads data.source libsvm (64-bit "
+      "indices) or "
       "csv (columns hashed by data.categorical, text, numeric, bucketize)");
 }
 

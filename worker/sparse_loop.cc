@@ -12,6 +12,7 @@
 #include "common/logging.h"
 #include "common/sparse_keys.h"
 #include "common/status_macros.h"
+#include "model/fm_math.h"
 #include "model/metrics.h"
 
 namespace downpour::worker {
@@ -19,8 +20,8 @@ namespace {
 
 auto L() { return Log(Logger::kWorker); }
 
-// Keys per pull request at most (a reply of dim 1: 4 bytes a key).
-constexpr size_t kMaxKeysPerPull = size_t{1} << 20;
+// Floats per pull reply at most (4 MiB): keys per request = this / dim.
+constexpr size_t kMaxFloatsPerPull = size_t{1} << 20;
 
 // log(1 + exp(m)) without overflow.
 double Softplus(double m) {
@@ -37,7 +38,9 @@ SparseLoop::SparseLoop(const ModelSpec& spec, SparsePs* ps,
       train_(std::move(train)),
       test_(test),
       options_(std::move(options)),
-      buckets_(spec.sparse_tables().front().buckets) {}
+      buckets_(spec.sparse_tables().front().buckets),
+      fm_dim_(spec.sparse_tables().size() > 1 ? spec.sparse_tables()[1].dim
+                                              : 0) {}
 
 void SparseLoop::UniqueKeys(const data::SparseDataset& data,
                             const std::vector<int64_t>& rows,
@@ -76,14 +79,16 @@ absl::StatusOr<int> SparseLoop::ShardOf(uint64_t key,
   return s;
 }
 
-absl::Status SparseLoop::PullWeights(const std::vector<uint64_t>& keys,
-                                     std::vector<float>* weights) {
+absl::Status SparseLoop::PullTable(uint32_t table, int dim,
+                                   const std::vector<uint64_t>& keys,
+                                   std::vector<float>* weights) {
   const int shards = options_.num_shards;
-  weights->assign(keys.size(), 0.0f);
-  // Chunks of at most kMaxKeysPerPull keys (the evaluation's pull may hold
+  weights->assign(keys.size() * dim, 0.0f);
+  const size_t chunk = std::max<size_t>(1, kMaxFloatsPerPull / dim);
+  // Chunks of at most `chunk` keys (the evaluation's pull may hold
   // every test key).
-  for (size_t from = 0; from < keys.size(); from += kMaxKeysPerPull) {
-    const size_t to = std::min(keys.size(), from + kMaxKeysPerPull);
+  for (size_t from = 0; from < keys.size(); from += chunk) {
+    const size_t to = std::min(keys.size(), from + chunk);
     std::vector<std::vector<uint64_t>> by_shard(shards);
     std::vector<std::vector<uint32_t>> where(shards);
     const std::shared_ptr<const std::vector<int>> owners = ps_->BucketOwners();
@@ -93,14 +98,40 @@ absl::Status SparseLoop::PullWeights(const std::vector<uint64_t>& keys,
       where[s].push_back(static_cast<uint32_t>(i));
     }
     std::vector<std::vector<float>> values;
-    RETURN_IF_ERROR(ps_->PullRows(0, 1, by_shard, &values));
+    RETURN_IF_ERROR(ps_->PullRows(table, dim, by_shard, &values));
     for (int s = 0; s < shards; ++s) {
       for (size_t j = 0; j < where[s].size(); ++j) {
-        (*weights)[where[s][j]] = values[s][j];
+        std::copy_n(values[s].begin() + j * dim, dim,
+                    weights->begin() + size_t{where[s][j]} * dim);
       }
     }
   }
   return absl::OkStatus();
+}
+
+double SparseLoop::Margin(const data::SparseDataset& data, int64_t r,
+                          const uint32_t* slot, double bias,
+                          const std::vector<float>& weights,
+                          const std::vector<float>& embeddings) {
+  const int64_t begin = data.offsets[r];
+  const size_t n = static_cast<size_t>(data.offsets[r + 1] - begin);
+  if (fm_dim_ == 0) {
+    double margin = bias;
+    for (size_t i = 0; i < n; ++i) {
+      margin += static_cast<double>(weights[slot[i]]) * data.values[begin + i];
+    }
+    return margin;
+  }
+  gathered_w_.resize(n);
+  gathered_v_.resize(n);
+  fm_s_.resize(fm_dim_);
+  for (size_t i = 0; i < n; ++i) {
+    gathered_w_[i] = weights[slot[i]];
+    gathered_v_[i] = embeddings.data() + size_t{slot[i]} * fm_dim_;
+  }
+  return model::FmMargin(bias, gathered_w_.data(), gathered_v_.data(),
+                         data.values.data() + begin, n, fm_dim_,
+                         fm_s_.data());
 }
 
 absl::Status SparseLoop::Step(const std::vector<int64_t>& rows) {
@@ -109,7 +140,8 @@ absl::Status SparseLoop::Step(const std::vector<int64_t>& rows) {
   UniqueKeys(data, rows, &keys_, &slot_);
   const absl::Time t1 = absl::Now();
   RETURN_IF_ERROR(ps_->Pull(bias_.data(), &versions_));
-  RETURN_IF_ERROR(PullWeights(keys_, &weights_));
+  RETURN_IF_ERROR(PullTable(0, 1, keys_, &weights_));
+  if (fm_dim_ > 0) RETURN_IF_ERROR(PullTable(1, fm_dim_, keys_, &embeddings_));
   const absl::Time t2 = absl::Now();
   // Forward and backward: one margin per example, the loss's derivative in
   // it, spread over the example's keys. A key's gradient is the sum over the
@@ -119,14 +151,12 @@ absl::Status SparseLoop::Step(const std::vector<int64_t>& rows) {
   const bool binary = spec_.task() == Task::kBinary;
   const double scale = 1.0 / static_cast<double>(rows.size());
   grads_.assign(keys_.size(), 0.0f);
+  if (fm_dim_ > 0) embedding_grads_.assign(keys_.size() * fm_dim_, 0.0f);
   double bias_grad = 0, loss = 0;
   size_t e = 0;
   for (int64_t r : rows) {
-    double margin = bias_[0];
-    const size_t first = e;
-    for (int64_t i = data.offsets[r]; i < data.offsets[r + 1]; ++i, ++e) {
-      margin += static_cast<double>(weights_[slot_[e]]) * data.values[i];
-    }
+    const double margin =
+        Margin(data, r, slot_.data() + e, bias_[0], weights_, embeddings_);
     const double y = data.y[r];
     double d;
     if (binary) {
@@ -142,9 +172,16 @@ absl::Status SparseLoop::Step(const std::vector<int64_t>& rows) {
           "; lower optimizer.learning_rate or raise optimizer.l2"));
     }
     bias_grad += d * scale;
-    e = first;
     for (int64_t i = data.offsets[r]; i < data.offsets[r + 1]; ++i, ++e) {
-      grads_[slot_[e]] += static_cast<float>(d * data.values[i]);
+      const double x = data.values[i];
+      grads_[slot_[e]] += static_cast<float>(d * x);
+      if (fm_dim_ == 0) continue;
+      // d/dv_if of the pairwise term: x_i (s_f - v_if x_i).
+      const float* v = embeddings_.data() + size_t{slot_[e]} * fm_dim_;
+      float* g = embedding_grads_.data() + size_t{slot_[e]} * fm_dim_;
+      for (int f = 0; f < fm_dim_; ++f) {
+        g[f] += static_cast<float>(d * x * (fm_s_[f] - v[f] * x));
+      }
     }
   }
   // Rows by shard, keys still ascending within each.
@@ -152,6 +189,7 @@ absl::Status SparseLoop::Step(const std::vector<int64_t>& rows) {
   shard_keys_.assign(shards, {});
   shard_grads_.assign(shards, {});
   shard_counts_.assign(shards, {});
+  shard_embedding_grads_.assign(shards, {});
   // Occurrence counts (a key once per time the batch holds it), for the
   // ps's admission; sent only when admission is on.
   const bool with_counts = options_.send_counts;
@@ -165,6 +203,12 @@ absl::Status SparseLoop::Step(const std::vector<int64_t>& rows) {
     shard_keys_[s].push_back(keys_[i]);
     shard_grads_[s].push_back(grads_[i]);
     if (with_counts) shard_counts_[s].push_back(counts_[i]);
+    if (fm_dim_ > 0) {
+      shard_embedding_grads_[s].insert(
+          shard_embedding_grads_[s].end(),
+          embedding_grads_.begin() + i * fm_dim_,
+          embedding_grads_.begin() + (i + 1) * fm_dim_);
+    }
   }
   std::vector<std::vector<wire::SparseRef>> refs(shards);
   // Under bsp every shard hears from every worker each step (no keys is a
@@ -184,6 +228,14 @@ absl::Status SparseLoop::Step(const std::vector<int64_t>& rows) {
       ref.counts_size = shard_counts_[s].size() * sizeof(uint32_t);
     }
     refs[s].push_back(ref);
+    if (fm_dim_ > 0) {
+      // The same keys in the embeddings' table (same buckets, same ps).
+      ref.table = 1;
+      ref.values =
+          reinterpret_cast<const char*>(shard_embedding_grads_[s].data());
+      ref.values_size = shard_embedding_grads_[s].size() * sizeof(float);
+      refs[s].push_back(ref);
+    }
   }
   const float dense_grad = static_cast<float>(bias_grad);
   const absl::Time t3 = absl::Now();
@@ -194,7 +246,8 @@ absl::Status SparseLoop::Step(const std::vector<int64_t>& rows) {
   ++stats_.step;
   ++stats_.pushes;
   ++stats_.pushed_steps;
-  stats_.row_updates += static_cast<int64_t>(keys_.size());
+  stats_.row_updates += static_cast<int64_t>(keys_.size()) *
+                        static_cast<int64_t>(spec_.sparse_tables().size());
   stats_.pulls += 1;
   stats_.examples += static_cast<int64_t>(rows.size());
   staleness_.Merge(staleness);
@@ -213,19 +266,17 @@ absl::Status SparseLoop::Evaluate() {
   std::vector<uint64_t> keys;
   std::vector<uint32_t> slot;
   UniqueKeys(*test_, all, &keys, &slot);
-  std::vector<float> weights;
+  std::vector<float> weights, embeddings;
   std::vector<float> bias(bias_.size());
   std::vector<uint64_t> versions;
   RETURN_IF_ERROR(ps_->Pull(bias.data(), &versions));
-  RETURN_IF_ERROR(PullWeights(keys, &weights));
+  RETURN_IF_ERROR(PullTable(0, 1, keys, &weights));
+  if (fm_dim_ > 0) RETURN_IF_ERROR(PullTable(1, fm_dim_, keys, &embeddings));
   std::vector<float> outputs(test_->rows());
-  size_t e = 0;
   for (int64_t r = 0; r < test_->rows(); ++r) {
-    double margin = bias[0];
-    for (int64_t i = test_->offsets[r]; i < test_->offsets[r + 1]; ++i, ++e) {
-      margin += static_cast<double>(weights[slot[e]]) * test_->values[i];
-    }
-    outputs[r] = static_cast<float>(margin);
+    outputs[r] = static_cast<float>(
+        Margin(*test_, r, slot.data() + test_->offsets[r], bias[0], weights,
+               embeddings));
   }
   const model::Metrics m = model::ComputeMetrics(
       spec_.task(), outputs.data(), test_->y.data(), test_->rows(), 1);
@@ -249,9 +300,12 @@ absl::Status SparseLoop::Run() {
     start_ = absl::Now();
   }
   SPDLOG_LOGGER_INFO(L(),
-                     "training {} steps of {} examples on sparse_linear ({} "
+                     "training {} steps of {} examples on {} ({} "
                      "train / {} test examples, {} ps)",
-                     total, batch, n, test_ == nullptr ? 0 : test_->rows(),
+                     total, batch,
+                     fm_dim_ > 0 ? absl::StrCat("fm (k=", fm_dim_, ")")
+                                 : std::string("sparse_linear"),
+                     n, test_ == nullptr ? 0 : test_->rows(),
                      options_.num_shards);
   std::mt19937_64 rng(t.seed + 7919 * static_cast<uint64_t>(options_.worker_index));
   std::vector<int64_t> order(n);

@@ -1,13 +1,16 @@
-// The worker loop of a sparse model (model.type sparse_linear): logistic
-// (task binary) or linear (task regression) regression over hashed feature
-// keys, one weight per key in sparse table 0 and a dense bias.
+// The worker loop of a sparse model: logistic (task binary) or linear (task
+// regression) regression over hashed feature keys, one weight per key in
+// sparse table 0 and a dense bias (model.type sparse_linear), plus, for
+// model.type fm, pairwise interactions through a k-float embedding per key
+// in sparse table 1 (a factorization machine: model/fm_math.h).
 //
 // Each step takes the next training.batch_size examples of its part, sorts
 // and de-duplicates their keys, pulls those rows (and the bias) from the
 // shards that serve them, computes the loss and the gradient of each unique
 // key (summed over the examples that hold it) and of the bias (the batch
 // mean) and
-// pushes the rows with the bias gradient in one exactly-once push. Keys,
+// pushes the rows (of both tables for fm) with the bias gradient in one
+// exactly-once push. Keys,
 // gradients and values travel as byte arrays (server/sparse_table.h).
 //
 // Every training.eval_every_steps steps, and at the end, it evaluates the
@@ -51,7 +54,8 @@ class SparseLoop : public TrainingLoop {
   };
 
   // Borrows spec, ps and test; they must outlive the loop.
-  // REQUIRES: spec has one sparse table of dim 1 and one dense block.
+  // REQUIRES: spec has one dense block and sparse table 0 of dim 1, and
+  // perhaps table 1 (fm's embeddings) with the same buckets.
   SparseLoop(const ModelSpec& spec, SparsePs* ps,
              std::shared_ptr<const data::SparseDataset> train,
              const data::SparseDataset* test, Options options);
@@ -71,9 +75,18 @@ class SparseLoop : public TrainingLoop {
                          std::vector<uint32_t>* slot);
 
  private:
-  // Pulls the weights of sorted unique `keys` into *weights (one a key).
-  absl::Status PullWeights(const std::vector<uint64_t>& keys,
-                           std::vector<float>* weights);
+  // Pulls the rows of table `table` (dim floats each) for sorted unique
+  // `keys` into *values (keys.size() * dim floats).
+  absl::Status PullTable(uint32_t table, int dim,
+                         const std::vector<uint64_t>& keys,
+                         std::vector<float>* values);
+  // The raw output of example `r` of `data`, whose entries' positions among
+  // the pulled keys are slot[first..]; weights and (fm) embeddings as
+  // pulled. Fills fm_s_ (fm) for the gradient.
+  double Margin(const data::SparseDataset& data, int64_t r,
+                const uint32_t* slot, double bias,
+                const std::vector<float>& weights,
+                const std::vector<float>& embeddings);
   absl::Status Step(const std::vector<int64_t>& rows);
   // The ps of `key` under `owners` (SparsePs::BucketOwners; null: the
   // coordinator's rule); InvalidArgument when the placement names no ps
@@ -87,6 +100,8 @@ class SparseLoop : public TrainingLoop {
   const data::SparseDataset* const test_;
   const Options options_;
   const uint32_t buckets_;
+  // fm: the embeddings' dim (sparse table 1); 0 for sparse_linear.
+  const int fm_dim_;
   std::atomic<bool> stop_{false};
 
   // Compute thread only: scratch reused across steps.
@@ -94,6 +109,14 @@ class SparseLoop : public TrainingLoop {
   std::vector<uint32_t> slot_;
   std::vector<float> weights_;
   std::vector<float> grads_;
+  // fm: the batch keys' embeddings and their gradients (fm_dim_ a key), an
+  // example's gathered rows, and sum_i v_if x_i per factor.
+  std::vector<float> embeddings_;
+  std::vector<float> embedding_grads_;
+  std::vector<float> gathered_w_;
+  std::vector<const float*> gathered_v_;
+  std::vector<double> fm_s_;
+  std::vector<std::vector<float>> shard_embedding_grads_;
   std::vector<std::vector<uint64_t>> shard_keys_;
   std::vector<std::vector<float>> shard_grads_;
   std::vector<uint32_t> counts_;  // per unique key of the batch

@@ -5,7 +5,11 @@
 #include <random>
 #include <vector>
 
+#include <cmath>
+
 #include "common/sparse_keys.h"
+#include "model/metrics.h"
+#include "model/sparse_model.h"
 #include "common/testing/status_matchers.h"
 #include "gtest/gtest.h"
 #include "server/shard.h"
@@ -255,6 +259,182 @@ TEST(SparseLoopTest, OccurrenceCountsDriveAdmission) {
   }
   EXPECT_EQ(rows, 1) << "only key 1000 occurs twice";
   EXPECT_EQ(pending, 40);
+}
+
+// fm, binary, 3 factors, plain sgd at rate 1 (an update is minus the
+// gradient), embeddings starting large enough that pairs matter.
+Config FmConfig() {
+  Config config = TwoShardConfig();
+  config.model.type = ModelType::kFm;
+  config.model.fm.dim = 3;
+  config.model.fm.init_scale = 0.5;
+  config.optimizer.type = OptimizerType::kSgd;
+  config.optimizer.learning_rate = 1.0;
+  return config;
+}
+
+// Keys 1..5 in four examples with uneven values (one key twice in a row).
+std::shared_ptr<data::SparseDataset> FmData() {
+  auto d = std::make_shared<data::SparseDataset>();
+  data::SparseRowWriter writer(d.get());
+  const std::vector<std::vector<std::pair<uint64_t, float>>> rows = {
+      {{1, 1.0f}, {2, 0.5f}, {3, 2.0f}},
+      {{2, 1.5f}, {4, -1.0f}},
+      {{1, 0.25f}, {3, 1.0f}, {5, 1.0f}, {5, 0.5f}},
+      {{4, 2.0f}, {5, -0.75f}, {1, 1.0f}}};
+  const float labels[] = {1, 0, 1, 0};
+  for (size_t r = 0; r < rows.size(); ++r) {
+    for (const auto& [k, x] : rows[r]) writer.Add(k, x);
+    EXPECT_THAT(writer.EndRow(labels[r]), IsOk());
+  }
+  return d;
+}
+
+// The rows of keys 1..5: linear weights, then embeddings (k a key).
+void ReadFm(ShardsPs& ps, int k, std::vector<double>* w,
+            std::vector<double>* v) {
+  w->assign(6, 0);
+  v->assign(6 * k, 0);
+  for (uint64_t key = 1; key <= 5; ++key) {
+    std::vector<std::vector<uint64_t>> keys(2);
+    keys[ShardOfKey(key, 16, 2)].push_back(key);
+    std::vector<std::vector<float>> values;
+    ASSERT_THAT(ps.PullRows(0, 1, keys, &values), IsOk());
+    (*w)[key] = values[ShardOfKey(key, 16, 2)][0];
+    ASSERT_THAT(ps.PullRows(1, k, keys, &values), IsOk());
+    for (int f = 0; f < k; ++f) {
+      (*v)[key * k + f] = values[ShardOfKey(key, 16, 2)][f];
+    }
+  }
+}
+
+// The batch's summed logistic loss, the pairs summed one by one (not by
+// Rendle's identity, which the loop uses).
+double FmLoss(const data::SparseDataset& d, double bias,
+              const std::vector<double>& w, const std::vector<double>& v,
+              int k) {
+  double loss = 0;
+  for (int64_t r = 0; r < d.rows(); ++r) {
+    double m = bias;
+    for (int64_t i = d.offsets[r]; i < d.offsets[r + 1]; ++i) {
+      m += w[d.keys[i]] * d.values[i];
+      for (int64_t j = i + 1; j < d.offsets[r + 1]; ++j) {
+        double dot = 0;
+        for (int f = 0; f < k; ++f) {
+          dot += v[d.keys[i] * k + f] * v[d.keys[j] * k + f];
+        }
+        m += dot * d.values[i] * d.values[j];
+      }
+    }
+    loss += std::log1p(std::exp(m)) - d.y[r] * m;
+  }
+  return loss;
+}
+
+TEST(SparseLoopTest, FmPushesTheGradientOfItsLoss) {
+  const Config config = FmConfig();
+  auto spec = ModelSpec::Create(config.model);
+  ASSERT_THAT(spec.status(), IsOk());
+  ASSERT_EQ(spec->sparse_tables().size(), 2u);
+  ShardsPs ps(config);
+  const int k = 3;
+  std::vector<double> w0, v0;
+  ReadFm(ps, k, &w0, &v0);
+  ASSERT_NE(v0[1 * k], 0.0) << "embeddings start at their initializer";
+  auto train = FmData();
+  SparseLoop::Options options;
+  options.training.batch_size = 4;
+  options.training.steps = 1;
+  options.num_shards = 2;
+  SparseLoop loop(*spec, &ps, train, train.get(), options);
+  ASSERT_THAT(loop.Run(), IsOk());
+  std::vector<double> w1, v1;
+  ReadFm(ps, k, &w1, &v1);
+  // sgd at rate 1: the gradient is the change; against central differences
+  // of the loss at the starting point (bias 0).
+  const double h = 1e-5;
+  for (uint64_t key = 1; key <= 5; ++key) {
+    std::vector<double> wp = w0, wm = w0;
+    wp[key] += h;
+    wm[key] -= h;
+    const double g = (FmLoss(*train, 0, wp, v0, k) -
+                      FmLoss(*train, 0, wm, v0, k)) / (2 * h);
+    EXPECT_NEAR(w0[key] - w1[key], g, 1e-4 + 1e-4 * std::fabs(g))
+        << "weight of key " << key;
+    for (int f = 0; f < k; ++f) {
+      std::vector<double> vp = v0, vm = v0;
+      vp[key * k + f] += h;
+      vm[key * k + f] -= h;
+      const double gv = (FmLoss(*train, 0, w0, vp, k) -
+                         FmLoss(*train, 0, w0, vm, k)) / (2 * h);
+      EXPECT_NEAR(v0[key * k + f] - v1[key * k + f], gv,
+                  1e-4 + 1e-4 * std::fabs(gv))
+          << "embedding " << f << " of key " << key;
+    }
+  }
+}
+
+TEST(SparseLoopTest, FmEvaluationIsTheExportedModelsScoring) {
+  Config config = FmConfig();
+  config.optimizer.learning_rate = 0.1;
+  config.model.fm.embedding_min_count = 60;  // some keys keep no embedding
+  auto spec = ModelSpec::Create(config.model);
+  ASSERT_THAT(spec.status(), IsOk());
+  ShardsPs ps(config);
+  auto train = std::make_shared<data::SparseDataset>(MakeData(300, 5));
+  const data::SparseDataset test = MakeData(200, 6);
+  SparseLoop::Options options;
+  options.training.batch_size = 16;
+  options.training.epochs = 2;
+  options.num_shards = 2;
+  options.send_counts = true;
+  SparseLoop loop(*spec, &ps, train, &test, options);
+  ASSERT_THAT(loop.Run(), IsOk());
+  // The model as an export holds it: weights, the embedding rows that
+  // exist, and the initializer for the rest.
+  model::SparseModel m;
+  m.meta.set_type("fm");
+  m.meta.set_fm_dim(3);
+  m.meta.set_fm_init_scale(config.model.fm.init_scale);
+  m.meta.set_fm_init_seed(SparseTableSeed(config.model.init_seed, 1));
+  std::vector<float> bias(1);
+  std::vector<uint64_t> versions;
+  ASSERT_THAT(ps.Pull(bias.data(), &versions), IsOk());
+  m.bias = bias[0];
+  int64_t without = 0;
+  for (uint64_t id = 1; id <= 200; ++id) {
+    const uint64_t key = id * 1000003ULL;
+    const int s = ShardOfKey(key, 16, 2);
+    std::vector<std::vector<uint64_t>> keys(2);
+    keys[s].push_back(key);
+    std::vector<std::vector<float>> values;
+    ASSERT_THAT(ps.PullRows(0, 1, keys, &values), IsOk());
+    if (values[s][0] != 0) {
+      m.keys.push_back(key);
+      m.weights.push_back(values[s][0]);
+    }
+    proto::LookupRequest lookup;
+    lookup.set_table(1);
+    lookup.set_keys(&key, sizeof(key));
+    proto::LookupResponse found;
+    ASSERT_THAT(ps.shard(s).Lookup(lookup, &found), IsOk());
+    if (found.missing()[0] != 0) {
+      ++without;
+      continue;
+    }
+    ASSERT_THAT(ps.PullRows(1, 3, keys, &values), IsOk());
+    m.embedding_keys.push_back(key);
+    m.embeddings.insert(m.embeddings.end(), values[s].begin(),
+                        values[s].end());
+  }
+  EXPECT_GT(without, 0) << "embedding_min_count 60 left some keys without";
+  const std::vector<float> served = model::Margins(m, test);
+  const model::Metrics mine = model::ComputeMetrics(
+      Task::kBinary, served.data(), test.y.data(), test.rows(), 1);
+  const WorkerStats stats = loop.stats();
+  // Every metric equal to the last bit: the same floats went in.
+  EXPECT_EQ(stats.test_loss, mine.loss);
+  EXPECT_EQ(stats.metrics, mine.Named(Task::kBinary));
 }
 
 }  // namespace

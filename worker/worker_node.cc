@@ -150,8 +150,13 @@ absl::Status WorkerNode::JoinCluster() {
     sparse_options.training = config.training;
     sparse_options.worker_index = options_.index;
     sparse_options.num_shards = static_cast<int>(config.cluster.ps.size());
+    // Occurrence counts for the ps's admission (admission.*, fm's
+    // embedding_min_count).
     sparse_options.send_counts = config.admission.min_count > 1 ||
                                  config.admission.probability < 1;
+    for (const SparseTableSpec& table : spec_->sparse_tables()) {
+      if (table.min_count > 1) sparse_options.send_counts = true;
+    }
     loop_ = std::make_unique<SparseLoop>(*spec_, ps_.get(), sparse_train_,
                                          &sparse_data_.test, sparse_options);
     running_loop_.store(loop_.get());
