@@ -2,7 +2,7 @@
 // rows of a Criteo-shaped key stream, and what a row costs in memory.
 //
 //   bazel run -c opt //bench:sparse                     # every section
-//   bazel run -c opt //bench:sparse -- --sections=core --dims=1,16
+//   bazel run -c opt //bench:sparse -- --sections=core --dims=1,16,64 --min_counts=1,2
 //   bazel run -c opt //bench:sparse -- --sections=memory --rows=10000000
 //
 // Key stream: minibatches of --batch examples with 39 fields each (Criteo's
@@ -14,7 +14,9 @@
 // Sections:
 //   core:   SparseTable::Read and CheckPush + Apply (FTRL) over the stream,
 //           after a warm-up that creates the popular rows: unique keys per
-//           second for pull and for push, per --dims, median of --reps.
+//           second for pull and for push, per --dims and admission
+//           min_count (--min_counts; 1 = off), median of --reps, with the
+//           rows created and the keys still pending admission.
 //   rpc:    the same stream over gRPC on loopback: a worker's GrpcPsClient
 //           against --shards in-process ps shards (LocalCluster, real TCP):
 //           per batch one PullRows of its keys (split by shard, all shards
@@ -55,7 +57,10 @@ ABSL_FLAG(std::string, shards, "1,2,4", "ps shards for the rpc section");
 ABSL_FLAG(std::string, optimizer, "ftrl",
           "the tables' update rule in the core and rpc sections: ftrl, "
           "adagrad, adam or sgd (bench/pslite's servers apply sgd)");
-ABSL_FLAG(std::string, dims, "1,16", "row widths for the core section");
+ABSL_FLAG(std::string, dims, "1,16,64", "row widths for the core section");
+ABSL_FLAG(std::string, min_counts, "1,2",
+          "core section: admission.min_count values (1: admission off); a "
+          "key without a row is admitted at that many pushes holding it");
 ABSL_FLAG(int64_t, keys, 10'000'000, "distinct keys in the stream");
 ABSL_FLAG(double, zipf, 1.1, "Zipf exponent of each field's values");
 ABSL_FLAG(int, batch, 1024, "examples per minibatch (39 keys each)");
@@ -131,11 +136,13 @@ void Core() {
       absl::GetFlag(FLAGS_keys),
       absl::GetFlag(FLAGS_batch),
       static_cast<double>(unique) / batches.size(), reps);
-  absl::PrintF("%5s %14s %14s %12s %12s\n", "dim", "pull keys/s",
-               "push keys/s", "rows", "bytes/row");
+  absl::PrintF("%5s %6s %14s %14s %12s %12s %12s\n", "dim", "admit",
+               "pull keys/s", "push keys/s", "rows", "bytes/row", "pending");
   for (int dim : ParseInts(absl::GetFlag(FLAGS_dims))) {
+   for (int min_count : ParseInts(absl::GetFlag(FLAGS_min_counts))) {
     SparseTable::Options options;
     options.dim = dim;
+    options.admit_min_count = min_count;
     auto type = server::ParseSparseOptimizer(absl::GetFlag(FLAGS_optimizer));
     CheckOrExit(type.status(), "sparse", "--optimizer");
     options.optimizer.type = *type;
@@ -178,10 +185,12 @@ void Core() {
       }
       push_rates.push_back(unique / Seconds(t));
     }
-    absl::PrintF("%5d %14.0f %14.0f %12d %12.1f\n", dim, Median(pull_rates),
-                 Median(push_rates), (*table)->rows(),
-                 static_cast<double>((*table)->bytes()) / (*table)->rows());
+    absl::PrintF("%5d %6d %14.0f %14.0f %12d %12.1f %12d\n", dim, min_count,
+                 Median(pull_rates), Median(push_rates), (*table)->rows(),
+                 static_cast<double>((*table)->bytes()) / (*table)->rows(),
+                 (*table)->pending_keys());
     std::fflush(stdout);
+   }
   }
 }
 
