@@ -260,7 +260,10 @@ std::vector<Section> Schema(Config* c) {
        {StringField("checkpoint.dir", &c->checkpoint.dir),
         DoubleField("checkpoint.interval_s", &c->checkpoint.interval_s,
                     NonNegativeAtMost(kMaxSeconds)),
-        IntField("checkpoint.keep", &c->checkpoint.keep, {1, 100})}},
+        IntField("checkpoint.keep", &c->checkpoint.keep, {1, 100}),
+        BoolField("checkpoint.incremental", &c->checkpoint.incremental),
+        IntField("checkpoint.full_every", &c->checkpoint.full_every,
+                 {1, 1000})}},
       {"heartbeat",
        {DoubleField("heartbeat.interval_s", &c->heartbeat.interval_s,
                     {0.001, false, 3600, false}),
@@ -342,6 +345,11 @@ std::vector<Section> Schema(Config* c) {
                  Between(1, 1'000'000)),
         DoubleField("admission.probability", &c->admission.probability,
                     {0, true, 1, false})}},
+      {"eviction",
+       {Int64Field("eviction.ttl_updates", &c->eviction.ttl_updates,
+                   Between(0, kMaxUpdates)),
+        Int64Field("eviction.max_rows", &c->eviction.max_rows,
+                   Between(0, (int64_t{1} << 31) - 1))}},
   };
 }
 
@@ -1016,6 +1024,33 @@ absl::Status CheckSecurity(const SecuritySection& security) {
   return absl::OkStatus();
 }
 
+// eviction.*: sparse models only, run with the periodic checkpoints, and
+// below the hard bound of model.sparse_max_rows.
+absl::Status CheckEviction(const Config& config) {
+  const EvictionSection& e = config.eviction;
+  if (e.ttl_updates == 0 && e.max_rows == 0) return absl::OkStatus();
+  if (!IsSparseModel(config.model.type)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "eviction.ttl_updates and eviction.max_rows drop rows of sparse "
+        "tables: they apply to model.type sparse_linear and fm only, not ",
+        ModelTypeName(config.model.type)));
+  }
+  if (config.checkpoint.interval_s == 0) {
+    return absl::InvalidArgumentError(
+        "eviction runs when a ps takes its periodic checkpoint, every "
+        "checkpoint.interval_s; with checkpoint.interval_s 0 it would never "
+        "run: set checkpoint.interval_s > 0 (checkpoint.dir may stay \"\")");
+  }
+  if (e.max_rows > config.model.sparse_max_rows) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "eviction.max_rows ", e.max_rows, " is above model.sparse_max_rows ",
+        config.model.sparse_max_rows,
+        ": pushes are refused at that bound before eviction trims a table; "
+        "lower eviction.max_rows or raise model.sparse_max_rows"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status CheckModelSize(const ModelSection& model) {
@@ -1256,6 +1291,7 @@ absl::Status ValidateConfig(const Config& config) {
         "admission.min_count and admission.probability are two ways to admit "
         "keys: set one");
   }
+  RETURN_IF_ERROR(CheckEviction(config));
   if (IsSparseModel(config.model.type)) {
     if (config.data.source != DataSource::kLibsvm &&
         config.data.source != DataSource::kCsv) {

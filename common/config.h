@@ -404,8 +404,16 @@ struct CheckpointSection {
   // Seconds between periodic checkpoints (0 = only on shutdown). Default 30.
   double interval_s = 30;
   // Checkpoint generations each shard keeps (1..100): a corrupt newest one
-  // falls back to the next newest good one. Default 3.
+  // falls back to the next newest good one. Default 3. With incremental
+  // checkpoints: full cuts, each kept or removed with its deltas.
   int keep = 3;
+  // Sparse tables: a shard's first checkpoint is a full cut, the next
+  // full_every a delta each (the rows changed since the previous checkpoint
+  // and the keys evicted; dense blocks whole), then a full cut again
+  // (server/checkpoint.h). Default false: every checkpoint a full cut.
+  bool incremental = false;
+  // Deltas between two full cuts, 1..1000. Default 10.
+  int full_every = 10;
 };
 
 struct HeartbeatSection {
@@ -527,6 +535,17 @@ struct AdmissionSection {
   double probability = 1.0;
 };
 
+// Eviction of sparse rows (config section `eviction`), done by each ps when
+// it takes a checkpoint (every checkpoint.interval_s), under its lock.
+struct EvictionSection {
+  // A row untouched by its table's last ttl_updates key updates (on that
+  // shard) is dropped. 0 (default): off. 0..2^40.
+  int64_t ttl_updates = 0;
+  // Beyond this many rows per table per shard, the least recently updated
+  // are dropped. 0 (default): off. 0..2^31-1.
+  int64_t max_rows = 0;
+};
+
 // psctl export's schedule (docs/OPERATIONS.md, "Serving while training").
 struct ExportSection {
   // Seconds between exports while the job trains; 0 (default): export once.
@@ -555,6 +574,7 @@ struct Config {
   SecuritySection security;
   RobustnessSection robustness;
   AdmissionSection admission;
+  EvictionSection eviction;
   ExportSection exports;  // YAML section `export`
   // The keys the file or an override set ("checkpoint.dir"), so that a
   // launcher can tell a user's choice from a default it may place elsewhere.

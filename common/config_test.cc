@@ -225,8 +225,8 @@ TEST(ConfigTest, UnknownKeyNamesLineKeyAndAllowedKeys) {
   ExpectAllFail({
       {"trainig:\n  steps: 1\n",
        "cfg.yaml:1: unknown key 'trainig'; allowed sections: cluster, model, "
-       "optimizer, training, data, checkpoint, heartbeat, rpc, logging, compute, coordinator, launcher, security, robustness, fm, export, admission (did "
-       "you mean 'training'?)"},
+       "optimizer, training, data, checkpoint, heartbeat, rpc, logging, compute, coordinator, launcher, security, robustness, fm, export, admission, "
+       "eviction (did you mean 'training'?)"},
       {"training:\n  learning_rate: 0.1\n",
        "cfg.yaml:2: unknown key 'training.learning_rate'; allowed keys in "
        "'training': batch_size"},
@@ -326,6 +326,23 @@ TEST(ConfigTest, EnumsListAllowedValues) {
        "cfg.yaml:2: admission.min_count"},
       {"admission:\n  probability: 0\n",
        "cfg.yaml:2: admission.probability"},
+      {"eviction:\n  max_rows: 100\n",
+       "eviction.ttl_updates and eviction.max_rows drop rows of sparse "
+       "tables: they apply to model.type sparse_linear and fm only, not mlp"},
+      {"model:\n  type: sparse_linear\n  task: binary\ndata:\n  source: "
+       "libsvm\neviction:\n  ttl_updates: 5\ncheckpoint:\n  interval_s: 0\n",
+       "eviction runs when a ps takes its periodic checkpoint, every "
+       "checkpoint.interval_s; with checkpoint.interval_s 0 it would never "
+       "run: set checkpoint.interval_s > 0"},
+      {"model:\n  type: sparse_linear\n  task: binary\n  sparse_max_rows: 10\n"
+       "data:\n  source: libsvm\neviction:\n  max_rows: 11\n",
+       "eviction.max_rows 11 is above model.sparse_max_rows 10: pushes are "
+       "refused at that bound before eviction trims a table; lower "
+       "eviction.max_rows or raise model.sparse_max_rows"},
+      {"eviction:\n  max_rows: -1\n", "cfg.yaml:2: eviction.max_rows"},
+      {"checkpoint:\n  full_every: 0\n", "cfg.yaml:2: checkpoint.full_every"},
+      {"checkpoint:\n  incremental: maybe\n",
+       "cfg.yaml:2: checkpoint.incremental"},
       {"optimizer:\n  schedule: linear\n",
        "cfg.yaml:2: optimizer.schedule must be one of constant, step, cosine; "
        "got 'linear'"},

@@ -443,6 +443,8 @@ proto::MemberReport PsNode::Impl::Report() const {
         static_cast<uint64_t>(counters_.Get("sparse_push_keys")));
     report.set_sparse_pull_keys(
         static_cast<uint64_t>(counters_.Get("sparse_pull_keys")));
+    report.set_sparse_evicted_rows(
+        static_cast<uint64_t>(counters_.Get("sparse_evicted_rows")));
     report.set_replicated(replicator != nullptr && replicator->in_sync());
     // Requests past a worker's window that never arrived here: acknowledged
     // by a server whose state this shard does not hold (it was restored from
@@ -731,8 +733,11 @@ absl::Status PsNode::Impl::Checkpoint(bool periodic) {
     skip_logged_ = false;
   }
   // Writes without mu_: the disk write must not hold up heartbeats or Stop.
+  // Eviction runs at checkpoint time even without checkpoint files.
+  const EvictionSection& eviction = options_.config.eviction;
+  const bool evicting = eviction.ttl_updates > 0 || eviction.max_rows > 0;
   if (shard == nullptr || shard->epoch() == 0 ||
-      options_.config.checkpoint.dir.empty()) {
+      (options_.config.checkpoint.dir.empty() && !evicting)) {
     return absl::OkStatus();
   }
   // Asked again just before the rename: the heartbeat thread may have learned
@@ -756,6 +761,7 @@ absl::Status PsNode::Impl::Checkpoint(bool periodic) {
     SPDLOG_LOGGER_WARN(L(), "{}: {}", name(), std::string(written.message()));
     return absl::OkStatus();
   }
+  if (options_.config.checkpoint.dir.empty()) return written;  // evicted only
   checkpoint_health_.Record(written, clock_->Now());
   return written;
 }

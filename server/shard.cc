@@ -92,6 +92,10 @@ absl::StatusOr<SparseTable::Options> SparseTableOptions(
   options.dim = table.dim;
   options.seed = SparseTableSeed(config.model.init_seed, table.id);
   options.max_rows = config.model.sparse_max_rows;
+  // Eviction at checkpoint time; clocks for it and for delta checkpoints.
+  options.evict_ttl_updates = config.eviction.ttl_updates;
+  options.evict_max_rows = config.eviction.max_rows;
+  options.track_clocks = config.checkpoint.incremental;
   // A replicated shard sends its backup the rows changed since each cut.
   options.track_changes = config.cluster.replication >= 2;
   options.admit_min_count =
@@ -145,8 +149,14 @@ absl::StatusOr<SparseTable::Options> SparseTableOptions(
 // This shard's checkpoint generations in checkpoint.dir.
 ShardCheckpoints CheckpointFiles(const Config& config, int index,
                                  const ModelSpec& spec) {
-  return ShardCheckpoints({config.checkpoint.dir, index, spec.Fingerprint(),
-                           config.checkpoint.keep});
+  ShardCheckpoints::Options options;
+  options.dir = config.checkpoint.dir;
+  options.shard_index = index;
+  options.model_fingerprint = spec.Fingerprint();
+  options.keep = config.checkpoint.keep;
+  options.incremental =
+      config.checkpoint.incremental && !spec.sparse_tables().empty();
+  return ShardCheckpoints(options);
 }
 
 // The highest placement epoch among the generations on disk (0: none):
@@ -181,13 +191,26 @@ absl::StatusOr<std::optional<Checkpoint>> LoadCheckpoint(
     SPDLOG_LOGGER_WARN(L(), "checkpoint skipped, falling back to an older one: {}",
                        std::string(skipped.message()));
   }
+  for (const absl::Status& ended : loaded->chain_ended) {
+    SPDLOG_LOGGER_WARN(L(), "checkpoint chain cut short: {}",
+                       std::string(ended.message()));
+  }
   counters->Add("checkpoint_fallbacks",
-                static_cast<double>(loaded->skipped.size()));
+                static_cast<double>(loaded->skipped.size() +
+                                    loaded->chain_ended.size()));
+  // Deltas applied over the full cut read (incremental checkpoints).
+  counters->Set("checkpoint_deltas_restored",
+                static_cast<double>(loaded->deltas.size()));
   if (loaded->checkpoint.optimizer != optimizer) {
     return absl::FailedPreconditionError(absl::StrCat(
         "checkpoint '", loaded->path, "' was written with optimizer ",
         loaded->checkpoint.optimizer, " but the config says ", optimizer,
         "; move the checkpoint away or restore the optimizer setting"));
+  }
+  if (!loaded->deltas.empty()) {
+    SPDLOG_LOGGER_INFO(L(), "loaded checkpoint {} and {} delta(s) up to {}: {} "
+                       "blocks", loaded->path, loaded->deltas.size(),
+                       loaded->deltas.back(), loaded->checkpoint.blocks.size());
   }
   if (loaded->skipped.empty()) {
     SPDLOG_LOGGER_INFO(L(), "loaded checkpoint {}: {} blocks", loaded->path,
@@ -317,6 +340,8 @@ Shard::Shard(const Config& config, int index, ModelSpec spec,
             config.training.max_staleness) {
   absl::MutexLock lock(&mu_);
   is_dirty_.assign(spec_.blocks().size(), 0);
+  tombstones_.resize(tables_.size());
+  if (!tables_.empty()) counters_->Add("sparse_evicted_rows", 0);
   if (gate_.mode() == Consistency::Mode::kSsp) {
     counters_->Set("ssp_max_lead", 0);
   }
@@ -599,7 +624,8 @@ Shard::ReplicaCut Shard::CutForReplica(bool full) {
     } else {
       rows = table.TakeChanges();
     }
-    if (full || !rows.keys.empty()) {
+    // Evicted keys travel as tombstones: the backup drops the same rows.
+    if (full || !rows.keys.empty() || !rows.evicted_keys.empty()) {
       cut.sparse.emplace_back(static_cast<uint32_t>(t), std::move(rows));
     }
   }
@@ -1182,7 +1208,7 @@ std::vector<Shard::SparseTableStats> Shard::sparse_stats() const {
     const SparseTable& t = *tables_[i];
     stats.push_back({static_cast<uint32_t>(i), t.rows(), t.bytes(),
                      t.nonzero_values(), t.rows_created(), t.version_sum(),
-                     t.pending_keys()});
+                     t.pending_keys(), t.rows_evicted()});
   }
   return stats;
 }
@@ -1240,6 +1266,7 @@ Shard::SparseTableStats Shard::SumOf(
     sum.created += t.created;
     sum.updates += t.updates;
     sum.pending += t.pending;
+    sum.evicted += t.evicted;
   }
   return sum;
 }
@@ -1257,41 +1284,133 @@ proto::ChecksumResponse Shard::Checksums() const {
   return response;
 }
 
+void Shard::EvictRows() {
+  int64_t total = 0;
+  for (size_t t = 0; t < tables_.size(); ++t) {
+    std::vector<uint64_t> keys = tables_[t]->Evict();
+    if (keys.empty()) continue;
+    total += static_cast<int64_t>(keys.size());
+    SPDLOG_LOGGER_INFO(L(), "ps {}: sparse table {}: {} rows evicted, {} held",
+                       index_, t, keys.size(), tables_[t]->rows());
+    if (config_.checkpoint.incremental && !config_.checkpoint.dir.empty()) {
+      std::vector<uint64_t>& pending = tombstones_[t];
+      pending.insert(pending.end(), keys.begin(), keys.end());
+    }
+  }
+  if (total == 0) return;
+  counters_->Add("sparse_evicted_rows", static_cast<double>(total));
+  Changed(-1);  // the backup drops them with the next cut
+}
+
+Shard::CheckpointCut Shard::CutCheckpoint(const Chain* chain) const {
+  CheckpointCut cut;
+  Checkpoint& checkpoint = cut.checkpoint;
+  checkpoint.shard_index = index_;
+  checkpoint.placement_epoch = std::max(epoch_, checkpoint_epoch_floor_);
+  checkpoint.optimizer = store_->optimizer().name();
+  checkpoint.blocks = store_->Snapshot();
+  checkpoint.sequences = admission_.windows();
+  cut.clocks.resize(tables_.size());
+  cut.tombstones.resize(tables_.size());
+  for (size_t t = 0; t < tables_.size(); ++t) {
+    const SparseTable& table = *tables_[t];
+    SparseTable::Rows rows;
+    if (chain != nullptr) {
+      // The rows updated since the last write, and the keys evicted since
+      // (a key evicted and created again is in both: tombstones apply
+      // first).
+      rows = table.ChangedSince(chain->clocks[t]);
+      rows.evicted_keys = tombstones_[t];
+      std::sort(rows.evicted_keys.begin(), rows.evicted_keys.end());
+      rows.evicted_keys.erase(
+          std::unique(rows.evicted_keys.begin(), rows.evicted_keys.end()),
+          rows.evicted_keys.end());
+    } else {
+      rows = table.Snapshot();
+    }
+    cut.clocks[t] = table.clock();
+    cut.tombstones[t] = tombstones_[t].size();
+    cut.rows += rows.keys.size();
+    cut.evicted_keys += rows.evicted_keys.size();
+    checkpoint.sparse_tables.emplace_back(static_cast<uint32_t>(t),
+                                          std::move(rows));
+  }
+  // Blocks restored but not (yet) placed here are kept, so a checkpoint written
+  // before re-placement does not drop them.
+  if (restored_.has_value()) {
+    for (const auto& b : restored_->blocks) {
+      if (!store_->Has(b.id)) checkpoint.blocks.push_back(b);
+    }
+  }
+  if (chain != nullptr) {
+    checkpoint.kind = CheckpointKind::kDelta;
+    checkpoint.base_generation = chain->base;
+    checkpoint.parent_generation = chain->last;
+  }
+  return cut;
+}
+
 absl::Status Shard::WriteCheckpoint(
     const std::function<absl::Status()>& may_write) {
-  if (config_.checkpoint.dir.empty()) return absl::OkStatus();
-  Checkpoint checkpoint;
-  checkpoint.shard_index = index_;
-  {
+  absl::MutexLock serial(&checkpoint_mu_);
+  const bool evicting =
+      config_.eviction.ttl_updates > 0 || config_.eviction.max_rows > 0;
+  if (config_.checkpoint.dir.empty()) {
+    if (evicting) {
+      absl::MutexLock lock(&mu_);
+      EvictRows();
+    }
+    return absl::OkStatus();
+  }
+  const bool delta = config_.checkpoint.incremental && !tables_.empty() &&
+                     chain_.base != 0 &&
+                     chain_.deltas < config_.checkpoint.full_every;
+  CheckpointCut cut;
+  if (evicting) {
+    // Exclusive: the cut holds the table as eviction left it, within
+    // eviction.max_rows.
+    absl::MutexLock lock(&mu_);
+    EvictRows();
+    cut = CutCheckpoint(delta ? &chain_ : nullptr);
+  } else {
     // Shared with pulls, exclusive of pushes: the blocks and the applied
     // sequences copied here agree. The disk write below runs without the lock.
     absl::ReaderMutexLock lock(&mu_);
-    checkpoint.placement_epoch = std::max(epoch_, checkpoint_epoch_floor_);
-    checkpoint.optimizer = store_->optimizer().name();
-    checkpoint.blocks = store_->Snapshot();
-    checkpoint.sequences = admission_.windows();
+    cut = CutCheckpoint(delta ? &chain_ : nullptr);
+  }
+  const size_t num_blocks = cut.checkpoint.blocks.size();
+  absl::StatusOr<ShardCheckpoints::Written> written =
+      CheckpointFiles(config_, index_, spec_)
+          .Write(std::move(cut.checkpoint), may_write);
+  if (!written.ok()) {
+    chain_ = Chain();  // the next write starts a chain again
+    return written.status();
+  }
+  {
+    // Written: those tombstones are on disk (a full cut needs none).
+    absl::MutexLock lock(&mu_);
     for (size_t t = 0; t < tables_.size(); ++t) {
-      checkpoint.sparse_tables.emplace_back(static_cast<uint32_t>(t),
-                                            tables_[t]->Snapshot());
-    }
-    // Blocks restored but not (yet) placed here are kept, so a checkpoint written
-    // before re-placement does not drop them.
-    if (restored_.has_value()) {
-      for (const auto& b : restored_->blocks) {
-        if (!store_->Has(b.id)) checkpoint.blocks.push_back(b);
-      }
+      std::vector<uint64_t>& pending = tombstones_[t];
+      pending.erase(pending.begin(), pending.begin() + cut.tombstones[t]);
     }
   }
-  const size_t num_blocks = checkpoint.blocks.size();
-  ASSIGN_OR_RETURN(
-      const ShardCheckpoints::Written written,
-      CheckpointFiles(config_, index_, spec_)
-          .Write(std::move(checkpoint), may_write));
-  SPDLOG_LOGGER_INFO(L(), "checkpoint written: {} ({} blocks, {} old removed)",
-                     written.path, num_blocks, written.removed.size());
-  if (!written.prune_status.ok()) {
+  if (delta) {
+    ++chain_.deltas;
+  } else {
+    chain_.base = written->generation;
+    chain_.deltas = 0;
+  }
+  chain_.last = written->generation;
+  chain_.clocks = std::move(cut.clocks);
+  SPDLOG_LOGGER_INFO(L(),
+                     "checkpoint written: {} ({}, {} blocks, {} rows, {} evicted "
+                     "keys, {} bytes, {} old files removed)",
+                     written->path, delta ? "delta" : "full cut", num_blocks,
+                     cut.rows, cut.evicted_keys, written->bytes,
+                     written->removed.size());
+  if (!written->prune_status.ok()) {
     SPDLOG_LOGGER_WARN(L(), "ps {}: {}", index_,
-                       std::string(written.prune_status.message()));
+                       std::string(written->prune_status.message()));
   }
   return absl::OkStatus();
 }

@@ -212,6 +212,7 @@ class Shard {
     int64_t created = 0;
     uint64_t updates = 0;  // SparseTable::version_sum()
     int64_t pending = 0;   // SparseTable::pending_keys()
+    int64_t evicted = 0;   // SparseTable::rows_evicted()
   };
   std::vector<SparseTableStats> sparse_stats() const ABSL_LOCKS_EXCLUDED(mu_);
   // The figures of `tables` summed (id 0), for reports over all tables.
@@ -238,6 +239,14 @@ class Shard {
   // when checkpoints are off. `may_write`, when given, is asked just before
   // the file is renamed into place; its error abandons the write (a ps that
   // learned meanwhile that it was replaced).
+  //
+  // First, with eviction.* set (even without checkpoint.dir), the sparse
+  // tables evict under the exclusive lock ("sparse_evicted_rows"); a
+  // replicated shard sends the evicted keys to its backup with its next
+  // cut. With checkpoint.incremental (and sparse tables), the first write
+  // is a full cut and the next checkpoint.full_every each a delta of the
+  // rows changed and the keys evicted since the previous write; a failed
+  // write makes the next one a full cut. One call at a time (a second waits).
   absl::Status WriteCheckpoint(
       const std::function<absl::Status()>& may_write = nullptr)
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -369,6 +378,36 @@ class Shard {
   // Notes a change a replica must get: `block` (or none, -1) and the
   // generation.
   void Changed(int64_t block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Eviction (config eviction.*) of every table, counted; the keys are kept
+  // for the next delta checkpoint.
+  void EvictRows() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  struct Chain;
+  // A checkpoint copied at one moment: a full cut, or with `chain` a delta
+  // of it (the rows updated since chain->clocks, the tombstones kept), and
+  // what WriteCheckpoint needs after the write.
+  struct CheckpointCut {
+    Checkpoint checkpoint;
+    std::vector<uint64_t> clocks;   // by table, at the cut
+    std::vector<size_t> tombstones;  // by table, tombstones_ in the cut
+    size_t rows = 0;
+    size_t evicted_keys = 0;
+  };
+  CheckpointCut CutCheckpoint(const Chain* chain) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+
+  // Serializes WriteCheckpoint; taken before mu_.
+  absl::Mutex checkpoint_mu_;
+  // The incremental chain this shard writes (checkpoint.incremental): the
+  // generations of its full cut and of its last file (0: the next write is
+  // a full cut), the deltas written since the full cut, and each table's
+  // clock at the last write (a delta holds the rows updated after it).
+  struct Chain {
+    uint64_t base = 0;
+    uint64_t last = 0;
+    int deltas = 0;
+    std::vector<uint64_t> clocks;
+  };
+  Chain chain_ ABSL_GUARDED_BY(checkpoint_mu_);
 
   // Constant after construction.
   const Config config_;
@@ -409,6 +448,9 @@ class Shard {
   std::vector<char> own_buckets_ ABSL_GUARDED_BY(mu_);
   // bsp: by table, each contributor's rows in the table's open round.
   std::map<uint32_t, std::map<int, DecodedRows>> bsp_rows_ ABSL_GUARDED_BY(mu_);
+  // By table: keys evicted since the last checkpoint written (a delta's
+  // tombstones; checkpoint.incremental only).
+  std::vector<std::vector<uint64_t>> tombstones_ ABSL_GUARDED_BY(mu_);
   // Replication: changes so far, and the blocks changed since the last cut.
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 1;
   std::vector<uint32_t> dirty_ ABSL_GUARDED_BY(mu_);

@@ -3,6 +3,7 @@
 // blocks.
 #include <cstdint>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -15,6 +16,7 @@
 #include "common/testing/poll.h"
 #include "common/testing/status_matchers.h"
 #include "gtest/gtest.h"
+#include "server/checkpoint.h"
 #include "server/shard.h"
 
 namespace downpour::server {
@@ -452,6 +454,161 @@ TEST_F(ShardSparseTest, ACheckpointRestoreContinuesBitIdentically) {
   ASSERT_THAT(b->PullSparse(SparsePull(keys), &pb), IsOk());
   EXPECT_EQ(pa.sparse(0).values(), pb.sparse(0).values());
   EXPECT_EQ(pa.sparse(0).versions(), pb.sparse(0).versions());
+}
+
+// eviction.max_rows at checkpoint time: the table is cut back to the bound,
+// the evicted rows are counted, and the row updates the shard holds (what
+// the coordinator compares across a take-over) do not change.
+TEST_F(ShardSparseTest, EvictionAtACheckpointBoundsTheRowsAndLosesNoUpdate) {
+  config_.eviction.max_rows = 20;
+  config_.checkpoint.dir =
+      std::string(std::getenv("TEST_TMPDIR")) + "/sparse_evict";
+  std::filesystem::remove_all(config_.checkpoint.dir);
+  auto shard = MakeShard(0);
+  const std::vector<uint64_t> keys = KeysOf(0, 50);
+  proto::PushResponse response;
+  for (uint64_t n = 1; n <= 3; ++n) {
+    // The last 20 keys pushed last: they are the ones kept.
+    std::vector<uint64_t> part(keys.begin() + (n == 3 ? 30 : 0), keys.end());
+    ASSERT_THAT(shard->Push(SparsePush(part, std::vector<float>(part.size(), 0.5f),
+                                       MakeSequence(1, n)),
+                            &response),
+                IsOk());
+  }
+  const uint64_t held = shard->applied_total();
+  EXPECT_EQ(shard->sparse_stats()[0].rows, 50);
+  ASSERT_THAT(shard->WriteCheckpoint(), IsOk());
+  EXPECT_EQ(shard->sparse_stats()[0].rows, 20);
+  EXPECT_EQ(shard->sparse_stats()[0].evicted, 30);
+  EXPECT_EQ(counters_.Get("sparse_evicted_rows"), 30);
+  EXPECT_EQ(shard->applied_total(), held) << "evicted versions stay counted";
+  proto::LookupRequest lookup;
+  lookup.set_table(0);
+  lookup.set_keys(keys.data(), keys.size() * sizeof(uint64_t));
+  proto::LookupResponse found;
+  ASSERT_THAT(shard->Lookup(lookup, &found), IsOk());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    EXPECT_EQ(found.missing()[i], i < 30 ? 1 : 0) << "key " << i;
+  }
+  // The checkpoint holds the bounded table, and a restart keeps the count.
+  auto restored = MakeShard(0);
+  EXPECT_EQ(restored->sparse_stats()[0].rows, 20);
+  EXPECT_EQ(restored->applied_total(), held);
+}
+
+// Incremental checkpoints: a full cut, then deltas of the rows changed and
+// the keys evicted. The chain read back (full + deltas) is bit for bit the
+// full cut written of the same state, and a shard restored from it goes on
+// exactly as the original.
+TEST_F(ShardSparseTest, FullPlusDeltasRestoreTheStateBitForBit) {
+  config_.optimizer.l1 = 0.01;
+  config_.eviction.max_rows = 70;
+  config_.checkpoint.incremental = true;
+  config_.checkpoint.full_every = 3;
+  config_.checkpoint.dir =
+      std::string(std::getenv("TEST_TMPDIR")) + "/sparse_incremental";
+  std::filesystem::remove_all(config_.checkpoint.dir);
+  const std::vector<uint64_t> keys = KeysOf(0, 150);
+  uint64_t sequence = 0;
+  // Push n: a window of 20 keys that moves along by 7, so rows age and go
+  // and a delta holds fewer rows than the table.
+  auto push = [&](Shard* shard, uint64_t n) {
+    std::vector<uint64_t> part;
+    std::vector<float> grads;
+    for (size_t i = 0; i < 20; ++i) {
+      part.push_back(keys[(n * 7 + i) % keys.size()]);
+    }
+    std::sort(part.begin(), part.end());
+    for (size_t i = 0; i < part.size(); ++i) {
+      grads.push_back(0.05f * static_cast<float>((i * 7 + n) % 11) - 0.25f);
+    }
+    proto::PushResponse response;
+    return shard->Push(SparsePush(part, grads, MakeSequence(1, n)), &response);
+  };
+  auto a = MakeShard(0);
+  // Full cut, then three deltas, each after a few pushes.
+  for (int checkpoint = 0; checkpoint < 4; ++checkpoint) {
+    for (int i = 0; i < 3; ++i) ASSERT_THAT(push(a.get(), ++sequence), IsOk());
+    ASSERT_THAT(a->WriteCheckpoint(), IsOk());
+  }
+  EXPECT_GT(a->sparse_stats()[0].evicted, 0);
+  const std::string folder = config_.checkpoint.dir + "/ps-0";
+  // A copy of the chain for a second shard to start from.
+  const std::string copy =
+      std::string(std::getenv("TEST_TMPDIR")) + "/sparse_incremental_copy";
+  std::filesystem::remove_all(copy);
+  std::filesystem::create_directories(copy);
+  std::filesystem::copy(folder, copy + "/ps-0");
+  ShardCheckpoints::Options options;
+  options.dir = config_.checkpoint.dir;
+  absl::StatusOr<ShardCheckpoints::Loaded> chain =
+      ShardCheckpoints(options).ReadNewest();
+  ASSERT_THAT(chain, IsOk());
+  ASSERT_EQ(chain->deltas.size(), 3u);
+  EXPECT_TRUE(chain->chain_ended.empty());
+  // The next write is a full cut (full_every 3) of the same state: nothing
+  // to evict, no push between.
+  ASSERT_THAT(a->WriteCheckpoint(), IsOk());
+  absl::StatusOr<ShardCheckpoints::Loaded> full =
+      ShardCheckpoints(options).ReadNewest();
+  ASSERT_THAT(full, IsOk());
+  ASSERT_TRUE(full->deltas.empty()) << "a new chain";
+  const Checkpoint& x = chain->checkpoint;
+  const Checkpoint& y = full->checkpoint;
+  ASSERT_EQ(x.blocks.size(), y.blocks.size());
+  for (size_t i = 0; i < x.blocks.size(); ++i) {
+    EXPECT_EQ(x.blocks[i].version, y.blocks[i].version);
+    EXPECT_EQ(x.blocks[i].values, y.blocks[i].values);
+    EXPECT_EQ(x.blocks[i].state, y.blocks[i].state);
+  }
+  EXPECT_EQ(x.sequences.at(1).base(), y.sequences.at(1).base());
+  EXPECT_EQ(x.sequences.at(1).mask(), y.sequences.at(1).mask());
+  ASSERT_EQ(x.sparse_tables.size(), 1u);
+  const SparseTable::Rows& rx = x.sparse_tables[0].second;
+  const SparseTable::Rows& ry = y.sparse_tables[0].second;
+  EXPECT_EQ(rx.keys, ry.keys);
+  EXPECT_LE(rx.keys.size(), 70u);
+  EXPECT_EQ(rx.versions, ry.versions);
+  EXPECT_EQ(rx.clocks, ry.clocks);
+  EXPECT_EQ(rx.clock, ry.clock);
+  EXPECT_EQ(rx.evicted_versions, ry.evicted_versions);
+  ASSERT_EQ(rx.data.size(), ry.data.size());
+  EXPECT_EQ(0, std::memcmp(rx.data.data(), ry.data.data(),
+                           rx.data.size() * sizeof(float)))
+      << "values and FTRL state";
+  // The deltas were smaller than the full cuts.
+  int64_t full_bytes = 0, delta_bytes = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(folder)) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() > 6 && name.substr(name.size() - 6) == ".delta") {
+      delta_bytes = std::max<int64_t>(delta_bytes, entry.file_size());
+    } else if (name.size() > 5 && name.substr(name.size() - 5) == ".ckpt") {
+      full_bytes = std::max<int64_t>(full_bytes, entry.file_size());
+    }
+  }
+  EXPECT_GT(delta_bytes, 0);
+  EXPECT_LT(delta_bytes, full_bytes);
+  // A shard restored from the chain (the copy) continues bit-identically,
+  // evictions included.
+  const std::string dir = config_.checkpoint.dir;
+  config_.checkpoint.dir = copy;
+  auto b = MakeShard(0);
+  config_.checkpoint.dir = dir;
+  EXPECT_EQ(b->applied_total(), a->applied_total());
+  for (int round = 0; round < 3; ++round) {
+    ++sequence;
+    ASSERT_THAT(push(a.get(), sequence), IsOk());
+    ASSERT_THAT(push(b.get(), sequence), IsOk());
+    ASSERT_THAT(a->WriteCheckpoint(), IsOk());
+    ASSERT_THAT(b->WriteCheckpoint(), IsOk());
+  }
+  proto::PullResponse pa, pb;
+  ASSERT_THAT(a->PullSparse(SparsePull(keys), &pa), IsOk());
+  ASSERT_THAT(b->PullSparse(SparsePull(keys), &pb), IsOk());
+  EXPECT_EQ(pa.sparse(0).values(), pb.sparse(0).values());
+  EXPECT_EQ(pa.sparse(0).versions(), pb.sparse(0).versions());
+  EXPECT_EQ(a->sparse_stats()[0].rows, b->sparse_stats()[0].rows);
+  EXPECT_EQ(a->applied_total(), b->applied_total());
 }
 
 TEST_F(ShardSparseTest, DenseModelsRefuseFtrlAndSparseModelsRefuseMomentum) {

@@ -183,8 +183,8 @@ void AppendSuspects(const proto::ClusterStatusResponse& cluster,
 // Sparse models: a row per ps that holds sparse tables, from its Status
 // (summed over its tables; a sparse_linear model has one): rows, heap bytes
 // and bytes a row, non-zero weights, rows created and their rate, keys
-// pulled and pushed per second, the row updates held, and admission's keys
-// counted but not admitted and updates dropped.
+// pulled and pushed per second, the row updates held, admission's keys
+// counted but not admitted and updates dropped, and the rows evicted.
 void AppendSparseTables(const proto::ClusterStatusResponse& cluster,
                         const MemberStatuses& statuses, std::string* out) {
   bool header = false;
@@ -195,14 +195,14 @@ void AppendSparseTables(const proto::ClusterStatusResponse& cluster,
     if (Counter(s, "sparse_tables") <= 0) continue;
     if (!header) {
       absl::StrAppendFormat(
-          out, "\nSparse tables:\n%3s  %6s %11s %9s %6s %11s %11s %9s %11s %11s %12s %9s %11s\n",
+          out, "\nSparse tables:\n%3s  %6s %11s %9s %6s %11s %11s %9s %11s %11s %12s %9s %11s %11s\n",
           "IDX", "TABLES", "ROWS", "BYTES", "B/ROW", "NONZERO", "CREATED",
           "CREATE/S", "PULL-KEY/S", "PUSH-KEY/S", "ROW-UPDATES", "PENDING",
-          "FILTERED");
+          "FILTERED", "EVICTED");
       header = true;
     }
     absl::StrAppendFormat(
-        out, "%3d  %6d %11d %9s %6.1f %11d %11d %9s %11s %11s %12d %9d %11d\n",
+        out, "%3d  %6d %11d %9s %6.1f %11d %11d %9s %11s %11s %12d %9d %11d %11d\n",
         m.index(), static_cast<int64_t>(Counter(s, "sparse_tables")),
         static_cast<int64_t>(Counter(s, "sparse_rows")),
         FormatBytes(Counter(s, "sparse_bytes")),
@@ -214,7 +214,8 @@ void AppendSparseTables(const proto::ClusterStatusResponse& cluster,
         Fixed(Rate(s, "sparse_push_keys"), 0),
         static_cast<int64_t>(Counter(s, "sparse_row_updates")),
         static_cast<int64_t>(Counter(s, "sparse_pending_keys")),
-        static_cast<int64_t>(Counter(s, "sparse_filtered_updates")));
+        static_cast<int64_t>(Counter(s, "sparse_filtered_updates")),
+        static_cast<int64_t>(Counter(s, "sparse_evicted_rows")));
   }
 }
 

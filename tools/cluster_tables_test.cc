@@ -167,6 +167,7 @@ TEST(ShardsTableTest, SparseTablesPerPs) {
     c["sparse_row_updates"] = 987654;
     c["sparse_pending_keys"] = 4321;
     c["sparse_filtered_updates"] = 8765;
+    c["sparse_evicted_rows"] = 76543;
     auto& r = *status->mutable_rates();
     r["sparse_pull_keys"] = 250000;
     r["sparse_push_keys"] = 200000;
@@ -185,7 +186,9 @@ TEST(ShardsTableTest, SparseTablesPerPs) {
   EXPECT_THAT(table, HasSubstr(" 200000 "));
   EXPECT_THAT(table, HasSubstr(" 987654"));
   EXPECT_THAT(table, HasSubstr(" 4321 "));
-  EXPECT_THAT(table, HasSubstr(" 8765"));
+  EXPECT_THAT(table, HasSubstr(" 8765 "));
+  EXPECT_THAT(table, HasSubstr("EVICTED"));
+  EXPECT_THAT(table, HasSubstr(" 76543"));
 }
 
 TEST(WatchFrameTest, TotalsSparklinesAndMembers) {

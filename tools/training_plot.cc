@@ -19,8 +19,9 @@ struct WorkerCurves {
 
 struct PsCurve {
   Series pushes_time, stale_time;
-  // Sparse models: rows held, and pushed and pulled keys per second.
-  Series rows_time, push_keys_time, pull_keys_time;
+  // Sparse models: rows held, and pushed and pulled keys per second; rows
+  // evicted since the ps started (once it evicted any).
+  Series rows_time, push_keys_time, pull_keys_time, evicted_time;
   double last_time = NAN;
   double last_pushes = NAN;
   double last_push_keys = NAN, last_pull_keys = NAN;
@@ -94,6 +95,11 @@ void AddPs(double t, const proto::MemberSample& m, PsCurve& c) {
   if (sparse) {
     c.rows_time.points.emplace_back(
         t, m.alive() ? static_cast<double>(r.sparse_rows()) : NAN);
+  }
+  if (sparse &&
+      (r.sparse_evicted_rows() > 0 || !c.evicted_time.points.empty())) {
+    c.evicted_time.points.emplace_back(
+        t, m.alive() ? static_cast<double>(r.sparse_evicted_rows()) : NAN);
   }
   c.last_time = t;
   c.last_pushes = pushes;
@@ -174,10 +180,14 @@ std::vector<Chart> TrainingCharts(const proto::GetHistoryResponse& history) {
     c.pushes_time.name = c.stale_time.name = c.rows_time.name = name;
     c.push_keys_time.name = absl::StrCat(name, " push");
     c.pull_keys_time.name = absl::StrCat(name, " pull");
+    c.evicted_time.name = absl::StrCat(name, " evicted");
     pushes.series.push_back(std::move(c.pushes_time));
     staleness.series.push_back(std::move(c.stale_time));
     if (!c.rows_time.points.empty()) {
       rows.series.push_back(std::move(c.rows_time));
+      if (!c.evicted_time.points.empty()) {
+        rows.series.push_back(std::move(c.evicted_time));
+      }
       keys.series.push_back(std::move(c.push_keys_time));
       keys.series.push_back(std::move(c.pull_keys_time));
     }

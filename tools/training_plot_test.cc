@@ -139,6 +139,27 @@ TEST(TrainingChartsTest, SparseRowsAndKeysPerSecondPerPs) {
   EXPECT_EQ(TrainingCharts(History()).size(), 7u);
 }
 
+// A ps that evicted rows (eviction.*) adds its evicted total to the rows
+// chart, from its first eviction on.
+TEST(TrainingChartsTest, EvictedRowsBesideTheRowsHeld) {
+  proto::GetHistoryResponse h;
+  for (int t = 1; t <= 4; ++t) {
+    proto::HistorySample* s = h.add_samples();
+    s->set_time_seconds(t);
+    proto::MemberReport* r = Member(s, "ps", 0, true)->mutable_report();
+    r->set_sparse_rows(1000);
+    r->set_sparse_push_keys(5000 * t);
+    r->set_sparse_evicted_rows(t < 3 ? 0 : 700 * t);
+  }
+  const std::vector<Chart> charts = TrainingCharts(h);
+  ASSERT_EQ(charts.size(), 9u);
+  const Chart& rows = charts[7];
+  ASSERT_EQ(rows.series.size(), 2u);
+  EXPECT_EQ(rows.series[1].name, "ps 0 evicted");
+  ASSERT_EQ(rows.series[1].points.size(), 2u);
+  EXPECT_EQ(rows.series[1].points[1].second, 2800);
+}
+
 TEST(TrainingPlotSvgTest, TitleCountsWorkersAndPs) {
   const std::string svg = TrainingPlotSvg(History());
   EXPECT_THAT(svg, HasSubstr("2 workers, 1 ps, 4 s of history"));

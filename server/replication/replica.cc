@@ -43,11 +43,15 @@ absl::Status ToRows(const proto::ReplicaSparseRows& in, SparseTable::Rows* out) 
   }
   if (in.keys().size() % sizeof(uint64_t) != 0 ||
       in.data().size() % sizeof(float) != 0 ||
-      in.versions().size() % sizeof(uint32_t) != 0) {
+      in.versions().size() % sizeof(uint32_t) != 0 ||
+      in.evicted_keys().size() % sizeof(uint64_t) != 0 ||
+      in.clocks().size() % sizeof(uint64_t) != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "replicate: sparse table ", in.table(), " carries ", in.keys().size(),
-        " key bytes, ", in.data().size(), " data bytes and ",
-        in.versions().size(), " version bytes: not whole values"));
+        " key bytes, ", in.data().size(), " data bytes, ",
+        in.versions().size(), " version bytes, ", in.clocks().size(),
+        " clock bytes and ", in.evicted_keys().size(),
+        " evicted key bytes: not whole values"));
   }
   out->dim = static_cast<int>(in.dim());
   out->state_slots = static_cast<int>(in.state_slots());
@@ -65,6 +69,17 @@ absl::Status ToRows(const proto::ReplicaSparseRows& in, SparseTable::Rows* out) 
     std::memcpy(out->versions.data(), in.versions().data(),
                 in.versions().size());
   }
+  out->clocks.resize(in.clocks().size() / sizeof(uint64_t));
+  if (!out->clocks.empty()) {
+    std::memcpy(out->clocks.data(), in.clocks().data(), in.clocks().size());
+  }
+  out->evicted_keys.resize(in.evicted_keys().size() / sizeof(uint64_t));
+  if (!out->evicted_keys.empty()) {
+    std::memcpy(out->evicted_keys.data(), in.evicted_keys().data(),
+                in.evicted_keys().size());
+  }
+  out->clock = in.clock();
+  out->evicted_versions = in.evicted_versions();
   return absl::OkStatus();
 }
 
@@ -119,6 +134,7 @@ absl::StatusOr<uint64_t> Replica::Apply(const proto::ReplicateRequest& request) 
       SparseTable::Options options;
       options.dim = rows[i].dim;
       options.optimizer.type = rows[i].optimizer;
+      options.track_clocks = !rows[i].clocks.empty();
       absl::StatusOr<std::unique_ptr<SparseTable>> made =
           SparseTable::Create(options);
       if (!made.ok()) {
@@ -128,6 +144,9 @@ absl::StatusOr<uint64_t> Replica::Apply(const proto::ReplicateRequest& request) 
       }
       table = *std::move(made);
     }
+    // The primary keeps clocks (eviction, incremental checkpoints): so does
+    // the copy, for the day it takes over.
+    if (!rows[i].clocks.empty()) table->TrackClocks();
     absl::Status fits = table->CheckMerge(rows[i]);
     if (!fits.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(

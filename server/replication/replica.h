@@ -8,8 +8,9 @@
 //
 // A cut marked `full` replaces what is held; later cuts bring the blocks that
 // changed (a block is replaced by a copy of a higher or equal version), the
-// sparse rows that changed (whole rows, merged into a SparseTable per table)
-// and every worker's applied-push window. A cut holds the blocks and the windows
+// sparse rows that changed (whole rows, merged into a SparseTable per table,
+// after the rows of the keys the primary evicted are dropped: its
+// tombstones) and every worker's applied-push window. A cut holds the blocks and the windows
 // of one moment, so the replica never holds a push's sequence without its
 // update. A cut too large for one message comes in several requests; only the
 // last carries the generation, and the replica's generation (what the

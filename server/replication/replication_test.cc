@@ -304,6 +304,135 @@ TEST(SparseReplicationTest, AcknowledgedRowsAreOnTheBackupWithTheirState) {
   server->server->Shutdown();
 }
 
+// Eviction on a replicated shard: the keys the primary evicts travel to the
+// backup as tombstones with the next cut (in pieces of their own when a cut
+// is split), so a take-over after evictions leaves the new primary with
+// exactly the primary's rows and row updates, and both go on evicting alike.
+TEST(SparseReplicationTest, AnEvictionReachesTheBackupAndSurvivesATakeOver) {
+  Config config;
+  config.model.type = ModelType::kSparseLinear;
+  config.model.task = Task::kBinary;
+  config.model.sparse_buckets = 16;
+  config.cluster.workers.assign(1, "127.0.0.1:0");
+  config.cluster.ps.assign(1, "127.0.0.1:0");
+  config.cluster.replication = 2;
+  config.optimizer.type = OptimizerType::kFtrl;
+  config.optimizer.learning_rate = 0.3;
+  config.optimizer.l1 = 0.05;
+  config.eviction.max_rows = 250;
+  config.checkpoint.dir = "";  // eviction runs at checkpoint time all the same
+  Counters counters;
+  auto made = Shard::Create(config, 0, &counters);
+  ASSERT_THAT(made, IsOk());
+  std::unique_ptr<Shard> primary = *std::move(made);
+  ASSERT_THAT(primary->Assign(1, {0}), IsOk());
+  Replica replica;
+  PsService service;
+  service.set_replica(&replica);
+  auto server = StartServer("127.0.0.1:0", {&service}, "standby 0");
+  ASSERT_THAT(server, IsOk());
+  Replicator::Options options;
+  options.self_address = "primary";
+  options.rpc_timeout = absl::Seconds(5);
+  options.counters = &counters;
+  // 30 rows or 60 tombstones a request: cuts come in several.
+  options.max_request_bytes = 30 * (8 + 3 * 4 + 4 + 8);
+  auto replicator = std::make_unique<Replicator>(primary.get(), options);
+  replicator->SetBackup(server->address);
+  auto replicated = [&] {
+    absl::Notification done;
+    absl::Status verdict;
+    replicator->WhenReplicated([&](const absl::Status& s) {
+      verdict = s;
+      done.Notify();
+    });
+    if (!done.WaitForNotificationWithTimeout(absl::Seconds(20))) {
+      return absl::DeadlineExceededError("no verdict in 20 s");
+    }
+    return verdict;
+  };
+  auto push = [](Shard* shard, uint64_t epoch, uint64_t sequence,
+                 const std::vector<uint64_t>& keys) {
+    std::vector<float> grads(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) {
+      grads[i] = (keys[i] % 7) * 0.1f - 0.3f;
+    }
+    proto::PushRequest request;
+    request.set_placement_epoch(epoch);
+    request.set_worker_id(0);
+    request.set_sequence(sequence);
+    proto::SparseRows* rows = request.add_sparse();
+    rows->set_table(0);
+    rows->set_keys(keys.data(), keys.size() * sizeof(uint64_t));
+    rows->set_values(grads.data(), grads.size() * sizeof(float));
+    proto::PushResponse response;
+    return shard->Push(request, &response);
+  };
+  std::mt19937_64 rng(5);
+  std::set<uint64_t> seen;
+  uint64_t sequence = 0;
+  for (int round = 0; round < 6; ++round) {
+    for (int i = 0; i < 4; ++i) {
+      std::set<uint64_t> keys;
+      while (keys.size() < 80) keys.insert(1 + rng() % 2000);
+      const std::vector<uint64_t> sorted(keys.begin(), keys.end());
+      ASSERT_THAT(push(primary.get(), 1, ++sequence, sorted), IsOk());
+      seen.insert(sorted.begin(), sorted.end());
+      ASSERT_THAT(replicated(), IsOk());
+    }
+    ASSERT_THAT(primary->WriteCheckpoint(), IsOk());  // evicts
+    EXPECT_EQ(primary->sparse_stats()[0].rows, 250);
+    ASSERT_THAT(replicated(), IsOk()) << "the eviction's cut";
+    EXPECT_EQ(replica.info().sparse_rows, 250) << "round " << round;
+    EXPECT_EQ(replica.info().applied_total, primary->applied_total());
+  }
+  EXPECT_GT(counters.Get("sparse_evicted_rows"), 1000);
+  replicator.reset();
+
+  std::optional<Checkpoint> state = replica.Take(0);
+  ASSERT_TRUE(state.has_value());
+  Counters taken_counters;
+  auto taken = Shard::CreateFrom(config, 0, &taken_counters, *std::move(state));
+  ASSERT_THAT(taken, IsOk());
+  ASSERT_THAT((*taken)->Assign(2, {0}), IsOk());
+  EXPECT_EQ((*taken)->applied_total(), primary->applied_total());
+  const std::vector<uint64_t> all(seen.begin(), seen.end());
+  // Which keys have a row, their values and versions.
+  auto read = [&](Shard* shard, uint64_t epoch) {
+    proto::LookupRequest lookup;
+    lookup.set_table(0);
+    lookup.set_keys(all.data(), all.size() * sizeof(uint64_t));
+    proto::LookupResponse found;
+    EXPECT_THAT(shard->Lookup(lookup, &found), IsOk());
+    proto::PullRequest request;
+    request.set_placement_epoch(epoch);
+    request.set_worker_id(0);
+    proto::SparseRows* rows = request.add_sparse();
+    rows->set_table(0);
+    rows->set_keys(all.data(), all.size() * sizeof(uint64_t));
+    proto::PullResponse response;
+    EXPECT_THAT(shard->PullSparse(request, &response), IsOk());
+    return found.missing() + response.sparse(0).values() +
+           response.sparse(0).versions();
+  };
+  EXPECT_EQ(read(taken->get(), 2), read(primary.get(), 1));
+  // Both go on alike: the same pushes, then each evicts the same rows (the
+  // rows' clocks came along).
+  for (int i = 0; i < 3; ++i) {
+    std::set<uint64_t> keys;
+    while (keys.size() < 80) keys.insert(1 + rng() % 2000);
+    const std::vector<uint64_t> sorted(keys.begin(), keys.end());
+    ++sequence;
+    ASSERT_THAT(push(primary.get(), 1, sequence, sorted), IsOk());
+    ASSERT_THAT(push(taken->get(), 2, sequence, sorted), IsOk());
+  }
+  ASSERT_THAT(primary->WriteCheckpoint(), IsOk());
+  ASSERT_THAT((*taken)->WriteCheckpoint(), IsOk());
+  EXPECT_EQ(read(taken->get(), 2), read(primary.get(), 1));
+  EXPECT_EQ((*taken)->applied_total(), primary->applied_total());
+  server->server->Shutdown();
+}
+
 TEST(ReplicaTest, RefusesSparseRowsThatDoNotFit) {
   Replica replica;
   proto::ReplicateRequest full;

@@ -162,27 +162,52 @@ absl::Status Replicator::Send(proto::ParameterServer::Stub* stub,
     ToBytes(block.state, out->mutable_state());
     bytes += size;
   }
-  // Rows in pieces of at most max_request_bytes, whole rows each.
+  // Rows in pieces of at most max_request_bytes, whole rows each, after the
+  // table's evicted keys (tombstones, in pieces of their own).
   for (const auto& [table, rows] : cut.sparse) {
-    const size_t stride =
-        static_cast<size_t>(rows.dim) * (1 + rows.state_slots);
-    const int64_t row_bytes =
-        sizeof(uint64_t) + stride * sizeof(float) + sizeof(uint32_t);
-    const size_t per_piece = static_cast<size_t>(
-        std::max<int64_t>(1, options_.max_request_bytes / row_bytes));
-    size_t begin = 0;
-    do {
-      const size_t n = std::min(per_piece, rows.keys.size() - begin);
-      if (bytes > 0 && bytes + static_cast<int64_t>(n) * row_bytes >
-                           options_.max_request_bytes) {
-        absl::Status sent = send(/*last=*/false);
-        if (!sent.ok()) return sent;
-      }
+    auto piece = [&, table = table, &rows = rows] {
       proto::ReplicaSparseRows* out = request.add_sparse();
       out->set_table(table);
       out->set_optimizer(SparseOptimizerName(rows.optimizer));
       out->set_dim(static_cast<uint32_t>(rows.dim));
       out->set_state_slots(static_cast<uint32_t>(rows.state_slots));
+      out->set_clock(rows.clock);
+      out->set_evicted_versions(rows.evicted_versions);
+      return out;
+    };
+    const size_t per_tombstone_piece = static_cast<size_t>(
+        std::max<int64_t>(1, options_.max_request_bytes / 8));
+    for (size_t begin = 0; begin < rows.evicted_keys.size();) {
+      const size_t n =
+          std::min(per_tombstone_piece, rows.evicted_keys.size() - begin);
+      if (bytes > 0 &&
+          bytes + static_cast<int64_t>(n) * 8 > options_.max_request_bytes) {
+        absl::Status sent = send(/*last=*/false);
+        if (!sent.ok()) return sent;
+      }
+      piece()->set_evicted_keys(
+          reinterpret_cast<const char*>(rows.evicted_keys.data() + begin),
+          n * sizeof(uint64_t));
+      bytes += static_cast<int64_t>(n) * 8;
+      begin += n;
+    }
+    const size_t stride =
+        static_cast<size_t>(rows.dim) * (1 + rows.state_slots);
+    const bool clocks = !rows.clocks.empty();
+    const int64_t row_bytes = sizeof(uint64_t) + stride * sizeof(float) +
+                              sizeof(uint32_t) + (clocks ? sizeof(uint64_t) : 0);
+    const size_t per_piece = static_cast<size_t>(
+        std::max<int64_t>(1, options_.max_request_bytes / row_bytes));
+    size_t begin = 0;
+    do {
+      const size_t n = std::min(per_piece, rows.keys.size() - begin);
+      if (n == 0 && !rows.evicted_keys.empty()) break;  // said by the tombstones
+      if (bytes > 0 && bytes + static_cast<int64_t>(n) * row_bytes >
+                           options_.max_request_bytes) {
+        absl::Status sent = send(/*last=*/false);
+        if (!sent.ok()) return sent;
+      }
+      proto::ReplicaSparseRows* out = piece();
       out->set_keys(reinterpret_cast<const char*>(rows.keys.data() + begin),
                     n * sizeof(uint64_t));
       out->set_data(
@@ -191,6 +216,11 @@ absl::Status Replicator::Send(proto::ParameterServer::Stub* stub,
       out->set_versions(
           reinterpret_cast<const char*>(rows.versions.data() + begin),
           n * sizeof(uint32_t));
+      if (clocks) {
+        out->set_clocks(
+            reinterpret_cast<const char*>(rows.clocks.data() + begin),
+            n * sizeof(uint64_t));
+      }
       bytes += static_cast<int64_t>(n) * row_bytes;
       begin += n;
     } while (begin < rows.keys.size());
