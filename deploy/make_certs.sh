@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Makes what `security:` needs: a CA, one certificate and key per daemon
-# (coordinator, ps-N, standby-N, worker-N, and "client" for psctl and the
-# launcher), and one bearer token per role (ps, worker, admin, reader).
+# (coordinator, ps-N, standby-N, worker-N, "serve" for the serving daemon,
+# and "client" for psctl, predict and the launcher), and one bearer token per
+# role (ps, worker, admin, reader).
 #
 #   deploy/make_certs.sh --out run/certs                       # a local cluster
 #   deploy/make_certs.sh --out certs --ps 4 --standby 4 --workers 8 \
@@ -31,7 +32,7 @@
 set -euo pipefail
 
 usage() {
-  sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'
   echo "Options: --out DIR (required) --ps N (1) --standby N (1) --workers N (2)"
   echo "         --hosts a,b,c (extra names/IPs) --days N (365) --force"
 }
@@ -78,7 +79,7 @@ if [[ ! -f ca.pem || ! -f private/ca.key ]]; then
   echo "make_certs: made CA $out/ca.pem"
 fi
 
-names=(coordinator client)
+names=(coordinator client serve)
 for ((i = 0; i < ps; i++)); do names+=("ps-$i"); done
 for ((i = 0; i < standby; i++)); do names+=("standby-$i"); done
 for ((i = 0; i < workers; i++)); do names+=("worker-$i"); done

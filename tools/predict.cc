@@ -5,8 +5,14 @@
 // and prints the task's metrics when the file has labels.
 //
 //   bazel-bin/tools/predict --model model.npz --data test.csv --out pred.csv
+//
+// With --server HOST:PORT (a sparse model) the margins come from the serving
+// daemon (serve/, docs/SERVING.md) instead, in requests of at most --batch
+// examples; the file is still read with --model's meta, and the output and
+// metrics are otherwise the same: that is how to check served == offline.
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <utility>
@@ -16,6 +22,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/config.h"
 #include "common/exit_codes.h"
 #include "common/model_spec.h"
@@ -24,6 +31,10 @@
 #include "model/metrics.h"
 #include "model/npz.h"
 #include "model/sparse_model.h"
+#include "proto/serve.grpc.pb.h"
+#include "rpc/grpc_status.h"
+#include "rpc/security.h"
+#include "rpc/server_util.h"
 #include "worker/cpu/cpu_backend.h"
 #include "worker/dataset.h"
 #include "worker/mlp_math.h"
@@ -38,6 +49,21 @@ ABSL_FLAG(std::string, labels, "auto",
           "whether --data has the label column: yes, no, or auto (a CSV "
           "with one column fewer than the model's features plus a label "
           "has none); metrics are printed only with labels");
+ABSL_FLAG(std::string, server, "",
+          "HOST:PORT of a serving daemon (serve --model ...): ask it for the "
+          "margins of a sparse model instead of scoring locally; --model "
+          "still gives the meta that reads --data. The output is the same, "
+          "so it checks that the daemon serves what the file holds");
+ABSL_FLAG(int, batch, 1024,
+          "--server: at most this many examples per Predict request");
+ABSL_FLAG(double, timeout_s, 30, "--server: the deadline of each request");
+ABSL_FLAG(std::string, config, "",
+          "--server: the cluster YAML whose security section (TLS, tokens) "
+          "the call uses, as psctl does");
+ABSL_FLAG(std::string, token_file, "",
+          "--server with security tokens on: the bearer token to call with "
+          "(default: security.admin_token_file of --config when readable, "
+          "else security.reader_token_file)");
 
 namespace {
 
@@ -142,6 +168,90 @@ int Finish(const proto::ModelMeta& meta, Task task, int64_t n, int k,
   return 0;
 }
 
+template <typename T>
+std::string Bytes(const T* data, size_t n) {
+  return std::string(reinterpret_cast<const char*>(data), n * sizeof(T));
+}
+
+// The margins of every row of `rows` from the daemon at --server, in
+// requests of at most --batch examples and about 4 MiB. Says on stderr when
+// the daemon's snapshot is not the one --model holds (other meta updates)
+// or changed between requests.
+absl::StatusOr<std::vector<float>> ServedMargins(
+    const proto::ModelMeta& meta, const data::SparseDataset& rows) {
+  const std::string server = absl::GetFlag(FLAGS_server);
+  const int batch = absl::GetFlag(FLAGS_batch);
+  if (batch < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--batch must be at least 1, got ", batch));
+  }
+  auto stub = proto::Predictor::NewStub(MakeChannel(server));
+  constexpr size_t kMaxRequestBytes = 4 << 20;
+  std::vector<float> margins;
+  margins.reserve(rows.rows());
+  std::vector<uint64_t> snapshots, updates;
+  for (int64_t from = 0; from < rows.rows();) {
+    // Examples [from, to): at most `batch`, and no more bytes than fit.
+    int64_t to = from + 1;
+    while (to < rows.rows() && to - from < batch &&
+           (rows.offsets[to + 1] - rows.offsets[from]) * 12 + (to - from) * 4 <
+               static_cast<int64_t>(kMaxRequestBytes)) {
+      ++to;
+    }
+    const int64_t first = rows.offsets[from];
+    const size_t n = static_cast<size_t>(rows.offsets[to] - first);
+    std::vector<uint32_t> offsets;
+    offsets.reserve(to - from + 1);
+    for (int64_t r = from; r <= to; ++r) {
+      offsets.push_back(static_cast<uint32_t>(rows.offsets[r] - first));
+    }
+    proto::PredictRequest request;
+    request.set_keys(Bytes(rows.keys.data() + first, n));
+    request.set_values(Bytes(rows.values.data() + first, n));
+    request.set_offsets(Bytes(offsets.data(), offsets.size()));
+    grpc::ClientContext context;
+    context.set_deadline(DeadlineIn(absl::GetFlag(FLAGS_timeout_s)));
+    proto::PredictResponse reply;
+    const grpc::Status status = stub->Predict(&context, request, &reply);
+    if (!status.ok()) {
+      return FromGrpcStatus(
+          status, absl::StrCat("--server ", server, ": Predict of examples ",
+                               from, "..", to - 1));
+    }
+    if (reply.margins().size() != static_cast<size_t>(to - from) * 4) {
+      return absl::InternalError(absl::StrCat(
+          "--server ", server, ": ", reply.margins().size(),
+          " bytes of margins for ", to - from, " examples"));
+    }
+    const size_t at = margins.size();
+    margins.resize(at + (to - from));
+    std::memcpy(margins.data() + at, reply.margins().data(),
+                reply.margins().size());
+    if (snapshots.empty() || snapshots.back() != reply.snapshot()) {
+      snapshots.push_back(reply.snapshot());
+      updates.push_back(reply.snapshot_updates());
+    }
+    from = to;
+  }
+  if (snapshots.size() > 1) {
+    std::fprintf(stderr,
+                 "predict: note: %s swapped snapshots while answering "
+                 "(snapshots %s): the predictions mix models\n",
+                 server.c_str(), absl::StrJoin(snapshots, ", ").c_str());
+  }
+  for (uint64_t u : updates) {
+    if (u != meta.updates()) {
+      std::fprintf(stderr,
+                   "predict: note: %s serves a model of %lu updates, --model "
+                   "holds one of %lu\n",
+                   server.c_str(), static_cast<unsigned long>(u),
+                   static_cast<unsigned long>(meta.updates()));
+      break;
+    }
+  }
+  return margins;
+}
+
 // A sparse_linear model: the file read into keys as training read its data
 // (model/sparse_model.h), margins, then as a dense model's outputs.
 int PredictSparse(const std::string& model_path,
@@ -177,21 +287,32 @@ int PredictSparse(const std::string& model_path,
   if (!rows.ok()) {
     return Fail(std::string(rows.status().message()), kExitConfig);
   }
+  std::vector<float> margins;
+  if (absl::GetFlag(FLAGS_server).empty()) {
+    margins = model::Margins(*sparse, *rows);
+  } else {
+    absl::StatusOr<std::vector<float>> served = ServedMargins(meta, *rows);
+    if (!served.ok()) return Fail(std::string(served.status().message()), 1);
+    margins = *std::move(served);
+  }
   return Finish(meta, *task, rows->rows(), 1, labelled, rows->y.data(),
-                model::Margins(*sparse, *rows));
+                std::move(margins));
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "predict --model model.npz --data FILE [--out predictions.csv]\n\n"
+      "predict --model model.npz --data FILE [--out predictions.csv] "
+      "[--server HOST:PORT]\n\n"
       "Applies a model exported by `psctl export` to a CSV or LIBSVM file "
       "read as the model's training data was (delimiter, header, label "
       "column, standardization; for a sparse_linear model the same hashed "
       "keys and buckets), writes one row per example (class "
       "probabilities, the probability of the positive class, or the value) "
-      "and prints the task's metrics when the file has labels.");
+      "and prints the task's metrics when the file has labels. With "
+      "--server the margins of a sparse model come from a serving daemon "
+      "(docs/SERVING.md).");
   ParseFlags(argc, argv);
   const std::string labels = absl::GetFlag(FLAGS_labels);
   if (labels != "auto" && labels != "yes" && labels != "no") {
@@ -201,6 +322,24 @@ int main(int argc, char** argv) {
   }
   if (absl::GetFlag(FLAGS_data).empty()) {
     return Fail("give --data FILE (a CSV or LIBSVM file)", kExitConfig);
+  }
+  if (!absl::GetFlag(FLAGS_config).empty()) {
+    // TLS and a token from the config's security section, as psctl.
+    absl::StatusOr<Config> config = LoadConfig(absl::GetFlag(FLAGS_config));
+    if (!config.ok()) {
+      return Fail(std::string(config.status().message()), kExitConfig);
+    }
+    const absl::Status installed =
+        InstallSecurity(config->security, "client", ClientRole(config->security),
+                        absl::GetFlag(FLAGS_token_file));
+    if (!installed.ok()) {
+      return Fail(std::string(installed.message()), kExitConfig);
+    }
+  } else if (!absl::GetFlag(FLAGS_token_file).empty()) {
+    return Fail(
+        "--token_file needs --config (its security section says how to "
+        "reach the server)",
+        kExitConfig);
   }
   const std::string model_path = absl::GetFlag(FLAGS_model);
   // Read once; the meta says which model it holds.
@@ -216,6 +355,12 @@ int main(int argc, char** argv) {
   }
   if (model::IsSparseMeta(*kind)) {
     return PredictSparse(model_path, *std::move(arrays));
+  }
+  if (!absl::GetFlag(FLAGS_server).empty()) {
+    return Fail(absl::StrCat(model_path, " is a ", kind->type(),
+                             " model; --server serves sparse models only "
+                             "(drop --server to score it here)"),
+                kExitConfig);
   }
   absl::StatusOr<model::ExportedModel> exported =
       model::ModelFromArrays(model_path, *std::move(arrays));
