@@ -4,6 +4,8 @@
 //   bazel run -c opt //bench:sparse                     # every section
 //   bazel run -c opt //bench:sparse -- --sections=core --dims=1,16,64 --min_counts=1,2
 //   bazel run -c opt //bench:sparse -- --sections=memory --rows=10000000
+//   bazel run -c opt //bench:sparse -- --sections=eviction --evict_max_rows=1000000
+//   bazel run -c opt //bench:sparse -- --sections=eviction --evict_max_rows=0
 //
 // Key stream: minibatches of --batch examples with 39 fields each (Criteo's
 // 13 integer and 26 categorical columns); field f's value is Zipf-distributed
@@ -29,11 +31,22 @@
 //           and index) next to the table's own account (bytes());
 //           --replicated: a table that tracks the rows changed for its
 //           backup's cuts, none cut (the worst case).
+//   eviction: (issue 22) --stream_batches minibatches of the stream above
+//           (not in memory: drawn as they go) into one FTRL table of dim 1
+//           that evicts every --evict_every batches as a ps does at its
+//           checkpoints, to --evict_max_rows rows (0: unbounded), printing
+//           rows, RSS growth and the table's bytes as it goes; then the
+//           checkpoint files: a full cut, and --deltas deltas of
+//           --delta_batches batches each (incremental checkpoints, with the
+//           keys evicted), and the time to restore the full cut alone and
+//           full + deltas (ShardCheckpoints::ReadNewest). Run it in a process
+//           of its own: RSS is the process's.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <random>
@@ -42,6 +55,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
 #include "bench/bench_util.h"
 #include "bench/local_cluster.h"
@@ -50,9 +64,11 @@
 #include "common/model_spec.h"
 #include "common/sparse_keys.h"
 #include "worker/grpc_ps_client.h"
+#include "server/checkpoint.h"
 #include "server/sparse_table.h"
 
-ABSL_FLAG(std::string, sections, "core,rpc,memory", "core, rpc, memory");
+ABSL_FLAG(std::string, sections, "core,rpc,memory",
+          "core, rpc, memory, eviction");
 ABSL_FLAG(std::string, shards, "1,2,4", "ps shards for the rpc section");
 ABSL_FLAG(std::string, optimizer, "ftrl",
           "the tables' update rule in the core and rpc sections: ftrl, "
@@ -70,6 +86,16 @@ ABSL_FLAG(int64_t, rows, 10'000'000, "rows the memory section creates");
 ABSL_FLAG(bool, replicated, false,
           "memory: a table that tracks changed rows for a backup "
           "(cluster.replication 2); run it in a process of its own");
+ABSL_FLAG(int64_t, evict_max_rows, 1'000'000,
+          "eviction: eviction.max_rows of the table (0: unbounded)");
+ABSL_FLAG(int, stream_batches, 2000, "eviction: minibatches streamed");
+ABSL_FLAG(int, evict_every, 100,
+          "eviction: batches between two evictions (checkpoints)");
+ABSL_FLAG(int, delta_batches, 20,
+          "eviction: batches between two checkpoints of the chain");
+ABSL_FLAG(int, deltas, 3, "eviction: deltas written after the full cut");
+ABSL_FLAG(std::string, checkpoint_dir, "/tmp/downpour_bench_sparse_ckpt",
+          "eviction: where the checkpoint chain is written (emptied first)");
 
 namespace downpour::bench {
 namespace {
@@ -298,6 +324,169 @@ void Rpc() {
   }
 }
 
+// The stream's minibatches one at a time (MakeBatches draws them all).
+class BatchStream {
+ public:
+  explicit BatchStream(uint64_t seed)
+      : rng_(seed),
+        rank_(absl::GetFlag(FLAGS_keys) / kFields, absl::GetFlag(FLAGS_zipf)) {}
+  const std::vector<uint64_t>& Next() {
+    const int batch = absl::GetFlag(FLAGS_batch);
+    keys_.clear();
+    for (int e = 0; e < batch; ++e) {
+      for (uint64_t f = 0; f < kFields; ++f) {
+        keys_.push_back(Mix((f << 48) ^ static_cast<uint64_t>(rank_(rng_))));
+      }
+    }
+    std::sort(keys_.begin(), keys_.end());
+    keys_.erase(std::unique(keys_.begin(), keys_.end()), keys_.end());
+    return keys_;
+  }
+
+ private:
+  std::mt19937_64 rng_;
+  ZipfRanks rank_;
+  std::vector<uint64_t> keys_;
+};
+
+int64_t RssBytes();
+
+int64_t FileBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  return in ? static_cast<int64_t>(in.tellg()) : -1;
+}
+
+void Eviction() {
+  const int64_t max_rows = absl::GetFlag(FLAGS_evict_max_rows);
+  const int batches = absl::GetFlag(FLAGS_stream_batches);
+  const int every = std::max(1, absl::GetFlag(FLAGS_evict_every));
+  SparseTable::Options options;
+  options.optimizer.type = SparseOptimizerType::kFtrl;
+  options.evict_max_rows = max_rows;
+  options.track_clocks = true;  // incremental checkpoints below
+  auto made = SparseTable::Create(options);
+  CheckOrExit(made.status(), "sparse", "table");
+  SparseTable& table = **made;
+  const int64_t before = RssBytes();
+  BatchStream stream(11);
+  std::mt19937_64 rng(3);
+  std::normal_distribution<float> normal(0.0f, 0.1f);
+  std::vector<float> grads;
+  int64_t updates = 0;
+  std::vector<double> evict_ms;
+  std::vector<uint64_t> evicted_keys;  // since the last checkpoint
+  bool keep_tombstones = false;  // once checkpoints are written
+  auto step = [&] {
+    const std::vector<uint64_t>& keys = stream.Next();
+    grads.resize(keys.size());
+    for (float& g : grads) g = normal(rng);
+    table.Apply(keys.data(), keys.size(), grads.data());
+    updates += static_cast<int64_t>(keys.size());
+  };
+  auto evict = [&] {
+    const Clock::time_point t = Clock::now();
+    const std::vector<uint64_t> gone = table.Evict();
+    evict_ms.push_back(Seconds(t) * 1e3);
+    if (keep_tombstones) evicted_keys.insert(evicted_keys.end(), gone.begin(), gone.end());
+  };
+  absl::PrintF(
+      "\n== eviction: FTRL dim 1, %d batches of the %d-key Zipf stream "
+      "(s=%.2f), eviction.max_rows %d (0: unbounded) every %d batches ==\n",
+      batches, absl::GetFlag(FLAGS_keys), absl::GetFlag(FLAGS_zipf), max_rows,
+      every);
+  absl::PrintF("%8s %14s %12s %12s %12s %12s\n", "batches", "key updates",
+               "rows", "evicted", "RSS MiB", "table MiB");
+  const Clock::time_point start = Clock::now();
+  for (int b = 1; b <= batches; ++b) {
+    step();
+    if (b % every == 0) evict();
+    if (b % (batches / 10 > 0 ? batches / 10 : 1) == 0) {
+      absl::PrintF("%8d %14d %12d %12d %12.1f %12.1f\n", b, updates,
+                   table.rows(), table.rows_evicted(),
+                   (RssBytes() - before) / 1048576.0,
+                   table.bytes() / 1048576.0);
+      std::fflush(stdout);
+    }
+  }
+  const double seconds = Seconds(start);
+  std::sort(evict_ms.begin(), evict_ms.end());
+  absl::PrintF(
+      "%.2f M key updates/s with eviction included; %d evictions, median "
+      "%.1f ms, max %.1f ms\n",
+      updates / seconds / 1e6, evict_ms.size(),
+      evict_ms.empty() ? 0.0 : evict_ms[evict_ms.size() / 2],
+      evict_ms.empty() ? 0.0 : evict_ms.back());
+  // Checkpoints: a full cut now, then deltas.
+  const std::string dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  std::error_code ignored;
+  std::filesystem::remove_all(dir, ignored);
+  server::ShardCheckpoints::Options files_options;
+  files_options.dir = dir;
+  files_options.incremental = true;
+  files_options.keep = 1;
+  const server::ShardCheckpoints files(files_options);
+  auto cut = [&](bool full, uint64_t base, uint64_t parent, uint64_t since) {
+    server::Checkpoint c;
+    c.placement_epoch = 1;
+    c.optimizer = "adagrad";
+    SparseTable::Rows rows = full ? table.Snapshot() : table.ChangedSince(since);
+    if (!full) {
+      std::sort(evicted_keys.begin(), evicted_keys.end());
+      rows.evicted_keys = evicted_keys;
+      c.kind = server::CheckpointKind::kDelta;
+      c.base_generation = base;
+      c.parent_generation = parent;
+    }
+    evicted_keys.clear();
+    c.sparse_tables.emplace_back(0, std::move(rows));
+    const Clock::time_point t = Clock::now();
+    auto written = files.Write(std::move(c));
+    CheckOrExit(written.status(), "sparse", "write checkpoint");
+    return std::make_pair(*written, Seconds(t));
+  };
+  uint64_t clock = table.clock();
+  const auto [full, full_s] = cut(true, 0, 0, 0);
+  keep_tombstones = true;
+  absl::PrintF(
+      "full cut: %d rows, %.1f MiB, written in %.2f s\n", table.rows(),
+      full.bytes / 1048576.0, full_s);
+  uint64_t parent = full.generation;
+  for (int d = 0; d < absl::GetFlag(FLAGS_deltas); ++d) {
+    for (int b = 1; b <= absl::GetFlag(FLAGS_delta_batches); ++b) {
+      step();
+    }
+    evict();  // as the ps does before each checkpoint
+    const int64_t changed = table.ChangedSince(clock).keys.size();
+    const int64_t tombstones = evicted_keys.size();
+    const auto [delta, delta_s] = cut(false, full.generation, parent, clock);
+    clock = table.clock();
+    parent = delta.generation;
+    absl::PrintF(
+        "delta %d after %d batches: %d rows changed, %d evicted keys, %.1f "
+        "MiB (%.1f %% of the full cut), written in %.2f s\n",
+        d + 1, absl::GetFlag(FLAGS_delta_batches), changed, tombstones,
+        delta.bytes / 1048576.0, 100.0 * delta.bytes / full.bytes, delta_s);
+  }
+  Clock::time_point t = Clock::now();
+  auto chain = files.ReadNewest();
+  CheckOrExit(chain.status(), "sparse", "restore");
+  const double chain_s = Seconds(t);
+  const size_t chain_rows = chain->checkpoint.sparse_tables[0].second.keys.size();
+  const bool same = chain->checkpoint.sparse_tables[0].second.keys ==
+                    table.Snapshot().keys;
+  chain = absl::StatusOr<server::ShardCheckpoints::Loaded>();  // free it
+  t = Clock::now();
+  auto alone = server::ReadCheckpoint(full.path);
+  CheckOrExit(alone.status(), "sparse", "read full cut");
+  const double full_read_s = Seconds(t);
+  absl::PrintF(
+      "restore: full cut alone %.2f s; full + %d deltas %.2f s (%d rows, %s "
+      "the table's keys)\n",
+      full_read_s, absl::GetFlag(FLAGS_deltas), chain_s, chain_rows,
+      same ? "equal to" : "DIFFERENT FROM");
+  std::filesystem::remove_all(dir, ignored);
+}
+
 int64_t RssBytes() {
   std::ifstream statm("/proc/self/statm");
   int64_t size = 0, resident = 0;
@@ -351,6 +540,9 @@ int main(int argc, char** argv) {
   if (downpour::bench::SectionOn(sections, "rpc")) downpour::bench::Rpc();
   if (downpour::bench::SectionOn(sections, "memory")) {
     downpour::bench::Memory(absl::GetFlag(FLAGS_replicated));
+  }
+  if (downpour::bench::SectionOn(sections, "eviction")) {
+    downpour::bench::Eviction();
   }
   return 0;
 }
