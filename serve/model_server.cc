@@ -3,7 +3,9 @@
 #include "serve/model_server.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -146,7 +148,7 @@ absl::StatusOr<std::shared_ptr<const Snapshot>> ModelServer::Load(
     snapshot->number = loads_ + 1;
   }
   SPDLOG_LOGGER_INFO(
-      L(), "loaded {} as snapshot {}: {} rows, {} updates, {} ({}), in {:.3f} s",
+      L(), "loaded {} as snapshot {}: {} rows, {} updates, origin '{}', {}, in {:.3f} s",
       options_.model_path, snapshot->number, snapshot->model.keys.size(),
       snapshot->model.meta.updates(), snapshot->model.meta.origin(),
       snapshot->model.meta.type(), absl::ToDoubleSeconds(absl::Now() - start));
@@ -220,6 +222,14 @@ void ModelServer::StartReloading(std::function<void()> on_load,
   on_load_ = std::move(on_load);
   on_tick_ = std::move(on_tick);
   reloader_ = std::thread([this] {
+    if (options_.reload_nice != 0 &&
+        ::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)),
+                      options_.reload_nice) != 0) {
+      SPDLOG_LOGGER_WARN(L(),
+                         "cannot lower the reload thread's priority (nice "
+                         "{}): {}; loads compete with requests",
+                         options_.reload_nice, std::strerror(errno));
+    }
     while (!clock_->WaitForNotificationWithTimeout(&stop_,
                                                    options_.reload_interval)) {
       // The error is logged and kept for Status; the next interval tries

@@ -137,10 +137,14 @@ class ServeTest : public testing::DaemonJobTest {
     return address.ok() ? *address : "";
   }
 
+  // Calls wait for the channel to connect (within their deadline): on a
+  // loaded machine a fresh handshake may outlast MakeChannel's connect
+  // timeout. The 64 clients below call without waiting.
   static std::string Health(std::shared_ptr<grpc::Channel> channel) {
     auto stub = grpc::health::v1::Health::NewStub(channel);
     grpc::ClientContext context;
-    context.set_deadline(DeadlineIn(5));
+    context.set_deadline(DeadlineIn(10));
+    context.set_wait_for_ready(true);
     grpc::health::v1::HealthCheckResponse response;
     const grpc::Status status =
         stub->Check(&context, grpc::health::v1::HealthCheckRequest(), &response);
@@ -151,15 +155,18 @@ class ServeTest : public testing::DaemonJobTest {
 
   static grpc::Status Predict(proto::Predictor::Stub& stub,
                               const proto::PredictRequest& request,
-                              proto::PredictResponse* reply) {
+                              proto::PredictResponse* reply,
+                              bool wait_for_ready = true) {
     grpc::ClientContext context;
     context.set_deadline(DeadlineIn(10));
+    context.set_wait_for_ready(wait_for_ready);
     return stub.Predict(&context, request, reply);
   }
 
   static proto::ServeStatusResponse Status(proto::Predictor::Stub& stub) {
     grpc::ClientContext context;
-    context.set_deadline(DeadlineIn(5));
+    context.set_deadline(DeadlineIn(10));
+    context.set_wait_for_ready(true);
     proto::ServeStatusResponse status;
     stub.ServeStatus(&context, proto::ServeStatusRequest(), &status);
     return status;
@@ -263,7 +270,14 @@ TEST_F(ServeTest, SixtyFourClientsPredictWhileTheFileIsSwappedRepeatedly) {
 
   constexpr int kClients = 64;
   std::vector<std::shared_ptr<grpc::Channel>> channels;
-  for (int c = 0; c < 8; ++c) channels.push_back(MakeChannel(address, true));
+  for (int c = 0; c < 8; ++c) {
+    channels.push_back(MakeChannel(address, true));
+    // Connected before the clients start: on a loaded machine a fresh
+    // handshake may outlast MakeChannel's connect timeout, and a call on a
+    // channel still connecting fails at once. Failures counted below are
+    // then the daemon's.
+    ASSERT_TRUE(channels.back()->WaitForConnected(DeadlineIn(60)));
+  }
   std::atomic<bool> stop{false};
   std::atomic<int64_t> answered{0}, failed{0}, wrong{0};
   std::atomic<uint64_t> last_snapshot{0};
@@ -275,7 +289,8 @@ TEST_F(ServeTest, SixtyFourClientsPredictWhileTheFileIsSwappedRepeatedly) {
       auto stub = proto::Predictor::NewStub(channels[c % channels.size()]);
       while (!stop.load()) {
         proto::PredictResponse reply;
-        const grpc::Status status = Predict(*stub, request, &reply);
+        const grpc::Status status =
+            Predict(*stub, request, &reply, /*wait_for_ready=*/false);
         if (!status.ok()) {
           if (!noted.exchange(true)) first_failure = status.error_message();
           ++failed;
@@ -388,7 +403,7 @@ TEST_F(ServeTest, WithTlsAndTokensAReaderPredictsAndNoTokenIsRefused) {
   // Plaintext does not get through at all.
   auto plain = proto::Predictor::NewStub(
       grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
-  EXPECT_FALSE(Predict(*plain, request, &reply).ok());
+  EXPECT_FALSE(Predict(*plain, request, &reply, /*wait_for_ready=*/false).ok());
 
   // predict --server with the config's security (admin token, client cert).
   const std::string data = dir_ + "/data.svm";

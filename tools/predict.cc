@@ -56,7 +56,9 @@ ABSL_FLAG(std::string, server, "",
           "so it checks that the daemon serves what the file holds");
 ABSL_FLAG(int, batch, 1024,
           "--server: at most this many examples per Predict request");
-ABSL_FLAG(double, timeout_s, 30, "--server: the deadline of each request");
+ABSL_FLAG(double, timeout_s, 30,
+          "--server: how long to wait for the connection, and the deadline "
+          "of each request");
 ABSL_FLAG(std::string, config, "",
           "--server: the cluster YAML whose security section (TLS, tokens) "
           "the call uses, as psctl does");
@@ -185,7 +187,17 @@ absl::StatusOr<std::vector<float>> ServedMargins(
     return absl::InvalidArgumentError(
         absl::StrCat("--batch must be at least 1, got ", batch));
   }
-  auto stub = proto::Predictor::NewStub(MakeChannel(server));
+  // Connected first, so that a wrong address or TLS setup is one clear
+  // error, and a slow handshake on a loaded machine is no failed request.
+  std::shared_ptr<grpc::Channel> channel = MakeChannel(server);
+  const double timeout_s = absl::GetFlag(FLAGS_timeout_s);
+  if (!channel->WaitForConnected(DeadlineIn(timeout_s))) {
+    return absl::UnavailableError(absl::StrCat(
+        "--server ", server, ": no connection within ", timeout_s,
+        " s (--timeout_s): is `serve` listening there? With TLS, give the "
+        "cluster's --config"));
+  }
+  auto stub = proto::Predictor::NewStub(channel);
   constexpr size_t kMaxRequestBytes = 4 << 20;
   std::vector<float> margins;
   margins.reserve(rows.rows());
@@ -210,7 +222,8 @@ absl::StatusOr<std::vector<float>> ServedMargins(
     request.set_values(Bytes(rows.values.data() + first, n));
     request.set_offsets(Bytes(offsets.data(), offsets.size()));
     grpc::ClientContext context;
-    context.set_deadline(DeadlineIn(absl::GetFlag(FLAGS_timeout_s)));
+    context.set_deadline(DeadlineIn(timeout_s));
+    context.set_wait_for_ready(true);  // through a reconnect, not failed
     proto::PredictResponse reply;
     const grpc::Status status = stub->Predict(&context, request, &reply);
     if (!status.ok()) {
