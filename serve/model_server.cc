@@ -396,6 +396,7 @@ void ModelServer::Status(proto::ServeStatusResponse* response) const {
     response->set_type(meta.type());
     response->set_task(meta.task());
     response->set_rows(snapshot->model.keys.size());
+    response->set_embedding_rows(snapshot->model.embedding_keys.size());
   }
   const uint64_t keys = keys_.load(std::memory_order_relaxed);
   const uint64_t misses = misses_.load(std::memory_order_relaxed);

@@ -216,6 +216,43 @@ TEST_F(ModelServerTest, RegressionModelsAnswerMarginsOnly) {
   EXPECT_TRUE(reply.probabilities().empty());
 }
 
+// A model type SparseScorer learns is served without a change here: fm's
+// pairwise term (and its initializer for keys without an embedding) comes
+// through bit for bit.
+TEST_F(ModelServerTest, FmModelsAreServedAsTheScorerScoresThem) {
+  model::SparseModel m = RandomModel(universe_, 7, 3);
+  Config config;
+  config.model.task = Task::kBinary;
+  config.model.type = ModelType::kFm;
+  config.model.sparse_buckets = 16;
+  config.model.fm.dim = 4;
+  config.model.fm.init_scale = 0.05;
+  config.data.source = DataSource::kLibsvm;
+  m.meta = model::MakeSparseMeta(config, {"-1", "+1"}, {});
+  std::mt19937_64 rng(8);
+  std::normal_distribution<float> normal(0, 0.3f);
+  for (size_t i = 0; i < m.keys.size(); i += 2) {  // half have an embedding
+    m.embedding_keys.push_back(m.keys[i]);
+    for (int d = 0; d < 4; ++d) m.embeddings.push_back(normal(rng));
+  }
+  ASSERT_THAT(model::WriteSparseModel(path_, m), IsOk());
+  std::unique_ptr<ModelServer> server = Create();
+  ASSERT_NE(server, nullptr);
+  const data::SparseDataset rows = RandomRows(universe_, 200, 9);
+  proto::PredictResponse reply;
+  ASSERT_THAT(server->Predict(RequestOf(rows), &reply), IsOk());
+  absl::StatusOr<model::SparseModel> back = model::ReadSparseModel(path_);
+  ASSERT_THAT(back, IsOk());
+  const std::vector<float> expected = model::Margins(*back, rows);
+  const std::vector<float> margins = Values<float>(reply.margins());
+  ASSERT_EQ(margins.size(), expected.size());
+  for (size_t i = 0; i < margins.size(); ++i) {
+    ASSERT_EQ(Bits(margins[i]), Bits(expected[i])) << "example " << i;
+  }
+  EXPECT_EQ(Status(*server).type(), "fm");
+  EXPECT_EQ(Status(*server).embedding_rows(), m.embedding_keys.size());
+}
+
 TEST_F(ModelServerTest, BadRequestsAreRefusedWithTheReason) {
   ASSERT_THAT(model::WriteSparseModel(path_, RandomModel(universe_, 1, 1)),
               IsOk());
