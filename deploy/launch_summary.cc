@@ -146,6 +146,19 @@ std::string JudgeTraining(const LaunchSummary& summary, const Config& config) {
                         "worse than the mean of the targets",
                         r2));
   }
+  if (config.model.task == Task::kBinary) {
+    double auc = NAN;
+    for (const auto& [name, value] : summary.final_metrics) {
+      if (name == "auc") auc = value;
+    }
+    if (!std::isnan(auc)) {
+      if (auc > kChanceAuc) return "";
+      return NotLearned(
+          config, absl::StrFormat("final test AUC %.4f is at chance level "
+                                  "(chance 0.5000, failure at or below %.4f)",
+                                  auc, kChanceAuc));
+    }
+  }
   if (std::isnan(summary.final_accuracy)) return "";
   // A binary model has one output but two classes.
   const int classes =

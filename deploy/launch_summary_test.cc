@@ -329,6 +329,21 @@ TEST(JudgeTrainingTest, BinaryAtChanceAndRegressionBelowTheMeanFail) {
               HasSubstr("final test accuracy 0.6000 is at chance level (2 "
                         "classes: chance 0.5000"));
   EXPECT_EQ(JudgeTraining(WithAccuracy(0.8), binary), "");
+  // With an AUC, the AUC judges: a model that ranks well at accuracy 0.73
+  // (hard, balanced data) learned; one at AUC 0.52 and accuracy 0.95 (the
+  // majority class of imbalanced data) did not.
+  auto with_auc = [](double auc, double accuracy) {
+    LaunchSummary s;
+    s.task = Task::kBinary;
+    WorkerResult w{0, 100, 6400, 1000, 0.5, accuracy, true};
+    w.metrics = {{"auc", auc}, {"logloss", 0.5}, {"accuracy", accuracy}};
+    AddWorkerResults({w}, &s);
+    return s;
+  };
+  EXPECT_EQ(JudgeTraining(with_auc(0.86, 0.73), binary), "");
+  EXPECT_THAT(JudgeTraining(with_auc(0.52, 0.95), binary),
+              HasSubstr("final test AUC 0.5200 is at chance level (chance "
+                        "0.5000, failure at or below 0.5500)"));
 
   Config regression = binary;
   regression.model.task = Task::kRegression;
