@@ -219,6 +219,18 @@ TEST_F(ServeTest, PredictsOverGrpcAndSwapsAFileReplacedByRename) {
   EXPECT_GE(status.snapshot_age_s(), 0);
   EXPECT_LT(status.snapshot_age_s(), 60);
 
+  // psctl serving shows the same state.
+  ASSERT_EQ(RunToEnd({testing::BinDir() + "/tools/psctl", "serving",
+                      "--address", address},
+                     dir_ + "/serving.txt"),
+            0)
+      << ReadText(dir_ + "/serving.txt");
+  const std::string shown = ReadText(dir_ + "/serving.txt");
+  EXPECT_THAT(shown, HasSubstr(address + ": serving"));
+  EXPECT_THAT(shown, HasSubstr("snapshot     2: binary sparse_linear"));
+  EXPECT_THAT(shown, HasSubstr("requests     2 (128 examples)"));
+  EXPECT_THAT(shown, HasSubstr("loads        2 (1 reloads), 0 failed"));
+
   // SIGTERM: a clean exit.
   EXPECT_EQ(daemons_["serve"]->Stop(absl::Seconds(10)), 0);
 }

@@ -29,7 +29,10 @@
 #include "common/config.h"
 #include "rpc/security.h"
 #include "common/subprocess.h"
+#include "google/protobuf/util/json_util.h"
 #include "membership/coordinator_client.h"
+#include "proto/serve.grpc.pb.h"
+#include "rpc/server_util.h"
 #include "tools/cluster_tables.h"
 #include "tools/json_output.h"
 #include "tools/member_probe.h"
@@ -106,6 +109,8 @@ constexpr char kUsage[] =
     "            p99) to an SVG file (--out);\n"
     "            from the live coordinator or a saved --history FILE\n"
     "  history   the coordinator's metrics history as JSON (--out FILE)\n"
+    "  serving   a serving daemon's state (--address HOST:PORT; --json):\n"
+    "            snapshot, its age, requests, miss ratio, latency, reloads\n"
     "  export    the trained model as a NumPy .npz (--out, default "
     "model.npz):\n"
     "            from the live cluster, or from --checkpoint_dir DIR; needs\n"
@@ -214,6 +219,70 @@ MemberHealth ProbeHealth(Cluster& client, const std::string& address,
 // A ps that serves but cannot checkpoint is DEGRADED: still SERVING to
 // grpc health (probes must not restart it: a restart would lose every update
 // since its last good checkpoint), but `psctl health` of the cluster exits 1.
+// psctl serving --address HOST:PORT: a serving daemon's ServeStatus
+// (docs/SERVING.md), as lines or (--json) as the message's JSON.
+int Serving(double timeout_s) {
+  const std::string address = absl::GetFlag(FLAGS_address);
+  if (address.empty()) {
+    return Fail("serving needs --address HOST:PORT (the daemon's --listen)",
+                kExitConfig);
+  }
+  auto stub = proto::Predictor::NewStub(MakeChannel(address));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::microseconds(
+                           static_cast<int64_t>(timeout_s * 1e6)));
+  proto::ServeStatusRequest request;
+  proto::ServeStatusResponse s;
+  const grpc::Status status = stub->ServeStatus(&context, request, &s);
+  if (!status.ok()) {
+    return Fail(absl::StrCat(address, ": ServeStatus: ", status.error_message(),
+                             " (is `serve` listening there? With TLS, give "
+                             "the cluster's --config)"),
+                1);
+  }
+  if (absl::GetFlag(FLAGS_json)) {
+    std::string json;
+    google::protobuf::util::JsonPrintOptions options;
+    options.always_print_primitive_fields = true;
+    (void)google::protobuf::util::MessageToJsonString(s, &json, options);
+    std::printf("%s\n", json.c_str());
+    return 0;
+  }
+  std::printf("%s: %s\n", address.c_str(),
+              s.loaded() ? "serving" : "no snapshot loaded yet");
+  std::printf("  model        %s\n", s.model_path().c_str());
+  if (s.loaded()) {
+    std::printf("  snapshot     %lu: %s %s, %lu rows%s, %lu updates, age %.1f s\n",
+                static_cast<unsigned long>(s.snapshot()), s.task().c_str(),
+                s.type().c_str(), static_cast<unsigned long>(s.rows()),
+                s.embedding_rows() > 0
+                    ? absl::StrCat(", ", s.embedding_rows(), " embeddings")
+                          .c_str()
+                    : "",
+                static_cast<unsigned long>(s.updates()), s.snapshot_age_s());
+    std::printf("  origin       %s\n", s.origin().c_str());
+  }
+  std::printf("  requests     %lu (%lu examples), rejected %lu, unavailable %lu\n",
+              static_cast<unsigned long>(s.requests()),
+              static_cast<unsigned long>(s.examples()),
+              static_cast<unsigned long>(s.rejected()),
+              static_cast<unsigned long>(s.unavailable()));
+  std::printf("  keys         %lu looked up, miss ratio %.4f\n",
+              static_cast<unsigned long>(s.keys()), s.miss_ratio());
+  std::printf("  latency      p50 %.0f us, p99 %.0f us, max %.0f us\n",
+              s.latency_p50_s() * 1e6, s.latency_p99_s() * 1e6,
+              s.latency_max_s() * 1e6);
+  std::printf("  loads        %lu (%lu reloads), %lu failed%s\n",
+              static_cast<unsigned long>(s.loads()),
+              static_cast<unsigned long>(s.reloads()),
+              static_cast<unsigned long>(s.reload_failures()),
+              s.last_reload_error().empty()
+                  ? ""
+                  : absl::StrCat(": ", s.last_reload_error()).c_str());
+  return 0;
+}
+
 int Health(Cluster& client) {
   const std::string service = absl::GetFlag(FLAGS_service);
   if (!absl::GetFlag(FLAGS_address).empty()) {
@@ -562,6 +631,7 @@ int main(int argc, char** argv) {
     return Plot(&offline);
   }
   if (command == "export") return Export(timeout_s);
+  if (command == "serving") return Serving(timeout_s);
   if (command == "health" && !absl::GetFlag(FLAGS_address).empty()) {
     Cluster direct("", timeout_s);
     return Health(direct);
