@@ -456,10 +456,12 @@ absl::Status GrpcPsClient::PushWithRows(
   return SendPush(grad, versions, staleness, &rows);
 }
 
-absl::Status GrpcPsClient::PullRows(
-    uint32_t table, int dim, const std::vector<std::vector<uint64_t>>& keys,
-    std::vector<std::vector<float>>* values) {
-  values->assign(keys.size(), {});
+absl::Status GrpcPsClient::PullTables(
+    const std::vector<TableRows>& tables,
+    const std::vector<std::vector<uint64_t>>& keys,
+    std::vector<std::vector<std::vector<float>>>* values) {
+  values->assign(tables.size(),
+                 std::vector<std::vector<float>>(keys.size()));
   uint64_t epoch = 0;
   const std::vector<std::shared_ptr<const ShardLink>> shards =
       GetShardLinks(&epoch);
@@ -467,31 +469,40 @@ absl::Status GrpcPsClient::PullRows(
     proto::PullRequest request;
     request.set_placement_epoch(at_epoch);
     request.set_worker_id(worker_id_);
-    proto::SparseRows* wanted = request.add_sparse();
-    wanted->set_table(table);
-    wanted->set_keys(keys[s].data(), keys[s].size() * sizeof(uint64_t));
+    for (const TableRows& t : tables) {
+      proto::SparseRows* wanted = request.add_sparse();
+      wanted->set_table(t.table);
+      wanted->set_keys(keys[s].data(), keys[s].size() * sizeof(uint64_t));
+    }
     grpc::ByteBuffer bytes;
     bool own = false;
     (void)grpc::SerializationTraits<proto::PullRequest>::Serialize(
         request, &bytes, &own);
     return bytes;
   };
-  // The reply's values into (*values)[s].
+  // The reply's values into (*values)[t][s].
   auto copy = [&](size_t s, grpc::ByteBuffer* reply) -> absl::Status {
     proto::PullResponse response;
     if (!grpc::SerializationTraits<proto::PullResponse>::Deserialize(reply,
                                                                      &response)
              .ok() ||
-        response.sparse_size() != 1 ||
-        response.sparse(0).values().size() !=
-            keys[s].size() * dim * sizeof(float)) {
+        response.sparse_size() != static_cast<int>(tables.size())) {
       return absl::DataLossError(absl::StrCat(
-          "pull rows from ps ", s, ": the reply does not hold ", keys[s].size(),
-          " rows of dim ", dim));
+          "pull rows from ps ", s, ": the reply does not hold ",
+          tables.size(), " tables"));
     }
-    const std::string& bytes = response.sparse(0).values();
-    (*values)[s].resize(keys[s].size() * dim);
-    std::memcpy((*values)[s].data(), bytes.data(), bytes.size());
+    for (size_t t = 0; t < tables.size(); ++t) {
+      const int dim = tables[t].dim;
+      const std::string& bytes = response.sparse(t).values();
+      if (bytes.size() != keys[s].size() * dim * sizeof(float)) {
+        return absl::DataLossError(absl::StrCat(
+            "pull rows from ps ", s, ": the reply does not hold ",
+            keys[s].size(), " rows of dim ", dim, " of table ",
+            tables[t].table));
+      }
+      (*values)[t][s].resize(keys[s].size() * dim);
+      std::memcpy((*values)[t][s].data(), bytes.data(), bytes.size());
+    }
     return absl::OkStatus();
   };
   // Every shard at once; failures are retried one at a time below.

@@ -123,14 +123,16 @@ class GrpcPsClient : public PsClient, public SparsePs {
                             const std::vector<std::vector<wire::SparseRef>>& rows,
                             StalenessHistogram* staleness) override
       ABSL_LOCKS_EXCLUDED(mu_);
-  // The values of keys[s] (ps s's keys of sparse table `table`, sorted and
-  // unique) into (*values)[s], keys[s].size() * dim floats; retried like
-  // Pull. A key without a row reads its initial values (nothing is created).
   std::shared_ptr<const std::vector<int>> BucketOwners() const override
       ABSL_LOCKS_EXCLUDED(mu_);
-  absl::Status PullRows(uint32_t table, int dim,
-                        const std::vector<std::vector<uint64_t>>& keys,
-                        std::vector<std::vector<float>>* values) override
+  // The values of keys[s] (ps s's keys, sorted and unique) in each table
+  // into (*values)[t][s], keys[s].size() * dim floats; one request per ps
+  // for all tables, retried like Pull. A key without a row reads its initial
+  // values (nothing is created).
+  absl::Status PullTables(
+      const std::vector<TableRows>& tables,
+      const std::vector<std::vector<uint64_t>>& keys,
+      std::vector<std::vector<std::vector<float>>>* values) override
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // The placement epoch in use (0 before Connect).

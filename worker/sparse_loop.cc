@@ -79,12 +79,16 @@ absl::StatusOr<int> SparseLoop::ShardOf(uint64_t key,
   return s;
 }
 
-absl::Status SparseLoop::PullTable(uint32_t table, int dim,
-                                   const std::vector<uint64_t>& keys,
-                                   std::vector<float>* weights) {
+absl::Status SparseLoop::PullRows(const std::vector<uint64_t>& keys,
+                                  std::vector<float>* weights,
+                                  std::vector<float>* embeddings) {
   const int shards = options_.num_shards;
-  weights->assign(keys.size() * dim, 0.0f);
-  const size_t chunk = std::max<size_t>(1, kMaxFloatsPerPull / dim);
+  std::vector<SparsePs::TableRows> tables = {{0, 1}};
+  if (fm_dim_ > 0) tables.push_back({1, fm_dim_});
+  weights->assign(keys.size(), 0.0f);
+  if (fm_dim_ > 0) embeddings->assign(keys.size() * fm_dim_, 0.0f);
+  const size_t chunk =
+      std::max<size_t>(1, kMaxFloatsPerPull / static_cast<size_t>(1 + fm_dim_));
   // Chunks of at most `chunk` keys (the evaluation's pull may hold
   // every test key).
   for (size_t from = 0; from < keys.size(); from += chunk) {
@@ -97,12 +101,14 @@ absl::Status SparseLoop::PullTable(uint32_t table, int dim,
       by_shard[s].push_back(keys[i]);
       where[s].push_back(static_cast<uint32_t>(i));
     }
-    std::vector<std::vector<float>> values;
-    RETURN_IF_ERROR(ps_->PullRows(table, dim, by_shard, &values));
+    std::vector<std::vector<std::vector<float>>> values;
+    RETURN_IF_ERROR(ps_->PullTables(tables, by_shard, &values));
     for (int s = 0; s < shards; ++s) {
       for (size_t j = 0; j < where[s].size(); ++j) {
-        std::copy_n(values[s].begin() + j * dim, dim,
-                    weights->begin() + size_t{where[s][j]} * dim);
+        (*weights)[where[s][j]] = values[0][s][j];
+        if (fm_dim_ == 0) continue;
+        std::copy_n(values[1][s].begin() + j * fm_dim_, fm_dim_,
+                    embeddings->begin() + size_t{where[s][j]} * fm_dim_);
       }
     }
   }
@@ -140,8 +146,7 @@ absl::Status SparseLoop::Step(const std::vector<int64_t>& rows) {
   UniqueKeys(data, rows, &keys_, &slot_);
   const absl::Time t1 = absl::Now();
   RETURN_IF_ERROR(ps_->Pull(bias_.data(), &versions_));
-  RETURN_IF_ERROR(PullTable(0, 1, keys_, &weights_));
-  if (fm_dim_ > 0) RETURN_IF_ERROR(PullTable(1, fm_dim_, keys_, &embeddings_));
+  RETURN_IF_ERROR(PullRows(keys_, &weights_, &embeddings_));
   const absl::Time t2 = absl::Now();
   // Forward and backward: one margin per example, the loss's derivative in
   // it, spread over the example's keys. A key's gradient is the sum over the
@@ -270,8 +275,7 @@ absl::Status SparseLoop::Evaluate() {
   std::vector<float> bias(bias_.size());
   std::vector<uint64_t> versions;
   RETURN_IF_ERROR(ps_->Pull(bias.data(), &versions));
-  RETURN_IF_ERROR(PullTable(0, 1, keys, &weights));
-  if (fm_dim_ > 0) RETURN_IF_ERROR(PullTable(1, fm_dim_, keys, &embeddings));
+  RETURN_IF_ERROR(PullRows(keys, &weights, &embeddings));
   std::vector<float> outputs(test_->rows());
   for (int64_t r = 0; r < test_->rows(); ++r) {
     outputs[r] = static_cast<float>(

@@ -75,11 +75,12 @@ class SparseLoop : public TrainingLoop {
                          std::vector<uint32_t>* slot);
 
  private:
-  // Pulls the rows of table `table` (dim floats each) for sorted unique
-  // `keys` into *values (keys.size() * dim floats).
-  absl::Status PullTable(uint32_t table, int dim,
-                         const std::vector<uint64_t>& keys,
-                         std::vector<float>* values);
+  // Pulls the rows of sorted unique `keys`: table 0's weights into
+  // *weights (one a key) and, for fm, table 1's embeddings into *embeddings
+  // (fm_dim_ a key), both in one request per ps.
+  absl::Status PullRows(const std::vector<uint64_t>& keys,
+                        std::vector<float>* weights,
+                        std::vector<float>* embeddings);
   // The raw output of example `r` of `data`, whose entries' positions among
   // the pulled keys are slot[first..]; weights and (fm) embeddings as
   // pulled. Fills fm_s_ (fm) for the gradient.

@@ -48,24 +48,31 @@ class ShardsPs : public SparsePs {
     return absl::OkStatus();
   }
 
-  absl::Status PullRows(uint32_t table, int dim,
-                        const std::vector<std::vector<uint64_t>>& keys,
-                        std::vector<std::vector<float>>* values) override {
-    values->assign(keys.size(), {});
+  absl::Status PullTables(
+      const std::vector<TableRows>& tables,
+      const std::vector<std::vector<uint64_t>>& keys,
+      std::vector<std::vector<std::vector<float>>>* values) override {
+    values->assign(tables.size(),
+                   std::vector<std::vector<float>>(keys.size()));
     for (size_t s = 0; s < keys.size(); ++s) {
       if (keys[s].empty()) continue;
       proto::PullRequest request;
       request.set_placement_epoch(1);
       request.set_worker_id(0);
-      proto::SparseRows* rows = request.add_sparse();
-      rows->set_table(table);
-      rows->set_keys(keys[s].data(), keys[s].size() * 8);
+      for (const TableRows& t : tables) {
+        proto::SparseRows* rows = request.add_sparse();
+        rows->set_table(t.table);
+        rows->set_keys(keys[s].data(), keys[s].size() * 8);
+      }
       proto::PullResponse response;
       absl::Status status = shards_[s]->PullSparse(request, &response);
       if (!status.ok()) return status;
-      (*values)[s].resize(keys[s].size() * dim);
-      std::memcpy((*values)[s].data(), response.sparse(0).values().data(),
-                  response.sparse(0).values().size());
+      for (size_t t = 0; t < tables.size(); ++t) {
+        (*values)[t][s].resize(keys[s].size() * tables[t].dim);
+        std::memcpy((*values)[t][s].data(),
+                    response.sparse(t).values().data(),
+                    response.sparse(t).values().size());
+      }
     }
     return absl::OkStatus();
   }

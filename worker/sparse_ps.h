@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -22,11 +23,30 @@ class SparsePs {
   // The dense blocks, as PsClient::Pull.
   virtual absl::Status Pull(float* params, std::vector<uint64_t>* versions) = 0;
 
-  // The values of keys[s] (ps s's keys of table `table`, sorted and unique)
-  // into (*values)[s]: keys[s].size() * dim floats. Creates no row.
-  virtual absl::Status PullRows(uint32_t table, int dim,
-                                const std::vector<std::vector<uint64_t>>& keys,
-                                std::vector<std::vector<float>>* values) = 0;
+  // A sparse table to pull and its row width.
+  struct TableRows {
+    uint32_t table = 0;
+    int dim = 1;
+  };
+
+  // The values of keys[s] (ps s's keys, sorted and unique) in each of
+  // `tables` into (*values)[t][s]: keys[s].size() * tables[t].dim floats,
+  // every table in one request per ps (fm's weights and embeddings in one
+  // round trip). Creates no row.
+  virtual absl::Status PullTables(
+      const std::vector<TableRows>& tables,
+      const std::vector<std::vector<uint64_t>>& keys,
+      std::vector<std::vector<std::vector<float>>>* values) = 0;
+
+  // PullTables of one table: (*values)[s] for ps s.
+  absl::Status PullRows(uint32_t table, int dim,
+                        const std::vector<std::vector<uint64_t>>& keys,
+                        std::vector<std::vector<float>>* values) {
+    std::vector<std::vector<std::vector<float>>> all;
+    absl::Status status = PullTables({{table, dim}}, keys, &all);
+    if (status.ok()) *values = std::move(all[0]);
+    return status;
+  }
 
   // The dense gradient `grad` at `versions` and rows[s], the sparse rows of
   // ps s, applied once; waited for.
