@@ -220,13 +220,16 @@ absl::Status ReadBlockHeader(Reader& r, const char* what, BlockRef* b,
   }
   const size_t end = r.left() - length;
   *end_out = end;
+  // Bytes left before the block's end; 0 once a varint has run past it (a
+  // hostile tag can), so that no length check below can wrap around.
+  auto room = [&r, end] { return r.left() > end ? r.left() - end : 0; };
   while (r.left() > end) {
     uint64_t tag = 0, v = 0;
     if (!r.ReadVarint(&tag)) return Malformed(what, "truncated block tag");
     const uint32_t field = static_cast<uint32_t>(tag >> 3);
     const int type = static_cast<int>(tag & 7);
     if (field == kBlockData && type == kLen) {
-      if (!r.ReadVarint(&v) || v > r.left() - end) {
+      if (!r.ReadVarint(&v) || v > room()) {
         return Malformed(what, "block payload runs past its block");
       }
       b->size = v;
@@ -267,6 +270,8 @@ absl::Status ReadSparseRows(Reader& r, const char* what, Arena* arena,
     return Malformed(what, "sparse rows run past the message");
   }
   const size_t end = r.left() - length;
+  // As in ReadBlockHeader: never negative, whatever a varint overran.
+  auto room = [&r, end] { return r.left() > end ? r.left() - end : 0; };
   while (r.left() > end) {
     uint64_t tag = 0, v = 0;
     if (!r.ReadVarint(&tag)) return Malformed(what, "truncated sparse tag");
@@ -280,7 +285,7 @@ absl::Status ReadSparseRows(Reader& r, const char* what, Arena* arena,
     } else if ((field == kSparseKeys || field == kSparseValues ||
                 field == kSparseCounts) &&
                type == kLen) {
-      if (!r.ReadVarint(&v) || v > r.left() - end) {
+      if (!r.ReadVarint(&v) || v > room()) {
         return Malformed(what, "sparse array runs past its rows");
       }
       const char* data = v == 0 ? nullptr : r.Contiguous(v);

@@ -219,6 +219,32 @@ TEST(WireFormatTest, MalformedPushesAreInvalidArgument) {
   }
 }
 
+// Found by tools/fuzz ps_fuzzer: a tag whose varint runs past the end of its
+// sparse rows (or block) left the length check to wrap around, and a huge
+// array length reached the arena (an allocation of 2^61 bytes).
+TEST(WireFormatTest, AVarintRunningPastItsMessageIsRefusedBeforeAnyAllocation) {
+  // PushRequest.sparse (field 7, length 1) holding the first byte of a
+  // two-byte tag of keys (field 2, LEN: 0x92 0x00), then a length of 2^61
+  // and a few bytes.
+  const std::string sparse = std::string("\x3a\x01\x92\x00", 4) +
+                             std::string("\x80\x80\x80\x80\x80\x80\x80\x80\x20", 9) +
+                             std::string(16, 'k');
+  // PushRequest.blocks (field 4, length 1), the same trick on BlockData.data
+  // (field 4, LEN: 0xa2 0x00).
+  const std::string block = std::string("\x22\x01\xa2\x00", 4) +
+                            std::string("\x80\x80\x80\x80\x80\x80\x80\x80\x20", 9) +
+                            std::string(16, 'd');
+  for (const std::string& bytes : {sparse, block}) {
+    for (size_t piece : {size_t{1}, size_t{3}, bytes.size()}) {
+      Arena arena;
+      PushView got;
+      const absl::Status status = ParsePush(Sliced(bytes, piece), &arena, &got);
+      EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument)
+          << piece << ": " << status;
+    }
+  }
+}
+
 TEST(WireFormatTest, PullReplyBuilderWritesAProtobufPullResponse) {
   const std::vector<float> a = Ramp(100, 1), b = Ramp(5, 9);
   PullReplyBuilder builder(2, (a.size() + b.size()) * 4);
