@@ -5,6 +5,10 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 ./deploy/install_deps.sh || { echo "0 passed, 1 failed"; exit 1; }
 ./deploy/fetch_mnist.sh || echo "run_all: MNIST not fetched; the cluster test falls back to synthetic data"
+# heart_scale (Debian's liblinear-tools): tests:serve_test trains and serves a
+# real job on it; without it that test uses synthetic LIBSVM rows and says so.
+./deploy/fetch_data.sh heart_scale ||
+  echo "run_all: heart_scale not fetched; tests:serve_test uses synthetic data"
 mnist_dir="$PWD/data/mnist"
 # Schema checks of the Kubernetes manifests need npm packages; without them
 # (no registry) tests/deploy_manifests_test skips just those checks.
