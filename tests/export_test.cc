@@ -17,6 +17,7 @@
 #include "deploy/launcher_lib.h"
 #include "gtest/gtest.h"
 #include "tests/daemon_harness.h"
+#include "tests/run_job.h"
 
 namespace downpour {
 namespace {
@@ -97,21 +98,12 @@ TEST(ExportTest, PredictAndNumpyReproduceTheClustersEvaluation) {
                    "data:\n  source: csv\n  path: ",
                    dir, "/train.csv\n  test_path: ", dir, "/test.csv\n"));
   const std::string config_path = testing::WriteConfig("cluster.yaml", yaml);
-  absl::StatusOr<Config> config = LoadConfig(config_path);
-  ASSERT_THAT(config, IsOk());
-  LaunchOptions options;
-  options.config_path = config_path;
-  options.run_dir = dir + "/run";
-  options.bin_dir = testing::BinDir();
-  options.progress_period = absl::Seconds(1);
-  absl::StatusOr<LaunchSummary> summary = RunCluster(*config, options);
+  absl::StatusOr<LaunchSummary> summary =
+      testing::RunJob(config_path, dir + "/run");
   ASSERT_THAT(summary, IsOk());
   ASSERT_EQ(summary->outcome, "succeeded") << summary->failure;
-  double cluster_accuracy = NAN, cluster_logloss = NAN;
-  for (const auto& [name, value] : summary->final_metrics) {
-    if (name == "accuracy") cluster_accuracy = value;
-    if (name == "logloss") cluster_logloss = value;
-  }
+  const double cluster_accuracy = testing::FinalMetric(*summary, "accuracy");
+  const double cluster_logloss = testing::FinalMetric(*summary, "logloss");
   ASSERT_GT(cluster_accuracy, 0.6) << "the model did not learn";
 
   const std::string npz = dir + "/model.npz";

@@ -35,6 +35,7 @@
 #include "rpc/security.h"
 #include "rpc/server_util.h"
 #include "tests/daemon_harness.h"
+#include "tests/run_job.h"
 
 namespace downpour {
 namespace {
@@ -487,21 +488,11 @@ TEST_F(ServeTest, ServedMarginsAreTheWorkersEvaluationAndPredicts) {
                    train, "\n  test_path: ", test, "\ncheckpoint:\n  dir: ",
                    dir_, "/ckpt\n  interval_s: 60\n"));
   const std::string job = testing::WriteConfig("job.yaml", job_yaml);
-  absl::StatusOr<Config> config = LoadConfig(job);
-  ASSERT_THAT(config, IsOk());
-  LaunchOptions options;
-  options.config_path = job;
-  options.run_dir = dir_ + "/run";
-  options.bin_dir = testing::BinDir();
-  options.progress_period = absl::Seconds(1);
-  absl::StatusOr<LaunchSummary> summary = RunCluster(*config, options);
+  absl::StatusOr<LaunchSummary> summary = testing::RunJob(job, dir_ + "/run");
   ASSERT_THAT(summary, IsOk());
   ASSERT_EQ(summary->outcome, "succeeded") << summary->failure;
   ASSERT_EQ(summary->workers.size(), 1u);
-  double job_auc = NAN;
-  for (const auto& [metric, value] : summary->final_metrics) {
-    if (metric == "auc") job_auc = value;
-  }
+  const double job_auc = testing::FinalMetric(*summary, "auc");
   ASSERT_GT(job_auc, 0.7) << "the model did not learn: "
                           << summary->stop_reason;
   const auto worker_auc = summary->workers[0].metrics.find("auc");

@@ -24,6 +24,7 @@
 #include "gtest/gtest.h"
 #include "server/checkpoint.h"
 #include "tests/daemon_harness.h"
+#include "tests/run_job.h"
 
 namespace downpour {
 namespace {
@@ -160,20 +161,11 @@ class SparseExportTest : public ::testing::Test {
                      "checkpoint:\n  dir: ",
                      dir_, "/ckpt\n  interval_s: 60\n"));
     config_path_ = testing::WriteConfig(name + ".yaml", yaml);
-    absl::StatusOr<Config> config = LoadConfig(config_path_);
-    ASSERT_THAT(config, IsOk());
-    LaunchOptions options;
-    options.config_path = config_path_;
-    options.run_dir = dir_ + "/run";
-    options.bin_dir = testing::BinDir();
-    options.progress_period = absl::Seconds(1);
-    absl::StatusOr<LaunchSummary> summary = RunCluster(*config, options);
+    absl::StatusOr<LaunchSummary> summary =
+        testing::RunJob(config_path_, dir_ + "/run");
     ASSERT_THAT(summary, IsOk());
     ASSERT_EQ(summary->outcome, "succeeded") << summary->failure;
-    *auc = NAN;
-    for (const auto& [metric, value] : summary->final_metrics) {
-      if (metric == "auc") *auc = value;
-    }
+    *auc = testing::FinalMetric(*summary, "auc");
     ASSERT_GT(*auc, 0.75) << "the model did not learn (or no final AUC): "
                           << summary->stop_reason;
   }

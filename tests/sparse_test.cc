@@ -27,6 +27,7 @@
 #include "server/checkpoint.h"
 #include "tools/model_export.h"
 #include "tests/daemon_harness.h"
+#include "tests/run_job.h"
 
 namespace downpour {
 namespace {
@@ -38,19 +39,6 @@ std::string WriteLibsvm(const std::string& name, int rows, uint64_t seed) {
   const std::string path = testing::TestDir() + "/" + name;
   testing::WriteSparseLibsvm(path, rows, seed);
   return path;
-}
-
-// Runs the job of the config at `path` through the launcher to its end.
-absl::StatusOr<LaunchSummary> Launch(const std::string& path,
-                                     const std::string& run_dir) {
-  absl::StatusOr<Config> config = LoadConfig(path);
-  if (!config.ok()) return config.status();
-  LaunchOptions options;
-  options.config_path = path;
-  options.run_dir = run_dir;
-  options.bin_dir = testing::BinDir();
-  options.progress_period = absl::Seconds(1);
-  return RunCluster(*config, options);
 }
 
 TEST(SparseTest, ALibsvmJobWith64BitIndicesTrainsOnTwoShards) {
@@ -68,7 +56,7 @@ TEST(SparseTest, ALibsvmJobWith64BitIndicesTrainsOnTwoShards) {
   absl::StatusOr<Config> config = LoadConfig(path);
   ASSERT_THAT(config, IsOk());
   EXPECT_EQ(config->cluster.replication, 2) << "the default, as for dense";
-  absl::StatusOr<LaunchSummary> summary = Launch(path, dir + "/run");
+  absl::StatusOr<LaunchSummary> summary = testing::RunJob(path, dir + "/run");
   ASSERT_THAT(summary, IsOk());
   EXPECT_EQ(summary->outcome, "succeeded") << summary->stop_reason;
   ASSERT_FALSE(summary->final_metrics.empty());
@@ -113,7 +101,7 @@ TEST(SparseTest, AnFmJobsExportScoresLikeItsWorker) {
       "data:\n  source: libsvm\n  path: ", train, "\n  test_path: ", test,
       "\ncheckpoint:\n  dir: ", dir, "/ckpt\n  interval_s: 1\n"));
   const std::string path = testing::WriteConfig("fm.yaml", yaml);
-  absl::StatusOr<LaunchSummary> summary = Launch(path, dir + "/run");
+  absl::StatusOr<LaunchSummary> summary = testing::RunJob(path, dir + "/run");
   ASSERT_THAT(summary, IsOk());
   ASSERT_EQ(summary->outcome, "succeeded") << summary->stop_reason;
   absl::StatusOr<Config> config = LoadConfig(path);
@@ -160,7 +148,7 @@ TEST(SparseTest, BspJobsOfTwoWorkersEndWithIdenticalRows) {
         "  consistency: bsp\n"
         "data:\n  source: libsvm\n  path: ", train, "\n  test_path: ", test,
         "\ncheckpoint:\n  dir: ", at, "/ckpt\n  interval_s: 30\n"));
-    absl::StatusOr<LaunchSummary> summary = Launch(
+    absl::StatusOr<LaunchSummary> summary = testing::RunJob(
         testing::WriteConfig(absl::StrCat("run", run, ".yaml"), yaml),
         at + "/run");
     ASSERT_THAT(summary, IsOk());
