@@ -527,8 +527,45 @@ int ExportSparse(const Config& config, const std::string& dir,
   return 0;
 }
 
+// One export of `config`'s model to `out` (*last as in ExportSparse).
 int ExportOnce(const Config& config, const std::string& dir,
-               const std::string& out, double timeout_s, uint64_t* last);
+               const std::string& out, double timeout_s, uint64_t* last) {
+  if (IsSparseModel(config.model.type)) {
+    return ExportSparse(config, dir, out, last);
+  }
+  uint64_t updates = 0;
+  std::string origin;
+  absl::StatusOr<std::vector<float>> params;
+  if (!dir.empty()) {
+    params = ParamsFromCheckpoints(config, dir, &updates);
+    origin = absl::StrCat("checkpoints ", dir);
+  } else {
+    Cluster client(CoordinatorAddress(), timeout_s);
+    auto placement = client.coordinator->GetPlacement();
+    if (!placement.ok()) return Unreachable(placement.status());
+    params = ParamsFromCluster(config, *placement, client.probe, &updates);
+    origin = absl::StrCat("cluster ", config.cluster.coordinator,
+                          " (placement epoch ", placement->epoch(), ")");
+  }
+  if (!params.ok()) return Fail(std::string(params.status().message()), 1);
+  if (updates == *last) {
+    std::printf("%s: no update since the last export (%lu updates)\n",
+                out.c_str(), static_cast<unsigned long>(updates));
+    return 0;
+  }
+  *last = updates;
+  absl::StatusOr<model::ExportedModel> model =
+      BuildExport(config, *std::move(params), origin, updates);
+  if (!model.ok()) return Fail(std::string(model.status().message()), 1);
+  absl::Status written = model::WriteModel(out, *model);
+  if (!written.ok()) return Fail(std::string(written.message()), 1);
+  std::printf("wrote %s: %s %s, layers [%s], %lu updates, from %s\n",
+              out.c_str(), model->meta.task().c_str(),
+              model->meta.type().c_str(),
+              absl::StrJoin(model->meta.layers(), ", ").c_str(),
+              static_cast<unsigned long>(updates), origin.c_str());
+  return 0;
+}
 
 // psctl export: parameters from the cluster or a checkpoint folder, the
 // data's meta, one .npz; with export.interval_s, again every so many seconds
@@ -566,45 +603,6 @@ int Export(double timeout_s) {
   }
 }
 
-int ExportOnce(const Config& config_ref, const std::string& dir,
-               const std::string& out, double timeout_s, uint64_t* last) {
-  const Config* config = &config_ref;
-  if (IsSparseModel(config->model.type)) {
-    return ExportSparse(*config, dir, out, last);
-  }
-  uint64_t updates = 0;
-  std::string origin;
-  absl::StatusOr<std::vector<float>> params;
-  if (!dir.empty()) {
-    params = ParamsFromCheckpoints(*config, dir, &updates);
-    origin = absl::StrCat("checkpoints ", dir);
-  } else {
-    Cluster client(CoordinatorAddress(), timeout_s);
-    auto placement = client.coordinator->GetPlacement();
-    if (!placement.ok()) return Unreachable(placement.status());
-    params = ParamsFromCluster(*config, *placement, client.probe, &updates);
-    origin = absl::StrCat("cluster ", config->cluster.coordinator,
-                          " (placement epoch ", placement->epoch(), ")");
-  }
-  if (!params.ok()) return Fail(std::string(params.status().message()), 1);
-  if (updates == *last) {
-    std::printf("%s: no update since the last export (%lu updates)\n",
-                out.c_str(), static_cast<unsigned long>(updates));
-    return 0;
-  }
-  *last = updates;
-  absl::StatusOr<model::ExportedModel> model =
-      BuildExport(*config, *std::move(params), origin, updates);
-  if (!model.ok()) return Fail(std::string(model.status().message()), 1);
-  absl::Status written = model::WriteModel(out, *model);
-  if (!written.ok()) return Fail(std::string(written.message()), 1);
-  std::printf("wrote %s: %s %s, layers [%s], %lu updates, from %s\n",
-              out.c_str(), model->meta.task().c_str(),
-              model->meta.type().c_str(),
-              absl::StrJoin(model->meta.layers(), ", ").c_str(),
-              static_cast<unsigned long>(updates), origin.c_str());
-  return 0;
-}
 
 }  // namespace
 
