@@ -484,6 +484,19 @@ absl::Status CheckFlagValues() {
   return absl::OkStatus();
 }
 
+// A scheduled export's check: true (and says so) when the parameters hold
+// the same `updates` as the last export's (*last), which then writes
+// nothing; else records them in *last.
+bool Unchanged(const std::string& out, uint64_t updates, uint64_t* last) {
+  if (updates == *last) {
+    std::printf("%s: no update since the last export (%lu updates)\n",
+                out.c_str(), static_cast<unsigned long>(updates));
+    return true;
+  }
+  *last = updates;
+  return false;
+}
+
 // psctl export of a sparse model (sparse_linear, fm): bias and nonzero rows from the
 // checkpoint folder `dir` (a live cluster cannot list its rows), one .npz.
 // *last: the updates of the previous export of a schedule (0: none); an
@@ -499,12 +512,7 @@ int ExportSparse(const Config& config, const std::string& dir,
   if (!params.ok()) return Fail(std::string(params.status().message()), 1);
   const int64_t rows = params->rows;
   const uint64_t updates = params->updates;
-  if (updates == *last) {
-    std::printf("%s: no update since the last export (%lu updates)\n",
-                out.c_str(), static_cast<unsigned long>(updates));
-    return 0;
-  }
-  *last = updates;
+  if (Unchanged(out, updates, last)) return 0;
   const std::string origin = absl::StrCat("checkpoints ", dir);
   const std::string embeddings =
       params->embedding_rows > 0
@@ -548,12 +556,7 @@ int ExportOnce(const Config& config, const std::string& dir,
                           " (placement epoch ", placement->epoch(), ")");
   }
   if (!params.ok()) return Fail(std::string(params.status().message()), 1);
-  if (updates == *last) {
-    std::printf("%s: no update since the last export (%lu updates)\n",
-                out.c_str(), static_cast<unsigned long>(updates));
-    return 0;
-  }
-  *last = updates;
+  if (Unchanged(out, updates, last)) return 0;
   absl::StatusOr<model::ExportedModel> model =
       BuildExport(config, *std::move(params), origin, updates);
   if (!model.ok()) return Fail(std::string(model.status().message()), 1);
