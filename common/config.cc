@@ -1267,12 +1267,11 @@ absl::Status ValidateConfig(const Config& config) {
         "sparse table get a row: they apply to model.type sparse_linear and "
         "fm only");
   }
-  const bool fm_keys = config.explicit_keys.count("fm.dim") > 0 ||
-                       config.explicit_keys.count("fm.embedding_min_count") > 0 ||
-                       config.explicit_keys.count("fm.init_scale") > 0 ||
-                       config.explicit_keys.count("fm.l1") > 0 ||
-                       config.explicit_keys.count("fm.l2") > 0 ||
-                       config.explicit_keys.count("fm.learning_rate") > 0;
+  // Any key of the fm section the file or an override set (explicit_keys
+  // is sorted, so the first key at or after "fm." tells).
+  const auto first_fm = config.explicit_keys.lower_bound("fm.");
+  const bool fm_keys = first_fm != config.explicit_keys.end() &&
+                       absl::StartsWith(*first_fm, "fm.");
   if (config.model.type == ModelType::kFm &&
       config.model.fm.embedding_min_count > 1 &&
       config.admission.probability < 1) {
