@@ -20,6 +20,27 @@
 
 namespace downpour::worker {
 
+// The minibatch of a model whose MLP inputs are pooled embeddings
+// (model.type wide_deep): input row r of the MLP is, for each field f in
+// 0..fields-1, the dim floats
+//   x[r][f*dim + j] = sum over r's entries e with field[e] == f of
+//                     value[e] * embeddings[slot[e]*dim + j]
+// (0 where row r has no entry of field f), summed in entry order. Mean
+// pooling is the caller's: it divides each value by the count of its row's
+// entries of its field. Host memory, borrowed for the call.
+struct PooledBatch {
+  // rows + 1 entries, offsets[0] == 0: row r's entries are
+  // [offsets[r], offsets[r + 1]).
+  const int64_t* offsets = nullptr;
+  const uint32_t* slot = nullptr;   // per entry: its row of `embeddings`
+  const float* value = nullptr;     // per entry: its weight in the pool
+  const uint16_t* field = nullptr;  // per entry: < fields
+  const float* embeddings = nullptr;  // embedding_rows * dim
+  int64_t embedding_rows = 0;
+  int fields = 0;
+  int dim = 0;
+};
+
 // Not thread-safe: a backend owns scratch buffers; use one per compute thread.
 // All pointers are host memory and are not retained after a call returns.
 class ComputeBackend {
@@ -45,6 +66,26 @@ class ComputeBackend {
   // may exceed max_batch; n = 0 writes nothing. InvalidArgument if n < 0.
   virtual absl::Status Predict(const float* params, const float* x, int n,
                                float* out) = 0;
+
+  // One training step of wide_deep's deep part: gathers batch.offsets'
+  // rows of pooled inputs (PooledBatch), runs the MLP, adds offset[r] (the
+  // wide part's margin of row r; null: 0) to its one output, and takes the
+  // task's loss (binary or regression: one output). Writes
+  //   grad[0..num_params): d(mean loss)/d(params), as LossAndGradient;
+  //   embedding_grad[0..embedding_rows*dim): d(summed loss)/d(embeddings),
+  //     the scatter of the inputs' gradient back through the pooling
+  //     (overwritten; rows no entry uses get 0);
+  //   out_grad[0..batch): d(summed loss)/d(output of row r), from which the
+  //     caller takes the wide part's gradient.
+  // Returns the mean loss. InvalidArgument as LossAndGradient, and when the
+  // model has more than one output or its inputs are not fields * dim, or a
+  // slot or field is out of range. Sums over entries and rows may run in any
+  // order (a device scatters with atomic adds), so results may differ from
+  // the CPU's in the last bits. The default: Unimplemented.
+  virtual absl::StatusOr<float> PooledLossAndGradient(
+      const float* params, const PooledBatch& batch, const float* offset,
+      const float* targets, int rows, float* grad, float* embedding_grad,
+      float* out_grad);
 
   // Where the math runs, for logs and the status service: "cpu", "cuda:0", ...
   virtual std::string device() const = 0;

@@ -68,4 +68,59 @@ absl::Status CheckTargets(Task task, const float* targets, int n,
   return absl::OkStatus();
 }
 
+void Pool(const PooledBatch& batch, int rows, float* x) {
+  const int64_t n = static_cast<int64_t>(rows) * batch.dim;
+  for (int64_t i = 0; i < n; ++i) {
+    gpu::PoolAt(i, batch.offsets, batch.slot, batch.value, batch.field,
+                batch.embeddings, batch.fields, batch.dim, x);
+  }
+}
+
+void Unpool(const PooledBatch& batch, int rows, const float* dx,
+            float* embedding_grad) {
+  std::fill(embedding_grad, embedding_grad + batch.embedding_rows * batch.dim,
+            0.0f);
+  const int64_t n = static_cast<int64_t>(rows) * batch.dim;
+  for (int64_t i = 0; i < n; ++i) {
+    gpu::UnpoolAt(i, batch.offsets, batch.slot, batch.value, batch.field, dx,
+                  batch.fields, batch.dim, embedding_grad);
+  }
+}
+
+absl::Status CheckPooledBatch(const PooledBatch& batch, int rows, int inputs,
+                              int outputs) {
+  if (outputs != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pooled inputs need a model with one output, this one has ", outputs));
+  }
+  if (batch.fields < 1 || batch.dim < 1 ||
+      static_cast<int64_t>(batch.fields) * batch.dim != inputs) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        batch.fields, " fields of ", batch.dim,
+        " floats do not make the model's ", inputs, " inputs"));
+  }
+  if (batch.offsets[0] != 0) {
+    return absl::InvalidArgumentError("pooled batch offsets must start at 0");
+  }
+  for (int r = 0; r < rows; ++r) {
+    if (batch.offsets[r + 1] < batch.offsets[r]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("pooled batch offsets decrease at row ", r));
+    }
+    for (int64_t e = batch.offsets[r]; e < batch.offsets[r + 1]; ++e) {
+      if (batch.slot[e] >= batch.embedding_rows) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "entry ", e, " of the pooled batch names embedding row ",
+            batch.slot[e], " of ", batch.embedding_rows));
+      }
+      if (batch.field[e] >= batch.fields) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("entry ", e, " of the pooled batch is in field ",
+                         batch.field[e], " of ", batch.fields));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace downpour::worker

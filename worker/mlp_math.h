@@ -16,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "common/model_spec.h"
+#include "worker/compute_backend.h"
 
 namespace downpour::worker {
 
@@ -48,6 +49,23 @@ void ColumnSums(const float* m, int rows, int cols, float* out);
 // take: a class index that is not an integer in [0, outputs) (kMulticlass),
 // a target other than 0 or 1 (kBinary), or a non-finite value (kRegression).
 absl::Status CheckTargets(Task task, const float* targets, int n, int outputs);
+
+// The pooled inputs [rows, fields*dim] of `batch`'s first `rows` rows into x
+// (kernel_math.h's PoolAt for every element, in order).
+void Pool(const PooledBatch& batch, int rows, float* x);
+
+// The pooling's backward pass: embedding_grad[0..embedding_rows*dim) set to
+// the gradient that dx (the pooled inputs' gradient, [rows, fields*dim])
+// sends back to the embedding rows (kernel_math.h's UnpoolAt, in order).
+void Unpool(const PooledBatch& batch, int rows, const float* dx,
+            float* embedding_grad);
+
+// InvalidArgument naming the first problem of `batch` for a model of
+// `inputs` inputs and `outputs` outputs: outputs other than 1, inputs other
+// than fields * dim, offsets not starting at 0 or decreasing, a slot at or
+// past embedding_rows, a field at or past fields.
+absl::Status CheckPooledBatch(const PooledBatch& batch, int rows, int inputs,
+                              int outputs);
 
 }  // namespace downpour::worker
 

@@ -33,7 +33,10 @@ absl::Status CheckBatch(int batch, int max_batch) {
 }  // namespace
 
 CpuBackend::CpuBackend(const ModelSpec& spec, int max_batch)
-    : layers_(spec.layers()), task_(spec.task()), max_batch_(max_batch) {
+    : layers_(spec.layers()),
+      task_(spec.task()),
+      max_batch_(max_batch),
+      tensors_floats_(spec.num_params()) {
   // ModelSpec lists fc{l}.weight then fc{l}.bias for each layer.
   const std::vector<TensorSpec>& tensors = spec.tensors();
   for (int l = 0; l < num_layers(); ++l) {
@@ -63,7 +66,7 @@ const float* CpuBackend::Forward(const float* params, const float* x,
 }
 
 void CpuBackend::Backward(const float* params, const float* x, int rows,
-                          float* grad) {
+                          float* grad, float* dx) {
   for (int l = num_layers() - 1; l >= 0; --l) {
     const int fan_in = layers_[l], fan_out = layers_[l + 1];
     const float* in = l == 0 ? x : act_[l - 1].data();
@@ -71,8 +74,14 @@ void CpuBackend::Backward(const float* params, const float* x, int rows,
     // dW = in^T * dZ: [fan_in, rows] * [rows, fan_out].
     Gemm(true, false, fan_in, fan_out, rows, in, dz, grad + weight_offset_[l]);
     ColumnSums(dz, rows, fan_out, grad + bias_offset_[l]);
-    if (l == 0) break;  // no one needs d loss / d x
     // dA_prev = dZ * W^T: [rows, fan_out] * [fan_out, fan_in].
+    if (l == 0) {
+      if (dx != nullptr) {
+        Gemm(false, true, rows, fan_in, fan_out, dz, params + weight_offset_[l],
+             dx);
+      }
+      break;
+    }
     float* da = delta_[l - 1].data();
     Gemm(false, true, rows, fan_in, fan_out, dz, params + weight_offset_[l],
          da);
@@ -92,6 +101,39 @@ absl::StatusOr<float> CpuBackend::LossAndGradient(const float* params,
       1.0f / static_cast<float>(batch), delta_.back().data());
   Backward(params, x, batch, grad);
   return static_cast<float>(loss_sum / batch);
+}
+
+absl::StatusOr<float> CpuBackend::PooledLossAndGradient(
+    const float* params, const PooledBatch& batch, const float* offset,
+    const float* targets, int rows, float* grad, float* embedding_grad,
+    float* out_grad) {
+  RETURN_IF_ERROR(CheckBatch(rows, max_batch_));
+  RETURN_IF_ERROR(CheckTargets(task_, targets, rows, layers_.back()));
+  RETURN_IF_ERROR(
+      CheckPooledBatch(batch, rows, layers_.front(), layers_.back()));
+  const size_t inputs_size = static_cast<size_t>(max_batch_) * layers_.front();
+  if (pooled_.size() != inputs_size) {
+    pooled_.resize(inputs_size);
+    pooled_grad_.resize(inputs_size);
+  }
+  Pool(batch, rows, pooled_.data());
+  float* logits = act_.back().data();
+  Forward(params, pooled_.data(), rows);
+  if (offset != nullptr) {
+    for (int r = 0; r < rows; ++r) logits[r] += offset[r];
+  }
+  // The gradient of the summed loss, back to the inputs; the parameters'
+  // then scaled to the mean's.
+  float* dlogits = delta_.back().data();
+  const double loss_sum =
+      OutputLoss(task_, logits, targets, rows, 1, 1.0f, dlogits);
+  std::copy(dlogits, dlogits + rows, out_grad);
+  Backward(params, pooled_.data(), rows, grad, pooled_grad_.data());
+  const float scale = 1.0f / static_cast<float>(rows);
+  const int64_t n = tensors_floats_;
+  for (int64_t i = 0; i < n; ++i) grad[i] *= scale;
+  Unpool(batch, rows, pooled_grad_.data(), embedding_grad);
+  return static_cast<float>(loss_sum / rows);
 }
 
 absl::Status CpuBackend::Predict(const float* params, const float* x, int n,

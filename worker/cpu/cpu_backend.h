@@ -39,6 +39,10 @@ class CpuBackend : public ComputeBackend {
                                         float* grad) override;
   absl::Status Predict(const float* params, const float* x, int n,
                        float* out) override;
+  absl::StatusOr<float> PooledLossAndGradient(
+      const float* params, const PooledBatch& batch, const float* offset,
+      const float* targets, int rows, float* grad, float* embedding_grad,
+      float* out_grad) override;
   std::string device() const override { return "cpu"; }
 
   int max_batch() const { return max_batch_; }
@@ -49,13 +53,16 @@ class CpuBackend : public ComputeBackend {
   // Runs rows examples through the model; returns the logits [rows, classes].
   const float* Forward(const float* params, const float* x, int rows);
   // Back-propagates delta_.back() (d loss / d logits) through the model and
-  // writes every parameter's gradient into grad.
-  void Backward(const float* params, const float* x, int rows, float* grad);
+  // writes every parameter's gradient into grad, and d loss / d x into dx
+  // [rows, inputs] unless it is null.
+  void Backward(const float* params, const float* x, int rows, float* grad,
+                float* dx = nullptr);
 
   // Constant after construction.
   const std::vector<int> layers_;
   const Task task_;
   const int max_batch_;
+  const int64_t tensors_floats_;  // spec.num_params()
   // Per linear layer: where its weight and bias start in the flat vector.
   std::vector<int64_t> weight_offset_;
   std::vector<int64_t> bias_offset_;
@@ -65,6 +72,10 @@ class CpuBackend : public ComputeBackend {
   // (layer l's pre-activation).
   std::vector<std::vector<float>> act_;
   std::vector<std::vector<float>> delta_;
+  // PooledLossAndGradient only (sized on first use): the pooled inputs and
+  // their gradient, [max_batch_, inputs] each.
+  std::vector<float> pooled_;
+  std::vector<float> pooled_grad_;
 };
 
 }  // namespace downpour::worker

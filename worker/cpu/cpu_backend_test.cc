@@ -56,12 +56,15 @@ std::vector<float> RandomLabels(int n, int classes, uint32_t seed,
 
 // The model written out directly in double precision, independent of the
 // backend: fills logits [batch, outputs] and returns the mean loss of the
-// task (softmax cross-entropy, logistic loss, squared error).
+// task (softmax cross-entropy, logistic loss, squared error); offset (one
+// output) is added to row r's output before the loss.
+template <typename X>
 double ReferenceLoss(const std::vector<int>& layers,
-                     const std::vector<double>& params, const float* x,
+                     const std::vector<double>& params, const X* x,
                      const float* labels, int batch,
                      std::vector<double>* logits = nullptr,
-                     Task task = Task::kMulticlass) {
+                     Task task = Task::kMulticlass,
+                     const double* output_offset = nullptr) {
   double total = 0.0;
   for (int r = 0; r < batch; ++r) {
     std::vector<double> a(x + r * layers[0], x + (r + 1) * layers[0]);
@@ -78,6 +81,7 @@ double ReferenceLoss(const std::vector<int>& layers,
       offset += in * out + out;
       a = z;
     }
+    if (output_offset != nullptr) a[0] += output_offset[r];
     if (task == Task::kBinary) {
       total += std::log1p(std::exp(a[0])) - labels[r] * a[0];
     } else if (task == Task::kRegression) {
@@ -266,6 +270,134 @@ TEST_P(TrainTest, SgdLearnsSyntheticBlobs) {
       model::ComputeMetrics(spec.task(), out.data(), test_y, kTest, k);
   EXPECT_LT(final_metrics.loss, initial_loss / 3);
   EXPECT_GT(final_metrics.accuracy, 0.9);
+}
+
+// wide_deep's step: pooled embeddings through an MLP plus a per-row offset.
+// Every output (the loss, the parameters' gradient of the mean loss, the
+// embeddings' and the outputs' gradients of the summed loss) matches central
+// differences of a double reference that pools, runs the MLP and adds the
+// offset itself.
+TEST(PooledLossAndGradientTest, MatchesFiniteDifferences) {
+  constexpr int kFields = 3, kDim = 2, kRows = 4, kEmbeddingRows = 5;
+  const std::vector<int> layers = {kFields * kDim, 5, 1};
+  for (Task task : {Task::kBinary, Task::kRegression}) {
+    SCOPED_TRACE(TaskName(task));
+    const ModelSpec spec = MakeSpec("mlp", layers, TaskName(task));
+    const std::vector<float> params = RandomFloats(spec.num_params(), 0.5f, 1);
+    const std::vector<float> emb =
+        RandomFloats(kEmbeddingRows * kDim, 1.0f, 2);
+    const std::vector<float> labels = RandomLabels(kRows, 1, 3, task);
+    const std::vector<float> offset = {0.3f, -0.2f, 0.0f, 1.1f};
+    // Row 2 has no entry of field 1; embedding row 4 is used by no entry;
+    // row 3 uses row 0 twice in one field.
+    const std::vector<int64_t> offsets = {0, 3, 5, 7, 10};
+    const std::vector<uint32_t> slot = {0, 1, 2, 3, 1, 0, 2, 0, 0, 3};
+    const std::vector<uint16_t> field = {0, 1, 2, 0, 1, 0, 2, 1, 1, 2};
+    const std::vector<float> value = {1, 0.5f, -2, 1, 1, 0.25f, 1, 1, 3, -1};
+    PooledBatch batch;
+    batch.offsets = offsets.data();
+    batch.slot = slot.data();
+    batch.value = value.data();
+    batch.field = field.data();
+    batch.embeddings = emb.data();
+    batch.embedding_rows = kEmbeddingRows;
+    batch.fields = kFields;
+    batch.dim = kDim;
+
+    CpuBackend backend(spec, kRows);
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float> grad(spec.num_params(), nan);
+    std::vector<float> emb_grad(emb.size(), nan);
+    std::vector<float> out_grad(kRows, nan);
+    absl::StatusOr<float> loss = backend.PooledLossAndGradient(
+        params.data(), batch, offset.data(), labels.data(), kRows,
+        grad.data(), emb_grad.data(), out_grad.data());
+    ASSERT_THAT(loss, IsOk());
+
+    std::vector<double> p(params.begin(), params.end());
+    std::vector<double> e(emb.begin(), emb.end());
+    std::vector<double> o(offset.begin(), offset.end());
+    // The mean loss in double.
+    auto reference = [&] {
+      std::vector<double> x(kRows * kFields * kDim, 0.0);
+      for (int r = 0; r < kRows; ++r) {
+        for (int64_t i = offsets[r]; i < offsets[r + 1]; ++i) {
+          for (int j = 0; j < kDim; ++j) {
+            x[(r * kFields + field[i]) * kDim + j] +=
+                value[i] * e[slot[i] * kDim + j];
+          }
+        }
+      }
+      return ReferenceLoss(layers, p, x.data(), labels.data(), kRows, nullptr,
+                           task, o.data());
+    };
+    EXPECT_NEAR(*loss, reference(), 1e-5 * std::abs(reference()));
+    constexpr double kEps = 1e-6;
+    auto numeric = [&](double* v) {
+      const double saved = *v;
+      *v = saved + kEps;
+      const double plus = reference();
+      *v = saved - kEps;
+      const double minus = reference();
+      *v = saved;
+      return (plus - minus) / (2 * kEps);
+    };
+    auto expect_near = [](double analytic, double numeric, const char* what,
+                          int i) {
+      EXPECT_NEAR(analytic, numeric, 1e-4 + 1e-3 * std::abs(numeric))
+          << what << " " << i;
+    };
+    for (size_t i = 0; i < p.size(); ++i) {
+      expect_near(grad[i], numeric(&p[i]), "param", i);
+    }
+    // Embeddings and outputs: gradients of the summed loss.
+    for (size_t i = 0; i < e.size(); ++i) {
+      expect_near(emb_grad[i], kRows * numeric(&e[i]), "embedding", i);
+    }
+    for (int r = 0; r < kRows; ++r) {
+      expect_near(out_grad[r], kRows * numeric(&o[r]), "output", r);
+    }
+  }
+}
+
+TEST(PooledLossAndGradientTest, RefusesAFieldOrSlotOutOfRange) {
+  const ModelSpec spec = MakeSpec("mlp", {4, 3, 1}, "binary");
+  const std::vector<float> params(spec.num_params(), 0.1f);
+  const std::vector<float> emb(6, 0.1f);
+  const std::vector<int64_t> offsets = {0, 2};
+  std::vector<uint32_t> slot = {0, 2};
+  std::vector<uint16_t> field = {0, 1};
+  const std::vector<float> value = {1, 1};
+  const std::vector<float> labels = {1};
+  PooledBatch batch;
+  batch.offsets = offsets.data();
+  batch.slot = slot.data();
+  batch.value = value.data();
+  batch.field = field.data();
+  batch.embeddings = emb.data();
+  batch.embedding_rows = 3;
+  batch.fields = 2;
+  batch.dim = 2;
+  CpuBackend backend(spec, 4);
+  std::vector<float> grad(spec.num_params()), emb_grad(6), out_grad(1);
+  auto run = [&] {
+    return backend.PooledLossAndGradient(params.data(), batch, nullptr,
+                                         labels.data(), 1, grad.data(),
+                                         emb_grad.data(), out_grad.data())
+        .status();
+  };
+  EXPECT_THAT(run(), IsOk());
+  slot[1] = 3;
+  EXPECT_THAT(run(), StatusIs(absl::StatusCode::kInvalidArgument,
+                              HasSubstr("embedding row 3 of 3")));
+  slot[1] = 2;
+  field[1] = 2;
+  EXPECT_THAT(run(), StatusIs(absl::StatusCode::kInvalidArgument,
+                              HasSubstr("field 2 of 2")));
+  field[1] = 1;
+  batch.dim = 1;
+  EXPECT_THAT(run(), StatusIs(absl::StatusCode::kInvalidArgument,
+                              HasSubstr("do not make the model's 4 inputs")));
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, TrainTest,

@@ -117,6 +117,52 @@ DOWNPOUR_HOST_DEVICE inline void ColumnSumAt(int c, const float* m, int rows,
   out[c] = sum;
 }
 
+// Pooling of embeddings into MLP inputs (compute_backend.h's PooledBatch),
+// element i = r * dim + j: writes component j of every field of input row r,
+// x[r][f*dim + j] (x is [rows, fields*dim]): 0, plus value[e] *
+// embeddings[slot[e]*dim + j] for each of row r's entries e of field f, in
+// entry order.
+DOWNPOUR_HOST_DEVICE inline void PoolAt(int64_t i, const int64_t* offsets,
+                                        const uint32_t* slot,
+                                        const float* value,
+                                        const uint16_t* field,
+                                        const float* embeddings, int fields,
+                                        int dim, float* x) {
+  const int64_t r = i / dim;
+  const int j = static_cast<int>(i % dim);
+  float* row = x + r * fields * dim;
+  for (int f = 0; f < fields; ++f) row[f * dim + j] = 0.0f;
+  for (int64_t e = offsets[r]; e < offsets[r + 1]; ++e) {
+    row[field[e] * dim + j] +=
+        value[e] * embeddings[static_cast<int64_t>(slot[e]) * dim + j];
+  }
+}
+
+// The pooling's backward pass, element i = r * dim + j: for each of row r's
+// entries e, adds value[e] * dx[r][field[e]*dim + j] (dx: the gradient of
+// the pooled inputs) to embedding_grad[slot[e]*dim + j]. Rows share
+// embedding rows, so a device adds atomically (in any order); the host adds
+// in order of i, then e.
+DOWNPOUR_HOST_DEVICE inline void UnpoolAt(int64_t i, const int64_t* offsets,
+                                          const uint32_t* slot,
+                                          const float* value,
+                                          const uint16_t* field,
+                                          const float* dx, int fields,
+                                          int dim, float* embedding_grad) {
+  const int64_t r = i / dim;
+  const int j = static_cast<int>(i % dim);
+  const float* row = dx + r * fields * dim;
+  for (int64_t e = offsets[r]; e < offsets[r + 1]; ++e) {
+    const float term = value[e] * row[field[e] * dim + j];
+    float* g = embedding_grad + static_cast<int64_t>(slot[e]) * dim + j;
+#if defined(__CUDA_ARCH__)
+    atomicAdd(g, term);
+#else
+    *g += term;
+#endif
+  }
+}
+
 }  // namespace downpour::worker::gpu
 
 #endif  // DOWNPOUR_WORKER_CUDA_KERNEL_MATH_H_
