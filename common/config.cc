@@ -67,7 +67,9 @@ constexpr Choice<ModelType> kModelTypes[] = {{"mlp", ModelType::kMlp},
                                              {"softmax", ModelType::kSoftmax},
                                              {"sparse_linear",
                                               ModelType::kSparseLinear},
-                                             {"fm", ModelType::kFm}};
+                                             {"fm", ModelType::kFm},
+                                             {"wide_deep",
+                                              ModelType::kWideDeep}};
 constexpr Choice<OptimizerType> kOptimizerTypes[] = {
     {"sgd", OptimizerType::kSgd},
     {"momentum", OptimizerType::kMomentum},
@@ -337,6 +339,24 @@ std::vector<Section> Schema(Config* c) {
         DoubleField("fm.l2", &c->model.fm.l2, NonNegativeAtMost(1e6)),
         DoubleField("fm.learning_rate", &c->model.fm.learning_rate,
                     NonNegativeAtMost(1000))}},
+      {"wide_deep",
+       {IntField("wide_deep.dim", &c->model.wide_deep.dim, Between(1, 256)),
+        IntField("wide_deep.embedding_min_count",
+                 &c->model.wide_deep.embedding_min_count,
+                 Between(1, 1'000'000)),
+        DoubleField("wide_deep.init_scale", &c->model.wide_deep.init_scale,
+                    {0, false, 1, true}),
+        DoubleField("wide_deep.l1", &c->model.wide_deep.l1,
+                    NonNegativeAtMost(1e6)),
+        DoubleField("wide_deep.l2", &c->model.wide_deep.l2,
+                    NonNegativeAtMost(1e6)),
+        DoubleField("wide_deep.learning_rate",
+                    &c->model.wide_deep.learning_rate,
+                    NonNegativeAtMost(1000)),
+        IntListField("wide_deep.hidden", &c->model.wide_deep.hidden, 0, 8,
+                     Between(1, 4096)),
+        EnumField("wide_deep.pooling", &c->model.wide_deep.pooling,
+                  {"sum", "mean"})}},
       {"export",
        {DoubleField("export.interval_s", &c->exports.interval_s,
                     NonNegativeAtMost(86400))}},
@@ -643,6 +663,18 @@ void ResolveTableDefaults(Config* config) {
   }
 }
 
+}  // namespace
+
+int WideDeepFields(const DataSection& data) {
+  if (data.source != DataSource::kCsv) return 1;
+  return std::max<int>(1, static_cast<int>(data.categorical.size() +
+                                           data.text.size() +
+                                           data.numeric.size() +
+                                           data.bucketize.size()));
+}
+
+namespace {
+
 // ParseConfig with overrides; may throw (yaml-cpp).
 absl::StatusOr<Config> ParseUnsafe(const std::string& yaml,
                                    const std::string& file,
@@ -659,6 +691,7 @@ absl::StatusOr<Config> ParseUnsafe(const std::string& yaml,
     }
   }
   ResolveTableDefaults(&config);
+  config.model.wide_deep.fields = WideDeepFields(config.data);
   RETURN_IF_ERROR(Located(file, ValidateConfig(config)));
   return config;
 }
@@ -759,8 +792,8 @@ absl::Status CheckModel(const ModelSection& model,
   }
   if (optimizer.type == OptimizerType::kFtrl) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "optimizer.type ftrl trains sparse tables (model.type sparse_linear "
-        "or fm); "
+        "optimizer.type ftrl trains sparse tables (model.type sparse_linear, "
+        "fm or wide_deep); "
         "model.type ", ModelTypeName(model.type),
         " is dense: use adagrad, adam, momentum or sgd"));
   }
@@ -1032,7 +1065,8 @@ absl::Status CheckEviction(const Config& config) {
   if (!IsSparseModel(config.model.type)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "eviction.ttl_updates and eviction.max_rows drop rows of sparse "
-        "tables: they apply to model.type sparse_linear and fm only, not ",
+        "tables: they apply to model.type sparse_linear, fm and wide_deep "
+        "only, not ",
         ModelTypeName(config.model.type)));
   }
   if (config.checkpoint.interval_s == 0) {
@@ -1264,8 +1298,8 @@ absl::Status ValidateConfig(const Config& config) {
   if (admission && !IsSparseModel(config.model.type)) {
     return absl::InvalidArgumentError(
         "admission.min_count and admission.probability decide which keys of a "
-        "sparse table get a row: they apply to model.type sparse_linear and "
-        "fm only");
+        "sparse table get a row: they apply to model.type sparse_linear, fm "
+        "and wide_deep only");
   }
   // Any key of the fm section the file or an override set (explicit_keys
   // is sorted, so the first key at or after "fm." tells).
@@ -1278,6 +1312,25 @@ absl::Status ValidateConfig(const Config& config) {
     return absl::InvalidArgumentError(
         "fm.embedding_min_count admits embeddings by count and "
         "admission.probability admits keys by chance: set one");
+  }
+  if (config.model.type == ModelType::kWideDeep &&
+      config.model.wide_deep.embedding_min_count > 1 &&
+      config.admission.probability < 1) {
+    return absl::InvalidArgumentError(
+        "wide_deep.embedding_min_count admits embeddings by count and "
+        "admission.probability admits keys by chance: set one");
+  }
+  {
+    const auto first = config.explicit_keys.lower_bound("wide_deep.");
+    if (first != config.explicit_keys.end() &&
+        absl::StartsWith(*first, "wide_deep.") &&
+        config.model.type != ModelType::kWideDeep) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the wide_deep section configures model.type wide_deep, but "
+          "model.type is ",
+          ModelTypeName(config.model.type),
+          ": set model.type: wide_deep or remove the section"));
+    }
   }
   if (fm_keys && config.model.type != ModelType::kFm) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -56,12 +56,13 @@ absl::StatusOr<Task> ParseTask(absl::string_view name);
 // table plus a dense bias (server/sparse_table.h). kFm: a factorization
 // machine (Rendle, ICDM 2010): sparse_linear plus pairwise interactions of
 // the keys through k-dimensional embeddings (a second sparse table).
-enum class ModelType { kMlp, kLinear, kSoftmax, kSparseLinear, kFm };
+enum class ModelType { kMlp, kLinear, kSoftmax, kSparseLinear, kFm, kWideDeep };
 const char* ModelTypeName(ModelType type);
 absl::StatusOr<ModelType> ParseModelType(absl::string_view name);
 // A model over hashed feature keys in sparse tables: sparse_linear, fm.
 inline bool IsSparseModel(ModelType type) {
-  return type == ModelType::kSparseLinear || type == ModelType::kFm;
+  return type == ModelType::kSparseLinear || type == ModelType::kFm ||
+         type == ModelType::kWideDeep;
 }
 // kLinear or kSoftmax: no hidden layer.
 inline bool IsLinear(ModelType type) {
@@ -189,6 +190,25 @@ struct FmSection {
   double learning_rate = 0;
 };
 
+// model.type wide_deep (config section `wide_deep`): the wide part is
+// sparse_linear's weights over the keys; the deep part pools each field's
+// embeddings (the same options as fm's) into an MLP. See
+// docs/SPARSE.md.
+struct WideDeepSection : FmSection {
+  // The MLP's hidden layer widths, 0..8 entries of 1..4096; its input is
+  // fields * dim floats, its output the one margin added to the wide part's.
+  // Default [32, 16].
+  std::vector<int> hidden = {32, 16};
+  // How a field's embeddings become its dim inputs: "sum" (of value *
+  // embedding over the field's keys in the example) or "mean" (that sum
+  // divided by the count of those keys). Default "mean".
+  std::string pooling = "mean";
+  // Not a key: the fields, set by the config loader from the data section
+  // (csv: the data.categorical, text, numeric and bucketize columns, in that
+  // order; libsvm: 1, every key in one field).
+  int fields = 1;
+};
+
 struct ModelSection {
   // What the outputs mean: "multiclass" (softmax cross-entropy over classes),
   // "binary" (one output, logistic loss) or "regression" (one output, squared
@@ -214,7 +234,15 @@ struct ModelSection {
   // 2^31-1.
   int64_t sparse_max_rows = (int64_t{1} << 31) - 1;
   FmSection fm;
+  WideDeepSection wide_deep;
 };
+
+// The embeddings' options of a model with an embedding table: wide_deep's
+// for model.type wide_deep, else fm's.
+inline const FmSection& EmbeddingOptions(const ModelSection& model) {
+  if (model.type == ModelType::kWideDeep) return model.wide_deep;
+  return model.fm;
+}
 
 // The largest model a config may describe: its blocks (the coordinator and
 // every ps keep a table of them) and its parameters (each worker holds all of
@@ -227,6 +255,12 @@ inline constexpr int64_t kMaxModelParams = int64_t{1} << 30;  // 4 GiB of float3
 // without allocating, and without overflow for any int widths. Widths < 1 and
 // block_size < 1 are left to the range checks (OK here).
 absl::Status CheckModelSize(const ModelSection& model);
+
+// model.wide_deep.fields for `data`: csv, the count of data.categorical,
+// text, numeric and bucketize columns (at least 1); other sources 1. The
+// config loader sets it; a Config built in code must set it itself.
+struct DataSection;
+int WideDeepFields(const DataSection& data);
 
 struct OptimizerSection {
   // "sgd", "momentum", "adagrad" or "adam". Default kSgd.

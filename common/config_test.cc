@@ -225,7 +225,7 @@ TEST(ConfigTest, UnknownKeyNamesLineKeyAndAllowedKeys) {
   ExpectAllFail({
       {"trainig:\n  steps: 1\n",
        "cfg.yaml:1: unknown key 'trainig'; allowed sections: cluster, model, "
-       "optimizer, training, data, checkpoint, heartbeat, rpc, logging, compute, coordinator, launcher, security, robustness, fm, export, admission, "
+       "optimizer, training, data, checkpoint, heartbeat, rpc, logging, compute, coordinator, launcher, security, robustness, fm, wide_deep, export, admission, "
        "eviction (did you mean 'training'?)"},
       {"training:\n  learning_rate: 0.1\n",
        "cfg.yaml:2: unknown key 'training.learning_rate'; allowed keys in "
@@ -295,13 +295,13 @@ TEST(ConfigTest, EnumsListAllowedValues) {
   ExpectAllFail({
       {"model:\n  type: cnn\n",
        "cfg.yaml:2: model.type must be one of mlp, linear, softmax, "
-       "sparse_linear, fm; got 'cnn'"},
+       "sparse_linear, fm, wide_deep; got 'cnn'"},
       {"optimizer:\n  type: adamw\n",
        "cfg.yaml:2: optimizer.type must be one of sgd, momentum, adagrad, "
        "adam, ftrl; got 'adamw' (did you mean 'adam'?)"},
       {"optimizer:\n  type: ftrl\n",
-       "optimizer.type ftrl trains sparse tables (model.type sparse_linear or "
-       "fm); "
+       "optimizer.type ftrl trains sparse tables (model.type sparse_linear, "
+       "fm or wide_deep); "
        "model.type mlp is dense: use adagrad, adam, momentum or sgd"},
       {"model:\n  type: sparse_linear\n",
        "model.type sparse_linear is logistic (model.task: binary) or linear "
@@ -311,11 +311,20 @@ TEST(ConfigTest, EnumsListAllowedValues) {
        "csv"},
       {"admission:\n  min_count: 2\n",
        "admission.min_count and admission.probability decide which keys of a "
-       "sparse table get a row: they apply to model.type sparse_linear and fm "
-       "only"},
+       "sparse table get a row: they apply to model.type sparse_linear, fm "
+       "and wide_deep only"},
       {"fm:\n  dim: 4\n",
        "the fm section configures model.type fm, but model.type is mlp"},
       {"fm:\n  dim: 0\n", "cfg.yaml:2: fm.dim"},
+      {"wide_deep:\n  dim: 4\n",
+       "the wide_deep section configures model.type wide_deep, but "
+       "model.type is mlp"},
+      {"model:\n  type: wide_deep\n  task: binary\ndata:\n  source: "
+       "libsvm\nwide_deep:\n  pooling: max\n",
+       "wide_deep.pooling must be one of sum, mean"},
+      {"model:\n  type: wide_deep\n  task: binary\ndata:\n  source: "
+       "libsvm\nwide_deep:\n  hidden: [0]\n",
+       "wide_deep.hidden"},
       {"model:\n  type: fm\n  task: binary\ndata:\n  source: libsvm\n"
        "fm:\n  embedding_min_count: 2\nadmission:\n  probability: 0.5\n",
        "fm.embedding_min_count admits embeddings by count and "
@@ -328,7 +337,8 @@ TEST(ConfigTest, EnumsListAllowedValues) {
        "cfg.yaml:2: admission.probability"},
       {"eviction:\n  max_rows: 100\n",
        "eviction.ttl_updates and eviction.max_rows drop rows of sparse "
-       "tables: they apply to model.type sparse_linear and fm only, not mlp"},
+       "tables: they apply to model.type sparse_linear, fm and wide_deep "
+       "only, not mlp"},
       {"model:\n  type: sparse_linear\n  task: binary\ndata:\n  source: "
        "libsvm\neviction:\n  ttl_updates: 5\ncheckpoint:\n  interval_s: 0\n",
        "eviction runs when a ps takes its periodic checkpoint, every "
@@ -399,6 +409,27 @@ void ExpectChoices(Parse parse, Name name,
   EXPECT_THAT(parse(std::string(name(static_cast<E>(99)))), Not(IsOk()));
 }
 
+// wide_deep's fields come from the data section: one per hashed csv column,
+// one for libsvm.
+TEST(ConfigTest, WideDeepFieldsFollowTheDataSection) {
+  absl::StatusOr<Config> config = Parse(
+      "model:\n  type: wide_deep\n  task: binary\n"
+      "data:\n  source: csv\n  path: x.csv\n  categorical: [a, b]\n"
+      "  text: [t]\n  bucketize: [c]\n  ignore: [d]\n"
+      "wide_deep:\n  dim: 4\n  hidden: []\n  pooling: sum\n");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->model.wide_deep.fields, 4);
+  EXPECT_EQ(config->model.wide_deep.pooling, "sum");
+  EXPECT_TRUE(config->model.wide_deep.hidden.empty());
+  EXPECT_EQ(&EmbeddingOptions(config->model), &config->model.wide_deep);
+  config = Parse(
+      "model:\n  type: wide_deep\n  task: binary\n"
+      "data:\n  source: libsvm\n  path: x.svm\n");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->model.wide_deep.fields, 1);
+  EXPECT_EQ(config->model.wide_deep.hidden, (std::vector<int>{32, 16}));
+}
+
 TEST(ConfigTest, ChoicesParseAndNameRoundTrip) {
   ExpectChoices<ComputeDevice>(
       ParseComputeDevice, ComputeDeviceName,
@@ -422,10 +453,11 @@ TEST(ConfigTest, ChoicesParseAndNameRoundTrip) {
        {"linear", ModelType::kLinear},
        {"softmax", ModelType::kSoftmax},
        {"sparse_linear", ModelType::kSparseLinear},
-       {"fm", ModelType::kFm}},
+       {"fm", ModelType::kFm},
+       {"wide_deep", ModelType::kWideDeep}},
       "cnn",
-      "model.type must be one of mlp, linear, softmax, sparse_linear, fm; "
-      "got 'cnn'");
+      "model.type must be one of mlp, linear, softmax, sparse_linear, fm, "
+      "wide_deep; got 'cnn'");
   ExpectChoices<OptimizerType>(
       ParseOptimizerType, OptimizerTypeName,
       {{"sgd", OptimizerType::kSgd},

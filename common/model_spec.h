@@ -64,7 +64,9 @@ class ModelSpec {
   const std::vector<TensorSpec>& tensors() const { return tensors_; }
   const std::vector<BlockSpec>& blocks() const { return blocks_; }
   // sparse_linear: one table "weights" of dim 1 (and a dense "bias" [1]);
-  // fm: also table 1 "embeddings" of dim fm.dim; dense models: none.
+  // fm: also table 1 "embeddings" of dim fm.dim; wide_deep: those two
+  // tables (dim wide_deep.dim) and the deep part's MLP as the dense tensors
+  // (layers: fields * dim, wide_deep.hidden..., 1); dense models: none.
   const std::vector<SparseTableSpec>& sparse_tables() const {
     return sparse_tables_;
   }
@@ -92,6 +94,10 @@ class ModelSpec {
   std::vector<float> InitAll(uint64_t seed) const;
 
  private:
+  // The tensors fc{l}.weight and fc{l}.bias of an MLP of `layers`, cut into
+  // blocks of at most block_size floats. REQUIRES: no tensors yet.
+  void SetMlp(const std::vector<int>& layers, int64_t block_size);
+
   std::vector<int> layers_;
   Task task_ = Task::kMulticlass;
   std::vector<TensorSpec> tensors_;

@@ -28,6 +28,33 @@ TEST(ModelSpecTest, MlpTensorsAndBlocksCoverTheFlatVector) {
   EXPECT_EQ(next, spec->num_params());
 }
 
+// wide_deep: the MLP of fields * dim inputs is the dense part, beside the
+// weights and embeddings tables.
+TEST(ModelSpecTest, WideDeepIsAnMlpOverPooledFieldsAndTwoTables) {
+  ModelSection model;
+  model.type = ModelType::kWideDeep;
+  model.task = Task::kBinary;
+  model.wide_deep.fields = 3;
+  model.wide_deep.dim = 4;
+  model.wide_deep.hidden = {5};
+  model.block_size = 16;
+  auto spec = ModelSpec::Create(model);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->layers(), (std::vector<int>{12, 5, 1}));
+  EXPECT_EQ(spec->num_params(), 12 * 5 + 5 + 5 + 1);
+  ASSERT_EQ(spec->tensors().size(), 4u);
+  EXPECT_EQ(spec->tensors()[2].name, "fc2.weight");
+  ASSERT_EQ(spec->sparse_tables().size(), 2u);
+  EXPECT_EQ(spec->sparse_tables()[0].dim, 1);
+  EXPECT_EQ(spec->sparse_tables()[1].dim, 4);
+  EXPECT_EQ(spec->blocks().back().offset + spec->blocks().back().length,
+            spec->num_params());
+  model.wide_deep.hidden = {};
+  spec = ModelSpec::Create(model);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->layers(), (std::vector<int>{12, 1}));
+}
+
 // Found by tools/fuzz/config_fuzzer: two 10^9-wide layers at block_size 4
 // made Create build a table of ~2.5e17 blocks (out of memory).
 TEST(ModelSpecTest, HugeModelIsRefusedBeforeAllocating) {

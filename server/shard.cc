@@ -134,14 +134,14 @@ absl::StatusOr<SparseTable::Options> SparseTableOptions(
   options.optimizer.beta = o.ftrl_beta;
   options.optimizer.l1 = o.l1;
   options.optimizer.l2 = o.l2;
-  if (config.model.type == ModelType::kFm && table.id == 1) {
-    // fm's embeddings: their own regularization (config fm.l1, fm.l2).
-    options.optimizer.l1 = config.model.fm.l1;
-    options.optimizer.l2 = config.model.fm.l2;
-    options.optimizer.weight_decay = config.model.fm.l2;
-    if (config.model.fm.learning_rate > 0) {
-      options.optimizer.learning_rate = config.model.fm.learning_rate;
-    }
+  if (table.id == 1) {
+    // The embeddings (fm, wide_deep): their own regularization and rate
+    // (config fm.* or wide_deep.*).
+    const FmSection& e = EmbeddingOptions(config.model);
+    options.optimizer.l1 = e.l1;
+    options.optimizer.l2 = e.l2;
+    options.optimizer.weight_decay = e.l2;
+    if (e.learning_rate > 0) options.optimizer.learning_rate = e.learning_rate;
   }
   return options;
 }
