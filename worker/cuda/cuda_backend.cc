@@ -7,8 +7,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "common/status_macros.h"
 #include "worker/cuda/cuda_status.h"
+#include "worker/cuda/kernels.h"
 #include "worker/mlp_math.h"
 
 namespace downpour::worker {
@@ -25,6 +27,61 @@ absl::Status CheckBatch(int batch, int max_batch) {
   }
   return absl::OkStatus();
 }
+
+// Makes *array (a gpu::DeviceArray or gpu::PinnedArray) hold at least `size`
+// elements: when it is smaller, reallocates it (uninitialised) to `size` or
+// half as much again as before, whichever is more, so that slowly growing
+// batches reallocate rarely.
+template <typename Array>
+absl::Status Reserve(size_t size, absl::string_view what, Array* array) {
+  if (array->size() >= size) return absl::OkStatus();
+  const size_t grown = std::max(size, array->size() + array->size() / 2);
+  *array = Array();  // freed first: the old and the new need not coexist
+  ASSIGN_OR_RETURN(*array, Array::Allocate(grown, what));
+  return absl::OkStatus();
+}
+
+// Each array in a packed buffer starts at a multiple of cudaMalloc's
+// alignment, as if it had a buffer of its own.
+constexpr size_t kPackAlign = 256;
+
+// Appends `count` Ts to a packed buffer of *bytes bytes; returns where they
+// start.
+template <typename T>
+size_t Pack(int64_t count, size_t* bytes) {
+  const size_t start = (*bytes + kPackAlign - 1) / kPackAlign * kPackAlign;
+  *bytes = start + static_cast<size_t>(count) * sizeof(T);
+  return start;
+}
+
+// The array of Ts at byte `at` of a packed buffer.
+template <typename T>
+T* Packed(char* buffer, size_t at) {
+  return reinterpret_cast<T*>(buffer + at);
+}
+
+// Where PooledLossAndGradient's arrays lie in its packed buffers, in bytes:
+// the batch going to the device (`offset` only when the caller gave one), and
+// the results coming back (out_grad, DeviceMlp::dlogits(), comes on its own).
+struct PooledLayout {
+  PooledLayout(int rows, int64_t entries, int64_t embedding_floats,
+               int64_t num_params, bool has_offset)
+      : offsets(Pack<int64_t>(rows + 1, &in_bytes)),
+        slot(Pack<uint32_t>(entries, &in_bytes)),
+        value(Pack<float>(entries, &in_bytes)),
+        field(Pack<uint16_t>(entries, &in_bytes)),
+        embeddings(Pack<float>(embedding_floats, &in_bytes)),
+        offset(has_offset ? Pack<float>(rows, &in_bytes) : 0),
+        targets(Pack<float>(rows, &in_bytes)),
+        grad(Pack<float>(num_params, &out_bytes)),
+        embedding_grad(Pack<float>(embedding_floats, &out_bytes)),
+        row_loss(Pack<float>(rows, &out_bytes)) {}
+
+  // Declared first: the members below are initialised in order from them.
+  size_t in_bytes = 0, out_bytes = 0;
+  const size_t offsets, slot, value, field, embeddings, offset, targets;
+  const size_t grad, embedding_grad, row_loss;
+};
 
 }  // namespace
 
@@ -250,6 +307,110 @@ absl::StatusOr<double> CudaBackend::Step(const float* params, const float* x,
   std::memcpy(grad, host_grad_.data(), grad_bytes);
   double loss_sum = 0.0;  // in double and in row order, as the CPU path sums
   for (int r = 0; r < batch; ++r) loss_sum += host_row_loss_.data()[r];
+  return loss_sum;
+}
+
+absl::StatusOr<float> CudaBackend::PooledLossAndGradient(
+    const float* params, const PooledBatch& batch, const float* offset,
+    const float* targets, int rows, float* grad, float* embedding_grad,
+    float* out_grad) {
+  RETURN_IF_ERROR(CheckBatch(rows, max_batch_));
+  RETURN_IF_ERROR(CheckTargets(task_, targets, rows, classes_));
+  RETURN_IF_ERROR(CheckPooledBatch(batch, rows, inputs_, classes_));
+  absl::StatusOr<double> loss_sum = PooledStep(
+      params, batch, offset, targets, rows, grad, embedding_grad, out_grad);
+  if (!loss_sum.ok()) {
+    Recover();
+    return loss_sum.status();
+  }
+  return static_cast<float>(*loss_sum / rows);
+}
+
+absl::StatusOr<double> CudaBackend::PooledStep(
+    const float* params, const PooledBatch& batch, const float* offset,
+    const float* targets, int rows, float* grad, float* embedding_grad,
+    float* out_grad) {
+  RETURN_IF_ERROR(CudaStatus(cudaSetDevice(gpu_), "cudaSetDevice"));
+  const int64_t entries = batch.offsets[rows];
+  const int64_t embedding_floats = batch.embedding_rows * batch.dim;
+  const PooledLayout at(rows, entries, embedding_floats, num_params_,
+                        offset != nullptr);
+  const size_t inputs_size = static_cast<size_t>(max_batch_) * inputs_;
+  RETURN_IF_ERROR(Reserve(inputs_size, "pooled inputs", &pooled_x_));
+  RETURN_IF_ERROR(Reserve(inputs_size, "pooled inputs' gradient", &pooled_dx_));
+  RETURN_IF_ERROR(Reserve(at.in_bytes, "pooled batch", &host_pooled_in_));
+  RETURN_IF_ERROR(Reserve(at.in_bytes, "pooled batch", &pooled_in_));
+  RETURN_IF_ERROR(Reserve(at.out_bytes, "pooled gradients", &host_pooled_out_));
+  RETURN_IF_ERROR(Reserve(at.out_bytes, "pooled gradients", &pooled_out_));
+  if (!params_current_) RETURN_IF_ERROR(UploadParams(params));
+
+  // The batch, packed and copied at once. Earlier copies out of
+  // host_pooled_in_ finished: every call synchronises.
+  char* const host_in = host_pooled_in_.data();
+  auto put = [host_in](size_t at, const void* from, size_t bytes) {
+    if (bytes > 0) std::memcpy(host_in + at, from, bytes);
+  };
+  put(at.offsets, batch.offsets, (rows + 1) * sizeof(int64_t));
+  put(at.slot, batch.slot, entries * sizeof(uint32_t));
+  put(at.value, batch.value, entries * sizeof(float));
+  put(at.field, batch.field, entries * sizeof(uint16_t));
+  put(at.embeddings, batch.embeddings, embedding_floats * sizeof(float));
+  if (offset != nullptr) put(at.offset, offset, rows * sizeof(float));
+  put(at.targets, targets, rows * sizeof(float));
+  char* const in = pooled_in_.data();
+  RETURN_IF_ERROR(
+      CudaStatus(cudaMemcpyAsync(in, host_in, at.in_bytes,
+                                 cudaMemcpyHostToDevice, compute_.get()),
+                 "cudaMemcpyAsync (pooled batch to the device)"));
+  const auto* offsets = Packed<const int64_t>(in, at.offsets);
+  const auto* slot = Packed<const uint32_t>(in, at.slot);
+  const auto* value = Packed<const float>(in, at.value);
+  const auto* field = Packed<const uint16_t>(in, at.field);
+  char* const out = pooled_out_.data();
+  float* const d_embedding_grad = Packed<float>(out, at.embedding_grad);
+
+  // Gather, MLP (the loss's gradient of the summed loss, back to the pooled
+  // inputs; the parameters' scaled to the mean's), scatter.
+  RETURN_IF_ERROR(
+      CudaStatus(gpu::LaunchPool(offsets, slot, value, field, entries,
+                                 Packed<const float>(in, at.embeddings),
+                                 batch.embedding_rows, rows, batch.fields,
+                                 batch.dim, pooled_x_.data(), compute_.get()),
+                 "Pool kernel"));
+  RETURN_IF_ERROR(mlp_->Forward(params_.data(), pooled_x_.data(), rows));
+  gpu::BackwardOptions options;
+  if (offset != nullptr) options.offset = Packed<const float>(in, at.offset);
+  options.summed = true;
+  options.dx = pooled_dx_.data();
+  RETURN_IF_ERROR(mlp_->Backward(params_.data(), pooled_x_.data(),
+                                 Packed<const float>(in, at.targets), rows,
+                                 Packed<float>(out, at.row_loss),
+                                 Packed<float>(out, at.grad), options));
+  RETURN_IF_ERROR(CudaStatus(
+      cudaMemsetAsync(d_embedding_grad, 0, embedding_floats * sizeof(float),
+                      compute_.get()),
+      "cudaMemsetAsync (embedding gradient)"));
+  RETURN_IF_ERROR(CudaStatus(
+      gpu::LaunchUnpool(offsets, slot, value, field, entries, pooled_dx_.data(),
+                        rows, batch.fields, batch.dim, d_embedding_grad,
+                        batch.embedding_rows, compute_.get()),
+      "Unpool kernel"));
+
+  RETURN_IF_ERROR(CopyToHost(host_pooled_out_.data(), out, at.out_bytes,
+                             "pooled gradients"));
+  RETURN_IF_ERROR(CopyToHost(host_outputs_.data(), mlp_->dlogits(),
+                             rows * sizeof(float), "output gradient"));
+  RETURN_IF_ERROR(Synchronize("PooledLossAndGradient"));
+  char* const host_out = host_pooled_out_.data();
+  std::memcpy(grad, host_out + at.grad, num_params_ * sizeof(float));
+  if (embedding_floats > 0) {
+    std::memcpy(embedding_grad, host_out + at.embedding_grad,
+                embedding_floats * sizeof(float));
+  }
+  std::memcpy(out_grad, host_outputs_.data(), rows * sizeof(float));
+  const float* row_loss = Packed<const float>(host_out, at.row_loss);
+  double loss_sum = 0.0;  // in double and in row order, as the CPU path sums
+  for (int r = 0; r < rows; ++r) loss_sum += row_loss[r];
   return loss_sum;
 }
 

@@ -15,6 +15,11 @@
 // refreshed only after a ParamsChanged call. Each call returns when its results
 // are on the host. Build it through MakeCudaBackend (cuda_support.h), which
 // checks the device first; this header needs the CUDA toolkit.
+//
+// PooledLossAndGradient (wide_deep) copies its batch's arrays to the device in
+// one packed transfer, then pools, runs the MLP and scatters the gradient back
+// to the embedding rows there; its buffers are allocated at its first call and
+// grow with the largest batch seen.
 #ifndef DOWNPOUR_WORKER_CUDA_CUDA_BACKEND_H_
 #define DOWNPOUR_WORKER_CUDA_CUDA_BACKEND_H_
 
@@ -55,6 +60,10 @@ class CudaBackend final : public ComputeBackend {
                                         float* grad) override;
   absl::Status Predict(const float* params, const float* x, int n,
                        float* out) override;
+  absl::StatusOr<float> PooledLossAndGradient(
+      const float* params, const PooledBatch& batch, const float* offset,
+      const float* targets, int rows, float* grad, float* embedding_grad,
+      float* out_grad) override;
   std::string device() const override { return device_; }
   void ParamsChanged() override;
   // A copy that fails to start is reported by the next LossAndGradient.
@@ -88,6 +97,12 @@ class CudaBackend final : public ComputeBackend {
 
   absl::StatusOr<double> Step(const float* params, const float* x,
                               const float* targets, int batch, float* grad);
+  // PooledLossAndGradient after its checks: the summed loss.
+  absl::StatusOr<double> PooledStep(const float* params,
+                                    const PooledBatch& batch,
+                                    const float* offset, const float* targets,
+                                    int rows, float* grad,
+                                    float* embedding_grad, float* out_grad);
   absl::Status PredictChunks(const float* params, const float* x, int n,
                              float* out);
   // After a failure: waits for both streams and forgets what is on the device.
@@ -126,7 +141,16 @@ class CudaBackend final : public ComputeBackend {
   std::unique_ptr<gpu::DeviceMlp> mlp_;
   gpu::DeviceArray<float> params_, grad_, row_loss_;
   gpu::PinnedArray<float> host_params_, host_grad_, host_row_loss_;
-  gpu::PinnedArray<float> host_outputs_;  // max_batch rows of outputs
+  // max_batch rows of outputs (Predict), or of their gradient (out_grad).
+  gpu::PinnedArray<float> host_outputs_;
+
+  // PooledLossAndGradient's, empty until its first call. The pooled inputs
+  // and their gradient, [max_batch, inputs] each; and its arrays packed
+  // (PooledLayout in cuda_backend.cc) into one buffer each way, so that a step
+  // takes one copy to the device and two back, grown when a batch needs more.
+  gpu::DeviceArray<float> pooled_x_, pooled_dx_;
+  gpu::PinnedArray<char> host_pooled_in_, host_pooled_out_;
+  gpu::DeviceArray<char> pooled_in_, pooled_out_;
 
   // The parameter cache: params_ holds the caller's current values while
   // params_current_, which is only ever true once ParamsChanged was called.

@@ -145,6 +145,77 @@ TEST_F(EmulatedCudaTest, OutOfDeviceMemoryIsResourceExhaustedAndLeaksNothing) {
   EXPECT_EQ(live.cublas_handles, 0);
 }
 
+// PooledLossAndGradient's failures: its buffers' allocation (at its first
+// call), an SGEMM (the last of its step, fc1's dX) and the synchronisation
+// come back naming the call; the next step gives the CPU's answer, and the
+// backend frees its pooled buffers too.
+TEST_F(EmulatedCudaTest, PooledStepFailuresAreReturnedAndTheBackendRecovers) {
+  ModelSection section;
+  section.task = Task::kBinary;
+  section.layers = {8, 6, 1};  // 2 fields of 4 floats
+  absl::StatusOr<ModelSpec> spec = ModelSpec::Create(section);
+  ASSERT_THAT(spec, IsOk());
+  const std::vector<float> params = spec->InitAll(6);
+  const std::vector<float> emb = {0.1f, 0.2f,  -0.3f, 0.4f, 0.5f, -0.6f,
+                                  0.7f, -0.8f, 0.9f,  1.0f, 1.1f, 1.2f};
+  const std::vector<int64_t> offsets = {0, 2, 3};
+  const std::vector<uint32_t> slot = {0, 2, 0};
+  const std::vector<uint16_t> field = {0, 1, 1};
+  const std::vector<float> value = {1, -0.5f, 2};
+  const std::vector<float> labels = {1, 0}, offset = {0.25f, -0.5f};
+  PooledBatch batch;
+  batch.offsets = offsets.data();
+  batch.slot = slot.data();
+  batch.value = value.data();
+  batch.field = field.data();
+  batch.embeddings = emb.data();
+  batch.embedding_rows = 3;
+  batch.fields = 2;
+  batch.dim = 4;
+  std::vector<float> grad(spec->num_params()), emb_grad(12), out_grad(2);
+  auto run = [&](ComputeBackend* backend) {
+    return backend->PooledLossAndGradient(params.data(), batch, offset.data(),
+                                          labels.data(), 2, grad.data(),
+                                          emb_grad.data(), out_grad.data());
+  };
+  {
+    absl::StatusOr<std::unique_ptr<ComputeBackend>> gpu =
+        MakeCudaBackend(*spec, 2, 0);
+    ASSERT_THAT(gpu, IsOk());
+    gpu::fake::FailMallocCall(1);
+    EXPECT_THAT(run(gpu->get()),
+                StatusIs(absl::StatusCode::kResourceExhausted,
+                         StartsWith("cudaMalloc (pooled inputs, ")));
+    // Forward fc1, fc2; backward fc2 dW, fc2 dA, fc1 dW, fc1 dX.
+    gpu::fake::FailSgemmCall(6, CUBLAS_STATUS_EXECUTION_FAILED);
+    EXPECT_THAT(run(gpu->get()),
+                StatusIs(absl::StatusCode::kInternal,
+                         StartsWith("cublasSgemm (fc1 backward dX): "
+                                    "CUBLAS_STATUS_EXECUTION_FAILED")));
+    gpu::fake::FailSyncCall(1, cudaErrorIllegalAddress);
+    EXPECT_THAT(run(gpu->get()),
+                StatusIs(absl::StatusCode::kInternal,
+                         StartsWith("cudaStreamSynchronize "
+                                    "(PooledLossAndGradient): "
+                                    "cudaErrorIllegalAddress")));
+    absl::StatusOr<float> loss = run(gpu->get());
+    ASSERT_THAT(loss, IsOk());
+    const std::vector<float> got = grad, got_emb = emb_grad, got_out = out_grad;
+    CpuBackend cpu(*spec, 2);
+    absl::StatusOr<float> cpu_loss = run(&cpu);
+    ASSERT_THAT(cpu_loss, IsOk());
+    EXPECT_NEAR(*loss, *cpu_loss, 1e-6);
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], grad[i], 1e-6);
+    for (size_t i = 0; i < got_emb.size(); ++i) {
+      EXPECT_NEAR(got_emb[i], emb_grad[i], 1e-6);
+    }
+    for (int r = 0; r < 2; ++r) EXPECT_NEAR(got_out[r], out_grad[r], 1e-6);
+  }
+  const gpu::fake::Live live = gpu::fake::LiveObjects();
+  EXPECT_EQ(live.device_buffers, 0);
+  EXPECT_EQ(live.pinned_buffers, 0);
+}
+
 TEST_F(EmulatedCudaTest, BackendFreesEverythingItMade) {
   {
     absl::StatusOr<std::unique_ptr<ComputeBackend>> gpu =

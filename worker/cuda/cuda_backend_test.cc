@@ -6,6 +6,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/config.h"
@@ -450,6 +451,220 @@ TEST_F(CudaBackendTest, RejectsBadInputAndKeepsWorking) {
   EXPECT_THAT(gpu->LossAndGradient(params.data(), x.data(), labels.data(), 2,
                                    grad.data()),
               IsOk());
+}
+
+// wide_deep's step (PooledLossAndGradient): the pooling sums a few terms per
+// input and the MLP's SGEMMs are short (K <= 32), so the only differences
+// from the CPU are summation order (cuBLAS's blocking, the scatter's atomic
+// adds), of order 1e-7; a wrong index, offset or scale is of order 1.
+constexpr double kPooledBound = 1e-5;
+
+// A PooledBatch's arrays, owned.
+struct PooledInputs {
+  std::vector<int64_t> offsets;
+  std::vector<uint32_t> slot;
+  std::vector<float> value;
+  std::vector<uint16_t> field;
+  std::vector<float> embeddings;
+  int64_t embedding_rows = 0;
+  int fields = 0;
+  int dim = 0;
+
+  PooledBatch batch() const {
+    PooledBatch b;
+    b.offsets = offsets.data();
+    b.slot = slot.data();
+    b.value = value.data();
+    b.field = field.data();
+    b.embeddings = embeddings.data();
+    b.embedding_rows = embedding_rows;
+    b.fields = fields;
+    b.dim = dim;
+    return b;
+  }
+};
+
+// `rows` rows of 0 to 3 entries per field, in shuffled field order, over
+// embedding_rows rows that many entries share, except: row 0 has no entry of
+// field 1, row 1 has no entry at all, row 2 uses embedding row 0 twice in
+// field 0, and the last embedding row is used by no entry. REQUIRES: rows >= 3,
+// fields >= 2, embedding_rows >= 2.
+PooledInputs RandomPooled(int rows, int fields, int dim, int64_t embedding_rows,
+                          uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> weight(-1.5f, 1.5f);
+  PooledInputs in;
+  in.embedding_rows = embedding_rows;
+  in.fields = fields;
+  in.dim = dim;
+  in.embeddings =
+      RandomFloats(static_cast<size_t>(embedding_rows) * dim, -1, 1, seed + 1);
+  in.offsets.push_back(0);
+  for (int r = 0; r < rows; ++r) {
+    std::vector<std::pair<uint16_t, uint32_t>> entries;  // (field, slot)
+    if (r == 2) entries = {{0, 0}, {0, 0}};
+    for (int f = 0; f < fields && r != 1; ++f) {
+      if (r == 0 && f == 1) continue;
+      const int count = static_cast<int>(gen() % 4);
+      for (int k = 0; k < count; ++k) {
+        entries.emplace_back(
+            static_cast<uint16_t>(f),
+            static_cast<uint32_t>(gen() % (embedding_rows - 1)));
+      }
+    }
+    std::shuffle(entries.begin(), entries.end(), gen);
+    for (const auto& [f, slot] : entries) {
+      in.field.push_back(f);
+      in.slot.push_back(slot);
+      in.value.push_back(weight(gen));
+    }
+    in.offsets.push_back(static_cast<int64_t>(in.slot.size()));
+  }
+  return in;
+}
+
+TEST_F(CudaBackendTest, PooledLossAndGradientMatchesCpu) {
+  constexpr int kFields = 4, kDim = 8, kMaxBatch = 32;
+  struct Step {
+    int rows;
+    int64_t embedding_rows;
+    bool offset;
+  };
+  // Growing batches (the device buffers grow), then smaller ones (reused).
+  const Step steps[] = {
+      {19, 40, true}, {32, 200, true}, {7, 12, false}, {32, 90, true}};
+  uint32_t seed = 200;
+  for (Task task : {Task::kBinary, Task::kRegression}) {
+    SCOPED_TRACE(TaskName(task));
+    const ModelSpec spec =
+        MakeSpec("mlp", {kFields * kDim, 24, 12, 1}, TaskName(task));
+    CpuBackend cpu(spec, kMaxBatch);
+    std::unique_ptr<ComputeBackend> gpu = Gpu(spec, kMaxBatch);
+    ASSERT_NE(gpu, nullptr);
+    const std::vector<float> params = Params(spec, ++seed);
+    // The cached parameters (uploaded once) in one task, fresh in the other.
+    if (task == Task::kRegression) gpu->ParamsChanged();
+    for (const Step& step : steps) {
+      SCOPED_TRACE(::testing::Message()
+                   << step.rows << " rows, " << step.embedding_rows
+                   << " embedding rows");
+      const PooledInputs in =
+          RandomPooled(step.rows, kFields, kDim, step.embedding_rows, ++seed);
+      const PooledBatch batch = in.batch();
+      const std::vector<float> targets =
+          RandomLabels(step.rows, 1, ++seed, task);
+      const std::vector<float> offset = RandomFloats(step.rows, -1, 1, ++seed);
+      const float* offset_or_null = step.offset ? offset.data() : nullptr;
+      const size_t emb_size = in.embeddings.size();
+      std::vector<float> want(spec.num_params()), want_emb(emb_size),
+          want_out(step.rows);
+      std::vector<float> got(spec.num_params(), NAN), got_emb(emb_size, NAN),
+          got_out(step.rows, NAN);
+      absl::StatusOr<float> cpu_loss = cpu.PooledLossAndGradient(
+          params.data(), batch, offset_or_null, targets.data(), step.rows,
+          want.data(), want_emb.data(), want_out.data());
+      absl::StatusOr<float> gpu_loss = gpu->PooledLossAndGradient(
+          params.data(), batch, offset_or_null, targets.data(), step.rows,
+          got.data(), got_emb.data(), got_out.data());
+      ASSERT_THAT(cpu_loss, IsOk());
+      ASSERT_THAT(gpu_loss, IsOk());
+      EXPECT_NEAR(*gpu_loss, *cpu_loss,
+                  kPooledBound * std::max(1.0f, *cpu_loss));
+      for (const TensorSpec& t : spec.tensors()) {
+        EXPECT_LE(RelativeError(&got[t.offset], &want[t.offset], t.size),
+                  kPooledBound)
+            << t.name;
+      }
+      EXPECT_LE(RelativeError(got_emb.data(), want_emb.data(), emb_size),
+                kPooledBound);
+      EXPECT_LE(RelativeError(got_out.data(), want_out.data(), step.rows),
+                kPooledBound);
+      // The embedding row no entry uses gets exactly 0.
+      for (int j = 0; j < kDim; ++j) {
+        EXPECT_EQ(got_emb[emb_size - kDim + j], 0.0f) << j;
+      }
+    }
+    // A dense step after the pooled ones is unaffected by them.
+    const std::vector<float> x =
+        RandomFloats(kMaxBatch * kFields * kDim, 0, 1, ++seed);
+    const std::vector<float> targets = RandomLabels(kMaxBatch, 1, ++seed, task);
+    std::vector<float> want(spec.num_params()), got(spec.num_params(), NAN);
+    ASSERT_THAT(cpu.LossAndGradient(params.data(), x.data(), targets.data(),
+                                    kMaxBatch, want.data()),
+                IsOk());
+    ASSERT_THAT(gpu->LossAndGradient(params.data(), x.data(), targets.data(),
+                                     kMaxBatch, got.data()),
+                IsOk());
+    ExpectGradientsMatch(spec, got, want);
+  }
+}
+
+TEST_F(CudaBackendTest, PooledLossAndGradientRejectsBadInputAndKeepsWorking) {
+  const ModelSpec spec = MakeSpec("mlp", {4, 3, 1}, "binary");
+  CpuBackend cpu(spec, 2);
+  std::unique_ptr<ComputeBackend> gpu = Gpu(spec, 2);
+  ASSERT_NE(gpu, nullptr);
+  const std::vector<float> params = Params(spec, 300);
+  const std::vector<float> emb = RandomFloats(6, -1, 1, 301);
+  const std::vector<int64_t> offsets = {0, 2, 3};
+  std::vector<uint32_t> slot = {0, 2, 1};
+  std::vector<uint16_t> field = {0, 1, 1};
+  const std::vector<float> value = {1, 0.5f, 2};
+  const std::vector<float> labels = {1, 0}, offset = {0.5f, -1};
+  PooledBatch batch;
+  batch.offsets = offsets.data();
+  batch.slot = slot.data();
+  batch.value = value.data();
+  batch.field = field.data();
+  batch.embeddings = emb.data();
+  batch.embedding_rows = 3;
+  batch.fields = 2;
+  batch.dim = 2;
+  std::vector<float> grad(spec.num_params()), emb_grad(6), out_grad(2);
+  auto run = [&](ComputeBackend* backend, int rows) {
+    return backend->PooledLossAndGradient(params.data(), batch, offset.data(),
+                                          labels.data(), rows, grad.data(),
+                                          emb_grad.data(), out_grad.data());
+  };
+  slot[1] = 3;
+  EXPECT_THAT(run(gpu.get(), 2),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("names embedding row 3 of 3")));
+  slot[1] = 2;
+  field[2] = 2;
+  EXPECT_THAT(run(gpu.get(), 2), StatusIs(absl::StatusCode::kInvalidArgument,
+                                          HasSubstr("is in field 2 of 2")));
+  field[2] = 1;
+  EXPECT_THAT(run(gpu.get(), 3), StatusIs(absl::StatusCode::kInvalidArgument,
+                                          HasSubstr("max_batch")));
+  const std::vector<float> half = {0.5f, 1};
+  EXPECT_THAT(
+      gpu->PooledLossAndGradient(params.data(), batch, offset.data(),
+                                 half.data(), 2, grad.data(), emb_grad.data(),
+                                 out_grad.data()),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("is not 0 or 1")));
+  batch.dim = 1;
+  EXPECT_THAT(run(gpu.get(), 2),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("do not make the model's 4 inputs")));
+  batch.dim = 2;
+  // A model of several outputs cannot take an offset per row.
+  std::unique_ptr<ComputeBackend> multiclass =
+      Gpu(MakeSpec("mlp", {4, 3, 2}), 2);
+  ASSERT_NE(multiclass, nullptr);
+  EXPECT_THAT(run(multiclass.get(), 2),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("need a model with one output")));
+  // And the backend still gives the CPU's answer.
+  absl::StatusOr<float> gpu_loss = run(gpu.get(), 2);
+  ASSERT_THAT(gpu_loss, IsOk());
+  const std::vector<float> got = grad, got_emb = emb_grad, got_out = out_grad;
+  absl::StatusOr<float> cpu_loss = run(&cpu, 2);
+  ASSERT_THAT(cpu_loss, IsOk());
+  EXPECT_NEAR(*gpu_loss, *cpu_loss, kPooledBound * std::max(1.0f, *cpu_loss));
+  EXPECT_LE(RelativeError(got.data(), grad.data(), grad.size()), kPooledBound);
+  EXPECT_LE(RelativeError(got_emb.data(), emb_grad.data(), 6), kPooledBound);
+  EXPECT_LE(RelativeError(got_out.data(), out_grad.data(), 2), kPooledBound);
 }
 
 // Runs everywhere: an unusable GPU is FailedPrecondition with a reason.

@@ -10,7 +10,10 @@
 namespace downpour::worker::gpu {
 
 DeviceMlp::DeviceMlp(const ModelSpec& spec, cudaStream_t stream)
-    : layers_(spec.layers()), task_(spec.task()), stream_(stream) {
+    : layers_(spec.layers()),
+      task_(spec.task()),
+      num_params_(spec.num_params()),
+      stream_(stream) {
   // ModelSpec lists fc{l}.weight then fc{l}.bias for each layer.
   const std::vector<TensorSpec>& tensors = spec.tensors();
   for (int l = 0; l < num_layers(); ++l) {
@@ -72,10 +75,24 @@ absl::Status DeviceMlp::Forward(const float* params, const float* x, int rows) {
 
 absl::Status DeviceMlp::Backward(const float* params, const float* x,
                                  const float* targets, int rows,
-                                 float* row_loss, float* grad) {
+                                 float* row_loss, float* grad,
+                                 const BackwardOptions& options) {
+  if (options.offset != nullptr) {
+    if (layers_.back() != 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("an output offset needs a model with one output, this "
+                       "one has ",
+                       layers_.back()));
+    }
+    // One output a row: the offsets are a bias over a single row of `rows`.
+    RETURN_IF_ERROR(CudaStatus(
+        LaunchAddBias(options.offset, 1, rows, act_.back().data(), stream_),
+        "AddBias kernel (output offset)"));
+  }
+  const float mean = 1.0f / static_cast<float>(rows);
   RETURN_IF_ERROR(CudaStatus(
       LaunchOutputLoss(static_cast<int>(task_), logits(), targets, rows,
-                       layers_.back(), 1.0f / static_cast<float>(rows),
+                       layers_.back(), options.summed ? 1.0f : mean,
                        delta_.back().data(), row_loss, stream_),
       "OutputLoss kernel"));
   for (int l = num_layers() - 1; l >= 0; --l) {
@@ -90,8 +107,15 @@ absl::Status DeviceMlp::Backward(const float* params, const float* x,
     RETURN_IF_ERROR(CudaStatus(
         LaunchColumnSums(dz, rows, fan_out, grad + bias_offset_[l], stream_),
         absl::StrCat("ColumnSums kernel (", name, " db)")));
-    if (l == 0) break;  // no one needs d loss / d x
     // dA_prev = dZ * W^T: [rows, fan_out] * [fan_out, fan_in].
+    if (l == 0) {
+      if (options.dx != nullptr) {
+        RETURN_IF_ERROR(Gemm(false, true, rows, fan_in, fan_out, dz,
+                             params + weight_offset_[l], options.dx,
+                             absl::StrCat(name, " dX").c_str()));
+      }
+      break;
+    }
     float* da = delta_[l - 1].data();
     RETURN_IF_ERROR(Gemm(false, true, rows, fan_in, fan_out, dz,
                          params + weight_offset_[l], da,
@@ -100,6 +124,11 @@ absl::Status DeviceMlp::Backward(const float* params, const float* x,
         LaunchReluBackward(act_[l - 1].data(),
                            static_cast<int64_t>(rows) * fan_in, da, stream_),
         absl::StrCat("ReluBackward kernel (", name, ")")));
+  }
+  if (options.summed) {
+    // The parameters' gradient of the summed loss, scaled to the mean's.
+    RETURN_IF_ERROR(CudaStatus(LaunchScale(num_params_, mean, grad, stream_),
+                               "Scale kernel (gradient of the mean loss)"));
   }
   return absl::OkStatus();
 }

@@ -26,6 +26,21 @@
 
 namespace downpour::worker::gpu {
 
+// What DeviceMlp::Backward takes and gives beyond the mean loss's parameter
+// gradient; the defaults are a plain training step. Device pointers.
+struct BackwardOptions {
+  // One float per row (null: none), added to each row's one output before the
+  // loss (wide_deep's wide margin); logits() then include it. REQUIRES: a
+  // model with one output.
+  const float* offset = nullptr;
+  // Whether dlogits() and dx are of the summed loss rather than the mean
+  // (CpuBackend::PooledLossAndGradient's choice); grad is of the mean loss
+  // either way.
+  bool summed = false;
+  // [rows, inputs] (null: not computed): d loss / d x, one more SGEMM.
+  float* dx = nullptr;
+};
+
 class DeviceMlp {
  public:
   // Allocates activations and deltas for max_batch rows and a cuBLAS handle on
@@ -47,11 +62,17 @@ class DeviceMlp {
   // After Forward with the same params, x and rows: enqueues the task's loss
   // on logits() (row_loss[r] = example r's loss; kernel_math.h's
   // OutputLossRow) and the backward pass, overwriting grad[0..num_params)
-  // with the gradient of the mean loss. REQUIRES: targets valid for the task
-  // (CheckTargets on the host).
+  // with the gradient of the mean loss, and what `options` asks for: as
+  // CpuBackend's Backward and PooledLossAndGradient, in the same order. Once
+  // per Forward (an offset is added to logits() in place). InvalidArgument
+  // for an offset on a model with more than one output. REQUIRES: targets
+  // valid for the task (CheckTargets on the host).
   absl::Status Backward(const float* params, const float* x,
                         const float* targets, int rows, float* row_loss,
-                        float* grad);
+                        float* grad, const BackwardOptions& options = {});
+  // d loss / d logits of the last Backward, [rows, classes]: of the mean loss,
+  // or of the summed loss with options.summed.
+  const float* dlogits() const { return delta_.back().data(); }
 
  private:
   DeviceMlp(const ModelSpec& spec, cudaStream_t stream);
@@ -65,6 +86,7 @@ class DeviceMlp {
   // Constant after construction.
   const std::vector<int> layers_;
   const Task task_;
+  const int64_t num_params_;
   cudaStream_t const stream_;
   // Per linear layer: where its weight and bias start in the flat vector.
   std::vector<int64_t> weight_offset_;

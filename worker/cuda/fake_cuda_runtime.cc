@@ -231,6 +231,13 @@ cudaError_t cudaMemset(void* ptr, int value, size_t bytes) {
   return cudaSuccess;
 }
 
+cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes,
+                            cudaStream_t stream) {
+  if (!fake::IsDevice(ptr, bytes)) return cudaErrorInvalidValue;
+  fake::Enqueue(stream, [=] { std::memset(ptr, value, bytes); });
+  return cudaSuccess;
+}
+
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes,
                             cudaMemcpyKind kind, cudaStream_t stream) {
   // Asynchronous copies need pinned host memory on the host side.

@@ -117,6 +117,12 @@ DOWNPOUR_HOST_DEVICE inline void ColumnSumAt(int c, const float* m, int rows,
   out[c] = sum;
 }
 
+// The scaling of a gradient of the summed loss to the mean's, element i:
+// a[i] *= scale (CpuBackend::PooledLossAndGradient's loop over grad).
+DOWNPOUR_HOST_DEVICE inline void ScaleAt(int64_t i, float scale, float* a) {
+  a[i] *= scale;
+}
+
 // Pooling of embeddings into MLP inputs (compute_backend.h's PooledBatch),
 // element i = r * dim + j: writes component j of every field of input row r,
 // x[r][f*dim + j] (x is [rows, fields*dim]): 0, plus value[e] *

@@ -193,5 +193,18 @@ TEST(KernelMathTest, ColumnSumsMatchHost) {
   EXPECT_EQ(got, want);
 }
 
+// CpuBackend::PooledLossAndGradient scales the summed loss's parameter
+// gradient by 1 / rows as a float; ScaleAt does the same, exactly.
+TEST(KernelMathTest, ScaleAtMatchesTheCpuScaling) {
+  const std::vector<float> g = RandomFloats(kRows * kCols, 10);
+  const float scale = 1.0f / static_cast<float>(kRows);
+  std::vector<float> want = g, got = g;
+  for (float& v : want) v *= scale;
+  for (int64_t i = 0; i < static_cast<int64_t>(got.size()); ++i) {
+    ScaleAt(i, scale, got.data());
+  }
+  EXPECT_EQ(got, want);
+}
+
 }  // namespace
 }  // namespace downpour::worker::gpu

@@ -39,9 +39,30 @@ cudaError_t LaunchOutputLoss(int task, const float* logits,
 cudaError_t LaunchColumnSums(const float* m, int rows, int cols, float* out,
                              cudaStream_t stream);
 
-// correct[r] = 1 if labels[r] is the argmax of logits[r] (ties to the lowest
-// class), else 0; the caller sums them.
+// a[i] *= scale, in place.
+cudaError_t LaunchScale(int64_t n, float scale, float* a, cudaStream_t stream);
 
+// The pooled inputs x [rows, fields*dim] of a PooledBatch
+// (worker/compute_backend.h) whose arrays are on the device: one thread per
+// element r * dim + j. `entries` (offsets[rows]) and `embedding_rows` are the
+// lengths of slot/value/field and of embeddings (in rows of dim floats).
+// REQUIRES: offsets, slots and fields valid (CheckPooledBatch on the host).
+cudaError_t LaunchPool(const int64_t* offsets, const uint32_t* slot,
+                       const float* value, const uint16_t* field,
+                       int64_t entries, const float* embeddings,
+                       int64_t embedding_rows, int rows, int fields, int dim,
+                       float* x, cudaStream_t stream);
+
+// The pooling's backward pass: adds what dx (the pooled inputs' gradient,
+// [rows, fields*dim]) sends to each embedding row into embedding_grad
+// [embedding_rows, dim], which the caller zeroes first
+// (cudaMemsetAsync). One thread per element r * dim + j; rows sharing an
+// embedding row add to it atomically, in any order. Arguments as LaunchPool.
+cudaError_t LaunchUnpool(const int64_t* offsets, const uint32_t* slot,
+                         const float* value, const uint16_t* field,
+                         int64_t entries, const float* dx, int rows, int fields,
+                         int dim, float* embedding_grad, int64_t embedding_rows,
+                         cudaStream_t stream);
 
 }  // namespace downpour::worker::gpu
 

@@ -76,4 +76,51 @@ cudaError_t LaunchColumnSums(const float* m, int rows, int cols, float* out,
   return cudaSuccess;
 }
 
+cudaError_t LaunchScale(int64_t n, float scale, float* a, cudaStream_t stream) {
+  if (!OnDevice(a, n)) return cudaErrorInvalidValue;
+  fake::Enqueue(stream, [=] {
+    for (int64_t i = 0; i < n; ++i) ScaleAt(i, scale, a);
+  });
+  return cudaSuccess;
+}
+
+cudaError_t LaunchPool(const int64_t* offsets, const uint32_t* slot,
+                       const float* value, const uint16_t* field,
+                       int64_t entries, const float* embeddings,
+                       int64_t embedding_rows, int rows, int fields, int dim,
+                       float* x, cudaStream_t stream) {
+  const int64_t n = static_cast<int64_t>(rows) * dim;
+  if (!OnDevice(offsets, rows + 1) || !OnDevice(slot, entries) ||
+      !OnDevice(value, entries) || !OnDevice(field, entries) ||
+      !OnDevice(embeddings, embedding_rows * dim) || !OnDevice(x, n * fields)) {
+    return cudaErrorInvalidValue;
+  }
+  fake::Enqueue(stream, [=] {
+    for (int64_t i = 0; i < n; ++i) {
+      PoolAt(i, offsets, slot, value, field, embeddings, fields, dim, x);
+    }
+  });
+  return cudaSuccess;
+}
+
+cudaError_t LaunchUnpool(const int64_t* offsets, const uint32_t* slot,
+                         const float* value, const uint16_t* field,
+                         int64_t entries, const float* dx, int rows, int fields,
+                         int dim, float* embedding_grad, int64_t embedding_rows,
+                         cudaStream_t stream) {
+  const int64_t n = static_cast<int64_t>(rows) * dim;
+  if (!OnDevice(offsets, rows + 1) || !OnDevice(slot, entries) ||
+      !OnDevice(value, entries) || !OnDevice(field, entries) ||
+      !OnDevice(dx, n * fields) ||
+      !OnDevice(embedding_grad, embedding_rows * dim)) {
+    return cudaErrorInvalidValue;
+  }
+  fake::Enqueue(stream, [=] {
+    for (int64_t i = 0; i < n; ++i) {
+      UnpoolAt(i, offsets, slot, value, field, dx, fields, dim, embedding_grad);
+    }
+  });
+  return cudaSuccess;
+}
+
 }  // namespace downpour::worker::gpu
