@@ -86,14 +86,16 @@ absl::StatusOr<SparseDataset> ReadLibsvmSparse(
 // becomes the key as written, with no 0/1-based shift and no hashing (the ps
 // mixes keys with MixKey before picking a shard, data/feature_hash.h). Within
 // a line indices may come in any order and repeat: each row is sorted by key,
-// repeated keys have their values summed, and zero values are dropped. The
-// lines, comments, qid and labels are read as ParseLibsvm reads them. Every
-// error is InvalidArgument "name:line:column: what is wrong; the fix", for:
-// an index above 2^64 - 1, a token that is not index:value (a negative
-// index, too), a value or label that is not a number or is NaN/Inf, values of
-// one key summing past the float range, a label outside `classes` or the
-// 1001st distinct label without them, a multi-label line, no data rows, text
-// that looks binary, a line longer than max_line_bytes, and bad options.
+// repeated keys have their values summed, and zero values are dropped. A
+// LIBSVM file has one field: the result records no fields (`fields` is
+// empty: every entry is in field 0, data/sparse_dataset.h). The lines,
+// comments, qid and labels are read as ParseLibsvm reads them. Every error
+// is InvalidArgument "name:line:column: what is wrong; the fix", for: an
+// index above 2^64 - 1, a token that is not index:value (a negative index,
+// too), a value or label that is not a number or is NaN/Inf, values of one
+// key summing past the float range, a label outside `classes` or the 1001st
+// distinct label without them, a multi-label line, no data rows, text that
+// looks binary, a line longer than max_line_bytes, and bad options.
 absl::StatusOr<SparseDataset> ParseLibsvmSparse(
     absl::string_view text, const std::string& name,
     const LibsvmSparseOptions& options);

@@ -19,6 +19,7 @@ using ::downpour::testing::IsOk;
 using ::downpour::testing::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 using ::testing::StartsWith;
 
 TEST(ParseLibsvmTest, DenseRowsFromSparseLines) {
@@ -242,6 +243,7 @@ TEST(ParseLibsvmSparseTest, UnsortedAndRepeatedIndicesAreSortedAndSummed) {
   EXPECT_THAT(d->values, ElementsAre(1, 1.5f, 3));
   EXPECT_THAT(d->y, ElementsAre(1, 0));
   EXPECT_THAT(d->class_names, ElementsAre("0", "1"));
+  EXPECT_THAT(d->fields, IsEmpty());  // one field: every entry in field 0
 }
 
 TEST(ParseLibsvmSparseTest, CommentsQidRealLabelsAndExplicitClasses) {

@@ -33,6 +33,7 @@ struct ColumnPlan {
   Action action = kIgnore;
   std::string name;            // the header's
   int option = -1;             // index into options.columns, -1 for the label
+  uint16_t field = 0;          // its entries' field (see the header)
   bool quantiles = false;      // kBucketize from quantile_buckets
   uint64_t field_key = 0;      // kValue: FieldKey(name)
   std::vector<double> bounds;  // kBucketize
@@ -46,6 +47,20 @@ absl::Status CheckOptions(const std::string& name,
     return ErrorAt(name, 1, 1,
                    "the sparse CSV reader needs a header (columns are named "
                    "by it); set data.header: true and add a header line");
+  }
+  const int64_t fields =
+      std::count_if(options.columns.begin(), options.columns.end(),
+                    [](const SparseColumn& c) {
+                      return c.kind != SparseColumnKind::kIgnore;
+                    });
+  if (fields > kMaxSparseCsvFields) {
+    return ErrorAt(name, 1, 1,
+                   absl::StrCat(fields,
+                                " columns are categorical, text or numeric; "
+                                "at most ",
+                                kMaxSparseCsvFields,
+                                " can be (each is a field, numbered in 16 "
+                                "bits); ignore some columns"));
   }
   for (const SparseColumn& c : options.columns) {
     const std::string column = absl::StrCat("column ", Quote(c.name));
@@ -208,6 +223,7 @@ absl::Status SparseCsvParser::Plan(const CsvScanner& scanner) {
     plan_[scanner.label_column()].action = ColumnPlan::kLabel;
   }
   std::vector<bool> listed(names.size(), false);
+  int field = 0;  // CheckOptions capped the fields at kMaxSparseCsvFields
   for (int i = 0; i < static_cast<int>(options_.columns.size()); ++i) {
     const SparseColumn& column = options_.columns[i];
     const auto it = by_name.find(column.name);
@@ -236,6 +252,9 @@ absl::Status SparseCsvParser::Plan(const CsvScanner& scanner) {
     }
     listed[c] = true;
     plan_[c].option = i;
+    if (column.kind != SparseColumnKind::kIgnore) {
+      plan_[c].field = static_cast<uint16_t>(field++);
+    }
     SetAction(column, &plan_[c]);
   }
   std::vector<std::string> unlisted;
@@ -352,12 +371,12 @@ absl::Status SparseCsvParser::AddField(CsvScanner* scanner,
       if (internal::IsMissingMarker(token)) return absl::OkStatus();
       RETURN_IF_ERROR(scanner->CheckText(start, token));
       if (plan.action == ColumnPlan::kCategorical) {
-        writer->Add(FeatureKey(plan.name, token), 1.0f);
+        writer->Add(FeatureKey(plan.name, token), 1.0f, plan.field);
         return absl::OkStatus();
       }
       token_keys_.clear();
       AppendTokenKeys(plan.name, token, &token_keys_);
-      for (uint64_t key : token_keys_) writer->Add(key, 1.0f);
+      for (uint64_t key : token_keys_) writer->Add(key, 1.0f, plan.field);
       return absl::OkStatus();
     case ColumnPlan::kValue:
     case ColumnPlan::kBucketize: {
@@ -367,13 +386,13 @@ absl::Status SparseCsvParser::AddField(CsvScanner* scanner,
           ParseNumber(*scanner, start, token, column, &v, &present));
       if (!present) return absl::OkStatus();
       if (plan.action == ColumnPlan::kValue) {
-        writer->Add(plan.field_key, v);
+        writer->Add(plan.field_key, v, plan.field);
       } else {
         const size_t bucket =
             std::upper_bound(plan.bounds.begin(), plan.bounds.end(),
                              static_cast<double>(v)) -
             plan.bounds.begin();
-        writer->Add(plan.buckets[bucket], 1.0f);
+        writer->Add(plan.buckets[bucket], 1.0f, plan.field);
       }
       return absl::OkStatus();
     }
@@ -417,7 +436,7 @@ absl::StatusOr<SparseDataset> SparseCsvParser::Parse(
   }
   RETURN_IF_ERROR(ComputeQuantiles());
   SparseDataset data;
-  SparseRowWriter writer(&data);
+  SparseRowWriter writer(&data, /*with_fields=*/true);
   while (found) {
     RETURN_IF_ERROR(ParseRow(&scanner, &writer));
     RETURN_IF_ERROR(scanner.NextDataLine(&found));

@@ -28,6 +28,13 @@
 // A missing value (an empty field, or NA, N/A, NaN, ? in any case) adds
 // nothing, in every kind. Rows are sorted by key with repeated keys summed
 // and zero values dropped (SparseRowWriter).
+//
+// Every entry records its field (SparseDataset::fields, always one per
+// entry): the index of its column among the columns of options.columns
+// whose kind is not kIgnore, in the order of options.columns (not of the
+// header). A key that two columns both give (a hash collision) is one entry,
+// with the field of the column that comes first in the file. At most
+// kMaxSparseCsvFields columns may be other than kIgnore.
 #ifndef DOWNPOUR_DATA_SPARSE_CSV_READER_H_
 #define DOWNPOUR_DATA_SPARSE_CSV_READER_H_
 
@@ -40,6 +47,10 @@
 #include "data/sparse_dataset.h"
 
 namespace downpour::data {
+
+// The most columns of SparseCsvOptions::columns that may be other than
+// kIgnore: each is a field, numbered in a uint16_t.
+inline constexpr int kMaxSparseCsvFields = 65535;
 
 // How a CSV column becomes keys (see the file comment).
 enum class SparseColumnKind {
@@ -100,9 +111,10 @@ absl::StatusOr<SparseDataset> ReadCsvSparse(
 // twice, or that is the label column; a header column that the options leave
 // out, a header name repeated, or one holding '\x1f' (all at the header
 // line); a quantile column without values; and bad options at line 1,
-// column 1 (no header, boundaries not ascending or not finite,
-// quantile_buckets of 1 or below 0, boundaries or quantile_buckets on a
-// column that is not numeric, both on one column).
+// column 1 (no header, more than kMaxSparseCsvFields columns other than
+// kIgnore, boundaries not ascending or not finite, quantile_buckets of 1 or
+// below 0, boundaries or quantile_buckets on a column that is not numeric,
+// both on one column).
 absl::StatusOr<SparseDataset> ParseCsvSparse(
     absl::string_view text, const std::string& name,
     const SparseCsvOptions& options,

@@ -89,6 +89,67 @@ TEST(ParseCsvSparseTest, EachKindGivesItsKeys) {
                                {FeatureKey("size", "b1"), 1}}));
 }
 
+// Row r of `d` as key -> field.
+std::map<uint64_t, int> FieldsOf(const SparseDataset& d, int64_t r) {
+  std::map<uint64_t, int> fields;
+  for (int64_t e = d.offsets[r]; e < d.offsets[r + 1]; ++e) {
+    fields[d.keys[e]] = d.fields[e];
+  }
+  return fields;
+}
+
+TEST(ParseCsvSparseTest, EachEntryHasItsColumnsFieldInOptionsOrder) {
+  // The options' order, not the header's, numbers the fields, and ignored
+  // columns take no number: size 0, notes 1, color 2, amount 3.
+  SparseCsvOptions options = MixedOptions();
+  options.columns = {options.columns[4], options.columns[0], options.columns[2],
+                     options.columns[1], options.columns[3]};
+  absl::StatusOr<SparseDataset> d = ParseCsvSparse(kMixed, "m.csv", options);
+  ASSERT_THAT(d, IsOk());
+  ASSERT_THAT(ValidateSparseDataset(*d), IsOk());
+  ASSERT_EQ(d->fields.size(), d->keys.size());
+  EXPECT_EQ(FieldsOf(*d, 0),
+            (std::map<uint64_t, int>{{FeatureKey("color", "red"), 2},
+                                     {FeatureKey("notes", "corn"), 1},
+                                     {FeatureKey("notes", "and"), 1},
+                                     {FeatureKey("notes", "wheat"), 1},
+                                     {FieldKey("amount"), 3},
+                                     {FeatureKey("size", "b2"), 0}}));
+  EXPECT_EQ(FieldsOf(*d, 1),
+            (std::map<uint64_t, int>{{FeatureKey("color", "blue"), 2},
+                                     {FeatureKey("size", "b0"), 0}}));
+  EXPECT_EQ(FieldsOf(*d, 3),
+            (std::map<uint64_t, int>{{FeatureKey("color", "Red"), 2},
+                                     {FieldKey("amount"), 3},
+                                     {FeatureKey("size", "b1"), 0}}));
+  // Quantile buckets are a numeric column's field like any other.
+  options.columns[0].boundaries.clear();
+  options.columns[0].quantile_buckets = 2;
+  d = ParseCsvSparse(kMixed, "m.csv", options);
+  ASSERT_THAT(d, IsOk());
+  EXPECT_EQ(FieldsOf(*d, 1),
+            (std::map<uint64_t, int>{{FeatureKey("color", "blue"), 2},
+                                     {FeatureKey("size", "b0"), 0}}));
+}
+
+TEST(ParseCsvSparseTest, AtMost65535ColumnsAreFields) {
+  SparseCsvOptions options;
+  for (int i = 0; i <= kMaxSparseCsvFields; ++i) {
+    options.columns.push_back(
+        Column(absl::StrCat("c", i), SparseColumnKind::kCategorical));
+  }
+  EXPECT_THAT(ParseCsvSparse("c0,y\na,1\n", "w.csv", options),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("w.csv:1:1: 65536 columns are categorical, "
+                                 "text or numeric; at most 65535")));
+  // Ignored columns are no fields: the file's own errors come next.
+  options.columns.back().kind = SparseColumnKind::kIgnore;
+  EXPECT_THAT(ParseCsvSparse("c0,y\na,1\n", "w.csv", options),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("column 'c1' of the options is not in "
+                                 "the header")));
+}
+
 TEST(ParseCsvSparseTest, QuantileBucketsAreReturnedForPredict) {
   SparseCsvOptions options;
   options.columns = {Column("x", SparseColumnKind::kNumeric),

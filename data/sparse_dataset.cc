@@ -21,6 +21,13 @@ absl::Status ValidateSparseDataset(const SparseDataset& data) {
     return absl::InvalidArgumentError(absl::StrCat(
         data.keys.size(), " keys but ", data.values.size(), " values"));
   }
+  if (!data.fields.empty() &&
+      static_cast<int64_t>(data.fields.size()) != data.entries()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(data.fields.size(), " fields but ", data.entries(),
+                     " entries; expected one field per entry, or none (all "
+                     "in field 0)"));
+  }
   if (data.offsets.front() != 0 || data.offsets.back() != data.entries()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "offsets run from ", data.offsets.front(), " to ", data.offsets.back(),
@@ -52,48 +59,60 @@ absl::Status ValidateSparseDataset(const SparseDataset& data) {
   return absl::OkStatus();
 }
 
+SparseRowWriter::SparseRowWriter(SparseDataset* data, bool with_fields)
+    : data_(data), with_fields_(with_fields || !data->fields.empty()) {
+  // Entries written before without fields were in field 0.
+  if (with_fields_ && data_->fields.size() < data_->keys.size()) {
+    data_->fields.resize(data_->keys.size(), 0);
+  }
+}
+
 absl::Status SparseRowWriter::EndRow(float y) {
-  const auto by_key = [](const std::pair<uint64_t, float>& a,
-                         const std::pair<uint64_t, float>& b) {
-    return a.first < b.first;
+  const auto by_key = [](const Entry& a, const Entry& b) {
+    return a.key < b.key;
   };
-  const auto not_ascending = [](const std::pair<uint64_t, float>& a,
-                                const std::pair<uint64_t, float>& b) {
-    return a.first >= b.first;
+  const auto not_ascending = [](const Entry& a, const Entry& b) {
+    return a.key >= b.key;
   };
   // Rows read from LIBSVM are usually strictly ascending already: nothing to
   // sort or sum, and finite values cannot overflow.
   if (std::adjacent_find(row_.begin(), row_.end(), not_ascending) ==
       row_.end()) {
-    for (const auto& [key, value] : row_) {
-      if (value == 0) continue;
-      data_->keys.push_back(key);
-      data_->values.push_back(value);
+    for (const Entry& entry : row_) {
+      if (entry.value != 0) Append(entry, entry.value);
     }
     return CloseRow(y);
   }
   if (!std::is_sorted(row_.begin(), row_.end(), by_key)) {
-    std::sort(row_.begin(), row_.end(), by_key);
+    // With fields, a stable sort keeps each key's first Add first (its field
+    // is the one kept). Without, std::sort as before: duplicates are summed
+    // in the same order, so rows come out bit for bit as they always did.
+    if (with_fields_) {
+      std::stable_sort(row_.begin(), row_.end(), by_key);
+    } else {
+      std::sort(row_.begin(), row_.end(), by_key);
+    }
   }
   const size_t row_start = data_->keys.size();
   size_t i = 0;
   while (i < row_.size()) {
-    const uint64_t key = row_[i].first;
+    const Entry first = row_[i];  // its field is the one kept
     // Summed in double so that many small duplicates do not lose precision.
     double sum = 0;
-    for (; i < row_.size() && row_[i].first == key; ++i) sum += row_[i].second;
+    for (; i < row_.size() && row_[i].key == first.key; ++i) {
+      sum += row_[i].value;
+    }
     if (std::fabs(sum) > std::numeric_limits<float>::max()) {
       data_->keys.resize(row_start);
       data_->values.resize(row_start);
+      if (with_fields_) data_->fields.resize(row_start);
       row_.clear();
       return absl::InvalidArgumentError(
-          absl::StrCat("the values of key ", key, " in this row sum to ", sum,
-                       ", too large for a float; fix or drop the row"));
+          absl::StrCat("the values of key ", first.key, " in this row sum to ",
+                       sum, ", too large for a float; fix or drop the row"));
     }
     const float value = static_cast<float>(sum);
-    if (value == 0) continue;
-    data_->keys.push_back(key);
-    data_->values.push_back(value);
+    if (value != 0) Append(first, value);
   }
   return CloseRow(y);
 }

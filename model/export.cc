@@ -101,7 +101,8 @@ absl::StatusOr<ModelSection> ModelOf(const proto::ModelMeta& meta) {
 
 bool IsSparseMeta(const proto::ModelMeta& meta) {
   return meta.type() == ModelTypeName(ModelType::kSparseLinear) ||
-         meta.type() == ModelTypeName(ModelType::kFm);
+         meta.type() == ModelTypeName(ModelType::kFm) ||
+         meta.type() == ModelTypeName(ModelType::kWideDeep);
 }
 
 absl::Status WriteModel(const std::string& path, const ExportedModel& model) {

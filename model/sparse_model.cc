@@ -7,6 +7,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "data/libsvm_reader.h"
 #include "common/model_spec.h"
@@ -14,6 +15,7 @@
 #include "model/export.h"
 #include "model/fm_math.h"
 #include "model/npz.h"
+#include "model/wide_deep_math.h"
 
 namespace downpour::model {
 namespace {
@@ -53,7 +55,8 @@ absl::Status CheckRows(const std::string& where, const SparseModel& model,
 absl::Status CheckEmbeddings(const std::string& where,
                              const SparseModel& model) {
   const int k = model.meta.fm_dim();
-  if (model.meta.type() != ModelTypeName(ModelType::kFm)) {
+  if (model.meta.type() != ModelTypeName(ModelType::kFm) &&
+      model.meta.type() != ModelTypeName(ModelType::kWideDeep)) {
     if (!model.embedding_keys.empty() || !model.embeddings.empty() || k != 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           where, ": a ", model.meta.type(), " model holds no embeddings"));
@@ -91,6 +94,80 @@ absl::Status CheckEmbeddings(const std::string& where,
     }
   }
   return absl::OkStatus();
+}
+
+// wide_deep: InvalidArgument unless meta.layers is an MLP of fields * fm_dim
+// inputs and one output, `mlp` holds its parameters, all finite, and the
+// pooling is known; other types hold no MLP.
+absl::Status CheckMlp(const std::string& where, const SparseModel& model) {
+  const proto::ModelMeta& meta = model.meta;
+  if (meta.type() != ModelTypeName(ModelType::kWideDeep)) {
+    if (!model.mlp.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": a ", meta.type(), " model holds no MLP"));
+    }
+    return absl::OkStatus();
+  }
+  const int k = meta.fm_dim();
+  if (meta.layers_size() < 2 || meta.layers(meta.layers_size() - 1) != 1 ||
+      k < 1 || meta.layers(0) % k != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": a wide_deep model's meta.layers must run from fields * "
+        "fm_dim (", k, ") inputs to 1 output"));
+  }
+  int64_t params = 0;
+  for (int l = 0; l + 1 < meta.layers_size(); ++l) {
+    if (meta.layers(l) < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": meta.layers holds ", meta.layers(l)));
+    }
+    params += int64_t{meta.layers(l)} * meta.layers(l + 1) + meta.layers(l + 1);
+  }
+  if (static_cast<int64_t>(model.mlp.size()) != params) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": the MLP of meta.layers needs ", params,
+                     " parameters, got ", model.mlp.size()));
+  }
+  for (float v : model.mlp) {
+    if (!std::isfinite(v)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": an MLP parameter is ", v));
+    }
+  }
+  // The fields the data reader numbers: csv, the non-ignored columns;
+  // libsvm, one.
+  int fields = 1;
+  if (meta.data().source() == DataSourceName(DataSource::kCsv)) {
+    fields = 0;
+    for (const proto::SparseColumnFormat& c : meta.data().columns()) {
+      if (c.kind() != data::SparseColumnKindName(data::SparseColumnKind::kIgnore)) {
+        ++fields;
+      }
+    }
+  }
+  if (meta.layers(0) != fields * k) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": the MLP takes ", meta.layers(0), " inputs, but the data's ",
+        fields, " fields of fm_dim ", k, " make ", fields * k));
+  }
+  if (meta.pooling() != "sum" && meta.pooling() != "mean") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": meta.pooling is '", meta.pooling(), "', not sum or mean"));
+  }
+  return absl::OkStatus();
+}
+
+// The names and shapes of the MLP's tensors for meta.layers.
+std::vector<std::pair<std::string, std::vector<int64_t>>> MlpTensors(
+    const proto::ModelMeta& meta) {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> tensors;
+  for (int l = 0; l + 1 < meta.layers_size(); ++l) {
+    const std::string prefix = absl::StrCat("fc", l + 1);
+    tensors.push_back(
+        {prefix + ".weight", {meta.layers(l), meta.layers(l + 1)}});
+    tensors.push_back({prefix + ".bias", {meta.layers(l + 1)}});
+  }
+  return tensors;
 }
 
 NpyArray* Find(std::vector<NpyArray>& arrays, const std::string& name) {
@@ -139,16 +216,26 @@ proto::ModelMeta MakeSparseMeta(
   meta.set_format(kModelFormat);
   meta.set_version(1);
   meta.set_task(TaskName(config.model.task));
-  const bool fm = config.model.type == ModelType::kFm;
-  meta.set_type(ModelTypeName(fm ? ModelType::kFm : ModelType::kSparseLinear));
+  const ModelType type = config.model.type;
+  meta.set_type(ModelTypeName(type));
   meta.set_output(config.model.task == Task::kBinary ? "sigmoid" : "identity");
   for (const char* t : {"bias", "keys", "weights"}) meta.add_tensors(t);
-  if (fm) {
+  if (type == ModelType::kFm || type == ModelType::kWideDeep) {
+    const FmSection& e = EmbeddingOptions(config.model);
     meta.add_tensors("embedding_keys");
     meta.add_tensors("embeddings");
-    meta.set_fm_dim(config.model.fm.dim);
-    meta.set_fm_init_scale(config.model.fm.init_scale);
+    meta.set_fm_dim(e.dim);
+    meta.set_fm_init_scale(e.init_scale);
     meta.set_fm_init_seed(SparseTableSeed(config.model.init_seed, 1));
+  }
+  if (type == ModelType::kWideDeep) {
+    const WideDeepSection& w = config.model.wide_deep;
+    meta.add_layers(w.fields * w.dim);
+    for (int h : w.hidden) meta.add_layers(h);
+    meta.add_layers(1);
+    meta.set_activation("relu");
+    meta.set_pooling(w.pooling);
+    for (const auto& [name, shape] : MlpTensors(meta)) meta.add_tensors(name);
   }
   for (const std::string& c : class_names) meta.add_class_names(c);
   meta.set_sparse_buckets(static_cast<uint32_t>(config.model.sparse_buckets));
@@ -173,11 +260,13 @@ absl::Status WriteSparseModel(const std::string& path,
                               const SparseModel& model) {
   if (!IsSparseMeta(model.meta)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "export: WriteSparseModel writes sparse_linear and fm models, not ",
+        "export: WriteSparseModel writes sparse_linear, fm and wide_deep "
+        "models, not ",
         model.meta.type(), " (WriteModel writes those)"));
   }
   RETURN_IF_ERROR(CheckRows(absl::StrCat("export to ", path), model, true));
   RETURN_IF_ERROR(CheckEmbeddings(absl::StrCat("export to ", path), model));
+  RETURN_IF_ERROR(CheckMlp(absl::StrCat("export to ", path), model));
   const int64_t n = static_cast<int64_t>(model.keys.size());
   NpzWriter npz;
   npz.AddFloat32("bias", {1}, {model.bias});
@@ -187,6 +276,16 @@ absl::Status WriteSparseModel(const std::string& path,
     const int64_t m = static_cast<int64_t>(model.embedding_keys.size());
     npz.AddUint64("embedding_keys", {m}, model.embedding_keys);
     npz.AddFloat32("embeddings", {m, model.meta.fm_dim()}, model.embeddings);
+  }
+  size_t at = 0;
+  for (const auto& [name, shape] : MlpTensors(model.meta)) {
+    if (model.meta.type() != ModelTypeName(ModelType::kWideDeep)) break;
+    size_t size = 1;
+    for (int64_t d : shape) size *= static_cast<size_t>(d);
+    npz.AddFloat32(name, shape,
+                   std::vector<float>(model.mlp.begin() + at,
+                                      model.mlp.begin() + at + size));
+    at += size;
   }
   npz.AddString("meta", MetaText(model.meta));
   return npz.WriteTo(path);
@@ -232,7 +331,9 @@ absl::StatusOr<SparseModel> SparseModelFromArrays(
   model.keys = std::move(keys->uint64);
   model.weights = std::move(weights->values);
   RETURN_IF_ERROR(CheckRows(path, model, false));
-  if (model.meta.type() == ModelTypeName(ModelType::kFm)) {
+  const bool wide_deep =
+      model.meta.type() == ModelTypeName(ModelType::kWideDeep);
+  if (model.meta.type() == ModelTypeName(ModelType::kFm) || wide_deep) {
     NpyArray* ekeys = Find(arrays, "embedding_keys");
     NpyArray* emb = Find(arrays, "embeddings");
     if (ekeys == nullptr || !ekeys->is_uint64 || ekeys->shape.size() != 1) {
@@ -249,7 +350,19 @@ absl::StatusOr<SparseModel> SparseModelFromArrays(
     model.embedding_keys = std::move(ekeys->uint64);
     model.embeddings = std::move(emb->values);
   }
+  if (wide_deep) {
+    for (const auto& [name, shape] : MlpTensors(model.meta)) {
+      NpyArray* t = Find(arrays, name);
+      if (t == nullptr || t->is_string || t->is_uint64 || t->shape != shape) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            path, ": a wide_deep model needs '", name, "', float32 of shape [",
+            absl::StrJoin(shape, ", "), "] (meta.layers)"));
+      }
+      model.mlp.insert(model.mlp.end(), t->values.begin(), t->values.end());
+    }
+  }
   RETURN_IF_ERROR(CheckEmbeddings(path, model));
+  RETURN_IF_ERROR(CheckMlp(path, model));
   return model;
 }
 
@@ -285,7 +398,10 @@ absl::StatusOr<data::SparseDataset> ReadSparseExamples(
 }
 
 SparseScorer::SparseScorer(const SparseModel& model)
-    : model_(model), fm_dim_(model.meta.fm_dim()) {
+    : model_(model),
+      fm_dim_(model.meta.fm_dim()),
+      wide_deep_(model.meta.type() == ModelTypeName(ModelType::kWideDeep)),
+      layers_(model.meta.layers().begin(), model.meta.layers().end()) {
   weight_.reserve(model.keys.size());
   for (size_t i = 0; i < model.keys.size(); ++i) {
     weight_.emplace(model.keys[i], model.weights[i]);
@@ -297,7 +413,8 @@ SparseScorer::SparseScorer(const SparseModel& model)
 }
 
 float SparseScorer::Margin(const uint64_t* keys, const float* values,
-                           size_t n, int64_t* misses) const {
+                           size_t n, int64_t* misses,
+                           const uint16_t* fields) const {
   if (fm_dim_ > 0) {
     // Gathered as the worker gathers its pulled rows; a key without an
     // embedding row reads its initializer's values, as the ps answers it.
@@ -327,6 +444,14 @@ float SparseScorer::Margin(const uint64_t* keys, const float* values,
       v[i] = init;
     }
     if (misses != nullptr) *misses += missed;
+    if (wide_deep_) {
+      WideDeepScratch scratch;
+      std::vector<float> p(n);
+      PoolingWeights(values, fields, n, layers_.front() / fm_dim_,
+                     model_.meta.pooling() == "mean", p.data(), &scratch);
+      return WideDeepMargin(layers_, model_.mlp.data(), w.data(), v.data(),
+                            values, p.data(), fields, n, fm_dim_, &scratch);
+    }
     return static_cast<float>(FmMargin(model_.bias, w.data(), v.data(),
                                        values, n, fm_dim_, s.data()));
   }
@@ -352,8 +477,10 @@ std::vector<float> Margins(const SparseModel& model,
   std::vector<float> out(rows.rows());
   for (int64_t r = 0; r < rows.rows(); ++r) {
     const int64_t b = rows.offsets[r];
-    out[r] = scorer.Margin(rows.keys.data() + b, rows.values.data() + b,
-                           static_cast<size_t>(rows.offsets[r + 1] - b));
+    out[r] = scorer.Margin(
+        rows.keys.data() + b, rows.values.data() + b,
+        static_cast<size_t>(rows.offsets[r + 1] - b), nullptr,
+        rows.fields.empty() ? nullptr : rows.fields.data() + b);
   }
   return out;
 }

@@ -1,9 +1,10 @@
-// A trained sparse model (sparse_linear or fm) as a file, and its
+// A trained sparse model (sparse_linear, fm or wide_deep) as a file, and its
 // predictions: a NumPy .npz (model/npz.h) holding `bias` (float32 [1]),
 // `keys` (uint64 [n], strictly ascending) and `weights` (float32 [n]) of the
 // table rows whose weight is not 0, for fm also `embedding_keys` (uint64 [m],
 // strictly ascending) and `embeddings` (float32 [m, k]) of every embedding
-// row, and `meta` (proto/model.proto's ModelMeta as JSON, as model/export.h
+// row, for wide_deep those and the MLP's tensors `fc1.weight` ([in, out]),
+// `fc1.bias` ([out]), ..., and `meta` (proto/model.proto's ModelMeta as JSON, as model/export.h
 // writes it) with what a reader needs to turn a CSV or LIBSVM file into the
 // same keys training used. docs/DATA.md shows the NumPy lines that reproduce
 // a prediction.
@@ -45,6 +46,10 @@ struct SparseModel {
   // (meta.fm_init_seed, meta.fm_init_scale), as on the ps.
   std::vector<uint64_t> embedding_keys;
   std::vector<float> embeddings;
+  // wide_deep: the MLP's flat parameters (common/model_spec.h's layout for
+  // meta.layers: fc1.weight, fc1.bias, ...), whose last bias is the model's
+  // (`bias` is then 0).
+  std::vector<float> mlp;
 
   // The weight of `key`, 0 when the model has none (binary search).
   float Weight(uint64_t key) const;
@@ -101,16 +106,25 @@ class SparseScorer {
   // null) is increased by the entries whose key the model holds no row for
   // (sparse_linear: no weight, which is 0; fm: no embedding, whose
   // initializer's values are used).
+  // wide_deep: the weights' sum plus the MLP of the pooled embeddings
+  // (model/wide_deep_math.h), with fields[i] each entry's field (null: all
+  // field 0).
   float Margin(const uint64_t* keys, const float* values, size_t n,
-               int64_t* misses = nullptr) const;
+               int64_t* misses = nullptr,
+               const uint16_t* fields = nullptr) const;
 
   const SparseModel& model() const { return model_; }
+  // wide_deep: the fields its MLP pools (a field id must be below it); 0 for
+  // other types, which ignore fields.
+  int fields() const { return wide_deep_ ? layers_.front() / fm_dim_ : 0; }
 
  private:
   const SparseModel& model_;
   absl::flat_hash_map<uint64_t, float> weight_;
-  // fm: embedding_keys[i] -> i.
+  // fm, wide_deep: embedding_keys[i] -> i.
   int fm_dim_ = 0;
+  bool wide_deep_ = false;
+  std::vector<int> layers_;  // wide_deep: the MLP's
   absl::flat_hash_map<uint64_t, uint32_t> embedding_;
 };
 

@@ -255,7 +255,8 @@ absl::Status ModelServer::CheckRequest(const proto::PredictRequest& request,
   const std::string& k = request.keys();
   const std::string& v = request.values();
   const std::string& o = request.offsets();
-  const int64_t bytes = static_cast<int64_t>(k.size() + v.size() + o.size());
+  const int64_t bytes = static_cast<int64_t>(k.size() + v.size() + o.size() +
+                                             request.fields().size());
   if (bytes > options_.max_request_bytes) {
     return absl::InvalidArgumentError(absl::StrCat(
         "predict: the request holds ", bytes, " bytes of keys, values and "
@@ -333,13 +334,33 @@ absl::Status ModelServer::Predict(const proto::PredictRequest& request,
         "no snapshot loaded yet: waiting for ", options_.model_path,
         " (psctl export writes it)"));
   }
+  // Fields: one uint16 per key, each below the model's (wide_deep).
+  const std::string& f = request.fields();
+  if (!f.empty() && f.size() != static_cast<size_t>(num_keys) * 2) {
+    rejected_.fetch_add(1, std::memory_order_relaxed);
+    return absl::InvalidArgumentError(absl::StrCat(
+        "predict: fields is ", f.size(), " bytes; it holds one uint16 per key (",
+        num_keys * 2, " bytes) or nothing"));
+  }
+  const std::vector<uint16_t> fields = Decode<uint16_t>(f);
+  const int model_fields = snapshot->scorer->fields();
+  for (size_t i = 0; model_fields > 0 && i < fields.size(); ++i) {
+    if (fields[i] >= model_fields) {
+      rejected_.fetch_add(1, std::memory_order_relaxed);
+      return absl::InvalidArgumentError(absl::StrCat(
+          "predict: key ", i, " is in field ", fields[i], " but the model has ",
+          model_fields, " fields (its columns that are not ignored)"));
+    }
+  }
   const std::vector<uint64_t> keys = Decode<uint64_t>(request.keys());
   std::vector<float> margins(n);
   int64_t misses = 0;
   for (int64_t i = 0; i < n; ++i) {
-    margins[i] = snapshot->scorer->Margin(keys.data() + offsets[i],
-                                          values.data() + offsets[i],
-                                          offsets[i + 1] - offsets[i], &misses);
+    margins[i] = snapshot->scorer->Margin(
+        keys.data() + offsets[i], values.data() + offsets[i],
+        offsets[i + 1] - offsets[i], &misses,
+        fields.empty() || model_fields == 0 ? nullptr
+                                            : fields.data() + offsets[i]);
   }
   Encode(margins, response->mutable_margins());
   if (snapshot->task == Task::kBinary) {

@@ -318,7 +318,8 @@ absl::StatusOr<SparseParams> SparseFromCheckpoints(const Config& config,
       RETURN_IF_ERROR(
           PlaceBlock(spec, block.id, block.values.data(), block.values.size(),
                      absl::StrCat("checkpoint of ps ", shard), &dense, &seen));
-      params.updates += block.version;
+      // Every push updates every dense block once.
+      if (block.id == spec.blocks()[0].id) params.updates = block.version;
     }
     for (size_t t = 0; t < tables; ++t) {
       const SparseTableSpec& table_spec = spec.sparse_tables()[t];
@@ -344,7 +345,11 @@ absl::StatusOr<SparseParams> SparseFromCheckpoints(const Config& config,
     }
   }
   RETURN_IF_ERROR(CheckAllSeen(seen, absl::StrCat("the checkpoints in ", dir)));
-  params.bias = dense[spec.blocks()[0].offset];
+  if (config.model.type == ModelType::kWideDeep) {
+    params.mlp = std::move(dense);
+  } else {
+    params.bias = dense[spec.blocks()[0].offset];
+  }
   params.rows = held[0];
   RETURN_IF_ERROR(
       MergeRows(std::move(taken[0]), 1, &params.keys, &params.weights));
@@ -379,6 +384,7 @@ absl::StatusOr<model::SparseModel> BuildSparseExport(
   out.weights = std::move(params.weights);
   out.embedding_keys = std::move(params.embedding_keys);
   out.embeddings = std::move(params.embeddings);
+  out.mlp = std::move(params.mlp);
   return out;
 }
 

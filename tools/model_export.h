@@ -65,7 +65,9 @@ struct SparseParams {
   std::vector<uint64_t> embedding_keys;
   std::vector<float> embeddings;
   int64_t embedding_rows = 0;
-  // The bias block's version: the pushes applied.
+  // wide_deep: the dense parameters, the MLP (the bias is then 0).
+  std::vector<float> mlp;
+  // The first dense block's version: the pushes applied.
   uint64_t updates = 0;
 };
 

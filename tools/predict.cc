@@ -206,7 +206,7 @@ absl::StatusOr<std::vector<float>> ServedMargins(
     // Examples [from, to): at most `batch`, and no more bytes than fit.
     int64_t to = from + 1;
     while (to < rows.rows() && to - from < batch &&
-           (rows.offsets[to + 1] - rows.offsets[from]) * 12 + (to - from) * 4 <
+           (rows.offsets[to + 1] - rows.offsets[from]) * 14 + (to - from) * 4 <
                static_cast<int64_t>(kMaxRequestBytes)) {
       ++to;
     }
@@ -221,6 +221,9 @@ absl::StatusOr<std::vector<float>> ServedMargins(
     request.set_keys(Bytes(rows.keys.data() + first, n));
     request.set_values(Bytes(rows.values.data() + first, n));
     request.set_offsets(Bytes(offsets.data(), offsets.size()));
+    if (!rows.fields.empty()) {
+      request.set_fields(Bytes(rows.fields.data() + first, n));
+    }
     grpc::ClientContext context;
     context.set_deadline(DeadlineIn(timeout_s));
     context.set_wait_for_ready(true);  // through a reconnect, not failed

@@ -32,12 +32,13 @@ struct SparseSplit {
 absl::StatusOr<SparseSplit> LoadSparseData(const DataSection& data,
                                            uint64_t seed, Task task);
 
-// Rows `rows` of `data`, in that order.
+// Rows `rows` of `data`, in that order, with their fields when `data` has
+// them (SparseDataset::fields; else none).
 data::SparseDataset SelectRows(const data::SparseDataset& data,
                                const std::vector<int64_t>& rows);
 
 // The rows i with i % num_parts in `parts`, in order (a worker's share, as
-// Partition does for dense data).
+// Partition does for dense data), with their fields as SelectRows.
 data::SparseDataset PartitionRows(const data::SparseDataset& data,
                                   const std::vector<int>& parts, int num_parts);
 

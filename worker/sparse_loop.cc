@@ -40,7 +40,8 @@ SparseLoop::SparseLoop(const ModelSpec& spec, SparsePs* ps,
       options_(std::move(options)),
       buckets_(spec.sparse_tables().front().buckets),
       fm_dim_(spec.sparse_tables().size() > 1 ? spec.sparse_tables()[1].dim
-                                              : 0) {}
+                                              : 0),
+      wide_deep_(options_.backend != nullptr) {}
 
 void SparseLoop::UniqueKeys(const data::SparseDataset& data,
                             const std::vector<int64_t>& rows,
@@ -115,6 +116,97 @@ absl::Status SparseLoop::PullRows(const std::vector<uint64_t>& keys,
   return absl::OkStatus();
 }
 
+float SparseLoop::WideDeepMargin(const data::SparseDataset& data, int64_t r,
+                                 const uint32_t* slot,
+                                 const std::vector<float>& params,
+                                 const std::vector<float>& weights,
+                                 const std::vector<float>& embeddings) {
+  const int64_t begin = data.offsets[r];
+  const size_t n = static_cast<size_t>(data.offsets[r + 1] - begin);
+  const uint16_t* fields =
+      data.fields.empty() ? nullptr : data.fields.data() + begin;
+  const int num_fields = spec_.inputs() / fm_dim_;
+  gathered_w_.resize(n);
+  gathered_v_.resize(n);
+  pool_weights_.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    gathered_w_[i] = weights[slot[i]];
+    gathered_v_[i] = embeddings.data() + size_t{slot[i]} * fm_dim_;
+  }
+  model::PoolingWeights(data.values.data() + begin, fields, n, num_fields,
+                        options_.mean_pooling, pool_weights_.data(),
+                        &wide_deep_scratch_);
+  return model::WideDeepMargin(spec_.layers(), params.data(),
+                               gathered_w_.data(), gathered_v_.data(),
+                               data.values.data() + begin,
+                               pool_weights_.data(), fields, n, fm_dim_,
+                               &wide_deep_scratch_);
+}
+
+absl::StatusOr<double> SparseLoop::WideDeepGradients(
+    const std::vector<int64_t>& rows) {
+  const data::SparseDataset& data = *train_;
+  const int num_fields = spec_.inputs() / fm_dim_;
+  const int batch = static_cast<int>(rows.size());
+  batch_offsets_.assign(1, 0);
+  batch_fields_.clear();
+  pool_weights_.resize(slot_.size());
+  wide_.resize(batch);
+  targets_.resize(batch);
+  out_grad_.resize(batch);
+  size_t e = 0;
+  for (int k = 0; k < batch; ++k) {
+    const int64_t r = rows[k];
+    const int64_t begin = data.offsets[r];
+    const size_t n = static_cast<size_t>(data.offsets[r + 1] - begin);
+    const uint16_t* fields =
+        data.fields.empty() ? nullptr : data.fields.data() + begin;
+    for (size_t i = 0; i < n; ++i) {
+      batch_fields_.push_back(fields == nullptr ? 0 : fields[i]);
+    }
+    model::PoolingWeights(data.values.data() + begin, fields, n, num_fields,
+                          options_.mean_pooling, pool_weights_.data() + e,
+                          &wide_deep_scratch_);
+    double wide = 0;
+    for (size_t i = 0; i < n; ++i) {
+      wide += static_cast<double>(weights_[slot_[e + i]]) *
+              data.values[begin + i];
+    }
+    wide_[k] = static_cast<float>(wide);
+    targets_[k] = data.y[r];
+    e += n;
+    batch_offsets_.push_back(static_cast<int64_t>(e));
+  }
+  PooledBatch pooled;
+  pooled.offsets = batch_offsets_.data();
+  pooled.slot = slot_.data();
+  pooled.value = pool_weights_.data();
+  pooled.field = batch_fields_.data();
+  pooled.embeddings = embeddings_.data();
+  pooled.embedding_rows = static_cast<int64_t>(keys_.size());
+  pooled.fields = num_fields;
+  pooled.dim = fm_dim_;
+  ASSIGN_OR_RETURN(
+      const float mean_loss,
+      options_.backend->PooledLossAndGradient(
+          bias_.data(), pooled, wide_.data(), targets_.data(), batch,
+          dense_grad_.data(), embedding_grads_.data(), out_grad_.data()));
+  if (!std::isfinite(mean_loss)) {
+    return absl::InternalError(absl::StrCat(
+        "training diverged: the batch's loss is ", mean_loss,
+        "; lower optimizer.learning_rate or wide_deep.learning_rate"));
+  }
+  // The weights' gradient: d loss / d output times the entry's value.
+  e = 0;
+  for (int k = 0; k < batch; ++k) {
+    const int64_t r = rows[k];
+    for (int64_t i = data.offsets[r]; i < data.offsets[r + 1]; ++i, ++e) {
+      grads_[slot_[e]] += out_grad_[k] * data.values[i];
+    }
+  }
+  return static_cast<double>(mean_loss) * batch;
+}
+
 double SparseLoop::Margin(const data::SparseDataset& data, int64_t r,
                           const uint32_t* slot, double bias,
                           const std::vector<float>& weights,
@@ -159,33 +251,37 @@ absl::Status SparseLoop::Step(const std::vector<int64_t>& rows) {
   if (fm_dim_ > 0) embedding_grads_.assign(keys_.size() * fm_dim_, 0.0f);
   double bias_grad = 0, loss = 0;
   size_t e = 0;
-  for (int64_t r : rows) {
-    const double margin =
-        Margin(data, r, slot_.data() + e, bias_[0], weights_, embeddings_);
-    const double y = data.y[r];
-    double d;
-    if (binary) {
-      loss += Softplus(margin) - y * margin;
-      d = 1.0 / (1.0 + std::exp(-margin)) - y;
-    } else {
-      loss += (margin - y) * (margin - y);
-      d = margin - y;
-    }
-    if (!std::isfinite(margin) || !std::isfinite(d)) {
-      return absl::InternalError(absl::StrCat(
-          "training diverged: the margin of an example is ", margin,
-          "; lower optimizer.learning_rate or raise optimizer.l2"));
-    }
-    bias_grad += d * scale;
-    for (int64_t i = data.offsets[r]; i < data.offsets[r + 1]; ++i, ++e) {
-      const double x = data.values[i];
-      grads_[slot_[e]] += static_cast<float>(d * x);
-      if (fm_dim_ == 0) continue;
-      // d/dv_if of the pairwise term: x_i (s_f - v_if x_i).
-      const float* v = embeddings_.data() + size_t{slot_[e]} * fm_dim_;
-      float* g = embedding_grads_.data() + size_t{slot_[e]} * fm_dim_;
-      for (int f = 0; f < fm_dim_; ++f) {
-        g[f] += static_cast<float>(d * x * (fm_s_[f] - v[f] * x));
+  if (wide_deep_) {
+    ASSIGN_OR_RETURN(loss, WideDeepGradients(rows));
+  } else {
+    for (int64_t r : rows) {
+      const double margin =
+          Margin(data, r, slot_.data() + e, bias_[0], weights_, embeddings_);
+      const double y = data.y[r];
+      double d;
+      if (binary) {
+        loss += Softplus(margin) - y * margin;
+        d = 1.0 / (1.0 + std::exp(-margin)) - y;
+      } else {
+        loss += (margin - y) * (margin - y);
+        d = margin - y;
+      }
+      if (!std::isfinite(margin) || !std::isfinite(d)) {
+        return absl::InternalError(absl::StrCat(
+            "training diverged: the margin of an example is ", margin,
+            "; lower optimizer.learning_rate or raise optimizer.l2"));
+      }
+      bias_grad += d * scale;
+      for (int64_t i = data.offsets[r]; i < data.offsets[r + 1]; ++i, ++e) {
+        const double x = data.values[i];
+        grads_[slot_[e]] += static_cast<float>(d * x);
+        if (fm_dim_ == 0) continue;
+        // d/dv_if of the pairwise term: x_i (s_f - v_if x_i).
+        const float* v = embeddings_.data() + size_t{slot_[e]} * fm_dim_;
+        float* g = embedding_grads_.data() + size_t{slot_[e]} * fm_dim_;
+        for (int f = 0; f < fm_dim_; ++f) {
+          g[f] += static_cast<float>(d * x * (fm_s_[f] - v[f] * x));
+        }
       }
     }
   }
@@ -242,10 +338,11 @@ absl::Status SparseLoop::Step(const std::vector<int64_t>& rows) {
       refs[s].push_back(ref);
     }
   }
-  const float dense_grad = static_cast<float>(bias_grad);
+  if (!wide_deep_) dense_grad_[0] = static_cast<float>(bias_grad);
   const absl::Time t3 = absl::Now();
   StalenessHistogram staleness;
-  RETURN_IF_ERROR(ps_->PushWithRows(&dense_grad, versions_, refs, &staleness));
+  RETURN_IF_ERROR(
+      ps_->PushWithRows(dense_grad_.data(), versions_, refs, &staleness));
   const absl::Time t4 = absl::Now();
   absl::MutexLock lock(&mu_);
   ++stats_.step;
@@ -278,9 +375,11 @@ absl::Status SparseLoop::Evaluate() {
   RETURN_IF_ERROR(PullRows(keys, &weights, &embeddings));
   std::vector<float> outputs(test_->rows());
   for (int64_t r = 0; r < test_->rows(); ++r) {
-    outputs[r] = static_cast<float>(
-        Margin(*test_, r, slot.data() + test_->offsets[r], bias[0], weights,
-               embeddings));
+    const uint32_t* s = slot.data() + test_->offsets[r];
+    outputs[r] = wide_deep_ ? WideDeepMargin(*test_, r, s, bias, weights,
+                                             embeddings)
+                            : static_cast<float>(Margin(
+                                  *test_, r, s, bias[0], weights, embeddings));
   }
   const model::Metrics m = model::ComputeMetrics(
       spec_.task(), outputs.data(), test_->y.data(), test_->rows(), 1);
@@ -299,6 +398,7 @@ absl::Status SparseLoop::Run() {
   const int64_t per_epoch = n == 0 ? 0 : (n + batch - 1) / batch;
   const int64_t total = t.steps > 0 ? t.steps : per_epoch * t.epochs;
   bias_.assign(spec_.num_params(), 0.0f);
+  dense_grad_.assign(spec_.num_params(), 0.0f);
   {
     absl::MutexLock lock(&mu_);
     start_ = absl::Now();
@@ -307,8 +407,11 @@ absl::Status SparseLoop::Run() {
                      "training {} steps of {} examples on {} ({} "
                      "train / {} test examples, {} ps)",
                      total, batch,
-                     fm_dim_ > 0 ? absl::StrCat("fm (k=", fm_dim_, ")")
-                                 : std::string("sparse_linear"),
+                     wide_deep_ ? absl::StrCat("wide_deep (k=", fm_dim_,
+                                               ", MLP on ",
+                                               options_.backend->device(), ")")
+                     : fm_dim_ > 0 ? absl::StrCat("fm (k=", fm_dim_, ")")
+                                   : std::string("sparse_linear"),
                      n, test_ == nullptr ? 0 : test_->rows(),
                      options_.num_shards);
   std::mt19937_64 rng(t.seed + 7919 * static_cast<uint64_t>(options_.worker_index));

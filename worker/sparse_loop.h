@@ -2,7 +2,10 @@
 // regression) regression over hashed feature keys, one weight per key in
 // sparse table 0 and a dense bias (model.type sparse_linear), plus, for
 // model.type fm, pairwise interactions through a k-float embedding per key
-// in sparse table 1 (a factorization machine: model/fm_math.h).
+// in sparse table 1 (a factorization machine: model/fm_math.h), or, for
+// model.type wide_deep, an MLP (the dense blocks) over each field's pooled
+// embeddings from table 1, added to the weights' sum (model/wide_deep_math.h;
+// the MLP runs on the compute backend: OpenBLAS or cuBLAS).
 //
 // Each step takes the next training.batch_size examples of its part, sorts
 // and de-duplicates their keys, pulls those rows (and the bias) from the
@@ -36,6 +39,8 @@
 #include "common/config.h"
 #include "common/model_spec.h"
 #include "data/sparse_dataset.h"
+#include "model/wide_deep_math.h"
+#include "worker/compute_backend.h"
 #include "worker/training_loop.h"
 #include "worker/push_pipeline.h"
 #include "worker/sparse_ps.h"
@@ -51,11 +56,17 @@ class SparseLoop : public TrainingLoop {
     // Send each key's occurrence count with its gradient (the ps's
     // admission needs them: config admission.*).
     bool send_counts = false;
+    // wide_deep: the backend that runs the MLP (borrowed; built for the
+    // spec's layers and training.batch_size examples), and the pooling
+    // (wide_deep.pooling mean, else sum). Null for sparse_linear and fm.
+    ComputeBackend* backend = nullptr;
+    bool mean_pooling = true;
   };
 
   // Borrows spec, ps and test; they must outlive the loop.
-  // REQUIRES: spec has one dense block and sparse table 0 of dim 1, and
-  // perhaps table 1 (fm's embeddings) with the same buckets.
+  // REQUIRES: spec has sparse table 0 of dim 1, and perhaps table 1 (fm's
+  // or wide_deep's embeddings) with the same buckets; its dense tensors are
+  // the bias (sparse_linear, fm) or, with options.backend, wide_deep's MLP.
   SparseLoop(const ModelSpec& spec, SparsePs* ps,
              std::shared_ptr<const data::SparseDataset> train,
              const data::SparseDataset* test, Options options);
@@ -89,6 +100,15 @@ class SparseLoop : public TrainingLoop {
                 const std::vector<float>& weights,
                 const std::vector<float>& embeddings);
   absl::Status Step(const std::vector<int64_t>& rows);
+  // wide_deep's forward and backward over the pulled rows: the MLP's
+  // gradient into dense_grad_, the embeddings' into embedding_grads_, the
+  // weights' into grads_; returns the summed loss.
+  absl::StatusOr<double> WideDeepGradients(const std::vector<int64_t>& rows);
+  // wide_deep's margin of example r (the exported model's scoring).
+  float WideDeepMargin(const data::SparseDataset& data, int64_t r,
+                       const uint32_t* slot, const std::vector<float>& params,
+                       const std::vector<float>& weights,
+                       const std::vector<float>& embeddings);
   // The ps of `key` under `owners` (SparsePs::BucketOwners; null: the
   // coordinator's rule); InvalidArgument when the placement names no ps
   // for its bucket.
@@ -101,8 +121,10 @@ class SparseLoop : public TrainingLoop {
   const data::SparseDataset* const test_;
   const Options options_;
   const uint32_t buckets_;
-  // fm: the embeddings' dim (sparse table 1); 0 for sparse_linear.
+  // fm, wide_deep: the embeddings' dim (sparse table 1); 0 for
+  // sparse_linear.
   const int fm_dim_;
+  const bool wide_deep_;  // options_.backend != null
   std::atomic<bool> stop_{false};
 
   // Compute thread only: scratch reused across steps.
@@ -123,8 +145,18 @@ class SparseLoop : public TrainingLoop {
   std::vector<uint32_t> counts_;  // per unique key of the batch
   std::vector<std::vector<uint32_t>> shard_counts_;
   std::vector<std::vector<uint32_t>> shard_of_;  // positions in keys_
-  std::vector<float> bias_;
+  std::vector<float> bias_;  // the dense parameters (wide_deep: the MLP's)
+  std::vector<float> dense_grad_;
   std::vector<uint64_t> versions_;
+  // wide_deep: the batch as compute_backend.h's PooledBatch, the wide
+  // margins, targets, d loss / d output per row, and scoring scratch.
+  std::vector<int64_t> batch_offsets_;
+  std::vector<uint16_t> batch_fields_;
+  std::vector<float> pool_weights_;
+  std::vector<float> wide_;
+  std::vector<float> targets_;
+  std::vector<float> out_grad_;
+  model::WideDeepScratch wide_deep_scratch_;
 
   mutable absl::Mutex mu_;
   WorkerStats stats_ ABSL_GUARDED_BY(mu_);

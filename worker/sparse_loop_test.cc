@@ -1,5 +1,6 @@
 #include "worker/sparse_loop.h"
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -13,6 +14,7 @@
 #include "common/testing/status_matchers.h"
 #include "gtest/gtest.h"
 #include "server/shard.h"
+#include "worker/cpu/cpu_backend.h"
 
 namespace downpour::worker {
 namespace {
@@ -25,26 +27,35 @@ using ::testing::HasSubstr;
 // admission, tables and optimizer, in one process.
 class ShardsPs : public SparsePs {
  public:
-  explicit ShardsPs(const Config& config) : counters_(2) {
+  // Every dense block on ps 0.
+  explicit ShardsPs(const Config& config)
+      : spec_(ModelSpec::Create(config.model).value()), counters_(2) {
+    std::vector<uint32_t> blocks;
+    for (const BlockSpec& b : spec_.blocks()) blocks.push_back(b.id);
     for (int s = 0; s < 2; ++s) {
       auto shard = server::Shard::Create(config, s, &counters_[s]);
       EXPECT_THAT(shard.status(), IsOk());
       shards_.push_back(std::move(shard).value());
-      EXPECT_THAT(shards_[s]->Assign(1, s == 0 ? std::vector<uint32_t>{0}
-                                               : std::vector<uint32_t>{}),
-                  IsOk());
+      EXPECT_THAT(
+          shards_[s]->Assign(1, s == 0 ? blocks : std::vector<uint32_t>{}),
+          IsOk());
     }
   }
 
   absl::Status Pull(float* params, std::vector<uint64_t>* versions) override {
     proto::PullRequest request;
     request.set_placement_epoch(1);
-    request.add_block_ids(0);
+    for (const BlockSpec& b : spec_.blocks()) request.add_block_ids(b.id);
     proto::PullResponse response;
     absl::Status s = shards_[0]->Pull(request, &response);
     if (!s.ok()) return s;
-    std::memcpy(params, response.blocks(0).data().data(), sizeof(float));
-    versions->assign(1, response.blocks(0).version());
+    versions->clear();
+    for (int i = 0; i < response.blocks_size(); ++i) {
+      const BlockSpec& b = spec_.blocks()[i];
+      std::memcpy(params + b.offset, response.blocks(i).data().data(),
+                  b.length * sizeof(float));
+      versions->push_back(response.blocks(i).version());
+    }
     return absl::OkStatus();
   }
 
@@ -87,9 +98,12 @@ class ShardsPs : public SparsePs {
       view.placement_epoch = 1;
       view.worker_id = 0;
       view.sequence = pushes_;
-      if (s == 0) {
-        view.blocks.push_back({0, versions[0], 0,
-                               reinterpret_cast<const char*>(grad), 4});
+      for (size_t i = 0; s == 0 && i < spec_.blocks().size(); ++i) {
+        const BlockSpec& b = spec_.blocks()[i];
+        view.blocks.push_back(
+            {b.id, versions[i], 0,
+             reinterpret_cast<const char*>(grad + b.offset),
+             static_cast<size_t>(b.length) * sizeof(float)});
       }
       if (static_cast<size_t>(s) < rows.size()) view.sparse = rows[s];
       if (view.blocks.empty() && view.sparse.empty()) continue;
@@ -118,6 +132,7 @@ class ShardsPs : public SparsePs {
   }
 
  private:
+  const ModelSpec spec_;
   std::shared_ptr<const std::vector<int>> owners_;
   std::vector<Counters> counters_;
   std::vector<std::unique_ptr<server::Shard>> shards_;
@@ -440,6 +455,182 @@ TEST(SparseLoopTest, FmEvaluationIsTheExportedModelsScoring) {
       Task::kBinary, served.data(), test.y.data(), test.rows(), 1);
   const WorkerStats stats = loop.stats();
   // Every metric equal to the last bit: the same floats went in.
+  EXPECT_EQ(stats.test_loss, mine.loss);
+  EXPECT_EQ(stats.metrics, mine.Named(Task::kBinary));
+}
+
+// wide_deep over keys 1..5 in two fields (key % 2), mean pooling, an MLP of
+// [2 * 3, 4, 1] on the CPU backend.
+Config WideDeepConfig() {
+  Config config = FmConfig();
+  config.model.type = ModelType::kWideDeep;
+  config.model.wide_deep.dim = 3;
+  config.model.wide_deep.fields = 2;
+  config.model.wide_deep.hidden = {4};
+  config.model.wide_deep.init_scale = 0.5;
+  return config;
+}
+
+std::shared_ptr<data::SparseDataset> WideDeepData() {
+  auto d = FmData();
+  d->fields.clear();
+  for (uint64_t key : d->keys) d->fields.push_back(key % 2);
+  return d;
+}
+
+// The summed logistic loss of the batch, in double and written out
+// plainly: the weights' sum plus an MLP of the per-field mean of x * v.
+double WideDeepLoss(const data::SparseDataset& d, const std::vector<double>& w,
+                    const std::vector<double>& v, const std::vector<double>& p,
+                    const std::vector<int>& layers, int k) {
+  double loss = 0;
+  for (int64_t r = 0; r < d.rows(); ++r) {
+    double m = 0;
+    std::vector<double> a(layers[0], 0.0);
+    std::vector<int> count(2, 0);
+    for (int64_t i = d.offsets[r]; i < d.offsets[r + 1]; ++i) {
+      ++count[d.fields[i]];
+    }
+    for (int64_t i = d.offsets[r]; i < d.offsets[r + 1]; ++i) {
+      m += w[d.keys[i]] * d.values[i];
+      for (int f = 0; f < k; ++f) {
+        a[d.fields[i] * k + f] +=
+            d.values[i] / count[d.fields[i]] * v[d.keys[i] * k + f];
+      }
+    }
+    size_t at = 0;
+    for (size_t l = 0; l + 1 < layers.size(); ++l) {
+      const int in = layers[l], out = layers[l + 1];
+      std::vector<double> z(out);
+      for (int o = 0; o < out; ++o) {
+        z[o] = p[at + in * out + o];
+        for (int i = 0; i < in; ++i) z[o] += a[i] * p[at + i * out + o];
+        if (l + 2 < layers.size()) z[o] = std::max(z[o], 0.0);
+      }
+      at += in * out + out;
+      a = z;
+    }
+    m += a[0];
+    loss += std::log1p(std::exp(m)) - d.y[r] * m;
+  }
+  return loss;
+}
+
+// One step of sgd at rate 1: the change of every weight and embedding is
+// the summed loss's gradient, and of every MLP parameter the mean loss's,
+// against central differences of WideDeepLoss.
+TEST(SparseLoopTest, WideDeepPushesTheGradientOfItsLoss) {
+  const Config config = WideDeepConfig();
+  auto spec = ModelSpec::Create(config.model);
+  ASSERT_THAT(spec.status(), IsOk());
+  ASSERT_EQ(spec->layers(), (std::vector<int>{6, 4, 1}));
+  ShardsPs ps(config);
+  const int k = 3;
+  std::vector<double> w0, v0;
+  ReadFm(ps, k, &w0, &v0);
+  std::vector<float> params(spec->num_params());
+  std::vector<uint64_t> versions;
+  ASSERT_THAT(ps.Pull(params.data(), &versions), IsOk());
+  const std::vector<double> p0(params.begin(), params.end());
+  auto train = WideDeepData();
+  CpuBackend backend(*spec, 4);
+  SparseLoop::Options options;
+  options.training.batch_size = 4;
+  options.training.steps = 1;
+  options.num_shards = 2;
+  options.backend = &backend;
+  options.mean_pooling = true;
+  SparseLoop loop(*spec, &ps, train, train.get(), options);
+  ASSERT_THAT(loop.Run(), IsOk());
+  std::vector<double> w1, v1;
+  ReadFm(ps, k, &w1, &v1);
+  ASSERT_THAT(ps.Pull(params.data(), &versions), IsOk());
+  const double h = 1e-5;
+  auto loss = [&](const std::vector<double>& w, const std::vector<double>& v,
+                  const std::vector<double>& p) {
+    return WideDeepLoss(*train, w, v, p, spec->layers(), k);
+  };
+  for (uint64_t key = 1; key <= 5; ++key) {
+    std::vector<double> wp = w0, wm = w0;
+    wp[key] += h;
+    wm[key] -= h;
+    const double g = (loss(wp, v0, p0) - loss(wm, v0, p0)) / (2 * h);
+    EXPECT_NEAR(w0[key] - w1[key], g, 1e-4 + 1e-3 * std::fabs(g))
+        << "weight of key " << key;
+    for (int f = 0; f < k; ++f) {
+      std::vector<double> vp = v0, vm = v0;
+      vp[key * k + f] += h;
+      vm[key * k + f] -= h;
+      const double gv = (loss(w0, vp, p0) - loss(w0, vm, p0)) / (2 * h);
+      EXPECT_NEAR(v0[key * k + f] - v1[key * k + f], gv,
+                  1e-4 + 1e-3 * std::fabs(gv))
+          << "embedding " << f << " of key " << key;
+    }
+  }
+  for (size_t i = 0; i < p0.size(); ++i) {
+    std::vector<double> pp = p0, pm = p0;
+    pp[i] += h;
+    pm[i] -= h;
+    const double g = (loss(w0, v0, pp) - loss(w0, v0, pm)) / (2 * h) / 4;
+    EXPECT_NEAR(p0[i] - params[i], g, 1e-4 + 1e-3 * std::fabs(g))
+        << "MLP parameter " << i;
+  }
+}
+
+// The worker's evaluation of a trained wide_deep model is the exported
+// model's scoring (model::Margins) to the last bit.
+TEST(SparseLoopTest, WideDeepEvaluationIsTheExportedModelsScoring) {
+  Config config = WideDeepConfig();
+  config.optimizer.learning_rate = 0.05;
+  auto spec = ModelSpec::Create(config.model);
+  ASSERT_THAT(spec.status(), IsOk());
+  ShardsPs ps(config);
+  auto with_fields = [](data::SparseDataset d) {
+    for (uint64_t key : d.keys) d.fields.push_back((key / 1000003ULL) % 2);
+    return d;
+  };
+  auto train =
+      std::make_shared<data::SparseDataset>(with_fields(MakeData(300, 5)));
+  const data::SparseDataset test = with_fields(MakeData(200, 6));
+  CpuBackend backend(*spec, 16);
+  SparseLoop::Options options;
+  options.training.batch_size = 16;
+  options.training.epochs = 2;
+  options.num_shards = 2;
+  options.backend = &backend;
+  options.mean_pooling = true;
+  SparseLoop loop(*spec, &ps, train, &test, options);
+  ASSERT_THAT(loop.Run(), IsOk());
+  model::SparseModel m;
+  m.meta.set_type("wide_deep");
+  m.meta.set_fm_dim(3);
+  m.meta.set_fm_init_scale(config.model.wide_deep.init_scale);
+  m.meta.set_fm_init_seed(SparseTableSeed(config.model.init_seed, 1));
+  m.meta.set_pooling("mean");
+  for (int width : spec->layers()) m.meta.add_layers(width);
+  m.mlp.resize(spec->num_params());
+  std::vector<uint64_t> versions;
+  ASSERT_THAT(ps.Pull(m.mlp.data(), &versions), IsOk());
+  for (uint64_t id = 1; id <= 200; ++id) {
+    const uint64_t key = id * 1000003ULL;
+    const int s = ShardOfKey(key, 16, 2);
+    std::vector<std::vector<uint64_t>> keys(2);
+    keys[s].push_back(key);
+    std::vector<std::vector<float>> values;
+    ASSERT_THAT(ps.PullRows(0, 1, keys, &values), IsOk());
+    if (values[s][0] != 0) {
+      m.keys.push_back(key);
+      m.weights.push_back(values[s][0]);
+    }
+    ASSERT_THAT(ps.PullRows(1, 3, keys, &values), IsOk());
+    m.embedding_keys.push_back(key);
+    m.embeddings.insert(m.embeddings.end(), values[s].begin(),
+                        values[s].end());
+  }
+  const std::vector<float> served = model::Margins(m, test);
+  const model::Metrics mine = model::ComputeMetrics(
+      Task::kBinary, served.data(), test.y.data(), test.rows(), 1);
+  const WorkerStats stats = loop.stats();
   EXPECT_EQ(stats.test_loss, mine.loss);
   EXPECT_EQ(stats.metrics, mine.Named(Task::kBinary));
 }

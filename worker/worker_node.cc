@@ -67,10 +67,23 @@ absl::Status WorkerNode::Load() {
   if (!spec.ok()) return SetupError(spec.status());
   spec_ = std::make_unique<ModelSpec>(*std::move(spec));
   if (!spec_->sparse_tables().empty()) {
-    // A sparse model computes on the CPU (a dot product per example); its
-    // data are hashed keys, not dense rows.
+    // A sparse model's data are hashed keys, not dense rows. sparse_linear
+    // and fm compute on the CPU (a dot product per example); wide_deep's MLP
+    // runs on the compute backend (cpu or cuda, as config.compute says).
     sparse_ = true;
     device_ = "cpu";
+    if (config.model.type == ModelType::kWideDeep) {
+      if (config.compute.device == ComputeDevice::kSimulated) {
+        return SetupError(absl::InvalidArgumentError(
+            "model.type wide_deep computes real gradients: compute.device "
+            "simulated cannot train it; use auto, cpu or cuda"));
+      }
+      absl::StatusOr<std::unique_ptr<ComputeBackend>> backend =
+          MakeBackend(config.compute, *spec_, config.training.batch_size);
+      if (!backend.ok()) return SetupError(backend.status());
+      backend_ = *std::move(backend);
+      device_ = backend_->device();
+    }
     absl::StatusOr<SparseSplit> data =
         LoadSparseData(config.data, config.training.seed, spec_->task());
     if (!data.ok()) return SetupError(data.status());
@@ -157,6 +170,8 @@ absl::Status WorkerNode::JoinCluster() {
     for (const SparseTableSpec& table : spec_->sparse_tables()) {
       if (table.min_count > 1) sparse_options.send_counts = true;
     }
+    sparse_options.backend = backend_.get();  // wide_deep only
+    sparse_options.mean_pooling = config.model.wide_deep.pooling == "mean";
     loop_ = std::make_unique<SparseLoop>(*spec_, ps_.get(), sparse_train_,
                                          &sparse_data_.test, sparse_options);
     running_loop_.store(loop_.get());
