@@ -26,7 +26,8 @@
 #   3. bench/parity/sparse_reference.py: liblinear -s 0 (L2) and -s 6 (L1) on
 #      those keys, C = 1 and C tuned on the validation split;
 #   4. Downpour sparse_linear with deploy/configs/NAME.yaml (FTRL) and with
-#      Adagrad (the overrides in `adagrad_sets` below), and fm (`fm_sets`),
+#      Adagrad (the overrides in `adagrad_sets` below), fm (`fm_sets`) and
+#      wide_deep (`wide_deep_sets`),
 #      each at every worker
 #      count, 2 ps, run dir DIR/NAME/downpour_<opt>_<W>w; the row's metrics are
 #      the final model's, read from the ps checkpoints by
@@ -64,6 +65,13 @@ declare -A fm_sets=(
   [heart_scale_sparse]="fm.dim=8 fm.l2=100"
   [reuters_corn]="fm.dim=8 fm.learning_rate=0.01"
   [lending_club]="fm.dim=8 fm.l2=100"
+)
+# wide_deep rows (issue 22): model.type wide_deep, the same FTRL settings for
+# the wide part, these for the deep part (docs/SPARSE.md "Wide & deep").
+declare -A wide_deep_sets=(
+  [heart_scale_sparse]="wide_deep.dim=8"
+  [reuters_corn]="wide_deep.dim=8"
+  [lending_club]="wide_deep.dim=8 training.epochs=5"
 )
 out="$repo/run/parity"
 seed=42
@@ -210,10 +218,16 @@ downpour_sparse() {
     sets+=(--set model.type=fm)
     for kv in ${fm_sets[$name]}; do sets+=(--set "$kv"); done
   fi
-  echo "== $name: Downpour $([[ $opt == fm ]] && echo fm || echo sparse_linear), $opt, $w worker(s) -> $dir"
+  if [[ "$opt" == wide_deep ]]; then
+    sets+=(--set model.type=wide_deep)
+    for kv in ${wide_deep_sets[$name]}; do sets+=(--set "$kv"); done
+  fi
+  local model=sparse_linear
+  [[ $opt == fm || $opt == wide_deep ]] && model=$opt
+  echo "== $name: Downpour $model, $opt, $w worker(s) -> $dir"
   launch "$name" "downpour_${opt}_${w}w" "$dir" "${sets[@]}" || return 0
   local rc="$launch_rc"
-  if [[ "$opt" != fm ]]; then
+  if [[ "$model" == sparse_linear ]]; then
     "$py" "$here/sparse_eval.py" "$dir" --test "$split/test.k64" --train "$split/train.k64" \
       >"$dir/final_model.json" || true
   fi
@@ -234,8 +248,8 @@ try:
         notes.append("ps rows differ from the Python keys of the training rows")
 except (OSError, ValueError, KeyError):
     row["metrics"] = row["summary_metrics"]
-    if "_fm_" in learner:
-        notes.append("fm: the workers' final evaluation (summary.json)")
+    if "_fm_" in learner or "_wide_deep_" in learner:
+        notes.append("the workers' final evaluation (summary.json)")
     else:
         notes.append("no final checkpoint read: metrics are summary.json's")
 if rc != "0":
@@ -261,7 +275,7 @@ for name in "${names[@]}"; do
       fi
     fi
     if [[ $do_downpour -eq 1 ]]; then
-      for opt in ftrl adagrad fm; do
+      for opt in ftrl adagrad fm wide_deep; do
         for w in $workers_list; do
           downpour_sparse "$name" "$opt" "$w" "$split_dir" "$ext"
         done
