@@ -8,6 +8,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -89,6 +90,24 @@ TEST(SparseTest, ALibsvmJobWith64BitIndicesTrainsOnTwoShards) {
 // fm through the real daemons: two tables of rows on two ps, and the model
 // psctl export writes from their checkpoints scores the test set exactly as
 // the worker's final evaluation did (one worker: the job's metrics are its).
+// The metrics of `margins` on `rows`, expected equal, to the last bit, to
+// the job's final metrics (the worker's evaluation of the same model).
+std::vector<std::pair<std::string, double>> ExpectTheJobsMetrics(
+    const LaunchSummary& summary, const std::vector<float>& margins,
+    const data::SparseDataset& rows) {
+  const model::Metrics m = model::ComputeMetrics(
+      Task::kBinary, margins.data(), rows.y.data(), rows.rows(), 1);
+  const auto named = m.Named(Task::kBinary);
+  EXPECT_EQ(summary.final_metrics.size(), named.size());
+  for (size_t i = 0; i < named.size() && i < summary.final_metrics.size();
+       ++i) {
+    EXPECT_EQ(summary.final_metrics[i].first, named[i].first);
+    EXPECT_EQ(summary.final_metrics[i].second, named[i].second)
+        << named[i].first << ": the export scores differently";
+  }
+  return named;
+}
+
 TEST(SparseTest, AnFmJobsExportScoresLikeItsWorker) {
   const std::string dir = testing::TestDir() + "/fm";
   const std::string train = WriteLibsvm("fm_train.svm", 6000, 3);
@@ -118,16 +137,9 @@ TEST(SparseTest, AnFmJobsExportScoresLikeItsWorker) {
   absl::StatusOr<data::SparseDataset> rows =
       model::ReadSparseExamples(exported->meta, test, true);
   ASSERT_THAT(rows, IsOk());
-  const std::vector<float> margins = model::Margins(*exported, *rows);
-  const model::Metrics m = model::ComputeMetrics(
-      Task::kBinary, margins.data(), rows->y.data(), rows->rows(), 1);
-  const auto named = m.Named(Task::kBinary);
-  ASSERT_EQ(summary->final_metrics.size(), named.size());
-  for (size_t i = 0; i < named.size(); ++i) {
-    EXPECT_EQ(summary->final_metrics[i].first, named[i].first);
-    EXPECT_EQ(summary->final_metrics[i].second, named[i].second)
-        << named[i].first << ": the export scores differently";
-  }
+  const auto named = ExpectTheJobsMetrics(
+      *summary, model::Margins(*exported, *rows), *rows);
+  ASSERT_FALSE(named.empty());
   EXPECT_GT(named[0].second, 0.7) << "auc: it learned";
 }
 
@@ -198,15 +210,8 @@ TEST(SparseTest, AWideDeepJobLearnsAnInteractionAndItsExportScoresAlike) {
   ASSERT_THAT(rows, IsOk());
   ASSERT_EQ(rows->fields.size(), rows->keys.size());
   const std::vector<float> margins = model::Margins(*back, *rows);
-  const model::Metrics m = model::ComputeMetrics(
-      Task::kBinary, margins.data(), rows->y.data(), rows->rows(), 1);
-  const auto named = m.Named(Task::kBinary);
-  ASSERT_EQ(summary->final_metrics.size(), named.size());
-  for (size_t i = 0; i < named.size(); ++i) {
-    EXPECT_EQ(summary->final_metrics[i].first, named[i].first);
-    EXPECT_EQ(summary->final_metrics[i].second, named[i].second)
-        << named[i].first << ": the export scores differently";
-  }
+  const auto named = ExpectTheJobsMetrics(*summary, margins, *rows);
+  ASSERT_FALSE(named.empty());
   // The interaction is learned: a linear model of these keys stays near
   // chance (about 0.5), the Bayes rate is 0.9 accuracy.
   EXPECT_GT(named[0].second, 0.85) << "auc";

@@ -396,6 +396,39 @@ TEST(SparseLoopTest, FmPushesTheGradientOfItsLoss) {
   }
 }
 
+// What an export of the ps holds for MakeData's keys into *m: each nonzero
+// weight and each embedding row (k floats) that exists; returns how many
+// keys have no embedding row (the export's scorer reads their initializer).
+int64_t AddRows(ShardsPs& ps, int k, model::SparseModel* m) {
+  int64_t without = 0;
+  for (uint64_t id = 1; id <= 200; ++id) {
+    const uint64_t key = id * 1000003ULL;
+    const int s = ShardOfKey(key, 16, 2);
+    std::vector<std::vector<uint64_t>> keys(2);
+    keys[s].push_back(key);
+    std::vector<std::vector<float>> values;
+    EXPECT_THAT(ps.PullRows(0, 1, keys, &values), IsOk());
+    if (values[s][0] != 0) {
+      m->keys.push_back(key);
+      m->weights.push_back(values[s][0]);
+    }
+    proto::LookupRequest lookup;
+    lookup.set_table(1);
+    lookup.set_keys(&key, sizeof(key));
+    proto::LookupResponse found;
+    EXPECT_THAT(ps.shard(s).Lookup(lookup, &found), IsOk());
+    if (found.missing()[0] != 0) {
+      ++without;
+      continue;
+    }
+    EXPECT_THAT(ps.PullRows(1, k, keys, &values), IsOk());
+    m->embedding_keys.push_back(key);
+    m->embeddings.insert(m->embeddings.end(), values[s].begin(),
+                         values[s].end());
+  }
+  return without;
+}
+
 TEST(SparseLoopTest, FmEvaluationIsTheExportedModelsScoring) {
   Config config = FmConfig();
   config.optimizer.learning_rate = 0.1;
@@ -423,32 +456,7 @@ TEST(SparseLoopTest, FmEvaluationIsTheExportedModelsScoring) {
   std::vector<uint64_t> versions;
   ASSERT_THAT(ps.Pull(bias.data(), &versions), IsOk());
   m.bias = bias[0];
-  int64_t without = 0;
-  for (uint64_t id = 1; id <= 200; ++id) {
-    const uint64_t key = id * 1000003ULL;
-    const int s = ShardOfKey(key, 16, 2);
-    std::vector<std::vector<uint64_t>> keys(2);
-    keys[s].push_back(key);
-    std::vector<std::vector<float>> values;
-    ASSERT_THAT(ps.PullRows(0, 1, keys, &values), IsOk());
-    if (values[s][0] != 0) {
-      m.keys.push_back(key);
-      m.weights.push_back(values[s][0]);
-    }
-    proto::LookupRequest lookup;
-    lookup.set_table(1);
-    lookup.set_keys(&key, sizeof(key));
-    proto::LookupResponse found;
-    ASSERT_THAT(ps.shard(s).Lookup(lookup, &found), IsOk());
-    if (found.missing()[0] != 0) {
-      ++without;
-      continue;
-    }
-    ASSERT_THAT(ps.PullRows(1, 3, keys, &values), IsOk());
-    m.embedding_keys.push_back(key);
-    m.embeddings.insert(m.embeddings.end(), values[s].begin(),
-                        values[s].end());
-  }
+  const int64_t without = AddRows(ps, 3, &m);
   EXPECT_GT(without, 0) << "embedding_min_count 60 left some keys without";
   const std::vector<float> served = model::Margins(m, test);
   const model::Metrics mine = model::ComputeMetrics(
@@ -611,22 +619,7 @@ TEST(SparseLoopTest, WideDeepEvaluationIsTheExportedModelsScoring) {
   m.mlp.resize(spec->num_params());
   std::vector<uint64_t> versions;
   ASSERT_THAT(ps.Pull(m.mlp.data(), &versions), IsOk());
-  for (uint64_t id = 1; id <= 200; ++id) {
-    const uint64_t key = id * 1000003ULL;
-    const int s = ShardOfKey(key, 16, 2);
-    std::vector<std::vector<uint64_t>> keys(2);
-    keys[s].push_back(key);
-    std::vector<std::vector<float>> values;
-    ASSERT_THAT(ps.PullRows(0, 1, keys, &values), IsOk());
-    if (values[s][0] != 0) {
-      m.keys.push_back(key);
-      m.weights.push_back(values[s][0]);
-    }
-    ASSERT_THAT(ps.PullRows(1, 3, keys, &values), IsOk());
-    m.embedding_keys.push_back(key);
-    m.embeddings.insert(m.embeddings.end(), values[s].begin(),
-                        values[s].end());
-  }
+  AddRows(ps, 3, &m);
   const std::vector<float> served = model::Margins(m, test);
   const model::Metrics mine = model::ComputeMetrics(
       Task::kBinary, served.data(), test.y.data(), test.rows(), 1);
