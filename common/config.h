@@ -203,6 +203,10 @@ struct WideDeepSection : FmSection {
   // embedding over the field's keys in the example) or "mean" (that sum
   // divided by the count of those keys). Default "mean".
   std::string pooling = "mean";
+  // The MLP's learning rate (its dense blocks' optimizer: optimizer.type,
+  // or adagrad when that is ftrl); 0 (default): optimizer.learning_rate.
+  // The wide part's FTRL often wants many passes the MLP would overfit in.
+  double mlp_learning_rate = 0;
   // Not a key: the fields, set by the config loader from the data section
   // (csv: the data.categorical, text, numeric and bucketize columns, in that
   // order; libsvm: 1, every key in one field).

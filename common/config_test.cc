@@ -416,9 +416,11 @@ TEST(ConfigTest, WideDeepFieldsFollowTheDataSection) {
       "model:\n  type: wide_deep\n  task: binary\n"
       "data:\n  source: csv\n  path: x.csv\n  categorical: [a, b]\n"
       "  text: [t]\n  bucketize: [c]\n  ignore: [d]\n"
-      "wide_deep:\n  dim: 4\n  hidden: []\n  pooling: sum\n");
+      "wide_deep:\n  dim: 4\n  hidden: []\n  pooling: sum\n"
+      "  mlp_learning_rate: 0.001\n");
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->model.wide_deep.fields, 4);
+  EXPECT_EQ(config->model.wide_deep.mlp_learning_rate, 0.001);
   EXPECT_EQ(config->model.wide_deep.pooling, "sum");
   EXPECT_TRUE(config->model.wide_deep.hidden.empty());
   EXPECT_EQ(&EmbeddingOptions(config->model), &config->model.wide_deep);

@@ -79,9 +79,14 @@ PushGuard::Options GuardOptions(const Config& config, int index,
 // cannot reach the base rate's log-odds: its gradient is the batch mean
 // while a key's is the batch sum, so the same decay pulls it batch_size times
 // harder).
+// wide_deep's MLP may have a rate of its own (wide_deep.mlp_learning_rate).
 OptimizerSection DenseOptimizer(const Config& config) {
   OptimizerSection o = config.optimizer;
   if (IsSparseModel(config.model.type)) o.weight_decay = 0;
+  if (config.model.type == ModelType::kWideDeep &&
+      config.model.wide_deep.mlp_learning_rate > 0) {
+    o.learning_rate = config.model.wide_deep.mlp_learning_rate;
+  }
   return o;
 }
 
