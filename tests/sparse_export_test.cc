@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -18,10 +20,12 @@
 #include "absl/strings/str_cat.h"
 #include "common/config.h"
 #include "common/subprocess.h"
+#include "common/testing/poll.h"
 #include "common/testing/status_matchers.h"
 #include "deploy/launcher_lib.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/sparse_model.h"
 #include "server/checkpoint.h"
 #include "tests/daemon_harness.h"
 #include "tests/run_job.h"
@@ -283,6 +287,40 @@ TEST_F(SparseExportTest, LibsvmWith64BitIdsExportsAndPredictsTheJobsAuc) {
   EXPECT_THAT(scheduled, HasSubstr("wrote " + dir_ + "/scheduled.npz"));
   EXPECT_THAT(scheduled, HasSubstr("no update since the last export"));
   EXPECT_EQ(ReadText(dir_ + "/scheduled.npz"), ReadText(npz));
+
+  // A schedule started beside the job, before its first checkpoint, waits
+  // for it (the README starts both at once) instead of failing; once the
+  // checkpoints appear it writes the same model.
+  const std::string later = dir_ + "/later_ckpt";
+  absl::StatusOr<std::unique_ptr<Subprocess>> waiting = Subprocess::Start(
+      "psctl export",
+      {testing::BinDir() + "/tools/psctl", "export", "--config", config_path_,
+       "--checkpoint_dir", later, "--out", dir_ + "/later.npz", "--set",
+       "export.interval_s=0.05", "--count", "1"},
+      dir_ + "/later.log");
+  ASSERT_THAT(waiting, IsOk());
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] {
+        return ReadText(dir_ + "/later.log")
+                   .find("waiting for the job's first checkpoint in " +
+                         later) != std::string::npos;
+      },
+      absl::Seconds(30)))
+      << ReadText(dir_ + "/later.log");
+  EXPECT_FALSE((*waiting)->Poll().has_value()) << "it waits, not fails";
+  fs::copy(dir_ + "/ckpt", later, fs::copy_options::recursive);
+  const std::optional<int> rc_later = (*waiting)->Wait(absl::Seconds(60));
+  ASSERT_TRUE(rc_later.has_value()) << ReadText(dir_ + "/later.log");
+  EXPECT_EQ(*rc_later, 0) << ReadText(dir_ + "/later.log");
+  // The same model (its meta's origin names the other folder).
+  absl::StatusOr<model::SparseModel> first = model::ReadSparseModel(npz);
+  absl::StatusOr<model::SparseModel> second =
+      model::ReadSparseModel(dir_ + "/later.npz");
+  ASSERT_THAT(first, IsOk());
+  ASSERT_THAT(second, IsOk());
+  EXPECT_EQ(second->keys, first->keys);
+  EXPECT_EQ(second->weights, first->weights);
+  EXPECT_EQ(second->bias, first->bias);
 }
 
 TEST_F(SparseExportTest, CsvColumnsAreHashedAndBucketedAsInTraining) {

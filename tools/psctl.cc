@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <string>
@@ -570,6 +571,25 @@ int ExportOnce(const Config& config, const std::string& dir,
   return 0;
 }
 
+// True while some ps of the `shards` has no checkpoint file (*.ckpt) in
+// `dir`/ps-N: the job exporting from it, started beside, has not taken its
+// first checkpoint everywhere yet (or dir is no checkpoint folder at all,
+// which the wait's message lets a user see).
+bool CheckpointsMissing(const std::string& dir, size_t shards) {
+  for (size_t i = 0; i < shards; ++i) {
+    std::error_code error;
+    bool found = false;
+    const std::filesystem::path shard =
+        std::filesystem::path(dir) / absl::StrCat("ps-", i);
+    for (const auto& file :
+         std::filesystem::directory_iterator(shard, error)) {
+      found = found || absl::EndsWith(file.path().filename().string(), ".ckpt");
+    }
+    if (!found) return true;
+  }
+  return false;
+}
+
 // psctl export: parameters from the cluster or a checkpoint folder, the
 // data's meta, one .npz; with export.interval_s, again every so many seconds
 // (each file replaced whole, by rename, so a reader such as the serving
@@ -595,11 +615,27 @@ int Export(double timeout_s) {
               out.c_str(), every,
               count > 0 ? absl::StrCat(", ", count, " times").c_str()
                         : "; stop with Ctrl-C");
+  bool waiting = false;
   for (int64_t done = 0;; ++done) {
     const int rc = ExportOnce(*config, dir, out, timeout_s, &last);
     // The first export must work (a wrong folder or config is not worth
-    // retrying); later failures (a ps restarting) are retried on schedule.
-    if (rc != 0 && done == 0) return rc;
+    // retrying), unless the job, started beside this, has written no
+    // checkpoint yet; later failures (a ps restarting) are retried on
+    // schedule.
+    if (rc != 0 && done == 0) {
+      if (dir.empty() || !CheckpointsMissing(dir, config->cluster.ps.size())) {
+        return rc;
+      }
+      if (!waiting) {
+        std::printf("waiting for the job's first checkpoint in %s\n",
+                    dir.c_str());
+        waiting = true;
+      }
+      std::fflush(stdout);
+      absl::SleepFor(absl::Seconds(every));
+      done = -1;  // the first export is still to come
+      continue;
+    }
     std::fflush(stdout);
     if (count > 0 && done + 1 >= count) return 0;
     absl::SleepFor(absl::Seconds(every));
