@@ -117,11 +117,12 @@ constexpr char kUsage[] =
     "            from the live cluster, or from --checkpoint_dir DIR; needs\n"
     "            --config (and the job's --set overrides), and reads the\n"
     "            training data for its classes and standardization\n"
-    "            (docs/DATA.md); a sparse model (sparse_linear, fm) only from\n"
-    "            --checkpoint_dir (its nonzero rows: bias, keys, weights);\n"
-    "            with export.interval_s > 0 (--set export.interval_s=30) it\n"
-    "            exports again on that schedule until stopped or --count\n"
-    "            exports, skipping unchanged parameters\n\n"
+    "            (docs/DATA.md); a sparse model (sparse_linear, fm,\n"
+    "            wide_deep) only from --checkpoint_dir (its rows, and its\n"
+    "            bias or MLP); with export.interval_s > 0 (--set\n"
+    "            export.interval_s=30) it first waits for the job's first\n"
+    "            checkpoint, then exports again on that schedule until\n"
+    "            stopped or --count exports, skipping unchanged parameters\n\n"
     "Give the coordinator with --coordinator HOST:PORT or --config FILE.";
 
 // What a command talks to: the coordinator (null for the commands that need
@@ -498,7 +499,8 @@ bool Unchanged(const std::string& out, uint64_t updates, uint64_t* last) {
   return false;
 }
 
-// psctl export of a sparse model (sparse_linear, fm): bias and nonzero rows from the
+// psctl export of a sparse model (sparse_linear, fm, wide_deep): bias (or
+// MLP) and rows from the
 // checkpoint folder `dir` (a live cluster cannot list its rows), one .npz.
 // *last: the updates of the previous export of a schedule (0: none); an
 // export whose parameters have received no update since writes nothing.
@@ -518,7 +520,7 @@ int ExportSparse(const Config& config, const std::string& dir,
   const std::string embeddings =
       params->embedding_rows > 0
           ? absl::StrCat(", ", params->embedding_rows, " embeddings of dim ",
-                         config.model.fm.dim)
+                         EmbeddingOptions(config.model).dim)
           : "";
   absl::StatusOr<model::SparseModel> model =
       BuildSparseExport(config, *std::move(params), origin);
@@ -615,27 +617,19 @@ int Export(double timeout_s) {
               out.c_str(), every,
               count > 0 ? absl::StrCat(", ", count, " times").c_str()
                         : "; stop with Ctrl-C");
-  bool waiting = false;
+  // A job started beside this may not have taken its first checkpoint yet.
+  if (!dir.empty() && CheckpointsMissing(dir, config->cluster.ps.size())) {
+    std::printf("waiting for the job's first checkpoint in %s\n", dir.c_str());
+    std::fflush(stdout);
+    while (CheckpointsMissing(dir, config->cluster.ps.size())) {
+      absl::SleepFor(absl::Seconds(every));
+    }
+  }
   for (int64_t done = 0;; ++done) {
     const int rc = ExportOnce(*config, dir, out, timeout_s, &last);
     // The first export must work (a wrong folder or config is not worth
-    // retrying), unless the job, started beside this, has written no
-    // checkpoint yet; later failures (a ps restarting) are retried on
-    // schedule.
-    if (rc != 0 && done == 0) {
-      if (dir.empty() || !CheckpointsMissing(dir, config->cluster.ps.size())) {
-        return rc;
-      }
-      if (!waiting) {
-        std::printf("waiting for the job's first checkpoint in %s\n",
-                    dir.c_str());
-        waiting = true;
-      }
-      std::fflush(stdout);
-      absl::SleepFor(absl::Seconds(every));
-      done = -1;  // the first export is still to come
-      continue;
-    }
+    // retrying); later failures (a ps restarting) are retried on schedule.
+    if (rc != 0 && done == 0) return rc;
     std::fflush(stdout);
     if (count > 0 && done + 1 >= count) return 0;
     absl::SleepFor(absl::Seconds(every));
