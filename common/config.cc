@@ -339,6 +339,9 @@ std::vector<Section> Schema(Config* c) {
         DoubleField("fm.l2", &c->model.fm.l2, NonNegativeAtMost(1e6)),
         DoubleField("fm.learning_rate", &c->model.fm.learning_rate,
                     NonNegativeAtMost(1000))}},
+      {"metrics",
+       {IntField("metrics.port_offset", &c->metrics.port_offset,
+                 Between(-65535, 65535))}},
       {"wide_deep",
        {IntField("wide_deep.dim", &c->model.wide_deep.dim, Between(1, 256)),
         IntField("wide_deep.embedding_min_count",
@@ -1347,6 +1350,13 @@ absl::Status ValidateConfig(const Config& config) {
         "keys: set one");
   }
   RETURN_IF_ERROR(CheckEviction(config));
+  if (config.metrics.port_offset != 0 && config.security.tls &&
+      config.security.reader_token_file.empty()) {
+    return absl::InvalidArgumentError(
+        "metrics.port_offset with security.tls needs "
+        "security.reader_token_file: /metrics answers only requests bearing "
+        "the reader token");
+  }
   if (IsSparseModel(config.model.type)) {
     if (config.data.source != DataSource::kLibsvm &&
         config.data.source != DataSource::kCsv) {

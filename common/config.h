@@ -436,6 +436,15 @@ bool IsTableSource(DataSource source);
 // tab).
 char DelimiterChar(const DataSection& data);
 
+// Prometheus endpoints (config section `metrics`; rpc/metrics_http.h).
+struct MetricsSection {
+  // Non-zero: every daemon (coordinator, ps, worker) serves GET /metrics
+  // over HTTP on its gRPC host at its gRPC port plus this (an ephemeral port
+  // when its gRPC port is 0; Status metrics_address names it). 0 (default):
+  // off. -65535..65535.
+  int port_offset = 0;
+};
+
 struct CheckpointSection {
   // Folder for ps checkpoints ("" = no checkpoints). Default "run/checkpoints".
   std::string dir = "run/checkpoints";
@@ -603,6 +612,7 @@ struct Config {
   TrainingSection training;
   DataSection data;
   CheckpointSection checkpoint;
+  MetricsSection metrics;
   HeartbeatSection heartbeat;
   RpcSection rpc;
   LoggingSection logging;

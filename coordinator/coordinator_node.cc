@@ -52,6 +52,10 @@ absl::StatusOr<std::unique_ptr<CoordinatorNode>> CoordinatorNode::Start(
   SetReady(node->server_.server.get(), true);  // names kLivenessService too
   node->status_.set_address(node->server_.address);
   const Config& config = node->options_.config;
+  absl::StatusOr<std::unique_ptr<MetricsHttpServer>> metrics = StartMetrics(
+      config, node->options_.listen, node->server_.address, &node->status_);
+  if (!metrics.ok()) return metrics.status();
+  node->metrics_ = *std::move(metrics);
   SPDLOG_LOGGER_INFO(Log(Logger::kCoordinator),
                      "serving on {} ({} ps, {} workers expected)",
                      node->server_.address, config.cluster.ps.size(),

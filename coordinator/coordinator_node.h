@@ -27,6 +27,7 @@
 #include "common/counters.h"
 #include "common/model_spec.h"
 #include "rpc/server_util.h"
+#include "rpc/metrics_http.h"
 #include "rpc/status_service.h"
 #include "coordinator/cluster_state.h"
 #include "coordinator/coordinator_service.h"
@@ -89,6 +90,7 @@ class CoordinatorNode {
   Counters counters_;
   StatusService status_;
   StartedServer server_;
+  std::unique_ptr<MetricsHttpServer> metrics_;  // null: metrics off
   std::unique_ptr<HistorySampler> sampler_;
   std::thread liveness_;
 

@@ -61,6 +61,11 @@ void StatusService::set_address(const std::string& address) {
   address_ = address;
 }
 
+void StatusService::set_metrics_address(const std::string& address) {
+  absl::MutexLock lock(&address_mu_);
+  metrics_address_ = address;
+}
+
 void StatusService::Fill(proto::GetStatusResponse* response) const {
   response->set_role(role_);
   response->set_index(index_);
@@ -68,6 +73,7 @@ void StatusService::Fill(proto::GetStatusResponse* response) const {
   {
     absl::MutexLock lock(&address_mu_);
     response->set_address(address_);
+    response->set_metrics_address(metrics_address_);
   }
   response->set_uptime_seconds(absl::ToDoubleSeconds(absl::Now() - start_));
   for (const auto& [name, value] : counters_->Snapshot()) {

@@ -29,6 +29,9 @@ class StatusService final : public proto::Status::CallbackService {
   // The address the daemon serves on; known only once its server has bound, so
   // it may be set while GetStatus calls are already being served.
   void set_address(const std::string& address) ABSL_LOCKS_EXCLUDED(address_mu_);
+  // The Prometheus endpoint's address (rpc/metrics_http.h), once it serves.
+  void set_metrics_address(const std::string& address)
+      ABSL_LOCKS_EXCLUDED(address_mu_);
 
   // Fills `response` as GetStatus does (for tests and in-process callers).
   void Fill(proto::GetStatusResponse* response) const;
@@ -46,6 +49,7 @@ class StatusService final : public proto::Status::CallbackService {
   const absl::Time start_ = absl::Now();
   mutable absl::Mutex address_mu_;
   std::string address_ ABSL_GUARDED_BY(address_mu_);  // "" until set_address
+  std::string metrics_address_ ABSL_GUARDED_BY(address_mu_);
 };
 
 // Sets response's staleness_histogram (replacing what it held) and its

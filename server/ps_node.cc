@@ -19,6 +19,7 @@
 #include "rpc/health.h"
 #include "rpc/server_util.h"
 #include "common/status_macros.h"
+#include "rpc/metrics_http.h"
 #include "rpc/status_service.h"
 #include "membership/coordinator_client.h"
 #include "membership/member_agent.h"
@@ -166,6 +167,7 @@ class PsNode::Impl {
   // Set in Start, before any thread that reads them starts; constant after.
   std::unique_ptr<StatusService> status_;
   StartedServer server_;
+  std::unique_ptr<MetricsHttpServer> metrics_;  // null: metrics off
   std::string advertised_;
   std::unique_ptr<membership::CoordinatorClient> client_;
   std::unique_ptr<membership::MemberAgent> agent_;
@@ -268,6 +270,8 @@ absl::Status PsNode::Impl::Start() {
   // Not ready until registered and holding its blocks (UpdateHealth).
   SetReady(server_.server.get(), false);
   status_->set_address(server_.address);
+  ASSIGN_OR_RETURN(metrics_, StartMetrics(options_.config, options_.listen,
+                                          server_.address, status_.get()));
   advertised_ = AdvertisedAddress(server_.address, options_.advertise);
   SPDLOG_LOGGER_INFO(L(), "{}: listening on {}; registering as {}", who,
                      server_.address, advertised_);

@@ -116,6 +116,8 @@ absl::Status WorkerNode::Serve() {
   // Ready once registered and connected to its shards (JoinCluster).
   SetReady(server_.server.get(), false);
   status_->set_address(server_.address);
+  ASSIGN_OR_RETURN(metrics_, StartMetrics(options_.config, listen,
+                                          server_.address, status_.get()));
   advertised_ = AdvertisedAddress(server_.address, options_.advertise);
   return absl::OkStatus();
 }

@@ -28,6 +28,7 @@
 #include "common/counters.h"
 #include "common/model_spec.h"
 #include "rpc/server_util.h"
+#include "rpc/metrics_http.h"
 #include "rpc/status_service.h"
 #include "membership/coordinator_client.h"
 #include "membership/member_agent.h"
@@ -125,6 +126,7 @@ class WorkerNode {
   std::unique_ptr<DataParts> parts_;
   std::unique_ptr<StatusService> status_;
   StartedServer server_;
+  std::unique_ptr<MetricsHttpServer> metrics_;  // null: metrics off
   std::string advertised_;
   std::unique_ptr<membership::CoordinatorClient> client_;
   // Seconds a shard has answered every push as a duplicate (0: none now).
