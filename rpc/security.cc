@@ -208,6 +208,9 @@ absl::Status Authorize(CallerRole role, absl::string_view method) {
           // clients of the trained model, not for training members.
           {"Predictor/Predict", {CallerRole::kReader, CallerRole::kAdmin}},
           {"Predictor/ServeStatus", {CallerRole::kReader, CallerRole::kAdmin}},
+          // Server reflection (rpc/server_util.cc): what the services are.
+          {"grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+           {CallerRole::kReader, CallerRole::kAdmin}},
       };
   auto it = kRoles->find(std::string(name));
   if (it != kRoles->end()) {

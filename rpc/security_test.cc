@@ -23,6 +23,18 @@ constexpr char kClusterStatus[] = "/downpour.proto.Coordinator/ClusterStatus";
 constexpr char kGetStatus[] = "/downpour.proto.Status/GetStatus";
 constexpr char kHealth[] = "/grpc.health.v1.Health/Check";
 
+// Server reflection (what the services are) is for readers and admins.
+TEST(AuthorizeTest, ReflectionNeedsTheReaderOrAdminToken) {
+  constexpr char kReflection[] =
+      "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo";
+  EXPECT_TRUE(Authorize(CallerRole::kReader, kReflection).ok());
+  EXPECT_TRUE(Authorize(CallerRole::kAdmin, kReflection).ok());
+  EXPECT_EQ(Authorize(CallerRole::kWorker, kReflection).code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(Authorize(CallerRole::kNone, kReflection).code(),
+            absl::StatusCode::kUnauthenticated);
+}
+
 TEST(AuthorizeTest, OnlyWorkersPushAndOnlyMembersRegister) {
   EXPECT_TRUE(Authorize(CallerRole::kWorker, kPush).ok());
   for (CallerRole role : {CallerRole::kPs, CallerRole::kAdmin, CallerRole::kReader}) {

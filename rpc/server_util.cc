@@ -15,6 +15,7 @@
 #include "common/logging.h"
 #include "rpc/accept_guard.h"
 #include "rpc/security.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/support/client_interceptor.h"
 #include "grpcpp/support/server_interceptor.h"
@@ -156,6 +157,10 @@ absl::StatusOr<StartedServer> StartServer(
   static std::once_flag once;  // process-wide settings
   std::call_once(once, [] {
     grpc::EnableDefaultHealthCheckService(true);
+    // Server reflection: grpcurl and grpc_cli list and call the services
+    // without the .proto files (rpc/security.cc: reader and admin only when
+    // security is on).
+    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
     // Before any listener accepts: gRPC 1.51's stop for good on EMFILE.
     Log(Logger::kRpc)->info("{}", InstallAcceptGuard());
   });

@@ -8,6 +8,7 @@
 #include "gtest/gtest.h"
 #include "proto/health.grpc.pb.h"
 #include "proto/status.grpc.pb.h"
+#include "grpcpp/generic/generic_stub.h"
 
 namespace downpour {
 namespace {
@@ -43,6 +44,57 @@ proto::GetStatusResponse GetStatus(const std::string& address) {
   grpc::Status status = stub->GetStatus(&context, request, &response);
   EXPECT_TRUE(status.ok()) << status.error_message();
   return response;
+}
+
+// gRPC server reflection's answer to "list services" from the server at
+// `address`, as the raw bytes of its ServerReflectionResponse (a generic
+// call: this repository has no reflection client stubs; grpcurl and grpc_cli
+// make the same call).
+std::string ListServices(const std::string& address) {
+  grpc::GenericStub stub(MakeChannel(address));
+  grpc::ClientContext context;
+  context.set_deadline(DeadlineIn(10));
+  grpc::CompletionQueue cq;
+  std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call = stub.PrepareCall(
+      &context, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+      &cq);
+  void* tag = nullptr;
+  bool ok = false;
+  auto next = [&] { return cq.Next(&tag, &ok) && ok; };
+  call->StartCall(reinterpret_cast<void*>(1));
+  if (!next()) return "start failed";
+  // ServerReflectionRequest{list_services (field 7) = "*"}.
+  const std::string request("\x3a\x01*", 3);
+  grpc::Slice slice(request);
+  grpc::ByteBuffer out(&slice, 1);
+  call->Write(out, reinterpret_cast<void*>(2));
+  if (!next()) return "write failed";
+  grpc::ByteBuffer in;
+  call->Read(&in, reinterpret_cast<void*>(3));
+  std::string answer = next() ? "" : "read failed";
+  std::vector<grpc::Slice> slices;
+  if (answer.empty() && in.Dump(&slices).ok()) {
+    for (const grpc::Slice& s : slices) {
+      answer.append(reinterpret_cast<const char*>(s.begin()), s.size());
+    }
+  }
+  call->WritesDone(reinterpret_cast<void*>(4));
+  next();
+  grpc::Status status;
+  call->Finish(&status, reinterpret_cast<void*>(5));
+  next();
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+  return answer;
+}
+
+// A foreign client lists the services without the .proto files.
+TEST(StatusServiceTest, ServerReflectionListsTheServices) {
+  std::unique_ptr<Served> served = Serve();
+  const std::string answer = ListServices(served->server.address);
+  EXPECT_NE(answer.find("downpour.proto.Status"), std::string::npos) << answer;
+  EXPECT_NE(answer.find("grpc.health.v1.Health"), std::string::npos) << answer;
 }
 
 TEST(StatusServiceTest, ReportsCountersRatesLatencyAndMemory) {
