@@ -42,9 +42,19 @@ absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Start(
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  int in[2] = {-1, -1};
+  if (options.stdin_pipe && ::pipe2(in, O_CLOEXEC) != 0) {
+    ::close(log);
+    return absl::ResourceExhaustedError(
+        absl::StrCat("pipe: ", std::strerror(errno)));
+  }
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) {
+    if (in[0] >= 0) {
+      ::close(in[0]);
+      ::close(in[1]);
+    }
     ::close(log);
     return absl::ResourceExhaustedError(absl::StrCat("fork: ", std::strerror(errno)));
   }
@@ -55,6 +65,7 @@ absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Start(
       // The parent may have died before prctl: then nobody would send it.
       if (::getppid() != parent) ::_exit(128 + options.parent_death_signal);
     }
+    if (in[0] >= 0) ::dup2(in[0], STDIN_FILENO);
     ::dup2(log, STDOUT_FILENO);
     ::dup2(log, STDERR_FILENO);
     // The parent may block signals for sigwait; children start clean.
@@ -68,8 +79,11 @@ absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Start(
   // Also in the parent, so that the group exists before anyone signals it.
   if (options.own_process_group) ::setpgid(pid, pid);
   ::close(log);
-  return std::unique_ptr<Subprocess>(
+  if (in[0] >= 0) ::close(in[0]);
+  std::unique_ptr<Subprocess> process(
       new Subprocess(std::move(name), pid, log_path, options.own_process_group));
+  process->stdin_fd_ = in[1];
+  return process;
 }
 
 Subprocess::Subprocess(std::string name, pid_t pid, std::string log_path,
@@ -78,6 +92,7 @@ Subprocess::Subprocess(std::string name, pid_t pid, std::string log_path,
       started_(absl::Now()), own_group_(own_group) {}
 
 Subprocess::~Subprocess() {
+  if (stdin_fd_ >= 0) ::close(stdin_fd_);
   if (!Poll().has_value()) {
     // What the child started (e.g. ssh's helpers) goes with it. Only while it
     // runs: once reaped, its pid may name someone else's group.

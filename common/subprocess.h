@@ -29,6 +29,10 @@ class Subprocess {
     // SIGKILL. Linux sends it when the *thread* that forked ends, so fork
     // from a thread that lives as long as the child should.
     int parent_death_signal = 0;
+    // The child's stdin is a pipe whose writing end only this process holds
+    // (close-on-exec, so no other child inherits it): it reads EOF when
+    // this process dies or closes it. Default: the child inherits stdin.
+    bool stdin_pipe = false;
   };
 
   // Starts argv[0] with argv, stdout and stderr appended to `log_path`.
@@ -70,6 +74,7 @@ class Subprocess {
   const std::string log_path_;
   const absl::Time started_;
   const bool own_group_;
+  int stdin_fd_ = -1;  // Options::stdin_pipe: the writing end
   std::optional<int> exit_status_;
   int term_signal_ = 0;
 };

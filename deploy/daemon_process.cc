@@ -55,9 +55,15 @@ std::vector<std::string> RemoteArgv(const RemoteOptions& remote,
   std::string command;
   if (!remote.work_dir.empty())
     command = absl::StrCat("cd ", ShellQuote(remote.work_dir), " && ");
-  // exec keeps the shell's pid, so the pid echoed is the daemon's.
-  absl::StrAppend(&command, "echo ", kPidTag, "$$ && exec ",
-                  absl::StrJoin(words, " "));
+  // exec keeps the shell's pid, so the pid echoed is the daemon's. A
+  // watcher, off the session's output, reads the session's stdin (kept open
+  // by the launcher: Subprocess::Options::stdin_pipe) and stops the daemon
+  // at its end: when the launcher dies its ssh session ends, and without a
+  // terminal nothing else would tell the remote daemon.
+  absl::StrAppend(&command, "echo ", kPidTag,
+                  "$$ && exec 3<&0 && { (cat <&3 >/dev/null 2>&1; kill -TERM "
+                  "$$ 2>/dev/null) >/dev/null 2>&1 & } && exec ",
+                  absl::StrJoin(words, " "), " 3<&-");
   std::vector<std::string> argv = remote.ssh;
   argv.push_back(host);
   argv.push_back(command);
@@ -88,9 +94,11 @@ absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::StartRemote(
     std::string name, const RemoteOptions& remote, const std::string& host,
     const std::string& binary, const std::vector<std::string>& args,
     const std::string& log_path) {
+  Subprocess::Options options = ChildOptions();
+  options.stdin_pipe = true;  // its end stops the remote daemon (RemoteArgv)
   auto process = Subprocess::Start(std::move(name),
                                    RemoteArgv(remote, host, binary, args), log_path,
-                                   ChildOptions());
+                                   options);
   if (!process.ok()) return process.status();
   return std::unique_ptr<DaemonProcess>(
       new DaemonProcess(*std::move(process), remote, host));
