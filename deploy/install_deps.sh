@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages Downpour builds with, when any is missing.
 # Needs root (or sudo). Safe to run again: it does nothing when all are present.
+#   ./deploy/install_deps.sh           # what the build needs
+#   ./deploy/install_deps.sh --tests   # and what only tests use (tests/run_all.sh)
 set -euo pipefail
 packages=(
   g++ clang libclang-rt-14-dev pkg-config
@@ -11,6 +13,18 @@ packages=(
   ca-certificates iproute2
   python3 python3-numpy
 )
+case "${1:-}" in
+  "") ;;
+  --tests)
+    # tests:prometheus_test runs /usr/bin/prometheus and /usr/bin/promtool
+    # (skipped without them). Where systemd runs, the package also starts its
+    # own prometheus service on :9090; the test needs none of it (it runs its
+    # own on a free loopback port): `systemctl disable --now prometheus`.
+    packages+=(prometheus) ;;
+  *)
+    echo "usage: $0 [--tests]" >&2
+    exit 2 ;;
+esac
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

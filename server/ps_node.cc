@@ -264,6 +264,21 @@ absl::Status PsNode::Impl::Start() {
             checkpoint_health_.age_seconds(clock_->Now());
         if (age.has_value()) (*r->mutable_counters())["checkpoint_age_s"] = *age;
         r->set_last_checkpoint_error(checkpoint_health_.last_error());
+        // Replication (cluster.replication 2 with standbys): 1 while a
+        // backup holds an in-sync copy of this shard, 0 while it has none
+        // (no standby free, the backup unreachable, or its first full copy
+        // still on the way): losing this ps now loses the pushes since its
+        // last checkpoint. The ps's side of ClusterStatus shard_replication;
+        // Prometheus downpour_backup_in_sync (deploy/prometheus/alerts.yml).
+        if (now_role == "ps" && replicating()) {
+          Replicator* replicator;
+          {
+            absl::MutexLock lock(&mu_);
+            replicator = replicator_.get();
+          }
+          (*r->mutable_counters())["backup_in_sync"] =
+              replicator != nullptr && replicator->in_sync() ? 1 : 0;
+        }
       });
   ASSIGN_OR_RETURN(
       server_, StartServer(options_.listen, {&service_, status_.get()}, who));

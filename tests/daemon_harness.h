@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "common/subprocess.h"
 #include "gtest/gtest.h"
+#include "proto/status.pb.h"
 
 namespace downpour::testing {
 
@@ -50,6 +51,27 @@ double StatusCounter(const std::string& address, const std::string& name);
 // daemon never answered or has no such counter.
 double LiveCounter(const std::string& address, const std::string& name,
                    absl::Duration patience = absl::Seconds(20));
+
+// The whole Status (proto/status.proto) of the daemon at `address`: asked
+// again (2 s deadline a call) until it answers or `patience` has passed.
+absl::StatusOr<proto::GetStatusResponse> DaemonStatus(
+    const std::string& address, absl::Duration patience = absl::Seconds(20));
+
+// An HTTP/1.1 answer: the status code (0 when none came) and the body.
+struct HttpAnswer {
+  int code = 0;
+  std::string body;
+};
+// GET `target` (a path with its query, already percent-encoded) from the
+// plain-HTTP server at `address` (host:port), e.g. a daemon's /metrics or a
+// Prometheus API; reads until the server closes or 10 s pass without a byte.
+// Unavailable when it cannot connect. `headers`: extra lines, each ending
+// in "\r\n".
+absl::StatusOr<HttpAnswer> HttpGet(const std::string& address,
+                                   const std::string& target,
+                                   const std::string& headers = "");
+// `text` percent-encoded for a URL's query (RFC 3986 unreserved kept).
+std::string UrlEncode(const std::string& text);
 
 // Runs `argv` (a tool: psctl, predict, python3) to its end within 120 s;
 // its exit status (-1 when it did not start or end), stdout and stderr in

@@ -4,6 +4,10 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ./deploy/install_deps.sh || { echo "0 passed, 1 failed"; exit 1; }
+# --tests: also what only tests use (Debian's prometheus for
+# tests:prometheus_test, which skips, saying so, without it).
+./deploy/install_deps.sh --tests ||
+  echo "run_all: Debian's prometheus not installed; tests:prometheus_test will skip"
 ./deploy/fetch_mnist.sh || echo "run_all: MNIST not fetched; the cluster test falls back to synthetic data"
 # heart_scale (Debian's liblinear-tools): tests:serve_test trains and serves a
 # real job on it; without it that test uses synthetic LIBSVM rows and says so.
