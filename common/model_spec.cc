@@ -56,33 +56,31 @@ absl::StatusOr<ModelSpec> ModelSpec::Create(const ModelSection& model) {
           "model.sparse_buckets must be in 1..65536, got ",
           model.sparse_buckets));
     }
-    ModelSpec spec;
-    spec.task_ = task;
     const FmSection& e = EmbeddingOptions(model);
-    const char* section = model.type == ModelType::kWideDeep ? "wide_deep" : "fm";
+    if (model.type != ModelType::kSparseLinear && (e.dim < 1 || e.dim > 256)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          model.type == ModelType::kWideDeep ? "wide_deep" : "fm",
+          ".dim must be in 1..256, got ", e.dim));
+    }
+    ModelSpec spec;
     if (model.type == ModelType::kWideDeep) {
       // The dense blocks are the deep part's MLP, fields * dim inputs to
-      // one output (whose bias is the model's bias).
+      // one output (whose bias is the model's bias), laid out and checked
+      // as a dense mlp.
       const WideDeepSection& w = model.wide_deep;
-      if (w.fields < 1 || e.dim < 1 || e.dim > 256) {
+      if (w.fields < 1) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "wide_deep needs at least one field and wide_deep.dim in 1..256, "
-            "got ", w.fields, " fields of dim ", e.dim));
+            "wide_deep needs at least one field, got ", w.fields));
       }
-      std::vector<int> layers = {w.fields * e.dim};
-      layers.insert(layers.end(), w.hidden.begin(), w.hidden.end());
-      layers.push_back(1);
       ModelSection mlp = model;
       mlp.type = ModelType::kMlp;
-      mlp.layers = layers;
-      RETURN_IF_ERROR(CheckModelSize(mlp));
-      if (model.block_size < 1) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "model.block_size must be >= 1, got ", model.block_size));
-      }
-      spec.SetMlp(layers, model.block_size);
+      mlp.layers = {w.fields * e.dim};
+      mlp.layers.insert(mlp.layers.end(), w.hidden.begin(), w.hidden.end());
+      mlp.layers.push_back(1);
+      ASSIGN_OR_RETURN(spec, Create(mlp));
     } else {
       // One dense block, the bias; the weights are the sparse table's rows.
+      spec.task_ = task;
       spec.layers_ = {1, 1};
       spec.tensors_.push_back({"bias", {1}, 0, 1, 0});
       spec.blocks_.push_back({0, 0, 0, 1});
@@ -91,10 +89,6 @@ absl::StatusOr<ModelSpec> ModelSpec::Create(const ModelSection& model) {
     spec.sparse_tables_.push_back(
         {0, "weights", 1, static_cast<uint32_t>(model.sparse_buckets)});
     if (model.type != ModelType::kSparseLinear) {
-      if (e.dim < 1 || e.dim > 256) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            section, ".dim must be in 1..256, got ", e.dim));
-      }
       SparseTableSpec embeddings;
       embeddings.id = 1;
       embeddings.name = "embeddings";
@@ -149,34 +143,30 @@ absl::StatusOr<ModelSpec> ModelSpec::Create(const ModelSection& model) {
   absl::Status size = CheckModelSize(model);
   if (!size.ok()) return size;
   ModelSpec spec;
+  spec.layers_ = model.layers;
   spec.task_ = task;
-  spec.SetMlp(model.layers, model.block_size);
-  return spec;
-}
-
-void ModelSpec::SetMlp(const std::vector<int>& layers, int64_t block_size) {
-  layers_ = layers;
   int64_t offset = 0;
-  for (size_t l = 0; l + 1 < layers.size(); ++l) {
-    const int64_t in = layers[l], out = layers[l + 1];
+  for (size_t l = 0; l + 1 < model.layers.size(); ++l) {
+    const int64_t in = model.layers[l], out = model.layers[l + 1];
     const std::string prefix = absl::StrCat("fc", l + 1);
-    tensors_.push_back({prefix + ".weight", {in, out}, offset, in * out, in});
+    spec.tensors_.push_back({prefix + ".weight", {in, out}, offset, in * out, in});
     offset += in * out;
-    tensors_.push_back({prefix + ".bias", {out}, offset, out, 0});
+    spec.tensors_.push_back({prefix + ".bias", {out}, offset, out, 0});
     offset += out;
   }
-  num_params_ = offset;
-  for (size_t t = 0; t < tensors_.size(); ++t) {
-    const TensorSpec& tensor = tensors_[t];
-    for (int64_t start = 0; start < tensor.size; start += block_size) {
+  spec.num_params_ = offset;
+  for (size_t t = 0; t < spec.tensors_.size(); ++t) {
+    const TensorSpec& tensor = spec.tensors_[t];
+    for (int64_t start = 0; start < tensor.size; start += model.block_size) {
       BlockSpec block;
-      block.id = static_cast<uint32_t>(blocks_.size());
+      block.id = static_cast<uint32_t>(spec.blocks_.size());
       block.tensor = static_cast<int>(t);
       block.offset = tensor.offset + start;
-      block.length = std::min<int64_t>(block_size, tensor.size - start);
-      blocks_.push_back(block);
+      block.length = std::min<int64_t>(model.block_size, tensor.size - start);
+      spec.blocks_.push_back(block);
     }
   }
+  return spec;
 }
 
 uint64_t ModelSpec::Fingerprint() const {

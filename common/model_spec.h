@@ -94,10 +94,6 @@ class ModelSpec {
   std::vector<float> InitAll(uint64_t seed) const;
 
  private:
-  // The tensors fc{l}.weight and fc{l}.bias of an MLP of `layers`, cut into
-  // blocks of at most block_size floats. REQUIRES: no tensors yet.
-  void SetMlp(const std::vector<int>& layers, int64_t block_size);
-
   std::vector<int> layers_;
   Task task_ = Task::kMulticlass;
   std::vector<TensorSpec> tensors_;
