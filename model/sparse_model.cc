@@ -96,8 +96,24 @@ absl::Status CheckEmbeddings(const std::string& where,
   return absl::OkStatus();
 }
 
-// wide_deep: InvalidArgument unless meta.layers is an MLP of fields * fm_dim
-// inputs and one output, `mlp` holds its parameters, all finite, and the
+// wide_deep: the layout of the MLP of meta.layers (ModelSpec's, as the ps
+// holds it), checked as a dense model of meta.task is.
+absl::StatusOr<ModelSpec> MlpSpec(const std::string& where,
+                                  const proto::ModelMeta& meta) {
+  ModelSection mlp;
+  mlp.type = ModelType::kMlp;
+  mlp.task = ParseTask(meta.task()).value_or(Task::kBinary);
+  mlp.layers.assign(meta.layers().begin(), meta.layers().end());
+  absl::StatusOr<ModelSpec> spec = ModelSpec::Create(mlp);
+  if (!spec.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": a wide_deep model's meta.layers: ", spec.status().message()));
+  }
+  return spec;
+}
+
+// wide_deep: InvalidArgument unless `mlp` holds the parameters of the MLP of
+// meta.layers, all finite, its inputs are the data's fields * fm_dim, and the
 // pooling is known; other types hold no MLP.
 absl::Status CheckMlp(const std::string& where, const SparseModel& model) {
   const proto::ModelMeta& meta = model.meta;
@@ -108,25 +124,11 @@ absl::Status CheckMlp(const std::string& where, const SparseModel& model) {
     }
     return absl::OkStatus();
   }
-  const int k = meta.fm_dim();
-  if (meta.layers_size() < 2 || meta.layers(meta.layers_size() - 1) != 1 ||
-      k < 1 || meta.layers(0) % k != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        where, ": a wide_deep model's meta.layers must run from fields * "
-        "fm_dim (", k, ") inputs to 1 output"));
-  }
-  int64_t params = 0;
-  for (int l = 0; l + 1 < meta.layers_size(); ++l) {
-    if (meta.layers(l) < 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, ": meta.layers holds ", meta.layers(l)));
-    }
-    params += int64_t{meta.layers(l)} * meta.layers(l + 1) + meta.layers(l + 1);
-  }
-  if (static_cast<int64_t>(model.mlp.size()) != params) {
+  ASSIGN_OR_RETURN(const ModelSpec spec, MlpSpec(where, meta));
+  if (static_cast<int64_t>(model.mlp.size()) != spec.num_params()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(where, ": the MLP of meta.layers needs ", params,
-                     " parameters, got ", model.mlp.size()));
+        absl::StrCat(where, ": the MLP of meta.layers needs ",
+                     spec.num_params(), " parameters, got ", model.mlp.size()));
   }
   for (float v : model.mlp) {
     if (!std::isfinite(v)) {
@@ -145,9 +147,10 @@ absl::Status CheckMlp(const std::string& where, const SparseModel& model) {
       }
     }
   }
-  if (meta.layers(0) != fields * k) {
+  const int k = meta.fm_dim();  // 1..256: CheckEmbeddings
+  if (spec.inputs() != fields * k) {
     return absl::InvalidArgumentError(absl::StrCat(
-        where, ": the MLP takes ", meta.layers(0), " inputs, but the data's ",
+        where, ": the MLP takes ", spec.inputs(), " inputs, but the data's ",
         fields, " fields of fm_dim ", k, " make ", fields * k));
   }
   if (meta.pooling() != "sum" && meta.pooling() != "mean") {
@@ -155,19 +158,6 @@ absl::Status CheckMlp(const std::string& where, const SparseModel& model) {
         where, ": meta.pooling is '", meta.pooling(), "', not sum or mean"));
   }
   return absl::OkStatus();
-}
-
-// The names and shapes of the MLP's tensors for meta.layers.
-std::vector<std::pair<std::string, std::vector<int64_t>>> MlpTensors(
-    const proto::ModelMeta& meta) {
-  std::vector<std::pair<std::string, std::vector<int64_t>>> tensors;
-  for (int l = 0; l + 1 < meta.layers_size(); ++l) {
-    const std::string prefix = absl::StrCat("fc", l + 1);
-    tensors.push_back(
-        {prefix + ".weight", {meta.layers(l), meta.layers(l + 1)}});
-    tensors.push_back({prefix + ".bias", {meta.layers(l + 1)}});
-  }
-  return tensors;
 }
 
 NpyArray* Find(std::vector<NpyArray>& arrays, const std::string& name) {
@@ -229,13 +219,15 @@ proto::ModelMeta MakeSparseMeta(
     meta.set_fm_init_seed(SparseTableSeed(config.model.init_seed, 1));
   }
   if (type == ModelType::kWideDeep) {
-    const WideDeepSection& w = config.model.wide_deep;
-    meta.add_layers(w.fields * w.dim);
-    for (int h : w.hidden) meta.add_layers(h);
-    meta.add_layers(1);
+    // The MLP the ps holds: ModelSpec's dense tensors (a config that loaded
+    // makes one; otherwise the meta names none and the writer refuses it).
+    absl::StatusOr<ModelSpec> spec = ModelSpec::Create(config.model);
+    if (spec.ok()) {
+      for (int width : spec->layers()) meta.add_layers(width);
+      for (const TensorSpec& t : spec->tensors()) meta.add_tensors(t.name);
+    }
     meta.set_activation("relu");
-    meta.set_pooling(w.pooling);
-    for (const auto& [name, shape] : MlpTensors(meta)) meta.add_tensors(name);
+    meta.set_pooling(config.model.wide_deep.pooling);
   }
   for (const std::string& c : class_names) meta.add_class_names(c);
   meta.set_sparse_buckets(static_cast<uint32_t>(config.model.sparse_buckets));
@@ -277,15 +269,13 @@ absl::Status WriteSparseModel(const std::string& path,
     npz.AddUint64("embedding_keys", {m}, model.embedding_keys);
     npz.AddFloat32("embeddings", {m, model.meta.fm_dim()}, model.embeddings);
   }
-  size_t at = 0;
-  for (const auto& [name, shape] : MlpTensors(model.meta)) {
-    if (model.meta.type() != ModelTypeName(ModelType::kWideDeep)) break;
-    size_t size = 1;
-    for (int64_t d : shape) size *= static_cast<size_t>(d);
-    npz.AddFloat32(name, shape,
-                   std::vector<float>(model.mlp.begin() + at,
-                                      model.mlp.begin() + at + size));
-    at += size;
+  if (model.meta.type() == ModelTypeName(ModelType::kWideDeep)) {
+    ASSIGN_OR_RETURN(const ModelSpec spec, MlpSpec(path, model.meta));
+    for (const TensorSpec& t : spec.tensors()) {
+      npz.AddFloat32(t.name, t.shape,
+                     std::vector<float>(model.mlp.begin() + t.offset,
+                                        model.mlp.begin() + t.offset + t.size));
+    }
   }
   npz.AddString("meta", MetaText(model.meta));
   return npz.WriteTo(path);
@@ -351,14 +341,16 @@ absl::StatusOr<SparseModel> SparseModelFromArrays(
     model.embeddings = std::move(emb->values);
   }
   if (wide_deep) {
-    for (const auto& [name, shape] : MlpTensors(model.meta)) {
-      NpyArray* t = Find(arrays, name);
-      if (t == nullptr || t->is_string || t->is_uint64 || t->shape != shape) {
+    ASSIGN_OR_RETURN(const ModelSpec spec, MlpSpec(path, model.meta));
+    for (const TensorSpec& t : spec.tensors()) {
+      NpyArray* a = Find(arrays, t.name);
+      if (a == nullptr || a->is_string || a->is_uint64 || a->shape != t.shape) {
         return absl::InvalidArgumentError(absl::StrCat(
-            path, ": a wide_deep model needs '", name, "', float32 of shape [",
-            absl::StrJoin(shape, ", "), "] (meta.layers)"));
+            path, ": a wide_deep model needs '", t.name,
+            "', float32 of shape [", absl::StrJoin(t.shape, ", "),
+            "] (meta.layers)"));
       }
-      model.mlp.insert(model.mlp.end(), t->values.begin(), t->values.end());
+      model.mlp.insert(model.mlp.end(), a->values.begin(), a->values.end());
     }
   }
   RETURN_IF_ERROR(CheckEmbeddings(path, model));

@@ -190,6 +190,66 @@ TEST(SparseModelTest, FmRoundTripsAndScoresMissingEmbeddingsByTheInitializer) {
                        HasSubstr("embedding values of dim 2")));
 }
 
+// wide_deep: the MLP's tensors (ModelSpec's layout of meta.layers) round
+// trip, the scorer adds the MLP of the per-field pooled embeddings to the
+// weights' sum, and an MLP that does not fit the meta is refused.
+TEST(SparseModelTest, WideDeepRoundTripsItsMlpAndScoresPerField) {
+  Config config = CsvConfig();
+  config.model.type = ModelType::kWideDeep;
+  config.model.wide_deep.dim = 2;
+  config.model.wide_deep.hidden = {};
+  config.model.wide_deep.pooling = "sum";
+  config.model.wide_deep.fields = 3;  // color, amount, notes (id ignored)
+  SparseModel model = ThreeRows(MakeSparseMeta(config, {"no", "yes"},
+                                               CsvColumns()));
+  model.bias = 0;
+  EXPECT_EQ(model.meta.type(), "wide_deep");
+  EXPECT_THAT(model.meta.layers(), ElementsAre(6, 1));
+  model.embedding_keys = {3, 7};
+  model.embeddings = {0.5f, -1.0f, 2.0f, 0.25f};
+  // fc1.weight [6, 1], then fc1.bias [1].
+  model.mlp = {1, 2, 3, 4, 5, 6, 0.125f};
+  const std::string path = TempPath("wide_deep.npz");
+  ASSERT_THAT(WriteSparseModel(path, model), IsOk());
+  absl::StatusOr<SparseModel> back = ReadSparseModel(path);
+  ASSERT_THAT(back, IsOk());
+  EXPECT_EQ(back->mlp, model.mlp);
+  // Key 3 (weight 0.25, embedding [0.5, -1]) in field 0 and key 7 (no
+  // weight, [2, 0.25]) in field 2, values 1 and 2: pools [0.5, -1], [0, 0],
+  // [4, 0.5]; the MLP gives 0.5*1 - 1*2 + 4*5 + 0.5*6 + 0.125.
+  const uint64_t keys[] = {3, 7};
+  const float x[] = {1.0f, 2.0f};
+  const uint16_t fields[] = {0, 2};
+  const SparseScorer scorer(*back);
+  EXPECT_EQ(scorer.fields(), 3);
+  EXPECT_FLOAT_EQ(scorer.Margin(keys, x, 2, nullptr, fields),
+                  0.25f + (0.5f - 2.0f + 20.0f + 3.0f + 0.125f));
+
+  SparseModel short_mlp = model;
+  short_mlp.mlp.pop_back();
+  EXPECT_THAT(WriteSparseModel(TempPath("bad.npz"), short_mlp),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("the MLP of meta.layers needs 7 parameters, "
+                                 "got 6")));
+  SparseModel wide_inputs = model;
+  wide_inputs.meta.set_layers(0, 8);
+  wide_inputs.mlp.resize(9);
+  EXPECT_THAT(WriteSparseModel(TempPath("bad.npz"), wide_inputs),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("the MLP takes 8 inputs, but the data's 3 "
+                                 "fields of fm_dim 2 make 6")));
+  SparseModel two_outputs = model;
+  two_outputs.meta.set_layers(1, 2);
+  EXPECT_THAT(WriteSparseModel(TempPath("bad.npz"), two_outputs),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("a wide_deep model's meta.layers")));
+  SparseModel pooling = model;
+  pooling.meta.set_pooling("max");
+  EXPECT_THAT(WriteSparseModel(TempPath("bad.npz"), pooling),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("meta.pooling is 'max'")));
+}
+
 TEST(SparseModelTest, DenseAndSparseReadersRefuseEachOthersFiles) {
   const std::string sparse_path = TempPath("s.npz");
   ASSERT_THAT(WriteSparseModel(sparse_path,
