@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <string>
@@ -39,6 +38,7 @@
 #include "tools/member_probe.h"
 #include "tools/status_table.h"
 #include "model/export.h"
+#include "server/checkpoint.h"
 #include "tools/model_export.h"
 #include "tools/training_plot.h"
 
@@ -573,21 +573,17 @@ int ExportOnce(const Config& config, const std::string& dir,
   return 0;
 }
 
-// True while some ps of the `shards` has no checkpoint file (*.ckpt) in
-// `dir`/ps-N: the job exporting from it, started beside, has not taken its
-// first checkpoint everywhere yet (or dir is no checkpoint folder at all,
-// which the wait's message lets a user see).
+// True while some ps of the `shards` has no checkpoint generation in `dir`
+// (server::ShardCheckpoints::List): the job exporting from it, started
+// beside, has not taken its first checkpoint everywhere yet (or dir is no
+// checkpoint folder at all, which the wait's message lets a user see).
 bool CheckpointsMissing(const std::string& dir, size_t shards) {
   for (size_t i = 0; i < shards; ++i) {
-    std::error_code error;
-    bool found = false;
-    const std::filesystem::path shard =
-        std::filesystem::path(dir) / absl::StrCat("ps-", i);
-    for (const auto& file :
-         std::filesystem::directory_iterator(shard, error)) {
-      found = found || absl::EndsWith(file.path().filename().string(), ".ckpt");
-    }
-    if (!found) return true;
+    server::ShardCheckpoints::Options options;
+    options.dir = dir;
+    options.shard_index = static_cast<int>(i);
+    const auto generations = server::ShardCheckpoints(options).List();
+    if (!generations.ok() || generations->empty()) return true;
   }
   return false;
 }
