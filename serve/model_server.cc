@@ -274,6 +274,12 @@ absl::Status ModelServer::CheckRequest(const proto::PredictRequest& request,
         "predict: ", k.size() / 8, " keys but ", v.size() / 4,
         " values; each key needs its value"));
   }
+  const std::string& f = request.fields();
+  if (!f.empty() && f.size() != k.size() / 4) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "predict: fields is ", f.size(), " bytes; it holds one uint16 per key (",
+        k.size() / 4, " bytes) or nothing"));
+  }
   if (o.empty()) {
     return absl::InvalidArgumentError(
         "predict: offsets is empty; it holds examples + 1 uint32 entries "
@@ -334,17 +340,13 @@ absl::Status ModelServer::Predict(const proto::PredictRequest& request,
         "no snapshot loaded yet: waiting for ", options_.model_path,
         " (psctl export writes it)"));
   }
-  // Fields: one uint16 per key, each below the model's (wide_deep).
-  const std::string& f = request.fields();
-  if (!f.empty() && f.size() != static_cast<size_t>(num_keys) * 2) {
-    rejected_.fetch_add(1, std::memory_order_relaxed);
-    return absl::InvalidArgumentError(absl::StrCat(
-        "predict: fields is ", f.size(), " bytes; it holds one uint16 per key (",
-        num_keys * 2, " bytes) or nothing"));
-  }
-  const std::vector<uint16_t> fields = Decode<uint16_t>(f);
+  // Fields (wide_deep only; other models ignore them): each below the
+  // model's count.
   const int model_fields = snapshot->scorer->fields();
-  for (size_t i = 0; model_fields > 0 && i < fields.size(); ++i) {
+  const std::vector<uint16_t> fields =
+      model_fields > 0 ? Decode<uint16_t>(request.fields())
+                       : std::vector<uint16_t>();
+  for (size_t i = 0; i < fields.size(); ++i) {
     if (fields[i] >= model_fields) {
       rejected_.fetch_add(1, std::memory_order_relaxed);
       return absl::InvalidArgumentError(absl::StrCat(
@@ -359,8 +361,7 @@ absl::Status ModelServer::Predict(const proto::PredictRequest& request,
     margins[i] = snapshot->scorer->Margin(
         keys.data() + offsets[i], values.data() + offsets[i],
         offsets[i + 1] - offsets[i], &misses,
-        fields.empty() || model_fields == 0 ? nullptr
-                                            : fields.data() + offsets[i]);
+        fields.empty() ? nullptr : fields.data() + offsets[i]);
   }
   Encode(margins, response->mutable_margins());
   if (snapshot->task == Task::kBinary) {

@@ -269,6 +269,7 @@ TEST_F(ModelServerTest, BadRequestsAreRefusedWithTheReason) {
     const char* what;
     std::string keys, values, offsets;
     const char* message;
+    std::string fields = "";
   } cases[] = {
       {"keys not whole", two_keys.substr(0, 15), two_values,
        Bytes(std::vector<uint32_t>{0, 2}), "multiples of 8, 4 and 4 bytes"},
@@ -279,6 +280,10 @@ TEST_F(ModelServerTest, BadRequestsAreRefusedWithTheReason) {
       {"more keys than values", two_keys, Bytes(std::vector<float>{1}),
        Bytes(std::vector<uint32_t>{0, 2}), "2 keys but 1 values"},
       {"no offsets", two_keys, two_values, "", "offsets is empty"},
+      {"fields not one uint16 a key", two_keys, two_values,
+       Bytes(std::vector<uint32_t>{0, 2}),
+       "fields is 3 bytes; it holds one uint16 per key (4 bytes) or nothing",
+       "abc"},
       {"first offset", two_keys, two_values, Bytes(std::vector<uint32_t>{1, 2}),
        "offsets[0] is 1; it must be 0"},
       {"decreasing", two_keys, two_values,
@@ -305,6 +310,7 @@ TEST_F(ModelServerTest, BadRequestsAreRefusedWithTheReason) {
     request.set_keys(c.keys);
     request.set_values(c.values);
     request.set_offsets(c.offsets);
+    request.set_fields(c.fields);
     proto::PredictResponse reply;
     EXPECT_THAT(server->Predict(request, &reply),
                 StatusIs(absl::StatusCode::kInvalidArgument,
