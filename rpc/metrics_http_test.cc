@@ -1,8 +1,5 @@
 #include "rpc/metrics_http.h"
 
-#include <netdb.h>
-#include <poll.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <string>
@@ -10,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/counters.h"
+#include "common/testing/http_client.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -22,42 +20,9 @@ using ::downpour::testing::IsOk;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-// Connects to `address` (host:port); -1 on failure.
-int Connect(const std::string& address) {
-  const size_t colon = address.rfind(':');
-  addrinfo hints = {};
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  if (getaddrinfo(address.substr(0, colon).c_str(),
-                  address.substr(colon + 1).c_str(), &hints, &found) != 0) {
-    return -1;
-  }
-  const int fd = socket(found->ai_family, found->ai_socktype, 0);
-  const int ok = connect(fd, found->ai_addr, found->ai_addrlen);
-  freeaddrinfo(found);
-  if (ok != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-// Sends `request` and reads the whole answer (until the server closes).
+// Sends `request` and returns the whole raw answer ("" without one).
 std::string Ask(const std::string& address, const std::string& request) {
-  const int fd = Connect(address);
-  if (fd < 0) return "connect failed";
-  send(fd, request.data(), request.size(), MSG_NOSIGNAL);
-  std::string answer;
-  char buffer[4096];
-  for (;;) {
-    pollfd p = {fd, POLLIN, 0};
-    if (poll(&p, 1, 10000) <= 0) break;
-    const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
-    if (n <= 0) break;
-    answer.append(buffer, static_cast<size_t>(n));
-  }
-  close(fd);
-  return answer;
+  return testing::HttpExchange(address, request).value_or("");
 }
 
 std::string Get(const std::string& address, const std::string& path,
@@ -109,7 +74,7 @@ TEST(MetricsHttpServerTest, AStalledClientDoesNotStopTheNext) {
   auto server = MetricsHttpServer::Start(Options());
   ASSERT_THAT(server, IsOk());
   const std::string address = (*server)->address();
-  const int stalled = Connect(address);  // sends nothing
+  const int stalled = testing::ConnectTcp(address);  // sends nothing
   ASSERT_GE(stalled, 0);
   const absl::Time start = absl::Now();
   EXPECT_THAT(Get(address, "/metrics"), StartsWith("HTTP/1.1 200"));

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/subprocess.h"
+#include "common/testing/http_client.h"
 #include "gtest/gtest.h"
 #include "proto/status.pb.h"
 
@@ -57,21 +58,7 @@ double LiveCounter(const std::string& address, const std::string& name,
 absl::StatusOr<proto::GetStatusResponse> DaemonStatus(
     const std::string& address, absl::Duration patience = absl::Seconds(20));
 
-// An HTTP/1.1 answer: the status code (0 when none came) and the body.
-struct HttpAnswer {
-  int code = 0;
-  std::string body;
-};
-// GET `target` (a path with its query, already percent-encoded) from the
-// plain-HTTP server at `address` (host:port), e.g. a daemon's /metrics or a
-// Prometheus API; reads until the server closes or 10 s pass without a byte.
-// Unavailable when it cannot connect. `headers`: extra lines, each ending
-// in "\r\n".
-absl::StatusOr<HttpAnswer> HttpGet(const std::string& address,
-                                   const std::string& target,
-                                   const std::string& headers = "");
-// `text` percent-encoded for a URL's query (RFC 3986 unreserved kept).
-std::string UrlEncode(const std::string& text);
+// HttpGet, UrlEncode: common/testing/http_client.h (included).
 
 // Runs `argv` (a tool: psctl, predict, python3) to its end within 120 s;
 // its exit status (-1 when it did not start or end), stdout and stderr in
