@@ -13,6 +13,7 @@
 #include "model/metrics.h"
 #include "worker/dataset.h"
 #include "worker/mlp_math.h"
+#include "worker/testing/pooled_inputs.h"
 
 namespace downpour::worker {
 namespace {
@@ -290,19 +291,20 @@ TEST(PooledLossAndGradientTest, MatchesFiniteDifferences) {
     const std::vector<float> offset = {0.3f, -0.2f, 0.0f, 1.1f};
     // Row 2 has no entry of field 1; embedding row 4 is used by no entry;
     // row 3 uses row 0 twice in one field.
-    const std::vector<int64_t> offsets = {0, 3, 5, 7, 10};
-    const std::vector<uint32_t> slot = {0, 1, 2, 3, 1, 0, 2, 0, 0, 3};
-    const std::vector<uint16_t> field = {0, 1, 2, 0, 1, 0, 2, 1, 1, 2};
-    const std::vector<float> value = {1, 0.5f, -2, 1, 1, 0.25f, 1, 1, 3, -1};
-    PooledBatch batch;
-    batch.offsets = offsets.data();
-    batch.slot = slot.data();
-    batch.value = value.data();
-    batch.field = field.data();
-    batch.embeddings = emb.data();
-    batch.embedding_rows = kEmbeddingRows;
-    batch.fields = kFields;
-    batch.dim = kDim;
+    PooledInputs in;
+    in.offsets = {0, 3, 5, 7, 10};
+    in.slot = {0, 1, 2, 3, 1, 0, 2, 0, 0, 3};
+    in.field = {0, 1, 2, 0, 1, 0, 2, 1, 1, 2};
+    in.value = {1, 0.5f, -2, 1, 1, 0.25f, 1, 1, 3, -1};
+    in.embeddings = emb;
+    in.embedding_rows = kEmbeddingRows;
+    in.fields = kFields;
+    in.dim = kDim;
+    const PooledBatch batch = in.batch();
+    const std::vector<int64_t>& offsets = in.offsets;
+    const std::vector<uint32_t>& slot = in.slot;
+    const std::vector<uint16_t>& field = in.field;
+    const std::vector<float>& value = in.value;
 
     CpuBackend backend(spec, kRows);
     const float nan = std::numeric_limits<float>::quiet_NaN();
@@ -363,21 +365,19 @@ TEST(PooledLossAndGradientTest, MatchesFiniteDifferences) {
 TEST(PooledLossAndGradientTest, RefusesAFieldOrSlotOutOfRange) {
   const ModelSpec spec = MakeSpec("mlp", {4, 3, 1}, "binary");
   const std::vector<float> params(spec.num_params(), 0.1f);
-  const std::vector<float> emb(6, 0.1f);
-  const std::vector<int64_t> offsets = {0, 2};
-  std::vector<uint32_t> slot = {0, 2};
-  std::vector<uint16_t> field = {0, 1};
-  const std::vector<float> value = {1, 1};
+  PooledInputs in;
+  in.embeddings.assign(6, 0.1f);
+  in.offsets = {0, 2};
+  in.slot = {0, 2};
+  in.field = {0, 1};
+  in.value = {1, 1};
+  in.embedding_rows = 3;
+  in.fields = 2;
+  in.dim = 2;
+  PooledBatch batch = in.batch();
+  std::vector<uint32_t>& slot = in.slot;
+  std::vector<uint16_t>& field = in.field;
   const std::vector<float> labels = {1};
-  PooledBatch batch;
-  batch.offsets = offsets.data();
-  batch.slot = slot.data();
-  batch.value = value.data();
-  batch.field = field.data();
-  batch.embeddings = emb.data();
-  batch.embedding_rows = 3;
-  batch.fields = 2;
-  batch.dim = 2;
   CpuBackend backend(spec, 4);
   std::vector<float> grad(spec.num_params()), emb_grad(6), out_grad(1);
   auto run = [&] {

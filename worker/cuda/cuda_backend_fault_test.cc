@@ -14,6 +14,7 @@
 #include "worker/cpu/cpu_backend.h"
 #include "worker/cuda/cuda_support.h"
 #include "worker/cuda/fake_cuda.h"
+#include "worker/testing/pooled_inputs.h"
 
 namespace downpour::worker {
 namespace {
@@ -156,22 +157,18 @@ TEST_F(EmulatedCudaTest, PooledStepFailuresAreReturnedAndTheBackendRecovers) {
   absl::StatusOr<ModelSpec> spec = ModelSpec::Create(section);
   ASSERT_THAT(spec, IsOk());
   const std::vector<float> params = spec->InitAll(6);
-  const std::vector<float> emb = {0.1f, 0.2f,  -0.3f, 0.4f, 0.5f, -0.6f,
-                                  0.7f, -0.8f, 0.9f,  1.0f, 1.1f, 1.2f};
-  const std::vector<int64_t> offsets = {0, 2, 3};
-  const std::vector<uint32_t> slot = {0, 2, 0};
-  const std::vector<uint16_t> field = {0, 1, 1};
-  const std::vector<float> value = {1, -0.5f, 2};
+  PooledInputs in;
+  in.embeddings = {0.1f, 0.2f,  -0.3f, 0.4f, 0.5f, -0.6f,
+                   0.7f, -0.8f, 0.9f,  1.0f, 1.1f, 1.2f};
+  in.offsets = {0, 2, 3};
+  in.slot = {0, 2, 0};
+  in.field = {0, 1, 1};
+  in.value = {1, -0.5f, 2};
+  in.embedding_rows = 3;
+  in.fields = 2;
+  in.dim = 4;
+  const PooledBatch batch = in.batch();
   const std::vector<float> labels = {1, 0}, offset = {0.25f, -0.5f};
-  PooledBatch batch;
-  batch.offsets = offsets.data();
-  batch.slot = slot.data();
-  batch.value = value.data();
-  batch.field = field.data();
-  batch.embeddings = emb.data();
-  batch.embedding_rows = 3;
-  batch.fields = 2;
-  batch.dim = 4;
   std::vector<float> grad(spec->num_params()), emb_grad(12), out_grad(2);
   auto run = [&](ComputeBackend* backend) {
     return backend->PooledLossAndGradient(params.data(), batch, offset.data(),

@@ -17,6 +17,7 @@
 #include "model/metrics.h"
 #include "worker/compute_backend.h"
 #include "worker/cpu/cpu_backend.h"
+#include "worker/testing/pooled_inputs.h"
 #include "worker/cuda/cuda_support.h"
 #include "worker/mlp_math.h"
 
@@ -459,30 +460,6 @@ TEST_F(CudaBackendTest, RejectsBadInputAndKeepsWorking) {
 // adds), of order 1e-7; a wrong index, offset or scale is of order 1.
 constexpr double kPooledBound = 1e-5;
 
-// A PooledBatch's arrays, owned.
-struct PooledInputs {
-  std::vector<int64_t> offsets;
-  std::vector<uint32_t> slot;
-  std::vector<float> value;
-  std::vector<uint16_t> field;
-  std::vector<float> embeddings;
-  int64_t embedding_rows = 0;
-  int fields = 0;
-  int dim = 0;
-
-  PooledBatch batch() const {
-    PooledBatch b;
-    b.offsets = offsets.data();
-    b.slot = slot.data();
-    b.value = value.data();
-    b.field = field.data();
-    b.embeddings = embeddings.data();
-    b.embedding_rows = embedding_rows;
-    b.fields = fields;
-    b.dim = dim;
-    return b;
-  }
-};
 
 // `rows` rows of 0 to 3 entries per field, in shuffled field order, over
 // embedding_rows rows that many entries share, except: row 0 has no entry of
@@ -605,21 +582,19 @@ TEST_F(CudaBackendTest, PooledLossAndGradientRejectsBadInputAndKeepsWorking) {
   std::unique_ptr<ComputeBackend> gpu = Gpu(spec, 2);
   ASSERT_NE(gpu, nullptr);
   const std::vector<float> params = Params(spec, 300);
-  const std::vector<float> emb = RandomFloats(6, -1, 1, 301);
-  const std::vector<int64_t> offsets = {0, 2, 3};
-  std::vector<uint32_t> slot = {0, 2, 1};
-  std::vector<uint16_t> field = {0, 1, 1};
-  const std::vector<float> value = {1, 0.5f, 2};
+  PooledInputs in;
+  in.embeddings = RandomFloats(6, -1, 1, 301);
+  in.offsets = {0, 2, 3};
+  in.slot = {0, 2, 1};
+  in.field = {0, 1, 1};
+  in.value = {1, 0.5f, 2};
+  in.embedding_rows = 3;
+  in.fields = 2;
+  in.dim = 2;
+  PooledBatch batch = in.batch();
+  std::vector<uint32_t>& slot = in.slot;
+  std::vector<uint16_t>& field = in.field;
   const std::vector<float> labels = {1, 0}, offset = {0.5f, -1};
-  PooledBatch batch;
-  batch.offsets = offsets.data();
-  batch.slot = slot.data();
-  batch.value = value.data();
-  batch.field = field.data();
-  batch.embeddings = emb.data();
-  batch.embedding_rows = 3;
-  batch.fields = 2;
-  batch.dim = 2;
   std::vector<float> grad(spec.num_params()), emb_grad(6), out_grad(2);
   auto run = [&](ComputeBackend* backend, int rows) {
     return backend->PooledLossAndGradient(params.data(), batch, offset.data(),
