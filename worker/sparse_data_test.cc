@@ -1,9 +1,6 @@
 #include "worker/sparse_data.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
-#include <filesystem>
 #include <map>
 #include <string>
 #include <utility>
@@ -12,6 +9,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "common/config.h"
+#include "common/file_util.h"
+#include "common/testing/temp_path.h"
 #include "common/testing/status_matchers.h"
 #include "data/sparse_csv_reader.h"
 #include "data/sparse_dataset.h"
@@ -22,25 +21,9 @@ namespace downpour::worker {
 namespace {
 
 using ::downpour::testing::IsOk;
+using ::downpour::testing::TempPath;
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
-
-// A fresh folder under TEST_TMPDIR for each test.
-std::string TempDir(const std::string& name) {
-  const char* root = std::getenv("TEST_TMPDIR");
-  const std::string dir =
-      absl::StrCat(root != nullptr ? root : "/tmp", "/", name);
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
-
-void WriteFile(const std::string& path, const std::string& contents) {
-  std::FILE* file = std::fopen(path.c_str(), "wb");
-  ASSERT_NE(file, nullptr) << path;
-  std::fwrite(contents.data(), 1, contents.size(), file);
-  std::fclose(file);
-}
 
 // Rows {1: 1, 5: 2}, {}, {3: 3}, {2: 4, 4: 5, 9: 6} with labels 0..3; fields
 // 10 + the entry's index when `fields`.
@@ -97,14 +80,14 @@ std::map<uint64_t, int> FieldOfKey(const data::SparseDataset& d) {
 
 // A CSV of 12 rows whose columns each give their own keys: c categorical
 // (field 0), t text (1), n numeric (2), b bucketize (3), i ignored.
-std::string WriteMixedCsv(const std::string& dir) {
+std::string WriteMixedCsv(const std::string& name) {
   std::string text = "i,t,b,c,n,y\n";
   for (int r = 0; r < 12; ++r) {
     absl::StrAppend(&text, r, ",word", r % 3, " w", r % 5, ",", r, ",v", r % 4,
                     ",", r + 1, ",", r % 2, "\n");
   }
-  const std::string path = dir + "/mixed.csv";
-  WriteFile(path, text);
+  const std::string path = TempPath(name);
+  EXPECT_THAT(WriteFileAtomically(path, text), IsOk());
   return path;
 }
 
@@ -123,7 +106,7 @@ DataSection MixedSection(const std::string& path) {
 }
 
 TEST(LoadSparseDataTest, TheSplitsKeepEachEntrysField) {
-  const std::string path = WriteMixedCsv(TempDir("sparse_split"));
+  const std::string path = WriteMixedCsv("sparse_split.csv");
   DataSection d = MixedSection(path);
   d.test_examples = 3;
   d.train_examples = 5;  // a second SelectRows, of the train rows
@@ -163,11 +146,12 @@ TEST(LoadSparseDataTest, TheSplitsKeepEachEntrysField) {
 }
 
 TEST(LoadSparseDataTest, LibsvmHasNoFields) {
-  const std::string dir = TempDir("sparse_libsvm");
-  WriteFile(dir + "/a.svm", "1 3:1 7:2\n0 2:1\n1 9:1\n0 1:1\n1 4:1\n");
+  const std::string path = TempPath("sparse_libsvm.svm");
+  ASSERT_THAT(WriteFileAtomically(path, "1 3:1 7:2\n0 2:1\n1 9:1\n0 1:1\n1 4:1\n"),
+              IsOk());
   DataSection d;
   d.source = DataSource::kLibsvm;
-  d.path = dir + "/a.svm";
+  d.path = path;
   d.test_examples = 2;
   absl::StatusOr<SparseSplit> split =
       LoadSparseData(d, /*seed=*/7, Task::kBinary);
