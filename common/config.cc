@@ -1307,42 +1307,36 @@ absl::Status ValidateConfig(const Config& config) {
         "sparse table get a row: they apply to model.type sparse_linear, fm "
         "and wide_deep only");
   }
-  // Any key of the fm section the file or an override set (explicit_keys
-  // is sorted, so the first key at or after "fm." tells).
-  const auto first_fm = config.explicit_keys.lower_bound("fm.");
-  const bool fm_keys = first_fm != config.explicit_keys.end() &&
-                       absl::StartsWith(*first_fm, "fm.");
-  if (config.model.type == ModelType::kFm &&
-      config.model.fm.embedding_min_count > 1 &&
-      config.admission.probability < 1) {
-    return absl::InvalidArgumentError(
-        "fm.embedding_min_count admits embeddings by count and "
-        "admission.probability admits keys by chance: set one");
-  }
-  if (config.model.type == ModelType::kWideDeep &&
-      config.model.wide_deep.embedding_min_count > 1 &&
-      config.admission.probability < 1) {
-    return absl::InvalidArgumentError(
-        "wide_deep.embedding_min_count admits embeddings by count and "
-        "admission.probability admits keys by chance: set one");
-  }
-  {
-    const auto first = config.explicit_keys.lower_bound("wide_deep.");
-    if (first != config.explicit_keys.end() &&
-        absl::StartsWith(*first, "wide_deep.") &&
-        config.model.type != ModelType::kWideDeep) {
+  // The embedding models' sections (fm, wide_deep): a key of one set by the
+  // file or an override (explicit_keys is sorted, so the first key at or
+  // after "<section>." tells) needs its model type, and its
+  // embedding_min_count admits by count where admission.probability would
+  // admit by chance.
+  const struct {
+    const char* section;
+    ModelType type;
+  } kEmbeddingSections[] = {{"fm", ModelType::kFm},
+                            {"wide_deep", ModelType::kWideDeep}};
+  for (const auto& e : kEmbeddingSections) {
+    const std::string prefix = absl::StrCat(e.section, ".");
+    const auto first = config.explicit_keys.lower_bound(prefix);
+    const bool set = first != config.explicit_keys.end() &&
+                     absl::StartsWith(*first, prefix);
+    const std::string name = ModelTypeName(e.type);
+    if (set && config.model.type != e.type) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "the wide_deep section configures model.type wide_deep, but "
-          "model.type is ",
-          ModelTypeName(config.model.type),
-          ": set model.type: wide_deep or remove the section"));
+          "the ", e.section, " section configures model.type ", name,
+          ", but model.type is ", ModelTypeName(config.model.type),
+          ": set model.type: ", name, " or remove the section"));
     }
-  }
-  if (fm_keys && config.model.type != ModelType::kFm) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the fm section configures model.type fm, but model.type is ",
-        ModelTypeName(config.model.type),
-        ": set model.type: fm or remove the section"));
+    if (config.model.type == e.type &&
+        EmbeddingOptions(config.model).embedding_min_count > 1 &&
+        config.admission.probability < 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          e.section,
+          ".embedding_min_count admits embeddings by count and "
+          "admission.probability admits keys by chance: set one"));
+    }
   }
   if (config.admission.min_count > 1 && config.admission.probability < 1) {
     return absl::InvalidArgumentError(

@@ -316,6 +316,10 @@ TEST(ConfigTest, EnumsListAllowedValues) {
       {"fm:\n  dim: 4\n",
        "the fm section configures model.type fm, but model.type is mlp"},
       {"fm:\n  dim: 0\n", "cfg.yaml:2: fm.dim"},
+      {"model:\n  type: wide_deep\n  task: binary\ndata:\n  source: libsvm\n"
+       "wide_deep:\n  embedding_min_count: 2\nadmission:\n  probability: 0.5\n",
+       "wide_deep.embedding_min_count admits embeddings by count and "
+       "admission.probability admits keys by chance: set one"},
       {"wide_deep:\n  dim: 4\n",
        "the wide_deep section configures model.type wide_deep, but "
        "model.type is mlp"},
