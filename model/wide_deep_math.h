@@ -76,6 +76,14 @@ inline float MlpOutput(const std::vector<int>& layers, const float* params,
   return (*a)[0];
 }
 
+// The wide part of one example of n entries: sum_i w[i] * x[i] in double,
+// in entry order (training's wide margin and the scorer's alike).
+inline double WideSum(const float* w, const float* x, size_t n) {
+  double wide = 0;
+  for (size_t i = 0; i < n; ++i) wide += static_cast<double>(w[i]) * x[i];
+  return wide;
+}
+
 // The margin of one example of n entries: w[i] its weight, v[i] its
 // embedding (dim floats), x[i] its value, p[i] its pooling weight
 // (PoolingWeights), fields[i] its field (null: 0). layers[0] must be
@@ -85,8 +93,7 @@ inline float WideDeepMargin(const std::vector<int>& layers,
                             const float* const* v, const float* x,
                             const float* p, const uint16_t* fields, size_t n,
                             int dim, WideDeepScratch* scratch) {
-  double wide = 0;
-  for (size_t i = 0; i < n; ++i) wide += static_cast<double>(w[i]) * x[i];
+  const double wide = WideSum(w, x, n);
   scratch->a.assign(layers[0], 0.0f);
   for (size_t i = 0; i < n; ++i) {
     float* pool = scratch->a.data() +

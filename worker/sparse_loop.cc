@@ -167,12 +167,10 @@ absl::StatusOr<double> SparseLoop::WideDeepGradients(
     model::PoolingWeights(data.values.data() + begin, fields, n, num_fields,
                           options_.mean_pooling, pool_weights_.data() + e,
                           &wide_deep_scratch_);
-    double wide = 0;
-    for (size_t i = 0; i < n; ++i) {
-      wide += static_cast<double>(weights_[slot_[e + i]]) *
-              data.values[begin + i];
-    }
-    wide_[k] = static_cast<float>(wide);
+    gathered_w_.resize(n);
+    for (size_t i = 0; i < n; ++i) gathered_w_[i] = weights_[slot_[e + i]];
+    wide_[k] = static_cast<float>(
+        model::WideSum(gathered_w_.data(), data.values.data() + begin, n));
     targets_[k] = data.y[r];
     e += n;
     batch_offsets_.push_back(static_cast<int64_t>(e));
