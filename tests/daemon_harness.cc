@@ -148,11 +148,6 @@ absl::StatusOr<proto::GetStatusResponse> DaemonStatus(
   }
 }
 
-namespace {
-
-// A connected TCP socket to host:port, or -1.
-}  // namespace
-
 int RunToEnd(const std::vector<std::string>& argv, const std::string& log) {
   absl::StatusOr<std::unique_ptr<Subprocess>> p =
       Subprocess::Start(argv[0], argv, log);
