@@ -33,10 +33,12 @@ constexpr int kSteps = 3000;
 class ConsistencyTest : public testing::DaemonJobTest {
  protected:
 
-  // One ps, `workers` workers, a small model on synthetic digits, kSteps
+  // One ps, `workers` workers, a small model on synthetic digits, `steps`
   // steps each, one push per step; `training` is appended to the training
-  // section.
-  void StartJob(int workers, const std::string& training) {
+  // section. Members are declared dead after `heartbeat_timeout_s` of
+  // silence.
+  void StartJob(int workers, const std::string& training,
+                double heartbeat_timeout_s = 2, int steps = kSteps) {
     const std::string dir = testing::TestDir();
     const std::string yaml = testing::LoopbackConfig(
         1, workers,
@@ -45,10 +47,11 @@ class ConsistencyTest : public testing::DaemonJobTest {
                      "model:\n  layers: [784, 16, 10]\n  block_size: 4096\n"
                      "optimizer:\n  type: sgd\n  learning_rate: 0.05\n"
                      "training:\n  batch_size: 16\n  steps: ",
-                     kSteps, "\n  eval_every_steps: 0\n", training,
+                     steps, "\n  eval_every_steps: 0\n", training,
                      "compute:\n  device: cpu\n"
                      "checkpoint:\n  dir: ",
-                     dir, "/ckpt\n"));
+                     dir, "/ckpt\n"),
+        heartbeat_timeout_s);
     config_ = testing::WriteConfig("job.yaml", yaml);
     const std::string port_file = dir + "/coordinator.port";
     Subprocess& c =
@@ -108,8 +111,9 @@ class ConsistencyTest : public testing::DaemonJobTest {
     return versions;
   }
 
-  // Waits for worker `i` to exit 0 with its training finished.
-  void ExpectWorkerFinishes(int i) {
+  // Waits for worker `i` to exit 0 with its training of `steps` steps
+  // finished.
+  void ExpectWorkerFinishes(int i, int steps = kSteps) {
     Subprocess& w = *daemons_[absl::StrCat("worker-", i)];
     const std::optional<int> exit = w.Wait(kDeadline);
     ASSERT_TRUE(exit.has_value()) << w.name() << " still running";
@@ -118,25 +122,36 @@ class ConsistencyTest : public testing::DaemonJobTest {
     const auto* m = coordinator::FindMember(status, "worker", i);
     ASSERT_NE(m, nullptr);
     EXPECT_TRUE(m->report().finished()) << "worker " << i;
-    EXPECT_EQ(m->report().step(), static_cast<uint64_t>(kSteps))
+    EXPECT_EQ(m->report().step(), static_cast<uint64_t>(steps))
         << "worker " << i;
   }
 
   std::string coordinator_;
 };
 
+// Deterministic under load: worker 1 is stopped long before the job could
+// end (a few hundred of 6000 steps), and it stays a member while stopped (no
+// heartbeat timeout within the test), so worker 0, never more than
+// max_staleness pushes ahead, runs into the gate within a few pushes however
+// slowly anything runs. (With the default 2 s timeout, a loaded machine could
+// see worker 1 declared dead before worker 0 reached the gate.)
 TEST_F(ConsistencyTest, SspBoundsTheLeadOverAStoppedWorker) {
-  StartJob(2, "  consistency: ssp\n  max_staleness: 2\n");
+  constexpr int kSspSteps = 6000;
+  StartJob(2, "  consistency: ssp\n  max_staleness: 2\n",
+           /*heartbeat_timeout_s=*/600, kSspSteps);
   ASSERT_TRUE(
-      WaitUntil([&] { return WorkerAtStep(1, 300) && WorkerAtStep(0, 300); }));
-  ASSERT_FALSE(WorkerAtStep(0, kSteps)) << "the job is too short for this test";
+      WaitUntil([&] { return WorkerAtStep(1, 100) && WorkerAtStep(0, 100); }));
   const double waits = PsCounter("ssp_waits");
+  ASSERT_GE(waits, 0) << "the ps's Status did not answer";
   daemons_["worker-1"]->Signal(SIGSTOP);
+  ASSERT_FALSE(daemons_["worker-1"]->Poll().has_value())
+      << "worker 1 ended before it was stopped: the job is too short";
   // Worker 0 runs into the gate: its push is held for worker 1.
-  ASSERT_TRUE(WaitUntil([&] { return PsCounter("ssp_waits") > waits; }));
+  ASSERT_TRUE(WaitUntil([&] { return PsCounter("ssp_waits") > waits; }))
+      << "worker 0 was never held for the stopped worker 1";
   daemons_["worker-1"]->Signal(SIGCONT);
-  ExpectWorkerFinishes(0);
-  ExpectWorkerFinishes(1);
+  ExpectWorkerFinishes(0, kSspSteps);
+  ExpectWorkerFinishes(1, kSspSteps);
   const double lead = PsCounter("ssp_max_lead");
   EXPECT_GE(lead, 0);
   EXPECT_LE(lead, 2);
@@ -144,7 +159,7 @@ TEST_F(ConsistencyTest, SspBoundsTheLeadOverAStoppedWorker) {
   // block per step.
   const std::vector<uint64_t> versions = BlockVersions();
   ASSERT_FALSE(versions.empty());
-  for (uint64_t v : versions) EXPECT_EQ(v, 2u * kSteps);
+  for (uint64_t v : versions) EXPECT_EQ(v, 2u * kSspSteps);
 }
 
 TEST_F(ConsistencyTest, BspFinishesWhenAWorkerIsKilledMidJob) {

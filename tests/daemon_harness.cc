@@ -50,7 +50,8 @@ std::string WriteConfig(const std::string& name, const std::string& yaml) {
   return path;
 }
 
-std::string LoopbackConfig(int num_ps, int num_workers, const std::string& extra) {
+std::string LoopbackConfig(int num_ps, int num_workers, const std::string& extra,
+                           double heartbeat_timeout_s) {
   auto list = [](int n) {
     std::string out = "[";
     for (int i = 0; i < n; ++i) absl::StrAppend(&out, i ? ", " : "", "127.0.0.1:0");
@@ -58,7 +59,8 @@ std::string LoopbackConfig(int num_ps, int num_workers, const std::string& extra
   };
   return absl::StrCat("cluster:\n  coordinator: 127.0.0.1:0\n  ps: ", list(num_ps),
                       "\n  workers: ", list(num_workers),
-                      "\nheartbeat:\n  interval_s: 0.2\n  timeout_s: 2\n"
+                      "\nheartbeat:\n  interval_s: 0.2\n  timeout_s: ",
+                      heartbeat_timeout_s, "\n"
                       "rpc:\n  deadline_s: 5\n  connect_timeout_s: 20\n",
                       "coordinator:\n  state_dir: ", TestDir(), "/coordinator\n",
                       extra);

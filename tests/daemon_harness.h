@@ -27,9 +27,11 @@ std::string BinDir();
 // Writes `yaml` to <TestDir()>/<name> and returns the path.
 std::string WriteConfig(const std::string& name, const std::string& yaml);
 
-// A config text for a cluster on 127.0.0.1 with ephemeral ports.
-// `data` is the data section's body (indented two spaces).
-std::string LoopbackConfig(int num_ps, int num_workers, const std::string& extra);
+// A config text for a cluster on 127.0.0.1 with ephemeral ports, heartbeats
+// every 0.2 s and members declared dead after `heartbeat_timeout_s` of
+// silence; `extra` (more top-level sections) is appended.
+std::string LoopbackConfig(int num_ps, int num_workers, const std::string& extra,
+                           double heartbeat_timeout_s = 2);
 
 // The MNIST folder given by DOWNPOUR_MNIST_DIR (set by tests/run_all.sh), or "".
 std::string MnistDir();
