@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 #include "common/subprocess.h"
+#include "common/testing/poll.h"
 #include "membership/coordinator_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -162,6 +163,31 @@ TEST_F(PsctlTest, WatchPrintsFramesWithoutATerminal) {
 
 TEST_F(PsctlTest, PlotLiveAndFromSavedHistory) {
   const std::string dir = testing::TestDir();
+  // A curve needs two samples of the worker's figures in the coordinator's
+  // history (one is drawn as a dot): wait for them, bounded, as a client
+  // sees them. (The history may hold only one sample this early on a loaded
+  // machine.)
+  RpcSection rpc;
+  rpc.deadline_s = 5;
+  membership::CoordinatorClient client(address_, rpc, "test");
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] {
+        auto history = client.History(0);
+        if (!history.ok()) return false;
+        int samples = 0;
+        for (const proto::HistorySample& s : history->samples()) {
+          for (const proto::MemberSample& m : s.members()) {
+            if (m.role() == "worker" && m.report().step() > 0 &&
+                std::isfinite(m.report().loss())) {
+              ++samples;
+              break;
+            }
+          }
+        }
+        return samples >= 2;
+      },
+      absl::Seconds(60), absl::Milliseconds(100)))
+      << "the history never held two samples of the worker";
   Exit plot = Psctl(
       "plot", {"plot", "--out", dir + "/live.svg", "--coordinator", address_});
   EXPECT_EQ(plot.status, 0) << plot.output;
