@@ -655,8 +655,8 @@ SecuritySection MakeBenchCerts(bool mutual) {
   if (dir == nullptr) Check(absl::InternalError("mkdtemp failed"), "certs");
   const std::string certs = std::string(dir) + "/certs";
   auto make = Subprocess::Start("make_certs",
-                                {script, "--out", certs, "--ps", "0",
-                                 "--standby", "0", "--workers", "0"},
+                                {script, "--out", certs, "--ps", "1",
+                                 "--standby", "0", "--workers", "1"},
                                 std::string(dir) + "/make_certs.log");
   Check(make.status(), "start " + script);
   if ((*make)->Wait(absl::Seconds(60)) != 0) {
@@ -666,9 +666,11 @@ SecuritySection MakeBenchCerts(bool mutual) {
   security.tls = true;
   security.mutual_tls = mutual;
   security.ca_file = certs + "/ca.pem";
-  // One certificate serves as every in-process server's and the client's.
-  security.cert_file = certs + "/coordinator.pem";
-  security.key_file = certs + "/coordinator.key";
+  // The in-process servers install ps-0's certificate (the one shard's, as
+  // mutual TLS wants of the ps place it registers for), the client worker-0's
+  // (the worker id its pushes carry).
+  security.cert_file = certs + "/{name}.pem";
+  security.key_file = certs + "/{name}.key";
   security.ps_token_file = certs + "/ps.token";
   security.worker_token_file = certs + "/worker.token";
   security.admin_token_file = certs + "/admin.token";
@@ -698,9 +700,10 @@ void RunTls() {
     // worker (the coordinator client the cluster keeps was made as ps, and
     // its GetPlacement is open to every role).
     auto secured = [&](const SecuritySection& security) {
-      Check(InstallSecurity(security, "client", CallerRole::kPs), "install TLS");
+      Check(InstallSecurity(security, "ps-0", CallerRole::kPs), "install TLS");
       return Connect(config, nullptr, [&] {
-        Check(InstallSecurity(security, "client", CallerRole::kWorker), "install TLS");
+        Check(InstallSecurity(security, "worker-0", CallerRole::kWorker),
+              "install TLS");
       });
     };
     UninstallSecurity();

@@ -74,6 +74,26 @@ grpc::ServerUnaryReactor* CoordinatorService::RegisterServer(
     grpc::CallbackServerContext* context,
     const proto::RegisterServerRequest* request,
     proto::RegisterServerResponse* response) {
+  // With mutual TLS a ps place is taken with that ps's certificate or a
+  // standby's (a standby that took the shard over re-registers for it), a
+  // standby slot with that standby's, and a spare (a ps or standby whose
+  // shard is served elsewhere) with any ps or standby certificate.
+  std::vector<std::string> members;
+  if (request->spare()) {
+    members = {"ps-*", "standby-*"};
+  } else if (request->standby()) {
+    members = {absl::StrCat("standby-", request->index())};
+  } else {
+    members = {absl::StrCat("ps-", request->index()), "standby-*"};
+  }
+  absl::Status member = CheckCallerIsMember(
+      context->auth_context().get(), members,
+      absl::StrCat("register: ", request->standby() ? "standby " : "ps ",
+                   request->index(), "'s place is taken"));
+  if (!member.ok()) {
+    return Reply(context, absl::StatusOr<proto::RegisterServerResponse>(member),
+                 response, "RegisterServer");
+  }
   return Reply(context, state_->RegisterServer(*request), response,
                "RegisterServer");
 }
@@ -86,12 +106,10 @@ grpc::ServerUnaryReactor* CoordinatorService::RegisterWorker(
   // certificate: a worker token alone does not let one worker take another's
   // place (or a free one) and speak for it.
   absl::Status member = CheckCallerIsMember(
-      context->auth_context().get(), absl::StrCat("worker-", request->index()));
+      context->auth_context().get(), {absl::StrCat("worker-", request->index())},
+      absl::StrCat("register: worker ", request->index(), "'s place is taken"));
   if (!member.ok()) {
-    return Reply(context,
-                 absl::StatusOr<proto::RegisterWorkerResponse>(
-                     absl::Status(member.code(),
-                                  absl::StrCat("register: ", member.message()))),
+    return Reply(context, absl::StatusOr<proto::RegisterWorkerResponse>(member),
                  response, "RegisterWorker");
   }
   return Reply(context, state_->RegisterWorker(*request), response,

@@ -12,6 +12,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
@@ -454,27 +455,53 @@ bool IsLoopbackHost(absl::string_view address) {
   return false;
 }
 
+bool TransportIsMutual() {
+  std::lock_guard<std::mutex> lock(TransportMutex());
+  return CurrentTransport().mutual;
+}
+
+namespace {
+
+// True when certificate common name `cn` was made for `member` ("worker-2",
+// or "standby-*" for any index).
+bool CertificateIsFor(absl::string_view cn, absl::string_view member) {
+  if (!absl::ConsumePrefix(&cn, kCertificatePrefix)) return false;
+  if (!absl::ConsumeSuffix(&member, "*")) return cn == member;
+  int index = 0;
+  return absl::ConsumePrefix(&cn, member) && !cn.empty() &&
+         absl::SimpleAtoi(cn, &index) && index >= 0;
+}
+
+}  // namespace
+
 absl::Status CheckCallerIsMember(const grpc::AuthContext* auth,
-                                 const std::string& member) {
-  {
-    std::lock_guard<std::mutex> lock(TransportMutex());
-    if (!CurrentTransport().mutual) return absl::OkStatus();
-  }
-  const std::string wanted = absl::StrCat(kCertificatePrefix, member);
+                                 const std::vector<std::string>& members,
+                                 absl::string_view action) {
+  if (!TransportIsMutual()) return absl::OkStatus();
   std::string names;
   if (auth != nullptr) {
     for (const grpc::string_ref& name :
          auth->FindPropertyValues(GRPC_X509_CN_PROPERTY_NAME)) {
-      const std::string cn(name.data(), name.size());
-      if (cn == wanted) return absl::OkStatus();
+      const absl::string_view cn(name.data(), name.size());
+      for (const std::string& member : members) {
+        if (CertificateIsFor(cn, member)) return absl::OkStatus();
+      }
       absl::StrAppend(&names, names.empty() ? "" : ", ", cn);
     }
   }
+  std::vector<std::string> wanted;
+  for (const std::string& member : members) {
+    wanted.push_back(absl::StrCat(
+        kCertificatePrefix,
+        absl::EndsWith(member, "*") ? absl::StrCat(absl::StripSuffix(member, "*"), "N")
+                                    : member));
+  }
   return absl::PermissionDeniedError(absl::StrCat(
-      member, "'s place is taken only with the certificate made for it (CN ",
-      wanted, "); this caller's certificate is ",
-      names.empty() ? "unnamed" : names,
-      ": refused, nothing changed (deploy/make_certs.sh makes one per member)"));
+      action, " only with the certificate made for ",
+      absl::StrJoin(members, " or "), " (CN ", absl::StrJoin(wanted, ", "),
+      "); this caller's certificate is ", names.empty() ? "unnamed" : names,
+      ": refused, nothing changed (deploy/make_certs.sh makes one per "
+      "member)"));
 }
 
 }  // namespace downpour

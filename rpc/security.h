@@ -32,6 +32,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -101,12 +102,22 @@ bool TransportIsSecure();
 inline constexpr char kCertificatePrefix[] = "downpour-";
 
 // With mutual TLS installed: OK when the caller's verified client
-// certificate is the one made for `member` ("worker-2": CN
-// downpour-worker-2), else PermissionDenied naming both. Without mutual TLS
-// (plaintext, or TLS without client certificates) there is nothing to check:
-// OK.
+// certificate is one made for a member in `members` ("worker-2": CN
+// downpour-worker-2; "standby-*": any standby's), else PermissionDenied:
+// "`action` only with the certificate made for worker-2 (CN
+// downpour-worker-2); this caller's certificate is downpour-worker-0:
+// refused, nothing changed (...)". Without mutual TLS (plaintext, or TLS
+// without client certificates) there is nothing to check: OK.
+//
+//   CheckCallerIsMember(auth, {"worker-2"}, "a push as worker 2 is made");
 absl::Status CheckCallerIsMember(const grpc::AuthContext* auth,
-                                 const std::string& member);
+                                 const std::vector<std::string>& members,
+                                 absl::string_view action);
+
+// True once InstallSecurity turned on mutual TLS with this process's own
+// certificate: servers then know each caller's certificate (cheap, for hot
+// paths that check it only then).
+bool TransportIsMutual();
 
 // One line for the startup log: "TLS (mutual), tokens for ps, worker, admin"
 // or "plaintext".

@@ -7,6 +7,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "rpc/grpc_status.h"
+#include "rpc/security.h"
 #include "common/log_throttle.h"
 #include "common/logging.h"
 #include "rpc/wire_format.h"
@@ -102,6 +103,16 @@ grpc::ServerUnaryReactor* PsService::Push(grpc::CallbackServerContext* context,
   absl::Status parsed =
       wire::ParsePush(*request, &call->arena, &call->view, &in_place, &copied);
   if (!parsed.ok()) return Finish(context, parsed, "push");
+  if (TransportIsMutual()) {
+    // With mutual TLS a worker pushes only as itself: its certificate names
+    // the worker id its pushes carry.
+    absl::Status member = CheckCallerIsMember(
+        context->auth_context().get(),
+        {absl::StrCat("worker-", call->view.worker_id)},
+        absl::StrCat("push: a push as worker ", call->view.worker_id,
+                     " is made"));
+    if (!member.ok()) return Finish(context, member, "push");
+  }
   bytes_in_place_ += in_place;
   bytes_copied_ += copied;
   auto answer = [call, response](const absl::Status& status) {
@@ -152,6 +163,14 @@ void PsService::Answer(
 grpc::ServerUnaryReactor* PsService::Replicate(
     grpc::CallbackServerContext* context, const proto::ReplicateRequest* request,
     proto::ReplicateResponse* response) {
+  if (TransportIsMutual()) {
+    // Only a ps or a standby streams a shard (a worker token or certificate
+    // never does).
+    absl::Status member = CheckCallerIsMember(
+        context->auth_context().get(), {"ps-*", "standby-*"},
+        "replicate: a shard is streamed to its backup");
+    if (!member.ok()) return Finish(context, member, "replicate");
+  }
   Replica* replica = replica_.load();
   Shard* shard = shard_.load();
   if (shard != nullptr && shard->index() == request->shard_index()) {

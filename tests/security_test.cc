@@ -39,7 +39,7 @@ class SecurityTest : public testing::DaemonJobTest {
     auto make = Subprocess::Start(
         "make_certs",
         {testing::BinDir() + "/deploy/make_certs.sh", "--out", certs_, "--ps",
-         "1", "--standby", "0", "--workers", "1"},
+         "1", "--standby", "0", "--workers", "2"},
         dir_ + "/make_certs.log");
     ASSERT_TRUE(make.ok()) << make.status();
     ASSERT_EQ((*make)->Wait(absl::Seconds(60)), 0) << (*make)->LogTail(20);
@@ -64,9 +64,9 @@ class SecurityTest : public testing::DaemonJobTest {
 
   // Coordinator and ps (and, when `steps` > 0, one worker training `steps`
   // steps) with TLS and tokens. The test process itself calls as admin.
-  void StartCluster(bool mutual, int steps) {
+  void StartCluster(bool mutual, int steps, int workers = 1) {
     const std::string yaml = testing::LoopbackConfig(
-        1, 1,
+        1, workers,
         absl::StrCat("data:\n  source: synthetic\n  train_examples: 2000\n"
                      "  test_examples: 200\nmodel:\n  layers: [784, 32, 10]\n"
                      "training:\n  steps: ", std::max(steps, 1),
@@ -467,11 +467,104 @@ TEST_F(SecurityTest, AWorkerPlaceTakesOnlyItsOwnCertificate) {
   EXPECT_EQ(foreign.error_code(), grpc::StatusCode::PERMISSION_DENIED)
       << Describe(foreign);
   EXPECT_THAT(foreign.error_message(),
-              HasSubstr("worker-0's place is taken only with the certificate "
-                        "made for it (CN downpour-worker-0); this caller's "
-                        "certificate is downpour-client"));
+              HasSubstr("register: worker 0's place is taken only with the "
+                        "certificate made for worker-0 (CN downpour-worker-0); "
+                        "this caller's certificate is downpour-client"));
   const grpc::Status own = register_as("worker-0");
   EXPECT_TRUE(own.ok()) << Describe(own);
+}
+
+// Issue 26: with mutual TLS a member acts only as itself. Worker 0's
+// certificate and the worker token do not push as worker 1 even with worker
+// 1's incarnation and push key in hand (the ps checks the certificate against
+// the push's worker id), nor take a ps place, nor stream a shard with the ps
+// token; worker 1's own certificate pushes.
+TEST_F(SecurityTest, AWorkerCertificatePushesOnlyAsItsOwnWorker) {
+  StartCluster(/*mutual=*/true, /*steps=*/0, /*workers=*/2);
+  proto::DescribeModelResponse model;
+  {
+    auto stub = proto::Coordinator::NewStub(MakeChannel(coordinator_));
+    grpc::ClientContext context;
+    context.set_deadline(DeadlineIn(5));
+    ASSERT_TRUE(stub->DescribeModel(&context, {}, &model).ok());
+  }
+  ASSERT_GT(model.blocks_size(), 0);
+  // Worker 1's place, taken with its own certificate.
+  proto::RegisterWorkerResponse registered;
+  {
+    auto stub = proto::Coordinator::NewStub(
+        Channel(coordinator_, Token("worker"), "worker-1"));
+    proto::RegisterWorkerRequest request;
+    request.set_index(1);
+    request.set_address("127.0.0.1:1");
+    grpc::ClientContext context;
+    context.set_deadline(DeadlineIn(5));
+    ASSERT_TRUE(stub->RegisterWorker(&context, request, &registered).ok());
+  }
+  const std::vector<float> small(model.blocks(0).floats(), 1e-3f);
+  proto::PushRequest push;
+  push.set_worker_id(1);
+  push.set_sequence(MakeSequence(registered.incarnation(), 1));
+  push.set_push_key(registered.push_key());
+  proto::BlockData* data = push.add_blocks();
+  data->set_block_id(model.blocks(0).id());
+  data->set_data(small.data(), small.size() * sizeof(float));
+  // Retried while the ps has not heard of the incarnation yet.
+  auto push_as = [&](const std::string& certificate) {
+    auto ps = proto::ParameterServer::NewStub(
+        Channel(ps_, Token("worker"), certificate));
+    grpc::Status status;
+    for (int i = 0; i < 100; ++i) {
+      grpc::ClientContext context;
+      context.set_deadline(DeadlineIn(5));
+      proto::PushResponse response;
+      status = ps->Push(&context, push, &response);
+      if (!absl::StrContains(status.error_message(), "has not heard of")) break;
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+    return status;
+  };
+  proto::ChecksumResponse before, after;
+  ASSERT_TRUE(Checksums(MakeChannel(ps_), &before).ok());
+  const grpc::Status forged = push_as("worker-0");
+  EXPECT_EQ(forged.error_code(), grpc::StatusCode::PERMISSION_DENIED)
+      << Describe(forged);
+  EXPECT_THAT(forged.error_message(),
+              HasSubstr("push: a push as worker 1 is made only with the "
+                        "certificate made for worker-1 (CN downpour-worker-1); "
+                        "this caller's certificate is downpour-worker-0"));
+  ASSERT_TRUE(Checksums(MakeChannel(ps_), &after).ok());
+  EXPECT_EQ(after.blocks(0).version(), before.blocks(0).version());
+  EXPECT_EQ(after.blocks(0).crc32c(), before.blocks(0).crc32c());
+  {
+    // Nor a ps's place or a shard's stream, even with the ps token.
+    auto c = proto::Coordinator::NewStub(
+        Channel(coordinator_, Token("ps"), "worker-0"));
+    proto::RegisterServerRequest request;
+    request.set_index(0);
+    request.set_address("127.0.0.1:1");
+    grpc::ClientContext context;
+    context.set_deadline(DeadlineIn(5));
+    proto::RegisterServerResponse response;
+    const grpc::Status status = c->RegisterServer(&context, request, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED)
+        << Describe(status);
+    EXPECT_THAT(status.error_message(),
+                HasSubstr("certificate made for ps-0 or standby-*"));
+    auto p = proto::ParameterServer::NewStub(
+        Channel(ps_, Token("ps"), "worker-0"));
+    grpc::ClientContext replicate_context;
+    replicate_context.set_deadline(DeadlineIn(5));
+    proto::ReplicateResponse replicated;
+    const grpc::Status stream = p->Replicate(
+        &replicate_context, proto::ReplicateRequest(), &replicated);
+    EXPECT_EQ(stream.error_code(), grpc::StatusCode::PERMISSION_DENIED)
+        << Describe(stream);
+  }
+  const grpc::Status own = push_as("worker-1");
+  EXPECT_TRUE(own.ok()) << Describe(own);
+  ASSERT_TRUE(Checksums(MakeChannel(ps_), &after).ok());
+  EXPECT_EQ(after.blocks(0).version(), before.blocks(0).version() + 1);
 }
 
 TEST_F(SecurityTest, MutualTlsRefusesAClientWithoutACertificate) {
