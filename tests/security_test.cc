@@ -482,11 +482,15 @@ TEST_F(SecurityTest, AWorkerPlaceTakesOnlyItsOwnCertificate) {
 TEST_F(SecurityTest, AWorkerCertificatePushesOnlyAsItsOwnWorker) {
   StartCluster(/*mutual=*/true, /*steps=*/0, /*workers=*/2);
   proto::DescribeModelResponse model;
+  proto::GetPlacementResponse placement;
   {
     auto stub = proto::Coordinator::NewStub(MakeChannel(coordinator_));
     grpc::ClientContext context;
     context.set_deadline(DeadlineIn(5));
     ASSERT_TRUE(stub->DescribeModel(&context, {}, &model).ok());
+    grpc::ClientContext placement_context;
+    placement_context.set_deadline(DeadlineIn(5));
+    ASSERT_TRUE(stub->GetPlacement(&placement_context, {}, &placement).ok());
   }
   ASSERT_GT(model.blocks_size(), 0);
   // Worker 1's place, taken with its own certificate.
@@ -503,6 +507,7 @@ TEST_F(SecurityTest, AWorkerCertificatePushesOnlyAsItsOwnWorker) {
   }
   const std::vector<float> small(model.blocks(0).floats(), 1e-3f);
   proto::PushRequest push;
+  push.set_placement_epoch(placement.epoch());
   push.set_worker_id(1);
   push.set_sequence(MakeSequence(registered.incarnation(), 1));
   push.set_push_key(registered.push_key());
