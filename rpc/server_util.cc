@@ -207,8 +207,16 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
   args.SetMaxSendMessageSize(kMaxMessageBytes);
   // Reconnect quickly after a peer restarts instead of gRPC's default 1-120 s.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // gRPC reads this as the least time a connection attempt is given to
+  // finish its handshake (MIN_CONNECT_TIMEOUT of gRPC's connection-backoff
+  // protocol), not as a backoff. At 100 ms a peer on a loaded machine that
+  // took longer to send its first HTTP/2 frame failed the attempt, and calls
+  // without wait_for_ready failed at once with "connection attempt timed out
+  // before receiving SETTINGS frame" or "tcp handshaker shutdown" (seen from
+  // psctl under two CPU hogs). A refused connection (peer down) still fails
+  // at once; the backoff above still paces the retries.
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 5000);
   // Find a dead peer or path in seconds rather than at the OS's TCP timeout
   // (hours), also between calls; servers allow pings this often
   // (SetConnectionLimits).

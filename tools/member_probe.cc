@@ -18,6 +18,9 @@ absl::StatusOr<Response> Call(Stub& stub, Method method, const Request& request,
                               double timeout_s, const std::string& what) {
   grpc::ClientContext context;
   context.set_deadline(DeadlineIn(timeout_s));
+  // Through a connection attempt that fails (a loaded peer slow to send its
+  // first frame) until the deadline, rather than failing at the first.
+  context.set_wait_for_ready(true);
   Response response;
   grpc::Status status = (stub.*method)(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status, what);
