@@ -14,6 +14,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "common/exit_codes.h"
 #include "common/file_util.h"
 #include "membership/coordinator_client.h"
 #include "deploy/run_dir_guard.h"
@@ -552,6 +553,67 @@ absl::Status ClusterSupervisor::Watch() {
   }
 }
 
+// A shard whose server died late in the job (or whose take-over had not
+// finished when the workers did) has every acknowledged push only in its
+// backup's replica until the backup takes over and writes the shard's
+// checkpoint. Stopping the standbys before that loses them, and the summary
+// would not know. So the ps are stopped once every shard has a live server
+// and every take-over has settled (its new server reported as the shard's),
+// within a bound.
+void ClusterSupervisor::AwaitShardsServed() {
+  if (coordinator_address_.empty() || config_.cluster.ps.empty()) return;
+  RpcSection rpc;
+  rpc.deadline_s = 1;
+  membership::CoordinatorClient client(coordinator_address_, rpc, "launcher");
+  // Counted in polls, not read off the clock (tests freeze theirs).
+  const absl::Duration bound =
+      absl::Seconds(3 * config_.heartbeat.timeout_s + 5);
+  const int64_t polls = bound / kPollPeriod;
+  std::string waiting;
+  bool said = false;
+  int unanswered = 0;
+  for (int64_t poll = 0;; ++poll) {
+    waiting.clear();
+    absl::StatusOr<proto::ClusterStatusResponse> status = client.ClusterStatus();
+    if (!status.ok()) {
+      // A coordinator that is gone (its restart was cancelled) will not
+      // answer: a few tries, not the whole bound.
+      waiting = "the coordinator's answer";
+      if (++unanswered >= kFinalStatusRetries) poll = polls;
+    } else {
+      for (int shard = 0; shard < static_cast<int>(config_.cluster.ps.size());
+           ++shard) {
+        bool served = false;
+        for (const proto::MemberStatus& m : status->members()) {
+          served = served ||
+                   (m.role() == "ps" && m.index() == shard && m.alive());
+        }
+        if (!served) absl::StrAppend(&waiting, waiting.empty() ? "" : ", ",
+                                     "a live server of shard ", shard);
+      }
+      for (const proto::ShardRecovery& r : status->recoveries()) {
+        if (!r.settled()) {
+          absl::StrAppend(&waiting, waiting.empty() ? "" : ", ", "shard ",
+                          r.shard(), "'s take-over by ", r.to_address());
+        }
+      }
+    }
+    if (waiting.empty()) return;
+    if (poll >= polls) break;
+    if (!said) {
+      progress_->Event(absl::StrFormat(
+          "[%6.1f s] before stopping the ps: waiting for %s (at most %.0f s)",
+          elapsed_seconds(), waiting, absl::ToDoubleSeconds(bound)));
+      said = true;
+    }
+    clock_->SleepFor(kPollPeriod);
+  }
+  progress_->Event(absl::StrFormat(
+      "[%6.1f s] stopping the ps without %s: acknowledged pushes held only by "
+      "a backup's replica may be lost",
+      elapsed_seconds(), waiting));
+}
+
 void ClusterSupervisor::Stop(const std::function<void()>& before_coordinator) {
   progress_->Finish();
   // A restart still waiting out its backoff will not happen now.
@@ -576,6 +638,7 @@ void ClusterSupervisor::Stop(const std::function<void()>& before_coordinator) {
     }
   };
   stop(workers_, absl::Seconds(15));
+  AwaitShardsServed();
   // Standbys that took a shard over write its final checkpoint like a ps.
   stop(standbys_, absl::Seconds(15));
   stop(ps_, absl::Seconds(15));
@@ -592,6 +655,11 @@ absl::Status ClusterSupervisor::PsExitStatus() {
       // that crashed, not one that was stopped.
       if (slot.process == nullptr || slot.down) continue;
       const int status = slot.process->Poll().value_or(0);
+      // A ps that stood down because another daemon serves its shard (it
+      // was replaced while stopped; restarted, it would rejoin as a spare)
+      // ended in order: the shard's server wrote the final checkpoint. Seen
+      // only here when it stood down as the job ended.
+      if (status == kExitReplaced) continue;
       if (status != 0) return absl::AbortedError(Dead(slot, status));
     }
   }

@@ -99,6 +99,9 @@ class ClusterSupervisor {
   void Event(const std::string& text);
 
  private:
+  // Stop's wait, between the workers and the ps, for every shard to have a
+  // live server and every take-over to have settled (bounded).
+  void AwaitShardsServed();
   class Progress;
   // One daemon of the job and what restarting it takes.
   struct Slot {
