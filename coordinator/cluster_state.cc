@@ -450,7 +450,20 @@ absl::StatusOr<proto::RegisterWorkerResponse> ClusterState::RegisterWorker(
     response.set_start_clock(start_clock);
     // The same process registering again keeps its key and incarnation (its
     // push sequences go on); a new one gets its own.
-    Admit(*m, request.member_key());
+    const bool unfinished = m->registered && !m->report.finished();
+    const uint64_t pushed = m->report.pushes();
+    if (Admit(*m, request.member_key()) && unfinished && pushed > 0 &&
+        !worker_pushes_uncountable_) {
+      worker_pushes_uncountable_ = true;
+      SPDLOG_LOGGER_WARN(
+          L(),
+          "worker {}: a new process replaces one that had not finished ({} "
+          "pushes acknowledged): pushes of that process a shard loses in a "
+          "recovery from its checkpoint cannot all be counted (it never "
+          "pushes again), so from now on such losses are reported as lower "
+          "bounds",
+          m->index, pushed);
+    }
     response.set_incarnation(m->incarnation);
     response.set_member_key(m->key);
     response.set_push_key(m->push_key);
@@ -664,20 +677,30 @@ bool ClusterState::SettleAckedLoss(const Member& ps, bool final) {
     if (r->shard() != ps.index) continue;
     // Only the shard's latest change, while its new server reports.
     if (r->to_address() != ps.address) return false;
-    const bool became_final = final && !r->loss_final();
+    const bool became_final =
+        final && !r->loss_final() &&
+        (r->source() == "replica" || !worker_pushes_uncountable_);
     const uint64_t lost = ps.report.acked_pushes_lost() +
                           (final ? ps.report.push_holes() : 0);
-    if (lost != r->acked_pushes_lost() || (final && !r->loss_final())) {
-      if (lost > r->acked_pushes_lost() || final) {
+    if (lost != r->acked_pushes_lost() || became_final) {
+      if (lost > r->acked_pushes_lost() || became_final) {
         SPDLOG_LOGGER_WARN(L(),
                            "shard {} at {}: {} acknowledged pushes lost in its "
                            "{} from {}{}",
                            ps.index, ps.address, lost, r->source(),
-                           r->from_address(), final ? " (final)" : " so far");
+                           r->from_address(),
+                           became_final ? " (final)"
+                           : final      ? " (at least: a worker process that "
+                                          "pushed was lost)"
+                                        : " so far");
       }
       r->set_acked_pushes_lost(lost);
     }
-    if (final) r->set_loss_final(true);
+    // Exact only while every worker process that pushed either pushes on or
+    // finished (worker_pushes_uncountable_); from a replica nothing is lost.
+    if (final) {
+      r->set_loss_final(r->source() == "replica" || !worker_pushes_uncountable_);
+    }
     return became_final;
   }
   return false;
@@ -1186,6 +1209,7 @@ std::optional<ClusterState::Snapshot> ClusterState::TakeSnapshot() {
   state.set_last_incarnation(last_incarnation_);
   state.set_stop(stop_);
   state.set_stop_reason(stop_reason_);
+  state.set_worker_pushes_uncountable(worker_pushes_uncountable_);
   for (const auto& shard : placement_) {
     auto* out = state.add_placement();
     for (uint32_t id : shard) out->add_block_ids(id);
@@ -1256,6 +1280,7 @@ absl::Status ClusterState::Load() {
     placement_.emplace_back(shard.block_ids().begin(), shard.block_ids().end());
   }
   recoveries_.assign(state->recoveries().begin(), state->recoveries().end());
+  worker_pushes_uncountable_ = state->worker_pushes_uncountable();
   int restored = 0;
   for (const proto::MemberRecord& r : state->members()) {
     const std::optional<MemberRole> role = ParseMemberRole(r.role());

@@ -278,6 +278,13 @@ class ClusterState {
   uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
   // The last worker incarnation issued.
   uint64_t last_incarnation_ ABSL_GUARDED_BY(mu_) = 0;
+  // A worker process that had pushes acknowledged was replaced by a new one
+  // before it finished (killed, crashed). A shard recovered from a checkpoint
+  // counts lost pushes from the gaps in each worker process's sequences as
+  // that process pushes on; a process that never pushes again leaves no gap
+  // to see, so from then on every such count is a lower bound ("at least"):
+  // loss_final stays false for recoveries not from a replica.
+  bool worker_pushes_uncountable_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::vector<uint32_t>> placement_ ABSL_GUARDED_BY(mu_);
   // Per worker index, the evaluation that first claimed training.target
   // (MaybeStop): a claim counts once a second evaluation confirms it.

@@ -1227,6 +1227,35 @@ TEST_F(SpareTest, TheLossIsTheNewServersCountAndFinalOnceTheJobIsOver) {
   EXPECT_EQ(state_->Status().acked_pushes_lost(), 8u) << "kept in the state file";
 }
 
+// A worker process that had pushes acknowledged and is replaced by a new
+// one (killed and restarted) never pushes again, so the gaps that would
+// show what a recovery from a checkpoint lost of its pushes never come: from
+// then on such a loss is a lower bound, never final (kept across a restart
+// of the coordinator).
+TEST_F(SpareTest, ALostWorkerProcessMakesACheckpointLossALowerBound) {
+  ASSERT_NO_FATAL_FAILURE(TakeShard0OverFromItsCheckpoint());
+  proto::HeartbeatRequest pushed;
+  pushed.set_role("worker");
+  pushed.set_index(1);
+  pushed.mutable_report()->set_pushes(40);
+  pushed.mutable_report()->set_accuracy(0.5);
+  ASSERT_THAT(Heartbeat(pushed), IsOk());
+  RegisterWorker(1);  // a new process: no member key
+  ASSERT_NO_FATAL_FAILURE(FinishWorkers());
+  proto::HeartbeatRequest last = PsBeat(0, "127.0.0.1:5", 320);
+  last.mutable_report()->set_acked_pushes_lost(5);
+  last.mutable_report()->set_push_holes(3);
+  last.mutable_report()->set_final_report(true);
+  ASSERT_THAT(Heartbeat(last), IsOk());
+  auto status = state_->Status();
+  EXPECT_EQ(status.recoveries(0).acked_pushes_lost(), 8u);
+  EXPECT_FALSE(status.recoveries(0).loss_final());
+  EXPECT_FALSE(status.acked_loss_final());
+  Restart();
+  ASSERT_THAT(Heartbeat(last), IsOk());
+  EXPECT_FALSE(state_->Status().acked_loss_final()) << "kept in the state file";
+}
+
 TEST_F(SpareTest, APsLastReportAfterTheWorkersFinishedIsFinal) {
   ASSERT_NO_FATAL_FAILURE(TakeShard0OverFromItsCheckpoint());
   ASSERT_NO_FATAL_FAILURE(FinishWorkers());
