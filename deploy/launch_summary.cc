@@ -357,7 +357,8 @@ std::string SummaryJson(const LaunchSummary& s) {
         ", \"staleness_p50\": ", JsonNumber(w.staleness_p50),
         ", \"staleness_p99\": ", JsonNumber(w.staleness_p99),
         ", \"staleness_max\": ", JsonNumber(w.staleness_max),
-        ", \"staleness_mean\": ", JsonNumber(w.staleness_mean), "}"));
+        ", \"staleness_mean\": ", JsonNumber(w.staleness_mean),
+        ", \"pushes\": ", w.pushes, "}"));
   }
   std::vector<std::string> faults;
   for (const FaultRecord& f : s.faults) {

@@ -82,7 +82,7 @@ TEST(AddWorkerResultsTest, TotalsAndMeanAccuracyOfFinishedWorkers) {
 
 LaunchSummary Example() {
   LaunchSummary s;
-  AddWorkerResults({{0, 100, 6400, 1000, 0.125, 0.9, true, "", 1, 4, 7, 1.5},
+  AddWorkerResults({{0, 100, 6400, 1000, 0.125, 0.9, true, "", 1, 4, 7, 1.5, 90},
                     {1, 3, 192, 10, NAN, NAN, false}},
                    &s);
   s.seconds = 12.5;
@@ -110,7 +110,7 @@ TEST(SummaryJsonTest, FiguresWithNullForUnknownAndEscapedText) {
                         "\"accuracy\": 0.9, \"metrics\": {}, \"finished\": true, "
                         "\"diverged\": \"\", \"staleness_p50\": 1, "
                         "\"staleness_p99\": 4, \"staleness_max\": 7, "
-                        "\"staleness_mean\": 1.5}"));
+                        "\"staleness_mean\": 1.5, \"pushes\": 90}"));
   EXPECT_THAT(json, HasSubstr("\"staleness_p50\": null, \"staleness_p99\": "
                               "null, \"staleness_max\": null"));  // worker 1
   EXPECT_THAT(json, HasSubstr("\n  \"staleness_p50\": 1,\n  \"staleness_p99\": "

@@ -76,6 +76,7 @@ void StatusService::Fill(proto::GetStatusResponse* response) const {
     response->set_metrics_address(metrics_address_);
   }
   response->set_uptime_seconds(absl::ToDoubleSeconds(absl::Now() - start_));
+  response->set_pid(static_cast<uint32_t>(getpid()));
   for (const auto& [name, value] : counters_->Snapshot()) {
     (*response->mutable_counters())[name] = value;
   }

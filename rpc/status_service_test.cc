@@ -2,6 +2,8 @@
 // server.
 #include "rpc/status_service.h"
 
+#include <unistd.h>
+
 #include "common/counters.h"
 #include "rpc/server_util.h"
 #include "common/testing/status_matchers.h"
@@ -104,6 +106,7 @@ TEST(StatusServiceTest, ReportsCountersRatesLatencyAndMemory) {
   GetStatus(served->server.address);  // one call to time
   proto::GetStatusResponse r = GetStatus(served->server.address);
   EXPECT_EQ(r.role(), "ps");
+  EXPECT_EQ(r.pid(), static_cast<uint32_t>(getpid()));
   EXPECT_EQ(r.index(), 3);
   EXPECT_EQ(r.address(), served->server.address);
   EXPECT_EQ(r.device(), "cpu");

@@ -1,0 +1,167 @@
+// The chaos harness by hand: an undisturbed run of the job first (the
+// accuracy the others are held to), then one run per seed, each with a
+// seeded random schedule of faults (tests/chaos.h), and a table of what
+// happened and which invariants broke. Exit status 1 when any did.
+//
+//   bazel build //bench:chaos //:daemons
+//   bazel-bin/bench/chaos --seeds=1-50 --faults=6
+//   bazel-bin/bench/chaos --seeds=17 --faults=6    # replay seed 17
+//
+// A seed with the same --faults, --span_s and --epochs gives the same
+// schedule. The short schedule in the suite is tests/chaos_test.cc.
+#include <cstdio>
+#include <filesystem>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "bench/bench_util.h"
+#include "common/mnist.h"
+#include "common/parse_flags.h"
+#include "tests/chaos.h"
+
+ABSL_FLAG(std::string, seeds, "1-10",
+          "seeds to run: a list and ranges, e.g. 1-50 or 3,17,40");
+ABSL_FLAG(int, faults, 6, "faults per run");
+ABSL_FLAG(double, span_s, 0,
+          "faults fall in the first span_s seconds of training (0 = 60 % of "
+          "the undisturbed run's length)");
+ABSL_FLAG(int, epochs, 40, "the job's training.epochs");
+ABSL_FLAG(double, tolerance, 0.03,
+          "a run that succeeds must reach the undisturbed accuracy minus this");
+ABSL_FLAG(double, bound_s, 240, "a launcher running longer is a hang");
+ABSL_FLAG(std::string, bin_dir, "",
+          "folder holding deploy/launcher and the daemons (default: the "
+          "bazel-bin this binary is in)");
+ABSL_FLAG(std::string, run_dir, "",
+          "folder for the runs (default: a new /tmp/downpour-chaos-XXXXXX)");
+ABSL_FLAG(std::string, mnist_dir, "data/mnist",
+          "MNIST files (deploy/fetch_mnist.sh); synthetic digits when absent");
+ABSL_FLAG(bool, full_disk, true,
+          "fill the checkpoint folder's tmpfs as one of the faults (needs a "
+          "mount namespace; left out, saying so, where none can be made)");
+
+namespace downpour::chaos {
+namespace {
+
+std::vector<uint64_t> ParseSeeds(const std::string& text) {
+  std::vector<uint64_t> seeds;
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    std::vector<std::string> range = absl::StrSplit(part, '-');
+    uint64_t lo = 0, hi = 0;
+    if (range.size() == 1 && absl::SimpleAtoi(range[0], &lo)) {
+      seeds.push_back(lo);
+    } else if (range.size() == 2 && absl::SimpleAtoi(range[0], &lo) &&
+               absl::SimpleAtoi(range[1], &hi) && lo <= hi) {
+      for (uint64_t s = lo; s <= hi; ++s) seeds.push_back(s);
+    } else {
+      std::fprintf(stderr, "chaos: --seeds '%s' is not a list of seeds and "
+                   "ranges (1-50 or 3,17,40)\n", text.c_str());
+      std::exit(2);
+    }
+  }
+  return seeds;
+}
+
+int Run() {
+  Options options;
+  options.bin_dir = bench::BinDirOr(absl::GetFlag(FLAGS_bin_dir));
+  options.work_dir = bench::RunDirOr(absl::GetFlag(FLAGS_run_dir), "chaos");
+  const std::string mnist = absl::GetFlag(FLAGS_mnist_dir);
+  if (std::filesystem::exists(mnist + "/" + MnistDigitFile(9))) {
+    options.mnist_dir = std::filesystem::absolute(mnist).string();
+  }
+  options.epochs = absl::GetFlag(FLAGS_epochs);
+  options.bound = absl::Seconds(absl::GetFlag(FLAGS_bound_s));
+  options.full_disk = absl::GetFlag(FLAGS_full_disk);
+  if (options.full_disk) {
+    if (std::string why = CanMountTmpfs(); !why.empty()) {
+      std::printf("chaos: no full-disk faults: %s\n", why.c_str());
+      options.full_disk = false;
+    }
+  }
+  std::printf("chaos: runs under %s, data %s\n", options.work_dir.c_str(),
+              options.mnist_dir.empty() ? "synthetic" : options.mnist_dir.c_str());
+  Harness harness(options);
+  absl::StatusOr<Outcome> reference = harness.Run(0, {});
+  if (!reference.ok()) {
+    std::fprintf(stderr, "chaos: %s\n",
+                 std::string(reference.status().message()).c_str());
+    return 1;
+  }
+  Judge judge;
+  judge.reference_accuracy = reference->observed.accuracy;
+  judge.tolerance = absl::GetFlag(FLAGS_tolerance);
+  {
+    // The undisturbed run is held to its own invariants (no loss at all).
+    const std::vector<std::string> broken =
+        CheckInvariants(reference->observed, judge);
+    std::printf("undisturbed: %s, accuracy %.4f, %.1f s%s%s\n",
+                reference->observed.outcome.c_str(),
+                reference->observed.accuracy, reference->observed.seconds,
+                broken.empty() ? "" : "; BROKEN: ",
+                absl::StrJoin(broken, "; ").c_str());
+    if (!broken.empty()) return 1;
+  }
+  double span = absl::GetFlag(FLAGS_span_s);
+  if (span <= 0) span = 0.6 * reference->observed.seconds;
+  Layout layout;
+  layout.full_disk = options.full_disk;
+  int violated = 0;
+  std::printf("\n%5s %-28s %8s %7s %9s %7s  %s\n", "seed", "outcome", "accuracy",
+              "seconds", "lost", "w.kills", "invariants");
+  for (uint64_t seed : ParseSeeds(absl::GetFlag(FLAGS_seeds))) {
+    const std::vector<Fault> faults =
+        MakeSchedule(seed, absl::GetFlag(FLAGS_faults), span, layout);
+    absl::StatusOr<Outcome> run = harness.Run(seed, faults);
+    if (!run.ok()) {
+      std::printf("%5llu could not start: %s\n",
+                  static_cast<unsigned long long>(seed),
+                  std::string(run.status().message()).c_str());
+      ++violated;
+      continue;
+    }
+    const Observed& o = run->observed;
+    const std::vector<std::string> broken = CheckInvariants(o, judge);
+    std::string outcome = o.outcome.substr(0, 28);
+    std::printf("%5llu %-28s %8.4f %7.1f %9llu %7d  %s\n",
+                static_cast<unsigned long long>(seed), outcome.c_str(),
+                o.accuracy, o.seconds,
+                static_cast<unsigned long long>(o.acked_pushes_lost),
+                o.worker_kills,
+                broken.empty() ? "held" : absl::StrJoin(broken, "; ").c_str());
+    for (const std::string& done : run->done) {
+      std::printf("        %s\n", done.c_str());
+    }
+    if (!broken.empty()) {
+      ++violated;
+      std::printf("        replay: bazel-bin/bench/chaos --seeds=%llu "
+                  "--faults=%d --span_s=%.2f --epochs=%d; run folder %s\n",
+                  static_cast<unsigned long long>(seed),
+                  absl::GetFlag(FLAGS_faults), span, options.epochs,
+                  run->run_dir.c_str());
+    }
+    std::fflush(stdout);
+  }
+  std::printf("\nchaos: %d run(s) broke an invariant\n", violated);
+  return violated == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace downpour::chaos
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "chaos [--seeds=1-10] [--faults=6] [--span_s=S] [--epochs=6] "
+      "[--tolerance=0.03]\n  Runs a real cluster through seeded random faults "
+      "(kill -9, SIGSTOP, a primary and its successor, a full checkpoint "
+      "disk) and checks the invariants of tests/chaos.h after each run.");
+  downpour::ParseFlags(argc, argv);
+  return downpour::chaos::Run();
+}

@@ -1,0 +1,665 @@
+// The chaos harness (see chaos.h): schedules, the run against the launcher,
+// and the invariants.
+#include "tests/chaos.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cmath>
+#include <filesystem>
+#include <random>
+#include <set>
+#include <tuple>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "common/config.h"
+#include "common/file_util.h"
+#include "common/status_macros.h"
+#include "common/subprocess.h"
+#include "deploy/run_dir_guard.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "membership/coordinator_client.h"
+#include "server/checkpoint.h"
+#include "tests/daemon_harness.h"
+
+namespace downpour::chaos {
+namespace {
+
+namespace fs = std::filesystem;
+
+const char* KindName(FaultKind kind) {
+  switch (kind) {
+    case FaultKind::kKill:
+      return "kill -9";
+    case FaultKind::kStop:
+      return "SIGSTOP";
+    case FaultKind::kDoubleKill:
+      return "double kill";
+    case FaultKind::kFullDisk:
+      return "full disk";
+  }
+  return "?";
+}
+
+// The tmpfs under the checkpoint folder: mounted in the launcher's own mount
+// namespace by this script, which copies what it holds to $2 when the
+// launcher ends (the tmpfs goes with the namespace).
+constexpr char kMountScript[] =
+    "ck=\"$1\"; save=\"$2\"; shift 2; "
+    "mount -t tmpfs -o size=64m downpour-chaos \"$ck\" || exit 97; "
+    "\"$@\"; rc=$?; cp -a \"$ck\"/. \"$save\"/ 2>/dev/null; exit $rc";
+
+std::string JobYaml(const Options& options, const std::string& checkpoints) {
+  const std::string data =
+      options.mnist_dir.empty()
+          ? std::string("data:\n  source: synthetic\n  train_examples: 6000\n"
+                        "  test_examples: 1000\n")
+          : absl::StrCat("data:\n  source: mnist\n  path: ", options.mnist_dir,
+                         "\n  train_examples: 6000\n  test_examples: 1000\n");
+  return absl::StrCat(
+      "cluster:\n  coordinator: 127.0.0.1:0\n"
+      "  ps: [127.0.0.1:0, 127.0.0.1:0]\n"
+      "  standby_ps: [127.0.0.1:0, 127.0.0.1:0]\n"
+      "  workers: [127.0.0.1:0, 127.0.0.1:0]\n"
+      "heartbeat:\n  interval_s: 0.2\n  timeout_s: 1\n"
+      "rpc:\n  deadline_s: 1\n  connect_timeout_s: 5\n",
+      data,
+      "model:\n  layers: [784, 64, 10]\n  block_size: 16384\n"
+      "optimizer:\n  type: adam\n  learning_rate: 0.001\n"
+      "training:\n  batch_size: 64\n  epochs: ", options.epochs,
+      "\n  eval_every_steps: 0\n"
+      "checkpoint:\n  dir: ", checkpoints, "\n  interval_s: 0.5\n"
+      "launcher:\n  max_restarts: 20\n  restart_backoff_s: 0.2\n");
+}
+
+// summary.json's fields, through protobuf's JSON parser.
+absl::Status ReadSummary(const std::string& path, Observed* observed,
+                         uint64_t* final_pushes) {
+  ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
+  google::protobuf::Struct summary;
+  const auto parsed = google::protobuf::util::JsonStringToMessage(text, &summary);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": ", parsed.message().as_string()));
+  }
+  const auto& f = summary.fields();
+  auto str = [&](const char* key) {
+    auto it = f.find(key);
+    return it == f.end() ? std::string() : it->second.string_value();
+  };
+  auto num = [&](const google::protobuf::Value& v) {
+    return v.kind_case() == google::protobuf::Value::kNumberValue
+               ? v.number_value()
+               : NAN;
+  };
+  observed->outcome = str("outcome");
+  observed->failure = str("failure");
+  if (auto it = f.find("accuracy"); it != f.end()) {
+    observed->accuracy = num(it->second);
+  }
+  if (auto it = f.find("interrupted"); it != f.end()) {
+    observed->interrupted = it->second.bool_value();
+  }
+  if (auto it = f.find("acked_pushes_lost"); it != f.end()) {
+    observed->acked_pushes_lost = static_cast<uint64_t>(num(it->second));
+  }
+  if (auto it = f.find("acked_loss_exact"); it != f.end()) {
+    observed->loss_exact = it->second.bool_value();
+  }
+  if (auto it = f.find("acked_pushes_lost_per_shard"); it != f.end()) {
+    for (const auto& [shard, lost] : it->second.struct_value().fields()) {
+      int s = 0;
+      if (absl::SimpleAtoi(shard, &s)) {
+        observed->lost_per_shard[s] = static_cast<uint64_t>(num(lost));
+      }
+    }
+  }
+  if (auto it = f.find("shard_recoveries"); it != f.end()) {
+    for (const auto& r : it->second.list_value().values()) {
+      const auto& rf = r.struct_value().fields();
+      auto shard = rf.find("shard");
+      auto source = rf.find("source");
+      if (shard == rf.end() || source == rf.end()) continue;
+      observed->recovery_sources[static_cast<int>(num(shard->second))]
+          .push_back(source->second.string_value());
+    }
+  }
+  *final_pushes = 0;
+  if (auto it = f.find("workers"); it != f.end()) {
+    for (const auto& w : it->second.list_value().values()) {
+      const auto& wf = w.struct_value().fields();
+      if (auto p = wf.find("pushes"); p != wf.end()) {
+        *final_pushes += static_cast<uint64_t>(num(p->second));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+// `program`'s path on $PATH (Subprocess does not search it), else `program`.
+std::string Which(const std::string& program) {
+  const char* path = std::getenv("PATH");
+  for (absl::string_view dir :
+       absl::StrSplit(path != nullptr ? path : "/usr/bin:/bin", ':')) {
+    const std::string candidate = absl::StrCat(dir, "/", program);
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return program;
+}
+
+// The launcher's argv prefix that mounts the checkpoint tmpfs (kMountScript).
+std::vector<std::string> MountPrefix(const std::string& checkpoints,
+                                     const std::string& saved) {
+  return {Which("unshare"), "--mount", "--propagation", "private", Which("sh"),
+          "-c", kMountScript, "chaos", checkpoints, saved};
+}
+
+// Fills the filesystem holding `dir` with one file; returns its path.
+absl::StatusOr<std::string> FillDisk(const std::string& dir) {
+  const std::string path = dir + "/chaos-filler";
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  if (fd < 0) return absl::UnavailableError(absl::StrCat("open ", path));
+  const std::string chunk(1 << 20, '\0');
+  while (::write(fd, chunk.data(), chunk.size()) > 0) {
+  }
+  // The last partial chunk: page by page until ENOSPC.
+  while (::write(fd, chunk.data(), 4096) > 0) {
+  }
+  ::close(fd);
+  return path;
+}
+
+// Every process the launcher's pid file named while the run went on.
+class DaemonsSeen {
+ public:
+  void Note(const std::string& run_dir) {
+    for (const PidEntry& e : ReadPidFile(run_dir)) {
+      seen_.emplace(e.pid, e.start_time, e.name);
+    }
+  }
+  // Those still running (same pid and start time) once `patience` is over.
+  std::vector<std::string> StillRunning(absl::Duration patience) const {
+    std::vector<std::string> left;
+    const absl::Time until = absl::Now() + patience;
+    do {
+      left.clear();
+      for (const auto& [pid, start, name] : seen_) {
+        absl::StatusOr<unsigned long long> now = ProcessStartTime(pid);
+        if (now.ok() && *now == start) {
+          left.push_back(absl::StrCat(name, " (pid ", pid, ")"));
+        }
+      }
+      if (left.empty()) break;
+      absl::SleepFor(absl::Milliseconds(200));
+    } while (absl::Now() < until);
+    return left;
+  }
+
+ private:
+  std::set<std::tuple<pid_t, unsigned long long, std::string>> seen_;
+};
+
+// Talks to the running cluster: its members, their pids and counters.
+class Cluster {
+ public:
+  explicit Cluster(std::string run_dir) : run_dir_(std::move(run_dir)) {}
+
+  absl::StatusOr<proto::ClusterStatusResponse> Status() {
+    absl::StatusOr<std::string> port = ReadFile(run_dir_ + "/coordinator.port");
+    if (!port.ok()) return port.status();
+    RpcSection rpc;
+    rpc.deadline_s = 1;
+    membership::CoordinatorClient client(
+        absl::StrCat("127.0.0.1:", absl::StripAsciiWhitespace(*port)), rpc,
+        "chaos");
+    return client.ClusterStatus();
+  }
+
+  // The member's address: a shard's server for "ps", else role and index.
+  std::string Address(const std::string& role, int index) {
+    if (role == "coordinator") {
+      absl::StatusOr<std::string> port = ReadFile(run_dir_ + "/coordinator.port");
+      return port.ok() ? absl::StrCat("127.0.0.1:",
+                                      absl::StripAsciiWhitespace(*port))
+                       : "";
+    }
+    absl::StatusOr<proto::ClusterStatusResponse> status = Status();
+    if (!status.ok()) return "";
+    for (const auto& m : status->members()) {
+      if (m.role() == role && m.index() == index && m.alive()) return m.address();
+    }
+    return "";
+  }
+
+  // The daemon serving `address` (its Status), within 2 s.
+  absl::StatusOr<proto::GetStatusResponse> DaemonAt(const std::string& address) {
+    if (address.empty()) return absl::NotFoundError("no such member now");
+    return testing::DaemonStatus(address, absl::Seconds(2));
+  }
+
+  // The daemon in that place now, asked again for up to 5 s (a coordinator
+  // being restarted, a member re-registering).
+  absl::StatusOr<proto::GetStatusResponse> Member(const std::string& role,
+                                                  int index) {
+    const absl::Time until = absl::Now() + absl::Seconds(5);
+    absl::StatusOr<proto::GetStatusResponse> s;
+    do {
+      s = DaemonAt(Address(role, index));
+      if (s.ok() && s->pid() != 0) return s;
+      absl::SleepFor(absl::Milliseconds(100));
+    } while (absl::Now() < until);
+    return s.ok() ? absl::NotFoundError("no pid") : s.status();
+  }
+
+  bool TrainingAndBackedUp(int shards, int workers) {
+    absl::StatusOr<proto::ClusterStatusResponse> status = Status();
+    if (!status.ok()) return false;
+    int trained = 0, backed = 0;
+    for (const auto& m : status->members()) {
+      if (m.role() == "worker" && m.report().step() >= 20) ++trained;
+      if (m.role() == "ps" && m.report().replicated()) ++backed;
+    }
+    return trained == workers && backed == shards;
+  }
+
+ private:
+  const std::string run_dir_;
+};
+
+}  // namespace
+
+std::string Describe(const Fault& fault) {
+  std::string what = absl::StrFormat("%6.2f s: %s", fault.at_s, KindName(fault.kind));
+  switch (fault.kind) {
+    case FaultKind::kKill:
+    case FaultKind::kStop:
+      absl::StrAppend(&what, " ", fault.role);
+      if (fault.role != "coordinator") absl::StrAppend(&what, " ", fault.index);
+      if (fault.role == "ps") absl::StrAppend(&what, " (the shard's server)");
+      if (fault.kind == FaultKind::kStop) {
+        absl::StrAppendFormat(&what, " for %.2f s", fault.duration_s);
+      }
+      break;
+    case FaultKind::kDoubleKill:
+      absl::StrAppendFormat(&what,
+                            " shard %d: its server, then its successor %.2f s "
+                            "after the take-over",
+                            fault.index, fault.duration_s);
+      break;
+    case FaultKind::kFullDisk:
+      absl::StrAppendFormat(&what, " under the checkpoints for %.2f s",
+                            fault.duration_s);
+      break;
+  }
+  return what;
+}
+
+std::vector<Fault> MakeSchedule(uint64_t seed, int count, double span_s,
+                                const Layout& layout) {
+  std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + 1);
+  auto uniform = [&](double lo, double hi) {
+    return std::uniform_real_distribution<double>(lo, hi)(rng);
+  };
+  auto pick = [&](int n) {
+    return static_cast<int>(std::uniform_int_distribution<int>(0, n - 1)(rng));
+  };
+  // A daemon of any kind, weighted towards the ones that hold the model.
+  auto target = [&](Fault* f) {
+    const int r = pick(10);
+    if (r < 4) {
+      f->role = "ps", f->index = pick(layout.shards);
+    } else if (r < 6) {
+      f->role = "standby", f->index = pick(layout.standbys);
+    } else if (r < 9) {
+      f->role = "worker", f->index = pick(layout.workers);
+    } else {
+      f->role = "coordinator", f->index = 0;
+    }
+  };
+  std::vector<Fault> faults;
+  for (int i = 0; i < count; ++i) {
+    Fault f;
+    f.at_s = uniform(0, span_s);
+    const int kind = pick(layout.full_disk ? 20 : 17);
+    if (kind < 7) {
+      f.kind = FaultKind::kKill;
+      target(&f);
+    } else if (kind < 13) {
+      f.kind = FaultKind::kStop;
+      target(&f);
+      // Some shorter than the heartbeat timeout (1 s), some longer: a member
+      // declared dead that wakes up again.
+      f.duration_s = uniform(0.2, 3.0);
+    } else if (kind < 17) {
+      f.kind = FaultKind::kDoubleKill;
+      f.role = "ps";
+      f.index = pick(layout.shards);
+      f.duration_s = uniform(0.0, 1.0);
+    } else {
+      f.kind = FaultKind::kFullDisk;
+      f.duration_s = uniform(0.5, 4.0);
+    }
+    faults.push_back(f);
+  }
+  std::sort(faults.begin(), faults.end(),
+            [](const Fault& a, const Fault& b) { return a.at_s < b.at_s; });
+  return faults;
+}
+
+std::vector<std::string> CheckInvariants(const Observed& o, const Judge& judge) {
+  std::vector<std::string> v;
+  if (!o.ended) {
+    v.push_back(absl::StrFormat("hang: the launcher had not ended after %.0f s",
+                                o.seconds));
+  }
+  for (const std::string& daemon : o.left_behind) {
+    v.push_back(absl::StrCat("left behind: ", daemon, " still runs"));
+  }
+  if (!o.ended) return v;
+  if (o.outcome.empty()) {
+    v.push_back(absl::StrCat("no summary.json (exit status ", o.exit_status, ")"));
+    return v;
+  }
+  if (o.interrupted) v.push_back("the run says it was interrupted");
+  const bool succeeded = absl::StartsWith(o.outcome, "succeeded");
+  if (!succeeded) {
+    if (o.failure.empty()) {
+      v.push_back(absl::StrCat("outcome \"", o.outcome, "\" without a reason"));
+    }
+    if (o.exit_status == 0) {
+      v.push_back(absl::StrCat("outcome \"", o.outcome, "\" but exit status 0"));
+    }
+    return v;  // a loud failure: nothing more to hold it to
+  }
+  if (o.exit_status != 0) {
+    v.push_back(absl::StrCat("outcome \"", o.outcome, "\" but exit status ",
+                             o.exit_status));
+  }
+  if (!(o.accuracy >= judge.reference_accuracy - judge.tolerance)) {
+    v.push_back(absl::StrFormat(
+        "\"%s\" on a ruined model: accuracy %.4f, undisturbed %.4f "
+        "(tolerance %.3f)",
+        o.outcome, o.accuracy, judge.reference_accuracy, judge.tolerance));
+  }
+  if (!o.checkpoint_error.empty()) {
+    v.push_back(absl::StrCat("final checkpoints unreadable: ", o.checkpoint_error));
+    return v;
+  }
+  const uint64_t acked = o.acked_pushes;
+  const uint64_t slack =
+      static_cast<uint64_t>(o.worker_kills) * judge.slack_per_worker_kill;
+  for (const auto& [shard, versions] : o.versions) {
+    if (versions.empty()) continue;
+    const uint64_t held = versions[0];
+    for (uint64_t x : versions) {
+      if (x != held) {
+        v.push_back(absl::StrCat("shard ", shard,
+                                 ": blocks at different versions (", held,
+                                 " and ", x, "): a push applied in part"));
+        break;
+      }
+    }
+    auto it = o.lost_per_shard.find(shard);
+    const uint64_t reported = it == o.lost_per_shard.end() ? 0 : it->second;
+    if (held > acked + slack) {
+      v.push_back(absl::StrCat("shard ", shard, ": holds ", held,
+                               " updates per block, more than the ", acked,
+                               " acknowledged pushes (+", slack,
+                               " unacknowledged at worker kills): a push "
+                               "applied twice"));
+    }
+    // A loss the summary gives as "at least" (a worker process that had
+    // pushed was killed: its pushes lost with the shard leave no gap to
+    // count) may fall short; an exact one may not.
+    if (held + reported < acked && o.loss_exact) {
+      v.push_back(absl::StrCat(
+          "shard ", shard, ": ", acked - held,
+          " acknowledged pushes missing from the final model, ", reported,
+          " reported lost"));
+    }
+    if (reported > 0) {
+      const auto& sources = o.recovery_sources.count(shard)
+                                ? o.recovery_sources.at(shard)
+                                : std::vector<std::string>();
+      if (std::find(sources.begin(), sources.end(), "checkpoint") ==
+          sources.end()) {
+        v.push_back(absl::StrCat("shard ", shard, ": ", reported,
+                                 " acknowledged pushes lost although every "
+                                 "recovery came from a backup"));
+      }
+    }
+  }
+  if (o.versions.empty()) v.push_back("no shard's final checkpoint was found");
+  return v;
+}
+
+std::string CanMountTmpfs() {
+  char dir_template[] = "/tmp/chaos_mount.XXXXXX";
+  const char* dir = mkdtemp(dir_template);
+  if (dir == nullptr) return "mkdtemp failed";
+  std::vector<std::string> argv = MountPrefix(dir, dir);
+  argv.push_back(Which("true"));
+  auto probe = Subprocess::Start("mount probe", argv, std::string(dir) + ".log");
+  std::string why;
+  if (!probe.ok()) {
+    why = std::string(probe.status().message());
+  } else if (std::optional<int> rc = (*probe)->Wait(absl::Seconds(20));
+             rc != 0) {
+    why = absl::StrCat("unshare --mount with a tmpfs failed (exit ",
+                       rc.value_or(-1), "): ", (*probe)->LogTail(3));
+  }
+  std::error_code ignored;
+  fs::remove_all(dir, ignored);
+  fs::remove(std::string(dir) + ".log", ignored);
+  return why;
+}
+
+absl::StatusOr<Outcome> Harness::Run(uint64_t seed,
+                                     const std::vector<Fault>& faults) {
+  Outcome out;
+  const std::string dir = absl::StrCat(options_.work_dir, "/seed-", seed,
+                                       faults.empty() ? "-undisturbed" : "");
+  std::error_code ignored;
+  fs::remove_all(dir, ignored);
+  const std::string checkpoints = dir + "/checkpoints";
+  const std::string saved = dir + "/checkpoints-final";
+  fs::create_directories(checkpoints);
+  fs::create_directories(saved);
+  out.run_dir = dir + "/run";
+  const std::string config = dir + "/job.yaml";
+  RETURN_IF_ERROR(WriteFileAtomically(config, JobYaml(options_, checkpoints)));
+  std::vector<std::string> argv;
+  if (options_.full_disk) argv = MountPrefix(checkpoints, saved);
+  for (const std::string& a :
+       {options_.bin_dir + "/deploy/launcher", std::string("--config"), config,
+        std::string("--run_dir"), out.run_dir, std::string("--bin_dir"),
+        options_.bin_dir, std::string("--progress_s"), std::string("2")}) {
+    argv.push_back(a);
+  }
+  Subprocess::Options process;
+  process.own_process_group = true;
+  ASSIGN_OR_RETURN(std::unique_ptr<Subprocess> launcher,
+                   Subprocess::Start("launcher", argv, dir + "/launcher.log",
+                                     process));
+  const absl::Time start = absl::Now();
+  const absl::Time bound = start + options_.bound;
+  DaemonsSeen seen;
+  Cluster cluster(out.run_dir);
+  Observed& o = out.observed;
+  // Polls the pid file while waiting; false when the launcher ended.
+  auto wait = [&](absl::Duration d) {
+    const absl::Time until = std::min(absl::Now() + d, bound);
+    while (absl::Now() < until) {
+      seen.Note(out.run_dir);
+      if (launcher->Poll().has_value()) return false;
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    return !launcher->Poll().has_value();
+  };
+  // Training, every shard backed up.
+  bool ready = false;
+  while (!ready && wait(absl::Milliseconds(200)) && absl::Now() < bound) {
+    ready = cluster.TrainingAndBackedUp(2, 2);
+  }
+  if (!ready && !faults.empty()) {
+    out.done.push_back("the cluster never trained with every shard backed up");
+  }
+  const absl::Time t0 = absl::Now();
+  std::vector<pid_t> stopped;
+  std::string filler;
+  absl::Time unstop = absl::InfiniteFuture(), unfill = absl::InfiniteFuture();
+  // Ends faults whose time is up.
+  auto settle = [&](bool all) {
+    const absl::Time now = absl::Now();
+    if (!stopped.empty() && (all || now >= unstop)) {
+      for (pid_t pid : stopped) ::kill(pid, SIGCONT);
+      stopped.clear();
+      unstop = absl::InfiniteFuture();
+    }
+    if (!filler.empty() && (all || now >= unfill)) {
+      fs::remove(filler, ignored);
+      filler.clear();
+      unfill = absl::InfiniteFuture();
+    }
+  };
+  // SIGKILLs the daemon `s` names; for a worker, first reads its pushes.
+  auto kill = [&](const std::string& role,
+                  const absl::StatusOr<proto::GetStatusResponse>& s,
+                  std::string* note) {
+    if (!s.ok() || s->pid() == 0) {
+      absl::StrAppend(note, " skipped: nobody answers there");
+      return false;
+    }
+    if (role == "worker") {
+      auto it = s->counters().find("pushes");
+      const double rpcs = it == s->counters().end() ? 0 : it->second;
+      o.acked_pushes += static_cast<uint64_t>(rpcs) / 2;  // one RPC per shard
+      ++o.worker_kills;
+    }
+    ::kill(static_cast<pid_t>(s->pid()), SIGKILL);
+    absl::StrAppend(note, " pid ", s->pid());
+    return true;
+  };
+  for (const Fault& f : faults) {
+    if (!ready) break;
+    // Wait for its time, ending earlier faults on theirs.
+    while (absl::Now() < t0 + absl::Seconds(f.at_s)) {
+      settle(false);
+      if (!wait(absl::Milliseconds(20))) break;
+    }
+    if (launcher->Poll().has_value() || absl::Now() >= bound) break;
+    settle(false);
+    std::string note = Describe(f) + ":";
+    switch (f.kind) {
+      case FaultKind::kKill:
+        kill(f.role, cluster.Member(f.role, f.index), &note);
+        break;
+      case FaultKind::kStop: {
+        absl::StatusOr<proto::GetStatusResponse> s =
+            cluster.Member(f.role, f.index);
+        if (!s.ok() || s->pid() == 0) {
+          absl::StrAppend(&note, " skipped: nobody answers there");
+          break;
+        }
+        ::kill(static_cast<pid_t>(s->pid()), SIGSTOP);
+        stopped.push_back(static_cast<pid_t>(s->pid()));
+        unstop = std::min(unstop, absl::Now() + absl::Seconds(f.duration_s));
+        absl::StrAppend(&note, " pid ", s->pid());
+        break;
+      }
+      case FaultKind::kDoubleKill: {
+        absl::StatusOr<proto::GetStatusResponse> primary =
+            cluster.Member("ps", f.index);
+        const std::string first = cluster.Address("ps", f.index);
+        if (!kill("ps", primary, &note)) break;
+        // Whoever takes the shard over, killed soon after.
+        std::string second;
+        const absl::Time until = absl::Now() + absl::Seconds(15);
+        while (absl::Now() < until && wait(absl::Milliseconds(50))) {
+          settle(false);
+          second = cluster.Address("ps", f.index);
+          if (!second.empty() && second != first &&
+              cluster.DaemonAt(second).ok()) {
+            break;
+          }
+          second.clear();
+        }
+        if (second.empty()) {
+          absl::StrAppend(&note, "; nobody took the shard over within 15 s");
+          break;
+        }
+        wait(absl::Seconds(f.duration_s));
+        absl::StrAppend(&note, "; then");
+        kill("ps", cluster.DaemonAt(second), &note);
+        break;
+      }
+      case FaultKind::kFullDisk: {
+        if (!options_.full_disk || !filler.empty()) {
+          absl::StrAppend(&note, " skipped: ",
+                          filler.empty() ? "no tmpfs" : "already full");
+          break;
+        }
+        absl::StatusOr<std::string> path = FillDisk(
+            absl::StrCat("/proc/", launcher->pid(), "/root", checkpoints));
+        if (!path.ok()) {
+          absl::StrAppend(&note, " skipped: ", path.status().message());
+          break;
+        }
+        filler = *path;
+        unfill = absl::Now() + absl::Seconds(f.duration_s);
+        break;
+      }
+    }
+    out.done.push_back(note);
+  }
+  // The rest of the faults' time, then the job's end.
+  while (!stopped.empty() || !filler.empty()) {
+    settle(false);
+    if (!wait(absl::Milliseconds(20))) break;
+  }
+  settle(true);
+  while (wait(absl::Milliseconds(200))) {
+  }
+  o.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  if (std::optional<int> rc = launcher->Poll()) {
+    o.ended = true;
+    o.exit_status = *rc;
+  } else {
+    launcher->Stop(absl::Seconds(20));
+  }
+  seen.Note(out.run_dir);
+  o.left_behind = seen.StillRunning(absl::Seconds(15));
+  uint64_t final_pushes = 0;
+  if (absl::Status read = ReadSummary(out.run_dir + "/summary.json", &o,
+                                      &final_pushes);
+      !read.ok()) {
+    o.outcome.clear();
+  }
+  o.acked_pushes += final_pushes;
+  const std::string final_dir = options_.full_disk ? saved : checkpoints;
+  for (int shard = 0; shard < 2; ++shard) {
+    absl::StatusOr<server::Checkpoint> c =
+        server::ReadNewestCheckpoint(final_dir, shard);
+    if (!c.ok()) {
+      absl::StrAppend(&o.checkpoint_error, o.checkpoint_error.empty() ? "" : "; ",
+                      c.status().message());
+      continue;
+    }
+    std::vector<uint64_t>& versions = o.versions[shard];
+    for (const auto& b : c->blocks) versions.push_back(b.version);
+  }
+  return out;
+}
+
+}  // namespace downpour::chaos

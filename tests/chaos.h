@@ -1,0 +1,153 @@
+// The chaos harness: a seeded random schedule of faults against a real
+// cluster run by the launcher (2 shards replicated to 2 standbys, 2 workers,
+// checkpoints), and the invariants every run must keep, judged at its end
+// from what a user can see (summary.json, the final checkpoints, the
+// processes left) and printed with the seed so a failure can be replayed.
+//
+//   chaos::Harness harness(options);             // bin_dir, work_dir, ...
+//   absl::StatusOr<chaos::Outcome> reference = harness.Run(seed, {});
+//   std::vector<chaos::Fault> faults = chaos::MakeSchedule(seed, 6, 12, layout);
+//   chaos::Outcome run = harness.Run(seed, faults);
+//   for (const std::string& v : chaos::CheckInvariants(run.observed, judge)) ...
+//
+// Faults: kill -9 of any daemon (the launcher restarts it), SIGSTOP/SIGCONT
+// of any daemon (the coordinator, a shard's primary, a standby, a worker), a
+// shard's primary and then whoever took it over killed close together, and
+// a full disk under the checkpoint folder (a tmpfs of the launcher's own
+// mount namespace, filled and freed again). tests/chaos_test runs a short
+// schedule; tests/chaos_main.cc (bazel run //tests:chaos) the long one.
+// docs/OPERATIONS.md says how to replay a seed.
+#ifndef DOWNPOUR_TESTS_CHAOS_H_
+#define DOWNPOUR_TESTS_CHAOS_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace downpour::chaos {
+
+enum class FaultKind {
+  kKill,        // SIGKILL; the launcher restarts the daemon
+  kStop,        // SIGSTOP, SIGCONT after duration_s
+  kDoubleKill,  // SIGKILL a shard's primary, then its successor
+  kFullDisk,    // the checkpoint folder's filesystem full for duration_s
+};
+
+struct Fault {
+  double at_s = 0;  // seconds after the cluster was training and backed up
+  FaultKind kind = FaultKind::kKill;
+  // "ps" (whoever serves shard `index` now), "standby" (configured standby
+  // `index`), "worker", "coordinator"; "" for a full disk.
+  std::string role;
+  int index = 0;
+  // kStop: seconds stopped; kFullDisk: seconds full; kDoubleKill: seconds
+  // between the successor's take-over and its kill.
+  double duration_s = 0;
+};
+
+// "3.20 s: kill -9 ps 1 (the shard's server)".
+std::string Describe(const Fault& fault);
+
+struct Layout {
+  int shards = 2;
+  int standbys = 2;
+  int workers = 2;
+  bool full_disk = true;  // a tmpfs can be mounted (CanMountTmpfs)
+};
+
+// `count` faults at times drawn over [0, span_s), sorted; the same seed and
+// arguments give the same schedule.
+std::vector<Fault> MakeSchedule(uint64_t seed, int count, double span_s,
+                                const Layout& layout);
+
+// What a run left behind to judge.
+struct Observed {
+  bool ended = false;  // the launcher exited within the bound
+  int exit_status = -1;
+  double seconds = 0;  // launch to exit
+  std::vector<std::string> left_behind;  // "ps 1 (pid 123)": alive after
+  // summary.json: empty outcome when it could not be read.
+  std::string outcome;  // "succeeded", "succeeded with loss: ...", "failed: ..."
+  std::string failure;
+  double accuracy = 0;
+  bool interrupted = false;
+  uint64_t acked_pushes_lost = 0;  // reported, all shards
+  bool loss_exact = true;
+  std::map<int, uint64_t> lost_per_shard;  // reported
+  // Per shard, the sources of its recoveries ("replica", "checkpoint").
+  std::map<int, std::vector<std::string>> recovery_sources;
+  // Whole pushes acknowledged: the workers' last incarnations' (summary.json)
+  // plus, for each worker killed, its pushes read just before the kill.
+  uint64_t acked_pushes = 0;
+  int worker_kills = 0;
+  // Per shard, every block's version in its last checkpoint (updates held).
+  std::map<int, std::vector<uint64_t>> versions;
+  std::string checkpoint_error;  // why versions are missing
+};
+
+struct Judge {
+  double reference_accuracy = 0;  // the undisturbed run's
+  double tolerance = 0.03;        // accuracy may fall this far below it
+  // A killed worker may have had this many pushes applied but not yet
+  // acknowledged, plus one acknowledged between the harness's read of its
+  // counter and the kill.
+  int slack_per_worker_kill = 2;
+};
+
+// Every invariant the run broke, one line each (empty: none):
+//  - the launcher ended within the bound, and left no daemon running;
+//  - it wrote summary.json, and was not interrupted;
+//  - "succeeded" only with accuracy within tolerance of the undisturbed run
+//    and exit status 0; "failed" only with a reason and a non-zero exit;
+//  - on a run that succeeded: per shard, every block at one version; no
+//    acknowledged push applied twice (version <= acknowledged + slack); every
+//    acknowledged push the model misses is counted in the reported loss
+//    (unless the summary gives the loss as a lower bound, "at least": a
+//    killed worker process's pushes lost with a shard leave no gap to count);
+//    and
+//    a loss is reported only for a shard recovered from a checkpoint (no
+//    backup), never where every recovery came from a replica.
+std::vector<std::string> CheckInvariants(const Observed& observed,
+                                         const Judge& judge);
+
+struct Options {
+  std::string bin_dir;   // holds deploy/launcher, server/ps_server, ...
+  std::string work_dir;  // a folder per run is made under it
+  std::string mnist_dir;  // "" = synthetic digits
+  int epochs = 40;  // over 6000 examples: about 10 s undisturbed here
+  // The launcher must end within this; past it the run is a hang.
+  absl::Duration bound = absl::Minutes(4);
+  bool full_disk = true;  // mount the checkpoint tmpfs (see CanMountTmpfs)
+};
+
+// "" when this process may mount a tmpfs in a mount namespace of its own
+// (root, or unprivileged user namespaces), else why not.
+std::string CanMountTmpfs();
+
+struct Outcome {
+  Observed observed;
+  std::vector<std::string> done;  // the faults as carried out, or skipped
+  std::string run_dir;
+};
+
+class Harness {
+ public:
+  explicit Harness(Options options) : options_(std::move(options)) {}
+
+  // Launches the job (seeded with `seed`), waits until it trains with every
+  // shard backed up, carries out `faults` on their schedule, waits for the
+  // launcher to end (or the bound), and gathers what Observed holds.
+  // An error only when the run could not be started at all.
+  absl::StatusOr<Outcome> Run(uint64_t seed, const std::vector<Fault>& faults);
+
+ private:
+  Options options_;
+};
+
+}  // namespace downpour::chaos
+
+#endif  // DOWNPOUR_TESTS_CHAOS_H_
