@@ -560,8 +560,8 @@ absl::Status ClusterSupervisor::Watch() {
 // would not know. So the ps are stopped once every shard has a live server
 // and every take-over has settled (its new server reported as the shard's),
 // within a bound.
-void ClusterSupervisor::AwaitShardsServed() {
-  if (coordinator_address_.empty() || config_.cluster.ps.empty()) return;
+bool ClusterSupervisor::AwaitShardsServed() {
+  if (coordinator_address_.empty() || config_.cluster.ps.empty()) return false;
   RpcSection rpc;
   rpc.deadline_s = 1;
   membership::CoordinatorClient client(coordinator_address_, rpc, "launcher");
@@ -598,7 +598,7 @@ void ClusterSupervisor::AwaitShardsServed() {
         }
       }
     }
-    if (waiting.empty()) return;
+    if (waiting.empty()) return true;
     if (poll >= polls) break;
     if (!said) {
       progress_->Event(absl::StrFormat(
@@ -612,6 +612,7 @@ void ClusterSupervisor::AwaitShardsServed() {
       "[%6.1f s] stopping the ps without %s: acknowledged pushes held only by "
       "a backup's replica may be lost",
       elapsed_seconds(), waiting));
+  return false;
 }
 
 void ClusterSupervisor::Stop(const std::function<void()>& before_coordinator) {
@@ -638,7 +639,36 @@ void ClusterSupervisor::Stop(const std::function<void()>& before_coordinator) {
     }
   };
   stop(workers_, absl::Seconds(15));
-  AwaitShardsServed();
+  if (AwaitShardsServed()) {
+    // A ps or standby that died as the job ended (its exit not seen while
+    // the workers ran) is a fault the job survived when its shard has a
+    // live server now: listed, not a failure.
+    for (auto* group : {&ps_, &standbys_}) {
+      for (Slot& slot : *group) {
+        if (slot.process == nullptr || slot.down) continue;
+        const std::optional<int> status = slot.process->Poll();
+        if (!status.has_value() || *status == 0 || *status == kExitReplaced) {
+          continue;
+        }
+        DaemonExit exit;
+        exit.status = *status;
+        exit.signal = slot.process->term_signal();
+        FaultRecord fault;
+        fault.time_s = elapsed_seconds();
+        fault.daemon = slot.name;
+        fault.what = DescribeExit(exit);
+        fault.exit_status = exit.status;
+        fault.signal = exit.signal;
+        fault.action = "left down";
+        fault.reason = "the job was ending; every shard has a live server";
+        progress_->Event(absl::StrFormat("[%6.1f s] %s %s as the job ended; "
+                                         "every shard has a live server",
+                                         fault.time_s, slot.name, fault.what));
+        faults_.push_back(std::move(fault));
+        slot.down = true;
+      }
+    }
+  }
   // Standbys that took a shard over write its final checkpoint like a ps.
   stop(standbys_, absl::Seconds(15));
   stop(ps_, absl::Seconds(15));

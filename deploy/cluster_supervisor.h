@@ -100,8 +100,9 @@ class ClusterSupervisor {
 
  private:
   // Stop's wait, between the workers and the ps, for every shard to have a
-  // live server and every take-over to have settled (bounded).
-  void AwaitShardsServed();
+  // live server and every take-over to have settled (bounded); true when
+  // they did.
+  bool AwaitShardsServed();
   class Progress;
   // One daemon of the job and what restarting it takes.
   struct Slot {

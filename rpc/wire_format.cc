@@ -369,6 +369,18 @@ void SendPins::WaitReleased() {
       +[](int64_t* pinned) { return *pinned == 0; }, &pinned_));
 }
 
+bool SendPins::WaitReleased(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  return mu_.AwaitWithTimeout(
+      absl::Condition(+[](int64_t* pinned) { return *pinned == 0; }, &pinned_),
+      timeout);
+}
+
+int64_t SendPins::pinned() {
+  absl::MutexLock lock(&mu_);
+  return pinned_;
+}
+
 grpc::ByteBuffer SerializePush(const PushView& push, SendPins* pins) {
   std::vector<grpc::Slice> slices;
   std::string head(6 * (1 + kMaxVarint), '\0');

@@ -30,6 +30,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/push_view.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/slice.h"
@@ -50,6 +51,10 @@ class SendPins {
   grpc::Slice Pin(const char* data, size_t size) ABSL_LOCKS_EXCLUDED(mu_);
   // Blocks until every slice Pin made has been released by gRPC.
   void WaitReleased() ABSL_LOCKS_EXCLUDED(mu_);
+  // The same for at most `timeout`; false when slices are still held.
+  bool WaitReleased(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
+  // Slices not released yet.
+  int64_t pinned() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   static void Release(void* self);

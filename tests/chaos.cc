@@ -505,7 +505,7 @@ absl::StatusOr<Outcome> Harness::Run(uint64_t seed,
       if (launcher->Poll().has_value()) return false;
       absl::SleepFor(absl::Milliseconds(50));
     }
-    return !launcher->Poll().has_value();
+    return !launcher->Poll().has_value() && absl::Now() < bound;
   };
   // Training, every shard backed up.
   bool ready = false;

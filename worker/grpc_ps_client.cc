@@ -98,7 +98,7 @@ struct GrpcPsClient::PushCall {
   std::vector<std::shared_ptr<const ShardLink>> shards;
   std::vector<std::unique_ptr<PushRequestState>> requests;
   std::vector<StalenessHistogram> staleness;  // per shard
-  wire::SendPins pins;
+  std::unique_ptr<wire::SendPins> pins = std::make_unique<wire::SendPins>();
   // Guarded by the client's mu_.
   int outstanding = 0;
   int failures = 0;
@@ -626,10 +626,23 @@ absl::Status GrpcPsClient::SendPush(
     }
     window_moved_.SignalAll();
   }
-  for (auto& r : call.requests) {
-    r->request.Clear();
+  // The requests' contexts hold their gRPC calls, and a call that failed
+  // before its message was written (a peer that died or stopped, a deadline
+  // hit while connecting) keeps the message's slices until the call is
+  // destroyed: so the requests go first, then the pins are awaited.
+  call.requests.clear();
+  // grad may change once we return. Bounded: should gRPC keep a slice past
+  // its call (never seen once the calls are gone), the pins are left to it
+  // rather than the worker hanging.
+  if (!call.pins->WaitReleased(absl::Seconds(10))) {
+    SPDLOG_LOGGER_WARN(Log(Logger::kWorker),
+                       "worker {}: gRPC still holds {} buffers of a push "
+                       "whose calls all ended, 10 s on; leaving them to it "
+                       "and going on",
+                       worker_id_, call.pins->pinned());
+    counters_->Add("push_pins_abandoned", 1);
+    call.pins.release();  // a late release must find it (a small leak)
   }
-  call.pins.WaitReleased();  // grad may change once we return
   if (!status.ok()) return status;
   {
     absl::MutexLock lock(&mu_);
@@ -705,7 +718,7 @@ bool GrpcPsClient::StartRequest(PushCall* call, size_t r) {
                    call->epoch, worker_id_, request->sequence, call->clock,
                    push_key_.load(), encoding_, &request->encoded);
   view.sparse = request->sparse;
-  request->request = wire::SerializePush(view, &call->pins);
+  request->request = wire::SerializePush(view, call->pins.get());
   request->context.set_deadline(DeadlineIn(rpc_.deadline_s));
   call->shards[request->shard]->stub->UnaryCall(
       &request->context, kPushMethod, grpc::StubOptions(), &request->request,
@@ -796,7 +809,8 @@ absl::Status GrpcPsClient::RetryFailedPushes(PushCall* call) {
                            epoch, worker_id_, request->sequence, call->clock,
                            push_key_.load(), encoding_, &request->encoded);
           view.sparse = request->sparse;
-          const grpc::ByteBuffer bytes = wire::SerializePush(view, &call->pins);
+          const grpc::ByteBuffer bytes =
+              wire::SerializePush(view, call->pins.get());
           request->reply.Clear();
           return shard.Call(kPushMethod, rpc_.deadline_s, bytes, &request->reply);
         },
