@@ -159,6 +159,10 @@ void Counters::RecordLatency(const std::string& name, double seconds) {
   RotateLatency(latency, now);
   latency.current.Record(seconds);
   ++latency.total;
+  latency.since_start[std::lower_bound(kLatencyBucketBounds.begin(),
+                                       kLatencyBucketBounds.end(), seconds) -
+                      kLatencyBucketBounds.begin()]++;
+  latency.total_s += seconds;
 }
 
 std::map<std::string, double> Counters::Snapshot() const {
@@ -221,6 +225,9 @@ std::vector<LatencySummary> Counters::Latencies() const {
     summary.name = name;
     summary.count = both.count();
     summary.total_count = latency.total;
+    summary.buckets.assign(latency.since_start.begin(),
+                           latency.since_start.end());
+    summary.total_s = latency.total_s;
     if (both.count() > 0) {
       summary.mean_s = both.sum() / both.count();
       summary.p50_s = both.Quantile(0.5);

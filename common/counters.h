@@ -29,6 +29,13 @@
 namespace downpour {
 
 // Latency of one kind of call over the recent window (see Counters::Latencies).
+// The upper bounds (seconds) of the since-start latency buckets Counters
+// keeps per kind of call, for a Prometheus histogram: 100 us to 10 s; a last
+// bucket holds the calls above 10 s.
+inline constexpr std::array<double, 16> kLatencyBucketBounds = {
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+    0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,     10};
+
 struct LatencySummary {
   std::string name;
   uint64_t count = 0;        // calls in the window
@@ -38,6 +45,10 @@ struct LatencySummary {
   double p90_s = 0;
   double p99_s = 0;
   double max_s = 0;
+  // Since start: calls per kLatencyBucketBounds bucket (at most that bound,
+  // above the one before), then those above the last; their summed seconds.
+  std::vector<uint64_t> buckets;
+  double total_s = 0;
 };
 
 // Log-bucketed histogram of durations: buckets grow by 2^(1/4) from 1 us, so a
@@ -187,6 +198,9 @@ class Counters {
     LatencyHistogram previous;
     absl::Time current_start;
     uint64_t total = 0;
+    // Since start, for LatencySummary::buckets and total_s.
+    std::array<uint64_t, kLatencyBucketBounds.size() + 1> since_start{};
+    double total_s = 0;
   };
 
   void RotateLatency(Latency& latency, absl::Time now) const

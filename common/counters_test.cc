@@ -210,6 +210,18 @@ TEST(CountersTest, LatenciesCoverTheLastWindows) {
   EXPECT_EQ(l[0].count, 0u);
   EXPECT_EQ(l[0].total_count, 200u);
   EXPECT_EQ(l[0].p99_s, 0);
+  // The since-start buckets keep every call: 100 at <= 1 ms, 100 at <= 100
+  // ms; one at <= 0.5 s.
+  ASSERT_EQ(l[0].buckets.size(), kLatencyBucketBounds.size() + 1);
+  EXPECT_EQ(l[0].buckets[3], 100u);  // 1 ms: at most 0.001
+  EXPECT_EQ(l[0].buckets[9], 100u);  // 100 ms: at most 0.1
+  uint64_t all = 0;
+  for (uint64_t n : l[0].buckets) all += n;
+  EXPECT_EQ(all, 200u);
+  EXPECT_NEAR(l[0].total_s, 100 * 0.101, 1e-9);
+  EXPECT_EQ(l[1].buckets[11], 1u);  // 0.5 s
+  c.RecordLatency("served:Push", 60);
+  EXPECT_EQ(c.Latencies()[1].buckets.back(), 1u);  // above 10 s
 }
 
 }  // namespace

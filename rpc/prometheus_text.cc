@@ -171,6 +171,25 @@ std::string PrometheusText(const proto::GetStatusResponse& s) {
                static_cast<double>(l.total_count()),
                absl::StrCat("call=\"", Escape(l.name()), "\""));
     }
+    w.Family("downpour_rpc_duration_seconds", "histogram",
+             "RPC latency since start (served:... and called:...).");
+    for (const proto::RpcLatency& l : s.latencies()) {
+      if (l.bucket_counts_size() != kLatencyBucketBounds.size() + 1) continue;
+      const std::string call = absl::StrCat("call=\"", Escape(l.name()), "\"");
+      uint64_t cumulative = 0;
+      for (size_t i = 0; i < kLatencyBucketBounds.size(); ++i) {
+        cumulative += l.bucket_counts(static_cast<int>(i));
+        w.Sample("downpour_rpc_duration_seconds_bucket",
+                 static_cast<double>(cumulative),
+                 absl::StrCat(call, ",le=\"", kLatencyBucketBounds[i], "\""));
+      }
+      cumulative += l.bucket_counts(static_cast<int>(kLatencyBucketBounds.size()));
+      w.Sample("downpour_rpc_duration_seconds_bucket",
+               static_cast<double>(cumulative), call + ",le=\"+Inf\"");
+      w.Sample("downpour_rpc_duration_seconds_sum", l.sum_seconds(), call);
+      w.Sample("downpour_rpc_duration_seconds_count",
+               static_cast<double>(cumulative), call);
+    }
     w.Family("downpour_rpc_latency_seconds", "gauge",
              "RPC latency quantiles over the recent window (about 10 s).");
     for (const proto::RpcLatency& l : s.latencies()) {

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "common/counters.h"
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -32,6 +34,11 @@ proto::GetStatusResponse AStatus() {
   l->set_p50_seconds(0.001);
   l->set_p90_seconds(0.002);
   l->set_p99_seconds(0.004);
+  // 90 calls at <= 1 ms, 9 at <= 10 ms (kLatencyBucketBounds).
+  for (size_t i = 0; i <= kLatencyBucketBounds.size(); ++i) {
+    l->add_bucket_counts(i == 3 ? 90 : i == 6 ? 9 : 0);
+  }
+  l->set_sum_seconds(0.2);
   s.set_last_checkpoint_error("disk full");
   return s;
 }
@@ -83,6 +90,24 @@ TEST(PrometheusTextTest, RpcLatencyQuantilesAndCounts) {
   EXPECT_THAT(text, HasSubstr("downpour_rpc_latency_seconds{role=\"ps\","
                               "index=\"1\",call=\"served:ParameterServer/Push\","
                               "quantile=\"0.99\"} 0.0040000000000000001\n"));
+}
+
+TEST(PrometheusTextTest, RpcLatencyIsACumulativeHistogramSinceStart) {
+  const std::string text = PrometheusText(AStatus());
+  const std::string call =
+      "{role=\"ps\",index=\"1\",call=\"served:ParameterServer/Push\",";
+  EXPECT_THAT(text, HasSubstr("# TYPE downpour_rpc_duration_seconds histogram\n"));
+  EXPECT_THAT(text, HasSubstr("downpour_rpc_duration_seconds_bucket" + call +
+                              "le=\"0.0005\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("downpour_rpc_duration_seconds_bucket" + call +
+                              "le=\"0.001\"} 90\n"));
+  EXPECT_THAT(text, HasSubstr("downpour_rpc_duration_seconds_bucket" + call +
+                              "le=\"0.01\"} 99\n"));
+  EXPECT_THAT(text, HasSubstr("downpour_rpc_duration_seconds_bucket" + call +
+                              "le=\"+Inf\"} 99\n"));
+  EXPECT_THAT(text, HasSubstr("downpour_rpc_duration_seconds_count{role=\"ps\","
+                              "index=\"1\",call=\"served:ParameterServer/"
+                              "Push\"} 99\n"));
 }
 
 TEST(PrometheusTextTest, LabelValuesAreEscaped) {

@@ -25,6 +25,8 @@ void AddLatencies(const std::vector<LatencySummary>& latencies,
     out->set_p90_seconds(l.p90_s);
     out->set_p99_seconds(l.p99_s);
     out->set_max_seconds(l.max_s);
+    for (uint64_t n : l.buckets) out->add_bucket_counts(n);
+    out->set_sum_seconds(l.total_s);
   }
 }
 
