@@ -115,7 +115,7 @@ int Run() {
   layout.full_disk = options.full_disk;
   int violated = 0;
   std::printf("\n%5s %-28s %8s %7s %9s %7s  %s\n", "seed", "outcome", "accuracy",
-              "seconds", "lost", "w.kills", "invariants");
+              "seconds", "lost", "w.ended", "invariants");
   for (uint64_t seed : ParseSeeds(absl::GetFlag(FLAGS_seeds))) {
     const std::vector<Fault> faults =
         MakeSchedule(seed, absl::GetFlag(FLAGS_faults), span, layout);
@@ -130,11 +130,15 @@ int Run() {
     const Observed& o = run->observed;
     const std::vector<std::string> broken = CheckInvariants(o, judge);
     std::string outcome = o.outcome.substr(0, 28);
+    if (o.outcome.size() > 28) {
+      // The whole outcome (a failure's reason) on the next line.
+      run->done.insert(run->done.begin(), o.outcome.substr(0, 300));
+    }
     std::printf("%5llu %-28s %8.4f %7.1f %9llu %7d  %s\n",
                 static_cast<unsigned long long>(seed), outcome.c_str(),
                 o.accuracy, o.seconds,
                 static_cast<unsigned long long>(o.acked_pushes_lost),
-                o.worker_kills,
+                o.worker_ends,
                 broken.empty() ? "held" : absl::StrJoin(broken, "; ").c_str());
     for (const std::string& done : run->done) {
       std::printf("        %s\n", done.c_str());

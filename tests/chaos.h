@@ -80,10 +80,17 @@ struct Observed {
   std::map<int, uint64_t> lost_per_shard;  // reported
   // Per shard, the sources of its recoveries ("replica", "checkpoint").
   std::map<int, std::vector<std::string>> recovery_sources;
-  // Whole pushes acknowledged: the workers' last incarnations' (summary.json)
-  // plus, for each worker killed, its pushes read just before the kill.
+  // Whole pushes acknowledged: the workers' last processes' (summary.json)
+  // plus, for each earlier worker process (killed here, or ended on its
+  // own), the last count read from its Status (pushes_acked; read every 0.1 s
+  // and just before a kill).
   uint64_t acked_pushes = 0;
-  int worker_kills = 0;
+  // What those earlier processes may have had applied beyond that count:
+  // per process, 2 (in flight at its end) plus the largest rise seen between
+  // two reads of its count.
+  uint64_t acked_slack = 0;
+  int worker_kills = 0;    // by the harness
+  int worker_ends = 0;     // earlier worker processes, however they ended
   // Per shard, every block's version in its last checkpoint (updates held).
   std::map<int, std::vector<uint64_t>> versions;
   std::string checkpoint_error;  // why versions are missing
@@ -92,10 +99,6 @@ struct Observed {
 struct Judge {
   double reference_accuracy = 0;  // the undisturbed run's
   double tolerance = 0.03;        // accuracy may fall this far below it
-  // A killed worker may have had this many pushes applied but not yet
-  // acknowledged, plus one acknowledged between the harness's read of its
-  // counter and the kill.
-  int slack_per_worker_kill = 2;
 };
 
 // Every invariant the run broke, one line each (empty: none):
@@ -110,7 +113,8 @@ struct Judge {
 //    killed worker process's pushes lost with a shard leave no gap to count);
 //    and
 //    a loss is reported only for a shard recovered from a checkpoint (no
-//    backup), never where every recovery came from a replica.
+//    backup: a standby loaded it, or the shard's ps restarted from it),
+//    never where every recovery came from a replica.
 std::vector<std::string> CheckInvariants(const Observed& observed,
                                          const Judge& judge);
 

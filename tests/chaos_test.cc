@@ -88,8 +88,8 @@ TEST(ChaosInvariantsTest, EachBrokenInvariantIsNamed) {
   o = Clean();
   o.versions[0] = {1001, 1001};
   EXPECT_THAT(broken(o), HasSubstr("shard 0: holds 1001 updates per block"));
-  // A killed worker's pushes in flight are allowed for.
-  o.worker_kills = 1;
+  // An ended worker process's pushes in flight are allowed for.
+  o.acked_slack = 2;
   EXPECT_THAT(CheckInvariants(o, judge), IsEmpty());
   o = Clean();
   o.versions[1] = {990, 990, 990};
@@ -103,8 +103,11 @@ TEST(ChaosInvariantsTest, EachBrokenInvariantIsNamed) {
   o.lost_per_shard[1] = 10;
   EXPECT_THAT(broken(o), HasSubstr("shard 1: 10 acknowledged pushes lost "
                                    "although every recovery came from a backup"));
-  // Reported, from a checkpoint: a loss the rules allow.
-  o.recovery_sources[1].push_back("checkpoint");
+  // Reported, from a checkpoint (a standby's, or the ps's own restart): a
+  // loss the rules allow.
+  o.recovery_sources[1].push_back("restart");
+  EXPECT_THAT(CheckInvariants(o, judge), IsEmpty());
+  o.recovery_sources[1].back() = "checkpoint";
   EXPECT_THAT(CheckInvariants(o, judge), IsEmpty());
   o = Clean();
   o.outcome = "failed: ps 1 gave up";

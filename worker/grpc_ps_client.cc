@@ -648,6 +648,8 @@ absl::Status GrpcPsClient::SendPush(
     absl::MutexLock lock(&mu_);
     acked_clock_ = std::max(acked_clock_, call.clock);
   }
+  // Whole pushes every shard acknowledged ("pushes" counts the requests).
+  counters_->Add("pushes_acked", 1);
   if (staleness != nullptr) {
     for (const StalenessHistogram& h : call.staleness) staleness->Merge(h);
   }
