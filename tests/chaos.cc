@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <random>
 #include <set>
 #include <tuple>
@@ -186,7 +187,13 @@ class DaemonsSeen {
   void Note(const std::string& run_dir) {
     for (const PidEntry& e : ReadPidFile(run_dir)) {
       seen_.emplace(e.pid, e.start_time, e.name);
+      current_[e.name] = e.pid;  // the file names each daemon's latest
     }
+  }
+  // The latest process of daemon `name` ("worker 1"); 0 when never seen.
+  pid_t Latest(const std::string& name) const {
+    auto it = current_.find(name);
+    return it == current_.end() ? 0 : it->second;
   }
   // Those still running (same pid and start time) once `patience` is over.
   std::vector<std::string> StillRunning(absl::Duration patience) const {
@@ -208,6 +215,7 @@ class DaemonsSeen {
 
  private:
   std::set<std::tuple<pid_t, unsigned long long, std::string>> seen_;
+  std::map<std::string, pid_t> current_;
 };
 
 // Every worker process seen: its last count of whole pushes acknowledged,
@@ -215,26 +223,42 @@ class DaemonsSeen {
 class WorkerPushes {
  public:
   void Note(int index, uint32_t pid, double pushes) {
+    const absl::Time now = absl::Now();
     auto [it, fresh] = seen_.try_emplace(pid);
     Process& p = it->second;
     if (fresh) {
       p.index = index;
       order_.push_back(pid);
-    } else {
+    } else if (now > p.read) {
       p.max_rise = std::max(p.max_rise, pushes - p.pushes);
+      p.max_rate = std::max(
+          p.max_rate, (pushes - p.pushes) / absl::ToDoubleSeconds(now - p.read));
     }
     p.pushes = std::max(p.pushes, pushes);
+    p.read = p.alive = now;
+  }
+  // Notes which processes still run (their last moment alive bounds what
+  // they pushed after their last read).
+  void NoteAlive() {
+    const absl::Time now = absl::Now();
+    for (auto& [pid, p] : seen_) {
+      if (::kill(static_cast<pid_t>(pid), 0) == 0) p.alive = now;
+    }
   }
   // Adds the processes other than each worker's last one (whose count
   // summary.json gives) to o.acked_pushes, o.acked_slack and o.worker_ends.
-  void AddEarlier(Observed* o) const {
-    std::map<int, uint32_t> last;
-    for (uint32_t pid : order_) last[seen_.at(pid).index] = pid;
+  // A process may have had pushes applied after its last read: 2 in flight,
+  // its largest rise between reads, and its fastest rate over the time it
+  // lived past the read (stopped or starved, it could not be read).
+  // `latest(index)` is worker `index`'s last process (the launcher's pid
+  // file names it), whose count summary.json gives.
+  void AddEarlier(const std::function<pid_t(int)>& latest, Observed* o) const {
     for (uint32_t pid : order_) {
       const Process& p = seen_.at(pid);
-      if (last[p.index] == pid) continue;
+      if (latest(p.index) == static_cast<pid_t>(pid)) continue;
       o->acked_pushes += static_cast<uint64_t>(p.pushes);
-      o->acked_slack += 2 + static_cast<uint64_t>(p.max_rise);
+      o->acked_slack += static_cast<uint64_t>(
+          2 + p.max_rise + p.max_rate * absl::ToDoubleSeconds(p.alive - p.read));
       ++o->worker_ends;
     }
   }
@@ -244,6 +268,8 @@ class WorkerPushes {
     int index = 0;
     double pushes = 0;
     double max_rise = 0;
+    double max_rate = 0;  // pushes per second between two reads
+    absl::Time read, alive;
   };
   std::map<uint32_t, Process> seen_;
   std::vector<uint32_t> order_;  // first seen first
@@ -287,19 +313,6 @@ class Cluster {
     return testing::DaemonStatus(address, absl::Seconds(2));
   }
 
-  // The daemon in that place now, asked again for up to 5 s (a coordinator
-  // being restarted, a member re-registering).
-  absl::StatusOr<proto::GetStatusResponse> Member(const std::string& role,
-                                                  int index) {
-    const absl::Time until = absl::Now() + absl::Seconds(5);
-    absl::StatusOr<proto::GetStatusResponse> s;
-    do {
-      s = DaemonAt(Address(role, index));
-      if (s.ok() && s->pid() != 0) return s;
-      absl::SleepFor(absl::Milliseconds(100));
-    } while (absl::Now() < until);
-    return s.ok() ? absl::NotFoundError("no pid") : s.status();
-  }
 
   // Reads every live worker's pushes_acked into `pushes`.
   void NoteWorkers(WorkerPushes* pushes) {
@@ -562,6 +575,7 @@ absl::StatusOr<Outcome> Harness::Run(uint64_t seed,
     const absl::Time until = std::min(absl::Now() + d, bound);
     do {
       seen.Note(out.run_dir);
+      worker_pushes.NoteAlive();
       if (absl::Now() >= next_note) {
         cluster.NoteWorkers(&worker_pushes);
         next_note = absl::Now() + absl::Milliseconds(100);
@@ -597,6 +611,21 @@ absl::StatusOr<Outcome> Harness::Run(uint64_t seed,
       unfill = absl::InfiniteFuture();
     }
   };
+  // The daemon in that place now, asked again for up to 5 s (a coordinator
+  // being restarted, a member re-registering), ending earlier faults on
+  // their time meanwhile.
+  auto member = [&](const std::string& role,
+                    int index) -> absl::StatusOr<proto::GetStatusResponse> {
+    const absl::Time until = absl::Now() + absl::Seconds(5);
+    absl::StatusOr<proto::GetStatusResponse> s;
+    do {
+      settle(false);
+      s = cluster.DaemonAt(cluster.Address(role, index));
+      if (s.ok() && s->pid() != 0) return s;
+    } while (wait(absl::Milliseconds(100)) && absl::Now() < until);
+    if (s.ok()) return absl::NotFoundError("no pid");
+    return s.status();
+  };
   // SIGKILLs the daemon `s` names; for a worker, first reads its pushes.
   auto kill = [&](const std::string& role,
                   const absl::StatusOr<proto::GetStatusResponse>& s,
@@ -628,11 +657,10 @@ absl::StatusOr<Outcome> Harness::Run(uint64_t seed,
     std::string note = Describe(f) + ":";
     switch (f.kind) {
       case FaultKind::kKill:
-        kill(f.role, cluster.Member(f.role, f.index), &note);
+        kill(f.role, member(f.role, f.index), &note);
         break;
       case FaultKind::kStop: {
-        absl::StatusOr<proto::GetStatusResponse> s =
-            cluster.Member(f.role, f.index);
+        absl::StatusOr<proto::GetStatusResponse> s = member(f.role, f.index);
         if (!s.ok() || s->pid() == 0) {
           absl::StrAppend(&note, " skipped: nobody answers there");
           break;
@@ -644,8 +672,7 @@ absl::StatusOr<Outcome> Harness::Run(uint64_t seed,
         break;
       }
       case FaultKind::kDoubleKill: {
-        absl::StatusOr<proto::GetStatusResponse> primary =
-            cluster.Member("ps", f.index);
+        absl::StatusOr<proto::GetStatusResponse> primary = member("ps", f.index);
         const std::string first = cluster.Address("ps", f.index);
         if (!kill("ps", primary, &note)) break;
         // Whoever takes the shard over, killed soon after.
@@ -712,7 +739,9 @@ absl::StatusOr<Outcome> Harness::Run(uint64_t seed,
     o.outcome.clear();
   }
   o.acked_pushes += final_pushes;
-  worker_pushes.AddEarlier(&o);
+  worker_pushes.AddEarlier(
+      [&](int index) { return seen.Latest(absl::StrCat("worker ", index)); },
+      &o);
   const std::string final_dir = options_.full_disk ? saved : checkpoints;
   for (int shard = 0; shard < 2; ++shard) {
     absl::StatusOr<server::Checkpoint> c =

@@ -86,8 +86,9 @@ struct Observed {
   // and just before a kill).
   uint64_t acked_pushes = 0;
   // What those earlier processes may have had applied beyond that count:
-  // per process, 2 (in flight at its end) plus the largest rise seen between
-  // two reads of its count.
+  // per process, 2 (in flight at its end), the largest rise seen between two
+  // reads of its count, and its fastest rate times how long it lived past
+  // its last read (a stopped or starved process cannot be read).
   uint64_t acked_slack = 0;
   int worker_kills = 0;    // by the harness
   int worker_ends = 0;     // earlier worker processes, however they ended
