@@ -1001,6 +1001,16 @@ class SpareTest : public ClusterStateTest {
   }
   }
 
+  // The last report of shard 0's new server (TakeShard0OverFromItsCheckpoint),
+  // sent after its server stopped: 5 pushes skipped, 3 holes.
+  proto::HeartbeatRequest LastReportOfShard0() {
+    proto::HeartbeatRequest last = PsBeat(0, "127.0.0.1:5", 320);
+    last.mutable_report()->set_acked_pushes_lost(5);
+    last.mutable_report()->set_push_holes(3);
+    last.mutable_report()->set_final_report(true);
+    return last;
+  }
+
   const proto::ShardReplication* Backup(const proto::ClusterStatusResponse& s,
                                         int shard) {
     for (const auto& r : s.shard_replication()) {
@@ -1242,10 +1252,7 @@ TEST_F(SpareTest, ALostWorkerProcessMakesACheckpointLossALowerBound) {
   ASSERT_THAT(Heartbeat(pushed), IsOk());
   RegisterWorker(1);  // a new process: no member key
   ASSERT_NO_FATAL_FAILURE(FinishWorkers());
-  proto::HeartbeatRequest last = PsBeat(0, "127.0.0.1:5", 320);
-  last.mutable_report()->set_acked_pushes_lost(5);
-  last.mutable_report()->set_push_holes(3);
-  last.mutable_report()->set_final_report(true);
+  const proto::HeartbeatRequest last = LastReportOfShard0();
   ASSERT_THAT(Heartbeat(last), IsOk());
   auto status = state_->Status();
   EXPECT_EQ(status.recoveries(0).acked_pushes_lost(), 8u);
@@ -1261,10 +1268,7 @@ TEST_F(SpareTest, APsLastReportAfterTheWorkersFinishedIsFinal) {
   ASSERT_NO_FATAL_FAILURE(FinishWorkers());
   // The ps is stopped before any heartbeat told it the job is over: its
   // last report, sent after its server stopped, is final all the same.
-  proto::HeartbeatRequest last = PsBeat(0, "127.0.0.1:5", 320);
-  last.mutable_report()->set_acked_pushes_lost(5);
-  last.mutable_report()->set_push_holes(3);
-  last.mutable_report()->set_final_report(true);
+  const proto::HeartbeatRequest last = LastReportOfShard0();
   ASSERT_THAT(Heartbeat(last), IsOk());
   const auto status = state_->Status();
   EXPECT_EQ(status.recoveries(0).acked_pushes_lost(), 8u);
