@@ -107,7 +107,8 @@ inline constexpr char kCertificatePrefix[] = "downpour-";
 // "`action` only with the certificate made for worker-2 (CN
 // downpour-worker-2); this caller's certificate is downpour-worker-0:
 // refused, nothing changed (...)". Without mutual TLS (plaintext, or TLS
-// without client certificates) there is nothing to check: OK.
+// without client certificates, for the process or for the server the call
+// came to) there is nothing to check: OK.
 //
 //   CheckCallerIsMember(auth, {"worker-2"}, "a push as worker 2 is made");
 absl::Status CheckCallerIsMember(const grpc::AuthContext* auth,
