@@ -40,8 +40,10 @@ class ForgedIdentityTest : public testing::DaemonJobTest {
 
   void WriteConfig(bool standby, int workers = 1) {
     // A job far from its end (a learning rate so small that the target
-    // accuracy is out of reach in the test's time), so that only an attack
-    // could stop it; a heartbeat timeout longer than the test stops the
+    // accuracy is out of reach in the test's time, and 100,000 epochs: at
+    // 1000 epochs an unloaded machine finished worker 0's 32,000 steps
+    // within the test, and the stranger's claims were then confirmed by its
+    // own next evaluation), so that only an attack could stop it; a heartbeat timeout longer than the test stops the
     // worker, so that it is never declared dead (a dead member's place is
     // free to take).
     std::string yaml = testing::LoopbackConfig(
@@ -51,7 +53,7 @@ class ForgedIdentityTest : public testing::DaemonJobTest {
                      "model:\n  layers: [", kMnistDim, ", 32, ", kMnistClasses,
                      "]\n  block_size: 4096\n"
                      "optimizer:\n  type: sgd\n  learning_rate: 0.0000001\n"
-                     "training:\n  batch_size: 32\n  epochs: 1000\n"
+                     "training:\n  batch_size: 32\n  epochs: 100000\n"
                      "  eval_every_steps: 50\n  target_accuracy: 0.999\n"
                      "checkpoint:\n  dir: ",
                      dir_, "/ckpt\n  interval_s: 0.3\n"));

@@ -196,6 +196,18 @@ class SecurityTest : public testing::DaemonJobTest {
     return r;
   }
 
+  // The model's blocks and the placement, as the test (admin) reads them.
+  void ModelAndPlacement(proto::DescribeModelResponse* model,
+                         proto::GetPlacementResponse* placement) {
+    auto stub = proto::Coordinator::NewStub(MakeChannel(coordinator_));
+    grpc::ClientContext context;
+    context.set_deadline(DeadlineIn(5));
+    ASSERT_TRUE(stub->DescribeModel(&context, {}, model).ok());
+    grpc::ClientContext placement_context;
+    placement_context.set_deadline(DeadlineIn(5));
+    ASSERT_TRUE(stub->GetPlacement(&placement_context, {}, placement).ok());
+  }
+
   std::string dir_, certs_, coordinator_, ps_;
   // security.server_name: "" checks the dialled host (127.0.0.1); "downpour"
   // is in every certificate make_certs.sh writes.
@@ -341,15 +353,7 @@ TEST_F(SecurityTest, AWorkerTokenCannotPoisonTheModel) {
   ASSERT_TRUE(Checksums(MakeChannel(ps_), &before).ok());
   proto::DescribeModelResponse model;
   proto::GetPlacementResponse placement;
-  {
-    auto stub = proto::Coordinator::NewStub(MakeChannel(coordinator_));
-    grpc::ClientContext context;
-    context.set_deadline(DeadlineIn(5));
-    ASSERT_TRUE(stub->DescribeModel(&context, {}, &model).ok());
-    grpc::ClientContext placement_context;
-    placement_context.set_deadline(DeadlineIn(5));
-    ASSERT_TRUE(stub->GetPlacement(&placement_context, {}, &placement).ok());
-  }
+  ASSERT_NO_FATAL_FAILURE(ModelAndPlacement(&model, &placement));
   ASSERT_GT(model.blocks_size(), 0);
   const uint32_t block = model.blocks(0).id();
   const std::vector<float> huge(model.blocks(0).floats(), 1e38f);
@@ -483,15 +487,7 @@ TEST_F(SecurityTest, AWorkerCertificatePushesOnlyAsItsOwnWorker) {
   StartCluster(/*mutual=*/true, /*steps=*/0, /*workers=*/2);
   proto::DescribeModelResponse model;
   proto::GetPlacementResponse placement;
-  {
-    auto stub = proto::Coordinator::NewStub(MakeChannel(coordinator_));
-    grpc::ClientContext context;
-    context.set_deadline(DeadlineIn(5));
-    ASSERT_TRUE(stub->DescribeModel(&context, {}, &model).ok());
-    grpc::ClientContext placement_context;
-    placement_context.set_deadline(DeadlineIn(5));
-    ASSERT_TRUE(stub->GetPlacement(&placement_context, {}, &placement).ok());
-  }
+  ASSERT_NO_FATAL_FAILURE(ModelAndPlacement(&model, &placement));
   ASSERT_GT(model.blocks_size(), 0);
   // Worker 1's place, taken with its own certificate.
   proto::RegisterWorkerResponse registered;
