@@ -336,6 +336,17 @@ absl::Status ClusterSupervisor::Start() {
   return absl::OkStatus();
 }
 
+FaultRecord ClusterSupervisor::FaultOf(const Slot& slot, const DaemonExit& exit,
+                                       double elapsed) {
+  FaultRecord fault;
+  fault.time_s = elapsed;
+  fault.daemon = slot.name;
+  fault.what = DescribeExit(exit);
+  fault.exit_status = exit.status;
+  fault.signal = exit.signal;
+  return fault;
+}
+
 absl::Status ClusterSupervisor::HandleExit(Slot& slot, int status) {
   DaemonExit exit;
   exit.status = status;
@@ -363,12 +374,7 @@ absl::Status ClusterSupervisor::HandleExit(Slot& slot, int status) {
     return absl::OkStatus();
   }
   const double elapsed = elapsed_seconds();
-  FaultRecord fault;
-  fault.time_s = elapsed;
-  fault.daemon = slot.name;
-  fault.what = DescribeExit(exit);
-  fault.exit_status = exit.status;
-  fault.signal = exit.signal;
+  FaultRecord fault = FaultOf(slot, exit, elapsed);
   fault.reason = decision.reason;
   // "ps 1 exited with status 1: <what it said>", for the progress lines.
   const std::string said = ExitReason(slot);
@@ -653,12 +659,7 @@ void ClusterSupervisor::Stop(const std::function<void()>& before_coordinator) {
         DaemonExit exit;
         exit.status = *status;
         exit.signal = slot.process->term_signal();
-        FaultRecord fault;
-        fault.time_s = elapsed_seconds();
-        fault.daemon = slot.name;
-        fault.what = DescribeExit(exit);
-        fault.exit_status = exit.status;
-        fault.signal = exit.signal;
+        FaultRecord fault = FaultOf(slot, exit, elapsed_seconds());
         fault.action = "left down";
         fault.reason = "the job was ending; every shard has a live server";
         progress_->Event(absl::StrFormat("[%6.1f s] %s %s as the job ended; "

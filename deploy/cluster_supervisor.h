@@ -126,6 +126,9 @@ class ClusterSupervisor {
     absl::Time restart_at;
     size_t restart_fault = 0;
   };
+  // The record of `slot`'s end for summary.json (action and reason unset).
+  static FaultRecord FaultOf(const Slot& slot, const DaemonExit& exit,
+                             double elapsed);
 
   // Starts (or restarts) slot.process with the shared flags and slot.args.
   absl::Status Launch(Slot& slot);

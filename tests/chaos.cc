@@ -4,7 +4,6 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -280,25 +279,27 @@ class Cluster {
  public:
   explicit Cluster(std::string run_dir) : run_dir_(std::move(run_dir)) {}
 
-  absl::StatusOr<proto::ClusterStatusResponse> Status() {
+  // The coordinator's address, from the port file the launcher writes; ""
+  // before it has.
+  std::string CoordinatorAddress() const {
     absl::StatusOr<std::string> port = ReadFile(run_dir_ + "/coordinator.port");
-    if (!port.ok()) return port.status();
+    return port.ok() ? absl::StrCat("127.0.0.1:",
+                                    absl::StripAsciiWhitespace(*port))
+                     : "";
+  }
+
+  absl::StatusOr<proto::ClusterStatusResponse> Status() {
+    const std::string address = CoordinatorAddress();
+    if (address.empty()) return absl::UnavailableError("no coordinator.port yet");
     RpcSection rpc;
     rpc.deadline_s = 1;
-    membership::CoordinatorClient client(
-        absl::StrCat("127.0.0.1:", absl::StripAsciiWhitespace(*port)), rpc,
-        "chaos");
+    membership::CoordinatorClient client(address, rpc, "chaos");
     return client.ClusterStatus();
   }
 
   // The member's address: a shard's server for "ps", else role and index.
   std::string Address(const std::string& role, int index) {
-    if (role == "coordinator") {
-      absl::StatusOr<std::string> port = ReadFile(run_dir_ + "/coordinator.port");
-      return port.ok() ? absl::StrCat("127.0.0.1:",
-                                      absl::StripAsciiWhitespace(*port))
-                       : "";
-    }
+    if (role == "coordinator") return CoordinatorAddress();
     absl::StatusOr<proto::ClusterStatusResponse> status = Status();
     if (!status.ok()) return "";
     for (const auto& m : status->members()) {
