@@ -440,8 +440,10 @@ char DelimiterChar(const DataSection& data);
 struct MetricsSection {
   // Non-zero: every daemon (coordinator, ps, worker) serves GET /metrics
   // over HTTP on its gRPC host at its gRPC port plus this (an ephemeral port
-  // when its gRPC port is 0; Status metrics_address names it). 0 (default):
-  // off. -65535..65535.
+  // when its gRPC port is 0; Status metrics_address names it). With
+  // security.tls it is HTTPS with the daemon's certificate (a client
+  // certificate required with security.mutual_tls) and the reader token as
+  // bearer token. 0 (default): off. -65535..65535.
   int port_offset = 0;
 };
 

@@ -1,19 +1,25 @@
-// A daemon's Prometheus endpoint: GET /metrics over plain HTTP/1.1 answers
+// A daemon's Prometheus endpoint: GET /metrics over HTTP/1.1, or over
+// HTTPS (TLS 1.2 or later, optionally demanding client certificates), answers
 // the text exposition format (rpc/prometheus_text.h) of the daemon's Status.
 //
 //   MetricsHttpServer::Options options;
 //   options.listen = "127.0.0.1:0";              // port 0: ephemeral
 //   options.body = [&] { return PrometheusText(status.Fill...); };
+//   options.tls_cert_file = "certs/ps-0.pem";   // optional: HTTPS
+//   options.tls_key_file = "certs/ps-0.key";
 //   ASSIGN_OR_RETURN(auto server, MetricsHttpServer::Start(options));
 //   server->address();                            // "127.0.0.1:40123"
 //
 // One thread accepts and answers one connection at a time (a scrape every
-// few seconds needs no more). Every read and write has a 2 s deadline and a
-// request is at most 8 KiB, so a stalled or hostile client costs at most
-// that and memory stays bounded. Answers: 200 with the body for GET
-// /metrics, 401 without the bearer token when one is set, 404 for another
-// path, 405 for another method, 400 for a malformed or oversized request;
-// every connection is closed after its answer.
+// few seconds needs no more). The TLS handshake and the request each must
+// complete within 2 s, every write must progress within 2 s, and a request
+// is at most 8 KiB, so a stalled or hostile client (plain HTTP sent to the
+// TLS port, a wrong client certificate, a client that sends nothing) costs
+// at most that, memory stays bounded, and the next connection is answered.
+// Answers: 200 with the body for GET /metrics, 401 without the bearer token
+// when one is set, 404 for another path, 405 for another method, 400 for a
+// malformed or oversized request; every connection is closed after its
+// answer.
 #ifndef DOWNPOUR_RPC_METRICS_HTTP_H_
 #define DOWNPOUR_RPC_METRICS_HTTP_H_
 
@@ -39,11 +45,23 @@ class MetricsHttpServer {
     std::string bearer_token;
     // The body of GET /metrics, called on the server's thread per scrape.
     std::function<std::string()> body;
+    // Non-empty: serve HTTPS with this PEM certificate (chain: the server's
+    // certificate first, then any intermediates) and its PEM private key,
+    // TLS 1.2 at least. Default "": plain HTTP.
+    std::string tls_cert_file;
+    std::string tls_key_file;
+    // Non-empty (needs tls_cert_file): every client must present a
+    // certificate signed by a CA in this PEM file, else the handshake fails
+    // (as the daemons' gRPC servers do with security.mutual_tls). Default "".
+    std::string tls_client_ca_file;
   };
 
-  // Binds and starts answering. InvalidArgument for a malformed address,
-  // Unavailable naming the address and errno when it cannot be bound (a
-  // port in use).
+  // Binds, loads the TLS files once (when set) and starts answering.
+  // InvalidArgument for a malformed address, or for a TLS file that is
+  // unreadable, not PEM, or a key that does not match its certificate
+  // (naming the file and the fix); NotFound for a TLS file that does not
+  // exist; Unavailable naming the address and errno when it cannot be bound
+  // (a port in use).
   static absl::StatusOr<std::unique_ptr<MetricsHttpServer>> Start(
       Options options);
   ~MetricsHttpServer();  // stops the thread and closes the socket
@@ -52,17 +70,25 @@ class MetricsHttpServer {
 
   // host:port with the bound port.
   const std::string& address() const { return address_; }
+  // "https" when serving TLS, else "http".
+  const char* scheme() const { return tls_ != nullptr ? "https" : "http"; }
   // Requests answered 200 so far.
   int64_t scrapes() const { return scrapes_.load(); }
 
  private:
-  MetricsHttpServer(Options options, int fd, std::string address);
-  void Loop();
-  void Answer(int fd);
+  class Connection;
+  struct TlsContext;  // OpenSSL's, in the .cc
 
+  MetricsHttpServer(Options options, int fd, std::string address,
+                    std::unique_ptr<TlsContext> tls);
+  void Loop();
+  void Answer(Connection& connection);
+
+  // Constant after construction.
   const Options options_;
   const int listen_fd_;
   const std::string address_;
+  const std::unique_ptr<TlsContext> tls_;  // null: plain HTTP
   std::atomic<bool> stop_{false};
   std::atomic<int64_t> scrapes_{0};
   std::thread thread_;
@@ -73,10 +99,13 @@ class MetricsHttpServer {
 // metrics.port_offset is 0; else on the same host at the configured port
 // plus metrics.port_offset, or an ephemeral port when the configured port
 // is 0 (tests, local clusters). Its body is the Prometheus text
-// (rpc/prometheus_text.h) of `status`, whose metrics_address it sets; with
-// security.tls it takes the reader token as its bearer token and only a
-// loopback host (the endpoint itself is plain HTTP). `status` must outlive
-// the server.
+// (rpc/prometheus_text.h) of `status`, whose metrics_address and
+// metrics_scheme it sets. With security.tls it serves HTTPS with the
+// daemon's own certificate and key (security.cert_file and key_file, with
+// "{name}" the daemon's name from `status`: "ps-0", "coordinator"), demands
+// a client certificate signed by security.ca_file when security.mutual_tls
+// is on, and takes the reader token as its bearer token. Errors name the
+// file or key at fault. `status` must outlive the server.
 absl::StatusOr<std::unique_ptr<MetricsHttpServer>> StartMetrics(
     const Config& config, const std::string& listen, const std::string& bound,
     StatusService* status);

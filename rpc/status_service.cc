@@ -63,9 +63,11 @@ void StatusService::set_address(const std::string& address) {
   address_ = address;
 }
 
-void StatusService::set_metrics_address(const std::string& address) {
+void StatusService::set_metrics_address(const std::string& address,
+                                        const std::string& scheme) {
   absl::MutexLock lock(&address_mu_);
   metrics_address_ = address;
+  metrics_scheme_ = scheme;
 }
 
 void StatusService::Fill(proto::GetStatusResponse* response) const {
@@ -76,6 +78,7 @@ void StatusService::Fill(proto::GetStatusResponse* response) const {
     absl::MutexLock lock(&address_mu_);
     response->set_address(address_);
     response->set_metrics_address(metrics_address_);
+    response->set_metrics_scheme(metrics_scheme_);
   }
   response->set_uptime_seconds(absl::ToDoubleSeconds(absl::Now() - start_));
   response->set_pid(static_cast<uint32_t>(getpid()));

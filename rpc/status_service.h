@@ -29,9 +29,15 @@ class StatusService final : public proto::Status::CallbackService {
   // The address the daemon serves on; known only once its server has bound, so
   // it may be set while GetStatus calls are already being served.
   void set_address(const std::string& address) ABSL_LOCKS_EXCLUDED(address_mu_);
-  // The Prometheus endpoint's address (rpc/metrics_http.h), once it serves.
-  void set_metrics_address(const std::string& address)
+  // The Prometheus endpoint's address (host:port) and scheme ("http" or
+  // "https"; rpc/metrics_http.h), once it serves.
+  void set_metrics_address(const std::string& address,
+                           const std::string& scheme)
       ABSL_LOCKS_EXCLUDED(address_mu_);
+
+  // "coordinator", "ps", "standby", "worker" and the index, as constructed.
+  const std::string& role() const { return role_; }
+  int index() const { return index_; }
 
   // Fills `response` as GetStatus does (for tests and in-process callers).
   void Fill(proto::GetStatusResponse* response) const;
@@ -50,6 +56,7 @@ class StatusService final : public proto::Status::CallbackService {
   mutable absl::Mutex address_mu_;
   std::string address_ ABSL_GUARDED_BY(address_mu_);  // "" until set_address
   std::string metrics_address_ ABSL_GUARDED_BY(address_mu_);
+  std::string metrics_scheme_ ABSL_GUARDED_BY(address_mu_);
 };
 
 // Sets response's staleness_histogram (replacing what it held) and its

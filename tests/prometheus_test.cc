@@ -4,9 +4,12 @@
 // second with deploy/prometheus/alerts.yml loaded, and PromQL over its HTTP
 // API finds every daemon's series (rpc/prometheus_text.h), the shard the
 // standby does not back up, that alert pending, and data behind every query
-// of deploy/prometheus/grafana-dashboard.json. promtool checks the example
-// config and rules and runs the rules' unit tests. Skipped without the
-// `prometheus` package (tests/run_all.sh installs it).
+// of deploy/prometheus/grafana-dashboard.json. With security.tls (mutual, and
+// role tokens, certificates from deploy/make_certs.sh) every daemon serves
+// /metrics over HTTPS and Prometheus scrapes it with the CA, a client
+// certificate and the reader token. promtool checks the example config and
+// rules and runs the rules' unit tests. Skipped without the `prometheus`
+// package (tests/run_all.sh installs it).
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,12 +32,14 @@
 #include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/config.h"
 #include "common/subprocess.h"
 #include "common/testing/poll.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "proto/status.pb.h"
+#include "rpc/security.h"
 #include "tests/daemon_harness.h"
 
 namespace downpour {
@@ -55,6 +60,14 @@ constexpr absl::Duration kPatience = absl::Seconds(60);
 std::string Example(const std::string& file) {
   return (fs::path(testing::BinDir()) / "deploy/prometheus" / file).string();
 }
+
+// A daemon of the test's cluster: its gRPC and /metrics addresses.
+struct Member {
+  std::string role;
+  int index;
+  std::string grpc;
+  std::string metrics;
+};
 
 // One sample of an instant vector.
 struct Sample {
@@ -83,6 +96,15 @@ int Promtool(std::vector<std::string> args, std::string* output) {
   return status;
 }
 
+// Every sample finite and > 0, and `n` of them.
+std::function<bool(const std::vector<Sample>&)> Positive(size_t n) {
+  return [n](const std::vector<Sample>& s) {
+    return s.size() == n && std::all_of(s.begin(), s.end(), [](const Sample& x) {
+             return std::isfinite(x.value) && x.value > 0;
+           });
+  };
+}
+
 class PrometheusTest : public testing::DaemonJobTest {
  protected:
   void SetUp() override {
@@ -90,10 +112,16 @@ class PrometheusTest : public testing::DaemonJobTest {
     dir_ = testing::TestDir();
   }
 
+  void TearDown() override {
+    testing::DaemonJobTest::TearDown();
+    UninstallSecurity();
+  }
+
   // The job: sparse_linear (FTRL) over 64-bit ids on 2 ps shards, one
   // standby (so one shard has a backup and the other none), one worker;
-  // long enough to outlast the test, which stops it. Metrics on.
-  void WriteConfig() {
+  // long enough to outlast the test, which stops it. Metrics on; `extra`
+  // YAML appended (a security section).
+  void WriteConfig(const std::string& extra = "") {
     testing::WriteSparseLibsvm(dir_ + "/train.svm", 2000, 1);
     testing::WriteSparseLibsvm(dir_ + "/test.svm", 300, 2);
     std::string yaml = testing::LoopbackConfig(2, 1, absl::StrCat(
@@ -103,7 +131,7 @@ class PrometheusTest : public testing::DaemonJobTest {
         "optimizer:\n  type: ftrl\n  learning_rate: 0.2\n  l1: 0.5\n  l2: 1\n"
         "training:\n  batch_size: 32\n  epochs: 100000\n  eval_every_steps: 20\n"
         "checkpoint:\n  dir: ", dir_, "/ckpt\n  interval_s: 1\n"
-        "metrics:\n  port_offset: 1000\n"));
+        "metrics:\n  port_offset: 1000\n", extra));
     yaml = absl::StrReplaceAll(
         yaml, {{"\n  workers: ", "\n  standby_ps: [127.0.0.1:0]\n  workers: "}});
     config_ = testing::WriteConfig("job.yaml", yaml);
@@ -121,6 +149,73 @@ class PrometheusTest : public testing::DaemonJobTest {
     absl::StatusOr<std::string> address = testing::WaitForPort(daemon, port_file);
     EXPECT_TRUE(address.ok()) << address.status();
     return address.value_or("");
+  }
+
+  // Starts the job's daemons (a coordinator, 2 ps, a standby, a worker) and
+  // reads from each one's Status its /metrics address, which must be served
+  // over `scheme`; *targets: those addresses, quoted for a scrape config.
+  void StartCluster(const std::string& scheme, std::vector<Member>* members,
+                    std::vector<std::string>* targets) {
+    coordinator_ = StartMember("coordinator", "coordinator/coordinator", {});
+    ASSERT_FALSE(coordinator_.empty());
+    *members = {{"coordinator", 0, coordinator_, ""}};
+    for (int i = 0; i < 2; ++i) {
+      members->push_back(
+          {"ps", i,
+           StartMember(absl::StrCat("ps-", i), "server/ps_server",
+                       {"--index", absl::StrCat(i)}),
+           ""});
+    }
+    members->push_back({"standby", 0,
+                        StartMember("standby-0", "server/ps_server",
+                                    {"--index", "0", "--standby"}),
+                        ""});
+    members->push_back(
+        {"worker", 0,
+         StartMember("worker-0", "worker/ps_worker", {"--index", "0"}), ""});
+    // Each daemon names its /metrics endpoint in its Status.
+    for (Member& m : *members) {
+      ASSERT_FALSE(m.grpc.empty())
+          << m.role << " " << m.index << " did not start";
+      absl::StatusOr<proto::GetStatusResponse> status =
+          testing::DaemonStatus(m.grpc);
+      ASSERT_TRUE(status.ok()) << status.status();
+      EXPECT_EQ(status->role(), m.role);
+      EXPECT_EQ(status->index(), m.index);
+      m.metrics = status->metrics_address();
+      ASSERT_FALSE(m.metrics.empty())
+          << m.role << " " << m.index << " at " << m.grpc
+          << " serves no /metrics: Status metrics_address is empty "
+             "(metrics.port_offset 0?)";
+      EXPECT_EQ(status->metrics_scheme(), scheme) << m.role << " " << m.index;
+      targets->push_back(absl::StrCat("\"", m.metrics, "\""));
+    }
+  }
+
+  // Waits until Prometheus has scraped every member (up == 1) and holds
+  // each one's downpour_up under its role and index.
+  void EveryMemberScraped(const std::vector<Member>& members) {
+    Eventually("every target scraped", "up{job=\"downpour\"} == 1",
+               Positive(members.size()));
+    for (const Member& m : members) {
+      Eventually(absl::StrCat(m.role, " ", m.index, " up"),
+                 absl::StrCat("downpour_up{job=\"downpour\",role=\"", m.role,
+                              "\",index=\"", m.index, "\"} == 1"),
+                 [](const std::vector<Sample>& s) {
+                   return s.size() == 1 && s[0].value == 1;
+                 });
+    }
+  }
+
+  // Stops Prometheus (status 0 at SIGTERM), then the daemons.
+  void StopAll() {
+    EXPECT_EQ(daemons_["prometheus"]->Stop(absl::Seconds(30)), 0)
+        << daemons_["prometheus"]->LogTail(20);
+    for (const char* name :
+         {"worker-0", "standby-0", "ps-1", "ps-0", "coordinator"}) {
+      daemons_[name]->Stop(absl::Seconds(20));
+      EXPECT_TRUE(daemons_[name]->Poll().has_value()) << name;
+    }
   }
 
   // Starts Prometheus with `config` on a free loopback port (tries again on
@@ -256,15 +351,6 @@ class PrometheusTest : public testing::DaemonJobTest {
   std::string prometheus_;
 };
 
-// Every sample finite and > 0, and `n` of them.
-std::function<bool(const std::vector<Sample>&)> Positive(size_t n) {
-  return [n](const std::vector<Sample>& s) {
-    return s.size() == n && std::all_of(s.begin(), s.end(), [](const Sample& x) {
-             return std::isfinite(x.value) && x.value > 0;
-           });
-  };
-}
-
 TEST_F(PrometheusTest, ExampleConfigAndRulesPassPromtool) {
   std::string output;
   EXPECT_EQ(Promtool({"check", "rules", Example("alerts.yml")}, &output), 0)
@@ -282,43 +368,10 @@ TEST_F(PrometheusTest, ExampleConfigAndRulesPassPromtool) {
 TEST_F(PrometheusTest, ScrapesEveryDaemonOfALocalCluster) {
   WriteConfig();
   // The cluster: every daemon on 127.0.0.1 with ephemeral ports.
-  coordinator_ = StartMember("coordinator", "coordinator/coordinator", {});
-  ASSERT_FALSE(coordinator_.empty());
-  struct Member {
-    std::string role;
-    int index;
-    std::string grpc;
-    std::string metrics;
-  };
-  std::vector<Member> members = {{"coordinator", 0, coordinator_, ""}};
-  for (int i = 0; i < 2; ++i) {
-    members.push_back({"ps", i,
-                       StartMember(absl::StrCat("ps-", i), "server/ps_server",
-                                   {"--index", absl::StrCat(i)}),
-                       ""});
-  }
-  members.push_back({"standby", 0,
-                     StartMember("standby-0", "server/ps_server",
-                                 {"--index", "0", "--standby"}),
-                     ""});
-  members.push_back({"worker", 0,
-                     StartMember("worker-0", "worker/ps_worker", {"--index", "0"}),
-                     ""});
-  // Each daemon names its /metrics endpoint in its Status.
+  std::vector<Member> members;
   std::vector<std::string> targets;
-  for (Member& m : members) {
-    ASSERT_FALSE(m.grpc.empty()) << m.role << " " << m.index << " did not start";
-    absl::StatusOr<proto::GetStatusResponse> status = testing::DaemonStatus(m.grpc);
-    ASSERT_TRUE(status.ok()) << status.status();
-    EXPECT_EQ(status->role(), m.role);
-    EXPECT_EQ(status->index(), m.index);
-    m.metrics = status->metrics_address();
-    ASSERT_FALSE(m.metrics.empty())
-        << m.role << " " << m.index << " at " << m.grpc
-        << " serves no /metrics: Status metrics_address is empty "
-           "(metrics.port_offset 0?)";
-    targets.push_back(absl::StrCat("\"", m.metrics, "\""));
-  }
+  StartCluster("http", &members, &targets);
+  if (HasFatalFailure()) return;
 
   // Prometheus scraping all of them every second, with the example rules.
   const std::string config = testing::WriteConfig(
@@ -332,18 +385,9 @@ TEST_F(PrometheusTest, ScrapesEveryDaemonOfALocalCluster) {
   prometheus_ = StartPrometheus(config);
   ASSERT_FALSE(prometheus_.empty());
 
-  // Prometheus's own view: every target up.
-  Eventually("every target scraped", "up{job=\"downpour\"} == 1",
-             Positive(members.size()));
-  // Each daemon's own series, under its role and index.
-  for (const Member& m : members) {
-    Eventually(absl::StrCat(m.role, " ", m.index, " up"),
-               absl::StrCat("downpour_up{job=\"downpour\",role=\"", m.role,
-                            "\",index=\"", m.index, "\"} == 1"),
-               [](const std::vector<Sample>& s) {
-                 return s.size() == 1 && s[0].value == 1;
-               });
-  }
+  // Prometheus's own view: every target up, and each daemon's own series
+  // under its role and index.
+  EveryMemberScraped(members);
   // The coordinator: heartbeats it served.
   Eventually("coordinator heartbeats",
              "downpour_rpc_calls_total{job=\"downpour\",role=\"coordinator\","
@@ -456,13 +500,66 @@ TEST_F(PrometheusTest, ScrapesEveryDaemonOfALocalCluster) {
   }
 
   // Everything stops: Prometheus at SIGTERM (status 0), then the daemons.
-  EXPECT_EQ(daemons_["prometheus"]->Stop(absl::Seconds(30)), 0)
-      << daemons_["prometheus"]->LogTail(20);
-  for (const char* name :
-       {"worker-0", "standby-0", "ps-1", "ps-0", "coordinator"}) {
-    daemons_[name]->Stop(absl::Seconds(20));
-    EXPECT_TRUE(daemons_[name]->Poll().has_value()) << name;
-  }
+  StopAll();
+}
+
+// With security.tls (mutual, with role tokens) /metrics is HTTPS with each
+// daemon's certificate: Prometheus scrapes it with the cluster's CA, a client
+// certificate and the reader token (docs/OPERATIONS.md, "Prometheus").
+TEST_F(PrometheusTest, ScrapesEveryDaemonOverHttpsWithSecurityTls) {
+  const std::string certs = dir_ + "/certs";
+  auto make = Subprocess::Start(
+      "make_certs",
+      {testing::BinDir() + "/deploy/make_certs.sh", "--out", certs, "--ps", "2",
+       "--standby", "1", "--workers", "1"},
+      dir_ + "/make_certs.log");
+  ASSERT_TRUE(make.ok()) << make.status();
+  ASSERT_EQ((*make)->Wait(absl::Seconds(60)), 0) << (*make)->LogTail(20);
+  WriteConfig(absl::StrCat(
+      "security:\n  tls: true\n  mutual_tls: true\n  ca_file: ", certs,
+      "/ca.pem\n  cert_file: ", certs, "/{name}.pem\n  key_file: ", certs,
+      "/{name}.key\n  ps_token_file: ", certs,
+      "/ps.token\n  worker_token_file: ", certs,
+      "/worker.token\n  admin_token_file: ", certs,
+      "/admin.token\n  reader_token_file: ", certs, "/reader.token\n"));
+  // The test reads each daemon's Status over TLS, as psctl does.
+  absl::StatusOr<Config> config = LoadConfig(config_);
+  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_TRUE(
+      InstallSecurity(config->security, "client", CallerRole::kAdmin).ok());
+
+  std::vector<Member> members;
+  std::vector<std::string> targets;
+  StartCluster("https", &members, &targets);
+  if (HasFatalFailure()) return;
+  // Plain HTTP to a daemon's /metrics gets no answer.
+  absl::StatusOr<testing::HttpAnswer> plain =
+      testing::HttpGet(members[0].metrics, "/metrics");
+  EXPECT_TRUE(!plain.ok() || plain->code == 0)
+      << "plain HTTP answered " << plain->code << ": " << plain->body;
+
+  // Prometheus: https, the CA to check the daemons, the client certificate
+  // that mutual TLS demands, the reader token.
+  const std::string prometheus_config = testing::WriteConfig(
+      "prometheus.yml",
+      absl::StrCat("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
+                   "scrape_configs:\n  - job_name: downpour\n"
+                   "    scheme: https\n"
+                   "    tls_config:\n      ca_file: ", certs, "/ca.pem\n",
+                   "      cert_file: ", certs, "/client.pem\n",
+                   "      key_file: ", certs, "/client.key\n",
+                   "    authorization:\n      credentials_file: ", certs,
+                   "/reader.token\n",
+                   "    static_configs:\n      - targets: [",
+                   absl::StrJoin(targets, ", "), "]\n"));
+  prometheus_ = StartPrometheus(prometheus_config);
+  ASSERT_FALSE(prometheus_.empty());
+  EveryMemberScraped(members);
+  // Data behind a rate: scrapes keep succeeding.
+  Eventually("pushes on both ps",
+             "downpour_pushes_total{job=\"downpour\",role=\"ps\"} > 0",
+             Positive(2));
+  StopAll();
 }
 
 }  // namespace

@@ -64,6 +64,7 @@ _HEADER_TARGETS = [
     (r"benchmark/", "benchmark"),
     (r"cblas\.h$", "openblas"),
     (r"zlib\.h$", "zlib"),
+    (r"openssl/", "openssl"),
 ]
 
 # Libraries whose missing deps --add-missing adds (and the report lists).
