@@ -6,12 +6,14 @@
 //   bazel build //bench:chaos //:daemons
 //   bazel-bin/bench/chaos --seeds=1-50 --faults=6
 //   bazel-bin/bench/chaos --seeds=17 --faults=6    # replay seed 17
+//   bazel-bin/bench/chaos --seeds=1-50 --net       # with network faults
 //
 // A seed with the same --faults, --span_s and --epochs gives the same
 // schedule. The short schedule in the suite is tests/chaos_test.cc.
 #include <cstdio>
-#include <filesystem>
 #include <cstdlib>
+#include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -25,6 +27,7 @@
 #include "common/mnist.h"
 #include "common/parse_flags.h"
 #include "tests/chaos.h"
+#include "tests/netns_lab.h"
 
 ABSL_FLAG(std::string, seeds, "1-10",
           "seeds to run: a list and ranges, e.g. 1-50 or 3,17,40");
@@ -43,6 +46,10 @@ ABSL_FLAG(std::string, run_dir, "",
           "folder for the runs (default: a new /tmp/downpour-chaos-XXXXXX)");
 ABSL_FLAG(std::string, mnist_dir, "data/mnist",
           "MNIST files (deploy/fetch_mnist.sh); synthetic digits when absent");
+ABSL_FLAG(bool, net, false,
+          "run every daemon on a host of its own (network namespaces on a "
+          "virtual switch; needs root, ip and tc) and add network faults: a "
+          "host cut off, a link shaped to a crawl");
 ABSL_FLAG(bool, full_disk, true,
           "fill the checkpoint folder's tmpfs as one of the faults (needs a "
           "mount namespace; left out, saying so, where none can be made)");
@@ -71,8 +78,20 @@ std::vector<uint64_t> ParseSeeds(const std::string& text) {
 
 int Run() {
   Options options;
+
   options.bin_dir = bench::BinDirOr(absl::GetFlag(FLAGS_bin_dir));
   options.work_dir = bench::RunDirOr(absl::GetFlag(FLAGS_run_dir), "chaos");
+  std::unique_ptr<NetnsLab> lab;
+  if (absl::GetFlag(FLAGS_net)) {
+    // Before any thread: this process moves into the lab's "ctl" host.
+    lab = std::make_unique<NetnsLab>(options.work_dir, "dpch");
+    if (std::string why = SetUpLab(lab.get()); !why.empty()) {
+      std::fprintf(stderr, "chaos: --net: no network namespaces here: %s\n",
+                   why.c_str());
+      return 2;
+    }
+    options.lab = lab.get();
+  }
   const std::string mnist = absl::GetFlag(FLAGS_mnist_dir);
   if (std::filesystem::exists(mnist + "/" + MnistDigitFile(9))) {
     options.mnist_dir = std::filesystem::absolute(mnist).string();
@@ -113,6 +132,7 @@ int Run() {
   if (span <= 0) span = 0.6 * reference->observed.seconds;
   Layout layout;
   layout.full_disk = options.full_disk;
+  layout.network = lab != nullptr;
   int violated = 0;
   std::printf("\n%5s %-28s %8s %7s %9s %7s  %s\n", "seed", "outcome", "accuracy",
               "seconds", "lost", "w.ended", "invariants");
@@ -146,9 +166,11 @@ int Run() {
     if (!broken.empty()) {
       ++violated;
       std::printf("        replay: bazel-bin/bench/chaos --seeds=%llu "
-                  "--faults=%d --span_s=%.2f --epochs=%d; run folder %s\n",
+                  "--faults=%d --span_s=%.2f --epochs=%d%s%s; run folder %s\n",
                   static_cast<unsigned long long>(seed),
                   absl::GetFlag(FLAGS_faults), span, options.epochs,
+                  lab != nullptr ? " --net" : "",
+                  options.full_disk ? "" : " --full_disk=false",
                   run->run_dir.c_str());
     }
     std::fflush(stdout);
@@ -165,7 +187,7 @@ int main(int argc, char** argv) {
       "chaos [--seeds=1-10] [--faults=6] [--span_s=S] [--epochs=6] "
       "[--tolerance=0.03]\n  Runs a real cluster through seeded random faults "
       "(kill -9, SIGSTOP, a primary and its successor, a full checkpoint "
-      "disk) and checks the invariants of tests/chaos.h after each run.");
+      "disk; with --net, hosts cut off and links at a crawl) and checks the invariants of tests/chaos.h after each run.");
   downpour::ParseFlags(argc, argv);
   return downpour::chaos::Run();
 }

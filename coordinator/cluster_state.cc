@@ -64,6 +64,7 @@ ClusterState::ClusterState(Options options, ModelSpec spec)
       clock_(options_.clock != nullptr ? options_.clock : Clock::Real()),
       spec_(std::move(spec)),
       start_(clock_->Now()),
+      last_heard_(start_),
       state_file_(options_.config.coordinator.state_dir.empty()
                       ? nullptr
                       : std::make_unique<StateFile>(StateFilePath(
@@ -108,6 +109,7 @@ void ClusterState::Touch(Member& m) {
   m.registered = true;
   m.alive = true;
   m.last_heartbeat = clock_->Now();
+  last_heard_ = m.last_heartbeat;
 }
 
 absl::Status ClusterState::MayRegister(MemberRole role, int index,
@@ -136,10 +138,32 @@ absl::Status ClusterState::MayRegister(MemberRole role, int index,
     serving = m->address;
     incarnation = m->incarnation;
   }
+  // host of host:port (an IPv6 host keeps its brackets).
+  auto host = [](const std::string& a) { return a.substr(0, a.rfind(':')); };
   // The probe runs without the lock. A process that answers at the member's
   // address as the member is the live member: the request is someone else.
   const std::optional<uint64_t> answer =
       options_.probe ? options_.probe(serving) : std::nullopt;
+  if (!answer.has_value() && role == MemberRole::kPs &&
+      host(serving) != host(address)) {
+    // The shard's server heartbeats, from another host than this daemon's:
+    // its silence to the probe may be the path from here, cut or still
+    // reconnecting after a partition, while it serves the workers. Taking
+    // the shard from a checkpoint would lose what it acknowledged since;
+    // the liveness check decides instead.
+    SPDLOG_LOGGER_WARN(L(),
+                       "refused ps {} from {}: the shard's server at {} "
+                       "heartbeats; its silence to the probe does not make it "
+                       "dead",
+                       index, address, serving);
+    return absl::AlreadyExistsError(absl::StrCat(
+        "register: ps ", index, " is served by ", serving,
+        ", which heartbeats to the coordinator (it did not answer the "
+        "probe, but from another host that may be the path, not the "
+        "server): a second daemon cannot take a live shard. It is declared "
+        "dead after heartbeat.timeout_s of silence; a ps rejoins as a spare "
+        "meanwhile and takes the shard over then"));
+  }
   if (!answer.has_value() || *answer != incarnation) return absl::OkStatus();
   SPDLOG_LOGGER_WARN(L(),
                      "refused {} {} from {}: its registered process at {} is "
@@ -867,6 +891,7 @@ absl::StatusOr<proto::HeartbeatResponse> ClusterState::Heartbeat(
     const bool was_finished = m->report.finished();
     m->alive = true;
     m->last_heartbeat = clock_->Now();
+    last_heard_ = m->last_heartbeat;
     m->report = request.report();
     bool settled = false;
     if (*role == MemberRole::kPs) {
@@ -1179,7 +1204,7 @@ int ClusterState::CheckLiveness() {
   return changed;
 }
 
-void ClusterState::GiveGrace(absl::Duration stalled) {
+int ClusterState::HoldJudgement() {
   absl::MutexLock lock(&mu_);
   const absl::Time now = clock_->Now();
   int given = 0;
@@ -1190,6 +1215,25 @@ void ClusterState::GiveGrace(absl::Duration stalled) {
       ++given;
     }
   }
+  return given;
+}
+
+bool ClusterState::HearsNobody(absl::Duration silence) const {
+  absl::MutexLock lock(&mu_);
+  if (clock_->Now() - last_heard_ <= silence) return false;
+  int expected = 0;
+  for (const auto* group : {&ps_, &workers_, &standby_}) {
+    for (const Member& m : *group) {
+      const bool finished =
+          m.role == MemberRole::kWorker && m.report.finished();
+      if (m.alive && !finished) ++expected;
+    }
+  }
+  return expected >= 2;
+}
+
+void ClusterState::GiveGrace(absl::Duration stalled) {
+  const int given = HoldJudgement();
   SPDLOG_LOGGER_WARN(L(),
                      "the coordinator itself stalled for {:.1f} s (paused or "
                      "starved of CPU): {} live members get a fresh {:.1f} s "

@@ -119,6 +119,18 @@ class ClusterState {
   // is judged, so nobody is declared dead for the coordinator's own silence.
   void GiveGrace(absl::Duration stalled) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // True when at least two live members (finished workers aside) are
+  // expected to heartbeat and no member's registration or heartbeat has
+  // arrived for longer than `silence`: the
+  // coordinator hears nobody, which is far likelier its own network cut off
+  // than every member dead at once (coordinator/coordinator_node.cc then
+  // holds its judgement with HoldJudgement).
+  bool HearsNobody(absl::Duration silence) const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Every live member gets a fresh heartbeat.timeout_s before it is judged
+  // (as GiveGrace, without its log line); returns how many.
+  int HoldJudgement() ABSL_LOCKS_EXCLUDED(mu_);
+
  private:
   struct Member {
     MemberRole role = MemberRole::kPs;
@@ -268,6 +280,9 @@ class ClusterState {
   Clock* const clock_;
   const ModelSpec spec_;
   const absl::Time start_;
+  // The last registration or heartbeat accepted from any member (not moved
+  // by GiveGrace or HoldJudgement).
+  absl::Time last_heard_ ABSL_GUARDED_BY(mu_);
   const std::unique_ptr<StateFile> state_file_;  // null without state_dir
 
   // State below is protected by mu_.

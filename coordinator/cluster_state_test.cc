@@ -710,6 +710,34 @@ TEST_F(ClusterStateTest, ASecondDaemonCannotTakeALiveShard) {
       << "restarted from initial values: everything is lost";
 }
 
+// A shard served from another host (a standby took it over) whose server
+// heartbeats but does not answer the probe (the path from the coordinator
+// still reconnecting after a partition): the old ps, restarted on its own
+// host, rejoins as a spare instead of taking the live shard from its
+// checkpoint. Once the server is declared dead, the shard's ps may restart.
+TEST_F(ClusterStateTest, AServerThatHeartbeatsFromAnotherHostKeepsItsShard) {
+  config_.cluster.ps = {"10.0.0.1:7001", "10.0.0.2:7001"};
+  Restart();
+  RegisterPs(0, "10.0.0.3:7001");  // ps 0's shard, served by another host
+  RegisterPs(1, "10.0.0.2:7001");
+  ASSERT_THAT(Heartbeat(PsBeat(0, "10.0.0.3:7001", 40)), IsOk());
+  proto::RegisterServerRequest restart;
+  restart.set_index(0);
+  restart.set_address("10.0.0.1:7001");
+  restart.set_applied_total(10);
+  EXPECT_THAT(RegisterServer(restart),
+              StatusIs(absl::StatusCode::kAlreadyExists,
+                       HasSubstr("10.0.0.3:7001, which heartbeats")));
+  EXPECT_EQ(state_->Placement().shards(0).address(), "10.0.0.3:7001");
+  EXPECT_EQ(state_->Status().recoveries_size(), 0);
+  // Silent past the timeout: dead, and the restart is let in.
+  clock_.Advance(absl::Seconds(4));
+  ASSERT_THAT(Heartbeat(PsBeat(1, "10.0.0.2:7001", 40)), IsOk());
+  state_->CheckLiveness();
+  ASSERT_THAT(RegisterServer(restart), IsOk());
+  EXPECT_EQ(state_->Placement().shards(0).address(), "10.0.0.1:7001");
+}
+
 // Invalid registrations are refused before anything changes: the real ps 0
 // keeps its place and its key (attack: an empty RegisterServer{} made it
 // stand down).

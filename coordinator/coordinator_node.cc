@@ -89,7 +89,19 @@ void CoordinatorNode::LivenessLoop() {
   // stalled: the silence it would judge is its own.
   const absl::Duration stall = std::max(
       period, absl::Seconds(options_.config.heartbeat.timeout_s / 2));
+  // Hearing nobody this long (two or more live members), the coordinator
+  // takes the silence for its own network's: members heartbeat every
+  // interval_s, so it is far shorter than the timeout minus one interval
+  // (the most their last beats before a cut can be apart) and far longer
+  // than a beat's gap.
+  const absl::Duration isolation =
+      std::max(absl::Seconds(2 * options_.config.heartbeat.interval_s),
+               absl::Seconds(options_.config.heartbeat.timeout_s / 2));
+  const absl::Duration timeout =
+      absl::Seconds(options_.config.heartbeat.timeout_s);
   absl::Time last = clock_->Now();
+  absl::Time isolated_since = absl::InfiniteFuture();
+  absl::Time judge_from = absl::InfinitePast();
   while (!clock_->WaitForNotificationWithTimeout(&stopping_, period)) {
     CoordinatorService::FlushRefusalLog();
     const absl::Time now = clock_->Now();
@@ -97,6 +109,45 @@ void CoordinatorNode::LivenessLoop() {
     last = now;
     if (late > stall) {
       state_->GiveGrace(late);
+      continue;
+    }
+    if (state_->HearsNobody(isolation)) {
+      // Declaring them all dead would hand every shard to a standby it
+      // cannot reach either, from a checkpoint, while the shards' servers
+      // go on serving the workers: acknowledged pushes lost for nothing.
+      if (isolated_since == absl::InfiniteFuture()) {
+        isolated_since = now - isolation;
+        SPDLOG_LOGGER_WARN(
+            Log(Logger::kCoordinator),
+            "the coordinator has heard no member for {:.1f} s: its own "
+            "network is likely cut off (every member dead at once is far "
+            "less likely); it declares nobody dead until it hears one again",
+            absl::ToDoubleSeconds(isolation));
+        counters_.Add("isolations", 1);
+      }
+      state_->HoldJudgement();
+      continue;
+    }
+    if (isolated_since != absl::InfiniteFuture()) {
+      // The others lost the coordinator at the same time as the first one
+      // heard again, but their connections come back on TCP's
+      // retransmission backoff, which after a silence of S retries about S
+      // later: so they get that long (at most 10 timeouts) before the
+      // clock runs again.
+      const absl::Duration silence = now - isolated_since;
+      judge_from = now + std::min(silence, 10 * timeout);
+      SPDLOG_LOGGER_WARN(
+          Log(Logger::kCoordinator),
+          "the coordinator hears members again after {:.1f} s of silence; "
+          "the others have {:.1f} s to be heard (their connections come "
+          "back on TCP's backoff) before the {:.1f} s timeout runs again",
+          absl::ToDoubleSeconds(silence),
+          absl::ToDoubleSeconds(judge_from - now),
+          options_.config.heartbeat.timeout_s);
+      isolated_since = absl::InfiniteFuture();
+    }
+    if (now < judge_from) {
+      state_->HoldJudgement();
       continue;
     }
     state_->CheckLiveness();

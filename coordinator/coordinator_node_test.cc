@@ -113,6 +113,53 @@ TEST_F(CoordinatorNodeTest,
   }
 }
 
+// Everyone silent at once (the coordinator's own link cut, as the chaos
+// harness's network faults do): nobody is declared dead, however long it
+// lasts; once a member is heard again, the rest are judged on the clock.
+TEST_F(CoordinatorNodeTest, HearingNobodyItDeclaresNobodyDeadUntilItHearsOne) {
+  ASSERT_THAT(client_->RegisterServer(0, "127.0.0.1:1"), IsOk());
+  ASSERT_THAT(client_->RegisterWorker(0, "127.0.0.1:2"), IsOk());
+  auto thread_waits_for_more_than = [&](int64_t waits) {
+    return WaitUntil([&] { return clock_.waits() > waits; }, absl::Seconds(30),
+                     absl::Milliseconds(1));
+  };
+  ASSERT_TRUE(thread_waits_for_more_than(0)) << "the liveness thread never waits";
+  auto period = [&](bool worker_beats) {
+    const int64_t waits = clock_.waits();
+    clock_.Advance(absl::Milliseconds(250));
+    if (worker_beats) {
+      proto::HeartbeatRequest beat;
+      beat.set_role("worker");
+      beat.set_index(0);
+      ASSERT_THAT(client_->Heartbeat(beat), IsOk());
+    }
+    ASSERT_TRUE(thread_waits_for_more_than(waits));
+  };
+  auto alive = [&](const char* role) {
+    auto status = client_->ClusterStatus();
+    EXPECT_THAT(status, IsOk());
+    return status.ok() && FindMember(*status, role)->alive();
+  };
+  // 5 s of silence from both, past the 3 s timeout.
+  for (int p = 1; p <= 20; ++p) {
+    period(false);
+    ASSERT_TRUE(alive("ps") && alive("worker"))
+        << "declared dead after " << p * 250 << " ms in which the "
+        << "coordinator heard nobody";
+  }
+  // The worker is heard again, ps 0 is not: it gets about as long as the
+  // silence lasted (5 s, TCP's backoff), then the 3 s timeout.
+  int judged = 0;
+  for (int p = 1; p <= 48 && judged == 0; ++p) {
+    period(true);
+    if (!alive("ps")) judged = p;
+  }
+  EXPECT_GE(judged, 20) << "ps 0 judged " << judged * 250
+                        << " ms after the worker was heard again";
+  EXPECT_LE(judged, 36) << "silent ps 0 never declared dead";
+  EXPECT_TRUE(alive("worker"));
+}
+
 TEST_F(CoordinatorNodeTest, WaitReturnsOnceStopped) {
   std::thread stopper([&] { ASSERT_THAT(node_->Stop(), IsOk()); });
   node_->Wait();

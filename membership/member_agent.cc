@@ -1,6 +1,10 @@
 // Heartbeat loop shared by ps and workers.
 #include "membership/member_agent.h"
 
+#include <algorithm>
+#include <string>
+
+#include "absl/time/clock.h"
 #include "common/logging.h"
 
 namespace downpour::membership {
@@ -27,16 +31,34 @@ void MemberAgent::Start() {
   thread_ = std::thread([this] { Loop(); });
 }
 
-void MemberAgent::Stop() {
+void MemberAgent::Stop(absl::Duration final_beat_budget) {
   if (!thread_.joinable()) return;
   stop_.Notify();
   thread_.join();
-  // The last heartbeat carries the final figures (a worker's metrics, a ps's
-  // loss counts): asked again when the coordinator did not
-  // answer it (a loaded machine), once more.
-  for (int attempt = 0; attempt < kFinalBeatAttempts; ++attempt) {
-    if (Beat()) break;
+  // The last heartbeat carries the final figures (a worker's metrics and
+  // pushes, a ps's loss counts): asked again while the coordinator does not
+  // answer it, within the budget. A beat that registered again reported
+  // nothing: the next one does.
+  const absl::Time until = absl::Now() + final_beat_budget;
+  for (int attempt = 0;; ++attempt) {
+    if (Beat() && !registered_again_) return;
+    if (attempt + 1 >= kFinalBeatAttempts && absl::Now() >= until) break;
+    if (attempt + 1 >= kFinalBeatAttempts) {
+      absl::SleepFor(std::min(absl::Seconds(interval_s_), until - absl::Now()));
+    }
   }
+  std::string role;
+  int index = 0;
+  {
+    absl::MutexLock lock(&identity_mu_);
+    role = role_;
+    index = index_;
+  }
+  SPDLOG_LOGGER_WARN(Log(Logger::kRpc),
+                     "{} {}: the coordinator did not take the final report "
+                     "within {:.1f} s: what it shows of this member stops at "
+                     "its last heartbeat",
+                     role, index, absl::ToDoubleSeconds(final_beat_budget));
 }
 
 void MemberAgent::Loop() {
@@ -54,6 +76,7 @@ bool MemberAgent::Beat() {
   }
   const std::string role = request.role();
   const int index = request.index();
+  registered_again_ = false;
   request.set_address(address_);
   *request.mutable_report() = reporter_();
   absl::StatusOr<proto::HeartbeatResponse> response = client_->Heartbeat(request);
@@ -62,6 +85,7 @@ bool MemberAgent::Beat() {
     SPDLOG_LOGGER_WARN(Log(Logger::kRpc), "{} {}: coordinator does not know us; registering again",
                        role, index);
     absl::Status registered = registrar_();
+    registered_again_ = true;
     if (!registered.ok()) {
       SPDLOG_LOGGER_WARN(Log(Logger::kRpc), "{} {}: {}", role, index,
                          std::string(registered.message()));

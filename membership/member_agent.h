@@ -5,6 +5,7 @@
 #ifndef DOWNPOUR_MEMBERSHIP_MEMBER_AGENT_H_
 #define DOWNPOUR_MEMBERSHIP_MEMBER_AGENT_H_
 
+#include <algorithm>
 #include <functional>
 #include <string>
 #include <thread>
@@ -12,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "common/config.h"
 #include "membership/coordinator_client.h"
 
@@ -40,8 +42,19 @@ class MemberAgent {
   // Heartbeats as (role, index) from now on: a standby that took a shard over
   // becomes ("ps", shard). Thread-safe.
   void SetIdentity(const std::string& role, int index);
-  // Sends one last heartbeat (so the coordinator sees the final report) and stops.
-  void Stop();
+  // Sends one last heartbeat (so the coordinator sees the final report) and
+  // stops. Unanswered (a coordinator cut off, restarting, or reconnecting
+  // after a partition), it is asked again every interval for up to
+  // `final_beat_budget`, and at least twice.
+  void Stop(absl::Duration final_beat_budget = absl::ZeroDuration());
+
+  // The daemons' budget for the final heartbeat: the time a member waits for
+  // a peer to come back (rpc.connect_timeout_s), at most 5 heartbeat
+  // timeouts (a coordinator silent that long is gone, not reconnecting).
+  static absl::Duration FinalBeatBudget(double connect_timeout_s,
+                                        double heartbeat_timeout_s) {
+    return absl::Seconds(std::min(connect_timeout_s, 5 * heartbeat_timeout_s));
+  }
 
  private:
   void Loop();
@@ -64,6 +77,8 @@ class MemberAgent {
   absl::Notification stop_;
   std::thread thread_;
   bool coordinator_down_ = false;  // loop thread only
+  // The last Beat registered again instead of reporting (loop thread only).
+  bool registered_again_ = false;
   bool refused_ = false;           // loop thread only: PermissionDenied said
 };
 

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <functional>
+#include <thread>
 
 #include "common/testing/poll.h"
 #include "common/testing/status_matchers.h"
@@ -124,6 +125,30 @@ TEST_F(MemberAgentTest, StopSendsALastHeartbeat) {
   agent->Stop();
   EXPECT_EQ(ReportedStep(), 42);
   EXPECT_EQ(handled_, 1);
+}
+
+// The coordinator is gone when the member stops (cut off, restarting): the
+// final report is asked for again until the coordinator is back and takes
+// it, after registering again with the new process, which forgot the member.
+TEST_F(MemberAgentTest, StopAsksForTheFinalReportAgainUntilTheCoordinatorTakesIt) {
+  ASSERT_THAT(client_->RegisterWorker(0, "127.0.0.1:2"), IsOk());
+  auto agent = Agent(0.2);
+  agent->Start();
+  ASSERT_TRUE(Eventually([&] { return handled_ >= 1; }));
+  const std::string address = node_->address();
+  ASSERT_THAT(node_->Stop(), IsOk());
+  node_.reset();
+  step_ = 42;
+  // The fault: the coordinator down for the first 2 s of the stop.
+  std::thread restart([&] {
+    absl::SleepFor(absl::Seconds(2));
+    StartCoordinator(address);
+  });
+  agent->Stop(absl::Seconds(30));
+  restart.join();
+  ASSERT_NE(node_, nullptr);
+  EXPECT_EQ(ReportedStep(), 42) << "the final report was not delivered";
+  EXPECT_GE(registrations_, 1);
 }
 
 // A beat the coordinator does not take for the member's (PermissionDenied:

@@ -366,7 +366,11 @@ absl::Status PsNode::Impl::Stop() {
   if (checkpointer_.joinable()) checkpointer_.join();
   if (server_.server != nullptr) server_.server->Shutdown(DeadlineIn(2));
   server_down_.store(true);  // the final heartbeat says so (final_report)
-  if (agent_ != nullptr) agent_->Stop();  // one final heartbeat
+  if (agent_ != nullptr) {  // the final heartbeat: its loss counts
+    agent_->Stop(membership::MemberAgent::FinalBeatBudget(
+        options_.config.rpc.connect_timeout_s,
+        options_.config.heartbeat.timeout_s));
+  }
   if (placement_thread_.joinable()) placement_thread_.join();
   stop_status_ = started_ ? Checkpoint() : absl::OkStatus();
   service_.set_replicator(nullptr);

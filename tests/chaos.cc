@@ -32,6 +32,7 @@
 #include "membership/coordinator_client.h"
 #include "server/checkpoint.h"
 #include "tests/daemon_harness.h"
+#include "tests/netns_lab.h"
 
 namespace downpour::chaos {
 namespace {
@@ -48,6 +49,10 @@ const char* KindName(FaultKind kind) {
       return "double kill";
     case FaultKind::kFullDisk:
       return "full disk";
+    case FaultKind::kPartition:
+      return "cut off";
+    case FaultKind::kCrawl:
+      return "crawl";
   }
   return "?";
 }
@@ -60,7 +65,36 @@ constexpr char kMountScript[] =
     "mount -t tmpfs -o size=64m downpour-chaos \"$ck\" || exit 97; "
     "\"$@\"; rc=$?; cp -a \"$ck\"/. \"$save\"/ 2>/dev/null; exit $rc";
 
-std::string JobYaml(const Options& options, const std::string& checkpoints) {
+// The lab's hosts: the harness and the launcher on "ctl", each daemon on
+// one of its own, at a fixed port (each host is a namespace of its own).
+const std::vector<std::pair<std::string, int>>& LabHosts() {
+  static const auto* hosts = new std::vector<std::pair<std::string, int>>{
+      {"ctl", 2},       {"coordinator", 10}, {"ps0", 11},     {"ps1", 12},
+      {"standby0", 13}, {"standby1", 14},    {"worker0", 21}, {"worker1", 22}};
+  return *hosts;
+}
+
+// The cluster section: loopback ephemeral ports, or the lab's hosts.
+std::string ClusterYaml(const Options& options, const std::string& dir) {
+  if (options.lab == nullptr) {
+    return "cluster:\n  coordinator: 127.0.0.1:0\n"
+           "  ps: [127.0.0.1:0, 127.0.0.1:0]\n"
+           "  standby_ps: [127.0.0.1:0, 127.0.0.1:0]\n"
+           "  workers: [127.0.0.1:0, 127.0.0.1:0]\n";
+  }
+  auto at = [&](const std::string& host, int port) {
+    return absl::StrCat(options.lab->host(host).ip, ":", port);
+  };
+  return absl::StrCat(
+      "cluster:\n  coordinator: ", at("coordinator", 7000), "\n  ps: [",
+      at("ps0", 7001), ", ", at("ps1", 7001), "]\n  standby_ps: [",
+      at("standby0", 7001), ", ", at("standby1", 7001), "]\n  workers: [",
+      at("worker0", 7100), ", ", at("worker1", 7100), "]\n",
+      "coordinator:\n  state_dir: ", dir, "/coordinator-state\n");
+}
+
+std::string JobYaml(const Options& options, const std::string& dir,
+                    const std::string& checkpoints) {
   const std::string data =
       options.mnist_dir.empty()
           ? std::string("data:\n  source: synthetic\n  train_examples: 6000\n"
@@ -68,10 +102,7 @@ std::string JobYaml(const Options& options, const std::string& checkpoints) {
           : absl::StrCat("data:\n  source: mnist\n  path: ", options.mnist_dir,
                          "\n  train_examples: 6000\n  test_examples: 1000\n");
   return absl::StrCat(
-      "cluster:\n  coordinator: 127.0.0.1:0\n"
-      "  ps: [127.0.0.1:0, 127.0.0.1:0]\n"
-      "  standby_ps: [127.0.0.1:0, 127.0.0.1:0]\n"
-      "  workers: [127.0.0.1:0, 127.0.0.1:0]\n"
+      ClusterYaml(options, dir),
       "heartbeat:\n  interval_s: 0.2\n  timeout_s: 1\n"
       "rpc:\n  deadline_s: 1\n  connect_timeout_s: 5\n",
       data,
@@ -277,11 +308,14 @@ class WorkerPushes {
 // Talks to the running cluster: its members, their pids and counters.
 class Cluster {
  public:
-  explicit Cluster(std::string run_dir) : run_dir_(std::move(run_dir)) {}
+  // `coordinator`: its configured address; "" when it listens on an
+  // ephemeral port that the launcher writes to its port file.
+  Cluster(std::string run_dir, std::string coordinator)
+      : run_dir_(std::move(run_dir)), coordinator_(std::move(coordinator)) {}
 
-  // The coordinator's address, from the port file the launcher writes; ""
-  // before it has.
+  // The coordinator's address; "" before the launcher wrote its port.
   std::string CoordinatorAddress() const {
+    if (!coordinator_.empty()) return coordinator_;
     absl::StatusOr<std::string> port = ReadFile(run_dir_ + "/coordinator.port");
     return port.ok() ? absl::StrCat("127.0.0.1:",
                                     absl::StripAsciiWhitespace(*port))
@@ -343,6 +377,7 @@ class Cluster {
 
  private:
   const std::string run_dir_;
+  const std::string coordinator_;
 };
 
 }  // namespace
@@ -368,6 +403,18 @@ std::string Describe(const Fault& fault) {
     case FaultKind::kFullDisk:
       absl::StrAppendFormat(&what, " under the checkpoints for %.2f s",
                             fault.duration_s);
+      break;
+    case FaultKind::kPartition:
+    case FaultKind::kCrawl:
+      absl::StrAppend(&what, " ", fault.role);
+      if (fault.role != "coordinator") absl::StrAppend(&what, " ", fault.index);
+      absl::StrAppend(&what, fault.role == "ps" ? " (the shard's server's host)"
+                                                : "'s host");
+      if (fault.kind == FaultKind::kCrawl) {
+        absl::StrAppendFormat(&what, ": its link at %.2f Mbit/s",
+                              fault.rate_mbit);
+      }
+      absl::StrAppendFormat(&what, " for %.2f s", fault.duration_s);
       break;
   }
   return what;
@@ -399,7 +446,11 @@ std::vector<Fault> MakeSchedule(uint64_t seed, int count, double span_s,
   for (int i = 0; i < count; ++i) {
     Fault f;
     f.at_s = uniform(0, span_s);
-    const int kind = pick(layout.full_disk ? 20 : 17);
+    // Kinds 0-16 as before network faults existed (a seed's schedule without
+    // them is unchanged), then the full disk, then the network.
+    const int kind = pick(17 + (layout.full_disk ? 3 : 0) +
+                          (layout.network ? 6 : 0));
+    const int network = kind - 17 - (layout.full_disk ? 3 : 0);
     if (kind < 7) {
       f.kind = FaultKind::kKill;
       target(&f);
@@ -414,9 +465,22 @@ std::vector<Fault> MakeSchedule(uint64_t seed, int count, double span_s,
       f.role = "ps";
       f.index = pick(layout.shards);
       f.duration_s = uniform(0.0, 1.0);
-    } else {
+    } else if (network < 0) {
       f.kind = FaultKind::kFullDisk;
       f.duration_s = uniform(0.5, 4.0);
+    } else if (network < 3) {
+      f.kind = FaultKind::kPartition;
+      target(&f);
+      // Shorter than the heartbeat timeout (1 s), or long enough that the
+      // coordinator declares the member dead and it comes back fenced.
+      f.duration_s = uniform(0.5, 4.0);
+    } else {
+      f.kind = FaultKind::kCrawl;
+      target(&f);
+      // A pull of the model (200 KB) takes 0.5-5 s at these rates, past
+      // the job's 1 s RPC deadline at most of them.
+      f.rate_mbit = uniform(0.3, 3.0);
+      f.duration_s = uniform(1.0, 5.0);
     }
     faults.push_back(f);
   }
@@ -536,6 +600,11 @@ std::string CanMountTmpfs() {
   return why;
 }
 
+std::string SetUpLab(NetnsLab* lab) {
+  if (std::string why = lab->SetUp(LabHosts()); !why.empty()) return why;
+  return lab->Enter("ctl");
+}
+
 absl::StatusOr<Outcome> Harness::Run(uint64_t seed,
                                      const std::vector<Fault>& faults) {
   Outcome out;
@@ -549,7 +618,9 @@ absl::StatusOr<Outcome> Harness::Run(uint64_t seed,
   fs::create_directories(saved);
   out.run_dir = dir + "/run";
   const std::string config = dir + "/job.yaml";
-  RETURN_IF_ERROR(WriteFileAtomically(config, JobYaml(options_, checkpoints)));
+  RETURN_IF_ERROR(
+      WriteFileAtomically(config, JobYaml(options_, dir, checkpoints)));
+  NetnsLab* const lab = options_.lab;
   std::vector<std::string> argv;
   if (options_.full_disk) argv = MountPrefix(checkpoints, saved);
   for (const std::string& a :
@@ -557,6 +628,14 @@ absl::StatusOr<Outcome> Harness::Run(uint64_t seed,
         std::string("--run_dir"), out.run_dir, std::string("--bin_dir"),
         options_.bin_dir, std::string("--progress_s"), std::string("2")}) {
     argv.push_back(a);
+  }
+  if (lab != nullptr) {
+    // Each daemon on its host, through a stand-in for ssh.
+    for (const std::string& a :
+         {std::string("--ssh"), std::string("--ssh_command"),
+          lab->WriteSsh(dir + "/ssh")}) {
+      argv.push_back(a);
+    }
   }
   Subprocess::Options process;
   process.own_process_group = true;
@@ -567,7 +646,10 @@ absl::StatusOr<Outcome> Harness::Run(uint64_t seed,
   const absl::Time bound = start + options_.bound;
   DaemonsSeen seen;
   WorkerPushes worker_pushes;
-  Cluster cluster(out.run_dir);
+  Cluster cluster(out.run_dir,
+                  lab == nullptr
+                      ? ""
+                      : absl::StrCat(lab->host("coordinator").ip, ":7000"));
   Observed& o = out.observed;
   absl::Time next_note = absl::InfinitePast();
   // Polls the pid file (and every 0.1 s the workers' counts) while waiting;
@@ -598,6 +680,13 @@ absl::StatusOr<Outcome> Harness::Run(uint64_t seed,
   std::vector<pid_t> stopped;
   std::string filler;
   absl::Time unstop = absl::InfiniteFuture(), unfill = absl::InfiniteFuture();
+  // Hosts cut off or crawling, and when their link is mended.
+  struct NetFault {
+    std::string host;
+    bool crawl = false;
+    absl::Time until;
+  };
+  std::vector<NetFault> net_faults;
   // Ends faults whose time is up.
   auto settle = [&](bool all) {
     const absl::Time now = absl::Now();
@@ -610,6 +699,18 @@ absl::StatusOr<Outcome> Harness::Run(uint64_t seed,
       fs::remove(filler, ignored);
       filler.clear();
       unfill = absl::InfiniteFuture();
+    }
+    for (auto it = net_faults.begin(); it != net_faults.end();) {
+      if (!all && now < it->until) {
+        ++it;
+        continue;
+      }
+      const std::string error = it->crawl ? lab->UnshapeLink(it->host)
+                                          : lab->MendLink(it->host);
+      if (!error.empty()) {
+        out.done.push_back(absl::StrCat("could not mend ", it->host, ": ", error));
+      }
+      it = net_faults.erase(it);
     }
   };
   // The daemon in that place now, asked again for up to 5 s (a coordinator
@@ -645,6 +746,17 @@ absl::StatusOr<Outcome> Harness::Run(uint64_t seed,
     ::kill(static_cast<pid_t>(s->pid()), SIGKILL);
     absl::StrAppend(note, " pid ", s->pid());
     return true;
+  };
+  // The lab host a fault's target lives on now: a shard's server's (it may
+  // be a standby's), else the configured one's; "" when none answers.
+  auto host_of = [&](const Fault& f) -> std::string {
+    if (f.role == "ps") {
+      const std::string address = cluster.Address("ps", f.index);
+      const NetnsHost* h =
+          lab->HostWithIp(address.substr(0, address.rfind(':')));
+      return h == nullptr ? "" : h->role;
+    }
+    return f.role == "coordinator" ? f.role : absl::StrCat(f.role, f.index);
   };
   for (const Fault& f : faults) {
     if (!ready) break;
@@ -713,11 +825,41 @@ absl::StatusOr<Outcome> Harness::Run(uint64_t seed,
         unfill = absl::Now() + absl::Seconds(f.duration_s);
         break;
       }
+      case FaultKind::kPartition:
+      case FaultKind::kCrawl: {
+        if (lab == nullptr) {
+          absl::StrAppend(&note, " skipped: the cluster is not in a lab");
+          break;
+        }
+        const std::string host = host_of(f);
+        if (host.empty()) {
+          absl::StrAppend(&note, " skipped: nobody serves the shard now");
+          break;
+        }
+        if (std::any_of(net_faults.begin(), net_faults.end(),
+                        [&](const NetFault& n) { return n.host == host; })) {
+          absl::StrAppend(&note, " skipped: ", host, " is already faulted");
+          break;
+        }
+        const bool crawl = f.kind == FaultKind::kCrawl;
+        LinkShape shape;
+        shape.rate_mbit = f.rate_mbit;
+        const std::string error =
+            crawl ? lab->ShapeLink(host, shape) : lab->CutLink(host);
+        if (!error.empty()) {
+          absl::StrAppend(&note, " failed: ", error);
+          break;
+        }
+        absl::StrAppend(&note, " host ", host);
+        net_faults.push_back(
+            {host, crawl, absl::Now() + absl::Seconds(f.duration_s)});
+        break;
+      }
     }
     out.done.push_back(note);
   }
   // The rest of the faults' time, then the job's end.
-  while (!stopped.empty() || !filler.empty()) {
+  while (!stopped.empty() || !filler.empty() || !net_faults.empty()) {
     settle(false);
     if (!wait(absl::Milliseconds(20))) break;
   }

@@ -14,7 +14,9 @@
 // of any daemon (the coordinator, a shard's primary, a standby, a worker), a
 // shard's primary and then whoever took it over killed close together, and
 // a full disk under the checkpoint folder (a tmpfs of the launcher's own
-// mount namespace, filled and freed again). tests/chaos_test runs a short
+// mount namespace, filled and freed again); with the cluster in network
+// namespaces (Options::lab), a daemon's host cut off (its link down) or its
+// link shaped to a crawl with tc tbf, for a while. tests/chaos_test runs a short
 // schedule; tests/chaos_main.cc (bazel run //tests:chaos) the long one.
 // docs/OPERATIONS.md says how to replay a seed.
 #ifndef DOWNPOUR_TESTS_CHAOS_H_
@@ -28,6 +30,10 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
+namespace downpour {
+class NetnsLab;
+}
+
 namespace downpour::chaos {
 
 enum class FaultKind {
@@ -35,6 +41,9 @@ enum class FaultKind {
   kStop,        // SIGSTOP, SIGCONT after duration_s
   kDoubleKill,  // SIGKILL a shard's primary, then its successor
   kFullDisk,    // the checkpoint folder's filesystem full for duration_s
+  // Network faults (a cluster in a NetnsLab only):
+  kPartition,  // the daemon's host cut off from the others for duration_s
+  kCrawl,      // its link shaped to rate_mbit (tc tbf) for duration_s
 };
 
 struct Fault {
@@ -45,8 +54,10 @@ struct Fault {
   std::string role;
   int index = 0;
   // kStop: seconds stopped; kFullDisk: seconds full; kDoubleKill: seconds
-  // between the successor's take-over and its kill.
+  // between the successor's take-over and its kill; kPartition, kCrawl:
+  // seconds cut off or shaped.
   double duration_s = 0;
+  double rate_mbit = 0;  // kCrawl: the link's rate, both ways
 };
 
 // "3.20 s: kill -9 ps 1 (the shard's server)".
@@ -57,10 +68,12 @@ struct Layout {
   int standbys = 2;
   int workers = 2;
   bool full_disk = true;  // a tmpfs can be mounted (CanMountTmpfs)
+  bool network = false;   // the cluster runs in a NetnsLab: cut and crawl
 };
 
 // `count` faults at times drawn over [0, span_s), sorted; the same seed and
-// arguments give the same schedule.
+// arguments give the same schedule (and a layout without network faults
+// the schedule it gave before they existed).
 std::vector<Fault> MakeSchedule(uint64_t seed, int count, double span_s,
                                 const Layout& layout);
 
@@ -127,7 +140,17 @@ struct Options {
   // The launcher must end within this; past it the run is a hang.
   absl::Duration bound = absl::Minutes(4);
   bool full_disk = true;  // mount the checkpoint tmpfs (see CanMountTmpfs)
+  // Non-null: every daemon runs on a host of its own in this lab, made by
+  // SetUpLab (which also moved this process into its "ctl" host), started
+  // by the launcher's --ssh mode; partitions and crawls become possible.
+  NetnsLab* lab = nullptr;
 };
+
+// Makes `lab`'s hosts (ctl, coordinator, ps0, ps1, standby0, standby1,
+// worker0, worker1) and moves this process into "ctl", where the harness
+// and the launcher run. Call it before any thread exists (before any gRPC
+// call). "" on success, else why not (a test skips).
+std::string SetUpLab(NetnsLab* lab);
 
 // "" when this process may mount a tmpfs in a mount namespace of its own
 // (root, or unprivileged user namespaces), else why not.

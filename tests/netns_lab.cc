@@ -1,8 +1,13 @@
 // Network namespaces, veth pairs on a bridge, tbf shaping, a stand-in ssh.
 #include "tests/netns_lab.h"
 
+#include <fcntl.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <algorithm>
 #include <filesystem>
@@ -97,11 +102,9 @@ std::string NetnsLab::SetUp(
 std::string NetnsLab::ShapeLink(const std::string& role,
                                 const LinkShape& shape) {
   if (tc_.empty()) return "no `tc` command (Debian: iproute2)";
-  const auto it =
-      std::find_if(hosts_.begin(), hosts_.end(),
-                   [&](const NetnsHost& h) { return h.role == role; });
-  if (it == hosts_.end()) return absl::StrCat("no host ", role, " in the lab");
-  const NetnsHost& h = *it;
+  const NetnsHost* found = Find(role);
+  if (found == nullptr) return absl::StrCat("no host ", role, " in the lab");
+  const NetnsHost& h = *found;
   const double bytes_per_s = shape.rate_mbit * 1e6 / 8;
   const int burst =
       shape.burst_bytes > 0
@@ -126,6 +129,60 @@ std::string NetnsLab::ShapeLink(const std::string& role,
     if (std::string error = Command(argv); !error.empty()) return error;
   }
   return "";
+}
+
+std::string NetnsLab::UnshapeLink(const std::string& role) {
+  if (tc_.empty()) return "no `tc` command (Debian: iproute2)";
+  const NetnsHost* h = Find(role);
+  if (h == nullptr) return absl::StrCat("no host ", role, " in the lab");
+  for (const auto& [netns, dev] :
+       {std::pair{h->netns, std::string("eth0")}, std::pair{switch_, h->port}}) {
+    if (std::string error = Command({ip_, "netns", "exec", netns, tc_, "qdisc",
+                                     "del", "dev", dev, "root"});
+        !error.empty()) {
+      return error;
+    }
+  }
+  return "";
+}
+
+std::string NetnsLab::CutLink(const std::string& role) {
+  const NetnsHost* h = Find(role);
+  if (h == nullptr) return absl::StrCat("no host ", role, " in the lab");
+  return Ip({"-n", switch_, "link", "set", h->port, "down"});
+}
+
+std::string NetnsLab::MendLink(const std::string& role) {
+  const NetnsHost* h = Find(role);
+  if (h == nullptr) return absl::StrCat("no host ", role, " in the lab");
+  return Ip({"-n", switch_, "link", "set", h->port, "up"});
+}
+
+std::string NetnsLab::Enter(const std::string& role) {
+  const NetnsHost* h = Find(role);
+  if (h == nullptr) return absl::StrCat("no host ", role, " in the lab");
+  const std::string path = "/run/netns/" + h->netns;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return absl::StrCat("open ", path, ": ", std::strerror(errno));
+  const int rc = ::setns(fd, CLONE_NEWNET);
+  const int error = errno;
+  ::close(fd);
+  if (rc != 0) return absl::StrCat("setns ", path, ": ", std::strerror(error));
+  return "";
+}
+
+const NetnsHost* NetnsLab::Find(const std::string& role) const {
+  for (const NetnsHost& h : hosts_) {
+    if (h.role == role) return &h;
+  }
+  return nullptr;
+}
+
+const NetnsHost* NetnsLab::HostWithIp(const std::string& ip) const {
+  for (const NetnsHost& h : hosts_) {
+    if (h.ip == ip) return &h;
+  }
+  return nullptr;
 }
 
 const NetnsHost& NetnsLab::host(const std::string& role) const {
@@ -158,6 +215,8 @@ void NetnsLab::KillProcesses() {
     if (pids.ok()) (*pids)->Wait(absl::Seconds(30));
     for (absl::string_view pid : absl::StrSplit(ReadFile(log).value_or(""),
                                                 '\n', absl::SkipWhitespace())) {
+      // Not this process, which may live in one of them (Enter).
+      if (absl::StripAsciiWhitespace(pid) == absl::StrCat(getpid())) continue;
       Command(
           {"/bin/kill", "-9", std::string(absl::StripAsciiWhitespace(pid))});
     }

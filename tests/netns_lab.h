@@ -60,6 +60,23 @@ class NetnsLab {
   // success, else the failing command and its output.
   std::string ShapeLink(const std::string& role, const LinkShape& shape);
 
+  // Removes the shaping ShapeLink put on `role`'s link (both ends). Empty on
+  // success, else the failing command and its output.
+  std::string UnshapeLink(const std::string& role);
+
+  // Cuts `role`'s link (its port on the switch goes down: nothing passes
+  // either way, as with a pulled cable) or mends it again. Empty on success.
+  std::string CutLink(const std::string& role);
+  std::string MendLink(const std::string& role);
+
+  // Moves the calling thread into `role`'s namespace (threads it starts
+  // later follow it; call it before any other thread exists, so the whole
+  // process lives there). Empty on success, else why not.
+  std::string Enter(const std::string& role);
+
+  // The host whose address is `ip`; null when none is.
+  const NetnsHost* HostWithIp(const std::string& ip) const;
+
   // The host playing `role`; the first host when there is none.
   const NetnsHost& host(const std::string& role) const;
   const std::vector<NetnsHost>& hosts() const { return hosts_; }
@@ -81,6 +98,8 @@ class NetnsLab {
   // command and its output.
   std::string Command(const std::vector<std::string>& argv);
   std::string Ip(std::vector<std::string> args);
+  // The host playing `role`, or null.
+  const NetnsHost* Find(const std::string& role) const;
 
   const std::string log_dir_;
   const std::string ip_;

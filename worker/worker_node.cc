@@ -400,8 +400,11 @@ absl::Status WorkerNode::Stop() {
   if (loop_ != nullptr) loop_->Stop();  // pushes what it owes, then returns
   if (trainer_.joinable()) trainer_.join();
   if (progress_.joinable()) progress_.join();
-  if (agent_ != nullptr)
-    agent_->Stop();  // the last heartbeat carries the final figures
+  if (agent_ != nullptr) {  // the last heartbeat carries the final figures
+    agent_->Stop(membership::MemberAgent::FinalBeatBudget(
+        options_.config.rpc.connect_timeout_s,
+        options_.config.heartbeat.timeout_s));
+  }
   if (server_.server != nullptr) server_.server->Shutdown(DeadlineIn(1));
   absl::MutexLock lock(&mu_);
   stopped_ = true;

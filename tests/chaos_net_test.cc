@@ -1,0 +1,91 @@
+// The chaos harness with network faults: the launcher's cluster with every
+// daemon on a host of its own (network namespaces on a virtual switch, the
+// launcher's --ssh mode), an undisturbed run, then a fixed schedule of
+// partitions and crawls (a shard's server cut off past the heartbeat
+// timeout, so a standby takes the shard over while the old server lives on;
+// a worker's and the coordinator's links; a crawling server and worker) and
+// a seeded one. Every run must keep the invariants of tests/chaos.h.
+//
+// Needs root, `ip` and `tc` (iproute2); skips with a message where network
+// namespaces cannot be made. Its namespaces are deleted at the end.
+#include <cstdio>
+
+#include "absl/strings/str_join.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/chaos.h"
+#include "tests/daemon_harness.h"
+#include "tests/netns_lab.h"
+
+namespace downpour::chaos {
+namespace {
+
+using ::testing::IsEmpty;
+
+Fault Net(double at_s, FaultKind kind, const std::string& role, int index,
+          double duration_s, double rate_mbit = 0) {
+  Fault f;
+  f.at_s = at_s;
+  f.kind = kind;
+  f.role = role;
+  f.index = index;
+  f.duration_s = duration_s;
+  f.rate_mbit = rate_mbit;
+  return f;
+}
+
+TEST(ChaosNetTest, PartitionsAndCrawlsKeepEveryInvariant) {
+  NetnsLab lab(testing::TestDir(), "dpch");
+  // Before any thread: the whole test process moves into the lab's "ctl".
+  if (const std::string why = SetUpLab(&lab); !why.empty()) {
+    GTEST_SKIP() << "no network namespaces here: " << why;
+  }
+  Options options;
+  options.bin_dir = testing::BinDir();
+  options.work_dir = testing::TestDir();
+  options.mnist_dir = testing::MnistDir();
+  options.epochs = 30;
+  options.bound = absl::Minutes(3);
+  options.full_disk = false;  // tests:chaos_test has the full disk
+  options.lab = &lab;
+  Harness harness(options);
+  absl::StatusOr<Outcome> reference = harness.Run(0, {});
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  Judge judge;
+  judge.reference_accuracy = reference->observed.accuracy;
+  ASSERT_THAT(CheckInvariants(reference->observed, judge), IsEmpty())
+      << "the undisturbed run; its folder " << reference->run_dir;
+  std::printf("undisturbed, over the lab's network: accuracy %.4f in %.1f s\n",
+              reference->observed.accuracy, reference->observed.seconds);
+
+  const double span = 0.6 * reference->observed.seconds;
+  // Seed 0 is the fixed schedule; seed 3 a drawn one with network faults.
+  const std::vector<Fault> fixed = {
+      // Past the 1 s heartbeat timeout: a standby takes shard 0 over while
+      // its old server lives on, cut off, and comes back to a fenced shard.
+      Net(0.0, FaultKind::kPartition, "ps", 0, 2.5),
+      Net(0.3 * span, FaultKind::kCrawl, "worker", 1, 2.0, 0.5),
+      Net(0.5 * span, FaultKind::kPartition, "coordinator", 0, 1.5),
+      Net(0.7 * span, FaultKind::kCrawl, "ps", 1, 2.0, 1.0),
+  };
+  Layout layout;
+  layout.full_disk = false;
+  layout.network = true;
+  for (const auto& [seed, faults] :
+       std::vector<std::pair<uint64_t, std::vector<Fault>>>{
+           {1000, fixed}, {3, MakeSchedule(3, 4, span, layout)}}) {
+    absl::StatusOr<Outcome> run = harness.Run(seed, faults);
+    ASSERT_TRUE(run.ok()) << run.status();
+    const std::string done = absl::StrJoin(run->done, "\n  ");
+    std::printf("seed %llu: %s, accuracy %.4f, %.1f s\n  %s\n",
+                static_cast<unsigned long long>(seed),
+                run->observed.outcome.c_str(), run->observed.accuracy,
+                run->observed.seconds, done.c_str());
+    EXPECT_THAT(CheckInvariants(run->observed, judge), IsEmpty())
+        << "seed " << seed << " (span " << span << " s), faults:\n  " << done
+        << "\nrun folder " << run->run_dir;
+  }
+}
+
+}  // namespace
+}  // namespace downpour::chaos
