@@ -81,6 +81,8 @@ int Run() {
 
   options.bin_dir = bench::BinDirOr(absl::GetFlag(FLAGS_bin_dir));
   options.work_dir = bench::RunDirOr(absl::GetFlag(FLAGS_run_dir), "chaos");
+  std::error_code made;
+  std::filesystem::create_directories(options.work_dir, made);
   std::unique_ptr<NetnsLab> lab;
   if (absl::GetFlag(FLAGS_net)) {
     // Before any thread: this process moves into the lab's "ctl" host.

@@ -91,6 +91,22 @@ ABSL_FLAG(std::string, bin_dir, "",
           "bazel-bin this bench was built in)");
 ABSL_FLAG(std::string, markdown, "",
           "also write the table as Markdown to this file");
+ABSL_FLAG(double, target_accuracy, 0,
+          "time to accuracy instead of throughput: workers compute real "
+          "gradients on real MNIST within each simulated step "
+          "(compute.simulated_real_gradients) and every run trains until a "
+          "worker's test accuracy reaches this; each row reports the seconds "
+          "to it and the speed-up over 1 worker (0 = throughput rows)");
+ABSL_FLAG(std::string, mnist_dir, "data/mnist",
+          "--target_accuracy: the MNIST files (deploy/fetch_mnist.sh)");
+ABSL_FLAG(int, train_examples, 8000,
+          "--target_accuracy: data.train_examples (the MNIST package holds "
+          "10,000 digits; 2000 are the test set)");
+ABSL_FLAG(int, eval_every_steps, 10,
+          "--target_accuracy: training.eval_every_steps of every worker (on "
+          "2000 test examples)");
+ABSL_FLAG(double, learning_rate, 0.001,
+          "--target_accuracy: Adam's learning rate");
 
 namespace downpour::bench {
 namespace {
@@ -119,6 +135,12 @@ struct Row {
   double our_cpu = NAN;
   double window_s = NAN;
   double wall_s = 0;
+  // --target_accuracy: seconds from launch to the first evaluation at the
+  // target (the launcher's seconds_to_target), its speed-up over 1 worker,
+  // and the final test accuracy.
+  double seconds_to_target = NAN;
+  double speedup = NAN;
+  double accuracy = NAN;
   std::string error;
 };
 
@@ -202,6 +224,43 @@ bool IsDefaultEncoding(const std::string& encoding) {
   return parsed.ok() && *parsed == WireEncoding::kFloat32;
 }
 
+// The sections that differ in a throughput run: simulated compute, a tiny
+// fixed gradient, a fixed number of steps.
+std::string ThroughputYaml() {
+  return absl::StrCat(
+      "optimizer:\n  type: sgd\n  learning_rate: 0.01\n",
+      "training:\n  batch_size: ", absl::GetFlag(FLAGS_batch_size),
+      "\n  steps: ", absl::GetFlag(FLAGS_steps),
+      "\n  epochs: 1\n  eval_every_steps: 0\n  target_accuracy: 0\n"
+      "  fetch: overlap\n  n_fetch: 1\n  n_push: 1\n"
+      "  max_pushes_in_flight: 1\n",
+      "data:\n  source: synthetic\n  train_examples: 4096\n"
+      "  test_examples: 32\n",
+      "compute:\n  device: simulated\n  simulated_step_ms: ",
+      absl::GetFlag(FLAGS_step_ms), "\n");
+}
+
+// The sections that differ in a time-to-accuracy run: real MNIST, real
+// gradients within the simulated step, Adam, evaluations, the target.
+std::string TargetYaml() {
+  const std::string mnist =
+      fs::absolute(absl::GetFlag(FLAGS_mnist_dir)).string();
+  return absl::StrCat(
+      "optimizer:\n  type: adam\n  learning_rate: ",
+      absl::GetFlag(FLAGS_learning_rate), "\n",
+      "training:\n  batch_size: ", absl::GetFlag(FLAGS_batch_size),
+      "\n  epochs: 1000\n  eval_every_steps: ",
+      absl::GetFlag(FLAGS_eval_every_steps), "\n  target_accuracy: ",
+      absl::GetFlag(FLAGS_target_accuracy),
+      "\n  fetch: overlap\n  n_fetch: 1\n  n_push: 1\n"
+      "  max_pushes_in_flight: 1\n",
+      "data:\n  source: mnist\n  path: ", mnist,
+      "\n  train_examples: ", absl::GetFlag(FLAGS_train_examples),
+      "\n  test_examples: 2000\n",
+      "compute:\n  device: simulated\n  simulated_step_ms: ",
+      absl::GetFlag(FLAGS_step_ms), "\n  simulated_real_gradients: true\n");
+}
+
 // The run's whole config. training.fetch overlap measured best: with
 // after_push a step waits for its push's acknowledgement and then a pull
 // (~2 transfers of the model on the worker's link), which halved one worker's
@@ -226,21 +285,13 @@ std::string ConfigYaml(const NetnsLab& lab, const Row& row) {
       "rpc:\n  deadline_s: 60\n  connect_timeout_s: 60\n", encoding,
       "model:\n  layers: [", absl::StrJoin(LayersOf(row.model), ", "),
       "]\n  block_size: ", absl::GetFlag(FLAGS_block_size), "\n",
-      "optimizer:\n  type: sgd\n  learning_rate: 0.01\n",
-      "training:\n  batch_size: ", absl::GetFlag(FLAGS_batch_size),
-      "\n  steps: ", absl::GetFlag(FLAGS_steps),
-      "\n  epochs: 1\n  eval_every_steps: 0\n  target_accuracy: 0\n"
-      "  fetch: overlap\n  n_fetch: 1\n  n_push: 1\n"
-      "  max_pushes_in_flight: 1\n",
-      "data:\n  source: synthetic\n  train_examples: 4096\n"
-      "  test_examples: 32\n",
+      absl::GetFlag(FLAGS_target_accuracy) > 0 ? TargetYaml() : ThroughputYaml(),
       "checkpoint:\n  dir: \"\"\n  interval_s: 0\n",
-      "compute:\n  device: simulated\n  simulated_step_ms: ",
-      absl::GetFlag(FLAGS_step_ms), "\n",
       "coordinator:\n  state_dir: \"\"\n  history_interval_s: 0.25\n"
       "  history_size: 100000\n",
       "logging:\n  level: warn\n");
 }
+
 
 // The figures of one history sample.
 struct Point {
@@ -287,7 +338,10 @@ void Measure(const proto::GetHistoryResponse& history, CpuSampler& cpu,
   for (const Point& p : points) {
     if (first == nullptr && p.min_step >= absl::GetFlag(FLAGS_warmup_steps))
       first = &p;
-    if (first != nullptr && !p.any_finished && p.max_step < steps) last = &p;
+    // A time-to-accuracy run has no step count: it ends at the target.
+    const bool bounded = absl::GetFlag(FLAGS_target_accuracy) <= 0;
+    if (first != nullptr && !p.any_finished && (!bounded || p.max_step < steps))
+      last = &p;
   }
   if (first == nullptr || last == nullptr || last->time_s - first->time_s < 1) {
     row->error =
@@ -369,7 +423,9 @@ void RunRow(NetnsLab& lab, const std::string& bin_dir, const std::string& ssh,
       "--progress_s",
       "5",
       "--accuracy_mark",
-      "1"};
+      absl::GetFlag(FLAGS_target_accuracy) > 0
+          ? absl::StrCat(absl::GetFlag(FLAGS_target_accuracy))
+          : "1"};
   if (!overrides.empty()) {
     argv.push_back(absl::StrCat("--set=", absl::StrJoin(overrides, ",")));
   }
@@ -403,6 +459,18 @@ void RunRow(NetnsLab& lab, const std::string& bin_dir, const std::string& ssh,
                               "/launcher.log)");
     return;
   }
+  if (absl::GetFlag(FLAGS_target_accuracy) > 0) {
+    double seconds = NAN, accuracy = NAN;
+    if (absl::SimpleAtod(JsonField(summary, "seconds_to_target"), &seconds)) {
+      row->seconds_to_target = seconds;
+    } else {
+      row->error = absl::StrCat("the target was never reached (see ", dir,
+                                "/launcher.log)");
+    }
+    if (absl::SimpleAtod(JsonField(summary, "accuracy"), &accuracy)) {
+      row->accuracy = accuracy;
+    }
+  }
   proto::GetHistoryResponse history;
   absl::Status parsed =
       FromJson(ReadFile(dir + "/run/history.json").value_or(""),
@@ -420,6 +488,28 @@ void RunRow(NetnsLab& lab, const std::string& bin_dir, const std::string& ssh,
 // v with `precision` decimals and `suffix`; "-" for NaN (unknown).
 std::string Fmt(double v, int precision, const char* suffix = "") {
   return std::isnan(v) ? "-" : absl::StrFormat("%.*f%s", precision, v, suffix);
+}
+
+// --target_accuracy rows.
+std::string TargetTable(const std::vector<Row>& rows, double cpu_flag) {
+  std::string out =
+      "| model | shards | W | s to target | speed-up | efficiency | "
+      "updates/s | final accuracy | CPU busy | our CPU |\n"
+      "|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const Row& r : rows) {
+    if (!r.error.empty()) {
+      absl::StrAppendFormat(&out, "| %s | %d | %d | error: %s |\n", r.model,
+                            r.shards, r.workers, r.error);
+      continue;
+    }
+    absl::StrAppendFormat(
+        &out, "| %s | %d | %d | %s | %s | %s | %s | %s | %s%s | %s |\n",
+        r.model, r.shards, r.workers, Fmt(r.seconds_to_target, 1),
+        Fmt(r.speedup, 2), Fmt(r.speedup / r.workers, 2),
+        Fmt(r.updates_per_s, 2), Fmt(r.accuracy, 4), Fmt(r.cpu_busy, 0, "%"),
+        r.cpu_busy > cpu_flag ? " **CPU-bound?**" : "", Fmt(r.our_cpu, 0, "%"));
+  }
+  return out;
 }
 
 std::string Table(const std::vector<Row>& rows, double cpu_flag) {
@@ -539,7 +629,8 @@ int Main() {
   for (const std::string& model : models) {
     for (const std::string& encoding : encodings) {
       for (int s : *shards) {
-        double base = NAN;  // updates/s with 1 worker
+        double base = NAN;         // updates/s with 1 worker
+        double base_seconds = NAN;  // seconds to the target with 1 worker
         for (int w : *workers) {
           if (g_interrupted) break;
           Row row{w, s, encoding, model};
@@ -547,17 +638,28 @@ int Main() {
                  absl::StrCat(run_root, "/", model, "-", encoding, "-s", s,
                               "-w", w),
                  cpu, &row);
-          if (w == 1 && row.error.empty()) base = row.updates_per_s;
+          if (w == 1 && row.error.empty()) {
+            base = row.updates_per_s;
+            base_seconds = row.seconds_to_target;
+          }
           row.efficiency = row.updates_per_s / (w * base);
+          row.speedup = base_seconds / row.seconds_to_target;
           std::printf(
               "  %s %s S=%d W=%-2d updates/s %s  eff %s  ps link %s  CPU %s%s  "
-              "ours %s  (%.0f s)%s%s\n",
+              "ours %s  (%.0f s)%s%s%s\n",
               model.c_str(), encoding.c_str(), s, w,
               Fmt(row.updates_per_s, 2).c_str(), Fmt(row.efficiency, 2).c_str(),
               Fmt(100 * row.ps_link_util, 0, "%").c_str(),
               Fmt(row.cpu_busy, 0, "%").c_str(),
               row.cpu_busy > cpu_flag ? " (CPU-bound?)" : "",
               Fmt(row.our_cpu, 0, "%").c_str(), row.wall_s,
+              std::isnan(row.seconds_to_target)
+                  ? ""
+                  : absl::StrFormat("  to %g in %.1f s, speed-up %s",
+                                    absl::GetFlag(FLAGS_target_accuracy),
+                                    row.seconds_to_target,
+                                    Fmt(row.speedup, 2))
+                        .c_str(),
               row.error.empty() ? "" : "  error: ", row.error.c_str());
           std::fflush(stdout);
           rows.push_back(row);
@@ -565,21 +667,45 @@ int Main() {
       }
     }
   }
-  const std::string table = Table(rows, cpu_flag);
-  const std::string legend = absl::StrFormat(
+  const bool target = absl::GetFlag(FLAGS_target_accuracy) > 0;
+  const std::string table =
+      target ? TargetTable(rows, cpu_flag) : Table(rows, cpu_flag);
+  const std::string links = absl::StrFormat(
       "Links %.0f Mbit/s each way (tc tbf on both ends of every veth), "
-      "compute.device simulated at %.0f ms per step, %d steps per worker; "
-      "the window opens once every worker has done %d steps and closes before "
-      "the first finishes. updates/s: whole pushes acknowledged per second "
-      "(cluster); efficiency: updates/s(W) / (W * updates/s(1)); ps link util: "
-      "the busiest ps's bytes in+out / (2 * rate * window); CPU busy: the "
-      "whole machine (%u cores, other jobs included) over the window, flagged "
+      "compute.device simulated at %.0f ms per step",
+      shape.rate_mbit, absl::GetFlag(FLAGS_step_ms));
+  const std::string cpu_legend = absl::StrFormat(
+      "CPU busy: the whole machine (%u cores, other jobs included), flagged "
       "above %.0f%%; our CPU: the run's own processes' CPU seconds per second "
-      "of the whole run (startup included), as a share of all cores. "
-      "%.0f s in all.\n",
-      shape.rate_mbit, absl::GetFlag(FLAGS_step_ms), absl::GetFlag(FLAGS_steps),
-      absl::GetFlag(FLAGS_warmup_steps), std::thread::hardware_concurrency(),
-      cpu_flag, absl::ToDoubleSeconds(absl::Now() - begin));
+      "of the whole run (startup included), as a share of all cores. %.0f s "
+      "in all.\n",
+      std::thread::hardware_concurrency(), cpu_flag,
+      absl::ToDoubleSeconds(absl::Now() - begin));
+  const std::string legend =
+      target
+          ? absl::StrFormat(
+                "%s, with real gradients of real MNIST (%d training "
+                "examples, Adam %g, batch %d) computed on the CPU within each "
+                "step, which is then padded to its time. s to target: launch "
+                "to the first evaluation at %g (every %d steps per worker, "
+                "2000 test examples); speed-up: s(1) / s(W); efficiency: "
+                "speed-up / W; updates/s: whole pushes acknowledged per second "
+                "(cluster) after every worker's %d warm-up steps. %s",
+                links, absl::GetFlag(FLAGS_train_examples),
+                absl::GetFlag(FLAGS_learning_rate),
+                absl::GetFlag(FLAGS_batch_size),
+                absl::GetFlag(FLAGS_target_accuracy),
+                absl::GetFlag(FLAGS_eval_every_steps),
+                absl::GetFlag(FLAGS_warmup_steps), cpu_legend)
+          : absl::StrFormat(
+                "%s, %d steps per worker; the window opens once every worker "
+                "has done %d steps and closes before the first finishes. "
+                "updates/s: whole pushes acknowledged per second (cluster); "
+                "efficiency: updates/s(W) / (W * updates/s(1)); ps link util: "
+                "the busiest ps's bytes in+out / (2 * rate * window), over the "
+                "window like CPU busy. %s",
+                links, absl::GetFlag(FLAGS_steps),
+                absl::GetFlag(FLAGS_warmup_steps), cpu_legend);
   std::printf("\n%s\n%s", table.c_str(), legend.c_str());
   const std::string markdown = absl::GetFlag(FLAGS_markdown);
   if (!markdown.empty()) {

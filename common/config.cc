@@ -286,7 +286,9 @@ std::vector<Section> Schema(Config* c) {
                     ComputeDeviceName),
         IntField("compute.gpu", &c->compute.gpu, Between(0, 1023)),
         DoubleField("compute.simulated_step_ms", &c->compute.simulated_step_ms,
-                    NonNegativeAtMost(3'600'000))}},
+                    NonNegativeAtMost(3'600'000)),
+        BoolField("compute.simulated_real_gradients",
+                  &c->compute.simulated_real_gradients)}},
       {"coordinator",
        {StringField("coordinator.state_dir", &c->coordinator.state_dir),
         IntField("coordinator.history_size", &c->coordinator.history_size,
@@ -979,6 +981,13 @@ absl::Status CheckCompute(const ComputeSection& compute) {
         "compute.device simulated needs compute.simulated_step_ms > 0 (the "
         "milliseconds one step takes), got 0: set it, e.g. "
         "compute.simulated_step_ms: 200");
+  }
+  if (!simulated && compute.simulated_real_gradients) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "compute.simulated_real_gradients only applies to compute.device "
+        "simulated, but compute.device is ",
+        ComputeDeviceName(compute.device),
+        ": remove it (cpu and cuda always compute real gradients)"));
   }
   if (!simulated && compute.simulated_step_ms > 0) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -153,6 +153,11 @@ struct ComputeSection {
   // simulated only: milliseconds one LossAndGradient takes, > 0 (required
   // then). Default 0 (unset).
   double simulated_step_ms = 0;
+  // simulated only: compute the real gradient on the CPU within the step
+  // and sleep only the rest of simulated_step_ms (evaluation is real too),
+  // so that a scale model measures time to accuracy, not only throughput.
+  // Default false (compute nothing).
+  bool simulated_real_gradients = false;
 };
 
 struct CoordinatorSection {

@@ -593,7 +593,16 @@ TEST(ConfigTest, SimulatedComputeNeedsAStepTime) {
   ASSERT_TRUE(simulated.ok()) << simulated.status();
   EXPECT_EQ(simulated->compute.device, ComputeDevice::kSimulated);
   EXPECT_DOUBLE_EQ(simulated->compute.simulated_step_ms, 200);
+  EXPECT_FALSE(simulated->compute.simulated_real_gradients);
+  absl::StatusOr<Config> real =
+      Parse("compute:\n  device: simulated\n  simulated_step_ms: 200\n"
+            "  simulated_real_gradients: true\n");
+  ASSERT_TRUE(real.ok()) << real.status();
+  EXPECT_TRUE(real->compute.simulated_real_gradients);
   ExpectAllFail({
+      {"compute:\n  device: cpu\n  simulated_real_gradients: true\n",
+       "compute.simulated_real_gradients only applies to compute.device "
+       "simulated, but compute.device is cpu"},
       {"compute:\n  device: simulated\n",
        "compute.device simulated needs compute.simulated_step_ms > 0 (the "
        "milliseconds one step takes), got 0"},

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <map>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -597,10 +598,16 @@ bool ClusterSupervisor::AwaitShardsServed() {
         if (!served) absl::StrAppend(&waiting, waiting.empty() ? "" : ", ",
                                      "a live server of shard ", shard);
       }
+      // Each shard's latest take-over: an earlier one whose server was
+      // replaced in turn never settles, and waiting on it gains nothing.
+      std::map<int, const proto::ShardRecovery*> latest;
       for (const proto::ShardRecovery& r : status->recoveries()) {
-        if (!r.settled()) {
+        latest[r.shard()] = &r;
+      }
+      for (const auto& [shard, r] : latest) {
+        if (!r->settled()) {
           absl::StrAppend(&waiting, waiting.empty() ? "" : ", ", "shard ",
-                          r.shard(), "'s take-over by ", r.to_address());
+                          shard, "'s take-over by ", r->to_address());
         }
       }
     }

@@ -600,6 +600,15 @@ std::string CanMountTmpfs() {
   return why;
 }
 
+std::string Summarize(uint64_t seed, const Outcome& run) {
+  std::string text = absl::StrFormat(
+      "seed %llu: %s, accuracy %.4f, %.1f s",
+      static_cast<unsigned long long>(seed), run.observed.outcome,
+      run.observed.accuracy, run.observed.seconds);
+  for (const std::string& done : run.done) absl::StrAppend(&text, "\n  ", done);
+  return text;
+}
+
 std::string SetUpLab(NetnsLab* lab) {
   if (std::string why = lab->SetUp(LabHosts()); !why.empty()) return why;
   return lab->Enter("ctl");

@@ -10,7 +10,6 @@
 // namespaces cannot be made. Its namespaces are deleted at the end.
 #include <cstdio>
 
-#include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/chaos.h"
@@ -76,14 +75,10 @@ TEST(ChaosNetTest, PartitionsAndCrawlsKeepEveryInvariant) {
            {1000, fixed}, {3, MakeSchedule(3, 4, span, layout)}}) {
     absl::StatusOr<Outcome> run = harness.Run(seed, faults);
     ASSERT_TRUE(run.ok()) << run.status();
-    const std::string done = absl::StrJoin(run->done, "\n  ");
-    std::printf("seed %llu: %s, accuracy %.4f, %.1f s\n  %s\n",
-                static_cast<unsigned long long>(seed),
-                run->observed.outcome.c_str(), run->observed.accuracy,
-                run->observed.seconds, done.c_str());
+    const std::string summary = Summarize(seed, *run);
+    std::printf("%s\n", summary.c_str());
     EXPECT_THAT(CheckInvariants(run->observed, judge), IsEmpty())
-        << "seed " << seed << " (span " << span << " s), faults:\n  " << done
-        << "\nrun folder " << run->run_dir;
+        << summary << "\n(span " << span << " s) run folder " << run->run_dir;
   }
 }
 

@@ -153,14 +153,10 @@ TEST(ChaosRunTest, ShortScheduleKeepsEveryInvariant) {
     const std::vector<Fault> faults = MakeSchedule(seed, 4, span, layout);
     absl::StatusOr<Outcome> run = harness.Run(seed, faults);
     ASSERT_TRUE(run.ok()) << run.status();
-    const std::string done = absl::StrJoin(run->done, "\n  ");
-    std::printf("seed %llu: %s, accuracy %.4f, %.1f s\n  %s\n",
-                static_cast<unsigned long long>(seed),
-                run->observed.outcome.c_str(), run->observed.accuracy,
-                run->observed.seconds, done.c_str());
+    const std::string summary = Summarize(seed, *run);
+    std::printf("%s\n", summary.c_str());
     EXPECT_THAT(CheckInvariants(run->observed, judge), IsEmpty())
-        << "seed " << seed << " (span " << span << " s), faults:\n  " << done
-        << "\nrun folder " << run->run_dir;
+        << summary << "\n(span " << span << " s) run folder " << run->run_dir;
   }
 }
 

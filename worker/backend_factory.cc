@@ -68,8 +68,13 @@ absl::StatusOr<std::unique_ptr<ComputeBackend>> MakeBackend(
           "compute.device simulated needs compute.simulated_step_ms > 0, got ",
           compute.simulated_step_ms));
     }
+    std::unique_ptr<ComputeBackend> real;
+    if (compute.simulated_real_gradients) {
+      real = std::make_unique<CpuBackend>(spec, max_batch);
+    }
     return std::unique_ptr<ComputeBackend>(new SimulatedBackend(
-        spec, max_batch, absl::Milliseconds(compute.simulated_step_ms)));
+        spec, max_batch, absl::Milliseconds(compute.simulated_step_ms),
+        nullptr, std::move(real)));
   }
   return absl::InvalidArgumentError(
       absl::StrCat("compute.device must be auto, cpu, cuda or simulated, got '",

@@ -10,13 +10,15 @@
 namespace downpour::worker {
 
 SimulatedBackend::SimulatedBackend(const ModelSpec& spec, int max_batch,
-                                   absl::Duration step, Clock* clock)
+                                   absl::Duration step, Clock* clock,
+                                   std::unique_ptr<ComputeBackend> real)
     : num_params_(spec.num_params()),
       task_(spec.task()),
       classes_(spec.layers().back()),
       max_batch_(max_batch),
       step_(step),
-      clock_(clock != nullptr ? clock : Clock::Real()) {}
+      clock_(clock != nullptr ? clock : Clock::Real()),
+      real_(std::move(real)) {}
 
 absl::StatusOr<float> SimulatedBackend::LossAndGradient(const float* params,
                                                         const float* x,
@@ -31,6 +33,14 @@ absl::StatusOr<float> SimulatedBackend::LossAndGradient(const float* params,
       !ok.ok()) {
     return ok;
   }
+  if (real_ != nullptr) {
+    const absl::Time start = clock_->Now();
+    absl::StatusOr<float> loss =
+        real_->LossAndGradient(params, x, targets, batch, grad);
+    const absl::Duration left = step_ - (clock_->Now() - start);
+    if (loss.ok() && left > absl::ZeroDuration()) clock_->SleepFor(left);
+    return loss;
+  }
   // The sleep is the point: it stands in for a GPU step, costing no CPU.
   clock_->SleepFor(step_);
   for (int64_t i = 0; i < num_params_; ++i) grad[i] = GradientAt(i);
@@ -42,13 +52,16 @@ absl::Status SimulatedBackend::Predict(const float* params, const float* x,
   if (n < 0) {
     return absl::InvalidArgumentError(absl::StrCat("n is ", n, ", below 0"));
   }
+  if (real_ != nullptr) return real_->Predict(params, x, n, out);
   std::fill(out, out + static_cast<int64_t>(n) * classes_, 0.0f);
   return absl::OkStatus();
 }
 
 std::string SimulatedBackend::device() const {
   return absl::StrCat("simulated (", absl::ToDoubleMilliseconds(step_),
-                      " ms per step)");
+                      " ms per step",
+                      real_ != nullptr ? ", real gradients on the CPU" : "",
+                      ")");
 }
 
 }  // namespace downpour::worker

@@ -9,6 +9,7 @@
 #define DOWNPOUR_WORKER_SIMULATED_BACKEND_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
@@ -31,23 +32,28 @@ class SimulatedBackend : public ComputeBackend {
   static float GradientAt(int64_t i) { return i % 2 == 0 ? 1e-6f : -1e-6f; }
 
   // `clock` (not owned; Clock::Real() when null) is what a step sleeps on.
+  // With `real` (compute.simulated_real_gradients), a step computes the real
+  // gradient with it and sleeps only the rest of `step`, and Predict is its.
   // REQUIRES: max_batch >= 1, step > 0.
   SimulatedBackend(const ModelSpec& spec, int max_batch, absl::Duration step,
-                   Clock* clock = nullptr);
+                   Clock* clock = nullptr,
+                   std::unique_ptr<ComputeBackend> real = nullptr);
 
   SimulatedBackend(const SimulatedBackend&) = delete;
   SimulatedBackend& operator=(const SimulatedBackend&) = delete;
 
   // Sleeps the step time, then writes GradientAt(i) to every grad[i] and
   // returns log(classes) (the loss of a uniform guess). Targets are checked
-  // as the contract asks; params and x are not read.
+  // as the contract asks; params and x are not read. With a real backend:
+  // its loss and gradient, the step padded to the step time (a step slower
+  // than that is not padded).
   absl::StatusOr<float> LossAndGradient(const float* params, const float* x,
                                         const float* targets, int batch,
                                         float* grad) override;
-  // At once: n * outputs zeros.
+  // At once: n * outputs zeros; with a real backend, its predictions.
   absl::Status Predict(const float* params, const float* x, int n,
                        float* out) override;
-  // "simulated (200 ms per step)".
+  // "simulated (200 ms per step)", "... with real gradients on the CPU)".
   std::string device() const override;
 
  private:
@@ -58,6 +64,7 @@ class SimulatedBackend : public ComputeBackend {
   const int max_batch_;
   const absl::Duration step_;
   Clock* const clock_;
+  const std::unique_ptr<ComputeBackend> real_;
 };
 
 }  // namespace downpour::worker

@@ -1,12 +1,14 @@
 #include "worker/simulated_backend.h"
 
 #include <cmath>
+#include <memory>
 #include <vector>
 
 #include "common/config.h"
 #include "common/model_spec.h"
 #include "common/testing/fake_clock.h"
 #include "common/testing/status_matchers.h"
+#include "worker/cpu/cpu_backend.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -44,6 +46,38 @@ TEST(SimulatedBackendTest, AStepSleepsItsTimeAndWritesTheFixedGradient) {
       backend.LossAndGradient(nullptr, nullptr, labels.data(), 3, grad.data()),
       IsOk());
   EXPECT_EQ(clock.slept(), absl::Milliseconds(400));
+}
+
+// compute.simulated_real_gradients: the real backend's loss, gradient and
+// predictions, the step padded to its time (the fake clock does not move
+// while the CPU computes, so all of it is sleep here).
+TEST(SimulatedBackendTest, WithARealBackendItsGradientPaddedToTheStepTime) {
+  FakeClock clock;
+  const ModelSpec spec = Spec();
+  SimulatedBackend backend(spec, 8, absl::Milliseconds(200), &clock,
+                           std::make_unique<CpuBackend>(spec, 8));
+  CpuBackend reference(spec, 8);
+  std::vector<float> params(spec.num_params());
+  for (size_t i = 0; i < params.size(); ++i) params[i] = 0.01f * (i % 7) - 0.03f;
+  const std::vector<float> x = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f,
+                                0.7f, 0.8f, 0.9f, 1.0f, 1.1f, 1.2f};
+  const std::vector<float> labels = {0, 1, 1};
+  std::vector<float> grad(spec.num_params(), NAN), want(spec.num_params());
+  absl::StatusOr<float> loss = backend.LossAndGradient(
+      params.data(), x.data(), labels.data(), 3, grad.data());
+  absl::StatusOr<float> want_loss = reference.LossAndGradient(
+      params.data(), x.data(), labels.data(), 3, want.data());
+  ASSERT_THAT(loss, IsOk());
+  ASSERT_THAT(want_loss, IsOk());
+  EXPECT_FLOAT_EQ(*loss, *want_loss);
+  EXPECT_EQ(grad, want);
+  EXPECT_EQ(clock.slept(), absl::Milliseconds(200));
+  std::vector<float> out(3 * 2), want_out(3 * 2);
+  ASSERT_THAT(backend.Predict(params.data(), x.data(), 3, out.data()), IsOk());
+  ASSERT_THAT(reference.Predict(params.data(), x.data(), 3, want_out.data()),
+              IsOk());
+  EXPECT_EQ(out, want_out);
+  EXPECT_THAT(backend.device(), HasSubstr("real gradients on the CPU"));
 }
 
 TEST(SimulatedBackendTest, RejectsBadBatchesAndLabelsWithoutSleeping) {
