@@ -96,6 +96,16 @@ std::string NetnsLab::SetUp(
     }
     hosts_.push_back(host);
   }
+  // Running a command in a namespace needs a mount namespace of its own
+  // whose / can be made a slave (`ip netns exec` does that): not so in a
+  // chroot whose / is no mount point, where every daemon would fail to start.
+  if (!hosts_.empty()) {
+    if (std::string exec = Ip({"netns", "exec", hosts_.front().netns, "true"});
+        !exec.empty()) {
+      return "cannot run a command in a network namespace (a chroot whose / "
+             "is not a mount point?): " + exec;
+    }
+  }
   return "";
 }
 

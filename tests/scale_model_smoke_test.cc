@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/daemon_harness.h"
+#include "tests/netns_lab.h"
 
 namespace downpour {
 namespace {
@@ -31,6 +32,14 @@ TEST(ScaleModelSmokeTest, OneWorkerOneShardRowMeasuresUpdatesPerSecond) {
   if (geteuid() != 0) GTEST_SKIP() << "not root: no network namespaces";
   if (!HasTool("ip") || !HasTool("tc")) GTEST_SKIP() << "no ip or tc";
   const std::string dir = testing::TestDir();
+  {
+    // Where no namespace can be made or run in (a chroot), the bench cannot
+    // build its lab: skip, saying why.
+    NetnsLab probe(dir, "dpsp");
+    if (const std::string why = probe.SetUp({{"probe", 2}}); !why.empty()) {
+      GTEST_SKIP() << "no network namespaces here: " << why;
+    }
+  }
   const std::string bin = testing::BinDir();
   auto bench = Subprocess::Start(
       "scale_model",
