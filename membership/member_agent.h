@@ -49,11 +49,11 @@ class MemberAgent {
   void Stop(absl::Duration final_beat_budget = absl::ZeroDuration());
 
   // The daemons' budget for the final heartbeat: the time a member waits for
-  // a peer to come back (rpc.connect_timeout_s), at most 5 heartbeat
-  // timeouts (a coordinator silent that long is gone, not reconnecting).
-  static absl::Duration FinalBeatBudget(double connect_timeout_s,
-                                        double heartbeat_timeout_s) {
-    return absl::Seconds(std::min(connect_timeout_s, 5 * heartbeat_timeout_s));
+  // a peer to come back (rpc.connect_timeout_s), at most 5 s, so that a
+  // daemon told to stop still ends well within the launcher's 15 s grace
+  // (a coordinator silent longer than that is gone, not reconnecting).
+  static absl::Duration FinalBeatBudget(double connect_timeout_s) {
+    return absl::Seconds(std::min(connect_timeout_s, 5.0));
   }
 
  private:

@@ -368,8 +368,7 @@ absl::Status PsNode::Impl::Stop() {
   server_down_.store(true);  // the final heartbeat says so (final_report)
   if (agent_ != nullptr) {  // the final heartbeat: its loss counts
     agent_->Stop(membership::MemberAgent::FinalBeatBudget(
-        options_.config.rpc.connect_timeout_s,
-        options_.config.heartbeat.timeout_s));
+        options_.config.rpc.connect_timeout_s));
   }
   if (placement_thread_.joinable()) placement_thread_.join();
   stop_status_ = started_ ? Checkpoint() : absl::OkStatus();

@@ -402,8 +402,7 @@ absl::Status WorkerNode::Stop() {
   if (progress_.joinable()) progress_.join();
   if (agent_ != nullptr) {  // the last heartbeat carries the final figures
     agent_->Stop(membership::MemberAgent::FinalBeatBudget(
-        options_.config.rpc.connect_timeout_s,
-        options_.config.heartbeat.timeout_s));
+        options_.config.rpc.connect_timeout_s));
   }
   if (server_.server != nullptr) server_.server->Shutdown(DeadlineIn(1));
   absl::MutexLock lock(&mu_);
