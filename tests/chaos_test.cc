@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/chaos_gtest.h"
 #include "tests/daemon_harness.h"
 
 namespace downpour::chaos {
@@ -138,25 +139,14 @@ TEST(ChaosRunTest, ShortScheduleKeepsEveryInvariant) {
     std::printf("chaos_test: no full-disk faults: %s\n", CanMountTmpfs().c_str());
   }
   Harness harness(options);
-  absl::StatusOr<Outcome> reference = harness.Run(0, {});
-  ASSERT_TRUE(reference.ok()) << reference.status();
   Judge judge;
-  judge.reference_accuracy = reference->observed.accuracy;
-  ASSERT_THAT(CheckInvariants(reference->observed, judge), IsEmpty())
-      << "the undisturbed run; its folder " << reference->run_dir;
-  std::printf("undisturbed: accuracy %.4f in %.1f s\n",
-              reference->observed.accuracy, reference->observed.seconds);
+  double seconds = 0;
+  ASSERT_NO_FATAL_FAILURE(RunUndisturbed(harness, "undisturbed", &judge, &seconds));
   Layout layout;
   layout.full_disk = options.full_disk;
-  const double span = 0.6 * reference->observed.seconds;
+  const double span = 0.6 * seconds;
   for (uint64_t seed : {1, 2}) {
-    const std::vector<Fault> faults = MakeSchedule(seed, 4, span, layout);
-    absl::StatusOr<Outcome> run = harness.Run(seed, faults);
-    ASSERT_TRUE(run.ok()) << run.status();
-    const std::string summary = Summarize(seed, *run);
-    std::printf("%s\n", summary.c_str());
-    EXPECT_THAT(CheckInvariants(run->observed, judge), IsEmpty())
-        << summary << "\n(span " << span << " s) run folder " << run->run_dir;
+    RunSeed(harness, seed, MakeSchedule(seed, 4, span, layout), judge, span);
   }
 }
 

@@ -1,0 +1,53 @@
+// gtest steps shared by the chaos tests (tests/chaos_test.cc,
+// tests/chaos_net_test.cc): the undisturbed run that sets the judge, and one
+// seeded run held to every invariant, printed with its seed.
+//
+//   Judge judge;
+//   double seconds = 0;
+//   ASSERT_NO_FATAL_FAILURE(RunUndisturbed(harness, "undisturbed", &judge,
+//                                          &seconds));
+//   RunSeed(harness, 1, MakeSchedule(1, 4, span, layout), judge, span);
+#ifndef DOWNPOUR_TESTS_CHAOS_GTEST_H_
+#define DOWNPOUR_TESTS_CHAOS_GTEST_H_
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/chaos.h"
+
+namespace downpour::chaos {
+
+// Runs the job without faults; it must keep the invariants (nothing lost at
+// all). Sets judge->reference_accuracy and *seconds from it.
+inline void RunUndisturbed(Harness& harness, const char* what, Judge* judge,
+                           double* seconds) {
+  absl::StatusOr<Outcome> reference = harness.Run(0, {});
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  judge->reference_accuracy = reference->observed.accuracy;
+  ASSERT_THAT(CheckInvariants(reference->observed, *judge), ::testing::IsEmpty())
+      << "the undisturbed run; its folder " << reference->run_dir;
+  *seconds = reference->observed.seconds;
+  std::printf("%s: accuracy %.4f in %.1f s\n", what,
+              reference->observed.accuracy, reference->observed.seconds);
+}
+
+// Runs `faults` as seed `seed`; every invariant must hold. The run's faults
+// as carried out are printed, and with a broken invariant its folder.
+inline void RunSeed(Harness& harness, uint64_t seed,
+                    const std::vector<Fault>& faults, const Judge& judge,
+                    double span) {
+  absl::StatusOr<Outcome> run = harness.Run(seed, faults);
+  ASSERT_TRUE(run.ok()) << run.status();
+  const std::string summary = Summarize(seed, *run);
+  std::printf("%s\n", summary.c_str());
+  EXPECT_THAT(CheckInvariants(run->observed, judge), ::testing::IsEmpty())
+      << summary << "\n(span " << span << " s) run folder " << run->run_dir;
+}
+
+}  // namespace downpour::chaos
+
+#endif  // DOWNPOUR_TESTS_CHAOS_GTEST_H_
