@@ -32,9 +32,16 @@ std::vector<int> EpochOrder(int n, uint64_t seed) {
 DownpourLoop::DownpourLoop(const ModelSpec& spec, ComputeBackend* backend,
                            PsClient* client, const Dataset* train,
                            const Dataset* test, Options options)
+    : DownpourLoop(spec, backend, client,
+                   std::shared_ptr<const Dataset>(train, [](const Dataset*) {}),
+                   test, std::move(options)) {}
+
+DownpourLoop::DownpourLoop(const ModelSpec& spec, ComputeBackend* backend,
+                           PsClient* client,
+                           std::shared_ptr<const Dataset> train,
+                           const Dataset* test, Options options)
     : spec_(spec), backend_(backend), client_(client),
-      train_(train, [](const Dataset*) {}), test_(test),
-      options_(std::move(options)) {}
+      train_(std::move(train)), test_(test), options_(std::move(options)) {}
 
 void DownpourLoop::ReplaceTrainingData(std::shared_ptr<const Dataset> data) {
   absl::MutexLock lock(&data_mu_);

@@ -68,6 +68,12 @@ class DownpourLoop : public TrainingLoop {
   // Borrows everything; they must outlive the loop.
   DownpourLoop(const ModelSpec& spec, ComputeBackend* backend, PsClient* client,
                const Dataset* train, const Dataset* test, Options options);
+  // Shares the training set: it lives while the loop trains on it, whoever
+  // else lets go of it (a worker's DataParts drops its set as soon as the
+  // coordinator moves the parts, before the loop has taken up the next).
+  DownpourLoop(const ModelSpec& spec, ComputeBackend* backend, PsClient* client,
+               std::shared_ptr<const Dataset> train, const Dataset* test,
+               Options options);
   ~DownpourLoop() override;
 
   // Trains until the configured steps/epochs are done or Stop() is called, then

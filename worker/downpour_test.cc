@@ -4,6 +4,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <thread>
 
 #include "absl/time/time.h"
@@ -11,6 +12,7 @@
 #include "common/testing/status_matchers.h"
 #include "gtest/gtest.h"
 #include "worker/cpu/cpu_backend.h"
+#include "worker/data_parts.h"
 #include "worker/testing/fake_ps_client.h"
 
 namespace downpour::worker {
@@ -348,6 +350,28 @@ TEST_F(DownpourLoopTest, BspComputesEveryStepOnTheParametersAfterTheLastPush) {
   EXPECT_EQ(stale_steps, 0);
   EXPECT_EQ(loop.stats().mean_staleness, 0);
   EXPECT_EQ(loop.stats().pushed_steps, 2 * 32);
+}
+
+// A worker's DataParts lets go of its training set the moment the
+// coordinator moves the parts, while the loop is still in a step on it (it
+// takes the new set up at its next step): the loop must keep the set alive.
+// Borrowed, it was freed under that step (a worker once read garbage
+// targets: "target 3.0914e-41 of example 28 is not a class index").
+TEST_F(DownpourLoopTest, ASharedTrainingSetLivesWhileTheLoopTrainsOnIt) {
+  FakePsClient ps(spec_->InitAll(1), spec_->blocks().size(), 0.1f);
+  options_.training.epochs = 1;
+  DataParts parts(&train_, {0}, 2);
+  std::weak_ptr<const Dataset> first = parts.train();
+  bool alive_after_update = false;
+  OnesBackend backend(spec_->num_params(), [&](int64_t step) {
+    if (step != 3) return;
+    ASSERT_NE(parts.Update({0, 1}, 2), nullptr);  // drops parts' reference
+    alive_after_update = !first.expired();
+  });
+  DownpourLoop loop(*spec_, &backend, &ps, parts.train(), &test_, options_);
+  ASSERT_THAT(loop.Run(), IsOk());
+  EXPECT_TRUE(alive_after_update)
+      << "the training set the loop was on was freed when the parts moved";
 }
 
 TEST_F(DownpourLoopTest, WarmstartWaitsForWorkerZerosSteps) {

@@ -185,11 +185,12 @@ absl::Status WorkerNode::JoinCluster() {
   loop_options.num_workers = static_cast<int>(config.cluster.workers.size());
   loop_options.worker_index = options_.index;
   loop_options.warmstart_patience = absl::Seconds(config.rpc.connect_timeout_s);
-  // The loop borrows the first training set; parts_ keeps it alive until a
-  // new partition replaces it, and the loop holds replacements itself.
+  // The loop shares the training set: parts_ lets go of it the moment a new
+  // partition arrives, while the loop may still be in a step on it (it takes
+  // the new set up at its next step). Borrowed, it was freed under that step.
   auto dense = std::make_unique<DownpourLoop>(*spec_, backend_.get(), ps_.get(),
-                                              parts_->train().get(),
-                                              &data_.test, loop_options);
+                                              parts_->train(), &data_.test,
+                                              loop_options);
   dense_loop_ = dense.get();
   loop_ = std::move(dense);
   running_loop_.store(loop_.get());
