@@ -224,6 +224,10 @@ bool IsDefaultEncoding(const std::string& encoding) {
   return parsed.ok() && *parsed == WireEncoding::kFloat32;
 }
 
+// training's loop settings, the same in both kinds of run (see ConfigYaml).
+constexpr char kLoopYaml[] =
+    "  fetch: overlap\n  n_fetch: 1\n  n_push: 1\n  max_pushes_in_flight: 1\n";
+
 // The sections that differ in a throughput run: simulated compute, a tiny
 // fixed gradient, a fixed number of steps.
 std::string ThroughputYaml() {
@@ -231,9 +235,8 @@ std::string ThroughputYaml() {
       "optimizer:\n  type: sgd\n  learning_rate: 0.01\n",
       "training:\n  batch_size: ", absl::GetFlag(FLAGS_batch_size),
       "\n  steps: ", absl::GetFlag(FLAGS_steps),
-      "\n  epochs: 1\n  eval_every_steps: 0\n  target_accuracy: 0\n"
-      "  fetch: overlap\n  n_fetch: 1\n  n_push: 1\n"
-      "  max_pushes_in_flight: 1\n",
+      "\n  epochs: 1\n  eval_every_steps: 0\n  target_accuracy: 0\n",
+      kLoopYaml,
       "data:\n  source: synthetic\n  train_examples: 4096\n"
       "  test_examples: 32\n",
       "compute:\n  device: simulated\n  simulated_step_ms: ",
@@ -251,9 +254,7 @@ std::string TargetYaml() {
       "training:\n  batch_size: ", absl::GetFlag(FLAGS_batch_size),
       "\n  epochs: 1000\n  eval_every_steps: ",
       absl::GetFlag(FLAGS_eval_every_steps), "\n  target_accuracy: ",
-      absl::GetFlag(FLAGS_target_accuracy),
-      "\n  fetch: overlap\n  n_fetch: 1\n  n_push: 1\n"
-      "  max_pushes_in_flight: 1\n",
+      absl::GetFlag(FLAGS_target_accuracy), "\n", kLoopYaml,
       "data:\n  source: mnist\n  path: ", mnist,
       "\n  train_examples: ", absl::GetFlag(FLAGS_train_examples),
       "\n  test_examples: 2000\n",

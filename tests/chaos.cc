@@ -26,6 +26,7 @@
 #include "common/file_util.h"
 #include "common/status_macros.h"
 #include "common/subprocess.h"
+#include "deploy/daemon_process.h"
 #include "deploy/run_dir_guard.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
@@ -761,8 +762,7 @@ absl::StatusOr<Outcome> Harness::Run(uint64_t seed,
   auto host_of = [&](const Fault& f) -> std::string {
     if (f.role == "ps") {
       const std::string address = cluster.Address("ps", f.index);
-      const NetnsHost* h =
-          lab->HostWithIp(address.substr(0, address.rfind(':')));
+      const NetnsHost* h = lab->HostWithIp(HostOf(address));
       return h == nullptr ? "" : h->role;
     }
     return f.role == "coordinator" ? f.role : absl::StrCat(f.role, f.index);

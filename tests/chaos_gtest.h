@@ -18,8 +18,21 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/chaos.h"
+#include "tests/daemon_harness.h"
 
 namespace downpour::chaos {
+
+// The suite's runs: this test's binaries and folder, MNIST when fetched, 30
+// epochs, a 3-minute bound. Full-disk faults and the lab are the caller's.
+inline Options SuiteOptions() {
+  Options options;
+  options.bin_dir = testing::BinDir();
+  options.work_dir = testing::TestDir();
+  options.mnist_dir = testing::MnistDir();
+  options.epochs = 30;
+  options.bound = absl::Minutes(3);
+  return options;
+}
 
 // Runs the job without faults; it must keep the invariants (nothing lost at
 // all). Sets judge->reference_accuracy and *seconds from it.

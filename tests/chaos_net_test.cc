@@ -38,12 +38,7 @@ TEST(ChaosNetTest, PartitionsAndCrawlsKeepEveryInvariant) {
   if (const std::string why = SetUpLab(&lab); !why.empty()) {
     GTEST_SKIP() << "no network namespaces here: " << why;
   }
-  Options options;
-  options.bin_dir = testing::BinDir();
-  options.work_dir = testing::TestDir();
-  options.mnist_dir = testing::MnistDir();
-  options.epochs = 30;
-  options.bound = absl::Minutes(3);
+  Options options = SuiteOptions();
   options.full_disk = false;  // tests:chaos_test has the full disk
   options.lab = &lab;
   Harness harness(options);

@@ -128,12 +128,7 @@ TEST(ChaosInvariantsTest, EachBrokenInvariantIsNamed) {
 // invariant are printed with the seed (replay: bench/chaos --seeds=N
 // --faults=4 --span_s=S).
 TEST(ChaosRunTest, ShortScheduleKeepsEveryInvariant) {
-  Options options;
-  options.bin_dir = testing::BinDir();
-  options.work_dir = testing::TestDir();
-  options.mnist_dir = testing::MnistDir();
-  options.epochs = 30;
-  options.bound = absl::Minutes(3);
+  Options options = SuiteOptions();
   options.full_disk = CanMountTmpfs().empty();
   if (!options.full_disk) {
     std::printf("chaos_test: no full-disk faults: %s\n", CanMountTmpfs().c_str());

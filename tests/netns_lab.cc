@@ -111,47 +111,37 @@ std::string NetnsLab::SetUp(
 
 std::string NetnsLab::ShapeLink(const std::string& role,
                                 const LinkShape& shape) {
-  if (tc_.empty()) return "no `tc` command (Debian: iproute2)";
-  const NetnsHost* found = Find(role);
-  if (found == nullptr) return absl::StrCat("no host ", role, " in the lab");
-  const NetnsHost& h = *found;
   const double bytes_per_s = shape.rate_mbit * 1e6 / 8;
   const int burst =
       shape.burst_bytes > 0
           ? shape.burst_bytes
           : std::max(16 * 1024, static_cast<int>(bytes_per_s / 100));
-  const std::vector<std::string> tbf = {
-      "root",
-      "tbf",
-      "rate",
-      absl::StrCat(static_cast<int64_t>(shape.rate_mbit * 1000), "kbit"),
-      "burst",
-      absl::StrCat(burst),
-      "latency",
-      absl::StrCat(shape.latency_ms, "ms")};
-  // Each end shapes what it sends: the host towards the switch, the switch's
-  // port towards the host.
-  for (const auto& [netns, dev] :
-       {std::pair{h.netns, std::string("eth0")}, std::pair{switch_, h.port}}) {
-    std::vector<std::string> argv = {ip_,     "netns",   "exec", netns, tc_,
-                                     "qdisc", "replace", "dev",  dev};
-    argv.insert(argv.end(), tbf.begin(), tbf.end());
-    if (std::string error = Command(argv); !error.empty()) return error;
-  }
-  return "";
+  return QdiscOnBothEnds(
+      role, "replace",
+      {"root", "tbf", "rate",
+       absl::StrCat(static_cast<int64_t>(shape.rate_mbit * 1000), "kbit"),
+       "burst", absl::StrCat(burst), "latency",
+       absl::StrCat(shape.latency_ms, "ms")});
 }
 
 std::string NetnsLab::UnshapeLink(const std::string& role) {
+  return QdiscOnBothEnds(role, "del", {"root"});
+}
+
+std::string NetnsLab::QdiscOnBothEnds(const std::string& role,
+                                      const std::string& verb,
+                                      const std::vector<std::string>& spec) {
   if (tc_.empty()) return "no `tc` command (Debian: iproute2)";
   const NetnsHost* h = Find(role);
   if (h == nullptr) return absl::StrCat("no host ", role, " in the lab");
+  // Each end shapes what it sends: the host towards the switch, the switch's
+  // port towards the host.
   for (const auto& [netns, dev] :
        {std::pair{h->netns, std::string("eth0")}, std::pair{switch_, h->port}}) {
-    if (std::string error = Command({ip_, "netns", "exec", netns, tc_, "qdisc",
-                                     "del", "dev", dev, "root"});
-        !error.empty()) {
-      return error;
-    }
+    std::vector<std::string> argv = {ip_,     "netns", "exec", netns, tc_,
+                                     "qdisc", verb,    "dev",  dev};
+    argv.insert(argv.end(), spec.begin(), spec.end());
+    if (std::string error = Command(argv); !error.empty()) return error;
   }
   return "";
 }

@@ -100,6 +100,9 @@ class NetnsLab {
   std::string Ip(std::vector<std::string> args);
   // The host playing `role`, or null.
   const NetnsHost* Find(const std::string& role) const;
+  // `tc qdisc VERB dev D SPEC...` on both ends of `role`'s veth pair.
+  std::string QdiscOnBothEnds(const std::string& role, const std::string& verb,
+                              const std::vector<std::string>& spec);
 
   const std::string log_dir_;
   const std::string ip_;
