@@ -1,6 +1,7 @@
 #include "server/push_guard.h"
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -27,18 +28,19 @@ LogThrottle::Options ThrottleOptions(Clock* clock) {
 
 struct PushGuard::BlockNorms {
   struct Slot {
-    float mean = 0;      // moving average of the worker's pushed norms
+    float mean = 0;      // moving average of the worker's applied norms
+    float tried = 0;     // the same of all its norms, refused ones too
     uint32_t count = 0;  // its pushes recorded (saturating)
     uint32_t last = 0;   // `pushes` when it last pushed
-    // Its mean as `counted` holds it; < 0 when it is not there.
-    float counted_mean = -1;
+    // Its `tried` as `counted` holds it; < 0 when it is not there.
+    float counted_tried = -1;
   };
   std::vector<Slot> workers;
   uint32_t pushes = 0;  // recorded pushes to the block (wraps)
   uint32_t since_recompute = 0;
-  // The means of the workers that count, ascending, at the last Recompute.
+  // The `tried` of the workers that count, ascending, at the last Recompute.
   std::vector<float> counted;
-  double clip_ref = 0;  // lower median of `counted`; 0: warm-up
+  double clip_ref = 0;  // lower median of their `mean`; 0: warm-up
 };
 
 PushGuard::PushGuard(Options options)
@@ -146,21 +148,28 @@ void PushGuard::Recompute(BlockNorms* norms) {
       static_cast<uint32_t>(options_.robustness.warmup_pushes);
   std::vector<float>& counted = norms->counted;
   counted.clear();
+  scratch_.clear();
   for (BlockNorms::Slot& slot : norms->workers) {
-    slot.counted_mean = -1;
+    slot.counted_tried = -1;
     if (slot.count < warmup || norms->pushes - slot.last > kForgetAfter) {
       continue;
     }
-    slot.counted_mean = slot.mean;
-    counted.push_back(slot.mean);
+    slot.counted_tried = slot.tried;
+    counted.push_back(slot.tried);
+    scratch_.push_back(slot.mean);
   }
   std::sort(counted.begin(), counted.end());
-  norms->clip_ref = counted.empty() ? 0 : counted[(counted.size() - 1) / 2];
+  norms->clip_ref = 0;
+  if (!scratch_.empty()) {
+    auto mid = scratch_.begin() + (scratch_.size() - 1) / 2;  // lower median
+    std::nth_element(scratch_.begin(), mid, scratch_.end());
+    norms->clip_ref = *mid;
+  }
 }
 
 double PushGuard::RefuseRef(const BlockNorms& norms, int32_t worker) const {
   const std::vector<float>& counted = norms.counted;
-  const float own = norms.workers[worker].counted_mean;
+  const float own = norms.workers[worker].counted_tried;
   const size_t others = counted.size() - (own >= 0 ? 1 : 0);
   // One other worker is trusted over a newcomer only: of two established
   // workers neither can tell which one is wrong.
@@ -177,9 +186,17 @@ absl::StatusOr<double> PushGuard::CheckNorm(uint32_t block, int32_t worker,
       worker < 0 || worker >= static_cast<int32_t>(rates_.size())) {
     return 0.0;
   }
-  const BlockNorms& norms = *blocks_[block];
+  BlockNorms& norms = *blocks_[block];
   const double refuse_ref = refuse_factor_ > 0 ? RefuseRef(norms, worker) : 0;
   if (refuse_ref > 0 && norm > refuse_factor_ * refuse_ref) {
+    // Raises the other workers' bounds, never its own (RefuseRef leaves it
+    // out).
+    if (std::isfinite(norm)) {
+      BlockNorms::Slot& slot = norms.workers[worker];
+      slot.tried += static_cast<float>(
+          kNormWeight * (std::min<double>(norm, FLT_MAX) - slot.tried));
+      if (++norms.since_recompute >= kRecomputeEvery) Recompute(&norms);
+    }
     const std::string what = absl::StrFormat(
         "push: block %u gradient norm %g of worker %d is beyond %g x %g, the "
         "norm typical of the other workers' pushes to this block "
@@ -210,9 +227,11 @@ void PushGuard::RecordNorm(uint32_t block, int32_t worker, double norm) {
   BlockNorms::Slot& slot = norms->workers[worker];
   if (slot.count == 0 || norms->pushes - slot.last > kForgetAfter) {
     slot.mean = static_cast<float>(norm);
+    slot.tried = slot.mean;
     slot.count = 0;
   } else {
     slot.mean += static_cast<float>(kNormWeight * (norm - slot.mean));
+    slot.tried += static_cast<float>(kNormWeight * (norm - slot.tried));
   }
   if (slot.count < std::numeric_limits<uint32_t>::max()) ++slot.count;
   slot.last = norms->pushes++;

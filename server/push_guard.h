@@ -3,32 +3,37 @@
 //
 //   PushGuard guard(options);
 //   RETURN_IF_ERROR(guard.CheckRate(worker, now));        // once per push
+//   guard.RecordPush(worker, now);          // once per push past CheckRate
 //   ASSIGN_OR_RETURN(double clip, guard.CheckNorm(block, worker, norm));
 //   ... apply, scaled down to `clip` when it is > 0 ...
 //   guard.RecordNorm(block, worker, norm);                // per block applied
-//   guard.RecordPush(worker, now);                        // once per push
 //
 // Norms. Per block, each worker keeps an exponential moving average of its
 // recent norms to that block; once it has made warmup_pushes, it counts. A
 // block gradient is clipped to norm_clip_factor times the lower median of the
 // counted workers' averages, and refused beyond norm_refuse_factor times the
-// upper median of the *other* counted workers' averages (so a worker's own
-// history never excuses it, and no worker can drag another's refusal bound
-// down). With only one other counted worker, only a newcomer is refused: of
-// two established workers the guard cannot tell which one is wrong, and the
-// one that was there first is trusted. Medians are recomputed every few
-// pushes. A per-block ring of recent norms would be owned by a worker that
-// floods: a per-worker average gives each worker one vote however fast it
-// pushes. Norms shrink over training; an average lags above them, so honest
-// pushes stay under the bound. Refused pushes are not recorded, so a worker
-// refused from its first push never gets to count.
+// upper median of the *other* counted workers' averages of all they pushed,
+// refused pushes included. So a worker's own history never excuses it, no
+// worker can drag another's refusal bound down, and when the gradients of all
+// honest workers grow together (a damaged model) each is refused about once,
+// not for good: the others' refused norms raise its bound. With only one
+// other counted worker, only a newcomer is refused: of two established
+// workers the guard cannot tell which one is wrong, and the one that was
+// there first is trusted. Medians are recomputed every few pushes. A
+// per-block ring of recent norms would be owned by a worker that floods: a
+// per-worker average gives each worker one vote however fast it pushes.
+// Norms shrink over training; an average lags above them, so honest pushes
+// stay under the bound. Refused pushes count neither towards a worker's
+// warm-up nor its clip average, so a worker refused from its first push
+// never gets to count.
 //
-// Rates. Per worker, a count of its applied pushes decaying with time
-// constant rate_window; a push is refused (Unavailable, which honest clients
-// retry with backoff) while the worker's count exceeds rate_factor times the
-// median count of the active workers (those that pushed within the last
-// quarter window) plus kRateSlack. With one active worker there is nothing to
-// compare with, and no limit.
+// Rates. Per worker, a count of its pushes past the rate bound (applied or
+// not: a worker whose pushes are refused for their norms still pushes)
+// decaying with time constant rate_window; a push is refused (Unavailable,
+// which honest clients retry with backoff) while the worker's count exceeds
+// rate_factor times the median count of the active workers (those that
+// pushed within the last quarter window) plus kRateSlack. With one active
+// worker there is nothing to compare with, and no limit.
 //
 // Every refusal is counted ("suspect_pushes_worker_<w>", "guard_refused_norm",
 // "guard_refused_rate"), every clip too ("clipped_blocks_worker_<w>",
@@ -98,7 +103,8 @@ class PushGuard {
   // the bound 4 x 50 (median worker) + 16 (robustness.rate_factor); retry
   // later". OK otherwise (and always with rate_factor 0).
   absl::Status CheckRate(int32_t worker, absl::Time now);
-  // Counts one applied push of `worker` for CheckRate.
+  // Counts one push of `worker` that passed CheckRate, for CheckRate, whether
+  // it is then applied or not (once per push, however often it is checked).
   void RecordPush(int32_t worker, absl::Time now);
 
   // The norm a block gradient of L2 norm `norm` is to be clipped to (0: none)
@@ -109,7 +115,8 @@ class PushGuard {
   // InvalidArgument: the shard uses the sequence up and the client retries,
   // is told "duplicate" and goes on, so an honest worker's rare outlier costs
   // it one gradient, not its life. Before warm-up,
-  // 0 (no bound).
+  // 0 (no bound). A refused norm goes into the worker's average of all it
+  // pushed, which only ever raises the other workers' bounds.
   absl::StatusOr<double> CheckNorm(uint32_t block, int32_t worker,
                                    double norm);
   // Records the norm of `worker`'s block gradient as pushed (before clipping:
@@ -140,7 +147,8 @@ class PushGuard {
   // fewer than two active workers. Cached for a sixteenth of the window.
   double RateBound(absl::Time now, double* median);
   // The norm `worker`'s push to a block is refused beyond (times
-  // refuse_factor): the upper median of the other counted workers' means;
+  // refuse_factor): the upper median of the other counted workers' means of
+  // all they pushed;
   // 0 (none) without another, or with just one when `worker` counts too.
   double RefuseRef(const BlockNorms& norms, int32_t worker) const;
   // Counts (`counter` and `per_worker`<worker>) and logs one suspect push.

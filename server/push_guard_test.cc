@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "absl/time/time.h"
 #include "common/counters.h"
@@ -162,6 +163,55 @@ TEST_F(PushGuardTest, OfTwoWorkersATinyOneCannotGetTheOtherRefused) {
     absl::StatusOr<double> clip = guard.CheckNorm(1, 0, 1.0);
     ASSERT_THAT(clip.status(), IsOk()) << i;  // clipped at worst
     guard.RecordNorm(1, 0, 1.0);
+  }
+}
+
+// A damaged model: every honest worker's gradients grow 1e5-fold at once.
+// Each is refused a few times (until the next recompute of the medians sees
+// the others' refused norms), not for good; before, none of them ever
+// pushed again (issue 26: on synthetic digits a flood did this, and then
+// the workers dropped out of the rate bound's median).
+TEST_F(PushGuardTest, WhenEveryHonestGradientGrowsNoWorkerIsLockedOut) {
+  PushGuard guard(Options(3));
+  for (int worker = 0; worker < 3; ++worker) Feed(&guard, 0, worker, 1.0, 20);
+  std::vector<int> refused(3, 0);
+  for (int round = 0; round < 40; ++round) {
+    for (int worker = 0; worker < 3; ++worker) {
+      absl::StatusOr<double> clip = guard.CheckNorm(0, worker, 1e5 * Noise());
+      if (clip.ok()) {
+        guard.RecordNorm(0, worker, 1e5);
+      } else {
+        EXPECT_LT(round, 10) << "worker " << worker << " still refused";
+        ++refused[worker];
+      }
+    }
+  }
+  for (int worker = 0; worker < 3; ++worker) {
+    EXPECT_GT(refused[worker], 0) << worker;
+    EXPECT_LE(refused[worker], 3) << worker;
+  }
+}
+
+// What a worker's refused norms raise is the others' bounds, never its own,
+// and they never make it count: 200 refused pushes of 1e8 later, 1e4 (beyond
+// 1000 x the others' 1) is still refused, from a counted worker and from a
+// newcomer beside one established worker (counted, it would be one of two
+// established workers, whom the guard cannot tell apart, and go unrefused).
+TEST_F(PushGuardTest, AWorkersRefusedNormsNeverRaiseItsOwnBound) {
+  for (const int workers : {4, 2}) {
+    PushGuard guard(Options(workers));
+    for (int worker = 0; worker < workers - 1; ++worker) {
+      Feed(&guard, 0, worker, 1.0, 20);
+    }
+    const int worker = 1;  // with 4: counted; with 2: a newcomer
+    for (int i = 0; i < 200; ++i) {
+      ASSERT_THAT(guard.CheckNorm(0, worker, 1e8).status(),
+                  StatusIs(absl::StatusCode::kAborted))
+          << i << " with " << workers << " workers";
+    }
+    EXPECT_THAT(guard.CheckNorm(0, worker, 1e4).status(),
+                StatusIs(absl::StatusCode::kAborted));
+    EXPECT_DOUBLE_EQ(guard.TypicalNormForTest(0), 1.0);
   }
 }
 

@@ -516,14 +516,23 @@ absl::StatusOr<PushAdmission::Verdict> Shard::Admit(
 absl::Status Shard::ValidatePush(
     const wire::PushView& request, std::vector<BlockStore::Block*>* blocks,
     std::vector<BlockStore::GradientStats>* stats,
-    std::vector<DecodedRows>* rows) {
+    std::vector<DecodedRows>* rows, bool* counted) {
   rows->clear();
   blocks->clear();
   blocks->reserve(request.blocks.size());
   stats->resize(request.blocks.size());
   // A worker pushing far more than the others is refused before its
   // gradients are read (Unavailable: retried, the sequence is not used up).
-  absl::Status valid = guard_.CheckRate(request.worker_id, absl::Now());
+  const absl::Time now = absl::Now();
+  absl::Status valid = guard_.CheckRate(request.worker_id, now);
+  // Counted now, not once applied: an honest worker whose pushes the guard
+  // refuses for their norms (or anything else) still pushes, and must stay
+  // in the median the rate bound is drawn from. When it dropped out, a
+  // flood starving the others made the bound fail open (issue 26).
+  if (valid.ok() && !*counted) {
+    guard_.RecordPush(request.worker_id, now);
+    *counted = true;
+  }
   if (valid.ok() && request.blocks.size() > 1) {
     valid = CheckUnique("push", BlockIds(request), request.worker_id);
   }
@@ -783,6 +792,7 @@ absl::Status Shard::Push(const wire::PushView& request,
   int64_t bytes = 0;
   int64_t keys = 0;
   bool waited = false;
+  bool counted = false;  // by the PushGuard's rate bound
   {
     absl::MutexLock lock(&mu_);
     // Every step again after a wait: the placement may have moved on, and a
@@ -794,7 +804,7 @@ absl::Status Shard::Push(const wire::PushView& request,
       if (verdict == PushAdmission::Verdict::kDuplicate) {
         return absl::OkStatus();
       }
-      RETURN_IF_ERROR(ValidatePush(request, &blocks, &stats, &rows));
+      RETURN_IF_ERROR(ValidatePush(request, &blocks, &stats, &rows, &counted));
       if (gate_.mode() == Consistency::Mode::kBsp && tracked && worker >= 0 &&
           !gate_.Gated(worker) && !gate_.BspHasPending(worker)) {
         // A worker this ps does not count in its rounds yet (the coordinator
@@ -820,7 +830,6 @@ absl::Status Shard::Push(const wire::PushView& request,
           for (size_t i = 0; i < stats.size(); ++i) {
             guard_.RecordNorm(request.blocks[i].id, worker, stats[i].norm);
           }
-          guard_.RecordPush(worker, absl::Now());
         }
         return bsp;
       }
@@ -888,7 +897,6 @@ absl::StatusOr<int64_t> Shard::ApplyBlocks(
     bytes += block.size;
     guard_.RecordNorm(block.id, worker, stats[i].norm);
   }
-  guard_.RecordPush(worker, absl::Now());
   return bytes;
 }
 

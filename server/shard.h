@@ -303,13 +303,15 @@ class Shard {
   // found goes to *stats, for Apply, with the PushGuard's clip bound. A push
   // refused for good (InvalidArgument, NotFound: the client does not retry
   // it) uses up its sequence; one refused by the PushGuard's rate bound
-  // (Unavailable) does not.
+  // (Unavailable) does not. A push past that bound counts for it once,
+  // whatever follows (*counted: whether this push was counted; the caller's
+  // waits validate it again).
   // The same for its sparse rows, into *rows (SparseTable::CheckPush,
   // bucket ownership, the table's max_rows).
   absl::Status ValidatePush(const wire::PushView& request,
                             std::vector<BlockStore::Block*>* blocks,
                             std::vector<BlockStore::GradientStats>* stats,
-                            std::vector<DecodedRows>* rows)
+                            std::vector<DecodedRows>* rows, bool* counted)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // SparseTable::Apply, counting the rows it created and the updates its
   // admission dropped ("sparse_rows_created", "sparse_filtered_updates").

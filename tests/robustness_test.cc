@@ -339,16 +339,6 @@ TEST_F(RobustnessTest, AFloodOfHugeAcceptedGradientsDoesNotRuinTheModel) {
 // bound refuses what goes beyond 4 times the median worker's rate, and names
 // the worker.
 TEST_F(RobustnessTest, AFloodUnderTheNormBoundIsRateLimitedAndNamed) {
-  if (testing::MnistDir().empty()) {
-    // A known weakness, not a pass: on the synthetic digits (accuracy 1.0,
-    // vanishing honest gradients) this flood starves the honest workers'
-    // pushes, they drop out of the rate guard's median, and the guard fails
-    // open (one run: 63,880 flood pushes applied, accuracy 1.0 -> 0.098).
-    GTEST_SKIP() << "needs MNIST (deploy/fetch_mnist.sh; DOWNPOUR_MNIST_DIR): "
-                    "on synthetic digits the push guard's rate bound fails "
-                    "open under this flood, a known weakness (issue 26's "
-                    "closing note of 2026-11-26)";
-  }
   StartJob();
   ASSERT_TRUE(WaitForTraining()) << daemons_["worker-0"]->LogTail(20);
   const double accuracy_before = Mean(Accuracies());
