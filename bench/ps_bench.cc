@@ -302,6 +302,8 @@ TransportRow MeasureTransport(int mib, int shards, TcpLink* tcp) {
 // A shard's backup in this process: a standby's PsService holding a Replica
 // on its own loopback server, and the primary's Replicator streaming to it.
 struct Backup {
+  explicit Backup(const Config& config)
+      : replica(server::DenseOptimizer(config)) {}
   server::Replica replica;
   server::PsService service;
   StartedServer server;
@@ -325,8 +327,8 @@ void RunReplication() {
     std::vector<std::unique_ptr<Backup>> backups;
     std::unique_ptr<Endpoint> plain = Connect(config, nullptr);
     std::unique_ptr<Endpoint> replicated =
-        Connect(config, [&backups](server::Shard* shard) {
-          auto backup = std::make_unique<Backup>();
+        Connect(config, [&backups, &config](server::Shard* shard) {
+          auto backup = std::make_unique<Backup>(config);
           backup->service.set_replica(&backup->replica);
           absl::StatusOr<StartedServer> started =
               StartServer("127.0.0.1:0", {&backup->service}, "backup");

@@ -590,6 +590,23 @@ absl::StatusOr<BlockStore::PushResult> BlockStore::Push(
   return Apply(block, data, base_version, worker_id, encoding, &stats);
 }
 
+absl::StatusOr<BlockStore::PushResult> BlockStore::Replay(
+    const Replayed& update) {
+  GradientStats stats;
+  ASSIGN_OR_RETURN(Block * block, ValidatePush(update.id, update.data,
+                                               update.bytes, update.encoding,
+                                               &stats));
+  if (block->version != update.version) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "replay: block ", update.id, " is at version ", block->version,
+        ", the update was applied at version ", update.version));
+  }
+  block->mean_staleness = update.mean_staleness;
+  stats.clip_norm = update.clip_norm;
+  return Apply(block, update.data, update.base_version, update.worker_id,
+               update.encoding, &stats);
+}
+
 double BlockStore::MeanStaleness(uint32_t id) const {
   const Block* block = Find(id);
   return block == nullptr ? 0.0 : block->mean_staleness;
@@ -606,6 +623,7 @@ std::vector<BlockStore::BlockSnapshot> BlockStore::Snapshot() const {
 }
 
 uint32_t BlockStore::IdOf(const Block* block) { return block->id; }
+int64_t BlockStore::LengthOf(const Block* block) { return block->size; }
 
 std::vector<BlockStore::BlockSnapshot> BlockStore::Snapshot(
     const std::vector<uint32_t>& ids) const {

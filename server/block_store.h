@@ -192,6 +192,29 @@ class BlockStore {
       int32_t worker_id, WireEncoding encoding = WireEncoding::kFloat32,
       const GradientStats* stats = nullptr);
 
+  // An update another store applied (a primary's, replicated by gradient):
+  // what Apply needs to do the same to a block that holds the same floats.
+  struct Replayed {
+    uint32_t id = 0;
+    uint64_t version = 0;  // the block's version before the update
+    uint64_t base_version = 0;
+    int32_t worker_id = -1;
+    WireEncoding encoding = WireEncoding::kFloat32;
+    double clip_norm = 0;       // GradientStats::clip_norm as applied
+    double mean_staleness = 0;  // the block's, before the update
+    const void* data = nullptr;
+    size_t bytes = 0;
+  };
+  // Applies `update` as the other store did: checked as ValidatePush checks a
+  // push (its errors; nothing applied), then Apply with the block's mean
+  // staleness set to the other store's first, so that a block that held the
+  // same floats holds the same floats after (same optimizer section, same
+  // Options::compute_norms or a norm computed anyway). FailedPrecondition,
+  // nothing applied, when the block is at another version than
+  // update.version. Delay compensation is not replayed: a store with it on
+  // must not be replicated by gradient.
+  absl::StatusOr<PushResult> Replay(const Replayed& update);
+
   // ValidatePush, then Apply. On error the block is unchanged.
   absl::StatusOr<PushResult> Push(
       uint32_t id, const void* data, size_t bytes, uint64_t base_version,
@@ -214,6 +237,8 @@ class BlockStore {
   std::vector<BlockSnapshot> Snapshot(const std::vector<uint32_t>& ids) const;
   // The id of a block ValidatePush returned.
   static uint32_t IdOf(const Block* block);
+  // The number of floats in `block`.
+  static int64_t LengthOf(const Block* block);
 
   // CRC-32C of block `id`'s values bytes, with its version in *version (for
   // tools and tests).

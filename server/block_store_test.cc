@@ -771,5 +771,87 @@ TEST(BlockStoreTest, ApplyClipsToTheCallersNormBound) {
   EXPECT_EQ(counters.Get("clipped_gradients"), 1);
 }
 
+// Replication by gradient: a store that restored another's snapshot (mean
+// staleness not carried) and replays its updates holds the same floats after
+// each: stale, bf16, clipped and plain pushes, Adam with staleness_lr and
+// momentum with async_momentum auto (which reads the mean staleness).
+TEST(BlockStoreTest, ReplayGivesTheFloatsApplyGave) {
+  OptimizerSection adam = Section("adam", 0.01);
+  adam.staleness_lr = true;
+  OptimizerSection momentum = Section("momentum", 0.05);
+  momentum.momentum = 0.9;
+  for (const OptimizerSection& section : {adam, momentum}) {
+    BlockStore primary(MakeOptimizer(section), {0, nullptr, true});
+    std::vector<float> values(64);
+    for (size_t i = 0; i < values.size(); ++i) values[i] = 0.01f * i - 0.3f;
+    ASSERT_THAT(primary.AddBlock(4, values), IsOk());
+    std::vector<float> g(64);
+    auto gradient = [&](int k) {
+      for (size_t i = 0; i < g.size(); ++i) {
+        g[i] = std::sin(0.7f * i + k) * (k % 3 == 0 ? 40.0f : 1.0f);
+      }
+    };
+    // Stale pushes before the snapshot: the mean staleness is not 0.
+    for (int k = 0; k < 5; ++k) {
+      gradient(k);
+      ASSERT_THAT(primary.Push(4, g.data(), g.size() * 4, 0), IsOk());
+    }
+    BlockStore backup(MakeOptimizer(section), {0, nullptr, true});
+    for (BlockStore::BlockSnapshot& s : primary.Snapshot()) {
+      ASSERT_THAT(backup.AddBlock(s.id, s.values, s.version, s.state), IsOk());
+    }
+    for (int k = 5; k < 30; ++k) {
+      gradient(k);
+      BlockStore::Replayed u;
+      u.id = 4;
+      u.version = *primary.Version(4);
+      u.base_version = k % 4 == 0 ? u.version - 3 : u.version;
+      u.worker_id = k % 2;
+      u.encoding = k % 5 == 0 ? WireEncoding::kBf16 : WireEncoding::kFloat32;
+      u.mean_staleness = primary.MeanStaleness(4);
+      u.clip_norm = k % 3 == 0 ? 2.0 : 0.0;
+      std::string bytes(g.size() * BytesPerElement(u.encoding), '\0');
+      EncodeFloats(g.data(), g.size(), u.encoding, bytes.data());
+      BlockStore::GradientStats stats;
+      auto block = primary.ValidatePush(4, bytes.data(), bytes.size(),
+                                        u.encoding, &stats);
+      ASSERT_THAT(block, IsOk());
+      stats.clip_norm = u.clip_norm;
+      ASSERT_THAT(primary.Apply(*block, bytes.data(), u.base_version,
+                                u.worker_id, u.encoding, &stats),
+                  IsOk());
+      u.data = bytes.data();
+      u.bytes = bytes.size();
+      auto replayed = backup.Replay(u);
+      ASSERT_THAT(replayed, IsOk()) << k;
+      EXPECT_EQ(replayed->version, *primary.Version(4));
+      EXPECT_THAT(PullFloats(backup, 4),
+                  ElementsAreArray(PullFloats(primary, 4)))
+          << OptimizerTypeName(section.type) << " after update " << k;
+    }
+    // An update of another version, or a gradient no push may carry, is
+    // refused and changes nothing.
+    const std::vector<float> before = PullFloats(backup, 4);
+    BlockStore::Replayed stale;
+    stale.id = 4;
+    stale.version = *backup.Version(4) - 1;
+    const std::string ones = Bytes(std::vector<float>(64, 1.0f));
+    stale.data = ones.data();
+    stale.bytes = ones.size();
+    EXPECT_THAT(backup.Replay(stale),
+                StatusIs(absl::StatusCode::kFailedPrecondition,
+                         HasSubstr("block 4 is at version")));
+    BlockStore::Replayed nan = stale;
+    nan.version = *backup.Version(4);
+    std::vector<float> bad(64, 1.0f);
+    bad[9] = std::nanf("");
+    const std::string bad_bytes = Bytes(bad);
+    nan.data = bad_bytes.data();
+    EXPECT_THAT(backup.Replay(nan),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("NaN")));
+    EXPECT_THAT(PullFloats(backup, 4), ElementsAreArray(before));
+  }
+}
+
 }  // namespace
 }  // namespace downpour::server

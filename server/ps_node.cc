@@ -66,7 +66,8 @@ class PsNode::Impl {
   explicit Impl(Options options)
       : options_(std::move(options)),
         clock_(options_.clock != nullptr ? options_.clock : Clock::Real()),
-        service_(nullptr, PsService::PushThreadsFor(options_.config)) {}
+        service_(nullptr, PsService::PushThreadsFor(options_.config)),
+        replica_(DenseOptimizer(options_.config)) {}
   ~Impl() {
     // A caller that wants the final checkpoint's status calls Stop() itself.
     Stop().IgnoreError();

@@ -73,6 +73,8 @@ PushGuard::Options GuardOptions(const Config& config, int index,
   return options;
 }
 
+}  // namespace
+
 // The optimizer of the dense blocks. A sparse_linear model's only dense block
 // is its bias, which weight_decay leaves alone (an intercept is not
 // regularized, as in scikit-learn; on a rare positive class a decayed bias
@@ -89,6 +91,8 @@ OptimizerSection DenseOptimizer(const Config& config) {
   }
   return o;
 }
+
+namespace {
 
 // The options of a sparse table from the model and optimizer sections.
 absl::StatusOr<SparseTable::Options> SparseTableOptions(
@@ -345,6 +349,7 @@ Shard::Shard(const Config& config, int index, ModelSpec spec,
             config.training.max_staleness) {
   absl::MutexLock lock(&mu_);
   is_dirty_.assign(spec_.blocks().size(), 0);
+  is_logged_.assign(spec_.blocks().size(), 0);
   tombstones_.resize(tables_.size());
   if (!tables_.empty()) counters_->Add("sparse_evicted_rows", 0);
   if (gate_.mode() == Consistency::Mode::kSsp) {
@@ -598,22 +603,91 @@ absl::StatusOr<BlockStore::PushResult> Shard::ApplyUpdate(
     BlockStore::Block* block, const void* data, uint64_t base_version,
     int32_t worker, WireEncoding encoding,
     const BlockStore::GradientStats* stats) {
+  const uint32_t id = store_->IdOf(block);
+  const bool log = log_updates_ && id < is_dirty_.size() && !is_dirty_[id];
+  const double mean_staleness = log ? store_->MeanStaleness(id) : 0.0;
   absl::StatusOr<BlockStore::PushResult> result =
       store_->Apply(block, data, base_version, worker, encoding, stats);
-  if (result.ok()) Changed(store_->IdOf(block));
+  if (!result.ok()) return result;
+  if (log) {
+    ++generation_;  // as Changed
+    LogUpdate(id, BlockStore::LengthOf(block), result->version - 1, data,
+              base_version, worker, encoding,
+              stats != nullptr ? stats->clip_norm : 0.0, mean_staleness);
+  } else {
+    Changed(id);
+  }
   return result;
+}
+
+void Shard::LogUpdate(uint32_t id, int64_t length, uint64_t version,
+                      const void* data, uint64_t base_version, int32_t worker,
+                      WireEncoding encoding, double clip_norm,
+                      double mean_staleness) {
+  const int64_t bytes = length * static_cast<int64_t>(BytesPerElement(encoding));
+  const int64_t block_bytes =
+      length * static_cast<int64_t>(sizeof(float)) *
+      (1 + store_->optimizer().state_slots());
+  const int64_t more_block_bytes = is_logged_[id] ? 0 : block_bytes;
+  if (log_bytes_ + bytes >= logged_block_bytes_ + more_block_bytes) {
+    // The blocks themselves are no more bytes than their updates.
+    DropLog();
+    MarkDirty(id);
+    return;
+  }
+  ReplicaUpdate logged;
+  BlockStore::Replayed& u = logged.update;
+  u.id = id;
+  u.version = version;
+  u.base_version = base_version;
+  u.worker_id = worker;
+  u.encoding = encoding;
+  u.clip_norm = clip_norm;
+  u.mean_staleness = mean_staleness;
+  logged.gradient.assign(static_cast<const char*>(data),
+                         static_cast<size_t>(bytes));
+  log_.push_back(std::move(logged));
+  log_bytes_ += bytes;
+  if (!is_logged_[id]) {
+    is_logged_[id] = 1;
+    logged_block_bytes_ += block_bytes;
+  }
+}
+
+void Shard::DropLog() {
+  for (const ReplicaUpdate& logged : log_) {
+    const uint32_t id = logged.update.id;
+    if (is_logged_[id]) {
+      is_logged_[id] = 0;
+      MarkDirty(id);
+    }
+  }
+  log_.clear();
+  log_bytes_ = 0;
+  logged_block_bytes_ = 0;
+}
+
+void Shard::SetReplicaLog(bool on) {
+  absl::MutexLock lock(&mu_);
+  const bool can = DenseOptimizer(config_).delay_compensation <= 0;
+  log_updates_ = on && can;
+  if (!log_updates_) DropLog();
 }
 
 void Shard::Changed(int64_t block) {
   ++generation_;
   if (block < 0 || block >= static_cast<int64_t>(is_dirty_.size())) return;
+  MarkDirty(static_cast<uint32_t>(block));
+}
+
+void Shard::MarkDirty(uint32_t block) {
   if (!is_dirty_[block]) {
     is_dirty_[block] = 1;
-    dirty_.push_back(static_cast<uint32_t>(block));
+    dirty_.push_back(block);
   }
 }
 
-Shard::ReplicaCut Shard::CutForReplica(bool full) {
+Shard::ReplicaCut Shard::CutForReplica(bool full, bool checks) {
   ReplicaCut cut;
   // Exclusive: the dirty set is cleared with the copy, and no push may land
   // between the blocks and the windows copied.
@@ -627,6 +701,23 @@ Shard::ReplicaCut Shard::CutForReplica(bool full) {
   } else {
     std::sort(dirty_.begin(), dirty_.end());
     cut.blocks = store_->Snapshot(dirty_);
+    cut.updates.reserve(log_.size());
+    for (ReplicaUpdate& logged : log_) {
+      if (!is_dirty_[logged.update.id]) {
+        cut.updates.push_back(std::move(logged));
+      }
+    }
+  }
+  for (const ReplicaUpdate& logged : log_) is_logged_[logged.update.id] = 0;
+  log_.clear();
+  log_bytes_ = 0;
+  logged_block_bytes_ = 0;
+  if (checks) {
+    for (uint32_t id : store_->block_ids()) {
+      ReplicaCut::Check check{id, 0, 0};
+      check.crc32c = store_->BlockCrc32c(id, &check.version);
+      cut.checks.push_back(check);
+    }
   }
   // Rows of the same moment: whole rows, values and state together.
   for (size_t t = 0; t < tables_.size(); ++t) {

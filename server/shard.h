@@ -44,6 +44,10 @@ namespace downpour::server {
 // copied under the lock and written to disk without it. (With
 // optimizer.delay_compensation, the store's ServedValues also locks a mutex per
 // worker, always inside this one.)
+// The optimizer section of a model's dense blocks (config.optimizer, with
+// what the model type changes).
+OptimizerSection DenseOptimizer(const Config& config);
+
 class Shard {
  public:
   // Reads this shard's checkpoint, if checkpoint.dir holds one: DataLoss or
@@ -60,21 +64,46 @@ class Shard {
                                                            Counters* counters,
                                                            Checkpoint state);
 
-  // What a primary streams to its backup (server/replication/replicator.h): the blocks
-  // changed since the last cut (every block when `full`) and every worker's
-  // applied-push window, copied at one moment, with the generation (updates
-  // and sequences recorded so far) they amount to.
+  // A dense update as applied, for a backup to replay
+  // (BlockStore::Replay): update.data and update.bytes are left unset.
+  struct ReplicaUpdate {
+    BlockStore::Replayed update;
+    std::string gradient;  // as pushed
+  };
+  // What a primary streams to its backup (server/replication/replicator.h):
+  // the blocks changed since the last cut (every block when `full`), or,
+  // with SetReplicaLog on, the updates applied to them since, when those are
+  // fewer bytes; and every worker's applied-push window, copied at one
+  // moment, with the generation (updates and sequences recorded so far) they
+  // amount to.
   struct ReplicaCut {
     uint64_t generation = 0;
     uint64_t epoch = 0;
     std::string optimizer;
     std::vector<BlockStore::BlockSnapshot> blocks;
+    // In the order applied; none of a block in `blocks`.
+    std::vector<ReplicaUpdate> updates;
     std::map<int32_t, SequenceWindow> sequences;
     // By table id: the rows changed since the last cut (every row when
     // `full`), each whole.
     std::vector<std::pair<uint32_t, SparseTable::Rows>> sparse;
+    // With `checks`: every block's id, version and values' CRC32C.
+    struct Check {
+      uint32_t id;
+      uint64_t version;
+      uint32_t crc32c;
+    };
+    std::vector<Check> checks;
   };
-  ReplicaCut CutForReplica(bool full) ABSL_LOCKS_EXCLUDED(mu_);
+  ReplicaCut CutForReplica(bool full, bool checks = false)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Replication by gradient: while on, each dense update applied to a block
+  // not already changed since the last cut is kept (its gradient copied) for
+  // the next cut, until the updates kept are as many bytes as their blocks'
+  // values and state (SGD with float32 pushes: at once), when those blocks
+  // go in the cut whole instead. Off (the default, and always with delay
+  // compensation, which a backup cannot replay): whole blocks only.
+  void SetReplicaLog(bool on) ABSL_LOCKS_EXCLUDED(mu_);
   // Counts every applied update and recorded push sequence: a cut of this
   // generation holds everything acknowledged so far.
   uint64_t generation() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -380,6 +409,17 @@ class Shard {
   // Notes a change a replica must get: `block` (or none, -1) and the
   // generation.
   void Changed(int64_t block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // An update of block `id` applied at `version`: kept for the next cut
+  // (SetReplicaLog), or the block marked changed; the caller counts the
+  // generation.
+  void LogUpdate(uint32_t id, int64_t length, uint64_t version,
+                 const void* data, uint64_t base_version, int32_t worker,
+                 WireEncoding encoding, double clip_norm,
+                 double mean_staleness) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The updates kept go: their blocks are marked changed instead.
+  void DropLog() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `block` (an id of the model) goes whole in the next cut.
+  void MarkDirty(uint32_t block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Eviction (config eviction.*) of every table, counted; the keys are kept
   // for the next delta checkpoint.
   void EvictRows() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -457,6 +497,14 @@ class Shard {
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 1;
   std::vector<uint32_t> dirty_ ABSL_GUARDED_BY(mu_);
   std::vector<char> is_dirty_ ABSL_GUARDED_BY(mu_);  // by block id
+  // Replication by gradient (SetReplicaLog): the updates kept for the next
+  // cut, their gradients' bytes, and the values and state bytes of the
+  // blocks they are of (is_logged_, by block id).
+  bool log_updates_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<ReplicaUpdate> log_ ABSL_GUARDED_BY(mu_);
+  int64_t log_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t logged_block_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<char> is_logged_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace downpour::server

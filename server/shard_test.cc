@@ -850,5 +850,64 @@ TEST_F(ShardTest, ConcurrentPushesPullsAndCheckpointsAgree) {
   }
 }
 
+// Replication by gradient: with the log on, a cut carries Adam's updates (1x
+// the gradient) instead of the blocks (values and two state slots, 3x),
+// until the updates of a block add up to its bytes; SGD with float32 pushes
+// sends the block at once (the same bytes, and nothing for the backup to
+// apply); delay compensation keeps the log off.
+TEST_F(ShardTest, ACutCarriesUpdatesWhileTheyAreFewerBytesThanTheirBlocks) {
+  config_.optimizer.type = OptimizerType::kAdam;
+  config_.optimizer.learning_rate = 0.01;
+  auto shard = MakeShard();
+  ASSERT_THAT(shard->Assign(1, AllBlocks()), IsOk());
+  shard->SetReplicaLog(true);
+  shard->CutForReplica(true);
+  proto::PushResponse response;
+  ASSERT_THAT(shard->Push(OnesPush(0, 1), &response), IsOk());
+  ASSERT_THAT(shard->Push(OnesPush(1, 2), &response), IsOk());
+  ASSERT_THAT(shard->Push(OnesPush(0, 3), &response), IsOk());
+  Shard::ReplicaCut cut = shard->CutForReplica(false, /*checks=*/true);
+  EXPECT_TRUE(cut.blocks.empty());
+  ASSERT_EQ(cut.updates.size(), 3u);
+  EXPECT_EQ(cut.updates[0].update.id, 0u);
+  EXPECT_EQ(cut.updates[0].update.version, 0u);
+  EXPECT_EQ(cut.updates[1].update.id, 1u);
+  EXPECT_EQ(cut.updates[2].update.id, 0u);
+  EXPECT_EQ(cut.updates[2].update.version, 1u);
+  EXPECT_EQ(cut.updates[2].update.worker_id, 3);
+  EXPECT_EQ(cut.updates[2].gradient.size(), spec_->blocks()[0].length * 4);
+  EXPECT_EQ(cut.checks.size(), num_blocks_);
+  // A third update of block 0 in one cut is as many bytes as the block.
+  for (uint64_t seq = 4; seq <= 6; ++seq) {
+    ASSERT_THAT(shard->Push(OnesPush(0, seq), &response), IsOk());
+  }
+  cut = shard->CutForReplica(false);
+  ASSERT_EQ(cut.blocks.size(), 1u);
+  EXPECT_EQ(cut.blocks[0].id, 0u);
+  EXPECT_EQ(cut.blocks[0].version, 5u);
+  EXPECT_TRUE(cut.updates.empty());
+  EXPECT_TRUE(cut.checks.empty());
+  // Off: blocks again.
+  shard->SetReplicaLog(false);
+  ASSERT_THAT(shard->Push(OnesPush(1, 7), &response), IsOk());
+  cut = shard->CutForReplica(false);
+  EXPECT_EQ(cut.blocks.size(), 1u);
+  EXPECT_TRUE(cut.updates.empty());
+
+  for (const bool dc : {false, true}) {
+    config_.optimizer.type = dc ? OptimizerType::kAdam : OptimizerType::kSgd;
+    config_.optimizer.delay_compensation = dc ? 0.1 : 0.0;
+    config_.checkpoint.dir = "";
+    auto other = MakeShard();
+    ASSERT_THAT(other->Assign(1, AllBlocks()), IsOk());
+    other->SetReplicaLog(true);
+    other->CutForReplica(true);
+    ASSERT_THAT(other->Push(OnesPush(0, 1), &response), IsOk());
+    cut = other->CutForReplica(false);
+    EXPECT_EQ(cut.blocks.size(), 1u) << (dc ? "delay compensation" : "sgd");
+    EXPECT_TRUE(cut.updates.empty());
+  }
+}
+
 }  // namespace
 }  // namespace downpour::server

@@ -3,8 +3,12 @@
 
 #include <cmath>
 #include <cstring>
+#include <memory>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/wire_encoding.h"
+#include "server/optimizer.h"
 
 namespace downpour::server {
 namespace {
@@ -85,6 +89,48 @@ absl::Status ToRows(const proto::ReplicaSparseRows& in, SparseTable::Rows* out) 
 
 }  // namespace
 
+Replica::Replica(OptimizerSection dense) : dense_(std::move(dense)) {}
+
+absl::Status Replica::Replay(const proto::ReplicateRequest& request) {
+  for (const proto::ReplicaUpdate& u : request.updates()) {
+    absl::StatusOr<uint64_t> held = store_->Version(u.block());
+    if (!held.ok() || *held < u.version()) {
+      return absl::DataLossError(absl::StrCat(
+          "replicate: an update of block ", u.block(), " at version ",
+          u.version(), " came to a standby that holds ",
+          held.ok() ? absl::StrCat("version ", *held) : "no such block",
+          ": a cut was lost"));
+    }
+    if (*held > u.version()) continue;  // the block came whole, with it
+    BlockStore::Replayed replayed;
+    replayed.id = u.block();
+    replayed.version = u.version();
+    replayed.base_version = u.base_version();
+    replayed.worker_id = u.worker();
+    replayed.encoding = static_cast<WireEncoding>(u.encoding());
+    replayed.clip_norm = u.clip_norm();
+    replayed.mean_staleness = u.mean_staleness();
+    replayed.data = u.gradient().data();
+    replayed.bytes = u.gradient().size();
+    absl::StatusOr<BlockStore::PushResult> applied = store_->Replay(replayed);
+    if (!applied.ok()) {
+      return absl::Status(applied.status().code(),
+                          absl::StrCat("replicate: ", applied.status().message()));
+    }
+  }
+  for (const proto::ReplicaCheck& check : request.checks()) {
+    uint64_t version = 0;
+    const uint32_t crc = store_->BlockCrc32c(check.block(), &version);
+    if (version != check.version() || crc != check.crc32c()) {
+      return absl::DataLossError(absl::StrCat(
+          "replicate: block ", check.block(), " differs from the primary's (",
+          "version ", version, " vs ", check.version(), ", checksum ", crc,
+          " vs ", check.crc32c(), ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<uint64_t> Replica::Apply(const proto::ReplicateRequest& request) {
   // Decoded before the lock: the copies are the bulk of the work.
   std::vector<BlockStore::BlockSnapshot> blocks(request.blocks_size());
@@ -114,14 +160,26 @@ absl::StatusOr<uint64_t> Replica::Apply(const proto::ReplicateRequest& request) 
         " was replaced and must stop"));
   }
   if (request.full()) {
+    absl::StatusOr<std::unique_ptr<Optimizer>> optimizer =
+        Optimizer::Create(dense_);
+    if (!optimizer.ok()) return optimizer.status();
+    if ((*optimizer)->name() != request.optimizer()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "replicate: the primary's optimizer is ", request.optimizer(),
+          ", this standby's ", (*optimizer)->name(),
+          ": both must read the same optimizer section (one config file)"));
+    }
     held_ = false;
-    blocks_.clear();
+    BlockStore::Options options;
+    // Every norm the primary may have clipped with.
+    options.compute_norms = true;
+    store_ = std::make_unique<BlockStore>(*std::move(optimizer), options);
     tables_.clear();
     state_ = Checkpoint();
     state_.shard_index = request.shard_index();
     generation_ = 0;
   } else if (state_.shard_index != request.shard_index() ||
-             (!held_ && blocks_.empty())) {
+             store_ == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(
         "replicate: this standby holds no full copy of shard ",
         request.shard_index(), ": send a full cut"));
@@ -157,10 +215,24 @@ absl::StatusOr<uint64_t> Replica::Apply(const proto::ReplicateRequest& request) 
     tables_[request.sparse(i).table()]->MergeChecked(rows[i]);
   }
   for (BlockStore::BlockSnapshot& b : blocks) {
-    auto it = blocks_.find(b.id);
-    if (it == blocks_.end() || it->second.version <= b.version) {
-      blocks_[b.id] = std::move(b);
+    absl::StatusOr<uint64_t> held = store_->Version(b.id);
+    if (!held.ok() || *held <= b.version) {
+      absl::Status added = store_->AddBlock(b.id, std::move(b.values),
+                                            b.version, std::move(b.state));
+      if (!added.ok()) {
+        held_ = false;
+        return absl::InvalidArgumentError(
+            absl::StrCat("replicate: block ", b.id, ": ", added.message()));
+      }
     }
+  }
+  // Updates apply after the blocks of the same request (a cut sends them
+  // in that order).
+  absl::Status replayed = Replay(request);
+  if (!replayed.ok()) {
+    // Not taken over in this state: the primary sends a full cut.
+    held_ = false;
+    return replayed;
   }
   state_.placement_epoch = request.placement_epoch();
   state_.optimizer = request.optimizer();
@@ -179,13 +251,14 @@ absl::StatusOr<uint64_t> Replica::Apply(const proto::ReplicateRequest& request) 
 
 std::optional<Checkpoint> Replica::Take(int shard) {
   absl::MutexLock lock(&mu_);
-  if (fenced_ || !held_ || state_.shard_index != shard) return std::nullopt;
+  if (fenced_ || !held_ || store_ == nullptr || state_.shard_index != shard) {
+    return std::nullopt;
+  }
   fenced_ = true;
   fenced_shard_ = shard;
   Checkpoint out = std::move(state_);
-  out.blocks.clear();
-  for (auto& [id, block] : blocks_) out.blocks.push_back(std::move(block));
-  blocks_.clear();
+  out.blocks = store_->Snapshot();
+  store_.reset();
   out.sparse_tables.clear();
   for (auto& [id, table] : tables_) {
     out.sparse_tables.emplace_back(id, table->Snapshot());
@@ -200,7 +273,7 @@ void Replica::Fence(int shard) {
   fenced_ = true;
   fenced_shard_ = shard;
   held_ = false;
-  blocks_.clear();
+  store_.reset();
   tables_.clear();
   state_ = Checkpoint();
 }
@@ -209,7 +282,7 @@ void Replica::Drop() {
   absl::MutexLock lock(&mu_);
   if (fenced_) return;
   held_ = false;
-  blocks_.clear();
+  store_.reset();
   tables_.clear();
   state_ = Checkpoint();
   state_.shard_index = -1;
@@ -222,9 +295,12 @@ Replica::Info Replica::info() const {
   info.held = held_;
   info.shard = held_ ? state_.shard_index : -1;
   info.generation = generation_;
-  for (const auto& [id, block] : blocks_) {
-    info.applied_total += block.version;
-    info.bytes += (block.values.size() + block.state.size()) * sizeof(float);
+  if (store_ != nullptr) {
+    for (uint32_t id : store_->block_ids()) {
+      info.applied_total += store_->Version(id).value_or(0);
+    }
+    info.bytes += static_cast<uint64_t>(store_->num_floats()) *
+                  (1 + store_->optimizer().state_slots()) * sizeof(float);
   }
   for (const auto& [id, table] : tables_) {
     info.applied_total += table->version_sum();

@@ -8,6 +8,11 @@
 //
 // A cut marked `full` replaces what is held; later cuts bring the blocks that
 // changed (a block is replaced by a copy of a higher or equal version), the
+// dense updates applied since, which the replica applies again with the same
+// optimizer to blocks at the same versions (replication by gradient; an
+// update older than the block held is skipped, a missing one or a cut's
+// checksum that differs from the replica's block is DATA_LOSS, and the
+// replica is not taken over until the full cut the primary then sends), the
 // sparse rows that changed (whole rows, merged into a SparseTable per table,
 // after the rows of the keys the primary evicted are dropped: its
 // tombstones) and every worker's applied-push window. A cut holds the blocks and the windows
@@ -29,6 +34,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "common/config.h"
 #include "proto/ps.pb.h"
 #include "server/block_store.h"
 #include "server/checkpoint.h"
@@ -48,7 +54,11 @@ class Replica {
     int64_t sparse_rows = 0;
   };
 
-  Replica() = default;
+  // `dense`: the optimizer section of the model's dense blocks
+  // (DenseOptimizer(config)): the primary's, which replicated updates are
+  // applied with. A cut of a primary whose optimizer is of another type is
+  // refused (FailedPrecondition).
+  explicit Replica(OptimizerSection dense = OptimizerSection());
   Replica(const Replica&) = delete;
   Replica& operator=(const Replica&) = delete;
 
@@ -56,7 +66,11 @@ class Replica {
   // now served ("this standby serves shard N now"), FailedPrecondition for
   // any other; FailedPrecondition for a partial cut of a shard not held
   // (the primary then sends a full one); InvalidArgument for a block whose
-  // bytes are not whole floats or hold a NaN/Inf (nothing is applied). Returns the generation held.
+  // bytes are not whole floats or hold a NaN/Inf (nothing is applied), or an
+  // update whose gradient a push could not carry; DataLoss for an update of
+  // a block at an older version than it was applied to, or a checksum that
+  // differs (the replica is then not taken over until a full cut). Returns
+  // the generation held.
   absl::StatusOr<uint64_t> Apply(const proto::ReplicateRequest& request)
       ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -79,9 +93,16 @@ class Replica {
   int fenced_shard_ ABSL_GUARDED_BY(mu_) = -1;
   bool held_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  // Applies request.updates() and compares request.checks() with the blocks
+  // held.
+  absl::Status Replay(const proto::ReplicateRequest& request)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const OptimizerSection dense_;
   Checkpoint state_ ABSL_GUARDED_BY(mu_);
-  // By block id: state_ keeps its blocks here while streaming.
-  std::map<uint32_t, BlockStore::BlockSnapshot> blocks_ ABSL_GUARDED_BY(mu_);
+  // The dense blocks while streaming (state_ keeps none); null until a full
+  // cut.
+  std::unique_ptr<BlockStore> store_ ABSL_GUARDED_BY(mu_);
   // By table id: the rows held.
   std::map<uint32_t, std::unique_ptr<SparseTable>> tables_ ABSL_GUARDED_BY(mu_);
 };

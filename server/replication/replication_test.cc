@@ -6,7 +6,9 @@
 #include <cstring>
 #include <random>
 #include <limits>
+#include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -31,14 +33,19 @@ using ::testing::HasSubstr;
 
 class ReplicationTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    config_.model.layers = {6, 4, 3};
-    config_.model.block_size = 8;
-    config_.cluster.workers.assign(4, "127.0.0.1:0");  // worker ids 0 to 3
+  static Config TestConfig() {
+    Config config;
+    config.model.layers = {6, 4, 3};
+    config.model.block_size = 8;
+    config.cluster.workers.assign(4, "127.0.0.1:0");  // worker ids 0 to 3
     // State to replicate besides values.
-    config_.optimizer.type = OptimizerType::kAdam;
-    config_.optimizer.learning_rate = 0.1;
-    config_.checkpoint.dir = "";
+    config.optimizer.type = OptimizerType::kAdam;
+    config.optimizer.learning_rate = 0.1;
+    config.checkpoint.dir = "";
+    return config;
+  }
+
+  void SetUp() override {
     auto shard = Shard::Create(config_, 0, &counters_);
     ASSERT_THAT(shard, IsOk());
     primary_ = *std::move(shard);
@@ -104,11 +111,11 @@ class ReplicationTest : public ::testing::Test {
     return verdict;
   }
 
-  Config config_;
+  Config config_ = TestConfig();
   Counters counters_;
   std::unique_ptr<Shard> primary_;
   std::vector<uint32_t> ids_;
-  Replica replica_;
+  Replica replica_{DenseOptimizer(config_)};
   PsService backup_service_;
   StartedServer backup_;
   std::unique_ptr<Replicator> replicator_;
@@ -203,6 +210,83 @@ TEST_F(ReplicationTest, ANewBackupGetsAFullCopy) {
   EXPECT_EQ(replica_.info().applied_total, primary_->applied_total());
 }
 
+// Replication by gradient (Adam): after the full copy each cut carries the
+// push's gradients, 1x their bytes instead of 3x (values and two state
+// slots), and the backup's replayed copy is the primary's, bit for bit.
+TEST_F(ReplicationTest, AdamCutsCarryTheGradientsNotTheBlocks) {
+  StartReplicator();
+  replicator_->SetBackup(backup_.address);
+  ASSERT_THAT(PushAndWait(1, 0.01f), IsOk());
+  const double bytes_before = counters_.Get("replicated_bytes");
+  const double updates_before = counters_.Get("replicated_updates");
+  int64_t floats = 0;
+  for (const BlockSpec& b : ModelSpec::Create(config_.model)->blocks()) {
+    floats += b.length;
+  }
+  for (uint64_t seq = 2; seq <= 21; ++seq) {
+    ASSERT_THAT(PushAndWait(seq, 0.01f * seq), IsOk()) << seq;
+  }
+  EXPECT_EQ(counters_.Get("replicated_updates") - updates_before,
+            20.0 * NumBlocks());
+  EXPECT_EQ(counters_.Get("replicated_bytes") - bytes_before,
+            20.0 * floats * sizeof(float));
+  EXPECT_EQ(counters_.Get("replication_mismatches"), 0);
+  std::optional<Checkpoint> state = replica_.Take(0);
+  ASSERT_TRUE(state.has_value());
+  Counters counters;
+  auto taken = Shard::CreateFrom(config_, 0, &counters, *std::move(state));
+  ASSERT_THAT(taken, IsOk());
+  ASSERT_THAT((*taken)->Assign(2, ids_), IsOk());
+  const proto::ChecksumResponse want = primary_->Checksums();
+  const proto::ChecksumResponse got = (*taken)->Checksums();
+  ASSERT_EQ(got.blocks_size(), want.blocks_size());
+  for (int i = 0; i < want.blocks_size(); ++i) {
+    EXPECT_EQ(got.blocks(i).version(), want.blocks(i).version()) << i;
+    EXPECT_EQ(got.blocks(i).crc32c(), want.blocks(i).crc32c()) << i;
+  }
+}
+
+// A standby whose optimizer section differs (here its learning rate) replays
+// the updates into other floats: the next cut's checksums catch it, the
+// primary counts the mismatch and sends a full copy, and what the backup
+// then holds is the primary's again.
+TEST_F(ReplicationTest, AStandbyThatReplaysDifferentlyIsCaughtAndGetsAFullCopy) {
+  Config other = config_;
+  other.optimizer.learning_rate = 0.2;
+  Replica wrong(DenseOptimizer(other));
+  PsService service;
+  service.set_replica(&wrong);
+  auto server = StartServer("127.0.0.1:0", {&service}, "standby 1");
+  ASSERT_THAT(server, IsOk());
+  StartReplicator();
+  replicator_->SetBackup(server->address);
+  uint64_t seq = 0;
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (counters_.Get("replication_mismatches") < 1 &&
+         absl::Now() < deadline) {
+    ++seq;
+    ASSERT_THAT(PushAndWait(seq, 0.01f), IsOk()) << seq;
+  }
+  ASSERT_GE(counters_.Get("replication_mismatches"), 1)
+      << seq << " pushes replicated without a check catching the difference";
+  std::optional<Checkpoint> state = wrong.Take(0);
+  ASSERT_TRUE(state.has_value()) << "the full copy came";
+  std::map<uint32_t, std::vector<float>> held;
+  for (const BlockStore::BlockSnapshot& b : state->blocks) held[b.id] = b.values;
+  proto::PullRequest pull;
+  pull.set_placement_epoch(1);
+  for (uint32_t id : ids_) pull.add_block_ids(id);
+  proto::PullResponse response;
+  ASSERT_THAT(primary_->Pull(pull, &response), IsOk());
+  for (const proto::BlockData& b : response.blocks()) {
+    std::vector<float> values(b.data().size() / sizeof(float));
+    std::memcpy(values.data(), b.data().data(), b.data().size());
+    EXPECT_EQ(held[b.block_id()], values) << "block " << b.block_id();
+  }
+  replicator_.reset();
+  server->server->Shutdown();
+}
+
 // Sparse rows replicate as blocks do: a push is acknowledged once the
 // backup holds its rows (values and optimizer state, whole), cuts larger
 // than a request come in pieces, and a take-over continues bit-identically.
@@ -223,7 +307,7 @@ TEST(SparseReplicationTest, AcknowledgedRowsAreOnTheBackupWithTheirState) {
   ASSERT_THAT(made, IsOk());
   std::unique_ptr<Shard> primary = *std::move(made);
   ASSERT_THAT(primary->Assign(1, {0}), IsOk());
-  Replica replica;
+  Replica replica(DenseOptimizer(config));
   PsService service;
   service.set_replica(&replica);
   auto server = StartServer("127.0.0.1:0", {&service}, "standby 0");
@@ -326,7 +410,7 @@ TEST(SparseReplicationTest, AnEvictionReachesTheBackupAndSurvivesATakeOver) {
   ASSERT_THAT(made, IsOk());
   std::unique_ptr<Shard> primary = *std::move(made);
   ASSERT_THAT(primary->Assign(1, {0}), IsOk());
-  Replica replica;
+  Replica replica(DenseOptimizer(config));
   PsService service;
   service.set_replica(&replica);
   auto server = StartServer("127.0.0.1:0", {&service}, "standby 0");
@@ -438,6 +522,7 @@ TEST(ReplicaTest, RefusesSparseRowsThatDoNotFit) {
   proto::ReplicateRequest full;
   full.set_shard_index(0);
   full.set_full(true);
+  full.set_optimizer("sgd");
   full.set_generation(1);
   proto::ReplicaSparseRows* rows = full.add_sparse();
   rows->set_table(0);
@@ -475,6 +560,7 @@ TEST(ReplicaTest, RefusesPartialCutsOfAShardNotHeldAndBadBytes) {
                        HasSubstr("send a full cut")));
   proto::ReplicateRequest bad;
   bad.set_full(true);
+  bad.set_optimizer("sgd");
   bad.set_generation(1);
   bad.add_blocks()->set_values("abc");
   EXPECT_THAT(replica.Apply(bad), StatusIs(absl::StatusCode::kInvalidArgument));
@@ -515,6 +601,7 @@ TEST(ReplicaTest, ACutInSeveralRequestsCountsOnlyWhenComplete) {
   proto::ReplicateRequest first;
   first.set_shard_index(1);
   first.set_full(true);
+  first.set_optimizer("sgd");
   proto::ReplicaBlock* b = first.add_blocks();
   b->set_id(0);
   b->set_version(3);

@@ -18,6 +18,9 @@ constexpr absl::Duration kRetryPause = absl::Milliseconds(100);
 // How often an idle thread looks for changes no push announced (a refused
 // push uses up its sequence, a placement adds blocks).
 constexpr absl::Duration kIdleCheck = absl::Milliseconds(500);
+// How often a cut carries every block's checksum, for the backup to compare
+// with what its replayed updates gave it.
+constexpr absl::Duration kCheckEvery = absl::Seconds(1);
 
 void ToBytes(const std::vector<float>& floats, std::string* out) {
   out->assign(reinterpret_cast<const char*>(floats.data()),
@@ -48,6 +51,8 @@ void Replicator::Stop() {
 
 void Replicator::SetBackup(const std::string& address) {
   std::vector<Waiter> released;
+  // Updates are kept for a backup to replay only while there is one.
+  shard_->SetReplicaLog(!address.empty());
   {
     absl::MutexLock lock(&mu_);
     if (address == backup_) return;
@@ -126,6 +131,12 @@ absl::Status Replicator::Send(proto::ParameterServer::Stub* stub,
   auto send = [&](bool last) -> absl::Status {
     request.set_full(full && first);
     if (last) {
+      for (const Shard::ReplicaCut::Check& c : cut.checks) {
+        proto::ReplicaCheck* check = request.add_checks();
+        check->set_block(c.id);
+        check->set_version(c.version);
+        check->set_crc32c(c.crc32c);
+      }
       request.set_generation(cut.generation);
       for (const auto& [worker, window] : cut.sequences) {
         proto::ReplicaSequence* s = request.add_sequences();
@@ -144,6 +155,7 @@ absl::Status Replicator::Send(proto::ParameterServer::Stub* stub,
     total += bytes;
     bytes = 0;
     request.clear_blocks();
+    request.clear_updates();
     request.clear_sparse();
     return status;
   };
@@ -160,6 +172,25 @@ absl::Status Replicator::Send(proto::ParameterServer::Stub* stub,
     out->set_version(block.version);
     ToBytes(block.values, out->mutable_values());
     ToBytes(block.state, out->mutable_state());
+    bytes += size;
+  }
+  // Updates after the blocks, in the order applied.
+  for (const Shard::ReplicaUpdate& logged : cut.updates) {
+    const int64_t size = static_cast<int64_t>(logged.gradient.size());
+    if (bytes > 0 && bytes + size > options_.max_request_bytes) {
+      absl::Status sent = send(/*last=*/false);
+      if (!sent.ok()) return sent;
+    }
+    const BlockStore::Replayed& u = logged.update;
+    proto::ReplicaUpdate* out = request.add_updates();
+    out->set_block(u.id);
+    out->set_version(u.version);
+    out->set_base_version(u.base_version);
+    out->set_worker(u.worker_id);
+    out->set_encoding(static_cast<uint32_t>(u.encoding));
+    out->set_clip_norm(u.clip_norm);
+    out->set_mean_staleness(u.mean_staleness);
+    out->set_gradient(logged.gradient);
     bytes += size;
   }
   // Rows in pieces of at most max_request_bytes, whole rows each, after the
@@ -229,6 +260,8 @@ absl::Status Replicator::Send(proto::ParameterServer::Stub* stub,
   if (sent.ok() && options_.counters != nullptr) {
     options_.counters->Add("replicated_cuts", 1);
     options_.counters->Add("replicated_bytes", static_cast<double>(total));
+    options_.counters->Add("replicated_updates",
+                           static_cast<double>(cut.updates.size()));
   }
   return sent;
 }
@@ -237,6 +270,7 @@ void Replicator::Loop() {
   std::unique_ptr<proto::ParameterServer::Stub> stub;
   std::string stub_address;
   bool failed = false;
+  absl::Time last_check = absl::InfinitePast();
   for (;;) {
     std::string address;
     bool full;
@@ -263,7 +297,9 @@ void Replicator::Loop() {
       stub_address = address;
     }
     const absl::Time started = absl::Now();
-    const Shard::ReplicaCut cut = shard_->CutForReplica(full);
+    const bool checks = !full && started - last_check >= kCheckEvery;
+    if (checks || full) last_check = started;
+    const Shard::ReplicaCut cut = shard_->CutForReplica(full, checks);
     const absl::Status sent = Send(stub.get(), cut, full);
     std::vector<Waiter> done;
     absl::Status result;
@@ -300,6 +336,17 @@ void Replicator::Loop() {
         result = absl::UnavailableError(absl::StrCat(
             "push: ps ", options_.shard_index,
             " was replaced by its backup: re-read the placement"));
+      } else if (absl::IsDataLoss(sent)) {
+        // The backup's copy differs from this shard's (its replayed updates
+        // gave other floats, or it lost a cut): a full cut at once. The
+        // backup holds nothing it could take over meanwhile.
+        SPDLOG_LOGGER_WARN(L(), "ps {}: {}: sending a full copy",
+                           options_.shard_index, std::string(sent.message()));
+        need_full_ = true;
+        in_sync_ = false;
+        if (options_.counters != nullptr) {
+          options_.counters->Add("replication_mismatches", 1);
+        }
       } else {
         failed = true;
         need_full_ = true;

@@ -263,6 +263,12 @@ void Pull(Shard& shard, const uint8_t* body, size_t size) {
   if (reply.ok()) CheckPullReply(request, *reply, *world->spec);
 }
 
+// A replica with the shards' optimizer, in place of the one held.
+void FreshReplica() {
+  world->replica.~Replica();
+  new (&world->replica) Replica(server::DenseOptimizer(world->config));
+}
+
 void Replicate(const uint8_t* body, size_t size) {
   proto::ReplicateRequest request;
   if (!request.ParseFromArray(body, static_cast<int>(size))) return;
@@ -285,8 +291,7 @@ void TakeOver() {
     CheckFinite(**shard, "a take-over");
   }
   // A fenced replica refuses every later Apply: start a fresh one.
-  world->replica.~Replica();
-  new (&world->replica) Replica();
+  FreshReplica();
 }
 
 void ParseReply(const uint8_t* body, size_t size, size_t piece) {
@@ -313,6 +318,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   google::protobuf::SetLogHandler(nullptr);
   world = new World;
   world->config = FuzzConfig();
+  FreshReplica();
   auto spec = downpour::ModelSpec::Create(world->config.model);
   if (!spec.ok()) Fail(spec.status().ToString());
   world->spec = std::make_unique<downpour::ModelSpec>(*spec);
