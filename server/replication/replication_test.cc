@@ -111,7 +111,28 @@ class ReplicationTest : public ::testing::Test {
     return verdict;
   }
 
+  // The replica taken over as shard 0 at placement epoch 2 (null, with a
+  // failure, when it cannot be): every block at the primary's version and
+  // checksum.
+  std::unique_ptr<Shard> TakeOver(Counters* counters) {
+    std::optional<Checkpoint> state = replica_.Take(0);
+    EXPECT_TRUE(state.has_value());
+    if (!state.has_value()) return nullptr;
+    auto taken = Shard::CreateFrom(config_, 0, counters, *std::move(state));
+    EXPECT_THAT(taken, IsOk());
+    if (!taken.ok() || !(*taken)->Assign(2, ids_).ok()) return nullptr;
+    const proto::ChecksumResponse want = primary_->Checksums();
+    const proto::ChecksumResponse got = (*taken)->Checksums();
+    EXPECT_EQ(got.blocks_size(), want.blocks_size());
+    for (int i = 0; i < want.blocks_size() && i < got.blocks_size(); ++i) {
+      EXPECT_EQ(got.blocks(i).version(), want.blocks(i).version()) << i;
+      EXPECT_EQ(got.blocks(i).crc32c(), want.blocks(i).crc32c()) << i;
+    }
+    return *std::move(taken);
+  }
+
   Config config_ = TestConfig();
+  Counters counters_taken_;
   Counters counters_;
   std::unique_ptr<Shard> primary_;
   std::vector<uint32_t> ids_;
@@ -134,27 +155,17 @@ TEST_F(ReplicationTest, AnAcknowledgedPushIsOnTheBackupAndSurvivesATakeOver) {
   EXPECT_EQ(replica_.info().applied_total, primary_->applied_total());
 
   // The primary dies; the standby takes over from its replica.
-  std::optional<Checkpoint> state = replica_.Take(0);
-  ASSERT_TRUE(state.has_value());
-  Counters counters;
-  auto taken = Shard::CreateFrom(config_, 0, &counters, *std::move(state));
-  ASSERT_THAT(taken, IsOk());
-  ASSERT_THAT((*taken)->Assign(2, ids_), IsOk());
+  std::unique_ptr<Shard> taken = TakeOver(&counters_taken_);
+  ASSERT_NE(taken, nullptr);
   const proto::ChecksumResponse want = primary_->Checksums();
-  const proto::ChecksumResponse got = (*taken)->Checksums();
-  ASSERT_EQ(got.blocks_size(), want.blocks_size());
-  for (int i = 0; i < want.blocks_size(); ++i) {
-    EXPECT_EQ(got.blocks(i).version(), want.blocks(i).version()) << i;
-    EXPECT_EQ(got.blocks(i).crc32c(), want.blocks(i).crc32c()) << i;
-  }
   // The optimizer state came along: the next update is the same on both.
   proto::PushResponse a, b;
   proto::PushRequest next = Push(21, 0.5f);
   ASSERT_THAT(primary_->Push(next, &a), IsOk());
   next.set_placement_epoch(2);
-  ASSERT_THAT((*taken)->Push(next, &b), IsOk());
+  ASSERT_THAT(taken->Push(next, &b), IsOk());
   for (int i = 0; i < want.blocks_size(); ++i) {
-    EXPECT_EQ((*taken)->Checksums().blocks(i).crc32c(),
+    EXPECT_EQ(taken->Checksums().blocks(i).crc32c(),
               primary_->Checksums().blocks(i).crc32c())
         << "block " << i << " diverged after the take-over";
   }
@@ -162,7 +173,7 @@ TEST_F(ReplicationTest, AnAcknowledgedPushIsOnTheBackupAndSurvivesATakeOver) {
   proto::PushRequest retry = Push(20, 0.2f);
   retry.set_placement_epoch(2);
   proto::PushResponse dup;
-  ASSERT_THAT((*taken)->Push(retry, &dup), IsOk());
+  ASSERT_THAT(taken->Push(retry, &dup), IsOk());
   EXPECT_TRUE(dup.duplicate());
 }
 
@@ -231,19 +242,7 @@ TEST_F(ReplicationTest, AdamCutsCarryTheGradientsNotTheBlocks) {
   EXPECT_EQ(counters_.Get("replicated_bytes") - bytes_before,
             20.0 * floats * sizeof(float));
   EXPECT_EQ(counters_.Get("replication_mismatches"), 0);
-  std::optional<Checkpoint> state = replica_.Take(0);
-  ASSERT_TRUE(state.has_value());
-  Counters counters;
-  auto taken = Shard::CreateFrom(config_, 0, &counters, *std::move(state));
-  ASSERT_THAT(taken, IsOk());
-  ASSERT_THAT((*taken)->Assign(2, ids_), IsOk());
-  const proto::ChecksumResponse want = primary_->Checksums();
-  const proto::ChecksumResponse got = (*taken)->Checksums();
-  ASSERT_EQ(got.blocks_size(), want.blocks_size());
-  for (int i = 0; i < want.blocks_size(); ++i) {
-    EXPECT_EQ(got.blocks(i).version(), want.blocks(i).version()) << i;
-    EXPECT_EQ(got.blocks(i).crc32c(), want.blocks(i).crc32c()) << i;
-  }
+  EXPECT_NE(TakeOver(&counters_taken_), nullptr);
 }
 
 // A standby whose optimizer section differs (here its learning rate) replays
