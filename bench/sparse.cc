@@ -351,11 +351,6 @@ class BatchStream {
 
 int64_t RssBytes();
 
-int64_t FileBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  return in ? static_cast<int64_t>(in.tellg()) : -1;
-}
-
 void Eviction() {
   const int64_t max_rows = absl::GetFlag(FLAGS_evict_max_rows);
   const int batches = absl::GetFlag(FLAGS_stream_batches);

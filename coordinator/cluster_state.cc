@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/host_port.h"
 #include "common/logging.h"
 #include "common/sparse_keys.h"
 #include "common/status_macros.h"
@@ -138,14 +139,12 @@ absl::Status ClusterState::MayRegister(MemberRole role, int index,
     serving = m->address;
     incarnation = m->incarnation;
   }
-  // host of host:port (an IPv6 host keeps its brackets).
-  auto host = [](const std::string& a) { return a.substr(0, a.rfind(':')); };
   // The probe runs without the lock. A process that answers at the member's
   // address as the member is the live member: the request is someone else.
   const std::optional<uint64_t> answer =
       options_.probe ? options_.probe(serving) : std::nullopt;
   if (!answer.has_value() && role == MemberRole::kPs &&
-      host(serving) != host(address)) {
+      HostOf(serving) != HostOf(address)) {
     // The shard's server heartbeats, from another host than this daemon's:
     // its silence to the probe may be the path from here, cut or still
     // reconnecting after a partition, while it serves the workers. Taking

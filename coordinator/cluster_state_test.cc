@@ -367,8 +367,12 @@ TEST_F(ClusterStateTest, SilentMembersAreMarkedDeadAfterTheTimeout) {
   EXPECT_EQ(state_->CheckLiveness(), 1);  // ps 0: 4 s silent; worker 1: 2 s
   proto::ClusterStatusResponse status = state_->Status();
   for (const auto& m : status.members()) {
-    if (m.role() == "ps" && m.index() == 0) EXPECT_FALSE(m.alive());
-    if (m.role() == "worker" && m.index() == 1) EXPECT_TRUE(m.alive());
+    if (m.role() == "ps" && m.index() == 0) {
+      EXPECT_FALSE(m.alive());
+    }
+    if (m.role() == "worker" && m.index() == 1) {
+      EXPECT_TRUE(m.alive());
+    }
   }
 }
 

@@ -17,6 +17,7 @@
 #include "absl/time/clock.h"
 #include "common/exit_codes.h"
 #include "common/file_util.h"
+#include "common/host_port.h"
 #include "membership/coordinator_client.h"
 #include "deploy/run_dir_guard.h"
 

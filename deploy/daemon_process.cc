@@ -28,15 +28,6 @@ Subprocess::Options ChildOptions() {
 
 }  // namespace
 
-std::string HostOf(const std::string& address) {
-  if (absl::StartsWith(address, "[")) {
-    const size_t close = address.find(']');
-    return close == std::string::npos ? address : address.substr(1, close - 1);
-  }
-  const size_t colon = address.rfind(':');
-  return colon == std::string::npos ? address : address.substr(0, colon);
-}
-
 std::string ShellQuote(const std::string& word) {
   const bool safe = !word.empty() &&
                     word.find_first_not_of(

@@ -34,8 +34,6 @@ struct RemoteOptions {
   std::string work_dir;
 };
 
-// "10.0.0.2:7001" -> "10.0.0.2", "[::1]:7000" -> "::1", "host" -> "host".
-std::string HostOf(const std::string& address);
 
 // One word for a POSIX shell: 'it'\''s' style quoting (bare when safe).
 std::string ShellQuote(const std::string& word);

@@ -25,13 +25,6 @@ using ::downpour::testing::IsOk;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-TEST(HostOfTest, Forms) {
-  EXPECT_EQ(HostOf("10.0.0.2:7001"), "10.0.0.2");
-  EXPECT_EQ(HostOf("ps-0.example.org:7001"), "ps-0.example.org");
-  EXPECT_EQ(HostOf("[::1]:7000"), "::1");
-  EXPECT_EQ(HostOf("host"), "host");
-}
-
 TEST(ShellQuoteTest, QuotesOnlyWhatNeedsIt) {
   EXPECT_EQ(ShellQuote("--index"), "--index");
   EXPECT_EQ(ShellQuote("/opt/downpour/bin"), "/opt/downpour/bin");

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/file_util.h"
+#include "common/host_port.h"
 #include "common/json.h"
 #include "common/subprocess.h"
 #include "coordinator/cluster_state.h"

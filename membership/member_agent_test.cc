@@ -176,8 +176,12 @@ TEST_F(MemberAgentTest, SetIdentityChangesWhoBeats) {
   agent->Stop();
   proto::ClusterStatusResponse status = node_->state()->Status();
   for (const proto::MemberStatus& m : status.members()) {
-    if (m.role() == "ps") EXPECT_EQ(m.report().step(), 9u);
-    if (m.role() == "worker") EXPECT_FALSE(m.registered());
+    if (m.role() == "ps") {
+      EXPECT_EQ(m.report().step(), 9u);
+    }
+    if (m.role() == "worker") {
+      EXPECT_FALSE(m.registered());
+    }
   }
 }
 

@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/fd_limit.h"
+#include "common/host_port.h"
 #include "common/logging.h"
 #include "proto/health.grpc.pb.h"
 #include "rpc/grpc_status.h"
@@ -60,11 +61,9 @@ int MillisLeft(absl::Time deadline) {
 // connection at `target` (host:port) before `deadline`?
 AcceptCheckResult ProbeReaction(const std::string& target,
                                 absl::Time deadline) {
-  const size_t colon = target.rfind(':');
-  std::string host = target.substr(0, colon);
-  const std::string port = target.substr(colon + 1);
-  if (host.size() >= 2 && host.front() == '[')
-    host = host.substr(1, host.size() - 2);
+  const HostPort split = SplitHostPort(target).value_or(HostPort{target, ""});
+  const std::string& host = split.host;
+  const std::string& port = split.port;
   addrinfo hints = {};
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;

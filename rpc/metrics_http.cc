@@ -28,6 +28,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/host_port.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "proto/status.pb.h"
@@ -46,16 +47,13 @@ using Clock = std::chrono::steady_clock;
 // host and port of "host:port" or "[v6]:port".
 absl::Status SplitAddress(const std::string& address, std::string* host,
                           std::string* port) {
-  const size_t colon = address.rfind(':');
-  if (colon == std::string::npos || colon + 1 == address.size()) {
+  std::optional<HostPort> split = SplitHostPort(address);
+  if (!split.has_value()) {
     return absl::InvalidArgumentError(
         absl::StrCat("metrics: '", address, "' is not host:port"));
   }
-  *host = address.substr(0, colon);
-  *port = address.substr(colon + 1);
-  if (host->size() >= 2 && host->front() == '[') {
-    *host = host->substr(1, host->size() - 2);
-  }
+  *host = std::move(split->host);
+  *port = std::move(split->port);
   return absl::OkStatus();
 }
 

@@ -24,6 +24,7 @@
 #include "absl/time/clock.h"
 #include "common/config.h"
 #include "common/file_util.h"
+#include "common/host_port.h"
 #include "common/status_macros.h"
 #include "common/subprocess.h"
 #include "deploy/daemon_process.h"

@@ -600,7 +600,9 @@ TEST_F(FaultTest, StalledCoordinatorFailsNobodyOver) {
   EXPECT_EQ(after.recoveries_size(), 0);
   for (const auto& m : after.members()) {
     EXPECT_TRUE(m.alive()) << m.role() << " " << m.index();
-    if (m.role() == "standby") EXPECT_EQ(m.serving_index(), -1);
+    if (m.role() == "standby") {
+      EXPECT_EQ(m.serving_index(), -1);
+    }
   }
 }
 

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "common/host_port.h"
 
 namespace downpour::testing {
 namespace {
@@ -43,13 +44,13 @@ std::string Dechunk(absl::string_view chunked) {
 }  // namespace
 
 int ConnectTcp(const std::string& address) {
-  const size_t colon = address.rfind(':');
-  if (colon == std::string::npos) return -1;
+  const std::optional<HostPort> split = SplitHostPort(address);
+  if (!split.has_value()) return -1;
   addrinfo hints = {};
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
-  if (getaddrinfo(address.substr(0, colon).c_str(),
-                  address.substr(colon + 1).c_str(), &hints, &found) != 0) {
+  if (getaddrinfo(split->host.c_str(), split->port.c_str(), &hints, &found) !=
+      0) {
     return -1;
   }
   int fd = socket(found->ai_family, found->ai_socktype, 0);
