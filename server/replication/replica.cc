@@ -221,6 +221,7 @@ absl::StatusOr<uint64_t> Replica::Apply(const proto::ReplicateRequest& request) 
                                             b.version, std::move(b.state));
       if (!added.ok()) {
         held_ = false;
+        store_.reset();  // only a full cut is accepted now
         return absl::InvalidArgumentError(
             absl::StrCat("replicate: block ", b.id, ": ", added.message()));
       }
@@ -230,8 +231,10 @@ absl::StatusOr<uint64_t> Replica::Apply(const proto::ReplicateRequest& request) 
   // in that order).
   absl::Status replayed = Replay(request);
   if (!replayed.ok()) {
-    // Not taken over in this state: the primary sends a full cut.
+    // Neither taken over nor added to in this state: only a full cut (which
+    // the primary sends next) is accepted now.
     held_ = false;
+    store_.reset();
     return replayed;
   }
   state_.placement_epoch = request.placement_epoch();

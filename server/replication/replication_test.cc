@@ -268,6 +268,35 @@ TEST_F(ReplicationTest, AStandbyThatReplaysDifferentlyIsCaughtAndGetsAFullCopy) 
   }
   ASSERT_GE(counters_.Get("replication_mismatches"), 1)
       << seq << " pushes replicated without a check catching the difference";
+  // A copy found wrong takes no partial cut: only the full one.
+  {
+    Replica caught(DenseOptimizer(other));
+    proto::ReplicateRequest full;
+    full.set_full(true);
+    full.set_optimizer("adam");
+    full.set_generation(1);
+    proto::ReplicaBlock* b = full.add_blocks();
+    b->set_id(0);
+    b->set_version(1);
+    b->set_values(std::string(8, '\0'));
+    b->set_state(std::string(16, '\0'));
+    ASSERT_THAT(caught.Apply(full), IsOk());
+    proto::ReplicateRequest checked;
+    checked.set_generation(2);
+    proto::ReplicaCheck* check = checked.add_checks();
+    check->set_block(0);
+    check->set_version(1);
+    check->set_crc32c(12345);
+    EXPECT_THAT(caught.Apply(checked),
+                StatusIs(absl::StatusCode::kDataLoss,
+                         HasSubstr("block 0 differs from the primary's")));
+    EXPECT_FALSE(caught.info().held);
+    checked.clear_checks();
+    EXPECT_THAT(caught.Apply(checked),
+                StatusIs(absl::StatusCode::kFailedPrecondition,
+                         HasSubstr("send a full cut")));
+    EXPECT_FALSE(caught.Take(0).has_value());
+  }
   std::optional<Checkpoint> state = wrong.Take(0);
   ASSERT_TRUE(state.has_value()) << "the full copy came";
   std::map<uint32_t, std::vector<float>> held;
