@@ -230,10 +230,9 @@ TEST_F(ReplicationTest, AdamCutsCarryTheGradientsNotTheBlocks) {
   ASSERT_THAT(PushAndWait(1, 0.01f), IsOk());
   const double bytes_before = counters_.Get("replicated_bytes");
   const double updates_before = counters_.Get("replicated_updates");
+  const ModelSpec spec = *ModelSpec::Create(config_.model);
   int64_t floats = 0;
-  for (const BlockSpec& b : ModelSpec::Create(config_.model)->blocks()) {
-    floats += b.length;
-  }
+  for (const BlockSpec& b : spec.blocks()) floats += b.length;
   for (uint64_t seq = 2; seq <= 21; ++seq) {
     ASSERT_THAT(PushAndWait(seq, 0.01f * seq), IsOk()) << seq;
   }
