@@ -402,6 +402,12 @@ absl::Status BlockStore::AddBlock(uint32_t id, std::vector<float> values,
   return absl::OkStatus();
 }
 
+uint64_t BlockStore::version_sum() const {
+  uint64_t sum = 0;
+  for (const auto& [id, block] : blocks_) sum += block->version;
+  return sum;
+}
+
 std::vector<uint32_t> BlockStore::block_ids() const {
   std::vector<uint32_t> ids;
   ids.reserve(blocks_.size());

@@ -124,6 +124,8 @@ class BlockStore {
   std::vector<uint32_t> block_ids() const;
   // Values (not state) in all blocks together.
   int64_t num_floats() const { return num_floats_; }
+  // The sum of the blocks' versions: the updates the store holds.
+  uint64_t version_sum() const;
   const Optimizer& optimizer() const { return *optimizer_; }
 
   // Copies block `id`'s values into *out as little-endian bytes in `encoding`

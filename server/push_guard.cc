@@ -17,6 +17,18 @@ namespace {
 // them would refuse the first real gradient.
 constexpr double kMinNorm = 1e-12;
 
+// The lower median of *values (reordered); REQUIRES: not empty.
+double LowerMedian(std::vector<double>* values) {
+  auto mid = values->begin() + (values->size() - 1) / 2;
+  std::nth_element(values->begin(), mid, values->end());
+  return *mid;
+}
+
+// One norm into a worker's moving average.
+void Average(double norm, float* average) {
+  *average += static_cast<float>(PushGuard::kNormWeight * (norm - *average));
+}
+
 LogThrottle::Options ThrottleOptions(Clock* clock) {
   LogThrottle::Options options;
   options.full_per_interval = 3;
@@ -88,9 +100,7 @@ double PushGuard::RateBound(absl::Time now, double* median) {
   bound_median_ = 0;
   bound_ = std::numeric_limits<double>::infinity();
   if (scratch_.size() >= 2) {
-    auto mid = scratch_.begin() + (scratch_.size() - 1) / 2;  // lower median
-    std::nth_element(scratch_.begin(), mid, scratch_.end());
-    bound_median_ = *mid;
+    bound_median_ = LowerMedian(&scratch_);
     bound_ = rate_factor_ * bound_median_ + kRateSlack;
   }
   *median = bound_median_;
@@ -159,12 +169,7 @@ void PushGuard::Recompute(BlockNorms* norms) {
     scratch_.push_back(slot.mean);
   }
   std::sort(counted.begin(), counted.end());
-  norms->clip_ref = 0;
-  if (!scratch_.empty()) {
-    auto mid = scratch_.begin() + (scratch_.size() - 1) / 2;  // lower median
-    std::nth_element(scratch_.begin(), mid, scratch_.end());
-    norms->clip_ref = *mid;
-  }
+  norms->clip_ref = scratch_.empty() ? 0 : LowerMedian(&scratch_);
 }
 
 double PushGuard::RefuseRef(const BlockNorms& norms, int32_t worker) const {
@@ -193,8 +198,7 @@ absl::StatusOr<double> PushGuard::CheckNorm(uint32_t block, int32_t worker,
     // out).
     if (std::isfinite(norm)) {
       BlockNorms::Slot& slot = norms.workers[worker];
-      slot.tried += static_cast<float>(
-          kNormWeight * (std::min<double>(norm, FLT_MAX) - slot.tried));
+      Average(std::min<double>(norm, FLT_MAX), &slot.tried);
       if (++norms.since_recompute >= kRecomputeEvery) Recompute(&norms);
     }
     const std::string what = absl::StrFormat(
@@ -230,8 +234,8 @@ void PushGuard::RecordNorm(uint32_t block, int32_t worker, double norm) {
     slot.tried = slot.mean;
     slot.count = 0;
   } else {
-    slot.mean += static_cast<float>(kNormWeight * (norm - slot.mean));
-    slot.tried += static_cast<float>(kNormWeight * (norm - slot.tried));
+    Average(norm, &slot.mean);
+    Average(norm, &slot.tried);
   }
   if (slot.count < std::numeric_limits<uint32_t>::max()) ++slot.count;
   slot.last = norms->pushes++;

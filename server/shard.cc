@@ -655,13 +655,12 @@ void Shard::LogUpdate(uint32_t id, int64_t length, uint64_t version,
 }
 
 void Shard::DropLog() {
-  for (const ReplicaUpdate& logged : log_) {
-    const uint32_t id = logged.update.id;
-    if (is_logged_[id]) {
-      is_logged_[id] = 0;
-      MarkDirty(id);
-    }
-  }
+  for (const ReplicaUpdate& logged : log_) MarkDirty(logged.update.id);
+  ClearLog();
+}
+
+void Shard::ClearLog() {
+  for (const ReplicaUpdate& logged : log_) is_logged_[logged.update.id] = 0;
   log_.clear();
   log_bytes_ = 0;
   logged_block_bytes_ = 0;
@@ -708,10 +707,7 @@ Shard::ReplicaCut Shard::CutForReplica(bool full, bool checks) {
       }
     }
   }
-  for (const ReplicaUpdate& logged : log_) is_logged_[logged.update.id] = 0;
-  log_.clear();
-  log_bytes_ = 0;
-  logged_block_bytes_ = 0;
+  ClearLog();
   if (checks) {
     for (uint32_t id : store_->block_ids()) {
       ReplicaCut::Check check{id, 0, 0};
@@ -756,8 +752,7 @@ std::vector<IssuedIncarnation> Shard::applied_from() const {
 
 uint64_t Shard::applied_total() const {
   absl::ReaderMutexLock lock(&mu_);
-  uint64_t total = 0;
-  for (uint32_t id : store_->block_ids()) total += store_->Version(id).value_or(0);
+  uint64_t total = store_->version_sum();
   // Row updates count as block updates do: one per row per push.
   for (const auto& table : tables_) total += table->version_sum();
   if (restored_.has_value()) {

@@ -418,6 +418,8 @@ class Shard {
                  double mean_staleness) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The updates kept go: their blocks are marked changed instead.
   void DropLog() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The updates kept go (taken by a cut, or dropped).
+  void ClearLog() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `block` (an id of the model) goes whole in the next cut.
   void MarkDirty(uint32_t block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Eviction (config eviction.*) of every table, counted; the keys are kept

@@ -299,9 +299,7 @@ Replica::Info Replica::info() const {
   info.shard = held_ ? state_.shard_index : -1;
   info.generation = generation_;
   if (store_ != nullptr) {
-    for (uint32_t id : store_->block_ids()) {
-      info.applied_total += store_->Version(id).value_or(0);
-    }
+    info.applied_total += store_->version_sum();
     info.bytes += static_cast<uint64_t>(store_->num_floats()) *
                   (1 + store_->optimizer().state_slots()) * sizeof(float);
   }

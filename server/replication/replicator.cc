@@ -2,6 +2,7 @@
 #include "server/replication/replicator.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "rpc/grpc_status.h"
@@ -120,25 +121,25 @@ std::vector<Replicator::Waiter> Replicator::TakeWaiters(uint64_t generation,
 }
 
 absl::Status Replicator::Send(proto::ParameterServer::Stub* stub,
-                              const Shard::ReplicaCut& cut, bool full) {
+                              Shard::ReplicaCut* cut, bool full) {
   proto::ReplicateRequest request;
   request.set_shard_index(options_.shard_index);
-  request.set_placement_epoch(cut.epoch);
-  request.set_optimizer(cut.optimizer);
+  request.set_placement_epoch(cut->epoch);
+  request.set_optimizer(cut->optimizer);
   request.set_primary(options_.self_address);
   bool first = true;
   int64_t bytes = 0, total = 0;
   auto send = [&](bool last) -> absl::Status {
     request.set_full(full && first);
     if (last) {
-      for (const Shard::ReplicaCut::Check& c : cut.checks) {
+      for (const Shard::ReplicaCut::Check& c : cut->checks) {
         proto::ReplicaCheck* check = request.add_checks();
         check->set_block(c.id);
         check->set_version(c.version);
         check->set_crc32c(c.crc32c);
       }
-      request.set_generation(cut.generation);
-      for (const auto& [worker, window] : cut.sequences) {
+      request.set_generation(cut->generation);
+      for (const auto& [worker, window] : cut->sequences) {
         proto::ReplicaSequence* s = request.add_sequences();
         s->set_worker_id(worker);
         s->set_base(window.base());
@@ -159,7 +160,7 @@ absl::Status Replicator::Send(proto::ParameterServer::Stub* stub,
     request.clear_sparse();
     return status;
   };
-  for (const BlockStore::BlockSnapshot& block : cut.blocks) {
+  for (const BlockStore::BlockSnapshot& block : cut->blocks) {
     const int64_t size =
         static_cast<int64_t>(block.values.size() + block.state.size()) *
         sizeof(float);
@@ -175,7 +176,7 @@ absl::Status Replicator::Send(proto::ParameterServer::Stub* stub,
     bytes += size;
   }
   // Updates after the blocks, in the order applied.
-  for (const Shard::ReplicaUpdate& logged : cut.updates) {
+  for (Shard::ReplicaUpdate& logged : cut->updates) {
     const int64_t size = static_cast<int64_t>(logged.gradient.size());
     if (bytes > 0 && bytes + size > options_.max_request_bytes) {
       absl::Status sent = send(/*last=*/false);
@@ -190,12 +191,12 @@ absl::Status Replicator::Send(proto::ParameterServer::Stub* stub,
     out->set_encoding(static_cast<uint32_t>(u.encoding));
     out->set_clip_norm(u.clip_norm);
     out->set_mean_staleness(u.mean_staleness);
-    out->set_gradient(logged.gradient);
+    out->set_gradient(std::move(logged.gradient));
     bytes += size;
   }
   // Rows in pieces of at most max_request_bytes, whole rows each, after the
   // table's evicted keys (tombstones, in pieces of their own).
-  for (const auto& [table, rows] : cut.sparse) {
+  for (const auto& [table, rows] : cut->sparse) {
     auto piece = [&, table = table, &rows = rows] {
       proto::ReplicaSparseRows* out = request.add_sparse();
       out->set_table(table);
@@ -261,7 +262,7 @@ absl::Status Replicator::Send(proto::ParameterServer::Stub* stub,
     options_.counters->Add("replicated_cuts", 1);
     options_.counters->Add("replicated_bytes", static_cast<double>(total));
     options_.counters->Add("replicated_updates",
-                           static_cast<double>(cut.updates.size()));
+                           static_cast<double>(cut->updates.size()));
   }
   return sent;
 }
@@ -299,8 +300,8 @@ void Replicator::Loop() {
     const absl::Time started = absl::Now();
     const bool checks = !full && started - last_check >= kCheckEvery;
     if (checks || full) last_check = started;
-    const Shard::ReplicaCut cut = shard_->CutForReplica(full, checks);
-    const absl::Status sent = Send(stub.get(), cut, full);
+    Shard::ReplicaCut cut = shard_->CutForReplica(full, checks);
+    const absl::Status sent = Send(stub.get(), &cut, full);
     std::vector<Waiter> done;
     absl::Status result;
     bool replaced_now = false;

@@ -98,9 +98,10 @@ class Replicator {
   using Waiter = std::pair<uint64_t, std::function<void(const absl::Status&)>>;
 
   void Loop() ABSL_LOCKS_EXCLUDED(mu_);
-  // Sends one cut; returns the status of the send.
-  absl::Status Send(proto::ParameterServer::Stub* stub,
-                    const Shard::ReplicaCut& cut, bool full);
+  // Sends one cut (its updates' gradients are moved into the requests);
+  // returns the status of the send.
+  absl::Status Send(proto::ParameterServer::Stub* stub, Shard::ReplicaCut* cut,
+                    bool full);
   // Waiters with generation <= `generation` (all when `all`), removed.
   std::vector<Waiter> TakeWaiters(uint64_t generation, bool all)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
