@@ -28,6 +28,8 @@
 #include <cblas.h>
 #include <time.h>
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <functional>
@@ -91,6 +93,9 @@ ABSL_FLAG(int, worker_steps, 600, "training steps per worker sample");
 ABSL_FLAG(int, worker_reps, 7, "samples per worker figure (median)");
 ABSL_FLAG(int, n_fetch, 1, "training.n_fetch for the worker section");
 ABSL_FLAG(int, n_push, 1, "training.n_push for the worker section");
+ABSL_FLAG(int64_t, layer_group_floats, 32768,
+          "training.fetch layerwise in the worker section: floats a group of "
+          "blocks pushed and pulled as one holds, about");
 
 namespace downpour::bench {
 namespace {
@@ -585,7 +590,8 @@ struct WorkerFigures {
 };
 
 WorkerFigures TrainOnce(const ModelSpec& spec, worker::PsClient* client,
-                        const worker::Dataset& train, bool no_communication) {
+                        const worker::Dataset& train, bool no_communication,
+                        FetchMode fetch = FetchMode::kAfterPush) {
   static const worker::Dataset kNoTest{kMnistDim,
                                        kMnistClasses};
   worker::CpuBackend backend(spec, 64);
@@ -593,12 +599,26 @@ WorkerFigures TrainOnce(const ModelSpec& spec, worker::PsClient* client,
   options.training.batch_size = 64;
   options.training.n_fetch = absl::GetFlag(FLAGS_n_fetch);
   options.training.n_push = absl::GetFlag(FLAGS_n_push);
+  options.training.fetch = fetch;
   options.training.steps = absl::GetFlag(FLAGS_worker_steps);
   options.training.eval_every_steps = 0;
   options.no_communication = no_communication;
+  options.layer_group_floats = absl::GetFlag(FLAGS_layer_group_floats);
   worker::DownpourLoop loop(spec, &backend, client, &train, &kNoTest, options);
+  const double cpu0 = ProcessCpuSeconds();
+  const auto wall0 = Clock::now();
   Check(loop.Run(), "worker");
+  const double cpu = ProcessCpuSeconds() - cpu0;
+  const double wall = std::chrono::duration<double>(Clock::now() - wall0).count();
   const worker::WorkerStats s = loop.stats();
+  if (getenv("PS_BENCH_SHARES") != nullptr) {
+    absl::FPrintF(stderr,
+                  "%s%s: compute %.2f pull %.2f push %.2f; cpu %.0f us/step, "
+                  "wall %.0f us/step\n",
+                  no_communication ? "alone " : "", FetchModeName(fetch),
+                  s.share_compute, s.share_wait_pull, s.share_wait_push,
+                  1e6 * cpu / s.step, 1e6 * wall / s.step);
+  }
   return {s.examples_per_sec, static_cast<double>(s.pulls) / s.step,
           static_cast<double>(s.pushes) / s.step};
 }
@@ -611,11 +631,18 @@ void RunWorker() {
   std::unique_ptr<Endpoint> ps = Connect(config, nullptr);
   const worker::Dataset train = worker::MakeSynthetic(
       8192, kMnistDim, kMnistClasses, /*seed=*/7);
-  std::vector<WorkerFigures> alone, with_ps;
+  std::vector<WorkerFigures> alone, with_ps, layerwise;
+  // training.fetch layerwise needs n_fetch = n_push = 1.
+  const bool layers = absl::GetFlag(FLAGS_n_fetch) == 1 &&
+                      absl::GetFlag(FLAGS_n_push) == 1;
   TrainOnce(*ps->spec, ps->client.get(), train, true);  // warm up
   for (int r = 0; r < absl::GetFlag(FLAGS_worker_reps); ++r) {
     alone.push_back(TrainOnce(*ps->spec, ps->client.get(), train, true));
     with_ps.push_back(TrainOnce(*ps->spec, ps->client.get(), train, false));
+    if (layers) {
+      layerwise.push_back(TrainOnce(*ps->spec, ps->client.get(), train, false,
+                                    FetchMode::kLayerwise));
+    }
   }
   auto median = [](const std::vector<WorkerFigures>& v,
                    double WorkerFigures::*field) {
@@ -635,10 +662,20 @@ void RunWorker() {
   const double a = median(alone, &WorkerFigures::examples_per_s);
   const double w = median(with_ps, &WorkerFigures::examples_per_s);
   absl::PrintF("%-22s %12.0f %12s %12s\n", "no communication", a, "-", "-");
-  absl::PrintF("%-22s %12.0f %12.2f %12.2f\n", "with ps (GrpcPsClient)", w,
+  absl::PrintF("%-22s %12.0f %12.2f %12.2f\n", "with ps, after_push", w,
                median(with_ps, &WorkerFigures::pulls_per_step),
                median(with_ps, &WorkerFigures::pushes_per_step));
-  absl::PrintF("%-22s %12.2f   (target >= 0.8)\n", "with ps / without", w / a);
+  if (layers) {
+    absl::PrintF("%-22s %12.0f %12.2f %12.2f\n", "with ps, layerwise",
+                 median(layerwise, &WorkerFigures::examples_per_s),
+                 median(layerwise, &WorkerFigures::pulls_per_step),
+                 median(layerwise, &WorkerFigures::pushes_per_step));
+  }
+  absl::PrintF("%-22s %12.2f\n", "after_push / without", w / a);
+  if (layers) {
+    absl::PrintF("%-22s %12.2f   (target >= 0.8)\n", "layerwise / without",
+                 median(layerwise, &WorkerFigures::examples_per_s) / a);
+  }
   absl::PrintF(
       "pulls/step, pushes/step: parameter swaps and gradient hand-offs per "
       "step; communication kept up when they are 1/n_fetch and 1/n_push.\n");

@@ -83,7 +83,9 @@ constexpr Choice<LrScheduleType> kLrScheduleTypes[] = {
 constexpr Choice<AsyncMomentum> kAsyncMomentums[] = {
     {"auto", AsyncMomentum::kAuto}, {"off", AsyncMomentum::kOff}};
 constexpr Choice<FetchMode> kFetchModes[] = {
-    {"after_push", FetchMode::kAfterPush}, {"overlap", FetchMode::kOverlap}};
+    {"after_push", FetchMode::kAfterPush},
+    {"overlap", FetchMode::kOverlap},
+    {"layerwise", FetchMode::kLayerwise}};
 constexpr Choice<ConsistencyMode> kConsistencyModes[] = {
     {"async", ConsistencyMode::kAsync},
     {"ssp", ConsistencyMode::kSsp},
@@ -869,6 +871,16 @@ absl::Status CheckTraining(const Config& config) {
         "last round, so training.n_fetch (",
         training.n_fetch, ") must equal training.n_push (", training.n_push,
         "): set both to ", training.n_push));
+  }
+  if (training.fetch == FetchMode::kLayerwise &&
+      (training.consistency != ConsistencyMode::kAsync ||
+       training.n_fetch != 1 || training.n_push != 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "training.fetch layerwise pushes and pulls every step's blocks as "
+        "backprop produces them, so it needs training.consistency async (not ",
+        ConsistencyModeName(training.consistency),
+        ") and training.n_fetch and n_push 1 (not ", training.n_fetch, " and ",
+        training.n_push, "): set those, or use training.fetch after_push"));
   }
   if (training.consistency == ConsistencyMode::kBsp &&
       training.max_pushes_in_flight != 1) {

@@ -87,7 +87,7 @@ const char* AsyncMomentumName(AsyncMomentum mode);
 absl::StatusOr<AsyncMomentum> ParseAsyncMomentum(absl::string_view name);
 
 // training.fetch.
-enum class FetchMode { kAfterPush, kOverlap };
+enum class FetchMode { kAfterPush, kOverlap, kLayerwise };
 const char* FetchModeName(FetchMode fetch);
 absl::StatusOr<FetchMode> ParseFetchMode(absl::string_view name);
 
@@ -328,7 +328,11 @@ struct TrainingSection {
   // workers. "overlap" pulls in the background while it computes and swaps
   // the new values in when they arrive (DistBelief's double buffering): no
   // step waits for a pull, but gradients are about twice as stale. bsp always
-  // fetches after_push. Default kAfterPush.
+  // fetches after_push. "layerwise" gives after_push's staleness without its
+  // wait (wait-free backpropagation): each group of blocks is pushed as soon
+  // as backprop has its gradient, last layer first, and pulled right after
+  // its acknowledgement, and the next forward pass computes with each piece
+  // as it arrives; async only, n_fetch = n_push = 1. Default kAfterPush.
   FetchMode fetch = FetchMode::kAfterPush;
   int n_push = 1;       // push the accumulated gradient every n_push steps, >= 1
   // Pushes a worker may have in flight at once; when that many are, its compute

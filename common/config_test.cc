@@ -361,8 +361,15 @@ TEST(ConfigTest, EnumsListAllowedValues) {
        "cfg.yaml:2: optimizer.schedule must be one of constant, step, cosine; "
        "got 'linear'"},
       {"training:\n  fetch: sync\n",
-       "cfg.yaml:2: training.fetch must be one of after_push, overlap; got "
-       "'sync'"},
+       "cfg.yaml:2: training.fetch must be one of after_push, overlap, "
+       "layerwise; got 'sync'"},
+      {"training:\n  fetch: layerwise\n  consistency: ssp\n",
+       "training.fetch layerwise pushes and pulls every step's blocks as "
+       "backprop produces them, so it needs training.consistency async (not "
+       "ssp) and training.n_fetch and n_push 1 (not 1 and 1)"},
+      {"training:\n  fetch: layerwise\n  n_push: 2\n  n_fetch: 2\n",
+       "n_fetch and n_push 1 (not 2 and 2): set those, or use training.fetch "
+       "after_push"},
       {"optimizer:\n  async_momentum: on\n",
        "cfg.yaml:2: optimizer.async_momentum must be one of auto, off; got "
        "'on'"},
@@ -488,8 +495,12 @@ TEST(ConfigTest, ChoicesParseAndNameRoundTrip) {
       "optimizer.async_momentum must be one of auto, off; got 'on'");
   ExpectChoices<FetchMode>(
       ParseFetchMode, FetchModeName,
-      {{"after_push", FetchMode::kAfterPush}, {"overlap", FetchMode::kOverlap}},
-      "sync", "training.fetch must be one of after_push, overlap; got 'sync'");
+      {{"after_push", FetchMode::kAfterPush},
+       {"overlap", FetchMode::kOverlap},
+       {"layerwise", FetchMode::kLayerwise}},
+      "sync",
+      "training.fetch must be one of after_push, overlap, layerwise; got "
+      "'sync'");
   ExpectChoices<ConsistencyMode>(
       ParseConsistencyMode, ConsistencyModeName,
       {{"async", ConsistencyMode::kAsync},
@@ -560,7 +571,7 @@ TEST(ConfigTest, OverridesSetChoicesByName) {
   EXPECT_THAT(LoadConfig(path, {"training.fetch=eager"}),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        "--set training.fetch=eager: training.fetch must be one "
-                       "of after_push, overlap; got 'eager'"));
+                       "of after_push, overlap, layerwise; got 'eager'"));
 }
 
 TEST(ConfigTest, DelimiterCharSpellsTabBothWays) {

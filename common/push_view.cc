@@ -10,6 +10,7 @@ PushView ViewOf(const proto::PushRequest& request) {
   view.sequence = request.sequence();
   view.clock = request.clock();
   view.push_key = request.push_key();
+  view.reply_values = request.reply_values();
   view.blocks.reserve(request.blocks_size());
   for (const proto::BlockData& b : request.blocks()) {
     view.blocks.push_back({b.block_id(), b.version(), b.encoding(),

@@ -16,7 +16,8 @@ namespace {
 // Field numbers (proto/ps.proto).
 constexpr uint32_t kPushEpoch = 1, kPushWorker = 2, kPushSequence = 3,
                    kPushBlocks = 4, kPushClock = 5,
-                   kPushKey = 6, kPushSparse = 7;
+                   kPushKey = 6, kPushSparse = 7, kPushReplyValues = 8;
+constexpr uint32_t kAckVersions = 1, kAckDuplicate = 2, kAckBlocks = 3;
 constexpr uint32_t kSparseTable = 1, kSparseKeys = 2, kSparseValues = 3,
                    kSparseCounts = 4;
 constexpr uint32_t kBlockId = 1, kBlockVersion = 2, kBlockEncoding = 3,
@@ -31,6 +32,11 @@ static_assert(kPushBlocks == proto::PushRequest::kBlocksFieldNumber);
 static_assert(kPushClock == proto::PushRequest::kClockFieldNumber);
 static_assert(kPushKey == proto::PushRequest::kPushKeyFieldNumber);
 static_assert(kPushSparse == proto::PushRequest::kSparseFieldNumber);
+static_assert(kPushReplyValues ==
+              proto::PushRequest::kReplyValuesFieldNumber);
+static_assert(kAckVersions == proto::PushResponse::kVersionsFieldNumber);
+static_assert(kAckDuplicate == proto::PushResponse::kDuplicateFieldNumber);
+static_assert(kAckBlocks == proto::PushResponse::kBlocksFieldNumber);
 static_assert(kSparseTable == proto::SparseRows::kTableFieldNumber);
 static_assert(kSparseKeys == proto::SparseRows::kKeysFieldNumber);
 static_assert(kSparseValues == proto::SparseRows::kValuesFieldNumber);
@@ -383,7 +389,7 @@ int64_t SendPins::pinned() {
 
 grpc::ByteBuffer SerializePush(const PushView& push, SendPins* pins) {
   std::vector<grpc::Slice> slices;
-  std::string head(6 * (1 + kMaxVarint), '\0');
+  std::string head(7 * (1 + kMaxVarint), '\0');
   char* p = head.data();
   if (push.placement_epoch != 0) {
     p = PutTag(p, kPushEpoch, kVarint);
@@ -404,6 +410,10 @@ grpc::ByteBuffer SerializePush(const PushView& push, SendPins* pins) {
   if (push.push_key != 0) {
     p = PutTag(p, kPushKey, kVarint);
     p = PutVarint(p, push.push_key);
+  }
+  if (push.reply_values) {
+    p = PutTag(p, kPushReplyValues, kVarint);
+    p = PutVarint(p, 1);
   }
   // Each block's prefix joins the bytes before it; its payload is a slice of
   // its own (referenced when pinned).
@@ -481,7 +491,7 @@ absl::Status ParsePush(const grpc::ByteBuffer& buffer, Arena* arena,
     }
     if (type == kVarint && (field == kPushEpoch || field == kPushWorker ||
                             field == kPushSequence || field == kPushClock ||
-                            field == kPushKey)) {
+                            field == kPushKey || field == kPushReplyValues)) {
       if (!r.ReadVarint(&v)) return Malformed(kWhat, "truncated field");
       switch (field) {
         case kPushEpoch:
@@ -495,6 +505,9 @@ absl::Status ParsePush(const grpc::ByteBuffer& buffer, Arena* arena,
           break;
         case kPushKey:
           push->push_key = v;
+          break;
+        case kPushReplyValues:
+          push->reply_values = v != 0;
           break;
         default:
           push->clock = v;
@@ -510,8 +523,9 @@ size_t PullReplyBound(size_t num_blocks, size_t payload_bytes) {
   return payload_bytes + num_blocks * (2 * kMaxVarint + 4 * (1 + kMaxVarint));
 }
 
-PullReplyBuilder::PullReplyBuilder(size_t num_blocks, size_t payload_bytes)
-    : capacity_(PullReplyBound(num_blocks, payload_bytes)) {
+PullReplyBuilder::PullReplyBuilder(size_t num_blocks, size_t payload_bytes,
+                                   uint32_t field)
+    : capacity_(PullReplyBound(num_blocks, payload_bytes)), field_(field) {
   grpc_slice raw = grpc_slice_malloc(std::max<size_t>(capacity_, 1));
   base_ = reinterpret_cast<char*>(GRPC_SLICE_START_PTR(raw));
   slice_ = grpc::Slice(raw, grpc::Slice::STEAL_REF);
@@ -520,7 +534,7 @@ PullReplyBuilder::PullReplyBuilder(size_t num_blocks, size_t payload_bytes)
 char* PullReplyBuilder::AddBlock(uint32_t id, uint64_t version,
                                  int32_t encoding, size_t size) {
   BlockRef b{id, version, encoding, nullptr, size};
-  char* p = PutBlockPrefix(base_ + used_, kPullBlocks, b);
+  char* p = PutBlockPrefix(base_ + used_, field_, b);
   used_ = p - base_ + size;
   return p;
 }
@@ -530,18 +544,48 @@ grpc::ByteBuffer PullReplyBuilder::Finish() {
   return grpc::ByteBuffer(&used, 1);
 }
 
-absl::Status ParsePullReply(
-    const grpc::ByteBuffer& buffer,
-    const std::function<absl::Status(const BlockRef&, const CopyPayload&)>&
-        block) {
-  constexpr char kWhat[] = "pull reply";
+namespace {
+
+// The blocks of field `blocks_field` of a PullResponse or PushResponse; with
+// `ack`, also the PushResponse's versions and duplicate.
+absl::Status ParseBlocks(const char* what, const grpc::ByteBuffer& buffer,
+                         uint32_t blocks_field, const BlockFn& block,
+                         PushAck* ack) {
+  const char* kWhat = what;
   Reader r(buffer);
   while (r.left() > 0) {
     uint64_t tag = 0;
     if (!r.ReadVarint(&tag)) return Malformed(kWhat, "truncated tag");
     const uint32_t field = static_cast<uint32_t>(tag >> 3);
     const int type = static_cast<int>(tag & 7);
-    if (field != kPullBlocks || type != kLen) {
+    if (ack != nullptr && field == kAckDuplicate && type == kVarint) {
+      uint64_t v = 0;
+      if (!r.ReadVarint(&v)) return Malformed(kWhat, "truncated field");
+      ack->duplicate = v != 0;
+      continue;
+    }
+    if (ack != nullptr && field == kAckVersions && type == kVarint) {
+      uint64_t v = 0;
+      if (!r.ReadVarint(&v)) return Malformed(kWhat, "truncated field");
+      ack->versions.push_back(v);
+      continue;
+    }
+    if (ack != nullptr && field == kAckVersions && type == kLen) {  // packed
+      uint64_t length = 0;
+      if (!r.ReadVarint(&length) || length > r.left()) {
+        return Malformed(kWhat, "truncated field");
+      }
+      const size_t end = r.left() - length;
+      while (r.left() > end) {
+        uint64_t v = 0;
+        if (!r.ReadVarint(&v) || r.left() < end) {
+          return Malformed(kWhat, "bad packed versions");
+        }
+        ack->versions.push_back(v);
+      }
+      continue;
+    }
+    if (field != blocks_field || type != kLen) {
       if (!r.SkipField(type)) return Malformed(kWhat, "bad field");
       continue;
     }
@@ -559,6 +603,19 @@ absl::Status ParsePullReply(
     if (r.left() != end) return Malformed(kWhat, "block length mismatch");
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ParsePullReply(const grpc::ByteBuffer& buffer,
+                            const BlockFn& block) {
+  return ParseBlocks("pull reply", buffer, kPullBlocks, block, nullptr);
+}
+
+absl::Status ParsePushReply(const grpc::ByteBuffer& buffer, PushAck* ack,
+                            const BlockFn& block) {
+  *ack = PushAck();
+  return ParseBlocks("push reply", buffer, kAckBlocks, block, ack);
 }
 
 }  // namespace downpour::wire

@@ -85,8 +85,11 @@ absl::Status ParsePush(const grpc::ByteBuffer& buffer, Arena* arena,
 // then writes its payload where AddBlock points.
 class PullReplyBuilder {
  public:
-  // `capacity`: an upper bound of the reply's payload bytes.
-  PullReplyBuilder(size_t num_blocks, size_t payload_bytes);
+  // `payload_bytes`: an upper bound of the reply's payload bytes. `field`:
+  // the blocks' field number (PullResponse.blocks; PushResponse.blocks is
+  // 3, for a push answered with values).
+  PullReplyBuilder(size_t num_blocks, size_t payload_bytes,
+                   uint32_t field = 1);
   // Room for block `id`'s `size` payload bytes; write them before Finish.
   char* AddBlock(uint32_t id, uint64_t version, int32_t encoding, size_t size);
   grpc::ByteBuffer Finish();
@@ -97,6 +100,7 @@ class PullReplyBuilder {
   grpc::Slice slice_;
   char* base_;
   size_t capacity_;
+  uint32_t field_;
   size_t used_ = 0;
 };
 
@@ -109,10 +113,21 @@ size_t PullReplyBound(size_t num_blocks, size_t payload_bytes);
 // the received slices. An error from `block` ends the parse and is returned;
 // InvalidArgument for bytes that are not a PullResponse.
 using CopyPayload = std::function<void(char* out)>;
-absl::Status ParsePullReply(
-    const grpc::ByteBuffer& buffer,
-    const std::function<absl::Status(const BlockRef& header,
-                                     const CopyPayload& copy)>& block);
+using BlockFn = std::function<absl::Status(const BlockRef& header,
+                                           const CopyPayload& copy)>;
+absl::Status ParsePullReply(const grpc::ByteBuffer& buffer,
+                            const BlockFn& block);
+
+// A PushResponse's small fields.
+struct PushAck {
+  std::vector<uint64_t> versions;
+  bool duplicate = false;
+};
+// Reads a PushResponse: its versions and duplicate into *ack, and each of
+// its blocks (PushRequest.reply_values) through `block`, as ParsePullReply.
+// InvalidArgument for bytes that are not a PushResponse.
+absl::Status ParsePushReply(const grpc::ByteBuffer& buffer, PushAck* ack,
+                            const BlockFn& block);
 
 }  // namespace downpour::wire
 

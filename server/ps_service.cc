@@ -115,12 +115,19 @@ grpc::ServerUnaryReactor* PsService::Push(grpc::CallbackServerContext* context,
   }
   bytes_in_place_ += in_place;
   bytes_copied_ += copied;
-  auto answer = [call, response](const absl::Status& status) {
-    if (status.ok()) {
-      bool own_buffer = false;
-      (void)grpc::SerializationTraits<proto::PushResponse>::Serialize(
-          call->response, response, &own_buffer);
+  auto answer = [call, response, shard](const absl::Status& status) {
+    if (!status.ok()) return status;
+    if (call->view.reply_values) {
+      // The pull that follows the push, in the same round trip.
+      absl::StatusOr<grpc::ByteBuffer> reply =
+          BuildPushReplyWithValues(*shard, call->view, call->response);
+      if (!reply.ok()) return reply.status();
+      response->Swap(&*reply);
+      return status;
     }
+    bool own_buffer = false;
+    (void)grpc::SerializationTraits<proto::PushResponse>::Serialize(
+        call->response, response, &own_buffer);
     return status;
   };
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();

@@ -119,6 +119,39 @@ TEST_F(PsServiceTest, PushThenPullRoundTrip) {
                           initial[3] - 4));
 }
 
+// A push with reply_values is answered with the pushed blocks' values right
+// after it was applied (training.fetch layerwise), in a reply any protobuf
+// client reads.
+TEST_F(PsServiceTest, APushAskingForValuesGetsThemAfterItsUpdate) {
+  ASSERT_TRUE(shard_->Assign(1, {0, 3}).ok());
+  proto::PullResponse before;
+  ASSERT_TRUE(Pull(1, {0, 3}, &before).ok());
+  const std::vector<float> initial = Floats(before.blocks(1).data());
+  proto::PushRequest request;
+  request.set_placement_epoch(1);
+  request.set_worker_id(2);
+  request.set_reply_values(true);
+  proto::BlockData* block = request.add_blocks();
+  block->set_block_id(3);
+  const std::vector<float> grad = {1, 2, 3, 4};
+  block->set_data(grad.data(), grad.size() * sizeof(float));
+  proto::PushResponse pushed;
+  grpc::ClientContext context;
+  const grpc::Status status = stub_->Push(&context, request, &pushed);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_THAT(pushed.versions(), ElementsAre(1u));
+  ASSERT_EQ(pushed.blocks_size(), 1) << "only the block pushed";
+  EXPECT_EQ(pushed.blocks(0).block_id(), 3u);
+  EXPECT_EQ(pushed.blocks(0).version(), 1u);
+  EXPECT_THAT(Floats(pushed.blocks(0).data()),
+              ElementsAre(initial[0] - 1, initial[1] - 2, initial[2] - 3,
+                          initial[3] - 4));
+  // Without it, none.
+  proto::PushResponse plain;
+  ASSERT_TRUE(Push(1, 3, grad, &plain).ok());
+  EXPECT_EQ(plain.blocks_size(), 0);
+}
+
 TEST_F(PsServiceTest, ChecksumsListEveryBlockWithItsVersion) {
   ASSERT_TRUE(shard_->Assign(1, {3, 0}).ok());
   proto::PushResponse pushed;

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "rpc/server_util.h"
 #include "grpcpp/support/byte_buffer.h"
+#include "common/push_view.h"
 #include "proto/ps.pb.h"
 #include "server/shard.h"
 
@@ -24,6 +25,15 @@ namespace downpour::server {
 // allocated or locked.
 absl::StatusOr<grpc::ByteBuffer> BuildPullReply(
     const Shard& shard, const proto::PullRequest& request,
+    size_t max_bytes = kMaxMessageBytes);
+
+// The answer to a push with reply_values: `response` (versions, duplicate)
+// followed by the pushed blocks' values as PushResponse.blocks, read from
+// `shard` now, in the encoding of the push's first block. The errors of
+// BuildPullReply.
+absl::StatusOr<grpc::ByteBuffer> BuildPushReplyWithValues(
+    const Shard& shard, const wire::PushView& push,
+    const proto::PushResponse& response,
     size_t max_bytes = kMaxMessageBytes);
 
 }  // namespace downpour::server

@@ -13,7 +13,9 @@
 #define DOWNPOUR_WORKER_COMPUTE_BACKEND_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -41,6 +43,25 @@ struct PooledBatch {
   int dim = 0;
 };
 
+// What LossAndGradientInStages tells its caller and waits for, so that the
+// parameters' transfers overlap the step (training.fetch layerwise). Ranges
+// are [begin, end) of the flat parameter vector.
+struct StageHooks {
+  // Blocks until params[begin, end) hold the values the step is to compute
+  // on. Called before the call first reads any float of the range; a non-OK
+  // status ends the call with it.
+  std::function<absl::Status(int64_t begin, int64_t end)> await_params;
+  // grad[begin, end) is final, and the call reads params[begin, end) no
+  // more: the caller may send that gradient and overwrite those parameters.
+  // Every float of grad is reported exactly once per call.
+  std::function<void(int64_t begin, int64_t end)> gradient_ready;
+  // The parameters' count (ModelSpec::num_params()).
+  int64_t num_params = 0;
+  // Offsets where a layer's weight may be cut into row chunks, ascending (the
+  // ps blocks' starts): each chunk is awaited and reported on its own.
+  std::vector<int64_t> cuts;
+};
+
 // Not thread-safe: a backend owns scratch buffers; use one per compute thread.
 // All pointers are host memory and are not retained after a call returns.
 class ComputeBackend {
@@ -58,6 +79,17 @@ class ComputeBackend {
                                                 const float* x,
                                                 const float* targets,
                                                 int batch, float* grad) = 0;
+
+  // LossAndGradient in stages, for a caller whose parameters arrive and
+  // whose gradients leave piece by piece (wait-free backpropagation, Zhang
+  // et al., ATC 2017): the same loss and gradient (up to the order of float
+  // sums), with hooks.await_params before each piece of params is read and
+  // hooks.gradient_ready as soon as a piece of grad is final, last layer
+  // first. A backend that does not cut its step (the default) awaits all of
+  // params, runs LossAndGradient and reports all of grad.
+  virtual absl::StatusOr<float> LossAndGradientInStages(
+      const float* params, const float* x, const float* targets, int batch,
+      float* grad, const StageHooks& hooks);
 
   // The model's raw outputs for n examples: out[i * outputs + o] is example
   // i's logit o (multiclass: one per class; binary: one logit) or its

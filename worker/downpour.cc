@@ -103,6 +103,181 @@ void DownpourLoop::FetchThread() {
   }
 }
 
+void DownpourLoop::StartLayerwise() {
+  const std::vector<BlockSpec>& blocks = spec_.blocks();
+  const int n = static_cast<int>(blocks.size());
+  block_ends_.resize(n);
+  for (int b = 0; b < n; ++b) block_ends_[b] = blocks[b].offset + blocks[b].length;
+  block_left_.resize(n);
+  {
+    absl::MutexLock lock(&layer_mu_);
+    fresh_for_.assign(n, 0);  // Run's first pull is step 0's
+    layer_failed_ = false;
+    layer_stop_ = false;
+  }
+  // As many send threads as groups a step may have, up to 4: the groups of
+  // one step go at once, each on its own connection's stream.
+  const int64_t group = std::max<int64_t>(1, options_.layer_group_floats);
+  const int64_t groups = (spec_.num_params() + group - 1) / group;
+  const int threads = static_cast<int>(std::clamp<int64_t>(groups, 1, 4));
+  for (int t = 0; t < threads; ++t) {
+    layer_threads_.emplace_back([this] { LayerThread(); });
+  }
+  SPDLOG_LOGGER_INFO(L(),
+                     "worker {}: training.fetch layerwise: {} blocks sent in "
+                     "groups of about {} floats as backprop finishes them, "
+                     "{} send threads",
+                     options_.worker_index, n, group, threads);
+}
+
+void DownpourLoop::LayerThread() {
+  for (;;) {
+    Group group;
+    {
+      absl::MutexLock lock(&layer_mu_);
+      auto wanted = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(layer_mu_) {
+        return !queue_.empty() || layer_stop_;
+      };
+      layer_mu_.Await(absl::Condition(&wanted));
+      if (queue_.empty()) return;  // stopping
+      group = std::move(queue_.front());
+      queue_.pop_front();
+      ++sending_;
+    }
+    // Only this thread touches grad_ and params_ in the group's blocks, and
+    // versions_ at its ids, until it marks them fresh.
+    StalenessHistogram staleness;
+    const absl::Status status =
+        client_->PushPullBlocks(grad_.data(), versions_, group.ids,
+                                &staleness, params_.data(), &versions_);
+    if (!status.ok()) SetError(status);
+    absl::MutexLock lock(&layer_mu_);
+    --sending_;
+    if (!status.ok()) {
+      layer_failed_ = true;
+      continue;
+    }
+    for (uint32_t id : group.ids) fresh_for_[id] = group.step + 1;
+    step_staleness_.Merge(staleness);
+    ++step_finished_;
+    MaybeCountStep();
+  }
+}
+
+void DownpourLoop::MaybeCountStep() {
+  if (!step_closed_ || step_finished_ < step_groups_) return;
+  step_closed_ = false;  // counted once
+  absl::MutexLock stats(&stats_mu_);
+  ++stats_.pushes;
+  ++stats_.pulls;
+  ++stats_.pushed_steps;
+  stats_.examples += options_.training.batch_size;
+  staleness_.Merge(step_staleness_);
+  step_staleness_ = StalenessHistogram();
+  const StalenessSummary summary = staleness_.Summary();
+  stats_.mean_staleness = summary.mean;
+  stats_.staleness_p50 = summary.p50;
+  stats_.staleness_p99 = summary.p99;
+  stats_.staleness_max = summary.max;
+}
+
+void DownpourLoop::HandOffGroup(int64_t step, bool last) {
+  absl::MutexLock lock(&layer_mu_);
+  if (layer_step_ != step) {
+    // A new step: the last one's groups all finished (its forward pass
+    // awaited every block).
+    layer_step_ = step;
+    step_groups_ = step_finished_ = 0;
+    step_closed_ = false;
+  }
+  if (!open_group_.empty()) {
+    queue_.push_back({step, std::move(open_group_)});
+    ++step_groups_;
+  }
+  open_group_.clear();
+  open_floats_ = 0;
+  if (last) {
+    step_closed_ = true;
+    MaybeCountStep();
+  }
+}
+
+absl::Status DownpourLoop::AwaitBlocks(int64_t step, int64_t begin,
+                                       int64_t end) {
+  const absl::Time start = absl::Now();
+  const size_t first = static_cast<size_t>(
+      std::upper_bound(block_ends_.begin(), block_ends_.end(), begin) -
+      block_ends_.begin());
+  const std::vector<BlockSpec>& blocks = spec_.blocks();
+  bool failed = false;
+  {
+    absl::MutexLock lock(&layer_mu_);
+    auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(layer_mu_) {
+      if (layer_failed_) return true;
+      for (size_t b = first; b < blocks.size() && blocks[b].offset < end; ++b) {
+        if (fresh_for_[b] < step) return false;
+      }
+      return true;
+    };
+    while (!layer_mu_.AwaitWithTimeout(absl::Condition(&ready),
+                                       absl::Milliseconds(100))) {
+      if (stop_.load()) return absl::CancelledError("stopped");
+    }
+    failed = layer_failed_;
+  }
+  layer_wait_ += absl::Now() - start;
+  return failed ? error() : absl::OkStatus();
+}
+
+std::string DownpourLoop::CheckGradient(int64_t begin, int64_t end) const {
+  const double max_value = options_.optimizer.max_gradient_value;
+  const float bound = max_value > 0 ? static_cast<float>(max_value)
+                                    : std::numeric_limits<float>::max();
+  for (int64_t i = begin; i < end; ++i) {
+    const float g = grad_[i];
+    if (std::fabs(g) <= bound) continue;  // false for NaN
+    return std::isfinite(g)
+               ? absl::StrCat("gradient holds ", g,
+                              ", beyond optimizer.max_gradient_value ",
+                              max_value)
+               : absl::StrCat("gradient holds ", g);
+  }
+  return "";
+}
+
+void DownpourLoop::GradientReady(int64_t step, int64_t begin, int64_t end) {
+  if (!layer_bad_.empty()) return;  // nothing more of this step leaves
+  const std::vector<BlockSpec>& blocks = spec_.blocks();
+  size_t b = static_cast<size_t>(
+      std::upper_bound(block_ends_.begin(), block_ends_.end(), begin) -
+      block_ends_.begin());
+  for (; b < blocks.size() && blocks[b].offset < end; ++b) {
+    const int64_t from = std::max(begin, blocks[b].offset);
+    const int64_t to = std::min(end, block_ends_[b]);
+    block_left_[b] -= to - from;
+    if (block_left_[b] > 0) continue;
+    layer_bad_ = CheckGradient(blocks[b].offset, block_ends_[b]);
+    if (!layer_bad_.empty()) return;
+    open_group_.push_back(static_cast<uint32_t>(b));
+    open_floats_ += blocks[b].length;
+    if (open_floats_ >= options_.layer_group_floats) HandOffGroup(step, false);
+  }
+}
+
+void DownpourLoop::StopLayerwise() {
+  {
+    absl::MutexLock lock(&layer_mu_);
+    auto settled = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(layer_mu_) {
+      return layer_failed_ || (queue_.empty() && sending_ == 0);
+    };
+    layer_mu_.Await(absl::Condition(&settled));
+    layer_stop_ = true;
+    queue_.clear();  // after a failure: nothing more is sent
+  }
+  for (std::thread& t : layer_threads_) t.join();
+  layer_threads_.clear();
+}
+
 void DownpourLoop::CollectPushes(bool all) {
   while (!pushes_.empty() &&
          (all || client_->PushDone(pushes_.front().ticket))) {
@@ -274,36 +449,51 @@ absl::Status DownpourLoop::Step(int64_t step, const std::vector<int>& order,
   FillBatch(order, *cursor, next_x_.data(), next_y_.data());
   next_cursor_ = *cursor;
   backend_->Prefetch(next_x_.data(), next_y_.data(), batch);
-  ASSIGN_OR_RETURN(float loss, backend_->LossAndGradient(params_.data(), batch_x_.data(),
-                                                         batch_y_.data(), batch,
-                                                         grad_.data()));
+  float loss = 0;
   // A non-finite loss or gradient, or one past optimizer.max_gradient_value,
   // is never pushed: it would ruin the shared parameters for every worker
-  // (the ps refuses it anyway).
+  // (the ps refuses it anyway). Layerwise, a block is checked before its
+  // group leaves, and nothing more of the step leaves after a bad one.
   std::string bad;
-  const double max_value = options_.optimizer.max_gradient_value;
-  const float bound = max_value > 0 ? static_cast<float>(max_value)
-                                    : std::numeric_limits<float>::max();
-  if (!std::isfinite(loss)) {
-    bad = absl::StrCat("loss is ", loss);
+  if (layerwise()) {
+    ParamsChanged();  // the groups' pulls wrote params_ since the last step
+    const std::vector<BlockSpec>& blocks = spec_.blocks();
+    for (size_t b = 0; b < blocks.size(); ++b) block_left_[b] = blocks[b].length;
+    layer_bad_.clear();
+    StageHooks hooks;
+    hooks.num_params = spec_.num_params();
+    for (const BlockSpec& block : blocks) hooks.cuts.push_back(block.offset);
+    hooks.await_params = [this, step](int64_t begin, int64_t end) {
+      return AwaitBlocks(step, begin, end);
+    };
+    hooks.gradient_ready = [this, step](int64_t begin, int64_t end) {
+      GradientReady(step, begin, end);
+    };
+    absl::StatusOr<float> staged = backend_->LossAndGradientInStages(
+        params_.data(), batch_x_.data(), batch_y_.data(), batch, grad_.data(),
+        hooks);
+    // The step's last group. A step that failed or went bad is never
+    // counted (what it handed off is still sent and settled).
+    if (staged.ok() && layer_bad_.empty()) HandOffGroup(step, /*last=*/true);
+    if (!staged.ok()) return staged.status();
+    loss = *staged;
+    bad = layer_bad_;
   } else {
-    for (float g : grad_) {
-      if (std::fabs(g) <= bound) continue;  // false for NaN
-      bad = std::isfinite(g)
-                ? absl::StrCat("gradient holds ", g,
-                               ", beyond optimizer.max_gradient_value ",
-                               max_value)
-                : absl::StrCat("gradient holds ", g);
-      break;
-    }
+    ASSIGN_OR_RETURN(loss, backend_->LossAndGradient(
+                               params_.data(), batch_x_.data(),
+                               batch_y_.data(), batch, grad_.data()));
+    bad = CheckGradient(0, spec_.num_params());
   }
+  if (!std::isfinite(loss)) bad = absl::StrCat("loss is ", loss);
   if (!bad.empty()) {
     absl::Status diverged = Diverged(step, bad);
     absl::MutexLock lock(&stats_mu_);
     stats_.diverged = std::string(diverged.message());
     return diverged;
   }
-  if (options_.no_communication) {
+  if (layerwise()) {
+    // Handed to the groups' threads as backprop went.
+  } else if (options_.no_communication) {
     const float lr = static_cast<float>(options_.local_learning_rate);
     for (size_t i = 0; i < params_.size(); ++i) params_[i] -= lr * grad_[i];
     ParamsChanged();
@@ -328,7 +518,9 @@ absl::Status DownpourLoop::Diverged(int64_t step,
   return absl::InvalidArgumentError(absl::StrCat(
       "worker ", options_.worker_index, ": training diverged at step ", step,
       ": ", what, ". Likely causes: ", advice.causes, ". ", advice.knobs,
-      "; nothing of this step was pushed"));
+      layerwise() ? "; of this step only the blocks before the bad one were "
+                    "pushed (training.fetch layerwise)"
+                  : "; nothing of this step was pushed"));
 }
 
 absl::Status DownpourLoop::Evaluate(const float* params) {
@@ -352,6 +544,12 @@ absl::Status DownpourLoop::Evaluate(const float* params) {
 
 absl::Status DownpourLoop::Flush() {
   if (options_.no_communication) return absl::OkStatus();
+  if (layerwise()) {
+    const absl::Time begin = absl::Now();
+    StopLayerwise();
+    absl::MutexLock lock(&stats_mu_);
+    wait_push_time_ += absl::Now() - begin;
+  }
   // Send what is owed, wait until every push has ended, then stop the fetch
   // thread.
   if (accum_steps_ > 0 && error().ok()) HandOffGradient();
@@ -400,7 +598,9 @@ absl::Status DownpourLoop::Run() {
     back_.resize(n);
   }
   std::thread fetcher;
-  if (!options_.no_communication) {
+  if (layerwise()) {
+    StartLayerwise();
+  } else if (!options_.no_communication) {
     fetcher = std::thread([this] { FetchThread(); });
   }
   // training.epochs: the epochs follow the data parts as they move (steps
@@ -440,7 +640,9 @@ absl::Status DownpourLoop::Run() {
       cursor = 0;
       next_epoch_step = step + (train_->size() + t.batch_size - 1) / t.batch_size;
     }
-    if (!options_.no_communication) {
+    if (layerwise()) {
+      if (!(status = error()).ok()) break;
+    } else if (!options_.no_communication) {
       CollectPushes(/*all=*/false);  // acks counted, failures seen
       if ((status = error()).ok()) MaybeSwapParams();
       if (!status.ok()) break;
@@ -452,18 +654,27 @@ absl::Status DownpourLoop::Run() {
       }
     }
     begin = absl::Now();
+    layer_wait_ = absl::ZeroDuration();
     status = Step(step, order, &cursor);
     if (status.ok() && t.eval_every_steps > 0 &&
         (step + 1) % t.eval_every_steps == 0) {
-      status = Evaluate(params_.data());
+      // Layerwise, the groups' pulls still write params_: wait for all.
+      if (layerwise()) status = AwaitBlocks(step + 1, 0, spec_.num_params());
+      if (status.ok()) status = Evaluate(params_.data());
     }
     {
       absl::MutexLock lock(&stats_mu_);
-      compute_time_ += absl::Now() - begin;
+      compute_time_ += absl::Now() - begin - layer_wait_;
+      wait_pull_time_ += layer_wait_;
+    }
+    // Stop() while a step waited for its parameters: nothing of it left.
+    if (layerwise() && absl::IsCancelled(status) && stop_.load()) {
+      status = absl::OkStatus();
+      break;
     }
     if (!status.ok()) break;
     budget.StepTaken();
-    if (!options_.no_communication) {
+    if (!options_.no_communication && !layerwise()) {
       // The last step needs no pull: Run pulls the final parameters after
       // the flush.
       const bool pull = fetch_after_push() && (step + 1) % t.n_fetch == 0 &&

@@ -15,6 +15,14 @@
 // the tickets and waits on them: for the acks it counts, before a fetch
 // after_push or bsp pull, and at the end.
 //
+// training.fetch layerwise (async): the step runs on the backend's
+// LossAndGradientInStages. Blocks are grouped in the order backprop
+// finishes them (about Options::layer_group_floats a group); a few send
+// threads push each group's gradient as soon as it is complete and pull the
+// group's blocks right after the ack, and the next step's forward pass waits
+// only for the pieces it is about to read. Every gradient is still computed on parameters that hold the
+// worker's own previous update, as with after_push.
+//
 // training.consistency bsp: after each push the compute thread waits for its
 // acknowledgement (the ps acknowledges once the round is applied) and pulls
 // synchronously, so every step computes on the parameters of the last round.
@@ -63,6 +71,10 @@ class DownpourLoop : public TrainingLoop {
     // worker starts anyway (rpc.connect_timeout_s), and how often it polls.
     absl::Duration warmstart_patience = absl::Seconds(60);
     absl::Duration warmstart_poll = absl::Milliseconds(200);
+    // training.fetch layerwise: consecutive blocks are grouped up to about
+    // this many floats (128 KiB), so small layers travel together and a big
+    // one in pieces.
+    int64_t layer_group_floats = 32768;
   };
 
   // Borrows everything; they must outlive the loop.
@@ -100,6 +112,37 @@ class DownpourLoop : public TrainingLoop {
   };
 
   void FetchThread();
+  // training.fetch layerwise: the groups' threads and the hooks the step
+  // gives the backend.
+  bool layerwise() const {
+    return !options_.no_communication && !bsp() &&
+           options_.training.fetch == FetchMode::kLayerwise;
+  }
+  void StartLayerwise() ABSL_LOCKS_EXCLUDED(layer_mu_);
+  void LayerThread() ABSL_LOCKS_EXCLUDED(layer_mu_);
+  // Blocks until every block overlapping params[begin, end) holds the values
+  // for step `step`; Cancelled once Stop() is called, the first push or pull
+  // error once one failed.
+  absl::Status AwaitBlocks(int64_t step, int64_t begin, int64_t end)
+      ABSL_LOCKS_EXCLUDED(layer_mu_);
+  // grad[begin, end) of step `step` is final: each block it completes joins
+  // the open group, which is handed to the send threads once it holds
+  // layer_group_floats; a block with a non-finite or too large value is
+  // recorded in layer_bad_ and nothing more of the step is handed off.
+  void GradientReady(int64_t step, int64_t begin, int64_t end)
+      ABSL_LOCKS_EXCLUDED(layer_mu_);
+  // Hands the open group of step `step` to the send threads (`last`: the
+  // step's last group).
+  void HandOffGroup(int64_t step, bool last) ABSL_LOCKS_EXCLUDED(layer_mu_);
+  // Counts step layer_step_ as pushed and pulled once its last group is
+  // handed off and every group finished.
+  void MaybeCountStep() ABSL_EXCLUSIVE_LOCKS_REQUIRED(layer_mu_);
+  // Waits until every group handed off has been pushed and pulled (or one
+  // failed), then stops the send threads.
+  void StopLayerwise() ABSL_LOCKS_EXCLUDED(layer_mu_);
+  // "" if every value of grad_[begin, end) is finite and within
+  // optimizer.max_gradient_value, else what is wrong.
+  std::string CheckGradient(int64_t begin, int64_t end) const;
   absl::Status Step(int64_t step, const std::vector<int>& order, int64_t* cursor);
   void FillBatch(const std::vector<int>& order, int64_t cursor, float* x, float* y) const;
   // Tells the backend that params_ holds new values (a GPU copy is refreshed).
@@ -174,6 +217,35 @@ class DownpourLoop : public TrainingLoop {
   std::vector<float> next_y_;
   std::vector<float> test_outputs_;  // Evaluate's scratch
   int64_t next_cursor_ = -1;
+
+  // training.fetch layerwise.
+  std::vector<int64_t> block_ends_;  // by block id: offset + length
+  std::vector<std::thread> layer_threads_;
+  // Compute thread only: what the step has yet to report.
+  std::vector<int64_t> block_left_;  // floats, by block id
+  std::vector<uint32_t> open_group_;  // complete blocks not yet handed off
+  int64_t open_floats_ = 0;
+  std::string layer_bad_;      // the step's first bad block
+  absl::Duration layer_wait_;  // the step's time in AwaitBlocks
+  // Shared with the send threads.
+  struct Group {
+    int64_t step = 0;
+    std::vector<uint32_t> ids;
+  };
+  absl::Mutex layer_mu_;
+  std::deque<Group> queue_ ABSL_GUARDED_BY(layer_mu_);  // handed off, not taken
+  int sending_ ABSL_GUARDED_BY(layer_mu_) = 0;  // groups taken, not finished
+  // By block id: params_ hold the values step fresh_for_ computes on.
+  std::vector<int64_t> fresh_for_ ABSL_GUARDED_BY(layer_mu_);
+  // The step whose groups are handed off now: how many, how many finished,
+  // whether its last one was, and the staleness its pushes saw.
+  int64_t layer_step_ ABSL_GUARDED_BY(layer_mu_) = 0;
+  int step_groups_ ABSL_GUARDED_BY(layer_mu_) = 0;
+  int step_finished_ ABSL_GUARDED_BY(layer_mu_) = 0;
+  bool step_closed_ ABSL_GUARDED_BY(layer_mu_) = false;
+  StalenessHistogram step_staleness_ ABSL_GUARDED_BY(layer_mu_);
+  bool layer_failed_ ABSL_GUARDED_BY(layer_mu_) = false;
+  bool layer_stop_ ABSL_GUARDED_BY(layer_mu_) = false;
 
   // Shared with the fetch thread.
   mutable absl::Mutex comm_mu_;

@@ -121,6 +121,68 @@ TEST_F(DownpourLoopTest, EpochBudgetFollowsPartsAdoptedAndGivenBack) {
   EXPECT_EQ(stats.examples, stats.step * 32);
 }
 
+// training.fetch layerwise with one worker computes exactly what after_push
+// does (every step on parameters holding its own last update) while its
+// blocks come and go in groups: each block is pushed once a step, staleness
+// stays 0, and the final parameters match after_push's up to the order of
+// float sums. Blocks of 16 floats, one group each, so 14 groups go at once.
+TEST_F(DownpourLoopTest, LayerwiseComputesWhatAfterPushComputes) {
+  ModelSection model;
+  model.layers = {8, 16, 3};
+  model.block_size = 16;
+  absl::StatusOr<ModelSpec> spec = ModelSpec::Create(model);
+  ASSERT_THAT(spec, IsOk());
+  ASSERT_GT(spec->blocks().size(), 10u);
+  options_.training.epochs = 2;  // 64 steps
+  auto train = [&](FetchMode fetch, FakePsClient* ps) {
+    CpuBackend backend(*spec, options_.training.batch_size);
+    DownpourLoop::Options options = options_;
+    options.training.fetch = fetch;
+    options.layer_group_floats = 1;
+    DownpourLoop loop(*spec, &backend, ps, &train_, &test_, options);
+    EXPECT_THAT(loop.Run(), IsOk());
+    return loop.stats();
+  };
+  FakePsClient after_push(spec->InitAll(1), spec->blocks().size(), 0.1f);
+  const WorkerStats want = train(FetchMode::kAfterPush, &after_push);
+  FakePsClient layerwise(spec->InitAll(1), spec->blocks().size(), 0.1f);
+  layerwise.UseBlocks(spec->blocks());
+  const WorkerStats got = train(FetchMode::kLayerwise, &layerwise);
+  EXPECT_TRUE(got.finished);
+  EXPECT_EQ(got.step, 64);
+  EXPECT_EQ(got.pushed_steps, 64);
+  EXPECT_EQ(got.pushes, 64);
+  EXPECT_EQ(got.examples, 64 * 32);
+  EXPECT_EQ(got.staleness_max, 0);
+  for (uint64_t version : layerwise.versions()) EXPECT_EQ(version, 64u);
+  const std::vector<float> a = after_push.params(), b = layerwise.params();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_NEAR(a[i], b[i], 1e-4 + 1e-4 * std::abs(a[i])) << "parameter " << i;
+  }
+  EXPECT_NEAR(got.accuracy, want.accuracy, 0.02);
+}
+
+// A shard refusing a group's push ends a layerwise run with its error, no
+// hang; and a client that cannot push blocks alone is named.
+TEST_F(DownpourLoopTest, LayerwiseEndsOnAFailedPushWithItsError) {
+  CpuBackend backend(*spec_, options_.training.batch_size);
+  options_.training.fetch = FetchMode::kLayerwise;
+  {
+    FakePsClient ps(spec_->InitAll(1), spec_->blocks().size(), 0.1f);
+    ps.UseBlocks(spec_->blocks());
+    ps.FailPushes();
+    DownpourLoop loop(*spec_, &backend, &ps, &train_, &test_, options_);
+    EXPECT_THAT(loop.Run(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                     "push: gradient has NaN"));
+    EXPECT_EQ(loop.stats().pushes, 0);
+  }
+  FakePsClient ps(spec_->InitAll(1), spec_->blocks().size(), 0.1f);
+  DownpourLoop loop(*spec_, &backend, &ps, &train_, &test_, options_);
+  EXPECT_THAT(loop.Run(), StatusIs(absl::StatusCode::kUnimplemented,
+                                   ::testing::HasSubstr("training.fetch")));
+}
+
 // A slow ps: pushes are held, and one is let through only when the pipeline is
 // full. The compute thread must wait rather than run ahead, and still push
 // every step at full weight.

@@ -78,6 +78,7 @@ struct GrpcPsClient::ShardLink {
 struct PushRequestState {
   int shard = 0;
   std::vector<uint32_t> ids;
+  std::vector<uint64_t> bases;  // versions[ids[i]] when the push began
   // Sparse rows for this shard (the caller's arrays, read until the push
   // returns).
   std::vector<wire::SparseRef> sparse;
@@ -86,6 +87,7 @@ struct PushRequestState {
   grpc::ByteBuffer request, reply;
   std::string encoded;   // payloads in a 16-bit encoding (pinned)
   grpc::Status status;  // of the asynchronous first try
+  absl::Status copied;  // of the values answered (reply_values)
   bool failed = false;
   bool done = false;
 };
@@ -93,6 +95,7 @@ struct PushRequestState {
 struct GrpcPsClient::PushCall {
   const float* grad;
   const std::vector<uint64_t>* versions;
+  const Values* values = nullptr;  // PushPullBlocks's destination
   uint64_t clock = 0;
   uint64_t epoch = 0;
   std::vector<std::shared_ptr<const ShardLink>> shards;
@@ -380,45 +383,52 @@ absl::Status GrpcPsClient::Pull(float* params, std::vector<uint64_t>* versions) 
   return absl::OkStatus();
 }
 
+absl::Status GrpcPsClient::CopyBlock(int index, const wire::BlockRef& block,
+                                     const wire::CopyPayload& copy,
+                                     float* params,
+                                     std::vector<uint64_t>* versions,
+                                     int64_t* bytes) {
+  if (block.id >= spec_.blocks().size()) {
+    return absl::InternalError(
+        absl::StrCat("ps ", index, " returned unknown block ", block.id));
+  }
+  const BlockSpec& spec = spec_.blocks()[block.id];
+  // The ps answers in the encoding asked for; the block says which.
+  const auto encoding = static_cast<WireEncoding>(block.encoding);
+  if (!IsKnownWireEncoding(encoding)) {
+    return absl::InternalError(absl::StrCat("ps ", index, " returned block ",
+                                            spec.id, " in ",
+                                            WireEncodingName(encoding)));
+  }
+  const int64_t expected = spec.length * BytesPerElement(encoding);
+  if (static_cast<int64_t>(block.size) != expected) {
+    return absl::InternalError(absl::StrCat(
+        "ps ", index, " returned ", block.size, " bytes for block ", spec.id,
+        ", expected ", expected, " (", spec.length, " ",
+        WireEncodingName(encoding),
+        " values): do all daemons use the same config?"));
+  }
+  if (encoding == WireEncoding::kFloat32) {
+    copy(reinterpret_cast<char*>(params + spec.offset));
+  } else {
+    // Gathered from the slices, then decoded into params.
+    thread_local std::vector<char> encoded;
+    encoded.resize(block.size);
+    copy(encoded.data());
+    DecodeFloats(encoded.data(), spec.length, encoding, params + spec.offset);
+  }
+  (*versions)[spec.id] = block.version;
+  *bytes += block.size;
+  return absl::OkStatus();
+}
+
 absl::Status GrpcPsClient::CopyBlocks(int index, const grpc::ByteBuffer& reply,
                                       float* params,
                                       std::vector<uint64_t>* versions) {
   int64_t bytes = 0;
   absl::Status status = wire::ParsePullReply(
       reply, [&](const wire::BlockRef& block, const wire::CopyPayload& copy) {
-        if (block.id >= spec_.blocks().size()) {
-          return absl::InternalError(absl::StrCat(
-              "ps ", index, " returned unknown block ", block.id));
-        }
-        const BlockSpec& spec = spec_.blocks()[block.id];
-        // The ps answers in the encoding asked for; the block says which.
-        const auto encoding = static_cast<WireEncoding>(block.encoding);
-        if (!IsKnownWireEncoding(encoding)) {
-          return absl::InternalError(absl::StrCat(
-              "ps ", index, " returned block ", spec.id, " in ",
-              WireEncodingName(encoding)));
-        }
-        const int64_t expected = spec.length * BytesPerElement(encoding);
-        if (static_cast<int64_t>(block.size) != expected) {
-          return absl::InternalError(absl::StrCat(
-              "ps ", index, " returned ", block.size, " bytes for block ",
-              spec.id, ", expected ", expected, " (", spec.length, " ",
-              WireEncodingName(encoding),
-              " values): do all daemons use the same config?"));
-        }
-        if (encoding == WireEncoding::kFloat32) {
-          copy(reinterpret_cast<char*>(params + spec.offset));
-        } else {
-          // Gathered from the slices, then decoded into params.
-          thread_local std::vector<char> encoded;
-          encoded.resize(block.size);
-          copy(encoded.data());
-          DecodeFloats(encoded.data(), spec.length, encoding,
-                       params + spec.offset);
-        }
-        (*versions)[spec.id] = block.version;
-        bytes += block.size;
-        return absl::OkStatus();
+        return CopyBlock(index, block, copy, params, versions, &bytes);
       });
   if (!status.ok()) {
     return absl::IsInvalidArgument(status)
@@ -552,13 +562,41 @@ absl::Status GrpcPsClient::PullTables(
   return absl::OkStatus();
 }
 
+absl::Status GrpcPsClient::PushPullBlocks(
+    const float* grad, const std::vector<uint64_t>& versions,
+    const std::vector<uint32_t>& ids, StalenessHistogram* staleness,
+    float* params, std::vector<uint64_t>* fresh) {
+  if (fresh->size() != spec_.blocks().size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "PushPullBlocks: the versions hold ", fresh->size(),
+        " entries, the model ", spec_.blocks().size(), " blocks"));
+  }
+  const Values values{params, fresh};
+  return SendPush(grad, versions, staleness, nullptr, &ids, &values);
+}
+
 absl::Status GrpcPsClient::SendPush(
     const float* grad, const std::vector<uint64_t>& versions,
     StalenessHistogram* staleness,
-    const std::vector<std::vector<wire::SparseRef>>* rows) {
+    const std::vector<std::vector<wire::SparseRef>>* rows,
+    const std::vector<uint32_t>* only, const Values* values) {
+  // `only` as marks by block id (empty: every block).
+  std::vector<char> wanted;
+  if (only != nullptr) {
+    wanted.assign(spec_.blocks().size(), 0);
+    for (uint32_t id : *only) {
+      if (id >= wanted.size()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "push: block ", id, " is not in the model (", wanted.size(),
+            " blocks)"));
+      }
+      wanted[id] = 1;
+    }
+  }
   PushCall call;
   call.grad = grad;
   call.versions = &versions;
+  call.values = values;
   call.shards = GetShardLinks(&call.epoch);
   {
     absl::MutexLock lock(&mu_);
@@ -574,7 +612,14 @@ absl::Status GrpcPsClient::SendPush(
       if (c >= shard->chunks.size()) continue;
       auto r = std::make_unique<PushRequestState>();
       r->shard = shard->index;
-      r->ids = shard->chunks[c];
+      if (wanted.empty()) {
+        r->ids = shard->chunks[c];
+      } else {
+        for (uint32_t id : shard->chunks[c]) {
+          if (wanted[id]) r->ids.push_back(id);
+        }
+        if (r->ids.empty()) continue;
+      }
       call.requests.push_back(std::move(r));
     }
   }
@@ -599,6 +644,11 @@ absl::Status GrpcPsClient::SendPush(
       }
       first->sparse = (*rows)[s];
     }
+  }
+  // The versions each request's gradient was computed on, kept apart: the
+  // values answered overwrite *values->versions, which may be `versions`.
+  for (auto& r : call.requests) {
+    for (uint32_t id : r->ids) r->bases.push_back(versions[id]);
   }
   absl::Status status;
   for (size_t r = 0; r < call.requests.size() && status.ok(); ++r) {
@@ -630,6 +680,10 @@ absl::Status GrpcPsClient::SendPush(
   // before its message was written (a peer that died or stopped, a deadline
   // hit while connecting) keeps the message's slices until the call is
   // destroyed: so the requests go first, then the pins are awaited.
+  absl::Status copied;
+  for (const auto& r : call.requests) {
+    if (copied.ok()) copied = r->copied;
+  }
   call.requests.clear();
   // grad may change once we return. Bounded: should gRPC keep a slice past
   // its call (never seen once the calls are gone), the pins are left to it
@@ -644,6 +698,7 @@ absl::Status GrpcPsClient::SendPush(
     call.pins.release();  // a late release must find it (a small leak)
   }
   if (!status.ok()) return status;
+  if (!copied.ok()) return copied;  // applied, but its values are unusable
   {
     absl::MutexLock lock(&mu_);
     acked_clock_ = std::max(acked_clock_, call.clock);
@@ -720,6 +775,7 @@ bool GrpcPsClient::StartRequest(PushCall* call, size_t r) {
                    call->epoch, worker_id_, request->sequence, call->clock,
                    push_key_.load(), encoding_, &request->encoded);
   view.sparse = request->sparse;
+  view.reply_values = call->values != nullptr;
   request->request = wire::SerializePush(view, call->pins.get());
   request->context.set_deadline(DeadlineIn(rpc_.deadline_s));
   call->shards[request->shard]->stub->UnaryCall(
@@ -744,10 +800,45 @@ bool GrpcPsClient::StartRequest(PushCall* call, size_t r) {
 void GrpcPsClient::PushAcknowledged(PushCall* call, size_t r,
                                     const grpc::ByteBuffer& reply) {
   PushRequestState* request = call->requests[r].get();
-  proto::PushResponse response;
-  grpc::ByteBuffer bytes(reply);
-  (void)grpc::SerializationTraits<proto::PushResponse>::Deserialize(&bytes,
-                                                                   &response);
+  // The values answered (reply_values) go straight into the caller's
+  // params; only this request's blocks, so requests ending at once write
+  // apart. A block the request did not push is refused.
+  wire::PushAck response;
+  int64_t bytes_in = 0;
+  size_t answered = 0;  // blocks whose values came back
+  absl::Status copied = wire::ParsePushReply(
+      reply, &response,
+      [&](const wire::BlockRef& block, const wire::CopyPayload& copy) {
+        if (call->values == nullptr) return absl::OkStatus();
+        if (std::find(request->ids.begin(), request->ids.end(), block.id) ==
+            request->ids.end()) {
+          return absl::InternalError(absl::StrCat(
+              "ps ", request->shard, " answered a push with block ", block.id,
+              ", which it did not carry"));
+        }
+        ++answered;
+        return CopyBlock(request->shard, block, copy, call->values->params,
+                         call->values->versions, &bytes_in);
+      });
+  if (copied.ok() && call->values != nullptr) {
+    // Every block pushed comes back: a ps that answers without values (one
+    // built before reply_values) would leave the worker on stale values.
+    if (answered != request->ids.size()) {
+      copied = absl::InternalError(absl::StrCat(
+          "ps ", request->shard, " answered a push of ", request->ids.size(),
+          " blocks with the values of ", answered,
+          " (training.fetch layerwise asks for them): is it an older "
+          "version? Update it, or use training.fetch after_push"));
+    }
+  }
+  if (!copied.ok() && absl::IsInvalidArgument(copied)) {
+    copied = absl::InternalError(
+        absl::StrCat("ps ", request->shard, ": ", copied.message()));
+  }
+  if (call->values != nullptr && bytes_in > 0) {
+    counters_->Add("pulls", 1);
+    counters_->Add("bytes_in", static_cast<double>(bytes_in));
+  }
   int64_t bytes_out = 0;
   for (uint32_t id : request->ids) {
     bytes_out += spec_.blocks()[id].length * BytesPerElement(encoding_);
@@ -757,18 +848,19 @@ void GrpcPsClient::PushAcknowledged(PushCall* call, size_t r,
   absl::MutexLock lock(&mu_);  // requests of one shard end on many threads
   // The ps answers each applied block's new version, one past the version
   // the update was applied to; a duplicate answers none.
-  if (response.versions_size() == static_cast<int>(request->ids.size())) {
+  if (response.versions.size() == request->ids.size()) {
     StalenessHistogram& staleness = call->staleness[request->shard];
     for (size_t i = 0; i < request->ids.size(); ++i) {
-      const uint64_t applied_to = response.versions(i) - 1;
-      const uint64_t base = (*call->versions)[request->ids[i]];
+      const uint64_t applied_to = response.versions[i] - 1;
+      const uint64_t base = request->bases[i];
       staleness.Record(applied_to > base ? applied_to - base : 0);
     }
   }
+  if (request->copied.ok()) request->copied = copied;
   request->done = true;
   PushLane& lane = lanes_[request->shard];
   lane.in_flight.erase(request->sequence);
-  if (!response.duplicate()) {
+  if (!response.duplicate) {
     lane.duplicates_since = absl::InfiniteFuture();
     lane.duplicates = 0;
   } else {
@@ -811,6 +903,7 @@ absl::Status GrpcPsClient::RetryFailedPushes(PushCall* call) {
                            epoch, worker_id_, request->sequence, call->clock,
                            push_key_.load(), encoding_, &request->encoded);
           view.sparse = request->sparse;
+          view.reply_values = call->values != nullptr;
           const grpc::ByteBuffer bytes =
               wire::SerializePush(view, call->pins.get());
           request->reply.Clear();

@@ -31,6 +31,7 @@
 #include "common/wire_encoding.h"
 #include "membership/coordinator_client.h"
 #include "proto/ps.grpc.pb.h"
+#include "rpc/wire_format.h"
 #include "worker/ps_client.h"
 #include "worker/push_pipeline.h"
 #include "worker/sparse_ps.h"
@@ -123,6 +124,16 @@ class GrpcPsClient : public PsClient, public SparsePs {
                             const std::vector<std::vector<wire::SparseRef>>& rows,
                             StalenessHistogram* staleness) override
       ABSL_LOCKS_EXCLUDED(mu_);
+  // training.fetch layerwise: a Push of blocks `ids` only whose requests
+  // ask for the blocks' values back (PushRequest.reply_values), with Push's
+  // retries and errors, plus Pull's Internal for values that do not fit the
+  // spec (PsClient).
+  absl::Status PushPullBlocks(const float* grad,
+                              const std::vector<uint64_t>& versions,
+                              const std::vector<uint32_t>& ids,
+                              StalenessHistogram* staleness, float* params,
+                              std::vector<uint64_t>* fresh) override
+      ABSL_LOCKS_EXCLUDED(mu_);
   std::shared_ptr<const std::vector<int>> BucketOwners() const override
       ABSL_LOCKS_EXCLUDED(mu_);
   // The values of keys[s] (ps s's keys, sorted and unique) in each table
@@ -206,13 +217,26 @@ class GrpcPsClient : public PsClient, public SparsePs {
   // ids and sizes.
   absl::Status CopyBlocks(int index, const grpc::ByteBuffer& reply,
                           float* params, std::vector<uint64_t>* versions);
+  // One block of a reply from shard `index` into params and versions, with
+  // CopyBlocks' checks; adds its payload bytes to *bytes.
+  absl::Status CopyBlock(int index, const wire::BlockRef& block,
+                         const wire::CopyPayload& copy, float* params,
+                         std::vector<uint64_t>* versions, int64_t* bytes);
+  // Where PushPullBlocks's values go.
+  struct Values {
+    float* params = nullptr;
+    std::vector<uint64_t>* versions = nullptr;
+  };
   // One push, waited for: what the pipeline's Send does.
-  // `rows`: PushWithRows's sparse rows, or null.
+  // `rows`: PushWithRows's sparse rows, or null. `only`: PushPullBlocks's
+  // block ids, or null for every block. `values`: where the values the
+  // shards answer with go, or null to ask for none.
   absl::Status SendPush(
       const float* grad, const std::vector<uint64_t>& versions,
       StalenessHistogram* staleness,
-      const std::vector<std::vector<wire::SparseRef>>* rows = nullptr)
-      ABSL_LOCKS_EXCLUDED(mu_);
+      const std::vector<std::vector<wire::SparseRef>>* rows = nullptr,
+      const std::vector<uint32_t>* only = nullptr,
+      const Values* values = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
   // Sends push request `r` of `call` (async) once its shard's window has
   // room; false when a request of `call` failed meanwhile (retry first).
   bool StartRequest(PushCall* call, size_t r) ABSL_LOCKS_EXCLUDED(mu_);

@@ -333,6 +333,30 @@ TEST_F(PsClientTest, PushReportsTheUpdatesEachBlockSawSinceItsPull) {
   EXPECT_EQ(staleness.max(), 0u);
 }
 
+// PushPullBlocks sends only the blocks asked for. A ps that answers without
+// the values (this test's protobuf service ignores reply_values, as a ps
+// built before it would) is an error naming the cause, never stale values
+// taken for fresh ones; the push itself was applied once.
+TEST_F(PsClientTest, PushPullBlocksRefusesAnAnswerWithoutValues) {
+  StartCluster(1, /*hold_first_push_ack=*/false, {6, 3});
+  std::vector<float> params(spec_->num_params());
+  std::vector<uint64_t> versions;
+  ASSERT_THAT(client_->Pull(params.data(), &versions), IsOk());
+  ASSERT_GE(spec_->blocks().size(), 2u);
+  const std::vector<float> gradient(spec_->num_params(), 0.5f);
+  EXPECT_THAT(
+      client_->PushPullBlocks(gradient.data(), versions, {1}, nullptr,
+                              params.data(), &versions),
+      StatusIs(absl::StatusCode::kInternal,
+               HasSubstr("with the values of 0 (training.fetch layerwise "
+                         "asks for them): is it an older version?")));
+  std::vector<uint64_t> now;
+  ASSERT_THAT(client_->Pull(params.data(), &now), IsOk());
+  for (size_t id = 0; id < now.size(); ++id) {
+    EXPECT_EQ(now[id], id == 1 ? 1u : 0u) << "block " << id;
+  }
+}
+
 TEST_F(PsClientTest, TwoAlternatingWorkersSeeStalenessOne) {
   StartCluster(1, /*hold_first_push_ack=*/false);
   Counters other_counters;

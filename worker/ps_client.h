@@ -91,6 +91,22 @@ class PsClient {
     return push_pipeline().Run(grad, versions, staleness);
   }
 
+  // training.fetch layerwise: pushes grad's blocks `ids` only (global block
+  // ids, any shards), computed from parameters at versions[id], and gets
+  // their values back in the same round trip: once it returns OK,
+  // params[block] and (*fresh)[id] hold each block's values and version
+  // right after this push was applied (a retried duplicate: as the shard
+  // holds them now). Staleness as Wait's. Waited for, outside the push
+  // pipeline; calls on disjoint `ids` may run at once. `fresh` may be
+  // &versions (read before it is written, block by block). REQUIRES:
+  // fresh->size() == spec.blocks().size(). The default: Unimplemented.
+  virtual absl::Status PushPullBlocks(const float* grad,
+                                      const std::vector<uint64_t>& versions,
+                                      const std::vector<uint32_t>& ids,
+                                      StalenessHistogram* staleness,
+                                      float* params,
+                                      std::vector<uint64_t>* fresh);
+
  protected:
   // The pushes in flight, counted in this one place: every client runs its
   // own synchronous send (one push, retried until acknowledged or failed) on

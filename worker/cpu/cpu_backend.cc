@@ -21,6 +21,14 @@ void Gemm(bool trans_a, bool trans_b, int m, int n, int k, const float* a,
               trans_a ? m : k, b, trans_b ? k : n, 0.0f, c, n);
 }
 
+// The same with strides and beta: c = a * b + beta * c, where a, b and c
+// have leading dimensions lda, ldb and ldc (submatrices of wider ones).
+void GemmStrided(bool trans_a, int m, int n, int k, const float* a, int lda,
+                 const float* b, int ldb, float beta, float* c, int ldc) {
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+              CblasNoTrans, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+}
+
 absl::Status CheckBatch(int batch, int max_batch) {
   if (batch < 1 || batch > max_batch) {
     return absl::InvalidArgumentError(
@@ -100,6 +108,90 @@ absl::StatusOr<float> CpuBackend::LossAndGradient(const float* params,
       task_, logits, targets, batch, layers_.back(),
       1.0f / static_cast<float>(batch), delta_.back().data());
   Backward(params, x, batch, grad);
+  return static_cast<float>(loss_sum / batch);
+}
+
+std::vector<int> CpuBackend::RowChunks(int l,
+                                       const std::vector<int64_t>& cuts) const {
+  const int fan_in = layers_[l], fan_out = layers_[l + 1];
+  const int64_t begin = weight_offset_[l];
+  const int64_t end = begin + static_cast<int64_t>(fan_in) * fan_out;
+  std::vector<int> rows = {0};
+  for (int64_t cut : cuts) {
+    if (cut <= begin || cut >= end) continue;
+    // A row a cut splits goes with the chunk below it.
+    const int row = static_cast<int>((cut - begin) / fan_out);
+    if (row > rows.back()) rows.push_back(row);
+  }
+  rows.push_back(fan_in);
+  return rows;
+}
+
+absl::StatusOr<float> CpuBackend::LossAndGradientInStages(
+    const float* params, const float* x, const float* targets, int batch,
+    float* grad, const StageHooks& hooks) {
+  RETURN_IF_ERROR(CheckBatch(batch, max_batch_));
+  RETURN_IF_ERROR(CheckTargets(task_, targets, batch, layers_.back()));
+  const int layers = num_layers();
+  std::vector<std::vector<int>> chunks(layers);
+  for (int l = 0; l < layers; ++l) chunks[l] = RowChunks(l, hooks.cuts);
+  // Forward: out = sum over chunks of in[:, r0:r1] * W[r0:r1, :], the
+  // chunks last rows first (the order the backward pass sends them in).
+  const float* in = x;
+  for (int l = 0; l < layers; ++l) {
+    const int fan_in = layers_[l], fan_out = layers_[l + 1];
+    const int64_t w = weight_offset_[l];
+    float* out = act_[l].data();
+    const std::vector<int>& rows = chunks[l];
+    for (size_t c = rows.size() - 1; c > 0; --c) {
+      const int r0 = rows[c - 1], r1 = rows[c];
+      RETURN_IF_ERROR(hooks.await_params(
+          w + static_cast<int64_t>(r0) * fan_out,
+          w + static_cast<int64_t>(r1) * fan_out));
+      GemmStrided(false, batch, fan_out, r1 - r0, in + r0, fan_in,
+                  params + w + static_cast<int64_t>(r0) * fan_out, fan_out,
+                  c + 1 == rows.size() ? 0.0f : 1.0f, out, fan_out);
+    }
+    RETURN_IF_ERROR(
+        hooks.await_params(bias_offset_[l], bias_offset_[l] + fan_out));
+    AddBias(params + bias_offset_[l], batch, fan_out, out);
+    if (l + 1 < layers) {
+      ReluForward(static_cast<int64_t>(batch) * fan_out, out);
+    }
+    in = out;
+  }
+  const double loss_sum = OutputLoss(
+      task_, in, targets, batch, layers_.back(),
+      1.0f / static_cast<float>(batch), delta_.back().data());
+  // Backward in two passes. First the deltas, last layer down (each
+  // weight's use here comes before any gradient is reported). Then the
+  // gradients in the order the next forward pass reads the parameters,
+  // first layer first and, within a weight, last rows first: the pieces
+  // the next step needs first leave first.
+  for (int l = layers - 1; l > 0; --l) {
+    const int fan_in = layers_[l], fan_out = layers_[l + 1];
+    float* da = delta_[l - 1].data();
+    Gemm(false, true, batch, fan_in, fan_out, delta_[l].data(),
+         params + weight_offset_[l], da);
+    ReluBackward(act_[l - 1].data(), static_cast<int64_t>(batch) * fan_in, da);
+  }
+  for (int l = 0; l < layers; ++l) {
+    const int fan_in = layers_[l], fan_out = layers_[l + 1];
+    const int64_t w = weight_offset_[l];
+    const float* layer_in = l == 0 ? x : act_[l - 1].data();
+    const float* dz = delta_[l].data();
+    const std::vector<int>& rows = chunks[l];
+    for (size_t c = rows.size() - 1; c > 0; --c) {
+      const int r0 = rows[c - 1], r1 = rows[c];
+      const int64_t begin = w + static_cast<int64_t>(r0) * fan_out;
+      // dW[r0:r1, :] = in[:, r0:r1]^T * dZ.
+      GemmStrided(true, r1 - r0, fan_out, batch, layer_in + r0, fan_in, dz,
+                  fan_out, 0.0f, grad + begin, fan_out);
+      hooks.gradient_ready(begin, w + static_cast<int64_t>(r1) * fan_out);
+    }
+    ColumnSums(dz, batch, fan_out, grad + bias_offset_[l]);
+    hooks.gradient_ready(bias_offset_[l], bias_offset_[l] + fan_out);
+  }
   return static_cast<float>(loss_sum / batch);
 }
 

@@ -37,6 +37,15 @@ class CpuBackend : public ComputeBackend {
   absl::StatusOr<float> LossAndGradient(const float* params, const float* x,
                                         const float* targets, int batch,
                                         float* grad) override;
+  // Each layer's weight cut into row chunks at hooks.cuts, the chunks of a
+  // weight last rows first in both passes: the forward pass adds each
+  // chunk's share (K-split SGEMM) once it is awaited; the backward pass
+  // computes every delta first, then reports the gradients in the order the
+  // forward pass awaits the parameters (first layer first, each chunk as
+  // soon as it is computed), so what the next step needs first leaves first.
+  absl::StatusOr<float> LossAndGradientInStages(
+      const float* params, const float* x, const float* targets, int batch,
+      float* grad, const StageHooks& hooks) override;
   absl::Status Predict(const float* params, const float* x, int n,
                        float* out) override;
   absl::StatusOr<float> PooledLossAndGradient(
@@ -57,6 +66,10 @@ class CpuBackend : public ComputeBackend {
   // [rows, inputs] unless it is null.
   void Backward(const float* params, const float* x, int rows, float* grad,
                 float* dx = nullptr);
+
+  // Layer l's weight rows cut at `cuts`: ascending row bounds, 0 first and
+  // fan_in last.
+  std::vector<int> RowChunks(int l, const std::vector<int64_t>& cuts) const;
 
   // Constant after construction.
   const std::vector<int> layers_;

@@ -164,6 +164,73 @@ INSTANTIATE_TEST_SUITE_P(Models, GradientTest,
                                            GradientCase{"mlp", {5, 4, 3, 1}, 6,
                                                         Task::kRegression}));
 
+// LossAndGradientInStages keeps its contract with a caller whose
+// parameters arrive and leave piece by piece: every float of params is NaN
+// until awaited and again once its gradient is reported, so a read outside
+// that window poisons the result; each reported piece is copied at once, so
+// a write after the report shows; together they give LossAndGradient's
+// figures, each gradient float reported once, in the order the forward pass
+// reads: the first weight's last rows first.
+TEST(CpuBackendTest, StagesReadOnlyWhatWasAwaitedAndReportEachGradientOnce) {
+  const std::vector<int> layers = {20, 16, 8, 3};
+  const ModelSpec spec = MakeSpec("mlp", layers);
+  const int64_t n = spec.num_params();
+  const std::vector<float> params = RandomFloats(n, 0.5f, 4);
+  const int batch = 7;
+  const std::vector<float> x = RandomFloats(batch * layers[0], 1.0f, 5);
+  const std::vector<float> labels = RandomLabels(batch, layers.back(), 6);
+  CpuBackend backend(spec, batch);
+  std::vector<float> want(n);
+  absl::StatusOr<float> want_loss = backend.LossAndGradient(
+      params.data(), x.data(), labels.data(), batch, want.data());
+  ASSERT_THAT(want_loss, IsOk());
+
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> seen(n, nan), grad(n, nan), reported(n, nan);
+  std::vector<int> times_reported(n, 0);
+  std::vector<int64_t> first_report;
+  StageHooks hooks;
+  hooks.num_params = n;
+  // Cuts inside the weights (rows split mid-way too) and at their ends.
+  for (int64_t cut = 37; cut < n; cut += 37) hooks.cuts.push_back(cut);
+  hooks.await_params = [&](int64_t begin, int64_t end) {
+    std::copy(params.begin() + begin, params.begin() + end,
+              seen.begin() + begin);
+    return absl::OkStatus();
+  };
+  hooks.gradient_ready = [&](int64_t begin, int64_t end) {
+    if (first_report.empty()) first_report = {begin, end};
+    for (int64_t i = begin; i < end; ++i) {
+      reported[i] = grad[i];
+      ++times_reported[i];
+      seen[i] = nan;  // the caller may overwrite what was reported
+    }
+  };
+  absl::StatusOr<float> loss = backend.LossAndGradientInStages(
+      seen.data(), x.data(), labels.data(), batch, grad.data(), hooks);
+  ASSERT_THAT(loss, IsOk());
+  EXPECT_NEAR(*loss, *want_loss, 1e-5 * std::abs(*want_loss));
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(times_reported[i], 1) << "parameter " << i;
+    EXPECT_NEAR(reported[i], want[i], 1e-5 + 1e-4 * std::abs(want[i]))
+        << "parameter " << i;
+    EXPECT_EQ(grad[i], reported[i]) << "parameter " << i << " after its report";
+  }
+  // The first weight's last chunk comes first.
+  const TensorSpec& first_weight = spec.tensors().front();
+  EXPECT_GT(first_report[0], first_weight.offset);
+  EXPECT_EQ(first_report[1], first_weight.offset + first_weight.size);
+
+  // An await that fails ends the call with its status.
+  hooks.await_params = [](int64_t, int64_t) {
+    return absl::CancelledError("stopped");
+  };
+  EXPECT_THAT(backend.LossAndGradientInStages(params.data(), x.data(),
+                                              labels.data(), batch,
+                                              grad.data(), hooks),
+              StatusIs(absl::StatusCode::kCancelled));
+}
+
 TEST(CpuBackendTest, PredictAgreesWithLossAndGradient) {
   const std::vector<int> layers = {12, 10, 8, 5};
   const ModelSpec spec = MakeSpec("mlp", layers);

@@ -26,10 +26,7 @@ absl::Status FakePsClient::Pull(float* params,
   return absl::OkStatus();
 }
 
-absl::Status FakePsClient::Apply(const float* grad,
-                                 const std::vector<uint64_t>& versions,
-                                 StalenessHistogram* staleness) {
-  absl::MutexLock lock(&mu_);
+bool FakePsClient::Admit() {
   max_concurrent_ = std::max(max_concurrent_, ++concurrent_);
   if (hold_) {
     ++blocked_;
@@ -39,7 +36,49 @@ absl::Status FakePsClient::Apply(const float* grad,
     --blocked_;
   }
   --concurrent_;
-  if (fail_pushes_) return absl::InvalidArgumentError("push: gradient has NaN");
+  return !fail_pushes_;
+}
+
+void FakePsClient::UseBlocks(const std::vector<BlockSpec>& blocks) {
+  absl::MutexLock lock(&mu_);
+  blocks_ = blocks;
+}
+
+absl::Status FakePsClient::PushPullBlocks(const float* grad,
+                                          const std::vector<uint64_t>& versions,
+                                          const std::vector<uint32_t>& ids,
+                                          StalenessHistogram* staleness,
+                                          float* params,
+                                          std::vector<uint64_t>* fresh) {
+  absl::MutexLock lock(&mu_);
+  if (blocks_.empty()) {
+    return PsClient::PushPullBlocks(grad, versions, ids, staleness, params,
+                                    fresh);
+  }
+  if (!Admit()) return absl::InvalidArgumentError("push: gradient has NaN");
+  for (uint32_t id : ids) {
+    const BlockSpec& block = blocks_[id];
+    if (staleness != nullptr) staleness->Record(versions_[id] - versions[id]);
+    for (int64_t i = block.offset; i < block.offset + block.length; ++i) {
+      params_[i] -= learning_rate_ * grad[i];
+      params[i] = params_[i];
+    }
+    (*fresh)[id] = ++versions_[id];
+    if (block.offset == 0) pushed_sum_ += grad[0];
+  }
+  return absl::OkStatus();
+}
+
+std::vector<uint64_t> FakePsClient::versions() const {
+  absl::MutexLock lock(&mu_);
+  return versions_;
+}
+
+absl::Status FakePsClient::Apply(const float* grad,
+                                 const std::vector<uint64_t>& versions,
+                                 StalenessHistogram* staleness) {
+  absl::MutexLock lock(&mu_);
+  if (!Admit()) return absl::InvalidArgumentError("push: gradient has NaN");
   if (staleness != nullptr) {
     for (size_t b = 0; b < versions_.size(); ++b)
       staleness->Record(versions_[b] - versions[b]);

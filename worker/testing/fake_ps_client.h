@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/model_spec.h"
 #include "worker/ps_client.h"
 #include "worker/push_pipeline.h"
 
@@ -36,6 +37,20 @@ class FakePsClient final : public PsClient {
 
   absl::Status Pull(float* params, std::vector<uint64_t>* versions) override
       ABSL_LOCKS_EXCLUDED(mu_);
+  // training.fetch layerwise: a push of some blocks applies SGD to those
+  // blocks alone, bumps their versions and copies their values back (held
+  // and failed as Push is). It needs the blocks' layout first (UseBlocks);
+  // without it, it is PsClient's Unimplemented.
+  void UseBlocks(const std::vector<BlockSpec>& blocks) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status PushPullBlocks(const float* grad,
+                              const std::vector<uint64_t>& versions,
+                              const std::vector<uint32_t>& ids,
+                              StalenessHistogram* staleness, float* params,
+                              std::vector<uint64_t>* fresh) override
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Each block's version: the pushes applied to it.
+  std::vector<uint64_t> versions() const ABSL_LOCKS_EXCLUDED(mu_);
+
   // From now on each Push blocks until a turn is granted by AllowPushes.
   void HoldPushes() ABSL_LOCKS_EXCLUDED(mu_);
   // Lets `n` more held Pushes go on (in any order).
@@ -64,8 +79,12 @@ class FakePsClient final : public PsClient {
   absl::Status Apply(const float* grad, const std::vector<uint64_t>& versions,
                      StalenessHistogram* staleness) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // HoldPushes' gate and FailPushes' refusal; false when refused.
+  bool Admit() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const float learning_rate_;
   mutable absl::Mutex mu_;
+  std::vector<BlockSpec> blocks_ ABSL_GUARDED_BY(mu_);
   std::vector<float> params_ ABSL_GUARDED_BY(mu_);
   std::vector<uint64_t> versions_ ABSL_GUARDED_BY(mu_);
   int pulls_ ABSL_GUARDED_BY(mu_) = 0;
