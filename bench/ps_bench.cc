@@ -93,9 +93,15 @@ ABSL_FLAG(int, worker_steps, 600, "training steps per worker sample");
 ABSL_FLAG(int, worker_reps, 7, "samples per worker figure (median)");
 ABSL_FLAG(int, n_fetch, 1, "training.n_fetch for the worker section");
 ABSL_FLAG(int, n_push, 1, "training.n_push for the worker section");
-ABSL_FLAG(int64_t, layer_group_floats, 32768,
+ABSL_FLAG(bool, worker_detail, false,
+          "worker section: print each sample's time shares (computing, "
+          "waiting for pulls, for pushes) and the process's CPU time per "
+          "step (worker, ps and gRPC threads together) against its wall "
+          "time, to stderr");
+ABSL_FLAG(int64_t, layer_group_floats, 0,
           "training.fetch layerwise in the worker section: floats a group of "
-          "blocks pushed and pulled as one holds, about");
+          "blocks pushed and pulled as one holds, about (0: half the model, "
+          "the worker's default)");
 
 namespace downpour::bench {
 namespace {
@@ -611,11 +617,11 @@ WorkerFigures TrainOnce(const ModelSpec& spec, worker::PsClient* client,
   const double cpu = ProcessCpuSeconds() - cpu0;
   const double wall = std::chrono::duration<double>(Clock::now() - wall0).count();
   const worker::WorkerStats s = loop.stats();
-  if (getenv("PS_BENCH_SHARES") != nullptr) {
+  if (absl::GetFlag(FLAGS_worker_detail)) {
     absl::FPrintF(stderr,
-                  "%s%s: compute %.2f pull %.2f push %.2f; cpu %.0f us/step, "
+                  "%s: compute %.2f pull %.2f push %.2f; cpu %.0f us/step, "
                   "wall %.0f us/step\n",
-                  no_communication ? "alone " : "", FetchModeName(fetch),
+                  no_communication ? "no communication" : FetchModeName(fetch),
                   s.share_compute, s.share_wait_pull, s.share_wait_push,
                   1e6 * cpu / s.step, 1e6 * wall / s.step);
   }

@@ -87,6 +87,44 @@ TEST(ClusterTest, TwoPsTwoWorkersTrainToModestAccuracy) {
   EXPECT_THAT(*json, ::testing::Not(HasSubstr("\"accuracy\": null")));
 }
 
+// training.fetch layerwise end to end: each worker's gradients leave in
+// block groups as backprop finishes them and the values come back in the
+// pushes' replies. Every step's gradient reaches every block exactly once
+// (each block's version in the final checkpoints is the steps of both
+// workers), and the model trains as after_push's does.
+TEST(ClusterTest, LayerwiseFetchAppliesEveryStepToEveryBlockOnce) {
+  const std::string dir = testing::TestDir();
+  const std::string yaml = testing::LoopbackConfig(2, 2, absl::StrCat(
+      DataSection(3000, 500),
+      "model:\n  layers: [784, 64, 10]\n  block_size: 16384\n"
+      "optimizer:\n  type: adam\n  learning_rate: 0.003\n"
+      "training:\n  batch_size: 32\n  epochs: 8\n  eval_every_steps: 20\n"
+      "  fetch: layerwise\n"
+      "checkpoint:\n  dir: ", dir, "/ckpt\n  interval_s: 1\n"));
+  absl::StatusOr<LaunchSummary> summary = Launch(yaml);
+  ASSERT_THAT(summary, IsOk());
+  EXPECT_EQ(summary->failure, "");
+  EXPECT_GT(summary->final_accuracy, 0.8) << "stop reason: " << summary->stop_reason;
+  ASSERT_EQ(summary->workers.size(), 2u);
+  const int64_t steps = 8 * ((1500 + 31) / 32);
+  for (const WorkerResult& w : summary->workers) {
+    EXPECT_TRUE(w.finished) << "worker " << w.index;
+    EXPECT_EQ(w.step, steps) << "worker " << w.index;
+    EXPECT_EQ(w.pushes, steps) << "worker " << w.index;
+  }
+  int blocks = 0;
+  for (int shard = 0; shard < 2; ++shard) {
+    auto checkpoint = server::ReadNewestCheckpoint(dir + "/ckpt", shard);
+    ASSERT_THAT(checkpoint, IsOk());
+    blocks += checkpoint->blocks.size();
+    for (const auto& block : checkpoint->blocks) {
+      EXPECT_EQ(block.version, static_cast<uint64_t>(2 * steps))
+          << "block " << block.id;
+    }
+  }
+  EXPECT_EQ(blocks, 7);
+}
+
 TEST(ClusterTest, TargetAccuracyStopsTheJobEarly) {
   const std::string yaml = testing::LoopbackConfig(1, 2, absl::StrCat(
       DataSection(2000, 400),

@@ -117,7 +117,10 @@ void DownpourLoop::StartLayerwise() {
   }
   // As many send threads as groups a step may have, up to 4: the groups of
   // one step go at once, each on its own connection's stream.
-  const int64_t group = std::max<int64_t>(1, options_.layer_group_floats);
+  layer_group_floats_ = options_.layer_group_floats > 0
+                            ? options_.layer_group_floats
+                            : (spec_.num_params() + 1) / 2;
+  const int64_t group = layer_group_floats_;
   const int64_t groups = (spec_.num_params() + group - 1) / group;
   const int threads = static_cast<int>(std::clamp<int64_t>(groups, 1, 4));
   for (int t = 0; t < threads; ++t) {
@@ -260,7 +263,7 @@ void DownpourLoop::GradientReady(int64_t step, int64_t begin, int64_t end) {
     if (!layer_bad_.empty()) return;
     open_group_.push_back(static_cast<uint32_t>(b));
     open_floats_ += blocks[b].length;
-    if (open_floats_ >= options_.layer_group_floats) HandOffGroup(step, false);
+    if (open_floats_ >= layer_group_floats_) HandOffGroup(step, false);
   }
 }
 

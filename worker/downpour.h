@@ -71,10 +71,11 @@ class DownpourLoop : public TrainingLoop {
     // worker starts anyway (rpc.connect_timeout_s), and how often it polls.
     absl::Duration warmstart_patience = absl::Seconds(60);
     absl::Duration warmstart_poll = absl::Milliseconds(200);
-    // training.fetch layerwise: consecutive blocks are grouped up to about
-    // this many floats (128 KiB), so small layers travel together and a big
-    // one in pieces.
-    int64_t layer_group_floats = 32768;
+    // training.fetch layerwise: blocks are grouped up to about this many
+    // floats. 0: half the model, two groups a step, which measured best on
+    // the MNIST MLP (docs/BENCHMARKS.md): each more group costs a round
+    // trip's work on a core the step's compute shares.
+    int64_t layer_group_floats = 0;
   };
 
   // Borrows everything; they must outlive the loop.
@@ -220,6 +221,7 @@ class DownpourLoop : public TrainingLoop {
 
   // training.fetch layerwise.
   std::vector<int64_t> block_ends_;  // by block id: offset + length
+  int64_t layer_group_floats_ = 1;   // Options' or its default
   std::vector<std::thread> layer_threads_;
   // Compute thread only: what the step has yet to report.
   std::vector<int64_t> block_left_;  // floats, by block id
