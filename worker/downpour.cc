@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/divergence_advice.h"
+#include "common/float_check.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "model/metrics.h"
@@ -236,16 +237,13 @@ std::string DownpourLoop::CheckGradient(int64_t begin, int64_t end) const {
   const double max_value = options_.optimizer.max_gradient_value;
   const float bound = max_value > 0 ? static_cast<float>(max_value)
                                     : std::numeric_limits<float>::max();
-  for (int64_t i = begin; i < end; ++i) {
-    const float g = grad_[i];
-    if (std::fabs(g) <= bound) continue;  // false for NaN
-    return std::isfinite(g)
-               ? absl::StrCat("gradient holds ", g,
-                              ", beyond optimizer.max_gradient_value ",
-                              max_value)
-               : absl::StrCat("gradient holds ", g);
-  }
-  return "";
+  const int64_t at = begin + FirstOutside(grad_.data() + begin, end - begin, bound);
+  if (at == end) return "";
+  const float g = grad_[at];
+  return std::isfinite(g)
+             ? absl::StrCat("gradient holds ", g,
+                            ", beyond optimizer.max_gradient_value ", max_value)
+             : absl::StrCat("gradient holds ", g);
 }
 
 void DownpourLoop::GradientReady(int64_t step, int64_t begin, int64_t end) {
@@ -336,12 +334,13 @@ bool DownpourLoop::HandOffGradient() {
     absl::MutexLock lock(&stats_mu_);
     wait_push_time_ += absl::Now() - begin;
   }
+  // A buffer for the next push (the next step's gradient is swapped into
+  // it, so its values do not matter).
   if (spare_.empty()) {
-    accum_.assign(params_.size(), 0.0f);  // only until max_pushes_in_flight + 1
+    accum_.resize(params_.size());  // only until max_pushes_in_flight + 1
   } else {
     accum_ = std::move(spare_.back());
     spare_.pop_back();
-    std::fill(accum_.begin(), accum_.end(), 0.0f);
   }
   return error().ok();
 }
@@ -501,8 +500,13 @@ absl::Status DownpourLoop::Step(int64_t step, const std::vector<int>& order,
     for (size_t i = 0; i < params_.size(); ++i) params_[i] -= lr * grad_[i];
     ParamsChanged();
   } else {
-    if (accum_steps_ == 0) accum_versions_ = versions_;
-    for (size_t i = 0; i < accum_.size(); ++i) accum_[i] += grad_[i];
+    if (accum_steps_ == 0) {
+      // The first step of a push: its gradient becomes the sum (no pass).
+      accum_versions_ = versions_;
+      std::swap(accum_, grad_);
+    } else {
+      for (size_t i = 0; i < accum_.size(); ++i) accum_[i] += grad_[i];
+    }
     ++accum_steps_;
   }
   absl::MutexLock lock(&stats_mu_);
