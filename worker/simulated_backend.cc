@@ -47,6 +47,41 @@ absl::StatusOr<float> SimulatedBackend::LossAndGradient(const float* params,
   return static_cast<float>(std::log(static_cast<double>(classes_)));
 }
 
+absl::StatusOr<float> SimulatedBackend::LossAndGradientInStages(
+    const float* params, const float* x, const float* targets, int batch,
+    float* grad, const StageHooks& hooks) {
+  if (real_ == nullptr) {
+    return ComputeBackend::LossAndGradientInStages(params, x, targets, batch,
+                                                   grad, hooks);
+  }
+  // `done`: when the piece being computed is finished on the simulated
+  // device. Each hook first lets that time pass.
+  const double n = static_cast<double>(std::max<int64_t>(1, num_params_));
+  const absl::Duration forward = step_ / 3, backward = step_ - forward;
+  absl::Time done = clock_->Now();
+  auto finish = [&] {
+    const absl::Duration left = done - clock_->Now();
+    if (left > absl::ZeroDuration()) clock_->SleepFor(left);
+  };
+  StageHooks timed;
+  timed.num_params = hooks.num_params;
+  timed.cuts = hooks.cuts;
+  timed.await_params = [&](int64_t begin, int64_t end) {
+    finish();
+    absl::Status ready = hooks.await_params(begin, end);
+    done = clock_->Now() + forward * ((end - begin) / n);
+    return ready;
+  };
+  timed.gradient_ready = [&](int64_t begin, int64_t end) {
+    finish();
+    done = clock_->Now() + backward * ((end - begin) / n);
+    finish();
+    hooks.gradient_ready(begin, end);
+  };
+  return real_->LossAndGradientInStages(params, x, targets, batch, grad,
+                                        timed);
+}
+
 absl::Status SimulatedBackend::Predict(const float* params, const float* x,
                                        int n, float* out) {
   if (n < 0) {

@@ -50,6 +50,15 @@ class SimulatedBackend : public ComputeBackend {
   absl::StatusOr<float> LossAndGradient(const float* params, const float* x,
                                         const float* targets, int batch,
                                         float* grad) override;
+  // training.fetch layerwise. With a real backend: its stages, each piece
+  // taking its share of the step time (the forward pass a third, the
+  // backward pass two thirds, shared by parameter count, as the SGEMMs'
+  // work is), so that a piece whose values are late delays the step as it
+  // would on a device; time spent waiting for values is not counted in the
+  // step. Without one: ComputeBackend's one stage.
+  absl::StatusOr<float> LossAndGradientInStages(
+      const float* params, const float* x, const float* targets, int batch,
+      float* grad, const StageHooks& hooks) override;
   // At once: n * outputs zeros; with a real backend, its predictions.
   absl::Status Predict(const float* params, const float* x, int n,
                        float* out) override;

@@ -80,6 +80,51 @@ TEST(SimulatedBackendTest, WithARealBackendItsGradientPaddedToTheStepTime) {
   EXPECT_THAT(backend.device(), HasSubstr("real gradients on the CPU"));
 }
 
+// training.fetch layerwise on the simulated device: the real backend's
+// stages, each piece taking its share of the step. Without waits the step
+// takes the step time; the forward pass's third passes before the first
+// gradient is reported; a wait for values adds to the step instead of
+// hiding in it.
+TEST(SimulatedBackendTest, StagesShareTheStepTimeAndWaitsAddToIt) {
+  FakeClock clock;
+  const ModelSpec spec = Spec();
+  SimulatedBackend backend(spec, 8, absl::Milliseconds(300), &clock,
+                           std::make_unique<CpuBackend>(spec, 8));
+  std::vector<float> params(spec.num_params(), 0.01f);
+  const std::vector<float> x(12, 0.5f);
+  const std::vector<float> labels = {0, 1, 1};
+  std::vector<float> grad(spec.num_params()), want(spec.num_params());
+  CpuBackend reference(spec, 8);
+  ASSERT_THAT(reference.LossAndGradient(params.data(), x.data(),
+                                        labels.data(), 3, want.data()),
+              IsOk());
+  for (const absl::Duration wait : {absl::ZeroDuration(), absl::Milliseconds(50)}) {
+    const absl::Duration slept_before = clock.slept();
+    const absl::Time start = clock.Now();
+    absl::Time first_report = absl::InfinitePast();
+    bool waited = false;
+    StageHooks hooks;
+    hooks.num_params = spec.num_params();
+    hooks.await_params = [&](int64_t, int64_t) {
+      if (!waited) clock.SleepFor(wait);  // the first piece's values are late
+      waited = true;
+      return absl::OkStatus();
+    };
+    hooks.gradient_ready = [&](int64_t, int64_t) {
+      if (first_report == absl::InfinitePast()) first_report = clock.Now();
+    };
+    ASSERT_THAT(backend.LossAndGradientInStages(params.data(), x.data(),
+                                                labels.data(), 3, grad.data(),
+                                                hooks),
+                IsOk());
+    EXPECT_EQ(grad, want);
+    EXPECT_NEAR(absl::ToDoubleMilliseconds(clock.slept() - slept_before),
+                300 + absl::ToDoubleMilliseconds(wait), 0.01);
+    EXPECT_GE(absl::ToDoubleMilliseconds(first_report - start),
+              100 + absl::ToDoubleMilliseconds(wait) - 0.01);
+  }
+}
+
 TEST(SimulatedBackendTest, RejectsBadBatchesAndLabelsWithoutSleeping) {
   FakeClock clock;
   const ModelSpec spec = Spec();
