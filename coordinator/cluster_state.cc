@@ -1017,6 +1017,13 @@ bool ClusterState::MaybeStop() {
   for (const Member& w : workers_) {
     const double value = TestValue(w.report, target.metric);
     if (w.registered && w.alive && !w.report.finished()) ++evaluating;
+    if (target_reached_s_ < 0 && w.registered &&
+        ReachedTarget(target.metric, value, target.value) &&
+        PushesApplied(w)) {
+      target_reached_s_ = absl::ToDoubleSeconds(clock_->Now() - start_);
+      target_reached_by_ = w.index;
+      target_reached_value_ = value;
+    }
     const bool claims_target =
         target.stop && w.registered &&
         ReachedTarget(target.metric, value, target.value) && PushesApplied(w);
@@ -1114,6 +1121,9 @@ proto::ClusterStatusResponse ClusterState::Status() const {
   response.set_uptime_seconds(absl::ToDoubleSeconds(now - start_));
   response.set_stop(stop_);
   response.set_stop_reason(stop_reason_);
+  response.set_target_reached_seconds(target_reached_s_);
+  response.set_target_reached_by(target_reached_by_);
+  response.set_target_reached_value(target_reached_value_);
   for (const auto* group : {&ps_, &workers_, &standby_}) {
     for (const Member& m : *group) {
       proto::MemberStatus* out = response.add_members();

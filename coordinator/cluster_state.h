@@ -310,6 +310,11 @@ class ClusterState {
   std::map<int, Claim> first_claim_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::string stop_reason_ ABSL_GUARDED_BY(mu_);
+  // When a report first met the job's target (ClusterStatusResponse
+  // .target_reached_*): uptime seconds (-1: not yet), by whom, its value.
+  double target_reached_s_ ABSL_GUARDED_BY(mu_) = -1;
+  int target_reached_by_ ABSL_GUARDED_BY(mu_) = -1;
+  double target_reached_value_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t snapshots_ ABSL_GUARDED_BY(mu_) = 0;  // sequence of the last one
   // Members declared dead, oldest first (at most kOutagesKept).
   std::vector<proto::MemberOutage> outages_ ABSL_GUARDED_BY(mu_);

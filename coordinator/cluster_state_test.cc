@@ -403,6 +403,32 @@ TEST_F(ClusterStateTest, JobStopsWhenAWorkerReachesTheTarget) {
                         "its next evaluation)"));
 }
 
+// The status says when a report first met the target, however briefly: a
+// value that drops again at the next evaluation (which a launcher polling
+// every few seconds would miss) still counts, from a worker whose pushes a
+// ps holds; the first time stays.
+TEST_F(ClusterStateTest, StatusSaysWhenTheTargetWasFirstMet) {
+  RegisterPs(0, "127.0.0.1:1");
+  RegisterPs(1, "127.0.0.1:2");
+  RegisterWorker(0);
+  RegisterWorker(1);
+  PsHolds(0, {0});
+  EXPECT_EQ(state_->Status().target_reached_seconds(), -1);
+  clock_.Advance(absl::Seconds(3));
+  ASSERT_THAT(Evaluated(1, 0.95, 1), IsOk());
+  EXPECT_EQ(state_->Status().target_reached_seconds(), -1)
+      << "no ps holds a push of worker 1";
+  clock_.Advance(absl::Seconds(2));
+  PsHolds(0, {0, 1});  // its report counts from now on
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_THAT(Evaluated(1, 0.5, 3), IsOk());
+  ASSERT_THAT(Evaluated(0, 0.96, 3), IsOk());
+  const proto::ClusterStatusResponse status = state_->Status();
+  EXPECT_DOUBLE_EQ(status.target_reached_seconds(), 5.0);
+  EXPECT_EQ(status.target_reached_by(), 1);
+  EXPECT_DOUBLE_EQ(status.target_reached_value(), 0.95);
+}
+
 // While another worker evaluates, a claim waits for that worker's: one
 // process alone (a buggy one, or one in a slot taken in plaintext) cannot end
 // the job, however often it claims.

@@ -529,6 +529,22 @@ void ClusterSupervisor::PollCoordinator(int running) {
           r.shard(), r.backup_standby()));
     }
   }
+  // The coordinator hears every report: when the mark is the job's target,
+  // its record says when a worker first met it, however briefly (a poll
+  // sees only the values of its moment), within a heartbeat.
+  const JobTarget target = TargetOf(config_);
+  if (status->target_reached_seconds() >= 0 &&
+      target.metric == mark_.mark_metric && target.value == mark_.mark) {
+    const double at = status->target_reached_seconds() +
+                      (elapsed - status->uptime_seconds());
+    if (seconds_to_mark_ < 0) {
+      progress_->Event(absl::StrFormat(
+          "[%6.1f s] worker %d reached test %s %.4f", at,
+          status->target_reached_by(), mark_.mark_metric,
+          status->target_reached_value()));
+    }
+    if (seconds_to_mark_ < 0 || at < seconds_to_mark_) seconds_to_mark_ = at;
+  }
   for (const WorkerResult& w : latest_) {
     const auto it = w.metrics.find(mark_.mark_metric);
     const double value = it != w.metrics.end() ? it->second : NAN;

@@ -113,6 +113,12 @@ void DownpourLoop::StartLayerwise() {
   {
     absl::MutexLock lock(&layer_mu_);
     fresh_for_.assign(n, 0);  // Run's first pull is step 0's
+    queue_.clear();
+    sending_ = 0;
+    layer_step_ = -1;  // no step handed off yet
+    step_groups_ = step_finished_ = 0;
+    step_closed_ = false;
+    step_staleness_ = StalenessHistogram();
     layer_failed_ = false;
     layer_stop_ = false;
   }
@@ -144,6 +150,11 @@ void DownpourLoop::LayerThread() {
       };
       layer_mu_.Await(absl::Condition(&wanted));
       if (queue_.empty()) return;  // stopping
+      if (layer_failed_) {
+        // Nothing is sent behind a failed push (as PsClient::StartPush).
+        queue_.clear();
+        continue;
+      }
       group = std::move(queue_.front());
       queue_.pop_front();
       ++sending_;
