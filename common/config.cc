@@ -18,6 +18,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/config_field.h"
@@ -1248,6 +1249,76 @@ std::string TargetMetric(const Config& config) {
 
 bool HigherIsBetter(const std::string& metric) {
   return metric == "accuracy" || metric == "auc" || metric == "r2";
+}
+
+namespace {
+
+std::vector<std::pair<std::string, std::string>> OptimizerSettings(
+    const OptimizerSection& o) {
+  auto num = [](double v) { return absl::StrFormat("%.17g", v); };
+  return {
+      {"type", OptimizerTypeName(o.type)},
+      {"learning_rate", num(o.learning_rate)},
+      {"momentum", num(o.momentum)},
+      {"beta1", num(o.beta1)},
+      {"beta2", num(o.beta2)},
+      {"epsilon", num(o.epsilon)},
+      {"weight_decay", num(o.weight_decay)},
+      {"schedule", LrScheduleTypeName(o.schedule)},
+      {"warmup_updates", absl::StrCat(o.warmup_updates)},
+      {"decay_updates", absl::StrCat(o.decay_updates)},
+      {"decay_factor", num(o.decay_factor)},
+      {"min_lr_fraction", num(o.min_lr_fraction)},
+      {"staleness_lr", o.staleness_lr ? "true" : "false"},
+      {"async_momentum", AsyncMomentumName(o.async_momentum)},
+      {"delay_compensation", num(o.delay_compensation)},
+      {"max_gradient_value", num(o.max_gradient_value)},
+      {"max_gradient_norm", num(o.max_gradient_norm)},
+      {"ftrl_beta", num(o.ftrl_beta)},
+      {"l1", num(o.l1)},
+      {"l2", num(o.l2)},
+  };
+}
+
+}  // namespace
+
+std::string OptimizerSettingsText(const OptimizerSection& optimizer) {
+  std::string text;
+  for (const auto& [key, value] : OptimizerSettings(optimizer)) {
+    absl::StrAppend(&text, key, "=", value, "\n");
+  }
+  return text;
+}
+
+std::string FirstOptimizerDifference(const std::string& a,
+                                     const std::string& a_name,
+                                     const std::string& b,
+                                     const std::string& b_name) {
+  if (a == b) return "";
+  auto parse = [](const std::string& text) {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+      const size_t eq = line.find('=');
+      out.emplace_back(std::string(line.substr(0, eq)),
+                       eq == absl::string_view::npos
+                           ? ""
+                           : std::string(line.substr(eq + 1)));
+    }
+    return out;
+  };
+  const auto first = parse(a), second = parse(b);
+  for (const auto& [key, value] : first) {
+    std::string other = "(unset)";
+    for (const auto& [k, v] : second) {
+      if (k == key) other = v;
+    }
+    if (other != value) {
+      return absl::StrCat("optimizer.", key, " is ", value, " ", a_name,
+                          " and ", other, " ", b_name);
+    }
+  }
+  return absl::StrCat("the optimizer sections ", a_name, " and ", b_name,
+                      " list different keys");
 }
 
 JobTarget TargetOf(const Config& config) {

@@ -659,6 +659,19 @@ struct JobTarget {
 };
 JobTarget TargetOf(const Config& config);
 
+// Every key of an optimizer section with its value, one "key=value" line
+// each in declaration order ("learning_rate=0.001", numbers exact to 17
+// digits): what must match for two processes to apply the same update the
+// same way (a primary and its backup).
+std::string OptimizerSettingsText(const OptimizerSection& optimizer);
+// "" when two OptimizerSettingsText agree, else their first difference:
+// "optimizer.learning_rate is 0.001 on the primary and 0.2 on this standby"
+// (`a_name`, `b_name`: "on the primary", "on this standby").
+std::string FirstOptimizerDifference(const std::string& a,
+                                     const std::string& a_name,
+                                     const std::string& b,
+                                     const std::string& b_name);
+
 // True when `value` of `metric` is at or past `target`: at least it for
 // accuracy, auc and r2, at most it for the others. False for NaN or an empty
 // metric.

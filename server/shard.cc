@@ -694,6 +694,10 @@ Shard::ReplicaCut Shard::CutForReplica(bool full, bool checks) {
   cut.generation = generation_;
   cut.epoch = epoch_;
   cut.optimizer = store_->optimizer().name();
+  if (full) {
+    cut.optimizer_settings =
+        OptimizerSettingsText(store_->optimizer().section());
+  }
   cut.sequences = admission_.windows();
   if (full) {
     cut.blocks = store_->Snapshot();

@@ -80,6 +80,7 @@ class Shard {
     uint64_t generation = 0;
     uint64_t epoch = 0;
     std::string optimizer;
+    std::string optimizer_settings;  // OptimizerSettingsText
     std::vector<BlockStore::BlockSnapshot> blocks;
     // In the order applied; none of a block in `blocks`.
     std::vector<ReplicaUpdate> updates;

@@ -89,7 +89,11 @@ absl::Status ToRows(const proto::ReplicaSparseRows& in, SparseTable::Rows* out) 
 
 }  // namespace
 
-Replica::Replica(OptimizerSection dense) : dense_(std::move(dense)) {}
+Replica::Replica(OptimizerSection dense, std::string expected_settings)
+    : dense_(std::move(dense)),
+      expected_settings_(expected_settings.empty()
+                             ? OptimizerSettingsText(dense_)
+                             : std::move(expected_settings)) {}
 
 absl::Status Replica::Replay(const proto::ReplicateRequest& request) {
   for (const proto::ReplicaUpdate& u : request.updates()) {
@@ -167,6 +171,17 @@ absl::StatusOr<uint64_t> Replica::Apply(const proto::ReplicateRequest& request) 
       return absl::FailedPreconditionError(absl::StrCat(
           "replicate: the primary's optimizer is ", request.optimizer(),
           ", this standby's ", (*optimizer)->name(),
+          ": both must read the same optimizer section (one config file)"));
+    }
+    // The same type with another learning rate (or any other number) would
+    // replay every update differently: caught here, not by the checksums a
+    // second later, with a full copy each second after.
+    const std::string differs = FirstOptimizerDifference(
+        request.optimizer_settings(), "on the primary", expected_settings_,
+        "on this standby");
+    if (!request.optimizer_settings().empty() && !differs.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "replicate: ", differs,
           ": both must read the same optimizer section (one config file)"));
     }
     held_ = false;

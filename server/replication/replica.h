@@ -56,9 +56,14 @@ class Replica {
 
   // `dense`: the optimizer section of the model's dense blocks
   // (DenseOptimizer(config)): the primary's, which replicated updates are
-  // applied with. A cut of a primary whose optimizer is of another type is
-  // refused (FailedPrecondition).
-  explicit Replica(OptimizerSection dense = OptimizerSection());
+  // applied with. A full cut of a primary whose optimizer is of another
+  // type, or whose optimizer_settings differ from `expected_settings`, is
+  // refused (FailedPrecondition naming the first key that differs).
+  // `expected_settings`: OptimizerSettingsText(dense) when empty; a test
+  // that wants a standby replaying differently from its primary (to see
+  // the checksums catch it) passes the primary's here.
+  explicit Replica(OptimizerSection dense = OptimizerSection(),
+                   std::string expected_settings = "");
   Replica(const Replica&) = delete;
   Replica& operator=(const Replica&) = delete;
 
@@ -99,6 +104,7 @@ class Replica {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const OptimizerSection dense_;
+  const std::string expected_settings_;
   Checkpoint state_ ABSL_GUARDED_BY(mu_);
   // The dense blocks while streaming (state_ keeps none); null until a full
   // cut.

@@ -248,10 +248,45 @@ TEST_F(ReplicationTest, AdamCutsCarryTheGradientsNotTheBlocks) {
 // the updates into other floats: the next cut's checksums catch it, the
 // primary counts the mismatch and sends a full copy, and what the backup
 // then holds is the primary's again.
+// A standby whose optimizer section differs from its primary's in a number
+// refuses the full cut, naming the key, before it replays anything; one
+// whose settings agree takes it; a cut without settings (an older primary)
+// is compared by type alone.
+TEST_F(ReplicationTest, AStandbyWithAnotherLearningRateRefusesTheFullCut) {
+  Config other = config_;
+  other.optimizer.learning_rate = 0.2;
+  proto::ReplicateRequest full;
+  full.set_full(true);
+  full.set_optimizer("adam");
+  full.set_generation(1);
+  full.set_optimizer_settings(OptimizerSettingsText(DenseOptimizer(config_)));
+  Replica wrong(DenseOptimizer(other));
+  EXPECT_THAT(wrong.Apply(full),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("optimizer.learning_rate is 0.10000000000000001 "
+                                 "on the primary and 0.20000000000000001 on "
+                                 "this standby")));
+  EXPECT_FALSE(wrong.info().held);
+  Replica right(DenseOptimizer(config_));
+  EXPECT_THAT(right.Apply(full), IsOk());
+  full.clear_optimizer_settings();
+  EXPECT_THAT(wrong.Apply(full), IsOk());
+  // The primary's cuts carry its settings.
+  StartReplicator();
+  replicator_->SetBackup(backup_.address);
+  ASSERT_THAT(PushAndWait(1, 0.01f), IsOk());
+  EXPECT_TRUE(replica_.info().held);
+  EXPECT_EQ(primary_->CutForReplica(/*full=*/true, false).optimizer_settings,
+            OptimizerSettingsText(DenseOptimizer(config_)));
+}
+
 TEST_F(ReplicationTest, AStandbyThatReplaysDifferentlyIsCaughtAndGetsAFullCopy) {
   Config other = config_;
   other.optimizer.learning_rate = 0.2;
-  Replica wrong(DenseOptimizer(other));
+  // Expecting the primary's settings while replaying with its own: a copy
+  // that differs without a setting that says so, for the checksums to catch.
+  Replica wrong(DenseOptimizer(other),
+                OptimizerSettingsText(DenseOptimizer(config_)));
   PsService service;
   service.set_replica(&wrong);
   auto server = StartServer("127.0.0.1:0", {&service}, "standby 1");

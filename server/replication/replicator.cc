@@ -126,6 +126,7 @@ absl::Status Replicator::Send(proto::ParameterServer::Stub* stub,
   request.set_shard_index(options_.shard_index);
   request.set_placement_epoch(cut->epoch);
   request.set_optimizer(cut->optimizer);
+  if (full) request.set_optimizer_settings(cut->optimizer_settings);
   request.set_primary(options_.self_address);
   bool first = true;
   int64_t bytes = 0, total = 0;
