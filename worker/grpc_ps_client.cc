@@ -856,7 +856,9 @@ void GrpcPsClient::PushAcknowledged(PushCall* call, size_t r,
       staleness.Record(applied_to > base ? applied_to - base : 0);
     }
   }
-  if (request->copied.ok()) request->copied = copied;
+  // Only a push that asked for values fails on its reply (an unreadable ack
+  // of a plain push is, as ever, an ack without staleness figures).
+  if (request->copied.ok() && call->values != nullptr) request->copied = copied;
   request->done = true;
   PushLane& lane = lanes_[request->shard];
   lane.in_flight.erase(request->sequence);
