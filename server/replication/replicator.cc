@@ -359,12 +359,17 @@ void Replicator::Loop() {
         if (failing_since_ == absl::InfiniteFuture()) failing_since_ = now;
         if (!degraded_ && now - failing_since_ >= options_.give_up_after) {
           degraded_ = true;
+          // A backup that answers but refuses the cuts (another optimizer
+          // section, say) is no more use than one that does not answer;
+          // the message says which it was.
           SPDLOG_LOGGER_ERROR(
               L(),
-              "ps {}: backup {} unreachable for {:.1f} s ({}): acknowledging "
+              "ps {}: backup {} {} for {:.1f} s ({}): acknowledging "
               "pushes WITHOUT a backup until it answers or the coordinator "
               "names another",
               options_.shard_index, address,
+              absl::IsFailedPrecondition(sent) ? "refused the cuts"
+                                               : "unreachable",
               absl::ToDoubleSeconds(now - failing_since_),
               std::string(sent.message()));
         }
