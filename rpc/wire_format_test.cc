@@ -169,7 +169,9 @@ TEST(WireFormatTest, SparseRowsTravelBothWays) {
     Arena arena;
     PushView view;
     absl::Status status = ParsePush(Sliced(bytes.substr(0, cut), 4), &arena, &view);
-    if (!status.ok()) EXPECT_TRUE(absl::IsInvalidArgument(status)) << cut;
+    if (!status.ok()) {
+      EXPECT_TRUE(absl::IsInvalidArgument(status)) << cut;
+    }
   }
 }
 
