@@ -308,4 +308,61 @@ TEST(WireFormatTest, ParsesProtobufPullRepliesInAnySlicing) {
 }
 
 }  // namespace
+// A push's reply with values (PushRequest.reply_values) as any protobuf
+// server writes it: versions (packed), duplicate and blocks, in any slicing;
+// PushReplyBuilder's field-3 blocks behind a serialized PushResponse read the
+// same; cut anywhere, it is refused without reading past the end.
+TEST(WireFormatTest, ParsesPushRepliesWithValues) {
+  const std::vector<float> a = Ramp(100, 1);
+  proto::PushResponse reply;
+  reply.add_versions(7);
+  reply.add_versions(300);
+  reply.set_duplicate(true);
+  proto::BlockData* block = reply.add_blocks();
+  block->set_block_id(4);
+  block->set_version(7);
+  block->set_data(a.data(), a.size() * 4);
+  proto::PushResponse head;  // the same, written as the ps writes it
+  head.add_versions(7);
+  head.add_versions(300);
+  head.set_duplicate(true);
+  PullReplyBuilder values(1, a.size() * 4, /*field=*/3);
+  std::memcpy(values.AddBlock(4, 7, 0, a.size() * 4), a.data(), a.size() * 4);
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(values.Finish().Dump(&slices).ok());
+  std::string built = head.SerializeAsString();
+  for (const grpc::Slice& slice : slices) {
+    built.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+  }
+  for (const std::string& bytes : {reply.SerializeAsString(), built}) {
+    for (size_t piece : {size_t{1}, size_t{7}, bytes.size()}) {
+      PushAck ack;
+      std::vector<float> out(100, 0);
+      const absl::Status status = ParsePushReply(
+          Sliced(bytes, piece), &ack,
+          [&](const BlockRef& b, const CopyPayload& copy) {
+            EXPECT_EQ(b.id, 4u);
+            EXPECT_EQ(b.version, 7u);
+            copy(reinterpret_cast<char*>(out.data()));
+            return absl::OkStatus();
+          });
+      ASSERT_TRUE(status.ok()) << status;
+      EXPECT_EQ(ack.versions, (std::vector<uint64_t>{7, 300}));
+      EXPECT_TRUE(ack.duplicate);
+      EXPECT_EQ(out, a);
+    }
+    for (size_t cut = 1; cut < bytes.size(); cut += 5) {
+      PushAck ack;
+      const absl::Status status = ParsePushReply(
+          Sliced(bytes.substr(0, cut), 4), &ack,
+          [](const BlockRef& b, const CopyPayload& copy) {
+            std::vector<char> sink(b.size);
+            copy(sink.data());
+            return absl::OkStatus();
+          });
+      EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << cut;
+    }
+  }
+}
+
 }  // namespace downpour::wire
