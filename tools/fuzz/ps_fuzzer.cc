@@ -19,7 +19,8 @@
 //            5 Push     body = PushRequest bytes through protobuf
 //                       (Shard::Push(proto), the in-process path)
 //            6 Reply    body = bytes a ps sent back to a worker:
-//                       wire::ParsePullReply on them
+//                       wire::ParsePullReply and wire::ParsePushReply (a
+//                       push's reply with values) on them
 //
 // Every push goes to two shards: one without a coordinator (any incarnation,
 // untracked pushes taken) and one that learned the incarnations and push
@@ -295,16 +296,18 @@ void TakeOver() {
 }
 
 void ParseReply(const uint8_t* body, size_t size, size_t piece) {
-  (void)wire::ParsePullReply(
-      Sliced(body, size, piece),
-      [](const wire::BlockRef& block, const wire::CopyPayload& copy) {
-        if (block.size > (1 << 16)) {
-          return absl::InvalidArgumentError("block too large");
-        }
-        std::vector<char> out(block.size);
-        copy(out.data());
-        return absl::OkStatus();
-      });
+  auto copy_block = [](const wire::BlockRef& block,
+                       const wire::CopyPayload& copy) {
+    if (block.size > (1 << 16)) {
+      return absl::InvalidArgumentError("block too large");
+    }
+    std::vector<char> out(block.size);
+    copy(out.data());
+    return absl::OkStatus();
+  };
+  (void)wire::ParsePullReply(Sliced(body, size, piece), copy_block);
+  wire::PushAck ack;
+  (void)wire::ParsePushReply(Sliced(body, size, piece), &ack, copy_block);
 }
 
 }  // namespace
