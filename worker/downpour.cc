@@ -220,9 +220,7 @@ void DownpourLoop::HandOffGroup(int64_t step, bool last) {
 absl::Status DownpourLoop::AwaitBlocks(int64_t step, int64_t begin,
                                        int64_t end) {
   const absl::Time start = absl::Now();
-  const size_t first = static_cast<size_t>(
-      std::upper_bound(block_ends_.begin(), block_ends_.end(), begin) -
-      block_ends_.begin());
+  const size_t first = FirstBlockEndingAfter(begin);
   const std::vector<BlockSpec>& blocks = spec_.blocks();
   bool failed = false;
   {
@@ -260,10 +258,8 @@ std::string DownpourLoop::CheckGradient(int64_t begin, int64_t end) const {
 void DownpourLoop::GradientReady(int64_t step, int64_t begin, int64_t end) {
   if (!layer_bad_.empty()) return;  // nothing more of this step leaves
   const std::vector<BlockSpec>& blocks = spec_.blocks();
-  size_t b = static_cast<size_t>(
-      std::upper_bound(block_ends_.begin(), block_ends_.end(), begin) -
-      block_ends_.begin());
-  for (; b < blocks.size() && blocks[b].offset < end; ++b) {
+  for (size_t b = FirstBlockEndingAfter(begin);
+       b < blocks.size() && blocks[b].offset < end; ++b) {
     const int64_t from = std::max(begin, blocks[b].offset);
     const int64_t to = std::min(end, block_ends_[b]);
     block_left_[b] -= to - from;

@@ -31,6 +31,7 @@
 #ifndef DOWNPOUR_WORKER_DOWNPOUR_H_
 #define DOWNPOUR_WORKER_DOWNPOUR_H_
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -138,6 +139,13 @@ class DownpourLoop : public TrainingLoop {
   // Counts step layer_step_ as pushed and pulled once its last group is
   // handed off and every group finished.
   void MaybeCountStep() ABSL_EXCLUSIVE_LOCKS_REQUIRED(layer_mu_);
+  // The first block whose floats reach past offset `begin` (blocks are in
+  // offset order): where a range starting at `begin` begins.
+  size_t FirstBlockEndingAfter(int64_t begin) const {
+    return static_cast<size_t>(
+        std::upper_bound(block_ends_.begin(), block_ends_.end(), begin) -
+        block_ends_.begin());
+  }
   // Waits until every group handed off has been pushed and pulled (or one
   // failed), then stops the send threads.
   void StopLayerwise() ABSL_LOCKS_EXCLUDED(layer_mu_);

@@ -176,10 +176,13 @@ absl::StatusOr<uint64_t> Replica::Apply(const proto::ReplicateRequest& request) 
     // The same type with another learning rate (or any other number) would
     // replay every update differently: caught here, not by the checksums a
     // second later, with a full copy each second after.
-    const std::string differs = FirstOptimizerDifference(
-        request.optimizer_settings(), "on the primary", expected_settings_,
-        "on this standby");
-    if (!request.optimizer_settings().empty() && !differs.empty()) {
+    const std::string differs =
+        request.optimizer_settings().empty()
+            ? ""  // an older primary: the type was compared above
+            : FirstOptimizerDifference(request.optimizer_settings(),
+                                       "on the primary", expected_settings_,
+                                       "on this standby");
+    if (!differs.empty()) {
       return absl::FailedPreconditionError(absl::StrCat(
           "replicate: ", differs,
           ": both must read the same optimizer section (one config file)"));
