@@ -17,7 +17,8 @@ namespace {
 constexpr uint32_t kPushEpoch = 1, kPushWorker = 2, kPushSequence = 3,
                    kPushBlocks = 4, kPushClock = 5,
                    kPushKey = 6, kPushSparse = 7, kPushReplyValues = 8;
-constexpr uint32_t kAckVersions = 1, kAckDuplicate = 2, kAckBlocks = 3;
+constexpr uint32_t kAckVersions = 1, kAckDuplicate = 2, kAckBlocks = 3,
+                   kAckRefused = 4;
 constexpr uint32_t kSparseTable = 1, kSparseKeys = 2, kSparseValues = 3,
                    kSparseCounts = 4;
 constexpr uint32_t kBlockId = 1, kBlockVersion = 2, kBlockEncoding = 3,
@@ -37,6 +38,7 @@ static_assert(kPushReplyValues ==
 static_assert(kAckVersions == proto::PushResponse::kVersionsFieldNumber);
 static_assert(kAckDuplicate == proto::PushResponse::kDuplicateFieldNumber);
 static_assert(kAckBlocks == proto::PushResponse::kBlocksFieldNumber);
+static_assert(kAckRefused == proto::PushResponse::kRefusedFieldNumber);
 static_assert(kSparseTable == proto::SparseRows::kTableFieldNumber);
 static_assert(kSparseKeys == proto::SparseRows::kKeysFieldNumber);
 static_assert(kSparseValues == proto::SparseRows::kValuesFieldNumber);
@@ -547,7 +549,7 @@ grpc::ByteBuffer PullReplyBuilder::Finish() {
 namespace {
 
 // The blocks of field `blocks_field` of a PullResponse or PushResponse; with
-// `ack`, also the PushResponse's versions and duplicate.
+// `ack`, also the PushResponse's versions, duplicate and refused.
 absl::Status ParseBlocks(const char* what, const grpc::ByteBuffer& buffer,
                          uint32_t blocks_field, const BlockFn& block,
                          PushAck* ack) {
@@ -562,6 +564,17 @@ absl::Status ParseBlocks(const char* what, const grpc::ByteBuffer& buffer,
       uint64_t v = 0;
       if (!r.ReadVarint(&v)) return Malformed(kWhat, "truncated field");
       ack->duplicate = v != 0;
+      continue;
+    }
+    if (ack != nullptr && field == kAckRefused && type == kLen) {
+      uint64_t length = 0;
+      if (!r.ReadVarint(&length) || length > r.left()) {
+        return Malformed(kWhat, "truncated field");
+      }
+      ack->refused.resize(length);
+      if (!r.CopyTo(ack->refused.data(), length)) {
+        return Malformed(kWhat, "truncated field");
+      }
       continue;
     }
     if (ack != nullptr && field == kAckVersions && type == kVarint) {

@@ -122,8 +122,9 @@ absl::Status ParsePullReply(const grpc::ByteBuffer& buffer,
 struct PushAck {
   std::vector<uint64_t> versions;
   bool duplicate = false;
+  std::string refused;  // why the ps's push guard refused it; "" applied
 };
-// Reads a PushResponse: its versions and duplicate into *ack, and each of
+// Reads a PushResponse: its versions, duplicate and refused into *ack, and each of
 // its blocks (PushRequest.reply_values) through `block`, as ParsePullReply.
 // InvalidArgument for bytes that are not a PushResponse.
 absl::Status ParsePushReply(const grpc::ByteBuffer& buffer, PushAck* ack,

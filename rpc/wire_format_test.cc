@@ -318,6 +318,7 @@ TEST(WireFormatTest, ParsesPushRepliesWithValues) {
   reply.add_versions(7);
   reply.add_versions(300);
   reply.set_duplicate(true);
+  reply.set_refused("push: block 4 gradient norm 1e+09 of worker 2 refused");
   proto::BlockData* block = reply.add_blocks();
   block->set_block_id(4);
   block->set_version(7);
@@ -326,6 +327,7 @@ TEST(WireFormatTest, ParsesPushRepliesWithValues) {
   head.add_versions(7);
   head.add_versions(300);
   head.set_duplicate(true);
+  head.set_refused(reply.refused());
   PullReplyBuilder values(1, a.size() * 4, /*field=*/3);
   std::memcpy(values.AddBlock(4, 7, 0, a.size() * 4), a.data(), a.size() * 4);
   std::vector<grpc::Slice> slices;
@@ -349,6 +351,7 @@ TEST(WireFormatTest, ParsesPushRepliesWithValues) {
       ASSERT_TRUE(status.ok()) << status;
       EXPECT_EQ(ack.versions, (std::vector<uint64_t>{7, 300}));
       EXPECT_TRUE(ack.duplicate);
+      EXPECT_EQ(ack.refused, reply.refused());
       EXPECT_EQ(out, a);
     }
     for (size_t cut = 1; cut < bytes.size(); cut += 5) {

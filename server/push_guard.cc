@@ -204,9 +204,8 @@ absl::StatusOr<double> PushGuard::CheckNorm(uint32_t block, int32_t worker,
     const std::string what = absl::StrFormat(
         "push: block %u gradient norm %g of worker %d is beyond %g x %g, the "
         "norm typical of the other workers' pushes to this block "
-        "(robustness.norm_refuse_factor); nothing was applied (ABORTED: a "
-        "retry is answered as a duplicate, and the worker goes on without "
-        "this gradient)",
+        "(robustness.norm_refuse_factor); nothing was applied, and the "
+        "worker goes on without this gradient",
         block, norm, worker, refuse_factor_, refuse_ref);
     Suspect(worker, "guard_refused_norm", "suspect_pushes_worker_", what);
     return absl::AbortedError(what);

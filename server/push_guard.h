@@ -112,8 +112,9 @@ class PushGuard {
   // typical norm: "push: block 3 gradient norm 9.2e+08 of worker 3 is beyond
   // 1000 x 0.41, the norm typical of this block's workers
   // (robustness.norm_refuse_factor); nothing was applied ...". Aborted, not
-  // InvalidArgument: the shard uses the sequence up and the client retries,
-  // is told "duplicate" and goes on, so an honest worker's rare outlier costs
+  // InvalidArgument: the shard uses the sequence up and answers the push OK
+  // with PushResponse.refused; the worker goes on without that gradient and
+  // counts none of it as applied, so an honest worker's rare outlier costs
   // it one gradient, not its life. Before warm-up,
   // 0 (no bound). A refused norm goes into the worker's average of all it
   // pushed, which only ever raises the other workers' bounds.

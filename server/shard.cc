@@ -513,9 +513,30 @@ absl::StatusOr<PushAdmission::Verdict> Shard::Admit(
     counters_->Add("rejected_pushes", 1);
   } else if (*verdict == PushAdmission::Verdict::kDuplicate) {
     counters_->Add("duplicate_pushes", 1);
-    response->set_duplicate(true);
+    if (const std::string* why =
+            RefusalOf(request.worker_id, request.sequence)) {
+      response->set_refused(*why);  // a retry of a refused push
+    } else {
+      response->set_duplicate(true);
+    }
   }
   return verdict;
+}
+
+void Shard::RememberRefusal(int32_t worker, uint64_t sequence,
+                            std::string why) {
+  std::deque<std::pair<uint64_t, std::string>>& kept = refusals_[worker];
+  if (kept.size() >= kRefusalsKept) kept.pop_front();
+  kept.emplace_back(sequence, std::move(why));
+}
+
+const std::string* Shard::RefusalOf(int32_t worker, uint64_t sequence) const {
+  const auto it = refusals_.find(worker);
+  if (it == refusals_.end()) return nullptr;
+  for (const auto& [refused, why] : it->second) {
+    if (refused == sequence) return &why;
+  }
+  return nullptr;
 }
 
 absl::Status Shard::ValidatePush(
@@ -588,9 +609,9 @@ absl::Status Shard::ValidatePush(
   rows->clear();
   counters_->Add("rejected_pushes", 1);
   // Refused for good (the client does not retry this), or an outlier the
-  // guard refused (Aborted: the client retries it and is told "duplicate",
-  // so an honest worker drops this one gradient and goes on): the sequence
-  // is used up, so it cannot hold the window back.
+  // guard refused (Aborted, which Push answers as PushResponse.refused: an
+  // honest worker drops this one gradient and goes on): the sequence is
+  // used up, so it cannot hold the window back.
   if (request.sequence > 0 &&
       (absl::IsInvalidArgument(valid) || absl::IsNotFound(valid) ||
        absl::IsAborted(valid))) {
@@ -894,7 +915,19 @@ absl::Status Shard::Push(const wire::PushView& request,
       if (verdict == PushAdmission::Verdict::kDuplicate) {
         return absl::OkStatus();
       }
-      RETURN_IF_ERROR(ValidatePush(request, &blocks, &stats, &rows, &counted));
+      absl::Status valid =
+          ValidatePush(request, &blocks, &stats, &rows, &counted);
+      if (absl::IsAborted(valid)) {
+        // An outlier the guard refused: a verdict, not a failure to retry.
+        // Nothing was applied and its sequence is used up (ValidatePush).
+        if (tracked) {
+          RememberRefusal(worker, request.sequence,
+                          std::string(valid.message()));
+        }
+        response->set_refused(std::string(valid.message()));
+        return absl::OkStatus();
+      }
+      RETURN_IF_ERROR(valid);
       if (gate_.mode() == Consistency::Mode::kBsp && tracked && worker >= 0 &&
           !gate_.Gated(worker) && !gate_.BspHasPending(worker)) {
         // A worker this ps does not count in its rounds yet (the coordinator

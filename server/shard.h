@@ -9,6 +9,7 @@
 #define DOWNPOUR_SERVER_SHARD_H_
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -338,11 +339,23 @@ class Shard {
   // waits validate it again).
   // The same for its sparse rows, into *rows (SparseTable::CheckPush,
   // bucket ownership, the table's max_rows).
+  // An outlier the PushGuard refused (Aborted) also uses its sequence up and
+  // is remembered for its retries (RememberRefusal).
   absl::Status ValidatePush(const wire::PushView& request,
                             std::vector<BlockStore::Block*>* blocks,
                             std::vector<BlockStore::GradientStats>* stats,
                             std::vector<DecodedRows>* rows, bool* counted)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A push the PushGuard refused as an outlier: answered OK with
+  // PushResponse.refused (the client does not retry it and counts nothing
+  // applied). The last kRefusalsKept per worker are kept, so that a retry of
+  // one (its reply lost) gets the same answer rather than "duplicate".
+  void RememberRefusal(int32_t worker, uint64_t sequence, std::string why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Why push `sequence` of `worker` was refused, or nullptr when it was not
+  // (or is no longer remembered).
+  const std::string* RefusalOf(int32_t worker, uint64_t sequence) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // SparseTable::Apply, counting the rows it created and the updates its
   // admission dropped ("sparse_rows_created", "sparse_filtered_updates").
   void ApplyToTable(SparseTable* table, const uint64_t* keys, int64_t n,
@@ -477,6 +490,10 @@ class Shard {
   uint64_t checkpoint_epoch_floor_ ABSL_GUARDED_BY(mu_) = 0;
   // Norm and rate bounds against one bad worker (config.robustness).
   PushGuard guard_ ABSL_GUARDED_BY(mu_);
+  // The guard's latest refusals per worker (sequence, why), oldest first.
+  static constexpr size_t kRefusalsKept = 16;
+  std::map<int32_t, std::deque<std::pair<uint64_t, std::string>>>
+      refusals_ ABSL_GUARDED_BY(mu_);
   // ssp clocks and bsp rounds.
   Consistency gate_ ABSL_GUARDED_BY(mu_);
   // Bumped whenever a held push might go on: a push or round applied, the

@@ -524,14 +524,25 @@ TEST_F(ShardTest, AGradientFarBeyondTheOtherWorkersIsRefusedOrClipped) {
   }
   uint64_t version = 0;
   const std::vector<float> before = PullBlock0(*shard, &version);
-  EXPECT_THAT(shard->Push(ValuePush(*spec_, 2, 1, 1e3f), &response),
-              StatusIs(absl::StatusCode::kAborted,
-                       AllOf(HasSubstr("block 0"), HasSubstr("worker 2"),
-                             HasSubstr("robustness.norm_refuse_factor"))));
+  // Refused: a verdict (OK, PushResponse.refused), not an error to retry.
+  response.Clear();
+  ASSERT_THAT(shard->Push(ValuePush(*spec_, 2, 1, 1e3f), &response), IsOk());
+  EXPECT_THAT(response.refused(),
+              AllOf(HasSubstr("block 0"), HasSubstr("worker 2"),
+                    HasSubstr("robustness.norm_refuse_factor")));
+  EXPECT_FALSE(response.duplicate());
+  EXPECT_EQ(response.versions_size(), 0);
   uint64_t unchanged = 0;
   EXPECT_EQ(PullBlock0(*shard, &unchanged), before);
   EXPECT_EQ(unchanged, version);
   EXPECT_EQ(counters_.Get("suspect_pushes_worker_2"), 1);
+  // Its retry (a lost reply) gets the same answer, never "duplicate": the
+  // worker must not count it as applied.
+  proto::PushResponse again;
+  ASSERT_THAT(shard->Push(ValuePush(*spec_, 2, 1, 1e3f), &again), IsOk());
+  EXPECT_EQ(again.refused(), response.refused());
+  EXPECT_FALSE(again.duplicate());
+  response.Clear();
   // Sequence 1 was used up: 2 applies without a skip.
   ASSERT_THAT(shard->Push(ValuePush(*spec_, 2, 2, 0.5f), &response), IsOk());
   const std::vector<float> after = PullBlock0(*shard, &version);

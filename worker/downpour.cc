@@ -118,7 +118,7 @@ void DownpourLoop::StartLayerwise() {
     layer_step_ = -1;  // no step handed off yet
     step_groups_ = step_finished_ = 0;
     step_closed_ = false;
-    step_staleness_ = StalenessHistogram();
+    step_report_ = PushReport();
     layer_failed_ = false;
     layer_stop_ = false;
   }
@@ -161,10 +161,10 @@ void DownpourLoop::LayerThread() {
     }
     // Only this thread touches grad_ and params_ in the group's blocks, and
     // versions_ at its ids, until it marks them fresh.
-    StalenessHistogram staleness;
+    PushReport report;
     const absl::Status status =
         client_->PushPullBlocks(grad_.data(), versions_, group.ids,
-                                &staleness, params_.data(), &versions_);
+                                &report, params_.data(), &versions_);
     if (!status.ok()) SetError(status);
     absl::MutexLock lock(&layer_mu_);
     --sending_;
@@ -173,7 +173,7 @@ void DownpourLoop::LayerThread() {
       continue;
     }
     for (uint32_t id : group.ids) fresh_for_[id] = group.step + 1;
-    step_staleness_.Merge(staleness);
+    step_report_.Merge(report);
     ++step_finished_;
     MaybeCountStep();
   }
@@ -183,12 +183,30 @@ void DownpourLoop::MaybeCountStep() {
   if (!step_closed_ || step_finished_ < step_groups_) return;
   step_closed_ = false;  // counted once
   absl::MutexLock stats(&stats_mu_);
-  ++stats_.pushes;
-  ++stats_.pulls;
-  ++stats_.pushed_steps;
-  stats_.examples += options_.training.batch_size;
-  staleness_.Merge(step_staleness_);
-  step_staleness_ = StalenessHistogram();
+  CountPushed(step_report_, 1, /*pulled=*/true);
+  step_report_ = PushReport();
+}
+
+void DownpourLoop::CountPushed(const PushReport& report, int64_t steps,
+                               bool pulled) {
+  if (pulled) ++stats_.pulls;
+  if (report.refused > 0) {
+    // Answered, not applied (on at least one shard): no examples counted.
+    stats_.refused_steps += steps;
+    for (const std::string& line : refusal_log_.Record(
+             "refused", absl::StrCat("worker ", options_.worker_index,
+                                     ": a push of ", steps,
+                                     " steps was refused and dropped (its "
+                                     "examples are not counted): ",
+                                     report.refused_why))) {
+      SPDLOG_LOGGER_WARN(L(), "{}", line);
+    }
+  } else {
+    ++stats_.pushes;
+    stats_.pushed_steps += steps;
+    stats_.examples += steps * options_.training.batch_size;
+  }
+  staleness_.Merge(report.staleness);
   const StalenessSummary summary = staleness_.Summary();
   stats_.mean_staleness = summary.mean;
   stats_.staleness_p50 = summary.p50;
@@ -291,25 +309,16 @@ void DownpourLoop::CollectPushes(bool all) {
          (all || client_->PushDone(pushes_.front().ticket))) {
     const PushInFlight push = pushes_.front();
     pushes_.pop_front();
-    StalenessHistogram staleness;
+    PushReport report;
     std::vector<float> buffer;
-    const absl::Status status = client_->Wait(push.ticket, &staleness, &buffer);
+    const absl::Status status = client_->Wait(push.ticket, &report, &buffer);
     if (!buffer.empty()) spare_.push_back(std::move(buffer));
     if (!status.ok()) {
       SetError(status);
       continue;
     }
     absl::MutexLock lock(&stats_mu_);
-    ++stats_.pushes;
-    stats_.pushed_steps += push.steps;
-    stats_.examples +=
-        static_cast<int64_t>(push.steps) * options_.training.batch_size;
-    staleness_.Merge(staleness);
-    const StalenessSummary summary = staleness_.Summary();
-    stats_.mean_staleness = summary.mean;
-    stats_.staleness_p50 = summary.p50;
-    stats_.staleness_p99 = summary.p99;
-    stats_.staleness_max = summary.max;
+    CountPushed(report, push.steps, /*pulled=*/false);
   }
 }
 
@@ -719,11 +728,13 @@ absl::Status DownpourLoop::Run() {
   stats_.finished = true;
   SPDLOG_LOGGER_INFO(
       L(),
-      "finished after {} steps ({} pushes, {} fresh parameter sets): test "
+      "finished after {} steps ({} pushes applied, {} steps refused by a "
+      "ps's push guard, {} fresh parameter sets): test "
       "accuracy {:.4f}, {:.0f} applied examples/s; time computing {:.0f}%, "
       "waiting for pulls {:.0f}%, for pushes {:.0f}%; staleness p50 {:.0f}, "
       "p99 {:.0f}, max {:.0f}, mean {:.2f}",
-      stats_.step, stats_.pushes, stats_.pulls, stats_.accuracy,
+      stats_.step, stats_.pushes, stats_.refused_steps, stats_.pulls,
+      stats_.accuracy,
       stats_.examples_per_sec, 100 * stats_.share_compute,
       100 * stats_.share_wait_pull, 100 * stats_.share_wait_push,
       stats_.staleness_p50, stats_.staleness_p99, stats_.staleness_max,

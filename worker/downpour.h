@@ -46,6 +46,7 @@
 #include "absl/time/time.h"
 #include "common/config.h"
 #include "common/counters.h"
+#include "common/log_throttle.h"
 #include "common/model_spec.h"
 #include "worker/compute_backend.h"
 #include "worker/dataset.h"
@@ -248,12 +249,12 @@ class DownpourLoop : public TrainingLoop {
   // By block id: params_ hold the values step fresh_for_ computes on.
   std::vector<int64_t> fresh_for_ ABSL_GUARDED_BY(layer_mu_);
   // The step whose groups are handed off now: how many, how many finished,
-  // whether its last one was, and the staleness its pushes saw.
+  // whether its last one was, and what its pushes came to.
   int64_t layer_step_ ABSL_GUARDED_BY(layer_mu_) = 0;
   int step_groups_ ABSL_GUARDED_BY(layer_mu_) = 0;
   int step_finished_ ABSL_GUARDED_BY(layer_mu_) = 0;
   bool step_closed_ ABSL_GUARDED_BY(layer_mu_) = false;
-  StalenessHistogram step_staleness_ ABSL_GUARDED_BY(layer_mu_);
+  PushReport step_report_ ABSL_GUARDED_BY(layer_mu_);
   bool layer_failed_ ABSL_GUARDED_BY(layer_mu_) = false;
   bool layer_stop_ ABSL_GUARDED_BY(layer_mu_) = false;
 
@@ -273,6 +274,11 @@ class DownpourLoop : public TrainingLoop {
   absl::Duration wait_pull_time_ ABSL_GUARDED_BY(stats_mu_);
   absl::Duration wait_push_time_ ABSL_GUARDED_BY(stats_mu_);
   StalenessHistogram staleness_ ABSL_GUARDED_BY(stats_mu_);
+  // Adds a step's or push's report to the figures: `steps` steps applied, or
+  // refused when report.refused (logged, throttled).
+  void CountPushed(const PushReport& report, int64_t steps, bool pulled)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(stats_mu_);
+  LogThrottle refusal_log_{{}};
 };
 
 }  // namespace downpour::worker

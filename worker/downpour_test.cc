@@ -94,6 +94,47 @@ TEST_F(DownpourLoopTest, EveryStepsGradientIsPushedExactlyOnce) {
   }
 }
 
+// A push the ps's guard refused is answered but not applied: its steps are
+// counted as refused, in none of the applied figures (pushes, pushed_steps,
+// examples), and the run goes on. Layerwise, a step counts as refused when
+// any of its groups was.
+TEST_F(DownpourLoopTest, RefusedPushesAreNotCountedAsAppliedWork) {
+  {
+    FakePsClient ps(spec_->InitAll(1), spec_->blocks().size(), 0.0f);
+    ps.RefusePushes(3);
+    OnesBackend backend(spec_->num_params());
+    DownpourLoop loop(*spec_, &backend, &ps, &train_, &test_, options_);
+    ASSERT_THAT(loop.Run(), IsOk());
+    const WorkerStats stats = loop.stats();
+    EXPECT_EQ(stats.step, 5 * 32);
+    EXPECT_EQ(ps.refused(), 3);
+    EXPECT_EQ(stats.refused_steps, 3);
+    EXPECT_EQ(stats.pushed_steps, 5 * 32 - 3);
+    EXPECT_EQ(stats.pushes, ps.pushes());
+    EXPECT_DOUBLE_EQ(ps.pushed_sum(), 5 * 32 - 3);
+    EXPECT_EQ(stats.examples, (5 * 32 - 3) * 32);
+  }
+  ModelSection model;
+  model.layers = {8, 16, 3};
+  model.block_size = 16;
+  absl::StatusOr<ModelSpec> spec = ModelSpec::Create(model);
+  ASSERT_THAT(spec, IsOk());
+  CpuBackend backend(*spec, options_.training.batch_size);
+  options_.training.epochs = 2;  // 64 steps
+  options_.training.fetch = FetchMode::kLayerwise;
+  options_.layer_group_floats = 1;  // a group per block, 14 a step
+  FakePsClient ps(spec->InitAll(1), spec->blocks().size(), 0.1f);
+  ps.UseBlocks(spec->blocks());
+  ps.RefusePushes(3);  // 3 groups of the first step
+  DownpourLoop loop(*spec, &backend, &ps, &train_, &test_, options_);
+  ASSERT_THAT(loop.Run(), IsOk());
+  const WorkerStats stats = loop.stats();
+  EXPECT_EQ(stats.step, 64);
+  EXPECT_EQ(stats.refused_steps, 1);
+  EXPECT_EQ(stats.pushed_steps, 63);
+  EXPECT_EQ(stats.examples, 63 * 32);
+}
+
 // The coordinator hands this worker a second part after one epoch and takes it
 // back two epochs (over both parts) later: the budget is the 5 epochs, each
 // step counted on the set it ran on, whatever moved.

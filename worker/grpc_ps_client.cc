@@ -100,7 +100,7 @@ struct GrpcPsClient::PushCall {
   uint64_t epoch = 0;
   std::vector<std::shared_ptr<const ShardLink>> shards;
   std::vector<std::unique_ptr<PushRequestState>> requests;
-  std::vector<StalenessHistogram> staleness;  // per shard
+  std::vector<PushReport> reports;  // per shard
   std::unique_ptr<wire::SendPins> pins = std::make_unique<wire::SendPins>();
   // Guarded by the client's mu_.
   int outstanding = 0;
@@ -121,8 +121,8 @@ GrpcPsClient::GrpcPsClient(const ModelSpec& spec,
       outage_timeout_(outage_timeout),
       pushes_(max_pushes_in_flight,
               [this](const float* grad, const std::vector<uint64_t>& versions,
-                     StalenessHistogram* staleness) {
-                return SendPush(grad, versions, staleness);
+                     PushReport* report) {
+                return SendPush(grad, versions, report);
               }) {}
 
 absl::Duration OutageTimeout(double outage_timeout_s) {
@@ -462,8 +462,8 @@ uint64_t GrpcPsClient::acked_clock() const {
 absl::Status GrpcPsClient::PushWithRows(
     const float* grad, const std::vector<uint64_t>& versions,
     const std::vector<std::vector<wire::SparseRef>>& rows,
-    StalenessHistogram* staleness) {
-  return SendPush(grad, versions, staleness, &rows);
+    PushReport* report) {
+  return SendPush(grad, versions, report, &rows);
 }
 
 absl::Status GrpcPsClient::PullTables(
@@ -564,7 +564,7 @@ absl::Status GrpcPsClient::PullTables(
 
 absl::Status GrpcPsClient::PushPullBlocks(
     const float* grad, const std::vector<uint64_t>& versions,
-    const std::vector<uint32_t>& ids, StalenessHistogram* staleness,
+    const std::vector<uint32_t>& ids, PushReport* report,
     float* params, std::vector<uint64_t>* fresh) {
   if (fresh->size() != spec_.blocks().size()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -572,12 +572,12 @@ absl::Status GrpcPsClient::PushPullBlocks(
         " entries, the model ", spec_.blocks().size(), " blocks"));
   }
   const Values values{params, fresh};
-  return SendPush(grad, versions, staleness, nullptr, &ids, &values);
+  return SendPush(grad, versions, report, nullptr, &ids, &values);
 }
 
 absl::Status GrpcPsClient::SendPush(
     const float* grad, const std::vector<uint64_t>& versions,
-    StalenessHistogram* staleness,
+    PushReport* report,
     const std::vector<std::vector<wire::SparseRef>>* rows,
     const std::vector<uint32_t>* only, const Values* values) {
   // `only` as marks by block id (empty: every block).
@@ -603,7 +603,7 @@ absl::Status GrpcPsClient::SendPush(
     call.clock = start_clock_ + ++pushes_begun_;
     if (lanes_.size() < call.shards.size()) lanes_.resize(call.shards.size());
   }
-  call.staleness.resize(call.shards.size());
+  call.reports.resize(call.shards.size());
   // Requests interleaved across shards, so every shard's link starts at once.
   size_t most = 0;
   for (const auto& shard : call.shards) most = std::max(most, shard->chunks.size());
@@ -705,8 +705,8 @@ absl::Status GrpcPsClient::SendPush(
   }
   // Whole pushes every shard acknowledged ("pushes" counts the requests).
   counters_->Add("pushes_acked", 1);
-  if (staleness != nullptr) {
-    for (const StalenessHistogram& h : call.staleness) staleness->Merge(h);
+  if (report != nullptr) {
+    for (const PushReport& r : call.reports) report->Merge(r);
   }
   return absl::OkStatus();
 }
@@ -849,11 +849,21 @@ void GrpcPsClient::PushAcknowledged(PushCall* call, size_t r,
   // The ps answers each applied block's new version, one past the version
   // the update was applied to; a duplicate answers none.
   if (response.versions.size() == request->ids.size()) {
-    StalenessHistogram& staleness = call->staleness[request->shard];
+    StalenessHistogram& staleness = call->reports[request->shard].staleness;
     for (size_t i = 0; i < request->ids.size(); ++i) {
       const uint64_t applied_to = response.versions[i] - 1;
       const uint64_t base = request->bases[i];
       staleness.Record(applied_to > base ? applied_to - base : 0);
+    }
+  }
+  if (!response.refused.empty()) {
+    // The shard's push guard refused it: nothing applied there, the worker
+    // goes on without this gradient (and must not count it as applied).
+    counters_->Add("pushes_refused", 1);
+    PushReport& report = call->reports[request->shard];
+    if (report.refused++ == 0) {
+      report.refused_why =
+          absl::StrCat("ps ", request->shard, ": ", response.refused);
     }
   }
   // Only a push that asked for values fails on its reply (an unreadable ack

@@ -122,7 +122,7 @@ class GrpcPsClient : public PsClient, public SparsePs {
   absl::Status PushWithRows(const float* grad,
                             const std::vector<uint64_t>& versions,
                             const std::vector<std::vector<wire::SparseRef>>& rows,
-                            StalenessHistogram* staleness) override
+                            PushReport* report) override
       ABSL_LOCKS_EXCLUDED(mu_);
   // training.fetch layerwise: a Push of blocks `ids` only whose requests
   // ask for the blocks' values back (PushRequest.reply_values), with Push's
@@ -131,7 +131,7 @@ class GrpcPsClient : public PsClient, public SparsePs {
   absl::Status PushPullBlocks(const float* grad,
                               const std::vector<uint64_t>& versions,
                               const std::vector<uint32_t>& ids,
-                              StalenessHistogram* staleness, float* params,
+                              PushReport* report, float* params,
                               std::vector<uint64_t>* fresh) override
       ABSL_LOCKS_EXCLUDED(mu_);
   std::shared_ptr<const std::vector<int>> BucketOwners() const override
@@ -233,7 +233,7 @@ class GrpcPsClient : public PsClient, public SparsePs {
   // shards answer with go, or null to ask for none.
   absl::Status SendPush(
       const float* grad, const std::vector<uint64_t>& versions,
-      StalenessHistogram* staleness,
+      PushReport* report,
       const std::vector<std::vector<wire::SparseRef>>* rows = nullptr,
       const std::vector<uint32_t>* only = nullptr,
       const Values* values = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
@@ -242,7 +242,7 @@ class GrpcPsClient : public PsClient, public SparsePs {
   bool StartRequest(PushCall* call, size_t r) ABSL_LOCKS_EXCLUDED(mu_);
   // Retries the failed requests of `call` one at a time, synchronously.
   absl::Status RetryFailedPushes(PushCall* call) ABSL_LOCKS_EXCLUDED(mu_);
-  // Records an acknowledged request: window, staleness, counters.
+  // Records an acknowledged request: window, staleness, refusal, counters.
   void PushAcknowledged(PushCall* call, size_t r, const grpc::ByteBuffer& reply)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Runs `call` against shard `index` until it succeeds, re-reading the

@@ -37,6 +37,7 @@ namespace {
 using ::downpour::testing::IsOk;
 using ::downpour::testing::StatusIs;
 using ::downpour::testing::WaitUntil;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 // Forwards to a Shard. With `hold_first_push_ack`, the first Push is applied at
@@ -319,16 +320,19 @@ TEST_F(PsClientTest, PushReportsTheUpdatesEachBlockSawSinceItsPull) {
   // the first finds no update since the pull, of the second one, of the third
   // two.
   for (uint64_t expected : {0, 1, 2}) {
-    StalenessHistogram staleness;
-    ASSERT_THAT(client_->Push(gradient.data(), pulled, &staleness), IsOk());
+    PushReport report;
+    const StalenessHistogram& staleness = report.staleness;
+    ASSERT_THAT(client_->Push(gradient.data(), pulled, &report), IsOk());
+    EXPECT_EQ(report.refused, 0);
     EXPECT_EQ(staleness.count(), num_blocks) << "one value per block";
     EXPECT_EQ(staleness.Quantile(0.0), expected);
     EXPECT_EQ(staleness.max(), expected);
   }
   // Computed on fresh parameters, a push is not stale.
   ASSERT_THAT(client_->Pull(params.data(), &pulled), IsOk());
-  StalenessHistogram staleness;
-  ASSERT_THAT(client_->Push(gradient.data(), pulled, &staleness), IsOk());
+  PushReport report;
+  const StalenessHistogram& staleness = report.staleness;
+  ASSERT_THAT(client_->Push(gradient.data(), pulled, &report), IsOk());
   EXPECT_EQ(staleness.count(), num_blocks);
   EXPECT_EQ(staleness.max(), 0u);
 }
@@ -367,21 +371,23 @@ TEST_F(PsClientTest, TwoAlternatingWorkersSeeStalenessOne) {
   std::vector<float> params(spec_->num_params());
   const std::vector<float> gradient(spec_->num_params(), 0.25f);
   std::vector<uint64_t> a_pulled, b_pulled;
-  StalenessHistogram a, b;
+  PushReport a_report, b_report;
+  const StalenessHistogram& a = a_report.staleness;
+  const StalenessHistogram& b = b_report.staleness;
   // By hand: A and B pull version 0; A pushes (0 updates since its pull: 0).
   // Then each round, A pulls and B pushes what it computed on its older pull
   // (A's push came between: 1), B pulls and A pushes (B's push came between:
   // 1). So A sees {0, 1, 1, 1, 1} per block and B {1, 1, 1, 1, 1}.
   ASSERT_THAT(client_->Pull(params.data(), &a_pulled), IsOk());
   ASSERT_THAT(other.Pull(params.data(), &b_pulled), IsOk());
-  ASSERT_THAT(client_->Push(gradient.data(), a_pulled, &a), IsOk());
+  ASSERT_THAT(client_->Push(gradient.data(), a_pulled, &a_report), IsOk());
   for (int round = 0; round < 4; ++round) {
     ASSERT_THAT(client_->Pull(params.data(), &a_pulled), IsOk());
-    ASSERT_THAT(other.Push(gradient.data(), b_pulled, &b), IsOk());
+    ASSERT_THAT(other.Push(gradient.data(), b_pulled, &b_report), IsOk());
     ASSERT_THAT(other.Pull(params.data(), &b_pulled), IsOk());
-    ASSERT_THAT(client_->Push(gradient.data(), a_pulled, &a), IsOk());
+    ASSERT_THAT(client_->Push(gradient.data(), a_pulled, &a_report), IsOk());
   }
-  ASSERT_THAT(other.Push(gradient.data(), b_pulled, &b), IsOk());
+  ASSERT_THAT(other.Push(gradient.data(), b_pulled, &b_report), IsOk());
 
   EXPECT_EQ(a.count(), 5 * num_blocks);
   EXPECT_EQ(a.Quantile(0.5), 1u);
@@ -399,6 +405,49 @@ TEST_F(PsClientTest, TwoAlternatingWorkersSeeStalenessOne) {
   EXPECT_EQ(ps.Quantile(0.5), 1u);
   EXPECT_EQ(ps.max(), 1u);
   EXPECT_DOUBLE_EQ(ps.mean(), 0.9);
+}
+
+// A push the shard's guard refuses as an outlier ends OK, reporting the
+// refusal and its reason, with nothing applied; the worker goes on, and its
+// retry-free next push is applied. Before PushResponse.refused, the refusal
+// came back ABORTED, was retried, answered "duplicate" and counted as
+// applied work.
+TEST_F(PsClientTest, APushTheGuardRefusesIsReportedRefusedNotApplied) {
+  StartCluster(1, /*hold_first_push_ack=*/false);
+  Counters other_counters;
+  GrpcPsClient other(*spec_, coordinator_.get(), config_.rpc, /*worker_id=*/1,
+                     &other_counters, nullptr, &clock_);
+  ASSERT_THAT(other.Connect(), IsOk());
+  std::vector<float> params(spec_->num_params());
+  std::vector<uint64_t> versions;
+  const std::vector<float> small(spec_->num_params(), 0.01f);
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_THAT(client_->Pull(params.data(), &versions), IsOk());
+    PushReport report;
+    ASSERT_THAT(client_->Push(small.data(), versions, &report), IsOk());
+    ASSERT_EQ(report.refused, 0);
+  }
+  std::vector<float> before(spec_->num_params());
+  ASSERT_THAT(other.Pull(before.data(), &versions), IsOk());
+  const std::vector<uint64_t> versions_before = versions;
+  const std::vector<float> huge(spec_->num_params(), 1e4f);
+  PushReport refused;
+  ASSERT_THAT(other.Push(huge.data(), versions, &refused), IsOk());
+  EXPECT_EQ(refused.refused, 1);
+  EXPECT_THAT(refused.refused_why,
+              AllOf(HasSubstr("ps 0"), HasSubstr("worker 1"),
+                    HasSubstr("robustness.norm_refuse_factor")));
+  EXPECT_EQ(refused.staleness.count(), 0u) << "nothing was applied";
+  EXPECT_EQ(other_counters.Get("pushes_refused"), 1);
+  EXPECT_EQ(other_counters.Get("rpc_retries"), 0) << "a refusal is not retried";
+  ASSERT_THAT(client_->Pull(params.data(), &versions), IsOk());
+  EXPECT_EQ(params, before);
+  EXPECT_EQ(versions, versions_before);
+  // The next push of that worker is applied.
+  PushReport applied;
+  ASSERT_THAT(other.Push(small.data(), versions, &applied), IsOk());
+  EXPECT_EQ(applied.refused, 0);
+  EXPECT_EQ(applied.staleness.count(), spec_->blocks().size());
 }
 
 TEST_F(PsClientTest, PushesFromManyThreadsAreEachAppliedOnce) {
@@ -475,11 +524,12 @@ TEST_F(PsClientTest, StartPushWaitsWhileMaxPushesAreInFlight) {
   EXPECT_TRUE(first_done_when_started)
       << "StartPush began a second push while max_pushes_in_flight were";
   ASSERT_THAT(second, IsOk());
-  StalenessHistogram staleness;
+  PushReport report;
+  const StalenessHistogram& staleness = report.staleness;
   std::vector<float> buffer;
-  EXPECT_THAT(client.Wait(*first, &staleness, &buffer), IsOk());
+  EXPECT_THAT(client.Wait(*first, &report, &buffer), IsOk());
   EXPECT_EQ(buffer, std::vector<float>(n, 1.0f)) << "the buffer came back";
-  EXPECT_THAT(client.Wait(*second, &staleness), IsOk());
+  EXPECT_THAT(client.Wait(*second, &report), IsOk());
   EXPECT_EQ(staleness.count(), 2 * spec_->blocks().size());
   EXPECT_EQ(client.pushes_in_flight(), 0);
   ASSERT_THAT(client.Pull(params.data(), &versions), IsOk());

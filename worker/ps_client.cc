@@ -6,7 +6,7 @@ namespace downpour::worker {
 absl::Status PsClient::PushPullBlocks(const float* grad,
                                       const std::vector<uint64_t>& versions,
                                       const std::vector<uint32_t>& ids,
-                                      StalenessHistogram* staleness,
+                                      PushReport* report,
                                       float* params,
                                       std::vector<uint64_t>* fresh) {
   return absl::UnimplementedError(

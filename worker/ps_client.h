@@ -13,8 +13,8 @@
 //   ASSIGN_OR_RETURN(PushTicket ticket,
 //                    client.StartPush(std::move(gradient), versions));
 //   ...  // compute the next gradient meanwhile
-//   StalenessHistogram staleness;  // updates each block saw since `versions`
-//   RETURN_IF_ERROR(client.Wait(ticket, &staleness, &gradient));
+//   PushReport report;  // updates each block saw since `versions`, refusals
+//   RETURN_IF_ERROR(client.Wait(ticket, &report, &gradient));
 #ifndef DOWNPOUR_WORKER_PS_CLIENT_H_
 #define DOWNPOUR_WORKER_PS_CLIENT_H_
 
@@ -63,17 +63,18 @@ class PsClient {
   }
 
   // Waits until push `ticket` has ended and returns its status (the errors of
-  // the implementation's Push). On OK, if `staleness` is not null, records
-  // into it (adding to what it holds) one value per block the ps acknowledged
-  // applying: its staleness, the updates applied to the block after
-  // versions[id] and before this one. A block whose update the ps had already
-  // applied (a retried duplicate) records nothing. If `grad` is not null, the
+  // the implementation's Push). On OK, if `report` is not null, merges into
+  // it (PushReport, worker/push_pipeline.h) one staleness value per block the
+  // ps acknowledged applying, the updates applied to the block after
+  // versions[id] and before this one (a block whose update the ps had
+  // already applied, a retried duplicate, records nothing), and the requests
+  // a shard's push guard refused as outliers (nothing of them applied). If `grad` is not null, the
   // push's gradient buffer is moved into it, for the caller to reuse.
   // Each ticket is waited for once; InvalidArgument for one that is unknown
   // or was waited for already.
-  absl::Status Wait(PushTicket ticket, StalenessHistogram* staleness,
+  absl::Status Wait(PushTicket ticket, PushReport* report,
                     std::vector<float>* grad = nullptr) {
-    return push_pipeline().Wait(ticket, staleness, grad);
+    return push_pipeline().Wait(ticket, report, grad);
   }
 
   // Whether push `ticket` has ended (Wait returns at once); false for a
@@ -87,8 +88,8 @@ class PsClient {
   // A push waited for: StartPush and Wait without copying `grad` (it is read
   // in place until Push returns), counted among the pushes in flight alike.
   absl::Status Push(const float* grad, const std::vector<uint64_t>& versions,
-                    StalenessHistogram* staleness) {
-    return push_pipeline().Run(grad, versions, staleness);
+                    PushReport* report) {
+    return push_pipeline().Run(grad, versions, report);
   }
 
   // training.fetch layerwise: pushes grad's blocks `ids` only (global block
@@ -96,14 +97,14 @@ class PsClient {
   // their values back in the same round trip: once it returns OK,
   // params[block] and (*fresh)[id] hold each block's values and version
   // right after this push was applied (a retried duplicate: as the shard
-  // holds them now). Staleness as Wait's. Waited for, outside the push
+  // holds them now). Report as Wait's. Waited for, outside the push
   // pipeline; calls on disjoint `ids` may run at once. `fresh` may be
   // &versions (read before it is written, block by block). REQUIRES:
   // fresh->size() == spec.blocks().size(). The default: Unimplemented.
   virtual absl::Status PushPullBlocks(const float* grad,
                                       const std::vector<uint64_t>& versions,
                                       const std::vector<uint32_t>& ids,
-                                      StalenessHistogram* staleness,
+                                      PushReport* report,
                                       float* params,
                                       std::vector<uint64_t>* fresh);
 

@@ -68,7 +68,7 @@ void PushPipeline::SendThread() {
     }
     // Only this thread touches *push until it is marked done.
     absl::Status status =
-        send_(push->grad.data(), push->versions, &push->staleness);
+        send_(push->grad.data(), push->versions, &push->report);
     absl::MutexLock lock(&mu_);
     push->status = std::move(status);
     push->done = true;
@@ -79,7 +79,7 @@ void PushPipeline::SendThread() {
 }
 
 absl::Status PushPipeline::Wait(PushTicket ticket,
-                                StalenessHistogram* staleness,
+                                PushReport* report,
                                 std::vector<float>* grad) {
   struct Args {
     PushPipeline* self;
@@ -103,7 +103,7 @@ absl::Status PushPipeline::Wait(PushTicket ticket,
     pushes_.erase(it);
     if (!push.status.ok()) --unseen_failures_;
   }
-  if (push.status.ok() && staleness != nullptr) staleness->Merge(push.staleness);
+  if (push.status.ok() && report != nullptr) report->Merge(push.report);
   if (grad != nullptr) *grad = std::move(push.grad);
   return push.status;
 }
@@ -116,7 +116,7 @@ bool PushPipeline::Done(PushTicket ticket) const {
 
 absl::Status PushPipeline::Run(const float* grad,
                                const std::vector<uint64_t>& versions,
-                               StalenessHistogram* staleness) {
+                               PushReport* report) {
   {
     absl::MutexLock lock(&mu_);
     mu_.Await(absl::Condition(
@@ -126,7 +126,7 @@ absl::Status PushPipeline::Run(const float* grad,
         this));
     ++in_flight_;
   }
-  absl::Status status = send_(grad, versions, staleness);
+  absl::Status status = send_(grad, versions, report);
   absl::MutexLock lock(&mu_);
   --in_flight_;
   return status;

@@ -2,11 +2,11 @@
 //
 //   PushPipeline pushes(max_in_flight, [this](const float* grad,
 //                                             const std::vector<uint64_t>& v,
-//                                             StalenessHistogram* s) {
-//     return SendPush(grad, v, s);  // the implementation's synchronous push
+//                                             PushReport* r) {
+//     return SendPush(grad, v, r);  // the implementation's synchronous push
 //   });
 //   ASSIGN_OR_RETURN(PushTicket t, pushes.Start(std::move(grad), versions));
-//   RETURN_IF_ERROR(pushes.Wait(t, &staleness, &grad));
+//   RETURN_IF_ERROR(pushes.Wait(t, &report, &grad));
 //
 // GrpcPsClient and FakePsClient forward PsClient's StartPush, Wait, PushDone,
 // pushes_in_flight and Push to one of these.
@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -31,6 +32,25 @@ namespace downpour::worker {
 // pushes 1, 2, 3, ... in the order StartPush returned them.
 using PushTicket = uint64_t;
 
+// What one push came to beyond its status, filled when it ended OK.
+struct PushReport {
+  // One value per block a shard acknowledged applying: its staleness, the
+  // updates applied to the block after the version the gradient was
+  // computed on and before this one. A retried duplicate records nothing.
+  StalenessHistogram staleness;
+  // Requests of the push that a shard's push guard refused as outliers
+  // (PushResponse.refused): nothing of them was applied, and the worker goes
+  // on without that gradient. `refused_why`: the first one's reason.
+  int refused = 0;
+  std::string refused_why;
+
+  void Merge(const PushReport& other) {
+    staleness.Merge(other.staleness);
+    if (refused == 0) refused_why = other.refused_why;
+    refused += other.refused;
+  }
+};
+
 // Runs pushes begun by Start on threads of its own, at most `max_in_flight` at
 // once; Start blocks while that many are in flight (backpressure), and Run
 // (a push on the caller's thread) takes its turn alike. Threads are started
@@ -44,7 +64,7 @@ class PushPipeline {
   // caller's (Run), up to max_in_flight at once.
   using Send = std::function<absl::Status(
       const float* grad, const std::vector<uint64_t>& versions,
-      StalenessHistogram* staleness)>;
+      PushReport* report)>;
 
   // REQUIRES: max_in_flight >= 1.
   PushPipeline(int max_in_flight, Send send);
@@ -59,11 +79,11 @@ class PushPipeline {
   absl::StatusOr<PushTicket> Start(std::vector<float> grad,
                                    std::vector<uint64_t> versions)
       ABSL_LOCKS_EXCLUDED(mu_);
-  absl::Status Wait(PushTicket ticket, StalenessHistogram* staleness,
+  absl::Status Wait(PushTicket ticket, PushReport* report,
                     std::vector<float>* grad) ABSL_LOCKS_EXCLUDED(mu_);
   bool Done(PushTicket ticket) const ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Run(const float* grad, const std::vector<uint64_t>& versions,
-                   StalenessHistogram* staleness) ABSL_LOCKS_EXCLUDED(mu_);
+                   PushReport* report) ABSL_LOCKS_EXCLUDED(mu_);
 
   int in_flight() const ABSL_LOCKS_EXCLUDED(mu_);
   int max_in_flight() const { return max_in_flight_; }
@@ -73,7 +93,7 @@ class PushPipeline {
   struct Push {
     std::vector<float> grad;
     std::vector<uint64_t> versions;
-    StalenessHistogram staleness;
+    PushReport report;
     absl::Status status;
     bool done = false;
   };

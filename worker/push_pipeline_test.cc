@@ -26,7 +26,7 @@ class GatedPs {
  public:
   PushPipeline::Send send() {
     return [this](const float* grad, const std::vector<uint64_t>&,
-                  StalenessHistogram* staleness) {
+                  PushReport* report) {
       absl::MutexLock lock(&mu_);
       threads_.insert(std::this_thread::get_id());
       max_concurrent_ = std::max(max_concurrent_, ++concurrent_);
@@ -38,7 +38,7 @@ class GatedPs {
       --concurrent_;
       ++sent_;
       if (grad[0] < 0) return absl::InvalidArgumentError("push: gradient has NaN");
-      staleness->Record(static_cast<uint64_t>(grad[1]));
+      report->staleness.Record(static_cast<uint64_t>(grad[1]));
       return absl::OkStatus();
     };
   }
@@ -89,12 +89,13 @@ TEST(PushPipelineTest, WaitReturnsEachPushesStatusStalenessAndBuffer) {
   EXPECT_NE(*a, *b);
   EXPECT_FALSE(pushes.Done(*a));
   ps.Release(2);
-  StalenessHistogram staleness;
+  PushReport report;
+  const StalenessHistogram& staleness = report.staleness;
   std::vector<float> back;
-  EXPECT_THAT(pushes.Wait(*b, &staleness, nullptr),
+  EXPECT_THAT(pushes.Wait(*b, &report, nullptr),
               StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_EQ(staleness.count(), 0u) << "a failed push recorded staleness";
-  ASSERT_THAT(pushes.Wait(*a, &staleness, &back), IsOk());
+  ASSERT_THAT(pushes.Wait(*a, &report, &back), IsOk());
   EXPECT_EQ(staleness.count(), 1u);
   EXPECT_EQ(staleness.max(), 7u);
   EXPECT_EQ(back.data(), good_data) << "the buffer was copied, not handed back";
@@ -141,9 +142,9 @@ TEST(PushPipelineTest, RunTakesItsTurnAmongThePushesInFlight) {
   std::atomic<int> sent_when_run{-1};
   std::thread runner([&] {
     const std::vector<float> grad = Grad(1, 0);
-    StalenessHistogram staleness;
+    PushReport report;
     const int sent_before = ps.sent();
-    ASSERT_THAT(pushes.Run(grad.data(), {0}, &staleness), IsOk());
+    ASSERT_THAT(pushes.Run(grad.data(), {0}, &report), IsOk());
     // Run's own send counts one; the held push must have gone first.
     sent_when_run = ps.sent() - sent_before;
   });

@@ -338,19 +338,30 @@ absl::Status SparseLoop::Step(const std::vector<int64_t>& rows) {
   }
   if (!wide_deep_) dense_grad_[0] = static_cast<float>(bias_grad);
   const absl::Time t3 = absl::Now();
-  StalenessHistogram staleness;
+  PushReport report;
   RETURN_IF_ERROR(
-      ps_->PushWithRows(dense_grad_.data(), versions_, refs, &staleness));
+      ps_->PushWithRows(dense_grad_.data(), versions_, refs, &report));
   const absl::Time t4 = absl::Now();
   absl::MutexLock lock(&mu_);
   ++stats_.step;
-  ++stats_.pushes;
-  ++stats_.pushed_steps;
-  stats_.row_updates += static_cast<int64_t>(keys_.size()) *
-                        static_cast<int64_t>(spec_.sparse_tables().size());
   stats_.pulls += 1;
-  stats_.examples += static_cast<int64_t>(rows.size());
-  staleness_.Merge(staleness);
+  if (report.refused > 0) {
+    // A ps's push guard refused it (its dense part): not counted as applied.
+    ++stats_.refused_steps;
+    for (const std::string& line : refusal_log_.Record(
+             "refused", absl::StrCat("step ", stats_.step,
+                                     ": push refused and dropped: ",
+                                     report.refused_why))) {
+      SPDLOG_LOGGER_WARN(L(), "{}", line);
+    }
+  } else {
+    ++stats_.pushes;
+    ++stats_.pushed_steps;
+    stats_.row_updates += static_cast<int64_t>(keys_.size()) *
+                          static_cast<int64_t>(spec_.sparse_tables().size());
+    stats_.examples += static_cast<int64_t>(rows.size());
+  }
+  staleness_.Merge(report.staleness);
   loss_sum_ += loss * scale;
   ++loss_steps_;
   compute_ += (t1 - t0) + (t3 - t2);

@@ -37,6 +37,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/config.h"
+#include "common/log_throttle.h"
 #include "common/model_spec.h"
 #include "data/sparse_dataset.h"
 #include "model/wide_deep_math.h"
@@ -161,6 +162,7 @@ class SparseLoop : public TrainingLoop {
   mutable absl::Mutex mu_;
   WorkerStats stats_ ABSL_GUARDED_BY(mu_);
   StalenessHistogram staleness_ ABSL_GUARDED_BY(mu_);
+  LogThrottle refusal_log_{{}};  // refused pushes
   double loss_sum_ ABSL_GUARDED_BY(mu_) = 0;  // since the last report
   int64_t loss_steps_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time start_ ABSL_GUARDED_BY(mu_);

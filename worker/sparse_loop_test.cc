@@ -91,7 +91,7 @@ class ShardsPs : public SparsePs {
   absl::Status PushWithRows(
       const float* grad, const std::vector<uint64_t>& versions,
       const std::vector<std::vector<wire::SparseRef>>& rows,
-      StalenessHistogram*) override {
+      PushReport*) override {
     ++pushes_;
     for (int s = 0; s < 2; ++s) {
       wire::PushView view;

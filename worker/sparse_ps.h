@@ -53,7 +53,7 @@ class SparsePs {
   virtual absl::Status PushWithRows(
       const float* grad, const std::vector<uint64_t>& versions,
       const std::vector<std::vector<wire::SparseRef>>& rows,
-      StalenessHistogram* staleness) = 0;
+      PushReport* report) = 0;
 
   // The placement map's ps of each hash bucket (entry b: bucket b's ps, -1
   // for none), or null when the placement names no buckets: then bucket b

@@ -41,6 +41,11 @@ struct WorkerStats {
   int64_t pulls = 0;
   int64_t pushes = 0;        // pushes acknowledged by the ps
   int64_t pushed_steps = 0;  // steps whose gradient those pushes carried
+  // Steps whose gradient a ps's push guard refused as an outlier, on any of
+  // its shards (robustness.norm_refuse_factor): answered, but not applied
+  // there, so counted in none of the figures above (pushes, pushed_steps,
+  // examples), though other shards may have applied their part.
+  int64_t refused_steps = 0;
   // Sparse models: keys those pushes carried, each one row update on a ps.
   int64_t row_updates = 0;
   // Shares of wall time since Run began: computing steps (and evaluating),

@@ -300,6 +300,7 @@ void WorkerNode::FillStatus(proto::GetStatusResponse* r) const {
   (*r->mutable_counters())["examples"] = stats.examples;
   (*r->mutable_counters())["mean_staleness"] = stats.mean_staleness;
   (*r->mutable_counters())["pushed_steps"] = stats.pushed_steps;
+  (*r->mutable_counters())["refused_steps"] = stats.refused_steps;
   (*r->mutable_counters())["share_compute"] = stats.share_compute;
   (*r->mutable_counters())["share_wait_pull"] = stats.share_wait_pull;
   (*r->mutable_counters())["share_wait_push"] = stats.share_wait_push;

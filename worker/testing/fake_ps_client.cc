@@ -13,8 +13,8 @@ FakePsClient::FakePsClient(std::vector<float> params, int num_blocks,
       versions_(num_blocks, 0),
       pipeline_(max_pushes_in_flight,
               [this](const float* grad, const std::vector<uint64_t>& versions,
-                     StalenessHistogram* staleness) {
-                return Apply(grad, versions, staleness);
+                     PushReport* report) {
+                return Apply(grad, versions, report);
               }) {}
 
 absl::Status FakePsClient::Pull(float* params,
@@ -47,18 +47,28 @@ void FakePsClient::UseBlocks(const std::vector<BlockSpec>& blocks) {
 absl::Status FakePsClient::PushPullBlocks(const float* grad,
                                           const std::vector<uint64_t>& versions,
                                           const std::vector<uint32_t>& ids,
-                                          StalenessHistogram* staleness,
+                                          PushReport* report,
                                           float* params,
                                           std::vector<uint64_t>* fresh) {
   absl::MutexLock lock(&mu_);
   if (blocks_.empty()) {
-    return PsClient::PushPullBlocks(grad, versions, ids, staleness, params,
+    return PsClient::PushPullBlocks(grad, versions, ids, report, params,
                                     fresh);
   }
   if (!Admit()) return absl::InvalidArgumentError("push: gradient has NaN");
+  const bool refused = Refuse(report);
   for (uint32_t id : ids) {
     const BlockSpec& block = blocks_[id];
-    if (staleness != nullptr) staleness->Record(versions_[id] - versions[id]);
+    if (refused) {  // the values as held, nothing applied
+      std::copy(params_.begin() + block.offset,
+                params_.begin() + block.offset + block.length,
+                params + block.offset);
+      (*fresh)[id] = versions_[id];
+      continue;
+    }
+    if (report != nullptr) {
+      report->staleness.Record(versions_[id] - versions[id]);
+    }
     for (int64_t i = block.offset; i < block.offset + block.length; ++i) {
       params_[i] -= learning_rate_ * grad[i];
       params[i] = params_[i];
@@ -76,12 +86,13 @@ std::vector<uint64_t> FakePsClient::versions() const {
 
 absl::Status FakePsClient::Apply(const float* grad,
                                  const std::vector<uint64_t>& versions,
-                                 StalenessHistogram* staleness) {
+                                 PushReport* report) {
   absl::MutexLock lock(&mu_);
   if (!Admit()) return absl::InvalidArgumentError("push: gradient has NaN");
-  if (staleness != nullptr) {
+  if (Refuse(report)) return absl::OkStatus();
+  if (report != nullptr) {
     for (size_t b = 0; b < versions_.size(); ++b)
-      staleness->Record(versions_[b] - versions[b]);
+      report->staleness.Record(versions_[b] - versions[b]);
   }
   pushed_sum_ += grad[0];
   for (size_t i = 0; i < params_.size(); ++i)
@@ -117,6 +128,26 @@ int FakePsClient::max_concurrent_pushes() const {
 void FakePsClient::FailPushes() {
   absl::MutexLock lock(&mu_);
   fail_pushes_ = true;
+}
+
+void FakePsClient::RefusePushes(int n) {
+  absl::MutexLock lock(&mu_);
+  to_refuse_ += n;
+}
+
+int FakePsClient::refused() const {
+  absl::MutexLock lock(&mu_);
+  return refused_;
+}
+
+bool FakePsClient::Refuse(PushReport* report) {
+  if (to_refuse_ == 0) return false;
+  --to_refuse_;
+  ++refused_;
+  if (report != nullptr) {
+    report->Merge({{}, 1, "push: refused by the fake ps's push guard"});
+  }
+  return true;
 }
 
 int FakePsClient::pulls() const {

@@ -45,7 +45,7 @@ class FakePsClient final : public PsClient {
   absl::Status PushPullBlocks(const float* grad,
                               const std::vector<uint64_t>& versions,
                               const std::vector<uint32_t>& ids,
-                              StalenessHistogram* staleness, float* params,
+                              PushReport* report, float* params,
                               std::vector<uint64_t>* fresh) override
       ABSL_LOCKS_EXCLUDED(mu_);
   // Each block's version: the pushes applied to it.
@@ -65,6 +65,11 @@ class FakePsClient final : public PsClient {
   // From now on Push applies nothing and returns InvalidArgument
   // "push: gradient has NaN", as a shard rejecting a gradient does.
   void FailPushes() ABSL_LOCKS_EXCLUDED(mu_);
+  // The next `n` pushes apply nothing and end OK with one refusal in their
+  // PushReport, as a shard's push guard refusing an outlier answers.
+  void RefusePushes(int n) ABSL_LOCKS_EXCLUDED(mu_);
+  // Pushes refused so.
+  int refused() const ABSL_LOCKS_EXCLUDED(mu_);
 
   int pulls() const ABSL_LOCKS_EXCLUDED(mu_);
   // Pushes applied.
@@ -77,10 +82,12 @@ class FakePsClient final : public PsClient {
  private:
   // What a push does (PushPipeline::Send).
   absl::Status Apply(const float* grad, const std::vector<uint64_t>& versions,
-                     StalenessHistogram* staleness) ABSL_LOCKS_EXCLUDED(mu_);
+                     PushReport* report) ABSL_LOCKS_EXCLUDED(mu_);
 
   // HoldPushes' gate and FailPushes' refusal; false when refused.
   bool Admit() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // RefusePushes: true (and *report told) when this push is refused.
+  bool Refuse(PushReport* report) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const float learning_rate_;
   mutable absl::Mutex mu_;
@@ -91,6 +98,8 @@ class FakePsClient final : public PsClient {
   int pushes_ ABSL_GUARDED_BY(mu_) = 0;
   double pushed_sum_ ABSL_GUARDED_BY(mu_) = 0;
   bool fail_pushes_ ABSL_GUARDED_BY(mu_) = false;
+  int to_refuse_ ABSL_GUARDED_BY(mu_) = 0;
+  int refused_ ABSL_GUARDED_BY(mu_) = 0;
   bool hold_ ABSL_GUARDED_BY(mu_) = false;
   int allowed_ ABSL_GUARDED_BY(mu_) = 0;  // held Pushes that may go on
   int blocked_ ABSL_GUARDED_BY(mu_) = 0;  // Pushes waiting at the gate
