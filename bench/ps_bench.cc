@@ -90,6 +90,9 @@ ABSL_FLAG(int64_t, tcp_message_bytes, 4 << 20,
 ABSL_FLAG(int64_t, pipeline_chunk_bytes, 1 << 20,
           "chunk size of the pipelined comparison client");
 ABSL_FLAG(int, worker_steps, 600, "training steps per worker sample");
+ABSL_FLAG(std::string, worker_encoding, "float32",
+          "rpc.encoding of the worker section's pushes and pulls (float32, "
+          "bf16, fp16)");
 ABSL_FLAG(int, worker_reps, 7, "samples per worker figure (median)");
 ABSL_FLAG(int, n_fetch, 1, "training.n_fetch for the worker section");
 ABSL_FLAG(int, n_push, 1, "training.n_push for the worker section");
@@ -633,6 +636,10 @@ void RunWorker() {
   Config config;  // the MNIST MLP 784-256-128-10, block_size 65536, SGD
   config.cluster.ps = {"127.0.0.1:0"};
   config.rpc.connect_timeout_s = 10;
+  absl::StatusOr<WireEncoding> encoding =
+      ParseWireEncoding(absl::GetFlag(FLAGS_worker_encoding));
+  Check(encoding.status(), "--worker_encoding");
+  config.rpc.encoding = *encoding;
   SetRobustness(&config);
   std::unique_ptr<Endpoint> ps = Connect(config, nullptr);
   const worker::Dataset train = worker::MakeSynthetic(
@@ -658,10 +665,12 @@ void RunWorker() {
   };
   absl::PrintF(
       "\n== worker: DownpourLoop, MLP 784-256-128-10 (%d params, %.2f MB), "
-      "batch 64, n_fetch %d, n_push %d, 1 OpenBLAS thread,\n   %d steps per "
-      "sample, medians of %d; ps: 1 in-process shard over 127.0.0.1 ==\n",
+      "batch 64, n_fetch %d, n_push %d, encoding %s, 1 OpenBLAS thread,\n   "
+      "%d steps per sample, medians of %d; ps: 1 in-process shard over "
+      "127.0.0.1 ==\n",
       ps->spec->num_params(), ps->spec->num_params() * 4 / 1e6,
       absl::GetFlag(FLAGS_n_fetch), absl::GetFlag(FLAGS_n_push),
+      WireEncodingName(config.rpc.encoding),
       absl::GetFlag(FLAGS_worker_steps), absl::GetFlag(FLAGS_worker_reps));
   absl::PrintF("%-22s %12s %12s %12s\n", "mode", "examples/s", "pulls/step",
                "pushes/step");

@@ -133,7 +133,7 @@ std::string JudgeTraining(const LaunchSummary& summary, const Config& config) {
     if (!w.diverged.empty()) return w.diverged;
   }
   if (summary.interrupted) return "";
-  if (config.compute.device == ComputeDevice::kSimulated) return "";
+  if (!AccuracyNote(config).empty()) return "";
   if (config.model.task == Task::kRegression) {
     double r2 = NAN;
     for (const auto& [name, value] : summary.final_metrics) {
@@ -205,6 +205,15 @@ std::map<int, ShardLoss> LossPerShard(const LaunchSummary& summary) {
 }
 
 }  // namespace
+
+std::string AccuracyNote(const Config& config) {
+  if (config.compute.device != ComputeDevice::kSimulated ||
+      config.compute.simulated_real_gradients) {
+    return "";
+  }
+  return "not meaningful (compute.device simulated computes no real "
+         "gradients)";
+}
 
 std::string LossNote(const LaunchSummary& summary) {
   std::vector<std::string> parts;

@@ -161,10 +161,16 @@ inline constexpr double kChanceAuc = 0.55;
 // worker that diverged, else for a binary model a final AUC <= kChanceAuc
 // (the accuracy rule when the workers report no AUC), else a final accuracy
 // <= kChanceMargin / classes (classes = config.model.layers.back()). "" when neither, or when the run was
-// interrupted (its accuracy is not final). With compute.device simulated only
-// a divergence fails: the accuracy of a model that is not trained is no
-// verdict.
+// interrupted (its accuracy is not final). When AccuracyNote says the
+// metrics mean nothing, only a divergence fails: the accuracy of a model
+// that is not trained is no verdict.
 std::string JudgeTraining(const LaunchSummary& summary, const Config& config);
+
+// Why the job's test metrics mean nothing, for summary.accuracy_note: "not
+// meaningful (...)" with compute.device simulated, which computes no
+// gradients; "" otherwise, and with compute.simulated_real_gradients (only
+// the step's time is simulated: the gradients and evaluations are real).
+std::string AccuracyNote(const Config& config);
 
 // "interrupted" when summary.interrupted; "failed: <job_error>" when
 // `job_error` is set (a daemon given up on, a startup failure); "failed:

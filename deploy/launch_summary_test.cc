@@ -365,6 +365,7 @@ TEST(JudgeTrainingTest, SimulatedComputeIsJudgedOnlyOnDivergence) {
   Config config = TenClasses("sgd", 1);
   config.compute.device = ComputeDevice::kSimulated;
   config.compute.simulated_step_ms = 200;
+  EXPECT_THAT(AccuracyNote(config), HasSubstr("not meaningful"));
   EXPECT_EQ(JudgeTraining(WithAccuracy(0.0), config), "");
   LaunchSummary s = WithAccuracy(0.0);
   s.accuracy_note = "not meaningful (simulated)";
@@ -376,6 +377,19 @@ TEST(JudgeTrainingTest, SimulatedComputeIsJudgedOnlyOnDivergence) {
   diverged.diverged = "worker 0: training diverged at step 7";
   AddWorkerResults({diverged}, &s);
   EXPECT_EQ(JudgeTraining(s, config), diverged.diverged);
+}
+
+// A scale model with compute.simulated_real_gradients trains for real (only
+// the step's time is simulated): its accuracy is a figure, and a verdict.
+TEST(JudgeTrainingTest, SimulatedComputeWithRealGradientsIsJudgedOnAccuracy) {
+  Config config = TenClasses("sgd", 1);
+  config.compute.device = ComputeDevice::kSimulated;
+  config.compute.simulated_step_ms = 200;
+  config.compute.simulated_real_gradients = true;
+  EXPECT_EQ(AccuracyNote(config), "");
+  EXPECT_THAT(JudgeTraining(WithAccuracy(0.0), config),
+              HasSubstr("the model did not learn"));
+  EXPECT_EQ(JudgeTraining(WithAccuracy(0.95), config), "");
 }
 
 TEST(JudgeTrainingTest, InterruptedOrUnknownAccuracyIsNoVerdict) {

@@ -234,10 +234,7 @@ absl::StatusOr<LaunchSummary> RunCluster(const Config& user_config,
     summary.failure = FirstLine(status.message());
     summary.job_failed = true;
   }
-  if (config.compute.device == ComputeDevice::kSimulated) {
-    summary.accuracy_note =
-        "not meaningful (compute.device simulated computes no real gradients)";
-  }
+  summary.accuracy_note = AccuracyNote(config);
   summary.outcome =
       SummaryOutcome(summary, status.ok() ? "" : FirstLine(status.message()));
   absl::Status written = WriteSummary(summary);

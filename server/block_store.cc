@@ -11,6 +11,7 @@
 #include "absl/base/config.h"
 #include "absl/strings/str_cat.h"
 #include "common/checksum.h"
+#include "common/float_check.h"
 #include "common/status_macros.h"
 
 #ifndef ABSL_IS_LITTLE_ENDIAN
@@ -62,114 +63,6 @@ std::string DescribeIds(const std::vector<uint32_t>& sorted) {
     i = j + 1;
   }
   return text;
-}
-
-// Unaligned-safe; compiles to a plain load.
-inline uint32_t LoadBits(const unsigned char* p) {
-  uint32_t bits;
-  std::memcpy(&bits, p, sizeof(bits));
-  return bits;
-}
-
-typedef float V4f __attribute__((vector_size(16)));
-typedef uint32_t V4u __attribute__((vector_size(16)));
-
-// What one pass over a gradient finds.
-struct Scan {
-  int64_t first_bad;      // index of the first element past the limit, or n
-  uint32_t max_abs_bits;  // largest |element| as float32 bits
-  double norm_sq;         // sum of squares (only when asked for)
-};
-
-// |x| as float32 bits: NaN/Inf exceed every finite float, and finite floats
-// order as these bits do.
-inline uint32_t AbsBits(uint32_t bits) { return bits & 0x7FFFFFFFu; }
-
-// One pass over the n float32 elements that load(i) gives (bits): the first
-// whose |x| bits exceed `limit` (< 2^31; NaN/Inf always exceed FLT_MAX's),
-// the largest |x| when kMax, and the sum of squares when kNorm. The chunk
-// loop has no early exit and no compare so that it vectorises (SSE2): limit -
-// |x| has bit 31 set exactly when |x| > limit, and OR-ing collects it; only a
-// chunk past the limit is searched again. Elements within the limit are
-// finite, so the float max and sum are exact.
-template <bool kMax, bool kNorm, typename Load>
-Scan ScanGradient(int64_t n, uint32_t limit, Load load) {
-  constexpr int64_t kChunk = 1024;
-  // Independent partial maxima and sums: one running sum would chain every
-  // add on the one before (float addition does not reassociate), several
-  // times slower than the rest of the pass; lanes vectorise.
-  constexpr int kLanes = 16;
-  Scan scan{n, 0, 0.0};
-  float max_abs = 0.0f;
-  for (int64_t start = 0; start < n; start += kChunk) {
-    const int64_t end = std::min(n, start + kChunk);
-    uint32_t flags = 0;
-    float lane_max[kLanes] = {}, lane_sq[kLanes] = {};
-    auto visit = [&](int64_t i, int lane) {
-      const uint32_t abs_bits = AbsBits(load(i));
-      flags |= limit - abs_bits;
-      if (kMax || kNorm) {
-        float a;
-        std::memcpy(&a, &abs_bits, sizeof(a));
-        if (kMax) lane_max[lane] = a > lane_max[lane] ? a : lane_max[lane];
-        if (kNorm) lane_sq[lane] += a * a;
-      }
-    };
-    int64_t i = start;
-    if constexpr (kMax || kNorm) {
-      // Four vectors of four lanes (GCC/clang vector extensions: SSE2).
-      V4u vflags = {0, 0, 0, 0};
-      V4f vmax[4] = {}, vsq[4] = {};
-      const V4u vlimit = {limit, limit, limit, limit};
-      const V4u vmask = {0x7FFFFFFFu, 0x7FFFFFFFu, 0x7FFFFFFFu, 0x7FFFFFFFu};
-      for (; i + kLanes <= end; i += kLanes) {
-        for (int v = 0; v < 4; ++v) {
-          const int64_t j = i + 4 * v;
-          const V4u bits =
-              V4u{load(j), load(j + 1), load(j + 2), load(j + 3)} & vmask;
-          vflags |= vlimit - bits;
-          V4f a;
-          std::memcpy(&a, &bits, sizeof(a));
-          if (kMax) vmax[v] = a > vmax[v] ? a : vmax[v];
-          if (kNorm) vsq[v] += a * a;
-        }
-      }
-      for (int k = 0; k < 4; ++k) flags |= vflags[k];
-      for (int v = 0; v < 4; ++v) {
-        for (int k = 0; k < 4; ++k) {
-          lane_max[4 * v + k] = vmax[v][k];
-          lane_sq[4 * v + k] = vsq[v][k];
-        }
-      }
-    }
-    for (; i < end; ++i) visit(i, 0);
-    if ((flags & 0x80000000u) != 0) {
-      for (int64_t j = start; j < end; ++j) {
-        if (AbsBits(load(j)) > limit) return Scan{j, 0, 0.0};
-      }
-    }
-    float chunk_max = 0.0f, sum_sq = 0.0f;
-    for (int k = 0; k < kLanes; ++k) {
-      chunk_max = std::max(chunk_max, lane_max[k]);
-      sum_sq += lane_sq[k];
-    }
-    max_abs = std::max(max_abs, chunk_max);
-    scan.norm_sq += sum_sq;
-  }
-  std::memcpy(&scan.max_abs_bits, &max_abs, sizeof(max_abs));
-  return scan;
-}
-
-// ScanGradient with kMax and kNorm chosen at run time.
-template <typename Load>
-Scan ScanGradient(int64_t n, uint32_t limit, bool want_max, bool want_norm,
-                  Load load) {
-  if (want_norm) {
-    return want_max ? ScanGradient<true, true>(n, limit, load)
-                    : ScanGradient<false, true>(n, limit, load);
-  }
-  if (want_max) return ScanGradient<true, false>(n, limit, load);
-  return ScanGradient<false, false>(n, limit, load);
 }
 
 float FromBits(uint32_t bits) {
@@ -262,21 +155,21 @@ absl::Status CheckGradient(uint32_t id, int64_t size, WireEncoding encoding,
   // With a bound on elements, that bound is the gradient's magnitude for
   // Apply's overflow analysis, and the scan need not find the largest.
   const bool bounded = limit_bits < ToBits(std::numeric_limits<float>::max());
-  Scan scan;
+  GradientScan scan;
   if (encoding == WireEncoding::kFloat32) {
-    auto load = [p](int64_t i) { return LoadBits(p + 4 * i); };
-    scan = ScanGradient(size, limit_bits, !bounded, want_norm, load);
+    auto load = [p](int64_t i) { return LoadFloatBits(p + 4 * i); };
+    scan = ScanFloatBits(size, limit_bits, !bounded, want_norm, load);
   } else if (encoding == WireEncoding::kBf16) {
     // bf16 is float32's top half: checked (and measured) on the encoded bits,
     // in one pass.
     auto load = [p](int64_t i) { return uint32_t{Load16(p + 2 * i)} << 16; };
-    scan = ScanGradient(size, limit_bits, !bounded, want_norm, load);
+    scan = ScanFloatBits(size, limit_bits, !bounded, want_norm, load);
   } else if (bounded && !want_norm) {
     // fp16 checked on the encoded bits, in one pass: its |x| bits order as its
     // values do, and NaN/Inf lie above its largest finite value, so its bound
     // is the largest fp16 within the limit.
     auto load = [p](int64_t i) { return uint32_t{Load16(p + 2 * i)} & 0x7FFFu; };
-    scan = ScanGradient(size, Fp16LimitBits(limit_bits), false, false, load);
+    scan = ScanFloatBits(size, Fp16LimitBits(limit_bits), false, false, load);
   } else {
     // fp16 without a bound or with a norm wanted: decoded into a per-thread
     // buffer first (a second pass).
@@ -286,12 +179,12 @@ absl::Status CheckGradient(uint32_t id, int64_t size, WireEncoding encoding,
                  decoded.data());
     const float* f = decoded.data();
     auto load = [f](int64_t i) { return ToBits(f[i]); };
-    scan = ScanGradient(size, limit_bits, !bounded, want_norm, load);
+    scan = ScanFloatBits(size, limit_bits, !bounded, want_norm, load);
   }
   if (scan.first_bad < size) {
     float value;
     if (encoding == WireEncoding::kFloat32) {
-      value = FromBits(LoadBits(p + 4 * scan.first_bad));
+      value = FromBits(LoadFloatBits(p + 4 * scan.first_bad));
     } else {
       DecodeFloats(static_cast<const char*>(data) +
                        BytesPerElement(encoding) * scan.first_bad,
