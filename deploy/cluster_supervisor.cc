@@ -232,12 +232,16 @@ void ClusterSupervisor::WritePids() {
 absl::Status ClusterSupervisor::WaitForRemoteCoordinator() {
   RpcSection rpc;
   rpc.deadline_s = 1;
-  membership::CoordinatorClient client(config_.cluster.coordinator, rpc, "launcher");
   const absl::Time deadline = clock_->Now() + options_.startup_timeout;
   while (clock_->Now() < deadline) {
     if (auto status = coordinator_.process->Poll()) {
       return absl::AbortedError(Dead(coordinator_, *status));
     }
+    // A connection of its own each probe: gRPC gives a connection attempt
+    // at least 5 s (MakeChannel), so one begun before the coordinator
+    // listened held every probe on a shared connection that long.
+    membership::CoordinatorClient client(config_.cluster.coordinator, rpc,
+                                         "launcher", /*fresh_connection=*/true);
     if (client.ClusterStatus().ok()) {
       coordinator_address_ = config_.cluster.coordinator;
       return absl::OkStatus();

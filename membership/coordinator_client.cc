@@ -9,9 +9,10 @@
 namespace downpour::membership {
 
 CoordinatorClient::CoordinatorClient(std::string address, const RpcSection& rpc,
-                                     std::string who)
+                                     std::string who, bool fresh_connection)
     : address_(std::move(address)), rpc_(rpc), who_(std::move(who)),
-      stub_(proto::Coordinator::NewStub(MakeChannel(address_))) {}
+      stub_(proto::Coordinator::NewStub(
+          MakeChannel(address_, fresh_connection))) {}
 
 namespace {
 

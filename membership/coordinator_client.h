@@ -29,7 +29,11 @@ class CoordinatorClient {
   CoordinatorClient& operator=(const CoordinatorClient&) = delete;
 
   // `who` names the caller in messages ("ps 1", "worker 0").
-  CoordinatorClient(std::string address, const RpcSection& rpc, std::string who);
+  // `fresh_connection`: a connection of its own rather than one shared with
+  // other clients of the same address in this process (MakeChannel), so
+  // that no earlier failed attempt's backoff delays its first call.
+  CoordinatorClient(std::string address, const RpcSection& rpc, std::string who,
+                    bool fresh_connection = false);
 
   const std::string& address() const { return address_; }
 
