@@ -71,6 +71,7 @@ std::vector<WorkerResult> WorkerResults(const proto::ClusterStatusResponse& stat
          pushed ? r.staleness_p99() : NAN, pushed ? r.staleness_max() : NAN,
          pushed ? r.mean_staleness() : NAN});
     workers.back().pushes = static_cast<int64_t>(r.pushes());
+    workers.back().refused_steps = static_cast<int64_t>(r.refused_steps());
     workers.back().metrics = {r.metrics().begin(), r.metrics().end()};
   }
   return workers;
@@ -79,6 +80,7 @@ std::vector<WorkerResult> WorkerResults(const proto::ClusterStatusResponse& stat
 void AddWorkerResults(std::vector<WorkerResult> workers, LaunchSummary* summary) {
   summary->workers = std::move(workers);
   summary->steps = 0;
+  summary->refused_steps = 0;
   summary->examples = 0;
   summary->examples_per_sec = 0;
   summary->staleness_p50 = NAN;
@@ -91,6 +93,7 @@ void AddWorkerResults(std::vector<WorkerResult> workers, LaunchSummary* summary)
     summary->staleness_p99 = MaxKnown(summary->staleness_p99, w.staleness_p99);
     summary->staleness_max = MaxKnown(summary->staleness_max, w.staleness_max);
     summary->steps += w.step;
+    summary->refused_steps += w.refused_steps;
     summary->examples += w.examples;
     summary->examples_per_sec += w.examples_per_sec;
     if (w.finished && !std::isnan(w.accuracy)) {
@@ -292,6 +295,14 @@ std::string FormatSummary(const LaunchSummary& s) {
     }
   }
   absl::StrAppendFormat(&out, "  steps (all workers):  %d\n", s.steps);
+  if (s.refused_steps > 0) {
+    absl::StrAppendFormat(
+        &out,
+        "  refused steps:        %d (a ps's push guard refused their pushes "
+        "as outliers, robustness.norm_refuse_factor: not applied, not in "
+        "examples/s; the ps logs why)\n",
+        s.refused_steps);
+  }
   absl::StrAppendFormat(&out, "  examples/s (cluster): %.0f\n", s.examples_per_sec);
   absl::StrAppendFormat(
       &out,
@@ -367,7 +378,8 @@ std::string SummaryJson(const LaunchSummary& s) {
         ", \"staleness_p99\": ", JsonNumber(w.staleness_p99),
         ", \"staleness_max\": ", JsonNumber(w.staleness_max),
         ", \"staleness_mean\": ", JsonNumber(w.staleness_mean),
-        ", \"pushes\": ", w.pushes, "}"));
+        ", \"pushes\": ", w.pushes, ", \"refused_steps\": ", w.refused_steps,
+        "}"));
   }
   std::vector<std::string> faults;
   for (const FaultRecord& f : s.faults) {
@@ -440,7 +452,8 @@ std::string SummaryJson(const LaunchSummary& s) {
       ",\n  \"metrics\": {", MetricsJson(s.final_metrics), "}",
       ",\n  \"accuracy\": ", JsonNumber(s.final_accuracy),
       ",\n  \"accuracy_note\": ", JsonString(s.accuracy_note),
-      ",\n  \"steps\": ", s.steps, ",\n  \"seconds\": ", JsonNumber(s.seconds),
+      ",\n  \"steps\": ", s.steps, ",\n  \"refused_steps\": ", s.refused_steps,
+      ",\n  \"seconds\": ", JsonNumber(s.seconds),
       ",\n  \"examples_per_sec\": ", JsonNumber(s.examples_per_sec),
       ",\n  \"staleness_p50\": ", JsonNumber(s.staleness_p50),
       ",\n  \"staleness_p99\": ", JsonNumber(s.staleness_p99),

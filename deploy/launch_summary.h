@@ -41,6 +41,8 @@ struct WorkerResult {
   double staleness_max = NAN;
   double staleness_mean = NAN;
   int64_t pushes = 0;  // whole pushes the ps acknowledged (MemberReport.pushes)
+  // Steps a ps's push guard refused as outliers (MemberReport.refused_steps).
+  int64_t refused_steps = 0;
   // Its last test metrics (MemberReport.metrics): "accuracy", "auc", "rmse"...
   std::map<std::string, double> metrics;
 };
@@ -63,6 +65,7 @@ struct LaunchSummary {
   // pulls them after its last push and evaluates the whole test split).
   double final_accuracy = NAN;
   int64_t steps = 0;            // over all workers
+  int64_t refused_steps = 0;    // over all workers (WorkerResult)
   int64_t examples = 0;
   double seconds = 0;           // wall time from the first start to the end
   double examples_per_sec = 0;  // examples / training seconds, whole cluster

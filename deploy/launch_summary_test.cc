@@ -36,6 +36,7 @@ TEST(WorkerResultsTest, WorkersOnlyAndUnknownBeforeTheFirstReport) {
   trained->mutable_report()->set_staleness_p99(3);
   trained->mutable_report()->set_staleness_max(4);
   trained->mutable_report()->set_mean_staleness(1.5);
+  trained->mutable_report()->set_refused_steps(2);
   AddMember(&status, "worker", 1);  // registered, no report yet
   const std::vector<WorkerResult> workers = WorkerResults(status);
   ASSERT_EQ(workers.size(), 2u);
@@ -46,7 +47,17 @@ TEST(WorkerResultsTest, WorkersOnlyAndUnknownBeforeTheFirstReport) {
   EXPECT_EQ(workers[0].staleness_p99, 3);
   EXPECT_EQ(workers[0].staleness_max, 4);
   EXPECT_EQ(workers[0].staleness_mean, 1.5);
+  EXPECT_EQ(workers[0].refused_steps, 2);
   EXPECT_EQ(workers[1].index, 1);
+  // The summary says how many steps were refused, and only then.
+  LaunchSummary summary;
+  AddWorkerResults(workers, &summary);
+  EXPECT_EQ(summary.refused_steps, 2);
+  EXPECT_THAT(FormatSummary(summary),
+              HasSubstr("refused steps:        2 (a ps's push guard refused"));
+  EXPECT_THAT(SummaryJson(summary), HasSubstr("\"refused_steps\": 2,"));
+  AddWorkerResults({workers[1]}, &summary);
+  EXPECT_THAT(FormatSummary(summary), Not(HasSubstr("refused steps")));
   EXPECT_TRUE(std::isnan(workers[1].loss));
   EXPECT_TRUE(std::isnan(workers[1].accuracy));
   EXPECT_TRUE(std::isnan(workers[1].staleness_p99)) << "no push yet";
@@ -110,7 +121,7 @@ TEST(SummaryJsonTest, FiguresWithNullForUnknownAndEscapedText) {
                         "\"accuracy\": 0.9, \"metrics\": {}, \"finished\": true, "
                         "\"diverged\": \"\", \"staleness_p50\": 1, "
                         "\"staleness_p99\": 4, \"staleness_max\": 7, "
-                        "\"staleness_mean\": 1.5, \"pushes\": 90}"));
+                        "\"staleness_mean\": 1.5, \"pushes\": 90, \"refused_steps\": 0}"));
   EXPECT_THAT(json, HasSubstr("\"staleness_p50\": null, \"staleness_p99\": "
                               "null, \"staleness_max\": null"));  // worker 1
   EXPECT_THAT(json, HasSubstr("\n  \"staleness_p50\": 1,\n  \"staleness_p99\": "

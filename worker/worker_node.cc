@@ -273,7 +273,8 @@ proto::MemberReport WorkerNode::Report() const {
     (*report.mutable_metrics())[name] = value;
   }
   report.set_pulls(counters_.Get("pulls"));
-  report.set_pushes(stats.pushes);  // whole pushes acknowledged, not RPCs
+  report.set_pushes(stats.pushes);  // whole pushes applied, not RPCs
+  report.set_refused_steps(static_cast<uint64_t>(stats.refused_steps));
   report.set_sparse_row_updates(static_cast<uint64_t>(stats.row_updates));
   report.set_bytes(counters_.Get("bytes_in") + counters_.Get("bytes_out"));
   report.set_mean_staleness(stats.mean_staleness);
