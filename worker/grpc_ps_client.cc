@@ -705,9 +705,21 @@ absl::Status GrpcPsClient::SendPush(
   }
   // Whole pushes every shard acknowledged ("pushes" counts the requests).
   counters_->Add("pushes_acked", 1);
+  int refused = 0;
+  for (const PushReport& r : call.reports) refused += r.refused;
   if (report != nullptr) {
     for (const PushReport& r : call.reports) report->Merge(r);
   }
+  absl::Duration pause;
+  {
+    absl::MutexLock lock(&mu_);
+    if (refused > 0) {
+      pause = refusal_backoff_.Next();
+    } else {
+      refusal_backoff_.Reset();
+    }
+  }
+  if (pause > absl::ZeroDuration()) clock_->SleepFor(pause);
   return absl::OkStatus();
 }
 

@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/backoff.h"
 #include "common/clock.h"
 #include "common/config.h"
 #include "common/counters.h"
@@ -283,6 +284,14 @@ class GrpcPsClient : public PsClient, public SparsePs {
   uint64_t start_clock_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t pushes_begun_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t acked_clock_ ABSL_GUARDED_BY(mu_) = 0;
+  // The pause after a push a ps's push guard refused, before SendPush
+  // returns: 25-50 ms, doubling with each refused push in a row up to 2 s,
+  // reset by a push applied everywhere. A worker whose gradients the guard
+  // refuses does not push again at once: while it did (the refusal used to
+  // be retried with this same backoff) its pushes raised the median rate the
+  // guard's rate bound is drawn from, and let a flood through.
+  Backoff refusal_backoff_ ABSL_GUARDED_BY(mu_){absl::Milliseconds(50),
+                                                absl::Seconds(2)};
   absl::CondVar window_moved_;  // a request was acknowledged or failed
   std::map<int, Waiting> waiting_ ABSL_GUARDED_BY(mu_);  // by shard index
 

@@ -432,7 +432,12 @@ TEST_F(PsClientTest, APushTheGuardRefusesIsReportedRefusedNotApplied) {
   const std::vector<uint64_t> versions_before = versions;
   const std::vector<float> huge(spec_->num_params(), 1e4f);
   PushReport refused;
+  const absl::Duration slept = clock_.slept();
   ASSERT_THAT(other.Push(huge.data(), versions, &refused), IsOk());
+  // It pauses before pushing again (a backoff, 25-50 ms the first time), as
+  // the retries of a refused push used to: pushing at once would raise the
+  // rate the guard's rate bound is drawn from.
+  EXPECT_GE(clock_.slept() - slept, absl::Milliseconds(25));
   EXPECT_EQ(refused.refused, 1);
   EXPECT_THAT(refused.refused_why,
               AllOf(HasSubstr("ps 0"), HasSubstr("worker 1"),
