@@ -710,16 +710,14 @@ absl::Status GrpcPsClient::SendPush(
   if (report != nullptr) {
     for (const PushReport& r : call.reports) report->Merge(r);
   }
-  absl::Duration pause;
-  {
-    absl::MutexLock lock(&mu_);
-    if (refused > 0) {
-      pause = refusal_backoff_.Next();
-    } else {
-      refusal_backoff_.Reset();
+  if (refused > 0) {
+    absl::Duration pause;
+    {
+      absl::MutexLock lock(&mu_);
+      pause = refusal_backoff_.Next();  // 25-50 ms, jittered
     }
+    clock_->SleepFor(pause);
   }
-  if (pause > absl::ZeroDuration()) clock_->SleepFor(pause);
   return absl::OkStatus();
 }
 

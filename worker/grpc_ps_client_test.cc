@@ -434,10 +434,11 @@ TEST_F(PsClientTest, APushTheGuardRefusesIsReportedRefusedNotApplied) {
   PushReport refused;
   const absl::Duration slept = clock_.slept();
   ASSERT_THAT(other.Push(huge.data(), versions, &refused), IsOk());
-  // It pauses before pushing again (a backoff, 25-50 ms the first time), as
-  // the retries of a refused push used to: pushing at once would raise the
-  // rate the guard's rate bound is drawn from.
+  // It pauses 25-50 ms before pushing again, as the retry of a refused push
+  // used to: pushing at once would raise the rate the guard's rate bound is
+  // drawn from; pausing past 1.25 s would drop it from that rate's median.
   EXPECT_GE(clock_.slept() - slept, absl::Milliseconds(25));
+  EXPECT_LE(clock_.slept() - slept, absl::Milliseconds(50));
   EXPECT_EQ(refused.refused, 1);
   EXPECT_THAT(refused.refused_why,
               AllOf(HasSubstr("ps 0"), HasSubstr("worker 1"),
