@@ -870,11 +870,8 @@ void GrpcPsClient::PushAcknowledged(PushCall* call, size_t r,
     // The shard's push guard refused it: nothing applied there, the worker
     // goes on without this gradient (and must not count it as applied).
     counters_->Add("pushes_refused", 1);
-    PushReport& report = call->reports[request->shard];
-    if (report.refused++ == 0) {
-      report.refused_why =
-          absl::StrCat("ps ", request->shard, ": ", response.refused);
-    }
+    call->reports[request->shard].AddRefusal(
+        absl::StrCat("ps ", request->shard, ": ", response.refused));
   }
   // Only a push that asked for values fails on its reply (an unreadable ack
   // of a plain push is, as ever, an ack without staleness figures).

@@ -18,6 +18,7 @@
 #include <map>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -44,9 +45,13 @@ struct PushReport {
   int refused = 0;
   std::string refused_why;
 
+  // One more refused request; `why` is kept when it is the first.
+  void AddRefusal(std::string why) {
+    if (refused++ == 0) refused_why = std::move(why);
+  }
   void Merge(const PushReport& other) {
     staleness.Merge(other.staleness);
-    if (refused == 0) refused_why = other.refused_why;
+    if (refused == 0 && other.refused > 0) refused_why = other.refused_why;
     refused += other.refused;
   }
 };

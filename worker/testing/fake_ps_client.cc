@@ -145,7 +145,7 @@ bool FakePsClient::Refuse(PushReport* report) {
   --to_refuse_;
   ++refused_;
   if (report != nullptr) {
-    report->Merge({{}, 1, "push: refused by the fake ps's push guard"});
+    report->AddRefusal("push: refused by the fake ps's push guard");
   }
   return true;
 }
