@@ -231,58 +231,86 @@ double SparseLoop::Margin(const data::SparseDataset& data, int64_t r,
 }
 
 absl::Status SparseLoop::Step(const std::vector<int64_t>& rows) {
-  const data::SparseDataset& data = *train_;
   const absl::Time t0 = absl::Now();
-  UniqueKeys(data, rows, &keys_, &slot_);
+  UniqueKeys(*train_, rows, &keys_, &slot_);
   const absl::Time t1 = absl::Now();
   RETURN_IF_ERROR(ps_->Pull(bias_.data(), &versions_));
   RETURN_IF_ERROR(PullRows(keys_, &weights_, &embeddings_));
   const absl::Time t2 = absl::Now();
+  grads_.assign(keys_.size(), 0.0f);
+  if (fm_dim_ > 0) embedding_grads_.assign(keys_.size() * fm_dim_, 0.0f);
+  double loss = 0;
+  if (wide_deep_) {
+    ASSIGN_OR_RETURN(loss, WideDeepGradients(rows));
+  } else {
+    ASSIGN_OR_RETURN(loss, LinearGradients(rows));
+  }
+  ASSIGN_OR_RETURN(const std::vector<std::vector<wire::SparseRef>> refs,
+                   RowsByShard());
+  const absl::Time t3 = absl::Now();
+  PushReport report;
+  RETURN_IF_ERROR(
+      ps_->PushWithRows(dense_grad_.data(), versions_, refs, &report));
+  const absl::Time t4 = absl::Now();
+  absl::MutexLock lock(&mu_);
+  CountStep(report, static_cast<int64_t>(rows.size()));
+  staleness_.Merge(report.staleness);
+  loss_sum_ += loss * (1.0 / static_cast<double>(rows.size()));
+  ++loss_steps_;
+  compute_ += (t1 - t0) + (t3 - t2);
+  wait_pull_ += t2 - t1;
+  wait_push_ += t4 - t3;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<double> SparseLoop::LinearGradients(
+    const std::vector<int64_t>& rows) {
   // Forward and backward: one margin per example, the loss's derivative in
   // it, spread over the example's keys. A key's gradient is the sum over the
   // examples that hold it (what per-example FTRL would apply: a mean over the
   // batch would shrink a rare key's step 32-fold at batch 32); the bias's is
   // the batch mean.
+  const data::SparseDataset& data = *train_;
   const bool binary = spec_.task() == Task::kBinary;
   const double scale = 1.0 / static_cast<double>(rows.size());
-  grads_.assign(keys_.size(), 0.0f);
-  if (fm_dim_ > 0) embedding_grads_.assign(keys_.size() * fm_dim_, 0.0f);
   double bias_grad = 0, loss = 0;
   size_t e = 0;
-  if (wide_deep_) {
-    ASSIGN_OR_RETURN(loss, WideDeepGradients(rows));
-  } else {
-    for (int64_t r : rows) {
-      const double margin =
-          Margin(data, r, slot_.data() + e, bias_[0], weights_, embeddings_);
-      const double y = data.y[r];
-      double d;
-      if (binary) {
-        loss += Softplus(margin) - y * margin;
-        d = 1.0 / (1.0 + std::exp(-margin)) - y;
-      } else {
-        loss += (margin - y) * (margin - y);
-        d = margin - y;
-      }
-      if (!std::isfinite(margin) || !std::isfinite(d)) {
-        return absl::InternalError(absl::StrCat(
-            "training diverged: the margin of an example is ", margin,
-            "; lower optimizer.learning_rate or raise optimizer.l2"));
-      }
-      bias_grad += d * scale;
-      for (int64_t i = data.offsets[r]; i < data.offsets[r + 1]; ++i, ++e) {
-        const double x = data.values[i];
-        grads_[slot_[e]] += static_cast<float>(d * x);
-        if (fm_dim_ == 0) continue;
-        // d/dv_if of the pairwise term: x_i (s_f - v_if x_i).
-        const float* v = embeddings_.data() + size_t{slot_[e]} * fm_dim_;
-        float* g = embedding_grads_.data() + size_t{slot_[e]} * fm_dim_;
-        for (int f = 0; f < fm_dim_; ++f) {
-          g[f] += static_cast<float>(d * x * (fm_s_[f] - v[f] * x));
-        }
+  for (int64_t r : rows) {
+    const double margin =
+        Margin(data, r, slot_.data() + e, bias_[0], weights_, embeddings_);
+    const double y = data.y[r];
+    double d;
+    if (binary) {
+      loss += Softplus(margin) - y * margin;
+      d = 1.0 / (1.0 + std::exp(-margin)) - y;
+    } else {
+      loss += (margin - y) * (margin - y);
+      d = margin - y;
+    }
+    if (!std::isfinite(margin) || !std::isfinite(d)) {
+      return absl::InternalError(absl::StrCat(
+          "training diverged: the margin of an example is ", margin,
+          "; lower optimizer.learning_rate or raise optimizer.l2"));
+    }
+    bias_grad += d * scale;
+    for (int64_t i = data.offsets[r]; i < data.offsets[r + 1]; ++i, ++e) {
+      const double x = data.values[i];
+      grads_[slot_[e]] += static_cast<float>(d * x);
+      if (fm_dim_ == 0) continue;
+      // d/dv_if of the pairwise term: x_i (s_f - v_if x_i).
+      const float* v = embeddings_.data() + size_t{slot_[e]} * fm_dim_;
+      float* g = embedding_grads_.data() + size_t{slot_[e]} * fm_dim_;
+      for (int f = 0; f < fm_dim_; ++f) {
+        g[f] += static_cast<float>(d * x * (fm_s_[f] - v[f] * x));
       }
     }
   }
+  dense_grad_[0] = static_cast<float>(bias_grad);
+  return loss;
+}
+
+absl::StatusOr<std::vector<std::vector<wire::SparseRef>>>
+SparseLoop::RowsByShard() {
   // Rows by shard, keys still ascending within each.
   const int shards = options_.num_shards;
   shard_keys_.assign(shards, {});
@@ -336,13 +364,10 @@ absl::Status SparseLoop::Step(const std::vector<int64_t>& rows) {
       refs[s].push_back(ref);
     }
   }
-  if (!wide_deep_) dense_grad_[0] = static_cast<float>(bias_grad);
-  const absl::Time t3 = absl::Now();
-  PushReport report;
-  RETURN_IF_ERROR(
-      ps_->PushWithRows(dense_grad_.data(), versions_, refs, &report));
-  const absl::Time t4 = absl::Now();
-  absl::MutexLock lock(&mu_);
+  return refs;
+}
+
+void SparseLoop::CountStep(const PushReport& report, int64_t examples) {
   ++stats_.step;
   stats_.pulls += 1;
   if (report.refused > 0) {
@@ -354,20 +379,13 @@ absl::Status SparseLoop::Step(const std::vector<int64_t>& rows) {
                                      report.refused_why))) {
       SPDLOG_LOGGER_WARN(L(), "{}", line);
     }
-  } else {
-    ++stats_.pushes;
-    ++stats_.pushed_steps;
-    stats_.row_updates += static_cast<int64_t>(keys_.size()) *
-                          static_cast<int64_t>(spec_.sparse_tables().size());
-    stats_.examples += static_cast<int64_t>(rows.size());
+    return;
   }
-  staleness_.Merge(report.staleness);
-  loss_sum_ += loss * scale;
-  ++loss_steps_;
-  compute_ += (t1 - t0) + (t3 - t2);
-  wait_pull_ += t2 - t1;
-  wait_push_ += t4 - t3;
-  return absl::OkStatus();
+  ++stats_.pushes;
+  ++stats_.pushed_steps;
+  stats_.row_updates += static_cast<int64_t>(keys_.size()) *
+                        static_cast<int64_t>(spec_.sparse_tables().size());
+  stats_.examples += examples;
 }
 
 absl::Status SparseLoop::Evaluate() {
@@ -443,26 +461,7 @@ absl::Status SparseLoop::Run() {
       status = Evaluate();
       if (!status.ok()) break;
     }
-    {
-      absl::MutexLock lock(&mu_);
-      if (loss_steps_ > 0) {
-        stats_.loss = loss_sum_ / loss_steps_;
-        loss_sum_ = 0;
-        loss_steps_ = 0;
-      }
-      const double wall = absl::ToDoubleSeconds(absl::Now() - start_);
-      stats_.examples_per_sec = wall > 0 ? stats_.examples / wall : 0;
-      stats_.share_compute = wall > 0 ? absl::ToDoubleSeconds(compute_) / wall : 0;
-      stats_.share_wait_pull =
-          wall > 0 ? absl::ToDoubleSeconds(wait_pull_) / wall : 0;
-      stats_.share_wait_push =
-          wall > 0 ? absl::ToDoubleSeconds(wait_push_) / wall : 0;
-      const StalenessSummary s = staleness_.Summary();
-      stats_.mean_staleness = s.mean;
-      stats_.staleness_p50 = s.p50;
-      stats_.staleness_p99 = s.p99;
-      stats_.staleness_max = s.max;
-    }
+    UpdateRates();
   }
   if (status.ok()) status = Evaluate();
   absl::MutexLock lock(&mu_);
@@ -473,6 +472,27 @@ absl::Status SparseLoop::Run() {
   SPDLOG_LOGGER_INFO(L(), "finished after {} steps: {}", stats_.step,
                      model::FormatMetrics(stats_.metrics));
   return status;
+}
+
+void SparseLoop::UpdateRates() {
+  absl::MutexLock lock(&mu_);
+  if (loss_steps_ > 0) {
+    stats_.loss = loss_sum_ / loss_steps_;
+    loss_sum_ = 0;
+    loss_steps_ = 0;
+  }
+  const double wall = absl::ToDoubleSeconds(absl::Now() - start_);
+  stats_.examples_per_sec = wall > 0 ? stats_.examples / wall : 0;
+  stats_.share_compute = wall > 0 ? absl::ToDoubleSeconds(compute_) / wall : 0;
+  stats_.share_wait_pull =
+      wall > 0 ? absl::ToDoubleSeconds(wait_pull_) / wall : 0;
+  stats_.share_wait_push =
+      wall > 0 ? absl::ToDoubleSeconds(wait_push_) / wall : 0;
+  const StalenessSummary s = staleness_.Summary();
+  stats_.mean_staleness = s.mean;
+  stats_.staleness_p50 = s.p50;
+  stats_.staleness_p99 = s.p99;
+  stats_.staleness_max = s.max;
 }
 
 WorkerStats SparseLoop::stats() const {

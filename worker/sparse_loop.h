@@ -34,11 +34,13 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/config.h"
 #include "common/log_throttle.h"
 #include "common/model_spec.h"
+#include "common/push_view.h"
 #include "data/sparse_dataset.h"
 #include "model/wide_deep_math.h"
 #include "worker/compute_backend.h"
@@ -100,7 +102,19 @@ class SparseLoop : public TrainingLoop {
                 const uint32_t* slot, double bias,
                 const std::vector<float>& weights,
                 const std::vector<float>& embeddings);
+  // One step: pull the batch's rows, compute, push by shard, count.
   absl::Status Step(const std::vector<int64_t>& rows);
+  // sparse_linear and fm: forward and backward over the pulled rows, the
+  // keys' gradients into grads_ (and embedding_grads_), the bias's into
+  // dense_grad_[0]; returns the summed loss. Internal when it diverged.
+  absl::StatusOr<double> LinearGradients(const std::vector<int64_t>& rows);
+  // The step's keys and gradients split by the ps that owns each key (into
+  // shard_*_), as the push's per-shard rows.
+  absl::StatusOr<std::vector<std::vector<wire::SparseRef>>> RowsByShard();
+  // Counts a pushed step of `examples` examples in stats_ (refused: only
+  // refused_steps, and a throttled warning).
+  void CountStep(const PushReport& report, int64_t examples)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // wide_deep's forward and backward over the pulled rows: the MLP's
   // gradient into dense_grad_, the embeddings' into embedding_grads_, the
   // weights' into grads_; returns the summed loss.
@@ -115,6 +129,9 @@ class SparseLoop : public TrainingLoop {
   // for its bucket.
   absl::StatusOr<int> ShardOf(uint64_t key, const std::vector<int>* owners) const;
   absl::Status Evaluate();
+  // After a step: the mean loss since the last call, examples/s, the shares
+  // of the wall time and the staleness quantiles into stats_.
+  void UpdateRates() ABSL_LOCKS_EXCLUDED(mu_);
 
   const ModelSpec& spec_;
   SparsePs* const ps_;
