@@ -41,65 +41,9 @@ class Fnv1a {
   uint64_t hash_ = 0xcbf29ce484222325ULL;
 };
 
-}  // namespace
-
-absl::StatusOr<ModelSpec> ModelSpec::Create(const ModelSection& model) {
+// The checks of a dense model's model.layers, type, task and block_size.
+absl::Status CheckDenseLayers(const ModelSection& model) {
   const Task task = model.task;
-  if (IsSparseModel(model.type)) {
-    if (task == Task::kMulticlass) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("model.type ", ModelTypeName(model.type),
-                       " needs model.task binary or regression"));
-    }
-    if (model.sparse_buckets < 1 || model.sparse_buckets > 65536) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "model.sparse_buckets must be in 1..65536, got ",
-          model.sparse_buckets));
-    }
-    const FmSection& e = EmbeddingOptions(model);
-    if (model.type != ModelType::kSparseLinear && (e.dim < 1 || e.dim > 256)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          model.type == ModelType::kWideDeep ? "wide_deep" : "fm",
-          ".dim must be in 1..256, got ", e.dim));
-    }
-    ModelSpec spec;
-    if (model.type == ModelType::kWideDeep) {
-      // The dense blocks are the deep part's MLP, fields * dim inputs to
-      // one output (whose bias is the model's bias), laid out and checked
-      // as a dense mlp.
-      const WideDeepSection& w = model.wide_deep;
-      if (w.fields < 1) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "wide_deep needs at least one field, got ", w.fields));
-      }
-      ModelSection mlp = model;
-      mlp.type = ModelType::kMlp;
-      mlp.layers = {w.fields * e.dim};
-      mlp.layers.insert(mlp.layers.end(), w.hidden.begin(), w.hidden.end());
-      mlp.layers.push_back(1);
-      ASSIGN_OR_RETURN(spec, Create(mlp));
-    } else {
-      // One dense block, the bias; the weights are the sparse table's rows.
-      spec.task_ = task;
-      spec.layers_ = {1, 1};
-      spec.tensors_.push_back({"bias", {1}, 0, 1, 0});
-      spec.blocks_.push_back({0, 0, 0, 1});
-      spec.num_params_ = 1;
-    }
-    spec.sparse_tables_.push_back(
-        {0, "weights", 1, static_cast<uint32_t>(model.sparse_buckets)});
-    if (model.type != ModelType::kSparseLinear) {
-      SparseTableSpec embeddings;
-      embeddings.id = 1;
-      embeddings.name = "embeddings";
-      embeddings.dim = e.dim;
-      embeddings.buckets = static_cast<uint32_t>(model.sparse_buckets);
-      embeddings.init_scale = e.init_scale;
-      embeddings.min_count = e.embedding_min_count;
-      spec.sparse_tables_.push_back(embeddings);
-    }
-    return spec;
-  }
   if (model.layers.size() < 2) {
     return absl::InvalidArgumentError(absl::StrCat(
         "model.layers needs at least 2 entries (inputs, classes), got ",
@@ -139,12 +83,20 @@ absl::StatusOr<ModelSpec> ModelSpec::Create(const ModelSection& model) {
     return absl::InvalidArgumentError(
         absl::StrCat("model.block_size must be >= 1, got ", model.block_size));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ModelSpec> ModelSpec::Create(const ModelSection& model) {
+  if (IsSparseModel(model.type)) return CreateSparse(model);
+  RETURN_IF_ERROR(CheckDenseLayers(model));
   // Sized before anything is allocated (a typo must not take gigabytes).
   absl::Status size = CheckModelSize(model);
   if (!size.ok()) return size;
   ModelSpec spec;
   spec.layers_ = model.layers;
-  spec.task_ = task;
+  spec.task_ = model.task;
   int64_t offset = 0;
   for (size_t l = 0; l + 1 < model.layers.size(); ++l) {
     const int64_t in = model.layers[l], out = model.layers[l + 1];
@@ -165,6 +117,63 @@ absl::StatusOr<ModelSpec> ModelSpec::Create(const ModelSection& model) {
       block.length = std::min<int64_t>(model.block_size, tensor.size - start);
       spec.blocks_.push_back(block);
     }
+  }
+  return spec;
+}
+
+absl::StatusOr<ModelSpec> ModelSpec::CreateSparse(const ModelSection& model) {
+  const Task task = model.task;
+  if (task == Task::kMulticlass) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model.type ", ModelTypeName(model.type),
+                     " needs model.task binary or regression"));
+  }
+  if (model.sparse_buckets < 1 || model.sparse_buckets > 65536) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model.sparse_buckets must be in 1..65536, got ",
+        model.sparse_buckets));
+  }
+  const FmSection& e = EmbeddingOptions(model);
+  if (model.type != ModelType::kSparseLinear && (e.dim < 1 || e.dim > 256)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        model.type == ModelType::kWideDeep ? "wide_deep" : "fm",
+        ".dim must be in 1..256, got ", e.dim));
+  }
+  ModelSpec spec;
+  if (model.type == ModelType::kWideDeep) {
+    // The dense blocks are the deep part's MLP, fields * dim inputs to
+    // one output (whose bias is the model's bias), laid out and checked
+    // as a dense mlp.
+    const WideDeepSection& w = model.wide_deep;
+    if (w.fields < 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "wide_deep needs at least one field, got ", w.fields));
+    }
+    ModelSection mlp = model;
+    mlp.type = ModelType::kMlp;
+    mlp.layers = {w.fields * e.dim};
+    mlp.layers.insert(mlp.layers.end(), w.hidden.begin(), w.hidden.end());
+    mlp.layers.push_back(1);
+    ASSIGN_OR_RETURN(spec, Create(mlp));
+  } else {
+    // One dense block, the bias; the weights are the sparse table's rows.
+    spec.task_ = task;
+    spec.layers_ = {1, 1};
+    spec.tensors_.push_back({"bias", {1}, 0, 1, 0});
+    spec.blocks_.push_back({0, 0, 0, 1});
+    spec.num_params_ = 1;
+  }
+  spec.sparse_tables_.push_back(
+      {0, "weights", 1, static_cast<uint32_t>(model.sparse_buckets)});
+  if (model.type != ModelType::kSparseLinear) {
+    SparseTableSpec embeddings;
+    embeddings.id = 1;
+    embeddings.name = "embeddings";
+    embeddings.dim = e.dim;
+    embeddings.buckets = static_cast<uint32_t>(model.sparse_buckets);
+    embeddings.init_scale = e.init_scale;
+    embeddings.min_count = e.embedding_min_count;
+    spec.sparse_tables_.push_back(embeddings);
   }
   return spec;
 }

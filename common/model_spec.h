@@ -94,6 +94,9 @@ class ModelSpec {
   std::vector<float> InitAll(uint64_t seed) const;
 
  private:
+  // Create for sparse_linear, fm and wide_deep (IsSparseModel).
+  static absl::StatusOr<ModelSpec> CreateSparse(const ModelSection& model);
+
   std::vector<int> layers_;
   Task task_ = Task::kMulticlass;
   std::vector<TensorSpec> tensors_;
