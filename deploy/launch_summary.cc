@@ -255,24 +255,26 @@ std::string RecoveryNote(const std::vector<FaultRecord>& faults) {
                       absl::StrJoin(parts, "; "));
 }
 
-std::string FormatSummary(const LaunchSummary& s) {
-  std::string out = "\n";
+namespace {
+
+// The verdict line and the job's results: metrics, target, steps, rates.
+void AppendResults(const LaunchSummary& s, std::string* out) {
   if (s.job_failed && !s.failure.empty()) {
-    absl::StrAppendFormat(&out, "Job FAILED: %s\n", s.failure);
+    absl::StrAppendFormat(out, "Job FAILED: %s\n", s.failure);
   } else if (!s.failure.empty()) {
-    absl::StrAppendFormat(&out, "Training FAILED: %s\n", s.failure);
+    absl::StrAppendFormat(out, "Training FAILED: %s\n", s.failure);
   } else if (absl::StartsWith(s.outcome, "failed")) {
-    absl::StrAppendFormat(&out, "Job FAILED: %s\n", s.outcome.substr(8));
+    absl::StrAppendFormat(out, "Job FAILED: %s\n", s.outcome.substr(8));
   } else {
     absl::StrAppendFormat(
-        &out, "%s\n",
+        out, "%s\n",
         s.interrupted ? "Training interrupted." : "Training done.");
   }
   if (!s.stop_reason.empty()) {
-    absl::StrAppendFormat(&out, "  why it stopped:       %s\n", s.stop_reason);
+    absl::StrAppendFormat(out, "  why it stopped:       %s\n", s.stop_reason);
   }
   if (!s.accuracy_note.empty()) {
-    absl::StrAppendFormat(&out, "  final test metrics:   %s\n",
+    absl::StrAppendFormat(out, "  final test metrics:   %s\n",
                           s.accuracy_note);
   } else {
     std::vector<std::string> parts;
@@ -280,7 +282,7 @@ std::string FormatSummary(const LaunchSummary& s) {
       parts.push_back(absl::StrCat(name, " ", Num(value, 4)));
     }
     if (parts.empty()) parts.push_back(absl::StrCat("accuracy ", Num(s.final_accuracy, 4)));
-    absl::StrAppendFormat(&out,
+    absl::StrAppendFormat(out,
                           "  final test metrics:   %s (%s; mean of the "
                           "workers' evaluations of the final parameters)\n",
                           absl::StrJoin(parts, ", "), TaskName(s.task));
@@ -288,34 +290,38 @@ std::string FormatSummary(const LaunchSummary& s) {
   if (!s.mark_metric.empty()) {
     const std::string mark = absl::StrFormat("%s %g", s.mark_metric, s.mark);
     if (s.seconds_to_mark >= 0) {
-      absl::StrAppendFormat(&out, "  reached %s after %.1f s\n", mark,
+      absl::StrAppendFormat(out, "  reached %s after %.1f s\n", mark,
                             s.seconds_to_mark);
     } else {
-      absl::StrAppendFormat(&out, "  reached %s:  never\n", mark);
+      absl::StrAppendFormat(out, "  reached %s:  never\n", mark);
     }
   }
-  absl::StrAppendFormat(&out, "  steps (all workers):  %d\n", s.steps);
+  absl::StrAppendFormat(out, "  steps (all workers):  %d\n", s.steps);
   if (s.refused_steps > 0) {
     absl::StrAppendFormat(
-        &out,
+        out,
         "  refused steps:        %d (a ps's push guard refused their pushes "
         "as outliers, robustness.norm_refuse_factor: not applied, not in "
         "examples/s; the ps logs why)\n",
         s.refused_steps);
   }
-  absl::StrAppendFormat(&out, "  examples/s (cluster): %.0f\n", s.examples_per_sec);
+  absl::StrAppendFormat(out, "  examples/s (cluster): %.0f\n", s.examples_per_sec);
   absl::StrAppendFormat(
-      &out,
+      out,
       "  staleness p50/p99/max: %s (updates a block received "
       "between pull and push; worst worker)\n",
       FormatStaleness(s.staleness_p50, s.staleness_p99, s.staleness_max));
+}
+
+// The faults and what they cost: shard moves, backups, outages, losses.
+void AppendFaults(const LaunchSummary& s, std::string* out) {
   if (!s.faults.empty()) {
-    absl::StrAppendFormat(&out, "  faults:               %s\n", RecoveryNote(s.faults));
+    absl::StrAppendFormat(out, "  faults:               %s\n", RecoveryNote(s.faults));
   }
   for (const proto::ShardRecovery& r : s.shard_recoveries) {
     const double to_backup = SecondsToBackup(s, r);
     absl::StrAppendFormat(
-        &out,
+        out,
         "  shard %d moved:        at %.1f s, %s -> %s (from its %s): %s%d "
         "acknowledged pushes lost; %s\n",
         r.shard(), r.time_seconds() + s.coordinator_offset_s,
@@ -329,7 +335,7 @@ std::string FormatSummary(const LaunchSummary& s) {
   for (const proto::ShardReplication& r : s.shard_replication) {
     if (r.unreplicated_seconds() <= 0 && r.backup_standby() >= 0) continue;
     absl::StrAppendFormat(
-        &out, "  shard %d backup:       %s; %.1f s without an in-sync one\n",
+        out, "  shard %d backup:       %s; %.1f s without an in-sync one\n",
         r.shard(),
         r.backup_standby() < 0
             ? std::string("NONE at the end")
@@ -339,7 +345,7 @@ std::string FormatSummary(const LaunchSummary& s) {
   for (const proto::MemberOutage& o : s.outages) {
     const double start = o.start_seconds() + s.coordinator_offset_s;
     absl::StrAppendFormat(
-        &out, "  outage:               %s %d at %s declared dead at %.1f s, %s\n",
+        out, "  outage:               %s %d at %s declared dead at %.1f s, %s\n",
         o.role(), o.index(), o.address(), start,
         o.end_seconds() < 0
             ? std::string("still at the end")
@@ -349,9 +355,111 @@ std::string FormatSummary(const LaunchSummary& s) {
   }
   if (!s.shard_recoveries.empty()) {
     const std::string loss = LossNote(s);
-    absl::StrAppendFormat(&out, "  acknowledged lost:    %s\n",
+    absl::StrAppendFormat(out, "  acknowledged lost:    %s\n",
                           loss.empty() ? "none (0 pushes)" : loss);
   }
+}
+
+// One object per line inside a JSON array that opens on the key's line.
+std::string JsonArray(const std::vector<std::string>& items) {
+  if (items.empty()) return "[]";
+  return absl::StrCat("[\n", absl::StrJoin(items, ",\n"), "\n  ]");
+}
+
+std::string WorkerJson(const WorkerResult& w) {
+  return absl::StrCat(
+      "    {\"index\": ", w.index, ", \"steps\": ", w.step,
+      ", \"examples\": ", w.examples, ", \"examples_per_sec\": ",
+      JsonNumber(w.examples_per_sec), ", \"loss\": ", JsonNumber(w.loss),
+      ", \"accuracy\": ", JsonNumber(w.accuracy), ", \"metrics\": {",
+      MetricsJson({w.metrics.begin(), w.metrics.end()}), "}, \"finished\": ",
+      Bool(w.finished), ", \"diverged\": ", JsonString(w.diverged),
+      ", \"staleness_p50\": ", JsonNumber(w.staleness_p50),
+      ", \"staleness_p99\": ", JsonNumber(w.staleness_p99),
+      ", \"staleness_max\": ", JsonNumber(w.staleness_max),
+      ", \"staleness_mean\": ", JsonNumber(w.staleness_mean),
+      ", \"pushes\": ", w.pushes, ", \"refused_steps\": ", w.refused_steps,
+      "}");
+}
+
+std::string FaultJson(const FaultRecord& f) {
+  return absl::StrCat(
+      "    {\"time_s\": ", JsonNumber(f.time_s), ", \"daemon\": ",
+      JsonString(f.daemon), ", \"what\": ", JsonString(f.what),
+      ", \"exit_status\": ", f.exit_status, ", \"signal\": ", f.signal,
+      ", \"action\": ", JsonString(f.action), ", \"reason\": ",
+      JsonString(f.reason), "}");
+}
+
+std::string RecoveryJson(const LaunchSummary& s, const proto::ShardRecovery& r) {
+  const double to_backup = SecondsToBackup(s, r);
+  return absl::StrCat(
+      "    {\"shard\": ", r.shard(), ", \"time_s\": ",
+      JsonNumber(r.time_seconds() + s.coordinator_offset_s), ", \"from\": ",
+      JsonString(r.from_address()), ", \"to\": ", JsonString(r.to_address()),
+      ", \"source\": ", JsonString(r.source()),
+      ", \"acked_pushes_lost\": ", r.acked_pushes_lost(),
+      ", \"loss_exact\": ", Bool(r.loss_final()),
+      ", \"seconds_to_backup\": ",
+      to_backup >= 0 ? JsonNumber(to_backup) : "null",
+      ", \"applied_before\": ", r.applied_before(),
+      ", \"applied_after\": ",
+      r.settled() ? absl::StrCat(r.applied_after()) : "null", "}");
+}
+
+std::string OutageJson(const LaunchSummary& s, const proto::MemberOutage& o) {
+  return absl::StrCat(
+      "    {\"daemon\": ", JsonString(absl::StrCat(o.role(), " ", o.index())),
+      ", \"address\": ", JsonString(o.address()), ", \"dead_at_s\": ",
+      JsonNumber(o.start_seconds() + s.coordinator_offset_s),
+      ", \"seconds\": ",
+      o.end_seconds() < 0 ? "null"
+                          : JsonNumber(o.end_seconds() - o.start_seconds()),
+      ", \"ended_by\": ", JsonString(o.ended_by()), "}");
+}
+
+std::string ReplicationJson(const proto::ShardReplication& r) {
+  return absl::StrCat(
+      "    {\"shard\": ", r.shard(), ", \"backup_standby\": ",
+      r.backup_standby() >= 0 ? absl::StrCat(r.backup_standby()) : "null",
+      ", \"in_sync\": ", Bool(r.in_sync()), ", \"unreplicated_s\": ",
+      JsonNumber(r.unreplicated_seconds()), "}");
+}
+
+// The "faults" to "outages" members of summary.json (what went wrong and
+// what it cost), each line but the first opening with ",\n  ".
+std::string FaultsJson(const LaunchSummary& s) {
+  std::vector<std::string> faults, recoveries, outages, per_shard, replication;
+  for (const FaultRecord& f : s.faults) faults.push_back(FaultJson(f));
+  for (const proto::ShardRecovery& r : s.shard_recoveries) {
+    recoveries.push_back(RecoveryJson(s, r));
+  }
+  for (const proto::MemberOutage& o : s.outages) {
+    outages.push_back(OutageJson(s, o));
+  }
+  for (const auto& [shard, loss] : LossPerShard(s)) {
+    per_shard.push_back(absl::StrCat("\"", shard, "\": ", loss.lost));
+  }
+  for (const proto::ShardReplication& r : s.shard_replication) {
+    replication.push_back(ReplicationJson(r));
+  }
+  return absl::StrCat(
+      "\"faults\": ", JsonArray(faults),
+      ",\n  \"acked_pushes_lost\": ", s.acked_pushes_lost,
+      ",\n  \"acked_loss_exact\": ", Bool(s.acked_loss_final),
+      ",\n  \"acked_pushes_lost_per_shard\": {", absl::StrJoin(per_shard, ", "),
+      "}",
+      ",\n  \"shard_recoveries\": ", JsonArray(recoveries),
+      ",\n  \"shard_replication\": ", JsonArray(replication),
+      ",\n  \"outages\": ", JsonArray(outages));
+}
+
+}  // namespace
+
+std::string FormatSummary(const LaunchSummary& s) {
+  std::string out = "\n";
+  AppendResults(s, &out);
+  AppendFaults(s, &out);
   absl::StrAppendFormat(&out, "  wall time:            %.1f s\n", s.seconds);
   absl::StrAppendFormat(&out, "  logs:                 %s\n", s.log_dir);
   absl::StrAppendFormat(&out, "  checkpoints:          %s\n", s.checkpoint_dir);
@@ -366,69 +474,7 @@ std::string FormatSummary(const LaunchSummary& s) {
 
 std::string SummaryJson(const LaunchSummary& s) {
   std::vector<std::string> workers;
-  for (const WorkerResult& w : s.workers) {
-    workers.push_back(absl::StrCat(
-        "    {\"index\": ", w.index, ", \"steps\": ", w.step,
-        ", \"examples\": ", w.examples, ", \"examples_per_sec\": ",
-        JsonNumber(w.examples_per_sec), ", \"loss\": ", JsonNumber(w.loss),
-        ", \"accuracy\": ", JsonNumber(w.accuracy), ", \"metrics\": {",
-        MetricsJson({w.metrics.begin(), w.metrics.end()}), "}, \"finished\": ",
-        Bool(w.finished), ", \"diverged\": ", JsonString(w.diverged),
-        ", \"staleness_p50\": ", JsonNumber(w.staleness_p50),
-        ", \"staleness_p99\": ", JsonNumber(w.staleness_p99),
-        ", \"staleness_max\": ", JsonNumber(w.staleness_max),
-        ", \"staleness_mean\": ", JsonNumber(w.staleness_mean),
-        ", \"pushes\": ", w.pushes, ", \"refused_steps\": ", w.refused_steps,
-        "}"));
-  }
-  std::vector<std::string> faults;
-  for (const FaultRecord& f : s.faults) {
-    faults.push_back(absl::StrCat(
-        "    {\"time_s\": ", JsonNumber(f.time_s), ", \"daemon\": ",
-        JsonString(f.daemon), ", \"what\": ", JsonString(f.what),
-        ", \"exit_status\": ", f.exit_status, ", \"signal\": ", f.signal,
-        ", \"action\": ", JsonString(f.action), ", \"reason\": ",
-        JsonString(f.reason), "}"));
-  }
-  std::vector<std::string> recoveries;
-  for (const proto::ShardRecovery& r : s.shard_recoveries) {
-    const double to_backup = SecondsToBackup(s, r);
-    recoveries.push_back(absl::StrCat(
-        "    {\"shard\": ", r.shard(), ", \"time_s\": ",
-        JsonNumber(r.time_seconds() + s.coordinator_offset_s), ", \"from\": ",
-        JsonString(r.from_address()), ", \"to\": ", JsonString(r.to_address()),
-        ", \"source\": ", JsonString(r.source()),
-        ", \"acked_pushes_lost\": ", r.acked_pushes_lost(),
-        ", \"loss_exact\": ", Bool(r.loss_final()),
-        ", \"seconds_to_backup\": ",
-        to_backup >= 0 ? JsonNumber(to_backup) : "null",
-        ", \"applied_before\": ", r.applied_before(),
-        ", \"applied_after\": ",
-        r.settled() ? absl::StrCat(r.applied_after()) : "null", "}"));
-  }
-  std::vector<std::string> outages;
-  for (const proto::MemberOutage& o : s.outages) {
-    outages.push_back(absl::StrCat(
-        "    {\"daemon\": ", JsonString(absl::StrCat(o.role(), " ", o.index())),
-        ", \"address\": ", JsonString(o.address()), ", \"dead_at_s\": ",
-        JsonNumber(o.start_seconds() + s.coordinator_offset_s),
-        ", \"seconds\": ",
-        o.end_seconds() < 0 ? "null"
-                            : JsonNumber(o.end_seconds() - o.start_seconds()),
-        ", \"ended_by\": ", JsonString(o.ended_by()), "}"));
-  }
-  std::vector<std::string> per_shard;
-  for (const auto& [shard, loss] : LossPerShard(s)) {
-    per_shard.push_back(absl::StrCat("\"", shard, "\": ", loss.lost));
-  }
-  std::vector<std::string> replication;
-  for (const proto::ShardReplication& r : s.shard_replication) {
-    replication.push_back(absl::StrCat(
-        "    {\"shard\": ", r.shard(), ", \"backup_standby\": ",
-        r.backup_standby() >= 0 ? absl::StrCat(r.backup_standby()) : "null",
-        ", \"in_sync\": ", Bool(r.in_sync()), ", \"unreplicated_s\": ",
-        JsonNumber(r.unreplicated_seconds()), "}"));
-  }
+  for (const WorkerResult& w : s.workers) workers.push_back(WorkerJson(w));
   const std::string outcome =
       s.outcome.empty() ? SummaryOutcome(s, "") : s.outcome;
   return absl::StrCat(
@@ -436,18 +482,7 @@ std::string SummaryJson(const LaunchSummary& s) {
       ",\n  \"outcome\": ", JsonString(outcome),
       ",\n  \"failure\": ", JsonString(s.failure),
       ",\n  \"recovery\": ", JsonString(RecoveryNote(s.faults)),
-      ",\n  \"faults\": [", faults.empty() ? "" : "\n",
-      absl::StrJoin(faults, ",\n"), faults.empty() ? "]" : "\n  ]",
-      ",\n  \"acked_pushes_lost\": ", s.acked_pushes_lost,
-      ",\n  \"acked_loss_exact\": ", Bool(s.acked_loss_final),
-      ",\n  \"acked_pushes_lost_per_shard\": {", absl::StrJoin(per_shard, ", "),
-      "}",
-      ",\n  \"shard_recoveries\": [", recoveries.empty() ? "" : "\n",
-      absl::StrJoin(recoveries, ",\n"), recoveries.empty() ? "]" : "\n  ]",
-      ",\n  \"shard_replication\": [", replication.empty() ? "" : "\n",
-      absl::StrJoin(replication, ",\n"), replication.empty() ? "]" : "\n  ]",
-      ",\n  \"outages\": [", outages.empty() ? "" : "\n",
-      absl::StrJoin(outages, ",\n"), outages.empty() ? "]" : "\n  ]",
+      ",\n  ", FaultsJson(s),
       ",\n  \"task\": ", JsonString(TaskName(s.task)),
       ",\n  \"metrics\": {", MetricsJson(s.final_metrics), "}",
       ",\n  \"accuracy\": ", JsonNumber(s.final_accuracy),
