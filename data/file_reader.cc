@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 
 namespace downpour::data {
@@ -109,6 +110,43 @@ absl::Status GzipError(const std::string& name, absl::string_view what) {
                    "; download or compress the file again"));
 }
 
+// The first size of Gunzip's output. The last member's trailer holds its
+// size mod 2^32: a good first guess when it is believable (text compresses
+// 2-10 times). A truncated or corrupt file ends in arbitrary bytes, so the
+// guess is capped, and the output grows by doubling past it.
+size_t OutputGuess(absl::string_view bytes, int64_t max_bytes) {
+  size_t guess = kMinOutput;
+  if (bytes.size() >= 18) {
+    uint32_t isize = 0;
+    for (int i = 0; i < 4; ++i) {
+      isize |= static_cast<uint32_t>(
+                   static_cast<unsigned char>(bytes[bytes.size() - 4 + i]))
+               << (8 * i);
+    }
+    guess = std::max<size_t>(
+        guess, std::min<uint64_t>(isize, uint64_t{16} * bytes.size()));
+  }
+  return std::min<uint64_t>(guess, static_cast<uint64_t>(max_bytes) + 1);
+}
+
+// At the end of a gzip member with `left` input bytes after it: true when
+// another member follows (zs is reset for it), false at the end of the data
+// (or of zero padding, as tape archives leave); InvalidArgument for other
+// trailing bytes.
+absl::StatusOr<bool> NextMember(z_stream* zs, absl::string_view bytes,
+                                size_t left, const std::string& name) {
+  if (left == 0) return false;
+  const absl::string_view rest = bytes.substr(bytes.size() - left);
+  if (HasGzipMagic(rest)) {
+    if (inflateReset(zs) != Z_OK) return GzipError(name, "reset failed");
+    return true;
+  }
+  if (std::all_of(rest.begin(), rest.end(), [](char c) { return c == 0; })) {
+    return false;
+  }
+  return GzipError(name, absl::StrCat(left, " bytes follow the gzip data"));
+}
+
 // Inflates gzip members one after another; zlib's own stream state is
 // reset between members.
 absl::StatusOr<std::string> Gunzip(absl::string_view bytes,
@@ -122,22 +160,7 @@ absl::StatusOr<std::string> Gunzip(absl::string_view bytes,
     z_stream* zs;
     ~End() { inflateEnd(zs); }
   } end{&zs};
-  // The last member's trailer holds its size mod 2^32: a good first guess
-  // when it is believable (text compresses 2-10 times). A truncated or
-  // corrupt file ends in arbitrary bytes, so the guess is capped, and the
-  // output grows by doubling past it.
-  size_t guess = kMinOutput;
-  if (bytes.size() >= 18) {
-    uint32_t isize = 0;
-    for (int i = 0; i < 4; ++i) {
-      isize |= static_cast<uint32_t>(
-                   static_cast<unsigned char>(bytes[bytes.size() - 4 + i]))
-               << (8 * i);
-    }
-    guess = std::max<size_t>(
-        guess, std::min<uint64_t>(isize, uint64_t{16} * bytes.size()));
-  }
-  guess = std::min<uint64_t>(guess, static_cast<uint64_t>(max_bytes) + 1);
+  const size_t guess = OutputGuess(bytes, max_bytes);
   std::string out(guess, '\0');
   size_t size = 0;
   size_t offset = 0;  // of the unread input
@@ -167,19 +190,11 @@ absl::StatusOr<std::string> Gunzip(absl::string_view bytes,
       return TooLarge(name, max_bytes, true);
     }
     if (rc == Z_STREAM_END) {
-      const size_t left = zs.avail_in + (bytes.size() - offset);
-      if (left == 0) break;
-      const absl::string_view rest = bytes.substr(bytes.size() - left);
-      if (HasGzipMagic(rest)) {
-        // Another member.
-        if (inflateReset(&zs) != Z_OK) return GzipError(name, "reset failed");
-        continue;
-      }
-      if (std::all_of(rest.begin(), rest.end(),
-                      [](char c) { return c == 0; })) {
-        break;  // padding, as tape archives leave
-      }
-      return GzipError(name, absl::StrCat(left, " bytes follow the gzip data"));
+      const absl::StatusOr<bool> more =
+          NextMember(&zs, bytes, zs.avail_in + (bytes.size() - offset), name);
+      if (!more.ok()) return more.status();
+      if (!*more) break;
+      continue;
     }
     if (rc == Z_BUF_ERROR || (rc == Z_OK && zs.avail_in == 0 &&
                               offset == bytes.size() && zs.avail_out != 0)) {
