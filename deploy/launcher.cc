@@ -97,23 +97,9 @@ std::string DefaultBinDir() {
   return error ? "bazel-bin" : self.parent_path().parent_path().string();
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  absl::FlagsUsageConfig usage_config;
-  usage_config.contains_help_flags = [](absl::string_view f) {
-    return !absl::StrContains(f, "absl/");
-  };
-  usage_config.contains_helpshort_flags = usage_config.contains_help_flags;
-  absl::SetFlagsUsageConfig(usage_config);
-  absl::SetProgramUsageMessage(
-      "launcher [--config FILE] [--run_dir DIR]: starts a local cluster "
-      "(coordinator, ps shards, workers) from one YAML file, shows progress and "
-      "writes DIR/summary.json");
-  const std::vector<char*> args = ParseFlags(argc, argv);
-  if (args.size() > 1) {
-    Fail(absl::StrCat("unexpected argument '", args[1], "'; see --help"), 2);
-  }
+// The launcher's options from its flags; exits 2 naming the flag when one is
+// out of range.
+LaunchOptions OptionsFromFlags() {
   if (!(absl::GetFlag(FLAGS_progress_s) > 0 &&
         absl::GetFlag(FLAGS_progress_s) <= 3600)) {
     Fail(absl::StrCat("--progress_s must be in (0, 3600] seconds, got ",
@@ -126,7 +112,6 @@ int main(int argc, char** argv) {
                       absl::GetFlag(FLAGS_accuracy_mark)),
          2);
   }
-
   LaunchOptions options;
   options.config_path = std::filesystem::absolute(absl::GetFlag(FLAGS_config)).string();
   options.overrides = MergeOverrideFragments(absl::GetFlag(FLAGS_set));
@@ -152,6 +137,27 @@ int main(int argc, char** argv) {
     remote.work_dir = absl::GetFlag(FLAGS_remote_dir);
     options.remote = remote;
   }
+  return options;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::FlagsUsageConfig usage_config;
+  usage_config.contains_help_flags = [](absl::string_view f) {
+    return !absl::StrContains(f, "absl/");
+  };
+  usage_config.contains_helpshort_flags = usage_config.contains_help_flags;
+  absl::SetFlagsUsageConfig(usage_config);
+  absl::SetProgramUsageMessage(
+      "launcher [--config FILE] [--run_dir DIR]: starts a local cluster "
+      "(coordinator, ps shards, workers) from one YAML file, shows progress and "
+      "writes DIR/summary.json");
+  const std::vector<char*> args = ParseFlags(argc, argv);
+  if (args.size() > 1) {
+    Fail(absl::StrCat("unexpected argument '", args[1], "'; see --help"), 2);
+  }
+  const LaunchOptions options = OptionsFromFlags();
 
   absl::StatusOr<Config> config = LoadConfig(options.config_path, options.overrides);
   if (!config.ok()) Fail(std::string(config.status().message()), 2);
