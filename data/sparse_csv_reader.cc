@@ -163,6 +163,15 @@ class SparseCsvParser {
       absl::flat_hash_map<absl::string_view, int>* by_name) const;
   // plan_ from the header and options_.columns.
   absl::Status Plan(const CsvScanner& scanner);
+  // The header column of options_ column `column`: an error when the header
+  // lacks it, it is the label column, or `listed` has it already.
+  absl::StatusOr<int> ListedColumn(
+      const CsvScanner& scanner,
+      const absl::flat_hash_map<absl::string_view, int>& by_name,
+      const SparseColumn& column, const std::vector<bool>& listed) const;
+  // An error naming the columns, the label's aside, that `listed` lacks.
+  absl::Status CheckAllListed(const CsvScanner& scanner,
+                              const std::vector<bool>& listed) const;
   absl::Status PlanError(const CsvScanner& scanner,
                          absl::string_view message) const {
     return ErrorAt(name_, scanner.width_line(), 1, message);
@@ -211,52 +220,40 @@ absl::Status SparseCsvParser::IndexHeader(
   return absl::OkStatus();
 }
 
-absl::Status SparseCsvParser::Plan(const CsvScanner& scanner) {
+absl::StatusOr<int> SparseCsvParser::ListedColumn(
+    const CsvScanner& scanner,
+    const absl::flat_hash_map<absl::string_view, int>& by_name,
+    const SparseColumn& column, const std::vector<bool>& listed) const {
+  const auto it = by_name.find(column.name);
+  if (it == by_name.end()) {
+    std::vector<std::string> quoted;
+    for (const std::string& n : scanner.names()) quoted.push_back(Quote(n));
+    return PlanError(scanner,
+                     absl::StrCat("column ", Quote(column.name),
+                                  " of the options is not in the header; the "
+                                  "columns are ",
+                                  absl::StrJoin(quoted, ", "),
+                                  " (names are case-sensitive)"));
+  }
+  const int c = it->second;
+  if (c == scanner.label_column()) {
+    return PlanError(scanner,
+                     absl::StrCat("column ", Quote(column.name),
+                                  " is the label column; leave it out of "
+                                  "the feature columns"));
+  }
+  if (listed[c]) {
+    return PlanError(scanner,
+                     absl::StrCat("column ", Quote(column.name),
+                                  " is given a kind twice; list each column "
+                                  "once"));
+  }
+  return c;
+}
+
+absl::Status SparseCsvParser::CheckAllListed(
+    const CsvScanner& scanner, const std::vector<bool>& listed) const {
   const std::vector<std::string>& names = scanner.names();
-  absl::flat_hash_map<absl::string_view, int> by_name;  // header column
-  RETURN_IF_ERROR(IndexHeader(scanner, &by_name));
-  plan_.assign(names.size(), ColumnPlan());
-  for (int c = 0; c < static_cast<int>(names.size()); ++c) {
-    plan_[c].name = names[c];
-  }
-  if (scanner.label_column() >= 0) {
-    plan_[scanner.label_column()].action = ColumnPlan::kLabel;
-  }
-  std::vector<bool> listed(names.size(), false);
-  int field = 0;  // CheckOptions capped the fields at kMaxSparseCsvFields
-  for (int i = 0; i < static_cast<int>(options_.columns.size()); ++i) {
-    const SparseColumn& column = options_.columns[i];
-    const auto it = by_name.find(column.name);
-    if (it == by_name.end()) {
-      std::vector<std::string> quoted;
-      for (const std::string& n : names) quoted.push_back(Quote(n));
-      return PlanError(scanner,
-                       absl::StrCat("column ", Quote(column.name),
-                                    " of the options is not in the header; the "
-                                    "columns are ",
-                                    absl::StrJoin(quoted, ", "),
-                                    " (names are case-sensitive)"));
-    }
-    const int c = it->second;
-    if (c == scanner.label_column()) {
-      return PlanError(scanner,
-                       absl::StrCat("column ", Quote(column.name),
-                                    " is the label column; leave it out of "
-                                    "the feature columns"));
-    }
-    if (listed[c]) {
-      return PlanError(scanner,
-                       absl::StrCat("column ", Quote(column.name),
-                                    " is given a kind twice; list each column "
-                                    "once"));
-    }
-    listed[c] = true;
-    plan_[c].option = i;
-    if (column.kind != SparseColumnKind::kIgnore) {
-      plan_[c].field = static_cast<uint16_t>(field++);
-    }
-    SetAction(column, &plan_[c]);
-  }
   std::vector<std::string> unlisted;
   for (int c = 0; c < static_cast<int>(names.size()); ++c) {
     if (!listed[c] && c != scanner.label_column()) {
@@ -273,6 +270,32 @@ absl::Status SparseCsvParser::Plan(const CsvScanner& scanner) {
                      "numeric or ignore"));
   }
   return absl::OkStatus();
+}
+
+absl::Status SparseCsvParser::Plan(const CsvScanner& scanner) {
+  const std::vector<std::string>& names = scanner.names();
+  absl::flat_hash_map<absl::string_view, int> by_name;  // header column
+  RETURN_IF_ERROR(IndexHeader(scanner, &by_name));
+  plan_.assign(names.size(), ColumnPlan());
+  for (int c = 0; c < static_cast<int>(names.size()); ++c) {
+    plan_[c].name = names[c];
+  }
+  if (scanner.label_column() >= 0) {
+    plan_[scanner.label_column()].action = ColumnPlan::kLabel;
+  }
+  std::vector<bool> listed(names.size(), false);
+  int field = 0;  // CheckOptions capped the fields at kMaxSparseCsvFields
+  for (int i = 0; i < static_cast<int>(options_.columns.size()); ++i) {
+    const SparseColumn& column = options_.columns[i];
+    ASSIGN_OR_RETURN(const int c, ListedColumn(scanner, by_name, column, listed));
+    listed[c] = true;
+    plan_[c].option = i;
+    if (column.kind != SparseColumnKind::kIgnore) {
+      plan_[c].field = static_cast<uint16_t>(field++);
+    }
+    SetAction(column, &plan_[c]);
+  }
+  return CheckAllListed(scanner, listed);
 }
 
 absl::Status SparseCsvParser::ParseNumber(const CsvScanner& scanner,

@@ -353,7 +353,7 @@ FaultRecord ClusterSupervisor::FaultOf(const Slot& slot, const DaemonExit& exit,
   return fault;
 }
 
-absl::Status ClusterSupervisor::HandleExit(Slot& slot, int status) {
+DaemonExit ClusterSupervisor::ExitOf(const Slot& slot, int status) {
   DaemonExit exit;
   exit.status = status;
   exit.signal = slot.process->term_signal();
@@ -365,6 +365,47 @@ absl::Status ClusterSupervisor::HandleExit(Slot& slot, int status) {
       if (w.index == slot.index && !w.diverged.empty()) exit.diverged = true;
     }
   }
+  return exit;
+}
+
+void ClusterSupervisor::EndDiverged(Slot& slot) {
+  for (const WorkerResult& w : latest_) {
+    if (w.index == slot.index) progress_->Event(absl::StrCat("launcher: ", w.diverged));
+  }
+  slot.finished = true;
+  diverged_ = true;
+}
+
+absl::Status ClusterSupervisor::ScheduleRestart(Slot& slot, FaultRecord fault,
+                                                double elapsed,
+                                                const std::string& ended,
+                                                const std::string& why) {
+  ++slot.restarts;
+  // How long the process lived is real time (as in ExitLine); the wait
+  // is on clock_, like every wait of the launcher.
+  const RestartBackoff backoff =
+      NextRestartBackoff(config_.launcher, slot.backoff_streak,
+                         absl::Now() - slot.process->started());
+  slot.backoff_streak = backoff.streak;
+  fault.action = "restarted";
+  progress_->Event(absl::StrFormat(
+      "[%6.1f s] %s%s; restarting it%s (restart %d of %d)", elapsed, ended,
+      why,
+      backoff.delay > absl::ZeroDuration()
+          ? absl::StrCat(" in ", absl::FormatDuration(backoff.delay))
+          : "",
+      slot.restarts, config_.launcher.max_restarts));
+  // Scheduled, not slept: the others are watched meanwhile.
+  slot.down = false;
+  slot.restart_pending = true;
+  slot.restart_at = clock_->Now() + backoff.delay;
+  slot.restart_fault = faults_.size();
+  faults_.push_back(std::move(fault));
+  return RestartWhenDue(slot);
+}
+
+absl::Status ClusterSupervisor::HandleExit(Slot& slot, int status) {
+  const DaemonExit exit = ExitOf(slot, status);
   const RestartDecision decision =
       DecideRestart(config_.launcher, slot.kind, exit, slot.restarts);
   if (decision.action == RestartAction::kFinished) {
@@ -372,11 +413,7 @@ absl::Status ClusterSupervisor::HandleExit(Slot& slot, int status) {
     return absl::OkStatus();
   }
   if (decision.action == RestartAction::kDiverged) {
-    for (const WorkerResult& w : latest_) {
-      if (w.index == slot.index) progress_->Event(absl::StrCat("launcher: ", w.diverged));
-    }
-    slot.finished = true;
-    diverged_ = true;
+    EndDiverged(slot);
     return absl::OkStatus();
   }
   const double elapsed = elapsed_seconds();
@@ -391,30 +428,8 @@ absl::Status ClusterSupervisor::HandleExit(Slot& slot, int status) {
   slot.down = true;
   absl::Status result = absl::OkStatus();
   switch (decision.action) {
-    case RestartAction::kRestart: {
-      ++slot.restarts;
-      // How long the process lived is real time (as in ExitLine); the wait
-      // is on clock_, like every wait of the launcher.
-      const RestartBackoff backoff =
-          NextRestartBackoff(config_.launcher, slot.backoff_streak,
-                             absl::Now() - slot.process->started());
-      slot.backoff_streak = backoff.streak;
-      fault.action = "restarted";
-      progress_->Event(absl::StrFormat(
-          "[%6.1f s] %s%s; restarting it%s (restart %d of %d)", elapsed, ended,
-          why,
-          backoff.delay > absl::ZeroDuration()
-              ? absl::StrCat(" in ", absl::FormatDuration(backoff.delay))
-              : "",
-          slot.restarts, config_.launcher.max_restarts));
-      // Scheduled, not slept: the others are watched meanwhile.
-      slot.down = false;
-      slot.restart_pending = true;
-      slot.restart_at = clock_->Now() + backoff.delay;
-      slot.restart_fault = faults_.size();
-      faults_.push_back(std::move(fault));
-      return RestartWhenDue(slot);
-    }
+    case RestartAction::kRestart:
+      return ScheduleRestart(slot, std::move(fault), elapsed, ended, why);
     case RestartAction::kLeaveDown:
       fault.action = "left down";
       progress_->Event(absl::StrFormat("[%6.1f s] %s%s", elapsed, ended, why));

@@ -138,6 +138,14 @@ class ClusterSupervisor {
   // for a daemon the policy gives up on. Sets diverged_ (and returns OK) when
   // a worker that exited non-zero reported a divergence.
   absl::Status CheckDaemons(int* running);
+  // How `slot`'s daemon ended with `status`; for a worker that exited
+  // non-zero, asks the coordinator whether its training diverged.
+  DaemonExit ExitOf(const Slot& slot, int status);
+  // Ends `slot`'s worker, whose training diverged, with its report's words.
+  void EndDiverged(Slot& slot);
+  // Records `fault` and schedules `slot`'s restart after its backoff.
+  absl::Status ScheduleRestart(Slot& slot, FaultRecord fault, double elapsed,
+                               const std::string& ended, const std::string& why);
   // Applies the policy to `slot`, which ended with `status`.
   absl::Status HandleExit(Slot& slot, int status);
   // Starts a pending restart of `slot` once its time has come. Aborted (and

@@ -153,6 +153,56 @@ std::string FirstLine(absl::string_view message) {
   return std::string(message.substr(0, message.find('\n')));
 }
 
+// Adds JobStateOverrides to the job's own copies of the config and options:
+// its state goes under the run folder.
+void PlaceJobState(const Config& user_config, const LaunchOptions& user_options,
+                   Config* config, LaunchOptions* options) {
+  for (const std::string& assignment : JobStateOverrides(user_config, user_options)) {
+    options->overrides.push_back(assignment);
+    const std::string value = assignment.substr(assignment.find('=') + 1);
+    if (absl::StartsWith(assignment, "checkpoint.dir=")) config->checkpoint.dir = value;
+    if (absl::StartsWith(assignment, "coordinator.state_dir=")) {
+      config->coordinator.state_dir = value;
+    }
+  }
+}
+
+// The summary's parts known before the cluster starts: the mark and where
+// the run's files go.
+LaunchSummary NewSummary(const Config& config, const LaunchOptions& options) {
+  LaunchSummary summary;
+  SetMark(config, options.accuracy_mark, &summary);
+  summary.log_dir = (fs::path(options.run_dir) / "logs").string();
+  summary.checkpoint_dir = config.checkpoint.dir.empty() ? "(checkpoints off)"
+                           : options.remote.has_value()
+                               ? absl::StrCat(config.checkpoint.dir, " on each ps host")
+                               : fs::absolute(config.checkpoint.dir).string();
+  summary.summary_path = (fs::path(options.run_dir) / "summary.json").string();
+  return summary;
+}
+
+// The summary's figures and verdict once the cluster stopped with `status`.
+void FinishSummary(ClusterSupervisor& supervisor, const absl::Status& status,
+                   const Config& config, LaunchSummary* summary) {
+  summary->seconds = supervisor.elapsed_seconds();
+  summary->stop_reason = supervisor.stop_reason();
+  summary->seconds_to_mark = supervisor.seconds_to_mark();
+  summary->interrupted = supervisor.interrupted();
+  summary->faults = supervisor.faults();
+  supervisor.AddRecoveryFigures(summary);
+  AddWorkerResults(supervisor.workers(), summary);
+  if (status.ok()) {
+    summary->failure = JudgeTraining(*summary, config);
+  } else {
+    // The daemon's own reason when it gave one (ClusterSupervisor::Watch).
+    summary->failure = FirstLine(status.message());
+    summary->job_failed = true;
+  }
+  summary->accuracy_note = AccuracyNote(config);
+  summary->outcome =
+      SummaryOutcome(*summary, status.ok() ? "" : FirstLine(status.message()));
+}
+
 }  // namespace
 
 std::vector<std::string> JobStateOverrides(const Config& config,
@@ -183,14 +233,7 @@ absl::StatusOr<LaunchSummary> RunCluster(const Config& user_config,
   // The job's own copies, with its state placed under the run folder.
   Config config = user_config;
   LaunchOptions options = user_options;
-  for (const std::string& assignment : JobStateOverrides(user_config, user_options)) {
-    options.overrides.push_back(assignment);
-    const std::string value = assignment.substr(assignment.find('=') + 1);
-    if (absl::StartsWith(assignment, "checkpoint.dir=")) config.checkpoint.dir = value;
-    if (absl::StartsWith(assignment, "coordinator.state_dir=")) {
-      config.coordinator.state_dir = value;
-    }
-  }
+  PlaceJobState(user_config, user_options, &config, &options);
 
   if (!options.resume && options.remote.has_value()) {
     ForgetPreviousRemoteRun(config, *options.remote);
@@ -200,15 +243,7 @@ absl::StatusOr<LaunchSummary> RunCluster(const Config& user_config,
   absl::Status logs = PrepareLogDir(options.run_dir);
   if (!logs.ok()) return logs;
 
-  LaunchSummary summary;
-  SetMark(config, options.accuracy_mark, &summary);
-  summary.log_dir = (fs::path(options.run_dir) / "logs").string();
-  summary.checkpoint_dir = config.checkpoint.dir.empty() ? "(checkpoints off)"
-                           : options.remote.has_value()
-                               ? absl::StrCat(config.checkpoint.dir, " on each ps host")
-                               : fs::absolute(config.checkpoint.dir).string();
-  summary.summary_path = (fs::path(options.run_dir) / "summary.json").string();
-
+  LaunchSummary summary = NewSummary(config, options);
   ClusterSupervisor supervisor(config, options);
   absl::Status status = supervisor.Start();
   if (status.ok()) status = supervisor.Watch();
@@ -220,23 +255,7 @@ absl::StatusOr<LaunchSummary> RunCluster(const Config& user_config,
   });
   if (status.ok()) status = supervisor.PsExitStatus();
 
-  summary.seconds = supervisor.elapsed_seconds();
-  summary.stop_reason = supervisor.stop_reason();
-  summary.seconds_to_mark = supervisor.seconds_to_mark();
-  summary.interrupted = supervisor.interrupted();
-  summary.faults = supervisor.faults();
-  supervisor.AddRecoveryFigures(&summary);
-  AddWorkerResults(supervisor.workers(), &summary);
-  if (status.ok()) {
-    summary.failure = JudgeTraining(summary, config);
-  } else {
-    // The daemon's own reason when it gave one (ClusterSupervisor::Watch).
-    summary.failure = FirstLine(status.message());
-    summary.job_failed = true;
-  }
-  summary.accuracy_note = AccuracyNote(config);
-  summary.outcome =
-      SummaryOutcome(summary, status.ok() ? "" : FirstLine(status.message()));
+  FinishSummary(supervisor, status, config, &summary);
   absl::Status written = WriteSummary(summary);
   if (!written.ok()) {
     supervisor.Event(absl::StrCat("launcher: cannot write the summary: ",

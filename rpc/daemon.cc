@@ -118,6 +118,99 @@ void StopStartupWatch() {
   Startup().thread.join();
 }
 
+// Sets --help to list our flags only, parses the flags and returns the
+// daemon's role; dies on a stray argument.
+std::string ParseDaemonFlags(
+    int argc, char** argv,
+    const std::function<std::string()>& role_after_flags,
+    const std::string& usage) {
+  absl::FlagsUsageConfig usage_config;
+  usage_config.contains_help_flags = OurFlag;
+  usage_config.contains_helpshort_flags = OurFlag;
+  absl::SetFlagsUsageConfig(usage_config);
+  absl::SetProgramUsageMessage(usage);
+  std::vector<char*> rest = ParseFlags(argc, argv);
+  const std::string role = role_after_flags();
+  if (rest.size() > 1) {
+    Die(role, absl::StrCat("unexpected argument '", rest[1],
+                           "'; see --help"), 2);
+  }
+  return role;
+}
+
+// --index, which must be given exactly when the role has one; dies if not.
+int CheckedIndex(const std::string& role, bool has_index) {
+  const int index = absl::GetFlag(FLAGS_index);
+  if (has_index && index < -1) {
+    Die(role, absl::StrCat("--index must be 0 or more (which ", role,
+                           " of the config), got ", index),
+        2);
+  }
+  if (has_index && index < 0) {
+    Die(role, "--index N is required (which " + role + " of the config)", 2);
+  }
+  if (!has_index && index != -1) {
+    Die(role, absl::StrCat("--index does not apply to the ", role,
+                           " (there is one); remove it"),
+        2);
+  }
+  return index;
+}
+
+// The config overrides: --set, the daemon's own, then --coordinator and
+// --log_level.
+std::vector<std::string> ConfigOverrides(
+    std::vector<std::string> (*extra_overrides)()) {
+  std::vector<std::string> overrides = MergeOverrideFragments(absl::GetFlag(FLAGS_set));
+  if (extra_overrides != nullptr) {
+    for (std::string& o : extra_overrides()) overrides.push_back(std::move(o));
+  }
+  if (!absl::GetFlag(FLAGS_coordinator).empty()) {
+    overrides.push_back("cluster.coordinator=" + absl::GetFlag(FLAGS_coordinator));
+  }
+  if (!absl::GetFlag(FLAGS_log_level).empty()) {
+    overrides.push_back("logging.level=" + absl::GetFlag(FLAGS_log_level));
+  }
+  return overrides;
+}
+
+// Dies unless the config at `path` lists member `index` of the role.
+void CheckIndexListed(const std::string& role, const std::string& path,
+                      const Config& config, int index) {
+  const std::string key = role == "ps"        ? "ps"
+                          : role == "standby" ? "standby_ps"
+                                              : "workers";
+  const auto& members = role == "ps"        ? config.cluster.ps
+                        : role == "standby" ? config.cluster.standby_ps
+                                            : config.cluster.workers;
+  if (index >= static_cast<int>(members.size())) {
+    Die(role, absl::StrCat("--index ", index, " but ", path, " lists ",
+                           members.size(), " ", role == "worker" ? "workers" : role,
+                           " in cluster.", key),
+        2);
+  }
+}
+
+// Installs the daemon's certificate and tokens; dies when they fail to load.
+void InstallDaemonSecurity(const std::string& role, bool has_index,
+                           const DaemonSetup& setup) {
+  // The certificate is "{name}" in security.cert_file: ps-0, standby-1,
+  // worker-2, coordinator. A ps and a standby call as ps, a worker as worker;
+  // the coordinator reads members' Status (which process holds a place) as
+  // reader, or admin when the config names no reader token.
+  const std::string name =
+      has_index ? absl::StrCat(role, "-", setup.index) : role;
+  const CallerRole security_role =
+      role == "ps" || role == "standby" ? CallerRole::kPs
+      : role == "worker"                ? CallerRole::kWorker
+      : !setup.config.security.reader_token_file.empty() ? CallerRole::kReader
+      : !setup.config.security.admin_token_file.empty()  ? CallerRole::kAdmin
+                                                         : CallerRole::kNone;
+  absl::Status security =
+      InstallSecurity(setup.config.security, name, security_role);
+  if (!security.ok()) Die(role, std::string(security.message()), 2);
+}
+
 }  // namespace
 
 void Die(const std::string& role, const std::string& message, int code) {
@@ -148,17 +241,8 @@ DaemonSetup InitDaemon(int argc, char** argv,
                        const std::function<std::string()>& role_after_flags,
                        const std::string& usage, bool has_index,
                        std::vector<std::string> (*extra_overrides)()) {
-  absl::FlagsUsageConfig usage_config;
-  usage_config.contains_help_flags = OurFlag;
-  usage_config.contains_helpshort_flags = OurFlag;
-  absl::SetFlagsUsageConfig(usage_config);
-  absl::SetProgramUsageMessage(usage);
-  std::vector<char*> rest = ParseFlags(argc, argv);
-  const std::string role = role_after_flags();
-  if (rest.size() > 1) {
-    Die(role, absl::StrCat("unexpected argument '", rest[1],
-                           "'; see --help"), 2);
-  }
+  const std::string role =
+      ParseDaemonFlags(argc, argv, role_after_flags, usage);
   BlockShutdownSignals();
   // glibc malloc is tuned for bulk transfer by the first gRPC server or
   // channel (TuneMallocForBulkTransfer in rpc/server_util.h). The 64 MiB
@@ -167,68 +251,19 @@ DaemonSetup InitDaemon(int argc, char** argv,
   const std::string path = absl::GetFlag(FLAGS_config);
   if (path.empty()) Die(role, "--config FILE is required; see --help", 2);
   DaemonSetup setup;
-  setup.index = absl::GetFlag(FLAGS_index);
-  if (has_index && setup.index < -1) {
-    Die(role, absl::StrCat("--index must be 0 or more (which ", role,
-                           " of the config), got ", setup.index),
-        2);
-  }
-  if (has_index && setup.index < 0) {
-    Die(role, "--index N is required (which " + role + " of the config)", 2);
-  }
-  if (!has_index && setup.index != -1) {
-    Die(role, absl::StrCat("--index does not apply to the ", role,
-                           " (there is one); remove it"),
-        2);
-  }
-  std::vector<std::string> overrides = MergeOverrideFragments(absl::GetFlag(FLAGS_set));
-  if (extra_overrides != nullptr) {
-    for (std::string& o : extra_overrides()) overrides.push_back(std::move(o));
-  }
-  if (!absl::GetFlag(FLAGS_coordinator).empty()) {
-    overrides.push_back("cluster.coordinator=" + absl::GetFlag(FLAGS_coordinator));
-  }
-  if (!absl::GetFlag(FLAGS_log_level).empty()) {
-    overrides.push_back("logging.level=" + absl::GetFlag(FLAGS_log_level));
-  }
-  absl::StatusOr<Config> config = LoadConfig(path, overrides);
+  setup.index = CheckedIndex(role, has_index);
+  absl::StatusOr<Config> config =
+      LoadConfig(path, ConfigOverrides(extra_overrides));
   if (!config.ok()) Die(role, std::string(config.status().message()), 2);
   setup.config = *std::move(config);
-  if (has_index) {
-    const std::string key = role == "ps"        ? "ps"
-                            : role == "standby" ? "standby_ps"
-                                                : "workers";
-    const auto& members = role == "ps"        ? setup.config.cluster.ps
-                          : role == "standby" ? setup.config.cluster.standby_ps
-                                              : setup.config.cluster.workers;
-    if (setup.index >= static_cast<int>(members.size())) {
-      Die(role, absl::StrCat("--index ", setup.index, " but ", path, " lists ",
-                             members.size(), " ", role == "worker" ? "workers" : role,
-                             " in cluster.", key),
-          2);
-    }
-  }
+  if (has_index) CheckIndexListed(role, path, setup.config, setup.index);
   setup.advertise = absl::GetFlag(FLAGS_advertise);
   const std::string prefix = has_index ? absl::StrCat(role, " ", setup.index) : role;
   DaemonName() = prefix;
   absl::Status logging =
       InitLogging(prefix, LogLevelName(setup.config.logging.level));
   if (!logging.ok()) Die(role, std::string(logging.message()), 2);
-  // The certificate is "{name}" in security.cert_file: ps-0, standby-1,
-  // worker-2, coordinator. A ps and a standby call as ps, a worker as worker;
-  // the coordinator reads members' Status (which process holds a place) as
-  // reader, or admin when the config names no reader token.
-  const std::string name =
-      has_index ? absl::StrCat(role, "-", setup.index) : role;
-  const CallerRole security_role =
-      role == "ps" || role == "standby" ? CallerRole::kPs
-      : role == "worker"                ? CallerRole::kWorker
-      : !setup.config.security.reader_token_file.empty() ? CallerRole::kReader
-      : !setup.config.security.admin_token_file.empty()  ? CallerRole::kAdmin
-                                                         : CallerRole::kNone;
-  absl::Status security =
-      InstallSecurity(setup.config.security, name, security_role);
-  if (!security.ok()) Die(role, std::string(security.message()), 2);
+  InstallDaemonSecurity(role, has_index, setup);
   // Every connection holds a descriptor: a low soft limit would let idle
   // clients lock a daemon out of accepting more.
   SPDLOG_LOGGER_INFO(Log(Logger::kRpc), "{}", RaiseFdLimit());

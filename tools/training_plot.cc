@@ -110,14 +110,9 @@ void AddPs(double t, const proto::MemberSample& m, PsCurve& c) {
   }
 }
 
-}  // namespace
-
-std::vector<Chart> TrainingCharts(const proto::GetHistoryResponse& history) {
-  std::map<int, WorkerCurves> workers;
-  std::map<int, PsCurve> shards;
-  Series cluster_rate{"cluster", {}};
-  // The metric the test charts show: the first worker report with metrics
-  // says which the task measures.
+// The metric the test charts show: the first worker report with metrics says
+// which the task measures.
+std::string ChartedMetric(const proto::GetHistoryResponse& history) {
   std::string metric = "accuracy";
   for (const proto::HistorySample& sample : history.samples()) {
     for (const proto::MemberSample& m : sample.members()) {
@@ -126,6 +121,15 @@ std::vector<Chart> TrainingCharts(const proto::GetHistoryResponse& history) {
       }
     }
   }
+  return metric;
+}
+
+// Every sample's members into their curves, and the workers' summed rate
+// into `cluster_rate`.
+void CollectCurves(const proto::GetHistoryResponse& history,
+                   const std::string& metric,
+                   std::map<int, WorkerCurves>& workers,
+                   std::map<int, PsCurve>& shards, Series& cluster_rate) {
   for (const proto::HistorySample& sample : history.samples()) {
     const double t = sample.time_seconds();
     double total_rate = 0;
@@ -143,60 +147,91 @@ std::vector<Chart> TrainingCharts(const proto::GetHistoryResponse& history) {
     }
     if (any_worker) cluster_rate.points.emplace_back(t, total_rate);
   }
-  Chart loss_time{"Training loss", "seconds since the coordinator started",
-                  "loss"};
-  Chart acc_time{absl::StrCat("Test ", metric),
-                 "seconds since the coordinator started", metric};
-  Chart loss_step{"Training loss by step", "worker step", "loss"};
-  Chart acc_step{absl::StrCat("Test ", metric, " by step"), "worker step",
-                 metric};
-  Chart rate{"Throughput", "seconds since the coordinator started",
-             "examples/s"};
-  Chart pushes{"Pushes applied per ps", "seconds since the coordinator started",
-               "pushes/s"};
-  Chart staleness{"Staleness p99 since start",
-                  "seconds since the coordinator started", "updates"};
-  loss_time.y_min = loss_step.y_min = 0;
-  rate.y_min = pushes.y_min = staleness.y_min = 0;
+}
+
+// The charts drawn, in their order; rows and keys only for sparse models.
+struct TrainingChartSet {
+  Chart loss_time, acc_time, loss_step, acc_step, rate, pushes, staleness;
+  Chart rows, keys;
+};
+
+// The charts with their titles and axes, and no series yet.
+TrainingChartSet EmptyCharts(const std::string& metric) {
+  TrainingChartSet c{
+      {"Training loss", "seconds since the coordinator started", "loss"},
+      {absl::StrCat("Test ", metric), "seconds since the coordinator started",
+       metric},
+      {"Training loss by step", "worker step", "loss"},
+      {absl::StrCat("Test ", metric, " by step"), "worker step", metric},
+      {"Throughput", "seconds since the coordinator started", "examples/s"},
+      {"Pushes applied per ps", "seconds since the coordinator started",
+       "pushes/s"},
+      {"Staleness p99 since start", "seconds since the coordinator started",
+       "updates"},
+      {"Sparse rows per ps", "seconds since the coordinator started", "rows"},
+      {"Sparse keys per second per ps",
+       "seconds since the coordinator started", "keys/s"}};
+  c.loss_time.y_min = c.loss_step.y_min = 0;
+  c.rate.y_min = c.pushes.y_min = c.staleness.y_min = 0;
+  c.rows.y_min = c.keys.y_min = 0;
+  return c;
+}
+
+// Each worker's curves, and the cluster's rate when more than one worker ran.
+void AddWorkerSeries(std::map<int, WorkerCurves>& workers,
+                     Series& cluster_rate, TrainingChartSet& charts) {
   for (auto& [index, c] : workers) {
     const std::string name = absl::StrCat("worker ", index);
     c.loss_time.name = c.acc_time.name = c.loss_step.name = c.acc_step.name =
         c.rate_time.name = c.stale_time.name = name;
-    loss_time.series.push_back(std::move(c.loss_time));
-    acc_time.series.push_back(std::move(c.acc_time));
-    loss_step.series.push_back(std::move(c.loss_step));
-    acc_step.series.push_back(std::move(c.acc_step));
-    rate.series.push_back(std::move(c.rate_time));
-    staleness.series.push_back(std::move(c.stale_time));
+    charts.loss_time.series.push_back(std::move(c.loss_time));
+    charts.acc_time.series.push_back(std::move(c.acc_time));
+    charts.loss_step.series.push_back(std::move(c.loss_step));
+    charts.acc_step.series.push_back(std::move(c.acc_step));
+    charts.rate.series.push_back(std::move(c.rate_time));
+    charts.staleness.series.push_back(std::move(c.stale_time));
   }
-  if (workers.size() > 1) rate.series.push_back(std::move(cluster_rate));
-  Chart rows{"Sparse rows per ps", "seconds since the coordinator started",
-             "rows"};
-  Chart keys{"Sparse keys per second per ps",
-             "seconds since the coordinator started", "keys/s"};
-  rows.y_min = keys.y_min = 0;
+  if (workers.size() > 1) charts.rate.series.push_back(std::move(cluster_rate));
+}
+
+// Each ps's curves; the sparse ones only where the ps held sparse rows.
+void AddPsSeries(std::map<int, PsCurve>& shards, TrainingChartSet& charts) {
   for (auto& [index, c] : shards) {
     const std::string name = absl::StrCat("ps ", index);
     c.pushes_time.name = c.stale_time.name = c.rows_time.name = name;
     c.push_keys_time.name = absl::StrCat(name, " push");
     c.pull_keys_time.name = absl::StrCat(name, " pull");
     c.evicted_time.name = absl::StrCat(name, " evicted");
-    pushes.series.push_back(std::move(c.pushes_time));
-    staleness.series.push_back(std::move(c.stale_time));
+    charts.pushes.series.push_back(std::move(c.pushes_time));
+    charts.staleness.series.push_back(std::move(c.stale_time));
     if (!c.rows_time.points.empty()) {
-      rows.series.push_back(std::move(c.rows_time));
+      charts.rows.series.push_back(std::move(c.rows_time));
       if (!c.evicted_time.points.empty()) {
-        rows.series.push_back(std::move(c.evicted_time));
+        charts.rows.series.push_back(std::move(c.evicted_time));
       }
-      keys.series.push_back(std::move(c.push_keys_time));
-      keys.series.push_back(std::move(c.pull_keys_time));
+      charts.keys.series.push_back(std::move(c.push_keys_time));
+      charts.keys.series.push_back(std::move(c.pull_keys_time));
     }
   }
-  std::vector<Chart> charts = {loss_time, acc_time, loss_step, acc_step,
-                               rate,      pushes,   staleness};
-  if (!rows.series.empty()) {
-    charts.push_back(std::move(rows));
-    charts.push_back(std::move(keys));
+}
+
+}  // namespace
+
+std::vector<Chart> TrainingCharts(const proto::GetHistoryResponse& history) {
+  std::map<int, WorkerCurves> workers;
+  std::map<int, PsCurve> shards;
+  Series cluster_rate{"cluster", {}};
+  const std::string metric = ChartedMetric(history);
+  CollectCurves(history, metric, workers, shards, cluster_rate);
+  TrainingChartSet c = EmptyCharts(metric);
+  AddWorkerSeries(workers, cluster_rate, c);
+  AddPsSeries(shards, c);
+  std::vector<Chart> charts = {c.loss_time, c.acc_time, c.loss_step,
+                               c.acc_step,  c.rate,     c.pushes,
+                               c.staleness};
+  if (!c.rows.series.empty()) {
+    charts.push_back(std::move(c.rows));
+    charts.push_back(std::move(c.keys));
   }
   return charts;
 }

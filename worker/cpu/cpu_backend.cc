@@ -38,6 +38,63 @@ absl::Status CheckBatch(int batch, int max_batch) {
   return absl::OkStatus();
 }
 
+// One layer of a staged step: its shape, where its weight and bias sit in the
+// flat parameter vector, and the row chunks its weight is cut into.
+struct StagedLayer {
+  int fan_in;
+  int fan_out;
+  int64_t weight;
+  int64_t bias;
+  const std::vector<int>& rows;  // chunk bounds, 0 first and fan_in last
+};
+
+// One layer's forward pass: out = sum over chunks of in[:, r0:r1] *
+// W[r0:r1, :], the chunks last rows first (the order the backward pass sends
+// them in), each once its parameters arrived; then the bias and, but for the
+// last layer, the ReLU.
+absl::Status StagedForward(const StagedLayer& layer, const float* params,
+                           const float* in, int batch, bool relu, float* out,
+                           const StageHooks& hooks) {
+  const int fan_in = layer.fan_in, fan_out = layer.fan_out;
+  const int64_t w = layer.weight;
+  const std::vector<int>& rows = layer.rows;
+  for (size_t c = rows.size() - 1; c > 0; --c) {
+    const int r0 = rows[c - 1], r1 = rows[c];
+    RETURN_IF_ERROR(hooks.await_params(
+        w + static_cast<int64_t>(r0) * fan_out,
+        w + static_cast<int64_t>(r1) * fan_out));
+    GemmStrided(false, batch, fan_out, r1 - r0, in + r0, fan_in,
+                params + w + static_cast<int64_t>(r0) * fan_out, fan_out,
+                c + 1 == rows.size() ? 0.0f : 1.0f, out, fan_out);
+  }
+  RETURN_IF_ERROR(hooks.await_params(layer.bias, layer.bias + fan_out));
+  AddBias(params + layer.bias, batch, fan_out, out);
+  if (relu) {
+    ReluForward(static_cast<int64_t>(batch) * fan_out, out);
+  }
+  return absl::OkStatus();
+}
+
+// One layer's gradients from its input and its delta dz, the weight's chunks
+// last rows first and then the bias, each reported as soon as it is final.
+void StagedGradient(const StagedLayer& layer, const float* layer_in,
+                    const float* dz, int batch, float* grad,
+                    const StageHooks& hooks) {
+  const int fan_in = layer.fan_in, fan_out = layer.fan_out;
+  const int64_t w = layer.weight;
+  const std::vector<int>& rows = layer.rows;
+  for (size_t c = rows.size() - 1; c > 0; --c) {
+    const int r0 = rows[c - 1], r1 = rows[c];
+    const int64_t begin = w + static_cast<int64_t>(r0) * fan_out;
+    // dW[r0:r1, :] = in[:, r0:r1]^T * dZ.
+    GemmStrided(true, r1 - r0, fan_out, batch, layer_in + r0, fan_in, dz,
+                fan_out, 0.0f, grad + begin, fan_out);
+    hooks.gradient_ready(begin, w + static_cast<int64_t>(r1) * fan_out);
+  }
+  ColumnSums(dz, batch, fan_out, grad + layer.bias);
+  hooks.gradient_ready(layer.bias, layer.bias + fan_out);
+}
+
 }  // namespace
 
 CpuBackend::CpuBackend(const ModelSpec& spec, int max_batch)
@@ -135,30 +192,16 @@ absl::StatusOr<float> CpuBackend::LossAndGradientInStages(
   const int layers = num_layers();
   std::vector<std::vector<int>> chunks(layers);
   for (int l = 0; l < layers; ++l) chunks[l] = RowChunks(l, hooks.cuts);
-  // Forward: out = sum over chunks of in[:, r0:r1] * W[r0:r1, :], the
-  // chunks last rows first (the order the backward pass sends them in).
+  std::vector<StagedLayer> staged;
+  for (int l = 0; l < layers; ++l) {
+    staged.push_back({layers_[l], layers_[l + 1], weight_offset_[l],
+                      bias_offset_[l], chunks[l]});
+  }
   const float* in = x;
   for (int l = 0; l < layers; ++l) {
-    const int fan_in = layers_[l], fan_out = layers_[l + 1];
-    const int64_t w = weight_offset_[l];
-    float* out = act_[l].data();
-    const std::vector<int>& rows = chunks[l];
-    for (size_t c = rows.size() - 1; c > 0; --c) {
-      const int r0 = rows[c - 1], r1 = rows[c];
-      RETURN_IF_ERROR(hooks.await_params(
-          w + static_cast<int64_t>(r0) * fan_out,
-          w + static_cast<int64_t>(r1) * fan_out));
-      GemmStrided(false, batch, fan_out, r1 - r0, in + r0, fan_in,
-                  params + w + static_cast<int64_t>(r0) * fan_out, fan_out,
-                  c + 1 == rows.size() ? 0.0f : 1.0f, out, fan_out);
-    }
-    RETURN_IF_ERROR(
-        hooks.await_params(bias_offset_[l], bias_offset_[l] + fan_out));
-    AddBias(params + bias_offset_[l], batch, fan_out, out);
-    if (l + 1 < layers) {
-      ReluForward(static_cast<int64_t>(batch) * fan_out, out);
-    }
-    in = out;
+    RETURN_IF_ERROR(StagedForward(staged[l], params, in, batch,
+                                  l + 1 < layers, act_[l].data(), hooks));
+    in = act_[l].data();
   }
   const double loss_sum = OutputLoss(
       task_, in, targets, batch, layers_.back(),
@@ -176,21 +219,8 @@ absl::StatusOr<float> CpuBackend::LossAndGradientInStages(
     ReluBackward(act_[l - 1].data(), static_cast<int64_t>(batch) * fan_in, da);
   }
   for (int l = 0; l < layers; ++l) {
-    const int fan_in = layers_[l], fan_out = layers_[l + 1];
-    const int64_t w = weight_offset_[l];
     const float* layer_in = l == 0 ? x : act_[l - 1].data();
-    const float* dz = delta_[l].data();
-    const std::vector<int>& rows = chunks[l];
-    for (size_t c = rows.size() - 1; c > 0; --c) {
-      const int r0 = rows[c - 1], r1 = rows[c];
-      const int64_t begin = w + static_cast<int64_t>(r0) * fan_out;
-      // dW[r0:r1, :] = in[:, r0:r1]^T * dZ.
-      GemmStrided(true, r1 - r0, fan_out, batch, layer_in + r0, fan_in, dz,
-                  fan_out, 0.0f, grad + begin, fan_out);
-      hooks.gradient_ready(begin, w + static_cast<int64_t>(r1) * fan_out);
-    }
-    ColumnSums(dz, batch, fan_out, grad + bias_offset_[l]);
-    hooks.gradient_ready(bias_offset_[l], bias_offset_[l] + fan_out);
+    StagedGradient(staged[l], layer_in, delta_[l].data(), batch, grad, hooks);
   }
   return static_cast<float>(loss_sum / batch);
 }

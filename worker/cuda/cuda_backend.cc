@@ -83,6 +83,79 @@ struct PooledLayout {
   const size_t grad, embedding_grad, row_loss;
 };
 
+// Packs the batch (and `offset` when given) into host_in as `at` lays it out.
+void PackPooledBatch(const PooledLayout& at, const PooledBatch& batch,
+                     const float* offset, const float* targets, int rows,
+                     char* const host_in) {
+  const int64_t entries = batch.offsets[rows];
+  const int64_t embedding_floats = batch.embedding_rows * batch.dim;
+  auto put = [host_in](size_t at, const void* from, size_t bytes) {
+    if (bytes > 0) std::memcpy(host_in + at, from, bytes);
+  };
+  put(at.offsets, batch.offsets, (rows + 1) * sizeof(int64_t));
+  put(at.slot, batch.slot, entries * sizeof(uint32_t));
+  put(at.value, batch.value, entries * sizeof(float));
+  put(at.field, batch.field, entries * sizeof(uint16_t));
+  put(at.embeddings, batch.embeddings, embedding_floats * sizeof(float));
+  if (offset != nullptr) put(at.offset, offset, rows * sizeof(float));
+  put(at.targets, targets, rows * sizeof(float));
+}
+
+// Gathers the pooled inputs x [rows, fields*dim] from the packed batch `in`
+// on the device.
+absl::Status Pool(const PooledLayout& at, const PooledBatch& batch, int rows,
+                  char* const in, float* x, cudaStream_t stream) {
+  return CudaStatus(
+      gpu::LaunchPool(Packed<const int64_t>(in, at.offsets),
+                      Packed<const uint32_t>(in, at.slot),
+                      Packed<const float>(in, at.value),
+                      Packed<const uint16_t>(in, at.field),
+                      batch.offsets[rows], Packed<const float>(in, at.embeddings),
+                      batch.embedding_rows, rows, batch.fields, batch.dim, x,
+                      stream),
+      "Pool kernel");
+}
+
+// Scatters the pooled inputs' gradient dx into the embedding gradient of the
+// packed results `out`, zeroed first.
+absl::Status Unpool(const PooledLayout& at, const PooledBatch& batch, int rows,
+                    char* const in, const float* dx, char* const out,
+                    cudaStream_t stream) {
+  const int64_t embedding_floats = batch.embedding_rows * batch.dim;
+  float* const d_embedding_grad = Packed<float>(out, at.embedding_grad);
+  RETURN_IF_ERROR(CudaStatus(
+      cudaMemsetAsync(d_embedding_grad, 0, embedding_floats * sizeof(float),
+                      stream),
+      "cudaMemsetAsync (embedding gradient)"));
+  return CudaStatus(
+      gpu::LaunchUnpool(Packed<const int64_t>(in, at.offsets),
+                        Packed<const uint32_t>(in, at.slot),
+                        Packed<const float>(in, at.value),
+                        Packed<const uint16_t>(in, at.field),
+                        batch.offsets[rows], dx, rows, batch.fields, batch.dim,
+                        d_embedding_grad, batch.embedding_rows, stream),
+      "Unpool kernel");
+}
+
+// Copies the results out of the packed host buffer host_out and the output
+// gradient (host_outputs) to the caller's arrays; returns the summed loss.
+double UnpackPooledResults(const PooledLayout& at, char* const host_out,
+                           const float* host_outputs, int rows,
+                           int64_t num_params, int64_t embedding_floats,
+                           float* grad, float* embedding_grad,
+                           float* out_grad) {
+  std::memcpy(grad, host_out + at.grad, num_params * sizeof(float));
+  if (embedding_floats > 0) {
+    std::memcpy(embedding_grad, host_out + at.embedding_grad,
+                embedding_floats * sizeof(float));
+  }
+  std::memcpy(out_grad, host_outputs, rows * sizeof(float));
+  const float* row_loss = Packed<const float>(host_out, at.row_loss);
+  double loss_sum = 0.0;  // in double and in row order, as the CPU path sums
+  for (int r = 0; r < rows; ++r) loss_sum += row_loss[r];
+  return loss_sum;
+}
+
 }  // namespace
 
 CudaBackend::CudaBackend(const ModelSpec& spec, int max_batch, int gpu,
@@ -346,37 +419,17 @@ absl::StatusOr<double> CudaBackend::PooledStep(
 
   // The batch, packed and copied at once. Earlier copies out of
   // host_pooled_in_ finished: every call synchronises.
-  char* const host_in = host_pooled_in_.data();
-  auto put = [host_in](size_t at, const void* from, size_t bytes) {
-    if (bytes > 0) std::memcpy(host_in + at, from, bytes);
-  };
-  put(at.offsets, batch.offsets, (rows + 1) * sizeof(int64_t));
-  put(at.slot, batch.slot, entries * sizeof(uint32_t));
-  put(at.value, batch.value, entries * sizeof(float));
-  put(at.field, batch.field, entries * sizeof(uint16_t));
-  put(at.embeddings, batch.embeddings, embedding_floats * sizeof(float));
-  if (offset != nullptr) put(at.offset, offset, rows * sizeof(float));
-  put(at.targets, targets, rows * sizeof(float));
+  PackPooledBatch(at, batch, offset, targets, rows, host_pooled_in_.data());
   char* const in = pooled_in_.data();
   RETURN_IF_ERROR(
-      CudaStatus(cudaMemcpyAsync(in, host_in, at.in_bytes,
+      CudaStatus(cudaMemcpyAsync(in, host_pooled_in_.data(), at.in_bytes,
                                  cudaMemcpyHostToDevice, compute_.get()),
                  "cudaMemcpyAsync (pooled batch to the device)"));
-  const auto* offsets = Packed<const int64_t>(in, at.offsets);
-  const auto* slot = Packed<const uint32_t>(in, at.slot);
-  const auto* value = Packed<const float>(in, at.value);
-  const auto* field = Packed<const uint16_t>(in, at.field);
   char* const out = pooled_out_.data();
-  float* const d_embedding_grad = Packed<float>(out, at.embedding_grad);
 
   // Gather, MLP (the loss's gradient of the summed loss, back to the pooled
   // inputs; the parameters' scaled to the mean's), scatter.
-  RETURN_IF_ERROR(
-      CudaStatus(gpu::LaunchPool(offsets, slot, value, field, entries,
-                                 Packed<const float>(in, at.embeddings),
-                                 batch.embedding_rows, rows, batch.fields,
-                                 batch.dim, pooled_x_.data(), compute_.get()),
-                 "Pool kernel"));
+  RETURN_IF_ERROR(Pool(at, batch, rows, in, pooled_x_.data(), compute_.get()));
   RETURN_IF_ERROR(mlp_->Forward(params_.data(), pooled_x_.data(), rows));
   gpu::BackwardOptions options;
   if (offset != nullptr) options.offset = Packed<const float>(in, at.offset);
@@ -386,32 +439,17 @@ absl::StatusOr<double> CudaBackend::PooledStep(
                                  Packed<const float>(in, at.targets), rows,
                                  Packed<float>(out, at.row_loss),
                                  Packed<float>(out, at.grad), options));
-  RETURN_IF_ERROR(CudaStatus(
-      cudaMemsetAsync(d_embedding_grad, 0, embedding_floats * sizeof(float),
-                      compute_.get()),
-      "cudaMemsetAsync (embedding gradient)"));
-  RETURN_IF_ERROR(CudaStatus(
-      gpu::LaunchUnpool(offsets, slot, value, field, entries, pooled_dx_.data(),
-                        rows, batch.fields, batch.dim, d_embedding_grad,
-                        batch.embedding_rows, compute_.get()),
-      "Unpool kernel"));
+  RETURN_IF_ERROR(Unpool(at, batch, rows, in, pooled_dx_.data(), out,
+                         compute_.get()));
 
   RETURN_IF_ERROR(CopyToHost(host_pooled_out_.data(), out, at.out_bytes,
                              "pooled gradients"));
   RETURN_IF_ERROR(CopyToHost(host_outputs_.data(), mlp_->dlogits(),
                              rows * sizeof(float), "output gradient"));
   RETURN_IF_ERROR(Synchronize("PooledLossAndGradient"));
-  char* const host_out = host_pooled_out_.data();
-  std::memcpy(grad, host_out + at.grad, num_params_ * sizeof(float));
-  if (embedding_floats > 0) {
-    std::memcpy(embedding_grad, host_out + at.embedding_grad,
-                embedding_floats * sizeof(float));
-  }
-  std::memcpy(out_grad, host_outputs_.data(), rows * sizeof(float));
-  const float* row_loss = Packed<const float>(host_out, at.row_loss);
-  double loss_sum = 0.0;  // in double and in row order, as the CPU path sums
-  for (int r = 0; r < rows; ++r) loss_sum += row_loss[r];
-  return loss_sum;
+  return UnpackPooledResults(at, host_pooled_out_.data(), host_outputs_.data(),
+                             rows, num_params_, embedding_floats, grad,
+                             embedding_grad, out_grad);
 }
 
 absl::Status CudaBackend::Predict(const float* params, const float* x, int n,
