@@ -3,6 +3,8 @@
 
 #include <sys/stat.h>
 
+#include <filesystem>
+
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 
@@ -12,6 +14,11 @@ namespace {
 constexpr uint32_t kStateFormat = 1;
 
 }  // namespace
+
+std::string StateFilePath(const std::string& state_dir) {
+  if (state_dir.empty()) return "";
+  return (std::filesystem::path(state_dir) / "coordinator.state").string();
+}
 
 absl::StatusOr<proto::CoordinatorState> StateFile::Read() const {
   absl::StatusOr<std::string> bytes = ReadFile(path_);

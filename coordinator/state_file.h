@@ -21,6 +21,11 @@
 
 namespace downpour::coordinator {
 
+// The coordinator's state file in `state_dir`: "<state_dir>/coordinator.state";
+// "" when state_dir is "" (no state kept). The launcher removes it to start a
+// new job.
+std::string StateFilePath(const std::string& state_dir);
+
 // Thread-safe: writes are serialized by an internal mutex.
 class StateFile {
  public:

@@ -1,0 +1,60 @@
+// Which worker trains on which data parts: worker i starts with part i, a dead
+// worker's parts go to the living workers, and a worker that registers again
+// takes its own part back (the rules are coordinator/assignment.h's). A part
+// of ClusterState, which calls it under its lock.
+//
+//   DataPartTable parts(/*workers=*/2);
+//   parts.Claim(members.workers(), 0);     // worker 0 registered: part 0
+//   parts.HandOff(members.workers(), 1);   // worker 1 died: its parts move
+#ifndef DOWNPOUR_COORDINATOR_DATA_PART_TABLE_H_
+#define DOWNPOUR_COORDINATOR_DATA_PART_TABLE_H_
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "coordinator/assignment.h"
+#include "coordinator/membership.h"
+#include "proto/coordinator.pb.h"
+#include "proto/coordinator_state.pb.h"
+
+namespace downpour::coordinator {
+
+// Single-threaded: ClusterState calls it under its lock. `workers` arguments
+// are Membership::workers(), entry i for worker i.
+class DataPartTable {
+ public:
+  // `workers` workers, none holding a part yet.
+  explicit DataPartTable(size_t workers) : parts_(workers) {}
+
+  // The parts worker `worker` trains on. REQUIRES: a worker's index.
+  const std::vector<int>& parts(int worker) const { return parts_[worker]; }
+
+  // Worker `claimant` registered: it takes its own part back and adopts the
+  // parts of dead workers that had not finished (ClaimParts).
+  void Claim(const std::vector<Member>& workers, int claimant);
+  // Worker `dead` died: its parts go to the living workers (HandOffParts),
+  // each move logged; nothing when it finished or holds none, and a WARN when
+  // no worker can take them (they wait with it).
+  void HandOff(const std::vector<Member>& workers, int dead);
+
+  // Worker `worker`'s partition: its index, the number of parts, its parts.
+  proto::Partition PartitionOf(int worker) const;
+
+  // Adds each worker's parts to its entry in `members` (role "worker").
+  void AddTo(google::protobuf::RepeatedPtrField<proto::MemberStatus>* members) const;
+  // Adds each worker's parts to its record in `state` (Membership::SaveTo's).
+  void SaveTo(proto::CoordinatorState* state) const;
+  // The parts of each registered worker recorded in `state`.
+  void Restore(const proto::CoordinatorState& state);
+
+ private:
+  std::vector<WorkerSlot> Slots(const std::vector<Member>& workers) const;
+  bool IsWorker(const std::string& role, int index) const;
+
+  std::vector<std::vector<int>> parts_;  // entry i: worker i's parts
+};
+
+}  // namespace downpour::coordinator
+
+#endif  // DOWNPOUR_COORDINATOR_DATA_PART_TABLE_H_

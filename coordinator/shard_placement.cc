@@ -1,0 +1,430 @@
+// Placement, backups and take-overs of shards.
+#include "coordinator/shard_placement.h"
+
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/logging.h"
+#include "common/sparse_keys.h"
+#include "coordinator/member_identity.h"
+
+namespace downpour::coordinator {
+namespace {
+
+spdlog::logger* L() { return Log(Logger::kCoordinator); }
+
+}  // namespace
+
+ShardPlacement::ShardPlacement(const Config& config, ModelSpec spec,
+                               Clock* clock, absl::Time start,
+                               Membership* members, RecoveryLog* recoveries)
+    : cluster_(config.cluster),
+      heartbeat_interval_s_(config.heartbeat.interval_s),
+      heartbeat_timeout_s_(config.heartbeat.timeout_s),
+      spec_(std::move(spec)),
+      clock_(clock),
+      start_(start),
+      members_(members),
+      recoveries_(recoveries),
+      replication_(config.cluster.ps.size()) {
+  const ClusterSection& cluster = cluster_;
+  if (cluster.replication >= 2 && !cluster.standby_ps.empty() &&
+      cluster.standby_ps.size() < cluster.ps.size()) {
+    SPDLOG_LOGGER_WARN(
+        L(),
+        "cluster.replication {} with {} standby for {} shards: {} shard(s) "
+        "will run without a backup until a ps rejoins as a spare (losing such "
+        "a shard's ps loses the pushes since its last checkpoint). List one "
+        "cluster.standby_ps entry per ps to back up every shard",
+        cluster.replication, cluster.standby_ps.size(), cluster.ps.size(),
+        cluster.ps.size() - cluster.standby_ps.size());
+  }
+}
+
+int ShardPlacement::ReplicationFactor() const {
+  return cluster_.standby_ps.empty() ? 1 : cluster_.replication;
+}
+
+void ShardPlacement::MaybePlace() {
+  if (epoch_ > 0) return;
+  const std::vector<Member>& ps = members_->ps();
+  for (const Member& m : ps) {
+    if (!m.registered) return;
+  }
+  placement_ = PlaceBlocks(spec_, static_cast<int>(ps.size()));
+  epoch_ = 1;
+  std::vector<std::string> shards;
+  for (size_t s = 0; s < placement_.size(); ++s) {
+    int64_t floats = 0;
+    for (uint32_t id : placement_[s]) floats += spec_.blocks()[id].length;
+    shards.push_back(absl::StrFormat("ps %d: %d blocks, %.2f MB", s,
+                                     placement_[s].size(), floats * 4 / 1e6));
+  }
+  SPDLOG_LOGGER_INFO(L(), "placement epoch 1: {} blocks over {} shards ({})",
+                     spec_.blocks().size(), ps.size(),
+                     absl::StrJoin(shards, "; "));
+}
+
+void ShardPlacement::ShardRestarted(Member& ps, const std::string& old_address,
+                                    bool new_or_dead, uint64_t applied_total) {
+  ++epoch_;
+  SPDLOG_LOGGER_INFO(L(), "ps {} restarted at {}: placement epoch {}",
+                     ps.index, ps.address, epoch_);
+  // A new process serves the shard from its checkpoint: what the old one
+  // acknowledged since is counted by it (acked_pushes_lost).
+  if (new_or_dead || old_address != ps.address ||
+      applied_total < ps.applied_total) {
+    recoveries_->Record(ps.index, old_address, ps.address, "restart",
+                        ps.applied_total, applied_total);
+  }
+  ps.applied_total = applied_total;
+  ps.report.set_replicated(false);  // the new process has not synced yet
+  // A standby that served this shard (it took it over) no longer does.
+  for (Member& s : members_->standby()) {
+    if (s.serving_index == ps.index) {
+      s.serving_index = -1;
+      s.alive = false;
+    }
+  }
+}
+
+std::string ShardPlacement::HandToInSyncBackup(Member& ps,
+                                               const std::string& address,
+                                               uint64_t applied_total) {
+  if (epoch_ == 0) return "";
+  const std::vector<StandbySlot> slots = StandbySlots();
+  const int picked = PickStandby(slots, ps.index);
+  if (picked < 0 || !HoldsReplicaOf(slots[picked], ps.index)) return "";
+  SPDLOG_LOGGER_WARN(
+      L(),
+      "ps {} registers again from {} (a new process, {} updates "
+      "restored; the shard last reported {}), and its backup standby "
+      "{} holds every acknowledged push: the backup takes over",
+      ps.index, address, applied_total, ps.applied_total, picked);
+  std::string to = members_->standby()[picked].address;
+  ReplaceShard(ps);
+  AssignBackups();
+  return to;
+}
+
+void ShardPlacement::ReplaceShard(Member& dead) {
+  if (epoch_ == 0) return;
+  const std::vector<StandbySlot> slots = StandbySlots();
+  const int picked = PickStandby(slots, dead.index);
+  if (picked < 0) {
+    SPDLOG_LOGGER_WARN(L(),
+                       "ps {} is dead and no standby is free: its blocks are "
+                       "unavailable until a ps is started with --index {}",
+                       dead.index, dead.index);
+    return;
+  }
+  // A standby that served the shard before (it took it over and died, or
+  // was restarted) serves it no longer.
+  for (Member& s : members_->standby()) {
+    if (s.serving_index == dead.index) s.serving_index = -1;
+  }
+  Member& standby = members_->standby()[picked];
+  const bool from_replica = HoldsReplicaOf(slots[picked], dead.index);
+  if (standby.replica_of >= 0 && standby.replica_of != dead.index) {
+    SPDLOG_LOGGER_WARN(L(),
+                       "standby {} backed up shard {}, which runs unreplicated "
+                       "now (no other standby is free)",
+                       standby.index, standby.replica_of);
+  }
+  standby.replica_of = -1;
+  standby.serving_index = dead.index;
+  recoveries_->Record(dead.index, dead.address, standby.address,
+                      from_replica ? "replica" : "checkpoint",
+                      dead.applied_total, std::nullopt);
+  const std::string old_address = dead.address;
+  dead.address = standby.address;
+  // The standby's process speaks for the shard now; the replaced process's
+  // heartbeats are told so.
+  members_->Retire(dead);
+  dead.key = standby.key;
+  dead.incarnation = standby.incarnation;
+  members_->CloseOutage(dead, "taken over");
+  dead.alive = true;  // give the standby a full timeout to start serving
+  dead.last_heartbeat = clock_->Now();
+  dead.report.set_replicated(false);  // the new server has no backup yet
+  dead.report.set_acked_pushes_lost(0);
+  dead.report.set_push_holes(0);
+  ++epoch_;
+  SPDLOG_LOGGER_WARN(
+      L(),
+      "ps {} at {} replaced by standby {} at {} (from its {}): placement "
+      "epoch {}",
+      dead.index, old_address, standby.index, standby.address,
+      from_replica ? "in-sync replica" : "checkpoint; updates since are lost",
+      epoch_);
+}
+
+void ShardPlacement::EndServedLease(Member& m, const std::string& old_key) {
+  const int shard = m.serving_index;
+  m.serving_index = -1;
+  if (shard < 0 || shard >= static_cast<int>(members_->ps().size()) ||
+      old_key.empty()) {
+    return;
+  }
+  Member& ps = members_->ps()[shard];
+  // Someone else speaks for the shard by now.
+  if (!SameKey(ps.key, old_key) || !ps.alive) return;
+  SPDLOG_LOGGER_WARN(L(),
+                     "standby {} registered again from {}: its old process, "
+                     "which served shard {}, is gone, so the shard fails over "
+                     "now (not after the {:.1f} s heartbeat timeout)",
+                     m.index, m.address, shard, heartbeat_timeout_s_);
+  ps.alive = false;
+  ReplaceShard(ps);
+}
+
+// A dead shard goes to an idle standby, which loads the shard's checkpoint.
+std::vector<StandbySlot> ShardPlacement::StandbySlots() const {
+  std::vector<StandbySlot> slots;
+  for (const Member& s : members_->standby()) {
+    slots.push_back({s.alive, s.serving_index, s.replica_of,
+                     s.replica_of >= 0 && s.report.has_replica() &&
+                         s.report.replica_shard() == s.replica_of,
+                     s.address, s.former_shard});
+  }
+  return slots;
+}
+
+void ShardPlacement::AssignBackups() {
+  if (cluster_.replication < 2 || epoch_ == 0) return;
+  std::vector<Member>& ps_members = members_->ps();
+  std::vector<Member>& standby = members_->standby();
+  for (Member& s : standby) {
+    const bool own = s.replica_of >= 0 &&
+                     s.replica_of < static_cast<int>(ps_members.size()) &&
+                     ps_members[s.replica_of].address == s.address;
+    if ((!s.alive || s.serving_index >= 0 || own) && s.replica_of >= 0) {
+      SPDLOG_LOGGER_WARN(L(), "standby {} no longer backs up shard {} ({})",
+                         s.index, s.replica_of,
+                         !s.alive              ? "it is dead"
+                         : s.serving_index >= 0 ? "it serves a shard"
+                                                : "the shard is served at its "
+                                                  "own address");
+      s.replica_of = -1;
+    }
+  }
+  for (const Member& ps : ps_members) {
+    if (!ps.alive) continue;  // its backup is kept: it takes the shard over
+    // (The loop above freed the backups of dead and serving standbys.)
+    if (BackupOf(ps) >= 0) continue;
+    const int picked = PickBackup(StandbySlots(), ps.index, ps.address);
+    if (picked < 0) break;  // none free: the rest run unreplicated (logged)
+    standby[picked].replica_of = ps.index;
+    SPDLOG_LOGGER_INFO(L(), "standby {} at {} backs up shard {} (ps at {})",
+                       picked, standby[picked].address, ps.index, ps.address);
+  }
+  NoteReplication();
+}
+
+void ShardPlacement::FollowShard(const Member& ps) {
+  for (Member& s : members_->standby()) {
+    if (s.serving_index == ps.index && s.address == ps.address) {
+      s.alive = true;
+      s.last_heartbeat = ps.last_heartbeat;
+    }
+  }
+}
+
+int ShardPlacement::BackupOf(const Member& ps) const {
+  for (const Member& s : members_->standby()) {
+    if (s.alive && s.serving_index < 0 && s.replica_of == ps.index) {
+      return s.index;
+    }
+  }
+  return -1;
+}
+
+bool ShardPlacement::InSync(const Member& ps, int backup) const {
+  return ps.alive && backup >= 0 && ps.report.replicated();
+}
+
+void ShardPlacement::NoteReplication() {
+  if (ReplicationFactor() < 2 || epoch_ == 0) return;
+  const absl::Time now = clock_->Now();
+  for (Member& ps : members_->ps()) {
+    const int backup = BackupOf(ps);
+    const bool in_sync = InSync(ps, backup);
+    const double gap = CountUnreplicated(ps, in_sync, backup, now);
+    if (in_sync) recoveries_->NoteBackupInSync(ps.index);
+    LogReplication(ps, backup, in_sync, gap, now);
+  }
+}
+
+double ShardPlacement::CountUnreplicated(const Member& ps, bool in_sync,
+                                         int backup, absl::Time now) {
+  Replication& r = replication_[ps.index];
+  if (in_sync) r.ever_in_sync = true;
+  // The first sync after placement is not counted while a backup is
+  // named; a shard no standby was free for counts from the start.
+  const bool counting = !in_sync && (r.ever_in_sync || backup < 0);
+  const bool open = r.unreplicated_since != absl::InfinitePast();
+  double gap = 0;
+  if (counting && !open) r.unreplicated_since = now;
+  if (!counting && open) {
+    gap = absl::ToDoubleSeconds(now - r.unreplicated_since);
+    r.unreplicated_seconds += gap;
+    r.unreplicated_since = absl::InfinitePast();
+  }
+  return gap;
+}
+
+void ShardPlacement::LogReplication(const Member& ps, int backup,
+                                    bool in_sync, double gap, absl::Time now) {
+  Replication& r = replication_[ps.index];
+  const std::string state = in_sync ? "in sync" : backup >= 0 ? "syncing"
+                                                              : "none";
+  if (state != "none") {
+    r.no_backup_since = absl::InfinitePast();
+  } else if (r.no_backup_since == absl::InfinitePast()) {
+    r.no_backup_since = now;
+  }
+  if (state == r.logged || state == "syncing") return;
+  if (state == "none" &&
+      now - r.no_backup_since < absl::Seconds(2 * heartbeat_interval_s_)) {
+    return;  // said on a later call if it lasts
+  }
+  r.logged = state;
+  const std::vector<Member>& standby = members_->standby();
+  if (state == "in sync") {
+    SPDLOG_LOGGER_INFO(L(),
+                       "shard {} is backed up: standby {} at {} holds an "
+                       "in-sync copy{}",
+                       ps.index, backup, standby[backup].address,
+                       gap > 0 ? absl::StrFormat(" (%.2f s without one)", gap)
+                               : std::string());
+    return;
+  }
+  int free = 0;
+  for (const Member& s : standby) {
+    free += s.alive && s.serving_index < 0 && s.replica_of < 0;
+  }
+  SPDLOG_LOGGER_WARN(
+      L(),
+      "shard {} (ps at {}) has NO BACKUP: no standby is free ({} "
+      "configured in cluster.standby_ps, {} spares; {} alive and idle). "
+      "Until one is, losing its ps loses the pushes acknowledged since its "
+      "last checkpoint. A restarted ps rejoins as a spare and backs it up; "
+      "or start one: ps_server --standby --index N",
+      ps.index, ps.address, cluster_.standby_ps.size(), members_->Spares(),
+      free);
+}
+
+proto::GetPlacementResponse ShardPlacement::Describe() const {
+  const std::vector<Member>& ps = members_->ps();
+  proto::GetPlacementResponse response;
+  response.set_epoch(epoch_);
+  if (epoch_ == 0) {
+    std::vector<std::string> missing;
+    for (const Member& m : ps) {
+      if (!m.registered) {
+        missing.push_back(absl::StrCat("ps ", m.index, " (", m.address, ")"));
+      }
+    }
+    response.set_waiting_for(
+        absl::StrCat("registration of ", absl::StrJoin(missing, ", ")));
+    return response;
+  }
+  // Sparse tables' keys go by hash bucket; each ps holds its buckets.
+  std::vector<int> owners;
+  if (!spec_.sparse_tables().empty()) {
+    owners = BucketOwners(spec_.sparse_tables()[0].buckets,
+                          static_cast<int>(ps.size()));
+  }
+  for (size_t s = 0; s < ps.size(); ++s) {
+    proto::ShardInfo* shard = response.add_shards();
+    shard->set_index(static_cast<int>(s));
+    shard->set_address(ps[s].address);
+    for (uint32_t id : placement_[s]) shard->add_block_ids(id);
+    for (uint32_t b = 0; b < owners.size(); ++b) {
+      if (owners[b] == static_cast<int>(s)) shard->add_buckets(b);
+    }
+  }
+  return response;
+}
+
+void ShardPlacement::AddTo(const Member& m,
+                           proto::HeartbeatResponse* response) const {
+  const bool standby = m.role == MemberRole::kStandby;
+  response->set_placement_epoch(epoch_);
+  response->set_take_over_index(standby ? m.serving_index : -1);
+  response->set_replica_of(standby ? m.replica_of : -1);
+  response->set_backup_standby(-1);
+  if (m.role != MemberRole::kPs) return;
+  for (const Member& s : members_->standby()) {
+    if (s.alive && s.serving_index < 0 && s.replica_of == m.index) {
+      response->set_backup_address(s.address);
+      response->set_backup_standby(s.index);
+    }
+  }
+}
+
+void ShardPlacement::AddStatus(absl::Time now,
+                               proto::ClusterStatusResponse* response) const {
+  response->set_placement_epoch(epoch_);
+  response->set_replication_factor(ReplicationFactor());
+  if (response->replication_factor() < 2 || epoch_ == 0) return;
+  for (const Member& ps : members_->ps()) {
+    const Replication& rep = replication_[ps.index];
+    proto::ShardReplication* r = response->add_shard_replication();
+    r->set_shard(ps.index);
+    const int backup = BackupOf(ps);
+    r->set_backup_standby(backup);
+    if (backup >= 0) r->set_backup_address(members_->standby()[backup].address);
+    r->set_in_sync(InSync(ps, backup));
+    const bool open = rep.unreplicated_since != absl::InfinitePast();
+    r->set_unreplicated_seconds(
+        rep.unreplicated_seconds +
+        (open ? absl::ToDoubleSeconds(now - rep.unreplicated_since) : 0));
+    r->set_unreplicated_since(
+        open ? absl::ToDoubleSeconds(rep.unreplicated_since - start_) : -1);
+  }
+}
+
+void ShardPlacement::SaveTo(proto::CoordinatorState* state) const {
+  state->set_placement_epoch(epoch_);
+  for (const auto& shard : placement_) {
+    auto* out = state->add_placement();
+    for (uint32_t id : shard) out->add_block_ids(id);
+  }
+  for (proto::MemberRecord& r : *state->mutable_members()) {
+    const bool ps = r.role() == MemberRoleName(MemberRole::kPs) &&
+                    r.index() >= 0 &&
+                    r.index() < static_cast<int>(replication_.size());
+    r.set_unreplicated_seconds(
+        ps ? replication_[r.index()].unreplicated_seconds : 0);
+  }
+}
+
+absl::Status ShardPlacement::Restore(const proto::CoordinatorState& state,
+                                     const std::string& path) {
+  const size_t shards = members_->ps().size();
+  if (state.placement_size() != 0 &&
+      state.placement_size() != static_cast<int>(shards)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("coordinator state '", path, "' has ",
+                     state.placement_size(), " shards but the config has ",
+                     shards, " ps; move it away to start fresh"));
+  }
+  epoch_ = state.placement_epoch();
+  for (const auto& shard : state.placement()) {
+    placement_.emplace_back(shard.block_ids().begin(), shard.block_ids().end());
+  }
+  for (const proto::MemberRecord& r : state.members()) {
+    if (r.role() != MemberRoleName(MemberRole::kPs) || !r.registered() ||
+        r.index() < 0 || r.index() >= static_cast<int>(shards)) {
+      continue;
+    }
+    replication_[r.index()].unreplicated_seconds = r.unreplicated_seconds();
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace downpour::coordinator
