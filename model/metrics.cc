@@ -2,8 +2,10 @@
 #include "model/metrics.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/config.h"
 
@@ -156,6 +158,31 @@ double Auc(const std::vector<float>& scores, const std::vector<float>& labels) {
   if (positives == 0 || negatives == 0) return NAN;
   return (positive_rank_sum - positives * (positives + 1) / 2.0) /
          (static_cast<double>(positives) * negatives);
+}
+
+absl::Status CheckTargets(Task task, const float* targets, int n,
+                          int outputs) {
+  for (int i = 0; i < n; ++i) {
+    const float y = targets[i];
+    bool ok = std::isfinite(y);
+    const char* want = "a finite value";
+    if (task == Task::kMulticlass) {
+      ok = ok && y >= 0 && y < outputs && y == std::floor(y);
+      want = "a class index";
+    } else if (task == Task::kBinary) {
+      ok = y == 0.0f || y == 1.0f;
+      want = "0 or 1";
+    }
+    if (!ok) {
+      std::string range =
+          task == Task::kMulticlass ? absl::StrCat(" in [0, ", outputs, ")")
+                                    : "";
+      return absl::InvalidArgumentError(
+          absl::StrCat("target ", y, " of example ", i, " is not ", want, range,
+                       " (model.task ", TaskName(task), ")"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace downpour::model

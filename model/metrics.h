@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "common/model_spec.h"
 
 namespace downpour::model {
@@ -37,10 +38,15 @@ struct Metrics {
   std::vector<std::pair<std::string, double>> Named(Task task) const;
 };
 
+// InvalidArgument naming the first example whose target the task cannot
+// take: a class index that is not an integer in [0, outputs) (kMulticlass),
+// a target other than 0 or 1 (kBinary), or a non-finite value (kRegression).
+// The training backends (worker/mlp_math.h) and `predict` check with it.
+absl::Status CheckTargets(Task task, const float* targets, int n, int outputs);
+
 // Metrics of n examples from `outputs` (n * k raw outputs as
 // ComputeBackend::Predict writes them) against `targets` (class indices, 0/1
-// or values). REQUIRES: targets fit the task (worker/mlp_math.h
-// CheckTargets).
+// or values). REQUIRES: CheckTargets(task, targets, n, k) is OK.
 Metrics ComputeMetrics(Task task, const float* outputs, const float* targets,
                        int64_t n, int k);
 

@@ -1,5 +1,5 @@
-// The serving core: snapshots of an exported sparse model, requests scored
-// against them, and the reload thread that swaps a changed file in.
+// The serving core: snapshots of an exported model, requests scored against
+// them, and the reload thread that swaps a changed file in.
 #include "serve/model_server.h"
 
 #include <fcntl.h>
@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cmath>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -17,12 +16,13 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "model/metrics.h"
+#include "serve/examples.h"
 
 namespace downpour::serve {
 namespace {
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
-              "the request's bytes are little-endian and copied as they are");
+              "the reply's bytes are little-endian and copied as they are");
 
 spdlog::logger* L() { return Log(Logger::kServe); }
 
@@ -56,15 +56,6 @@ absl::StatusOr<OpenedFile> Open(const std::string& path) {
   file.version.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 +
                           st.st_mtim.tv_nsec;
   return file;
-}
-
-// A bytes field as n little-endian values of T (copied: a protobuf string's
-// bytes need not be aligned for T).
-template <typename T>
-std::vector<T> Decode(const std::string& bytes) {
-  std::vector<T> out(bytes.size() / sizeof(T));
-  if (!out.empty()) std::memcpy(out.data(), bytes.data(), out.size() * sizeof(T));
-  return out;
 }
 
 template <typename T>
@@ -124,21 +115,11 @@ ModelServer::~ModelServer() { StopReloading(); }
 absl::StatusOr<std::shared_ptr<const Snapshot>> ModelServer::Load(
     std::unique_ptr<ScopedFd>* fd, const FileVersion& version) const {
   const absl::Time start = absl::Now();
-  absl::StatusOr<model::SparseModel> model =
-      model::ReadSparseModel(options_.model_path);
-  if (!model.ok()) return model.status();
-  absl::StatusOr<Task> task = ParseTask(model->meta.task());
-  if (!task.ok()) return task.status();
-  if (*task == Task::kMulticlass) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        options_.model_path,
-        ": a multiclass sparse model; serve answers binary and regression "
-        "models (one margin per example)"));
-  }
+  absl::StatusOr<std::unique_ptr<const Scorer>> scorer =
+      LoadScorer(options_.model_path);
+  if (!scorer.ok()) return scorer.status();
   auto snapshot = std::make_shared<Snapshot>();
-  snapshot->model = *std::move(model);
-  snapshot->scorer = std::make_unique<model::SparseScorer>(snapshot->model);
-  snapshot->task = *task;
+  snapshot->scorer = *std::move(scorer);
   snapshot->file = version;
   snapshot->file_fd = std::move(*fd);
   snapshot->loaded_at = clock_->Now();
@@ -149,9 +130,9 @@ absl::StatusOr<std::shared_ptr<const Snapshot>> ModelServer::Load(
   }
   SPDLOG_LOGGER_INFO(
       L(), "loaded {} as snapshot {}: {} rows, {} updates, origin '{}', {}, in {:.3f} s",
-      options_.model_path, snapshot->number, snapshot->model.keys.size(),
-      snapshot->model.meta.updates(), snapshot->model.meta.origin(),
-      snapshot->model.meta.type(), absl::ToDoubleSeconds(absl::Now() - start));
+      options_.model_path, snapshot->number, snapshot->scorer->rows(),
+      snapshot->scorer->meta().updates(), snapshot->scorer->meta().origin(),
+      snapshot->scorer->meta().type(), absl::ToDoubleSeconds(absl::Now() - start));
   return std::shared_ptr<const Snapshot>(std::move(snapshot));
 }
 
@@ -250,87 +231,16 @@ std::shared_ptr<const Snapshot> ModelServer::current() const {
   return current_;
 }
 
-absl::Status ModelServer::CheckRequest(const proto::PredictRequest& request,
-                                       int64_t* examples, int64_t* keys) const {
-  const std::string& k = request.keys();
-  const std::string& v = request.values();
-  const std::string& o = request.offsets();
-  const int64_t bytes = static_cast<int64_t>(k.size() + v.size() + o.size() +
-                                             request.fields().size());
-  if (bytes > options_.max_request_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "predict: the request holds ", bytes, " bytes of keys, values and "
-        "offsets; at most ", options_.max_request_bytes,
-        " (--max_request_bytes): send fewer examples per request"));
-  }
-  if (k.size() % 8 != 0 || v.size() % 4 != 0 || o.size() % 4 != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "predict: keys, values and offsets are ", k.size(), ", ", v.size(),
-        " and ", o.size(), " bytes; they must be uint64, float32 and uint32 "
-        "little-endian arrays (multiples of 8, 4 and 4 bytes)"));
-  }
-  if (k.size() / 8 != v.size() / 4) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "predict: ", k.size() / 8, " keys but ", v.size() / 4,
-        " values; each key needs its value"));
-  }
-  const std::string& f = request.fields();
-  if (!f.empty() && f.size() != k.size() / 4) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "predict: fields is ", f.size(), " bytes; it holds one uint16 per key (",
-        k.size() / 4, " bytes) or nothing"));
-  }
-  if (o.empty()) {
-    return absl::InvalidArgumentError(
-        "predict: offsets is empty; it holds examples + 1 uint32 entries "
-        "(0, then where each example ends)");
-  }
-  *examples = static_cast<int64_t>(o.size() / 4) - 1;
-  *keys = static_cast<int64_t>(k.size() / 8);
-  if (*examples > options_.max_examples) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "predict: the request holds ", *examples, " examples; at most ",
-        options_.max_examples, " (--max_examples): split it"));
-  }
-  return absl::OkStatus();
-}
-
 absl::Status ModelServer::Predict(const proto::PredictRequest& request,
                                   proto::PredictResponse* response) {
   const absl::Time start = absl::Now();
-  int64_t n = 0, num_keys = 0;
-  if (absl::Status ok = CheckRequest(request, &n, &num_keys); !ok.ok()) {
+  Examples examples;
+  RequestLimits limits;
+  limits.max_examples = options_.max_examples;
+  limits.max_request_bytes = options_.max_request_bytes;
+  if (absl::Status ok = DecodeExamples(request, limits, &examples); !ok.ok()) {
     rejected_.fetch_add(1, std::memory_order_relaxed);
     return ok;
-  }
-  const std::vector<uint32_t> offsets = Decode<uint32_t>(request.offsets());
-  if (offsets[0] != 0) {
-    rejected_.fetch_add(1, std::memory_order_relaxed);
-    return absl::InvalidArgumentError(absl::StrCat(
-        "predict: offsets[0] is ", offsets[0], "; it must be 0"));
-  }
-  for (int64_t i = 0; i < n; ++i) {
-    if (offsets[i + 1] < offsets[i]) {
-      rejected_.fetch_add(1, std::memory_order_relaxed);
-      return absl::InvalidArgumentError(absl::StrCat(
-          "predict: offsets[", i + 1, "] = ", offsets[i + 1], " is below offsets[",
-          i, "] = ", offsets[i], "; offsets must not decrease"));
-    }
-  }
-  if (offsets[n] != num_keys) {
-    rejected_.fetch_add(1, std::memory_order_relaxed);
-    return absl::InvalidArgumentError(absl::StrCat(
-        "predict: the last offset is ", offsets[n], " but the request holds ",
-        num_keys, " keys; it must be the number of keys"));
-  }
-  const std::vector<float> values = Decode<float>(request.values());
-  for (int64_t e = 0, i = 0; i < num_keys; ++i) {
-    if (std::isfinite(values[i])) continue;
-    while (offsets[e + 1] <= i) ++e;  // the example holding entry i
-    rejected_.fetch_add(1, std::memory_order_relaxed);
-    return absl::InvalidArgumentError(absl::StrCat(
-        "predict: value ", i, " (example ", e, ") is ", values[i],
-        "; values must be finite"));
   }
   // One snapshot answers the whole request, whatever swaps meanwhile.
   const std::shared_ptr<const Snapshot> snapshot = current();
@@ -340,42 +250,30 @@ absl::Status ModelServer::Predict(const proto::PredictRequest& request,
         "no snapshot loaded yet: waiting for ", options_.model_path,
         " (psctl export writes it)"));
   }
-  // Fields (wide_deep only; other models ignore them): each below the
-  // model's count.
-  const int model_fields = snapshot->scorer->fields();
-  const std::vector<uint16_t> fields =
-      model_fields > 0 ? Decode<uint16_t>(request.fields())
-                       : std::vector<uint16_t>();
-  for (size_t i = 0; i < fields.size(); ++i) {
-    if (fields[i] >= model_fields) {
-      rejected_.fetch_add(1, std::memory_order_relaxed);
-      return absl::InvalidArgumentError(absl::StrCat(
-          "predict: key ", i, " is in field ", fields[i], " but the model has ",
-          model_fields, " fields (its columns that are not ignored)"));
-    }
-  }
-  const std::vector<uint64_t> keys = Decode<uint64_t>(request.keys());
-  std::vector<float> margins(n);
+  const Scorer& scorer = *snapshot->scorer;
+  std::vector<float> margins;
   int64_t misses = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    margins[i] = snapshot->scorer->Margin(
-        keys.data() + offsets[i], values.data() + offsets[i],
-        offsets[i + 1] - offsets[i], &misses,
-        fields.empty() ? nullptr : fields.data() + offsets[i]);
+  if (absl::Status ok = scorer.Score(examples, &margins, &misses); !ok.ok()) {
+    rejected_.fetch_add(1, std::memory_order_relaxed);
+    return ok;
   }
+  const int64_t n = examples.count;
+  const int k = scorer.outputs();
   Encode(margins, response->mutable_margins());
-  if (snapshot->task == Task::kBinary) {
-    model::OutputsToPredictions(Task::kBinary, n, 1, margins.data());
-    Encode(margins, response->mutable_probabilities());
-  } else {
+  if (scorer.task() == Task::kRegression) {
     response->clear_probabilities();
+  } else {
+    model::OutputsToPredictions(scorer.task(), n, k, margins.data());
+    Encode(margins, response->mutable_probabilities());
   }
+  response->set_outputs(static_cast<uint32_t>(k));
   response->set_snapshot(snapshot->number);
-  response->set_snapshot_updates(snapshot->model.meta.updates());
+  response->set_snapshot_updates(scorer.meta().updates());
   response->set_misses(static_cast<uint64_t>(misses));
   requests_.fetch_add(1, std::memory_order_relaxed);
   examples_.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
-  keys_.fetch_add(static_cast<uint64_t>(num_keys), std::memory_order_relaxed);
+  keys_.fetch_add(static_cast<uint64_t>(examples.keys.size()),
+                  std::memory_order_relaxed);
   misses_.fetch_add(static_cast<uint64_t>(misses), std::memory_order_relaxed);
   RecordLatency(absl::Now() - start);
   return absl::OkStatus();
@@ -407,7 +305,7 @@ void ModelServer::Status(proto::ServeStatusResponse* response) const {
   }
   response->set_loaded(snapshot != nullptr);
   if (snapshot != nullptr) {
-    const proto::ModelMeta& meta = snapshot->model.meta;
+    const proto::ModelMeta& meta = snapshot->scorer->meta();
     response->set_snapshot(snapshot->number);
     response->set_loaded_at_unix_s(UnixSeconds(snapshot->loaded_at));
     response->set_snapshot_age_s(
@@ -417,8 +315,8 @@ void ModelServer::Status(proto::ServeStatusResponse* response) const {
     response->set_origin(meta.origin());
     response->set_type(meta.type());
     response->set_task(meta.task());
-    response->set_rows(snapshot->model.keys.size());
-    response->set_embedding_rows(snapshot->model.embedding_keys.size());
+    response->set_rows(snapshot->scorer->rows());
+    response->set_embedding_rows(snapshot->scorer->embedding_rows());
   }
   const uint64_t keys = keys_.load(std::memory_order_relaxed);
   const uint64_t misses = misses_.load(std::memory_order_relaxed);

@@ -1,7 +1,8 @@
-// The serving core: an exported sparse model (psctl export, model/sparse_model.h)
-// loaded as an immutable snapshot, predictions of request batches from it, and
-// an atomic swap to a newer file when the one at the path changes. Plain C++:
-// the gRPC adapter (serve/predictor_service.h) only forwards to it.
+// The serving core: an exported model (psctl export), sparse
+// (model/sparse_model.h) or dense (model/dense_model.h), loaded as an
+// immutable snapshot, predictions of request batches from it, and an atomic
+// swap to a newer file when the one at the path changes. Plain C++: the gRPC
+// adapter (serve/predictor_service.h) only forwards to it.
 //
 //   ModelServer::Options options;
 //   options.model_path = "model.npz";
@@ -11,11 +12,13 @@
 //   proto::PredictResponse reply;
 //   RETURN_IF_ERROR(server->Predict(request, &reply));
 //
-// Scoring goes through model::SparseScorer (one per snapshot), so a served
-// margin equals model::Margins, `predict` and the worker's evaluation bit for
-// bit. A request is answered entirely by the snapshot current when it
-// started: a swap replaces a shared_ptr, and requests in flight keep theirs
-// (at most the old and the new snapshot live at once, plus one being loaded).
+// A request is decoded and checked for form (serve/examples.h), then scored
+// by the snapshot's Scorer (serve/scorer.h: model::SparseScorer or
+// model::DenseScorer), so a served margin equals model::Margins /
+// DenseScorer::Margins, `predict` and the worker's evaluation bit for bit. A
+// request is answered entirely by the snapshot current when it started: a
+// swap replaces a shared_ptr, and requests in flight keep theirs (at most the
+// old and the new snapshot live at once, plus one being loaded).
 #ifndef DOWNPOUR_SERVE_MODEL_SERVER_H_
 #define DOWNPOUR_SERVE_MODEL_SERVER_H_
 
@@ -38,8 +41,8 @@
 #include "common/config.h"
 #include "common/counters.h"
 #include "common/file_util.h"
-#include "model/sparse_model.h"
 #include "proto/serve.pb.h"
+#include "serve/scorer.h"
 
 namespace downpour::serve {
 
@@ -62,17 +65,16 @@ struct FileVersion {
   bool operator!=(const FileVersion& o) const { return !(*this == o); }
 };
 
-// One loaded file: the model, its scorer and where it came from. Immutable
-// once built; shared by every request that started while it served.
+// One loaded file: the model in its scorer, and where it came from.
+// Immutable once built; shared by every request that started while it
+// served.
 struct Snapshot {
   Snapshot() = default;
   Snapshot(const Snapshot&) = delete;
   Snapshot& operator=(const Snapshot&) = delete;
 
-  model::SparseModel model;
-  // Built over `model` (it keeps a reference): the snapshot never moves.
-  std::unique_ptr<const model::SparseScorer> scorer;
-  Task task = Task::kBinary;
+  // The model (sparse or dense) and its meta.
+  std::unique_ptr<const Scorer> scorer;
   uint64_t number = 0;      // the load counter: 1 for the first file loaded
   FileVersion file;         // stat of the file before it was read
   std::unique_ptr<ScopedFd> file_fd;  // that file, open (see FileVersion)
@@ -107,9 +109,9 @@ class ModelServer {
 
   // Loads options.model_path when it exists. A missing file is no error: the
   // server waits for it (Predict is Unavailable until a reload finds it). A
-  // file that exists but cannot be read as a sparse model returns the
-  // reader's error (ReadSparseModel: InvalidArgument naming the file, ...), as
-  // does a model whose task this server cannot answer. InvalidArgument for
+  // file that exists but cannot be read as a model returns the reader's
+  // error (LoadScorer: InvalidArgument naming the file, ...), as does a model
+  // whose task this server cannot answer (a multiclass sparse one). InvalidArgument for
   // an empty path or a limit below 1.
   static absl::StatusOr<std::unique_ptr<ModelServer>> Create(Options options);
 
@@ -136,13 +138,14 @@ class ModelServer {
   absl::Status ReloadIfChanged() ABSL_LOCKS_EXCLUDED(mu_, reload_mu_);
 
   // Scores every example of `request` with the current snapshot into
-  // `response` (margins; probabilities for a binary model; which snapshot).
+  // `response` (margins; probabilities for a binary or multiclass model;
+  // outputs per example; which snapshot). InvalidArgument naming the problem
+  // for a malformed request (DecodeExamples in serve/examples.h: sizes,
+  // offsets, NaN or infinite values, the limits), checked first; then
   // Unavailable "no snapshot loaded yet: waiting for PATH (psctl export
-  // writes it)" before the first load; InvalidArgument naming the problem for
-  // a malformed request: keys not a multiple of 8 bytes, values of 4, offsets
-  // of 4; keys and values of different counts; no offsets; offsets[0] not 0,
-  // decreasing, or the last not the number of keys; a NaN or infinite value;
-  // more than max_examples examples or max_request_bytes bytes.
+  // writes it)" before the first load; then InvalidArgument naming expected
+  // and got for examples the model does not take (Scorer::Score: the other
+  // form, a dense width other than the model's inputs, a field too high).
   absl::Status Predict(const proto::PredictRequest& request,
                        proto::PredictResponse* response)
       ABSL_LOCKS_EXCLUDED(mu_, latency_mu_);
@@ -164,10 +167,6 @@ class ModelServer {
   absl::StatusOr<std::shared_ptr<const Snapshot>> Load(
       std::unique_ptr<ScopedFd>* fd, const FileVersion& version) const
       ABSL_LOCKS_EXCLUDED(mu_);
-  // Checks sizes, order and values of `request`; its example count in
-  // *examples and key count in *keys.
-  absl::Status CheckRequest(const proto::PredictRequest& request,
-                            int64_t* examples, int64_t* keys) const;
   void RecordLatency(absl::Duration d) ABSL_LOCKS_EXCLUDED(latency_mu_);
 
   // Constant after construction.

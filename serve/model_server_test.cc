@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -22,9 +23,13 @@
 #include "data/sparse_dataset.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/dense_model.h"
+#include "model/export.h"
+#include "model/metrics.h"
 #include "model/sparse_model.h"
 #include "proto/model.pb.h"
 #include "proto/serve.pb.h"
+#include "serve/examples.h"
 
 namespace downpour::serve {
 namespace {
@@ -120,6 +125,66 @@ proto::PredictRequest RequestOf(const data::SparseDataset& d) {
   request.set_values(Bytes(d.values));
   request.set_offsets(Bytes(offsets));
   return request;
+}
+
+// A dense model of `task`, `type` and `layers` with parameters and input
+// standardization drawn from `seed`; `updates` goes into its meta.
+model::ExportedModel RandomDenseModel(Task task, ModelType type,
+                                      std::vector<int> layers, uint64_t seed,
+                                      uint64_t updates) {
+  Config config;
+  config.model.task = task;
+  config.model.type = type;
+  config.model.layers = std::move(layers);
+  config.data.source = DataSource::kCsv;
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0, 1);
+  const int inputs = config.model.layers.front();
+  std::vector<float> mean(inputs), std(inputs);
+  for (int d = 0; d < inputs; ++d) {
+    mean[d] = normal(rng);
+    std[d] = 0.5f + std::abs(normal(rng));
+  }
+  model::ExportedModel m;
+  m.meta = model::MakeMeta(config, {}, {}, mean, std);
+  m.meta.set_updates(updates);
+  // fc{l}.weight [in, out] then fc{l}.bias [out] per layer.
+  const std::vector<int>& w = config.model.layers;
+  for (size_t l = 0; l + 1 < w.size(); ++l) {
+    for (int i = 0; i < w[l] * w[l + 1] + w[l + 1]; ++i) {
+      m.params.push_back(normal(rng) / std::sqrt(static_cast<float>(w[l])));
+    }
+  }
+  return m;
+}
+
+// `n` rows of `features` raw values.
+std::vector<float> DenseRows(int64_t n, int features, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0, 2);
+  std::vector<float> x(static_cast<size_t>(n) * features);
+  for (float& v : x) v = normal(rng);
+  return x;
+}
+
+proto::PredictRequest DenseRequest(const std::vector<float>& x,
+                                   int features) {
+  proto::PredictRequest request;
+  request.set_dense(Bytes(x));
+  request.set_features(static_cast<uint32_t>(features));
+  return request;
+}
+
+// What model::DenseScorer computes for `m` on `x` (n x outputs margins).
+std::vector<float> DenseMargins(const model::ExportedModel& m,
+                                const std::vector<float>& x) {
+  absl::StatusOr<std::unique_ptr<model::DenseScorer>> scorer =
+      model::DenseScorer::Create(m);
+  EXPECT_THAT(scorer, IsOk());
+  const int64_t n = static_cast<int64_t>(x.size()) / (*scorer)->features();
+  std::vector<float> out(static_cast<size_t>(n) * (*scorer)->outputs());
+  (*scorer)->Margins(x.data(), n, out.data());
+  return out;
 }
 
 class ModelServerTest : public ::testing::Test {
@@ -382,9 +447,12 @@ TEST_F(ModelServerTest, ASwapChangesTheAnswersAndTheCounters) {
   EXPECT_EQ(reply.snapshot(), 2u);
   EXPECT_EQ(reply.snapshot_updates(), 200u);
   EXPECT_EQ(held->number, 1u);
-  EXPECT_EQ(Bits(held->scorer->Margin(rows.keys.data(), rows.values.data(),
-                                      rows.offsets[1])),
-            Bits(model::Margins(a, rows)[0]));
+  Examples examples;
+  ASSERT_THAT(DecodeExamples(request, RequestLimits(), &examples), IsOk());
+  std::vector<float> held_margins;
+  int64_t misses = 0;
+  ASSERT_THAT(held->scorer->Score(examples, &held_margins, &misses), IsOk());
+  EXPECT_EQ(Bits(held_margins[0]), Bits(model::Margins(a, rows)[0]));
 
   const proto::ServeStatusResponse status = Status(*server);
   EXPECT_EQ(status.snapshot(), 2u);
@@ -528,6 +596,162 @@ TEST_F(ModelServerTest, EveryRequestIsAnsweredByOneSnapshotDuringSwaps) {
   EXPECT_EQ(wrong.load(), 0);
   EXPECT_GT(answered.load(), 0);
   EXPECT_EQ(Status(*server).loads(), 41u);
+}
+
+TEST_F(ModelServerTest, DenseModelsAreServedAsDenseScorerScoresThem) {
+  const struct {
+    Task task;
+    ModelType type;
+    std::vector<int> layers;
+  } cases[] = {
+      {Task::kMulticlass, ModelType::kMlp, {6, 10, 4}},
+      {Task::kBinary, ModelType::kMlp, {6, 5, 1}},
+      {Task::kRegression, ModelType::kLinear, {6, 1}},
+  };
+  for (const auto& c : cases) {
+    const model::ExportedModel m =
+        RandomDenseModel(c.task, c.type, c.layers, 3, 42);
+    ASSERT_THAT(model::WriteModel(path_, m), IsOk());
+    std::unique_ptr<ModelServer> server = Create();
+    ASSERT_NE(server, nullptr);
+    const std::vector<float> x = DenseRows(300, 6, 4);
+    proto::PredictResponse reply;
+    ASSERT_THAT(server->Predict(DenseRequest(x, 6), &reply), IsOk());
+    const int k = c.layers.back();
+    EXPECT_EQ(reply.outputs(), static_cast<uint32_t>(k));
+    std::vector<float> want = DenseMargins(m, x);
+    EXPECT_EQ(reply.margins(), Bytes(want));
+    if (c.task == Task::kRegression) {
+      EXPECT_TRUE(reply.probabilities().empty());
+    } else {
+      model::OutputsToPredictions(c.task, 300, k, want.data());
+      EXPECT_EQ(reply.probabilities(), Bytes(want));
+    }
+    EXPECT_EQ(reply.snapshot_updates(), 42u);
+    const proto::ServeStatusResponse status = Status(*server);
+    EXPECT_EQ(status.type(), ModelTypeName(c.type));
+    EXPECT_EQ(status.task(), TaskName(c.task));
+    EXPECT_EQ(status.rows(), 0u);
+    EXPECT_EQ(status.examples(), 300u);
+    EXPECT_EQ(status.keys(), 0u);
+  }
+}
+
+TEST_F(ModelServerTest, DenseRequestsOfTheWrongShapeAreRefused) {
+  ASSERT_THAT(model::WriteModel(path_, RandomDenseModel(Task::kBinary,
+                                                        ModelType::kMlp,
+                                                        {5, 3, 1}, 1, 1)),
+              IsOk());
+  ModelServer::Options options;
+  options.max_examples = 4;
+  options.max_request_bytes = 100;
+  std::unique_ptr<ModelServer> server = Create(options);
+  ASSERT_NE(server, nullptr);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  proto::PredictRequest both = DenseRequest(std::vector<float>(5, 1), 5);
+  both.set_offsets(Bytes(std::vector<uint32_t>{0}));
+  proto::PredictRequest keys;
+  keys.set_keys(Bytes(std::vector<uint64_t>{7}));
+  keys.set_values(Bytes(std::vector<float>{1}));
+  keys.set_offsets(Bytes(std::vector<uint32_t>{0, 1}));
+  const struct {
+    const char* what;
+    proto::PredictRequest request;
+    const char* message;
+  } cases[] = {
+      {"wrong width", DenseRequest(std::vector<float>(8, 1), 4),
+       "the model takes 5 features per example, the request has 4"},
+      {"keys for a dense model", keys,
+       "a dense model: it takes dense rows of 5 features"},
+      {"both forms", both, "send one form"},
+      {"no features", DenseRequest(std::vector<float>(5, 1), 0),
+       "features is 0"},
+      {"not whole rows", DenseRequest(std::vector<float>(7, 1), 5),
+       "dense is 28 bytes, not a whole number of examples of 5 float32 "
+       "features"},
+      {"NaN", DenseRequest({1, 2, 3, 4, 5, 1, 2, nan, 4, 5}, 5),
+       "feature 2 of example 1 is nan"},
+      {"too many examples", DenseRequest(std::vector<float>(5, 1), 1),
+       "holds 5 examples; at most 4 (--max_examples)"},
+      {"too many bytes", DenseRequest(std::vector<float>(30, 1), 10),
+       "holds 120 bytes of dense rows; at most 100 (--max_request_bytes)"},
+  };
+  for (const auto& c : cases) {
+    proto::PredictResponse reply;
+    EXPECT_THAT(server->Predict(c.request, &reply),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr(c.message)))
+        << c.what;
+  }
+  EXPECT_EQ(Status(*server).rejected(), sizeof(cases) / sizeof(cases[0]));
+  EXPECT_EQ(Status(*server).requests(), 0u);
+
+  // No rows at all is an empty answer.
+  proto::PredictResponse reply;
+  ASSERT_THAT(server->Predict(DenseRequest({}, 5), &reply), IsOk());
+  EXPECT_TRUE(reply.margins().empty());
+}
+
+TEST_F(ModelServerTest, DenseRowsForASparseModelAreRefused) {
+  ASSERT_THAT(model::WriteSparseModel(path_, RandomModel(universe_, 1, 1)),
+              IsOk());
+  std::unique_ptr<ModelServer> server = Create();
+  ASSERT_NE(server, nullptr);
+  proto::PredictResponse reply;
+  EXPECT_THAT(server->Predict(DenseRequest(DenseRows(2, 3, 1), 3), &reply),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("a sparse model: it takes keys, values and "
+                                 "offsets, got dense rows of 3 features")));
+}
+
+TEST_F(ModelServerTest, DenseSnapshotsSwapLikeSparseOnes) {
+  const model::ExportedModel a =
+      RandomDenseModel(Task::kMulticlass, ModelType::kMlp, {4, 8, 3}, 1, 10);
+  const model::ExportedModel b =
+      RandomDenseModel(Task::kMulticlass, ModelType::kMlp, {4, 8, 3}, 2, 20);
+  ASSERT_THAT(model::WriteModel(path_, a), IsOk());
+  std::unique_ptr<ModelServer> server = Create();
+  ASSERT_NE(server, nullptr);
+  const std::vector<float> x = DenseRows(50, 4, 9);
+  const proto::PredictRequest request = DenseRequest(x, 4);
+  proto::PredictResponse reply;
+  ASSERT_THAT(server->Predict(request, &reply), IsOk());
+  EXPECT_EQ(reply.margins(), Bytes(DenseMargins(a, x)));
+  const std::shared_ptr<const Snapshot> held = server->current();
+
+  ASSERT_THAT(model::WriteModel(path_, b), IsOk());
+  ASSERT_THAT(server->ReloadIfChanged(), IsOk());
+  ASSERT_THAT(server->Predict(request, &reply), IsOk());
+  EXPECT_EQ(reply.margins(), Bytes(DenseMargins(b, x)));
+  EXPECT_EQ(reply.snapshot(), 2u);
+  EXPECT_EQ(reply.snapshot_updates(), 20u);
+  // The request that took the old snapshot still scores with it.
+  Examples examples;
+  ASSERT_THAT(DecodeExamples(request, RequestLimits(), &examples), IsOk());
+  std::vector<float> held_margins;
+  int64_t misses = 0;
+  ASSERT_THAT(held->scorer->Score(examples, &held_margins, &misses), IsOk());
+  EXPECT_EQ(Bytes(held_margins), Bytes(DenseMargins(a, x)));
+
+  // A model of another width swaps in too; the old width is then refused.
+  ASSERT_THAT(model::WriteModel(path_, RandomDenseModel(Task::kBinary,
+                                                        ModelType::kMlp,
+                                                        {6, 2, 1}, 3, 30)),
+              IsOk());
+  ASSERT_THAT(server->ReloadIfChanged(), IsOk());
+  EXPECT_THAT(server->Predict(request, &reply),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("the model takes 6 features per example, "
+                                 "the request has 4")));
+  // And a sparse model after a dense one.
+  const model::SparseModel sparse = RandomModel(universe_, 4, 40);
+  ASSERT_THAT(model::WriteSparseModel(path_, sparse), IsOk());
+  ASSERT_THAT(server->ReloadIfChanged(), IsOk());
+  const data::SparseDataset rows = RandomRows(universe_, 20, 5);
+  ASSERT_THAT(server->Predict(RequestOf(rows), &reply), IsOk());
+  EXPECT_EQ(reply.margins(), Bytes(model::Margins(sparse, rows)));
+  EXPECT_EQ(reply.outputs(), 1u);
+  EXPECT_EQ(Status(*server).loads(), 4u);
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 // binary on 127.0.0.1:0, Predict over gRPC, the file replaced by rename while
 // clients predict, a missing or broken file, TLS and tokens; and a sparse job
 // trained on real data, exported with psctl and served, whose served AUC is
-// the worker's own to the last bit and whose served margins are predict's.
+// the worker's own to the last bit and whose served margins are predict's;
+// a dense model served as predict scores it.
 #include <atomic>
 #include <cmath>
 #include <cstdint>
@@ -21,6 +22,7 @@
 #include "absl/time/time.h"
 #include "common/config.h"
 #include "common/file_util.h"
+#include "common/model_spec.h"
 #include "common/subprocess.h"
 #include "common/testing/poll.h"
 #include "common/testing/status_matchers.h"
@@ -28,6 +30,7 @@
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "model/export.h"
 #include "model/metrics.h"
 #include "model/sparse_model.h"
 #include "proto/health.grpc.pb.h"
@@ -442,6 +445,71 @@ TEST_F(ServeTest, WithTlsAndTokensAReaderPredictsAndNoTokenIsRefused) {
   EXPECT_EQ(local, 0) << ReadText(dir_ + "/local.log");
   EXPECT_EQ(ReadText(dir_ + "/served.csv"), ReadText(dir_ + "/local.csv"));
   EXPECT_THAT(ReadText(dir_ + "/served.csv"), ::testing::StartsWith("p_+1\n"));
+}
+
+// A dense model (a multiclass mlp over a CSV file) served: predict --server
+// writes what predict writes, byte for byte, and rows of another width are
+// refused naming both widths.
+TEST_F(ServeTest, ADenseModelIsServedAsPredictScoresIt) {
+  Config config;
+  config.model.task = Task::kMulticlass;
+  config.model.type = ModelType::kMlp;
+  config.model.layers = {4, 8, 3};
+  config.data.source = DataSource::kCsv;
+  absl::StatusOr<ModelSpec> spec = ModelSpec::Create(config.model);
+  ASSERT_THAT(spec, IsOk());
+  model::ExportedModel m;
+  m.meta = model::MakeMeta(config, {"a", "b", "c"}, {"f0", "f1", "f2", "f3"},
+                           {1, 2, 3, 4}, {0.5f, 1, 2, 3});
+  m.meta.set_updates(7);
+  m.params = spec->InitAll(5);
+  ASSERT_THAT(model::WriteModel(model_, m), IsOk());
+  const std::string data = dir_ + "/data.csv";
+  {
+    std::ofstream out(data);
+    out << "f0,f1,f2,f3,label\n";
+    std::mt19937_64 rng(3);
+    std::normal_distribution<float> normal(2, 3);
+    for (int r = 0; r < 300; ++r) {
+      for (int d = 0; d < 4; ++d) out << normal(rng) << ",";
+      out << "abc"[r % 3] << "\n";
+    }
+  }
+  const std::string address = StartServe();
+  ASSERT_FALSE(address.empty());
+  const int rc = RunToEnd({testing::BinDir() + "/tools/predict", "--model",
+                           model_, "--data", data, "--server", address,
+                           "--batch", "64", "--out", dir_ + "/served.csv"},
+                          dir_ + "/predict.log");
+  EXPECT_EQ(rc, 0) << ReadText(dir_ + "/predict.log");
+  const int local = RunToEnd({testing::BinDir() + "/tools/predict", "--model",
+                              model_, "--data", data, "--out",
+                              dir_ + "/local.csv"},
+                             dir_ + "/local.log");
+  EXPECT_EQ(local, 0) << ReadText(dir_ + "/local.log");
+  EXPECT_EQ(ReadText(dir_ + "/served.csv"), ReadText(dir_ + "/local.csv"));
+  EXPECT_THAT(ReadText(dir_ + "/served.csv"),
+              ::testing::StartsWith("p_a,p_b,p_c\n"));
+  // The same metrics line on stderr.
+  EXPECT_THAT(ReadText(dir_ + "/predict.log"),
+              HasSubstr("predict: 300 examples, test "));
+
+  auto stub = proto::Predictor::NewStub(MakeChannel(address));
+  const std::vector<float> row = {1, 2, 3};
+  proto::PredictRequest request;
+  request.set_dense(Bytes(row.data(), row.size()));
+  request.set_features(3);
+  proto::PredictResponse reply;
+  const grpc::Status refused = Predict(*stub, request, &reply);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(refused.error_message(),
+              HasSubstr("the model takes 4 features per example, the "
+                        "request has 3"));
+  const proto::ServeStatusResponse status = Status(*stub);
+  EXPECT_EQ(status.type(), "mlp");
+  EXPECT_EQ(status.updates(), 7u);
+  EXPECT_EQ(status.examples(), 300u);
+  EXPECT_EQ(status.rejected(), 1u);
 }
 
 // heart_scale (data/heart_scale/heart_scale, from deploy/fetch_data.sh) split

@@ -6,14 +6,23 @@
 //
 //   bazel-bin/tools/predict --model model.npz --data test.csv --out pred.csv
 //
-// With --server HOST:PORT (a sparse model) the margins come from the serving
-// daemon (serve/, docs/SERVING.md) instead, in requests of at most --batch
-// examples; the file is still read with --model's meta, and the output and
-// metrics are otherwise the same: that is how to check served == offline.
+// Scoring is model/'s: model/sparse_model.h for sparse models, and
+// model/dense_model.h for dense ones (linear, mlp: the forward pass training
+// runs). The file is read with worker/dataset.h's table reader (dense) or
+// model::ReadSparseExamples (sparse).
+//
+// With --server HOST:PORT the margins come from the serving daemon (serve/,
+// docs/SERVING.md) instead, in requests of at most --batch examples (dense
+// models: rows of raw features; sparse ones: keys); the file is still read
+// with --model's meta, and the output and metrics are otherwise the same:
+// that is how to check served == offline.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,6 +36,7 @@
 #include "common/exit_codes.h"
 #include "common/model_spec.h"
 #include "common/parse_flags.h"
+#include "model/dense_model.h"
 #include "model/export.h"
 #include "model/metrics.h"
 #include "model/npz.h"
@@ -35,9 +45,7 @@
 #include "rpc/grpc_status.h"
 #include "rpc/security.h"
 #include "rpc/server_util.h"
-#include "worker/cpu/cpu_backend.h"
 #include "worker/dataset.h"
-#include "worker/mlp_math.h"
 
 ABSL_FLAG(std::string, model, "model.npz", "the exported model (psctl export)");
 ABSL_FLAG(std::string, data, "",
@@ -51,7 +59,7 @@ ABSL_FLAG(std::string, labels, "auto",
           "has none); metrics are printed only with labels");
 ABSL_FLAG(std::string, server, "",
           "HOST:PORT of a serving daemon (serve --model ...): ask it for the "
-          "margins of a sparse model instead of scoring locally; --model "
+          "margins instead of scoring locally; --model "
           "still gives the meta that reads --data. The output is the same, "
           "so it checks that the daemon serves what the file holds");
 ABSL_FLAG(int, batch, 1024,
@@ -148,7 +156,7 @@ std::string PredictionsCsv(const proto::ModelMeta& meta, Task task, int64_t n,
 int Finish(const proto::ModelMeta& meta, Task task, int64_t n, int k,
            bool labelled, const float* y, std::vector<float> out) {
   if (labelled) {
-    absl::Status ok = worker::CheckTargets(task, y, n, k);
+    absl::Status ok = model::CheckTargets(task, y, n, k);
     if (!ok.ok()) return Fail(std::string(ok.message()), kExitConfig);
     const model::Metrics m = model::ComputeMetrics(task, out.data(), y, n, k);
     std::fprintf(stderr, "predict: %ld examples, test %s\n",
@@ -175,18 +183,79 @@ std::string Bytes(const T* data, size_t n) {
   return std::string(reinterpret_cast<const char*>(data), n * sizeof(T));
 }
 
-// The margins of every row of `rows` from the daemon at --server, in
+// How `predict --server` cuts the file into requests: EndOf(from) is the
+// end of the request that starts at example `from` (at least from + 1), and
+// Fill writes examples [from, to) into a request.
+struct RequestPlan {
+  int64_t rows = 0;  // examples in the file
+  int outputs = 1;   // margins per example
+  std::function<int64_t(int64_t from)> end_of;
+  std::function<void(int64_t from, int64_t to, proto::PredictRequest*)> fill;
+};
+
+// Requests of at most this many bytes.
+constexpr size_t kMaxRequestBytes = 4 << 20;
+
+// The plan of a sparse file: keys, values, offsets and fields.
+RequestPlan SparsePlan(const data::SparseDataset& rows, int batch) {
+  RequestPlan plan;
+  plan.rows = rows.rows();
+  plan.end_of = [&rows, batch](int64_t from) {
+    // Examples [from, to): at most `batch`, and no more bytes than fit.
+    int64_t to = from + 1;
+    while (to < rows.rows() && to - from < batch &&
+           (rows.offsets[to + 1] - rows.offsets[from]) * 14 + (to - from) * 4 <
+               static_cast<int64_t>(kMaxRequestBytes)) {
+      ++to;
+    }
+    return to;
+  };
+  plan.fill = [&rows](int64_t from, int64_t to,
+                      proto::PredictRequest* request) {
+    const int64_t first = rows.offsets[from];
+    const size_t n = static_cast<size_t>(rows.offsets[to] - first);
+    std::vector<uint32_t> offsets;
+    offsets.reserve(to - from + 1);
+    for (int64_t r = from; r <= to; ++r) {
+      offsets.push_back(static_cast<uint32_t>(rows.offsets[r] - first));
+    }
+    request->set_keys(Bytes(rows.keys.data() + first, n));
+    request->set_values(Bytes(rows.values.data() + first, n));
+    request->set_offsets(Bytes(offsets.data(), offsets.size()));
+    if (!rows.fields.empty()) {
+      request->set_fields(Bytes(rows.fields.data() + first, n));
+    }
+  };
+  return plan;
+}
+
+// The plan of a dense file: rows of `features` raw values (the daemon
+// standardizes them).
+RequestPlan DensePlan(const float* x, int64_t n, int features, int outputs,
+                      int batch) {
+  RequestPlan plan;
+  plan.rows = n;
+  plan.outputs = outputs;
+  const int64_t fit = std::max<int64_t>(
+      1, static_cast<int64_t>(kMaxRequestBytes) / (4 * features));
+  plan.end_of = [n, batch, fit](int64_t from) {
+    return std::min(n, from + std::min<int64_t>(batch, fit));
+  };
+  plan.fill = [x, features](int64_t from, int64_t to,
+                            proto::PredictRequest* request) {
+    request->set_dense(Bytes(x + from * features, (to - from) * features));
+    request->set_features(static_cast<uint32_t>(features));
+  };
+  return plan;
+}
+
+// The margins of every example of `plan` from the daemon at --server, in
 // requests of at most --batch examples and about 4 MiB. Says on stderr when
 // the daemon's snapshot is not the one --model holds (other meta updates)
 // or changed between requests.
-absl::StatusOr<std::vector<float>> ServedMargins(
-    const proto::ModelMeta& meta, const data::SparseDataset& rows) {
+absl::StatusOr<std::vector<float>> ServedMargins(const proto::ModelMeta& meta,
+                                                 const RequestPlan& plan) {
   const std::string server = absl::GetFlag(FLAGS_server);
-  const int batch = absl::GetFlag(FLAGS_batch);
-  if (batch < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--batch must be at least 1, got ", batch));
-  }
   // Connected first, so that a wrong address or TLS setup is one clear
   // error, and a slow handshake on a loaded machine is no failed request.
   std::shared_ptr<grpc::Channel> channel = MakeChannel(server);
@@ -198,32 +267,14 @@ absl::StatusOr<std::vector<float>> ServedMargins(
         "cluster's --config"));
   }
   auto stub = proto::Predictor::NewStub(channel);
-  constexpr size_t kMaxRequestBytes = 4 << 20;
+  const int k = plan.outputs;
   std::vector<float> margins;
-  margins.reserve(rows.rows());
+  margins.reserve(static_cast<size_t>(plan.rows) * k);
   std::vector<uint64_t> snapshots, updates;
-  for (int64_t from = 0; from < rows.rows();) {
-    // Examples [from, to): at most `batch`, and no more bytes than fit.
-    int64_t to = from + 1;
-    while (to < rows.rows() && to - from < batch &&
-           (rows.offsets[to + 1] - rows.offsets[from]) * 14 + (to - from) * 4 <
-               static_cast<int64_t>(kMaxRequestBytes)) {
-      ++to;
-    }
-    const int64_t first = rows.offsets[from];
-    const size_t n = static_cast<size_t>(rows.offsets[to] - first);
-    std::vector<uint32_t> offsets;
-    offsets.reserve(to - from + 1);
-    for (int64_t r = from; r <= to; ++r) {
-      offsets.push_back(static_cast<uint32_t>(rows.offsets[r] - first));
-    }
+  for (int64_t from = 0; from < plan.rows;) {
+    const int64_t to = plan.end_of(from);
     proto::PredictRequest request;
-    request.set_keys(Bytes(rows.keys.data() + first, n));
-    request.set_values(Bytes(rows.values.data() + first, n));
-    request.set_offsets(Bytes(offsets.data(), offsets.size()));
-    if (!rows.fields.empty()) {
-      request.set_fields(Bytes(rows.fields.data() + first, n));
-    }
+    plan.fill(from, to, &request);
     grpc::ClientContext context;
     context.set_deadline(DeadlineIn(timeout_s));
     context.set_wait_for_ready(true);  // through a reconnect, not failed
@@ -234,13 +285,13 @@ absl::StatusOr<std::vector<float>> ServedMargins(
           status, absl::StrCat("--server ", server, ": Predict of examples ",
                                from, "..", to - 1));
     }
-    if (reply.margins().size() != static_cast<size_t>(to - from) * 4) {
+    if (reply.margins().size() != static_cast<size_t>(to - from) * k * 4) {
       return absl::InternalError(absl::StrCat(
           "--server ", server, ": ", reply.margins().size(),
           " bytes of margins for ", to - from, " examples"));
     }
     const size_t at = margins.size();
-    margins.resize(at + (to - from));
+    margins.resize(at + (to - from) * k);
     std::memcpy(margins.data() + at, reply.margins().data(),
                 reply.margins().size());
     if (snapshots.empty() || snapshots.back() != reply.snapshot()) {
@@ -266,6 +317,16 @@ absl::StatusOr<std::vector<float>> ServedMargins(
     }
   }
   return margins;
+}
+
+// --batch, checked.
+absl::StatusOr<int> BatchFlag() {
+  const int batch = absl::GetFlag(FLAGS_batch);
+  if (batch < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--batch must be at least 1, got ", batch));
+  }
+  return batch;
 }
 
 // A sparse_linear model: the file read into keys as training read its data
@@ -307,12 +368,61 @@ int PredictSparse(const std::string& model_path,
   if (absl::GetFlag(FLAGS_server).empty()) {
     margins = model::Margins(*sparse, *rows);
   } else {
-    absl::StatusOr<std::vector<float>> served = ServedMargins(meta, *rows);
+    absl::StatusOr<int> batch = BatchFlag();
+    absl::StatusOr<std::vector<float>> served =
+        batch.ok() ? ServedMargins(meta, SparsePlan(*rows, *batch))
+                   : batch.status();
     if (!served.ok()) return Fail(std::string(served.status().message()), 1);
     margins = *std::move(served);
   }
   return Finish(meta, *task, rows->rows(), 1, labelled, rows->y.data(),
                 std::move(margins));
+}
+
+// A dense model (linear, mlp): the file read as training read its data, then
+// model::DenseScorer (standardization and the training forward pass) here
+// or at --server.
+int PredictDense(const std::string& model_path,
+                 std::vector<model::NpyArray> arrays) {
+  absl::StatusOr<model::ExportedModel> exported =
+      model::ModelFromArrays(model_path, std::move(arrays));
+  if (!exported.ok()) {
+    return Fail(std::string(exported.status().message()), kExitConfig);
+  }
+  absl::StatusOr<std::unique_ptr<model::DenseScorer>> scorer =
+      model::DenseScorer::Create(*std::move(exported));
+  if (!scorer.ok()) {
+    return Fail(std::string(scorer.status().message()), kExitConfig);
+  }
+  const model::DenseScorer& dense = **scorer;
+  const proto::ModelMeta& meta = dense.meta();
+  const int inputs = dense.features();
+  bool labelled = false;
+  absl::StatusOr<worker::Dataset> table = ReadData(
+      meta, absl::GetFlag(FLAGS_data), inputs, dense.task(), &labelled);
+  if (!table.ok()) return Fail(std::string(table.status().message()), kExitConfig);
+  if (table->dim != inputs) {
+    return Fail(absl::StrCat(absl::GetFlag(FLAGS_data), " has ", table->dim,
+                             " features, the model ", inputs),
+                kExitConfig);
+  }
+  const int64_t n = table->size();
+  const int k = dense.outputs();
+  std::vector<float> out;
+  if (absl::GetFlag(FLAGS_server).empty()) {
+    out.resize(static_cast<size_t>(n) * k);
+    dense.Margins(table->x.data(), n, out.data());
+  } else {
+    absl::StatusOr<int> batch = BatchFlag();
+    absl::StatusOr<std::vector<float>> served =
+        batch.ok() ? ServedMargins(meta, DensePlan(table->x.data(), n, inputs,
+                                                   k, *batch))
+                   : batch.status();
+    if (!served.ok()) return Fail(std::string(served.status().message()), 1);
+    out = *std::move(served);
+  }
+  return Finish(meta, dense.task(), n, k, labelled, table->y.data(),
+                std::move(out));
 }
 
 }  // namespace
@@ -327,8 +437,7 @@ int main(int argc, char** argv) {
       "keys and buckets), writes one row per example (class "
       "probabilities, the probability of the positive class, or the value) "
       "and prints the task's metrics when the file has labels. With "
-      "--server the margins of a sparse model come from a serving daemon "
-      "(docs/SERVING.md).");
+      "--server the margins come from a serving daemon (docs/SERVING.md).");
   ParseFlags(argc, argv);
   const std::string labels = absl::GetFlag(FLAGS_labels);
   if (labels != "auto" && labels != "yes" && labels != "no") {
@@ -372,45 +481,5 @@ int main(int argc, char** argv) {
   if (model::IsSparseMeta(*kind)) {
     return PredictSparse(model_path, *std::move(arrays));
   }
-  if (!absl::GetFlag(FLAGS_server).empty()) {
-    return Fail(absl::StrCat(model_path, " is a ", kind->type(),
-                             " model; --server serves sparse models only "
-                             "(drop --server to score it here)"),
-                kExitConfig);
-  }
-  absl::StatusOr<model::ExportedModel> exported =
-      model::ModelFromArrays(model_path, *std::move(arrays));
-  if (!exported.ok()) {
-    return Fail(std::string(exported.status().message()), kExitConfig);
-  }
-  const proto::ModelMeta& meta = exported->meta;
-  absl::StatusOr<ModelSection> section = model::ModelOf(meta);
-  absl::StatusOr<ModelSpec> spec =
-      section.ok() ? ModelSpec::Create(*section) : section.status();
-  if (!spec.ok()) return Fail(std::string(spec.status().message()), kExitConfig);
-  bool labelled = false;
-  absl::StatusOr<worker::Dataset> table = ReadData(
-      meta, absl::GetFlag(FLAGS_data), spec->inputs(), spec->task(), &labelled);
-  if (!table.ok()) return Fail(std::string(table.status().message()), kExitConfig);
-  if (table->dim != spec->inputs()) {
-    return Fail(absl::StrCat(absl::GetFlag(FLAGS_data), " has ", table->dim,
-                             " features, the model ", spec->inputs()),
-                kExitConfig);
-  }
-  const int64_t n = table->size();
-  const int inputs = spec->inputs();
-  for (int64_t i = 0; i < n; ++i) {
-    float* row = table->x.data() + i * inputs;
-    for (int d = 0; d < inputs; ++d) {
-      row[d] = (row[d] - meta.input_mean(d)) / meta.input_std(d);
-    }
-  }
-  const int k = spec->outputs();
-  std::vector<float> out(static_cast<size_t>(n) * k);
-  worker::CpuBackend backend(*spec, 1024);
-  absl::Status predicted = backend.Predict(exported->params.data(),
-                                           table->x.data(), n, out.data());
-  if (!predicted.ok()) return Fail(std::string(predicted.message()), 1);
-  return Finish(meta, spec->task(), n, k, labelled, table->y.data(),
-                std::move(out));
+  return PredictDense(model_path, *std::move(arrays));
 }

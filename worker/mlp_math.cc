@@ -2,23 +2,11 @@
 #include "worker/mlp_math.h"
 
 #include <algorithm>
-#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "worker/cuda/kernel_math.h"
 
 namespace downpour::worker {
-
-void AddBias(const float* bias, int rows, int cols, float* z) {
-  for (int r = 0; r < rows; ++r) {
-    float* row = z + static_cast<int64_t>(r) * cols;
-    for (int c = 0; c < cols; ++c) row[c] += bias[c];
-  }
-}
-
-void ReluForward(int64_t n, float* a) {
-  for (int64_t i = 0; i < n; ++i) a[i] = std::max(a[i], 0.0f);
-}
 
 void ReluBackward(const float* a, int64_t n, float* da) {
   for (int64_t i = 0; i < n; ++i) da[i] = a[i] > 0.0f ? da[i] : 0.0f;
@@ -41,31 +29,6 @@ void ColumnSums(const float* m, int rows, int cols, float* out) {
     const float* row = m + static_cast<int64_t>(r) * cols;
     for (int c = 0; c < cols; ++c) out[c] += row[c];
   }
-}
-
-absl::Status CheckTargets(Task task, const float* targets, int n,
-                          int outputs) {
-  for (int i = 0; i < n; ++i) {
-    const float y = targets[i];
-    bool ok = std::isfinite(y);
-    const char* want = "a finite value";
-    if (task == Task::kMulticlass) {
-      ok = ok && y >= 0 && y < outputs && y == std::floor(y);
-      want = "a class index";
-    } else if (task == Task::kBinary) {
-      ok = y == 0.0f || y == 1.0f;
-      want = "0 or 1";
-    }
-    if (!ok) {
-      std::string range =
-          task == Task::kMulticlass ? absl::StrCat(" in [0, ", outputs, ")")
-                                    : "";
-      return absl::InvalidArgumentError(
-          absl::StrCat("target ", y, " of example ", i, " is not ", want, range,
-                       " (model.task ", TaskName(task), ")"));
-    }
-  }
-  return absl::OkStatus();
 }
 
 void Pool(const PooledBatch& batch, int rows, float* x) {

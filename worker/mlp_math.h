@@ -3,6 +3,9 @@
 //
 // The CPU backend calls these between its SGEMMs; the CUDA backend mirrors each
 // one as a kernel, so each does one small thing and states its exact semantics.
+// The forward pass's kernels (AddBias, ReluForward) and CheckTargets live in
+// model/ (model/dense_forward.h, model/metrics.h), shared with inference, and
+// are named here for the worker.
 // Together with the SGEMMs they form the forward and backward pass:
 //
 //   Z = A_prev * W;  AddBias(b, ...);  ReluForward(...)     (hidden layers)
@@ -16,15 +19,15 @@
 
 #include "absl/status/status.h"
 #include "common/model_spec.h"
+#include "model/dense_forward.h"
+#include "model/metrics.h"
 #include "worker/compute_backend.h"
 
 namespace downpour::worker {
 
-// z[r][c] += bias[c] for every row r.
-void AddBias(const float* bias, int rows, int cols, float* z);
-
-// a[i] = max(a[i], 0) for i in [0, n), in place.
-void ReluForward(int64_t n, float* a);
+// z[r][c] += bias[c] for every row r; a[i] = max(a[i], 0) in place.
+using model::AddBias;
+using model::ReluForward;
 
 // da[i] = 0 wherever a[i] <= 0, where `a` is ReluForward's output; this turns
 // the gradient w.r.t. a layer's activations into the gradient w.r.t. its
@@ -46,9 +49,8 @@ double OutputLoss(Task task, const float* logits, const float* targets,
 void ColumnSums(const float* m, int rows, int cols, float* out);
 
 // InvalidArgument naming the first example whose target the task cannot
-// take: a class index that is not an integer in [0, outputs) (kMulticlass),
-// a target other than 0 or 1 (kBinary), or a non-finite value (kRegression).
-absl::Status CheckTargets(Task task, const float* targets, int n, int outputs);
+// take (model/metrics.h).
+using model::CheckTargets;
 
 // The pooled inputs [rows, fields*dim] of `batch`'s first `rows` rows into x
 // (kernel_math.h's PoolAt for every element, in order).

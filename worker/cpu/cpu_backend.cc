@@ -101,33 +101,14 @@ CpuBackend::CpuBackend(const ModelSpec& spec, int max_batch)
     : layers_(spec.layers()),
       task_(spec.task()),
       max_batch_(max_batch),
-      tensors_floats_(spec.num_params()) {
-  // ModelSpec lists fc{l}.weight then fc{l}.bias for each layer.
-  const std::vector<TensorSpec>& tensors = spec.tensors();
-  for (int l = 0; l < num_layers(); ++l) {
-    weight_offset_.push_back(tensors[2 * l].offset);
-    bias_offset_.push_back(tensors[2 * l + 1].offset);
-    const size_t size = static_cast<size_t>(max_batch_) * layers_[l + 1];
-    act_.emplace_back(size);
-    delta_.emplace_back(size);
-  }
-}
+      tensors_floats_(spec.num_params()),
+      layout_(spec),
+      act_(layout_.Scratch(max_batch)),
+      delta_(layout_.Scratch(max_batch)) {}
 
 const float* CpuBackend::Forward(const float* params, const float* x,
                                  int rows) {
-  const float* in = x;
-  for (int l = 0; l < num_layers(); ++l) {
-    const int fan_in = layers_[l], fan_out = layers_[l + 1];
-    float* out = act_[l].data();
-    Gemm(false, false, rows, fan_out, fan_in, in, params + weight_offset_[l],
-         out);
-    AddBias(params + bias_offset_[l], rows, fan_out, out);
-    if (l + 1 < num_layers()) {
-      ReluForward(static_cast<int64_t>(rows) * fan_out, out);
-    }
-    in = out;
-  }
-  return in;
+  return model::DenseForward(layout_, params, x, rows, &act_);
 }
 
 void CpuBackend::Backward(const float* params, const float* x, int rows,
@@ -137,18 +118,18 @@ void CpuBackend::Backward(const float* params, const float* x, int rows,
     const float* in = l == 0 ? x : act_[l - 1].data();
     const float* dz = delta_[l].data();
     // dW = in^T * dZ: [fan_in, rows] * [rows, fan_out].
-    Gemm(true, false, fan_in, fan_out, rows, in, dz, grad + weight_offset_[l]);
-    ColumnSums(dz, rows, fan_out, grad + bias_offset_[l]);
+    Gemm(true, false, fan_in, fan_out, rows, in, dz, grad + layout_.weight_offset[l]);
+    ColumnSums(dz, rows, fan_out, grad + layout_.bias_offset[l]);
     // dA_prev = dZ * W^T: [rows, fan_out] * [fan_out, fan_in].
     if (l == 0) {
       if (dx != nullptr) {
-        Gemm(false, true, rows, fan_in, fan_out, dz, params + weight_offset_[l],
+        Gemm(false, true, rows, fan_in, fan_out, dz, params + layout_.weight_offset[l],
              dx);
       }
       break;
     }
     float* da = delta_[l - 1].data();
-    Gemm(false, true, rows, fan_in, fan_out, dz, params + weight_offset_[l],
+    Gemm(false, true, rows, fan_in, fan_out, dz, params + layout_.weight_offset[l],
          da);
     ReluBackward(act_[l - 1].data(), static_cast<int64_t>(rows) * fan_in, da);
   }
@@ -171,7 +152,7 @@ absl::StatusOr<float> CpuBackend::LossAndGradient(const float* params,
 std::vector<int> CpuBackend::RowChunks(int l,
                                        const std::vector<int64_t>& cuts) const {
   const int fan_in = layers_[l], fan_out = layers_[l + 1];
-  const int64_t begin = weight_offset_[l];
+  const int64_t begin = layout_.weight_offset[l];
   const int64_t end = begin + static_cast<int64_t>(fan_in) * fan_out;
   std::vector<int> rows = {0};
   for (int64_t cut : cuts) {
@@ -194,8 +175,8 @@ absl::StatusOr<float> CpuBackend::LossAndGradientInStages(
   for (int l = 0; l < layers; ++l) chunks[l] = RowChunks(l, hooks.cuts);
   std::vector<StagedLayer> staged;
   for (int l = 0; l < layers; ++l) {
-    staged.push_back({layers_[l], layers_[l + 1], weight_offset_[l],
-                      bias_offset_[l], chunks[l]});
+    staged.push_back({layers_[l], layers_[l + 1], layout_.weight_offset[l],
+                      layout_.bias_offset[l], chunks[l]});
   }
   const float* in = x;
   for (int l = 0; l < layers; ++l) {
@@ -215,7 +196,7 @@ absl::StatusOr<float> CpuBackend::LossAndGradientInStages(
     const int fan_in = layers_[l], fan_out = layers_[l + 1];
     float* da = delta_[l - 1].data();
     Gemm(false, true, batch, fan_in, fan_out, delta_[l].data(),
-         params + weight_offset_[l], da);
+         params + layout_.weight_offset[l], da);
     ReluBackward(act_[l - 1].data(), static_cast<int64_t>(batch) * fan_in, da);
   }
   for (int l = 0; l < layers; ++l) {

@@ -1,4 +1,5 @@
-// ComputeBackend on the CPU: OpenBLAS SGEMM plus the mlp_math kernels.
+// ComputeBackend on the CPU: OpenBLAS SGEMM plus the mlp_math kernels; the
+// forward pass is model/dense_forward.h's, the one inference runs too.
 //
 //   CpuBackend backend(spec, /*max_batch=*/128);
 //   absl::StatusOr<float> loss =
@@ -18,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/model_spec.h"
+#include "model/dense_forward.h"
 #include "worker/compute_backend.h"
 
 namespace downpour::worker {
@@ -77,8 +79,7 @@ class CpuBackend : public ComputeBackend {
   const int max_batch_;
   const int64_t tensors_floats_;  // spec.num_params()
   // Per linear layer: where its weight and bias start in the flat vector.
-  std::vector<int64_t> weight_offset_;
-  std::vector<int64_t> bias_offset_;
+  const model::DenseLayout layout_;
 
   // Scratch, max_batch_ rows each. act_[l]: output of linear layer l (after
   // ReLU for hidden layers; the logits for the last). delta_[l]: d loss / d
