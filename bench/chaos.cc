@@ -76,37 +76,103 @@ std::vector<uint64_t> ParseSeeds(const std::string& text) {
   return seeds;
 }
 
-int Run() {
-  Options options;
-
-  options.bin_dir = bench::BinDirOr(absl::GetFlag(FLAGS_bin_dir));
-  options.work_dir = bench::RunDirOr(absl::GetFlag(FLAGS_run_dir), "chaos");
+// Fills `options` from the flags, setting up the network lab in `lab` with
+// --net. False (after saying why) when --net finds no network namespaces.
+bool MakeOptions(Options* options, std::unique_ptr<NetnsLab>* lab) {
+  options->bin_dir = bench::BinDirOr(absl::GetFlag(FLAGS_bin_dir));
+  options->work_dir = bench::RunDirOr(absl::GetFlag(FLAGS_run_dir), "chaos");
   std::error_code made;
-  std::filesystem::create_directories(options.work_dir, made);
-  std::unique_ptr<NetnsLab> lab;
+  std::filesystem::create_directories(options->work_dir, made);
   if (absl::GetFlag(FLAGS_net)) {
     // Before any thread: this process moves into the lab's "ctl" host.
-    lab = std::make_unique<NetnsLab>(options.work_dir, "dpch");
-    if (std::string why = SetUpLab(lab.get()); !why.empty()) {
+    *lab = std::make_unique<NetnsLab>(options->work_dir, "dpch");
+    if (std::string why = SetUpLab(lab->get()); !why.empty()) {
       std::fprintf(stderr, "chaos: --net: no network namespaces here: %s\n",
                    why.c_str());
-      return 2;
+      return false;
     }
-    options.lab = lab.get();
+    options->lab = lab->get();
   }
   const std::string mnist = absl::GetFlag(FLAGS_mnist_dir);
   if (std::filesystem::exists(mnist + "/" + MnistDigitFile(9))) {
-    options.mnist_dir = std::filesystem::absolute(mnist).string();
+    options->mnist_dir = std::filesystem::absolute(mnist).string();
   }
-  options.epochs = absl::GetFlag(FLAGS_epochs);
-  options.bound = absl::Seconds(absl::GetFlag(FLAGS_bound_s));
-  options.full_disk = absl::GetFlag(FLAGS_full_disk);
-  if (options.full_disk) {
+  options->epochs = absl::GetFlag(FLAGS_epochs);
+  options->bound = absl::Seconds(absl::GetFlag(FLAGS_bound_s));
+  options->full_disk = absl::GetFlag(FLAGS_full_disk);
+  if (options->full_disk) {
     if (std::string why = CanMountTmpfs(); !why.empty()) {
       std::printf("chaos: no full-disk faults: %s\n", why.c_str());
-      options.full_disk = false;
+      options->full_disk = false;
     }
   }
+  return true;
+}
+
+// Prints the undisturbed run, which is held to its own invariants (no loss at
+// all); true when they held.
+bool UndisturbedHeld(const Observed& observed, const Judge& judge) {
+  const std::vector<std::string> broken = CheckInvariants(observed, judge);
+  std::printf("undisturbed: %s, accuracy %.4f, %.1f s%s%s\n",
+              observed.outcome.c_str(), observed.accuracy, observed.seconds,
+              broken.empty() ? "" : "; BROKEN: ",
+              absl::StrJoin(broken, "; ").c_str());
+  return broken.empty();
+}
+
+// Prints one seed's row of the table and what was done in the run.
+void PrintRow(uint64_t seed, Outcome& run,
+              const std::vector<std::string>& broken) {
+  const Observed& o = run.observed;
+  std::string outcome = o.outcome.substr(0, 28);
+  if (o.outcome.size() > 28) {
+    // The whole outcome (a failure's reason) on the next line.
+    run.done.insert(run.done.begin(), o.outcome.substr(0, 300));
+  }
+  std::printf("%5llu %-28s %8.4f %7.1f %9llu %7d  %s\n",
+              static_cast<unsigned long long>(seed), outcome.c_str(),
+              o.accuracy, o.seconds,
+              static_cast<unsigned long long>(o.acked_pushes_lost),
+              o.worker_ends,
+              broken.empty() ? "held" : absl::StrJoin(broken, "; ").c_str());
+  for (const std::string& done : run.done) {
+    std::printf("        %s\n", done.c_str());
+  }
+}
+
+// Runs one seed's schedule and prints its row, with the command that replays
+// it when an invariant broke; true when the run started and all held.
+bool SeedHeld(Harness& harness, uint64_t seed, double span,
+              const Layout& layout, const Judge& judge,
+              const Options& options) {
+  const std::vector<Fault> faults =
+      MakeSchedule(seed, absl::GetFlag(FLAGS_faults), span, layout);
+  absl::StatusOr<Outcome> run = harness.Run(seed, faults);
+  if (!run.ok()) {
+    std::printf("%5llu could not start: %s\n",
+                static_cast<unsigned long long>(seed),
+                std::string(run.status().message()).c_str());
+    return false;
+  }
+  const std::vector<std::string> broken = CheckInvariants(run->observed, judge);
+  PrintRow(seed, *run, broken);
+  if (!broken.empty()) {
+    std::printf("        replay: bazel-bin/bench/chaos --seeds=%llu "
+                "--faults=%d --span_s=%.2f --epochs=%d%s%s; run folder %s\n",
+                static_cast<unsigned long long>(seed),
+                absl::GetFlag(FLAGS_faults), span, options.epochs,
+                layout.network ? " --net" : "",
+                options.full_disk ? "" : " --full_disk=false",
+                run->run_dir.c_str());
+  }
+  std::fflush(stdout);
+  return broken.empty();
+}
+
+int Run() {
+  Options options;
+  std::unique_ptr<NetnsLab> lab;
+  if (!MakeOptions(&options, &lab)) return 2;
   std::printf("chaos: runs under %s, data %s\n", options.work_dir.c_str(),
               options.mnist_dir.empty() ? "synthetic" : options.mnist_dir.c_str());
   Harness harness(options);
@@ -119,17 +185,7 @@ int Run() {
   Judge judge;
   judge.reference_accuracy = reference->observed.accuracy;
   judge.tolerance = absl::GetFlag(FLAGS_tolerance);
-  {
-    // The undisturbed run is held to its own invariants (no loss at all).
-    const std::vector<std::string> broken =
-        CheckInvariants(reference->observed, judge);
-    std::printf("undisturbed: %s, accuracy %.4f, %.1f s%s%s\n",
-                reference->observed.outcome.c_str(),
-                reference->observed.accuracy, reference->observed.seconds,
-                broken.empty() ? "" : "; BROKEN: ",
-                absl::StrJoin(broken, "; ").c_str());
-    if (!broken.empty()) return 1;
-  }
+  if (!UndisturbedHeld(reference->observed, judge)) return 1;
   double span = absl::GetFlag(FLAGS_span_s);
   if (span <= 0) span = 0.6 * reference->observed.seconds;
   Layout layout;
@@ -139,43 +195,7 @@ int Run() {
   std::printf("\n%5s %-28s %8s %7s %9s %7s  %s\n", "seed", "outcome", "accuracy",
               "seconds", "lost", "w.ended", "invariants");
   for (uint64_t seed : ParseSeeds(absl::GetFlag(FLAGS_seeds))) {
-    const std::vector<Fault> faults =
-        MakeSchedule(seed, absl::GetFlag(FLAGS_faults), span, layout);
-    absl::StatusOr<Outcome> run = harness.Run(seed, faults);
-    if (!run.ok()) {
-      std::printf("%5llu could not start: %s\n",
-                  static_cast<unsigned long long>(seed),
-                  std::string(run.status().message()).c_str());
-      ++violated;
-      continue;
-    }
-    const Observed& o = run->observed;
-    const std::vector<std::string> broken = CheckInvariants(o, judge);
-    std::string outcome = o.outcome.substr(0, 28);
-    if (o.outcome.size() > 28) {
-      // The whole outcome (a failure's reason) on the next line.
-      run->done.insert(run->done.begin(), o.outcome.substr(0, 300));
-    }
-    std::printf("%5llu %-28s %8.4f %7.1f %9llu %7d  %s\n",
-                static_cast<unsigned long long>(seed), outcome.c_str(),
-                o.accuracy, o.seconds,
-                static_cast<unsigned long long>(o.acked_pushes_lost),
-                o.worker_ends,
-                broken.empty() ? "held" : absl::StrJoin(broken, "; ").c_str());
-    for (const std::string& done : run->done) {
-      std::printf("        %s\n", done.c_str());
-    }
-    if (!broken.empty()) {
-      ++violated;
-      std::printf("        replay: bazel-bin/bench/chaos --seeds=%llu "
-                  "--faults=%d --span_s=%.2f --epochs=%d%s%s; run folder %s\n",
-                  static_cast<unsigned long long>(seed),
-                  absl::GetFlag(FLAGS_faults), span, options.epochs,
-                  lab != nullptr ? " --net" : "",
-                  options.full_disk ? "" : " --full_disk=false",
-                  run->run_dir.c_str());
-    }
-    std::fflush(stdout);
+    if (!SeedHeld(harness, seed, span, layout, judge, options)) ++violated;
   }
   std::printf("\nchaos: %d run(s) broke an invariant\n", violated);
   return violated == 0 ? 0 : 1;

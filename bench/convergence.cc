@@ -195,11 +195,10 @@ std::string CellText(const Cell& c) {
                             : absl::StrFormat("%.1fs", c.seconds_to_mark));
 }
 
-Cell RunCell(const std::string& config_path, const std::string& run_dir,
-             const std::string& bin_dir, int workers, const Column& column,
-             uint64_t seed) {
-  Cell cell;
-  cell.runs = 1;
+// The overrides of one run: the addresses, worker count, epochs and seed,
+// then the column's, then --set's.
+std::vector<std::string> CellOverrides(const std::string& run_dir, int workers,
+                                       const Column& column, uint64_t seed) {
   std::vector<std::string> overrides = {
       "cluster.coordinator=127.0.0.1:0",
       absl::StrCat("cluster.ps=", AddressList(absl::GetFlag(FLAGS_ps))),
@@ -217,15 +216,16 @@ Cell RunCell(const std::string& config_path, const std::string& run_dir,
   for (const std::string& o : MergeOverrideFragments(absl::GetFlag(FLAGS_set))) {
     overrides.push_back(o);
   }
-  absl::StatusOr<Config> config = LoadConfig(config_path, overrides);
-  if (!config.ok()) {
-    cell.error = std::string(config.status().message());
-    return cell;
-  }
-  // A relative data path means the folder the bench was started from.
-  if (!config->data.path.empty() && fs::path(config->data.path).is_relative()) {
-    config->data.path = fs::absolute(config->data.path).string();
-  }
+  return overrides;
+}
+
+// How the launcher runs one cell's cluster, quietly, with the absolute
+// `data_path`.
+LaunchOptions CellOptions(const std::string& config_path,
+                          const std::vector<std::string>& overrides,
+                          const std::string& run_dir,
+                          const std::string& bin_dir,
+                          const std::string& data_path) {
   LaunchOptions options;
   options.config_path = config_path;
   options.overrides = overrides;
@@ -236,20 +236,17 @@ Cell RunCell(const std::string& config_path, const std::string& run_dir,
   options.out = nullptr;
   // The daemons re-read the YAML with these overrides; the data path must be
   // the absolute one too.
-  options.overrides.push_back(absl::StrCat("data.path=", config->data.path));
-  absl::StatusOr<LaunchSummary> summary = RunCluster(*config, options);
-  if (!summary.ok()) {
-    cell.error = std::string(summary.status().message());
-    return cell;
-  }
-  cell.failure = summary->failure;
-  cell.accuracy = summary->final_accuracy;
-  cell.seconds_to_mark = summary->seconds_to_mark;
-  cell.seconds = summary->seconds;
+  options.overrides.push_back(absl::StrCat("data.path=", data_path));
+  return options;
+}
+
+// The workers' figures in `cell`: updates applied per step, and the largest
+// staleness any worker reported.
+void AddWorkerFigures(const LaunchSummary& summary, Cell* cell) {
   int64_t pushes = 0, steps = 0;
   double p50 = 0, p99 = 0;
   int reported = 0;
-  for (const WorkerResult& w : summary->workers) {
+  for (const WorkerResult& w : summary.workers) {
     pushes += w.pushes;
     steps += w.step;
     if (!std::isnan(w.staleness_p50)) {
@@ -258,11 +255,41 @@ Cell RunCell(const std::string& config_path, const std::string& run_dir,
       ++reported;
     }
   }
-  if (steps > 0) cell.updates_per_step = static_cast<double>(pushes) / steps;
+  if (steps > 0) cell->updates_per_step = static_cast<double>(pushes) / steps;
   if (reported > 0) {
-    cell.staleness_p50 = p50;
-    cell.staleness_p99 = p99;
+    cell->staleness_p50 = p50;
+    cell->staleness_p99 = p99;
   }
+}
+
+Cell RunCell(const std::string& config_path, const std::string& run_dir,
+             const std::string& bin_dir, int workers, const Column& column,
+             uint64_t seed) {
+  Cell cell;
+  cell.runs = 1;
+  const std::vector<std::string> overrides =
+      CellOverrides(run_dir, workers, column, seed);
+  absl::StatusOr<Config> config = LoadConfig(config_path, overrides);
+  if (!config.ok()) {
+    cell.error = std::string(config.status().message());
+    return cell;
+  }
+  // A relative data path means the folder the bench was started from.
+  if (!config->data.path.empty() && fs::path(config->data.path).is_relative()) {
+    config->data.path = fs::absolute(config->data.path).string();
+  }
+  absl::StatusOr<LaunchSummary> summary = RunCluster(
+      *config,
+      CellOptions(config_path, overrides, run_dir, bin_dir, config->data.path));
+  if (!summary.ok()) {
+    cell.error = std::string(summary.status().message());
+    return cell;
+  }
+  cell.failure = summary->failure;
+  cell.accuracy = summary->final_accuracy;
+  cell.seconds_to_mark = summary->seconds_to_mark;
+  cell.seconds = summary->seconds;
+  AddWorkerFigures(*summary, &cell);
   return cell;
 }
 
@@ -300,6 +327,117 @@ Cell Combine(const std::vector<Cell>& runs) {
   return cell;
 }
 
+// The rows' worker counts from --workers. False (after saying why) for a
+// count outside 1..64.
+bool ParseRows(std::vector<int>* rows) {
+  for (absl::string_view w :
+       absl::StrSplit(absl::GetFlag(FLAGS_workers), ',', absl::SkipEmpty())) {
+    int n = 0;
+    if (!absl::SimpleAtoi(w, &n) || n < 1 || n > 64) {
+      std::fprintf(stderr, "convergence: --workers wants counts in 1..64, got '%s'\n",
+                   std::string(w).c_str());
+      return false;
+    }
+    rows->push_back(n);
+  }
+  return true;
+}
+
+// Runs one cell's repeats (under run_root/w<workers>-<column>) and prints
+// the combined cell.
+Cell RunRepeats(const std::string& config_path, const std::string& run_root,
+                const std::string& bin_dir, int workers, const Column& column) {
+  const std::string dir = absl::StrCat(run_root, "/w", workers, "-", column.name);
+  std::vector<Cell> runs;
+  for (int k = 0; k < std::max(1, absl::GetFlag(FLAGS_repeats)); ++k) {
+    runs.push_back(RunCell(config_path, absl::StrCat(dir, "/seed", 42 + k),
+                           bin_dir, workers, column, 42 + k));
+  }
+  const Cell cell = Combine(runs);
+  std::printf("  W=%-2d %-14s %s  (%.0f s wall)%s%s\n", workers,
+              column.name.c_str(), CellText(cell).c_str(), cell.seconds,
+              cell.error.empty() ? "" : "  error: ", cell.error.c_str());
+  if (!cell.failure.empty()) {
+    std::printf("      failure: %s\n", cell.failure.c_str());
+  }
+  std::fflush(stdout);
+  return cell;
+}
+
+// The table: one row per worker count, one column per configuration.
+std::string Table(const std::vector<int>& rows,
+                  const std::vector<Column>& columns,
+                  const std::vector<std::vector<Cell>>& cells) {
+  std::string table = absl::StrCat("| W |");
+  for (const Column& c : columns) absl::StrAppend(&table, " ", c.name, " |");
+  absl::StrAppend(&table, "\n|---|");
+  for (size_t c = 0; c < columns.size(); ++c) absl::StrAppend(&table, "---|");
+  absl::StrAppend(&table, "\n");
+  for (size_t r = 0; r < rows.size(); ++r) {
+    absl::StrAppend(&table, "| ", rows[r], " |");
+    for (size_t c = 0; c < columns.size(); ++c) {
+      absl::StrAppend(&table, " ", CellText(cells[r][c]), " |");
+    }
+    absl::StrAppend(&table, "\n");
+  }
+  return table;
+}
+
+// The targets of issue 9: within 0.3 points of 1 worker at 4 workers, 0.5
+// at 8, every column.
+std::string Targets(const std::vector<int>& rows,
+                    const std::vector<Column>& columns,
+                    const std::vector<std::vector<Cell>>& cells) {
+  std::string targets;
+  for (size_t c = 0; c < columns.size(); ++c) {
+    double base = NAN;
+    for (size_t r = 0; r < rows.size(); ++r) {
+      if (rows[r] == 1 && cells[r][c].failure.empty()) base = cells[r][c].accuracy;
+    }
+    if (std::isnan(base)) continue;
+    for (size_t r = 0; r < rows.size(); ++r) {
+      const double allowed = rows[r] >= 8 ? 0.005 : rows[r] >= 4 ? 0.003 : -1;
+      if (allowed < 0) continue;
+      const Cell& cell = cells[r][c];
+      const double drop = base - cell.accuracy;
+      const bool met = cell.failure.empty() && cell.error.empty() &&
+                       !std::isnan(drop) && drop <= allowed;
+      const std::string how =
+          !cell.error.empty()     ? std::string("the run failed to launch")
+          : !cell.failure.empty() ? std::string("training failed")
+                                  : absl::StrFormat("%+.2f points vs 1 worker",
+                                                    -100 * drop);
+      absl::StrAppendFormat(&targets, "%s W=%d: %s (%s, allowed -%.1f)\n",
+                            columns[c].name, rows[r], met ? "met" : "MISSED",
+                            how, 100 * allowed);
+    }
+  }
+  return targets;
+}
+
+// What the cells show, and the runs' settings and time since `begin`.
+std::string Legend(absl::Time begin) {
+  return absl::StrFormat(
+      "Cells: final test accuracy (mean over %d run(s), ± half the spread) · "
+      "updates applied per step · staleness p50/p99 (worst worker) · seconds "
+      "until a worker first reached %.2f (mean over the runs that did).\n"
+      "%d epochs, %d ps, config %s; %.0f s in all.\n",
+      std::max(1, absl::GetFlag(FLAGS_repeats)), absl::GetFlag(FLAGS_mark),
+      absl::GetFlag(FLAGS_epochs),
+      absl::GetFlag(FLAGS_ps), absl::GetFlag(FLAGS_config),
+      absl::ToDoubleSeconds(absl::Now() - begin));
+}
+
+// Whether any cell's launch failed.
+bool AnyError(const std::vector<std::vector<Cell>>& cells) {
+  for (const auto& row : cells) {
+    for (const Cell& cell : row) {
+      if (!cell.error.empty()) return true;
+    }
+  }
+  return false;
+}
+
 int Main() {
   absl::StatusOr<std::vector<Column>> columns =
       ParseColumns(absl::GetFlag(FLAGS_columns));
@@ -308,16 +446,7 @@ int Main() {
     return 2;
   }
   std::vector<int> rows;
-  for (absl::string_view w :
-       absl::StrSplit(absl::GetFlag(FLAGS_workers), ',', absl::SkipEmpty())) {
-    int n = 0;
-    if (!absl::SimpleAtoi(w, &n) || n < 1 || n > 64) {
-      std::fprintf(stderr, "convergence: --workers wants counts in 1..64, got '%s'\n",
-                   std::string(w).c_str());
-      return 2;
-    }
-    rows.push_back(n);
-  }
+  if (!ParseRows(&rows)) return 2;
   const std::string config_path = fs::absolute(absl::GetFlag(FLAGS_config)).string();
   if (!fs::exists(config_path)) {
     std::fprintf(stderr,
@@ -339,72 +468,13 @@ int Main() {
   const absl::Time begin = absl::Now();
   for (size_t r = 0; r < rows.size(); ++r) {
     for (size_t c = 0; c < columns->size(); ++c) {
-      const Column& column = (*columns)[c];
-      const std::string dir =
-          absl::StrCat(run_root, "/w", rows[r], "-", column.name);
-      std::vector<Cell> runs;
-      for (int k = 0; k < std::max(1, absl::GetFlag(FLAGS_repeats)); ++k) {
-        runs.push_back(RunCell(config_path, absl::StrCat(dir, "/seed", 42 + k),
-                               bin_dir, rows[r], column, 42 + k));
-      }
-      Cell& cell = cells[r][c] = Combine(runs);
-      std::printf("  W=%-2d %-14s %s  (%.0f s wall)%s%s\n", rows[r],
-                  column.name.c_str(), CellText(cell).c_str(), cell.seconds,
-                  cell.error.empty() ? "" : "  error: ", cell.error.c_str());
-      if (!cell.failure.empty()) {
-        std::printf("      failure: %s\n", cell.failure.c_str());
-      }
-      std::fflush(stdout);
+      cells[r][c] =
+          RunRepeats(config_path, run_root, bin_dir, rows[r], (*columns)[c]);
     }
   }
-  // The table: one row per worker count, one column per configuration.
-  std::string table = absl::StrCat("| W |");
-  for (const Column& c : *columns) absl::StrAppend(&table, " ", c.name, " |");
-  absl::StrAppend(&table, "\n|---|");
-  for (size_t c = 0; c < columns->size(); ++c) absl::StrAppend(&table, "---|");
-  absl::StrAppend(&table, "\n");
-  for (size_t r = 0; r < rows.size(); ++r) {
-    absl::StrAppend(&table, "| ", rows[r], " |");
-    for (size_t c = 0; c < columns->size(); ++c) {
-      absl::StrAppend(&table, " ", CellText(cells[r][c]), " |");
-    }
-    absl::StrAppend(&table, "\n");
-  }
-  // The targets of issue 9: within 0.3 points of 1 worker at 4 workers, 0.5
-  // at 8, every column.
-  std::string targets;
-  for (size_t c = 0; c < columns->size(); ++c) {
-    double base = NAN;
-    for (size_t r = 0; r < rows.size(); ++r) {
-      if (rows[r] == 1 && cells[r][c].failure.empty()) base = cells[r][c].accuracy;
-    }
-    if (std::isnan(base)) continue;
-    for (size_t r = 0; r < rows.size(); ++r) {
-      const double allowed = rows[r] >= 8 ? 0.005 : rows[r] >= 4 ? 0.003 : -1;
-      if (allowed < 0) continue;
-      const Cell& cell = cells[r][c];
-      const double drop = base - cell.accuracy;
-      const bool met = cell.failure.empty() && cell.error.empty() &&
-                       !std::isnan(drop) && drop <= allowed;
-      const std::string how =
-          !cell.error.empty()     ? std::string("the run failed to launch")
-          : !cell.failure.empty() ? std::string("training failed")
-                                  : absl::StrFormat("%+.2f points vs 1 worker",
-                                                    -100 * drop);
-      absl::StrAppendFormat(&targets, "%s W=%d: %s (%s, allowed -%.1f)\n",
-                            (*columns)[c].name, rows[r], met ? "met" : "MISSED",
-                            how, 100 * allowed);
-    }
-  }
-  const std::string legend = absl::StrFormat(
-      "Cells: final test accuracy (mean over %d run(s), ± half the spread) · "
-      "updates applied per step · staleness p50/p99 (worst worker) · seconds "
-      "until a worker first reached %.2f (mean over the runs that did).\n"
-      "%d epochs, %d ps, config %s; %.0f s in all.\n",
-      std::max(1, absl::GetFlag(FLAGS_repeats)), absl::GetFlag(FLAGS_mark),
-      absl::GetFlag(FLAGS_epochs),
-      absl::GetFlag(FLAGS_ps), absl::GetFlag(FLAGS_config),
-      absl::ToDoubleSeconds(absl::Now() - begin));
+  const std::string table = Table(rows, *columns, cells);
+  const std::string targets = Targets(rows, *columns, cells);
+  const std::string legend = Legend(begin);
   std::printf("\n%s\n%s\n%s", table.c_str(), legend.c_str(), targets.c_str());
   const std::string markdown = absl::GetFlag(FLAGS_markdown);
   if (!markdown.empty()) {
@@ -415,12 +485,7 @@ int Main() {
       return 1;
     }
   }
-  for (const auto& row : cells) {
-    for (const Cell& cell : row) {
-      if (!cell.error.empty()) return 1;
-    }
-  }
-  return 0;
+  return AnyError(cells) ? 1 : 0;
 }
 
 }  // namespace

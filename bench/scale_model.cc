@@ -383,29 +383,34 @@ std::string JsonField(const std::string& json, const std::string& key) {
   return json.substr(from, json.find_first_of(",\n", from) - from);
 }
 
-void RunRow(NetnsLab& lab, const std::string& bin_dir, const std::string& ssh,
-            const std::string& dir, CpuSampler& cpu, Row* row) {
-  fs::create_directories(dir);
-  const std::string config_path = dir + "/cluster.yaml";
+// Writes the row's config to config_path and checks that it loads with
+// `overrides` first, so that a key this tree lacks (rpc.encoding before the
+// wire encodings land) fails the row with the loader's message.
+absl::Status WriteConfig(const NetnsLab& lab, const std::string& config_path,
+                         const std::vector<std::string>& overrides,
+                         const Row& row) {
   absl::Status written =
-      WriteFileAtomically(config_path, ConfigYaml(lab, *row));
-  if (!written.ok()) {
-    row->error = std::string(written.message());
-    return;
-  }
-  const std::vector<std::string> overrides =
-      MergeOverrideFragments(absl::GetFlag(FLAGS_set));
-  // Checked here first, so that a key this tree lacks (rpc.encoding before
-  // the wire encodings land) fails the row with the loader's message.
+      WriteFileAtomically(config_path, ConfigYaml(lab, row));
+  if (!written.ok()) return written;
   absl::StatusOr<Config> config = LoadConfig(config_path, overrides);
   if (!config.ok()) {
-    row->error = std::string(config.status().message());
-    if (!IsDefaultEncoding(row->encoding)) {
-      row->error = absl::StrCat("encoding ", row->encoding,
-                                " needs the rpc.encoding key: ", row->error);
+    std::string error = std::string(config.status().message());
+    if (!IsDefaultEncoding(row.encoding)) {
+      error = absl::StrCat("encoding ", row.encoding,
+                           " needs the rpc.encoding key: ", error);
     }
-    return;
+    return absl::InvalidArgumentError(error);
   }
+  return absl::OkStatus();
+}
+
+// The launcher's command line: in the "ctl" host, over the stand-in ssh.
+std::vector<std::string> LauncherArgv(const NetnsLab& lab,
+                                      const std::string& bin_dir,
+                                      const std::string& ssh,
+                                      const std::string& dir,
+                                      const std::string& config_path,
+                                      const std::vector<std::string>& overrides) {
   std::vector<std::string> argv = {
       lab.ip(),
       "netns",
@@ -430,12 +435,21 @@ void RunRow(NetnsLab& lab, const std::string& bin_dir, const std::string& ssh,
   if (!overrides.empty()) {
     argv.push_back(absl::StrCat("--set=", absl::StrJoin(overrides, ",")));
   }
+  return argv;
+}
+
+// Runs the launcher to its end (bounded by --row_timeout_s and Ctrl-C) and
+// sets row's wall time and our CPU; its exit status, or nullopt with
+// row->error set when it could not start or did not end.
+std::optional<int> RunLauncher(NetnsLab& lab,
+                               const std::vector<std::string>& argv,
+                               const std::string& dir, Row* row) {
   const double cpu_before = ChildrenCpuSeconds();
   const absl::Time start = absl::Now();
   auto launcher = Subprocess::Start("launcher", argv, dir + "/launcher.log");
   if (!launcher.ok()) {
     row->error = std::string(launcher.status().message());
-    return;
+    return std::nullopt;
   }
   const absl::Time deadline =
       start + absl::Seconds(absl::GetFlag(FLAGS_row_timeout_s));
@@ -448,17 +462,24 @@ void RunRow(NetnsLab& lab, const std::string& bin_dir, const std::string& ssh,
     (*launcher)->Stop(absl::Seconds(10));
     lab.KillProcesses();
     row->error = g_interrupted ? "interrupted" : "timed out (--row_timeout_s)";
-    return;
+    return std::nullopt;
   }
   lab.KillProcesses();  // nothing should be left; make sure for the next row
   row->our_cpu = 100 * (ChildrenCpuSeconds() - cpu_before) /
                  (row->wall_s * std::thread::hardware_concurrency());
+  return status;
+}
+
+// Reads the run's summary.json into row (with --target_accuracy, the time to
+// the target and the final accuracy); false, with row->error set, when the
+// launcher exited `status` other than 0 or the run failed.
+bool ReadSummary(const std::string& dir, int status, Row* row) {
   const std::string summary = ReadFile(dir + "/run/summary.json").value_or("");
-  if (*status != 0 || JsonField(summary, "ok") != "true") {
-    row->error = absl::StrCat("launcher exited ", *status, ": ",
+  if (status != 0 || JsonField(summary, "ok") != "true") {
+    row->error = absl::StrCat("launcher exited ", status, ": ",
                               JsonField(summary, "failure"), " (see ", dir,
                               "/launcher.log)");
-    return;
+    return false;
   }
   if (absl::GetFlag(FLAGS_target_accuracy) > 0) {
     double seconds = NAN, accuracy = NAN;
@@ -472,6 +493,24 @@ void RunRow(NetnsLab& lab, const std::string& bin_dir, const std::string& ssh,
       row->accuracy = accuracy;
     }
   }
+  return true;
+}
+
+void RunRow(NetnsLab& lab, const std::string& bin_dir, const std::string& ssh,
+            const std::string& dir, CpuSampler& cpu, Row* row) {
+  fs::create_directories(dir);
+  const std::string config_path = dir + "/cluster.yaml";
+  const std::vector<std::string> overrides =
+      MergeOverrideFragments(absl::GetFlag(FLAGS_set));
+  if (absl::Status s = WriteConfig(lab, config_path, overrides, *row);
+      !s.ok()) {
+    row->error = std::string(s.message());
+    return;
+  }
+  const std::optional<int> status = RunLauncher(
+      lab, LauncherArgv(lab, bin_dir, ssh, dir, config_path, overrides), dir,
+      row);
+  if (!status.has_value() || !ReadSummary(dir, *status, row)) return;
   proto::GetHistoryResponse history;
   absl::Status parsed =
       FromJson(ReadFile(dir + "/run/history.json").value_or(""),
@@ -553,7 +592,16 @@ absl::StatusOr<std::vector<int>> Counts(const std::string& flag,
   return out;
 }
 
-int Main() {
+// The rows to run: every model x encoding x shards x workers.
+struct Grid {
+  std::vector<int> workers;
+  std::vector<int> shards;
+  std::vector<std::string> encodings;
+  std::vector<std::string> models;
+};
+
+// The grid from the flags. False (after saying why) for a bad flag.
+bool ParseGrid(Grid* grid) {
   absl::StatusOr<std::vector<int>> workers =
       Counts("workers", absl::GetFlag(FLAGS_workers), 48);
   absl::StatusOr<std::vector<int>> shards =
@@ -562,47 +610,49 @@ int Main() {
     if (!counts->ok()) {
       std::fprintf(stderr, "scale_model: %s\n",
                    std::string(counts->status().message()).c_str());
-      return 2;
+      return false;
     }
   }
-  const std::vector<std::string> encodings =
+  grid->workers = *std::move(workers);
+  grid->shards = *std::move(shards);
+  grid->encodings =
       absl::StrSplit(absl::GetFlag(FLAGS_encodings), ',', absl::SkipEmpty());
-  const std::vector<std::string> models =
+  grid->models =
       absl::StrSplit(absl::GetFlag(FLAGS_model), ',', absl::SkipEmpty());
-  for (const std::string& m : models) {
+  for (const std::string& m : grid->models) {
     if (LayersOf(m).empty()) {
       std::fprintf(stderr,
                    "scale_model: --model wants mlp or mlp10x, got '%s'\n",
                    m.c_str());
-      return 2;
+      return false;
     }
   }
   if (absl::GetFlag(FLAGS_steps) <= absl::GetFlag(FLAGS_warmup_steps) + 2) {
     std::fprintf(stderr,
                  "scale_model: --steps must exceed --warmup_steps + 2\n");
-    return 2;
+    return false;
   }
-  const std::string bin_dir = BinDirOr(absl::GetFlag(FLAGS_bin_dir));
-  const std::string run_root =
-      fs::absolute(RunDirOr(absl::GetFlag(FLAGS_run_dir), "scale")).string();
-  fs::create_directories(run_root);
+  return true;
+}
 
-  std::signal(SIGINT, OnSignal);
-  std::signal(SIGTERM, OnSignal);
-  const int max_workers = *std::max_element(workers->begin(), workers->end());
-  const int max_shards = *std::max_element(shards->begin(), shards->end());
+// Sets up the lab's hosts for the largest row (the launcher's "ctl", the
+// coordinator, every ps and worker) and shapes every link to --link_mbit.
+// False (after saying why) when it cannot; *hosts_made counts the hosts.
+bool BuildLab(const Grid& grid, NetnsLab& lab, size_t* hosts_made) {
+  const int max_workers = *std::max_element(grid.workers.begin(), grid.workers.end());
+  const int max_shards = *std::max_element(grid.shards.begin(), grid.shards.end());
   std::vector<std::pair<std::string, int>> hosts = {{"ctl", 2},
                                                     {"coordinator", 10}};
   for (int i = 0; i < max_shards; ++i)
     hosts.push_back({absl::StrCat("ps", i), 11 + i});
   for (int i = 0; i < max_workers; ++i)
     hosts.push_back({absl::StrCat("worker", i), 100 + i});
-  NetnsLab lab(run_root, "dpsm");  // deleted on every return below
+  *hosts_made = hosts.size();
   const std::string why_not = lab.SetUp(hosts);
   if (!why_not.empty()) {
     std::fprintf(stderr, "scale_model: cannot build the lab: %s\n",
                  why_not.c_str());
-    return 1;
+    return false;
   }
   LinkShape shape;
   shape.rate_mbit = absl::GetFlag(FLAGS_link_mbit);
@@ -611,28 +661,48 @@ int Main() {
     if (!error.empty()) {
       std::fprintf(stderr, "scale_model: cannot shape %s: %s\n", h.role.c_str(),
                    error.c_str());
-      return 1;
+      return false;
     }
   }
-  const std::string ssh = lab.WriteSsh(run_root + "/netns_ssh");
-  std::printf(
-      "scale_model: %zu hosts in namespaces, links %.0f Mbit/s each way, "
-      "%.0f ms steps, %d steps per worker, %u cores; runs under %s\n",
-      hosts.size(), shape.rate_mbit, absl::GetFlag(FLAGS_step_ms),
-      absl::GetFlag(FLAGS_steps), std::thread::hardware_concurrency(),
-      run_root.c_str());
-  std::fflush(stdout);
+  return true;
+}
 
-  CpuSampler cpu;
-  const double cpu_flag = absl::GetFlag(FLAGS_cpu_flag);
+// Prints one row's figures as soon as it ran.
+void PrintRow(const Row& row, double cpu_flag) {
+  std::printf(
+      "  %s %s S=%d W=%-2d updates/s %s  eff %s  ps link %s  CPU %s%s  "
+      "ours %s  (%.0f s)%s%s%s\n",
+      row.model.c_str(), row.encoding.c_str(), row.shards, row.workers,
+      Fmt(row.updates_per_s, 2).c_str(), Fmt(row.efficiency, 2).c_str(),
+      Fmt(100 * row.ps_link_util, 0, "%").c_str(),
+      Fmt(row.cpu_busy, 0, "%").c_str(),
+      row.cpu_busy > cpu_flag ? " (CPU-bound?)" : "",
+      Fmt(row.our_cpu, 0, "%").c_str(), row.wall_s,
+      std::isnan(row.seconds_to_target)
+          ? ""
+          : absl::StrFormat("  to %g in %.1f s, speed-up %s",
+                            absl::GetFlag(FLAGS_target_accuracy),
+                            row.seconds_to_target,
+                            Fmt(row.speedup, 2))
+                .c_str(),
+      row.error.empty() ? "" : "  error: ", row.error.c_str());
+  std::fflush(stdout);
+}
+
+// Runs every row of the grid (until Ctrl-C), printing each; the efficiency
+// and speed-up are against the 1-worker row of the same model, encoding and
+// shards.
+std::vector<Row> RunRows(const Grid& grid, NetnsLab& lab,
+                         const std::string& bin_dir, const std::string& ssh,
+                         const std::string& run_root, CpuSampler& cpu,
+                         double cpu_flag) {
   std::vector<Row> rows;
-  const absl::Time begin = absl::Now();
-  for (const std::string& model : models) {
-    for (const std::string& encoding : encodings) {
-      for (int s : *shards) {
+  for (const std::string& model : grid.models) {
+    for (const std::string& encoding : grid.encodings) {
+      for (int s : grid.shards) {
         double base = NAN;         // updates/s with 1 worker
         double base_seconds = NAN;  // seconds to the target with 1 worker
-        for (int w : *workers) {
+        for (int w : grid.workers) {
           if (g_interrupted) break;
           Row row{w, s, encoding, model};
           RunRow(lab, bin_dir, ssh,
@@ -645,36 +715,22 @@ int Main() {
           }
           row.efficiency = row.updates_per_s / (w * base);
           row.speedup = base_seconds / row.seconds_to_target;
-          std::printf(
-              "  %s %s S=%d W=%-2d updates/s %s  eff %s  ps link %s  CPU %s%s  "
-              "ours %s  (%.0f s)%s%s%s\n",
-              model.c_str(), encoding.c_str(), s, w,
-              Fmt(row.updates_per_s, 2).c_str(), Fmt(row.efficiency, 2).c_str(),
-              Fmt(100 * row.ps_link_util, 0, "%").c_str(),
-              Fmt(row.cpu_busy, 0, "%").c_str(),
-              row.cpu_busy > cpu_flag ? " (CPU-bound?)" : "",
-              Fmt(row.our_cpu, 0, "%").c_str(), row.wall_s,
-              std::isnan(row.seconds_to_target)
-                  ? ""
-                  : absl::StrFormat("  to %g in %.1f s, speed-up %s",
-                                    absl::GetFlag(FLAGS_target_accuracy),
-                                    row.seconds_to_target,
-                                    Fmt(row.speedup, 2))
-                        .c_str(),
-              row.error.empty() ? "" : "  error: ", row.error.c_str());
-          std::fflush(stdout);
+          PrintRow(row, cpu_flag);
           rows.push_back(row);
         }
       }
     }
   }
-  const bool target = absl::GetFlag(FLAGS_target_accuracy) > 0;
-  const std::string table =
-      target ? TargetTable(rows, cpu_flag) : Table(rows, cpu_flag);
+  return rows;
+}
+
+// What the table's columns mean and how the runs were made; `begin` is when
+// the first row started.
+std::string Legend(bool target, double cpu_flag, absl::Time begin) {
   const std::string links = absl::StrFormat(
       "Links %.0f Mbit/s each way (tc tbf on both ends of every veth), "
       "compute.device simulated at %.0f ms per step",
-      shape.rate_mbit, absl::GetFlag(FLAGS_step_ms));
+      absl::GetFlag(FLAGS_link_mbit), absl::GetFlag(FLAGS_step_ms));
   const std::string cpu_legend = absl::StrFormat(
       "CPU busy: the whole machine (%u cores, other jobs included), flagged "
       "above %.0f%%; our CPU: the run's own processes' CPU seconds per second "
@@ -682,31 +738,63 @@ int Main() {
       "in all.\n",
       std::thread::hardware_concurrency(), cpu_flag,
       absl::ToDoubleSeconds(absl::Now() - begin));
-  const std::string legend =
-      target
-          ? absl::StrFormat(
-                "%s, with real gradients of real MNIST (%d training "
-                "examples, Adam %g, batch %d) computed on the CPU within each "
-                "step, which is then padded to its time. s to target: launch "
-                "to the first evaluation at %g (every %d steps per worker, "
-                "2000 test examples); speed-up: s(1) / s(W); efficiency: "
-                "speed-up / W; updates/s: whole pushes acknowledged per second "
-                "(cluster) after every worker's %d warm-up steps. %s",
-                links, absl::GetFlag(FLAGS_train_examples),
-                absl::GetFlag(FLAGS_learning_rate),
-                absl::GetFlag(FLAGS_batch_size),
-                absl::GetFlag(FLAGS_target_accuracy),
-                absl::GetFlag(FLAGS_eval_every_steps),
-                absl::GetFlag(FLAGS_warmup_steps), cpu_legend)
-          : absl::StrFormat(
-                "%s, %d steps per worker; the window opens once every worker "
-                "has done %d steps and closes before the first finishes. "
-                "updates/s: whole pushes acknowledged per second (cluster); "
-                "efficiency: updates/s(W) / (W * updates/s(1)); ps link util: "
-                "the busiest ps's bytes in+out / (2 * rate * window), over the "
-                "window like CPU busy. %s",
-                links, absl::GetFlag(FLAGS_steps),
-                absl::GetFlag(FLAGS_warmup_steps), cpu_legend);
+  return target
+             ? absl::StrFormat(
+                   "%s, with real gradients of real MNIST (%d training "
+                   "examples, Adam %g, batch %d) computed on the CPU within each "
+                   "step, which is then padded to its time. s to target: launch "
+                   "to the first evaluation at %g (every %d steps per worker, "
+                   "2000 test examples); speed-up: s(1) / s(W); efficiency: "
+                   "speed-up / W; updates/s: whole pushes acknowledged per second "
+                   "(cluster) after every worker's %d warm-up steps. %s",
+                   links, absl::GetFlag(FLAGS_train_examples),
+                   absl::GetFlag(FLAGS_learning_rate),
+                   absl::GetFlag(FLAGS_batch_size),
+                   absl::GetFlag(FLAGS_target_accuracy),
+                   absl::GetFlag(FLAGS_eval_every_steps),
+                   absl::GetFlag(FLAGS_warmup_steps), cpu_legend)
+             : absl::StrFormat(
+                   "%s, %d steps per worker; the window opens once every worker "
+                   "has done %d steps and closes before the first finishes. "
+                   "updates/s: whole pushes acknowledged per second (cluster); "
+                   "efficiency: updates/s(W) / (W * updates/s(1)); ps link util: "
+                   "the busiest ps's bytes in+out / (2 * rate * window), over the "
+                   "window like CPU busy. %s",
+                   links, absl::GetFlag(FLAGS_steps),
+                   absl::GetFlag(FLAGS_warmup_steps), cpu_legend);
+}
+
+int Main() {
+  Grid grid;
+  if (!ParseGrid(&grid)) return 2;
+  const std::string bin_dir = BinDirOr(absl::GetFlag(FLAGS_bin_dir));
+  const std::string run_root =
+      fs::absolute(RunDirOr(absl::GetFlag(FLAGS_run_dir), "scale")).string();
+  fs::create_directories(run_root);
+
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
+  NetnsLab lab(run_root, "dpsm");  // deleted on every return below
+  size_t hosts = 0;
+  if (!BuildLab(grid, lab, &hosts)) return 1;
+  const std::string ssh = lab.WriteSsh(run_root + "/netns_ssh");
+  std::printf(
+      "scale_model: %zu hosts in namespaces, links %.0f Mbit/s each way, "
+      "%.0f ms steps, %d steps per worker, %u cores; runs under %s\n",
+      hosts, absl::GetFlag(FLAGS_link_mbit), absl::GetFlag(FLAGS_step_ms),
+      absl::GetFlag(FLAGS_steps), std::thread::hardware_concurrency(),
+      run_root.c_str());
+  std::fflush(stdout);
+
+  CpuSampler cpu;
+  const double cpu_flag = absl::GetFlag(FLAGS_cpu_flag);
+  const absl::Time begin = absl::Now();
+  const std::vector<Row> rows =
+      RunRows(grid, lab, bin_dir, ssh, run_root, cpu, cpu_flag);
+  const bool target = absl::GetFlag(FLAGS_target_accuracy) > 0;
+  const std::string table =
+      target ? TargetTable(rows, cpu_flag) : Table(rows, cpu_flag);
+  const std::string legend = Legend(target, cpu_flag, begin);
   std::printf("\n%s\n%s", table.c_str(), legend.c_str());
   const std::string markdown = absl::GetFlag(FLAGS_markdown);
   if (!markdown.empty()) {

@@ -140,25 +140,21 @@ struct Row {
   std::string first_error;
 };
 
-// One row: `clients` threads for warm-up + measured seconds, while the
-// swapper replaces `path` with files[0], files[1], ... every swap_ms.
-Row RunRow(const std::string& address, int clients,
-           const std::vector<proto::PredictRequest>& requests,
-           const std::string& path, const std::vector<std::string>& files) {
-  const absl::Duration warmup = absl::Seconds(1);
-  const absl::Duration measured = absl::Seconds(absl::GetFlag(FLAGS_seconds));
-  std::atomic<bool> stop{false};
-  std::atomic<bool> measuring{false};
-  std::vector<std::vector<double>> latencies(clients);
-  std::vector<int64_t> failed(clients, 0);
-  std::vector<uint64_t> lo(clients, UINT64_MAX), hi(clients, 0);
-  std::vector<std::string> errors(clients);
-  // Each client's own connection, established before the row starts: on a
-  // loaded machine a fresh connection's handshake can outlast MakeChannel's
-  // connect timeout (its reconnect backoff, 0.1-1 s), and calls on a channel
-  // still connecting fail at once rather than wait.
+// What one client saw while the row was measured.
+struct ClientTally {
+  std::vector<double> latencies;  // seconds, of the requests that succeeded
+  int64_t failed = 0;
+  uint64_t lo = UINT64_MAX, hi = 0;  // the snapshots that answered
+  std::string error;                 // the first failure's message
+};
+
+// Each client's own connection, established before the row starts: on a
+// loaded machine a fresh connection's handshake can outlast MakeChannel's
+// connect timeout (its reconnect backoff, 0.1-1 s), and calls on a channel
+// still connecting fail at once rather than wait.
+std::vector<std::shared_ptr<grpc::Channel>> ConnectClients(
+    const std::string& address, int clients) {
   std::vector<std::shared_ptr<grpc::Channel>> channels;
-  const absl::Time connect_start = absl::Now();
   for (int c = 0; c < clients; ++c) {
     channels.push_back(MakeChannel(address, true));
   }
@@ -169,41 +165,44 @@ Row RunRow(const std::string& address, int clients,
             address);
     }
   }
-  const double connect_s = absl::ToDoubleSeconds(absl::Now() - connect_start);
-  std::vector<std::thread> threads;
-  for (int c = 0; c < clients; ++c) {
-    threads.emplace_back([&, c] {
-      auto stub = proto::Predictor::NewStub(channels[c]);
-      size_t next = static_cast<size_t>(c) * 97;
-      proto::PredictResponse reply;
-      while (!stop.load(std::memory_order_relaxed)) {
-        const proto::PredictRequest& request = requests[next++ % requests.size()];
-        grpc::ClientContext context;
-        context.set_deadline(DeadlineIn(10));
-        const auto t0 = std::chrono::steady_clock::now();
-        const grpc::Status status = stub->Predict(&context, request, &reply);
-        const double s = std::chrono::duration<double>(
-                             std::chrono::steady_clock::now() - t0)
-                             .count();
-        if (!measuring.load(std::memory_order_relaxed)) continue;
-        if (!status.ok()) {
-          if (failed[c]++ == 0) errors[c] = status.error_message();
-          continue;
-        }
-        latencies[c].push_back(s);
-        lo[c] = std::min<uint64_t>(lo[c], reply.snapshot());
-        hi[c] = std::max<uint64_t>(hi[c], reply.snapshot());
-      }
-    });
+  return channels;
+}
+
+// Client `c`'s thread: Predict requests back to back until `stop`, counted
+// in *tally while `measuring`.
+void RunClient(const std::shared_ptr<grpc::Channel>& channel, int c,
+               const std::vector<proto::PredictRequest>& requests,
+               const std::atomic<bool>& stop,
+               const std::atomic<bool>& measuring, ClientTally* tally) {
+  auto stub = proto::Predictor::NewStub(channel);
+  size_t next = static_cast<size_t>(c) * 97;
+  proto::PredictResponse reply;
+  while (!stop.load(std::memory_order_relaxed)) {
+    const proto::PredictRequest& request = requests[next++ % requests.size()];
+    grpc::ClientContext context;
+    context.set_deadline(DeadlineIn(10));
+    const auto t0 = std::chrono::steady_clock::now();
+    const grpc::Status status = stub->Predict(&context, request, &reply);
+    const double s = std::chrono::duration<double>(
+                         std::chrono::steady_clock::now() - t0)
+                         .count();
+    if (!measuring.load(std::memory_order_relaxed)) continue;
+    if (!status.ok()) {
+      if (tally->failed++ == 0) tally->error = status.error_message();
+      continue;
+    }
+    tally->latencies.push_back(s);
+    tally->lo = std::min<uint64_t>(tally->lo, reply.snapshot());
+    tally->hi = std::max<uint64_t>(tally->hi, reply.snapshot());
   }
-  Row row;
-  row.clients = clients;
-  row.connect_s = connect_s;
+}
+
+// Until `end`, replaces `path` with files[0], files[1], ... every --swap_ms
+// (or just waits when it is 0); returns the swaps made.
+int64_t SwapUntil(absl::Time end, const std::string& path,
+                  const std::vector<std::string>& files) {
   const int swap_ms = absl::GetFlag(FLAGS_swap_ms);
-  absl::SleepFor(warmup);
-  measuring = true;
-  const absl::Time start = absl::Now();
-  const absl::Time end = start + measured;
+  int64_t swaps = 0;
   static size_t next_file = 0;
   while (absl::Now() < end) {
     if (swap_ms <= 0) {
@@ -214,28 +213,141 @@ Row RunRow(const std::string& address, int clients,
     // Replace by rename, as psctl export does.
     Check(WriteFileAtomically(path, files[next_file++ % files.size()]),
           "swap " + path);
-    ++row.swaps;
+    ++swaps;
     absl::SleepFor(std::min(due, end) - absl::Now());
   }
+  return swaps;
+}
+
+// The clients' tallies merged into the row's counts and latency quantiles.
+void MergeTallies(const std::vector<ClientTally>& tallies, Row* row) {
+  std::vector<double> all;
+  row->first_snapshot = UINT64_MAX;
+  for (const ClientTally& t : tallies) {
+    all.insert(all.end(), t.latencies.begin(), t.latencies.end());
+    row->failed += t.failed;
+    if (t.failed > 0 && row->first_error.empty()) row->first_error = t.error;
+    row->first_snapshot = std::min(row->first_snapshot, t.lo);
+    row->last_snapshot = std::max(row->last_snapshot, t.hi);
+  }
+  std::sort(all.begin(), all.end());
+  row->requests = static_cast<int64_t>(all.size());
+  row->p50 = Quantile(all, 0.5);
+  row->p99 = Quantile(all, 0.99);
+  row->p999 = Quantile(all, 0.999);
+}
+
+// One row: `clients` threads for warm-up + measured seconds, while the
+// swapper replaces `path` with files[0], files[1], ... every swap_ms.
+Row RunRow(const std::string& address, int clients,
+           const std::vector<proto::PredictRequest>& requests,
+           const std::string& path, const std::vector<std::string>& files) {
+  const absl::Duration warmup = absl::Seconds(1);
+  const absl::Duration measured = absl::Seconds(absl::GetFlag(FLAGS_seconds));
+  std::atomic<bool> stop{false};
+  std::atomic<bool> measuring{false};
+  std::vector<ClientTally> tallies(clients);
+  const absl::Time connect_start = absl::Now();
+  const std::vector<std::shared_ptr<grpc::Channel>> channels =
+      ConnectClients(address, clients);
+  const double connect_s = absl::ToDoubleSeconds(absl::Now() - connect_start);
+  std::vector<std::thread> threads;
+  for (int c = 0; c < clients; ++c) {
+    threads.emplace_back([&, c] {
+      RunClient(channels[c], c, requests, stop, measuring, &tallies[c]);
+    });
+  }
+  Row row;
+  row.clients = clients;
+  row.connect_s = connect_s;
+  absl::SleepFor(warmup);
+  measuring = true;
+  const absl::Time start = absl::Now();
+  row.swaps = SwapUntil(start + measured, path, files);
   measuring = false;
   row.seconds = absl::ToDoubleSeconds(absl::Now() - start);
   stop = true;
   for (std::thread& t : threads) t.join();
-  std::vector<double> all;
-  row.first_snapshot = UINT64_MAX;
-  for (int c = 0; c < clients; ++c) {
-    all.insert(all.end(), latencies[c].begin(), latencies[c].end());
-    row.failed += failed[c];
-    if (failed[c] > 0 && row.first_error.empty()) row.first_error = errors[c];
-    row.first_snapshot = std::min(row.first_snapshot, lo[c]);
-    row.last_snapshot = std::max(row.last_snapshot, hi[c]);
-  }
-  std::sort(all.begin(), all.end());
-  row.requests = static_cast<int64_t>(all.size());
-  row.p50 = Quantile(all, 0.5);
-  row.p99 = Quantile(all, 0.99);
-  row.p999 = Quantile(all, 0.999);
+  MergeTallies(tallies, &row);
   return row;
+}
+
+// `n` random keys (the same for every run), sorted and without repeats.
+std::vector<uint64_t> RandomKeys(int64_t n) {
+  std::mt19937_64 rng(1);
+  std::vector<uint64_t> keys(static_cast<size_t>(n));
+  for (uint64_t& k : keys) k = rng();
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  return keys;
+}
+
+// Two models over the same keys, serialized once under run_dir; the swapper
+// writes their bytes alternately.
+std::vector<std::string> ModelFiles(const std::string& run_dir,
+                                    const std::vector<uint64_t>& keys) {
+  std::vector<std::string> files;
+  for (uint64_t seed : {1, 2}) {
+    const std::string staged = absl::StrCat(run_dir, "/staged", seed, ".npz");
+    Check(model::WriteSparseModel(staged, MakeModel(keys, seed, seed)),
+          "write " + staged);
+    absl::StatusOr<std::string> bytes = ReadFile(staged);
+    Check(bytes.status(), "read " + staged);
+    files.push_back(*std::move(bytes));
+  }
+  return files;
+}
+
+// Starts the serve binary on the model at `path` and sets *address to where
+// it listens once it wrote its port file.
+std::unique_ptr<Subprocess> StartServe(const std::string& bin_dir,
+                                       const std::string& run_dir,
+                                       const std::string& path,
+                                       std::string* address) {
+  const std::string config = run_dir + "/serve.yaml";
+  Check(WriteFileAtomically(config, std::string("logging:\n  level: warn\n")),
+        "write " + config);
+  const std::string port_file = run_dir + "/serve.port";
+  auto daemon = Subprocess::Start(
+      "serve",
+      {bin_dir + "/serve/serve", "--config", config, "--model", path,
+       "--listen", "127.0.0.1:0", "--port_file", port_file,
+       "--reload_interval_s",
+       absl::StrCat(absl::GetFlag(FLAGS_reload_interval_s)), "--reload_nice",
+       absl::StrCat(absl::GetFlag(FLAGS_reload_nice))},
+      run_dir + "/serve.log");
+  Check(daemon.status(), "start " + bin_dir + "/serve/serve");
+  for (const absl::Time give_up = absl::Now() + absl::Seconds(60);
+       address->empty();) {
+    if ((*daemon)->Poll().has_value() || absl::Now() > give_up) {
+      Check(absl::UnavailableError((*daemon)->LogTail(10)), "serve");
+    }
+    absl::StatusOr<std::string> port = ReadFile(port_file);
+    if (port.ok() && !port->empty() && port->back() == '\n') {
+      *address = absl::StrCat("127.0.0.1:", port->substr(0, port->size() - 1));
+    } else {
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+  }
+  return *std::move(daemon);
+}
+
+// Prints one row of the table, and its first failure and slow connecting.
+void PrintRow(const Row& row, int batch) {
+  const uint64_t seen = row.last_snapshot >= row.first_snapshot
+                            ? row.last_snapshot - row.first_snapshot + 1
+                            : 0;
+  absl::PrintF("%8d %12.0f %12.0f %9.0f %9.0f %9.0f %7d %7d %10d\n",
+               row.clients, row.requests / row.seconds,
+               row.requests * batch / row.seconds, row.p50 * 1e6,
+               row.p99 * 1e6, row.p999 * 1e6, row.failed, row.swaps, seen);
+  if (!row.first_error.empty()) {
+    absl::PrintF("  first failure: %s\n", row.first_error);
+  }
+  if (row.connect_s > 1) {
+    absl::PrintF("  (connecting the %d clients took %.1f s)\n", row.clients,
+                 row.connect_s);
+  }
 }
 
 int Main() {
@@ -251,55 +363,16 @@ int Main() {
       RunDirOr(absl::GetFlag(FLAGS_run_dir), "serve_bench");
   const std::string bin_dir = BinDirOr(absl::GetFlag(FLAGS_bin_dir));
   const std::string path = run_dir + "/model.npz";
-
-  // Two models over the same keys, serialized once; the swapper writes
-  // their bytes alternately.
-  std::mt19937_64 rng(1);
-  std::vector<uint64_t> keys(static_cast<size_t>(n));
-  for (uint64_t& k : keys) k = rng();
-  std::sort(keys.begin(), keys.end());
-  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
-  std::vector<std::string> files;
-  for (uint64_t seed : {1, 2}) {
-    const std::string staged = absl::StrCat(run_dir, "/staged", seed, ".npz");
-    Check(model::WriteSparseModel(staged, MakeModel(keys, seed, seed)),
-          "write " + staged);
-    absl::StatusOr<std::string> bytes = ReadFile(staged);
-    Check(bytes.status(), "read " + staged);
-    files.push_back(*std::move(bytes));
-  }
+  const std::vector<uint64_t> keys = RandomKeys(n);
+  const std::vector<std::string> files = ModelFiles(run_dir, keys);
   Check(WriteFileAtomically(path, files[0]), "write " + path);
-
-  const std::string config = run_dir + "/serve.yaml";
-  Check(WriteFileAtomically(config, std::string("logging:\n  level: warn\n")),
-        "write " + config);
-  const std::string port_file = run_dir + "/serve.port";
-  auto daemon = Subprocess::Start(
-      "serve",
-      {bin_dir + "/serve/serve", "--config", config, "--model", path,
-       "--listen", "127.0.0.1:0", "--port_file", port_file,
-       "--reload_interval_s",
-       absl::StrCat(absl::GetFlag(FLAGS_reload_interval_s)), "--reload_nice",
-       absl::StrCat(absl::GetFlag(FLAGS_reload_nice))},
-      run_dir + "/serve.log");
-  Check(daemon.status(), "start " + bin_dir + "/serve/serve");
   std::string address;
-  for (const absl::Time give_up = absl::Now() + absl::Seconds(60);
-       address.empty();) {
-    if ((*daemon)->Poll().has_value() || absl::Now() > give_up) {
-      Check(absl::UnavailableError((*daemon)->LogTail(10)), "serve");
-    }
-    absl::StatusOr<std::string> port = ReadFile(port_file);
-    if (port.ok() && !port->empty() && port->back() == '\n') {
-      address = absl::StrCat("127.0.0.1:", port->substr(0, port->size() - 1));
-    } else {
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-  }
+  std::unique_ptr<Subprocess> daemon =
+      StartServe(bin_dir, run_dir, path, &address);
 
   const std::vector<proto::PredictRequest> requests =
       MakeRequests(keys, batch, per, 4096);
-  const pid_t pid = (*daemon)->pid();
+  const pid_t pid = daemon->pid();
   const double rss_loaded = MemoryMb(pid, "VmRSS");
   absl::PrintF(
       "serve_bench: the serve binary on %s (a subprocess), a model of %d "
@@ -314,21 +387,7 @@ int Main() {
                "requests/s", "examples/s", "p50 us", "p99 us", "p999 us",
                "failed", "swaps", "snapshots");
   for (int clients : ParseInts(absl::GetFlag(FLAGS_clients))) {
-    const Row row = RunRow(address, clients, requests, path, files);
-    const uint64_t seen = row.last_snapshot >= row.first_snapshot
-                              ? row.last_snapshot - row.first_snapshot + 1
-                              : 0;
-    absl::PrintF("%8d %12.0f %12.0f %9.0f %9.0f %9.0f %7d %7d %10d\n",
-                 row.clients, row.requests / row.seconds,
-                 row.requests * batch / row.seconds, row.p50 * 1e6,
-                 row.p99 * 1e6, row.p999 * 1e6, row.failed, row.swaps, seen);
-    if (!row.first_error.empty()) {
-      absl::PrintF("  first failure: %s\n", row.first_error);
-    }
-    if (row.connect_s > 1) {
-      absl::PrintF("  (connecting the %d clients took %.1f s)\n", clients,
-                   row.connect_s);
-    }
+    PrintRow(RunRow(address, clients, requests, path, files), batch);
   }
   absl::PrintF(
       "snapshots: how many snapshots answered the row's requests (swaps "
@@ -339,7 +398,7 @@ int Main() {
       "now, peak %.0f MB (%.0f bytes a key at the peak)\n",
       rss_loaded, MemoryMb(pid, "VmRSS"), MemoryMb(pid, "VmHWM"),
       MemoryMb(pid, "VmHWM") * 1024 * 1024 / keys.size());
-  (*daemon)->Stop(absl::Seconds(10));
+  daemon->Stop(absl::Seconds(10));
   return 0;
 }
 

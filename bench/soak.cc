@@ -185,8 +185,9 @@ absl::StatusOr<std::string> WaitForPort(Subprocess& daemon,
       absl::StrCat(daemon.name(), " did not listen:\n", daemon.LogTail(20)));
 }
 
-absl::StatusOr<Daemons> StartDaemons(const std::string& bin_dir,
-                                     const std::string& dir, int clients) {
+// Writes the job's config, with `clients` workers, under `dir`; returns its
+// path.
+std::string WriteConfig(const std::string& dir, int clients) {
   std::string workers;
   for (int i = 0; i < clients; ++i) {
     absl::StrAppend(&workers, i ? ", " : "", "127.0.0.1:0");
@@ -201,57 +202,77 @@ absl::StatusOr<Daemons> StartDaemons(const std::string& bin_dir,
       "checkpoint:\n  dir: ''\n"
       "heartbeat:\n  interval_s: 0.5\n  timeout_s: 10\n"
       "coordinator:\n  state_dir: ", dir, "/coordinator\n");
-  Daemons d;
-  auto coordinator = Subprocess::Start(
-      "coordinator",
-      {bin_dir + "/coordinator/coordinator", "--config", config_path,
-       "--port_file", dir + "/coordinator.port"},
-      dir + "/coordinator.log");
-  if (!coordinator.ok()) return coordinator.status();
-  d.coordinator = *std::move(coordinator);
-  auto coordinator_address = WaitForPort(*d.coordinator, dir + "/coordinator.port");
-  if (!coordinator_address.ok()) return coordinator_address.status();
-  auto ps = Subprocess::Start(
-      "ps 0",
-      {bin_dir + "/server/ps_server", "--config", config_path, "--index", "0",
-       "--coordinator", *coordinator_address, "--port_file", dir + "/ps.port"},
-      dir + "/ps.log");
-  if (!ps.ok()) return ps.status();
-  d.ps = *std::move(ps);
-  auto ps_address = WaitForPort(*d.ps, dir + "/ps.port");
-  if (!ps_address.ok()) return ps_address.status();
-  d.ps_address = *ps_address;
-  // Serving once the placement names it and a pull of block 0 answers.
+  return config_path;
+}
+
+// Starts a daemon into *daemon and returns the address it listens at, once
+// it wrote `port_file`.
+absl::StatusOr<std::string> StartDaemon(const std::string& name,
+                                        const std::vector<std::string>& argv,
+                                        const std::string& log_path,
+                                        const std::string& port_file,
+                                        std::unique_ptr<Subprocess>* daemon) {
+  auto started = Subprocess::Start(name, argv, log_path);
+  if (!started.ok()) return started.status();
+  *daemon = *std::move(started);
+  return WaitForPort(**daemon, port_file);
+}
+
+// Waits until the ps serves: the placement names it and a pull of block 0
+// answers. Then fills in the epoch and the blocks' sizes and registers the
+// clients.
+absl::Status AwaitServing(const std::string& coordinator_address, int clients,
+                          Daemons* d) {
   RpcSection rpc;
-  membership::CoordinatorClient client(*coordinator_address, rpc, "soak");
-  auto stub = proto::ParameterServer::NewStub(MakeChannel(d.ps_address));
+  membership::CoordinatorClient client(coordinator_address, rpc, "soak");
+  auto stub = proto::ParameterServer::NewStub(MakeChannel(d->ps_address));
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
   while (absl::Now() < deadline) {
     auto placement = client.GetPlacement();
     if (placement.ok() && placement->shards_size() == 1 &&
-        placement->shards(0).address() == d.ps_address) {
-      d.epoch = placement->epoch();
+        placement->shards(0).address() == d->ps_address) {
+      d->epoch = placement->epoch();
       auto model = client.DescribeModel();
       proto::PullRequest pull;
-      pull.set_placement_epoch(d.epoch);
+      pull.set_placement_epoch(d->epoch);
       pull.add_block_ids(0);
       proto::PullResponse reply;
       grpc::ClientContext context;
       context.set_deadline(DeadlineIn(5));
       if (model.ok() && stub->Pull(&context, pull, &reply).ok()) {
         for (const proto::BlockInfo& b : model->blocks()) {
-          d.block_floats.push_back(static_cast<int64_t>(b.floats()));
+          d->block_floats.push_back(static_cast<int64_t>(b.floats()));
         }
-        if (absl::Status r = RegisterClients(*coordinator_address, clients, &d);
-            !r.ok()) {
-          return r;
-        }
-        return d;
+        return RegisterClients(coordinator_address, clients, d);
       }
     }
     absl::SleepFor(absl::Milliseconds(50));
   }
   return absl::DeadlineExceededError("the ps did not serve the placement");
+}
+
+absl::StatusOr<Daemons> StartDaemons(const std::string& bin_dir,
+                                     const std::string& dir, int clients) {
+  const std::string config_path = WriteConfig(dir, clients);
+  Daemons d;
+  auto coordinator_address = StartDaemon(
+      "coordinator",
+      {bin_dir + "/coordinator/coordinator", "--config", config_path,
+       "--port_file", dir + "/coordinator.port"},
+      dir + "/coordinator.log", dir + "/coordinator.port", &d.coordinator);
+  if (!coordinator_address.ok()) return coordinator_address.status();
+  auto ps_address = StartDaemon(
+      "ps 0",
+      {bin_dir + "/server/ps_server", "--config", config_path, "--index", "0",
+       "--coordinator", *coordinator_address, "--port_file", dir + "/ps.port"},
+      dir + "/ps.log", dir + "/ps.port", &d.ps);
+  if (!ps_address.ok()) return ps_address.status();
+  d.ps_address = *ps_address;
+  if (absl::Status r = AwaitServing(*coordinator_address, clients, &d);
+      !r.ok()) {
+    return r;
+  }
+  return d;
 }
 
 // What one phase measured, merged over its clients.
@@ -551,6 +572,82 @@ absl::StatusOr<std::string> Checksums(const Daemons& d) {
   return response.SerializeAsString();
 }
 
+// The invalid kinds to send: all but --skip's. False (after saying why) when
+// --skip names an unknown kind.
+bool InvalidKinds(std::vector<int>* kinds) {
+  const std::vector<std::string> skip =
+      absl::StrSplit(absl::GetFlag(FLAGS_skip), ',', absl::SkipEmpty());
+  for (int k = 0; k < static_cast<int>(Bad::kCount); ++k) {
+    if (std::find(skip.begin(), skip.end(), kBadNames[k]) == skip.end()) {
+      kinds->push_back(k);
+    }
+  }
+  for (const std::string& s : skip) {
+    if (std::find(std::begin(kBadNames), std::end(kBadNames), s) == std::end(kBadNames)) {
+      std::fprintf(stderr, "soak: --skip: no invalid kind '%s' (kinds: %s)\n",
+                   s.c_str(), absl::StrJoin(kBadNames, ", ").c_str());
+      return false;
+    }
+  }
+  return true;
+}
+
+// Prints one check and whether it holds; clears *ok when it does not.
+void Check(bool holds, const std::string& what, bool* ok) {
+  std::printf("  check: %-62s %s\n", what.c_str(), holds ? "ok" : "FAILED");
+  *ok = *ok && holds;
+}
+
+// How many invalid requests the ps accepted, printing each kind it accepted.
+int64_t AcceptedInvalid(const PhaseResult& invalid) {
+  int64_t accepted = 0;
+  for (const auto& [kind, codes] : invalid.tally.codes_by_kind) {
+    auto it = codes.find(grpc::OK);
+    if (it != codes.end()) {
+      accepted += it->second;
+      std::printf("  invalid %s accepted %lld times\n", kBadNames[kind],
+                  static_cast<long long>(it->second));
+    }
+  }
+  return accepted;
+}
+
+// Makes and prints the checks after both phases, the last valid pair sent
+// by `client`; true when all held.
+bool ChecksHold(Daemons& d, Client& client, PhaseResult& valid,
+                PhaseResult& invalid,
+                const absl::StatusOr<std::string>& after_valid,
+                const absl::StatusOr<std::string>& after_invalid, int seconds) {
+  bool ok = true;
+  std::printf("checks:\n");
+  Check(d.ps->Poll() == std::nullopt, "the ps is still running", &ok);
+  const int64_t valid_errors =
+      static_cast<int64_t>(valid.tally.latency_us.size()) - valid.tally.codes[grpc::OK];
+  Check(valid_errors == 0, absl::StrCat("valid traffic: no errors (", valid_errors, ")"),
+        &ok);
+  Check(AcceptedInvalid(invalid) == 0, "invalid traffic: every request refused", &ok);
+  Check(after_valid.ok() && after_invalid.ok() && *after_valid == *after_invalid,
+        "invalid traffic left the checksums as the valid phase did", &ok);
+  Tally final_pair;
+  client.ValidPair(&final_pair);
+  Check(final_pair.pairs == 1, "the ps still serves a valid pull and push", &ok);
+  absl::StatusOr<std::string> after_final = Checksums(d);
+  Check(after_final.ok() && after_valid.ok() && *after_final != *after_valid,
+        "that push changed the checksums", &ok);
+  // Phases under 20 s are too short to tell warm-up from growth: printed,
+  // not judged.
+  for (const PhaseResult* r : {&valid, &invalid}) {
+    if (seconds < 20) break;
+    const double growth =
+        r->rss_10s > 0 ? 100.0 * (r->rss_end - r->rss_10s) / r->rss_10s : 0;
+    Check(growth < 10,
+          absl::StrCat(r == &valid ? "valid" : "invalid",
+                       " phase: ps RSS growth after 10 s < 10 %"),
+          &ok);
+  }
+  return ok;
+}
+
 int Main() {
   const int seconds = absl::GetFlag(FLAGS_seconds);
   const int num_clients = absl::GetFlag(FLAGS_clients);
@@ -559,20 +656,7 @@ int Main() {
     return 2;
   }
   std::vector<int> kinds;
-  const std::vector<std::string> skip =
-      absl::StrSplit(absl::GetFlag(FLAGS_skip), ',', absl::SkipEmpty());
-  for (int k = 0; k < static_cast<int>(Bad::kCount); ++k) {
-    if (std::find(skip.begin(), skip.end(), kBadNames[k]) == skip.end()) {
-      kinds.push_back(k);
-    }
-  }
-  for (const std::string& s : skip) {
-    if (std::find(std::begin(kBadNames), std::end(kBadNames), s) == std::end(kBadNames)) {
-      std::fprintf(stderr, "soak: --skip: no invalid kind '%s' (kinds: %s)\n",
-                   s.c_str(), absl::StrJoin(kBadNames, ", ").c_str());
-      return 2;
-    }
-  }
+  if (!InvalidKinds(&kinds)) return 2;
   const std::string bin_dir = BinDirOr(absl::GetFlag(FLAGS_bin_dir));
   const std::string dir = RunDirOr(absl::GetFlag(FLAGS_run_dir), "soak");
   fs::create_directories(dir);
@@ -602,44 +686,8 @@ int Main() {
   Print("invalid", invalid, seconds);
   absl::StatusOr<std::string> after_invalid = Checksums(d);
 
-  // The checks.
-  bool ok = true;
-  auto check = [&](bool holds, const std::string& what) {
-    std::printf("  check: %-62s %s\n", what.c_str(), holds ? "ok" : "FAILED");
-    ok = ok && holds;
-  };
-  std::printf("checks:\n");
-  check(d.ps->Poll() == std::nullopt, "the ps is still running");
-  const int64_t valid_errors =
-      static_cast<int64_t>(valid.tally.latency_us.size()) - valid.tally.codes[grpc::OK];
-  check(valid_errors == 0, absl::StrCat("valid traffic: no errors (", valid_errors, ")"));
-  int64_t accepted = 0;
-  for (const auto& [kind, codes] : invalid.tally.codes_by_kind) {
-    auto it = codes.find(grpc::OK);
-    if (it != codes.end()) {
-      accepted += it->second;
-      std::printf("  invalid %s accepted %lld times\n", kBadNames[kind],
-                  static_cast<long long>(it->second));
-    }
-  }
-  check(accepted == 0, "invalid traffic: every request refused");
-  check(after_valid.ok() && after_invalid.ok() && *after_valid == *after_invalid,
-        "invalid traffic left the checksums as the valid phase did");
-  Tally final_pair;
-  clients[0]->ValidPair(&final_pair);
-  check(final_pair.pairs == 1, "the ps still serves a valid pull and push");
-  absl::StatusOr<std::string> after_final = Checksums(d);
-  check(after_final.ok() && after_valid.ok() && *after_final != *after_valid,
-        "that push changed the checksums");
-  // Phases under 20 s are too short to tell warm-up from growth: printed,
-  // not judged.
-  for (const PhaseResult* r : {&valid, &invalid}) {
-    if (seconds < 20) break;
-    const double growth =
-        r->rss_10s > 0 ? 100.0 * (r->rss_end - r->rss_10s) / r->rss_10s : 0;
-    check(growth < 10, absl::StrCat(r == &valid ? "valid" : "invalid",
-                                    " phase: ps RSS growth after 10 s < 10 %"));
-  }
+  const bool ok = ChecksHold(d, *clients[0], valid, invalid, after_valid,
+                             after_invalid, seconds);
   clients.clear();
   d.ps->Stop(absl::Seconds(10));
   d.coordinator->Stop(absl::Seconds(10));
