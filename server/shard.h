@@ -30,11 +30,14 @@
 #include "proto/ps.pb.h"
 #include "server/block_store.h"
 #include "server/checkpoint.h"
+#include "server/checkpoint_chain.h"
 #include "server/consistency.h"
 #include "server/push_admission.h"
 #include "server/push_guard.h"
+#include "server/replication/replica_log.h"
 #include "server/sequence_window.h"
 #include "server/sparse_table.h"
+#include "server/sparse_tables.h"
 
 namespace downpour::server {
 
@@ -65,38 +68,9 @@ class Shard {
                                                            Counters* counters,
                                                            Checkpoint state);
 
-  // A dense update as applied, for a backup to replay
-  // (BlockStore::Replay): update.data and update.bytes are left unset.
-  struct ReplicaUpdate {
-    BlockStore::Replayed update;
-    std::string gradient;  // as pushed
-  };
-  // What a primary streams to its backup (server/replication/replicator.h):
-  // the blocks changed since the last cut (every block when `full`), or,
-  // with SetReplicaLog on, the updates applied to them since, when those are
-  // fewer bytes; and every worker's applied-push window, copied at one
-  // moment, with the generation (updates and sequences recorded so far) they
-  // amount to.
-  struct ReplicaCut {
-    uint64_t generation = 0;
-    uint64_t epoch = 0;
-    std::string optimizer;
-    std::string optimizer_settings;  // OptimizerSettingsText
-    std::vector<BlockStore::BlockSnapshot> blocks;
-    // In the order applied; none of a block in `blocks`.
-    std::vector<ReplicaUpdate> updates;
-    std::map<int32_t, SequenceWindow> sequences;
-    // By table id: the rows changed since the last cut (every row when
-    // `full`), each whole.
-    std::vector<std::pair<uint32_t, SparseTable::Rows>> sparse;
-    // With `checks`: every block's id, version and values' CRC32C.
-    struct Check {
-      uint32_t id;
-      uint64_t version;
-      uint32_t crc32c;
-    };
-    std::vector<Check> checks;
-  };
+  // What a primary streams to its backup (server/replication/replica_log.h).
+  using ReplicaUpdate = ::downpour::server::ReplicaUpdate;
+  using ReplicaCut = ::downpour::server::ReplicaCut;
   ReplicaCut CutForReplica(bool full, bool checks = false)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Replication by gradient: while on, each dense update applied to a block
@@ -235,19 +209,12 @@ class Shard {
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // One sparse table as Status and tests see it.
-  struct SparseTableStats {
-    uint32_t id = 0;
-    int64_t rows = 0;
-    int64_t bytes = 0;  // SparseTable::bytes()
-    int64_t nonzero = 0;
-    int64_t created = 0;
-    uint64_t updates = 0;  // SparseTable::version_sum()
-    int64_t pending = 0;   // SparseTable::pending_keys()
-    int64_t evicted = 0;   // SparseTable::rows_evicted()
-  };
+  using SparseTableStats = SparseTables::Stats;
   std::vector<SparseTableStats> sparse_stats() const ABSL_LOCKS_EXCLUDED(mu_);
   // The figures of `tables` summed (id 0), for reports over all tables.
-  static SparseTableStats SumOf(const std::vector<SparseTableStats>& tables);
+  static SparseTableStats SumOf(const std::vector<SparseTableStats>& tables) {
+    return SparseTables::SumOf(tables);
+  }
 
   proto::ChecksumResponse Checksums() const ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -296,27 +263,11 @@ class Shard {
       uint64_t epoch_floor);
   Shard(const Config& config, int index, ModelSpec spec,
         std::unique_ptr<BlockStore> store,
-        std::vector<std::unique_ptr<SparseTable>> tables,
+        std::unique_ptr<SparseTables> sparse,
         std::optional<Checkpoint> restored,
         std::map<int32_t, SequenceWindow> windows, Counters* counters);
 
-  // One SparseRows of a push, decoded into aligned arrays and checked
-  // (SparseTable::CheckPush, bucket ownership) for ApplySparse.
-  struct DecodedRows {
-    SparseTable* table = nullptr;
-    std::vector<uint64_t> keys;
-    std::vector<float> grads;
-    std::vector<uint32_t> counts;  // occurrences per key; empty: one each
-  };
-  // The table `rows` names and its keys decoded and checked for this shard
-  // (InvalidArgument naming what is wrong).
-  absl::Status DecodeSparse(const wire::SparseRef& rows, DecodedRows* out)
-      const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // InvalidArgument naming the first of `keys` whose bucket another ps
-  // serves.
-  absl::Status CheckOwnKeys(const char* op, const uint64_t* keys, int64_t n,
-                            uint32_t buckets) const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  using DecodedRows = SparseTables::DecodedRows;
 
   absl::Status CheckEpoch(const char* op, uint64_t request_epoch) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
@@ -356,14 +307,6 @@ class Shard {
   // (or is no longer remembered).
   const std::string* RefusalOf(int32_t worker, uint64_t sequence) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // SparseTable::Apply, counting the rows it created and the updates its
-  // admission dropped ("sparse_rows_created", "sparse_filtered_updates").
-  void ApplyToTable(SparseTable* table, const uint64_t* keys, int64_t n,
-                    const float* grads, const uint32_t* counts)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Applies the decoded sparse rows of a push; returns the keys applied.
-  int64_t ApplySparse(const std::vector<DecodedRows>& rows)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The ssp gate's word on `request` (ids: its blocks): false when it may be
   // applied now; true after waiting (releasing mu_) for the gate to change,
   // when everything must be checked again; Unavailable (HoldError) when
@@ -420,52 +363,15 @@ class Shard {
   // The bsp round id of sparse table `table` (beside the block ids).
   static uint32_t SparseRoundId(uint32_t table) { return 0xFFFFFF00u + table; }
 
-  // Notes a change a replica must get: `block` (or none, -1) and the
-  // generation.
-  void Changed(int64_t block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // An update of block `id` applied at `version`: kept for the next cut
-  // (SetReplicaLog), or the block marked changed; the caller counts the
-  // generation.
-  void LogUpdate(uint32_t id, int64_t length, uint64_t version,
-                 const void* data, uint64_t base_version, int32_t worker,
-                 WireEncoding encoding, double clip_norm,
-                 double mean_staleness) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The updates kept go: their blocks are marked changed instead.
-  void DropLog() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The updates kept go (taken by a cut, or dropped).
-  void ClearLog() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // `block` (an id of the model) goes whole in the next cut.
-  void MarkDirty(uint32_t block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Eviction (config eviction.*) of every table, counted; the keys are kept
   // for the next delta checkpoint.
   void EvictRows() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  struct Chain;
-  // A checkpoint copied at one moment: a full cut, or with `chain` a delta
-  // of it (the rows updated since chain->clocks, the tombstones kept), and
-  // what WriteCheckpoint needs after the write.
-  struct CheckpointCut {
-    Checkpoint checkpoint;
-    std::vector<uint64_t> clocks;   // by table, at the cut
-    std::vector<size_t> tombstones;  // by table, tombstones_ in the cut
-    size_t rows = 0;
-    size_t evicted_keys = 0;
-  };
-  CheckpointCut CutCheckpoint(const Chain* chain) const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // A checkpoint copied at one moment (CheckpointChain::TakeCut: a full cut
+  // or a delta).
+  CheckpointChain::Cut CutCheckpoint() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   // Serializes WriteCheckpoint; taken before mu_.
   absl::Mutex checkpoint_mu_;
-  // The incremental chain this shard writes (checkpoint.incremental): the
-  // generations of its full cut and of its last file (0: the next write is
-  // a full cut), the deltas written since the full cut, and each table's
-  // clock at the last write (a delta holds the rows updated after it).
-  struct Chain {
-    uint64_t base = 0;
-    uint64_t last = 0;
-    int deltas = 0;
-    std::vector<uint64_t> clocks;
-  };
-  Chain chain_ ABSL_GUARDED_BY(checkpoint_mu_);
 
   // Constant after construction.
   const Config config_;
@@ -477,17 +383,18 @@ class Shard {
   // State below is protected by mu_.
   mutable absl::Mutex mu_;
   const std::unique_ptr<BlockStore> store_ ABSL_PT_GUARDED_BY(mu_);
-  // The model's sparse tables, by id (ModelSpec::sparse_tables()); the
-  // tables themselves are guarded by mu_ (read under a shared lock, changed
-  // under an exclusive one).
-  const std::vector<std::unique_ptr<SparseTable>> tables_;
+  // The model's sparse tables and the buckets held; guarded by mu_ (read
+  // under a shared lock, changed under an exclusive one) but for what
+  // SparseTables marks "constants only".
+  const std::unique_ptr<SparseTables> sparse_;
   uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
   // Worker identities, incarnations and the applied-push windows.
   PushAdmission admission_ ABSL_GUARDED_BY(mu_);
   // The checkpoint read at start; its blocks serve later Assigns.
   std::optional<Checkpoint> restored_ ABSL_GUARDED_BY(mu_);
-  // The highest epoch among the checkpoint generations at Create (set there).
-  uint64_t checkpoint_epoch_floor_ ABSL_GUARDED_BY(mu_) = 0;
+  // The checkpoint chain written (incremental cuts, tombstones) and the
+  // epoch floor found at Create.
+  CheckpointChain chain_ ABSL_GUARDED_BY(mu_);
   // Norm and rate bounds against one bad worker (config.robustness).
   PushGuard guard_ ABSL_GUARDED_BY(mu_);
   // The guard's latest refusals per worker (sequence, why), oldest first.
@@ -506,25 +413,11 @@ class Shard {
   int64_t max_lead_ ABSL_GUARDED_BY(mu_) = 0;
   // Per block, its version after its last bsp round.
   std::map<uint32_t, uint64_t> round_version_ ABSL_GUARDED_BY(mu_);
-  // By bucket: 1 where this shard holds the bucket's keys (AssignBuckets).
-  std::vector<char> own_buckets_ ABSL_GUARDED_BY(mu_);
   // bsp: by table, each contributor's rows in the table's open round.
   std::map<uint32_t, std::map<int, DecodedRows>> bsp_rows_ ABSL_GUARDED_BY(mu_);
-  // By table: keys evicted since the last checkpoint written (a delta's
-  // tombstones; checkpoint.incremental only).
-  std::vector<std::vector<uint64_t>> tombstones_ ABSL_GUARDED_BY(mu_);
-  // Replication: changes so far, and the blocks changed since the last cut.
-  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 1;
-  std::vector<uint32_t> dirty_ ABSL_GUARDED_BY(mu_);
-  std::vector<char> is_dirty_ ABSL_GUARDED_BY(mu_);  // by block id
-  // Replication by gradient (SetReplicaLog): the updates kept for the next
-  // cut, their gradients' bytes, and the values and state bytes of the
-  // blocks they are of (is_logged_, by block id).
-  bool log_updates_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<ReplicaUpdate> log_ ABSL_GUARDED_BY(mu_);
-  int64_t log_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t logged_block_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<char> is_logged_ ABSL_GUARDED_BY(mu_);
+  // Replication: changes so far, the blocks changed since the last cut, and
+  // the updates kept for it (SetReplicaLog).
+  ReplicaLog replica_log_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace downpour::server
