@@ -24,8 +24,6 @@ spdlog::logger* L() { return Log(Logger::kServer); }
 
 // A bsp round's mean is computed on the current parameters: staleness 0.
 constexpr uint64_t kCurrentVersion = std::numeric_limits<uint64_t>::max();
-// How often the ps says whom a held push waits for (per waited-for worker).
-constexpr absl::Duration kWaitLogInterval = absl::Seconds(5);
 
 // The proto value as it came (it may be none of WireEncoding's: BlockStore
 // refuses those). proto::Encoding and WireEncoding share values
@@ -183,15 +181,9 @@ Shard::Shard(const Config& config, int index, ModelSpec spec,
       guard_(GuardOptions(config, index,
                           static_cast<int64_t>(spec_.blocks().size()),
                           counters)),
-      gate_(config.training.consistency,
-            config.training.max_staleness),
+      gate_(config, index, counters),
       replica_log_(spec_.blocks().size(),
-                   store_->optimizer().state_slots()) {
-  absl::MutexLock lock(&mu_);
-  if (gate_.mode() == Consistency::Mode::kSsp) {
-    counters_->Set("ssp_max_lead", 0);
-  }
-}
+                   store_->optimizer().state_slots()) {}
 
 absl::Status Shard::Assign(uint64_t epoch, const std::vector<uint32_t>& ids) {
   absl::MutexLock lock(&mu_);
@@ -375,14 +367,9 @@ const std::string* Shard::RefusalOf(int32_t worker, uint64_t sequence) const {
   return nullptr;
 }
 
-absl::Status Shard::ValidatePush(
-    const wire::PushView& request, std::vector<BlockStore::Block*>* blocks,
-    std::vector<BlockStore::GradientStats>* stats,
-    std::vector<DecodedRows>* rows, bool* counted) {
-  rows->clear();
-  blocks->clear();
-  blocks->reserve(request.blocks.size());
-  stats->resize(request.blocks.size());
+absl::Status Shard::ValidatePush(const wire::PushView& request,
+                                 CheckedPush* checked) {
+  checked->rows.clear();
   // A worker pushing far more than the others is refused before its
   // gradients are read (Unavailable: retried, the sequence is not used up).
   const absl::Time now = absl::Now();
@@ -391,38 +378,19 @@ absl::Status Shard::ValidatePush(
   // refuses for their norms (or anything else) still pushes, and must stay
   // in the median the rate bound is drawn from. When it dropped out, a
   // flood starving the others made the bound fail open (issue 26).
-  if (valid.ok() && !*counted) {
+  if (valid.ok() && !checked->counted) {
     guard_.RecordPush(request.worker_id, now);
-    *counted = true;
+    checked->counted = true;
   }
   if (valid.ok() && request.blocks.size() > 1) {
     valid = CheckUnique("push", BlockIds(request), request.worker_id);
   }
-  for (size_t i = 0; valid.ok() && i < request.blocks.size(); ++i) {
-    const wire::BlockRef& block = request.blocks[i];
-    BlockStore::GradientStats& stat = (*stats)[i];
-    absl::StatusOr<BlockStore::Block*> resolved =
-        store_->ValidatePush(block.id, block.data, block.size,
-                             EncodingOf(block.encoding), &stat);
-    // The norm against the block's typical one: clipped, or refused.
-    absl::StatusOr<double> clip = 0.0;
-    if (resolved.ok() && stat.norm >= 0) {
-      clip = guard_.CheckNorm(block.id, request.worker_id, stat.norm);
-    }
-    if (resolved.ok() && clip.ok()) {
-      stat.clip_norm = *clip;
-      blocks->push_back(*resolved);
-    } else if (!clip.ok()) {
-      valid = clip.status();
-    } else {
-      valid = absl::Status(resolved.status().code(),
-                           absl::StrCat(resolved.status().message(),
-                                        " (worker ", request.worker_id, ")"));
-    }
-  }
-  if (valid.ok()) valid = sparse_->DecodePush(request, rows);
+  checked->blocks.clear();
+  checked->stats.resize(request.blocks.size());
+  if (valid.ok()) valid = ValidateBlocks(request, checked);
+  if (valid.ok()) valid = sparse_->DecodePush(request, &checked->rows);
   if (valid.ok()) return valid;
-  rows->clear();
+  checked->rows.clear();
   counters_->Add("rejected_pushes", 1);
   // Refused for good (the client does not retry this), or an outlier the
   // guard refused (Aborted, which Push answers as PushResponse.refused: an
@@ -434,6 +402,31 @@ absl::Status Shard::ValidatePush(
     MarkPushed(request.worker_id, request.sequence);
   }
   return valid;
+}
+
+absl::Status Shard::ValidateBlocks(const wire::PushView& request,
+                                   CheckedPush* checked) {
+  checked->blocks.reserve(request.blocks.size());
+  for (size_t i = 0; i < request.blocks.size(); ++i) {
+    const wire::BlockRef& block = request.blocks[i];
+    BlockStore::GradientStats& stat = checked->stats[i];
+    absl::StatusOr<BlockStore::Block*> resolved =
+        store_->ValidatePush(block.id, block.data, block.size,
+                             EncodingOf(block.encoding), &stat);
+    if (!resolved.ok()) {
+      return absl::Status(resolved.status().code(),
+                          absl::StrCat(resolved.status().message(),
+                                       " (worker ", request.worker_id, ")"));
+    }
+    // The norm against the block's typical one: clipped, or refused.
+    stat.clip_norm = 0.0;
+    if (stat.norm >= 0) {
+      ASSIGN_OR_RETURN(stat.clip_norm,
+                       guard_.CheckNorm(block.id, request.worker_id, stat.norm));
+    }
+    checked->blocks.push_back(*resolved);
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<BlockStore::PushResult> Shard::ApplyUpdate(
@@ -520,91 +513,85 @@ uint64_t Shard::applied_total() const {
 
 void Shard::SetActiveWorkers(const std::vector<int>& workers) {
   absl::MutexLock lock(&mu_);
-  if (gate_.active_known() &&
-      gate_.active() == std::set<int>(workers.begin(), workers.end())) {
-    return;
-  }
-  SPDLOG_LOGGER_INFO(L(), "ps {}: active workers [{}]", index_,
-                     absl::StrJoin(workers, ", "));
-  gate_.SetActiveWorkers(workers);
+  if (!gate_.SetActiveWorkers(workers)) return;
   ApplyCompleteRounds();
-  ++gate_generation_;
+  gate_.Bump();
 }
 
 void Shard::ReleaseHeldPushes() {
   absl::MutexLock lock(&mu_);
-  holds_released_ = true;
-  ++gate_generation_;
+  gate_.ReleaseHolds();
 }
 
 void Shard::ApplyCompleteRounds() {
-  for (uint32_t id : gate_.BspCompleteRounds()) {
-    if (id >= SparseRoundId(0)) {
-      const uint32_t table = id - SparseRoundId(0);
-      ApplySparseRound(table, gate_.BspContributors(id));
-      std::vector<float> none;
-      for (const auto& [worker, sequence] : gate_.BspTakeRound(id, &none)) {
-        if (admission_.IsNew(worker, sequence)) MarkPushed(worker, sequence);
-      }
-      ++gate_generation_;
-      continue;
-    }
-    std::vector<float> mean;
+  for (uint32_t id : gate_.CompleteRounds()) {
     const std::vector<std::pair<int, uint64_t>> done =
-        gate_.BspTakeRound(id, &mean);
-    BlockStore::GradientStats stats;
-    absl::StatusOr<BlockStore::Block*> block =
-        store_->ValidatePush(id, mean.data(), mean.size() * sizeof(float),
-                             WireEncoding::kFloat32, &stats);
-    absl::StatusOr<BlockStore::PushResult> result =
-        block.ok() ? ApplyUpdate(*block, mean.data(), kCurrentVersion,
-                                 /*worker=*/-1, WireEncoding::kFloat32, &stats)
-                   : absl::StatusOr<BlockStore::PushResult>(block.status());
-    if (result.ok()) {
-      round_version_[id] = result->version;
-      counters_->RecordStaleness(result->staleness);
-      counters_->Add("bsp_rounds", 1);
-      counters_->Add("applied_updates", 1);
-    } else if (block.ok()) {
-      // The mean of validated gradients would overflow the block: the round
-      // is dropped and the block kept as it was.
-      SPDLOG_LOGGER_WARN(L(), "ps {}: bsp round of block {} refused: {}",
-                         index_, id, std::string(result.status().message()));
-    } else {
-      // Every contribution was validated, so only a block placed elsewhere
-      // meanwhile gets here; its pushers re-read the placement.
-      SPDLOG_LOGGER_WARN(L(), "ps {}: bsp round of block {} dropped: {}",
-                         index_, id, std::string(block.status().message()));
-    }
+        ConsistencyGate::IsSparseRound(id) ? ApplySparseRound(id)
+                                           : ApplyDenseRound(id);
     for (const auto& [worker, sequence] : done) {
       if (admission_.IsNew(worker, sequence)) MarkPushed(worker, sequence);
     }
-    ++gate_generation_;
+    gate_.Bump();
   }
+}
+
+std::vector<std::pair<int, uint64_t>> Shard::ApplyDenseRound(uint32_t id) {
+  std::vector<float> mean;
+  std::vector<std::pair<int, uint64_t>> done = gate_.TakeRound(id, &mean);
+  BlockStore::GradientStats stats;
+  absl::StatusOr<BlockStore::Block*> block =
+      store_->ValidatePush(id, mean.data(), mean.size() * sizeof(float),
+                           WireEncoding::kFloat32, &stats);
+  absl::StatusOr<BlockStore::PushResult> result =
+      block.ok() ? ApplyUpdate(*block, mean.data(), kCurrentVersion,
+                               /*worker=*/-1, WireEncoding::kFloat32, &stats)
+                 : absl::StatusOr<BlockStore::PushResult>(block.status());
+  if (result.ok()) {
+    gate_.SetRoundVersion(id, result->version);
+    counters_->RecordStaleness(result->staleness);
+    counters_->Add("bsp_rounds", 1);
+    counters_->Add("applied_updates", 1);
+  } else if (block.ok()) {
+    // The mean of validated gradients would overflow the block: the round
+    // is dropped and the block kept as it was.
+    SPDLOG_LOGGER_WARN(L(), "ps {}: bsp round of block {} refused: {}",
+                       index_, id, std::string(result.status().message()));
+  } else {
+    // Every contribution was validated, so only a block placed elsewhere
+    // meanwhile gets here; its pushers re-read the placement.
+    SPDLOG_LOGGER_WARN(L(), "ps {}: bsp round of block {} dropped: {}",
+                       index_, id, std::string(block.status().message()));
+  }
+  return done;
+}
+
+std::vector<std::pair<int, uint64_t>> Shard::ApplySparseRound(uint32_t id) {
+  ConsistencyGate::SparseRound round;
+  std::vector<std::pair<int, uint64_t>> done =
+      gate_.TakeSparseRound(id, *sparse_, &round);
+  const int64_t count = static_cast<int64_t>(round.keys.size());
+  if (count == 0 ||
+      !sparse_->ApplyRound(round.table, round.keys, round.mean, round.counts)) {
+    return done;
+  }
+  replica_log_.Count();
+  counters_->Add("sparse_push_keys", static_cast<double>(count));
+  counters_->Add("bsp_rounds", 1);
+  return done;
 }
 
 bool Shard::AwaitGateChange(absl::Time until) {
-  if (holds_released_) return false;
+  if (gate_.released()) return false;
   struct Args {
-    Shard* shard;
+    const ConsistencyGate* gate;
     uint64_t seen;
-  } args{this, gate_generation_};
+  } args{&gate_, gate_.generation()};
   const absl::Condition changed(
       +[](Args* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        return a->shard->gate_generation_ != a->seen;
+        return a->gate->generation() != a->seen;
       },
       &args);
-  return mu_.AwaitWithDeadline(changed, until) && !holds_released_;
-}
-
-absl::Status Shard::HoldError(const std::string& why, int waited_for) {
-  const absl::Time now = absl::Now();
-  absl::Time& logged = wait_logged_[waited_for];
-  if (now - logged >= kWaitLogInterval) {
-    logged = now;
-    SPDLOG_LOGGER_INFO(L(), "ps {}: {}", index_, why);
-  }
-  return absl::UnavailableError(why);
+  return mu_.AwaitWithDeadline(changed, until) && !gate_.released();
 }
 
 void Shard::LearnWorkerIncarnations(
@@ -622,85 +609,80 @@ absl::Status Shard::Push(const wire::PushView& request,
                          proto::PushResponse* response, absl::Time deadline) {
   const absl::Time until =
       std::min(deadline - kHoldMargin, absl::Now() + kMaxHold);
-  const int32_t worker = request.worker_id;
-  const bool tracked = request.sequence > 0;
   // The block ids only matter to the ssp/bsp gate; async pushes skip them.
   const std::vector<uint32_t> ids =
       may_hold_pushes_ ? BlockIds(request) : std::vector<uint32_t>();
-  std::vector<BlockStore::Block*> blocks;
-  std::vector<BlockStore::GradientStats> stats;
-  std::vector<DecodedRows> rows;
+  CheckedPush checked;
   int64_t bytes = 0;
   int64_t keys = 0;
-  bool waited = false;
-  bool counted = false;  // by the PushGuard's rate bound
   {
     absl::MutexLock lock(&mu_);
     // Every step again after a wait: the placement may have moved on, and a
     // retry of this push may have been applied meanwhile.
     for (;;) {
-      RETURN_IF_ERROR(CheckEpoch("push", request.placement_epoch));
-      ASSIGN_OR_RETURN(const PushAdmission::Verdict verdict,
-                       Admit(request, response));
-      if (verdict == PushAdmission::Verdict::kDuplicate) {
-        return absl::OkStatus();
-      }
-      absl::Status valid =
-          ValidatePush(request, &blocks, &stats, &rows, &counted);
-      if (absl::IsAborted(valid)) {
-        // An outlier the guard refused: a verdict, not a failure to retry.
-        // Nothing was applied and its sequence is used up (ValidatePush).
-        if (tracked) {
-          RememberRefusal(worker, request.sequence,
-                          std::string(valid.message()));
-        }
-        response->set_refused(std::string(valid.message()));
-        return absl::OkStatus();
-      }
-      RETURN_IF_ERROR(valid);
-      if (gate_.mode() == Consistency::Mode::kBsp && tracked && worker >= 0 &&
-          !gate_.Gated(worker) && !gate_.BspHasPending(worker)) {
-        // A worker this ps does not count in its rounds yet (the coordinator
-        // has not told it so). Applied alone here while another ps takes
-        // the same step into a round, the two shards' rounds would stay a
-        // step apart for good, each waiting for the worker's other step: so
-        // it waits to be counted (a heartbeat at most).
-        if (!waited) counters_->Add("bsp_waits", 1);
-        waited = true;
-        if (AwaitGateChange(until)) continue;
-        return HoldError(
-            absl::StrCat("bsp: worker ", worker, " is not among ps ", index_,
-                         "'s active workers yet: its push waits for the "
-                         "coordinator's next word"),
-            worker);
-      }
-      if (gate_.mode() == Consistency::Mode::kBsp && tracked &&
-          (gate_.Gated(worker) || gate_.BspHasPending(worker))) {
-        // A bsp round averages the raw gradients: the guard's clip bound
-        // does not reach it, its refusals and rate bound do.
-        absl::Status bsp = PushBsp(request, std::move(rows), response, until);
-        if (bsp.ok()) {
-          for (size_t i = 0; i < stats.size(); ++i) {
-            guard_.RecordNorm(request.blocks[i].id, worker, stats[i].norm);
-          }
-        }
-        return bsp;
-      }
-      ASSIGN_OR_RETURN(const bool check_again,
-                       AwaitSspTurn(request, ids, until, &waited));
-      if (!check_again) break;
+      ASSIGN_OR_RETURN(const Turn turn,
+                       TakeTurn(request, ids, until, response, &checked));
+      if (turn == Turn::kAnswered) return absl::OkStatus();
+      if (turn == Turn::kApply) break;
     }
-    ASSIGN_OR_RETURN(bytes, ApplyBlocks(request, blocks, stats, response));
-    keys = sparse_->Apply(rows);
-    if (!rows.empty()) replica_log_.Count();
-    if (tracked) MarkPushed(worker, request.sequence);
-    GateApplied(worker, ids, request.clock);
+    ASSIGN_OR_RETURN(bytes, ApplyBlocks(request, checked.blocks,
+                                        checked.stats, response));
+    keys = sparse_->Apply(checked.rows);
+    if (!checked.rows.empty()) replica_log_.Count();
+    if (request.sequence > 0) MarkPushed(request.worker_id, request.sequence);
+    gate_.Applied(request.worker_id, ids, request.clock);
   }
   if (keys > 0) counters_->Add("sparse_push_keys", static_cast<double>(keys));
   counters_->Add("pushes", 1);
   counters_->Add("applied_updates", static_cast<double>(request.blocks.size()));
   counters_->Add("bytes_in", bytes);
   return absl::OkStatus();
+}
+
+absl::StatusOr<Shard::Turn> Shard::TakeTurn(const wire::PushView& request,
+                                            const std::vector<uint32_t>& ids,
+                                            absl::Time until,
+                                            proto::PushResponse* response,
+                                            CheckedPush* checked) {
+  const int32_t worker = request.worker_id;
+  const bool tracked = request.sequence > 0;
+  RETURN_IF_ERROR(CheckEpoch("push", request.placement_epoch));
+  ASSIGN_OR_RETURN(const PushAdmission::Verdict verdict,
+                   Admit(request, response));
+  if (verdict == PushAdmission::Verdict::kDuplicate) return Turn::kAnswered;
+  absl::Status valid = ValidatePush(request, checked);
+  if (absl::IsAborted(valid)) {
+    // An outlier the guard refused: a verdict, not a failure to retry.
+    // Nothing was applied and its sequence is used up (ValidatePush).
+    if (tracked) {
+      RememberRefusal(worker, request.sequence, std::string(valid.message()));
+    }
+    response->set_refused(std::string(valid.message()));
+    return Turn::kAnswered;
+  }
+  RETURN_IF_ERROR(valid);
+  switch (gate_.RouteOf(worker, tracked)) {
+    case ConsistencyGate::Route::kAwaitCounting:
+      if (!checked->waited) counters_->Add("bsp_waits", 1);
+      checked->waited = true;
+      if (AwaitGateChange(until)) return Turn::kAgain;
+      return gate_.NotCountedError(worker);
+    case ConsistencyGate::Route::kRound:
+      // A bsp round averages the raw gradients: the guard's clip bound
+      // does not reach it, its refusals and rate bound do.
+      RETURN_IF_ERROR(
+          PushBsp(request, std::move(checked->rows), response, until));
+      for (size_t i = 0; i < checked->stats.size(); ++i) {
+        guard_.RecordNorm(request.blocks[i].id, worker,
+                          checked->stats[i].norm);
+      }
+      return Turn::kAnswered;
+    case ConsistencyGate::Route::kDirect:
+      break;
+  }
+  ASSIGN_OR_RETURN(const bool check_again,
+                   AwaitSspTurn(request, ids, until, &checked->waited));
+  return check_again ? Turn::kAgain : Turn::kApply;
 }
 
 absl::StatusOr<bool> Shard::AwaitSspTurn(const wire::PushView& request,
@@ -713,12 +695,7 @@ absl::StatusOr<bool> Shard::AwaitSspTurn(const wire::PushView& request,
   if (!*waited) counters_->Add("ssp_waits", 1);
   *waited = true;
   if (AwaitGateChange(until)) return true;
-  return HoldError(
-      absl::StrCat("ssp: worker ", worker, "'s push to block ", wait->block,
-                   " waits for worker ", wait->worker, " (clock ",
-                   wait->slowest_clock, " vs ", wait->clock,
-                   ", max_staleness ", gate_.max_staleness(), ")"),
-      wait->worker);
+  return gate_.SspHoldError(worker, *wait);
 }
 
 absl::StatusOr<int64_t> Shard::ApplyBlocks(
@@ -754,89 +731,18 @@ absl::StatusOr<int64_t> Shard::ApplyBlocks(
   return bytes;
 }
 
-void Shard::GateApplied(int32_t worker, const std::vector<uint32_t>& ids,
-                        uint64_t clock) {
-  if (gate_.mode() == Consistency::Mode::kAsync) return;
-  const int64_t lead = gate_.SspApplied(worker, ids, clock);
-  if (lead > max_lead_) {
-    max_lead_ = lead;
-    counters_->Set("ssp_max_lead", static_cast<double>(lead));
-  }
-  ++gate_generation_;
-}
-
-void Shard::ApplySparseRound(uint32_t table,
-                             const std::vector<int>& contributors) {
-  std::map<int, DecodedRows>& held = bsp_rows_[table];
-  std::vector<const DecodedRows*> parts;
-  for (int worker : contributors) {
-    auto it = held.find(worker);
-    if (it != held.end()) parts.push_back(&it->second);
-  }
-  if (table >= sparse_->size()) return;
-  const int dim = sparse_->dim(table);
-  // The union of the contributors' keys (each ascending), summed in
-  // worker order, so a round gives the same rows whatever the arrival.
-  std::vector<uint64_t> keys;
-  for (const DecodedRows* p : parts) {
-    std::vector<uint64_t> merged;
-    merged.reserve(keys.size() + p->keys.size());
-    std::set_union(keys.begin(), keys.end(), p->keys.begin(), p->keys.end(),
-                   std::back_inserter(merged));
-    keys.swap(merged);
-  }
-  std::vector<float> mean(keys.size() * dim, 0.0f);
-  std::vector<uint32_t> counts(keys.size(), 0);
-  for (const DecodedRows* p : parts) {
-    size_t k = 0;
-    for (size_t i = 0; i < p->keys.size(); ++i) {
-      while (keys[k] != p->keys[i]) ++k;
-      for (int j = 0; j < dim; ++j) mean[k * dim + j] += p->grads[i * dim + j];
-      counts[k] += p->counts.empty() ? 1 : p->counts[i];
-    }
-  }
-  const float n = static_cast<float>(std::max<size_t>(1, contributors.size()));
-  for (float& g : mean) g /= n;
-  for (int worker : contributors) held.erase(worker);
-  const int64_t count = static_cast<int64_t>(keys.size());
-  if (count == 0) return;
-  if (!sparse_->ApplyRound(table, keys, mean, counts)) return;
-  replica_log_.Count();
-  counters_->Add("sparse_push_keys", static_cast<double>(count));
-  counters_->Add("bsp_rounds", 1);
-}
-
 absl::Status Shard::PushBsp(const wire::PushView& request,
                             std::vector<DecodedRows> rows,
                             proto::PushResponse* response, absl::Time until) {
   const int32_t worker = request.worker_id;
   const uint64_t sequence = request.sequence;
-  std::vector<Consistency::BlockGradient> gradients;
   int64_t bytes = 0;
-  for (const wire::BlockRef& block : request.blocks) {
-    const WireEncoding encoding = EncodingOf(block.encoding);
-    gradients.push_back({block.id, block.data,
-                         block.size / BytesPerElement(encoding), encoding});
-    bytes += block.size;
-  }
-  // A sparse table joins as a round of no floats; its rows wait in
-  // bsp_rows_ until the round completes.
-  for (size_t i = 0; i < rows.size(); ++i) {
-    gradients.push_back({SparseRoundId(request.sparse[i].table), nullptr, 0,
-                         WireEncoding::kFloat32});
-    bytes += static_cast<int64_t>(request.sparse[i].keys_size +
-                                  request.sparse[i].values_size);
-  }
+  const std::vector<Consistency::BlockGradient> gradients =
+      ConsistencyGate::BspGradients(request, &bytes);
   bool waited = false;
   for (;;) {
     const Consistency::Contribution contribution =
-        gate_.BspContribute(worker, sequence, gradients);
-    if (contribution == Consistency::Contribution::kAdded) {
-      for (size_t i = 0; i < rows.size(); ++i) {
-        bsp_rows_[request.sparse[i].table][worker] = std::move(rows[i]);
-      }
-      rows.clear();
-    }
+        gate_.Contribute(request, gradients, &rows);
     if (contribution != Consistency::Contribution::kBusy) {
       // Wakes the others only when a round was applied: a retry that adds
       // nothing must not set the waiters spinning.
@@ -846,33 +752,14 @@ absl::Status Shard::PushBsp(const wire::PushView& request,
     if (!waited) counters_->Add("bsp_waits", 1);
     waited = true;
     if (!AwaitGateChange(until)) {
-      // Whom the first unfinished block's round waits for.
-      std::vector<int> missing;
-      uint32_t block = 0;
-      for (const Consistency::BlockGradient& g : gradients) {
-        missing = gate_.BspWaitingFor(g.block);
-        block = g.block;
-        if (!missing.empty()) break;
-      }
-      const std::string what =
-          block >= SparseRoundId(0)
-              ? absl::StrCat("sparse table ", block - SparseRoundId(0))
-              : absl::StrCat("block ", block);
-      return HoldError(
-          absl::StrCat("bsp: worker ", worker, "'s push to ", what,
-                       contribution == Consistency::Contribution::kBusy
-                           ? " waits for its previous round"
-                           : " waits for the round",
-                       " (missing workers [", absl::StrJoin(missing, ", "),
-                       "])"),
-          missing.empty() ? worker : missing.front());
+      return gate_.BspHoldError(worker, gradients, contribution);
     }
     // Placement may have moved on while waiting.
     RETURN_IF_ERROR(CheckEpoch("push", request.placement_epoch));
     if (admission_.Applied(worker, sequence)) break;
   }
   for (const wire::BlockRef& block : request.blocks) {
-    response->add_versions(round_version_[block.id]);
+    response->add_versions(gate_.RoundVersion(block.id));
   }
   counters_->Add("pushes", 1);
   counters_->Add("bytes_in", bytes);

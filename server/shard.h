@@ -32,6 +32,7 @@
 #include "server/checkpoint.h"
 #include "server/checkpoint_chain.h"
 #include "server/consistency.h"
+#include "server/consistency_gate.h"
 #include "server/push_admission.h"
 #include "server/push_guard.h"
 #include "server/replication/replica_log.h"
@@ -268,6 +269,7 @@ class Shard {
         std::map<int32_t, SequenceWindow> windows, Counters* counters);
 
   using DecodedRows = SparseTables::DecodedRows;
+  using Done = std::vector<std::pair<int, uint64_t>>;  // (worker, sequence)
 
   absl::Status CheckEpoch(const char* op, uint64_t request_epoch) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
@@ -280,22 +282,39 @@ class Shard {
   absl::StatusOr<PushAdmission::Verdict> Admit(const wire::PushView& request,
                                                proto::PushResponse* response)
       const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // Validates every block of `request` (one lookup each) into *blocks; the
-  // blocks are unchanged either way. What the one pass over each gradient
-  // found goes to *stats, for Apply, with the PushGuard's clip bound. A push
-  // refused for good (InvalidArgument, NotFound: the client does not retry
-  // it) uses up its sequence; one refused by the PushGuard's rate bound
-  // (Unavailable) does not. A push past that bound counts for it once,
-  // whatever follows (*counted: whether this push was counted; the caller's
-  // waits validate it again).
-  // The same for its sparse rows, into *rows (SparseTable::CheckPush,
-  // bucket ownership, the table's max_rows).
-  // An outlier the PushGuard refused (Aborted) also uses its sequence up and
-  // is remembered for its retries (RememberRefusal).
-  absl::Status ValidatePush(const wire::PushView& request,
-                            std::vector<BlockStore::Block*>* blocks,
-                            std::vector<BlockStore::GradientStats>* stats,
-                            std::vector<DecodedRows>* rows, bool* counted)
+
+  // A push as validated for Apply, kept across the waits of one Push.
+  struct CheckedPush {
+    std::vector<BlockStore::Block*> blocks;
+    std::vector<BlockStore::GradientStats> stats;  // with the clip bound
+    std::vector<DecodedRows> rows;
+    bool counted = false;  // by the PushGuard's rate bound
+    bool waited = false;   // a wait was counted ("ssp_waits", "bsp_waits")
+  };
+  // What one pass of Push over the gate decided.
+  enum class Turn { kAnswered, kAgain, kApply };
+  // One pass of Push, in order: epoch, admission, validation, the gate's
+  // route (a bsp push is answered through PushBsp), the ssp turn.
+  absl::StatusOr<Turn> TakeTurn(const wire::PushView& request,
+                                const std::vector<uint32_t>& ids,
+                                absl::Time until, proto::PushResponse* response,
+                                CheckedPush* checked)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Validates every block of `request` (one lookup each) and its sparse rows
+  // (SparseTables::DecodePush) into *checked; nothing changes either way.
+  // What the one pass over each gradient found goes to checked->stats, for
+  // Apply, with the PushGuard's clip bound. A push refused for good
+  // (InvalidArgument, NotFound: the client does not retry it) uses up its
+  // sequence; one refused by the PushGuard's rate bound (Unavailable) does
+  // not. A push past that bound counts for it once, whatever follows
+  // (checked->counted; the caller's waits validate it again). An outlier the
+  // PushGuard refused (Aborted) also uses its sequence up and is remembered
+  // for its retries (RememberRefusal).
+  absl::Status ValidatePush(const wire::PushView& request, CheckedPush* checked)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The block part of ValidatePush: store checks and the PushGuard's norms.
+  absl::Status ValidateBlocks(const wire::PushView& request,
+                              CheckedPush* checked)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A push the PushGuard refused as an outlier: answered OK with
   // PushResponse.refused (the client does not retry it and counts nothing
@@ -309,7 +328,7 @@ class Shard {
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // The ssp gate's word on `request` (ids: its blocks): false when it may be
   // applied now; true after waiting (releasing mu_) for the gate to change,
-  // when everything must be checked again; Unavailable (HoldError) when
+  // when everything must be checked again; Unavailable (a hold error) when
   // `until` came first. *waited: whether any wait happened (counted once).
   absl::StatusOr<bool> AwaitSspTurn(const wire::PushView& request,
                                     const std::vector<uint32_t>& ids,
@@ -324,13 +343,9 @@ class Shard {
       const std::vector<BlockStore::Block*>& blocks,
       const std::vector<BlockStore::GradientStats>& stats,
       proto::PushResponse* response) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Tells the ssp/bsp gate that `worker`'s push of `ids` at `clock` applied,
-  // and wakes the pushes it may release.
-  void GateApplied(int32_t worker, const std::vector<uint32_t>& ids,
-                   uint64_t clock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The one place updates reach the store: `worker` is -1 for a bsp round.
   // InvalidArgument when the update would overflow (BlockStore::Apply); the
-  // block is then unchanged.
+  // block is then unchanged. Noted for the replica (ReplicaLog).
   absl::StatusOr<BlockStore::PushResult> ApplyUpdate(
       BlockStore::Block* block, const void* data, uint64_t base_version,
       int32_t worker, WireEncoding encoding = WireEncoding::kFloat32,
@@ -339,15 +354,16 @@ class Shard {
   // Applies every complete bsp round (the mean, at staleness 0) and marks the
   // pushes it completes as applied.
   void ApplyCompleteRounds() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Closes and applies the complete round of block `id` (dense) or of a
+  // sparse table (ConsistencyGate::TakeSparseRound); returns the pushes it
+  // completes.
+  Done ApplyDenseRound(uint32_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Done ApplySparseRound(uint32_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Waits (releasing mu_) until the gate changes or `until`; false at `until`.
   bool AwaitGateChange(absl::Time until) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Marks a tracked push applied (or used up by a refusal) and notes the
   // change for the replica.
   void MarkPushed(int32_t worker, uint64_t sequence)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The reason a held push gives, logged at most every few seconds per
-  // waited-for worker.
-  absl::Status HoldError(const std::string& why, int waited_for)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The bsp path of Push (mu_ held throughout but across waits). `rows`:
   // the push's decoded sparse rows, each table a round of its own.
@@ -355,13 +371,6 @@ class Shard {
                        std::vector<DecodedRows> rows,
                        proto::PushResponse* response, absl::Time until)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Applies the complete bsp round of sparse table `table`: per key, the
-  // sum of the contributors' gradients over their number (a key a worker
-  // did not push counts 0 for it, as a dense round's mean does).
-  void ApplySparseRound(uint32_t table, const std::vector<int>& contributors)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The bsp round id of sparse table `table` (beside the block ids).
-  static uint32_t SparseRoundId(uint32_t table) { return 0xFFFFFF00u + table; }
 
   // Eviction (config eviction.*) of every table, counted; the keys are kept
   // for the next delta checkpoint.
@@ -401,20 +410,8 @@ class Shard {
   static constexpr size_t kRefusalsKept = 16;
   std::map<int32_t, std::deque<std::pair<uint64_t, std::string>>>
       refusals_ ABSL_GUARDED_BY(mu_);
-  // ssp clocks and bsp rounds.
-  Consistency gate_ ABSL_GUARDED_BY(mu_);
-  // Bumped whenever a held push might go on: a push or round applied, the
-  // active set changed.
-  uint64_t gate_generation_ ABSL_GUARDED_BY(mu_) = 0;
-  bool holds_released_ ABSL_GUARDED_BY(mu_) = false;
-  // Per waited-for worker, when the ps last logged that someone waits for it.
-  std::map<int, absl::Time> wait_logged_ ABSL_GUARDED_BY(mu_);
-  // The largest clock lead an applied push had ("ssp_max_lead").
-  int64_t max_lead_ ABSL_GUARDED_BY(mu_) = 0;
-  // Per block, its version after its last bsp round.
-  std::map<uint32_t, uint64_t> round_version_ ABSL_GUARDED_BY(mu_);
-  // bsp: by table, each contributor's rows in the table's open round.
-  std::map<uint32_t, std::map<int, DecodedRows>> bsp_rows_ ABSL_GUARDED_BY(mu_);
+  // training.consistency: ssp clocks, bsp rounds, holds.
+  ConsistencyGate gate_ ABSL_GUARDED_BY(mu_);
   // Replication: changes so far, the blocks changed since the last cut, and
   // the updates kept for it (SetReplicaLog).
   ReplicaLog replica_log_ ABSL_GUARDED_BY(mu_);
