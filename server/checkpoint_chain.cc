@@ -101,14 +101,72 @@ absl::StatusOr<std::optional<Checkpoint>> LoadShardCheckpoint(
   return std::move(loaded->checkpoint);
 }
 
+absl::StatusOr<RestoredShard> RestoreShard(const Config& config, int index,
+                                           const ModelSpec& spec,
+                                           const std::string& optimizer,
+                                           Counters* counters) {
+  RestoredShard restored;
+  if (config.checkpoint.dir.empty()) return restored;
+  const ShardCheckpoints files = ShardCheckpointFiles(config, index, spec);
+  ASSIGN_OR_RETURN(restored.checkpoint,
+                   LoadShardCheckpoint(files, optimizer, counters));
+  ASSIGN_OR_RETURN(restored.epoch_floor, HighestEpochOnDisk(files));
+  return restored;
+}
+
+absl::StatusOr<RestoredShard> RestoreShardFrom(const Config& config, int index,
+                                               const ModelSpec& spec,
+                                               const std::string& optimizer,
+                                               Checkpoint state) {
+  if (state.shard_index != index || state.optimizer != optimizer) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the replica held is of shard ", state.shard_index, " (optimizer ",
+        state.optimizer, "), not of shard ", index, " (optimizer ", optimizer,
+        ")"));
+  }
+  RestoredShard restored;
+  // Checkpoints go on from the highest epoch on disk, as for Create.
+  if (!config.checkpoint.dir.empty()) {
+    ASSIGN_OR_RETURN(restored.epoch_floor,
+                     HighestEpochOnDisk(ShardCheckpointFiles(config, index, spec)));
+  }
+  restored.checkpoint = std::move(state);
+  return restored;
+}
+
 CheckpointChain::CheckpointChain(const Config& config, int index,
-                                 size_t num_tables)
+                                 size_t num_tables, RestoredShard restored)
     : index_(index),
       incremental_(config.checkpoint.incremental && num_tables > 0),
       keeps_tombstones_(config.checkpoint.incremental &&
                         !config.checkpoint.dir.empty()),
       full_every_(config.checkpoint.full_every),
+      epoch_floor_(restored.epoch_floor),
+      restored_(std::move(restored.checkpoint)),
       tombstones_(num_tables) {}
+
+const BlockStore::BlockSnapshot* CheckpointChain::RestoredBlock(
+    uint32_t id, int64_t length) const {
+  const BlockStore::BlockSnapshot* saved = nullptr;
+  if (restored_.has_value()) {
+    for (const auto& b : restored_->blocks) {
+      if (b.id == id && static_cast<int64_t>(b.values.size()) == length) {
+        saved = &b;
+      }
+    }
+  }
+  return saved;
+}
+
+uint64_t CheckpointChain::UnplacedVersions(const BlockStore& store) const {
+  uint64_t total = 0;
+  if (restored_.has_value()) {
+    for (const auto& b : restored_->blocks) {
+      if (!store.Has(b.id)) total += b.version;
+    }
+  }
+  return total;
+}
 
 void CheckpointChain::Evicted(size_t table, const std::vector<uint64_t>& keys) {
   if (!keeps_tombstones_) return;
@@ -117,10 +175,16 @@ void CheckpointChain::Evicted(size_t table, const std::vector<uint64_t>& keys) {
 }
 
 CheckpointChain::Cut CheckpointChain::TakeCut(Checkpoint dense,
+                                              const BlockStore& store,
                                               const SparseTables& tables) const {
   Cut cut;
   cut.delta = incremental_ && chain_.base != 0 && chain_.deltas < full_every_;
   cut.checkpoint = std::move(dense);
+  if (restored_.has_value()) {
+    for (const auto& b : restored_->blocks) {
+      if (!store.Has(b.id)) cut.checkpoint.blocks.push_back(b);
+    }
+  }
   cut.blocks = cut.checkpoint.blocks.size();
   cut.clocks.resize(tables.size());
   cut.tombstones.resize(tables.size());

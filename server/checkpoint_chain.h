@@ -24,6 +24,7 @@
 #include "common/config.h"
 #include "common/counters.h"
 #include "common/model_spec.h"
+#include "server/block_store.h"
 #include "server/checkpoint.h"
 #include "server/sparse_tables.h"
 
@@ -44,6 +45,25 @@ absl::StatusOr<std::optional<Checkpoint>> LoadShardCheckpoint(
     const ShardCheckpoints& files, const std::string& optimizer,
     Counters* counters);
 
+// What a shard starts from: a checkpoint (or a backup's replica) and the
+// highest placement epoch on disk.
+struct RestoredShard {
+  std::optional<Checkpoint> checkpoint;
+  uint64_t epoch_floor = 0;
+};
+// Shard::Create's: LoadShardCheckpoint and HighestEpochOnDisk of
+// checkpoint.dir (nothing when it is unset), with their errors.
+absl::StatusOr<RestoredShard> RestoreShard(const Config& config, int index,
+                                           const ModelSpec& spec,
+                                           const std::string& optimizer,
+                                           Counters* counters);
+// Shard::CreateFrom's: `state` with the epoch floor on disk;
+// FailedPrecondition when `state` is of another shard or optimizer.
+absl::StatusOr<RestoredShard> RestoreShardFrom(const Config& config, int index,
+                                               const ModelSpec& spec,
+                                               const std::string& optimizer,
+                                               Checkpoint state);
+
 class CheckpointChain {
  public:
   // A checkpoint copied at one moment: a full cut, or a delta of the
@@ -58,26 +78,37 @@ class CheckpointChain {
     size_t evicted_keys = 0;
   };
 
-  // `num_tables`: the model's sparse tables.
-  CheckpointChain(const Config& config, int index, size_t num_tables);
+  // `num_tables`: the model's sparse tables; `restored`: what the shard
+  // starts from.
+  CheckpointChain(const Config& config, int index, size_t num_tables,
+                  RestoredShard restored);
   CheckpointChain(const CheckpointChain&) = delete;
   CheckpointChain& operator=(const CheckpointChain&) = delete;
 
   // The highest epoch among the checkpoint generations at start: a cut is
   // written at no lower epoch (a coordinator that lost its state counts
   // epochs from 1 again).
-  void set_epoch_floor(uint64_t floor) { epoch_floor_ = floor; }
   uint64_t epoch_floor() const { return epoch_floor_; }
+  // The restored checkpoint's block `id` when it has `length` floats, else
+  // nullptr: it serves the Assigns that place the block here.
+  const BlockStore::BlockSnapshot* RestoredBlock(uint32_t id,
+                                                 int64_t length) const;
+  // The versions of the restored blocks `store` does not hold (not placed
+  // here, or not yet).
+  uint64_t UnplacedVersions(const BlockStore& store) const;
 
   // Keys evicted from table `table`: kept as the next delta's tombstones
   // (with checkpoint.incremental and checkpoint.dir only).
   void Evicted(size_t table, const std::vector<uint64_t>& keys);
 
-  // `dense` (blocks, windows, epoch: the caller's) completed with the sparse
-  // tables' rows: a delta of the rows updated since the last write and the
-  // tombstones kept, when the chain is incremental, has a full cut and
-  // fewer than checkpoint.full_every deltas since; else a full cut.
-  Cut TakeCut(Checkpoint dense, const SparseTables& tables) const;
+  // `dense` (the blocks of `store`, windows, epoch: the caller's) completed
+  // with the restored blocks `store` does not hold (so a checkpoint written
+  // before re-placement does not drop them) and the sparse tables' rows: a
+  // delta of the rows updated since the last write and the tombstones kept,
+  // when the chain is incremental, has a full cut and fewer than
+  // checkpoint.full_every deltas since; else a full cut.
+  Cut TakeCut(Checkpoint dense, const BlockStore& store,
+              const SparseTables& tables) const;
   // `cut` is on disk as `written`: the chain goes on from it, the tombstones
   // it held are dropped, and the write is logged.
   void Written(const Cut& cut, const ShardCheckpoints::Written& written);
@@ -102,7 +133,9 @@ class CheckpointChain {
   const bool keeps_tombstones_;  // incremental with a checkpoint.dir
   const int full_every_;         // checkpoint.full_every
 
-  uint64_t epoch_floor_ = 0;
+  const uint64_t epoch_floor_;
+  // The checkpoint read at start (or the replica taken over).
+  const std::optional<Checkpoint> restored_;
   Chain chain_;
   // By table: keys evicted since the last checkpoint written.
   std::vector<std::vector<uint64_t>> tombstones_;

@@ -96,16 +96,11 @@ absl::StatusOr<std::unique_ptr<Shard>> Shard::Create(const Config& config,
   ASSIGN_OR_RETURN(ModelSpec spec, ModelSpec::Create(config.model));
   ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer,
                    Optimizer::Create(DenseOptimizer(config)));
-  std::optional<Checkpoint> restored;
-  uint64_t epoch_floor = 0;
-  if (!config.checkpoint.dir.empty()) {
-    const ShardCheckpoints files = ShardCheckpointFiles(config, index, spec);
-    ASSIGN_OR_RETURN(restored,
-                     LoadShardCheckpoint(files, optimizer->name(), counters));
-    ASSIGN_OR_RETURN(epoch_floor, HighestEpochOnDisk(files));
-  }
+  ASSIGN_OR_RETURN(
+      RestoredShard restored,
+      RestoreShard(config, index, spec, optimizer->name(), counters));
   return CreateShard(config, index, counters, std::move(spec),
-                     std::move(optimizer), std::move(restored), epoch_floor);
+                     std::move(optimizer), std::move(restored));
 }
 
 absl::StatusOr<std::unique_ptr<Shard>> Shard::CreateFrom(const Config& config,
@@ -115,26 +110,16 @@ absl::StatusOr<std::unique_ptr<Shard>> Shard::CreateFrom(const Config& config,
   ASSIGN_OR_RETURN(ModelSpec spec, ModelSpec::Create(config.model));
   ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer,
                    Optimizer::Create(DenseOptimizer(config)));
-  if (state.shard_index != index || state.optimizer != optimizer->name()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the replica held is of shard ", state.shard_index, " (optimizer ",
-        state.optimizer, "), not of shard ", index, " (optimizer ",
-        optimizer->name(), ")"));
-  }
-  // Checkpoints go on from the highest epoch on disk, as for Create.
-  uint64_t epoch_floor = 0;
-  if (!config.checkpoint.dir.empty()) {
-    ASSIGN_OR_RETURN(epoch_floor,
-                     HighestEpochOnDisk(ShardCheckpointFiles(config, index, spec)));
-  }
+  ASSIGN_OR_RETURN(RestoredShard restored,
+                   RestoreShardFrom(config, index, spec, optimizer->name(),
+                                    std::move(state)));
   return CreateShard(config, index, counters, std::move(spec),
-                     std::move(optimizer), std::move(state), epoch_floor);
+                     std::move(optimizer), std::move(restored));
 }
 
 absl::StatusOr<std::unique_ptr<Shard>> Shard::CreateShard(
     const Config& config, int index, Counters* counters, ModelSpec spec,
-    std::unique_ptr<Optimizer> optimizer, std::optional<Checkpoint> restored,
-    uint64_t epoch_floor) {
+    std::unique_ptr<Optimizer> optimizer, RestoredShard restored) {
   BlockStore::Options store_options;
   store_options.num_workers = static_cast<int>(config.cluster.workers.size());
   store_options.counters = counters;
@@ -142,30 +127,25 @@ absl::StatusOr<std::unique_ptr<Shard>> Shard::CreateShard(
                                 config.robustness.norm_refuse_factor > 0;
   auto store =
       std::make_unique<BlockStore>(std::move(optimizer), store_options);
+  const std::optional<Checkpoint>& checkpoint = restored.checkpoint;
   ASSIGN_OR_RETURN(
       std::unique_ptr<SparseTables> sparse,
       SparseTables::Create(config, index, spec,
-                           restored.has_value() ? &*restored : nullptr,
+                           checkpoint.has_value() ? &*checkpoint : nullptr,
                            counters));
   // The restored applied-push windows go on, so pushes acknowledged before
   // the checkpoint are not applied again.
   std::map<int32_t, SequenceWindow> windows;
-  if (restored.has_value()) windows = restored->sequences;
-  auto shard = std::unique_ptr<Shard>(
+  if (checkpoint.has_value()) windows = checkpoint->sequences;
+  return std::unique_ptr<Shard>(
       new Shard(config, index, std::move(spec), std::move(store),
                 std::move(sparse), std::move(restored), std::move(windows),
                 counters));
-  {
-    absl::MutexLock lock(&shard->mu_);
-    shard->chain_.set_epoch_floor(epoch_floor);
-  }
-  return shard;
 }
 
 Shard::Shard(const Config& config, int index, ModelSpec spec,
              std::unique_ptr<BlockStore> store,
-             std::unique_ptr<SparseTables> sparse,
-             std::optional<Checkpoint> restored,
+             std::unique_ptr<SparseTables> sparse, RestoredShard restored,
              std::map<int32_t, SequenceWindow> windows, Counters* counters)
     : config_(config),
       index_(index),
@@ -176,8 +156,7 @@ Shard::Shard(const Config& config, int index, ModelSpec spec,
       store_(std::move(store)),
       sparse_(std::move(sparse)),
       admission_(AdmissionOptions(config, index, counters), std::move(windows)),
-      restored_(std::move(restored)),
-      chain_(config, index, sparse_->size()),
+      chain_(config, index, sparse_->size(), std::move(restored)),
       guard_(GuardOptions(config, index,
                           static_cast<int64_t>(spec_.blocks().size()),
                           counters)),
@@ -196,14 +175,8 @@ absl::Status Shard::Assign(uint64_t epoch, const std::vector<uint32_t>& ids) {
     }
     if (store_->Has(id)) continue;
     const BlockSpec& block = spec_.blocks()[id];
-    const BlockStore::BlockSnapshot* saved = nullptr;
-    if (restored_.has_value()) {
-      for (const auto& b : restored_->blocks) {
-        if (b.id == id && static_cast<int64_t>(b.values.size()) == block.length) {
-          saved = &b;
-        }
-      }
-    }
+    const BlockStore::BlockSnapshot* saved =
+        chain_.RestoredBlock(id, block.length);
     if (saved != nullptr) {
       RETURN_IF_ERROR(store_->AddBlock(id, saved->values, saved->version, saved->state));
       replica_log_.Changed(id);
@@ -503,11 +476,7 @@ uint64_t Shard::applied_total() const {
   uint64_t total = store_->version_sum();
   // Row updates count as block updates do: one per row per push.
   total += sparse_->version_sum();
-  if (restored_.has_value()) {
-    for (const auto& b : restored_->blocks) {
-      if (!store_->Has(b.id)) total += b.version;
-    }
-  }
+  total += chain_.UnplacedVersions(*store_);
   return total;
 }
 
@@ -845,14 +814,7 @@ CheckpointChain::Cut Shard::CutCheckpoint() const {
   checkpoint.optimizer = store_->optimizer().name();
   checkpoint.blocks = store_->Snapshot();
   checkpoint.sequences = admission_.windows();
-  // Blocks restored but not (yet) placed here are kept, so a checkpoint written
-  // before re-placement does not drop them.
-  if (restored_.has_value()) {
-    for (const auto& b : restored_->blocks) {
-      if (!store_->Has(b.id)) checkpoint.blocks.push_back(b);
-    }
-  }
-  return chain_.TakeCut(std::move(checkpoint), *sparse_);
+  return chain_.TakeCut(std::move(checkpoint), *store_, *sparse_);
 }
 
 absl::Status Shard::WriteCheckpoint(

@@ -260,12 +260,10 @@ class Shard {
  private:
   static absl::StatusOr<std::unique_ptr<Shard>> CreateShard(
       const Config& config, int index, Counters* counters, ModelSpec spec,
-      std::unique_ptr<Optimizer> optimizer, std::optional<Checkpoint> restored,
-      uint64_t epoch_floor);
+      std::unique_ptr<Optimizer> optimizer, RestoredShard restored);
   Shard(const Config& config, int index, ModelSpec spec,
         std::unique_ptr<BlockStore> store,
-        std::unique_ptr<SparseTables> sparse,
-        std::optional<Checkpoint> restored,
+        std::unique_ptr<SparseTables> sparse, RestoredShard restored,
         std::map<int32_t, SequenceWindow> windows, Counters* counters);
 
   using DecodedRows = SparseTables::DecodedRows;
@@ -399,10 +397,9 @@ class Shard {
   uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
   // Worker identities, incarnations and the applied-push windows.
   PushAdmission admission_ ABSL_GUARDED_BY(mu_);
-  // The checkpoint read at start; its blocks serve later Assigns.
-  std::optional<Checkpoint> restored_ ABSL_GUARDED_BY(mu_);
-  // The checkpoint chain written (incremental cuts, tombstones) and the
-  // epoch floor found at Create.
+  // The checkpoint read at start (its blocks serve later Assigns), the
+  // epoch floor found then, and the chain written since (incremental cuts,
+  // tombstones).
   CheckpointChain chain_ ABSL_GUARDED_BY(mu_);
   // Norm and rate bounds against one bad worker (config.robustness).
   PushGuard guard_ ABSL_GUARDED_BY(mu_);
