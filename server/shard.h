@@ -1,5 +1,9 @@
-// One parameter-server shard: the blocks placed on it, the placement epoch it
-// serves, which pushes it takes (PushAdmission), and its checkpoints.
+// One parameter-server shard: the conductor of each request. It holds the one
+// lock and the order of the steps; each step's work is a part it owns: which
+// pushes it takes (PushAdmission, PushGuard), the blocks (BlockStore), the
+// sparse tables (SparseTables), who may push when (ConsistencyGate), what the
+// next replica cut carries (ReplicaLog) and the checkpoint chain
+// (CheckpointChain).
 //
 // Plain C++ over proto messages, with no path to gRPC (//server:plain_cores_test
 // checks): the ParameterServer service adapter forwards each RPC here and
@@ -43,7 +47,7 @@
 namespace downpour::server {
 
 // Thread-safe. Holds the only lock of the ps core: one reader/writer mutex over
-// the BlockStore and the PushAdmission (which take none) and the epoch. Pulls,
+// the epoch and the parts above (which take none). Pulls,
 // Checksums and checkpoint snapshots share it; pushes and placements hold it
 // exclusively, so a push is validated and applied as one step. Checkpoints are
 // copied under the lock and written to disk without it. (With
