@@ -24,8 +24,6 @@ spdlog::logger* L() { return Log(Logger::kServer); }
 
 // A bsp round's mean is computed on the current parameters: staleness 0.
 constexpr uint64_t kCurrentVersion = std::numeric_limits<uint64_t>::max();
-// How often the ps says whom a held push waits for (per waited-for worker).
-constexpr absl::Duration kWaitLogInterval = absl::Seconds(5);
 
 // The proto value as it came (it may be none of WireEncoding's: BlockStore
 // refuses those). proto::Encoding and WireEncoding share values
@@ -92,166 +90,17 @@ OptimizerSection DenseOptimizer(const Config& config) {
   return o;
 }
 
-namespace {
-
-// The options of a sparse table from the model and optimizer sections.
-absl::StatusOr<SparseTable::Options> SparseTableOptions(
-    const Config& config, const SparseTableSpec& table) {
-  SparseTable::Options options;
-  options.dim = table.dim;
-  options.seed = SparseTableSeed(config.model.init_seed, table.id);
-  options.max_rows = config.model.sparse_max_rows;
-  // Eviction at checkpoint time; clocks for it and for delta checkpoints.
-  options.evict_ttl_updates = config.eviction.ttl_updates;
-  options.evict_max_rows = config.eviction.max_rows;
-  options.track_clocks = config.checkpoint.incremental;
-  // A replicated shard sends its backup the rows changed since each cut.
-  options.track_changes = config.cluster.replication >= 2;
-  options.admit_min_count =
-      std::max(config.admission.min_count, table.min_count);
-  options.admit_probability = config.admission.probability;
-  if (table.init_scale > 0) {
-    options.init = SparseTable::Init::kUniform;
-    options.init_scale = table.init_scale;
-  }
-  const OptimizerSection& o = config.optimizer;
-  switch (o.type) {
-    case OptimizerType::kFtrl:
-      options.optimizer.type = SparseOptimizerType::kFtrl;
-      break;
-    case OptimizerType::kAdagrad:
-      options.optimizer.type = SparseOptimizerType::kAdagrad;
-      break;
-    case OptimizerType::kAdam:
-      options.optimizer.type = SparseOptimizerType::kAdam;
-      break;
-    case OptimizerType::kSgd:
-      options.optimizer.type = SparseOptimizerType::kSgd;
-      break;
-    default:
-      return absl::InvalidArgumentError(absl::StrCat(
-          "optimizer.type ", OptimizerTypeName(o.type),
-          " does not train sparse tables: use ftrl, adagrad, adam or sgd"));
-  }
-  options.optimizer.learning_rate = o.learning_rate;
-  options.optimizer.epsilon = o.epsilon;
-  // sgd, adagrad and adam rows take weight_decay as the dense blocks do; ftrl
-  // rows use l1 and l2 instead.
-  options.optimizer.weight_decay = o.weight_decay;
-  options.optimizer.beta1 = o.beta1;
-  options.optimizer.beta2 = o.beta2;
-  options.optimizer.beta = o.ftrl_beta;
-  options.optimizer.l1 = o.l1;
-  options.optimizer.l2 = o.l2;
-  if (table.id == 1) {
-    // The embeddings (fm, wide_deep): their own regularization and rate
-    // (config fm.* or wide_deep.*).
-    const FmSection& e = EmbeddingOptions(config.model);
-    options.optimizer.l1 = e.l1;
-    options.optimizer.l2 = e.l2;
-    options.optimizer.weight_decay = e.l2;
-    if (e.learning_rate > 0) options.optimizer.learning_rate = e.learning_rate;
-  }
-  return options;
-}
-
-// This shard's checkpoint generations in checkpoint.dir.
-ShardCheckpoints CheckpointFiles(const Config& config, int index,
-                                 const ModelSpec& spec) {
-  ShardCheckpoints::Options options;
-  options.dir = config.checkpoint.dir;
-  options.shard_index = index;
-  options.model_fingerprint = spec.Fingerprint();
-  options.keep = config.checkpoint.keep;
-  options.incremental =
-      config.checkpoint.incremental && !spec.sparse_tables().empty();
-  return ShardCheckpoints(options);
-}
-
-// The highest placement epoch among the generations on disk (0: none):
-// this shard's checkpoints go on from there.
-absl::StatusOr<uint64_t> HighestEpochOnDisk(const ShardCheckpoints& files) {
-  ASSIGN_OR_RETURN(const std::vector<ShardCheckpoints::Generation> on_disk,
-                   files.List());
-  return on_disk.empty() ? 0 : on_disk.front().placement_epoch;
-}
-
-// Cleans leftovers of interrupted writes, then reads the newest good
-// checkpoint (nullopt when there is none). Generations skipped as corrupt are
-// logged and counted ("checkpoint_fallbacks").
-absl::StatusOr<std::optional<Checkpoint>> LoadCheckpoint(
-    const ShardCheckpoints& files, const std::string& optimizer,
-    Counters* counters) {
-  counters->Add("checkpoint_fallbacks", 0);  // exported from the start
-  absl::StatusOr<std::vector<std::string>> stale =
-      files.RemoveStaleTemporaries();
-  if (!stale.ok()) {
-    SPDLOG_LOGGER_WARN(L(), "{}", std::string(stale.status().message()));
-  } else if (!stale->empty()) {
-    SPDLOG_LOGGER_INFO(L(),
-                       "removed {} temporary file(s) of interrupted checkpoint "
-                       "writes: {}",
-                       stale->size(), absl::StrJoin(*stale, ", "));
-  }
-  absl::StatusOr<ShardCheckpoints::Loaded> loaded = files.ReadNewest();
-  if (absl::IsNotFound(loaded.status())) return std::nullopt;
-  if (!loaded.ok()) return loaded.status();
-  for (const absl::Status& skipped : loaded->skipped) {
-    SPDLOG_LOGGER_WARN(L(), "checkpoint skipped, falling back to an older one: {}",
-                       std::string(skipped.message()));
-  }
-  for (const absl::Status& ended : loaded->chain_ended) {
-    SPDLOG_LOGGER_WARN(L(), "checkpoint chain cut short: {}",
-                       std::string(ended.message()));
-  }
-  counters->Add("checkpoint_fallbacks",
-                static_cast<double>(loaded->skipped.size() +
-                                    loaded->chain_ended.size()));
-  // Deltas applied over the full cut read (incremental checkpoints).
-  counters->Set("checkpoint_deltas_restored",
-                static_cast<double>(loaded->deltas.size()));
-  if (loaded->checkpoint.optimizer != optimizer) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "checkpoint '", loaded->path, "' was written with optimizer ",
-        loaded->checkpoint.optimizer, " but the config says ", optimizer,
-        "; move the checkpoint away or restore the optimizer setting"));
-  }
-  if (!loaded->deltas.empty()) {
-    SPDLOG_LOGGER_INFO(L(), "loaded checkpoint {} and {} delta(s) up to {}: {} "
-                       "blocks", loaded->path, loaded->deltas.size(),
-                       loaded->deltas.back(), loaded->checkpoint.blocks.size());
-  }
-  if (loaded->skipped.empty()) {
-    SPDLOG_LOGGER_INFO(L(), "loaded checkpoint {}: {} blocks", loaded->path,
-                       loaded->checkpoint.blocks.size());
-  } else {
-    SPDLOG_LOGGER_WARN(L(),
-                       "loaded checkpoint {} ({} blocks) after skipping {} "
-                       "newer bad one(s): updates after it are lost",
-                       loaded->path, loaded->checkpoint.blocks.size(),
-                       loaded->skipped.size());
-  }
-  return std::move(loaded->checkpoint);
-}
-
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<Shard>> Shard::Create(const Config& config,
                                                      int index,
                                                      Counters* counters) {
   ASSIGN_OR_RETURN(ModelSpec spec, ModelSpec::Create(config.model));
   ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer,
                    Optimizer::Create(DenseOptimizer(config)));
-  std::optional<Checkpoint> restored;
-  uint64_t epoch_floor = 0;
-  if (!config.checkpoint.dir.empty()) {
-    const ShardCheckpoints files = CheckpointFiles(config, index, spec);
-    ASSIGN_OR_RETURN(restored,
-                     LoadCheckpoint(files, optimizer->name(), counters));
-    ASSIGN_OR_RETURN(epoch_floor, HighestEpochOnDisk(files));
-  }
+  ASSIGN_OR_RETURN(
+      RestoredShard restored,
+      RestoreShard(config, index, spec, optimizer->name(), counters));
   return CreateShard(config, index, counters, std::move(spec),
-                     std::move(optimizer), std::move(restored), epoch_floor);
+                     std::move(optimizer), std::move(restored));
 }
 
 absl::StatusOr<std::unique_ptr<Shard>> Shard::CreateFrom(const Config& config,
@@ -261,26 +110,16 @@ absl::StatusOr<std::unique_ptr<Shard>> Shard::CreateFrom(const Config& config,
   ASSIGN_OR_RETURN(ModelSpec spec, ModelSpec::Create(config.model));
   ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer,
                    Optimizer::Create(DenseOptimizer(config)));
-  if (state.shard_index != index || state.optimizer != optimizer->name()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the replica held is of shard ", state.shard_index, " (optimizer ",
-        state.optimizer, "), not of shard ", index, " (optimizer ",
-        optimizer->name(), ")"));
-  }
-  // Checkpoints go on from the highest epoch on disk, as for Create.
-  uint64_t epoch_floor = 0;
-  if (!config.checkpoint.dir.empty()) {
-    ASSIGN_OR_RETURN(epoch_floor,
-                     HighestEpochOnDisk(CheckpointFiles(config, index, spec)));
-  }
+  ASSIGN_OR_RETURN(RestoredShard restored,
+                   RestoreShardFrom(config, index, spec, optimizer->name(),
+                                    std::move(state)));
   return CreateShard(config, index, counters, std::move(spec),
-                     std::move(optimizer), std::move(state), epoch_floor);
+                     std::move(optimizer), std::move(restored));
 }
 
 absl::StatusOr<std::unique_ptr<Shard>> Shard::CreateShard(
     const Config& config, int index, Counters* counters, ModelSpec spec,
-    std::unique_ptr<Optimizer> optimizer, std::optional<Checkpoint> restored,
-    uint64_t epoch_floor) {
+    std::unique_ptr<Optimizer> optimizer, RestoredShard restored) {
   BlockStore::Options store_options;
   store_options.num_workers = static_cast<int>(config.cluster.workers.size());
   store_options.counters = counters;
@@ -288,49 +127,25 @@ absl::StatusOr<std::unique_ptr<Shard>> Shard::CreateShard(
                                 config.robustness.norm_refuse_factor > 0;
   auto store =
       std::make_unique<BlockStore>(std::move(optimizer), store_options);
-  std::vector<std::unique_ptr<SparseTable>> tables;
-  for (const SparseTableSpec& table : spec.sparse_tables()) {
-    ASSIGN_OR_RETURN(SparseTable::Options options,
-                     SparseTableOptions(config, table));
-    ASSIGN_OR_RETURN(std::unique_ptr<SparseTable> made,
-                     SparseTable::Create(options));
-    // The checkpoint's rows of this table, whole (values and state of one
-    // moment, with the push windows of the same moment).
-    if (restored.has_value()) {
-      for (const auto& [id, rows] : restored->sparse_tables) {
-        if (id != table.id) continue;
-        absl::Status loaded = made->Restore(rows);
-        if (!loaded.ok()) {
-          return absl::FailedPreconditionError(absl::StrCat(
-              "the checkpoint's sparse table ", id, " does not fit the config: ",
-              loaded.message(), "; move the checkpoint away or restore the "
-              "config it was written with"));
-        }
-        SPDLOG_LOGGER_INFO(L(), "sparse table {}: {} rows from the checkpoint",
-                           id, rows.keys.size());
-      }
-    }
-    tables.push_back(std::move(made));
-  }
+  const std::optional<Checkpoint>& checkpoint = restored.checkpoint;
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<SparseTables> sparse,
+      SparseTables::Create(config, index, spec,
+                           checkpoint.has_value() ? &*checkpoint : nullptr,
+                           counters));
   // The restored applied-push windows go on, so pushes acknowledged before
   // the checkpoint are not applied again.
   std::map<int32_t, SequenceWindow> windows;
-  if (restored.has_value()) windows = restored->sequences;
-  auto shard = std::unique_ptr<Shard>(
+  if (checkpoint.has_value()) windows = checkpoint->sequences;
+  return std::unique_ptr<Shard>(
       new Shard(config, index, std::move(spec), std::move(store),
-                std::move(tables), std::move(restored), std::move(windows),
+                std::move(sparse), std::move(restored), std::move(windows),
                 counters));
-  {
-    absl::MutexLock lock(&shard->mu_);
-    shard->checkpoint_epoch_floor_ = epoch_floor;
-  }
-  return shard;
 }
 
 Shard::Shard(const Config& config, int index, ModelSpec spec,
              std::unique_ptr<BlockStore> store,
-             std::vector<std::unique_ptr<SparseTable>> tables,
-             std::optional<Checkpoint> restored,
+             std::unique_ptr<SparseTables> sparse, RestoredShard restored,
              std::map<int32_t, SequenceWindow> windows, Counters* counters)
     : config_(config),
       index_(index),
@@ -339,23 +154,15 @@ Shard::Shard(const Config& config, int index, ModelSpec spec,
       may_hold_pushes_(config.training.consistency == ConsistencyMode::kSsp ||
                        config.training.consistency == ConsistencyMode::kBsp),
       store_(std::move(store)),
-      tables_(std::move(tables)),
+      sparse_(std::move(sparse)),
       admission_(AdmissionOptions(config, index, counters), std::move(windows)),
-      restored_(std::move(restored)),
+      chain_(config, index, sparse_->size(), std::move(restored)),
       guard_(GuardOptions(config, index,
                           static_cast<int64_t>(spec_.blocks().size()),
                           counters)),
-      gate_(config.training.consistency,
-            config.training.max_staleness) {
-  absl::MutexLock lock(&mu_);
-  is_dirty_.assign(spec_.blocks().size(), 0);
-  is_logged_.assign(spec_.blocks().size(), 0);
-  tombstones_.resize(tables_.size());
-  if (!tables_.empty()) counters_->Add("sparse_evicted_rows", 0);
-  if (gate_.mode() == Consistency::Mode::kSsp) {
-    counters_->Set("ssp_max_lead", 0);
-  }
-}
+      gate_(config, index, counters),
+      replica_log_(spec_.blocks().size(),
+                   store_->optimizer().state_slots()) {}
 
 absl::Status Shard::Assign(uint64_t epoch, const std::vector<uint32_t>& ids) {
   absl::MutexLock lock(&mu_);
@@ -368,23 +175,17 @@ absl::Status Shard::Assign(uint64_t epoch, const std::vector<uint32_t>& ids) {
     }
     if (store_->Has(id)) continue;
     const BlockSpec& block = spec_.blocks()[id];
-    const BlockStore::BlockSnapshot* saved = nullptr;
-    if (restored_.has_value()) {
-      for (const auto& b : restored_->blocks) {
-        if (b.id == id && static_cast<int64_t>(b.values.size()) == block.length) {
-          saved = &b;
-        }
-      }
-    }
+    const BlockStore::BlockSnapshot* saved =
+        chain_.RestoredBlock(id, block.length);
     if (saved != nullptr) {
       RETURN_IF_ERROR(store_->AddBlock(id, saved->values, saved->version, saved->state));
-      Changed(id);
+      replica_log_.Changed(id);
       ++from_checkpoint;
     } else {
       std::vector<float> values(block.length);
       spec_.InitBlock(block, config_.model.init_seed, values.data());
       RETURN_IF_ERROR(store_->AddBlock(id, std::move(values)));
-      Changed(id);
+      replica_log_.Changed(id);
       ++fresh;
     }
   }
@@ -539,14 +340,9 @@ const std::string* Shard::RefusalOf(int32_t worker, uint64_t sequence) const {
   return nullptr;
 }
 
-absl::Status Shard::ValidatePush(
-    const wire::PushView& request, std::vector<BlockStore::Block*>* blocks,
-    std::vector<BlockStore::GradientStats>* stats,
-    std::vector<DecodedRows>* rows, bool* counted) {
-  rows->clear();
-  blocks->clear();
-  blocks->reserve(request.blocks.size());
-  stats->resize(request.blocks.size());
+absl::Status Shard::ValidatePush(const wire::PushView& request,
+                                 CheckedPush* checked) {
+  checked->rows.clear();
   // A worker pushing far more than the others is refused before its
   // gradients are read (Unavailable: retried, the sequence is not used up).
   const absl::Time now = absl::Now();
@@ -555,58 +351,19 @@ absl::Status Shard::ValidatePush(
   // refuses for their norms (or anything else) still pushes, and must stay
   // in the median the rate bound is drawn from. When it dropped out, a
   // flood starving the others made the bound fail open (issue 26).
-  if (valid.ok() && !*counted) {
+  if (valid.ok() && !checked->counted) {
     guard_.RecordPush(request.worker_id, now);
-    *counted = true;
+    checked->counted = true;
   }
   if (valid.ok() && request.blocks.size() > 1) {
     valid = CheckUnique("push", BlockIds(request), request.worker_id);
   }
-  for (size_t i = 0; valid.ok() && i < request.blocks.size(); ++i) {
-    const wire::BlockRef& block = request.blocks[i];
-    BlockStore::GradientStats& stat = (*stats)[i];
-    absl::StatusOr<BlockStore::Block*> resolved =
-        store_->ValidatePush(block.id, block.data, block.size,
-                             EncodingOf(block.encoding), &stat);
-    // The norm against the block's typical one: clipped, or refused.
-    absl::StatusOr<double> clip = 0.0;
-    if (resolved.ok() && stat.norm >= 0) {
-      clip = guard_.CheckNorm(block.id, request.worker_id, stat.norm);
-    }
-    if (resolved.ok() && clip.ok()) {
-      stat.clip_norm = *clip;
-      blocks->push_back(*resolved);
-    } else if (!clip.ok()) {
-      valid = clip.status();
-    } else {
-      valid = absl::Status(resolved.status().code(),
-                           absl::StrCat(resolved.status().message(),
-                                        " (worker ", request.worker_id, ")"));
-    }
-  }
-  rows->resize(valid.ok() ? request.sparse.size() : 0);
-  for (size_t i = 0; valid.ok() && i < request.sparse.size(); ++i) {
-    valid = DecodeSparse(request.sparse[i], &(*rows)[i]);
-    for (size_t j = 0; valid.ok() && j < i; ++j) {
-      if ((*rows)[j].table == (*rows)[i].table) {
-        valid = absl::InvalidArgumentError(absl::StrCat(
-            "push: sparse table ", request.sparse[i].table,
-            " appears twice in one push: send its rows once"));
-      }
-    }
-    if (valid.ok()) {
-      const DecodedRows& r = (*rows)[i];
-      valid = r.table->CheckCapacity(r.keys.data(),
-                                     static_cast<int64_t>(r.keys.size()));
-    }
-    if (!valid.ok()) {
-      valid = absl::Status(valid.code(), absl::StrCat(valid.message(),
-                                                      " (worker ",
-                                                      request.worker_id, ")"));
-    }
-  }
+  checked->blocks.clear();
+  checked->stats.resize(request.blocks.size());
+  if (valid.ok()) valid = ValidateBlocks(request, checked);
+  if (valid.ok()) valid = sparse_->DecodePush(request, &checked->rows);
   if (valid.ok()) return valid;
-  rows->clear();
+  checked->rows.clear();
   counters_->Add("rejected_pushes", 1);
   // Refused for good (the client does not retry this), or an outlier the
   // guard refused (Aborted, which Push answers as PushResponse.refused: an
@@ -620,91 +377,61 @@ absl::Status Shard::ValidatePush(
   return valid;
 }
 
+absl::Status Shard::ValidateBlocks(const wire::PushView& request,
+                                   CheckedPush* checked) {
+  checked->blocks.reserve(request.blocks.size());
+  for (size_t i = 0; i < request.blocks.size(); ++i) {
+    const wire::BlockRef& block = request.blocks[i];
+    BlockStore::GradientStats& stat = checked->stats[i];
+    absl::StatusOr<BlockStore::Block*> resolved =
+        store_->ValidatePush(block.id, block.data, block.size,
+                             EncodingOf(block.encoding), &stat);
+    if (!resolved.ok()) {
+      return absl::Status(resolved.status().code(),
+                          absl::StrCat(resolved.status().message(),
+                                       " (worker ", request.worker_id, ")"));
+    }
+    // The norm against the block's typical one: clipped, or refused.
+    stat.clip_norm = 0.0;
+    if (stat.norm >= 0) {
+      ASSIGN_OR_RETURN(stat.clip_norm,
+                       guard_.CheckNorm(block.id, request.worker_id, stat.norm));
+    }
+    checked->blocks.push_back(*resolved);
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<BlockStore::PushResult> Shard::ApplyUpdate(
     BlockStore::Block* block, const void* data, uint64_t base_version,
     int32_t worker, WireEncoding encoding,
     const BlockStore::GradientStats* stats) {
   const uint32_t id = store_->IdOf(block);
-  const bool log = log_updates_ && id < is_dirty_.size() && !is_dirty_[id];
+  const bool log = replica_log_.Keeps(id);
   const double mean_staleness = log ? store_->MeanStaleness(id) : 0.0;
   absl::StatusOr<BlockStore::PushResult> result =
       store_->Apply(block, data, base_version, worker, encoding, stats);
   if (!result.ok()) return result;
   if (log) {
-    ++generation_;  // as Changed
-    LogUpdate(id, BlockStore::LengthOf(block), result->version - 1, data,
-              base_version, worker, encoding,
-              stats != nullptr ? stats->clip_norm : 0.0, mean_staleness);
+    BlockStore::Replayed update;
+    update.id = id;
+    update.version = result->version - 1;
+    update.base_version = base_version;
+    update.worker_id = worker;
+    update.encoding = encoding;
+    update.clip_norm = stats != nullptr ? stats->clip_norm : 0.0;
+    update.mean_staleness = mean_staleness;
+    replica_log_.Log(update, BlockStore::LengthOf(block), data);
   } else {
-    Changed(id);
+    replica_log_.Changed(id);
   }
   return result;
-}
-
-void Shard::LogUpdate(uint32_t id, int64_t length, uint64_t version,
-                      const void* data, uint64_t base_version, int32_t worker,
-                      WireEncoding encoding, double clip_norm,
-                      double mean_staleness) {
-  const int64_t bytes = length * static_cast<int64_t>(BytesPerElement(encoding));
-  const int64_t block_bytes =
-      length * static_cast<int64_t>(sizeof(float)) *
-      (1 + store_->optimizer().state_slots());
-  const int64_t more_block_bytes = is_logged_[id] ? 0 : block_bytes;
-  if (log_bytes_ + bytes >= logged_block_bytes_ + more_block_bytes) {
-    // The blocks themselves are no more bytes than their updates.
-    DropLog();
-    MarkDirty(id);
-    return;
-  }
-  ReplicaUpdate logged;
-  BlockStore::Replayed& u = logged.update;
-  u.id = id;
-  u.version = version;
-  u.base_version = base_version;
-  u.worker_id = worker;
-  u.encoding = encoding;
-  u.clip_norm = clip_norm;
-  u.mean_staleness = mean_staleness;
-  logged.gradient.assign(static_cast<const char*>(data),
-                         static_cast<size_t>(bytes));
-  log_.push_back(std::move(logged));
-  log_bytes_ += bytes;
-  if (!is_logged_[id]) {
-    is_logged_[id] = 1;
-    logged_block_bytes_ += block_bytes;
-  }
-}
-
-void Shard::DropLog() {
-  for (const ReplicaUpdate& logged : log_) MarkDirty(logged.update.id);
-  ClearLog();
-}
-
-void Shard::ClearLog() {
-  for (const ReplicaUpdate& logged : log_) is_logged_[logged.update.id] = 0;
-  log_.clear();
-  log_bytes_ = 0;
-  logged_block_bytes_ = 0;
 }
 
 void Shard::SetReplicaLog(bool on) {
   absl::MutexLock lock(&mu_);
   const bool can = DenseOptimizer(config_).delay_compensation <= 0;
-  log_updates_ = on && can;
-  if (!log_updates_) DropLog();
-}
-
-void Shard::Changed(int64_t block) {
-  ++generation_;
-  if (block < 0 || block >= static_cast<int64_t>(is_dirty_.size())) return;
-  MarkDirty(static_cast<uint32_t>(block));
-}
-
-void Shard::MarkDirty(uint32_t block) {
-  if (!is_dirty_[block]) {
-    is_dirty_[block] = 1;
-    dirty_.push_back(block);
-  }
+  replica_log_.SetLogging(on && can);
 }
 
 Shard::ReplicaCut Shard::CutForReplica(bool full, bool checks) {
@@ -712,7 +439,7 @@ Shard::ReplicaCut Shard::CutForReplica(bool full, bool checks) {
   // Exclusive: the dirty set is cleared with the copy, and no push may land
   // between the blocks and the windows copied.
   absl::MutexLock lock(&mu_);
-  cut.generation = generation_;
+  cut.generation = replica_log_.generation();
   cut.epoch = epoch_;
   cut.optimizer = store_->optimizer().name();
   if (full) {
@@ -720,49 +447,18 @@ Shard::ReplicaCut Shard::CutForReplica(bool full, bool checks) {
         OptimizerSettingsText(store_->optimizer().section());
   }
   cut.sequences = admission_.windows();
-  if (full) {
-    cut.blocks = store_->Snapshot();
-  } else {
-    std::sort(dirty_.begin(), dirty_.end());
-    cut.blocks = store_->Snapshot(dirty_);
-    cut.updates.reserve(log_.size());
-    for (ReplicaUpdate& logged : log_) {
-      if (!is_dirty_[logged.update.id]) {
-        cut.updates.push_back(std::move(logged));
-      }
-    }
-  }
-  ClearLog();
-  if (checks) {
-    for (uint32_t id : store_->block_ids()) {
-      ReplicaCut::Check check{id, 0, 0};
-      check.crc32c = store_->BlockCrc32c(id, &check.version);
-      cut.checks.push_back(check);
-    }
-  }
-  // Rows of the same moment: whole rows, values and state together.
-  for (size_t t = 0; t < tables_.size(); ++t) {
-    SparseTable& table = *tables_[t];
-    SparseTable::Rows rows;
-    if (full) {
-      rows = table.Snapshot();
-      table.ClearChanges();
-    } else {
-      rows = table.TakeChanges();
-    }
-    // Evicted keys travel as tombstones: the backup drops the same rows.
-    if (full || !rows.keys.empty() || !rows.evicted_keys.empty()) {
-      cut.sparse.emplace_back(static_cast<uint32_t>(t), std::move(rows));
-    }
-  }
-  for (uint32_t id : dirty_) is_dirty_[id] = 0;
-  dirty_.clear();
+  cut.blocks = full ? store_->Snapshot()
+                    : store_->Snapshot(replica_log_.SortedDirty());
+  cut.updates = replica_log_.TakeUpdates(full);
+  if (checks) cut.checks = ChecksOf(*store_);
+  cut.sparse = sparse_->CutForReplica(full);
+  replica_log_.ClearDirty();
   return cut;
 }
 
 uint64_t Shard::generation() const {
   absl::ReaderMutexLock lock(&mu_);
-  return generation_;
+  return replica_log_.generation();
 }
 
 uint64_t Shard::push_holes() const {
@@ -779,102 +475,92 @@ uint64_t Shard::applied_total() const {
   absl::ReaderMutexLock lock(&mu_);
   uint64_t total = store_->version_sum();
   // Row updates count as block updates do: one per row per push.
-  for (const auto& table : tables_) total += table->version_sum();
-  if (restored_.has_value()) {
-    for (const auto& b : restored_->blocks) {
-      if (!store_->Has(b.id)) total += b.version;
-    }
-  }
+  total += sparse_->version_sum();
+  total += chain_.UnplacedVersions(*store_);
   return total;
 }
 
 void Shard::SetActiveWorkers(const std::vector<int>& workers) {
   absl::MutexLock lock(&mu_);
-  if (gate_.active_known() &&
-      gate_.active() == std::set<int>(workers.begin(), workers.end())) {
-    return;
-  }
-  SPDLOG_LOGGER_INFO(L(), "ps {}: active workers [{}]", index_,
-                     absl::StrJoin(workers, ", "));
-  gate_.SetActiveWorkers(workers);
+  if (!gate_.SetActiveWorkers(workers)) return;
   ApplyCompleteRounds();
-  ++gate_generation_;
+  gate_.Bump();
 }
 
 void Shard::ReleaseHeldPushes() {
   absl::MutexLock lock(&mu_);
-  holds_released_ = true;
-  ++gate_generation_;
+  gate_.ReleaseHolds();
 }
 
 void Shard::ApplyCompleteRounds() {
-  for (uint32_t id : gate_.BspCompleteRounds()) {
-    if (id >= SparseRoundId(0)) {
-      const uint32_t table = id - SparseRoundId(0);
-      ApplySparseRound(table, gate_.BspContributors(id));
-      std::vector<float> none;
-      for (const auto& [worker, sequence] : gate_.BspTakeRound(id, &none)) {
-        if (admission_.IsNew(worker, sequence)) MarkPushed(worker, sequence);
-      }
-      ++gate_generation_;
-      continue;
-    }
-    std::vector<float> mean;
+  for (uint32_t id : gate_.CompleteRounds()) {
     const std::vector<std::pair<int, uint64_t>> done =
-        gate_.BspTakeRound(id, &mean);
-    BlockStore::GradientStats stats;
-    absl::StatusOr<BlockStore::Block*> block =
-        store_->ValidatePush(id, mean.data(), mean.size() * sizeof(float),
-                             WireEncoding::kFloat32, &stats);
-    absl::StatusOr<BlockStore::PushResult> result =
-        block.ok() ? ApplyUpdate(*block, mean.data(), kCurrentVersion,
-                                 /*worker=*/-1, WireEncoding::kFloat32, &stats)
-                   : absl::StatusOr<BlockStore::PushResult>(block.status());
-    if (result.ok()) {
-      round_version_[id] = result->version;
-      counters_->RecordStaleness(result->staleness);
-      counters_->Add("bsp_rounds", 1);
-      counters_->Add("applied_updates", 1);
-    } else if (block.ok()) {
-      // The mean of validated gradients would overflow the block: the round
-      // is dropped and the block kept as it was.
-      SPDLOG_LOGGER_WARN(L(), "ps {}: bsp round of block {} refused: {}",
-                         index_, id, std::string(result.status().message()));
-    } else {
-      // Every contribution was validated, so only a block placed elsewhere
-      // meanwhile gets here; its pushers re-read the placement.
-      SPDLOG_LOGGER_WARN(L(), "ps {}: bsp round of block {} dropped: {}",
-                         index_, id, std::string(block.status().message()));
-    }
+        ConsistencyGate::IsSparseRound(id) ? ApplySparseRound(id)
+                                           : ApplyDenseRound(id);
     for (const auto& [worker, sequence] : done) {
       if (admission_.IsNew(worker, sequence)) MarkPushed(worker, sequence);
     }
-    ++gate_generation_;
+    gate_.Bump();
   }
+}
+
+std::vector<std::pair<int, uint64_t>> Shard::ApplyDenseRound(uint32_t id) {
+  std::vector<float> mean;
+  std::vector<std::pair<int, uint64_t>> done = gate_.TakeRound(id, &mean);
+  BlockStore::GradientStats stats;
+  absl::StatusOr<BlockStore::Block*> block =
+      store_->ValidatePush(id, mean.data(), mean.size() * sizeof(float),
+                           WireEncoding::kFloat32, &stats);
+  absl::StatusOr<BlockStore::PushResult> result =
+      block.ok() ? ApplyUpdate(*block, mean.data(), kCurrentVersion,
+                               /*worker=*/-1, WireEncoding::kFloat32, &stats)
+                 : absl::StatusOr<BlockStore::PushResult>(block.status());
+  if (result.ok()) {
+    gate_.SetRoundVersion(id, result->version);
+    counters_->RecordStaleness(result->staleness);
+    counters_->Add("bsp_rounds", 1);
+    counters_->Add("applied_updates", 1);
+  } else if (block.ok()) {
+    // The mean of validated gradients would overflow the block: the round
+    // is dropped and the block kept as it was.
+    SPDLOG_LOGGER_WARN(L(), "ps {}: bsp round of block {} refused: {}",
+                       index_, id, std::string(result.status().message()));
+  } else {
+    // Every contribution was validated, so only a block placed elsewhere
+    // meanwhile gets here; its pushers re-read the placement.
+    SPDLOG_LOGGER_WARN(L(), "ps {}: bsp round of block {} dropped: {}",
+                       index_, id, std::string(block.status().message()));
+  }
+  return done;
+}
+
+std::vector<std::pair<int, uint64_t>> Shard::ApplySparseRound(uint32_t id) {
+  ConsistencyGate::SparseRound round;
+  std::vector<std::pair<int, uint64_t>> done =
+      gate_.TakeSparseRound(id, *sparse_, &round);
+  const int64_t count = static_cast<int64_t>(round.keys.size());
+  if (count == 0 ||
+      !sparse_->ApplyRound(round.table, round.keys, round.mean, round.counts)) {
+    return done;
+  }
+  replica_log_.Count();
+  counters_->Add("sparse_push_keys", static_cast<double>(count));
+  counters_->Add("bsp_rounds", 1);
+  return done;
 }
 
 bool Shard::AwaitGateChange(absl::Time until) {
-  if (holds_released_) return false;
+  if (gate_.released()) return false;
   struct Args {
-    Shard* shard;
+    const ConsistencyGate* gate;
     uint64_t seen;
-  } args{this, gate_generation_};
+  } args{&gate_, gate_.generation()};
   const absl::Condition changed(
       +[](Args* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        return a->shard->gate_generation_ != a->seen;
+        return a->gate->generation() != a->seen;
       },
       &args);
-  return mu_.AwaitWithDeadline(changed, until) && !holds_released_;
-}
-
-absl::Status Shard::HoldError(const std::string& why, int waited_for) {
-  const absl::Time now = absl::Now();
-  absl::Time& logged = wait_logged_[waited_for];
-  if (now - logged >= kWaitLogInterval) {
-    logged = now;
-    SPDLOG_LOGGER_INFO(L(), "ps {}: {}", index_, why);
-  }
-  return absl::UnavailableError(why);
+  return mu_.AwaitWithDeadline(changed, until) && !gate_.released();
 }
 
 void Shard::LearnWorkerIncarnations(
@@ -885,91 +571,87 @@ void Shard::LearnWorkerIncarnations(
 
 void Shard::MarkPushed(int32_t worker, uint64_t sequence) {
   admission_.MarkApplied(worker, sequence);
-  Changed(-1);
+  replica_log_.Changed(-1);
 }
 
 absl::Status Shard::Push(const wire::PushView& request,
                          proto::PushResponse* response, absl::Time deadline) {
   const absl::Time until =
       std::min(deadline - kHoldMargin, absl::Now() + kMaxHold);
-  const int32_t worker = request.worker_id;
-  const bool tracked = request.sequence > 0;
   // The block ids only matter to the ssp/bsp gate; async pushes skip them.
   const std::vector<uint32_t> ids =
       may_hold_pushes_ ? BlockIds(request) : std::vector<uint32_t>();
-  std::vector<BlockStore::Block*> blocks;
-  std::vector<BlockStore::GradientStats> stats;
-  std::vector<DecodedRows> rows;
+  CheckedPush checked;
   int64_t bytes = 0;
   int64_t keys = 0;
-  bool waited = false;
-  bool counted = false;  // by the PushGuard's rate bound
   {
     absl::MutexLock lock(&mu_);
     // Every step again after a wait: the placement may have moved on, and a
     // retry of this push may have been applied meanwhile.
     for (;;) {
-      RETURN_IF_ERROR(CheckEpoch("push", request.placement_epoch));
-      ASSIGN_OR_RETURN(const PushAdmission::Verdict verdict,
-                       Admit(request, response));
-      if (verdict == PushAdmission::Verdict::kDuplicate) {
-        return absl::OkStatus();
-      }
-      absl::Status valid =
-          ValidatePush(request, &blocks, &stats, &rows, &counted);
-      if (absl::IsAborted(valid)) {
-        // An outlier the guard refused: a verdict, not a failure to retry.
-        // Nothing was applied and its sequence is used up (ValidatePush).
-        if (tracked) {
-          RememberRefusal(worker, request.sequence,
-                          std::string(valid.message()));
-        }
-        response->set_refused(std::string(valid.message()));
-        return absl::OkStatus();
-      }
-      RETURN_IF_ERROR(valid);
-      if (gate_.mode() == Consistency::Mode::kBsp && tracked && worker >= 0 &&
-          !gate_.Gated(worker) && !gate_.BspHasPending(worker)) {
-        // A worker this ps does not count in its rounds yet (the coordinator
-        // has not told it so). Applied alone here while another ps takes
-        // the same step into a round, the two shards' rounds would stay a
-        // step apart for good, each waiting for the worker's other step: so
-        // it waits to be counted (a heartbeat at most).
-        if (!waited) counters_->Add("bsp_waits", 1);
-        waited = true;
-        if (AwaitGateChange(until)) continue;
-        return HoldError(
-            absl::StrCat("bsp: worker ", worker, " is not among ps ", index_,
-                         "'s active workers yet: its push waits for the "
-                         "coordinator's next word"),
-            worker);
-      }
-      if (gate_.mode() == Consistency::Mode::kBsp && tracked &&
-          (gate_.Gated(worker) || gate_.BspHasPending(worker))) {
-        // A bsp round averages the raw gradients: the guard's clip bound
-        // does not reach it, its refusals and rate bound do.
-        absl::Status bsp = PushBsp(request, std::move(rows), response, until);
-        if (bsp.ok()) {
-          for (size_t i = 0; i < stats.size(); ++i) {
-            guard_.RecordNorm(request.blocks[i].id, worker, stats[i].norm);
-          }
-        }
-        return bsp;
-      }
-      ASSIGN_OR_RETURN(const bool check_again,
-                       AwaitSspTurn(request, ids, until, &waited));
-      if (!check_again) break;
+      ASSIGN_OR_RETURN(const Turn turn,
+                       TakeTurn(request, ids, until, response, &checked));
+      if (turn == Turn::kAnswered) return absl::OkStatus();
+      if (turn == Turn::kApply) break;
     }
-    ASSIGN_OR_RETURN(bytes, ApplyBlocks(request, blocks, stats, response));
-    keys = ApplySparse(rows);
-    if (tracked) MarkPushed(worker, request.sequence);
-    GateApplied(worker, ids, request.clock);
+    ASSIGN_OR_RETURN(bytes, ApplyBlocks(request, checked.blocks,
+                                        checked.stats, response));
+    keys = sparse_->Apply(checked.rows);
+    if (!checked.rows.empty()) replica_log_.Count();
+    if (request.sequence > 0) MarkPushed(request.worker_id, request.sequence);
+    gate_.Applied(request.worker_id, ids, request.clock);
   }
   if (keys > 0) counters_->Add("sparse_push_keys", static_cast<double>(keys));
   counters_->Add("pushes", 1);
   counters_->Add("applied_updates", static_cast<double>(request.blocks.size()));
   counters_->Add("bytes_in", bytes);
   return absl::OkStatus();
+}
+
+absl::StatusOr<Shard::Turn> Shard::TakeTurn(const wire::PushView& request,
+                                            const std::vector<uint32_t>& ids,
+                                            absl::Time until,
+                                            proto::PushResponse* response,
+                                            CheckedPush* checked) {
+  const int32_t worker = request.worker_id;
+  const bool tracked = request.sequence > 0;
+  RETURN_IF_ERROR(CheckEpoch("push", request.placement_epoch));
+  ASSIGN_OR_RETURN(const PushAdmission::Verdict verdict,
+                   Admit(request, response));
+  if (verdict == PushAdmission::Verdict::kDuplicate) return Turn::kAnswered;
+  absl::Status valid = ValidatePush(request, checked);
+  if (absl::IsAborted(valid)) {
+    // An outlier the guard refused: a verdict, not a failure to retry.
+    // Nothing was applied and its sequence is used up (ValidatePush).
+    if (tracked) {
+      RememberRefusal(worker, request.sequence, std::string(valid.message()));
+    }
+    response->set_refused(std::string(valid.message()));
+    return Turn::kAnswered;
+  }
+  RETURN_IF_ERROR(valid);
+  switch (gate_.RouteOf(worker, tracked)) {
+    case ConsistencyGate::Route::kAwaitCounting:
+      if (!checked->waited) counters_->Add("bsp_waits", 1);
+      checked->waited = true;
+      if (AwaitGateChange(until)) return Turn::kAgain;
+      return gate_.NotCountedError(worker);
+    case ConsistencyGate::Route::kRound:
+      // A bsp round averages the raw gradients: the guard's clip bound
+      // does not reach it, its refusals and rate bound do.
+      RETURN_IF_ERROR(
+          PushBsp(request, std::move(checked->rows), response, until));
+      for (size_t i = 0; i < checked->stats.size(); ++i) {
+        guard_.RecordNorm(request.blocks[i].id, worker,
+                          checked->stats[i].norm);
+      }
+      return Turn::kAnswered;
+    case ConsistencyGate::Route::kDirect:
+      break;
+  }
+  ASSIGN_OR_RETURN(const bool check_again,
+                   AwaitSspTurn(request, ids, until, &checked->waited));
+  return check_again ? Turn::kAgain : Turn::kApply;
 }
 
 absl::StatusOr<bool> Shard::AwaitSspTurn(const wire::PushView& request,
@@ -982,12 +664,7 @@ absl::StatusOr<bool> Shard::AwaitSspTurn(const wire::PushView& request,
   if (!*waited) counters_->Add("ssp_waits", 1);
   *waited = true;
   if (AwaitGateChange(until)) return true;
-  return HoldError(
-      absl::StrCat("ssp: worker ", worker, "'s push to block ", wait->block,
-                   " waits for worker ", wait->worker, " (clock ",
-                   wait->slowest_clock, " vs ", wait->clock,
-                   ", max_staleness ", gate_.max_staleness(), ")"),
-      wait->worker);
+  return gate_.SspHoldError(worker, *wait);
 }
 
 absl::StatusOr<int64_t> Shard::ApplyBlocks(
@@ -1023,97 +700,18 @@ absl::StatusOr<int64_t> Shard::ApplyBlocks(
   return bytes;
 }
 
-void Shard::GateApplied(int32_t worker, const std::vector<uint32_t>& ids,
-                        uint64_t clock) {
-  if (gate_.mode() == Consistency::Mode::kAsync) return;
-  const int64_t lead = gate_.SspApplied(worker, ids, clock);
-  if (lead > max_lead_) {
-    max_lead_ = lead;
-    counters_->Set("ssp_max_lead", static_cast<double>(lead));
-  }
-  ++gate_generation_;
-}
-
-void Shard::ApplySparseRound(uint32_t table,
-                             const std::vector<int>& contributors) {
-  std::map<int, DecodedRows>& held = bsp_rows_[table];
-  std::vector<const DecodedRows*> parts;
-  for (int worker : contributors) {
-    auto it = held.find(worker);
-    if (it != held.end()) parts.push_back(&it->second);
-  }
-  if (table >= tables_.size()) return;
-  SparseTable& t = *tables_[table];
-  const int dim = t.dim();
-  // The union of the contributors' keys (each ascending), summed in
-  // worker order, so a round gives the same rows whatever the arrival.
-  std::vector<uint64_t> keys;
-  for (const DecodedRows* p : parts) {
-    std::vector<uint64_t> merged;
-    merged.reserve(keys.size() + p->keys.size());
-    std::set_union(keys.begin(), keys.end(), p->keys.begin(), p->keys.end(),
-                   std::back_inserter(merged));
-    keys.swap(merged);
-  }
-  std::vector<float> mean(keys.size() * dim, 0.0f);
-  std::vector<uint32_t> counts(keys.size(), 0);
-  for (const DecodedRows* p : parts) {
-    size_t k = 0;
-    for (size_t i = 0; i < p->keys.size(); ++i) {
-      while (keys[k] != p->keys[i]) ++k;
-      for (int j = 0; j < dim; ++j) mean[k * dim + j] += p->grads[i * dim + j];
-      counts[k] += p->counts.empty() ? 1 : p->counts[i];
-    }
-  }
-  const float n = static_cast<float>(std::max<size_t>(1, contributors.size()));
-  for (float& g : mean) g /= n;
-  for (int worker : contributors) held.erase(worker);
-  const int64_t count = static_cast<int64_t>(keys.size());
-  if (count == 0) return;
-  // Each contribution fit alone; together they may not.
-  absl::Status room = t.CheckCapacity(keys.data(), count);
-  if (!room.ok()) {
-    SPDLOG_LOGGER_WARN(L(), "ps {}: bsp round of sparse table {} dropped: {}",
-                       index_, table, std::string(room.message()));
-    return;
-  }
-  ApplyToTable(&t, keys.data(), count, mean.data(), counts.data());
-  ++generation_;
-  counters_->Add("sparse_push_keys", static_cast<double>(count));
-  counters_->Add("bsp_rounds", 1);
-}
-
 absl::Status Shard::PushBsp(const wire::PushView& request,
                             std::vector<DecodedRows> rows,
                             proto::PushResponse* response, absl::Time until) {
   const int32_t worker = request.worker_id;
   const uint64_t sequence = request.sequence;
-  std::vector<Consistency::BlockGradient> gradients;
   int64_t bytes = 0;
-  for (const wire::BlockRef& block : request.blocks) {
-    const WireEncoding encoding = EncodingOf(block.encoding);
-    gradients.push_back({block.id, block.data,
-                         block.size / BytesPerElement(encoding), encoding});
-    bytes += block.size;
-  }
-  // A sparse table joins as a round of no floats; its rows wait in
-  // bsp_rows_ until the round completes.
-  for (size_t i = 0; i < rows.size(); ++i) {
-    gradients.push_back({SparseRoundId(request.sparse[i].table), nullptr, 0,
-                         WireEncoding::kFloat32});
-    bytes += static_cast<int64_t>(request.sparse[i].keys_size +
-                                  request.sparse[i].values_size);
-  }
+  const std::vector<Consistency::BlockGradient> gradients =
+      ConsistencyGate::BspGradients(request, &bytes);
   bool waited = false;
   for (;;) {
     const Consistency::Contribution contribution =
-        gate_.BspContribute(worker, sequence, gradients);
-    if (contribution == Consistency::Contribution::kAdded) {
-      for (size_t i = 0; i < rows.size(); ++i) {
-        bsp_rows_[request.sparse[i].table][worker] = std::move(rows[i]);
-      }
-      rows.clear();
-    }
+        gate_.Contribute(request, gradients, &rows);
     if (contribution != Consistency::Contribution::kBusy) {
       // Wakes the others only when a round was applied: a retry that adds
       // nothing must not set the waiters spinning.
@@ -1123,151 +721,26 @@ absl::Status Shard::PushBsp(const wire::PushView& request,
     if (!waited) counters_->Add("bsp_waits", 1);
     waited = true;
     if (!AwaitGateChange(until)) {
-      // Whom the first unfinished block's round waits for.
-      std::vector<int> missing;
-      uint32_t block = 0;
-      for (const Consistency::BlockGradient& g : gradients) {
-        missing = gate_.BspWaitingFor(g.block);
-        block = g.block;
-        if (!missing.empty()) break;
-      }
-      const std::string what =
-          block >= SparseRoundId(0)
-              ? absl::StrCat("sparse table ", block - SparseRoundId(0))
-              : absl::StrCat("block ", block);
-      return HoldError(
-          absl::StrCat("bsp: worker ", worker, "'s push to ", what,
-                       contribution == Consistency::Contribution::kBusy
-                           ? " waits for its previous round"
-                           : " waits for the round",
-                       " (missing workers [", absl::StrJoin(missing, ", "),
-                       "])"),
-          missing.empty() ? worker : missing.front());
+      return gate_.BspHoldError(worker, gradients, contribution);
     }
     // Placement may have moved on while waiting.
     RETURN_IF_ERROR(CheckEpoch("push", request.placement_epoch));
     if (admission_.Applied(worker, sequence)) break;
   }
   for (const wire::BlockRef& block : request.blocks) {
-    response->add_versions(round_version_[block.id]);
+    response->add_versions(gate_.RoundVersion(block.id));
   }
   counters_->Add("pushes", 1);
   counters_->Add("bytes_in", bytes);
   return absl::OkStatus();
 }
 
-namespace {
-
-// `bytes` bytes at `data` (any alignment) as n elements of T, copied into
-// *out; false when bytes is not a whole number of them.
-template <typename T>
-bool CopyArray(const char* data, size_t bytes, std::vector<T>* out) {
-  if (bytes % sizeof(T) != 0) return false;
-  out->resize(bytes / sizeof(T));
-  if (bytes > 0) std::memcpy(out->data(), data, bytes);
-  return true;
-}
-
-}  // namespace
-
 absl::Status Shard::AssignBuckets(const std::vector<uint32_t>& buckets) {
-  if (spec_.sparse_tables().empty()) return absl::OkStatus();
-  const uint32_t total = spec_.sparse_tables()[0].buckets;
-  std::vector<char> own(total, 0);
-  for (uint32_t b : buckets) {
-    if (b >= total) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "placement: bucket ", b, " for ps ", index_,
-          " is beyond model.sparse_buckets ", total,
-          ": the coordinator runs another config"));
-    }
-    own[b] = 1;
-  }
+  if (sparse_->empty()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(std::vector<char> own, sparse_->BucketFlags(buckets));
   absl::MutexLock lock(&mu_);
-  own_buckets_ = std::move(own);
+  sparse_->SetBuckets(std::move(own));
   return absl::OkStatus();
-}
-
-absl::Status Shard::CheckOwnKeys(const char* op, const uint64_t* keys,
-                                 int64_t n, uint32_t buckets) const {
-  const int shards = static_cast<int>(config_.cluster.ps.size());
-  if (own_buckets_.empty() && shards <= 1) return absl::OkStatus();
-  for (int64_t i = 0; i < n; ++i) {
-    const uint32_t bucket = BucketOf(keys[i], buckets);
-    const bool own =
-        own_buckets_.empty()
-            ? static_cast<int>(bucket % static_cast<uint32_t>(shards)) == index_
-            : bucket < own_buckets_.size() && own_buckets_[bucket] != 0;
-    if (!own) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          op, ": key ", keys[i], " is in bucket ", bucket, ", which ps ",
-          index_, " does not hold (bucket = MixKey(key) % model.sparse_buckets;"
-          " the placement map gives each ps its buckets): does the sender use "
-          "this config and the current placement?"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::Status Shard::DecodeSparse(const wire::SparseRef& rows,
-                                 DecodedRows* out) const {
-  if (rows.table >= tables_.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "push: unknown sparse table ", rows.table, " (the model has ",
-        tables_.size(), ")"));
-  }
-  SparseTable& table = *tables_[rows.table];
-  out->table = &table;
-  if (!CopyArray(rows.keys, rows.keys_size, &out->keys)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "push: sparse table ", rows.table, " keys are ", rows.keys_size,
-        " bytes, not a whole number of uint64 keys"));
-  }
-  if (!CopyArray(rows.values, rows.values_size, &out->grads)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "push: sparse table ", rows.table, " gradients are ", rows.values_size,
-        " bytes, not a whole number of float32 values"));
-  }
-  std::vector<uint32_t>& counts = out->counts;
-  if (!CopyArray(rows.counts, rows.counts_size, &counts) ||
-      (!counts.empty() && counts.size() != out->keys.size())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "push: sparse table ", rows.table, " has ", out->keys.size(),
-        " keys but ", rows.counts_size, " bytes of counts (4 a key, or none)"));
-  }
-  const int64_t n = static_cast<int64_t>(out->keys.size());
-  RETURN_IF_ERROR(SparseTable::CheckPush(
-      out->keys.data(), n, out->grads.data(),
-      static_cast<int64_t>(out->grads.size()),
-      counts.empty() ? nullptr : counts.data(), table.dim(),
-      config_.optimizer.max_gradient_value));
-  return CheckOwnKeys("push", out->keys.data(), n,
-                      spec_.sparse_tables()[rows.table].buckets);
-}
-
-void Shard::ApplyToTable(SparseTable* table, const uint64_t* keys, int64_t n,
-                         const float* grads, const uint32_t* counts) {
-  const int64_t filtered = table->updates_filtered();
-  const int64_t created = table->Apply(keys, n, grads, counts);
-  if (created > 0) {
-    counters_->Add("sparse_rows_created", static_cast<double>(created));
-  }
-  if (table->updates_filtered() > filtered) {
-    counters_->Add("sparse_filtered_updates",
-                   static_cast<double>(table->updates_filtered() - filtered));
-  }
-}
-
-int64_t Shard::ApplySparse(const std::vector<DecodedRows>& rows) {
-  int64_t keys = 0;
-  for (const DecodedRows& r : rows) {
-    const int64_t n = static_cast<int64_t>(r.keys.size());
-    ApplyToTable(r.table, r.keys.data(), n, r.grads.data(),
-                 r.counts.empty() ? nullptr : r.counts.data());
-    keys += n;
-  }
-  if (!rows.empty()) ++generation_;
-  return keys;
 }
 
 absl::Status Shard::PullSparse(const proto::PullRequest& request,
@@ -1279,58 +752,13 @@ absl::Status Shard::PullSparse(const proto::PullRequest& request,
   }
   RETURN_IF_ERROR(CheckReader(request.worker_id()));
   // Keys are decoded and checked before the lock.
-  std::vector<std::vector<uint64_t>> keys(request.sparse_size());
   int64_t total = 0;
-  for (int i = 0; i < request.sparse_size(); ++i) {
-    const proto::SparseRows& rows = request.sparse(i);
-    if (rows.table() >= tables_.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "pull: unknown sparse table ", rows.table(), " (the model has ",
-          tables_.size(), ")"));
-    }
-    if (!CopyArray(rows.keys().data(), rows.keys().size(), &keys[i])) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "pull: sparse table ", rows.table(), " keys are ", rows.keys().size(),
-          " bytes, not a whole number of uint64 keys"));
-    }
-    const std::vector<uint64_t>& k = keys[i];
-    total += static_cast<int64_t>(k.size());
-    if (total > SparseTable::kMaxKeysPerRequest) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "pull: more than ", SparseTable::kMaxKeysPerRequest,
-          " keys in one request; split it"));
-    }
-    for (size_t j = 1; j < k.size(); ++j) {
-      if (k[j] <= k[j - 1]) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "pull: key ", k[j], " at position ", j,
-            k[j] == k[j - 1] ? " is repeated" : " is out of order",
-            "; keys must be sorted ascending and unique"));
-      }
-    }
-  }
+  ASSIGN_OR_RETURN(const std::vector<std::vector<uint64_t>> keys,
+                   sparse_->DecodePull(request, &total));
   {
     absl::ReaderMutexLock lock(&mu_);
     RETURN_IF_ERROR(CheckEpoch("pull", request.placement_epoch()));
-    for (int i = 0; i < request.sparse_size(); ++i) {
-      RETURN_IF_ERROR(CheckOwnKeys(
-          "pull", keys[i].data(), static_cast<int64_t>(keys[i].size()),
-          spec_.sparse_tables()[request.sparse(i).table()].buckets));
-    }
-    for (int i = 0; i < request.sparse_size(); ++i) {
-      const SparseTable& table = *tables_[request.sparse(i).table()];
-      const std::vector<uint64_t>& k = keys[i];
-      const int64_t n = static_cast<int64_t>(k.size());
-      proto::SparseRows* out = response->add_sparse();
-      out->set_table(request.sparse(i).table());  // keys: the request's
-      std::string* values = out->mutable_values();
-      values->resize(n * table.dim() * sizeof(float));
-      std::vector<uint32_t> versions(n);
-      std::vector<float> scratch(n * table.dim());
-      table.Read(k.data(), n, scratch.data(), versions.data());
-      if (n > 0) std::memcpy(values->data(), scratch.data(), values->size());
-      out->set_versions(versions.data(), versions.size() * sizeof(uint32_t));
-    }
+    RETURN_IF_ERROR(sparse_->ReadPull(request, keys, response));
   }
   counters_->Add("pulls", 1);
   counters_->Add("sparse_pull_keys", static_cast<double>(total));
@@ -1339,72 +767,20 @@ absl::Status Shard::PullSparse(const proto::PullRequest& request,
 
 std::vector<Shard::SparseTableStats> Shard::sparse_stats() const {
   absl::ReaderMutexLock lock(&mu_);
-  std::vector<SparseTableStats> stats;
-  for (size_t i = 0; i < tables_.size(); ++i) {
-    const SparseTable& t = *tables_[i];
-    stats.push_back({static_cast<uint32_t>(i), t.rows(), t.bytes(),
-                     t.nonzero_values(), t.rows_created(), t.version_sum(),
-                     t.pending_keys(), t.rows_evicted()});
-  }
-  return stats;
+  return sparse_->stats();
 }
 
 absl::Status Shard::Lookup(const proto::LookupRequest& request,
                            proto::LookupResponse* response) const {
   response->Clear();
-  if (request.table() >= tables_.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "lookup: unknown sparse table ", request.table(), " (the model has ",
-        tables_.size(), ")"));
-  }
-  std::vector<uint64_t> keys;
-  if (!CopyArray(request.keys().data(), request.keys().size(), &keys)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "lookup: ", request.keys().size(),
-        " key bytes are not a whole number of uint64 keys"));
-  }
-  if (static_cast<int64_t>(keys.size()) > SparseTable::kMaxKeysPerRequest) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "lookup: ", keys.size(), " keys; at most ",
-        SparseTable::kMaxKeysPerRequest, " a request"));
-  }
-  const SparseTable& table = *tables_[request.table()];
-  const int dim = table.dim();
-  std::string* values = response->mutable_values();
-  std::string* missing = response->mutable_missing();
-  values->resize(keys.size() * dim * sizeof(float));
-  missing->resize(keys.size());
+  ASSIGN_OR_RETURN(const std::vector<uint64_t> keys,
+                   sparse_->DecodeLookup(request, response));
   absl::ReaderMutexLock lock(&mu_);
   if (epoch_ == 0) {
     return absl::UnavailableError(
         "lookup: this ps has no placement yet; retry");
   }
-  RETURN_IF_ERROR(CheckOwnKeys("lookup", keys.data(),
-                               static_cast<int64_t>(keys.size()),
-                               spec_.sparse_tables()[request.table()].buckets));
-  std::vector<float> out(keys.size() * dim);
-  table.Read(keys.data(), static_cast<int64_t>(keys.size()), out.data());
-  if (!out.empty()) std::memcpy(values->data(), out.data(), values->size());
-  for (size_t i = 0; i < keys.size(); ++i) {
-    (*missing)[i] = table.Contains(keys[i]) ? 0 : 1;
-  }
-  response->set_dim(static_cast<uint32_t>(dim));
-  return absl::OkStatus();
-}
-
-Shard::SparseTableStats Shard::SumOf(
-    const std::vector<SparseTableStats>& tables) {
-  SparseTableStats sum;
-  for (const SparseTableStats& t : tables) {
-    sum.rows += t.rows;
-    sum.bytes += t.bytes;
-    sum.nonzero += t.nonzero;
-    sum.created += t.created;
-    sum.updates += t.updates;
-    sum.pending += t.pending;
-    sum.evicted += t.evicted;
-  }
-  return sum;
+  return sparse_->ReadLookup(request, keys, response);
 }
 
 proto::ChecksumResponse Shard::Checksums() const {
@@ -1421,69 +797,24 @@ proto::ChecksumResponse Shard::Checksums() const {
 }
 
 void Shard::EvictRows() {
-  int64_t total = 0;
-  for (size_t t = 0; t < tables_.size(); ++t) {
-    std::vector<uint64_t> keys = tables_[t]->Evict();
-    if (keys.empty()) continue;
-    total += static_cast<int64_t>(keys.size());
-    SPDLOG_LOGGER_INFO(L(), "ps {}: sparse table {}: {} rows evicted, {} held",
-                       index_, t, keys.size(), tables_[t]->rows());
-    if (config_.checkpoint.incremental && !config_.checkpoint.dir.empty()) {
-      std::vector<uint64_t>& pending = tombstones_[t];
-      pending.insert(pending.end(), keys.begin(), keys.end());
-    }
+  std::vector<std::vector<uint64_t>> evicted = sparse_->Evict();
+  bool any = false;
+  for (size_t t = 0; t < evicted.size(); ++t) {
+    if (evicted[t].empty()) continue;
+    any = true;
+    chain_.Evicted(t, evicted[t]);
   }
-  if (total == 0) return;
-  counters_->Add("sparse_evicted_rows", static_cast<double>(total));
-  Changed(-1);  // the backup drops them with the next cut
+  if (any) replica_log_.Changed(-1);  // the backup drops them with the next cut
 }
 
-Shard::CheckpointCut Shard::CutCheckpoint(const Chain* chain) const {
-  CheckpointCut cut;
-  Checkpoint& checkpoint = cut.checkpoint;
+CheckpointChain::Cut Shard::CutCheckpoint() const {
+  Checkpoint checkpoint;
   checkpoint.shard_index = index_;
-  checkpoint.placement_epoch = std::max(epoch_, checkpoint_epoch_floor_);
+  checkpoint.placement_epoch = std::max(epoch_, chain_.epoch_floor());
   checkpoint.optimizer = store_->optimizer().name();
   checkpoint.blocks = store_->Snapshot();
   checkpoint.sequences = admission_.windows();
-  cut.clocks.resize(tables_.size());
-  cut.tombstones.resize(tables_.size());
-  for (size_t t = 0; t < tables_.size(); ++t) {
-    const SparseTable& table = *tables_[t];
-    SparseTable::Rows rows;
-    if (chain != nullptr) {
-      // The rows updated since the last write, and the keys evicted since
-      // (a key evicted and created again is in both: tombstones apply
-      // first).
-      rows = table.ChangedSince(chain->clocks[t]);
-      rows.evicted_keys = tombstones_[t];
-      std::sort(rows.evicted_keys.begin(), rows.evicted_keys.end());
-      rows.evicted_keys.erase(
-          std::unique(rows.evicted_keys.begin(), rows.evicted_keys.end()),
-          rows.evicted_keys.end());
-    } else {
-      rows = table.Snapshot();
-    }
-    cut.clocks[t] = table.clock();
-    cut.tombstones[t] = tombstones_[t].size();
-    cut.rows += rows.keys.size();
-    cut.evicted_keys += rows.evicted_keys.size();
-    checkpoint.sparse_tables.emplace_back(static_cast<uint32_t>(t),
-                                          std::move(rows));
-  }
-  // Blocks restored but not (yet) placed here are kept, so a checkpoint written
-  // before re-placement does not drop them.
-  if (restored_.has_value()) {
-    for (const auto& b : restored_->blocks) {
-      if (!store_->Has(b.id)) checkpoint.blocks.push_back(b);
-    }
-  }
-  if (chain != nullptr) {
-    checkpoint.kind = CheckpointKind::kDelta;
-    checkpoint.base_generation = chain->base;
-    checkpoint.parent_generation = chain->last;
-  }
-  return cut;
+  return chain_.TakeCut(std::move(checkpoint), *store_, *sparse_);
 }
 
 absl::Status Shard::WriteCheckpoint(
@@ -1498,56 +829,28 @@ absl::Status Shard::WriteCheckpoint(
     }
     return absl::OkStatus();
   }
-  const bool delta = config_.checkpoint.incremental && !tables_.empty() &&
-                     chain_.base != 0 &&
-                     chain_.deltas < config_.checkpoint.full_every;
-  CheckpointCut cut;
+  CheckpointChain::Cut cut;
   if (evicting) {
     // Exclusive: the cut holds the table as eviction left it, within
     // eviction.max_rows.
     absl::MutexLock lock(&mu_);
     EvictRows();
-    cut = CutCheckpoint(delta ? &chain_ : nullptr);
+    cut = CutCheckpoint();
   } else {
     // Shared with pulls, exclusive of pushes: the blocks and the applied
     // sequences copied here agree. The disk write below runs without the lock.
     absl::ReaderMutexLock lock(&mu_);
-    cut = CutCheckpoint(delta ? &chain_ : nullptr);
+    cut = CutCheckpoint();
   }
-  const size_t num_blocks = cut.checkpoint.blocks.size();
   absl::StatusOr<ShardCheckpoints::Written> written =
-      CheckpointFiles(config_, index_, spec_)
+      ShardCheckpointFiles(config_, index_, spec_)
           .Write(std::move(cut.checkpoint), may_write);
+  absl::MutexLock lock(&mu_);
   if (!written.ok()) {
-    chain_ = Chain();  // the next write starts a chain again
+    chain_.Failed();  // the next write starts a chain again
     return written.status();
   }
-  {
-    // Written: those tombstones are on disk (a full cut needs none).
-    absl::MutexLock lock(&mu_);
-    for (size_t t = 0; t < tables_.size(); ++t) {
-      std::vector<uint64_t>& pending = tombstones_[t];
-      pending.erase(pending.begin(), pending.begin() + cut.tombstones[t]);
-    }
-  }
-  if (delta) {
-    ++chain_.deltas;
-  } else {
-    chain_.base = written->generation;
-    chain_.deltas = 0;
-  }
-  chain_.last = written->generation;
-  chain_.clocks = std::move(cut.clocks);
-  SPDLOG_LOGGER_INFO(L(),
-                     "checkpoint written: {} ({}, {} blocks, {} rows, {} evicted "
-                     "keys, {} bytes, {} old files removed)",
-                     written->path, delta ? "delta" : "full cut", num_blocks,
-                     cut.rows, cut.evicted_keys, written->bytes,
-                     written->removed.size());
-  if (!written->prune_status.ok()) {
-    SPDLOG_LOGGER_WARN(L(), "ps {}: {}", index_,
-                       std::string(written->prune_status.message()));
-  }
+  chain_.Written(cut, *written);
   return absl::OkStatus();
 }
 

@@ -1,5 +1,9 @@
-// One parameter-server shard: the blocks placed on it, the placement epoch it
-// serves, which pushes it takes (PushAdmission), and its checkpoints.
+// One parameter-server shard: the conductor of each request. It holds the one
+// lock and the order of the steps; each step's work is a part it owns: which
+// pushes it takes (PushAdmission, PushGuard), the blocks (BlockStore), the
+// sparse tables (SparseTables), who may push when (ConsistencyGate), what the
+// next replica cut carries (ReplicaLog) and the checkpoint chain
+// (CheckpointChain).
 //
 // Plain C++ over proto messages, with no path to gRPC (//server:plain_cores_test
 // checks): the ParameterServer service adapter forwards each RPC here and
@@ -30,16 +34,20 @@
 #include "proto/ps.pb.h"
 #include "server/block_store.h"
 #include "server/checkpoint.h"
+#include "server/checkpoint_chain.h"
 #include "server/consistency.h"
+#include "server/consistency_gate.h"
 #include "server/push_admission.h"
 #include "server/push_guard.h"
+#include "server/replication/replica_log.h"
 #include "server/sequence_window.h"
 #include "server/sparse_table.h"
+#include "server/sparse_tables.h"
 
 namespace downpour::server {
 
 // Thread-safe. Holds the only lock of the ps core: one reader/writer mutex over
-// the BlockStore and the PushAdmission (which take none) and the epoch. Pulls,
+// the epoch and the parts above (which take none). Pulls,
 // Checksums and checkpoint snapshots share it; pushes and placements hold it
 // exclusively, so a push is validated and applied as one step. Checkpoints are
 // copied under the lock and written to disk without it. (With
@@ -65,38 +73,9 @@ class Shard {
                                                            Counters* counters,
                                                            Checkpoint state);
 
-  // A dense update as applied, for a backup to replay
-  // (BlockStore::Replay): update.data and update.bytes are left unset.
-  struct ReplicaUpdate {
-    BlockStore::Replayed update;
-    std::string gradient;  // as pushed
-  };
-  // What a primary streams to its backup (server/replication/replicator.h):
-  // the blocks changed since the last cut (every block when `full`), or,
-  // with SetReplicaLog on, the updates applied to them since, when those are
-  // fewer bytes; and every worker's applied-push window, copied at one
-  // moment, with the generation (updates and sequences recorded so far) they
-  // amount to.
-  struct ReplicaCut {
-    uint64_t generation = 0;
-    uint64_t epoch = 0;
-    std::string optimizer;
-    std::string optimizer_settings;  // OptimizerSettingsText
-    std::vector<BlockStore::BlockSnapshot> blocks;
-    // In the order applied; none of a block in `blocks`.
-    std::vector<ReplicaUpdate> updates;
-    std::map<int32_t, SequenceWindow> sequences;
-    // By table id: the rows changed since the last cut (every row when
-    // `full`), each whole.
-    std::vector<std::pair<uint32_t, SparseTable::Rows>> sparse;
-    // With `checks`: every block's id, version and values' CRC32C.
-    struct Check {
-      uint32_t id;
-      uint64_t version;
-      uint32_t crc32c;
-    };
-    std::vector<Check> checks;
-  };
+  // What a primary streams to its backup (server/replication/replica_log.h).
+  using ReplicaUpdate = ::downpour::server::ReplicaUpdate;
+  using ReplicaCut = ::downpour::server::ReplicaCut;
   ReplicaCut CutForReplica(bool full, bool checks = false)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Replication by gradient: while on, each dense update applied to a block
@@ -235,19 +214,12 @@ class Shard {
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // One sparse table as Status and tests see it.
-  struct SparseTableStats {
-    uint32_t id = 0;
-    int64_t rows = 0;
-    int64_t bytes = 0;  // SparseTable::bytes()
-    int64_t nonzero = 0;
-    int64_t created = 0;
-    uint64_t updates = 0;  // SparseTable::version_sum()
-    int64_t pending = 0;   // SparseTable::pending_keys()
-    int64_t evicted = 0;   // SparseTable::rows_evicted()
-  };
+  using SparseTableStats = SparseTables::Stats;
   std::vector<SparseTableStats> sparse_stats() const ABSL_LOCKS_EXCLUDED(mu_);
   // The figures of `tables` summed (id 0), for reports over all tables.
-  static SparseTableStats SumOf(const std::vector<SparseTableStats>& tables);
+  static SparseTableStats SumOf(const std::vector<SparseTableStats>& tables) {
+    return SparseTables::SumOf(tables);
+  }
 
   proto::ChecksumResponse Checksums() const ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -292,31 +264,14 @@ class Shard {
  private:
   static absl::StatusOr<std::unique_ptr<Shard>> CreateShard(
       const Config& config, int index, Counters* counters, ModelSpec spec,
-      std::unique_ptr<Optimizer> optimizer, std::optional<Checkpoint> restored,
-      uint64_t epoch_floor);
+      std::unique_ptr<Optimizer> optimizer, RestoredShard restored);
   Shard(const Config& config, int index, ModelSpec spec,
         std::unique_ptr<BlockStore> store,
-        std::vector<std::unique_ptr<SparseTable>> tables,
-        std::optional<Checkpoint> restored,
+        std::unique_ptr<SparseTables> sparse, RestoredShard restored,
         std::map<int32_t, SequenceWindow> windows, Counters* counters);
 
-  // One SparseRows of a push, decoded into aligned arrays and checked
-  // (SparseTable::CheckPush, bucket ownership) for ApplySparse.
-  struct DecodedRows {
-    SparseTable* table = nullptr;
-    std::vector<uint64_t> keys;
-    std::vector<float> grads;
-    std::vector<uint32_t> counts;  // occurrences per key; empty: one each
-  };
-  // The table `rows` names and its keys decoded and checked for this shard
-  // (InvalidArgument naming what is wrong).
-  absl::Status DecodeSparse(const wire::SparseRef& rows, DecodedRows* out)
-      const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // InvalidArgument naming the first of `keys` whose bucket another ps
-  // serves.
-  absl::Status CheckOwnKeys(const char* op, const uint64_t* keys, int64_t n,
-                            uint32_t buckets) const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  using DecodedRows = SparseTables::DecodedRows;
+  using Done = std::vector<std::pair<int, uint64_t>>;  // (worker, sequence)
 
   absl::Status CheckEpoch(const char* op, uint64_t request_epoch) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
@@ -329,22 +284,39 @@ class Shard {
   absl::StatusOr<PushAdmission::Verdict> Admit(const wire::PushView& request,
                                                proto::PushResponse* response)
       const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // Validates every block of `request` (one lookup each) into *blocks; the
-  // blocks are unchanged either way. What the one pass over each gradient
-  // found goes to *stats, for Apply, with the PushGuard's clip bound. A push
-  // refused for good (InvalidArgument, NotFound: the client does not retry
-  // it) uses up its sequence; one refused by the PushGuard's rate bound
-  // (Unavailable) does not. A push past that bound counts for it once,
-  // whatever follows (*counted: whether this push was counted; the caller's
-  // waits validate it again).
-  // The same for its sparse rows, into *rows (SparseTable::CheckPush,
-  // bucket ownership, the table's max_rows).
-  // An outlier the PushGuard refused (Aborted) also uses its sequence up and
-  // is remembered for its retries (RememberRefusal).
-  absl::Status ValidatePush(const wire::PushView& request,
-                            std::vector<BlockStore::Block*>* blocks,
-                            std::vector<BlockStore::GradientStats>* stats,
-                            std::vector<DecodedRows>* rows, bool* counted)
+
+  // A push as validated for Apply, kept across the waits of one Push.
+  struct CheckedPush {
+    std::vector<BlockStore::Block*> blocks;
+    std::vector<BlockStore::GradientStats> stats;  // with the clip bound
+    std::vector<DecodedRows> rows;
+    bool counted = false;  // by the PushGuard's rate bound
+    bool waited = false;   // a wait was counted ("ssp_waits", "bsp_waits")
+  };
+  // What one pass of Push over the gate decided.
+  enum class Turn { kAnswered, kAgain, kApply };
+  // One pass of Push, in order: epoch, admission, validation, the gate's
+  // route (a bsp push is answered through PushBsp), the ssp turn.
+  absl::StatusOr<Turn> TakeTurn(const wire::PushView& request,
+                                const std::vector<uint32_t>& ids,
+                                absl::Time until, proto::PushResponse* response,
+                                CheckedPush* checked)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Validates every block of `request` (one lookup each) and its sparse rows
+  // (SparseTables::DecodePush) into *checked; nothing changes either way.
+  // What the one pass over each gradient found goes to checked->stats, for
+  // Apply, with the PushGuard's clip bound. A push refused for good
+  // (InvalidArgument, NotFound: the client does not retry it) uses up its
+  // sequence; one refused by the PushGuard's rate bound (Unavailable) does
+  // not. A push past that bound counts for it once, whatever follows
+  // (checked->counted; the caller's waits validate it again). An outlier the
+  // PushGuard refused (Aborted) also uses its sequence up and is remembered
+  // for its retries (RememberRefusal).
+  absl::Status ValidatePush(const wire::PushView& request, CheckedPush* checked)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The block part of ValidatePush: store checks and the PushGuard's norms.
+  absl::Status ValidateBlocks(const wire::PushView& request,
+                              CheckedPush* checked)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A push the PushGuard refused as an outlier: answered OK with
   // PushResponse.refused (the client does not retry it and counts nothing
@@ -356,17 +328,9 @@ class Shard {
   // (or is no longer remembered).
   const std::string* RefusalOf(int32_t worker, uint64_t sequence) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // SparseTable::Apply, counting the rows it created and the updates its
-  // admission dropped ("sparse_rows_created", "sparse_filtered_updates").
-  void ApplyToTable(SparseTable* table, const uint64_t* keys, int64_t n,
-                    const float* grads, const uint32_t* counts)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Applies the decoded sparse rows of a push; returns the keys applied.
-  int64_t ApplySparse(const std::vector<DecodedRows>& rows)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The ssp gate's word on `request` (ids: its blocks): false when it may be
   // applied now; true after waiting (releasing mu_) for the gate to change,
-  // when everything must be checked again; Unavailable (HoldError) when
+  // when everything must be checked again; Unavailable (a hold error) when
   // `until` came first. *waited: whether any wait happened (counted once).
   absl::StatusOr<bool> AwaitSspTurn(const wire::PushView& request,
                                     const std::vector<uint32_t>& ids,
@@ -381,13 +345,9 @@ class Shard {
       const std::vector<BlockStore::Block*>& blocks,
       const std::vector<BlockStore::GradientStats>& stats,
       proto::PushResponse* response) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Tells the ssp/bsp gate that `worker`'s push of `ids` at `clock` applied,
-  // and wakes the pushes it may release.
-  void GateApplied(int32_t worker, const std::vector<uint32_t>& ids,
-                   uint64_t clock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The one place updates reach the store: `worker` is -1 for a bsp round.
   // InvalidArgument when the update would overflow (BlockStore::Apply); the
-  // block is then unchanged.
+  // block is then unchanged. Noted for the replica (ReplicaLog).
   absl::StatusOr<BlockStore::PushResult> ApplyUpdate(
       BlockStore::Block* block, const void* data, uint64_t base_version,
       int32_t worker, WireEncoding encoding = WireEncoding::kFloat32,
@@ -396,15 +356,16 @@ class Shard {
   // Applies every complete bsp round (the mean, at staleness 0) and marks the
   // pushes it completes as applied.
   void ApplyCompleteRounds() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Closes and applies the complete round of block `id` (dense) or of a
+  // sparse table (ConsistencyGate::TakeSparseRound); returns the pushes it
+  // completes.
+  Done ApplyDenseRound(uint32_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Done ApplySparseRound(uint32_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Waits (releasing mu_) until the gate changes or `until`; false at `until`.
   bool AwaitGateChange(absl::Time until) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Marks a tracked push applied (or used up by a refusal) and notes the
   // change for the replica.
   void MarkPushed(int32_t worker, uint64_t sequence)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The reason a held push gives, logged at most every few seconds per
-  // waited-for worker.
-  absl::Status HoldError(const std::string& why, int waited_for)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The bsp path of Push (mu_ held throughout but across waits). `rows`:
   // the push's decoded sparse rows, each table a round of its own.
@@ -412,60 +373,16 @@ class Shard {
                        std::vector<DecodedRows> rows,
                        proto::PushResponse* response, absl::Time until)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Applies the complete bsp round of sparse table `table`: per key, the
-  // sum of the contributors' gradients over their number (a key a worker
-  // did not push counts 0 for it, as a dense round's mean does).
-  void ApplySparseRound(uint32_t table, const std::vector<int>& contributors)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The bsp round id of sparse table `table` (beside the block ids).
-  static uint32_t SparseRoundId(uint32_t table) { return 0xFFFFFF00u + table; }
 
-  // Notes a change a replica must get: `block` (or none, -1) and the
-  // generation.
-  void Changed(int64_t block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // An update of block `id` applied at `version`: kept for the next cut
-  // (SetReplicaLog), or the block marked changed; the caller counts the
-  // generation.
-  void LogUpdate(uint32_t id, int64_t length, uint64_t version,
-                 const void* data, uint64_t base_version, int32_t worker,
-                 WireEncoding encoding, double clip_norm,
-                 double mean_staleness) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The updates kept go: their blocks are marked changed instead.
-  void DropLog() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The updates kept go (taken by a cut, or dropped).
-  void ClearLog() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // `block` (an id of the model) goes whole in the next cut.
-  void MarkDirty(uint32_t block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Eviction (config eviction.*) of every table, counted; the keys are kept
   // for the next delta checkpoint.
   void EvictRows() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  struct Chain;
-  // A checkpoint copied at one moment: a full cut, or with `chain` a delta
-  // of it (the rows updated since chain->clocks, the tombstones kept), and
-  // what WriteCheckpoint needs after the write.
-  struct CheckpointCut {
-    Checkpoint checkpoint;
-    std::vector<uint64_t> clocks;   // by table, at the cut
-    std::vector<size_t> tombstones;  // by table, tombstones_ in the cut
-    size_t rows = 0;
-    size_t evicted_keys = 0;
-  };
-  CheckpointCut CutCheckpoint(const Chain* chain) const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // A checkpoint copied at one moment (CheckpointChain::TakeCut: a full cut
+  // or a delta).
+  CheckpointChain::Cut CutCheckpoint() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   // Serializes WriteCheckpoint; taken before mu_.
   absl::Mutex checkpoint_mu_;
-  // The incremental chain this shard writes (checkpoint.incremental): the
-  // generations of its full cut and of its last file (0: the next write is
-  // a full cut), the deltas written since the full cut, and each table's
-  // clock at the last write (a delta holds the rows updated after it).
-  struct Chain {
-    uint64_t base = 0;
-    uint64_t last = 0;
-    int deltas = 0;
-    std::vector<uint64_t> clocks;
-  };
-  Chain chain_ ABSL_GUARDED_BY(checkpoint_mu_);
 
   // Constant after construction.
   const Config config_;
@@ -477,54 +394,28 @@ class Shard {
   // State below is protected by mu_.
   mutable absl::Mutex mu_;
   const std::unique_ptr<BlockStore> store_ ABSL_PT_GUARDED_BY(mu_);
-  // The model's sparse tables, by id (ModelSpec::sparse_tables()); the
-  // tables themselves are guarded by mu_ (read under a shared lock, changed
-  // under an exclusive one).
-  const std::vector<std::unique_ptr<SparseTable>> tables_;
+  // The model's sparse tables and the buckets held; guarded by mu_ (read
+  // under a shared lock, changed under an exclusive one) but for what
+  // SparseTables marks "constants only".
+  const std::unique_ptr<SparseTables> sparse_;
   uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
   // Worker identities, incarnations and the applied-push windows.
   PushAdmission admission_ ABSL_GUARDED_BY(mu_);
-  // The checkpoint read at start; its blocks serve later Assigns.
-  std::optional<Checkpoint> restored_ ABSL_GUARDED_BY(mu_);
-  // The highest epoch among the checkpoint generations at Create (set there).
-  uint64_t checkpoint_epoch_floor_ ABSL_GUARDED_BY(mu_) = 0;
+  // The checkpoint read at start (its blocks serve later Assigns), the
+  // epoch floor found then, and the chain written since (incremental cuts,
+  // tombstones).
+  CheckpointChain chain_ ABSL_GUARDED_BY(mu_);
   // Norm and rate bounds against one bad worker (config.robustness).
   PushGuard guard_ ABSL_GUARDED_BY(mu_);
   // The guard's latest refusals per worker (sequence, why), oldest first.
   static constexpr size_t kRefusalsKept = 16;
   std::map<int32_t, std::deque<std::pair<uint64_t, std::string>>>
       refusals_ ABSL_GUARDED_BY(mu_);
-  // ssp clocks and bsp rounds.
-  Consistency gate_ ABSL_GUARDED_BY(mu_);
-  // Bumped whenever a held push might go on: a push or round applied, the
-  // active set changed.
-  uint64_t gate_generation_ ABSL_GUARDED_BY(mu_) = 0;
-  bool holds_released_ ABSL_GUARDED_BY(mu_) = false;
-  // Per waited-for worker, when the ps last logged that someone waits for it.
-  std::map<int, absl::Time> wait_logged_ ABSL_GUARDED_BY(mu_);
-  // The largest clock lead an applied push had ("ssp_max_lead").
-  int64_t max_lead_ ABSL_GUARDED_BY(mu_) = 0;
-  // Per block, its version after its last bsp round.
-  std::map<uint32_t, uint64_t> round_version_ ABSL_GUARDED_BY(mu_);
-  // By bucket: 1 where this shard holds the bucket's keys (AssignBuckets).
-  std::vector<char> own_buckets_ ABSL_GUARDED_BY(mu_);
-  // bsp: by table, each contributor's rows in the table's open round.
-  std::map<uint32_t, std::map<int, DecodedRows>> bsp_rows_ ABSL_GUARDED_BY(mu_);
-  // By table: keys evicted since the last checkpoint written (a delta's
-  // tombstones; checkpoint.incremental only).
-  std::vector<std::vector<uint64_t>> tombstones_ ABSL_GUARDED_BY(mu_);
-  // Replication: changes so far, and the blocks changed since the last cut.
-  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 1;
-  std::vector<uint32_t> dirty_ ABSL_GUARDED_BY(mu_);
-  std::vector<char> is_dirty_ ABSL_GUARDED_BY(mu_);  // by block id
-  // Replication by gradient (SetReplicaLog): the updates kept for the next
-  // cut, their gradients' bytes, and the values and state bytes of the
-  // blocks they are of (is_logged_, by block id).
-  bool log_updates_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<ReplicaUpdate> log_ ABSL_GUARDED_BY(mu_);
-  int64_t log_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t logged_block_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<char> is_logged_ ABSL_GUARDED_BY(mu_);
+  // training.consistency: ssp clocks, bsp rounds, holds.
+  ConsistencyGate gate_ ABSL_GUARDED_BY(mu_);
+  // Replication: changes so far, the blocks changed since the last cut, and
+  // the updates kept for it (SetReplicaLog).
+  ReplicaLog replica_log_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace downpour::server

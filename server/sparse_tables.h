@@ -1,0 +1,158 @@
+// The sparse tables of one ps shard (ModelSpec::sparse_tables()): which hash
+// buckets of keys the shard holds, a push's rows decoded and checked, applied
+// and counted, pulls and lookups read, eviction, and the rows of replica cuts.
+//
+//   ASSIGN_OR_RETURN(auto sparse, SparseTables::Create(config, 0, spec,
+//                                                      nullptr, counters));
+//   std::vector<SparseTables::DecodedRows> rows;
+//   RETURN_IF_ERROR(sparse->DecodePush(request, &rows));
+//   sparse->Apply(rows);
+//
+// Not thread-safe: the owner (Shard) serialises, holding its mutex shared for
+// the const methods and exclusively for the others. The methods marked
+// "constants only" read nothing that changes and may run without that lock.
+#ifndef DOWNPOUR_SERVER_SPARSE_TABLES_H_
+#define DOWNPOUR_SERVER_SPARSE_TABLES_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/config.h"
+#include "common/counters.h"
+#include "common/model_spec.h"
+#include "common/push_view.h"
+#include "proto/ps.pb.h"
+#include "server/checkpoint.h"
+#include "server/sparse_table.h"
+
+namespace downpour::server {
+
+class SparseTables {
+ public:
+  // One sparse table as Status and tests see it.
+  struct Stats {
+    uint32_t id = 0;
+    int64_t rows = 0;
+    int64_t bytes = 0;  // SparseTable::bytes()
+    int64_t nonzero = 0;
+    int64_t created = 0;
+    uint64_t updates = 0;  // SparseTable::version_sum()
+    int64_t pending = 0;   // SparseTable::pending_keys()
+    int64_t evicted = 0;   // SparseTable::rows_evicted()
+  };
+  // One SparseRows of a push, decoded into aligned arrays and checked
+  // (SparseTable::CheckPush, bucket ownership) for Apply.
+  struct DecodedRows {
+    SparseTable* table = nullptr;
+    std::vector<uint64_t> keys;
+    std::vector<float> grads;
+    std::vector<uint32_t> counts;  // occurrences per key; empty: one each
+  };
+
+  // The model's tables for shard `index`, each with the rows `restored`
+  // holds of it (nullptr: none). InvalidArgument for an optimizer that does
+  // not train sparse tables; FailedPrecondition for restored rows that do
+  // not fit the config. `counters` must outlive the object.
+  static absl::StatusOr<std::unique_ptr<SparseTables>> Create(
+      const Config& config, int index, const ModelSpec& spec,
+      const Checkpoint* restored, Counters* counters);
+  SparseTables(const SparseTables&) = delete;
+  SparseTables& operator=(const SparseTables&) = delete;
+
+  // Constants only.
+  size_t size() const { return tables_.size(); }
+  bool empty() const { return tables_.empty(); }
+
+  // The hash buckets this shard holds (Shard::AssignBuckets), one flag per
+  // bucket: InvalidArgument for a bucket beyond model.sparse_buckets.
+  // Constants only; SetBuckets takes the result.
+  absl::StatusOr<std::vector<char>> BucketFlags(
+      const std::vector<uint32_t>& buckets) const;
+  void SetBuckets(std::vector<char> own) { own_buckets_ = std::move(own); }
+
+  // The sparse rows of `request` decoded and checked for this shard into
+  // *rows (InvalidArgument naming what is wrong, the table's max_rows'
+  // error, each with "(worker N)"); *rows is cleared on error.
+  absl::Status DecodePush(const wire::PushView& request,
+                          std::vector<DecodedRows>* rows) const;
+  // Applies the decoded rows of a push; returns the keys applied.
+  int64_t Apply(const std::vector<DecodedRows>& rows);
+  // A bsp round's rows of table `table` (mean gradients, summed counts):
+  // false, logged, when together they would pass the table's max_rows.
+  bool ApplyRound(uint32_t table, const std::vector<uint64_t>& keys,
+                  const std::vector<float>& mean,
+                  const std::vector<uint32_t>& counts);
+  // The width of table `table`'s rows (0 for an unknown table). Constants
+  // only.
+  int dim(uint32_t table) const;
+
+  // A pull's keys per SparseRows, decoded and checked as Shard::PullSparse
+  // says (not the buckets); *total: how many. Constants only.
+  absl::StatusOr<std::vector<std::vector<uint64_t>>> DecodePull(
+      const proto::PullRequest& request, int64_t* total) const;
+  // The rows of `keys` (from DecodePull) into *response; InvalidArgument for
+  // a key of a bucket another ps serves.
+  absl::Status ReadPull(const proto::PullRequest& request,
+                        const std::vector<std::vector<uint64_t>>& keys,
+                        proto::PullResponse* response) const;
+  // A lookup's keys decoded and checked as Shard::Lookup says (not the
+  // buckets), and response's values and missing sized. Constants only.
+  absl::StatusOr<std::vector<uint64_t>> DecodeLookup(
+      const proto::LookupRequest& request,
+      proto::LookupResponse* response) const;
+  // The rows of `keys` (from DecodeLookup) into *response; InvalidArgument
+  // for a key of a bucket another ps serves.
+  absl::Status ReadLookup(const proto::LookupRequest& request,
+                          const std::vector<uint64_t>& keys,
+                          proto::LookupResponse* response) const;
+
+  std::vector<Stats> stats() const;
+  // The figures of `tables` summed (id 0), for reports over all tables.
+  static Stats SumOf(const std::vector<Stats>& tables);
+  // Row updates held, summed over the tables.
+  uint64_t version_sum() const;
+
+  // Eviction (config eviction.*) of every table, logged and counted
+  // ("sparse_evicted_rows"); returns the keys evicted, by table.
+  std::vector<std::vector<uint64_t>> Evict();
+  // Every table's rows for a replica cut: all of them (`full`), or those
+  // changed since the last cut; a table with nothing to send is left out.
+  std::vector<std::pair<uint32_t, SparseTable::Rows>> CutForReplica(bool full);
+  const SparseTable& table(size_t t) const { return *tables_[t]; }
+
+ private:
+  SparseTables(const Config& config, int index, const ModelSpec& spec,
+               std::vector<std::unique_ptr<SparseTable>> tables,
+               Counters* counters);
+
+  // The table `rows` names and its keys decoded and checked for this shard.
+  absl::Status Decode(const wire::SparseRef& rows, DecodedRows* out) const;
+  // InvalidArgument naming the first of `keys` whose bucket another ps
+  // serves.
+  absl::Status CheckOwnKeys(const char* op, const uint64_t* keys, int64_t n,
+                            uint32_t buckets) const;
+  // SparseTable::Apply, counting the rows it created and the updates its
+  // admission dropped ("sparse_rows_created", "sparse_filtered_updates").
+  void ApplyToTable(SparseTable* table, const uint64_t* keys, int64_t n,
+                    const float* grads, const uint32_t* counts);
+
+  // Constant after construction.
+  const int index_;
+  const int num_shards_;  // config.cluster.ps
+  const double max_gradient_value_;  // optimizer.max_gradient_value
+  const std::vector<SparseTableSpec> specs_;
+  const std::vector<std::unique_ptr<SparseTable>> tables_;  // by id
+  Counters* const counters_;
+
+  // By bucket: 1 where this shard holds the bucket's keys (SetBuckets).
+  std::vector<char> own_buckets_;
+};
+
+}  // namespace downpour::server
+
+#endif  // DOWNPOUR_SERVER_SPARSE_TABLES_H_
