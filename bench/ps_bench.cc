@@ -374,7 +374,7 @@ void RunReplication() {
     const int times = static_cast<int>(
         std::max<int64_t>(1, absl::GetFlag(FLAGS_sample_bytes) / bytes));
     for (int i = 0; i < 2; ++i) push(), push_replicated();
-    const double sent0 = backups[0]->counters.Get("replicated_bytes");
+    const double sent0 = backups[0]->counters.stats().replicated_bytes.Value();
     std::vector<double> t_plain, t_rep;
     int replicated_pushes = 0;
     for (int r = 0; r < absl::GetFlag(FLAGS_reps); ++r) {
@@ -384,11 +384,11 @@ void RunReplication() {
     }
     const double plain_gbps = bytes / Median(t_plain) / 1e9;
     const double rep_gbps = bytes / Median(t_rep) / 1e9;
-    const double sent = backups[0]->counters.Get("replicated_bytes") - sent0;
+    const double sent = backups[0]->counters.stats().replicated_bytes.Value() - sent0;
     absl::PrintF("%8d %12.2f %12.2f %8.2f %14.1f %12.1f\n", mib, plain_gbps,
                  rep_gbps, rep_gbps / plain_gbps,
                  sent / 1e6 / replicated_pushes,
-                 backups[0]->counters.Get("replication_lag_ms"));
+                 backups[0]->counters.stats().replication_lag_ms.Value());
     replicated.reset();  // its services before the backups they point to
     for (auto& b : backups) {
       b->replicator->Stop();

@@ -1,9 +1,12 @@
-// Counters under one mutex: a few updates per RPC, far below the RPC's own
-// cost.
+// Counters: the declared stats on a registry, with a lock per part (the
+// staleness histogram, each kind of call, the rate samples) and none on the
+// counting path of a declared counter or gauge.
 #include "common/counters.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 
 namespace downpour {
 namespace {
@@ -125,62 +128,162 @@ std::vector<uint64_t> StalenessHistogram::Buckets() const {
   return std::vector<uint64_t>(buckets_.begin(), buckets_.begin() + n);
 }
 
-Counters::Counters(Options options) : options_(std::move(options)) {
+LatencyStat::LatencyStat(std::string name, prometheus::Histogram& histogram,
+                         prometheus::Counter& calls, absl::Duration window,
+                         std::function<absl::Time()> clock)
+    : name_(std::move(name)),
+      histogram_(histogram),
+      calls_(calls),
+      window_(window),
+      clock_(std::move(clock)) {}
+
+void LatencyStat::Record(double seconds) {
+  histogram_.Observe(seconds);
+  calls_.Increment();
+  const absl::Time now = clock_();
+  absl::MutexLock lock(&mu_);
+  if (total_ == 0) current_start_ = now;
+  Rotate(now);
+  current_.Record(seconds);
+  ++total_;
+}
+
+void LatencyStat::Rotate(absl::Time now) const {
+  const absl::Duration age = now - current_start_;
+  if (age < window_) return;
+  if (age < 2 * window_) {
+    previous_ = current_;
+  } else {
+    previous_.Clear();  // nothing happened for a whole window
+  }
+  current_.Clear();
+  current_start_ = now;
+}
+
+LatencySummary LatencyStat::Summary() const {
+  // The since-start buckets, per bucket rather than cumulative.
+  const prometheus::ClientMetric metric = histogram_.Collect();
+  LatencySummary summary;
+  summary.name = name_;
+  uint64_t below = 0;
+  for (const prometheus::ClientMetric::Bucket& b : metric.histogram.bucket) {
+    summary.buckets.push_back(b.cumulative_count - below);
+    below = b.cumulative_count;
+  }
+  summary.total_s = metric.histogram.sample_sum;
+  const absl::Time now = clock_();
+  absl::MutexLock lock(&mu_);
+  Rotate(now);
+  LatencyHistogram both = previous_;
+  both.Merge(current_);
+  summary.count = both.count();
+  summary.total_count = total_;
+  if (both.count() > 0) {
+    summary.mean_s = both.sum() / both.count();
+    summary.p50_s = both.Quantile(0.5);
+    summary.p90_s = both.Quantile(0.9);
+    summary.p99_s = both.Quantile(0.99);
+    summary.max_s = both.max();
+  }
+  return summary;
+}
+
+Counters::Counters(Options options)
+    : options_(std::move(options)),
+      registry_(std::make_unique<prometheus::Registry>()),
+      stats_(*registry_),
+      latency_family_(prometheus::BuildHistogram()
+                          .Name("downpour_rpc_duration_seconds")
+                          .Help("RPC latency since start (served:... and "
+                                "called:...).")
+                          .Register(*registry_)),
+      calls_family_(prometheus::BuildCounter()
+                        .Name("downpour_rpc_calls_total")
+                        .Help("RPCs of each kind since start (served:... and "
+                              "called:...).")
+                        .Register(*registry_)) {
   samples_.push_back({options_.clock(), {}});
 }
 
 void Counters::Add(const std::string& name, double delta) {
-  absl::MutexLock lock(&mu_);
-  values_[name] += delta;
-  monotonic_.insert(name);
+  CounterStat* counter = stats_.FindCounter(name);
+  if (counter == nullptr) {
+    std::fprintf(stderr,
+                 "Counters::Add(\"%s\"): no counter of that name is declared "
+                 "in common/metrics.h (DOWNPOUR_COUNTERS)\n",
+                 name.c_str());
+    std::abort();
+  }
+  counter->Increment(delta);
 }
 
 void Counters::Set(const std::string& name, double value) {
-  absl::MutexLock lock(&mu_);
-  values_[name] = value;
+  GaugeStat* gauge = stats_.FindGauge(name);
+  if (gauge == nullptr) {
+    std::fprintf(stderr,
+                 "Counters::Set(\"%s\"): no gauge of that name is declared "
+                 "in common/metrics.h (DOWNPOUR_GAUGES)\n",
+                 name.c_str());
+    std::abort();
+  }
+  gauge->Set(value);
 }
 
 double Counters::Get(const std::string& name) const {
-  absl::MutexLock lock(&mu_);
-  auto it = values_.find(name);
-  return it == values_.end() ? 0.0 : it->second;
+  if (const CounterStat* c = stats_.FindCounter(name)) return c->Value();
+  if (const GaugeStat* g = stats_.FindGauge(name)) return g->Value();
+  const std::map<std::string, double> all = Snapshot();  // per-worker ones
+  auto it = all.find(name);
+  return it == all.end() ? 0.0 : it->second;
 }
 
 void Counters::RecordStaleness(uint64_t staleness) {
-  absl::MutexLock lock(&mu_);
+  absl::MutexLock lock(&staleness_mu_);
   staleness_.Record(staleness);
 }
 
+LatencyStat& Counters::Latency(const std::string& name) {
+  {
+    absl::ReaderMutexLock lock(&latency_mu_);
+    auto it = latencies_.find(name);
+    if (it != latencies_.end()) return *it->second;
+  }
+  absl::MutexLock lock(&latency_mu_);
+  std::unique_ptr<LatencyStat>& stat = latencies_[name];
+  if (stat == nullptr) {
+    const std::vector<double> bounds(kLatencyBucketBounds.begin(),
+                                     kLatencyBucketBounds.end());
+    stat = std::make_unique<LatencyStat>(
+        name, latency_family_.Add({{"call", name}}, bounds),
+        calls_family_.Add({{"call", name}}), options_.window, options_.clock);
+  }
+  return *stat;
+}
+
 void Counters::RecordLatency(const std::string& name, double seconds) {
-  const absl::Time now = options_.clock();
-  absl::MutexLock lock(&mu_);
-  Latency& latency = latencies_[name];
-  if (latency.total == 0) latency.current_start = now;
-  RotateLatency(latency, now);
-  latency.current.Record(seconds);
-  ++latency.total;
-  latency.since_start[std::lower_bound(kLatencyBucketBounds.begin(),
-                                       kLatencyBucketBounds.end(), seconds) -
-                      kLatencyBucketBounds.begin()]++;
-  latency.total_s += seconds;
+  Latency(name).Record(seconds);
 }
 
 std::map<std::string, double> Counters::Snapshot() const {
-  absl::MutexLock lock(&mu_);
-  return values_;
+  std::map<std::string, double> values;
+  stats_.ForEach([&](const std::string& name, double value, bool) {
+    values[name] = value;
+  });
+  return values;
 }
 
 StalenessHistogram Counters::Staleness() const {
-  absl::MutexLock lock(&mu_);
+  absl::MutexLock lock(&staleness_mu_);
   return staleness_;
 }
 
 Counters::RateSnapshot Counters::Rates() const {
   const absl::Time now = options_.clock();
-  absl::MutexLock lock(&mu_);
   Sample current{now, {}};
-  for (const std::string& name : monotonic_)
-    current.values[name] = values_.at(name);
+  stats_.ForEach([&](const std::string& name, double value, bool monotonic) {
+    if (monotonic) current.values[name] = value;
+  });
+  absl::MutexLock lock(&samples_mu_);
   // Keep at most ~10 samples per window, and the newest one at least a window
   // old as the base, so the rate covers about one window.
   if (now - samples_.back().time >= options_.window / kMaxSamplesPerWindow) {
@@ -201,43 +304,26 @@ Counters::RateSnapshot Counters::Rates() const {
   return rates;
 }
 
-void Counters::RotateLatency(Latency& latency, absl::Time now) const {
-  const absl::Duration age = now - latency.current_start;
-  if (age < options_.window) return;
-  if (age < 2 * options_.window) {
-    latency.previous = latency.current;
-  } else {
-    latency.previous.Clear();  // nothing happened for a whole window
+std::vector<LatencySummary> Counters::Latencies() const {
+  std::vector<const LatencyStat*> stats;
+  {
+    absl::ReaderMutexLock lock(&latency_mu_);
+    for (const auto& [name, stat] : latencies_) stats.push_back(stat.get());
   }
-  latency.current.Clear();
-  latency.current_start = now;
+  std::vector<LatencySummary> out;
+  for (const LatencyStat* stat : stats) out.push_back(stat->Summary());
+  return out;
 }
 
-std::vector<LatencySummary> Counters::Latencies() const {
-  const absl::Time now = options_.clock();
-  absl::MutexLock lock(&mu_);
-  std::vector<LatencySummary> out;
-  for (auto& [name, latency] : latencies_) {
-    RotateLatency(latency, now);
-    LatencyHistogram both = latency.previous;
-    both.Merge(latency.current);
-    LatencySummary summary;
-    summary.name = name;
-    summary.count = both.count();
-    summary.total_count = latency.total;
-    summary.buckets.assign(latency.since_start.begin(),
-                           latency.since_start.end());
-    summary.total_s = latency.total_s;
-    if (both.count() > 0) {
-      summary.mean_s = both.sum() / both.count();
-      summary.p50_s = both.Quantile(0.5);
-      summary.p90_s = both.Quantile(0.9);
-      summary.p99_s = both.Quantile(0.99);
-      summary.max_s = both.max();
-    }
-    out.push_back(std::move(summary));
-  }
-  return out;
+std::vector<prometheus::MetricFamily> Counters::Collect() const {
+  std::vector<prometheus::MetricFamily> families = registry_->Collect();
+  families.erase(std::remove_if(families.begin(), families.end(),
+                                [&](const prometheus::MetricFamily& f) {
+                                  return f.metric.empty() ||
+                                         stats_.Hidden(f.name);
+                                }),
+                 families.end());
+  return families;
 }
 
 }  // namespace downpour

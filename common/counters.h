@@ -1,9 +1,10 @@
-// Named counters, gauges, rates and latency histograms a daemon exports through
-// its Status service.
+// A daemon's metrics, exported through its Status service and /metrics: the
+// declared counters and gauges (common/metrics.h) on a prometheus::Registry,
+// rates, latency histograms and the staleness histogram.
 //
 //   Counters counters;
-//   counters.Add("pulls", 1);                      // monotonic: has a rate
-//   counters.Set("blocks", 12);                    // gauge: no rate
+//   counters.stats().pulls.Increment();            // monotonic: has a rate
+//   counters.stats().blocks.Set(12);               // gauge: no rate
 //   counters.RecordLatency("called:ParameterServer/Pull", 0.0021);
 //   Counters::RateSnapshot r = counters.Rates();   // r.per_second["pulls"]
 //   std::vector<LatencySummary> l = counters.Latencies();  // p50, p99, ...
@@ -17,7 +18,7 @@
 #include <deque>
 #include <functional>
 #include <map>
-#include <set>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -25,10 +26,15 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/metrics.h"
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/histogram.h"
+#include "prometheus/metric_family.h"
+#include "prometheus/registry.h"
 
 namespace downpour {
 
-// Latency of one kind of call over the recent window (see Counters::Latencies).
 // The upper bounds (seconds) of the since-start latency buckets Counters
 // keeps per kind of call, for a Prometheus histogram: 100 us to 10 s; a last
 // bucket holds the calls above 10 s.
@@ -36,6 +42,7 @@ inline constexpr std::array<double, 16> kLatencyBucketBounds = {
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
     0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,     10};
 
+// Latency of one kind of call over the recent window (see Counters::Latencies).
 struct LatencySummary {
   std::string name;
   uint64_t count = 0;        // calls in the window
@@ -53,8 +60,8 @@ struct LatencySummary {
 
 // Log-bucketed histogram of durations: buckets grow by 2^(1/4) from 1 us, so a
 // quantile is off by at most ~19% (it is interpolated inside its bucket and
-// never reported above the largest value seen). Not thread-safe; Counters
-// locks.
+// never reported above the largest value seen). Not thread-safe; its
+// LatencyStat locks.
 class LatencyHistogram {
  public:
   static constexpr int kBuckets = 100;  // the last one also takes >= ~33 s
@@ -139,7 +146,47 @@ class StalenessHistogram {
   uint64_t max_ = 0;
 };
 
-// Thread-safe.
+// One kind of call (a Counters::Latency handle): a Prometheus histogram
+// since start (downpour_rpc_duration_seconds{call}, kLatencyBucketBounds),
+// its count (downpour_rpc_calls_total{call}), and log-bucketed quantiles over
+// the recent window for Status. Thread-safe: one lock per kind of call.
+class LatencyStat {
+ public:
+  LatencyStat(std::string name, prometheus::Histogram& histogram,
+              prometheus::Counter& calls, absl::Duration window,
+              std::function<absl::Time()> clock);
+  LatencyStat(const LatencyStat&) = delete;
+  LatencyStat& operator=(const LatencyStat&) = delete;
+
+  // Records one call that took `seconds`.
+  void Record(double seconds) ABSL_LOCKS_EXCLUDED(mu_);
+  // The window's quantiles and the since-start buckets.
+  LatencySummary Summary() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  void Rotate(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Constant after construction.
+  const std::string name_;
+  prometheus::Histogram& histogram_;
+  prometheus::Counter& calls_;
+  const absl::Duration window_;
+  const std::function<absl::Time()> clock_;
+
+  // State below is protected by mu_. Two windows: quantiles read both, so a
+  // fresh window never reports from a handful of calls.
+  mutable absl::Mutex mu_;
+  mutable LatencyHistogram current_ ABSL_GUARDED_BY(mu_);
+  mutable LatencyHistogram previous_ ABSL_GUARDED_BY(mu_);
+  mutable absl::Time current_start_ ABSL_GUARDED_BY(mu_);
+  uint64_t total_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// A daemon's metrics: the declared Stats (common/metrics.h) on its own
+// prometheus::Registry, the staleness histogram, latencies per kind of call,
+// and rates sampled from the counters. Thread-safe. Call sites count through
+// stats() handles; Add, Set and Get by name remain for code not migrated yet
+// and abort on a name common/metrics.h does not declare.
 class Counters {
  public:
   struct Options {
@@ -149,7 +196,7 @@ class Counters {
     std::function<absl::Time()> clock = [] { return absl::Now(); };
   };
 
-  // Figures per second of every counter changed by Add().
+  // Figures per second of every exported counter.
   struct RateSnapshot {
     // Seconds the rates are measured over: about Options::window once the
     // counters are that old and asked for often enough (each Rates() call
@@ -164,58 +211,62 @@ class Counters {
   Counters(const Counters&) = delete;
   Counters& operator=(const Counters&) = delete;
 
-  // A monotonic counter: Rates() reports it per second.
-  void Add(const std::string& name, double delta) ABSL_LOCKS_EXCLUDED(mu_);
-  // A gauge: reported as is, no rate.
-  void Set(const std::string& name, double value) ABSL_LOCKS_EXCLUDED(mu_);
-  double Get(const std::string& name) const ABSL_LOCKS_EXCLUDED(mu_);
-  // Counts one applied block update with this staleness.
-  void RecordStaleness(uint64_t staleness) ABSL_LOCKS_EXCLUDED(mu_);
-  // Records one call of kind `name` that took `seconds`.
-  void RecordLatency(const std::string& name, double seconds)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // The declared handles: stats().pulls.Increment().
+  Stats& stats() { return stats_; }
+  const Stats& stats() const { return stats_; }
 
-  std::map<std::string, double> Snapshot() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Transitional, by Status name: the declared counter (Add) or gauge (Set),
+  // or its value (Get; 0 when not exported). An undeclared name, or Add on a
+  // gauge, Set on a counter, is a bug: logged and aborted.
+  void Add(const std::string& name, double delta);
+  void Set(const std::string& name, double value);
+  double Get(const std::string& name) const;
+
+  // Counts one applied block update with this staleness.
+  void RecordStaleness(uint64_t staleness) ABSL_LOCKS_EXCLUDED(staleness_mu_);
+  // The handle of one kind of call `name` ("served:Status/GetStatus"),
+  // created on first use; it lives as long as this object.
+  LatencyStat& Latency(const std::string& name) ABSL_LOCKS_EXCLUDED(latency_mu_);
+  // Records one call of kind `name` that took `seconds`: Latency(name).Record.
+  void RecordLatency(const std::string& name, double seconds);
+
+  // Every exported counter and gauge by Status name.
+  std::map<std::string, double> Snapshot() const;
   // Every staleness recorded since start.
-  StalenessHistogram Staleness() const ABSL_LOCKS_EXCLUDED(mu_);
+  StalenessHistogram Staleness() const ABSL_LOCKS_EXCLUDED(staleness_mu_);
 
   // Rates over the recent window. Takes a sample of the counters (at most ten
   // per window are kept), so it is logically const but not free.
-  RateSnapshot Rates() const ABSL_LOCKS_EXCLUDED(mu_);
+  RateSnapshot Rates() const ABSL_LOCKS_EXCLUDED(samples_mu_);
 
   // Latency per kind of call over the last one to two windows, sorted by name.
-  std::vector<LatencySummary> Latencies() const ABSL_LOCKS_EXCLUDED(mu_);
+  std::vector<LatencySummary> Latencies() const ABSL_LOCKS_EXCLUDED(latency_mu_);
+
+  // The registry's families for a scrape: every exported metric (counters
+  // and gauges not touched yet are left out).
+  std::vector<prometheus::MetricFamily> Collect() const;
 
  private:
   struct Sample {
     absl::Time time;
     std::map<std::string, double> values;  // monotonic counters only
   };
-  // Two windows of one kind of call: quantiles read both, so a fresh window
-  // never reports from a handful of calls.
-  struct Latency {
-    LatencyHistogram current;
-    LatencyHistogram previous;
-    absl::Time current_start;
-    uint64_t total = 0;
-    // Since start, for LatencySummary::buckets and total_s.
-    std::array<uint64_t, kLatencyBucketBounds.size() + 1> since_start{};
-    double total_s = 0;
-  };
-
-  void RotateLatency(Latency& latency, absl::Time now) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Constant after construction.
   const Options options_;
+  const std::unique_ptr<prometheus::Registry> registry_;
+  Stats stats_;
+  prometheus::Family<prometheus::Histogram>& latency_family_;
+  prometheus::Family<prometheus::Counter>& calls_family_;
 
-  // State below is protected by mu_.
-  mutable absl::Mutex mu_;
-  std::map<std::string, double> values_ ABSL_GUARDED_BY(mu_);
-  std::set<std::string> monotonic_ ABSL_GUARDED_BY(mu_);
-  StalenessHistogram staleness_ ABSL_GUARDED_BY(mu_);
-  mutable std::deque<Sample> samples_ ABSL_GUARDED_BY(mu_);
-  mutable std::map<std::string, Latency> latencies_ ABSL_GUARDED_BY(mu_);
+  // Each lock below guards one part; none is taken while another is held.
+  mutable absl::Mutex staleness_mu_;
+  StalenessHistogram staleness_ ABSL_GUARDED_BY(staleness_mu_);
+  mutable absl::Mutex latency_mu_;
+  std::map<std::string, std::unique_ptr<LatencyStat>> latencies_
+      ABSL_GUARDED_BY(latency_mu_);
+  mutable absl::Mutex samples_mu_;
+  mutable std::deque<Sample> samples_ ABSL_GUARDED_BY(samples_mu_);
 };
 
 }  // namespace downpour

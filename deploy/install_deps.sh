@@ -9,6 +9,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libspdlog-dev libfmt-dev libyaml-cpp-dev libopenblas-dev
   libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev libssl-dev
+  prometheus-cpp-dev
   bazel-bootstrap bazel-rules-java
   ca-certificates iproute2
   python3 python3-numpy

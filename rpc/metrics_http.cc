@@ -541,7 +541,7 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> StartMetrics(
   options.body = [status] {
     proto::GetStatusResponse response;
     status->Fill(&response);
-    return PrometheusText(response);
+    return PrometheusText(status->Collect(), response);
   };
   ASSIGN_OR_RETURN(std::unique_ptr<MetricsHttpServer> server,
                    MetricsHttpServer::Start(std::move(options)));

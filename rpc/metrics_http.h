@@ -1,10 +1,11 @@
 // A daemon's Prometheus endpoint: GET /metrics over HTTP/1.1, or over
 // HTTPS (TLS 1.2 or later, optionally demanding client certificates), answers
-// the text exposition format (rpc/prometheus_text.h) of the daemon's Status.
+// the text exposition format (rpc/prometheus_text.h: prometheus-cpp's
+// serializer over the daemon's registry and its Status).
 //
 //   MetricsHttpServer::Options options;
 //   options.listen = "127.0.0.1:0";              // port 0: ephemeral
-//   options.body = [&] { return PrometheusText(status.Fill...); };
+//   options.body = [&] { return PrometheusText(status.Collect(), ...); };
 //   options.tls_cert_file = "certs/ps-0.pem";   // optional: HTTPS
 //   options.tls_key_file = "certs/ps-0.key";
 //   ASSIGN_OR_RETURN(auto server, MetricsHttpServer::Start(options));
@@ -99,7 +100,7 @@ class MetricsHttpServer {
 // metrics.port_offset is 0; else on the same host at the configured port
 // plus metrics.port_offset, or an ephemeral port when the configured port
 // is 0 (tests, local clusters). Its body is the Prometheus text
-// (rpc/prometheus_text.h) of `status`, whose metrics_address and
+// (rpc/prometheus_text.h) of `status`'s registries and Status, whose metrics_address and
 // metrics_scheme it sets. With security.tls it serves HTTPS with the
 // daemon's own certificate and key (security.cert_file and key_file, with
 // "{name}" the daemon's name from `status`: "ps-0", "coordinator"), demands

@@ -1,92 +1,82 @@
-// GetStatusResponse -> Prometheus text format.
+// Registry families + Status families -> Prometheus text, by
+// prometheus::TextSerializer.
 #include "rpc/prometheus_text.h"
 
 #include <cstdint>
-#include <set>
+#include <map>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/counters.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
+#include "prometheus/client_metric.h"
+#include "prometheus/metric_type.h"
+#include "prometheus/text_serializer.h"
 
 namespace downpour {
 namespace {
 
-// A label value escaped: backslash, double quote and newline.
-std::string Escape(const std::string& value) {
-  std::string out;
-  for (char c : value) {
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '"') {
-      out += "\\\"";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
+using prometheus::ClientMetric;
+using prometheus::MetricFamily;
+using prometheus::MetricType;
 
-// A sample value: integers without a fraction, others as %.17g does.
-std::string Value(double v) {
-  if (v != v) return "NaN";
-  if (v == static_cast<double>(static_cast<int64_t>(v)) && v < 9e15 &&
-      v > -9e15) {
-    return absl::StrCat(static_cast<int64_t>(v));
-  }
-  char buffer[32];
-  std::snprintf(buffer, sizeof(buffer), "%.17g", v);
-  return buffer;
-}
-
-class Writer {
+// Families by name: the registries' first, then Status's for names they lack.
+class Families {
  public:
-  explicit Writer(const proto::GetStatusResponse& s)
-      : labels_(absl::StrCat("role=\"", Escape(s.role()), "\",index=\"",
-                             s.index(), "\"")) {}
+  explicit Families(std::vector<MetricFamily> registry) {
+    for (MetricFamily& f : registry) Merge(std::move(f));
+  }
 
-  // Starts a metric family (once per name).
-  void Family(const std::string& name, const char* type,
-              const std::string& help) {
-    if (!families_.insert(name).second) return;
-    absl::StrAppend(&out_, "# HELP ", name, " ", help, "\n# TYPE ", name, " ",
-                    type, "\n");
+  bool Has(const std::string& name) const { return index_.count(name) > 0; }
+
+  // Starts a family (once per name) and returns it.
+  MetricFamily& Family(const std::string& name, MetricType type,
+                       const std::string& help) {
+    auto [it, added] = index_.emplace(name, families_.size());
+    if (added) families_.push_back({name, help, type, {}});
+    return families_[it->second];
   }
-  void Sample(const std::string& name, double value,
-              const std::string& extra = "") {
-    absl::StrAppend(&out_, name, "{", labels_, extra.empty() ? "" : ",", extra,
-                    "} ", Value(value), "\n");
+
+  void Gauge(const std::string& name, const std::string& help, double value,
+             std::vector<ClientMetric::Label> labels = {}) {
+    ClientMetric m;
+    m.label = std::move(labels);
+    m.gauge.value = value;
+    Family(name, MetricType::Gauge, help).metric.push_back(std::move(m));
   }
-  bool Has(const std::string& name) const { return families_.count(name); }
-  std::string Take() { return std::move(out_); }
+
+  // Every family, every series labelled role and index first.
+  std::vector<MetricFamily> Take(const proto::GetStatusResponse& s) {
+    for (MetricFamily& f : families_) {
+      for (ClientMetric& m : f.metric) {
+        m.label.insert(m.label.begin(),
+                       {{"role", s.role()}, {"index", absl::StrCat(s.index())}});
+      }
+    }
+    return std::move(families_);
+  }
 
  private:
-  const std::string labels_;
-  std::set<std::string> families_;
-  std::string out_;
+  // Two registries (the daemon's, the process's RPC latencies) may hold the
+  // same family: one family, the series of both.
+  void Merge(MetricFamily f) {
+    auto [it, added] = index_.emplace(f.name, families_.size());
+    if (added) {
+      families_.push_back(std::move(f));
+      return;
+    }
+    std::vector<ClientMetric>& into = families_[it->second].metric;
+    into.insert(into.end(), f.metric.begin(), f.metric.end());
+  }
+
+  std::map<std::string, size_t> index_;
+  std::vector<MetricFamily> families_;
 };
 
-}  // namespace
-
-std::string PrometheusName(const std::string& name) {
-  std::string out;
-  for (char c : name) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                    (c >= '0' && c <= '9') || c == '_';
-    out += ok ? c : '_';
-  }
-  if (out.empty() || (out[0] >= '0' && out[0] <= '9')) out = "_" + out;
-  return out;
-}
-
-std::string PrometheusText(const proto::GetStatusResponse& s) {
-  Writer w(s);
-  w.Family("downpour_up", "gauge", "1 while the daemon answers.");
-  w.Sample("downpour_up", 1);
-  // Every numeric scalar field of Status, by reflection, so that a field
-  // added to status.proto shows here without a change.
+// Every numeric scalar field of Status, by reflection, so that a field added
+// to status.proto shows here without a change.
+void AddStatusFields(const proto::GetStatusResponse& s, Families* out) {
   const google::protobuf::Descriptor* d = s.GetDescriptor();
   const google::protobuf::Reflection* r = s.GetReflection();
   for (int i = 0; i < d->field_count(); ++i) {
@@ -117,92 +107,75 @@ std::string PrometheusText(const proto::GetStatusResponse& s) {
         continue;
     }
     const std::string name = "downpour_" + PrometheusName(f->name());
-    w.Family(name, "gauge", absl::StrCat("Status field ", f->name(), "."));
-    w.Sample(name, v);
+    if (out->Has(name)) continue;
+    out->Gauge(name, absl::StrCat("Status field ", f->name(), "."), v);
   }
-  w.Family("downpour_checkpoint_failing", "gauge",
-           "1 while the ps's last checkpoint attempt failed "
-           "(Status last_checkpoint_error).");
-  w.Sample("downpour_checkpoint_failing",
-           s.last_checkpoint_error().empty() ? 0 : 1);
-  w.Family("downpour_waiting_for_ps", "gauge",
-           "1 while a worker's training waits for an unreachable ps "
-           "(Status waiting_for).");
-  w.Sample("downpour_waiting_for_ps", s.waiting_for().empty() ? 0 : 1);
+}
+
+// The Status counters no registry exports: those a daemon's filler sets.
+// Counters with a rate come from the registry (Counters::Rates samples it).
+void AddFilledCounters(const proto::GetStatusResponse& s, Families* out) {
   for (const auto& [counter, value] : s.counters()) {
-    const bool monotonic = s.rates().count(counter) > 0;
-    const std::string name =
-        "downpour_" + PrometheusName(counter) + (monotonic ? "_total" : "");
-    if (w.Has(name)) continue;  // a counter named like a Status field
-    w.Family(name, monotonic ? "counter" : "gauge",
-             absl::StrCat("Status counter ", counter, "."));
-    w.Sample(name, value);
+    if (s.rates().count(counter) > 0) continue;
+    const std::string name = "downpour_" + PrometheusName(counter);
+    if (out->Has(name) || out->Has(name + "_total")) continue;
+    out->Gauge(name, absl::StrCat("Status counter ", counter, "."), value);
   }
-  if (!s.metrics().empty()) {
-    w.Family("downpour_test_metric", "gauge",
-             "The worker's last test metrics of model.task.");
-    for (const auto& [metric, value] : s.metrics()) {
-      w.Sample("downpour_test_metric", value,
-               absl::StrCat("metric=\"", Escape(metric), "\""));
-    }
-  }
-  // Staleness: cumulative buckets up to the largest staleness each counts.
-  w.Family("downpour_staleness", "histogram",
-           "Updates a block received between the pull a gradient was "
-           "computed on and the push that applied it, per applied block "
-           "update.");
+}
+
+// Staleness: cumulative buckets up to the largest staleness each counts.
+void AddStaleness(const proto::GetStatusResponse& s, Families* out) {
+  ClientMetric m;
   uint64_t cumulative = 0;
   for (int i = 0; i < s.staleness_histogram_size(); ++i) {
     cumulative += s.staleness_histogram(i);
     const uint64_t le = StalenessHistogram::BucketLowerBound(i + 1) - 1;
-    w.Sample("downpour_staleness_bucket", static_cast<double>(cumulative),
-             absl::StrCat("le=\"", le, "\""));
+    m.histogram.bucket.push_back({cumulative, static_cast<double>(le)});
   }
-  w.Sample("downpour_staleness_bucket", static_cast<double>(cumulative),
-           "le=\"+Inf\"");
-  w.Sample("downpour_staleness_sum",
-           s.staleness_mean() * static_cast<double>(cumulative));
-  w.Sample("downpour_staleness_count", static_cast<double>(cumulative));
-  if (s.latencies_size() > 0) {
-    w.Family("downpour_rpc_calls_total", "counter",
-             "RPCs of each kind since start (served:... and called:...).");
-    for (const proto::RpcLatency& l : s.latencies()) {
-      w.Sample("downpour_rpc_calls_total",
-               static_cast<double>(l.total_count()),
-               absl::StrCat("call=\"", Escape(l.name()), "\""));
-    }
-    w.Family("downpour_rpc_duration_seconds", "histogram",
-             "RPC latency since start (served:... and called:...).");
-    for (const proto::RpcLatency& l : s.latencies()) {
-      if (l.bucket_counts_size() != kLatencyBucketBounds.size() + 1) continue;
-      const std::string call = absl::StrCat("call=\"", Escape(l.name()), "\"");
-      uint64_t cumulative = 0;
-      for (size_t i = 0; i < kLatencyBucketBounds.size(); ++i) {
-        cumulative += l.bucket_counts(static_cast<int>(i));
-        w.Sample("downpour_rpc_duration_seconds_bucket",
-                 static_cast<double>(cumulative),
-                 absl::StrCat(call, ",le=\"", kLatencyBucketBounds[i], "\""));
-      }
-      cumulative += l.bucket_counts(static_cast<int>(kLatencyBucketBounds.size()));
-      w.Sample("downpour_rpc_duration_seconds_bucket",
-               static_cast<double>(cumulative), call + ",le=\"+Inf\"");
-      w.Sample("downpour_rpc_duration_seconds_sum", l.sum_seconds(), call);
-      w.Sample("downpour_rpc_duration_seconds_count",
-               static_cast<double>(cumulative), call);
-    }
-    w.Family("downpour_rpc_latency_seconds", "gauge",
-             "RPC latency quantiles over the recent window (about 10 s).");
-    for (const proto::RpcLatency& l : s.latencies()) {
-      const std::string call = absl::StrCat("call=\"", Escape(l.name()), "\"");
-      w.Sample("downpour_rpc_latency_seconds", l.p50_seconds(),
-               call + ",quantile=\"0.5\"");
-      w.Sample("downpour_rpc_latency_seconds", l.p90_seconds(),
-               call + ",quantile=\"0.9\"");
-      w.Sample("downpour_rpc_latency_seconds", l.p99_seconds(),
-               call + ",quantile=\"0.99\"");
-    }
+  // The serializer writes the +Inf bucket itself, from the count.
+  m.histogram.sample_count = cumulative;
+  m.histogram.sample_sum = s.staleness_mean() * static_cast<double>(cumulative);
+  out->Family("downpour_staleness", MetricType::Histogram,
+              "Updates a block received between the pull a gradient was "
+              "computed on and the push that applied it, per applied block "
+              "update.")
+      .metric.push_back(std::move(m));
+}
+
+}  // namespace
+
+std::string PrometheusName(const std::string& name) {
+  std::string out;
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                    (c >= '0' && c <= '9') || c == '_';
+    out += ok ? c : '_';
   }
-  return w.Take();
+  if (out.empty() || (out[0] >= '0' && out[0] <= '9')) out = "_" + out;
+  return out;
+}
+
+std::string PrometheusText(std::vector<MetricFamily> registry,
+                           const proto::GetStatusResponse& s) {
+  Families families(std::move(registry));
+  families.Gauge("downpour_up", "1 while the daemon answers.", 1);
+  AddStatusFields(s, &families);
+  families.Gauge("downpour_checkpoint_failing",
+                 "1 while the ps's last checkpoint attempt failed "
+                 "(Status last_checkpoint_error).",
+                 s.last_checkpoint_error().empty() ? 0 : 1);
+  families.Gauge("downpour_waiting_for_ps",
+                 "1 while a worker's training waits for an unreachable ps "
+                 "(Status waiting_for).",
+                 s.waiting_for().empty() ? 0 : 1);
+  AddFilledCounters(s, &families);
+  for (const auto& [metric, value] : s.metrics()) {
+    families.Gauge("downpour_test_metric",
+                   "The worker's last test metrics of model.task.", value,
+                   {{"metric", metric}});
+  }
+  AddStaleness(s, &families);
+  return prometheus::TextSerializer().Serialize(families.Take(s));
 }
 
 }  // namespace downpour

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <iterator>
 
 #include "common/fd_limit.h"
 #include "rpc/security.h"
@@ -104,6 +105,14 @@ void StatusService::Fill(proto::GetStatusResponse* response) const {
   response->set_fd_limit(FdLimit());
   response->set_transport(TransportSummary());
   if (filler_) filler_(response);
+}
+
+std::vector<prometheus::MetricFamily> StatusService::Collect() const {
+  std::vector<prometheus::MetricFamily> families = counters_->Collect();
+  std::vector<prometheus::MetricFamily> rpc = RpcLatencies().Collect();
+  families.insert(families.end(), std::make_move_iterator(rpc.begin()),
+                  std::make_move_iterator(rpc.end()));
+  return families;
 }
 
 grpc::ServerUnaryReactor* StatusService::GetStatus(

@@ -6,11 +6,13 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/counters.h"
+#include "prometheus/metric_family.h"
 #include "proto/status.grpc.pb.h"
 
 namespace downpour {
@@ -41,6 +43,9 @@ class StatusService final : public proto::Status::CallbackService {
 
   // Fills `response` as GetStatus does (for tests and in-process callers).
   void Fill(proto::GetStatusResponse* response) const;
+  // The exported families of the daemon's registry and of RpcLatencies()'s,
+  // for GET /metrics (rpc/prometheus_text.h).
+  std::vector<prometheus::MetricFamily> Collect() const;
 
   grpc::ServerUnaryReactor* GetStatus(
       grpc::CallbackServerContext* context,

@@ -392,7 +392,7 @@ absl::StatusOr<BlockStore::PushResult> BlockStore::Apply(
     }
     gradient = clipped_.data();
     max_g *= scale;
-    if (counters_ != nullptr) counters_->Add("clipped_gradients", 1);
+    if (counters_ != nullptr) counters_->stats().clipped_gradients.Increment();
   }
   const uint64_t before = block->version;
   const uint64_t staleness = base_version < before ? before - base_version : 0;
@@ -423,9 +423,9 @@ absl::StatusOr<BlockStore::PushResult> BlockStore::Apply(
   block->mean_staleness = mean_staleness;
   block->version = before + 1;
   if (counters_ != nullptr) {
-    if (lr_scaled_) counters_->Set("lr_scale", context.lr_scale);
+    if (lr_scaled_) counters_->stats().lr_scale.Set(context.lr_scale);
     if (context.momentum >= 0) {
-      counters_->Set("momentum_applied", context.momentum);
+      counters_->stats().momentum_applied.Set(context.momentum);
     }
   }
   return PushResult{before + 1, staleness};
@@ -452,7 +452,7 @@ absl::Status BlockStore::ApplyGuarded(Block* block, const float* gradient,
   }
   std::copy(saved_.begin(), saved_.begin() + n, block->values.begin());
   std::copy(saved_.begin() + n, saved_.end(), block->state.begin());
-  if (counters_ != nullptr) counters_->Add("refused_overflows", 1);
+  if (counters_ != nullptr) counters_->stats().refused_overflows.Increment();
   return absl::InvalidArgumentError(absl::StrCat(
       "push: block ", block->id, " update would overflow the ",
       optimizer_->name(),
@@ -476,7 +476,7 @@ const float* BlockStore::Compensate(const Block& block, const float* g,
                                          dc_lambda_, block.size, out);
                                    });
   if (held) return out;
-  if (counters_ != nullptr) counters_->Add("dc_misses", 1);
+  if (counters_ != nullptr) counters_->stats().dc_misses.Increment();
   return g;
 }
 

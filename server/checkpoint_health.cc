@@ -11,15 +11,15 @@ spdlog::logger* L() { return Log(Logger::kServer); }
 }  // namespace
 
 CheckpointHealth::CheckpointHealth(Counters* counters) : counters_(counters) {
-  counters_->Add("checkpoints_written", 0);
-  counters_->Add("checkpoint_failures", 0);
+  counters_->stats().checkpoints_written.Increment(0);
+  counters_->stats().checkpoint_failures.Increment(0);
 }
 
 CheckpointHealth::Logged CheckpointHealth::Record(const absl::Status& result,
                                                   absl::Time now) {
   absl::MutexLock lock(&mu_);
   if (result.ok()) {
-    counters_->Add("checkpoints_written", 1);
+    counters_->stats().checkpoints_written.Increment();
     last_error_.clear();
     last_success_ = now;
     const int64_t failures = failures_in_a_row_;
@@ -31,7 +31,7 @@ CheckpointHealth::Logged CheckpointHealth::Record(const absl::Status& result,
                        failures);
     return Logged::kRecovered;
   }
-  counters_->Add("checkpoint_failures", 1);
+  counters_->stats().checkpoint_failures.Increment();
   last_error_ = std::string(result.message());
   ++failures_in_a_row_;
   // The text alone tells errors apart: the same cause gives the same message.

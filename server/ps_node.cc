@@ -410,7 +410,7 @@ absl::Status PsNode::Impl::BecomeSpare(const absl::Status& refusal) {
     dropped_shard_ = std::move(shard_);
   }
   service_.set_replica(&replica_);
-  counters_.Set("spare", 1);
+  counters_.stats().spare.Set(1);
   SPDLOG_LOGGER_WARN(L(),
                      "ps {}: {} -- rejoining as a spare standby at {}: it "
                      "backs up a shard without a backup (its own first) and "
@@ -437,9 +437,9 @@ size_t PsNode::Impl::num_blocks() const {
 
 proto::MemberReport PsNode::Impl::Report() const {
   proto::MemberReport report;
-  report.set_pulls(counters_.Get("pulls"));
-  report.set_pushes(counters_.Get("pushes"));
-  report.set_bytes(counters_.Get("bytes_in") + counters_.Get("bytes_out"));
+  report.set_pulls(counters_.stats().pulls.Value());
+  report.set_pushes(counters_.stats().pushes.Value());
+  report.set_bytes(counters_.stats().bytes_in.Value() + counters_.stats().bytes_out.Value());
   report.set_loss(NAN);
   report.set_accuracy(NAN);
   const StalenessSummary staleness = counters_.Staleness().Summary();
@@ -461,19 +461,19 @@ proto::MemberReport PsNode::Impl::Report() const {
     report.set_sparse_bytes(static_cast<uint64_t>(sparse.bytes));
     report.set_sparse_row_updates(sparse.updates);
     report.set_sparse_rows_created(
-        static_cast<uint64_t>(counters_.Get("sparse_rows_created")));
+        static_cast<uint64_t>(counters_.stats().sparse_rows_created.Value()));
     report.set_sparse_push_keys(
-        static_cast<uint64_t>(counters_.Get("sparse_push_keys")));
+        static_cast<uint64_t>(counters_.stats().sparse_push_keys.Value()));
     report.set_sparse_pull_keys(
-        static_cast<uint64_t>(counters_.Get("sparse_pull_keys")));
+        static_cast<uint64_t>(counters_.stats().sparse_pull_keys.Value()));
     report.set_sparse_evicted_rows(
-        static_cast<uint64_t>(counters_.Get("sparse_evicted_rows")));
+        static_cast<uint64_t>(counters_.stats().sparse_evicted_rows.Value()));
     report.set_replicated(replicator != nullptr && replicator->in_sync());
     // Requests past a worker's window that never arrived here: acknowledged
     // by a server whose state this shard does not hold (it was restored from
     // something older). Holes: missing below a worker's newest request.
     report.set_acked_pushes_lost(static_cast<uint64_t>(
-        counters_.Get("sequence_window_skips")));
+        counters_.stats().sequence_window_skips.Value()));
     report.set_push_holes(shard->push_holes());
     for (const IssuedIncarnation& i : shard->applied_from()) {
       proto::WorkerIncarnation* from = report.add_applied_from();
@@ -520,8 +520,7 @@ absl::Status PsNode::Impl::Register(bool first) {
   }
   // Shown in Status: the coordinator asks it to tell whether this process
   // still serves as the member it registered (coordinator/member_identity.h).
-  counters_.Set(coordinator::kMemberIncarnationCounter,
-                static_cast<double>(response->incarnation()));
+  counters_.stats().member_incarnation.Set(static_cast<double>(response->incarnation()));
   LearnWorkerIncarnations(response->worker_incarnations());
   const uint64_t wanted = response->placement_epoch();
   if (standby || wanted <= epoch()) return absl::OkStatus();
@@ -685,7 +684,7 @@ absl::Status PsNode::Impl::TakeOver(int shard_index, uint64_t epoch) {
                        held.applied_total);
     ASSIGN_OR_RETURN(shard, Shard::CreateFrom(options_.config, shard_index,
                                               &counters_, *std::move(replica)));
-    counters_.Add("takeovers_from_replica", 1);
+    counters_.stats().takeovers_from_replica.Increment();
   } else {
     SPDLOG_LOGGER_WARN(L(),
                        "{}: holds no replica of shard {}: loading its "
@@ -709,7 +708,7 @@ absl::Status PsNode::Impl::TakeOver(int shard_index, uint64_t epoch) {
   agent_->SetIdentity("ps", shard_index);
   RETURN_IF_ERROR(placed);
   StartReplicator(taken, shard_index);
-  counters_.Add("takeovers", 1);
+  counters_.stats().takeovers.Increment();
   // A checkpoint at the new epoch at once: the shard's state is on disk
   // under its new owner, and a replaced ps that wakes up cannot pass it off
   // as newer.
@@ -750,7 +749,7 @@ absl::Status PsNode::Impl::Checkpoint(bool periodic) {
                            absl::ToDoubleSeconds(clock_->Now() - last_contact_));
         skip_logged_ = true;
       }
-      counters_.Add("checkpoints_skipped", 1);
+      counters_.stats().checkpoints_skipped.Increment();
       return absl::OkStatus();
     }
     skip_logged_ = false;

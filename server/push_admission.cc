@@ -167,8 +167,7 @@ void PushAdmission::MarkApplied(int32_t worker, uint64_t sequence) {
   const uint64_t skipped = windows_[worker].MarkApplied(sequence);
   if (skipped == 0) return;
   if (options_.counters != nullptr) {
-    options_.counters->Add("sequence_window_skips",
-                           static_cast<double>(skipped));
+    options_.counters->stats().sequence_window_skips.Increment(static_cast<double>(skipped));
   }
   SPDLOG_LOGGER_WARN(Log(Logger::kServer),
                      "ps {}: worker {}'s push {} lies past its window: {} "

@@ -122,7 +122,7 @@ absl::Status PushGuard::CheckRate(int32_t worker, absl::Time now) {
       "(robustness.rate_factor); retry later",
       options_.shard_index, worker, count, absl::FormatDuration(window_),
       rate_factor_, median, kRateSlack);
-  Suspect(worker, "guard_refused_rate", "suspect_pushes_worker_", what);
+  Suspect(worker, &Stats::guard_refused_rate, &Stats::suspect_pushes, what);
   return absl::UnavailableError(what);
 }
 
@@ -207,13 +207,13 @@ absl::StatusOr<double> PushGuard::CheckNorm(uint32_t block, int32_t worker,
         "(robustness.norm_refuse_factor); nothing was applied, and the "
         "worker goes on without this gradient",
         block, norm, worker, refuse_factor_, refuse_ref);
-    Suspect(worker, "guard_refused_norm", "suspect_pushes_worker_", what);
+    Suspect(worker, &Stats::guard_refused_norm, &Stats::suspect_pushes, what);
     return absl::AbortedError(what);
   }
   if (clip_factor_ > 0 && norms.clip_ref > 0 &&
       norm > clip_factor_ * norms.clip_ref) {
     const double bound = clip_factor_ * norms.clip_ref;
-    Suspect(worker, "guard_clipped_blocks", "clipped_blocks_worker_",
+    Suspect(worker, &Stats::guard_clipped_blocks, &Stats::clipped_blocks,
             absl::StrFormat("push: block %u gradient norm %g of worker %d "
                             "clipped to %g x %g (robustness.norm_clip_factor)",
                             block, norm, worker, clip_factor_,
@@ -248,11 +248,13 @@ double PushGuard::TypicalNormForTest(uint32_t block) const {
   return blocks_[block]->clip_ref;
 }
 
-void PushGuard::Suspect(int32_t worker, const char* counter,
-                        const char* per_worker, const std::string& what) {
+void PushGuard::Suspect(int32_t worker, CounterStat Stats::*counter,
+                        WorkerCounterStat Stats::*per_worker,
+                        const std::string& what) {
   if (options_.counters != nullptr) {
-    options_.counters->Add(counter, 1);
-    options_.counters->Add(absl::StrCat(per_worker, worker), 1);
+    Stats& stats = options_.counters->stats();
+    (stats.*counter).Increment();
+    (stats.*per_worker).Increment(worker);
   }
   log_.Log(Log(Logger::kServer), spdlog::level::warn,
            absl::StrCat("ps ", options_.shard_index, ": worker ", worker,

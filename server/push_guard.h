@@ -152,9 +152,9 @@ class PushGuard {
   // all they pushed;
   // 0 (none) without another, or with just one when `worker` counts too.
   double RefuseRef(const BlockNorms& norms, int32_t worker) const;
-  // Counts (`counter` and `per_worker`<worker>) and logs one suspect push.
-  void Suspect(int32_t worker, const char* counter, const char* per_worker,
-               const std::string& what);
+  // Counts (`counter` and `per_worker` for `worker`) and logs one suspect push.
+  void Suspect(int32_t worker, CounterStat Stats::*counter,
+               WorkerCounterStat Stats::*per_worker, const std::string& what);
 
   const Options options_;
   const double clip_factor_;

@@ -426,8 +426,9 @@ TEST_F(PrometheusTest, ScrapesEveryDaemonOfALocalCluster) {
                return !s.empty() && std::isfinite(s[0].value);
              });
   Eventually("push latency p99 on both ps",
-             "downpour_rpc_latency_seconds{job=\"downpour\",role=\"ps\","
-             "call=\"served:ParameterServer/Push\",quantile=\"0.99\"} > 0",
+             "histogram_quantile(0.99, "
+             "downpour_rpc_duration_seconds_bucket{job=\"downpour\",role=\"ps\","
+             "call=\"served:ParameterServer/Push\"}) > 0",
              Positive(2));
   Eventually("checkpoints on both ps",
              "downpour_checkpoints_written_total{job=\"downpour\",role=\"ps\"} > 0 "

@@ -286,7 +286,7 @@ absl::Status GrpcPsClient::WithRetries(
           SPDLOG_LOGGER_WARN(Log(Logger::kWorker), "worker {}: {}; retrying with backoff",
                              worker_id_, std::string(status.message()));
         }
-        counters_->Add("rpc_retries", 1);
+        counters_->stats().rpc_retries.Increment();
         // The shard may have moved or restarted: read the placement again.
         absl::Status refreshed = Refresh(epoch);
         if (!refreshed.ok()) return refreshed;
@@ -312,7 +312,7 @@ absl::Status GrpcPsClient::WithRetries(
   if (result.ok() && first_failure != absl::InfiniteFuture()) {
     // How long this worker could not reach the shard: the outage it saw.
     const double outage = absl::ToDoubleSeconds(clock_->Now() - first_failure);
-    counters_->Add("outage_seconds", outage);
+    counters_->stats().outage_seconds.Increment(outage);
     SPDLOG_LOGGER_INFO(Log(Logger::kWorker),
                        "worker {}: ps {} reachable again at {} (placement epoch {}) "
                        "after {:.2f} s",
@@ -435,8 +435,8 @@ absl::Status GrpcPsClient::CopyBlocks(int index, const grpc::ByteBuffer& reply,
                ? absl::InternalError(absl::StrCat("ps ", index, ": ", status.message()))
                : status;
   }
-  counters_->Add("pulls", 1);
-  counters_->Add("bytes_in", static_cast<double>(bytes));
+  counters_->stats().pulls.Increment();
+  counters_->stats().bytes_in.Increment(static_cast<double>(bytes));
   return absl::OkStatus();
 }
 
@@ -558,7 +558,7 @@ absl::Status GrpcPsClient::PullTables(
     }
     RETURN_IF_ERROR(copy(s, &c.reply));
   }
-  counters_->Add("pulls", 1);
+  counters_->stats().pulls.Increment();
   return absl::OkStatus();
 }
 
@@ -694,7 +694,7 @@ absl::Status GrpcPsClient::SendPush(
                        "whose calls all ended, 10 s on; leaving them to it "
                        "and going on",
                        worker_id_, call.pins->pinned());
-    counters_->Add("push_pins_abandoned", 1);
+    counters_->stats().push_pins_abandoned.Increment();
     call.pins.release();  // a late release must find it (a small leak)
   }
   if (!status.ok()) return status;
@@ -704,7 +704,7 @@ absl::Status GrpcPsClient::SendPush(
     acked_clock_ = std::max(acked_clock_, call.clock);
   }
   // Whole pushes every shard acknowledged ("pushes" counts the requests).
-  counters_->Add("pushes_acked", 1);
+  counters_->stats().pushes_acked.Increment();
   int refused = 0;
   for (const PushReport& r : call.reports) refused += r.refused;
   if (report != nullptr) {
@@ -846,15 +846,15 @@ void GrpcPsClient::PushAcknowledged(PushCall* call, size_t r,
         absl::StrCat("ps ", request->shard, ": ", copied.message()));
   }
   if (call->values != nullptr && bytes_in > 0) {
-    counters_->Add("pulls", 1);
-    counters_->Add("bytes_in", static_cast<double>(bytes_in));
+    counters_->stats().pulls.Increment();
+    counters_->stats().bytes_in.Increment(static_cast<double>(bytes_in));
   }
   int64_t bytes_out = 0;
   for (uint32_t id : request->ids) {
     bytes_out += spec_.blocks()[id].length * BytesPerElement(encoding_);
   }
-  counters_->Add("pushes", 1);
-  counters_->Add("bytes_out", static_cast<double>(bytes_out));
+  counters_->stats().pushes.Increment();
+  counters_->stats().bytes_out.Increment(static_cast<double>(bytes_out));
   absl::MutexLock lock(&mu_);  // requests of one shard end on many threads
   // The ps answers each applied block's new version, one past the version
   // the update was applied to; a duplicate answers none.
@@ -869,7 +869,7 @@ void GrpcPsClient::PushAcknowledged(PushCall* call, size_t r,
   if (!response.refused.empty()) {
     // The shard's push guard refused it: nothing applied there, the worker
     // goes on without this gradient (and must not count it as applied).
-    counters_->Add("pushes_refused", 1);
+    counters_->stats().pushes_refused.Increment();
     call->reports[request->shard].AddRefusal(
         absl::StrCat("ps ", request->shard, ": ", response.refused));
   }
@@ -914,7 +914,7 @@ absl::Status GrpcPsClient::RetryFailedPushes(PushCall* call) {
       --call->failures;
     }
     // Sent again with its sequence: a duplicate if the first one landed.
-    counters_->Add("push_resends", 1);
+    counters_->stats().push_resends.Increment();
     absl::Status status = WithRetries(
         request->shard, "push to", [&](const ShardLink& shard, uint64_t epoch) {
           wire::PushView view =

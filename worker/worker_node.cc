@@ -157,8 +157,7 @@ absl::Status WorkerNode::JoinCluster() {
   ps_->set_incarnation(registered.incarnation(), registered.push_key());
   // Shown in Status: the coordinator asks it to tell whether this process
   // still is the worker it registered (coordinator/member_identity.h).
-  counters_.Set(coordinator::kMemberIncarnationCounter,
-                static_cast<double>(registered.incarnation()));
+  counters_.stats().member_incarnation.Set(static_cast<double>(registered.incarnation()));
 
   if (sparse_) {
     SparseLoop::Options sparse_options;
@@ -220,8 +219,7 @@ void WorkerNode::StartThreads() {
 absl::Status WorkerNode::Reregister() {
   ASSIGN_OR_RETURN(proto::RegisterWorkerResponse registered,
                    client_->RegisterWorker(options_.index, advertised_));
-  counters_.Set(coordinator::kMemberIncarnationCounter,
-                static_cast<double>(registered.incarnation()));
+  counters_.stats().member_incarnation.Set(static_cast<double>(registered.incarnation()));
   // The restarted coordinator may have handed out parts anew: train on what it
   // says, as for a heartbeat's partition.
   ApplyPartition(registered.partition());
@@ -272,11 +270,11 @@ proto::MemberReport WorkerNode::Report() const {
   for (const auto& [name, value] : stats.metrics) {
     (*report.mutable_metrics())[name] = value;
   }
-  report.set_pulls(counters_.Get("pulls"));
+  report.set_pulls(counters_.stats().pulls.Value());
   report.set_pushes(stats.pushes);  // whole pushes applied, not RPCs
   report.set_refused_steps(static_cast<uint64_t>(stats.refused_steps));
   report.set_sparse_row_updates(static_cast<uint64_t>(stats.row_updates));
-  report.set_bytes(counters_.Get("bytes_in") + counters_.Get("bytes_out"));
+  report.set_bytes(counters_.stats().bytes_in.Value() + counters_.stats().bytes_out.Value());
   report.set_mean_staleness(stats.mean_staleness);
   report.set_staleness_p50(stats.staleness_p50);
   report.set_staleness_p99(stats.staleness_p99);

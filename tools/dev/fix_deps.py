@@ -65,6 +65,7 @@ _HEADER_TARGETS = [
     (r"cblas\.h$", "openblas"),
     (r"zlib\.h$", "zlib"),
     (r"openssl/", "openssl"),
+    (r"prometheus/", "prometheus"),
 ]
 
 # Libraries whose missing deps --add-missing adds (and the report lists).
