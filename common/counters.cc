@@ -205,30 +205,6 @@ Counters::Counters(Options options)
   samples_.push_back({options_.clock(), {}});
 }
 
-void Counters::Add(const std::string& name, double delta) {
-  CounterStat* counter = stats_.FindCounter(name);
-  if (counter == nullptr) {
-    std::fprintf(stderr,
-                 "Counters::Add(\"%s\"): no counter of that name is declared "
-                 "in common/metrics.h (DOWNPOUR_COUNTERS)\n",
-                 name.c_str());
-    std::abort();
-  }
-  counter->Increment(delta);
-}
-
-void Counters::Set(const std::string& name, double value) {
-  GaugeStat* gauge = stats_.FindGauge(name);
-  if (gauge == nullptr) {
-    std::fprintf(stderr,
-                 "Counters::Set(\"%s\"): no gauge of that name is declared "
-                 "in common/metrics.h (DOWNPOUR_GAUGES)\n",
-                 name.c_str());
-    std::abort();
-  }
-  gauge->Set(value);
-}
-
 double Counters::Get(const std::string& name) const {
   if (const CounterStat* c = stats_.FindCounter(name)) return c->Value();
   if (const GaugeStat* g = stats_.FindGauge(name)) return g->Value();

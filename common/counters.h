@@ -185,8 +185,7 @@ class LatencyStat {
 // A daemon's metrics: the declared Stats (common/metrics.h) on its own
 // prometheus::Registry, the staleness histogram, latencies per kind of call,
 // and rates sampled from the counters. Thread-safe. Call sites count through
-// stats() handles; Add, Set and Get by name remain for code not migrated yet
-// and abort on a name common/metrics.h does not declare.
+// stats() handles; no metric is named at a call site.
 class Counters {
  public:
   struct Options {
@@ -215,11 +214,9 @@ class Counters {
   Stats& stats() { return stats_; }
   const Stats& stats() const { return stats_; }
 
-  // Transitional, by Status name: the declared counter (Add) or gauge (Set),
-  // or its value (Get; 0 when not exported). An undeclared name, or Add on a
-  // gauge, Set on a counter, is a bug: logged and aborted.
-  void Add(const std::string& name, double delta);
-  void Set(const std::string& name, double value);
+  // The value of a counter or gauge by its Status name ("pulls",
+  // "suspect_pushes_worker_2"), as Status shows it; 0 when not exported.
+  // For readers (tests, tools); counting goes through stats().
   double Get(const std::string& name) const;
 
   // Counts one applied block update with this staleness.

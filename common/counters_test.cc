@@ -55,9 +55,9 @@ TEST(LatencyHistogramTest, BucketBoundsGrowGeometrically) {
 
 TEST(CountersTest, AddSetGet) {
   Counters c;
-  c.Add("pulls", 2);
-  c.Add("pulls", 3);
-  c.Set("blocks", 7);
+  c.stats().pulls.Increment(2);
+  c.stats().pulls.Increment(3);
+  c.stats().blocks.Set(7);
   EXPECT_EQ(c.Get("pulls"), 5);
   EXPECT_EQ(c.Get("blocks"), 7);
   EXPECT_EQ(c.Get("missing"), 0);
@@ -157,8 +157,8 @@ TEST(CountersTest, RecordsStaleness) {
 TEST(CountersTest, RatesSinceStartWhenYoungerThanTheWindow) {
   FakeClock clock;
   Counters c(WithClock(clock));
-  c.Add("pulls", 40);
-  c.Set("blocks", 3);  // a gauge has no rate
+  c.stats().pulls.Increment(40);
+  c.stats().blocks.Set(3);  // a gauge has no rate
   clock.now += absl::Seconds(4);
   Counters::RateSnapshot r = c.Rates();
   EXPECT_DOUBLE_EQ(r.window_seconds, 4);
@@ -171,7 +171,7 @@ TEST(CountersTest, RatesFollowTheRecentWindow) {
   Counters c(WithClock(clock));
   // 100/s for 30 s, then 10/s for 20 s, sampled every second.
   for (int s = 0; s < 50; ++s) {
-    c.Add("pushes", s < 30 ? 100 : 10);
+    c.stats().pushes.Increment(s < 30 ? 100 : 10);
     clock.now += absl::Seconds(1);
     c.Rates();
   }
@@ -184,7 +184,7 @@ TEST(CountersTest, RatesFollowTheRecentWindow) {
 TEST(CountersTest, RatesWithNoTimePassedAreZero) {
   FakeClock clock;
   Counters c(WithClock(clock));
-  c.Add("pulls", 5);
+  c.stats().pulls.Increment(5);
   EXPECT_EQ(c.Rates().per_second.at("pulls"), 0);
 }
 

@@ -196,8 +196,8 @@ class Stats {
 #undef DOWNPOUR_STATS_GAUGE_FIELD
 #undef DOWNPOUR_STATS_WORKER_FIELD
 
-  // The handle declared under a Status name; null when none is. For the
-  // transitional by-name path (Counters::Add, Set, Get).
+  // The handle declared under a Status name; null when none is. For readers
+  // by name (Counters::Get).
   CounterStat* FindCounter(absl::string_view name) const;
   GaugeStat* FindGauge(absl::string_view name) const;
 

@@ -123,7 +123,7 @@ void CoordinatorNode::LivenessLoop() {
             "network is likely cut off (every member dead at once is far "
             "less likely); it declares nobody dead until it hears one again",
             absl::ToDoubleSeconds(isolation));
-        counters_.Add("isolations", 1);
+        counters_.stats().isolations.Increment(1);
       }
       state_->HoldJudgement();
       continue;

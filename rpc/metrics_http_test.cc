@@ -109,7 +109,7 @@ TEST(MetricsHttpServerTest, APortInUseIsAClearError) {
 
 TEST(StartMetricsTest, OffByDefaultOnAnEphemeralPortForPortZero) {
   Counters counters;
-  counters.Add("pushes", 3);
+  counters.stats().pushes.Increment(3);
   StatusService status("ps", 2, &counters);
   Config config;
   auto off = StartMetrics(config, "127.0.0.1:0", "127.0.0.1:40000", &status);

@@ -101,8 +101,8 @@ TEST(StatusServiceTest, ServerReflectionListsTheServices) {
 
 TEST(StatusServiceTest, ReportsCountersRatesLatencyAndMemory) {
   std::unique_ptr<Served> served = Serve();
-  served->counters.Add("pulls", 10);
-  served->counters.Set("blocks", 4);
+  served->counters.stats().pulls.Increment(10);
+  served->counters.stats().blocks.Set(4);
   GetStatus(served->server.address);  // one call to time
   proto::GetStatusResponse r = GetStatus(served->server.address);
   EXPECT_EQ(r.role(), "ps");

@@ -72,7 +72,7 @@ absl::StatusOr<uint64_t> HighestEpochOnDisk(const ShardCheckpoints& files) {
 absl::StatusOr<std::optional<Checkpoint>> LoadShardCheckpoint(
     const ShardCheckpoints& files, const std::string& optimizer,
     Counters* counters) {
-  counters->Add("checkpoint_fallbacks", 0);  // exported from the start
+  counters->stats().checkpoint_fallbacks.Increment(0);  // exported from the start
   RemoveStaleTemporaries(files);
   absl::StatusOr<ShardCheckpoints::Loaded> loaded = files.ReadNewest();
   if (absl::IsNotFound(loaded.status())) return std::nullopt;
@@ -85,12 +85,10 @@ absl::StatusOr<std::optional<Checkpoint>> LoadShardCheckpoint(
     SPDLOG_LOGGER_WARN(L(), "checkpoint chain cut short: {}",
                        std::string(ended.message()));
   }
-  counters->Add("checkpoint_fallbacks",
-                static_cast<double>(loaded->skipped.size() +
+  counters->stats().checkpoint_fallbacks.Increment(static_cast<double>(loaded->skipped.size() +
                                     loaded->chain_ended.size()));
   // Deltas applied over the full cut read (incremental checkpoints).
-  counters->Set("checkpoint_deltas_restored",
-                static_cast<double>(loaded->deltas.size()));
+  counters->stats().checkpoint_deltas_restored.Set(static_cast<double>(loaded->deltas.size()));
   if (loaded->checkpoint.optimizer != optimizer) {
     return absl::FailedPreconditionError(absl::StrCat(
         "checkpoint '", loaded->path, "' was written with optimizer ",

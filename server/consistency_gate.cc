@@ -26,7 +26,7 @@ ConsistencyGate::ConsistencyGate(const Config& config, int index,
       consistency_(config.training.consistency,
                    config.training.max_staleness) {
   if (consistency_.mode() == Consistency::Mode::kSsp) {
-    counters_->Set("ssp_max_lead", 0);
+    counters_->stats().ssp_max_lead.Set(0);
   }
 }
 
@@ -92,7 +92,7 @@ void ConsistencyGate::Applied(int32_t worker, const std::vector<uint32_t>& ids,
   const int64_t lead = consistency_.SspApplied(worker, ids, clock);
   if (lead > max_lead_) {
     max_lead_ = lead;
-    counters_->Set("ssp_max_lead", static_cast<double>(lead));
+    counters_->stats().ssp_max_lead.Set(static_cast<double>(lead));
   }
   ++generation_;
 }

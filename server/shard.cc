@@ -270,8 +270,8 @@ absl::Status Shard::VisitBlocks(
               .status());
     }
   }
-  counters_->Add("pulls", 1);
-  counters_->Add("bytes_out", static_cast<double>(payload));
+  counters_->stats().pulls.Increment(1);
+  counters_->stats().bytes_out.Increment(static_cast<double>(payload));
   return absl::OkStatus();
 }
 
@@ -311,9 +311,9 @@ absl::StatusOr<PushAdmission::Verdict> Shard::Admit(
         " sent a push without blocks: refused, nothing recorded"));
   }
   if (!verdict.ok()) {
-    counters_->Add("rejected_pushes", 1);
+    counters_->stats().rejected_pushes.Increment(1);
   } else if (*verdict == PushAdmission::Verdict::kDuplicate) {
-    counters_->Add("duplicate_pushes", 1);
+    counters_->stats().duplicate_pushes.Increment(1);
     if (const std::string* why =
             RefusalOf(request.worker_id, request.sequence)) {
       response->set_refused(*why);  // a retry of a refused push
@@ -364,7 +364,7 @@ absl::Status Shard::ValidatePush(const wire::PushView& request,
   if (valid.ok()) valid = sparse_->DecodePush(request, &checked->rows);
   if (valid.ok()) return valid;
   checked->rows.clear();
-  counters_->Add("rejected_pushes", 1);
+  counters_->stats().rejected_pushes.Increment(1);
   // Refused for good (the client does not retry this), or an outlier the
   // guard refused (Aborted, which Push answers as PushResponse.refused: an
   // honest worker drops this one gradient and goes on): the sequence is
@@ -518,8 +518,8 @@ std::vector<std::pair<int, uint64_t>> Shard::ApplyDenseRound(uint32_t id) {
   if (result.ok()) {
     gate_.SetRoundVersion(id, result->version);
     counters_->RecordStaleness(result->staleness);
-    counters_->Add("bsp_rounds", 1);
-    counters_->Add("applied_updates", 1);
+    counters_->stats().bsp_rounds.Increment(1);
+    counters_->stats().applied_updates.Increment(1);
   } else if (block.ok()) {
     // The mean of validated gradients would overflow the block: the round
     // is dropped and the block kept as it was.
@@ -544,8 +544,8 @@ std::vector<std::pair<int, uint64_t>> Shard::ApplySparseRound(uint32_t id) {
     return done;
   }
   replica_log_.Count();
-  counters_->Add("sparse_push_keys", static_cast<double>(count));
-  counters_->Add("bsp_rounds", 1);
+  counters_->stats().sparse_push_keys.Increment(static_cast<double>(count));
+  counters_->stats().bsp_rounds.Increment(1);
   return done;
 }
 
@@ -601,10 +601,10 @@ absl::Status Shard::Push(const wire::PushView& request,
     if (request.sequence > 0) MarkPushed(request.worker_id, request.sequence);
     gate_.Applied(request.worker_id, ids, request.clock);
   }
-  if (keys > 0) counters_->Add("sparse_push_keys", static_cast<double>(keys));
-  counters_->Add("pushes", 1);
-  counters_->Add("applied_updates", static_cast<double>(request.blocks.size()));
-  counters_->Add("bytes_in", bytes);
+  if (keys > 0) counters_->stats().sparse_push_keys.Increment(static_cast<double>(keys));
+  counters_->stats().pushes.Increment(1);
+  counters_->stats().applied_updates.Increment(static_cast<double>(request.blocks.size()));
+  counters_->stats().bytes_in.Increment(bytes);
   return absl::OkStatus();
 }
 
@@ -632,7 +632,7 @@ absl::StatusOr<Shard::Turn> Shard::TakeTurn(const wire::PushView& request,
   RETURN_IF_ERROR(valid);
   switch (gate_.RouteOf(worker, tracked)) {
     case ConsistencyGate::Route::kAwaitCounting:
-      if (!checked->waited) counters_->Add("bsp_waits", 1);
+      if (!checked->waited) counters_->stats().bsp_waits.Increment(1);
       checked->waited = true;
       if (AwaitGateChange(until)) return Turn::kAgain;
       return gate_.NotCountedError(worker);
@@ -661,7 +661,7 @@ absl::StatusOr<bool> Shard::AwaitSspTurn(const wire::PushView& request,
   const std::optional<Consistency::Wait> wait =
       gate_.SspWaitFor(worker, ids, request.clock);
   if (!wait.has_value()) return false;
-  if (!*waited) counters_->Add("ssp_waits", 1);
+  if (!*waited) counters_->stats().ssp_waits.Increment(1);
   *waited = true;
   if (AwaitGateChange(until)) return true;
   return gate_.SspHoldError(worker, *wait);
@@ -684,7 +684,7 @@ absl::StatusOr<int64_t> Shard::ApplyBlocks(
       // passed max_gradient_value). The blocks before it in this push are
       // applied, so the sequence is used up: a retry must not apply them
       // twice.
-      counters_->Add("rejected_pushes", 1);
+      counters_->stats().rejected_pushes.Increment(1);
       if (request.sequence > 0) MarkPushed(worker, request.sequence);
       return absl::Status(result.status().code(),
                           absl::StrCat(result.status().message(), " (worker ",
@@ -718,7 +718,7 @@ absl::Status Shard::PushBsp(const wire::PushView& request,
       ApplyCompleteRounds();
       if (admission_.Applied(worker, sequence)) break;
     }
-    if (!waited) counters_->Add("bsp_waits", 1);
+    if (!waited) counters_->stats().bsp_waits.Increment(1);
     waited = true;
     if (!AwaitGateChange(until)) {
       return gate_.BspHoldError(worker, gradients, contribution);
@@ -730,8 +730,8 @@ absl::Status Shard::PushBsp(const wire::PushView& request,
   for (const wire::BlockRef& block : request.blocks) {
     response->add_versions(gate_.RoundVersion(block.id));
   }
-  counters_->Add("pushes", 1);
-  counters_->Add("bytes_in", bytes);
+  counters_->stats().pushes.Increment(1);
+  counters_->stats().bytes_in.Increment(bytes);
   return absl::OkStatus();
 }
 
@@ -760,8 +760,8 @@ absl::Status Shard::PullSparse(const proto::PullRequest& request,
     RETURN_IF_ERROR(CheckEpoch("pull", request.placement_epoch()));
     RETURN_IF_ERROR(sparse_->ReadPull(request, keys, response));
   }
-  counters_->Add("pulls", 1);
-  counters_->Add("sparse_pull_keys", static_cast<double>(total));
+  counters_->stats().pulls.Increment(1);
+  counters_->stats().sparse_pull_keys.Increment(static_cast<double>(total));
   return absl::OkStatus();
 }
 

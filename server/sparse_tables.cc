@@ -139,7 +139,7 @@ SparseTables::SparseTables(const Config& config, int index,
       specs_(spec.sparse_tables()),
       tables_(std::move(tables)),
       counters_(counters) {
-  if (!tables_.empty()) counters_->Add("sparse_evicted_rows", 0);
+  if (!tables_.empty()) counters_->stats().sparse_evicted_rows.Increment(0);
 }
 
 absl::StatusOr<std::vector<char>> SparseTables::BucketFlags(
@@ -248,11 +248,10 @@ void SparseTables::ApplyToTable(SparseTable* table, const uint64_t* keys,
   const int64_t filtered = table->updates_filtered();
   const int64_t created = table->Apply(keys, n, grads, counts);
   if (created > 0) {
-    counters_->Add("sparse_rows_created", static_cast<double>(created));
+    counters_->stats().sparse_rows_created.Increment(static_cast<double>(created));
   }
   if (table->updates_filtered() > filtered) {
-    counters_->Add("sparse_filtered_updates",
-                   static_cast<double>(table->updates_filtered() - filtered));
+    counters_->stats().sparse_filtered_updates.Increment(static_cast<double>(table->updates_filtered() - filtered));
   }
 }
 
@@ -436,7 +435,7 @@ std::vector<std::vector<uint64_t>> SparseTables::Evict() {
     evicted[t] = std::move(keys);
   }
   if (total > 0) {
-    counters_->Add("sparse_evicted_rows", static_cast<double>(total));
+    counters_->stats().sparse_evicted_rows.Increment(static_cast<double>(total));
   }
   return evicted;
 }

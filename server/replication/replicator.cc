@@ -94,7 +94,7 @@ void Replicator::WhenReplicated(std::function<void(const absl::Status&)> done) {
       poked_ = true;
       return;
     } else if (degraded_ && options_.counters != nullptr) {
-      options_.counters->Add("replication_degraded", 1);
+      options_.counters->stats().replication_degraded.Increment(1);
     }
   }
   done(status);
@@ -260,10 +260,9 @@ absl::Status Replicator::Send(proto::ParameterServer::Stub* stub,
   }
   absl::Status sent = send(/*last=*/true);
   if (sent.ok() && options_.counters != nullptr) {
-    options_.counters->Add("replicated_cuts", 1);
-    options_.counters->Add("replicated_bytes", static_cast<double>(total));
-    options_.counters->Add("replicated_updates",
-                           static_cast<double>(cut->updates.size()));
+    options_.counters->stats().replicated_cuts.Increment(1);
+    options_.counters->stats().replicated_bytes.Increment(static_cast<double>(total));
+    options_.counters->stats().replicated_updates.Increment(static_cast<double>(cut->updates.size()));
   }
   return sent;
 }
@@ -326,8 +325,7 @@ void Replicator::Loop() {
         failing_since_ = absl::InfiniteFuture();
         done = TakeWaiters(acked_, /*all=*/false);
         if (options_.counters != nullptr) {
-          options_.counters->Set("replication_lag_ms",
-                                 absl::ToDoubleMilliseconds(now - started));
+          options_.counters->stats().replication_lag_ms.Set(absl::ToDoubleMilliseconds(now - started));
         }
       } else if (absl::IsAborted(sent)) {
         SPDLOG_LOGGER_WARN(L(), "ps {}: {}", options_.shard_index,
@@ -347,14 +345,14 @@ void Replicator::Loop() {
         need_full_ = true;
         in_sync_ = false;
         if (options_.counters != nullptr) {
-          options_.counters->Add("replication_mismatches", 1);
+          options_.counters->stats().replication_mismatches.Increment(1);
         }
       } else {
         failed = true;
         need_full_ = true;
         in_sync_ = false;
         if (options_.counters != nullptr) {
-          options_.counters->Add("replication_failures", 1);
+          options_.counters->stats().replication_failures.Increment(1);
         }
         if (failing_since_ == absl::InfiniteFuture()) failing_since_ = now;
         if (!degraded_ && now - failing_since_ >= options_.give_up_after) {
