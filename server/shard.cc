@@ -315,29 +315,13 @@ absl::StatusOr<PushAdmission::Verdict> Shard::Admit(
   } else if (*verdict == PushAdmission::Verdict::kDuplicate) {
     counters_->stats().duplicate_pushes.Increment(1);
     if (const std::string* why =
-            RefusalOf(request.worker_id, request.sequence)) {
+            refusals_.Of(request.worker_id, request.sequence)) {
       response->set_refused(*why);  // a retry of a refused push
     } else {
       response->set_duplicate(true);
     }
   }
   return verdict;
-}
-
-void Shard::RememberRefusal(int32_t worker, uint64_t sequence,
-                            std::string why) {
-  std::deque<std::pair<uint64_t, std::string>>& kept = refusals_[worker];
-  if (kept.size() >= kRefusalsKept) kept.pop_front();
-  kept.emplace_back(sequence, std::move(why));
-}
-
-const std::string* Shard::RefusalOf(int32_t worker, uint64_t sequence) const {
-  const auto it = refusals_.find(worker);
-  if (it == refusals_.end()) return nullptr;
-  for (const auto& [refused, why] : it->second) {
-    if (refused == sequence) return &why;
-  }
-  return nullptr;
 }
 
 absl::Status Shard::ValidatePush(const wire::PushView& request,
@@ -624,7 +608,7 @@ absl::StatusOr<Shard::Turn> Shard::TakeTurn(const wire::PushView& request,
     // An outlier the guard refused: a verdict, not a failure to retry.
     // Nothing was applied and its sequence is used up (ValidatePush).
     if (tracked) {
-      RememberRefusal(worker, request.sequence, std::string(valid.message()));
+      refusals_.Remember(worker, request.sequence, std::string(valid.message()));
     }
     response->set_refused(std::string(valid.message()));
     return Turn::kAnswered;

@@ -13,7 +13,6 @@
 #define DOWNPOUR_SERVER_SHARD_H_
 
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -39,6 +38,7 @@
 #include "server/consistency_gate.h"
 #include "server/push_admission.h"
 #include "server/push_guard.h"
+#include "server/refusal_memory.h"
 #include "server/replication/replica_log.h"
 #include "server/sequence_window.h"
 #include "server/sparse_table.h"
@@ -311,23 +311,13 @@ class Shard {
   // not. A push past that bound counts for it once, whatever follows
   // (checked->counted; the caller's waits validate it again). An outlier the
   // PushGuard refused (Aborted) also uses its sequence up and is remembered
-  // for its retries (RememberRefusal).
+  // for its retries (RefusalMemory).
   absl::Status ValidatePush(const wire::PushView& request, CheckedPush* checked)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The block part of ValidatePush: store checks and the PushGuard's norms.
   absl::Status ValidateBlocks(const wire::PushView& request,
                               CheckedPush* checked)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A push the PushGuard refused as an outlier: answered OK with
-  // PushResponse.refused (the client does not retry it and counts nothing
-  // applied). The last kRefusalsKept per worker are kept, so that a retry of
-  // one (its reply lost) gets the same answer rather than "duplicate".
-  void RememberRefusal(int32_t worker, uint64_t sequence, std::string why)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Why push `sequence` of `worker` was refused, or nullptr when it was not
-  // (or is no longer remembered).
-  const std::string* RefusalOf(int32_t worker, uint64_t sequence) const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // The ssp gate's word on `request` (ids: its blocks): false when it may be
   // applied now; true after waiting (releasing mu_) for the gate to change,
   // when everything must be checked again; Unavailable (a hold error) when
@@ -407,10 +397,9 @@ class Shard {
   CheckpointChain chain_ ABSL_GUARDED_BY(mu_);
   // Norm and rate bounds against one bad worker (config.robustness).
   PushGuard guard_ ABSL_GUARDED_BY(mu_);
-  // The guard's latest refusals per worker (sequence, why), oldest first.
-  static constexpr size_t kRefusalsKept = 16;
-  std::map<int32_t, std::deque<std::pair<uint64_t, std::string>>>
-      refusals_ ABSL_GUARDED_BY(mu_);
+  // The guard's outlier refusals, answered again to a retry (a push it
+  // refused is answered OK with PushResponse.refused: not retried).
+  RefusalMemory refusals_ ABSL_GUARDED_BY(mu_);
   // training.consistency: ssp clocks, bsp rounds, holds.
   ConsistencyGate gate_ ABSL_GUARDED_BY(mu_);
   // Replication: changes so far, the blocks changed since the last cut, and
