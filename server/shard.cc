@@ -39,18 +39,6 @@ std::vector<uint32_t> BlockIds(const wire::PushView& request) {
   return ids;
 }
 
-// InvalidArgument naming the first block id that appears twice in `ids`.
-template <typename Ids>
-absl::Status CheckUnique(const char* op, const Ids& ids, int32_t worker) {
-  std::vector<uint32_t> sorted(ids.begin(), ids.end());
-  std::sort(sorted.begin(), sorted.end());
-  const auto twice = std::adjacent_find(sorted.begin(), sorted.end());
-  if (twice == sorted.end()) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      op, ": block ", *twice, " appears more than once in one request (worker ",
-      worker, ")"));
-}
-
 PushAdmission::Options AdmissionOptions(const Config& config, int index,
                                         Counters* counters) {
   PushAdmission::Options options;
@@ -153,6 +141,7 @@ Shard::Shard(const Config& config, int index, ModelSpec spec,
       counters_(counters),
       may_hold_pushes_(config.training.consistency == ConsistencyMode::kSsp ||
                        config.training.consistency == ConsistencyMode::kBsp),
+      pull_(&spec_, config.cluster.workers.size()),
       store_(std::move(store)),
       sparse_(std::move(sparse)),
       admission_(AdmissionOptions(config, index, counters), std::move(windows)),
@@ -225,53 +214,20 @@ absl::Status Shard::CheckEpoch(const char* op, uint64_t request_epoch) const {
   return absl::OkStatus();
 }
 
-absl::Status Shard::CheckReader(int32_t worker_id) const {
-  const size_t workers = config_.cluster.workers.size();
-  // -1: a reader that is not a worker (tools); it leaves no per-worker state.
-  if (worker_id == -1 ||
-      (worker_id >= 0 && static_cast<size_t>(worker_id) < workers)) {
-    return absl::OkStatus();
-  }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "pull: worker_id ", worker_id, " is not a configured worker (", workers,
-      " in cluster.workers: 0 to ", static_cast<int64_t>(workers) - 1,
-      ", or -1 for a tool)"));
-}
-
 absl::Status Shard::VisitBlocks(
     const proto::PullRequest& request,
     const std::function<absl::Status(size_t, size_t)>& reserve,
     const std::function<char*(const PulledBlock&)>& room) const {
-  // Sizes come from the model spec, so the caller sizes (and may refuse) the
-  // reply before anything is allocated or locked.
-  RETURN_IF_ERROR(CheckUnique("pull", request.block_ids(), request.worker_id()));
-  RETURN_IF_ERROR(CheckReader(request.worker_id()));
-  const WireEncoding encoding = EncodingOf(request.encoding());
-  if (!IsKnownWireEncoding(encoding)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "pull: unknown encoding ", request.encoding(),
-        " (valid: 0 float32, 1 bf16, 2 fp16)"));
-  }
-  const size_t width = BytesPerElement(encoding);
-  size_t payload = 0;
-  for (uint32_t id : request.block_ids()) {
-    if (id < spec_.blocks().size()) payload += spec_.blocks()[id].length * width;
-  }
-  RETURN_IF_ERROR(reserve(request.block_ids_size(), payload));
+  // Checked, and the reply sized, before anything is allocated or locked.
+  ASSIGN_OR_RETURN(const PullBlocks::Plan plan, pull_.Check(request));
+  RETURN_IF_ERROR(reserve(request.block_ids_size(), plan.payload_bytes));
   {
     absl::ReaderMutexLock lock(&mu_);
     RETURN_IF_ERROR(CheckEpoch("pull", request.placement_epoch()));
-    for (uint32_t id : request.block_ids()) {
-      ASSIGN_OR_RETURN(const uint64_t version, store_->Version(id));
-      const PulledBlock block{id, version, request.encoding(),
-                              spec_.blocks()[id].length * width};
-      RETURN_IF_ERROR(
-          store_->PullInto(id, room(block), request.worker_id(), encoding)
-              .status());
-    }
+    RETURN_IF_ERROR(pull_.Visit(request, plan, *store_, room));
   }
   counters_->stats().pulls.Increment(1);
-  counters_->stats().bytes_out.Increment(static_cast<double>(payload));
+  counters_->stats().bytes_out.Increment(static_cast<double>(plan.payload_bytes));
   return absl::OkStatus();
 }
 
@@ -340,7 +296,7 @@ absl::Status Shard::ValidatePush(const wire::PushView& request,
     checked->counted = true;
   }
   if (valid.ok() && request.blocks.size() > 1) {
-    valid = CheckUnique("push", BlockIds(request), request.worker_id);
+    valid = CheckUniqueBlocks("push", BlockIds(request), request.worker_id);
   }
   checked->blocks.clear();
   checked->stats.resize(request.blocks.size());
@@ -734,7 +690,7 @@ absl::Status Shard::PullSparse(const proto::PullRequest& request,
     return absl::InvalidArgumentError(
         "pull: a request asks for blocks or for sparse rows, not both");
   }
-  RETURN_IF_ERROR(CheckReader(request.worker_id()));
+  RETURN_IF_ERROR(pull_.CheckReader(request.worker_id()));
   // Keys are decoded and checked before the lock.
   int64_t total = 0;
   ASSIGN_OR_RETURN(const std::vector<std::vector<uint64_t>> keys,

@@ -36,6 +36,7 @@
 #include "server/checkpoint_chain.h"
 #include "server/consistency.h"
 #include "server/consistency_gate.h"
+#include "server/pull_blocks.h"
 #include "server/push_admission.h"
 #include "server/push_guard.h"
 #include "server/refusal_memory.h"
@@ -115,14 +116,8 @@ class Shard {
   absl::Status AssignBuckets(const std::vector<uint32_t>& buckets)
       ABSL_LOCKS_EXCLUDED(mu_);
 
-  // One block of a pull as VisitBlocks hands it out: `bytes` bytes of values
-  // in `encoding` (the request's proto::Encoding value).
-  struct PulledBlock {
-    uint32_t id = 0;
-    uint64_t version = 0;
-    int32_t encoding = 0;
-    size_t bytes = 0;
-  };
+  // One block of a pull as VisitBlocks hands it out (server/pull_blocks.h).
+  using PulledBlock = ::downpour::server::PulledBlock;
   // The blocks of a pull, for a reply the caller builds, each value copied
   // once, from the store to where the caller says. First, without the lock:
   // InvalidArgument for a block id asked twice, a worker_id neither a
@@ -275,9 +270,6 @@ class Shard {
 
   absl::Status CheckEpoch(const char* op, uint64_t request_epoch) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // InvalidArgument for a pull's worker_id that is neither a configured
-  // worker nor -1 (a tool).
-  absl::Status CheckReader(int32_t worker_id) const;
   // PushAdmission's verdict on `request`. A refusal is counted
   // ("rejected_pushes"); a duplicate is counted ("duplicate_pushes") and
   // acknowledged into *response.
@@ -380,6 +372,8 @@ class Shard {
   const ModelSpec spec_;
   Counters* const counters_;
   const bool may_hold_pushes_;
+  // The pull's checks and its visit of the store (under mu_).
+  const PullBlocks pull_;
 
   // State below is protected by mu_.
   mutable absl::Mutex mu_;
