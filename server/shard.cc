@@ -16,6 +16,7 @@
 #include "common/sparse_keys.h"
 #include "common/status_macros.h"
 #include "common/wire_encoding.h"
+#include "server/dense_push_check.h"
 
 namespace downpour::server {
 namespace {
@@ -30,13 +31,6 @@ constexpr uint64_t kCurrentVersion = std::numeric_limits<uint64_t>::max();
 // (common/wire_encoding_test.cc).
 WireEncoding EncodingOf(int proto_encoding) {
   return static_cast<WireEncoding>(proto_encoding);
-}
-
-std::vector<uint32_t> BlockIds(const wire::PushView& request) {
-  std::vector<uint32_t> ids;
-  ids.reserve(request.blocks.size());
-  for (const wire::BlockRef& block : request.blocks) ids.push_back(block.id);
-  return ids;
 }
 
 PushAdmission::Options AdmissionOptions(const Config& config, int index,
@@ -283,24 +277,7 @@ absl::StatusOr<PushAdmission::Verdict> Shard::Admit(
 absl::Status Shard::ValidatePush(const wire::PushView& request,
                                  CheckedPush* checked) {
   checked->rows.clear();
-  // A worker pushing far more than the others is refused before its
-  // gradients are read (Unavailable: retried, the sequence is not used up).
-  const absl::Time now = absl::Now();
-  absl::Status valid = guard_.CheckRate(request.worker_id, now);
-  // Counted now, not once applied: an honest worker whose pushes the guard
-  // refuses for their norms (or anything else) still pushes, and must stay
-  // in the median the rate bound is drawn from. When it dropped out, a
-  // flood starving the others made the bound fail open (issue 26).
-  if (valid.ok() && !checked->counted) {
-    guard_.RecordPush(request.worker_id, now);
-    checked->counted = true;
-  }
-  if (valid.ok() && request.blocks.size() > 1) {
-    valid = CheckUniqueBlocks("push", BlockIds(request), request.worker_id);
-  }
-  checked->blocks.clear();
-  checked->stats.resize(request.blocks.size());
-  if (valid.ok()) valid = ValidateBlocks(request, checked);
+  absl::Status valid = ValidateDensePush(request, *store_, &guard_, checked);
   if (valid.ok()) valid = sparse_->DecodePush(request, &checked->rows);
   if (valid.ok()) return valid;
   checked->rows.clear();
@@ -315,31 +292,6 @@ absl::Status Shard::ValidatePush(const wire::PushView& request,
     MarkPushed(request.worker_id, request.sequence);
   }
   return valid;
-}
-
-absl::Status Shard::ValidateBlocks(const wire::PushView& request,
-                                   CheckedPush* checked) {
-  checked->blocks.reserve(request.blocks.size());
-  for (size_t i = 0; i < request.blocks.size(); ++i) {
-    const wire::BlockRef& block = request.blocks[i];
-    BlockStore::GradientStats& stat = checked->stats[i];
-    absl::StatusOr<BlockStore::Block*> resolved =
-        store_->ValidatePush(block.id, block.data, block.size,
-                             EncodingOf(block.encoding), &stat);
-    if (!resolved.ok()) {
-      return absl::Status(resolved.status().code(),
-                          absl::StrCat(resolved.status().message(),
-                                       " (worker ", request.worker_id, ")"));
-    }
-    // The norm against the block's typical one: clipped, or refused.
-    stat.clip_norm = 0.0;
-    if (stat.norm >= 0) {
-      ASSIGN_OR_RETURN(stat.clip_norm,
-                       guard_.CheckNorm(block.id, request.worker_id, stat.norm));
-    }
-    checked->blocks.push_back(*resolved);
-  }
-  return absl::OkStatus();
 }
 
 absl::StatusOr<BlockStore::PushResult> Shard::ApplyUpdate(

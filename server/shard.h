@@ -36,6 +36,7 @@
 #include "server/checkpoint_chain.h"
 #include "server/consistency.h"
 #include "server/consistency_gate.h"
+#include "server/dense_push_check.h"
 #include "server/pull_blocks.h"
 #include "server/push_admission.h"
 #include "server/push_guard.h"
@@ -278,12 +279,9 @@ class Shard {
       const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   // A push as validated for Apply, kept across the waits of one Push.
-  struct CheckedPush {
-    std::vector<BlockStore::Block*> blocks;
-    std::vector<BlockStore::GradientStats> stats;  // with the clip bound
+  struct CheckedPush : CheckedBlocks {
     std::vector<DecodedRows> rows;
-    bool counted = false;  // by the PushGuard's rate bound
-    bool waited = false;   // a wait was counted ("ssp_waits", "bsp_waits")
+    bool waited = false;  // a wait was counted ("ssp_waits", "bsp_waits")
   };
   // What one pass of Push over the gate decided.
   enum class Turn { kAnswered, kAgain, kApply };
@@ -294,21 +292,12 @@ class Shard {
                                 absl::Time until, proto::PushResponse* response,
                                 CheckedPush* checked)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Validates every block of `request` (one lookup each) and its sparse rows
-  // (SparseTables::DecodePush) into *checked; nothing changes either way.
-  // What the one pass over each gradient found goes to checked->stats, for
-  // Apply, with the PushGuard's clip bound. A push refused for good
-  // (InvalidArgument, NotFound: the client does not retry it) uses up its
-  // sequence; one refused by the PushGuard's rate bound (Unavailable) does
-  // not. A push past that bound counts for it once, whatever follows
-  // (checked->counted; the caller's waits validate it again). An outlier the
-  // PushGuard refused (Aborted) also uses its sequence up and is remembered
-  // for its retries (RefusalMemory).
+  // Validates `request` into *checked (ValidateDensePush, then
+  // SparseTables::DecodePush); nothing changes but the guard's push count.
+  // A push refused for good (InvalidArgument, NotFound) or as an outlier
+  // (Aborted) uses up its sequence; one past the rate bound (Unavailable)
+  // does not.
   absl::Status ValidatePush(const wire::PushView& request, CheckedPush* checked)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The block part of ValidatePush: store checks and the PushGuard's norms.
-  absl::Status ValidateBlocks(const wire::PushView& request,
-                              CheckedPush* checked)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The ssp gate's word on `request` (ids: its blocks): false when it may be
   // applied now; true after waiting (releasing mu_) for the gate to change,
