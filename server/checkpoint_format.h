@@ -24,11 +24,13 @@ struct Trailer {
 
 // Reads and verifies a checkpoint file; its size and CRC into *trailer (may be
 // null). NotFound when the file does not exist.
-absl::StatusOr<Checkpoint> ReadCheckpointFile(const std::string& path, Trailer* trailer);
+absl::StatusOr<Checkpoint> ReadCheckpointFile(const std::string& path,
+                                              Trailer* trailer);
 
 // Writes `c` in `format` to `path` atomically; `before_rename` (may be empty)
 // runs after the data is synced, before the rename. Size and CRC into *trailer.
-absl::Status WriteInFormat(const std::string& path, const Checkpoint& c, uint32_t format,
+absl::Status WriteInFormat(const std::string& path, const Checkpoint& c,
+                           uint32_t format,
                            const std::function<absl::Status()>& before_rename,
                            Trailer* trailer = nullptr);
 

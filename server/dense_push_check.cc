@@ -33,14 +33,15 @@ absl::Status ValidateBlocks(const wire::PushView& request,
                            static_cast<WireEncoding>(block.encoding), &stat);
     if (!resolved.ok()) {
       return absl::Status(resolved.status().code(),
-                          absl::StrCat(resolved.status().message(),
-                                       " (worker ", request.worker_id, ")"));
+                          absl::StrCat(resolved.status().message(), " (worker ",
+                                       request.worker_id, ")"));
     }
     // The norm against the block's typical one: clipped, or refused.
     stat.clip_norm = 0.0;
     if (stat.norm >= 0) {
-      ASSIGN_OR_RETURN(stat.clip_norm,
-                       guard->CheckNorm(block.id, request.worker_id, stat.norm));
+      ASSIGN_OR_RETURN(
+          stat.clip_norm,
+          guard->CheckNorm(block.id, request.worker_id, stat.norm));
     }
     checked->blocks.push_back(*resolved);
   }

@@ -42,9 +42,9 @@ absl::StatusOr<PullBlocks::Plan> PullBlocks::Check(
   // The proto value as it came; proto::Encoding and WireEncoding share values.
   plan.encoding = static_cast<WireEncoding>(request.encoding());
   if (!IsKnownWireEncoding(plan.encoding)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "pull: unknown encoding ", request.encoding(),
-        " (valid: 0 float32, 1 bf16, 2 fp16)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("pull: unknown encoding ", request.encoding(),
+                     " (valid: 0 float32, 1 bf16, 2 fp16)"));
   }
   plan.width = BytesPerElement(plan.encoding);
   for (uint32_t id : request.block_ids()) {

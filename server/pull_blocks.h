@@ -39,8 +39,8 @@ class PullBlocks {
   PullBlocks(const ModelSpec* spec, size_t num_workers)
       : spec_(spec), num_workers_(num_workers) {}
 
-  // InvalidArgument for a pull's (dense or sparse) worker_id that is neither a configured
-  // worker nor -1 (a tool).
+  // InvalidArgument for a pull's (dense or sparse) worker_id that is neither a
+  // configured worker nor -1 (a tool).
   absl::Status CheckReader(int32_t worker_id) const;
 
   // A pull as checked: its encoding and the reply's payload.
@@ -59,9 +59,10 @@ class PullBlocks {
   // block's values from `store` written there. NotFound for a block not in
   // `store` (the blocks before it were written). The caller holds the lock
   // over `store`.
-  absl::Status Visit(const proto::PullRequest& request, const Plan& plan,
-                     const BlockStore& store,
-                     const std::function<char*(const PulledBlock&)>& room) const;
+  absl::Status Visit(
+      const proto::PullRequest& request, const Plan& plan,
+      const BlockStore& store,
+      const std::function<char*(const PulledBlock&)>& room) const;
 
  private:
   const ModelSpec* const spec_;

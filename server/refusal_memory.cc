@@ -3,7 +3,8 @@
 
 namespace downpour::server {
 
-void RefusalMemory::Remember(int32_t worker, uint64_t sequence, std::string why) {
+void RefusalMemory::Remember(int32_t worker, uint64_t sequence,
+                             std::string why) {
   std::deque<std::pair<uint64_t, std::string>>& kept = refusals_[worker];
   if (kept.size() >= kKept) kept.pop_front();
   kept.emplace_back(sequence, std::move(why));

@@ -48,17 +48,17 @@
 
 namespace downpour::server {
 
-// Thread-safe. Holds the only lock of the ps core: one reader/writer mutex over
-// the epoch and the parts above (which take none). Pulls,
-// Checksums and checkpoint snapshots share it; pushes and placements hold it
-// exclusively, so a push is validated and applied as one step. Checkpoints are
-// copied under the lock and written to disk without it. (With
-// optimizer.delay_compensation, the store's ServedValues also locks a mutex per
-// worker, always inside this one.)
 // The optimizer section of a model's dense blocks (config.optimizer, with
 // what the model type changes).
 OptimizerSection DenseOptimizer(const Config& config);
 
+// Thread-safe. Holds the only lock of the ps core: one reader/writer mutex over
+// the epoch and the parts above (which take none). Pulls, Checksums and
+// checkpoint snapshots share it; pushes and placements hold it exclusively, so
+// a push is validated and applied as one step. Checkpoints are copied under
+// the lock and written to disk without it. (With optimizer.delay_compensation,
+// the store's ServedValues also locks a mutex per worker, always inside this
+// one.)
 class Shard {
  public:
   // Reads this shard's checkpoint, if checkpoint.dir holds one: DataLoss or
@@ -120,11 +120,9 @@ class Shard {
   // One block of a pull as VisitBlocks hands it out (server/pull_blocks.h).
   using PulledBlock = ::downpour::server::PulledBlock;
   // The blocks of a pull, for a reply the caller builds, each value copied
-  // once, from the store to where the caller says. First, without the lock:
-  // InvalidArgument for a block id asked twice, a worker_id neither a
-  // configured worker nor -1 (a tool), or an unknown encoding; then
-  // `reserve(num_blocks, payload_bytes)` with the reply's payload from the
-  // model's block sizes, so the caller can refuse (its error is returned) or
+  // once, from the store to where the caller says. First, without the lock,
+  // PullBlocks::Check (InvalidArgument) and `reserve(num_blocks,
+  // payload_bytes)`, so the caller can refuse (its error is returned) or
   // allocate before the lock is taken. Then, under the shared lock: the epoch
   // (Unavailable before the first Assign; FailedPrecondition for a request
   // from an older placement epoch, Unavailable for a newer one: this shard
@@ -240,12 +238,11 @@ class Shard {
   // learned meanwhile that it was replaced).
   //
   // First, with eviction.* set (even without checkpoint.dir), the sparse
-  // tables evict under the exclusive lock ("sparse_evicted_rows"); a
-  // replicated shard sends the evicted keys to its backup with its next
-  // cut. With checkpoint.incremental (and sparse tables), the first write
-  // is a full cut and the next checkpoint.full_every each a delta of the
-  // rows changed and the keys evicted since the previous write; a failed
-  // write makes the next one a full cut. One call at a time (a second waits).
+  // tables evict under the exclusive lock; a replicated shard sends the
+  // evicted keys to its backup with its next cut. With
+  // checkpoint.incremental, a full cut or a delta (CheckpointChain::TakeCut);
+  // a failed write makes the next one a full cut. One call at a time (a
+  // second waits).
   absl::Status WriteCheckpoint(
       const std::function<absl::Status()>& may_write = nullptr)
       ABSL_LOCKS_EXCLUDED(mu_);
