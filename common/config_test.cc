@@ -432,7 +432,7 @@ TEST(ConfigTest, WideDeepFieldsFollowTheDataSection) {
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->model.wide_deep.fields, 4);
   EXPECT_EQ(config->model.wide_deep.mlp_learning_rate, 0.001);
-  EXPECT_EQ(config->model.wide_deep.pooling, "sum");
+  EXPECT_EQ(config->model.wide_deep.pooling, Pooling::kSum);
   EXPECT_TRUE(config->model.wide_deep.hidden.empty());
   EXPECT_EQ(&EmbeddingOptions(config->model), &config->model.wide_deep);
   config = Parse(
@@ -471,6 +471,10 @@ TEST(ConfigTest, ChoicesParseAndNameRoundTrip) {
       "cnn",
       "model.type must be one of mlp, linear, softmax, sparse_linear, fm, "
       "wide_deep; got 'cnn'");
+  ExpectChoices<Pooling>(
+      ParsePooling, PoolingName,
+      {{"sum", Pooling::kSum}, {"mean", Pooling::kMean}}, "max",
+      "wide_deep.pooling must be one of sum, mean; got 'max'");
   ExpectChoices<OptimizerType>(
       ParseOptimizerType, OptimizerTypeName,
       {{"sgd", OptimizerType::kSgd},
