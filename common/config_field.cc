@@ -111,6 +111,17 @@ size_t EditDistance(const std::string& a, const std::string& b) {
 
 }  // namespace
 
+std::string Where(const std::string& file, const YAML::Mark& mark) {
+  if (mark.is_null()) return file;
+  return absl::StrCat(file, ":", mark.line + 1);
+}
+
+absl::Status Located(const std::string& where, const absl::Status& status) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(),
+                      absl::StrCat(where, ": ", status.message()));
+}
+
 std::string DescribeValue(const YAML::Node& node) {
   switch (node.Type()) {
     case YAML::NodeType::Null:

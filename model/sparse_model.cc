@@ -153,7 +153,7 @@ absl::Status CheckMlp(const std::string& where, const SparseModel& model) {
         where, ": the MLP takes ", spec.inputs(), " inputs, but the data's ",
         fields, " fields of fm_dim ", k, " make ", fields * k));
   }
-  if (meta.pooling() != "sum" && meta.pooling() != "mean") {
+  if (!ParsePooling(meta.pooling()).ok()) {
     return absl::InvalidArgumentError(absl::StrCat(
         where, ": meta.pooling is '", meta.pooling(), "', not sum or mean"));
   }
@@ -227,7 +227,7 @@ proto::ModelMeta MakeSparseMeta(
       for (const TensorSpec& t : spec->tensors()) meta.add_tensors(t.name);
     }
     meta.set_activation("relu");
-    meta.set_pooling(config.model.wide_deep.pooling);
+    meta.set_pooling(PoolingName(config.model.wide_deep.pooling));
   }
   for (const std::string& c : class_names) meta.add_class_names(c);
   meta.set_sparse_buckets(static_cast<uint32_t>(config.model.sparse_buckets));
@@ -402,6 +402,10 @@ SparseScorer::SparseScorer(const SparseModel& model)
   for (size_t i = 0; i < model.embedding_keys.size(); ++i) {
     embedding_.emplace(model.embedding_keys[i], static_cast<uint32_t>(i));
   }
+  // A meta the writer and reader check holds sum or mean; anything else
+  // scores as sum, as the text comparison here did.
+  const absl::StatusOr<Pooling> pooling = ParsePooling(model.meta.pooling());
+  if (pooling.ok()) pooling_ = *pooling;
 }
 
 float SparseScorer::Margin(const uint64_t* keys, const float* values,
@@ -440,7 +444,7 @@ float SparseScorer::Margin(const uint64_t* keys, const float* values,
       WideDeepScratch scratch;
       std::vector<float> p(n);
       PoolingWeights(values, fields, n, layers_.front() / fm_dim_,
-                     model_.meta.pooling() == "mean", p.data(), &scratch);
+                     pooling_ == Pooling::kMean, p.data(), &scratch);
       return WideDeepMargin(layers_, model_.mlp.data(), w.data(), v.data(),
                             values, p.data(), fields, n, fm_dim_, &scratch);
     }

@@ -125,6 +125,7 @@ class SparseScorer {
   int fm_dim_ = 0;
   bool wide_deep_ = false;
   std::vector<int> layers_;  // wide_deep: the MLP's
+  Pooling pooling_ = Pooling::kSum;  // wide_deep: meta.pooling
   absl::flat_hash_map<uint64_t, uint32_t> embedding_;
 };
 

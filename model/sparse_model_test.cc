@@ -198,7 +198,7 @@ TEST(SparseModelTest, WideDeepRoundTripsItsMlpAndScoresPerField) {
   config.model.type = ModelType::kWideDeep;
   config.model.wide_deep.dim = 2;
   config.model.wide_deep.hidden = {};
-  config.model.wide_deep.pooling = "sum";
+  config.model.wide_deep.pooling = Pooling::kSum;
   config.model.wide_deep.fields = 3;  // color, amount, notes (id ignored)
   SparseModel model = ThreeRows(MakeSparseMeta(config, {"no", "yes"},
                                                CsvColumns()));

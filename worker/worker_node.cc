@@ -172,7 +172,8 @@ absl::Status WorkerNode::JoinCluster() {
       if (table.min_count > 1) sparse_options.send_counts = true;
     }
     sparse_options.backend = backend_.get();  // wide_deep only
-    sparse_options.mean_pooling = config.model.wide_deep.pooling == "mean";
+    sparse_options.mean_pooling =
+        config.model.wide_deep.pooling == Pooling::kMean;
     loop_ = std::make_unique<SparseLoop>(*spec_, ps_.get(), sparse_train_,
                                          &sparse_data_.test, sparse_options);
     running_loop_.store(loop_.get());
