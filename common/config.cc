@@ -93,8 +93,9 @@ absl::StatusOr<Config> ParseUnsafe(const std::string& yaml,
     RETURN_IF_ERROR(config_internal::ReadDocument(schema, root, file,
                                                   &config.explicit_keys));
     for (const std::string& assignment : overrides) {
-      RETURN_IF_ERROR(Located(absl::StrCat("--set ", assignment),
-                              Assign(schema, assignment, &config.explicit_keys)));
+      RETURN_IF_ERROR(
+          Located(absl::StrCat("--set ", assignment),
+                  Assign(schema, assignment, &config.explicit_keys)));
     }
   }
   config_internal::ResolveTableDefaults(config.explicit_keys, &config.data);
@@ -151,8 +152,8 @@ absl::Status CheckSchedule(const Config& config) {
 // The sections of sparse tables (admission, fm, wide_deep, eviction) against
 // model.type and each other.
 absl::Status CheckSparseSections(const Config& config) {
-  const bool admission = config.admission.min_count > 1 ||
-                         config.admission.probability < 1;
+  const bool admission =
+      config.admission.min_count > 1 || config.admission.probability < 1;
   if (admission && !IsSparseModel(config.model.type)) {
     return absl::InvalidArgumentError(
         "admission.min_count and admission.probability decide which keys of a "
@@ -172,8 +173,8 @@ absl::Status CheckSparseSections(const Config& config) {
   for (const auto& e : kEmbeddingSections) {
     const std::string prefix = absl::StrCat(e.section, ".");
     const auto first = config.explicit_keys.lower_bound(prefix);
-    const bool set = first != config.explicit_keys.end() &&
-                     absl::StartsWith(*first, prefix);
+    const bool set =
+        first != config.explicit_keys.end() && absl::StartsWith(*first, prefix);
     const std::string name = ModelTypeName(e.type);
     if (set && config.model.type != e.type) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -184,10 +185,10 @@ absl::Status CheckSparseSections(const Config& config) {
     if (config.model.type == e.type &&
         EmbeddingOptions(config.model).embedding_min_count > 1 &&
         config.admission.probability < 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          e.section,
-          ".embedding_min_count admits embeddings by count and "
-          "admission.probability admits keys by chance: set one"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(e.section,
+                       ".embedding_min_count admits embeddings by count and "
+                       "admission.probability admits keys by chance: set one"));
     }
   }
   if (config.admission.min_count > 1 && config.admission.probability < 1) {
@@ -221,7 +222,8 @@ absl::StatusOr<Config> LoadConfig(const std::string& path) {
 
 absl::StatusOr<Config> LoadConfig(const std::string& path,
                                   const std::vector<std::string>& overrides) {
-  ASSIGN_OR_RETURN(const std::string text, config_internal::ReadConfigFile(path));
+  ASSIGN_OR_RETURN(const std::string text,
+                   config_internal::ReadConfigFile(path));
   return Parse(text, path, overrides);
 }
 

@@ -1,10 +1,12 @@
 // The cluster configuration: one YAML file describes the whole job.
 //
-//   absl::StatusOr<Config> config = LoadConfig("deploy/configs/mnist_local.yaml");
+//   absl::StatusOr<Config> config =
+//   LoadConfig("deploy/configs/mnist_local.yaml");
 //
-// Every daemon loads the same file; flags then override single fields. The loader
-// rejects unknown keys, wrong types and impossible values with InvalidArgument and a
-// message naming the file, the line, the key and what is allowed. See docs/CONFIG.md.
+// Every daemon loads the same file; flags then override single fields. The
+// loader rejects unknown keys, wrong types and impossible values with
+// InvalidArgument and a message naming the file, the line, the key and what is
+// allowed. See docs/CONFIG.md.
 //
 // Each section has a file of its own, common/config_<section>.h, holding its
 // struct, its choices and (in the .cc) its keys and their rules; this header
@@ -85,19 +87,20 @@ std::string TargetMetric(const Config& config);
 // What the job aims at (JobTarget, common/config_training.h).
 JobTarget TargetOf(const Config& config);
 
-// Loads and validates `path`. InvalidArgument names file, line, key and the allowed
-// values; NotFound when the file does not exist.
+// Loads and validates `path`. InvalidArgument names file, line, key and the
+// allowed values; NotFound when the file does not exist.
 absl::StatusOr<Config> LoadConfig(const std::string& path);
 
-// Like LoadConfig, then applies `overrides`, each "section.key=value" (value in YAML
-// syntax, e.g. "training.steps=100", "cluster.ps=[127.0.0.1:0, 127.0.0.1:0]"), in
-// order, before validation. Errors in an override name it:
+// Like LoadConfig, then applies `overrides`, each "section.key=value" (value in
+// YAML syntax, e.g. "training.steps=100", "cluster.ps=[127.0.0.1:0,
+// 127.0.0.1:0]"), in order, before validation. Errors in an override name it:
 // "--set training.steps=abc: training.steps must be an integer, got 'abc'".
 absl::StatusOr<Config> LoadConfig(const std::string& path,
                                   const std::vector<std::string>& overrides);
 
 // Parses YAML text (for tests); `name` stands in for the file name in messages.
-absl::StatusOr<Config> ParseConfig(const std::string& yaml, const std::string& name);
+absl::StatusOr<Config> ParseConfig(const std::string& yaml,
+                                   const std::string& name);
 
 // Checks every key's range and the rules across keys (e.g. model.layers vs
 // model.type); messages name the keys but no file or line. LoadConfig calls it;
@@ -106,7 +109,8 @@ absl::Status ValidateConfig(const Config& config);
 
 // Flags split "--set a.b=[1, 2],c.d=3" at every comma; this glues the pieces
 // without '=' back onto the assignment before them: {"a.b=[1, 2]", "c.d=3"}.
-std::vector<std::string> MergeOverrideFragments(const std::vector<std::string>& pieces);
+std::vector<std::string> MergeOverrideFragments(
+    const std::vector<std::string>& pieces);
 
 }  // namespace downpour
 

@@ -30,8 +30,7 @@ void ExpectChoices(Parse parse, Name name,
     EXPECT_EQ(*parsed, value) << text;
     EXPECT_EQ(std::string(name(value)), text);
   }
-  EXPECT_THAT(parse(typo),
-              StatusIs(absl::StatusCode::kInvalidArgument, error));
+  EXPECT_THAT(parse(typo), StatusIs(absl::StatusCode::kInvalidArgument, error));
   EXPECT_THAT(parse(std::string(name(static_cast<E>(99)))), Not(IsOk()));
 }
 
@@ -127,8 +126,7 @@ TEST(ConfigTest, ChoicesParseAndNameRoundTrip) {
       {{"float32", WireEncoding::kFloat32},
        {"bf16", WireEncoding::kBf16},
        {"fp16", WireEncoding::kFp16}},
-      "fp32",
-      "rpc.encoding must be one of float32, bf16, fp16; got 'fp32'");
+      "fp32", "rpc.encoding must be one of float32, bf16, fp16; got 'fp32'");
   ExpectChoices<RestartMode>(
       ParseRestartMode, RestartModeName,
       {{"never", RestartMode::kNever}, {"on-failure", RestartMode::kOnFailure}},

@@ -20,8 +20,8 @@ struct ClusterSection {
   // Default: one at 127.0.0.1:7101.
   std::vector<std::string> workers = {"127.0.0.1:7101"};
   // Spare ps addresses: when a shard dies, a standby that has registered takes
-  // over its index and loads the shard's latest checkpoint. Default: none (a dead
-  // shard waits for a ps restarted with the same index).
+  // over its index and loads the shard's latest checkpoint. Default: none (a
+  // dead shard waits for a ps restarted with the same index).
   std::vector<std::string> standby_ps;
   // Copies of each shard: 2 = the shard's primary streams every update to a
   // standby (its backup) and acknowledges a push only once the backup has it,

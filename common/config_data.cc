@@ -34,35 +34,34 @@ constexpr int64_t kMaxExamples = 100'000'000;
 namespace config_internal {
 
 std::vector<ConfigField> DataKeys(DataSection* d) {
-  return {ChoiceField("data.source", &d->source, ParseDataSource,
-                      DataSourceName),
-          StringField("data.path", &d->path),
-          StringField("data.test_path", &d->test_path),
-          // -1 (test) and 0 (train) are the "not set" values of csv and
-          // libsvm, placed by ResolveTableDefaults; CheckData refuses them
-          // elsewhere.
-          IntField("data.train_examples", &d->train_examples,
-                   Between(0, kMaxExamples)),
-          IntField("data.test_examples", &d->test_examples,
-                   Between(-1, kMaxExamples)),
-          DoubleField("data.test_fraction", &d->test_fraction, ZeroToOne()),
-          BoolField("data.normalize", &d->normalize),
-          BoolField("data.header", &d->header),
-          StringField("data.label_column", &d->label_column),
-          EnumField("data.delimiter", &d->delimiter, {",", ";", "\t", "\\t"}),
-          IntField("data.skip_lines", &d->skip_lines, Between(0, 1'000'000)),
-          StringListField("data.classes", &d->classes, 100'000),
-          ChoiceField("data.missing", &d->missing, ParseMissingPolicy,
-                      MissingPolicyName),
-          BoolField("data.zero_based", &d->zero_based),
-          StringListField("data.categorical", &d->categorical, 100'000),
-          StringListField("data.text", &d->text, 100'000),
-          StringListField("data.numeric", &d->numeric, 100'000),
-          StringListField("data.bucketize", &d->bucketize, 100'000),
-          StringListField("data.ignore", &d->ignore, 100'000),
-          IntField("data.quantile_buckets", &d->quantile_buckets,
-                   Between(2, 1000)),
-          IntField("data.features", &d->features, Between(0, kMaxLayerWidth))};
+  return {
+      ChoiceField("data.source", &d->source, ParseDataSource, DataSourceName),
+      StringField("data.path", &d->path),
+      StringField("data.test_path", &d->test_path),
+      // -1 (test) and 0 (train) are the "not set" values of csv and
+      // libsvm, placed by ResolveTableDefaults; CheckData refuses them
+      // elsewhere.
+      IntField("data.train_examples", &d->train_examples,
+               Between(0, kMaxExamples)),
+      IntField("data.test_examples", &d->test_examples,
+               Between(-1, kMaxExamples)),
+      DoubleField("data.test_fraction", &d->test_fraction, ZeroToOne()),
+      BoolField("data.normalize", &d->normalize),
+      BoolField("data.header", &d->header),
+      StringField("data.label_column", &d->label_column),
+      EnumField("data.delimiter", &d->delimiter, {",", ";", "\t", "\\t"}),
+      IntField("data.skip_lines", &d->skip_lines, Between(0, 1'000'000)),
+      StringListField("data.classes", &d->classes, 100'000),
+      ChoiceField("data.missing", &d->missing, ParseMissingPolicy,
+                  MissingPolicyName),
+      BoolField("data.zero_based", &d->zero_based),
+      StringListField("data.categorical", &d->categorical, 100'000),
+      StringListField("data.text", &d->text, 100'000),
+      StringListField("data.numeric", &d->numeric, 100'000),
+      StringListField("data.bucketize", &d->bucketize, 100'000),
+      StringListField("data.ignore", &d->ignore, 100'000),
+      IntField("data.quantile_buckets", &d->quantile_buckets, Between(2, 1000)),
+      IntField("data.features", &d->features, Between(0, kMaxLayerWidth))};
 }
 
 void ResolveTableDefaults(const std::set<std::string>& set_keys,
@@ -78,9 +77,10 @@ void ResolveTableDefaults(const std::set<std::string>& set_keys,
 
 absl::Status CheckData(const DataSection& data, const ClusterSection& cluster) {
   if (data.source != DataSource::kSynthetic && data.path.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "data.path must name a ", IsTableSource(data.source) ? "file" : "folder",
-        " for data.source ", DataSourceName(data.source)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("data.path must name a ",
+                     IsTableSource(data.source) ? "file" : "folder",
+                     " for data.source ", DataSourceName(data.source)));
   }
   if (!data.test_path.empty() && !IsTableSource(data.source) &&
       data.source != DataSource::kIdx) {
@@ -92,8 +92,8 @@ absl::Status CheckData(const DataSection& data, const ClusterSection& cluster) {
   if (data.train_examples < 1 || data.test_examples < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "data.train_examples must be >= 1 and data.test_examples >= 0 for "
-        "data.source ", DataSourceName(data.source), ", got ",
-        data.train_examples, " and ",
+        "data.source ",
+        DataSourceName(data.source), ", got ", data.train_examples, " and ",
         data.test_examples));
   }
   if (data.train_examples < static_cast<int64_t>(cluster.workers.size())) {

@@ -72,9 +72,9 @@ inline constexpr size_t kMaxStringLength = 4096;
 // Upper bounds that several sections share: generous for any real job, low
 // enough that a typo cannot make a daemon allocate gigabytes or wait for ever
 // (issue 12).
-inline constexpr int64_t kMaxLayerWidth = 1 << 24;  // 16Mi units
-inline constexpr int64_t kMaxUpdates = int64_t{1} << 40;  // step/update counts
-inline constexpr double kMaxSeconds = 7 * 24 * 3600.0;  // durations: a week
+inline constexpr int64_t kMaxLayerWidth = 1 << 24;         // 16Mi units
+inline constexpr int64_t kMaxUpdates = int64_t{1} << 40;   // step/update counts
+inline constexpr double kMaxSeconds = 7 * 24 * 3600.0;     // durations: a week
 inline constexpr double kMaxTimeoutSeconds = 24 * 3600.0;  // rpc, heartbeats
 
 ConfigField IntField(std::string key, int* value, IntRange range);

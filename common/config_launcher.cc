@@ -17,8 +17,7 @@ constexpr Choice<RestartMode> kRestartModes[] = {
 std::vector<ConfigField> LauncherKeys(LauncherSection* l) {
   return {ChoiceField("launcher.restart", &l->restart, ParseRestartMode,
                       RestartModeName),
-          IntField("launcher.max_restarts", &l->max_restarts,
-                   Between(0, 1000)),
+          IntField("launcher.max_restarts", &l->max_restarts, Between(0, 1000)),
           DoubleField("launcher.restart_backoff_s", &l->restart_backoff_s,
                       NonNegativeAtMost(3600)),
           DoubleField("launcher.max_restart_backoff_s",

@@ -6,8 +6,8 @@
 namespace downpour::config_internal {
 
 std::vector<ConfigField> MetricsKeys(MetricsSection* m) {
-  return {IntField("metrics.port_offset", &m->port_offset,
-                   Between(-65535, 65535))};
+  return {
+      IntField("metrics.port_offset", &m->port_offset, Between(-65535, 65535))};
 }
 
 }  // namespace downpour::config_internal

@@ -21,19 +21,18 @@ using config_internal::ParseChoice;
 constexpr Choice<Task> kTasks[] = {{"multiclass", Task::kMulticlass},
                                    {"binary", Task::kBinary},
                                    {"regression", Task::kRegression}};
-constexpr Choice<ModelType> kModelTypes[] = {{"mlp", ModelType::kMlp},
-                                             {"linear", ModelType::kLinear},
-                                             {"softmax", ModelType::kSoftmax},
-                                             {"sparse_linear",
-                                              ModelType::kSparseLinear},
-                                             {"fm", ModelType::kFm},
-                                             {"wide_deep",
-                                              ModelType::kWideDeep}};
+constexpr Choice<ModelType> kModelTypes[] = {
+    {"mlp", ModelType::kMlp},
+    {"linear", ModelType::kLinear},
+    {"softmax", ModelType::kSoftmax},
+    {"sparse_linear", ModelType::kSparseLinear},
+    {"fm", ModelType::kFm},
+    {"wide_deep", ModelType::kWideDeep}};
 constexpr Choice<Pooling> kPoolings[] = {{"sum", Pooling::kSum},
                                          {"mean", Pooling::kMean}};
 
-constexpr size_t kMaxLayers = 64;            // entries of model.layers
-constexpr int64_t kMaxBlockSize = 1 << 24;   // floats (64 MiB)
+constexpr size_t kMaxLayers = 64;                     // entries of model.layers
+constexpr int64_t kMaxBlockSize = 1 << 24;            // floats (64 MiB)
 constexpr int64_t kMaxDataFloats = int64_t{1} << 32;  // 16 GiB of examples
 
 }  // namespace
@@ -44,31 +43,30 @@ namespace {
 // The keys that fm and wide_deep share, in section `section`.
 std::vector<ConfigField> EmbeddingKeys(const std::string& section,
                                        FmSection* e) {
-  return {IntField(section + ".dim", &e->dim, Between(1, 256)),
-          IntField(section + ".embedding_min_count", &e->embedding_min_count,
-                   Between(1, 1'000'000)),
-          DoubleField(section + ".init_scale", &e->init_scale,
-                      {0, false, 1, true}),
-          DoubleField(section + ".l1", &e->l1, NonNegativeAtMost(1e6)),
-          DoubleField(section + ".l2", &e->l2, NonNegativeAtMost(1e6)),
-          DoubleField(section + ".learning_rate", &e->learning_rate,
-                      NonNegativeAtMost(1000))};
+  return {
+      IntField(section + ".dim", &e->dim, Between(1, 256)),
+      IntField(section + ".embedding_min_count", &e->embedding_min_count,
+               Between(1, 1'000'000)),
+      DoubleField(section + ".init_scale", &e->init_scale, {0, false, 1, true}),
+      DoubleField(section + ".l1", &e->l1, NonNegativeAtMost(1e6)),
+      DoubleField(section + ".l2", &e->l2, NonNegativeAtMost(1e6)),
+      DoubleField(section + ".learning_rate", &e->learning_rate,
+                  NonNegativeAtMost(1000))};
 }
 
 }  // namespace
 
 std::vector<ConfigField> ModelKeys(ModelSection* m) {
-  return {ChoiceField("model.task", &m->task, ParseTask, TaskName),
-          ChoiceField("model.type", &m->type, ParseModelType, ModelTypeName),
-          IntListField("model.layers", &m->layers, 2, kMaxLayers,
-                       Between(1, kMaxLayerWidth)),
-          Int64Field("model.block_size", &m->block_size,
-                     Between(1, kMaxBlockSize)),
-          Uint64Field("model.init_seed", &m->init_seed),
-          IntField("model.sparse_buckets", &m->sparse_buckets,
-                   Between(1, 65536)),
-          Int64Field("model.sparse_max_rows", &m->sparse_max_rows,
-                     Between(1, (int64_t{1} << 31) - 1))};
+  return {
+      ChoiceField("model.task", &m->task, ParseTask, TaskName),
+      ChoiceField("model.type", &m->type, ParseModelType, ModelTypeName),
+      IntListField("model.layers", &m->layers, 2, kMaxLayers,
+                   Between(1, kMaxLayerWidth)),
+      Int64Field("model.block_size", &m->block_size, Between(1, kMaxBlockSize)),
+      Uint64Field("model.init_seed", &m->init_seed),
+      IntField("model.sparse_buckets", &m->sparse_buckets, Between(1, 65536)),
+      Int64Field("model.sparse_max_rows", &m->sparse_max_rows,
+                 Between(1, (int64_t{1} << 31) - 1))};
 }
 
 std::vector<ConfigField> FmKeys(FmSection* fm) {
@@ -77,10 +75,10 @@ std::vector<ConfigField> FmKeys(FmSection* fm) {
 
 std::vector<ConfigField> WideDeepKeys(WideDeepSection* w) {
   std::vector<ConfigField> keys = EmbeddingKeys("wide_deep", w);
-  keys.push_back(IntListField("wide_deep.hidden", &w->hidden, 0, 8,
-                              Between(1, 4096)));
-  keys.push_back(ChoiceField("wide_deep.pooling", &w->pooling, ParsePooling,
-                             PoolingName));
+  keys.push_back(
+      IntListField("wide_deep.hidden", &w->hidden, 0, 8, Between(1, 4096)));
+  keys.push_back(
+      ChoiceField("wide_deep.pooling", &w->pooling, ParsePooling, PoolingName));
   keys.push_back(DoubleField("wide_deep.mlp_learning_rate",
                              &w->mlp_learning_rate, NonNegativeAtMost(1000)));
   return keys;
@@ -103,7 +101,8 @@ absl::Status CheckModel(const ModelSection& model,
     return absl::InvalidArgumentError(absl::StrCat(
         "optimizer.type ftrl trains sparse tables (model.type sparse_linear, "
         "fm or wide_deep); "
-        "model.type ", ModelTypeName(model.type),
+        "model.type ",
+        ModelTypeName(model.type),
         " is dense: use adagrad, adam, momentum or sgd"));
   }
   RETURN_IF_ERROR(CheckModelSize(model));
@@ -111,16 +110,16 @@ absl::Status CheckModel(const ModelSection& model,
   const int64_t examples = int64_t{data.train_examples} + data.test_examples;
   if (!layers.empty() && examples * layers.front() > kMaxDataFloats) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "data.train_examples + data.test_examples (", examples, ") x model.layers[0] (",
-        layers.front(), ") = ", examples * layers.front(),
-        " input floats; at most ", kMaxDataFloats,
-        " (16 GiB) are allowed: check both for a typo"));
+        "data.train_examples + data.test_examples (", examples,
+        ") x model.layers[0] (", layers.front(),
+        ") = ", examples * layers.front(), " input floats; at most ",
+        kMaxDataFloats, " (16 GiB) are allowed: check both for a typo"));
   }
   if (IsLinear(model.type) && layers.size() != 2) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model.type ", ModelTypeName(model.type),
-        " needs exactly 2 layers [inputs, outputs], got ",
-        layers.size(), ": [", absl::StrJoin(layers, ", "), "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("model.type ", ModelTypeName(model.type),
+                     " needs exactly 2 layers [inputs, outputs], got ",
+                     layers.size(), ": [", absl::StrJoin(layers, ", "), "]"));
   }
   if (model.task != Task::kMulticlass && !layers.empty() &&
       layers.back() != 1) {
@@ -132,7 +131,8 @@ absl::Status CheckModel(const ModelSection& model,
   if (model.task == Task::kMulticlass && !layers.empty() && layers.back() < 2) {
     return absl::InvalidArgumentError(absl::StrCat(
         "model.task multiclass needs at least 2 classes (the last entry of "
-        "model.layers), got [", absl::StrJoin(layers, ", "),
+        "model.layers), got [",
+        absl::StrJoin(layers, ", "),
         "]: for one output set model.task to binary or regression"));
   }
   if (data.source != DataSource::kMnist || layers.empty()) {
@@ -141,7 +141,8 @@ absl::Status CheckModel(const ModelSection& model,
   if (model.task != Task::kMulticlass) {
     return absl::InvalidArgumentError(absl::StrCat(
         "data.source mnist holds 10 digit classes: model.task must be "
-        "multiclass, got ", TaskName(model.task)));
+        "multiclass, got ",
+        TaskName(model.task)));
   }
   if (layers.front() != kMnistDim) {
     return absl::InvalidArgumentError(
@@ -186,10 +187,9 @@ absl::Status CheckModelSize(const ModelSection& model) {
 
 int WideDeepFields(const DataSection& data) {
   if (data.source != DataSource::kCsv) return 1;
-  return std::max<int>(1, static_cast<int>(data.categorical.size() +
-                                           data.text.size() +
-                                           data.numeric.size() +
-                                           data.bucketize.size()));
+  return std::max<int>(
+      1, static_cast<int>(data.categorical.size() + data.text.size() +
+                          data.numeric.size() + data.bucketize.size()));
 }
 
 const char* TaskName(Task task) { return ChoiceName(kTasks, task); }

@@ -139,7 +139,8 @@ inline const FmSection& EmbeddingOptions(const ModelSection& model) {
 // them), so that a typo in model.layers or model.block_size is refused
 // instead of allocating gigabytes.
 inline constexpr int64_t kMaxModelBlocks = int64_t{1} << 20;
-inline constexpr int64_t kMaxModelParams = int64_t{1} << 30;  // 4 GiB of float32
+inline constexpr int64_t kMaxModelParams = int64_t{1}
+                                           << 30;  // 4 GiB of float32
 // InvalidArgument naming the keys when `model`'s layers and block_size make
 // more than kMaxModelBlocks blocks or kMaxModelParams parameters. Counts
 // without allocating, and without overflow for any int widths. Widths < 1 and

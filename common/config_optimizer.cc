@@ -135,7 +135,8 @@ std::string FirstOptimizerDifference(const std::string& a,
   if (a == b) return "";
   auto parse = [](const std::string& text) {
     std::vector<std::pair<std::string, std::string>> out;
-    for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    for (absl::string_view line :
+         absl::StrSplit(text, '\n', absl::SkipEmpty())) {
       const size_t eq = line.find('=');
       out.emplace_back(std::string(line.substr(0, eq)),
                        eq == absl::string_view::npos

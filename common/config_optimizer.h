@@ -90,7 +90,6 @@ std::string FirstOptimizerDifference(const std::string& a,
                                      const std::string& b,
                                      const std::string& b_name);
 
-
 // Internal to the config loader (common/config.cc).
 namespace config_internal {
 struct ConfigField;

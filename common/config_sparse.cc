@@ -20,8 +20,7 @@ std::vector<ConfigField> EvictionKeys(EvictionSection* e) {
                      Between(0, (int64_t{1} << 31) - 1))};
 }
 
-absl::Status CheckEviction(const EvictionSection& e,
-                           const ModelSection& model,
+absl::Status CheckEviction(const EvictionSection& e, const ModelSection& model,
                            const CheckpointSection& checkpoint) {
   if (e.ttl_updates == 0 && e.max_rows == 0) return absl::OkStatus();
   if (!IsSparseModel(model.type)) {

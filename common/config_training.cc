@@ -38,8 +38,8 @@ std::vector<ConfigField> TrainingKeys(TrainingSection* t) {
       ChoiceField("training.fetch", &t->fetch, ParseFetchMode, FetchModeName),
       IntField("training.max_pushes_in_flight", &t->max_pushes_in_flight,
                Between(1, 1024)),
-      ChoiceField("training.consistency", &t->consistency,
-                  ParseConsistencyMode, ConsistencyModeName),
+      ChoiceField("training.consistency", &t->consistency, ParseConsistencyMode,
+                  ConsistencyModeName),
       IntField("training.max_staleness", &t->max_staleness,
                Between(0, 1'000'000)),
       IntField("training.epochs", &t->epochs, Between(0, 1'000'000)),
@@ -93,12 +93,12 @@ absl::Status CheckTraining(const TrainingSection& training, Task task,
   }
   if (training.warmstart_steps > 0 &&
       training.consistency != ConsistencyMode::kAsync) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "training.warmstart_steps (", training.warmstart_steps,
-        ") needs training.consistency async: with ",
-        ConsistencyModeName(training.consistency),
-        " the waiting workers would block worker 0's pushes; set "
-        "warmstart_steps to 0 or use async"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("training.warmstart_steps (", training.warmstart_steps,
+                     ") needs training.consistency async: with ",
+                     ConsistencyModeName(training.consistency),
+                     " the waiting workers would block worker 0's pushes; set "
+                     "warmstart_steps to 0 or use async"));
   }
   if (training.target_accuracy > 0 && data.test_examples == 0) {
     return absl::InvalidArgumentError(absl::StrCat(

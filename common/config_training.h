@@ -42,7 +42,7 @@ struct TrainingSection {
   // its acknowledgement, and the next forward pass computes with each piece
   // as it arrives; async only, n_fetch = n_push = 1. Default kAfterPush.
   FetchMode fetch = FetchMode::kAfterPush;
-  int n_push = 1;       // push the accumulated gradient every n_push steps, >= 1
+  int n_push = 1;  // push the accumulated gradient every n_push steps, >= 1
   // Pushes a worker may have in flight at once; when that many are, its compute
   // thread waits for one to be acknowledged (backpressure). >= 1, default 1.
   int max_pushes_in_flight = 1;
@@ -53,8 +53,9 @@ struct TrainingSection {
   // (requires n_fetch == n_push and max_pushes_in_flight == 1).
   ConsistencyMode consistency = ConsistencyMode::kAsync;
   int max_staleness = 0;  // ssp only: largest allowed clock lead, >= 0
-  // Passes over the worker's partition; the worker stops after `epochs` or `steps`,
-  // whichever is set (steps wins when both are > 0). Default 10 epochs.
+  // Passes over the worker's partition; the worker stops after `epochs` or
+  // `steps`, whichever is set (steps wins when both are > 0). Default 10
+  // epochs.
   int epochs = 10;
   int64_t steps = 0;
   // The job stops as soon as a worker's test accuracy reaches this (0 = off).
@@ -72,7 +73,8 @@ struct TrainingSection {
   // Stop the job once a worker's test metric reaches target_value. Default
   // true.
   bool stop_at_target = true;
-  // Evaluate test accuracy every this many steps (0 = only at the end). Default 200.
+  // Evaluate test accuracy every this many steps (0 = only at the end). Default
+  // 200.
   int eval_every_steps = 200;
   // Seed for the data split, shuffling and anything else random.
   uint64_t seed = 42;

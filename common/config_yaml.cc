@@ -32,7 +32,9 @@ class DocumentCounter : public YAML::EventHandler {
   void OnDocumentStart(const YAML::Mark&) override { ++documents; }
   void OnDocumentEnd() override {}
   void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
-  void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override { Content(mark); }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override {
+    Content(mark);
+  }
   void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
                 const std::string&) override {
     Content(mark);
@@ -96,10 +98,11 @@ absl::StatusOr<std::string> ReadConfigFile(const std::string& path) {
         absl::StrCat("cannot read config file: ", text.status().message()));
   }
   if (IsBlank(*text)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": config file is empty (only whitespace or comments): a "
-              "cluster file needs at least its cluster section; see "
-              "deploy/configs/mnist_local.yaml and docs/CONFIG.md"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path,
+                     ": config file is empty (only whitespace or comments): a "
+                     "cluster file needs at least its cluster section; see "
+                     "deploy/configs/mnist_local.yaml and docs/CONFIG.md"));
   }
   return text;
 }

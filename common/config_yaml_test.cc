@@ -62,8 +62,9 @@ TEST(ConfigTest, MalformedYamlNamesLine) {
 // (allocating all the while) on a file starting with ','. Each case must
 // answer at all; what it answers is the loader's usual verdict.
 TEST(ConfigTest, LeadingCommaDoesNotHang) {
-  for (const char* text : {",\n", ", a\n", "# c\n, x\n", "---\n,\n",
-                           ", 127.0.0.1:0, 127.0.0.1:0\ncluster:\n  ps: []\n"}) {
+  for (const char* text :
+       {",\n", ", a\n", "# c\n, x\n", "---\n,\n",
+        ", 127.0.0.1:0, 127.0.0.1:0\ncluster:\n  ps: []\n"}) {
     EXPECT_THAT(Parse(text), StatusIs(absl::StatusCode::kInvalidArgument,
                                       HasSubstr("malformed YAML: ")))
         << text;
@@ -90,8 +91,8 @@ TEST(ConfigTest, MissingFileIsNotFound) {
 }
 
 TEST(ConfigTest, EmptyConfigFileIsRefused) {
-  for (const std::string text : {"", "\n  \n", "# nothing yet\n\n# more\n",
-                                 "---\n# a comment\n...\n"}) {
+  for (const std::string text :
+       {"", "\n  \n", "# nothing yet\n\n# more\n", "---\n# a comment\n...\n"}) {
     const std::string path = WriteTempFile("empty.yaml", text);
     EXPECT_THAT(LoadConfig(path),
                 StatusIs(absl::StatusCode::kInvalidArgument,

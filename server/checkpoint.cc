@@ -17,12 +17,12 @@
 #include <utility>
 
 #include "absl/base/config.h"
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
-#include "common/file_util.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/checksum.h"
+#include "common/file_util.h"
 #include "common/status_macros.h"
 
 #ifndef ABSL_IS_LITTLE_ENDIAN
@@ -92,7 +92,8 @@ class Encoder {
  private:
   void Flush() {
     if (status_.ok())
-      status_ = WriteAll(fd_, buffer_.data(), buffer_.size(), kWriteWhat, path_);
+      status_ =
+          WriteAll(fd_, buffer_.data(), buffer_.size(), kWriteWhat, path_);
     buffer_.clear();
   }
 
@@ -378,26 +379,28 @@ absl::StatusOr<Checkpoint> Decode(const std::string& path,
     const uint64_t n = d.U64();
     if (rows.dim < 1 || rows.dim > 4096 || rows.state_slots < 0 ||
         rows.state_slots > 2 || optimizer > 3 || n > d.left() / 12) {
-      return Corrupt(path, absl::StrCat("sparse table ", id,
-                                        " has an impossible shape"));
+      return Corrupt(
+          path, absl::StrCat("sparse table ", id, " has an impossible shape"));
     }
     rows.optimizer = static_cast<SparseOptimizerType>(optimizer);
     rows.keys.resize(n);
     rows.versions.resize(n);
     d.Bytes(reinterpret_cast<char*>(rows.keys.data()), n * sizeof(uint64_t));
-    d.Bytes(reinterpret_cast<char*>(rows.versions.data()), n * sizeof(uint32_t));
+    d.Bytes(reinterpret_cast<char*>(rows.versions.data()),
+            n * sizeof(uint32_t));
     rows.data = d.Floats(n * rows.dim * (1 + rows.state_slots));
     if (format >= 5 && d.ok()) {
       rows.clock = d.U64();
       rows.evicted_versions = d.U64();
       const uint32_t flags = d.U32();
       if (flags > 1 || (flags == 1 && n > d.left() / 8)) {
-        return Corrupt(path, absl::StrCat("sparse table ", id,
-                                          " has impossible clocks"));
+        return Corrupt(
+            path, absl::StrCat("sparse table ", id, " has impossible clocks"));
       }
       if (flags == 1) {
         rows.clocks.resize(n);
-        d.Bytes(reinterpret_cast<char*>(rows.clocks.data()), n * sizeof(uint64_t));
+        d.Bytes(reinterpret_cast<char*>(rows.clocks.data()),
+                n * sizeof(uint64_t));
       }
       const uint64_t e = d.U64();
       if (e > d.left() / 8) {
@@ -462,11 +465,13 @@ absl::StatusOr<Checkpoint> ReadCheckpointFile(const std::string& path,
                                               Trailer* trailer) {
   absl::StatusOr<std::string> file = ReadFile(path);
   if (absl::IsNotFound(file.status())) {
-    return absl::NotFoundError(absl::StrCat("checkpoint '", path, "' does not exist"));
+    return absl::NotFoundError(
+        absl::StrCat("checkpoint '", path, "' does not exist"));
   }
   if (!file.ok()) {
-    return absl::Status(file.status().code(),
-                        absl::StrCat("read checkpoint: ", file.status().message()));
+    return absl::Status(
+        file.status().code(),
+        absl::StrCat("read checkpoint: ", file.status().message()));
   }
   RETURN_IF_ERROR(Verify(path, *file));
   if (trailer != nullptr) {
@@ -487,7 +492,8 @@ constexpr size_t kManifestEntrySize = 8 + 8 + 8 + 4;
 // A manifest of more bytes than this is not read (a chain of a million).
 constexpr size_t kMaxManifestBytes = size_t{32} << 20;
 
-absl::Status EncodeManifest(const Manifest& m, int fd, const std::string& path) {
+absl::Status EncodeManifest(const Manifest& m, int fd,
+                            const std::string& path) {
   Encoder e(fd, path);
   const uint64_t size = kHeaderSize + 4 + 8 + 4 +
                         m.entries.size() * kManifestEntrySize + kCrcSize;
@@ -513,16 +519,16 @@ absl::Status EncodeManifest(const Manifest& m, int fd, const std::string& path) 
 }
 
 absl::Status BadManifest(const std::string& path, const std::string& detail) {
-  return absl::DataLossError(
-      absl::StrCat("checkpoint manifest '", path, "' is corrupt (", detail, ")"));
+  return absl::DataLossError(absl::StrCat("checkpoint manifest '", path,
+                                          "' is corrupt (", detail, ")"));
 }
 
 absl::StatusOr<Manifest> ReadManifest(const std::string& path) {
   absl::StatusOr<std::string> file = ReadFile(path, kMaxManifestBytes);
   if (!file.ok()) {
-    return absl::Status(file.status().code(),
-                        absl::StrCat("read checkpoint manifest: ",
-                                     file.status().message()));
+    return absl::Status(
+        file.status().code(),
+        absl::StrCat("read checkpoint manifest: ", file.status().message()));
   }
   if (file->size() < kHeaderSize + 4 + 8 + 4 + kCrcSize ||
       std::memcmp(file->data(), kManifestMagic, sizeof(kManifestMagic)) != 0) {
@@ -533,21 +539,22 @@ absl::StatusOr<Manifest> ReadManifest(const std::string& path) {
   const uint32_t format = header.U32();
   const uint64_t declared = header.U64();
   if (format != kManifestFormat) {
-    return BadManifest(path, absl::StrCat("manifest format ", format,
-                                          ", this build reads ",
-                                          kManifestFormat));
+    return BadManifest(
+        path, absl::StrCat("manifest format ", format, ", this build reads ",
+                           kManifestFormat));
   }
   if (declared != file->size()) {
-    return BadManifest(path, absl::StrCat(file->size(), " bytes, its header says ",
-                                          declared));
+    return BadManifest(
+        path, absl::StrCat(file->size(), " bytes, its header says ", declared));
   }
   const size_t body = file->size() - kCrcSize;
   const uint32_t stored = LoadU32(file->data() + body);
   const uint32_t computed = Crc32c(file->data(), body);
   if (stored != computed) {
-    return BadManifest(path, absl::StrFormat("checksum mismatch: stored 0x%08x, "
-                                             "computed 0x%08x",
-                                             stored, computed));
+    return BadManifest(path,
+                       absl::StrFormat("checksum mismatch: stored 0x%08x, "
+                                       "computed 0x%08x",
+                                       stored, computed));
   }
   Decoder d(file->data() + kHeaderSize, body - kHeaderSize);
   Manifest m;
@@ -587,12 +594,14 @@ absl::Status WithFix(const absl::Status& status) {
   const char* fix = nullptr;
   if (absl::StrContains(status.message(), std::strerror(ENOSPC)) ||
       absl::StrContains(status.message(), std::strerror(EDQUOT))) {
-    fix = "free space on the checkpoint volume or point checkpoint.dir at "
-          "another one";
+    fix =
+        "free space on the checkpoint volume or point checkpoint.dir at "
+        "another one";
   } else if (absl::IsPermissionDenied(status) ||
              absl::StrContains(status.message(), std::strerror(EROFS))) {
-    fix = "make checkpoint.dir writable by this daemon's user or point it "
-          "elsewhere";
+    fix =
+        "make checkpoint.dir writable by this daemon's user or point it "
+        "elsewhere";
   }
   if (fix == nullptr) return status;
   return absl::Status(status.code(), absl::StrCat(status.message(), "; ", fix));
@@ -600,11 +609,11 @@ absl::Status WithFix(const absl::Status& status) {
 
 }  // namespace
 
-absl::Status WriteCheckpoint(const std::string& path,
-                             const Checkpoint& checkpoint,
-                             const std::function<absl::Status()>& before_rename) {
-  return WithFix(WriteInFormat(path, checkpoint, kCheckpointFormat,
-                               before_rename));
+absl::Status WriteCheckpoint(
+    const std::string& path, const Checkpoint& checkpoint,
+    const std::function<absl::Status()>& before_rename) {
+  return WithFix(
+      WriteInFormat(path, checkpoint, kCheckpointFormat, before_rename));
 }
 
 absl::Status WriteCheckpointInFormatForTest(const std::string& path,
@@ -634,8 +643,7 @@ std::string DeltaFileName(uint64_t placement_epoch, uint64_t generation) {
 }
 
 std::string ManifestFileName(uint64_t placement_epoch, uint64_t generation) {
-  return absl::StrFormat("e%012u-g%012u.manifest", placement_epoch,
-                         generation);
+  return absl::StrFormat("e%012u-g%012u.manifest", placement_epoch, generation);
 }
 
 absl::StatusOr<Checkpoint> ReadNewestCheckpoint(const std::string& dir,
@@ -665,10 +673,9 @@ ShardCheckpoints::List() const {
     generations.push_back(*std::move(generation));
   }
   if (error) {
-    return absl::Status(
-        ErrorCodeToStatusCode(error),
-        absl::StrCat("cannot list checkpoint folder '", folder_,
-                     "': ", error.message()));
+    return absl::Status(ErrorCodeToStatusCode(error),
+                        absl::StrCat("cannot list checkpoint folder '", folder_,
+                                     "': ", error.message()));
   }
   std::sort(generations.begin(), generations.end(),
             [](const Generation& a, const Generation& b) {
@@ -682,17 +689,19 @@ absl::Status ShardCheckpoints::CheckBelongs(const std::string& path,
                                             const Checkpoint& loaded) const {
   const int index = options_.shard_index;
   if (loaded.shard_index != index) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "checkpoint '", path, "' holds shard ", loaded.shard_index,
-        ", but this is ps ", index,
-        ": a checkpoint of another shard was put in its place; move it back to ",
-        ShardCheckpointDir(options_.dir, loaded.shard_index),
-        "/, or move it away (an older generation is read then)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("checkpoint '", path, "' holds shard ", loaded.shard_index,
+                     ", but this is ps ", index,
+                     ": a checkpoint of another shard was put in its place; "
+                     "move it back to ",
+                     ShardCheckpointDir(options_.dir, loaded.shard_index),
+                     "/, or move it away (an older generation is read then)"));
   }
   if (options_.model_fingerprint != 0 && loaded.format >= 3 &&
       loaded.model_fingerprint != options_.model_fingerprint) {
     return absl::FailedPreconditionError(absl::StrFormat(
-        "checkpoint '%s' holds a model with fingerprint %016x, but the config's "
+        "checkpoint '%s' holds a model with fingerprint %016x, but the "
+        "config's "
         "model has fingerprint %016x (model.layers, model.type or "
         "model.block_size changed?): restore the model section the checkpoint "
         "was written with, or move %s away to start from fresh parameters",
@@ -768,11 +777,11 @@ std::vector<ShardCheckpoints::ChainEntry> ShardCheckpoints::ChainOf(
     absl::StatusOr<Manifest> manifest = ReadManifest(g->path);
     if (absl::IsNotFound(manifest.status())) continue;  // pruned since List
     absl::Status why = manifest.status();
-    if (why.ok() && (manifest->shard_index != options_.shard_index ||
-                     manifest->base_generation != base ||
-                     manifest->entries.empty() ||
-                     manifest->entries.front().generation != base ||
-                     manifest->entries.back().generation != g->generation)) {
+    if (why.ok() &&
+        (manifest->shard_index != options_.shard_index ||
+         manifest->base_generation != base || manifest->entries.empty() ||
+         manifest->entries.front().generation != base ||
+         manifest->entries.back().generation != g->generation)) {
       why = BadManifest(
           g->path, absl::StrCat("it lists shard ", manifest->shard_index,
                                 " and full cut g", manifest->base_generation,
@@ -796,9 +805,9 @@ void ShardCheckpoints::ApplyChain(const std::vector<Generation>& files,
   Checkpoint& state = loaded->checkpoint;
   auto end_at = [&](const absl::Status& why, const std::string& last) {
     loaded->chain_ended.push_back(absl::Status(
-        why.code(), absl::StrCat(why.message(), "; the chain of ", full.path,
-                                 " ends at ", last,
-                                 ": the updates after it are not restored")));
+        why.code(),
+        absl::StrCat(why.message(), "; the chain of ", full.path, " ends at ",
+                     last, ": the updates after it are not restored")));
   };
   if (entries.front().crc != crc) {
     end_at(absl::DataLossError(absl::StrFormat(
@@ -821,12 +830,12 @@ void ShardCheckpoints::ApplyChain(const std::vector<Generation>& files,
     Trailer trailer;
     absl::StatusOr<Checkpoint> delta = ReadCheckpointFile(path, &trailer);
     absl::Status why = delta.status();
-    if (why.ok() && (delta->kind != CheckpointKind::kDelta ||
-                     delta->base_generation != full.generation ||
-                     delta->parent_generation != parent ||
-                     delta->generation != entry.generation ||
-                     trailer.crc != entry.crc ||
-                     trailer.bytes != entry.bytes)) {
+    if (why.ok() &&
+        (delta->kind != CheckpointKind::kDelta ||
+         delta->base_generation != full.generation ||
+         delta->parent_generation != parent ||
+         delta->generation != entry.generation || trailer.crc != entry.crc ||
+         trailer.bytes != entry.bytes)) {
       why = absl::DataLossError(absl::StrFormat(
           "checkpoint delta '%s' is not the one its manifest lists (kind %d, "
           "full cut g%d, parent g%d, CRC 0x%08x; listed: parent g%d, CRC "
@@ -836,9 +845,9 @@ void ShardCheckpoints::ApplyChain(const std::vector<Generation>& files,
     }
     if (why.ok()) why = CheckBelongs(path, *delta);
     if (why.ok() && delta->optimizer != state.optimizer) {
-      why = absl::DataLossError(absl::StrCat(
-          "checkpoint delta '", path, "' holds optimizer ", delta->optimizer,
-          ", its full cut ", state.optimizer));
+      why = absl::DataLossError(
+          absl::StrCat("checkpoint delta '", path, "' holds optimizer ",
+                       delta->optimizer, ", its full cut ", state.optimizer));
     }
     std::map<uint32_t, SparseTable::Rows> composed = changes;
     for (size_t t = 0; why.ok() && t < delta->sparse_tables.size(); ++t) {
@@ -847,9 +856,9 @@ void ShardCheckpoints::ApplyChain(const std::vector<Generation>& files,
         if (full_id == id && (full_rows.dim != rows.dim ||
                               full_rows.state_slots != rows.state_slots ||
                               full_rows.optimizer != rows.optimizer)) {
-          why = absl::DataLossError(absl::StrCat(
-              "checkpoint delta '", path, "': sparse table ", id,
-              " is of another shape than in its full cut"));
+          why = absl::DataLossError(
+              absl::StrCat("checkpoint delta '", path, "': sparse table ", id,
+                           " is of another shape than in its full cut"));
         }
       }
       auto it = composed.find(id);
@@ -883,9 +892,10 @@ void ShardCheckpoints::ApplyChain(const std::vector<Generation>& files,
   for (auto& [id, rows] : state.sparse_tables) {
     auto it = changes.find(id);
     if (it == changes.end()) continue;
-    absl::StatusOr<SparseTable::Rows> over = SparseTable::Overlay(rows, it->second);
+    absl::StatusOr<SparseTable::Rows> over =
+        SparseTable::Overlay(rows, it->second);
     if (over.ok()) rows = *std::move(over);  // shapes were checked above
-    rows.evicted_keys.clear();                // applied
+    rows.evicted_keys.clear();               // applied
     changes.erase(it);
   }
   for (auto& [id, rows] : changes) {  // a table the full cut lacked
@@ -932,7 +942,8 @@ absl::StatusOr<ShardCheckpoints::Written> ShardCheckpoints::Write(
   if (delta) {
     std::vector<absl::Status> bad;
     chain = ChainOf(files, checkpoint.base_generation, &bad);
-    if (chain.empty() || chain.back().generation != checkpoint.parent_generation) {
+    if (chain.empty() ||
+        chain.back().generation != checkpoint.parent_generation) {
       return absl::FailedPreconditionError(absl::StrCat(
           "checkpoint delta of shard ", options_.shard_index,
           ": the chain of full cut g", checkpoint.base_generation, " in ",
@@ -947,10 +958,10 @@ absl::StatusOr<ShardCheckpoints::Written> ShardCheckpoints::Write(
     checkpoint.parent_generation = 0;
   }
   Written written;
-  written.path = absl::StrCat(
-      folder_, "/",
-      delta ? DeltaFileName(epoch, checkpoint.generation)
-            : GenerationFileName(epoch, checkpoint.generation));
+  written.path =
+      absl::StrCat(folder_, "/",
+                   delta ? DeltaFileName(epoch, checkpoint.generation)
+                         : GenerationFileName(epoch, checkpoint.generation));
   // Checked again just before the rename: another daemon may have taken the
   // shard over while this one was writing. (A take-over between this check
   // and the rename still lands below the new owner's epoch, which readers
@@ -982,14 +993,15 @@ absl::Status ShardCheckpoints::WriteManifest(
   manifest.base_generation = base;
   manifest.entries = entries;
   const ChainEntry& newest = entries.back();
-  const std::string path = absl::StrCat(
-      folder_, "/", ManifestFileName(newest.placement_epoch, newest.generation));
-  return WithFix(WriteFileAtomically(
-      path, "write checkpoint manifest",
-      [&](int fd, const std::string& tmp) -> absl::Status {
-        RETURN_IF_ERROR(EncodeManifest(manifest, fd, tmp));
-        return fence();
-      }));
+  const std::string path =
+      absl::StrCat(folder_, "/",
+                   ManifestFileName(newest.placement_epoch, newest.generation));
+  return WithFix(
+      WriteFileAtomically(path, "write checkpoint manifest",
+                          [&](int fd, const std::string& tmp) -> absl::Status {
+                            RETURN_IF_ERROR(EncodeManifest(manifest, fd, tmp));
+                            return fence();
+                          }));
 }
 
 absl::Status ShardCheckpoints::Prune(const Checkpoint& written,
@@ -1010,7 +1022,8 @@ absl::Status ShardCheckpoints::Prune(const Checkpoint& written,
               [](const Generation* a, const Generation* b) {
                 return a->generation > b->generation;
               });
-    for (size_t i = 1; i < manifests.size(); ++i) doomed.push_back(manifests[i]);
+    for (size_t i = 1; i < manifests.size(); ++i)
+      doomed.push_back(manifests[i]);
   } else {
     // Chains beyond the newest `keep` full cuts, whole.
     size_t fulls = 0;
