@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/config.h"
+#include "common/config_test_util.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -19,34 +20,10 @@ using ::downpour::testing::StatusIs;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
-absl::StatusOr<Config> Parse(const std::string& yaml) {
-  return ParseConfig(yaml, "cfg.yaml");
-}
-
-// Writes `text` to a file under TEST_TMPDIR and returns its path.
-std::string WriteTempFile(const std::string& name, const std::string& text) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  const std::string path =
-      std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
-  std::ofstream(path) << text;
-  return path;
-}
-
-// A case whose YAML must fail with InvalidArgument and a message containing
-// `error`.
-struct BadCase {
-  std::string yaml;
-  std::string error;
-};
-
-void ExpectAllFail(const std::vector<BadCase>& cases) {
-  for (const BadCase& c : cases) {
-    EXPECT_THAT(Parse(c.yaml), StatusIs(absl::StatusCode::kInvalidArgument,
-                                        HasSubstr(c.error)))
-        << "YAML:\n"
-        << c.yaml;
-  }
-}
+using config_testing::BadCase;
+using config_testing::ExpectAllFail;
+using config_testing::Parse;
+using config_testing::WriteTempFile;
 
 TEST(ConfigTest, MalformedYamlNamesLine) {
   ExpectAllFail({
