@@ -10,6 +10,8 @@
 //
 // A seed with the same --faults, --span_s and --epochs gives the same
 // schedule. The short schedule in the suite is tests/chaos_test.cc.
+#include "tests/chaos.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -26,7 +28,6 @@
 #include "bench/bench_util.h"
 #include "common/mnist.h"
 #include "common/parse_flags.h"
-#include "tests/chaos.h"
 #include "tests/netns_lab.h"
 
 ABSL_FLAG(std::string, seeds, "1-10",
@@ -68,8 +69,10 @@ std::vector<uint64_t> ParseSeeds(const std::string& text) {
                absl::SimpleAtoi(range[1], &hi) && lo <= hi) {
       for (uint64_t s = lo; s <= hi; ++s) seeds.push_back(s);
     } else {
-      std::fprintf(stderr, "chaos: --seeds '%s' is not a list of seeds and "
-                   "ranges (1-50 or 3,17,40)\n", text.c_str());
+      std::fprintf(stderr,
+                   "chaos: --seeds '%s' is not a list of seeds and "
+                   "ranges (1-50 or 3,17,40)\n",
+                   text.c_str());
       std::exit(2);
     }
   }
@@ -113,10 +116,10 @@ bool MakeOptions(Options* options, std::unique_ptr<NetnsLab>* lab) {
 // all); true when they held.
 bool UndisturbedHeld(const Observed& observed, const Judge& judge) {
   const std::vector<std::string> broken = CheckInvariants(observed, judge);
-  std::printf("undisturbed: %s, accuracy %.4f, %.1f s%s%s\n",
-              observed.outcome.c_str(), observed.accuracy, observed.seconds,
-              broken.empty() ? "" : "; BROKEN: ",
-              absl::StrJoin(broken, "; ").c_str());
+  std::printf(
+      "undisturbed: %s, accuracy %.4f, %.1f s%s%s\n", observed.outcome.c_str(),
+      observed.accuracy, observed.seconds,
+      broken.empty() ? "" : "; BROKEN: ", absl::StrJoin(broken, "; ").c_str());
   return broken.empty();
 }
 
@@ -157,13 +160,12 @@ bool SeedHeld(Harness& harness, uint64_t seed, double span,
   const std::vector<std::string> broken = CheckInvariants(run->observed, judge);
   PrintRow(seed, *run, broken);
   if (!broken.empty()) {
-    std::printf("        replay: bazel-bin/bench/chaos --seeds=%llu "
-                "--faults=%d --span_s=%.2f --epochs=%d%s%s; run folder %s\n",
-                static_cast<unsigned long long>(seed),
-                absl::GetFlag(FLAGS_faults), span, options.epochs,
-                layout.network ? " --net" : "",
-                options.full_disk ? "" : " --full_disk=false",
-                run->run_dir.c_str());
+    std::printf(
+        "        replay: bazel-bin/bench/chaos --seeds=%llu "
+        "--faults=%d --span_s=%.2f --epochs=%d%s%s; run folder %s\n",
+        static_cast<unsigned long long>(seed), absl::GetFlag(FLAGS_faults),
+        span, options.epochs, layout.network ? " --net" : "",
+        options.full_disk ? "" : " --full_disk=false", run->run_dir.c_str());
   }
   std::fflush(stdout);
   return broken.empty();
@@ -173,8 +175,9 @@ int Run() {
   Options options;
   std::unique_ptr<NetnsLab> lab;
   if (!MakeOptions(&options, &lab)) return 2;
-  std::printf("chaos: runs under %s, data %s\n", options.work_dir.c_str(),
-              options.mnist_dir.empty() ? "synthetic" : options.mnist_dir.c_str());
+  std::printf(
+      "chaos: runs under %s, data %s\n", options.work_dir.c_str(),
+      options.mnist_dir.empty() ? "synthetic" : options.mnist_dir.c_str());
   Harness harness(options);
   absl::StatusOr<Outcome> reference = harness.Run(0, {});
   if (!reference.ok()) {
@@ -192,8 +195,8 @@ int Run() {
   layout.full_disk = options.full_disk;
   layout.network = lab != nullptr;
   int violated = 0;
-  std::printf("\n%5s %-28s %8s %7s %9s %7s  %s\n", "seed", "outcome", "accuracy",
-              "seconds", "lost", "w.ended", "invariants");
+  std::printf("\n%5s %-28s %8s %7s %9s %7s  %s\n", "seed", "outcome",
+              "accuracy", "seconds", "lost", "w.ended", "invariants");
   for (uint64_t seed : ParseSeeds(absl::GetFlag(FLAGS_seeds))) {
     if (!SeedHeld(harness, seed, span, layout, judge, options)) ++violated;
   }
@@ -209,7 +212,8 @@ int main(int argc, char** argv) {
       "chaos [--seeds=1-10] [--faults=6] [--span_s=S] [--epochs=6] "
       "[--tolerance=0.03]\n  Runs a real cluster through seeded random faults "
       "(kill -9, SIGSTOP, a primary and its successor, a full checkpoint "
-      "disk; with --net, hosts cut off and links at a crawl) and checks the invariants of tests/chaos.h after each run.");
+      "disk; with --net, hosts cut off and links at a crawl) and checks the "
+      "invariants of tests/chaos.h after each run.");
   downpour::ParseFlags(argc, argv);
   return downpour::chaos::Run();
 }

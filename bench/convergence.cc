@@ -12,7 +12,8 @@
 //
 //   bazel run -c opt //bench:convergence                       # ~10 min
 //   bazel run -c opt //bench:convergence -- --workers=1,4 --columns=sgd,adam
-//   bazel run -c opt //bench:convergence -- --columns='adam,my-adam=optimizer.type=adam;optimizer.learning_rate=0.002'
+//   bazel run -c opt //bench:convergence --
+//   --columns='adam,my-adam=optimizer.type=adam;optimizer.learning_rate=0.002'
 //
 // Nothing here is timed against a threshold: the table is the result, and
 // docs/BENCHMARKS.md records it.
@@ -26,7 +27,6 @@
 #include <string>
 #include <vector>
 
-#include "bench/bench_util.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
@@ -36,6 +36,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "bench/bench_util.h"
 #include "common/config.h"
 #include "common/file_util.h"
 #include "deploy/launcher_lib.h"
@@ -44,8 +45,7 @@ ABSL_FLAG(std::string, config, "deploy/configs/mnist_local.yaml",
           "base cluster YAML (model, data, batch size); the bench overrides "
           "the addresses, worker count, epochs, optimizer and consistency");
 ABSL_FLAG(std::string, workers, "1,2,4,8", "rows: worker counts");
-ABSL_FLAG(std::string, columns,
-          "sgd,momentum,adagrad,adam,adam-ssp,adam-bsp",
+ABSL_FLAG(std::string, columns, "sgd,momentum,adagrad,adam,adam-ssp,adam-bsp",
           "columns, comma-separated: a predefined name (sgd, momentum, "
           "adagrad, adam, adam-overlap (background fetch), sgd-ssp, adam-ssp, "
           "sgd-bsp, adam-bsp, "
@@ -140,9 +140,10 @@ absl::StatusOr<std::vector<Column>> ParseColumns(const std::string& flag) {
       column.name = std::string(entry);
       auto it = Predefined().find(column.name);
       if (it == Predefined().end()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "--columns: unknown column '", column.name,
-            "'; use a predefined one (see --help) or name=section.key=value;..."));
+        return absl::InvalidArgumentError(
+            absl::StrCat("--columns: unknown column '", column.name,
+                         "'; use a predefined one (see --help) or "
+                         "name=section.key=value;..."));
       }
       spec = it->second;
     } else {
@@ -160,15 +161,16 @@ absl::StatusOr<std::vector<Column>> ParseColumns(const std::string& flag) {
 
 std::string AddressList(int n) {
   std::string out = "[";
-  for (int i = 0; i < n; ++i) absl::StrAppend(&out, i ? ", " : "", "127.0.0.1:0");
+  for (int i = 0; i < n; ++i)
+    absl::StrAppend(&out, i ? ", " : "", "127.0.0.1:0");
   return out + "]";
 }
 
 struct Cell {
-  std::string error;    // the launch failed (a daemon died, bad config)
-  std::string failure;  // the job ran but failed as training (diverged)
-  double accuracy = NAN;         // mean over the repeats
-  double accuracy_spread = 0;    // max - min over the repeats
+  std::string error;           // the launch failed (a daemon died, bad config)
+  std::string failure;         // the job ran but failed as training (diverged)
+  double accuracy = NAN;       // mean over the repeats
+  double accuracy_spread = 0;  // max - min over the repeats
   int runs = 0;
   double updates_per_step = NAN;
   double staleness_p50 = NAN;
@@ -213,7 +215,8 @@ std::vector<std::string> CellOverrides(const std::string& run_dir, int workers,
       absl::StrCat("training.seed=", seed),
   };
   for (const std::string& o : column.overrides) overrides.push_back(o);
-  for (const std::string& o : MergeOverrideFragments(absl::GetFlag(FLAGS_set))) {
+  for (const std::string& o :
+       MergeOverrideFragments(absl::GetFlag(FLAGS_set))) {
     overrides.push_back(o);
   }
   return overrides;
@@ -334,7 +337,8 @@ bool ParseRows(std::vector<int>* rows) {
        absl::StrSplit(absl::GetFlag(FLAGS_workers), ',', absl::SkipEmpty())) {
     int n = 0;
     if (!absl::SimpleAtoi(w, &n) || n < 1 || n > 64) {
-      std::fprintf(stderr, "convergence: --workers wants counts in 1..64, got '%s'\n",
+      std::fprintf(stderr,
+                   "convergence: --workers wants counts in 1..64, got '%s'\n",
                    std::string(w).c_str());
       return false;
     }
@@ -347,7 +351,8 @@ bool ParseRows(std::vector<int>* rows) {
 // the combined cell.
 Cell RunRepeats(const std::string& config_path, const std::string& run_root,
                 const std::string& bin_dir, int workers, const Column& column) {
-  const std::string dir = absl::StrCat(run_root, "/w", workers, "-", column.name);
+  const std::string dir =
+      absl::StrCat(run_root, "/w", workers, "-", column.name);
   std::vector<Cell> runs;
   for (int k = 0; k < std::max(1, absl::GetFlag(FLAGS_repeats)); ++k) {
     runs.push_back(RunCell(config_path, absl::StrCat(dir, "/seed", 42 + k),
@@ -392,7 +397,8 @@ std::string Targets(const std::vector<int>& rows,
   for (size_t c = 0; c < columns.size(); ++c) {
     double base = NAN;
     for (size_t r = 0; r < rows.size(); ++r) {
-      if (rows[r] == 1 && cells[r][c].failure.empty()) base = cells[r][c].accuracy;
+      if (rows[r] == 1 && cells[r][c].failure.empty())
+        base = cells[r][c].accuracy;
     }
     if (std::isnan(base)) continue;
     for (size_t r = 0; r < rows.size(); ++r) {
@@ -403,10 +409,10 @@ std::string Targets(const std::vector<int>& rows,
       const bool met = cell.failure.empty() && cell.error.empty() &&
                        !std::isnan(drop) && drop <= allowed;
       const std::string how =
-          !cell.error.empty()     ? std::string("the run failed to launch")
-          : !cell.failure.empty() ? std::string("training failed")
-                                  : absl::StrFormat("%+.2f points vs 1 worker",
-                                                    -100 * drop);
+          !cell.error.empty() ? std::string("the run failed to launch")
+          : !cell.failure.empty()
+              ? std::string("training failed")
+              : absl::StrFormat("%+.2f points vs 1 worker", -100 * drop);
       absl::StrAppendFormat(&targets, "%s W=%d: %s (%s, allowed -%.1f)\n",
                             columns[c].name, rows[r], met ? "met" : "MISSED",
                             how, 100 * allowed);
@@ -423,9 +429,8 @@ std::string Legend(absl::Time begin) {
       "until a worker first reached %.2f (mean over the runs that did).\n"
       "%d epochs, %d ps, config %s; %.0f s in all.\n",
       std::max(1, absl::GetFlag(FLAGS_repeats)), absl::GetFlag(FLAGS_mark),
-      absl::GetFlag(FLAGS_epochs),
-      absl::GetFlag(FLAGS_ps), absl::GetFlag(FLAGS_config),
-      absl::ToDoubleSeconds(absl::Now() - begin));
+      absl::GetFlag(FLAGS_epochs), absl::GetFlag(FLAGS_ps),
+      absl::GetFlag(FLAGS_config), absl::ToDoubleSeconds(absl::Now() - begin));
 }
 
 // Whether any cell's launch failed.
@@ -442,12 +447,14 @@ int Main() {
   absl::StatusOr<std::vector<Column>> columns =
       ParseColumns(absl::GetFlag(FLAGS_columns));
   if (!columns.ok()) {
-    std::fprintf(stderr, "convergence: %s\n", columns.status().ToString().c_str());
+    std::fprintf(stderr, "convergence: %s\n",
+                 columns.status().ToString().c_str());
     return 2;
   }
   std::vector<int> rows;
   if (!ParseRows(&rows)) return 2;
-  const std::string config_path = fs::absolute(absl::GetFlag(FLAGS_config)).string();
+  const std::string config_path =
+      fs::absolute(absl::GetFlag(FLAGS_config)).string();
   if (!fs::exists(config_path)) {
     std::fprintf(stderr,
                  "convergence: config %s not found (run from the repository "

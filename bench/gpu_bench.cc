@@ -27,11 +27,11 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "bench/bench_util.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "bench/bench_util.h"
 #include "bench/local_cluster.h"
 #include "common/config.h"
 #include "common/counters.h"
@@ -101,8 +101,8 @@ void RunWorker(const std::vector<int>& batches) {
   worker::GrpcPsClient ps(*spec, (*cluster)->coordinator_client(), config.rpc,
                           0, &counters);
   Check(ps.Connect(), "connect");
-  const worker::Dataset train = worker::MakeSynthetic(
-      8192, kMnistDim, kMnistClasses, /*seed=*/7);
+  const worker::Dataset train =
+      worker::MakeSynthetic(8192, kMnistDim, kMnistClasses, /*seed=*/7);
   absl::PrintF(
       "\n== worker: DownpourLoop examples/s, MLP 784-256-128-10, %d steps per "
       "sample, medians of %d; ps: 1 in-process shard over 127.0.0.1 ==\n",

@@ -16,11 +16,11 @@
 #include "absl/status/statusor.h"
 #include "common/config.h"
 #include "common/counters.h"
-#include "rpc/server_util.h"
 #include "coordinator/cluster_state.h"
-#include "membership/coordinator_client.h"
 #include "coordinator/coordinator_service.h"
 #include "grpcpp/grpcpp.h"
+#include "membership/coordinator_client.h"
+#include "rpc/server_util.h"
 #include "server/shard.h"
 
 namespace downpour::bench {

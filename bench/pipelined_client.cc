@@ -6,9 +6,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/blocking_counter.h"
+#include "common/status_macros.h"
 #include "rpc/grpc_status.h"
 #include "rpc/server_util.h"
-#include "common/status_macros.h"
 
 namespace downpour::bench {
 namespace {

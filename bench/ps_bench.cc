@@ -26,34 +26,33 @@
 // Every figure is the median of --reps (--worker_reps) samples; samples of
 // the things compared are interleaved so that drift hits both alike.
 #include <cblas.h>
-#include <time.h>
-
 #include <sys/resource.h>
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
-#include <functional>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "bench/bench_util.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "bench/bench_util.h"
 #include "bench/local_cluster.h"
 #include "bench/pipelined_client.h"
 #include "bench/tcp_link.h"
 #include "common/logging.h"
 #include "common/model_spec.h"
-#include "rpc/security.h"
-#include "rpc/server_util.h"
 #include "common/subprocess.h"
 #include "proto/ps.grpc.pb.h"
+#include "rpc/security.h"
+#include "rpc/server_util.h"
 #include "server/block_store.h"
 #include "server/optimizer.h"
 #include "server/ps_service.h"
@@ -178,9 +177,9 @@ struct Endpoint {
 
 // `before_client` runs between the cluster's start and the client's (the tls
 // section switches the process's token from the ps's to the worker's there).
-std::unique_ptr<Endpoint> Connect(const Config& config,
-                                  LocalCluster::ServiceFactory factory,
-                                  const std::function<void()>& before_client = {}) {
+std::unique_ptr<Endpoint> Connect(
+    const Config& config, LocalCluster::ServiceFactory factory,
+    const std::function<void()>& before_client = {}) {
   auto e = std::make_unique<Endpoint>();
   absl::StatusOr<std::unique_ptr<LocalCluster>> cluster =
       LocalCluster::Start(config, std::move(factory));
@@ -367,9 +366,9 @@ void RunReplication() {
       Check(plain->client->Push(grad.data(), plain->versions, nullptr), "push");
     };
     auto push_replicated = [&] {
-      Check(replicated->client->Push(grad.data(), replicated->versions,
-                                     nullptr),
-            "replicated push");
+      Check(
+          replicated->client->Push(grad.data(), replicated->versions, nullptr),
+          "replicated push");
     };
     const int times = static_cast<int>(
         std::max<int64_t>(1, absl::GetFlag(FLAGS_sample_bytes) / bytes));
@@ -384,7 +383,8 @@ void RunReplication() {
     }
     const double plain_gbps = bytes / Median(t_plain) / 1e9;
     const double rep_gbps = bytes / Median(t_rep) / 1e9;
-    const double sent = backups[0]->counters.stats().replicated_bytes.Value() - sent0;
+    const double sent =
+        backups[0]->counters.stats().replicated_bytes.Value() - sent0;
     absl::PrintF("%8d %12.2f %12.2f %8.2f %14.1f %12.1f\n", mib, plain_gbps,
                  rep_gbps, rep_gbps / plain_gbps,
                  sent / 1e6 / replicated_pushes,
@@ -517,8 +517,8 @@ void RunLatency() {
   std::unique_ptr<Endpoint> e = Connect(config, nullptr);
   std::vector<float> params(floats), grad(floats, 1e-3f);
   Check(e->client->Pull(params.data(), &e->versions), "pull");
-  auto stub = proto::ParameterServer::NewStub(
-      MakeChannel(e->cluster->ps_address(0)));
+  auto stub =
+      proto::ParameterServer::NewStub(MakeChannel(e->cluster->ps_address(0)));
   auto seconds = [](Clock::time_point since) {
     return std::chrono::duration<double>(Clock::now() - since).count();
   };
@@ -601,8 +601,7 @@ struct WorkerFigures {
 WorkerFigures TrainOnce(const ModelSpec& spec, worker::PsClient* client,
                         const worker::Dataset& train, bool no_communication,
                         FetchMode fetch = FetchMode::kAfterPush) {
-  static const worker::Dataset kNoTest{kMnistDim,
-                                       kMnistClasses};
+  static const worker::Dataset kNoTest{kMnistDim, kMnistClasses};
   worker::CpuBackend backend(spec, 64);
   worker::DownpourLoop::Options options;
   options.training.batch_size = 64;
@@ -618,7 +617,8 @@ WorkerFigures TrainOnce(const ModelSpec& spec, worker::PsClient* client,
   const auto wall0 = Clock::now();
   Check(loop.Run(), "worker");
   const double cpu = ProcessCpuSeconds() - cpu0;
-  const double wall = std::chrono::duration<double>(Clock::now() - wall0).count();
+  const double wall =
+      std::chrono::duration<double>(Clock::now() - wall0).count();
   const worker::WorkerStats s = loop.stats();
   if (absl::GetFlag(FLAGS_worker_detail)) {
     absl::FPrintF(stderr,
@@ -642,12 +642,12 @@ void RunWorker() {
   config.rpc.encoding = *encoding;
   SetRobustness(&config);
   std::unique_ptr<Endpoint> ps = Connect(config, nullptr);
-  const worker::Dataset train = worker::MakeSynthetic(
-      8192, kMnistDim, kMnistClasses, /*seed=*/7);
+  const worker::Dataset train =
+      worker::MakeSynthetic(8192, kMnistDim, kMnistClasses, /*seed=*/7);
   std::vector<WorkerFigures> alone, with_ps, layerwise;
   // training.fetch layerwise needs n_fetch = n_push = 1.
-  const bool layers = absl::GetFlag(FLAGS_n_fetch) == 1 &&
-                      absl::GetFlag(FLAGS_n_push) == 1;
+  const bool layers =
+      absl::GetFlag(FLAGS_n_fetch) == 1 && absl::GetFlag(FLAGS_n_push) == 1;
   TrainOnce(*ps->spec, ps->client.get(), train, true);  // warm up
   for (int r = 0; r < absl::GetFlag(FLAGS_worker_reps); ++r) {
     alone.push_back(TrainOnce(*ps->spec, ps->client.get(), train, true));
@@ -670,8 +670,8 @@ void RunWorker() {
       "127.0.0.1 ==\n",
       ps->spec->num_params(), ps->spec->num_params() * 4 / 1e6,
       absl::GetFlag(FLAGS_n_fetch), absl::GetFlag(FLAGS_n_push),
-      WireEncodingName(config.rpc.encoding),
-      absl::GetFlag(FLAGS_worker_steps), absl::GetFlag(FLAGS_worker_reps));
+      WireEncodingName(config.rpc.encoding), absl::GetFlag(FLAGS_worker_steps),
+      absl::GetFlag(FLAGS_worker_reps));
   absl::PrintF("%-22s %12s %12s %12s\n", "mode", "examples/s", "pulls/step",
                "pushes/step");
   const double a = median(alone, &WorkerFigures::examples_per_s);
@@ -708,10 +708,10 @@ SecuritySection MakeBenchCerts(bool mutual) {
   const char* dir = mkdtemp(dir_template);
   if (dir == nullptr) Check(absl::InternalError("mkdtemp failed"), "certs");
   const std::string certs = std::string(dir) + "/certs";
-  auto make = Subprocess::Start("make_certs",
-                                {script, "--out", certs, "--ps", "1",
-                                 "--standby", "0", "--workers", "1"},
-                                std::string(dir) + "/make_certs.log");
+  auto make = Subprocess::Start(
+      "make_certs",
+      {script, "--out", certs, "--ps", "1", "--standby", "0", "--workers", "1"},
+      std::string(dir) + "/make_certs.log");
   Check(make.status(), "start " + script);
   if ((*make)->Wait(absl::Seconds(60)) != 0) {
     Check(absl::InternalError((*make)->LogTail(10)), script);

@@ -39,7 +39,6 @@
 #include <thread>
 #include <vector>
 
-#include "bench/bench_util.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
@@ -51,6 +50,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "bench/bench_util.h"
 #include "common/config.h"
 #include "common/file_util.h"
 #include "common/json.h"
@@ -235,8 +235,7 @@ std::string ThroughputYaml() {
       "optimizer:\n  type: sgd\n  learning_rate: 0.01\n",
       "training:\n  batch_size: ", absl::GetFlag(FLAGS_batch_size),
       "\n  steps: ", absl::GetFlag(FLAGS_steps),
-      "\n  epochs: 1\n  eval_every_steps: 0\n  target_accuracy: 0\n",
-      kLoopYaml,
+      "\n  epochs: 1\n  eval_every_steps: 0\n  target_accuracy: 0\n", kLoopYaml,
       "data:\n  source: synthetic\n  train_examples: 4096\n"
       "  test_examples: 32\n",
       "compute:\n  device: simulated\n  simulated_step_ms: ",
@@ -253,9 +252,9 @@ std::string TargetYaml() {
       absl::GetFlag(FLAGS_learning_rate), "\n",
       "training:\n  batch_size: ", absl::GetFlag(FLAGS_batch_size),
       "\n  epochs: 1000\n  eval_every_steps: ",
-      absl::GetFlag(FLAGS_eval_every_steps), "\n  target_accuracy: ",
-      absl::GetFlag(FLAGS_target_accuracy), "\n", kLoopYaml,
-      "data:\n  source: mnist\n  path: ", mnist,
+      absl::GetFlag(FLAGS_eval_every_steps),
+      "\n  target_accuracy: ", absl::GetFlag(FLAGS_target_accuracy), "\n",
+      kLoopYaml, "data:\n  source: mnist\n  path: ", mnist,
       "\n  train_examples: ", absl::GetFlag(FLAGS_train_examples),
       "\n  test_examples: 2000\n",
       "compute:\n  device: simulated\n  simulated_step_ms: ",
@@ -286,13 +285,13 @@ std::string ConfigYaml(const NetnsLab& lab, const Row& row) {
       "rpc:\n  deadline_s: 60\n  connect_timeout_s: 60\n", encoding,
       "model:\n  layers: [", absl::StrJoin(LayersOf(row.model), ", "),
       "]\n  block_size: ", absl::GetFlag(FLAGS_block_size), "\n",
-      absl::GetFlag(FLAGS_target_accuracy) > 0 ? TargetYaml() : ThroughputYaml(),
+      absl::GetFlag(FLAGS_target_accuracy) > 0 ? TargetYaml()
+                                               : ThroughputYaml(),
       "checkpoint:\n  dir: \"\"\n  interval_s: 0\n",
       "coordinator:\n  state_dir: \"\"\n  history_interval_s: 0.25\n"
       "  history_size: 100000\n",
       "logging:\n  level: warn\n");
 }
-
 
 // The figures of one history sample.
 struct Point {
@@ -389,8 +388,7 @@ std::string JsonField(const std::string& json, const std::string& key) {
 absl::Status WriteConfig(const NetnsLab& lab, const std::string& config_path,
                          const std::vector<std::string>& overrides,
                          const Row& row) {
-  absl::Status written =
-      WriteFileAtomically(config_path, ConfigYaml(lab, row));
+  absl::Status written = WriteFileAtomically(config_path, ConfigYaml(lab, row));
   if (!written.ok()) return written;
   absl::StatusOr<Config> config = LoadConfig(config_path, overrides);
   if (!config.ok()) {
@@ -405,12 +403,10 @@ absl::Status WriteConfig(const NetnsLab& lab, const std::string& config_path,
 }
 
 // The launcher's command line: in the "ctl" host, over the stand-in ssh.
-std::vector<std::string> LauncherArgv(const NetnsLab& lab,
-                                      const std::string& bin_dir,
-                                      const std::string& ssh,
-                                      const std::string& dir,
-                                      const std::string& config_path,
-                                      const std::vector<std::string>& overrides) {
+std::vector<std::string> LauncherArgv(
+    const NetnsLab& lab, const std::string& bin_dir, const std::string& ssh,
+    const std::string& dir, const std::string& config_path,
+    const std::vector<std::string>& overrides) {
   std::vector<std::string> argv = {
       lab.ip(),
       "netns",
@@ -639,8 +635,10 @@ bool ParseGrid(Grid* grid) {
 // coordinator, every ps and worker) and shapes every link to --link_mbit.
 // False (after saying why) when it cannot; *hosts_made counts the hosts.
 bool BuildLab(const Grid& grid, NetnsLab& lab, size_t* hosts_made) {
-  const int max_workers = *std::max_element(grid.workers.begin(), grid.workers.end());
-  const int max_shards = *std::max_element(grid.shards.begin(), grid.shards.end());
+  const int max_workers =
+      *std::max_element(grid.workers.begin(), grid.workers.end());
+  const int max_shards =
+      *std::max_element(grid.shards.begin(), grid.shards.end());
   std::vector<std::pair<std::string, int>> hosts = {{"ctl", 2},
                                                     {"coordinator", 10}};
   for (int i = 0; i < max_shards; ++i)
@@ -682,8 +680,7 @@ void PrintRow(const Row& row, double cpu_flag) {
           ? ""
           : absl::StrFormat("  to %g in %.1f s, speed-up %s",
                             absl::GetFlag(FLAGS_target_accuracy),
-                            row.seconds_to_target,
-                            Fmt(row.speedup, 2))
+                            row.seconds_to_target, Fmt(row.speedup, 2))
                 .c_str(),
       row.error.empty() ? "" : "  error: ", row.error.c_str());
   std::fflush(stdout);
@@ -700,7 +697,7 @@ std::vector<Row> RunRows(const Grid& grid, NetnsLab& lab,
   for (const std::string& model : grid.models) {
     for (const std::string& encoding : grid.encodings) {
       for (int s : grid.shards) {
-        double base = NAN;         // updates/s with 1 worker
+        double base = NAN;          // updates/s with 1 worker
         double base_seconds = NAN;  // seconds to the target with 1 worker
         for (int w : grid.workers) {
           if (g_interrupted) break;
@@ -741,11 +738,14 @@ std::string Legend(bool target, double cpu_flag, absl::Time begin) {
   return target
              ? absl::StrFormat(
                    "%s, with real gradients of real MNIST (%d training "
-                   "examples, Adam %g, batch %d) computed on the CPU within each "
-                   "step, which is then padded to its time. s to target: launch "
+                   "examples, Adam %g, batch %d) computed on the CPU within "
+                   "each "
+                   "step, which is then padded to its time. s to target: "
+                   "launch "
                    "to the first evaluation at %g (every %d steps per worker, "
                    "2000 test examples); speed-up: s(1) / s(W); efficiency: "
-                   "speed-up / W; updates/s: whole pushes acknowledged per second "
+                   "speed-up / W; updates/s: whole pushes acknowledged per "
+                   "second "
                    "(cluster) after every worker's %d warm-up steps. %s",
                    links, absl::GetFlag(FLAGS_train_examples),
                    absl::GetFlag(FLAGS_learning_rate),
@@ -754,11 +754,14 @@ std::string Legend(bool target, double cpu_flag, absl::Time begin) {
                    absl::GetFlag(FLAGS_eval_every_steps),
                    absl::GetFlag(FLAGS_warmup_steps), cpu_legend)
              : absl::StrFormat(
-                   "%s, %d steps per worker; the window opens once every worker "
+                   "%s, %d steps per worker; the window opens once every "
+                   "worker "
                    "has done %d steps and closes before the first finishes. "
                    "updates/s: whole pushes acknowledged per second (cluster); "
-                   "efficiency: updates/s(W) / (W * updates/s(1)); ps link util: "
-                   "the busiest ps's bytes in+out / (2 * rate * window), over the "
+                   "efficiency: updates/s(W) / (W * updates/s(1)); ps link "
+                   "util: "
+                   "the busiest ps's bytes in+out / (2 * rate * window), over "
+                   "the "
                    "window like CPU busy. %s",
                    links, absl::GetFlag(FLAGS_steps),
                    absl::GetFlag(FLAGS_warmup_steps), cpu_legend);

@@ -106,8 +106,10 @@ std::vector<proto::PredictRequest> MakeRequests(
       }
       offsets.push_back(static_cast<uint32_t>(k.size()));
     }
-    r.set_keys(std::string(reinterpret_cast<const char*>(k.data()), k.size() * 8));
-    r.set_values(std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4));
+    r.set_keys(
+        std::string(reinterpret_cast<const char*>(k.data()), k.size() * 8));
+    r.set_values(
+        std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4));
     r.set_offsets(std::string(reinterpret_cast<const char*>(offsets.data()),
                               offsets.size() * 4));
   }
@@ -160,8 +162,8 @@ std::vector<std::shared_ptr<grpc::Channel>> ConnectClients(
   }
   for (int c = 0; c < clients; ++c) {
     if (!channels[c]->WaitForConnected(DeadlineIn(60))) {
-      Check(absl::UnavailableError(absl::StrCat(
-                "client ", c, " could not connect in 60 s")),
+      Check(absl::UnavailableError(
+                absl::StrCat("client ", c, " could not connect in 60 s")),
             address);
     }
   }
@@ -183,9 +185,9 @@ void RunClient(const std::shared_ptr<grpc::Channel>& channel, int c,
     context.set_deadline(DeadlineIn(10));
     const auto t0 = std::chrono::steady_clock::now();
     const grpc::Status status = stub->Predict(&context, request, &reply);
-    const double s = std::chrono::duration<double>(
-                         std::chrono::steady_clock::now() - t0)
-                         .count();
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count();
     if (!measuring.load(std::memory_order_relaxed)) continue;
     if (!status.ok()) {
       if (tally->failed++ == 0) tally->error = status.error_message();
@@ -339,8 +341,8 @@ void PrintRow(const Row& row, int batch) {
                             : 0;
   absl::PrintF("%8d %12.0f %12.0f %9.0f %9.0f %9.0f %7d %7d %10d\n",
                row.clients, row.requests / row.seconds,
-               row.requests * batch / row.seconds, row.p50 * 1e6,
-               row.p99 * 1e6, row.p999 * 1e6, row.failed, row.swaps, seen);
+               row.requests * batch / row.seconds, row.p50 * 1e6, row.p99 * 1e6,
+               row.p999 * 1e6, row.failed, row.swaps, seen);
   if (!row.first_error.empty()) {
     absl::PrintF("  first failure: %s\n", row.first_error);
   }
@@ -381,8 +383,8 @@ int Main() {
       "row, %d cores\n",
       address, keys.size(), files[0].size() / 1e6, per, batch,
       absl::GetFlag(FLAGS_swap_ms), absl::GetFlag(FLAGS_reload_interval_s),
-      absl::GetFlag(FLAGS_reload_nice),
-      absl::GetFlag(FLAGS_seconds), std::thread::hardware_concurrency());
+      absl::GetFlag(FLAGS_reload_nice), absl::GetFlag(FLAGS_seconds),
+      std::thread::hardware_concurrency());
   absl::PrintF("%8s %12s %12s %9s %9s %9s %7s %7s %10s\n", "clients",
                "requests/s", "examples/s", "p50 us", "p99 us", "p999 us",
                "failed", "swaps", "snapshots");

@@ -3,7 +3,8 @@
 //
 //   bazel build -c opt //bench:soak //:daemons
 //   bazel-bin/bench/soak                       # 60 s valid + 60 s invalid
-//   bazel-bin/bench/soak --seconds=2 --clients=8   # what tests/soak_smoke_test runs
+//   bazel-bin/bench/soak --seconds=2 --clients=8   # what tests/soak_smoke_test
+//   runs
 //
 // Starts the coordinator and one ps_server as processes (bazel-bin's, or
 // --bin_dir's) on 127.0.0.1 with ephemeral ports, serving a 784-256-128-10
@@ -16,10 +17,10 @@
 // Per phase it prints requests/s, p50/p99 latency, the replies by gRPC code
 // (per kind of request for the invalid phase) and the ps's VmRSS at the
 // start, at 10 s and at the end, with the growth after the first 10 s
-// (target < 10 %; judged for phases of 20 s or more). Then it checks that the ps still serves valid traffic and
-// that the invalid phase left its checksums exactly as the valid phase did.
-// Exit 0 when every check holds, 1 when one fails (the figures are printed
-// either way), 2 for bad flags.
+// (target < 10 %; judged for phases of 20 s or more). Then it checks that the
+// ps still serves valid traffic and that the invalid phase left its checksums
+// exactly as the valid phase did. Exit 0 when every check holds, 1 when one
+// fails (the figures are printed either way), 2 for bad flags.
 #include <signal.h>
 #include <stdlib.h>
 
@@ -37,27 +38,27 @@
 #include <thread>
 #include <vector>
 
-#include "bench/bench_util.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "bench/bench_util.h"
 #include "common/config.h"
 #include "common/file_util.h"
 #include "common/push_sequence.h"
-#include "rpc/server_util.h"
 #include "common/subprocess.h"
-#include "membership/coordinator_client.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/impl/codegen/client_unary_call.h"
+#include "membership/coordinator_client.h"
 #include "proto/ps.grpc.pb.h"
+#include "rpc/server_util.h"
 
 ABSL_FLAG(int, seconds, 60, "length of each phase");
 ABSL_FLAG(int, clients, 64, "concurrent clients (one channel and thread each)");
@@ -94,8 +95,9 @@ enum class Bad {
   kCount,
 };
 const char* const kBadNames[] = {
-    "garbage_push", "garbage_pull",  "unknown_block", "repeated_ids", "wrong_size",
-    "nan_gradient", "huge_pull",     "bad_encoding",  "bad_worker"};
+    "garbage_push", "garbage_pull", "unknown_block",
+    "repeated_ids", "wrong_size",   "nan_gradient",
+    "huge_pull",    "bad_encoding", "bad_worker"};
 
 struct Daemons {
   std::unique_ptr<Subprocess> coordinator;
@@ -112,8 +114,8 @@ struct Daemons {
 // Registers every client as a worker, as ps_worker does, and waits until the
 // ps has heard of its incarnation (an empty push, with its key, is refused as
 // empty rather than UNAVAILABLE; it changes nothing).
-absl::Status RegisterClients(const std::string& coordinator_address, int clients,
-                             Daemons* d) {
+absl::Status RegisterClients(const std::string& coordinator_address,
+                             int clients, Daemons* d) {
   RpcSection rpc;
   auto stub = proto::ParameterServer::NewStub(MakeChannel(d->ps_address));
   for (int i = 0; i < clients; ++i) {
@@ -143,7 +145,8 @@ absl::Status RegisterClients(const std::string& coordinator_address, int clients
       if (status.error_code() != grpc::StatusCode::UNAVAILABLE ||
           absl::Now() > deadline) {
         return absl::InternalError(absl::StrCat(
-            "worker ", i, "'s first push was refused: ", status.error_message()));
+            "worker ", i,
+            "'s first push was refused: ", status.error_message()));
       }
       absl::SleepFor(absl::Milliseconds(50));
     }
@@ -160,7 +163,8 @@ int64_t RssKib(pid_t pid) {
       int64_t kib = 0;
       std::string number(absl::StripAsciiWhitespace(
           absl::StripSuffix(absl::StripPrefix(line, "VmRSS:"), "kB")));
-      if (absl::SimpleAtoi(absl::StripAsciiWhitespace(number), &kib)) return kib;
+      if (absl::SimpleAtoi(absl::StripAsciiWhitespace(number), &kib))
+        return kib;
     }
   }
   return 0;
@@ -171,12 +175,13 @@ absl::StatusOr<std::string> WaitForPort(Subprocess& daemon,
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
   while (absl::Now() < deadline) {
     if (auto status = daemon.Poll()) {
-      return absl::AbortedError(absl::StrCat(daemon.name(), " exited with ",
-                                             *status, ":\n", daemon.LogTail(20)));
+      return absl::AbortedError(absl::StrCat(
+          daemon.name(), " exited with ", *status, ":\n", daemon.LogTail(20)));
     }
     absl::StatusOr<std::string> text = ReadFile(port_file);
     int port = 0;
-    if (text.ok() && absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &port)) {
+    if (text.ok() &&
+        absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &port)) {
       return absl::StrCat("127.0.0.1:", port);
     }
     absl::SleepFor(absl::Milliseconds(20));
@@ -195,13 +200,17 @@ std::string WriteConfig(const std::string& dir, int clients) {
   const std::string config_path = dir + "/soak.yaml";
   std::ofstream(config_path) << absl::StrCat(
       "cluster:\n  coordinator: 127.0.0.1:0\n  ps: [127.0.0.1:0]\n"
-      "  workers: [", workers, "]\n  replication: 1\n"
-      "model:\n  layers: [784, 256, 128, 10]\n  block_size: ", kBlockFloats,
+      "  workers: [",
+      workers,
+      "]\n  replication: 1\n"
+      "model:\n  layers: [784, 256, 128, 10]\n  block_size: ",
+      kBlockFloats,
       "\ndata:\n  source: synthetic\n"
       "optimizer:\n  type: adam\n  learning_rate: 0.001\n"
       "checkpoint:\n  dir: ''\n"
       "heartbeat:\n  interval_s: 0.5\n  timeout_s: 10\n"
-      "coordinator:\n  state_dir: ", dir, "/coordinator\n");
+      "coordinator:\n  state_dir: ",
+      dir, "/coordinator\n");
   return config_path;
 }
 
@@ -283,7 +292,8 @@ struct Tally {
   int64_t pairs = 0;  // valid: pull+push pairs completed
 
   void Merge(const Tally& t) {
-    latency_us.insert(latency_us.end(), t.latency_us.begin(), t.latency_us.end());
+    latency_us.insert(latency_us.end(), t.latency_us.begin(),
+                      t.latency_us.end());
     for (const auto& [c, n] : t.codes) codes[c] += n;
     for (const auto& [k, m] : t.codes_by_kind) {
       for (const auto& [c, n] : m) codes_by_kind[k][c] += n;
@@ -294,30 +304,49 @@ struct Tally {
 
 const char* CodeName(grpc::StatusCode code) {
   switch (code) {
-    case grpc::OK: return "OK";
-    case grpc::CANCELLED: return "CANCELLED";
-    case grpc::UNKNOWN: return "UNKNOWN";
-    case grpc::INVALID_ARGUMENT: return "INVALID_ARGUMENT";
-    case grpc::DEADLINE_EXCEEDED: return "DEADLINE_EXCEEDED";
-    case grpc::NOT_FOUND: return "NOT_FOUND";
-    case grpc::ALREADY_EXISTS: return "ALREADY_EXISTS";
-    case grpc::PERMISSION_DENIED: return "PERMISSION_DENIED";
-    case grpc::RESOURCE_EXHAUSTED: return "RESOURCE_EXHAUSTED";
-    case grpc::FAILED_PRECONDITION: return "FAILED_PRECONDITION";
-    case grpc::ABORTED: return "ABORTED";
-    case grpc::OUT_OF_RANGE: return "OUT_OF_RANGE";
-    case grpc::UNIMPLEMENTED: return "UNIMPLEMENTED";
-    case grpc::INTERNAL: return "INTERNAL";
-    case grpc::UNAVAILABLE: return "UNAVAILABLE";
-    case grpc::DATA_LOSS: return "DATA_LOSS";
-    case grpc::UNAUTHENTICATED: return "UNAUTHENTICATED";
-    default: return "?";
+    case grpc::OK:
+      return "OK";
+    case grpc::CANCELLED:
+      return "CANCELLED";
+    case grpc::UNKNOWN:
+      return "UNKNOWN";
+    case grpc::INVALID_ARGUMENT:
+      return "INVALID_ARGUMENT";
+    case grpc::DEADLINE_EXCEEDED:
+      return "DEADLINE_EXCEEDED";
+    case grpc::NOT_FOUND:
+      return "NOT_FOUND";
+    case grpc::ALREADY_EXISTS:
+      return "ALREADY_EXISTS";
+    case grpc::PERMISSION_DENIED:
+      return "PERMISSION_DENIED";
+    case grpc::RESOURCE_EXHAUSTED:
+      return "RESOURCE_EXHAUSTED";
+    case grpc::FAILED_PRECONDITION:
+      return "FAILED_PRECONDITION";
+    case grpc::ABORTED:
+      return "ABORTED";
+    case grpc::OUT_OF_RANGE:
+      return "OUT_OF_RANGE";
+    case grpc::UNIMPLEMENTED:
+      return "UNIMPLEMENTED";
+    case grpc::INTERNAL:
+      return "INTERNAL";
+    case grpc::UNAVAILABLE:
+      return "UNAVAILABLE";
+    case grpc::DATA_LOSS:
+      return "DATA_LOSS";
+    case grpc::UNAUTHENTICATED:
+      return "UNAUTHENTICATED";
+    default:
+      return "?";
   }
 }
 
 std::string Codes(const std::map<grpc::StatusCode, int64_t>& codes) {
   std::vector<std::string> parts;
-  for (const auto& [c, n] : codes) parts.push_back(absl::StrCat(CodeName(c), " ", n));
+  for (const auto& [c, n] : codes)
+    parts.push_back(absl::StrCat(CodeName(c), " ", n));
   return absl::StrJoin(parts, ", ");
 }
 
@@ -348,8 +377,9 @@ class Client {
     pull.set_worker_id(id_);
     pull.add_block_ids(block);
     proto::PullResponse reply;
-    const grpc::StatusCode pulled =
-        Timed(t, [&](grpc::ClientContext* c) { return stub_->Pull(c, pull, &reply); });
+    const grpc::StatusCode pulled = Timed(t, [&](grpc::ClientContext* c) {
+      return stub_->Pull(c, pull, &reply);
+    });
     const grpc::StatusCode pushed = Push(t, Gradient(block, id_, 1e-4f));
     if (pulled == grpc::OK && pushed == grpc::OK) ++t->pairs;
   }
@@ -362,8 +392,9 @@ class Client {
       case Bad::kGarbagePull: {
         std::string bytes(64 + rng_() % 4096, '\0');
         for (char& c : bytes) c = static_cast<char>(rng_());
-        code = Raw(t, kind == static_cast<int>(Bad::kGarbagePush) ? kPushMethod
-                                                                   : kPullMethod,
+        code = Raw(t,
+                   kind == static_cast<int>(Bad::kGarbagePush) ? kPushMethod
+                                                               : kPullMethod,
                    bytes);
         break;
       }
@@ -396,7 +427,9 @@ class Client {
         pull.set_worker_id(id_);
         for (int i = 0; i < 10000; ++i) pull.add_block_ids(0);
         proto::PullResponse reply;
-        code = Timed(t, [&](grpc::ClientContext* c) { return stub_->Pull(c, pull, &reply); });
+        code = Timed(t, [&](grpc::ClientContext* c) {
+          return stub_->Pull(c, pull, &reply);
+        });
         break;
       }
       case Bad::kBadEncoding: {
@@ -410,7 +443,9 @@ class Client {
           pull.add_block_ids(0);
           pull.set_encoding(static_cast<proto::Encoding>(9));
           proto::PullResponse reply;
-          code = Timed(t, [&](grpc::ClientContext* c) { return stub_->Pull(c, pull, &reply); });
+          code = Timed(t, [&](grpc::ClientContext* c) {
+            return stub_->Pull(c, pull, &reply);
+          });
         }
         break;
       }
@@ -459,8 +494,8 @@ class Client {
       push.set_push_key(d_.push_keys[id_]);
     }
     proto::PushResponse ack;
-    const grpc::StatusCode code =
-        Timed(t, [&](grpc::ClientContext* c) { return stub_->Push(c, push, &ack); });
+    const grpc::StatusCode code = Timed(
+        t, [&](grpc::ClientContext* c) { return stub_->Push(c, push, &ack); });
     if (own && (code == grpc::UNAVAILABLE || code == grpc::DEADLINE_EXCEEDED)) {
       --sequence_;
     }
@@ -471,9 +506,11 @@ class Client {
     grpc::Slice slice(bytes);
     grpc::ByteBuffer request(&slice, 1), reply;
     return Timed(t, [&](grpc::ClientContext* c) {
-      return grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>(
+      return grpc::internal::BlockingUnaryCall<grpc::ByteBuffer,
+                                               grpc::ByteBuffer>(
           channel_.get(),
-          grpc::internal::RpcMethod(method, grpc::internal::RpcMethod::NORMAL_RPC),
+          grpc::internal::RpcMethod(method,
+                                    grpc::internal::RpcMethod::NORMAL_RPC),
           c, request, &reply);
     });
   }
@@ -485,7 +522,8 @@ class Client {
     const auto start = SteadyClock::now();
     const grpc::Status status = call(&context);
     t->latency_us.push_back(
-        std::chrono::duration<double, std::micro>(SteadyClock::now() - start).count());
+        std::chrono::duration<double, std::micro>(SteadyClock::now() - start)
+            .count());
     ++t->codes[status.error_code()];
     return status.error_code();
   }
@@ -546,18 +584,20 @@ void Print(const char* name, PhaseResult& r, int seconds) {
   }
   const double p50 = Percentile(t.latency_us, 0.50);
   const double p99 = Percentile(t.latency_us, 0.99);
-  std::printf("\n  latency     p50 %.2f ms, p99 %.2f ms\n", p50 / 1000, p99 / 1000);
+  std::printf("\n  latency     p50 %.2f ms, p99 %.2f ms\n", p50 / 1000,
+              p99 / 1000);
   std::printf("  replies     %s\n", Codes(t.codes).c_str());
   for (const auto& [kind, codes] : t.codes_by_kind) {
     std::printf("    %-14s %s\n", kBadNames[kind], Codes(codes).c_str());
   }
   const double growth =
       r.rss_10s > 0 ? 100.0 * (r.rss_end - r.rss_10s) / r.rss_10s : 0;
-  std::printf("  ps VmRSS    start %.1f MiB, at %s %.1f MiB, end %.1f MiB: "
-              "%+.1f %% after the first %s (target < 10 %%)\n",
-              r.rss_start / 1024.0, seconds >= 20 ? "10 s" : "half time",
-              r.rss_10s / 1024.0, r.rss_end / 1024.0, growth,
-              seconds >= 20 ? "10 s" : "half");
+  std::printf(
+      "  ps VmRSS    start %.1f MiB, at %s %.1f MiB, end %.1f MiB: "
+      "%+.1f %% after the first %s (target < 10 %%)\n",
+      r.rss_start / 1024.0, seconds >= 20 ? "10 s" : "half time",
+      r.rss_10s / 1024.0, r.rss_end / 1024.0, growth,
+      seconds >= 20 ? "10 s" : "half");
 }
 
 absl::StatusOr<std::string> Checksums(const Daemons& d) {
@@ -565,9 +605,11 @@ absl::StatusOr<std::string> Checksums(const Daemons& d) {
   grpc::ClientContext context;
   context.set_deadline(DeadlineIn(10));
   proto::ChecksumResponse response;
-  grpc::Status status = stub->Checksums(&context, proto::ChecksumRequest(), &response);
+  grpc::Status status =
+      stub->Checksums(&context, proto::ChecksumRequest(), &response);
   if (!status.ok()) {
-    return absl::UnavailableError(absl::StrCat("checksums: ", status.error_message()));
+    return absl::UnavailableError(
+        absl::StrCat("checksums: ", status.error_message()));
   }
   return response.SerializeAsString();
 }
@@ -583,7 +625,8 @@ bool InvalidKinds(std::vector<int>* kinds) {
     }
   }
   for (const std::string& s : skip) {
-    if (std::find(std::begin(kBadNames), std::end(kBadNames), s) == std::end(kBadNames)) {
+    if (std::find(std::begin(kBadNames), std::end(kBadNames), s) ==
+        std::end(kBadNames)) {
       std::fprintf(stderr, "soak: --skip: no invalid kind '%s' (kinds: %s)\n",
                    s.c_str(), absl::StrJoin(kBadNames, ", ").c_str());
       return false;
@@ -622,15 +665,19 @@ bool ChecksHold(Daemons& d, Client& client, PhaseResult& valid,
   std::printf("checks:\n");
   Check(d.ps->Poll() == std::nullopt, "the ps is still running", &ok);
   const int64_t valid_errors =
-      static_cast<int64_t>(valid.tally.latency_us.size()) - valid.tally.codes[grpc::OK];
-  Check(valid_errors == 0, absl::StrCat("valid traffic: no errors (", valid_errors, ")"),
+      static_cast<int64_t>(valid.tally.latency_us.size()) -
+      valid.tally.codes[grpc::OK];
+  Check(valid_errors == 0,
+        absl::StrCat("valid traffic: no errors (", valid_errors, ")"), &ok);
+  Check(AcceptedInvalid(invalid) == 0, "invalid traffic: every request refused",
         &ok);
-  Check(AcceptedInvalid(invalid) == 0, "invalid traffic: every request refused", &ok);
-  Check(after_valid.ok() && after_invalid.ok() && *after_valid == *after_invalid,
-        "invalid traffic left the checksums as the valid phase did", &ok);
+  Check(
+      after_valid.ok() && after_invalid.ok() && *after_valid == *after_invalid,
+      "invalid traffic left the checksums as the valid phase did", &ok);
   Tally final_pair;
   client.ValidPair(&final_pair);
-  Check(final_pair.pairs == 1, "the ps still serves a valid pull and push", &ok);
+  Check(final_pair.pairs == 1, "the ps still serves a valid pull and push",
+        &ok);
   absl::StatusOr<std::string> after_final = Checksums(d);
   Check(after_final.ok() && after_valid.ok() && *after_final != *after_valid,
         "that push changed the checksums", &ok);
@@ -668,21 +715,24 @@ int Main() {
     return 1;
   }
   Daemons& d = *daemons;
-  std::printf("soak: ps pid %d at %s, %zu blocks of up to %lld floats; logs in %s\n",
-              d.ps->pid(), d.ps_address.c_str(), d.block_floats.size(),
-              static_cast<long long>(kBlockFloats), dir.c_str());
+  std::printf(
+      "soak: ps pid %d at %s, %zu blocks of up to %lld floats; logs in %s\n",
+      d.ps->pid(), d.ps_address.c_str(), d.block_floats.size(),
+      static_cast<long long>(kBlockFloats), dir.c_str());
   std::vector<std::unique_ptr<Client>> clients;
-  for (int i = 0; i < num_clients; ++i) clients.push_back(std::make_unique<Client>(d, i));
+  for (int i = 0; i < num_clients; ++i)
+    clients.push_back(std::make_unique<Client>(d, i));
 
-  PhaseResult valid = RunPhase(clients, d.ps->pid(), seconds,
-                               [](Client& c, int64_t, Tally* t) { c.ValidPair(t); });
+  PhaseResult valid =
+      RunPhase(clients, d.ps->pid(), seconds,
+               [](Client& c, int64_t, Tally* t) { c.ValidPair(t); });
   Print("valid", valid, seconds);
   absl::StatusOr<std::string> after_valid = Checksums(d);
 
-  PhaseResult invalid = RunPhase(
-      clients, d.ps->pid(), seconds, [&](Client& c, int64_t n, Tally* t) {
-        c.Invalid(kinds[n % kinds.size()], t);
-      });
+  PhaseResult invalid = RunPhase(clients, d.ps->pid(), seconds,
+                                 [&](Client& c, int64_t n, Tally* t) {
+                                   c.Invalid(kinds[n % kinds.size()], t);
+                                 });
   Print("invalid", invalid, seconds);
   absl::StatusOr<std::string> after_invalid = Checksums(d);
 

@@ -2,10 +2,11 @@
 // rows of a Criteo-shaped key stream, and what a row costs in memory.
 //
 //   bazel run -c opt //bench:sparse                     # every section
-//   bazel run -c opt //bench:sparse -- --sections=core --dims=1,16,64 --min_counts=1,2
-//   bazel run -c opt //bench:sparse -- --sections=memory --rows=10000000
-//   bazel run -c opt //bench:sparse -- --sections=eviction --evict_max_rows=1000000
-//   bazel run -c opt //bench:sparse -- --sections=eviction --evict_max_rows=0
+//   bazel run -c opt //bench:sparse -- --sections=core --dims=1,16,64
+//   --min_counts=1,2 bazel run -c opt //bench:sparse -- --sections=memory
+//   --rows=10000000 bazel run -c opt //bench:sparse -- --sections=eviction
+//   --evict_max_rows=1000000 bazel run -c opt //bench:sparse --
+//   --sections=eviction --evict_max_rows=0
 //
 // Key stream: minibatches of --batch examples with 39 fields each (Criteo's
 // 13 integer and 26 categorical columns); field f's value is Zipf-distributed
@@ -63,9 +64,9 @@
 #include "common/counters.h"
 #include "common/model_spec.h"
 #include "common/sparse_keys.h"
-#include "worker/grpc_ps_client.h"
 #include "server/checkpoint.h"
 #include "server/sparse_table.h"
+#include "worker/grpc_ps_client.h"
 
 ABSL_FLAG(std::string, sections, "core,rpc,memory",
           "core, rpc, memory, eviction");
@@ -129,7 +130,8 @@ class ZipfRanks {
 // The sorted unique keys of each of `count` minibatches.
 std::vector<std::vector<uint64_t>> MakeBatches(int count, uint64_t seed) {
   std::mt19937_64 rng(seed);
-  ZipfRanks rank(absl::GetFlag(FLAGS_keys) / kFields, absl::GetFlag(FLAGS_zipf));
+  ZipfRanks rank(absl::GetFlag(FLAGS_keys) / kFields,
+                 absl::GetFlag(FLAGS_zipf));
   const int batch = absl::GetFlag(FLAGS_batch);
   std::vector<std::vector<uint64_t>> batches(count);
   for (auto& keys : batches) {
@@ -157,66 +159,67 @@ void Core() {
   for (const auto& b : batches) unique += b.size();
   absl::PrintF(
       "\n== core: one shard's table, %s, %d fields, Zipf s=%.2f over %d "
-      "keys, %d examples a batch (%.0f unique keys a batch), medians of %d ==\n",
+      "keys, %d examples a batch (%.0f unique keys a batch), medians of %d "
+      "==\n",
       absl::GetFlag(FLAGS_optimizer), kFields, absl::GetFlag(FLAGS_zipf),
-      absl::GetFlag(FLAGS_keys),
-      absl::GetFlag(FLAGS_batch),
+      absl::GetFlag(FLAGS_keys), absl::GetFlag(FLAGS_batch),
       static_cast<double>(unique) / batches.size(), reps);
   absl::PrintF("%5s %6s %14s %14s %12s %12s %12s\n", "dim", "admit",
                "pull keys/s", "push keys/s", "rows", "bytes/row", "pending");
   for (int dim : ParseInts(absl::GetFlag(FLAGS_dims))) {
-   for (int min_count : ParseInts(absl::GetFlag(FLAGS_min_counts))) {
-    SparseTable::Options options;
-    options.dim = dim;
-    options.admit_min_count = min_count;
-    auto type = server::ParseSparseOptimizer(absl::GetFlag(FLAGS_optimizer));
-    CheckOrExit(type.status(), "sparse", "--optimizer");
-    options.optimizer.type = *type;
-    auto table = SparseTable::Create(options);
-    CheckOrExit(table.status(), "sparse", "table");
-    std::vector<float> values, grads;
-    std::mt19937_64 rng(3);
-    std::normal_distribution<float> normal(0.0f, 0.1f);
-    auto push = [&](const std::vector<uint64_t>& keys) {
-      grads.resize(keys.size() * dim);
-      for (float& g : grads) g = normal(rng);
-      CheckOrExit(SparseTable::CheckPush(keys.data(), keys.size(), grads.data(),
-                                         grads.size(), nullptr, dim, 1e6),
-                  "sparse", "push");
-      (*table)->Apply(keys.data(), keys.size(), grads.data());
-    };
-    for (const auto& keys : warm) push(keys);
-    std::vector<double> pull_rates, push_rates;
-    for (int r = 0; r < reps; ++r) {
-      Clock::time_point t = Clock::now();
-      for (const auto& keys : batches) {
-        values.resize(keys.size() * dim);
-        (*table)->Read(keys.data(), keys.size(), values.data());
+    for (int min_count : ParseInts(absl::GetFlag(FLAGS_min_counts))) {
+      SparseTable::Options options;
+      options.dim = dim;
+      options.admit_min_count = min_count;
+      auto type = server::ParseSparseOptimizer(absl::GetFlag(FLAGS_optimizer));
+      CheckOrExit(type.status(), "sparse", "--optimizer");
+      options.optimizer.type = *type;
+      auto table = SparseTable::Create(options);
+      CheckOrExit(table.status(), "sparse", "table");
+      std::vector<float> values, grads;
+      std::mt19937_64 rng(3);
+      std::normal_distribution<float> normal(0.0f, 0.1f);
+      auto push = [&](const std::vector<uint64_t>& keys) {
+        grads.resize(keys.size() * dim);
+        for (float& g : grads) g = normal(rng);
+        CheckOrExit(
+            SparseTable::CheckPush(keys.data(), keys.size(), grads.data(),
+                                   grads.size(), nullptr, dim, 1e6),
+            "sparse", "push");
+        (*table)->Apply(keys.data(), keys.size(), grads.data());
+      };
+      for (const auto& keys : warm) push(keys);
+      std::vector<double> pull_rates, push_rates;
+      for (int r = 0; r < reps; ++r) {
+        Clock::time_point t = Clock::now();
+        for (const auto& keys : batches) {
+          values.resize(keys.size() * dim);
+          (*table)->Read(keys.data(), keys.size(), values.data());
+        }
+        pull_rates.push_back(unique / Seconds(t));
+        // Gradients are drawn outside the timed part.
+        std::vector<std::vector<float>> all(batches.size());
+        for (size_t b = 0; b < batches.size(); ++b) {
+          all[b].resize(batches[b].size() * dim);
+          for (float& g : all[b]) g = normal(rng);
+        }
+        t = Clock::now();
+        for (size_t b = 0; b < batches.size(); ++b) {
+          const auto& keys = batches[b];
+          CheckOrExit(
+              SparseTable::CheckPush(keys.data(), keys.size(), all[b].data(),
+                                     all[b].size(), nullptr, dim, 1e6),
+              "sparse", "push");
+          (*table)->Apply(keys.data(), keys.size(), all[b].data());
+        }
+        push_rates.push_back(unique / Seconds(t));
       }
-      pull_rates.push_back(unique / Seconds(t));
-      // Gradients are drawn outside the timed part.
-      std::vector<std::vector<float>> all(batches.size());
-      for (size_t b = 0; b < batches.size(); ++b) {
-        all[b].resize(batches[b].size() * dim);
-        for (float& g : all[b]) g = normal(rng);
-      }
-      t = Clock::now();
-      for (size_t b = 0; b < batches.size(); ++b) {
-        const auto& keys = batches[b];
-        CheckOrExit(SparseTable::CheckPush(keys.data(), keys.size(),
-                                           all[b].data(), all[b].size(),
-                                           nullptr, dim, 1e6),
-                    "sparse", "push");
-        (*table)->Apply(keys.data(), keys.size(), all[b].data());
-      }
-      push_rates.push_back(unique / Seconds(t));
+      absl::PrintF("%5d %6d %14.0f %14.0f %12d %12.1f %12d\n", dim, min_count,
+                   Median(pull_rates), Median(push_rates), (*table)->rows(),
+                   static_cast<double>((*table)->bytes()) / (*table)->rows(),
+                   (*table)->pending_keys());
+      std::fflush(stdout);
     }
-    absl::PrintF("%5d %6d %14.0f %14.0f %12d %12.1f %12d\n", dim, min_count,
-                 Median(pull_rates), Median(push_rates), (*table)->rows(),
-                 static_cast<double>((*table)->bytes()) / (*table)->rows(),
-                 (*table)->pending_keys());
-    std::fflush(stdout);
-   }
   }
 }
 
@@ -238,8 +241,8 @@ void Rpc() {
       absl::GetFlag(FLAGS_optimizer), batches.size(),
       static_cast<double>(unique) / batches.size(), absl::GetFlag(FLAGS_reps));
   absl::PrintF("%6s %16s %16s %11s %11s %11s %11s %11s\n", "shards",
-               "pull keys/s/shd", "push keys/s/shd", "pull B/key",
-               "push B/key", "pull p50 ms", "pull p99 ms", "push p99 ms");
+               "pull keys/s/shd", "push keys/s/shd", "pull B/key", "push B/key",
+               "pull p50 ms", "pull p99 ms", "push p99 ms");
   for (int shards : ParseInts(absl::GetFlag(FLAGS_shards))) {
     Config config;
     config.model.type = ModelType::kSparseLinear;
@@ -317,8 +320,8 @@ void Rpc() {
     // On the wire, per key: a pull sends the key (8 bytes) and gets back its
     // value and version (4 + 4); a push sends the key and its gradient.
     absl::PrintF("%6d %16.0f %16.0f %11.1f %11.1f %11.2f %11.2f %11.2f\n",
-                 shards, Median(pull_rates), Median(push_rates),
-                 16.0, 12.0, Quantile(pull_ms, 0.5), Quantile(pull_ms, 0.99),
+                 shards, Median(pull_rates), Median(push_rates), 16.0, 12.0,
+                 Quantile(pull_ms, 0.5), Quantile(pull_ms, 0.99),
                  Quantile(push_ms, 0.99));
     std::fflush(stdout);
   }
@@ -370,7 +373,7 @@ void Eviction() {
   int64_t updates = 0;
   std::vector<double> evict_ms;
   std::vector<uint64_t> evicted_keys;  // since the last checkpoint
-  bool keep_tombstones = false;  // once checkpoints are written
+  bool keep_tombstones = false;        // once checkpoints are written
   auto step = [&] {
     const std::vector<uint64_t>& keys = stream.Next();
     grads.resize(keys.size());
@@ -382,7 +385,8 @@ void Eviction() {
     const Clock::time_point t = Clock::now();
     const std::vector<uint64_t> gone = table.Evict();
     evict_ms.push_back(Seconds(t) * 1e3);
-    if (keep_tombstones) evicted_keys.insert(evicted_keys.end(), gone.begin(), gone.end());
+    if (keep_tombstones)
+      evicted_keys.insert(evicted_keys.end(), gone.begin(), gone.end());
   };
   absl::PrintF(
       "\n== eviction: FTRL dim 1, %d batches of the %d-key Zipf stream "
@@ -424,7 +428,8 @@ void Eviction() {
     server::Checkpoint c;
     c.placement_epoch = 1;
     c.optimizer = "adagrad";
-    SparseTable::Rows rows = full ? table.Snapshot() : table.ChangedSince(since);
+    SparseTable::Rows rows =
+        full ? table.Snapshot() : table.ChangedSince(since);
     if (!full) {
       std::sort(evicted_keys.begin(), evicted_keys.end());
       rows.evicted_keys = evicted_keys;
@@ -442,9 +447,8 @@ void Eviction() {
   uint64_t clock = table.clock();
   const auto [full, full_s] = cut(true, 0, 0, 0);
   keep_tombstones = true;
-  absl::PrintF(
-      "full cut: %d rows, %.1f MiB, written in %.2f s\n", table.rows(),
-      full.bytes / 1048576.0, full_s);
+  absl::PrintF("full cut: %d rows, %.1f MiB, written in %.2f s\n", table.rows(),
+               full.bytes / 1048576.0, full_s);
   uint64_t parent = full.generation;
   for (int d = 0; d < absl::GetFlag(FLAGS_deltas); ++d) {
     for (int b = 1; b <= absl::GetFlag(FLAGS_delta_batches); ++b) {
@@ -466,9 +470,10 @@ void Eviction() {
   auto chain = files.ReadNewest();
   CheckOrExit(chain.status(), "sparse", "restore");
   const double chain_s = Seconds(t);
-  const size_t chain_rows = chain->checkpoint.sparse_tables[0].second.keys.size();
-  const bool same = chain->checkpoint.sparse_tables[0].second.keys ==
-                    table.Snapshot().keys;
+  const size_t chain_rows =
+      chain->checkpoint.sparse_tables[0].second.keys.size();
+  const bool same =
+      chain->checkpoint.sparse_tables[0].second.keys == table.Snapshot().keys;
   chain = absl::StatusOr<server::ShardCheckpoints::Loaded>();  // free it
   t = Clock::now();
   auto alone = server::ReadCheckpoint(full.path);
@@ -519,8 +524,7 @@ void Memory(bool replicated) {
       "account %.1f bytes/row; created at %.0f rows/s\n",
       (*table)->rows(),
       replicated ? ", replicated (changes tracked, none cut yet)" : "",
-      grown / 1048576.0,
-      static_cast<double>(grown) / (*table)->rows(),
+      grown / 1048576.0, static_cast<double>(grown) / (*table)->rows(),
       static_cast<double>((*table)->bytes()) / (*table)->rows(),
       (*table)->rows() / seconds);
 }

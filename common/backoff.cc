@@ -6,7 +6,9 @@
 namespace downpour {
 
 Backoff::Backoff(absl::Duration initial, absl::Duration max, uint64_t seed)
-    : initial_(initial), max_(max), current_(initial),
+    : initial_(initial),
+      max_(max),
+      current_(initial),
       rng_(seed != 0 ? seed : std::random_device{}()) {}
 
 absl::Duration Backoff::Next() {

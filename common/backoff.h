@@ -1,7 +1,8 @@
 // Capped exponential backoff with full jitter, for retrying RPCs.
 //
 //   Backoff backoff(absl::Milliseconds(50), absl::Seconds(2));
-//   while (!(status = Call()).ok() && IsRetryable(status)) clock->SleepFor(backoff.Next());
+//   while (!(status = Call()).ok() && IsRetryable(status))
+//   clock->SleepFor(backoff.Next());
 //
 // Which errors are retryable, and the bounded retry loop built on this, live in
 // common/retry.h.
@@ -20,7 +21,8 @@ class Backoff {
  public:
   Backoff(absl::Duration initial, absl::Duration max, uint64_t seed = 0);
 
-  // The next wait: uniform in [d/2, d] where d doubles from `initial` up to `max`.
+  // The next wait: uniform in [d/2, d] where d doubles from `initial` up to
+  // `max`.
   absl::Duration Next();
   void Reset();
   int attempts() const { return attempts_; }

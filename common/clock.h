@@ -1,7 +1,7 @@
-// Time as a dependency: code that waits on time takes a Clock* (in its Options),
-// so tests can run it on a FakeClock (common/testing/fake_clock.h) instead of
-// sleeping on the wall clock, as tensorstore's CoordinatorServer::Options::clock
-// and tcmalloc's huge_cache clock do.
+// Time as a dependency: code that waits on time takes a Clock* (in its
+// Options), so tests can run it on a FakeClock (common/testing/fake_clock.h)
+// instead of sleeping on the wall clock, as tensorstore's
+// CoordinatorServer::Options::clock and tcmalloc's huge_cache clock do.
 //
 //   Clock* clock = options.clock != nullptr ? options.clock : Clock::Real();
 //   const absl::Time deadline = clock->Now() + timeout;

@@ -80,7 +80,6 @@ bool InRange(double v, const DoubleRange& r) {
   return std::isfinite(v) && above_min && below_max;
 }
 
-
 absl::Status CheckAddress(const std::string& key, const std::string& address) {
   if (IsHostPort(address)) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
@@ -110,6 +109,17 @@ size_t EditDistance(const std::string& a, const std::string& b) {
 }
 
 }  // namespace
+
+std::string Where(const std::string& file, const YAML::Mark& mark) {
+  if (mark.is_null()) return file;
+  return absl::StrCat(file, ":", mark.line + 1);
+}
+
+absl::Status Located(const std::string& where, const absl::Status& status) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(),
+                      absl::StrCat(where, ": ", status.message()));
+}
 
 std::string DescribeValue(const YAML::Node& node) {
   switch (node.Type()) {
@@ -226,9 +236,9 @@ ConfigField EnumField(std::string key, std::string* value,
 absl::Status ChoiceError(const std::string& key,
                          const std::vector<std::string>& allowed,
                          absl::string_view got) {
-  std::string message = absl::StrCat(key, " must be one of ",
-                                     absl::StrJoin(allowed, ", "), "; got '",
-                                     got, "'");
+  std::string message =
+      absl::StrCat(key, " must be one of ", absl::StrJoin(allowed, ", "),
+                   "; got '", got, "'");
   const std::string hint = ClosestMatch(std::string(got), allowed);
   if (!hint.empty()) absl::StrAppend(&message, " (did you mean '", hint, "'?)");
   return absl::InvalidArgumentError(message);

@@ -1,6 +1,7 @@
 // Typed keys of the YAML config. A ConfigField binds one key
 // ("training.batch_size") to the struct field that holds it; it reads the key
-// from a YAML node and checks the value it holds. Internal to common/config.cc.
+// from a YAML node and checks the value it holds. Internal to the config
+// loader: common/config.cc and the section files common/config_*.cc.
 //
 //   ConfigField f =
 //       IntField("training.batch_size", &training.batch_size, AtLeast(1));
@@ -67,6 +68,14 @@ inline DoubleRange NonNegativeAtMost(double max) {  // [0, max]
 
 // The longest string value (paths, addresses) a config accepts.
 inline constexpr size_t kMaxStringLength = 4096;
+
+// Upper bounds that several sections share: generous for any real job, low
+// enough that a typo cannot make a daemon allocate gigabytes or wait for ever
+// (issue 12).
+inline constexpr int64_t kMaxLayerWidth = 1 << 24;         // 16Mi units
+inline constexpr int64_t kMaxUpdates = int64_t{1} << 40;   // step/update counts
+inline constexpr double kMaxSeconds = 7 * 24 * 3600.0;     // durations: a week
+inline constexpr double kMaxTimeoutSeconds = 24 * 3600.0;  // rpc, heartbeats
 
 ConfigField IntField(std::string key, int* value, IntRange range);
 ConfigField Int64Field(std::string key, int64_t* value, IntRange range);
@@ -152,6 +161,12 @@ ConfigField StringListField(std::string key, std::vector<std::string>* value,
 ConfigField IntListField(std::string key, std::vector<int>* value,
                          size_t min_entries, size_t max_entries,
                          IntRange range);
+
+// "FILE:LINE" for a place in a YAML file; FILE alone when `mark` is null.
+std::string Where(const std::string& file, const YAML::Mark& mark);
+
+// `status` with "WHERE: " in front of its message; OK stays OK.
+absl::Status Located(const std::string& where, const absl::Status& status);
 
 // How a YAML value looks in a message: "'abc'", "null", "a list" or "a map".
 std::string DescribeValue(const YAML::Node& node);

@@ -40,7 +40,7 @@ namespace downpour {
 // bucket holds the calls above 10 s.
 inline constexpr std::array<double, 16> kLatencyBucketBounds = {
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
-    0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,     10};
+    0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,    10};
 
 // Latency of one kind of call over the recent window (see Counters::Latencies).
 struct LatencySummary {
@@ -223,7 +223,8 @@ class Counters {
   void RecordStaleness(uint64_t staleness) ABSL_LOCKS_EXCLUDED(staleness_mu_);
   // The handle of one kind of call `name` ("served:Status/GetStatus"),
   // created on first use; it lives as long as this object.
-  LatencyStat& Latency(const std::string& name) ABSL_LOCKS_EXCLUDED(latency_mu_);
+  LatencyStat& Latency(const std::string& name)
+      ABSL_LOCKS_EXCLUDED(latency_mu_);
   // Records one call of kind `name` that took `seconds`: Latency(name).Record.
   void RecordLatency(const std::string& name, double seconds);
 
@@ -237,7 +238,8 @@ class Counters {
   RateSnapshot Rates() const ABSL_LOCKS_EXCLUDED(samples_mu_);
 
   // Latency per kind of call over the last one to two windows, sorted by name.
-  std::vector<LatencySummary> Latencies() const ABSL_LOCKS_EXCLUDED(latency_mu_);
+  std::vector<LatencySummary> Latencies() const
+      ABSL_LOCKS_EXCLUDED(latency_mu_);
 
   // The registry's families for a scrape: every exported metric (counters
   // and gauges not touched yet are left out).

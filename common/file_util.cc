@@ -1,4 +1,5 @@
-// Whole-file reads, and atomic replacement: temp file + fsync + rename + fsync(dir).
+// Whole-file reads, and atomic replacement: temp file + fsync + rename +
+// fsync(dir).
 #include "common/file_util.h"
 
 #include <fcntl.h>
@@ -16,9 +17,11 @@ namespace {
 
 // `what` is a plain C string so that nothing allocates (and may touch errno)
 // before errno is read.
-absl::Status IoError(const char* what, const char* action, const std::string& path) {
+absl::Status IoError(const char* what, const char* action,
+                     const std::string& path) {
   const int error = errno;
-  return absl::ErrnoToStatus(error, absl::StrCat(what, ": ", action, " '", path, "'"));
+  return absl::ErrnoToStatus(error,
+                             absl::StrCat(what, ": ", action, " '", path, "'"));
 }
 
 // fsync on a directory makes a rename in it durable.
@@ -33,7 +36,8 @@ absl::Status SyncDirectory(const std::string& dir, const char* what) {
 absl::Status WriteTempFile(
     const std::string& tmp, const char* what,
     const std::function<absl::Status(int, const std::string&)>& write) {
-  ScopedFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  ScopedFd fd(
+      ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (fd.get() < 0) return IoError(what, "cannot create", tmp);
   absl::Status written = write(fd.get(), tmp);
   if (!written.ok()) return written;
@@ -71,22 +75,23 @@ absl::Status WriteAll(int fd, const char* data, size_t n, const char* what,
 absl::Status WriteFileAtomically(
     const std::string& path, const char* what,
     const std::function<absl::Status(int fd, const std::string& tmp)>& write) {
-  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  const std::filesystem::path parent =
+      std::filesystem::path(path).parent_path();
   if (!parent.empty()) {
     std::error_code error;
     std::filesystem::create_directories(parent, error);
     if (error) {
       return absl::ErrnoToStatus(
-          error.value(),
-          absl::StrCat(what, ": cannot create directory '", parent.string(), "'"));
+          error.value(), absl::StrCat(what, ": cannot create directory '",
+                                      parent.string(), "'"));
     }
   }
   const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
   absl::Status status = WriteTempFile(tmp, what, write);
   if (status.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
     const int error = errno;
-    status = absl::ErrnoToStatus(
-        error, absl::StrCat(what, ": cannot rename '", tmp, "' to '", path, "'"));
+    status = absl::ErrnoToStatus(error, absl::StrCat(what, ": cannot rename '",
+                                                     tmp, "' to '", path, "'"));
   }
   if (!status.ok()) {
     ::unlink(tmp.c_str());
@@ -95,10 +100,12 @@ absl::Status WriteFileAtomically(
   return SyncDirectory(parent.empty() ? "." : parent.string(), what);
 }
 
-absl::Status WriteFileAtomically(const std::string& path, const std::string& contents) {
-  return WriteFileAtomically(path, "write", [&](int fd, const std::string& tmp) {
-    return WriteAll(fd, contents.data(), contents.size(), "write", tmp);
-  });
+absl::Status WriteFileAtomically(const std::string& path,
+                                 const std::string& contents) {
+  return WriteFileAtomically(
+      path, "write", [&](int fd, const std::string& tmp) {
+        return WriteAll(fd, contents.data(), contents.size(), "write", tmp);
+      });
 }
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {

@@ -14,15 +14,15 @@
 
 namespace downpour {
 
-// Reads a whole file. NotFound when it does not exist ("cannot read 'x': No such
-// file or directory"); another code from errno (PermissionDenied, ...) when it
-// exists but cannot be read, so callers can tell "absent" from "unreadable".
+// Reads a whole file. NotFound when it does not exist ("cannot read 'x': No
+// such file or directory"); another code from errno (PermissionDenied, ...)
+// when it exists but cannot be read, so callers can tell "absent" from
+// "unreadable".
 absl::StatusOr<std::string> ReadFile(const std::string& path);
 // The same, reading at most max_bytes: ResourceExhausted ("'x' is larger than
 // 1048576 bytes") as soon as the file proves longer (a device such as
 // /dev/zero is not read forever).
-absl::StatusOr<std::string> ReadFile(const std::string& path,
-                                     size_t max_bytes);
+absl::StatusOr<std::string> ReadFile(const std::string& path, size_t max_bytes);
 
 // Closes a file descriptor when it goes out of scope.
 class ScopedFd {
@@ -45,17 +45,18 @@ class ScopedFd {
 absl::Status WriteAll(int fd, const char* data, size_t n, const char* what,
                       const std::string& path);
 
-// Creates path + ".tmp.<pid>", lets `write` fill it (through the fd; `tmp` is its
-// name for messages), fsyncs and closes it, renames it over `path` and fsyncs the
-// directory. Creates missing parent folders. On error the temporary file is
-// removed and an existing file at `path` is left as it was; messages start with
-// `what` ("write checkpoint") and name the path and the errno text.
+// Creates path + ".tmp.<pid>", lets `write` fill it (through the fd; `tmp` is
+// its name for messages), fsyncs and closes it, renames it over `path` and
+// fsyncs the directory. Creates missing parent folders. On error the temporary
+// file is removed and an existing file at `path` is left as it was; messages
+// start with `what` ("write checkpoint") and name the path and the errno text.
 absl::Status WriteFileAtomically(
     const std::string& path, const char* what,
     const std::function<absl::Status(int fd, const std::string& tmp)>& write);
 
 // The same for contents already in memory.
-absl::Status WriteFileAtomically(const std::string& path, const std::string& contents);
+absl::Status WriteFileAtomically(const std::string& path,
+                                 const std::string& contents);
 
 }  // namespace downpour
 

@@ -11,13 +11,12 @@ int64_t FirstOutside(const float* x, int64_t n, float bound) {
   uint32_t limit;
   std::memcpy(&limit, &bound, sizeof(limit));
   limit &= 0x7FFFFFFFu;  // -0.0 is 0
-  return ScanFloatBits<false, false>(
-             n, limit,
-             [x](int64_t i) {
-               uint32_t bits;
-               std::memcpy(&bits, &x[i], sizeof(bits));
-               return bits;
-             })
+  return ScanFloatBits<false, false>(n, limit,
+                                     [x](int64_t i) {
+                                       uint32_t bits;
+                                       std::memcpy(&bits, &x[i], sizeof(bits));
+                                       return bits;
+                                     })
       .first_bad;
 }
 

@@ -8,7 +8,8 @@
 //
 //   GradientScan s = ScanFloatBits(n, limit_bits, /*want_max=*/true,
 //                                  /*want_norm=*/true,
-//                                  [p](int64_t i) { return LoadFloatBits(p + 4 * i); });
+//                                  [p](int64_t i) { return LoadFloatBits(p + 4
+//                                  * i); });
 //
 // The templates compile where they are used: build those files with -O3 (or
 // the project's vectorising copts) for the chunk loops to vectorise.
@@ -128,8 +129,8 @@ inline GradientScan ScanFloatBits(int64_t n, uint32_t limit, Load load) {
 
 // ScanFloatBits with kMax and kNorm chosen at run time.
 template <typename Load>
-inline GradientScan ScanFloatBits(int64_t n, uint32_t limit, bool want_max, bool want_norm,
-                  Load load) {
+inline GradientScan ScanFloatBits(int64_t n, uint32_t limit, bool want_max,
+                                  bool want_norm, Load load) {
   if (want_norm) {
     return want_max ? ScanFloatBits<true, true>(n, limit, load)
                     : ScanFloatBits<false, true>(n, limit, load);

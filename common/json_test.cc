@@ -24,8 +24,9 @@ TEST(JsonTest, MessageRoundTrips) {
   proto::GetStatusResponse back;
   ASSERT_THAT(FromJson(json, "s.json", &back), IsOk());
   EXPECT_EQ(back.role(), "ps");
-  EXPECT_THAT(FromJson("{\"nope\": 1}", "s.json", &back),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("s.json")));
+  EXPECT_THAT(
+      FromJson("{\"nope\": 1}", "s.json", &back),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("s.json")));
 }
 
 TEST(JsonTest, StringsAreEscaped) {

@@ -13,8 +13,7 @@ std::string Cut(absl::string_view message) {
   if (message.size() <= LogThrottle::kMaxMessageLength) {
     return std::string(message);
   }
-  return absl::StrCat(message.substr(0, LogThrottle::kMaxMessageLength),
-                      "...");
+  return absl::StrCat(message.substr(0, LogThrottle::kMaxMessageLength), "...");
 }
 
 }  // namespace
@@ -26,8 +25,8 @@ LogThrottle::LogThrottle(Options options)
 std::string LogThrottle::Summary(absl::string_view key,
                                  const KeyState& state) const {
   return absl::StrCat(key, ": ", state.suppressed, " more in the last ",
-                      absl::FormatDuration(options_.interval), " (last: ",
-                      state.last, ")");
+                      absl::FormatDuration(options_.interval),
+                      " (last: ", state.last, ")");
 }
 
 std::vector<std::string> LogThrottle::Record(absl::string_view key,

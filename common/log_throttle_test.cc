@@ -88,8 +88,9 @@ TEST(LogThrottleTest, KeysAreBoundedAndTheRestShareOneKey) {
   clock.SleepFor(absl::Seconds(10));
   const std::vector<std::string> lines = throttle.Record("fresh", "y");
   EXPECT_EQ(lines.back(), "y");
-  EXPECT_THAT(lines, ::testing::Contains(
-                         "other log lines: 9995 more in the last 10s (last: x)"));
+  EXPECT_THAT(lines,
+              ::testing::Contains(
+                  "other log lines: 9995 more in the last 10s (last: x)"));
   EXPECT_EQ(throttle.num_keys(), 1u);
 }
 

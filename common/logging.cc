@@ -9,9 +9,9 @@
 namespace downpour {
 namespace {
 
-constexpr Logger kLoggers[] = {Logger::kServer, Logger::kWorker, Logger::kCoordinator,
-                               Logger::kRpc,    Logger::kGpu,    Logger::kTool,
-                               Logger::kServe};
+constexpr Logger kLoggers[] = {
+    Logger::kServer, Logger::kWorker, Logger::kCoordinator, Logger::kRpc,
+    Logger::kGpu,    Logger::kTool,   Logger::kServe};
 constexpr size_t kNumLoggers = sizeof(kLoggers) / sizeof(kLoggers[0]);
 
 using Registry = std::array<std::shared_ptr<spdlog::logger>, kNumLoggers>;
@@ -55,9 +55,9 @@ const char* LoggerName(Logger logger) {
 absl::Status InitLogging(const std::string& prefix, const std::string& level) {
   spdlog::level::level_enum lvl = spdlog::level::from_str(level);
   if (spdlog::level::to_string_view(lvl) != level && level != "warn") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "unknown log level '", level,
-        "'; allowed: trace, debug, info, warn, error"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown log level '", level,
+                     "'; allowed: trace, debug, info, warn, error"));
   }
   const std::string who = prefix.empty() ? "" : absl::StrCat(prefix, " ");
   for (auto& logger : TheRegistry()) {

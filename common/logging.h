@@ -1,7 +1,8 @@
 // Named spdlog loggers, one per component, from a fixed list (as Envoy's
 // logger ids): a misspelt component does not compile.
 //
-//   SPDLOG_LOGGER_INFO(downpour::Log(Logger::kServer), "shard {} holds {} blocks", id, n);
+//   SPDLOG_LOGGER_INFO(downpour::Log(Logger::kServer), "shard {} holds {}
+//   blocks", id, n);
 #ifndef DOWNPOUR_COMMON_LOGGING_H_
 #define DOWNPOUR_COMMON_LOGGING_H_
 

@@ -15,9 +15,12 @@ TEST(LoggingTest, EachComponentHasItsOwnNamedLogger) {
   const struct {
     Logger id;
     const char* name;
-  } cases[] = {{Logger::kServer, "server"}, {Logger::kWorker, "worker"},
-               {Logger::kCoordinator, "coordinator"}, {Logger::kRpc, "rpc"},
-               {Logger::kGpu, "gpu"}, {Logger::kTool, "tool"},
+  } cases[] = {{Logger::kServer, "server"},
+               {Logger::kWorker, "worker"},
+               {Logger::kCoordinator, "coordinator"},
+               {Logger::kRpc, "rpc"},
+               {Logger::kGpu, "gpu"},
+               {Logger::kTool, "tool"},
                {Logger::kServe, "serve"}};
   for (const auto& c : cases) {
     ASSERT_NE(Log(c.id), nullptr) << c.name;
@@ -34,8 +37,9 @@ TEST(LoggingTest, InitLoggingSetsEveryLoggersLevel) {
   EXPECT_EQ(Log(Logger::kServer)->level(), spdlog::level::warn);
   ASSERT_THAT(InitLogging("", "info"), IsOk());
   EXPECT_EQ(Log(Logger::kServer)->level(), spdlog::level::info);
-  EXPECT_THAT(InitLogging("", "loud"),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("'loud'")));
+  EXPECT_THAT(
+      InitLogging("", "loud"),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("'loud'")));
 }
 
 }  // namespace

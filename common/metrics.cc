@@ -66,16 +66,16 @@ Stats::Stats(prometheus::Registry& registry)
 #define DOWNPOUR_STATS_INIT_WORKER(name, prefix, help) \
   name(registry, #name, prefix, help),
       DOWNPOUR_COUNTERS(DOWNPOUR_STATS_INIT)
-      DOWNPOUR_GAUGES(DOWNPOUR_STATS_INIT)
-      DOWNPOUR_WORKER_COUNTERS(DOWNPOUR_STATS_INIT_WORKER)
+          DOWNPOUR_GAUGES(DOWNPOUR_STATS_INIT)
+              DOWNPOUR_WORKER_COUNTERS(DOWNPOUR_STATS_INIT_WORKER)
 #undef DOWNPOUR_STATS_INIT
 #undef DOWNPOUR_STATS_INIT_WORKER
-      counters_() {
-#define DOWNPOUR_STATS_INDEX_COUNTER(name, help)                        \
-  counters_[#name] = &name;                                             \
+                  counters_() {
+#define DOWNPOUR_STATS_INDEX_COUNTER(name, help) \
+  counters_[#name] = &name;                      \
   exported_[CounterFamily(#name)] = [this] { return name.exported(); };
-#define DOWNPOUR_STATS_INDEX_GAUGE(name, help)                          \
-  gauges_[#name] = &name;                                               \
+#define DOWNPOUR_STATS_INDEX_GAUGE(name, help) \
+  gauges_[#name] = &name;                      \
   exported_[GaugeFamily(#name)] = [this] { return name.exported(); };
   DOWNPOUR_COUNTERS(DOWNPOUR_STATS_INDEX_COUNTER)
   DOWNPOUR_GAUGES(DOWNPOUR_STATS_INDEX_GAUGE)

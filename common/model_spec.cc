@@ -12,8 +12,8 @@
 namespace downpour {
 namespace {
 
-// splitmix64: a counter-based generator, so each float's initial value depends only
-// on (seed, position).
+// splitmix64: a counter-based generator, so each float's initial value depends
+// only on (seed, position).
 uint64_t Mix(uint64_t x) {
   x += 0x9e3779b97f4a7c15ULL;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -51,32 +51,34 @@ absl::Status CheckDenseLayers(const ModelSection& model) {
   }
   const bool linear = IsLinear(model.type);
   if (linear && model.layers.size() != 2) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model.type ", ModelTypeName(model.type),
-        " takes exactly 2 layers [inputs, outputs], got [",
-        absl::StrJoin(model.layers, ", "), "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("model.type ", ModelTypeName(model.type),
+                     " takes exactly 2 layers [inputs, outputs], got [",
+                     absl::StrJoin(model.layers, ", "), "]"));
   }
   if (!linear && model.type != ModelType::kMlp) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model.type must be linear, mlp or softmax, got ",
-        ModelTypeName(model.type)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("model.type must be linear, mlp or softmax, got ",
+                     ModelTypeName(model.type)));
   }
   if (task != Task::kMulticlass && model.layers.back() != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model.task ", TaskName(task), " has one output, so the last entry "
-        "of model.layers must be 1, got [", absl::StrJoin(model.layers, ", "),
-        "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("model.task ", TaskName(task),
+                     " has one output, so the last entry "
+                     "of model.layers must be 1, got [",
+                     absl::StrJoin(model.layers, ", "), "]"));
   }
   if (task == Task::kMulticlass && model.layers.back() < 2) {
     return absl::InvalidArgumentError(absl::StrCat(
         "model.task multiclass needs at least 2 classes (the last entry of "
-        "model.layers), got [", absl::StrJoin(model.layers, ", "),
+        "model.layers), got [",
+        absl::StrJoin(model.layers, ", "),
         "]; for one output use model.task binary or regression"));
   }
   for (int width : model.layers) {
     if (width < 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "model.layers entries must be >= 1, got ", width));
+      return absl::InvalidArgumentError(
+          absl::StrCat("model.layers entries must be >= 1, got ", width));
     }
   }
   if (model.block_size < 1) {
@@ -101,7 +103,8 @@ absl::StatusOr<ModelSpec> ModelSpec::Create(const ModelSection& model) {
   for (size_t l = 0; l + 1 < model.layers.size(); ++l) {
     const int64_t in = model.layers[l], out = model.layers[l + 1];
     const std::string prefix = absl::StrCat("fc", l + 1);
-    spec.tensors_.push_back({prefix + ".weight", {in, out}, offset, in * out, in});
+    spec.tensors_.push_back(
+        {prefix + ".weight", {in, out}, offset, in * out, in});
     offset += in * out;
     spec.tensors_.push_back({prefix + ".bias", {out}, offset, out, 0});
     offset += out;
@@ -129,15 +132,15 @@ absl::StatusOr<ModelSpec> ModelSpec::CreateSparse(const ModelSection& model) {
                      " needs model.task binary or regression"));
   }
   if (model.sparse_buckets < 1 || model.sparse_buckets > 65536) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model.sparse_buckets must be in 1..65536, got ",
-        model.sparse_buckets));
+    return absl::InvalidArgumentError(
+        absl::StrCat("model.sparse_buckets must be in 1..65536, got ",
+                     model.sparse_buckets));
   }
   const FmSection& e = EmbeddingOptions(model);
   if (model.type != ModelType::kSparseLinear && (e.dim < 1 || e.dim > 256)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        model.type == ModelType::kWideDeep ? "wide_deep" : "fm",
-        ".dim must be in 1..256, got ", e.dim));
+    return absl::InvalidArgumentError(
+        absl::StrCat(model.type == ModelType::kWideDeep ? "wide_deep" : "fm",
+                     ".dim must be in 1..256, got ", e.dim));
   }
   ModelSpec spec;
   if (model.type == ModelType::kWideDeep) {
@@ -146,8 +149,8 @@ absl::StatusOr<ModelSpec> ModelSpec::CreateSparse(const ModelSection& model) {
     // as a dense mlp.
     const WideDeepSection& w = model.wide_deep;
     if (w.fields < 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "wide_deep needs at least one field, got ", w.fields));
+      return absl::InvalidArgumentError(
+          absl::StrCat("wide_deep needs at least one field, got ", w.fields));
     }
     ModelSection mlp = model;
     mlp.type = ModelType::kMlp;

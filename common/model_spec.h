@@ -1,9 +1,11 @@
-// The model's parameters as named tensors cut into blocks, and where blocks live.
+// The model's parameters as named tensors cut into blocks, and where blocks
+// live.
 //
 // Every daemon derives the same layout from the config's `model` section: the
-// parameters form one flat float vector (the worker's view); tensors are contiguous
-// ranges of it, and blocks are ranges of at most block_size floats within a tensor.
-// Blocks are the unit of placement, transfer, checkpoint and versioning.
+// parameters form one flat float vector (the worker's view); tensors are
+// contiguous ranges of it, and blocks are ranges of at most block_size floats
+// within a tensor. Blocks are the unit of placement, transfer, checkpoint and
+// versioning.
 #ifndef DOWNPOUR_COMMON_MODEL_SPEC_H_
 #define DOWNPOUR_COMMON_MODEL_SPEC_H_
 
@@ -85,9 +87,10 @@ class ModelSpec {
   // hosts; never 0.
   uint64_t Fingerprint() const;
 
-  // Fills out[0..block.length) with the block's initial values: weights uniform in
-  // +-sqrt(6 / fan_in) (He), biases zero. Depends only on the seed and each float's
-  // position in the flat vector, not on block_size.
+  // Fills out[0..block.length) with the block's initial values: weights uniform
+  // in
+  // +-sqrt(6 / fan_in) (He), biases zero. Depends only on the seed and each
+  // float's position in the flat vector, not on block_size.
   void InitBlock(const BlockSpec& block, uint64_t seed, float* out) const;
 
   // Initial values of the whole flat vector (tests, benchmarks).
@@ -105,10 +108,12 @@ class ModelSpec {
   int64_t num_params_ = 0;
 };
 
-// Assigns blocks to `num_shards` shards balancing bytes: largest block first, each
-// to the shard holding the fewest floats so far (ties to the lowest index). Returns
-// one sorted list of block ids per shard. REQUIRES: num_shards >= 1.
-std::vector<std::vector<uint32_t>> PlaceBlocks(const ModelSpec& spec, int num_shards);
+// Assigns blocks to `num_shards` shards balancing bytes: largest block first,
+// each to the shard holding the fewest floats so far (ties to the lowest
+// index). Returns one sorted list of block ids per shard. REQUIRES: num_shards
+// >= 1.
+std::vector<std::vector<uint32_t>> PlaceBlocks(const ModelSpec& spec,
+                                               int num_shards);
 
 }  // namespace downpour
 

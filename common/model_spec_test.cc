@@ -16,7 +16,8 @@ TEST(ModelSpecTest, MlpTensorsAndBlocksCoverTheFlatVector) {
   model.block_size = 65536;
   auto spec = ModelSpec::Create(model);
   ASSERT_TRUE(spec.ok()) << spec.status();
-  EXPECT_EQ(spec->num_params(), 784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10);
+  EXPECT_EQ(spec->num_params(),
+            784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10);
   ASSERT_EQ(spec->tensors().size(), 6u);
   EXPECT_EQ(spec->tensors()[0].name, "fc1.weight");
   int64_t next = 0;
@@ -61,16 +62,18 @@ TEST(ModelSpecTest, HugeModelIsRefusedBeforeAllocating) {
   ModelSection model;
   model.layers = {1000000000, 1000000000, 10};
   model.block_size = 4;
-  EXPECT_THAT(ModelSpec::Create(model).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       ::testing::HasSubstr("parameters, the most a model may "
-                                            "have: use narrower or fewer layers")));
+  EXPECT_THAT(
+      ModelSpec::Create(model).status(),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               ::testing::HasSubstr("parameters, the most a model may "
+                                    "have: use narrower or fewer layers")));
   model.layers = {4096, 4096, 10};
   model.block_size = 1;
-  EXPECT_THAT(ModelSpec::Create(model).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       ::testing::HasSubstr("blocks, the most a model may have: "
-                                            "raise model.block_size")));
+  EXPECT_THAT(
+      ModelSpec::Create(model).status(),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               ::testing::HasSubstr("blocks, the most a model may have: "
+                                    "raise model.block_size")));
   model.block_size = 65536;
   EXPECT_TRUE(ModelSpec::Create(model).ok());
 }
@@ -113,10 +116,12 @@ TEST(ModelSpecTest, FingerprintNamesTheBlockLayout) {
 TEST(ModelSpecTest, RejectsImpossibleModels) {
   ModelSection model;
   model.layers = {784};
-  EXPECT_THAT(ModelSpec::Create(model), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(ModelSpec::Create(model),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   model.layers = {784, 100, 10};
   model.type = ModelType::kSoftmax;
-  EXPECT_THAT(ModelSpec::Create(model), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(ModelSpec::Create(model),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST(PlaceBlocksTest, BalancesBytesAcrossShards) {

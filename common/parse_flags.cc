@@ -11,8 +11,8 @@
 
 #include "absl/flags/parse.h"
 #include "absl/flags/reflection.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "common/exit_codes.h"

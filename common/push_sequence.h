@@ -34,7 +34,8 @@ constexpr uint64_t IncarnationOf(uint64_t sequence) {
   return sequence >> kSequenceCountBits;
 }
 
-// The n part of `sequence` (0 for an incarnation's base, before its first push).
+// The n part of `sequence` (0 for an incarnation's base, before its first
+// push).
 constexpr uint64_t CountOf(uint64_t sequence) {
   return sequence & kMaxSequenceCount;
 }

@@ -48,7 +48,7 @@ struct PushView {
   int32_t worker_id = 0;
   uint64_t sequence = 0;  // common/push_sequence.h; 0: untracked
   uint64_t clock = 0;
-  uint64_t push_key = 0;  // PushRequest.push_key; 0: none
+  uint64_t push_key = 0;      // PushRequest.push_key; 0: none
   bool reply_values = false;  // PushRequest.reply_values
   std::vector<BlockRef> blocks;
   std::vector<SparseRef> sparse;

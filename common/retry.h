@@ -46,8 +46,8 @@ struct RetryOptions {
 // backoff and jitter (50 ms up to 2 s, never past the timeout) between tries.
 // Every ~5 s it logs a warning "<who>: waiting for <what>, not ready after N s
 // (last error: ...)". Once `options.timeout` has passed it returns
-// DeadlineExceeded "<who>: gave up waiting for <what> after N s: <last error>". When
-// `options.should_stop` returns true it returns Cancelled
+// DeadlineExceeded "<who>: gave up waiting for <what> after N s: <last error>".
+// When `options.should_stop` returns true it returns Cancelled
 // "<who>: stopped while waiting for <what>".
 absl::Status RetryFor(const std::string& who, const std::string& what,
                       const RetryOptions& options,

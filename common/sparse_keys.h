@@ -6,12 +6,12 @@
 //   shard  = the ps the placement gives `bucket` (BucketOwners: bucket % ps)
 //
 // MixKey is SplitMix64's finalizer (Steele, Lea and Flood, 2014; without
-// the generator's increment, so MixKey(0) == 0): a bijection of uint64 whose every output bit depends on every input bit, so
-// patterned ids (multiples of 1024, consecutive ids, hashes with a constant
-// low byte) spread evenly; plain `key % n` would put them on one shard.
-// Buckets are the unit the placement map moves; today it assigns bucket b
-// to ps b % shards, and ShardOfKey (tools reading checkpoints, a ps without
-// a placement) computes the same.
+// the generator's increment, so MixKey(0) == 0): a bijection of uint64 whose
+// every output bit depends on every input bit, so patterned ids (multiples of
+// 1024, consecutive ids, hashes with a constant low byte) spread evenly; plain
+// `key % n` would put them on one shard. Buckets are the unit the placement map
+// moves; today it assigns bucket b to ps b % shards, and ShardOfKey (tools
+// reading checkpoints, a ps without a placement) computes the same.
 #ifndef DOWNPOUR_COMMON_SPARSE_KEYS_H_
 #define DOWNPOUR_COMMON_SPARSE_KEYS_H_
 
@@ -56,7 +56,8 @@ inline uint32_t BucketOf(uint64_t key, uint32_t buckets) {
 
 // REQUIRES: buckets >= 1, shards >= 1.
 inline int ShardOfKey(uint64_t key, uint32_t buckets, int shards) {
-  return static_cast<int>(BucketOf(key, buckets) % static_cast<uint32_t>(shards));
+  return static_cast<int>(BucketOf(key, buckets) %
+                          static_cast<uint32_t>(shards));
 }
 
 // The coordinator's assignment of `buckets` buckets to `shards` ps: entry b

@@ -1,5 +1,4 @@
 // fork/exec with the child's output redirected to a log file.
-#include "common/file_util.h"
 #include "common/subprocess.h"
 
 #include <fcntl.h>
@@ -16,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/file_util.h"
 
 namespace downpour {
 
@@ -28,10 +28,11 @@ absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Start(
 absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Start(
     std::string name, const std::vector<std::string>& argv,
     const std::string& log_path, const Options& options) {
-  const int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  const int log =
+      ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (log < 0) {
-    return absl::UnavailableError(absl::StrCat("cannot open log file '", log_path,
-                                               "': ", std::strerror(errno)));
+    return absl::UnavailableError(absl::StrCat(
+        "cannot open log file '", log_path, "': ", std::strerror(errno)));
   }
   if (::access(argv[0].c_str(), X_OK) != 0) {
     ::close(log);
@@ -40,7 +41,8 @@ absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Start(
         std::strerror(errno), "); build it first (bazel build //...)"));
   }
   std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  for (const std::string& a : argv)
+    args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   int in[2] = {-1, -1};
   if (options.stdin_pipe && ::pipe2(in, O_CLOEXEC) != 0) {
@@ -56,7 +58,8 @@ absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Start(
       ::close(in[1]);
     }
     ::close(log);
-    return absl::ResourceExhaustedError(absl::StrCat("fork: ", std::strerror(errno)));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("fork: ", std::strerror(errno)));
   }
   if (pid == 0) {
     if (options.own_process_group) ::setpgid(0, 0);
@@ -80,16 +83,19 @@ absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Start(
   if (options.own_process_group) ::setpgid(pid, pid);
   ::close(log);
   if (in[0] >= 0) ::close(in[0]);
-  std::unique_ptr<Subprocess> process(
-      new Subprocess(std::move(name), pid, log_path, options.own_process_group));
+  std::unique_ptr<Subprocess> process(new Subprocess(
+      std::move(name), pid, log_path, options.own_process_group));
   process->stdin_fd_ = in[1];
   return process;
 }
 
 Subprocess::Subprocess(std::string name, pid_t pid, std::string log_path,
                        bool own_group)
-    : name_(std::move(name)), pid_(pid), log_path_(std::move(log_path)),
-      started_(absl::Now()), own_group_(own_group) {}
+    : name_(std::move(name)),
+      pid_(pid),
+      log_path_(std::move(log_path)),
+      started_(absl::Now()),
+      own_group_(own_group) {}
 
 Subprocess::~Subprocess() {
   if (stdin_fd_ >= 0) ::close(stdin_fd_);
@@ -106,7 +112,8 @@ std::optional<int> Subprocess::Poll() {
   int status = 0;
   const pid_t r = ::waitpid(pid_, &status, WNOHANG);
   if (r == pid_) {
-    exit_status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    exit_status_ =
+        WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     term_signal_ = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
   }
   return exit_status_;
@@ -138,7 +145,8 @@ std::string Subprocess::LogTail(int lines) const {
   if (!text.ok()) return "";
   std::vector<std::string> all = absl::StrSplit(*text, '\n');
   while (!all.empty() && all.back().empty()) all.pop_back();
-  const size_t from = all.size() > static_cast<size_t>(lines) ? all.size() - lines : 0;
+  const size_t from =
+      all.size() > static_cast<size_t>(lines) ? all.size() - lines : 0;
   return absl::StrJoin(all.begin() + from, all.end(), "\n");
 }
 

@@ -1,5 +1,5 @@
-// Child processes for the launcher and the integration tests: start a daemon with
-// its output in a log file, poll it, signal it, read the tail of its log.
+// Child processes for the launcher and the integration tests: start a daemon
+// with its output in a log file, poll it, signal it, read the tail of its log.
 #ifndef DOWNPOUR_COMMON_SUBPROCESS_H_
 #define DOWNPOUR_COMMON_SUBPROCESS_H_
 
@@ -53,7 +53,8 @@ class Subprocess {
   pid_t pid() const { return pid_; }
   absl::Time started() const { return started_; }
 
-  // The exit status once it has ended (128 + signal when killed by one), else none.
+  // The exit status once it has ended (128 + signal when killed by one), else
+  // none.
   std::optional<int> Poll();
   // Once it has ended: the signal that killed it, or 0 when it exited.
   int term_signal() const { return term_signal_; }

@@ -4,8 +4,8 @@
 // and applies the result.
 //
 //   // Worker 0 is alive with part 0; worker 1 died holding part 1.
-//   std::vector<WorkerSlot> workers = {{true, false, {0}}, {false, false, {1}}};
-//   ClaimParts(workers, 0);    // {{0, 1}, {}}: worker 0 adopts part 1
+//   std::vector<WorkerSlot> workers = {{true, false, {0}}, {false, false,
+//   {1}}}; ClaimParts(workers, 0);    // {{0, 1}, {}}: worker 0 adopts part 1
 //   HandOffParts(workers, 1);  // {{/*part=*/1, /*to=*/0}}
 #ifndef DOWNPOUR_COORDINATOR_ASSIGNMENT_H_
 #define DOWNPOUR_COORDINATOR_ASSIGNMENT_H_
@@ -46,11 +46,11 @@ std::vector<PartMove> HandOffParts(const std::vector<WorkerSlot>& workers,
 // What the assignment needs to know of standby i (entry i of the vector).
 struct StandbySlot {
   bool alive = false;
-  int serving_index = -1;  // the shard it took over, -1 while idle
-  int replica_of = -1;     // the shard it backs up, -1 for none
+  int serving_index = -1;        // the shard it took over, -1 while idle
+  int replica_of = -1;           // the shard it backs up, -1 for none
   bool replica_in_sync = false;  // it reported a full copy of replica_of
-  std::string address;     // where it serves
-  int former_shard = -1;   // a spare: the shard it served before it rejoined
+  std::string address;           // where it serves
+  int former_shard = -1;  // a spare: the shard it served before it rejoined
 };
 
 // True when `standby` holds an in-sync copy of shard `shard`: taking the

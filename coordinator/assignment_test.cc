@@ -132,10 +132,10 @@ TEST(PickStandbyTest, Table) {
 
 TEST(PickBackupTest, TheFirstAliveStandbyThatDoesNothing) {
   EXPECT_EQ(PickBackup({}, 0, "a"), -1);
-  EXPECT_EQ(PickBackup({{false, -1}, {true, 0}, {true, -1, 2, true},
-                        {true, -1}},
-                       0, "a"),
-            3);
+  EXPECT_EQ(
+      PickBackup({{false, -1}, {true, 0}, {true, -1, 2, true}, {true, -1}}, 0,
+                 "a"),
+      3);
   EXPECT_EQ(PickBackup({{true, 1}, {true, -1, 0, false}}, 0, "a"), -1);
 }
 

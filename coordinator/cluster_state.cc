@@ -143,12 +143,12 @@ absl::StatusOr<proto::RegisterServerResponse> ClusterState::RegisterServer(
     absl::MutexLock lock(&mu_);
     Member* m = members_.Find(role, request.index());
     if (m == nullptr) {
-      const size_t n = request.standby() ? members_.standby().size()
-                                         : members_.ps().size();
-      return absl::InvalidArgumentError(
-          absl::StrCat("register: ", MemberRoleName(role), " index ", request.index(),
-                       " is not in the config (", n, " in cluster.",
-                       request.standby() ? "standby_ps" : "ps", ")"));
+      const size_t n =
+          request.standby() ? members_.standby().size() : members_.ps().size();
+      return absl::InvalidArgumentError(absl::StrCat(
+          "register: ", MemberRoleName(role), " index ", request.index(),
+          " is not in the config (", n, " in cluster.",
+          request.standby() ? "standby_ps" : "ps", ")"));
     }
     const bool restarted = m->registered;
     const bool was_alive = m->alive;

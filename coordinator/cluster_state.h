@@ -1,10 +1,10 @@
 // The coordinator's core: membership, heartbeats, placement, data partitions,
 // failure handling and job state, each in a part of its own (see below).
 //
-// Plain C++ (no gRPC): the Coordinator service adapter forwards each RPC here, and
-// tests drive it directly with an injected clock. With coordinator.state_dir set,
-// every change is written to disk (atomically) and a restarted coordinator picks
-// up where it was.
+// Plain C++ (no gRPC): the Coordinator service adapter forwards each RPC here,
+// and tests drive it directly with an injected clock. With
+// coordinator.state_dir set, every change is written to disk (atomically) and a
+// restarted coordinator picks up where it was.
 #ifndef DOWNPOUR_COORDINATOR_CLUSTER_STATE_H_
 #define DOWNPOUR_COORDINATOR_CLUSTER_STATE_H_
 
@@ -99,9 +99,9 @@ class ClusterState {
   proto::GetPlacementResponse Placement() const ABSL_LOCKS_EXCLUDED(mu_);
   proto::ClusterStatusResponse Status() const ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Marks members silent for longer than heartbeat.timeout_s dead (and logs it),
-  // hands a dead worker's data parts to the living workers, and gives a dead
-  // shard to an idle standby. Returns how many members changed state.
+  // Marks members silent for longer than heartbeat.timeout_s dead (and logs
+  // it), hands a dead worker's data parts to the living workers, and gives a
+  // dead shard to an idle standby. Returns how many members changed state.
   int CheckLiveness() ABSL_LOCKS_EXCLUDED(mu_);
 
   // The coordinator itself stalled for `stalled` (a pause, SIGSTOP, CPU

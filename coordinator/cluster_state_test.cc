@@ -38,7 +38,8 @@ class ClusterStateTest : public ::testing::Test {
     Restart();
   }
 
-  // A new ClusterState over the same state_dir: what a restarted coordinator sees.
+  // A new ClusterState over the same state_dir: what a restarted coordinator
+  // sees.
   void Restart() {
     state_.reset();
     auto state = ClusterState::Create({config_, &clock_, probe_});
@@ -59,7 +60,8 @@ class ClusterStateTest : public ::testing::Test {
     auto response = Heartbeat(request);
     EXPECT_THAT(response, IsOk());
     if (!response.ok()) return {};
-    return {response->partition().parts().begin(), response->partition().parts().end()};
+    return {response->partition().parts().begin(),
+            response->partition().parts().end()};
   }
 
   void RegisterPs(int index, const std::string& address, bool standby = false) {
@@ -76,7 +78,8 @@ class ClusterStateTest : public ::testing::Test {
     request.set_role("ps");
     request.set_index(ps);
     for (int w : workers) {
-      proto::WorkerIncarnation* from = request.mutable_report()->add_applied_from();
+      proto::WorkerIncarnation* from =
+          request.mutable_report()->add_applied_from();
       from->set_worker(w);
       from->set_incarnation(worker_incarnations_[w]);
     }
@@ -155,9 +158,9 @@ class ClusterStateTest : public ::testing::Test {
   FakeClock clock_{absl::FromUnixSeconds(1000)};
   // The probe of a member's address (nullptr: nobody answers).
   std::function<std::optional<uint64_t>(const std::string&)> probe_;
-  std::map<std::string, std::string> keys_;  // by address and "role:index"
+  std::map<std::string, std::string> keys_;       // by address and "role:index"
   std::map<std::string, uint64_t> incarnations_;  // by address
-  std::map<int, uint64_t> worker_incarnations_;    // by worker index
+  std::map<int, uint64_t> worker_incarnations_;   // by worker index
   Config config_;
   std::unique_ptr<ClusterState> state_;
 };
@@ -288,19 +291,21 @@ TEST_F(ClusterStateTest, AWorkerRegisteringStartsItsClockAtThePack) {
   beat(1, 38, false);
   EXPECT_EQ(start(1), 40u);  // restarted: joins worker 0, not its own past
   beat(1, 41, false);
-  beat(0, 50, true);  // finished: not waited for any more
+  beat(0, 50, true);        // finished: not waited for any more
   EXPECT_EQ(start(1), 0u);  // nobody else is training
   beat(0, 50, false);
   EXPECT_EQ(start(1), 50u);
 }
 
-TEST_F(ClusterStateTest, ADeadShardGoesToAStandbyAndTheOldPsIsToldItWasReplaced) {
+TEST_F(ClusterStateTest,
+       ADeadShardGoesToAStandbyAndTheOldPsIsToldItWasReplaced) {
   RegisterPs(0, "127.0.0.1:1");
   RegisterPs(1, "127.0.0.1:2");
   RegisterPs(0, "127.0.0.1:5", /*standby=*/true);
   ASSERT_EQ(state_->Placement().epoch(), 1u);
   clock_.Advance(absl::Seconds(2));
-  for (auto [role, index] : {std::pair<const char*, int>{"ps", 0}, {"standby", 0}}) {
+  for (auto [role, index] :
+       {std::pair<const char*, int>{"ps", 0}, {"standby", 0}}) {
     proto::HeartbeatRequest beat;
     beat.set_role(role);
     beat.set_index(index);
@@ -344,8 +349,9 @@ TEST_F(ClusterStateTest, UnknownIndexIsRejected) {
   proto::RegisterServerRequest request;
   request.set_index(5);
   request.set_address("127.0.0.1:9");
-  EXPECT_THAT(RegisterServer(request),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("index 5")));
+  EXPECT_THAT(
+      RegisterServer(request),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("index 5")));
   EXPECT_THAT(Beat("worker", 0, NAN),
               StatusIs(absl::StatusCode::kFailedPrecondition,
                        HasSubstr("not registered")));
@@ -531,8 +537,10 @@ namespace downpour::coordinator {
 namespace {
 
 TEST(RoleTest, NamesRoundTripAndOthersAreRejected) {
-  for (MemberRole role : {MemberRole::kPs, MemberRole::kWorker, MemberRole::kStandby}) {
-    EXPECT_EQ(ParseMemberRole(MemberRoleName(role)), role) << MemberRoleName(role);
+  for (MemberRole role :
+       {MemberRole::kPs, MemberRole::kWorker, MemberRole::kStandby}) {
+    EXPECT_EQ(ParseMemberRole(MemberRoleName(role)), role)
+        << MemberRoleName(role);
   }
   EXPECT_EQ(ParseMemberRole("janitor"), std::nullopt);
   EXPECT_EQ(ParseMemberRole(""), std::nullopt);
@@ -546,12 +554,12 @@ TEST(StateFilePathTest, IsInTheStateDirOrEmpty) {
 }
 
 TEST_F(ClusterStateTest, NoStateFileIsAFirstStart) {
-  ASSERT_FALSE(std::filesystem::exists(
-      StateFilePath(config_.coordinator.state_dir)));
+  ASSERT_FALSE(
+      std::filesystem::exists(StateFilePath(config_.coordinator.state_dir)));
   EXPECT_EQ(state_->Placement().epoch(), 0u);
   RegisterPs(0, "127.0.0.1:1");
-  EXPECT_TRUE(std::filesystem::exists(
-      StateFilePath(config_.coordinator.state_dir)));
+  EXPECT_TRUE(
+      std::filesystem::exists(StateFilePath(config_.coordinator.state_dir)));
 }
 
 TEST_F(ClusterStateTest, AStateFileThatCannotBeReadRefusesToStart) {
@@ -618,8 +626,7 @@ TEST_F(ClusterStateTest, AStandbyBacksAShardUpAndTakesItOverFromItsReplica) {
   ASSERT_THAT(beat0, IsOk());
   EXPECT_EQ(beat0->backup_address(), "127.0.0.1:5");
   EXPECT_EQ(beat0->backup_standby(), 0);
-  EXPECT_EQ(Heartbeat(PsBeat(1, "127.0.0.1:2", 70))->backup_address(),
-            "");
+  EXPECT_EQ(Heartbeat(PsBeat(1, "127.0.0.1:2", 70))->backup_address(), "");
   auto standby = Heartbeat(StandbyBeat(0, 0));
   ASSERT_THAT(standby, IsOk());
   EXPECT_EQ(standby->replica_of(), 0);
@@ -659,8 +666,7 @@ TEST_F(ClusterStateTest, ATakeOverFromACheckpointCountsWhatWasLost) {
   RegisterPs(0, "127.0.0.1:1");
   RegisterPs(1, "127.0.0.1:2");
   RegisterPs(0, "127.0.0.1:5", /*standby=*/true);
-  EXPECT_EQ(Heartbeat(PsBeat(0, "127.0.0.1:1", 500))->backup_address(),
-            "")
+  EXPECT_EQ(Heartbeat(PsBeat(0, "127.0.0.1:1", 500))->backup_address(), "")
       << "replication 1: no backups";
   clock_.Advance(absl::Seconds(4));
   ASSERT_THAT(Heartbeat(PsBeat(1, "127.0.0.1:2", 80)), IsOk());
@@ -677,7 +683,8 @@ TEST_F(ClusterStateTest, ATakeOverFromACheckpointCountsWhatWasLost) {
   EXPECT_EQ(state_->Status().updates_lost(), 180u) << "kept in the state file";
 }
 
-TEST_F(ClusterStateTest, ARestartWithFewerUpdatesThanTheBackupLetsTheBackupTakeOver) {
+TEST_F(ClusterStateTest,
+       ARestartWithFewerUpdatesThanTheBackupLetsTheBackupTakeOver) {
   RegisterPs(0, "127.0.0.1:1");
   RegisterPs(1, "127.0.0.1:2");
   RegisterPs(0, "127.0.0.1:5", /*standby=*/true);
@@ -804,9 +811,9 @@ TEST_F(ClusterStateTest, InvalidRegistrationsChangeNothing) {
   cases[5].request.set_member_key(std::string(65, 'k'));
   cases[5].message = "member_key is 65 bytes";
   for (const Case& c : cases) {
-    EXPECT_THAT(state_->RegisterServer(c.request),
-                StatusIs(absl::StatusCode::kInvalidArgument,
-                         HasSubstr(c.message)))
+    EXPECT_THAT(
+        state_->RegisterServer(c.request),
+        StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(c.message)))
         << c.name;
   }
   proto::RegisterWorkerRequest worker;
@@ -836,9 +843,8 @@ TEST_F(ClusterStateTest, AHeartbeatWithoutTheMembersKeyChangesNothing) {
   clock_.Advance(absl::Seconds(2));
   ASSERT_THAT(Beat("worker", 0, 0.5), IsOk());
   const std::string before = state_->Status().DebugString();
-  for (const std::string& key :
-       std::vector<std::string>{"", "0123456789abcdef0123456789abcdef",
-                                keys_["worker:1"]}) {
+  for (const std::string& key : std::vector<std::string>{
+           "", "0123456789abcdef0123456789abcdef", keys_["worker:1"]}) {
     proto::HeartbeatRequest forged;
     forged.set_role("worker");
     forged.set_index(0);
@@ -909,9 +915,9 @@ TEST_F(ClusterStateTest, ALiveMembersPlaceNeedsItsKey) {
       stranger.set_index(0);
       stranger.set_address(address);
       stranger.set_standby(standby);
-      EXPECT_THAT(state_->RegisterServer(stranger),
-                  StatusIs(absl::StatusCode::kAlreadyExists,
-                           HasSubstr("is alive")))
+      EXPECT_THAT(
+          state_->RegisterServer(stranger),
+          StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("is alive")))
           << address << (standby ? " standby" : " ps");
     }
   }
@@ -967,16 +973,19 @@ TEST_F(ClusterStateTest, PsLearnsTheWorkersIncarnations) {
   ASSERT_THAT(beat, IsOk());
   ASSERT_EQ(beat->worker_incarnations_size(), 2);
   EXPECT_EQ(beat->worker_incarnations(0).worker(), 0);
-  EXPECT_EQ(beat->worker_incarnations(0).incarnation(), incarnations_["127.0.0.1:3"]);
+  EXPECT_EQ(beat->worker_incarnations(0).incarnation(),
+            incarnations_["127.0.0.1:3"]);
   EXPECT_EQ(beat->worker_incarnations(1).worker(), 1);
-  EXPECT_EQ(beat->worker_incarnations(1).incarnation(), incarnations_["127.0.0.1:4"]);
+  EXPECT_EQ(beat->worker_incarnations(1).incarnation(),
+            incarnations_["127.0.0.1:4"]);
   proto::RegisterServerRequest ps1;
   ps1.set_index(1);
   ps1.set_address("127.0.0.1:2");
   auto registered = RegisterServer(ps1);
   ASSERT_THAT(registered, IsOk());
   EXPECT_EQ(registered->worker_incarnations_size(), 2);
-  EXPECT_GT(registered->incarnation(), beat->worker_incarnations(1).incarnation());
+  EXPECT_GT(registered->incarnation(),
+            beat->worker_incarnations(1).incarnation());
 }
 
 TEST_F(ClusterStateTest, AStalledCoordinatorGivesGraceInsteadOfJudging) {
@@ -1023,40 +1032,40 @@ class SpareTest : public ClusterStateTest {
   // ps 0 at :1 and ps 1 at :2; standby 0 at :5 holds an in-sync copy of
   // shard 0, whose primary reports it in sync; shard 1 has no backup.
   void StartWithShard0BackedUp() {
-  RegisterPs(0, "127.0.0.1:1");
-  RegisterPs(1, "127.0.0.1:2");
-  RegisterPs(0, "127.0.0.1:5", /*standby=*/true);
-  ASSERT_THAT(Heartbeat(Replicated(PsBeat(0, "127.0.0.1:1", 500))), IsOk());
-  ASSERT_THAT(Heartbeat(StandbyBeat(0, 0)), IsOk());
+    RegisterPs(0, "127.0.0.1:1");
+    RegisterPs(1, "127.0.0.1:2");
+    RegisterPs(0, "127.0.0.1:5", /*standby=*/true);
+    ASSERT_THAT(Heartbeat(Replicated(PsBeat(0, "127.0.0.1:1", 500))), IsOk());
+    ASSERT_THAT(Heartbeat(StandbyBeat(0, 0)), IsOk());
   }
 
   // Without replication, ps 0 goes silent while 2 workers train, and
   // standby 0 takes shard 0 over from its checkpoint.
   void TakeShard0OverFromItsCheckpoint() {
-  config_.cluster.replication = 1;
-  Restart();
-  RegisterPs(0, "127.0.0.1:1");
-  RegisterPs(1, "127.0.0.1:2");
-  RegisterPs(0, "127.0.0.1:5", /*standby=*/true);
-  RegisterWorker(0);
-  RegisterWorker(1);
-  ASSERT_THAT(Heartbeat(PsBeat(0, "127.0.0.1:1", 500)), IsOk());
-  clock_.Advance(absl::Seconds(4));
-  ASSERT_THAT(Heartbeat(PsBeat(1, "127.0.0.1:2", 80)), IsOk());
-  ASSERT_THAT(Heartbeat(StandbyBeat(0, -1)), IsOk());
-  for (int w : {0, 1}) ASSERT_THAT(Beat("worker", w, 0.5), IsOk());
-  state_->CheckLiveness();
+    config_.cluster.replication = 1;
+    Restart();
+    RegisterPs(0, "127.0.0.1:1");
+    RegisterPs(1, "127.0.0.1:2");
+    RegisterPs(0, "127.0.0.1:5", /*standby=*/true);
+    RegisterWorker(0);
+    RegisterWorker(1);
+    ASSERT_THAT(Heartbeat(PsBeat(0, "127.0.0.1:1", 500)), IsOk());
+    clock_.Advance(absl::Seconds(4));
+    ASSERT_THAT(Heartbeat(PsBeat(1, "127.0.0.1:2", 80)), IsOk());
+    ASSERT_THAT(Heartbeat(StandbyBeat(0, -1)), IsOk());
+    for (int w : {0, 1}) ASSERT_THAT(Beat("worker", w, 0.5), IsOk());
+    state_->CheckLiveness();
   }
 
   void FinishWorkers() {
-  for (int w : {0, 1}) {
-    proto::HeartbeatRequest done;
-    done.set_role("worker");
-    done.set_index(w);
-    done.mutable_report()->set_finished(true);
-    done.mutable_report()->set_accuracy(0.5);
-    ASSERT_THAT(Heartbeat(done), IsOk());
-  }
+    for (int w : {0, 1}) {
+      proto::HeartbeatRequest done;
+      done.set_role("worker");
+      done.set_index(w);
+      done.mutable_report()->set_finished(true);
+      done.mutable_report()->set_accuracy(0.5);
+      ASSERT_THAT(Heartbeat(done), IsOk());
+    }
   }
 
   // The last report of shard 0's new server (TakeShard0OverFromItsCheckpoint),
@@ -1292,7 +1301,8 @@ TEST_F(SpareTest, TheLossIsTheNewServersCountAndFinalOnceTheJobIsOver) {
   EXPECT_TRUE(status.acked_loss_final());
   EXPECT_EQ(status.acked_pushes_lost(), 8u);
   Restart();
-  EXPECT_EQ(state_->Status().acked_pushes_lost(), 8u) << "kept in the state file";
+  EXPECT_EQ(state_->Status().acked_pushes_lost(), 8u)
+      << "kept in the state file";
 }
 
 // A worker process that had pushes acknowledged and is replaced by a new

@@ -4,10 +4,10 @@
 
 #include <algorithm>
 
-#include "rpc/health.h"
 #include "common/logging.h"
 #include "coordinator/member_identity.h"
 #include "proto/status.grpc.pb.h"
+#include "rpc/health.h"
 
 namespace downpour::coordinator {
 namespace {
@@ -87,8 +87,8 @@ void CoordinatorNode::LivenessLoop() {
       absl::Seconds(options_.config.heartbeat.interval_s / 2);
   // A wake-up this much later than planned means the coordinator itself
   // stalled: the silence it would judge is its own.
-  const absl::Duration stall = std::max(
-      period, absl::Seconds(options_.config.heartbeat.timeout_s / 2));
+  const absl::Duration stall =
+      std::max(period, absl::Seconds(options_.config.heartbeat.timeout_s / 2));
   // Hearing nobody this long (two or more live members), the coordinator
   // takes the silence for its own network's: members heartbeat every
   // interval_s, so it is far shorter than the timeout minus one interval

@@ -26,12 +26,12 @@
 #include "common/config.h"
 #include "common/counters.h"
 #include "common/model_spec.h"
-#include "rpc/server_util.h"
-#include "rpc/metrics_http.h"
-#include "rpc/status_service.h"
 #include "coordinator/cluster_state.h"
 #include "coordinator/coordinator_service.h"
 #include "coordinator/metrics_history.h"
+#include "rpc/metrics_http.h"
+#include "rpc/server_util.h"
+#include "rpc/status_service.h"
 
 namespace downpour::coordinator {
 

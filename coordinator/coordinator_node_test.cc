@@ -9,9 +9,9 @@
 #include "common/testing/fake_clock.h"
 #include "common/testing/poll.h"
 #include "common/testing/status_matchers.h"
-#include "membership/coordinator_client.h"
 #include "coordinator/test_cluster.h"
 #include "gtest/gtest.h"
+#include "membership/coordinator_client.h"
 
 namespace downpour::coordinator {
 namespace {
@@ -37,8 +37,8 @@ class CoordinatorNodeTest : public ::testing::Test {
     auto node = CoordinatorNode::Start(std::move(options));
     ASSERT_THAT(node, IsOk());
     node_ = *std::move(node);
-    client_ = std::make_unique<membership::CoordinatorClient>(node_->address(),
-                                                  TestConfig().rpc, "test");
+    client_ = std::make_unique<membership::CoordinatorClient>(
+        node_->address(), TestConfig().rpc, "test");
   }
 
   FakeClock clock_;
@@ -99,7 +99,8 @@ TEST_F(CoordinatorNodeTest,
     return WaitUntil([&] { return clock_.waits() > waits; }, absl::Seconds(30),
                      absl::Milliseconds(1));
   };
-  ASSERT_TRUE(thread_waits_for_more_than(0)) << "the liveness thread never waits";
+  ASSERT_TRUE(thread_waits_for_more_than(0))
+      << "the liveness thread never waits";
   // Silent for 12 periods, heartbeat.timeout_s exactly: still alive; the 13th
   // is past it.
   for (int period = 1; period <= 13; ++period) {
@@ -123,7 +124,8 @@ TEST_F(CoordinatorNodeTest, HearingNobodyItDeclaresNobodyDeadUntilItHearsOne) {
     return WaitUntil([&] { return clock_.waits() > waits; }, absl::Seconds(30),
                      absl::Milliseconds(1));
   };
-  ASSERT_TRUE(thread_waits_for_more_than(0)) << "the liveness thread never waits";
+  ASSERT_TRUE(thread_waits_for_more_than(0))
+      << "the liveness thread never waits";
   auto period = [&](bool worker_beats) {
     const int64_t waits = clock_.waits();
     clock_.Advance(absl::Milliseconds(250));

@@ -2,10 +2,10 @@
 #include "coordinator/coordinator_service.h"
 
 #include "absl/strings/str_cat.h"
-#include "rpc/grpc_status.h"
-#include "rpc/security.h"
 #include "common/log_throttle.h"
 #include "common/logging.h"
+#include "rpc/grpc_status.h"
+#include "rpc/security.h"
 
 namespace downpour::coordinator {
 namespace {
@@ -28,8 +28,8 @@ void LogRefusal(grpc::CallbackServerContext* context, const char* op,
   RefusalLog().Log(Log(Logger::kCoordinator), spdlog::level::warn,
                    absl::StrCat("coordinator: ", op, " refused (",
                                 absl::StatusCodeToString(status.code()), ")"),
-                   absl::StrCat(op, " from ", context->peer(), " refused: ",
-                                status.message()));
+                   absl::StrCat(op, " from ", context->peer(),
+                                " refused: ", status.message()));
 }
 
 template <typename Response>
@@ -106,7 +106,8 @@ grpc::ServerUnaryReactor* CoordinatorService::RegisterWorker(
   // certificate: a worker token alone does not let one worker take another's
   // place (or a free one) and speak for it.
   absl::Status member = CheckCallerIsMember(
-      context->auth_context().get(), {absl::StrCat("worker-", request->index())},
+      context->auth_context().get(),
+      {absl::StrCat("worker-", request->index())},
       absl::StrCat("register: worker ", request->index(), "'s place is taken"));
   if (!member.ok()) {
     return Reply(context, absl::StatusOr<proto::RegisterWorkerResponse>(member),
@@ -117,7 +118,8 @@ grpc::ServerUnaryReactor* CoordinatorService::RegisterWorker(
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::Heartbeat(
-    grpc::CallbackServerContext* context, const proto::HeartbeatRequest* request,
+    grpc::CallbackServerContext* context,
+    const proto::HeartbeatRequest* request,
     proto::HeartbeatResponse* response) {
   return Reply(context, state_->Heartbeat(*request), response, "Heartbeat");
 }
@@ -125,21 +127,22 @@ grpc::ServerUnaryReactor* CoordinatorService::Heartbeat(
 grpc::ServerUnaryReactor* CoordinatorService::GetPlacement(
     grpc::CallbackServerContext* context, const proto::GetPlacementRequest*,
     proto::GetPlacementResponse* response) {
-  return Reply(context, absl::StatusOr<proto::GetPlacementResponse>(
-                            state_->Placement()),
+  return Reply(context,
+               absl::StatusOr<proto::GetPlacementResponse>(state_->Placement()),
                response);
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::ClusterStatus(
     grpc::CallbackServerContext* context, const proto::ClusterStatusRequest*,
     proto::ClusterStatusResponse* response) {
-  return Reply(context, absl::StatusOr<proto::ClusterStatusResponse>(
-                            state_->Status()),
+  return Reply(context,
+               absl::StatusOr<proto::ClusterStatusResponse>(state_->Status()),
                response);
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::GetHistory(
-    grpc::CallbackServerContext* context, const proto::GetHistoryRequest* request,
+    grpc::CallbackServerContext* context,
+    const proto::GetHistoryRequest* request,
     proto::GetHistoryResponse* response) {
   if (history_ == nullptr) {
     return Reply<proto::GetHistoryResponse>(
@@ -147,8 +150,9 @@ grpc::ServerUnaryReactor* CoordinatorService::GetHistory(
         response);
   }
   const proto::ClusterStatusResponse now = state_->Status();
-  return Reply(context, absl::StatusOr<proto::GetHistoryResponse>(
-                            history_->Get(request->since_seconds(), &now)),
+  return Reply(context,
+               absl::StatusOr<proto::GetHistoryResponse>(
+                   history_->Get(request->since_seconds(), &now)),
                response);
 }
 
@@ -157,7 +161,8 @@ grpc::ServerUnaryReactor* CoordinatorService::DescribeModel(
     proto::DescribeModelResponse* response) {
   if (!model_.has_value()) {
     return Reply<proto::DescribeModelResponse>(
-        context, absl::UnavailableError("this coordinator has no model"), response);
+        context, absl::UnavailableError("this coordinator has no model"),
+        response);
   }
   return Reply(context, absl::StatusOr<proto::DescribeModelResponse>(*model_),
                response);

@@ -1,4 +1,5 @@
-// gRPC adapter for the Coordinator service: decodes, calls ClusterState, encodes.
+// gRPC adapter for the Coordinator service: decodes, calls ClusterState,
+// encodes.
 #ifndef DOWNPOUR_COORDINATOR_COORDINATOR_SERVICE_H_
 #define DOWNPOUR_COORDINATOR_COORDINATOR_SERVICE_H_
 
@@ -32,9 +33,10 @@ class CoordinatorService final : public proto::Coordinator::CallbackService {
       grpc::CallbackServerContext* context,
       const proto::RegisterWorkerRequest* request,
       proto::RegisterWorkerResponse* response) override;
-  grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* context,
-                                      const proto::HeartbeatRequest* request,
-                                      proto::HeartbeatResponse* response) override;
+  grpc::ServerUnaryReactor* Heartbeat(
+      grpc::CallbackServerContext* context,
+      const proto::HeartbeatRequest* request,
+      proto::HeartbeatResponse* response) override;
   grpc::ServerUnaryReactor* GetPlacement(
       grpc::CallbackServerContext* context,
       const proto::GetPlacementRequest* request,
@@ -43,9 +45,10 @@ class CoordinatorService final : public proto::Coordinator::CallbackService {
       grpc::CallbackServerContext* context,
       const proto::ClusterStatusRequest* request,
       proto::ClusterStatusResponse* response) override;
-  grpc::ServerUnaryReactor* GetHistory(grpc::CallbackServerContext* context,
-                                       const proto::GetHistoryRequest* request,
-                                       proto::GetHistoryResponse* response) override;
+  grpc::ServerUnaryReactor* GetHistory(
+      grpc::CallbackServerContext* context,
+      const proto::GetHistoryRequest* request,
+      proto::GetHistoryResponse* response) override;
   grpc::ServerUnaryReactor* DescribeModel(
       grpc::CallbackServerContext* context,
       const proto::DescribeModelRequest* request,
@@ -54,7 +57,8 @@ class CoordinatorService final : public proto::Coordinator::CallbackService {
  private:
   ClusterState* const state_;
   const MetricsHistory* const history_;
-  std::optional<proto::DescribeModelResponse> model_;  // constant after construction
+  std::optional<proto::DescribeModelResponse>
+      model_;  // constant after construction
 };
 
 // The model's blocks as DescribeModel reports them.

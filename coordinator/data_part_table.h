@@ -42,7 +42,8 @@ class DataPartTable {
   proto::Partition PartitionOf(int worker) const;
 
   // Adds each worker's parts to its entry in `members` (role "worker").
-  void AddTo(google::protobuf::RepeatedPtrField<proto::MemberStatus>* members) const;
+  void AddTo(
+      google::protobuf::RepeatedPtrField<proto::MemberStatus>* members) const;
   // Adds each worker's parts to its record in `state` (Membership::SaveTo's).
   void SaveTo(proto::CoordinatorState* state) const;
   // The parts of each registered worker recorded in `state`.

@@ -32,7 +32,8 @@ uint64_t JobProgress::StartClock(const std::vector<Member>& workers,
   bool found = false;
   for (const Member& w : workers) {
     if (w.index == joining || !w.alive || w.report.finished()) continue;
-    if (!found || w.report.clock() < start_clock) start_clock = w.report.clock();
+    if (!found || w.report.clock() < start_clock)
+      start_clock = w.report.clock();
     found = true;
   }
   return start_clock;

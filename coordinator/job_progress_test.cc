@@ -37,8 +37,7 @@ class JobProgressTest : public ::testing::Test {
     Member& worker = members_.workers()[w];
     worker.report.set_accuracy(accuracy);
     worker.report.set_evaluations(evaluations);
-    proto::WorkerIncarnation* from =
-        members_.ps()[0].report.add_applied_from();
+    proto::WorkerIncarnation* from = members_.ps()[0].report.add_applied_from();
     from->set_worker(w);
     from->set_incarnation(worker.incarnation);
   }

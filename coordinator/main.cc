@@ -4,10 +4,10 @@
 
 #include "absl/flags/flag.h"
 #include "absl/status/status.h"
-#include "rpc/accept_watch.h"
-#include "rpc/daemon.h"
 #include "common/logging.h"
 #include "coordinator/coordinator_node.h"
+#include "rpc/accept_watch.h"
+#include "rpc/daemon.h"
 
 ABSL_FLAG(
     std::string, listen, "",
@@ -48,7 +48,8 @@ int main(int argc, char** argv) {
   AcceptWatch watch("coordinator", (*node)->address(),
                     [] { kill(getpid(), SIGTERM); });
   const int signal = WaitForShutdownSignal((*node)->ended());
-  SPDLOG_LOGGER_INFO(Log(Logger::kCoordinator), "signal {}: shutting down", signal);
+  SPDLOG_LOGGER_INFO(Log(Logger::kCoordinator), "signal {}: shutting down",
+                     signal);
   const bool stopped = (*node)->Stop().ok();
   return stopped && !watch.stuck() ? 0 : 1;
 }

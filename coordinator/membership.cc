@@ -29,7 +29,8 @@ const char* MemberRoleName(MemberRole role) {
 }
 
 std::optional<MemberRole> ParseMemberRole(absl::string_view name) {
-  for (MemberRole role : {MemberRole::kPs, MemberRole::kWorker, MemberRole::kStandby}) {
+  for (MemberRole role :
+       {MemberRole::kPs, MemberRole::kWorker, MemberRole::kStandby}) {
     if (name == MemberRoleName(role)) return role;
   }
   return std::nullopt;
@@ -113,13 +114,15 @@ const Member* Membership::Find(MemberRole role, int index) const {
 absl::Status Membership::CheckIndex(MemberRole role, int index) const {
   if (Find(role, index) != nullptr) return absl::OkStatus();
   const bool worker = role == MemberRole::kWorker;
-  const size_t n = worker                     ? workers_.size()
+  const size_t n = worker                    ? workers_.size()
                    : role == MemberRole::kPs ? ps_.size()
                                              : standby_.size();
   return absl::InvalidArgumentError(absl::StrCat(
       "register: ", MemberRoleName(role), " index ", index,
       " is not in the config (", n, " in cluster.",
-      worker ? "workers" : role == MemberRole::kPs ? "ps" : "standby_ps",
+      worker                    ? "workers"
+      : role == MemberRole::kPs ? "ps"
+                                : "standby_ps",
       ": valid indices are 0 to ", static_cast<int64_t>(n) - 1, ")"));
 }
 
@@ -203,8 +206,8 @@ int Membership::ExpireSilent(absl::Duration timeout,
       m.alive = false;
       ++changed;
       if (m.role == MemberRole::kWorker && m.report.finished()) {
-        SPDLOG_LOGGER_INFO(L(), "worker {} at {} left after finishing",
-                           m.index, m.address);
+        SPDLOG_LOGGER_INFO(L(), "worker {} at {} left after finishing", m.index,
+                           m.address);
         continue;
       }
       SPDLOG_LOGGER_WARN(
@@ -331,7 +334,8 @@ void Membership::AddStatus(absl::Time now,
       out->set_seconds_since_heartbeat(
           m.registered ? absl::ToDoubleSeconds(now - m.last_heartbeat) : -1);
       *out->mutable_report() = m.report;
-      out->set_serving_index(m.role == MemberRole::kStandby ? m.serving_index : -1);
+      out->set_serving_index(m.role == MemberRole::kStandby ? m.serving_index
+                                                            : -1);
       out->set_replica_of(m.role == MemberRole::kStandby ? m.replica_of : -1);
       out->set_spare(m.spare);
       out->set_former_shard(m.spare ? m.former_shard : -1);

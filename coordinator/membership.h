@@ -46,8 +46,8 @@ struct Member {
   bool alive = false;
   absl::Time last_heartbeat = absl::InfinitePast();
   proto::MemberReport report;
-  int serving_index = -1;  // standby: the shard it took over
-  int replica_of = -1;     // standby: the shard it backs up
+  int serving_index = -1;      // standby: the shard it took over
+  int replica_of = -1;         // standby: the shard it backs up
   uint64_t applied_total = 0;  // ps: the shard's updates last reported
   // The registered process's secret and incarnation; the keys of the
   // processes it replaced, newest last (at most Membership::kRetiredKeys).

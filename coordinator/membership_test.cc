@@ -39,10 +39,11 @@ TEST_F(MembershipTest, FindsEachConfiguredMemberAndNoOther) {
   EXPECT_EQ(members_.Find(MemberRole::kWorker, 3), nullptr);
   EXPECT_EQ(members_.Find(MemberRole::kPs, -1), nullptr);
   EXPECT_THAT(members_.CheckIndex(MemberRole::kPs, 1), IsOk());
-  EXPECT_THAT(members_.CheckIndex(MemberRole::kWorker, 5),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("register: worker index 5 is not in the config "
-                                 "(3 in cluster.workers: valid indices are 0 to 2)")));
+  EXPECT_THAT(
+      members_.CheckIndex(MemberRole::kWorker, 5),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("register: worker index 5 is not in the config "
+                         "(3 in cluster.workers: valid indices are 0 to 2)")));
   EXPECT_THAT(members_.CheckConfiguredStandby(1),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("1 in cluster.standby_ps")));
@@ -85,10 +86,9 @@ TEST_F(MembershipTest, ExpireSilentJudgesInOrderAndOpensOutages) {
   clock_.Advance(absl::Seconds(5));
   members_.Touch(members_.workers()[2]);  // heard just now
   std::vector<std::string> deaths;
-  const int changed =
-      members_.ExpireSilent(absl::Seconds(3), [&](Member& m) {
-        deaths.push_back(absl::StrCat(MemberRoleName(m.role), m.index));
-      });
+  const int changed = members_.ExpireSilent(absl::Seconds(3), [&](Member& m) {
+    deaths.push_back(absl::StrCat(MemberRoleName(m.role), m.index));
+  });
   EXPECT_EQ(changed, 4);  // two ps, worker 0, finished worker 1
   EXPECT_THAT(deaths, ElementsAre("ps0", "ps1", "worker0"));
   proto::ClusterStatusResponse status;
@@ -131,7 +131,8 @@ TEST_F(MembershipTest, SpareSlotsFollowTheConfiguredStandbysAndAreBounded) {
   EXPECT_FALSE(members_.SpareSlotTaken(1, request.address()));
   for (size_t i = members_.Spares(); i < members_.MaxSpares(); ++i) {
     request.set_address(absl::StrCat("10.0.0.8:", i));
-    Member& m = members_.SpareSlot(members_.SpareSlotFor(request), request.address());
+    Member& m =
+        members_.SpareSlot(members_.SpareSlotFor(request), request.address());
     members_.Admit(m, "");
     members_.Touch(m);
   }
@@ -165,13 +166,16 @@ TEST(MayReplaceLiveTest, RefusesOnlyWhileTheLiveMemberAnswersOrMayBeCutOff) {
                              std::nullopt),
               IsOk());
   // Another process answers there: the member is gone.
-  EXPECT_THAT(MayReplaceLive(MemberRole::kWorker, 1, "a:1", "b:1", 3, 4), IsOk());
-  EXPECT_THAT(MayReplaceLive(MemberRole::kWorker, 1, "a:1", "b:1", 3, 3),
-              StatusIs(absl::StatusCode::kAlreadyExists,
-                       HasSubstr("worker 1 is registered to a live process at b:1")));
-  EXPECT_THAT(MayReplaceLive(MemberRole::kStandby, 0, "a:1", "b:1", 3, 3),
-              StatusIs(absl::StatusCode::kAlreadyExists,
-                       HasSubstr("standby 0 is served by b:1, which is alive")));
+  EXPECT_THAT(MayReplaceLive(MemberRole::kWorker, 1, "a:1", "b:1", 3, 4),
+              IsOk());
+  EXPECT_THAT(
+      MayReplaceLive(MemberRole::kWorker, 1, "a:1", "b:1", 3, 3),
+      StatusIs(absl::StatusCode::kAlreadyExists,
+               HasSubstr("worker 1 is registered to a live process at b:1")));
+  EXPECT_THAT(
+      MayReplaceLive(MemberRole::kStandby, 0, "a:1", "b:1", 3, 3),
+      StatusIs(absl::StatusCode::kAlreadyExists,
+               HasSubstr("standby 0 is served by b:1, which is alive")));
   // A ps on another host that does not answer may only be cut off from here.
   EXPECT_THAT(MayReplaceLive(MemberRole::kPs, 0, "10.0.0.5:1", "10.0.0.1:1", 3,
                              std::nullopt),
@@ -180,7 +184,8 @@ TEST(MayReplaceLiveTest, RefusesOnlyWhileTheLiveMemberAnswersOrMayBeCutOff) {
 }
 
 TEST(MemberRoleTest, NamesRoundTrip) {
-  for (MemberRole role : {MemberRole::kPs, MemberRole::kWorker, MemberRole::kStandby}) {
+  for (MemberRole role :
+       {MemberRole::kPs, MemberRole::kWorker, MemberRole::kStandby}) {
     EXPECT_EQ(ParseMemberRole(MemberRoleName(role)), role);
   }
   EXPECT_EQ(ParseMemberRole("janitor"), std::nullopt);

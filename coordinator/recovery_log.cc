@@ -78,8 +78,8 @@ bool RecoveryLog::SettleAckedLoss(const Member& ps, bool final) {
     const bool became_final =
         final && !r->loss_final() &&
         (r->source() == "replica" || !worker_pushes_uncountable_);
-    const uint64_t lost = ps.report.acked_pushes_lost() +
-                          (final ? ps.report.push_holes() : 0);
+    const uint64_t lost =
+        ps.report.acked_pushes_lost() + (final ? ps.report.push_holes() : 0);
     if (lost != r->acked_pushes_lost() || became_final) {
       if (lost > r->acked_pushes_lost() || became_final) {
         SPDLOG_LOGGER_WARN(L(),
@@ -97,7 +97,8 @@ bool RecoveryLog::SettleAckedLoss(const Member& ps, bool final) {
     // Exact only while every worker process that pushed either pushes on or
     // finished (worker_pushes_uncountable_); from a replica nothing is lost.
     if (final) {
-      r->set_loss_final(r->source() == "replica" || !worker_pushes_uncountable_);
+      r->set_loss_final(r->source() == "replica" ||
+                        !worker_pushes_uncountable_);
     }
     return became_final;
   }
@@ -147,7 +148,8 @@ void RecoveryLog::AddStatus(proto::ClusterStatusResponse* response) const {
 
 void RecoveryLog::SaveTo(proto::CoordinatorState* state) const {
   state->set_worker_pushes_uncountable(worker_pushes_uncountable_);
-  for (const proto::ShardRecovery& r : recoveries_) *state->add_recoveries() = r;
+  for (const proto::ShardRecovery& r : recoveries_)
+    *state->add_recoveries() = r;
 }
 
 void RecoveryLog::Restore(const proto::CoordinatorState& state) {

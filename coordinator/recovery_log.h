@@ -4,8 +4,9 @@
 // ClusterState, which calls it under its lock.
 //
 //   RecoveryLog log(clock, start);
-//   log.Record(0, "old:1", "new:2", "checkpoint", /*before=*/120, std::nullopt);
-//   log.SettleApplied(0, "new:2", /*applied_total=*/100);  // 20 lost
+//   log.Record(0, "old:1", "new:2", "checkpoint", /*before=*/120,
+//   std::nullopt); log.SettleApplied(0, "new:2", /*applied_total=*/100);  // 20
+//   lost
 #ifndef DOWNPOUR_COORDINATOR_RECOVERY_LOG_H_
 #define DOWNPOUR_COORDINATOR_RECOVERY_LOG_H_
 

@@ -71,8 +71,8 @@ void ShardPlacement::MaybePlace() {
 void ShardPlacement::ShardRestarted(Member& ps, const std::string& old_address,
                                     bool new_or_dead, uint64_t applied_total) {
   ++epoch_;
-  SPDLOG_LOGGER_INFO(L(), "ps {} restarted at {}: placement epoch {}",
-                     ps.index, ps.address, epoch_);
+  SPDLOG_LOGGER_INFO(L(), "ps {} restarted at {}: placement epoch {}", ps.index,
+                     ps.address, epoch_);
   // A new process serves the shard from its checkpoint: what the old one
   // acknowledged since is counted by it (acked_pushes_lost).
   if (new_or_dead || old_address != ps.address ||
@@ -204,7 +204,7 @@ void ShardPlacement::AssignBackups() {
     if ((!s.alive || s.serving_index >= 0 || own) && s.replica_of >= 0) {
       SPDLOG_LOGGER_WARN(L(), "standby {} no longer backs up shard {} ({})",
                          s.index, s.replica_of,
-                         !s.alive              ? "it is dead"
+                         !s.alive               ? "it is dead"
                          : s.serving_index >= 0 ? "it serves a shard"
                                                 : "the shard is served at its "
                                                   "own address");
@@ -276,11 +276,12 @@ double ShardPlacement::CountUnreplicated(const Member& ps, bool in_sync,
   return gap;
 }
 
-void ShardPlacement::LogReplication(const Member& ps, int backup,
-                                    bool in_sync, double gap, absl::Time now) {
+void ShardPlacement::LogReplication(const Member& ps, int backup, bool in_sync,
+                                    double gap, absl::Time now) {
   Replication& r = replication_[ps.index];
-  const std::string state = in_sync ? "in sync" : backup >= 0 ? "syncing"
-                                                              : "none";
+  const std::string state = in_sync       ? "in sync"
+                            : backup >= 0 ? "syncing"
+                                          : "none";
   if (state != "none") {
     r.no_backup_since = absl::InfinitePast();
   } else if (r.no_backup_since == absl::InfinitePast()) {
@@ -398,8 +399,8 @@ void ShardPlacement::SaveTo(proto::CoordinatorState* state) const {
     const bool ps = r.role() == MemberRoleName(MemberRole::kPs) &&
                     r.index() >= 0 &&
                     r.index() < static_cast<int>(replication_.size());
-    r.set_unreplicated_seconds(
-        ps ? replication_[r.index()].unreplicated_seconds : 0);
+    r.set_unreplicated_seconds(ps ? replication_[r.index()].unreplicated_seconds
+                                  : 0);
   }
 }
 

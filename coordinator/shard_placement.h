@@ -5,8 +5,8 @@
 // moves, so clients holding an old map get FAILED_PRECONDITION from the ps and
 // re-read it. A part of ClusterState, which calls it under its lock.
 //
-//   ShardPlacement placement(config, spec, clock, start, &members, &recoveries);
-//   placement.MaybePlace();          // after a ps registered
+//   ShardPlacement placement(config, spec, clock, start, &members,
+//   &recoveries); placement.MaybePlace();          // after a ps registered
 //   placement.ReplaceShard(dead_ps); // a standby takes the shard over
 //   placement.AssignBackups();       // after any change of the standbys
 #ifndef DOWNPOUR_COORDINATOR_SHARD_PLACEMENT_H_

@@ -38,8 +38,9 @@ class ShardPlacementTest : public ::testing::Test {
   FakeClock clock_;
   Membership members_{config_.cluster, &clock_, clock_.Now()};
   RecoveryLog recoveries_{&clock_, clock_.Now()};
-  ShardPlacement placement_{config_, *ModelSpec::Create(config_.model), &clock_,
-                            clock_.Now(), &members_, &recoveries_};
+  ShardPlacement placement_{config_,   *ModelSpec::Create(config_.model),
+                            &clock_,   clock_.Now(),
+                            &members_, &recoveries_};
 };
 
 TEST_F(ShardPlacementTest, PlacesOnceEveryPsRegistered) {

@@ -287,7 +287,8 @@ absl::Status SparseCsvParser::Plan(const CsvScanner& scanner) {
   int field = 0;  // CheckOptions capped the fields at kMaxSparseCsvFields
   for (int i = 0; i < static_cast<int>(options_.columns.size()); ++i) {
     const SparseColumn& column = options_.columns[i];
-    ASSIGN_OR_RETURN(const int c, ListedColumn(scanner, by_name, column, listed));
+    ASSIGN_OR_RETURN(const int c,
+                     ListedColumn(scanner, by_name, column, listed));
     listed[c] = true;
     plan_[c].option = i;
     if (column.kind != SparseColumnKind::kIgnore) {

@@ -18,8 +18,8 @@
 #include "common/exit_codes.h"
 #include "common/file_util.h"
 #include "common/host_port.h"
-#include "membership/coordinator_client.h"
 #include "deploy/run_dir_guard.h"
+#include "membership/coordinator_client.h"
 
 namespace downpour {
 namespace {
@@ -45,13 +45,13 @@ std::string Num(double v, int precision) {
 // The live progress line and its events (a worker finished).
 class ClusterSupervisor::Progress {
  public:
-  Progress(const LaunchOptions& options, int64_t planned_steps,
-           Task task)
+  Progress(const LaunchOptions& options, int64_t planned_steps, Task task)
       : line_(options.out, options.tty),
         planned_steps_(planned_steps),
         metric_(TaskMetricNames(task).front()) {}
 
-  void Show(double elapsed, const std::vector<WorkerResult>& workers, int running) {
+  void Show(double elapsed, const std::vector<WorkerResult>& workers,
+            int running) {
     ProgressFigures f;
     f.elapsed_s = elapsed;
     f.planned_steps = planned_steps_;
@@ -104,10 +104,12 @@ class ClusterSupervisor::Progress {
   std::string TestMetrics(const WorkerResult& w) const {
     std::vector<std::string> parts;
     if (w.metrics.count(metric_) > 0) {
-      parts.push_back(absl::StrCat(metric_, " ", Num(w.metrics.at(metric_), 4)));
+      parts.push_back(
+          absl::StrCat(metric_, " ", Num(w.metrics.at(metric_), 4)));
     }
     for (const auto& [name, value] : w.metrics) {
-      if (name != metric_) parts.push_back(absl::StrCat(name, " ", Num(value, 4)));
+      if (name != metric_)
+        parts.push_back(absl::StrCat(name, " ", Num(value, 4)));
     }
     if (parts.empty()) return absl::StrCat("accuracy ", Num(w.accuracy, 4));
     return absl::StrJoin(parts, ", ");
@@ -121,7 +123,8 @@ class ClusterSupervisor::Progress {
   std::set<int> finished_;
 };
 
-ClusterSupervisor::ClusterSupervisor(const Config& config, const LaunchOptions& options)
+ClusterSupervisor::ClusterSupervisor(const Config& config,
+                                     const LaunchOptions& options)
     : config_(config),
       options_(options),
       clock_(options.clock != nullptr ? options.clock : Clock::Real()),
@@ -137,7 +140,9 @@ double ClusterSupervisor::elapsed_seconds() const {
   return absl::ToDoubleSeconds(clock_->Now() - start_);
 }
 
-void ClusterSupervisor::Event(const std::string& text) { progress_->Event(text); }
+void ClusterSupervisor::Event(const std::string& text) {
+  progress_->Event(text);
+}
 
 std::string ClusterSupervisor::ExitReason(const Slot& slot) const {
   if (slot.reason_path.empty()) return "";
@@ -150,11 +155,12 @@ std::string ClusterSupervisor::ExitReason(const Slot& slot) const {
 
 std::string ClusterSupervisor::ExitLine(const Slot& slot, int status) const {
   const DaemonProcess& process = *slot.process;
-  // started() is the process's real start time, so this one figure is real time.
-  const std::string ended = absl::StrFormat(
-      "%s %s after %.1f s", slot.name,
-      DescribeExit({status, process.term_signal(), false}),
-      absl::ToDoubleSeconds(absl::Now() - process.started()));
+  // started() is the process's real start time, so this one figure is real
+  // time.
+  const std::string ended =
+      absl::StrFormat("%s %s after %.1f s", slot.name,
+                      DescribeExit({status, process.term_signal(), false}),
+                      absl::ToDoubleSeconds(absl::Now() - process.started()));
   const std::string reason = ExitReason(slot);
   if (!reason.empty()) return absl::StrCat(ended, ": ", reason);
   const std::string last = process.LogTail(1);
@@ -162,7 +168,8 @@ std::string ClusterSupervisor::ExitLine(const Slot& slot, int status) const {
     return absl::StrCat(ended, "; it gave no reason and its log (",
                         process.log_path(), ") is empty");
   }
-  return absl::StrCat(ended, "; its log (", process.log_path(), ") ends: ", last);
+  return absl::StrCat(ended, "; its log (", process.log_path(),
+                      ") ends: ", last);
 }
 
 std::string ClusterSupervisor::Dead(const Slot& slot, int status) const {
@@ -196,7 +203,8 @@ absl::Status ClusterSupervisor::Launch(Slot& slot) {
   absl::StatusOr<std::unique_ptr<DaemonProcess>> process;
   if (remote) {
     process = DaemonProcess::StartRemote(slot.name, *options_.remote,
-                                         HostOf(slot.address), slot.binary, flags, log);
+                                         HostOf(slot.address), slot.binary,
+                                         flags, log);
   } else {
     std::vector<std::string> argv = {fs::path(options_.bin_dir) / slot.binary};
     for (std::string& f : flags) argv.push_back(std::move(f));
@@ -214,7 +222,8 @@ void ClusterSupervisor::WritePids() {
       {::getpid(), ProcessStartTime(::getpid()).value_or(0), "launcher"}};
   auto add = [&](const Slot& slot) {
     if (slot.process == nullptr || slot.process->Poll().has_value()) return;
-    absl::StatusOr<unsigned long long> start = ProcessStartTime(slot.process->pid());
+    absl::StatusOr<unsigned long long> start =
+        ProcessStartTime(slot.process->pid());
     if (start.ok()) entries.push_back({slot.process->pid(), *start, slot.name});
   };
   add(coordinator_);
@@ -223,7 +232,8 @@ void ClusterSupervisor::WritePids() {
   }
   absl::Status written = WritePidFile(options_.run_dir, entries);
   if (!written.ok()) {
-    Event(absl::StrCat("launcher: cannot write the pid file: ", written.message()));
+    Event(absl::StrCat("launcher: cannot write the pid file: ",
+                       written.message()));
   }
 }
 
@@ -249,8 +259,8 @@ absl::Status ClusterSupervisor::WaitForRemoteCoordinator() {
     clock_->SleepFor(kRemoteProbePeriod);
   }
   return absl::DeadlineExceededError(absl::StrCat(
-      "the coordinator did not answer at ", config_.cluster.coordinator, " within ",
-      absl::FormatDuration(options_.startup_timeout), "; see ",
+      "the coordinator did not answer at ", config_.cluster.coordinator,
+      " within ", absl::FormatDuration(options_.startup_timeout), "; see ",
       coordinator_.process->log_path()));
 }
 
@@ -263,7 +273,8 @@ absl::Status ClusterSupervisor::StartCoordinator() {
   coordinator_.name = "coordinator";
   coordinator_.binary = "coordinator/coordinator";
   coordinator_.address = config_.cluster.coordinator;
-  if (!options_.remote.has_value()) coordinator_.args = {"--port_file", port_file};
+  if (!options_.remote.has_value())
+    coordinator_.args = {"--port_file", port_file};
   absl::Status started = Launch(coordinator_);
   if (!started.ok()) return started;
   if (options_.remote.has_value()) return WaitForRemoteCoordinator();
@@ -274,7 +285,8 @@ absl::Status ClusterSupervisor::StartCoordinator() {
     }
     absl::StatusOr<std::string> text = ReadFile(port_file);
     int port = 0;
-    if (text.ok() && absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &port)) {
+    if (text.ok() &&
+        absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &port)) {
       const std::string& configured = config_.cluster.coordinator;
       coordinator_address_ =
           absl::StrCat(configured.substr(0, configured.rfind(':')), ":", port);
@@ -284,37 +296,39 @@ absl::Status ClusterSupervisor::StartCoordinator() {
     }
     clock_->SleepFor(kPortFilePeriod);
   }
-  return absl::DeadlineExceededError(absl::StrCat(
-      "the coordinator did not start listening within ",
-      absl::FormatDuration(options_.startup_timeout), "; see ",
-      coordinator_.process->log_path()));
+  return absl::DeadlineExceededError(
+      absl::StrCat("the coordinator did not start listening within ",
+                   absl::FormatDuration(options_.startup_timeout), "; see ",
+                   coordinator_.process->log_path()));
 }
 
 absl::Status ClusterSupervisor::Start() {
   absl::Status coordinator = StartCoordinator();
   if (!coordinator.ok()) return coordinator;
-  auto slots = [&](DaemonKind kind, const std::string& role, const std::string& binary,
-                   const std::vector<std::string>& addresses, std::vector<Slot>* out) {
-    for (size_t i = 0; i < addresses.size(); ++i) {
-      Slot slot;
-      slot.kind = kind;
-      slot.index = static_cast<int>(i);
-      slot.name = absl::StrCat(role, " ", i);
-      slot.binary = binary;
-      slot.address = addresses[i];
-      if (kind == DaemonKind::kStandby) slot.args.push_back("--standby");
-      for (std::string a : {std::string("--index"), absl::StrCat(i),
-                            std::string("--coordinator"), coordinator_address_}) {
-        slot.args.push_back(std::move(a));
-      }
-      out->push_back(std::move(slot));
-    }
-  };
+  auto slots =
+      [&](DaemonKind kind, const std::string& role, const std::string& binary,
+          const std::vector<std::string>& addresses, std::vector<Slot>* out) {
+        for (size_t i = 0; i < addresses.size(); ++i) {
+          Slot slot;
+          slot.kind = kind;
+          slot.index = static_cast<int>(i);
+          slot.name = absl::StrCat(role, " ", i);
+          slot.binary = binary;
+          slot.address = addresses[i];
+          if (kind == DaemonKind::kStandby) slot.args.push_back("--standby");
+          for (std::string a :
+               {std::string("--index"), absl::StrCat(i),
+                std::string("--coordinator"), coordinator_address_}) {
+            slot.args.push_back(std::move(a));
+          }
+          out->push_back(std::move(slot));
+        }
+      };
   slots(DaemonKind::kPs, "ps", "server/ps_server", config_.cluster.ps, &ps_);
-  slots(DaemonKind::kStandby, "standby", "server/ps_server", config_.cluster.standby_ps,
-        &standbys_);
-  slots(DaemonKind::kWorker, "worker", "worker/ps_worker", config_.cluster.workers,
-        &workers_);
+  slots(DaemonKind::kStandby, "standby", "server/ps_server",
+        config_.cluster.standby_ps, &standbys_);
+  slots(DaemonKind::kWorker, "worker", "worker/ps_worker",
+        config_.cluster.workers, &workers_);
   // ps before standbys: a standby that registered first would be idle anyway,
   // but the shards should go to the daemons named for them.
   for (auto* group : {&ps_, &standbys_, &workers_}) {
@@ -327,7 +341,8 @@ absl::Status ClusterSupervisor::Start() {
     absl::FPrintF(options_.out,
                   "launcher: coordinator at %s, %d ps, %d standby, %d workers; "
                   "logs in %s\n",
-                  coordinator_address_, ps_.size(), standbys_.size(), workers_.size(),
+                  coordinator_address_, ps_.size(), standbys_.size(),
+                  workers_.size(),
                   (fs::path(options_.run_dir) / "logs").string());
     if (config_.cluster.replication >= 2 && !standbys_.empty() &&
         standbys_.size() < ps_.size()) {
@@ -370,7 +385,8 @@ DaemonExit ClusterSupervisor::ExitOf(const Slot& slot, int status) {
 
 void ClusterSupervisor::EndDiverged(Slot& slot) {
   for (const WorkerResult& w : latest_) {
-    if (w.index == slot.index) progress_->Event(absl::StrCat("launcher: ", w.diverged));
+    if (w.index == slot.index)
+      progress_->Event(absl::StrCat("launcher: ", w.diverged));
   }
   slot.finished = true;
   diverged_ = true;
@@ -389,8 +405,7 @@ absl::Status ClusterSupervisor::ScheduleRestart(Slot& slot, FaultRecord fault,
   slot.backoff_streak = backoff.streak;
   fault.action = "restarted";
   progress_->Event(absl::StrFormat(
-      "[%6.1f s] %s%s; restarting it%s (restart %d of %d)", elapsed, ended,
-      why,
+      "[%6.1f s] %s%s; restarting it%s (restart %d of %d)", elapsed, ended, why,
       backoff.delay > absl::ZeroDuration()
           ? absl::StrCat(" in ", absl::FormatDuration(backoff.delay))
           : "",
@@ -421,8 +436,8 @@ absl::Status ClusterSupervisor::HandleExit(Slot& slot, int status) {
   fault.reason = decision.reason;
   // "ps 1 exited with status 1: <what it said>", for the progress lines.
   const std::string said = ExitReason(slot);
-  const std::string ended = absl::StrCat(slot.name, " ", fault.what,
-                                         said.empty() ? "" : ": ", said);
+  const std::string ended =
+      absl::StrCat(slot.name, " ", fault.what, said.empty() ? "" : ": ", said);
   const std::string why =
       decision.reason.empty() ? "" : absl::StrCat("; ", decision.reason);
   slot.down = true;
@@ -437,8 +452,8 @@ absl::Status ClusterSupervisor::HandleExit(Slot& slot, int status) {
       break;
     default:
       fault.action = "gave up";
-      progress_->Event(absl::StrFormat("[%6.1f s] %s%s; ending the job", elapsed,
-                                       ended, why));
+      progress_->Event(absl::StrFormat("[%6.1f s] %s%s; ending the job",
+                                       elapsed, ended, why));
       result = absl::AbortedError(
           absl::StrCat(Dead(slot, status), "\n(", decision.reason, ")"));
       break;
@@ -458,9 +473,9 @@ absl::Status ClusterSupervisor::RestartWhenDue(Slot& slot) {
   FaultRecord& fault = faults_[slot.restart_fault];
   fault.action = "gave up";
   fault.reason = absl::StrCat("the restart failed: ", started.message());
-  return absl::AbortedError(absl::StrCat(slot.name, " ", fault.what,
-                                         " and could not be restarted: ",
-                                         started.message()));
+  return absl::AbortedError(
+      absl::StrCat(slot.name, " ", fault.what,
+                   " and could not be restarted: ", started.message()));
 }
 
 absl::Status ClusterSupervisor::CheckDaemons(int* running) {
@@ -471,14 +486,16 @@ absl::Status ClusterSupervisor::CheckDaemons(int* running) {
       if (slot.kind == DaemonKind::kWorker) ++*running;
       return RestartWhenDue(slot);
     }
-    if (slot.process == nullptr || slot.finished || slot.down) return absl::OkStatus();
+    if (slot.process == nullptr || slot.finished || slot.down)
+      return absl::OkStatus();
     std::optional<int> status = slot.process->Poll();
     if (!status.has_value()) {
       if (slot.kind == DaemonKind::kWorker) ++*running;
       return absl::OkStatus();
     }
     absl::Status handled = HandleExit(slot, *status);
-    if (slot.kind == DaemonKind::kWorker && !slot.finished && !slot.down) ++*running;
+    if (slot.kind == DaemonKind::kWorker && !slot.finished && !slot.down)
+      ++*running;
     return handled;
   };
   for (auto* group : {&workers_, &ps_, &standbys_}) {
@@ -526,8 +543,8 @@ void ClusterSupervisor::PollCoordinator(int running) {
   membership::CoordinatorClient client(coordinator_address_, rpc, "launcher");
   const double elapsed = elapsed_seconds();
   absl::StatusOr<proto::ClusterStatusResponse> status = client.ClusterStatus();
-  for (int retry = 0; running == 0 && !status.ok() && retry < kFinalStatusRetries;
-       ++retry) {
+  for (int retry = 0;
+       running == 0 && !status.ok() && retry < kFinalStatusRetries; ++retry) {
     clock_->SleepFor(kFinalStatusPeriod);
     status = client.ClusterStatus();
   }
@@ -543,9 +560,9 @@ void ClusterSupervisor::PollCoordinator(int running) {
           "now loses the pushes since its last checkpoint",
           elapsed, r.shard()));
     } else if (!none && unbacked_.erase(r.shard()) > 0) {
-      progress_->Event(absl::StrFormat(
-          "[%6.1f s] shard %d is backed up again by standby %d", elapsed,
-          r.shard(), r.backup_standby()));
+      progress_->Event(
+          absl::StrFormat("[%6.1f s] shard %d is backed up again by standby %d",
+                          elapsed, r.shard(), r.backup_standby()));
     }
   }
   // The coordinator hears every report: when the mark is the job's target,
@@ -554,23 +571,25 @@ void ClusterSupervisor::PollCoordinator(int running) {
   const JobTarget target = TargetOf(config_);
   if (status->target_reached_seconds() >= 0 &&
       target.metric == mark_.mark_metric && target.value == mark_.mark) {
-    const double at = status->target_reached_seconds() +
-                      (elapsed - status->uptime_seconds());
+    const double at =
+        status->target_reached_seconds() + (elapsed - status->uptime_seconds());
     if (seconds_to_mark_ < 0) {
-      progress_->Event(absl::StrFormat(
-          "[%6.1f s] worker %d reached test %s %.4f", at,
-          status->target_reached_by(), mark_.mark_metric,
-          status->target_reached_value()));
+      progress_->Event(
+          absl::StrFormat("[%6.1f s] worker %d reached test %s %.4f", at,
+                          status->target_reached_by(), mark_.mark_metric,
+                          status->target_reached_value()));
     }
     if (seconds_to_mark_ < 0 || at < seconds_to_mark_) seconds_to_mark_ = at;
   }
   for (const WorkerResult& w : latest_) {
     const auto it = w.metrics.find(mark_.mark_metric);
     const double value = it != w.metrics.end() ? it->second : NAN;
-    if (seconds_to_mark_ < 0 && ReachedTarget(mark_.mark_metric, value, mark_.mark)) {
+    if (seconds_to_mark_ < 0 &&
+        ReachedTarget(mark_.mark_metric, value, mark_.mark)) {
       seconds_to_mark_ = elapsed;
-      progress_->Event(absl::StrFormat("[%6.1f s] worker %d reached test %s %.4f",
-                                       elapsed, w.index, mark_.mark_metric, value));
+      progress_->Event(
+          absl::StrFormat("[%6.1f s] worker %d reached test %s %.4f", elapsed,
+                          w.index, mark_.mark_metric, value));
     }
   }
   progress_->Show(elapsed, latest_, running);
@@ -617,7 +636,8 @@ bool ClusterSupervisor::AwaitShardsServed() {
   int unanswered = 0;
   for (int64_t poll = 0;; ++poll) {
     waiting.clear();
-    absl::StatusOr<proto::ClusterStatusResponse> status = client.ClusterStatus();
+    absl::StatusOr<proto::ClusterStatusResponse> status =
+        client.ClusterStatus();
     if (!status.ok()) {
       // A coordinator that is gone (its restart was cancelled) will not
       // answer: a few tries, not the whole bound.
@@ -628,11 +648,12 @@ bool ClusterSupervisor::AwaitShardsServed() {
            ++shard) {
         bool served = false;
         for (const proto::MemberStatus& m : status->members()) {
-          served = served ||
-                   (m.role() == "ps" && m.index() == shard && m.alive());
+          served =
+              served || (m.role() == "ps" && m.index() == shard && m.alive());
         }
-        if (!served) absl::StrAppend(&waiting, waiting.empty() ? "" : ", ",
-                                     "a live server of shard ", shard);
+        if (!served)
+          absl::StrAppend(&waiting, waiting.empty() ? "" : ", ",
+                          "a live server of shard ", shard);
       }
       // Each shard's latest take-over: an earlier one whose server was
       // replaced in turn never settles, and waiting on it gains nothing.
@@ -705,9 +726,10 @@ void ClusterSupervisor::Stop(const std::function<void()>& before_coordinator) {
         FaultRecord fault = FaultOf(slot, exit, elapsed_seconds());
         fault.action = "left down";
         fault.reason = "the job was ending; every shard has a live server";
-        progress_->Event(absl::StrFormat("[%6.1f s] %s %s as the job ended; "
-                                         "every shard has a live server",
-                                         fault.time_s, slot.name, fault.what));
+        progress_->Event(
+            absl::StrFormat("[%6.1f s] %s %s as the job ended; "
+                            "every shard has a live server",
+                            fault.time_s, slot.name, fault.what));
         faults_.push_back(std::move(fault));
         slot.down = true;
       }
@@ -717,7 +739,8 @@ void ClusterSupervisor::Stop(const std::function<void()>& before_coordinator) {
   stop(standbys_, absl::Seconds(15));
   stop(ps_, absl::Seconds(15));
   if (before_coordinator) before_coordinator();
-  if (coordinator_.process != nullptr) coordinator_.process->Stop(absl::Seconds(5));
+  if (coordinator_.process != nullptr)
+    coordinator_.process->Stop(absl::Seconds(5));
   std::error_code error;
   fs::remove(PidFilePath(options_.run_dir), error);
 }

@@ -23,8 +23,8 @@
 #include "common/clock.h"
 #include "common/config.h"
 #include "deploy/daemon_process.h"
-#include "deploy/launch_summary.h"
 #include "deploy/launch_options.h"
+#include "deploy/launch_summary.h"
 #include "deploy/progress_line.h"
 #include "deploy/restart_policy.h"
 
@@ -74,7 +74,9 @@ class ClusterSupervisor {
   absl::Status PsExitStatus();
 
   // The coordinator's address once Start has it, else "".
-  const std::string& coordinator_address() const { return coordinator_address_; }
+  const std::string& coordinator_address() const {
+    return coordinator_address_;
+  }
   // What Watch saw last.
   const std::vector<WorkerResult>& workers() const { return latest_; }
   const std::string& stop_reason() const { return stop_reason_; }
@@ -145,7 +147,8 @@ class ClusterSupervisor {
   void EndDiverged(Slot& slot);
   // Records `fault` and schedules `slot`'s restart after its backoff.
   absl::Status ScheduleRestart(Slot& slot, FaultRecord fault, double elapsed,
-                               const std::string& ended, const std::string& why);
+                               const std::string& ended,
+                               const std::string& why);
   // Applies the policy to `slot`, which ended with `status`.
   absl::Status HandleExit(Slot& slot, int status);
   // Starts a pending restart of `slot` once its time has come. Aborted (and

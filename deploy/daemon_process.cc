@@ -1,5 +1,4 @@
 // Local and SSH-started daemons behind one interface for the launcher.
-#include "common/file_util.h"
 #include "deploy/daemon_process.h"
 
 #include <signal.h>
@@ -13,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "common/file_util.h"
 
 namespace downpour {
 namespace {
@@ -75,7 +75,8 @@ DaemonProcess::~DaemonProcess() {
 absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::StartLocal(
     std::string name, const std::vector<std::string>& argv,
     const std::string& log_path) {
-  auto process = Subprocess::Start(std::move(name), argv, log_path, ChildOptions());
+  auto process =
+      Subprocess::Start(std::move(name), argv, log_path, ChildOptions());
   if (!process.ok()) return process.status();
   return std::unique_ptr<DaemonProcess>(
       new DaemonProcess(*std::move(process), std::nullopt, ""));
@@ -87,9 +88,9 @@ absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::StartRemote(
     const std::string& log_path) {
   Subprocess::Options options = ChildOptions();
   options.stdin_pipe = true;  // its end stops the remote daemon (RemoteArgv)
-  auto process = Subprocess::Start(std::move(name),
-                                   RemoteArgv(remote, host, binary, args), log_path,
-                                   options);
+  auto process =
+      Subprocess::Start(std::move(name), RemoteArgv(remote, host, binary, args),
+                        log_path, options);
   if (!process.ok()) return process.status();
   return std::unique_ptr<DaemonProcess>(
       new DaemonProcess(*std::move(process), remote, host));

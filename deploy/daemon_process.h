@@ -34,7 +34,6 @@ struct RemoteOptions {
   std::string work_dir;
 };
 
-
 // One word for a POSIX shell: 'it'\''s' style quoting (bare when safe).
 std::string ShellQuote(const std::string& word);
 

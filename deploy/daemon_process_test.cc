@@ -5,15 +5,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <sstream>
 #include <string>
 
 #include "absl/time/clock.h"
-
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -143,8 +142,7 @@ TEST(DaemonProcessTest, ARemoteDaemonEndsWhenItsLauncherIsKilled) {
     absl::SleepFor(absl::Milliseconds(20));
   }
   if (!gone) kill(static_cast<pid_t>(pid), SIGKILL);
-  EXPECT_TRUE(gone) << "the remote daemon " << pid
-                    << " outlived its launcher";
+  EXPECT_TRUE(gone) << "the remote daemon " << pid << " outlived its launcher";
 }
 
 TEST(DaemonProcessTest, RemoteExitStatusIsTheDaemons) {

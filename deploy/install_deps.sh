@@ -5,7 +5,7 @@
 #   ./deploy/install_deps.sh --tests   # and what only tests use (tests/run_all.sh)
 set -euo pipefail
 packages=(
-  g++ clang libclang-rt-14-dev pkg-config
+  g++ clang clang-format libclang-rt-14-dev pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libspdlog-dev libfmt-dev libyaml-cpp-dev libopenblas-dev
   libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev libssl-dev

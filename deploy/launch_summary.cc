@@ -55,7 +55,8 @@ std::string FormatStaleness(double p50, double p99, double max) {
   return absl::StrFormat("%.0f/%.0f/%.0f", p50, p99, max);
 }
 
-std::vector<WorkerResult> WorkerResults(const proto::ClusterStatusResponse& status) {
+std::vector<WorkerResult> WorkerResults(
+    const proto::ClusterStatusResponse& status) {
   std::vector<WorkerResult> workers;
   for (const proto::MemberStatus& m : status.members()) {
     if (m.role() != "worker") continue;
@@ -77,7 +78,8 @@ std::vector<WorkerResult> WorkerResults(const proto::ClusterStatusResponse& stat
   return workers;
 }
 
-void AddWorkerResults(std::vector<WorkerResult> workers, LaunchSummary* summary) {
+void AddWorkerResults(std::vector<WorkerResult> workers,
+                      LaunchSummary* summary) {
   summary->workers = std::move(workers);
   summary->steps = 0;
   summary->refused_steps = 0;
@@ -115,7 +117,7 @@ void AddWorkerResults(std::vector<WorkerResult> workers, LaunchSummary* summary)
       ++n;
     }
     // Workers that report only accuracy (MemberReport.accuracy) still count.
-    const double mean = n > 0               ? sum / n
+    const double mean = n > 0                ? sum / n
                         : name == "accuracy" ? summary->final_accuracy
                                              : NAN;
     summary->final_metrics.emplace_back(name, mean);
@@ -173,17 +175,17 @@ std::string JudgeTraining(const LaunchSummary& summary, const Config& config) {
   const double bar = kChanceMargin / classes;
   if (summary.final_accuracy > bar) return "";
   return NotLearned(
-      config,
-      absl::StrFormat("final test accuracy %.4f is at chance level (%d "
-                      "classes: chance %.4f, failure at or below %.4f)",
-                      summary.final_accuracy, classes, chance, bar));
+      config, absl::StrFormat("final test accuracy %.4f is at chance level (%d "
+                              "classes: chance %.4f, failure at or below %.4f)",
+                              summary.final_accuracy, classes, chance, bar));
 }
 
 std::string SummaryOutcome(const LaunchSummary& summary,
                            const std::string& job_error) {
   if (summary.interrupted) return "interrupted";
   if (!job_error.empty()) return absl::StrCat("failed: ", job_error);
-  if (!summary.failure.empty()) return absl::StrCat("failed: ", summary.failure);
+  if (!summary.failure.empty())
+    return absl::StrCat("failed: ", summary.failure);
   const std::string loss = LossNote(summary);
   if (!loss.empty()) return absl::StrCat("succeeded with loss: ", loss);
   return "succeeded";
@@ -222,10 +224,9 @@ std::string LossNote(const LaunchSummary& summary) {
   std::vector<std::string> parts;
   for (const auto& [shard, loss] : LossPerShard(summary)) {
     if (loss.lost == 0) continue;
-    parts.push_back(absl::StrCat(loss.final ? "" : "at least ", loss.lost,
-                                 " acknowledged push",
-                                 loss.lost == 1 ? "" : "es", " of shard ",
-                                 shard));
+    parts.push_back(absl::StrCat(
+        loss.final ? "" : "at least ", loss.lost, " acknowledged push",
+        loss.lost == 1 ? "" : "es", " of shard ", shard));
   }
   return absl::StrJoin(parts, " and ");
 }
@@ -274,14 +275,14 @@ void AppendResults(const LaunchSummary& s, std::string* out) {
     absl::StrAppendFormat(out, "  why it stopped:       %s\n", s.stop_reason);
   }
   if (!s.accuracy_note.empty()) {
-    absl::StrAppendFormat(out, "  final test metrics:   %s\n",
-                          s.accuracy_note);
+    absl::StrAppendFormat(out, "  final test metrics:   %s\n", s.accuracy_note);
   } else {
     std::vector<std::string> parts;
     for (const auto& [name, value] : s.final_metrics) {
       parts.push_back(absl::StrCat(name, " ", Num(value, 4)));
     }
-    if (parts.empty()) parts.push_back(absl::StrCat("accuracy ", Num(s.final_accuracy, 4)));
+    if (parts.empty())
+      parts.push_back(absl::StrCat("accuracy ", Num(s.final_accuracy, 4)));
     absl::StrAppendFormat(out,
                           "  final test metrics:   %s (%s; mean of the "
                           "workers' evaluations of the final parameters)\n",
@@ -305,7 +306,8 @@ void AppendResults(const LaunchSummary& s, std::string* out) {
         "examples/s; the ps logs why)\n",
         s.refused_steps);
   }
-  absl::StrAppendFormat(out, "  examples/s (cluster): %.0f\n", s.examples_per_sec);
+  absl::StrAppendFormat(out, "  examples/s (cluster): %.0f\n",
+                        s.examples_per_sec);
   absl::StrAppendFormat(
       out,
       "  staleness p50/p99/max: %s (updates a block received "
@@ -316,7 +318,8 @@ void AppendResults(const LaunchSummary& s, std::string* out) {
 // The faults and what they cost: shard moves, backups, outages, losses.
 void AppendFaults(const LaunchSummary& s, std::string* out) {
   if (!s.faults.empty()) {
-    absl::StrAppendFormat(out, "  faults:               %s\n", RecoveryNote(s.faults));
+    absl::StrAppendFormat(out, "  faults:               %s\n",
+                          RecoveryNote(s.faults));
   }
   for (const proto::ShardRecovery& r : s.shard_recoveries) {
     const double to_backup = SecondsToBackup(s, r);
@@ -324,9 +327,9 @@ void AppendFaults(const LaunchSummary& s, std::string* out) {
         out,
         "  shard %d moved:        at %.1f s, %s -> %s (from its %s): %s%d "
         "acknowledged pushes lost; %s\n",
-        r.shard(), r.time_seconds() + s.coordinator_offset_s,
-        r.from_address(), r.to_address(), r.source(),
-        r.loss_final() ? "" : "at least ", r.acked_pushes_lost(),
+        r.shard(), r.time_seconds() + s.coordinator_offset_s, r.from_address(),
+        r.to_address(), r.source(), r.loss_final() ? "" : "at least ",
+        r.acked_pushes_lost(),
         to_backup >= 0
             ? absl::StrFormat("in-sync backup again %.2f s after the fault",
                               to_backup)
@@ -345,7 +348,8 @@ void AppendFaults(const LaunchSummary& s, std::string* out) {
   for (const proto::MemberOutage& o : s.outages) {
     const double start = o.start_seconds() + s.coordinator_offset_s;
     absl::StrAppendFormat(
-        out, "  outage:               %s %d at %s declared dead at %.1f s, %s\n",
+        out,
+        "  outage:               %s %d at %s declared dead at %.1f s, %s\n",
         o.role(), o.index(), o.address(), start,
         o.end_seconds() < 0
             ? std::string("still at the end")
@@ -369,11 +373,13 @@ std::string JsonArray(const std::vector<std::string>& items) {
 std::string WorkerJson(const WorkerResult& w) {
   return absl::StrCat(
       "    {\"index\": ", w.index, ", \"steps\": ", w.step,
-      ", \"examples\": ", w.examples, ", \"examples_per_sec\": ",
-      JsonNumber(w.examples_per_sec), ", \"loss\": ", JsonNumber(w.loss),
+      ", \"examples\": ", w.examples,
+      ", \"examples_per_sec\": ", JsonNumber(w.examples_per_sec),
+      ", \"loss\": ", JsonNumber(w.loss),
       ", \"accuracy\": ", JsonNumber(w.accuracy), ", \"metrics\": {",
-      MetricsJson({w.metrics.begin(), w.metrics.end()}), "}, \"finished\": ",
-      Bool(w.finished), ", \"diverged\": ", JsonString(w.diverged),
+      MetricsJson({w.metrics.begin(), w.metrics.end()}),
+      "}, \"finished\": ", Bool(w.finished),
+      ", \"diverged\": ", JsonString(w.diverged),
       ", \"staleness_p50\": ", JsonNumber(w.staleness_p50),
       ", \"staleness_p99\": ", JsonNumber(w.staleness_p99),
       ", \"staleness_max\": ", JsonNumber(w.staleness_max),
@@ -384,26 +390,26 @@ std::string WorkerJson(const WorkerResult& w) {
 
 std::string FaultJson(const FaultRecord& f) {
   return absl::StrCat(
-      "    {\"time_s\": ", JsonNumber(f.time_s), ", \"daemon\": ",
-      JsonString(f.daemon), ", \"what\": ", JsonString(f.what),
-      ", \"exit_status\": ", f.exit_status, ", \"signal\": ", f.signal,
-      ", \"action\": ", JsonString(f.action), ", \"reason\": ",
-      JsonString(f.reason), "}");
+      "    {\"time_s\": ", JsonNumber(f.time_s),
+      ", \"daemon\": ", JsonString(f.daemon),
+      ", \"what\": ", JsonString(f.what), ", \"exit_status\": ", f.exit_status,
+      ", \"signal\": ", f.signal, ", \"action\": ", JsonString(f.action),
+      ", \"reason\": ", JsonString(f.reason), "}");
 }
 
-std::string RecoveryJson(const LaunchSummary& s, const proto::ShardRecovery& r) {
+std::string RecoveryJson(const LaunchSummary& s,
+                         const proto::ShardRecovery& r) {
   const double to_backup = SecondsToBackup(s, r);
   return absl::StrCat(
-      "    {\"shard\": ", r.shard(), ", \"time_s\": ",
-      JsonNumber(r.time_seconds() + s.coordinator_offset_s), ", \"from\": ",
-      JsonString(r.from_address()), ", \"to\": ", JsonString(r.to_address()),
+      "    {\"shard\": ", r.shard(),
+      ", \"time_s\": ", JsonNumber(r.time_seconds() + s.coordinator_offset_s),
+      ", \"from\": ", JsonString(r.from_address()),
+      ", \"to\": ", JsonString(r.to_address()),
       ", \"source\": ", JsonString(r.source()),
       ", \"acked_pushes_lost\": ", r.acked_pushes_lost(),
-      ", \"loss_exact\": ", Bool(r.loss_final()),
-      ", \"seconds_to_backup\": ",
+      ", \"loss_exact\": ", Bool(r.loss_final()), ", \"seconds_to_backup\": ",
       to_backup >= 0 ? JsonNumber(to_backup) : "null",
-      ", \"applied_before\": ", r.applied_before(),
-      ", \"applied_after\": ",
+      ", \"applied_before\": ", r.applied_before(), ", \"applied_after\": ",
       r.settled() ? absl::StrCat(r.applied_after()) : "null", "}");
 }
 
@@ -411,8 +417,7 @@ std::string OutageJson(const LaunchSummary& s, const proto::MemberOutage& o) {
   return absl::StrCat(
       "    {\"daemon\": ", JsonString(absl::StrCat(o.role(), " ", o.index())),
       ", \"address\": ", JsonString(o.address()), ", \"dead_at_s\": ",
-      JsonNumber(o.start_seconds() + s.coordinator_offset_s),
-      ", \"seconds\": ",
+      JsonNumber(o.start_seconds() + s.coordinator_offset_s), ", \"seconds\": ",
       o.end_seconds() < 0 ? "null"
                           : JsonNumber(o.end_seconds() - o.start_seconds()),
       ", \"ended_by\": ", JsonString(o.ended_by()), "}");
@@ -422,8 +427,8 @@ std::string ReplicationJson(const proto::ShardReplication& r) {
   return absl::StrCat(
       "    {\"shard\": ", r.shard(), ", \"backup_standby\": ",
       r.backup_standby() >= 0 ? absl::StrCat(r.backup_standby()) : "null",
-      ", \"in_sync\": ", Bool(r.in_sync()), ", \"unreplicated_s\": ",
-      JsonNumber(r.unreplicated_seconds()), "}");
+      ", \"in_sync\": ", Bool(r.in_sync()),
+      ", \"unreplicated_s\": ", JsonNumber(r.unreplicated_seconds()), "}");
 }
 
 // The "faults" to "outages" members of summary.json (what went wrong and
@@ -443,15 +448,14 @@ std::string FaultsJson(const LaunchSummary& s) {
   for (const proto::ShardReplication& r : s.shard_replication) {
     replication.push_back(ReplicationJson(r));
   }
-  return absl::StrCat(
-      "\"faults\": ", JsonArray(faults),
-      ",\n  \"acked_pushes_lost\": ", s.acked_pushes_lost,
-      ",\n  \"acked_loss_exact\": ", Bool(s.acked_loss_final),
-      ",\n  \"acked_pushes_lost_per_shard\": {", absl::StrJoin(per_shard, ", "),
-      "}",
-      ",\n  \"shard_recoveries\": ", JsonArray(recoveries),
-      ",\n  \"shard_replication\": ", JsonArray(replication),
-      ",\n  \"outages\": ", JsonArray(outages));
+  return absl::StrCat("\"faults\": ", JsonArray(faults),
+                      ",\n  \"acked_pushes_lost\": ", s.acked_pushes_lost,
+                      ",\n  \"acked_loss_exact\": ", Bool(s.acked_loss_final),
+                      ",\n  \"acked_pushes_lost_per_shard\": {",
+                      absl::StrJoin(per_shard, ", "), "}",
+                      ",\n  \"shard_recoveries\": ", JsonArray(recoveries),
+                      ",\n  \"shard_replication\": ", JsonArray(replication),
+                      ",\n  \"outages\": ", JsonArray(outages));
 }
 
 }  // namespace
@@ -466,8 +470,8 @@ std::string FormatSummary(const LaunchSummary& s) {
   absl::StrAppendFormat(&out, "  summary:              %s\n", s.summary_path);
   if (!s.history_path.empty()) {
     absl::StrAppendFormat(&out, "  metrics history:      %s\n", s.history_path);
-    absl::StrAppendFormat(&out, "  training curves:      %s (open in a browser)\n",
-                          s.plot_path);
+    absl::StrAppendFormat(
+        &out, "  training curves:      %s (open in a browser)\n", s.plot_path);
   }
   return out;
 }
@@ -481,9 +485,8 @@ std::string SummaryJson(const LaunchSummary& s) {
       "{\n  \"ok\": ", Bool(outcome == "succeeded"),
       ",\n  \"outcome\": ", JsonString(outcome),
       ",\n  \"failure\": ", JsonString(s.failure),
-      ",\n  \"recovery\": ", JsonString(RecoveryNote(s.faults)),
-      ",\n  ", FaultsJson(s),
-      ",\n  \"task\": ", JsonString(TaskName(s.task)),
+      ",\n  \"recovery\": ", JsonString(RecoveryNote(s.faults)), ",\n  ",
+      FaultsJson(s), ",\n  \"task\": ", JsonString(TaskName(s.task)),
       ",\n  \"metrics\": {", MetricsJson(s.final_metrics), "}",
       ",\n  \"accuracy\": ", JsonNumber(s.final_accuracy),
       ",\n  \"accuracy_note\": ", JsonString(s.accuracy_note),

@@ -64,8 +64,8 @@ struct LaunchSummary {
   // Mean over the workers of their test accuracy on the final parameters (each
   // pulls them after its last push and evaluates the whole test split).
   double final_accuracy = NAN;
-  int64_t steps = 0;            // over all workers
-  int64_t refused_steps = 0;    // over all workers (WorkerResult)
+  int64_t steps = 0;          // over all workers
+  int64_t refused_steps = 0;  // over all workers (WorkerResult)
   int64_t examples = 0;
   double seconds = 0;           // wall time from the first start to the end
   double examples_per_sec = 0;  // examples / training seconds, whole cluster
@@ -136,19 +136,22 @@ struct LaunchSummary {
 // What the summary reports on: sets summary->task, mark_metric and mark from
 // `accuracy_mark` (LaunchOptions; NaN = none given) or else the config's
 // target (TargetOf; no mark when it has none).
-void SetMark(const Config& config, double accuracy_mark, LaunchSummary* summary);
+void SetMark(const Config& config, double accuracy_mark,
+             LaunchSummary* summary);
 
 // "1/3/7": staleness p50/p99/max, "-" when any is NaN (unknown).
 std::string FormatStaleness(double p50, double p99, double max);
 
 // The workers of a ClusterStatus, in its order.
-std::vector<WorkerResult> WorkerResults(const proto::ClusterStatusResponse& status);
+std::vector<WorkerResult> WorkerResults(
+    const proto::ClusterStatusResponse& status);
 
 // Sets summary->workers and the totals over them: steps, examples,
 // examples_per_sec, final_accuracy (the mean over finished workers with an
 // accuracy; NaN when there is none) and the staleness figures (the largest
 // over workers that pushed).
-void AddWorkerResults(std::vector<WorkerResult> workers, LaunchSummary* summary);
+void AddWorkerResults(std::vector<WorkerResult> workers,
+                      LaunchSummary* summary);
 
 // Final accuracy at or below this many times chance (1 / classes) means the
 // model did not learn.
@@ -163,10 +166,10 @@ inline constexpr double kChanceAuc = 0.55;
 // training, naming the likely cause and the config keys to turn: the first
 // worker that diverged, else for a binary model a final AUC <= kChanceAuc
 // (the accuracy rule when the workers report no AUC), else a final accuracy
-// <= kChanceMargin / classes (classes = config.model.layers.back()). "" when neither, or when the run was
-// interrupted (its accuracy is not final). When AccuracyNote says the
-// metrics mean nothing, only a divergence fails: the accuracy of a model
-// that is not trained is no verdict.
+// <= kChanceMargin / classes (classes = config.model.layers.back()). "" when
+// neither, or when the run was interrupted (its accuracy is not final). When
+// AccuracyNote says the metrics mean nothing, only a divergence fails: the
+// accuracy of a model that is not trained is no verdict.
 std::string JudgeTraining(const LaunchSummary& summary, const Config& config);
 
 // Why the job's test metrics mean nothing, for summary.accuracy_note: "not
@@ -180,7 +183,8 @@ std::string AccuracyNote(const Config& config);
 // <summary.failure>" when training failed; else "succeeded", or "succeeded
 // with loss: 336 acknowledged pushes of shard 1" when recoveries lost
 // acknowledged pushes (LossNote).
-std::string SummaryOutcome(const LaunchSummary& summary, const std::string& job_error);
+std::string SummaryOutcome(const LaunchSummary& summary,
+                           const std::string& job_error);
 
 // "336 acknowledged pushes of shard 1" ("at least ..." when a figure is not
 // final; shards joined with "and"); "" when nothing acknowledged was lost.

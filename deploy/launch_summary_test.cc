@@ -76,10 +76,11 @@ TEST(AddWorkerResultsTest, ClusterStalenessIsTheWorstWorkers) {
 
 TEST(AddWorkerResultsTest, TotalsAndMeanAccuracyOfFinishedWorkers) {
   LaunchSummary summary;
-  AddWorkerResults({{0, 100, 6400, 1000, 0.1, 0.9, true},
-                    {1, 50, 3200, 500, 0.2, 0.8, true},
-                    {2, 7, 448, 30, 0.3, 0.1, false}},  // still training: no vote
-                   &summary);
+  AddWorkerResults(
+      {{0, 100, 6400, 1000, 0.1, 0.9, true},
+       {1, 50, 3200, 500, 0.2, 0.8, true},
+       {2, 7, 448, 30, 0.3, 0.1, false}},  // still training: no vote
+      &summary);
   EXPECT_EQ(summary.workers.size(), 3u);
   EXPECT_EQ(summary.steps, 157);
   EXPECT_EQ(summary.examples, 10048);
@@ -93,9 +94,10 @@ TEST(AddWorkerResultsTest, TotalsAndMeanAccuracyOfFinishedWorkers) {
 
 LaunchSummary Example() {
   LaunchSummary s;
-  AddWorkerResults({{0, 100, 6400, 1000, 0.125, 0.9, true, "", 1, 4, 7, 1.5, 90},
-                    {1, 3, 192, 10, NAN, NAN, false}},
-                   &s);
+  AddWorkerResults(
+      {{0, 100, 6400, 1000, 0.125, 0.9, true, "", 1, 4, 7, 1.5, 90},
+       {1, 3, 192, 10, NAN, NAN, false}},
+      &s);
   s.seconds = 12.5;
   s.stop_reason = "every worker finished \"nicely\"\n";
   s.log_dir = "/run/logs";
@@ -111,36 +113,42 @@ TEST(SummaryJsonTest, FiguresWithNullForUnknownAndEscapedText) {
   EXPECT_THAT(json, HasSubstr("\"seconds\": 12.5,"));
   EXPECT_THAT(json, HasSubstr("\"seconds_to_target\": null,"));
   EXPECT_THAT(json, HasSubstr("\"target_value\": 0.95,"));
-  EXPECT_THAT(json,
-              HasSubstr("\"stop_reason\": \"every worker finished \\\"nicely\\\"\\n\","));
+  EXPECT_THAT(
+      json,
+      HasSubstr(
+          "\"stop_reason\": \"every worker finished \\\"nicely\\\"\\n\","));
   EXPECT_THAT(json, HasSubstr("\"interrupted\": false,"));
   EXPECT_THAT(json, HasSubstr("\"history\": \"\","));
-  EXPECT_THAT(json,
-              HasSubstr("{\"index\": 0, \"steps\": 100, \"examples\": 6400, "
-                        "\"examples_per_sec\": 1000, \"loss\": 0.125, "
-                        "\"accuracy\": 0.9, \"metrics\": {}, \"finished\": true, "
-                        "\"diverged\": \"\", \"staleness_p50\": 1, "
-                        "\"staleness_p99\": 4, \"staleness_max\": 7, "
-                        "\"staleness_mean\": 1.5, \"pushes\": 90, \"refused_steps\": 0}"));
+  EXPECT_THAT(
+      json,
+      HasSubstr(
+          "{\"index\": 0, \"steps\": 100, \"examples\": 6400, "
+          "\"examples_per_sec\": 1000, \"loss\": 0.125, "
+          "\"accuracy\": 0.9, \"metrics\": {}, \"finished\": true, "
+          "\"diverged\": \"\", \"staleness_p50\": 1, "
+          "\"staleness_p99\": 4, \"staleness_max\": 7, "
+          "\"staleness_mean\": 1.5, \"pushes\": 90, \"refused_steps\": 0}"));
   EXPECT_THAT(json, HasSubstr("\"staleness_p50\": null, \"staleness_p99\": "
                               "null, \"staleness_max\": null"));  // worker 1
   EXPECT_THAT(json, HasSubstr("\n  \"staleness_p50\": 1,\n  \"staleness_p99\": "
                               "4,\n  \"staleness_max\": 7,"));
+  EXPECT_THAT(json, HasSubstr("\"loss\": null, \"accuracy\": null, "
+                              "\"metrics\": {}, \"finished\": false,"));
   EXPECT_THAT(
       json,
-      HasSubstr("\"loss\": null, \"accuracy\": null, \"metrics\": {}, \"finished\": false,"));
-  EXPECT_THAT(
-      json,
-      HasSubstr("{\n  \"ok\": true,\n  \"outcome\": \"succeeded\",\n  "
-                "\"failure\": \"\",\n  \"recovery\": \"\",\n  \"faults\": [],\n  "
-                "\"acked_pushes_lost\": 0,\n  \"acked_loss_exact\": true,\n  "
-                "\"acked_pushes_lost_per_shard\": {},\n  \"shard_recoveries\": [],\n  "
-                "\"shard_replication\": [],\n  \"outages\": [],\n  \"task\""));
+      HasSubstr(
+          "{\n  \"ok\": true,\n  \"outcome\": \"succeeded\",\n  "
+          "\"failure\": \"\",\n  \"recovery\": \"\",\n  \"faults\": [],\n  "
+          "\"acked_pushes_lost\": 0,\n  \"acked_loss_exact\": true,\n  "
+          "\"acked_pushes_lost_per_shard\": {},\n  \"shard_recoveries\": [],\n "
+          " "
+          "\"shard_replication\": [],\n  \"outages\": [],\n  \"task\""));
 }
 
 TEST(SummaryJsonTest, ListsShardTakeOversWithWhatTheyLost) {
   LaunchSummary s;
-  s.faults = {{3.25, "ps 1", "killed by signal 9 (Killed)", 137, 9, "restarted", ""}};
+  s.faults = {
+      {3.25, "ps 1", "killed by signal 9 (Killed)", 137, 9, "restarted", ""}};
   s.coordinator_offset_s = 0.25;  // the coordinator started 0.25 s later
   proto::ShardRecovery replica;
   replica.set_shard(1);
@@ -166,24 +174,32 @@ TEST(SummaryJsonTest, ListsShardTakeOversWithWhatTheyLost) {
   EXPECT_DOUBLE_EQ(SecondsToBackup(s, replica), 1.0);
   EXPECT_EQ(SecondsToBackup(s, checkpoint), -1);
   const std::string json = SummaryJson(s);
-  EXPECT_THAT(json, HasSubstr(
-      "\"shard_recoveries\": [\n    {\"shard\": 1, \"time_s\": 3.5, \"from\": "
-      "\"127.0.0.1:7002\", \"to\": \"127.0.0.1:7201\", \"source\": \"replica\", "
-      "\"acked_pushes_lost\": 0, \"loss_exact\": true, \"seconds_to_backup\": 1, "
-      "\"applied_before\": 900, \"applied_after\": 950}"));
-  EXPECT_THAT(json, HasSubstr("\"source\": \"checkpoint\", \"acked_pushes_lost\": "
-                              "336, \"loss_exact\": false, \"seconds_to_backup\": "
-                              "null, \"applied_before\": 900, \"applied_after\": null}"));
-  EXPECT_THAT(json, HasSubstr("\"acked_pushes_lost\": 336,\n  \"acked_loss_exact\": "
-                              "false,\n  \"acked_pushes_lost_per_shard\": {\"0\": 336, "
-                              "\"1\": 0}"));
+  EXPECT_THAT(json,
+              HasSubstr("\"shard_recoveries\": [\n    {\"shard\": 1, "
+                        "\"time_s\": 3.5, \"from\": "
+                        "\"127.0.0.1:7002\", \"to\": \"127.0.0.1:7201\", "
+                        "\"source\": \"replica\", "
+                        "\"acked_pushes_lost\": 0, \"loss_exact\": true, "
+                        "\"seconds_to_backup\": 1, "
+                        "\"applied_before\": 900, \"applied_after\": 950}"));
+  EXPECT_THAT(
+      json,
+      HasSubstr("\"source\": \"checkpoint\", \"acked_pushes_lost\": "
+                "336, \"loss_exact\": false, \"seconds_to_backup\": "
+                "null, \"applied_before\": 900, \"applied_after\": null}"));
+  EXPECT_THAT(
+      json, HasSubstr("\"acked_pushes_lost\": 336,\n  \"acked_loss_exact\": "
+                      "false,\n  \"acked_pushes_lost_per_shard\": {\"0\": 336, "
+                      "\"1\": 0}"));
   const std::string text = FormatSummary(s);
-  EXPECT_THAT(text, HasSubstr("shard 1 moved:        at 3.5 s, 127.0.0.1:7002 -> "
-                              "127.0.0.1:7201 (from its replica): 0 acknowledged "
-                              "pushes lost; in-sync backup again 1.00 s after "
-                              "the fault"));
-  EXPECT_THAT(text, HasSubstr("(from its checkpoint): at least 336 acknowledged "
-                              "pushes lost; no in-sync backup after it"));
+  EXPECT_THAT(text,
+              HasSubstr("shard 1 moved:        at 3.5 s, 127.0.0.1:7002 -> "
+                        "127.0.0.1:7201 (from its replica): 0 acknowledged "
+                        "pushes lost; in-sync backup again 1.00 s after "
+                        "the fault"));
+  EXPECT_THAT(text,
+              HasSubstr("(from its checkpoint): at least 336 acknowledged "
+                        "pushes lost; no in-sync backup after it"));
   EXPECT_THAT(text, HasSubstr("acknowledged lost:    at least 336 acknowledged "
                               "pushes of shard 0"));
 }
@@ -203,12 +219,14 @@ TEST(SummaryJsonTest, ListsTheOutagesTheCoordinatorSaw) {
   open.set_end_seconds(-1);
   open.set_ended_by("");
   s.outages = {outage, open};
+  EXPECT_THAT(
+      SummaryJson(s),
+      HasSubstr("\"outages\": [\n    {\"daemon\": \"ps 0\", \"address\": "
+                "\"127.0.0.1:7001\", \"dead_at_s\": 20.5, \"seconds\": "
+                "13.5, \"ended_by\": \"alive again\"},\n    {\"daemon\": "
+                "\"ps 1\""));
   EXPECT_THAT(SummaryJson(s),
-              HasSubstr("\"outages\": [\n    {\"daemon\": \"ps 0\", \"address\": "
-                        "\"127.0.0.1:7001\", \"dead_at_s\": 20.5, \"seconds\": "
-                        "13.5, \"ended_by\": \"alive again\"},\n    {\"daemon\": "
-                        "\"ps 1\""));
-  EXPECT_THAT(SummaryJson(s), HasSubstr("\"seconds\": null, \"ended_by\": \"\"}"));
+              HasSubstr("\"seconds\": null, \"ended_by\": \"\"}"));
   EXPECT_THAT(FormatSummary(s),
               HasSubstr("outage:               ps 0 at 127.0.0.1:7001 declared "
                         "dead at 20.5 s, for 13.5 s (alive again)"));
@@ -221,7 +239,8 @@ TEST(SummaryJsonTest, AJobThatLostAcknowledgedPushesSaysSoFirst) {
   r.set_shard(1);
   r.set_loss_final(true);
   s.shard_recoveries = {r};
-  EXPECT_EQ(SummaryOutcome(s, ""), "succeeded") << "a recovery that lost nothing";
+  EXPECT_EQ(SummaryOutcome(s, ""), "succeeded")
+      << "a recovery that lost nothing";
   r.set_acked_pushes_lost(336);
   s.shard_recoveries = {r};
   s.acked_pushes_lost = 336;
@@ -236,23 +255,29 @@ TEST(SummaryJsonTest, AJobThatLostAcknowledgedPushesSaysSoFirst) {
 
 TEST(SummaryJsonTest, ListsFaultsAndTheOutcome) {
   LaunchSummary s;
-  s.faults = {{3.5, "ps 0", "killed by signal 9 (Killed)", 137, 9, "restarted", ""},
-              {9.25, "worker 1", "exited with status 1", 1, 0, "gave up",
-               "gave up after 3 restarts (launcher.max_restarts is 3)"}};
+  s.faults = {
+      {3.5, "ps 0", "killed by signal 9 (Killed)", 137, 9, "restarted", ""},
+      {9.25, "worker 1", "exited with status 1", 1, 0, "gave up",
+       "gave up after 3 restarts (launcher.max_restarts is 3)"}};
   s.outcome = SummaryOutcome(s, "worker 1 exited with status 1 after 2.0 s");
   EXPECT_EQ(s.outcome, "failed: worker 1 exited with status 1 after 2.0 s");
   const std::string json = SummaryJson(s);
-  EXPECT_THAT(json, HasSubstr("\"ok\": false,\n  \"outcome\": \"failed: worker 1"));
-  EXPECT_THAT(json, HasSubstr(
-      "\"faults\": [\n    {\"time_s\": 3.5, \"daemon\": \"ps 0\", \"what\": "
-      "\"killed by signal 9 (Killed)\", \"exit_status\": 137, \"signal\": 9, "
-      "\"action\": \"restarted\", \"reason\": \"\"},\n    {\"time_s\": 9.25, "
-      "\"daemon\": \"worker 1\""));
-  EXPECT_THAT(json, HasSubstr("\"recovery\": \"the job saw 2 faults: ps 0 killed by "
-                              "signal 9 (Killed), restarted; worker 1 exited with "
-                              "status 1, gave up\""));
+  EXPECT_THAT(json,
+              HasSubstr("\"ok\": false,\n  \"outcome\": \"failed: worker 1"));
+  EXPECT_THAT(json, HasSubstr("\"faults\": [\n    {\"time_s\": 3.5, "
+                              "\"daemon\": \"ps 0\", \"what\": "
+                              "\"killed by signal 9 (Killed)\", "
+                              "\"exit_status\": 137, \"signal\": 9, "
+                              "\"action\": \"restarted\", \"reason\": \"\"},\n "
+                              "   {\"time_s\": 9.25, "
+                              "\"daemon\": \"worker 1\""));
+  EXPECT_THAT(json,
+              HasSubstr("\"recovery\": \"the job saw 2 faults: ps 0 killed by "
+                        "signal 9 (Killed), restarted; worker 1 exited with "
+                        "status 1, gave up\""));
   EXPECT_THAT(FormatSummary(s), HasSubstr("Job FAILED: worker 1 exited"));
-  EXPECT_THAT(FormatSummary(s), HasSubstr("faults:               the job saw 2"));
+  EXPECT_THAT(FormatSummary(s),
+              HasSubstr("faults:               the job saw 2"));
   s.interrupted = true;
   EXPECT_EQ(SummaryOutcome(s, "anything"), "interrupted");
   s.interrupted = false;
@@ -429,7 +454,9 @@ TEST(FormatSummaryTest, AFailureIsTheHeadlineAndTheJsonSaysNotOk) {
               HasSubstr("\nTraining FAILED: final test accuracy 0.1170 is at "
                         "chance level\n"));
   EXPECT_THAT(text, Not(HasSubstr("Training done.")));
-  EXPECT_THAT(text, HasSubstr("final test metrics:   accuracy 0.9000"));  // figures stay
+  EXPECT_THAT(
+      text,
+      HasSubstr("final test metrics:   accuracy 0.9000"));  // figures stay
   const std::string json = SummaryJson(s);
   EXPECT_THAT(json,
               HasSubstr("\"ok\": false,\n  \"outcome\": \"failed: final test "
@@ -461,7 +488,8 @@ TEST(FormatSummaryTest, AJobFailureCarriesTheDaemonsOwnReason) {
 
 TEST(WriteSummaryTest, WritesTheJsonToSummaryPath) {
   LaunchSummary s = Example();
-  s.summary_path = std::string(std::getenv("TEST_TMPDIR")) + "/run/summary.json";
+  s.summary_path =
+      std::string(std::getenv("TEST_TMPDIR")) + "/run/summary.json";
   ASSERT_THAT(WriteSummary(s), IsOk());
   EXPECT_EQ(ReadFile(s.summary_path).value_or(""), SummaryJson(s));
 }

@@ -1,7 +1,8 @@
 // launcher: starts a local Downpour cluster from one YAML file, supervises it,
 // shows progress, stops it cleanly and writes summary.json.
 //
-//   bazel-bin/deploy/launcher --config deploy/configs/mnist_local.yaml --run_dir run
+//   bazel-bin/deploy/launcher --config deploy/configs/mnist_local.yaml
+//   --run_dir run
 //
 // Daemons start in order (coordinator, ps, standbys, workers), each with its
 // log in <run_dir>/logs. A daemon that dies is restarted (launcher.restart,
@@ -30,17 +31,19 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/config.h"
-#include "rpc/security.h"
 #include "common/parse_flags.h"
 #include "common/subprocess.h"
-#include "membership/coordinator_client.h"
 #include "deploy/launcher_lib.h"
+#include "membership/coordinator_client.h"
+#include "rpc/security.h"
 
-ABSL_FLAG(std::string, config, "deploy/configs/mnist_local.yaml", "cluster YAML file");
+ABSL_FLAG(std::string, config, "deploy/configs/mnist_local.yaml",
+          "cluster YAML file");
 ABSL_FLAG(std::string, run_dir, "run", "folder for logs/ and summary.json");
-ABSL_FLAG(std::string, bin_dir, "",
-          "folder holding server/ps_server, worker/ps_worker and "
-          "coordinator/coordinator (default: next to this binary, i.e. bazel-bin)");
+ABSL_FLAG(
+    std::string, bin_dir, "",
+    "folder holding server/ps_server, worker/ps_worker and "
+    "coordinator/coordinator (default: next to this binary, i.e. bazel-bin)");
 ABSL_FLAG(std::vector<std::string>, set, {},
           "config overrides passed to every daemon, section.key=value[,...]");
 ABSL_FLAG(bool, resume, false,
@@ -55,20 +58,24 @@ ABSL_FLAG(bool, fail_on_loss, false,
 ABSL_FLAG(double, accuracy_mark, std::numeric_limits<double>::quiet_NaN(),
           "report when a worker's test accuracy first reaches this, in [0, 1] "
           "(default: the config's training.target_metric and target_value)");
-ABSL_FLAG(bool, ssh, false,
-          "start each daemon on the host of its address in the config, over SSH "
-          "(fixed ports; the same YAML and binaries on every host); logs still "
-          "come to --run_dir");
+ABSL_FLAG(
+    bool, ssh, false,
+    "start each daemon on the host of its address in the config, over SSH "
+    "(fixed ports; the same YAML and binaries on every host); logs still "
+    "come to --run_dir");
 ABSL_FLAG(std::string, ssh_command, "ssh -o BatchMode=yes",
           "--ssh: the command that runs `<command> HOST SHELL-COMMAND`");
 ABSL_FLAG(std::string, remote_bin_dir, "",
-          "--ssh: folder holding the daemons on the remote hosts (default: --bin_dir)");
-ABSL_FLAG(std::string, remote_config, "",
-          "--ssh: the cluster YAML's path on the remote hosts (default: --config's "
-          "absolute path)");
-ABSL_FLAG(std::string, remote_dir, "",
-          "--ssh: folder to run the daemons in on the remote hosts, against which "
-          "relative paths in the config resolve (default: the login folder)");
+          "--ssh: folder holding the daemons on the remote hosts (default: "
+          "--bin_dir)");
+ABSL_FLAG(
+    std::string, remote_config, "",
+    "--ssh: the cluster YAML's path on the remote hosts (default: --config's "
+    "absolute path)");
+ABSL_FLAG(
+    std::string, remote_dir, "",
+    "--ssh: folder to run the daemons in on the remote hosts, against which "
+    "relative paths in the config resolve (default: the login folder)");
 
 namespace {
 
@@ -113,11 +120,14 @@ LaunchOptions OptionsFromFlags() {
          2);
   }
   LaunchOptions options;
-  options.config_path = std::filesystem::absolute(absl::GetFlag(FLAGS_config)).string();
+  options.config_path =
+      std::filesystem::absolute(absl::GetFlag(FLAGS_config)).string();
   options.overrides = MergeOverrideFragments(absl::GetFlag(FLAGS_set));
-  options.run_dir = std::filesystem::absolute(absl::GetFlag(FLAGS_run_dir)).string();
-  options.bin_dir = absl::GetFlag(FLAGS_bin_dir).empty() ? DefaultBinDir()
-                                                         : absl::GetFlag(FLAGS_bin_dir);
+  options.run_dir =
+      std::filesystem::absolute(absl::GetFlag(FLAGS_run_dir)).string();
+  options.bin_dir = absl::GetFlag(FLAGS_bin_dir).empty()
+                        ? DefaultBinDir()
+                        : absl::GetFlag(FLAGS_bin_dir);
   options.resume = absl::GetFlag(FLAGS_resume);
   options.progress_period = absl::Seconds(absl::GetFlag(FLAGS_progress_s));
   options.accuracy_mark = absl::GetFlag(FLAGS_accuracy_mark);
@@ -126,7 +136,8 @@ LaunchOptions OptionsFromFlags() {
   options.tty = isatty(STDOUT_FILENO);
   if (absl::GetFlag(FLAGS_ssh)) {
     RemoteOptions remote;
-    remote.ssh = absl::StrSplit(absl::GetFlag(FLAGS_ssh_command), ' ', absl::SkipEmpty());
+    remote.ssh = absl::StrSplit(absl::GetFlag(FLAGS_ssh_command), ' ',
+                                absl::SkipEmpty());
     if (remote.ssh.empty()) Fail("--ssh_command is empty", 2);
     remote.bin_dir = absl::GetFlag(FLAGS_remote_bin_dir).empty()
                          ? options.bin_dir
@@ -151,7 +162,8 @@ int main(int argc, char** argv) {
   absl::SetFlagsUsageConfig(usage_config);
   absl::SetProgramUsageMessage(
       "launcher [--config FILE] [--run_dir DIR]: starts a local cluster "
-      "(coordinator, ps shards, workers) from one YAML file, shows progress and "
+      "(coordinator, ps shards, workers) from one YAML file, shows progress "
+      "and "
       "writes DIR/summary.json");
   const std::vector<char*> args = ParseFlags(argc, argv);
   if (args.size() > 1) {
@@ -159,7 +171,8 @@ int main(int argc, char** argv) {
   }
   const LaunchOptions options = OptionsFromFlags();
 
-  absl::StatusOr<Config> config = LoadConfig(options.config_path, options.overrides);
+  absl::StatusOr<Config> config =
+      LoadConfig(options.config_path, options.overrides);
   if (!config.ok()) Fail(std::string(config.status().message()), 2);
   // The launcher watches the job as a client: admin (or reader) token.
   if (absl::Status security = InstallSecurity(config->security, "client",
@@ -180,11 +193,13 @@ int main(int argc, char** argv) {
         (std::filesystem::path(options.run_dir) / "summary.json").string();
     if (summary.status().code() != absl::StatusCode::kFailedPrecondition &&
         std::filesystem::exists(json)) {
-      absl::StrAppend(&message, "\nlauncher: summary (outcome failed) in ", json);
+      absl::StrAppend(&message, "\nlauncher: summary (outcome failed) in ",
+                      json);
     }
     // Ctrl-C during a failing start still reads as interrupted.
     if (g_signal.load() != 0) Fail(message, 130);
-    Fail(message, summary.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1);
+    Fail(message,
+         summary.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1);
   }
   std::fputs(FormatSummary(*summary).c_str(), stdout);
   if (!summary->failure.empty()) return kTrainingFailedExitCode;

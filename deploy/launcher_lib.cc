@@ -16,8 +16,8 @@
 #include "coordinator/cluster_state.h"
 #include "deploy/cluster_supervisor.h"
 #include "deploy/run_dir_guard.h"
-#include "server/checkpoint.h"
 #include "membership/coordinator_client.h"
+#include "server/checkpoint.h"
 #include "tools/training_plot.h"
 
 namespace downpour {
@@ -36,7 +36,8 @@ std::vector<std::string> PreviousRunFiles(const Config& config) {
       files.push_back(server::ShardCheckpointDir(config.checkpoint.dir, shard));
     }
   }
-  const std::string state = coordinator::StateFilePath(config.coordinator.state_dir);
+  const std::string state =
+      coordinator::StateFilePath(config.coordinator.state_dir);
   if (!state.empty()) files.push_back(state);
   return files;
 }
@@ -52,10 +53,12 @@ void ForgetPreviousRun(const Config& config) {
 
 // ForgetPreviousRun on the hosts of an SSH-mode job (paths are relative to
 // remote.work_dir there): the coordinator's host and every ps host.
-void ForgetPreviousRemoteRun(const Config& config, const RemoteOptions& remote) {
+void ForgetPreviousRemoteRun(const Config& config,
+                             const RemoteOptions& remote) {
   std::set<std::string> hosts;
   for (const ClusterAddress& a : ClusterAddresses(config.cluster)) {
-    if (a.role == "coordinator" || a.role == "ps") hosts.insert(HostOf(a.address));
+    if (a.role == "coordinator" || a.role == "ps")
+      hosts.insert(HostOf(a.address));
   }
   std::string command = remote.work_dir.empty()
                             ? std::string("true")
@@ -63,7 +66,8 @@ void ForgetPreviousRemoteRun(const Config& config, const RemoteOptions& remote) 
   const std::vector<std::string> files = PreviousRunFiles(config);
   if (!files.empty()) {
     absl::StrAppend(&command, " && rm -rf");
-    for (const std::string& file : files) absl::StrAppend(&command, " ", ShellQuote(file));
+    for (const std::string& file : files)
+      absl::StrAppend(&command, " ", ShellQuote(file));
   }
   for (const std::string& host : hosts) {
     std::vector<std::string> argv = remote.ssh;
@@ -78,9 +82,9 @@ void ForgetPreviousRemoteRun(const Config& config, const RemoteOptions& remote) 
 absl::Status CheckFixedPorts(const Config& config) {
   for (const ClusterAddress& a : ClusterAddresses(config.cluster)) {
     if (!absl::EndsWith(a.address, ":0")) continue;
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--ssh needs fixed ports, but ", a.key, " is ", a.address,
-        ": give each daemon a port in ", config.path));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--ssh needs fixed ports, but ", a.key, " is ", a.address,
+                     ": give each daemon a port in ", config.path));
   }
   return absl::OkStatus();
 }
@@ -92,7 +96,8 @@ void SaveHistory(ClusterSupervisor& supervisor, const std::string& run_dir,
   if (supervisor.coordinator_address().empty()) return;
   RpcSection rpc;
   rpc.deadline_s = 5;
-  membership::CoordinatorClient client(supervisor.coordinator_address(), rpc, "launcher");
+  membership::CoordinatorClient client(supervisor.coordinator_address(), rpc,
+                                       "launcher");
   absl::StatusOr<proto::GetHistoryResponse> history = client.History(0);
   if (!history.ok()) {
     supervisor.Event(absl::StrCat("launcher: no metrics history saved: ",
@@ -102,9 +107,11 @@ void SaveHistory(ClusterSupervisor& supervisor, const std::string& run_dir,
   const std::string json_path = (fs::path(run_dir) / "history.json").string();
   const std::string svg_path = (fs::path(run_dir) / "training.svg").string();
   absl::Status saved = WriteFileAtomically(json_path, ToJson(*history));
-  if (saved.ok()) saved = WriteFileAtomically(svg_path, tools::TrainingPlotSvg(*history));
+  if (saved.ok())
+    saved = WriteFileAtomically(svg_path, tools::TrainingPlotSvg(*history));
   if (!saved.ok()) {
-    supervisor.Event(absl::StrCat("launcher: no metrics history saved: ", saved.message()));
+    supervisor.Event(
+        absl::StrCat("launcher: no metrics history saved: ", saved.message()));
     return;
   }
   summary->history_path = json_path;
@@ -120,7 +127,8 @@ absl::Status PrepareLogDir(const std::string& run_dir) {
     return absl::UnavailableError(
         absl::StrCat("cannot create ", logs.string(), ": ", error.message()));
   }
-  for (const auto& entry : fs::directory_iterator(logs)) fs::remove(entry.path(), error);
+  for (const auto& entry : fs::directory_iterator(logs))
+    fs::remove(entry.path(), error);
   return absl::OkStatus();
 }
 
@@ -135,16 +143,19 @@ void Say(const LaunchOptions& options, const std::string& text) {
 void ClearLeftovers(const LaunchOptions& options) {
   std::string launcher = "an earlier launcher";
   for (const PidEntry& e : ReadPidFile(options.run_dir)) {
-    if (e.name == "launcher") launcher = absl::StrCat("an earlier launcher (pid ", e.pid, ")");
+    if (e.name == "launcher")
+      launcher = absl::StrCat("an earlier launcher (pid ", e.pid, ")");
   }
   const std::vector<PidEntry> stopped =
       StopLeftoverDaemons(options.run_dir, absl::Seconds(10));
   if (stopped.empty()) return;
   std::vector<std::string> names;
-  for (const PidEntry& e : stopped) names.push_back(absl::StrCat(e.name, " pid ", e.pid));
-  Say(options, absl::StrCat("launcher: stopped ", stopped.size(),
-                            stopped.size() == 1 ? " daemon" : " daemons",
-                            " left by ", launcher, ": ", absl::StrJoin(names, ", ")));
+  for (const PidEntry& e : stopped)
+    names.push_back(absl::StrCat(e.name, " pid ", e.pid));
+  Say(options,
+      absl::StrCat("launcher: stopped ", stopped.size(),
+                   stopped.size() == 1 ? " daemon" : " daemons", " left by ",
+                   launcher, ": ", absl::StrJoin(names, ", ")));
 }
 
 // The first line of a status message: which daemon ended, how, and why
@@ -157,10 +168,12 @@ std::string FirstLine(absl::string_view message) {
 // its state goes under the run folder.
 void PlaceJobState(const Config& user_config, const LaunchOptions& user_options,
                    Config* config, LaunchOptions* options) {
-  for (const std::string& assignment : JobStateOverrides(user_config, user_options)) {
+  for (const std::string& assignment :
+       JobStateOverrides(user_config, user_options)) {
     options->overrides.push_back(assignment);
     const std::string value = assignment.substr(assignment.find('=') + 1);
-    if (absl::StartsWith(assignment, "checkpoint.dir=")) config->checkpoint.dir = value;
+    if (absl::StartsWith(assignment, "checkpoint.dir="))
+      config->checkpoint.dir = value;
     if (absl::StartsWith(assignment, "coordinator.state_dir=")) {
       config->coordinator.state_dir = value;
     }
@@ -173,10 +186,11 @@ LaunchSummary NewSummary(const Config& config, const LaunchOptions& options) {
   LaunchSummary summary;
   SetMark(config, options.accuracy_mark, &summary);
   summary.log_dir = (fs::path(options.run_dir) / "logs").string();
-  summary.checkpoint_dir = config.checkpoint.dir.empty() ? "(checkpoints off)"
-                           : options.remote.has_value()
-                               ? absl::StrCat(config.checkpoint.dir, " on each ps host")
-                               : fs::absolute(config.checkpoint.dir).string();
+  summary.checkpoint_dir =
+      config.checkpoint.dir.empty() ? "(checkpoints off)"
+      : options.remote.has_value()
+          ? absl::StrCat(config.checkpoint.dir, " on each ps host")
+          : fs::absolute(config.checkpoint.dir).string();
   summary.summary_path = (fs::path(options.run_dir) / "summary.json").string();
   return summary;
 }
@@ -214,7 +228,8 @@ std::vector<std::string> JobStateOverrides(const Config& config,
     overrides.push_back("checkpoint.dir=" + (run_dir / "checkpoints").string());
   }
   if (config.explicit_keys.count("coordinator.state_dir") == 0) {
-    overrides.push_back("coordinator.state_dir=" + (run_dir / "coordinator").string());
+    overrides.push_back("coordinator.state_dir=" +
+                        (run_dir / "coordinator").string());
   }
   return overrides;
 }

@@ -13,15 +13,15 @@
 #include <map>
 #include <string>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "common/clock.h"
 #include "common/config.h"
 #include "common/file_util.h"
 #include "common/testing/fake_clock.h"
 #include "common/testing/status_matchers.h"
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
-#include "absl/time/clock.h"
 #include "coordinator/cluster_state.h"
 #include "deploy/run_dir_guard.h"
 #include "gmock/gmock.h"
@@ -91,13 +91,15 @@ class LauncherLibTest : public ::testing::Test {
   void Daemon(const std::string& binary, const std::string& body) {
     const fs::path path = fs::path(options_.bin_dir) / binary;
     fs::create_directories(path.parent_path());
-    std::ofstream(path) << "#!/bin/sh\ntrap 'kill $! 2>/dev/null; exit 0' TERM\n"
-                        << "READY=" << dir_ << "/ready\n"
-                        << body;
+    std::ofstream(path)
+        << "#!/bin/sh\ntrap 'kill $! 2>/dev/null; exit 0' TERM\n"
+        << "READY=" << dir_ << "/ready\n"
+        << body;
     chmod(path.c_str(), 0755);
   }
 
-  // A file the previous run left: ps checkpoint `shard`, or the coordinator state.
+  // A file the previous run left: ps checkpoint `shard`, or the coordinator
+  // state.
   std::string Leftover(const std::string& path) {
     fs::create_directories(fs::path(path).parent_path());
     std::ofstream(path) << "old";
@@ -105,11 +107,14 @@ class LauncherLibTest : public ::testing::Test {
   }
 
   std::string Summary() {
-    return ReadFile(options_.run_dir + "/summary.json").value_or("(no summary.json)");
+    return ReadFile(options_.run_dir + "/summary.json")
+        .value_or("(no summary.json)");
   }
   static int CountOf(const std::string& text, const std::string& part) {
     int n = 0;
-    for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+    for (size_t at = text.find(part); at != std::string::npos;
+         at = text.find(part, at + 1))
+      ++n;
     return n;
   }
 
@@ -123,15 +128,18 @@ TEST_F(LauncherLibTest, RunsUntilTheWorkersExitAndWritesTheSummary) {
   absl::StatusOr<LaunchSummary> summary = RunCluster(config_, options_);
   ASSERT_THAT(summary, IsOk());
   EXPECT_FALSE(summary->interrupted);
-  EXPECT_TRUE(summary->workers.empty()) << "nothing answered at the coordinator's port";
+  EXPECT_TRUE(summary->workers.empty())
+      << "nothing answered at the coordinator's port";
   EXPECT_EQ(summary->summary_path, options_.run_dir + "/summary.json");
-  EXPECT_EQ(ReadFile(summary->summary_path).value_or(""), SummaryJson(*summary));
+  EXPECT_EQ(ReadFile(summary->summary_path).value_or(""),
+            SummaryJson(*summary));
   for (const char* log : {"coordinator", "ps-0", "ps-1", "worker-0"}) {
     EXPECT_TRUE(fs::exists(options_.run_dir + "/logs/" + log + ".log")) << log;
   }
 }
 
-TEST_F(LauncherLibTest, ACoordinatorThatNeverListensTimesOutOnTheInjectedClock) {
+TEST_F(LauncherLibTest,
+       ACoordinatorThatNeverListensTimesOutOnTheInjectedClock) {
   Daemon("coordinator/coordinator", kServe);
   options_.startup_timeout = absl::Seconds(20);
   const absl::Time start = clock_.Now();
@@ -140,28 +148,35 @@ TEST_F(LauncherLibTest, ACoordinatorThatNeverListensTimesOutOnTheInjectedClock) 
               StatusIs(absl::StatusCode::kDeadlineExceeded,
                        HasSubstr("did not start listening within 20s")));
   EXPECT_GE(clock_.Now() - start, absl::Seconds(20));
-  EXPECT_LT(absl::Now() - real_start, absl::Seconds(10)) << "waited on the wall clock";
+  EXPECT_LT(absl::Now() - real_start, absl::Seconds(10))
+      << "waited on the wall clock";
 }
 
 TEST_F(LauncherLibTest, AFailingWorkerEndsTheRunWithItsLog) {
-  Daemon("worker/ps_worker", "echo 'worker: data.path not found' >&2\nexit 2\n");
+  Daemon("worker/ps_worker",
+         "echo 'worker: data.path not found' >&2\nexit 2\n");
   EXPECT_THAT(RunCluster(config_, options_),
               StatusIs(absl::StatusCode::kAborted,
                        AllOf(HasSubstr("worker 0 exited with status 2"),
                              HasSubstr("data.path not found"),
                              HasSubstr("a restart cannot fix"))));
   // Not restarted (a config error), and the summary is there all the same.
-  EXPECT_THAT(Summary(), AllOf(HasSubstr("\"outcome\": \"failed: worker 0 exited "
-                                         "with status 2"),
-                               HasSubstr("\"action\": \"gave up\"")));
+  EXPECT_THAT(Summary(),
+              AllOf(HasSubstr("\"outcome\": \"failed: worker 0 exited "
+                              "with status 2"),
+                    HasSubstr("\"action\": \"gave up\"")));
 }
 
 TEST_F(LauncherLibTest, ACrashedPsIsRestartedWithTheSameFlags) {
   // The first start crashes; the restart serves.
-  Daemon("server/ps_server",
-         "echo \"$@\" >> " + dir_ + "/ps-args\n"
-         "case \"$*\" in *'--index 0'*) [ -e " + dir_ + "/crashed ] || "
-         "{ touch " + dir_ + "/crashed; exit 1; } ;; esac\n" + kServe);
+  Daemon("server/ps_server", "echo \"$@\" >> " + dir_ +
+                                 "/ps-args\n"
+                                 "case \"$*\" in *'--index 0'*) [ -e " +
+                                 dir_ +
+                                 "/crashed ] || "
+                                 "{ touch " +
+                                 dir_ + "/crashed; exit 1; } ;; esac\n" +
+                                 kServe);
   absl::StatusOr<LaunchSummary> summary = RunCluster(config_, options_);
   ASSERT_THAT(summary, IsOk());
   EXPECT_EQ(summary->outcome, "succeeded");
@@ -169,17 +184,19 @@ TEST_F(LauncherLibTest, ACrashedPsIsRestartedWithTheSameFlags) {
   EXPECT_EQ(summary->faults[0].daemon, "ps 0");
   EXPECT_EQ(summary->faults[0].what, "exited with status 1");
   EXPECT_EQ(summary->faults[0].action, "restarted");
-  std::vector<std::string> starts =
-      absl::StrSplit(ReadFile(dir_ + "/ps-args").value_or(""), '\n', absl::SkipEmpty());
+  std::vector<std::string> starts = absl::StrSplit(
+      ReadFile(dir_ + "/ps-args").value_or(""), '\n', absl::SkipEmpty());
   int ps0 = 0;
-  for (const std::string& args : starts) ps0 += absl::StrContains(args, "--index 0");
+  for (const std::string& args : starts)
+    ps0 += absl::StrContains(args, "--index 0");
   EXPECT_EQ(ps0, 2);
-  EXPECT_THAT(Summary(), HasSubstr("\"recovery\": \"the job saw 1 fault: ps 0"));
+  EXPECT_THAT(Summary(),
+              HasSubstr("\"recovery\": \"the job saw 1 fault: ps 0"));
 }
 
 TEST_F(LauncherLibTest, RestartsRunOutAndTheJobFailsWithASummary) {
-  Daemon("server/ps_server",
-         "case \"$*\" in *'--index 1'*) exit 1 ;; esac\n" + std::string(kServe));
+  Daemon("server/ps_server", "case \"$*\" in *'--index 1'*) exit 1 ;; esac\n" +
+                                 std::string(kServe));
   Daemon("worker/ps_worker", kServe);
   config_.launcher.max_restarts = 2;
   EXPECT_THAT(RunCluster(config_, options_),
@@ -187,14 +204,15 @@ TEST_F(LauncherLibTest, RestartsRunOutAndTheJobFailsWithASummary) {
                        AllOf(HasSubstr("ps 1 exited with status 1"),
                              HasSubstr("gave up after 2 restarts"))));
   const std::string json = Summary();
-  EXPECT_THAT(json, HasSubstr("\"outcome\": \"failed: ps 1 exited with status 1"));
+  EXPECT_THAT(json,
+              HasSubstr("\"outcome\": \"failed: ps 1 exited with status 1"));
   EXPECT_EQ(CountOf(json, "\"action\": \"restarted\""), 2) << json;
   EXPECT_EQ(CountOf(json, "\"action\": \"gave up\""), 1) << json;
 }
 
 TEST_F(LauncherLibTest, RestartNeverEndsTheJobAtTheFirstDeath) {
-  Daemon("server/ps_server",
-         "case \"$*\" in *'--index 1'*) exit 1 ;; esac\n" + std::string(kServe));
+  Daemon("server/ps_server", "case \"$*\" in *'--index 1'*) exit 1 ;; esac\n" +
+                                 std::string(kServe));
   Daemon("worker/ps_worker", kServe);
   config_.launcher.restart = RestartMode::kNever;
   EXPECT_THAT(RunCluster(config_, options_),
@@ -212,12 +230,15 @@ TEST_F(LauncherLibTest, StandbysStartAfterThePs) {
   // names it (the launcher may not have written it yet when the script
   // runs), then copies it.
   const std::string pids = PidFilePath(options_.run_dir);
-  Daemon("server/ps_server",
-         "echo \"$@\" >> " + dir_ + "/ps-args\n"
-         "case \"$*\" in *--standby*)\n"
-         "  until grep -q ' standby 0$' " + pids + "; do sleep 0.01; done\n"
-         "  mkdir " + dir_ + "/at-standby && cp " + pids + " " + dir_ +
-             "/at-standby ;;\nesac\n" + kServe);
+  Daemon("server/ps_server", "echo \"$@\" >> " + dir_ +
+                                 "/ps-args\n"
+                                 "case \"$*\" in *--standby*)\n"
+                                 "  until grep -q ' standby 0$' " +
+                                 pids +
+                                 "; do sleep 0.01; done\n"
+                                 "  mkdir " +
+                                 dir_ + "/at-standby && cp " + pids + " " +
+                                 dir_ + "/at-standby ;;\nesac\n" + kServe);
   Daemon("worker/ps_worker", TrainAndExit(4));
   ASSERT_THAT(RunCluster(config_, options_), IsOk());
   const std::string args = ReadFile(dir_ + "/ps-args").value_or("");
@@ -231,7 +252,8 @@ TEST_F(LauncherLibTest, StandbysStartAfterThePs) {
   }
   ASSERT_EQ(forked.count("standby 0"), 1u);
   for (const char* ps : {"ps 0", "ps 1"}) {
-    ASSERT_EQ(forked.count(ps), 1u) << ps << " was not started before the standby";
+    ASSERT_EQ(forked.count(ps), 1u)
+        << ps << " was not started before the standby";
     EXPECT_LT(forked[ps], forked["standby 0"]) << ps;
   }
   EXPECT_TRUE(fs::exists(options_.run_dir + "/logs/standby-0.log"));
@@ -241,21 +263,25 @@ TEST_F(LauncherLibTest, AReplacedPsIsRestartedWithItsOwnFlags) {
   config_.cluster.standby_ps = {"127.0.0.1:0"};
   // ps 0 learns once that another daemon serves its shard (exit 3); started
   // again as ps 0 (not as the standby), it would rejoin as a spare.
-  Daemon("server/ps_server",
-         "echo \"$@\" >> " + dir_ + "/ps-args\n"
-         "case \"$*\" in\n"
-         "  *--standby*) ;;\n"
-         "  *'--index 0'*) [ -e " + dir_ + "/replaced ] || { touch " + dir_ +
-             "/replaced; exit 3; } ;;\n"
-         "esac\n" + std::string(kServe));
+  Daemon("server/ps_server", "echo \"$@\" >> " + dir_ +
+                                 "/ps-args\n"
+                                 "case \"$*\" in\n"
+                                 "  *--standby*) ;;\n"
+                                 "  *'--index 0'*) [ -e " +
+                                 dir_ + "/replaced ] || { touch " + dir_ +
+                                 "/replaced; exit 3; } ;;\n"
+                                 "esac\n" +
+                                 std::string(kServe));
   const std::string ps0_starts =
       "$(grep -v standby " + dir_ + "/ps-args | grep -c -- '--index 0')";
   // Waits for ps 0's second start, at most 10 s: a launcher that never
   // restarts it then fails the checks below instead of hanging the test.
   Daemon("worker/ps_worker",
          "end=$(($(date +%s) + 10))\n"
-         "while [ " + ps0_starts + " -lt 2 ] && [ $(date +%s) -lt $end ]; do\n"
-         "  sleep 0.01; done\nexit 0\n");
+         "while [ " +
+             ps0_starts +
+             " -lt 2 ] && [ $(date +%s) -lt $end ]; do\n"
+             "  sleep 0.01; done\nexit 0\n");
   absl::StatusOr<LaunchSummary> summary = RunCluster(config_, options_);
   ASSERT_THAT(summary, IsOk());
   ASSERT_EQ(summary->faults.size(), 1u);
@@ -274,9 +300,10 @@ TEST_F(LauncherLibTest, ARefusingPsIsNotRestartedAndTheSummaryGivesItsReason) {
       "checkpoint /ckpt/ps-1/e1-g2.ckpt is corrupt (checksum mismatch); move "
       "it away to start from fresh parameters, or restore a good copy";
   Daemon("server/ps_server",
-         "echo \"$@\" >> " + dir_ + "/ps-args\n"
-         "case \"$*\" in *'--index 1'*)\n" + SayWhy(reason) +
-             "  echo \"ps 1: $(cat " + options_.run_dir +
+         "echo \"$@\" >> " + dir_ +
+             "/ps-args\n"
+             "case \"$*\" in *'--index 1'*)\n" +
+             SayWhy(reason) + "  echo \"ps 1: $(cat " + options_.run_dir +
              "/logs/ps-1.reason)\" >&2; exit 2 ;;\nesac\n" + kServe);
   Daemon("worker/ps_worker", kServe);
   const absl::Status status = RunCluster(config_, options_).status();
@@ -286,12 +313,14 @@ TEST_F(LauncherLibTest, ARefusingPsIsNotRestartedAndTheSummaryGivesItsReason) {
   EXPECT_THAT(first_line, AllOf(HasSubstr("ps 1 exited with status 2 after "),
                                 HasSubstr(" s: " + reason)));
   // The launcher's own explanation stays below it.
-  EXPECT_THAT(message, AllOf(HasSubstr("the end of its log (" + options_.run_dir +
-                                       "/logs/ps-1.log):"),
+  EXPECT_THAT(message, AllOf(HasSubstr("the end of its log (" +
+                                       options_.run_dir + "/logs/ps-1.log):"),
                              HasSubstr("deterministic refusal")));
   const std::string json = Summary();
-  EXPECT_THAT(json, HasSubstr("\"failure\": \"ps 1 exited with status 2 after "));
-  EXPECT_THAT(json, HasSubstr("\"outcome\": \"failed: ps 1 exited with status 2"));
+  EXPECT_THAT(json,
+              HasSubstr("\"failure\": \"ps 1 exited with status 2 after "));
+  EXPECT_THAT(json,
+              HasSubstr("\"outcome\": \"failed: ps 1 exited with status 2"));
   EXPECT_EQ(CountOf(json, reason), 2) << "in failure and outcome:\n" << json;
   EXPECT_EQ(CountOf(json, "\"action\": \"gave up\""), 1) << json;
   EXPECT_EQ(CountOf(json, "\"action\""), 1) << "no restart:\n" << json;
@@ -308,10 +337,13 @@ TEST_F(LauncherLibTest, WithoutAReasonTheFailureIsTheLastLineOfItsLog) {
   // first one's reason must not be taken for it.
   Daemon("server/ps_server",
          "case \"$*\" in *'--index 1'*)\n"
-         "  if [ -e " + dir_ + "/failed-once ]; then\n"
-         "    echo 'ps 1: no reason file this time' >&2; exit 1\n"
-         "  fi\n"
-         "  touch " + dir_ + "/failed-once\n" + SayWhy("the first failure") +
+         "  if [ -e " +
+             dir_ +
+             "/failed-once ]; then\n"
+             "    echo 'ps 1: no reason file this time' >&2; exit 1\n"
+             "  fi\n"
+             "  touch " +
+             dir_ + "/failed-once\n" + SayWhy("the first failure") +
              "  exit 1 ;;\nesac\n" + kServe);
   Daemon("worker/ps_worker", kServe);
   config_.launcher.max_restarts = 1;
@@ -362,11 +394,12 @@ TEST_F(LauncherLibTest, ARestartWaitsOutItsBackoffWhileTheOthersAreWatched) {
   const std::string pid = dir_ + "/ps-1.pid";
   FreezingClock clock([crashed] { return fs::exists(crashed); });
   options_.clock = &clock;
-  Daemon("server/ps_server",
-         "echo \"$@\" >> " + dir_ + "/ps-args\n"
-         "case \"$*\" in *'--index 1'*) echo $$ > " + pid + "; if [ -e " +
-             once + " ]; then touch " + crashed + "; else touch " + once +
-             "; fi; exit 1 ;; esac\n" + kServe);
+  Daemon("server/ps_server", "echo \"$@\" >> " + dir_ +
+                                 "/ps-args\n"
+                                 "case \"$*\" in *'--index 1'*) echo $$ > " +
+                                 pid + "; if [ -e " + once + " ]; then touch " +
+                                 crashed + "; else touch " + once +
+                                 "; fi; exit 1 ;; esac\n" + kServe);
   Daemon("worker/ps_worker",
          "while [ ! -e " + crashed + " ] || kill -0 $(cat " + pid +
              ") 2>/dev/null; do\n  sleep 0.01; done\nexit 0\n");
@@ -382,8 +415,8 @@ TEST_F(LauncherLibTest, ARestartWaitsOutItsBackoffWhileTheOthersAreWatched) {
 }
 
 TEST_F(LauncherLibTest, TheBackoffDoublesForADaemonThatKeepsFailing) {
-  Daemon("server/ps_server",
-         "case \"$*\" in *'--index 1'*) exit 1 ;; esac\n" + std::string(kServe));
+  Daemon("server/ps_server", "case \"$*\" in *'--index 1'*) exit 1 ;; esac\n" +
+                                 std::string(kServe));
   Daemon("worker/ps_worker", kServe);
   const std::string progress = dir_ + "/progress.txt";
   std::FILE* out = std::fopen(progress.c_str(), "w");
@@ -400,7 +433,8 @@ TEST_F(LauncherLibTest, TheBackoffDoublesForADaemonThatKeepsFailing) {
                           HasSubstr("restarting it in 1s (restart 3 of 3)")))
       << text;
   // Each restart came at least its backoff after the exit, on the clock.
-  absl::StatusOr<std::string> json = ReadFile(options_.run_dir + "/summary.json");
+  absl::StatusOr<std::string> json =
+      ReadFile(options_.run_dir + "/summary.json");
   ASSERT_THAT(json, IsOk());
   std::vector<double> times;
   for (absl::string_view at : absl::StrSplit(*json, "\"time_s\": ")) {
@@ -416,20 +450,21 @@ TEST_F(LauncherLibTest, AJobsStateGoesUnderItsRunDirUnlessTheConfigSetsIt) {
   config_.explicit_keys.clear();
   Daemon("server/ps_server",
          "echo \"$@\" >> " + dir_ + "/ps-args\n" + std::string(kServe));
-  const std::string old = Leftover(
-      server::CheckpointPath(options_.run_dir + "/checkpoints", 0));
+  const std::string old =
+      Leftover(server::CheckpointPath(options_.run_dir + "/checkpoints", 0));
   absl::StatusOr<LaunchSummary> summary = RunCluster(config_, options_);
   ASSERT_THAT(summary, IsOk());
-  EXPECT_FALSE(fs::exists(old)) << "a fresh job forgets the run dir's checkpoints";
+  EXPECT_FALSE(fs::exists(old))
+      << "a fresh job forgets the run dir's checkpoints";
   EXPECT_EQ(summary->checkpoint_dir, options_.run_dir + "/checkpoints");
   EXPECT_THAT(ReadFile(dir_ + "/ps-args").value_or(""),
               HasSubstr("checkpoint.dir=" + options_.run_dir +
-                        "/checkpoints,coordinator.state_dir=" + options_.run_dir +
-                        "/coordinator"));
+                        "/checkpoints,coordinator.state_dir=" +
+                        options_.run_dir + "/coordinator"));
   config_.explicit_keys = {"checkpoint.dir"};
   EXPECT_THAT(JobStateOverrides(config_, options_),
-              ::testing::ElementsAre("coordinator.state_dir=" + options_.run_dir +
-                                     "/coordinator"));
+              ::testing::ElementsAre("coordinator.state_dir=" +
+                                     options_.run_dir + "/coordinator"));
   options_.remote = RemoteOptions();
   EXPECT_TRUE(JobStateOverrides(config_, options_).empty());
 }
@@ -456,12 +491,15 @@ TEST_F(LauncherLibTest, AnInterruptedJobSaysSo) {
   absl::StatusOr<LaunchSummary> summary = RunCluster(config_, options_);
   ASSERT_THAT(summary, IsOk());
   EXPECT_THAT(Summary(), HasSubstr("\"outcome\": \"interrupted\""));
-  EXPECT_FALSE(fs::exists(PidFilePath(options_.run_dir))) << "removed at the end";
+  EXPECT_FALSE(fs::exists(PidFilePath(options_.run_dir)))
+      << "removed at the end";
 }
 
 TEST_F(LauncherLibTest, AFreshJobForgetsThePreviousRunsCheckpointsAndState) {
-  const std::string shard0 = Leftover(server::CheckpointPath(config_.checkpoint.dir, 0));
-  const std::string shard1 = Leftover(server::CheckpointPath(config_.checkpoint.dir, 1));
+  const std::string shard0 =
+      Leftover(server::CheckpointPath(config_.checkpoint.dir, 0));
+  const std::string shard1 =
+      Leftover(server::CheckpointPath(config_.checkpoint.dir, 1));
   const std::string generations =
       server::ShardCheckpointDir(config_.checkpoint.dir, 1);
   Leftover(generations + "/" + server::GenerationFileName(3, 7));
@@ -477,7 +515,8 @@ TEST_F(LauncherLibTest, AFreshJobForgetsThePreviousRunsCheckpointsAndState) {
 }
 
 TEST_F(LauncherLibTest, AResumedJobKeepsThem) {
-  const std::string shard0 = Leftover(server::CheckpointPath(config_.checkpoint.dir, 0));
+  const std::string shard0 =
+      Leftover(server::CheckpointPath(config_.checkpoint.dir, 0));
   const std::string state =
       Leftover(coordinator::StateFilePath(config_.coordinator.state_dir));
   options_.resume = true;
@@ -488,10 +527,11 @@ TEST_F(LauncherLibTest, AResumedJobKeepsThem) {
 
 TEST_F(LauncherLibTest, SshModeNeedsFixedPorts) {
   options_.remote = RemoteOptions();
-  EXPECT_THAT(RunCluster(config_, options_),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("--ssh needs fixed ports, but cluster.coordinator is "
-                                 "127.0.0.1:0")));
+  EXPECT_THAT(
+      RunCluster(config_, options_),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("--ssh needs fixed ports, but cluster.coordinator is "
+                         "127.0.0.1:0")));
   config_.cluster.coordinator = "10.0.0.1:7000";
   config_.cluster.ps = {"10.0.0.2:7001", "10.0.0.3:7001"};
   config_.cluster.standby_ps = {"10.0.0.4:0"};  // started by the launcher too

@@ -31,15 +31,15 @@ std::string FormatProgress(const ProgressFigures& f) {
   // Rate and loss are those of the running workers: once every worker has
   // stopped after training, a "0 ex/s | loss -" would read like a fault.
   if (f.running > 0 || f.steps == 0) {
-    absl::StrAppendFormat(
-        &out, " | %.0f ex/s | loss %s", f.examples_per_sec,
-        std::isfinite(f.mean_loss) ? absl::StrFormat("%.4f", f.mean_loss)
-                                   : "-");
+    absl::StrAppendFormat(&out, " | %.0f ex/s | loss %s", f.examples_per_sec,
+                          std::isfinite(f.mean_loss)
+                              ? absl::StrFormat("%.4f", f.mean_loss)
+                              : "-");
   }
-  absl::StrAppendFormat(
-      &out, " | %s %s", f.metric,
-      std::isfinite(f.best_accuracy) ? absl::StrFormat("%.4f", f.best_accuracy)
-                                     : "-");
+  absl::StrAppendFormat(&out, " | %s %s", f.metric,
+                        std::isfinite(f.best_accuracy)
+                            ? absl::StrFormat("%.4f", f.best_accuracy)
+                            : "-");
   if (std::isfinite(f.staleness_p99)) {
     absl::StrAppendFormat(&out, " | stale p99 %.0f", f.staleness_p99);
   }

@@ -26,7 +26,7 @@ struct ProgressFigures {
   int64_t planned_steps = 0;  // over all workers; 0 = unknown
   double steps_per_sec = 0;   // measured over the last period; 0 = unknown
   double examples_per_sec = 0;
-  double mean_loss = NAN;  // of the running workers
+  double mean_loss = NAN;      // of the running workers
   double best_accuracy = NAN;  // the best of metric's values
   // The task's main test metric, as the line names it: "acc", "auc", "rmse".
   std::string metric = "acc";

@@ -21,7 +21,8 @@ std::string DescribeExit(const DaemonExit& exit) {
 RestartDecision DecideRestart(const LauncherSection& policy, DaemonKind kind,
                               const DaemonExit& exit, int restarts) {
   const bool clean = exit.signal == 0 && exit.status == 0;
-  if (kind == DaemonKind::kWorker && clean) return {RestartAction::kFinished, ""};
+  if (kind == DaemonKind::kWorker && clean)
+    return {RestartAction::kFinished, ""};
   if (kind == DaemonKind::kWorker && exit.diverged) {
     return {RestartAction::kDiverged,
             "its training diverged; a restart would diverge again"};
@@ -35,7 +36,8 @@ RestartDecision DecideRestart(const LauncherSection& policy, DaemonKind kind,
   }
   const bool may_restart =
       policy.restart != RestartMode::kNever && restarts < policy.max_restarts;
-  if (kind == DaemonKind::kPs && exit.signal == 0 && exit.status == kExitReplaced) {
+  if (kind == DaemonKind::kPs && exit.signal == 0 &&
+      exit.status == kExitReplaced) {
     // Its shard is served: the job does not need it back, so running out of
     // restarts leaves it down rather than ending the job.
     if (may_restart) {

@@ -43,14 +43,15 @@ TEST(RestartPolicyTest, EachRule) {
        RestartAction::kRestart, ""},
       {"standby crashed", on_failure, DaemonKind::kStandby, Exited(1), 0,
        RestartAction::kRestart, ""},
-      {"coordinator kill -9", on_failure, DaemonKind::kCoordinator, Killed(9), 0,
-       RestartAction::kRestart, ""},
+      {"coordinator kill -9", on_failure, DaemonKind::kCoordinator, Killed(9),
+       0, RestartAction::kRestart, ""},
       {"limit reached", on_failure, DaemonKind::kPs, Killed(9), 3,
-       RestartAction::kGiveUp, "gave up after 3 restarts (launcher.max_restarts is 3)"},
+       RestartAction::kGiveUp,
+       "gave up after 3 restarts (launcher.max_restarts is 3)"},
       {"no restarts allowed", none, DaemonKind::kWorker, Exited(1), 0,
        RestartAction::kGiveUp, "gave up after 0 restarts"},
-      {"never", never, DaemonKind::kPs, Killed(9), 0,
-       RestartAction::kGiveUp, "launcher.restart is never"},
+      {"never", never, DaemonKind::kPs, Killed(9), 0, RestartAction::kGiveUp,
+       "launcher.restart is never"},
       {"config error", on_failure, DaemonKind::kWorker, Exited(kExitConfig), 0,
        RestartAction::kGiveUp, "bad config"},
       {"corrupt checkpoint: deterministic, not even a first restart",
@@ -63,16 +64,16 @@ TEST(RestartPolicyTest, EachRule) {
       {"replaced, restarts used up", on_failure, DaemonKind::kPs,
        Exited(kExitReplaced), 3, RestartAction::kLeaveDown,
        "restarted 3 times (launcher.max_restarts is 3); left down"},
-      {"replaced under never", never, DaemonKind::kPs, Exited(kExitReplaced),
-       0, RestartAction::kLeaveDown, "launcher.restart is never; left down"},
+      {"replaced under never", never, DaemonKind::kPs, Exited(kExitReplaced), 0,
+       RestartAction::kLeaveDown, "launcher.restart is never; left down"},
       {"worker exit 3 is a crash", on_failure, DaemonKind::kWorker,
        Exited(kExitReplaced), 0, RestartAction::kRestart, ""},
       {"ps stood down", on_failure, DaemonKind::kPs, Exited(0), 0,
        RestartAction::kLeaveDown, "stood down"},
       {"standby stopped", on_failure, DaemonKind::kStandby, Exited(0), 0,
        RestartAction::kLeaveDown, "left down"},
-      {"coordinator stopped", on_failure, DaemonKind::kCoordinator, Exited(0), 0,
-       RestartAction::kGiveUp, "stopped from outside"},
+      {"coordinator stopped", on_failure, DaemonKind::kCoordinator, Exited(0),
+       0, RestartAction::kGiveUp, "stopped from outside"},
   };
   for (const Case& c : cases) {
     const RestartDecision d =
@@ -92,11 +93,10 @@ TEST(RestartBackoffTest, DoublesFromTheFirstWaitToTheCap) {
     delays.push_back(b.delay);
     streak = b.streak;
   }
-  EXPECT_THAT(delays,
-              ::testing::ElementsAre(
-                  absl::ZeroDuration(), absl::Milliseconds(500),
-                  absl::Seconds(1), absl::Seconds(2), absl::Seconds(4),
-                  absl::Seconds(5), absl::Seconds(5)));
+  EXPECT_THAT(delays, ::testing::ElementsAre(
+                          absl::ZeroDuration(), absl::Milliseconds(500),
+                          absl::Seconds(1), absl::Seconds(2), absl::Seconds(4),
+                          absl::Seconds(5), absl::Seconds(5)));
   EXPECT_EQ(streak, 7);
 }
 

@@ -53,9 +53,9 @@ absl::StatusOr<std::unique_ptr<RunDirLock>> RunDirLock::Acquire(
   const std::string path = LockPath(run_dir);
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot create ", path, ": ", std::strerror(errno),
-        "; check that --run_dir is a folder you can write"));
+    return absl::UnavailableError(
+        absl::StrCat("cannot create ", path, ": ", std::strerror(errno),
+                     "; check that --run_dir is a folder you can write"));
   }
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int flock_errno = errno;
@@ -66,11 +66,12 @@ absl::StatusOr<std::unique_ptr<RunDirLock>> RunDirLock::Acquire(
     }
     std::string holder = "another launcher";
     for (const PidEntry& e : ReadPidFile(run_dir)) {
-      if (e.name == "launcher") holder = absl::StrCat("another launcher (pid ", e.pid, ")");
+      if (e.name == "launcher")
+        holder = absl::StrCat("another launcher (pid ", e.pid, ")");
     }
-    return absl::FailedPreconditionError(absl::StrCat(
-        holder, " is running on ", run_dir, " (it holds ", path,
-        "): stop it first, or give this one another --run_dir"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(holder, " is running on ", run_dir, " (it holds ", path,
+                     "): stop it first, or give this one another --run_dir"));
   }
   return std::unique_ptr<RunDirLock>(new RunDirLock(fd));
 }
@@ -78,18 +79,19 @@ absl::StatusOr<std::unique_ptr<RunDirLock>> RunDirLock::Acquire(
 RunDirLock::~RunDirLock() { ::close(fd_); }
 
 absl::StatusOr<unsigned long long> ProcessStartTime(pid_t pid) {
-  absl::StatusOr<std::string> stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
+  absl::StatusOr<std::string> stat =
+      ReadFile(absl::StrCat("/proc/", pid, "/stat"));
   if (!stat.ok()) return absl::NotFoundError(absl::StrCat("no process ", pid));
   // "PID (COMM) STATE ..."; COMM may hold spaces and parentheses, so fields
   // are counted from the last ')'. After it: state is field 3, starttime 22.
   const size_t close = stat->rfind(')');
   if (close == std::string::npos) return absl::NotFoundError("bad stat");
-  std::vector<absl::string_view> fields =
-      absl::StrSplit(absl::string_view(*stat).substr(close + 1), ' ',
-                     absl::SkipEmpty());
+  std::vector<absl::string_view> fields = absl::StrSplit(
+      absl::string_view(*stat).substr(close + 1), ' ', absl::SkipEmpty());
   unsigned long long start = 0;
   if (fields.size() < 20 || !absl::SimpleAtoi(fields[19], &start)) {
-    return absl::NotFoundError(absl::StrCat("cannot parse /proc/", pid, "/stat"));
+    return absl::NotFoundError(
+        absl::StrCat("cannot parse /proc/", pid, "/stat"));
   }
   if (fields[0] == "Z" || fields[0] == "X") {
     return absl::NotFoundError(absl::StrCat("process ", pid, " has exited"));
@@ -114,8 +116,10 @@ std::vector<PidEntry> ReadPidFile(const std::string& run_dir) {
   std::vector<PidEntry> entries;
   absl::StatusOr<std::string> text = ReadFile(PidFilePath(run_dir));
   if (!text.ok()) return entries;
-  for (absl::string_view line : absl::StrSplit(*text, '\n', absl::SkipEmpty())) {
-    std::vector<std::string> parts = absl::StrSplit(line, absl::MaxSplits(' ', 2));
+  for (absl::string_view line :
+       absl::StrSplit(*text, '\n', absl::SkipEmpty())) {
+    std::vector<std::string> parts =
+        absl::StrSplit(line, absl::MaxSplits(' ', 2));
     PidEntry e;
     if (parts.size() != 3 || !absl::SimpleAtoi(parts[0], &e.pid) ||
         !absl::SimpleAtoi(parts[1], &e.start_time) || e.pid <= 1) {
@@ -131,7 +135,8 @@ std::vector<PidEntry> StopLeftoverDaemons(const std::string& run_dir,
                                           absl::Duration grace) {
   std::vector<PidEntry> alive;
   for (const PidEntry& e : ReadPidFile(run_dir)) {
-    if (e.name != "launcher" && e.pid != ::getpid() && StillRuns(e)) alive.push_back(e);
+    if (e.name != "launcher" && e.pid != ::getpid() && StillRuns(e))
+      alive.push_back(e);
   }
   for (const PidEntry& e : alive) {
     ::kill(e.pid, SIGTERM);

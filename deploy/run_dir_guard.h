@@ -3,9 +3,10 @@
 // (<run_dir>/launcher.pids) naming the daemons it started, so that the next
 // launcher can stop those an earlier one left running when it was killed.
 //
-//   ASSIGN_OR_RETURN(std::unique_ptr<RunDirLock> lock, RunDirLock::Acquire(run_dir));
-//   std::vector<PidEntry> stopped = StopLeftoverDaemons(run_dir, absl::Seconds(10));
-//   WritePidFile(run_dir, entries);  // after every start and restart
+//   ASSIGN_OR_RETURN(std::unique_ptr<RunDirLock> lock,
+//   RunDirLock::Acquire(run_dir)); std::vector<PidEntry> stopped =
+//   StopLeftoverDaemons(run_dir, absl::Seconds(10)); WritePidFile(run_dir,
+//   entries);  // after every start and restart
 #ifndef DOWNPOUR_DEPLOY_RUN_DIR_GUARD_H_
 #define DOWNPOUR_DEPLOY_RUN_DIR_GUARD_H_
 
@@ -28,7 +29,8 @@ class RunDirLock {
   // FailedPrecondition when another process holds it: "another launcher (pid
   // N) is running on RUN_DIR: stop it first, or give this one another
   // --run_dir". Unavailable when the file cannot be created.
-  static absl::StatusOr<std::unique_ptr<RunDirLock>> Acquire(const std::string& run_dir);
+  static absl::StatusOr<std::unique_ptr<RunDirLock>> Acquire(
+      const std::string& run_dir);
   ~RunDirLock();
 
   RunDirLock(const RunDirLock&) = delete;

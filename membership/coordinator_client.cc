@@ -2,15 +2,17 @@
 #include "membership/coordinator_client.h"
 
 #include "absl/strings/str_cat.h"
-#include "rpc/grpc_status.h"
 #include "common/retry.h"
+#include "rpc/grpc_status.h"
 #include "rpc/server_util.h"
 
 namespace downpour::membership {
 
 CoordinatorClient::CoordinatorClient(std::string address, const RpcSection& rpc,
                                      std::string who, bool fresh_connection)
-    : address_(std::move(address)), rpc_(rpc), who_(std::move(who)),
+    : address_(std::move(address)),
+      rpc_(rpc),
+      who_(std::move(who)),
       stub_(proto::Coordinator::NewStub(
           MakeChannel(address_, fresh_connection))) {}
 
@@ -48,9 +50,10 @@ absl::StatusOr<proto::RegisterServerResponse> CoordinatorClient::RegisterServer(
   absl::Status status = RetryFor(
       who_, absl::StrCat("the coordinator at ", address_),
       absl::Seconds(rpc_.connect_timeout_s), [&] {
-        response = Call<proto::RegisterServerRequest, proto::RegisterServerResponse>(
-            stub_.get(), &proto::Coordinator::Stub::RegisterServer, request,
-            rpc_.deadline_s, "register with coordinator at " + address_);
+        response =
+            Call<proto::RegisterServerRequest, proto::RegisterServerResponse>(
+                stub_.get(), &proto::Coordinator::Stub::RegisterServer, request,
+                rpc_.deadline_s, "register with coordinator at " + address_);
         return response.status();
       });
   if (!status.ok()) return status;
@@ -68,9 +71,10 @@ absl::StatusOr<proto::RegisterWorkerResponse> CoordinatorClient::RegisterWorker(
   absl::Status status = RetryFor(
       who_, absl::StrCat("the coordinator at ", address_),
       absl::Seconds(rpc_.connect_timeout_s), [&] {
-        response = Call<proto::RegisterWorkerRequest, proto::RegisterWorkerResponse>(
-            stub_.get(), &proto::Coordinator::Stub::RegisterWorker, request,
-            rpc_.deadline_s, "register with coordinator at " + address_);
+        response =
+            Call<proto::RegisterWorkerRequest, proto::RegisterWorkerResponse>(
+                stub_.get(), &proto::Coordinator::Stub::RegisterWorker, request,
+                rpc_.deadline_s, "register with coordinator at " + address_);
         return response.status();
       });
   if (!status.ok()) return status;
@@ -92,7 +96,7 @@ absl::StatusOr<proto::GetPlacementResponse> CoordinatorClient::WaitForPlacement(
           return absl::UnavailableError(absl::StrCat(
               "placement not ready: coordinator waits for ",
               response->waiting_for().empty() ? "a newer epoch"
-                                               : response->waiting_for()));
+                                              : response->waiting_for()));
         }
         return absl::OkStatus();
       },
@@ -126,7 +130,8 @@ absl::StatusOr<proto::GetPlacementResponse> CoordinatorClient::GetPlacement() {
       "cannot read the placement from the coordinator at " + address_);
 }
 
-absl::StatusOr<proto::ClusterStatusResponse> CoordinatorClient::ClusterStatus() {
+absl::StatusOr<proto::ClusterStatusResponse>
+CoordinatorClient::ClusterStatus() {
   return Call<proto::ClusterStatusRequest, proto::ClusterStatusResponse>(
       stub_.get(), &proto::Coordinator::Stub::ClusterStatus,
       proto::ClusterStatusRequest(), rpc_.deadline_s,

@@ -1,12 +1,13 @@
 // Client side of the Coordinator service, used by ps, workers, psctl and the
 // launcher: the one implementation of each Coordinator call. Every call has the
-// deadline rpc.deadline_s (psctl sets it from --timeout_s); the waiting calls are
-// bounded by rpc.connect_timeout_s and log what they wait for.
+// deadline rpc.deadline_s (psctl sets it from --timeout_s); the waiting calls
+// are bounded by rpc.connect_timeout_s and log what they wait for.
 //
 //   RpcSection rpc;
 //   rpc.deadline_s = 3;
 //   CoordinatorClient client("127.0.0.1:7000", rpc, "psctl");
-//   absl::StatusOr<proto::ClusterStatusResponse> status = client.ClusterStatus();
+//   absl::StatusOr<proto::ClusterStatusResponse> status =
+//   client.ClusterStatus();
 #ifndef DOWNPOUR_MEMBERSHIP_COORDINATOR_CLIENT_H_
 #define DOWNPOUR_MEMBERSHIP_COORDINATOR_CLIENT_H_
 

@@ -24,7 +24,9 @@ using ::downpour::testing::IsOk;
 using ::downpour::testing::StatusIs;
 using ::testing::HasSubstr;
 
-Config TestConfig() { return TestClusterConfig(/*num_ps=*/2, /*num_workers=*/1); }
+Config TestConfig() {
+  return TestClusterConfig(/*num_ps=*/2, /*num_workers=*/1);
+}
 
 class CoordinatorClientTest : public ::testing::Test {
  protected:
@@ -100,7 +102,8 @@ TEST_F(CoordinatorClientTest, WaitForPlacementStopsWhenAsked) {
 }
 
 TEST(CoordinatorClientUnreachableTest, SingleCallsNameTheCoordinator) {
-  const std::string address = "127.0.0.1:" + std::to_string(::downpour::testing::ClosedLoopbackPort());
+  const std::string address =
+      "127.0.0.1:" + std::to_string(::downpour::testing::ClosedLoopbackPort());
   RpcSection rpc;
   rpc.deadline_s = 0.5;
   CoordinatorClient client(address, rpc, "test");
@@ -122,7 +125,8 @@ TEST(CoordinatorClientUnreachableTest, SingleCallsNameTheCoordinator) {
 }
 
 TEST(CoordinatorClientUnreachableTest, RegisterGivesUpAfterTheConnectTimeout) {
-  const std::string address = "127.0.0.1:" + std::to_string(::downpour::testing::ClosedLoopbackPort());
+  const std::string address =
+      "127.0.0.1:" + std::to_string(::downpour::testing::ClosedLoopbackPort());
   RpcSection rpc;
   rpc.deadline_s = 0.2;
   rpc.connect_timeout_s = 0.5;

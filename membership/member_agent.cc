@@ -9,13 +9,18 @@
 
 namespace downpour::membership {
 
-MemberAgent::MemberAgent(CoordinatorClient* client,
-                         std::string role, int index, std::string address,
-                         double interval_s, Registrar registrar, Reporter reporter,
+MemberAgent::MemberAgent(CoordinatorClient* client, std::string role, int index,
+                         std::string address, double interval_s,
+                         Registrar registrar, Reporter reporter,
                          Handler handler)
-    : client_(client), address_(std::move(address)), role_(std::move(role)),
-      index_(index), interval_s_(interval_s), registrar_(std::move(registrar)),
-      reporter_(std::move(reporter)), handler_(std::move(handler)) {}
+    : client_(client),
+      address_(std::move(address)),
+      role_(std::move(role)),
+      index_(index),
+      interval_s_(interval_s),
+      registrar_(std::move(registrar)),
+      reporter_(std::move(reporter)),
+      handler_(std::move(handler)) {}
 
 void MemberAgent::SetIdentity(const std::string& role, int index) {
   absl::MutexLock lock(&identity_mu_);
@@ -79,10 +84,12 @@ bool MemberAgent::Beat() {
   registered_again_ = false;
   request.set_address(address_);
   *request.mutable_report() = reporter_();
-  absl::StatusOr<proto::HeartbeatResponse> response = client_->Heartbeat(request);
+  absl::StatusOr<proto::HeartbeatResponse> response =
+      client_->Heartbeat(request);
   if (absl::IsFailedPrecondition(response.status())) {
     // The coordinator restarted and forgot us: register again.
-    SPDLOG_LOGGER_WARN(Log(Logger::kRpc), "{} {}: coordinator does not know us; registering again",
+    SPDLOG_LOGGER_WARN(Log(Logger::kRpc),
+                       "{} {}: coordinator does not know us; registering again",
                        role, index);
     absl::Status registered = registrar_();
     registered_again_ = true;
@@ -105,16 +112,18 @@ bool MemberAgent::Beat() {
   refused_ = false;
   if (!response.ok()) {
     if (!coordinator_down_) {
-      SPDLOG_LOGGER_WARN(Log(Logger::kRpc),
-                         "{} {}: coordinator unreachable ({}); carrying on with "
-                         "the placement we have",
-                         role, index, std::string(response.status().message()));
+      SPDLOG_LOGGER_WARN(
+          Log(Logger::kRpc),
+          "{} {}: coordinator unreachable ({}); carrying on with "
+          "the placement we have",
+          role, index, std::string(response.status().message()));
     }
     coordinator_down_ = true;
     return false;
   }
   if (coordinator_down_) {
-    SPDLOG_LOGGER_INFO(Log(Logger::kRpc), "{} {}: coordinator reachable again", role, index);
+    SPDLOG_LOGGER_INFO(Log(Logger::kRpc), "{} {}: coordinator reachable again",
+                       role, index);
     coordinator_down_ = false;
   }
   handler_(*response);

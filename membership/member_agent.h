@@ -1,7 +1,7 @@
-// The heartbeat loop a ps or worker runs against the coordinator: registers, sends
-// a report every heartbeat.interval_s, re-registers after a coordinator restart,
-// and hands each response to the daemon. Keeps running (and says so) while the
-// coordinator is unreachable: the daemon goes on with what it has.
+// The heartbeat loop a ps or worker runs against the coordinator: registers,
+// sends a report every heartbeat.interval_s, re-registers after a coordinator
+// restart, and hands each response to the daemon. Keeps running (and says so)
+// while the coordinator is unreachable: the daemon goes on with what it has.
 #ifndef DOWNPOUR_MEMBERSHIP_MEMBER_AGENT_H_
 #define DOWNPOUR_MEMBERSHIP_MEMBER_AGENT_H_
 
@@ -79,7 +79,7 @@ class MemberAgent {
   bool coordinator_down_ = false;  // loop thread only
   // The last Beat registered again instead of reporting (loop thread only).
   bool registered_again_ = false;
-  bool refused_ = false;           // loop thread only: PermissionDenied said
+  bool refused_ = false;  // loop thread only: PermissionDenied said
 };
 
 }  // namespace downpour::membership

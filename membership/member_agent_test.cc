@@ -10,10 +10,10 @@
 
 #include "common/testing/poll.h"
 #include "common/testing/status_matchers.h"
-#include "membership/coordinator_client.h"
 #include "coordinator/coordinator_node.h"
 #include "coordinator/test_cluster.h"
 #include "gtest/gtest.h"
+#include "membership/coordinator_client.h"
 
 namespace downpour::membership {
 namespace {
@@ -130,7 +130,8 @@ TEST_F(MemberAgentTest, StopSendsALastHeartbeat) {
 // The coordinator is gone when the member stops (cut off, restarting): the
 // final report is asked for again until the coordinator is back and takes
 // it, after registering again with the new process, which forgot the member.
-TEST_F(MemberAgentTest, StopAsksForTheFinalReportAgainUntilTheCoordinatorTakesIt) {
+TEST_F(MemberAgentTest,
+       StopAsksForTheFinalReportAgainUntilTheCoordinatorTakesIt) {
   ASSERT_THAT(client_->RegisterWorker(0, "127.0.0.1:2"), IsOk());
   auto agent = Agent(0.2);
   agent->Start();

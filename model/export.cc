@@ -36,7 +36,9 @@ std::string AsciiJson(const std::string& json) {
       cp = (cp << 6) | (static_cast<unsigned char>(json[i + k]) & 0x3f);
     }
     i += extra + 1;
-    auto unit = [&](uint32_t u) { absl::StrAppend(&out, "\\u", absl::Hex(u, absl::kZeroPad4)); };
+    auto unit = [&](uint32_t u) {
+      absl::StrAppend(&out, "\\u", absl::Hex(u, absl::kZeroPad4));
+    };
     if (cp >= 0x10000) {
       cp -= 0x10000;
       unit(0xd800 + (cp >> 10));
@@ -116,21 +118,24 @@ absl::Status WriteModel(const std::string& path, const ExportedModel& model) {
   absl::StatusOr<ModelSpec> spec = ModelSpec::Create(*section);
   if (!spec.ok()) return spec.status();
   if (static_cast<int64_t>(model.params.size()) != spec->num_params()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "export: ", model.params.size(), " parameters, but the layers need ",
-        spec->num_params()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("export: ", model.params.size(),
+                     " parameters, but the layers need ", spec->num_params()));
   }
   NpzWriter npz;
   for (const TensorSpec& t : spec->tensors()) {
-    npz.AddFloat32(t.name, t.shape,
-                   std::vector<float>(model.params.begin() + t.offset,
-                                      model.params.begin() + t.offset + t.size));
+    npz.AddFloat32(
+        t.name, t.shape,
+        std::vector<float>(model.params.begin() + t.offset,
+                           model.params.begin() + t.offset + t.size));
   }
   const int64_t dim = spec->inputs();
-  npz.AddFloat32("input_mean", {dim},
-                 {model.meta.input_mean().begin(), model.meta.input_mean().end()});
-  npz.AddFloat32("input_std", {dim},
-                 {model.meta.input_std().begin(), model.meta.input_std().end()});
+  npz.AddFloat32(
+      "input_mean", {dim},
+      {model.meta.input_mean().begin(), model.meta.input_mean().end()});
+  npz.AddFloat32(
+      "input_std", {dim},
+      {model.meta.input_std().begin(), model.meta.input_std().end()});
   npz.AddString("meta", MetaText(model.meta));
   return npz.WriteTo(path);
 }
@@ -188,7 +193,8 @@ absl::StatusOr<ExportedModel> ModelFromArrays(const std::string& path,
     }
     if (found == nullptr || found->shape != t.shape) {
       return absl::InvalidArgumentError(absl::StrCat(
-          path, ": tensor ", t.name, found == nullptr ? " is missing" : " has another shape",
+          path, ": tensor ", t.name,
+          found == nullptr ? " is missing" : " has another shape",
           " (the meta's layers need [", absl::StrJoin(t.shape, ", "), "])"));
     }
     std::copy(found->values.begin(), found->values.end(),
@@ -196,9 +202,9 @@ absl::StatusOr<ExportedModel> ModelFromArrays(const std::string& path,
   }
   if (model.meta.input_mean_size() != spec->inputs() ||
       model.meta.input_std_size() != spec->inputs()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": meta.input_mean and input_std need ", spec->inputs(),
-        " entries"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": meta.input_mean and input_std need ",
+                     spec->inputs(), " entries"));
   }
   return model;
 }

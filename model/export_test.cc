@@ -31,8 +31,8 @@ TEST(ExportTest, RoundTripsTensorsAndMeta) {
   absl::StatusOr<ModelSpec> spec = ModelSpec::Create(config.model);
   ASSERT_THAT(spec, IsOk());
   ExportedModel model;
-  model.meta = MakeMeta(config, {"no", "sí"}, {"a", "b", "c"}, {1, 2, 3},
-                        {0.5f, 1, 2});
+  model.meta =
+      MakeMeta(config, {"no", "sí"}, {"a", "b", "c"}, {1, 2, 3}, {0.5f, 1, 2});
   model.params = spec->InitAll(7);
   const std::string path = TempPath("model.npz");
   ASSERT_THAT(WriteModel(path, model), IsOk());
@@ -60,8 +60,8 @@ TEST(ExportTest, RoundTripsTensorsAndMeta) {
 TEST(ExportTest, RefusesWhatIsNotAModel) {
   const std::string path = TempPath("junk.npz");
   std::ofstream(path) << "PK this is not a zip";
-  EXPECT_THAT(ReadModel(path), StatusIs(absl::StatusCode::kInvalidArgument,
-                                        HasSubstr(path)));
+  EXPECT_THAT(ReadModel(path),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(path)));
   EXPECT_THAT(ReadModel(TempPath("missing.npz")),
               StatusIs(absl::StatusCode::kNotFound));
   NpzWriter npz;

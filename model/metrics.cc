@@ -160,8 +160,7 @@ double Auc(const std::vector<float>& scores, const std::vector<float>& labels) {
          (static_cast<double>(positives) * negatives);
 }
 
-absl::Status CheckTargets(Task task, const float* targets, int n,
-                          int outputs) {
+absl::Status CheckTargets(Task task, const float* targets, int n, int outputs) {
   for (int i = 0; i < n; ++i) {
     const float y = targets[i];
     bool ok = std::isfinite(y);
@@ -174,9 +173,9 @@ absl::Status CheckTargets(Task task, const float* targets, int n,
       want = "0 or 1";
     }
     if (!ok) {
-      std::string range =
-          task == Task::kMulticlass ? absl::StrCat(" in [0, ", outputs, ")")
-                                    : "";
+      std::string range = task == Task::kMulticlass
+                              ? absl::StrCat(" in [0, ", outputs, ")")
+                              : "";
       return absl::InvalidArgumentError(
           absl::StrCat("target ", y, " of example ", i, " is not ", want, range,
                        " (model.task ", TaskName(task), ")"));

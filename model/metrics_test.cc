@@ -12,7 +12,8 @@ TEST(MetricsTest, MulticlassAccuracyAndLogloss) {
   // Two examples, three classes: the first right, the second wrong.
   const std::vector<float> out = {2, 0, 0, 0, 0, 1};
   const std::vector<float> y = {0, 1};
-  const Metrics m = ComputeMetrics(Task::kMulticlass, out.data(), y.data(), 2, 3);
+  const Metrics m =
+      ComputeMetrics(Task::kMulticlass, out.data(), y.data(), 2, 3);
   EXPECT_DOUBLE_EQ(m.accuracy, 0.5);
   const double l0 = std::log(std::exp(2.0) + 2) - 2;
   const double l1 = std::log(2 + std::exp(1.0));
@@ -48,7 +49,8 @@ TEST(MetricsTest, BinaryFromLogits) {
 TEST(MetricsTest, Regression) {
   const std::vector<float> out = {1, 2, 4};
   const std::vector<float> y = {1, 3, 5};
-  const Metrics m = ComputeMetrics(Task::kRegression, out.data(), y.data(), 3, 1);
+  const Metrics m =
+      ComputeMetrics(Task::kRegression, out.data(), y.data(), 3, 1);
   EXPECT_NEAR(m.rmse, std::sqrt(2.0 / 3), 1e-12);
   EXPECT_NEAR(m.mae, 2.0 / 3, 1e-12);
   // mean 3, SS_tot = 4 + 0 + 4 = 8, SS_res = 2.

@@ -32,7 +32,8 @@ void Put32(std::string* out, uint32_t v) {
 
 uint32_t Get32(absl::string_view s, size_t at) {
   uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(s[at + i]);
+  for (int i = 3; i >= 0; --i)
+    v = (v << 8) | static_cast<unsigned char>(s[at + i]);
   return v;
 }
 
@@ -98,7 +99,8 @@ absl::StatusOr<NpyArray> ParseNpy(absl::string_view bytes,
     header_len = Get32(bytes, 8);
     start = 12;
   }
-  if (start + header_len > bytes.size()) return Corrupt(where, "truncated header");
+  if (start + header_len > bytes.size())
+    return Corrupt(where, "truncated header");
   const std::string dict(bytes.substr(start, header_len));
   NpyArray a;
   if (dict.find("'fortran_order': True") != std::string::npos) {
@@ -112,7 +114,8 @@ absl::StatusOr<NpyArray> ParseNpy(absl::string_view bytes,
     part = absl::StripAsciiWhitespace(part);
     if (part.empty()) continue;
     int64_t d = 0;
-    if (!absl::SimpleAtoi(part, &d) || d < 0) return Corrupt(where, "bad shape");
+    if (!absl::SimpleAtoi(part, &d) || d < 0)
+      return Corrupt(where, "bad shape");
     a.shape.push_back(d);
   }
   const absl::string_view data = bytes.substr(start + header_len);
@@ -218,10 +221,10 @@ absl::Status NpzWriter::WriteTo(const std::string& path) const {
               static_cast<uInt>(npy.size())));
     const uint32_t offset = static_cast<uint32_t>(zip.size());
     Put32(&zip, kLocalHeader);
-    Put16(&zip, 20);  // version needed
-    Put16(&zip, 0);   // flags
-    Put16(&zip, 0);   // stored
-    Put16(&zip, 0);   // time
+    Put16(&zip, 20);    // version needed
+    Put16(&zip, 0);     // flags
+    Put16(&zip, 0);     // stored
+    Put16(&zip, 0);     // time
     Put16(&zip, 0x21);  // date 1980-01-01
     Put32(&zip, crc);
     Put32(&zip, static_cast<uint32_t>(npy.size()));
@@ -277,11 +280,13 @@ absl::StatusOr<std::vector<NpyArray>> ReadNpz(const std::string& path) {
     const uint16_t name_len = Get16(s, at + 26);
     const uint16_t extra_len = Get16(s, at + 28);
     const size_t data_at = at + 30 + name_len + extra_len;
-    if (data_at + compressed > s.size()) return Corrupt(path, "truncated entry");
+    if (data_at + compressed > s.size())
+      return Corrupt(path, "truncated entry");
     std::string name(s.substr(at + 30, name_len));
     const std::string where = absl::StrCat(path, " (", name, ")");
     if ((flags & 0x8) != 0 || compressed == 0xffffffffu) {
-      return Corrupt(where, "streamed or zip64 entry; re-save with numpy.savez");
+      return Corrupt(where,
+                     "streamed or zip64 entry; re-save with numpy.savez");
     }
     absl::string_view npy;  // into the file, or into `inflated`
     std::string inflated;

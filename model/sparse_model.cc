@@ -8,10 +8,10 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/status_macros.h"
-#include "data/libsvm_reader.h"
 #include "common/model_spec.h"
 #include "common/sparse_keys.h"
+#include "common/status_macros.h"
+#include "data/libsvm_reader.h"
 #include "model/export.h"
 #include "model/fm_math.h"
 #include "model/npz.h"
@@ -119,8 +119,8 @@ absl::Status CheckMlp(const std::string& where, const SparseModel& model) {
   const proto::ModelMeta& meta = model.meta;
   if (meta.type() != ModelTypeName(ModelType::kWideDeep)) {
     if (!model.mlp.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, ": a ", meta.type(), " model holds no MLP"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": a ", meta.type(), " model holds no MLP"));
     }
     return absl::OkStatus();
   }
@@ -142,7 +142,8 @@ absl::Status CheckMlp(const std::string& where, const SparseModel& model) {
   if (meta.data().source() == DataSourceName(DataSource::kCsv)) {
     fields = 0;
     for (const proto::SparseColumnFormat& c : meta.data().columns()) {
-      if (c.kind() != data::SparseColumnKindName(data::SparseColumnKind::kIgnore)) {
+      if (c.kind() !=
+          data::SparseColumnKindName(data::SparseColumnKind::kIgnore)) {
         ++fields;
       }
     }
@@ -153,7 +154,7 @@ absl::Status CheckMlp(const std::string& where, const SparseModel& model) {
         where, ": the MLP takes ", spec.inputs(), " inputs, but the data's ",
         fields, " fields of fm_dim ", k, " make ", fields * k));
   }
-  if (meta.pooling() != "sum" && meta.pooling() != "mean") {
+  if (!ParsePooling(meta.pooling()).ok()) {
     return absl::InvalidArgumentError(absl::StrCat(
         where, ": meta.pooling is '", meta.pooling(), "', not sum or mean"));
   }
@@ -227,7 +228,7 @@ proto::ModelMeta MakeSparseMeta(
       for (const TensorSpec& t : spec->tensors()) meta.add_tensors(t.name);
     }
     meta.set_activation("relu");
-    meta.set_pooling(config.model.wide_deep.pooling);
+    meta.set_pooling(PoolingName(config.model.wide_deep.pooling));
   }
   for (const std::string& c : class_names) meta.add_class_names(c);
   meta.set_sparse_buckets(static_cast<uint32_t>(config.model.sparse_buckets));
@@ -331,8 +332,7 @@ absl::StatusOr<SparseModel> SparseModelFromArrays(
           path, ": an fm model needs 'embedding_keys', a uint64 vector"));
     }
     if (emb == nullptr || emb->is_string || emb->is_uint64 ||
-        emb->shape.size() != 2 ||
-        emb->shape[1] != model.meta.fm_dim()) {
+        emb->shape.size() != 2 || emb->shape[1] != model.meta.fm_dim()) {
       return absl::InvalidArgumentError(absl::StrCat(
           path, ": an fm model needs 'embeddings', float32 of shape [m, ",
           model.meta.fm_dim(), "] (meta.fm_dim)"));
@@ -345,10 +345,10 @@ absl::StatusOr<SparseModel> SparseModelFromArrays(
     for (const TensorSpec& t : spec.tensors()) {
       NpyArray* a = Find(arrays, t.name);
       if (a == nullptr || a->is_string || a->is_uint64 || a->shape != t.shape) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            path, ": a wide_deep model needs '", t.name,
-            "', float32 of shape [", absl::StrJoin(t.shape, ", "),
-            "] (meta.layers)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ": a wide_deep model needs '", t.name,
+                         "', float32 of shape [", absl::StrJoin(t.shape, ", "),
+                         "] (meta.layers)"));
       }
       model.mlp.insert(model.mlp.end(), a->values.begin(), a->values.end());
     }
@@ -402,11 +402,14 @@ SparseScorer::SparseScorer(const SparseModel& model)
   for (size_t i = 0; i < model.embedding_keys.size(); ++i) {
     embedding_.emplace(model.embedding_keys[i], static_cast<uint32_t>(i));
   }
+  // A meta the writer and reader check holds sum or mean; anything else
+  // scores as sum, as the text comparison here did.
+  const absl::StatusOr<Pooling> pooling = ParsePooling(model.meta.pooling());
+  if (pooling.ok()) pooling_ = *pooling;
 }
 
-float SparseScorer::Margin(const uint64_t* keys, const float* values,
-                           size_t n, int64_t* misses,
-                           const uint16_t* fields) const {
+float SparseScorer::Margin(const uint64_t* keys, const float* values, size_t n,
+                           int64_t* misses, const uint16_t* fields) const {
   if (fm_dim_ > 0) {
     // Gathered as the worker gathers its pulled rows; a key without an
     // embedding row reads its initializer's values, as the ps answers it.
@@ -440,12 +443,12 @@ float SparseScorer::Margin(const uint64_t* keys, const float* values,
       WideDeepScratch scratch;
       std::vector<float> p(n);
       PoolingWeights(values, fields, n, layers_.front() / fm_dim_,
-                     model_.meta.pooling() == "mean", p.data(), &scratch);
+                     pooling_ == Pooling::kMean, p.data(), &scratch);
       return WideDeepMargin(layers_, model_.mlp.data(), w.data(), v.data(),
                             values, p.data(), fields, n, fm_dim_, &scratch);
     }
-    return static_cast<float>(FmMargin(model_.bias, w.data(), v.data(),
-                                       values, n, fm_dim_, s.data()));
+    return static_cast<float>(FmMargin(model_.bias, w.data(), v.data(), values,
+                                       n, fm_dim_, s.data()));
   }
   double margin = model_.bias;
   int64_t missed = 0;
@@ -469,10 +472,10 @@ std::vector<float> Margins(const SparseModel& model,
   std::vector<float> out(rows.rows());
   for (int64_t r = 0; r < rows.rows(); ++r) {
     const int64_t b = rows.offsets[r];
-    out[r] = scorer.Margin(
-        rows.keys.data() + b, rows.values.data() + b,
-        static_cast<size_t>(rows.offsets[r + 1] - b), nullptr,
-        rows.fields.empty() ? nullptr : rows.fields.data() + b);
+    out[r] =
+        scorer.Margin(rows.keys.data() + b, rows.values.data() + b,
+                      static_cast<size_t>(rows.offsets[r + 1] - b), nullptr,
+                      rows.fields.empty() ? nullptr : rows.fields.data() + b);
   }
   return out;
 }

@@ -4,10 +4,10 @@
 // table rows whose weight is not 0, for fm also `embedding_keys` (uint64 [m],
 // strictly ascending) and `embeddings` (float32 [m, k]) of every embedding
 // row, for wide_deep those and the MLP's tensors `fc1.weight` ([in, out]),
-// `fc1.bias` ([out]), ..., and `meta` (proto/model.proto's ModelMeta as JSON, as model/export.h
-// writes it) with what a reader needs to turn a CSV or LIBSVM file into the
-// same keys training used. docs/DATA.md shows the NumPy lines that reproduce
-// a prediction.
+// `fc1.bias` ([out]), ..., and `meta` (proto/model.proto's ModelMeta as JSON,
+// as model/export.h writes it) with what a reader needs to turn a CSV or LIBSVM
+// file into the same keys training used. docs/DATA.md shows the NumPy lines
+// that reproduce a prediction.
 //
 //   SparseModel m = ...;  // from a checkpoint folder (tools/model_export.h)
 //   RETURN_IF_ERROR(WriteSparseModel("model.npz", m));
@@ -124,7 +124,8 @@ class SparseScorer {
   // fm, wide_deep: embedding_keys[i] -> i.
   int fm_dim_ = 0;
   bool wide_deep_ = false;
-  std::vector<int> layers_;  // wide_deep: the MLP's
+  std::vector<int> layers_;          // wide_deep: the MLP's
+  Pooling pooling_ = Pooling::kSum;  // wide_deep: meta.pooling
   absl::flat_hash_map<uint64_t, uint32_t> embedding_;
 };
 

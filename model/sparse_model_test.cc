@@ -198,10 +198,10 @@ TEST(SparseModelTest, WideDeepRoundTripsItsMlpAndScoresPerField) {
   config.model.type = ModelType::kWideDeep;
   config.model.wide_deep.dim = 2;
   config.model.wide_deep.hidden = {};
-  config.model.wide_deep.pooling = "sum";
+  config.model.wide_deep.pooling = Pooling::kSum;
   config.model.wide_deep.fields = 3;  // color, amount, notes (id ignored)
-  SparseModel model = ThreeRows(MakeSparseMeta(config, {"no", "yes"},
-                                               CsvColumns()));
+  SparseModel model =
+      ThreeRows(MakeSparseMeta(config, {"no", "yes"}, CsvColumns()));
   model.bias = 0;
   EXPECT_EQ(model.meta.type(), "wide_deep");
   EXPECT_THAT(model.meta.layers(), ElementsAre(6, 1));

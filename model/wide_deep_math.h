@@ -88,16 +88,16 @@ inline double WideSum(const float* w, const float* x, size_t n) {
 // embedding (dim floats), x[i] its value, p[i] its pooling weight
 // (PoolingWeights), fields[i] its field (null: 0). layers[0] must be
 // num_fields * dim. Returns float(wide + deep) with the wide sum in double.
-inline float WideDeepMargin(const std::vector<int>& layers,
-                            const float* params, const float* w,
-                            const float* const* v, const float* x,
-                            const float* p, const uint16_t* fields, size_t n,
-                            int dim, WideDeepScratch* scratch) {
+inline float WideDeepMargin(const std::vector<int>& layers, const float* params,
+                            const float* w, const float* const* v,
+                            const float* x, const float* p,
+                            const uint16_t* fields, size_t n, int dim,
+                            WideDeepScratch* scratch) {
   const double wide = WideSum(w, x, n);
   scratch->a.assign(layers[0], 0.0f);
   for (size_t i = 0; i < n; ++i) {
-    float* pool = scratch->a.data() +
-                  static_cast<size_t>(fields ? fields[i] : 0) * dim;
+    float* pool =
+        scratch->a.data() + static_cast<size_t>(fields ? fields[i] : 0) * dim;
     for (int j = 0; j < dim; ++j) pool[j] += p[i] * v[i][j];
   }
   const float deep = MlpOutput(layers, params, &scratch->a, &scratch->b);

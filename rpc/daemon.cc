@@ -19,8 +19,8 @@
 #include "common/fd_limit.h"
 #include "common/file_util.h"
 #include "common/logging.h"
-#include "rpc/security.h"
 #include "common/parse_flags.h"
+#include "rpc/security.h"
 
 ABSL_FLAG(std::string, config, "",
           "cluster YAML file (required); see docs/CONFIG.md");
@@ -32,24 +32,27 @@ ABSL_FLAG(std::vector<std::string>, set, {},
           "be repeated)");
 ABSL_FLAG(std::string, coordinator, "",
           "coordinator host:port (overrides cluster.coordinator)");
-ABSL_FLAG(std::string, advertise, "",
-          "host:port to register with the coordinator when it differs from "
-          "the listen address (NAT, containers); port 0 = the bound port. "
-          "Default: the listen address, with a wildcard host (0.0.0.0) replaced "
-          "by this machine's host name");
-ABSL_FLAG(std::string, log_level, "",
-          "log level: trace, debug, info, warn, error (overrides logging.level)");
+ABSL_FLAG(
+    std::string, advertise, "",
+    "host:port to register with the coordinator when it differs from "
+    "the listen address (NAT, containers); port 0 = the bound port. "
+    "Default: the listen address, with a wildcard host (0.0.0.0) replaced "
+    "by this machine's host name");
+ABSL_FLAG(
+    std::string, log_level, "",
+    "log level: trace, debug, info, warn, error (overrides logging.level)");
 ABSL_FLAG(std::string, port_file, "",
           "write the bound port to this file once serving (for launchers and "
           "tests that listen on port 0)");
-ABSL_FLAG(std::string, exit_reason_file, "",
-          "when this daemon gives up with a non-zero exit status (a corrupt "
-          "checkpoint, a bad config, an unreachable coordinator), first write "
-          "why to this file, atomically: the message it prints to stderr, "
-          "without the leading \"<role> <index>: \". For supervisors that report "
-          "the reason (deploy/launcher passes <run_dir>/logs/<name>.reason). No "
-          "file after a crash or a signal, nor for a command line that fails to "
-          "parse");
+ABSL_FLAG(
+    std::string, exit_reason_file, "",
+    "when this daemon gives up with a non-zero exit status (a corrupt "
+    "checkpoint, a bad config, an unreachable coordinator), first write "
+    "why to this file, atomically: the message it prints to stderr, "
+    "without the leading \"<role> <index>: \". For supervisors that report "
+    "the reason (deploy/launcher passes <run_dir>/logs/<name>.reason). No "
+    "file after a crash or a signal, nor for a command line that fails to "
+    "parse");
 
 namespace downpour {
 namespace {
@@ -121,8 +124,7 @@ void StopStartupWatch() {
 // Sets --help to list our flags only, parses the flags and returns the
 // daemon's role; dies on a stray argument.
 std::string ParseDaemonFlags(
-    int argc, char** argv,
-    const std::function<std::string()>& role_after_flags,
+    int argc, char** argv, const std::function<std::string()>& role_after_flags,
     const std::string& usage) {
   absl::FlagsUsageConfig usage_config;
   usage_config.contains_help_flags = OurFlag;
@@ -132,8 +134,8 @@ std::string ParseDaemonFlags(
   std::vector<char*> rest = ParseFlags(argc, argv);
   const std::string role = role_after_flags();
   if (rest.size() > 1) {
-    Die(role, absl::StrCat("unexpected argument '", rest[1],
-                           "'; see --help"), 2);
+    Die(role, absl::StrCat("unexpected argument '", rest[1], "'; see --help"),
+        2);
   }
   return role;
 }
@@ -142,16 +144,18 @@ std::string ParseDaemonFlags(
 int CheckedIndex(const std::string& role, bool has_index) {
   const int index = absl::GetFlag(FLAGS_index);
   if (has_index && index < -1) {
-    Die(role, absl::StrCat("--index must be 0 or more (which ", role,
-                           " of the config), got ", index),
+    Die(role,
+        absl::StrCat("--index must be 0 or more (which ", role,
+                     " of the config), got ", index),
         2);
   }
   if (has_index && index < 0) {
     Die(role, "--index N is required (which " + role + " of the config)", 2);
   }
   if (!has_index && index != -1) {
-    Die(role, absl::StrCat("--index does not apply to the ", role,
-                           " (there is one); remove it"),
+    Die(role,
+        absl::StrCat("--index does not apply to the ", role,
+                     " (there is one); remove it"),
         2);
   }
   return index;
@@ -161,12 +165,14 @@ int CheckedIndex(const std::string& role, bool has_index) {
 // --log_level.
 std::vector<std::string> ConfigOverrides(
     std::vector<std::string> (*extra_overrides)()) {
-  std::vector<std::string> overrides = MergeOverrideFragments(absl::GetFlag(FLAGS_set));
+  std::vector<std::string> overrides =
+      MergeOverrideFragments(absl::GetFlag(FLAGS_set));
   if (extra_overrides != nullptr) {
     for (std::string& o : extra_overrides()) overrides.push_back(std::move(o));
   }
   if (!absl::GetFlag(FLAGS_coordinator).empty()) {
-    overrides.push_back("cluster.coordinator=" + absl::GetFlag(FLAGS_coordinator));
+    overrides.push_back("cluster.coordinator=" +
+                        absl::GetFlag(FLAGS_coordinator));
   }
   if (!absl::GetFlag(FLAGS_log_level).empty()) {
     overrides.push_back("logging.level=" + absl::GetFlag(FLAGS_log_level));
@@ -184,9 +190,10 @@ void CheckIndexListed(const std::string& role, const std::string& path,
                         : role == "standby" ? config.cluster.standby_ps
                                             : config.cluster.workers;
   if (index >= static_cast<int>(members.size())) {
-    Die(role, absl::StrCat("--index ", index, " but ", path, " lists ",
-                           members.size(), " ", role == "worker" ? "workers" : role,
-                           " in cluster.", key),
+    Die(role,
+        absl::StrCat("--index ", index, " but ", path, " lists ",
+                     members.size(), " ", role == "worker" ? "workers" : role,
+                     " in cluster.", key),
         2);
   }
 }
@@ -201,8 +208,8 @@ void InstallDaemonSecurity(const std::string& role, bool has_index,
   const std::string name =
       has_index ? absl::StrCat(role, "-", setup.index) : role;
   const CallerRole security_role =
-      role == "ps" || role == "standby" ? CallerRole::kPs
-      : role == "worker"                ? CallerRole::kWorker
+      role == "ps" || role == "standby"                  ? CallerRole::kPs
+      : role == "worker"                                 ? CallerRole::kWorker
       : !setup.config.security.reader_token_file.empty() ? CallerRole::kReader
       : !setup.config.security.admin_token_file.empty()  ? CallerRole::kAdmin
                                                          : CallerRole::kNone;
@@ -258,7 +265,8 @@ DaemonSetup InitDaemon(int argc, char** argv,
   setup.config = *std::move(config);
   if (has_index) CheckIndexListed(role, path, setup.config, setup.index);
   setup.advertise = absl::GetFlag(FLAGS_advertise);
-  const std::string prefix = has_index ? absl::StrCat(role, " ", setup.index) : role;
+  const std::string prefix =
+      has_index ? absl::StrCat(role, " ", setup.index) : role;
   DaemonName() = prefix;
   absl::Status logging =
       InitLogging(prefix, LogLevelName(setup.config.logging.level));
@@ -273,7 +281,8 @@ DaemonSetup InitDaemon(int argc, char** argv,
 
 std::string AdvertisedAddress(const std::string& bound, std::string advertise) {
   const size_t colon = bound.rfind(':');
-  const std::string port = colon == std::string::npos ? "" : bound.substr(colon + 1);
+  const std::string port =
+      colon == std::string::npos ? "" : bound.substr(colon + 1);
   if (!advertise.empty()) {
     if (absl::EndsWith(advertise, ":0")) {
       advertise = absl::StrCat(advertise.substr(0, advertise.size() - 1), port);
@@ -300,14 +309,14 @@ absl::Status WritePortFileTo(const std::string& path, int port) {
 }
 
 absl::Status WriteExitReasonTo(const std::string& path,
-                                const std::string& message) {
+                               const std::string& message) {
   if (path.empty()) return absl::OkStatus();
   const std::string text = absl::StrCat(message, "\n");
-  return WriteFileAtomically(
-      path, "write exit reason file", [&](int fd, const std::string& tmp) {
-        return WriteAll(fd, text.data(), text.size(), "write exit reason file",
-                        tmp);
-      });
+  return WriteFileAtomically(path, "write exit reason file",
+                             [&](int fd, const std::string& tmp) {
+                               return WriteAll(fd, text.data(), text.size(),
+                                               "write exit reason file", tmp);
+                             });
 }
 
 void WritePortFile(int port) {

@@ -1,6 +1,6 @@
-// What every daemon's main does before and after serving: parse the shared flags,
-// load the config (exit status 2 on any config error), set up logging, write the
-// bound port for launchers and tests, and wait for SIGTERM / SIGINT.
+// What every daemon's main does before and after serving: parse the shared
+// flags, load the config (exit status 2 on any config error), set up logging,
+// write the bound port for launchers and tests, and wait for SIGTERM / SIGINT.
 //
 // Shared flags: --config FILE, --index N, --set section.key=value (repeatable),
 // --log_level, --port_file FILE, --exit_reason_file FILE (Die writes its
@@ -29,25 +29,27 @@ struct DaemonSetup {
 
 // Parses argv (absl flags, common/parse_flags.h: a bad flag value exits 2,
 // --help 0; --help describes them), blocks SIGTERM/SIGINT in this
-// and every later thread (WaitForShutdownSignal picks them up), loads and validates
-// the config with `extra_overrides` appended to --set, and sets up logging with
-// the prefix "<role> <index>". On a bad flag or config it prints the error and
-// exits with status 2. `usage` is the first line of --help.
+// and every later thread (WaitForShutdownSignal picks them up), loads and
+// validates the config with `extra_overrides` appended to --set, and sets up
+// logging with the prefix "<role> <index>". On a bad flag or config it prints
+// the error and exits with status 2. `usage` is the first line of --help.
 DaemonSetup InitDaemon(int argc, char** argv, const std::string& role,
                        const std::string& usage, bool has_index,
                        std::vector<std::string> (*extra_overrides)() = nullptr);
 
 // The same, for a daemon whose role depends on its flags (ps_server --standby):
 // `role` is called once the flags are parsed.
-DaemonSetup InitDaemon(int argc, char** argv, const std::function<std::string()>& role,
+DaemonSetup InitDaemon(int argc, char** argv,
+                       const std::function<std::string()>& role,
                        const std::string& usage, bool has_index,
                        std::vector<std::string> (*extra_overrides)() = nullptr);
 
 // Writes `port` to the --port_file path when one was given, so a launcher or
 // test that asked for port 0 learns the bound port. The write is atomic and
 // durable (WriteFileAtomically: the file holds the whole number or is absent).
-// When it fails the daemon cannot be found by whoever waits on the file, so this
-// exits with status 1 (Die): "<role> <index>: --port_file PATH: write port file: ...".
+// When it fails the daemon cannot be found by whoever waits on the file, so
+// this exits with status 1 (Die): "<role> <index>: --port_file PATH: write port
+// file: ...".
 void WritePortFile(int port);
 
 // The same for an explicit path ("" = do nothing), returning the error instead

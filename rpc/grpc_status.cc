@@ -7,9 +7,9 @@
 namespace downpour {
 namespace {
 
-#define DOWNPOUR_SAME_CODE(absl_code, grpc_code)                      \
-  static_assert(static_cast<int>(absl::StatusCode::absl_code) ==      \
-                    static_cast<int>(grpc::StatusCode::grpc_code),    \
+#define DOWNPOUR_SAME_CODE(absl_code, grpc_code)                   \
+  static_assert(static_cast<int>(absl::StatusCode::absl_code) ==   \
+                    static_cast<int>(grpc::StatusCode::grpc_code), \
                 #absl_code " differs between absl and gRPC")
 
 DOWNPOUR_SAME_CODE(kOk, OK);
@@ -40,11 +40,13 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
                       std::string(status.message()));
 }
 
-absl::Status FromGrpcStatus(const grpc::Status& status, const std::string& what) {
+absl::Status FromGrpcStatus(const grpc::Status& status,
+                            const std::string& what) {
   if (status.ok()) return absl::OkStatus();
   std::string message = status.error_message();
   if (!what.empty()) message = absl::StrCat(what, ": ", message);
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), message);
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                      message);
 }
 
 }  // namespace downpour

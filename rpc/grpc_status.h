@@ -11,9 +11,10 @@ namespace downpour {
 
 grpc::Status ToGrpcStatus(const absl::Status& status);
 
-// `what` names the call and peer ("pull from ps 0 at 127.0.0.1:7001") and prefixes
-// the message so errors read well when logged far from the call site.
-absl::Status FromGrpcStatus(const grpc::Status& status, const std::string& what = "");
+// `what` names the call and peer ("pull from ps 0 at 127.0.0.1:7001") and
+// prefixes the message so errors read well when logged far from the call site.
+absl::Status FromGrpcStatus(const grpc::Status& status,
+                            const std::string& what = "");
 
 }  // namespace downpour
 

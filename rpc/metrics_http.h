@@ -100,9 +100,10 @@ class MetricsHttpServer {
 // metrics.port_offset is 0; else on the same host at the configured port
 // plus metrics.port_offset, or an ephemeral port when the configured port
 // is 0 (tests, local clusters). Its body is the Prometheus text
-// (rpc/prometheus_text.h) of `status`'s registries and Status, whose metrics_address and
-// metrics_scheme it sets. With security.tls it serves HTTPS with the
-// daemon's own certificate and key (security.cert_file and key_file, with
+// (rpc/prometheus_text.h) of `status`'s registries and Status, whose
+// metrics_address and metrics_scheme it sets. With security.tls it serves HTTPS
+// with the daemon's own certificate and key (security.cert_file and key_file,
+// with
 // "{name}" the daemon's name from `status`: "ps-0", "coordinator"), demands
 // a client certificate signed by security.ca_file when security.mutual_tls
 // is on, and takes the reader token as its bearer token. Errors name the

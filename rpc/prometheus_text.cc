@@ -50,8 +50,8 @@ class Families {
   std::vector<MetricFamily> Take(const proto::GetStatusResponse& s) {
     for (MetricFamily& f : families_) {
       for (ClientMetric& m : f.metric) {
-        m.label.insert(m.label.begin(),
-                       {{"role", s.role()}, {"index", absl::StrCat(s.index())}});
+        m.label.insert(m.label.begin(), {{"role", s.role()},
+                                         {"index", absl::StrCat(s.index())}});
       }
     }
     return std::move(families_);

@@ -6,9 +6,10 @@
 // RpcLatencies()'s):
 //   downpour_<counter>_total         counter per declared counter exported
 //   downpour_<gauge>                 gauge per declared gauge exported
-//   downpour_suspect_pushes_total{worker=}, downpour_clipped_blocks_total{worker=}
-//   downpour_rpc_calls_total{call=}  counter per RPC kind
-//   downpour_rpc_duration_seconds{call=}  histogram (kLatencyBucketBounds)
+//   downpour_suspect_pushes_total{worker=},
+//   downpour_clipped_blocks_total{worker=} downpour_rpc_calls_total{call=}
+//   counter per RPC kind downpour_rpc_duration_seconds{call=}  histogram
+//   (kLatencyBucketBounds)
 //
 // From the daemon's Status, for what no registry holds:
 //   downpour_up                      gauge, 1
@@ -18,8 +19,8 @@
 //   downpour_<counter>               gauge per Status counter a daemon's
 //                                    filler sets (blocks, step, examples, ...)
 //   downpour_test_metric{metric=}    gauge per worker test metric (auc, ...)
-//   downpour_checkpoint_failing      gauge, 1 while last_checkpoint_error is set
-//   downpour_waiting_for_ps          gauge, 1 while waiting_for is set
+//   downpour_checkpoint_failing      gauge, 1 while last_checkpoint_error is
+//   set downpour_waiting_for_ps          gauge, 1 while waiting_for is set
 //   downpour_staleness               histogram (le: staleness upper bounds);
 //                                    from Status because its buckets grow
 //                                    with the staleness seen, which a

@@ -3,7 +3,6 @@
 #include <string>
 
 #include "common/counters.h"
-
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -26,9 +25,9 @@ proto::GetStatusResponse AStatus() {
   (*s.mutable_counters())["blocks"] = 3;  // set by the ps's filler
   (*s.mutable_counters())["called:ParameterServer/Pull"] = 2;
   (*s.mutable_metrics())["auc"] = 0.75;
-  s.add_staleness_histogram(5);   // staleness 0
-  s.add_staleness_histogram(0);   // 1
-  s.add_staleness_histogram(2);   // 2
+  s.add_staleness_histogram(5);  // staleness 0
+  s.add_staleness_histogram(0);  // 1
+  s.add_staleness_histogram(2);  // 2
   s.set_staleness_mean(4.0 / 7);
   s.set_last_checkpoint_error("disk full");
   return s;
@@ -52,10 +51,12 @@ TEST(PrometheusTextTest, EverySeriesIsLabelledAndTyped) {
   const std::string text = Text();
   EXPECT_THAT(text, HasSubstr("# TYPE downpour_up gauge\n"
                               "downpour_up{role=\"ps\",index=\"1\"} 1\n"));
-  EXPECT_THAT(text, HasSubstr("downpour_uptime_seconds{role=\"ps\",index=\"1\"} "
-                              "12.5\n"));
-  EXPECT_THAT(text, HasSubstr("downpour_memory_rss_bytes{role=\"ps\",index=\"1\"}"
-                              " 1048576\n"));
+  EXPECT_THAT(text,
+              HasSubstr("downpour_uptime_seconds{role=\"ps\",index=\"1\"} "
+                        "12.5\n"));
+  EXPECT_THAT(text,
+              HasSubstr("downpour_memory_rss_bytes{role=\"ps\",index=\"1\"}"
+                        " 1048576\n"));
   // A counter with a rate is a Prometheus counter (_total), one without a
   // gauge; names lose the characters Prometheus does not allow.
   EXPECT_THAT(text, HasSubstr("# TYPE downpour_pushes_total counter\n"
@@ -76,22 +77,26 @@ TEST(PrometheusTextTest, EverySeriesIsLabelledAndTyped) {
 TEST(PrometheusTextTest, StalenessIsACumulativeHistogram) {
   const std::string text = Text();
   EXPECT_THAT(text, HasSubstr("# TYPE downpour_staleness histogram\n"));
-  EXPECT_THAT(text, HasSubstr("downpour_staleness_bucket{role=\"ps\",index=\"1\","
-                              "le=\"0\"} 5\n"
-                              "downpour_staleness_bucket{role=\"ps\",index=\"1\","
-                              "le=\"1\"} 5\n"
-                              "downpour_staleness_bucket{role=\"ps\",index=\"1\","
-                              "le=\"2\"} 7\n"
-                              "downpour_staleness_bucket{role=\"ps\",index=\"1\","
-                              "le=\"+Inf\"} 7\n"));
-  EXPECT_THAT(text, HasSubstr("downpour_staleness_sum{role=\"ps\",index=\"1\"} 4\n"));
-  EXPECT_THAT(text, HasSubstr("downpour_staleness_count{role=\"ps\",index=\"1\"} 7\n"));
+  EXPECT_THAT(text,
+              HasSubstr("downpour_staleness_bucket{role=\"ps\",index=\"1\","
+                        "le=\"0\"} 5\n"
+                        "downpour_staleness_bucket{role=\"ps\",index=\"1\","
+                        "le=\"1\"} 5\n"
+                        "downpour_staleness_bucket{role=\"ps\",index=\"1\","
+                        "le=\"2\"} 7\n"
+                        "downpour_staleness_bucket{role=\"ps\",index=\"1\","
+                        "le=\"+Inf\"} 7\n"));
+  EXPECT_THAT(text,
+              HasSubstr("downpour_staleness_sum{role=\"ps\",index=\"1\"} 4\n"));
+  EXPECT_THAT(
+      text, HasSubstr("downpour_staleness_count{role=\"ps\",index=\"1\"} 7\n"));
 }
 
 TEST(PrometheusTextTest, RpcCallsAreCountedPerKind) {
   const std::string text = Text();
-  EXPECT_THAT(text, HasSubstr("downpour_rpc_calls_total{role=\"ps\",index=\"1\","
-                              "call=\"served:ParameterServer/Push\"} 99\n"));
+  EXPECT_THAT(text,
+              HasSubstr("downpour_rpc_calls_total{role=\"ps\",index=\"1\","
+                        "call=\"served:ParameterServer/Push\"} 99\n"));
   // Quantile gauges gave way to the histogram below (histogram_quantile).
   EXPECT_THAT(text, Not(HasSubstr("downpour_rpc_latency_seconds")));
 }
@@ -100,7 +105,8 @@ TEST(PrometheusTextTest, RpcLatencyIsACumulativeHistogramSinceStart) {
   const std::string text = Text();
   const std::string call =
       "{role=\"ps\",index=\"1\",call=\"served:ParameterServer/Push\",";
-  EXPECT_THAT(text, HasSubstr("# TYPE downpour_rpc_duration_seconds histogram\n"));
+  EXPECT_THAT(text,
+              HasSubstr("# TYPE downpour_rpc_duration_seconds histogram\n"));
   EXPECT_THAT(text, HasSubstr("downpour_rpc_duration_seconds_bucket" + call +
                               "le=\"0.0005\"} 0\n"));
   EXPECT_THAT(text, HasSubstr("downpour_rpc_duration_seconds_bucket" + call +
@@ -118,7 +124,8 @@ TEST(PrometheusTextTest, LabelValuesAreEscaped) {
   proto::GetStatusResponse s;
   s.set_role("a\"b\\c\nd");
   const std::string text = PrometheusText({}, s);
-  EXPECT_THAT(text, HasSubstr("downpour_up{role=\"a\\\"b\\\\c\\nd\",index=\"0\"} 1"));
+  EXPECT_THAT(text,
+              HasSubstr("downpour_up{role=\"a\\\"b\\\\c\\nd\",index=\"0\"} 1"));
   EXPECT_EQ(PrometheusName("9lives.x-y"), "_9lives_x_y");
 }
 

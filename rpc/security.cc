@@ -52,8 +52,8 @@ class TokenChecker final : public grpc::AuthMetadataProcessor {
 
   bool IsBlocking() const override { return false; }
 
-  grpc::Status Process(const InputMetadata& metadata, grpc::AuthContext* context,
-                       OutputMetadata* consumed,
+  grpc::Status Process(const InputMetadata& metadata,
+                       grpc::AuthContext* context, OutputMetadata* consumed,
                        OutputMetadata* /*response*/) override {
     absl::string_view method;
     if (auto it = metadata.find(":path"); it != metadata.end()) {
@@ -80,10 +80,9 @@ class TokenChecker final : public grpc::AuthMetadataProcessor {
             "the bearer token matches no role's token of this cluster "
             "(security.*_token_file): check the token file the client uses");
       }
-      consumed->insert(std::make_pair(std::string(auth->first.data(),
-                                                  auth->first.size()),
-                                      std::string(auth->second.data(),
-                                                  auth->second.size())));
+      consumed->insert(std::make_pair(
+          std::string(auth->first.data(), auth->first.size()),
+          std::string(auth->second.data(), auth->second.size())));
     }
     if (absl::Status allowed = Authorize(role, method); !allowed.ok()) {
       return grpc::Status(static_cast<grpc::StatusCode>(allowed.code()),
@@ -103,9 +102,9 @@ class TokenSender final : public grpc::MetadataCredentialsPlugin {
   explicit TokenSender(std::string token) : header_("Bearer " + token) {}
   bool IsBlocking() const override { return false; }
   const char* GetType() const override { return "downpour-token"; }
-  grpc::Status GetMetadata(grpc::string_ref, grpc::string_ref,
-                           const grpc::AuthContext&,
-                           std::multimap<grpc::string, grpc::string>* metadata) override {
+  grpc::Status GetMetadata(
+      grpc::string_ref, grpc::string_ref, const grpc::AuthContext&,
+      std::multimap<grpc::string, grpc::string>* metadata) override {
     metadata->insert(std::make_pair("authorization", header_));
     return grpc::Status::OK;
   }
@@ -143,14 +142,14 @@ absl::StatusOr<std::string> ReadSecurityFile(const std::string& key,
                                              const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        key, " '", path, "' is not a regular file"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(key, " '", path, "' is not a regular file"));
   }
   if (::stat(path.c_str(), &st) == 0 &&
       static_cast<size_t>(st.st_size) > kMaxPemBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        key, " '", path, "' is ", st.st_size, " bytes; at most ", kMaxPemBytes,
-        " expected"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(key, " '", path, "' is ", st.st_size, " bytes; at most ",
+                     kMaxPemBytes, " expected"));
   }
   absl::StatusOr<std::string> text = ReadFile(path);
   if (!text.ok()) {
@@ -167,11 +166,16 @@ absl::StatusOr<std::string> ReadSecurityFile(const std::string& key,
 
 const char* CallerRoleName(CallerRole role) {
   switch (role) {
-    case CallerRole::kPs: return "ps";
-    case CallerRole::kWorker: return "worker";
-    case CallerRole::kAdmin: return "admin";
-    case CallerRole::kReader: return "reader";
-    case CallerRole::kNone: break;
+    case CallerRole::kPs:
+      return "ps";
+    case CallerRole::kWorker:
+      return "worker";
+    case CallerRole::kAdmin:
+      return "admin";
+    case CallerRole::kReader:
+      return "reader";
+    case CallerRole::kNone:
+      break;
   }
   return "none";
 }
@@ -202,7 +206,8 @@ absl::Status Authorize(CallerRole role, absl::string_view method) {
           {"Coordinator/Heartbeat", {CallerRole::kPs, CallerRole::kWorker}},
           {"ParameterServer/Pull", {CallerRole::kWorker, CallerRole::kAdmin}},
           {"ParameterServer/Push", {CallerRole::kWorker}},
-          {"ParameterServer/Checksums", {CallerRole::kWorker, CallerRole::kAdmin}},
+          {"ParameterServer/Checksums",
+           {CallerRole::kWorker, CallerRole::kAdmin}},
           {"ParameterServer/Replicate", {CallerRole::kPs}},
           {"ParameterServer/Lookup", {CallerRole::kWorker, CallerRole::kAdmin}},
           // The serving daemon (serve/): predictions and its status are for
@@ -219,23 +224,29 @@ absl::Status Authorize(CallerRole role, absl::string_view method) {
       if (allowed == role) return absl::OkStatus();
     }
     std::vector<std::string> names;
-    for (CallerRole allowed : it->second) names.push_back(CallerRoleName(allowed));
-    return absl::PermissionDeniedError(absl::StrCat(
-        "role ", CallerRoleName(role), " may not call ", name, " (only ",
-        absl::StrJoin(names, ", "), ")"));
+    for (CallerRole allowed : it->second)
+      names.push_back(CallerRoleName(allowed));
+    return absl::PermissionDeniedError(
+        absl::StrCat("role ", CallerRoleName(role), " may not call ", name,
+                     " (only ", absl::StrJoin(names, ", "), ")"));
   }
-  return absl::PermissionDeniedError(absl::StrCat(
-      "role ", CallerRoleName(role), " may not call ",
-      method.empty() ? "this method" : method, " (no role may)"));
+  return absl::PermissionDeniedError(
+      absl::StrCat("role ", CallerRoleName(role), " may not call ",
+                   method.empty() ? "this method" : method, " (no role may)"));
 }
 
 std::string TokenFileFor(const SecuritySection& security, CallerRole role) {
   switch (role) {
-    case CallerRole::kPs: return security.ps_token_file;
-    case CallerRole::kWorker: return security.worker_token_file;
-    case CallerRole::kAdmin: return security.admin_token_file;
-    case CallerRole::kReader: return security.reader_token_file;
-    case CallerRole::kNone: break;
+    case CallerRole::kPs:
+      return security.ps_token_file;
+    case CallerRole::kWorker:
+      return security.worker_token_file;
+    case CallerRole::kAdmin:
+      return security.admin_token_file;
+    case CallerRole::kReader:
+      return security.reader_token_file;
+    case CallerRole::kNone:
+      break;
   }
   return "";
 }
@@ -311,8 +322,8 @@ std::shared_ptr<grpc::ChannelCredentials> TlsChannelCredentials(
       grpc::SslCredentials(options);
   if (token.empty()) return credentials;
   return grpc::CompositeChannelCredentials(
-      credentials,
-      grpc::MetadataCredentialsFromPlugin(std::make_unique<TokenSender>(token)));
+      credentials, grpc::MetadataCredentialsFromPlugin(
+                       std::make_unique<TokenSender>(token)));
 }
 
 }  // namespace
@@ -345,7 +356,8 @@ absl::Status InstallSecurity(const SecuritySection& security,
     // Tokens this process checks (every role's it knows) and sends.
     std::vector<std::pair<std::string, CallerRole>> tokens;
     std::vector<std::string> roles;
-    for (CallerRole r : {CallerRole::kPs, CallerRole::kWorker, CallerRole::kAdmin, CallerRole::kReader}) {
+    for (CallerRole r : {CallerRole::kPs, CallerRole::kWorker,
+                         CallerRole::kAdmin, CallerRole::kReader}) {
       const std::string path = TokenFileFor(security, r);
       if (path.empty()) continue;
       absl::StatusOr<std::string> token = ReadTokenFile(path);
@@ -353,9 +365,10 @@ absl::Status InstallSecurity(const SecuritySection& security,
         // A client (psctl) need not hold the other roles' tokens; a server
         // must, or it would refuse that role.
         if (name == "client") continue;
-        return absl::Status(token.status().code(),
-                            absl::StrCat("security.", CallerRoleName(r),
-                                         "_token_file: ", token.status().message()));
+        return absl::Status(
+            token.status().code(),
+            absl::StrCat("security.", CallerRoleName(r),
+                         "_token_file: ", token.status().message()));
       }
       tokens.emplace_back(*std::move(token), r);
       roles.push_back(CallerRoleName(r));
@@ -391,9 +404,11 @@ absl::Status InstallSecurity(const SecuritySection& security,
     next.server_name = security.server_name;
     next.summary = absl::StrCat(
         security.mutual_tls ? "mutual TLS" : "TLS",
-        tokens.empty() ? ", no tokens"
-                       : absl::StrCat(", tokens for ", absl::StrJoin(roles, ", ")),
-        own_token.empty() ? "" : absl::StrCat("; calls as ", CallerRoleName(role)));
+        tokens.empty()
+            ? ", no tokens"
+            : absl::StrCat(", tokens for ", absl::StrJoin(roles, ", ")),
+        own_token.empty() ? ""
+                          : absl::StrCat("; calls as ", CallerRoleName(role)));
   }
   std::lock_guard<std::mutex> lock(TransportMutex());
   CurrentTransport() = std::move(next);
@@ -496,10 +511,11 @@ absl::Status CheckCallerIsMember(const grpc::AuthContext* auth,
   }
   std::vector<std::string> wanted;
   for (const std::string& member : members) {
-    wanted.push_back(absl::StrCat(
-        kCertificatePrefix,
-        absl::EndsWith(member, "*") ? absl::StrCat(absl::StripSuffix(member, "*"), "N")
-                                    : member));
+    wanted.push_back(
+        absl::StrCat(kCertificatePrefix,
+                     absl::EndsWith(member, "*")
+                         ? absl::StrCat(absl::StripSuffix(member, "*"), "N")
+                         : member));
   }
   return absl::PermissionDeniedError(absl::StrCat(
       action, " only with the certificate made for ",

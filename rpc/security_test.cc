@@ -37,8 +37,10 @@ TEST(AuthorizeTest, ReflectionNeedsTheReaderOrAdminToken) {
 
 TEST(AuthorizeTest, OnlyWorkersPushAndOnlyMembersRegister) {
   EXPECT_TRUE(Authorize(CallerRole::kWorker, kPush).ok());
-  for (CallerRole role : {CallerRole::kPs, CallerRole::kAdmin, CallerRole::kReader}) {
-    EXPECT_EQ(Authorize(role, kPush).code(), absl::StatusCode::kPermissionDenied)
+  for (CallerRole role :
+       {CallerRole::kPs, CallerRole::kAdmin, CallerRole::kReader}) {
+    EXPECT_EQ(Authorize(role, kPush).code(),
+              absl::StatusCode::kPermissionDenied)
         << CallerRoleName(role);
   }
   EXPECT_TRUE(Authorize(CallerRole::kPs, kRegisterServer).ok());
@@ -54,7 +56,8 @@ TEST(AuthorizeTest, OnlyWorkersPushAndOnlyMembersRegister) {
 }
 
 TEST(AuthorizeTest, ReadersReadStatusButNotTheModel) {
-  for (CallerRole role : {CallerRole::kPs, CallerRole::kWorker, CallerRole::kAdmin, CallerRole::kReader}) {
+  for (CallerRole role : {CallerRole::kPs, CallerRole::kWorker,
+                          CallerRole::kAdmin, CallerRole::kReader}) {
     EXPECT_TRUE(Authorize(role, kClusterStatus).ok()) << CallerRoleName(role);
     EXPECT_TRUE(Authorize(role, kGetStatus).ok()) << CallerRoleName(role);
   }
@@ -96,7 +99,8 @@ TEST(AuthorizeTest, ReadersAndAdminsPredictFromTheServingDaemon) {
 
 TEST(AuthorizeTest, NoTokenReachesOnlyHealthChecks) {
   EXPECT_TRUE(Authorize(CallerRole::kNone, kHealth).ok());
-  EXPECT_TRUE(Authorize(CallerRole::kNone, "/grpc.health.v1.Health/Watch").ok());
+  EXPECT_TRUE(
+      Authorize(CallerRole::kNone, "/grpc.health.v1.Health/Watch").ok());
   EXPECT_EQ(Authorize(CallerRole::kNone, kClusterStatus).code(),
             absl::StatusCode::kUnauthenticated);
   EXPECT_EQ(Authorize(CallerRole::kNone, kPush).code(),
@@ -104,9 +108,12 @@ TEST(AuthorizeTest, NoTokenReachesOnlyHealthChecks) {
 }
 
 TEST(AuthorizeTest, UnknownMethodsAreNobodys) {
-  EXPECT_EQ(Authorize(CallerRole::kAdmin, "/downpour.proto.Coordinator/Shutdown").code(),
+  EXPECT_EQ(
+      Authorize(CallerRole::kAdmin, "/downpour.proto.Coordinator/Shutdown")
+          .code(),
+      absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(Authorize(CallerRole::kAdmin, "").code(),
             absl::StatusCode::kPermissionDenied);
-  EXPECT_EQ(Authorize(CallerRole::kAdmin, "").code(), absl::StatusCode::kPermissionDenied);
 }
 
 TEST(TokenFileTest, ReadsOneTrimmedToken) {
@@ -123,7 +130,8 @@ TEST(TokenFileTest, RefusesShortSpacedMissingAndEndlessFiles) {
   EXPECT_THAT(ReadTokenFile(dir + "/short.token").status().message(),
               HasSubstr("16 to 4096"));
   ASSERT_TRUE(
-      WriteFileAtomically(dir + "/two.token", "0123456789abcdef 0123456789\n").ok());
+      WriteFileAtomically(dir + "/two.token", "0123456789abcdef 0123456789\n")
+          .ok());
   EXPECT_THAT(ReadTokenFile(dir + "/two.token").status().message(),
               HasSubstr("space or control character"));
   EXPECT_EQ(ReadTokenFile(dir + "/absent.token").status().code(),
@@ -153,7 +161,8 @@ TEST(SecurityTest, MissingCertificateFilesNameTheKey) {
   SecuritySection security;
   security.tls = true;
   security.ca_file = "/nonexistent/ca.pem";
-  const absl::Status status = InstallSecurity(security, "ps-0", CallerRole::kPs);
+  const absl::Status status =
+      InstallSecurity(security, "ps-0", CallerRole::kPs);
   EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(status.message(), HasSubstr("security.ca_file"));
   EXPECT_THAT(status.message(), HasSubstr("make_certs.sh"));

@@ -13,12 +13,12 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/logging.h"
-#include "rpc/accept_guard.h"
-#include "rpc/security.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/support/client_interceptor.h"
 #include "grpcpp/support/server_interceptor.h"
+#include "rpc/accept_guard.h"
+#include "rpc/security.h"
 
 namespace downpour {
 namespace {
@@ -71,17 +71,21 @@ class ClientTiming final : public gx::ClientInterceptorFactoryInterface {
 // are closed, and one connection cannot open unbounded streams.
 void SetConnectionLimits(grpc::ServerBuilder* builder) {
   builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveTimeMs);
-  builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kKeepaliveTimeoutMs);
+  builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                              kKeepaliveTimeoutMs);
   builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   // Clients ping every kKeepaliveTimeMs; allow that (gRPC's default minimum
   // is 5 minutes and it would close their connections as abusive).
-  builder->AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
-                              kKeepaliveTimeMs / 2);
+  builder->AddChannelArgument(
+      GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+      kKeepaliveTimeMs / 2);
   builder->AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 2);
-  builder->AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, kMaxConnectionIdleMs);
+  builder->AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+                              kMaxConnectionIdleMs);
   // An authenticated client cannot hold one connection (and its descriptor)
   // for ever by keeping a call open or pinging.
-  builder->AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS, kMaxConnectionAgeMs);
+  builder->AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS,
+                              kMaxConnectionAgeMs);
   builder->AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
                               kMaxConnectionAgeGraceMs);
   builder->AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
@@ -97,21 +101,25 @@ void SetConnectionLimits(grpc::ServerBuilder* builder) {
 // (fine: only this machine), or plaintext on the network (loudly).
 void LogTransport(const std::string& who, const std::string& address) {
   if (TransportIsSecure()) {
-    Log(Logger::kRpc)->info("{} serves on {} with {}", who, address,
-                            TransportSummary());
+    Log(Logger::kRpc)
+        ->info("{} serves on {} with {}", who, address, TransportSummary());
   } else if (IsLoopbackHost(address)) {
-    Log(Logger::kRpc)->info(
-        "{} serves plaintext gRPC on loopback {}: only this machine can "
-        "connect (set security.tls before listening on a network; "
-        "docs/SECURITY.md)",
-        who, address);
+    Log(Logger::kRpc)
+        ->info(
+            "{} serves plaintext gRPC on loopback {}: only this machine can "
+            "connect (set security.tls before listening on a network; "
+            "docs/SECURITY.md)",
+            who, address);
   } else {
-    Log(Logger::kRpc)->warn(
-        "SECURITY: {} serves UNENCRYPTED, UNAUTHENTICATED gRPC on {}: anyone "
-        "who can reach this port can read the model, push gradients and end "
-        "the job. Turn on security.tls and tokens (deploy/make_certs.sh, "
-        "docs/SECURITY.md)",
-        who, address);
+    Log(Logger::kRpc)
+        ->warn(
+            "SECURITY: {} serves UNENCRYPTED, UNAUTHENTICATED gRPC on {}: "
+            "anyone "
+            "who can reach this port can read the model, push gradients and "
+            "end "
+            "the job. Turn on security.tls and tokens (deploy/make_certs.sh, "
+            "docs/SECURITY.md)",
+            who, address);
   }
 }
 
@@ -120,7 +128,8 @@ void LogTransport(const std::string& who, const std::string& address) {
 std::string TuneMallocForBulkTransfer() {
   static const std::string* const result = [] {
     const char* tunables = std::getenv("GLIBC_TUNABLES");
-    if (tunables != nullptr && std::strstr(tunables, "glibc.malloc.") != nullptr) {
+    if (tunables != nullptr &&
+        std::strstr(tunables, "glibc.malloc.") != nullptr) {
       return new std::string("left to GLIBC_TUNABLES");
     }
     constexpr int kMmapThreshold = 32 << 20;  // glibc's largest allowed
@@ -150,8 +159,8 @@ absl::StatusOr<StartedServer> StartServer(
     const std::string& who) {
   std::vector<std::string> parts = absl::StrSplit(address, ':');
   if (parts.size() < 2) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        who, ": listen address '", address, "' is not host:port"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(who, ": listen address '", address, "' is not host:port"));
   }
   TuneMallocForBulkTransfer();
   static std::once_flag once;  // process-wide settings
@@ -167,9 +176,10 @@ absl::StatusOr<StartedServer> StartServer(
   std::shared_ptr<grpc::ServerCredentials> credentials =
       ServerTransportCredentials();
   if (credentials == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        who, ": security.tls is on but this process has no certificate "
-             "(security.cert_file / key_file) to serve with"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(who,
+                     ": security.tls is on but this process has no certificate "
+                     "(security.cert_file / key_file) to serve with"));
   }
   grpc::ServerBuilder builder;
   int port = 0;

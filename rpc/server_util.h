@@ -38,8 +38,8 @@ constexpr int kMaxConcurrentStreams = 1024;
 
 struct StartedServer {
   std::unique_ptr<grpc::Server> server;
-  int port = 0;             // the bound port (the ephemeral one when asked for 0)
-  std::string address;      // host:port with the bound port
+  int port = 0;         // the bound port (the ephemeral one when asked for 0)
+  std::string address;  // host:port with the bound port
 };
 
 // Binds `address` (host:port, port 0 = ephemeral) and starts serving `services`
@@ -50,21 +50,22 @@ struct StartedServer {
 // the whole process) and SetConnectionLimits,
 // plus the standard grpc.health.v1.Health service (gRPC's default one: SERVING
 // for the whole server, "", from start until Shutdown, then NOT_SERVING), so
-// Kubernetes gRPC probes and grpc_health_probe work unchanged. Every call served
-// is timed into RpcLatencies() as "served:<Service>/<Method>".
+// Kubernetes gRPC probes and grpc_health_probe work unchanged. Every call
+// served is timed into RpcLatencies() as "served:<Service>/<Method>".
 // SO_REUSEPORT is off, so a port already in use is an error:
 // Unavailable "cannot listen on 127.0.0.1:7001 (ps 0): address in use or not
 // available; stop the process holding it or change the port in the config".
 // `who` names the daemon in messages.
-absl::StatusOr<StartedServer> StartServer(const std::string& address,
-                                          const std::vector<grpc::Service*>& services,
-                                          const std::string& who);
+absl::StatusOr<StartedServer> StartServer(
+    const std::string& address, const std::vector<grpc::Service*>& services,
+    const std::string& who);
 
 // A channel with our message limits, keepalive and reconnect settings, and the
-// process's transport credentials (TLS and its role token once installed). Every call made on
-// it is timed into RpcLatencies() as "called:<Service>/<Method>".
-// `fresh_connection`: a connection of its own rather than one shared with the
-// process's other channels to the same address (AcceptWatch).
+// process's transport credentials (TLS and its role token once installed).
+// Every call made on it is timed into RpcLatencies() as
+// "called:<Service>/<Method>". `fresh_connection`: a connection of its own
+// rather than one shared with the process's other channels to the same address
+// (AcceptWatch).
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
                                            bool fresh_connection = false);
 
@@ -75,7 +76,8 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
 Counters& RpcLatencies();
 
 // The name a call is timed under: "served:" or "called:" and the gRPC method
-// without its leading "/" and our package: "/downpour.proto.ParameterServer/Pull"
+// without its leading "/" and our package:
+// "/downpour.proto.ParameterServer/Pull"
 // -> "served:ParameterServer/Pull"; "/grpc.health.v1.Health/Check" ->
 // "served:grpc.health.v1.Health/Check".
 std::string LatencyName(bool served, absl::string_view method);

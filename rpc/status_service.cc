@@ -7,8 +7,8 @@
 #include <iterator>
 
 #include "common/fd_limit.h"
-#include "rpc/security.h"
 #include "rpc/accept_guard.h"
+#include "rpc/security.h"
 #include "rpc/server_util.h"
 
 namespace downpour {

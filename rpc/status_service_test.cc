@@ -5,12 +5,12 @@
 #include <unistd.h>
 
 #include "common/counters.h"
-#include "rpc/server_util.h"
 #include "common/testing/status_matchers.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
 #include "proto/health.grpc.pb.h"
 #include "proto/status.grpc.pb.h"
-#include "grpcpp/generic/generic_stub.h"
+#include "rpc/server_util.h"
 
 namespace downpour {
 namespace {
@@ -58,8 +58,8 @@ std::string ListServices(const std::string& address) {
   context.set_deadline(DeadlineIn(10));
   grpc::CompletionQueue cq;
   std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call = stub.PrepareCall(
-      &context, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
-      &cq);
+      &context,
+      "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
   void* tag = nullptr;
   bool ok = false;
   auto next = [&] { return cq.Next(&tag, &ok) && ok; };

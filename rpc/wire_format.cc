@@ -15,8 +15,8 @@ namespace {
 
 // Field numbers (proto/ps.proto).
 constexpr uint32_t kPushEpoch = 1, kPushWorker = 2, kPushSequence = 3,
-                   kPushBlocks = 4, kPushClock = 5,
-                   kPushKey = 6, kPushSparse = 7, kPushReplyValues = 8;
+                   kPushBlocks = 4, kPushClock = 5, kPushKey = 6,
+                   kPushSparse = 7, kPushReplyValues = 8;
 constexpr uint32_t kAckVersions = 1, kAckDuplicate = 2, kAckBlocks = 3,
                    kAckRefused = 4;
 constexpr uint32_t kSparseTable = 1, kSparseKeys = 2, kSparseValues = 3,
@@ -33,8 +33,7 @@ static_assert(kPushBlocks == proto::PushRequest::kBlocksFieldNumber);
 static_assert(kPushClock == proto::PushRequest::kClockFieldNumber);
 static_assert(kPushKey == proto::PushRequest::kPushKeyFieldNumber);
 static_assert(kPushSparse == proto::PushRequest::kSparseFieldNumber);
-static_assert(kPushReplyValues ==
-              proto::PushRequest::kReplyValuesFieldNumber);
+static_assert(kPushReplyValues == proto::PushRequest::kReplyValuesFieldNumber);
 static_assert(kAckVersions == proto::PushResponse::kVersionsFieldNumber);
 static_assert(kAckDuplicate == proto::PushResponse::kDuplicateFieldNumber);
 static_assert(kAckBlocks == proto::PushResponse::kBlocksFieldNumber);
@@ -148,7 +147,8 @@ class Reader {
   const char* Contiguous(size_t n) {
     if (n > left_ || n > Here()) return nullptr;
     if (Inlined(slices_[slice_])) return nullptr;
-    const char* p = reinterpret_cast<const char*>(slices_[slice_].begin()) + at_;
+    const char* p =
+        reinterpret_cast<const char*>(slices_[slice_].begin()) + at_;
     Advance(n);
     return p;
   }
@@ -301,7 +301,8 @@ absl::Status ReadSparseRows(Reader& r, const char* what, Arena* arena,
         if (bytes_in_place != nullptr) *bytes_in_place += v;
       } else if (v > 0) {
         char* copy = arena->Allocate(v);
-        if (!r.CopyTo(copy, v)) return Malformed(what, "truncated sparse array");
+        if (!r.CopyTo(copy, v))
+          return Malformed(what, "truncated sparse array");
         data = copy;
         if (bytes_copied != nullptr) *bytes_copied += v;
       }
@@ -318,7 +319,8 @@ absl::Status ReadSparseRows(Reader& r, const char* what, Arena* arena,
     } else if (!r.SkipField(type)) {
       return Malformed(what, "bad field in sparse rows");
     }
-    if (r.left() < end) return Malformed(what, "sparse rows overrun their length");
+    if (r.left() < end)
+      return Malformed(what, "sparse rows overrun their length");
   }
   return absl::OkStatus();
 }
@@ -380,7 +382,8 @@ void SendPins::WaitReleased() {
 bool SendPins::WaitReleased(absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
   return mu_.AwaitWithTimeout(
-      absl::Condition(+[](int64_t* pinned) { return *pinned == 0; }, &pinned_),
+      absl::Condition(
+          +[](int64_t* pinned) { return *pinned == 0; }, &pinned_),
       timeout);
 }
 
@@ -399,7 +402,8 @@ grpc::ByteBuffer SerializePush(const PushView& push, SendPins* pins) {
   }
   if (push.worker_id != 0) {
     p = PutTag(p, kPushWorker, kVarint);
-    p = PutVarint(p, static_cast<uint64_t>(static_cast<int64_t>(push.worker_id)));
+    p = PutVarint(p,
+                  static_cast<uint64_t>(static_cast<int64_t>(push.worker_id)));
   }
   if (push.sequence != 0) {
     p = PutTag(p, kPushSequence, kVarint);
@@ -608,11 +612,11 @@ absl::Status ParseBlocks(const char* what, const grpc::ByteBuffer& buffer,
       return s;
     }
     bool copied = false;
-    absl::Status s = block(b, [&](char* out) {
-      copied = r.CopyTo(out, b.size);
-    });
+    absl::Status s =
+        block(b, [&](char* out) { copied = r.CopyTo(out, b.size); });
     if (!s.ok()) return s;
-    if (!copied && !r.Skip(b.size)) return Malformed(kWhat, "truncated payload");
+    if (!copied && !r.Skip(b.size))
+      return Malformed(kWhat, "truncated payload");
     if (r.left() != end) return Malformed(kWhat, "block length mismatch");
   }
   return absl::OkStatus();

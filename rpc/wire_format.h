@@ -88,8 +88,7 @@ class PullReplyBuilder {
   // `payload_bytes`: an upper bound of the reply's payload bytes. `field`:
   // the blocks' field number (PullResponse.blocks; PushResponse.blocks is
   // 3, for a push answered with values).
-  PullReplyBuilder(size_t num_blocks, size_t payload_bytes,
-                   uint32_t field = 1);
+  PullReplyBuilder(size_t num_blocks, size_t payload_bytes, uint32_t field = 1);
   // Room for block `id`'s `size` payload bytes; write them before Finish.
   char* AddBlock(uint32_t id, uint64_t version, int32_t encoding, size_t size);
   grpc::ByteBuffer Finish();
@@ -124,8 +123,8 @@ struct PushAck {
   bool duplicate = false;
   std::string refused;  // why the ps's push guard refused it; "" applied
 };
-// Reads a PushResponse: its versions, duplicate and refused into *ack, and each of
-// its blocks (PushRequest.reply_values) through `block`, as ParsePullReply.
+// Reads a PushResponse: its versions, duplicate and refused into *ack, and each
+// of its blocks (PushRequest.reply_values) through `block`, as ParsePullReply.
 // InvalidArgument for bytes that are not a PushResponse.
 absl::Status ParsePushReply(const grpc::ByteBuffer& buffer, PushAck* ack,
                             const BlockFn& block);

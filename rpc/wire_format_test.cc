@@ -168,7 +168,8 @@ TEST(WireFormatTest, SparseRowsTravelBothWays) {
   for (size_t cut = 0; cut < bytes.size(); cut += 3) {
     Arena arena;
     PushView view;
-    absl::Status status = ParsePush(Sliced(bytes.substr(0, cut), 4), &arena, &view);
+    absl::Status status =
+        ParsePush(Sliced(bytes.substr(0, cut), 4), &arena, &view);
     if (!status.ok()) {
       EXPECT_TRUE(absl::IsInvalidArgument(status)) << cut;
     }
@@ -212,7 +213,8 @@ TEST(WireFormatTest, PayloadsInInlinedSlicesAreCopied) {
 TEST(WireFormatTest, MalformedPushesAreInvalidArgument) {
   const std::vector<float> a = Ramp(10, 1), b = Ramp(3, 0);
   const std::string bytes = SampleRequest(a, b).SerializeAsString();
-  for (size_t cut : {size_t{1}, size_t{5}, bytes.size() / 2, bytes.size() - 1}) {
+  for (size_t cut :
+       {size_t{1}, size_t{5}, bytes.size() / 2, bytes.size() - 1}) {
     Arena arena;
     PushView got;
     const absl::Status status =
@@ -228,14 +230,16 @@ TEST(WireFormatTest, AVarintRunningPastItsMessageIsRefusedBeforeAnyAllocation) {
   // PushRequest.sparse (field 7, length 1) holding the first byte of a
   // two-byte tag of keys (field 2, LEN: 0x92 0x00), then a length of 2^61
   // and a few bytes.
-  const std::string sparse = std::string("\x3a\x01\x92\x00", 4) +
-                             std::string("\x80\x80\x80\x80\x80\x80\x80\x80\x20", 9) +
-                             std::string(16, 'k');
+  const std::string sparse =
+      std::string("\x3a\x01\x92\x00", 4) +
+      std::string("\x80\x80\x80\x80\x80\x80\x80\x80\x20", 9) +
+      std::string(16, 'k');
   // PushRequest.blocks (field 4, length 1), the same trick on BlockData.data
   // (field 4, LEN: 0xa2 0x00).
-  const std::string block = std::string("\x22\x01\xa2\x00", 4) +
-                            std::string("\x80\x80\x80\x80\x80\x80\x80\x80\x20", 9) +
-                            std::string(16, 'd');
+  const std::string block =
+      std::string("\x22\x01\xa2\x00", 4) +
+      std::string("\x80\x80\x80\x80\x80\x80\x80\x80\x20", 9) +
+      std::string(16, 'd');
   for (const std::string& bytes : {sparse, block}) {
     for (size_t piece : {size_t{1}, size_t{3}, bytes.size()}) {
       Arena arena;
@@ -259,7 +263,8 @@ TEST(WireFormatTest, PullReplyBuilderWritesAProtobufPullResponse) {
   ASSERT_EQ(got.blocks_size(), 2);
   EXPECT_EQ(got.blocks(0).block_id(), 4u);
   EXPECT_EQ(got.blocks(0).version(), 17u);
-  EXPECT_EQ(got.blocks(0).data(), std::string(reinterpret_cast<const char*>(a.data()), 400));
+  EXPECT_EQ(got.blocks(0).data(),
+            std::string(reinterpret_cast<const char*>(a.data()), 400));
   EXPECT_EQ(got.blocks(1).block_id(), 70000u);
   EXPECT_EQ(got.blocks(1).encoding(), 2);
   EXPECT_LE(builder.size(), PullReplyBound(2, (a.size() + b.size()) * 4));
@@ -291,19 +296,19 @@ TEST(WireFormatTest, ParsesProtobufPullRepliesInAnySlicing) {
     EXPECT_EQ(std::vector<float>(out.begin() + 100, out.end()), b);
   }
   // A refusal from the callback ends the parse.
-  const absl::Status refused = ParsePullReply(
-      Sliced(bytes, 8), [](const BlockRef&, const CopyPayload&) {
+  const absl::Status refused =
+      ParsePullReply(Sliced(bytes, 8), [](const BlockRef&, const CopyPayload&) {
         return absl::InternalError("no such block");
       });
   EXPECT_EQ(refused.code(), absl::StatusCode::kInternal);
   // Truncated replies are malformed.
-  const absl::Status truncated = ParsePullReply(
-      Sliced(bytes.substr(0, bytes.size() - 3), 8),
-      [](const BlockRef&, const CopyPayload& copy) {
-        std::vector<char> sink(1 << 12);
-        copy(sink.data());
-        return absl::OkStatus();
-      });
+  const absl::Status truncated =
+      ParsePullReply(Sliced(bytes.substr(0, bytes.size() - 3), 8),
+                     [](const BlockRef&, const CopyPayload& copy) {
+                       std::vector<char> sink(1 << 12);
+                       copy(sink.data());
+                       return absl::OkStatus();
+                     });
   EXPECT_EQ(truncated.code(), absl::StatusCode::kInvalidArgument);
 }
 
@@ -340,14 +345,14 @@ TEST(WireFormatTest, ParsesPushRepliesWithValues) {
     for (size_t piece : {size_t{1}, size_t{7}, bytes.size()}) {
       PushAck ack;
       std::vector<float> out(100, 0);
-      const absl::Status status = ParsePushReply(
-          Sliced(bytes, piece), &ack,
-          [&](const BlockRef& b, const CopyPayload& copy) {
-            EXPECT_EQ(b.id, 4u);
-            EXPECT_EQ(b.version, 7u);
-            copy(reinterpret_cast<char*>(out.data()));
-            return absl::OkStatus();
-          });
+      const absl::Status status =
+          ParsePushReply(Sliced(bytes, piece), &ack,
+                         [&](const BlockRef& b, const CopyPayload& copy) {
+                           EXPECT_EQ(b.id, 4u);
+                           EXPECT_EQ(b.version, 7u);
+                           copy(reinterpret_cast<char*>(out.data()));
+                           return absl::OkStatus();
+                         });
       ASSERT_TRUE(status.ok()) << status;
       EXPECT_EQ(ack.versions, (std::vector<uint64_t>{7, 300}));
       EXPECT_TRUE(ack.duplicate);
@@ -356,13 +361,13 @@ TEST(WireFormatTest, ParsesPushRepliesWithValues) {
     }
     for (size_t cut = 1; cut < bytes.size(); cut += 5) {
       PushAck ack;
-      const absl::Status status = ParsePushReply(
-          Sliced(bytes.substr(0, cut), 4), &ack,
-          [](const BlockRef& b, const CopyPayload& copy) {
-            std::vector<char> sink(b.size);
-            copy(sink.data());
-            return absl::OkStatus();
-          });
+      const absl::Status status =
+          ParsePushReply(Sliced(bytes.substr(0, cut), 4), &ack,
+                         [](const BlockRef& b, const CopyPayload& copy) {
+                           std::vector<char> sink(b.size);
+                           copy(sink.data());
+                           return absl::OkStatus();
+                         });
       EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << cut;
     }
   }

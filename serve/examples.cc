@@ -18,7 +18,8 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 template <typename T>
 std::vector<T> Decode(const std::string& bytes) {
   std::vector<T> out(bytes.size() / sizeof(T));
-  if (!out.empty()) std::memcpy(out.data(), bytes.data(), out.size() * sizeof(T));
+  if (!out.empty())
+    std::memcpy(out.data(), bytes.data(), out.size() * sizeof(T));
   return out;
 }
 
@@ -32,26 +33,30 @@ absl::Status CheckSparseSizes(const proto::PredictRequest& request,
                                              request.fields().size());
   if (bytes > limits.max_request_bytes) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "predict: the request holds ", bytes, " bytes of keys, values and "
-        "offsets; at most ", limits.max_request_bytes,
+        "predict: the request holds ", bytes,
+        " bytes of keys, values and "
+        "offsets; at most ",
+        limits.max_request_bytes,
         " (--max_request_bytes): send fewer examples per request"));
   }
   if (k.size() % 8 != 0 || v.size() % 4 != 0 || o.size() % 4 != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "predict: keys, values and offsets are ", k.size(), ", ", v.size(),
-        " and ", o.size(), " bytes; they must be uint64, float32 and uint32 "
-        "little-endian arrays (multiples of 8, 4 and 4 bytes)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("predict: keys, values and offsets are ", k.size(), ", ",
+                     v.size(), " and ", o.size(),
+                     " bytes; they must be uint64, float32 and uint32 "
+                     "little-endian arrays (multiples of 8, 4 and 4 bytes)"));
   }
   if (k.size() / 8 != v.size() / 4) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "predict: ", k.size() / 8, " keys but ", v.size() / 4,
-        " values; each key needs its value"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("predict: ", k.size() / 8, " keys but ", v.size() / 4,
+                     " values; each key needs its value"));
   }
   const std::string& f = request.fields();
   if (!f.empty() && f.size() != k.size() / 4) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "predict: fields is ", f.size(), " bytes; it holds one uint16 per key (",
-        k.size() / 4, " bytes) or nothing"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("predict: fields is ", f.size(),
+                     " bytes; it holds one uint16 per key (", k.size() / 4,
+                     " bytes) or nothing"));
   }
   if (o.empty()) {
     return absl::InvalidArgumentError(
@@ -76,14 +81,15 @@ absl::Status DecodeSparse(const proto::PredictRequest& request,
   const int64_t num_keys = static_cast<int64_t>(request.keys().size() / 8);
   std::vector<uint32_t> offsets = Decode<uint32_t>(request.offsets());
   if (offsets[0] != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "predict: offsets[0] is ", offsets[0], "; it must be 0"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("predict: offsets[0] is ", offsets[0], "; it must be 0"));
   }
   for (int64_t i = 0; i < n; ++i) {
     if (offsets[i + 1] < offsets[i]) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "predict: offsets[", i + 1, "] = ", offsets[i + 1], " is below offsets[",
-          i, "] = ", offsets[i], "; offsets must not decrease"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("predict: offsets[", i + 1, "] = ", offsets[i + 1],
+                       " is below offsets[", i, "] = ", offsets[i],
+                       "; offsets must not decrease"));
     }
   }
   if (offsets[n] != num_keys) {
@@ -95,9 +101,9 @@ absl::Status DecodeSparse(const proto::PredictRequest& request,
   for (int64_t e = 0, i = 0; i < num_keys; ++i) {
     if (std::isfinite(values[i])) continue;
     while (offsets[e + 1] <= i) ++e;  // the example holding entry i
-    return absl::InvalidArgumentError(absl::StrCat(
-        "predict: value ", i, " (example ", e, ") is ", values[i],
-        "; values must be finite"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("predict: value ", i, " (example ", e, ") is ", values[i],
+                     "; values must be finite"));
   }
   examples->dense_form = false;
   examples->count = n;
@@ -127,28 +133,31 @@ absl::Status DecodeDense(const proto::PredictRequest& request,
   }
   if (static_cast<int64_t>(d.size()) > limits.max_request_bytes) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "predict: the request holds ", d.size(), " bytes of dense rows; at "
-        "most ", limits.max_request_bytes,
+        "predict: the request holds ", d.size(),
+        " bytes of dense rows; at "
+        "most ",
+        limits.max_request_bytes,
         " (--max_request_bytes): send fewer examples per request"));
   }
   if (d.size() % (4 * features) != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "predict: dense is ", d.size(), " bytes, not a whole number of "
-        "examples of ", features, " float32 features (", 4 * features,
-        " bytes each)"));
+        "predict: dense is ", d.size(),
+        " bytes, not a whole number of "
+        "examples of ",
+        features, " float32 features (", 4 * features, " bytes each)"));
   }
   const int64_t n = static_cast<int64_t>(d.size()) / (4 * features);
   if (n > limits.max_examples) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "predict: the request holds ", n, " examples; at most ",
-        limits.max_examples, " (--max_examples): split it"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("predict: the request holds ", n, " examples; at most ",
+                     limits.max_examples, " (--max_examples): split it"));
   }
   std::vector<float> dense = Decode<float>(d);
   for (size_t i = 0; i < dense.size(); ++i) {
     if (std::isfinite(dense[i])) continue;
     return absl::InvalidArgumentError(absl::StrCat(
-        "predict: feature ", i % features, " of example ", i / features,
-        " is ", dense[i], "; values must be finite"));
+        "predict: feature ", i % features, " of example ", i / features, " is ",
+        dense[i], "; values must be finite"));
   }
   examples->dense_form = true;
   examples->count = n;

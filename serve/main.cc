@@ -75,7 +75,8 @@ int main(int argc, char** argv) {
   WritePortFile((*node)->port());
   // A listener that died (gRPC stops accepting after running out of file
   // descriptors) ends the daemon like SIGTERM, then exits 1 to be restarted.
-  AcceptWatch watch("serve", (*node)->address(), [] { kill(getpid(), SIGTERM); });
+  AcceptWatch watch("serve", (*node)->address(),
+                    [] { kill(getpid(), SIGTERM); });
   const int signal = WaitForShutdownSignal();
   SPDLOG_LOGGER_INFO(Log(Logger::kServe), "signal {}: shutting down", signal);
   (*node)->Stop();

@@ -53,8 +53,8 @@ absl::StatusOr<OpenedFile> Open(const std::string& path) {
   file.version.device = st.st_dev;
   file.version.inode = st.st_ino;
   file.version.size = static_cast<int64_t>(st.st_size);
-  file.version.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 +
-                          st.st_mtim.tv_nsec;
+  file.version.mtime_ns =
+      static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
   return file;
 }
 
@@ -129,10 +129,13 @@ absl::StatusOr<std::shared_ptr<const Snapshot>> ModelServer::Load(
     snapshot->number = loads_ + 1;
   }
   SPDLOG_LOGGER_INFO(
-      L(), "loaded {} as snapshot {}: {} rows, {} updates, origin '{}', {}, in {:.3f} s",
+      L(),
+      "loaded {} as snapshot {}: {} rows, {} updates, origin '{}', {}, in "
+      "{:.3f} s",
       options_.model_path, snapshot->number, snapshot->scorer->rows(),
       snapshot->scorer->meta().updates(), snapshot->scorer->meta().origin(),
-      snapshot->scorer->meta().type(), absl::ToDoubleSeconds(absl::Now() - start));
+      snapshot->scorer->meta().type(),
+      absl::ToDoubleSeconds(absl::Now() - start));
   return std::shared_ptr<const Snapshot>(std::move(snapshot));
 }
 
@@ -246,9 +249,9 @@ absl::Status ModelServer::Predict(const proto::PredictRequest& request,
   const std::shared_ptr<const Snapshot> snapshot = current();
   if (snapshot == nullptr) {
     unavailable_.fetch_add(1, std::memory_order_relaxed);
-    return absl::UnavailableError(absl::StrCat(
-        "no snapshot loaded yet: waiting for ", options_.model_path,
-        " (psctl export writes it)"));
+    return absl::UnavailableError(
+        absl::StrCat("no snapshot loaded yet: waiting for ",
+                     options_.model_path, " (psctl export writes it)"));
   }
   const Scorer& scorer = *snapshot->scorer;
   std::vector<float> margins;

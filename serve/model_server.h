@@ -75,8 +75,8 @@ struct Snapshot {
 
   // The model (sparse or dense) and its meta.
   std::unique_ptr<const Scorer> scorer;
-  uint64_t number = 0;      // the load counter: 1 for the first file loaded
-  FileVersion file;         // stat of the file before it was read
+  uint64_t number = 0;  // the load counter: 1 for the first file loaded
+  FileVersion file;     // stat of the file before it was read
   std::unique_ptr<ScopedFd> file_fd;  // that file, open (see FileVersion)
   absl::Time loaded_at;
   absl::Time file_mtime;
@@ -111,8 +111,8 @@ class ModelServer {
   // server waits for it (Predict is Unavailable until a reload finds it). A
   // file that exists but cannot be read as a model returns the reader's
   // error (LoadScorer: InvalidArgument naming the file, ...), as does a model
-  // whose task this server cannot answer (a multiclass sparse one). InvalidArgument for
-  // an empty path or a limit below 1.
+  // whose task this server cannot answer (a multiclass sparse one).
+  // InvalidArgument for an empty path or a limit below 1.
   static absl::StatusOr<std::unique_ptr<ModelServer>> Create(Options options);
 
   ModelServer(const ModelServer&) = delete;

@@ -69,10 +69,11 @@ model::SparseModel RandomModel(const std::vector<uint64_t>& universe,
   config.model.sparse_buckets = 16;
   config.data.source = DataSource::kLibsvm;
   model::SparseModel m;
-  m.meta = model::MakeSparseMeta(
-      config, task == Task::kBinary ? std::vector<std::string>{"-1", "+1"}
-                                    : std::vector<std::string>{},
-      {});
+  m.meta = model::MakeSparseMeta(config,
+                                 task == Task::kBinary
+                                     ? std::vector<std::string>{"-1", "+1"}
+                                     : std::vector<std::string>{},
+                                 {});
   m.meta.set_updates(updates);
   m.meta.set_origin(absl::StrCat("test seed ", seed));
   std::mt19937_64 rng(seed);
@@ -167,8 +168,7 @@ std::vector<float> DenseRows(int64_t n, int features, uint64_t seed) {
   return x;
 }
 
-proto::PredictRequest DenseRequest(const std::vector<float>& x,
-                                   int features) {
+proto::PredictRequest DenseRequest(const std::vector<float>& x, int features) {
   proto::PredictRequest request;
   request.set_dense(Bytes(x));
   request.set_features(static_cast<uint32_t>(features));
@@ -264,8 +264,7 @@ TEST_F(ModelServerTest, MarginsEqualModelMarginsBitForBit) {
 }
 
 TEST_F(ModelServerTest, RegressionModelsAnswerMarginsOnly) {
-  const model::SparseModel m =
-      RandomModel(universe_, 3, 5, Task::kRegression);
+  const model::SparseModel m = RandomModel(universe_, 3, 5, Task::kRegression);
   ASSERT_THAT(model::WriteSparseModel(path_, m), IsOk());
   std::unique_ptr<ModelServer> server = Create();
   ASSERT_NE(server, nullptr);
@@ -339,7 +338,8 @@ TEST_F(ModelServerTest, BadRequestsAreRefusedWithTheReason) {
       {"keys not whole", two_keys.substr(0, 15), two_values,
        Bytes(std::vector<uint32_t>{0, 2}), "multiples of 8, 4 and 4 bytes"},
       {"values not whole", two_keys, two_values + "x",
-       Bytes(std::vector<uint32_t>{0, 2}), "keys, values and offsets are 16, 9 and 8"},
+       Bytes(std::vector<uint32_t>{0, 2}),
+       "keys, values and offsets are 16, 9 and 8"},
       {"offsets not whole", two_keys, two_values, "abc",
        "must be uint64, float32 and uint32"},
       {"more keys than values", two_keys, Bytes(std::vector<float>{1}),
@@ -377,9 +377,9 @@ TEST_F(ModelServerTest, BadRequestsAreRefusedWithTheReason) {
     request.set_offsets(c.offsets);
     request.set_fields(c.fields);
     proto::PredictResponse reply;
-    EXPECT_THAT(server->Predict(request, &reply),
-                StatusIs(absl::StatusCode::kInvalidArgument,
-                         HasSubstr(c.message)))
+    EXPECT_THAT(
+        server->Predict(request, &reply),
+        StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(c.message)))
         << c.what;
   }
   const proto::ServeStatusResponse status = Status(*server);
@@ -508,9 +508,9 @@ TEST_F(ModelServerTest, AnInvalidFileAtStartIsTheReadersError) {
   EXPECT_THAT(ModelServer::Create(options),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(path_)));
   options.model_path = "";
-  EXPECT_THAT(ModelServer::Create(options),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("--model PATH")));
+  EXPECT_THAT(
+      ModelServer::Create(options),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--model PATH")));
 }
 
 TEST_F(ModelServerTest, SnapshotAgeIsTheFilesAge) {
@@ -578,8 +578,8 @@ TEST_F(ModelServerTest, EveryRequestIsAnsweredByOneSnapshotDuringSwaps) {
         // Odd snapshots hold A, even ones B (updates says which).
         const std::string& want =
             reply.snapshot_updates() == 1 ? margins_a : margins_b;
-        if (reply.margins() != want || (reply.snapshot() % 2 == 1) !=
-                                           (reply.snapshot_updates() == 1)) {
+        if (reply.margins() != want ||
+            (reply.snapshot() % 2 == 1) != (reply.snapshot_updates() == 1)) {
           ++wrong;
         }
         ++answered;
@@ -638,10 +638,10 @@ TEST_F(ModelServerTest, DenseModelsAreServedAsDenseScorerScoresThem) {
 }
 
 TEST_F(ModelServerTest, DenseRequestsOfTheWrongShapeAreRefused) {
-  ASSERT_THAT(model::WriteModel(path_, RandomDenseModel(Task::kBinary,
-                                                        ModelType::kMlp,
-                                                        {5, 3, 1}, 1, 1)),
-              IsOk());
+  ASSERT_THAT(
+      model::WriteModel(path_, RandomDenseModel(Task::kBinary, ModelType::kMlp,
+                                                {5, 3, 1}, 1, 1)),
+      IsOk());
   ModelServer::Options options;
   options.max_examples = 4;
   options.max_request_bytes = 100;
@@ -678,9 +678,9 @@ TEST_F(ModelServerTest, DenseRequestsOfTheWrongShapeAreRefused) {
   };
   for (const auto& c : cases) {
     proto::PredictResponse reply;
-    EXPECT_THAT(server->Predict(c.request, &reply),
-                StatusIs(absl::StatusCode::kInvalidArgument,
-                         HasSubstr(c.message)))
+    EXPECT_THAT(
+        server->Predict(c.request, &reply),
+        StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(c.message)))
         << c.what;
   }
   EXPECT_EQ(Status(*server).rejected(), sizeof(cases) / sizeof(cases[0]));
@@ -734,10 +734,10 @@ TEST_F(ModelServerTest, DenseSnapshotsSwapLikeSparseOnes) {
   EXPECT_EQ(Bytes(held_margins), Bytes(DenseMargins(a, x)));
 
   // A model of another width swaps in too; the old width is then refused.
-  ASSERT_THAT(model::WriteModel(path_, RandomDenseModel(Task::kBinary,
-                                                        ModelType::kMlp,
-                                                        {6, 2, 1}, 3, 30)),
-              IsOk());
+  ASSERT_THAT(
+      model::WriteModel(path_, RandomDenseModel(Task::kBinary, ModelType::kMlp,
+                                                {6, 2, 1}, 3, 30)),
+      IsOk());
   ASSERT_THAT(server->ReloadIfChanged(), IsOk());
   EXPECT_THAT(server->Predict(request, &reply),
               StatusIs(absl::StatusCode::kInvalidArgument,

@@ -31,10 +31,10 @@ grpc::ServerUnaryReactor* PredictorService::Predict(
     proto::PredictResponse* response) {
   const absl::Status status = server_->Predict(*request, response);
   if (absl::IsInvalidArgument(status)) {
-    for (const std::string& line : RefusalLog().Record(
-             "serve: predict requests refused",
-             absl::StrCat("predict from ", context->peer(),
-                          " refused: ", status.message()))) {
+    for (const std::string& line :
+         RefusalLog().Record("serve: predict requests refused",
+                             absl::StrCat("predict from ", context->peer(),
+                                          " refused: ", status.message()))) {
       SPDLOG_LOGGER_WARN(Log(Logger::kServe), "{}", line);
     }
   }

@@ -25,7 +25,8 @@ class SparseModelScorer : public Scorer {
       return absl::InvalidArgumentError(absl::StrCat(
           "predict: the model is ", model_.meta.type(),
           ", a sparse model: it takes keys, values and offsets, got dense "
-          "rows of ", examples.features, " features"));
+          "rows of ",
+          examples.features, " features"));
     }
     // Fields (wide_deep only; other models ignore them): each below the
     // model's count.
@@ -39,18 +40,19 @@ class SparseModelScorer : public Scorer {
     }
     for (size_t i = 0; i < fields.size(); ++i) {
       if (fields[i] >= model_fields) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "predict: key ", i, " is in field ", fields[i], " but the model has ",
-            model_fields, " fields (its columns that are not ignored)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("predict: key ", i, " is in field ", fields[i],
+                         " but the model has ", model_fields,
+                         " fields (its columns that are not ignored)"));
       }
     }
     const std::vector<uint32_t>& offsets = examples.offsets;
     margins->resize(examples.count);
     for (int64_t i = 0; i < examples.count; ++i) {
       (*margins)[i] = scorer_.Margin(
-          examples.keys.data() + offsets[i], examples.values.data() + offsets[i],
-          offsets[i + 1] - offsets[i], misses,
-          fields.empty() ? nullptr : fields.data() + offsets[i]);
+          examples.keys.data() + offsets[i],
+          examples.values.data() + offsets[i], offsets[i + 1] - offsets[i],
+          misses, fields.empty() ? nullptr : fields.data() + offsets[i]);
     }
     return absl::OkStatus();
   }

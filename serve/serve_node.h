@@ -1,8 +1,8 @@
 // The serving daemon as a handle: a ModelServer behind a gRPC server
 // (Predictor, Status, grpc.health.v1), reloading its file in the background.
 //
-//   ASSIGN_OR_RETURN(std::unique_ptr<ServeNode> node, ServeNode::Start(options));
-//   WritePortFile(node->port());
+//   ASSIGN_OR_RETURN(std::unique_ptr<ServeNode> node,
+//   ServeNode::Start(options)); WritePortFile(node->port());
 //   WaitForShutdownSignal();
 //   node->Stop();
 //

@@ -168,7 +168,9 @@ absl::Status CheckGradient(uint32_t id, int64_t size, WireEncoding encoding,
     // fp16 checked on the encoded bits, in one pass: its |x| bits order as its
     // values do, and NaN/Inf lie above its largest finite value, so its bound
     // is the largest fp16 within the limit.
-    auto load = [p](int64_t i) { return uint32_t{Load16(p + 2 * i)} & 0x7FFFu; };
+    auto load = [p](int64_t i) {
+      return uint32_t{Load16(p + 2 * i)} & 0x7FFFu;
+    };
     scan = ScanFloatBits(size, Fp16LimitBits(limit_bits), false, false, load);
   } else {
     // fp16 without a bound or with a norm wanted: decoded into a per-thread
@@ -289,8 +291,8 @@ absl::Status BlockStore::AddBlock(uint32_t id, std::vector<float> values,
   }
   slot =
       std::make_unique<Block>(id, std::move(values), version, std::move(state));
-  slot->magnitudes = Measure(slot->values.data(), slot->state.data(),
-                             slot->size, *optimizer_);
+  slot->magnitudes =
+      Measure(slot->values.data(), slot->state.data(), slot->size, *optimizer_);
   num_floats_ += slot->size;
   return absl::OkStatus();
 }
@@ -336,7 +338,7 @@ absl::StatusOr<uint64_t> BlockStore::PullInto(uint32_t id, char* out,
   RETURN_IF_ERROR(CheckEncoding("pull", id, "asked for in", encoding));
   EncodeFloats(block->values.data(), block->size, encoding, out);
   served_.Record(worker_id, id, block->version, block->values.data(),
-                  block->size);
+                 block->size);
   return block->version;
 }
 
@@ -346,10 +348,9 @@ absl::StatusOr<BlockStore::Block*> BlockStore::ValidatePush(
   Block* block = Find(id);
   if (block == nullptr) return UnknownBlock("push", id);
   RETURN_IF_ERROR(CheckEncoding("push", id, "has", encoding));
-  RETURN_IF_ERROR(CheckGradient(id, block->size, encoding, data, bytes,
-                                max_abs_bits_,
-                                optimizer_->section().max_gradient_value,
-                                want_norms_, stats));
+  RETURN_IF_ERROR(CheckGradient(
+      id, block->size, encoding, data, bytes, max_abs_bits_,
+      optimizer_->section().max_gradient_value, want_norms_, stats));
   return block;
 }
 
@@ -443,8 +444,7 @@ absl::Status BlockStore::ApplyGuarded(Block* block, const float* gradient,
                     block->size, context);
   const Magnitudes exact = Measure(block->values.data(), block->state.data(),
                                    block->size, *optimizer_);
-  const bool finite = std::isfinite(exact.w) &&
-                      std::isfinite(exact.state[0]) &&
+  const bool finite = std::isfinite(exact.w) && std::isfinite(exact.state[0]) &&
                       std::isfinite(exact.state[1]);
   if (finite) {
     block->magnitudes = exact;
@@ -469,12 +469,12 @@ const float* BlockStore::Compensate(const Block& block, const float* g,
     scratch->resize(block.size);
   }
   float* out = scratch->data();
-  const bool held = served_.Visit(worker_id, block.id, base_version,
-                                   block.size, [&](const float* w_served) {
-                                     Optimizer::CompensateDelay(
-                                         g, block.values.data(), w_served,
-                                         dc_lambda_, block.size, out);
-                                   });
+  const bool held = served_.Visit(worker_id, block.id, base_version, block.size,
+                                  [&](const float* w_served) {
+                                    Optimizer::CompensateDelay(
+                                        g, block.values.data(), w_served,
+                                        dc_lambda_, block.size, out);
+                                  });
   if (held) return out;
   if (counters_ != nullptr) counters_->stats().dc_misses.Increment();
   return g;
@@ -484,7 +484,7 @@ absl::StatusOr<BlockStore::PushResult> BlockStore::Push(
     uint32_t id, const void* data, size_t bytes, uint64_t base_version,
     int32_t worker_id, WireEncoding encoding) {
   GradientStats stats;
-  ASSIGN_OR_RETURN(Block* block,
+  ASSIGN_OR_RETURN(Block * block,
                    ValidatePush(id, data, bytes, encoding, &stats));
   return Apply(block, data, base_version, worker_id, encoding, &stats);
 }
@@ -492,9 +492,9 @@ absl::StatusOr<BlockStore::PushResult> BlockStore::Push(
 absl::StatusOr<BlockStore::PushResult> BlockStore::Replay(
     const Replayed& update) {
   GradientStats stats;
-  ASSIGN_OR_RETURN(Block * block, ValidatePush(update.id, update.data,
-                                               update.bytes, update.encoding,
-                                               &stats));
+  ASSIGN_OR_RETURN(Block * block,
+                   ValidatePush(update.id, update.data, update.bytes,
+                                update.encoding, &stats));
   if (block->version != update.version) {
     return absl::FailedPreconditionError(absl::StrCat(
         "replay: block ", update.id, " is at version ", block->version,

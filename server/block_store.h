@@ -190,8 +190,8 @@ class BlockStore {
   // REQUIRES: ValidatePush(id, data, bytes, encoding) returned `block` and no
   // AddBlock came between.
   absl::StatusOr<PushResult> Apply(
-      Block* block, const void* data, uint64_t base_version,
-      int32_t worker_id, WireEncoding encoding = WireEncoding::kFloat32,
+      Block* block, const void* data, uint64_t base_version, int32_t worker_id,
+      WireEncoding encoding = WireEncoding::kFloat32,
       const GradientStats* stats = nullptr);
 
   // An update another store applied (a primary's, replicated by gradient):

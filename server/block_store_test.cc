@@ -584,7 +584,8 @@ TEST(BlockStoreTest, PullInBf16OrFp16ReturnsTheEncodedValues) {
 }
 
 // Issue 12: one push of 1e38 turned Adam's state into Inf for good.
-TEST(BlockStoreTest, GradientBeyondMaxGradientValueIsRefusedNamingBlockAndValue) {
+TEST(BlockStoreTest,
+     GradientBeyondMaxGradientValueIsRefusedNamingBlockAndValue) {
   for (const char* type : {"sgd", "momentum", "adagrad", "adam"}) {
     OptimizerSection section = Section(type, 0.1);  // max_gradient_value 1e6
     BlockStore store(MakeOptimizer(section));
@@ -625,9 +626,8 @@ TEST(BlockStoreTest, EncodedGradientBeyondMaxGradientValueIsRefused) {
     EncodeFloats(at.data(), 2, encoding, bytes.data());
     EXPECT_THAT(store.Push(2, bytes.data(), bytes.size(), 0, -1, encoding),
                 IsOk());
-    const std::vector<float> past = {0, encoding == WireEncoding::kFp16
-                                            ? -100.0625f
-                                            : -100.5f};
+    const std::vector<float> past = {
+        0, encoding == WireEncoding::kFp16 ? -100.0625f : -100.5f};
     EncodeFloats(past.data(), 2, encoding, bytes.data());
     EXPECT_THAT(store.Push(2, bytes.data(), bytes.size(), 0, -1, encoding),
                 StatusIs(absl::StatusCode::kInvalidArgument,
@@ -659,10 +659,11 @@ TEST(BlockStoreTest, UpdateThatWouldOverflowTheStateIsRefusedAndUndone) {
   EXPECT_EQ(store.guarded_applies_for_test(), 0) << "a sane push is unguarded";
   const std::vector<BlockStore::BlockSnapshot> before = store.Snapshot();
   const std::string huge = Bytes({0.1f, 1e38f, 0.3f, 0.4f});
-  EXPECT_THAT(store.Push(9, huge.data(), huge.size(), 1),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       AllOf(HasSubstr("block 9 update would overflow the adam"),
-                             HasSubstr("unchanged"))));
+  EXPECT_THAT(
+      store.Push(9, huge.data(), huge.size(), 1),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               AllOf(HasSubstr("block 9 update would overflow the adam"),
+                     HasSubstr("unchanged"))));
   const std::vector<BlockStore::BlockSnapshot> after = store.Snapshot();
   ASSERT_EQ(after.size(), 1u);
   EXPECT_EQ(after[0].version, before[0].version);
@@ -733,9 +734,9 @@ TEST(BlockStoreTest, ComputeNormsMeasuresEveryEncodingInTheOnePass) {
     std::string bytes(g.size() * BytesPerElement(encoding), '\0');
     EncodeFloats(g.data(), g.size(), encoding, bytes.data());
     BlockStore::GradientStats stats;
-    ASSERT_THAT(store.ValidatePush(1, bytes.data(), bytes.size(), encoding,
-                                   &stats),
-                IsOk());
+    ASSERT_THAT(
+        store.ValidatePush(1, bytes.data(), bytes.size(), encoding, &stats),
+        IsOk());
     // These values are exact in every encoding.
     EXPECT_NEAR(stats.norm, std::sqrt(sum_sq), 1e-5)
         << WireEncodingName(encoding);
@@ -759,14 +760,14 @@ TEST(BlockStoreTest, ApplyClipsToTheCallersNormBound) {
   ASSERT_THAT(store.AddBlock(2, {0, 0}), IsOk());
   const std::vector<float> g = {3, 4};  // norm 5
   BlockStore::GradientStats stats;
-  auto block = store.ValidatePush(2, g.data(), 8, WireEncoding::kFloat32,
-                                  &stats);
+  auto block =
+      store.ValidatePush(2, g.data(), 8, WireEncoding::kFloat32, &stats);
   ASSERT_THAT(block, IsOk());
   EXPECT_DOUBLE_EQ(stats.norm, 5.0);
   stats.clip_norm = 1.0;
-  ASSERT_THAT(store.Apply(*block, g.data(), 0, -1, WireEncoding::kFloat32,
-                          &stats),
-              IsOk());
+  ASSERT_THAT(
+      store.Apply(*block, g.data(), 0, -1, WireEncoding::kFloat32, &stats),
+      IsOk());
   EXPECT_THAT(PullFloats(store, 2), ElementsAre(-0.6f, -0.8f));
   EXPECT_EQ(counters.Get("clipped_gradients"), 1);
 }

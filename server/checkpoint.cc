@@ -114,8 +114,7 @@ std::string DeltaFileName(uint64_t placement_epoch, uint64_t generation) {
 }
 
 std::string ManifestFileName(uint64_t placement_epoch, uint64_t generation) {
-  return absl::StrFormat("e%012u-g%012u.manifest", placement_epoch,
-                         generation);
+  return absl::StrFormat("e%012u-g%012u.manifest", placement_epoch, generation);
 }
 
 absl::StatusOr<Checkpoint> ReadNewestCheckpoint(const std::string& dir,
@@ -145,10 +144,9 @@ ShardCheckpoints::List() const {
     generations.push_back(*std::move(generation));
   }
   if (error) {
-    return absl::Status(
-        ErrorCodeToStatusCode(error),
-        absl::StrCat("cannot list checkpoint folder '", folder_,
-                     "': ", error.message()));
+    return absl::Status(ErrorCodeToStatusCode(error),
+                        absl::StrCat("cannot list checkpoint folder '", folder_,
+                                     "': ", error.message()));
   }
   std::sort(generations.begin(), generations.end(),
             [](const Generation& a, const Generation& b) {
@@ -162,17 +160,19 @@ absl::Status ShardCheckpoints::CheckBelongs(const std::string& path,
                                             const Checkpoint& loaded) const {
   const int index = options_.shard_index;
   if (loaded.shard_index != index) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "checkpoint '", path, "' holds shard ", loaded.shard_index,
-        ", but this is ps ", index,
-        ": a checkpoint of another shard was put in its place; move it back to ",
-        ShardCheckpointDir(options_.dir, loaded.shard_index),
-        "/, or move it away (an older generation is read then)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("checkpoint '", path, "' holds shard ", loaded.shard_index,
+                     ", but this is ps ", index,
+                     ": a checkpoint of another shard was put in its place; "
+                     "move it back to ",
+                     ShardCheckpointDir(options_.dir, loaded.shard_index),
+                     "/, or move it away (an older generation is read then)"));
   }
   if (options_.model_fingerprint != 0 && loaded.format >= 3 &&
       loaded.model_fingerprint != options_.model_fingerprint) {
     return absl::FailedPreconditionError(absl::StrFormat(
-        "checkpoint '%s' holds a model with fingerprint %016x, but the config's "
+        "checkpoint '%s' holds a model with fingerprint %016x, but the "
+        "config's "
         "model has fingerprint %016x (model.layers, model.type or "
         "model.block_size changed?): restore the model section the checkpoint "
         "was written with, or move %s away to start from fresh parameters",
@@ -248,11 +248,11 @@ std::vector<ShardCheckpoints::ChainEntry> ShardCheckpoints::ChainOf(
     absl::StatusOr<Manifest> manifest = ReadManifest(g->path);
     if (absl::IsNotFound(manifest.status())) continue;  // pruned since List
     absl::Status why = manifest.status();
-    if (why.ok() && (manifest->shard_index != options_.shard_index ||
-                     manifest->base_generation != base ||
-                     manifest->entries.empty() ||
-                     manifest->entries.front().generation != base ||
-                     manifest->entries.back().generation != g->generation)) {
+    if (why.ok() &&
+        (manifest->shard_index != options_.shard_index ||
+         manifest->base_generation != base || manifest->entries.empty() ||
+         manifest->entries.front().generation != base ||
+         manifest->entries.back().generation != g->generation)) {
       why = BadManifest(
           g->path, absl::StrCat("it lists shard ", manifest->shard_index,
                                 " and full cut g", manifest->base_generation,
@@ -276,9 +276,9 @@ void ShardCheckpoints::ApplyChain(const std::vector<Generation>& files,
   Checkpoint& state = loaded->checkpoint;
   auto end_at = [&](const absl::Status& why, const std::string& last) {
     loaded->chain_ended.push_back(absl::Status(
-        why.code(), absl::StrCat(why.message(), "; the chain of ", full.path,
-                                 " ends at ", last,
-                                 ": the updates after it are not restored")));
+        why.code(),
+        absl::StrCat(why.message(), "; the chain of ", full.path, " ends at ",
+                     last, ": the updates after it are not restored")));
   };
   if (entries.front().crc != crc) {
     end_at(absl::DataLossError(absl::StrFormat(
@@ -301,12 +301,12 @@ void ShardCheckpoints::ApplyChain(const std::vector<Generation>& files,
     Trailer trailer;
     absl::StatusOr<Checkpoint> delta = ReadCheckpointFile(path, &trailer);
     absl::Status why = delta.status();
-    if (why.ok() && (delta->kind != CheckpointKind::kDelta ||
-                     delta->base_generation != full.generation ||
-                     delta->parent_generation != parent ||
-                     delta->generation != entry.generation ||
-                     trailer.crc != entry.crc ||
-                     trailer.bytes != entry.bytes)) {
+    if (why.ok() &&
+        (delta->kind != CheckpointKind::kDelta ||
+         delta->base_generation != full.generation ||
+         delta->parent_generation != parent ||
+         delta->generation != entry.generation || trailer.crc != entry.crc ||
+         trailer.bytes != entry.bytes)) {
       why = absl::DataLossError(absl::StrFormat(
           "checkpoint delta '%s' is not the one its manifest lists (kind %d, "
           "full cut g%d, parent g%d, CRC 0x%08x; listed: parent g%d, CRC "
@@ -316,9 +316,9 @@ void ShardCheckpoints::ApplyChain(const std::vector<Generation>& files,
     }
     if (why.ok()) why = CheckBelongs(path, *delta);
     if (why.ok() && delta->optimizer != state.optimizer) {
-      why = absl::DataLossError(absl::StrCat(
-          "checkpoint delta '", path, "' holds optimizer ", delta->optimizer,
-          ", its full cut ", state.optimizer));
+      why = absl::DataLossError(
+          absl::StrCat("checkpoint delta '", path, "' holds optimizer ",
+                       delta->optimizer, ", its full cut ", state.optimizer));
     }
     std::map<uint32_t, SparseTable::Rows> composed = changes;
     for (size_t t = 0; why.ok() && t < delta->sparse_tables.size(); ++t) {
@@ -327,9 +327,9 @@ void ShardCheckpoints::ApplyChain(const std::vector<Generation>& files,
         if (full_id == id && (full_rows.dim != rows.dim ||
                               full_rows.state_slots != rows.state_slots ||
                               full_rows.optimizer != rows.optimizer)) {
-          why = absl::DataLossError(absl::StrCat(
-              "checkpoint delta '", path, "': sparse table ", id,
-              " is of another shape than in its full cut"));
+          why = absl::DataLossError(
+              absl::StrCat("checkpoint delta '", path, "': sparse table ", id,
+                           " is of another shape than in its full cut"));
         }
       }
       auto it = composed.find(id);
@@ -363,9 +363,10 @@ void ShardCheckpoints::ApplyChain(const std::vector<Generation>& files,
   for (auto& [id, rows] : state.sparse_tables) {
     auto it = changes.find(id);
     if (it == changes.end()) continue;
-    absl::StatusOr<SparseTable::Rows> over = SparseTable::Overlay(rows, it->second);
+    absl::StatusOr<SparseTable::Rows> over =
+        SparseTable::Overlay(rows, it->second);
     if (over.ok()) rows = *std::move(over);  // shapes were checked above
-    rows.evicted_keys.clear();                // applied
+    rows.evicted_keys.clear();               // applied
     changes.erase(it);
   }
   for (auto& [id, rows] : changes) {  // a table the full cut lacked
@@ -412,7 +413,8 @@ absl::StatusOr<ShardCheckpoints::Written> ShardCheckpoints::Write(
   if (delta) {
     std::vector<absl::Status> bad;
     chain = ChainOf(files, checkpoint.base_generation, &bad);
-    if (chain.empty() || chain.back().generation != checkpoint.parent_generation) {
+    if (chain.empty() ||
+        chain.back().generation != checkpoint.parent_generation) {
       return absl::FailedPreconditionError(absl::StrCat(
           "checkpoint delta of shard ", options_.shard_index,
           ": the chain of full cut g", checkpoint.base_generation, " in ",
@@ -427,10 +429,10 @@ absl::StatusOr<ShardCheckpoints::Written> ShardCheckpoints::Write(
     checkpoint.parent_generation = 0;
   }
   Written written;
-  written.path = absl::StrCat(
-      folder_, "/",
-      delta ? DeltaFileName(epoch, checkpoint.generation)
-            : GenerationFileName(epoch, checkpoint.generation));
+  written.path =
+      absl::StrCat(folder_, "/",
+                   delta ? DeltaFileName(epoch, checkpoint.generation)
+                         : GenerationFileName(epoch, checkpoint.generation));
   // Checked again just before the rename: another daemon may have taken the
   // shard over while this one was writing. (A take-over between this check
   // and the rename still lands below the new owner's epoch, which readers
@@ -462,14 +464,15 @@ absl::Status ShardCheckpoints::WriteManifest(
   manifest.base_generation = base;
   manifest.entries = entries;
   const ChainEntry& newest = entries.back();
-  const std::string path = absl::StrCat(
-      folder_, "/", ManifestFileName(newest.placement_epoch, newest.generation));
-  return WithFix(WriteFileAtomically(
-      path, "write checkpoint manifest",
-      [&](int fd, const std::string& tmp) -> absl::Status {
-        RETURN_IF_ERROR(EncodeManifest(manifest, fd, tmp));
-        return fence();
-      }));
+  const std::string path =
+      absl::StrCat(folder_, "/",
+                   ManifestFileName(newest.placement_epoch, newest.generation));
+  return WithFix(
+      WriteFileAtomically(path, "write checkpoint manifest",
+                          [&](int fd, const std::string& tmp) -> absl::Status {
+                            RETURN_IF_ERROR(EncodeManifest(manifest, fd, tmp));
+                            return fence();
+                          }));
 }
 
 absl::Status ShardCheckpoints::Prune(const Checkpoint& written,
@@ -490,7 +493,8 @@ absl::Status ShardCheckpoints::Prune(const Checkpoint& written,
               [](const Generation* a, const Generation* b) {
                 return a->generation > b->generation;
               });
-    for (size_t i = 1; i < manifests.size(); ++i) doomed.push_back(manifests[i]);
+    for (size_t i = 1; i < manifests.size(); ++i)
+      doomed.push_back(manifests[i]);
   } else {
     // Chains beyond the newest `keep` full cuts, whole.
     size_t fulls = 0;

@@ -33,9 +33,11 @@ void RemoveStaleTemporaries(const ShardCheckpoints& files) {
 // generations were skipped.
 void LogLoaded(const ShardCheckpoints::Loaded& loaded) {
   if (!loaded.deltas.empty()) {
-    SPDLOG_LOGGER_INFO(L(), "loaded checkpoint {} and {} delta(s) up to {}: {} "
-                       "blocks", loaded.path, loaded.deltas.size(),
-                       loaded.deltas.back(), loaded.checkpoint.blocks.size());
+    SPDLOG_LOGGER_INFO(L(),
+                       "loaded checkpoint {} and {} delta(s) up to {}: {} "
+                       "blocks",
+                       loaded.path, loaded.deltas.size(), loaded.deltas.back(),
+                       loaded.checkpoint.blocks.size());
   }
   if (loaded.skipped.empty()) {
     SPDLOG_LOGGER_INFO(L(), "loaded checkpoint {}: {} blocks", loaded.path,
@@ -72,23 +74,26 @@ absl::StatusOr<uint64_t> HighestEpochOnDisk(const ShardCheckpoints& files) {
 absl::StatusOr<std::optional<Checkpoint>> LoadShardCheckpoint(
     const ShardCheckpoints& files, const std::string& optimizer,
     Counters* counters) {
-  counters->stats().checkpoint_fallbacks.Increment(0);  // exported from the start
+  counters->stats().checkpoint_fallbacks.Increment(
+      0);  // exported from the start
   RemoveStaleTemporaries(files);
   absl::StatusOr<ShardCheckpoints::Loaded> loaded = files.ReadNewest();
   if (absl::IsNotFound(loaded.status())) return std::nullopt;
   if (!loaded.ok()) return loaded.status();
   for (const absl::Status& skipped : loaded->skipped) {
-    SPDLOG_LOGGER_WARN(L(), "checkpoint skipped, falling back to an older one: {}",
+    SPDLOG_LOGGER_WARN(L(),
+                       "checkpoint skipped, falling back to an older one: {}",
                        std::string(skipped.message()));
   }
   for (const absl::Status& ended : loaded->chain_ended) {
     SPDLOG_LOGGER_WARN(L(), "checkpoint chain cut short: {}",
                        std::string(ended.message()));
   }
-  counters->stats().checkpoint_fallbacks.Increment(static_cast<double>(loaded->skipped.size() +
-                                    loaded->chain_ended.size()));
+  counters->stats().checkpoint_fallbacks.Increment(
+      static_cast<double>(loaded->skipped.size() + loaded->chain_ended.size()));
   // Deltas applied over the full cut read (incremental checkpoints).
-  counters->stats().checkpoint_deltas_restored.Set(static_cast<double>(loaded->deltas.size()));
+  counters->stats().checkpoint_deltas_restored.Set(
+      static_cast<double>(loaded->deltas.size()));
   if (loaded->checkpoint.optimizer != optimizer) {
     return absl::FailedPreconditionError(absl::StrCat(
         "checkpoint '", loaded->path, "' was written with optimizer ",
@@ -117,16 +122,17 @@ absl::StatusOr<RestoredShard> RestoreShardFrom(const Config& config, int index,
                                                const std::string& optimizer,
                                                Checkpoint state) {
   if (state.shard_index != index || state.optimizer != optimizer) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the replica held is of shard ", state.shard_index, " (optimizer ",
-        state.optimizer, "), not of shard ", index, " (optimizer ", optimizer,
-        ")"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the replica held is of shard ", state.shard_index,
+                     " (optimizer ", state.optimizer, "), not of shard ", index,
+                     " (optimizer ", optimizer, ")"));
   }
   RestoredShard restored;
   // Checkpoints go on from the highest epoch on disk, as for Create.
   if (!config.checkpoint.dir.empty()) {
-    ASSIGN_OR_RETURN(restored.epoch_floor,
-                     HighestEpochOnDisk(ShardCheckpointFiles(config, index, spec)));
+    ASSIGN_OR_RETURN(
+        restored.epoch_floor,
+        HighestEpochOnDisk(ShardCheckpointFiles(config, index, spec)));
   }
   restored.checkpoint = std::move(state);
   return restored;
@@ -172,9 +178,9 @@ void CheckpointChain::Evicted(size_t table, const std::vector<uint64_t>& keys) {
   pending.insert(pending.end(), keys.begin(), keys.end());
 }
 
-CheckpointChain::Cut CheckpointChain::TakeCut(Checkpoint dense,
-                                              const BlockStore& store,
-                                              const SparseTables& tables) const {
+CheckpointChain::Cut CheckpointChain::TakeCut(
+    Checkpoint dense, const BlockStore& store,
+    const SparseTables& tables) const {
   Cut cut;
   cut.delta = incremental_ && chain_.base != 0 && chain_.deltas < full_every_;
   cut.checkpoint = std::move(dense);
@@ -232,12 +238,12 @@ void CheckpointChain::Written(const Cut& cut,
   }
   chain_.last = written.generation;
   chain_.clocks = cut.clocks;
-  SPDLOG_LOGGER_INFO(L(),
-                     "checkpoint written: {} ({}, {} blocks, {} rows, {} evicted "
-                     "keys, {} bytes, {} old files removed)",
-                     written.path, cut.delta ? "delta" : "full cut",
-                     cut.blocks, cut.rows, cut.evicted_keys,
-                     written.bytes, written.removed.size());
+  SPDLOG_LOGGER_INFO(
+      L(),
+      "checkpoint written: {} ({}, {} blocks, {} rows, {} evicted "
+      "keys, {} bytes, {} old files removed)",
+      written.path, cut.delta ? "delta" : "full cut", cut.blocks, cut.rows,
+      cut.evicted_keys, written.bytes, written.removed.size());
   if (!written.prune_status.ok()) {
     SPDLOG_LOGGER_WARN(L(), "ps {}: {}", index_,
                        std::string(written.prune_status.message()));

@@ -136,7 +136,8 @@ TEST_F(CheckpointChainTest, NoTombstonesWithoutACheckpointDir) {
               IsEmpty());
 }
 
-TEST_F(CheckpointChainTest, RestoredBlocksServeAssignsAndStayInCutsUntilPlaced) {
+TEST_F(CheckpointChainTest,
+       RestoredBlocksServeAssignsAndStayInCutsUntilPlaced) {
   Checkpoint state;
   state.shard_index = 0;
   state.optimizer = "sgd";

@@ -27,8 +27,8 @@ CheckpointHealth::Logged CheckpointHealth::Record(const absl::Status& result,
     logged_error_.clear();
     repeats_ = 0;
     if (failures == 0) return Logged::kNothing;
-    SPDLOG_LOGGER_INFO(L(), "checkpoint written again after {} failed attempt(s)",
-                       failures);
+    SPDLOG_LOGGER_INFO(
+        L(), "checkpoint written again after {} failed attempt(s)", failures);
     return Logged::kRecovered;
   }
   counters_->stats().checkpoint_failures.Increment();
@@ -47,9 +47,9 @@ CheckpointHealth::Logged CheckpointHealth::Record(const absl::Status& result,
   }
   ++repeats_;
   if (now - logged_at_ < kSummaryInterval) return Logged::kNothing;
-  SPDLOG_LOGGER_ERROR(L(), "checkpoint still failing: {} more failure(s) in {} s: {}",
-                      repeats_, absl::ToInt64Seconds(now - logged_at_),
-                      last_error_);
+  SPDLOG_LOGGER_ERROR(
+      L(), "checkpoint still failing: {} more failure(s) in {} s: {}", repeats_,
+      absl::ToInt64Seconds(now - logged_at_), last_error_);
   logged_at_ = now;
   repeats_ = 0;
   return Logged::kSummary;

@@ -46,9 +46,14 @@ TEST(CheckpointHealthTest, RepeatedFailureIsLoggedOnceThenCountedPerInterval) {
   const int attempts = 150;
   for (int i = 0; i < attempts; ++i) {
     switch (health.Record(kFull, kStart + absl::Seconds(i))) {
-      case Logged::kError: ++errors; break;
-      case Logged::kSummary: ++summaries; break;
-      default: break;
+      case Logged::kError:
+        ++errors;
+        break;
+      case Logged::kSummary:
+        ++summaries;
+        break;
+      default:
+        break;
     }
   }
   EXPECT_EQ(errors, 1);

@@ -394,7 +394,6 @@ TEST(CheckpointTest, CheckpointPathNamesTheShard) {
             "/var/lib/downpour/ps-0.ckpt");
 }
 
-
 // --- Generations (ShardCheckpoints) -----------------------------------------
 
 constexpr uint64_t kModel = 0x1234567890abcdefull;
@@ -434,8 +433,8 @@ TEST(ShardCheckpointsTest, EachWriteIsANewGenerationAndOnlyTheNewestKStay) {
     absl::StatusOr<ShardCheckpoints::Written> written =
         files.Write(AtVersion(7, v));
     ASSERT_THAT(written, IsOk());
-    EXPECT_EQ(written->path, absl::StrCat(dir, "/ps-2/",
-                                          GenerationFileName(7, v)));
+    EXPECT_EQ(written->path,
+              absl::StrCat(dir, "/ps-2/", GenerationFileName(7, v)));
     EXPECT_EQ(written->removed.size(), v > 3 ? 1u : 0u);
   }
   EXPECT_EQ(Names(dir + "/ps-2"),
@@ -458,7 +457,7 @@ TEST(ShardCheckpointsTest, CorruptNewestFallsBackToTheNextNewestGoodOne) {
   for (uint64_t v = 1; v <= 3; ++v) {
     paths.push_back(files.Write(AtVersion(4, 10 * v)).value().path);
   }
-  FlipByte(paths[2], 60);                        // checksum mismatch
+  FlipByte(paths[2], 60);                                   // checksum mismatch
   WriteBytes(paths[1], ReadBytes(paths[1]).substr(0, 30));  // truncated
   absl::StatusOr<ShardCheckpoints::Loaded> loaded = files.ReadNewest();
   ASSERT_THAT(loaded, IsOk());
@@ -481,13 +480,12 @@ TEST(ShardCheckpointsTest, NoGoodGenerationIsDataLossNamingTheNewest) {
     paths.push_back(files.Write(AtVersion(1, v)).value().path);
   }
   for (const std::string& path : paths) FlipByte(path, 50);
-  EXPECT_THAT(
-      files.ReadNewest(),
-      StatusIs(absl::StatusCode::kDataLoss,
-               AllOf(HasSubstr("'" + paths[1] + "' is corrupt"),
-                     HasSubstr("restore a good copy"),
-                     HasSubstr("the 1 older generations in " + dir +
-                               "/ps-0 are bad too"))));
+  EXPECT_THAT(files.ReadNewest(),
+              StatusIs(absl::StatusCode::kDataLoss,
+                       AllOf(HasSubstr("'" + paths[1] + "' is corrupt"),
+                             HasSubstr("restore a good copy"),
+                             HasSubstr("the 1 older generations in " + dir +
+                                       "/ps-0 are bad too"))));
 }
 
 TEST(ShardCheckpointsTest, NothingWrittenIsNotFound) {
@@ -497,18 +495,19 @@ TEST(ShardCheckpointsTest, NothingWrittenIsNotFound) {
 
 TEST(ShardCheckpointsTest, AnotherShardsFileIsRefusedNotLoaded) {
   const std::string dir = TestDir();
-  const std::string theirs = Files(dir, 1).Write(AtVersion(3, 1409)).value().path;
+  const std::string theirs =
+      Files(dir, 1).Write(AtVersion(3, 1409)).value().path;
   // Shard 0 has an older file of its own; shard 1's newer one is put in its
   // folder (copied by hand, or a wrong volume mounted).
   ASSERT_THAT(Files(dir, 0).Write(AtVersion(2, 5)), IsOk());
   const std::string misplaced = dir + "/ps-0/" + GenerationFileName(3, 9);
   fs::copy_file(theirs, misplaced);
-  EXPECT_THAT(
-      Files(dir, 0).ReadNewest(),
-      StatusIs(absl::StatusCode::kFailedPrecondition,
-               AllOf(HasSubstr("'" + misplaced + "' holds shard 1, but this "
-                               "is ps 0"),
-                     HasSubstr("move it back to " + dir + "/ps-1/"))));
+  EXPECT_THAT(Files(dir, 0).ReadNewest(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       AllOf(HasSubstr("'" + misplaced +
+                                       "' holds shard 1, but this "
+                                       "is ps 0"),
+                             HasSubstr("move it back to " + dir + "/ps-1/"))));
 }
 
 TEST(ShardCheckpointsTest, AnotherModelsFileIsRefused) {
@@ -551,11 +550,13 @@ TEST(ShardCheckpointsTest, ReadersPreferTheHighestEpoch) {
   // A file of an older epoch with a higher generation number (say, written
   // late by a replaced daemon before the guard saw the new owner's file).
   const std::string late = dir + "/ps-0/" + GenerationFileName(2, 50);
-  ASSERT_THAT(WriteCheckpoint(late, [] {
-    Checkpoint c = AtVersion(2, 20);
-    c.model_fingerprint = kModel;
-    return c;
-  }()), IsOk());
+  ASSERT_THAT(WriteCheckpoint(late,
+                              [] {
+                                Checkpoint c = AtVersion(2, 20);
+                                c.model_fingerprint = kModel;
+                                return c;
+                              }()),
+              IsOk());
   absl::StatusOr<ShardCheckpoints::Loaded> loaded = files.ReadNewest();
   ASSERT_THAT(loaded, IsOk());
   EXPECT_EQ(loaded->checkpoint.placement_epoch, 3u);
@@ -568,9 +569,10 @@ TEST(ShardCheckpointsTest, ReadersPreferTheHighestEpoch) {
 TEST(ShardCheckpointsTest, FailedCheckBeforeRenameLeavesNoFile) {
   const std::string dir = TestDir();
   const std::string path = dir + "/ps-0/" + GenerationFileName(1, 1);
-  EXPECT_THAT(WriteCheckpoint(path, AtVersion(1, 1),
-                              [] { return absl::FailedPreconditionError("no"); }),
-              StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(
+      WriteCheckpoint(path, AtVersion(1, 1),
+                      [] { return absl::FailedPreconditionError("no"); }),
+      StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_TRUE(Names(dir + "/ps-0").empty());
 }
 
@@ -586,13 +588,13 @@ TEST(ShardCheckpointsTest, StaleTemporariesOfThisShardAreRemoved) {
   absl::StatusOr<std::vector<std::string>> removed =
       files.RemoveStaleTemporaries();
   ASSERT_THAT(removed, IsOk());
-  EXPECT_EQ(std::set<std::string>(removed->begin(), removed->end()),
-            (std::set<std::string>{folder + GenerationFileName(1, 2) + ".tmp.4242",
-                                   dir + "/ps-0.ckpt.tmp.77"}));
-  EXPECT_EQ(Names(folder), (std::vector<std::string>{
-                               "README", GenerationFileName(1, 1)}));
-  EXPECT_EQ(Names(dir),
-            (std::vector<std::string>{"ps-0", "ps-1.ckpt.tmp.78"}));
+  EXPECT_EQ(
+      std::set<std::string>(removed->begin(), removed->end()),
+      (std::set<std::string>{folder + GenerationFileName(1, 2) + ".tmp.4242",
+                             dir + "/ps-0.ckpt.tmp.77"}));
+  EXPECT_EQ(Names(folder),
+            (std::vector<std::string>{"README", GenerationFileName(1, 1)}));
+  EXPECT_EQ(Names(dir), (std::vector<std::string>{"ps-0", "ps-1.ckpt.tmp.78"}));
 }
 
 TEST(ShardCheckpointsTest, LegacyFileIsReadUntilAGenerationExists) {
@@ -600,16 +602,17 @@ TEST(ShardCheckpointsTest, LegacyFileIsReadUntilAGenerationExists) {
   for (uint32_t format : {1u, 2u}) {
     Checkpoint legacy = AtVersion(6, 60 + format);
     legacy.shard_index = 0;
-    ASSERT_THAT(WriteCheckpointInFormatForTest(CheckpointPath(dir, 0), legacy,
-                                               format),
-                IsOk());
+    ASSERT_THAT(
+        WriteCheckpointInFormatForTest(CheckpointPath(dir, 0), legacy, format),
+        IsOk());
     absl::StatusOr<ShardCheckpoints::Loaded> loaded = Files(dir).ReadNewest();
     ASSERT_THAT(loaded, IsOk()) << "format " << format;
     EXPECT_EQ(loaded->path, CheckpointPath(dir, 0));
     EXPECT_EQ(loaded->checkpoint.blocks[0].version, 60 + format);
   }
   // A legacy file has no model fingerprint, but its shard index is checked.
-  EXPECT_THAT(Files(dir, 3).ReadNewest(), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(Files(dir, 3).ReadNewest(),
+              StatusIs(absl::StatusCode::kNotFound));
   fs::copy_file(CheckpointPath(dir, 0), CheckpointPath(dir, 3));
   EXPECT_THAT(Files(dir, 3).ReadNewest(),
               StatusIs(absl::StatusCode::kFailedPrecondition,
@@ -696,7 +699,8 @@ std::vector<std::string> WriteChain(const ShardCheckpoints& files) {
 std::map<uint64_t, float> Values(const Checkpoint& c) {
   std::map<uint64_t, float> values;
   const SparseTable::Rows& rows = c.sparse_tables.at(0).second;
-  for (size_t i = 0; i < rows.keys.size(); ++i) values[rows.keys[i]] = rows.data[i];
+  for (size_t i = 0; i < rows.keys.size(); ++i)
+    values[rows.keys[i]] = rows.data[i];
   return values;
 }
 
@@ -728,12 +732,11 @@ TEST(ShardCheckpointsTest, AChainRestoresItsFullCutWithEveryDeltaApplied) {
   EXPECT_EQ(Values(*tools), Values(c));
   // The chain's manifests: the newest and the one before it.
   EXPECT_EQ(Names(dir + "/ps-0"),
-            (std::vector<std::string>{
-                "e000000000001-g000000000001.ckpt",
-                "e000000000001-g000000000002.delta",
-                "e000000000001-g000000000002.manifest",
-                "e000000000001-g000000000003.delta",
-                "e000000000001-g000000000003.manifest"}));
+            (std::vector<std::string>{"e000000000001-g000000000001.ckpt",
+                                      "e000000000001-g000000000002.delta",
+                                      "e000000000001-g000000000002.manifest",
+                                      "e000000000001-g000000000003.delta",
+                                      "e000000000001-g000000000003.manifest"}));
 }
 
 // A bad delta ends the chain at the file before it, said in chain_ended,
@@ -752,8 +755,9 @@ TEST(ShardCheckpointsTest, ADamagedDeltaEndsTheChainAtTheOneBefore) {
               AllOf(HasSubstr(paths[2]), HasSubstr("checksum mismatch"),
                     HasSubstr(absl::StrCat("ends at ", paths[1])),
                     HasSubstr("not restored")));
-  EXPECT_EQ(Values(loaded->checkpoint),
-            (std::map<uint64_t, float>{{1, 2.0f}, {2, 4.0f}, {4, 5.0f}, {5, 7.0f}}));
+  EXPECT_EQ(
+      Values(loaded->checkpoint),
+      (std::map<uint64_t, float>{{1, 2.0f}, {2, 4.0f}, {4, 5.0f}, {5, 7.0f}}));
   EXPECT_EQ(loaded->checkpoint.blocks[0].version, 11u);
   // A delta gone altogether: the full cut alone.
   fs::remove(paths[1]);
@@ -791,22 +795,21 @@ TEST(ShardCheckpointsTest, ADamagedManifestFallsBackToThePreviousOne) {
 TEST(ShardCheckpointsTest, KeepCountsFullCutsAndRemovesAChainWhole) {
   const std::string dir = TestDir();
   const ShardCheckpoints files = Incremental(dir, /*keep=*/2);
-  ASSERT_EQ(WriteChain(files).size(), 3u);           // g1, g2, g3
+  ASSERT_EQ(WriteChain(files).size(), 3u);  // g1, g2, g3
   ASSERT_THAT(files.Write(SparseCut(20, TableRows({7}, 1))), IsOk());  // g4
   ASSERT_THAT(files.Write(DeltaCut(21, TableRows({8}, 1), 4, 4)), IsOk());
   EXPECT_EQ(Names(dir + "/ps-0").size(), 9u) << "two chains";
   absl::StatusOr<ShardCheckpoints::Written> third =
-      files.Write(SparseCut(30, TableRows({9}, 1)));   // g6
+      files.Write(SparseCut(30, TableRows({9}, 1)));  // g6
   ASSERT_THAT(third, IsOk());
   EXPECT_EQ(third->removed.size(), 5u) << "g1's full cut, deltas and manifests";
   EXPECT_EQ(Names(dir + "/ps-0"),
-            (std::vector<std::string>{
-                "e000000000001-g000000000004.ckpt",
-                "e000000000001-g000000000004.manifest",
-                "e000000000001-g000000000005.delta",
-                "e000000000001-g000000000005.manifest",
-                "e000000000001-g000000000006.ckpt",
-                "e000000000001-g000000000006.manifest"}));
+            (std::vector<std::string>{"e000000000001-g000000000004.ckpt",
+                                      "e000000000001-g000000000004.manifest",
+                                      "e000000000001-g000000000005.delta",
+                                      "e000000000001-g000000000005.manifest",
+                                      "e000000000001-g000000000006.ckpt",
+                                      "e000000000001-g000000000006.manifest"}));
   // A corrupt newest full cut falls back to the previous chain, deltas and all.
   FlipByte(third->path, 70);
   absl::StatusOr<ShardCheckpoints::Loaded> loaded = files.ReadNewest();

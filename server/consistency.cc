@@ -122,7 +122,8 @@ std::vector<int> Consistency::BspContributors(uint32_t block) const {
   std::vector<int> workers;
   auto it = rounds_.find(block);
   if (it == rounds_.end()) return workers;
-  for (const auto& [w, sequence] : it->second.contributors) workers.push_back(w);
+  for (const auto& [w, sequence] : it->second.contributors)
+    workers.push_back(w);
   return workers;
 }
 

@@ -10,18 +10,18 @@
 //   }
 //
 // Clocks are per (worker, block): clock(w, b) is the clock of worker w's last
-// push applied to block b. A push carries its worker's clock (PushRequest.clock:
-// the worker's push number counted from the start clock the coordinator gave
-// it at registration), so every shard sees the same clocks whatever the order
-// in which they learn of the workers; a late or restarted worker starts at the
-// others' minimum ("joins at the pack") and nobody waits for it to redo
-// history. (Clocks counted per shard, with each shard joining newcomers when
-// it heard of them, disagreed between shards and deadlocked 4 workers on 2
-// shards.) Pushes without a clock (tools) are counted here. Work is per block,
-// never per request: a client may split one push into several requests. Only
-// the workers in the active set (those the coordinator lists as registered,
-// alive and not finished) are waited for; until the first set arrives, and
-// for workers outside it, nobody is gated.
+// push applied to block b. A push carries its worker's clock
+// (PushRequest.clock: the worker's push number counted from the start clock the
+// coordinator gave it at registration), so every shard sees the same clocks
+// whatever the order in which they learn of the workers; a late or restarted
+// worker starts at the others' minimum ("joins at the pack") and nobody waits
+// for it to redo history. (Clocks counted per shard, with each shard joining
+// newcomers when it heard of them, disagreed between shards and deadlocked 4
+// workers on 2 shards.) Pushes without a clock (tools) are counted here. Work
+// is per block, never per request: a client may split one push into several
+// requests. Only the workers in the active set (those the coordinator lists as
+// registered, alive and not finished) are waited for; until the first set
+// arrives, and for workers outside it, nobody is gated.
 //
 // bsp: per block, a round collects one contribution from every active worker
 // into a sum buffer; when the last one arrives (or the active set shrinks to

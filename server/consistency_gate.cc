@@ -23,8 +23,7 @@ ConsistencyGate::ConsistencyGate(const Config& config, int index,
                                  Counters* counters)
     : index_(index),
       counters_(counters),
-      consistency_(config.training.consistency,
-                   config.training.max_staleness) {
+      consistency_(config.training.consistency, config.training.max_staleness) {
   if (consistency_.mode() == Consistency::Mode::kSsp) {
     counters_->stats().ssp_max_lead.Set(0);
   }
@@ -81,8 +80,8 @@ absl::Status ConsistencyGate::SspHoldError(int32_t worker,
   return HoldError(
       absl::StrCat("ssp: worker ", worker, "'s push to block ", wait.block,
                    " waits for worker ", wait.worker, " (clock ",
-                   wait.slowest_clock, " vs ", wait.clock,
-                   ", max_staleness ", consistency_.max_staleness(), ")"),
+                   wait.slowest_clock, " vs ", wait.clock, ", max_staleness ",
+                   consistency_.max_staleness(), ")"),
       wait.worker);
 }
 

@@ -85,8 +85,9 @@ class ConsistencyGate {
   // ---- ssp ----
 
   // Consistency::SspWaitFor: nullopt when the push may be applied now.
-  std::optional<Consistency::Wait> SspWaitFor(
-      int32_t worker, const std::vector<uint32_t>& ids, uint64_t clock) const {
+  std::optional<Consistency::Wait> SspWaitFor(int32_t worker,
+                                              const std::vector<uint32_t>& ids,
+                                              uint64_t clock) const {
     return consistency_.SspWaitFor(worker, ids, clock);
   }
   // The hold error of a push that waited in vain for `wait`.

@@ -138,10 +138,11 @@ TEST(ConsistencyGateTest, BspHoldErrorNamesTheMissingWorkers) {
   std::vector<SparseTables::DecodedRows> none;
   EXPECT_EQ(gate.Contribute(wire::ViewOf(request), gradients, &none),
             Consistency::Contribution::kAdded);
-  EXPECT_THAT(gate.BspHoldError(0, gradients, Consistency::Contribution::kAdded),
-              StatusIs(absl::StatusCode::kUnavailable,
-                       HasSubstr("bsp: worker 0's push to block 0 waits for "
-                                 "the round (missing workers [1])")));
+  EXPECT_THAT(
+      gate.BspHoldError(0, gradients, Consistency::Contribution::kAdded),
+      StatusIs(absl::StatusCode::kUnavailable,
+               HasSubstr("bsp: worker 0's push to block 0 waits for "
+                         "the round (missing workers [1])")));
   EXPECT_EQ(gate.RoundVersion(0), 0u);
   gate.SetRoundVersion(0, 9);
   EXPECT_EQ(gate.RoundVersion(0), 9u);

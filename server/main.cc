@@ -5,9 +5,9 @@
 #include <string>
 
 #include "absl/flags/flag.h"
+#include "common/logging.h"
 #include "rpc/accept_watch.h"
 #include "rpc/daemon.h"
-#include "common/logging.h"
 #include "server/ps_node.h"
 
 ABSL_FLAG(std::string, listen, "",
@@ -49,9 +49,9 @@ int main(int argc, char** argv) {
     // which no restart cures; 1: the rest (address, coordinator), which one
     // may.
     Die(who, std::string(node.status().message()),
-        absl::IsAlreadyExists(node.status()) ? kExitReplaced
+        absl::IsAlreadyExists(node.status())  ? kExitReplaced
         : server::IsSetupError(node.status()) ? kExitConfig
-                                               : kExitFailure);
+                                              : kExitFailure);
   }
   WritePortFile((*node)->port());
   // A listener that died (gRPC stops accepting after running out of file

@@ -187,15 +187,15 @@ class Adam final : public Optimizer {
     out.ratio = std::numeric_limits<double>::infinity();
     if (b2_ > 0 && std::isfinite(m.ratio)) {
       const double c1 = 1.0 - b1_, c2 = 1.0 - b2_;
-      out.ratio = std::sqrt(b1_ * b1_ * m.ratio * m.ratio / b2_ +
-                            c1 * c1 / c2) *
-                  (1.0 + 1e-5);
+      out.ratio =
+          std::sqrt(b1_ * b1_ * m.ratio * m.ratio / b2_ + c1 * c1 / c2) *
+          (1.0 + 1e-5);
     }
     const double max_step =
         std::min(out.ratio, out.state[0] / static_cast<double>(eps_));
     out.w = (m.w + step * max_step) * kRounding;
-    out.peak = Max({a, a * a, out.state[1] * inv_bias2, step * out.state[0],
-                    out.w});
+    out.peak =
+        Max({a, a * a, out.state[1] * inv_bias2, step * out.state[0], out.w});
     return out;
   }
   int second_moment_slot() const override { return 1; }
@@ -298,8 +298,8 @@ ApplyContext Optimizer::Context(uint64_t global_step, uint64_t staleness,
 }
 
 double Optimizer::AsyncMomentum(double mu, double mean_staleness) {
-  return std::max(0.0,
-                  1.0 - (1.0 - mu) * (1.0 + 0.5 * std::max(0.0, mean_staleness)));
+  return std::max(
+      0.0, 1.0 - (1.0 - mu) * (1.0 + 0.5 * std::max(0.0, mean_staleness)));
 }
 
 void Optimizer::CompensateDelay(const float* __restrict g,

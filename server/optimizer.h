@@ -39,8 +39,8 @@ struct ApplyContext {
 
 // Upper bounds on magnitudes around one Apply (all >= 0; +inf = unknown).
 struct Magnitudes {
-  double w = 0.0;              // max |value|
-  double state[2] = {0, 0};    // max |state| per slot
+  double w = 0.0;            // max |value|
+  double state[2] = {0, 0};  // max |state| per slot
   // adam: max over parameters of |m| / sqrt(v) (0 / 0 counts as 0);
   // +inf when unknown. Unused by the other rules.
   double ratio = 0.0;

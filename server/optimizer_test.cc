@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <random>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 

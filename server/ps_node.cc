@@ -14,17 +14,17 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/counters.h"
-#include "rpc/daemon.h"
 #include "common/logging.h"
-#include "rpc/health.h"
-#include "rpc/server_util.h"
 #include "common/status_macros.h"
-#include "rpc/metrics_http.h"
-#include "rpc/status_service.h"
+#include "coordinator/member_identity.h"
 #include "membership/coordinator_client.h"
 #include "membership/member_agent.h"
-#include "coordinator/member_identity.h"
 #include "proto/coordinator.pb.h"
+#include "rpc/daemon.h"
+#include "rpc/health.h"
+#include "rpc/metrics_http.h"
+#include "rpc/server_util.h"
+#include "rpc/status_service.h"
 #include "server/checkpoint_health.h"
 #include "server/ps_service.h"
 #include "server/replication/replica.h"
@@ -179,7 +179,8 @@ class PsNode::Impl {
   absl::Notification stop_checkpoints_;
   // Set once the gRPC server has shut down: no push arrives after it.
   std::atomic<bool> server_down_{false};
-  // A standby's copy of the shard it backs up (see server/replication/replica.h).
+  // A standby's copy of the shard it backs up (see
+  // server/replication/replica.h).
   Replica replica_;
 
   absl::Mutex stop_mu_;  // serialises Stop
@@ -263,7 +264,8 @@ absl::Status PsNode::Impl::Start() {
         }
         const std::optional<double> age =
             checkpoint_health_.age_seconds(clock_->Now());
-        if (age.has_value()) (*r->mutable_counters())["checkpoint_age_s"] = *age;
+        if (age.has_value())
+          (*r->mutable_counters())["checkpoint_age_s"] = *age;
         r->set_last_checkpoint_error(checkpoint_health_.last_error());
         // Replication (cluster.replication 2 with standbys): 1 while a
         // backup holds an in-sync copy of this shard, 0 while it has none
@@ -304,8 +306,7 @@ absl::Status PsNode::Impl::Start() {
   }
   RETURN_IF_ERROR(registered);
   const auto [identity_role, identity_index] = Identity();
-  SPDLOG_LOGGER_INFO(L(), "{}: registered, serving on {}", name(),
-                     advertised_);
+  SPDLOG_LOGGER_INFO(L(), "{}: registered, serving on {}", name(), advertised_);
   if (identity_role == "ps") {
     Shard* shard;
     {
@@ -334,8 +335,8 @@ void PsNode::Impl::UpdateHealth() {
   {
     absl::MutexLock lock(&mu_);
     // A standby is ready once registered; a shard once it holds its blocks.
-    ready = !stopping_ && !replaced_ &&
-            (shard_ == nullptr || shard_->epoch() > 0);
+    ready =
+        !stopping_ && !replaced_ && (shard_ == nullptr || shard_->epoch() > 0);
   }
   SetReady(server_.server.get(), ready);
 }
@@ -367,7 +368,7 @@ absl::Status PsNode::Impl::Stop() {
   if (checkpointer_.joinable()) checkpointer_.join();
   if (server_.server != nullptr) server_.server->Shutdown(DeadlineIn(2));
   server_down_.store(true);  // the final heartbeat says so (final_report)
-  if (agent_ != nullptr) {  // the final heartbeat: its loss counts
+  if (agent_ != nullptr) {   // the final heartbeat: its loss counts
     agent_->Stop(membership::MemberAgent::FinalBeatBudget(
         options_.config.rpc.connect_timeout_s));
   }
@@ -427,7 +428,8 @@ uint64_t PsNode::Impl::epoch() const {
 
 std::vector<Shard::SparseTableStats> PsNode::Impl::sparse_stats() const {
   absl::MutexLock lock(&mu_);
-  return shard_ ? shard_->sparse_stats() : std::vector<Shard::SparseTableStats>();
+  return shard_ ? shard_->sparse_stats()
+                : std::vector<Shard::SparseTableStats>();
 }
 
 size_t PsNode::Impl::num_blocks() const {
@@ -439,7 +441,8 @@ proto::MemberReport PsNode::Impl::Report() const {
   proto::MemberReport report;
   report.set_pulls(counters_.stats().pulls.Value());
   report.set_pushes(counters_.stats().pushes.Value());
-  report.set_bytes(counters_.stats().bytes_in.Value() + counters_.stats().bytes_out.Value());
+  report.set_bytes(counters_.stats().bytes_in.Value() +
+                   counters_.stats().bytes_out.Value());
   report.set_loss(NAN);
   report.set_accuracy(NAN);
   const StalenessSummary staleness = counters_.Staleness().Summary();
@@ -472,8 +475,8 @@ proto::MemberReport PsNode::Impl::Report() const {
     // Requests past a worker's window that never arrived here: acknowledged
     // by a server whose state this shard does not hold (it was restored from
     // something older). Holes: missing below a worker's newest request.
-    report.set_acked_pushes_lost(static_cast<uint64_t>(
-        counters_.stats().sequence_window_skips.Value()));
+    report.set_acked_pushes_lost(
+        static_cast<uint64_t>(counters_.stats().sequence_window_skips.Value()));
     report.set_push_holes(shard->push_holes());
     for (const IssuedIncarnation& i : shard->applied_from()) {
       proto::WorkerIncarnation* from = report.add_applied_from();
@@ -520,7 +523,8 @@ absl::Status PsNode::Impl::Register(bool first) {
   }
   // Shown in Status: the coordinator asks it to tell whether this process
   // still serves as the member it registered (coordinator/member_identity.h).
-  counters_.stats().member_incarnation.Set(static_cast<double>(response->incarnation()));
+  counters_.stats().member_incarnation.Set(
+      static_cast<double>(response->incarnation()));
   LearnWorkerIncarnations(response->worker_incarnations());
   const uint64_t wanted = response->placement_epoch();
   if (standby || wanted <= epoch()) return absl::OkStatus();
@@ -617,9 +621,8 @@ void PsNode::Impl::PlacementLoop() {
     if (shard_index < 0 && take_over >= 0) {
       absl::Status taken = TakeOver(take_over, wanted);
       if (!taken.ok()) {
-        SPDLOG_LOGGER_ERROR(L(), "{}: cannot take over shard {}: {}",
-                            name(), take_over,
-                            std::string(taken.message()));
+        SPDLOG_LOGGER_ERROR(L(), "{}: cannot take over shard {}: {}", name(),
+                            take_over, std::string(taken.message()));
       }
     } else if (shard_index >= 0 && wanted > epoch()) {
       absl::Status applied = ApplyPlacement(wanted);
@@ -666,8 +669,7 @@ absl::Status PsNode::Impl::ApplyPlacement(uint64_t epoch) {
 }
 
 absl::Status PsNode::Impl::TakeOver(int shard_index, uint64_t epoch) {
-  SPDLOG_LOGGER_WARN(L(),
-                     "{}: taking over shard {} at placement epoch {}",
+  SPDLOG_LOGGER_WARN(L(), "{}: taking over shard {} at placement epoch {}",
                      name(), shard_index, epoch);
   // From the in-memory replica when this standby was the shard's backup
   // (nothing acknowledged is lost); else the shard's latest checkpoint (the
@@ -741,12 +743,13 @@ absl::Status PsNode::Impl::Checkpoint(bool periodic) {
       // Fencing: the coordinator may have declared this ps dead and given
       // the shard to another daemon, which writes the checkpoints now.
       if (!skip_logged_) {
-        SPDLOG_LOGGER_WARN(L(),
-                           "{}: no answer from the coordinator for {:.1f} s: "
-                           "skipping checkpoints until it answers (another "
-                           "daemon may serve this shard now)",
-                           shard_index_ >= 0 ? shard_index_ : options_.index,
-                           absl::ToDoubleSeconds(clock_->Now() - last_contact_));
+        SPDLOG_LOGGER_WARN(
+            L(),
+            "{}: no answer from the coordinator for {:.1f} s: "
+            "skipping checkpoints until it answers (another "
+            "daemon may serve this shard now)",
+            shard_index_ >= 0 ? shard_index_ : options_.index,
+            absl::ToDoubleSeconds(clock_->Now() - last_contact_));
         skip_logged_ = true;
       }
       counters_.stats().checkpoints_skipped.Increment();
@@ -793,8 +796,8 @@ void PsNode::Impl::StartReplicator(Shard* shard, int shard_index) {
   Replicator::Options options;
   options.shard_index = shard_index;
   options.self_address = advertised_;
-  options.rpc_timeout = absl::Seconds(
-      std::max(2.0, options_.config.heartbeat.timeout_s));
+  options.rpc_timeout =
+      absl::Seconds(std::max(2.0, options_.config.heartbeat.timeout_s));
   options.give_up_after = absl::Seconds(options_.config.heartbeat.timeout_s);
   options.counters = &counters_;
   options.on_replaced = [this, shard_index] {

@@ -54,11 +54,11 @@ class PsNode {
   };
 
   // Reads the shard's checkpoint (a ps; a corrupt one fails here, before
-  // serving, marked IsSetupError), binds options.listen, registers with the coordinator (bounded by
-  // rpc.connect_timeout_s) and, when the coordinator already has a placement,
-  // serves it before returning. Errors name the cause: the checkpoint, the
-  // address in use, the unreachable coordinator, a placement that does not fit
-  // the model. Nothing is left running on error.
+  // serving, marked IsSetupError), binds options.listen, registers with the
+  // coordinator (bounded by rpc.connect_timeout_s) and, when the coordinator
+  // already has a placement, serves it before returning. Errors name the cause:
+  // the checkpoint, the address in use, the unreachable coordinator, a
+  // placement that does not fit the model. Nothing is left running on error.
   static absl::StatusOr<std::unique_ptr<PsNode>> Start(Options options);
 
   PsNode(const PsNode&) = delete;

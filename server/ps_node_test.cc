@@ -19,7 +19,6 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/config.h"
-#include "rpc/server_util.h"
 #include "common/testing/poll.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
@@ -27,6 +26,7 @@
 #include "gtest/gtest.h"
 #include "proto/coordinator.grpc.pb.h"
 #include "proto/ps.grpc.pb.h"
+#include "rpc/server_util.h"
 #include "server/checkpoint.h"
 
 namespace downpour::server {

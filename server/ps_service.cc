@@ -6,10 +6,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "rpc/grpc_status.h"
-#include "rpc/security.h"
 #include "common/log_throttle.h"
 #include "common/logging.h"
+#include "rpc/grpc_status.h"
+#include "rpc/security.h"
 #include "rpc/wire_format.h"
 #include "server/pull_reply.h"
 
@@ -29,12 +29,11 @@ grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context,
   if (!status.ok() && !absl::IsUnavailable(status) &&
       !absl::IsFailedPrecondition(status)) {
     // Bad requests are the client's problem, but an operator wants to see them.
-    RefusalLog().Log(
-        Log(Logger::kRpc), spdlog::level::warn,
-        absl::StrCat("ps: ", op, " requests refused (",
-                     absl::StatusCodeToString(status.code()), ")"),
-        absl::StrCat(op, " from ", context->peer(), " rejected: ",
-                     status.message()));
+    RefusalLog().Log(Log(Logger::kRpc), spdlog::level::warn,
+                     absl::StrCat("ps: ", op, " requests refused (",
+                                  absl::StatusCodeToString(status.code()), ")"),
+                     absl::StrCat(op, " from ", context->peer(),
+                                  " rejected: ", status.message()));
   }
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
@@ -46,8 +45,9 @@ grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context,
 }
 
 const absl::Status& NoShard() {
-  static const absl::Status* status = new absl::Status(absl::UnavailableError(
-      "this ps serves no shard (a standby, or replaced): re-read the placement"));
+  static const absl::Status* status = new absl::Status(
+      absl::UnavailableError("this ps serves no shard (a standby, or "
+                             "replaced): re-read the placement"));
   return *status;
 }
 
@@ -64,7 +64,7 @@ grpc::ServerUnaryReactor* PsService::Pull(grpc::CallbackServerContext* context,
                                           grpc::ByteBuffer* response) {
   Shard* shard = shard_.load();
   if (shard == nullptr) return Finish(context, NoShard(), "pull");
-  proto::PullRequest pull;  // small: block ids only
+  proto::PullRequest pull;           // small: block ids only
   grpc::ByteBuffer bytes(*request);  // shares the slices; parsing consumes it
   if (!grpc::SerializationTraits<proto::PullRequest>::Deserialize(&bytes, &pull)
            .ok()) {
@@ -106,11 +106,11 @@ grpc::ServerUnaryReactor* PsService::Push(grpc::CallbackServerContext* context,
   if (TransportIsMutual()) {
     // With mutual TLS a worker pushes only as itself: its certificate names
     // the worker id its pushes carry.
-    absl::Status member = CheckCallerIsMember(
-        context->auth_context().get(),
-        {absl::StrCat("worker-", call->view.worker_id)},
-        absl::StrCat("push: a push as worker ", call->view.worker_id,
-                     " is made"));
+    absl::Status member =
+        CheckCallerIsMember(context->auth_context().get(),
+                            {absl::StrCat("worker-", call->view.worker_id)},
+                            absl::StrCat("push: a push as worker ",
+                                         call->view.worker_id, " is made"));
     if (!member.ok()) return Finish(context, member, "push");
   }
   bytes_in_place_ += in_place;
@@ -168,7 +168,8 @@ void PsService::Answer(
 }
 
 grpc::ServerUnaryReactor* PsService::Replicate(
-    grpc::CallbackServerContext* context, const proto::ReplicateRequest* request,
+    grpc::CallbackServerContext* context,
+    const proto::ReplicateRequest* request,
     proto::ReplicateResponse* response) {
   if (TransportIsMutual()) {
     // Only a ps or a standby streams a shard (a worker token or certificate
@@ -190,14 +191,14 @@ grpc::ServerUnaryReactor* PsService::Replicate(
                   "replicate");
   }
   if (replica == nullptr || shard != nullptr) {
-    return Finish(context,
-                  absl::FailedPreconditionError(absl::StrCat(
-                      "replicate: this daemon backs up no shard (",
-                      shard != nullptr
-                          ? absl::StrCat("it serves shard ", shard->index())
-                          : std::string("not a standby"),
-                      "); wait for the coordinator to name another backup")),
-                  "replicate");
+    return Finish(
+        context,
+        absl::FailedPreconditionError(absl::StrCat(
+            "replicate: this daemon backs up no shard (",
+            shard != nullptr ? absl::StrCat("it serves shard ", shard->index())
+                             : std::string("not a standby"),
+            "); wait for the coordinator to name another backup")),
+        "replicate");
   }
   absl::StatusOr<uint64_t> held = replica->Apply(*request);
   if (held.ok()) response->set_generation(*held);
@@ -215,11 +216,9 @@ PsService::~PsService() {
 }
 
 int PsService::PushThreadsFor(const Config& config) {
-  const int64_t requests =
-      static_cast<int64_t>(config.cluster.workers.size()) *
-      kPushRequestsPerShard;
-  return static_cast<int>(
-      std::clamp<int64_t>(requests, 1, kMaxPushThreads));
+  const int64_t requests = static_cast<int64_t>(config.cluster.workers.size()) *
+                           kPushRequestsPerShard;
+  return static_cast<int>(std::clamp<int64_t>(requests, 1, kMaxPushThreads));
 }
 
 bool PsService::TryRunOnPushThread(std::function<void()> task) {

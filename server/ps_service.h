@@ -89,12 +89,14 @@ class PsService final
   grpc::ServerUnaryReactor* Push(grpc::CallbackServerContext* context,
                                  const grpc::ByteBuffer* request,
                                  grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* Checksums(grpc::CallbackServerContext* context,
-                                      const proto::ChecksumRequest* request,
-                                      proto::ChecksumResponse* response) override;
-  grpc::ServerUnaryReactor* Replicate(grpc::CallbackServerContext* context,
-                                      const proto::ReplicateRequest* request,
-                                      proto::ReplicateResponse* response) override;
+  grpc::ServerUnaryReactor* Checksums(
+      grpc::CallbackServerContext* context,
+      const proto::ChecksumRequest* request,
+      proto::ChecksumResponse* response) override;
+  grpc::ServerUnaryReactor* Replicate(
+      grpc::CallbackServerContext* context,
+      const proto::ReplicateRequest* request,
+      proto::ReplicateResponse* response) override;
   grpc::ServerUnaryReactor* Lookup(grpc::CallbackServerContext* context,
                                    const proto::LookupRequest* request,
                                    proto::LookupResponse* response) override;

@@ -10,9 +10,9 @@
 #include <thread>
 #include <vector>
 
-#include "common/config.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/config.h"
 #include "common/counters.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
@@ -255,7 +255,8 @@ TEST(PsServiceHeldPushesTest, ManyHeldPushesShareBoundedThreadsAndAllComplete) {
   config.optimizer.learning_rate = 1.0;
   config.checkpoint.dir = "";
   config.training.consistency = ConsistencyMode::kBsp;
-  EXPECT_EQ(PsService::PushThreadsFor(config), kWorkers * kPushRequestsPerShard);
+  EXPECT_EQ(PsService::PushThreadsFor(config),
+            kWorkers * kPushRequestsPerShard);
   Counters counters;
   auto shard = Shard::Create(config, 0, &counters);
   ASSERT_TRUE(shard.ok()) << shard.status();

@@ -75,10 +75,10 @@ absl::StatusOr<grpc::ByteBuffer> BuildPullReply(
     RETURN_IF_ERROR(shard.PullSparse(request, &response));
     const size_t bytes = response.ByteSizeLong();
     if (bytes > max_bytes) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "pull: a reply with ", keys, " sparse keys would be ", bytes,
-          " bytes, over the ", max_bytes,
-          "-byte message limit: ask for fewer keys per request"));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("pull: a reply with ", keys, " sparse keys would be ",
+                       bytes, " bytes, over the ", max_bytes,
+                       "-byte message limit: ask for fewer keys per request"));
     }
     grpc::ByteBuffer buffer;
     bool own = false;

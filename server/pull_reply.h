@@ -10,10 +10,10 @@
 #include <cstddef>
 
 #include "absl/status/statusor.h"
-#include "rpc/server_util.h"
-#include "grpcpp/support/byte_buffer.h"
 #include "common/push_view.h"
+#include "grpcpp/support/byte_buffer.h"
 #include "proto/ps.pb.h"
+#include "rpc/server_util.h"
 #include "server/shard.h"
 
 namespace downpour::server {
@@ -33,8 +33,7 @@ absl::StatusOr<grpc::ByteBuffer> BuildPullReply(
 // BuildPullReply.
 absl::StatusOr<grpc::ByteBuffer> BuildPushReplyWithValues(
     const Shard& shard, const wire::PushView& push,
-    const proto::PushResponse& response,
-    size_t max_bytes = kMaxMessageBytes);
+    const proto::PushResponse& response, size_t max_bytes = kMaxMessageBytes);
 
 }  // namespace downpour::server
 

@@ -95,7 +95,8 @@ absl::Status PushAdmission::CheckIdentity(int32_t worker, uint64_t sequence,
     base_n = CountOf(window->second.base()) + window->second.newest_offset();
   }
   auto anchor = anchored_.find(worker);
-  const bool anchored = anchor != anchored_.end() && anchor->second == incarnation;
+  const bool anchored =
+      anchor != anchored_.end() && anchor->second == incarnation;
   const uint64_t max_jump = anchored ? kMaxAnchoredJump : kMaxSequenceJump;
   if (n > base_n + max_jump) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -138,9 +139,9 @@ absl::Status PushAdmission::CheckIncarnation(int32_t worker,
     if (!known.empty()) newest = std::max(newest, known.back().incarnation);
   }
   if (incarnation > newest + kIncarnationSlack) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "push: worker ", worker, " incarnation ", incarnation,
-        " was never issued: refused, nothing recorded"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("push: worker ", worker, " incarnation ", incarnation,
+                     " was never issued: refused, nothing recorded"));
   }
   if (issued.empty() || incarnation > issued.back().incarnation) {
     return absl::UnavailableError(absl::StrCat(
@@ -167,7 +168,8 @@ void PushAdmission::MarkApplied(int32_t worker, uint64_t sequence) {
   const uint64_t skipped = windows_[worker].MarkApplied(sequence);
   if (skipped == 0) return;
   if (options_.counters != nullptr) {
-    options_.counters->stats().sequence_window_skips.Increment(static_cast<double>(skipped));
+    options_.counters->stats().sequence_window_skips.Increment(
+        static_cast<double>(skipped));
   }
   SPDLOG_LOGGER_WARN(Log(Logger::kServer),
                      "ps {}: worker {}'s push {} lies past its window: {} "
@@ -197,8 +199,7 @@ bool PushAdmission::IsNew(int32_t worker, uint64_t sequence) const {
 }
 
 bool PushAdmission::Applied(int32_t worker, uint64_t sequence) const {
-  return WindowVerdict(worker, sequence) ==
-         SequenceWindow::Verdict::kDuplicate;
+  return WindowVerdict(worker, sequence) == SequenceWindow::Verdict::kDuplicate;
 }
 
 }  // namespace downpour::server

@@ -41,12 +41,12 @@ TEST_F(PushAdmissionTest, WorkerIdsOutsideTheConfigAreRefused) {
   PushAdmission admission(Options());
   for (const int32_t worker : {-2, -1, 4, 1 << 30}) {
     for (const uint64_t sequence : {uint64_t{0}, MakeSequence(1, 1)}) {
-      EXPECT_THAT(admission.Admit(worker, sequence),
-                  StatusIs(absl::StatusCode::kInvalidArgument,
-                           HasSubstr("push: worker_id " +
-                                     std::to_string(worker) +
-                                     " is not a configured worker (4 in "
-                                     "cluster.workers: 0 to 3)")))
+      EXPECT_THAT(
+          admission.Admit(worker, sequence),
+          StatusIs(absl::StatusCode::kInvalidArgument,
+                   HasSubstr("push: worker_id " + std::to_string(worker) +
+                             " is not a configured worker (4 in "
+                             "cluster.workers: 0 to 3)")))
           << worker << " " << sequence;
     }
   }
@@ -100,8 +100,9 @@ TEST_F(PushAdmissionTest, ASequenceMayJumpOnlyABoundedWayPastItsWindow) {
       admission.Admit(3, MakeSequence(2, PushAdmission::kMaxSequenceJump + 1)),
       StatusIs(absl::StatusCode::kInvalidArgument,
                HasSubstr("past its last applied push, more than 1048576")));
-  EXPECT_THAT(admission.Admit(3, MakeSequence(2, PushAdmission::kMaxSequenceJump)),
-              IsOk());
+  EXPECT_THAT(
+      admission.Admit(3, MakeSequence(2, PushAdmission::kMaxSequenceJump)),
+      IsOk());
   Apply(admission, 3, MakeSequence(2, 1));
   // Once one is applied, the worker's pushes in flight bound any later one.
   constexpr uint64_t kNear = PushAdmission::kMaxAnchoredJump;
@@ -116,9 +117,8 @@ TEST_F(PushAdmissionTest, ASequenceMayJumpOnlyABoundedWayPastItsWindow) {
   // A stranger's jump of 2^20 (the attack that froze a worker) is refused
   // once the worker has pushed here, and moves nothing.
   const uint64_t base = admission.windows().at(3).base();
-  EXPECT_THAT(
-      admission.Admit(3, MakeSequence(2, (uint64_t{1} << 20))),
-      StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(admission.Admit(3, MakeSequence(2, (uint64_t{1} << 20))),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_EQ(admission.windows().at(3).base(), base);
 }
 
@@ -176,8 +176,8 @@ TEST_F(PushAdmissionTest, OnlyIncarnationsTheCoordinatorIssuedAreAdmitted) {
   // Far beyond anything the coordinator has issued: never issued, refused
   // for good rather than retried.
   EXPECT_THAT(
-      admission.Admit(2, MakeSequence(6 + PushAdmission::kIncarnationSlack + 1,
-                                      1)),
+      admission.Admit(
+          2, MakeSequence(6 + PushAdmission::kIncarnationSlack + 1, 1)),
       StatusIs(absl::StatusCode::kInvalidArgument,
                HasSubstr("was never issued: refused, nothing recorded")));
   EXPECT_THAT(
@@ -194,9 +194,10 @@ TEST_F(PushAdmissionTest, OnlyTheWorkersPushKeyMovesItsWindow) {
   PushAdmission admission(Options());
   admission.LearnWorkerIncarnations({{3, 5, 0xfeed}, {2, 6, 0}});
   for (const uint64_t key : {uint64_t{0}, uint64_t{0xfeee}}) {
-    EXPECT_THAT(admission.Admit(3, MakeSequence(5, 1 << 20), key),
-                StatusIs(absl::StatusCode::kPermissionDenied,
-                         HasSubstr("push: worker 3's push key does not match")));
+    EXPECT_THAT(
+        admission.Admit(3, MakeSequence(5, 1 << 20), key),
+        StatusIs(absl::StatusCode::kPermissionDenied,
+                 HasSubstr("push: worker 3's push key does not match")));
     EXPECT_THAT(admission.Admit(3, MakeSequence(5, 1), key).status().message(),
                 ::testing::Not(HasSubstr("feed")));
   }

@@ -216,8 +216,7 @@ absl::StatusOr<double> PushGuard::CheckNorm(uint32_t block, int32_t worker,
     Suspect(worker, &Stats::guard_clipped_blocks, &Stats::clipped_blocks,
             absl::StrFormat("push: block %u gradient norm %g of worker %d "
                             "clipped to %g x %g (robustness.norm_clip_factor)",
-                            block, norm, worker, clip_factor_,
-                            norms.clip_ref));
+                            block, norm, worker, clip_factor_, norms.clip_ref));
     return bound;
   }
   return 0.0;
@@ -238,8 +237,8 @@ void PushGuard::RecordNorm(uint32_t block, int32_t worker, double norm) {
   }
   if (slot.count < std::numeric_limits<uint32_t>::max()) ++slot.count;
   slot.last = norms->pushes++;
-  const bool ready = slot.count ==
-                     static_cast<uint32_t>(options_.robustness.warmup_pushes);
+  const bool ready =
+      slot.count == static_cast<uint32_t>(options_.robustness.warmup_pushes);
   if (++norms->since_recompute >= kRecomputeEvery || ready) Recompute(norms);
 }
 

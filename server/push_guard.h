@@ -118,8 +118,7 @@ class PushGuard {
   // it one gradient, not its life. Before warm-up,
   // 0 (no bound). A refused norm goes into the worker's average of all it
   // pushed, which only ever raises the other workers' bounds.
-  absl::StatusOr<double> CheckNorm(uint32_t block, int32_t worker,
-                                   double norm);
+  absl::StatusOr<double> CheckNorm(uint32_t block, int32_t worker, double norm);
   // Records the norm of `worker`'s block gradient as pushed (before clipping:
   // a clipped worker's average must not fall to its bound).
   void RecordNorm(uint32_t block, int32_t worker, double norm);
@@ -133,7 +132,7 @@ class PushGuard {
  private:
   struct BlockNorms;
   struct WorkerRate {
-    double count = 0;  // decayed applied pushes
+    double count = 0;                         // decayed applied pushes
     absl::Time last = absl::InfinitePast();   // its newest push
     absl::Time since = absl::InfinitePast();  // when it last became active
   };

@@ -38,9 +38,8 @@ class PushGuardTest : public ::testing::Test {
   // A deterministic factor in [0.5, 2): batch noise.
   double Noise() {
     state_ = state_ * 6364136223846793005ULL + 1442695040888963407ULL;
-    return std::exp2(static_cast<double>(state_ >> 11) / 9007199254740992.0 *
-                         2.0 -
-                     1.0);
+    return std::exp2(
+        static_cast<double>(state_ >> 11) / 9007199254740992.0 * 2.0 - 1.0);
   }
 
   Counters counters_;

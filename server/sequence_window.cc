@@ -25,7 +25,8 @@ uint64_t SequenceWindow::MarkApplied(uint64_t sequence) {
     // Move the window so that `sequence` is its last slot.
     const uint64_t shift = offset - (kWidth - 1);
     const uint64_t kept = shift >= kWidth ? 0 : mask_ >> shift;
-    const uint64_t dropped = shift >= kWidth ? mask_ : mask_ & ((uint64_t{1} << shift) - 1);
+    const uint64_t dropped =
+        shift >= kWidth ? mask_ : mask_ & ((uint64_t{1} << shift) - 1);
     skipped = shift - static_cast<uint64_t>(__builtin_popcountll(dropped));
     base_ += shift;
     mask_ = kept;

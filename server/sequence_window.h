@@ -4,8 +4,9 @@
 //   SequenceWindow window;                       // nothing applied yet
 //   switch (window.Check(request.sequence)) {
 //     case SequenceWindow::Verdict::kNew: Apply(...); window.MarkApplied(seq);
-//     case SequenceWindow::Verdict::kDuplicate: acknowledge again, apply nothing
-//     case SequenceWindow::Verdict::kStale: refuse (an older incarnation)
+//     case SequenceWindow::Verdict::kDuplicate: acknowledge again, apply
+//     nothing case SequenceWindow::Verdict::kStale: refuse (an older
+//     incarnation)
 //   }
 //
 // A sequence is MakeSequence(incarnation, n) (common/push_sequence.h): the

@@ -19,7 +19,7 @@ ServedValues::Worker* ServedValues::Find(int32_t worker) const {
 }
 
 void ServedValues::Record(int32_t worker, uint32_t block, uint64_t version,
-                         const float* values, int64_t n) {
+                          const float* values, int64_t n) {
   Worker* w = Find(worker);
   if (w == nullptr) return;
   absl::MutexLock lock(&w->mu);
@@ -43,8 +43,8 @@ void ServedValues::Record(int32_t worker, uint32_t block, uint64_t version,
 }
 
 bool ServedValues::Visit(int32_t worker, uint32_t block, uint64_t version,
-                        int64_t n,
-                        absl::FunctionRef<void(const float*)> use) const {
+                         int64_t n,
+                         absl::FunctionRef<void(const float*)> use) const {
   const Worker* w = Find(worker);
   if (w == nullptr) return false;
   absl::MutexLock lock(&w->mu);

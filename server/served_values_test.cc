@@ -16,7 +16,7 @@ std::vector<float> Held(const ServedValues& served, int32_t worker,
                         uint32_t block, uint64_t version, int64_t n) {
   std::vector<float> out;
   served.Visit(worker, block, version, n,
-                [&](const float* values) { out.assign(values, values + n); });
+               [&](const float* values) { out.assign(values, values + n); });
   return out;
 }
 

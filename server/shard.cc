@@ -119,10 +119,9 @@ absl::StatusOr<std::unique_ptr<Shard>> Shard::CreateShard(
   // the checkpoint are not applied again.
   std::map<int32_t, SequenceWindow> windows;
   if (checkpoint.has_value()) windows = checkpoint->sequences;
-  return std::unique_ptr<Shard>(
-      new Shard(config, index, std::move(spec), std::move(store),
-                std::move(sparse), std::move(restored), std::move(windows),
-                counters));
+  return std::unique_ptr<Shard>(new Shard(
+      config, index, std::move(spec), std::move(store), std::move(sparse),
+      std::move(restored), std::move(windows), counters));
 }
 
 Shard::Shard(const Config& config, int index, ModelSpec spec,
@@ -144,24 +143,25 @@ Shard::Shard(const Config& config, int index, ModelSpec spec,
                           static_cast<int64_t>(spec_.blocks().size()),
                           counters)),
       gate_(config, index, counters),
-      replica_log_(spec_.blocks().size(),
-                   store_->optimizer().state_slots()) {}
+      replica_log_(spec_.blocks().size(), store_->optimizer().state_slots()) {}
 
 absl::Status Shard::Assign(uint64_t epoch, const std::vector<uint32_t>& ids) {
   absl::MutexLock lock(&mu_);
   int from_checkpoint = 0, fresh = 0;
   for (uint32_t id : ids) {
     if (id >= spec_.blocks().size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "placement assigns block ", id, " but the model has ",
-          spec_.blocks().size(), " blocks: do all daemons use the same config?"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("placement assigns block ", id, " but the model has ",
+                       spec_.blocks().size(),
+                       " blocks: do all daemons use the same config?"));
     }
     if (store_->Has(id)) continue;
     const BlockSpec& block = spec_.blocks()[id];
     const BlockStore::BlockSnapshot* saved =
         chain_.RestoredBlock(id, block.length);
     if (saved != nullptr) {
-      RETURN_IF_ERROR(store_->AddBlock(id, saved->values, saved->version, saved->state));
+      RETURN_IF_ERROR(
+          store_->AddBlock(id, saved->values, saved->version, saved->state));
       replica_log_.Changed(id);
       ++from_checkpoint;
     } else {
@@ -173,7 +173,9 @@ absl::Status Shard::Assign(uint64_t epoch, const std::vector<uint32_t>& ids) {
     }
   }
   epoch_ = epoch;
-  SPDLOG_LOGGER_INFO(L(), "placement epoch {}: serving {} blocks ({} from checkpoint, {} initialised, {} kept)",
+  SPDLOG_LOGGER_INFO(L(),
+                     "placement epoch {}: serving {} blocks ({} from "
+                     "checkpoint, {} initialised, {} kept)",
                      epoch, ids.size(), from_checkpoint, fresh,
                      ids.size() - from_checkpoint - fresh);
   return absl::OkStatus();
@@ -256,9 +258,9 @@ absl::StatusOr<PushAdmission::Verdict> Shard::Admit(
   if (verdict.ok() && request.blocks.empty() && request.sparse.empty() &&
       request.sequence > 0) {
     // It would change nothing but the window: an empty push moves none.
-    verdict = absl::InvalidArgumentError(absl::StrCat(
-        "push: worker ", request.worker_id,
-        " sent a push without blocks: refused, nothing recorded"));
+    verdict = absl::InvalidArgumentError(
+        absl::StrCat("push: worker ", request.worker_id,
+                     " sent a push without blocks: refused, nothing recorded"));
   }
   if (!verdict.ok()) {
     counters_->stats().rejected_pushes.Increment(1);
@@ -339,8 +341,8 @@ Shard::ReplicaCut Shard::CutForReplica(bool full, bool checks) {
         OptimizerSettingsText(store_->optimizer().section());
   }
   cut.sequences = admission_.windows();
-  cut.blocks = full ? store_->Snapshot()
-                    : store_->Snapshot(replica_log_.SortedDirty());
+  cut.blocks =
+      full ? store_->Snapshot() : store_->Snapshot(replica_log_.SortedDirty());
   cut.updates = replica_log_.TakeUpdates(full);
   if (checks) cut.checks = ChecksOf(*store_);
   cut.sparse = sparse_->CutForReplica(full);
@@ -415,13 +417,13 @@ std::vector<std::pair<int, uint64_t>> Shard::ApplyDenseRound(uint32_t id) {
   } else if (block.ok()) {
     // The mean of validated gradients would overflow the block: the round
     // is dropped and the block kept as it was.
-    SPDLOG_LOGGER_WARN(L(), "ps {}: bsp round of block {} refused: {}",
-                       index_, id, std::string(result.status().message()));
+    SPDLOG_LOGGER_WARN(L(), "ps {}: bsp round of block {} refused: {}", index_,
+                       id, std::string(result.status().message()));
   } else {
     // Every contribution was validated, so only a block placed elsewhere
     // meanwhile gets here; its pushers re-read the placement.
-    SPDLOG_LOGGER_WARN(L(), "ps {}: bsp round of block {} dropped: {}",
-                       index_, id, std::string(block.status().message()));
+    SPDLOG_LOGGER_WARN(L(), "ps {}: bsp round of block {} dropped: {}", index_,
+                       id, std::string(block.status().message()));
   }
   return done;
 }
@@ -486,16 +488,18 @@ absl::Status Shard::Push(const wire::PushView& request,
       if (turn == Turn::kAnswered) return absl::OkStatus();
       if (turn == Turn::kApply) break;
     }
-    ASSIGN_OR_RETURN(bytes, ApplyBlocks(request, checked.blocks,
-                                        checked.stats, response));
+    ASSIGN_OR_RETURN(
+        bytes, ApplyBlocks(request, checked.blocks, checked.stats, response));
     keys = sparse_->Apply(checked.rows);
     if (!checked.rows.empty()) replica_log_.Count();
     if (request.sequence > 0) MarkPushed(request.worker_id, request.sequence);
     gate_.Applied(request.worker_id, ids, request.clock);
   }
-  if (keys > 0) counters_->stats().sparse_push_keys.Increment(static_cast<double>(keys));
+  if (keys > 0)
+    counters_->stats().sparse_push_keys.Increment(static_cast<double>(keys));
   counters_->stats().pushes.Increment(1);
-  counters_->stats().applied_updates.Increment(static_cast<double>(request.blocks.size()));
+  counters_->stats().applied_updates.Increment(
+      static_cast<double>(request.blocks.size()));
   counters_->stats().bytes_in.Increment(bytes);
   return absl::OkStatus();
 }
@@ -534,8 +538,7 @@ absl::StatusOr<Shard::Turn> Shard::TakeTurn(const wire::PushView& request,
       RETURN_IF_ERROR(
           PushBsp(request, std::move(checked->rows), response, until));
       for (size_t i = 0; i < checked->stats.size(); ++i) {
-        guard_.RecordNorm(request.blocks[i].id, worker,
-                          checked->stats[i].norm);
+        guard_.RecordNorm(request.blocks[i].id, worker, checked->stats[i].norm);
       }
       return Turn::kAnswered;
     case ConsistencyGate::Route::kDirect:
@@ -578,11 +581,11 @@ absl::StatusOr<int64_t> Shard::ApplyBlocks(
       // twice.
       counters_->stats().rejected_pushes.Increment(1);
       if (request.sequence > 0) MarkPushed(worker, request.sequence);
-      return absl::Status(result.status().code(),
-                          absl::StrCat(result.status().message(), " (worker ",
-                                       worker, ", ", i, " of ",
-                                       request.blocks.size(),
-                                       " blocks applied before it)"));
+      return absl::Status(
+          result.status().code(),
+          absl::StrCat(result.status().message(), " (worker ", worker, ", ", i,
+                       " of ", request.blocks.size(),
+                       " blocks applied before it)"));
     }
     response->add_versions(result->version);
     counters_->RecordStaleness(result->staleness);

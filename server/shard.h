@@ -5,10 +5,10 @@
 // next replica cut carries (ReplicaLog) and the checkpoint chain
 // (CheckpointChain).
 //
-// Plain C++ over proto messages, with no path to gRPC (//server:plain_cores_test
-// checks): the ParameterServer service adapter forwards each RPC here and
-// builds the pull reply's bytes itself (server/pull_reply.h); tests drive it
-// directly.
+// Plain C++ over proto messages, with no path to gRPC
+// (//server:plain_cores_test checks): the ParameterServer service adapter
+// forwards each RPC here and builds the pull reply's bytes itself
+// (server/pull_reply.h); tests drive it directly.
 #ifndef DOWNPOUR_SERVER_SHARD_H_
 #define DOWNPOUR_SERVER_SHARD_H_
 
@@ -103,9 +103,9 @@ class Shard {
   Shard(const Shard&) = delete;
   Shard& operator=(const Shard&) = delete;
 
-  // Serves blocks `ids` from placement `epoch` on. Blocks already held are kept;
-  // new ones come from the checkpoint read at start when it has them, otherwise
-  // from the model's initial values.
+  // Serves blocks `ids` from placement `epoch` on. Blocks already held are
+  // kept; new ones come from the checkpoint read at start when it has them,
+  // otherwise from the model's initial values.
   absl::Status Assign(uint64_t epoch, const std::vector<uint32_t>& ids)
       ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -140,18 +140,20 @@ class Shard {
   // VisitBlocks into a protobuf reply (in-process callers and tests; no
   // message size limit: the gRPC reply is server/pull_reply.h's).
   absl::Status Pull(const proto::PullRequest& request,
-                    proto::PullResponse* response) const ABSL_LOCKS_EXCLUDED(mu_);
+                    proto::PullResponse* response) const
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // The epoch and NotFound errors of VisitBlocks, plus InvalidArgument for a
   // wrong size or a NaN/Inf gradient. All
-  // blocks are checked before any is applied, so a rejected push changes nothing.
-  // A push whose (worker_id, sequence) was already applied is acknowledged again
-  // without being applied twice (response.duplicate); pushes of one worker
-  // may arrive in any order within a window (server/sequence_window.h).
-  // Identity and sequence errors are PushAdmission::Admit's (e.g. OutOfRange
-  // for a replaced process). Also InvalidArgument for a block id pushed twice.
-  // A push refused as invalid uses up its sequence (the client does not
-  // retry it), so it cannot hold the window back.
+  // blocks are checked before any is applied, so a rejected push changes
+  // nothing. A push whose (worker_id, sequence) was already applied is
+  // acknowledged again without being applied twice (response.duplicate); pushes
+  // of one worker may arrive in any order within a window
+  // (server/sequence_window.h). Identity and sequence errors are
+  // PushAdmission::Admit's (e.g. OutOfRange for a replaced process). Also
+  // InvalidArgument for a block id pushed twice. A push refused as invalid uses
+  // up its sequence (the client does not retry it), so it cannot hold the
+  // window back.
   //
   // training.consistency ssp/bsp (see server/consistency.h): a push of an
   // active worker that must wait (ssp: too far ahead of the slowest; bsp: its
@@ -259,9 +261,9 @@ class Shard {
       const Config& config, int index, Counters* counters, ModelSpec spec,
       std::unique_ptr<Optimizer> optimizer, RestoredShard restored);
   Shard(const Config& config, int index, ModelSpec spec,
-        std::unique_ptr<BlockStore> store,
-        std::unique_ptr<SparseTables> sparse, RestoredShard restored,
-        std::map<int32_t, SequenceWindow> windows, Counters* counters);
+        std::unique_ptr<BlockStore> store, std::unique_ptr<SparseTables> sparse,
+        RestoredShard restored, std::map<int32_t, SequenceWindow> windows,
+        Counters* counters);
 
   using DecodedRows = SparseTables::DecodedRows;
   using Done = std::vector<std::pair<int, uint64_t>>;  // (worker, sequence)
@@ -271,9 +273,9 @@ class Shard {
   // PushAdmission's verdict on `request`. A refusal is counted
   // ("rejected_pushes"); a duplicate is counted ("duplicate_pushes") and
   // acknowledged into *response.
-  absl::StatusOr<PushAdmission::Verdict> Admit(const wire::PushView& request,
-                                               proto::PushResponse* response)
-      const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<PushAdmission::Verdict> Admit(
+      const wire::PushView& request, proto::PushResponse* response) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   // A push as validated for Apply, kept across the waits of one Push.
   struct CheckedPush : CheckedBlocks {

@@ -1,9 +1,9 @@
 // Shard with a sparse model (model.type sparse_linear): sparse pushes and
 // pulls through the same admission, epochs and exactly-once windows as
 // blocks.
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
-#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -153,12 +153,12 @@ TEST_F(ShardSparseTest, ARetriedSparsePushIsAppliedOnce) {
   auto shard = MakeShard(0);
   const std::vector<uint64_t> keys = KeysOf(0, 3);
   proto::PushResponse first, retry;
-  ASSERT_THAT(shard->Push(SparsePush(keys, {1, 2, 3}, MakeSequence(1, 1)),
-                          &first),
-              IsOk());
-  ASSERT_THAT(shard->Push(SparsePush(keys, {1, 2, 3}, MakeSequence(1, 1)),
-                          &retry),
-              IsOk());
+  ASSERT_THAT(
+      shard->Push(SparsePush(keys, {1, 2, 3}, MakeSequence(1, 1)), &first),
+      IsOk());
+  ASSERT_THAT(
+      shard->Push(SparsePush(keys, {1, 2, 3}, MakeSequence(1, 1)), &retry),
+      IsOk());
   EXPECT_TRUE(retry.duplicate());
   proto::PullResponse pulled;
   ASSERT_THAT(shard->PullSparse(SparsePull(keys), &pulled), IsOk());
@@ -180,19 +180,18 @@ TEST_F(ShardSparseTest, HostileSparsePushesAreRefusedAndChangeNothing) {
     const char* message;
   };
   std::vector<Case> cases;
-  cases.push_back({"unsorted", SparsePush({keys[1], keys[0], keys[2]},
-                                          {1, 1, 1}, 1),
+  cases.push_back({"unsorted",
+                   SparsePush({keys[1], keys[0], keys[2]}, {1, 1, 1}, 1),
                    "out of order"});
-  cases.push_back({"repeated", SparsePush({keys[0], keys[0], keys[2]},
-                                          {1, 1, 1}, 2),
+  cases.push_back({"repeated",
+                   SparsePush({keys[0], keys[0], keys[2]}, {1, 1, 1}, 2),
                    "is repeated"});
   cases.push_back({"count mismatch", SparsePush(keys, {1, 1}, 3),
                    "need 3 gradient floats, got 2"});
-  cases.push_back({"NaN",
-                   SparsePush(keys,
-                              {1, std::numeric_limits<float>::quiet_NaN(), 1},
-                              4),
-                   "not finite"});
+  cases.push_back(
+      {"NaN",
+       SparsePush(keys, {1, std::numeric_limits<float>::quiet_NaN(), 1}, 4),
+       "not finite"});
   cases.push_back({"another ps's key", SparsePush(theirs, {1}, 5),
                    "which ps 0 does not hold"});
   proto::PushRequest ragged = SparsePush(keys, {1, 1, 1}, 6);
@@ -209,9 +208,9 @@ TEST_F(ShardSparseTest, HostileSparsePushesAreRefusedAndChangeNothing) {
   cases.push_back({"counts", counts, "bytes of counts"});
   for (const Case& c : cases) {
     proto::PushResponse response;
-    EXPECT_THAT(shard->Push(c.request, &response),
-                StatusIs(absl::StatusCode::kInvalidArgument,
-                         HasSubstr(c.message)))
+    EXPECT_THAT(
+        shard->Push(c.request, &response),
+        StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(c.message)))
         << c.name;
   }
   EXPECT_EQ(shard->sparse_stats()[0].rows, 0) << "nothing applied";
@@ -221,14 +220,14 @@ TEST_F(ShardSparseTest, HostileSparsePushesAreRefusedAndChangeNothing) {
   EXPECT_EQ(shard->sparse_stats()[0].rows, 3);
 
   proto::PullResponse ignored;
-  EXPECT_THAT(shard->PullSparse(SparsePull({keys[1], keys[0]}), &ignored),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("out of order")));
+  EXPECT_THAT(
+      shard->PullSparse(SparsePull({keys[1], keys[0]}), &ignored),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("out of order")));
   proto::PullRequest mixed = SparsePull(keys);
   mixed.add_block_ids(0);
-  EXPECT_THAT(shard->PullSparse(mixed, &ignored),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("not both")));
+  EXPECT_THAT(
+      shard->PullSparse(mixed, &ignored),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not both")));
   EXPECT_THAT(shard->PullSparse(SparsePull(theirs), &ignored),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("which ps 0 does not hold")));
@@ -239,9 +238,9 @@ TEST_F(ShardSparseTest, MaxRowsBoundsATableAndTheRefusalIsNotUsedUp) {
   auto shard = MakeShard(0);
   const std::vector<uint64_t> keys = KeysOf(0, 3);
   proto::PushResponse response;
-  EXPECT_THAT(shard->Push(SparsePush(keys, {1, 1, 1}, 1), &response),
-              StatusIs(absl::StatusCode::kResourceExhausted,
-                       HasSubstr("max_rows 2")));
+  EXPECT_THAT(
+      shard->Push(SparsePush(keys, {1, 1, 1}, 1), &response),
+      StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("max_rows 2")));
   EXPECT_EQ(shard->sparse_stats()[0].rows, 0);
 }
 
@@ -252,22 +251,22 @@ TEST_F(ShardSparseTest, TheBucketsOfThePlacementDecideWhichKeysAPsTakes) {
   auto shard = MakeShard(0);
   const std::vector<uint64_t> theirs = KeysOf(1, 3);  // ps 1's by the rule
   proto::PushResponse response;
-  EXPECT_THAT(shard->Push(SparsePush(theirs, {1, 1, 1}, MakeSequence(1, 1)),
-                          &response),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("which ps 0 does not hold")));
+  EXPECT_THAT(
+      shard->Push(SparsePush(theirs, {1, 1, 1}, MakeSequence(1, 1)), &response),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("which ps 0 does not hold")));
   std::vector<uint32_t> all(64);
   for (uint32_t b = 0; b < 64; ++b) all[b] = b;
   ASSERT_THAT(shard->AssignBuckets(all), IsOk());
-  EXPECT_THAT(shard->Push(SparsePush(theirs, {1, 1, 1}, MakeSequence(1, 2)),
-                          &response),
-              IsOk());
+  EXPECT_THAT(
+      shard->Push(SparsePush(theirs, {1, 1, 1}, MakeSequence(1, 2)), &response),
+      IsOk());
   EXPECT_EQ(shard->sparse_stats()[0].rows, 3);
   ASSERT_THAT(shard->AssignBuckets({}), IsOk());
   proto::PullResponse pulled;
-  EXPECT_THAT(shard->PullSparse(SparsePull(KeysOf(0, 2)), &pulled),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("does not hold")));
+  EXPECT_THAT(
+      shard->PullSparse(SparsePull(KeysOf(0, 2)), &pulled),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("does not hold")));
   EXPECT_THAT(shard->AssignBuckets({64}),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("beyond model.sparse_buckets 64")));
@@ -331,9 +330,10 @@ TEST_F(ShardSparseTest, BspRoundAppliesTheMeanOfTheWorkersRowsOnce) {
       [&] { return counters_.Get("bsp_waits") >= 1; }, absl::Seconds(10)));
   EXPECT_EQ(shard->sparse_stats()[0].rows, 0) << "nothing before the round";
   proto::PushResponse response;
-  ASSERT_THAT(shard->Push(SparsePush({k[1], k[2]}, {3, 3}, MakeSequence(1, 1), 1),
-                          &response, absl::Now() + absl::Seconds(30)),
-              IsOk());
+  ASSERT_THAT(
+      shard->Push(SparsePush({k[1], k[2]}, {3, 3}, MakeSequence(1, 1), 1),
+                  &response, absl::Now() + absl::Seconds(30)),
+      IsOk());
   pusher0.join();
   ASSERT_THAT(first, IsOk());
   proto::PullResponse pulled;
@@ -343,9 +343,10 @@ TEST_F(ShardSparseTest, BspRoundAppliesTheMeanOfTheWorkersRowsOnce) {
   EXPECT_EQ(Values(pulled), (std::vector<float>{-0.5f, -2.0f, -1.5f}));
   EXPECT_EQ(shard->sparse_stats()[0].updates, 3u) << "one update a row";
   EXPECT_EQ(counters_.Get("bsp_rounds"), 1);
-  ASSERT_THAT(shard->Push(SparsePush({k[1], k[2]}, {3, 3}, MakeSequence(1, 1), 1),
-                          &response, absl::Now() + absl::Seconds(30)),
-              IsOk());
+  ASSERT_THAT(
+      shard->Push(SparsePush({k[1], k[2]}, {3, 3}, MakeSequence(1, 1), 1),
+                  &response, absl::Now() + absl::Seconds(30)),
+      IsOk());
   EXPECT_TRUE(response.duplicate());
   // A round in which neither worker has keys here changes nothing.
   std::thread pusher1([&] {
@@ -381,7 +382,8 @@ TEST_F(ShardSparseTest, ABspCheckpointRestoreContinuesBitIdentically) {
     for (size_t i = 0; i < keys.size(); ++i) {
       if ((w + n + i) % 3 == 0) continue;
       mine.push_back(keys[i]);
-      grads.push_back(0.05f * static_cast<float>((i * 7 + n * 3 + w) % 11) - 0.25f);
+      grads.push_back(0.05f * static_cast<float>((i * 7 + n * 3 + w) % 11) -
+                      0.25f);
     }
     return SparsePush(mine, grads, MakeSequence(1, n), w);
   };
@@ -403,7 +405,8 @@ TEST_F(ShardSparseTest, ABspCheckpointRestoreContinuesBitIdentically) {
   };
   auto a = MakeShard(0);
   a->SetActiveWorkers({0, 1});
-  for (uint64_t n = 1; n <= 5; ++n) ASSERT_NO_FATAL_FAILURE(round(a.get(), n, false));
+  for (uint64_t n = 1; n <= 5; ++n)
+    ASSERT_NO_FATAL_FAILURE(round(a.get(), n, false));
   ASSERT_THAT(a->WriteCheckpoint(), IsOk());
   auto b = MakeShard(0);
   b->SetActiveWorkers({0, 1});
@@ -470,10 +473,11 @@ TEST_F(ShardSparseTest, EvictionAtACheckpointBoundsTheRowsAndLosesNoUpdate) {
   for (uint64_t n = 1; n <= 3; ++n) {
     // The last 20 keys pushed last: they are the ones kept.
     std::vector<uint64_t> part(keys.begin() + (n == 3 ? 30 : 0), keys.end());
-    ASSERT_THAT(shard->Push(SparsePush(part, std::vector<float>(part.size(), 0.5f),
-                                       MakeSequence(1, n)),
-                            &response),
-                IsOk());
+    ASSERT_THAT(
+        shard->Push(SparsePush(part, std::vector<float>(part.size(), 0.5f),
+                               MakeSequence(1, n)),
+                    &response),
+        IsOk());
   }
   const uint64_t held = shard->applied_total();
   EXPECT_EQ(shard->sparse_stats()[0].rows, 50);

@@ -254,13 +254,16 @@ TEST_F(ShardTest, RefusesRequestsBeforePlacementAndFromOtherEpochs) {
   pull.set_placement_epoch(1);
   pull.add_block_ids(0);
   proto::PullResponse response;
-  EXPECT_THAT(shard->Pull(pull, &response),
-              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("no blocks yet")));
+  EXPECT_THAT(
+      shard->Pull(pull, &response),
+      StatusIs(absl::StatusCode::kUnavailable, HasSubstr("no blocks yet")));
   ASSERT_THAT(shard->Assign(2, AllBlocks()), IsOk());
   EXPECT_THAT(shard->Pull(pull, &response),
-              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("stale placement epoch 1")));
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("stale placement epoch 1")));
   pull.set_placement_epoch(3);
-  EXPECT_THAT(shard->Pull(pull, &response), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(shard->Pull(pull, &response),
+              StatusIs(absl::StatusCode::kUnavailable));
 }
 
 TEST_F(ShardTest, RejectedPushChangesNothing) {
@@ -279,8 +282,9 @@ TEST_F(ShardTest, RejectedPushChangesNothing) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("NaN")));
   EXPECT_EQ(shard->Checksums().DebugString(), before.DebugString());
   request = OnesPush(num_blocks_ + 1, 2);
-  EXPECT_THAT(shard->Push(request, &response),
-              StatusIs(absl::StatusCode::kNotFound, HasSubstr("unknown block")));
+  EXPECT_THAT(
+      shard->Push(request, &response),
+      StatusIs(absl::StatusCode::kNotFound, HasSubstr("unknown block")));
 }
 
 // Issue 12: a finite gradient past optimizer.max_gradient_value in any block
@@ -576,8 +580,7 @@ TEST_F(ShardTest, AForgedSequenceCannotFreezeAWorker) {
     if (learned) restarted->LearnWorkerIncarnations({{3, 1}});
     for (Shard* s : {shard.get(), restarted.get()}) {
       proto::PushResponse applied;
-      ASSERT_THAT(s->Push(OnesPush(0, MakeSequence(1, 1)), &applied),
-                  IsOk());
+      ASSERT_THAT(s->Push(OnesPush(0, MakeSequence(1, 1)), &applied), IsOk());
       EXPECT_FALSE(applied.duplicate());
       ASSERT_EQ(applied.versions_size(), 1);
       EXPECT_EQ(applied.versions(0), 1u) << "the worker's push applies";
@@ -653,7 +656,8 @@ TEST_F(ShardTest, CheckpointRoundTripKeepsValuesVersionsAndSequences) {
   EXPECT_EQ(restarted->Checksums().DebugString(), before.DebugString());
   proto::PushResponse response;
   ASSERT_THAT(restarted->Push(OnesPush(1, 5), &response), IsOk());
-  EXPECT_TRUE(response.duplicate()) << "sequence 5 was applied before the restart";
+  EXPECT_TRUE(response.duplicate())
+      << "sequence 5 was applied before the restart";
 }
 
 // Flips a byte in the middle of `path`.
@@ -699,7 +703,8 @@ TEST_F(ShardTest, CorruptNewestCheckpointFallsBackToTheOlderGoodOne) {
   EXPECT_EQ(restarted->Checksums().DebugString(), older.DebugString());
   // Its next checkpoint is the newest, past the corrupt one.
   ASSERT_THAT(restarted->WriteCheckpoint(), IsOk());
-  EXPECT_TRUE(std::filesystem::exists(dir_ + "/ps-0/" + GenerationFileName(2, 3)));
+  EXPECT_TRUE(
+      std::filesystem::exists(dir_ + "/ps-0/" + GenerationFileName(2, 3)));
 }
 
 TEST_F(ShardTest, CheckpointOfAnotherModelIsRefusedAtStart) {
@@ -717,7 +722,8 @@ TEST_F(ShardTest, CheckpointOfAnotherModelIsRefusedAtStart) {
 
 TEST_F(ShardTest, StaleTemporaryFilesAreRemovedAtStart) {
   std::filesystem::create_directories(dir_ + "/ps-0");
-  const std::string stale = dir_ + "/ps-0/" + GenerationFileName(1, 1) + ".tmp.999";
+  const std::string stale =
+      dir_ + "/ps-0/" + GenerationFileName(1, 1) + ".tmp.999";
   std::FILE* f = std::fopen(stale.c_str(), "wb");
   ASSERT_NE(f, nullptr);
   std::fclose(f);
@@ -737,7 +743,8 @@ TEST_F(ShardTest, WriteIsAbandonedWhenTheShardIsLostWhileWriting) {
               StatusIs(absl::StatusCode::kAborted, "replaced meanwhile"));
   EXPECT_EQ(asked, 1);
   std::vector<std::string> names;
-  for (const auto& entry : std::filesystem::directory_iterator(dir_ + "/ps-0")) {
+  for (const auto& entry :
+       std::filesystem::directory_iterator(dir_ + "/ps-0")) {
     names.push_back(entry.path().filename().string());
   }
   EXPECT_EQ(names, std::vector<std::string>{GenerationFileName(1, 1)})
@@ -807,7 +814,8 @@ TEST_F(ShardTest, ConcurrentPushesPullsAndCheckpointsAgree) {
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       for (int k = 1; k <= kPushesPerThread; ++k) {
-        // Thread t alone pushes block 1 + t (with its sequence); all share block 0.
+        // Thread t alone pushes block 1 + t (with its sequence); all share
+        // block 0.
         proto::PushRequest own = OnesPush(1 + t, k);
         own.set_worker_id(t);
         proto::PushRequest shared = OnesPush(0, 0);

@@ -72,8 +72,9 @@ absl::Status CheckOptions(const SparseTable::Options& o) {
                             o.admit_probability, " in (0, 1]"));
   }
   if (o.admit_min_count > 1 && o.admit_probability < 1) {
-    return bad("admission.min_count and admission.probability are two ways "
-               "to admit keys: set one");
+    return bad(
+        "admission.min_count and admission.probability are two ways "
+        "to admit keys: set one");
   }
   return absl::OkStatus();
 }
@@ -133,14 +134,14 @@ absl::Status SparseTable::CheckPush(const uint64_t* keys, int64_t n,
   // No keys is allowed: a bsp worker's part in a round of a shard it has
   // no keys for this step.
   if (n < 0 || n > kMaxKeysPerRequest) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "sparse push: ", n, " keys; a request carries 0 to ",
-        kMaxKeysPerRequest, " keys (split larger pushes)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("sparse push: ", n, " keys; a request carries 0 to ",
+                     kMaxKeysPerRequest, " keys (split larger pushes)"));
   }
   if (grad_floats != n * dim) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "sparse push: ", n, " keys of dim ", dim, " need ", n * dim,
-        " gradient floats, got ", grad_floats));
+    return absl::InvalidArgumentError(
+        absl::StrCat("sparse push: ", n, " keys of dim ", dim, " need ",
+                     n * dim, " gradient floats, got ", grad_floats));
   }
   for (int64_t i = 1; i < n; ++i) {
     if (keys[i] <= keys[i - 1]) {
@@ -159,9 +160,9 @@ absl::Status SparseTable::CheckPush(const uint64_t* keys, int64_t n,
       return absl::InvalidArgumentError(absl::StrCat(
           "sparse push: gradient of key ", keys[i / dim], " (value ", i % dim,
           ") is ", g,
-          std::isfinite(g) ? absl::StrCat(", beyond optimizer.max_gradient_value ",
-                                          max_abs)
-                           : std::string(" (not finite)"),
+          std::isfinite(g)
+              ? absl::StrCat(", beyond optimizer.max_gradient_value ", max_abs)
+              : std::string(" (not finite)"),
           "; nothing of the push was applied"));
     }
   }
@@ -182,10 +183,11 @@ absl::Status SparseTable::CheckCapacity(const uint64_t* keys, int64_t n) const {
   int64_t fresh = 0;
   for (int64_t i = 0; i < n; ++i) {
     if (!index_.contains(keys[i]) && ++fresh > room) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "sparse push: the table holds ", rows(), " rows, its limit (max_rows ",
-          options_.max_rows, "); this push would create more. Raise the limit "
-          "or add ps shards"));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("sparse push: the table holds ", rows(),
+                       " rows, its limit (max_rows ", options_.max_rows,
+                       "); this push would create more. Raise the limit "
+                       "or add ps shards"));
     }
   }
   return absl::OkStatus();
@@ -290,8 +292,9 @@ void SparseTable::Update(float* row, uint32_t t, const float* g) {
           w[j] = 0.0f;
         } else {
           const double sign = z < 0 ? -1.0 : 1.0;
-          w[j] = static_cast<float>(-(z - sign * p.l1) /
-                                    ((p.beta + std::sqrt(n_new)) / alpha + p.l2));
+          w[j] =
+              static_cast<float>(-(z - sign * p.l1) /
+                                 ((p.beta + std::sqrt(n_new)) / alpha + p.l2));
         }
       }
       break;
@@ -314,11 +317,10 @@ bool SparseTable::Admit(uint64_t key, uint32_t count) {
     // same occurrences admit the same keys in every run.
     admitted = false;
     for (uint32_t j = 0; j < count && !admitted; ++j) {
-      const uint64_t bits = SplitMix64(SplitMix64(options_.seed ^ 0xad317ULL ^
-                                                  SplitMix64(key)) +
-                                       seen + j);
-      const double u =
-          static_cast<double>(bits >> 11) / static_cast<double>(uint64_t{1} << 53);
+      const uint64_t bits = SplitMix64(
+          SplitMix64(options_.seed ^ 0xad317ULL ^ SplitMix64(key)) + seen + j);
+      const double u = static_cast<double>(bits >> 11) /
+                       static_cast<double>(uint64_t{1} << 53);
       admitted = u < options_.admit_probability;
     }
   }
@@ -405,7 +407,8 @@ SparseTable::Rows SparseTable::RowsOf(
 }
 
 SparseTable::Rows SparseTable::Snapshot() const {
-  std::vector<std::pair<uint64_t, uint32_t>> order(index_.begin(), index_.end());
+  std::vector<std::pair<uint64_t, uint32_t>> order(index_.begin(),
+                                                   index_.end());
   std::sort(order.begin(), order.end());
   return RowsOf(order);
 }
@@ -492,20 +495,23 @@ std::vector<uint64_t> SparseTable::Evict() {
     std::vector<uint64_t> ages;
     ages.reserve(n - count);
     for (int64_t r = 0; r < n; ++r) {
-      if (!Marked(victims, r)) ages.push_back(RowClock(static_cast<uint32_t>(r)));
+      if (!Marked(victims, r))
+        ages.push_back(RowClock(static_cast<uint32_t>(r)));
     }
     std::nth_element(ages.begin(), ages.begin() + (excess - 1), ages.end());
     const uint64_t threshold = ages[excess - 1];
     ages = std::vector<uint64_t>();
     int64_t taken = 0;
     for (int64_t r = 0; r < n; ++r) {
-      if (!Marked(victims, r) && RowClock(static_cast<uint32_t>(r)) < threshold) {
+      if (!Marked(victims, r) &&
+          RowClock(static_cast<uint32_t>(r)) < threshold) {
         Mark(&victims, r);
         ++taken;
       }
     }
     for (int64_t r = 0; r < n && taken < excess; ++r) {
-      if (!Marked(victims, r) && RowClock(static_cast<uint32_t>(r)) == threshold) {
+      if (!Marked(victims, r) &&
+          RowClock(static_cast<uint32_t>(r)) == threshold) {
         Mark(&victims, r);
         ++taken;
       }
@@ -534,8 +540,8 @@ int64_t SparseTable::MarkKeys(const std::vector<uint64_t>& keys,
   return count;
 }
 
-std::vector<uint64_t> SparseTable::DropRows(const std::vector<uint64_t>& victims,
-                                            int64_t count) {
+std::vector<uint64_t> SparseTable::DropRows(
+    const std::vector<uint64_t>& victims, int64_t count) {
   const int64_t n = rows();
   const int64_t first_tail = n - count;
   // The victims' keys, and the keys of the last `count` rows: those that
@@ -584,13 +590,14 @@ std::vector<uint64_t> SparseTable::DropRows(const std::vector<uint64_t>& victims
     --size;
   }
   // Chunks wholly past the end are freed; the last one is kept for reuse.
-  const size_t chunks = static_cast<size_t>((size + kRowsPerChunk - 1) / kRowsPerChunk);
+  const size_t chunks =
+      static_cast<size_t>((size + kRowsPerChunk - 1) / kRowsPerChunk);
   chunks_.resize(chunks);
   versions_.resize(chunks);
   if (track_clocks_) clocks_.resize(chunks);
   if (options_.track_changes) keys_.resize(chunks);
-  changed_bits_.resize(std::min(changed_bits_.size(),
-                                static_cast<size_t>((size + 63) / 64)));
+  changed_bits_.resize(
+      std::min(changed_bits_.size(), static_cast<size_t>((size + 63) / 64)));
   changed_bits_.shrink_to_fit();
   for (uint64_t key : changed_keys) NoteChanged(index_.find(key)->second);
   // A table that shrank far below its index's slots gives them back.
@@ -611,29 +618,29 @@ absl::Status SparseTable::CheckRows(const Rows& rows, const char* what,
   const size_t n = rows.keys.size();
   if (rows.data.size() != n * stride_ || rows.versions.size() != n ||
       (!rows.clocks.empty() && rows.clocks.size() != n)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "sparse table ", what, ": ", n, " keys but ", rows.data.size(),
-        " floats, ", rows.versions.size(), " versions and ",
-        rows.clocks.size(), " clocks"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("sparse table ", what, ": ", n, " keys but ",
+                     rows.data.size(), " floats, ", rows.versions.size(),
+                     " versions and ", rows.clocks.size(), " clocks"));
   }
   if (static_cast<int64_t>(n) > options_.max_rows) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "sparse table ", what, ": ", n, " rows exceed max_rows ",
-        options_.max_rows));
+    return absl::InvalidArgumentError(absl::StrCat("sparse table ", what, ": ",
+                                                   n, " rows exceed max_rows ",
+                                                   options_.max_rows));
   }
   for (size_t i = 1; i < n; ++i) {
     if (rows.keys[i] <= rows.keys[i - 1]) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "sparse table ", what, ": key ", rows.keys[i], " at position ", i,
-          " is not ascending"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("sparse table ", what, ": key ", rows.keys[i],
+                       " at position ", i, " is not ascending"));
     }
   }
   if (finite) {
     for (size_t i = 0; i < rows.data.size(); ++i) {
       if (!std::isfinite(rows.data[i])) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "sparse table ", what, ": key ", rows.keys[i / stride_],
-            " holds ", std::isnan(rows.data[i]) ? "NaN" : "Inf",
+            "sparse table ", what, ": key ", rows.keys[i / stride_], " holds ",
+            std::isnan(rows.data[i]) ? "NaN" : "Inf",
             ": a primary holds finite values only"));
       }
     }
@@ -730,8 +737,8 @@ absl::StatusOr<SparseTable::Rows> SparseTable::Overlay(const Rows& under,
         SparseOptimizerName(over.optimizer), " do not apply to rows of dim ",
         under.dim, " trained with ", SparseOptimizerName(under.optimizer)));
   }
-  const size_t stride =
-      static_cast<size_t>(over.dim) * (1 + static_cast<size_t>(over.state_slots));
+  const size_t stride = static_cast<size_t>(over.dim) *
+                        (1 + static_cast<size_t>(over.state_slots));
   for (const Rows* r : {&under, &over}) {
     const size_t n = r->keys.size();
     if (r->data.size() != n * stride || r->versions.size() != n ||

@@ -76,7 +76,8 @@ enum class SparseOptimizerType { kSgd, kAdagrad, kAdam, kFtrl };
 // "sgd", "adagrad", "adam", "ftrl".
 const char* SparseOptimizerName(SparseOptimizerType type);
 // InvalidArgument naming the valid names.
-absl::StatusOr<SparseOptimizerType> ParseSparseOptimizer(const std::string& name);
+absl::StatusOr<SparseOptimizerType> ParseSparseOptimizer(
+    const std::string& name);
 
 struct SparseOptimizer {
   SparseOptimizerType type = SparseOptimizerType::kFtrl;
@@ -308,8 +309,7 @@ class SparseTable {
   // counts them otherwise.
   bool Admit(uint64_t key, uint32_t count);
   // InvalidArgument unless `rows` fits this table (Restore and Merge).
-  absl::Status CheckRows(const Rows& rows, const char* what,
-                         bool finite) const;
+  absl::Status CheckRows(const Rows& rows, const char* what, bool finite) const;
   // `rows` for the given (key, row) pairs, in their order.
   Rows RowsOf(const std::vector<std::pair<uint64_t, uint32_t>>& order) const;
   void NoteChanged(uint32_t row) {

@@ -1,9 +1,9 @@
 #include "server/sparse_table.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <algorithm>
 #include <limits>
 #include <memory>
 #include <random>
@@ -141,9 +141,9 @@ TEST(SparseTableTest, EachRuleFollowsItsFormula) {
       const double sigma = (std::sqrt(n + double{g} * g) - std::sqrt(n)) / 0.5;
       z += g - sigma * w;
       n += double{g} * g;
-      w = std::fabs(z) <= 0.1
-              ? 0
-              : -(z - (z < 0 ? -1 : 1) * 0.1) / ((1.0 + std::sqrt(n)) / 0.5 + 0.2);
+      w = std::fabs(z) <= 0.1 ? 0
+                              : -(z - (z < 0 ? -1 : 1) * 0.1) /
+                                    ((1.0 + std::sqrt(n)) / 0.5 + 0.2);
     }
     float got;
     t->Read(&key, 1, &got);
@@ -204,9 +204,9 @@ TEST(SparseTableTest, WeightDecayIsAddedToTheGradientOfTouchedRows) {
   EXPECT_EQ(ftrl_values[0], ftrl_values[1]);
   SparseTable::Options bad;
   bad.optimizer.weight_decay = -1;
-  EXPECT_THAT(SparseTable::Create(bad).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("weight_decay")));
+  EXPECT_THAT(
+      SparseTable::Create(bad).status(),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("weight_decay")));
 }
 
 TEST(SparseTableTest, FtrlL1KeepsSmallWeightsAtExactlyZero) {
@@ -234,30 +234,30 @@ TEST(SparseTableTest, CheckPushRefusesHostileInput) {
   std::vector<uint64_t> keys = {1, 2, 3};
   std::vector<float> g(6, 0.5f);
   std::vector<uint32_t> counts = {1, 2, 1};
-  EXPECT_THAT(SparseTable::CheckPush(keys.data(), 3, g.data(), 6,
-                                     counts.data(), dim, 1e6),
+  EXPECT_THAT(SparseTable::CheckPush(keys.data(), 3, g.data(), 6, counts.data(),
+                                     dim, 1e6),
               IsOk());
   // No keys is a bsp worker's empty part of a round; a negative count is not.
-  EXPECT_THAT(SparseTable::CheckPush(keys.data(), 0, g.data(), 0, nullptr, dim,
-                                     0),
-              IsOk());
-  EXPECT_THAT(SparseTable::CheckPush(keys.data(), -1, g.data(), 0, nullptr, dim,
-                                     0),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("-1 keys")));
-  EXPECT_THAT(SparseTable::CheckPush(keys.data(), 3, g.data(), 5, nullptr, dim,
-                                     0),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("need 6 gradient floats, got 5")));
+  EXPECT_THAT(
+      SparseTable::CheckPush(keys.data(), 0, g.data(), 0, nullptr, dim, 0),
+      IsOk());
+  EXPECT_THAT(
+      SparseTable::CheckPush(keys.data(), -1, g.data(), 0, nullptr, dim, 0),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("-1 keys")));
+  EXPECT_THAT(
+      SparseTable::CheckPush(keys.data(), 3, g.data(), 5, nullptr, dim, 0),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("need 6 gradient floats, got 5")));
   std::vector<uint64_t> unsorted = {1, 3, 2};
-  EXPECT_THAT(SparseTable::CheckPush(unsorted.data(), 3, g.data(), 6, nullptr,
-                                     dim, 0),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("key 2 at position 2 is out of order")));
+  EXPECT_THAT(
+      SparseTable::CheckPush(unsorted.data(), 3, g.data(), 6, nullptr, dim, 0),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("key 2 at position 2 is out of order")));
   std::vector<uint64_t> repeated = {1, 3, 3};
-  EXPECT_THAT(SparseTable::CheckPush(repeated.data(), 3, g.data(), 6, nullptr,
-                                     dim, 0),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("key 3 at position 2 is repeated")));
+  EXPECT_THAT(
+      SparseTable::CheckPush(repeated.data(), 3, g.data(), 6, nullptr, dim, 0),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("key 3 at position 2 is repeated")));
   for (float bad : {std::numeric_limits<float>::quiet_NaN(),
                     std::numeric_limits<float>::infinity(), 1e30f}) {
     std::vector<float> poisoned = g;
@@ -273,11 +273,11 @@ TEST(SparseTableTest, CheckPushRefusesHostileInput) {
                                      dim, 0),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("key 2 has occurrence count 0")));
-  EXPECT_THAT(SparseTable::CheckPush(keys.data(),
-                                     SparseTable::kMaxKeysPerRequest + 1,
-                                     g.data(), 6, nullptr, dim, 0),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("split larger pushes")));
+  EXPECT_THAT(
+      SparseTable::CheckPush(keys.data(), SparseTable::kMaxKeysPerRequest + 1,
+                             g.data(), 6, nullptr, dim, 0),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("split larger pushes")));
 }
 
 TEST(SparseTableTest, CapacityBoundsTheRowsCreated) {
@@ -289,9 +289,9 @@ TEST(SparseTableTest, CapacityBoundsTheRowsCreated) {
   EXPECT_THAT(t->CheckCapacity(keys.data(), 3), IsOk());
   t->Apply(keys.data(), 3, g.data());
   EXPECT_THAT(t->CheckCapacity(keys.data(), 3), IsOk()) << "existing rows";
-  EXPECT_THAT(t->CheckCapacity(keys.data(), 4),
-              StatusIs(absl::StatusCode::kResourceExhausted,
-                       HasSubstr("max_rows 3")));
+  EXPECT_THAT(
+      t->CheckCapacity(keys.data(), 4),
+      StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("max_rows 3")));
 }
 
 TEST(SparseTableTest, SnapshotAndRestoreAreBitIdentical) {
@@ -369,7 +369,8 @@ TEST(SparseTableTest, MergingEachCutsChangesKeepsACopyIdentical) {
     EXPECT_LT(changed.keys.size(), 1500u) << "only the rows of this cut";
     ASSERT_THAT((*backup)->Merge(changed), IsOk());
     EXPECT_TRUE((*primary)->TakeChanges().keys.empty()) << "taken once";
-    const SparseTable::Rows a = (*primary)->Snapshot(), b = (*backup)->Snapshot();
+    const SparseTable::Rows a = (*primary)->Snapshot(),
+                            b = (*backup)->Snapshot();
     ASSERT_EQ(a.keys, b.keys) << "cut " << cut;
     ASSERT_EQ(a.versions, b.versions);
     ASSERT_EQ(0, std::memcmp(a.data.data(), b.data.data(),
@@ -419,8 +420,9 @@ TEST(SparseTableTest, AdmissionByCountCreatesARowAtTheMinCount) {
   EXPECT_EQ(t.pending_keys(), 0);
 
   options.admit_probability = 0.5;
-  EXPECT_THAT(SparseTable::Create(options).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("set one")));
+  EXPECT_THAT(
+      SparseTable::Create(options).status(),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("set one")));
 }
 
 // Admission by probability: each occurrence admits with the probability,
@@ -631,7 +633,8 @@ TEST(SparseTableTest, EvictedKeysTravelAsTombstonesAndTheCopyDropsThem) {
     if (cut % 3 == 1) evicted += static_cast<int64_t>(primary->Evict().size());
     const SparseTable::Rows changed = primary->TakeChanges();
     ASSERT_THAT(backup->Merge(changed), IsOk());
-    ASSERT_NO_FATAL_FAILURE(ExpectSameRows(primary->Snapshot(), backup->Snapshot()));
+    ASSERT_NO_FATAL_FAILURE(
+        ExpectSameRows(primary->Snapshot(), backup->Snapshot()));
     EXPECT_EQ(backup->version_sum(), primary->version_sum());
     EXPECT_EQ(backup->nonzero_values(), primary->nonzero_values());
   }
@@ -723,9 +726,9 @@ TEST(SparseTableTest, CreateRefusesImpossibleOptions) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("dim 0")));
   options.dim = 1;
   options.optimizer.learning_rate = 0;
-  EXPECT_THAT(SparseTable::Create(options).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("learning_rate")));
+  EXPECT_THAT(
+      SparseTable::Create(options).status(),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("learning_rate")));
   options.optimizer.learning_rate = 0.1;
   options.optimizer.l1 = -1;
   EXPECT_THAT(SparseTable::Create(options).status(),

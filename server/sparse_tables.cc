@@ -98,13 +98,14 @@ absl::Status RestoreRows(const Checkpoint& restored, uint32_t table_id,
     if (id != table_id) continue;
     absl::Status loaded = made->Restore(rows);
     if (!loaded.ok()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "the checkpoint's sparse table ", id, " does not fit the config: ",
-          loaded.message(), "; move the checkpoint away or restore the "
-          "config it was written with"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("the checkpoint's sparse table ", id,
+                       " does not fit the config: ", loaded.message(),
+                       "; move the checkpoint away or restore the "
+                       "config it was written with"));
     }
-    SPDLOG_LOGGER_INFO(L(), "sparse table {}: {} rows from the checkpoint",
-                       id, rows.keys.size());
+    SPDLOG_LOGGER_INFO(L(), "sparse table {}: {} rows from the checkpoint", id,
+                       rows.keys.size());
   }
   return absl::OkStatus();
 }
@@ -148,10 +149,10 @@ absl::StatusOr<std::vector<char>> SparseTables::BucketFlags(
   std::vector<char> own(total, 0);
   for (uint32_t b : buckets) {
     if (b >= total) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "placement: bucket ", b, " for ps ", index_,
-          " is beyond model.sparse_buckets ", total,
-          ": the coordinator runs another config"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("placement: bucket ", b, " for ps ", index_,
+                       " is beyond model.sparse_buckets ", total,
+                       ": the coordinator runs another config"));
     }
     own[b] = 1;
   }
@@ -171,7 +172,8 @@ absl::Status SparseTables::CheckOwnKeys(const char* op, const uint64_t* keys,
     if (!own) {
       return absl::InvalidArgumentError(absl::StrCat(
           op, ": key ", keys[i], " is in bucket ", bucket, ", which ps ",
-          index_, " does not hold (bucket = MixKey(key) % model.sparse_buckets;"
+          index_,
+          " does not hold (bucket = MixKey(key) % model.sparse_buckets;"
           " the placement map gives each ps its buckets): does the sender use "
           "this config and the current placement?"));
     }
@@ -182,9 +184,9 @@ absl::Status SparseTables::CheckOwnKeys(const char* op, const uint64_t* keys,
 absl::Status SparseTables::Decode(const wire::SparseRef& rows,
                                   DecodedRows* out) const {
   if (rows.table >= tables_.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "push: unknown sparse table ", rows.table, " (the model has ",
-        tables_.size(), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("push: unknown sparse table ", rows.table,
+                     " (the model has ", tables_.size(), ")"));
   }
   SparseTable& table = *tables_[rows.table];
   out->table = &table;
@@ -206,11 +208,11 @@ absl::Status SparseTables::Decode(const wire::SparseRef& rows,
         " keys but ", rows.counts_size, " bytes of counts (4 a key, or none)"));
   }
   const int64_t n = static_cast<int64_t>(out->keys.size());
-  RETURN_IF_ERROR(SparseTable::CheckPush(
-      out->keys.data(), n, out->grads.data(),
-      static_cast<int64_t>(out->grads.size()),
-      counts.empty() ? nullptr : counts.data(), table.dim(),
-      max_gradient_value_));
+  RETURN_IF_ERROR(
+      SparseTable::CheckPush(out->keys.data(), n, out->grads.data(),
+                             static_cast<int64_t>(out->grads.size()),
+                             counts.empty() ? nullptr : counts.data(),
+                             table.dim(), max_gradient_value_));
   return CheckOwnKeys("push", out->keys.data(), n, specs_[rows.table].buckets);
 }
 
@@ -222,9 +224,9 @@ absl::Status SparseTables::DecodePush(const wire::PushView& request,
     valid = Decode(request.sparse[i], &(*rows)[i]);
     for (size_t j = 0; valid.ok() && j < i; ++j) {
       if ((*rows)[j].table == (*rows)[i].table) {
-        valid = absl::InvalidArgumentError(absl::StrCat(
-            "push: sparse table ", request.sparse[i].table,
-            " appears twice in one push: send its rows once"));
+        valid = absl::InvalidArgumentError(
+            absl::StrCat("push: sparse table ", request.sparse[i].table,
+                         " appears twice in one push: send its rows once"));
       }
     }
     if (valid.ok()) {
@@ -233,9 +235,9 @@ absl::Status SparseTables::DecodePush(const wire::PushView& request,
                                      static_cast<int64_t>(r.keys.size()));
     }
     if (!valid.ok()) {
-      valid = absl::Status(valid.code(), absl::StrCat(valid.message(),
-                                                      " (worker ",
-                                                      request.worker_id, ")"));
+      valid = absl::Status(
+          valid.code(),
+          absl::StrCat(valid.message(), " (worker ", request.worker_id, ")"));
     }
   }
   if (!valid.ok()) rows->clear();
@@ -248,10 +250,12 @@ void SparseTables::ApplyToTable(SparseTable* table, const uint64_t* keys,
   const int64_t filtered = table->updates_filtered();
   const int64_t created = table->Apply(keys, n, grads, counts);
   if (created > 0) {
-    counters_->stats().sparse_rows_created.Increment(static_cast<double>(created));
+    counters_->stats().sparse_rows_created.Increment(
+        static_cast<double>(created));
   }
   if (table->updates_filtered() > filtered) {
-    counters_->stats().sparse_filtered_updates.Increment(static_cast<double>(table->updates_filtered() - filtered));
+    counters_->stats().sparse_filtered_updates.Increment(
+        static_cast<double>(table->updates_filtered() - filtered));
   }
 }
 
@@ -293,9 +297,9 @@ absl::StatusOr<std::vector<std::vector<uint64_t>>> SparseTables::DecodePull(
   for (int i = 0; i < request.sparse_size(); ++i) {
     const proto::SparseRows& rows = request.sparse(i);
     if (rows.table() >= tables_.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "pull: unknown sparse table ", rows.table(), " (the model has ",
-          tables_.size(), ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("pull: unknown sparse table ", rows.table(),
+                       " (the model has ", tables_.size(), ")"));
     }
     if (!CopyArray(rows.keys().data(), rows.keys().size(), &keys[i])) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -305,16 +309,16 @@ absl::StatusOr<std::vector<std::vector<uint64_t>>> SparseTables::DecodePull(
     const std::vector<uint64_t>& k = keys[i];
     *total += static_cast<int64_t>(k.size());
     if (*total > SparseTable::kMaxKeysPerRequest) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "pull: more than ", SparseTable::kMaxKeysPerRequest,
-          " keys in one request; split it"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("pull: more than ", SparseTable::kMaxKeysPerRequest,
+                       " keys in one request; split it"));
     }
     for (size_t j = 1; j < k.size(); ++j) {
       if (k[j] <= k[j - 1]) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "pull: key ", k[j], " at position ", j,
-            k[j] == k[j - 1] ? " is repeated" : " is out of order",
-            "; keys must be sorted ascending and unique"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("pull: key ", k[j], " at position ", j,
+                         k[j] == k[j - 1] ? " is repeated" : " is out of order",
+                         "; keys must be sorted ascending and unique"));
       }
     }
   }
@@ -326,9 +330,9 @@ absl::Status SparseTables::ReadPull(
     const std::vector<std::vector<uint64_t>>& keys,
     proto::PullResponse* response) const {
   for (int i = 0; i < request.sparse_size(); ++i) {
-    RETURN_IF_ERROR(CheckOwnKeys(
-        "pull", keys[i].data(), static_cast<int64_t>(keys[i].size()),
-        specs_[request.sparse(i).table()].buckets));
+    RETURN_IF_ERROR(CheckOwnKeys("pull", keys[i].data(),
+                                 static_cast<int64_t>(keys[i].size()),
+                                 specs_[request.sparse(i).table()].buckets));
   }
   for (int i = 0; i < request.sparse_size(); ++i) {
     const SparseTable& table = *tables_[request.sparse(i).table()];
@@ -351,20 +355,20 @@ absl::StatusOr<std::vector<uint64_t>> SparseTables::DecodeLookup(
     const proto::LookupRequest& request,
     proto::LookupResponse* response) const {
   if (request.table() >= tables_.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "lookup: unknown sparse table ", request.table(), " (the model has ",
-        tables_.size(), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("lookup: unknown sparse table ", request.table(),
+                     " (the model has ", tables_.size(), ")"));
   }
   std::vector<uint64_t> keys;
   if (!CopyArray(request.keys().data(), request.keys().size(), &keys)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "lookup: ", request.keys().size(),
-        " key bytes are not a whole number of uint64 keys"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("lookup: ", request.keys().size(),
+                     " key bytes are not a whole number of uint64 keys"));
   }
   if (static_cast<int64_t>(keys.size()) > SparseTable::kMaxKeysPerRequest) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "lookup: ", keys.size(), " keys; at most ",
-        SparseTable::kMaxKeysPerRequest, " a request"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("lookup: ", keys.size(), " keys; at most ",
+                     SparseTable::kMaxKeysPerRequest, " a request"));
   }
   const int dim = tables_[request.table()]->dim();
   response->mutable_values()->resize(keys.size() * dim * sizeof(float));
@@ -435,7 +439,8 @@ std::vector<std::vector<uint64_t>> SparseTables::Evict() {
     evicted[t] = std::move(keys);
   }
   if (total > 0) {
-    counters_->stats().sparse_evicted_rows.Increment(static_cast<double>(total));
+    counters_->stats().sparse_evicted_rows.Increment(
+        static_cast<double>(total));
   }
   return evicted;
 }

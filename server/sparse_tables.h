@@ -143,7 +143,7 @@ class SparseTables {
 
   // Constant after construction.
   const int index_;
-  const int num_shards_;  // config.cluster.ps
+  const int num_shards_;             // config.cluster.ps
   const double max_gradient_value_;  // optimizer.max_gradient_value
   const std::vector<SparseTableSpec> specs_;
   const std::vector<std::unique_ptr<SparseTable>> tables_;  // by id

@@ -7,8 +7,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <random>
@@ -99,8 +99,9 @@ std::string JobYaml(const Options& options, const std::string& dir,
                     const std::string& checkpoints) {
   const std::string data =
       options.mnist_dir.empty()
-          ? std::string("data:\n  source: synthetic\n  train_examples: 6000\n"
-                        "  test_examples: 1000\n")
+          ? std::string(
+                "data:\n  source: synthetic\n  train_examples: 6000\n"
+                "  test_examples: 1000\n")
           : absl::StrCat("data:\n  source: mnist\n  path: ", options.mnist_dir,
                          "\n  train_examples: 6000\n  test_examples: 1000\n");
   return absl::StrCat(
@@ -110,9 +111,12 @@ std::string JobYaml(const Options& options, const std::string& dir,
       data,
       "model:\n  layers: [784, 64, 10]\n  block_size: 16384\n"
       "optimizer:\n  type: adam\n  learning_rate: 0.001\n"
-      "training:\n  batch_size: 64\n  epochs: ", options.epochs,
+      "training:\n  batch_size: 64\n  epochs: ",
+      options.epochs,
       "\n  eval_every_steps: 0\n"
-      "checkpoint:\n  dir: ", checkpoints, "\n  interval_s: 0.5\n"
+      "checkpoint:\n  dir: ",
+      checkpoints,
+      "\n  interval_s: 0.5\n"
       "launcher:\n  max_restarts: 20\n  restart_backoff_s: 0.2\n");
 }
 
@@ -121,7 +125,8 @@ absl::Status ReadSummary(const std::string& path, Observed* observed,
                          uint64_t* final_pushes) {
   ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
   google::protobuf::Struct summary;
-  const auto parsed = google::protobuf::util::JsonStringToMessage(text, &summary);
+  const auto parsed =
+      google::protobuf::util::JsonStringToMessage(text, &summary);
   if (!parsed.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": ", parsed.message().as_string()));
@@ -194,8 +199,9 @@ std::string Which(const std::string& program) {
 // The launcher's argv prefix that mounts the checkpoint tmpfs (kMountScript).
 std::vector<std::string> MountPrefix(const std::string& checkpoints,
                                      const std::string& saved) {
-  return {Which("unshare"), "--mount", "--propagation", "private", Which("sh"),
-          "-c", kMountScript, "chaos", checkpoints, saved};
+  return {Which("unshare"), "--mount", "--propagation", "private",
+          Which("sh"),      "-c",      kMountScript,    "chaos",
+          checkpoints,      saved};
 }
 
 // Fills the filesystem holding `dir` with one file; returns its path.
@@ -263,8 +269,9 @@ class WorkerPushes {
       order_.push_back(pid);
     } else if (now > p.read) {
       p.max_rise = std::max(p.max_rise, pushes - p.pushes);
-      p.max_rate = std::max(
-          p.max_rate, (pushes - p.pushes) / absl::ToDoubleSeconds(now - p.read));
+      p.max_rate =
+          std::max(p.max_rate,
+                   (pushes - p.pushes) / absl::ToDoubleSeconds(now - p.read));
     }
     p.pushes = std::max(p.pushes, pushes);
     p.read = p.alive = now;
@@ -290,7 +297,8 @@ class WorkerPushes {
       if (latest(p.index) == static_cast<pid_t>(pid)) continue;
       o->acked_pushes += static_cast<uint64_t>(p.pushes);
       o->acked_slack += static_cast<uint64_t>(
-          2 + p.max_rise + p.max_rate * absl::ToDoubleSeconds(p.alive - p.read));
+          2 + p.max_rise +
+          p.max_rate * absl::ToDoubleSeconds(p.alive - p.read));
       ++o->worker_ends;
     }
   }
@@ -319,14 +327,15 @@ class Cluster {
   std::string CoordinatorAddress() const {
     if (!coordinator_.empty()) return coordinator_;
     absl::StatusOr<std::string> port = ReadFile(run_dir_ + "/coordinator.port");
-    return port.ok() ? absl::StrCat("127.0.0.1:",
-                                    absl::StripAsciiWhitespace(*port))
-                     : "";
+    return port.ok()
+               ? absl::StrCat("127.0.0.1:", absl::StripAsciiWhitespace(*port))
+               : "";
   }
 
   absl::StatusOr<proto::ClusterStatusResponse> Status() {
     const std::string address = CoordinatorAddress();
-    if (address.empty()) return absl::UnavailableError("no coordinator.port yet");
+    if (address.empty())
+      return absl::UnavailableError("no coordinator.port yet");
     RpcSection rpc;
     rpc.deadline_s = 1;
     membership::CoordinatorClient client(address, rpc, "chaos");
@@ -339,17 +348,18 @@ class Cluster {
     absl::StatusOr<proto::ClusterStatusResponse> status = Status();
     if (!status.ok()) return "";
     for (const auto& m : status->members()) {
-      if (m.role() == role && m.index() == index && m.alive()) return m.address();
+      if (m.role() == role && m.index() == index && m.alive())
+        return m.address();
     }
     return "";
   }
 
   // The daemon serving `address` (its Status), within 2 s.
-  absl::StatusOr<proto::GetStatusResponse> DaemonAt(const std::string& address) {
+  absl::StatusOr<proto::GetStatusResponse> DaemonAt(
+      const std::string& address) {
     if (address.empty()) return absl::NotFoundError("no such member now");
     return testing::DaemonStatus(address, absl::Seconds(2));
   }
-
 
   // Reads every live worker's pushes_acked into `pushes`.
   void NoteWorkers(WorkerPushes* pushes) {
@@ -385,7 +395,8 @@ class Cluster {
 }  // namespace
 
 std::string Describe(const Fault& fault) {
-  std::string what = absl::StrFormat("%6.2f s: %s", fault.at_s, KindName(fault.kind));
+  std::string what =
+      absl::StrFormat("%6.2f s: %s", fault.at_s, KindName(fault.kind));
   switch (fault.kind) {
     case FaultKind::kKill:
     case FaultKind::kStop:
@@ -450,8 +461,8 @@ std::vector<Fault> MakeSchedule(uint64_t seed, int count, double span_s,
     f.at_s = uniform(0, span_s);
     // Kinds 0-16 as before network faults existed (a seed's schedule without
     // them is unchanged), then the full disk, then the network.
-    const int kind = pick(17 + (layout.full_disk ? 3 : 0) +
-                          (layout.network ? 6 : 0));
+    const int kind =
+        pick(17 + (layout.full_disk ? 3 : 0) + (layout.network ? 6 : 0));
     const int network = kind - 17 - (layout.full_disk ? 3 : 0);
     if (kind < 7) {
       f.kind = FaultKind::kKill;
@@ -491,7 +502,8 @@ std::vector<Fault> MakeSchedule(uint64_t seed, int count, double span_s,
   return faults;
 }
 
-std::vector<std::string> CheckInvariants(const Observed& o, const Judge& judge) {
+std::vector<std::string> CheckInvariants(const Observed& o,
+                                         const Judge& judge) {
   std::vector<std::string> v;
   if (!o.ended) {
     v.push_back(absl::StrFormat("hang: the launcher had not ended after %.0f s",
@@ -502,7 +514,8 @@ std::vector<std::string> CheckInvariants(const Observed& o, const Judge& judge) 
   }
   if (!o.ended) return v;
   if (o.outcome.empty()) {
-    v.push_back(absl::StrCat("no summary.json (exit status ", o.exit_status, ")"));
+    v.push_back(
+        absl::StrCat("no summary.json (exit status ", o.exit_status, ")"));
     return v;
   }
   if (o.interrupted) v.push_back("the run says it was interrupted");
@@ -512,7 +525,8 @@ std::vector<std::string> CheckInvariants(const Observed& o, const Judge& judge) 
       v.push_back(absl::StrCat("outcome \"", o.outcome, "\" without a reason"));
     }
     if (o.exit_status == 0) {
-      v.push_back(absl::StrCat("outcome \"", o.outcome, "\" but exit status 0"));
+      v.push_back(
+          absl::StrCat("outcome \"", o.outcome, "\" but exit status 0"));
     }
     return v;  // a loud failure: nothing more to hold it to
   }
@@ -527,7 +541,8 @@ std::vector<std::string> CheckInvariants(const Observed& o, const Judge& judge) 
         o.outcome, o.accuracy, judge.reference_accuracy, judge.tolerance));
   }
   if (!o.checkpoint_error.empty()) {
-    v.push_back(absl::StrCat("final checkpoints unreadable: ", o.checkpoint_error));
+    v.push_back(
+        absl::StrCat("final checkpoints unreadable: ", o.checkpoint_error));
     return v;
   }
   const uint64_t acked = o.acked_pushes;
@@ -556,10 +571,10 @@ std::vector<std::string> CheckInvariants(const Observed& o, const Judge& judge) 
     // pushed was killed: its pushes lost with the shard leave no gap to
     // count) may fall short; an exact one may not.
     if (held + reported < acked && o.loss_exact) {
-      v.push_back(absl::StrCat(
-          "shard ", shard, ": ", acked - held,
-          " acknowledged pushes missing from the final model, ", reported,
-          " reported lost"));
+      v.push_back(
+          absl::StrCat("shard ", shard, ": ", acked - held,
+                       " acknowledged pushes missing from the final model, ",
+                       reported, " reported lost"));
     }
     if (reported > 0) {
       const auto& sources = o.recovery_sources.count(shard)
@@ -587,7 +602,8 @@ std::string CanMountTmpfs() {
   if (dir == nullptr) return "mkdtemp failed";
   std::vector<std::string> argv = MountPrefix(dir, dir);
   argv.push_back(Which("true"));
-  auto probe = Subprocess::Start("mount probe", argv, std::string(dir) + ".log");
+  auto probe =
+      Subprocess::Start("mount probe", argv, std::string(dir) + ".log");
   std::string why;
   if (!probe.ok()) {
     why = std::string(probe.status().message());
@@ -650,17 +666,16 @@ absl::StatusOr<Outcome> Harness::Run(uint64_t seed,
   }
   Subprocess::Options process;
   process.own_process_group = true;
-  ASSIGN_OR_RETURN(std::unique_ptr<Subprocess> launcher,
-                   Subprocess::Start("launcher", argv, dir + "/launcher.log",
-                                     process));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<Subprocess> launcher,
+      Subprocess::Start("launcher", argv, dir + "/launcher.log", process));
   const absl::Time start = absl::Now();
   const absl::Time bound = start + options_.bound;
   DaemonsSeen seen;
   WorkerPushes worker_pushes;
-  Cluster cluster(out.run_dir,
-                  lab == nullptr
-                      ? ""
-                      : absl::StrCat(lab->host("coordinator").ip, ":7000"));
+  Cluster cluster(
+      out.run_dir,
+      lab == nullptr ? "" : absl::StrCat(lab->host("coordinator").ip, ":7000"));
   Observed& o = out.observed;
   absl::Time next_note = absl::InfinitePast();
   // Polls the pid file (and every 0.1 s the workers' counts) while waiting;
@@ -716,10 +731,11 @@ absl::StatusOr<Outcome> Harness::Run(uint64_t seed,
         ++it;
         continue;
       }
-      const std::string error = it->crawl ? lab->UnshapeLink(it->host)
-                                          : lab->MendLink(it->host);
+      const std::string error =
+          it->crawl ? lab->UnshapeLink(it->host) : lab->MendLink(it->host);
       if (!error.empty()) {
-        out.done.push_back(absl::StrCat("could not mend ", it->host, ": ", error));
+        out.done.push_back(
+            absl::StrCat("could not mend ", it->host, ": ", error));
       }
       it = net_faults.erase(it);
     }
@@ -795,7 +811,8 @@ absl::StatusOr<Outcome> Harness::Run(uint64_t seed,
         break;
       }
       case FaultKind::kDoubleKill: {
-        absl::StatusOr<proto::GetStatusResponse> primary = member("ps", f.index);
+        absl::StatusOr<proto::GetStatusResponse> primary =
+            member("ps", f.index);
         const std::string first = cluster.Address("ps", f.index);
         if (!kill("ps", primary, &note)) break;
         // Whoever takes the shard over, killed soon after.
@@ -886,8 +903,8 @@ absl::StatusOr<Outcome> Harness::Run(uint64_t seed,
   seen.Note(out.run_dir);
   o.left_behind = seen.StillRunning(absl::Seconds(15));
   uint64_t final_pushes = 0;
-  if (absl::Status read = ReadSummary(out.run_dir + "/summary.json", &o,
-                                      &final_pushes);
+  if (absl::Status read =
+          ReadSummary(out.run_dir + "/summary.json", &o, &final_pushes);
       !read.ok()) {
     o.outcome.clear();
   }
@@ -900,7 +917,8 @@ absl::StatusOr<Outcome> Harness::Run(uint64_t seed,
     absl::StatusOr<server::Checkpoint> c =
         server::ReadNewestCheckpoint(final_dir, shard);
     if (!c.ok()) {
-      absl::StrAppend(&o.checkpoint_error, o.checkpoint_error.empty() ? "" : "; ",
+      absl::StrAppend(&o.checkpoint_error,
+                      o.checkpoint_error.empty() ? "" : "; ",
                       c.status().message());
       continue;
     }

@@ -6,9 +6,9 @@
 //
 //   chaos::Harness harness(options);             // bin_dir, work_dir, ...
 //   absl::StatusOr<chaos::Outcome> reference = harness.Run(seed, {});
-//   std::vector<chaos::Fault> faults = chaos::MakeSchedule(seed, 6, 12, layout);
-//   chaos::Outcome run = harness.Run(seed, faults);
-//   for (const std::string& v : chaos::CheckInvariants(run.observed, judge)) ...
+//   std::vector<chaos::Fault> faults = chaos::MakeSchedule(seed, 6, 12,
+//   layout); chaos::Outcome run = harness.Run(seed, faults); for (const
+//   std::string& v : chaos::CheckInvariants(run.observed, judge)) ...
 //
 // Faults: kill -9 of any daemon (the launcher restarts it), SIGSTOP/SIGCONT
 // of any daemon (the coordinator, a shard's primary, a standby, a worker), a
@@ -16,8 +16,8 @@
 // a full disk under the checkpoint folder (a tmpfs of the launcher's own
 // mount namespace, filled and freed again); with the cluster in network
 // namespaces (Options::lab), a daemon's host cut off (its link down) or its
-// link shaped to a crawl with tc tbf, for a while. tests/chaos_test runs a short
-// schedule; tests/chaos_main.cc (bazel run //tests:chaos) the long one.
+// link shaped to a crawl with tc tbf, for a while. tests/chaos_test runs a
+// short schedule; tests/chaos_main.cc (bazel run //tests:chaos) the long one.
 // docs/OPERATIONS.md says how to replay a seed.
 #ifndef DOWNPOUR_TESTS_CHAOS_H_
 #define DOWNPOUR_TESTS_CHAOS_H_
@@ -81,10 +81,11 @@ std::vector<Fault> MakeSchedule(uint64_t seed, int count, double span_s,
 struct Observed {
   bool ended = false;  // the launcher exited within the bound
   int exit_status = -1;
-  double seconds = 0;  // launch to exit
+  double seconds = 0;                    // launch to exit
   std::vector<std::string> left_behind;  // "ps 1 (pid 123)": alive after
   // summary.json: empty outcome when it could not be read.
-  std::string outcome;  // "succeeded", "succeeded with loss: ...", "failed: ..."
+  std::string
+      outcome;  // "succeeded", "succeeded with loss: ...", "failed: ..."
   std::string failure;
   double accuracy = 0;
   bool interrupted = false;
@@ -103,8 +104,8 @@ struct Observed {
   // reads of its count, and its fastest rate times how long it lived past
   // its last read (a stopped or starved process cannot be read).
   uint64_t acked_slack = 0;
-  int worker_kills = 0;    // by the harness
-  int worker_ends = 0;     // earlier worker processes, however they ended
+  int worker_kills = 0;  // by the harness
+  int worker_ends = 0;   // earlier worker processes, however they ended
   // Per shard, every block's version in its last checkpoint (updates held).
   std::map<int, std::vector<uint64_t>> versions;
   std::string checkpoint_error;  // why versions are missing
@@ -133,10 +134,10 @@ std::vector<std::string> CheckInvariants(const Observed& observed,
                                          const Judge& judge);
 
 struct Options {
-  std::string bin_dir;   // holds deploy/launcher, server/ps_server, ...
-  std::string work_dir;  // a folder per run is made under it
+  std::string bin_dir;    // holds deploy/launcher, server/ps_server, ...
+  std::string work_dir;   // a folder per run is made under it
   std::string mnist_dir;  // "" = synthetic digits
-  int epochs = 40;  // over 6000 examples: about 10 s undisturbed here
+  int epochs = 40;        // over 6000 examples: about 10 s undisturbed here
   // The launcher must end within this; past it the run is a hang.
   absl::Duration bound = absl::Minutes(4);
   bool full_disk = true;  // mount the checkpoint tmpfs (see CanMountTmpfs)

@@ -41,7 +41,8 @@ inline void RunUndisturbed(Harness& harness, const char* what, Judge* judge,
   absl::StatusOr<Outcome> reference = harness.Run(0, {});
   ASSERT_TRUE(reference.ok()) << reference.status();
   judge->reference_accuracy = reference->observed.accuracy;
-  ASSERT_THAT(CheckInvariants(reference->observed, *judge), ::testing::IsEmpty())
+  ASSERT_THAT(CheckInvariants(reference->observed, *judge),
+              ::testing::IsEmpty())
       << "the undisturbed run; its folder " << reference->run_dir;
   *seconds = reference->observed.seconds;
   std::printf("%s: accuracy %.4f in %.1f s\n", what,

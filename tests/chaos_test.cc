@@ -22,11 +22,14 @@ using ::testing::IsEmpty;
 TEST(ChaosScheduleTest, ASeedGivesOneScheduleAndSeedsCoverEveryFault) {
   const Layout layout;
   std::vector<std::string> a, b;
-  for (const Fault& f : MakeSchedule(7, 8, 10, layout)) a.push_back(Describe(f));
-  for (const Fault& f : MakeSchedule(7, 8, 10, layout)) b.push_back(Describe(f));
+  for (const Fault& f : MakeSchedule(7, 8, 10, layout))
+    a.push_back(Describe(f));
+  for (const Fault& f : MakeSchedule(7, 8, 10, layout))
+    b.push_back(Describe(f));
   EXPECT_EQ(a, b);
   std::vector<std::string> c;
-  for (const Fault& f : MakeSchedule(8, 8, 10, layout)) c.push_back(Describe(f));
+  for (const Fault& f : MakeSchedule(8, 8, 10, layout))
+    c.push_back(Describe(f));
   EXPECT_NE(a, c);
   std::set<FaultKind> kinds;
   std::set<std::string> roles;
@@ -76,7 +79,8 @@ TEST(ChaosInvariantsTest, EachBrokenInvariantIsNamed) {
   Observed o = Clean();
   o.ended = false;
   o.seconds = 240;
-  EXPECT_THAT(broken(o), HasSubstr("hang: the launcher had not ended after 240 s"));
+  EXPECT_THAT(broken(o),
+              HasSubstr("hang: the launcher had not ended after 240 s"));
   o = Clean();
   o.left_behind = {"ps 1 (pid 77)"};
   EXPECT_THAT(broken(o), HasSubstr("left behind: ps 1 (pid 77) still runs"));
@@ -102,8 +106,9 @@ TEST(ChaosInvariantsTest, EachBrokenInvariantIsNamed) {
   o.loss_exact = true;
   // Reported, but the shard always had a backup.
   o.lost_per_shard[1] = 10;
-  EXPECT_THAT(broken(o), HasSubstr("shard 1: 10 acknowledged pushes lost "
-                                   "although every recovery came from a backup"));
+  EXPECT_THAT(broken(o),
+              HasSubstr("shard 1: 10 acknowledged pushes lost "
+                        "although every recovery came from a backup"));
   // Reported, from a checkpoint (a standby's, or the ps's own restart): a
   // loss the rules allow.
   o.recovery_sources[1].push_back("restart");
@@ -131,12 +136,14 @@ TEST(ChaosRunTest, ShortScheduleKeepsEveryInvariant) {
   Options options = SuiteOptions();
   options.full_disk = CanMountTmpfs().empty();
   if (!options.full_disk) {
-    std::printf("chaos_test: no full-disk faults: %s\n", CanMountTmpfs().c_str());
+    std::printf("chaos_test: no full-disk faults: %s\n",
+                CanMountTmpfs().c_str());
   }
   Harness harness(options);
   Judge judge;
   double seconds = 0;
-  ASSERT_NO_FATAL_FAILURE(RunUndisturbed(harness, "undisturbed", &judge, &seconds));
+  ASSERT_NO_FATAL_FAILURE(
+      RunUndisturbed(harness, "undisturbed", &judge, &seconds));
   Layout layout;
   layout.full_disk = options.full_disk;
   const double span = 0.6 * seconds;

@@ -18,12 +18,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/file_util.h"
-#include "rpc/server_util.h"
 #include "common/subprocess.h"
 #include "common/testing/poll.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/status.grpc.pb.h"
+#include "rpc/server_util.h"
 #include "tests/daemon_harness.h"
 
 namespace downpour {
@@ -56,18 +56,24 @@ class BrokenDisk {
 
   std::string description() const {
     switch (how_) {
-      case How::kFullTmpfs: return "a full 4 MiB tmpfs";
-      case How::kReadOnlyFolder: return "a folder without write permission";
-      case How::kFileInTheWay: return "a regular file in place of the folder";
+      case How::kFullTmpfs:
+        return "a full 4 MiB tmpfs";
+      case How::kReadOnlyFolder:
+        return "a folder without write permission";
+      case How::kFileInTheWay:
+        return "a regular file in place of the folder";
     }
     return "";
   }
   // What the ps's error says.
   std::string expected_error() const {
     switch (how_) {
-      case How::kFullTmpfs: return "No space left on device";
-      case How::kReadOnlyFolder: return "Permission denied";
-      case How::kFileInTheWay: return "Not a directory";
+      case How::kFullTmpfs:
+        return "No space left on device";
+      case How::kReadOnlyFolder:
+        return "Permission denied";
+      case How::kFileInTheWay:
+        return "Not a directory";
     }
     return "";
   }
@@ -142,7 +148,8 @@ class CheckpointFaultTest : public ::testing::Test {
         {"--config", config_, "--port_file", dir_ + "/coordinator.port"});
     ASSERT_TRUE(coordinator.ok()) << coordinator.status();
     coordinator_ = *std::move(coordinator);
-    auto address = testing::WaitForPort(*coordinator_, dir_ + "/coordinator.port");
+    auto address =
+        testing::WaitForPort(*coordinator_, dir_ + "/coordinator.port");
     ASSERT_TRUE(address.ok()) << address.status();
     coordinator_address_ = *address;
     auto ps = testing::StartDaemon(

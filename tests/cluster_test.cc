@@ -4,8 +4,8 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
-#include "common/file_util.h"
 #include "common/config.h"
+#include "common/file_util.h"
 #include "common/subprocess.h"
 #include "common/testing/status_matchers.h"
 #include "deploy/launcher_lib.h"
@@ -31,7 +31,8 @@ LaunchOptions Options(const std::string& config_path) {
   return options;
 }
 
-// Writes `yaml` as the run's cluster file and launches it as the quick start does.
+// Writes `yaml` as the run's cluster file and launches it as the quick start
+// does.
 absl::StatusOr<LaunchSummary> Launch(const std::string& yaml) {
   const std::string path = testing::WriteConfig("cluster.yaml", yaml);
   absl::StatusOr<Config> config = LoadConfig(path);
@@ -48,24 +49,30 @@ std::string DataSection(int train, int test) {
                         "\n  test_examples: ", test, "\n");
   }
   return absl::StrCat("data:\n  source: mnist\n  path: ", mnist,
-                      "\n  train_examples: ", train, "\n  test_examples: ", test, "\n");
+                      "\n  train_examples: ", train,
+                      "\n  test_examples: ", test, "\n");
 }
 
 TEST(ClusterTest, TwoPsTwoWorkersTrainToModestAccuracy) {
   if (testing::MnistDir().empty()) {
-    std::fprintf(stderr, "DOWNPOUR_MNIST_DIR not set: training on synthetic data\n");
+    std::fprintf(stderr,
+                 "DOWNPOUR_MNIST_DIR not set: training on synthetic data\n");
   }
   const std::string dir = testing::TestDir();
-  const std::string yaml = testing::LoopbackConfig(2, 2, absl::StrCat(
-      DataSection(3000, 500),
-      "model:\n  layers: [784, 64, 10]\n  block_size: 16384\n"
-      "optimizer:\n  type: adam\n  learning_rate: 0.003\n"
-      "training:\n  batch_size: 32\n  epochs: 16\n  eval_every_steps: 20\n"
-      "checkpoint:\n  dir: ", dir, "/ckpt\n  interval_s: 1\n"));
+  const std::string yaml = testing::LoopbackConfig(
+      2, 2,
+      absl::StrCat(
+          DataSection(3000, 500),
+          "model:\n  layers: [784, 64, 10]\n  block_size: 16384\n"
+          "optimizer:\n  type: adam\n  learning_rate: 0.003\n"
+          "training:\n  batch_size: 32\n  epochs: 16\n  eval_every_steps: 20\n"
+          "checkpoint:\n  dir: ",
+          dir, "/ckpt\n  interval_s: 1\n"));
   absl::StatusOr<LaunchSummary> summary = Launch(yaml);
   ASSERT_THAT(summary, IsOk());
   EXPECT_FALSE(summary->interrupted);
-  EXPECT_GT(summary->final_accuracy, 0.8) << "stop reason: " << summary->stop_reason;
+  EXPECT_GT(summary->final_accuracy, 0.8)
+      << "stop reason: " << summary->stop_reason;
   ASSERT_EQ(summary->workers.size(), 2u);
   for (const WorkerResult& w : summary->workers) {
     EXPECT_TRUE(w.finished) << "worker " << w.index;
@@ -94,22 +101,26 @@ TEST(ClusterTest, TwoPsTwoWorkersTrainToModestAccuracy) {
 // workers), and the model trains as after_push's does.
 TEST(ClusterTest, LayerwiseFetchAppliesEveryStepToEveryBlockOnce) {
   const std::string dir = testing::TestDir();
-  const std::string yaml = testing::LoopbackConfig(2, 2, absl::StrCat(
-      DataSection(3000, 500),
-      "model:\n  layers: [784, 64, 10]\n  block_size: 16384\n"
-      "optimizer:\n  type: adam\n  learning_rate: 0.003\n"
-      "training:\n  batch_size: 32\n  epochs: 8\n  eval_every_steps: 20\n"
-      "  fetch: layerwise\n"
-      // The subject is delivery: with the push guard on, a late worker's
-      // first gradients on synthetic data (1000x the converged worker's)
-      // can be refused as outliers, and a refused push is not applied
-      // (outage_test counts those; push_guard_test tests the guard).
-      "robustness:\n  norm_refuse_factor: 0\n"
-      "checkpoint:\n  dir: ", dir, "/ckpt\n  interval_s: 1\n"));
+  const std::string yaml = testing::LoopbackConfig(
+      2, 2,
+      absl::StrCat(
+          DataSection(3000, 500),
+          "model:\n  layers: [784, 64, 10]\n  block_size: 16384\n"
+          "optimizer:\n  type: adam\n  learning_rate: 0.003\n"
+          "training:\n  batch_size: 32\n  epochs: 8\n  eval_every_steps: 20\n"
+          "  fetch: layerwise\n"
+          // The subject is delivery: with the push guard on, a late worker's
+          // first gradients on synthetic data (1000x the converged worker's)
+          // can be refused as outliers, and a refused push is not applied
+          // (outage_test counts those; push_guard_test tests the guard).
+          "robustness:\n  norm_refuse_factor: 0\n"
+          "checkpoint:\n  dir: ",
+          dir, "/ckpt\n  interval_s: 1\n"));
   absl::StatusOr<LaunchSummary> summary = Launch(yaml);
   ASSERT_THAT(summary, IsOk());
   EXPECT_EQ(summary->failure, "");
-  EXPECT_GT(summary->final_accuracy, 0.8) << "stop reason: " << summary->stop_reason;
+  EXPECT_GT(summary->final_accuracy, 0.8)
+      << "stop reason: " << summary->stop_reason;
   ASSERT_EQ(summary->workers.size(), 2u);
   const int64_t steps = 8 * ((1500 + 31) / 32);
   for (const WorkerResult& w : summary->workers) {
@@ -131,13 +142,15 @@ TEST(ClusterTest, LayerwiseFetchAppliesEveryStepToEveryBlockOnce) {
 }
 
 TEST(ClusterTest, TargetAccuracyStopsTheJobEarly) {
-  const std::string yaml = testing::LoopbackConfig(1, 2, absl::StrCat(
-      DataSection(2000, 400),
-      "model:\n  layers: [784, 10]\n  type: softmax\n"
-      "optimizer:\n  type: sgd\n  learning_rate: 0.1\n"
-      "training:\n  batch_size: 32\n  epochs: 1000\n  eval_every_steps: 10\n"
-      "  target_accuracy: 0.75\n"
-      "checkpoint:\n  dir: \"\"\n"));
+  const std::string yaml = testing::LoopbackConfig(
+      1, 2,
+      absl::StrCat(DataSection(2000, 400),
+                   "model:\n  layers: [784, 10]\n  type: softmax\n"
+                   "optimizer:\n  type: sgd\n  learning_rate: 0.1\n"
+                   "training:\n  batch_size: 32\n  epochs: 1000\n  "
+                   "eval_every_steps: 10\n"
+                   "  target_accuracy: 0.75\n"
+                   "checkpoint:\n  dir: \"\"\n"));
   absl::StatusOr<LaunchSummary> summary = Launch(yaml);
   ASSERT_THAT(summary, IsOk());
   EXPECT_THAT(summary->stop_reason, HasSubstr("reached test accuracy"));
@@ -145,14 +158,16 @@ TEST(ClusterTest, TargetAccuracyStopsTheJobEarly) {
 }
 
 TEST(ClusterTest, AWorkerThatCannotStartEndsTheRunWithItsLog) {
-  const std::string yaml = testing::LoopbackConfig(1, 1, absl::StrCat(
-      "data:\n  source: mnist\n  path: ", testing::TestDir(), "/no-such-folder\n",
-      "checkpoint:\n  dir: \"\"\n"));
+  const std::string yaml = testing::LoopbackConfig(
+      1, 1,
+      absl::StrCat("data:\n  source: mnist\n  path: ", testing::TestDir(),
+                   "/no-such-folder\n", "checkpoint:\n  dir: \"\"\n"));
   const absl::Time start = absl::Now();
   absl::StatusOr<LaunchSummary> summary = Launch(yaml);
   EXPECT_THAT(summary, StatusIs(absl::StatusCode::kAborted,
-                                ::testing::AllOf(HasSubstr("worker 0 exited with status 2"),
-                                                 HasSubstr("fetch_mnist.sh"))));
+                                ::testing::AllOf(
+                                    HasSubstr("worker 0 exited with status 2"),
+                                    HasSubstr("fetch_mnist.sh"))));
   EXPECT_LT(absl::Now() - start, absl::Seconds(30));
 }
 
@@ -172,11 +187,11 @@ TEST(ClusterTest, ADivergedJobIsAFailureThatNamesTheKnobs) {
   const absl::Time start = absl::Now();
   absl::StatusOr<LaunchSummary> summary = Launch(yaml);
   ASSERT_THAT(summary, IsOk());
-  EXPECT_THAT(summary->failure,
-              ::testing::AllOf(
-                  HasSubstr("training diverged at step"),
-                  HasSubstr("optimizer.learning_rate too high (now 1000)"),
-                  HasSubstr("Lower optimizer.learning_rate")));
+  EXPECT_THAT(
+      summary->failure,
+      ::testing::AllOf(HasSubstr("training diverged at step"),
+                       HasSubstr("optimizer.learning_rate too high (now 1000)"),
+                       HasSubstr("Lower optimizer.learning_rate")));
   EXPECT_THAT(FormatSummary(*summary), HasSubstr("Training FAILED: worker "));
   EXPECT_THAT(FormatSummary(*summary),
               ::testing::Not(HasSubstr("Training done.")));

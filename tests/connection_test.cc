@@ -21,13 +21,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/config.h"
-#include "common/testing/poll.h"
-#include "rpc/security.h"
-#include "proto/coordinator.grpc.pb.h"
-#include "rpc/server_util.h"
 #include "common/subprocess.h"
+#include "common/testing/poll.h"
 #include "gtest/gtest.h"
+#include "proto/coordinator.grpc.pb.h"
 #include "proto/status.grpc.pb.h"
+#include "rpc/security.h"
+#include "rpc/server_util.h"
 #include "tests/daemon_harness.h"
 
 namespace downpour {
@@ -106,8 +106,8 @@ class ConnectionTest : public testing::DaemonJobTest {
           InstallSecurity(config->security, "client", CallerRole::kAdmin).ok());
     }
     const std::string port_file = testing::TestDir() + "/coordinator.port";
-    Subprocess& c =
-        Start("coordinator", "coordinator/coordinator", {"--port_file", port_file});
+    Subprocess& c = Start("coordinator", "coordinator/coordinator",
+                          {"--port_file", port_file});
     auto address = testing::WaitForPort(c, port_file);
     ASSERT_TRUE(address.ok()) << address.status();
     coordinator_ = *address;
@@ -120,13 +120,14 @@ class ConnectionTest : public testing::DaemonJobTest {
     const std::string port_file = testing::TestDir() + "/ps.port";
     std::vector<std::string> argv = prefix;
     for (const std::string& a :
-         {testing::BinDir() + "/server/ps_server", std::string("--config"), config_,
-          std::string("--index"), std::string("0"), std::string("--coordinator"),
-          coordinator_, std::string("--port_file"), port_file}) {
+         {testing::BinDir() + "/server/ps_server", std::string("--config"),
+          config_, std::string("--index"), std::string("0"),
+          std::string("--coordinator"), coordinator_,
+          std::string("--port_file"), port_file}) {
       argv.push_back(a);
     }
-    auto ps = Subprocess::Start("ps 0", argv,
-                                absl::StrCat(testing::TestDir(), "/", log, ".log"));
+    auto ps = Subprocess::Start(
+        "ps 0", argv, absl::StrCat(testing::TestDir(), "/", log, ".log"));
     EXPECT_TRUE(ps.ok()) << ps.status();
     if (!ps.ok()) return "";
     Subprocess& process = **ps;
@@ -165,7 +166,8 @@ class Flood {
 // A valid client on a connection of its own (the test's credentials: TLS and
 // the admin token when installed) is answered by `address` within 2 s.
 bool Serves(const std::string& address) {
-  auto stub = proto::Status::NewStub(MakeChannel(address, /*fresh_connection=*/true));
+  auto stub =
+      proto::Status::NewStub(MakeChannel(address, /*fresh_connection=*/true));
   grpc::ClientContext context;
   context.set_deadline(DeadlineIn(2));
   proto::GetStatusResponse status;
@@ -242,7 +244,8 @@ TEST_P(TransportTest, APsUnderAFloodOfIdleConnectionsIsNeverLeftUnreachable) {
   if (access("/usr/bin/prlimit", X_OK) != 0) {
     GTEST_SKIP() << "prlimit (util-linux) not installed";
   }
-  const std::string ps = StartPs({"/usr/bin/prlimit", "--nofile=256:256", "--"});
+  const std::string ps =
+      StartPs({"/usr/bin/prlimit", "--nofile=256:256", "--"});
   ASSERT_FALSE(ps.empty());
   Subprocess& process = *daemons_["ps-0"];
   ASSERT_TRUE(testing::WaitUntil([&] { return Serves(ps); }, absl::Seconds(20),
@@ -298,7 +301,8 @@ TEST_F(ConnectionTest, OneAddressCannotTakeTheConnectionsOthersNeed) {
   if (access("/usr/bin/prlimit", X_OK) != 0) {
     GTEST_SKIP() << "prlimit (util-linux) not installed";
   }
-  const std::string ps = StartPs({"/usr/bin/prlimit", "--nofile=256:256", "--"});
+  const std::string ps =
+      StartPs({"/usr/bin/prlimit", "--nofile=256:256", "--"});
   ASSERT_FALSE(ps.empty());
   const Flood flood(PortOf(ps), 400, /*first_source=*/2);
   ASSERT_EQ(flood.size(), 400u);
@@ -323,7 +327,8 @@ TEST_F(ConnectionTest, ManyAddressesCannotExhaustTheDescriptors) {
   if (access("/usr/bin/prlimit", X_OK) != 0) {
     GTEST_SKIP() << "prlimit (util-linux) not installed";
   }
-  const std::string ps = StartPs({"/usr/bin/prlimit", "--nofile=256:256", "--"});
+  const std::string ps =
+      StartPs({"/usr/bin/prlimit", "--nofile=256:256", "--"});
   ASSERT_FALSE(ps.empty());
   const absl::Time start = absl::Now();
   const Flood flood(PortOf(ps), 400, /*first_source=*/2, /*sources=*/8);

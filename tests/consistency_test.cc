@@ -13,14 +13,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "rpc/server_util.h"
 #include "common/subprocess.h"
 #include "common/testing/poll.h"
-#include "membership/coordinator_client.h"
 #include "coordinator/test_cluster.h"
 #include "gtest/gtest.h"
+#include "membership/coordinator_client.h"
 #include "proto/ps.grpc.pb.h"
 #include "proto/status.grpc.pb.h"
+#include "rpc/server_util.h"
 #include "tests/daemon_harness.h"
 
 namespace downpour {
@@ -32,7 +32,6 @@ constexpr int kSteps = 3000;
 
 class ConsistencyTest : public testing::DaemonJobTest {
  protected:
-
   // One ps, `workers` workers, a small model on synthetic digits, `steps`
   // steps each, one push per step; `training` is appended to the training
   // section. Members are declared dead after `heartbeat_timeout_s` of

@@ -22,9 +22,9 @@
 #include "absl/time/clock.h"
 #include "common/file_util.h"
 #include "common/mnist.h"
-#include "rpc/server_util.h"
-#include "proto/status.grpc.pb.h"
 #include "gtest/gtest.h"
+#include "proto/status.grpc.pb.h"
+#include "rpc/server_util.h"
 
 namespace downpour::testing {
 
@@ -41,7 +41,9 @@ std::string TestDir() {
 std::string BinDir() {
   const char* srcdir = std::getenv("TEST_SRCDIR");
   const char* workspace = std::getenv("TEST_WORKSPACE");
-  return (fs::path(srcdir ? srcdir : ".") / (workspace ? workspace : "downpour")).string();
+  return (fs::path(srcdir ? srcdir : ".") /
+          (workspace ? workspace : "downpour"))
+      .string();
 }
 
 std::string WriteConfig(const std::string& name, const std::string& yaml) {
@@ -50,52 +52,58 @@ std::string WriteConfig(const std::string& name, const std::string& yaml) {
   return path;
 }
 
-std::string LoopbackConfig(int num_ps, int num_workers, const std::string& extra,
+std::string LoopbackConfig(int num_ps, int num_workers,
+                           const std::string& extra,
                            double heartbeat_timeout_s) {
   auto list = [](int n) {
     std::string out = "[";
-    for (int i = 0; i < n; ++i) absl::StrAppend(&out, i ? ", " : "", "127.0.0.1:0");
+    for (int i = 0; i < n; ++i)
+      absl::StrAppend(&out, i ? ", " : "", "127.0.0.1:0");
     return out + "]";
   };
-  return absl::StrCat("cluster:\n  coordinator: 127.0.0.1:0\n  ps: ", list(num_ps),
-                      "\n  workers: ", list(num_workers),
-                      "\nheartbeat:\n  interval_s: 0.2\n  timeout_s: ",
-                      heartbeat_timeout_s, "\n"
-                      "rpc:\n  deadline_s: 5\n  connect_timeout_s: 20\n",
-                      "coordinator:\n  state_dir: ", TestDir(), "/coordinator\n",
-                      extra);
+  return absl::StrCat(
+      "cluster:\n  coordinator: 127.0.0.1:0\n  ps: ", list(num_ps),
+      "\n  workers: ", list(num_workers),
+      "\nheartbeat:\n  interval_s: 0.2\n  timeout_s: ", heartbeat_timeout_s,
+      "\n"
+      "rpc:\n  deadline_s: 5\n  connect_timeout_s: 20\n",
+      "coordinator:\n  state_dir: ", TestDir(), "/coordinator\n", extra);
 }
 
 std::string MnistDir() {
   const char* dir = std::getenv("DOWNPOUR_MNIST_DIR");
-  if (dir == nullptr || !fs::exists(fs::path(dir) / MnistDigitFile(9))) return "";
+  if (dir == nullptr || !fs::exists(fs::path(dir) / MnistDigitFile(9)))
+    return "";
   return dir;
 }
 
-absl::StatusOr<std::unique_ptr<Subprocess>> StartDaemon(const std::string& name,
-                                                        const std::string& binary,
-                                                        std::vector<std::string> args) {
+absl::StatusOr<std::unique_ptr<Subprocess>> StartDaemon(
+    const std::string& name, const std::string& binary,
+    std::vector<std::string> args) {
   std::vector<std::string> argv = {(fs::path(BinDir()) / binary).string()};
   for (std::string& a : args) argv.push_back(std::move(a));
-  return Subprocess::Start(name, argv, (fs::path(TestDir()) / (name + ".log")).string());
+  return Subprocess::Start(name, argv,
+                           (fs::path(TestDir()) / (name + ".log")).string());
 }
 
-absl::StatusOr<std::string> WaitForPort(Subprocess& daemon, const std::string& port_file) {
+absl::StatusOr<std::string> WaitForPort(Subprocess& daemon,
+                                        const std::string& port_file) {
   const absl::Time deadline = absl::Now() + absl::Seconds(20);
   while (absl::Now() < deadline) {
     if (auto status = daemon.Poll()) {
-      return absl::AbortedError(absl::StrCat(daemon.name(), " exited with ", *status,
-                                             ":\n", daemon.LogTail(20)));
+      return absl::AbortedError(absl::StrCat(
+          daemon.name(), " exited with ", *status, ":\n", daemon.LogTail(20)));
     }
     absl::StatusOr<std::string> text = ReadFile(port_file);
     int port = 0;
-    if (text.ok() && absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &port)) {
+    if (text.ok() &&
+        absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &port)) {
       return absl::StrCat("127.0.0.1:", port);
     }
     absl::SleepFor(absl::Milliseconds(20));
   }
-  return absl::DeadlineExceededError(absl::StrCat(daemon.name(), " did not listen:\n",
-                                                  daemon.LogTail(20)));
+  return absl::DeadlineExceededError(
+      absl::StrCat(daemon.name(), " did not listen:\n", daemon.LogTail(20)));
 }
 
 namespace {
@@ -143,8 +151,8 @@ absl::StatusOr<proto::GetStatusResponse> DaemonStatus(
         stub->GetStatus(&context, proto::GetStatusRequest(), &response);
     if (status.ok()) return response;
     if (absl::Now() >= give_up) {
-      return absl::UnavailableError(absl::StrCat(
-          "Status of ", address, ": ", status.error_message()));
+      return absl::UnavailableError(
+          absl::StrCat("Status of ", address, ": ", status.error_message()));
     }
     absl::SleepFor(absl::Milliseconds(100));
   }

@@ -1,5 +1,5 @@
-// Test helpers that start the real daemons (from the test's runfiles) on loopback
-// with ephemeral ports, each with a log in the test's temp dir.
+// Test helpers that start the real daemons (from the test's runfiles) on
+// loopback with ephemeral ports, each with a log in the test's temp dir.
 #ifndef DOWNPOUR_TESTS_DAEMON_HARNESS_H_
 #define DOWNPOUR_TESTS_DAEMON_HARNESS_H_
 
@@ -30,19 +30,23 @@ std::string WriteConfig(const std::string& name, const std::string& yaml);
 // A config text for a cluster on 127.0.0.1 with ephemeral ports, heartbeats
 // every 0.2 s and members declared dead after `heartbeat_timeout_s` of
 // silence; `extra` (more top-level sections) is appended.
-std::string LoopbackConfig(int num_ps, int num_workers, const std::string& extra,
+std::string LoopbackConfig(int num_ps, int num_workers,
+                           const std::string& extra,
                            double heartbeat_timeout_s = 2);
 
-// The MNIST folder given by DOWNPOUR_MNIST_DIR (set by tests/run_all.sh), or "".
+// The MNIST folder given by DOWNPOUR_MNIST_DIR (set by tests/run_all.sh), or
+// "".
 std::string MnistDir();
 
-// Starts `binary` (e.g. "server/ps_server") with `args`; log at TestDir()/<name>.log.
-absl::StatusOr<std::unique_ptr<Subprocess>> StartDaemon(const std::string& name,
-                                                        const std::string& binary,
-                                                        std::vector<std::string> args);
+// Starts `binary` (e.g. "server/ps_server") with `args`; log at
+// TestDir()/<name>.log.
+absl::StatusOr<std::unique_ptr<Subprocess>> StartDaemon(
+    const std::string& name, const std::string& binary,
+    std::vector<std::string> args);
 
 // Waits for the daemon's --port_file; returns "127.0.0.1:<port>".
-absl::StatusOr<std::string> WaitForPort(Subprocess& daemon, const std::string& port_file);
+absl::StatusOr<std::string> WaitForPort(Subprocess& daemon,
+                                        const std::string& port_file);
 
 // Counter `name` from the Status service at `address`; -1 when it cannot be
 // asked (2 s deadline) or has not counted anything yet.

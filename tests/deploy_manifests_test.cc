@@ -22,8 +22,8 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "common/file_util.h"
 #include "common/config.h"
+#include "common/file_util.h"
 #include "common/subprocess.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -263,7 +263,8 @@ TEST(DeployManifestsTest, EveryPodHasGrpcHealthProbesOnItsPort) {
           continue;
         }
         // TLS: psctl checks grpc.health.v1 with the config's security.
-        ASSERT_TRUE(c[probe]["exec"]) << name << " has no gRPC health " << probe;
+        ASSERT_TRUE(c[probe]["exec"])
+            << name << " has no gRPC health " << probe;
         const std::string command = Join(c[probe]["exec"]["command"]);
         EXPECT_THAT(command, ::testing::HasSubstr("psctl health --address"))
             << name << " " << probe;

@@ -79,7 +79,7 @@ print("accuracy %.6f logloss %.6f maxdiff %.3g" % (accuracy, logloss, abs(pred -
 
 TEST(ExportTest, PredictAndNumpyReproduceTheClustersEvaluation) {
   if (RunToEnd({kPython, "-c", "import numpy"},
-          testing::TestDir() + "/numpy_check.log") != 0) {
+               testing::TestDir() + "/numpy_check.log") != 0) {
     GTEST_SKIP() << kPython << " with numpy is missing (Debian python3-numpy; "
                  << "deploy/install_deps.sh installs it)";
   }
@@ -108,22 +108,23 @@ TEST(ExportTest, PredictAndNumpyReproduceTheClustersEvaluation) {
 
   const std::string npz = dir + "/model.npz";
   const std::string bin = testing::BinDir();
-  ASSERT_EQ(RunToEnd({bin + "/tools/psctl", "export", "--config", config_path,
-                 "--checkpoint_dir", dir + "/run/checkpoints", "--out", npz},
-                dir + "/export.log"),
-            0)
+  ASSERT_EQ(
+      RunToEnd({bin + "/tools/psctl", "export", "--config", config_path,
+                "--checkpoint_dir", dir + "/run/checkpoints", "--out", npz},
+               dir + "/export.log"),
+      0)
       << ReadText(dir + "/export.log");
   const std::string predictions = dir + "/predictions.csv";
   ASSERT_EQ(RunToEnd({bin + "/tools/predict", "--model", npz, "--data",
-                 dir + "/test.csv", "--out", predictions},
-                dir + "/predict.log"),
+                      dir + "/test.csv", "--out", predictions},
+                     dir + "/predict.log"),
             0)
       << ReadText(dir + "/predict.log");
   const std::string predict_log = ReadText(dir + "/predict.log");
   const std::string script = dir + "/check.py";
   std::ofstream(script) << kNumpy;
   ASSERT_EQ(RunToEnd({kPython, script, npz, dir + "/test.csv", predictions},
-                dir + "/numpy.log"),
+                     dir + "/numpy.log"),
             0)
       << ReadText(dir + "/numpy.log");
   const std::string numpy_log = ReadText(dir + "/numpy.log");

@@ -1,10 +1,10 @@
-// Fault tests: real coordinator, ps and worker processes on loopback, killed with
-// SIGKILL, stopped with SIGSTOP, restarted. Each asserts what a user cares about:
-// the job finishes with the accuracy reached, the failure was seen and handled,
-// and no acknowledged update was lost across a clean shutdown and restart. They
-// assert on what a client can observe (the coordinator's ClusterStatus, each
-// daemon's Status counters, the ps's Checksums and checkpoints), never on log
-// text.
+// Fault tests: real coordinator, ps and worker processes on loopback, killed
+// with SIGKILL, stopped with SIGSTOP, restarted. Each asserts what a user cares
+// about: the job finishes with the accuracy reached, the failure was seen and
+// handled, and no acknowledged update was lost across a clean shutdown and
+// restart. They assert on what a client can observe (the coordinator's
+// ClusterStatus, each daemon's Status counters, the ps's Checksums and
+// checkpoints), never on log text.
 #include <signal.h>
 
 #include <cstdio>
@@ -19,16 +19,16 @@
 #include "common/exit_codes.h"
 #include "common/file_util.h"
 #include "common/mnist.h"
-#include "rpc/server_util.h"
 #include "common/subprocess.h"
 #include "common/testing/poll.h"
-#include "membership/coordinator_client.h"
+#include "coordinator/cluster_state.h"
 #include "coordinator/test_cluster.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "coordinator/cluster_state.h"
+#include "membership/coordinator_client.h"
 #include "proto/ps.grpc.pb.h"
 #include "proto/status.grpc.pb.h"
+#include "rpc/server_util.h"
 #include "server/checkpoint.h"
 #include "tests/daemon_harness.h"
 
@@ -49,17 +49,24 @@ class FaultTest : public testing::DaemonJobTest {
   void WriteConfig(int ps, int standbys, int workers, int epochs = 120) {
     std::string data;
     if (testing::MnistDir().empty()) {
-      data = "data:\n  source: synthetic\n  train_examples: 3000\n  test_examples: 500\n";
+      data =
+          "data:\n  source: synthetic\n  train_examples: 3000\n  "
+          "test_examples: 500\n";
     } else {
-      data = absl::StrCat("data:\n  source: mnist\n  path: ", testing::MnistDir(),
-                          "\n  train_examples: 3000\n  test_examples: 500\n");
+      data =
+          absl::StrCat("data:\n  source: mnist\n  path: ", testing::MnistDir(),
+                       "\n  train_examples: 3000\n  test_examples: 500\n");
     }
-    WriteJob(ps, standbys, workers, absl::StrCat(
-        data, "model:\n  layers: [", kMnistDim, ", 256, 128, ", kMnistClasses,
-        "]\n  block_size: 65536\n"
-        "optimizer:\n  type: adam\n  learning_rate: 0.001\n"
-        "training:\n  batch_size: 64\n  epochs: ", epochs, "\n  eval_every_steps: 50\n"
-        "checkpoint:\n  dir: ", dir_, "/ckpt\n  interval_s: 0.5\n"));
+    WriteJob(ps, standbys, workers,
+             absl::StrCat(data, "model:\n  layers: [", kMnistDim,
+                          ", 256, 128, ", kMnistClasses,
+                          "]\n  block_size: 65536\n"
+                          "optimizer:\n  type: adam\n  learning_rate: 0.001\n"
+                          "training:\n  batch_size: 64\n  epochs: ",
+                          epochs,
+                          "\n  eval_every_steps: 50\n"
+                          "checkpoint:\n  dir: ",
+                          dir_, "/ckpt\n  interval_s: 0.5\n"));
   }
 
   // The same job shape with a sparse_linear model (FTRL) on LIBSVM files of
@@ -67,20 +74,26 @@ class FaultTest : public testing::DaemonJobTest {
   void WriteSparseConfig(int ps, int standbys, int workers, int epochs) {
     testing::WriteSparseLibsvm(dir_ + "/train.svm", 4000, 1);
     testing::WriteSparseLibsvm(dir_ + "/test.svm", 500, 2);
-    WriteJob(ps, standbys, workers, absl::StrCat(
-        "data:\n  source: libsvm\n  path: ", dir_, "/train.svm\n  test_path: ",
-        dir_, "/test.svm\n"
-        "model:\n  type: sparse_linear\n  task: binary\n  sparse_buckets: 32\n"
-        "optimizer:\n  type: ftrl\n  learning_rate: 0.2\n  l1: 0.5\n  l2: 1\n"
-        "training:\n  batch_size: 32\n  epochs: ", epochs,
-        "\n  eval_every_steps: 50\n"
-        "checkpoint:\n  dir: ", dir_, "/ckpt\n  interval_s: 0.5\n"));
+    WriteJob(ps, standbys, workers,
+             absl::StrCat("data:\n  source: libsvm\n  path: ", dir_,
+                          "/train.svm\n  test_path: ", dir_,
+                          "/test.svm\n"
+                          "model:\n  type: sparse_linear\n  task: binary\n  "
+                          "sparse_buckets: 32\n"
+                          "optimizer:\n  type: ftrl\n  learning_rate: 0.2\n  "
+                          "l1: 0.5\n  l2: 1\n"
+                          "training:\n  batch_size: 32\n  epochs: ",
+                          epochs,
+                          "\n  eval_every_steps: 50\n"
+                          "checkpoint:\n  dir: ",
+                          dir_, "/ckpt\n  interval_s: 0.5\n"));
   }
 
   void WriteJob(int ps, int standbys, int workers, const std::string& body) {
     std::string yaml = testing::LoopbackConfig(ps, workers, body);
     // Short RPC deadlines, so that a stopped peer shows up as failed calls.
-    yaml = std::regex_replace(yaml, std::regex("deadline_s: 5"), "deadline_s: 1");
+    yaml =
+        std::regex_replace(yaml, std::regex("deadline_s: 5"), "deadline_s: 1");
     if (standbys > 0) {
       std::string list = "[127.0.0.1:0";
       for (int i = 1; i < standbys; ++i) list += ", 127.0.0.1:0";
@@ -102,10 +115,11 @@ class FaultTest : public testing::DaemonJobTest {
   }
 
   void StartPs(int index, bool standby = false) {
-    std::vector<std::string> args = {"--index", absl::StrCat(index), "--coordinator",
-                                     coordinator_};
+    std::vector<std::string> args = {"--index", absl::StrCat(index),
+                                     "--coordinator", coordinator_};
     if (standby) args.push_back("--standby");
-    Start(absl::StrCat(standby ? "standby-" : "ps-", index), "server/ps_server", args);
+    Start(absl::StrCat(standby ? "standby-" : "ps-", index), "server/ps_server",
+          args);
   }
 
   void StartWorker(int index) {
@@ -122,8 +136,10 @@ class FaultTest : public testing::DaemonJobTest {
   }
 
   // Polls `done` every 50 ms for up to `timeout`; false if it never held.
-  bool WaitUntil(const std::function<bool()>& done, absl::Duration timeout = kLong) {
-    return ::downpour::testing::WaitUntil(done, timeout, absl::Milliseconds(50));
+  bool WaitUntil(const std::function<bool()>& done,
+                 absl::Duration timeout = kLong) {
+    return ::downpour::testing::WaitUntil(done, timeout,
+                                          absl::Milliseconds(50));
   }
 
   bool WorkerAtStep(int index, uint64_t step) {
@@ -177,12 +193,14 @@ class FaultTest : public testing::DaemonJobTest {
   }
 
   // Block versions summed (updates applied) and the checksums, from a live ps.
-  std::string Checksums(const std::string& address, uint64_t* versions = nullptr) {
+  std::string Checksums(const std::string& address,
+                        uint64_t* versions = nullptr) {
     auto stub = proto::ParameterServer::NewStub(MakeChannel(address));
     grpc::ClientContext context;
     context.set_deadline(DeadlineIn(5));
     proto::ChecksumResponse response;
-    if (!stub->Checksums(&context, proto::ChecksumRequest(), &response).ok()) return "";
+    if (!stub->Checksums(&context, proto::ChecksumRequest(), &response).ok())
+      return "";
     if (versions != nullptr) {
       *versions = 0;
       for (const auto& b : response.blocks()) *versions += b.version();
@@ -206,9 +224,11 @@ class FaultTest : public testing::DaemonJobTest {
     StartPs(1, /*standby=*/true);
     StartWorker(0);
     StartWorker(1);
-    ASSERT_TRUE(WaitUntil([&] { return AllShardsBackedUp(2); }, absl::Seconds(60)))
+    ASSERT_TRUE(
+        WaitUntil([&] { return AllShardsBackedUp(2); }, absl::Seconds(60)))
         << "the shards never got an in-sync backup";
-    ASSERT_TRUE(WaitUntil([&] { return WorkerAtStep(0, step) && WorkerAtStep(1, step); }));
+    ASSERT_TRUE(WaitUntil(
+        [&] { return WorkerAtStep(0, step) && WorkerAtStep(1, step); }));
   }
 
   // SIGKILLs the primary of `shard` (daemon "ps-<shard>") and waits for its
@@ -217,14 +237,20 @@ class FaultTest : public testing::DaemonJobTest {
   void KillPrimaryAndExpectTakeOverFromReplica(int shard) {
     const std::string old_address = ShardAddress(shard);
     daemons_[absl::StrCat("ps-", shard)]->Signal(SIGKILL);
-    ASSERT_TRUE(WaitUntil([&] {
-      const std::string now = ShardAddress(shard);
-      return !now.empty() && now != old_address;
-    }, absl::Seconds(30))) << "no standby took over";
-    ASSERT_TRUE(WaitUntil([&] {
-      const auto status = Status();
-      return status.recoveries_size() == 1 && status.recoveries(0).settled();
-    }, absl::Seconds(30)));
+    ASSERT_TRUE(WaitUntil(
+        [&] {
+          const std::string now = ShardAddress(shard);
+          return !now.empty() && now != old_address;
+        },
+        absl::Seconds(30)))
+        << "no standby took over";
+    ASSERT_TRUE(WaitUntil(
+        [&] {
+          const auto status = Status();
+          return status.recoveries_size() == 1 &&
+                 status.recoveries(0).settled();
+        },
+        absl::Seconds(30)));
     const auto status = Status();
     EXPECT_EQ(status.recoveries(0).source(), "replica");
     EXPECT_EQ(status.recoveries(0).shard(), shard);
@@ -292,11 +318,13 @@ class FaultTest : public testing::DaemonJobTest {
     }
     uint64_t total = 0;
     for (int shard = 0; shard < shards; ++shard) {
-      auto stub = proto::ParameterServer::NewStub(MakeChannel(ShardAddress(shard)));
+      auto stub =
+          proto::ParameterServer::NewStub(MakeChannel(ShardAddress(shard)));
       grpc::ClientContext context;
       context.set_deadline(DeadlineIn(5));
       proto::ChecksumResponse sums;
-      EXPECT_TRUE(stub->Checksums(&context, proto::ChecksumRequest(), &sums).ok());
+      EXPECT_TRUE(
+          stub->Checksums(&context, proto::ChecksumRequest(), &sums).ok());
       EXPECT_GT(sums.blocks_size(), 0);
       if (sums.blocks_size() == 0) continue;
       const uint64_t version = sums.blocks(0).version();
@@ -304,12 +332,13 @@ class FaultTest : public testing::DaemonJobTest {
         EXPECT_EQ(b.version(), version)
             << "shard " << shard << " block " << b.block_id();
       }
-      EXPECT_LE(version, pushes) << "shard " << shard << " applied a push twice";
+      EXPECT_LE(version, pushes)
+          << "shard " << shard << " applied a push twice";
       counted[shard] = pushes - version;
       total += counted[shard];
       EXPECT_EQ(reported[shard], counted[shard])
-          << "shard " << shard << ": the cluster reports "
-          << reported[shard] << " acknowledged pushes lost; the final model "
+          << "shard " << shard << ": the cluster reports " << reported[shard]
+          << " acknowledged pushes lost; the final model "
           << "misses " << counted[shard];
     }
     EXPECT_EQ(status.acked_pushes_lost(), total);
@@ -327,13 +356,19 @@ TEST_F(FaultTest, DeadWorkersPartGoesToTheOthersAndComesBackOnRejoin) {
   StartWorker(1);
   ASSERT_TRUE(WaitUntil([&] { return WorkerAtStep(1, 200); }));
   daemons_["worker-1"]->Signal(SIGKILL);
-  ASSERT_TRUE(WaitUntil([&] {
-    const auto status = Status();
-    const auto* m = coordinator::FindMember(status, "worker", 1);
-    return m != nullptr && !m->alive();
-  }, absl::Seconds(20))) << "the coordinator never noticed";
-  ASSERT_TRUE(WaitUntil([&] { return WorkerParts(0) == std::vector<int>{0, 1}; },
-                        absl::Seconds(20)))
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const auto status = Status();
+        const auto* m = coordinator::FindMember(status, "worker", 1);
+        return m != nullptr && !m->alive();
+      },
+      absl::Seconds(20)))
+      << "the coordinator never noticed";
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return WorkerParts(0) == std::vector<int>{0, 1};
+      },
+      absl::Seconds(20)))
       << "worker 1's part did not go to worker 0";
   // Restarted with the same index, worker 1 gets its part back.
   daemons_.erase("worker-1");
@@ -369,32 +404,41 @@ TEST_F(FaultTest, KilledShardIsTakenOverByAStandbyFromItsCheckpoint) {
   StartPs(0, /*standby=*/true);
   StartWorker(0);
   StartWorker(1);
-  ASSERT_TRUE(WaitUntil([&] { return WorkerAtStep(0, 150) && WorkerAtStep(1, 150); }));
+  ASSERT_TRUE(
+      WaitUntil([&] { return WorkerAtStep(0, 150) && WorkerAtStep(1, 150); }));
   const std::string old_address = ShardAddress(1);
   ASSERT_FALSE(old_address.empty());
   uint64_t applied = 0;
   Checksums(old_address, &applied);
   daemons_["ps-1"]->Signal(SIGKILL);
   const absl::Time killed = absl::Now();
-  ASSERT_TRUE(WaitUntil([&] {
-    const std::string now = ShardAddress(1);
-    return !now.empty() && now != old_address;
-  }, absl::Seconds(30))) << "no standby took over";
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const std::string now = ShardAddress(1);
+        return !now.empty() && now != old_address;
+      },
+      absl::Seconds(30)))
+      << "no standby took over";
   const double takeover_s = absl::ToDoubleSeconds(absl::Now() - killed);
   EXPECT_GE(Status().placement_epoch(), 2u);
   const std::string new_address = ShardAddress(1);
   ASSERT_TRUE(WaitUntil([&] { return Counter(new_address, "takeovers") == 1; },
                         absl::Seconds(10)))
-      << "the ps now serving shard 1 at " << new_address << " did not take it over";
+      << "the ps now serving shard 1 at " << new_address
+      << " did not take it over";
   // The workers' retries hit the dead address until the new placement; each
   // adds the time it could not reach the shard to its outage_seconds.
   double outage = -1;
-  ASSERT_TRUE(WaitUntil([&] {
-    for (int i = 0; i < 2; ++i) {
-      outage = std::max(outage, Counter(Address("worker", i), "outage_seconds"));
-    }
-    return outage > 0;
-  }, absl::Seconds(30))) << "workers should have seen the shard unreachable";
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        for (int i = 0; i < 2; ++i) {
+          outage =
+              std::max(outage, Counter(Address("worker", i), "outage_seconds"));
+        }
+        return outage > 0;
+      },
+      absl::Seconds(30)))
+      << "workers should have seen the shard unreachable";
   auto checkpoint = server::ReadNewestCheckpoint(dir_ + "/ckpt", 1);
   ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
   uint64_t saved = 0;
@@ -406,18 +450,21 @@ TEST_F(FaultTest, KilledShardIsTakenOverByAStandbyFromItsCheckpoint) {
   // the final model misses.
   const std::map<int, uint64_t> lost = ExpectReportedLossIsCounted(2);
   EXPECT_EQ(lost.at(0), 0u);
-  // The figures the issue asks for, printed for the record (docs/OPERATIONS.md).
-  std::printf("ps failover: %llu updates applied before the kill, %llu in the "
-              "checkpoint the standby loaded (up to %lld lost; interval 0.5 s); "
-              "new placement %.2f s after the kill; a worker could not reach the "
-              "shard for %.2f s in all\n",
-              static_cast<unsigned long long>(applied),
-              static_cast<unsigned long long>(saved),
-              static_cast<long long>(applied) - static_cast<long long>(saved),
-              takeover_s, outage);
-  std::printf("ps failover from a checkpoint: %llu acknowledged pushes of shard "
-              "1 lost, reported exactly\n",
-              static_cast<unsigned long long>(lost.at(1)));
+  // The figures the issue asks for, printed for the record
+  // (docs/OPERATIONS.md).
+  std::printf(
+      "ps failover: %llu updates applied before the kill, %llu in the "
+      "checkpoint the standby loaded (up to %lld lost; interval 0.5 s); "
+      "new placement %.2f s after the kill; a worker could not reach the "
+      "shard for %.2f s in all\n",
+      static_cast<unsigned long long>(applied),
+      static_cast<unsigned long long>(saved),
+      static_cast<long long>(applied) - static_cast<long long>(saved),
+      takeover_s, outage);
+  std::printf(
+      "ps failover from a checkpoint: %llu acknowledged pushes of shard "
+      "1 lost, reported exactly\n",
+      static_cast<unsigned long long>(lost.at(1)));
   EXPECT_GT(saved, 0u);
 }
 
@@ -478,18 +525,22 @@ TEST_F(FaultTest, RestartedPsRejoinsAsABackupSoASecondKillLosesNothing) {
   const absl::Time killed = absl::Now();
   KillAndRestart("ps-1", 1, /*standby=*/false);
   // The backup serves shard 1; the restarted ps is a spare backing it up.
-  ASSERT_TRUE(WaitUntil([&] {
-    const auto status = Status();
-    const auto* ps = coordinator::FindMember(status, "ps", 1);
-    if (ps == nullptr || ps->address() == first) return false;
-    for (const auto& r : status.shard_replication()) {
-      if (r.shard() != 1 || !r.in_sync()) continue;
-      const auto* backup =
-          coordinator::FindMember(status, "standby", r.backup_standby());
-      return backup != nullptr && backup->spare() && backup->former_shard() == 1;
-    }
-    return false;
-  }, absl::Seconds(30))) << "the restarted ps never became shard 1's backup";
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const auto status = Status();
+        const auto* ps = coordinator::FindMember(status, "ps", 1);
+        if (ps == nullptr || ps->address() == first) return false;
+        for (const auto& r : status.shard_replication()) {
+          if (r.shard() != 1 || !r.in_sync()) continue;
+          const auto* backup =
+              coordinator::FindMember(status, "standby", r.backup_standby());
+          return backup != nullptr && backup->spare() &&
+                 backup->former_shard() == 1;
+        }
+        return false;
+      },
+      absl::Seconds(30)))
+      << "the restarted ps never became shard 1's backup";
   const double to_backup = absl::ToDoubleSeconds(absl::Now() - killed);
   // Shard 1's backup (whichever standby the coordinator named) serves it.
   const std::string successor = DaemonServing(1);
@@ -497,11 +548,14 @@ TEST_F(FaultTest, RestartedPsRejoinsAsABackupSoASecondKillLosesNothing) {
   const int successor_index = successor.back() - '0';
   const std::string second = ShardAddress(1);
   KillAndRestart(successor, successor_index, /*standby=*/true);
-  ASSERT_TRUE(WaitUntil([&] {
-    const auto status = Status();
-    return status.recoveries_size() == 2 &&
-           coordinator::FindMember(status, "ps", 1)->address() != second;
-  }, absl::Seconds(30))) << "nobody took shard 1 over the second time";
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const auto status = Status();
+        return status.recoveries_size() == 2 &&
+               coordinator::FindMember(status, "ps", 1)->address() != second;
+      },
+      absl::Seconds(30)))
+      << "nobody took shard 1 over the second time";
   {
     const auto status = Status();
     EXPECT_EQ(status.recoveries(0).source(), "replica");
@@ -513,10 +567,11 @@ TEST_F(FaultTest, RestartedPsRejoinsAsABackupSoASecondKillLosesNothing) {
   const std::map<int, uint64_t> lost = ExpectReportedLossIsCounted(2);
   EXPECT_EQ(lost.at(0), 0u);
   EXPECT_EQ(lost.at(1), 0u);
-  std::printf("double kill: shard 1 had an in-sync backup again %.2f s after "
-              "the first kill (as seen by polling); 0 acknowledged pushes "
-              "lost over 2 take-overs\n",
-              to_backup);
+  std::printf(
+      "double kill: shard 1 had an in-sync backup again %.2f s after "
+      "the first kill (as seen by polling); 0 acknowledged pushes "
+      "lost over 2 take-overs\n",
+      to_backup);
 }
 
 // Two kills in quick succession, with no spare to back the shard up in
@@ -528,10 +583,12 @@ TEST_F(FaultTest, QuickSecondKillReportsTheExactLoss) {
   ASSERT_NO_FATAL_FAILURE(StartReplicatedJobAndTrain());
   const std::string first = ShardAddress(1);
   KillAndRestart("ps-1", 1, /*standby=*/false, /*restart=*/false);
-  ASSERT_TRUE(WaitUntil([&] {
-    const std::string now = ShardAddress(1);
-    return !now.empty() && now != first;
-  }, absl::Seconds(30)));
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const std::string now = ShardAddress(1);
+        return !now.empty() && now != first;
+      },
+      absl::Seconds(30)));
   const std::string second = ShardAddress(1);
   const std::string successor = DaemonServing(1);
   ASSERT_FALSE(successor.empty());
@@ -539,28 +596,35 @@ TEST_F(FaultTest, QuickSecondKillReportsTheExactLoss) {
   const std::string other = absl::StrCat("standby-", 1 - successor_index);
   // Some pushes acknowledged by the successor alone.
   const double applied = Counter(second, "pushes");
-  ASSERT_TRUE(WaitUntil([&] { return Counter(second, "pushes") > applied + 20; },
-                        absl::Seconds(30)));
+  ASSERT_TRUE(
+      WaitUntil([&] { return Counter(second, "pushes") > applied + 20; },
+                absl::Seconds(30)));
   KillAndRestart(successor, 1, /*standby=*/true, /*restart=*/false);
-  ASSERT_TRUE(WaitUntil([&] {
-    const std::string now = ShardAddress(1);
-    return !now.empty() && now != second && DaemonServing(1) == other;
-  }, absl::Seconds(30))) << other << " (shard 0's backup) did not take shard 1 over";
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const std::string now = ShardAddress(1);
+        return !now.empty() && now != second && DaemonServing(1) == other;
+      },
+      absl::Seconds(30)))
+      << other << " (shard 0's backup) did not take shard 1 over";
   // Shard 0's backup serves shard 1 now: shard 0 has none, and says so.
   {
     const std::string psctl = testing::BinDir() + "/tools/psctl";
-    FILE* out = popen((psctl + " status --coordinator " + coordinator_).c_str(), "r");
+    FILE* out =
+        popen((psctl + " status --coordinator " + coordinator_).c_str(), "r");
     ASSERT_NE(out, nullptr);
     std::string text;
     char buffer[4096];
-    for (size_t n; (n = fread(buffer, 1, sizeof(buffer), out)) > 0;) text.append(buffer, n);
+    for (size_t n; (n = fread(buffer, 1, sizeof(buffer), out)) > 0;)
+      text.append(buffer, n);
     EXPECT_EQ(pclose(out), 0) << text;
     EXPECT_THAT(text, HasSubstr("shard 0: NONE")) << text;
   }
   // Both come back, as the launcher would restart them: as spares.
   StartPs(1);
   StartPs(successor_index, /*standby=*/true);
-  ASSERT_TRUE(WaitUntil([&] { return AllShardsBackedUp(2); }, absl::Seconds(60)))
+  ASSERT_TRUE(
+      WaitUntil([&] { return AllShardsBackedUp(2); }, absl::Seconds(60)))
       << "redundancy was not restored";
   ExpectWorkersFinish(2, 0.7);
   const std::map<int, uint64_t> lost = ExpectReportedLossIsCounted(2);
@@ -568,10 +632,11 @@ TEST_F(FaultTest, QuickSecondKillReportsTheExactLoss) {
   const auto status = Status();
   ASSERT_EQ(status.recoveries_size(), 2);
   EXPECT_EQ(status.recoveries(1).source(), "checkpoint");
-  std::printf("quick double kill: %llu acknowledged pushes of shard 1 lost, "
-              "reported %llu\n",
-              static_cast<unsigned long long>(lost.at(1)),
-              static_cast<unsigned long long>(status.acked_pushes_lost()));
+  std::printf(
+      "quick double kill: %llu acknowledged pushes of shard 1 lost, "
+      "reported %llu\n",
+      static_cast<unsigned long long>(lost.at(1)),
+      static_cast<unsigned long long>(status.acked_pushes_lost()));
 }
 
 // A coordinator that stalls (SIGSTOP) for longer than the heartbeat timeout
@@ -619,12 +684,15 @@ TEST_F(FaultTest, SecondPsForALiveShardBecomesASpare) {
   const std::string serving = ShardAddress(0);
   Subprocess& second = Start("ps-0-again", "server/ps_server",
                              {"--index", "0", "--coordinator", coordinator_});
-  ASSERT_TRUE(WaitUntil([&] {
-    const auto status = Status();
-    const auto* spare = coordinator::FindMember(status, "standby", 0);
-    return spare != nullptr && spare->alive() && spare->spare() &&
-           spare->former_shard() == 0 && spare->address() != serving;
-  }, absl::Seconds(30))) << second.LogTail(10);
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const auto status = Status();
+        const auto* spare = coordinator::FindMember(status, "standby", 0);
+        return spare != nullptr && spare->alive() && spare->spare() &&
+               spare->former_shard() == 0 && spare->address() != serving;
+      },
+      absl::Seconds(30)))
+      << second.LogTail(10);
   EXPECT_FALSE(second.Poll().has_value()) << "the spare should keep running";
   EXPECT_EQ(ShardAddress(0), serving);
   EXPECT_EQ(Status().placement_epoch(), before.placement_epoch());
@@ -642,11 +710,12 @@ TEST_F(FaultTest, HungShardIsReplacedAndStandsDownWhenItWakes) {
   const std::string old_address = ShardAddress(0);
   ASSERT_FALSE(old_address.empty());
   daemons_["ps-0"]->Signal(SIGSTOP);
-  ASSERT_TRUE(WaitUntil([&] {
-    const std::string now = ShardAddress(0);
-    return !now.empty() && now != old_address;
-  },
-                        absl::Seconds(30)));
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const std::string now = ShardAddress(0);
+        return !now.empty() && now != old_address;
+      },
+      absl::Seconds(30)));
   daemons_["ps-0"]->Signal(SIGCONT);
   // The woken ps learns it was replaced and exits without overwriting the
   // standby's checkpoint with its stale parameters; its status says so, and
@@ -664,21 +733,26 @@ TEST_F(FaultTest, StoppedShardWithoutStandbyComesBackCleanly) {
   StartWorker(0);
   ASSERT_TRUE(WaitUntil([&] { return WorkerAtStep(0, 200); }));
   daemons_["ps-0"]->Signal(SIGSTOP);
-  ASSERT_TRUE(WaitUntil([&] {
-    const auto status = Status();
-    const auto* m = coordinator::FindMember(status, "ps", 0);
-    return m != nullptr && !m->alive();
-  }, absl::Seconds(20)));
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const auto status = Status();
+        const auto* m = coordinator::FindMember(status, "ps", 0);
+        return m != nullptr && !m->alive();
+      },
+      absl::Seconds(20)));
   const std::string worker = Address("worker", 0);
   ASSERT_TRUE(WaitUntil([&] { return Counter(worker, "rpc_retries") > 0; },
                         absl::Seconds(20)))
       << "the worker's calls to the stopped ps should time out and be retried";
   daemons_["ps-0"]->Signal(SIGCONT);
-  ASSERT_TRUE(WaitUntil([&] {
-    const auto status = Status();
-    const auto* m = coordinator::FindMember(status, "ps", 0);
-    return m != nullptr && m->alive();
-  }, absl::Seconds(20))) << "the coordinator should see ps 0 alive again";
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const auto status = Status();
+        const auto* m = coordinator::FindMember(status, "ps", 0);
+        return m != nullptr && m->alive();
+      },
+      absl::Seconds(20)))
+      << "the coordinator should see ps 0 alive again";
   ASSERT_TRUE(WaitUntil([&] { return Counter(worker, "outage_seconds") > 0; },
                         absl::Seconds(20)))
       << "the worker should reach the ps again and count the outage";
@@ -693,10 +767,12 @@ TEST_F(FaultTest, CoordinatorRestartKeepsTheJobGoing) {
   StartPs(0);
   StartWorker(0);
   StartWorker(1);
-  ASSERT_TRUE(WaitUntil([&] { return WorkerAtStep(0, 100) && WorkerAtStep(1, 100); }));
+  ASSERT_TRUE(
+      WaitUntil([&] { return WorkerAtStep(0, 100) && WorkerAtStep(1, 100); }));
   const auto before = Status();
   ASSERT_NE(coordinator::FindMember(before, "worker", 0), nullptr);
-  const std::string worker = coordinator::FindMember(before, "worker", 0)->address();
+  const std::string worker =
+      coordinator::FindMember(before, "worker", 0)->address();
   ASSERT_TRUE(std::filesystem::exists(
       coordinator::StateFilePath(dir_ + "/coordinator")))
       << "the coordinator should have saved its state";
@@ -707,8 +783,9 @@ TEST_F(FaultTest, CoordinatorRestartKeepsTheJobGoing) {
   const double steps_before = Counter(worker, "step");
   ASSERT_GE(steps_before, 100);
   // Workers and ps carry on without it.
-  ASSERT_TRUE(WaitUntil([&] { return Counter(worker, "step") > steps_before + 20; },
-                        absl::Seconds(30)))
+  ASSERT_TRUE(
+      WaitUntil([&] { return Counter(worker, "step") > steps_before + 20; },
+                absl::Seconds(30)))
       << "worker 0 stopped training without the coordinator";
   const std::string port = coordinator_.substr(coordinator_.rfind(':') + 1);
   daemons_.erase("coordinator");
@@ -718,8 +795,8 @@ TEST_F(FaultTest, CoordinatorRestartKeepsTheJobGoing) {
   {
     const auto restored = Status();
     EXPECT_EQ(restored.placement_epoch(), before.placement_epoch());
-    for (const auto& [role, index] :
-         std::vector<std::pair<std::string, int>>{{"ps", 0}, {"worker", 0}, {"worker", 1}}) {
+    for (const auto& [role, index] : std::vector<std::pair<std::string, int>>{
+             {"ps", 0}, {"worker", 0}, {"worker", 1}}) {
       const auto* m = coordinator::FindMember(restored, role, index);
       ASSERT_NE(m, nullptr);
       EXPECT_TRUE(m->registered()) << role << " " << index << " not restored";
@@ -783,7 +860,8 @@ TEST_F(FaultTest, SigtermedWorkerPushesWhatItOwesAndExitsZero) {
   StartWorker(0);
   ASSERT_TRUE(WaitUntil([&] { return WorkerAtStep(0, 100); }));
   daemons_["worker-0"]->Signal(SIGTERM);
-  const std::optional<int> status = daemons_["worker-0"]->Wait(absl::Seconds(30));
+  const std::optional<int> status =
+      daemons_["worker-0"]->Wait(absl::Seconds(30));
   ASSERT_TRUE(status.has_value());
   EXPECT_EQ(*status, 0) << daemons_["worker-0"]->LogTail(10);
   // Its last heartbeat carries its final figures: it finished (flushed, pulled

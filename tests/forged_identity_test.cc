@@ -16,15 +16,15 @@
 #include "absl/strings/str_cat.h"
 #include "common/mnist.h"
 #include "common/push_sequence.h"
-#include "rpc/server_util.h"
 #include "common/subprocess.h"
 #include "common/testing/poll.h"
-#include "membership/coordinator_client.h"
 #include "coordinator/test_cluster.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "membership/coordinator_client.h"
 #include "proto/coordinator.grpc.pb.h"
 #include "proto/ps.grpc.pb.h"
+#include "rpc/server_util.h"
 #include "tests/daemon_harness.h"
 
 namespace downpour {
@@ -43,9 +43,9 @@ class ForgedIdentityTest : public testing::DaemonJobTest {
     // accuracy is out of reach in the test's time, and 100,000 epochs: at
     // 1000 epochs an unloaded machine finished worker 0's 32,000 steps
     // within the test, and the stranger's claims were then confirmed by its
-    // own next evaluation), so that only an attack could stop it; a heartbeat timeout longer than the test stops the
-    // worker, so that it is never declared dead (a dead member's place is
-    // free to take).
+    // own next evaluation), so that only an attack could stop it; a heartbeat
+    // timeout longer than the test stops the worker, so that it is never
+    // declared dead (a dead member's place is free to take).
     std::string yaml = testing::LoopbackConfig(
         1, workers,
         absl::StrCat("data:\n  source: synthetic\n  train_examples: 2000\n"
@@ -293,8 +293,7 @@ TEST_F(ForgedIdentityTest, AForgedSequenceCannotFreezeAWorker) {
   const std::string ps = Member("ps", 0).address();
   const std::string worker = Member("worker", 0).address();
   const uint64_t epoch = Status().placement_epoch();
-  const double incarnation =
-      testing::LiveCounter(worker, "member_incarnation");
+  const double incarnation = testing::LiveCounter(worker, "member_incarnation");
   ASSERT_GT(incarnation, 0);
   const std::string before = Quiesce(ps);
   auto stub = proto::ParameterServer::NewStub(MakeChannel(ps));
@@ -367,13 +366,14 @@ TEST_F(ForgedIdentityTest, AForgedSequenceCannotFreezeAWorker) {
 // 1's free place and claims accuracy 1.0 evaluation after evaluation, its
 // own pushes applied, does not end the job: worker 0 still evaluates, and
 // its evaluations do not confirm the claim.
-TEST_F(ForgedIdentityTest, AStrangerCannotFreezeAWorkerOrEndTheJobFromAFreeSlot) {
+TEST_F(ForgedIdentityTest,
+       AStrangerCannotFreezeAWorkerOrEndTheJobFromAFreeSlot) {
   StartJob(/*standby=*/false, /*workers=*/2);
   const std::string ps = Member("ps", 0).address();
   const std::string worker = Member("worker", 0).address();
   const uint64_t epoch = Status().placement_epoch();
-  const uint64_t incarnation = static_cast<uint64_t>(
-      testing::LiveCounter(worker, "member_incarnation"));
+  const uint64_t incarnation =
+      static_cast<uint64_t>(testing::LiveCounter(worker, "member_incarnation"));
   ASSERT_GT(incarnation, 0u);
   proto::DescribeModelResponse model;
   ASSERT_TRUE(Call([&](grpc::ClientContext* c) {
@@ -425,8 +425,8 @@ TEST_F(ForgedIdentityTest, AStrangerCannotFreezeAWorkerOrEndTheJobFromAFreeSlot)
   };
   for (const Case& c : cases) {
     const grpc::Status status = push(0, c.sequence, c.key, c.with_block);
-    EXPECT_EQ(status.error_code(), c.code) << c.name << ": "
-                                           << status.error_message();
+    EXPECT_EQ(status.error_code(), c.code)
+        << c.name << ": " << status.error_message();
     EXPECT_THAT(status.error_message(),
                 ::testing::Not(HasSubstr(absl::StrCat(incarnation + 1))))
         << "names no other incarnation";
@@ -453,8 +453,8 @@ TEST_F(ForgedIdentityTest, AStrangerCannotFreezeAWorkerOrEndTheJobFromAFreeSlot)
   const grpc::Status registered = Call([&](grpc::ClientContext* c) {
     return coordinator->RegisterWorker(c, take, &taken);
   });
-  ASSERT_TRUE(registered.ok()) << registered.error_code() << ": "
-                               << registered.error_message();
+  ASSERT_TRUE(registered.ok())
+      << registered.error_code() << ": " << registered.error_message();
   // Its own pushes are applied once the ps has heard of its incarnation.
   uint64_t n = 0;
   ASSERT_TRUE(WaitUntil([&] {
@@ -476,8 +476,8 @@ TEST_F(ForgedIdentityTest, AStrangerCannotFreezeAWorkerOrEndTheJobFromAFreeSlot)
       return coordinator->Heartbeat(c, claim, &reply);
     });
     ASSERT_TRUE(status.ok()) << status.error_message();
-    EXPECT_FALSE(reply.stop()) << "claim " << evaluation << ": "
-                               << reply.stop_reason();
+    EXPECT_FALSE(reply.stop())
+        << "claim " << evaluation << ": " << reply.stop_reason();
     // Interleaved with worker 0's own evaluations (every 50 steps).
     const uint64_t step = Step();
     WaitUntil([&] { return Step() >= step + 10; }, absl::Seconds(2));
@@ -488,4 +488,3 @@ TEST_F(ForgedIdentityTest, AStrangerCannotFreezeAWorkerOrEndTheJobFromAFreeSlot)
 
 }  // namespace
 }  // namespace downpour
-

@@ -3,6 +3,8 @@
 // NOT_SERVING as soon as it starts shutting down (before it stops accepting
 // connections), a daemon still starting stops promptly on SIGTERM, and a
 // garbage request body gets INVALID_ARGUMENT with a message.
+#include "rpc/health.h"
+
 #include <signal.h>
 
 #include <future>
@@ -13,8 +15,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "rpc/health.h"
-#include "rpc/server_util.h"
 #include "common/subprocess.h"
 #include "common/testing/poll.h"
 #include "gmock/gmock.h"
@@ -22,6 +22,7 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "gtest/gtest.h"
 #include "proto/health.grpc.pb.h"
+#include "rpc/server_util.h"
 #include "tests/daemon_harness.h"
 
 namespace downpour {
@@ -92,7 +93,8 @@ class HealthTest : public ::testing::Test {
     EXPECT_TRUE(c.ok()) << c.status();
     if (!c.ok()) return "";
     coordinator_ = *std::move(c);
-    auto address = testing::WaitForPort(*coordinator_, dir_ + "/coordinator.port");
+    auto address =
+        testing::WaitForPort(*coordinator_, dir_ + "/coordinator.port");
     EXPECT_TRUE(address.ok()) << address.status();
     return address.value_or("");
   }
@@ -145,7 +147,8 @@ TEST_F(HealthTest, PsWaitingForTheCoordinatorIsNotServingAndStopsOnSigterm) {
   ASSERT_TRUE(status.has_value()) << "still waiting 5 s after SIGTERM";
   EXPECT_EQ(*status, 0) << ps_->LogTail(5);
   EXPECT_LT(absl::Now() - sent, absl::Seconds(2));
-  EXPECT_THAT(ps_->LogTail(3), HasSubstr("while starting: stopping before serving"));
+  EXPECT_THAT(ps_->LogTail(3),
+              HasSubstr("while starting: stopping before serving"));
 }
 
 // Only once the ps is registered and holds its blocks does it say SERVING.

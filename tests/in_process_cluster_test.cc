@@ -2,7 +2,6 @@
 // the end on synthetic data, and a standby takes over a stopped shard. They
 // assert on what a client observes: the coordinator's ClusterStatus, each ps's
 // Status counters and Checksums.
-#include "coordinator/test_cluster.h"
 #include "tests/in_process_cluster.h"
 
 #include <functional>
@@ -12,13 +11,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/config.h"
-#include "rpc/server_util.h"
 #include "common/testing/poll.h"
 #include "common/testing/status_matchers.h"
+#include "coordinator/test_cluster.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/ps.grpc.pb.h"
 #include "proto/status.grpc.pb.h"
+#include "rpc/server_util.h"
 #include "tests/daemon_harness.h"
 
 namespace downpour::testing {
@@ -104,7 +104,8 @@ TEST_P(InProcessClusterTest, TrainsToTheEndAndEveryPushIsApplied) {
   EXPECT_THAT(status->stop_reason(), HasSubstr("every worker finished"));
   uint64_t worker_pushes = 0;
   for (int i = 0; i < num_workers; ++i) {
-    const proto::MemberStatus* w = coordinator::FindMember(*status, "worker", i);
+    const proto::MemberStatus* w =
+        coordinator::FindMember(*status, "worker", i);
     ASSERT_NE(w, nullptr) << "worker " << i;
     EXPECT_TRUE(w->report().finished()) << "worker " << i;
     // 1000 examples split over the workers, 32 a step, 2 epochs.
@@ -174,7 +175,8 @@ TEST(InProcessStandbyTest, StandbyTakesOverAStoppedShard) {
         if (!status.ok() || status->placement_epoch() <= epoch_before) {
           return false;
         }
-        const proto::MemberStatus* ps0 = coordinator::FindMember(*status, "ps", 0);
+        const proto::MemberStatus* ps0 =
+            coordinator::FindMember(*status, "ps", 0);
         return ps0 != nullptr && ps0->address() == cluster.standby(0).address();
       },
       kDeadline))

@@ -11,18 +11,18 @@
 #include <set>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "common/file_util.h"
 #include "common/subprocess.h"
 #include "common/testing/poll.h"
-#include "membership/coordinator_client.h"
 #include "deploy/run_dir_guard.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "membership/coordinator_client.h"
 #include "tests/daemon_harness.h"
 
 namespace downpour {
@@ -40,13 +40,17 @@ using testing::WaitUntil;
 std::string JobYaml(int steps) {
   return absl::StrCat(
       "cluster:\n  coordinator: 127.0.0.1:0\n"
-      "  ps: [127.0.0.1:0, 127.0.0.1:0]\n  workers: [127.0.0.1:0, 127.0.0.1:0]\n"
+      "  ps: [127.0.0.1:0, 127.0.0.1:0]\n  workers: [127.0.0.1:0, "
+      "127.0.0.1:0]\n"
       "heartbeat:\n  interval_s: 0.2\n  timeout_s: 2\n"
       "rpc:\n  deadline_s: 2\n  connect_timeout_s: 5\n"
       "model:\n  layers: [784, 32, 10]\n"
-      "data:\n  source: synthetic\n  train_examples: 400\n  test_examples: 100\n"
+      "data:\n  source: synthetic\n  train_examples: 400\n  test_examples: "
+      "100\n"
       "compute:\n  device: simulated\n  simulated_step_ms: 10\n"
-      "training:\n  steps: ", steps, "\n  eval_every_steps: 0\n"
+      "training:\n  steps: ",
+      steps,
+      "\n  eval_every_steps: 0\n"
       "checkpoint:\n  interval_s: 0.5\n");
 }
 
@@ -62,13 +66,19 @@ class LauncherFaultTest : public ::testing::Test {
       const std::string& log, bool resume = false,
       std::vector<std::string> flags = {}) {
     std::vector<std::string> argv = {
-        (fs::path(testing::BinDir()) / "deploy/launcher").string(), "--config",
-        config_, "--run_dir", run_dir_, "--bin_dir", testing::BinDir(),
-        "--progress_s", "0.5"};
+        (fs::path(testing::BinDir()) / "deploy/launcher").string(),
+        "--config",
+        config_,
+        "--run_dir",
+        run_dir_,
+        "--bin_dir",
+        testing::BinDir(),
+        "--progress_s",
+        "0.5"};
     if (resume) argv.push_back("--resume");
     for (std::string& f : flags) argv.push_back(std::move(f));
-    auto launcher = Subprocess::Start("launcher", argv,
-                                      testing::TestDir() + "/" + log);
+    auto launcher =
+        Subprocess::Start("launcher", argv, testing::TestDir() + "/" + log);
     EXPECT_TRUE(launcher.ok()) << launcher.status();
     return launcher.ok() ? *std::move(launcher) : nullptr;
   }
@@ -83,18 +93,21 @@ class LauncherFaultTest : public ::testing::Test {
           return daemons.size() == 6;  // launcher, coordinator, 2 ps, 2 workers
         },
         absl::Seconds(30), absl::Milliseconds(20));
-    EXPECT_TRUE(all) << "launcher.pids names " << daemons.size() << " processes";
+    EXPECT_TRUE(all) << "launcher.pids names " << daemons.size()
+                     << " processes";
     return daemons;
   }
 
-  // Both workers have trained `steps` steps, by the coordinator's ClusterStatus.
+  // Both workers have trained `steps` steps, by the coordinator's
+  // ClusterStatus.
   bool WaitForSteps(int steps) {
     absl::StatusOr<std::string> port = ReadFile(run_dir_ + "/coordinator.port");
     if (!port.ok()) return false;
     RpcSection rpc;
     rpc.deadline_s = 1;
     membership::CoordinatorClient client(
-        absl::StrCat("127.0.0.1:", absl::StripAsciiWhitespace(*port)), rpc, "test");
+        absl::StrCat("127.0.0.1:", absl::StripAsciiWhitespace(*port)), rpc,
+        "test");
     return WaitUntil(
         [&] {
           auto status = client.ClusterStatus();
@@ -129,39 +142,46 @@ TEST_F(LauncherFaultTest, AKilledPsIsRestartedAndTheSummaryListsIt) {
   ASSERT_EQ(::kill(daemons["ps 0"].pid, SIGKILL), 0);
 
   const std::optional<int> status = launcher->Wait(absl::Seconds(60));
-  ASSERT_TRUE(status.has_value()) << "launcher still running:\n" << launcher->LogTail(30);
+  ASSERT_TRUE(status.has_value()) << "launcher still running:\n"
+                                  << launcher->LogTail(30);
   absl::StatusOr<std::string> json = ReadFile(run_dir_ + "/summary.json");
   ASSERT_TRUE(json.ok()) << json.status();
   // The kill rarely lands just after a checkpoint with nothing since.
   const bool lost = !absl::StrContains(*json, "\"acked_pushes_lost\": 0,");
   if (lost) {
     EXPECT_EQ(*status, 4) << "--fail_on_loss\n" << launcher->LogTail(40);
-    EXPECT_THAT(*json, HasSubstr("\"ok\": false,\n  \"outcome\": \"succeeded with "
-                                 "loss: "));
+    EXPECT_THAT(*json,
+                HasSubstr("\"ok\": false,\n  \"outcome\": \"succeeded with "
+                          "loss: "));
     EXPECT_THAT(*json, HasSubstr("acknowledged pushes of shard 0\""));
   } else {
     EXPECT_EQ(*status, 0) << launcher->LogTail(40);
     EXPECT_THAT(*json, HasSubstr("\"outcome\": \"succeeded\""));
   }
-  EXPECT_THAT(*json, HasSubstr("\"daemon\": \"ps 0\", \"what\": \"killed by signal 9 "
-                               "(Killed)\", \"exit_status\": 137, \"signal\": 9, "
-                               "\"action\": \"restarted\""));
-  EXPECT_THAT(*json, HasSubstr("\"recovery\": \"the job saw 1 fault: ps 0 killed"));
+  EXPECT_THAT(*json,
+              HasSubstr("\"daemon\": \"ps 0\", \"what\": \"killed by signal 9 "
+                        "(Killed)\", \"exit_status\": 137, \"signal\": 9, "
+                        "\"action\": \"restarted\""));
+  EXPECT_THAT(*json,
+              HasSubstr("\"recovery\": \"the job saw 1 fault: ps 0 killed"));
   // The restarted ps found the shard's checkpoint in the run folder.
   EXPECT_TRUE(fs::exists(run_dir_ + "/checkpoints"));
 }
 
-TEST_F(LauncherFaultTest, APsThatRefusesItsCorruptCheckpointEndsTheJobWithItsReason) {
+TEST_F(LauncherFaultTest,
+       APsThatRefusesItsCorruptCheckpointEndsTheJobWithItsReason) {
   // A short job leaves checkpoints of both shards in the run folder.
   config_ = testing::WriteConfig("job.yaml", JobYaml(100));
   std::unique_ptr<Subprocess> first = StartLauncher("first.log");
   ASSERT_NE(first, nullptr);
   const std::optional<int> done = first->Wait(absl::Seconds(60));
-  ASSERT_TRUE(done.has_value()) << "launcher still running:\n" << first->LogTail(30);
+  ASSERT_TRUE(done.has_value()) << "launcher still running:\n"
+                                << first->LogTail(30);
   ASSERT_EQ(*done, 0) << first->LogTail(40);
   // Every generation of shard 1 is corrupted: nothing to fall back on.
   int corrupted = 0;
-  for (const auto& entry : fs::directory_iterator(run_dir_ + "/checkpoints/ps-1")) {
+  for (const auto& entry :
+       fs::directory_iterator(run_dir_ + "/checkpoints/ps-1")) {
     std::FILE* f = std::fopen(entry.path().c_str(), "r+b");
     ASSERT_NE(f, nullptr) << entry.path();
     std::fseek(f, 50, SEEK_SET);
@@ -178,12 +198,15 @@ TEST_F(LauncherFaultTest, APsThatRefusesItsCorruptCheckpointEndsTheJobWithItsRea
   // summary lists exactly one fault, ps 1 "gave up" with status 2, and no
   // "restarted" (with restarts, 3 more refusals and their backoffs).
   const absl::Time start = absl::Now();
-  std::unique_ptr<Subprocess> resumed = StartLauncher("resumed.log", /*resume=*/true);
+  std::unique_ptr<Subprocess> resumed =
+      StartLauncher("resumed.log", /*resume=*/true);
   ASSERT_NE(resumed, nullptr);
   const std::optional<int> status = resumed->Wait(absl::Seconds(60));
-  ASSERT_TRUE(status.has_value()) << "launcher still running:\n" << resumed->LogTail(30);
+  ASSERT_TRUE(status.has_value()) << "launcher still running:\n"
+                                  << resumed->LogTail(30);
   EXPECT_EQ(*status, 1) << resumed->LogTail(40);
-  EXPECT_LT(absl::Now() - start, absl::Seconds(30)) << "not ended at the refusal";
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30))
+      << "not ended at the refusal";
   absl::StatusOr<std::string> json = ReadFile(run_dir_ + "/summary.json");
   ASSERT_TRUE(json.ok()) << json.status();
   EXPECT_THAT(*json, HasSubstr("\"faults\": [\n    {\"time_s\": "));
@@ -191,18 +214,20 @@ TEST_F(LauncherFaultTest, APsThatRefusesItsCorruptCheckpointEndsTheJobWithItsRea
                                "status 2\", \"exit_status\": 2, \"signal\": 0, "
                                "\"action\": \"gave up\""));
   EXPECT_THAT(*json, Not(HasSubstr("\"action\": \"restarted\"")));
-  EXPECT_THAT(*json, HasSubstr("\"recovery\": \"the job saw 1 fault: ps 1 exited "
-                               "with status 2, gave up\""));
+  EXPECT_THAT(*json,
+              HasSubstr("\"recovery\": \"the job saw 1 fault: ps 1 exited "
+                        "with status 2, gave up\""));
   // The ps's own message, not a pointer to its log: "ps 1 exited with status
   // 2 after 0.1 s: checkpoint '.../ps-1/...' is corrupt (...); move it away
   // ...", in `failure` and as the first line of `outcome`.
   for (const std::string key : {"\"failure\": \"", "\"outcome\": \"failed: "}) {
     const size_t at = json->find(key);
     ASSERT_NE(at, std::string::npos) << key << " in " << *json;
-    const std::string value = json->substr(at + key.size(),
-                                           json->find('\n', at) - at - key.size());
+    const std::string value =
+        json->substr(at + key.size(), json->find('\n', at) - at - key.size());
     EXPECT_THAT(value, StartsWith("ps 1 exited with status 2 after ")) << key;
-    EXPECT_THAT(value, HasSubstr(" s: checkpoint '" + run_dir_ + "/checkpoints/ps-1/"))
+    EXPECT_THAT(value,
+                HasSubstr(" s: checkpoint '" + run_dir_ + "/checkpoints/ps-1/"))
         << key;
     EXPECT_THAT(value, HasSubstr("' is corrupt (")) << key;
     EXPECT_THAT(value, HasSubstr("move it away")) << key;
@@ -259,7 +284,8 @@ TEST_F(LauncherFaultTest, TheNextLaunchStopsDaemonsAKilledLauncherLeft) {
   std::unique_ptr<Subprocess> second = StartLauncher("second.log");
   ASSERT_NE(second, nullptr);
   const std::optional<int> status = second->Wait(absl::Seconds(60));
-  ASSERT_TRUE(status.has_value()) << "launcher still running:\n" << second->LogTail(30);
+  ASSERT_TRUE(status.has_value()) << "launcher still running:\n"
+                                  << second->LogTail(30);
   EXPECT_EQ(*status, 0) << second->LogTail(40);
   const std::string log = second->LogTail(200);
   EXPECT_THAT(log, HasSubstr(absl::StrCat("left by an earlier launcher (pid ",
@@ -270,8 +296,8 @@ TEST_F(LauncherFaultTest, TheNextLaunchStopsDaemonsAKilledLauncherLeft) {
   // Nothing the first launcher started is left either (the rest ended on
   // their own, from PR_SET_PDEATHSIG, or were stopped).
   for (const auto& [name, entry] : daemons) {
-    EXPECT_FALSE(Runs(entry)) << name << " (pid " << entry.pid
-                              << ") outlived both launchers";
+    EXPECT_FALSE(Runs(entry))
+        << name << " (pid " << entry.pid << ") outlived both launchers";
   }
   absl::StatusOr<std::string> json = ReadFile(run_dir_ + "/summary.json");
   ASSERT_TRUE(json.ok()) << json.status();

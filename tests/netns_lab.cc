@@ -6,10 +6,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
-
-#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -103,7 +102,8 @@ std::string NetnsLab::SetUp(
     if (std::string exec = Ip({"netns", "exec", hosts_.front().netns, "true"});
         !exec.empty()) {
       return "cannot run a command in a network namespace (a chroot whose / "
-             "is not a mount point?): " + exec;
+             "is not a mount point?): " +
+             exec;
     }
   }
   return "";
@@ -136,8 +136,8 @@ std::string NetnsLab::QdiscOnBothEnds(const std::string& role,
   if (h == nullptr) return absl::StrCat("no host ", role, " in the lab");
   // Each end shapes what it sends: the host towards the switch, the switch's
   // port towards the host.
-  for (const auto& [netns, dev] :
-       {std::pair{h->netns, std::string("eth0")}, std::pair{switch_, h->port}}) {
+  for (const auto& [netns, dev] : {std::pair{h->netns, std::string("eth0")},
+                                   std::pair{switch_, h->port}}) {
     std::vector<std::string> argv = {ip_,     "netns", "exec", netns, tc_,
                                      "qdisc", verb,    "dev",  dev};
     argv.insert(argv.end(), spec.begin(), spec.end());

@@ -20,15 +20,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "common/mnist.h"
-#include "rpc/server_util.h"
 #include "common/subprocess.h"
 #include "common/testing/poll.h"
-#include "membership/coordinator_client.h"
 #include "coordinator/test_cluster.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "membership/coordinator_client.h"
 #include "proto/ps.grpc.pb.h"
 #include "proto/status.grpc.pb.h"
+#include "rpc/server_util.h"
 #include "tests/daemon_harness.h"
 
 namespace downpour {
@@ -47,7 +47,8 @@ class OutageTest : public testing::DaemonJobTest {
   // `name` keeps each job's coordinator state and checkpoints apart.
   // `fetch`: training.fetch.
   void WriteConfig(const std::string& name, double outage_timeout_s,
-                   int steps = kSteps, const std::string& fetch = "after_push") {
+                   int steps = kSteps,
+                   const std::string& fetch = "after_push") {
     const std::string dir = absl::StrCat(testing::TestDir(), "/", name);
     // Real MNIST where tests/run_all.sh provides it (synthetic blobs are
     // learnt perfectly, which makes the accuracy comparison weak).
@@ -59,32 +60,36 @@ class OutageTest : public testing::DaemonJobTest {
     std::string yaml = testing::LoopbackConfig(
         1, kWorkers,
         absl::StrCat(
-            data, "  train_examples: 3000\n  test_examples: 500\n"
-            "model:\n  layers: [", kMnistDim, ", 32, ", kMnistClasses, "]\n"
+            data,
+            "  train_examples: 3000\n  test_examples: 500\n"
+            "model:\n  layers: [",
+            kMnistDim, ", 32, ", kMnistClasses,
+            "]\n"
             "optimizer:\n  type: adam\n  learning_rate: 0.001\n"
-            "training:\n  batch_size: ", kBatch, "\n  fetch: ", fetch,
-            "\n  steps: ", steps,
+            "training:\n  batch_size: ",
+            kBatch, "\n  fetch: ", fetch, "\n  steps: ", steps,
             "\n  eval_every_steps: 500\n  outage_timeout_s: ", outage_timeout_s,
             "\ncheckpoint:\n  dir: ", dir, "/ckpt\n  interval_s: 0\n"));
     // Short RPC deadlines, so that a stopped ps shows up as failed calls
     // within a second; this job's own coordinator state.
-    yaml = absl::StrReplaceAll(yaml, {{"deadline_s: 5", "deadline_s: 1"},
-                                      {absl::StrCat(testing::TestDir(),
-                                                    "/coordinator"),
-                                       absl::StrCat(dir, "/coordinator")}});
+    yaml = absl::StrReplaceAll(
+        yaml, {{"deadline_s: 5", "deadline_s: 1"},
+               {absl::StrCat(testing::TestDir(), "/coordinator"),
+                absl::StrCat(dir, "/coordinator")}});
     config_ = testing::WriteConfig(name + ".yaml", yaml);
   }
 
   // Starts the coordinator, the ps and the workers of the job in config_.
   void StartJob() {
     const std::string port_file = config_ + ".coordinator.port";
-    Subprocess& c = Start("coordinator", "coordinator/coordinator",
-                          {"--port_file", port_file, "--set",
-                           "heartbeat.timeout_s=1"});
+    Subprocess& c =
+        Start("coordinator", "coordinator/coordinator",
+              {"--port_file", port_file, "--set", "heartbeat.timeout_s=1"});
     auto address = testing::WaitForPort(c, port_file);
     ASSERT_TRUE(address.ok()) << address.status();
     coordinator_ = *address;
-    Start("ps-0", "server/ps_server", {"--index", "0", "--coordinator", coordinator_});
+    Start("ps-0", "server/ps_server",
+          {"--index", "0", "--coordinator", coordinator_});
     for (int i = 0; i < kWorkers; ++i) {
       Start(absl::StrCat("worker-", i), "worker/ps_worker",
             {"--index", absl::StrCat(i), "--coordinator", coordinator_});
@@ -129,7 +134,8 @@ class OutageTest : public testing::DaemonJobTest {
     return response;
   }
 
-  static double Counter(const proto::GetStatusResponse& s, const std::string& name) {
+  static double Counter(const proto::GetStatusResponse& s,
+                        const std::string& name) {
     auto it = s.counters().find(name);
     return it == s.counters().end() ? -1 : it->second;
   }
@@ -142,7 +148,8 @@ class OutageTest : public testing::DaemonJobTest {
     const auto status = Cluster();
     for (int i = 0; i < kWorkers; ++i) {
       const auto* m = Member(status, "worker", i);
-      if (m == nullptr || m->report().step() < static_cast<uint64_t>(step)) return false;
+      if (m == nullptr || m->report().step() < static_cast<uint64_t>(step))
+        return false;
     }
     return true;
   }
@@ -181,23 +188,27 @@ TEST_P(StoppedShardTest, HoldsTrainingAndTheJobEndsAsIfUndisturbed) {
   // worker runs about 1000 steps a second here, so a stop decided on a
   // heartbeat report could come after it had finished all of them.
   std::string worker[kWorkers];
-  ASSERT_TRUE(WaitUntil([&] {
-    const auto status = Cluster();
-    for (int i = 0; i < kWorkers; ++i) {
-      const auto* m = Member(status, "worker", i);
-      // Registered: before that the list shows the config's address.
-      if (m == nullptr || !m->registered()) return false;
-      worker[i] = m->address();
-    }
-    return true;
-  }, absl::Seconds(30)));
-  ASSERT_TRUE(WaitUntil([&] {
-    for (int i = 0; i < kWorkers; ++i) {
-      const auto s = DaemonStatus(worker[i]);
-      if (!s.has_value() || Counter(*s, "step") < 100) return false;
-    }
-    return true;
-  }, absl::Seconds(30)));
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const auto status = Cluster();
+        for (int i = 0; i < kWorkers; ++i) {
+          const auto* m = Member(status, "worker", i);
+          // Registered: before that the list shows the config's address.
+          if (m == nullptr || !m->registered()) return false;
+          worker[i] = m->address();
+        }
+        return true;
+      },
+      absl::Seconds(30)));
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        for (int i = 0; i < kWorkers; ++i) {
+          const auto s = DaemonStatus(worker[i]);
+          if (!s.has_value() || Counter(*s, "step") < 100) return false;
+        }
+        return true;
+      },
+      absl::Seconds(30)));
   const std::string ps = Member(Cluster(), "ps", 0)->address();
   daemons_["ps-0"]->Signal(SIGSTOP);
   const absl::Time stopped = absl::Now();
@@ -207,12 +218,17 @@ TEST_P(StoppedShardTest, HoldsTrainingAndTheJobEndsAsIfUndisturbed) {
   double held_step[kWorkers];
   for (int i = 0; i < kWorkers; ++i) {
     std::optional<proto::GetStatusResponse> s;
-    ASSERT_TRUE(WaitUntil([&] {
-      s = DaemonStatus(worker[i]);
-      return s.has_value() && !s->waiting_for().empty();
-    }, absl::Seconds(10))) << "worker " << i << " never said it waits";
-    EXPECT_THAT(s->waiting_for(), StartsWith(absl::StrCat("ps 0 at ", ps, " (unreachable for ")));
-    EXPECT_THAT(s->waiting_for(), HasSubstr("gives up after 300 s, training.outage_timeout_s"));
+    ASSERT_TRUE(WaitUntil(
+        [&] {
+          s = DaemonStatus(worker[i]);
+          return s.has_value() && !s->waiting_for().empty();
+        },
+        absl::Seconds(10)))
+        << "worker " << i << " never said it waits";
+    EXPECT_THAT(s->waiting_for(),
+                StartsWith(absl::StrCat("ps 0 at ", ps, " (unreachable for ")));
+    EXPECT_THAT(s->waiting_for(),
+                HasSubstr("gives up after 300 s, training.outage_timeout_s"));
     EXPECT_EQ(Counter(*s, "waiting_for_ps"), 0);
     held_step[i] = Counter(*s, "step");
     // At most the step whose push is in flight and the one summed behind it
@@ -222,21 +238,25 @@ TEST_P(StoppedShardTest, HoldsTrainingAndTheJobEndsAsIfUndisturbed) {
   // For 3 s more of waiting (several heartbeat timeouts: the coordinator
   // declares the ps dead), no worker computes a step.
   int moved = 0;
-  ASSERT_TRUE(WaitUntil([&] {
-    bool all_waited = true;
-    for (int i = 0; i < kWorkers; ++i) {
-      const auto s = DaemonStatus(worker[i]);
-      if (!s.has_value()) return false;
-      if (Counter(*s, "step") != held_step[i]) ++moved;
-      all_waited = all_waited && Counter(*s, "waiting_for_s") >= 3;
-    }
-    return all_waited;
-  }, absl::Seconds(20)));
-  EXPECT_EQ(moved, 0) << "a worker computed steps while its only ps was stopped";
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        bool all_waited = true;
+        for (int i = 0; i < kWorkers; ++i) {
+          const auto s = DaemonStatus(worker[i]);
+          if (!s.has_value()) return false;
+          if (Counter(*s, "step") != held_step[i]) ++moved;
+          all_waited = all_waited && Counter(*s, "waiting_for_s") >= 3;
+        }
+        return all_waited;
+      },
+      absl::Seconds(20)));
+  EXPECT_EQ(moved, 0)
+      << "a worker computed steps while its only ps was stopped";
   {
     const auto status = Cluster();
     ASSERT_NE(Member(status, "ps", 0), nullptr);
-    EXPECT_FALSE(Member(status, "ps", 0)->alive()) << "the stop outlasted the heartbeat timeout";
+    EXPECT_FALSE(Member(status, "ps", 0)->alive())
+        << "the stop outlasted the heartbeat timeout";
   }
   daemons_["ps-0"]->Signal(SIGCONT);
   const double stop_s = absl::ToDoubleSeconds(absl::Now() - stopped);
@@ -253,8 +273,10 @@ TEST_P(StoppedShardTest, HoldsTrainingAndTheJobEndsAsIfUndisturbed) {
     EXPECT_TRUE(m->report().finished());
     // Exactly the configured steps, each pushed once and acknowledged:
     // applied, or refused by the push guard (counted apart, below).
-    EXPECT_EQ(m->report().step(), static_cast<uint64_t>(kSteps)) << "worker " << i;
-    EXPECT_LE(m->report().pushes(), static_cast<uint64_t>(kSteps)) << "worker " << i;
+    EXPECT_EQ(m->report().step(), static_cast<uint64_t>(kSteps))
+        << "worker " << i;
+    EXPECT_LE(m->report().pushes(), static_cast<uint64_t>(kSteps))
+        << "worker " << i;
     EXPECT_EQ(m->report().examples(), m->report().pushes() * kBatch);
     pushes += m->report().pushes();
     accuracy += m->report().accuracy() / kWorkers;
@@ -284,12 +306,13 @@ TEST_P(StoppedShardTest, HoldsTrainingAndTheJobEndsAsIfUndisturbed) {
   // A trained model, far from chance (0.1): undisturbed runs end at 0.87 to
   // 0.92 on real MNIST and near 1 on the synthetic data.
   EXPECT_GT(accuracy, 0.8);
-  std::printf("fetch %s: ps stopped %.1f s: workers held at steps %.0f and "
-              "%.0f; %llu pushes acknowledged, %.0f applied to each of %d "
-              "blocks, %.0f refused as outliers; final accuracy %.4f\n",
-              fetch.c_str(), stop_s, held_step[0], held_step[1],
-              static_cast<unsigned long long>(pushes), applied,
-              sums.blocks_size(), refused, accuracy);
+  std::printf(
+      "fetch %s: ps stopped %.1f s: workers held at steps %.0f and "
+      "%.0f; %llu pushes acknowledged, %.0f applied to each of %d "
+      "blocks, %.0f refused as outliers; final accuracy %.4f\n",
+      fetch.c_str(), stop_s, held_step[0], held_step[1],
+      static_cast<unsigned long long>(pushes), applied, sums.blocks_size(),
+      refused, accuracy);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fetch, StoppedShardTest,
@@ -319,16 +342,19 @@ TEST_F(OutageTest, OutageLongerThanTheLimitFailsTheJob) {
   daemons_["ps-0"]->Signal(SIGCONT);
   // The ps heartbeats again (each heartbeat asks whether the job is done) and
   // both workers are declared dead: their parts have nowhere to go.
-  ASSERT_TRUE(WaitUntil([&] {
-    const auto status = Cluster();
-    const auto* ps = Member(status, "ps", 0);
-    const auto* w0 = Member(status, "worker", 0);
-    const auto* w1 = Member(status, "worker", 1);
-    return ps != nullptr && ps->alive() && w0 != nullptr && !w0->alive() &&
-           w1 != nullptr && !w1->alive();
-  }, absl::Seconds(20)));
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const auto status = Cluster();
+        const auto* ps = Member(status, "ps", 0);
+        const auto* w0 = Member(status, "worker", 0);
+        const auto* w1 = Member(status, "worker", 1);
+        return ps != nullptr && ps->alive() && w0 != nullptr && !w0->alive() &&
+               w1 != nullptr && !w1->alive();
+      },
+      absl::Seconds(20)));
   const auto status = Cluster();
-  EXPECT_EQ(status.stop_reason(), "") << "a job whose workers gave up is not done";
+  EXPECT_EQ(status.stop_reason(), "")
+      << "a job whose workers gave up is not done";
   // Wait (deadline 1 s) + limit (2 s), with time to exit.
   EXPECT_LT(gave_up_s, 15);
   std::printf("outage_timeout_s 2: workers exited 1 after %.1f s\n", gave_up_s);

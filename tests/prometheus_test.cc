@@ -67,8 +67,8 @@ int AlertRules() {
   std::ifstream in(Example("alerts.yml"));
   int rules = 0;
   for (std::string line; std::getline(in, line);) {
-    rules += absl::StartsWith(absl::StripLeadingAsciiWhitespace(line),
-                              "- alert:");
+    rules +=
+        absl::StartsWith(absl::StripLeadingAsciiWhitespace(line), "- alert:");
   }
   return rules;
 }
@@ -91,7 +91,8 @@ std::string Describe(const std::vector<Sample>& samples) {
   std::vector<std::string> out;
   for (const Sample& s : samples) {
     std::vector<std::string> labels;
-    for (const auto& [k, v] : s.labels) labels.push_back(absl::StrCat(k, "=", v));
+    for (const auto& [k, v] : s.labels)
+      labels.push_back(absl::StrCat(k, "=", v));
     out.push_back(absl::StrCat("{", absl::StrJoin(labels, ","), "} ", s.value));
   }
   return absl::StrCat("[", absl::StrJoin(out, "; "), "]");
@@ -111,7 +112,8 @@ int Promtool(std::vector<std::string> args, std::string* output) {
 // Every sample finite and > 0, and `n` of them.
 std::function<bool(const std::vector<Sample>&)> Positive(size_t n) {
   return [n](const std::vector<Sample>& s) {
-    return s.size() == n && std::all_of(s.begin(), s.end(), [](const Sample& x) {
+    return s.size() == n &&
+           std::all_of(s.begin(), s.end(), [](const Sample& x) {
              return std::isfinite(x.value) && x.value > 0;
            });
   };
@@ -120,7 +122,8 @@ std::function<bool(const std::vector<Sample>&)> Positive(size_t n) {
 class PrometheusTest : public testing::DaemonJobTest {
  protected:
   void SetUp() override {
-    if (!fs::exists(kPrometheus) || !fs::exists(kPromtool)) GTEST_SKIP() << kSkip;
+    if (!fs::exists(kPrometheus) || !fs::exists(kPromtool))
+      GTEST_SKIP() << kSkip;
     dir_ = testing::TestDir();
   }
 
@@ -136,16 +139,25 @@ class PrometheusTest : public testing::DaemonJobTest {
   void WriteConfig(const std::string& extra = "") {
     testing::WriteSparseLibsvm(dir_ + "/train.svm", 2000, 1);
     testing::WriteSparseLibsvm(dir_ + "/test.svm", 300, 2);
-    std::string yaml = testing::LoopbackConfig(2, 1, absl::StrCat(
-        "data:\n  source: libsvm\n  path: ", dir_, "/train.svm\n  test_path: ",
-        dir_, "/test.svm\n"
-        "model:\n  type: sparse_linear\n  task: binary\n  sparse_buckets: 32\n"
-        "optimizer:\n  type: ftrl\n  learning_rate: 0.2\n  l1: 0.5\n  l2: 1\n"
-        "training:\n  batch_size: 32\n  epochs: 100000\n  eval_every_steps: 20\n"
-        "checkpoint:\n  dir: ", dir_, "/ckpt\n  interval_s: 1\n"
-        "metrics:\n  port_offset: 1000\n", extra));
+    std::string yaml = testing::LoopbackConfig(
+        2, 1,
+        absl::StrCat("data:\n  source: libsvm\n  path: ", dir_,
+                     "/train.svm\n  test_path: ", dir_,
+                     "/test.svm\n"
+                     "model:\n  type: sparse_linear\n  task: binary\n  "
+                     "sparse_buckets: 32\n"
+                     "optimizer:\n  type: ftrl\n  learning_rate: 0.2\n  l1: "
+                     "0.5\n  l2: 1\n"
+                     "training:\n  batch_size: 32\n  epochs: 100000\n  "
+                     "eval_every_steps: 20\n"
+                     "checkpoint:\n  dir: ",
+                     dir_,
+                     "/ckpt\n  interval_s: 1\n"
+                     "metrics:\n  port_offset: 1000\n",
+                     extra));
     yaml = absl::StrReplaceAll(
-        yaml, {{"\n  workers: ", "\n  standby_ps: [127.0.0.1:0]\n  workers: "}});
+        yaml,
+        {{"\n  workers: ", "\n  standby_ps: [127.0.0.1:0]\n  workers: "}});
     config_ = testing::WriteConfig("job.yaml", yaml);
   }
 
@@ -158,7 +170,8 @@ class PrometheusTest : public testing::DaemonJobTest {
       args.insert(args.end(), {"--coordinator", coordinator_});
     }
     Subprocess& daemon = Start(name, binary, std::move(args));
-    absl::StatusOr<std::string> address = testing::WaitForPort(daemon, port_file);
+    absl::StatusOr<std::string> address =
+        testing::WaitForPort(daemon, port_file);
     EXPECT_TRUE(address.ok()) << address.status();
     return address.value_or("");
   }
@@ -237,7 +250,8 @@ class PrometheusTest : public testing::DaemonJobTest {
     for (int attempt = 1; attempt <= 5; ++attempt) {
       const std::string address =
           absl::StrCat("127.0.0.1:", testing::ClosedLoopbackPort());
-      const std::string log = absl::StrCat(dir_, "/prometheus-", attempt, ".log");
+      const std::string log =
+          absl::StrCat(dir_, "/prometheus-", attempt, ".log");
       Subprocess::Options options;
       options.parent_death_signal = SIGKILL;  // never outlives the test
       auto started = Subprocess::Start(
@@ -267,7 +281,8 @@ class PrometheusTest : public testing::DaemonJobTest {
       const std::string tail = prometheus.LogTail(20);
       if (exited && absl::StrContains(tail, "address already in use")) continue;
       ADD_FAILURE() << "prometheus " << (exited ? "exited" : "was not ready")
-                    << ":\n" << tail;
+                    << ":\n"
+                    << tail;
       return "";
     }
     ADD_FAILURE() << "prometheus found no free port in 5 tries";
@@ -278,7 +293,8 @@ class PrometheusTest : public testing::DaemonJobTest {
   // does not answer 200 with JSON whose status is "success".
   bool Api(const std::string& target, google::protobuf::Struct* json,
            std::string* error) {
-    absl::StatusOr<testing::HttpAnswer> answer = testing::HttpGet(prometheus_, target);
+    absl::StatusOr<testing::HttpAnswer> answer =
+        testing::HttpGet(prometheus_, target);
     if (!answer.ok()) {
       *error = std::string(answer.status().message());
       return false;
@@ -306,11 +322,13 @@ class PrometheusTest : public testing::DaemonJobTest {
   bool Query(const std::string& promql, std::vector<Sample>* samples,
              std::string* error) {
     google::protobuf::Struct json;
-    if (!Api("/api/v1/query?query=" + testing::UrlEncode(promql), &json, error)) {
+    if (!Api("/api/v1/query?query=" + testing::UrlEncode(promql), &json,
+             error)) {
       return false;
     }
     samples->clear();
-    const google::protobuf::Struct& data = json.fields().at("data").struct_value();
+    const google::protobuf::Struct& data =
+        json.fields().at("data").struct_value();
     if (data.fields().at("resultType").string_value() != "vector") {
       *error = "not an instant vector";
       return false;
@@ -324,7 +342,8 @@ class PrometheusTest : public testing::DaemonJobTest {
       // "value": [<unix time>, "<value>"]; "NaN", "+Inf" as strtod reads.
       const auto& value = fields.at("value").list_value();
       if (value.values_size() == 2) {
-        sample.value = std::strtod(value.values(1).string_value().c_str(), nullptr);
+        sample.value =
+            std::strtod(value.values(1).string_value().c_str(), nullptr);
       }
       samples->push_back(std::move(sample));
     }
@@ -353,7 +372,8 @@ class PrometheusTest : public testing::DaemonJobTest {
       ADD_FAILURE() << what << ": " << promql << " never held within "
                     << kPatience << "; last answer: " << last;
     } else {
-      std::cout << "checked " << what << ": " << promql << " -> " << last << "\n";
+      std::cout << "checked " << what << ": " << promql << " -> " << last
+                << "\n";
     }
     return held;
   }
@@ -374,7 +394,8 @@ TEST_F(PrometheusTest, ExampleConfigAndRulesPassPromtool) {
       << output;
   // The example scrape config (its targets need not be up); it names
   // alerts.yml as its rule file, which is checked again with it.
-  EXPECT_EQ(Promtool({"check", "config", Example("prometheus.yml")}, &output), 0)
+  EXPECT_EQ(Promtool({"check", "config", Example("prometheus.yml")}, &output),
+            0)
       << output;
   // What fires when (each rule's thresholds and `for`).
   EXPECT_EQ(Promtool({"test", "rules", Example("alerts_test.yml")}, &output), 0)
@@ -394,7 +415,9 @@ TEST_F(PrometheusTest, ScrapesEveryDaemonOfALocalCluster) {
       "prometheus.yml",
       absl::StrCat("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
                    "  evaluation_interval: 1s\n"
-                   "rule_files:\n  - ", Example("alerts.yml"), "\n"
+                   "rule_files:\n  - ",
+                   Example("alerts.yml"),
+                   "\n"
                    "scrape_configs:\n  - job_name: downpour\n"
                    "    static_configs:\n      - targets: [",
                    absl::StrJoin(targets, ", "), "]\n"));
@@ -412,7 +435,8 @@ TEST_F(PrometheusTest, ScrapesEveryDaemonOfALocalCluster) {
   // Both ps: pushes applied, pulls served per second, push latency,
   // checkpoints; the staleness histogram's p99.
   Eventually("pushes on both ps",
-             "downpour_pushes_total{job=\"downpour\",role=\"ps\"} > 0", Positive(2));
+             "downpour_pushes_total{job=\"downpour\",role=\"ps\"} > 0",
+             Positive(2));
   Eventually("pull rate on both ps",
              "rate(downpour_pulls_total{job=\"downpour\",role=\"ps\"}[5s]) > 0",
              Positive(2));
@@ -425,25 +449,29 @@ TEST_F(PrometheusTest, ScrapesEveryDaemonOfALocalCluster) {
              [](const std::vector<Sample>& s) {
                return !s.empty() && std::isfinite(s[0].value);
              });
-  Eventually("push latency p99 on both ps",
-             "histogram_quantile(0.99, "
-             "downpour_rpc_duration_seconds_bucket{job=\"downpour\",role=\"ps\","
-             "call=\"served:ParameterServer/Push\"}) > 0",
-             Positive(2));
-  Eventually("checkpoints on both ps",
-             "downpour_checkpoints_written_total{job=\"downpour\",role=\"ps\"} > 0 "
-             "and on (instance) "
-             "downpour_checkpoint_failing{job=\"downpour\",role=\"ps\"} == 0",
-             Positive(2));
+  Eventually(
+      "push latency p99 on both ps",
+      "histogram_quantile(0.99, "
+      "downpour_rpc_duration_seconds_bucket{job=\"downpour\",role=\"ps\","
+      "call=\"served:ParameterServer/Push\"}) > 0",
+      Positive(2));
+  Eventually(
+      "checkpoints on both ps",
+      "downpour_checkpoints_written_total{job=\"downpour\",role=\"ps\"} > 0 "
+      "and on (instance) "
+      "downpour_checkpoint_failing{job=\"downpour\",role=\"ps\"} == 0",
+      Positive(2));
   // The worker: its test AUC, examples, not waiting for a ps.
-  Eventually("worker test auc",
-             "downpour_test_metric{job=\"downpour\",role=\"worker\",metric=\"auc\"}",
-             [](const std::vector<Sample>& s) {
-               return s.size() == 1 && s[0].value > 0 && s[0].value <= 1;
-             });
-  Eventually("worker examples",
-             "rate(downpour_examples{job=\"downpour\",role=\"worker\"}[5s]) > 0",
-             Positive(1));
+  Eventually(
+      "worker test auc",
+      "downpour_test_metric{job=\"downpour\",role=\"worker\",metric=\"auc\"}",
+      [](const std::vector<Sample>& s) {
+        return s.size() == 1 && s[0].value > 0 && s[0].value <= 1;
+      });
+  Eventually(
+      "worker examples",
+      "rate(downpour_examples{job=\"downpour\",role=\"worker\"}[5s]) > 0",
+      Positive(1));
   Eventually("worker not waiting",
              "downpour_waiting_for_ps{job=\"downpour\",role=\"worker\"} == 0",
              [](const std::vector<Sample>& s) { return s.size() == 1; });
@@ -461,7 +489,8 @@ TEST_F(PrometheusTest, ScrapesEveryDaemonOfALocalCluster) {
   Eventually("the shard without a backup alerts",
              "ALERTS{alertname=\"DownpourShardWithoutBackup\"}",
              [&](const std::vector<Sample>& s) {
-               return s.size() == 1 && s[0].labels.at("index") == unreplicated &&
+               return s.size() == 1 &&
+                      s[0].labels.at("index") == unreplicated &&
                       s[0].labels.at("role") == "ps";
              });
   // Every rule of alerts.yml evaluates without an error.
@@ -476,12 +505,21 @@ TEST_F(PrometheusTest, ScrapesEveryDaemonOfALocalCluster) {
             return false;
           }
           int ok = 0, all = 0;
-          for (const auto& group : json.fields().at("data").struct_value()
-                                       .fields().at("groups").list_value().values()) {
-            for (const auto& rule : group.struct_value().fields().at("rules")
-                                        .list_value().values()) {
+          for (const auto& group : json.fields()
+                                       .at("data")
+                                       .struct_value()
+                                       .fields()
+                                       .at("groups")
+                                       .list_value()
+                                       .values()) {
+            for (const auto& rule : group.struct_value()
+                                        .fields()
+                                        .at("rules")
+                                        .list_value()
+                                        .values()) {
               ++all;
-              ok += rule.struct_value().fields().at("health").string_value() == "ok";
+              ok += rule.struct_value().fields().at("health").string_value() ==
+                    "ok";
             }
           }
           last = absl::StrCat(ok, " of ", all, " rules healthy");
@@ -498,7 +536,8 @@ TEST_F(PrometheusTest, ScrapesEveryDaemonOfALocalCluster) {
     std::string text((std::istreambuf_iterator<char>(in)),
                      std::istreambuf_iterator<char>());
     google::protobuf::Struct dashboard;
-    ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(text, &dashboard).ok())
+    ASSERT_TRUE(
+        google::protobuf::util::JsonStringToMessage(text, &dashboard).ok())
         << "grafana-dashboard.json is not JSON";
     int queries = 0;
     for (const auto& panel :
@@ -563,12 +602,11 @@ TEST_F(PrometheusTest, ScrapesEveryDaemonOverHttpsWithSecurityTls) {
       absl::StrCat("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
                    "scrape_configs:\n  - job_name: downpour\n"
                    "    scheme: https\n"
-                   "    tls_config:\n      ca_file: ", certs, "/ca.pem\n",
-                   "      cert_file: ", certs, "/client.pem\n",
-                   "      key_file: ", certs, "/client.key\n",
+                   "    tls_config:\n      ca_file: ",
+                   certs, "/ca.pem\n", "      cert_file: ", certs,
+                   "/client.pem\n", "      key_file: ", certs, "/client.key\n",
                    "    authorization:\n      credentials_file: ", certs,
-                   "/reader.token\n",
-                   "    static_configs:\n      - targets: [",
+                   "/reader.token\n", "    static_configs:\n      - targets: [",
                    absl::StrJoin(targets, ", "), "]\n"));
   prometheus_ = StartPrometheus(prometheus_config);
   ASSERT_FALSE(prometheus_.empty());

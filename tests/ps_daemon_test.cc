@@ -1,6 +1,6 @@
-// A real coordinator and ps_server on loopback: every rejection path answers with
-// the right gRPC code and a message that names the block and the expected value,
-// the ps keeps serving afterwards, and checkpoints survive a restart.
+// A real coordinator and ps_server on loopback: every rejection path answers
+// with the right gRPC code and a message that names the block and the expected
+// value, the ps keeps serving afterwards, and checkpoints survive a restart.
 #include <signal.h>
 #include <unistd.h>
 
@@ -14,12 +14,12 @@
 #include "common/file_util.h"
 #include "common/model_spec.h"
 #include "common/push_sequence.h"
-#include "rpc/server_util.h"
 #include "common/subprocess.h"
 #include "common/testing/status_matchers.h"
-#include "membership/coordinator_client.h"
 #include "gtest/gtest.h"
+#include "membership/coordinator_client.h"
 #include "proto/ps.grpc.pb.h"
+#include "rpc/server_util.h"
 #include "tests/daemon_harness.h"
 
 namespace downpour {
@@ -33,17 +33,22 @@ class PsDaemonTest : public ::testing::Test {
   void SetUp() override {
     dir_ = testing::TestDir();
     config_path_ = testing::WriteConfig(
-        "ps.yaml", testing::LoopbackConfig(1, 1, absl::StrCat(
-                       "model:\n  layers: [4, 3]\n  type: softmax\n  block_size: 8\n"
-                       "data:\n  source: synthetic\n"
-                       "optimizer:\n  type: sgd\n  learning_rate: 1\n"
-                       "checkpoint:\n  dir: ", dir_, "/ckpt\n  interval_s: 0\n")));
+        "ps.yaml",
+        testing::LoopbackConfig(
+            1, 1,
+            absl::StrCat(
+                "model:\n  layers: [4, 3]\n  type: softmax\n  block_size: 8\n"
+                "data:\n  source: synthetic\n"
+                "optimizer:\n  type: sgd\n  learning_rate: 1\n"
+                "checkpoint:\n  dir: ",
+                dir_, "/ckpt\n  interval_s: 0\n")));
     auto coordinator = testing::StartDaemon(
         "coordinator", "coordinator/coordinator",
         {"--config", config_path_, "--port_file", dir_ + "/coordinator.port"});
     ASSERT_TRUE(coordinator.ok()) << coordinator.status();
     coordinator_ = *std::move(coordinator);
-    auto address = testing::WaitForPort(*coordinator_, dir_ + "/coordinator.port");
+    auto address =
+        testing::WaitForPort(*coordinator_, dir_ + "/coordinator.port");
     ASSERT_TRUE(address.ok()) << address.status();
     coordinator_address_ = *address;
     StartPs();
@@ -51,10 +56,10 @@ class PsDaemonTest : public ::testing::Test {
 
   void StartPs() {
     std::filesystem::remove(dir_ + "/ps.port");
-    auto ps = testing::StartDaemon("ps-0", "server/ps_server",
-                                   {"--config", config_path_, "--index", "0",
-                                    "--coordinator", coordinator_address_,
-                                    "--port_file", dir_ + "/ps.port"});
+    auto ps = testing::StartDaemon(
+        "ps-0", "server/ps_server",
+        {"--config", config_path_, "--index", "0", "--coordinator",
+         coordinator_address_, "--port_file", dir_ + "/ps.port"});
     ASSERT_TRUE(ps.ok()) << ps.status();
     ps_ = *std::move(ps);
     auto address = testing::WaitForPort(*ps_, dir_ + "/ps.port");
@@ -77,7 +82,8 @@ class PsDaemonTest : public ::testing::Test {
     FAIL() << "ps did not start serving placement epoch " << epoch_;
   }
 
-  grpc::Status Pull(std::vector<uint32_t> ids, proto::PullResponse* response = nullptr) {
+  grpc::Status Pull(std::vector<uint32_t> ids,
+                    proto::PullResponse* response = nullptr) {
     proto::PullRequest request;
     request.set_placement_epoch(epoch_);
     for (uint32_t id : ids) request.add_block_ids(id);
@@ -112,8 +118,8 @@ class PsDaemonTest : public ::testing::Test {
   // A push as worker 0: push n of its incarnation (0: the next unused),
   // retried while the ps has not heard of the incarnation yet (until its
   // next heartbeat). epoch 0 stands for "the current one".
-  grpc::Status Push(uint32_t id, std::vector<float> gradient, uint64_t epoch = 0,
-                    uint64_t n = 0, int encoding = 0) {
+  grpc::Status Push(uint32_t id, std::vector<float> gradient,
+                    uint64_t epoch = 0, uint64_t n = 0, int encoding = 0) {
     proto::PushRequest request;
     request.set_placement_epoch(epoch == 0 ? epoch_ : epoch);
     request.set_worker_id(0);
@@ -131,7 +137,8 @@ class PsDaemonTest : public ::testing::Test {
       context.set_deadline(DeadlineIn(5));
       status = stub_->Push(&context, request, &response);
       if (status.error_code() != grpc::StatusCode::UNAVAILABLE ||
-          status.error_message().find("has not heard of") == std::string::npos) {
+          status.error_message().find("has not heard of") ==
+              std::string::npos) {
         break;
       }
       absl::SleepFor(absl::Milliseconds(50));
@@ -143,7 +150,8 @@ class PsDaemonTest : public ::testing::Test {
     proto::ChecksumResponse response;
     grpc::ClientContext context;
     context.set_deadline(DeadlineIn(5));
-    EXPECT_TRUE(stub_->Checksums(&context, proto::ChecksumRequest(), &response).ok());
+    EXPECT_TRUE(
+        stub_->Checksums(&context, proto::ChecksumRequest(), &response).ok());
     return response;
   }
 
@@ -156,8 +164,8 @@ class PsDaemonTest : public ::testing::Test {
   uint64_t next_n_ = 0;  // the last push n Push chose
 };
 
-// Blocks of [4, 3] with block_size 8: weight 12 floats -> blocks 0 (8) and 1 (4),
-// bias 3 floats -> block 2.
+// Blocks of [4, 3] with block_size 8: weight 12 floats -> blocks 0 (8) and 1
+// (4), bias 3 floats -> block 2.
 TEST_F(PsDaemonTest, RejectsBadPushesAndKeepsServing) {
   ASSERT_TRUE(Pull({0, 1, 2}).ok());
   struct Case {
@@ -168,21 +176,26 @@ TEST_F(PsDaemonTest, RejectsBadPushesAndKeepsServing) {
   } cases[] = {
       {"wrong length", Push(0, std::vector<float>(5, 1.0f)),
        grpc::StatusCode::INVALID_ARGUMENT, "block 0 expects 8 floats"},
-      {"NaN", Push(1, {1, NAN, 1, 1}), grpc::StatusCode::INVALID_ARGUMENT, "NaN at index 1"},
-      {"Inf", Push(2, {1, 1, INFINITY}), grpc::StatusCode::INVALID_ARGUMENT, "block 2"},
+      {"NaN", Push(1, {1, NAN, 1, 1}), grpc::StatusCode::INVALID_ARGUMENT,
+       "NaN at index 1"},
+      {"Inf", Push(2, {1, 1, INFINITY}), grpc::StatusCode::INVALID_ARGUMENT,
+       "block 2"},
       // Issue 12: finite is not enough (optimizer.max_gradient_value 1e6).
       {"huge", Push(1, {1, 1e38f, 1, 1}), grpc::StatusCode::INVALID_ARGUMENT,
        "block 1 gradient element 1 (of 4) is 1e+38, beyond "
        "optimizer.max_gradient_value 1e+06"},
       {"unknown encoding", Push(2, {1, 1, 1}, 0, 0, /*encoding=*/7),
        grpc::StatusCode::INVALID_ARGUMENT, "unknown encoding 7"},
-      {"unknown block", Push(42, {1, 2, 3}), grpc::StatusCode::NOT_FOUND, "unknown block 42"},
+      {"unknown block", Push(42, {1, 2, 3}), grpc::StatusCode::NOT_FOUND,
+       "unknown block 42"},
       {"stale epoch", Push(2, {1, 1, 1}, /*epoch=*/epoch_ + 5),
        grpc::StatusCode::UNAVAILABLE, "behind the request's"},
-      {"pull unknown", Pull({7}), grpc::StatusCode::NOT_FOUND, "unknown block 7"},
+      {"pull unknown", Pull({7}), grpc::StatusCode::NOT_FOUND,
+       "unknown block 7"},
   };
   for (const Case& c : cases) {
-    EXPECT_EQ(c.status.error_code(), c.code) << c.what << ": " << c.status.error_message();
+    EXPECT_EQ(c.status.error_code(), c.code)
+        << c.what << ": " << c.status.error_message();
     EXPECT_THAT(c.status.error_message(), HasSubstr(c.message)) << c.what;
   }
   // Nothing was applied, and the daemon still serves.
@@ -229,13 +242,14 @@ TEST_F(PsDaemonTest, CorruptCheckpointIsRefusedWithAClearMessage) {
   }
   ASSERT_FALSE(path.empty()) << "no checkpoint in " << dir_ << "/ckpt/ps-0";
   const std::string reason_file = dir_ + "/ps-0.reason";
-  auto ps = testing::StartDaemon("ps-0-corrupt", "server/ps_server",
-                                 {"--config", config_path_, "--index", "0",
-                                  "--coordinator", coordinator_address_,
-                                  "--exit_reason_file", reason_file});
+  auto ps = testing::StartDaemon(
+      "ps-0-corrupt", "server/ps_server",
+      {"--config", config_path_, "--index", "0", "--coordinator",
+       coordinator_address_, "--exit_reason_file", reason_file});
   ASSERT_TRUE(ps.ok());
   const std::optional<int> status = (*ps)->Wait(absl::Seconds(20));
-  ASSERT_TRUE(status.has_value()) << "a ps with a corrupt checkpoint kept running";
+  ASSERT_TRUE(status.has_value())
+      << "a ps with a corrupt checkpoint kept running";
   EXPECT_EQ(*status, kExitConfig) << "documented: a restart cannot cure it";
   EXPECT_THAT((*ps)->LogTail(5), HasSubstr("is corrupt"));
   EXPECT_THAT((*ps)->LogTail(5), HasSubstr(path));
@@ -255,22 +269,24 @@ namespace {
 TEST(PsAdvertiseTest, WildcardListenRegistersTheAdvertisedOrHostName) {
   const std::string dir = testing::TestDir();
   const std::string config = testing::WriteConfig(
-      "ps.yaml", testing::LoopbackConfig(2, 1, "data:\n  source: synthetic\n"
-                                               "checkpoint:\n  dir: \"\"\n"));
+      "ps.yaml", testing::LoopbackConfig(2, 1,
+                                         "data:\n  source: synthetic\n"
+                                         "checkpoint:\n  dir: \"\"\n"));
   auto coordinator = testing::StartDaemon(
       "coordinator", "coordinator/coordinator",
       {"--config", config, "--port_file", dir + "/coordinator.port"});
   ASSERT_TRUE(coordinator.ok());
   auto address = testing::WaitForPort(**coordinator, dir + "/coordinator.port");
   ASSERT_TRUE(address.ok()) << address.status();
-  auto advertised = testing::StartDaemon(
-      "ps-0", "server/ps_server",
-      {"--config", config, "--index", "0", "--coordinator", *address, "--listen",
-       "0.0.0.0:0", "--advertise", "127.0.0.2:0", "--port_file", dir + "/ps0.port"});
+  auto advertised =
+      testing::StartDaemon("ps-0", "server/ps_server",
+                           {"--config", config, "--index", "0", "--coordinator",
+                            *address, "--listen", "0.0.0.0:0", "--advertise",
+                            "127.0.0.2:0", "--port_file", dir + "/ps0.port"});
   auto wildcard = testing::StartDaemon(
       "ps-1", "server/ps_server",
-      {"--config", config, "--index", "1", "--coordinator", *address, "--listen",
-       "0.0.0.0:0", "--port_file", dir + "/ps1.port"});
+      {"--config", config, "--index", "1", "--coordinator", *address,
+       "--listen", "0.0.0.0:0", "--port_file", dir + "/ps1.port"});
   ASSERT_TRUE(advertised.ok() && wildcard.ok());
   auto port0 = testing::WaitForPort(**advertised, dir + "/ps0.port");
   auto port1 = testing::WaitForPort(**wildcard, dir + "/ps1.port");

@@ -284,9 +284,9 @@ class RobustnessTest : public testing::DaemonJobTest {
     const double attacker = testing::StatusCounter(
         ps, absl::StrCat("suspect_pushes_worker_", kAttacker));
     for (int i = 0; i < kHonestWorkers; ++i) {
-      EXPECT_LE(testing::StatusCounter(
-                    ps, absl::StrCat("suspect_pushes_worker_", i)),
-                attacker / 100)
+      EXPECT_LE(
+          testing::StatusCounter(ps, absl::StrCat("suspect_pushes_worker_", i)),
+          attacker / 100)
           << "honest worker " << i << " was refused";
       EXPECT_FALSE(daemons_[absl::StrCat("worker-", i)]->Poll().has_value())
           << daemons_[absl::StrCat("worker-", i)]->LogTail(20);
@@ -306,8 +306,8 @@ TEST_F(RobustnessTest, AFloodOfHugeAcceptedGradientsDoesNotRuinTheModel) {
   const double accuracy_before = Mean(before);
 
   const std::string ps = PsAddress();
-  const proto::PushRequest flood = Flood(
-      [](const proto::BlockInfo&) { return 9e5f; });
+  const proto::PushRequest flood =
+      Flood([](const proto::BlockInfo&) { return 9e5f; });
   const double versions_before = Versions(ps);
   double lowest = 1;
   std::map<int, int> codes = Push(ps, flood, kFlood, &lowest);
@@ -326,9 +326,9 @@ TEST_F(RobustnessTest, AFloodOfHugeAcceptedGradientsDoesNotRuinTheModel) {
   // Of the flood, at most the attacker's warm-up pushes were applied (each
   // clipped to 10 times the typical norm); the honest pushes were.
   EXPECT_LE(codes[grpc::StatusCode::OK], 20);
-  EXPECT_GT(codes[grpc::StatusCode::ABORTED] +
-                codes[grpc::StatusCode::UNAVAILABLE],
-            100);
+  EXPECT_GT(
+      codes[grpc::StatusCode::ABORTED] + codes[grpc::StatusCode::UNAVAILABLE],
+      100);
   EXPECT_GT(Versions(ps), versions_before + 100);
   // The flooding worker is named in the ps's Status, the honest ones are not.
   EXPECT_GT(testing::StatusCounter(
@@ -362,17 +362,15 @@ TEST_F(RobustnessTest, AFloodUnderTheNormBoundIsRateLimitedAndNamed) {
       const std::vector<float> values(block.data().size() / sizeof(float),
                                       value);
       data->set_data(values.data(), values.size() * sizeof(float));
-      if (PushOnce(stub.get(), one).error_code() ==
-          grpc::StatusCode::ABORTED) {
+      if (PushOnce(stub.get(), one).error_code() == grpc::StatusCode::ABORTED) {
         break;
       }
     }
     refused_at[block.block_id()] = value;
   }
   // Between 1.25 and 2.5 times the typical norm (refused at 1000 times).
-  const proto::PushRequest flood = Flood([&](const proto::BlockInfo& b) {
-    return refused_at[b.id()] / 400;
-  });
+  const proto::PushRequest flood = Flood(
+      [&](const proto::BlockInfo& b) { return refused_at[b.id()] / 400; });
   const double versions_before = Versions(ps);
   double lowest = 1;
   std::map<int, int> codes = Push(ps, flood, kFlood, &lowest);

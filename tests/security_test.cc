@@ -6,6 +6,8 @@
 // the cluster as it was (the ps's checksums, the job not stopped). Mutual TLS
 // refuses a client without a certificate. psctl calls with the config's
 // admin token and fails clearly with a wrong one.
+#include "rpc/security.h"
+
 #include <string>
 #include <vector>
 
@@ -13,8 +15,6 @@
 #include "absl/strings/str_cat.h"
 #include "common/config.h"
 #include "common/file_util.h"
-#include "rpc/security.h"
-#include "rpc/server_util.h"
 #include "common/push_sequence.h"
 #include "common/subprocess.h"
 #include "common/testing/poll.h"
@@ -24,6 +24,7 @@
 #include "proto/health.grpc.pb.h"
 #include "proto/ps.grpc.pb.h"
 #include "proto/status.grpc.pb.h"
+#include "rpc/server_util.h"
 #include "tests/daemon_harness.h"
 
 namespace downpour {
@@ -51,15 +52,14 @@ class SecurityTest : public testing::DaemonJobTest {
   }
 
   std::string SecuritySectionYaml(bool mutual) const {
-    return absl::StrCat("security:\n  tls: true\n  server_name: ",
-                        server_name_, "\n  mutual_tls: ",
-                        mutual ? "true" : "false", "\n  ca_file: ", certs_,
-                        "/ca.pem\n  cert_file: ", certs_, "/{name}.pem\n",
-                        "  key_file: ", certs_, "/{name}.key\n",
-                        "  ps_token_file: ", certs_, "/ps.token\n",
-                        "  worker_token_file: ", certs_, "/worker.token\n",
-                        "  admin_token_file: ", certs_, "/admin.token\n",
-                        "  reader_token_file: ", certs_, "/reader.token\n");
+    return absl::StrCat(
+        "security:\n  tls: true\n  server_name: ", server_name_,
+        "\n  mutual_tls: ", mutual ? "true" : "false", "\n  ca_file: ", certs_,
+        "/ca.pem\n  cert_file: ", certs_, "/{name}.pem\n",
+        "  key_file: ", certs_, "/{name}.key\n", "  ps_token_file: ", certs_,
+        "/ps.token\n", "  worker_token_file: ", certs_, "/worker.token\n",
+        "  admin_token_file: ", certs_, "/admin.token\n",
+        "  reader_token_file: ", certs_, "/reader.token\n");
   }
 
   // Coordinator and ps (and, when `steps` > 0, one worker training `steps`
@@ -69,7 +69,8 @@ class SecurityTest : public testing::DaemonJobTest {
         1, workers,
         absl::StrCat("data:\n  source: synthetic\n  train_examples: 2000\n"
                      "  test_examples: 200\nmodel:\n  layers: [784, 32, 10]\n"
-                     "training:\n  steps: ", std::max(steps, 1),
+                     "training:\n  steps: ",
+                     std::max(steps, 1),
                      "\n  eval_every_steps: 0\ncheckpoint:\n  dir: \"\"\n",
                      SecuritySectionYaml(mutual)));
     config_ = testing::WriteConfig("secure.yaml", yaml);
@@ -79,8 +80,8 @@ class SecurityTest : public testing::DaemonJobTest {
     ASSERT_TRUE(InstallSecurity(security_, "client", CallerRole::kAdmin).ok());
 
     const std::string port_file = dir_ + "/coordinator.port";
-    Subprocess& c =
-        Start("coordinator", "coordinator/coordinator", {"--port_file", port_file});
+    Subprocess& c = Start("coordinator", "coordinator/coordinator",
+                          {"--port_file", port_file});
     auto address = testing::WaitForPort(c, port_file);
     ASSERT_TRUE(address.ok()) << address.status();
     coordinator_ = *address;
@@ -96,9 +97,9 @@ class SecurityTest : public testing::DaemonJobTest {
             {"--index", "0", "--coordinator", coordinator_});
     }
     // The ps holds its blocks once it answers Checksums (as admin).
-    ASSERT_TRUE(testing::WaitUntil(
-        [&] { return Checksums(MakeChannel(ps_)).ok(); }, absl::Seconds(30),
-        absl::Milliseconds(50)))
+    ASSERT_TRUE(
+        testing::WaitUntil([&] { return Checksums(MakeChannel(ps_)).ok(); },
+                           absl::Seconds(30), absl::Milliseconds(50)))
         << "ps never answered Checksums over TLS; log:\n"
         << daemons_["ps-0"]->LogTail(20);
   }
@@ -144,8 +145,8 @@ class SecurityTest : public testing::DaemonJobTest {
     };
     {
       proto::ClusterStatusResponse response;
-      r.cluster_status = c->ClusterStatus(context().get(),
-                                          proto::ClusterStatusRequest(), &response);
+      r.cluster_status = c->ClusterStatus(
+          context().get(), proto::ClusterStatusRequest(), &response);
     }
     {
       // A forged worker report that would end the job.
@@ -162,14 +163,16 @@ class SecurityTest : public testing::DaemonJobTest {
       request.set_index(0);
       request.set_address("127.0.0.1:1");
       proto::RegisterServerResponse response;
-      r.register_server = c->RegisterServer(context().get(), request, &response);
+      r.register_server =
+          c->RegisterServer(context().get(), request, &response);
     }
     {
       proto::RegisterWorkerRequest request;
       request.set_index(0);
       request.set_address("127.0.0.1:1");
       proto::RegisterWorkerResponse response;
-      r.register_worker = c->RegisterWorker(context().get(), request, &response);
+      r.register_worker =
+          c->RegisterWorker(context().get(), request, &response);
     }
     {
       proto::PullRequest request;
@@ -255,39 +258,46 @@ TEST_F(SecurityTest, CallsWithoutTheRightTokenAreRefusedAndChangeNothing) {
        {&none.cluster_status, &none.heartbeat, &none.register_server,
         &none.register_worker, &none.pull, &none.push, &none.replicate,
         &none.checksums}) {
-    EXPECT_EQ(s->error_code(), grpc::StatusCode::UNAUTHENTICATED) << Describe(*s);
+    EXPECT_EQ(s->error_code(), grpc::StatusCode::UNAUTHENTICATED)
+        << Describe(*s);
   }
   EXPECT_THAT(none.push.error_message(), HasSubstr("requires a bearer token"));
 
   // A token that is no role's.
   const std::string forged = dir_ + "/forged.token";
-  ASSERT_TRUE(WriteFileAtomically(forged, "0123456789abcdef0123456789abcdef\n").ok());
+  ASSERT_TRUE(
+      WriteFileAtomically(forged, "0123456789abcdef0123456789abcdef\n").ok());
   Refusals wrong = Attack(Channel(coordinator_, forged), Channel(ps_, forged));
-  EXPECT_EQ(wrong.cluster_status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(wrong.cluster_status.error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_EQ(wrong.push.error_code(), grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_THAT(wrong.push.error_message(), HasSubstr("matches no role"));
 
   // The read-only token reads status, and nothing else.
-  Refusals reader =
-      Attack(Channel(coordinator_, Token("reader")), Channel(ps_, Token("reader")));
+  Refusals reader = Attack(Channel(coordinator_, Token("reader")),
+                           Channel(ps_, Token("reader")));
   EXPECT_TRUE(reader.cluster_status.ok()) << Describe(reader.cluster_status);
   for (const grpc::Status* s :
        {&reader.heartbeat, &reader.register_server, &reader.register_worker,
         &reader.pull, &reader.push, &reader.replicate, &reader.checksums}) {
-    EXPECT_EQ(s->error_code(), grpc::StatusCode::PERMISSION_DENIED) << Describe(*s);
+    EXPECT_EQ(s->error_code(), grpc::StatusCode::PERMISSION_DENIED)
+        << Describe(*s);
   }
   EXPECT_THAT(reader.push.error_message(),
               HasSubstr("role reader may not call ParameterServer/Push"));
 
   // A ps may not push or pose as a worker; a worker may not register a
   // shard or write into a replica.
-  Refusals ps = Attack(Channel(coordinator_, Token("ps")), Channel(ps_, Token("ps")));
+  Refusals ps =
+      Attack(Channel(coordinator_, Token("ps")), Channel(ps_, Token("ps")));
   EXPECT_EQ(ps.push.error_code(), grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_EQ(ps.pull.error_code(), grpc::StatusCode::PERMISSION_DENIED);
-  EXPECT_EQ(ps.register_worker.error_code(), grpc::StatusCode::PERMISSION_DENIED);
-  Refusals worker =
-      Attack(Channel(coordinator_, Token("worker")), Channel(ps_, Token("worker")));
-  EXPECT_EQ(worker.register_server.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(ps.register_worker.error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  Refusals worker = Attack(Channel(coordinator_, Token("worker")),
+                           Channel(ps_, Token("worker")));
+  EXPECT_EQ(worker.register_server.error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_EQ(worker.replicate.error_code(), grpc::StatusCode::PERMISSION_DENIED);
   // A token of the right role still cannot pose as a member: ps 0's place is
   // held by a live process (the coordinator asks it, over TLS, with its own
@@ -314,15 +324,16 @@ TEST_F(SecurityTest, CallsWithoutTheRightTokenAreRefusedAndChangeNothing) {
   // a probe carries: a wrong one too (it carries no authority there).
   const std::string wrong_token = dir_ + "/wrong.token";
   ASSERT_TRUE(
-      WriteFileAtomically(wrong_token, "0123456789abcdef0123456789abcdef\n").ok());
+      WriteFileAtomically(wrong_token, "0123456789abcdef0123456789abcdef\n")
+          .ok());
   for (const std::string& token : {std::string(), wrong_token}) {
     auto health = grpc::health::v1::Health::NewStub(Channel(ps_, token));
     grpc::ClientContext ctx;
     ctx.set_deadline(DeadlineIn(5));
     grpc::health::v1::HealthCheckResponse answer;
     const grpc::Status status = health->Check(&ctx, {}, &answer);
-    EXPECT_TRUE(status.ok()) << "token file '" << token << "': "
-                             << status.error_message();
+    EXPECT_TRUE(status.ok())
+        << "token file '" << token << "': " << status.error_message();
     EXPECT_EQ(answer.status(), grpc::health::v1::HealthCheckResponse::SERVING);
   }
 
@@ -361,8 +372,8 @@ TEST_F(SecurityTest, AWorkerTokenCannotPoisonTheModel) {
   // pushes carry that place's incarnation and push key.
   proto::RegisterWorkerResponse registered;
   {
-    auto stub = proto::Coordinator::NewStub(
-        Channel(coordinator_, Token("worker")));
+    auto stub =
+        proto::Coordinator::NewStub(Channel(coordinator_, Token("worker")));
     proto::RegisterWorkerRequest request;
     request.set_index(0);
     request.set_address("127.0.0.1:1");
@@ -383,7 +394,8 @@ TEST_F(SecurityTest, AWorkerTokenCannotPoisonTheModel) {
       context.set_deadline(DeadlineIn(5));
       proto::PushResponse response;
       status = ps->Push(&context, request, &response);
-      if (status.error_message().find("has not heard of") == std::string::npos) {
+      if (status.error_message().find("has not heard of") ==
+          std::string::npos) {
         break;
       }
       absl::SleepFor(absl::Milliseconds(100));
@@ -552,8 +564,8 @@ TEST_F(SecurityTest, AWorkerCertificatePushesOnlyAsItsOwnWorker) {
         << Describe(status);
     EXPECT_THAT(status.error_message(),
                 HasSubstr("certificate made for ps-0 or standby-*"));
-    auto p = proto::ParameterServer::NewStub(
-        Channel(ps_, Token("ps"), "worker-0"));
+    auto p =
+        proto::ParameterServer::NewStub(Channel(ps_, Token("ps"), "worker-0"));
     grpc::ClientContext replicate_context;
     replicate_context.set_deadline(DeadlineIn(5));
     proto::ReplicateResponse replicated;
@@ -579,7 +591,8 @@ TEST_F(SecurityTest, MutualTlsRefusesAClientWithoutACertificate) {
   auto credentials = ChannelCredentialsFor(no_cert, "client", Token("admin"));
   ASSERT_TRUE(credentials.ok());
   grpc::Status refused = Checksums(grpc::CreateChannel(ps_, *credentials));
-  EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE) << Describe(refused);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE)
+      << Describe(refused);
 }
 
 TEST_F(SecurityTest, PsctlCallsWithTheConfigsTokenAndSaysWhenItIsWrong) {
@@ -591,11 +604,12 @@ TEST_F(SecurityTest, PsctlCallsWithTheConfigsTokenAndSaysWhenItIsWrong) {
     return std::make_pair(status.value_or(-1),
                           ReadFile((*process)->log_path()).value_or(""));
   };
-  auto ok = run("psctl-ok", {"status", "--config", config_, "--coordinator",
-                             coordinator_});
+  auto ok = run("psctl-ok",
+                {"status", "--config", config_, "--coordinator", coordinator_});
   EXPECT_EQ(ok.first, 0) << ok.second;
   const std::string forged = dir_ + "/forged.token";
-  ASSERT_TRUE(WriteFileAtomically(forged, "fedcba9876543210fedcba9876543210\n").ok());
+  ASSERT_TRUE(
+      WriteFileAtomically(forged, "fedcba9876543210fedcba9876543210\n").ok());
   auto bad = run("psctl-bad", {"status", "--config", config_, "--coordinator",
                                coordinator_, "--token_file", forged});
   EXPECT_EQ(bad.first, 1) << bad.second;

@@ -130,9 +130,9 @@ class ServeTest : public testing::DaemonJobTest {
 
   // Starts the serve binary on 127.0.0.1:0 for model_; its address.
   std::string StartServe(std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {"--model", model_, "--listen",
-                                     "127.0.0.1:0", "--port_file",
-                                     dir_ + "/serve.port"};
+    std::vector<std::string> args = {"--model",     model_,
+                                     "--listen",    "127.0.0.1:0",
+                                     "--port_file", dir_ + "/serve.port"};
     for (std::string& a : extra) args.push_back(std::move(a));
     Subprocess& serve = Start("serve", "serve/serve", args);
     absl::StatusOr<std::string> address =
@@ -150,8 +150,8 @@ class ServeTest : public testing::DaemonJobTest {
     context.set_deadline(DeadlineIn(10));
     context.set_wait_for_ready(true);
     grpc::health::v1::HealthCheckResponse response;
-    const grpc::Status status =
-        stub->Check(&context, grpc::health::v1::HealthCheckRequest(), &response);
+    const grpc::Status status = stub->Check(
+        &context, grpc::health::v1::HealthCheckRequest(), &response);
     if (!status.ok()) return status.error_message();
     return grpc::health::v1::HealthCheckResponse::ServingStatus_Name(
         response.status());
@@ -331,9 +331,8 @@ TEST_F(ServeTest, SixtyFourClientsPredictWhileTheFileIsSwappedRepeatedly) {
     ASSERT_THAT(model::WriteSparseModel(model_, swaps % 2 == 0 ? b : a),
                 IsOk());
     const uint64_t want = static_cast<uint64_t>(swaps) + 2;
-    ASSERT_TRUE(testing::WaitUntil(
-        [&] { return last_snapshot.load() >= want; }, absl::Seconds(30),
-        absl::Milliseconds(5)))
+    ASSERT_TRUE(testing::WaitUntil([&] { return last_snapshot.load() >= want; },
+                                   absl::Seconds(30), absl::Milliseconds(5)))
         << "swap " << swaps << ": the clients never saw snapshot " << want
         << "; log:\n"
         << daemons_["serve"]->LogTail(20);
@@ -372,13 +371,13 @@ TEST_F(ServeTest, WithTlsAndTokensAReaderPredictsAndNoTokenIsRefused) {
   }
   config_ = testing::WriteConfig(
       "secure.yaml",
-      absl::StrCat("security:\n  tls: true\n  mutual_tls: true\n  ca_file: ",
-                   certs, "/ca.pem\n  cert_file: ", certs, "/{name}.pem\n",
-                   "  key_file: ", certs, "/{name}.key\n",
-                   "  ps_token_file: ", certs, "/ps.token\n",
-                   "  worker_token_file: ", certs, "/worker.token\n",
-                   "  admin_token_file: ", certs, "/admin.token\n",
-                   "  reader_token_file: ", certs, "/reader.token\n"));
+      absl::StrCat(
+          "security:\n  tls: true\n  mutual_tls: true\n  ca_file: ", certs,
+          "/ca.pem\n  cert_file: ", certs, "/{name}.pem\n",
+          "  key_file: ", certs, "/{name}.key\n", "  ps_token_file: ", certs,
+          "/ps.token\n", "  worker_token_file: ", certs, "/worker.token\n",
+          "  admin_token_file: ", certs, "/admin.token\n",
+          "  reader_token_file: ", certs, "/reader.token\n"));
   absl::StatusOr<Config> config = LoadConfig(config_);
   ASSERT_THAT(config, IsOk());
   const model::SparseModel m = Model(100, 1, 5);
@@ -433,15 +432,15 @@ TEST_F(ServeTest, WithTlsAndTokensAReaderPredictsAndNoTokenIsRefused) {
       out << "\n";
     }
   }
-  const int rc = RunToEnd({testing::BinDir() + "/tools/predict", "--model",
-                           model_, "--data", data, "--server", address,
-                           "--config", config_, "--out", dir_ + "/served.csv"},
-                          dir_ + "/predict.log");
+  const int rc = RunToEnd(
+      {testing::BinDir() + "/tools/predict", "--model", model_, "--data", data,
+       "--server", address, "--config", config_, "--out", dir_ + "/served.csv"},
+      dir_ + "/predict.log");
   EXPECT_EQ(rc, 0) << ReadText(dir_ + "/predict.log");
-  const int local = RunToEnd({testing::BinDir() + "/tools/predict", "--model",
-                              model_, "--data", data, "--out",
-                              dir_ + "/local.csv"},
-                             dir_ + "/local.log");
+  const int local =
+      RunToEnd({testing::BinDir() + "/tools/predict", "--model", model_,
+                "--data", data, "--out", dir_ + "/local.csv"},
+               dir_ + "/local.log");
   EXPECT_EQ(local, 0) << ReadText(dir_ + "/local.log");
   EXPECT_EQ(ReadText(dir_ + "/served.csv"), ReadText(dir_ + "/local.csv"));
   EXPECT_THAT(ReadText(dir_ + "/served.csv"), ::testing::StartsWith("p_+1\n"));
@@ -477,15 +476,15 @@ TEST_F(ServeTest, ADenseModelIsServedAsPredictScoresIt) {
   }
   const std::string address = StartServe();
   ASSERT_FALSE(address.empty());
-  const int rc = RunToEnd({testing::BinDir() + "/tools/predict", "--model",
-                           model_, "--data", data, "--server", address,
-                           "--batch", "64", "--out", dir_ + "/served.csv"},
-                          dir_ + "/predict.log");
+  const int rc = RunToEnd(
+      {testing::BinDir() + "/tools/predict", "--model", model_, "--data", data,
+       "--server", address, "--batch", "64", "--out", dir_ + "/served.csv"},
+      dir_ + "/predict.log");
   EXPECT_EQ(rc, 0) << ReadText(dir_ + "/predict.log");
-  const int local = RunToEnd({testing::BinDir() + "/tools/predict", "--model",
-                              model_, "--data", data, "--out",
-                              dir_ + "/local.csv"},
-                             dir_ + "/local.log");
+  const int local =
+      RunToEnd({testing::BinDir() + "/tools/predict", "--model", model_,
+                "--data", data, "--out", dir_ + "/local.csv"},
+               dir_ + "/local.log");
   EXPECT_EQ(local, 0) << ReadText(dir_ + "/local.log");
   EXPECT_EQ(ReadText(dir_ + "/served.csv"), ReadText(dir_ + "/local.csv"));
   EXPECT_THAT(ReadText(dir_ + "/served.csv"),
@@ -516,8 +515,7 @@ TEST_F(ServeTest, ADenseModelIsServedAsPredictScoresIt) {
 // 4:1 by row, or a synthetic LIBSVM file of 64-bit ids when it was not
 // fetched (the test says so).
 void WriteTrainAndTest(const std::string& train, const std::string& test) {
-  const std::string heart =
-      testing::BinDir() + "/data/heart_scale/heart_scale";
+  const std::string heart = testing::BinDir() + "/data/heart_scale/heart_scale";
   if (!fs::exists(heart)) {
     std::fprintf(stderr,
                  "serve_test: %s not fetched (deploy/fetch_data.sh "
@@ -567,9 +565,8 @@ TEST_F(ServeTest, ServedMarginsAreTheWorkersEvaluationAndPredicts) {
   ASSERT_NE(worker_auc, summary->workers[0].metrics.end());
   EXPECT_EQ(worker_auc->second, job_auc) << "one worker: its own figure";
 
-  ASSERT_EQ(RunToEnd({testing::BinDir() + "/tools/psctl", "export",
-                      "--config", job, "--checkpoint_dir", dir_ + "/ckpt",
-                      "--out", model_},
+  ASSERT_EQ(RunToEnd({testing::BinDir() + "/tools/psctl", "export", "--config",
+                      job, "--checkpoint_dir", dir_ + "/ckpt", "--out", model_},
                      dir_ + "/export.log"),
             0)
       << ReadText(dir_ + "/export.log");
@@ -587,7 +584,8 @@ TEST_F(ServeTest, ServedMarginsAreTheWorkersEvaluationAndPredicts) {
   for (int64_t from = 0; from < rows->rows(); from += 25) {
     const int64_t to = std::min<int64_t>(rows->rows(), from + 25);
     proto::PredictResponse reply;
-    const grpc::Status status = Predict(*stub, RequestOf(*rows, from, to), &reply);
+    const grpc::Status status =
+        Predict(*stub, RequestOf(*rows, from, to), &reply);
     ASSERT_TRUE(status.ok()) << status.error_message();
     for (float m : Floats(reply.margins())) served.push_back(m);
   }
@@ -621,8 +619,7 @@ TEST_F(ServeTest, ServedMarginsAreTheWorkersEvaluationAndPredicts) {
       << ReadText(dir_ + "/local.log");
   EXPECT_EQ(ReadText(dir_ + "/served.csv"), ReadText(dir_ + "/local.csv"));
   const std::string served_log = ReadText(dir_ + "/served.log");
-  EXPECT_THAT(served_log, HasSubstr("predict: " +
-                                    std::to_string(rows->rows()) +
+  EXPECT_THAT(served_log, HasSubstr("predict: " + std::to_string(rows->rows()) +
                                     " examples, test auc"));
   EXPECT_THAT(served_log, ::testing::Not(HasSubstr("note:")));
   EXPECT_EQ(testing::Figure(served_log, "auc"),

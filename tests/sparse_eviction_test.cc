@@ -38,15 +38,20 @@ class SparseEvictionTest : public testing::DaemonJobTest {
             2, 1,
             absl::StrCat(
                 "data:\n  source: libsvm\n  path: ", dir_,
-                "/train.svm\n  test_path: ", dir_, "/test.svm\n"
+                "/train.svm\n  test_path: ", dir_,
+                "/test.svm\n"
                 "model:\n  type: sparse_linear\n  task: binary\n"
                 "  sparse_buckets: 32\n"
                 "optimizer:\n  type: ftrl\n  learning_rate: 0.2\n  l1: 0.5\n"
                 "  l2: 1\n"
                 "training:\n  batch_size: 32\n  epochs: 60\n"
                 "  eval_every_steps: 100\n"
-                "eviction:\n  max_rows: ", kMaxRows, "\n"
-                "checkpoint:\n  dir: ", dir_, "/ckpt\n  interval_s: 0.3\n"
+                "eviction:\n  max_rows: ",
+                kMaxRows,
+                "\n"
+                "checkpoint:\n  dir: ",
+                dir_,
+                "/ckpt\n  interval_s: 0.3\n"
                 "  incremental: true\n  full_every: 50\n  keep: 2\n")));
   }
 
@@ -168,9 +173,10 @@ TEST_F(SparseEvictionTest, RowsStayBoundedAndAKilledPsRestoresFullPlusDeltas) {
   ASSERT_TRUE(after.ok()) << after.status();
   EXPECT_LE(after->checkpoint.sparse_tables.at(0).second.keys.size(),
             static_cast<size_t>(kMaxRows));
-  std::printf("%zu checkpoints seen, at most %zu rows (max_rows %d); ps 0 "
-              "restarted from a full cut and %zu deltas\n",
-              checkpoints_seen, most_rows, kMaxRows, on_disk->deltas.size());
+  std::printf(
+      "%zu checkpoints seen, at most %zu rows (max_rows %d); ps 0 "
+      "restarted from a full cut and %zu deltas\n",
+      checkpoints_seen, most_rows, kMaxRows, on_disk->deltas.size());
 }
 
 }  // namespace

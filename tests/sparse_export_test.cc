@@ -276,14 +276,15 @@ TEST_F(SparseExportTest, LibsvmWith64BitIdsExportsAndPredictsTheJobsAuc) {
   // On a schedule (export.interval_s): the first export writes, the next
   // finds no update in the (finished) job's checkpoints and writes nothing.
   ASSERT_EQ(RunToEnd({testing::BinDir() + "/tools/psctl", "export", "--config",
-                      config_path_, "--checkpoint_dir", dir_ + "/ckpt",
-                      "--out", dir_ + "/scheduled.npz", "--set",
+                      config_path_, "--checkpoint_dir", dir_ + "/ckpt", "--out",
+                      dir_ + "/scheduled.npz", "--set",
                       "export.interval_s=0.05", "--count", "2"},
                      dir_ + "/scheduled.log"),
             0)
       << ReadText(dir_ + "/scheduled.log");
   const std::string scheduled = ReadText(dir_ + "/scheduled.log");
-  EXPECT_THAT(scheduled, HasSubstr("every 0.05 s (export.interval_s), 2 times"));
+  EXPECT_THAT(scheduled,
+              HasSubstr("every 0.05 s (export.interval_s), 2 times"));
   EXPECT_THAT(scheduled, HasSubstr("wrote " + dir_ + "/scheduled.npz"));
   EXPECT_THAT(scheduled, HasSubstr("no update since the last export"));
   EXPECT_EQ(ReadText(dir_ + "/scheduled.npz"), ReadText(npz));

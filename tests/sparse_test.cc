@@ -20,16 +20,16 @@
 #include "common/testing/status_matchers.h"
 #include "deploy/launcher_lib.h"
 #include "grpcpp/grpcpp.h"
+#include "model/metrics.h"
+#include "model/sparse_model.h"
 #include "proto/coordinator.grpc.pb.h"
 #include "proto/ps.grpc.pb.h"
 #include "rpc/server_util.h"
-#include "model/metrics.h"
-#include "model/sparse_model.h"
 #include "serve/model_server.h"
 #include "server/checkpoint.h"
-#include "tools/model_export.h"
 #include "tests/daemon_harness.h"
 #include "tests/run_job.h"
+#include "tools/model_export.h"
 
 namespace downpour {
 namespace {
@@ -47,13 +47,17 @@ TEST(SparseTest, ALibsvmJobWith64BitIndicesTrainsOnTwoShards) {
   const std::string dir = testing::TestDir();
   const std::string train = WriteLibsvm("train.svm", 6000, 1);
   const std::string test = WriteLibsvm("test.svm", 1000, 2);
-  const std::string yaml = testing::LoopbackConfig(2, 2, absl::StrCat(
-      "model:\n  type: sparse_linear\n  task: binary\n  sparse_buckets: 32\n"
-      "optimizer:\n  type: ftrl\n  learning_rate: 0.2\n  l1: 0.5\n  l2: 1\n"
-      "training:\n  batch_size: 32\n  epochs: 4\n  eval_every_steps: 50\n"
-      "  target_metric: auc\n  target_value: 0.99\n"
-      "data:\n  source: libsvm\n  path: ", train, "\n  test_path: ", test,
-      "\ncheckpoint:\n  dir: ", dir, "/ckpt\n  interval_s: 1\n"));
+  const std::string yaml = testing::LoopbackConfig(
+      2, 2,
+      absl::StrCat(
+          "model:\n  type: sparse_linear\n  task: binary\n  sparse_buckets: "
+          "32\n"
+          "optimizer:\n  type: ftrl\n  learning_rate: 0.2\n  l1: 0.5\n  l2: 1\n"
+          "training:\n  batch_size: 32\n  epochs: 4\n  eval_every_steps: 50\n"
+          "  target_metric: auc\n  target_value: 0.99\n"
+          "data:\n  source: libsvm\n  path: ",
+          train, "\n  test_path: ", test, "\ncheckpoint:\n  dir: ", dir,
+          "/ckpt\n  interval_s: 1\n"));
   const std::string path = testing::WriteConfig("cluster.yaml", yaml);
   absl::StatusOr<Config> config = LoadConfig(path);
   ASSERT_THAT(config, IsOk());
@@ -75,13 +79,15 @@ TEST(SparseTest, ALibsvmJobWith64BitIndicesTrainsOnTwoShards) {
     auto checkpoint = server::ReadNewestCheckpoint(dir + "/ckpt", shard);
     ASSERT_THAT(checkpoint, IsOk());
     ASSERT_EQ(checkpoint->sparse_tables.size(), 1u);
-    const server::SparseTable::Rows& table = checkpoint->sparse_tables[0].second;
+    const server::SparseTable::Rows& table =
+        checkpoint->sparse_tables[0].second;
     EXPECT_GT(table.keys.size(), 0u) << "shard " << shard;
     for (uint64_t key : table.keys) {
       EXPECT_EQ(ShardOfKey(key, 32, 2), shard) << key;
     }
     rows += static_cast<int64_t>(table.keys.size());
-    for (size_t r = 0; r < table.keys.size(); ++r) zeros += table.data[3 * r] == 0;
+    for (size_t r = 0; r < table.keys.size(); ++r)
+      zeros += table.data[3 * r] == 0;
   }
   EXPECT_LE(rows, 3000);
   EXPECT_GT(zeros, 0) << "l1 sets some weights to exactly 0";
@@ -95,8 +101,8 @@ TEST(SparseTest, ALibsvmJobWith64BitIndicesTrainsOnTwoShards) {
 std::vector<std::pair<std::string, double>> ExpectTheJobsMetrics(
     const LaunchSummary& summary, const std::vector<float>& margins,
     const data::SparseDataset& rows) {
-  const model::Metrics m = model::ComputeMetrics(
-      Task::kBinary, margins.data(), rows.y.data(), rows.rows(), 1);
+  const model::Metrics m = model::ComputeMetrics(Task::kBinary, margins.data(),
+                                                 rows.y.data(), rows.rows(), 1);
   const auto named = m.Named(Task::kBinary);
   EXPECT_EQ(summary.final_metrics.size(), named.size());
   for (size_t i = 0; i < named.size() && i < summary.final_metrics.size();
@@ -112,14 +118,17 @@ TEST(SparseTest, AnFmJobsExportScoresLikeItsWorker) {
   const std::string dir = testing::TestDir() + "/fm";
   const std::string train = WriteLibsvm("fm_train.svm", 6000, 3);
   const std::string test = WriteLibsvm("fm_test.svm", 500, 4);
-  const std::string yaml = testing::LoopbackConfig(2, 1, absl::StrCat(
-      "model:\n  type: fm\n  task: binary\n  sparse_buckets: 32\n"
-      "fm:\n  dim: 4\n  l2: 100\n"
-      "optimizer:\n  type: ftrl\n  learning_rate: 0.2\n  l1: 0.5\n  l2: 1\n"
-      "training:\n  batch_size: 32\n  epochs: 4\n  eval_every_steps: 50\n"
-      "  target_metric: auc\n  target_value: 0.99\n"
-      "data:\n  source: libsvm\n  path: ", train, "\n  test_path: ", test,
-      "\ncheckpoint:\n  dir: ", dir, "/ckpt\n  interval_s: 1\n"));
+  const std::string yaml = testing::LoopbackConfig(
+      2, 1,
+      absl::StrCat(
+          "model:\n  type: fm\n  task: binary\n  sparse_buckets: 32\n"
+          "fm:\n  dim: 4\n  l2: 100\n"
+          "optimizer:\n  type: ftrl\n  learning_rate: 0.2\n  l1: 0.5\n  l2: 1\n"
+          "training:\n  batch_size: 32\n  epochs: 4\n  eval_every_steps: 50\n"
+          "  target_metric: auc\n  target_value: 0.99\n"
+          "data:\n  source: libsvm\n  path: ",
+          train, "\n  test_path: ", test, "\ncheckpoint:\n  dir: ", dir,
+          "/ckpt\n  interval_s: 1\n"));
   const std::string path = testing::WriteConfig("fm.yaml", yaml);
   absl::StatusOr<LaunchSummary> summary = testing::RunJob(path, dir + "/run");
   ASSERT_THAT(summary, IsOk());
@@ -137,8 +146,8 @@ TEST(SparseTest, AnFmJobsExportScoresLikeItsWorker) {
   absl::StatusOr<data::SparseDataset> rows =
       model::ReadSparseExamples(exported->meta, test, true);
   ASSERT_THAT(rows, IsOk());
-  const auto named = ExpectTheJobsMetrics(
-      *summary, model::Margins(*exported, *rows), *rows);
+  const auto named =
+      ExpectTheJobsMetrics(*summary, model::Margins(*exported, *rows), *rows);
   ASSERT_FALSE(named.empty());
   EXPECT_GT(named[0].second, 0.7) << "auc: it learned";
 }
@@ -177,15 +186,19 @@ TEST(SparseTest, AWideDeepJobLearnsAnInteractionAndItsExportScoresAlike) {
   const std::string dir = testing::TestDir() + "/wide_deep";
   const std::string train = WriteInteractionCsv("wd_train.csv", 4000, 5);
   const std::string test = WriteInteractionCsv("wd_test.csv", 500, 6);
-  const std::string yaml = testing::LoopbackConfig(2, 1, absl::StrCat(
-      "model:\n  type: wide_deep\n  task: binary\n  sparse_buckets: 32\n"
-      "wide_deep:\n  dim: 4\n  hidden: [16]\n  init_scale: 0.1\n"
-      "optimizer:\n  type: adam\n  learning_rate: 0.01\n"
-      "training:\n  batch_size: 32\n  epochs: 4\n  eval_every_steps: 100\n"
-      "data:\n  source: csv\n  path: ", train, "\n  test_path: ", test,
-      "\n  label_column: label\n  categorical: [color]\n  text: [notes]\n"
-      "  numeric: [amount]\n  bucketize: [age]\n  quantile_buckets: 4\n"
-      "checkpoint:\n  dir: ", dir, "/ckpt\n  interval_s: 1\n"));
+  const std::string yaml = testing::LoopbackConfig(
+      2, 1,
+      absl::StrCat(
+          "model:\n  type: wide_deep\n  task: binary\n  sparse_buckets: 32\n"
+          "wide_deep:\n  dim: 4\n  hidden: [16]\n  init_scale: 0.1\n"
+          "optimizer:\n  type: adam\n  learning_rate: 0.01\n"
+          "training:\n  batch_size: 32\n  epochs: 4\n  eval_every_steps: 100\n"
+          "data:\n  source: csv\n  path: ",
+          train, "\n  test_path: ", test,
+          "\n  label_column: label\n  categorical: [color]\n  text: [notes]\n"
+          "  numeric: [amount]\n  bucketize: [age]\n  quantile_buckets: 4\n"
+          "checkpoint:\n  dir: ",
+          dir, "/ckpt\n  interval_s: 1\n"));
   const std::string path = testing::WriteConfig("wide_deep.yaml", yaml);
   absl::StatusOr<LaunchSummary> summary = testing::RunJob(path, dir + "/run");
   ASSERT_THAT(summary, IsOk());
@@ -248,13 +261,17 @@ TEST(SparseTest, BspJobsOfTwoWorkersEndWithIdenticalRows) {
   std::vector<std::vector<server::SparseTable::Rows>> runs;
   for (int run = 0; run < 2; ++run) {
     const std::string at = absl::StrCat(dir, "/run", run);
-    const std::string yaml = testing::LoopbackConfig(2, 2, absl::StrCat(
-        "model:\n  type: sparse_linear\n  task: binary\n  sparse_buckets: 32\n"
-        "optimizer:\n  type: ftrl\n  learning_rate: 0.5\n  l2: 1\n"
-        "training:\n  batch_size: 32\n  epochs: 3\n  eval_every_steps: 20\n"
-        "  consistency: bsp\n"
-        "data:\n  source: libsvm\n  path: ", train, "\n  test_path: ", test,
-        "\ncheckpoint:\n  dir: ", at, "/ckpt\n  interval_s: 30\n"));
+    const std::string yaml = testing::LoopbackConfig(
+        2, 2,
+        absl::StrCat(
+            "model:\n  type: sparse_linear\n  task: binary\n  sparse_buckets: "
+            "32\n"
+            "optimizer:\n  type: ftrl\n  learning_rate: 0.5\n  l2: 1\n"
+            "training:\n  batch_size: 32\n  epochs: 3\n  eval_every_steps: 20\n"
+            "  consistency: bsp\n"
+            "data:\n  source: libsvm\n  path: ",
+            train, "\n  test_path: ", test, "\ncheckpoint:\n  dir: ", at,
+            "/ckpt\n  interval_s: 30\n"));
     absl::StatusOr<LaunchSummary> summary = testing::RunJob(
         testing::WriteConfig(absl::StrCat("run", run, ".yaml"), yaml),
         at + "/run");
@@ -287,21 +304,22 @@ class SparsePsTest : public testing::DaemonJobTest {
     const std::string train = WriteLibsvm("train.svm", 100, 1);
     config_ = testing::WriteConfig(
         "cluster.yaml",
-        testing::LoopbackConfig(1, 1, absl::StrCat(
-            "model:\n  type: sparse_linear\n  task: binary\n"
-            "optimizer:\n  type: ftrl\n"
-            "data:\n  source: libsvm\n  path: ", train,
-            "\ncheckpoint:\n  dir: \"\"\n")));
+        testing::LoopbackConfig(
+            1, 1,
+            absl::StrCat("model:\n  type: sparse_linear\n  task: binary\n"
+                         "optimizer:\n  type: ftrl\n"
+                         "data:\n  source: libsvm\n  path: ",
+                         train, "\ncheckpoint:\n  dir: \"\"\n")));
     Subprocess& coordinator =
         Start("coordinator", "coordinator/coordinator",
               {"--listen", "127.0.0.1:0", "--port_file", dir + "/c.port"});
     auto address = testing::WaitForPort(coordinator, dir + "/c.port");
     ASSERT_THAT(address, IsOk());
     coordinator_ = *address;
-    Subprocess& ps = Start("ps-0", "server/ps_server",
-                           {"--index", "0", "--coordinator", coordinator_,
-                            "--listen", "127.0.0.1:0", "--port_file",
-                            dir + "/ps.port"});
+    Subprocess& ps =
+        Start("ps-0", "server/ps_server",
+              {"--index", "0", "--coordinator", coordinator_, "--listen",
+               "127.0.0.1:0", "--port_file", dir + "/ps.port"});
     auto ps_address = testing::WaitForPort(ps, dir + "/ps.port");
     ASSERT_THAT(ps_address, IsOk());
     ps_ = *ps_address;
@@ -310,7 +328,8 @@ class SparsePsTest : public testing::DaemonJobTest {
   std::string coordinator_, ps_;
 };
 
-grpc::Status Call(const std::function<grpc::Status(grpc::ClientContext*)>& call) {
+grpc::Status Call(
+    const std::function<grpc::Status(grpc::ClientContext*)>& call) {
   grpc::ClientContext context;
   context.set_deadline(DeadlineIn(15));
   context.set_wait_for_ready(true);
@@ -329,10 +348,13 @@ TEST_F(SparsePsTest, HostileSparseInputIsRefusedAndThePsServesOn) {
               }).ok());
   auto stub = proto::ParameterServer::NewStub(MakeChannel(ps_));
   uint64_t epoch = 0;
-  ASSERT_TRUE(testing::WaitUntil([&] {
-    epoch = static_cast<uint64_t>(testing::StatusCounter(ps_, "placement_epoch"));
-    return epoch > 0;
-  }, absl::Seconds(30), absl::Milliseconds(50)));
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] {
+        epoch = static_cast<uint64_t>(
+            testing::StatusCounter(ps_, "placement_epoch"));
+        return epoch > 0;
+      },
+      absl::Seconds(30), absl::Milliseconds(50)));
   uint64_t n = 0;
   auto push = [&](const std::vector<uint64_t>& keys,
                   const std::vector<float>& grads,
@@ -352,10 +374,12 @@ TEST_F(SparsePsTest, HostileSparseInputIsRefusedAndThePsServesOn) {
     });
   };
   // A valid push, once the ps has heard of this incarnation.
-  ASSERT_TRUE(testing::WaitUntil([&] {
-    n = 0;  // sequence 1 until it lands
-    return push({1, 2, 3}, {0.5f, 0.5f, 0.5f}).ok();
-  }, absl::Seconds(30), absl::Milliseconds(50)))
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] {
+        n = 0;  // sequence 1 until it lands
+        return push({1, 2, 3}, {0.5f, 0.5f, 0.5f}).ok();
+      },
+      absl::Seconds(30), absl::Milliseconds(50)))
       << "the valid push was never applied";
   const float nan = std::numeric_limits<float>::quiet_NaN();
   struct Case {
@@ -374,7 +398,8 @@ TEST_F(SparsePsTest, HostileSparseInputIsRefusedAndThePsServesOn) {
   };
   for (const Case& c : cases) {
     const grpc::Status status = push(c.keys, c.grads, c.counts);
-    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << c.name;
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << c.name;
     EXPECT_THAT(status.error_message(), HasSubstr(c.message)) << c.name;
   }
   // 10^8 keys cannot even be sent: 6 million keys and their gradients are
@@ -409,9 +434,8 @@ TEST_F(SparsePsTest, HostileSparseInputIsRefusedAndThePsServesOn) {
     request.set_placement_epoch(epoch);
     request.set_worker_id(-1);
     request.add_sparse()->set_keys(keys.data(), keys.size() * sizeof(uint64_t));
-    return Call([&](grpc::ClientContext* c) {
-      return stub->Pull(c, request, out);
-    });
+    return Call(
+        [&](grpc::ClientContext* c) { return stub->Pull(c, request, out); });
   };
   proto::PullResponse pulled;
   EXPECT_EQ(pull({2, 1}, &pulled).error_code(),

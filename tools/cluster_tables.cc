@@ -194,15 +194,18 @@ void AppendSparseTables(const proto::ClusterStatusResponse& cluster,
     const proto::GetStatusResponse& s = *statuses[i];
     if (Counter(s, "sparse_tables") <= 0) continue;
     if (!header) {
-      absl::StrAppendFormat(
-          out, "\nSparse tables:\n%3s  %6s %11s %9s %6s %11s %11s %9s %11s %11s %12s %9s %11s %11s\n",
-          "IDX", "TABLES", "ROWS", "BYTES", "B/ROW", "NONZERO", "CREATED",
-          "CREATE/S", "PULL-KEY/S", "PUSH-KEY/S", "ROW-UPDATES", "PENDING",
-          "FILTERED", "EVICTED");
+      absl::StrAppendFormat(out,
+                            "\nSparse tables:\n%3s  %6s %11s %9s %6s %11s %11s "
+                            "%9s %11s %11s %12s %9s %11s %11s\n",
+                            "IDX", "TABLES", "ROWS", "BYTES", "B/ROW",
+                            "NONZERO", "CREATED", "CREATE/S", "PULL-KEY/S",
+                            "PUSH-KEY/S", "ROW-UPDATES", "PENDING", "FILTERED",
+                            "EVICTED");
       header = true;
     }
     absl::StrAppendFormat(
-        out, "%3d  %6d %11d %9s %6.1f %11d %11d %9s %11s %11s %12d %9d %11d %11d\n",
+        out,
+        "%3d  %6d %11d %9s %6.1f %11d %11d %9s %11s %11s %12d %9d %11d %11d\n",
         m.index(), static_cast<int64_t>(Counter(s, "sparse_tables")),
         static_cast<int64_t>(Counter(s, "sparse_rows")),
         FormatBytes(Counter(s, "sparse_bytes")),
@@ -344,8 +347,8 @@ std::string FormatWatchFrame(const std::string& coordinator,
   }
   absl::StrAppendFormat(
       &out, "\n%-7s %3s %-5s %8s %8s %8s %7s %7s %7s %6s %11s %9s\n", "ROLE",
-      "IDX", "ALIVE", "STEP", "EX/S", "LOSS", "TEST", "PULL/S", "PUSH/S", "MB/S",
-      "PUSH-MS", "RSS");
+      "IDX", "ALIVE", "STEP", "EX/S", "LOSS", "TEST", "PULL/S", "PUSH/S",
+      "MB/S", "PUSH-MS", "RSS");
   for (int i = 0; i < cluster.members_size(); ++i) {
     const proto::MemberStatus& m = cluster.members(i);
     const proto::MemberReport& r = m.report();
@@ -385,9 +388,10 @@ MemberHealth DescribeHealth(
   if (member.serving && status.ok() &&
       !status->last_checkpoint_error().empty()) {
     member.degraded = true;
-    member.text = absl::StrCat("DEGRADED (serving, but its last checkpoint "
-                               "failed: ",
-                               status->last_checkpoint_error(), ")");
+    member.text = absl::StrCat(
+        "DEGRADED (serving, but its last checkpoint "
+        "failed: ",
+        status->last_checkpoint_error(), ")");
   }
   return member;
 }

@@ -40,8 +40,8 @@ struct BlockRate {
 // pushes, staleness p50/p99/max (its Status), memory. With a sparse model,
 // a row per ps of its sparse tables: rows, bytes, bytes a row, non-zero
 // weights, rows created (and per second), keys pulled and pushed per second,
-// row updates held, admission's pending keys and filtered updates. Then the `top` hottest blocks by updates/s (ties: most
-// updates), with tensor and size.
+// row updates held, admission's pending keys and filtered updates. Then the
+// `top` hottest blocks by updates/s (ties: most updates), with tensor and size.
 std::string FormatShardsTable(const proto::ClusterStatusResponse& cluster,
                               const MemberStatuses& statuses,
                               const proto::GetPlacementResponse& placement,

@@ -141,19 +141,20 @@ TEST(ShardsTableTest, NamesTheWorkersWhosePushesWereRefused) {
     (*status->mutable_counters())["suspect_pushes_worker_0"] = 0;
     break;
   }
-  const std::string table = FormatShardsTable(
-      Cluster(), statuses, proto::GetPlacementResponse(),
-      proto::DescribeModelResponse(), {}, 2);
+  const std::string table =
+      FormatShardsTable(Cluster(), statuses, proto::GetPlacementResponse(),
+                        proto::DescribeModelResponse(), {}, 2);
   EXPECT_THAT(table, HasSubstr("Suspect workers (robustness bounds): ps 0: "
                                "worker 2 (26538 pushes refused)"));
   EXPECT_THAT(table, Not(HasSubstr("worker 0 (")));
 }
 
 TEST(ShardsTableTest, SparseTablesPerPs) {
-  EXPECT_THAT(FormatShardsTable(Cluster(), Statuses(),
-                                proto::GetPlacementResponse(),
-                                proto::DescribeModelResponse(), {}, 2),
-              Not(HasSubstr("Sparse tables"))) << "a dense model";
+  EXPECT_THAT(
+      FormatShardsTable(Cluster(), Statuses(), proto::GetPlacementResponse(),
+                        proto::DescribeModelResponse(), {}, 2),
+      Not(HasSubstr("Sparse tables")))
+      << "a dense model";
   MemberStatuses statuses = Statuses();
   for (auto& status : statuses) {
     if (!status.ok()) continue;
@@ -174,9 +175,9 @@ TEST(ShardsTableTest, SparseTablesPerPs) {
     r["sparse_rows_created"] = 12.5;
     break;
   }
-  const std::string table = FormatShardsTable(
-      Cluster(), statuses, proto::GetPlacementResponse(),
-      proto::DescribeModelResponse(), {}, 2);
+  const std::string table =
+      FormatShardsTable(Cluster(), statuses, proto::GetPlacementResponse(),
+                        proto::DescribeModelResponse(), {}, 2);
   EXPECT_THAT(table, HasSubstr("Sparse tables:"));
   EXPECT_THAT(table, HasSubstr("PULL-KEY/S"));
   EXPECT_THAT(table, HasSubstr(" 123456 "));
@@ -234,9 +235,9 @@ TEST(DescribeHealthTest, ServingPsWithAFailedCheckpointIsDegraded) {
   MemberHealth down = DescribeHealth(std::string("NOT_SERVING"), status);
   EXPECT_EQ(down.text, "NOT_SERVING");
   EXPECT_FALSE(down.serving || down.degraded);
-  MemberHealth gone = DescribeHealth(
-      absl::UnavailableError("connection refused"),
-      absl::UnavailableError("connection refused"));
+  MemberHealth gone =
+      DescribeHealth(absl::UnavailableError("connection refused"),
+                     absl::UnavailableError("connection refused"));
   EXPECT_EQ(gone.text, "connection refused");
   EXPECT_FALSE(gone.answered || gone.serving || gone.degraded);
 }

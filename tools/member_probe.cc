@@ -4,11 +4,11 @@
 #include <future>
 
 #include "absl/strings/str_cat.h"
-#include "rpc/grpc_status.h"
-#include "rpc/server_util.h"
 #include "proto/health.grpc.pb.h"
 #include "proto/ps.grpc.pb.h"
 #include "proto/status.grpc.pb.h"
+#include "rpc/grpc_status.h"
+#include "rpc/server_util.h"
 
 namespace downpour::tools {
 namespace {
@@ -72,7 +72,7 @@ absl::StatusOr<proto::PullResponse> MemberProbe::Pull(
 }
 
 absl::StatusOr<std::string> MemberProbe::Health(const std::string& address,
-                                                  const std::string& service) {
+                                                const std::string& service) {
   using grpc::health::v1::HealthCheckResponse;
   auto stub = grpc::health::v1::Health::NewStub(Channel(address));
   grpc::health::v1::HealthCheckRequest request;

@@ -39,9 +39,9 @@ class MemberProbe {
       const std::string& address);
   // The values of `block_ids` a ps holds, pulled as a tool (worker id -1)
   // in float32 under `epoch`.
-  absl::StatusOr<proto::PullResponse> Pull(const std::string& address,
-                                           uint64_t epoch,
-                                           const std::vector<uint32_t>& block_ids);
+  absl::StatusOr<proto::PullResponse> Pull(
+      const std::string& address, uint64_t epoch,
+      const std::vector<uint32_t>& block_ids);
   // grpc.health.v1.Health/Check of `service` ("" = the whole server) at
   // `address`: "SERVING", "NOT_SERVING", ... or the error.
   absl::StatusOr<std::string> Health(const std::string& address,

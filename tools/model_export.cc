@@ -20,13 +20,15 @@ namespace downpour::tools {
 namespace {
 
 // Copies one block's values into the flat vector after checking its length.
-absl::Status PlaceBlock(const ModelSpec& spec, uint32_t id,
-                        const float* values, size_t n, const std::string& from,
+absl::Status PlaceBlock(const ModelSpec& spec, uint32_t id, const float* values,
+                        size_t n, const std::string& from,
                         std::vector<float>* params, std::vector<bool>* seen) {
   if (id >= spec.blocks().size()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        from, " holds block ", id, ", which this config's model does not have "
-        "(", spec.blocks().size(), " blocks): is it the config of this job?"));
+        from, " holds block ", id,
+        ", which this config's model does not have "
+        "(",
+        spec.blocks().size(), " blocks): is it the config of this job?"));
   }
   const BlockSpec& block = spec.blocks()[id];
   if (static_cast<int64_t>(n) != block.length) {
@@ -180,8 +182,9 @@ absl::Status MergeRows(std::vector<NonzeroRows> shards, int dim,
 
 }  // namespace
 
-absl::StatusOr<std::vector<float>> ParamsFromCheckpoints(
-    const Config& config, const std::string& dir, uint64_t* updates) {
+absl::StatusOr<std::vector<float>> ParamsFromCheckpoints(const Config& config,
+                                                         const std::string& dir,
+                                                         uint64_t* updates) {
   absl::StatusOr<ModelSpec> spec = ModelSpec::Create(config.model);
   if (!spec.ok()) return spec.status();
   if (!spec->sparse_tables().empty()) {
@@ -197,14 +200,14 @@ absl::StatusOr<std::vector<float>> ParamsFromCheckpoints(
     ASSIGN_OR_RETURN(server::Checkpoint checkpoint,
                      ReadShard(*spec, dir, shard));
     for (const auto& block : checkpoint.blocks) {
-      RETURN_IF_ERROR(PlaceBlock(*spec, block.id, block.values.data(),
-                                    block.values.size(),
-                                    absl::StrCat("checkpoint of ps ", shard),
-                                    &params, &seen));
+      RETURN_IF_ERROR(
+          PlaceBlock(*spec, block.id, block.values.data(), block.values.size(),
+                     absl::StrCat("checkpoint of ps ", shard), &params, &seen));
       *updates += block.version;
     }
   }
-  absl::Status all = CheckAllSeen(seen, absl::StrCat("the checkpoints in ", dir));
+  absl::Status all =
+      CheckAllSeen(seen, absl::StrCat("the checkpoints in ", dir));
   if (!all.ok()) return all;
   return params;
 }
@@ -257,10 +260,9 @@ absl::StatusOr<std::vector<float>> ParamsFromCluster(
       }
       std::vector<float> values(b.data().size() / 4);
       std::memcpy(values.data(), b.data().data(), b.data().size());
-      RETURN_IF_ERROR(PlaceBlock(*spec, b.block_id(), values.data(),
-                                    values.size(),
-                                    absl::StrCat("ps ", shard.index()), &params,
-                                    &seen));
+      RETURN_IF_ERROR(
+          PlaceBlock(*spec, b.block_id(), values.data(), values.size(),
+                     absl::StrCat("ps ", shard.index()), &params, &seen));
       *updates += b.version();
     }
   }
@@ -306,8 +308,8 @@ absl::StatusOr<SparseParams> SparseFromCheckpoints(const Config& config,
   SparseParams params;
   // Per table, per shard: its rows.
   const size_t tables = spec.sparse_tables().size();
-  std::vector<std::vector<NonzeroRows>> taken(
-      tables, std::vector<NonzeroRows>(shards));
+  std::vector<std::vector<NonzeroRows>> taken(tables,
+                                              std::vector<NonzeroRows>(shards));
   std::vector<int64_t> held(tables, 0);
   std::vector<float> dense(spec.num_params());
   std::vector<bool> seen(spec.blocks().size(), false);
@@ -340,8 +342,7 @@ absl::StatusOr<SparseParams> SparseFromCheckpoints(const Config& config,
       // Table 0's zero weights equal their initial value and are left out;
       // embeddings (table 1) are kept whole.
       RETURN_IF_ERROR(TakeRows(table_spec, shard, shards, dir, *table,
-                               /*keep_all=*/t > 0, &taken[t][shard],
-                               &held[t]));
+                               /*keep_all=*/t > 0, &taken[t][shard], &held[t]));
     }
   }
   RETURN_IF_ERROR(CheckAllSeen(seen, absl::StrCat("the checkpoints in ", dir)));

@@ -33,8 +33,9 @@ namespace downpour::tools {
 // checkpoint; FailedPrecondition when a checkpoint is of another model or a
 // block is missing, or the model is sparse_linear (SparseFromCheckpoints).
 // *updates gets the sum of the block versions.
-absl::StatusOr<std::vector<float>> ParamsFromCheckpoints(
-    const Config& config, const std::string& dir, uint64_t* updates);
+absl::StatusOr<std::vector<float>> ParamsFromCheckpoints(const Config& config,
+                                                         const std::string& dir,
+                                                         uint64_t* updates);
 
 // OK when `config`'s model can be exported from a live cluster.
 // FailedPrecondition for a sparse_linear model, saying to pass

@@ -93,14 +93,14 @@ absl::StatusOr<worker::Dataset> ReadData(const proto::ModelMeta& meta,
   const proto::DataFormat& f = meta.data();
   absl::StatusOr<DataSource> source = ParseDataSource(f.source());
   if (!source.ok() || !IsTableSource(*source)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the model was trained on data.source ", f.source(),
-        "; predict reads csv and libsvm files"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the model was trained on data.source ", f.source(),
+                     "; predict reads csv and libsvm files"));
   }
   // A model exported before data.missing was recorded holds "": error.
-  absl::StatusOr<MissingPolicy> missing =
-      f.missing().empty() ? MissingPolicy::kError
-                          : ParseMissingPolicy(f.missing());
+  absl::StatusOr<MissingPolicy> missing = f.missing().empty()
+                                              ? MissingPolicy::kError
+                                              : ParseMissingPolicy(f.missing());
   if (!missing.ok()) return missing.status();
   DataSection data;
   data.source = *source;
@@ -286,9 +286,9 @@ absl::StatusOr<std::vector<float>> ServedMargins(const proto::ModelMeta& meta,
                                from, "..", to - 1));
     }
     if (reply.margins().size() != static_cast<size_t>(to - from) * k * 4) {
-      return absl::InternalError(absl::StrCat(
-          "--server ", server, ": ", reply.margins().size(),
-          " bytes of margins for ", to - from, " examples"));
+      return absl::InternalError(
+          absl::StrCat("--server ", server, ": ", reply.margins().size(),
+                       " bytes of margins for ", to - from, " examples"));
     }
     const size_t at = margins.size();
     margins.resize(at + (to - from) * k);
@@ -400,7 +400,8 @@ int PredictDense(const std::string& model_path,
   bool labelled = false;
   absl::StatusOr<worker::Dataset> table = ReadData(
       meta, absl::GetFlag(FLAGS_data), inputs, dense.task(), &labelled);
-  if (!table.ok()) return Fail(std::string(table.status().message()), kExitConfig);
+  if (!table.ok())
+    return Fail(std::string(table.status().message()), kExitConfig);
   if (table->dim != inputs) {
     return Fail(absl::StrCat(absl::GetFlag(FLAGS_data), " has ", table->dim,
                              " features, the model ", inputs),
@@ -415,8 +416,8 @@ int PredictDense(const std::string& model_path,
   } else {
     absl::StatusOr<int> batch = BatchFlag();
     absl::StatusOr<std::vector<float>> served =
-        batch.ok() ? ServedMargins(meta, DensePlan(table->x.data(), n, inputs,
-                                                   k, *batch))
+        batch.ok() ? ServedMargins(
+                         meta, DensePlan(table->x.data(), n, inputs, k, *batch))
                    : batch.status();
     if (!served.ok()) return Fail(std::string(served.status().message()), 1);
     out = *std::move(served);
@@ -441,9 +442,9 @@ int main(int argc, char** argv) {
   ParseFlags(argc, argv);
   const std::string labels = absl::GetFlag(FLAGS_labels);
   if (labels != "auto" && labels != "yes" && labels != "no") {
-    return Fail(absl::StrCat("--labels must be auto, yes or no, got '", labels,
-                             "'"),
-                kExitConfig);
+    return Fail(
+        absl::StrCat("--labels must be auto, yes or no, got '", labels, "'"),
+        kExitConfig);
   }
   if (absl::GetFlag(FLAGS_data).empty()) {
     return Fail("give --data FILE (a CSV or LIBSVM file)", kExitConfig);
@@ -454,9 +455,9 @@ int main(int argc, char** argv) {
     if (!config.ok()) {
       return Fail(std::string(config.status().message()), kExitConfig);
     }
-    const absl::Status installed =
-        InstallSecurity(config->security, "client", ClientRole(config->security),
-                        absl::GetFlag(FLAGS_token_file));
+    const absl::Status installed = InstallSecurity(
+        config->security, "client", ClientRole(config->security),
+        absl::GetFlag(FLAGS_token_file));
     if (!installed.ok()) {
       return Fail(std::string(installed.message()), kExitConfig);
     }

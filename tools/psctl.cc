@@ -23,23 +23,23 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "common/config.h"
 #include "common/exit_codes.h"
 #include "common/file_util.h"
 #include "common/parse_flags.h"
-#include "common/config.h"
-#include "rpc/security.h"
 #include "common/subprocess.h"
 #include "google/protobuf/util/json_util.h"
 #include "membership/coordinator_client.h"
+#include "model/export.h"
 #include "proto/serve.grpc.pb.h"
+#include "rpc/security.h"
 #include "rpc/server_util.h"
+#include "server/checkpoint.h"
 #include "tools/cluster_tables.h"
 #include "tools/json_output.h"
 #include "tools/member_probe.h"
-#include "tools/status_table.h"
-#include "model/export.h"
-#include "server/checkpoint.h"
 #include "tools/model_export.h"
+#include "tools/status_table.h"
 #include "tools/training_plot.h"
 
 ABSL_FLAG(std::string, coordinator, "",
@@ -174,9 +174,9 @@ std::string CoordinatorAddress() {
 void InstallClientSecurity() {
   auto config = LoadConfig(absl::GetFlag(FLAGS_config));
   if (!config.ok()) std::exit(Fail(std::string(config.status().message()), 2));
-  const absl::Status installed = InstallSecurity(
-      config->security, "client", ClientRole(config->security),
-      absl::GetFlag(FLAGS_token_file));
+  const absl::Status installed =
+      InstallSecurity(config->security, "client", ClientRole(config->security),
+                      absl::GetFlag(FLAGS_token_file));
   if (!installed.ok()) std::exit(Fail(std::string(installed.message()), 2));
 }
 
@@ -231,9 +231,9 @@ int Serving(double timeout_s) {
   }
   auto stub = proto::Predictor::NewStub(MakeChannel(address));
   grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::microseconds(
-                           static_cast<int64_t>(timeout_s * 1e6)));
+  context.set_deadline(
+      std::chrono::system_clock::now() +
+      std::chrono::microseconds(static_cast<int64_t>(timeout_s * 1e6)));
   proto::ServeStatusRequest request;
   proto::ServeStatusResponse s;
   const grpc::Status status = stub->ServeStatus(&context, request, &s);
@@ -255,21 +255,22 @@ int Serving(double timeout_s) {
               s.loaded() ? "serving" : "no snapshot loaded yet");
   std::printf("  model        %s\n", s.model_path().c_str());
   if (s.loaded()) {
-    std::printf("  snapshot     %lu: %s %s, %lu rows%s, %lu updates, age %.1f s\n",
-                static_cast<unsigned long>(s.snapshot()), s.task().c_str(),
-                s.type().c_str(), static_cast<unsigned long>(s.rows()),
-                s.embedding_rows() > 0
-                    ? absl::StrCat(", ", s.embedding_rows(), " embeddings")
-                          .c_str()
-                    : "",
-                static_cast<unsigned long>(s.updates()), s.snapshot_age_s());
+    std::printf(
+        "  snapshot     %lu: %s %s, %lu rows%s, %lu updates, age %.1f s\n",
+        static_cast<unsigned long>(s.snapshot()), s.task().c_str(),
+        s.type().c_str(), static_cast<unsigned long>(s.rows()),
+        s.embedding_rows() > 0
+            ? absl::StrCat(", ", s.embedding_rows(), " embeddings").c_str()
+            : "",
+        static_cast<unsigned long>(s.updates()), s.snapshot_age_s());
     std::printf("  origin       %s\n", s.origin().c_str());
   }
-  std::printf("  requests     %lu (%lu examples), rejected %lu, unavailable %lu\n",
-              static_cast<unsigned long>(s.requests()),
-              static_cast<unsigned long>(s.examples()),
-              static_cast<unsigned long>(s.rejected()),
-              static_cast<unsigned long>(s.unavailable()));
+  std::printf(
+      "  requests     %lu (%lu examples), rejected %lu, unavailable %lu\n",
+      static_cast<unsigned long>(s.requests()),
+      static_cast<unsigned long>(s.examples()),
+      static_cast<unsigned long>(s.rejected()),
+      static_cast<unsigned long>(s.unavailable()));
   std::printf("  keys         %lu looked up, miss ratio %.4f\n",
               static_cast<unsigned long>(s.keys()), s.miss_ratio());
   std::printf("  latency      p50 %.0f us, p99 %.0f us, max %.0f us\n",
@@ -323,7 +324,8 @@ int Workers(Cluster& client) {
   auto cluster = client.coordinator->ClusterStatus();
   if (!cluster.ok()) return Unreachable(cluster.status());
   std::fputs(
-      FormatWorkersTable(*cluster, client.probe.AllMemberStatus(*cluster)).c_str(),
+      FormatWorkersTable(*cluster, client.probe.AllMemberStatus(*cluster))
+          .c_str(),
       stdout);
   return 0;
 }
@@ -368,8 +370,8 @@ int Shards(Cluster& client) {
         {id, shard_version.first, shard_version.second, delta / seconds});
   }
   std::fputs(
-      FormatShardsTable(*cluster, client.probe.AllMemberStatus(*cluster), *placement,
-                        *model, rates, absl::GetFlag(FLAGS_top))
+      FormatShardsTable(*cluster, client.probe.AllMemberStatus(*cluster),
+                        *placement, *model, rates, absl::GetFlag(FLAGS_top))
           .c_str(),
       stdout);
   return 0;
@@ -391,9 +393,11 @@ int Watch(Cluster& client) {
     } else {
       ever_answered = true;
       // The last two minutes of history feed the sparklines.
-      auto history = client.coordinator->History(cluster->uptime_seconds() - 120);
+      auto history =
+          client.coordinator->History(cluster->uptime_seconds() - 120);
       text = FormatWatchFrame(
-          client.coordinator->address(), *cluster, client.probe.AllMemberStatus(*cluster),
+          client.coordinator->address(), *cluster,
+          client.probe.AllMemberStatus(*cluster),
           history.ok() ? *history : proto::GetHistoryResponse());
     }
     // On a terminal: home, draw, clear what is left of the old frame (like
@@ -475,9 +479,9 @@ absl::Status CheckFlagValues() {
     }
   }
   if (absl::GetFlag(FLAGS_count) < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--count must be 0 (until Ctrl-C) or more, got ",
-        absl::GetFlag(FLAGS_count)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--count must be 0 (until Ctrl-C) or more, got ",
+                     absl::GetFlag(FLAGS_count)));
   }
   if (absl::GetFlag(FLAGS_top) < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -532,8 +536,7 @@ int ExportSparse(const Config& config, const std::string& dir,
       "updates, from %s, in %.2f s\n",
       out.c_str(), model->meta.task().c_str(), model->meta.type().c_str(),
       static_cast<unsigned long>(model->keys.size()), static_cast<long>(rows),
-      embeddings.c_str(),
-      static_cast<unsigned long>(updates), origin.c_str(),
+      embeddings.c_str(), static_cast<unsigned long>(updates), origin.c_str(),
       absl::ToDoubleSeconds(absl::Now() - start));
   return 0;
 }
@@ -595,12 +598,13 @@ bool CheckpointsMissing(const std::string& dir, size_t shards) {
 int Export(double timeout_s) {
   const std::string config_path = absl::GetFlag(FLAGS_config);
   if (config_path.empty()) {
-    return Fail("export needs --config FILE (the job's config: it names the "
-                "model and the training data)",
-                2);
+    return Fail(
+        "export needs --config FILE (the job's config: it names the "
+        "model and the training data)",
+        2);
   }
-  absl::StatusOr<Config> config = LoadConfig(
-      config_path, MergeOverrideFragments(absl::GetFlag(FLAGS_set)));
+  absl::StatusOr<Config> config =
+      LoadConfig(config_path, MergeOverrideFragments(absl::GetFlag(FLAGS_set)));
   if (!config.ok()) return Fail(std::string(config.status().message()), 2);
   std::string out = absl::GetFlag(FLAGS_out);
   if (out.empty()) out = "model.npz";
@@ -609,8 +613,8 @@ int Export(double timeout_s) {
   uint64_t last = 0;
   if (every <= 0) return ExportOnce(*config, dir, out, timeout_s, &last);
   const int count = absl::GetFlag(FLAGS_count);
-  std::printf("exporting to %s every %g s (export.interval_s)%s\n",
-              out.c_str(), every,
+  std::printf("exporting to %s every %g s (export.interval_s)%s\n", out.c_str(),
+              every,
               count > 0 ? absl::StrCat(", ", count, " times").c_str()
                         : "; stop with Ctrl-C");
   // A job started beside this may not have taken its first checkpoint yet.
@@ -631,7 +635,6 @@ int Export(double timeout_s) {
     absl::SleepFor(absl::Seconds(every));
   }
 }
-
 
 }  // namespace
 

@@ -7,9 +7,9 @@
 #include "common/file_util.h"
 #include "common/subprocess.h"
 #include "common/testing/poll.h"
-#include "membership/coordinator_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "membership/coordinator_client.h"
 #include "tests/daemon_harness.h"
 
 namespace downpour {

@@ -37,20 +37,23 @@ std::string FormatStatusTable(const proto::ClusterStatusResponse& status) {
       "placement epoch %d, coordinator up %.0f s%s\n", status.placement_epoch(),
       status.uptime_seconds(),
       status.stop() ? absl::StrCat(", job done: ", status.stop_reason()) : "");
-  absl::StrAppendFormat(&out, "%-7s %3s  %-21s %-5s %8s %8s %9s %8s %8s %9s %6s %8s %7s\n",
-                        "ROLE", "IDX", "ADDRESS", "ALIVE", "LAST-HB", "STEP",
-                        "EX/S", "PULLS", "PUSHES", "BYTES", "STALE", "LOSS", "TEST");
+  absl::StrAppendFormat(
+      &out, "%-7s %3s  %-21s %-5s %8s %8s %9s %8s %8s %9s %6s %8s %7s\n",
+      "ROLE", "IDX", "ADDRESS", "ALIVE", "LAST-HB", "STEP", "EX/S", "PULLS",
+      "PUSHES", "BYTES", "STALE", "LOSS", "TEST");
   for (const proto::MemberStatus& m : status.members()) {
     const proto::MemberReport& r = m.report();
     const bool worker = m.role() == "worker";
-    const std::string alive =
-        !m.registered() ? "never" : m.alive() ? "yes" : r.finished() ? "done" : "DEAD";
-    const std::string last = m.registered()
-                                 ? absl::StrFormat("%.1fs", m.seconds_since_heartbeat())
-                                 : "-";
+    const std::string alive = !m.registered() ? "never"
+                              : m.alive()     ? "yes"
+                              : r.finished()  ? "done"
+                                              : "DEAD";
+    const std::string last =
+        m.registered() ? absl::StrFormat("%.1fs", m.seconds_since_heartbeat())
+                       : "-";
     absl::StrAppendFormat(
-        &out, "%-7s %3d  %-21s %-5s %8s %8s %9s %8d %8d %9s %6s %8s %7s\n", m.role(),
-        m.index(), m.address(), alive, last,
+        &out, "%-7s %3d  %-21s %-5s %8s %8s %9s %8d %8d %9s %6s %8s %7s\n",
+        m.role(), m.index(), m.address(), alive, last,
         worker ? absl::StrCat(r.step()) : "-",
         worker ? absl::StrFormat("%.0f", r.examples_per_sec()) : "-", r.pulls(),
         r.pushes(), FormatBytes(r.bytes()), OrDash(r.mean_staleness(), 2),

@@ -8,9 +8,9 @@
 
 namespace downpour::tools {
 
-// One header line, then one line per member: role, index, address, alive, seconds
-// since the last heartbeat, step, examples/s, pulls, pushes, bytes, mean
-// staleness, loss and TestFigure ("-" where unknown).
+// One header line, then one line per member: role, index, address, alive,
+// seconds since the last heartbeat, step, examples/s, pulls, pushes, bytes,
+// mean staleness, loss and TestFigure ("-" where unknown).
 std::string FormatStatusTable(const proto::ClusterStatusResponse& status);
 
 // The lines under the table: each shard's backup ("NONE" when it has none)

@@ -63,8 +63,7 @@ TEST(StatusTableTest, NamesAWorkerWhosePushesAreAllDuplicates) {
   worker->set_registered(true);
   worker->set_alive(true);
   worker->mutable_report()->set_duplicate_push_streak_s(1.5);
-  EXPECT_THAT(FormatStatusTable(status),
-              ::testing::Not(HasSubstr("duplicate")))
+  EXPECT_THAT(FormatStatusTable(status), ::testing::Not(HasSubstr("duplicate")))
       << "a retry or two is normal";
   worker->mutable_report()->set_duplicate_push_streak_s(9.2);
   EXPECT_THAT(FormatStatusTable(status),

@@ -52,8 +52,8 @@ double MetricValue(const proto::MemberReport& r, const std::string& name) {
   return name == "accuracy" ? r.accuracy() : NAN;
 }
 
-void AddWorker(double t, const proto::MemberSample& m, const std::string& metric,
-               WorkerCurves& c) {
+void AddWorker(double t, const proto::MemberSample& m,
+               const std::string& metric, WorkerCurves& c) {
   const proto::MemberReport& r = m.report();
   if (r.step() == 0 && !r.finished()) return;  // not reported yet
   if (c.any && r.step() == c.last_step && SameFigure(r.loss(), c.last_loss) &&
@@ -169,8 +169,8 @@ TrainingChartSet EmptyCharts(const std::string& metric) {
       {"Staleness p99 since start", "seconds since the coordinator started",
        "updates"},
       {"Sparse rows per ps", "seconds since the coordinator started", "rows"},
-      {"Sparse keys per second per ps",
-       "seconds since the coordinator started", "keys/s"}};
+      {"Sparse keys per second per ps", "seconds since the coordinator started",
+       "keys/s"}};
   c.loss_time.y_min = c.loss_step.y_min = 0;
   c.rate.y_min = c.pushes.y_min = c.staleness.y_min = 0;
   c.rows.y_min = c.keys.y_min = 0;
@@ -178,8 +178,8 @@ TrainingChartSet EmptyCharts(const std::string& metric) {
 }
 
 // Each worker's curves, and the cluster's rate when more than one worker ran.
-void AddWorkerSeries(std::map<int, WorkerCurves>& workers,
-                     Series& cluster_rate, TrainingChartSet& charts) {
+void AddWorkerSeries(std::map<int, WorkerCurves>& workers, Series& cluster_rate,
+                     TrainingChartSet& charts) {
   for (auto& [index, c] : workers) {
     const std::string name = absl::StrCat("worker ", index);
     c.loss_time.name = c.acc_time.name = c.loss_step.name = c.acc_step.name =
@@ -226,9 +226,8 @@ std::vector<Chart> TrainingCharts(const proto::GetHistoryResponse& history) {
   TrainingChartSet c = EmptyCharts(metric);
   AddWorkerSeries(workers, cluster_rate, c);
   AddPsSeries(shards, c);
-  std::vector<Chart> charts = {c.loss_time, c.acc_time, c.loss_step,
-                               c.acc_step,  c.rate,     c.pushes,
-                               c.staleness};
+  std::vector<Chart> charts = {c.loss_time, c.acc_time, c.loss_step, c.acc_step,
+                               c.rate,      c.pushes,   c.staleness};
   if (!c.rows.series.empty()) {
     charts.push_back(std::move(c.rows));
     charts.push_back(std::move(c.keys));

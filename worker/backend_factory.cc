@@ -73,8 +73,8 @@ absl::StatusOr<std::unique_ptr<ComputeBackend>> MakeBackend(
       real = std::make_unique<CpuBackend>(spec, max_batch);
     }
     return std::unique_ptr<ComputeBackend>(new SimulatedBackend(
-        spec, max_batch, absl::Milliseconds(compute.simulated_step_ms),
-        nullptr, std::move(real)));
+        spec, max_batch, absl::Milliseconds(compute.simulated_step_ms), nullptr,
+        std::move(real)));
   }
   return absl::InvalidArgumentError(
       absl::StrCat("compute.device must be auto, cpu, cuda or simulated, got '",

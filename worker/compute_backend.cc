@@ -13,8 +13,7 @@ absl::StatusOr<float> ComputeBackend::LossAndGradientInStages(
   // One stage: everything awaited, then everything reported.
   absl::Status ready = hooks.await_params(0, hooks.num_params);
   if (!ready.ok()) return ready;
-  absl::StatusOr<float> loss =
-      LossAndGradient(params, x, targets, batch, grad);
+  absl::StatusOr<float> loss = LossAndGradient(params, x, targets, batch, grad);
   if (loss.ok()) hooks.gradient_ready(0, hooks.num_params);
   return loss;
 }

@@ -34,9 +34,9 @@ struct PooledBatch {
   // rows + 1 entries, offsets[0] == 0: row r's entries are
   // [offsets[r], offsets[r + 1]).
   const int64_t* offsets = nullptr;
-  const uint32_t* slot = nullptr;   // per entry: its row of `embeddings`
-  const float* value = nullptr;     // per entry: its weight in the pool
-  const uint16_t* field = nullptr;  // per entry: < fields
+  const uint32_t* slot = nullptr;     // per entry: its row of `embeddings`
+  const float* value = nullptr;       // per entry: its weight in the pool
+  const uint16_t* field = nullptr;    // per entry: < fields
   const float* embeddings = nullptr;  // embedding_rows * dim
   int64_t embedding_rows = 0;
   int fields = 0;
@@ -77,8 +77,8 @@ class ComputeBackend {
   // fit the task (CheckTargets); grad is then unspecified.
   virtual absl::StatusOr<float> LossAndGradient(const float* params,
                                                 const float* x,
-                                                const float* targets,
-                                                int batch, float* grad) = 0;
+                                                const float* targets, int batch,
+                                                float* grad) = 0;
 
   // LossAndGradient in stages, for a caller whose parameters arrive and
   // whose gradients leave piece by piece (wait-free backpropagation, Zhang

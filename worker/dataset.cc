@@ -14,8 +14,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/string_view.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 #include "common/file_util.h"
 #include "common/status_macros.h"
 #include "data/csv_reader.h"
@@ -355,7 +355,8 @@ DataSplit SplitTrainAndTestFiles(const Dataset& train, const Dataset& test,
   std::vector<int> in_order(test.size());
   for (int i = 0; i < test.size(); ++i) in_order[i] = i;
   DataSplit split;
-  split.train = Select(train, SeededPermutation(train.size(), seed), 0, n_train);
+  split.train =
+      Select(train, SeededPermutation(train.size(), seed), 0, n_train);
   split.test = Select(test, in_order, 0, n_test);
   return split;
 }
@@ -390,12 +391,12 @@ data::LabelMode LabelModeFor(Task task) {
 
 absl::StatusOr<DataSplit> LoadTable(const DataSection& data, Task task,
                                     uint64_t seed) {
-  ASSIGN_OR_RETURN(Dataset all,
-                   ReadTableFile(data, data.path, task, data.classes, data.features));
+  ASSIGN_OR_RETURN(Dataset all, ReadTableFile(data, data.path, task,
+                                              data.classes, data.features));
   DataSplit split;
   if (!data.test_path.empty()) {
     ASSIGN_OR_RETURN(Dataset test, ReadTableFile(data, data.test_path, task,
-                                             all.class_names, all.dim));
+                                                 all.class_names, all.dim));
     if (test.dim != all.dim) {
       return absl::InvalidArgumentError(absl::StrCat(
           data.test_path, " holds ", test.dim, " features but ", data.path,
@@ -436,7 +437,8 @@ absl::StatusOr<Dataset> ReadSource(const DataSection& data, uint64_t seed) {
   }
   return absl::InvalidArgumentError(
       absl::StrCat("data.source must be mnist, idx, csv, libsvm or synthetic, "
-                   "got '", DataSourceName(data.source), "'"));
+                   "got '",
+                   DataSourceName(data.source), "'"));
 }
 
 }  // namespace
@@ -524,8 +526,7 @@ absl::StatusOr<DataSplit> LoadData(const DataSection& data, uint64_t seed,
   if (task != Task::kMulticlass) {
     return absl::InvalidArgumentError(absl::StrCat(
         "data.source ", DataSourceName(data.source),
-        " holds classes: model.task must be multiclass, got ",
-        TaskName(task)));
+        " holds classes: model.task must be multiclass, got ", TaskName(task)));
   }
   if (data.train_examples < 1 || data.test_examples < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -585,9 +586,8 @@ absl::StatusOr<Dataset> ReadTableFile(const DataSection& data,
   out.y = std::move(table.y);
   out.feature_names = std::move(table.feature_names);
   out.class_names = std::move(table.class_names);
-  out.classes = task == Task::kRegression
-                    ? 0
-                    : static_cast<int>(out.class_names.size());
+  out.classes =
+      task == Task::kRegression ? 0 : static_cast<int>(out.class_names.size());
   if (has_label && task == Task::kBinary && out.classes != 2) {
     return absl::InvalidArgumentError(absl::StrCat(
         path, ": model.task binary needs exactly 2 label values, found ",
@@ -607,14 +607,15 @@ absl::Status CheckDataFitsModel(const DataSplit& data, const ModelSpec& spec) {
   if (spec.task() == Task::kMulticlass && data.train.classes > spec.outputs()) {
     std::string names;
     if (!data.train.class_names.empty()) {
-      names = absl::StrCat(" (", absl::StrJoin(data.train.class_names, ", "),
-                           ")");
+      names =
+          absl::StrCat(" (", absl::StrJoin(data.train.class_names, ", "), ")");
     }
     return absl::InvalidArgumentError(absl::StrCat(
         "the data has ", data.train.classes, " classes", names,
-        " but the model has ", spec.outputs(), " outputs: set the last entry "
-        "of model.layers to ", data.train.classes, " (now [",
-        absl::StrJoin(layers, ", "), "])"));
+        " but the model has ", spec.outputs(),
+        " outputs: set the last entry "
+        "of model.layers to ",
+        data.train.classes, " (now [", absl::StrJoin(layers, ", "), "])"));
   }
   return absl::OkStatus();
 }

@@ -109,8 +109,8 @@ absl::Status CheckDataFitsModel(const DataSplit& data, const ModelSpec& spec);
 // REQUIRES: 0 <= part < num_parts.
 Dataset Partition(const Dataset& data, int part, int num_parts);
 
-// The examples i whose part i % num_parts is one of `parts`, in order: a worker's
-// own part plus those it adopted from dead workers.
+// The examples i whose part i % num_parts is one of `parts`, in order: a
+// worker's own part plus those it adopted from dead workers.
 Dataset PartitionParts(const Dataset& data, const std::vector<int>& parts,
                        int num_parts);
 

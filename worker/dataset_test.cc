@@ -232,8 +232,8 @@ TEST(LoadIdxTest, BadFilesAreInvalid) {
                        AllOf(HasSubstr(images), HasSubstr("0x00000803"))));
   // Gzip is read by content, whatever the name; a corrupt stream says so.
   WriteFile(images, "\x1f\x8b\x08\x00 compressed");
-  EXPECT_THAT(LoadIdx(dir), StatusIs(absl::StatusCode::kInvalidArgument,
-                                     HasSubstr(images)));
+  EXPECT_THAT(LoadIdx(dir),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(images)));
   WriteIdxImages(images, {1, 2, 3}, 2, 2, 1);  // one pixel short
   EXPECT_THAT(LoadIdx(dir),
               StatusIs(absl::StatusCode::kInvalidArgument,
@@ -433,8 +433,7 @@ TEST(LoadTableTest, TestPathUsesTheTrainClassesAndColumns) {
   EXPECT_THAT(split->test.x, ElementsAre(3, 7, 4, 9));
   WriteFile(dir + "/test.csv", "x0,x1,label\n3,7,maybe\n");
   EXPECT_THAT(LoadData(data, 1, Task::kMulticlass),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("maybe")));
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("maybe")));
 }
 
 TEST(LoadTableTest, BinaryNeedsTwoClassesAndModelMustFit) {

@@ -40,8 +40,12 @@ DownpourLoop::DownpourLoop(const ModelSpec& spec, ComputeBackend* backend,
                            PsClient* client,
                            std::shared_ptr<const Dataset> train,
                            const Dataset* test, Options options)
-    : spec_(spec), backend_(backend), client_(client),
-      train_(std::move(train)), test_(test), options_(std::move(options)),
+    : spec_(spec),
+      backend_(backend),
+      client_(client),
+      train_(std::move(train)),
+      test_(test),
+      options_(std::move(options)),
       stats_(options_.worker_index, options_.training.batch_size),
       fetcher_(MakeFetcher(FetchContextOf(), options_.no_communication)) {}
 
@@ -125,8 +129,8 @@ absl::Status DownpourLoop::WaitForWarmstart() {
   return absl::OkStatus();
 }
 
-void DownpourLoop::FillBatch(const std::vector<int>& order, int64_t cursor, float* x,
-                             float* y) const {
+void DownpourLoop::FillBatch(const std::vector<int>& order, int64_t cursor,
+                             float* x, float* y) const {
   const int dim = train_->dim;
   for (int i = 0; i < options_.training.batch_size; ++i) {
     const int example = order[(cursor + i) % order.size()];
@@ -158,9 +162,9 @@ absl::Status DownpourLoop::Step(int64_t step, const std::vector<int>& order,
   // (the ps refuses it anyway). Layerwise, a block is checked before its
   // group leaves, and nothing more of the step leaves after a bad one.
   std::string bad;
-  ASSIGN_OR_RETURN(const float loss,
-                   fetcher_->LossAndGradient(step, batch_x_.data(), batch_y_.data(),
-                                             options_.training.batch_size, &bad));
+  ASSIGN_OR_RETURN(const float loss, fetcher_->LossAndGradient(
+                                         step, batch_x_.data(), batch_y_.data(),
+                                         options_.training.batch_size, &bad));
   if (!std::isfinite(loss)) bad = absl::StrCat("loss is ", loss);
   if (!bad.empty()) {
     absl::Status diverged = Diverged(step, bad);
@@ -191,14 +195,14 @@ absl::Status DownpourLoop::Evaluate(const float* params) {
   test_outputs_.resize(static_cast<size_t>(test_->size()) * k);
   RETURN_IF_ERROR(backend_->Predict(params, test_->x.data(), test_->size(),
                                     test_outputs_.data()));
-  const model::Metrics m =
-      model::ComputeMetrics(spec_.task(), test_outputs_.data(),
-                            test_->y.data(), test_->size(), k);
+  const model::Metrics m = model::ComputeMetrics(
+      spec_.task(), test_outputs_.data(), test_->y.data(), test_->size(), k);
   stats_.Evaluated(m.accuracy, m.loss, m.Named(spec_.task()));
   return absl::OkStatus();
 }
 
-void DownpourLoop::AdoptNextTrainingData(int64_t step, EpochBudget* budget, int64_t* total,
+void DownpourLoop::AdoptNextTrainingData(int64_t step, EpochBudget* budget,
+                                         int64_t* total,
                                          int64_t* next_epoch_step) {
   if (!has_next_train_.load()) return;
   absl::MutexLock lock(&data_mu_);
@@ -208,8 +212,9 @@ void DownpourLoop::AdoptNextTrainingData(int64_t step, EpochBudget* budget, int6
     // takes its share of the budget with it.
     budget->SetExamples(next_train_->size());
     *total = TotalSteps(*budget);
-    SPDLOG_LOGGER_INFO(L(), "step {}: now training on {} examples (was {}), {} steps in all",
-                       step, next_train_->size(), train_->size(), *total);
+    SPDLOG_LOGGER_INFO(
+        L(), "step {}: now training on {} examples (was {}), {} steps in all",
+        step, next_train_->size(), train_->size(), *total);
     train_ = std::move(next_train_);
     *next_epoch_step = step;  // start an epoch over the new data
   }
@@ -228,8 +233,9 @@ absl::Status DownpourLoop::Prepare() {
   next_y_.resize(batch_y_.size());
   next_cursor_ = -1;
   if (train_->size() == 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "worker ", options_.worker_index, " has no training examples in its partition"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("worker ", options_.worker_index,
+                     " has no training examples in its partition"));
   }
   const absl::Time begin = absl::Now();
   stats_.Start(begin);
@@ -258,15 +264,18 @@ absl::Status DownpourLoop::RunSteps() {
   for (int64_t step = 0; step < total && !stop_.load(); ++step) {
     AdoptNextTrainingData(step, &budget, &total, &next_epoch_step);
     if (step == next_epoch_step) {
-      order = EpochOrder(train_->size(), t.seed + 1000003ULL * options_.worker_index +
-                                              static_cast<uint64_t>(epoch++));
+      order = EpochOrder(train_->size(),
+                         t.seed + 1000003ULL * options_.worker_index +
+                             static_cast<uint64_t>(epoch++));
       cursor = 0;
-      next_epoch_step = step + (train_->size() + t.batch_size - 1) / t.batch_size;
+      next_epoch_step =
+          step + (train_->size() + t.batch_size - 1) / t.batch_size;
     }
     if (!(status = fetcher_->BeforeStep(step)).ok()) break;
     const absl::Time begin = absl::Now();
     status = Step(step, order, &cursor);
-    if (status.ok() && t.eval_every_steps > 0 && (step + 1) % t.eval_every_steps == 0) {
+    if (status.ok() && t.eval_every_steps > 0 &&
+        (step + 1) % t.eval_every_steps == 0) {
       // Layerwise, the groups' pulls still write params: wait for all.
       status = fetcher_->AwaitParams(step + 1);
       if (status.ok()) status = Evaluate(buffers_.params.data());
@@ -300,9 +309,10 @@ absl::Status DownpourLoop::Finish() {
       "accuracy {:.4f}, {:.0f} applied examples/s; time computing {:.0f}%, "
       "waiting for pulls {:.0f}%, for pushes {:.0f}%; staleness p50 {:.0f}, "
       "p99 {:.0f}, max {:.0f}, mean {:.2f}",
-      s.step, s.pushes, s.refused_steps, s.pulls, s.accuracy, s.examples_per_sec,
-      100 * s.share_compute, 100 * s.share_wait_pull, 100 * s.share_wait_push,
-      s.staleness_p50, s.staleness_p99, s.staleness_max, s.mean_staleness);
+      s.step, s.pushes, s.refused_steps, s.pulls, s.accuracy,
+      s.examples_per_sec, 100 * s.share_compute, 100 * s.share_wait_pull,
+      100 * s.share_wait_push, s.staleness_p50, s.staleness_p99,
+      s.staleness_max, s.mean_staleness);
   return absl::OkStatus();
 }
 

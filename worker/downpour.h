@@ -96,15 +96,18 @@ class DownpourLoop : public TrainingLoop {
  private:
   // What the fetcher borrows (called once, in the constructor).
   FetchContext FetchContextOf();
-  absl::Status Step(int64_t step, const std::vector<int>& order, int64_t* cursor);
+  absl::Status Step(int64_t step, const std::vector<int>& order,
+                    int64_t* cursor);
   // Fills the step's batch at *cursor (prefetched during the last step when
   // it can), advances the cursor and prefetches the next step's batch.
   void NextBatch(const std::vector<int>& order, int64_t* cursor);
-  void FillBatch(const std::vector<int>& order, int64_t cursor, float* x, float* y) const;
+  void FillBatch(const std::vector<int>& order, int64_t cursor, float* x,
+                 float* y) const;
   // Takes up the training set ReplaceTrainingData handed over, if any: the
   // budget's epochs left run over it, from a new epoch at `step`.
   void AdoptNextTrainingData(int64_t step, EpochBudget* budget, int64_t* total,
-                             int64_t* next_epoch_step) ABSL_LOCKS_EXCLUDED(data_mu_);
+                             int64_t* next_epoch_step)
+      ABSL_LOCKS_EXCLUDED(data_mu_);
   // Sizes the buffers, waits for the warmstart and pulls the first
   // parameters.
   absl::Status Prepare();

@@ -51,7 +51,8 @@ class DownpourLoopTest : public ::testing::Test {
 // computed so far.
 class OnesBackend : public ComputeBackend {
  public:
-  explicit OnesBackend(int64_t n, std::function<void(int64_t)> on_step = nullptr)
+  explicit OnesBackend(int64_t n,
+                       std::function<void(int64_t)> on_step = nullptr)
       : n_(n), on_step_(std::move(on_step)) {}
   absl::StatusOr<float> LossAndGradient(const float*, const float*,
                                         const float*, int,
@@ -61,8 +62,7 @@ class OnesBackend : public ComputeBackend {
     std::fill(grad, grad + n_, 1.0f);
     return 1.0f;
   }
-  absl::Status Predict(const float*, const float*, int n,
-                       float* out) override {
+  absl::Status Predict(const float*, const float*, int n, float* out) override {
     std::fill(out, out + static_cast<int64_t>(n) * 3, 0.0f);  // 3 classes
     return absl::OkStatus();
   }
@@ -233,8 +233,7 @@ TEST_F(DownpourLoopTest, SlowPushesMakeComputeWaitAndLoseNothing) {
     constexpr int kSteps = 5 * 32;
     constexpr int kPushes = kSteps / kNPush;
     // The client holds the one knob (training.max_pushes_in_flight).
-    FakePsClient ps(spec_->InitAll(1), spec_->blocks().size(), 0.0f,
-                    in_flight);
+    FakePsClient ps(spec_->InitAll(1), spec_->blocks().size(), 0.0f, in_flight);
     ps.HoldPushes();
     options_.training.n_push = kNPush;
     // Pulls in the background: only pushes can hold compute up.

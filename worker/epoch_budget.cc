@@ -22,24 +22,24 @@ void EpochBudget::StepTaken() {
 }
 
 void EpochBudget::SetExamples(int64_t examples) {
-  epochs_before_set_ +=
-      static_cast<double>(steps_on_set_) / static_cast<double>(steps_per_epoch_);
+  epochs_before_set_ += static_cast<double>(steps_on_set_) /
+                        static_cast<double>(steps_per_epoch_);
   steps_on_set_ = 0;
   steps_per_epoch_ = StepsPerEpoch(examples);
 }
 
 double EpochBudget::epochs_done() const {
-  return epochs_before_set_ +
-         static_cast<double>(steps_on_set_) / static_cast<double>(steps_per_epoch_);
+  return epochs_before_set_ + static_cast<double>(steps_on_set_) /
+                                  static_cast<double>(steps_per_epoch_);
 }
 
 int64_t EpochBudget::total_steps() const {
   // In steps of the current set; exact integers while the set never changed.
   // The small slack keeps a whole number of steps that rounding pushed a hair
   // above an integer from costing one more step.
-  const double left = (epochs_ - epochs_before_set_) *
-                          static_cast<double>(steps_per_epoch_) -
-                      static_cast<double>(steps_on_set_);
+  const double left =
+      (epochs_ - epochs_before_set_) * static_cast<double>(steps_per_epoch_) -
+      static_cast<double>(steps_on_set_);
   const int64_t steps_left =
       left <= 0 ? 0 : static_cast<int64_t>(std::ceil(left - 1e-6));
   return steps_taken_ + steps_left;

@@ -42,10 +42,10 @@ class EpochBudget {
 
   const int epochs_;
   const int batch_size_;
-  int64_t steps_per_epoch_;        // of the current set
-  int64_t steps_taken_ = 0;        // on every set
-  int64_t steps_on_set_ = 0;       // on the current set
-  double epochs_before_set_ = 0;   // done on earlier sets
+  int64_t steps_per_epoch_;       // of the current set
+  int64_t steps_taken_ = 0;       // on every set
+  int64_t steps_on_set_ = 0;      // on the current set
+  double epochs_before_set_ = 0;  // done on earlier sets
 };
 
 }  // namespace downpour::worker

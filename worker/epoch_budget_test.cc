@@ -9,7 +9,8 @@ namespace {
 
 // Runs a budget to its end like the Downpour loop does, changing the set to
 // `changes[step]` examples before that step; returns the steps taken.
-int64_t RunToTheEnd(EpochBudget* budget, const std::map<int64_t, int64_t>& changes) {
+int64_t RunToTheEnd(EpochBudget* budget,
+                    const std::map<int64_t, int64_t>& changes) {
   int64_t step = 0;
   for (; step < budget->total_steps(); ++step) {
     auto change = changes.find(step);
@@ -62,9 +63,12 @@ TEST(EpochBudgetTest, ManyMovesEndAfterTheConfiguredEpochs) {
   // Three workers' parts of 2,000 examples (32 steps an epoch each) moving
   // to this worker and back, at odd steps.
   EpochBudget budget(20, 64, 2000);
-  const int64_t steps = RunToTheEnd(
-      &budget, {{17, 4000}, {90, 6000}, {91, 4000}, {250, 2000}, {333, 6000},
-                {400, 2000}});
+  const int64_t steps = RunToTheEnd(&budget, {{17, 4000},
+                                              {90, 6000},
+                                              {91, 4000},
+                                              {250, 2000},
+                                              {333, 6000},
+                                              {400, 2000}});
   // Every step ran on some set; together they make the 20 epochs, to within
   // the last step.
   EXPECT_GE(budget.epochs_done(), 20 - 1e-9);

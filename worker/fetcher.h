@@ -109,8 +109,9 @@ class Fetcher {
   // pushed. A non-OK status ends the run (Cancelled once Stop() is called
   // while the step waits for its parameters). The default: the backend's
   // LossAndGradient over the whole vector.
-  virtual absl::StatusOr<float> LossAndGradient(int64_t step, const float* x, const float* y,
-                                                int batch, std::string* bad);
+  virtual absl::StatusOr<float> LossAndGradient(int64_t step, const float* x,
+                                                const float* y, int batch,
+                                                std::string* bad);
 
   // The good step's gradient is final: summed into the next push, or applied.
   virtual void TakeGradient() = 0;
@@ -133,7 +134,9 @@ class Fetcher {
   virtual absl::Status Flush() = 0;
 
   // What a diverged step's error says was pushed of it.
-  virtual const char* DivergedNote() const { return "; nothing of this step was pushed"; }
+  virtual const char* DivergedNote() const {
+    return "; nothing of this step was pushed";
+  }
 
  protected:
   // "" if every value of buffers->grad[begin, end) is finite and within

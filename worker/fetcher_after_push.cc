@@ -7,7 +7,8 @@
 namespace downpour::worker {
 
 AfterPushFetcher::AfterPushFetcher(const FetchContext& context)
-    : Fetcher(context), pusher_(context.client, context.buffers, context.stats, &error_) {}
+    : Fetcher(context),
+      pusher_(context.client, context.buffers, context.stats, &error_) {}
 
 void AfterPushFetcher::Start() { pusher_.Start(); }
 
@@ -23,7 +24,8 @@ absl::Status AfterPushFetcher::AfterStep(int64_t step, int64_t total) {
   // The last step needs no pull: Run pulls the final parameters after the
   // flush.
   const bool pull = (step + 1) % t.n_fetch == 0 && step + 1 < total;
-  if (((step + 1) % t.n_push == 0 && !pusher_.HandOff()) || (pull && !SyncAfterPush())) {
+  if (((step + 1) % t.n_push == 0 && !pusher_.HandOff()) ||
+      (pull && !SyncAfterPush())) {
     return error();
   }
   return absl::OkStatus();

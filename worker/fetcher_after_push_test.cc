@@ -34,7 +34,8 @@ TEST_F(FetcherTest, AfterPushPullsOnlyOnceItsPushesAreApplied) {
   EXPECT_EQ(stats.pushed_steps, 4);
   EXPECT_EQ(stats.examples, 4 * 4);
   EXPECT_EQ(stats.pulls, 1);
-  EXPECT_EQ(stats.staleness_max, 1);  // the second push's steps ran before the pull
+  EXPECT_EQ(stats.staleness_max,
+            1);  // the second push's steps ran before the pull
   for (int64_t step = 4; step < 7; ++step) {
     ASSERT_THAT(RunStep(&fetcher, step, 8, &bad), IsOk());
   }
@@ -54,9 +55,10 @@ TEST_F(FetcherTest, AfterPushEndsWithTheFailedPushsError) {
   // The push fails on the client's thread: this step or the flush sees it.
   const absl::Status status = RunStep(&fetcher, 0, 8, &bad);
   EXPECT_TRUE(status.ok() || absl::IsInvalidArgument(status)) << status;
-  EXPECT_THAT(fetcher.Flush(),
-              StatusIs(absl::StatusCode::kInvalidArgument, "push: gradient has NaN"));
-  EXPECT_THAT(fetcher.BeforeStep(1), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(fetcher.Flush(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                        "push: gradient has NaN"));
+  EXPECT_THAT(fetcher.BeforeStep(1),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_EQ(stats_.stats().pushes, 0);
 }
 
@@ -66,7 +68,8 @@ TEST_F(FetcherTest, AfterPushNamesTheBadValueOfAGradient) {
   backend_->value = 1e7f;  // past optimizer.max_gradient_value 1e6
   std::string bad;
   ASSERT_THAT(RunStep(&fetcher, 0, 8, &bad), IsOk());
-  EXPECT_EQ(bad, "gradient holds 1e+07, beyond optimizer.max_gradient_value 1e+06");
+  EXPECT_EQ(bad,
+            "gradient holds 1e+07, beyond optimizer.max_gradient_value 1e+06");
   EXPECT_THAT(fetcher.Flush(), IsOk());
   EXPECT_EQ(ps_->pushes(), 0);
 }

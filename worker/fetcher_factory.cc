@@ -28,13 +28,16 @@ class LocalFetcher : public Fetcher {
     // The step's gradient was applied right here.
     ctx_.stats->CountLocalExamples(ctx_.training.batch_size);
   }
-  absl::Status AfterStep(int64_t step, int64_t total) override { return absl::OkStatus(); }
+  absl::Status AfterStep(int64_t step, int64_t total) override {
+    return absl::OkStatus();
+  }
   absl::Status Flush() override { return absl::OkStatus(); }
 };
 
 }  // namespace
 
-std::unique_ptr<Fetcher> MakeFetcher(const FetchContext& context, bool no_communication) {
+std::unique_ptr<Fetcher> MakeFetcher(const FetchContext& context,
+                                     bool no_communication) {
   if (no_communication) return std::make_unique<LocalFetcher>(context);
   if (context.training.consistency == ConsistencyMode::kBsp) {
     return std::make_unique<AfterPushFetcher>(context);

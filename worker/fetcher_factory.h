@@ -19,7 +19,8 @@ namespace downpour::worker {
 //   fetch after_push       AfterPushFetcher.
 //   fetch overlap          OverlapFetcher.
 //   fetch layerwise        LayerwiseFetcher.
-std::unique_ptr<Fetcher> MakeFetcher(const FetchContext& context, bool no_communication);
+std::unique_ptr<Fetcher> MakeFetcher(const FetchContext& context,
+                                     bool no_communication);
 
 }  // namespace downpour::worker
 

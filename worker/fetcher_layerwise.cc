@@ -16,7 +16,8 @@ spdlog::logger* L() { return Log(Logger::kWorker); }
 
 }  // namespace
 
-LayerwiseFetcher::LayerwiseFetcher(const FetchContext& context) : Fetcher(context) {}
+LayerwiseFetcher::LayerwiseFetcher(const FetchContext& context)
+    : Fetcher(context) {}
 
 LayerwiseFetcher::~LayerwiseFetcher() { StopThreads(); }
 
@@ -24,7 +25,8 @@ void LayerwiseFetcher::Start() {
   const std::vector<BlockSpec>& blocks = ctx_.spec->blocks();
   const int n = static_cast<int>(blocks.size());
   block_ends_.resize(n);
-  for (int b = 0; b < n; ++b) block_ends_[b] = blocks[b].offset + blocks[b].length;
+  for (int b = 0; b < n; ++b)
+    block_ends_[b] = blocks[b].offset + blocks[b].length;
   block_left_.resize(n);
   {
     absl::MutexLock lock(&mu_);
@@ -41,7 +43,8 @@ void LayerwiseFetcher::Start() {
   // As many send threads as groups a step may have, up to 4: the groups of
   // one step go at once, each on its own connection's stream.
   const int64_t num_params = ctx_.spec->num_params();
-  group_floats_ = ctx_.layer_group_floats > 0 ? ctx_.layer_group_floats : (num_params + 1) / 2;
+  group_floats_ = ctx_.layer_group_floats > 0 ? ctx_.layer_group_floats
+                                              : (num_params + 1) / 2;
   const int64_t group = group_floats_;
   const int64_t groups = (num_params + group - 1) / group;
   const int threads = static_cast<int>(std::clamp<int64_t>(groups, 1, 4));
@@ -61,8 +64,9 @@ void LayerwiseFetcher::SendThread() {
     Group group;
     {
       absl::MutexLock lock(&mu_);
-      auto wanted = [this]()
-                        ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !queue_.empty() || stopping_; };
+      auto wanted = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return !queue_.empty() || stopping_;
+      };
       mu_.Await(absl::Condition(&wanted));
       if (queue_.empty()) return;  // stopping
       if (failed_) {
@@ -77,8 +81,9 @@ void LayerwiseFetcher::SendThread() {
     // Only this thread touches grad and params in the group's blocks, and
     // versions at its ids, until it marks them fresh.
     PushReport report;
-    const absl::Status status = ctx_.client->PushPullBlocks(b.grad.data(), b.versions, group.ids,
-                                                            &report, b.params.data(), &b.versions);
+    const absl::Status status =
+        ctx_.client->PushPullBlocks(b.grad.data(), b.versions, group.ids,
+                                    &report, b.params.data(), &b.versions);
     if (!status.ok()) error_.Set(status);
     absl::MutexLock lock(&mu_);
     --sending_;
@@ -121,7 +126,8 @@ void LayerwiseFetcher::HandOffGroup(int64_t step, bool last) {
   }
 }
 
-absl::Status LayerwiseFetcher::AwaitBlocks(int64_t step, int64_t begin, int64_t end) {
+absl::Status LayerwiseFetcher::AwaitBlocks(int64_t step, int64_t begin,
+                                           int64_t end) {
   const absl::Time start = absl::Now();
   const size_t first = FirstBlockEndingAfter(begin);
   const std::vector<BlockSpec>& blocks = ctx_.spec->blocks();
@@ -135,7 +141,8 @@ absl::Status LayerwiseFetcher::AwaitBlocks(int64_t step, int64_t begin, int64_t 
       }
       return true;
     };
-    while (!mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Milliseconds(100))) {
+    while (!mu_.AwaitWithTimeout(absl::Condition(&ready),
+                                 absl::Milliseconds(100))) {
       if (ctx_.stop->load()) return absl::CancelledError("stopped");
     }
     failed = failed_;
@@ -153,7 +160,8 @@ absl::Duration LayerwiseFetcher::TakeParamsWait() {
 void LayerwiseFetcher::GradientReady(int64_t step, int64_t begin, int64_t end) {
   if (!bad_.empty()) return;  // nothing more of this step leaves
   const std::vector<BlockSpec>& blocks = ctx_.spec->blocks();
-  for (size_t b = FirstBlockEndingAfter(begin); b < blocks.size() && blocks[b].offset < end; ++b) {
+  for (size_t b = FirstBlockEndingAfter(begin);
+       b < blocks.size() && blocks[b].offset < end; ++b) {
     const int64_t from = std::max(begin, blocks[b].offset);
     const int64_t to = std::min(end, block_ends_[b]);
     block_left_[b] -= to - from;
@@ -166,10 +174,10 @@ void LayerwiseFetcher::GradientReady(int64_t step, int64_t begin, int64_t end) {
   }
 }
 
-absl::StatusOr<float> LayerwiseFetcher::LossAndGradient(int64_t step, const float* x,
-                                                        const float* y, int batch,
-                                                        std::string* bad) {
-  ctx_.backend->ParamsChanged();  // the groups' pulls wrote params since the last step
+absl::StatusOr<float> LayerwiseFetcher::LossAndGradient(
+    int64_t step, const float* x, const float* y, int batch, std::string* bad) {
+  ctx_.backend
+      ->ParamsChanged();  // the groups' pulls wrote params since the last step
   const std::vector<BlockSpec>& blocks = ctx_.spec->blocks();
   for (size_t b = 0; b < blocks.size(); ++b) block_left_[b] = blocks[b].length;
   bad_.clear();
@@ -183,8 +191,8 @@ absl::StatusOr<float> LayerwiseFetcher::LossAndGradient(int64_t step, const floa
     GradientReady(step, begin, end);
   };
   StepBuffers& b = *ctx_.buffers;
-  absl::StatusOr<float> staged =
-      ctx_.backend->LossAndGradientInStages(b.params.data(), x, y, batch, b.grad.data(), hooks);
+  absl::StatusOr<float> staged = ctx_.backend->LossAndGradientInStages(
+      b.params.data(), x, y, batch, b.grad.data(), hooks);
   // The step's last group. A step that failed or went bad is never
   // counted (what it handed off is still sent and settled).
   if (staged.ok() && bad_.empty()) HandOffGroup(step, /*last=*/true);

@@ -41,20 +41,25 @@ class LayerwiseFetcher : public Fetcher {
   absl::Status BeforeStep(int64_t step) override { return error(); }
   // The step in stages: awaits the blocks it reads, hands off each group of
   // blocks whose gradient is final and checked.
-  absl::StatusOr<float> LossAndGradient(int64_t step, const float* x, const float* y, int batch,
-                                        std::string* bad) override ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<float> LossAndGradient(int64_t step, const float* x,
+                                        const float* y, int batch,
+                                        std::string* bad) override
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Handed to the send threads as backprop went.
   void TakeGradient() override {}
   absl::Status AwaitParams(int64_t step) override ABSL_LOCKS_EXCLUDED(mu_) {
     return AwaitBlocks(step, 0, ctx_.spec->num_params());
   }
   absl::Duration TakeParamsWait() override;
-  absl::Status AfterStep(int64_t step, int64_t total) override { return absl::OkStatus(); }
+  absl::Status AfterStep(int64_t step, int64_t total) override {
+    return absl::OkStatus();
+  }
   // Waits until every group handed off has been pushed and pulled (or one
   // failed), then stops the send threads.
   absl::Status Flush() override ABSL_LOCKS_EXCLUDED(mu_);
   const char* DivergedNote() const override {
-    return "; of this step only the blocks before the bad one were pushed (training.fetch "
+    return "; of this step only the blocks before the bad one were pushed "
+           "(training.fetch "
            "layerwise)";
   }
 
@@ -69,12 +74,14 @@ class LayerwiseFetcher : public Fetcher {
   // Blocks until every block overlapping params[begin, end) holds the values
   // for step `step`; Cancelled once Stop() is called, the first push or pull
   // error once one failed.
-  absl::Status AwaitBlocks(int64_t step, int64_t begin, int64_t end) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status AwaitBlocks(int64_t step, int64_t begin, int64_t end)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // grad[begin, end) of step `step` is final: each block it completes joins
   // the open group, which is handed to the send threads once it holds
   // group_floats_; a block with a non-finite or too large value is recorded
   // in bad_ and nothing more of the step is handed off.
-  void GradientReady(int64_t step, int64_t begin, int64_t end) ABSL_LOCKS_EXCLUDED(mu_);
+  void GradientReady(int64_t step, int64_t begin, int64_t end)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Hands the open group of step `step` to the send threads (`last`: the
   // step's last group).
   void HandOffGroup(int64_t step, bool last) ABSL_LOCKS_EXCLUDED(mu_);
@@ -84,8 +91,9 @@ class LayerwiseFetcher : public Fetcher {
   // The first block whose floats reach past offset `begin` (blocks are in
   // offset order): where a range starting at `begin` begins.
   size_t FirstBlockEndingAfter(int64_t begin) const {
-    return static_cast<size_t>(std::upper_bound(block_ends_.begin(), block_ends_.end(), begin) -
-                               block_ends_.begin());
+    return static_cast<size_t>(
+        std::upper_bound(block_ends_.begin(), block_ends_.end(), begin) -
+        block_ends_.begin());
   }
   void StopThreads() ABSL_LOCKS_EXCLUDED(mu_);
 

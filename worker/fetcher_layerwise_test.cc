@@ -56,7 +56,8 @@ TEST_F(FetcherTest, LayerwiseSendsNothingFromABadBlockOn) {
   for (uint64_t version : ps_->versions()) EXPECT_EQ(version, 0u);
   EXPECT_EQ(stats_.stats().pushes, 0);
   EXPECT_EQ(std::string(fetcher.DivergedNote()),
-            "; of this step only the blocks before the bad one were pushed (training.fetch "
+            "; of this step only the blocks before the bad one were pushed "
+            "(training.fetch "
             "layerwise)");
 }
 
@@ -70,7 +71,8 @@ TEST_F(FetcherTest, LayerwiseWaitIsCancelledByStop) {
   ASSERT_THAT(RunStep(&fetcher, 0, 5, &bad), IsOk());
   ASSERT_TRUE(ps_->AwaitBlockedPushes(1, absl::Seconds(20)));
   stop_.store(true);
-  EXPECT_THAT(fetcher.AwaitParams(1), StatusIs(absl::StatusCode::kCancelled, "stopped"));
+  EXPECT_THAT(fetcher.AwaitParams(1),
+              StatusIs(absl::StatusCode::kCancelled, "stopped"));
   ps_->AllowPushes(1000);
   EXPECT_THAT(fetcher.Flush(), IsOk());
   EXPECT_EQ(stats_.stats().pushes, 1);
@@ -82,9 +84,11 @@ TEST_F(FetcherTest, LayerwiseEndsWithTheFailedPushsError) {
   ps_->FailPushes();
   std::string bad;
   ASSERT_THAT(RunStep(&fetcher, 0, 5, &bad), IsOk());
-  EXPECT_THAT(fetcher.AwaitParams(1),
-              StatusIs(absl::StatusCode::kInvalidArgument, "push: gradient has NaN"));
-  EXPECT_THAT(fetcher.BeforeStep(1), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(
+      fetcher.AwaitParams(1),
+      StatusIs(absl::StatusCode::kInvalidArgument, "push: gradient has NaN"));
+  EXPECT_THAT(fetcher.BeforeStep(1),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(fetcher.Flush(), StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_EQ(stats_.stats().pushes, 0);
 }

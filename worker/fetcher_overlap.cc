@@ -7,7 +7,8 @@
 namespace downpour::worker {
 
 OverlapFetcher::OverlapFetcher(const FetchContext& context)
-    : Fetcher(context), pusher_(context.client, context.buffers, context.stats, &error_) {}
+    : Fetcher(context),
+      pusher_(context.client, context.buffers, context.stats, &error_) {}
 
 OverlapFetcher::~OverlapFetcher() { StopThread(); }
 
@@ -26,7 +27,9 @@ void OverlapFetcher::FetchThread() {
   while (true) {
     {
       absl::MutexLock lock(&mu_);
-      auto wanted = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return fetch_wanted_ || done_; };
+      auto wanted = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return fetch_wanted_ || done_;
+      };
       mu_.Await(absl::Condition(&wanted));
       if (done_) return;
     }
@@ -62,7 +65,8 @@ void OverlapFetcher::MaybeSwapParams() {
     if (!fetched_) return;
     StepBuffers& b = *ctx_.buffers;
     std::swap(b.params, back_);
-    ctx_.backend->ParamsChanged();  // only counts; the backend re-uploads at its next step
+    ctx_.backend->ParamsChanged();  // only counts; the backend re-uploads at
+                                    // its next step
     b.versions = back_versions_;
     fetched_ = false;
   }
@@ -72,7 +76,8 @@ void OverlapFetcher::MaybeSwapParams() {
 void OverlapFetcher::TakeGradient() { pusher_.Add(); }
 
 absl::Status OverlapFetcher::AfterStep(int64_t step, int64_t total) {
-  if ((step + 1) % ctx_.training.n_push == 0 && !pusher_.HandOff()) return error();
+  if ((step + 1) % ctx_.training.n_push == 0 && !pusher_.HandOff())
+    return error();
   return absl::OkStatus();
 }
 

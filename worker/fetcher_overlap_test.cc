@@ -25,9 +25,10 @@ TEST_F(FetcherTest, OverlapSwapsFetchedParametersInAtAStepBoundary) {
   const std::vector<float> fresh = ps_->params();
   std::fill(buffers_.params.begin(), buffers_.params.end(), 0.0f);  // stale
   ASSERT_THAT(fetcher.BeforeStep(9), IsOk());                       // not due
-  ASSERT_THAT(fetcher.BeforeStep(10), IsOk());                      // due: asks the fetch thread
+  ASSERT_THAT(fetcher.BeforeStep(10), IsOk());  // due: asks the fetch thread
   ASSERT_TRUE(WaitUntil([&] { return ps_->pulls() == 2; }, absl::Seconds(20)));
-  EXPECT_EQ(buffers_.params, std::vector<float>(fresh.size(), 0.0f));  // not yet
+  EXPECT_EQ(buffers_.params,
+            std::vector<float>(fresh.size(), 0.0f));  // not yet
   EXPECT_EQ(stats_.stats().pulls, 0);
   ASSERT_TRUE(WaitUntil(
       [&] {

@@ -25,7 +25,8 @@ namespace downpour::worker {
 class ConstantBackend : public ComputeBackend {
  public:
   explicit ConstantBackend(int64_t n) : n_(n) {}
-  absl::StatusOr<float> LossAndGradient(const float*, const float*, const float*, int,
+  absl::StatusOr<float> LossAndGradient(const float*, const float*,
+                                        const float*, int,
                                         float* grad) override {
     std::fill(grad, grad + n_, value);
     return 1.0f;
@@ -52,7 +53,8 @@ class FetcherTest : public ::testing::Test {
     absl::StatusOr<ModelSpec> spec = ModelSpec::Create(model);
     ASSERT_TRUE(spec.ok());
     spec_ = std::make_unique<ModelSpec>(*spec);
-    ps_ = std::make_unique<FakePsClient>(spec_->InitAll(1), spec_->blocks().size(), 0.1f);
+    ps_ = std::make_unique<FakePsClient>(spec_->InitAll(1),
+                                         spec_->blocks().size(), 0.1f);
     ps_->UseBlocks(spec_->blocks());
     backend_ = std::make_unique<ConstantBackend>(spec_->num_params());
     buffers_.params.resize(spec_->num_params());
@@ -76,7 +78,8 @@ class FetcherTest : public ::testing::Test {
 
   // One step as DownpourLoop runs it, but for the evaluation: OK or the
   // first error; *bad as LossAndGradient's.
-  absl::Status RunStep(Fetcher* fetcher, int64_t step, int64_t total, std::string* bad) {
+  absl::Status RunStep(Fetcher* fetcher, int64_t step, int64_t total,
+                       std::string* bad) {
     absl::Status status = fetcher->BeforeStep(step);
     if (!status.ok()) return status;
     const float x[8 * 4] = {}, y[4] = {};

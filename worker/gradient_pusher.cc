@@ -8,8 +8,8 @@
 
 namespace downpour::worker {
 
-GradientPusher::GradientPusher(PsClient* client, StepBuffers* buffers, LoopStats* stats,
-                               FirstError* error)
+GradientPusher::GradientPusher(PsClient* client, StepBuffers* buffers,
+                               LoopStats* stats, FirstError* error)
     : client_(client), buffers_(buffers), stats_(stats), error_(error) {}
 
 void GradientPusher::Start() { accum_.assign(buffers_->params.size(), 0.0f); }
@@ -27,7 +27,8 @@ void GradientPusher::Add() {
 }
 
 void GradientPusher::Collect(bool all) {
-  while (!pushes_.empty() && (all || client_->PushDone(pushes_.front().ticket))) {
+  while (!pushes_.empty() &&
+         (all || client_->PushDone(pushes_.front().ticket))) {
     const PushInFlight push = pushes_.front();
     pushes_.pop_front();
     PushReport report;
@@ -46,7 +47,8 @@ bool GradientPusher::HandOff() {
   const absl::Time begin = absl::Now();
   // Backpressure: with the pipeline full, StartPush waits for an ack rather
   // than the loop summing more steps into a later push.
-  absl::StatusOr<PushTicket> ticket = client_->StartPush(std::move(accum_), accum_versions_);
+  absl::StatusOr<PushTicket> ticket =
+      client_->StartPush(std::move(accum_), accum_versions_);
   if (ticket.ok()) {
     pushes_.push_back({*ticket, accum_steps_});
   } else {
@@ -58,7 +60,8 @@ bool GradientPusher::HandOff() {
   // A buffer for the next push (the next step's gradient is swapped into
   // it, so its values do not matter).
   if (spare_.empty()) {
-    accum_.resize(buffers_->params.size());  // only until max_pushes_in_flight + 1
+    accum_.resize(
+        buffers_->params.size());  // only until max_pushes_in_flight + 1
   } else {
     accum_ = std::move(spare_.back());
     spare_.pop_back();

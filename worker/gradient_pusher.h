@@ -21,7 +21,8 @@ namespace downpour::worker {
 class GradientPusher {
  public:
   // Borrows everything; errors go to `error`, counts and waits to `stats`.
-  GradientPusher(PsClient* client, StepBuffers* buffers, LoopStats* stats, FirstError* error);
+  GradientPusher(PsClient* client, StepBuffers* buffers, LoopStats* stats,
+                 FirstError* error);
   GradientPusher(const GradientPusher&) = delete;
   GradientPusher& operator=(const GradientPusher&) = delete;
 

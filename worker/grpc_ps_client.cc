@@ -13,21 +13,21 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/notification.h"
-#include "common/status_macros.h"
-#include "rpc/grpc_status.h"
 #include "common/logging.h"
 #include "common/push_sequence.h"
 #include "common/retry.h"
-#include "rpc/server_util.h"
-#include "rpc/wire_format.h"
+#include "common/status_macros.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
+#include "rpc/grpc_status.h"
+#include "rpc/server_util.h"
+#include "rpc/wire_format.h"
 
 namespace downpour::worker {
 namespace {
 
-// Requests carry at most this many bytes of blocks: gRPC's rate drops for larger
-// messages (docs/BENCHMARKS.md).
+// Requests carry at most this many bytes of blocks: gRPC's rate drops for
+// larger messages (docs/BENCHMARKS.md).
 constexpr int64_t kChunkBytes = 4 << 20;
 
 constexpr char kPullMethod[] = "/downpour.proto.ParameterServer/Pull";
@@ -43,8 +43,8 @@ grpc::ByteBuffer PullRequestBytes(uint64_t epoch, int worker_id,
   for (uint32_t id : ids) request.add_block_ids(id);
   grpc::ByteBuffer bytes;
   bool own = false;
-  (void)grpc::SerializationTraits<proto::PullRequest>::Serialize(request, &bytes,
-                                                                 &own);
+  (void)grpc::SerializationTraits<proto::PullRequest>::Serialize(request,
+                                                                 &bytes, &own);
   return bytes;
 }
 
@@ -85,7 +85,7 @@ struct PushRequestState {
   uint64_t sequence = 0;
   grpc::ClientContext context;
   grpc::ByteBuffer request, reply;
-  std::string encoded;   // payloads in a 16-bit encoding (pinned)
+  std::string encoded;  // payloads in a 16-bit encoding (pinned)
   grpc::Status status;  // of the asynchronous first try
   absl::Status copied;  // of the values answered (reply_values)
   bool failed = false;
@@ -110,11 +110,16 @@ struct GrpcPsClient::PushCall {
 GrpcPsClient::GrpcPsClient(const ModelSpec& spec,
                            membership::CoordinatorClient* coordinator,
                            const RpcSection& rpc, int worker_id,
-                           Counters* counters, std::function<bool()> should_stop,
-                           Clock* clock, absl::Duration outage_timeout,
+                           Counters* counters,
+                           std::function<bool()> should_stop, Clock* clock,
+                           absl::Duration outage_timeout,
                            int max_pushes_in_flight)
-    : spec_(spec), coordinator_(coordinator), rpc_(rpc), worker_id_(worker_id),
-      counters_(counters), should_stop_(std::move(should_stop)),
+    : spec_(spec),
+      coordinator_(coordinator),
+      rpc_(rpc),
+      worker_id_(worker_id),
+      counters_(counters),
+      should_stop_(std::move(should_stop)),
       clock_(clock != nullptr ? clock : Clock::Real()),
       // A validated config names a known encoding.
       encoding_(rpc.encoding),
@@ -159,11 +164,12 @@ std::optional<GrpcPsClient::Outage> GrpcPsClient::outage() const {
   absl::MutexLock lock(&mu_);
   std::optional<Outage> longest;
   for (const auto& [index, waiting] : waiting_) {
-    if (longest.has_value() && now - waiting.since <= longest->unreachable_for) {
+    if (longest.has_value() &&
+        now - waiting.since <= longest->unreachable_for) {
       continue;
     }
-    longest = Outage{index, waiting.address, now - waiting.since,
-                     outage_timeout_};
+    longest =
+        Outage{index, waiting.address, now - waiting.since, outage_timeout_};
   }
   return longest;
 }
@@ -182,9 +188,9 @@ absl::Status GrpcPsClient::Refresh(uint64_t seen_epoch) {
     absl::MutexLock lock(&mu_);
     if (epoch_ > seen_epoch) return absl::OkStatus();  // someone else refreshed
   }
-  // The first time, wait (bounded) for a placement; later, read it once: when it
-  // is not newer, or the coordinator is down, we keep the one we have and the
-  // caller's backoff decides when to try again.
+  // The first time, wait (bounded) for a placement; later, read it once: when
+  // it is not newer, or the coordinator is down, we keep the one we have and
+  // the caller's backoff decides when to try again.
   absl::StatusOr<proto::GetPlacementResponse> placement =
       seen_epoch == 0 ? coordinator_->WaitForPlacement(1, should_stop_)
                       : coordinator_->GetPlacement();
@@ -197,7 +203,8 @@ absl::Status GrpcPsClient::Refresh(uint64_t seen_epoch) {
     auto shard = std::make_shared<ShardLink>();
     shard->index = info.index();
     shard->address = info.address();
-    shard->stub = std::make_unique<grpc::GenericStub>(MakeChannel(info.address()));
+    shard->stub =
+        std::make_unique<grpc::GenericStub>(MakeChannel(info.address()));
     int64_t bytes = kChunkBytes;
     for (uint32_t id : info.block_ids()) {
       const int64_t block_bytes = spec_.blocks()[id].length * 4;
@@ -246,8 +253,8 @@ std::shared_ptr<const GrpcPsClient::ShardLink> GrpcPsClient::GetShardLink(
   return shards_[index];
 }
 
-std::vector<std::shared_ptr<const GrpcPsClient::ShardLink>> GrpcPsClient::GetShardLinks(
-    uint64_t* epoch) const {
+std::vector<std::shared_ptr<const GrpcPsClient::ShardLink>>
+GrpcPsClient::GetShardLinks(uint64_t* epoch) const {
   absl::MutexLock lock(&mu_);
   *epoch = epoch_;
   return shards_;
@@ -266,8 +273,8 @@ absl::Status GrpcPsClient::WithRetries(
   options.should_stop = should_stop_;
   options.clock = clock_;
   absl::Status result = RetryFor(
-      absl::StrCat("worker ", worker_id_), absl::StrCat(what, " ", target), options,
-      [&]() -> absl::Status {
+      absl::StrCat("worker ", worker_id_), absl::StrCat(what, " ", target),
+      options, [&]() -> absl::Status {
         // The first try may have run already (asynchronously).
         absl::Status status = FromGrpcStatus(
             first_try != nullptr ? *first_try : call(*shard, epoch),
@@ -283,8 +290,9 @@ absl::Status GrpcPsClient::WithRetries(
         if (first_failure == absl::InfiniteFuture()) {
           first_failure = clock_->Now();
           StartWaiting(index, shard->address, first_failure);
-          SPDLOG_LOGGER_WARN(Log(Logger::kWorker), "worker {}: {}; retrying with backoff",
-                             worker_id_, std::string(status.message()));
+          SPDLOG_LOGGER_WARN(Log(Logger::kWorker),
+                             "worker {}: {}; retrying with backoff", worker_id_,
+                             std::string(status.message()));
         }
         counters_->stats().rpc_retries.Increment();
         // The shard may have moved or restarted: read the placement again.
@@ -313,18 +321,21 @@ absl::Status GrpcPsClient::WithRetries(
     // How long this worker could not reach the shard: the outage it saw.
     const double outage = absl::ToDoubleSeconds(clock_->Now() - first_failure);
     counters_->stats().outage_seconds.Increment(outage);
-    SPDLOG_LOGGER_INFO(Log(Logger::kWorker),
-                       "worker {}: ps {} reachable again at {} (placement epoch {}) "
-                       "after {:.2f} s",
-                       worker_id_, index, shard->address, epoch, outage);
+    SPDLOG_LOGGER_INFO(
+        Log(Logger::kWorker),
+        "worker {}: ps {} reachable again at {} (placement epoch {}) "
+        "after {:.2f} s",
+        worker_id_, index, shard->address, epoch, outage);
   }
   return result;
 }
 
-absl::Status GrpcPsClient::Pull(float* params, std::vector<uint64_t>* versions) {
+absl::Status GrpcPsClient::Pull(float* params,
+                                std::vector<uint64_t>* versions) {
   versions->resize(spec_.blocks().size());
   uint64_t epoch = 0;
-  const std::vector<std::shared_ptr<const ShardLink>> shards = GetShardLinks(&epoch);
+  const std::vector<std::shared_ptr<const ShardLink>> shards =
+      GetShardLinks(&epoch);
   struct Chunk {
     int shard;
     size_t chunk;
@@ -339,8 +350,8 @@ absl::Status GrpcPsClient::Pull(float* params, std::vector<uint64_t>* versions) 
       auto chunk = std::make_unique<Chunk>();
       chunk->shard = shard->index;
       chunk->chunk = c;
-      chunk->request = PullRequestBytes(epoch, worker_id_, shard->chunks[c],
-                                        encoding_);
+      chunk->request =
+          PullRequestBytes(epoch, worker_id_, shard->chunks[c], encoding_);
       chunk->context.set_deadline(DeadlineIn(rpc_.deadline_s));
       chunks.push_back(std::move(chunk));
     }
@@ -370,9 +381,10 @@ absl::Status GrpcPsClient::Pull(float* params, std::vector<uint64_t>* versions) 
     }
     const std::vector<uint32_t>& ids = shards[c->shard]->chunks[c->chunk];
     absl::Status status = WithRetries(
-        c->shard, "pull from", [&](const ShardLink& now, uint64_t now_epoch) {
-          grpc::ByteBuffer request = PullRequestBytes(now_epoch, worker_id_, ids,
-                                                      encoding_);
+        c->shard, "pull from",
+        [&](const ShardLink& now, uint64_t now_epoch) {
+          grpc::ByteBuffer request =
+              PullRequestBytes(now_epoch, worker_id_, ids, encoding_);
           c->reply.Clear();
           return now.Call(kPullMethod, rpc_.deadline_s, request, &c->reply);
         },
@@ -402,11 +414,11 @@ absl::Status GrpcPsClient::CopyBlock(int index, const wire::BlockRef& block,
   }
   const int64_t expected = spec.length * BytesPerElement(encoding);
   if (static_cast<int64_t>(block.size) != expected) {
-    return absl::InternalError(absl::StrCat(
-        "ps ", index, " returned ", block.size, " bytes for block ", spec.id,
-        ", expected ", expected, " (", spec.length, " ",
-        WireEncodingName(encoding),
-        " values): do all daemons use the same config?"));
+    return absl::InternalError(
+        absl::StrCat("ps ", index, " returned ", block.size,
+                     " bytes for block ", spec.id, ", expected ", expected,
+                     " (", spec.length, " ", WireEncodingName(encoding),
+                     " values): do all daemons use the same config?"));
   }
   if (encoding == WireEncoding::kFloat32) {
     copy(reinterpret_cast<char*>(params + spec.offset));
@@ -432,7 +444,8 @@ absl::Status GrpcPsClient::CopyBlocks(int index, const grpc::ByteBuffer& reply,
       });
   if (!status.ok()) {
     return absl::IsInvalidArgument(status)
-               ? absl::InternalError(absl::StrCat("ps ", index, ": ", status.message()))
+               ? absl::InternalError(
+                     absl::StrCat("ps ", index, ": ", status.message()))
                : status;
   }
   counters_->stats().pulls.Increment();
@@ -461,8 +474,7 @@ uint64_t GrpcPsClient::acked_clock() const {
 
 absl::Status GrpcPsClient::PushWithRows(
     const float* grad, const std::vector<uint64_t>& versions,
-    const std::vector<std::vector<wire::SparseRef>>& rows,
-    PushReport* report) {
+    const std::vector<std::vector<wire::SparseRef>>& rows, PushReport* report) {
   return SendPush(grad, versions, report, &rows);
 }
 
@@ -470,8 +482,7 @@ absl::Status GrpcPsClient::PullTables(
     const std::vector<TableRows>& tables,
     const std::vector<std::vector<uint64_t>>& keys,
     std::vector<std::vector<std::vector<float>>>* values) {
-  values->assign(tables.size(),
-                 std::vector<std::vector<float>>(keys.size()));
+  values->assign(tables.size(), std::vector<std::vector<float>>(keys.size()));
   uint64_t epoch = 0;
   const std::vector<std::shared_ptr<const ShardLink>> shards =
       GetShardLinks(&epoch);
@@ -497,18 +508,18 @@ absl::Status GrpcPsClient::PullTables(
                                                                      &response)
              .ok() ||
         response.sparse_size() != static_cast<int>(tables.size())) {
-      return absl::DataLossError(absl::StrCat(
-          "pull rows from ps ", s, ": the reply does not hold ",
-          tables.size(), " tables"));
+      return absl::DataLossError(absl::StrCat("pull rows from ps ", s,
+                                              ": the reply does not hold ",
+                                              tables.size(), " tables"));
     }
     for (size_t t = 0; t < tables.size(); ++t) {
       const int dim = tables[t].dim;
       const std::string& bytes = response.sparse(t).values();
       if (bytes.size() != keys[s].size() * dim * sizeof(float)) {
-        return absl::DataLossError(absl::StrCat(
-            "pull rows from ps ", s, ": the reply does not hold ",
-            keys[s].size(), " rows of dim ", dim, " of table ",
-            tables[t].table));
+        return absl::DataLossError(
+            absl::StrCat("pull rows from ps ", s, ": the reply does not hold ",
+                         keys[s].size(), " rows of dim ", dim, " of table ",
+                         tables[t].table));
       }
       (*values)[t][s].resize(keys[s].size() * dim);
       std::memcpy((*values)[t][s].data(), bytes.data(), bytes.size());
@@ -562,14 +573,15 @@ absl::Status GrpcPsClient::PullTables(
   return absl::OkStatus();
 }
 
-absl::Status GrpcPsClient::PushPullBlocks(
-    const float* grad, const std::vector<uint64_t>& versions,
-    const std::vector<uint32_t>& ids, PushReport* report,
-    float* params, std::vector<uint64_t>* fresh) {
+absl::Status GrpcPsClient::PushPullBlocks(const float* grad,
+                                          const std::vector<uint64_t>& versions,
+                                          const std::vector<uint32_t>& ids,
+                                          PushReport* report, float* params,
+                                          std::vector<uint64_t>* fresh) {
   if (fresh->size() != spec_.blocks().size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "PushPullBlocks: the versions hold ", fresh->size(),
-        " entries, the model ", spec_.blocks().size(), " blocks"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("PushPullBlocks: the versions hold ", fresh->size(),
+                     " entries, the model ", spec_.blocks().size(), " blocks"));
   }
   const Values values{params, fresh};
   return SendPush(grad, versions, report, nullptr, &ids, &values);
@@ -577,8 +589,7 @@ absl::Status GrpcPsClient::PushPullBlocks(
 
 absl::Status GrpcPsClient::SendPush(
     const float* grad, const std::vector<uint64_t>& versions,
-    PushReport* report,
-    const std::vector<std::vector<wire::SparseRef>>* rows,
+    PushReport* report, const std::vector<std::vector<wire::SparseRef>>* rows,
     const std::vector<uint32_t>* only, const Values* values) {
   // `only` as marks by block id (empty: every block).
   std::vector<char> wanted;
@@ -586,9 +597,9 @@ absl::Status GrpcPsClient::SendPush(
     wanted.assign(spec_.blocks().size(), 0);
     for (uint32_t id : *only) {
       if (id >= wanted.size()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "push: block ", id, " is not in the model (", wanted.size(),
-            " blocks)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("push: block ", id, " is not in the model (",
+                         wanted.size(), " blocks)"));
       }
       wanted[id] = 1;
     }
@@ -606,7 +617,8 @@ absl::Status GrpcPsClient::SendPush(
   call.reports.resize(call.shards.size());
   // Requests interleaved across shards, so every shard's link starts at once.
   size_t most = 0;
-  for (const auto& shard : call.shards) most = std::max(most, shard->chunks.size());
+  for (const auto& shard : call.shards)
+    most = std::max(most, shard->chunks.size());
   for (size_t c = 0; c < most; ++c) {
     for (const auto& shard : call.shards) {
       if (c >= shard->chunks.size()) continue;
@@ -661,9 +673,8 @@ absl::Status GrpcPsClient::SendPush(
     // Every request started must end before `call` goes away.
     absl::MutexLock lock(&mu_);
     mu_.Await(absl::Condition(
-        +[](PushCall* c) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-          return c->outstanding == 0;
-        },
+        +[](PushCall* c)
+             ABSL_NO_THREAD_SAFETY_ANALYSIS { return c->outstanding == 0; },
         &call));
   }
   if (status.ok()) status = RetryFailedPushes(&call);
@@ -672,7 +683,8 @@ absl::Status GrpcPsClient::SendPush(
   {
     absl::MutexLock lock(&mu_);
     for (const auto& r : call.requests) {
-      if (r->sequence != 0 && !r->done) lanes_[r->shard].in_flight.erase(r->sequence);
+      if (r->sequence != 0 && !r->done)
+        lanes_[r->shard].in_flight.erase(r->sequence);
     }
     window_moved_.SignalAll();
   }
@@ -770,7 +782,8 @@ bool GrpcPsClient::StartRequest(PushCall* call, size_t r) {
   {
     absl::MutexLock lock(&mu_);
     PushLane& lane = lanes_[request->shard];
-    if (lane.next_sequence == 0) lane.next_sequence = MakeSequence(incarnation_, 1);
+    if (lane.next_sequence == 0)
+      lane.next_sequence = MakeSequence(incarnation_, 1);
     while (!lane.in_flight.empty() &&
            lane.next_sequence >= *lane.in_flight.begin() + window) {
       if (call->failures > 0) return false;  // ours may hold the window
@@ -916,7 +929,8 @@ absl::Status GrpcPsClient::RetryFailedPushes(PushCall* call) {
     // Sent again with its sequence: a duplicate if the first one landed.
     counters_->stats().push_resends.Increment();
     absl::Status status = WithRetries(
-        request->shard, "push to", [&](const ShardLink& shard, uint64_t epoch) {
+        request->shard, "push to",
+        [&](const ShardLink& shard, uint64_t epoch) {
           wire::PushView view =
               MakePushView(spec_, call->grad, *call->versions, request->ids,
                            epoch, worker_id_, request->sequence, call->clock,
@@ -926,7 +940,8 @@ absl::Status GrpcPsClient::RetryFailedPushes(PushCall* call) {
           const grpc::ByteBuffer bytes =
               wire::SerializePush(view, call->pins.get());
           request->reply.Clear();
-          return shard.Call(kPushMethod, rpc_.deadline_s, bytes, &request->reply);
+          return shard.Call(kPushMethod, rpc_.deadline_s, bytes,
+                            &request->reply);
         },
         &request->status);
     if (!status.ok()) return status;

@@ -47,8 +47,8 @@ namespace downpour::worker {
 // per shard), a push within a window per shard (kPushRequestsPerShard requests
 // in flight, common/config.h), then retries the ones that failed. Pushes begun
 // by StartPush run on the client's PushPipeline (worker/push_pipeline.h), at
-// most max_pushes_in_flight at once, Push included. Every request is retried on its own: a
-// retryable failure (common/retry.h IsRetryable: UNAVAILABLE,
+// most max_pushes_in_flight at once, Push included. Every request is retried on
+// its own: a retryable failure (common/retry.h IsRetryable: UNAVAILABLE,
 // DEADLINE_EXCEEDED, FAILED_PRECONDITION such as a stale placement epoch,
 // ABORTED) makes the client re-read the placement (the shard may have moved or
 // restarted) and try again with capped exponential backoff and jitter on
@@ -120,11 +120,10 @@ class GrpcPsClient : public PsClient, public SparsePs {
   // (keys sorted and unique, of buckets ps s serves, common/sparse_keys.h),
   // all applied once under the same exactly-once sequences. The arrays are
   // read until it returns.
-  absl::Status PushWithRows(const float* grad,
-                            const std::vector<uint64_t>& versions,
-                            const std::vector<std::vector<wire::SparseRef>>& rows,
-                            PushReport* report) override
-      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status PushWithRows(
+      const float* grad, const std::vector<uint64_t>& versions,
+      const std::vector<std::vector<wire::SparseRef>>& rows,
+      PushReport* report) override ABSL_LOCKS_EXCLUDED(mu_);
   // training.fetch layerwise: a Push of blocks `ids` only whose requests
   // ask for the blocks' values back (PushRequest.reply_values), with Push's
   // retries and errors, plus Pull's Internal for values that do not fit the
@@ -141,11 +140,10 @@ class GrpcPsClient : public PsClient, public SparsePs {
   // into (*values)[t][s], keys[s].size() * dim floats; one request per ps
   // for all tables, retried like Pull. A key without a row reads its initial
   // values (nothing is created).
-  absl::Status PullTables(
-      const std::vector<TableRows>& tables,
-      const std::vector<std::vector<uint64_t>>& keys,
-      std::vector<std::vector<std::vector<float>>>* values) override
-      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status PullTables(const std::vector<TableRows>& tables,
+                          const std::vector<std::vector<uint64_t>>& keys,
+                          std::vector<std::vector<std::vector<float>>>* values)
+      override ABSL_LOCKS_EXCLUDED(mu_);
 
   // The placement epoch in use (0 before Connect).
   uint64_t epoch() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -189,19 +187,20 @@ class GrpcPsClient : public PsClient, public SparsePs {
       ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  struct ShardLink;  // one ps as this client reaches it: address, stubs, blocks cut into chunks
-  struct PushCall;  // one Push: its requests and their state
+  struct ShardLink;  // one ps as this client reaches it: address, stubs, blocks
+                     // cut into chunks
+  struct PushCall;   // one Push: its requests and their state
 
   // The calls of one shard retrying now (outage()).
   struct Waiting {
-    int calls = 0;           // WithRetries calls past their first failure
-    absl::Time since;        // the earliest first failure among them
-    std::string address;     // the shard's address they last tried
+    int calls = 0;        // WithRetries calls past their first failure
+    absl::Time since;     // the earliest first failure among them
+    std::string address;  // the shard's address they last tried
   };
 
   // Window state of one shard index.
   struct PushLane {
-    uint64_t next_sequence = 0;   // for the next request (0: not started)
+    uint64_t next_sequence = 0;    // for the next request (0: not started)
     std::set<uint64_t> in_flight;  // sent, not yet acknowledged
     // Since when every acknowledgement was a duplicate, and how many.
     absl::Time duplicates_since = absl::InfiniteFuture();
@@ -210,10 +209,11 @@ class GrpcPsClient : public PsClient, public SparsePs {
 
   // Re-reads the placement if it is newer than `seen_epoch`.
   absl::Status Refresh(uint64_t seen_epoch) ABSL_LOCKS_EXCLUDED(mu_);
-  std::shared_ptr<const ShardLink> GetShardLink(int index, uint64_t* epoch) const
+  std::shared_ptr<const ShardLink> GetShardLink(int index,
+                                                uint64_t* epoch) const
       ABSL_LOCKS_EXCLUDED(mu_);
-  std::vector<std::shared_ptr<const ShardLink>> GetShardLinks(uint64_t* epoch) const
-      ABSL_LOCKS_EXCLUDED(mu_);
+  std::vector<std::shared_ptr<const ShardLink>> GetShardLinks(
+      uint64_t* epoch) const ABSL_LOCKS_EXCLUDED(mu_);
   // Copies a pull reply's blocks into params and versions, checking their
   // ids and sizes.
   absl::Status CopyBlocks(int index, const grpc::ByteBuffer& reply,

@@ -17,18 +17,18 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/counters.h"
-#include "rpc/grpc_status.h"
 #include "common/push_sequence.h"
-#include "rpc/server_util.h"
 #include "common/testing/fake_clock.h"
 #include "common/testing/poll.h"
 #include "common/testing/status_matchers.h"
 #include "common/wire_encoding.h"
 #include "coordinator/cluster_state.h"
-#include "membership/coordinator_client.h"
 #include "coordinator/coordinator_service.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "membership/coordinator_client.h"
+#include "rpc/grpc_status.h"
+#include "rpc/server_util.h"
 #include "server/shard.h"
 
 namespace downpour::worker {
@@ -513,8 +513,8 @@ TEST_F(PsClientTest, StartPushWaitsWhileMaxPushesAreInFlight) {
   absl::StatusOr<PushTicket> first =
       client.StartPush(std::vector<float>(n, 1.0f), versions);
   ASSERT_THAT(first, IsOk());
-  ASSERT_TRUE(WaitUntil([&] { return services_[0]->gated() == 1; },
-                        absl::Seconds(30)));
+  ASSERT_TRUE(
+      WaitUntil([&] { return services_[0]->gated() == 1; }, absl::Seconds(30)));
   EXPECT_EQ(client.pushes_in_flight(), 1);
   std::atomic<bool> calling{false}, first_done_when_started{false};
   absl::StatusOr<PushTicket> second;
@@ -566,8 +566,9 @@ TEST_F(PsClientTest, WaitReturnsTheShardsAnswerToThatPush) {
       client_->StartPush(std::vector<float>(params.size(), 1.0f), versions);
   ASSERT_THAT(good, IsOk());
   EXPECT_THAT(client_->Wait(*good, nullptr), IsOk());
-  EXPECT_THAT(client_->Wait(*good, nullptr),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("ticket")));
+  EXPECT_THAT(
+      client_->Wait(*good, nullptr),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("ticket")));
 }
 
 // With rpc.encoding bf16/fp16, a push and pull through 2 shards give the
@@ -676,12 +677,14 @@ TEST_F(PsClientTest, PushToAShardThatIsGoneWaitsForTheOutageTimeoutSayingWhy) {
 
   const std::vector<float> gradient(spec_->num_params(), 1.0f);
   const absl::Status pushed = client.Push(gradient.data(), versions, nullptr);
-  EXPECT_THAT(pushed,
-              StatusIs(absl::StatusCode::kDeadlineExceeded,
-                       HasSubstr("worker 0: gave up waiting for push to ps 0")));
-  EXPECT_THAT(pushed.message(),
-              HasSubstr("training.outage_timeout_s (45 s) for an unreachable "
-                        "ps shard: bring ps 0 back (restart it with --index 0"));
+  EXPECT_THAT(
+      pushed,
+      StatusIs(absl::StatusCode::kDeadlineExceeded,
+               HasSubstr("worker 0: gave up waiting for push to ps 0")));
+  EXPECT_THAT(
+      pushed.message(),
+      HasSubstr("training.outage_timeout_s (45 s) for an unreachable "
+                "ps shard: bring ps 0 back (restart it with --index 0"));
   EXPECT_EQ(clock_.slept(), absl::Seconds(45));
   ASSERT_GE(seen.size(), 2u);
   EXPECT_EQ(seen.front(),

@@ -22,17 +22,19 @@ void LoopStats::Start(absl::Time start) {
   start_ = start;
 }
 
-void LoopStats::CountPushed(const PushReport& report, int64_t steps, bool pulled) {
+void LoopStats::CountPushed(const PushReport& report, int64_t steps,
+                            bool pulled) {
   absl::MutexLock lock(&mu_);
   if (pulled) ++stats_.pulls;
   if (report.refused > 0) {
     // Answered, not applied (on at least one shard): no examples counted.
     stats_.refused_steps += steps;
     for (const std::string& line : refusal_log_.Record(
-             "refused", absl::StrCat("worker ", worker_index_, ": a push of ", steps,
-                                     " steps was refused and dropped (its "
-                                     "examples are not counted): ",
-                                     report.refused_why))) {
+             "refused",
+             absl::StrCat("worker ", worker_index_, ": a push of ", steps,
+                          " steps was refused and dropped (its "
+                          "examples are not counted): ",
+                          report.refused_why))) {
       SPDLOG_LOGGER_WARN(L(), "{}", line);
     }
   } else {
@@ -77,7 +79,8 @@ void LoopStats::AddStepTime(absl::Duration compute, absl::Duration wait_pull) {
 void LoopStats::StepDone(int64_t steps, float loss) {
   absl::MutexLock lock(&mu_);
   stats_.step = steps;
-  stats_.loss = std::isnan(stats_.loss) ? loss : 0.95 * stats_.loss + 0.05 * loss;
+  stats_.loss =
+      std::isnan(stats_.loss) ? loss : 0.95 * stats_.loss + 0.05 * loss;
 }
 
 void LoopStats::SetDiverged(std::string message) {

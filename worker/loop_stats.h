@@ -34,7 +34,8 @@ class LoopStats {
   // Adds a step's or push's report to the figures: `steps` steps applied, or
   // refused when report.refused (logged, throttled); `pulled`: the report's
   // round trip brought fresh parameters too (training.fetch layerwise).
-  void CountPushed(const PushReport& report, int64_t steps, bool pulled) ABSL_LOCKS_EXCLUDED(mu_);
+  void CountPushed(const PushReport& report, int64_t steps, bool pulled)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // A fresh parameter set swapped in or pulled.
   void CountPull() ABSL_LOCKS_EXCLUDED(mu_);
   // Communication off: `examples` applied by the worker itself.
@@ -43,14 +44,16 @@ class LoopStats {
   void AddWaitPush(absl::Duration waited) ABSL_LOCKS_EXCLUDED(mu_);
   void AddWaitPull(absl::Duration waited) ABSL_LOCKS_EXCLUDED(mu_);
   // A step's wall time: computing, and waiting for its parameters.
-  void AddStepTime(absl::Duration compute, absl::Duration wait_pull) ABSL_LOCKS_EXCLUDED(mu_);
+  void AddStepTime(absl::Duration compute, absl::Duration wait_pull)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // `steps` steps are computed; `loss` joins the running mean.
   void StepDone(int64_t steps, float loss) ABSL_LOCKS_EXCLUDED(mu_);
   void SetDiverged(std::string message) ABSL_LOCKS_EXCLUDED(mu_);
   // A test evaluation: the main figures and the task's named metrics.
   void Evaluated(double accuracy, double test_loss,
-                 std::vector<std::pair<std::string, double>> metrics) ABSL_LOCKS_EXCLUDED(mu_);
+                 std::vector<std::pair<std::string, double>> metrics)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Refreshes the rates and time shares.
   void UpdateRates() ABSL_LOCKS_EXCLUDED(mu_);
   // Marks the run finished and returns the figures.

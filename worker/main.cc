@@ -1,8 +1,8 @@
 // ps_worker: one Downpour SGD worker (worker/worker_node.h does the work).
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
-#include "rpc/daemon.h"
 #include "common/logging.h"
+#include "rpc/daemon.h"
 #include "worker/worker_node.h"
 
 ABSL_FLAG(std::string, listen, "",
@@ -61,7 +61,8 @@ int main(int argc, char** argv) {
   }
   const absl::Status result = (*node)->Stop();
   if (!result.ok()) {
-    SPDLOG_LOGGER_ERROR(Log(Logger::kWorker), "{}", std::string(result.message()));
+    SPDLOG_LOGGER_ERROR(Log(Logger::kWorker), "{}",
+                        std::string(result.message()));
     return 1;
   }
   return 0;

@@ -58,9 +58,9 @@ absl::Status CheckPooledBatch(const PooledBatch& batch, int rows, int inputs,
   }
   if (batch.fields < 1 || batch.dim < 1 ||
       static_cast<int64_t>(batch.fields) * batch.dim != inputs) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        batch.fields, " fields of ", batch.dim,
-        " floats do not make the model's ", inputs, " inputs"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(batch.fields, " fields of ", batch.dim,
+                     " floats do not make the model's ", inputs, " inputs"));
   }
   if (batch.offsets[0] != 0) {
     return absl::InvalidArgumentError("pooled batch offsets must start at 0");

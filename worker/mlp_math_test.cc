@@ -37,8 +37,8 @@ TEST(MlpMathTest, SoftmaxCrossEntropyOfUniformLogitsIsLogClasses) {
   const std::vector<float> logits = {0, 0, 0, 0, 3, 3, 3, 3};
   const float labels[] = {1, 3};
   std::vector<float> dlogits(8);
-  const double loss =
-      OutputLoss(Task::kMulticlass, logits.data(), labels, 2, 4, 0.5f, dlogits.data());
+  const double loss = OutputLoss(Task::kMulticlass, logits.data(), labels, 2, 4,
+                                 0.5f, dlogits.data());
   EXPECT_NEAR(loss, 2 * std::log(4.0), 1e-6);
   const float p = 0.5f * 0.25f;  // grad_scale * softmax
   EXPECT_THAT(dlogits, Pointwise(FloatNear(1e-7),
@@ -50,8 +50,8 @@ TEST(MlpMathTest, SoftmaxCrossEntropyIsStableForHugeLogits) {
   const std::vector<float> logits = {1000, 0, -1000};
   const float label = 1;
   std::vector<float> dlogits(3);
-  const double loss =
-      OutputLoss(Task::kMulticlass, logits.data(), &label, 1, 3, 1.0f, dlogits.data());
+  const double loss = OutputLoss(Task::kMulticlass, logits.data(), &label, 1, 3,
+                                 1.0f, dlogits.data());
   EXPECT_NEAR(loss, 1000.0, 1e-3);
   EXPECT_THAT(dlogits,
               Pointwise(FloatNear(1e-6), std::vector<float>{1, -1, 0}));
@@ -61,9 +61,10 @@ TEST(MlpMathTest, SoftmaxCrossEntropyMayWriteOverLogits) {
   std::vector<float> z = {1, 2, 3};
   std::vector<float> separate(3);
   const float label = 0;
-  const double a =
-      OutputLoss(Task::kMulticlass, z.data(), &label, 1, 3, 1.0f, separate.data());
-  const double b = OutputLoss(Task::kMulticlass, z.data(), &label, 1, 3, 1.0f, z.data());
+  const double a = OutputLoss(Task::kMulticlass, z.data(), &label, 1, 3, 1.0f,
+                              separate.data());
+  const double b =
+      OutputLoss(Task::kMulticlass, z.data(), &label, 1, 3, 1.0f, z.data());
   EXPECT_EQ(a, b);
   EXPECT_EQ(z, separate);
 }
@@ -86,8 +87,9 @@ TEST(MlpMathTest, LogisticLossAndGradient) {
                       (30 + std::log1p(std::exp(-30.0))) + 80;
   EXPECT_NEAR(loss, want, 1e-4);
   const float s2 = 1 / (1 + std::exp(-2.0f));
-  EXPECT_THAT(dz, Pointwise(FloatNear(1e-6),
-                            std::vector<float>{-0.25f, 0.5f * s2, -0.5f, 0.5f}));
+  EXPECT_THAT(dz,
+              Pointwise(FloatNear(1e-6),
+                        std::vector<float>{-0.25f, 0.5f * s2, -0.5f, 0.5f}));
 }
 
 TEST(MlpMathTest, SquaredErrorAndGradient) {

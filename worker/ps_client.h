@@ -68,10 +68,10 @@ class PsClient {
   // ps acknowledged applying, the updates applied to the block after
   // versions[id] and before this one (a block whose update the ps had
   // already applied, a retried duplicate, records nothing), and the requests
-  // a shard's push guard refused as outliers (nothing of them applied). If `grad` is not null, the
-  // push's gradient buffer is moved into it, for the caller to reuse.
-  // Each ticket is waited for once; InvalidArgument for one that is unknown
-  // or was waited for already.
+  // a shard's push guard refused as outliers (nothing of them applied). If
+  // `grad` is not null, the push's gradient buffer is moved into it, for the
+  // caller to reuse. Each ticket is waited for once; InvalidArgument for one
+  // that is unknown or was waited for already.
   absl::Status Wait(PushTicket ticket, PushReport* report,
                     std::vector<float>* grad = nullptr) {
     return push_pipeline().Wait(ticket, report, grad);
@@ -79,7 +79,9 @@ class PsClient {
 
   // Whether push `ticket` has ended (Wait returns at once); false for a
   // ticket that is unknown or was waited for already.
-  bool PushDone(PushTicket ticket) const { return push_pipeline().Done(ticket); }
+  bool PushDone(PushTicket ticket) const {
+    return push_pipeline().Done(ticket);
+  }
 
   // Pushes in flight now, at most max_pushes_in_flight().
   int pushes_in_flight() const { return push_pipeline().in_flight(); }
@@ -104,8 +106,7 @@ class PsClient {
   virtual absl::Status PushPullBlocks(const float* grad,
                                       const std::vector<uint64_t>& versions,
                                       const std::vector<uint32_t>& ids,
-                                      PushReport* report,
-                                      float* params,
+                                      PushReport* report, float* params,
                                       std::vector<uint64_t>* fresh);
 
  protected:

@@ -23,8 +23,8 @@ PushPipeline::~PushPipeline() {
   for (std::thread& t : threads) t.join();
 }
 
-absl::StatusOr<PushTicket> PushPipeline::Start(
-    std::vector<float> grad, std::vector<uint64_t> versions) {
+absl::StatusOr<PushTicket> PushPipeline::Start(std::vector<float> grad,
+                                               std::vector<uint64_t> versions) {
   absl::MutexLock lock(&mu_);
   // Backpressure. A failure the caller has not seen ends the wait too: the
   // caller learns it here instead of sending another push behind it.
@@ -78,8 +78,7 @@ void PushPipeline::SendThread() {
   }
 }
 
-absl::Status PushPipeline::Wait(PushTicket ticket,
-                                PushReport* report,
+absl::Status PushPipeline::Wait(PushTicket ticket, PushReport* report,
                                 std::vector<float>* grad) {
   struct Args {
     PushPipeline* self;

@@ -67,9 +67,9 @@ class PushPipeline {
   // Sends one push and waits for its acknowledgement: the client's own
   // synchronous push. Called on the pipeline's threads (Start) or the
   // caller's (Run), up to max_in_flight at once.
-  using Send = std::function<absl::Status(
-      const float* grad, const std::vector<uint64_t>& versions,
-      PushReport* report)>;
+  using Send = std::function<absl::Status(const float* grad,
+                                          const std::vector<uint64_t>& versions,
+                                          PushReport* report)>;
 
   // REQUIRES: max_in_flight >= 1.
   PushPipeline(int max_in_flight, Send send);

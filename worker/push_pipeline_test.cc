@@ -37,7 +37,8 @@ class GatedPs {
       --waiting_;
       --concurrent_;
       ++sent_;
-      if (grad[0] < 0) return absl::InvalidArgumentError("push: gradient has NaN");
+      if (grad[0] < 0)
+        return absl::InvalidArgumentError("push: gradient has NaN");
       report->staleness.Record(static_cast<uint64_t>(grad[1]));
       return absl::OkStatus();
     };
@@ -129,8 +130,8 @@ TEST(PushPipelineTest, StartBlocksWhileMaxPushesAreInFlight) {
   EXPECT_GE(sent_when_started.load(), 1)
       << "Start returned while max_in_flight pushes were in flight";
   ps.Release(2);
-  ASSERT_TRUE(WaitUntil([&] { return pushes.in_flight() == 0; },
-                        absl::Seconds(30)));
+  ASSERT_TRUE(
+      WaitUntil([&] { return pushes.in_flight() == 0; }, absl::Seconds(30)));
   EXPECT_EQ(ps.max_concurrent(), 2);
 }
 
@@ -160,8 +161,8 @@ TEST(PushPipelineTest, StartAfterAnUnseenFailureReturnsItAndSendsNothing) {
   auto failing = pushes.Start(Grad(-1, 0), {0});
   ASSERT_THAT(failing, IsOk());
   ps.Release(1);
-  ASSERT_TRUE(WaitUntil([&] { return pushes.Done(*failing); },
-                        absl::Seconds(30)));
+  ASSERT_TRUE(
+      WaitUntil([&] { return pushes.Done(*failing); }, absl::Seconds(30)));
   EXPECT_THAT(pushes.Start(Grad(1, 0), {0}),
               StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_EQ(ps.sent(), 1);
@@ -185,7 +186,8 @@ TEST(PushPipelineTest, ThreadsNeverOutnumberMaxInFlight) {
     ASSERT_THAT(ticket, IsOk());
     tickets.push_back(*ticket);
   }
-  for (PushTicket t : tickets) EXPECT_THAT(pushes.Wait(t, nullptr, nullptr), IsOk());
+  for (PushTicket t : tickets)
+    EXPECT_THAT(pushes.Wait(t, nullptr, nullptr), IsOk());
   EXPECT_EQ(ps.sent(), 100);
   EXPECT_LE(ps.threads(), 3u);
   EXPECT_LE(ps.max_concurrent(), 3);

@@ -78,8 +78,7 @@ absl::StatusOr<float> SimulatedBackend::LossAndGradientInStages(
     finish();
     hooks.gradient_ready(begin, end);
   };
-  return real_->LossAndGradientInStages(params, x, targets, batch, grad,
-                                        timed);
+  return real_->LossAndGradientInStages(params, x, targets, batch, grad, timed);
 }
 
 absl::Status SimulatedBackend::Predict(const float* params, const float* x,
@@ -93,10 +92,9 @@ absl::Status SimulatedBackend::Predict(const float* params, const float* x,
 }
 
 std::string SimulatedBackend::device() const {
-  return absl::StrCat("simulated (", absl::ToDoubleMilliseconds(step_),
-                      " ms per step",
-                      real_ != nullptr ? ", real gradients on the CPU" : "",
-                      ")");
+  return absl::StrCat(
+      "simulated (", absl::ToDoubleMilliseconds(step_), " ms per step",
+      real_ != nullptr ? ", real gradients on the CPU" : "", ")");
 }
 
 }  // namespace downpour::worker

@@ -8,9 +8,9 @@
 #include "common/model_spec.h"
 #include "common/testing/fake_clock.h"
 #include "common/testing/status_matchers.h"
-#include "worker/cpu/cpu_backend.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "worker/cpu/cpu_backend.h"
 
 namespace downpour::worker {
 namespace {
@@ -58,7 +58,8 @@ TEST(SimulatedBackendTest, WithARealBackendItsGradientPaddedToTheStepTime) {
                            std::make_unique<CpuBackend>(spec, 8));
   CpuBackend reference(spec, 8);
   std::vector<float> params(spec.num_params());
-  for (size_t i = 0; i < params.size(); ++i) params[i] = 0.01f * (i % 7) - 0.03f;
+  for (size_t i = 0; i < params.size(); ++i)
+    params[i] = 0.01f * (i % 7) - 0.03f;
   const std::vector<float> x = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f,
                                 0.7f, 0.8f, 0.9f, 1.0f, 1.1f, 1.2f};
   const std::vector<float> labels = {0, 1, 1};
@@ -95,10 +96,11 @@ TEST(SimulatedBackendTest, StagesShareTheStepTimeAndWaitsAddToIt) {
   const std::vector<float> labels = {0, 1, 1};
   std::vector<float> grad(spec.num_params()), want(spec.num_params());
   CpuBackend reference(spec, 8);
-  ASSERT_THAT(reference.LossAndGradient(params.data(), x.data(),
-                                        labels.data(), 3, want.data()),
+  ASSERT_THAT(reference.LossAndGradient(params.data(), x.data(), labels.data(),
+                                        3, want.data()),
               IsOk());
-  for (const absl::Duration wait : {absl::ZeroDuration(), absl::Milliseconds(50)}) {
+  for (const absl::Duration wait :
+       {absl::ZeroDuration(), absl::Milliseconds(50)}) {
     const absl::Duration slept_before = clock.slept();
     const absl::Time start = clock.Now();
     absl::Time first_report = absl::InfinitePast();
@@ -113,10 +115,10 @@ TEST(SimulatedBackendTest, StagesShareTheStepTimeAndWaitsAddToIt) {
     hooks.gradient_ready = [&](int64_t, int64_t) {
       if (first_report == absl::InfinitePast()) first_report = clock.Now();
     };
-    ASSERT_THAT(backend.LossAndGradientInStages(params.data(), x.data(),
-                                                labels.data(), 3, grad.data(),
-                                                hooks),
-                IsOk());
+    ASSERT_THAT(
+        backend.LossAndGradientInStages(params.data(), x.data(), labels.data(),
+                                        3, grad.data(), hooks),
+        IsOk());
     EXPECT_EQ(grad, want);
     EXPECT_NEAR(absl::ToDoubleMilliseconds(clock.slept() - slept_before),
                 300 + absl::ToDoubleMilliseconds(wait), 0.01);
@@ -137,8 +139,9 @@ TEST(SimulatedBackendTest, RejectsBadBatchesAndLabelsWithoutSleeping) {
                HasSubstr("batch 3 is outside [1, 2]")));
   EXPECT_THAT(
       backend.LossAndGradient(nullptr, nullptr, labels.data(), 2, grad.data()),
-      StatusIs(absl::StatusCode::kInvalidArgument,
-               HasSubstr("target 2 of example 1 is not a class index in [0, 2)")));
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          HasSubstr("target 2 of example 1 is not a class index in [0, 2)")));
   EXPECT_EQ(clock.slept(), absl::ZeroDuration());
 }
 

@@ -10,8 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/config.h"
 #include "common/file_util.h"
-#include "common/testing/temp_path.h"
 #include "common/testing/status_matchers.h"
+#include "common/testing/temp_path.h"
 #include "data/sparse_csv_reader.h"
 #include "data/sparse_dataset.h"
 #include "gmock/gmock.h"
@@ -147,8 +147,9 @@ TEST(LoadSparseDataTest, TheSplitsKeepEachEntrysField) {
 
 TEST(LoadSparseDataTest, LibsvmHasNoFields) {
   const std::string path = TempPath("sparse_libsvm.svm");
-  ASSERT_THAT(WriteFileAtomically(path, "1 3:1 7:2\n0 2:1\n1 9:1\n0 1:1\n1 4:1\n"),
-              IsOk());
+  ASSERT_THAT(
+      WriteFileAtomically(path, "1 3:1 7:2\n0 2:1\n1 9:1\n0 1:1\n1 4:1\n"),
+      IsOk());
   DataSection d;
   d.source = DataSource::kLibsvm;
   d.path = path;

@@ -74,8 +74,8 @@ absl::StatusOr<int> SparseLoop::ShardOf(uint64_t key,
   const int s = bucket < owners->size() ? (*owners)[bucket] : -1;
   if (s < 0 || s >= options_.num_shards) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "the placement names no ps for hash bucket ", bucket, " of ",
-        buckets_, ": does the coordinator run this config?"));
+        "the placement names no ps for hash bucket ", bucket, " of ", buckets_,
+        ": does the coordinator run this config?"));
   }
   return s;
 }
@@ -138,9 +138,8 @@ float SparseLoop::WideDeepMargin(const data::SparseDataset& data, int64_t r,
                         &wide_deep_scratch_);
   return model::WideDeepMargin(spec_.layers(), params.data(),
                                gathered_w_.data(), gathered_v_.data(),
-                               data.values.data() + begin,
-                               pool_weights_.data(), fields, n, fm_dim_,
-                               &wide_deep_scratch_);
+                               data.values.data() + begin, pool_weights_.data(),
+                               fields, n, fm_dim_, &wide_deep_scratch_);
 }
 
 absl::StatusOr<double> SparseLoop::WideDeepGradients(
@@ -226,8 +225,7 @@ double SparseLoop::Margin(const data::SparseDataset& data, int64_t r,
     gathered_v_[i] = embeddings.data() + size_t{slot[i]} * fm_dim_;
   }
   return model::FmMargin(bias, gathered_w_.data(), gathered_v_.data(),
-                         data.values.data() + begin, n, fm_dim_,
-                         fm_s_.data());
+                         data.values.data() + begin, n, fm_dim_, fm_s_.data());
 }
 
 absl::Status SparseLoop::Step(const std::vector<int64_t>& rows) {
@@ -374,9 +372,9 @@ void SparseLoop::CountStep(const PushReport& report, int64_t examples) {
     // A ps's push guard refused it (its dense part): not counted as applied.
     ++stats_.refused_steps;
     for (const std::string& line : refusal_log_.Record(
-             "refused", absl::StrCat("step ", stats_.step,
-                                     ": push refused and dropped: ",
-                                     report.refused_why))) {
+             "refused",
+             absl::StrCat("step ", stats_.step, ": push refused and dropped: ",
+                          report.refused_why))) {
       SPDLOG_LOGGER_WARN(L(), "{}", line);
     }
     return;
@@ -403,10 +401,10 @@ absl::Status SparseLoop::Evaluate() {
   std::vector<float> outputs(test_->rows());
   for (int64_t r = 0; r < test_->rows(); ++r) {
     const uint32_t* s = slot.data() + test_->offsets[r];
-    outputs[r] = wide_deep_ ? WideDeepMargin(*test_, r, s, bias, weights,
-                                             embeddings)
-                            : static_cast<float>(Margin(
-                                  *test_, r, s, bias[0], weights, embeddings));
+    outputs[r] = wide_deep_
+                     ? WideDeepMargin(*test_, r, s, bias, weights, embeddings)
+                     : static_cast<float>(
+                           Margin(*test_, r, s, bias[0], weights, embeddings));
   }
   const model::Metrics m = model::ComputeMetrics(
       spec_.task(), outputs.data(), test_->y.data(), test_->rows(), 1);
@@ -430,18 +428,18 @@ absl::Status SparseLoop::Run() {
     absl::MutexLock lock(&mu_);
     start_ = absl::Now();
   }
-  SPDLOG_LOGGER_INFO(L(),
-                     "training {} steps of {} examples on {} ({} "
-                     "train / {} test examples, {} ps)",
-                     total, batch,
-                     wide_deep_ ? absl::StrCat("wide_deep (k=", fm_dim_,
-                                               ", MLP on ",
-                                               options_.backend->device(), ")")
-                     : fm_dim_ > 0 ? absl::StrCat("fm (k=", fm_dim_, ")")
-                                   : std::string("sparse_linear"),
-                     n, test_ == nullptr ? 0 : test_->rows(),
-                     options_.num_shards);
-  std::mt19937_64 rng(t.seed + 7919 * static_cast<uint64_t>(options_.worker_index));
+  SPDLOG_LOGGER_INFO(
+      L(),
+      "training {} steps of {} examples on {} ({} "
+      "train / {} test examples, {} ps)",
+      total, batch,
+      wide_deep_    ? absl::StrCat("wide_deep (k=", fm_dim_, ", MLP on ",
+                                   options_.backend->device(), ")")
+      : fm_dim_ > 0 ? absl::StrCat("fm (k=", fm_dim_, ")")
+                    : std::string("sparse_linear"),
+      n, test_ == nullptr ? 0 : test_->rows(), options_.num_shards);
+  std::mt19937_64 rng(t.seed +
+                      7919 * static_cast<uint64_t>(options_.worker_index));
   std::vector<int64_t> order(n);
   std::iota(order.begin(), order.end(), 0);
   std::vector<int64_t> rows;

@@ -44,9 +44,9 @@
 #include "data/sparse_dataset.h"
 #include "model/wide_deep_math.h"
 #include "worker/compute_backend.h"
-#include "worker/training_loop.h"
 #include "worker/push_pipeline.h"
 #include "worker/sparse_ps.h"
+#include "worker/training_loop.h"
 
 namespace downpour::worker {
 
@@ -127,7 +127,8 @@ class SparseLoop : public TrainingLoop {
   // The ps of `key` under `owners` (SparsePs::BucketOwners; null: the
   // coordinator's rule); InvalidArgument when the placement names no ps
   // for its bucket.
-  absl::StatusOr<int> ShardOf(uint64_t key, const std::vector<int>* owners) const;
+  absl::StatusOr<int> ShardOf(uint64_t key,
+                              const std::vector<int>* owners) const;
   absl::Status Evaluate();
   // After a step: the mean loss since the last call, examples/s, the shares
   // of the wall time and the staleness quantiles into stats_.
@@ -179,7 +180,7 @@ class SparseLoop : public TrainingLoop {
   mutable absl::Mutex mu_;
   WorkerStats stats_ ABSL_GUARDED_BY(mu_);
   StalenessHistogram staleness_ ABSL_GUARDED_BY(mu_);
-  LogThrottle refusal_log_{{}};  // refused pushes
+  LogThrottle refusal_log_{{}};               // refused pushes
   double loss_sum_ ABSL_GUARDED_BY(mu_) = 0;  // since the last report
   int64_t loss_steps_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time start_ ABSL_GUARDED_BY(mu_);

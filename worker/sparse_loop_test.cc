@@ -1,18 +1,17 @@
 #include "worker/sparse_loop.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <random>
 #include <vector>
 
-#include <cmath>
-
 #include "common/sparse_keys.h"
-#include "model/metrics.h"
-#include "model/sparse_model.h"
 #include "common/testing/status_matchers.h"
 #include "gtest/gtest.h"
+#include "model/metrics.h"
+#include "model/sparse_model.h"
 #include "server/shard.h"
 #include "worker/cpu/cpu_backend.h"
 
@@ -63,8 +62,7 @@ class ShardsPs : public SparsePs {
       const std::vector<TableRows>& tables,
       const std::vector<std::vector<uint64_t>>& keys,
       std::vector<std::vector<std::vector<float>>>* values) override {
-    values->assign(tables.size(),
-                   std::vector<std::vector<float>>(keys.size()));
+    values->assign(tables.size(), std::vector<std::vector<float>>(keys.size()));
     for (size_t s = 0; s < keys.size(); ++s) {
       if (keys[s].empty()) continue;
       proto::PullRequest request;
@@ -80,8 +78,7 @@ class ShardsPs : public SparsePs {
       if (!status.ok()) return status;
       for (size_t t = 0; t < tables.size(); ++t) {
         (*values)[t][s].resize(keys[s].size() * tables[t].dim);
-        std::memcpy((*values)[t][s].data(),
-                    response.sparse(t).values().data(),
+        std::memcpy((*values)[t][s].data(), response.sparse(t).values().data(),
                     response.sparse(t).values().size());
       }
     }
@@ -100,10 +97,9 @@ class ShardsPs : public SparsePs {
       view.sequence = pushes_;
       for (size_t i = 0; s == 0 && i < spec_.blocks().size(); ++i) {
         const BlockSpec& b = spec_.blocks()[i];
-        view.blocks.push_back(
-            {b.id, versions[i], 0,
-             reinterpret_cast<const char*>(grad + b.offset),
-             static_cast<size_t>(b.length) * sizeof(float)});
+        view.blocks.push_back({b.id, versions[i], 0,
+                               reinterpret_cast<const char*>(grad + b.offset),
+                               static_cast<size_t>(b.length) * sizeof(float)});
       }
       if (static_cast<size_t>(s) < rows.size()) view.sparse = rows[s];
       if (view.blocks.empty() && view.sparse.empty()) continue;
@@ -379,16 +375,17 @@ TEST(SparseLoopTest, FmPushesTheGradientOfItsLoss) {
     std::vector<double> wp = w0, wm = w0;
     wp[key] += h;
     wm[key] -= h;
-    const double g = (FmLoss(*train, 0, wp, v0, k) -
-                      FmLoss(*train, 0, wm, v0, k)) / (2 * h);
+    const double g =
+        (FmLoss(*train, 0, wp, v0, k) - FmLoss(*train, 0, wm, v0, k)) / (2 * h);
     EXPECT_NEAR(w0[key] - w1[key], g, 1e-4 + 1e-4 * std::fabs(g))
         << "weight of key " << key;
     for (int f = 0; f < k; ++f) {
       std::vector<double> vp = v0, vm = v0;
       vp[key * k + f] += h;
       vm[key * k + f] -= h;
-      const double gv = (FmLoss(*train, 0, w0, vp, k) -
-                         FmLoss(*train, 0, w0, vm, k)) / (2 * h);
+      const double gv =
+          (FmLoss(*train, 0, w0, vp, k) - FmLoss(*train, 0, w0, vm, k)) /
+          (2 * h);
       EXPECT_NEAR(v0[key * k + f] - v1[key * k + f], gv,
                   1e-4 + 1e-4 * std::fabs(gv))
           << "embedding " << f << " of key " << key;

@@ -22,10 +22,10 @@ struct WorkerStats {
   // are not counted.
   int64_t examples = 0;
   double examples_per_sec = 0;  // `examples` over wall time since Run began
-  double loss = NAN;      // mean training loss over recent steps
-  double accuracy = NAN;  // last test accuracy (NaN for regression)
-  uint64_t evaluations = 0;  // test evaluations so far
-  double test_loss = NAN;  // last test loss (the training loss's kind)
+  double loss = NAN;            // mean training loss over recent steps
+  double accuracy = NAN;        // last test accuracy (NaN for regression)
+  uint64_t evaluations = 0;     // test evaluations so far
+  double test_loss = NAN;       // last test loss (the training loss's kind)
   // The last test metrics of the model task, main first ("accuracy",
   // "logloss"; "auc", "logloss", "accuracy"; "rmse", "mae", "r2"); empty
   // before the first evaluation.

@@ -1,5 +1,4 @@
 // The worker daemon's life: load, serve, join the cluster, train, stop.
-#include "model/metrics.h"
 #include "worker/worker_node.h"
 
 #include <cblas.h>
@@ -11,11 +10,12 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "rpc/daemon.h"
-#include "rpc/health.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "coordinator/member_identity.h"
+#include "model/metrics.h"
+#include "rpc/daemon.h"
+#include "rpc/health.h"
 #include "worker/backend_factory.h"
 
 namespace downpour::worker {
@@ -135,7 +135,8 @@ absl::Status WorkerNode::JoinCluster() {
     SPDLOG_LOGGER_INFO(Log(Logger::kWorker),
                        "partition {}/{}: {} training examples ({} keys) on {}",
                        partition.part(), partition.num_parts(),
-                       sparse_train_->rows(), sparse_train_->entries(), device_);
+                       sparse_train_->rows(), sparse_train_->entries(),
+                       device_);
   } else {
     parts_ = std::make_unique<DataParts>(&data_.train, Parts(partition),
                                          partition.num_parts());
@@ -157,7 +158,8 @@ absl::Status WorkerNode::JoinCluster() {
   ps_->set_incarnation(registered.incarnation(), registered.push_key());
   // Shown in Status: the coordinator asks it to tell whether this process
   // still is the worker it registered (coordinator/member_identity.h).
-  counters_.stats().member_incarnation.Set(static_cast<double>(registered.incarnation()));
+  counters_.stats().member_incarnation.Set(
+      static_cast<double>(registered.incarnation()));
 
   if (sparse_) {
     SparseLoop::Options sparse_options;
@@ -166,13 +168,14 @@ absl::Status WorkerNode::JoinCluster() {
     sparse_options.num_shards = static_cast<int>(config.cluster.ps.size());
     // Occurrence counts for the ps's admission (admission.*, fm's
     // embedding_min_count).
-    sparse_options.send_counts = config.admission.min_count > 1 ||
-                                 config.admission.probability < 1;
+    sparse_options.send_counts =
+        config.admission.min_count > 1 || config.admission.probability < 1;
     for (const SparseTableSpec& table : spec_->sparse_tables()) {
       if (table.min_count > 1) sparse_options.send_counts = true;
     }
     sparse_options.backend = backend_.get();  // wide_deep only
-    sparse_options.mean_pooling = config.model.wide_deep.pooling == "mean";
+    sparse_options.mean_pooling =
+        config.model.wide_deep.pooling == Pooling::kMean;
     loop_ = std::make_unique<SparseLoop>(*spec_, ps_.get(), sparse_train_,
                                          &sparse_data_.test, sparse_options);
     running_loop_.store(loop_.get());
@@ -219,7 +222,8 @@ void WorkerNode::StartThreads() {
 absl::Status WorkerNode::Reregister() {
   ASSIGN_OR_RETURN(proto::RegisterWorkerResponse registered,
                    client_->RegisterWorker(options_.index, advertised_));
-  counters_.stats().member_incarnation.Set(static_cast<double>(registered.incarnation()));
+  counters_.stats().member_incarnation.Set(
+      static_cast<double>(registered.incarnation()));
   // The restarted coordinator may have handed out parts anew: train on what it
   // says, as for a heartbeat's partition.
   ApplyPartition(registered.partition());
@@ -274,7 +278,8 @@ proto::MemberReport WorkerNode::Report() const {
   report.set_pushes(stats.pushes);  // whole pushes applied, not RPCs
   report.set_refused_steps(static_cast<uint64_t>(stats.refused_steps));
   report.set_sparse_row_updates(static_cast<uint64_t>(stats.row_updates));
-  report.set_bytes(counters_.stats().bytes_in.Value() + counters_.stats().bytes_out.Value());
+  report.set_bytes(counters_.stats().bytes_in.Value() +
+                   counters_.stats().bytes_out.Value());
   report.set_mean_staleness(stats.mean_staleness);
   report.set_staleness_p50(stats.staleness_p50);
   report.set_staleness_p99(stats.staleness_p99);
@@ -315,7 +320,8 @@ void WorkerNode::FillStatus(proto::GetStatusResponse* r) const {
   (*r->mutable_counters())["waiting_for_s"] =
       outage.has_value() ? absl::ToDoubleSeconds(outage->unreachable_for) : 0;
   if (outage.has_value()) r->set_waiting_for(DescribeOutage(*outage));
-  (*r->mutable_counters())["duplicate_push_streak_s"] = DuplicateStreakSeconds();
+  (*r->mutable_counters())["duplicate_push_streak_s"] =
+      DuplicateStreakSeconds();
 }
 
 double WorkerNode::DuplicateStreakSeconds() const {
@@ -337,8 +343,7 @@ void WorkerNode::LogProgress() {
         "step {} | {:.0f} applied examples/s | loss {:.4f} | test {} | "
         "time: compute {:.0f}%, wait pull {:.0f}%, wait push {:.0f}%{}",
         s.step, s.examples_per_sec, s.loss, model::FormatMetrics(s.metrics),
-        100 * s.share_compute,
-        100 * s.share_wait_pull, 100 * s.share_wait_push,
+        100 * s.share_compute, 100 * s.share_wait_pull, 100 * s.share_wait_push,
         network > 0.5 ? " (network-bound)" : "");
     const absl::Time now = clock_->Now();
     const std::optional<GrpcPsClient::DuplicateStreak> duplicates =

@@ -27,19 +27,19 @@
 #include "common/config.h"
 #include "common/counters.h"
 #include "common/model_spec.h"
-#include "rpc/server_util.h"
-#include "rpc/metrics_http.h"
-#include "rpc/status_service.h"
 #include "membership/coordinator_client.h"
 #include "membership/member_agent.h"
+#include "rpc/metrics_http.h"
+#include "rpc/server_util.h"
+#include "rpc/status_service.h"
 #include "worker/compute_backend.h"
 #include "worker/data_parts.h"
 #include "worker/dataset.h"
 #include "worker/downpour.h"
+#include "worker/grpc_ps_client.h"
 #include "worker/sparse_data.h"
 #include "worker/sparse_loop.h"
 #include "worker/training_loop.h"
-#include "worker/grpc_ps_client.h"
 
 namespace downpour::worker {
 

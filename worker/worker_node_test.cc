@@ -5,13 +5,13 @@
 
 #include <memory>
 
-#include "rpc/server_util.h"
 #include "common/testing/status_matchers.h"
 #include "coordinator/cluster_state.h"
-#include "membership/coordinator_client.h"
 #include "coordinator/coordinator_service.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "membership/coordinator_client.h"
+#include "rpc/server_util.h"
 #include "server/ps_service.h"
 #include "server/shard.h"
 
@@ -49,9 +49,10 @@ TEST(WorkerNodeTest, BadInputIsASetupError) {
   options.config.model.layers = {5, kMnistClasses};
   auto node = WorkerNode::Start(std::move(options));
   EXPECT_THAT(
-      node, StatusIs(absl::StatusCode::kInvalidArgument,
-                     Eq("the data has 784 features but model.layers[0] is 5: set "
-                        "model.layers to [784, ...]")));
+      node,
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               Eq("the data has 784 features but model.layers[0] is 5: set "
+                  "model.layers to [784, ...]")));
   EXPECT_TRUE(IsSetupError(node.status()));
 }
 
@@ -81,7 +82,7 @@ TEST(WorkerNodeTest, TrainsToTheEndThenStops) {
   auto ps_server = StartServer("127.0.0.1:0", {&ps_service}, "ps 0");
   ASSERT_THAT(ps_server, IsOk());
   membership::CoordinatorClient coordinator(coordinator_server->address,
-                                             config.rpc, "test");
+                                            config.rpc, "test");
   ASSERT_THAT(coordinator.RegisterServer(0, ps_server->address), IsOk());
   auto placement = coordinator.WaitForPlacement(1);
   ASSERT_THAT(placement, IsOk());

@@ -48,7 +48,8 @@ class FakeClock final : public Clock {
     }
     // Poll the notification in short real-time slices while the fake time
     // has not reached the deadline.
-    while (!notification->WaitForNotificationWithTimeout(absl::Milliseconds(1))) {
+    while (
+        !notification->WaitForNotificationWithTimeout(absl::Milliseconds(1))) {
       if (Now() >= deadline) return false;
     }
     return true;

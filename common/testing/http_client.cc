@@ -31,8 +31,9 @@ std::string Dechunk(absl::string_view chunked) {
     size_t size = 0;
     for (char c : size_text) {
       if (!absl::ascii_isxdigit(c)) break;
-      size = size * 16 + (absl::ascii_isdigit(c) ? c - '0'
-                                                 : absl::ascii_tolower(c) - 'a' + 10);
+      size = size * 16 + (absl::ascii_isdigit(c)
+                              ? c - '0'
+                              : absl::ascii_tolower(c) - 'a' + 10);
     }
     if (size == 0 || eol + 2 + size > chunked.size()) break;
     out.append(chunked.data() + eol + 2, size);
@@ -95,7 +96,8 @@ absl::StatusOr<HttpAnswer> HttpGet(const std::string& address,
   const std::string head = raw->substr(0, head_end);
   const std::vector<std::string> status_line =
       absl::StrSplit(head.substr(0, head.find("\r\n")), ' ');
-  if (status_line.size() < 2 || !absl::SimpleAtoi(status_line[1], &answer.code)) {
+  if (status_line.size() < 2 ||
+      !absl::SimpleAtoi(status_line[1], &answer.code)) {
     answer.code = 0;
   }
   answer.body = raw->substr(head_end + 4);
@@ -109,7 +111,8 @@ absl::StatusOr<HttpAnswer> HttpGet(const std::string& address,
 std::string UrlEncode(const std::string& text) {
   std::string out;
   for (unsigned char c : text) {
-    if (absl::ascii_isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+    if (absl::ascii_isalnum(c) || c == '-' || c == '_' || c == '.' ||
+        c == '~') {
       out += static_cast<char>(c);
     } else {
       absl::StrAppend(&out, "%", absl::Hex(c, absl::kZeroPad2));

@@ -1,7 +1,8 @@
 // Waiting in tests on state a client can observe, with a deadline, instead of
 // sleeping a guessed time; and a loopback port where nothing listens.
 //
-//   ASSERT_TRUE(WaitUntil([&] { return Status().step() >= 20; }, absl::Seconds(20)));
+//   ASSERT_TRUE(WaitUntil([&] { return Status().step() >= 20; },
+//   absl::Seconds(20)));
 #ifndef DOWNPOUR_COMMON_TESTING_POLL_H_
 #define DOWNPOUR_COMMON_TESTING_POLL_H_
 

@@ -1,6 +1,7 @@
 // gmock matchers for absl::Status and StatusOr (our Abseil predates its own).
 //
-//   EXPECT_THAT(store.Pull(7), StatusIs(absl::StatusCode::kNotFound, HasSubstr("7")));
+//   EXPECT_THAT(store.Pull(7), StatusIs(absl::StatusCode::kNotFound,
+//   HasSubstr("7")));
 #ifndef DOWNPOUR_COMMON_TESTING_STATUS_MATCHERS_H_
 #define DOWNPOUR_COMMON_TESTING_STATUS_MATCHERS_H_
 

@@ -37,13 +37,14 @@ absl::Status ToFloats(const std::string& bytes, uint32_t id, const char* what,
 
 // A ReplicaSparseRows message as SparseTable::Rows; InvalidArgument when its
 // arrays are not whole values or their lengths disagree.
-absl::Status ToRows(const proto::ReplicaSparseRows& in, SparseTable::Rows* out) {
+absl::Status ToRows(const proto::ReplicaSparseRows& in,
+                    SparseTable::Rows* out) {
   absl::StatusOr<SparseOptimizerType> optimizer =
       ParseSparseOptimizer(in.optimizer());
   if (!optimizer.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "replicate: sparse table ", in.table(), ": ",
-        optimizer.status().message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("replicate: sparse table ", in.table(), ": ",
+                     optimizer.status().message()));
   }
   if (in.keys().size() % sizeof(uint64_t) != 0 ||
       in.data().size() % sizeof(float) != 0 ||
@@ -52,10 +53,9 @@ absl::Status ToRows(const proto::ReplicaSparseRows& in, SparseTable::Rows* out) 
       in.clocks().size() % sizeof(uint64_t) != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "replicate: sparse table ", in.table(), " carries ", in.keys().size(),
-        " key bytes, ", in.data().size(), " data bytes, ",
-        in.versions().size(), " version bytes, ", in.clocks().size(),
-        " clock bytes and ", in.evicted_keys().size(),
-        " evicted key bytes: not whole values"));
+        " key bytes, ", in.data().size(), " data bytes, ", in.versions().size(),
+        " version bytes, ", in.clocks().size(), " clock bytes and ",
+        in.evicted_keys().size(), " evicted key bytes: not whole values"));
   }
   out->dim = static_cast<int>(in.dim());
   out->state_slots = static_cast<int>(in.state_slots());
@@ -118,8 +118,9 @@ absl::Status Replica::Replay(const proto::ReplicateRequest& request) {
     replayed.bytes = u.gradient().size();
     absl::StatusOr<BlockStore::PushResult> applied = store_->Replay(replayed);
     if (!applied.ok()) {
-      return absl::Status(applied.status().code(),
-                          absl::StrCat("replicate: ", applied.status().message()));
+      return absl::Status(
+          applied.status().code(),
+          absl::StrCat("replicate: ", applied.status().message()));
     }
   }
   for (const proto::ReplicaCheck& check : request.checks()) {
@@ -135,14 +136,16 @@ absl::Status Replica::Replay(const proto::ReplicateRequest& request) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<uint64_t> Replica::Apply(const proto::ReplicateRequest& request) {
+absl::StatusOr<uint64_t> Replica::Apply(
+    const proto::ReplicateRequest& request) {
   // Decoded before the lock: the copies are the bulk of the work.
   std::vector<BlockStore::BlockSnapshot> blocks(request.blocks_size());
   for (int i = 0; i < request.blocks_size(); ++i) {
     const proto::ReplicaBlock& in = request.blocks(i);
     blocks[i].id = in.id();
     blocks[i].version = in.version();
-    absl::Status ok = ToFloats(in.values(), in.id(), "values", &blocks[i].values);
+    absl::Status ok =
+        ToFloats(in.values(), in.id(), "values", &blocks[i].values);
     if (ok.ok()) ok = ToFloats(in.state(), in.id(), "state", &blocks[i].state);
     if (!ok.ok()) return ok;
   }
@@ -153,15 +156,15 @@ absl::StatusOr<uint64_t> Replica::Apply(const proto::ReplicateRequest& request) 
   }
   absl::MutexLock lock(&mu_);
   if (fenced_ && fenced_shard_ != request.shard_index()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "replicate: this standby serves shard ", fenced_shard_,
-        " now and backs up no other"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("replicate: this standby serves shard ", fenced_shard_,
+                     " now and backs up no other"));
   }
   if (fenced_) {
-    return absl::AbortedError(absl::StrCat(
-        "replicate: this standby serves shard ", fenced_shard_,
-        " itself now; the primary at ", request.primary(),
-        " was replaced and must stop"));
+    return absl::AbortedError(
+        absl::StrCat("replicate: this standby serves shard ", fenced_shard_,
+                     " itself now; the primary at ", request.primary(),
+                     " was replaced and must stop"));
   }
   if (request.full()) {
     absl::StatusOr<std::unique_ptr<Optimizer>> optimizer =
@@ -196,11 +199,10 @@ absl::StatusOr<uint64_t> Replica::Apply(const proto::ReplicateRequest& request) 
     state_ = Checkpoint();
     state_.shard_index = request.shard_index();
     generation_ = 0;
-  } else if (state_.shard_index != request.shard_index() ||
-             store_ == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "replicate: this standby holds no full copy of shard ",
-        request.shard_index(), ": send a full cut"));
+  } else if (state_.shard_index != request.shard_index() || store_ == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("replicate: this standby holds no full copy of shard ",
+                     request.shard_index(), ": send a full cut"));
   }
   // Every table's rows checked before anything is applied.
   for (int i = 0; i < request.sparse_size(); ++i) {
@@ -225,8 +227,8 @@ absl::StatusOr<uint64_t> Replica::Apply(const proto::ReplicateRequest& request) 
     if (!rows[i].clocks.empty()) table->TrackClocks();
     absl::Status fits = table->CheckMerge(rows[i]);
     if (!fits.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "replicate: sparse table ", id, ": ", fits.message()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("replicate: sparse table ", id, ": ", fits.message()));
     }
   }
   for (int i = 0; i < request.sparse_size(); ++i) {

@@ -1,5 +1,6 @@
 // A backup's copy of one shard: what the shard's primary streamed to it
-// (server/replication/replicator.h), kept in memory until the backup takes the shard over.
+// (server/replication/replicator.h), kept in memory until the backup takes the
+// shard over.
 //
 //   Replica replica;
 //   RETURN_IF_ERROR(replica.Apply(request));      // Replicate RPCs, in order
@@ -15,11 +16,11 @@
 // replica is not taken over until the full cut the primary then sends), the
 // sparse rows that changed (whole rows, merged into a SparseTable per table,
 // after the rows of the keys the primary evicted are dropped: its
-// tombstones) and every worker's applied-push window. A cut holds the blocks and the windows
-// of one moment, so the replica never holds a push's sequence without its
-// update. A cut too large for one message comes in several requests; only the
-// last carries the generation, and the replica's generation (what the
-// primary acknowledges against) moves only then.
+// tombstones) and every worker's applied-push window. A cut holds the blocks
+// and the windows of one moment, so the replica never holds a push's sequence
+// without its update. A cut too large for one message comes in several
+// requests; only the last carries the generation, and the replica's generation
+// (what the primary acknowledges against) moves only then.
 //
 // Take fences the replica: every Apply after it is refused with Aborted, which
 // tells the old primary that it was replaced.
@@ -46,11 +47,12 @@ namespace downpour::server {
 class Replica {
  public:
   struct Info {
-    bool held = false;          // a full cut arrived
+    bool held = false;  // a full cut arrived
     int shard = -1;
-    uint64_t generation = 0;    // of the last complete cut
-    uint64_t applied_total = 0; // the sum of the held blocks' and rows' versions
-    uint64_t bytes = 0;         // values and state held (rows: table bytes)
+    uint64_t generation = 0;  // of the last complete cut
+    uint64_t applied_total =
+        0;               // the sum of the held blocks' and rows' versions
+    uint64_t bytes = 0;  // values and state held (rows: table bytes)
     int64_t sparse_rows = 0;
   };
 

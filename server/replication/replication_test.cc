@@ -4,21 +4,21 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
-#include <random>
 #include <limits>
 #include <map>
 #include <memory>
 #include <optional>
+#include <random>
 #include <set>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "common/sparse_keys.h"
-#include "rpc/server_util.h"
 #include "common/testing/poll.h"
 #include "common/testing/status_matchers.h"
 #include "gtest/gtest.h"
+#include "rpc/server_util.h"
 #include "server/ps_service.h"
 #include "server/replication/replica.h"
 #include "server/replication/replicator.h"
@@ -64,7 +64,8 @@ class ReplicationTest : public ::testing::Test {
   }
 
   uint32_t NumBlocks() const {
-    return static_cast<uint32_t>(ModelSpec::Create(config_.model)->blocks().size());
+    return static_cast<uint32_t>(
+        ModelSpec::Create(config_.model)->blocks().size());
   }
 
   void StartReplicator(absl::Duration give_up = absl::Seconds(5)) {
@@ -261,11 +262,12 @@ TEST_F(ReplicationTest, AStandbyWithAnotherLearningRateRefusesTheFullCut) {
   full.set_generation(1);
   full.set_optimizer_settings(OptimizerSettingsText(DenseOptimizer(config_)));
   Replica wrong(DenseOptimizer(other));
-  EXPECT_THAT(wrong.Apply(full),
-              StatusIs(absl::StatusCode::kFailedPrecondition,
-                       HasSubstr("optimizer.learning_rate is 0.10000000000000001 "
-                                 "on the primary and 0.20000000000000001 on "
-                                 "this standby")));
+  EXPECT_THAT(
+      wrong.Apply(full),
+      StatusIs(absl::StatusCode::kFailedPrecondition,
+               HasSubstr("optimizer.learning_rate is 0.10000000000000001 "
+                         "on the primary and 0.20000000000000001 on "
+                         "this standby")));
   EXPECT_FALSE(wrong.info().held);
   Replica right(DenseOptimizer(config_));
   EXPECT_THAT(right.Apply(full), IsOk());
@@ -280,7 +282,8 @@ TEST_F(ReplicationTest, AStandbyWithAnotherLearningRateRefusesTheFullCut) {
             OptimizerSettingsText(DenseOptimizer(config_)));
 }
 
-TEST_F(ReplicationTest, AStandbyThatReplaysDifferentlyIsCaughtAndGetsAFullCopy) {
+TEST_F(ReplicationTest,
+       AStandbyThatReplaysDifferentlyIsCaughtAndGetsAFullCopy) {
   Config other = config_;
   other.optimizer.learning_rate = 0.2;
   // Expecting the primary's settings while replaying with its own: a copy
@@ -334,7 +337,8 @@ TEST_F(ReplicationTest, AStandbyThatReplaysDifferentlyIsCaughtAndGetsAFullCopy) 
   std::optional<Checkpoint> state = wrong.Take(0);
   ASSERT_TRUE(state.has_value()) << "the full copy came";
   std::map<uint32_t, std::vector<float>> held;
-  for (const BlockStore::BlockSnapshot& b : state->blocks) held[b.id] = b.values;
+  for (const BlockStore::BlockSnapshot& b : state->blocks)
+    held[b.id] = b.values;
   proto::PullRequest pull;
   pull.set_placement_epoch(1);
   for (uint32_t id : ids_) pull.add_block_ids(id);
@@ -389,7 +393,8 @@ TEST(SparseReplicationTest, AcknowledgedRowsAreOnTheBackupWithTheirState) {
   auto push = [&](Shard* shard, uint64_t epoch, uint64_t sequence,
                   const std::vector<uint64_t>& keys) {
     std::vector<float> grads(keys.size());
-    for (size_t i = 0; i < keys.size(); ++i) grads[i] = (keys[i] % 7) * 0.1f - 0.3f;
+    for (size_t i = 0; i < keys.size(); ++i)
+      grads[i] = (keys[i] % 7) * 0.1f - 0.3f;
     proto::PushRequest request;
     request.set_placement_epoch(epoch);
     request.set_worker_id(0);
@@ -604,7 +609,8 @@ TEST(ReplicaTest, RefusesSparseRowsThatDoNotFit) {
   EXPECT_THAT(replica.Apply(full), StatusIs(absl::StatusCode::kInvalidArgument,
                                             HasSubstr("2 keys but 5 floats")));
   rows->set_optimizer("momentum");
-  EXPECT_THAT(replica.Apply(full), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(replica.Apply(full),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   rows->set_optimizer("ftrl");
   rows->set_keys(std::string(7, '\0'));
   EXPECT_THAT(replica.Apply(full), StatusIs(absl::StatusCode::kInvalidArgument,

@@ -5,8 +5,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "rpc/grpc_status.h"
 #include "common/logging.h"
+#include "rpc/grpc_status.h"
 #include "rpc/server_util.h"
 
 namespace downpour::server {
@@ -148,7 +148,8 @@ absl::Status Replicator::Send(proto::ParameterServer::Stub* stub,
       }
     }
     grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
+    context.set_deadline(
+        absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
     proto::ReplicateResponse response;
     absl::Status status = FromGrpcStatus(
         stub->Replicate(&context, request, &response),
@@ -228,13 +229,15 @@ absl::Status Replicator::Send(proto::ParameterServer::Stub* stub,
         static_cast<size_t>(rows.dim) * (1 + rows.state_slots);
     const bool clocks = !rows.clocks.empty();
     const int64_t row_bytes = sizeof(uint64_t) + stride * sizeof(float) +
-                              sizeof(uint32_t) + (clocks ? sizeof(uint64_t) : 0);
+                              sizeof(uint32_t) +
+                              (clocks ? sizeof(uint64_t) : 0);
     const size_t per_piece = static_cast<size_t>(
         std::max<int64_t>(1, options_.max_request_bytes / row_bytes));
     size_t begin = 0;
     do {
       const size_t n = std::min(per_piece, rows.keys.size() - begin);
-      if (n == 0 && !rows.evicted_keys.empty()) break;  // said by the tombstones
+      if (n == 0 && !rows.evicted_keys.empty())
+        break;  // said by the tombstones
       if (bytes > 0 && bytes + static_cast<int64_t>(n) * row_bytes >
                            options_.max_request_bytes) {
         absl::Status sent = send(/*last=*/false);
@@ -261,8 +264,10 @@ absl::Status Replicator::Send(proto::ParameterServer::Stub* stub,
   absl::Status sent = send(/*last=*/true);
   if (sent.ok() && options_.counters != nullptr) {
     options_.counters->stats().replicated_cuts.Increment(1);
-    options_.counters->stats().replicated_bytes.Increment(static_cast<double>(total));
-    options_.counters->stats().replicated_updates.Increment(static_cast<double>(cut->updates.size()));
+    options_.counters->stats().replicated_bytes.Increment(
+        static_cast<double>(total));
+    options_.counters->stats().replicated_updates.Increment(
+        static_cast<double>(cut->updates.size()));
   }
   return sent;
 }
@@ -325,7 +330,8 @@ void Replicator::Loop() {
         failing_since_ = absl::InfiniteFuture();
         done = TakeWaiters(acked_, /*all=*/false);
         if (options_.counters != nullptr) {
-          options_.counters->stats().replication_lag_ms.Set(absl::ToDoubleMilliseconds(now - started));
+          options_.counters->stats().replication_lag_ms.Set(
+              absl::ToDoubleMilliseconds(now - started));
         }
       } else if (absl::IsAborted(sent)) {
         SPDLOG_LOGGER_WARN(L(), "ps {}: {}", options_.shard_index,
@@ -333,9 +339,9 @@ void Replicator::Loop() {
         replaced_ = true;
         replaced_now = true;
         done = TakeWaiters(0, /*all=*/true);
-        result = absl::UnavailableError(absl::StrCat(
-            "push: ps ", options_.shard_index,
-            " was replaced by its backup: re-read the placement"));
+        result = absl::UnavailableError(
+            absl::StrCat("push: ps ", options_.shard_index,
+                         " was replaced by its backup: re-read the placement"));
       } else if (absl::IsDataLoss(sent)) {
         // The backup's copy differs from this shard's (its replayed updates
         // gave other floats, or it lost a cut): a full cut at once. The

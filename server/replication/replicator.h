@@ -1,7 +1,7 @@
 // The primary's side of shard replication (cluster.replication 2): streams
 // every change of its Shard to the shard's backup, a standby ps
-// (server/replication/replica.h), and tells the push path when a change is safe to
-// acknowledge.
+// (server/replication/replica.h), and tells the push path when a change is safe
+// to acknowledge.
 //
 //   Replicator replicator(shard, options);
 //   replicator.SetBackup("10.0.0.7:7201");        // from the coordinator

@@ -15,7 +15,9 @@ Bazel only asks for direct includes) and
     *_cc_proto / *_cc_grpc targets they use bring the libraries along;
     --fix-grpc applies that;
   * reports includes of a system library that the rule does not list in deps
-    (it builds only because a dependency lists it); --add-missing adds them.
+    (it builds only because a dependency lists it); --add-missing adds them;
+  * sorts every deps list of plain labels as buildifier does (local labels,
+    then //, then @; by package).
 
 Usage (from the workspace root):
   tools/dev/fix_deps.py                  # every BUILD file outside third_party/
@@ -201,12 +203,23 @@ def _list_edit(text, off, lst, replace, extra):
               len(items))
     items.insert(at, new)
   items = list(dict.fromkeys(items))  # drop repeats, keep order
+  if all(i.startswith('"') for i in items):
+    items.sort(key=_sort_key)
   if lst.lineno == lst.end_lineno and len(items) <= 1:
     return _Edit(start, end, "[%s]" % ", ".join(items))
   line_start = text.rfind("\n", 0, start) + 1
   indent = re.match(r"\s*", text[line_start:start]).group(0)
   body = "".join("%s    %s,\n" % (indent, i) for i in items)
   return _Edit(start, end, "[\n%s%s]" % (body, indent))
+
+
+def _unsorted(lst):
+  """True for a deps list of plain labels that is not in buildifier's order."""
+  if not all(isinstance(e, ast.Constant) and isinstance(e.value, str)
+             for e in lst.elts):
+    return False
+  labels = ['"%s"' % e.value for e in lst.elts]
+  return labels != sorted(labels, key=_sort_key)
 
 
 def _deps_lists(call):
@@ -250,6 +263,8 @@ def fix_build(root, build, known, fix_grpc, add_missing, report):
     if not name:
       continue
     where = "//%s:%s" % (package, name)
+    edits += [_list_edit(text, off, l, lambda label: [label], [])
+              for l in lists if _unsorted(l)]
     if not any(k.arg in _SOURCE_ATTRS for k in call.keywords):
       if _ABSL_UNION in deps:
         report.append("%s: keeps %s: no sources to read" % (where, _ABSL_UNION))
@@ -296,7 +311,11 @@ def fix_build(root, build, known, fix_grpc, add_missing, report):
       continue
     for i, lst in enumerate(lists):
       extra = missing if (add_missing and i == 0) else []
-      if extra or any(s.value in repl for s in _strings(lst)):
+      if _unsorted(lst):
+        edits = [e for e in edits
+                 if e.start != off(lst.lineno, lst.col_offset)]
+      if extra or _unsorted(lst) or any(s.value in repl
+                                        for s in _strings(lst)):
         edits.append(_list_edit(text, off, lst,
                                 lambda label: repl.get(label, [label]), extra))
   for e in sorted(edits, key=lambda e: -e.start):

@@ -43,8 +43,8 @@ absl::StatusOr<downpour::Config> LoadFromMemory(
     if (n <= 0) std::abort();
     done += static_cast<size_t>(n);
   }
-  absl::StatusOr<downpour::Config> config = downpour::LoadConfig(
-      "/proc/self/fd/" + std::to_string(fd), overrides);
+  absl::StatusOr<downpour::Config> config =
+      downpour::LoadConfig("/proc/self/fd/" + std::to_string(fd), overrides);
   close(fd);
   return config;
 }
@@ -63,13 +63,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (marker == std::string::npos) {
     config = downpour::ParseConfig(input, "fuzz.yaml");
   } else {
-    std::vector<std::string> overrides = absl::StrSplit(
-        input.substr(marker + 7), '\n', absl::SkipEmpty());
+    std::vector<std::string> overrides =
+        absl::StrSplit(input.substr(marker + 7), '\n', absl::SkipEmpty());
     config = LoadFromMemory(input.substr(0, marker),
                             downpour::MergeOverrideFragments(overrides));
   }
   if (!config.ok()) {
-    if (config.status().message().empty()) Fail("error without a message", config.status());
+    if (config.status().message().empty())
+      Fail("error without a message", config.status());
     return 0;
   }
   absl::Status again = downpour::ValidateConfig(*config);

@@ -31,10 +31,10 @@
 #include "absl/time/time.h"
 #include "common/config.h"
 #include "common/logging.h"
-#include "google/protobuf/stubs/logging.h"
 #include "common/model_spec.h"
 #include "common/testing/fake_clock.h"
 #include "coordinator/cluster_state.h"
+#include "google/protobuf/stubs/logging.h"
 #include "proto/coordinator.pb.h"
 
 namespace downpour::fuzz {
@@ -98,7 +98,8 @@ void CheckPlacement(const proto::GetPlacementResponse& placement) {
       Fail("placement names shard " + std::to_string(shard.index()));
     }
     for (uint32_t id : shard.block_ids()) {
-      if (id >= NumBlocks()) Fail("placement names block " + std::to_string(id));
+      if (id >= NumBlocks())
+        Fail("placement names block " + std::to_string(id));
       if (!seen.insert(id).second) {
         Fail("placement names block " + std::to_string(id) + " twice");
       }
@@ -159,26 +160,35 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     switch (op % 7) {
       case 0: {
         downpour::proto::RegisterServerRequest r;
-        if (Parse(body, length, &r)) CheckResult(state.RegisterServer(r), "RegisterServer");
+        if (Parse(body, length, &r))
+          CheckResult(state.RegisterServer(r), "RegisterServer");
         break;
       }
       case 1: {
         downpour::proto::RegisterWorkerRequest r;
-        if (Parse(body, length, &r)) CheckResult(state.RegisterWorker(r), "RegisterWorker");
+        if (Parse(body, length, &r))
+          CheckResult(state.RegisterWorker(r), "RegisterWorker");
         break;
       }
       case 2: {
         downpour::proto::HeartbeatRequest r;
-        if (Parse(body, length, &r)) CheckResult(state.Heartbeat(r), "Heartbeat");
+        if (Parse(body, length, &r))
+          CheckResult(state.Heartbeat(r), "Heartbeat");
         break;
       }
-      case 3: CheckPlacement(state.Placement()); break;
-      case 4: CheckStatus(state.Status()); break;
+      case 3:
+        CheckPlacement(state.Placement());
+        break;
+      case 4:
+        CheckStatus(state.Status());
+        break;
       case 5:
         clock.SleepFor(absl::Seconds(seconds));
         state.CheckLiveness();
         break;
-      case 6: state.GiveGrace(absl::Seconds(seconds)); break;
+      case 6:
+        state.GiveGrace(absl::Seconds(seconds));
+        break;
     }
   }
   CheckPlacement(state.Placement());

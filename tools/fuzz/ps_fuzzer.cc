@@ -1,8 +1,8 @@
 // libFuzzer target: the parameter server's request handling, below gRPC.
 //
 // One Shard (server/shard.h) of a small model, serving every block, and one
-// Replica (server/replication/replica.h) live for the whole run; each input is a sequence
-// of requests applied to them exactly as server/ps_service.cc does:
+// Replica (server/replication/replica.h) live for the whole run; each input is
+// a sequence of requests applied to them exactly as server/ps_service.cc does:
 //
 //   record := op:u8 length:u16le body[length]     (a short last body is cut)
 //   op % 7:  0 Push     body = PushRequest bytes, parsed by wire::ParsePush
@@ -54,15 +54,15 @@
 #include "common/config.h"
 #include "common/counters.h"
 #include "common/logging.h"
-#include "google/protobuf/stubs/logging.h"
 #include "common/model_spec.h"
 #include "common/push_sequence.h"
 #include "common/wire_encoding.h"
-#include "rpc/wire_format.h"
+#include "google/protobuf/stubs/logging.h"
+#include "grpcpp/impl/codegen/proto_utils.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/proto_buffer_reader.h"
-#include "grpcpp/impl/codegen/proto_utils.h"
 #include "proto/ps.pb.h"
+#include "rpc/wire_format.h"
 #include "server/pull_reply.h"
 #include "server/replication/replica.h"
 #include "server/shard.h"
@@ -216,16 +216,16 @@ void DoPush(const wire::PushView& view, const char* what) {
     proto::PushResponse response;
     const absl::Status status = shard->Push(view, &response);
     if (!status.ok() && Checksums(*shard) != before) {
-      Fail(std::string("a refused ") + what + " changed the shard: " +
-           status.ToString());
+      Fail(std::string("a refused ") + what +
+           " changed the shard: " + status.ToString());
     }
     // A push the coordinated shard may not take leaves its windows as they
     // were (a refused push of the worker itself may use its sequence up, so
     // that it cannot hold the window back).
     if (shard == world->coordinated.get() && !status.ok() && !Issued(view) &&
         Windows(*shard) != windows) {
-      Fail(std::string("a refused ") + what + " moved a window: " +
-           status.ToString());
+      Fail(std::string("a refused ") + what +
+           " moved a window: " + status.ToString());
     }
     if (shard == world->coordinated.get() && status.ok() && !Issued(view)) {
       Fail(std::string("the coordinated shard took a ") + what +
@@ -260,7 +260,8 @@ void Pull(Shard& shard, const uint8_t* body, size_t size) {
            .ok()) {
     return;
   }
-  absl::StatusOr<grpc::ByteBuffer> reply = server::BuildPullReply(shard, request);
+  absl::StatusOr<grpc::ByteBuffer> reply =
+      server::BuildPullReply(shard, request);
   if (reply.ok()) CheckPullReply(request, *reply, *world->spec);
 }
 
@@ -286,8 +287,10 @@ void TakeOver() {
     proto::PullRequest all;
     all.set_placement_epoch(1);
     for (uint32_t id : world->all_blocks) all.add_block_ids(id);
-    absl::StatusOr<grpc::ByteBuffer> reply = server::BuildPullReply(**shard, all);
-    if (!reply.ok()) Fail("a taken-over shard cannot serve: " + reply.status().ToString());
+    absl::StatusOr<grpc::ByteBuffer> reply =
+        server::BuildPullReply(**shard, all);
+    if (!reply.ok())
+      Fail("a taken-over shard cannot serve: " + reply.status().ToString());
     CheckPullReply(all, *reply, *world->spec);
     CheckFinite(**shard, "a take-over");
   }
@@ -354,13 +357,27 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     at += length;
     const size_t piece = 1 + (op >> 3) * 7;
     switch (op % 7) {
-      case 0: WirePush(body, length, piece); break;
-      case 1: Pull(*world->shard, body, length); break;
-      case 2: (void)world->shard->Checksums(); break;
-      case 3: Replicate(body, length); break;
-      case 4: TakeOver(); break;
-      case 5: ProtoPush(body, length); break;
-      case 6: ParseReply(body, length, piece); break;
+      case 0:
+        WirePush(body, length, piece);
+        break;
+      case 1:
+        Pull(*world->shard, body, length);
+        break;
+      case 2:
+        (void)world->shard->Checksums();
+        break;
+      case 3:
+        Replicate(body, length);
+        break;
+      case 4:
+        TakeOver();
+        break;
+      case 5:
+        ProtoPush(body, length);
+        break;
+      case 6:
+        ParseReply(body, length, piece);
+        break;
     }
   }
   CheckFinite(*world->shard, "a push");

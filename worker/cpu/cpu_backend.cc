@@ -25,8 +25,8 @@ void Gemm(bool trans_a, bool trans_b, int m, int n, int k, const float* a,
 // have leading dimensions lda, ldb and ldc (submatrices of wider ones).
 void GemmStrided(bool trans_a, int m, int n, int k, const float* a, int lda,
                  const float* b, int ldb, float beta, float* c, int ldc) {
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-              CblasNoTrans, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, CblasNoTrans,
+              m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
 }
 
 absl::Status CheckBatch(int batch, int max_batch) {
@@ -60,9 +60,8 @@ absl::Status StagedForward(const StagedLayer& layer, const float* params,
   const std::vector<int>& rows = layer.rows;
   for (size_t c = rows.size() - 1; c > 0; --c) {
     const int r0 = rows[c - 1], r1 = rows[c];
-    RETURN_IF_ERROR(hooks.await_params(
-        w + static_cast<int64_t>(r0) * fan_out,
-        w + static_cast<int64_t>(r1) * fan_out));
+    RETURN_IF_ERROR(hooks.await_params(w + static_cast<int64_t>(r0) * fan_out,
+                                       w + static_cast<int64_t>(r1) * fan_out));
     GemmStrided(false, batch, fan_out, r1 - r0, in + r0, fan_in,
                 params + w + static_cast<int64_t>(r0) * fan_out, fan_out,
                 c + 1 == rows.size() ? 0.0f : 1.0f, out, fan_out);
@@ -118,19 +117,20 @@ void CpuBackend::Backward(const float* params, const float* x, int rows,
     const float* in = l == 0 ? x : act_[l - 1].data();
     const float* dz = delta_[l].data();
     // dW = in^T * dZ: [fan_in, rows] * [rows, fan_out].
-    Gemm(true, false, fan_in, fan_out, rows, in, dz, grad + layout_.weight_offset[l]);
+    Gemm(true, false, fan_in, fan_out, rows, in, dz,
+         grad + layout_.weight_offset[l]);
     ColumnSums(dz, rows, fan_out, grad + layout_.bias_offset[l]);
     // dA_prev = dZ * W^T: [rows, fan_out] * [fan_out, fan_in].
     if (l == 0) {
       if (dx != nullptr) {
-        Gemm(false, true, rows, fan_in, fan_out, dz, params + layout_.weight_offset[l],
-             dx);
+        Gemm(false, true, rows, fan_in, fan_out, dz,
+             params + layout_.weight_offset[l], dx);
       }
       break;
     }
     float* da = delta_[l - 1].data();
-    Gemm(false, true, rows, fan_in, fan_out, dz, params + layout_.weight_offset[l],
-         da);
+    Gemm(false, true, rows, fan_in, fan_out, dz,
+         params + layout_.weight_offset[l], da);
     ReluBackward(act_[l - 1].data(), static_cast<int64_t>(rows) * fan_in, da);
   }
 }
@@ -142,9 +142,9 @@ absl::StatusOr<float> CpuBackend::LossAndGradient(const float* params,
   RETURN_IF_ERROR(CheckBatch(batch, max_batch_));
   RETURN_IF_ERROR(CheckTargets(task_, targets, batch, layers_.back()));
   const float* logits = Forward(params, x, batch);
-  const double loss_sum = OutputLoss(
-      task_, logits, targets, batch, layers_.back(),
-      1.0f / static_cast<float>(batch), delta_.back().data());
+  const double loss_sum =
+      OutputLoss(task_, logits, targets, batch, layers_.back(),
+                 1.0f / static_cast<float>(batch), delta_.back().data());
   Backward(params, x, batch, grad);
   return static_cast<float>(loss_sum / batch);
 }
@@ -180,13 +180,13 @@ absl::StatusOr<float> CpuBackend::LossAndGradientInStages(
   }
   const float* in = x;
   for (int l = 0; l < layers; ++l) {
-    RETURN_IF_ERROR(StagedForward(staged[l], params, in, batch,
-                                  l + 1 < layers, act_[l].data(), hooks));
+    RETURN_IF_ERROR(StagedForward(staged[l], params, in, batch, l + 1 < layers,
+                                  act_[l].data(), hooks));
     in = act_[l].data();
   }
-  const double loss_sum = OutputLoss(
-      task_, in, targets, batch, layers_.back(),
-      1.0f / static_cast<float>(batch), delta_.back().data());
+  const double loss_sum =
+      OutputLoss(task_, in, targets, batch, layers_.back(),
+                 1.0f / static_cast<float>(batch), delta_.back().data());
   // Backward in two passes. First the deltas, last layer down (each
   // weight's use here comes before any gradient is reported). Then the
   // gradients in the order the next forward pass reads the parameters,

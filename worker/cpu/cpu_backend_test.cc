@@ -127,22 +127,19 @@ TEST_P(GradientTest, MatchesFiniteDifferences) {
   ASSERT_THAT(loss, IsOk());
 
   std::vector<double> p(params.begin(), params.end());
-  const double reference =
-      ReferenceLoss(c.layers, p, x.data(), labels.data(), c.batch,
-                      nullptr, c.task);
+  const double reference = ReferenceLoss(c.layers, p, x.data(), labels.data(),
+                                         c.batch, nullptr, c.task);
   EXPECT_NEAR(*loss, reference, 1e-5 * std::abs(reference));
 
   constexpr double kEps = 1e-6;
   for (int64_t i = 0; i < spec.num_params(); ++i) {
     const double saved = p[i];
     p[i] = saved + kEps;
-    const double plus =
-        ReferenceLoss(c.layers, p, x.data(), labels.data(), c.batch,
-                      nullptr, c.task);
+    const double plus = ReferenceLoss(c.layers, p, x.data(), labels.data(),
+                                      c.batch, nullptr, c.task);
     p[i] = saved - kEps;
-    const double minus =
-        ReferenceLoss(c.layers, p, x.data(), labels.data(), c.batch,
-                      nullptr, c.task);
+    const double minus = ReferenceLoss(c.layers, p, x.data(), labels.data(),
+                                       c.batch, nullptr, c.task);
     p[i] = saved;
     const double numeric = (plus - minus) / (2 * kEps);
     EXPECT_NEAR(grad[i], numeric, 1e-5 + 1e-3 * std::abs(numeric))
@@ -150,19 +147,16 @@ TEST_P(GradientTest, MatchesFiniteDifferences) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, GradientTest,
-                         ::testing::Values(GradientCase{"mlp", {5, 4, 3}, 6},
-                                           GradientCase{"mlp", {7, 6, 5, 4}, 9},
-                                           GradientCase{"softmax", {6, 4}, 5},
-                                           GradientCase{"mlp", {3, 2}, 1},
-                                           GradientCase{"linear", {6, 1}, 5,
-                                                        Task::kBinary},
-                                           GradientCase{"mlp", {5, 4, 1}, 7,
-                                                        Task::kBinary},
-                                           GradientCase{"linear", {6, 1}, 5,
-                                                        Task::kRegression},
-                                           GradientCase{"mlp", {5, 4, 3, 1}, 6,
-                                                        Task::kRegression}));
+INSTANTIATE_TEST_SUITE_P(
+    Models, GradientTest,
+    ::testing::Values(GradientCase{"mlp", {5, 4, 3}, 6},
+                      GradientCase{"mlp", {7, 6, 5, 4}, 9},
+                      GradientCase{"softmax", {6, 4}, 5},
+                      GradientCase{"mlp", {3, 2}, 1},
+                      GradientCase{"linear", {6, 1}, 5, Task::kBinary},
+                      GradientCase{"mlp", {5, 4, 1}, 7, Task::kBinary},
+                      GradientCase{"linear", {6, 1}, 5, Task::kRegression},
+                      GradientCase{"mlp", {5, 4, 3, 1}, 6, Task::kRegression}));
 
 // LossAndGradientInStages keeps its contract with a caller whose
 // parameters arrive and leave piece by piece: every float of params is NaN
@@ -225,10 +219,10 @@ TEST(CpuBackendTest, StagesReadOnlyWhatWasAwaitedAndReportEachGradientOnce) {
   hooks.await_params = [](int64_t, int64_t) {
     return absl::CancelledError("stopped");
   };
-  EXPECT_THAT(backend.LossAndGradientInStages(params.data(), x.data(),
-                                              labels.data(), batch,
-                                              grad.data(), hooks),
-              StatusIs(absl::StatusCode::kCancelled));
+  EXPECT_THAT(
+      backend.LossAndGradientInStages(params.data(), x.data(), labels.data(),
+                                      batch, grad.data(), hooks),
+      StatusIs(absl::StatusCode::kCancelled));
 }
 
 TEST(CpuBackendTest, PredictAgreesWithLossAndGradient) {
@@ -250,7 +244,8 @@ TEST(CpuBackendTest, PredictAgreesWithLossAndGradient) {
   ASSERT_THAT(chunked.Predict(params.data(), x.data(), kN, out.data()), IsOk());
   const double test_loss =
       OutputLoss(Task::kMulticlass, out.data(), labels.data(), kN,
-                 layers.back(), 0.0f, nullptr) / kN;
+                 layers.back(), 0.0f, nullptr) /
+      kN;
   EXPECT_NEAR(test_loss, *loss, 1e-5 * *loss);
 
   std::vector<double> logits;
@@ -352,8 +347,7 @@ TEST(PooledLossAndGradientTest, MatchesFiniteDifferences) {
     SCOPED_TRACE(TaskName(task));
     const ModelSpec spec = MakeSpec("mlp", layers, TaskName(task));
     const std::vector<float> params = RandomFloats(spec.num_params(), 0.5f, 1);
-    const std::vector<float> emb =
-        RandomFloats(kEmbeddingRows * kDim, 1.0f, 2);
+    const std::vector<float> emb = RandomFloats(kEmbeddingRows * kDim, 1.0f, 2);
     const std::vector<float> labels = RandomLabels(kRows, 1, 3, task);
     const std::vector<float> offset = {0.3f, -0.2f, 0.0f, 1.1f};
     // Row 2 has no entry of field 1; embedding row 4 is used by no entry;
@@ -379,8 +373,8 @@ TEST(PooledLossAndGradientTest, MatchesFiniteDifferences) {
     std::vector<float> emb_grad(emb.size(), nan);
     std::vector<float> out_grad(kRows, nan);
     absl::StatusOr<float> loss = backend.PooledLossAndGradient(
-        params.data(), batch, offset.data(), labels.data(), kRows,
-        grad.data(), emb_grad.data(), out_grad.data());
+        params.data(), batch, offset.data(), labels.data(), kRows, grad.data(),
+        emb_grad.data(), out_grad.data());
     ASSERT_THAT(loss, IsOk());
 
     std::vector<double> p(params.begin(), params.end());
@@ -448,9 +442,9 @@ TEST(PooledLossAndGradientTest, RefusesAFieldOrSlotOutOfRange) {
   CpuBackend backend(spec, 4);
   std::vector<float> grad(spec.num_params()), emb_grad(6), out_grad(1);
   auto run = [&] {
-    return backend.PooledLossAndGradient(params.data(), batch, nullptr,
-                                         labels.data(), 1, grad.data(),
-                                         emb_grad.data(), out_grad.data())
+    return backend
+        .PooledLossAndGradient(params.data(), batch, nullptr, labels.data(), 1,
+                               grad.data(), emb_grad.data(), out_grad.data())
         .status();
   };
   EXPECT_THAT(run(), IsOk());

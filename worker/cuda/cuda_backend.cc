@@ -109,8 +109,8 @@ absl::Status Pool(const PooledLayout& at, const PooledBatch& batch, int rows,
       gpu::LaunchPool(Packed<const int64_t>(in, at.offsets),
                       Packed<const uint32_t>(in, at.slot),
                       Packed<const float>(in, at.value),
-                      Packed<const uint16_t>(in, at.field),
-                      batch.offsets[rows], Packed<const float>(in, at.embeddings),
+                      Packed<const uint16_t>(in, at.field), batch.offsets[rows],
+                      Packed<const float>(in, at.embeddings),
                       batch.embedding_rows, rows, batch.fields, batch.dim, x,
                       stream),
       "Pool kernel");
@@ -123,10 +123,10 @@ absl::Status Unpool(const PooledLayout& at, const PooledBatch& batch, int rows,
                     cudaStream_t stream) {
   const int64_t embedding_floats = batch.embedding_rows * batch.dim;
   float* const d_embedding_grad = Packed<float>(out, at.embedding_grad);
-  RETURN_IF_ERROR(CudaStatus(
-      cudaMemsetAsync(d_embedding_grad, 0, embedding_floats * sizeof(float),
-                      stream),
-      "cudaMemsetAsync (embedding gradient)"));
+  RETURN_IF_ERROR(
+      CudaStatus(cudaMemsetAsync(d_embedding_grad, 0,
+                                 embedding_floats * sizeof(float), stream),
+                 "cudaMemsetAsync (embedding gradient)"));
   return CudaStatus(
       gpu::LaunchUnpool(Packed<const int64_t>(in, at.offsets),
                         Packed<const uint32_t>(in, at.slot),
@@ -347,8 +347,8 @@ void CudaBackend::Recover() {
 
 absl::StatusOr<float> CudaBackend::LossAndGradient(const float* params,
                                                    const float* x,
-                                                   const float* targets, int batch,
-                                                   float* grad) {
+                                                   const float* targets,
+                                                   int batch, float* grad) {
   RETURN_IF_ERROR(CheckBatch(batch, max_batch_));
   RETURN_IF_ERROR(CheckTargets(task_, targets, batch, classes_));
   absl::StatusOr<double> loss_sum = Step(params, x, targets, batch, grad);
@@ -439,8 +439,8 @@ absl::StatusOr<double> CudaBackend::PooledStep(
                                  Packed<const float>(in, at.targets), rows,
                                  Packed<float>(out, at.row_loss),
                                  Packed<float>(out, at.grad), options));
-  RETURN_IF_ERROR(Unpool(at, batch, rows, in, pooled_dx_.data(), out,
-                         compute_.get()));
+  RETURN_IF_ERROR(
+      Unpool(at, batch, rows, in, pooled_dx_.data(), out, compute_.get()));
 
   RETURN_IF_ERROR(CopyToHost(host_pooled_out_.data(), out, at.out_bytes,
                              "pooled gradients"));

@@ -110,7 +110,8 @@ class CudaBackend final : public ComputeBackend {
   absl::Status UploadParams(const float* params);
   // The slot holding x and targets on the device for compute_: the one
   // prefetched for them, or one they are copied into now.
-  absl::StatusOr<int> InputSlot(const float* x, const float* targets, int batch);
+  absl::StatusOr<int> InputSlot(const float* x, const float* targets,
+                                int batch);
   // The slot whose pending Prefetch has these pointers, or -1.
   int FindHint(const float* x, const float* targets) const;
   // A free slot, or else the one with the oldest hint, which is dropped.

@@ -17,9 +17,9 @@
 #include "model/metrics.h"
 #include "worker/compute_backend.h"
 #include "worker/cpu/cpu_backend.h"
-#include "worker/testing/pooled_inputs.h"
 #include "worker/cuda/cuda_support.h"
 #include "worker/mlp_math.h"
+#include "worker/testing/pooled_inputs.h"
 
 namespace downpour::worker {
 namespace {
@@ -459,7 +459,6 @@ TEST_F(CudaBackendTest, RejectsBadInputAndKeepsWorking) {
 // from the CPU are summation order (cuBLAS's blocking, the scatter's atomic
 // adds), of order 1e-7; a wrong index, offset or scale is of order 1.
 constexpr double kPooledBound = 1e-5;
-
 
 // `rows` rows of 0 to 3 entries per field, in shuffled field order, over
 // embedding_rows rows that many entries share, except: row 0 has no entry of

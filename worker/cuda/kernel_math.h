@@ -75,8 +75,8 @@ DOWNPOUR_HOST_DEVICE inline float LogisticRow(int r, const float* logits,
   const float y = targets[r];
   const float loss = (z > 0.0f ? z : 0.0f) - y * z + log1pf(expf(-fabsf(z)));
   if (dlogits != nullptr) {
-    const float sigmoid = z >= 0.0f ? 1.0f / (1.0f + expf(-z))
-                                    : expf(z) / (1.0f + expf(z));
+    const float sigmoid =
+        z >= 0.0f ? 1.0f / (1.0f + expf(-z)) : expf(z) / (1.0f + expf(z));
     dlogits[r] = grad_scale * (sigmoid - y);
   }
   return loss;
@@ -153,8 +153,8 @@ DOWNPOUR_HOST_DEVICE inline void UnpoolAt(int64_t i, const int64_t* offsets,
                                           const uint32_t* slot,
                                           const float* value,
                                           const uint16_t* field,
-                                          const float* dx, int fields,
-                                          int dim, float* embedding_grad) {
+                                          const float* dx, int fields, int dim,
+                                          float* embedding_grad) {
   const int64_t r = i / dim;
   const int j = static_cast<int>(i % dim);
   const float* row = dx + r * fields * dim;

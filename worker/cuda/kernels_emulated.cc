@@ -58,8 +58,8 @@ cudaError_t LaunchOutputLoss(int task, const float* logits,
   }
   fake::Enqueue(stream, [=] {
     for (int r = 0; r < rows; ++r) {
-      row_loss[r] = OutputLossRow(task, r, logits, targets, outputs,
-                                  grad_scale, dlogits);
+      row_loss[r] =
+          OutputLossRow(task, r, logits, targets, outputs, grad_scale, dlogits);
     }
   });
   return cudaSuccess;

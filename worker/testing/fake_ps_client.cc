@@ -12,10 +12,10 @@ FakePsClient::FakePsClient(std::vector<float> params, int num_blocks,
       params_(std::move(params)),
       versions_(num_blocks, 0),
       pipeline_(max_pushes_in_flight,
-              [this](const float* grad, const std::vector<uint64_t>& versions,
-                     PushReport* report) {
-                return Apply(grad, versions, report);
-              }) {}
+                [this](const float* grad, const std::vector<uint64_t>& versions,
+                       PushReport* report) {
+                  return Apply(grad, versions, report);
+                }) {}
 
 absl::Status FakePsClient::Pull(float* params,
                                 std::vector<uint64_t>* versions) {
@@ -47,13 +47,11 @@ void FakePsClient::UseBlocks(const std::vector<BlockSpec>& blocks) {
 absl::Status FakePsClient::PushPullBlocks(const float* grad,
                                           const std::vector<uint64_t>& versions,
                                           const std::vector<uint32_t>& ids,
-                                          PushReport* report,
-                                          float* params,
+                                          PushReport* report, float* params,
                                           std::vector<uint64_t>* fresh) {
   absl::MutexLock lock(&mu_);
   if (blocks_.empty()) {
-    return PsClient::PushPullBlocks(grad, versions, ids, report, params,
-                                    fresh);
+    return PsClient::PushPullBlocks(grad, versions, ids, report, params, fresh);
   }
   if (!Admit()) return absl::InvalidArgumentError("push: gradient has NaN");
   const bool refused = Refuse(report);

@@ -1,0 +1,66 @@
+// The `cluster` section: its keys, the enumeration of its addresses and the
+// rule that no two daemons share one.
+#include "common/config_cluster.h"
+
+#include <cstddef>
+#include <map>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/config_field.h"
+
+namespace downpour {
+namespace config_internal {
+namespace {
+
+constexpr size_t kMaxPs = 1024;       // cluster.ps, cluster.standby_ps
+constexpr size_t kMaxWorkers = 4096;  // cluster.workers
+
+}  // namespace
+
+std::vector<ConfigField> ClusterKeys(ClusterSection* c) {
+  return {AddressField("cluster.coordinator", &c->coordinator),
+          AddressListField("cluster.ps", &c->ps, 1, kMaxPs),
+          AddressListField("cluster.workers", &c->workers, 1, kMaxWorkers),
+          AddressListField("cluster.standby_ps", &c->standby_ps, 0, kMaxPs),
+          IntField("cluster.replication", &c->replication, {1, 2})};
+}
+
+// Standbys are left out, as they always were: checking them too would reject
+// configs that load today, which is a change of its own.
+absl::Status CheckDistinctAddresses(const ClusterSection& cluster) {
+  std::map<std::string, std::string> owner;
+  for (const ClusterAddress& use : ClusterAddresses(cluster)) {
+    if (use.role == "standby" || absl::EndsWith(use.address, ":0")) continue;
+    const auto [it, inserted] = owner.emplace(use.address, use.key);
+    if (!inserted) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(use.key, " '", use.address, "' is also ", it->second,
+                       ": each daemon needs its own address (or port 0)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace config_internal
+
+std::vector<ClusterAddress> ClusterAddresses(const ClusterSection& cluster) {
+  std::vector<ClusterAddress> out = {
+      {"cluster.coordinator", "coordinator", 0, cluster.coordinator}};
+  const struct {
+    const char* key;
+    const char* role;
+    const std::vector<std::string>* list;
+  } lists[] = {{"cluster.ps", "ps", &cluster.ps},
+               {"cluster.standby_ps", "standby", &cluster.standby_ps},
+               {"cluster.workers", "worker", &cluster.workers}};
+  for (const auto& list : lists) {
+    for (size_t i = 0; i < list.list->size(); ++i) {
+      out.push_back({absl::StrCat(list.key, "[", i, "]"), list.role,
+                     static_cast<int>(i), (*list.list)[i]});
+    }
+  }
+  return out;
+}
+
+}  // namespace downpour
