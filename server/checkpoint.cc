@@ -76,15 +76,13 @@ absl::StatusCode ErrorCodeToStatusCode(const std::error_code& error) {
   return absl::ErrnoToStatusCode(error.value());
 }
 
-
 }  // namespace
 
-
-absl::Status WriteCheckpoint(const std::string& path,
-                             const Checkpoint& checkpoint,
-                             const std::function<absl::Status()>& before_rename) {
-  return WithFix(WriteInFormat(path, checkpoint, kCheckpointFormat,
-                               before_rename));
+absl::Status WriteCheckpoint(
+    const std::string& path, const Checkpoint& checkpoint,
+    const std::function<absl::Status()>& before_rename) {
+  return WithFix(
+      WriteInFormat(path, checkpoint, kCheckpointFormat, before_rename));
 }
 
 absl::Status WriteCheckpointInFormatForTest(const std::string& path,

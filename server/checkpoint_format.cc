@@ -78,7 +78,8 @@ class Encoder {
  private:
   void Flush() {
     if (status_.ok())
-      status_ = WriteAll(fd_, buffer_.data(), buffer_.size(), kWriteWhat, path_);
+      status_ =
+          WriteAll(fd_, buffer_.data(), buffer_.size(), kWriteWhat, path_);
     buffer_.clear();
   }
 
@@ -358,26 +359,28 @@ absl::StatusOr<Checkpoint> Decode(const std::string& path,
     const uint64_t n = d.U64();
     if (rows.dim < 1 || rows.dim > 4096 || rows.state_slots < 0 ||
         rows.state_slots > 2 || optimizer > 3 || n > d.left() / 12) {
-      return Corrupt(path, absl::StrCat("sparse table ", id,
-                                        " has an impossible shape"));
+      return Corrupt(
+          path, absl::StrCat("sparse table ", id, " has an impossible shape"));
     }
     rows.optimizer = static_cast<SparseOptimizerType>(optimizer);
     rows.keys.resize(n);
     rows.versions.resize(n);
     d.Bytes(reinterpret_cast<char*>(rows.keys.data()), n * sizeof(uint64_t));
-    d.Bytes(reinterpret_cast<char*>(rows.versions.data()), n * sizeof(uint32_t));
+    d.Bytes(reinterpret_cast<char*>(rows.versions.data()),
+            n * sizeof(uint32_t));
     rows.data = d.Floats(n * rows.dim * (1 + rows.state_slots));
     if (format >= 5 && d.ok()) {
       rows.clock = d.U64();
       rows.evicted_versions = d.U64();
       const uint32_t flags = d.U32();
       if (flags > 1 || (flags == 1 && n > d.left() / 8)) {
-        return Corrupt(path, absl::StrCat("sparse table ", id,
-                                          " has impossible clocks"));
+        return Corrupt(
+            path, absl::StrCat("sparse table ", id, " has impossible clocks"));
       }
       if (flags == 1) {
         rows.clocks.resize(n);
-        d.Bytes(reinterpret_cast<char*>(rows.clocks.data()), n * sizeof(uint64_t));
+        d.Bytes(reinterpret_cast<char*>(rows.clocks.data()),
+                n * sizeof(uint64_t));
       }
       const uint64_t e = d.U64();
       if (e > d.left() / 8) {
@@ -406,11 +409,13 @@ absl::StatusOr<Checkpoint> ReadCheckpointFile(const std::string& path,
                                               Trailer* trailer) {
   absl::StatusOr<std::string> file = ReadFile(path);
   if (absl::IsNotFound(file.status())) {
-    return absl::NotFoundError(absl::StrCat("checkpoint '", path, "' does not exist"));
+    return absl::NotFoundError(
+        absl::StrCat("checkpoint '", path, "' does not exist"));
   }
   if (!file.ok()) {
-    return absl::Status(file.status().code(),
-                        absl::StrCat("read checkpoint: ", file.status().message()));
+    return absl::Status(
+        file.status().code(),
+        absl::StrCat("read checkpoint: ", file.status().message()));
   }
   RETURN_IF_ERROR(Verify(path, *file));
   if (trailer != nullptr) {
@@ -421,7 +426,8 @@ absl::StatusOr<Checkpoint> ReadCheckpointFile(const std::string& path,
 
 // --- Manifests ---------------------------------------------------------------
 
-absl::Status EncodeManifest(const Manifest& m, int fd, const std::string& path) {
+absl::Status EncodeManifest(const Manifest& m, int fd,
+                            const std::string& path) {
   Encoder e(fd, path);
   const uint64_t size = kHeaderSize + 4 + 8 + 4 +
                         m.entries.size() * kManifestEntrySize + kCrcSize;
@@ -447,16 +453,16 @@ absl::Status EncodeManifest(const Manifest& m, int fd, const std::string& path) 
 }
 
 absl::Status BadManifest(const std::string& path, const std::string& detail) {
-  return absl::DataLossError(
-      absl::StrCat("checkpoint manifest '", path, "' is corrupt (", detail, ")"));
+  return absl::DataLossError(absl::StrCat("checkpoint manifest '", path,
+                                          "' is corrupt (", detail, ")"));
 }
 
 absl::StatusOr<Manifest> ReadManifest(const std::string& path) {
   absl::StatusOr<std::string> file = ReadFile(path, kMaxManifestBytes);
   if (!file.ok()) {
-    return absl::Status(file.status().code(),
-                        absl::StrCat("read checkpoint manifest: ",
-                                     file.status().message()));
+    return absl::Status(
+        file.status().code(),
+        absl::StrCat("read checkpoint manifest: ", file.status().message()));
   }
   if (file->size() < kHeaderSize + 4 + 8 + 4 + kCrcSize ||
       std::memcmp(file->data(), kManifestMagic, sizeof(kManifestMagic)) != 0) {
@@ -467,21 +473,22 @@ absl::StatusOr<Manifest> ReadManifest(const std::string& path) {
   const uint32_t format = header.U32();
   const uint64_t declared = header.U64();
   if (format != kManifestFormat) {
-    return BadManifest(path, absl::StrCat("manifest format ", format,
-                                          ", this build reads ",
-                                          kManifestFormat));
+    return BadManifest(
+        path, absl::StrCat("manifest format ", format, ", this build reads ",
+                           kManifestFormat));
   }
   if (declared != file->size()) {
-    return BadManifest(path, absl::StrCat(file->size(), " bytes, its header says ",
-                                          declared));
+    return BadManifest(
+        path, absl::StrCat(file->size(), " bytes, its header says ", declared));
   }
   const size_t body = file->size() - kCrcSize;
   const uint32_t stored = LoadU32(file->data() + body);
   const uint32_t computed = Crc32c(file->data(), body);
   if (stored != computed) {
-    return BadManifest(path, absl::StrFormat("checksum mismatch: stored 0x%08x, "
-                                             "computed 0x%08x",
-                                             stored, computed));
+    return BadManifest(path,
+                       absl::StrFormat("checksum mismatch: stored 0x%08x, "
+                                       "computed 0x%08x",
+                                       stored, computed));
   }
   Decoder d(file->data() + kHeaderSize, body - kHeaderSize);
   Manifest m;
@@ -520,12 +527,14 @@ absl::Status WithFix(const absl::Status& status) {
   const char* fix = nullptr;
   if (absl::StrContains(status.message(), std::strerror(ENOSPC)) ||
       absl::StrContains(status.message(), std::strerror(EDQUOT))) {
-    fix = "free space on the checkpoint volume or point checkpoint.dir at "
-          "another one";
+    fix =
+        "free space on the checkpoint volume or point checkpoint.dir at "
+        "another one";
   } else if (absl::IsPermissionDenied(status) ||
              absl::StrContains(status.message(), std::strerror(EROFS))) {
-    fix = "make checkpoint.dir writable by this daemon's user or point it "
-          "elsewhere";
+    fix =
+        "make checkpoint.dir writable by this daemon's user or point it "
+        "elsewhere";
   }
   if (fix == nullptr) return status;
   return absl::Status(status.code(), absl::StrCat(status.message(), "; ", fix));

@@ -223,7 +223,8 @@ absl::Status Shard::VisitBlocks(
     RETURN_IF_ERROR(pull_.Visit(request, plan, *store_, room));
   }
   counters_->stats().pulls.Increment(1);
-  counters_->stats().bytes_out.Increment(static_cast<double>(plan.payload_bytes));
+  counters_->stats().bytes_out.Increment(
+      static_cast<double>(plan.payload_bytes));
   return absl::OkStatus();
 }
 
@@ -520,7 +521,8 @@ absl::StatusOr<Shard::Turn> Shard::TakeTurn(const wire::PushView& request,
     // An outlier the guard refused: a verdict, not a failure to retry.
     // Nothing was applied and its sequence is used up (ValidatePush).
     if (tracked) {
-      refusals_.Remember(worker, request.sequence, std::string(valid.message()));
+      refusals_.Remember(worker, request.sequence,
+                         std::string(valid.message()));
     }
     response->set_refused(std::string(valid.message()));
     return Turn::kAnswered;

@@ -245,9 +245,8 @@ class Shard {
   // checkpoint.incremental, a full cut or a delta (CheckpointChain::TakeCut);
   // a failed write makes the next one a full cut. One call at a time (a
   // second waits).
-  absl::Status WriteCheckpoint(
-      const std::function<absl::Status()>& may_write = nullptr)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status WriteCheckpoint(const std::function<absl::Status()>& may_write =
+                                   nullptr) ABSL_LOCKS_EXCLUDED(mu_);
 
   // True when Push may hold a request (training.consistency ssp or bsp).
   bool may_hold_pushes() const { return may_hold_pushes_; }
