@@ -16,6 +16,12 @@
 // models: rows of raw features; sparse ones: keys); the file is still read
 // with --model's meta, and the output and metrics are otherwise the same:
 // that is how to check served == offline.
+//
+// A --model that does not exist yet (psctl export writes it after the job's
+// first checkpoint) is waited for, and with --server the daemon to answer and
+// serve a model, each within --wait_s, saying on stderr what it waits for.
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -24,6 +30,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -32,10 +39,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/config.h"
 #include "common/exit_codes.h"
 #include "common/model_spec.h"
 #include "common/parse_flags.h"
+#include "common/status_macros.h"
 #include "model/dense_model.h"
 #include "model/export.h"
 #include "model/metrics.h"
@@ -53,6 +63,17 @@ ABSL_FLAG(std::string, data, "",
           "trained on (gzip read transparently)");
 ABSL_FLAG(std::string, out, "",
           "where to write the predictions as CSV (default: stdout)");
+ABSL_FLAG(std::string, output, "probability",
+          "what to write per example: probability (class probabilities, "
+          "the positive class's probability, or a regression's value), "
+          "margin (the model's raw scores before the sigmoid or softmax; a "
+          "regression's value) or class (the predicted class name: argmax, "
+          "or margin > 0 for a binary model); numbers with full precision");
+ABSL_FLAG(double, wait_s, 60,
+          "how long to wait for a --model file that does not exist yet "
+          "(psctl export writes it after the job's first checkpoint) and, "
+          "with --server, for the daemon to answer and serve a model; 0 = "
+          "fail at once");
 ABSL_FLAG(std::string, labels, "auto",
           "whether --data has the label column: yes, no, or auto (a CSV "
           "with one column fewer than the model's features plus a label "
@@ -65,8 +86,8 @@ ABSL_FLAG(std::string, server, "",
 ABSL_FLAG(int, batch, 1024,
           "--server: at most this many examples per Predict request");
 ABSL_FLAG(double, timeout_s, 30,
-          "--server: how long to wait for the connection, and the deadline "
-          "of each request");
+          "--server: the deadline of each request, and the least time "
+          "given to the connection (the wait is max(--wait_s, --timeout_s))");
 ABSL_FLAG(std::string, config, "",
           "--server: the cluster YAML whose security section (TLS, tokens) "
           "the call uses, as psctl does");
@@ -82,6 +103,131 @@ using namespace downpour;
 int Fail(const std::string& message, int code) {
   std::fprintf(stderr, "predict: %s\n", message.c_str());
   return code;
+}
+
+// Waits up to --wait_s for `path` to exist (psctl export replaces it by
+// rename, so a file that exists is whole), saying so once on stderr.
+// NotFound naming the file and the fix when it does not appear.
+absl::Status WaitForModelFile(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0) return absl::OkStatus();
+  const double wait_s = absl::GetFlag(FLAGS_wait_s);
+  if (wait_s > 0) {
+    std::fprintf(stderr,
+                 "predict: waiting for %s (psctl export writes it after the "
+                 "job's first checkpoint); --wait_s=%g\n",
+                 path.c_str(), wait_s);
+    const absl::Time deadline = absl::Now() + absl::Seconds(wait_s);
+    while (absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(100));
+      if (::stat(path.c_str(), &st) == 0) {
+        std::fprintf(stderr, "predict: %s appeared\n", path.c_str());
+        return absl::OkStatus();
+      }
+    }
+  }
+  return absl::NotFoundError(absl::StrCat(
+      "cannot open '", path, "': no such file",
+      wait_s > 0 ? absl::StrCat(" after waiting ", wait_s, " s (--wait_s)")
+                 : std::string(" (--wait_s=0)"),
+      ". `psctl export --out ", path,
+      "` writes it, after the job's first checkpoint: check that the export "
+      "runs and writes there, or give a longer --wait_s"));
+}
+
+// What a line of the model's data looks like, for messages.
+std::string ExpectedRows(const proto::ModelMeta& meta, int features) {
+  if (meta.data().source() == DataSourceName(DataSource::kLibsvm)) {
+    return "LIBSVM lines 'label index:value ...'";
+  }
+  return absl::StrCat("CSV rows of ", features + 1, " columns (", features,
+                      " features and the label; ", features,
+                      " without the label), delimiter '",
+                      meta.data().delimiter(), "'",
+                      meta.data().header() ? ", after a header line" : "");
+}
+
+// The number of fields of a CSV `line` split at `delimiter` ("quoted"
+// fields may hold it; "" inside quotes is a quote).
+int CountCsvFields(absl::string_view line, char delimiter) {
+  int fields = 1;
+  bool quoted = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (c == '"') {
+      if (quoted && i + 1 < line.size() && line[i + 1] == '"') {
+        ++i;  // an escaped quote
+      } else {
+        quoted = !quoted;
+      }
+    } else if (c == delimiter && !quoted) {
+      ++fields;
+    }
+  }
+  return fields;
+}
+
+// Checks what can be told from the start of --data before reading it as the
+// model's data: InvalidArgument "<file>:1: the file is empty; expected ..."
+// for a file of nothing but blanks, and, for a CSV model,
+// "<file>:<line>: has C columns; the model was trained on F features
+// (+1 label) ..." when the first row (or header) has neither F + 1 columns
+// nor (unless --labels yes) F. A gzip file is left to the readers.
+absl::Status CheckDataShape(const proto::ModelMeta& meta,
+                            const std::string& path, int features) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) return absl::OkStatus();  // the readers say why
+  constexpr size_t kHead = 1 << 20;
+  std::string head(kHead, '\0');
+  file.read(&head[0], kHead);
+  head.resize(static_cast<size_t>(file.gcount()));
+  const bool whole = head.size() < kHead;
+  if (head.size() >= 2 && head[0] == '\x1f' && head[1] == '\x8b') {
+    return absl::OkStatus();
+  }
+  size_t start = head.compare(0, 3, "\xEF\xBB\xBF") == 0 ? 3 : 0;
+  if (whole && head.find_first_not_of(" \t\r\n", start) == std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ":1: the file is empty; expected ",
+                     ExpectedRows(meta, features)));
+  }
+  const proto::DataFormat& f = meta.data();
+  if (f.source() != DataSourceName(DataSource::kCsv)) return absl::OkStatus();
+  const char delimiter = f.delimiter() == "\\t"  ? '\t'
+                         : f.delimiter().empty() ? ','
+                                                 : f.delimiter()[0];
+  // The first non-blank line after data.skip_lines: the header, or the first
+  // row; both have the file's width.
+  int64_t line_number = 0;
+  while (start < head.size()) {
+    const size_t end = head.find('\n', start);
+    if (end == std::string::npos && !whole) return absl::OkStatus();
+    absl::string_view line(
+        head.data() + start,
+        (end == std::string::npos ? head.size() : end) - start);
+    start = end == std::string::npos ? head.size() : end + 1;
+    ++line_number;
+    if (line_number <= f.skip_lines()) continue;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.find_first_not_of(" \t") == absl::string_view::npos) continue;
+    const int columns = CountCsvFields(line, delimiter);
+    const std::string mode = absl::GetFlag(FLAGS_labels);
+    const bool fits = (mode != "no" && columns == features + 1) ||
+                      (mode != "yes" && columns == features);
+    if (fits) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ":", line_number, ": has ", columns, " column",
+        columns == 1 ? "" : "s", "; the model was trained on ", features,
+        " features (+1 label), so expected ",
+        mode == "no"    ? absl::StrCat(features, " (--labels no)")
+        : mode == "yes" ? absl::StrCat(features + 1, " (--labels yes)")
+                        : absl::StrCat(features + 1, ", or ", features,
+                                       " without the label"),
+        columns == 1
+            ? "; is the delimiter right? The model's is '" + f.delimiter() + "'"
+            : "; is this the file the model was trained for?"));
+  }
+  return absl::OkStatus();  // blank lines only after the skipped ones
 }
 
 // The file as the model's data section reads it (worker/dataset's reader);
@@ -124,47 +270,106 @@ absl::StatusOr<worker::Dataset> ReadData(const proto::ModelMeta& meta,
   return table;
 }
 
-// The predictions as CSV: a header (p_<class> per class, p_<positive
-// class>, or prediction), then one row of k numbers per example.
+// --output, checked against the task: class needs a classification model.
+absl::Status CheckOutputFlag(Task task) {
+  const std::string output = absl::GetFlag(FLAGS_output);
+  if (output == "class" && task == Task::kRegression) {
+    return absl::InvalidArgumentError(
+        "--output class needs a classification model; this one is a "
+        "regression (use --output probability or margin: its value)");
+  }
+  return absl::OkStatus();
+}
+
+// Class c's name as the model's meta has it (its index when it has none),
+// quoted for CSV when it holds a comma, quote or line break.
+std::string ClassName(const proto::ModelMeta& meta, int c) {
+  std::string name =
+      c < meta.class_names_size() ? meta.class_names(c) : absl::StrCat(c);
+  if (name.find_first_of(",\"\r\n") == std::string::npos) return name;
+  std::string quoted = "\"";
+  for (char ch : name) {
+    if (ch == '"') quoted += '"';
+    quoted += ch;
+  }
+  return quoted + "\"";
+}
+
+// The predictions as CSV, by --output: a header, then one row per example.
+// probability: p_<class> per class (softmax), p_<positive class> (sigmoid)
+// or prediction (regression's value); margin: margin_<class> per class,
+// margin, or prediction; class: class. Probabilities are computed in double
+// from the float margins and written with %.17g, margins with %.9g (a float
+// round-trips), so nothing is rounded to 0 or 1 on the way out and metrics
+// recomputed from the file are the printed ones.
 std::string PredictionsCsv(const proto::ModelMeta& meta, Task task, int64_t n,
-                           int k, const std::vector<float>& out) {
+                           int k, const std::vector<float>& margins) {
+  const std::string output = absl::GetFlag(FLAGS_output);
   std::string text;
-  if (task == Task::kRegression) {
+  if (output == "class") {
+    text = "class\n";
+  } else if (task == Task::kRegression) {
     text = "prediction\n";
   } else if (task == Task::kBinary) {
-    text = absl::StrCat(
-        "p_", meta.class_names_size() == 2 ? meta.class_names(1) : "1", "\n");
+    text = output == "margin"
+               ? "margin\n"
+               : absl::StrCat("p_",
+                              meta.class_names_size() == 2 ? ClassName(meta, 1)
+                                                           : std::string("1"),
+                              "\n");
   } else {
     for (int c = 0; c < k; ++c) {
-      absl::StrAppend(
-          &text, c > 0 ? "," : "", "p_",
-          c < meta.class_names_size() ? meta.class_names(c) : absl::StrCat(c));
+      absl::StrAppend(&text, c > 0 ? "," : "",
+                      output == "margin" ? "margin_" : "p_",
+                      ClassName(meta, c));
     }
     text += "\n";
   }
   for (int64_t i = 0; i < n; ++i) {
-    for (int c = 0; c < k; ++c) {
-      absl::StrAppendFormat(&text, "%s%.9g", c > 0 ? "," : "", out[i * k + c]);
+    const float* z = margins.data() + i * k;
+    if (output == "class") {
+      const int c = task == Task::kBinary
+                        ? (z[0] > 0 ? 1 : 0)
+                        : static_cast<int>(std::max_element(z, z + k) - z);
+      absl::StrAppend(&text, ClassName(meta, c), "\n");
+      continue;
+    }
+    if (output == "margin" || task == Task::kRegression) {
+      for (int c = 0; c < k; ++c) {
+        absl::StrAppendFormat(&text, "%s%.9g", c > 0 ? "," : "", z[c]);
+      }
+    } else if (task == Task::kBinary) {
+      absl::StrAppendFormat(&text, "%.17g",
+                            1 / (1 + std::exp(-static_cast<double>(z[0]))));
+    } else {
+      const double max = *std::max_element(z, z + k);
+      double sum = 0;
+      for (int c = 0; c < k; ++c) sum += std::exp(z[c] - max);
+      for (int c = 0; c < k; ++c) {
+        absl::StrAppendFormat(&text, "%s%.17g", c > 0 ? "," : "",
+                              std::exp(z[c] - max) / sum);
+      }
     }
     text += "\n";
   }
   return text;
 }
 
-// Prints the metrics of raw `out` against labels `y` (when labelled), turns
-// `out` into predictions and writes them to --out or stdout.
-int Finish(const proto::ModelMeta& meta, Task task, int64_t n, int k,
-           bool labelled, const float* y, std::vector<float> out) {
+// Prints the metrics of `margins` against labels `y` of the file `data`
+// (when labelled), then writes the predictions (--output) to --out or stdout.
+int Finish(const proto::ModelMeta& meta, const std::string& data, Task task,
+           int64_t n, int k, bool labelled, const float* y,
+           const std::vector<float>& margins) {
   if (labelled) {
     absl::Status ok = model::CheckTargets(task, y, n, k);
     if (!ok.ok()) return Fail(std::string(ok.message()), kExitConfig);
-    const model::Metrics m = model::ComputeMetrics(task, out.data(), y, n, k);
-    std::fprintf(stderr, "predict: %ld examples, test %s\n",
-                 static_cast<long>(n),
+    const model::Metrics m =
+        model::ComputeMetrics(task, margins.data(), y, n, k);
+    std::fprintf(stderr, "predict: metrics on %s (%ld examples): %s\n",
+                 data.c_str(), static_cast<long>(n),
                  model::FormatMetrics(m.Named(task)).c_str());
   }
-  model::OutputsToPredictions(task, n, k, out.data());
-  const std::string text = PredictionsCsv(meta, task, n, k, out);
+  const std::string text = PredictionsCsv(meta, task, n, k, margins);
   const std::string path = absl::GetFlag(FLAGS_out);
   if (path.empty()) {
     std::fwrite(text.data(), 1, text.size(), stdout);
@@ -249,6 +454,70 @@ RequestPlan DensePlan(const float* x, int64_t n, int features, int outputs,
   return plan;
 }
 
+// Waits for the daemon at `server` to answer (within max(--wait_s,
+// --timeout_s)) and to serve a model (within --wait_s), saying on stderr
+// what it waits for: a daemon started beside a training job has no snapshot
+// until psctl export writes the first file. Connected first, so that a wrong
+// address or TLS setup is one clear error, and a slow handshake on a loaded
+// machine is no failed request.
+absl::Status WaitUntilServing(grpc::Channel& channel,
+                              proto::Predictor::Stub& stub,
+                              const std::string& server) {
+  const double wait_s = std::max(0.0, absl::GetFlag(FLAGS_wait_s));
+  const double timeout_s = absl::GetFlag(FLAGS_timeout_s);
+  const absl::Time start = absl::Now();
+  const double connect_s = std::max(wait_s, timeout_s);
+  if (!channel.WaitForConnected(DeadlineIn(std::min(1.0, connect_s)))) {
+    std::fprintf(stderr,
+                 "predict: waiting for the serving daemon at %s to answer "
+                 "(serve --listen %s); --wait_s=%g\n",
+                 server.c_str(), server.c_str(), wait_s);
+    if (!channel.WaitForConnected(DeadlineIn(
+            connect_s - absl::ToDoubleSeconds(absl::Now() - start)))) {
+      return absl::UnavailableError(absl::StrCat(
+          "--server ", server, ": no connection within ", connect_s,
+          " s (max of --wait_s and --timeout_s): is `serve` listening "
+          "there? With TLS, give the cluster's --config"));
+    }
+  }
+  const absl::Time deadline = start + absl::Seconds(wait_s);
+  bool said = false;
+  for (;;) {
+    grpc::ClientContext context;
+    context.set_deadline(DeadlineIn(timeout_s));
+    context.set_wait_for_ready(true);
+    proto::ServeStatusResponse reply;
+    const grpc::Status status =
+        stub.ServeStatus(&context, proto::ServeStatusRequest(), &reply);
+    if (!status.ok() && status.error_code() != grpc::StatusCode::UNAVAILABLE) {
+      return FromGrpcStatus(status,
+                            absl::StrCat("--server ", server, ": ServeStatus"));
+    }
+    if (status.ok() && reply.loaded()) return absl::OkStatus();
+    const std::string what =
+        status.ok()
+            ? absl::StrCat("it serves no model yet: it waits for ",
+                           reply.model_path(), ", which psctl export writes")
+            : absl::StrCat("it answers UNAVAILABLE: ", status.error_message());
+    if (absl::Now() >= deadline) {
+      return absl::UnavailableError(absl::StrCat(
+          "--server ", server, ": no model served",
+          wait_s > 0 ? absl::StrCat(" after waiting ", wait_s, " s (--wait_s)")
+                     : std::string(" (--wait_s=0)"),
+          "; ", what,
+          ". Check that the export runs, or give a longer --wait_s"));
+    }
+    if (!said) {
+      std::fprintf(stderr,
+                   "predict: waiting for the daemon at %s to serve a model "
+                   "(%s); --wait_s=%g\n",
+                   server.c_str(), what.c_str(), wait_s);
+      said = true;
+    }
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+}
+
 // The margins of every example of `plan` from the daemon at --server, in
 // requests of at most --batch examples and about 4 MiB. Says on stderr when
 // the daemon's snapshot is not the one --model holds (other meta updates)
@@ -256,17 +525,10 @@ RequestPlan DensePlan(const float* x, int64_t n, int features, int outputs,
 absl::StatusOr<std::vector<float>> ServedMargins(const proto::ModelMeta& meta,
                                                  const RequestPlan& plan) {
   const std::string server = absl::GetFlag(FLAGS_server);
-  // Connected first, so that a wrong address or TLS setup is one clear
-  // error, and a slow handshake on a loaded machine is no failed request.
-  std::shared_ptr<grpc::Channel> channel = MakeChannel(server);
   const double timeout_s = absl::GetFlag(FLAGS_timeout_s);
-  if (!channel->WaitForConnected(DeadlineIn(timeout_s))) {
-    return absl::UnavailableError(absl::StrCat(
-        "--server ", server, ": no connection within ", timeout_s,
-        " s (--timeout_s): is `serve` listening there? With TLS, give the "
-        "cluster's --config"));
-  }
+  std::shared_ptr<grpc::Channel> channel = MakeChannel(server);
   auto stub = proto::Predictor::NewStub(channel);
+  RETURN_IF_ERROR(WaitUntilServing(*channel, *stub, server));
   const int k = plan.outputs;
   std::vector<float> margins;
   margins.reserve(static_cast<size_t>(plan.rows) * k);
@@ -343,10 +605,15 @@ int PredictSparse(const std::string& model_path,
   if (!task.ok()) {
     return Fail(std::string(task.status().message()), kExitConfig);
   }
+  const absl::Status output = CheckOutputFlag(*task);
+  if (!output.ok()) return Fail(std::string(output.message()), kExitConfig);
   const std::string data = absl::GetFlag(FLAGS_data);
   const std::string mode = absl::GetFlag(FLAGS_labels);
   const bool libsvm =
       meta.data().source() == DataSourceName(DataSource::kLibsvm);
+  const absl::Status shape =
+      CheckDataShape(meta, data, meta.data().columns_size());
+  if (!shape.ok()) return Fail(std::string(shape.message()), kExitConfig);
   // LIBSVM lines always start with a label; a CSV file without the label
   // column fails to read as labelled (its columns do not match), so "auto"
   // then reads it as unlabelled.
@@ -375,8 +642,8 @@ int PredictSparse(const std::string& model_path,
     if (!served.ok()) return Fail(std::string(served.status().message()), 1);
     margins = *std::move(served);
   }
-  return Finish(meta, *task, rows->rows(), 1, labelled, rows->y.data(),
-                std::move(margins));
+  return Finish(meta, data, *task, rows->rows(), 1, labelled, rows->y.data(),
+                margins);
 }
 
 // A dense model (linear, mlp): the file read as training read its data, then
@@ -397,14 +664,19 @@ int PredictDense(const std::string& model_path,
   const model::DenseScorer& dense = **scorer;
   const proto::ModelMeta& meta = dense.meta();
   const int inputs = dense.features();
+  const std::string data = absl::GetFlag(FLAGS_data);
+  const absl::Status output = CheckOutputFlag(dense.task());
+  if (!output.ok()) return Fail(std::string(output.message()), kExitConfig);
+  const absl::Status shape = CheckDataShape(meta, data, inputs);
+  if (!shape.ok()) return Fail(std::string(shape.message()), kExitConfig);
   bool labelled = false;
-  absl::StatusOr<worker::Dataset> table = ReadData(
-      meta, absl::GetFlag(FLAGS_data), inputs, dense.task(), &labelled);
+  absl::StatusOr<worker::Dataset> table =
+      ReadData(meta, data, inputs, dense.task(), &labelled);
   if (!table.ok())
     return Fail(std::string(table.status().message()), kExitConfig);
   if (table->dim != inputs) {
-    return Fail(absl::StrCat(absl::GetFlag(FLAGS_data), " has ", table->dim,
-                             " features, the model ", inputs),
+    return Fail(absl::StrCat(data, " has ", table->dim,
+                             " features; the model was trained on ", inputs),
                 kExitConfig);
   }
   const int64_t n = table->size();
@@ -422,8 +694,7 @@ int PredictDense(const std::string& model_path,
     if (!served.ok()) return Fail(std::string(served.status().message()), 1);
     out = *std::move(served);
   }
-  return Finish(meta, dense.task(), n, k, labelled, table->y.data(),
-                std::move(out));
+  return Finish(meta, data, dense.task(), n, k, labelled, table->y.data(), out);
 }
 
 }  // namespace
@@ -431,20 +702,31 @@ int PredictDense(const std::string& model_path,
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "predict --model model.npz --data FILE [--out predictions.csv] "
-      "[--server HOST:PORT]\n\n"
+      "[--output probability|margin|class] [--server HOST:PORT] "
+      "[--wait_s 60]\n\n"
       "Applies a model exported by `psctl export` to a CSV or LIBSVM file "
       "read as the model's training data was (delimiter, header, label "
       "column, standardization; for a sparse_linear model the same hashed "
-      "keys and buckets), writes one row per example (class "
-      "probabilities, the probability of the positive class, or the value) "
-      "and prints the task's metrics when the file has labels. With "
-      "--server the margins come from a serving daemon (docs/SERVING.md).");
+      "keys and buckets), writes one row per example (--output: class "
+      "probabilities, the probability of the positive class, or the value; "
+      "the raw margins; or the predicted class) and prints the task's "
+      "metrics on that file when it has labels. A --model that does not "
+      "exist yet is waited for up to --wait_s (psctl export writes it after "
+      "the job's first checkpoint). With --server the margins come from a "
+      "serving daemon (docs/SERVING.md), waited for too.");
   ParseFlags(argc, argv);
   const std::string labels = absl::GetFlag(FLAGS_labels);
   if (labels != "auto" && labels != "yes" && labels != "no") {
     return Fail(
         absl::StrCat("--labels must be auto, yes or no, got '", labels, "'"),
         kExitConfig);
+  }
+  const std::string output = absl::GetFlag(FLAGS_output);
+  if (output != "probability" && output != "margin" && output != "class") {
+    return Fail(absl::StrCat("--output must be probability, margin or class, "
+                             "got '",
+                             output, "'"),
+                kExitConfig);
   }
   if (absl::GetFlag(FLAGS_data).empty()) {
     return Fail("give --data FILE (a CSV or LIBSVM file)", kExitConfig);
@@ -468,6 +750,8 @@ int main(int argc, char** argv) {
         kExitConfig);
   }
   const std::string model_path = absl::GetFlag(FLAGS_model);
+  const absl::Status present = WaitForModelFile(model_path);
+  if (!present.ok()) return Fail(std::string(present.message()), kExitConfig);
   // Read once; the meta says which model it holds.
   absl::StatusOr<std::vector<model::NpyArray>> arrays =
       model::ReadNpz(model_path);
