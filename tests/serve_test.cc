@@ -489,9 +489,9 @@ TEST_F(ServeTest, ADenseModelIsServedAsPredictScoresIt) {
   EXPECT_EQ(ReadText(dir_ + "/served.csv"), ReadText(dir_ + "/local.csv"));
   EXPECT_THAT(ReadText(dir_ + "/served.csv"),
               ::testing::StartsWith("p_a,p_b,p_c\n"));
-  // The same metrics line on stderr.
+  // The same metrics line on stderr, named after the file.
   EXPECT_THAT(ReadText(dir_ + "/predict.log"),
-              HasSubstr("predict: 300 examples, test "));
+              HasSubstr("predict: metrics on " + data + " (300 examples): "));
 
   auto stub = proto::Predictor::NewStub(MakeChannel(address));
   const std::vector<float> row = {1, 2, 3};
@@ -605,7 +605,8 @@ TEST_F(ServeTest, ServedMarginsAreTheWorkersEvaluationAndPredicts) {
   }
 
   // predict --server and predict alone write the same file, byte for byte
-  // (probabilities printed with %.9g: equal text is equal floats).
+  // (probabilities computed in double from the float margins and printed with
+  // %.17g: equal text is equal margins).
   ASSERT_EQ(RunToEnd({testing::BinDir() + "/tools/predict", "--model", model_,
                       "--data", test, "--server", address, "--batch", "7",
                       "--out", dir_ + "/served.csv"},
@@ -619,8 +620,9 @@ TEST_F(ServeTest, ServedMarginsAreTheWorkersEvaluationAndPredicts) {
       << ReadText(dir_ + "/local.log");
   EXPECT_EQ(ReadText(dir_ + "/served.csv"), ReadText(dir_ + "/local.csv"));
   const std::string served_log = ReadText(dir_ + "/served.log");
-  EXPECT_THAT(served_log, HasSubstr("predict: " + std::to_string(rows->rows()) +
-                                    " examples, test auc"));
+  EXPECT_THAT(served_log,
+              HasSubstr("predict: metrics on " + test + " (" +
+                        std::to_string(rows->rows()) + " examples): auc"));
   EXPECT_THAT(served_log, ::testing::Not(HasSubstr("note:")));
   EXPECT_EQ(testing::Figure(served_log, "auc"),
             testing::Figure(ReadText(dir_ + "/local.log"), "auc"));

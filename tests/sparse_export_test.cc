@@ -256,7 +256,8 @@ TEST_F(SparseExportTest, LibsvmWith64BitIdsExportsAndPredictsTheJobsAuc) {
 
   const std::string predictions = dir_ + "/predictions.csv";
   ASSERT_NO_FATAL_FAILURE(Predict(npz, base + "/test.svm", predictions, &log));
-  EXPECT_THAT(log, HasSubstr("predict: 800 examples, test auc"));
+  EXPECT_THAT(log, HasSubstr("predict: metrics on " + base +
+                             "/test.svm (800 examples): auc"));
   EXPECT_NEAR(Figure(log, "auc"), job_auc, 1e-4) << log;
   EXPECT_THAT(ReadText(predictions), ::testing::StartsWith("p_+1\n"));
   ExpectNumpyAgrees(npz, base + "/test.svm", predictions, 800);

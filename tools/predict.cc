@@ -1,8 +1,9 @@
 // predict: applies an exported model (psctl export) to a CSV or LIBSVM file,
 // with the reading options and input standardization the model was trained
-// with (for a sparse_linear model: the same hashed keys, column kinds and
-// bucket boundaries), writes one row of probabilities or values per example,
-// and prints the task's metrics when the file has labels.
+// with (for a sparse model, sparse_linear, fm or wide_deep: the same hashed
+// keys, column kinds and bucket boundaries), writes one row per example
+// (--output: probabilities or values, margins, or classes), and prints the
+// task's metrics on that file when it has labels.
 //
 //   bazel-bin/tools/predict --model model.npz --data test.csv --out pred.csv
 //
@@ -591,8 +592,9 @@ absl::StatusOr<int> BatchFlag() {
   return batch;
 }
 
-// A sparse_linear model: the file read into keys as training read its data
-// (model/sparse_model.h), margins, then as a dense model's outputs.
+// A sparse model (sparse_linear, fm, wide_deep): the file read into keys as
+// training read its data (model/sparse_model.h), margins, then as a dense
+// model's outputs.
 int PredictSparse(const std::string& model_path,
                   std::vector<model::NpyArray> arrays) {
   absl::StatusOr<model::SparseModel> sparse =
@@ -706,7 +708,8 @@ int main(int argc, char** argv) {
       "[--wait_s 60]\n\n"
       "Applies a model exported by `psctl export` to a CSV or LIBSVM file "
       "read as the model's training data was (delimiter, header, label "
-      "column, standardization; for a sparse_linear model the same hashed "
+      "column, standardization; for a sparse model (sparse_linear, fm, "
+      "wide_deep) the same hashed "
       "keys and buckets), writes one row per example (--output: class "
       "probabilities, the probability of the positive class, or the value; "
       "the raw margins; or the predicted class) and prints the task's "
