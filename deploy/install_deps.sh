@@ -21,7 +21,9 @@ case "${1:-}" in
     # (skipped without them). Where systemd runs, the package also starts its
     # own prometheus service on :9090; the test needs none of it (it runs its
     # own on a free loopback port): `systemctl disable --now prometheus`.
-    packages+=(prometheus) ;;
+    # tests/docs_test.py runs the docs' blocks, one of which times a run
+    # with /usr/bin/time.
+    packages+=(prometheus time) ;;
   *)
     echo "usage: $0 [--tests]" >&2
     exit 2 ;;
