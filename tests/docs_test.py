@@ -266,6 +266,8 @@ def script_of(block, offset):
                 command = command.rstrip()
                 amp = " &" if command.endswith("&") else ""
                 command = command[:-1].rstrip() if amp else command
+                if re.search(r"\bbazel\s+run\b", command) and " -- " not in command + " ":
+                    command += " --"  # the program's arguments, not bazel's
                 line = f"{command} {extra}{amp}" + (f"  # {comment}" if hash_ else "")
         if re.match(r"^\s*\./tests/run_all\.sh\b", line):
             line = "true  # docs_test: ./tests/run_all.sh is the command running this test"
