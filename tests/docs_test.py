@@ -397,6 +397,10 @@ def main():
                 if (not only_file or b.path == only_file)
                 and (not only_line or b.line == int(only_line))]
 
+    if args.only and not selected:
+        print(f"docs_test: --only {args.only}: no shell block to run there "
+              "(FILE:LINE names a block's opening fence; --list shows them)")
+        return 2
     for p in problems:
         print(f"docs_test: {p}")
     if args.list:
