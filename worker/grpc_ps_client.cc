@@ -591,36 +591,61 @@ absl::Status GrpcPsClient::SendPush(
     const float* grad, const std::vector<uint64_t>& versions,
     PushReport* report, const std::vector<std::vector<wire::SparseRef>>* rows,
     const std::vector<uint32_t>* only, const Values* values) {
-  // `only` as marks by block id (empty: every block).
   std::vector<char> wanted;
-  if (only != nullptr) {
-    wanted.assign(spec_.blocks().size(), 0);
-    for (uint32_t id : *only) {
-      if (id >= wanted.size()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("push: block ", id, " is not in the model (",
-                         wanted.size(), " blocks)"));
-      }
-      wanted[id] = 1;
-    }
-  }
+  RETURN_IF_ERROR(MarkWanted(only, &wanted));
   PushCall call;
   call.grad = grad;
   call.versions = &versions;
   call.values = values;
-  call.shards = GetShardLinks(&call.epoch);
+  BeginPush(&call);
+  AddBlockRequests(wanted, &call);
+  if (rows != nullptr) AddSparseRequests(*rows, &call);
+  // The versions each request's gradient was computed on, kept apart: the
+  // values answered overwrite *values->versions, which may be `versions`.
+  for (auto& r : call.requests) {
+    for (uint32_t id : r->ids) r->bases.push_back(versions[id]);
+  }
+  const absl::Status status = RunRequests(&call);
+  const absl::Status copied = ReleaseRequests(&call);
+  if (!status.ok()) return status;
+  if (!copied.ok()) return copied;  // applied, but its values are unusable
+  EndPush(call, report);
+  return absl::OkStatus();
+}
+
+absl::Status GrpcPsClient::MarkWanted(const std::vector<uint32_t>* only,
+                                      std::vector<char>* wanted) const {
+  if (only == nullptr) return absl::OkStatus();
+  wanted->assign(spec_.blocks().size(), 0);
+  for (uint32_t id : *only) {
+    if (id >= wanted->size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("push: block ", id, " is not in the model (",
+                       wanted->size(), " blocks)"));
+    }
+    (*wanted)[id] = 1;
+  }
+  return absl::OkStatus();
+}
+
+void GrpcPsClient::BeginPush(PushCall* call) {
+  call->shards = GetShardLinks(&call->epoch);
   {
     absl::MutexLock lock(&mu_);
-    call.clock = start_clock_ + ++pushes_begun_;
-    if (lanes_.size() < call.shards.size()) lanes_.resize(call.shards.size());
+    call->clock = start_clock_ + ++pushes_begun_;
+    if (lanes_.size() < call->shards.size()) lanes_.resize(call->shards.size());
   }
-  call.reports.resize(call.shards.size());
+  call->reports.resize(call->shards.size());
+}
+
+void GrpcPsClient::AddBlockRequests(const std::vector<char>& wanted,
+                                    PushCall* call) {
   // Requests interleaved across shards, so every shard's link starts at once.
   size_t most = 0;
-  for (const auto& shard : call.shards)
+  for (const auto& shard : call->shards)
     most = std::max(most, shard->chunks.size());
   for (size_t c = 0; c < most; ++c) {
-    for (const auto& shard : call.shards) {
+    for (const auto& shard : call->shards) {
       if (c >= shard->chunks.size()) continue;
       auto r = std::make_unique<PushRequestState>();
       r->shard = shard->index;
@@ -632,40 +657,40 @@ absl::Status GrpcPsClient::SendPush(
         }
         if (r->ids.empty()) continue;
       }
-      call.requests.push_back(std::move(r));
+      call->requests.push_back(std::move(r));
     }
   }
+}
+
+void GrpcPsClient::AddSparseRequests(
+    const std::vector<std::vector<wire::SparseRef>>& rows, PushCall* call) {
   // A shard's sparse rows ride on its first request, or on one of their own
   // where the shard holds no blocks.
-  if (rows != nullptr) {
-    for (const auto& shard : call.shards) {
-      const size_t s = static_cast<size_t>(shard->index);
-      if (s >= rows->size() || (*rows)[s].empty()) continue;
-      PushRequestState* first = nullptr;
-      for (auto& r : call.requests) {
-        if (r->shard == shard->index) {
-          first = r.get();
-          break;
-        }
-      }
-      if (first == nullptr) {
-        auto r = std::make_unique<PushRequestState>();
-        r->shard = shard->index;
+  for (const auto& shard : call->shards) {
+    const size_t s = static_cast<size_t>(shard->index);
+    if (s >= rows.size() || rows[s].empty()) continue;
+    PushRequestState* first = nullptr;
+    for (auto& r : call->requests) {
+      if (r->shard == shard->index) {
         first = r.get();
-        call.requests.push_back(std::move(r));
+        break;
       }
-      first->sparse = (*rows)[s];
     }
+    if (first == nullptr) {
+      auto r = std::make_unique<PushRequestState>();
+      r->shard = shard->index;
+      first = r.get();
+      call->requests.push_back(std::move(r));
+    }
+    first->sparse = rows[s];
   }
-  // The versions each request's gradient was computed on, kept apart: the
-  // values answered overwrite *values->versions, which may be `versions`.
-  for (auto& r : call.requests) {
-    for (uint32_t id : r->ids) r->bases.push_back(versions[id]);
-  }
+}
+
+absl::Status GrpcPsClient::RunRequests(PushCall* call) {
   absl::Status status;
-  for (size_t r = 0; r < call.requests.size() && status.ok(); ++r) {
-    while (!StartRequest(&call, r)) {
-      status = RetryFailedPushes(&call);
+  for (size_t r = 0; r < call->requests.size() && status.ok(); ++r) {
+    while (!StartRequest(call, r)) {
+      status = RetryFailedPushes(call);
       if (!status.ok()) break;
     }
   }
@@ -675,42 +700,48 @@ absl::Status GrpcPsClient::SendPush(
     mu_.Await(absl::Condition(
         +[](PushCall* c)
              ABSL_NO_THREAD_SAFETY_ANALYSIS { return c->outstanding == 0; },
-        &call));
+        call));
   }
-  if (status.ok()) status = RetryFailedPushes(&call);
+  if (status.ok()) status = RetryFailedPushes(call);
   // Requests that never got through leave the window: their sequences are
   // abandoned (the ps moves past them when later ones arrive).
   {
     absl::MutexLock lock(&mu_);
-    for (const auto& r : call.requests) {
+    for (const auto& r : call->requests) {
       if (r->sequence != 0 && !r->done)
         lanes_[r->shard].in_flight.erase(r->sequence);
     }
     window_moved_.SignalAll();
   }
+  return status;
+}
+
+absl::Status GrpcPsClient::ReleaseRequests(PushCall* call) {
   // The requests' contexts hold their gRPC calls, and a call that failed
   // before its message was written (a peer that died or stopped, a deadline
   // hit while connecting) keeps the message's slices until the call is
   // destroyed: so the requests go first, then the pins are awaited.
   absl::Status copied;
-  for (const auto& r : call.requests) {
+  for (const auto& r : call->requests) {
     if (copied.ok()) copied = r->copied;
   }
-  call.requests.clear();
+  call->requests.clear();
   // grad may change once we return. Bounded: should gRPC keep a slice past
   // its call (never seen once the calls are gone), the pins are left to it
   // rather than the worker hanging.
-  if (!call.pins->WaitReleased(absl::Seconds(10))) {
+  if (!call->pins->WaitReleased(absl::Seconds(10))) {
     SPDLOG_LOGGER_WARN(Log(Logger::kWorker),
                        "worker {}: gRPC still holds {} buffers of a push "
                        "whose calls all ended, 10 s on; leaving them to it "
                        "and going on",
-                       worker_id_, call.pins->pinned());
+                       worker_id_, call->pins->pinned());
     counters_->stats().push_pins_abandoned.Increment();
-    call.pins.release();  // a late release must find it (a small leak)
+    call->pins.release();  // a late release must find it (a small leak)
   }
-  if (!status.ok()) return status;
-  if (!copied.ok()) return copied;  // applied, but its values are unusable
+  return copied;
+}
+
+void GrpcPsClient::EndPush(const PushCall& call, PushReport* report) {
   {
     absl::MutexLock lock(&mu_);
     acked_clock_ = std::max(acked_clock_, call.clock);
@@ -730,7 +761,6 @@ absl::Status GrpcPsClient::SendPush(
     }
     clock_->SleepFor(pause);
   }
-  return absl::OkStatus();
 }
 
 namespace {
