@@ -48,6 +48,53 @@ grpc::ByteBuffer PullRequestBytes(uint64_t epoch, int worker_id,
   return bytes;
 }
 
+// PullTables's request to one shard for its `keys` of every table.
+grpc::ByteBuffer PullRowsRequest(const std::vector<SparsePs::TableRows>& tables,
+                                 const std::vector<uint64_t>& keys,
+                                 int worker_id, uint64_t epoch) {
+  proto::PullRequest request;
+  request.set_placement_epoch(epoch);
+  request.set_worker_id(worker_id);
+  for (const SparsePs::TableRows& t : tables) {
+    proto::SparseRows* wanted = request.add_sparse();
+    wanted->set_table(t.table);
+    wanted->set_keys(keys.data(), keys.size() * sizeof(uint64_t));
+  }
+  grpc::ByteBuffer bytes;
+  bool own = false;
+  (void)grpc::SerializationTraits<proto::PullRequest>::Serialize(request,
+                                                                 &bytes, &own);
+  return bytes;
+}
+
+// The values in shard `s`'s reply to PullRowsRequest into (*values)[t][s].
+absl::Status CopyPulledRows(
+    size_t s, const std::vector<SparsePs::TableRows>& tables,
+    const std::vector<uint64_t>& keys, grpc::ByteBuffer* reply,
+    std::vector<std::vector<std::vector<float>>>* values) {
+  proto::PullResponse response;
+  if (!grpc::SerializationTraits<proto::PullResponse>::Deserialize(reply,
+                                                                   &response)
+           .ok() ||
+      response.sparse_size() != static_cast<int>(tables.size())) {
+    return absl::DataLossError(absl::StrCat("pull rows from ps ", s,
+                                            ": the reply does not hold ",
+                                            tables.size(), " tables"));
+  }
+  for (size_t t = 0; t < tables.size(); ++t) {
+    const int dim = tables[t].dim;
+    const std::string& bytes = response.sparse(t).values();
+    if (bytes.size() != keys.size() * dim * sizeof(float)) {
+      return absl::DataLossError(absl::StrCat(
+          "pull rows from ps ", s, ": the reply does not hold ", keys.size(),
+          " rows of dim ", dim, " of table ", tables[t].table));
+    }
+    (*values)[t][s].resize(keys.size() * dim);
+    std::memcpy((*values)[t][s].data(), bytes.data(), bytes.size());
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 struct GrpcPsClient::ShardLink {
@@ -487,44 +534,7 @@ absl::Status GrpcPsClient::PullTables(
   const std::vector<std::shared_ptr<const ShardLink>> shards =
       GetShardLinks(&epoch);
   auto request_bytes = [&](size_t s, uint64_t at_epoch) {
-    proto::PullRequest request;
-    request.set_placement_epoch(at_epoch);
-    request.set_worker_id(worker_id_);
-    for (const TableRows& t : tables) {
-      proto::SparseRows* wanted = request.add_sparse();
-      wanted->set_table(t.table);
-      wanted->set_keys(keys[s].data(), keys[s].size() * sizeof(uint64_t));
-    }
-    grpc::ByteBuffer bytes;
-    bool own = false;
-    (void)grpc::SerializationTraits<proto::PullRequest>::Serialize(
-        request, &bytes, &own);
-    return bytes;
-  };
-  // The reply's values into (*values)[t][s].
-  auto copy = [&](size_t s, grpc::ByteBuffer* reply) -> absl::Status {
-    proto::PullResponse response;
-    if (!grpc::SerializationTraits<proto::PullResponse>::Deserialize(reply,
-                                                                     &response)
-             .ok() ||
-        response.sparse_size() != static_cast<int>(tables.size())) {
-      return absl::DataLossError(absl::StrCat("pull rows from ps ", s,
-                                              ": the reply does not hold ",
-                                              tables.size(), " tables"));
-    }
-    for (size_t t = 0; t < tables.size(); ++t) {
-      const int dim = tables[t].dim;
-      const std::string& bytes = response.sparse(t).values();
-      if (bytes.size() != keys[s].size() * dim * sizeof(float)) {
-        return absl::DataLossError(
-            absl::StrCat("pull rows from ps ", s, ": the reply does not hold ",
-                         keys[s].size(), " rows of dim ", dim, " of table ",
-                         tables[t].table));
-      }
-      (*values)[t][s].resize(keys[s].size() * dim);
-      std::memcpy((*values)[t][s].data(), bytes.data(), bytes.size());
-    }
-    return absl::OkStatus();
+    return PullRowsRequest(tables, keys[s], worker_id_, at_epoch);
   };
   // Every shard at once; failures are retried one at a time below.
   struct Call {
@@ -567,7 +577,7 @@ absl::Status GrpcPsClient::PullTables(
           },
           first));
     }
-    RETURN_IF_ERROR(copy(s, &c.reply));
+    RETURN_IF_ERROR(CopyPulledRows(s, tables, keys[s], &c.reply, values));
   }
   counters_->stats().pulls.Increment();
   return absl::OkStatus();
@@ -853,45 +863,8 @@ bool GrpcPsClient::StartRequest(PushCall* call, size_t r) {
 void GrpcPsClient::PushAcknowledged(PushCall* call, size_t r,
                                     const grpc::ByteBuffer& reply) {
   PushRequestState* request = call->requests[r].get();
-  // The values answered (reply_values) go straight into the caller's
-  // params; only this request's blocks, so requests ending at once write
-  // apart. A block the request did not push is refused.
   wire::PushAck response;
-  int64_t bytes_in = 0;
-  size_t answered = 0;  // blocks whose values came back
-  absl::Status copied = wire::ParsePushReply(
-      reply, &response,
-      [&](const wire::BlockRef& block, const wire::CopyPayload& copy) {
-        if (call->values == nullptr) return absl::OkStatus();
-        if (std::find(request->ids.begin(), request->ids.end(), block.id) ==
-            request->ids.end()) {
-          return absl::InternalError(absl::StrCat(
-              "ps ", request->shard, " answered a push with block ", block.id,
-              ", which it did not carry"));
-        }
-        ++answered;
-        return CopyBlock(request->shard, block, copy, call->values->params,
-                         call->values->versions, &bytes_in);
-      });
-  if (copied.ok() && call->values != nullptr) {
-    // Every block pushed comes back: a ps that answers without values (one
-    // built before reply_values) would leave the worker on stale values.
-    if (answered != request->ids.size()) {
-      copied = absl::InternalError(absl::StrCat(
-          "ps ", request->shard, " answered a push of ", request->ids.size(),
-          " blocks with the values of ", answered,
-          " (training.fetch layerwise asks for them): is it an older "
-          "version? Update it, or use training.fetch after_push"));
-    }
-  }
-  if (!copied.ok() && absl::IsInvalidArgument(copied)) {
-    copied = absl::InternalError(
-        absl::StrCat("ps ", request->shard, ": ", copied.message()));
-  }
-  if (call->values != nullptr && bytes_in > 0) {
-    counters_->stats().pulls.Increment();
-    counters_->stats().bytes_in.Increment(static_cast<double>(bytes_in));
-  }
+  const absl::Status copied = ReadPushReply(call, r, reply, &response);
   int64_t bytes_out = 0;
   for (uint32_t id : request->ids) {
     bytes_out += spec_.blocks()[id].length * BytesPerElement(encoding_);
@@ -929,6 +902,51 @@ void GrpcPsClient::PushAcknowledged(PushCall* call, size_t r,
     if (lane.duplicates == 0) lane.duplicates_since = absl::Now();
     ++lane.duplicates;
   }
+}
+
+absl::Status GrpcPsClient::ReadPushReply(PushCall* call, size_t r,
+                                         const grpc::ByteBuffer& reply,
+                                         wire::PushAck* response) {
+  PushRequestState* request = call->requests[r].get();
+  // The values answered (reply_values) go straight into the caller's
+  // params; only this request's blocks, so requests ending at once write
+  // apart. A block the request did not push is refused.
+  int64_t bytes_in = 0;
+  size_t answered = 0;  // blocks whose values came back
+  absl::Status copied = wire::ParsePushReply(
+      reply, response,
+      [&](const wire::BlockRef& block, const wire::CopyPayload& copy) {
+        if (call->values == nullptr) return absl::OkStatus();
+        if (std::find(request->ids.begin(), request->ids.end(), block.id) ==
+            request->ids.end()) {
+          return absl::InternalError(absl::StrCat(
+              "ps ", request->shard, " answered a push with block ", block.id,
+              ", which it did not carry"));
+        }
+        ++answered;
+        return CopyBlock(request->shard, block, copy, call->values->params,
+                         call->values->versions, &bytes_in);
+      });
+  if (copied.ok() && call->values != nullptr) {
+    // Every block pushed comes back: a ps that answers without values (one
+    // built before reply_values) would leave the worker on stale values.
+    if (answered != request->ids.size()) {
+      copied = absl::InternalError(absl::StrCat(
+          "ps ", request->shard, " answered a push of ", request->ids.size(),
+          " blocks with the values of ", answered,
+          " (training.fetch layerwise asks for them): is it an older "
+          "version? Update it, or use training.fetch after_push"));
+    }
+  }
+  if (!copied.ok() && absl::IsInvalidArgument(copied)) {
+    copied = absl::InternalError(
+        absl::StrCat("ps ", request->shard, ": ", copied.message()));
+  }
+  if (call->values != nullptr && bytes_in > 0) {
+    counters_->stats().pulls.Increment();
+    counters_->stats().bytes_in.Increment(static_cast<double>(bytes_in));
+  }
+  return copied;
 }
 
 std::optional<GrpcPsClient::DuplicateStreak> GrpcPsClient::duplicate_streak()

@@ -267,6 +267,11 @@ class GrpcPsClient : public PsClient, public SparsePs {
   // Records an acknowledged request: window, staleness, refusal, counters.
   void PushAcknowledged(PushCall* call, size_t r, const grpc::ByteBuffer& reply)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // Parses request `r`'s reply into *response, its values (when the push
+  // asked for them) into the caller's params; the status of those values.
+  absl::Status ReadPushReply(PushCall* call, size_t r,
+                             const grpc::ByteBuffer& reply,
+                             wire::PushAck* response) ABSL_LOCKS_EXCLUDED(mu_);
   // Runs `call` against shard `index` until it succeeds, re-reading the
   // placement after retryable failures.
   // `first_try`: the status of a first try already made (asynchronously).
