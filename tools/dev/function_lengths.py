@@ -309,6 +309,7 @@ def main(argv):
         for length, path, line, name in found:
             if length > args.over:
                 print(f"{length:5d} {path}:{line} {name}")
+        sys.stdout.flush()
         print(f"functions: {len(found)}, over {MAX_LINES} lines: "
               f"{len(too_long)}, over {LONG_LINES}: {len(long)}",
               file=sys.stderr)
