@@ -309,6 +309,51 @@ absl::Status Verify(const std::string& path, const std::string& file) {
   return absl::OkStatus();
 }
 
+// One sparse table of a verified file (format 4 on): its id and rows.
+absl::Status DecodeTable(const std::string& path, uint32_t format, Decoder* d,
+                         uint32_t* id, SparseTable::Rows* rows) {
+  *id = d->U32();
+  rows->dim = static_cast<int>(d->U32());
+  rows->state_slots = static_cast<int>(d->U32());
+  const uint32_t optimizer = d->U32();
+  const uint64_t n = d->U64();
+  if (rows->dim < 1 || rows->dim > 4096 || rows->state_slots < 0 ||
+      rows->state_slots > 2 || optimizer > 3 || n > d->left() / 12) {
+    return Corrupt(
+        path, absl::StrCat("sparse table ", *id, " has an impossible shape"));
+  }
+  rows->optimizer = static_cast<SparseOptimizerType>(optimizer);
+  rows->keys.resize(n);
+  rows->versions.resize(n);
+  d->Bytes(reinterpret_cast<char*>(rows->keys.data()), n * sizeof(uint64_t));
+  d->Bytes(reinterpret_cast<char*>(rows->versions.data()),
+           n * sizeof(uint32_t));
+  rows->data = d->Floats(n * rows->dim * (1 + rows->state_slots));
+  if (format >= 5 && d->ok()) {
+    rows->clock = d->U64();
+    rows->evicted_versions = d->U64();
+    const uint32_t flags = d->U32();
+    if (flags > 1 || (flags == 1 && n > d->left() / 8)) {
+      return Corrupt(
+          path, absl::StrCat("sparse table ", *id, " has impossible clocks"));
+    }
+    if (flags == 1) {
+      rows->clocks.resize(n);
+      d->Bytes(reinterpret_cast<char*>(rows->clocks.data()),
+               n * sizeof(uint64_t));
+    }
+    const uint64_t e = d->U64();
+    if (e > d->left() / 8) {
+      return Corrupt(path, absl::StrCat("sparse table ", *id,
+                                        " has impossible evicted keys"));
+    }
+    rows->evicted_keys.resize(e);
+    d->Bytes(reinterpret_cast<char*>(rows->evicted_keys.data()),
+             e * sizeof(uint64_t));
+  }
+  return absl::OkStatus();
+}
+
 // Decodes the fields after the header of a verified file.
 absl::StatusOr<Checkpoint> Decode(const std::string& path,
                                   const std::string& file) {
@@ -352,45 +397,8 @@ absl::StatusOr<Checkpoint> Decode(const std::string& path,
   const uint32_t num_tables = format >= 4 ? d.U32() : 0;
   for (uint32_t i = 0; i < num_tables && d.ok(); ++i) {
     auto& [id, rows] = c.sparse_tables.emplace_back();
-    id = d.U32();
-    rows.dim = static_cast<int>(d.U32());
-    rows.state_slots = static_cast<int>(d.U32());
-    const uint32_t optimizer = d.U32();
-    const uint64_t n = d.U64();
-    if (rows.dim < 1 || rows.dim > 4096 || rows.state_slots < 0 ||
-        rows.state_slots > 2 || optimizer > 3 || n > d.left() / 12) {
-      return Corrupt(
-          path, absl::StrCat("sparse table ", id, " has an impossible shape"));
-    }
-    rows.optimizer = static_cast<SparseOptimizerType>(optimizer);
-    rows.keys.resize(n);
-    rows.versions.resize(n);
-    d.Bytes(reinterpret_cast<char*>(rows.keys.data()), n * sizeof(uint64_t));
-    d.Bytes(reinterpret_cast<char*>(rows.versions.data()),
-            n * sizeof(uint32_t));
-    rows.data = d.Floats(n * rows.dim * (1 + rows.state_slots));
-    if (format >= 5 && d.ok()) {
-      rows.clock = d.U64();
-      rows.evicted_versions = d.U64();
-      const uint32_t flags = d.U32();
-      if (flags > 1 || (flags == 1 && n > d.left() / 8)) {
-        return Corrupt(
-            path, absl::StrCat("sparse table ", id, " has impossible clocks"));
-      }
-      if (flags == 1) {
-        rows.clocks.resize(n);
-        d.Bytes(reinterpret_cast<char*>(rows.clocks.data()),
-                n * sizeof(uint64_t));
-      }
-      const uint64_t e = d.U64();
-      if (e > d.left() / 8) {
-        return Corrupt(path, absl::StrCat("sparse table ", id,
-                                          " has impossible evicted keys"));
-      }
-      rows.evicted_keys.resize(e);
-      d.Bytes(reinterpret_cast<char*>(rows.evicted_keys.data()),
-              e * sizeof(uint64_t));
-    }
+    absl::Status table = DecodeTable(path, format, &d, &id, &rows);
+    if (!table.ok()) return table;
   }
   if (!d.ok() || d.left() != 0) {
     return Corrupt(path, "checksum matches but the fields do not fit the file");
