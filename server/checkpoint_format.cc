@@ -115,6 +115,31 @@ uint64_t EncodedSize(const Checkpoint& c, uint32_t format) {
   return size + kCrcSize;
 }
 
+// One sparse table's part of the file body (format 4 on).
+void EncodeTable(uint32_t id, const SparseTable::Rows& rows, uint32_t format,
+                 Encoder* e) {
+  e->PutU32(id);
+  e->PutU32(static_cast<uint32_t>(rows.dim));
+  e->PutU32(static_cast<uint32_t>(rows.state_slots));
+  e->PutU32(static_cast<uint32_t>(rows.optimizer));
+  e->PutU64(rows.keys.size());
+  e->Put(reinterpret_cast<const char*>(rows.keys.data()),
+         rows.keys.size() * sizeof(uint64_t));
+  e->Put(reinterpret_cast<const char*>(rows.versions.data()),
+         rows.versions.size() * sizeof(uint32_t));
+  e->PutFloats(rows.data);
+  if (format >= 5) {
+    e->PutU64(rows.clock);
+    e->PutU64(rows.evicted_versions);
+    e->PutU32(rows.clocks.empty() ? 0 : 1);
+    e->Put(reinterpret_cast<const char*>(rows.clocks.data()),
+           rows.clocks.size() * sizeof(uint64_t));
+    e->PutU64(rows.evicted_keys.size());
+    e->Put(reinterpret_cast<const char*>(rows.evicted_keys.data()),
+           rows.evicted_keys.size() * sizeof(uint64_t));
+  }
+}
+
 // Writes the whole file body (see the layout in checkpoint.h) to `fd`; its
 // size and CRC into *trailer.
 absl::Status Encode(const Checkpoint& c, uint32_t format, int fd,
@@ -161,26 +186,7 @@ absl::Status Encode(const Checkpoint& c, uint32_t format, int fd,
   if (format >= 4) {
     e.PutU32(static_cast<uint32_t>(c.sparse_tables.size()));
     for (const auto& [id, rows] : c.sparse_tables) {
-      e.PutU32(id);
-      e.PutU32(static_cast<uint32_t>(rows.dim));
-      e.PutU32(static_cast<uint32_t>(rows.state_slots));
-      e.PutU32(static_cast<uint32_t>(rows.optimizer));
-      e.PutU64(rows.keys.size());
-      e.Put(reinterpret_cast<const char*>(rows.keys.data()),
-            rows.keys.size() * sizeof(uint64_t));
-      e.Put(reinterpret_cast<const char*>(rows.versions.data()),
-            rows.versions.size() * sizeof(uint32_t));
-      e.PutFloats(rows.data);
-      if (format >= 5) {
-        e.PutU64(rows.clock);
-        e.PutU64(rows.evicted_versions);
-        e.PutU32(rows.clocks.empty() ? 0 : 1);
-        e.Put(reinterpret_cast<const char*>(rows.clocks.data()),
-              rows.clocks.size() * sizeof(uint64_t));
-        e.PutU64(rows.evicted_keys.size());
-        e.Put(reinterpret_cast<const char*>(rows.evicted_keys.data()),
-              rows.evicted_keys.size() * sizeof(uint64_t));
-      }
+      EncodeTable(id, rows, format, &e);
     }
   }
   RETURN_IF_ERROR(e.Finish());
