@@ -354,40 +354,78 @@ class BatchStream {
 
 int64_t RssBytes();
 
-void Eviction() {
+// The eviction benchmark's table and stream: batches applied, evictions
+// (their keys kept for the next delta once checkpoints are written), and
+// checkpoints of the table.
+class EvictionRun {
+ public:
+  explicit EvictionRun(SparseTable* table) : table_(*table) {}
+
+  int64_t updates() const { return updates_; }
+  const std::vector<double>& evict_ms() const { return evict_ms_; }
+  size_t tombstones() const { return evicted_keys_.size(); }
+  void KeepTombstones() { keep_tombstones_ = true; }
+
+  void Step() {
+    const std::vector<uint64_t>& keys = stream_.Next();
+    grads_.resize(keys.size());
+    for (float& g : grads_) g = normal_(rng_);
+    table_.Apply(keys.data(), keys.size(), grads_.data());
+    updates_ += static_cast<int64_t>(keys.size());
+  }
+
+  void Evict() {
+    const Clock::time_point t = Clock::now();
+    const std::vector<uint64_t> gone = table_.Evict();
+    evict_ms_.push_back(Seconds(t) * 1e3);
+    if (keep_tombstones_) {
+      evicted_keys_.insert(evicted_keys_.end(), gone.begin(), gone.end());
+    }
+  }
+
+  // Writes a full cut (`full`) or a delta of the changes since clock
+  // `since`; the file written and the seconds it took.
+  auto Cut(const server::ShardCheckpoints& files, bool full, uint64_t base,
+           uint64_t parent, uint64_t since) {
+    server::Checkpoint c;
+    c.placement_epoch = 1;
+    c.optimizer = "adagrad";
+    SparseTable::Rows rows =
+        full ? table_.Snapshot() : table_.ChangedSince(since);
+    if (!full) {
+      std::sort(evicted_keys_.begin(), evicted_keys_.end());
+      rows.evicted_keys = evicted_keys_;
+      c.kind = server::CheckpointKind::kDelta;
+      c.base_generation = base;
+      c.parent_generation = parent;
+    }
+    evicted_keys_.clear();
+    c.sparse_tables.emplace_back(0, std::move(rows));
+    const Clock::time_point t = Clock::now();
+    auto written = files.Write(std::move(c));
+    CheckOrExit(written.status(), "sparse", "write checkpoint");
+    return std::make_pair(*written, Seconds(t));
+  }
+
+ private:
+  SparseTable& table_;
+  BatchStream stream_{11};
+  std::mt19937_64 rng_{3};
+  std::normal_distribution<float> normal_{0.0f, 0.1f};
+  std::vector<float> grads_;
+  int64_t updates_ = 0;
+  std::vector<double> evict_ms_;
+  std::vector<uint64_t> evicted_keys_;  // since the last checkpoint
+  bool keep_tombstones_ = false;        // once checkpoints are written
+};
+
+// The stream with an eviction every --evict_every batches: a line of rows
+// and memory every tenth of the batches, then the rate and eviction times.
+// `before`: the RSS before the run began.
+void EvictionStream(SparseTable& table, EvictionRun& run, int64_t before) {
   const int64_t max_rows = absl::GetFlag(FLAGS_evict_max_rows);
   const int batches = absl::GetFlag(FLAGS_stream_batches);
   const int every = std::max(1, absl::GetFlag(FLAGS_evict_every));
-  SparseTable::Options options;
-  options.optimizer.type = SparseOptimizerType::kFtrl;
-  options.evict_max_rows = max_rows;
-  options.track_clocks = true;  // incremental checkpoints below
-  auto made = SparseTable::Create(options);
-  CheckOrExit(made.status(), "sparse", "table");
-  SparseTable& table = **made;
-  const int64_t before = RssBytes();
-  BatchStream stream(11);
-  std::mt19937_64 rng(3);
-  std::normal_distribution<float> normal(0.0f, 0.1f);
-  std::vector<float> grads;
-  int64_t updates = 0;
-  std::vector<double> evict_ms;
-  std::vector<uint64_t> evicted_keys;  // since the last checkpoint
-  bool keep_tombstones = false;        // once checkpoints are written
-  auto step = [&] {
-    const std::vector<uint64_t>& keys = stream.Next();
-    grads.resize(keys.size());
-    for (float& g : grads) g = normal(rng);
-    table.Apply(keys.data(), keys.size(), grads.data());
-    updates += static_cast<int64_t>(keys.size());
-  };
-  auto evict = [&] {
-    const Clock::time_point t = Clock::now();
-    const std::vector<uint64_t> gone = table.Evict();
-    evict_ms.push_back(Seconds(t) * 1e3);
-    if (keep_tombstones)
-      evicted_keys.insert(evicted_keys.end(), gone.begin(), gone.end());
-  };
   absl::PrintF(
       "\n== eviction: FTRL dim 1, %d batches of the %d-key Zipf stream "
       "(s=%.2f), eviction.max_rows %d (0: unbounded) every %d batches ==\n",
@@ -397,10 +435,10 @@ void Eviction() {
                "rows", "evicted", "RSS MiB", "table MiB");
   const Clock::time_point start = Clock::now();
   for (int b = 1; b <= batches; ++b) {
-    step();
-    if (b % every == 0) evict();
+    run.Step();
+    if (b % every == 0) run.Evict();
     if (b % (batches / 10 > 0 ? batches / 10 : 1) == 0) {
-      absl::PrintF("%8d %14d %12d %12d %12.1f %12.1f\n", b, updates,
+      absl::PrintF("%8d %14d %12d %12d %12.1f %12.1f\n", b, run.updates(),
                    table.rows(), table.rows_evicted(),
                    (RssBytes() - before) / 1048576.0,
                    table.bytes() / 1048576.0);
@@ -408,64 +446,20 @@ void Eviction() {
     }
   }
   const double seconds = Seconds(start);
+  std::vector<double> evict_ms = run.evict_ms();
   std::sort(evict_ms.begin(), evict_ms.end());
   absl::PrintF(
       "%.2f M key updates/s with eviction included; %d evictions, median "
       "%.1f ms, max %.1f ms\n",
-      updates / seconds / 1e6, evict_ms.size(),
+      run.updates() / seconds / 1e6, evict_ms.size(),
       evict_ms.empty() ? 0.0 : evict_ms[evict_ms.size() / 2],
       evict_ms.empty() ? 0.0 : evict_ms.back());
-  // Checkpoints: a full cut now, then deltas.
-  const std::string dir = absl::GetFlag(FLAGS_checkpoint_dir);
-  std::error_code ignored;
-  std::filesystem::remove_all(dir, ignored);
-  server::ShardCheckpoints::Options files_options;
-  files_options.dir = dir;
-  files_options.incremental = true;
-  files_options.keep = 1;
-  const server::ShardCheckpoints files(files_options);
-  auto cut = [&](bool full, uint64_t base, uint64_t parent, uint64_t since) {
-    server::Checkpoint c;
-    c.placement_epoch = 1;
-    c.optimizer = "adagrad";
-    SparseTable::Rows rows =
-        full ? table.Snapshot() : table.ChangedSince(since);
-    if (!full) {
-      std::sort(evicted_keys.begin(), evicted_keys.end());
-      rows.evicted_keys = evicted_keys;
-      c.kind = server::CheckpointKind::kDelta;
-      c.base_generation = base;
-      c.parent_generation = parent;
-    }
-    evicted_keys.clear();
-    c.sparse_tables.emplace_back(0, std::move(rows));
-    const Clock::time_point t = Clock::now();
-    auto written = files.Write(std::move(c));
-    CheckOrExit(written.status(), "sparse", "write checkpoint");
-    return std::make_pair(*written, Seconds(t));
-  };
-  uint64_t clock = table.clock();
-  const auto [full, full_s] = cut(true, 0, 0, 0);
-  keep_tombstones = true;
-  absl::PrintF("full cut: %d rows, %.1f MiB, written in %.2f s\n", table.rows(),
-               full.bytes / 1048576.0, full_s);
-  uint64_t parent = full.generation;
-  for (int d = 0; d < absl::GetFlag(FLAGS_deltas); ++d) {
-    for (int b = 1; b <= absl::GetFlag(FLAGS_delta_batches); ++b) {
-      step();
-    }
-    evict();  // as the ps does before each checkpoint
-    const int64_t changed = table.ChangedSince(clock).keys.size();
-    const int64_t tombstones = evicted_keys.size();
-    const auto [delta, delta_s] = cut(false, full.generation, parent, clock);
-    clock = table.clock();
-    parent = delta.generation;
-    absl::PrintF(
-        "delta %d after %d batches: %d rows changed, %d evicted keys, %.1f "
-        "MiB (%.1f %% of the full cut), written in %.2f s\n",
-        d + 1, absl::GetFlag(FLAGS_delta_batches), changed, tombstones,
-        delta.bytes / 1048576.0, 100.0 * delta.bytes / full.bytes, delta_s);
-  }
+}
+
+// Restores the chain (full cut and deltas) in `files` and the full cut at
+// `full_path` alone: the times, and whether the chain gave the table's keys.
+void EvictionRestore(const server::ShardCheckpoints& files,
+                     const std::string& full_path, SparseTable& table) {
   Clock::time_point t = Clock::now();
   auto chain = files.ReadNewest();
   CheckOrExit(chain.status(), "sparse", "restore");
@@ -476,7 +470,7 @@ void Eviction() {
       chain->checkpoint.sparse_tables[0].second.keys == table.Snapshot().keys;
   chain = absl::StatusOr<server::ShardCheckpoints::Loaded>();  // free it
   t = Clock::now();
-  auto alone = server::ReadCheckpoint(full.path);
+  auto alone = server::ReadCheckpoint(full_path);
   CheckOrExit(alone.status(), "sparse", "read full cut");
   const double full_read_s = Seconds(t);
   absl::PrintF(
@@ -484,6 +478,52 @@ void Eviction() {
       "the table's keys)\n",
       full_read_s, absl::GetFlag(FLAGS_deltas), chain_s, chain_rows,
       same ? "equal to" : "DIFFERENT FROM");
+}
+
+void Eviction() {
+  SparseTable::Options options;
+  options.optimizer.type = SparseOptimizerType::kFtrl;
+  options.evict_max_rows = absl::GetFlag(FLAGS_evict_max_rows);
+  options.track_clocks = true;  // incremental checkpoints below
+  auto made = SparseTable::Create(options);
+  CheckOrExit(made.status(), "sparse", "table");
+  SparseTable& table = **made;
+  const int64_t before = RssBytes();
+  EvictionRun run(&table);
+  EvictionStream(table, run, before);
+  // Checkpoints: a full cut now, then deltas.
+  const std::string dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  std::error_code ignored;
+  std::filesystem::remove_all(dir, ignored);
+  server::ShardCheckpoints::Options files_options;
+  files_options.dir = dir;
+  files_options.incremental = true;
+  files_options.keep = 1;
+  const server::ShardCheckpoints files(files_options);
+  uint64_t clock = table.clock();
+  const auto [full, full_s] = run.Cut(files, true, 0, 0, 0);
+  run.KeepTombstones();
+  absl::PrintF("full cut: %d rows, %.1f MiB, written in %.2f s\n", table.rows(),
+               full.bytes / 1048576.0, full_s);
+  uint64_t parent = full.generation;
+  for (int d = 0; d < absl::GetFlag(FLAGS_deltas); ++d) {
+    for (int b = 1; b <= absl::GetFlag(FLAGS_delta_batches); ++b) {
+      run.Step();
+    }
+    run.Evict();  // as the ps does before each checkpoint
+    const int64_t changed = table.ChangedSince(clock).keys.size();
+    const int64_t tombstones = run.tombstones();
+    const auto [delta, delta_s] =
+        run.Cut(files, false, full.generation, parent, clock);
+    clock = table.clock();
+    parent = delta.generation;
+    absl::PrintF(
+        "delta %d after %d batches: %d rows changed, %d evicted keys, %.1f "
+        "MiB (%.1f %% of the full cut), written in %.2f s\n",
+        d + 1, absl::GetFlag(FLAGS_delta_batches), changed, tombstones,
+        delta.bytes / 1048576.0, 100.0 * delta.bytes / full.bytes, delta_s);
+  }
+  EvictionRestore(files, full.path, table);
   std::filesystem::remove_all(dir, ignored);
 }
 

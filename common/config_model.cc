@@ -84,28 +84,11 @@ std::vector<ConfigField> WideDeepKeys(WideDeepSection* w) {
   return keys;
 }
 
-absl::Status CheckModel(const ModelSection& model,
-                        const OptimizerSection& optimizer,
-                        const DataSection& data) {
-  if (IsSparseModel(model.type)) {
-    if (model.task == Task::kMulticlass) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "model.type ", ModelTypeName(model.type),
-          " is logistic (model.task: binary) or "
-          "linear regression (model.task: regression), not multiclass"));
-    }
-    // model.layers do not apply: the keys are the features.
-    return absl::OkStatus();
-  }
-  if (optimizer.type == OptimizerType::kFtrl) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "optimizer.type ftrl trains sparse tables (model.type sparse_linear, "
-        "fm or wide_deep); "
-        "model.type ",
-        ModelTypeName(model.type),
-        " is dense: use adagrad, adam, momentum or sgd"));
-  }
-  RETURN_IF_ERROR(CheckModelSize(model));
+namespace {
+
+// A dense model's layers: the input floats they make of the data, the
+// outputs the type and task need.
+absl::Status CheckLayers(const ModelSection& model, const DataSection& data) {
   const std::vector<int>& layers = model.layers;
   const int64_t examples = int64_t{data.train_examples} + data.test_examples;
   if (!layers.empty() && examples * layers.front() > kMaxDataFloats) {
@@ -135,9 +118,12 @@ absl::Status CheckModel(const ModelSection& model,
         absl::StrJoin(layers, ", "),
         "]: for one output set model.task to binary or regression"));
   }
-  if (data.source != DataSource::kMnist || layers.empty()) {
-    return absl::OkStatus();
-  }
+  return absl::OkStatus();
+}
+
+// The layers data.source mnist needs: 784 inputs, 10 classes, multiclass.
+absl::Status CheckMnistLayers(const ModelSection& model) {
+  const std::vector<int>& layers = model.layers;
   if (model.task != Task::kMulticlass) {
     return absl::InvalidArgumentError(absl::StrCat(
         "data.source mnist holds 10 digit classes: model.task must be "
@@ -155,6 +141,37 @@ absl::Status CheckModel(const ModelSection& model,
         kMnistClasses, " for data.source mnist (10 digit classes)"));
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CheckModel(const ModelSection& model,
+                        const OptimizerSection& optimizer,
+                        const DataSection& data) {
+  if (IsSparseModel(model.type)) {
+    if (model.task == Task::kMulticlass) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model.type ", ModelTypeName(model.type),
+          " is logistic (model.task: binary) or "
+          "linear regression (model.task: regression), not multiclass"));
+    }
+    // model.layers do not apply: the keys are the features.
+    return absl::OkStatus();
+  }
+  if (optimizer.type == OptimizerType::kFtrl) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "optimizer.type ftrl trains sparse tables (model.type sparse_linear, "
+        "fm or wide_deep); "
+        "model.type ",
+        ModelTypeName(model.type),
+        " is dense: use adagrad, adam, momentum or sgd"));
+  }
+  RETURN_IF_ERROR(CheckModelSize(model));
+  RETURN_IF_ERROR(CheckLayers(model, data));
+  if (data.source != DataSource::kMnist || model.layers.empty()) {
+    return absl::OkStatus();
+  }
+  return CheckMnistLayers(model);
 }
 
 }  // namespace config_internal

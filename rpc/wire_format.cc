@@ -447,10 +447,69 @@ char* Arena::Allocate(size_t bytes) {
   return reinterpret_cast<char*>(chunks.back().get());
 }
 
+namespace {
+
+constexpr char kPushWhat[] = "push request";
+
+// A push's block: its header, and its payload in place when aligned, else
+// copied into `arena`.
+absl::Status ReadPushBlock(Reader& r, Arena* arena, BlockRef* b,
+                           int64_t* bytes_in_place, int64_t* bytes_copied) {
+  size_t end = 0;
+  if (absl::Status s = ReadBlockHeader(r, kPushWhat, b, &end); !s.ok()) {
+    return s;
+  }
+  if (b->size > 0) {
+    const char* in_place = r.Contiguous(b->size);
+    if (in_place != nullptr &&
+        reinterpret_cast<uintptr_t>(in_place) % alignof(float) == 0) {
+      b->data = in_place;
+      if (bytes_in_place != nullptr) *bytes_in_place += b->size;
+    } else {
+      char* copy = arena->Allocate(b->size);
+      if (in_place != nullptr) {
+        std::memcpy(copy, in_place, b->size);
+      } else if (!r.CopyTo(copy, b->size)) {
+        return Malformed(kPushWhat, "truncated payload");
+      }
+      b->data = copy;
+      if (bytes_copied != nullptr) *bytes_copied += b->size;
+    }
+  }
+  if (r.left() != end) return Malformed(kPushWhat, "block length mismatch");
+  return absl::OkStatus();
+}
+
+// A varint field of a push: epoch, worker, sequence, key, reply_values or
+// clock.
+void SetPushField(uint32_t field, uint64_t v, PushView* push) {
+  switch (field) {
+    case kPushEpoch:
+      push->placement_epoch = v;
+      break;
+    case kPushWorker:
+      push->worker_id = static_cast<int32_t>(static_cast<int64_t>(v));
+      break;
+    case kPushSequence:
+      push->sequence = v;
+      break;
+    case kPushKey:
+      push->push_key = v;
+      break;
+    case kPushReplyValues:
+      push->reply_values = v != 0;
+      break;
+    default:
+      push->clock = v;
+  }
+}
+
+}  // namespace
+
 absl::Status ParsePush(const grpc::ByteBuffer& buffer, Arena* arena,
                        PushView* push, int64_t* bytes_in_place,
                        int64_t* bytes_copied) {
-  constexpr char kWhat[] = "push request";
+  constexpr const char* kWhat = kPushWhat;
   Reader r(buffer);
   *push = PushView();
   while (r.left() > 0) {
@@ -460,28 +519,11 @@ absl::Status ParsePush(const grpc::ByteBuffer& buffer, Arena* arena,
     const int type = static_cast<int>(tag & 7);
     if (field == kPushBlocks && type == kLen) {
       BlockRef b;
-      size_t end = 0;
-      if (absl::Status s = ReadBlockHeader(r, kWhat, &b, &end); !s.ok()) {
+      if (absl::Status s =
+              ReadPushBlock(r, arena, &b, bytes_in_place, bytes_copied);
+          !s.ok()) {
         return s;
       }
-      if (b.size > 0) {
-        const char* in_place = r.Contiguous(b.size);
-        if (in_place != nullptr &&
-            reinterpret_cast<uintptr_t>(in_place) % alignof(float) == 0) {
-          b.data = in_place;
-          if (bytes_in_place != nullptr) *bytes_in_place += b.size;
-        } else {
-          char* copy = arena->Allocate(b.size);
-          if (in_place != nullptr) {
-            std::memcpy(copy, in_place, b.size);
-          } else if (!r.CopyTo(copy, b.size)) {
-            return Malformed(kWhat, "truncated payload");
-          }
-          b.data = copy;
-          if (bytes_copied != nullptr) *bytes_copied += b.size;
-        }
-      }
-      if (r.left() != end) return Malformed(kWhat, "block length mismatch");
       push->blocks.push_back(b);
       continue;
     }
@@ -499,25 +541,7 @@ absl::Status ParsePush(const grpc::ByteBuffer& buffer, Arena* arena,
                             field == kPushSequence || field == kPushClock ||
                             field == kPushKey || field == kPushReplyValues)) {
       if (!r.ReadVarint(&v)) return Malformed(kWhat, "truncated field");
-      switch (field) {
-        case kPushEpoch:
-          push->placement_epoch = v;
-          break;
-        case kPushWorker:
-          push->worker_id = static_cast<int32_t>(static_cast<int64_t>(v));
-          break;
-        case kPushSequence:
-          push->sequence = v;
-          break;
-        case kPushKey:
-          push->push_key = v;
-          break;
-        case kPushReplyValues:
-          push->reply_values = v != 0;
-          break;
-        default:
-          push->clock = v;
-      }
+      SetPushField(field, v, push);
     } else if (!r.SkipField(type)) {
       return Malformed(kWhat, "bad field");
     }
@@ -552,6 +576,56 @@ grpc::ByteBuffer PullReplyBuilder::Finish() {
 
 namespace {
 
+// A PushResponse's field other than its blocks (duplicate, refused,
+// versions, packed or not) into *ack; *read false when `field` is none of
+// those.
+absl::Status ReadAckField(Reader& r, const char* what, uint32_t field, int type,
+                          PushAck* ack, bool* read) {
+  if (field == kAckDuplicate && type == kVarint) {
+    uint64_t v = 0;
+    if (!r.ReadVarint(&v)) return Malformed(what, "truncated field");
+    ack->duplicate = v != 0;
+    *read = true;
+    return absl::OkStatus();
+  }
+  if (field == kAckRefused && type == kLen) {
+    uint64_t length = 0;
+    if (!r.ReadVarint(&length) || length > r.left()) {
+      return Malformed(what, "truncated field");
+    }
+    ack->refused.resize(length);
+    if (!r.CopyTo(ack->refused.data(), length)) {
+      return Malformed(what, "truncated field");
+    }
+    *read = true;
+    return absl::OkStatus();
+  }
+  if (field == kAckVersions && type == kVarint) {
+    uint64_t v = 0;
+    if (!r.ReadVarint(&v)) return Malformed(what, "truncated field");
+    ack->versions.push_back(v);
+    *read = true;
+    return absl::OkStatus();
+  }
+  if (field == kAckVersions && type == kLen) {  // packed
+    uint64_t length = 0;
+    if (!r.ReadVarint(&length) || length > r.left()) {
+      return Malformed(what, "truncated field");
+    }
+    const size_t end = r.left() - length;
+    while (r.left() > end) {
+      uint64_t v = 0;
+      if (!r.ReadVarint(&v) || r.left() < end) {
+        return Malformed(what, "bad packed versions");
+      }
+      ack->versions.push_back(v);
+    }
+    *read = true;
+    return absl::OkStatus();
+  }
+  return absl::OkStatus();
+}
+
 // The blocks of field `blocks_field` of a PullResponse or PushResponse; with
 // `ack`, also the PushResponse's versions, duplicate and refused.
 absl::Status ParseBlocks(const char* what, const grpc::ByteBuffer& buffer,
@@ -564,43 +638,11 @@ absl::Status ParseBlocks(const char* what, const grpc::ByteBuffer& buffer,
     if (!r.ReadVarint(&tag)) return Malformed(kWhat, "truncated tag");
     const uint32_t field = static_cast<uint32_t>(tag >> 3);
     const int type = static_cast<int>(tag & 7);
-    if (ack != nullptr && field == kAckDuplicate && type == kVarint) {
-      uint64_t v = 0;
-      if (!r.ReadVarint(&v)) return Malformed(kWhat, "truncated field");
-      ack->duplicate = v != 0;
-      continue;
-    }
-    if (ack != nullptr && field == kAckRefused && type == kLen) {
-      uint64_t length = 0;
-      if (!r.ReadVarint(&length) || length > r.left()) {
-        return Malformed(kWhat, "truncated field");
-      }
-      ack->refused.resize(length);
-      if (!r.CopyTo(ack->refused.data(), length)) {
-        return Malformed(kWhat, "truncated field");
-      }
-      continue;
-    }
-    if (ack != nullptr && field == kAckVersions && type == kVarint) {
-      uint64_t v = 0;
-      if (!r.ReadVarint(&v)) return Malformed(kWhat, "truncated field");
-      ack->versions.push_back(v);
-      continue;
-    }
-    if (ack != nullptr && field == kAckVersions && type == kLen) {  // packed
-      uint64_t length = 0;
-      if (!r.ReadVarint(&length) || length > r.left()) {
-        return Malformed(kWhat, "truncated field");
-      }
-      const size_t end = r.left() - length;
-      while (r.left() > end) {
-        uint64_t v = 0;
-        if (!r.ReadVarint(&v) || r.left() < end) {
-          return Malformed(kWhat, "bad packed versions");
-        }
-        ack->versions.push_back(v);
-      }
-      continue;
+    if (ack != nullptr) {
+      bool read = false;
+      absl::Status s = ReadAckField(r, kWhat, field, type, ack, &read);
+      if (!s.ok()) return s;
+      if (read) continue;
     }
     if (field != blocks_field || type != kLen) {
       if (!r.SkipField(type)) return Malformed(kWhat, "bad field");

@@ -265,6 +265,70 @@ std::vector<ShardCheckpoints::ChainEntry> ShardCheckpoints::ChainOf(
   return {};
 }
 
+namespace {
+
+// Composes the sparse tables of the delta at `path` (`delta`, rows moved
+// out) over `changes`, the deltas' changes before it; DataLoss when a
+// table's shape differs from the full cut's (`full`) or the rows do not
+// overlay. `changes` is left as it was on error.
+absl::Status ComposeTables(const std::string& path, const Checkpoint& full,
+                           Checkpoint* delta,
+                           std::map<uint32_t, SparseTable::Rows>* changes) {
+  std::map<uint32_t, SparseTable::Rows> composed = *changes;
+  for (auto& [id, rows] : delta->sparse_tables) {
+    for (const auto& [full_id, full_rows] : full.sparse_tables) {
+      if (full_id == id && (full_rows.dim != rows.dim ||
+                            full_rows.state_slots != rows.state_slots ||
+                            full_rows.optimizer != rows.optimizer)) {
+        return absl::DataLossError(
+            absl::StrCat("checkpoint delta '", path, "': sparse table ", id,
+                         " is of another shape than in its full cut"));
+      }
+    }
+    auto it = composed.find(id);
+    if (it == composed.end()) {
+      composed.emplace(id, std::move(rows));
+      continue;
+    }
+    absl::StatusOr<SparseTable::Rows> over =
+        SparseTable::Overlay(it->second, rows);
+    if (!over.ok()) {
+      return absl::DataLossError(absl::StrCat("checkpoint delta '", path,
+                                              "': ", over.status().message()));
+    }
+    it->second = *std::move(over);
+  }
+  *changes = std::move(composed);
+  return absl::OkStatus();
+}
+
+// The state at the chain's last delta (`last`): its blocks and windows
+// (whole in every delta), the full cut's rows in `state` with the deltas'
+// `changes` over them.
+void ApplyChanges(std::map<uint32_t, SparseTable::Rows> changes,
+                  Checkpoint last, Checkpoint* state) {
+  for (auto& [id, rows] : state->sparse_tables) {
+    auto it = changes.find(id);
+    if (it == changes.end()) continue;
+    absl::StatusOr<SparseTable::Rows> over =
+        SparseTable::Overlay(rows, it->second);
+    if (over.ok()) rows = *std::move(over);  // shapes were checked above
+    rows.evicted_keys.clear();               // applied
+    changes.erase(it);
+  }
+  for (auto& [id, rows] : changes) {  // a table the full cut lacked
+    rows.evicted_keys.clear();
+    state->sparse_tables.emplace_back(id, std::move(rows));
+  }
+  state->blocks = std::move(last.blocks);
+  state->sequences = std::move(last.sequences);
+  state->placement_epoch = last.placement_epoch;
+  state->generation = last.generation;
+  state->parent_generation = last.parent_generation;
+}
+
+}  // namespace
+
 void ShardCheckpoints::ApplyChain(const std::vector<Generation>& files,
                                   const Generation& full, uint32_t crc,
                                   Loaded* loaded) const {
@@ -293,89 +357,50 @@ void ShardCheckpoints::ApplyChain(const std::vector<Generation>& files,
   std::string last_path = full.path;
   uint64_t parent = full.generation;
   for (size_t i = 1; i < entries.size(); ++i) {
-    const ChainEntry& entry = entries[i];
     const std::string path = absl::StrCat(
-        folder_, "/", DeltaFileName(entry.placement_epoch, entry.generation));
-    Trailer trailer;
-    absl::StatusOr<Checkpoint> delta = ReadCheckpointFile(path, &trailer);
+        folder_, "/",
+        DeltaFileName(entries[i].placement_epoch, entries[i].generation));
+    absl::StatusOr<Checkpoint> delta =
+        ReadDelta(path, entries[i], full.generation, parent, state.optimizer);
     absl::Status why = delta.status();
-    if (why.ok() &&
-        (delta->kind != CheckpointKind::kDelta ||
-         delta->base_generation != full.generation ||
-         delta->parent_generation != parent ||
-         delta->generation != entry.generation || trailer.crc != entry.crc ||
-         trailer.bytes != entry.bytes)) {
-      why = absl::DataLossError(absl::StrFormat(
-          "checkpoint delta '%s' is not the one its manifest lists (kind %d, "
-          "full cut g%d, parent g%d, CRC 0x%08x; listed: parent g%d, CRC "
-          "0x%08x)",
-          path, static_cast<int>(delta->kind), delta->base_generation,
-          delta->parent_generation, trailer.crc, parent, entry.crc));
-    }
-    if (why.ok()) why = CheckBelongs(path, *delta);
-    if (why.ok() && delta->optimizer != state.optimizer) {
-      why = absl::DataLossError(
-          absl::StrCat("checkpoint delta '", path, "' holds optimizer ",
-                       delta->optimizer, ", its full cut ", state.optimizer));
-    }
-    std::map<uint32_t, SparseTable::Rows> composed = changes;
-    for (size_t t = 0; why.ok() && t < delta->sparse_tables.size(); ++t) {
-      auto& [id, rows] = delta->sparse_tables[t];
-      for (const auto& [full_id, full_rows] : state.sparse_tables) {
-        if (full_id == id && (full_rows.dim != rows.dim ||
-                              full_rows.state_slots != rows.state_slots ||
-                              full_rows.optimizer != rows.optimizer)) {
-          why = absl::DataLossError(
-              absl::StrCat("checkpoint delta '", path, "': sparse table ", id,
-                           " is of another shape than in its full cut"));
-        }
-      }
-      auto it = composed.find(id);
-      if (!why.ok()) break;
-      if (it == composed.end()) {
-        composed.emplace(id, std::move(rows));
-        continue;
-      }
-      absl::StatusOr<SparseTable::Rows> over =
-          SparseTable::Overlay(it->second, rows);
-      if (!over.ok()) {
-        why = absl::DataLossError(absl::StrCat("checkpoint delta '", path,
-                                               "': ", over.status().message()));
-      } else {
-        it->second = *std::move(over);
-      }
-    }
+    if (why.ok()) why = ComposeTables(path, state, &*delta, &changes);
     if (!why.ok()) {
       end_at(why, last_path);
       break;
     }
-    changes = std::move(composed);
     last = *std::move(delta);
     last_path = path;
-    parent = entry.generation;
+    parent = entries[i].generation;
     loaded->deltas.push_back(path);
   }
   if (loaded->deltas.empty()) return;
-  // The state at the last delta: its blocks and windows (whole in every
-  // delta), the full cut's rows with the changes over them.
-  for (auto& [id, rows] : state.sparse_tables) {
-    auto it = changes.find(id);
-    if (it == changes.end()) continue;
-    absl::StatusOr<SparseTable::Rows> over =
-        SparseTable::Overlay(rows, it->second);
-    if (over.ok()) rows = *std::move(over);  // shapes were checked above
-    rows.evicted_keys.clear();               // applied
-    changes.erase(it);
+  ApplyChanges(std::move(changes), std::move(last), &state);
+}
+
+absl::StatusOr<Checkpoint> ShardCheckpoints::ReadDelta(
+    const std::string& path, const ChainEntry& entry, uint64_t base,
+    uint64_t parent, const std::string& optimizer) const {
+  Trailer trailer;
+  absl::StatusOr<Checkpoint> delta = ReadCheckpointFile(path, &trailer);
+  if (!delta.ok()) return delta;
+  if (delta->kind != CheckpointKind::kDelta || delta->base_generation != base ||
+      delta->parent_generation != parent ||
+      delta->generation != entry.generation || trailer.crc != entry.crc ||
+      trailer.bytes != entry.bytes) {
+    return absl::DataLossError(absl::StrFormat(
+        "checkpoint delta '%s' is not the one its manifest lists (kind %d, "
+        "full cut g%d, parent g%d, CRC 0x%08x; listed: parent g%d, CRC "
+        "0x%08x)",
+        path, static_cast<int>(delta->kind), delta->base_generation,
+        delta->parent_generation, trailer.crc, parent, entry.crc));
   }
-  for (auto& [id, rows] : changes) {  // a table the full cut lacked
-    rows.evicted_keys.clear();
-    state.sparse_tables.emplace_back(id, std::move(rows));
+  RETURN_IF_ERROR(CheckBelongs(path, *delta));
+  if (delta->optimizer != optimizer) {
+    return absl::DataLossError(
+        absl::StrCat("checkpoint delta '", path, "' holds optimizer ",
+                     delta->optimizer, ", its full cut ", optimizer));
   }
-  state.blocks = std::move(last.blocks);
-  state.sequences = std::move(last.sequences);
-  state.placement_epoch = last.placement_epoch;
-  state.generation = last.generation;
-  state.parent_generation = last.parent_generation;
+  return delta;
 }
 
 absl::Status ShardCheckpoints::CheckNotTakenOver(uint64_t epoch) const {

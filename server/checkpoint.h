@@ -321,6 +321,13 @@ class ShardCheckpoints {
   // loaded->checkpoint.
   void ApplyChain(const std::vector<Generation>& files, const Generation& full,
                   uint32_t crc, Loaded* loaded) const;
+  // The delta at `path`, listed as `entry` in the manifest of full cut
+  // `base`; DataLoss unless it is that entry, follows generation `parent`,
+  // and holds `optimizer` (the full cut's).
+  absl::StatusOr<Checkpoint> ReadDelta(const std::string& path,
+                                       const ChainEntry& entry, uint64_t base,
+                                       uint64_t parent,
+                                       const std::string& optimizer) const;
   // Writes the manifest of chain `base` listing `entries`.
   absl::Status WriteManifest(uint64_t base,
                              const std::vector<ChainEntry>& entries,

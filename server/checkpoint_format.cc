@@ -115,6 +115,31 @@ uint64_t EncodedSize(const Checkpoint& c, uint32_t format) {
   return size + kCrcSize;
 }
 
+// One sparse table's part of the file body (format 4 on).
+void EncodeTable(uint32_t id, const SparseTable::Rows& rows, uint32_t format,
+                 Encoder* e) {
+  e->PutU32(id);
+  e->PutU32(static_cast<uint32_t>(rows.dim));
+  e->PutU32(static_cast<uint32_t>(rows.state_slots));
+  e->PutU32(static_cast<uint32_t>(rows.optimizer));
+  e->PutU64(rows.keys.size());
+  e->Put(reinterpret_cast<const char*>(rows.keys.data()),
+         rows.keys.size() * sizeof(uint64_t));
+  e->Put(reinterpret_cast<const char*>(rows.versions.data()),
+         rows.versions.size() * sizeof(uint32_t));
+  e->PutFloats(rows.data);
+  if (format >= 5) {
+    e->PutU64(rows.clock);
+    e->PutU64(rows.evicted_versions);
+    e->PutU32(rows.clocks.empty() ? 0 : 1);
+    e->Put(reinterpret_cast<const char*>(rows.clocks.data()),
+           rows.clocks.size() * sizeof(uint64_t));
+    e->PutU64(rows.evicted_keys.size());
+    e->Put(reinterpret_cast<const char*>(rows.evicted_keys.data()),
+           rows.evicted_keys.size() * sizeof(uint64_t));
+  }
+}
+
 // Writes the whole file body (see the layout in checkpoint.h) to `fd`; its
 // size and CRC into *trailer.
 absl::Status Encode(const Checkpoint& c, uint32_t format, int fd,
@@ -161,26 +186,7 @@ absl::Status Encode(const Checkpoint& c, uint32_t format, int fd,
   if (format >= 4) {
     e.PutU32(static_cast<uint32_t>(c.sparse_tables.size()));
     for (const auto& [id, rows] : c.sparse_tables) {
-      e.PutU32(id);
-      e.PutU32(static_cast<uint32_t>(rows.dim));
-      e.PutU32(static_cast<uint32_t>(rows.state_slots));
-      e.PutU32(static_cast<uint32_t>(rows.optimizer));
-      e.PutU64(rows.keys.size());
-      e.Put(reinterpret_cast<const char*>(rows.keys.data()),
-            rows.keys.size() * sizeof(uint64_t));
-      e.Put(reinterpret_cast<const char*>(rows.versions.data()),
-            rows.versions.size() * sizeof(uint32_t));
-      e.PutFloats(rows.data);
-      if (format >= 5) {
-        e.PutU64(rows.clock);
-        e.PutU64(rows.evicted_versions);
-        e.PutU32(rows.clocks.empty() ? 0 : 1);
-        e.Put(reinterpret_cast<const char*>(rows.clocks.data()),
-              rows.clocks.size() * sizeof(uint64_t));
-        e.PutU64(rows.evicted_keys.size());
-        e.Put(reinterpret_cast<const char*>(rows.evicted_keys.data()),
-              rows.evicted_keys.size() * sizeof(uint64_t));
-      }
+      EncodeTable(id, rows, format, &e);
     }
   }
   RETURN_IF_ERROR(e.Finish());
@@ -309,6 +315,51 @@ absl::Status Verify(const std::string& path, const std::string& file) {
   return absl::OkStatus();
 }
 
+// One sparse table of a verified file (format 4 on): its id and rows.
+absl::Status DecodeTable(const std::string& path, uint32_t format, Decoder* d,
+                         uint32_t* id, SparseTable::Rows* rows) {
+  *id = d->U32();
+  rows->dim = static_cast<int>(d->U32());
+  rows->state_slots = static_cast<int>(d->U32());
+  const uint32_t optimizer = d->U32();
+  const uint64_t n = d->U64();
+  if (rows->dim < 1 || rows->dim > 4096 || rows->state_slots < 0 ||
+      rows->state_slots > 2 || optimizer > 3 || n > d->left() / 12) {
+    return Corrupt(
+        path, absl::StrCat("sparse table ", *id, " has an impossible shape"));
+  }
+  rows->optimizer = static_cast<SparseOptimizerType>(optimizer);
+  rows->keys.resize(n);
+  rows->versions.resize(n);
+  d->Bytes(reinterpret_cast<char*>(rows->keys.data()), n * sizeof(uint64_t));
+  d->Bytes(reinterpret_cast<char*>(rows->versions.data()),
+           n * sizeof(uint32_t));
+  rows->data = d->Floats(n * rows->dim * (1 + rows->state_slots));
+  if (format >= 5 && d->ok()) {
+    rows->clock = d->U64();
+    rows->evicted_versions = d->U64();
+    const uint32_t flags = d->U32();
+    if (flags > 1 || (flags == 1 && n > d->left() / 8)) {
+      return Corrupt(
+          path, absl::StrCat("sparse table ", *id, " has impossible clocks"));
+    }
+    if (flags == 1) {
+      rows->clocks.resize(n);
+      d->Bytes(reinterpret_cast<char*>(rows->clocks.data()),
+               n * sizeof(uint64_t));
+    }
+    const uint64_t e = d->U64();
+    if (e > d->left() / 8) {
+      return Corrupt(path, absl::StrCat("sparse table ", *id,
+                                        " has impossible evicted keys"));
+    }
+    rows->evicted_keys.resize(e);
+    d->Bytes(reinterpret_cast<char*>(rows->evicted_keys.data()),
+             e * sizeof(uint64_t));
+  }
+  return absl::OkStatus();
+}
+
 // Decodes the fields after the header of a verified file.
 absl::StatusOr<Checkpoint> Decode(const std::string& path,
                                   const std::string& file) {
@@ -352,45 +403,8 @@ absl::StatusOr<Checkpoint> Decode(const std::string& path,
   const uint32_t num_tables = format >= 4 ? d.U32() : 0;
   for (uint32_t i = 0; i < num_tables && d.ok(); ++i) {
     auto& [id, rows] = c.sparse_tables.emplace_back();
-    id = d.U32();
-    rows.dim = static_cast<int>(d.U32());
-    rows.state_slots = static_cast<int>(d.U32());
-    const uint32_t optimizer = d.U32();
-    const uint64_t n = d.U64();
-    if (rows.dim < 1 || rows.dim > 4096 || rows.state_slots < 0 ||
-        rows.state_slots > 2 || optimizer > 3 || n > d.left() / 12) {
-      return Corrupt(
-          path, absl::StrCat("sparse table ", id, " has an impossible shape"));
-    }
-    rows.optimizer = static_cast<SparseOptimizerType>(optimizer);
-    rows.keys.resize(n);
-    rows.versions.resize(n);
-    d.Bytes(reinterpret_cast<char*>(rows.keys.data()), n * sizeof(uint64_t));
-    d.Bytes(reinterpret_cast<char*>(rows.versions.data()),
-            n * sizeof(uint32_t));
-    rows.data = d.Floats(n * rows.dim * (1 + rows.state_slots));
-    if (format >= 5 && d.ok()) {
-      rows.clock = d.U64();
-      rows.evicted_versions = d.U64();
-      const uint32_t flags = d.U32();
-      if (flags > 1 || (flags == 1 && n > d.left() / 8)) {
-        return Corrupt(
-            path, absl::StrCat("sparse table ", id, " has impossible clocks"));
-      }
-      if (flags == 1) {
-        rows.clocks.resize(n);
-        d.Bytes(reinterpret_cast<char*>(rows.clocks.data()),
-                n * sizeof(uint64_t));
-      }
-      const uint64_t e = d.U64();
-      if (e > d.left() / 8) {
-        return Corrupt(path, absl::StrCat("sparse table ", id,
-                                          " has impossible evicted keys"));
-      }
-      rows.evicted_keys.resize(e);
-      d.Bytes(reinterpret_cast<char*>(rows.evicted_keys.data()),
-              e * sizeof(uint64_t));
-    }
+    absl::Status table = DecodeTable(path, format, &d, &id, &rows);
+    if (!table.ok()) return table;
   }
   if (!d.ok() || d.left() != 0) {
     return Corrupt(path, "checksum matches but the fields do not fit the file");

@@ -95,6 +95,18 @@ class PsNode::Impl {
       ABSL_LOCKS_EXCLUDED(mu_);
   proto::MemberReport Report() const;
 
+  // Start's steps, in order: the shard (a ps) or the replica (a standby);
+  // the gRPC and metrics servers; registration (and a ps's replicator); the
+  // heartbeat, placement and checkpoint threads.
+  absl::Status TakeRole() ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status Listen();
+  absl::Status Join() ABSL_LOCKS_EXCLUDED(mu_);
+  void StartThreads();
+  // GetStatus's answer (the StatusService's callback).
+  void FillStatus(proto::GetStatusResponse* r) ABSL_LOCKS_EXCLUDED(mu_);
+  void FillSparseStatus(
+      google::protobuf::Map<std::string, double>* counters) const;
+
   // Registers as the current identity (ps or standby). The first time (from
   // Start) a ps applies the coordinator's placement at once; later (after a
   // coordinator restart, on the heartbeat thread) it leaves that to the
@@ -222,6 +234,19 @@ class PsNode::Impl {
 };
 
 absl::Status PsNode::Impl::Start() {
+  RETURN_IF_ERROR(TakeRole());
+  status_ = std::make_unique<StatusService>(
+      options_.standby ? "standby" : "ps", options_.index, &counters_,
+      [this](proto::GetStatusResponse* r) { FillStatus(r); });
+  RETURN_IF_ERROR(Listen());
+  RETURN_IF_ERROR(Join());
+  StartThreads();
+  started_ = true;
+  UpdateHealth();
+  return absl::OkStatus();
+}
+
+absl::Status PsNode::Impl::TakeRole() {
   if (!options_.standby) {
     absl::StatusOr<std::unique_ptr<Shard>> shard =
         Shard::Create(options_.config, options_.index, &counters_);
@@ -235,54 +260,60 @@ absl::Status PsNode::Impl::Start() {
     standby_index_ = options_.index;
     service_.set_replica(&replica_);
   }
+  return absl::OkStatus();
+}
+
+void PsNode::Impl::FillStatus(proto::GetStatusResponse* r) {
+  const auto [now_role, now_index] = Identity();
+  r->set_role(now_role);
+  r->set_index(now_index);
+  r->set_device("cpu");
+  (*r->mutable_counters())["blocks"] = num_blocks();
+  (*r->mutable_counters())["placement_epoch"] = epoch();
+  FillSparseStatus(r->mutable_counters());
+  const std::optional<double> age =
+      checkpoint_health_.age_seconds(clock_->Now());
+  if (age.has_value()) (*r->mutable_counters())["checkpoint_age_s"] = *age;
+  r->set_last_checkpoint_error(checkpoint_health_.last_error());
+  // Replication (cluster.replication 2 with standbys): 1 while a backup holds
+  // an in-sync copy of this shard, 0 while it has none (no standby free, the
+  // backup unreachable, or its first full copy still on the way): losing
+  // this ps now loses the pushes since its last checkpoint. The ps's side of
+  // ClusterStatus shard_replication; Prometheus downpour_backup_in_sync
+  // (deploy/prometheus/alerts.yml).
+  if (now_role == "ps" && replicating()) {
+    Replicator* replicator;
+    {
+      absl::MutexLock lock(&mu_);
+      replicator = replicator_.get();
+    }
+    (*r->mutable_counters())["backup_in_sync"] =
+        replicator != nullptr && replicator->in_sync() ? 1 : 0;
+  }
+}
+
+void PsNode::Impl::FillSparseStatus(
+    google::protobuf::Map<std::string, double>* counters) const {
+  // Sparse tables as they are now (rows, heap bytes, bytes a row, weights
+  // that are not 0), summed over tables.
+  const std::vector<Shard::SparseTableStats> tables = sparse_stats();
+  if (tables.empty()) return;
+  const Shard::SparseTableStats sum = Shard::SumOf(tables);
+  auto& c = *counters;
+  c["sparse_tables"] = static_cast<double>(tables.size());
+  c["sparse_rows"] = static_cast<double>(sum.rows);
+  c["sparse_bytes"] = static_cast<double>(sum.bytes);
+  c["sparse_bytes_per_row"] =
+      sum.rows > 0 ? static_cast<double>(sum.bytes) / sum.rows : 0;
+  c["sparse_nonzero"] = static_cast<double>(sum.nonzero);
+  // The row updates held: the sum of the rows' versions.
+  c["sparse_row_updates"] = static_cast<double>(sum.updates);
+  // Admission: keys counted but not admitted yet.
+  c["sparse_pending_keys"] = static_cast<double>(sum.pending);
+}
+
+absl::Status PsNode::Impl::Listen() {
   const std::string who = name();
-  const char* role = options_.standby ? "standby" : "ps";
-  status_ = std::make_unique<StatusService>(
-      role, options_.index, &counters_, [this](proto::GetStatusResponse* r) {
-        const auto [now_role, now_index] = Identity();
-        r->set_role(now_role);
-        r->set_index(now_index);
-        r->set_device("cpu");
-        (*r->mutable_counters())["blocks"] = num_blocks();
-        (*r->mutable_counters())["placement_epoch"] = epoch();
-        // Sparse tables as they are now (rows, heap bytes, bytes a row,
-        // weights that are not 0), summed over tables.
-        const std::vector<Shard::SparseTableStats> tables = sparse_stats();
-        if (!tables.empty()) {
-          const Shard::SparseTableStats sum = Shard::SumOf(tables);
-          auto& c = *r->mutable_counters();
-          c["sparse_tables"] = static_cast<double>(tables.size());
-          c["sparse_rows"] = static_cast<double>(sum.rows);
-          c["sparse_bytes"] = static_cast<double>(sum.bytes);
-          c["sparse_bytes_per_row"] =
-              sum.rows > 0 ? static_cast<double>(sum.bytes) / sum.rows : 0;
-          c["sparse_nonzero"] = static_cast<double>(sum.nonzero);
-          // The row updates held: the sum of the rows' versions.
-          c["sparse_row_updates"] = static_cast<double>(sum.updates);
-          // Admission: keys counted but not admitted yet.
-          c["sparse_pending_keys"] = static_cast<double>(sum.pending);
-        }
-        const std::optional<double> age =
-            checkpoint_health_.age_seconds(clock_->Now());
-        if (age.has_value())
-          (*r->mutable_counters())["checkpoint_age_s"] = *age;
-        r->set_last_checkpoint_error(checkpoint_health_.last_error());
-        // Replication (cluster.replication 2 with standbys): 1 while a
-        // backup holds an in-sync copy of this shard, 0 while it has none
-        // (no standby free, the backup unreachable, or its first full copy
-        // still on the way): losing this ps now loses the pushes since its
-        // last checkpoint. The ps's side of ClusterStatus shard_replication;
-        // Prometheus downpour_backup_in_sync (deploy/prometheus/alerts.yml).
-        if (now_role == "ps" && replicating()) {
-          Replicator* replicator;
-          {
-            absl::MutexLock lock(&mu_);
-            replicator = replicator_.get();
-          }
-          (*r->mutable_counters())["backup_in_sync"] =
-              replicator != nullptr && replicator->in_sync() ? 1 : 0;
-        }
-      });
   ASSIGN_OR_RETURN(
       server_, StartServer(options_.listen, {&service_, status_.get()}, who));
   // Not ready until registered and holding its blocks (UpdateHealth).
@@ -293,9 +324,12 @@ absl::Status PsNode::Impl::Start() {
   advertised_ = AdvertisedAddress(server_.address, options_.advertise);
   SPDLOG_LOGGER_INFO(L(), "{}: listening on {}; registering as {}", who,
                      server_.address, advertised_);
+  return absl::OkStatus();
+}
 
+absl::Status PsNode::Impl::Join() {
   client_ = std::make_unique<membership::CoordinatorClient>(
-      options_.config.cluster.coordinator, options_.config.rpc, who);
+      options_.config.cluster.coordinator, options_.config.rpc, name());
   {
     absl::MutexLock lock(&mu_);
     last_contact_ = clock_->Now();
@@ -305,9 +339,8 @@ absl::Status PsNode::Impl::Start() {
     registered = BecomeSpare(registered);
   }
   RETURN_IF_ERROR(registered);
-  const auto [identity_role, identity_index] = Identity();
   SPDLOG_LOGGER_INFO(L(), "{}: registered, serving on {}", name(), advertised_);
-  if (identity_role == "ps") {
+  if (Identity().first == "ps") {
     Shard* shard;
     {
       absl::MutexLock lock(&mu_);
@@ -315,6 +348,11 @@ absl::Status PsNode::Impl::Start() {
     }
     StartReplicator(shard, options_.index);
   }
+  return absl::OkStatus();
+}
+
+void PsNode::Impl::StartThreads() {
+  const auto [identity_role, identity_index] = Identity();
   agent_ = std::make_unique<membership::MemberAgent>(
       client_.get(), identity_role, identity_index, advertised_,
       options_.config.heartbeat.interval_s,
@@ -325,9 +363,6 @@ absl::Status PsNode::Impl::Start() {
   if (options_.config.checkpoint.interval_s > 0) {
     checkpointer_ = std::thread([this] { CheckpointLoop(); });
   }
-  started_ = true;
-  UpdateHealth();
-  return absl::OkStatus();
 }
 
 void PsNode::Impl::UpdateHealth() {

@@ -222,6 +222,94 @@ void AppendSparseTables(const proto::ClusterStatusResponse& cluster,
   }
 }
 
+namespace {
+
+// The `top` blocks of most updates a second (then newest, then by id), with
+// their tensors from `info`.
+void AppendHottestBlocks(
+    std::vector<BlockRate> blocks, int top,
+    const std::map<uint32_t, const proto::BlockInfo*>& info, std::string* out) {
+  std::sort(blocks.begin(), blocks.end(),
+            [](const BlockRate& a, const BlockRate& b) {
+              if (a.updates_per_sec != b.updates_per_sec)
+                return a.updates_per_sec > b.updates_per_sec;
+              if (a.version != b.version) return a.version > b.version;
+              return a.id < b.id;
+            });
+  if (blocks.size() > static_cast<size_t>(top)) blocks.resize(top);
+  if (!blocks.empty()) {
+    absl::StrAppendFormat(
+        out, "\nHottest blocks:\n%6s  %-14s %9s %3s %10s %8s\n", "BLOCK",
+        "TENSOR", "FLOATS", "PS", "UPDATES", "UPD/S");
+    for (const BlockRate& b : blocks) {
+      const proto::BlockInfo* i = info.count(b.id) ? info.at(b.id) : nullptr;
+      absl::StrAppendFormat(out, "%6d  %-14s %9s %3d %10d %8.1f\n", b.id,
+                            i ? i->tensor() : "?",
+                            i ? absl::StrCat(i->floats()) : "?", b.shard,
+                            b.version, b.updates_per_sec);
+    }
+  }
+}
+
+// The watch frame's first lines: the coordinator and the workers summed.
+std::string WatchSummary(const std::string& coordinator,
+                         const proto::ClusterStatusResponse& cluster) {
+  int running = 0, workers = 0;
+  double rate = 0, best = NAN, loss_sum = 0;
+  int loss_n = 0;
+  uint64_t steps = 0;
+  for (const proto::MemberStatus& m : cluster.members()) {
+    if (m.role() != "worker") continue;
+    ++workers;
+    const proto::MemberReport& r = m.report();
+    if (m.alive() && !r.finished()) ++running;
+    if (m.alive()) rate += r.examples_per_sec();
+    steps += r.step();
+    if (r.step() > 0 && std::isfinite(r.accuracy()) &&
+        !(r.accuracy() <= best)) {
+      best = r.accuracy();
+    }
+    if (m.alive() && r.step() > 0 && std::isfinite(r.loss())) {
+      loss_sum += r.loss();
+      ++loss_n;
+    }
+  }
+  std::string out = absl::StrFormat(
+      "downpour  coordinator %s  up %.0f s  placement epoch %d  %s\n",
+      coordinator, cluster.uptime_seconds(), cluster.placement_epoch(),
+      cluster.stop() ? absl::StrCat("job done: ", cluster.stop_reason())
+                     : "training");
+  absl::StrAppendFormat(
+      &out,
+      "workers %d/%d running  steps %d  %.0f examples/s  mean loss %s  "
+      "best test acc %s\n",
+      running, workers, steps, rate, loss_n ? Fixed(loss_sum / loss_n, 4) : "-",
+      Fixed(best, 4));
+  return out;
+}
+
+// Sparklines of the workers' rate and best accuracy over `history`.
+void AppendHistory(const proto::GetHistoryResponse& history, std::string* out) {
+  std::vector<double> rates, accuracies;
+  for (const proto::HistorySample& sample : history.samples()) {
+    double r = 0, a = NAN;
+    for (const proto::MemberSample& m : sample.members()) {
+      if (m.role() != "worker" || m.report().step() == 0) continue;
+      if (m.alive()) r += m.report().examples_per_sec();
+      const double acc = m.report().accuracy();
+      if (std::isfinite(acc) && !(acc <= a)) a = acc;
+    }
+    rates.push_back(r);
+    accuracies.push_back(a);
+  }
+  if (!rates.empty()) {
+    absl::StrAppendFormat(out, "examples/s  %s\nbest acc    %s\n",
+                          Sparkline(rates, 60), Sparkline(accuracies, 60));
+  }
+}
+
+}  // namespace
+
 std::string FormatShardsTable(const proto::ClusterStatusResponse& cluster,
                               const MemberStatuses& statuses,
                               const proto::GetPlacementResponse& placement,
@@ -271,26 +359,7 @@ std::string FormatShardsTable(const proto::ClusterStatusResponse& cluster,
   AppendUnreachable(cluster, statuses, "ps", &out);
   AppendSuspects(cluster, statuses, &out);
   AppendSparseTables(cluster, statuses, &out);
-  std::sort(blocks.begin(), blocks.end(),
-            [](const BlockRate& a, const BlockRate& b) {
-              if (a.updates_per_sec != b.updates_per_sec)
-                return a.updates_per_sec > b.updates_per_sec;
-              if (a.version != b.version) return a.version > b.version;
-              return a.id < b.id;
-            });
-  if (blocks.size() > static_cast<size_t>(top)) blocks.resize(top);
-  if (!blocks.empty()) {
-    absl::StrAppendFormat(
-        &out, "\nHottest blocks:\n%6s  %-14s %9s %3s %10s %8s\n", "BLOCK",
-        "TENSOR", "FLOATS", "PS", "UPDATES", "UPD/S");
-    for (const BlockRate& b : blocks) {
-      const proto::BlockInfo* i = info.count(b.id) ? info[b.id] : nullptr;
-      absl::StrAppendFormat(&out, "%6d  %-14s %9s %3d %10d %8.1f\n", b.id,
-                            i ? i->tensor() : "?",
-                            i ? absl::StrCat(i->floats()) : "?", b.shard,
-                            b.version, b.updates_per_sec);
-    }
-  }
+  AppendHottestBlocks(std::move(blocks), top, info, &out);
   return out;
 }
 
@@ -298,53 +367,8 @@ std::string FormatWatchFrame(const std::string& coordinator,
                              const proto::ClusterStatusResponse& cluster,
                              const MemberStatuses& statuses,
                              const proto::GetHistoryResponse& history) {
-  int running = 0, workers = 0;
-  double rate = 0, best = NAN, loss_sum = 0;
-  int loss_n = 0;
-  uint64_t steps = 0;
-  for (const proto::MemberStatus& m : cluster.members()) {
-    if (m.role() != "worker") continue;
-    ++workers;
-    const proto::MemberReport& r = m.report();
-    if (m.alive() && !r.finished()) ++running;
-    if (m.alive()) rate += r.examples_per_sec();
-    steps += r.step();
-    if (r.step() > 0 && std::isfinite(r.accuracy()) &&
-        !(r.accuracy() <= best)) {
-      best = r.accuracy();
-    }
-    if (m.alive() && r.step() > 0 && std::isfinite(r.loss())) {
-      loss_sum += r.loss();
-      ++loss_n;
-    }
-  }
-  std::string out = absl::StrFormat(
-      "downpour  coordinator %s  up %.0f s  placement epoch %d  %s\n",
-      coordinator, cluster.uptime_seconds(), cluster.placement_epoch(),
-      cluster.stop() ? absl::StrCat("job done: ", cluster.stop_reason())
-                     : "training");
-  absl::StrAppendFormat(
-      &out,
-      "workers %d/%d running  steps %d  %.0f examples/s  mean loss %s  "
-      "best test acc %s\n",
-      running, workers, steps, rate, loss_n ? Fixed(loss_sum / loss_n, 4) : "-",
-      Fixed(best, 4));
-  std::vector<double> rates, accuracies;
-  for (const proto::HistorySample& sample : history.samples()) {
-    double r = 0, a = NAN;
-    for (const proto::MemberSample& m : sample.members()) {
-      if (m.role() != "worker" || m.report().step() == 0) continue;
-      if (m.alive()) r += m.report().examples_per_sec();
-      const double acc = m.report().accuracy();
-      if (std::isfinite(acc) && !(acc <= a)) a = acc;
-    }
-    rates.push_back(r);
-    accuracies.push_back(a);
-  }
-  if (!rates.empty()) {
-    absl::StrAppendFormat(&out, "examples/s  %s\nbest acc    %s\n",
-                          Sparkline(rates, 60), Sparkline(accuracies, 60));
-  }
+  std::string out = WatchSummary(coordinator, cluster);
+  AppendHistory(history, &out);
   absl::StrAppendFormat(
       &out, "\n%-7s %3s %-5s %8s %8s %8s %7s %7s %7s %6s %11s %9s\n", "ROLE",
       "IDX", "ALIVE", "STEP", "EX/S", "LOSS", "TEST", "PULL/S", "PUSH/S",

@@ -48,6 +48,53 @@ grpc::ByteBuffer PullRequestBytes(uint64_t epoch, int worker_id,
   return bytes;
 }
 
+// PullTables's request to one shard for its `keys` of every table.
+grpc::ByteBuffer PullRowsRequest(const std::vector<SparsePs::TableRows>& tables,
+                                 const std::vector<uint64_t>& keys,
+                                 int worker_id, uint64_t epoch) {
+  proto::PullRequest request;
+  request.set_placement_epoch(epoch);
+  request.set_worker_id(worker_id);
+  for (const SparsePs::TableRows& t : tables) {
+    proto::SparseRows* wanted = request.add_sparse();
+    wanted->set_table(t.table);
+    wanted->set_keys(keys.data(), keys.size() * sizeof(uint64_t));
+  }
+  grpc::ByteBuffer bytes;
+  bool own = false;
+  (void)grpc::SerializationTraits<proto::PullRequest>::Serialize(request,
+                                                                 &bytes, &own);
+  return bytes;
+}
+
+// The values in shard `s`'s reply to PullRowsRequest into (*values)[t][s].
+absl::Status CopyPulledRows(
+    size_t s, const std::vector<SparsePs::TableRows>& tables,
+    const std::vector<uint64_t>& keys, grpc::ByteBuffer* reply,
+    std::vector<std::vector<std::vector<float>>>* values) {
+  proto::PullResponse response;
+  if (!grpc::SerializationTraits<proto::PullResponse>::Deserialize(reply,
+                                                                   &response)
+           .ok() ||
+      response.sparse_size() != static_cast<int>(tables.size())) {
+    return absl::DataLossError(absl::StrCat("pull rows from ps ", s,
+                                            ": the reply does not hold ",
+                                            tables.size(), " tables"));
+  }
+  for (size_t t = 0; t < tables.size(); ++t) {
+    const int dim = tables[t].dim;
+    const std::string& bytes = response.sparse(t).values();
+    if (bytes.size() != keys.size() * dim * sizeof(float)) {
+      return absl::DataLossError(absl::StrCat(
+          "pull rows from ps ", s, ": the reply does not hold ", keys.size(),
+          " rows of dim ", dim, " of table ", tables[t].table));
+    }
+    (*values)[t][s].resize(keys.size() * dim);
+    std::memcpy((*values)[t][s].data(), bytes.data(), bytes.size());
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 struct GrpcPsClient::ShardLink {
@@ -487,44 +534,7 @@ absl::Status GrpcPsClient::PullTables(
   const std::vector<std::shared_ptr<const ShardLink>> shards =
       GetShardLinks(&epoch);
   auto request_bytes = [&](size_t s, uint64_t at_epoch) {
-    proto::PullRequest request;
-    request.set_placement_epoch(at_epoch);
-    request.set_worker_id(worker_id_);
-    for (const TableRows& t : tables) {
-      proto::SparseRows* wanted = request.add_sparse();
-      wanted->set_table(t.table);
-      wanted->set_keys(keys[s].data(), keys[s].size() * sizeof(uint64_t));
-    }
-    grpc::ByteBuffer bytes;
-    bool own = false;
-    (void)grpc::SerializationTraits<proto::PullRequest>::Serialize(
-        request, &bytes, &own);
-    return bytes;
-  };
-  // The reply's values into (*values)[t][s].
-  auto copy = [&](size_t s, grpc::ByteBuffer* reply) -> absl::Status {
-    proto::PullResponse response;
-    if (!grpc::SerializationTraits<proto::PullResponse>::Deserialize(reply,
-                                                                     &response)
-             .ok() ||
-        response.sparse_size() != static_cast<int>(tables.size())) {
-      return absl::DataLossError(absl::StrCat("pull rows from ps ", s,
-                                              ": the reply does not hold ",
-                                              tables.size(), " tables"));
-    }
-    for (size_t t = 0; t < tables.size(); ++t) {
-      const int dim = tables[t].dim;
-      const std::string& bytes = response.sparse(t).values();
-      if (bytes.size() != keys[s].size() * dim * sizeof(float)) {
-        return absl::DataLossError(
-            absl::StrCat("pull rows from ps ", s, ": the reply does not hold ",
-                         keys[s].size(), " rows of dim ", dim, " of table ",
-                         tables[t].table));
-      }
-      (*values)[t][s].resize(keys[s].size() * dim);
-      std::memcpy((*values)[t][s].data(), bytes.data(), bytes.size());
-    }
-    return absl::OkStatus();
+    return PullRowsRequest(tables, keys[s], worker_id_, at_epoch);
   };
   // Every shard at once; failures are retried one at a time below.
   struct Call {
@@ -567,7 +577,7 @@ absl::Status GrpcPsClient::PullTables(
           },
           first));
     }
-    RETURN_IF_ERROR(copy(s, &c.reply));
+    RETURN_IF_ERROR(CopyPulledRows(s, tables, keys[s], &c.reply, values));
   }
   counters_->stats().pulls.Increment();
   return absl::OkStatus();
@@ -591,36 +601,61 @@ absl::Status GrpcPsClient::SendPush(
     const float* grad, const std::vector<uint64_t>& versions,
     PushReport* report, const std::vector<std::vector<wire::SparseRef>>* rows,
     const std::vector<uint32_t>* only, const Values* values) {
-  // `only` as marks by block id (empty: every block).
   std::vector<char> wanted;
-  if (only != nullptr) {
-    wanted.assign(spec_.blocks().size(), 0);
-    for (uint32_t id : *only) {
-      if (id >= wanted.size()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("push: block ", id, " is not in the model (",
-                         wanted.size(), " blocks)"));
-      }
-      wanted[id] = 1;
-    }
-  }
+  RETURN_IF_ERROR(MarkWanted(only, &wanted));
   PushCall call;
   call.grad = grad;
   call.versions = &versions;
   call.values = values;
-  call.shards = GetShardLinks(&call.epoch);
+  BeginPush(&call);
+  AddBlockRequests(wanted, &call);
+  if (rows != nullptr) AddSparseRequests(*rows, &call);
+  // The versions each request's gradient was computed on, kept apart: the
+  // values answered overwrite *values->versions, which may be `versions`.
+  for (auto& r : call.requests) {
+    for (uint32_t id : r->ids) r->bases.push_back(versions[id]);
+  }
+  const absl::Status status = RunRequests(&call);
+  const absl::Status copied = ReleaseRequests(&call);
+  if (!status.ok()) return status;
+  if (!copied.ok()) return copied;  // applied, but its values are unusable
+  EndPush(call, report);
+  return absl::OkStatus();
+}
+
+absl::Status GrpcPsClient::MarkWanted(const std::vector<uint32_t>* only,
+                                      std::vector<char>* wanted) const {
+  if (only == nullptr) return absl::OkStatus();
+  wanted->assign(spec_.blocks().size(), 0);
+  for (uint32_t id : *only) {
+    if (id >= wanted->size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("push: block ", id, " is not in the model (",
+                       wanted->size(), " blocks)"));
+    }
+    (*wanted)[id] = 1;
+  }
+  return absl::OkStatus();
+}
+
+void GrpcPsClient::BeginPush(PushCall* call) {
+  call->shards = GetShardLinks(&call->epoch);
   {
     absl::MutexLock lock(&mu_);
-    call.clock = start_clock_ + ++pushes_begun_;
-    if (lanes_.size() < call.shards.size()) lanes_.resize(call.shards.size());
+    call->clock = start_clock_ + ++pushes_begun_;
+    if (lanes_.size() < call->shards.size()) lanes_.resize(call->shards.size());
   }
-  call.reports.resize(call.shards.size());
+  call->reports.resize(call->shards.size());
+}
+
+void GrpcPsClient::AddBlockRequests(const std::vector<char>& wanted,
+                                    PushCall* call) {
   // Requests interleaved across shards, so every shard's link starts at once.
   size_t most = 0;
-  for (const auto& shard : call.shards)
+  for (const auto& shard : call->shards)
     most = std::max(most, shard->chunks.size());
   for (size_t c = 0; c < most; ++c) {
-    for (const auto& shard : call.shards) {
+    for (const auto& shard : call->shards) {
       if (c >= shard->chunks.size()) continue;
       auto r = std::make_unique<PushRequestState>();
       r->shard = shard->index;
@@ -632,40 +667,40 @@ absl::Status GrpcPsClient::SendPush(
         }
         if (r->ids.empty()) continue;
       }
-      call.requests.push_back(std::move(r));
+      call->requests.push_back(std::move(r));
     }
   }
+}
+
+void GrpcPsClient::AddSparseRequests(
+    const std::vector<std::vector<wire::SparseRef>>& rows, PushCall* call) {
   // A shard's sparse rows ride on its first request, or on one of their own
   // where the shard holds no blocks.
-  if (rows != nullptr) {
-    for (const auto& shard : call.shards) {
-      const size_t s = static_cast<size_t>(shard->index);
-      if (s >= rows->size() || (*rows)[s].empty()) continue;
-      PushRequestState* first = nullptr;
-      for (auto& r : call.requests) {
-        if (r->shard == shard->index) {
-          first = r.get();
-          break;
-        }
-      }
-      if (first == nullptr) {
-        auto r = std::make_unique<PushRequestState>();
-        r->shard = shard->index;
+  for (const auto& shard : call->shards) {
+    const size_t s = static_cast<size_t>(shard->index);
+    if (s >= rows.size() || rows[s].empty()) continue;
+    PushRequestState* first = nullptr;
+    for (auto& r : call->requests) {
+      if (r->shard == shard->index) {
         first = r.get();
-        call.requests.push_back(std::move(r));
+        break;
       }
-      first->sparse = (*rows)[s];
     }
+    if (first == nullptr) {
+      auto r = std::make_unique<PushRequestState>();
+      r->shard = shard->index;
+      first = r.get();
+      call->requests.push_back(std::move(r));
+    }
+    first->sparse = rows[s];
   }
-  // The versions each request's gradient was computed on, kept apart: the
-  // values answered overwrite *values->versions, which may be `versions`.
-  for (auto& r : call.requests) {
-    for (uint32_t id : r->ids) r->bases.push_back(versions[id]);
-  }
+}
+
+absl::Status GrpcPsClient::RunRequests(PushCall* call) {
   absl::Status status;
-  for (size_t r = 0; r < call.requests.size() && status.ok(); ++r) {
-    while (!StartRequest(&call, r)) {
-      status = RetryFailedPushes(&call);
+  for (size_t r = 0; r < call->requests.size() && status.ok(); ++r) {
+    while (!StartRequest(call, r)) {
+      status = RetryFailedPushes(call);
       if (!status.ok()) break;
     }
   }
@@ -675,42 +710,48 @@ absl::Status GrpcPsClient::SendPush(
     mu_.Await(absl::Condition(
         +[](PushCall* c)
              ABSL_NO_THREAD_SAFETY_ANALYSIS { return c->outstanding == 0; },
-        &call));
+        call));
   }
-  if (status.ok()) status = RetryFailedPushes(&call);
+  if (status.ok()) status = RetryFailedPushes(call);
   // Requests that never got through leave the window: their sequences are
   // abandoned (the ps moves past them when later ones arrive).
   {
     absl::MutexLock lock(&mu_);
-    for (const auto& r : call.requests) {
+    for (const auto& r : call->requests) {
       if (r->sequence != 0 && !r->done)
         lanes_[r->shard].in_flight.erase(r->sequence);
     }
     window_moved_.SignalAll();
   }
+  return status;
+}
+
+absl::Status GrpcPsClient::ReleaseRequests(PushCall* call) {
   // The requests' contexts hold their gRPC calls, and a call that failed
   // before its message was written (a peer that died or stopped, a deadline
   // hit while connecting) keeps the message's slices until the call is
   // destroyed: so the requests go first, then the pins are awaited.
   absl::Status copied;
-  for (const auto& r : call.requests) {
+  for (const auto& r : call->requests) {
     if (copied.ok()) copied = r->copied;
   }
-  call.requests.clear();
+  call->requests.clear();
   // grad may change once we return. Bounded: should gRPC keep a slice past
   // its call (never seen once the calls are gone), the pins are left to it
   // rather than the worker hanging.
-  if (!call.pins->WaitReleased(absl::Seconds(10))) {
+  if (!call->pins->WaitReleased(absl::Seconds(10))) {
     SPDLOG_LOGGER_WARN(Log(Logger::kWorker),
                        "worker {}: gRPC still holds {} buffers of a push "
                        "whose calls all ended, 10 s on; leaving them to it "
                        "and going on",
-                       worker_id_, call.pins->pinned());
+                       worker_id_, call->pins->pinned());
     counters_->stats().push_pins_abandoned.Increment();
-    call.pins.release();  // a late release must find it (a small leak)
+    call->pins.release();  // a late release must find it (a small leak)
   }
-  if (!status.ok()) return status;
-  if (!copied.ok()) return copied;  // applied, but its values are unusable
+  return copied;
+}
+
+void GrpcPsClient::EndPush(const PushCall& call, PushReport* report) {
   {
     absl::MutexLock lock(&mu_);
     acked_clock_ = std::max(acked_clock_, call.clock);
@@ -730,7 +771,6 @@ absl::Status GrpcPsClient::SendPush(
     }
     clock_->SleepFor(pause);
   }
-  return absl::OkStatus();
 }
 
 namespace {
@@ -823,45 +863,8 @@ bool GrpcPsClient::StartRequest(PushCall* call, size_t r) {
 void GrpcPsClient::PushAcknowledged(PushCall* call, size_t r,
                                     const grpc::ByteBuffer& reply) {
   PushRequestState* request = call->requests[r].get();
-  // The values answered (reply_values) go straight into the caller's
-  // params; only this request's blocks, so requests ending at once write
-  // apart. A block the request did not push is refused.
   wire::PushAck response;
-  int64_t bytes_in = 0;
-  size_t answered = 0;  // blocks whose values came back
-  absl::Status copied = wire::ParsePushReply(
-      reply, &response,
-      [&](const wire::BlockRef& block, const wire::CopyPayload& copy) {
-        if (call->values == nullptr) return absl::OkStatus();
-        if (std::find(request->ids.begin(), request->ids.end(), block.id) ==
-            request->ids.end()) {
-          return absl::InternalError(absl::StrCat(
-              "ps ", request->shard, " answered a push with block ", block.id,
-              ", which it did not carry"));
-        }
-        ++answered;
-        return CopyBlock(request->shard, block, copy, call->values->params,
-                         call->values->versions, &bytes_in);
-      });
-  if (copied.ok() && call->values != nullptr) {
-    // Every block pushed comes back: a ps that answers without values (one
-    // built before reply_values) would leave the worker on stale values.
-    if (answered != request->ids.size()) {
-      copied = absl::InternalError(absl::StrCat(
-          "ps ", request->shard, " answered a push of ", request->ids.size(),
-          " blocks with the values of ", answered,
-          " (training.fetch layerwise asks for them): is it an older "
-          "version? Update it, or use training.fetch after_push"));
-    }
-  }
-  if (!copied.ok() && absl::IsInvalidArgument(copied)) {
-    copied = absl::InternalError(
-        absl::StrCat("ps ", request->shard, ": ", copied.message()));
-  }
-  if (call->values != nullptr && bytes_in > 0) {
-    counters_->stats().pulls.Increment();
-    counters_->stats().bytes_in.Increment(static_cast<double>(bytes_in));
-  }
+  const absl::Status copied = ReadPushReply(call, r, reply, &response);
   int64_t bytes_out = 0;
   for (uint32_t id : request->ids) {
     bytes_out += spec_.blocks()[id].length * BytesPerElement(encoding_);
@@ -899,6 +902,51 @@ void GrpcPsClient::PushAcknowledged(PushCall* call, size_t r,
     if (lane.duplicates == 0) lane.duplicates_since = absl::Now();
     ++lane.duplicates;
   }
+}
+
+absl::Status GrpcPsClient::ReadPushReply(PushCall* call, size_t r,
+                                         const grpc::ByteBuffer& reply,
+                                         wire::PushAck* response) {
+  PushRequestState* request = call->requests[r].get();
+  // The values answered (reply_values) go straight into the caller's
+  // params; only this request's blocks, so requests ending at once write
+  // apart. A block the request did not push is refused.
+  int64_t bytes_in = 0;
+  size_t answered = 0;  // blocks whose values came back
+  absl::Status copied = wire::ParsePushReply(
+      reply, response,
+      [&](const wire::BlockRef& block, const wire::CopyPayload& copy) {
+        if (call->values == nullptr) return absl::OkStatus();
+        if (std::find(request->ids.begin(), request->ids.end(), block.id) ==
+            request->ids.end()) {
+          return absl::InternalError(absl::StrCat(
+              "ps ", request->shard, " answered a push with block ", block.id,
+              ", which it did not carry"));
+        }
+        ++answered;
+        return CopyBlock(request->shard, block, copy, call->values->params,
+                         call->values->versions, &bytes_in);
+      });
+  if (copied.ok() && call->values != nullptr) {
+    // Every block pushed comes back: a ps that answers without values (one
+    // built before reply_values) would leave the worker on stale values.
+    if (answered != request->ids.size()) {
+      copied = absl::InternalError(absl::StrCat(
+          "ps ", request->shard, " answered a push of ", request->ids.size(),
+          " blocks with the values of ", answered,
+          " (training.fetch layerwise asks for them): is it an older "
+          "version? Update it, or use training.fetch after_push"));
+    }
+  }
+  if (!copied.ok() && absl::IsInvalidArgument(copied)) {
+    copied = absl::InternalError(
+        absl::StrCat("ps ", request->shard, ": ", copied.message()));
+  }
+  if (call->values != nullptr && bytes_in > 0) {
+    counters_->stats().pulls.Increment();
+    counters_->stats().bytes_in.Increment(static_cast<double>(bytes_in));
+  }
+  return copied;
 }
 
 std::optional<GrpcPsClient::DuplicateStreak> GrpcPsClient::duplicate_streak()

@@ -238,6 +238,27 @@ class GrpcPsClient : public PsClient, public SparsePs {
       const std::vector<std::vector<wire::SparseRef>>* rows = nullptr,
       const std::vector<uint32_t>* only = nullptr,
       const Values* values = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
+  // SendPush's steps, in order. `only` as marks by block id in *wanted
+  // (left empty for every block); InvalidArgument for an id not in the model.
+  absl::Status MarkWanted(const std::vector<uint32_t>* only,
+                          std::vector<char>* wanted) const;
+  // The shards, the push's clock, a report per shard.
+  void BeginPush(PushCall* call) ABSL_LOCKS_EXCLUDED(mu_);
+  // A request per chunk of wanted blocks, then the sparse rows of each shard
+  // (`rows` by shard index) on its first request or one of their own.
+  static void AddBlockRequests(const std::vector<char>& wanted, PushCall* call);
+  static void AddSparseRequests(
+      const std::vector<std::vector<wire::SparseRef>>& rows, PushCall* call);
+  // Starts every request and waits for them all, retrying the failed ones;
+  // what never got through leaves the window.
+  absl::Status RunRequests(PushCall* call) ABSL_LOCKS_EXCLUDED(mu_);
+  // Drops the requests and waits for gRPC to release the gradient; the
+  // status of the values answered.
+  absl::Status ReleaseRequests(PushCall* call);
+  // An acknowledged push: the clock, counters, *report, and a pause when a
+  // shard refused part of it.
+  void EndPush(const PushCall& call, PushReport* report)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Sends push request `r` of `call` (async) once its shard's window has
   // room; false when a request of `call` failed meanwhile (retry first).
   bool StartRequest(PushCall* call, size_t r) ABSL_LOCKS_EXCLUDED(mu_);
@@ -246,6 +267,11 @@ class GrpcPsClient : public PsClient, public SparsePs {
   // Records an acknowledged request: window, staleness, refusal, counters.
   void PushAcknowledged(PushCall* call, size_t r, const grpc::ByteBuffer& reply)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // Parses request `r`'s reply into *response, its values (when the push
+  // asked for them) into the caller's params; the status of those values.
+  absl::Status ReadPushReply(PushCall* call, size_t r,
+                             const grpc::ByteBuffer& reply,
+                             wire::PushAck* response) ABSL_LOCKS_EXCLUDED(mu_);
   // Runs `call` against shard `index` until it succeeds, re-reading the
   // placement after retryable failures.
   // `first_try`: the status of a first try already made (asynchronously).

@@ -87,6 +87,33 @@ absl::Status ToRows(const proto::ReplicaSparseRows& in,
   return absl::OkStatus();
 }
 
+// Apply's decoding, before the lock: InvalidArgument when the request's
+// blocks or rows are not whole finite values.
+absl::Status DecodeBlocks(const proto::ReplicateRequest& request,
+                          std::vector<BlockStore::BlockSnapshot>* blocks) {
+  blocks->resize(request.blocks_size());
+  for (int i = 0; i < request.blocks_size(); ++i) {
+    const proto::ReplicaBlock& in = request.blocks(i);
+    BlockStore::BlockSnapshot& out = (*blocks)[i];
+    out.id = in.id();
+    out.version = in.version();
+    absl::Status ok = ToFloats(in.values(), in.id(), "values", &out.values);
+    if (ok.ok()) ok = ToFloats(in.state(), in.id(), "state", &out.state);
+    if (!ok.ok()) return ok;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DecodeRows(const proto::ReplicateRequest& request,
+                        std::vector<SparseTable::Rows>* rows) {
+  rows->resize(request.sparse_size());
+  for (int i = 0; i < request.sparse_size(); ++i) {
+    absl::Status ok = ToRows(request.sparse(i), &(*rows)[i]);
+    if (!ok.ok()) return ok;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 Replica::Replica(OptimizerSection dense, std::string expected_settings)
@@ -139,22 +166,37 @@ absl::Status Replica::Replay(const proto::ReplicateRequest& request) {
 absl::StatusOr<uint64_t> Replica::Apply(
     const proto::ReplicateRequest& request) {
   // Decoded before the lock: the copies are the bulk of the work.
-  std::vector<BlockStore::BlockSnapshot> blocks(request.blocks_size());
-  for (int i = 0; i < request.blocks_size(); ++i) {
-    const proto::ReplicaBlock& in = request.blocks(i);
-    blocks[i].id = in.id();
-    blocks[i].version = in.version();
-    absl::Status ok =
-        ToFloats(in.values(), in.id(), "values", &blocks[i].values);
-    if (ok.ok()) ok = ToFloats(in.state(), in.id(), "state", &blocks[i].state);
-    if (!ok.ok()) return ok;
-  }
-  std::vector<SparseTable::Rows> rows(request.sparse_size());
-  for (int i = 0; i < request.sparse_size(); ++i) {
-    absl::Status ok = ToRows(request.sparse(i), &rows[i]);
-    if (!ok.ok()) return ok;
-  }
+  std::vector<BlockStore::BlockSnapshot> blocks;
+  absl::Status ok = DecodeBlocks(request, &blocks);
+  std::vector<SparseTable::Rows> rows;
+  if (ok.ok()) ok = DecodeRows(request, &rows);
+  if (!ok.ok()) return ok;
   absl::MutexLock lock(&mu_);
+  ok = CheckNotFenced(request);
+  if (ok.ok()) ok = request.full() ? StartCopy(request) : CheckHeld(request);
+  // Every table's rows checked before anything is applied.
+  if (ok.ok()) ok = CheckRows(request, rows);
+  if (!ok.ok()) return ok;
+  for (int i = 0; i < request.sparse_size(); ++i) {
+    tables_[request.sparse(i).table()]->MergeChecked(rows[i]);
+  }
+  ok = AddBlocks(&blocks);
+  if (!ok.ok()) return ok;
+  // Updates apply after the blocks of the same request (a cut sends them
+  // in that order).
+  absl::Status replayed = Replay(request);
+  if (!replayed.ok()) {
+    // Neither taken over nor added to in this state: only a full cut (which
+    // the primary sends next) is accepted now.
+    held_ = false;
+    store_.reset();
+    return replayed;
+  }
+  EndRequest(request);
+  return generation_;
+}
+
+absl::Status Replica::CheckNotFenced(const proto::ReplicateRequest& request) {
   if (fenced_ && fenced_shard_ != request.shard_index()) {
     return absl::FailedPreconditionError(
         absl::StrCat("replicate: this standby serves shard ", fenced_shard_,
@@ -166,45 +208,56 @@ absl::StatusOr<uint64_t> Replica::Apply(
                      " itself now; the primary at ", request.primary(),
                      " was replaced and must stop"));
   }
-  if (request.full()) {
-    absl::StatusOr<std::unique_ptr<Optimizer>> optimizer =
-        Optimizer::Create(dense_);
-    if (!optimizer.ok()) return optimizer.status();
-    if ((*optimizer)->name() != request.optimizer()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "replicate: the primary's optimizer is ", request.optimizer(),
-          ", this standby's ", (*optimizer)->name(),
-          ": both must read the same optimizer section (one config file)"));
-    }
-    // The same type with another learning rate (or any other number) would
-    // replay every update differently: caught here, not by the checksums a
-    // second later, with a full copy each second after.
-    const std::string differs =
-        request.optimizer_settings().empty()
-            ? ""  // an older primary: the type was compared above
-            : FirstOptimizerDifference(request.optimizer_settings(),
-                                       "on the primary", expected_settings_,
-                                       "on this standby");
-    if (!differs.empty()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "replicate: ", differs,
-          ": both must read the same optimizer section (one config file)"));
-    }
-    held_ = false;
-    BlockStore::Options options;
-    // Every norm the primary may have clipped with.
-    options.compute_norms = true;
-    store_ = std::make_unique<BlockStore>(*std::move(optimizer), options);
-    tables_.clear();
-    state_ = Checkpoint();
-    state_.shard_index = request.shard_index();
-    generation_ = 0;
-  } else if (state_.shard_index != request.shard_index() || store_ == nullptr) {
+  return absl::OkStatus();
+}
+
+absl::Status Replica::StartCopy(const proto::ReplicateRequest& request) {
+  absl::StatusOr<std::unique_ptr<Optimizer>> optimizer =
+      Optimizer::Create(dense_);
+  if (!optimizer.ok()) return optimizer.status();
+  if ((*optimizer)->name() != request.optimizer()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "replicate: the primary's optimizer is ", request.optimizer(),
+        ", this standby's ", (*optimizer)->name(),
+        ": both must read the same optimizer section (one config file)"));
+  }
+  // The same type with another learning rate (or any other number) would
+  // replay every update differently: caught here, not by the checksums a
+  // second later, with a full copy each second after.
+  const std::string differs =
+      request.optimizer_settings().empty()
+          ? ""  // an older primary: the type was compared above
+          : FirstOptimizerDifference(request.optimizer_settings(),
+                                     "on the primary", expected_settings_,
+                                     "on this standby");
+  if (!differs.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "replicate: ", differs,
+        ": both must read the same optimizer section (one config file)"));
+  }
+  held_ = false;
+  BlockStore::Options options;
+  // Every norm the primary may have clipped with.
+  options.compute_norms = true;
+  store_ = std::make_unique<BlockStore>(*std::move(optimizer), options);
+  tables_.clear();
+  state_ = Checkpoint();
+  state_.shard_index = request.shard_index();
+  generation_ = 0;
+  return absl::OkStatus();
+}
+
+absl::Status Replica::CheckHeld(const proto::ReplicateRequest& request) {
+  if (state_.shard_index != request.shard_index() || store_ == nullptr) {
     return absl::FailedPreconditionError(
         absl::StrCat("replicate: this standby holds no full copy of shard ",
                      request.shard_index(), ": send a full cut"));
   }
-  // Every table's rows checked before anything is applied.
+  return absl::OkStatus();
+}
+
+absl::Status Replica::CheckRows(const proto::ReplicateRequest& request,
+                                const std::vector<SparseTable::Rows>& rows) {
   for (int i = 0; i < request.sparse_size(); ++i) {
     const uint32_t id = request.sparse(i).table();
     std::unique_ptr<SparseTable>& table = tables_[id];
@@ -231,10 +284,12 @@ absl::StatusOr<uint64_t> Replica::Apply(
           absl::StrCat("replicate: sparse table ", id, ": ", fits.message()));
     }
   }
-  for (int i = 0; i < request.sparse_size(); ++i) {
-    tables_[request.sparse(i).table()]->MergeChecked(rows[i]);
-  }
-  for (BlockStore::BlockSnapshot& b : blocks) {
+  return absl::OkStatus();
+}
+
+absl::Status Replica::AddBlocks(
+    std::vector<BlockStore::BlockSnapshot>* blocks) {
+  for (BlockStore::BlockSnapshot& b : *blocks) {
     absl::StatusOr<uint64_t> held = store_->Version(b.id);
     if (!held.ok() || *held <= b.version) {
       absl::Status added = store_->AddBlock(b.id, std::move(b.values),
@@ -247,16 +302,10 @@ absl::StatusOr<uint64_t> Replica::Apply(
       }
     }
   }
-  // Updates apply after the blocks of the same request (a cut sends them
-  // in that order).
-  absl::Status replayed = Replay(request);
-  if (!replayed.ok()) {
-    // Neither taken over nor added to in this state: only a full cut (which
-    // the primary sends next) is accepted now.
-    held_ = false;
-    store_.reset();
-    return replayed;
-  }
+  return absl::OkStatus();
+}
+
+void Replica::EndRequest(const proto::ReplicateRequest& request) {
   state_.placement_epoch = request.placement_epoch();
   state_.optimizer = request.optimizer();
   if (request.generation() > 0) {
@@ -269,7 +318,6 @@ absl::StatusOr<uint64_t> Replica::Apply(
     generation_ = request.generation();
     held_ = true;
   }
-  return generation_;
 }
 
 std::optional<Checkpoint> Replica::Take(int shard) {

@@ -31,6 +31,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -100,6 +101,28 @@ class Replica {
   int fenced_shard_ ABSL_GUARDED_BY(mu_) = -1;
   bool held_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  // Apply's steps after the decoding, in order.
+  // Refuses every request once fenced: Aborted for the shard taken over.
+  absl::Status CheckNotFenced(const proto::ReplicateRequest& request)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A full cut: checks the primary's optimizer is this standby's and starts
+  // an empty copy.
+  absl::Status StartCopy(const proto::ReplicateRequest& request)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Any other request: the copy it adds to is held.
+  absl::Status CheckHeld(const proto::ReplicateRequest& request)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Every table's rows fit (tables made as needed); nothing merged yet.
+  absl::Status CheckRows(const proto::ReplicateRequest& request,
+                         const std::vector<SparseTable::Rows>& rows)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Adds the blocks newer than those held; a refused one drops the copy.
+  absl::Status AddBlocks(std::vector<BlockStore::BlockSnapshot>* blocks)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The request's epoch and optimizer; the last of a cut also brings the
+  // windows and the generation.
+  void EndRequest(const proto::ReplicateRequest& request)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Applies request.updates() and compares request.checks() with the blocks
   // held.
   absl::Status Replay(const proto::ReplicateRequest& request)

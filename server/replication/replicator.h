@@ -97,7 +97,42 @@ class Replicator {
  private:
   using Waiter = std::pair<uint64_t, std::function<void(const absl::Status&)>>;
 
+  // One round of Loop: the backup and what to send it.
+  struct Round {
+    std::string address;  // "" = no backup: nothing to send
+    bool full = false;
+    uint64_t version = 0;  // backup_version_
+    uint64_t acked = 0;    // acked_
+  };
+  // What a round's send changed: waiters to call with `result`, whether the
+  // backup took the shard over (the thread ends) or the send failed (a pause
+  // before the next round).
+  struct Settled {
+    std::vector<Waiter> done;
+    absl::Status result;
+    bool replaced = false;
+    bool failed = false;
+  };
+
   void Loop() ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits for work (after a pause when the last send `failed`); false when
+  // the thread is to end.
+  bool AwaitRound(bool failed, Round* round) ABSL_LOCKS_EXCLUDED(mu_);
+  // Records a round's outcome: the cut of `generation`, sent since `started`.
+  Settled Settle(const Round& round, const absl::Status& sent,
+                 uint64_t generation, absl::Time started)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Settle's cases: the backup holds the cut; it took the shard over
+  // (Aborted); its copy differs (DataLoss); the send failed otherwise.
+  void Synced(const std::string& address, uint64_t generation,
+              absl::Duration lag, Settled* settled)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Replaced(const absl::Status& sent, Settled* settled)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Mismatched(const absl::Status& sent) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SendFailed(const std::string& address, const absl::Status& sent,
+                  absl::Time now, Settled* settled)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sends one cut (its updates' gradients are moved into the requests);
   // returns the status of the send.
   absl::Status Send(proto::ParameterServer::Stub* stub, Shard::ReplicaCut* cut,
