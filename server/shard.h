@@ -243,7 +243,7 @@ class Shard {
   // Guarded by mu_ but for SparseTables' "constants only".
   const std::unique_ptr<SparseTables> sparse_;
   PlacementEpoch epoch_ ABSL_GUARDED_BY(mu_);
-  PushAdmission admission_ ABSL_GUARDED_BY(mu_);
+  PushAdmission admission_ ABSL_GUARDED_BY(mu_);  // built before chain_
   CheckpointChain chain_ ABSL_GUARDED_BY(mu_);
   PushGuard guard_ ABSL_GUARDED_BY(mu_);  // config.robustness
   RefusalMemory refusals_ ABSL_GUARDED_BY(mu_);
