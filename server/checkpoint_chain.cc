@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -170,6 +171,51 @@ uint64_t CheckpointChain::UnplacedVersions(const BlockStore& store) const {
     }
   }
   return total;
+}
+
+absl::StatusOr<bool> CheckpointChain::AddBlock(uint32_t id,
+                                               const ModelSpec& spec,
+                                               uint64_t init_seed,
+                                               BlockStore* store) const {
+  if (id >= spec.blocks().size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "placement assigns block ", id, " but the model has ",
+        spec.blocks().size(), " blocks: do all daemons use the same config?"));
+  }
+  const BlockSpec& block = spec.blocks()[id];
+  const BlockStore::BlockSnapshot* saved = RestoredBlock(id, block.length);
+  if (saved != nullptr) {
+    RETURN_IF_ERROR(
+        store->AddBlock(id, saved->values, saved->version, saved->state));
+    return true;
+  }
+  std::vector<float> values(block.length);
+  spec.InitBlock(block, init_seed, values.data());
+  RETURN_IF_ERROR(store->AddBlock(id, std::move(values)));
+  return false;
+}
+
+bool CheckpointChain::Evict(SparseTables* tables) {
+  const std::vector<std::vector<uint64_t>> evicted = tables->Evict();
+  bool any = false;
+  for (size_t t = 0; t < evicted.size(); ++t) {
+    if (evicted[t].empty()) continue;
+    any = true;
+    Evicted(t, evicted[t]);
+  }
+  return any;
+}
+
+CheckpointChain::Cut CheckpointChain::TakeCut(
+    uint64_t epoch, std::map<int32_t, SequenceWindow> sequences,
+    const BlockStore& store, const SparseTables& tables) const {
+  Checkpoint checkpoint;
+  checkpoint.shard_index = index_;
+  checkpoint.placement_epoch = std::max(epoch, epoch_floor_);
+  checkpoint.optimizer = store.optimizer().name();
+  checkpoint.blocks = store.Snapshot();
+  checkpoint.sequences = std::move(sequences);
+  return TakeCut(std::move(checkpoint), store, tables);
 }
 
 void CheckpointChain::Evicted(size_t table, const std::vector<uint64_t>& keys) {

@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -96,10 +97,20 @@ class CheckpointChain {
   // The versions of the restored blocks `store` does not hold (not placed
   // here, or not yet).
   uint64_t UnplacedVersions(const BlockStore& store) const;
+  // Adds block `id` of `spec` to `store` (an Assign's new block): the
+  // restored checkpoint's when it has it (RestoredBlock; true), else its
+  // initial values from `init_seed` (model.init_seed; false). InvalidArgument
+  // for an id beyond the model (a placement made with another config); the
+  // errors of BlockStore::AddBlock.
+  absl::StatusOr<bool> AddBlock(uint32_t id, const ModelSpec& spec,
+                                uint64_t init_seed, BlockStore* store) const;
 
   // Keys evicted from table `table`: kept as the next delta's tombstones
   // (with checkpoint.incremental and checkpoint.dir only).
   void Evicted(size_t table, const std::vector<uint64_t>& keys);
+  // SparseTables::Evict (config eviction.*, counted) with the keys Evicted;
+  // true when any row went.
+  bool Evict(SparseTables* tables);
 
   // `dense` (the blocks of `store`, windows, epoch: the caller's) completed
   // with the restored blocks `store` does not hold (so a checkpoint written
@@ -109,6 +120,10 @@ class CheckpointChain {
   // checkpoint.full_every deltas since; else a full cut.
   Cut TakeCut(Checkpoint dense, const BlockStore& store,
               const SparseTables& tables) const;
+  // TakeCut of every block of `store` and the applied-push windows
+  // `sequences`, at placement `epoch` or epoch_floor(), the higher.
+  Cut TakeCut(uint64_t epoch, std::map<int32_t, SequenceWindow> sequences,
+              const BlockStore& store, const SparseTables& tables) const;
   // `cut` is on disk as `written`: the chain goes on from it, the tombstones
   // it held are dropped, and the write is logged.
   void Written(const Cut& cut, const ShardCheckpoints::Written& written);

@@ -160,6 +160,48 @@ TEST_F(CheckpointChainTest,
   EXPECT_EQ(cut.blocks, 1u);
 }
 
+TEST_F(CheckpointChainTest, AddBlockTakesTheRestoredBlockElseInitialValues) {
+  const int64_t length = spec_->blocks()[0].length;
+  Checkpoint state;
+  state.shard_index = 0;
+  state.optimizer = "sgd";
+  state.blocks.push_back({0, 5, std::vector<float>(length, 0.5f), {}});
+  absl::StatusOr<RestoredShard> restored =
+      RestoreShardFrom(Config(), 0, *spec_, "sgd", state);
+  ASSERT_THAT(restored, IsOk());
+  CheckpointChain chain(config_, 0, tables_->size(), *std::move(restored));
+  absl::StatusOr<bool> added = chain.AddBlock(0, *spec_, 1, store_.get());
+  ASSERT_THAT(added, IsOk());
+  EXPECT_TRUE(*added);
+  ASSERT_EQ(store_->Snapshot().size(), 1u);
+  EXPECT_EQ(store_->Snapshot()[0].version, 5u);
+  EXPECT_THAT(store_->Snapshot()[0].values, ::testing::Each(0.5f));
+  EXPECT_THAT(chain.AddBlock(1, *spec_, 1, store_.get()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("placement assigns block 1 but the model "
+                                 "has 1 blocks")));
+
+  CheckpointChain empty(config_, 0, tables_->size(), RestoredShard());
+  auto optimizer = Optimizer::Create(config_.optimizer);
+  ASSERT_THAT(optimizer, IsOk());
+  BlockStore fresh(*std::move(optimizer));
+  added = empty.AddBlock(0, *spec_, 1, &fresh);
+  ASSERT_THAT(added, IsOk());
+  EXPECT_FALSE(*added);
+  EXPECT_EQ(fresh.Snapshot()[0].version, 0u);
+}
+
+TEST_F(CheckpointChainTest, ACutIsAtTheServedEpochOrTheFloor) {
+  RestoredShard restored;
+  restored.epoch_floor = 7;
+  CheckpointChain chain(config_, 0, tables_->size(), std::move(restored));
+  EXPECT_EQ(chain.TakeCut(3, {}, *store_, *tables_).checkpoint.placement_epoch,
+            7u);
+  const CheckpointChain::Cut cut = chain.TakeCut(9, {}, *store_, *tables_);
+  EXPECT_EQ(cut.checkpoint.placement_epoch, 9u);
+  EXPECT_EQ(cut.checkpoint.optimizer, "sgd");
+}
+
 TEST_F(CheckpointChainTest, RestoreFromRefusesAnotherShardsReplica) {
   Checkpoint state;
   state.shard_index = 1;

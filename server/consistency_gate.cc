@@ -40,6 +40,24 @@ absl::Status ConsistencyGate::HoldError(const std::string& why,
   return absl::UnavailableError(why);
 }
 
+bool ConsistencyGate::Hold(absl::Mutex* mu, absl::Time until, bool* waited) {
+  if (!*waited) {
+    (consistency_.mode() == Consistency::Mode::kSsp
+         ? counters_->stats().ssp_waits
+         : counters_->stats().bsp_waits)
+        .Increment(1);
+  }
+  *waited = true;
+  if (released_) return false;
+  struct Args {
+    const ConsistencyGate* gate;
+    uint64_t seen;
+  } args{this, generation_};
+  const absl::Condition changed(
+      +[](Args* a) { return a->gate->generation() != a->seen; }, &args);
+  return mu->AwaitWithDeadline(changed, until) && !released_;
+}
+
 bool ConsistencyGate::SetActiveWorkers(const std::vector<int>& workers) {
   if (consistency_.active_known() &&
       consistency_.active() == std::set<int>(workers.begin(), workers.end())) {

@@ -8,14 +8,15 @@
 //   ConsistencyGate gate(config, /*index=*/0, counters);
 //   switch (gate.RouteOf(worker, tracked)) {
 //     case ConsistencyGate::Route::kRound: ... gate.Contribute(...) ...
-//     case ConsistencyGate::Route::kAwaitCounting: ... wait, retry ...
+//     case ConsistencyGate::Route::kAwaitCounting:
+//       if (gate.Hold(&mu, until, &waited)) ... retry ...
 //     case ConsistencyGate::Route::kDirect:
-//       if (auto wait = gate.SspWaitFor(worker, ids, clock)) { ... wait ... }
+//       if (auto wait = gate.SspWaitFor(worker, ids, clock)) { ... Hold ... }
 //       ... apply ...; gate.Applied(worker, ids, clock);
 //   }
 //
-// Not thread-safe: the owner (Shard) calls it under its exclusive lock (and
-// waits on its own mutex for generation() to change).
+// Not thread-safe: the owner (Shard) calls it under its exclusive lock, which
+// Hold releases while a push waits.
 #ifndef DOWNPOUR_SERVER_CONSISTENCY_GATE_H_
 #define DOWNPOUR_SERVER_CONSISTENCY_GATE_H_
 
@@ -26,7 +27,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/config.h"
 #include "common/counters.h"
@@ -62,6 +65,12 @@ class ConsistencyGate {
     ++generation_;
   }
   bool released() const { return released_; }
+  // Holds a push, releasing *mu (the owner's lock, held exclusively), until
+  // the generation changes or `until`: false at `until` or once released.
+  // A push's first hold (*waited false) is counted ("ssp_waits" or
+  // "bsp_waits", by the mode) and sets *waited.
+  bool Hold(absl::Mutex* mu, absl::Time until, bool* waited)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // Unavailable(`why`), the reason a held push gives; logged at most every
   // kWaitLogInterval per waited-for worker.
   absl::Status HoldError(const std::string& why, int waited_for);

@@ -5,9 +5,12 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <thread>
 #include <tuple>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "common/model_spec.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
@@ -166,6 +169,30 @@ TEST(ConsistencyGateTest, SspAppliedRecordsTheLargestLead) {
               StatusIs(absl::StatusCode::kUnavailable,
                        HasSubstr("ssp: worker 0's push to block 4 waits for "
                                  "worker 1 (clock 0 vs 2, max_staleness 1)")));
+}
+
+TEST(ConsistencyGateTest, HoldCountsAPushOnceAndEndsOnAChangeOrRelease) {
+  Counters counters;
+  ConsistencyGate gate(BspConfig(), 0, &counters);
+  absl::Mutex mu;
+  mu.Lock();
+  bool waited = false;
+  EXPECT_FALSE(gate.Hold(&mu, absl::Now() + absl::Milliseconds(20), &waited));
+  EXPECT_TRUE(waited);
+  EXPECT_EQ(counters.Get("bsp_waits"), 1);
+  // Another thread bumps the generation under the mutex Hold releases.
+  std::thread bumper([&] {
+    absl::MutexLock other(&mu);
+    gate.Bump();
+  });
+  EXPECT_TRUE(gate.Hold(&mu, absl::InfiniteFuture(), &waited));
+  EXPECT_EQ(counters.Get("bsp_waits"), 1);  // counted once per push
+  mu.Unlock();
+  bumper.join();
+  mu.Lock();
+  gate.ReleaseHolds();
+  EXPECT_FALSE(gate.Hold(&mu, absl::InfiniteFuture(), &waited));
+  mu.Unlock();
 }
 
 }  // namespace

@@ -340,4 +340,20 @@ absl::StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(
                    "' is unknown; allowed: sgd, momentum, adagrad, adam"));
 }
 
+// A sparse_linear model's only dense block is its bias, which weight_decay
+// leaves alone (an intercept is not regularized, as in scikit-learn; on a rare
+// positive class a decayed bias cannot reach the base rate's log-odds: its
+// gradient is the batch mean while a key's is the batch sum, so the same decay
+// pulls it batch_size times harder). wide_deep's MLP may have a rate of its
+// own (wide_deep.mlp_learning_rate).
+OptimizerSection DenseOptimizer(const Config& config) {
+  OptimizerSection o = config.optimizer;
+  if (IsSparseModel(config.model.type)) o.weight_decay = 0;
+  if (config.model.type == ModelType::kWideDeep &&
+      config.model.wide_deep.mlp_learning_rate > 0) {
+    o.learning_rate = config.model.wide_deep.mlp_learning_rate;
+  }
+  return o;
+}
+
 }  // namespace downpour::server

@@ -148,6 +148,10 @@ class Optimizer {
   const OptimizerSection section_;
 };
 
+// The optimizer of a model's dense blocks: config.optimizer, with what the
+// model type changes (optimizer.cc says why).
+OptimizerSection DenseOptimizer(const Config& config);
+
 }  // namespace downpour::server
 
 #endif  // DOWNPOUR_SERVER_OPTIMIZER_H_

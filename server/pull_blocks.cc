@@ -70,4 +70,34 @@ absl::Status PullBlocks::Visit(
   return absl::OkStatus();
 }
 
+PullBlocks::Sink PullBlocks::Into(proto::PullResponse* response) {
+  Sink sink;
+  sink.reserve = [response](size_t num_blocks, size_t) {
+    response->mutable_blocks()->Reserve(static_cast<int>(num_blocks));
+    return absl::OkStatus();
+  };
+  sink.room = [response](const PulledBlock& block) {
+    proto::BlockData* data = response->add_blocks();
+    data->set_block_id(block.id);
+    data->set_version(block.version);
+    data->set_encoding(static_cast<proto::Encoding>(block.encoding));
+    std::string* bytes = data->mutable_data();
+    bytes->resize(block.bytes);
+    return bytes->data();
+  };
+  return sink;
+}
+
+proto::ChecksumResponse PullBlocks::Checksums(const BlockStore& store) {
+  proto::ChecksumResponse response;
+  for (uint32_t id : store.block_ids()) {
+    proto::BlockChecksum* sum = response.add_blocks();
+    uint64_t version = 0;
+    sum->set_block_id(id);
+    sum->set_crc32c(store.BlockCrc32c(id, &version));
+    sum->set_version(version);
+  }
+  return response;
+}
+
 }  // namespace downpour::server

@@ -1,6 +1,7 @@
 // The dense pull path of a shard: its checks before any lock (block ids asked
-// once, the reader, the encoding, the reply's size from the model) and the
-// visit of the blocks under its owner's lock. Constant after construction; the
+// once, the reader, the encoding, the reply's size from the model), the
+// visit of the blocks under its owner's lock, a protobuf reply to visit
+// into, and the blocks' checksums. Constant after construction; the
 // store it visits is locked by its owner (Shard).
 #ifndef DOWNPOUR_SERVER_PULL_BLOCKS_H_
 #define DOWNPOUR_SERVER_PULL_BLOCKS_H_
@@ -63,6 +64,19 @@ class PullBlocks {
       const proto::PullRequest& request, const Plan& plan,
       const BlockStore& store,
       const std::function<char*(const PulledBlock&)>& room) const;
+
+  // The reserve and room of a visit into `response` (Shard::Pull): one
+  // BlockData per block, its bytes where the values go.
+  struct Sink {
+    std::function<absl::Status(size_t num_blocks, size_t payload_bytes)>
+        reserve;
+    std::function<char*(const PulledBlock& block)> room;
+  };
+  static Sink Into(proto::PullResponse* response);
+
+  // Every block of `store`: its id, version and values' CRC32C. The caller
+  // holds the lock over `store`.
+  static proto::ChecksumResponse Checksums(const BlockStore& store);
 
  private:
   const ModelSpec* const spec_;

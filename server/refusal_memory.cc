@@ -19,4 +19,20 @@ const std::string* RefusalMemory::Of(int32_t worker, uint64_t sequence) const {
   return nullptr;
 }
 
+void RefusalMemory::Refuse(int32_t worker, uint64_t sequence,
+                           const std::string& why,
+                           proto::PushResponse* response) {
+  if (sequence > 0) Remember(worker, sequence, why);
+  response->set_refused(why);
+}
+
+void RefusalMemory::AnswerDuplicate(int32_t worker, uint64_t sequence,
+                                    proto::PushResponse* response) const {
+  if (const std::string* why = Of(worker, sequence)) {
+    response->set_refused(*why);  // a retry of a refused push
+  } else {
+    response->set_duplicate(true);
+  }
+}
+
 }  // namespace downpour::server

@@ -1,6 +1,7 @@
-// The pushes the PushGuard refused as outliers, remembered per worker so that
-// a retry of one (its reply lost) gets the same answer rather than
-// "duplicate". Single-threaded: its owner (Shard) locks.
+// The pushes the PushGuard refused as outliers, answered (PushResponse.refused:
+// not retried) and remembered per worker so that a retry of one (its reply
+// lost) gets the same answer rather than "duplicate". Single-threaded: its
+// owner (Shard) locks.
 #ifndef DOWNPOUR_SERVER_REFUSAL_MEMORY_H_
 #define DOWNPOUR_SERVER_REFUSAL_MEMORY_H_
 
@@ -10,6 +11,8 @@
 #include <map>
 #include <string>
 #include <utility>
+
+#include "proto/ps.pb.h"
 
 namespace downpour::server {
 
@@ -23,6 +26,15 @@ class RefusalMemory {
   // Why push `sequence` of `worker` was refused, or nullptr when it was not
   // (or is no longer remembered). Valid until the next Remember.
   const std::string* Of(int32_t worker, uint64_t sequence) const;
+
+  // Answers push `sequence` of `worker` as refused for `why` (remembered when
+  // tracked: sequence > 0).
+  void Refuse(int32_t worker, uint64_t sequence, const std::string& why,
+              proto::PushResponse* response);
+  // Acknowledges a push already taken: refused again when it was refused,
+  // else response.duplicate.
+  void AnswerDuplicate(int32_t worker, uint64_t sequence,
+                       proto::PushResponse* response) const;
 
  private:
   // Per worker: (sequence, why), oldest first.

@@ -31,5 +31,25 @@ TEST(RefusalMemoryTest, KeepsTheLatestPerWorker) {
   ASSERT_NE(memory.Of(3, RefusalMemory::kKept + 1), nullptr);
 }
 
+TEST(RefusalMemoryTest, ARetryOfARefusedPushIsRefusedAgain) {
+  RefusalMemory memory;
+  proto::PushResponse refused;
+  memory.Refuse(1, 7, "outlier", &refused);
+  EXPECT_EQ(refused.refused(), "outlier");
+  proto::PushResponse retry;
+  memory.AnswerDuplicate(1, 7, &retry);
+  EXPECT_EQ(retry.refused(), "outlier");
+  EXPECT_FALSE(retry.duplicate());
+  proto::PushResponse other;
+  memory.AnswerDuplicate(1, 8, &other);
+  EXPECT_TRUE(other.duplicate());
+  EXPECT_TRUE(other.refused().empty());
+  // An untracked push (sequence 0) is answered, not remembered.
+  proto::PushResponse untracked;
+  memory.Refuse(2, 0, "outlier", &untracked);
+  EXPECT_EQ(untracked.refused(), "outlier");
+  EXPECT_EQ(memory.Of(2, 0), nullptr);
+}
+
 }  // namespace
 }  // namespace downpour::server

@@ -1,133 +1,57 @@
-// Shard: request validation, pushes as admitted by PushAdmission, and
-// checkpoints over BlockStore.
+// Shard: the order of a request's steps over the parts it owns, under its
+// one lock.
 #include "server/shard.h"
 
 #include <algorithm>
-#include <cmath>
-#include <cstring>
-#include <iterator>
-#include <limits>
+#include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "common/checksum.h"
 #include "common/logging.h"
-#include "common/sparse_keys.h"
 #include "common/status_macros.h"
-#include "common/wire_encoding.h"
-#include "server/dense_push_check.h"
 
 namespace downpour::server {
 namespace {
 
 spdlog::logger* L() { return Log(Logger::kServer); }
 
-// A bsp round's mean is computed on the current parameters: staleness 0.
-constexpr uint64_t kCurrentVersion = std::numeric_limits<uint64_t>::max();
-
-// The proto value as it came (it may be none of WireEncoding's: BlockStore
-// refuses those). proto::Encoding and WireEncoding share values
-// (common/wire_encoding_test.cc).
-WireEncoding EncodingOf(int proto_encoding) {
-  return static_cast<WireEncoding>(proto_encoding);
-}
-
-PushAdmission::Options AdmissionOptions(const Config& config, int index,
-                                        Counters* counters) {
-  PushAdmission::Options options;
-  options.num_workers = static_cast<int>(config.cluster.workers.size());
-  options.shard_index = index;
-  options.counters = counters;
-  return options;
-}
-
-PushGuard::Options GuardOptions(const Config& config, int index,
-                                int64_t num_blocks, Counters* counters) {
-  PushGuard::Options options;
-  options.num_workers = static_cast<int>(config.cluster.workers.size());
-  options.num_blocks = num_blocks;
-  options.shard_index = index;
-  options.robustness = config.robustness;
-  options.counters = counters;
-  return options;
-}
-
 }  // namespace
 
-// The optimizer of the dense blocks. A sparse_linear model's only dense block
-// is its bias, which weight_decay leaves alone (an intercept is not
-// regularized, as in scikit-learn; on a rare positive class a decayed bias
-// cannot reach the base rate's log-odds: its gradient is the batch mean
-// while a key's is the batch sum, so the same decay pulls it batch_size times
-// harder).
-// wide_deep's MLP may have a rate of its own (wide_deep.mlp_learning_rate).
-OptimizerSection DenseOptimizer(const Config& config) {
-  OptimizerSection o = config.optimizer;
-  if (IsSparseModel(config.model.type)) o.weight_decay = 0;
-  if (config.model.type == ModelType::kWideDeep &&
-      config.model.wide_deep.mlp_learning_rate > 0) {
-    o.learning_rate = config.model.wide_deep.mlp_learning_rate;
-  }
-  return o;
-}
-
-absl::StatusOr<std::unique_ptr<Shard>> Shard::Create(const Config& config,
-                                                     int index,
-                                                     Counters* counters) {
+absl::StatusOr<std::unique_ptr<Shard>> Shard::Build(
+    const Config& config, int index, Counters* counters,
+    std::optional<Checkpoint> state) {
   ASSIGN_OR_RETURN(ModelSpec spec, ModelSpec::Create(config.model));
   ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer,
                    Optimizer::Create(DenseOptimizer(config)));
   ASSIGN_OR_RETURN(
       RestoredShard restored,
-      RestoreShard(config, index, spec, optimizer->name(), counters));
-  return CreateShard(config, index, counters, std::move(spec),
-                     std::move(optimizer), std::move(restored));
-}
-
-absl::StatusOr<std::unique_ptr<Shard>> Shard::CreateFrom(const Config& config,
-                                                         int index,
-                                                         Counters* counters,
-                                                         Checkpoint state) {
-  ASSIGN_OR_RETURN(ModelSpec spec, ModelSpec::Create(config.model));
-  ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer,
-                   Optimizer::Create(DenseOptimizer(config)));
-  ASSIGN_OR_RETURN(RestoredShard restored,
-                   RestoreShardFrom(config, index, spec, optimizer->name(),
-                                    std::move(state)));
-  return CreateShard(config, index, counters, std::move(spec),
-                     std::move(optimizer), std::move(restored));
-}
-
-absl::StatusOr<std::unique_ptr<Shard>> Shard::CreateShard(
-    const Config& config, int index, Counters* counters, ModelSpec spec,
-    std::unique_ptr<Optimizer> optimizer, RestoredShard restored) {
-  BlockStore::Options store_options;
-  store_options.num_workers = static_cast<int>(config.cluster.workers.size());
-  store_options.counters = counters;
-  store_options.compute_norms = config.robustness.norm_clip_factor > 0 ||
-                                config.robustness.norm_refuse_factor > 0;
-  auto store =
-      std::make_unique<BlockStore>(std::move(optimizer), store_options);
+      state.has_value()
+          ? RestoreShardFrom(config, index, spec, optimizer->name(),
+                             *std::move(state))
+          : RestoreShard(config, index, spec, optimizer->name(), counters));
+  // Norms are measured for the PushGuard's bounds.
+  auto store = std::make_unique<BlockStore>(
+      std::move(optimizer),
+      BlockStore::Options{static_cast<int>(config.cluster.workers.size()),
+                          counters,
+                          config.robustness.norm_clip_factor > 0 ||
+                              config.robustness.norm_refuse_factor > 0});
   const std::optional<Checkpoint>& checkpoint = restored.checkpoint;
   ASSIGN_OR_RETURN(
       std::unique_ptr<SparseTables> sparse,
       SparseTables::Create(config, index, spec,
                            checkpoint.has_value() ? &*checkpoint : nullptr,
                            counters));
-  // The restored applied-push windows go on, so pushes acknowledged before
-  // the checkpoint are not applied again.
-  std::map<int32_t, SequenceWindow> windows;
-  if (checkpoint.has_value()) windows = checkpoint->sequences;
-  return std::unique_ptr<Shard>(new Shard(
-      config, index, std::move(spec), std::move(store), std::move(sparse),
-      std::move(restored), std::move(windows), counters));
+  return std::unique_ptr<Shard>(new Shard(config, index, std::move(spec),
+                                          std::move(store), std::move(sparse),
+                                          std::move(restored), counters));
 }
 
 Shard::Shard(const Config& config, int index, ModelSpec spec,
              std::unique_ptr<BlockStore> store,
              std::unique_ptr<SparseTables> sparse, RestoredShard restored,
-             std::map<int32_t, SequenceWindow> windows, Counters* counters)
+             Counters* counters)
     : config_(config),
       index_(index),
       spec_(std::move(spec)),
@@ -137,42 +61,36 @@ Shard::Shard(const Config& config, int index, ModelSpec spec,
       pull_(&spec_, config.cluster.workers.size()),
       store_(std::move(store)),
       sparse_(std::move(sparse)),
-      admission_(AdmissionOptions(config, index, counters), std::move(windows)),
+      epoch_(index),
+      // The restored applied-push windows go on, so pushes acknowledged
+      // before the checkpoint are not applied again.
+      admission_(
+          {static_cast<int>(config.cluster.workers.size()), index, counters},
+          restored.checkpoint.has_value()
+              ? restored.checkpoint->sequences
+              : std::map<int32_t, SequenceWindow>()),
       chain_(config, index, sparse_->size(), std::move(restored)),
-      guard_(GuardOptions(config, index,
-                          static_cast<int64_t>(spec_.blocks().size()),
-                          counters)),
+      guard_({static_cast<int>(config.cluster.workers.size()),
+              static_cast<int64_t>(spec_.blocks().size()), index,
+              config.robustness, counters}),
       gate_(config, index, counters),
-      replica_log_(spec_.blocks().size(), store_->optimizer().state_slots()) {}
+      replica_log_(spec_.blocks().size(), store_->optimizer().state_slots()),
+      updates_(
+          index, counters,
+          {store_.get(), sparse_.get(), &admission_, &guard_, &replica_log_}) {}
 
 absl::Status Shard::Assign(uint64_t epoch, const std::vector<uint32_t>& ids) {
   absl::MutexLock lock(&mu_);
   int from_checkpoint = 0, fresh = 0;
   for (uint32_t id : ids) {
-    if (id >= spec_.blocks().size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("placement assigns block ", id, " but the model has ",
-                       spec_.blocks().size(),
-                       " blocks: do all daemons use the same config?"));
-    }
     if (store_->Has(id)) continue;
-    const BlockSpec& block = spec_.blocks()[id];
-    const BlockStore::BlockSnapshot* saved =
-        chain_.RestoredBlock(id, block.length);
-    if (saved != nullptr) {
-      RETURN_IF_ERROR(
-          store_->AddBlock(id, saved->values, saved->version, saved->state));
-      replica_log_.Changed(id);
-      ++from_checkpoint;
-    } else {
-      std::vector<float> values(block.length);
-      spec_.InitBlock(block, config_.model.init_seed, values.data());
-      RETURN_IF_ERROR(store_->AddBlock(id, std::move(values)));
-      replica_log_.Changed(id);
-      ++fresh;
-    }
+    ASSIGN_OR_RETURN(
+        const bool restored,
+        chain_.AddBlock(id, spec_, config_.model.init_seed, store_.get()));
+    replica_log_.Changed(id);
+    ++(restored ? from_checkpoint : fresh);
   }
-  epoch_ = epoch;
+  epoch_.Set(epoch);
   SPDLOG_LOGGER_INFO(L(),
                      "placement epoch {}: serving {} blocks ({} from "
                      "checkpoint, {} initialised, {} kept)",
@@ -183,31 +101,12 @@ absl::Status Shard::Assign(uint64_t epoch, const std::vector<uint32_t>& ids) {
 
 uint64_t Shard::epoch() const {
   absl::ReaderMutexLock lock(&mu_);
-  return epoch_;
+  return epoch_.value();
 }
 
 size_t Shard::num_blocks() const {
   absl::ReaderMutexLock lock(&mu_);
   return store_->num_blocks();
-}
-
-absl::Status Shard::CheckEpoch(const char* op, uint64_t request_epoch) const {
-  if (epoch_ == 0) {
-    return absl::UnavailableError(absl::StrCat(
-        op, ": ps ", index_,
-        " holds no blocks yet (waiting for the coordinator's placement)"));
-  }
-  if (request_epoch < epoch_) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        op, ": stale placement epoch ", request_epoch, "; ps ", index_,
-        " serves epoch ", epoch_, ": re-read the placement"));
-  }
-  if (request_epoch > epoch_) {
-    return absl::UnavailableError(absl::StrCat(
-        op, ": ps ", index_, " is at placement epoch ", epoch_,
-        ", behind the request's ", request_epoch, "; retry shortly"));
-  }
-  return absl::OkStatus();
 }
 
 absl::Status Shard::VisitBlocks(
@@ -219,7 +118,7 @@ absl::Status Shard::VisitBlocks(
   RETURN_IF_ERROR(reserve(request.block_ids_size(), plan.payload_bytes));
   {
     absl::ReaderMutexLock lock(&mu_);
-    RETURN_IF_ERROR(CheckEpoch("pull", request.placement_epoch()));
+    RETURN_IF_ERROR(epoch_.Check("pull", request.placement_epoch()));
     RETURN_IF_ERROR(pull_.Visit(request, plan, *store_, room));
   }
   counters_->stats().pulls.Increment(1);
@@ -231,29 +130,15 @@ absl::Status Shard::VisitBlocks(
 absl::Status Shard::Pull(const proto::PullRequest& request,
                          proto::PullResponse* response) const {
   response->Clear();
-  absl::Status visited = VisitBlocks(
-      request,
-      [response](size_t num_blocks, size_t) {
-        response->mutable_blocks()->Reserve(static_cast<int>(num_blocks));
-        return absl::OkStatus();
-      },
-      [response](const PulledBlock& block) {
-        proto::BlockData* data = response->add_blocks();
-        data->set_block_id(block.id);
-        data->set_version(block.version);
-        data->set_encoding(static_cast<proto::Encoding>(block.encoding));
-        std::string* bytes = data->mutable_data();
-        bytes->resize(block.bytes);
-        return bytes->data();
-      });
+  const PullBlocks::Sink sink = PullBlocks::Into(response);
+  absl::Status visited = VisitBlocks(request, sink.reserve, sink.room);
   if (!visited.ok()) response->Clear();
   return visited;
 }
 
 absl::StatusOr<PushAdmission::Verdict> Shard::Admit(
     const wire::PushView& request, proto::PushResponse* response) const {
-  // Before the window is consulted or moved: a forged id, key or sequence
-  // leaves no trace (nothing to checkpoint or replicate).
+  // A forged id, key or sequence leaves no trace (nothing to checkpoint).
   absl::StatusOr<PushAdmission::Verdict> verdict =
       admission_.Admit(request.worker_id, request.sequence, request.push_key);
   if (verdict.ok() && request.blocks.empty() && request.sparse.empty() &&
@@ -267,12 +152,7 @@ absl::StatusOr<PushAdmission::Verdict> Shard::Admit(
     counters_->stats().rejected_pushes.Increment(1);
   } else if (*verdict == PushAdmission::Verdict::kDuplicate) {
     counters_->stats().duplicate_pushes.Increment(1);
-    if (const std::string* why =
-            refusals_.Of(request.worker_id, request.sequence)) {
-      response->set_refused(*why);  // a retry of a refused push
-    } else {
-      response->set_duplicate(true);
-    }
+    refusals_.AnswerDuplicate(request.worker_id, request.sequence, response);
   }
   return verdict;
 }
@@ -285,48 +165,19 @@ absl::Status Shard::ValidatePush(const wire::PushView& request,
   if (valid.ok()) return valid;
   checked->rows.clear();
   counters_->stats().rejected_pushes.Increment(1);
-  // Refused for good (the client does not retry this), or an outlier the
-  // guard refused (Aborted, which Push answers as PushResponse.refused: an
-  // honest worker drops this one gradient and goes on): the sequence is
-  // used up, so it cannot hold the window back.
-  if (request.sequence > 0 &&
-      (absl::IsInvalidArgument(valid) || absl::IsNotFound(valid) ||
-       absl::IsAborted(valid))) {
-    MarkPushed(request.worker_id, request.sequence);
+  // Not retried (an outlier is answered PushResponse.refused): the sequence
+  // is used up, so it cannot hold the window back.
+  if (absl::IsInvalidArgument(valid) || absl::IsNotFound(valid) ||
+      absl::IsAborted(valid)) {
+    updates_.MarkPushed(request.worker_id, request.sequence);
   }
   return valid;
 }
 
-absl::StatusOr<BlockStore::PushResult> Shard::ApplyUpdate(
-    BlockStore::Block* block, const void* data, uint64_t base_version,
-    int32_t worker, WireEncoding encoding,
-    const BlockStore::GradientStats* stats) {
-  const uint32_t id = store_->IdOf(block);
-  const bool log = replica_log_.Keeps(id);
-  const double mean_staleness = log ? store_->MeanStaleness(id) : 0.0;
-  absl::StatusOr<BlockStore::PushResult> result =
-      store_->Apply(block, data, base_version, worker, encoding, stats);
-  if (!result.ok()) return result;
-  if (log) {
-    BlockStore::Replayed update;
-    update.id = id;
-    update.version = result->version - 1;
-    update.base_version = base_version;
-    update.worker_id = worker;
-    update.encoding = encoding;
-    update.clip_norm = stats != nullptr ? stats->clip_norm : 0.0;
-    update.mean_staleness = mean_staleness;
-    replica_log_.Log(update, BlockStore::LengthOf(block), data);
-  } else {
-    replica_log_.Changed(id);
-  }
-  return result;
-}
-
 void Shard::SetReplicaLog(bool on) {
   absl::MutexLock lock(&mu_);
-  const bool can = DenseOptimizer(config_).delay_compensation <= 0;
-  replica_log_.SetLogging(on && can);
+  replica_log_.SetLogging(on &&
+                          DenseOptimizer(config_).delay_compensation <= 0);
 }
 
 Shard::ReplicaCut Shard::CutForReplica(bool full, bool checks) {
@@ -335,7 +186,7 @@ Shard::ReplicaCut Shard::CutForReplica(bool full, bool checks) {
   // between the blocks and the windows copied.
   absl::MutexLock lock(&mu_);
   cut.generation = replica_log_.generation();
-  cut.epoch = epoch_;
+  cut.epoch = epoch_.value();
   cut.optimizer = store_->optimizer().name();
   if (full) {
     cut.optimizer_settings =
@@ -378,7 +229,7 @@ uint64_t Shard::applied_total() const {
 void Shard::SetActiveWorkers(const std::vector<int>& workers) {
   absl::MutexLock lock(&mu_);
   if (!gate_.SetActiveWorkers(workers)) return;
-  ApplyCompleteRounds();
+  updates_.ApplyCompleteRounds(&gate_);
   gate_.Bump();
 }
 
@@ -387,86 +238,10 @@ void Shard::ReleaseHeldPushes() {
   gate_.ReleaseHolds();
 }
 
-void Shard::ApplyCompleteRounds() {
-  for (uint32_t id : gate_.CompleteRounds()) {
-    const std::vector<std::pair<int, uint64_t>> done =
-        ConsistencyGate::IsSparseRound(id) ? ApplySparseRound(id)
-                                           : ApplyDenseRound(id);
-    for (const auto& [worker, sequence] : done) {
-      if (admission_.IsNew(worker, sequence)) MarkPushed(worker, sequence);
-    }
-    gate_.Bump();
-  }
-}
-
-std::vector<std::pair<int, uint64_t>> Shard::ApplyDenseRound(uint32_t id) {
-  std::vector<float> mean;
-  std::vector<std::pair<int, uint64_t>> done = gate_.TakeRound(id, &mean);
-  BlockStore::GradientStats stats;
-  absl::StatusOr<BlockStore::Block*> block =
-      store_->ValidatePush(id, mean.data(), mean.size() * sizeof(float),
-                           WireEncoding::kFloat32, &stats);
-  absl::StatusOr<BlockStore::PushResult> result =
-      block.ok() ? ApplyUpdate(*block, mean.data(), kCurrentVersion,
-                               /*worker=*/-1, WireEncoding::kFloat32, &stats)
-                 : absl::StatusOr<BlockStore::PushResult>(block.status());
-  if (result.ok()) {
-    gate_.SetRoundVersion(id, result->version);
-    counters_->RecordStaleness(result->staleness);
-    counters_->stats().bsp_rounds.Increment(1);
-    counters_->stats().applied_updates.Increment(1);
-  } else if (block.ok()) {
-    // The mean of validated gradients would overflow the block: the round
-    // is dropped and the block kept as it was.
-    SPDLOG_LOGGER_WARN(L(), "ps {}: bsp round of block {} refused: {}", index_,
-                       id, std::string(result.status().message()));
-  } else {
-    // Every contribution was validated, so only a block placed elsewhere
-    // meanwhile gets here; its pushers re-read the placement.
-    SPDLOG_LOGGER_WARN(L(), "ps {}: bsp round of block {} dropped: {}", index_,
-                       id, std::string(block.status().message()));
-  }
-  return done;
-}
-
-std::vector<std::pair<int, uint64_t>> Shard::ApplySparseRound(uint32_t id) {
-  ConsistencyGate::SparseRound round;
-  std::vector<std::pair<int, uint64_t>> done =
-      gate_.TakeSparseRound(id, *sparse_, &round);
-  const int64_t count = static_cast<int64_t>(round.keys.size());
-  if (count == 0 ||
-      !sparse_->ApplyRound(round.table, round.keys, round.mean, round.counts)) {
-    return done;
-  }
-  replica_log_.Count();
-  counters_->stats().sparse_push_keys.Increment(static_cast<double>(count));
-  counters_->stats().bsp_rounds.Increment(1);
-  return done;
-}
-
-bool Shard::AwaitGateChange(absl::Time until) {
-  if (gate_.released()) return false;
-  struct Args {
-    const ConsistencyGate* gate;
-    uint64_t seen;
-  } args{&gate_, gate_.generation()};
-  const absl::Condition changed(
-      +[](Args* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        return a->gate->generation() != a->seen;
-      },
-      &args);
-  return mu_.AwaitWithDeadline(changed, until) && !gate_.released();
-}
-
 void Shard::LearnWorkerIncarnations(
     const std::vector<IssuedIncarnation>& incarnations) {
   absl::MutexLock lock(&mu_);
   admission_.LearnWorkerIncarnations(incarnations);
-}
-
-void Shard::MarkPushed(int32_t worker, uint64_t sequence) {
-  admission_.MarkApplied(worker, sequence);
-  replica_log_.Changed(-1);
 }
 
 absl::Status Shard::Push(const wire::PushView& request,
@@ -489,11 +264,9 @@ absl::Status Shard::Push(const wire::PushView& request,
       if (turn == Turn::kAnswered) return absl::OkStatus();
       if (turn == Turn::kApply) break;
     }
-    ASSIGN_OR_RETURN(
-        bytes, ApplyBlocks(request, checked.blocks, checked.stats, response));
-    keys = sparse_->Apply(checked.rows);
-    if (!checked.rows.empty()) replica_log_.Count();
-    if (request.sequence > 0) MarkPushed(request.worker_id, request.sequence);
+    ASSIGN_OR_RETURN(bytes, updates_.ApplyBlocks(request, checked, response));
+    keys = updates_.ApplyRows(checked.rows);
+    updates_.MarkPushed(request.worker_id, request.sequence);
     gate_.Applied(request.worker_id, ids, request.clock);
   }
   if (keys > 0)
@@ -511,28 +284,20 @@ absl::StatusOr<Shard::Turn> Shard::TakeTurn(const wire::PushView& request,
                                             proto::PushResponse* response,
                                             CheckedPush* checked) {
   const int32_t worker = request.worker_id;
-  const bool tracked = request.sequence > 0;
-  RETURN_IF_ERROR(CheckEpoch("push", request.placement_epoch));
+  RETURN_IF_ERROR(epoch_.Check("push", request.placement_epoch));
   ASSIGN_OR_RETURN(const PushAdmission::Verdict verdict,
                    Admit(request, response));
   if (verdict == PushAdmission::Verdict::kDuplicate) return Turn::kAnswered;
   absl::Status valid = ValidatePush(request, checked);
-  if (absl::IsAborted(valid)) {
-    // An outlier the guard refused: a verdict, not a failure to retry.
-    // Nothing was applied and its sequence is used up (ValidatePush).
-    if (tracked) {
-      refusals_.Remember(worker, request.sequence,
-                         std::string(valid.message()));
-    }
-    response->set_refused(std::string(valid.message()));
+  if (absl::IsAborted(valid)) {  // an outlier: a verdict, not a failure
+    refusals_.Refuse(worker, request.sequence, std::string(valid.message()),
+                     response);
     return Turn::kAnswered;
   }
   RETURN_IF_ERROR(valid);
-  switch (gate_.RouteOf(worker, tracked)) {
+  switch (gate_.RouteOf(worker, request.sequence > 0)) {
     case ConsistencyGate::Route::kAwaitCounting:
-      if (!checked->waited) counters_->stats().bsp_waits.Increment(1);
-      checked->waited = true;
-      if (AwaitGateChange(until)) return Turn::kAgain;
+      if (gate_.Hold(&mu_, until, &checked->waited)) return Turn::kAgain;
       return gate_.NotCountedError(worker);
     case ConsistencyGate::Route::kRound:
       // A bsp round averages the raw gradients: the guard's clip bound
@@ -546,59 +311,15 @@ absl::StatusOr<Shard::Turn> Shard::TakeTurn(const wire::PushView& request,
     case ConsistencyGate::Route::kDirect:
       break;
   }
-  ASSIGN_OR_RETURN(const bool check_again,
-                   AwaitSspTurn(request, ids, until, &checked->waited));
-  return check_again ? Turn::kAgain : Turn::kApply;
-}
-
-absl::StatusOr<bool> Shard::AwaitSspTurn(const wire::PushView& request,
-                                         const std::vector<uint32_t>& ids,
-                                         absl::Time until, bool* waited) {
-  const int32_t worker = request.worker_id;
   const std::optional<Consistency::Wait> wait =
       gate_.SspWaitFor(worker, ids, request.clock);
-  if (!wait.has_value()) return false;
-  if (!*waited) counters_->stats().ssp_waits.Increment(1);
-  *waited = true;
-  if (AwaitGateChange(until)) return true;
+  if (!wait.has_value()) return Turn::kApply;
+  if (gate_.Hold(&mu_, until, &checked->waited)) return Turn::kAgain;
   return gate_.SspHoldError(worker, *wait);
 }
 
-absl::StatusOr<int64_t> Shard::ApplyBlocks(
-    const wire::PushView& request,
-    const std::vector<BlockStore::Block*>& blocks,
-    const std::vector<BlockStore::GradientStats>& stats,
-    proto::PushResponse* response) {
-  const int32_t worker = request.worker_id;
-  int64_t bytes = 0;
-  for (size_t i = 0; i < request.blocks.size(); ++i) {
-    const wire::BlockRef& block = request.blocks[i];
-    absl::StatusOr<BlockStore::PushResult> result =
-        ApplyUpdate(blocks[i], block.data, block.version, worker,
-                    EncodingOf(block.encoding), &stats[i]);
-    if (!result.ok()) {
-      // The update would have overflowed this block (rare: the gradient
-      // passed max_gradient_value). The blocks before it in this push are
-      // applied, so the sequence is used up: a retry must not apply them
-      // twice.
-      counters_->stats().rejected_pushes.Increment(1);
-      if (request.sequence > 0) MarkPushed(worker, request.sequence);
-      return absl::Status(
-          result.status().code(),
-          absl::StrCat(result.status().message(), " (worker ", worker, ", ", i,
-                       " of ", request.blocks.size(),
-                       " blocks applied before it)"));
-    }
-    response->add_versions(result->version);
-    counters_->RecordStaleness(result->staleness);
-    bytes += block.size;
-    guard_.RecordNorm(block.id, worker, stats[i].norm);
-  }
-  return bytes;
-}
-
 absl::Status Shard::PushBsp(const wire::PushView& request,
-                            std::vector<DecodedRows> rows,
+                            std::vector<SparseTables::DecodedRows> rows,
                             proto::PushResponse* response, absl::Time until) {
   const int32_t worker = request.worker_id;
   const uint64_t sequence = request.sequence;
@@ -612,16 +333,14 @@ absl::Status Shard::PushBsp(const wire::PushView& request,
     if (contribution != Consistency::Contribution::kBusy) {
       // Wakes the others only when a round was applied: a retry that adds
       // nothing must not set the waiters spinning.
-      ApplyCompleteRounds();
+      updates_.ApplyCompleteRounds(&gate_);
       if (admission_.Applied(worker, sequence)) break;
     }
-    if (!waited) counters_->stats().bsp_waits.Increment(1);
-    waited = true;
-    if (!AwaitGateChange(until)) {
+    if (!gate_.Hold(&mu_, until, &waited)) {
       return gate_.BspHoldError(worker, gradients, contribution);
     }
     // Placement may have moved on while waiting.
-    RETURN_IF_ERROR(CheckEpoch("push", request.placement_epoch));
+    RETURN_IF_ERROR(epoch_.Check("push", request.placement_epoch));
     if (admission_.Applied(worker, sequence)) break;
   }
   for (const wire::BlockRef& block : request.blocks) {
@@ -654,7 +373,7 @@ absl::Status Shard::PullSparse(const proto::PullRequest& request,
                    sparse_->DecodePull(request, &total));
   {
     absl::ReaderMutexLock lock(&mu_);
-    RETURN_IF_ERROR(CheckEpoch("pull", request.placement_epoch()));
+    RETURN_IF_ERROR(epoch_.Check("pull", request.placement_epoch()));
     RETURN_IF_ERROR(sparse_->ReadPull(request, keys, response));
   }
   counters_->stats().pulls.Increment(1);
@@ -673,7 +392,7 @@ absl::Status Shard::Lookup(const proto::LookupRequest& request,
   ASSIGN_OR_RETURN(const std::vector<uint64_t> keys,
                    sparse_->DecodeLookup(request, response));
   absl::ReaderMutexLock lock(&mu_);
-  if (epoch_ == 0) {
+  if (!epoch_.placed()) {
     return absl::UnavailableError(
         "lookup: this ps has no placement yet; retry");
   }
@@ -681,37 +400,8 @@ absl::Status Shard::Lookup(const proto::LookupRequest& request,
 }
 
 proto::ChecksumResponse Shard::Checksums() const {
-  proto::ChecksumResponse response;
   absl::ReaderMutexLock lock(&mu_);
-  for (uint32_t id : store_->block_ids()) {
-    proto::BlockChecksum* sum = response.add_blocks();
-    uint64_t version = 0;
-    sum->set_block_id(id);
-    sum->set_crc32c(store_->BlockCrc32c(id, &version));
-    sum->set_version(version);
-  }
-  return response;
-}
-
-void Shard::EvictRows() {
-  std::vector<std::vector<uint64_t>> evicted = sparse_->Evict();
-  bool any = false;
-  for (size_t t = 0; t < evicted.size(); ++t) {
-    if (evicted[t].empty()) continue;
-    any = true;
-    chain_.Evicted(t, evicted[t]);
-  }
-  if (any) replica_log_.Changed(-1);  // the backup drops them with the next cut
-}
-
-CheckpointChain::Cut Shard::CutCheckpoint() const {
-  Checkpoint checkpoint;
-  checkpoint.shard_index = index_;
-  checkpoint.placement_epoch = std::max(epoch_, chain_.epoch_floor());
-  checkpoint.optimizer = store_->optimizer().name();
-  checkpoint.blocks = store_->Snapshot();
-  checkpoint.sequences = admission_.windows();
-  return chain_.TakeCut(std::move(checkpoint), *store_, *sparse_);
+  return PullBlocks::Checksums(*store_);
 }
 
 absl::Status Shard::WriteCheckpoint(
@@ -719,25 +409,23 @@ absl::Status Shard::WriteCheckpoint(
   absl::MutexLock serial(&checkpoint_mu_);
   const bool evicting =
       config_.eviction.ttl_updates > 0 || config_.eviction.max_rows > 0;
-  if (config_.checkpoint.dir.empty()) {
-    if (evicting) {
-      absl::MutexLock lock(&mu_);
-      EvictRows();
-    }
-    return absl::OkStatus();
-  }
+  const bool writing = !config_.checkpoint.dir.empty();
+  if (!evicting && !writing) return absl::OkStatus();
   CheckpointChain::Cut cut;
   if (evicting) {
     // Exclusive: the cut holds the table as eviction left it, within
-    // eviction.max_rows.
+    // eviction.max_rows. The backup drops the keys with its next cut.
     absl::MutexLock lock(&mu_);
-    EvictRows();
-    cut = CutCheckpoint();
+    if (chain_.Evict(sparse_.get())) replica_log_.Changed(-1);
+    if (!writing) return absl::OkStatus();
+    cut =
+        chain_.TakeCut(epoch_.value(), admission_.windows(), *store_, *sparse_);
   } else {
     // Shared with pulls, exclusive of pushes: the blocks and the applied
     // sequences copied here agree. The disk write below runs without the lock.
     absl::ReaderMutexLock lock(&mu_);
-    cut = CutCheckpoint();
+    cut =
+        chain_.TakeCut(epoch_.value(), admission_.windows(), *store_, *sparse_);
   }
   absl::StatusOr<ShardCheckpoints::Written> written =
       ShardCheckpointFiles(config_, index_, spec_)
