@@ -28,21 +28,16 @@ double Softplus(double z) {
 void Multiclass(const float* out, const float* y, int64_t n, int k,
                 Metrics* m) {
   double logloss = 0;
-  int64_t correct = 0, saturated = 0;
+  int64_t correct = 0;
   for (int64_t i = 0; i < n; ++i) {
     const float* z = out + i * k;
     const int label = static_cast<int>(y[i]);
-    const double lse = LogSumExp(z, k);
-    logloss += lse - z[label];
-    // 1 - p(likeliest class) = 1 - exp(max - lse); expm1 keeps it exact.
-    const float max = *std::max_element(z, z + k);
-    if (-std::expm1(max - lse) <= kSaturatedDistance) ++saturated;
+    logloss += LogSumExp(z, k) - z[label];
     // max_element returns the first maximum: ties go to the lowest class.
     if (std::max_element(z, z + k) - z == label) ++correct;
   }
   m->accuracy = static_cast<double>(correct) / n;
   m->logloss = m->loss = logloss / n;
-  m->saturated = static_cast<double>(saturated) / n;
 }
 
 // The smaller of p and 1 - p for p = sigmoid(z): sigmoid(-|z|).

@@ -31,13 +31,13 @@ struct Metrics {
   // The training loss on these examples, as the backends compute it: logloss
   // for classification, the mean squared error for regression.
   double loss = NAN;
-  // multiclass, binary: the share of examples whose predicted probability
-  // (binary: of class 1; multiclass: of the likeliest class) is within
-  // kSaturatedDistance of 0 or 1, i.e. a binary |margin| of 13.8 or more
+  // binary: the share of examples whose predicted probability of class 1
+  // is within kSaturatedDistance of 0 or 1, i.e. a |margin| of 13.8 or more
   // (a float sigmoid rounds to exactly 0 or 1 past about 17). A model that
   // says 0 or 1 is wrong at a cost of ~14 nats or more: more than
   // kSaturationWarnShare of them means its rates are too high
-  // (SaturationWarning).
+  // (SaturationWarning). Not measured for multiclass, where a well-trained
+  // MNIST model is that sure of most digits.
   double saturated = NAN;
 
   // The value of "accuracy", "logloss", "auc", "rmse", "mae" or "r2"; NaN for
