@@ -70,7 +70,9 @@ std::vector<ConfigField> ModelKeys(ModelSection* m) {
 }
 
 std::vector<ConfigField> FmKeys(FmSection* fm) {
-  return EmbeddingKeys("fm", fm);
+  std::vector<ConfigField> keys = EmbeddingKeys("fm", fm);
+  keys.push_back(BoolField("fm.scale_step", &fm->scale_step));
+  return keys;
 }
 
 std::vector<ConfigField> WideDeepKeys(WideDeepSection* w) {

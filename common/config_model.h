@@ -71,9 +71,15 @@ struct FmSection {
   // >= 0; default 0.
   double l1 = 0;
   double l2 = 0;
-  // The embeddings' learning rate (ftrl's alpha); 0 (default): the
-  // optimizer's. Embeddings usually want a smaller one than the weights.
-  double learning_rate = 0;
+  // The embeddings' learning rate (ftrl's alpha); 0: the optimizer's.
+  // Default 0.01 (fm; wide_deep sets its own): at the optimizer's rate the
+  // pairwise term of examples with hundreds of keys saturates (docs/SPARSE.md,
+  // "Default rates").
+  double learning_rate = 0.01;
+  // fm only (key fm.scale_step): each example's embedding gradient is divided
+  // by the sum of its |x_i| (at least 1), since the pairwise term's gradient
+  // in v_i, x_i (s_f - v_i x_i), grows with the example's keys. Default true.
+  bool scale_step = true;
 };
 
 // model.type wide_deep (config section `wide_deep`): the wide part is
@@ -81,6 +87,10 @@ struct FmSection {
 // embeddings (the same options as fm's) into an MLP. See
 // docs/SPARSE.md.
 struct WideDeepSection : FmSection {
+  // The embeddings' rate defaults to the optimizer's (0), not fm's 0.01: the
+  // grid in docs/SPARSE.md ("Default rates") found no pair of rates that
+  // trains all four of its data sets.
+  WideDeepSection() { learning_rate = 0; }
   // The MLP's hidden layer widths, 0..8 entries of 1..4096; its input is
   // fields * dim floats, its output the one margin added to the wide part's.
   // Default [32, 16].

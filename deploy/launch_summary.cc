@@ -11,6 +11,7 @@
 #include "common/divergence_advice.h"
 #include "common/file_util.h"
 #include "common/json.h"
+#include "model/metrics.h"
 
 namespace downpour {
 namespace {
@@ -122,6 +123,22 @@ void AddWorkerResults(std::vector<WorkerResult> workers,
                                              : NAN;
     summary->final_metrics.emplace_back(name, mean);
   }
+  double saturated_sum = 0;
+  int saturated_n = 0;
+  for (const WorkerResult& w : summary->workers) {
+    const auto it = w.metrics.find("saturated");
+    if (!w.finished || it == w.metrics.end() || std::isnan(it->second)) {
+      continue;
+    }
+    saturated_sum += it->second;
+    ++saturated_n;
+  }
+  summary->saturated = saturated_n > 0 ? saturated_sum / saturated_n : NAN;
+}
+
+std::string SaturationNote(const LaunchSummary& summary, const Config& config) {
+  if (!AccuracyNote(config).empty()) return "";
+  return model::SaturationWarning(summary.saturated, config.model.type);
 }
 
 // "<what>; the model did not learn. Likely causes: ... To fix: ...".
@@ -287,6 +304,10 @@ void AppendResults(const LaunchSummary& s, std::string* out) {
                           "  final test metrics:   %s (%s; mean of the "
                           "workers' evaluations of the final parameters)\n",
                           absl::StrJoin(parts, ", "), TaskName(s.task));
+  }
+  if (!s.saturation_warning.empty()) {
+    absl::StrAppendFormat(out, "  WARNING:              %s\n",
+                          s.saturation_warning);
   }
   if (!s.mark_metric.empty()) {
     const std::string mark = absl::StrFormat("%s %g", s.mark_metric, s.mark);
@@ -490,6 +511,8 @@ std::string SummaryJson(const LaunchSummary& s) {
       ",\n  \"metrics\": {", MetricsJson(s.final_metrics), "}",
       ",\n  \"accuracy\": ", JsonNumber(s.final_accuracy),
       ",\n  \"accuracy_note\": ", JsonString(s.accuracy_note),
+      ",\n  \"saturated\": ", JsonNumber(s.saturated),
+      ",\n  \"saturation_warning\": ", JsonString(s.saturation_warning),
       ",\n  \"steps\": ", s.steps, ",\n  \"refused_steps\": ", s.refused_steps,
       ",\n  \"seconds\": ", JsonNumber(s.seconds),
       ",\n  \"examples_per_sec\": ", JsonNumber(s.examples_per_sec),

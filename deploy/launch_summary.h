@@ -79,6 +79,12 @@ struct LaunchSummary {
   // task measures, main first (TaskMetricNames).
   Task task = Task::kMulticlass;
   std::vector<std::pair<std::string, double>> final_metrics;
+  // The mean over finished workers of their share of saturated test
+  // predictions (model/metrics.h Metrics::saturated; NaN where none reports
+  // it), and SaturationWarning's text for it and the model type ("" when at
+  // most 1 % or unmeasured).
+  double saturated = NAN;
+  std::string saturation_warning;
   std::string stop_reason;
   std::vector<WorkerResult> workers;
   // The cluster's staleness: the largest of the workers' p50s, p99s and maxes
@@ -152,6 +158,10 @@ std::vector<WorkerResult> WorkerResults(
 // over workers that pushed).
 void AddWorkerResults(std::vector<WorkerResult> workers,
                       LaunchSummary* summary);
+
+// model::SaturationWarning for summary.saturated and config.model.type; ""
+// when AccuracyNote says the metrics mean nothing.
+std::string SaturationNote(const LaunchSummary& summary, const Config& config);
 
 // Final accuracy at or below this many times chance (1 / classes) means the
 // model did not learn.

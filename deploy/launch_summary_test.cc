@@ -397,6 +397,40 @@ TEST(JudgeTrainingTest, BinaryAtChanceAndRegressionBelowTheMeanFail) {
   EXPECT_EQ(JudgeTraining(s, regression), "");
 }
 
+TEST(SaturationNoteTest, WarnsWhenMoreThanOnePercentIsSaturated) {
+  Config fm = TenClasses("ftrl", 2);
+  fm.model.task = Task::kBinary;
+  fm.model.type = ModelType::kFm;
+  auto with_saturated = [](double a, double b) {
+    WorkerResult w0{0, 100, 6400, 1000, 0.5, 0.9, true};
+    w0.metrics = {{"auc", 0.6}, {"saturated", a}};
+    WorkerResult w1{1, 100, 6400, 1000, 0.5, 0.9, true};
+    w1.metrics = {{"auc", 0.6}, {"saturated", b}};
+    LaunchSummary s;
+    s.task = Task::kBinary;
+    AddWorkerResults({w0, w1}, &s);
+    return s;
+  };
+  LaunchSummary s = with_saturated(0.99, 0.97);  // mean 0.98
+  EXPECT_DOUBLE_EQ(s.saturated, 0.98);
+  s.saturation_warning = SaturationNote(s, fm);
+  EXPECT_THAT(s.saturation_warning,
+              HasSubstr("98.0 % of the test predictions are saturated"));
+  EXPECT_THAT(s.saturation_warning, HasSubstr("lower fm.learning_rate"));
+  EXPECT_THAT(FormatSummary(s),
+              HasSubstr("WARNING:              98.0 % of the test"));
+  EXPECT_THAT(SummaryJson(s), HasSubstr("\"saturated\": 0.98"));
+  EXPECT_THAT(SummaryJson(s),
+              HasSubstr("\"saturation_warning\": \"98.0 % of the test"));
+  fm.model.type = ModelType::kWideDeep;
+  EXPECT_THAT(SaturationNote(s, fm),
+              HasSubstr("lower wide_deep.mlp_learning_rate"));
+  // 1 % or less, or not measured: no warning.
+  EXPECT_EQ(SaturationNote(with_saturated(0.01, 0.01), fm), "");
+  EXPECT_EQ(SaturationNote(WithAccuracy(0.9), fm), "");
+  EXPECT_THAT(FormatSummary(with_saturated(0, 0)), Not(HasSubstr("WARNING")));
+}
+
 TEST(JudgeTrainingTest, SimulatedComputeIsJudgedOnlyOnDivergence) {
   Config config = TenClasses("sgd", 1);
   config.compute.device = ComputeDevice::kSimulated;

@@ -213,6 +213,7 @@ void FinishSummary(ClusterSupervisor& supervisor, const absl::Status& status,
     summary->job_failed = true;
   }
   summary->accuracy_note = AccuracyNote(config);
+  summary->saturation_warning = SaturationNote(*summary, config);
   summary->outcome =
       SummaryOutcome(*summary, status.ok() ? "" : FirstLine(status.message()));
 }

@@ -40,16 +40,21 @@ void Multiclass(const float* out, const float* y, int64_t n, int k,
   m->logloss = m->loss = logloss / n;
 }
 
+// The smaller of p and 1 - p for p = sigmoid(z): sigmoid(-|z|).
+double Closeness(double z) { return 1 / (1 + std::exp(std::fabs(z))); }
+
 void Binary(const float* out, const float* y, int64_t n, Metrics* m) {
   double logloss = 0;
-  int64_t correct = 0;
+  int64_t correct = 0, saturated = 0;
   for (int64_t i = 0; i < n; ++i) {
     const double z = out[i];
     logloss += Softplus(z) - y[i] * z;
     if ((z > 0) == (y[i] == 1.0f)) ++correct;
+    if (Closeness(z) <= kSaturatedDistance) ++saturated;
   }
   m->accuracy = static_cast<double>(correct) / n;
   m->logloss = m->loss = logloss / n;
+  m->saturated = static_cast<double>(saturated) / n;
   m->auc = Auc(std::vector<float>(out, out + n), std::vector<float>(y, y + n));
 }
 
@@ -79,6 +84,7 @@ double Metrics::Get(const std::string& name) const {
   if (name == "rmse") return rmse;
   if (name == "mae") return mae;
   if (name == "r2") return r2;
+  if (name == "saturated") return saturated;
   return NAN;
 }
 
@@ -88,6 +94,34 @@ std::vector<std::pair<std::string, double>> Metrics::Named(Task task) const {
     out.emplace_back(name, Get(name));
   }
   return out;
+}
+
+std::vector<std::pair<std::string, double>> Metrics::Reported(Task task) const {
+  std::vector<std::pair<std::string, double>> out = Named(task);
+  if (!std::isnan(saturated)) out.emplace_back("saturated", saturated);
+  return out;
+}
+
+const char* SaturationKey(ModelType type) {
+  switch (type) {
+    case ModelType::kFm:
+      return "fm.learning_rate";
+    case ModelType::kWideDeep:
+      return "wide_deep.mlp_learning_rate";
+    default:
+      return "optimizer.learning_rate";
+  }
+}
+
+std::string SaturationWarning(double saturated, ModelType type) {
+  if (std::isnan(saturated) || saturated <= kSaturationWarnShare) return "";
+  return absl::StrFormat(
+      "%.1f %% of the test predictions are saturated (probability within %g "
+      "of 0 or 1; the logloss counts each wrong one as %.0f nats or more): "
+      "lower %s",
+      100 * saturated, kSaturatedDistance,
+      std::log((1 - kSaturatedDistance) / kSaturatedDistance),
+      SaturationKey(type));
 }
 
 Metrics ComputeMetrics(Task task, const float* outputs, const float* targets,

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/config.h"
 #include "common/model_spec.h"
 
 namespace downpour::model {
@@ -30,13 +31,40 @@ struct Metrics {
   // The training loss on these examples, as the backends compute it: logloss
   // for classification, the mean squared error for regression.
   double loss = NAN;
+  // binary: the share of examples whose predicted probability of class 1
+  // is within kSaturatedDistance of 0 or 1, i.e. a |margin| of 13.8 or more
+  // (a float sigmoid rounds to exactly 0 or 1 past about 17). A model that
+  // says 0 or 1 is wrong at a cost of ~14 nats or more: more than
+  // kSaturationWarnShare of them means its rates are too high
+  // (SaturationWarning). Not measured for multiclass, where a well-trained
+  // MNIST model is that sure of most digits.
+  double saturated = NAN;
 
   // The value of "accuracy", "logloss", "auc", "rmse", "mae" or "r2"; NaN for
   // any other name.
   double Get(const std::string& name) const;
   // The task's metrics in TaskMetricNames order (common/config.h), main first.
   std::vector<std::pair<std::string, double>> Named(Task task) const;
+  // What a worker reports: Named(task), then "saturated" where measured.
+  std::vector<std::pair<std::string, double>> Reported(Task task) const;
 };
+
+// A probability within this of 0 or 1 is saturated (Metrics::saturated).
+inline constexpr double kSaturatedDistance = 1e-6;
+// SaturationWarning speaks when more than this share is saturated.
+inline constexpr double kSaturationWarnShare = 0.01;
+
+// The config key whose lowering most often cures saturated predictions of a
+// model of `type`: "fm.learning_rate" (fm), "wide_deep.mlp_learning_rate"
+// (wide_deep), else "optimizer.learning_rate".
+const char* SaturationKey(ModelType type);
+
+// "" when `saturated` (a share, Metrics::saturated) is NaN or at most
+// kSaturationWarnShare; else a warning naming the share and the key to lower:
+// "93.4 % of the test predictions are saturated (probability within 1e-06 of
+// 0 or 1; the logloss counts each wrong one as 14 nats or more): lower
+// fm.learning_rate".
+std::string SaturationWarning(double saturated, ModelType type);
 
 // InvalidArgument naming the first example whose target the task cannot
 // take: a class index that is not an integer in [0, outputs) (kMulticlass),

@@ -46,6 +46,47 @@ TEST(MetricsTest, BinaryFromLogits) {
   EXPECT_TRUE(std::isnan(m.r2));
 }
 
+TEST(MetricsTest, SaturatedCountsProbabilitiesWithin1e6Of0Or1) {
+  // sigmoid(13.8) = 1 - 1.0e-6 (just short of the bound), sigmoid(13.9)
+  // beyond it; -30 and 40 round to exactly 0 and 1 in float.
+  const std::vector<float> out = {13.8f, 13.9f, -13.9f, -30, 40, 0.5f, -2, 1};
+  const std::vector<float> y = {1, 1, 0, 1, 0, 0, 1, 1};
+  const Metrics m = ComputeMetrics(Task::kBinary, out.data(), y.data(), 8, 1);
+  EXPECT_DOUBLE_EQ(m.saturated, 4.0 / 8);
+  EXPECT_DOUBLE_EQ(m.Get("saturated"), 4.0 / 8);
+  // Reported: the task's metrics, then the share.
+  const auto reported = m.Reported(Task::kBinary);
+  ASSERT_EQ(reported.size(), 4u);
+  EXPECT_EQ(reported.back().first, "saturated");
+  EXPECT_EQ(m.Named(Task::kBinary).size(), 3u);
+  // Multiclass and regression measure none.
+  const std::vector<float> z = {20, 0, 0, 1, 0, 0};
+  const std::vector<float> c = {0, 0};
+  EXPECT_TRUE(std::isnan(
+      ComputeMetrics(Task::kMulticlass, z.data(), c.data(), 2, 3).saturated));
+  EXPECT_TRUE(std::isnan(
+      ComputeMetrics(Task::kRegression, out.data(), y.data(), 8, 1).saturated));
+}
+
+TEST(MetricsTest, SaturationWarningNamesTheShareAndTheKeyToLower) {
+  EXPECT_EQ(SaturationWarning(NAN, ModelType::kFm), "");
+  EXPECT_EQ(SaturationWarning(0.01, ModelType::kFm), "");  // 1 %: not more
+  const std::string fm = SaturationWarning(1202.0 / 1210, ModelType::kFm);
+  EXPECT_NE(fm.find("99.3 % of the test predictions are saturated"),
+            std::string::npos)
+      << fm;
+  EXPECT_NE(fm.find("lower fm.learning_rate"), std::string::npos) << fm;
+  EXPECT_NE(SaturationWarning(0.02, ModelType::kWideDeep)
+                .find("lower wide_deep.mlp_learning_rate"),
+            std::string::npos);
+  EXPECT_NE(SaturationWarning(0.02, ModelType::kSparseLinear)
+                .find("lower optimizer.learning_rate"),
+            std::string::npos);
+  EXPECT_NE(SaturationWarning(0.5, ModelType::kMlp)
+                .find("lower optimizer.learning_rate"),
+            std::string::npos);
+}
+
 TEST(MetricsTest, Regression) {
   const std::vector<float> out = {1, 2, 4};
   const std::vector<float> y = {1, 3, 5};

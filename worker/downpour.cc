@@ -197,7 +197,7 @@ absl::Status DownpourLoop::Evaluate(const float* params) {
                                     test_outputs_.data()));
   const model::Metrics m = model::ComputeMetrics(
       spec_.task(), test_outputs_.data(), test_->y.data(), test_->size(), k);
-  stats_.Evaluated(m.accuracy, m.loss, m.Named(spec_.task()));
+  stats_.Evaluated(m.accuracy, m.loss, m.Reported(spec_.task()));
   return absl::OkStatus();
 }
 

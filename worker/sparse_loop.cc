@@ -30,6 +30,14 @@ double Softplus(double m) {
 
 }  // namespace
 
+double EmbeddingStepScale(const data::SparseDataset& data, int64_t r) {
+  double l1 = 0;
+  for (int64_t i = data.offsets[r]; i < data.offsets[r + 1]; ++i) {
+    l1 += std::fabs(static_cast<double>(data.values[i]));
+  }
+  return 1 / std::max(1.0, l1);
+}
+
 SparseLoop::SparseLoop(const ModelSpec& spec, SparsePs* ps,
                        std::shared_ptr<const data::SparseDataset> train,
                        const data::SparseDataset* test, Options options)
@@ -291,6 +299,10 @@ absl::StatusOr<double> SparseLoop::LinearGradients(
           "; lower optimizer.learning_rate or raise optimizer.l2"));
     }
     bias_grad += d * scale;
+    // fm.scale_step: the embeddings' step of this example divided by the
+    // sum of its |x_i| (the pairwise term's gradient in v_i, x_i s_f, grows
+    // with it).
+    const double emb = options_.fm_scale_step ? EmbeddingStepScale(data, r) : 1;
     for (int64_t i = data.offsets[r]; i < data.offsets[r + 1]; ++i, ++e) {
       const double x = data.values[i];
       grads_[slot_[e]] += static_cast<float>(d * x);
@@ -299,7 +311,7 @@ absl::StatusOr<double> SparseLoop::LinearGradients(
       const float* v = embeddings_.data() + size_t{slot_[e]} * fm_dim_;
       float* g = embedding_grads_.data() + size_t{slot_[e]} * fm_dim_;
       for (int f = 0; f < fm_dim_; ++f) {
-        g[f] += static_cast<float>(d * x * (fm_s_[f] - v[f] * x));
+        g[f] += static_cast<float>(emb * d * x * (fm_s_[f] - v[f] * x));
       }
     }
   }
@@ -411,7 +423,8 @@ absl::Status SparseLoop::Evaluate() {
   absl::MutexLock lock(&mu_);
   stats_.accuracy = m.accuracy;
   stats_.test_loss = m.loss;
-  stats_.metrics = m.Named(spec_.task());
+  stats_.metrics = m.Reported(spec_.task());
+  saturated_ = m.saturated;
   ++stats_.evaluations;
   return absl::OkStatus();
 }
@@ -469,6 +482,11 @@ absl::Status SparseLoop::Run() {
   }
   SPDLOG_LOGGER_INFO(L(), "finished after {} steps: {}", stats_.step,
                      model::FormatMetrics(stats_.metrics));
+  const std::string saturation = model::SaturationWarning(
+      saturated_, wide_deep_    ? ModelType::kWideDeep
+                  : fm_dim_ > 0 ? ModelType::kFm
+                                : ModelType::kSparseLinear);
+  if (!saturation.empty()) SPDLOG_LOGGER_WARN(L(), "{}", saturation);
   return status;
 }
 

@@ -28,6 +28,7 @@
 #define DOWNPOUR_WORKER_SPARSE_LOOP_H_
 
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -50,6 +51,14 @@
 
 namespace downpour::worker {
 
+// fm.scale_step's factor for row r of `data`: 1 / max(1, sum_i |x_i|). The
+// gradient of the pairwise term in v_if, x_i (s_f - v_if x_i) with s_f =
+// sum_j v_jf x_j, grows with the example's keys (with n keys of value 1 it
+// sums n - 1 embeddings), so at one rate an example of 300 keys moves each
+// embedding ~300 times as far as one of 1; the factor makes an example's
+// step in the pairwise term about independent of its size.
+double EmbeddingStepScale(const data::SparseDataset& data, int64_t r);
+
 class SparseLoop : public TrainingLoop {
  public:
   struct Options {
@@ -64,6 +73,9 @@ class SparseLoop : public TrainingLoop {
     // (wide_deep.pooling mean, else sum). Null for sparse_linear and fm.
     ComputeBackend* backend = nullptr;
     bool mean_pooling = true;
+    // fm: each example's embedding gradient is scaled by
+    // EmbeddingStepScale (config fm.scale_step).
+    bool fm_scale_step = false;
   };
 
   // Borrows spec, ps and test; they must outlive the loop.
@@ -179,6 +191,9 @@ class SparseLoop : public TrainingLoop {
 
   mutable absl::Mutex mu_;
   WorkerStats stats_ ABSL_GUARDED_BY(mu_);
+  // The last evaluation's share of saturated predictions (Metrics), for the
+  // warning at the end of Run.
+  double saturated_ ABSL_GUARDED_BY(mu_) = NAN;
   StalenessHistogram staleness_ ABSL_GUARDED_BY(mu_);
   LogThrottle refusal_log_{{}};               // refused pushes
   double loss_sum_ ABSL_GUARDED_BY(mu_) = 0;  // since the last report

@@ -286,6 +286,7 @@ Config FmConfig() {
   config.model.type = ModelType::kFm;
   config.model.fm.dim = 3;
   config.model.fm.init_scale = 0.5;
+  config.model.fm.learning_rate = 0;  // the optimizer's
   config.optimizer.type = OptimizerType::kSgd;
   config.optimizer.learning_rate = 1.0;
   return config;
@@ -327,10 +328,11 @@ void ReadFm(ShardsPs& ps, int k, std::vector<double>* w,
 }
 
 // The batch's summed logistic loss, the pairs summed one by one (not by
-// Rendle's identity, which the loop uses).
+// Rendle's identity, which the loop uses); with `row_scale`, row r's loss
+// counts row_scale[r] times.
 double FmLoss(const data::SparseDataset& d, double bias,
-              const std::vector<double>& w, const std::vector<double>& v,
-              int k) {
+              const std::vector<double>& w, const std::vector<double>& v, int k,
+              const std::vector<double>* row_scale = nullptr) {
   double loss = 0;
   for (int64_t r = 0; r < d.rows(); ++r) {
     double m = bias;
@@ -344,13 +346,15 @@ double FmLoss(const data::SparseDataset& d, double bias,
         m += dot * d.values[i] * d.values[j];
       }
     }
-    loss += std::log1p(std::exp(m)) - d.y[r] * m;
+    loss += (row_scale == nullptr ? 1.0 : (*row_scale)[r]) *
+            (std::log1p(std::exp(m)) - d.y[r] * m);
   }
   return loss;
 }
 
 TEST(SparseLoopTest, FmPushesTheGradientOfItsLoss) {
-  const Config config = FmConfig();
+  Config config = FmConfig();
+  config.model.fm.scale_step = false;  // the plain gradient
   auto spec = ModelSpec::Create(config.model);
   ASSERT_THAT(spec.status(), IsOk());
   ASSERT_EQ(spec->sparse_tables().size(), 2u);
@@ -389,6 +393,77 @@ TEST(SparseLoopTest, FmPushesTheGradientOfItsLoss) {
       EXPECT_NEAR(v0[key * k + f] - v1[key * k + f], gv,
                   1e-4 + 1e-4 * std::fabs(gv))
           << "embedding " << f << " of key " << key;
+    }
+  }
+}
+
+TEST(SparseLoopTest, EmbeddingStepScaleIsOneOverTheExamplesL1) {
+  auto d = FmData();
+  EXPECT_DOUBLE_EQ(EmbeddingStepScale(*d, 0), 1 / 3.5);
+  EXPECT_DOUBLE_EQ(EmbeddingStepScale(*d, 1), 1 / 2.5);
+  EXPECT_DOUBLE_EQ(EmbeddingStepScale(*d, 2), 1 / 2.75);
+  EXPECT_DOUBLE_EQ(EmbeddingStepScale(*d, 3), 1 / 3.75);
+  // At least 1: a small example's step is not raised.
+  data::SparseDataset small;
+  data::SparseRowWriter writer(&small);
+  writer.Add(7, 0.25f);
+  ASSERT_THAT(writer.EndRow(1), IsOk());
+  EXPECT_DOUBLE_EQ(EmbeddingStepScale(small, 0), 1.0);
+}
+
+// fm.scale_step (the default): the weights' gradient is the loss's, each
+// embedding's that of the loss with each example's term divided by the sum
+// of its |x| (EmbeddingStepScale), against central differences.
+TEST(SparseLoopTest, FmScalesEachExamplesEmbeddingGradientByItsL1) {
+  Config config = FmConfig();
+  ASSERT_TRUE(config.model.fm.scale_step);
+  auto spec = ModelSpec::Create(config.model);
+  ASSERT_THAT(spec.status(), IsOk());
+  ShardsPs ps(config);
+  const int k = 3;
+  std::vector<double> w0, v0;
+  ReadFm(ps, k, &w0, &v0);
+  auto train = FmData();
+  std::vector<double> scale;
+  for (int64_t r = 0; r < train->rows(); ++r) {
+    scale.push_back(EmbeddingStepScale(*train, r));
+  }
+  SparseLoop::Options options;
+  options.training.batch_size = 4;
+  options.training.steps = 1;
+  options.num_shards = 2;
+  options.fm_scale_step = true;
+  SparseLoop loop(*spec, &ps, train, train.get(), options);
+  ASSERT_THAT(loop.Run(), IsOk());
+  std::vector<double> w1, v1;
+  ReadFm(ps, k, &w1, &v1);
+  const double h = 1e-5;
+  for (uint64_t key = 1; key <= 5; ++key) {
+    std::vector<double> wp = w0, wm = w0;
+    wp[key] += h;
+    wm[key] -= h;
+    const double g =
+        (FmLoss(*train, 0, wp, v0, k) - FmLoss(*train, 0, wm, v0, k)) / (2 * h);
+    EXPECT_NEAR(w0[key] - w1[key], g, 1e-4 + 1e-4 * std::fabs(g))
+        << "weight of key " << key;
+    for (int f = 0; f < k; ++f) {
+      std::vector<double> vp = v0, vm = v0;
+      vp[key * k + f] += h;
+      vm[key * k + f] -= h;
+      const double gv = (FmLoss(*train, 0, w0, vp, k, &scale) -
+                         FmLoss(*train, 0, w0, vm, k, &scale)) /
+                        (2 * h);
+      EXPECT_NEAR(v0[key * k + f] - v1[key * k + f], gv,
+                  1e-4 + 1e-4 * std::fabs(gv))
+          << "embedding " << f << " of key " << key;
+      // Not the unscaled gradient (every example here has |x| > 1).
+      const double plain =
+          (FmLoss(*train, 0, w0, vp, k) - FmLoss(*train, 0, w0, vm, k)) /
+          (2 * h);
+      if (std::fabs(plain) > 1e-3) {
+        EXPECT_GT(std::fabs(v0[key * k + f] - v1[key * k + f] - plain), 1e-4)
+            << "embedding " << f << " of key " << key;
+      }
     }
   }
 }
@@ -461,7 +536,7 @@ TEST(SparseLoopTest, FmEvaluationIsTheExportedModelsScoring) {
   const WorkerStats stats = loop.stats();
   // Every metric equal to the last bit: the same floats went in.
   EXPECT_EQ(stats.test_loss, mine.loss);
-  EXPECT_EQ(stats.metrics, mine.Named(Task::kBinary));
+  EXPECT_EQ(stats.metrics, mine.Reported(Task::kBinary));
 }
 
 // wide_deep over keys 1..5 in two fields (key % 2), mean pooling, an MLP of
@@ -625,7 +700,7 @@ TEST(SparseLoopTest, WideDeepEvaluationIsTheExportedModelsScoring) {
       Task::kBinary, served.data(), test.y.data(), test.rows(), 1);
   const WorkerStats stats = loop.stats();
   EXPECT_EQ(stats.test_loss, mine.loss);
-  EXPECT_EQ(stats.metrics, mine.Named(Task::kBinary));
+  EXPECT_EQ(stats.metrics, mine.Reported(Task::kBinary));
 }
 
 }  // namespace

@@ -176,6 +176,8 @@ absl::Status WorkerNode::JoinCluster() {
     sparse_options.backend = backend_.get();  // wide_deep only
     sparse_options.mean_pooling =
         config.model.wide_deep.pooling == Pooling::kMean;
+    sparse_options.fm_scale_step =
+        config.model.type == ModelType::kFm && config.model.fm.scale_step;
     loop_ = std::make_unique<SparseLoop>(*spec_, ps_.get(), sparse_train_,
                                          &sparse_data_.test, sparse_options);
     running_loop_.store(loop_.get());
