@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -28,6 +29,17 @@ std::vector<int> ParseInts(const std::string& text) {
     if (absl::SimpleAtoi(part, &v)) out.push_back(v);
   }
   return out;
+}
+
+void PrintTotal(std::chrono::steady_clock::time_point start) {
+  absl::PrintF("\ntotal %.1f s\n", std::chrono::duration<double>(
+                                       std::chrono::steady_clock::now() - start)
+                                       .count());
+}
+
+int ParseFlagsAndRun(int argc, char** argv, int (*run)()) {
+  absl::ParseCommandLine(argc, argv);
+  return run();
 }
 
 bool SectionOn(const std::string& sections, const std::string& name) {

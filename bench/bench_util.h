@@ -2,6 +2,7 @@
 #ifndef DOWNPOUR_BENCH_BENCH_UTIL_H_
 #define DOWNPOUR_BENCH_BENCH_UTIL_H_
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,13 @@ void CheckOrExit(const absl::Status& status, const std::string& program,
 
 // "1,16" -> {1, 16}; entries that are not integers are skipped.
 std::vector<int> ParseInts(const std::string& text);
+
+// Prints "\ntotal <seconds since start, %.1f> s\n" on stdout: a run's last
+// line.
+void PrintTotal(std::chrono::steady_clock::time_point start);
+
+// A benchmark's main: parses the command line's flags, then returns run().
+int ParseFlagsAndRun(int argc, char** argv, int (*run)());
 
 // True when `name` is one of the comma-separated `sections`.
 bool SectionOn(const std::string& sections, const std::string& name);

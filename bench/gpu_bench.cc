@@ -27,7 +27,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -210,8 +209,7 @@ int Run() {
   const Clock::time_point start = Clock::now();
   if (SectionOn("worker")) RunWorker(batches);
   if (SectionOn("sgemm")) RunSgemm(batches);
-  absl::PrintF("\ntotal %.1f s\n",
-               std::chrono::duration<double>(Clock::now() - start).count());
+  PrintTotal(start);
   return 0;
 }
 
@@ -219,6 +217,5 @@ int Run() {
 }  // namespace downpour::bench
 
 int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
-  return downpour::bench::Run();
+  return downpour::bench::ParseFlagsAndRun(argc, argv, downpour::bench::Run);
 }

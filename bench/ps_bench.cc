@@ -39,7 +39,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -834,8 +833,7 @@ int Run() {
   if (SectionOn("worker")) RunWorker();
   if (SectionOn("replication")) RunReplication();
   if (SectionOn("tls")) RunTls();
-  absl::PrintF("\ntotal %.1f s\n",
-               std::chrono::duration<double>(Clock::now() - start).count());
+  PrintTotal(start);
   return 0;
 }
 
@@ -843,6 +841,5 @@ int Run() {
 }  // namespace downpour::bench
 
 int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
-  return downpour::bench::Run();
+  return downpour::bench::ParseFlagsAndRun(argc, argv, downpour::bench::Run);
 }

@@ -18,10 +18,8 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
+#include "bench/bench_util.h"
 #include "common/config.h"
 #include "common/model_spec.h"
 #include "worker/cpu/cpu_backend.h"
@@ -36,15 +34,6 @@ namespace downpour::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::vector<int> ParseInts(const std::string& text) {
-  std::vector<int> out;
-  for (absl::string_view part : absl::StrSplit(text, ',')) {
-    int v;
-    if (absl::SimpleAtoi(part, &v)) out.push_back(v);
-  }
-  return out;
-}
 
 struct Workload {
   std::vector<float> params, grad, x;
@@ -153,6 +142,5 @@ int Run() {
 }  // namespace downpour::bench
 
 int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
-  return downpour::bench::Run();
+  return downpour::bench::ParseFlagsAndRun(argc, argv, downpour::bench::Run);
 }

@@ -11,6 +11,8 @@
 
 #include "absl/flags/parse.h"
 #include "absl/flags/reflection.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
@@ -32,7 +34,19 @@ void ExitWithParseStatus() {
   std::_Exit(code);
 }
 
+bool OwnFlag(absl::string_view file) {
+  return !absl::StrContains(file, "absl/");
+}
+
 }  // namespace
+
+void SetUsage(absl::string_view usage) {
+  absl::FlagsUsageConfig usage_config;
+  usage_config.contains_help_flags = OwnFlag;
+  usage_config.contains_helpshort_flags = OwnFlag;
+  absl::SetFlagsUsageConfig(usage_config);
+  absl::SetProgramUsageMessage(usage);
+}
 
 bool AsksForHelp(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {

@@ -15,7 +15,14 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
+
 namespace downpour {
+
+// Sets `usage` as the program's usage message and makes --help and
+// --helpshort list the program's own flags only (those defined outside
+// Abseil's absl/ files). Call once, from main, before ParseFlags.
+void SetUsage(absl::string_view usage);
 
 // absl::ParseCommandLine(argc, argv) with the exit statuses above. Returns the
 // positional arguments (argv[0] first). Call once, from main.

@@ -25,23 +25,11 @@ CsvScanner::CsvScanner(absl::string_view text, const std::string& name,
 absl::Status CsvScanner::NextLine(bool* found) {
   *found = next_offset_ < text_.size();
   if (!*found) return absl::OkStatus();
-  const char* begin = text_.data() + next_offset_;
-  const size_t left = text_.size() - next_offset_;
-  const void* nl = std::memchr(begin, '\n', left);
-  const size_t length =
-      nl == nullptr ? left : static_cast<const char*>(nl) - begin;
   line_offset_ = next_offset_;
-  next_offset_ += length + 1;
+  line_ = CutLine(text_, &next_offset_);
   ++line_number_;
-  line_ = absl::string_view(begin, length);
-  if (!line_.empty() && line_.back() == '\r') line_.remove_suffix(1);
-  if (static_cast<int64_t>(line_.size()) > options_.max_line_bytes) {
-    return ErrorAt(name_, line_number_, options_.max_line_bytes + 1,
-                   absl::StrCat("line is longer than ", options_.max_line_bytes,
-                                " bytes (max_line_bytes); is this a CSV file "
-                                "with one example per line?"));
-  }
-  return absl::OkStatus();
+  return CheckLineLength(line_, name_, line_number_, options_.max_line_bytes,
+                         kFormat);
 }
 
 absl::Status CsvScanner::NextNonBlankLine(bool* found) {

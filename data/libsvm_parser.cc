@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <system_error>
 #include <utility>
@@ -72,22 +71,11 @@ class LibsvmParser {
 absl::Status LibsvmParser::NextLine(bool* found) {
   *found = next_offset_ < text_.size();
   if (!*found) return absl::OkStatus();
-  const char* begin = text_.data() + next_offset_;
-  const size_t left = text_.size() - next_offset_;
-  const void* nl = std::memchr(begin, '\n', left);
-  const size_t length =
-      nl == nullptr ? left : static_cast<const char*>(nl) - begin;
-  next_offset_ += length + 1;
+  line_start_ = text_.data() + next_offset_;
+  line_ = CutLine(text_, &next_offset_);
   ++line_number_;
-  line_start_ = begin;
-  line_ = absl::string_view(begin, length);
-  if (!line_.empty() && line_.back() == '\r') line_.remove_suffix(1);
-  if (static_cast<int64_t>(line_.size()) > rules_.max_line_bytes) {
-    return ErrorAt(name_, line_number_, rules_.max_line_bytes + 1,
-                   absl::StrCat("line is longer than ", rules_.max_line_bytes,
-                                " bytes (max_line_bytes); is this a LIBSVM "
-                                "file with one example per line?"));
-  }
+  RETURN_IF_ERROR(CheckLineLength(line_, name_, line_number_,
+                                  rules_.max_line_bytes, kFormat));
   const size_t comment = line_.find('#');
   if (comment != absl::string_view::npos) line_ = line_.substr(0, comment);
   return absl::OkStatus();

@@ -182,6 +182,30 @@ absl::Status CheckTokenIsText(absl::string_view text, absl::string_view name,
                       format));
 }
 
+absl::string_view CutLine(absl::string_view text, size_t* next_offset) {
+  const char* begin = text.data() + *next_offset;
+  const size_t left = text.size() - *next_offset;
+  const void* nl = std::memchr(begin, '\n', left);
+  const size_t length =
+      nl == nullptr ? left : static_cast<const char*>(nl) - begin;
+  *next_offset += length + 1;
+  absl::string_view line(begin, length);
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  return line;
+}
+
+absl::Status CheckLineLength(absl::string_view line, absl::string_view name,
+                             int64_t line_number, int64_t max_line_bytes,
+                             absl::string_view format) {
+  if (static_cast<int64_t>(line.size()) <= max_line_bytes) {
+    return absl::OkStatus();
+  }
+  return ErrorAt(name, line_number, max_line_bytes + 1,
+                 absl::StrCat("line is longer than ", max_line_bytes,
+                              " bytes (max_line_bytes); is this a ", format,
+                              " file with one example per line?"));
+}
+
 absl::string_view StripByteOrderMark(absl::string_view text, size_t* skipped) {
   *skipped = 0;
   if (text.substr(0, 3) == "\xef\xbb\xbf") {

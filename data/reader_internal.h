@@ -64,6 +64,18 @@ absl::Status CheckTokenIsText(absl::string_view text, absl::string_view name,
                               size_t offset, absl::string_view token,
                               absl::string_view format);
 
+// The line of `text` that starts at *next_offset: up to its '\n' or the end,
+// without the '\n' and a trailing '\r'. Moves *next_offset past the '\n'.
+// REQUIRES: *next_offset < text.size().
+absl::string_view CutLine(absl::string_view text, size_t* next_offset);
+
+// OK, or ErrorAt(name, line_number, max_line_bytes + 1) "line is longer than
+// <max_line_bytes> bytes (max_line_bytes); is this a <format> file with one
+// example per line?" when `line` is longer than max_line_bytes.
+absl::Status CheckLineLength(absl::string_view line, absl::string_view name,
+                             int64_t line_number, int64_t max_line_bytes,
+                             absl::string_view format);
+
 // `text` without a leading UTF-8 byte order mark; *skipped is its size (0 or
 // 3).
 absl::string_view StripByteOrderMark(absl::string_view text, size_t* skipped);

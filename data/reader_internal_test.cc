@@ -71,6 +71,27 @@ TEST(LineAndColumnTest, CountsFromOne) {
   EXPECT_EQ(column, 1);
 }
 
+TEST(CutLineTest, DropsNewlineAndCarriageReturn) {
+  const absl::string_view text = "a,b\r\n\nlast";
+  size_t next = 0;
+  EXPECT_EQ(CutLine(text, &next), "a,b");
+  EXPECT_EQ(next, 5u);
+  EXPECT_EQ(CutLine(text, &next), "");
+  EXPECT_EQ(next, 6u);
+  EXPECT_EQ(CutLine(text, &next), "last");
+  EXPECT_EQ(next, text.size() + 1);
+}
+
+TEST(CheckLineLengthTest, NamesTheLimitAndFormat) {
+  EXPECT_TRUE(CheckLineLength("abc", "f.csv", 2, 3, "CSV").ok());
+  EXPECT_THAT(
+      CheckLineLength("abcd", "f.csv", 2, 3, "CSV"),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               StartsWith("f.csv:2:4: line is longer than 3 bytes "
+                          "(max_line_bytes); is this a CSV file with one "
+                          "example per line?")));
+}
+
 TEST(FindBinaryByteTest, NulAndInvalidUtf8) {
   EXPECT_EQ(FindBinaryByte("plain, text\n"), absl::string_view::npos);
   EXPECT_EQ(FindBinaryByte("caf\xc3\xa9 \xe2\x82\xac"),

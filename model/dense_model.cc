@@ -12,9 +12,7 @@ namespace downpour::model {
 
 absl::StatusOr<std::unique_ptr<DenseScorer>> DenseScorer::Create(
     ExportedModel model) {
-  absl::StatusOr<ModelSection> section = ModelOf(model.meta);
-  if (!section.ok()) return section.status();
-  absl::StatusOr<ModelSpec> spec = ModelSpec::Create(*section);
+  absl::StatusOr<ModelSpec> spec = SpecOf(model.meta);
   if (!spec.ok()) return spec.status();
   if (static_cast<int64_t>(model.params.size()) != spec->num_params()) {
     return absl::InvalidArgumentError(

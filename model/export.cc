@@ -101,6 +101,12 @@ absl::StatusOr<ModelSection> ModelOf(const proto::ModelMeta& meta) {
   return model;
 }
 
+absl::StatusOr<ModelSpec> SpecOf(const proto::ModelMeta& meta) {
+  absl::StatusOr<ModelSection> section = ModelOf(meta);
+  if (!section.ok()) return section.status();
+  return ModelSpec::Create(*section);
+}
+
 bool IsSparseMeta(const proto::ModelMeta& meta) {
   return meta.type() == ModelTypeName(ModelType::kSparseLinear) ||
          meta.type() == ModelTypeName(ModelType::kFm) ||
@@ -113,9 +119,7 @@ absl::Status WriteModel(const std::string& path, const ExportedModel& model) {
         "export: a sparse_linear model is written by WriteSparseModel "
         "(model/sparse_model.h), not as dense tensors");
   }
-  absl::StatusOr<ModelSection> section = ModelOf(model.meta);
-  if (!section.ok()) return section.status();
-  absl::StatusOr<ModelSpec> spec = ModelSpec::Create(*section);
+  absl::StatusOr<ModelSpec> spec = SpecOf(model.meta);
   if (!spec.ok()) return spec.status();
   if (static_cast<int64_t>(model.params.size()) != spec->num_params()) {
     return absl::InvalidArgumentError(
@@ -178,9 +182,7 @@ absl::StatusOr<ExportedModel> ModelFromArrays(const std::string& path,
         " holds a sparse_linear model (arrays bias, keys, weights): "
         "read it with ReadSparseModel (model/sparse_model.h)"));
   }
-  absl::StatusOr<ModelSection> section = ModelOf(model.meta);
-  absl::StatusOr<ModelSpec> spec =
-      section.ok() ? ModelSpec::Create(*section) : section.status();
+  absl::StatusOr<ModelSpec> spec = SpecOf(model.meta);
   if (!spec.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": ", spec.status().message()));

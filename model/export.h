@@ -44,6 +44,10 @@ proto::ModelMeta MakeMeta(const Config& config,
 // InvalidArgument naming the key when its task or type is unknown.
 absl::StatusOr<ModelSection> ModelOf(const proto::ModelMeta& meta);
 
+// The ModelSpec of the model in `meta`: ModelOf(meta), then
+// ModelSpec::Create; the first error of the two.
+absl::StatusOr<ModelSpec> SpecOf(const proto::ModelMeta& meta);
+
 // Writes the .npz. InvalidArgument when params do not fit meta's layers, or
 // meta is of a sparse_linear model (WriteSparseModel writes those).
 absl::Status WriteModel(const std::string& path, const ExportedModel& model);

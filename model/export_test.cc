@@ -57,6 +57,20 @@ TEST(ExportTest, RoundTripsTensorsAndMeta) {
   EXPECT_THAT((*arrays)[6].text, HasSubstr("\\u00ed"));  // "sí", escaped
 }
 
+TEST(ExportTest, SpecOfTheMeta) {
+  Config config;
+  config.model.task = Task::kBinary;
+  config.model.type = ModelType::kMlp;
+  config.model.layers = {3, 2, 1};
+  proto::ModelMeta meta =
+      MakeMeta(config, {"no", "yes"}, {"a", "b", "c"}, {1, 2, 3}, {0.5f, 1, 2});
+  absl::StatusOr<ModelSpec> spec = SpecOf(meta);
+  ASSERT_THAT(spec, IsOk());
+  EXPECT_EQ(spec->num_params(), 3 * 2 + 2 + 2 * 1 + 1);
+  meta.set_task("astrology");
+  EXPECT_THAT(SpecOf(meta), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
 TEST(ExportTest, RefusesWhatIsNotAModel) {
   const std::string path = TempPath("junk.npz");
   std::ofstream(path) << "PK this is not a zip";

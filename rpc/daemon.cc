@@ -12,8 +12,6 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/fd_limit.h"
@@ -56,10 +54,6 @@ ABSL_FLAG(
 
 namespace downpour {
 namespace {
-
-bool OurFlag(absl::string_view file) {
-  return !absl::StrContains(file, "absl/");
-}
 
 // "<role> <index>" once InitDaemon has parsed the flags; names this daemon in
 // messages from functions that are not given its role (WritePortFile).
@@ -126,11 +120,7 @@ void StopStartupWatch() {
 std::string ParseDaemonFlags(
     int argc, char** argv, const std::function<std::string()>& role_after_flags,
     const std::string& usage) {
-  absl::FlagsUsageConfig usage_config;
-  usage_config.contains_help_flags = OurFlag;
-  usage_config.contains_helpshort_flags = OurFlag;
-  absl::SetFlagsUsageConfig(usage_config);
-  absl::SetProgramUsageMessage(usage);
+  SetUsage(usage);
   std::vector<char*> rest = ParseFlags(argc, argv);
   const std::string role = role_after_flags();
   if (rest.size() > 1) {

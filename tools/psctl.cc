@@ -16,8 +16,6 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -639,13 +637,7 @@ int Export(double timeout_s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::FlagsUsageConfig usage_config;
-  usage_config.contains_help_flags = [](absl::string_view f) {
-    return !absl::StrContains(f, "absl/");
-  };
-  usage_config.contains_helpshort_flags = usage_config.contains_help_flags;
-  absl::SetFlagsUsageConfig(usage_config);
-  absl::SetProgramUsageMessage(kUsage);
+  SetUsage(kUsage);
   std::vector<char*> args = ParseFlags(argc, argv);
   const absl::Status flags = CheckFlagValues();
   if (!flags.ok()) return Fail(std::string(flags.message()), kExitConfig);

@@ -31,6 +31,15 @@ void ColumnSums(const float* m, int rows, int cols, float* out) {
   }
 }
 
+absl::Status CheckBatch(int batch, int max_batch) {
+  if (batch < 1 || batch > max_batch) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch of ", batch, " examples is outside [1, ", max_batch,
+                     "] (the backend's max_batch)"));
+  }
+  return absl::OkStatus();
+}
+
 void Pool(const PooledBatch& batch, int rows, float* x) {
   const int64_t n = static_cast<int64_t>(rows) * batch.dim;
   for (int64_t i = 0; i < n; ++i) {

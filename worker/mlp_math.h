@@ -52,6 +52,9 @@ void ColumnSums(const float* m, int rows, int cols, float* out);
 // take (model/metrics.h).
 using model::CheckTargets;
 
+// InvalidArgument unless 1 <= batch <= max_batch (a backend's max_batch).
+absl::Status CheckBatch(int batch, int max_batch);
+
 // The pooled inputs [rows, fields*dim] of `batch`'s first `rows` rows into x
 // (kernel_math.h's PoolAt for every element, in order).
 void Pool(const PooledBatch& batch, int rows, float* x);

@@ -102,6 +102,15 @@ TEST(MlpMathTest, SquaredErrorAndGradient) {
   EXPECT_THAT(dz, Pointwise(FloatNear(1e-6), std::vector<float>{-2.0f, -0.5f}));
 }
 
+TEST(MlpMathTest, CheckBatchTakesOneToMaxBatch) {
+  EXPECT_THAT(CheckBatch(1, 4), IsOk());
+  EXPECT_THAT(CheckBatch(4, 4), IsOk());
+  EXPECT_THAT(CheckBatch(0, 4), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(CheckBatch(5, 4),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("batch of 5 examples is outside [1, 4]")));
+}
+
 TEST(MlpMathTest, CheckTargetsNamesTheFirstBadExample) {
   const float good[] = {0, 2, 1};
   EXPECT_THAT(CheckTargets(Task::kMulticlass, good, 3, 3), IsOk());

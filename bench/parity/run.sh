@@ -175,24 +175,8 @@ downpour() {
   echo "== $name: Downpour, $w worker(s) -> $dir"
   launch "$name" "downpour_${w}w" "$dir" "${sets[@]}" || return 0
   local rc="$launch_rc"
-  "$py" - "$dir/summary.json" "$name" "downpour_${w}w" "$rc" >>"$results" <<'EOF'
-import json, sys
-path, name, learner, rc = sys.argv[1:5]
-s = json.load(open(path))
-m = s.get("metrics")
-if not m and s.get("accuracy") is not None:  # a launcher from before "metrics"
-    m = {"accuracy": s["accuracy"]}
-row = {"dataset": name, "learner": learner, "metrics": m or {},
-       "seconds": s.get("seconds"), "task": s.get("task")}
-notes = []
-if rc != "0":
-    notes.append(f"launcher exit {rc}")
-if s.get("outcome") not in (None, "succeeded"):
-    notes.append(f"outcome {s.get('outcome')}: {s.get('failure', '')}".strip(": "))
-if notes:
-    row["note"] = "; ".join(notes)
-print(json.dumps(row))
-EOF
+  "$py" "$here/downpour_row.py" dense "$dir/summary.json" "$name" "downpour_${w}w" "$rc" \
+    >>"$results"
 }
 
 # Runs Downpour sparse_linear on NAME with optimizer OPT (ftrl: the config as
@@ -231,35 +215,8 @@ downpour_sparse() {
     "$py" "$here/sparse_eval.py" "$dir" --test "$split/test.k64" --train "$split/train.k64" \
       >"$dir/final_model.json" || true
   fi
-  "$py" - "$dir/summary.json" "$dir/final_model.json" "$name" "downpour_${opt}_${w}w" "$rc" \
-    >>"$results" <<'EOF'
-import json, sys
-path, final, name, learner, rc = sys.argv[1:6]
-s = json.load(open(path))
-row = {"dataset": name, "learner": learner, "metrics": {}, "seconds": s.get("seconds"),
-       "summary_metrics": s.get("metrics") or {}}
-notes = []
-try:
-    f = json.load(open(final))
-    row["metrics"] = f["metrics"]
-    row["nonzero"] = f["nonzero"]
-    row["rows"] = f["rows"]
-    if not f.get("rows_match_train_keys", True):
-        notes.append("ps rows differ from the Python keys of the training rows")
-except (OSError, ValueError, KeyError):
-    row["metrics"] = row["summary_metrics"]
-    if "_fm_" in learner or "_wide_deep_" in learner:
-        notes.append("the workers' final evaluation (summary.json)")
-    else:
-        notes.append("no final checkpoint read: metrics are summary.json's")
-if rc != "0":
-    notes.append(f"launcher exit {rc}")
-if s.get("outcome") not in (None, "succeeded"):
-    notes.append(f"outcome {s.get('outcome')}: {s.get('failure', '')}".strip(": "))
-if notes:
-    row["note"] = "; ".join(notes)
-print(json.dumps(row))
-EOF
+  "$py" "$here/downpour_row.py" sparse "$dir/summary.json" "$dir/final_model.json" "$name" \
+    "downpour_${opt}_${w}w" "$rc" >>"$results"
 }
 
 for name in "${names[@]}"; do

@@ -30,12 +30,11 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/config.h"
-#include "common/logging.h"
 #include "common/model_spec.h"
 #include "common/testing/fake_clock.h"
 #include "coordinator/cluster_state.h"
-#include "google/protobuf/stubs/logging.h"
 #include "proto/coordinator.pb.h"
+#include "tools/fuzz/fuzz_util.h"
 
 namespace downpour::fuzz {
 namespace {
@@ -134,9 +133,7 @@ bool Parse(const uint8_t* body, size_t size, Request* request) {
 using namespace downpour::fuzz;  // NOLINT: the fuzzer entry points
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  (void)downpour::InitLogging("fuzz", "off");
-  // Invalid UTF-8 in string fields is refused, as gRPC would; not logged.
-  google::protobuf::SetLogHandler(nullptr);
+  QuietLogs();
   if (NumBlocks() == 0) Fail("no model");
   return 0;
 }
@@ -149,13 +146,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ClusterState& state = **created;
   size_t at = 0;
   while (at < size) {
-    const uint8_t op = data[at++];
-    size_t length = 0;
-    if (at + 2 <= size) length = data[at] | (data[at + 1] << 8);
-    at = std::min(at + 2, size);
-    length = std::min(length, size - at);
-    const uint8_t* body = data + at;
-    at += length;
+    const auto [op, body, length] = NextRecord(data, size, &at);
     const int seconds = length > 0 ? body[0] : 1;
     switch (op % 7) {
       case 0: {

@@ -53,11 +53,9 @@
 #include "absl/status/status.h"
 #include "common/config.h"
 #include "common/counters.h"
-#include "common/logging.h"
 #include "common/model_spec.h"
 #include "common/push_sequence.h"
 #include "common/wire_encoding.h"
-#include "google/protobuf/stubs/logging.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/proto_buffer_reader.h"
@@ -66,6 +64,7 @@
 #include "server/pull_reply.h"
 #include "server/replication/replica.h"
 #include "server/shard.h"
+#include "tools/fuzz/fuzz_util.h"
 
 namespace downpour::fuzz {
 namespace {
@@ -319,9 +318,7 @@ void ParseReply(const uint8_t* body, size_t size, size_t piece) {
 using namespace downpour::fuzz;  // NOLINT: the fuzzer entry points
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  (void)downpour::InitLogging("fuzz", "off");
-  // Invalid UTF-8 in string fields is refused, as gRPC would; not logged.
-  google::protobuf::SetLogHandler(nullptr);
+  QuietLogs();
   world = new World;
   world->config = FuzzConfig();
   FreshReplica();
@@ -348,13 +345,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   size_t at = 0;
   while (at < size) {
-    const uint8_t op = data[at++];
-    size_t length = 0;
-    if (at + 2 <= size) length = data[at] | (data[at + 1] << 8);
-    at = std::min(at + 2, size);
-    length = std::min(length, size - at);
-    const uint8_t* body = data + at;
-    at += length;
+    const auto [op, body, length] = NextRecord(data, size, &at);
     const size_t piece = 1 + (op >> 3) * 7;
     switch (op % 7) {
       case 0:

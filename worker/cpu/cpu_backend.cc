@@ -29,15 +29,6 @@ void GemmStrided(bool trans_a, int m, int n, int k, const float* a, int lda,
               m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
 }
 
-absl::Status CheckBatch(int batch, int max_batch) {
-  if (batch < 1 || batch > max_batch) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("batch of ", batch, " examples is outside [1, ", max_batch,
-                     "] (the backend's max_batch)"));
-  }
-  return absl::OkStatus();
-}
-
 // One layer of a staged step: its shape, where its weight and bias sit in the
 // flat parameter vector, and the row chunks its weight is cut into.
 struct StagedLayer {
@@ -46,7 +37,24 @@ struct StagedLayer {
   int64_t weight;
   int64_t bias;
   const std::vector<int>& rows;  // chunk bounds, 0 first and fan_in last
+
+  // Where weight row r starts in the flat parameter vector.
+  int64_t RowStart(int r) const {
+    return weight + static_cast<int64_t>(r) * fan_out;
+  }
 };
+
+// Calls visit(r0, r1, first) for each chunk [r0, r1) of layer's weight rows,
+// last rows first (the order the backward pass sends them in); `first` for
+// the first call. Returns visit's first error, stopping there.
+template <typename Visit>
+absl::Status ForEachChunkLastFirst(const StagedLayer& layer, Visit visit) {
+  const std::vector<int>& rows = layer.rows;
+  for (size_t c = rows.size() - 1; c > 0; --c) {
+    RETURN_IF_ERROR(visit(rows[c - 1], rows[c], c + 1 == rows.size()));
+  }
+  return absl::OkStatus();
+}
 
 // One layer's forward pass: out = sum over chunks of in[:, r0:r1] *
 // W[r0:r1, :], the chunks last rows first (the order the backward pass sends
@@ -56,16 +64,15 @@ absl::Status StagedForward(const StagedLayer& layer, const float* params,
                            const float* in, int batch, bool relu, float* out,
                            const StageHooks& hooks) {
   const int fan_in = layer.fan_in, fan_out = layer.fan_out;
-  const int64_t w = layer.weight;
-  const std::vector<int>& rows = layer.rows;
-  for (size_t c = rows.size() - 1; c > 0; --c) {
-    const int r0 = rows[c - 1], r1 = rows[c];
-    RETURN_IF_ERROR(hooks.await_params(w + static_cast<int64_t>(r0) * fan_out,
-                                       w + static_cast<int64_t>(r1) * fan_out));
-    GemmStrided(false, batch, fan_out, r1 - r0, in + r0, fan_in,
-                params + w + static_cast<int64_t>(r0) * fan_out, fan_out,
-                c + 1 == rows.size() ? 0.0f : 1.0f, out, fan_out);
-  }
+  RETURN_IF_ERROR(ForEachChunkLastFirst(
+      layer, [&](int r0, int r1, bool first) -> absl::Status {
+        RETURN_IF_ERROR(
+            hooks.await_params(layer.RowStart(r0), layer.RowStart(r1)));
+        GemmStrided(false, batch, fan_out, r1 - r0, in + r0, fan_in,
+                    params + layer.RowStart(r0), fan_out, first ? 0.0f : 1.0f,
+                    out, fan_out);
+        return absl::OkStatus();
+      }));
   RETURN_IF_ERROR(hooks.await_params(layer.bias, layer.bias + fan_out));
   AddBias(params + layer.bias, batch, fan_out, out);
   if (relu) {
@@ -80,16 +87,14 @@ void StagedGradient(const StagedLayer& layer, const float* layer_in,
                     const float* dz, int batch, float* grad,
                     const StageHooks& hooks) {
   const int fan_in = layer.fan_in, fan_out = layer.fan_out;
-  const int64_t w = layer.weight;
-  const std::vector<int>& rows = layer.rows;
-  for (size_t c = rows.size() - 1; c > 0; --c) {
-    const int r0 = rows[c - 1], r1 = rows[c];
-    const int64_t begin = w + static_cast<int64_t>(r0) * fan_out;
+  // The visit cannot fail.
+  (void)ForEachChunkLastFirst(layer, [&](int r0, int r1, bool) {
     // dW[r0:r1, :] = in[:, r0:r1]^T * dZ.
     GemmStrided(true, r1 - r0, fan_out, batch, layer_in + r0, fan_in, dz,
-                fan_out, 0.0f, grad + begin, fan_out);
-    hooks.gradient_ready(begin, w + static_cast<int64_t>(r1) * fan_out);
-  }
+                fan_out, 0.0f, grad + layer.RowStart(r0), fan_out);
+    hooks.gradient_ready(layer.RowStart(r0), layer.RowStart(r1));
+    return absl::OkStatus();
+  });
   ColumnSums(dz, batch, fan_out, grad + layer.bias);
   hooks.gradient_ready(layer.bias, layer.bias + fan_out);
 }

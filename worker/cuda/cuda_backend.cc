@@ -19,15 +19,6 @@ using gpu::CudaStatus;
 
 namespace {
 
-absl::Status CheckBatch(int batch, int max_batch) {
-  if (batch < 1 || batch > max_batch) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("batch of ", batch, " examples is outside [1, ", max_batch,
-                     "] (the backend's max_batch)"));
-  }
-  return absl::OkStatus();
-}
-
 // Makes *array (a gpu::DeviceArray or gpu::PinnedArray) hold at least `size`
 // elements: when it is smaller, reallocates it (uninitialised) to `size` or
 // half as much again as before, whichever is more, so that slowly growing
