@@ -9,8 +9,6 @@ whether it passed. A block that cannot run here says so visibly, on a comment
 line of its own inside the block:
 
     # docs_test: skip: REASON            not run; REASON is listed in the report
-    # docs_test: s|OLD|NEW|              run with OLD replaced by NEW (a shorter
-                                         run of a long benchmark, for instance)
     # docs_test: with PROGRAM ARGS       every command line that runs PROGRAM
                                          gets ARGS appended (later flags win):
                                          a short run of a long benchmark
@@ -78,7 +76,6 @@ class Block:
     lang: str
     body: list
     skip: str = ""
-    subs: list = dataclasses.field(default_factory=list)
     timeout_s: int = DEFAULT_TIMEOUT_S
     beside: str = ""
     appends: list = dataclasses.field(default_factory=list)
@@ -135,8 +132,11 @@ def parse_markers(block, problems):
         if not text.startswith("# docs_test:"):
             continue
         marker = text[len("# docs_test:"):].strip()
-        if marker.startswith("skip:"):
-            block.skip = marker[len("skip:"):].strip()
+        if marker.startswith("skip"):
+            block.skip = marker[len("skip"):].lstrip(":").strip()
+            if not block.skip:
+                problems.append(f"{block.where}: a skip marker needs a reason "
+                                "('# docs_test: skip: REASON')")
         elif marker.startswith("with "):
             parts = marker.split(None, 2)
             if len(parts) < 3:
@@ -147,18 +147,8 @@ def parse_markers(block, problems):
             block.beside = marker[len("beside "):].strip()
         elif marker.startswith("timeout "):
             block.timeout_s = int(marker.split()[1])
-        elif marker.startswith("s") and len(marker) > 2:
-            sep = marker[1]
-            parts = marker[2:].split(sep)
-            if len(parts) < 2:
-                problems.append(f"{block.where}: bad substitution {marker!r}")
-            else:
-                block.subs.append((parts[0], parts[1]))
         else:
             problems.append(f"{block.where}: unknown docs_test marker {marker!r}")
-    if block.lang in SHELL and block.skip == "" and any(
-            "# docs_test: skip" in l for l in block.body):
-        problems.append(f"{block.where}: a skip marker needs a reason")
 
 
 def doc_files(root):
@@ -251,10 +241,6 @@ echo "docs_test: this block needs root (sudo)" >&2; exit 77
 
 def script_of(block, offset):
     text = "\n".join(block.body)
-    for old, new in block.subs:
-        if old not in text:
-            raise ValueError(f"{block.where}: substitution text {old!r} is not in the block")
-        text = text.replace(old, new)
     # One line a command: continuations joined, so that ARGS land at the end.
     text = re.sub(r"\\\n\s*", " ", text)
     lines = []
@@ -406,7 +392,7 @@ def main():
     if args.list:
         for b in shell:
             state = f"skip: {b.skip}" if b.skip else (
-                "run" + (f" with {len(b.subs)} substitution(s)" if b.subs else ""))
+                "run" + (" shorter (with ...)" if b.appends else ""))
             print(f"{b.where:28} {state}")
         print(f"docs_test: {len(shell)} shell blocks: {len(to_run)} run "
               f"({100 * fraction:.0f} %), {len(shell) - len(to_run)} skipped")
@@ -430,10 +416,7 @@ def main():
             fresh[b.path] = os.path.join(work, b.path.replace("/", "_").replace(".md", ""))
             make_fresh_dir(root, fresh[b.path], offset)
         log = os.path.join(work, f"{b.path.replace('/', '_')}_{b.line}.log")
-        try:
-            ok, why, elapsed = run_block(b, fresh[b.path], env, offset, log)
-        except ValueError as e:
-            ok, why, elapsed = False, str(e), 0.0
+        ok, why, elapsed = run_block(b, fresh[b.path], env, offset, log)
         if ok:
             passed += 1
             print(f"  ok    {b.where:28} {elapsed:6.1f} s", flush=True)

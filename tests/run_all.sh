@@ -25,16 +25,16 @@ bazel test //... --test_summary=short --test_env=DOWNPOUR_MNIST_DIR="$mnist_dir"
 rc=${PIPESTATUS[0]}
 passed=$(grep -cE '^//[^ ]+ +(\(cached\) )?PASSED' "$log")
 failed=$(grep -cE '^//[^ ]+ +(\(cached\) )?(FAILED|TIMEOUT|NO STATUS|FLAKY|INCOMPLETE)' "$log")
-build_note=""
+built=1
 if [[ $rc -ne 0 && $failed -eq 0 ]]; then
   # The build itself failed: no test could run.
   failed=1
-  build_note="build failed"
+  built=0
 fi
 rm -f "$log"
 # The docs' shell blocks, as a new user would paste them (tests/docs_test.py),
 # once everything they run is built. DOWNPOUR_DOCS_TEST=0 leaves them out.
-if [[ "${DOWNPOUR_DOCS_TEST:-1}" != 0 ]] && [[ -z "$build_note" ]]; then
+if [[ "${DOWNPOUR_DOCS_TEST:-1}" != 0 ]] && [[ $built == 1 ]]; then
   if DOCS_TEST_CALLER_PATH="$PATH" python3 tests/docs_test.py; then
     passed=$((passed + 1))
     echo "tests/docs_test.py PASSED"
