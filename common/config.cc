@@ -245,6 +245,30 @@ std::vector<std::string> MergeOverrideFragments(
   return merged;
 }
 
+// Sparse models read libsvm, csv and criteo; only they stream.
+static absl::Status CheckModelReadsSource(const ModelSection& model,
+                                   const DataSection& data) {
+  if (!IsSparseModel(model.type)) {
+    if (!StreamsData(data)) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model.type ", ModelTypeName(model.type), " reads its data in memory: ",
+        data.source == DataSource::kCriteo
+            ? "data.source criteo is read by the sparse models (sparse_linear, "
+              "fm, wide_deep)"
+            : "data.stream is for the sparse models (sparse_linear, fm, "
+              "wide_deep); set data.stream: false"));
+  }
+  if (data.source != DataSource::kLibsvm && data.source != DataSource::kCsv &&
+      data.source != DataSource::kCriteo) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model.type ", ModelTypeName(model.type),
+        " reads data.source libsvm (64-bit indices), criteo (click-log text) "
+        "or csv (columns hashed by data.categorical, text, numeric, "
+        "bucketize)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateConfig(const Config& config) {
   Config copy = config;  // the schema binds to a mutable config
   RETURN_IF_ERROR(CheckFields(ConfigSchema(&copy)));
@@ -258,16 +282,7 @@ absl::Status ValidateConfig(const Config& config) {
         "security.reader_token_file: /metrics answers only requests bearing "
         "the reader token");
   }
-  if (IsSparseModel(config.model.type)) {
-    if (config.data.source != DataSource::kLibsvm &&
-        config.data.source != DataSource::kCsv) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "model.type ", ModelTypeName(config.model.type),
-          " reads data.source libsvm (64-bit indices) "
-          "or csv (columns hashed by data.categorical, text, numeric, "
-          "bucketize)"));
-    }
-  }
+  RETURN_IF_ERROR(CheckModelReadsSource(config.model, config.data));
   RETURN_IF_ERROR(
       CheckTraining(config.training, config.model.task, config.data));
   RETURN_IF_ERROR(CheckData(config.data, config.cluster));

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/config_field.h"
+#include "common/status_macros.h"
 #include "common/mnist.h"
 
 namespace downpour {
@@ -21,13 +22,70 @@ constexpr Choice<DataSource> kDataSources[] = {
     {"idx", DataSource::kIdx},
     {"csv", DataSource::kCsv},
     {"libsvm", DataSource::kLibsvm},
-    {"synthetic", DataSource::kSynthetic}};
+    {"synthetic", DataSource::kSynthetic},
+    {"criteo", DataSource::kCriteo}};
 constexpr Choice<MissingPolicy> kMissingPolicies[] = {
     {"error", MissingPolicy::kError},
     {"zero", MissingPolicy::kZero},
     {"mean", MissingPolicy::kMean}};
 
 constexpr int64_t kMaxExamples = 100'000'000;
+
+// data.path: a string (one file, folder or glob) or a list of them.
+config_internal::ConfigField PathsField(std::string key, DataSection* d) {
+  config_internal::ConfigField field{std::move(key), nullptr,
+                                     [] { return absl::OkStatus(); }};
+  field.read = [key = field.key, d](const YAML::Node& node) {
+    std::vector<std::string> paths;
+    if (node.IsSequence()) {
+      RETURN_IF_ERROR(
+          config_internal::StringListField(key, &paths, 100'000).read(node));
+      if (paths.empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(key, " is an empty list: name at least one file"));
+      }
+    } else {
+      paths.emplace_back();
+      RETURN_IF_ERROR(config_internal::ReadString(key, node, &paths[0]));
+    }
+    d->path = paths[0];
+    d->paths = std::move(paths);
+    return absl::OkStatus();
+  };
+  return field;
+}
+
+bool HasGlob(const std::string& path) {
+  return path.find_first_of("*?[") != std::string::npos;
+}
+
+// The streaming rules: sparse models only (checked with the model), a test
+// file, and several files or globs only when streaming.
+absl::Status CheckStreaming(const DataSection& data) {
+  const std::vector<std::string> paths = InputPatterns(data);
+  const bool many = paths.size() > 1 || HasGlob(paths[0]);
+  if (!StreamsData(data)) {
+    if (!many) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        "data.path names several files or a glob pattern, which only the "
+        "streaming readers read: set data.stream: true (sparse models), or "
+        "name one file");
+  }
+  if (data.stream && data.source != DataSource::kLibsvm &&
+      data.source != DataSource::kCriteo) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "data.stream reads data.source libsvm and criteo, not ",
+        DataSourceName(data.source),
+        " (csv streaming is not built yet): set data.stream: false"));
+  }
+  if (data.test_path.empty()) {
+    return absl::InvalidArgumentError(
+        "a streamed data.path (data.stream, data.source criteo) needs "
+        "data.test_path: a separate test file (nothing is held out of a "
+        "stream)");
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace
 
@@ -36,7 +94,7 @@ namespace config_internal {
 std::vector<ConfigField> DataKeys(DataSection* d) {
   return {
       ChoiceField("data.source", &d->source, ParseDataSource, DataSourceName),
-      StringField("data.path", &d->path),
+      PathsField("data.path", d),
       StringField("data.test_path", &d->test_path),
       // -1 (test) and 0 (train) are the "not set" values of csv and
       // libsvm, placed by ResolveTableDefaults; CheckData refuses them
@@ -61,7 +119,11 @@ std::vector<ConfigField> DataKeys(DataSection* d) {
       StringListField("data.bucketize", &d->bucketize, 100'000),
       StringListField("data.ignore", &d->ignore, 100'000),
       IntField("data.quantile_buckets", &d->quantile_buckets, Between(2, 1000)),
-      IntField("data.features", &d->features, Between(0, kMaxLayerWidth))};
+      IntField("data.features", &d->features, Between(0, kMaxLayerWidth)),
+      BoolField("data.stream", &d->stream),
+      IntField("data.shuffle_window", &d->shuffle_window,
+               Between(0, 10'000'000)),
+      IntField("data.eval_rows", &d->eval_rows, Between(0, kMaxExamples))};
 }
 
 void ResolveTableDefaults(const std::set<std::string>& set_keys,
@@ -82,6 +144,8 @@ absl::Status CheckData(const DataSection& data, const ClusterSection& cluster) {
                      IsTableSource(data.source) ? "file" : "folder",
                      " for data.source ", DataSourceName(data.source)));
   }
+  RETURN_IF_ERROR(CheckStreaming(data));
+  if (data.source == DataSource::kCriteo) return absl::OkStatus();
   if (!data.test_path.empty() && !IsTableSource(data.source) &&
       data.source != DataSource::kIdx) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -130,6 +194,15 @@ absl::StatusOr<MissingPolicy> ParseMissingPolicy(absl::string_view name) {
 
 bool IsTableSource(DataSource source) {
   return source == DataSource::kCsv || source == DataSource::kLibsvm;
+}
+
+std::vector<std::string> InputPatterns(const DataSection& data) {
+  if (!data.paths.empty() && data.paths[0] == data.path) return data.paths;
+  return {data.path};
+}
+
+bool StreamsData(const DataSection& data) {
+  return data.stream || data.source == DataSource::kCriteo;
 }
 
 char DelimiterChar(const DataSection& data) {

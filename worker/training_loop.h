@@ -54,6 +54,11 @@ struct WorkerStats {
   double share_compute = 0;
   double share_wait_pull = 0;
   double share_wait_push = 0;
+  // Streamed data: waiting for the reader thread to parse the next rows.
+  double share_wait_data = 0;
+  // Examples counted in `examples`, by the epoch they were read in (index:
+  // 0-based epoch).
+  std::vector<int64_t> epoch_examples;
   bool finished = false;
   // Set when training diverged: the error Run returns, naming the knobs.
   std::string diverged;
