@@ -110,9 +110,10 @@ TEST(ConfigTest, ChoicesParseAndNameRoundTrip) {
        {"idx", DataSource::kIdx},
        {"csv", DataSource::kCsv},
        {"libsvm", DataSource::kLibsvm},
-       {"synthetic", DataSource::kSynthetic}},
+       {"synthetic", DataSource::kSynthetic},
+       {"criteo", DataSource::kCriteo}},
       "parquet",
-      "data.source must be one of mnist, idx, csv, libsvm, synthetic; got "
+      "data.source must be one of mnist, idx, csv, libsvm, synthetic, criteo; got "
       "'parquet'");
   ExpectChoices<MissingPolicy>(
       ParseMissingPolicy, MissingPolicyName,

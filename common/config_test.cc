@@ -189,6 +189,39 @@ TEST(ConfigTest, ModelTooLargeIsRefused) {
                        HasSubstr("make over 1048576 blocks")));
 }
 
+TEST(ConfigTest, StreamedDataPathTakesListsAndGlobs) {
+  const std::string sparse =
+      "model:\n  type: sparse_linear\n  task: binary\noptimizer:\n"
+      "  type: ftrl\n";
+  absl::StatusOr<Config> c =
+      Parse(sparse +
+            "data:\n  source: criteo\n  path: [a.txt, 'logs/day_*.gz']\n"
+            "  test_path: t.txt\n  shuffle_window: 0\n");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->data.path, "a.txt");
+  EXPECT_THAT(c->data.paths, ::testing::ElementsAre("a.txt", "logs/day_*.gz"));
+  EXPECT_TRUE(StreamsData(c->data));
+  EXPECT_EQ(c->data.shuffle_window, 0);
+  EXPECT_EQ(c->data.eval_rows, 10000);
+  config_testing::ExpectAllFail({
+      {sparse + "data:\n  source: libsvm\n  path: ['a', 'b']\n",
+       "data.path names several files or a glob pattern, which only the "
+       "streaming readers read: set data.stream: true"},
+      {sparse + "data:\n  source: libsvm\n  path: 'day_*'\n",
+       "set data.stream: true"},
+      {sparse + "data:\n  source: criteo\n  path: a\n",
+       "needs data.test_path"},
+      {sparse + "data:\n  source: csv\n  stream: true\n  path: a\n"
+                "  test_path: b\n",
+       "data.stream reads data.source libsvm and criteo, not csv"},
+      {sparse + "data:\n  source: criteo\n  path: []\n",
+       "data.path is an empty list"},
+      {"data:\n  source: criteo\n  path: a\n  test_path: b\n",
+       "model.type mlp reads its data in memory: data.source criteo is read "
+       "by the sparse models"},
+  });
+}
+
 TEST(ConfigTest, UnknownKeyNamesLineKeyAndAllowedKeys) {
   EXPECT_THAT(
       Parse(
@@ -289,8 +322,8 @@ TEST(ConfigTest, EnumsListAllowedValues) {
        "model.type sparse_linear is logistic (model.task: binary) or linear "
        "regression (model.task: regression), not multiclass"},
       {"model:\n  type: sparse_linear\n  task: binary\n",
-       "model.type sparse_linear reads data.source libsvm (64-bit indices) or "
-       "csv"},
+       "model.type sparse_linear reads data.source libsvm (64-bit indices), "
+       "criteo"},
       {"admission:\n  min_count: 2\n",
        "admission.min_count and admission.probability decide which keys of a "
        "sparse table get a row: they apply to model.type sparse_linear, fm "
@@ -367,7 +400,7 @@ TEST(ConfigTest, EnumsListAllowedValues) {
       {"training:\n  warmstart_steps: -1\n",
        "training.warmstart_steps must be in 0..1099511627776, got -1"},
       {"data:\n  source: parquet\n",
-       "data.source must be one of mnist, idx, csv, libsvm, synthetic; got "
+       "data.source must be one of mnist, idx, csv, libsvm, synthetic, criteo; got "
        "'parquet'"},
       {"data:\n  missing: skip\n",
        "data.missing must be one of error, zero, mean; got 'skip'"},
