@@ -11,6 +11,8 @@
 #include "common/model_spec.h"
 #include "common/sparse_keys.h"
 #include "common/status_macros.h"
+#include "data/criteo_parser.h"
+#include "data/file_reader.h"
 #include "data/libsvm_reader.h"
 #include "model/export.h"
 #include "model/fm_math.h"
@@ -384,9 +386,16 @@ absl::StatusOr<data::SparseDataset> ReadSparseExamples(
     ASSIGN_OR_RETURN(options.columns, ColumnsOf(f));
     return data::ReadCsvSparse(path, options);
   }
+  if (f.source() == DataSourceName(DataSource::kCriteo)) {
+    ASSIGN_OR_RETURN(const std::string text, data::ReadFileMaybeGzip(path));
+    data::SparseDataset rows;
+    RETURN_IF_ERROR(data::ParseCriteoRows(text, path, 1, &rows));
+    rows.class_names = classes;
+    return rows;
+  }
   return absl::InvalidArgumentError(
       absl::StrCat("the model was trained on data.source '", f.source(),
-                   "'; a sparse model reads libsvm or csv files"));
+                   "'; a sparse model reads libsvm, criteo or csv files"));
 }
 
 SparseScorer::SparseScorer(const SparseModel& model)

@@ -362,20 +362,16 @@ absl::StatusOr<SparseParams> SparseFromCheckpoints(const Config& config,
   return params;
 }
 
-absl::StatusOr<model::SparseModel> BuildSparseExport(
-    const Config& config, SparseParams params, const std::string& origin) {
-  absl::StatusOr<worker::SparseSplit> data = worker::LoadSparseData(
-      config.data, config.training.seed, config.model.task);
-  if (!data.ok()) {
-    return absl::Status(
-        data.status().code(),
-        absl::StrCat("export reads the training data for its classes and "
-                     "column buckets: ",
-                     data.status().message()));
-  }
+namespace {
+
+// The exported model of `params` with the schema of `data` (classes,
+// CSV columns and their buckets).
+absl::StatusOr<model::SparseModel> SparseExportOf(
+    const Config& config, const worker::SparseSplit& data, SparseParams params,
+    const std::string& origin) {
   model::SparseModel out;
   out.meta =
-      model::MakeSparseMeta(config, data->train.class_names, data->columns);
+      model::MakeSparseMeta(config, data.train.class_names, data.columns);
   out.meta.set_origin(origin);
   out.meta.set_updates(params.updates);
   out.meta.set_sparse_rows(static_cast<uint64_t>(params.rows));
@@ -387,6 +383,30 @@ absl::StatusOr<model::SparseModel> BuildSparseExport(
   out.embeddings = std::move(params.embeddings);
   out.mlp = std::move(params.mlp);
   return out;
+}
+
+}  // namespace
+
+absl::StatusOr<model::SparseModel> BuildSparseExport(
+    const Config& config, SparseParams params, const std::string& origin) {
+  if (StreamsData(config.data)) {
+    // A streamed job's schema is its config's: the classes its reader
+    // fixed, no columns (libsvm, criteo): nothing to read again.
+    worker::SparseSplit none;
+    none.train.class_names =
+        worker::StreamClassNames(config.data, config.model.task);
+    return SparseExportOf(config, none, std::move(params), origin);
+  }
+  absl::StatusOr<worker::SparseSplit> data = worker::LoadSparseData(
+      config.data, config.training.seed, config.model.task);
+  if (!data.ok()) {
+    return absl::Status(
+        data.status().code(),
+        absl::StrCat("export reads the training data for its classes and "
+                     "column buckets: ",
+                     data.status().message()));
+  }
+  return SparseExportOf(config, *data, std::move(params), origin);
 }
 
 }  // namespace downpour::tools

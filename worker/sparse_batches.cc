@@ -22,18 +22,13 @@ void AppendRow(const data::SparseDataset& from, int64_t r,
   to->y.push_back(from.y[r]);
 }
 
-namespace {
-
-// Empties *out but keeps its buffers and class names.
-void Clear(data::SparseDataset* out) {
+void ClearRows(data::SparseDataset* out) {
   out->offsets.assign(1, 0);
   out->keys.clear();
   out->values.clear();
   out->fields.clear();
   out->y.clear();
 }
-
-}  // namespace
 
 InMemoryBatches::InMemoryBatches(
     std::shared_ptr<const data::SparseDataset> data, uint64_t seed,
@@ -56,7 +51,7 @@ absl::StatusOr<bool> InMemoryBatches::Next(int batch, data::SparseDataset* out,
     ++epoch_;
   }
   const int64_t end = std::min(n, cursor_ + std::max(1, batch));
-  Clear(out);
+  ClearRows(out);
   out->class_names = data_->class_names;
   for (int64_t i = cursor_; i < end; ++i) AppendRow(*data_, order_[i], out);
   epochs->assign(static_cast<size_t>(end - cursor_), epoch_);

@@ -79,6 +79,9 @@ class InMemoryTestSet : public SparseTestSet {
   const data::SparseDataset empty_;
 };
 
+// Empties *out's rows but keeps its buffers and class names.
+void ClearRows(data::SparseDataset* out);
+
 // Appends row `r` of `from` to *to: its entries, their fields when `from`
 // has fields, and its target. REQUIRES: `to` has fields exactly when `from`
 // has (or is empty).

@@ -17,6 +17,7 @@
 #include "rpc/daemon.h"
 #include "rpc/health.h"
 #include "worker/backend_factory.h"
+#include "worker/stream_positions.h"
 
 namespace downpour::worker {
 namespace {
@@ -84,6 +85,13 @@ absl::Status WorkerNode::Load() {
       backend_ = *std::move(backend);
       device_ = backend_->device();
     }
+    if (StreamsData(config.data)) {
+      absl::StatusOr<StreamSource> source =
+          OpenStreamSource(config.data, spec_->task());
+      if (!source.ok()) return SetupError(source.status());
+      stream_source_ = *std::move(source);
+      return absl::OkStatus();
+    }
     absl::StatusOr<SparseSplit> data =
         LoadSparseData(config.data, config.training.seed, spec_->task());
     if (!data.ok()) return SetupError(data.status());
@@ -129,15 +137,7 @@ absl::Status WorkerNode::JoinCluster() {
   ASSIGN_OR_RETURN(proto::RegisterWorkerResponse registered,
                    client_->RegisterWorker(options_.index, advertised_));
   const proto::Partition& partition = registered.partition();
-  if (sparse_) {
-    sparse_train_ = std::make_shared<const data::SparseDataset>(PartitionRows(
-        sparse_data_.train, Parts(partition), partition.num_parts()));
-    SPDLOG_LOGGER_INFO(Log(Logger::kWorker),
-                       "partition {}/{}: {} training examples ({} keys) on {}",
-                       partition.part(), partition.num_parts(),
-                       sparse_train_->rows(), sparse_train_->entries(),
-                       device_);
-  } else {
+  if (!sparse_) {
     parts_ = std::make_unique<DataParts>(&data_.train, Parts(partition),
                                          partition.num_parts());
     SPDLOG_LOGGER_INFO(Log(Logger::kWorker),
@@ -161,28 +161,7 @@ absl::Status WorkerNode::JoinCluster() {
   counters_.stats().member_incarnation.Set(
       static_cast<double>(registered.incarnation()));
 
-  if (sparse_) {
-    SparseLoop::Options sparse_options;
-    sparse_options.training = config.training;
-    sparse_options.worker_index = options_.index;
-    sparse_options.num_shards = static_cast<int>(config.cluster.ps.size());
-    // Occurrence counts for the ps's admission (admission.*, fm's
-    // embedding_min_count).
-    sparse_options.send_counts =
-        config.admission.min_count > 1 || config.admission.probability < 1;
-    for (const SparseTableSpec& table : spec_->sparse_tables()) {
-      if (table.min_count > 1) sparse_options.send_counts = true;
-    }
-    sparse_options.backend = backend_.get();  // wide_deep only
-    sparse_options.mean_pooling =
-        config.model.wide_deep.pooling == Pooling::kMean;
-    sparse_options.fm_scale_step =
-        config.model.type == ModelType::kFm && config.model.fm.scale_step;
-    loop_ = std::make_unique<SparseLoop>(*spec_, ps_.get(), sparse_train_,
-                                         &sparse_data_.test, sparse_options);
-    running_loop_.store(loop_.get());
-    return absl::OkStatus();
-  }
+  if (sparse_) return MakeSparseLoop(partition);
   DownpourLoop::Options loop_options;
   loop_options.training = config.training;
   loop_options.optimizer = config.optimizer;
@@ -197,6 +176,64 @@ absl::Status WorkerNode::JoinCluster() {
                                               loop_options);
   dense_loop_ = dense.get();
   loop_ = std::move(dense);
+  running_loop_.store(loop_.get());
+  return absl::OkStatus();
+}
+
+absl::Status WorkerNode::MakeSparseLoop(const proto::Partition& partition) {
+  const Config& config = options_.config;
+  SparseLoop::Options sparse_options;
+  sparse_options.training = config.training;
+  sparse_options.worker_index = options_.index;
+  sparse_options.num_shards = static_cast<int>(config.cluster.ps.size());
+  // Occurrence counts for the ps's admission (admission.*, fm's
+  // embedding_min_count).
+  sparse_options.send_counts =
+      config.admission.min_count > 1 || config.admission.probability < 1;
+  for (const SparseTableSpec& table : spec_->sparse_tables()) {
+    if (table.min_count > 1) sparse_options.send_counts = true;
+  }
+  sparse_options.backend = backend_.get();  // wide_deep only
+  sparse_options.mean_pooling =
+      config.model.wide_deep.pooling == Pooling::kMean;
+  sparse_options.fm_scale_step =
+      config.model.type == ModelType::kFm && config.model.fm.scale_step;
+  if (!stream_source_.has_value()) {
+    sparse_train_ = std::make_shared<const data::SparseDataset>(PartitionRows(
+        sparse_data_.train, Parts(partition), partition.num_parts()));
+    SPDLOG_LOGGER_INFO(Log(Logger::kWorker),
+                       "partition {}/{}: {} training examples ({} keys) on {}",
+                       partition.part(), partition.num_parts(),
+                       sparse_train_->rows(), sparse_train_->entries(),
+                       device_);
+    loop_ = std::make_unique<SparseLoop>(*spec_, ps_.get(), sparse_train_,
+                                         &sparse_data_.test, sparse_options);
+    running_loop_.store(loop_.get());
+    return absl::OkStatus();
+  }
+  StreamOptions stream;
+  stream.files = stream_source_->train_files;
+  stream.plan = data::PlanParts(stream.files, partition.num_parts());
+  stream.parse = stream_source_->parse;
+  stream.epochs = config.training.steps > 0 ? 0 : config.training.epochs;
+  stream.shuffle_window = static_cast<size_t>(config.data.shuffle_window);
+  stream.seed =
+      config.training.seed + 7919 * static_cast<uint64_t>(options_.index);
+  auto batches = std::make_unique<StreamingBatches>(std::move(stream));
+  RETURN_IF_ERROR(batches->SetParts(ProgressOf(partition)));
+  stream_ = batches.get();
+  SPDLOG_LOGGER_INFO(Log(Logger::kWorker),
+                     "partition {}/{}: streaming parts [{}] of {} file(s), "
+                     "{} bytes an epoch, on {}",
+                     partition.part(), partition.num_parts(),
+                     absl::StrJoin(stream_->parts(), ", "),
+                     stream_source_->train_files.size(),
+                     stream_->bytes_total() /
+                         std::max(1, config.training.epochs),
+                     device_);
+  loop_ = std::make_unique<SparseLoop>(*spec_, ps_.get(), std::move(batches),
+                                       stream_source_->test.get(),
+                                       sparse_options);
   running_loop_.store(loop_.get());
   return absl::OkStatus();
 }
@@ -233,9 +270,26 @@ absl::Status WorkerNode::Reregister() {
 }
 
 void WorkerNode::ApplyPartition(const proto::Partition& partition) {
+  if (stream_ != nullptr) {
+    if (partition.num_parts() == 0) return;  // no partition in it
+    const std::vector<int> was = stream_->parts();
+    absl::Status set = stream_->SetParts(ProgressOf(partition));
+    if (!set.ok()) {
+      SPDLOG_LOGGER_WARN(Log(Logger::kWorker),
+                         "data parts [{}] not taken: {}",
+                         absl::StrJoin(Parts(partition), ", "), set.message());
+    } else if (stream_->parts() != was) {
+      SPDLOG_LOGGER_INFO(Log(Logger::kWorker),
+                         "data parts now [{}] (were [{}]), read on from "
+                         "their last reported positions",
+                         absl::StrJoin(stream_->parts(), ", "),
+                         absl::StrJoin(was, ", "));
+    }
+    return;
+  }
   if (sparse_) {
-    // Sparse workers keep the part they registered with: a dead worker's
-    // part is not adopted yet (docs/SPARSE.md).
+    // In-memory sparse workers keep the part they registered with: a dead
+    // worker's part is adopted by streamed workers only (docs/DATA.md).
     return;
   }
   const std::vector<int> was = parts_->parts();
@@ -290,6 +344,7 @@ proto::MemberReport WorkerNode::Report() const {
   report.set_device(device_);
   report.set_diverged(stats.diverged);
   if (ps != nullptr) report.set_clock(ps->acked_clock());
+  if (stream_ != nullptr) AddStreamReport(*stream_, stats, &report);
   return report;
 }
 

@@ -38,6 +38,7 @@
 #include "worker/downpour.h"
 #include "worker/grpc_ps_client.h"
 #include "worker/sparse_data.h"
+#include "worker/sparse_stream.h"
 #include "worker/sparse_loop.h"
 #include "worker/training_loop.h"
 
@@ -108,6 +109,8 @@ class WorkerNode {
   // Registers again after a coordinator restart and applies the partition the
   // coordinator answers with.
   absl::Status Reregister();
+  // Builds the sparse loop over this worker's parts (streamed or in memory).
+  absl::Status MakeSparseLoop(const proto::Partition& partition);
   // Trains on the parts in `partition` from the next step on, if they changed.
   void ApplyPartition(const proto::Partition& partition);
   void OnHeartbeat(const proto::HeartbeatResponse& response);
@@ -141,6 +144,10 @@ class WorkerNode {
   bool sparse_ = false;
   SparseSplit sparse_data_;
   std::shared_ptr<const data::SparseDataset> sparse_train_;
+  // Streamed data (data.stream, criteo): the files, parser and test set,
+  // and the batches the loop draws (owned by loop_; null otherwise).
+  std::optional<StreamSource> stream_source_;
+  StreamingBatches* stream_ = nullptr;
   // What computes: backend_->device(), or "cpu" for a sparse model.
   std::string device_;
   std::unique_ptr<membership::MemberAgent> agent_;
