@@ -35,11 +35,27 @@ const Prefixes& FieldPrefixes() {
   return *prefixes;
 }
 
-// The Criteo competition's bucket of an integer value.
-int64_t IntegerToken(int64_t v) {
+constexpr int kTokenTable = 1 << 12;
+
+int64_t ComputeToken(int64_t v) {
   if (v <= 2) return v;
   const double l = std::log(static_cast<double>(v));
   return static_cast<int64_t>(std::floor(l * l));
+}
+
+// ComputeToken of 0 .. kTokenTable - 1: most Criteo integers are small.
+struct TokenTable {
+  int16_t of[kTokenTable];
+  TokenTable() {
+    for (int v = 0; v < kTokenTable; ++v) of[v] = ComputeToken(v);
+  }
+};
+
+// The Criteo competition's bucket of an integer value.
+int64_t IntegerToken(int64_t v) {
+  static const TokenTable* const table = new TokenTable();
+  if (v >= 0 && v < kTokenTable) return table->of[v];
+  return ComputeToken(v);
 }
 
 // One line's parse; `line` has no line end.
@@ -71,17 +87,18 @@ absl::Status CriteoLine::Split() {
   int n = 0;
   while (true) {
     const void* tab = std::memchr(p, '\t', end - p);
-    const char* field_end = tab != nullptr ? static_cast<const char*>(tab) : end;
+    const char* field_end =
+        tab != nullptr ? static_cast<const char*>(tab) : end;
     if (n < kLineFields) field_[n] = absl::string_view(p, field_end - p);
     ++n;
     if (tab == nullptr) break;
     p = field_end + 1;
   }
   if (n == kLineFields) return absl::OkStatus();
-  return Error(line_.data(),
-               absl::StrCat("has ", n, " fields; a Criteo line has ",
-                            kLineFields,
-                            " tab-separated fields (label, I1..I13, C1..C26)"));
+  return Error(
+      line_.data(),
+      absl::StrCat("has ", n, " fields; a Criteo line has ", kLineFields,
+                   " tab-separated fields (label, I1..I13, C1..C26)"));
 }
 
 absl::Status CriteoLine::AddInteger(int f, absl::string_view value,

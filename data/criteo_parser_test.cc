@@ -62,8 +62,7 @@ TEST(CriteoParserTest, KeysAreFeatureKeysOfTheDefinedStrings) {
   cats[0] = "68fd1e64";
   cats[25] = "a b";
   const std::string text =
-      Line(Fields("1", {"0", "1", "2", "3", "100", "-5",
-                        "9223372036854775807"},
+      Line(Fields("1", {"0", "1", "2", "3", "100", "-5", "9223372036854775807"},
                   cats)) +
       "\n";
   SparseDataset d;
@@ -84,7 +83,8 @@ TEST(CriteoParserTest, KeysAreFeatureKeysOfTheDefinedStrings) {
 TEST(CriteoParserTest, MissingFieldsCrlfAndBlankLines) {
   const std::string all_missing = Line(Fields("0", {}, {}));
   const std::string text = all_missing + "\r\n\r\n  \n" +
-                           Line(Fields("1", {"", "", "7"}, {"", "x"})) + "\r\n" +
+                           Line(Fields("1", {"", "", "7"}, {"", "x"})) +
+                           "\r\n" +
                            Line(Fields("0", {}, {"", "", "z"}));  // no '\n'
   SparseDataset d;
   ASSERT_THAT(ParseCriteoRows(text, "t.txt", 1, &d), IsOk());
@@ -125,9 +125,9 @@ TEST(CriteoParserTest, Errors) {
   };
   for (const Case& c : cases) {
     SparseDataset d;
-    EXPECT_THAT(ParseCriteoRows(c.line + "\n", "t.txt", 7, &d),
-                StatusIs(absl::StatusCode::kInvalidArgument,
-                         HasSubstr(c.message)))
+    EXPECT_THAT(
+        ParseCriteoRows(c.line + "\n", "t.txt", 7, &d),
+        StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(c.message)))
         << c.line;
     EXPECT_EQ(d.rows(), 0);
     EXPECT_TRUE(d.keys.empty());

@@ -39,7 +39,8 @@ class Fd {
 // pread/read that retries EINTR; -1 with errno set on failure.
 ssize_t ReadSome(int fd, char* dst, size_t n, int64_t offset) {
   while (true) {
-    const ssize_t r = offset >= 0 ? pread(fd, dst, n, offset) : read(fd, dst, n);
+    const ssize_t r =
+        offset >= 0 ? pread(fd, dst, n, offset) : read(fd, dst, n);
     if (r >= 0 || errno != EINTR) return r;
   }
 }
@@ -100,12 +101,13 @@ class GzipStream : public FileStream {
 };
 
 absl::Status GzipStream::ReadInput(size_t* got) {
-  if (zs_.avail_in > 0 && zs_.next_in != reinterpret_cast<Bytef*>(input_.data())) {
+  if (zs_.avail_in > 0 &&
+      zs_.next_in != reinterpret_cast<Bytef*>(input_.data())) {
     std::memmove(input_.data(), zs_.next_in, zs_.avail_in);
   }
   const size_t held = zs_.avail_in;
-  const ssize_t r = ReadSome(fd_.get(), input_.data() + held,
-                             input_.size() - held, -1);
+  const ssize_t r =
+      ReadSome(fd_.get(), input_.data() + held, input_.size() - held, -1);
   if (r < 0) return ReadError(errno, path_);
   file_offset_ += r;
   zs_.next_in = reinterpret_cast<Bytef*>(input_.data());
@@ -130,8 +132,9 @@ absl::Status GzipStream::NextMember() {
   while (true) {
     for (size_t i = 0; i < zs_.avail_in; ++i) {
       if (zs_.next_in[i] != 0) {
-        return GzipError(path_, absl::StrCat("bytes follow the gzip data at byte ",
-                                             consumed() + i));
+        return GzipError(path_,
+                         absl::StrCat("bytes follow the gzip data at byte ",
+                                      consumed() + i));
       }
     }
     zs_.avail_in = 0;
@@ -169,10 +172,11 @@ absl::StatusOr<size_t> GzipStream::Read(char* dst, size_t n) {
 absl::Status Skip(FileStream* stream, int64_t count) {
   std::vector<char> scratch(std::min<int64_t>(count, int64_t{1} << 20));
   while (count > 0) {
-    const absl::StatusOr<size_t> n = stream->Read(
-        scratch.data(), std::min<int64_t>(count, scratch.size()));
+    const absl::StatusOr<size_t> n =
+        stream->Read(scratch.data(), std::min<int64_t>(count, scratch.size()));
     if (!n.ok()) return n.status();
-    if (*n == 0) return absl::OutOfRangeError("the stream ends before the offset");
+    if (*n == 0)
+      return absl::OutOfRangeError("the stream ends before the offset");
     count -= static_cast<int64_t>(*n);
   }
   return absl::OkStatus();

@@ -83,8 +83,8 @@ absl::Status AddFile(const std::string& path, const std::string& entry,
   if (stat(path.c_str(), &st) != 0) return PathError(ReadError(errno, path));
   if (S_ISDIR(st.st_mode)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("data.path: '", path, "' is a folder; name the files, e.g. '",
-                     path, "/*.txt'"));
+        absl::StrCat("data.path: '", path,
+                     "' is a folder; name the files, e.g. '", path, "/*.txt'"));
   }
   if (!S_ISREG(st.st_mode)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -92,9 +92,9 @@ absl::Status AddFile(const std::string& path, const std::string& entry,
   }
   for (const Listed& l : *listed) {
     if (l.device == st.st_dev && l.inode == st.st_ino) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "data.path: '", path, "' is named twice (by '", l.entry, "' and '",
-          entry, "'); name each file once"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("data.path: '", path, "' is named twice (by '", l.entry,
+                       "' and '", entry, "'); name each file once"));
     }
   }
   listed->push_back({st.st_dev, st.st_ino, entry});
@@ -107,7 +107,8 @@ absl::Status AddFile(const std::string& path, const std::string& entry,
 // The first global byte of part p of n over `total` bytes.
 int64_t PartStart(int64_t total, int p, int n) {
   return static_cast<int64_t>(static_cast<unsigned __int128>(total) *
-                              static_cast<unsigned>(p) / static_cast<unsigned>(n));
+                              static_cast<unsigned>(p) /
+                              static_cast<unsigned>(n));
 }
 
 // The part whose range holds global byte `at` (< total).
@@ -213,10 +214,10 @@ absl::Status PartReader::CheckLineStart(PartPosition position) const {
     inside = got == 1;
   }
   if (!inside || before != '\n') {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "'", file.path, "': position ", position.offset,
-        " is not the start of a line in the part's bytes [", s.begin, ", ",
-        s.end, "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", file.path, "': position ", position.offset,
+                     " is not the start of a line in the part's bytes [",
+                     s.begin, ", ", s.end, "]"));
   }
   return absl::OkStatus();
 }
@@ -242,7 +243,8 @@ absl::Status PartReader::OpenAt(int64_t at) {
 
 absl::Status PartReader::SkipPastNewline() {
   while (true) {
-    const void* nl = std::memchr(buffer_.data() + cursor_, '\n', size_ - cursor_);
+    const void* nl =
+        std::memchr(buffer_.data() + cursor_, '\n', size_ - cursor_);
     if (nl != nullptr) {
       cursor_ = static_cast<const char*>(nl) - buffer_.data() + 1;
       return absl::OkStatus();
@@ -258,8 +260,7 @@ absl::Status PartReader::OpenSegment(bool* empty) {
   const InputFile& file = files_[s.file];
   limit_ = file.gzip ? std::numeric_limits<int64_t>::max() : s.end;
   const bool seeked = pending_offset_ >= 0;
-  const int64_t start =
-      seeked ? pending_offset_ : (file.gzip ? 0 : s.begin);
+  const int64_t start = seeked ? pending_offset_ : (file.gzip ? 0 : s.begin);
   if (start == 0) {
     RETURN_IF_ERROR(OpenAt(0));
   } else {
@@ -269,8 +270,9 @@ absl::Status PartReader::OpenSegment(bool* empty) {
     if (size_ > 0 && buffer_[0] == '\n') {
       cursor_ = 1;
     } else if (seeked) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "'", file.path, "': position ", start, " is not the start of a line"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", file.path, "': position ", start,
+                       " is not the start of a line"));
     } else {
       RETURN_IF_ERROR(SkipPastNewline());
     }
@@ -304,8 +306,8 @@ absl::Status PartReader::Fill() {
     }
     buffer_.resize(std::min<int64_t>(2 * size_, max_line_bytes_));
   }
-  ASSIGN_OR_RETURN(size_t n,
-                   source_->Read(buffer_.data() + size_, buffer_.size() - size_));
+  ASSIGN_OR_RETURN(
+      size_t n, source_->Read(buffer_.data() + size_, buffer_.size() - size_));
   size_ += n;
   eof_ = n == 0;
   return absl::OkStatus();
@@ -417,8 +419,9 @@ absl::StatusOr<int64_t> LineNumberAt(const InputFile& file, int64_t offset) {
   int64_t line = 1;
   int64_t left = offset;
   while (left > 0) {
-    ASSIGN_OR_RETURN(size_t n, stream->Read(buffer.data(),
-                                            std::min<int64_t>(left, buffer.size())));
+    ASSIGN_OR_RETURN(
+        size_t n,
+        stream->Read(buffer.data(), std::min<int64_t>(left, buffer.size())));
     if (n == 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           "'", file.path, "': byte ", offset, " is past the end of the file"));

@@ -172,7 +172,7 @@ class PartReader {
   const size_t buffer_bytes_;
   const int64_t max_line_bytes_;
 
-  int segment_ = 0;             // index into part_.segments
+  int segment_ = 0;              // index into part_.segments
   int64_t pending_offset_ = -1;  // PartPosition::offset while not open
   int64_t done_before_ = 0;      // bytes of the segments before segment_
   std::unique_ptr<internal::FileStream> source_;  // open segment, or null

@@ -205,8 +205,8 @@ TEST_F(InputPartsTest, SeekToEveryChunkReadsTheRest) {
         std::vector<std::string> rest =
             ReadPart(files_, texts_, part, 16, positions[k]);
         ASSERT_LE(rest.size(), lines.size());
-        EXPECT_TRUE(std::equal(rest.begin(), rest.end(),
-                               lines.end() - rest.size()));
+        EXPECT_TRUE(
+            std::equal(rest.begin(), rest.end(), lines.end() - rest.size()));
         if (k > 0) {
           EXPECT_LE(rest.size(), done);
         }
@@ -289,9 +289,9 @@ TEST_F(InputPartsTest, TruncatedGzipNamesTheFile) {
   TextChunk chunk;
   absl::StatusOr<bool> more = true;
   while (more.ok() && *more) more = reader.Next(&chunk);
-  EXPECT_THAT(more.status(), StatusIs(absl::StatusCode::kInvalidArgument,
-                                      AllOf(HasSubstr("p_cut.gz"),
-                                            HasSubstr("truncated"))));
+  EXPECT_THAT(more.status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("p_cut.gz"), HasSubstr("truncated"))));
 }
 
 TEST_F(InputPartsTest, LineOverTheLimitNamesFileAndByte) {
@@ -323,9 +323,8 @@ TEST_F(InputPartsTest, LastLineAtTheLimitWithoutNewlineIsRead) {
   WriteRaw(path, "a\n" + std::string(49, 'q'));
   absl::StatusOr<std::vector<InputFile>> files = ExpandInputs({path});
   ASSERT_THAT(files.status(), IsOk());
-  std::vector<std::string> lines =
-      ReadPart(*files, {"a\n" + std::string(49, 'q')},
-               PlanParts(*files, 1)[0], 4);
+  std::vector<std::string> lines = ReadPart(
+      *files, {"a\n" + std::string(49, 'q')}, PlanParts(*files, 1)[0], 4);
   EXPECT_THAT(lines, ElementsAre("a\n", std::string(49, 'q')));
 }
 
@@ -351,10 +350,10 @@ TEST(ExpandInputsTest, Errors) {
   WriteRaw(dir + "/a.txt", "a\n");
   EXPECT_THAT(ExpandInputs({}).status(),
               StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(ExpandInputs({dir + "/x*.txt"}).status(),
-              StatusIs(absl::StatusCode::kNotFound,
-                       HasSubstr("data.path: no file matches '" + dir +
-                                 "/x*.txt'")));
+  EXPECT_THAT(
+      ExpandInputs({dir + "/x*.txt"}).status(),
+      StatusIs(absl::StatusCode::kNotFound,
+               HasSubstr("data.path: no file matches '" + dir + "/x*.txt'")));
   EXPECT_THAT(ExpandInputs({dir + "/missing.txt"}).status(),
               StatusIs(absl::StatusCode::kNotFound,
                        HasSubstr("cannot read '" + dir +
@@ -363,12 +362,12 @@ TEST(ExpandInputsTest, Errors) {
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("is a folder; name the files, e.g. '" + dir +
                                  "/*.txt'")));
-  EXPECT_THAT(ExpandInputs({dir + "/a.txt", dir + "/*.txt"}).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("named twice")));
-  EXPECT_THAT(ExpandInputs({dir + "/a.txt", dir + "/./a.txt"}).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("named twice")));
+  EXPECT_THAT(
+      ExpandInputs({dir + "/a.txt", dir + "/*.txt"}).status(),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("named twice")));
+  EXPECT_THAT(
+      ExpandInputs({dir + "/a.txt", dir + "/./a.txt"}).status(),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("named twice")));
 }
 
 TEST_F(InputPartsTest, LineNumberAt) {

@@ -15,9 +15,9 @@ TEST(LibsvmParserTest, LinesCountFromOneByDefault) {
   LibsvmRules rules;
   rules.sparse = true;
   LibsvmRows rows;
-  EXPECT_THAT(ParseLibsvmRows("+1 1:2\n-1 x:1\n", "a.svm", rules, &rows),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("a.svm:2:")));
+  EXPECT_THAT(
+      ParseLibsvmRows("+1 1:2\n-1 x:1\n", "a.svm", rules, &rows),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("a.svm:2:")));
 }
 
 TEST(LibsvmParserTest, FirstLineNumbersMessagesAndLastLine) {
@@ -25,9 +25,9 @@ TEST(LibsvmParserTest, FirstLineNumbersMessagesAndLastLine) {
   rules.sparse = true;
   rules.first_line = 41;
   LibsvmRows rows;
-  EXPECT_THAT(ParseLibsvmRows("+1 1:2\n-1 x:1\n", "a.svm", rules, &rows),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("a.svm:42:")));
+  EXPECT_THAT(
+      ParseLibsvmRows("+1 1:2\n-1 x:1\n", "a.svm", rules, &rows),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("a.svm:42:")));
   LibsvmRows good;
   ASSERT_THAT(ParseLibsvmRows("+1 1:2\n-1 3:1\n", "a.svm", rules, &good),
               IsOk());
