@@ -59,6 +59,12 @@ uint64_t FeatureKey(absl::string_view field, absl::string_view value) {
   return Fmix64(FnvUpdate(FieldState(field), value));
 }
 
+uint64_t FeatureKeyPrefix(absl::string_view field) { return FieldState(field); }
+
+uint64_t FeatureKeyFrom(uint64_t prefix, absl::string_view value) {
+  return Fmix64(FnvUpdate(prefix, value));
+}
+
 uint64_t FieldKey(absl::string_view field) { return HashBytes(field); }
 
 uint64_t MixKey(uint64_t key) { return downpour::MixKey(key); }

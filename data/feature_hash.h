@@ -44,6 +44,13 @@ uint64_t HashBytes(absl::string_view bytes);
 // token, a numeric bucket "b<i>"): HashBytes(field + '\x1f' + value).
 uint64_t FeatureKey(absl::string_view field, absl::string_view value);
 
+// FeatureKey in two steps, for loops that hash many values of one field
+// without building field + '\x1f' + value: FeatureKeyPrefix(field) is the
+// FNV-1a state after field + '\x1f', and
+// FeatureKeyFrom(FeatureKeyPrefix(field), value) == FeatureKey(field, value).
+uint64_t FeatureKeyPrefix(absl::string_view field);
+uint64_t FeatureKeyFrom(uint64_t prefix, absl::string_view value);
+
 // The key of a numeric field used as a value (its weight multiplies the
 // number): HashBytes(field). Differs from every FeatureKey as long as field
 // names hold no '\x1f'.

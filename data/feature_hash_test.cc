@@ -43,6 +43,18 @@ TEST(FeatureHashTest, HashBytesGoldenValues) {
   EXPECT_EQ(Fmix64(1), 0xb456bcfc34c2cb2cULL);
 }
 
+TEST(FeatureHashTest, FeatureKeyInTwoStepsIsFeatureKey) {
+  for (const char* field : {"", "C1", "color", "I13"}) {
+    const uint64_t prefix = FeatureKeyPrefix(field);
+    for (const char* value : {"", "red", "68fd1e64", "0"}) {
+      EXPECT_EQ(FeatureKeyFrom(prefix, value), FeatureKey(field, value))
+          << field << " " << value;
+    }
+  }
+  EXPECT_EQ(FeatureKeyFrom(FeatureKeyPrefix("color"), "red"),
+            0xd81372f21cac90c2ULL);
+}
+
 TEST(FeatureHashTest, FeatureKeyIsHashOfFieldSeparatorValue) {
   EXPECT_EQ(FeatureKey("color", "red"), 0xd81372f21cac90c2ULL);
   EXPECT_EQ(FeatureKey("text", "corn"), 0x485cc75535523f47ULL);

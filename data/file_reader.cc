@@ -20,28 +20,6 @@ namespace {
 
 constexpr size_t kMinOutput = 64 << 10;
 
-bool HasGzipMagic(absl::string_view bytes) {
-  return bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f &&
-         static_cast<unsigned char>(bytes[1]) == 0x8b;
-}
-
-absl::Status ErrnoError(int error, const std::string& path) {
-  const std::string message =
-      absl::StrCat("cannot read '", path, "': ", std::strerror(error));
-  switch (error) {
-    case ENOENT:
-    case ENOTDIR:
-      return absl::NotFoundError(message);
-    case EACCES:
-    case EPERM:
-      return absl::PermissionDeniedError(message);
-    case EISDIR:
-      return absl::InvalidArgumentError(message);
-    default:
-      return absl::UnknownError(message);
-  }
-}
-
 absl::Status TooLarge(const std::string& path, int64_t max_bytes,
                       bool decompressed) {
   return absl::InvalidArgumentError(
@@ -69,10 +47,10 @@ class Fd {
 absl::StatusOr<std::string> ReadAll(const std::string& path,
                                     int64_t max_bytes) {
   Fd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) return ErrnoError(errno, path);
+  if (fd.get() < 0) return ReadError(errno, path);
   struct stat st;
-  if (fstat(fd.get(), &st) != 0) return ErrnoError(errno, path);
-  if (S_ISDIR(st.st_mode)) return ErrnoError(EISDIR, path);
+  if (fstat(fd.get(), &st) != 0) return ReadError(errno, path);
+  if (S_ISDIR(st.st_mode)) return ReadError(EISDIR, path);
   if (S_ISREG(st.st_mode) && st.st_size > max_bytes) {
     return TooLarge(path, max_bytes, false);
   }
@@ -92,7 +70,7 @@ absl::StatusOr<std::string> ReadAll(const std::string& path,
     const ssize_t n = read(fd.get(), &out[size], out.size() - size);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return ErrnoError(errno, path);
+      return ReadError(errno, path);
     }
     if (n == 0) break;
     size += static_cast<size_t>(n);
@@ -102,12 +80,6 @@ absl::StatusOr<std::string> ReadAll(const std::string& path,
   }
   out.resize(size);
   return out;
-}
-
-absl::Status GzipError(const std::string& name, absl::string_view what) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("'", name, "' is not valid gzip data: ", what,
-                   "; download or compress the file again"));
 }
 
 // The first size of Gunzip's output. The last member's trailer holds its
@@ -213,6 +185,34 @@ absl::StatusOr<std::string> Gunzip(absl::string_view bytes,
 }
 
 }  // namespace
+
+bool HasGzipMagic(absl::string_view bytes) {
+  return bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f &&
+         static_cast<unsigned char>(bytes[1]) == 0x8b;
+}
+
+absl::Status ReadError(int error, const std::string& path) {
+  const std::string message =
+      absl::StrCat("cannot read '", path, "': ", std::strerror(error));
+  switch (error) {
+    case ENOENT:
+    case ENOTDIR:
+      return absl::NotFoundError(message);
+    case EACCES:
+    case EPERM:
+      return absl::PermissionDeniedError(message);
+    case EISDIR:
+      return absl::InvalidArgumentError(message);
+    default:
+      return absl::UnknownError(message);
+  }
+}
+
+absl::Status GzipError(const std::string& name, absl::string_view what) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("'", name, "' is not valid gzip data: ", what,
+                   "; download or compress the file again"));
+}
 
 absl::StatusOr<std::string> MaybeGunzip(absl::string_view bytes,
                                         const std::string& name,

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
@@ -30,6 +31,18 @@ absl::StatusOr<std::string> ReadFileMaybeGzip(const std::string& path,
 absl::StatusOr<std::string> MaybeGunzip(absl::string_view bytes,
                                         const std::string& name,
                                         int64_t max_bytes = int64_t{8} << 30);
+
+// True when `bytes` starts with the gzip magic 1f 8b.
+bool HasGzipMagic(absl::string_view bytes);
+
+// The status for errno `error` while opening or reading `path`: "cannot read
+// 'path': <strerror>", NotFound for ENOENT and ENOTDIR, PermissionDenied for
+// EACCES and EPERM, InvalidArgument for EISDIR, Unknown otherwise.
+absl::Status ReadError(int error, const std::string& path);
+
+// InvalidArgument "'name' is not valid gzip data: <what>; download or
+// compress the file again".
+absl::Status GzipError(const std::string& name, absl::string_view what);
 
 }  // namespace downpour::data
 

@@ -32,6 +32,7 @@ class LibsvmParser {
         name_(name),
         rules_(rules),
         rows_(rows),
+        line_number_(rules.first_line - 1),
         labels_(rules.labels, rules.classes),
         writer_(&rows->data) {}
 

@@ -35,6 +35,9 @@ struct LibsvmRules {
   LabelMode labels = LabelMode::kClass;
   std::vector<std::string> classes;
   int64_t max_line_bytes = 1 << 20;
+  // The number of the text's first line in its file, for messages (a chunk
+  // of a file starts past line 1).
+  int64_t first_line = 1;
 };
 
 // What ParseLibsvmRows read.

@@ -87,7 +87,16 @@ absl::Status SparseRowWriter::EndRow(float y) {
     // With fields, a stable sort keeps each key's first Add first (its field
     // is the one kept). Without, std::sort as before: duplicates are summed
     // in the same order, so rows come out bit for bit as they always did.
-    if (with_fields_) {
+    if (with_fields_ && row_.size() <= 64) {
+      // Short rows (Criteo's 39 fields): a stable insertion sort, without
+      // the buffer std::stable_sort allocates on every call.
+      for (size_t i = 1; i < row_.size(); ++i) {
+        const Entry entry = row_[i];
+        size_t j = i;
+        for (; j > 0 && entry.key < row_[j - 1].key; --j) row_[j] = row_[j - 1];
+        row_[j] = entry;
+      }
+    } else if (with_fields_) {
       std::stable_sort(row_.begin(), row_.end(), by_key);
     } else {
       std::sort(row_.begin(), row_.end(), by_key);
