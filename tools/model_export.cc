@@ -15,6 +15,7 @@
 #include "server/checkpoint.h"
 #include "worker/dataset.h"
 #include "worker/sparse_data.h"
+#include "worker/sparse_stream.h"
 
 namespace downpour::tools {
 namespace {
