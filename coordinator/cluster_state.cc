@@ -311,9 +311,12 @@ absl::StatusOr<proto::HeartbeatResponse> ClusterState::Heartbeat(
     const bool was_finished = m->report.finished();
     members_.Heard(*m, request.report());
     const bool settled = *role == MemberRole::kPs && NoteShardReport(*m);
+    const bool moved = *role == MemberRole::kWorker &&
+                       parts_.NotePositions(m->index, m->report.positions());
     placement_.AssignBackups();
     const bool stopped = progress_.MaybeStop(members_, parts_);
-    if (stopped || settled || m->report.finished() != was_finished) {
+    if (stopped || settled || m->report.finished() != was_finished ||
+        (moved && PositionSaveDue())) {
       snapshot = TakeSnapshot();
     }
     HeartbeatReply(*m, &response);
@@ -337,6 +340,14 @@ bool ClusterState::NoteShardReport(Member& ps) {
             settled;
   placement_.FollowShard(ps);
   return settled;
+}
+
+bool ClusterState::PositionSaveDue() {
+  const absl::Time now = clock_->Now();
+  if (now < next_position_save_) return false;
+  next_position_save_ =
+      now + absl::Seconds(options_.config.heartbeat.interval_s);
+  return true;
 }
 
 void ClusterState::HeartbeatReply(const Member& m,

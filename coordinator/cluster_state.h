@@ -92,7 +92,9 @@ class ClusterState {
   // the member's current or a retired key; nothing is changed by any error.
   // A retired key (a process that was replaced) gets only `replaced`. The
   // reply tells a standby which shard to take over, a worker its current data
-  // parts, a ps and a standby the workers' incarnations.
+  // parts and their saved positions (a worker's report of its positions is
+  // kept as DataPartTable::NotePositions says), a ps and a standby the
+  // workers' incarnations.
   absl::StatusOr<proto::HeartbeatResponse> Heartbeat(
       const proto::HeartbeatRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -155,6 +157,11 @@ class ClusterState {
   bool NoteShardReport(Member& ps) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HeartbeatReply(const Member& m, proto::HeartbeatResponse* response) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A streaming worker's parts move on with every heartbeat: a change of
+  // positions alone is saved at most once per heartbeat.interval_s over all
+  // workers (true when one is due now), so the state file is not rewritten
+  // for each worker's each heartbeat; any later snapshot holds them too.
+  bool PositionSaveDue() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Persistence (no-ops without coordinator.state_dir). A change takes a
   // snapshot under mu_ and saves it after releasing mu_, so that the fsync
@@ -179,6 +186,8 @@ class ClusterState {
   ShardPlacement placement_ ABSL_GUARDED_BY(mu_);
   JobProgress progress_ ABSL_GUARDED_BY(mu_);
   uint64_t snapshots_ ABSL_GUARDED_BY(mu_) = 0;  // sequence of the last one
+  // PositionSaveDue: no position-only save before this time.
+  absl::Time next_position_save_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 };
 
 }  // namespace downpour::coordinator

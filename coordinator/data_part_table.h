@@ -1,15 +1,20 @@
-// Which worker trains on which data parts: worker i starts with part i, a dead
-// worker's parts go to the living workers, and a worker that registers again
-// takes its own part back (the rules are coordinator/assignment.h's). A part
-// of ClusterState, which calls it under its lock.
+// Which worker trains on which data parts, and where in each part its reader
+// is: worker i starts with part i, a dead worker's parts go to the living
+// workers, and a worker that registers again takes its own part back (the
+// rules are coordinator/assignment.h's). Each part keeps the last position its
+// holder reported, which moves with the part and is handed to the next holder
+// (proto::Partition.positions). A part of ClusterState, which calls it under
+// its lock.
 //
 //   DataPartTable parts(/*workers=*/2);
 //   parts.Claim(members.workers(), 0);     // worker 0 registered: part 0
+//   parts.NotePositions(0, report.positions());  // where it reads part 0
 //   parts.HandOff(members.workers(), 1);   // worker 1 died: its parts move
 #ifndef DOWNPOUR_COORDINATOR_DATA_PART_TABLE_H_
 #define DOWNPOUR_COORDINATOR_DATA_PART_TABLE_H_
 
 #include <cstddef>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -38,22 +43,41 @@ class DataPartTable {
   // no worker can take them (they wait with it).
   void HandOff(const std::vector<Member>& workers, int dead);
 
-  // Worker `worker`'s partition: its index, the number of parts, its parts.
+  // Worker `worker`'s heartbeat reported `positions`: each becomes its part's
+  // saved position when the worker holds that part now, the position is
+  // well-formed (0 <= segment, -1 <= offset, 0 <= epoch, 0 <= examples) and it
+  // is not behind the saved one (epoch, then segment, offset and examples);
+  // others are ignored: a stale report of a part that moved, a forged one, or
+  // a reader that went back (saving that would train its data twice after a
+  // resume). The same position again is accepted (a worker that registered
+  // again reports where it was told to start). True when a saved position
+  // changed. REQUIRES: a worker's index.
+  bool NotePositions(
+      int worker,
+      const google::protobuf::RepeatedPtrField<proto::PartPosition>& positions);
+
+  // Worker `worker`'s partition: its index, the number of parts, its parts
+  // and the saved positions of those parts that have one.
   proto::Partition PartitionOf(int worker) const;
 
   // Adds each worker's parts to its entry in `members` (role "worker").
   void AddTo(
       google::protobuf::RepeatedPtrField<proto::MemberStatus>* members) const;
-  // Adds each worker's parts to its record in `state` (Membership::SaveTo's).
+  // Adds each worker's parts to its record in `state` (Membership::SaveTo's),
+  // and the parts' saved positions (state->part_positions).
   void SaveTo(proto::CoordinatorState* state) const;
-  // The parts of each registered worker recorded in `state`.
+  // The parts of each registered worker recorded in `state`, and the
+  // positions of parts of this job (others are dropped).
   void Restore(const proto::CoordinatorState& state);
 
  private:
   std::vector<WorkerSlot> Slots(const std::vector<Member>& workers) const;
   bool IsWorker(const std::string& role, int index) const;
+  bool Holds(int worker, int part) const;
 
   std::vector<std::vector<int>> parts_;  // entry i: worker i's parts
+  // The last position reported of each part that has one, by part.
+  std::map<int, proto::PartPosition> positions_;
 };
 
 }  // namespace downpour::coordinator
