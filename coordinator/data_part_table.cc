@@ -60,9 +60,9 @@ void DataPartTable::HandOff(const std::vector<Member>& workers, int dead) {
   }
   for (const PartMove& move : moves) {
     parts_[move.to].push_back(move.part);
-    SPDLOG_LOGGER_INFO(L(), "data part {} of dead worker {} goes to worker {}{}",
-                       move.part, dead, move.to,
-                       FromWhere(positions_, move.part));
+    SPDLOG_LOGGER_INFO(
+        L(), "data part {} of dead worker {} goes to worker {}{}", move.part,
+        dead, move.to, FromWhere(positions_, move.part));
   }
   parts_[dead].clear();
 }

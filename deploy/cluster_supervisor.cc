@@ -62,6 +62,8 @@ class ClusterSupervisor::Progress {
     int losses = 0;
     for (const WorkerResult& w : workers) {
       f.steps += w.step;
+      f.data_bytes_read += w.data_bytes_read;
+      f.data_bytes_total += w.data_bytes_total;
       if (!w.finished) f.examples_per_sec += w.examples_per_sec;
       const auto it = w.metrics.find(metric_);
       const double value = it != w.metrics.end() ? it->second : NAN;
@@ -94,6 +96,7 @@ class ClusterSupervisor::Progress {
     }
     last_elapsed_ = elapsed;
     last_steps_ = f.steps;
+    f.data_bytes_per_sec = DataRate(elapsed, f.data_bytes_read);
     line_.Update(FormatProgress(f));
   }
   void Event(const std::string& text) { line_.Event(text); }
@@ -115,11 +118,25 @@ class ClusterSupervisor::Progress {
     return absl::StrJoin(parts, ", ");
   }
 
+  // Bytes per second the workers read since the first figure that had any
+  // (a resumed job's workers count what they read before: not this run's).
+  double DataRate(double elapsed, int64_t bytes_read) {
+    if (bytes_read == 0) return 0;
+    if (data_since_s_ < 0) {
+      data_since_s_ = elapsed;
+      data_since_bytes_ = bytes_read;
+    }
+    if (elapsed <= data_since_s_) return 0;
+    return (bytes_read - data_since_bytes_) / (elapsed - data_since_s_);
+  }
+
   ProgressLine line_;
   const int64_t planned_steps_;
   const std::string metric_;
   double last_elapsed_ = 0;
   int64_t last_steps_ = 0;
+  double data_since_s_ = -1;  // DataRate's start; -1 before it
+  int64_t data_since_bytes_ = 0;
   std::set<int> finished_;
 };
 

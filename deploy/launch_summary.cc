@@ -39,6 +39,21 @@ std::string MetricsJson(
   return absl::StrJoin(parts, ", ");
 }
 
+// The sum over `workers` of their examples by epoch (WorkerResult).
+std::vector<int64_t> ExamplesPerEpoch(
+    const std::vector<WorkerResult>& workers) {
+  std::vector<int64_t> sums;
+  for (const WorkerResult& w : workers) {
+    if (w.epoch_examples.size() > sums.size()) {
+      sums.resize(w.epoch_examples.size());
+    }
+    for (size_t e = 0; e < w.epoch_examples.size(); ++e) {
+      sums[e] += w.epoch_examples[e];
+    }
+  }
+  return sums;
+}
+
 }  // namespace
 
 void SetMark(const Config& config, double accuracy_mark,
@@ -75,13 +90,26 @@ std::vector<WorkerResult> WorkerResults(
     workers.back().pushes = static_cast<int64_t>(r.pushes());
     workers.back().refused_steps = static_cast<int64_t>(r.refused_steps());
     workers.back().metrics = {r.metrics().begin(), r.metrics().end()};
+    workers.back().epoch_examples = {r.epoch_examples().begin(),
+                                     r.epoch_examples().end()};
+    workers.back().data_bytes_read = r.data_bytes_read();
+    workers.back().data_bytes_total = r.data_bytes_total();
   }
   return workers;
+}
+
+std::string GroupDigits(int64_t n) {
+  std::string digits = absl::StrCat(n < 0 ? -static_cast<uint64_t>(n) : n);
+  for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3) {
+    digits.insert(i, ",");
+  }
+  return n < 0 ? "-" + digits : digits;
 }
 
 void AddWorkerResults(std::vector<WorkerResult> workers,
                       LaunchSummary* summary) {
   summary->workers = std::move(workers);
+  summary->examples_per_epoch = ExamplesPerEpoch(summary->workers);
   summary->steps = 0;
   summary->refused_steps = 0;
   summary->examples = 0;
@@ -484,6 +512,12 @@ std::string FaultsJson(const LaunchSummary& s) {
 std::string FormatSummary(const LaunchSummary& s) {
   std::string out = "\n";
   AppendResults(s, &out);
+  if (!s.examples_per_epoch.empty()) {
+    std::vector<std::string> epochs;
+    for (int64_t n : s.examples_per_epoch) epochs.push_back(GroupDigits(n));
+    absl::StrAppendFormat(&out, "  examples per epoch:   %s\n",
+                          absl::StrJoin(epochs, " | "));
+  }
   AppendFaults(s, &out);
   absl::StrAppendFormat(&out, "  wall time:            %.1f s\n", s.seconds);
   absl::StrAppendFormat(&out, "  logs:                 %s\n", s.log_dir);
@@ -516,6 +550,9 @@ std::string SummaryJson(const LaunchSummary& s) {
       ",\n  \"steps\": ", s.steps, ",\n  \"refused_steps\": ", s.refused_steps,
       ",\n  \"seconds\": ", JsonNumber(s.seconds),
       ",\n  \"examples_per_sec\": ", JsonNumber(s.examples_per_sec),
+      s.examples_per_epoch.empty() ? "" : ",\n  \"examples_per_epoch\": [",
+      absl::StrJoin(s.examples_per_epoch, ", "),
+      s.examples_per_epoch.empty() ? "" : "]",
       ",\n  \"staleness_p50\": ", JsonNumber(s.staleness_p50),
       ",\n  \"staleness_p99\": ", JsonNumber(s.staleness_p99),
       ",\n  \"staleness_max\": ", JsonNumber(s.staleness_max),

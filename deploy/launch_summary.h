@@ -45,6 +45,13 @@ struct WorkerResult {
   int64_t refused_steps = 0;
   // Its last test metrics (MemberReport.metrics): "accuracy", "auc", "rmse"...
   std::map<std::string, double> metrics;
+  // Workers that stream their data (else empty and 0/0): the examples it
+  // trained by epoch of the part they came from, and the bytes of its parts
+  // read so far and to read over all epochs (MemberReport.epoch_examples,
+  // data_bytes_read, data_bytes_total).
+  std::vector<int64_t> epoch_examples;
+  int64_t data_bytes_read = 0;
+  int64_t data_bytes_total = 0;
 };
 
 // A daemon that ended while the job ran, and what the launcher did about it
@@ -67,6 +74,11 @@ struct LaunchSummary {
   int64_t steps = 0;          // over all workers
   int64_t refused_steps = 0;  // over all workers (WorkerResult)
   int64_t examples = 0;
+  // Examples trained in each epoch (index = epoch), summed over the workers'
+  // last reports (WorkerResult.epoch_examples); empty when no worker streams.
+  // Each part's examples appear once per epoch, give or take what one
+  // heartbeat's worth of a worker that died or restarted trained twice.
+  std::vector<int64_t> examples_per_epoch;
   double seconds = 0;           // wall time from the first start to the end
   double examples_per_sec = 0;  // examples / training seconds, whole cluster
   // The target the summary reports on: when a worker's test `mark_metric`
@@ -148,14 +160,17 @@ void SetMark(const Config& config, double accuracy_mark,
 // "1/3/7": staleness p50/p99/max, "-" when any is NaN (unknown).
 std::string FormatStaleness(double p50, double p99, double max);
 
+// "1,000,123": `n` with its digits grouped by three.
+std::string GroupDigits(int64_t n);
+
 // The workers of a ClusterStatus, in its order.
 std::vector<WorkerResult> WorkerResults(
     const proto::ClusterStatusResponse& status);
 
 // Sets summary->workers and the totals over them: steps, examples,
-// examples_per_sec, final_accuracy (the mean over finished workers with an
-// accuracy; NaN when there is none) and the staleness figures (the largest
-// over workers that pushed).
+// examples_per_epoch, examples_per_sec, final_accuracy (the mean over finished
+// workers with an accuracy; NaN when there is none) and the staleness figures
+// (the largest over workers that pushed).
 void AddWorkerResults(std::vector<WorkerResult> workers,
                       LaunchSummary* summary);
 
@@ -216,7 +231,8 @@ std::string RecoveryNote(const std::vector<FaultRecord>& faults);
 // line gives summary.accuracy_note instead of the figure when that is set.
 std::string FormatSummary(const LaunchSummary& summary);
 
-// summary.json's content: the figures, with null for unknown numbers, and
+// summary.json's content: the figures, with null for unknown numbers
+// ("examples_per_epoch": [n0, n1, ...] only when workers stream), and
 // "ok" (true when the outcome is "succeeded"), "outcome", "failure",
 // "accuracy_note", "faults" (one object per FaultRecord) and "recovery"
 // (RecoveryNote).

@@ -2,6 +2,9 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "common/file_util.h"
 #include "common/testing/status_matchers.h"
@@ -61,6 +64,50 @@ TEST(WorkerResultsTest, WorkersOnlyAndUnknownBeforeTheFirstReport) {
   EXPECT_TRUE(std::isnan(workers[1].loss));
   EXPECT_TRUE(std::isnan(workers[1].accuracy));
   EXPECT_TRUE(std::isnan(workers[1].staleness_p99)) << "no push yet";
+}
+
+TEST(AddWorkerResultsTest, ExamplesPerEpochSumTheWorkersDeadOrFinished) {
+  proto::ClusterStatusResponse status;
+  proto::MemberStatus* finished = AddMember(&status, "worker", 0);
+  finished->mutable_report()->set_finished(true);
+  for (int64_t n : {500000, 499935}) {
+    finished->mutable_report()->add_epoch_examples(n);
+  }
+  proto::MemberStatus* dead = AddMember(&status, "worker", 1);
+  dead->set_alive(false);
+  dead->mutable_report()->add_epoch_examples(500123);
+  proto::MemberStatus* adopter = AddMember(&status, "worker", 2);
+  adopter->mutable_report()->set_data_bytes_read(300);
+  adopter->mutable_report()->set_data_bytes_total(1000);
+  for (int64_t n : {0, 499935}) {
+    adopter->mutable_report()->add_epoch_examples(n);
+  }
+  LaunchSummary summary;
+  AddWorkerResults(WorkerResults(status), &summary);
+  EXPECT_THAT(summary.examples_per_epoch,
+              ::testing::ElementsAre(1000123, 999870));
+  EXPECT_EQ(summary.workers[2].data_bytes_read, 300);
+  EXPECT_EQ(summary.workers[2].data_bytes_total, 1000);
+  EXPECT_THAT(FormatSummary(summary),
+              HasSubstr("  examples per epoch:   1,000,123 | 999,870\n"));
+  EXPECT_THAT(SummaryJson(summary),
+              HasSubstr("\"examples_per_epoch\": [1000123, 999870],"));
+  // In-memory data: no worker streams, so neither says anything.
+  AddWorkerResults({WorkerResult()}, &summary);
+  EXPECT_THAT(FormatSummary(summary), Not(HasSubstr("examples per epoch")));
+  EXPECT_THAT(SummaryJson(summary), Not(HasSubstr("examples_per_epoch")));
+}
+
+TEST(GroupDigitsTest, GroupsByThree) {
+  for (const auto& [n, text] :
+       std::vector<std::pair<int64_t, std::string>>{{0, "0"},
+                                                    {999, "999"},
+                                                    {1000, "1,000"},
+                                                    {999870, "999,870"},
+                                                    {1000123, "1,000,123"},
+                                                    {-1234, "-1,234"}}) {
+    EXPECT_EQ(GroupDigits(n), text) << n;
+  }
 }
 
 TEST(AddWorkerResultsTest, ClusterStalenessIsTheWorstWorkers) {

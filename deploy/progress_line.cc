@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -17,6 +18,25 @@ std::string Duration(double seconds) {
   if (seconds < 90) return absl::StrFormat("%.0f s", seconds);
   if (seconds < 5400) return absl::StrFormat("%.0f min", seconds / 60);
   return absl::StrFormat("%.1f h", seconds / 3600);
+}
+
+// " | data 1.2 of 4.0 GB (30 %), ETA 3 min": both in the total's unit.
+std::string DataPart(const ProgressFigures& f) {
+  const double total = static_cast<double>(f.data_bytes_total);
+  const auto [unit, scale] = total >= 1e9   ? std::make_pair("GB", 1e9)
+                             : total >= 1e6 ? std::make_pair("MB", 1e6)
+                             : total >= 1e3 ? std::make_pair("kB", 1e3)
+                                            : std::make_pair("B", 1.0);
+  std::string out =
+      absl::StrFormat(" | data %.1f of %.1f %s (%d %%)",
+                      f.data_bytes_read / scale, total / scale, unit,
+                      static_cast<int>(std::min<int64_t>(
+                          100, 100 * f.data_bytes_read / f.data_bytes_total)));
+  if (f.data_bytes_per_sec > 0 && f.running > 0) {
+    const double left = std::max<double>(0, total - f.data_bytes_read);
+    absl::StrAppend(&out, ", ETA ", Duration(left / f.data_bytes_per_sec));
+  }
+  return out;
 }
 
 }  // namespace
@@ -44,7 +64,9 @@ std::string FormatProgress(const ProgressFigures& f) {
     absl::StrAppendFormat(&out, " | stale p99 %.0f", f.staleness_p99);
   }
   absl::StrAppendFormat(&out, " | %d/%d workers", f.running, f.workers);
-  if (f.planned_steps > 0 && f.steps_per_sec > 0 && f.running > 0) {
+  if (f.data_bytes_total > 0) {
+    absl::StrAppend(&out, DataPart(f));
+  } else if (f.planned_steps > 0 && f.steps_per_sec > 0 && f.running > 0) {
     const double remaining = std::max<int64_t>(0, f.planned_steps - f.steps);
     absl::StrAppend(&out, " | ETA ", Duration(remaining / f.steps_per_sec));
   }

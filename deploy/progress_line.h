@@ -34,13 +34,21 @@ struct ProgressFigures {
   double staleness_p99 = NAN;
   int running = 0;
   int workers = 0;
+  // Workers that stream their data, summed over them: bytes of their parts
+  // read so far and to read over all epochs (0/0: none streams), and the
+  // rate since the launcher's first figure (0 = unknown).
+  int64_t data_bytes_read = 0;
+  int64_t data_bytes_total = 0;
+  double data_bytes_per_sec = 0;
 };
 
 // "[  12.3 s] step 14534/37800 38% | 108233 ex/s | loss 0.0067 | acc 0.9240 |
 // stale p99 3 | 2/2 workers | ETA 21 s". The staleness part is left out while
 // unknown. ETA is what the planned steps still take at the
 // measured rate (the job may stop earlier at training.target_accuracy); it is
-// left out while unknown.
+// left out while unknown. When workers stream their data, "| data 1.2 of 4.0
+// GB (30 %), ETA 3 min" follows the workers instead: the ETA is what the bytes
+// left take at the rate since the start.
 std::string FormatProgress(const ProgressFigures& figures);
 
 // Steps the config plans over all workers: training.steps each, or

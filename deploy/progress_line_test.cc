@@ -46,6 +46,32 @@ TEST(FormatProgressTest, FiguresAndEta) {
   EXPECT_THAT(FormatProgress(f), HasSubstr("ETA 2.8 h"));
 }
 
+TEST(FormatProgressTest, StreamingWorkersShowDataReadAndItsEta) {
+  ProgressFigures f;
+  f.elapsed_s = 60;
+  f.steps = 1000;
+  f.planned_steps = 4000;
+  f.steps_per_sec = 100;
+  f.running = 2;
+  f.workers = 2;
+  f.data_bytes_read = 1'200'000'000;
+  f.data_bytes_total = 4'000'000'000;
+  f.data_bytes_per_sec = 20'000'000;  // 2.8 GB left: 140 s
+  EXPECT_THAT(
+      FormatProgress(f),
+      HasSubstr("| 2/2 workers | data 1.2 of 4.0 GB (30 %), ETA 2 min"));
+  EXPECT_THAT(FormatProgress(f), Not(HasSubstr("| ETA")));  // one ETA
+  f.data_bytes_per_sec = 0;                                 // no rate yet
+  EXPECT_THAT(FormatProgress(f),
+              testing::EndsWith("data 1.2 of 4.0 GB (30 %)"));
+  f.data_bytes_read = 5'000'000;
+  f.data_bytes_total = 20'000'000;
+  EXPECT_THAT(FormatProgress(f), HasSubstr("data 5.0 of 20.0 MB (25 %)"));
+  f.data_bytes_total = 0;  // in-memory data: the steps' ETA
+  EXPECT_THAT(FormatProgress(f), Not(HasSubstr("data")));
+  EXPECT_THAT(FormatProgress(f), HasSubstr("| ETA 30 s"));
+}
+
 TEST(FormatProgressTest, NoRateOrLossOnceEveryWorkerHasStopped) {
   ProgressFigures f;
   f.elapsed_s = 13;

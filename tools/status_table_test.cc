@@ -71,6 +71,24 @@ TEST(StatusTableTest, NamesAWorkerWhosePushesAreAllDuplicates) {
                         "a duplicate, so none was applied"));
 }
 
+TEST(StatusTableTest, ShowsTheDataEachStreamingWorkerRead) {
+  proto::ClusterStatusResponse status;
+  for (int i = 0; i < 2; ++i) {
+    proto::MemberStatus* worker = status.add_members();
+    worker->set_role("worker");
+    worker->set_index(i);
+    worker->set_registered(true);
+  }
+  EXPECT_THAT(FormatStatusTable(status), ::testing::Not(HasSubstr("data:")))
+      << "in-memory data";
+  status.mutable_members(1)->mutable_report()->set_data_bytes_read(1.2e9);
+  status.mutable_members(1)->mutable_report()->set_data_bytes_total(4e9);
+  EXPECT_THAT(FormatStatusTable(status),
+              HasSubstr("\nworker 1 data: 1.20 GB of 4.00 GB read (30 %)\n"));
+  EXPECT_THAT(FormatStatusTable(status),
+              ::testing::Not(HasSubstr("worker 0 data")));
+}
+
 TEST(StatusTableTest, ShowsEachShardsBackupAndTheLoss) {
   proto::ClusterStatusResponse status;
   EXPECT_EQ(FormatBackups(status), "");  // replication 1, no recoveries
