@@ -277,7 +277,7 @@ void WorkerNode::ApplyPartition(const proto::Partition& partition) {
     if (!set.ok()) {
       SPDLOG_LOGGER_WARN(Log(Logger::kWorker),
                          "data parts [{}] not taken: {}",
-                         absl::StrJoin(Parts(partition), ", "), set.message());
+                         absl::StrJoin(Parts(partition), ", "), std::string(set.message()));
     } else if (stream_->parts() != was) {
       SPDLOG_LOGGER_INFO(Log(Logger::kWorker),
                          "data parts now [{}] (were [{}]), read on from "
