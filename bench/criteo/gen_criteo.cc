@@ -51,7 +51,9 @@
 #include "common/parse_flags.h"
 
 ABSL_FLAG(std::string, out, "", "training file to write (required)");
-ABSL_FLAG(int64_t, rows, 0, "training rows (0: --bytes decides)");
+ABSL_FLAG(int64_t, rows, 0,
+          "training rows (0: --bytes alone decides; with --bytes too, the "
+          "first limit reached stops)");
 ABSL_FLAG(std::string, bytes, "",
           "training file size, e.g. 400M or 4G (stops at the first line "
           "that reaches it)");
@@ -465,11 +467,13 @@ int Run() {
   uint64_t max_bytes = 0;
   const std::string bytes = absl::GetFlag(FLAGS_bytes);
   if (out.empty() || (rows <= 0 && bytes.empty()) ||
-      (!bytes.empty() && !ParseSize(bytes, &max_bytes))) {
+      (!bytes.empty() && !ParseSize(bytes, &max_bytes)) ||
+      absl::GetFlag(FLAGS_test_rows) <= 0) {
     absl::FPrintF(stderr,
-                  "gen_criteo: need --out and --rows N (> 0) or --bytes SIZE "
-                  "(like 400M or 4G); got --rows %d --bytes '%s'\n",
-                  rows, bytes);
+                  "gen_criteo: need --out, --rows N (> 0) or --bytes SIZE "
+                  "(like 400M or 4G), and --test_rows N (> 0); got --rows %d "
+                  "--bytes '%s' --test_rows %d\n",
+                  rows, bytes, absl::GetFlag(FLAGS_test_rows));
     return 2;
   }
   Model m = MakeModel(absl::GetFlag(FLAGS_seed));
