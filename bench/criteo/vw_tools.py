@@ -18,8 +18,6 @@ the exact AUC (ties count half) and the log loss.
 import math
 import sys
 
-import numpy as np
-
 
 def int_token(text):
     v = int(text)
@@ -54,6 +52,7 @@ def convert(src, dst):
 
 def auc(labels, scores):
     """Exact AUC: mid-ranks of the scores (ties half), Mann-Whitney U."""
+    import numpy as np  # here: convert runs without numpy
     order = np.argsort(scores, kind="mergesort")
     s = scores[order]
     y = labels[order]
@@ -68,6 +67,7 @@ def auc(labels, scores):
 
 
 def report_auc(test, preds):
+    import numpy as np
     with open(test) as f:
         labels = np.array([1 if line[:1] == "1" else 0 for line in f])
     with open(preds) as f:
