@@ -30,6 +30,8 @@
 // written), --test_rows (100000, a stream of the seed of its own), --seed (1).
 // Same seed and flags, same bytes: the generator is splitmix64, normals are
 // Box-Muller, Zipf draws invert a precomputed CDF (no std:: distributions).
+// Only libm's exp, log, pow, sin and cos could differ (in the last bit, on
+// another libm or CPU), which would change a value in rare rows.
 // Prints rows, bytes, positive share per file, the bias, `bayes_auc <value>`
 // (exact, ties as half) and the MB/s of the training file.
 #include <algorithm>
