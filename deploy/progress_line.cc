@@ -77,6 +77,8 @@ int64_t PlannedSteps(const Config& config) {
   const int64_t workers = config.cluster.workers.size();
   if (workers == 0) return 0;
   if (config.training.steps > 0) return config.training.steps * workers;
+  // Streamed data: rows are counted as they are read (the line shows bytes).
+  if (StreamsData(config.data)) return 0;
   const int64_t n = config.data.train_examples;
   const int64_t batch = std::max(1, config.training.batch_size);
   int64_t total = 0;

@@ -105,6 +105,10 @@ TEST(PlannedStepsTest, EpochsOverEachPartition) {
   EXPECT_EQ(PlannedSteps(config), 2);
   config.training.steps = 50;
   EXPECT_EQ(PlannedSteps(config), 100);
+  // Streamed data: rows are not known ahead (the line shows bytes instead).
+  config.training.steps = 0;
+  config.data.source = DataSource::kCriteo;
+  EXPECT_EQ(PlannedSteps(config), 0);
 }
 
 TEST(ProgressLineTest, PlainLinesWhenNotATerminal) {
