@@ -120,7 +120,7 @@ absl::Status StreamingBatches::SetParts(
     auto p = std::make_shared<Part>(g.part, options_);
     p->epoch = g.epoch;
     p->examples = g.examples;
-    p->position = g.position;
+    p->reported = g;
     if (!Finished(*p)) RETURN_IF_ERROR(p->reader.Seek(g.position));
     p->bytes_done = p->reader.bytes_done();
     kept.push_back(std::move(p));
@@ -144,9 +144,7 @@ std::vector<int> StreamingBatches::parts() const {
 std::vector<PartProgress> StreamingBatches::Positions() const {
   absl::MutexLock lock(&mu_);
   std::vector<PartProgress> out;
-  for (const std::shared_ptr<Part>& p : parts_) {
-    out.push_back({p->index, p->position, p->epoch, p->examples});
-  }
+  for (const std::shared_ptr<Part>& p : parts_) out.push_back(p->reported);
   return out;
 }
 
@@ -235,7 +233,9 @@ absl::Status StreamingBatches::ReadChunk(Part* part) {
       epoch = ++part->epoch;
       part->examples = 0;
       part->bytes_done = 0;
-      part->position = data::PartPosition();
+      if (Finished(*part) && !Queued(part->index)) {
+        part->reported = {part->index, data::PartPosition(), epoch, 0};
+      }
     }
     if (options_.epochs > 0 && epoch >= options_.epochs) {
       return absl::OkStatus();
@@ -243,7 +243,6 @@ absl::Status StreamingBatches::ReadChunk(Part* part) {
     return part->reader.Seek(data::PartPosition());
   }
   Chunk chunk;
-  chunk.epoch = part->epoch;  // written by this thread only
   absl::Status parsed = options_.parse(
       text.text, options_.files[text.file].path, 1, &chunk.rows);
   if (!parsed.ok()) {
@@ -252,11 +251,27 @@ absl::Status StreamingBatches::ReadChunk(Part* part) {
   }
   absl::MutexLock lock(&mu_);
   if (part->dropped) return absl::OkStatus();
-  part->position = text.next;
   part->examples += chunk.rows.rows();
   part->bytes_done = part->reader.bytes_done();
+  chunk.after = {part->index, text.next, part->epoch, part->examples};
   queue_.push_back(std::move(chunk));
   return absl::OkStatus();
+}
+
+bool StreamingBatches::Queued(int part) const {
+  return std::any_of(queue_.begin(), queue_.end(),
+                     [part](const Chunk& c) { return c.after.part == part; });
+}
+
+void StreamingBatches::NoteRead(const PartProgress& after) {
+  for (const std::shared_ptr<Part>& p : parts_) {
+    if (p->index != after.part) continue;
+    p->reported = after;
+    // The part's last chunk of its last epoch: it is done.
+    if (Finished(*p) && !Queued(p->index)) {
+      p->reported = {p->index, data::PartPosition(), p->epoch, 0};
+    }
+  }
 }
 
 absl::StatusOr<bool> StreamingBatches::FillWindow(size_t batch) {
@@ -274,9 +289,10 @@ absl::StatusOr<bool> StreamingBatches::FillWindow(size_t batch) {
       if (queue_.empty()) return true;  // every part read: drain
       chunk = std::move(queue_.front());
       queue_.pop_front();
+      NoteRead(chunk.after);
     }
     for (int64_t r = 0; r < chunk.rows.rows(); ++r) {
-      window_.Add(chunk.rows, r, chunk.epoch);
+      window_.Add(chunk.rows, r, chunk.after.epoch);
     }
   }
   return true;

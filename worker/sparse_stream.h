@@ -12,11 +12,11 @@
 //   batches.SetParts({{/*part=*/1}});          // from its start
 //   SparseLoop loop(spec, ps, ..., &batches, ...);
 //
-// What a restart loses or repeats: the position is where the reader is, so
-// the rows read but not yet trained (the window and the queue: about
-// data.shuffle_window rows plus 4 chunks) are skipped when another worker
-// or a resumed job continues from it; rows trained after the last heartbeat
-// are trained twice.
+// What a restart loses or repeats: a part's position is just after the
+// last rows that entered the shuffle window, so the rows in the window but
+// not yet trained (at most data.shuffle_window, plus one chunk) are skipped
+// when another worker or a resumed job continues from it; the rows still
+// queued are read again.
 #ifndef DOWNPOUR_WORKER_SPARSE_STREAM_H_
 #define DOWNPOUR_WORKER_SPARSE_STREAM_H_
 
@@ -73,7 +73,7 @@ struct StreamOptions {
   size_t shuffle_window = 20000;
   uint64_t seed = 0;
   size_t queue_chunks = 4;  // parsed chunks waiting for the window
-  size_t buffer_bytes = size_t{1} << 20;
+  size_t buffer_bytes = size_t{256} << 10;  // text per chunk
 };
 
 // Thread-safe but for Next(), which one training thread calls.
@@ -113,15 +113,18 @@ class StreamingBatches : public SparseBatches {
     Part(int index, const StreamOptions& options);
     const int index;
     data::PartReader reader;  // the reader thread's only
-    data::PartPosition position;
+    // The reader's place: the epoch it reads, the examples it read in it.
     int32_t epoch = 0;
     int64_t examples = 0;
     int64_t bytes_done = 0;  // of this epoch
+    // What Positions() reports: just after the last chunk that entered the
+    // window (rows still queued are not counted as read).
+    PartProgress reported;
     bool dropped = false;
   };
   struct Chunk {
     data::SparseDataset rows;
-    int32_t epoch = 0;
+    PartProgress after;  // the part's progress once these rows are read
   };
 
   bool Finished(const Part& part) const {
@@ -138,6 +141,10 @@ class StreamingBatches : public SparseBatches {
   absl::Status ReadChunk(Part* part) ABSL_LOCKS_EXCLUDED(mu_);
   // The parse error of a chunk, with its line numbered in its file.
   absl::Status ParseError(const data::TextChunk& chunk);
+  // Whether a chunk of `part` waits in the queue.
+  bool Queued(int part) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A chunk entered the window: its part's reported progress moves on.
+  void NoteRead(const PartProgress& after) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves queued chunks into the window until it is full or nothing more
   // will come. false when stopped.
   absl::StatusOr<bool> FillWindow(size_t batch) ABSL_LOCKS_EXCLUDED(mu_);
