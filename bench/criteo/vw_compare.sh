@@ -8,11 +8,12 @@
 # reader makes (bench/criteo/vw_tools.py: "I3_5", "C7_68fd1e64", value 1, VW's
 # own bias; kept in DIR and reused while newer than their source), trains
 #   vw -d train.vw --loss_function logistic -b BITS [VW OPTIONS] -f model
-# (VW OPTIONS default: --ftrl --ftrl_alpha 0.05 --ftrl_beta 1 --l1 0 --l2 0;
+# (VW OPTIONS default: --ftrl --ftrl_alpha 0.1 --ftrl_beta 1 --l1 0 --l2 0;
 # one pass unless they say --passes, which this adds -c -k --holdout_off to),
 # predicts TEST with -t -i model -p preds --link logistic, and prints the
 # command lines, "vw_auc <value>" (exact, ties half), the test log loss and
-# "vw_examples_per_s" (train rows / wall seconds of the training command).
+# "vw_examples_per_s" (train rows x passes / wall seconds of the training
+# command, text parsing included).
 # The vw binary: $VW, default /work/vw-build/build/vowpalwabbit/cli/vw (build
 # it with /work/shared/peers/vw/build.sh). Needs /usr/bin/python3 with numpy.
 set -euo pipefail
@@ -34,7 +35,7 @@ fi
 train="$1"; test="$2"; shift 2
 opts=("$@")
 [ ${#opts[@]} -gt 0 ] ||
-  opts=(--ftrl --ftrl_alpha 0.05 --ftrl_beta 1 --l1 0 --l2 0)
+  opts=(--ftrl --ftrl_alpha 0.1 --ftrl_beta 1 --l1 0 --l2 0)
 [ -x "$vw" ] || { echo "$0: no vw binary at $vw (set VW=...)" >&2; exit 2; }
 [ -n "$work" ] || work="$(mktemp -d /tmp/vw-criteo-XXXXXX)"
 mkdir -p "$work"
@@ -52,14 +53,18 @@ to_vw "$train" "$work/train.vw"
 to_vw "$test" "$work/test.vw"
 
 extra=()
-for o in "${opts[@]}"; do
-  [ "$o" != "--passes" ] || extra=(-c -k --holdout_off)
+passes=1
+for ((k = 0; k < ${#opts[@]}; k++)); do
+  case "${opts[k]}" in
+    --passes) passes="${opts[k + 1]:-1}"; extra=(-c -k --holdout_off) ;;
+    --passes=*) passes="${opts[k]#--passes=}"; extra=(-c -k --holdout_off) ;;
+  esac
 done
 train_cmd=("$vw" -d "$work/train.vw" --loss_function logistic -b "$bits"
   "${opts[@]}" "${extra[@]}" -f "$work/model" --quiet)
 test_cmd=("$vw" -t -i "$work/model" -d "$work/test.vw" -p "$work/preds"
   --link logistic --quiet)
-echo "vw $("$vw" --version 2>/dev/null) bits $bits"
+echo "vw $("$vw" --version 2>/dev/null | head -n 1) bits $bits"
 echo "train: ${train_cmd[*]}"
 t0=$(date +%s.%N)
 "${train_cmd[@]}"
@@ -69,5 +74,5 @@ echo "test: ${test_cmd[*]}"
 rows=$(wc -l < "$train")
 secs=$(awk "BEGIN{print $t1 - $t0}")
 /usr/bin/python3 "$here/vw_tools.py" auc "$test" "$work/preds"
-printf 'vw_train_rows %d vw_train_seconds %.2f vw_examples_per_s %.0f\n' \
-  "$rows" "$secs" "$(awk "BEGIN{print $rows / $secs}")"
+printf 'vw_train_rows %d passes %d vw_train_seconds %.2f vw_examples_per_s %.0f\n' \
+  "$rows" "$passes" "$secs" "$(awk "BEGIN{print $rows * $passes / $secs}")"
