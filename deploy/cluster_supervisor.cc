@@ -551,7 +551,11 @@ void ClusterSupervisor::ReadFinalFigures() {
   membership::CoordinatorClient client(coordinator_address_, rpc, "launcher");
   const double elapsed = elapsed_seconds();
   absl::StatusOr<proto::ClusterStatusResponse> status = client.ClusterStatus();
-  if (status.ok()) KeepRecoveryFigures(*status, elapsed);
+  if (!status.ok()) return;
+  // The workers' final heartbeats too: what an interrupted job trained up
+  // to its stop (examples by epoch), not the last poll's.
+  latest_ = WorkerResults(*status);
+  KeepRecoveryFigures(*status, elapsed);
 }
 
 void ClusterSupervisor::PollCoordinator(int running) {

@@ -87,9 +87,9 @@ class ClusterSupervisor {
   // Sets summary's shard_recoveries, acked_pushes_lost, acked_loss_final,
   // shard_replication and coordinator_offset_s from the last answer.
   void AddRecoveryFigures(LaunchSummary* summary) const;
-  // Reads the coordinator's figures once more, after the ps stopped: their
-  // final heartbeats carry the final loss counts. Keeps the last ones when it
-  // does not answer.
+  // Reads the coordinator's figures once more, after the workers and ps
+  // stopped: their final heartbeats carry the final loss counts and what
+  // the workers trained. Keeps the last ones when it does not answer.
   void ReadFinalFigures();
   double seconds_to_mark() const { return seconds_to_mark_; }
   bool interrupted() const { return interrupted_; }

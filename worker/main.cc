@@ -63,7 +63,8 @@ int main(int argc, char** argv) {
   if (!result.ok()) {
     SPDLOG_LOGGER_ERROR(Log(Logger::kWorker), "{}",
                         std::string(result.message()));
-    return 1;
+    // 2: bad data found while streaming; 1: the cluster.
+    return worker::IsSetupError(result) ? 2 : 1;
   }
   return 0;
 }

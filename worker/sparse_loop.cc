@@ -489,11 +489,18 @@ absl::Status SparseLoop::Run() {
   }
   LogStart(batch);
   absl::Status status;
-  for (int64_t step = 0; !stop_.load() && (t.steps <= 0 || step < t.steps);
-       ++step) {
+  // Finished: every batch trained (the data ran out, or training.steps);
+  // not when Stop() came first.
+  bool ran_out = true;
+  for (int64_t step = 0; t.steps <= 0 || step < t.steps; ++step) {
+    if (stop_.load()) {
+      ran_out = false;
+      break;
+    }
     absl::StatusOr<bool> next = train_->Next(batch, &batch_, &batch_epochs_);
     if (!next.ok() || !*next) {
       status = next.status();
+      ran_out = !stop_.load();
       break;
     }
     batch_rows_.resize(static_cast<size_t>(batch_.rows()));
@@ -508,7 +515,7 @@ absl::Status SparseLoop::Run() {
   }
   train_->Stop();
   if (status.ok()) status = Evaluate(/*all=*/true);
-  return Finish(status);
+  return Finish(status, ran_out);
 }
 
 void SparseLoop::LogStart(int batch) const {
@@ -527,9 +534,9 @@ void SparseLoop::LogStart(int batch) const {
       test_ == nullptr ? 0 : test_->sample().rows(), options_.num_shards);
 }
 
-absl::Status SparseLoop::Finish(absl::Status status) {
+absl::Status SparseLoop::Finish(absl::Status status, bool ran_out) {
   absl::MutexLock lock(&mu_);
-  stats_.finished = status.ok();
+  stats_.finished = status.ok() && ran_out;
   if (absl::StartsWith(status.message(), "training diverged")) {
     stats_.diverged = std::string(status.message());
   }

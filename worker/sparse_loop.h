@@ -159,9 +159,11 @@ class SparseLoop : public TrainingLoop {
                      std::vector<float>* outputs);
   // The first log line: what is trained on what.
   void LogStart(int batch) const;
-  // Marks the run finished (or diverged), logs the final metrics and any
+  // Marks the run finished (when `status` is OK and it `ran_out` of
+  // batches, not stopped) or diverged, logs the final metrics and any
   // saturation warning, and returns `status`.
-  absl::Status Finish(absl::Status status) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status Finish(absl::Status status, bool ran_out)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // After a step: the mean loss since the last call, examples/s, the shares
   // of the wall time and the staleness quantiles into stats_.
   void UpdateRates() ABSL_LOCKS_EXCLUDED(mu_);

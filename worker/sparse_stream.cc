@@ -173,6 +173,11 @@ void StreamingBatches::Stop() {
   stop_ = true;
 }
 
+bool StreamingBatches::failed() const {
+  absl::MutexLock lock(&mu_);
+  return !error_.ok();
+}
+
 double StreamingBatches::wait_seconds() const {
   absl::MutexLock lock(&mu_);
   return wait_seconds_;

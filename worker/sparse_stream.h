@@ -106,6 +106,8 @@ class StreamingBatches : public SparseBatches {
   int64_t rows_per_epoch() const override { return -1; }
   int64_t total_batches() const override { return -1; }
   double wait_seconds() const override ABSL_LOCKS_EXCLUDED(mu_);
+  // True once reading or parsing failed (Next returned the error).
+  bool failed() const ABSL_LOCKS_EXCLUDED(mu_);
   void Stop() override ABSL_LOCKS_EXCLUDED(mu_);
 
  private:

@@ -249,6 +249,11 @@ void WorkerNode::StartThreads() {
   agent_->Start();
   trainer_ = std::thread([this] {
     absl::Status result = loop_->Run();
+    // Bad data in the stream (a bad line, a missing or corrupt file): the
+    // user's input, as when it is found at start (exit 2, not restarted).
+    if (!result.ok() && stream_ != nullptr && stream_->failed()) {
+      result = SetupError(std::move(result));
+    }
     absl::MutexLock lock(&mu_);
     result_ = std::move(result);
     ended_.Notify();  // before Wait() can return
