@@ -9,6 +9,7 @@
 
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
@@ -370,6 +371,8 @@ void WorkerNode::FillStatus(proto::GetStatusResponse* r) const {
   (*r->mutable_counters())["share_compute"] = stats.share_compute;
   (*r->mutable_counters())["share_wait_pull"] = stats.share_wait_pull;
   (*r->mutable_counters())["share_wait_push"] = stats.share_wait_push;
+  // Streamed data: the share of wall time the loop waited for the reader.
+  (*r->mutable_counters())["share_wait_data"] = stats.share_wait_data;
   (*r->mutable_counters())["test_loss"] = stats.test_loss;
   (*r->mutable_counters())["finished"] = stats.finished ? 1 : 0;
   const TrainingLoop* loop = running_loop_.load();
@@ -403,9 +406,12 @@ void WorkerNode::LogProgress() {
     SPDLOG_LOGGER_INFO(
         Log(Logger::kWorker),
         "step {} | {:.0f} applied examples/s | loss {:.4f} | test {} | "
-        "time: compute {:.0f}%, wait pull {:.0f}%, wait push {:.0f}%{}",
+        "time: compute {:.0f}%, wait pull {:.0f}%, wait push {:.0f}%{}{}",
         s.step, s.examples_per_sec, s.loss, model::FormatMetrics(s.metrics),
         100 * s.share_compute, 100 * s.share_wait_pull, 100 * s.share_wait_push,
+        stream_ != nullptr
+            ? absl::StrFormat(", wait data %.1f%%", 100 * s.share_wait_data)
+            : "",
         network > 0.5 ? " (network-bound)" : "");
     const absl::Time now = clock_->Now();
     const std::optional<GrpcPsClient::DuplicateStreak> duplicates =
