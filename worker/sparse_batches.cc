@@ -89,15 +89,17 @@ int32_t ShuffleWindow::Take(data::SparseDataset* out) {
 void ShuffleWindow::MaybeCompact() {
   const size_t live = size();
   const size_t pool = static_cast<size_t>(pool_.rows());
-  if (pool < 1024 || pool < 2 * live) return;
-  data::SparseDataset fresh;
+  if (pool < 1024 || pool < live + std::max<size_t>(live / 2, 1024)) return;
+  // Into the other buffer, then swapped: the two keep their capacity, so
+  // compactions allocate nothing once the window is full.
+  ClearRows(&spare_);
   std::vector<int32_t> epoch;
   epoch.reserve(live);
   for (size_t i = head_; i < live_.size(); ++i) {
-    AppendRow(pool_, live_[i], &fresh);
+    AppendRow(pool_, live_[i], &spare_);
     epoch.push_back(epoch_[live_[i]]);
   }
-  pool_ = std::move(fresh);
+  std::swap(pool_, spare_);
   epoch_ = std::move(epoch);
   live_.resize(live);
   std::iota(live_.begin(), live_.end(), 0);

@@ -114,7 +114,9 @@ class InMemoryBatches : public SparseBatches {
 
 // A bounded pool of rows that gives them back in a seeded random order
 // (capacity 0: in the order they came). Rows are copied in; memory is about
-// the rows held plus as many again before a compaction. Not thread-safe.
+// two and a half times the rows held (taken rows are dropped by a
+// compaction into a second buffer once they are a third of the pool). Not
+// thread-safe.
 class ShuffleWindow {
  public:
   ShuffleWindow(size_t capacity, uint64_t seed);
@@ -132,12 +134,14 @@ class ShuffleWindow {
   int32_t Take(data::SparseDataset* out);
 
  private:
-  // Copies the live rows into a fresh pool once dead rows outnumber them.
+  // Copies the live rows into the other buffer once the taken ones are half
+  // as many (and 1024 or more).
   void MaybeCompact();
 
   const size_t capacity_;
   std::mt19937_64 rng_;
   data::SparseDataset pool_;
+  data::SparseDataset spare_;  // the pool's other buffer, for compactions
   std::vector<int32_t> epoch_;  // per pool row
   std::vector<int64_t> live_;   // pool rows not taken yet, from head_
   size_t head_ = 0;             // capacity 0: the oldest live row

@@ -248,6 +248,13 @@ absl::Status StreamingBatches::ReadChunk(Part* part) {
     return part->reader.Seek(data::PartPosition());
   }
   Chunk chunk;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!spare_.empty()) {
+      chunk.rows = std::move(spare_.back());
+      spare_.pop_back();
+    }
+  }
   absl::Status parsed = options_.parse(
       text.text, options_.files[text.file].path, 1, &chunk.rows);
   if (!parsed.ok()) {
@@ -298,6 +305,11 @@ absl::StatusOr<bool> StreamingBatches::FillWindow(size_t batch) {
     }
     for (int64_t r = 0; r < chunk.rows.rows(); ++r) {
       window_.Add(chunk.rows, r, chunk.after.epoch);
+    }
+    ClearRows(&chunk.rows);
+    absl::MutexLock lock(&mu_);
+    if (spare_.size() <= options_.queue_chunks) {
+      spare_.push_back(std::move(chunk.rows));
     }
   }
   return true;

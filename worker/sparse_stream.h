@@ -158,6 +158,10 @@ class StreamingBatches : public SparseBatches {
   std::vector<std::shared_ptr<Part>> parts_ ABSL_GUARDED_BY(mu_);
   size_t next_part_ ABSL_GUARDED_BY(mu_) = 0;
   std::deque<Chunk> queue_ ABSL_GUARDED_BY(mu_);
+  // Emptied chunks' buffers, reused by the reader: rows parsed in one thread
+  // and freed in another would otherwise pile up in the reader's malloc
+  // arena.
+  std::vector<data::SparseDataset> spare_ ABSL_GUARDED_BY(mu_);
   bool reading_ ABSL_GUARDED_BY(mu_) = false;  // a chunk is being read
   absl::Status error_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
