@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
 #include "data/criteo_parser.h"
@@ -383,11 +384,19 @@ absl::StatusOr<StreamSource> OpenStreamSource(const DataSection& data,
   StreamSource source;
   ASSIGN_OR_RETURN(source.train_files,
                    data::ExpandInputs(InputPatterns(data)));
-  ASSIGN_OR_RETURN(std::vector<data::InputFile> test_files,
-                   data::ExpandInputs({data.test_path}));
+  absl::StatusOr<std::vector<data::InputFile>> test_files =
+      data::ExpandInputs({data.test_path});
+  if (!test_files.ok()) {
+    // ExpandInputs names data.path in its messages.
+    return absl::Status(
+        test_files.status().code(),
+        absl::StrCat("data.test_path: ",
+                     absl::StripPrefix(test_files.status().message(),
+                                       "data.path: ")));
+  }
   ASSIGN_OR_RETURN(source.parse, MakeLineParser(data, task));
   ASSIGN_OR_RETURN(source.test,
-                   StreamingTestSet::Open(std::move(test_files), source.parse,
+                   StreamingTestSet::Open(*std::move(test_files), source.parse,
                                           data.eval_rows));
   return source;
 }

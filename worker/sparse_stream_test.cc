@@ -230,6 +230,20 @@ TEST_F(SparseStreamTest, TestSetKeepsTheSampleAndStreamsEveryRow) {
   EXPECT_EQ(rows, 300);
 }
 
+TEST_F(SparseStreamTest, MissingFilesAreNamedByTheirKey) {
+  DataSection data = data_;
+  data.test_path = TempPath("no-such-test.txt");
+  EXPECT_THAT(OpenStreamSource(data, Task::kBinary).status(),
+              StatusIs(absl::StatusCode::kNotFound,
+                       HasSubstr("data.test_path: cannot read '")));
+  data = data_;
+  data.paths = {TempPath("day_*.txt")};
+  data.path = data.paths[0];
+  EXPECT_THAT(OpenStreamSource(data, Task::kBinary).status(),
+              StatusIs(absl::StatusCode::kNotFound,
+                       HasSubstr("data.path: no file matches")));
+}
+
 TEST(SparseStreamConfigTest, LibsvmNeedsItsClassesListed) {
   DataSection data;
   data.source = DataSource::kLibsvm;
