@@ -42,6 +42,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <utility>
@@ -293,8 +294,15 @@ double CalibrateBias(const Model& m) {
 // Buffered output of text lines to a FILE (or nowhere when path is empty).
 class LineWriter {
  public:
+  // Creates the file's folder when it is missing (as `mkdir -p`).
   explicit LineWriter(const std::string& path) {
-    if (!path.empty()) file_ = std::fopen(path.c_str(), "wb");
+    if (!path.empty()) {
+      const std::filesystem::path parent =
+          std::filesystem::path(path).parent_path();
+      std::error_code ignored;  // fopen says what is wrong
+      if (!parent.empty()) std::filesystem::create_directories(parent, ignored);
+      file_ = std::fopen(path.c_str(), "wb");
+    }
     failed_ = !path.empty() && file_ == nullptr;
     buffer_.reserve(kFlushAt + 4096);
   }
