@@ -40,6 +40,17 @@ std::string Num(double v, int precision) {
   return std::isnan(v) ? "    -   " : absl::StrFormat("%.*f", precision, v);
 }
 
+// The steps the workers said they take in all (csv and libsvm files, whose
+// rows the config does not count), once every worker has said; else 0.
+int64_t ReportedPlan(const std::vector<WorkerResult>& workers) {
+  int64_t planned = 0;
+  for (const WorkerResult& w : workers) {
+    if (w.planned_steps <= 0) return 0;
+    planned += w.planned_steps;
+  }
+  return planned;
+}
+
 }  // namespace
 
 // The live progress line and its events (a worker finished).
@@ -54,7 +65,7 @@ class ClusterSupervisor::Progress {
             int running) {
     ProgressFigures f;
     f.elapsed_s = elapsed;
-    f.planned_steps = planned_steps_;
+    f.planned_steps = planned_steps_ > 0 ? planned_steps_ : ReportedPlan(workers);
     f.running = running;
     f.workers = static_cast<int>(workers.size());
     f.metric = metric_ == "accuracy" ? "acc" : metric_;

@@ -94,6 +94,7 @@ std::vector<WorkerResult> WorkerResults(
                                      r.epoch_examples().end()};
     workers.back().data_bytes_read = r.data_bytes_read();
     workers.back().data_bytes_total = r.data_bytes_total();
+    workers.back().planned_steps = r.planned_steps();
   }
   return workers;
 }

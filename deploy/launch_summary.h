@@ -52,6 +52,9 @@ struct WorkerResult {
   std::vector<int64_t> epoch_examples;
   int64_t data_bytes_read = 0;
   int64_t data_bytes_total = 0;
+  // The steps it takes in all as it reported them (MemberReport
+  // planned_steps; 0: not known).
+  int64_t planned_steps = 0;
 };
 
 // A daemon that ended while the job ran, and what the launcher did about it

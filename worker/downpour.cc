@@ -212,6 +212,7 @@ void DownpourLoop::AdoptNextTrainingData(int64_t step, EpochBudget* budget,
     // takes its share of the budget with it.
     budget->SetExamples(next_train_->size());
     *total = TotalSteps(*budget);
+    stats_.SetPlannedSteps(*total);
     SPDLOG_LOGGER_INFO(
         L(), "step {}: now training on {} examples (was {}), {} steps in all",
         step, next_train_->size(), train_->size(), *total);
@@ -252,6 +253,7 @@ absl::Status DownpourLoop::RunSteps() {
   // taken on each set count as that set's share of an epoch).
   EpochBudget budget(t.epochs, t.batch_size, train_->size());
   int64_t total = TotalSteps(budget);
+  stats_.SetPlannedSteps(total);
   SPDLOG_LOGGER_INFO(
       L(),
       "training {} steps of {} examples on {} ({} train / {} test examples)",

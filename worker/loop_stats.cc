@@ -88,6 +88,11 @@ void LoopStats::SetDiverged(std::string message) {
   stats_.diverged = std::move(message);
 }
 
+void LoopStats::SetPlannedSteps(int64_t steps) {
+  absl::MutexLock lock(&mu_);
+  stats_.planned_steps = steps;
+}
+
 void LoopStats::Evaluated(double accuracy, double test_loss,
                           std::vector<std::pair<std::string, double>> metrics) {
   absl::MutexLock lock(&mu_);

@@ -50,6 +50,7 @@ class LoopStats {
   // `steps` steps are computed; `loss` joins the running mean.
   void StepDone(int64_t steps, float loss) ABSL_LOCKS_EXCLUDED(mu_);
   void SetDiverged(std::string message) ABSL_LOCKS_EXCLUDED(mu_);
+  void SetPlannedSteps(int64_t steps) ABSL_LOCKS_EXCLUDED(mu_);
   // A test evaluation: the main figures and the task's named metrics.
   void Evaluated(double accuracy, double test_loss,
                  std::vector<std::pair<std::string, double>> metrics)

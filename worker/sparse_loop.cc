@@ -486,6 +486,10 @@ absl::Status SparseLoop::Run() {
   {
     absl::MutexLock lock(&mu_);
     start_ = absl::Now();
+    const int64_t total = train_->total_batches();
+    stats_.planned_steps = total < 0 ? 0
+                           : t.steps > 0 ? std::min<int64_t>(total, t.steps)
+                                         : total;
   }
   LogStart(batch);
   absl::Status status;

@@ -59,6 +59,9 @@ struct WorkerStats {
   // Examples counted in `examples`, by the epoch they were read in (index:
   // 0-based epoch).
   std::vector<int64_t> epoch_examples;
+  // The steps Run takes in all, as known now (a dense worker's change when
+  // it adopts a part); 0 when not known ahead (streamed data).
+  int64_t planned_steps = 0;
   bool finished = false;
   // Set when training diverged: the error Run returns, naming the knobs.
   std::string diverged;

@@ -347,6 +347,7 @@ proto::MemberReport WorkerNode::Report() const {
   report.set_staleness_p99(stats.staleness_p99);
   report.set_staleness_max(stats.staleness_max);
   report.set_finished(stats.finished);
+  report.set_planned_steps(stats.planned_steps);
   report.set_device(device_);
   report.set_diverged(stats.diverged);
   if (ps != nullptr) report.set_clock(ps->acked_clock());
