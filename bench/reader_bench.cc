@@ -168,7 +168,8 @@ bool StreamCriteo(const std::vector<data::InputFile>& files, bool parse) {
   int64_t bytes = 0;
   while (true) {
     absl::StatusOr<bool> more = reader.Next(&chunk);
-    if (!more.ok()) std::fprintf(stderr, "%s\n", more.status().ToString().c_str());
+    if (!more.ok())
+      std::fprintf(stderr, "%s\n", more.status().ToString().c_str());
     if (!more.ok()) return false;
     if (!*more) break;
     bytes += chunk.text.size();
@@ -191,15 +192,16 @@ bool BenchCriteo(size_t bytes) {
   const std::string path =
       absl::StrCat(dir != nullptr ? dir : "/tmp", "/reader_bench_criteo.txt");
   if (!WriteFile(path, text)) return false;
-  absl::StatusOr<std::vector<data::InputFile>> files = data::ExpandInputs({path});
+  absl::StatusOr<std::vector<data::InputFile>> files =
+      data::ExpandInputs({path});
   if (!files.ok()) return false;
   const std::string title = absl::StrFormat(
       "criteo %.1f MB (page cache), PartReader alone", text.size() / 1e6);
-  const Rate read =
-      MedianMbPerSecond(text.size(), [&] { return StreamCriteo(*files, false); });
+  const Rate read = MedianMbPerSecond(
+      text.size(), [&] { return StreamCriteo(*files, false); });
   Print(title.c_str(), read);
-  const Rate parse =
-      MedianMbPerSecond(text.size(), [&] { return StreamCriteo(*files, true); });
+  const Rate parse = MedianMbPerSecond(
+      text.size(), [&] { return StreamCriteo(*files, true); });
   Print("criteo, PartReader + ParseCriteoRows", parse);
   std::remove(path.c_str());
   return read.wall > 0 && parse.wall > 0;

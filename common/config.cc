@@ -247,7 +247,7 @@ std::vector<std::string> MergeOverrideFragments(
 
 // Sparse models read libsvm, csv and criteo; only they stream.
 static absl::Status CheckModelReadsSource(const ModelSection& model,
-                                   const DataSection& data) {
+                                          const DataSection& data) {
   if (!IsSparseModel(model.type)) {
     if (!StreamsData(data)) return absl::OkStatus();
     return absl::InvalidArgumentError(absl::StrCat(

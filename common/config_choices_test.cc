@@ -104,17 +104,17 @@ TEST(ConfigTest, ChoicesParseAndNameRoundTrip) {
       "sync",
       "training.consistency must be one of async, ssp, bsp; got 'sync' (did "
       "you mean 'async'?)");
-  ExpectChoices<DataSource>(
-      ParseDataSource, DataSourceName,
-      {{"mnist", DataSource::kMnist},
-       {"idx", DataSource::kIdx},
-       {"csv", DataSource::kCsv},
-       {"libsvm", DataSource::kLibsvm},
-       {"synthetic", DataSource::kSynthetic},
-       {"criteo", DataSource::kCriteo}},
-      "parquet",
-      "data.source must be one of mnist, idx, csv, libsvm, synthetic, criteo; got "
-      "'parquet'");
+  ExpectChoices<DataSource>(ParseDataSource, DataSourceName,
+                            {{"mnist", DataSource::kMnist},
+                             {"idx", DataSource::kIdx},
+                             {"csv", DataSource::kCsv},
+                             {"libsvm", DataSource::kLibsvm},
+                             {"synthetic", DataSource::kSynthetic},
+                             {"criteo", DataSource::kCriteo}},
+                            "parquet",
+                            "data.source must be one of mnist, idx, csv, "
+                            "libsvm, synthetic, criteo; got "
+                            "'parquet'");
   ExpectChoices<MissingPolicy>(
       ParseMissingPolicy, MissingPolicyName,
       {{"error", MissingPolicy::kError},

@@ -6,8 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/config_field.h"
-#include "common/status_macros.h"
 #include "common/mnist.h"
+#include "common/status_macros.h"
 
 namespace downpour {
 namespace {
@@ -94,8 +94,7 @@ namespace config_internal {
 std::vector<ConfigField> DataKeys(DataSection* d) {
   return {
       ChoiceField("data.source", &d->source, ParseDataSource, DataSourceName),
-      PathsField("data.path", d),
-      StringField("data.test_path", &d->test_path),
+      PathsField("data.path", d), StringField("data.test_path", &d->test_path),
       // -1 (test) and 0 (train) are the "not set" values of csv and
       // libsvm, placed by ResolveTableDefaults; CheckData refuses them
       // elsewhere.

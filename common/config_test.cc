@@ -209,8 +209,7 @@ TEST(ConfigTest, StreamedDataPathTakesListsAndGlobs) {
        "streaming readers read: set data.stream: true"},
       {sparse + "data:\n  source: libsvm\n  path: 'day_*'\n",
        "set data.stream: true"},
-      {sparse + "data:\n  source: criteo\n  path: a\n",
-       "needs data.test_path"},
+      {sparse + "data:\n  source: criteo\n  path: a\n", "needs data.test_path"},
       {sparse + "data:\n  source: csv\n  stream: true\n  path: a\n"
                 "  test_path: b\n",
        "data.stream reads data.source libsvm and criteo, not csv"},
@@ -400,7 +399,8 @@ TEST(ConfigTest, EnumsListAllowedValues) {
       {"training:\n  warmstart_steps: -1\n",
        "training.warmstart_steps must be in 0..1099511627776, got -1"},
       {"data:\n  source: parquet\n",
-       "data.source must be one of mnist, idx, csv, libsvm, synthetic, criteo; got "
+       "data.source must be one of mnist, idx, csv, libsvm, synthetic, criteo; "
+       "got "
        "'parquet'"},
       {"data:\n  missing: skip\n",
        "data.missing must be one of error, zero, mean; got 'skip'"},

@@ -65,7 +65,8 @@ class ClusterSupervisor::Progress {
             int running) {
     ProgressFigures f;
     f.elapsed_s = elapsed;
-    f.planned_steps = planned_steps_ > 0 ? planned_steps_ : ReportedPlan(workers);
+    f.planned_steps =
+        planned_steps_ > 0 ? planned_steps_ : ReportedPlan(workers);
     f.running = running;
     f.workers = static_cast<int>(workers.size());
     f.metric = metric_ == "accuracy" ? "acc" : metric_;

@@ -128,7 +128,8 @@ TEST_F(StreamTest, AKilledWorkersPartIsFinishedByTheOtherFromItsPosition) {
                         {"--listen", "127.0.0.1:0", "--port_file", port_file});
   absl::StatusOr<std::string> coordinator = testing::WaitForPort(c, port_file);
   ASSERT_TRUE(coordinator.ok()) << coordinator.status();
-  Start("ps-0", "server/ps_server", {"--index", "0", "--coordinator", *coordinator});
+  Start("ps-0", "server/ps_server",
+        {"--index", "0", "--coordinator", *coordinator});
   for (int w = 0; w < 2; ++w) {
     Start(absl::StrCat("worker-", w), "worker/ps_worker",
           {"--index", absl::StrCat(w), "--coordinator", *coordinator});
@@ -201,33 +202,40 @@ TEST_F(StreamTest, AStoppedJobResumesFromItsPositionsAndExportsWithoutIt) {
   // Lines of about 250 bytes: check the skip bound's assumption.
   ASSERT_GT(LongestLine(dir_ + "/train.txt"), 100);
   config_ = testing::WriteConfig(
-      "job.yaml",
-      absl::StrCat("cluster:\n  coordinator: 127.0.0.1:0\n"
-                   "  ps: [127.0.0.1:0]\n  workers: [127.0.0.1:0, "
-                   "127.0.0.1:0]\n"
-                   "heartbeat:\n  interval_s: 0.2\n  timeout_s: 2\n"
-                   "checkpoint:\n  interval_s: 0.5\n",
-                   JobSections(dir_ + "/train.txt")));
+      "job.yaml", absl::StrCat("cluster:\n  coordinator: 127.0.0.1:0\n"
+                               "  ps: [127.0.0.1:0]\n  workers: [127.0.0.1:0, "
+                               "127.0.0.1:0]\n"
+                               "heartbeat:\n  interval_s: 0.2\n  timeout_s: 2\n"
+                               "checkpoint:\n  interval_s: 0.5\n",
+                               JobSections(dir_ + "/train.txt")));
   const std::string run_dir = dir_ + "/run";
   auto launch = [&](const std::string& log, bool resume) {
     std::vector<std::string> argv = {
         (fs::path(testing::BinDir()) / "deploy/launcher").string(),
-        "--config", config_, "--run_dir", run_dir, "--bin_dir",
-        testing::BinDir(), "--progress_s", "0.5"};
+        "--config",
+        config_,
+        "--run_dir",
+        run_dir,
+        "--bin_dir",
+        testing::BinDir(),
+        "--progress_s",
+        "0.5"};
     if (resume) argv.push_back("--resume");
     return Subprocess::Start("launcher", argv, dir_ + "/" + log);
   };
-  absl::StatusOr<std::unique_ptr<Subprocess>> first = launch("first.log", false);
+  absl::StatusOr<std::unique_ptr<Subprocess>> first =
+      launch("first.log", false);
   ASSERT_TRUE(first.ok()) << first.status();
   // About half of the first epoch trained: stop the whole job (SIGTERM,
   // as a user's Ctrl-C).
   ASSERT_TRUE(WaitUntil(
       [&] {
-        absl::StatusOr<std::string> port = ReadFile(run_dir + "/coordinator.port");
+        absl::StatusOr<std::string> port =
+            ReadFile(run_dir + "/coordinator.port");
         if (!port.ok()) return false;
-        auto status =
-            Client(absl::StrCat("127.0.0.1:", absl::StripAsciiWhitespace(*port)))
-                .ClusterStatus();
+        auto status = Client(absl::StrCat("127.0.0.1:",
+                                          absl::StripAsciiWhitespace(*port)))
+                          .ClusterStatus();
         if (!status.ok()) return false;
         const std::vector<int64_t> e = EpochExamples(*status);
         return !e.empty() && e[0] >= kTrainRows / 2;
@@ -241,7 +249,8 @@ TEST_F(StreamTest, AStoppedJobResumesFromItsPositionsAndExportsWithoutIt) {
   ASSERT_FALSE(before.empty()) << testing::ReadText(run_dir + "/summary.json");
   ASSERT_LT(before[0], kTrainRows);
 
-  absl::StatusOr<std::unique_ptr<Subprocess>> second = launch("second.log", true);
+  absl::StatusOr<std::unique_ptr<Subprocess>> second =
+      launch("second.log", true);
   ASSERT_TRUE(second.ok()) << second.status();
   const std::optional<int> exit = (*second)->Wait(absl::Seconds(120));
   ASSERT_TRUE(exit.has_value()) << (*second)->LogTail(30);
@@ -262,11 +271,11 @@ TEST_F(StreamTest, AStoppedJobResumesFromItsPositionsAndExportsWithoutIt) {
   // gone.
   fs::remove(dir_ + "/train.txt");
   const std::string model = dir_ + "/model.npz";
-  const int exported = testing::RunToEnd(
-      {(fs::path(testing::BinDir()) / "tools/psctl").string(), "export",
-       "--config", config_, "--checkpoint_dir", run_dir + "/checkpoints",
-       "--out", model},
-      dir_ + "/export.log");
+  const int exported =
+      testing::RunToEnd({(fs::path(testing::BinDir()) / "tools/psctl").string(),
+                         "export", "--config", config_, "--checkpoint_dir",
+                         run_dir + "/checkpoints", "--out", model},
+                        dir_ + "/export.log");
   ASSERT_EQ(exported, 0) << testing::ReadText(dir_ + "/export.log");
   const int predicted = testing::RunToEnd(
       {(fs::path(testing::BinDir()) / "tools/predict").string(), "--model",
@@ -291,11 +300,10 @@ TEST_F(StreamTest, ABadLineInTheStreamStopsTheJobNamingIt) {
     }
   }
   config_ = testing::WriteConfig(
-      "job.yaml",
-      absl::StrCat("cluster:\n  coordinator: 127.0.0.1:0\n"
-                   "  ps: [127.0.0.1:0]\n  workers: [127.0.0.1:0, "
-                   "127.0.0.1:0]\n",
-                   JobSections(bad)));
+      "job.yaml", absl::StrCat("cluster:\n  coordinator: 127.0.0.1:0\n"
+                               "  ps: [127.0.0.1:0]\n  workers: [127.0.0.1:0, "
+                               "127.0.0.1:0]\n",
+                               JobSections(bad)));
   const std::string run_dir = dir_ + "/run";
   const int status = testing::RunToEnd(
       {(fs::path(testing::BinDir()) / "deploy/launcher").string(), "--config",
@@ -308,8 +316,8 @@ TEST_F(StreamTest, ABadLineInTheStreamStopsTheJobNamingIt) {
       testing::ReadText(run_dir + "/logs/worker-1.log");
   EXPECT_THAT(testing::ReadText(dir_ + "/launcher.log"),
               HasSubstr("exited with status 2"));
-  EXPECT_THAT(worker_log, HasSubstr(absl::StrCat(bad, ":", kTrainRows / 2 + 1,
-                                                 ":")))
+  EXPECT_THAT(worker_log,
+              HasSubstr(absl::StrCat(bad, ":", kTrainRows / 2 + 1, ":")))
       << worker_log;
   EXPECT_THAT(worker_log, HasSubstr("a Criteo line has 40 tab-separated"));
 }

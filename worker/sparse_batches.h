@@ -89,8 +89,8 @@ void AppendRow(const data::SparseDataset& from, int64_t r,
                data::SparseDataset* to);
 
 // The rows of a training set held in memory: `total` batches (of the size
-// Next is asked for), walking a fresh std::mt19937_64(seed) shuffle of the rows each epoch
-// (the last batch of an epoch may be short). Not thread-safe.
+// Next is asked for), walking a fresh std::mt19937_64(seed) shuffle of the rows
+// each epoch (the last batch of an epoch may be short). Not thread-safe.
 class InMemoryBatches : public SparseBatches {
  public:
   // REQUIRES: total >= 0.
@@ -141,7 +141,7 @@ class ShuffleWindow {
   const size_t capacity_;
   std::mt19937_64 rng_;
   data::SparseDataset pool_;
-  data::SparseDataset spare_;  // the pool's other buffer, for compactions
+  data::SparseDataset spare_;   // the pool's other buffer, for compactions
   std::vector<int32_t> epoch_;  // per pool row
   std::vector<int64_t> live_;   // pool rows not taken yet, from head_
   size_t head_ = 0;             // capacity 0: the oldest live row

@@ -487,7 +487,7 @@ absl::Status SparseLoop::Run() {
     absl::MutexLock lock(&mu_);
     start_ = absl::Now();
     const int64_t total = train_->total_batches();
-    stats_.planned_steps = total < 0 ? 0
+    stats_.planned_steps = total < 0     ? 0
                            : t.steps > 0 ? std::min<int64_t>(total, t.steps)
                                          : total;
   }
@@ -526,7 +526,8 @@ void SparseLoop::LogStart(int batch) const {
   const int64_t total = train_->total_batches();
   const int64_t rows = train_->rows_per_epoch();
   SPDLOG_LOGGER_INFO(
-      L(), "training {} of {} examples on {} ({} train / {} test examples, {} ps)",
+      L(),
+      "training {} of {} examples on {} ({} train / {} test examples, {} ps)",
       total >= 0 ? absl::StrCat(total, " steps")
                  : absl::StrCat(options_.training.epochs, " epoch(s) of steps"),
       batch,

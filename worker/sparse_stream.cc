@@ -99,9 +99,9 @@ absl::Status StreamingBatches::SetParts(
   absl::MutexLock lock(&mu_);
   std::vector<std::shared_ptr<Part>> kept;
   for (const std::shared_ptr<Part>& p : parts_) {
-    const bool listed = std::any_of(
-        parts.begin(), parts.end(),
-        [&](const PartProgress& g) { return g.part == p->index; });
+    const bool listed =
+        std::any_of(parts.begin(), parts.end(),
+                    [&](const PartProgress& g) { return g.part == p->index; });
     if (listed) {
       kept.push_back(p);
     } else {
@@ -109,14 +109,14 @@ absl::Status StreamingBatches::SetParts(
     }
   }
   for (const PartProgress& g : parts) {
-    const bool have =
-        std::any_of(kept.begin(), kept.end(),
-                    [&](const std::shared_ptr<Part>& p) { return p->index == g.part; });
+    const bool have = std::any_of(
+        kept.begin(), kept.end(),
+        [&](const std::shared_ptr<Part>& p) { return p->index == g.part; });
     if (have) continue;
     if (g.part < 0 || g.part >= static_cast<int>(options_.plan.size())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "data part ", g.part, " is not one of the job's ",
-          options_.plan.size(), " parts"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("data part ", g.part, " is not one of the job's ",
+                       options_.plan.size(), " parts"));
     }
     auto p = std::make_shared<Part>(g.part, options_);
     p->epoch = g.epoch;
@@ -154,8 +154,8 @@ int64_t StreamingBatches::bytes_read() const {
   int64_t bytes = 0;
   for (const std::shared_ptr<Part>& p : parts_) {
     const int64_t size = options_.plan[p->index].bytes();
-    bytes += Finished(*p) ? size * options_.epochs
-                          : size * p->epoch + p->bytes_done;
+    bytes +=
+        Finished(*p) ? size * options_.epochs : size * p->epoch + p->bytes_done;
   }
   return bytes;
 }
@@ -187,10 +187,9 @@ double StreamingBatches::wait_seconds() const {
 bool StreamingBatches::ReaderMayGo() const {
   if (stop_ || !error_.ok()) return true;
   if (queue_.size() >= options_.queue_chunks) return false;
-  return std::any_of(parts_.begin(), parts_.end(),
-                     [this](const std::shared_ptr<Part>& p) {
-                       return !Finished(*p);
-                     });
+  return std::any_of(
+      parts_.begin(), parts_.end(),
+      [this](const std::shared_ptr<Part>& p) { return !Finished(*p); });
 }
 
 bool StreamingBatches::ChunkOrEnd() const {
@@ -256,8 +255,8 @@ absl::Status StreamingBatches::ReadChunk(Part* part) {
       spare_.pop_back();
     }
   }
-  absl::Status parsed = options_.parse(
-      text.text, options_.files[text.file].path, 1, &chunk.rows);
+  absl::Status parsed =
+      options_.parse(text.text, options_.files[text.file].path, 1, &chunk.rows);
   if (!parsed.ok()) {
     return ParseErrorIn(options_.parse, options_.files, text,
                         std::move(parsed));
@@ -329,14 +328,12 @@ absl::StatusOr<bool> StreamingBatches::Next(int batch, data::SparseDataset* out,
 }
 
 absl::StatusOr<std::unique_ptr<StreamingTestSet>> StreamingTestSet::Open(
-    std::vector<data::InputFile> files, LineParser parse,
-    int64_t sample_rows) {
+    std::vector<data::InputFile> files, LineParser parse, int64_t sample_rows) {
   std::unique_ptr<StreamingTestSet> set(
       new StreamingTestSet(std::move(files), std::move(parse)));
   if (sample_rows <= 0) return set;
   RETURN_IF_ERROR(set->Read(
-      sample_rows,
-      [&](data::SparseDataset* chunk) -> absl::StatusOr<bool> {
+      sample_rows, [&](data::SparseDataset* chunk) -> absl::StatusOr<bool> {
         for (int64_t r = 0; r < std::min(chunk->rows(), sample_rows); ++r) {
           AppendRow(*chunk, r, &set->sample_);
         }
@@ -356,8 +353,7 @@ absl::Status StreamingTestSet::ForEachChunk(
 
 absl::Status StreamingTestSet::Read(
     int64_t rows,
-    const std::function<absl::StatusOr<bool>(data::SparseDataset*)>& fn)
-    const {
+    const std::function<absl::StatusOr<bool>(data::SparseDataset*)>& fn) const {
   data::PartReader reader(files_, data::PlanParts(files_, 1)[0]);
   data::SparseDataset chunk;
   data::TextChunk text;
@@ -382,17 +378,16 @@ absl::Status StreamingTestSet::Read(
 absl::StatusOr<StreamSource> OpenStreamSource(const DataSection& data,
                                               Task task) {
   StreamSource source;
-  ASSIGN_OR_RETURN(source.train_files,
-                   data::ExpandInputs(InputPatterns(data)));
+  ASSIGN_OR_RETURN(source.train_files, data::ExpandInputs(InputPatterns(data)));
   absl::StatusOr<std::vector<data::InputFile>> test_files =
       data::ExpandInputs({data.test_path});
   if (!test_files.ok()) {
     // ExpandInputs names data.path in its messages.
     return absl::Status(
         test_files.status().code(),
-        absl::StrCat("data.test_path: ",
-                     absl::StripPrefix(test_files.status().message(),
-                                       "data.path: ")));
+        absl::StrCat(
+            "data.test_path: ",
+            absl::StripPrefix(test_files.status().message(), "data.path: ")));
   }
   ASSIGN_OR_RETURN(source.parse, MakeLineParser(data, task));
   ASSIGN_OR_RETURN(source.test,

@@ -223,18 +223,16 @@ absl::Status WorkerNode::MakeSparseLoop(const proto::Partition& partition) {
   auto batches = std::make_unique<StreamingBatches>(std::move(stream));
   RETURN_IF_ERROR(batches->SetParts(ProgressOf(partition)));
   stream_ = batches.get();
-  SPDLOG_LOGGER_INFO(Log(Logger::kWorker),
-                     "partition {}/{}: streaming parts [{}] of {} file(s), "
-                     "{} bytes an epoch, on {}",
-                     partition.part(), partition.num_parts(),
-                     absl::StrJoin(stream_->parts(), ", "),
-                     stream_source_->train_files.size(),
-                     stream_->bytes_total() /
-                         std::max(1, config.training.epochs),
-                     device_);
-  loop_ = std::make_unique<SparseLoop>(*spec_, ps_.get(), std::move(batches),
-                                       stream_source_->test.get(),
-                                       sparse_options);
+  SPDLOG_LOGGER_INFO(
+      Log(Logger::kWorker),
+      "partition {}/{}: streaming parts [{}] of {} file(s), "
+      "{} bytes an epoch, on {}",
+      partition.part(), partition.num_parts(),
+      absl::StrJoin(stream_->parts(), ", "), stream_source_->train_files.size(),
+      stream_->bytes_total() / std::max(1, config.training.epochs), device_);
+  loop_ =
+      std::make_unique<SparseLoop>(*spec_, ps_.get(), std::move(batches),
+                                   stream_source_->test.get(), sparse_options);
   running_loop_.store(loop_.get());
   return absl::OkStatus();
 }
@@ -281,9 +279,9 @@ void WorkerNode::ApplyPartition(const proto::Partition& partition) {
     const std::vector<int> was = stream_->parts();
     absl::Status set = stream_->SetParts(ProgressOf(partition));
     if (!set.ok()) {
-      SPDLOG_LOGGER_WARN(Log(Logger::kWorker),
-                         "data parts [{}] not taken: {}",
-                         absl::StrJoin(Parts(partition), ", "), std::string(set.message()));
+      SPDLOG_LOGGER_WARN(Log(Logger::kWorker), "data parts [{}] not taken: {}",
+                         absl::StrJoin(Parts(partition), ", "),
+                         std::string(set.message()));
     } else if (stream_->parts() != was) {
       SPDLOG_LOGGER_INFO(Log(Logger::kWorker),
                          "data parts now [{}] (were [{}]), read on from "

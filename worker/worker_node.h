@@ -38,8 +38,8 @@
 #include "worker/downpour.h"
 #include "worker/grpc_ps_client.h"
 #include "worker/sparse_data.h"
-#include "worker/sparse_stream.h"
 #include "worker/sparse_loop.h"
+#include "worker/sparse_stream.h"
 #include "worker/training_loop.h"
 
 namespace downpour::worker {
