@@ -97,7 +97,18 @@ StreamingBatches::~StreamingBatches() {
 absl::Status StreamingBatches::SetParts(
     const std::vector<PartProgress>& parts) {
   absl::MutexLock lock(&mu_);
+  const auto held = [this](int part) {
+    return std::any_of(
+        parts_.begin(), parts_.end(),
+        [part](const std::shared_ptr<Part>& p) { return p->index == part; });
+  };
+  // The new parts first, each at its position: an error changes nothing.
   std::vector<std::shared_ptr<Part>> kept;
+  for (const PartProgress& g : parts) {
+    if (held(g.part)) continue;
+    ASSIGN_OR_RETURN(std::shared_ptr<Part> p, NewPart(g));
+    kept.push_back(std::move(p));
+  }
   for (const std::shared_ptr<Part>& p : parts_) {
     const bool listed =
         std::any_of(parts.begin(), parts.end(),
@@ -108,24 +119,6 @@ absl::Status StreamingBatches::SetParts(
       p->dropped = true;
     }
   }
-  for (const PartProgress& g : parts) {
-    const bool have = std::any_of(
-        kept.begin(), kept.end(),
-        [&](const std::shared_ptr<Part>& p) { return p->index == g.part; });
-    if (have) continue;
-    if (g.part < 0 || g.part >= static_cast<int>(options_.plan.size())) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("data part ", g.part, " is not one of the job's ",
-                       options_.plan.size(), " parts"));
-    }
-    auto p = std::make_shared<Part>(g.part, options_);
-    p->epoch = g.epoch;
-    p->examples = g.examples;
-    p->reported = g;
-    if (!Finished(*p)) RETURN_IF_ERROR(p->reader.Seek(g.position));
-    p->bytes_done = p->reader.bytes_done();
-    kept.push_back(std::move(p));
-  }
   std::sort(kept.begin(), kept.end(),
             [](const std::shared_ptr<Part>& a, const std::shared_ptr<Part>& b) {
               return a->index < b->index;
@@ -133,6 +126,33 @@ absl::Status StreamingBatches::SetParts(
   parts_ = std::move(kept);
   if (!reader_.joinable()) reader_ = std::thread([this] { ReadLoop(); });
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<StreamingBatches::Part>>
+StreamingBatches::NewPart(const PartProgress& g) const {
+  if (g.part < 0 || g.part >= static_cast<int>(options_.plan.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("data part ", g.part, " is not one of the job's ",
+                     options_.plan.size(), " parts"));
+  }
+  auto p = std::make_shared<Part>(g.part, options_);
+  p->epoch = g.epoch;
+  p->examples = g.examples;
+  p->reported = g;
+  if (!Finished(*p)) {
+    absl::Status seek = p->reader.Seek(g.position);
+    if (!seek.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "data part ", g.part, " cannot go on from its saved position (epoch ",
+          g.epoch, ", segment ", g.position.segment, ", byte ",
+          g.position.offset, "): ", seek.message(),
+          ". Did the input files change since the position was saved? Give "
+          "every worker the same files; to start over, run the job without "
+          "--resume"));
+    }
+  }
+  p->bytes_done = p->reader.bytes_done();
+  return p;
 }
 
 std::vector<int> StreamingBatches::parts() const {

@@ -129,6 +129,10 @@ class StreamingBatches : public SparseBatches {
     PartProgress after;  // the part's progress once these rows are read
   };
 
+  // A part to read from `progress`; InvalidArgument for a part outside
+  // the plan or a position the reader cannot seek to.
+  absl::StatusOr<std::shared_ptr<Part>> NewPart(
+      const PartProgress& progress) const;
   bool Finished(const Part& part) const {
     return options_.epochs > 0 && part.epoch >= options_.epochs;
   }

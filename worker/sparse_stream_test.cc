@@ -195,6 +195,22 @@ TEST_F(SparseStreamTest, AdoptedPartIsReadFromItsPositionAlongside) {
   EXPECT_EQ(read, kRows - adopted.examples);
 }
 
+TEST_F(SparseStreamTest, APositionTheFilesDoNotHaveChangesNothing) {
+  StreamingBatches batches(Options(2, 1, 0));
+  ASSERT_TRUE(batches.SetParts({{0}}).ok());
+  PartProgress moved;
+  moved.part = 1;
+  moved.position.segment = 0;
+  moved.position.offset = 5;  // not a line start (the input changed)
+  EXPECT_THAT(batches.SetParts({moved}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("data part 1 cannot go on from its saved "
+                                 "position (epoch 0, segment 0, byte 5)")));
+  EXPECT_THAT(batches.parts(), ::testing::ElementsAre(0));
+  // Part 0 still reads every row of its own.
+  EXPECT_GT(Drain(&batches)[0].size(), 2000u);
+}
+
 TEST_F(SparseStreamTest, BadLineStopsWithItsFileLineAndNothingAfter) {
   data_.path = WriteCriteo("bad.txt", 0, 4000, "1\tx\n");
   data_.paths = {data_.path};

@@ -221,7 +221,9 @@ absl::Status WorkerNode::MakeSparseLoop(const proto::Partition& partition) {
   stream.seed =
       config.training.seed + 7919 * static_cast<uint64_t>(options_.index);
   auto batches = std::make_unique<StreamingBatches>(std::move(stream));
-  RETURN_IF_ERROR(batches->SetParts(ProgressOf(partition)));
+  // A saved position the files do not have: the user's input (exit 2).
+  absl::Status parts = batches->SetParts(ProgressOf(partition));
+  if (!parts.ok()) return SetupError(parts);
   stream_ = batches.get();
   SPDLOG_LOGGER_INFO(
       Log(Logger::kWorker),
