@@ -71,12 +71,12 @@ absl::Status CheckStreaming(const DataSection& data) {
         "streaming readers read: set data.stream: true (sparse models), or "
         "name one file");
   }
-  if (data.stream && data.source != DataSource::kLibsvm &&
+  if (data.stream && !IsTableSource(data.source) &&
       data.source != DataSource::kCriteo) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "data.stream reads data.source libsvm and criteo, not ",
-        DataSourceName(data.source),
-        " (csv streaming is not built yet): set data.stream: false"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("data.stream reads data.source libsvm, csv and criteo, "
+                     "not ",
+                     DataSourceName(data.source), ": set data.stream: false"));
   }
   if (data.test_path.empty()) {
     return absl::InvalidArgumentError(

@@ -38,10 +38,10 @@ struct DataSection {
   // entry is a file or a glob pattern (streamed sources: several files; the
   // in-memory readers read one file). Default {path}.
   std::vector<std::string> paths = {"data/mnist"};
-  // Sparse models: read each worker's byte-range parts of the input files
-  // through a bounded buffer and a shuffle window instead of loading the
-  // whole file (docs/DATA.md, "Streaming"). Needs data.test_path. criteo
-  // always streams. Default false.
+  // Sparse models (libsvm, csv, criteo): read each worker's byte-range parts
+  // of the input files through a bounded buffer and a shuffle window instead
+  // of loading the whole file (docs/DATA.md, "Streaming"). Needs
+  // data.test_path. criteo always streams. Default false.
   bool stream = false;
   // Streaming: the examples a worker draws its minibatches from at random
   // (0: file order). Memory is about this many examples. Default 20000.

@@ -210,9 +210,9 @@ TEST(ConfigTest, StreamedDataPathTakesListsAndGlobs) {
       {sparse + "data:\n  source: libsvm\n  path: 'day_*'\n",
        "set data.stream: true"},
       {sparse + "data:\n  source: criteo\n  path: a\n", "needs data.test_path"},
-      {sparse + "data:\n  source: csv\n  stream: true\n  path: a\n"
-                "  test_path: b\n",
-       "data.stream reads data.source libsvm and criteo, not csv"},
+      {"data:\n  source: csv\n  stream: true\n  path: a\n  test_path: b\n",
+       "model.type mlp reads its data in memory: data.stream is for the "
+       "sparse models"},
       {sparse + "data:\n  source: criteo\n  path: []\n",
        "data.path is an empty list"},
       {"data:\n  source: criteo\n  path: a\n  test_path: b\n",

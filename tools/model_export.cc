@@ -14,8 +14,8 @@
 #include "common/status_macros.h"
 #include "server/checkpoint.h"
 #include "worker/dataset.h"
+#include "worker/line_parsers.h"
 #include "worker/sparse_data.h"
-#include "worker/sparse_stream.h"
 
 namespace downpour::tools {
 namespace {
@@ -396,6 +396,7 @@ absl::StatusOr<model::SparseModel> BuildSparseExport(
     worker::SparseSplit none;
     none.train.class_names =
         worker::StreamClassNames(config.data, config.model.task);
+    none.columns = worker::StreamColumns(config.data);
     return SparseExportOf(config, none, std::move(params), origin);
   }
   absl::StatusOr<worker::SparseSplit> data = worker::LoadSparseData(

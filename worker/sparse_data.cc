@@ -20,28 +20,6 @@ data::LabelMode LabelsOf(Task task) {
                                    : data::LabelMode::kClass;
 }
 
-// The columns' kinds from data.categorical, text, numeric, bucketize and
-// ignore (the reader refuses a column named twice or left out).
-std::vector<data::SparseColumn> Columns(const DataSection& d) {
-  std::vector<data::SparseColumn> columns;
-  auto add = [&](const std::vector<std::string>& names,
-                 data::SparseColumnKind kind, int buckets) {
-    for (const std::string& name : names) {
-      data::SparseColumn c;
-      c.name = name;
-      c.kind = kind;
-      c.quantile_buckets = buckets;
-      columns.push_back(std::move(c));
-    }
-  };
-  add(d.categorical, data::SparseColumnKind::kCategorical, 0);
-  add(d.text, data::SparseColumnKind::kText, 0);
-  add(d.numeric, data::SparseColumnKind::kNumeric, 0);
-  add(d.bucketize, data::SparseColumnKind::kNumeric, d.quantile_buckets);
-  add(d.ignore, data::SparseColumnKind::kIgnore, 0);
-  return columns;
-}
-
 absl::StatusOr<data::SparseDataset> ReadOne(
     const DataSection& d, const std::string& path, Task task,
     std::vector<data::SparseColumn>* columns) {
@@ -84,6 +62,26 @@ absl::Status CheckBinary(const data::SparseDataset& d, Task task,
 }
 
 }  // namespace
+
+std::vector<data::SparseColumn> SparseColumnsOf(const DataSection& d) {
+  std::vector<data::SparseColumn> columns;
+  auto add = [&](const std::vector<std::string>& names,
+                 data::SparseColumnKind kind, int buckets) {
+    for (const std::string& name : names) {
+      data::SparseColumn c;
+      c.name = name;
+      c.kind = kind;
+      c.quantile_buckets = buckets;
+      columns.push_back(std::move(c));
+    }
+  };
+  add(d.categorical, data::SparseColumnKind::kCategorical, 0);
+  add(d.text, data::SparseColumnKind::kText, 0);
+  add(d.numeric, data::SparseColumnKind::kNumeric, 0);
+  add(d.bucketize, data::SparseColumnKind::kNumeric, d.quantile_buckets);
+  add(d.ignore, data::SparseColumnKind::kIgnore, 0);
+  return columns;
+}
 
 data::SparseDataset SelectRows(const data::SparseDataset& data,
                                const std::vector<int64_t>& rows) {
@@ -129,7 +127,7 @@ data::SparseDataset PartitionRows(const data::SparseDataset& data,
 
 absl::StatusOr<SparseSplit> LoadSparseData(const DataSection& d, uint64_t seed,
                                            Task task) {
-  std::vector<data::SparseColumn> columns = Columns(d);
+  std::vector<data::SparseColumn> columns = SparseColumnsOf(d);
   ASSIGN_OR_RETURN(data::SparseDataset all, ReadOne(d, d.path, task, &columns));
   RETURN_IF_ERROR(CheckBinary(all, task, d.path));
   SparseSplit split;

@@ -26,6 +26,10 @@ struct SparseSplit {
   std::vector<data::SparseColumn> columns;
 };
 
+// The columns' kinds from data.categorical, text, numeric, bucketize (with
+// data.quantile_buckets) and ignore, in that order.
+std::vector<data::SparseColumn> SparseColumnsOf(const DataSection& data);
+
 // Reads data.path (and data.test_path) for `task` (binary: two classes;
 // regression: values). InvalidArgument for a source other than libsvm or
 // csv, and the readers' errors (file:line:column: what; the fix).

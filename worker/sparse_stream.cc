@@ -7,8 +7,6 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
-#include "data/criteo_parser.h"
-#include "data/libsvm_parser.h"
 
 namespace downpour::worker {
 namespace {
@@ -29,57 +27,7 @@ absl::Status ParseErrorIn(const LineParser& parse,
   return again.ok() ? error : again;
 }
 
-absl::StatusOr<LineParser> LibsvmParser(const DataSection& data, Task task) {
-  data::internal::LibsvmRules rules;
-  rules.sparse = true;
-  rules.labels = task == Task::kRegression ? data::LabelMode::kReal
-                                           : data::LabelMode::kClass;
-  rules.classes = data.classes;
-  if (rules.labels == data::LabelMode::kClass && data.classes.size() != 2) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "a streamed libsvm file's labels must be listed: set data.classes to "
-        "its two labels, the positive one second (e.g. [-1, +1] or [0, 1]); "
-        "got ",
-        data.classes.size(), " classes"));
-  }
-  return LineParser([rules](absl::string_view text, const std::string& name,
-                            int64_t first_line, data::SparseDataset* out) {
-    data::internal::LibsvmRules r = rules;
-    r.first_line = first_line;
-    data::internal::LibsvmRows rows;
-    RETURN_IF_ERROR(data::internal::ParseLibsvmRows(text, name, r, &rows));
-    for (int64_t i = 0; i < rows.data.rows(); ++i) {
-      AppendRow(rows.data, i, out);
-    }
-    return absl::OkStatus();
-  });
-}
-
 }  // namespace
-
-absl::StatusOr<LineParser> MakeLineParser(const DataSection& data, Task task) {
-  if (data.source == DataSource::kLibsvm) return LibsvmParser(data, task);
-  if (data.source != DataSource::kCriteo) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("data.source ", DataSourceName(data.source),
-                     " is not streamed: use libsvm or criteo, or set "
-                     "data.stream: false"));
-  }
-  if (task != Task::kBinary) {
-    return absl::InvalidArgumentError(
-        "data.source criteo holds 0/1 click labels: set model.task: binary");
-  }
-  return LineParser([](absl::string_view text, const std::string& name,
-                       int64_t first_line, data::SparseDataset* out) {
-    return data::ParseCriteoRows(text, name, first_line, out);
-  });
-}
-
-std::vector<std::string> StreamClassNames(const DataSection& data, Task task) {
-  if (task == Task::kRegression) return {};
-  if (data.source == DataSource::kCriteo) return {"0", "1"};
-  return data.classes;
-}
 
 StreamingBatches::Part::Part(int index, const StreamOptions& options)
     : index(index),
@@ -276,7 +224,8 @@ absl::Status StreamingBatches::ReadChunk(Part* part) {
     }
   }
   absl::Status parsed =
-      options_.parse(text.text, options_.files[text.file].path, 1, &chunk.rows);
+      options_.parse(text.text, options_.files[text.file].path,
+                     text.offset == 0 ? 1 : 0, &chunk.rows);
   if (!parsed.ok()) {
     return ParseErrorIn(options_.parse, options_.files, text,
                         std::move(parsed));
@@ -380,8 +329,8 @@ absl::Status StreamingTestSet::Read(
   while (true) {
     ASSIGN_OR_RETURN(const bool more, reader.Next(&text));
     if (more) {
-      absl::Status parsed =
-          parse_(text.text, files_[text.file].path, 1, &chunk);
+      absl::Status parsed = parse_(text.text, files_[text.file].path,
+                                   text.offset == 0 ? 1 : 0, &chunk);
       if (!parsed.ok()) {
         return ParseErrorIn(parse_, files_, text, std::move(parsed));
       }
@@ -409,7 +358,8 @@ absl::StatusOr<StreamSource> OpenStreamSource(const DataSection& data,
             "data.test_path: ",
             absl::StripPrefix(test_files.status().message(), "data.path: ")));
   }
-  ASSIGN_OR_RETURN(source.parse, MakeLineParser(data, task));
+  ASSIGN_OR_RETURN(source.parse,
+                   MakeLineParser(data, task, source.train_files));
   ASSIGN_OR_RETURN(source.test,
                    StreamingTestSet::Open(*std::move(test_files), source.parse,
                                           data.eval_rows));

@@ -36,25 +36,10 @@
 #include "common/config.h"
 #include "data/input_parts.h"
 #include "data/sparse_dataset.h"
+#include "worker/line_parsers.h"
 #include "worker/sparse_batches.h"
 
 namespace downpour::worker {
-
-// Parses whole lines (`text`, of file `name`, whose first line is line
-// `first_line`) into rows appended to *out; errors "name:line:column: ...".
-using LineParser =
-    std::function<absl::Status(absl::string_view text, const std::string& name,
-                               int64_t first_line, data::SparseDataset* out)>;
-
-// The parser of data.source (criteo; libsvm with 64-bit indices) for
-// `task`. InvalidArgument for another source, and for libsvm
-// classification without data.classes (a stream cannot look at every label
-// first: list them).
-absl::StatusOr<LineParser> MakeLineParser(const DataSection& data, Task task);
-
-// The class names of a streamed job (what its schema needs besides the
-// config): criteo's "0", "1"; libsvm's data.classes (regression: none).
-std::vector<std::string> StreamClassNames(const DataSection& data, Task task);
 
 // One part's progress: where its reader is, the epoch being read (equal to
 // the epochs to read when it is done) and the examples read in that epoch.

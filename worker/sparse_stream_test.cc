@@ -263,13 +263,13 @@ TEST_F(SparseStreamTest, MissingFilesAreNamedByTheirKey) {
 TEST(SparseStreamConfigTest, LibsvmNeedsItsClassesListed) {
   DataSection data;
   data.source = DataSource::kLibsvm;
-  EXPECT_THAT(MakeLineParser(data, Task::kBinary).status(),
+  EXPECT_THAT(MakeLineParser(data, Task::kBinary, {}).status(),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("set data.classes")));
   data.classes = {"-1", "+1"};
-  EXPECT_TRUE(MakeLineParser(data, Task::kBinary).ok());
+  EXPECT_TRUE(MakeLineParser(data, Task::kBinary, {}).ok());
   data.source = DataSource::kCriteo;
-  EXPECT_THAT(MakeLineParser(data, Task::kRegression).status(),
+  EXPECT_THAT(MakeLineParser(data, Task::kRegression, {}).status(),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("model.task: binary")));
 }
