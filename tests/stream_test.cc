@@ -11,6 +11,7 @@
 #include <signal.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -20,6 +21,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
@@ -176,6 +178,8 @@ TEST_F(StreamTest, AKilledWorkersPartIsFinishedByTheOtherFromItsPosition) {
   // shuffle window when it last reported (read, not trained, not counted):
   // nothing is counted twice.
   const std::vector<int64_t> epochs = EpochExamples(last);
+  std::printf("examples by epoch after the kill: %s (of %d each)\n",
+              absl::StrJoin(epochs, ", ").c_str(), kTrainRows);
   ASSERT_EQ(epochs.size(), 4u);
   EXPECT_LE(epochs[0], kTrainRows);
   EXPECT_GE(epochs[0], kTrainRows - SkipBound());
@@ -262,6 +266,9 @@ TEST_F(StreamTest, AStoppedJobResumesFromItsPositionsAndExportsWithoutIt) {
   // within the rows in the windows at the last saved positions (skipped) and
   // those trained after them (trained twice).
   const int64_t first_epoch = before[0] + after[0];
+  std::printf("epoch 1: %lld before the stop, %lld after the resume (of %d)\n",
+              static_cast<long long>(before[0]),
+              static_cast<long long>(after[0]), kTrainRows);
   EXPECT_NEAR(static_cast<double>(first_epoch), kTrainRows,
               0.01 * kTrainRows + 2 * SkipBound())
       << "before " << before[0] << ", after " << after[0];
