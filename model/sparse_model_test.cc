@@ -337,7 +337,7 @@ TEST(SparseModelTest, ReadsACsvIntoTheKeysTrainingUsed) {
   broken.mutable_data()->set_source("mnist");
   EXPECT_THAT(ReadSparseExamples(broken, labelled, true),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("reads libsvm or csv files")));
+                       HasSubstr("reads libsvm, criteo or csv files")));
 }
 
 TEST(SparseModelTest, MarginsOfLibsvmRowsWeighAbsentKeysZero) {
