@@ -1,7 +1,7 @@
 // Streamed data with real daemons on real files (issue "data bigger than
 // memory"): each worker reads only its byte-range part of a generated
 // Criteo-format log; a worker killed with SIGKILL has its part finished by
-// the other from its last reported position; a job stopped at about half an
+// the other from its last reported position; a job stopped a third into an
 // epoch and started again with --resume goes on from the saved positions;
 // the model exports and predicts with the training file deleted; a bad line
 // in the middle of the stream stops the job naming its file:line:column.
@@ -230,8 +230,8 @@ TEST_F(StreamTest, AStoppedJobResumesFromItsPositionsAndExportsWithoutIt) {
   absl::StatusOr<std::unique_ptr<Subprocess>> first =
       launch("first.log", false);
   ASSERT_TRUE(first.ok()) << first.status();
-  // About half of the first epoch trained: stop the whole job (SIGTERM,
-  // as a user's Ctrl-C).
+  // A third of the first epoch trained (room left before its end on a
+  // loaded machine): stop the whole job (SIGTERM, as a user's Ctrl-C).
   ASSERT_TRUE(WaitUntil(
       [&] {
         absl::StatusOr<std::string> port =
@@ -242,7 +242,7 @@ TEST_F(StreamTest, AStoppedJobResumesFromItsPositionsAndExportsWithoutIt) {
                           .ClusterStatus();
         if (!status.ok()) return false;
         const std::vector<int64_t> e = EpochExamples(*status);
-        return !e.empty() && e[0] >= kTrainRows / 2;
+        return !e.empty() && e[0] >= kTrainRows / 3;
       },
       absl::Seconds(90), absl::Milliseconds(10)))
       << (*first)->LogTail(20);
