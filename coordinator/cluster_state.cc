@@ -448,6 +448,15 @@ std::optional<ClusterState::Snapshot> ClusterState::TakeSnapshot() {
   return snapshot;
 }
 
+void ClusterState::SaveNow() {
+  std::optional<Snapshot> snapshot;
+  {
+    absl::MutexLock lock(&mu_);
+    snapshot = TakeSnapshot();
+  }
+  Save(std::move(snapshot));
+}
+
 void ClusterState::Save(std::optional<Snapshot> snapshot) {
   if (!snapshot.has_value()) return;
   absl::Status written =

@@ -123,6 +123,11 @@ class ClusterState {
   // (as GiveGrace, without its log line); returns how many.
   int HoldJudgement() ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Saves the state as it is now (no-op without coordinator.state_dir). The
+  // coordinator calls it as it stops, after its last heartbeat: the workers'
+  // final positions are not left to the save throttle (PositionSaveDue).
+  void SaveNow() ABSL_LOCKS_EXCLUDED(mu_);
+
  private:
   // The state to save, numbered in the order it was taken.
   struct Snapshot {

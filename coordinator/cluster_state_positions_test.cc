@@ -92,6 +92,18 @@ TEST_F(PositionsTest, APositionOfAPartTheWorkerDoesNotHoldIsIgnored) {
   EXPECT_THAT(Report(1, {}).positions(), IsEmpty());
 }
 
+// The coordinator saves as it stops: the positions the workers sent as
+// they stopped are kept though the throttle had not let them through.
+TEST_F(PositionsTest, SaveNowKeepsThePositionsTheThrottleHeldBack) {
+  Register(0);
+  Report(0, {Position(0, 10, 1)});  // saved
+  clock_.Advance(absl::Seconds(config_.heartbeat.interval_s / 2));
+  Report(0, {Position(0, 20, 2)});  // not yet
+  state_->SaveNow();
+  Restart();
+  EXPECT_THAT(Describe(Register(0)), ElementsAre("0@20"));
+}
+
 TEST_F(PositionsTest, PositionsAloneAreSavedOncePerHeartbeatInterval) {
   Register(0);
   Report(0, {Position(0, 10, 1)});  // saved

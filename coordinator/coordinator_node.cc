@@ -165,6 +165,9 @@ absl::Status CoordinatorNode::Stop() {
   if (liveness_.joinable()) liveness_.join();
   sampler_.reset();
   if (server_.server != nullptr) server_.server->Shutdown(DeadlineIn(2));
+  // After the last heartbeat: the positions the workers sent as they
+  // stopped are what a --resume goes on from.
+  state_->SaveNow();
   return absl::OkStatus();
 }
 
