@@ -45,15 +45,12 @@ StreamingBatches::~StreamingBatches() {
 absl::Status StreamingBatches::SetParts(
     const std::vector<PartProgress>& parts) {
   absl::MutexLock lock(&mu_);
-  const auto held = [this](int part) {
-    return std::any_of(
-        parts_.begin(), parts_.end(),
-        [part](const std::shared_ptr<Part>& p) { return p->index == part; });
-  };
   // The new parts first, each at its position: an error changes nothing.
   std::vector<std::shared_ptr<Part>> kept;
   for (const PartProgress& g : parts) {
-    if (held(g.part)) continue;
+    bool held = false;
+    for (const std::shared_ptr<Part>& p : parts_) held |= p->index == g.part;
+    if (held) continue;
     ASSIGN_OR_RETURN(std::shared_ptr<Part> p, NewPart(g));
     kept.push_back(std::move(p));
   }
