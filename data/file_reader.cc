@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "common/file_util.h"
 
 namespace downpour::data {
 namespace {
@@ -29,24 +30,9 @@ absl::Status TooLarge(const std::string& path, int64_t max_bytes,
                    "takes; split the file"));
 }
 
-// Closes a descriptor on scope exit.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
-    if (fd_ >= 0) close(fd_);
-  }
-  int get() const { return fd_; }
-
- private:
-  const int fd_;
-};
-
 absl::StatusOr<std::string> ReadAll(const std::string& path,
                                     int64_t max_bytes) {
-  Fd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  ScopedFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) return ReadError(errno, path);
   struct stat st;
   if (fstat(fd.get(), &st) != 0) return ReadError(errno, path);

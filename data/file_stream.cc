@@ -14,27 +14,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/file_util.h"
 #include "data/file_reader.h"
 
 namespace downpour::data::internal {
 namespace {
 
 constexpr size_t kGzipInput = size_t{256} << 10;
-
-// Closes a descriptor on destruction.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
-    if (fd_ >= 0) close(fd_);
-  }
-  int get() const { return fd_; }
-
- private:
-  const int fd_;
-};
 
 // pread/read that retries EINTR; -1 with errno set on failure.
 ssize_t ReadSome(int fd, char* dst, size_t n, int64_t offset) {
@@ -59,7 +45,7 @@ class PlainStream : public FileStream {
   int64_t consumed() const override { return offset_; }
 
  private:
-  Fd fd_;
+  ScopedFd fd_;
   const std::string path_;
   int64_t offset_;
 };
@@ -91,7 +77,7 @@ class GzipStream : public FileStream {
   // of the data (or of zero padding).
   absl::Status NextMember();
 
-  Fd fd_;
+  ScopedFd fd_;
   const std::string path_;
   std::vector<char> input_;
   z_stream zs_;
