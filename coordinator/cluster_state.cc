@@ -48,24 +48,27 @@ ClusterState::ClusterState(Options options, ModelSpec spec)
 absl::Status ClusterState::MayRegister(MemberRole role, int index,
                                        const std::string& key,
                                        const std::string& address) {
-  std::string serving;
-  uint64_t incarnation = 0;
-  {
-    absl::MutexLock lock(&mu_);
-    RETURN_IF_ERROR(members_.CheckIndex(role, index));
-    const Member* m = members_.Find(role, index);
-    // Free, its own process again, or declared dead: nothing to ask.
-    if (!m->registered || !m->alive || SameKey(key, m->key)) {
-      return absl::OkStatus();
-    }
-    serving = m->address;
-    incarnation = m->incarnation;
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(members_.CheckIndex(role, index));
+  const Member* m = members_.Find(role, index);
+  // Free, its own process again, or declared dead: nothing to wait for.
+  if (!m->registered || !m->alive || SameKey(key, m->key)) {
+    return absl::OkStatus();
   }
-  // The probe runs without the lock. A process that answers at the member's
-  // address as the member is the live member: the request is someone else.
-  const std::optional<uint64_t> answer =
-      options_.probe ? options_.probe(serving) : std::nullopt;
-  return MayReplaceLive(role, index, address, serving, incarnation, answer);
+  return LeaseAllowsTakeOver(
+      role, index, address, m->address, clock_->Now() - m->last_heartbeat,
+      absl::Seconds(options_.config.heartbeat.timeout_s));
+}
+
+absl::Status ClusterState::AnswersAt(const std::string& address) const {
+  if (!options_.probe || options_.probe(address).has_value()) {
+    return absl::OkStatus();
+  }
+  return absl::UnavailableError(absl::StrCat(
+      "register: nothing answers at ", address,
+      " as a Downpour daemon (its Status service): a standby registers the "
+      "address it serves on and is reachable at from the coordinator and the "
+      "ps (check --listen and --advertise); retried, nothing was stored"));
 }
 
 absl::Status ClusterState::HandToInSyncBackup(
@@ -120,13 +123,16 @@ proto::RegisterServerResponse ClusterState::ServerResponse(
   response.set_member_key(m.key);
   response.set_incarnation(m.incarnation);
   response.set_standby_index(m.role == MemberRole::kStandby ? m.index : -1);
-  members_.AddWorkerIncarnations(response.mutable_worker_incarnations());
+  members_.AddWorkerIncarnations(m, response.mutable_worker_incarnations());
   return response;
 }
 
 absl::StatusOr<proto::RegisterServerResponse> ClusterState::RegisterServer(
     const proto::RegisterServerRequest& request) {
   RETURN_IF_ERROR(CheckRegisterBounds(request));
+  if (request.standby() || request.spare()) {
+    RETURN_IF_ERROR(AnswersAt(request.address()));
+  }
   if (request.spare()) return RegisterSpare(request);
   const MemberRole role =
       request.standby() ? MemberRole::kStandby : MemberRole::kPs;
@@ -358,7 +364,7 @@ void ClusterState::HeartbeatReply(const Member& m,
     *response->mutable_partition() = parts_.PartitionOf(m.index);
     return;
   }
-  members_.AddWorkerIncarnations(response->mutable_worker_incarnations());
+  members_.AddWorkerIncarnations(m, response->mutable_worker_incarnations());
   // Whom ssp/bsp wait for: a dead or finished worker drops out. Under bsp
   // a worker that has not registered yet counts too: were the set to grow
   // as workers arrive, each ps would hear of a newcomer at its own moment,

@@ -44,9 +44,10 @@ class ClusterState {
     Clock* clock = nullptr;
     // Asks the daemon at `address` which member incarnation it holds (its
     // Status counter member_incarnation; 0 for none yet), with a short
-    // deadline; nullopt when nobody answers there. A registration without the
-    // live member's key is refused when the member's registered process still
-    // answers at its address as itself. nullptr: nobody answers.
+    // deadline; nullopt when nobody answers there. A standby or spare, which
+    // may be made a shard's backup, registers only an address where a
+    // daemon answers. It decides no take-over (leases do). nullptr: not
+    // checked (unit tests).
     std::function<std::optional<uint64_t>(const std::string& address)> probe;
   };
 
@@ -69,13 +70,14 @@ class ClusterState {
   //
   // InvalidArgument (nothing changed) for an index outside the config's ps /
   // standby_ps / workers lists, a missing address, or a string over its bound
-  // (coordinator/member_identity.h). AlreadyExists when the index belongs to
-  // a live member whose registered process still answers at its address as
-  // itself (Options::probe) and the request does not carry that member's key:
-  // a second daemon never takes a live member's place, and a stranger cannot
-  // make a live one stand down. The same process registering again (its key)
-  // keeps its key and incarnation; a new process (the old one declared dead,
-  // or gone from its address) gets new ones, and the old key is retired: its
+  // (coordinator/member_identity.h). While the index belongs to a member
+  // that heartbeated within its lease (heartbeat.timeout_s) and the request
+  // does not carry that member's key, AlreadyExists for a ps and Unavailable
+  // (retried) for a standby: a second daemon never takes a live member's
+  // place, and a stranger cannot make a live one stand down. The same
+  // process registering again (its key) keeps its key and incarnation; a new
+  // process (the old one silent for its lease) gets new ones, and the old
+  // key is retired: its
   // heartbeats are told `replaced`. A ps that registers again (restarted)
   // gets the placement epoch bumped, so clients re-read the map; the updates
   // its restart lost are recorded (a ShardRecovery). A worker that registers
@@ -138,11 +140,14 @@ class ClusterState {
   ClusterState(Options options, ModelSpec spec);
 
   // Whether a registration of `role` `index` carrying `key` may go on:
-  // InvalidArgument for an index outside the config, AlreadyExists while the
-  // member's registered process answers at its address as itself (probed
-  // without the lock). OK does not change anything.
+  // InvalidArgument for an index outside the config; while the member's
+  // registered process holds its lease (it heartbeated within
+  // heartbeat.timeout_s), AlreadyExists for a ps and Unavailable otherwise
+  // (LeaseAllowsTakeOver). OK does not change anything.
   absl::Status MayRegister(MemberRole role, int index, const std::string& key,
                            const std::string& address) ABSL_LOCKS_EXCLUDED(mu_);
+  // Unavailable unless a daemon answers at `address` (Options::probe).
+  absl::Status AnswersAt(const std::string& address) const;
   // A new ps process for a shard whose backup holds an in-sync copy: the
   // backup takes over (saved) and the registration is refused
   // (AlreadyExists). OK: nothing changed.

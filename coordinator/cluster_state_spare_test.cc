@@ -23,7 +23,8 @@ class SpareTest : public ClusterStateTest {
     request.set_standby(true);
     request.set_spare(true);
     request.set_former_shard(former_shard);
-    auto response = state_->RegisterServer(request);
+    auto response =
+        AfterTheLease([&] { return state_->RegisterServer(request); });
     EXPECT_THAT(response, IsOk());
     if (!response.ok()) return -1;
     Remember("standby", response->standby_index(), address,

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "common/push_key.h"
 #include "common/testing/fake_clock.h"
 #include "common/testing/status_matchers.h"
 #include "coordinator/cluster_state_test_fixture.h"
@@ -553,30 +554,37 @@ TEST_F(ClusterStateTest,
 }
 
 TEST_F(ClusterStateTest, ASecondDaemonCannotTakeALiveShard) {
-  // ps 0's process answers at its address as itself; ps 1's died.
-  probe_ = [this](const std::string& address) -> std::optional<uint64_t> {
-    if (address != "127.0.0.1:1") return std::nullopt;
-    return incarnations_[address];
-  };
-  Restart();
+  // ps 0 heartbeats; ps 1 died (silent).
   RegisterPs(0, "127.0.0.1:1");
   RegisterPs(1, "127.0.0.1:2");
+  ASSERT_THAT(Heartbeat(PsBeat(1, "127.0.0.1:2", 90)), IsOk());
   ASSERT_THAT(Heartbeat(PsBeat(0, "127.0.0.1:1", 40)), IsOk());
   proto::RegisterServerRequest second;
   second.set_index(0);
   second.set_address("127.0.0.1:9");
-  EXPECT_THAT(RegisterServer(second),
+  EXPECT_THAT(state_->RegisterServer(second),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       HasSubstr("ps 0's place is held by the process "
+                                 "registered from 127.0.0.1:1")));
+  second.set_address("10.9.9.9:7001");  // from another host
+  EXPECT_THAT(state_->RegisterServer(second),
               StatusIs(absl::StatusCode::kAlreadyExists,
-                       HasSubstr("127.0.0.1:1, which is alive")));
+                       HasSubstr("rejoins as a spare")));
   EXPECT_EQ(state_->Placement().shards(0).address(), "127.0.0.1:1");
-  // ps 1's old address does not answer (it died): its restart is let in,
-  // and what the restart lost is recorded.
-  ASSERT_THAT(Heartbeat(PsBeat(1, "127.0.0.1:2", 90)), IsOk());
+  // ps 1's lease runs out while ps 0 goes on heartbeating: ps 1's restart
+  // is let in, and what it lost is recorded; ps 0 keeps its place.
+  clock_.Advance(absl::Seconds(2));
+  ASSERT_THAT(Heartbeat(PsBeat(0, "127.0.0.1:1", 40)), IsOk());
+  clock_.Advance(absl::Seconds(1.5));
+  ASSERT_THAT(Heartbeat(PsBeat(0, "127.0.0.1:1", 40)), IsOk());
+  second.set_address("127.0.0.1:9");
+  EXPECT_THAT(state_->RegisterServer(second),
+              StatusIs(absl::StatusCode::kUnavailable));
   proto::RegisterServerRequest restart;
   restart.set_index(1);
   restart.set_address("127.0.0.1:8");
   restart.set_applied_total(0);
-  ASSERT_THAT(RegisterServer(restart), IsOk());
+  ASSERT_THAT(state_->RegisterServer(restart), IsOk());
   const proto::ClusterStatusResponse status = state_->Status();
   ASSERT_EQ(status.recoveries_size(), 1);
   EXPECT_EQ(status.recoveries(0).source(), "restart");
@@ -584,11 +592,49 @@ TEST_F(ClusterStateTest, ASecondDaemonCannotTakeALiveShard) {
       << "restarted from initial values: everything is lost";
 }
 
+// Issue 42 attack 2: a stranger took a heartbeating worker's place because
+// the coordinator's probe of the worker's address, starved by a flood of
+// idle connections, got no answer. Liveness is the member's lease now: as
+// long as the worker heartbeats within heartbeat.timeout_s, no registration
+// without its key takes its place, however long the stranger keeps trying.
+TEST_F(ClusterStateTest, AHeartbeatingWorkerKeepsItsPlaceWhateverAProbeSays) {
+  bool probed = false;
+  probe_ = [&](const std::string&) -> std::optional<uint64_t> {
+    probed = true;
+    return std::nullopt;  // nothing answers: a flooded port
+  };
+  Restart();
+  RegisterWorker(0);
+  const uint64_t incarnation = worker_incarnations_[0];
+  proto::RegisterWorkerRequest stranger;
+  stranger.set_index(0);
+  stranger.set_address("127.0.0.1:6");
+  for (int i = 0; i < 10; ++i) {  // 10 s: more than three leases
+    clock_.Advance(absl::Seconds(1));
+    ASSERT_THAT(Beat("worker", 0, NAN), IsOk());
+    EXPECT_THAT(state_->RegisterWorker(stranger),
+                StatusIs(absl::StatusCode::kUnavailable,
+                         HasSubstr("worker 0's place is held")));
+  }
+  EXPECT_FALSE(probed) << "no probe decides a take-over";
+  auto beat = Beat("worker", 0, NAN);
+  ASSERT_THAT(beat, IsOk());
+  EXPECT_FALSE(beat->replaced());
+  // Silent for its lease: a new process takes the place, with a new
+  // incarnation that fences the old one (told `replaced`).
+  clock_.Advance(absl::Seconds(3));
+  auto taken = state_->RegisterWorker(stranger);
+  ASSERT_THAT(taken, IsOk());
+  EXPECT_GT(taken->incarnation(), incarnation);
+  beat = Beat("worker", 0, NAN);
+  ASSERT_THAT(beat, IsOk());
+  EXPECT_TRUE(beat->replaced());
+}
+
 // A shard served from another host (a standby took it over) whose server
-// heartbeats but does not answer the probe (the path from the coordinator
-// still reconnecting after a partition): the old ps, restarted on its own
-// host, rejoins as a spare instead of taking the live shard from its
-// checkpoint. Once the server is declared dead, the shard's ps may restart.
+// heartbeats: the old ps, restarted on its own host, rejoins as a spare
+// instead of taking the live shard from its checkpoint. Once the server is
+// declared dead, the shard's ps may restart.
 TEST_F(ClusterStateTest, AServerThatHeartbeatsFromAnotherHostKeepsItsShard) {
   config_.cluster.ps = {"10.0.0.1:7001", "10.0.0.2:7001"};
   Restart();
@@ -601,7 +647,8 @@ TEST_F(ClusterStateTest, AServerThatHeartbeatsFromAnotherHostKeepsItsShard) {
   restart.set_applied_total(10);
   EXPECT_THAT(RegisterServer(restart),
               StatusIs(absl::StatusCode::kAlreadyExists,
-                       HasSubstr("10.0.0.3:7001, which heartbeats")));
+                       HasSubstr("registered from 10.0.0.3:7001, which "
+                                 "heartbeated 0.0 s ago")));
   EXPECT_EQ(state_->Placement().shards(0).address(), "10.0.0.3:7001");
   EXPECT_EQ(state_->Status().recoveries_size(), 0);
   // Silent past the timeout: dead, and the restart is let in.
@@ -730,14 +777,9 @@ TEST_F(ClusterStateTest, OversizedReportsAreRefusedBeforeStoring) {
 }
 
 // A live member's place is taken only by its own process (its key) or once
-// its process no longer answers at its address as itself; a replaced
-// process, and only it, is told `replaced`.
+// its process let its lease run out; a replaced process, and only it, is
+// told `replaced`.
 TEST_F(ClusterStateTest, ALiveMembersPlaceNeedsItsKey) {
-  probe_ = [this](const std::string& address) -> std::optional<uint64_t> {
-    if (address == "127.0.0.1:9") return 0;  // someone not registered
-    return incarnations_[address];
-  };
-  Restart();
   RegisterPs(0, "127.0.0.1:1");
   RegisterPs(1, "127.0.0.1:2");
   RegisterPs(0, "127.0.0.1:5", /*standby=*/true);
@@ -752,9 +794,9 @@ TEST_F(ClusterStateTest, ALiveMembersPlaceNeedsItsKey) {
       stranger.set_index(0);
       stranger.set_address(address);
       stranger.set_standby(standby);
-      EXPECT_THAT(
-          state_->RegisterServer(stranger),
-          StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("is alive")))
+      EXPECT_THAT(state_->RegisterServer(stranger),
+                  StatusIs(absl::StatusCode::kUnavailable,
+                           HasSubstr("'s place is held by the process")))
           << address << (standby ? " standby" : " ps");
     }
   }
@@ -762,8 +804,8 @@ TEST_F(ClusterStateTest, ALiveMembersPlaceNeedsItsKey) {
   worker.set_index(0);
   worker.set_address("127.0.0.1:6");
   EXPECT_THAT(state_->RegisterWorker(worker),
-              StatusIs(absl::StatusCode::kAlreadyExists,
-                       HasSubstr("worker 0 is registered to a live process")));
+              StatusIs(absl::StatusCode::kUnavailable,
+                       HasSubstr("worker 0's place is held by the process")));
   EXPECT_EQ(state_->Placement().epoch(), epoch);
   EXPECT_EQ(state_->Placement().shards(0).address(), "127.0.0.1:1");
   auto beat = Heartbeat(PsBeat(0, "127.0.0.1:1", 0));
@@ -777,9 +819,8 @@ TEST_F(ClusterStateTest, ALiveMembersPlaceNeedsItsKey) {
   auto registered = state_->RegisterServer(again);
   ASSERT_THAT(registered, IsOk());
   EXPECT_EQ(registered->member_key(), ps0_key);
-  // A new process in the old one's place (it holds the address now, so the
-  // old one is gone) is let in, and the old key is only told `replaced`.
-  incarnations_["127.0.0.1:1"] = 0;
+  // A new process in the old one's place, once the old one stayed silent
+  // for its lease, is let in, and the old key is only told `replaced`.
   RegisterPs(0, "127.0.0.1:1");
   EXPECT_NE(keys_["ps:0"], ps0_key);
   proto::HeartbeatRequest old = PsBeat(0, "127.0.0.1:1", 0);
@@ -823,6 +864,48 @@ TEST_F(ClusterStateTest, PsLearnsTheWorkersIncarnations) {
   EXPECT_EQ(registered->worker_incarnations_size(), 2);
   EXPECT_GT(registered->incarnation(),
             beat->worker_incarnations(1).incarnation());
+}
+
+// Issue 42 attack 1: a ps that registered as a spare standby was told every
+// worker's incarnation and push key, and pushed as them. A ps is told only
+// each key's digest (which pushes nothing), and a standby nothing until it
+// backs a shard up.
+TEST_F(ClusterStateTest, NoReplyCarriesAWorkersPushKey) {
+  config_.cluster.replication = 1;  // the standby stays idle
+  Restart();
+  RegisterPs(0, "127.0.0.1:1");
+  RegisterPs(1, "127.0.0.1:2");
+  proto::RegisterWorkerRequest request;
+  request.set_index(0);
+  auto worker = RegisterWorkerCall(request);
+  ASSERT_THAT(worker, IsOk());
+  ASSERT_NE(worker->push_key(), 0u);
+  auto beat = Heartbeat(PsBeat(0, "127.0.0.1:1", 0));
+  ASSERT_THAT(beat, IsOk());
+  ASSERT_EQ(beat->worker_incarnations_size(), 1);
+  EXPECT_EQ(beat->worker_incarnations(0).push_key_digest(),
+            PushKeyDigest(0, worker->incarnation(), worker->push_key()));
+  const uint64_t key = worker->push_key();
+  EXPECT_EQ(beat->SerializeAsString().find(
+                std::string(reinterpret_cast<const char*>(&key), 8)),
+            std::string::npos);
+  proto::RegisterServerRequest standby;
+  standby.set_index(0);
+  standby.set_address("127.0.0.1:5");
+  standby.set_standby(true);
+  auto registered = RegisterServer(standby);
+  ASSERT_THAT(registered, IsOk());
+  EXPECT_EQ(registered->worker_incarnations_size(), 0);
+  auto standby_beat = Heartbeat(StandbyBeat(0, -1));
+  ASSERT_THAT(standby_beat, IsOk());
+  EXPECT_EQ(standby_beat->worker_incarnations_size(), 0);
+  // Made a shard's backup (replication 2), it learns the digests.
+  config_.cluster.replication = 2;
+  Restart();
+  standby_beat = Heartbeat(StandbyBeat(0, -1));
+  ASSERT_THAT(standby_beat, IsOk());
+  ASSERT_GE(standby_beat->replica_of(), 0);
+  EXPECT_EQ(standby_beat->worker_incarnations_size(), 1);
 }
 
 TEST_F(ClusterStateTest, AStalledCoordinatorGivesGraceInsteadOfJudging) {

@@ -3,14 +3,21 @@
 
 #include <sys/random.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <tuple>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/host_port.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
 
 namespace downpour::coordinator {
 namespace {
@@ -23,6 +30,37 @@ absl::Status CheckSize(absl::string_view what, absl::string_view value,
                    limit, ": refused before anything was stored"));
 }
 
+// A DNS name (letters, digits, '-', '_' in dot-separated labels), an IPv4
+// address, or a bracketed IPv6 literal (hex digits, ':' and '.'), then a port
+// 1-65535: what a daemon can be dialled at, and nothing a log line, a path or
+// a format string could make of it.
+bool IsMemberAddress(absl::string_view address) {
+  std::optional<HostPort> split = SplitHostPort(address);
+  if (!split.has_value() || split->host.empty()) return false;
+  int port = 0;
+  if (split->port.size() > 5 ||
+      !std::all_of(split->port.begin(), split->port.end(),
+                   absl::ascii_isdigit) ||
+      !absl::SimpleAtoi(split->port, &port) || port < 1 || port > 65535) {
+    return false;
+  }
+  const std::string& host = split->host;
+  if (address.front() == '[') {
+    return std::all_of(host.begin(), host.end(), [](char c) {
+      return absl::ascii_isxdigit(c) || c == ':' || c == '.';
+    });
+  }
+  for (absl::string_view label : absl::StrSplit(host, '.')) {
+    if (label.empty() || label.front() == '-' || label.back() == '-') {
+      return false;
+    }
+    for (char c : label) {
+      if (!absl::ascii_isalnum(c) && c != '-' && c != '_') return false;
+    }
+  }
+  return true;
+}
+
 absl::Status CheckAddress(absl::string_view op, absl::string_view address) {
   if (address.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -30,7 +68,13 @@ absl::Status CheckAddress(absl::string_view op, absl::string_view address) {
         ": address is empty: a member registers with the host:port it "
         "serves on"));
   }
-  return CheckSize(absl::StrCat(op, ": address"), address, kMaxAddressBytes);
+  RETURN_IF_ERROR(
+      CheckSize(absl::StrCat(op, ": address"), address, kMaxAddressBytes));
+  if (IsMemberAddress(address)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      op, ": address '", absl::CHexEscape(address),
+      "' is not host:port (a DNS name, an IPv4 address or a bracketed IPv6 "
+      "address, and a port 1-65535): refused before anything was stored"));
 }
 
 }  // namespace

@@ -55,5 +55,32 @@ TEST(MemberIdentityTest, BoundsNameTheFieldAndTheLimit) {
                        HasSubstr("address is 257 bytes")));
 }
 
+// Issue 42 attack 5: field fuzzing stored "%s%n%x" and "../../etc/passwd" as
+// backup members' addresses. Only what a daemon can be dialled at is stored.
+TEST(MemberIdentityTest, OnlyDialableAddressesAreStored) {
+  proto::RegisterServerRequest request;
+  for (const char* good :
+       {"127.0.0.1:7001", "ps-0.downpour.svc.cluster.local:7001", "[::1]:7000",
+        "[fe80::1]:1", "localhost:65535", "my_host:80"}) {
+    request.set_address(good);
+    EXPECT_THAT(CheckRegisterBounds(request), IsOk()) << good;
+  }
+  for (const char* bad :
+       {"%s%n%x", "../../etc/passwd", "%s%n%x:7001", "../..:7001", "host:0",
+        "host:65536", "host:", ":7001", "host", "a b:1", "-host:1", "host..x:1",
+        "[::1%eth0]:1", "[zz]:1", "host:+80", "h\x01st:1", "unix:/tmp/sock",
+        "host/x:1"}) {
+    request.set_address(bad);
+    EXPECT_THAT(CheckRegisterBounds(request),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr("is not host:port")))
+        << bad;
+  }
+  proto::RegisterWorkerRequest worker;
+  worker.set_address("%s%n%x");
+  EXPECT_THAT(CheckRegisterBounds(worker),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
 }  // namespace
 }  // namespace downpour::coordinator

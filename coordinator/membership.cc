@@ -5,8 +5,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/host_port.h"
 #include "common/logging.h"
+#include "common/push_key.h"
 #include "coordinator/member_identity.h"
 
 namespace downpour::coordinator {
@@ -36,48 +38,31 @@ std::optional<MemberRole> ParseMemberRole(absl::string_view name) {
   return std::nullopt;
 }
 
-absl::Status MayReplaceLive(MemberRole role, int index,
-                            const std::string& address,
-                            const std::string& serving, uint64_t incarnation,
-                            std::optional<uint64_t> answer) {
-  if (!answer.has_value() && role == MemberRole::kPs &&
-      HostOf(serving) != HostOf(address)) {
-    // The shard's server heartbeats, from another host than this daemon's:
-    // its silence to the probe may be the path from here, cut or still
-    // reconnecting after a partition, while it serves the workers. Taking
-    // the shard from a checkpoint would lose what it acknowledged since;
-    // the liveness check decides instead.
-    SPDLOG_LOGGER_WARN(L(),
-                       "refused ps {} from {}: the shard's server at {} "
-                       "heartbeats; its silence to the probe does not make it "
-                       "dead",
-                       index, address, serving);
-    return absl::AlreadyExistsError(absl::StrCat(
-        "register: ps ", index, " is served by ", serving,
-        ", which heartbeats to the coordinator (it did not answer the "
-        "probe, but from another host that may be the path, not the "
-        "server): a second daemon cannot take a live shard. It is declared "
-        "dead after heartbeat.timeout_s of silence; a ps rejoins as a spare "
-        "meanwhile and takes the shard over then"));
-  }
-  if (!answer.has_value() || *answer != incarnation) return absl::OkStatus();
-  SPDLOG_LOGGER_WARN(L(),
-                     "refused {} {} from {}: its registered process at {} is "
-                     "alive",
+absl::Status LeaseAllowsTakeOver(MemberRole role, int index,
+                                 const std::string& address,
+                                 const std::string& serving,
+                                 absl::Duration silent, absl::Duration lease) {
+  if (silent >= lease) return absl::OkStatus();
+  const std::string held = absl::StrFormat(
+      "%s %d's place is held by the process registered from %s, which "
+      "heartbeated %.1f s ago; a new process may take it only once that "
+      "process's lease (heartbeat.timeout_s = %.1f s) runs out without a "
+      "heartbeat",
+      MemberRoleName(role), index, serving, absl::ToDoubleSeconds(silent),
+      absl::ToDoubleSeconds(lease));
+  SPDLOG_LOGGER_WARN(L(), "refused {} {} from {}: its lease is held by {}",
                      MemberRoleName(role), index, address, serving);
-  if (role == MemberRole::kWorker) {
+  if (role == MemberRole::kPs && HostOf(serving) != HostOf(address)) {
     return absl::AlreadyExistsError(absl::StrCat(
-        "register: worker ", index, " is registered to a live process at ",
-        serving,
-        " (it heartbeats and answers as that worker): a second process "
-        "cannot take its place. Stop that worker first, or use another "
-        "index"));
+        "register: ", held,
+        ", from another host than this daemon's: a second daemon cannot take "
+        "a live shard. This daemon rejoins as a spare and takes the shard "
+        "over if the server is declared dead"));
   }
-  return absl::AlreadyExistsError(absl::StrCat(
-      "register: ", MemberRoleName(role), " ", index, " is served by ", serving,
-      ", which is alive (it heartbeats and answers): a second daemon cannot "
-      "take a live shard. Stop that daemon first, or start this one as a "
-      "spare (--standby N, listed in cluster.standby_ps)"));
+  return absl::UnavailableError(absl::StrCat(
+      "register: ", held,
+      " (retried until then). If that process still runs, stop it first or "
+      "use another index"));
 }
 
 Membership::Membership(const ClusterSection& cluster, Clock* clock,
@@ -164,14 +149,24 @@ void Membership::Retire(Member& m) {
   }
 }
 
+bool Membership::ServesOrBacksUp(const Member& m) {
+  if (m.role == MemberRole::kPs) return true;
+  return m.role == MemberRole::kStandby &&
+         (m.serving_index >= 0 || m.replica_of >= 0);
+}
+
 void Membership::AddWorkerIncarnations(
+    const Member& to,
     google::protobuf::RepeatedPtrField<proto::WorkerIncarnation>* out) const {
+  if (!ServesOrBacksUp(to)) return;
   for (const Member& w : workers_) {
     if (!w.registered || w.incarnation == 0) continue;
     proto::WorkerIncarnation* i = out->Add();
     i->set_worker(w.index);
     i->set_incarnation(w.incarnation);
-    i->set_push_key(w.push_key);
+    if (w.push_key != 0) {
+      i->set_push_key_digest(PushKeyDigest(w.index, w.incarnation, w.push_key));
+    }
   }
 }
 

@@ -67,15 +67,20 @@ struct Member {
 };
 
 // Whether a registration of `role` `index` from `address` may take the place
-// of the live member registered at `serving` as `incarnation`, given what the
-// probe heard there (`answer`; nullopt: nobody answered). OK, or
-// AlreadyExists (logged as a WARN) when the member's registered process
-// answers as itself, or, for a ps, when nobody answered from another host
-// than `address` (the path may be cut, not the server dead).
-absl::Status MayReplaceLive(MemberRole role, int index,
-                            const std::string& address,
-                            const std::string& serving, uint64_t incarnation,
-                            std::optional<uint64_t> answer);
+// of the member registered at `serving`, whose last heartbeat reached the
+// coordinator `silent` ago. Liveness is the member's own lease: OK once
+// `lease` (heartbeat.timeout_s) ran out without a heartbeat (the new process
+// gets a new incarnation, which fences the old one); no probe of the address
+// decides it, so connections that starve the member's port cannot make a
+// heartbeating member look dead. While the lease runs: AlreadyExists for a
+// ps when the shard is served from another host (this daemon rejoins as a
+// spare and takes the shard over once the old server is declared dead),
+// Unavailable otherwise (the registration is retried and succeeds once the
+// old process stayed silent that long). A refusal is logged as a WARN.
+absl::Status LeaseAllowsTakeOver(MemberRole role, int index,
+                                 const std::string& address,
+                                 const std::string& serving,
+                                 absl::Duration silent, absl::Duration lease);
 
 // Single-threaded: ClusterState calls it under its lock.
 class Membership {
@@ -122,9 +127,16 @@ class Membership {
   bool Admit(Member& m, const std::string& key);
   // Moves m's key to its retired keys.
   void Retire(Member& m);
-  // Every registered worker's incarnation and push key, in index order.
+  // Every registered worker's incarnation and its push key's digest (never
+  // the key), in index order, for `to`: nothing unless `to` serves a shard
+  // or is named a shard's backup (ServesOrBacksUp), so a spare or idle
+  // standby, which a stranger with the ps role can register as, learns
+  // nothing of the workers.
   void AddWorkerIncarnations(
+      const Member& to,
       google::protobuf::RepeatedPtrField<proto::WorkerIncarnation>* out) const;
+  // A ps (its own shard), or a standby that took a shard over or backs one up.
+  static bool ServesOrBacksUp(const Member& m);
 
   // --- Liveness -------------------------------------------------------------
 

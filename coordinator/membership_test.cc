@@ -160,27 +160,30 @@ TEST_F(MembershipTest, SaveAndRestoreKeepIdentities) {
   EXPECT_EQ(other.incarnation, w.incarnation + 1);  // incarnations go on
 }
 
-TEST(MayReplaceLiveTest, RefusesOnlyWhileTheLiveMemberAnswersOrMayBeCutOff) {
-  // Nobody answers at the member's address on this host: it is gone.
-  EXPECT_THAT(MayReplaceLive(MemberRole::kPs, 0, "10.0.0.1:5", "10.0.0.1:1", 3,
-                             std::nullopt),
-              IsOk());
-  // Another process answers there: the member is gone.
-  EXPECT_THAT(MayReplaceLive(MemberRole::kWorker, 1, "a:1", "b:1", 3, 4),
-              IsOk());
+TEST(LeaseAllowsTakeOverTest, RefusesOnlyWhileTheLeaseRuns) {
+  const absl::Duration lease = absl::Seconds(3);
+  // Silent for its lease: the place may be taken, whatever the role.
+  for (MemberRole role :
+       {MemberRole::kPs, MemberRole::kWorker, MemberRole::kStandby}) {
+    EXPECT_THAT(LeaseAllowsTakeOver(role, 0, "10.0.0.5:1", "10.0.0.1:1",
+                                    absl::Seconds(3), lease),
+                IsOk());
+  }
+  // Heartbeated within it: retried (Unavailable) until it runs out...
   EXPECT_THAT(
-      MayReplaceLive(MemberRole::kWorker, 1, "a:1", "b:1", 3, 3),
-      StatusIs(absl::StatusCode::kAlreadyExists,
-               HasSubstr("worker 1 is registered to a live process at b:1")));
-  EXPECT_THAT(
-      MayReplaceLive(MemberRole::kStandby, 0, "a:1", "b:1", 3, 3),
-      StatusIs(absl::StatusCode::kAlreadyExists,
-               HasSubstr("standby 0 is served by b:1, which is alive")));
-  // A ps on another host that does not answer may only be cut off from here.
-  EXPECT_THAT(MayReplaceLive(MemberRole::kPs, 0, "10.0.0.5:1", "10.0.0.1:1", 3,
-                             std::nullopt),
+      LeaseAllowsTakeOver(MemberRole::kWorker, 1, "a:1", "b:1",
+                          absl::Seconds(2.9), lease),
+      StatusIs(absl::StatusCode::kUnavailable,
+               HasSubstr("worker 1's place is held by the process registered "
+                         "from b:1, which heartbeated 2.9 s ago")));
+  EXPECT_THAT(LeaseAllowsTakeOver(MemberRole::kPs, 0, "10.0.0.1:2",
+                                  "10.0.0.1:1", absl::ZeroDuration(), lease),
+              StatusIs(absl::StatusCode::kUnavailable));
+  // ...but a ps whose shard is served from another host rejoins as a spare.
+  EXPECT_THAT(LeaseAllowsTakeOver(MemberRole::kPs, 0, "10.0.0.5:1",
+                                  "10.0.0.1:1", absl::Seconds(1), lease),
               StatusIs(absl::StatusCode::kAlreadyExists,
-                       HasSubstr("heartbeats to the coordinator")));
+                       HasSubstr("rejoins as a spare")));
 }
 
 TEST(MemberRoleTest, NamesRoundTrip) {

@@ -575,7 +575,7 @@ void PsNode::Impl::LearnWorkerIncarnations(
   Shard* shard = nullptr;
   std::vector<server::IssuedIncarnation> incarnations;
   for (const proto::WorkerIncarnation& i : from) {
-    incarnations.push_back({i.worker(), i.incarnation(), i.push_key()});
+    incarnations.push_back({i.worker(), i.incarnation(), i.push_key_digest()});
   }
   {
     absl::MutexLock lock(&mu_);

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/push_key.h"
 #include "common/push_sequence.h"
 
 namespace downpour::server {
@@ -27,7 +28,7 @@ void PushAdmission::LearnWorkerIncarnations(
         [](const Issued& a, uint64_t b) { return a.incarnation < b; });
     // The key learned first stays: the coordinator never changes one.
     if (at != issued.end() && at->incarnation == i.incarnation) continue;
-    issued.insert(at, Issued{i.incarnation, i.push_key});
+    issued.insert(at, Issued{i.incarnation, i.push_key_digest});
     if (issued.size() > kIncarnationsKept) issued.erase(issued.begin());
   }
 }
@@ -99,11 +100,14 @@ absl::Status PushAdmission::CheckIdentity(int32_t worker, uint64_t sequence,
       anchor != anchored_.end() && anchor->second == incarnation;
   const uint64_t max_jump = anchored ? kMaxAnchoredJump : kMaxSequenceJump;
   if (n > base_n + max_jump) {
+    // Names neither n nor how far it lies past the window: the distance
+    // would tell the caller the worker's last applied sequence.
     return absl::InvalidArgumentError(absl::StrCat(
-        "push: worker ", worker, " sequence n = ", n, " lies ", n - base_n,
-        " past its last applied push, more than ", max_jump,
-        anchored ? " (its pushes in flight never lie further)" : "",
-        ": refused, nothing recorded"));
+        "push: worker ", worker,
+        "'s sequence lies too far past its last applied push (more than ",
+        max_jump,
+        anchored ? ", further than its pushes in flight ever lie" : "",
+        "): refused, nothing recorded"));
   }
   return absl::OkStatus();
 }
@@ -119,8 +123,8 @@ absl::Status PushAdmission::CheckIncarnation(int32_t worker,
       issued.begin(), issued.end(), incarnation,
       [](const Issued& a, uint64_t b) { return a.incarnation < b; });
   if (at != issued.end() && at->incarnation == incarnation) {
-    // Compared without an early exit: the time taken says nothing of the key.
-    if (at->push_key == 0 || ((at->push_key ^ push_key) == 0)) {
+    if (at->push_key_digest == 0 ||
+        PushKeyMatches(worker, incarnation, push_key, at->push_key_digest)) {
       return absl::OkStatus();
     }
     return absl::PermissionDeniedError(absl::StrCat(

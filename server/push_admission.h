@@ -53,11 +53,13 @@
 namespace downpour::server {
 
 // What the coordinator issued a worker process (its heartbeat replies to a
-// ps: proto::WorkerIncarnation).
+// ps: proto::WorkerIncarnation): the push key's digest, never the key.
 struct IssuedIncarnation {
   int32_t worker = 0;
   uint64_t incarnation = 0;
-  uint64_t push_key = 0;  // 0: none issued (a state file from before keys)
+  // common/push_key.h PushKeyDigest; 0: none issued (a state file from
+  // before keys).
+  uint64_t push_key_digest = 0;
 };
 
 class PushAdmission {
@@ -115,7 +117,8 @@ class PushAdmission {
   //   Unavailable: an incarnation not heard of yet (retry after a heartbeat).
   //   OutOfRange: an incarnation replaced, or older than one that has pushed
   //     here ("...; stop this process").
-  //   PermissionDenied: a push key that is not the incarnation's.
+  //   PermissionDenied: a push key that is not the incarnation's (its digest
+  //     differs from the one the coordinator sent).
   absl::StatusOr<Verdict> Admit(int32_t worker, uint64_t sequence,
                                 uint64_t push_key = 0) const;
 
@@ -147,7 +150,7 @@ class PushAdmission {
  private:
   struct Issued {
     uint64_t incarnation = 0;
-    uint64_t push_key = 0;
+    uint64_t push_key_digest = 0;
   };
 
   // The checks of Admit before the window is consulted.
@@ -164,7 +167,7 @@ class PushAdmission {
   // Per worker id, the push sequences applied (exactly-once pushes).
   std::map<int32_t, SequenceWindow> windows_;
   // Per worker id, the incarnations the coordinator issued it (ascending)
-  // with their push keys; checked once incarnations_known_.
+  // with their push keys' digests; checked once incarnations_known_.
   std::map<int32_t, std::vector<Issued>> incarnations_;
   bool incarnations_known_ = false;
   // Per worker id, the incarnation of which this object applied a push (see

@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/push_key.h"
 #include "common/push_sequence.h"
 #include "common/testing/poll.h"
 #include "common/testing/status_matchers.h"
@@ -481,7 +482,7 @@ TEST_F(ShardTest, PushesInFlightMayArriveInAnyOrderAndApplyOnce) {
 TEST_F(ShardTest, AnEmptyPushMovesNoWindow) {
   auto shard = MakeShard();
   ASSERT_THAT(shard->Assign(1, {0}), IsOk());
-  shard->LearnWorkerIncarnations({{3, 1, 0xfeed}});
+  shard->LearnWorkerIncarnations({{3, 1, PushKeyDigest(3, 1, 0xfeed)}});
   proto::PushRequest empty = OnesPush(0, MakeSequence(1, 1000));
   empty.clear_blocks();
   empty.set_push_key(0xfeed);

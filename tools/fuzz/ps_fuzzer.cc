@@ -54,6 +54,7 @@
 #include "common/config.h"
 #include "common/counters.h"
 #include "common/model_spec.h"
+#include "common/push_key.h"
 #include "common/push_sequence.h"
 #include "common/wire_encoding.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
@@ -79,7 +80,14 @@ using server::Shard;
 
 // What the coordinated shard was told: worker, incarnation, push key (small
 // keys, so that inputs can hit them).
-const server::IssuedIncarnation kIssued[] = {{0, 1, 1}, {1, 2, 2}, {2, 3, 0}};
+// Worker, incarnation and push key (0: none issued) of each issued
+// incarnation; the shard learns the keys' digests.
+struct IssuedKey {
+  int32_t worker;
+  uint64_t incarnation;
+  uint64_t push_key;
+};
+const IssuedKey kIssued[] = {{0, 1, 1}, {1, 2, 2}, {2, 3, 0}};
 
 struct World {
   Config config;
@@ -198,7 +206,7 @@ std::string Windows(Shard& shard) {
 // True when `view` is one the coordinated shard may apply.
 bool Issued(const wire::PushView& view) {
   if (view.sequence == 0) return false;
-  for (const server::IssuedIncarnation& i : kIssued) {
+  for (const IssuedKey& i : kIssued) {
     if (i.worker == view.worker_id &&
         i.incarnation == IncarnationOf(view.sequence)) {
       return i.push_key == 0 || i.push_key == view.push_key;
@@ -337,8 +345,14 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   if (!coordinated.ok()) Fail(coordinated.status().ToString());
   world->coordinated = *std::move(coordinated);
   if (!world->coordinated->Assign(1, world->all_blocks).ok()) Fail("assign");
-  world->coordinated->LearnWorkerIncarnations(
-      {std::begin(kIssued), std::end(kIssued)});
+  std::vector<server::IssuedIncarnation> issued;
+  for (const IssuedKey& i : kIssued) {
+    issued.push_back(
+        {i.worker, i.incarnation,
+         i.push_key == 0 ? 0
+                         : PushKeyDigest(i.worker, i.incarnation, i.push_key)});
+  }
+  world->coordinated->LearnWorkerIncarnations(issued);
   return 0;
 }
 
