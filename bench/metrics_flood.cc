@@ -8,8 +8,12 @@
 // another without the flood, then with it, and prints p50/p99/max latency
 // (connect to the last byte), errors and the ratio flood/none:
 //   bazel run -c opt //bench:metrics_flood [-- --scrapes=200 --idle=10000]
-// With --reconnect the attacker reopens every connection the server closes,
-// at once, for the whole run (a churning flood rather than a held one).
+// The attacker runs in a child process. With --reconnect it reopens every
+// connection the server closes, at once, while the scrapes run (a churning
+// flood rather than a held one).
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE  // POLLRDHUP
+#endif
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -19,18 +23,18 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -89,27 +93,48 @@ int StartConnect(int port) {
   return fd;
 }
 
-// The attacker: `count` connections, each sending `first_bytes` once
-// connected and nothing after. With `reconnect` a thread reopens each one the
-// server closes.
-class Flood {
+// Connections to 127.0.0.1:`port` that each send `first_bytes` once
+// connected and nothing after.
+class Connections {
  public:
-  Flood(int port, int count, std::string first_bytes, bool reconnect)
+  Connections(int port, int count, std::string first_bytes)
       : port_(port), first_bytes_(std::move(first_bytes)) {
     for (int i = 0; i < count; ++i) slots_.push_back({StartConnect(port_)});
-    const Clock::time_point deadline = Clock::now() + std::chrono::seconds(30);
-    while (Clock::now() < deadline && Poll(100) < count) {
-    }
-    if (reconnect) thread_ = std::thread([this] { Churn(); });
   }
-  ~Flood() {
-    stop_.store(true);
-    if (thread_.joinable()) thread_.join();
+  ~Connections() {
     for (const Slot& slot : slots_) close(slot.fd);
   }
 
-  // Connections established (the kernel's handshake done) so far.
-  int connected() const { return connected_.load(); }
+  // One poll over every slot: sends the first bytes on those just
+  // connected and, with `reopen`, reopens those the server closed. Returns
+  // how many are connected.
+  int Poll(int timeout_ms, bool reopen) {
+    std::vector<pollfd> fds;
+    for (const Slot& slot : slots_) {
+      // POLLRDHUP: the server closed it (a FIN, so no POLLHUP yet).
+      fds.push_back({slot.fd,
+                     static_cast<short>(slot.connected ? POLLRDHUP : POLLOUT),
+                     0});
+    }
+    if (poll(fds.data(), fds.size(), timeout_ms) < 0) return connected_;
+    for (size_t i = 0; i < fds.size(); ++i) {
+      Slot& slot = slots_[i];
+      const bool failed =
+          (fds[i].revents & (POLLERR | POLLHUP | POLLRDHUP)) != 0;
+      if (!slot.connected && (fds[i].revents & POLLOUT) != 0 && !failed) {
+        slot.connected = true;
+        ++connected_;
+        send(slot.fd, first_bytes_.data(), first_bytes_.size(), MSG_NOSIGNAL);
+      } else if (reopen && failed) {
+        if (slot.connected) --connected_;
+        close(slot.fd);
+        slot = {StartConnect(port_)};
+      }
+    }
+    return connected_;
+  }
+
+  int size() const { return static_cast<int>(slots_.size()); }
 
  private:
   struct Slot {
@@ -117,44 +142,75 @@ class Flood {
     bool connected = false;
   };
 
-  // One poll over every slot: sends the first bytes on those just connected,
-  // and with reconnecting, reopens those the server closed. Returns how many
-  // are connected.
-  int Poll(int timeout_ms) {
-    std::vector<pollfd> fds;
-    for (const Slot& slot : slots_) {
-      fds.push_back(
-          {slot.fd, static_cast<short>(slot.connected ? 0 : POLLOUT), 0});
-    }
-    if (poll(fds.data(), fds.size(), timeout_ms) < 0) return connected();
-    for (size_t i = 0; i < fds.size(); ++i) {
-      Slot& slot = slots_[i];
-      if (!slot.connected && (fds[i].revents & POLLOUT) != 0 &&
-          (fds[i].revents & (POLLERR | POLLHUP)) == 0) {
-        slot.connected = true;
-        connected_.fetch_add(1);
-        send(slot.fd, first_bytes_.data(), first_bytes_.size(), MSG_NOSIGNAL);
-      } else if (reopen_ && (fds[i].revents & (POLLERR | POLLHUP)) != 0) {
-        if (slot.connected) connected_.fetch_sub(1);
-        close(slot.fd);
-        slot = {StartConnect(port_)};
-      }
-    }
-    return connected();
-  }
-
-  void Churn() {
-    reopen_ = true;
-    while (!stop_.load()) Poll(50);
-  }
-
   const int port_;
   const std::string first_bytes_;
-  std::vector<Slot> slots_;  // the constructor's, then the thread's
-  bool reopen_ = false;
-  std::atomic<int> connected_{0};
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
+  std::vector<Slot> slots_;
+  int connected_ = 0;
+};
+
+// The attacker, in a child process of its own (so that its descriptors do
+// not slow the server's process, whose Status counts its own): `stalled`
+// connections that send `half` and `idle` ones that send nothing, held until
+// the Flood goes; with `reconnect` each one the server closes is reopened.
+class Flood {
+ public:
+  Flood(int port, int stalled, int idle, const std::string& half,
+        bool reconnect) {
+    int ends[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends) != 0 ||
+        (child_ = fork()) < 0) {
+      Check(absl::InternalError(std::strerror(errno)), "flood");
+    }
+    if (child_ == 0) {
+      close(ends[0]);
+      Attack(ends[1], port, stalled, idle, half, reconnect);
+    }
+    close(ends[1]);
+    control_ = ends[0];
+    int counts[2] = {0, 0};
+    if (read(control_, counts, sizeof(counts)) == sizeof(counts)) {
+      stalled_ = counts[0];
+      idle_ = counts[1];
+    }
+  }
+  ~Flood() {
+    close(control_);  // the child sees it and exits
+    waitpid(child_, nullptr, 0);
+  }
+
+  // Connections established (the kernel's handshake done) before scraping.
+  int stalled() const { return stalled_; }
+  int idle() const { return idle_; }
+
+ private:
+  // The child: connects, reports the counts on `control`, holds (or
+  // reopens) the connections until `control` closes, exits.
+  [[noreturn]] static void Attack(int control, int port, int stalled, int idle,
+                                  const std::string& half, bool reconnect) {
+    Connections halves(port, stalled, half);
+    Connections silent(port, idle, "");
+    const Clock::time_point deadline = Clock::now() + std::chrono::seconds(30);
+    int counts[2] = {0, 0};
+    while (Clock::now() < deadline &&
+           (counts[0] < halves.size() || counts[1] < silent.size())) {
+      counts[0] = halves.Poll(0, false);
+      counts[1] = silent.Poll(100, false);
+    }
+    (void)!write(control, counts, sizeof(counts));
+    for (;;) {
+      pollfd p = {control, POLLIN, 0};
+      if (poll(&p, 1, reconnect ? 0 : -1) > 0) break;  // the parent is done
+      if (reconnect) {
+        halves.Poll(0, true);
+        silent.Poll(50, true);
+      }
+    }
+    _exit(0);
+  }
+
+  pid_t child_ = -1;
+  int control_ = -1;
+  int stalled_ = 0, idle_ = 0;
 };
 
 // A legitimate scraper: GET /metrics with the bearer token, over TLS when
@@ -328,15 +384,15 @@ void RunMode(bool tls) {
       tls ? std::string({0x16, 0x03, 0x01, 0x02, 0x00, 0x01})
           : std::string("GET /metrics HTTP/1.1\r\nHost: x\r\n");
   const bool reconnect = absl::GetFlag(FLAGS_reconnect);
-  Flood stalled(port, absl::GetFlag(FLAGS_stalled), half, reconnect);
-  Flood idle(port, absl::GetFlag(FLAGS_idle), "", reconnect);
+  const Flood attacker(port, absl::GetFlag(FLAGS_stalled),
+                       absl::GetFlag(FLAGS_idle), half, reconnect);
   const Figures flood = Run(scraper, n);
   Print(mode, "flood", flood, n);
   absl::PrintF(
       "%-6s flood: %d stalled + %d idle connections established before the "
       "scrapes; the server holds at most %d (%d per address), displaced %d "
       "and refused %d; ratio flood/none p50 %.2f, p99 %.2f\n",
-      mode, stalled.connected(), idle.connected(), (*server)->max_connections(),
+      mode, attacker.stalled(), attacker.idle(), (*server)->max_connections(),
       (*server)->max_connections_per_address(), (*server)->displaced(),
       (*server)->refused(), none.p50 > 0 ? flood.p50 / none.p50 : 0,
       none.p99 > 0 ? flood.p99 / none.p99 : 0);
