@@ -18,7 +18,7 @@ ConnectionShare::Admission ConnectionShare::Admit(
     // from one address displaces nobody else's.
     if (own->second.pending.empty()) return admission;
     admission.admit = true;
-    admission.displace = *own->second.pending.begin();
+    admission.displace = own->second.pending.begin()->second;
     return admission;
   }
   admission.admit = true;
@@ -28,7 +28,7 @@ ConnectionShare::Admission ConnectionShare::Admit(
     admission.admit = false;
     return admission;
   }
-  admission.displace = *largest->pending.begin();
+  admission.displace = largest->pending.begin()->second;
   return admission;
 }
 
@@ -46,25 +46,38 @@ const ConnectionShare::Holder* ConnectionShare::LargestWithPending() const {
 }
 
 void ConnectionShare::Add(uint64_t id, const std::string& address) {
-  address_of_[id] = address;
+  entries_[id] = {address, 0, true};
   Holder& holder = holders_[address];
   ++holder.held;
-  holder.pending.insert(id);
+  holder.pending.insert({0, id});
+}
+
+void ConnectionShare::SetProgress(uint64_t id, int progress) {
+  const auto it = entries_.find(id);
+  if (it == entries_.end() || it->second.progress == progress) return;
+  Entry& entry = it->second;
+  if (entry.pending) {
+    std::set<Rank>& pending = holders_[entry.address].pending;
+    pending.erase({entry.progress, id});
+    pending.insert({progress, id});
+  }
+  entry.progress = progress;
 }
 
 void ConnectionShare::MarkAnswering(uint64_t id) {
-  const auto it = address_of_.find(id);
-  if (it == address_of_.end()) return;
-  holders_[it->second].pending.erase(id);
+  const auto it = entries_.find(id);
+  if (it == entries_.end() || !it->second.pending) return;
+  holders_[it->second.address].pending.erase({it->second.progress, id});
+  it->second.pending = false;
 }
 
 void ConnectionShare::Remove(uint64_t id) {
-  const auto it = address_of_.find(id);
-  if (it == address_of_.end()) return;
-  const auto holder = holders_.find(it->second);
-  holder->second.pending.erase(id);
+  const auto it = entries_.find(id);
+  if (it == entries_.end()) return;
+  const auto holder = holders_.find(it->second.address);
+  holder->second.pending.erase({it->second.progress, id});
   if (--holder->second.held == 0) holders_.erase(holder);
-  address_of_.erase(it);
+  entries_.erase(it);
 }
 
 }  // namespace downpour

@@ -3,14 +3,20 @@
 // A new connection is never refused while an older one that has not yet
 // sent its request could make room: that one is displaced (closed), so a
 // flood of stalled or idle connections, even from the same address as the
-// legitimate client (a NAT, 127.0.0.1), cannot keep that client out. The
-// listener it was made for is rpc/metrics_http.h's /metrics endpoint.
+// legitimate client (a NAT, 127.0.0.1), cannot keep that client out. Among
+// those, the one that got least far is displaced first (a connection that
+// sent nothing before one halfway through a ClientHello, before one whose
+// handshake the server answered), then the oldest: a client reopening
+// silent connections as fast as they are closed cannot displace a scraper
+// in the middle of its TLS handshake. The listener it was made for is
+// rpc/metrics_http.h's /metrics endpoint.
 //
 //   ConnectionShare share({/*max_total=*/256, /*max_per_address=*/64});
 //   ConnectionShare::Admission admission = share.Admit(peer);
 //   if (!admission.admit) { close(fd); return; }       // all are answering
 //   if (admission.displace) Close(*admission.displace);  // calls Remove
 //   share.Add(id, peer);
+//   ...  share.SetProgress(id, 1) as it gets further;
 //   ...  share.MarkAnswering(id) once its request is complete;
 //   ...  share.Remove(id) when it is closed.
 //
@@ -23,6 +29,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 
 namespace downpour {
 
@@ -45,27 +52,39 @@ class ConnectionShare {
   ConnectionShare& operator=(const ConnectionShare&) = delete;
 
   // Room for one more connection from `address`. When `address` holds its
-  // share, the displaced one is its own oldest pending connection; when the
-  // listener is full, the oldest pending one of the address that holds the
-  // most connections (ties: the one whose pending connection is oldest).
-  // "Pending": added and not marked answering.
+  // share, the displaced one is its own first pending connection; when the
+  // listener is full, the first pending one of the address that holds the
+  // most connections (ties: the one whose first pending connection comes
+  // first). "Pending": added and not marked answering; "first": of least
+  // progress, then oldest.
   Admission Admit(const std::string& address) const;
 
   // REQUIRES: `id` is new and greater than every id added before (ages
   // are told by id), and Admit(address) just allowed it.
   void Add(uint64_t id, const std::string& address);
+  // How far `id` got (any scale, higher is further; 0 when added): it is
+  // displaced after those with less.
+  void SetProgress(uint64_t id, int progress);
   // `id` sent its whole request: it is no longer displaced.
   void MarkAnswering(uint64_t id);
   // `id` was closed; unknown ids are ignored.
   void Remove(uint64_t id);
 
-  int size() const { return static_cast<int>(address_of_.size()); }
+  int size() const { return static_cast<int>(entries_.size()); }
   const Limits& limits() const { return limits_; }
 
  private:
+  // A pending connection's place in line: least progress, then oldest.
+  using Rank = std::pair<int, uint64_t>;  // progress, id
+
   struct Holder {
-    int held = 0;                // connections of this address
-    std::set<uint64_t> pending;  // those not answering, oldest first
+    int held = 0;            // connections of this address
+    std::set<Rank> pending;  // those not answering, to displace first first
+  };
+  struct Entry {
+    std::string address;
+    int progress = 0;
+    bool pending = true;
   };
 
   // The address that gives up a connection when the listener is full; null
@@ -73,7 +92,7 @@ class ConnectionShare {
   const Holder* LargestWithPending() const;
 
   const Limits limits_;
-  std::map<uint64_t, std::string> address_of_;
+  std::map<uint64_t, Entry> entries_;
   std::map<std::string, Holder> holders_;
 };
 

@@ -75,5 +75,22 @@ TEST(ConnectionShareTest, RemoveForgetsAndIgnoresUnknownIds) {
   EXPECT_EQ(share.Admit("10.0.0.1").displace, 2u);
 }
 
+TEST(ConnectionShareTest, TheLeastProgressedIsDisplacedBeforeTheOldest) {
+  ConnectionShare share({8, 3});
+  share.Add(1, "10.0.0.1");  // oldest: halfway through its handshake
+  share.Add(2, "10.0.0.1");  // its handshake answered
+  share.Add(3, "10.0.0.1");  // silent
+  share.SetProgress(1, 1);
+  share.SetProgress(2, 2);
+  EXPECT_EQ(share.Admit("10.0.0.1").displace, 3u);
+  share.Remove(3);
+  share.Add(4, "10.0.0.1");
+  share.SetProgress(4, 1);
+  EXPECT_EQ(share.Admit("10.0.0.1").displace, 1u);  // 1 and 4 tie: oldest
+  share.MarkAnswering(1);
+  share.SetProgress(1, 0);  // answering: stays out of line
+  EXPECT_EQ(share.Admit("10.0.0.1").displace, 4u);
+}
+
 }  // namespace
 }  // namespace downpour

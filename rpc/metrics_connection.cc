@@ -1,6 +1,7 @@
 // The non-blocking /metrics connection (see metrics_connection.h).
 #include "rpc/metrics_connection.h"
 
+#include <openssl/bio.h>
 #include <openssl/err.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -43,6 +44,13 @@ void MetricsConnection::SetAnswer(std::string answer, Clock::time_point now) {
   sent_ = 0;
   state_ = State::kWriting;
   deadline_ = now + kIoTimeout;
+}
+
+int MetricsConnection::progress() const {
+  if (ssl_ == nullptr) return request_.empty() ? 0 : 1;
+  if (state_ != State::kHandshake) return 3;
+  if (BIO_number_written(SSL_get_wbio(ssl_)) > 0) return 2;
+  return BIO_number_read(SSL_get_rbio(ssl_)) > 0 ? 1 : 0;
 }
 
 MetricsConnection::Step MetricsConnection::Handshake(Clock::time_point now) {

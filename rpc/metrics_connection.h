@@ -46,6 +46,10 @@ class MetricsConnection {
   void SetAnswer(std::string answer, Clock::time_point now);
   // Whether the whole answer was written.
   bool answered() const { return state_ == State::kClosed && written_; }
+  // How far it got before its request was complete: 0 nothing received, 1
+  // some bytes, 2 the server answered its ClientHello (TLS), 3 its
+  // handshake is done (TLS). ConnectionShare displaces the least first.
+  int progress() const;
   // The time by which it must have progressed, else it is closed.
   Clock::time_point deadline() const { return deadline_; }
   int fd() const { return fd_; }

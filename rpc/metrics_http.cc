@@ -405,10 +405,11 @@ void MetricsHttpServer::Loop::Serve(uint64_t id, Clock::time_point now) {
         server_->Respond(held.connection->request(), &held.scrape), now);
     step = held.connection->Advance(now);
   }
-  if (step == MetricsConnection::Step::kWantRead) {
-    Watch(id, held, EPOLLIN);
-  } else if (step == MetricsConnection::Step::kWantWrite) {
-    Watch(id, held, EPOLLOUT);
+  if (step == MetricsConnection::Step::kWantRead ||
+      step == MetricsConnection::Step::kWantWrite) {
+    share_.SetProgress(id, held.connection->progress());
+    Watch(id, held,
+          step == MetricsConnection::Step::kWantRead ? EPOLLIN : EPOLLOUT);
   } else {
     if (held.scrape && held.connection->answered()) {
       server_->scrapes_.fetch_add(1);

@@ -18,9 +18,11 @@
 // within 2 s, and a request is at most 8 KiB (rpc/metrics_connection.h).
 // At most Options::max_connections are held at once (fewer when the
 // descriptor limit is low), and at most max_connections_per_address from
-// one peer address; past either, a new connection displaces the oldest one
-// that has not yet sent its whole request (rpc/connection_share.h): the
-// share of its own address first, else of the address holding the most. So
+// one peer address; past either, a new connection displaces one that has
+// not yet sent its whole request (rpc/connection_share.h): from its own
+// address's share when that is full, else from the address holding the most;
+// of those the one that got least far (nothing sent, then a partial TLS
+// ClientHello, then a handshake the server answered), the oldest first. So
 // stalled TLS handshakes, idle or half-sent requests and plain HTTP sent to
 // the TLS port, from any address including the scraper's own (a NAT,
 // 127.0.0.1), cannot keep a scrape out, and memory and threads stay
