@@ -14,13 +14,10 @@
 
 namespace downpour {
 
-MetricsConnection::MetricsConnection(int fd, SSL* ssl, Clock::time_point now)
-    : fd_(fd), ssl_(ssl), deadline_(now + kIoTimeout) {
-  if (ssl_ != nullptr) {
-    SSL_set_fd(ssl_, fd_);
-  } else {
-    state_ = State::kReading;
-  }
+MetricsConnection::MetricsConnection(int fd, SSL_CTX* tls,
+                                     Clock::time_point now)
+    : fd_(fd), tls_(tls), deadline_(now + kIoTimeout) {
+  if (tls_ == nullptr) state_ = State::kReading;
 }
 
 MetricsConnection::~MetricsConnection() {
@@ -47,13 +44,29 @@ void MetricsConnection::SetAnswer(std::string answer, Clock::time_point now) {
 }
 
 int MetricsConnection::progress() const {
-  if (ssl_ == nullptr) return request_.empty() ? 0 : 1;
+  if (tls_ == nullptr) return request_.empty() ? 0 : 1;
   if (state_ != State::kHandshake) return 3;
+  if (ssl_ == nullptr) return 0;
   if (BIO_number_written(SSL_get_wbio(ssl_)) > 0) return 2;
   return BIO_number_read(SSL_get_rbio(ssl_)) > 0 ? 1 : 0;
 }
 
+MetricsConnection::Step MetricsConnection::MakeSession() {
+  char first;
+  const ssize_t n = recv(fd_, &first, 1, MSG_PEEK);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+    return Step::kWantRead;
+  }
+  if (n <= 0 || (ssl_ = SSL_new(tls_)) == nullptr) return Close();
+  SSL_set_fd(ssl_, fd_);
+  return Step::kWantWrite;
+}
+
 MetricsConnection::Step MetricsConnection::Handshake(Clock::time_point now) {
+  if (ssl_ == nullptr) {
+    const Step step = MakeSession();
+    if (ssl_ == nullptr) return step;
+  }
   ERR_clear_error();
   const int result = SSL_accept(ssl_);
   if (result <= 0) {

@@ -29,9 +29,11 @@ class MetricsConnection {
     kClosed,        // done or failed: destroy it
   };
 
-  // Owns `fd` (non-blocking) and `ssl` (null: plain HTTP).
-  MetricsConnection(int fd, SSL* ssl, Clock::time_point now);
-  ~MetricsConnection();  // frees `ssl`, closes `fd`
+  // Owns `fd` (non-blocking); serves TLS with `tls` (null: plain HTTP),
+  // whose session it makes once the client's first bytes arrive (a silent
+  // connection costs no OpenSSL state).
+  MetricsConnection(int fd, SSL_CTX* tls, Clock::time_point now);
+  ~MetricsConnection();  // frees its session, closes `fd`
   MetricsConnection(const MetricsConnection&) = delete;
   MetricsConnection& operator=(const MetricsConnection&) = delete;
 
@@ -58,6 +60,9 @@ class MetricsConnection {
   enum class State { kHandshake, kReading, kAnswering, kWriting, kClosed };
 
   Step Handshake(Clock::time_point now);
+  // Makes ssl_ once the client has sent something: kWantRead before that,
+  // kClosed when it left or OpenSSL has no memory; else kWantWrite (go on).
+  Step MakeSession();
   Step ReadRequest();
   Step WriteAnswer(Clock::time_point now);
   // For a failed or would-block call (`result` <= 0) of SSL_accept,
@@ -67,7 +72,8 @@ class MetricsConnection {
   Step Close();
 
   const int fd_;
-  SSL* const ssl_;
+  SSL_CTX* const tls_;
+  SSL* ssl_ = nullptr;  // made by Handshake
   State state_ = State::kHandshake;
   Clock::time_point deadline_;
   std::string request_;

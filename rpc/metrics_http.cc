@@ -331,24 +331,32 @@ void MetricsHttpServer::Loop::Run() {
     const int ready =
         epoll_wait(epoll_fd_, events, 256, static_cast<int>(kTick.count()));
     const Clock::time_point now = Clock::now();
+    // Held connections first, new ones after: a client's bytes that
+    // arrived are taken in before newer connections can displace it.
+    bool accept = false;
     for (int i = 0; i < ready; ++i) {
       const uint64_t id = events[i].data.u64;
       if (id == kWake) return;
       if (id == kListener) {
-        AcceptWaiting(now);
+        accept = true;
       } else {
         Serve(id, now);
       }
     }
+    if (accept) AcceptWaiting(now);
     if (now >= next_tick_) Tick(now);
     DrainSigpipe();
   }
 }
 
-// A bounded batch, so that connections already held are served between
-// batches even while a flood keeps the listener ready.
+// A batch well below the per-address share, so that connections already
+// held are served between batches even while a flood keeps the listener
+// ready, and one batch cannot displace a connection accepted in the batch
+// before.
 void MetricsHttpServer::Loop::AcceptWaiting(Clock::time_point now) {
-  for (int i = 0; i < 64; ++i) {
+  const int batch =
+      std::max(1, std::min(32, share_.limits().max_per_address / 2));
+  for (int i = 0; i < batch; ++i) {
     const int fd = accept4(server_->listen_fd_, nullptr, nullptr,
                            SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd >= 0) {
@@ -378,16 +386,11 @@ void MetricsHttpServer::Loop::Admit(int fd, Clock::time_point now) {
     server_->displaced_.fetch_add(1);
     CloseConnection(*admission.displace);
   }
-  SSL* ssl = nullptr;
-  if (server_->tls_ != nullptr &&
-      (ssl = SSL_new(server_->tls_->ctx)) == nullptr) {
-    close(fd);  // out of memory: drop this one
-    return;
-  }
   const uint64_t id = next_id_++;
   share_.Add(id, peer);
   Held& held = held_[id];
-  held.connection = std::make_unique<MetricsConnection>(fd, ssl, now);
+  held.connection = std::make_unique<MetricsConnection>(
+      fd, server_->tls_ != nullptr ? server_->tls_->ctx : nullptr, now);
   epoll_event event = {0, {.u64 = id}};
   epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &event);
   // A client's first bytes often arrived with its connection.
