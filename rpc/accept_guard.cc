@@ -60,30 +60,6 @@ bool StillOpen(const Tracked& tracked) {
          st.st_ino == tracked.inode;
 }
 
-// The address of an accepted connection without its port; "" if unknown.
-std::string PeerHost(int fd) {
-  sockaddr_storage address;
-  socklen_t length = sizeof(address);
-  if (getpeername(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-    return "";
-  }
-  char text[INET6_ADDRSTRLEN] = "";
-  if (address.ss_family == AF_INET) {
-    const auto* v4 = reinterpret_cast<const sockaddr_in*>(&address);
-    inet_ntop(AF_INET, &v4->sin_addr, text, sizeof(text));
-  } else if (address.ss_family == AF_INET6) {
-    const auto* v6 = reinterpret_cast<const sockaddr_in6*>(&address);
-    if (IN6_IS_ADDR_V4MAPPED(&v6->sin6_addr)) {  // ::ffff:a.b.c.d
-      inet_ntop(AF_INET, &v6->sin6_addr.s6_addr[12], text, sizeof(text));
-    } else {
-      inet_ntop(AF_INET6, &v6->sin6_addr, text, sizeof(text));
-    }
-  } else {
-    return "";  // unix sockets: not capped per peer
-  }
-  return text;
-}
-
 enum class Verdict { kKeep, kOverReserve, kOverPerPeer };
 
 class Guard {
@@ -250,6 +226,29 @@ int GuardedAccept4(int listener, sockaddr* address, socklen_t* length,
 }
 
 }  // namespace
+
+std::string PeerHost(int fd) {
+  sockaddr_storage address;
+  socklen_t length = sizeof(address);
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    return "";
+  }
+  char text[INET6_ADDRSTRLEN] = "";
+  if (address.ss_family == AF_INET) {
+    const auto* v4 = reinterpret_cast<const sockaddr_in*>(&address);
+    inet_ntop(AF_INET, &v4->sin_addr, text, sizeof(text));
+  } else if (address.ss_family == AF_INET6) {
+    const auto* v6 = reinterpret_cast<const sockaddr_in6*>(&address);
+    if (IN6_IS_ADDR_V4MAPPED(&v6->sin6_addr)) {  // ::ffff:a.b.c.d
+      inet_ntop(AF_INET, &v6->sin6_addr.s6_addr[12], text, sizeof(text));
+    } else {
+      inet_ntop(AF_INET6, &v6->sin6_addr, text, sizeof(text));
+    }
+  } else {
+    return "";  // unix sockets: not capped per peer
+  }
+  return text;
+}
 
 AcceptGuardLimits AcceptGuardLimitsFor(uint64_t fd_limit) {
   AcceptGuardLimits limits;

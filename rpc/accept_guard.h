@@ -44,6 +44,11 @@ struct AcceptGuardLimits {
 // (unknown) means no limits.
 AcceptGuardLimits AcceptGuardLimitsFor(uint64_t fd_limit);
 
+// The address of connected socket `fd`'s peer without its port, as the
+// per-peer cap counts it ("10.0.0.7", "::1"; an IPv4-mapped IPv6 address
+// as IPv4); "" when unknown or not an IP socket.
+std::string PeerHost(int fd);
+
 // Turns the guard on for this process (idempotent; StartServer calls it),
 // with AcceptGuardLimitsFor(the soft limit at each accept). Returns what it
 // did for the startup log, or why it cannot work ("accept4 is not

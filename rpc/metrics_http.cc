@@ -8,9 +8,10 @@
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -20,6 +21,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <memory>
+#include <thread>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -28,10 +32,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/fd_limit.h"
 #include "common/host_port.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "proto/status.pb.h"
+#include "rpc/accept_guard.h"
+#include "rpc/connection_share.h"
+#include "rpc/metrics_connection.h"
 #include "rpc/prometheus_text.h"
 #include "rpc/security.h"
 #include "rpc/status_service.h"
@@ -39,10 +47,12 @@
 namespace downpour {
 namespace {
 
-constexpr size_t kMaxRequestBytes = 8 << 10;
-constexpr std::chrono::milliseconds kIoTimeout(2000);
+// Connections the kernel queues before they are accepted: enough that a
+// burst of them does not drop a scraper's SYN (a 1 s retransmit) while the
+// loop accepts and displaces the burst.
+constexpr int kBacklog = 1024;
 
-using Clock = std::chrono::steady_clock;
+using Clock = MetricsConnection::Clock;
 
 // host and port of "host:port" or "[v6]:port".
 absl::Status SplitAddress(const std::string& address, std::string* host,
@@ -57,17 +67,18 @@ absl::Status SplitAddress(const std::string& address, std::string* host,
   return absl::OkStatus();
 }
 
-// Waits until `fd` is ready for `events` or `deadline` passes; false then.
-bool WaitFor(int fd, short events, Clock::time_point deadline) {
-  for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - Clock::now());
-    if (left.count() <= 0) return false;
-    pollfd p = {fd, events, 0};
-    const int ready = poll(&p, 1, static_cast<int>(left.count()));
-    if (ready > 0) return true;
-    if (ready == 0 || errno != EINTR) return false;
+// The connection cap for `requested`: at most an eighth of the descriptors
+// the process may open beyond the accept guard's reserve, at least 16.
+int ConnectionCap(int requested) {
+  const uint64_t limit = FdLimit();
+  int cap = std::max(1, requested);
+  if (limit > 0) {
+    const uint64_t reserve = AcceptGuardLimitsFor(limit).reserve;
+    const uint64_t share = limit > reserve ? (limit - reserve) / 8 : 0;
+    cap = static_cast<int>(std::min<uint64_t>(
+        cap, std::max<uint64_t>(16, std::min<uint64_t>(share, 1 << 20))));
   }
+  return cap;
 }
 
 std::string Response(int code, const char* reason, const std::string& body,
@@ -242,112 +253,226 @@ MetricsHttpServer::TlsContext::Load(const Options& options) {
   return tls;
 }
 
-// One accepted connection, plain or TLS, on a non-blocking socket: every
-// operation waits with poll(2) up to a deadline, so none blocks for longer.
-class MetricsHttpServer::Connection {
+// The event loop: one thread waits with epoll on the listener, a wake-up
+// eventfd and every held connection (level-triggered, each for what it
+// waits for next), and runs whichever is ready as far as it goes without
+// blocking. All its state belongs to that thread.
+class MetricsHttpServer::Loop {
  public:
-  // Owns `fd` and `ssl` (null: plain).
-  Connection(int fd, SSL* ssl) : fd_(fd), ssl_(ssl) {
-    if (ssl_ != nullptr) SSL_set_fd(ssl_, fd_);
-  }
-  ~Connection() {
-    // close_notify, when the session is sound, without waiting for the
-    // peer's: the answer is complete either way (Content-Length).
-    if (ssl_ != nullptr && handshaken_ && !broken_) {
-      ERR_clear_error();
-      SSL_shutdown(ssl_);
-    }
-    SSL_free(ssl_);
-    close(fd_);
-  }
-  Connection(const Connection&) = delete;
-  Connection& operator=(const Connection&) = delete;
-
-  // The TLS handshake (nothing for plain HTTP) within the I/O deadline;
-  // false when it failed or the client stalled.
-  bool Handshake() {
-    if (ssl_ == nullptr) return true;
-    const Clock::time_point deadline = Clock::now() + kIoTimeout;
-    handshaken_ = Drive([this] { return SSL_accept(ssl_); }, deadline) > 0;
-    if (!handshaken_) {
-      SPDLOG_LOGGER_DEBUG(Log(Logger::kRpc),
-                          "metrics: TLS handshake failed: {}", OpenSslErrors());
-    }
-    return handshaken_;
-  }
-
-  // Reads up to `size` bytes by `deadline`: how many, or <= 0 when the peer
-  // closed, failed or stalled.
-  ssize_t Read(char* buffer, size_t size, Clock::time_point deadline) {
-    if (ssl_ != nullptr) {
-      const int n = static_cast<int>(std::min<size_t>(size, 1 << 20));
-      return Drive([&] { return SSL_read(ssl_, buffer, n); }, deadline);
-    }
-    for (;;) {
-      const ssize_t n = recv(fd_, buffer, size, 0);
-      if (n >= 0) return n;
-      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return -1;
-      if (!WaitFor(fd_, POLLIN, deadline)) return -1;
-    }
-  }
-
-  // Writes all of `data`, each part within the I/O deadline; false when the
-  // peer stalls or goes away.
-  bool WriteAll(const std::string& data) {
-    size_t done = 0;
-    while (done < data.size()) {
-      const Clock::time_point deadline = Clock::now() + kIoTimeout;
-      const char* next = data.data() + done;
-      const size_t left = data.size() - done;
-      ssize_t n;
-      if (ssl_ != nullptr) {
-        const int part = static_cast<int>(std::min<size_t>(left, 1 << 20));
-        n = Drive([&] { return SSL_write(ssl_, next, part); }, deadline);
-      } else {
-        n = send(fd_, next, left, MSG_NOSIGNAL);
-        if (n < 0 &&
-            (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-          if (!WaitFor(fd_, POLLOUT, deadline)) return false;
-          continue;
-        }
-      }
-      if (n <= 0) return false;
-      done += static_cast<size_t>(n);
-    }
-    return true;
-  }
+  explicit Loop(MetricsHttpServer* server);
+  ~Loop();  // wakes the thread, joins it; closes every connection
+  Loop(const Loop&) = delete;
+  Loop& operator=(const Loop&) = delete;
 
  private:
-  // Runs `op` (SSL_accept, SSL_read, SSL_write) again each time OpenSSL
-  // waits for the socket, until it succeeds (its positive result), fails or
-  // `deadline` passes (<= 0).
-  template <typename Op>
-  int Drive(Op op, Clock::time_point deadline) {
-    for (;;) {
-      ERR_clear_error();
-      const int result = op();
-      if (result > 0) return result;
-      const int error = SSL_get_error(ssl_, result);
-      short events = 0;
-      if (error == SSL_ERROR_WANT_READ) events = POLLIN;
-      if (error == SSL_ERROR_WANT_WRITE) events = POLLOUT;
-      if (events == 0) {
-        // After SSL_ERROR_SSL or _SYSCALL no close_notify may be sent.
-        broken_ = error != SSL_ERROR_ZERO_RETURN;
-        return result;
-      }
-      if (!WaitFor(fd_, events, deadline)) {
-        broken_ = true;  // stalled mid-record: nothing more to say to it
-        return -1;
+  // epoll data of the listener and of the eventfd; connections count up
+  // from kFirstConnection (their age order, as ConnectionShare needs it).
+  static constexpr uint64_t kListener = 0;
+  static constexpr uint64_t kWake = 1;
+  static constexpr uint64_t kFirstConnection = 2;
+  // How often deadlines are checked, and how long accepting pauses when
+  // the process is out of descriptors.
+  static constexpr std::chrono::milliseconds kTick{100};
+
+  struct Held {
+    std::unique_ptr<MetricsConnection> connection;
+    uint32_t events = 0;  // what epoll watches for it
+    bool scrape = false;  // its answer is a 200
+  };
+
+  void Run();
+  void AcceptWaiting(Clock::time_point now);
+  void Admit(int fd, Clock::time_point now);
+  void Serve(uint64_t id, Clock::time_point now);
+  void Watch(uint64_t id, Held& held, uint32_t events);
+  void CloseConnection(uint64_t id);
+  void Tick(Clock::time_point now);
+  void SetListening(bool on);
+  void MaybeWarn(Clock::time_point now);
+
+  MetricsHttpServer* const server_;
+  const int epoll_fd_;
+  const int wake_fd_;
+  ConnectionShare share_;
+  std::unordered_map<uint64_t, Held> held_;
+  uint64_t next_id_ = kFirstConnection;
+  bool listening_ = true;
+  Clock::time_point next_tick_;
+  Clock::time_point next_warning_;
+  int64_t warned_ = 0;  // displaced + refused at the last warning
+  std::thread thread_;
+};
+
+MetricsHttpServer::Loop::Loop(MetricsHttpServer* server)
+    : server_(server),
+      epoll_fd_(epoll_create1(EPOLL_CLOEXEC)),
+      wake_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
+      share_({server->max_connections_, server->max_connections_per_address_}) {
+  epoll_event listener = {EPOLLIN, {.u64 = kListener}};
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, server_->listen_fd_, &listener);
+  epoll_event wake = {EPOLLIN, {.u64 = kWake}};
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &wake);
+  thread_ = std::thread([this] { Run(); });
+}
+
+MetricsHttpServer::Loop::~Loop() {
+  const uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof(one));
+  if (thread_.joinable()) thread_.join();
+  held_.clear();  // closes the connections
+  close(wake_fd_);
+  close(epoll_fd_);
+}
+
+void MetricsHttpServer::Loop::Run() {
+  BlockSigpipe();
+  epoll_event events[256];
+  for (;;) {
+    const int ready =
+        epoll_wait(epoll_fd_, events, 256, static_cast<int>(kTick.count()));
+    const Clock::time_point now = Clock::now();
+    // Held connections first, new ones after: a client's bytes that
+    // arrived are taken in before newer connections can displace it.
+    bool accept = false;
+    for (int i = 0; i < ready; ++i) {
+      const uint64_t id = events[i].data.u64;
+      if (id == kWake) return;
+      if (id == kListener) {
+        accept = true;
+      } else {
+        Serve(id, now);
       }
     }
+    if (accept) AcceptWaiting(now);
+    if (now >= next_tick_) Tick(now);
+    DrainSigpipe();
   }
+}
 
-  const int fd_;
-  SSL* const ssl_;
-  bool handshaken_ = false;
-  bool broken_ = false;
-};
+// A batch well below the per-address share, so that connections already
+// held are served between batches even while a flood keeps the listener
+// ready, and one batch cannot displace a connection accepted in the batch
+// before.
+void MetricsHttpServer::Loop::AcceptWaiting(Clock::time_point now) {
+  const int batch =
+      std::max(1, std::min(32, share_.limits().max_per_address / 2));
+  for (int i = 0; i < batch; ++i) {
+    const int fd = accept4(server_->listen_fd_, nullptr, nullptr,
+                           SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd >= 0) {
+      Admit(fd, now);
+      continue;
+    }
+    if (errno == EINTR || errno == ECONNABORTED) continue;
+    if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+        errno == ENOMEM) {
+      // The connection stays queued and the listener ready: stop watching
+      // it until the next tick instead of spinning.
+      SetListening(false);
+    }
+    return;
+  }
+}
+
+void MetricsHttpServer::Loop::Admit(int fd, Clock::time_point now) {
+  const std::string peer = PeerHost(fd);
+  const ConnectionShare::Admission admission = share_.Admit(peer);
+  if (!admission.admit) {
+    server_->refused_.fetch_add(1);
+    close(fd);
+    return;
+  }
+  if (admission.displace.has_value()) {
+    server_->displaced_.fetch_add(1);
+    CloseConnection(*admission.displace);
+  }
+  const uint64_t id = next_id_++;
+  share_.Add(id, peer);
+  Held& held = held_[id];
+  held.connection = std::make_unique<MetricsConnection>(
+      fd, server_->tls_ != nullptr ? server_->tls_->ctx : nullptr, now);
+  epoll_event event = {0, {.u64 = id}};
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &event);
+  // A client's first bytes often arrived with its connection.
+  Serve(id, now);
+}
+
+void MetricsHttpServer::Loop::Serve(uint64_t id, Clock::time_point now) {
+  const auto it = held_.find(id);
+  if (it == held_.end()) return;  // closed earlier in this batch
+  Held& held = it->second;
+  MetricsConnection::Step step = held.connection->Advance(now);
+  if (step == MetricsConnection::Step::kRequestReady) {
+    share_.MarkAnswering(id);
+    held.connection->SetAnswer(
+        server_->Respond(held.connection->request(), &held.scrape), now);
+    step = held.connection->Advance(now);
+  }
+  if (step == MetricsConnection::Step::kWantRead ||
+      step == MetricsConnection::Step::kWantWrite) {
+    share_.SetProgress(id, held.connection->progress());
+    Watch(id, held,
+          step == MetricsConnection::Step::kWantRead ? EPOLLIN : EPOLLOUT);
+  } else {
+    if (held.scrape && held.connection->answered()) {
+      server_->scrapes_.fetch_add(1);
+    }
+    CloseConnection(id);
+  }
+}
+
+void MetricsHttpServer::Loop::Watch(uint64_t id, Held& held, uint32_t events) {
+  if (held.events == events) return;
+  held.events = events;
+  epoll_event event = {events, {.u64 = id}};
+  epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, held.connection->fd(), &event);
+}
+
+// Closing the descriptor also takes it out of the epoll set (nothing else
+// holds it).
+void MetricsHttpServer::Loop::CloseConnection(uint64_t id) {
+  share_.Remove(id);
+  held_.erase(id);
+}
+
+// Closes the connections past their deadline, listens again after a pause,
+// and warns about displaced connections.
+void MetricsHttpServer::Loop::Tick(Clock::time_point now) {
+  next_tick_ = now + kTick;
+  std::vector<uint64_t> expired;
+  for (const auto& [id, held] : held_) {
+    if (held.connection->deadline() <= now) expired.push_back(id);
+  }
+  for (const uint64_t id : expired) CloseConnection(id);
+  SetListening(true);
+  MaybeWarn(now);
+}
+
+void MetricsHttpServer::Loop::SetListening(bool on) {
+  if (listening_ == on) return;
+  listening_ = on;
+  epoll_event event = {on ? static_cast<uint32_t>(EPOLLIN) : 0u,
+                       {.u64 = kListener}};
+  epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, server_->listen_fd_, &event);
+}
+
+// WARN at most once per 10 s while connections are being displaced or
+// refused: a client is opening more than the endpoint holds.
+void MetricsHttpServer::Loop::MaybeWarn(Clock::time_point now) {
+  const int64_t displaced = server_->displaced_.load();
+  const int64_t refused = server_->refused_.load();
+  if (now < next_warning_ || displaced + refused == warned_) return;
+  warned_ = displaced + refused;
+  next_warning_ = now + std::chrono::seconds(10);
+  SPDLOG_LOGGER_WARN(
+      Log(Logger::kRpc),
+      "metrics on {}: since start {} connections that had not sent their "
+      "request were closed to make room for newer ones and {} refused (at "
+      "most {} held, {} per address); a client opens more connections than "
+      "a scraper needs (docs/SECURITY.md, \"/metrics kept dark\")",
+      server_->address_, displaced, refused, server_->max_connections_,
+      server_->max_connections_per_address_);
+}
 
 absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
     Options options) {
@@ -364,7 +489,8 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
     return absl::InvalidArgumentError(absl::StrCat(
         "metrics: cannot resolve ", options.listen, ": ", gai_strerror(error)));
   }
-  const int fd = socket(found->ai_family, found->ai_socktype | SOCK_CLOEXEC,
+  const int fd = socket(found->ai_family,
+                        found->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
                         found->ai_protocol);
   if (fd < 0) {
     freeaddrinfo(found);
@@ -376,7 +502,7 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
   const int bound = bind(fd, found->ai_addr, found->ai_addrlen);
   const int bind_errno = errno;
   freeaddrinfo(found);
-  if (bound != 0 || listen(fd, 16) != 0) {
+  if (bound != 0 || listen(fd, kBacklog) != 0) {
     const int error = bound != 0 ? bind_errno : errno;
     close(fd);
     return absl::UnavailableError(absl::StrCat(
@@ -406,68 +532,37 @@ MetricsHttpServer::MetricsHttpServer(Options options, int fd,
     : options_(std::move(options)),
       listen_fd_(fd),
       address_(std::move(address)),
-      tls_(std::move(tls)) {
-  thread_ = std::thread([this] { Loop(); });
+      tls_(std::move(tls)),
+      max_connections_(ConnectionCap(options_.max_connections)),
+      max_connections_per_address_(std::clamp(
+          options_.max_connections_per_address, 1, max_connections_)) {
+  loop_ = std::make_unique<Loop>(this);
 }
 
 MetricsHttpServer::~MetricsHttpServer() {
-  stop_.store(true);
-  if (thread_.joinable()) thread_.join();
+  loop_.reset();
   close(listen_fd_);
 }
 
-void MetricsHttpServer::Loop() {
-  BlockSigpipe();
-  while (!stop_.load()) {
-    pollfd p = {listen_fd_, POLLIN, 0};
-    if (poll(&p, 1, 200) <= 0) continue;
-    const int fd =
-        accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd < 0) continue;
-    SSL* ssl = nullptr;
-    if (tls_ != nullptr && (ssl = SSL_new(tls_->ctx)) == nullptr) {
-      close(fd);  // out of memory: drop this one
-      continue;
-    }
-    {
-      Connection connection(fd, ssl);  // closes fd
-      if (connection.Handshake()) Answer(connection);
-    }
-    DrainSigpipe();
-  }
-}
-
-void MetricsHttpServer::Answer(Connection& connection) {
-  // The request head, up to its blank line, within the size and time limits.
-  const Clock::time_point deadline = Clock::now() + kIoTimeout;
-  std::string request;
-  char buffer[2048];
-  while (request.find("\r\n\r\n") == std::string::npos) {
-    if (request.size() > kMaxRequestBytes) {
-      connection.WriteAll(Response(400, "Bad Request", "request too large\n"));
-      return;
-    }
-    const ssize_t n = connection.Read(buffer, sizeof(buffer), deadline);
-    if (n <= 0) return;  // closed, broken or stalled: drop it
-    request.append(buffer, static_cast<size_t>(n));
+std::string MetricsHttpServer::Respond(const std::string& request,
+                                       bool* ok) const {
+  *ok = false;
+  if (request.find("\r\n\r\n") == std::string::npos) {
+    return Response(400, "Bad Request", "request too large\n");
   }
   const std::vector<std::string> lines =
       absl::StrSplit(request.substr(0, request.find("\r\n\r\n")), "\r\n");
   const std::vector<std::string> first = absl::StrSplit(lines[0], ' ');
   if (first.size() != 3 || !absl::StartsWith(first[2], "HTTP/1.")) {
-    connection.WriteAll(
-        Response(400, "Bad Request", "malformed request line\n"));
-    return;
+    return Response(400, "Bad Request", "malformed request line\n");
   }
   if (first[0] != "GET") {
-    connection.WriteAll(Response(405, "Method Not Allowed",
-                                 "GET /metrics only\n", "Allow: GET\r\n"));
-    return;
+    return Response(405, "Method Not Allowed", "GET /metrics only\n",
+                    "Allow: GET\r\n");
   }
   const std::string path = first[1].substr(0, first[1].find('?'));
   if (path != "/metrics") {
-    connection.WriteAll(Response(404, "Not Found", "GET /metrics\n"));
-    return;
+    return Response(404, "Not Found", "GET /metrics\n");
   }
   if (!options_.bearer_token.empty()) {
     bool authorized = false;
@@ -482,17 +577,14 @@ void MetricsHttpServer::Answer(Connection& connection) {
       authorized = SameToken(value, "Bearer " + options_.bearer_token);
     }
     if (!authorized) {
-      connection.WriteAll(
-          Response(401, "Unauthorized",
-                   "the reader token is required (Authorization: "
-                   "Bearer <security.reader_token_file's token>)\n",
-                   "WWW-Authenticate: Bearer\r\n"));
-      return;
+      return Response(401, "Unauthorized",
+                      "the reader token is required (Authorization: "
+                      "Bearer <security.reader_token_file's token>)\n",
+                      "WWW-Authenticate: Bearer\r\n");
     }
   }
-  if (connection.WriteAll(Response(200, "OK", options_.body()))) {
-    scrapes_.fetch_add(1);
-  }
+  *ok = true;
+  return Response(200, "OK", options_.body());
 }
 
 absl::StatusOr<std::unique_ptr<MetricsHttpServer>> StartMetrics(

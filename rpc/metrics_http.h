@@ -11,12 +11,23 @@
 //   ASSIGN_OR_RETURN(auto server, MetricsHttpServer::Start(options));
 //   server->address();                            // "127.0.0.1:40123"
 //
-// One thread accepts and answers one connection at a time (a scrape every
-// few seconds needs no more). The TLS handshake and the request each must
-// complete within 2 s, every write must progress within 2 s, and a request
-// is at most 8 KiB, so a stalled or hostile client (plain HTTP sent to the
-// TLS port, a wrong client certificate, a client that sends nothing) costs
-// at most that, memory stays bounded, and the next connection is answered.
+// One thread serves every connection at once from an epoll loop on
+// non-blocking sockets (TLS handshakes included), so no client waits for
+// another. Each connection has deadlines of its own: the TLS handshake and
+// the request each must complete within 2 s, every write must progress
+// within 2 s, and a request is at most 8 KiB (rpc/metrics_connection.h).
+// At most Options::max_connections are held at once (fewer when the
+// descriptor limit is low), and at most max_connections_per_address from
+// one peer address; past either, a new connection displaces one that has
+// not yet sent its whole request (rpc/connection_share.h): from its own
+// address's share when that is full, else from the address holding the most;
+// of those the one that got least far (nothing sent, then a partial TLS
+// ClientHello, then a handshake the server answered), the oldest first. So
+// stalled TLS handshakes, idle or half-sent requests and plain HTTP sent to
+// the TLS port, from any address including the scraper's own (a NAT,
+// 127.0.0.1), cannot keep a scrape out, and memory and threads stay
+// bounded whatever number of connections a client opens. A new connection
+// is refused (closed at once) only when every held one is being answered.
 // Answers: 200 with the body for GET /metrics, 401 without the bearer token
 // when one is set, 404 for another path, 405 for another method, 400 for a
 // malformed or oversized request; every connection is closed after its
@@ -28,7 +39,6 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "absl/status/statusor.h"
 #include "common/config.h"
@@ -55,6 +65,12 @@ class MetricsHttpServer {
     // certificate signed by a CA in this PEM file, else the handshake fails
     // (as the daemons' gRPC servers do with security.mutual_tls). Default "".
     std::string tls_client_ca_file;
+    // Connections held at once; at most an eighth of the descriptors left
+    // beyond the daemon's reserve (rpc/accept_guard.h), and at least 16.
+    // Default 256.
+    int max_connections = 256;
+    // Of them from one peer address (at most max_connections). Default 64.
+    int max_connections_per_address = 64;
   };
 
   // Binds, loads the TLS files once (when set) and starts answering.
@@ -65,7 +81,7 @@ class MetricsHttpServer {
   // (a port in use).
   static absl::StatusOr<std::unique_ptr<MetricsHttpServer>> Start(
       Options options);
-  ~MetricsHttpServer();  // stops the thread and closes the socket
+  ~MetricsHttpServer();  // stops the loop, closes every connection
   MetricsHttpServer(const MetricsHttpServer&) = delete;
   MetricsHttpServer& operator=(const MetricsHttpServer&) = delete;
 
@@ -75,24 +91,37 @@ class MetricsHttpServer {
   const char* scheme() const { return tls_ != nullptr ? "https" : "http"; }
   // Requests answered 200 so far.
   int64_t scrapes() const { return scrapes_.load(); }
+  // Connections closed to make room for newer ones, and new connections
+  // refused because every held one was being answered, so far.
+  int64_t displaced() const { return displaced_.load(); }
+  int64_t refused() const { return refused_.load(); }
+  // The limits in effect (Options' after the descriptor limit).
+  int max_connections() const { return max_connections_; }
+  int max_connections_per_address() const {
+    return max_connections_per_address_;
+  }
 
  private:
-  class Connection;
+  class Loop;         // the event loop and its connections, in the .cc
   struct TlsContext;  // OpenSSL's, in the .cc
 
   MetricsHttpServer(Options options, int fd, std::string address,
                     std::unique_ptr<TlsContext> tls);
-  void Loop();
-  void Answer(Connection& connection);
+  // The answer to the request head `request`; `*ok` tells a 200.
+  std::string Respond(const std::string& request, bool* ok) const;
 
   // Constant after construction.
   const Options options_;
   const int listen_fd_;
   const std::string address_;
   const std::unique_ptr<TlsContext> tls_;  // null: plain HTTP
-  std::atomic<bool> stop_{false};
+  const int max_connections_;
+  const int max_connections_per_address_;
+
   std::atomic<int64_t> scrapes_{0};
-  std::thread thread_;
+  std::atomic<int64_t> displaced_{0};
+  std::atomic<int64_t> refused_{0};
+  std::unique_ptr<Loop> loop_;  // its thread runs until destruction
 };
 
 // The endpoint `config` asks of a daemon whose gRPC server was asked to
