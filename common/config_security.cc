@@ -15,7 +15,8 @@ std::vector<ConfigField> SecurityKeys(SecuritySection* s) {
           StringField("security.ps_token_file", &s->ps_token_file),
           StringField("security.worker_token_file", &s->worker_token_file),
           StringField("security.admin_token_file", &s->admin_token_file),
-          StringField("security.reader_token_file", &s->reader_token_file)};
+          StringField("security.reader_token_file", &s->reader_token_file),
+          BoolField("security.insecure_network", &s->insecure_network)};
 }
 
 absl::Status CheckSecurity(const SecuritySection& security) {

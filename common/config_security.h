@@ -43,6 +43,11 @@ struct SecuritySection {
   std::string worker_token_file;
   std::string admin_token_file;
   std::string reader_token_file;
+  // Plaintext (tls false) on an address other than loopback: a daemon
+  // refuses to listen there unless this is true (like Redis's protected
+  // mode), and then warns at start that anyone who reaches the port can
+  // read the model and push. Default false.
+  bool insecure_network = false;
 };
 
 // Internal to the config loader (common/config.cc).

@@ -29,6 +29,7 @@ void RecoveryLog::Record(int shard, const std::string& from,
     r.set_applied_after(*after);
     r.set_lost(before > *after ? before - *after : 0);
     r.set_settled(true);
+    NoteRecount(&r);
     if (before > 0 && *after == 0) {
       SPDLOG_LOGGER_ERROR(
           L(),
@@ -60,11 +61,15 @@ bool RecoveryLog::SettleApplied(int shard, const std::string& address,
                    ? r.applied_before() - applied_total
                    : 0);
     r.set_settled(true);
+    NoteRecount(&r);
+    // Block updates, not pushes: the acknowledged pushes lost are what
+    // SettleAckedLoss logs and the summary reports.
     SPDLOG_LOGGER_WARN(L(),
-                       "shard {} now at {} ({}): {} updates before, {} "
-                       "after: {} lost",
-                       r.shard(), r.to_address(), r.source(),
-                       r.applied_before(), r.applied_after(), r.lost());
+                       "shard {} now at {} ({}): it holds {} block updates, "
+                       "{} fewer than last reported; the acknowledged pushes "
+                       "it lost are counted as the workers push on",
+                       r.shard(), r.to_address(), r.source(), r.applied_after(),
+                       r.lost());
     settled = true;
   }
   return settled;
@@ -78,8 +83,11 @@ bool RecoveryLog::SettleAckedLoss(const Member& ps, bool final) {
     const bool became_final =
         final && !r->loss_final() &&
         (r->source() == "replica" || !worker_pushes_uncountable_);
-    const uint64_t lost =
+    const uint64_t reported =
         ps.report.acked_pushes_lost() + (final ? ps.report.push_holes() : 0);
+    const uint64_t lost = reported > r->acked_pushes_recounted()
+                              ? reported - r->acked_pushes_recounted()
+                              : 0;
     if (lost != r->acked_pushes_lost() || became_final) {
       if (lost > r->acked_pushes_lost() || became_final) {
         SPDLOG_LOGGER_WARN(L(),
@@ -103,6 +111,28 @@ bool RecoveryLog::SettleAckedLoss(const Member& ps, bool final) {
     return became_final;
   }
   return false;
+}
+
+void RecoveryLog::NoteRecount(proto::ShardRecovery* r) const {
+  if (r->source() == "replica") return;
+  // The changes before r: all of them, or those before r's place in the log.
+  size_t end = recoveries_.size();
+  if (!recoveries_.empty() && r >= &recoveries_.front() &&
+      r <= &recoveries_.back()) {
+    end = static_cast<size_t>(r - &recoveries_.front());
+  }
+  for (size_t i = end; i-- > 0;) {
+    const proto::ShardRecovery& prev = recoveries_[i];
+    if (prev.shard() != r->shard()) continue;
+    // The shard's change before this one restored the same checkpoint: what
+    // its server counted lost, this one's counts again.
+    if (prev.settled() && prev.source() != "replica" &&
+        prev.applied_after() == r->applied_after()) {
+      r->set_acked_pushes_recounted(prev.acked_pushes_lost() +
+                                    prev.acked_pushes_recounted());
+    }
+    return;
+  }
 }
 
 void RecoveryLog::NoteBackupInSync(int shard) {

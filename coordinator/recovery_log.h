@@ -68,6 +68,11 @@ class RecoveryLog {
   void Restore(const proto::CoordinatorState& state);
 
  private:
+  // Recovery `r` (settled) restored the same checkpoint as the shard's
+  // change before it: sets what that one counted, which r's server counts
+  // again (ShardRecovery.acked_pushes_recounted).
+  void NoteRecount(proto::ShardRecovery* r) const;
+
   // Constant after construction.
   Clock* const clock_;
   const absl::Time start_;

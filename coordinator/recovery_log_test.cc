@@ -56,6 +56,38 @@ TEST_F(RecoveryLogTest, AckedLossBecomesFinalWithTheLastReport) {
   EXPECT_FALSE(log_.SettleAckedLoss(ps, /*final=*/true));  // already final
 }
 
+// Issue 42: a ps killed again before it wrote a newer checkpoint restores
+// the same one, and its windows skip the sequences the previous restart
+// already counted lost: "at least 342" were reported where 338 were lost.
+// Each loss counts once.
+TEST_F(RecoveryLogTest, TheSameCheckpointRestoredTwiceCountsItsLossOnce) {
+  log_.Record(0, "a:1", "a:1", "restart", 500, 400);
+  Member ps = Shard(0, "a:1");
+  ps.report.set_acked_pushes_lost(30);  // skipped by restart 1's windows
+  log_.SettleAckedLoss(ps, /*final=*/false);
+  // Killed again; restored from the same checkpoint (400 updates): its
+  // windows skip those 30 again, and 4 pushes that restart 1 applied.
+  log_.Record(0, "a:1", "a:1", "restart", 410, 400);
+  ps.report.set_acked_pushes_lost(34);
+  log_.SettleAckedLoss(ps, /*final=*/true);
+  // Killed a third time after a newer checkpoint (420): nothing recounted.
+  log_.Record(0, "a:1", "a:1", "restart", 425, 420);
+  ps.report.set_acked_pushes_lost(2);
+  log_.SettleAckedLoss(ps, /*final=*/true);
+  ASSERT_EQ(log_.recoveries().size(), 3u);
+  EXPECT_EQ(log_.recoveries()[1].acked_pushes_recounted(), 30u);
+  EXPECT_EQ(log_.recoveries()[1].acked_pushes_lost(), 4u);
+  EXPECT_EQ(log_.recoveries()[2].acked_pushes_recounted(), 0u);
+  proto::ClusterStatusResponse status;
+  log_.AddStatus(&status);
+  EXPECT_EQ(status.acked_pushes_lost(), 30u + 4u + 2u);
+  // A take-over settled later restoring the same checkpoint as the change
+  // before it recounts too.
+  log_.Record(0, "a:1", "b:1", "checkpoint", 430, std::nullopt);
+  log_.SettleApplied(0, "b:1", 420);
+  EXPECT_EQ(log_.recoveries()[3].acked_pushes_recounted(), 2u);
+}
+
 TEST_F(RecoveryLogTest, ALostWorkerProcessMakesCheckpointLossesLowerBounds) {
   log_.Record(0, "a:1", "b:1", "checkpoint", 50, std::nullopt);
   log_.NoteWorkerProcessLost(2, 7);

@@ -16,6 +16,14 @@
 namespace downpour {
 namespace {
 
+// How long outage `o` lasted: until it ended, or, for one still open (a
+// member stopped or dead that never came back), until the end of the job.
+double OutageSeconds(const LaunchSummary& s, const proto::MemberOutage& o) {
+  if (o.end_seconds() >= 0) return o.end_seconds() - o.start_seconds();
+  return std::max(0.0,
+                  s.seconds - (o.start_seconds() + s.coordinator_offset_s));
+}
+
 std::string Num(double v, int precision) {
   return std::isnan(v) ? "    -   " : absl::StrFormat("%.*f", precision, v);
 }
@@ -402,9 +410,9 @@ void AppendFaults(const LaunchSummary& s, std::string* out) {
         "  outage:               %s %d at %s declared dead at %.1f s, %s\n",
         o.role(), o.index(), o.address(), start,
         o.end_seconds() < 0
-            ? std::string("still at the end")
-            : absl::StrFormat("for %.1f s (%s)",
-                              o.end_seconds() - o.start_seconds(),
+            ? absl::StrFormat("for %.1f s (still down at the end of the job)",
+                              OutageSeconds(s, o))
+            : absl::StrFormat("for %.1f s (%s)", OutageSeconds(s, o),
                               o.ended_by()));
   }
   if (!s.shard_recoveries.empty()) {
@@ -467,10 +475,11 @@ std::string OutageJson(const LaunchSummary& s, const proto::MemberOutage& o) {
   return absl::StrCat(
       "    {\"daemon\": ", JsonString(absl::StrCat(o.role(), " ", o.index())),
       ", \"address\": ", JsonString(o.address()), ", \"dead_at_s\": ",
-      JsonNumber(o.start_seconds() + s.coordinator_offset_s), ", \"seconds\": ",
-      o.end_seconds() < 0 ? "null"
-                          : JsonNumber(o.end_seconds() - o.start_seconds()),
-      ", \"ended_by\": ", JsonString(o.ended_by()), "}");
+      JsonNumber(o.start_seconds() + s.coordinator_offset_s),
+      ", \"seconds\": ", JsonNumber(OutageSeconds(s, o)), ", \"ended_by\": ",
+      JsonString(o.end_seconds() < 0 ? "still down at the end of the job"
+                                     : o.ended_by()),
+      "}");
 }
 
 std::string ReplicationJson(const proto::ShardReplication& r) {

@@ -272,8 +272,15 @@ TEST(SummaryJsonTest, ListsTheOutagesTheCoordinatorSaw) {
                 "\"127.0.0.1:7001\", \"dead_at_s\": 20.5, \"seconds\": "
                 "13.5, \"ended_by\": \"alive again\"},\n    {\"daemon\": "
                 "\"ps 1\""));
+  // Issue 42: an outage still open at the end (a ps stopped by SIGTERM that
+  // never came back) had "seconds": null; it lasted until the job ended.
+  s.seconds = 60;
   EXPECT_THAT(SummaryJson(s),
-              HasSubstr("\"seconds\": null, \"ended_by\": \"\"}"));
+              HasSubstr("\"dead_at_s\": 20.5, \"seconds\": 39.5, "
+                        "\"ended_by\": \"still down at the end of the job\"}"));
+  EXPECT_THAT(FormatSummary(s),
+              HasSubstr("ps 1 at 127.0.0.1:7001 declared dead at 20.5 s, for "
+                        "39.5 s (still down at the end of the job)"));
   EXPECT_THAT(FormatSummary(s),
               HasSubstr("outage:               ps 0 at 127.0.0.1:7001 declared "
                         "dead at 20.5 s, for 13.5 s (alive again)"));

@@ -120,6 +120,8 @@ struct Transport {
   std::string server_name;
   bool secure = false;
   bool mutual = false;  // clients present certificates the server checked
+  // security.insecure_network: plaintext may listen beyond loopback.
+  bool insecure_network = false;
 };
 
 std::mutex& TransportMutex() {
@@ -410,6 +412,7 @@ absl::Status InstallSecurity(const SecuritySection& security,
         own_token.empty() ? ""
                           : absl::StrCat("; calls as ", CallerRoleName(role)));
   }
+  next.insecure_network = security.insecure_network;
   std::lock_guard<std::mutex> lock(TransportMutex());
   CurrentTransport() = std::move(next);
   return absl::OkStatus();
@@ -438,6 +441,23 @@ std::shared_ptr<grpc::ChannelCredentials> ChannelTransportCredentials() {
 std::string TransportServerName() {
   std::lock_guard<std::mutex> lock(TransportMutex());
   return CurrentTransport().server_name;
+}
+
+absl::Status CheckListenAddress(const std::string& who,
+                                const std::string& address) {
+  {
+    std::lock_guard<std::mutex> lock(TransportMutex());
+    const Transport& t = CurrentTransport();
+    if (t.secure || t.insecure_network) return absl::OkStatus();
+  }
+  if (IsLoopbackHost(address)) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      who, ": refusing to serve plaintext gRPC on ", address,
+      ", which is not a loopback address: anyone who reaches it could read "
+      "the model, push gradients and register as a member. Turn on "
+      "security.tls and tokens (deploy/make_certs.sh, docs/SECURITY.md), "
+      "listen on 127.0.0.1, or, on a network only trusted machines reach, "
+      "set security.insecure_network: true"));
 }
 
 bool TransportIsSecure() {

@@ -97,6 +97,12 @@ std::string TransportServerName();
 
 // True once InstallSecurity turned TLS on.
 bool TransportIsSecure();
+// OK when a server of `who` may listen on `address`: TLS is on, the address
+// is loopback (IsLoopbackHost), or security.insecure_network is true.
+// FailedPrecondition naming the address and the fixes otherwise (a wildcard
+// 0.0.0.0 or [::] is not loopback).
+absl::Status CheckListenAddress(const std::string& who,
+                                const std::string& address);
 
 // deploy/make_certs.sh names each member's certificate "downpour-{name}".
 inline constexpr char kCertificatePrefix[] = "downpour-";

@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/support/client_interceptor.h"
@@ -113,11 +114,10 @@ void LogTransport(const std::string& who, const std::string& address) {
   } else {
     Log(Logger::kRpc)
         ->warn(
-            "SECURITY: {} serves UNENCRYPTED, UNAUTHENTICATED gRPC on {}: "
-            "anyone "
-            "who can reach this port can read the model, push gradients and "
-            "end "
-            "the job. Turn on security.tls and tokens (deploy/make_certs.sh, "
+            "SECURITY: {} serves UNENCRYPTED, UNAUTHENTICATED gRPC on {} "
+            "(security.insecure_network: true): anyone who can reach this "
+            "port can read the model, push gradients and end the job. Turn "
+            "on security.tls and tokens (deploy/make_certs.sh, "
             "docs/SECURITY.md)",
             who, address);
   }
@@ -162,6 +162,7 @@ absl::StatusOr<StartedServer> StartServer(
     return absl::InvalidArgumentError(
         absl::StrCat(who, ": listen address '", address, "' is not host:port"));
   }
+  RETURN_IF_ERROR(CheckListenAddress(who, address));
   TuneMallocForBulkTransfer();
   static std::once_flag once;  // process-wide settings
   std::call_once(once, [] {

@@ -14,12 +14,28 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/logging.h"
 #include "model/metrics.h"
 #include "serve/examples.h"
 
 namespace downpour::serve {
 namespace {
+
+// `text` with every byte outside printable ASCII written as \xNN.
+std::string PrintableAscii(absl::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u < 0x7f) {
+      out.push_back(c);
+    } else {
+      absl::StrAppendFormat(&out, "\\x%02x", u);
+    }
+  }
+  return out;
+}
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "the reply's bytes are little-endian and copied as they are");
@@ -186,7 +202,9 @@ absl::Status ModelServer::ReloadIfChanged() {
   {
     absl::MutexLock lock(&mu_);
     ++reload_failures_;
-    last_error_ = std::string(failure.message());
+    // The message may quote the file's bytes; a proto string field must be
+    // UTF-8 or clients cannot parse ServeStatus.
+    last_error_ = PrintableAscii(failure.message());
     last_error_at_ = clock_->Now();
     keeps = current_ == nullptr ? 0 : current_->number;
   }

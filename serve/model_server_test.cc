@@ -470,8 +470,12 @@ TEST_F(ModelServerTest, ACorruptReplacementKeepsTheOldSnapshot) {
   ASSERT_THAT(model::WriteSparseModel(path_, a), IsOk());
   std::unique_ptr<ModelServer> server = Create();
   ASSERT_NE(server, nullptr);
-  ASSERT_THAT(WriteFileAtomically(path_, std::string("PK\3\4 not a model")),
-              IsOk());
+  // A zip entry whose name is not UTF-8 (the reader quotes the name).
+  std::string zip("PK\3\4\x14\0\x08\0", 8);  // flags: a streamed entry
+  zip += std::string(18, '\0');                 // method .. sizes
+  zip += std::string("\x03\0\0\0", 4);         // name length 3, no extra
+  zip += "\xff\xfe\xc3";
+  ASSERT_THAT(WriteFileAtomically(path_, zip), IsOk());
   EXPECT_THAT(server->ReloadIfChanged(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(path_)));
   const data::SparseDataset rows = RandomRows(universe_, 20, 5);
@@ -483,6 +487,10 @@ TEST_F(ModelServerTest, ACorruptReplacementKeepsTheOldSnapshot) {
   EXPECT_EQ(status.reload_failures(), 1u);
   EXPECT_THAT(status.last_reload_error(), HasSubstr(path_));
   EXPECT_GT(status.last_reload_error_unix_s(), 0);
+  for (const char c : status.last_reload_error()) {
+    ASSERT_LT(static_cast<unsigned char>(c), 0x80)
+        << "issue 42: a corrupt file's bytes made ServeStatus invalid UTF-8";
+  }
   EXPECT_EQ(status.snapshot(), 1u);
 
   // The same bad file is reported once, not every interval.

@@ -66,7 +66,10 @@ TEST(MultihostNetnsTest, DaemonsInTheirOwnNamespacesTrainOverAVirtualNetwork) {
           "  target_accuracy: 0.85\n",
           DataSection(), "checkpoint:\n  dir: ", dir,
           "/ckpt\n  interval_s: 2\n",
-          "coordinator:\n  state_dir: \"\"\n  history_interval_s: 0.5\n"));
+          "coordinator:\n  state_dir: \"\"\n  history_interval_s: 0.5\n",
+          // Plaintext between the namespaces' hosts (a lab no one else
+          // reaches).
+          "security:\n  insecure_network: true\n"));
   const std::string ssh = lab.WriteSsh(dir + "/netns_ssh");
   const std::string run_dir = dir + "/run";
   auto launcher = Subprocess::Start(

@@ -265,13 +265,39 @@ TEST_F(PsDaemonTest, CorruptCheckpointIsRefusedWithAClearMessage) {
 namespace downpour {
 namespace {
 
+// Issue 42: plaintext listens on loopback only, unless the config says
+// security.insecure_network: true (Redis's protected mode). A ps told to
+// listen on the wildcard address in plaintext exits, naming the fixes.
+TEST(PsAdvertiseTest, PlaintextRefusesToListenBeyondLoopback) {
+  const std::string dir = testing::TestDir();
+  const std::string config = testing::WriteConfig(
+      "plain.yaml", testing::LoopbackConfig(2, 1,
+                                            "data:\n  source: synthetic\n"
+                                            "checkpoint:\n  dir: \"\"\n"));
+  auto ps = testing::StartDaemon(
+      "ps-0", "server/ps_server",
+      {"--config", config, "--index", "0", "--coordinator", "127.0.0.1:1",
+       "--listen", "0.0.0.0:0", "--port_file", dir + "/ps0.port"});
+  ASSERT_TRUE(ps.ok()) << ps.status();
+  const std::optional<int> rc = (*ps)->Wait(absl::Seconds(60));
+  ASSERT_TRUE(rc.has_value()) << "the ps must exit, not serve";
+  EXPECT_NE(*rc, 0);
+  EXPECT_THAT((*ps)->LogTail(5),
+              ::testing::HasSubstr("refusing to serve plaintext gRPC on "
+                                   "0.0.0.0:0"));
+  EXPECT_THAT((*ps)->LogTail(5),
+              ::testing::HasSubstr("security.insecure_network: true"));
+}
+
 // A ps bound to the wildcard address registers an address peers can dial.
 TEST(PsAdvertiseTest, WildcardListenRegistersTheAdvertisedOrHostName) {
   const std::string dir = testing::TestDir();
   const std::string config = testing::WriteConfig(
       "ps.yaml", testing::LoopbackConfig(2, 1,
                                          "data:\n  source: synthetic\n"
-                                         "checkpoint:\n  dir: \"\"\n"));
+                                         "checkpoint:\n  dir: \"\"\n"
+                                         "security:\n"
+                                         "  insecure_network: true\n"));
   auto coordinator = testing::StartDaemon(
       "coordinator", "coordinator/coordinator",
       {"--config", config, "--port_file", dir + "/coordinator.port"});

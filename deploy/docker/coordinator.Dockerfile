@@ -27,4 +27,6 @@ EXPOSE 7000
 HEALTHCHECK --interval=10s --timeout=5s \
   CMD ["/opt/downpour/bin/psctl", "health", "--address", "127.0.0.1:7000", "--config", "/etc/downpour/cluster.yaml"]
 ENTRYPOINT ["/opt/downpour/bin/coordinator"]
+# Listening on 0.0.0.0 needs security.tls in cluster.yaml (or, on a network
+# no one else reaches, security.insecure_network: true): docs/SECURITY.md.
 CMD ["--config", "/etc/downpour/cluster.yaml", "--listen", "0.0.0.0:7000"]
