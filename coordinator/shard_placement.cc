@@ -280,7 +280,11 @@ void ShardPlacement::NoteReplication() {
   const absl::Time now = clock_->Now();
   for (Member& ps : members_->ps()) {
     const int backup = BackupOf(ps);
-    const bool in_sync = InSync(ps, backup);
+    // With two backups (replication 3) one in sync is enough not to count
+    // the shard unreplicated.
+    const bool in_sync =
+        InSync(ps, backup) ||
+        (ps.alive && backup >= 0 && ps.report.backups_in_sync() > 0);
     const double gap = CountUnreplicated(ps, in_sync, backup, now);
     if (in_sync) recoveries_->NoteBackupInSync(ps.index);
     LogReplication(ps, backup, in_sync, gap, now);

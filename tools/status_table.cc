@@ -128,9 +128,10 @@ std::string FormatBackups(const proto::ClusterStatusResponse& status) {
                 "its last checkpoint)"
               : absl::StrCat(FormatShardBackups(r),
                              r.in_sync() ? ", in sync" : ", syncing");
-      if (r.backup_standby() >= 0 &&
-          r.backup_standbys_size() < status.replication_factor() - 1) {
-        absl::StrAppend(&backup, " (", r.backup_standbys_size(), " of ",
+      // (A coordinator before replication 3 names one, in backup_standby.)
+      const int named = std::max(r.backup_standbys_size(), 1);
+      if (r.backup_standby() >= 0 && named < status.replication_factor() - 1) {
+        absl::StrAppend(&backup, " (", named, " of ",
                         status.replication_factor() - 1,
                         " backups: no standby free)");
       }
