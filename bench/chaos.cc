@@ -7,6 +7,7 @@
 //   bazel-bin/bench/chaos --seeds=1-50 --faults=6
 //   bazel-bin/bench/chaos --seeds=17 --faults=6    # replay seed 17
 //   bazel-bin/bench/chaos --seeds=1-50 --net       # with network faults
+//   bazel-bin/bench/chaos --seeds=1-50 --replication=3  # + simultaneous kills
 //
 // A seed with the same --faults, --span_s and --epochs gives the same
 // schedule. The short schedule in the suite is tests/chaos_test.cc.
@@ -51,6 +52,10 @@ ABSL_FLAG(bool, net, false,
           "run every daemon on a host of its own (network namespaces on a "
           "virtual switch; needs root, ip and tc) and add network faults: a "
           "host cut off, a link shaped to a crawl");
+ABSL_FLAG(int, replication, 2,
+          "the job's cluster.replication: 2 (a standby per shard) or 3 (two, "
+          "and simultaneous kills of a shard's primary and one of its backups "
+          "join the schedule); loopback only");
 ABSL_FLAG(bool, full_disk, true,
           "fill the checkpoint folder's tmpfs as one of the faults (needs a "
           "mount namespace; left out, saying so, where none can be made)");
@@ -101,6 +106,12 @@ bool MakeOptions(Options* options, std::unique_ptr<NetnsLab>* lab) {
     options->mnist_dir = std::filesystem::absolute(mnist).string();
   }
   options->epochs = absl::GetFlag(FLAGS_epochs);
+  options->replication = absl::GetFlag(FLAGS_replication);
+  if (options->replication < 2 || options->replication > 3) {
+    std::fprintf(stderr, "chaos: --replication must be 2 or 3, got %d\n",
+                 options->replication);
+    return false;
+  }
   options->bound = absl::Seconds(absl::GetFlag(FLAGS_bound_s));
   options->full_disk = absl::GetFlag(FLAGS_full_disk);
   if (options->full_disk) {
@@ -146,8 +157,8 @@ void PrintRow(uint64_t seed, Outcome& run,
 // Runs one seed's schedule and prints its row, with the command that replays
 // it when an invariant broke; true when the run started and all held.
 bool SeedHeld(Harness& harness, uint64_t seed, double span,
-              const Layout& layout, const Judge& judge,
-              const Options& options) {
+              const Layout& layout, const Judge& judge, const Options& options,
+              int* lossless) {
   const std::vector<Fault> faults =
       MakeSchedule(seed, absl::GetFlag(FLAGS_faults), span, layout);
   absl::StatusOr<Outcome> run = harness.Run(seed, faults);
@@ -158,13 +169,18 @@ bool SeedHeld(Harness& harness, uint64_t seed, double span,
     return false;
   }
   const std::vector<std::string> broken = CheckInvariants(run->observed, judge);
+  // A run that ended with a summary and reported no loss.
+  if (!run->observed.outcome.empty() && run->observed.acked_pushes_lost == 0) {
+    ++*lossless;
+  }
   PrintRow(seed, *run, broken);
   if (!broken.empty()) {
     std::printf(
         "        replay: bazel-bin/bench/chaos --seeds=%llu "
-        "--faults=%d --span_s=%.2f --epochs=%d%s%s; run folder %s\n",
+        "--faults=%d --span_s=%.2f --epochs=%d%s%s%s; run folder %s\n",
         static_cast<unsigned long long>(seed), absl::GetFlag(FLAGS_faults),
         span, options.epochs, layout.network ? " --net" : "",
+        options.replication == 3 ? " --replication=3" : "",
         options.full_disk ? "" : " --full_disk=false", run->run_dir.c_str());
   }
   std::fflush(stdout);
@@ -194,13 +210,20 @@ int Run() {
   Layout layout;
   layout.full_disk = options.full_disk;
   layout.network = lab != nullptr;
-  int violated = 0;
+  layout.simultaneous = options.replication >= 3;
+  int violated = 0, lossless = 0, seeds = 0;
   std::printf("\n%5s %-28s %8s %7s %9s %7s  %s\n", "seed", "outcome",
               "accuracy", "seconds", "lost", "w.ended", "invariants");
   for (uint64_t seed : ParseSeeds(absl::GetFlag(FLAGS_seeds))) {
-    if (!SeedHeld(harness, seed, span, layout, judge, options)) ++violated;
+    if (!SeedHeld(harness, seed, span, layout, judge, options, &lossless)) {
+      ++violated;
+    }
+    ++seeds;
   }
-  std::printf("\nchaos: %d run(s) broke an invariant\n", violated);
+  std::printf(
+      "\nchaos: %d run(s) broke an invariant; %d of %d lost 0 "
+      "acknowledged pushes (cluster.replication %d)\n",
+      violated, lossless, seeds, options.replication);
   return violated == 0 ? 0 : 1;
 }
 

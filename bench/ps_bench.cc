@@ -311,87 +311,114 @@ TransportRow MeasureTransport(int mib, int shards, TcpLink* tcp) {
   return row;
 }
 
-// A shard's backup in this process: a standby's PsService holding a Replica
-// on its own loopback server, and the primary's Replicator streaming to it.
-struct Backup {
-  explicit Backup(const Config& config)
+// A standby in this process: its PsService holding a Replica on its own
+// loopback server.
+struct Standby {
+  explicit Standby(const Config& config)
       : replica(server::DenseOptimizer(config)) {}
   server::Replica replica;
   server::PsService service;
   StartedServer server;
+};
+
+// A primary's replication: its standbys (cluster.replication - 1) and the
+// Replicator streaming to all of them.
+struct Backup {
+  std::vector<std::unique_ptr<Standby>> standbys;
   Counters counters;
   std::unique_ptr<server::Replicator> replicator;
 };
 
-// Push GB/s (1 shard, `mib` MiB, the --optimizer) with and without a backup
-// (cluster.replication 2), measured in one run, alternating.
+// An endpoint whose shard streams to `copies - 1` standbys; its Backup goes
+// to `backups`. REQUIRES: copies >= 2.
+std::unique_ptr<Endpoint> ConnectReplicated(
+    const Config& config, int copies,
+    std::vector<std::unique_ptr<Backup>>* backups) {
+  return Connect(config, [backups, &config, copies](server::Shard* shard) {
+    auto backup = std::make_unique<Backup>();
+    std::vector<std::string> addresses;
+    for (int i = 1; i < copies; ++i) {
+      auto standby = std::make_unique<Standby>(config);
+      standby->service.set_replica(&standby->replica);
+      absl::StatusOr<StartedServer> started =
+          StartServer("127.0.0.1:0", {&standby->service}, "backup");
+      Check(started.status(), "backup server");
+      standby->server = *std::move(started);
+      addresses.push_back(standby->server.address);
+      backup->standbys.push_back(std::move(standby));
+    }
+    server::Replicator::Options options;
+    options.shard_index = 0;
+    options.counters = &backup->counters;
+    backup->replicator = std::make_unique<server::Replicator>(shard, options);
+    backup->replicator->SetBackups(addresses);
+    auto service = std::make_unique<server::PsService>(shard);
+    service->set_replicator(backup->replicator.get());
+    backups->push_back(std::move(backup));
+    return std::unique_ptr<grpc::Service>(std::move(service));
+  });
+}
+
+// Push GB/s (1 shard, `mib` MiB, the --optimizer) unreplicated, with one
+// backup (cluster.replication 2) and with two (3), measured in one run,
+// alternating.
 void RunReplication() {
   absl::PrintF(
-      "\nreplication (1 shard, optimizer %s): a push is acknowledged once the "
-      "shard's backup holds the cut that has it\n",
+      "\nreplication (1 shard, optimizer %s): a push is acknowledged once "
+      "every backup of the shard holds the cut that has it\n",
       absl::GetFlag(FLAGS_optimizer));
-  absl::PrintF("%8s %12s %12s %8s %14s %12s\n", "MiB", "push GB/s",
-               "replicated", "ratio", "backup MB/push", "cut lag ms");
+  absl::PrintF("%8s %10s %10s %7s %10s %7s %7s %12s %10s\n", "MiB", "r1 GB/s",
+               "r2 GB/s", "r2/r1", "r3 GB/s", "r3/r1", "r3/r2", "MB/push r3",
+               "lag ms r3");
   for (int mib : ParseInts(absl::GetFlag(FLAGS_sizes_mib))) {
     const int64_t floats = static_cast<int64_t>(mib) * (1 << 18);
     const int64_t bytes = floats * 4;
     const Config config = ModelConfig(floats, 1);
-    std::vector<std::unique_ptr<Backup>> backups;
+    std::vector<std::unique_ptr<Backup>> two, three;
     std::unique_ptr<Endpoint> plain = Connect(config, nullptr);
-    std::unique_ptr<Endpoint> replicated =
-        Connect(config, [&backups, &config](server::Shard* shard) {
-          auto backup = std::make_unique<Backup>(config);
-          backup->service.set_replica(&backup->replica);
-          absl::StatusOr<StartedServer> started =
-              StartServer("127.0.0.1:0", {&backup->service}, "backup");
-          Check(started.status(), "backup server");
-          backup->server = *std::move(started);
-          server::Replicator::Options options;
-          options.shard_index = 0;
-          options.counters = &backup->counters;
-          backup->replicator =
-              std::make_unique<server::Replicator>(shard, options);
-          backup->replicator->SetBackup(backup->server.address);
-          auto service = std::make_unique<server::PsService>(shard);
-          service->set_replicator(backup->replicator.get());
-          backups.push_back(std::move(backup));
-          return std::unique_ptr<grpc::Service>(std::move(service));
-        });
+    std::unique_ptr<Endpoint> r2 = ConnectReplicated(config, 2, &two);
+    std::unique_ptr<Endpoint> r3 = ConnectReplicated(config, 3, &three);
     std::vector<float> params(floats), grad(floats, 1e-3f);
-    Check(plain->client->Pull(params.data(), &plain->versions), "pull");
-    Check(replicated->client->Pull(params.data(), &replicated->versions),
-          "pull");
-    auto push = [&] {
-      Check(plain->client->Push(grad.data(), plain->versions, nullptr), "push");
-    };
-    auto push_replicated = [&] {
-      Check(
-          replicated->client->Push(grad.data(), replicated->versions, nullptr),
-          "replicated push");
+    std::vector<Endpoint*> endpoints = {plain.get(), r2.get(), r3.get()};
+    for (Endpoint* e : endpoints) {
+      Check(e->client->Pull(params.data(), &e->versions), "pull");
+    }
+    auto pusher = [&](Endpoint* e) {
+      return [&grad, e] {
+        Check(e->client->Push(grad.data(), e->versions, nullptr), "push");
+      };
     };
     const int times = static_cast<int>(
         std::max<int64_t>(1, absl::GetFlag(FLAGS_sample_bytes) / bytes));
-    for (int i = 0; i < 2; ++i) push(), push_replicated();
-    const double sent0 = backups[0]->counters.stats().replicated_bytes.Value();
-    std::vector<double> t_plain, t_rep;
-    int replicated_pushes = 0;
-    for (int r = 0; r < absl::GetFlag(FLAGS_reps); ++r) {
-      t_plain.push_back(PerCall(times, push));
-      t_rep.push_back(PerCall(times, push_replicated));
-      replicated_pushes += times;
+    for (int i = 0; i < 2; ++i) {
+      for (Endpoint* e : endpoints) pusher(e)();
     }
-    const double plain_gbps = bytes / Median(t_plain) / 1e9;
-    const double rep_gbps = bytes / Median(t_rep) / 1e9;
+    const double sent0 = three[0]->counters.stats().replicated_bytes.Value();
+    std::vector<double> t[3];
+    int pushes = 0;
+    for (int r = 0; r < absl::GetFlag(FLAGS_reps); ++r) {
+      for (int k = 0; k < 3; ++k) {
+        t[k].push_back(PerCall(times, pusher(endpoints[k])));
+      }
+      pushes += times;
+    }
+    double gbps[3];
+    for (int k = 0; k < 3; ++k) gbps[k] = bytes / Median(t[k]) / 1e9;
+    // Bytes to both standbys over the pushes.
     const double sent =
-        backups[0]->counters.stats().replicated_bytes.Value() - sent0;
-    absl::PrintF("%8d %12.2f %12.2f %8.2f %14.1f %12.1f\n", mib, plain_gbps,
-                 rep_gbps, rep_gbps / plain_gbps,
-                 sent / 1e6 / replicated_pushes,
-                 backups[0]->counters.stats().replication_lag_ms.Value());
-    replicated.reset();  // its services before the backups they point to
-    for (auto& b : backups) {
-      b->replicator->Stop();
-      b->server.server->Shutdown();
+        three[0]->counters.stats().replicated_bytes.Value() - sent0;
+    absl::PrintF("%8d %10.2f %10.2f %7.2f %10.2f %7.2f %7.2f %12.1f %10.1f\n",
+                 mib, gbps[0], gbps[1], gbps[1] / gbps[0], gbps[2],
+                 gbps[2] / gbps[0], gbps[2] / gbps[1], sent / 1e6 / pushes,
+                 three[0]->counters.stats().replication_lag_ms.Value());
+    // Services before the backups they point to.
+    r2.reset();
+    r3.reset();
+    for (auto* list : {&two, &three}) {
+      for (auto& b : *list) {
+        b->replicator->Stop();
+        for (auto& s : b->standbys) s->server.server->Shutdown();
+      }
     }
   }
 }

@@ -23,7 +23,7 @@ std::vector<ConfigField> ClusterKeys(ClusterSection* c) {
           AddressListField("cluster.ps", &c->ps, 1, kMaxPs),
           AddressListField("cluster.workers", &c->workers, 1, kMaxWorkers),
           AddressListField("cluster.standby_ps", &c->standby_ps, 0, kMaxPs),
-          IntField("cluster.replication", &c->replication, {1, 2})};
+          IntField("cluster.replication", &c->replication, {1, 3})};
 }
 
 // Standbys are left out, as they always were: checking them too would reject
@@ -40,6 +40,19 @@ absl::Status CheckDistinctAddresses(const ClusterSection& cluster) {
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status CheckReplication(const ClusterSection& cluster) {
+  if (cluster.replication < 3) return absl::OkStatus();
+  const size_t needed = 2 * cluster.ps.size();
+  if (cluster.standby_ps.size() >= needed) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "cluster.replication 3 keeps two backups of every shard on standbys: ",
+      cluster.ps.size(), " ps need ", needed,
+      " cluster.standby_ps entries, the file lists ", cluster.standby_ps.size(),
+      ". Add ", needed - cluster.standby_ps.size(),
+      " standby_ps address(es), or set cluster.replication: 2 (one backup "
+      "per shard)"));
 }
 
 }  // namespace config_internal

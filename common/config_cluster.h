@@ -25,10 +25,12 @@ struct ClusterSection {
   std::vector<std::string> standby_ps;
   // Copies of each shard: 2 = the shard's primary streams every update to a
   // standby (its backup) and acknowledges a push only once the backup has it,
-  // so a ps failure loses no acknowledged update; 1 = none (a failed shard
-  // comes back from its last checkpoint). Backups are standby_ps daemons, one
-  // per shard: shards without a free standby run unreplicated (the
-  // coordinator says so). 1 or 2. Default 2.
+  // so a ps failure loses no acknowledged update; 3 = two backups, a push
+  // acknowledged once both hold it, so two simultaneous failures on a shard
+  // lose none; 1 = none (a failed shard comes back from its last
+  // checkpoint). Backups are standby_ps daemons, replication - 1 per shard:
+  // shards without a free standby run with fewer (the coordinator says so);
+  // 3 needs 2 standby_ps entries per ps. 1 to 3. Default 2.
   int replication = 2;
 };
 
@@ -53,6 +55,9 @@ std::vector<ConfigField> ClusterKeys(ClusterSection* cluster);
 // Two daemons cannot listen on one fixed address: InvalidArgument naming both
 // keys. Port 0 is ephemeral, so free; standbys are not checked.
 absl::Status CheckDistinctAddresses(const ClusterSection& cluster);
+// cluster.replication 3 with fewer than two standby_ps entries per ps:
+// InvalidArgument naming how many to add.
+absl::Status CheckReplication(const ClusterSection& cluster);
 }  // namespace config_internal
 
 }  // namespace downpour

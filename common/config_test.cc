@@ -656,7 +656,14 @@ TEST(ConfigTest, CrossFieldRulesNameTheKeys) {
        "whole job applies updates = epochs * train_examples / (batch_size * "
        "n_push), or with training.steps, steps * workers / n_push; for this "
        "config 100 * 3 / 2 = 150"},
+      {"cluster:\n  replication: 3\n  standby_ps: [s:0]\n",
+       "cfg.yaml: cluster.replication 3 keeps two backups of every shard on "
+       "standbys: 1 ps need 2 cluster.standby_ps entries, the file lists 1. "
+       "Add 1 standby_ps address(es), or set cluster.replication: 2 (one "
+       "backup per shard)"},
   });
+  EXPECT_THAT(Parse("cluster:\n  replication: 3\n  standby_ps: [s:0, t:0]\n"),
+              IsOk());
   // Port 0 is ephemeral, so several daemons may ask for it.
   EXPECT_THAT(Parse("cluster:\n  ps: [127.0.0.1:0, 127.0.0.1:0]\n"), IsOk());
 }

@@ -51,13 +51,45 @@ std::vector<PartMove> HandOffParts(const std::vector<WorkerSlot>& workers,
   return moves;
 }
 
+namespace {
+
+// Of the shard's backups that hold an in-sync copy, the one to promote:
+// responsive first, then the most updates held (lowest index on a tie); -1
+// when none holds one.
+int BestHolder(const std::vector<StandbySlot>& standbys, int shard) {
+  int best = -1;
+  for (size_t i = 0; i < standbys.size(); ++i) {
+    const StandbySlot& s = standbys[i];
+    if (!s.alive || s.serving_index >= 0 || !HoldsReplicaOf(s, shard)) {
+      continue;
+    }
+    if (best >= 0) {
+      const StandbySlot& b = standbys[best];
+      if (b.responsive != s.responsive) {
+        if (b.responsive) continue;
+      } else if (s.replica_applied <= b.replica_applied) {
+        continue;
+      }
+    }
+    best = static_cast<int>(i);
+  }
+  return best;
+}
+
+}  // namespace
+
 int PickStandby(const std::vector<StandbySlot>& standbys, int shard) {
+  const int holder = BestHolder(standbys, shard);
+  if (holder >= 0) return holder;
   int idle = -1, backup = -1, own = -1;
   for (size_t i = 0; i < standbys.size(); ++i) {
     const StandbySlot& s = standbys[i];
     if (!s.alive || s.serving_index >= 0) continue;
-    if (HoldsReplicaOf(s, shard)) return static_cast<int>(i);
-    if (s.replica_of == shard && own < 0) own = static_cast<int>(i);
+    // A responsive backup of the shard before one that went quiet.
+    if (s.replica_of == shard &&
+        (own < 0 || (s.responsive && !standbys[own].responsive))) {
+      own = static_cast<int>(i);
+    }
     if (s.replica_of < 0 && idle < 0) idle = static_cast<int>(i);
     if (s.replica_of >= 0 && s.replica_of != shard && backup < 0) {
       backup = static_cast<int>(i);

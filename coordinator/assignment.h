@@ -10,6 +10,7 @@
 #ifndef DOWNPOUR_COORDINATOR_ASSIGNMENT_H_
 #define DOWNPOUR_COORDINATOR_ASSIGNMENT_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,11 @@ struct StandbySlot {
   bool replica_in_sync = false;  // it reported a full copy of replica_of
   std::string address;           // where it serves
   int former_shard = -1;  // a spare: the shard it served before it rejoined
+  // The updates its replica holds (MemberReport.replica_applied_total).
+  uint64_t replica_applied = 0;
+  // It heartbeated lately (a standby that died with the shard's primary has
+  // not, though it is not judged dead yet).
+  bool responsive = true;
 };
 
 // True when `standby` holds an in-sync copy of shard `shard`: taking the
@@ -60,7 +66,9 @@ inline bool HoldsReplicaOf(const StandbySlot& standby, int shard) {
 }
 
 // The standby that takes dead shard `shard` over: the shard's backup when it
-// holds an in-sync copy (nothing is lost); else the shard's backup all the
+// holds an in-sync copy (nothing is lost; of several such backups, with
+// cluster.replication 3, a responsive one first, then the one holding the
+// most updates, then the lowest index); else the shard's backup all the
 // same (it reports its sync on its next heartbeat, and takes over from the
 // checkpoint when its copy is not whole); else the first alive idle one (it
 // loads the checkpoint); else the first alive one that backs up another

@@ -1,6 +1,7 @@
 // Placement, backups and take-overs of shards.
 #include "coordinator/shard_placement.h"
 
+#include <algorithm>
 #include <optional>
 #include <utility>
 
@@ -160,6 +161,20 @@ void ShardPlacement::ReplaceShard(Member& dead) {
       dead.index, old_address, standby.index, standby.address,
       from_replica ? "in-sync replica" : "checkpoint; updates since are lost",
       epoch_);
+  LogFollowers(dead, standby);
+}
+
+void ShardPlacement::LogFollowers(const Member& shard, const Member& to) const {
+  for (const Member& s : members_->standby()) {
+    if (s.replica_of != shard.index || s.index == to.index) continue;
+    SPDLOG_LOGGER_INFO(
+        L(),
+        "standby {} at {} (it held {} updates of shard {}; the promoted "
+        "standby {} held {}) backs the shard up from its new primary, which "
+        "sends it a full copy first",
+        s.index, s.address, s.report.replica_applied_total(), shard.index,
+        to.index, to.report.replica_applied_total());
+  }
 }
 
 void ShardPlacement::EndServedLease(Member& m, const std::string& old_key) {
@@ -183,12 +198,19 @@ void ShardPlacement::EndServedLease(Member& m, const std::string& old_key) {
 
 // A dead shard goes to an idle standby, which loads the shard's checkpoint.
 std::vector<StandbySlot> ShardPlacement::StandbySlots() const {
+  // A standby silent for longer than this has likely died with the shard
+  // it backs up, though it is not judged dead yet.
+  const absl::Duration quiet = absl::Seconds(
+      std::max(2 * heartbeat_interval_s_, heartbeat_timeout_s_ / 2));
+  const absl::Time now = clock_->Now();
   std::vector<StandbySlot> slots;
   for (const Member& s : members_->standby()) {
     slots.push_back({s.alive, s.serving_index, s.replica_of,
                      s.replica_of >= 0 && s.report.has_replica() &&
                          s.report.replica_shard() == s.replica_of,
-                     s.address, s.former_shard});
+                     s.address, s.former_shard,
+                     s.report.replica_applied_total(),
+                     now - s.last_heartbeat < quiet});
   }
   return slots;
 }
@@ -212,14 +234,15 @@ void ShardPlacement::AssignBackups() {
     }
   }
   for (const Member& ps : ps_members) {
-    if (!ps.alive) continue;  // its backup is kept: it takes the shard over
+    if (!ps.alive) continue;  // its backups are kept: one takes it over
     // (The loop above freed the backups of dead and serving standbys.)
-    if (BackupOf(ps) >= 0) continue;
-    const int picked = PickBackup(StandbySlots(), ps.index, ps.address);
-    if (picked < 0) break;  // none free: the rest run unreplicated (logged)
-    standby[picked].replica_of = ps.index;
-    SPDLOG_LOGGER_INFO(L(), "standby {} at {} backs up shard {} (ps at {})",
-                       picked, standby[picked].address, ps.index, ps.address);
+    while (static_cast<int>(BackupsOf(ps).size()) < cluster_.replication - 1) {
+      const int picked = PickBackup(StandbySlots(), ps.index, ps.address);
+      if (picked < 0) break;  // none free: fewer backups (logged)
+      standby[picked].replica_of = ps.index;
+      SPDLOG_LOGGER_INFO(L(), "standby {} at {} backs up shard {} (ps at {})",
+                         picked, standby[picked].address, ps.index, ps.address);
+    }
   }
   NoteReplication();
 }
@@ -234,12 +257,18 @@ void ShardPlacement::FollowShard(const Member& ps) {
 }
 
 int ShardPlacement::BackupOf(const Member& ps) const {
+  const std::vector<int> backups = BackupsOf(ps);
+  return backups.empty() ? -1 : backups[0];
+}
+
+std::vector<int> ShardPlacement::BackupsOf(const Member& ps) const {
+  std::vector<int> backups;
   for (const Member& s : members_->standby()) {
     if (s.alive && s.serving_index < 0 && s.replica_of == ps.index) {
-      return s.index;
+      backups.push_back(s.index);
     }
   }
-  return -1;
+  return backups;
 }
 
 bool ShardPlacement::InSync(const Member& ps, int backup) const {
@@ -251,7 +280,11 @@ void ShardPlacement::NoteReplication() {
   const absl::Time now = clock_->Now();
   for (Member& ps : members_->ps()) {
     const int backup = BackupOf(ps);
-    const bool in_sync = InSync(ps, backup);
+    // With two backups (replication 3) one in sync is enough not to count
+    // the shard unreplicated.
+    const bool in_sync =
+        InSync(ps, backup) ||
+        (ps.alive && backup >= 0 && ps.report.backups_in_sync() > 0);
     const double gap = CountUnreplicated(ps, in_sync, backup, now);
     if (in_sync) recoveries_->NoteBackupInSync(ps.index);
     LogReplication(ps, backup, in_sync, gap, now);
@@ -359,11 +392,15 @@ void ShardPlacement::AddTo(const Member& m,
   response->set_replica_of(standby ? m.replica_of : -1);
   response->set_backup_standby(-1);
   if (m.role != MemberRole::kPs) return;
-  for (const Member& s : members_->standby()) {
-    if (s.alive && s.serving_index < 0 && s.replica_of == m.index) {
-      response->set_backup_address(s.address);
-      response->set_backup_standby(s.index);
-    }
+  const std::vector<Member>& standbys = members_->standby();
+  for (int b : BackupsOf(m)) {
+    response->add_backup_addresses(standbys[b].address);
+    response->add_backup_standbys(b);
+  }
+  // The first backup in the fields replication 2 always sent.
+  if (response->backup_standbys_size() > 0) {
+    response->set_backup_address(response->backup_addresses(0));
+    response->set_backup_standby(response->backup_standbys(0));
   }
 }
 
@@ -379,7 +416,13 @@ void ShardPlacement::AddStatus(absl::Time now,
     const int backup = BackupOf(ps);
     r->set_backup_standby(backup);
     if (backup >= 0) r->set_backup_address(members_->standby()[backup].address);
+    for (int b : BackupsOf(ps)) {
+      r->add_backup_standbys(b);
+      r->add_backup_addresses(members_->standby()[b].address);
+    }
     r->set_in_sync(InSync(ps, backup));
+    r->set_backups_in_sync(ps.alive && backup >= 0 ? ps.report.backups_in_sync()
+                                                   : 0);
     const bool open = rep.unreplicated_since != absl::InfinitePast();
     r->set_unreplicated_seconds(
         rep.unreplicated_seconds +

@@ -61,22 +61,29 @@ class ShardPlacement {
   // placed yet or no backup holds one (nothing changed).
   std::string HandToInSyncBackup(Member& ps, const std::string& address,
                                  uint64_t applied_total);
-  // Dead shard `dead` goes to a standby (PickStandby), which serves it from
-  // its replica or the checkpoint; the epoch rises. Logged either way.
+  // Dead shard `dead` goes to a standby (PickStandby: of its backups, the
+  // in-sync one that holds the most), which serves it from its replica or
+  // the checkpoint; the epoch rises. The shard's other backups stay its
+  // backups and follow the new primary (which sends them a full cut first).
+  // Logged either way.
   void ReplaceShard(Member& dead);
   // Standby `m` registered from a new process while its old one (`old_key`)
   // served a shard: that process is gone, so the shard fails over now
   // instead of after heartbeat.timeout_s.
   void EndServedLease(Member& m, const std::string& old_key);
-  // Replication: gives every live shard without a backup a free standby,
-  // and frees the backups of dead or serving standbys; then notes each
-  // shard's replication (time without an in-sync backup, logged changes).
+  // Replication: gives every live shard with fewer than
+  // cluster.replication - 1 backups free standbys until it has them (or none
+  // is free), and frees the backups of dead or serving standbys; then notes
+  // each shard's replication (time without an in-sync backup, logged changes).
   void AssignBackups();
   // A standby serving `ps`'s shard lives as long as the shard's heartbeats.
   void FollowShard(const Member& ps);
 
-  // The standby backing up shard `ps` (-1: none).
+  // The standby backing up shard `ps` (-1: none): the first of BackupsOf.
   int BackupOf(const Member& ps) const;
+  // Every live standby backing up shard `ps`, by index (cluster.replication
+  // 3 names up to two).
+  std::vector<int> BackupsOf(const Member& ps) const;
   // Shard `ps` has an in-sync backup (standby `backup`, BackupOf).
   bool InSync(const Member& ps, int backup) const;
 
@@ -123,6 +130,9 @@ class ShardPlacement {
   void LogReplication(const Member& ps, int backup, bool in_sync, double gap,
                       absl::Time now);
   std::vector<StandbySlot> StandbySlots() const;
+  // Logs the backups of `shard` other than `to` (just promoted), which now
+  // follow `to`.
+  void LogFollowers(const Member& shard, const Member& to) const;
 
   // Constant after construction.
   const ClusterSection cluster_;

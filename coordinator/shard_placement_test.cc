@@ -2,6 +2,8 @@
 // placement's state.
 #include "coordinator/shard_placement.h"
 
+#include <utility>
+
 #include "common/testing/fake_clock.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
@@ -25,6 +27,8 @@ Config TwoShardsOneStandby() {
 
 class ShardPlacementTest : public ::testing::Test {
  protected:
+  explicit ShardPlacementTest(Config config = TwoShardsOneStandby())
+      : config_(std::move(config)) {}
   void Register(Member& m) {
     members_.Admit(m, "");
     members_.Touch(m);
@@ -133,6 +137,90 @@ TEST_F(ShardPlacementTest, StateRoundTripsAndAnotherShardCountIsRefused) {
               StatusIs(absl::StatusCode::kFailedPrecondition,
                        HasSubstr("coordinator state '/s' has 3 shards but the "
                                  "config has 2 ps")));
+}
+
+// cluster.replication 3: one shard, two backups and a spare standby.
+Config OneShardThreeStandbys() {
+  Config config;
+  config.cluster.ps = {"127.0.0.1:1"};
+  config.cluster.workers = {"127.0.0.1:3"};
+  config.cluster.standby_ps = {"127.0.0.1:4", "127.0.0.1:5", "127.0.0.1:6"};
+  config.cluster.replication = 3;
+  return config;
+}
+
+class ThreeCopiesTest : public ShardPlacementTest {
+ protected:
+  ThreeCopiesTest() : ShardPlacementTest(OneShardThreeStandbys()) {
+    PlaceAll();
+    // Two standbys register: both back the shard up.
+    Register(members_.standby()[0]);
+    Register(members_.standby()[1]);
+    placement_.AssignBackups();
+  }
+  // Standby `i` reports a full copy of shard 0 holding `applied` updates.
+  void Holds(int i, uint64_t applied) {
+    Member& s = members_.standby()[i];
+    s.report.set_has_replica(true);
+    s.report.set_replica_shard(0);
+    s.report.set_replica_applied_total(applied);
+  }
+};
+
+TEST_F(ThreeCopiesTest, NamesTwoBackupsAndTellsThePrimaryBoth) {
+  Member& ps = members_.ps()[0];
+  EXPECT_THAT(placement_.BackupsOf(ps), ::testing::ElementsAre(0, 1));
+  proto::HeartbeatResponse reply;
+  placement_.AddTo(ps, &reply);
+  EXPECT_THAT(reply.backup_addresses(),
+              ::testing::ElementsAre("127.0.0.1:4", "127.0.0.1:5"));
+  // Replication 2's fields name the first.
+  EXPECT_EQ(reply.backup_address(), "127.0.0.1:4");
+  EXPECT_EQ(reply.backup_standby(), 0);
+  // A third standby stays free: the shard has its two.
+  Register(members_.standby()[2]);
+  placement_.AssignBackups();
+  EXPECT_EQ(members_.standby()[2].replica_of, -1);
+  proto::ClusterStatusResponse status;
+  placement_.AddStatus(clock_.Now(), &status);
+  ASSERT_EQ(status.shard_replication_size(), 1);
+  EXPECT_THAT(status.shard_replication(0).backup_standbys(),
+              ::testing::ElementsAre(0, 1));
+}
+
+TEST_F(ThreeCopiesTest, PromotesTheBackupHoldingTheMostAndTheOtherFollows) {
+  Register(members_.standby()[2]);
+  Holds(0, 10);
+  Holds(1, 20);
+  Member& ps = members_.ps()[0];
+  ps.alive = false;
+  placement_.ReplaceShard(ps);
+  EXPECT_EQ(members_.standby()[1].serving_index, 0);
+  EXPECT_EQ(members_.standby()[0].replica_of, 0);  // still a backup
+  EXPECT_EQ(ps.address, "127.0.0.1:5");
+  ASSERT_EQ(recoveries_.recoveries().size(), 1u);
+  EXPECT_EQ(recoveries_.recoveries()[0].source(), "replica");
+  // The free standby becomes the second backup; the new primary is told of
+  // both, the one that followed it first.
+  placement_.AssignBackups();
+  EXPECT_EQ(members_.standby()[2].replica_of, 0);
+  proto::HeartbeatResponse reply;
+  placement_.AddTo(ps, &reply);
+  EXPECT_THAT(reply.backup_addresses(),
+              ::testing::ElementsAre("127.0.0.1:4", "127.0.0.1:6"));
+}
+
+TEST_F(ThreeCopiesTest, ABackupThatDiedWithThePrimaryIsNotPromoted) {
+  Holds(0, 10);
+  Holds(1, 20);  // holds more, but went quiet with the primary
+  clock_.Advance(absl::Seconds(config_.heartbeat.timeout_s));
+  members_.Touch(members_.standby()[0]);
+  Member& ps = members_.ps()[0];
+  ps.alive = false;
+  placement_.ReplaceShard(ps);
+  EXPECT_EQ(members_.standby()[0].serving_index, 0);
+  EXPECT_EQ(members_.standby()[1].serving_index, -1);
+  EXPECT_EQ(recoveries_.recoveries()[0].source(), "replica");
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cmath>
 #include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -507,6 +508,8 @@ proto::MemberReport PsNode::Impl::Report() const {
     report.set_sparse_evicted_rows(
         static_cast<uint64_t>(counters_.stats().sparse_evicted_rows.Value()));
     report.set_replicated(replicator != nullptr && replicator->in_sync());
+    report.set_backups_in_sync(
+        replicator != nullptr ? replicator->backups_in_sync() : 0);
     // Requests past a worker's window that never arrived here: acknowledged
     // by a server whose state this shard does not hold (it was restored from
     // something older). Holes: missing below a worker's newest request.
@@ -603,7 +606,15 @@ void PsNode::Impl::OnHeartbeat(const proto::HeartbeatResponse& response) {
     shard = shard_.get();  // kept as long as the node once set
     replicator = replicator_.get();
   }
-  if (replicator != nullptr) replicator->SetBackup(response.backup_address());
+  if (replicator != nullptr) {
+    // A coordinator before replication 3 names one backup only.
+    std::vector<std::string> backups(response.backup_addresses().begin(),
+                                     response.backup_addresses().end());
+    if (backups.empty() && !response.backup_address().empty()) {
+      backups.push_back(response.backup_address());
+    }
+    replicator->SetBackups(backups);
+  }
   LearnWorkerIncarnations(response.worker_incarnations());
   if (shard == nullptr && response.take_over_index() < 0) {
     // A standby that backs up no shard, or another one now, frees its copy.

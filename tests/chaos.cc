@@ -49,6 +49,8 @@ const char* KindName(FaultKind kind) {
       return "SIGSTOP";
     case FaultKind::kDoubleKill:
       return "double kill";
+    case FaultKind::kPrimaryAndBackup:
+      return "simultaneous kill -9";
     case FaultKind::kFullDisk:
       return "full disk";
     case FaultKind::kPartition:
@@ -79,10 +81,17 @@ const std::vector<std::pair<std::string, int>>& LabHosts() {
 // The cluster section: loopback ephemeral ports, or the lab's hosts.
 std::string ClusterYaml(const Options& options, const std::string& dir) {
   if (options.lab == nullptr) {
-    return "cluster:\n  coordinator: 127.0.0.1:0\n"
-           "  ps: [127.0.0.1:0, 127.0.0.1:0]\n"
-           "  standby_ps: [127.0.0.1:0, 127.0.0.1:0]\n"
-           "  workers: [127.0.0.1:0, 127.0.0.1:0]\n";
+    // A standby per shard, two with replication 3.
+    return absl::StrCat(
+        "cluster:\n  coordinator: 127.0.0.1:0\n"
+        "  ps: [127.0.0.1:0, 127.0.0.1:0]\n"
+        "  standby_ps: [",
+        options.replication >= 3 ? "127.0.0.1:0, 127.0.0.1:0, " : "",
+        "127.0.0.1:0, 127.0.0.1:0]\n"
+        "  replication: ",
+        options.replication,
+        "\n"
+        "  workers: [127.0.0.1:0, 127.0.0.1:0]\n");
   }
   auto at = [&](const std::string& host, int port) {
     return absl::StrCat(options.lab->host(host).ip, ":", port);
@@ -378,6 +387,20 @@ class Cluster {
     }
   }
 
+  // The standbys the coordinator names as shard `shard`'s backups, in order.
+  std::vector<int> Backups(int shard) {
+    absl::StatusOr<proto::ClusterStatusResponse> status = Status();
+    if (!status.ok()) return {};
+    for (const auto& r : status->shard_replication()) {
+      if (r.shard() != shard) continue;
+      if (r.backup_standbys_size() > 0) {
+        return {r.backup_standbys().begin(), r.backup_standbys().end()};
+      }
+      if (r.backup_standby() >= 0) return {r.backup_standby()};
+    }
+    return {};
+  }
+
   bool TrainingAndBackedUp(int shards, int workers) {
     absl::StatusOr<proto::ClusterStatusResponse> status = Status();
     if (!status.ok()) return false;
@@ -414,6 +437,12 @@ std::string Describe(const Fault& fault) {
                             " shard %d: its server, then its successor %.2f s "
                             "after the take-over",
                             fault.index, fault.duration_s);
+      break;
+    case FaultKind::kPrimaryAndBackup:
+      absl::StrAppendFormat(&what,
+                            " shard %d: its server and its backup #%d at the "
+                            "same instant",
+                            fault.index, fault.backup + 1);
       break;
     case FaultKind::kFullDisk:
       absl::StrAppendFormat(&what, " under the checkpoints for %.2f s",
@@ -463,8 +492,10 @@ std::vector<Fault> MakeSchedule(uint64_t seed, int count, double span_s,
     f.at_s = uniform(0, span_s);
     // Kinds 0-16 as before network faults existed (a seed's schedule without
     // them is unchanged), then the full disk, then the network.
-    const int kind =
-        pick(17 + (layout.full_disk ? 3 : 0) + (layout.network ? 6 : 0));
+    // Simultaneous kills last of all.
+    const int net_kinds = layout.network ? 6 : 0;
+    const int kind = pick(17 + (layout.full_disk ? 3 : 0) + net_kinds +
+                          (layout.simultaneous ? 4 : 0));
     const int network = kind - 17 - (layout.full_disk ? 3 : 0);
     if (kind < 7) {
       f.kind = FaultKind::kKill;
@@ -483,6 +514,11 @@ std::vector<Fault> MakeSchedule(uint64_t seed, int count, double span_s,
     } else if (network < 0) {
       f.kind = FaultKind::kFullDisk;
       f.duration_s = uniform(0.5, 4.0);
+    } else if (network >= net_kinds) {
+      f.kind = FaultKind::kPrimaryAndBackup;
+      f.role = "ps";
+      f.index = pick(layout.shards);
+      f.backup = pick(2);
     } else if (network < 3) {
       f.kind = FaultKind::kPartition;
       target(&f);
@@ -636,6 +672,11 @@ std::string SetUpLab(NetnsLab* lab) {
 
 absl::StatusOr<Outcome> Harness::Run(uint64_t seed,
                                      const std::vector<Fault>& faults) {
+  if (options_.lab != nullptr && options_.replication >= 3) {
+    return absl::InvalidArgumentError(
+        "chaos: replication 3 runs on loopback only (the lab has a host for "
+        "two standbys); leave out --net");
+  }
   Outcome out;
   const std::string dir = absl::StrCat(options_.work_dir, "/seed-", seed,
                                        faults.empty() ? "-undisturbed" : "");
@@ -836,6 +877,26 @@ absl::StatusOr<Outcome> Harness::Run(uint64_t seed,
         wait(absl::Seconds(f.duration_s));
         absl::StrAppend(&note, "; then");
         kill("ps", cluster.DaemonAt(second), &note);
+        break;
+      }
+      case FaultKind::kPrimaryAndBackup: {
+        const std::vector<int> backups = cluster.Backups(f.index);
+        if (backups.empty()) {
+          absl::StrAppend(&note, " skipped: the shard has no backup now");
+          break;
+        }
+        const int b = backups[f.backup % backups.size()];
+        // Both found first, then killed back to back.
+        absl::StatusOr<proto::GetStatusResponse> primary =
+            member("ps", f.index);
+        absl::StatusOr<proto::GetStatusResponse> backup = member("standby", b);
+        if (!backup.ok() || backup->pid() == 0) {
+          absl::StrAppend(&note, " skipped: standby ", b, " does not answer");
+          break;
+        }
+        if (!kill("ps", primary, &note)) break;
+        absl::StrAppend(&note, " and standby ", b);
+        kill("standby", backup, &note);
         break;
       }
       case FaultKind::kFullDisk: {

@@ -13,7 +13,9 @@
 // Faults: kill -9 of any daemon (the launcher restarts it), SIGSTOP/SIGCONT
 // of any daemon (the coordinator, a shard's primary, a standby, a worker), a
 // shard's primary and then whoever took it over killed close together, and
-// a full disk under the checkpoint folder (a tmpfs of the launcher's own
+// with cluster.replication 3 (Options::replication, Layout::simultaneous) a
+// shard's primary and one of its backups killed in the same instant, a full
+// disk under the checkpoint folder (a tmpfs of the launcher's own
 // mount namespace, filled and freed again); with the cluster in network
 // namespaces (Options::lab), a daemon's host cut off (its link down) or its
 // link shaped to a crawl with tc tbf, for a while. tests/chaos_test runs a
@@ -40,7 +42,10 @@ enum class FaultKind {
   kKill,        // SIGKILL; the launcher restarts the daemon
   kStop,        // SIGSTOP, SIGCONT after duration_s
   kDoubleKill,  // SIGKILL a shard's primary, then its successor
-  kFullDisk,    // the checkpoint folder's filesystem full for duration_s
+  // SIGKILL a shard's primary and one of its backups in the same instant
+  // (Layout::simultaneous)
+  kPrimaryAndBackup,
+  kFullDisk,  // the checkpoint folder's filesystem full for duration_s
   // Network faults (a cluster in a NetnsLab only):
   kPartition,  // the daemon's host cut off from the others for duration_s
   kCrawl,      // its link shaped to rate_mbit (tc tbf) for duration_s
@@ -58,6 +63,9 @@ struct Fault {
   // seconds cut off or shaped.
   double duration_s = 0;
   double rate_mbit = 0;  // kCrawl: the link's rate, both ways
+  // kPrimaryAndBackup: which of the shard's backups, by its place in the
+  // coordinator's list (modulo the backups named then).
+  int backup = 0;
 };
 
 // "3.20 s: kill -9 ps 1 (the shard's server)".
@@ -69,6 +77,9 @@ struct Layout {
   int workers = 2;
   bool full_disk = true;  // a tmpfs can be mounted (CanMountTmpfs)
   bool network = false;   // the cluster runs in a NetnsLab: cut and crawl
+  // cluster.replication 3: kPrimaryAndBackup faults too (drawn after every
+  // other kind, so a layout without them gives the schedules it gave before).
+  bool simultaneous = false;
 };
 
 // `count` faults at times drawn over [0, span_s), sorted; the same seed and
@@ -141,6 +152,9 @@ struct Options {
   // The launcher must end within this; past it the run is a hang.
   absl::Duration bound = absl::Minutes(4);
   bool full_disk = true;  // mount the checkpoint tmpfs (see CanMountTmpfs)
+  // cluster.replication: 2 (a standby per shard) or 3 (two per shard: four
+  // standbys; loopback only, not with `lab`).
+  int replication = 2;
   // Non-null: every daemon runs on a host of its own in this lab, made by
   // SetUpLab (which also moved this process into its "ctl" host), started
   // by the launcher's --ssh mode; partitions and crawls become possible.

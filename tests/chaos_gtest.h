@@ -66,7 +66,8 @@ inline void RunSeed(Harness& harness, uint64_t seed,
       << summary << "\n(span " << span << " s) run folder " << run->run_dir;
   if (lossless) {
     EXPECT_EQ(run->observed.acked_pushes_lost, 0u)
-        << "no server was killed, yet acknowledged pushes were lost: "
+        << "acknowledged pushes were lost where the schedule allows no "
+           "loss: "
         << summary << "\nrun folder " << run->run_dir;
   }
 }

@@ -92,6 +92,30 @@ std::string FormatStatusTable(const proto::ClusterStatusResponse& status) {
   return out;
 }
 
+namespace {
+
+// "standby 1 at h:2" or, with several backups, "standbys 1 at h:2 and 3 at
+// h:4 (1 of 2 in sync)".
+std::string FormatShardBackups(const proto::ShardReplication& r) {
+  if (r.backup_standbys_size() <= 1) {
+    return absl::StrCat("standby ", r.backup_standby(), " at ",
+                        r.backup_address());
+  }
+  std::vector<std::string> each;
+  for (int i = 0; i < r.backup_standbys_size(); ++i) {
+    each.push_back(
+        absl::StrCat(r.backup_standbys(i), " at ", r.backup_addresses(i)));
+  }
+  std::string out = absl::StrCat("standbys ", absl::StrJoin(each, " and "));
+  if (!r.in_sync()) {
+    absl::StrAppend(&out, " (", r.backups_in_sync(), " of ",
+                    r.backup_standbys_size(), " in sync)");
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string FormatBackups(const proto::ClusterStatusResponse& status) {
   std::string out;
   if (status.replication_factor() >= 2) {
@@ -102,9 +126,15 @@ std::string FormatBackups(const proto::ClusterStatusResponse& status) {
           r.backup_standby() < 0
               ? "NONE (no standby free: losing this ps loses the pushes since "
                 "its last checkpoint)"
-              : absl::StrCat("standby ", r.backup_standby(), " at ",
-                             r.backup_address(),
+              : absl::StrCat(FormatShardBackups(r),
                              r.in_sync() ? ", in sync" : ", syncing");
+      // (A coordinator before replication 3 names one, in backup_standby.)
+      const int named = std::max(r.backup_standbys_size(), 1);
+      if (r.backup_standby() >= 0 && named < status.replication_factor() - 1) {
+        absl::StrAppend(&backup, " (", named, " of ",
+                        status.replication_factor() - 1,
+                        " backups: no standby free)");
+      }
       absl::StrAppendFormat(&out, "  shard %d: %s; %.1f s unreplicated%s\n",
                             r.shard(), backup, r.unreplicated_seconds(),
                             r.unreplicated_since() >= 0 ? " so far" : "");

@@ -119,6 +119,34 @@ TEST(StatusTableTest, ShowsEachShardsBackupAndTheLoss) {
   EXPECT_THAT(FormatStatusTable(status), HasSubstr("shard 1: NONE"));
 }
 
+TEST(StatusTableTest, ShowsBothBackupsWithReplication3) {
+  proto::ClusterStatusResponse status;
+  status.set_replication_factor(3);
+  auto* both = status.add_shard_replication();
+  both->set_shard(0);
+  both->set_backup_standby(0);
+  both->set_backup_address("h:1");
+  both->add_backup_standbys(0);
+  both->add_backup_addresses("h:1");
+  both->add_backup_standbys(2);
+  both->add_backup_addresses("h:3");
+  both->set_backups_in_sync(1);
+  both->set_unreplicated_since(-1);
+  auto* one = status.add_shard_replication();
+  one->set_shard(1);
+  one->set_backup_standby(1);
+  one->set_backup_address("h:2");
+  one->add_backup_standbys(1);
+  one->add_backup_addresses("h:2");
+  one->set_in_sync(true);
+  one->set_unreplicated_since(-1);
+  const std::string lines = FormatBackups(status);
+  EXPECT_THAT(lines, HasSubstr("shard 0: standbys 0 at h:1 and 2 at h:3 (1 of "
+                               "2 in sync), syncing; 0.0 s unreplicated\n"));
+  EXPECT_THAT(lines, HasSubstr("shard 1: standby 1 at h:2, in sync (1 of 2 "
+                               "backups: no standby free); 0.0 s"));
+}
+
 TEST(StatusTableTest, FormatsBytes) {
   EXPECT_EQ(FormatBytes(512), "512 B");
   EXPECT_EQ(FormatBytes(2.5e9), "2.50 GB");

@@ -178,6 +178,84 @@ TEST_F(ReplicationTest, AnAcknowledgedPushIsOnTheBackupAndSurvivesATakeOver) {
   EXPECT_TRUE(dup.duplicate());
 }
 
+// cluster.replication 3: a second standby beside the fixture's.
+class TwoBackupsTest : public ReplicationTest {
+ protected:
+  void SetUp() override {
+    ReplicationTest::SetUp();
+    second_service_.set_replica(&second_);
+    auto server = StartServer("127.0.0.1:0", {&second_service_}, "standby 1");
+    ASSERT_THAT(server, IsOk());
+    second_server_ = *std::move(server);
+  }
+  void TearDown() override {
+    ReplicationTest::TearDown();
+    if (second_server_.server != nullptr) second_server_.server->Shutdown();
+  }
+
+  Replica second_{DenseOptimizer(config_)};
+  PsService second_service_;
+  StartedServer second_server_;
+};
+
+TEST_F(TwoBackupsTest, AnAcknowledgedPushIsOnBothBackups) {
+  StartReplicator();
+  replicator_->SetBackups({backup_.address, second_server_.address});
+  for (uint64_t seq = 1; seq <= 20; ++seq) {
+    ASSERT_THAT(PushAndWait(seq, 0.01f * seq), IsOk()) << seq;
+    // Acknowledged means held by both: each one's generation covers it.
+    EXPECT_GE(replica_.info().generation, primary_->generation()) << seq;
+    EXPECT_GE(second_.info().generation, primary_->generation()) << seq;
+  }
+  EXPECT_TRUE(replicator_->in_sync());
+  EXPECT_EQ(replicator_->backups_in_sync(), 2);
+  EXPECT_EQ(second_.info().applied_total, primary_->applied_total());
+  EXPECT_EQ(replica_.info().applied_total, primary_->applied_total());
+}
+
+TEST_F(TwoBackupsTest, ADeadSecondBackupHoldsPushesThenTheFirstAcknowledges) {
+  StartReplicator(/*give_up=*/absl::Milliseconds(300));
+  second_server_.server->Shutdown();  // nothing listens there
+  replicator_->SetBackups({backup_.address, second_server_.address});
+  const absl::Time start = absl::Now();
+  ASSERT_THAT(PushAndWait(1, 0.1f), IsOk());
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(300))
+      << "acknowledged before the second backup counted as dead";
+  ASSERT_THAT(PushAndWait(2, 0.2f), IsOk());
+  // The live backup still holds every acknowledged push.
+  EXPECT_GE(replica_.info().generation, primary_->generation());
+  EXPECT_EQ(replica_.info().applied_total, primary_->applied_total());
+  EXPECT_FALSE(replicator_->in_sync());
+  EXPECT_EQ(replicator_->backups_in_sync(), 1);
+  EXPECT_GE(counters_.Get("replication_degraded"), 1);
+}
+
+TEST_F(TwoBackupsTest, EitherBackupTakingOverFencesThePrimary) {
+  StartReplicator();
+  replicator_->SetBackups({backup_.address, second_server_.address});
+  ASSERT_THAT(PushAndWait(1, 0.1f), IsOk());
+  ASSERT_TRUE(second_.Take(0).has_value());  // the second one took over
+  EXPECT_THAT(PushAndWait(2, 0.1f),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("replaced")));
+  EXPECT_TRUE(replaced_);
+}
+
+TEST_F(TwoBackupsTest, ABackupNamedLaterIsWaitedForWithAFullCopy) {
+  StartReplicator();
+  replicator_->SetBackup(backup_.address);
+  ASSERT_THAT(PushAndWait(1, 0.1f), IsOk());
+  EXPECT_FALSE(second_.info().held);
+  replicator_->SetBackups({backup_.address, second_server_.address});
+  ASSERT_THAT(PushAndWait(2, 0.2f), IsOk());
+  EXPECT_TRUE(second_.info().held);
+  EXPECT_EQ(second_.info().applied_total, primary_->applied_total());
+  EXPECT_EQ(replica_.info().applied_total, primary_->applied_total());
+  // Dropping one releases nothing it held and keeps the other streaming.
+  replicator_->SetBackups({second_server_.address});
+  ASSERT_THAT(PushAndWait(3, 0.3f), IsOk());
+  EXPECT_EQ(second_.info().applied_total, primary_->applied_total());
+}
+
 TEST_F(ReplicationTest, AReplacedPrimaryCanNoLongerAcknowledge) {
   StartReplicator();
   replicator_->SetBackup(backup_.address);

@@ -2,6 +2,9 @@
 #include "server/replication/replicator.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <iterator>
+#include <map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -14,8 +17,10 @@ namespace {
 
 spdlog::logger* L() { return Log(Logger::kServer); }
 
-// How long the thread waits after a failed send before the next try.
+// How long the thread waits after a failed send before the next try to that
+// backup, and once the backup counts as dead.
 constexpr absl::Duration kRetryPause = absl::Milliseconds(100);
+constexpr absl::Duration kDeadRetryPause = absl::Milliseconds(500);
 // How often an idle thread looks for changes no push announced (a refused
 // push uses up its sequence, a placement adds blocks).
 constexpr absl::Duration kIdleCheck = absl::Milliseconds(500);
@@ -28,15 +33,63 @@ void ToBytes(const std::vector<float>& floats, std::string* out) {
               floats.size() * sizeof(float));
 }
 
+// Sends `request` to every stub whose `status` is still OK, all at once;
+// records each one's result in `status`.
+void SendToAll(const std::vector<proto::ParameterServer::Stub*>& stubs,
+               const proto::ReplicateRequest& request,
+               const Replicator::Options& options,
+               std::vector<absl::Status>* status) {
+  const std::string what =
+      absl::StrCat("replicate shard ", options.shard_index, " to backup");
+  const auto deadline = absl::ToChronoTime(absl::Now() + options.rpc_timeout);
+  if (stubs.size() == 1) {  // the common case, on this thread
+    grpc::ClientContext context;
+    context.set_deadline(deadline);
+    proto::ReplicateResponse response;
+    (*status)[0] =
+        FromGrpcStatus(stubs[0]->Replicate(&context, request, &response), what);
+    return;
+  }
+  struct Call {
+    grpc::ClientContext context;
+    proto::ReplicateResponse response;
+  };
+  std::vector<Call> calls(stubs.size());
+  absl::Mutex mu;
+  size_t pending = 0;
+  for (size_t i = 0; i < stubs.size(); ++i) {
+    if (!(*status)[i].ok()) continue;
+    ++pending;
+    calls[i].context.set_deadline(deadline);
+    // The request is only read while the calls run (protobuf's const
+    // methods are safe to share).
+    stubs[i]->async()->Replicate(&calls[i].context, &request,
+                                 &calls[i].response, [&, i](grpc::Status s) {
+                                   absl::Status got = FromGrpcStatus(s, what);
+                                   absl::MutexLock lock(&mu);
+                                   (*status)[i] = std::move(got);
+                                   --pending;
+                                 });
+  }
+  absl::MutexLock lock(&mu);
+  mu.Await(absl::Condition(
+      +[](size_t* n) { return *n == 0; }, &pending));
+}
+
 // One cut's Replicate requests: pieces are added to request() until the next
-// would pass max_request_bytes, then what is there is sent. The last request
-// carries the cut's checks, generation and sequences.
+// would pass max_request_bytes, then what is there is sent to every backup
+// that has taken the cut so far. The last request carries the cut's checks,
+// generation and sequences.
 class CutSender {
  public:
-  CutSender(proto::ParameterServer::Stub* stub,
+  CutSender(const std::vector<proto::ParameterServer::Stub*>& stubs,
             const Replicator::Options& options, Shard::ReplicaCut* cut,
             bool full)
-      : stub_(stub), options_(options), cut_(cut), full_(full) {
+      : stubs_(stubs),
+        options_(options),
+        cut_(cut),
+        full_(full),
+        status_(stubs.size()) {
     request_.set_shard_index(options.shard_index);
     request_.set_placement_epoch(cut->epoch);
     request_.set_optimizer(cut->optimizer);
@@ -56,24 +109,24 @@ class CutSender {
   int64_t max_request_bytes() const { return options_.max_request_bytes; }
   // Bytes of blocks, updates and rows sent so far.
   int64_t total() const { return total_; }
+  // Each backup's result so far (OK: it took every request sent).
+  const std::vector<absl::Status>& status() const { return status_; }
 
+  // OK while some backup takes the cut; else the first backup's error.
   absl::Status Send(bool last) {
     request_.set_full(full_ && first_);
     if (last) AddCutEnd();
-    grpc::ClientContext context;
-    context.set_deadline(
-        absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
-    proto::ReplicateResponse response;
-    absl::Status status = FromGrpcStatus(
-        stub_->Replicate(&context, request_, &response),
-        absl::StrCat("replicate shard ", options_.shard_index, " to backup"));
+    SendToAll(stubs_, request_, options_, &status_);
     first_ = false;
     total_ += bytes_;
     bytes_ = 0;
     request_.clear_blocks();
     request_.clear_updates();
     request_.clear_sparse();
-    return status;
+    for (const absl::Status& s : status_) {
+      if (s.ok()) return s;
+    }
+    return status_.empty() ? absl::OkStatus() : status_[0];
   }
 
  private:
@@ -93,10 +146,11 @@ class CutSender {
     }
   }
 
-  proto::ParameterServer::Stub* const stub_;
+  const std::vector<proto::ParameterServer::Stub*>& stubs_;
   const Replicator::Options& options_;
   Shard::ReplicaCut* const cut_;
   const bool full_;
+  std::vector<absl::Status> status_;
   proto::ReplicateRequest request_;
   bool first_ = true;
   int64_t bytes_ = 0;
@@ -235,30 +289,49 @@ void Replicator::Stop() {
 }
 
 void Replicator::SetBackup(const std::string& address) {
+  SetBackups(address.empty() ? std::vector<std::string>()
+                             : std::vector<std::string>{address});
+}
+
+void Replicator::SetBackups(const std::vector<std::string>& addresses) {
   std::vector<Waiter> released;
   // Updates are kept for a backup to replay only while there is one.
-  shard_->SetReplicaLog(!address.empty());
+  shard_->SetReplicaLog(!addresses.empty());
   {
     absl::MutexLock lock(&mu_);
-    if (address == backup_) return;
-    if (address.empty()) {
-      SPDLOG_LOGGER_WARN(L(),
-                         "ps {}: no backup any more (was {}): pushes are "
-                         "acknowledged unreplicated until the coordinator "
-                         "names another",
-                         options_.shard_index, backup_);
-      released = TakeWaiters(0, /*all=*/true);
-    } else {
-      SPDLOG_LOGGER_INFO(L(), "ps {}: backup is {}: sending a full copy",
+    std::vector<std::string> named;
+    for (const Backup& b : backups_) named.push_back(b.address);
+    if (named == addresses) return;
+    std::vector<Backup> next;
+    for (const std::string& address : addresses) {
+      auto kept =
+          std::find_if(backups_.begin(), backups_.end(),
+                       [&](const Backup& b) { return b.address == address; });
+      if (kept != backups_.end()) {
+        next.push_back(std::move(*kept));
+        continue;
+      }
+      SPDLOG_LOGGER_INFO(L(), "ps {}: backup {} named: sending a full copy",
                          options_.shard_index, address);
+      Backup b;
+      b.address = address;
+      b.id = ++next_id_;
+      next.push_back(std::move(b));
     }
-    backup_ = address;
-    ++backup_version_;
-    need_full_ = true;
-    in_sync_ = false;
-    degraded_ = false;
-    acked_ = 0;
-    failing_since_ = absl::InfiniteFuture();
+    for (const Backup& b : backups_) {
+      if (std::find(addresses.begin(), addresses.end(), b.address) ==
+          addresses.end()) {
+        SPDLOG_LOGGER_WARN(L(), "ps {}: {} is no longer a backup{}",
+                           options_.shard_index, b.address,
+                           addresses.empty()
+                               ? ": pushes are acknowledged unreplicated "
+                                 "until the coordinator names another"
+                               : "");
+      }
+    }
+    backups_ = std::move(next);
+    // Waiters that waited only for a backup no longer named.
+    released = TakeWaiters(AckedByAll(), /*all=*/false);
   }
   for (Waiter& w : released) w.second(absl::OkStatus());
 }
@@ -273,12 +346,16 @@ void Replicator::WhenReplicated(std::function<void(const absl::Status&)> done) {
           "push: ps ", options_.shard_index,
           replaced_ ? " was replaced by its backup: re-read the placement"
                     : " is stopping; retry"));
-    } else if (!backup_.empty() && !degraded_ && generation > acked_) {
-      waiters_.emplace_back(generation, std::move(done));
-      poked_ = true;
-      return;
-    } else if (degraded_ && options_.counters != nullptr) {
-      options_.counters->stats().replication_degraded.Increment(1);
+    } else {
+      // Acknowledged with fewer backups than named.
+      if (AnyDegraded() && options_.counters != nullptr) {
+        options_.counters->stats().replication_degraded.Increment(1);
+      }
+      if (generation > AckedByAll()) {
+        waiters_.emplace_back(generation, std::move(done));
+        poked_ = true;
+        return;
+      }
     }
   }
   done(status);
@@ -286,12 +363,30 @@ void Replicator::WhenReplicated(std::function<void(const absl::Status&)> done) {
 
 bool Replicator::in_sync() const {
   absl::MutexLock lock(&mu_);
-  return in_sync_ && !degraded_ && !replaced_;
+  if (replaced_ || backups_.empty()) return false;
+  for (const Backup& b : backups_) {
+    if (!b.in_sync || b.degraded) return false;
+  }
+  return true;
+}
+
+int Replicator::backups_in_sync() const {
+  absl::MutexLock lock(&mu_);
+  int n = 0;
+  for (const Backup& b : backups_) n += b.in_sync && !b.degraded && !replaced_;
+  return n;
 }
 
 std::string Replicator::backup() const {
   absl::MutexLock lock(&mu_);
-  return backup_;
+  return backups_.empty() ? "" : backups_[0].address;
+}
+
+std::vector<std::string> Replicator::backups() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::string> out;
+  for (const Backup& b : backups_) out.push_back(b.address);
+  return out;
 }
 
 std::vector<Replicator::Waiter> Replicator::TakeWaiters(uint64_t generation,
@@ -304,9 +399,48 @@ std::vector<Replicator::Waiter> Replicator::TakeWaiters(uint64_t generation,
   return taken;
 }
 
-absl::Status Replicator::Send(proto::ParameterServer::Stub* stub,
-                              Shard::ReplicaCut* cut, bool full) {
-  CutSender sender(stub, options_, cut, full);
+uint64_t Replicator::AckedByAll() const {
+  uint64_t least = UINT64_MAX;
+  for (const Backup& b : backups_) {
+    if (!b.degraded) least = std::min(least, b.acked);
+  }
+  return least;
+}
+
+bool Replicator::AnyDegraded() const {
+  for (const Backup& b : backups_) {
+    if (b.degraded) return true;
+  }
+  return false;
+}
+
+Replicator::Backup* Replicator::Find(const std::string& address, uint64_t id) {
+  for (Backup& b : backups_) {
+    if (b.address == address && b.id == id) return &b;
+  }
+  return nullptr;
+}
+
+bool Replicator::HasWork() const {
+  if (stopping_) return true;
+  for (const Backup& b : backups_) {
+    if (Ready(b, now_) && (poked_ || b.need_full)) return true;
+  }
+  return false;
+}
+
+absl::Duration Replicator::NextWake(absl::Time now) const {
+  absl::Duration wait = kIdleCheck;
+  for (const Backup& b : backups_) {
+    if (!Ready(b, now)) wait = std::min(wait, b.retry_at - now);
+  }
+  return wait;
+}
+
+std::vector<absl::Status> Replicator::Send(
+    const std::vector<proto::ParameterServer::Stub*>& stubs,
+    Shard::ReplicaCut* cut, bool full) {
+  CutSender sender(stubs, options_, cut, full);
   absl::Status sent = AddBlocks(cut->blocks, &sender);
   // Updates after the blocks, in the order applied.
   if (sent.ok()) sent = AddUpdates(&cut->updates, &sender);
@@ -315,100 +449,115 @@ absl::Status Replicator::Send(proto::ParameterServer::Stub* stub,
     if (sent.ok()) sent = AddTombstones(table, rows, &sender);
     if (sent.ok()) sent = AddRows(table, rows, &sender);
   }
-  if (!sent.ok()) return sent;
-  sent = sender.Send(/*last=*/true);
-  if (sent.ok() && options_.counters != nullptr) {
+  if (sent.ok()) sent = sender.Send(/*last=*/true);
+  int took = 0;
+  for (const absl::Status& s : sender.status()) took += s.ok();
+  if (took > 0 && options_.counters != nullptr) {
     options_.counters->stats().replicated_cuts.Increment(1);
     options_.counters->stats().replicated_bytes.Increment(
-        static_cast<double>(sender.total()));
+        static_cast<double>(sender.total() * took));
     options_.counters->stats().replicated_updates.Increment(
         static_cast<double>(cut->updates.size()));
   }
-  return sent;
+  return sender.status();
 }
 
 void Replicator::Loop() {
-  std::unique_ptr<proto::ParameterServer::Stub> stub;
-  std::string stub_address;
-  bool failed = false;
+  std::map<std::string, std::unique_ptr<proto::ParameterServer::Stub>> stubs;
   absl::Time last_check = absl::InfinitePast();
   for (;;) {
     Round round;
-    if (!AwaitRound(failed, &round)) return;
-    if (round.address.empty()) continue;  // no backup
+    if (!AwaitRound(&round)) return;
+    if (round.targets.empty()) continue;  // no backup
     if (!round.full && shard_->generation() <= round.acked) {
       continue;  // nothing new
     }
-    if (stub == nullptr || stub_address != round.address) {
-      stub = proto::ParameterServer::NewStub(MakeChannel(round.address));
-      stub_address = round.address;
+    std::vector<proto::ParameterServer::Stub*> to;
+    for (const Target& t : round.targets) {
+      auto& stub = stubs[t.address];
+      if (stub == nullptr) {
+        stub = proto::ParameterServer::NewStub(MakeChannel(t.address));
+      }
+      to.push_back(stub.get());
     }
     const absl::Time started = absl::Now();
     const bool checks = !round.full && started - last_check >= kCheckEvery;
     if (checks || round.full) last_check = started;
     Shard::ReplicaCut cut = shard_->CutForReplica(round.full, checks);
-    const absl::Status sent = Send(stub.get(), &cut, round.full);
+    const std::vector<absl::Status> sent = Send(to, &cut, round.full);
     Settled settled = Settle(round, sent, cut.generation, started);
-    failed = settled.failed;
     // Fenced first: nothing more is served once the waiters hear why.
     if (settled.replaced && options_.on_replaced) options_.on_replaced();
     for (Waiter& w : settled.done) w.second(settled.result);
     if (settled.replaced) return;
+    // Channels of backups no longer named go.
+    const std::vector<std::string> named = backups();
+    for (auto it = stubs.begin(); it != stubs.end();) {
+      const bool keep =
+          std::find(named.begin(), named.end(), it->first) != named.end();
+      it = keep ? std::next(it) : stubs.erase(it);
+    }
   }
 }
 
-bool Replicator::AwaitRound(bool failed, Round* round) {
+bool Replicator::AwaitRound(Round* round) {
   absl::MutexLock lock(&mu_);
-  if (failed) {
-    // A pause between tries, cut short by Stop.
-    mu_.AwaitWithTimeout(absl::Condition(&stopping_), kRetryPause);
-  }
-  mu_.AwaitWithTimeout(absl::Condition(this, &Replicator::HasWork), kIdleCheck);
+  now_ = absl::Now();
+  mu_.AwaitWithTimeout(absl::Condition(this, &Replicator::HasWork),
+                       NextWake(now_));
   if (stopping_ || replaced_) return false;
-  if (backup_.empty()) return true;
-  round->address = backup_;
-  round->full = need_full_;
+  now_ = absl::Now();
+  round->acked = UINT64_MAX;
+  // Every backup in sync gets every cut (a cut takes the shard's changes
+  // once); one that failed just now waits for its retry, with a full cut.
+  for (const Backup& b : backups_) {
+    if (!Ready(b, now_)) continue;
+    round->targets.push_back({b.address, b.id});
+    round->full |= b.need_full;
+    round->acked = std::min(round->acked, b.acked);
+  }
   poked_ = false;
-  round->version = backup_version_;
-  round->acked = acked_;
   return true;
 }
 
 Replicator::Settled Replicator::Settle(const Round& round,
-                                       const absl::Status& sent,
+                                       const std::vector<absl::Status>& sent,
                                        uint64_t generation,
                                        absl::Time started) {
   Settled settled;
   absl::MutexLock lock(&mu_);
-  if (round.version != backup_version_) {
-    need_full_ = true;  // the backup changed while this cut was sent
-    return settled;
-  }
   const absl::Time now = absl::Now();
-  if (sent.ok()) {
-    Synced(round.address, generation, now - started, &settled);
-  } else if (absl::IsAborted(sent)) {
-    Replaced(sent, &settled);
-  } else if (absl::IsDataLoss(sent)) {
-    Mismatched(sent);
-  } else {
-    SendFailed(round.address, sent, now, &settled);
+  for (size_t i = 0; i < round.targets.size(); ++i) {
+    // A backup no longer named (or named afresh) while the cut was sent:
+    // a new one starts with a full cut anyway.
+    Backup* b = Find(round.targets[i].address, round.targets[i].id);
+    if (b == nullptr) continue;
+    if (sent[i].ok()) {
+      Synced(b, generation, now - started);
+    } else if (absl::IsAborted(sent[i])) {
+      Replaced(sent[i], &settled);
+      return settled;
+    } else if (absl::IsDataLoss(sent[i])) {
+      Mismatched(b, sent[i]);
+    } else {
+      SendFailed(b, sent[i], now);
+    }
   }
+  settled.done = TakeWaiters(AckedByAll(), /*all=*/false);
   return settled;
 }
 
-void Replicator::Synced(const std::string& address, uint64_t generation,
-                        absl::Duration lag, Settled* settled) {
-  if (degraded_ || !in_sync_) {
+void Replicator::Synced(Backup* b, uint64_t generation, absl::Duration lag) {
+  if (b->degraded || !b->in_sync) {
     SPDLOG_LOGGER_INFO(L(), "ps {}: backup {} in sync (generation {})",
-                       options_.shard_index, address, generation);
+                       options_.shard_index, b->address, generation);
   }
-  acked_ = generation;
-  in_sync_ = true;
-  degraded_ = false;
-  need_full_ = false;
-  failing_since_ = absl::InfiniteFuture();
-  settled->done = TakeWaiters(acked_, /*all=*/false);
+  b->acked = generation;
+  b->in_sync = true;
+  b->degraded = false;
+  b->need_full = false;
+  b->failing_since = absl::InfiniteFuture();
+  b->retry_at = absl::InfinitePast();
   if (options_.counters != nullptr) {
     options_.counters->stats().replication_lag_ms.Set(
         absl::ToDoubleMilliseconds(lag));
@@ -426,45 +575,46 @@ void Replicator::Replaced(const absl::Status& sent, Settled* settled) {
                    " was replaced by its backup: re-read the placement"));
 }
 
-void Replicator::Mismatched(const absl::Status& sent) {
+void Replicator::Mismatched(Backup* b, const absl::Status& sent) {
   // The backup's copy differs from this shard's (its replayed updates gave
   // other floats, or it lost a cut): a full cut at once. The backup holds
   // nothing it could take over meanwhile.
-  SPDLOG_LOGGER_WARN(L(), "ps {}: {}: sending a full copy",
-                     options_.shard_index, std::string(sent.message()));
-  need_full_ = true;
-  in_sync_ = false;
+  SPDLOG_LOGGER_WARN(L(), "ps {}: backup {}: {}: sending a full copy",
+                     options_.shard_index, b->address,
+                     std::string(sent.message()));
+  b->need_full = true;
+  b->in_sync = false;
   if (options_.counters != nullptr) {
     options_.counters->stats().replication_mismatches.Increment(1);
   }
 }
 
-void Replicator::SendFailed(const std::string& address,
-                            const absl::Status& sent, absl::Time now,
-                            Settled* settled) {
-  settled->failed = true;
-  need_full_ = true;
-  in_sync_ = false;
+void Replicator::SendFailed(Backup* b, const absl::Status& sent,
+                            absl::Time now) {
+  b->need_full = true;
+  b->in_sync = false;
+  // A backup counted dead is tried less often: each try sends every other
+  // backup a full cut too.
+  b->retry_at = now + (b->degraded ? kDeadRetryPause : kRetryPause);
   if (options_.counters != nullptr) {
     options_.counters->stats().replication_failures.Increment(1);
   }
-  if (failing_since_ == absl::InfiniteFuture()) failing_since_ = now;
-  if (!degraded_ && now - failing_since_ >= options_.give_up_after) {
-    degraded_ = true;
+  if (b->failing_since == absl::InfiniteFuture()) b->failing_since = now;
+  if (!b->degraded && now - b->failing_since >= options_.give_up_after) {
+    b->degraded = true;
     // A backup that answers but refuses the cuts (another optimizer section,
     // say) is no more use than one that does not answer; the message says
     // which it was.
     SPDLOG_LOGGER_ERROR(
         L(),
         "ps {}: backup {} {} for {:.1f} s ({}): acknowledging "
-        "pushes WITHOUT a backup until it answers or the coordinator "
+        "pushes WITHOUT it until it answers or the coordinator "
         "names another",
-        options_.shard_index, address,
+        options_.shard_index, b->address,
         absl::IsFailedPrecondition(sent) ? "refused the cuts" : "unreachable",
-        absl::ToDoubleSeconds(now - failing_since_),
+        absl::ToDoubleSeconds(now - b->failing_since),
         std::string(sent.message()));
   }
-  if (degraded_) settled->done = TakeWaiters(0, /*all=*/true);
 }
 
 }  // namespace downpour::server

@@ -1,30 +1,35 @@
-// The primary's side of shard replication (cluster.replication 2): streams
-// every change of its Shard to the shard's backup, a standby ps
-// (server/replication/replica.h), and tells the push path when a change is safe
-// to acknowledge.
+// The primary's side of shard replication (cluster.replication 2 and 3):
+// streams every change of its Shard to the shard's backups, standby ps
+// (server/replication/replica.h), and tells the push path when a change is
+// safe to acknowledge.
 //
 //   Replicator replicator(shard, options);
-//   replicator.SetBackup("10.0.0.7:7201");        // from the coordinator
+//   replicator.SetBackups({"10.0.0.7:7201", "10.0.0.8:7201"});  // coordinator
 //   shard->Push(...);                             // applied
 //   replicator.WhenReplicated([=](const absl::Status& s) { Reply(s); });
 //
 // A thread takes consistent cuts of the shard (Shard::CutForReplica: the
 // blocks changed since the last cut and every worker's push window, copied at
-// one moment) and sends each as Replicate requests, one cut at a time. A
-// waiter is called once a cut that holds its change has been acknowledged by
-// the backup. The first cut to a backup, and the first after a failed send,
-// is full. Pushes that arrive while a cut is on the wire go in the next one,
-// so under load each cut carries many pushes.
+// one moment) and sends each as Replicate requests to every backup at once
+// (in parallel), one cut at a time. A waiter is called once every backup
+// named (but those counted dead, below) has acknowledged a cut that holds its
+// change. The first cut to a backup, and the first after a failed send, is
+// full; a round that sends a full cut to one backup sends it to all (a cut
+// takes the shard's changes once, so every backup in sync must get every
+// cut). Pushes that arrive while a cut is on the wire go in the next one, so
+// under load each cut carries many pushes.
 //
-// Failures:
-//   - The backup answers Aborted: it serves this shard itself now (it took
+// Failures, each backup on its own:
+//   - A backup answers Aborted: it serves this shard itself now (it took
 //     over), so this primary was replaced. Waiters get Unavailable, nothing
 //     more is acknowledged, and options.on_replaced runs once.
-//   - The backup cannot be reached: waiters wait (and the cut is retried) for
-//     up to options.give_up_after; after that the backup counts as dead, the
-//     waiters are released with OK and later pushes are acknowledged without
-//     a backup ("replication_degraded" counts them) until a send succeeds
-//     again or the coordinator names another backup. The coordinator, which
+//   - A backup cannot be reached: it is retried (with a full cut, after a
+//     pause) and waiters wait for it for up to options.give_up_after; after
+//     that it counts as dead: waiters are released once the other backups
+//     hold their change (at once when none is left), and later pushes are
+//     acknowledged without it ("replication_degraded" counts the pushes
+//     acknowledged while a backup counts as dead) until a send to it succeeds
+//     again or the coordinator names other backups. The coordinator, which
 //     sees the same standby miss its heartbeats, assigns another.
 //   - No backup (none named, or replication 1): waiters are called at once.
 #ifndef DOWNPOUR_SERVER_REPLICATION_REPLICATOR_H_
@@ -76,20 +81,29 @@ class Replicator {
   Replicator& operator=(const Replicator&) = delete;
   ~Replicator();  // Stop()
 
-  // The backup to stream to ("" = none). A new address starts with a full
-  // cut.
+  // The backups to stream to (empty: none). A backup newly named starts with
+  // a full cut; one named before keeps its state; one no longer named is
+  // forgotten (waiters that only waited for it are released).
+  void SetBackups(const std::vector<std::string>& addresses)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // SetBackups with one backup ("" = none).
   void SetBackup(const std::string& address) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Calls done(status) once the backup holds every change the shard had made
-  // when this was called: OK, or Unavailable when this primary was replaced
-  // or is stopping. Called at once (OK) without a backup. May run on the
-  // caller's thread or the replicator's; must not block.
+  // Calls done(status) once every live backup holds every change the shard
+  // had made when this was called: OK, or Unavailable when this primary was
+  // replaced or is stopping. Called at once (OK) without a backup. May run on
+  // the caller's thread or the replicator's; must not block.
   void WhenReplicated(std::function<void(const absl::Status&)> done)
       ABSL_LOCKS_EXCLUDED(mu_);
 
-  // A backup is named and holds the shard's latest acknowledged cut.
+  // A backup is named and every one named holds the shard's latest
+  // acknowledged cut (none counts as dead).
   bool in_sync() const ABSL_LOCKS_EXCLUDED(mu_);
+  // How many of the backups named hold the latest acknowledged cut.
+  int backups_in_sync() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The first backup named ("" = none), and all of them in order.
   std::string backup() const ABSL_LOCKS_EXCLUDED(mu_);
+  std::vector<std::string> backups() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Ends the thread; waiters get Unavailable. Idempotent.
   void Stop() ABSL_LOCKS_EXCLUDED(mu_);
@@ -97,67 +111,88 @@ class Replicator {
  private:
   using Waiter = std::pair<uint64_t, std::function<void(const absl::Status&)>>;
 
-  // One round of Loop: the backup and what to send it.
-  struct Round {
-    std::string address;  // "" = no backup: nothing to send
-    bool full = false;
-    uint64_t version = 0;  // backup_version_
-    uint64_t acked = 0;    // acked_
+  // One backup named by SetBackups and what it holds.
+  struct Backup {
+    std::string address;
+    uint64_t id = 0;  // new each time SetBackups names this address afresh
+    bool need_full = true;
+    bool in_sync = false;
+    bool degraded = false;  // unreachable for give_up_after: counts as dead
+    uint64_t acked = 0;     // generation the backup holds
+    absl::Time failing_since = absl::InfiniteFuture();
+    absl::Time retry_at = absl::InfinitePast();  // after a failed send
   };
-  // What a round's send changed: waiters to call with `result`, whether the
-  // backup took the shard over (the thread ends) or the send failed (a pause
-  // before the next round).
+  // A backup a round sends to.
+  struct Target {
+    std::string address;
+    uint64_t id = 0;
+  };
+  // One round of Loop: the backups and what to send them.
+  struct Round {
+    std::vector<Target> targets;  // empty: nothing to send
+    bool full = false;
+    uint64_t acked = 0;  // the least any target holds
+  };
+  // What a round's sends changed: waiters to call with `result`, whether a
+  // backup took the shard over (the thread ends).
   struct Settled {
     std::vector<Waiter> done;
     absl::Status result;
     bool replaced = false;
-    bool failed = false;
   };
 
   void Loop() ABSL_LOCKS_EXCLUDED(mu_);
-  // Waits for work (after a pause when the last send `failed`); false when
-  // the thread is to end.
-  bool AwaitRound(bool failed, Round* round) ABSL_LOCKS_EXCLUDED(mu_);
-  // Records a round's outcome: the cut of `generation`, sent since `started`.
-  Settled Settle(const Round& round, const absl::Status& sent,
+  // Waits for work; false when the thread is to end.
+  bool AwaitRound(Round* round) ABSL_LOCKS_EXCLUDED(mu_);
+  // Records a round's outcome: `sent[i]` for round.targets[i], the cut of
+  // `generation`, sent since `started`.
+  Settled Settle(const Round& round, const std::vector<absl::Status>& sent,
                  uint64_t generation, absl::Time started)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // Settle's cases: the backup holds the cut; it took the shard over
+  // Settle's cases for one backup: it holds the cut; it took the shard over
   // (Aborted); its copy differs (DataLoss); the send failed otherwise.
-  void Synced(const std::string& address, uint64_t generation,
-              absl::Duration lag, Settled* settled)
+  void Synced(Backup* b, uint64_t generation, absl::Duration lag)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Replaced(const absl::Status& sent, Settled* settled)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Mismatched(const absl::Status& sent) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void SendFailed(const std::string& address, const absl::Status& sent,
-                  absl::Time now, Settled* settled)
+  void Mismatched(Backup* b, const absl::Status& sent)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Sends one cut (its updates' gradients are moved into the requests);
-  // returns the status of the send.
-  absl::Status Send(proto::ParameterServer::Stub* stub, Shard::ReplicaCut* cut,
-                    bool full);
+  void SendFailed(Backup* b, const absl::Status& sent, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sends one cut to every stub (its updates' gradients are moved into the
+  // requests); returns each stub's status.
+  std::vector<absl::Status> Send(
+      const std::vector<proto::ParameterServer::Stub*>& stubs,
+      Shard::ReplicaCut* cut, bool full);
   // Waiters with generation <= `generation` (all when `all`), removed.
   std::vector<Waiter> TakeWaiters(uint64_t generation, bool all)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool HasWork() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return stopping_ || (!backup_.empty() && (poked_ || need_full_));
+  // The generation every live backup holds (UINT64_MAX when none is live).
+  uint64_t AckedByAll() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool AnyDegraded() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Backup* Find(const std::string& address, uint64_t id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A backup to send to now: its last send did not fail just now.
+  bool Ready(const Backup& b, absl::Time now) const {
+    return b.retry_at <= now;
   }
+  // Work for the thread: stopping, or a backup ready with something to send.
+  bool HasWork() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // How long AwaitRound waits at most: until the next failed backup's retry.
+  absl::Duration NextWake(absl::Time now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Shard* const shard_;
   const Options options_;
 
   mutable absl::Mutex mu_;
-  std::string backup_ ABSL_GUARDED_BY(mu_);
-  uint64_t backup_version_ ABSL_GUARDED_BY(mu_) = 0;  // bumped per SetBackup
-  bool need_full_ ABSL_GUARDED_BY(mu_) = true;
+  std::vector<Backup> backups_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
+  // Refreshed by AwaitRound: HasWork compares retry times against it.
+  absl::Time now_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   bool poked_ ABSL_GUARDED_BY(mu_) = false;
-  bool in_sync_ ABSL_GUARDED_BY(mu_) = false;
-  bool degraded_ ABSL_GUARDED_BY(mu_) = false;
   bool replaced_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  uint64_t acked_ ABSL_GUARDED_BY(mu_) = 0;  // generation the backup holds
-  absl::Time failing_since_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   std::vector<Waiter> waiters_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };
