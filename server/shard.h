@@ -173,6 +173,10 @@ class Shard {
                       proto::LookupResponse* response) const
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  // The bytes the sparse tables may hold (MemoryBudget::table_bytes()).
+  int64_t sparse_budget_bytes() const {
+    return sparse_->budget().table_bytes();  // constant
+  }
   // One sparse table as Status and tests see it.
   using SparseTableStats = SparseTables::Stats;
   std::vector<SparseTableStats> sparse_stats() const ABSL_LOCKS_EXCLUDED(mu_);
