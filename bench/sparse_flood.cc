@@ -50,7 +50,8 @@ struct SparseFlood::Impl {
       for (uint32_t b : s.buckets()) {
         if (b < buckets) owner[b] = static_cast<int>(stubs.size());
       }
-      stubs.push_back(proto::ParameterServer::NewStub(MakeChannel(s.address())));
+      stubs.push_back(
+          proto::ParameterServer::NewStub(MakeChannel(s.address())));
     }
     // Sequences per ps go on from the last: a new placement keeps them.
     sent.resize(stubs.size(), 0);

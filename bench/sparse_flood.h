@@ -27,14 +27,14 @@ namespace downpour::bench {
 class SparseFlood {
  public:
   struct Options {
-    std::string coordinator;  // host:port
-    int worker_id = 1;        // a slot of cluster.workers no worker runs
+    std::string coordinator;    // host:port
+    int worker_id = 1;          // a slot of cluster.workers no worker runs
     int keys_per_push = 20000;  // fresh keys per push, over all ps
     uint64_t first_key = uint64_t{1} << 62;  // keys count up from here
   };
   struct Figures {
-    int64_t pushes = 0;      // answered OK
-    int64_t keys_sent = 0;   // in pushes answered OK
+    int64_t pushes = 0;     // answered OK
+    int64_t keys_sent = 0;  // in pushes answered OK
     // Pushes answered with an error, by gRPC code name.
     std::map<std::string, int64_t> refused;
     std::string last_error;

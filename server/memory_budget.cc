@@ -15,6 +15,9 @@ namespace downpour::server {
 namespace {
 
 constexpr int64_t kMiB = int64_t{1} << 20;
+// The share of the rows that fit an eviction frees beyond what the push
+// needs.
+constexpr double kLowWatermark = 0.1;
 
 // A file's first line as a byte count; 0 when missing, "max" or not a
 // number.
@@ -131,9 +134,10 @@ absl::StatusOr<MemoryBudget::Plan> MemoryBudget::PlanFor(
                      " bytes they may hold (half of the ps memory budget, ",
                      budget_bytes_ / kMiB, " MiB from ", origin_, ")"));
   }
-  // The largest share f of each table's other rows that fits under the low
-  // watermark (bytes grow with rows, so a bisection finds it).
-  const int64_t target = std::max(limit - limit / 10, floor_bytes);
+  // The largest share f of each table's other rows that fits (bytes grow
+  // with rows, so a bisection finds it), then 10 % fewer: each eviction
+  // makes room for the next pushes, even where the index's doubling makes
+  // bytes jump (without that margin every push would evict a little).
   auto keep_at = [&](double f) {
     std::vector<int64_t> keep(needs.size());
     for (size_t t = 0; t < needs.size(); ++t) {
@@ -144,8 +148,9 @@ absl::StatusOr<MemoryBudget::Plan> MemoryBudget::PlanFor(
   double lo = 0, hi = 1;
   for (int i = 0; i < 40; ++i) {
     const double mid = (lo + hi) / 2;
-    (BytesWith(needs, keep_at(mid)) <= target ? lo : hi) = mid;
+    (BytesWith(needs, keep_at(mid)) <= limit ? lo : hi) = mid;
   }
+  lo *= 1 - kLowWatermark;
   plan.evict = true;
   plan.keep_rows = keep_at(lo);
   plan.bytes_after = BytesWith(needs, plan.keep_rows);

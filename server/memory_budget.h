@@ -67,9 +67,10 @@ class MemoryBudget {
     int64_t fresh_keys = 0;
   };
   // What a push needs done first. With evict, each table keeps
-  // keep_rows[t] rows (SparseTable::EvictForRoom): the tables then hold,
-  // with the push's new rows, at most 90 % of table_bytes() (a low
-  // watermark, so that the next pushes find room without evicting again).
+  // keep_rows[t] rows (SparseTable::EvictForRoom): 90 % of the rows (beyond
+  // the push's own) that would fit table_bytes() with the push's new rows,
+  // so that the next pushes find room without evicting again (a low
+  // watermark in rows: bytes jump where the index doubles).
   struct Plan {
     bool evict = false;
     std::vector<int64_t> keep_rows;  // by need

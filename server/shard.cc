@@ -428,6 +428,19 @@ absl::Status Shard::Lookup(const proto::LookupRequest& request,
   return sparse_->ReadLookup(request, keys, response);
 }
 
+absl::Status Shard::CheckReadSize(const char* op, size_t request_bytes) const {
+  const int64_t keys = static_cast<int64_t>(request_bytes / sizeof(uint64_t));
+  // The parsed request, then LookupBytes at dim 1: 30 bytes a key.
+  const int64_t least = static_cast<int64_t>(request_bytes) + keys * 30;
+  if (least <= replies_.limit()) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      op, ": a request of ", request_bytes, " bytes (", keys,
+      " keys) needs at least ", least, " bytes to answer, over the ",
+      replies_.limit(),
+      " bytes this ps builds replies in at once (a quarter of "
+      "eviction.memory_budget_mb): ask for fewer keys per request"));
+}
+
 proto::ChecksumResponse Shard::Checksums() const {
   absl::ReaderMutexLock lock(&mu_);
   return PullBlocks::Checksums(*store_);

@@ -172,6 +172,12 @@ class Shard {
   absl::Status Lookup(const proto::LookupRequest& request,
                       proto::LookupResponse* response) const
       ABSL_LOCKS_EXCLUDED(mu_);
+  // Before a Lookup or pull request (`op`) of `request_bytes` is parsed:
+  // ResourceExhausted when the least its parse and reply take (the keys
+  // parsed and copied, a float and a byte a key: SparseTables::LookupBytes
+  // at dim 1) pass the bound of replies in flight alone (ask for fewer
+  // keys). A dense pull's request (block ids) is far below it.
+  absl::Status CheckReadSize(const char* op, size_t request_bytes) const;
 
   // The bytes the sparse tables may hold (MemoryBudget::table_bytes()).
   int64_t sparse_budget_bytes() const {

@@ -108,14 +108,15 @@ class SparseBudgetTest : public testing::DaemonJobTest {
 // The flood fills each ps's tables to its budget and evicts its own rows;
 // sparse_bytes never passes sparse_budget_bytes, the job finishes, and every
 // key it trained still has its row.
-TEST_F(SparseBudgetTest, AFloodOfFreshKeysStaysWithinTheBudgetAndTrainingGoesOn) {
+TEST_F(SparseBudgetTest,
+       AFloodOfFreshKeysStaysWithinTheBudgetAndTrainingGoesOn) {
   const std::string coordinator = StartDaemon(
       "coordinator", "coordinator/coordinator", {"--listen", "127.0.0.1:0"});
   std::vector<std::string> ps;
   for (int i = 0; i < 2; ++i) {
-    ps.push_back(StartDaemon(absl::StrCat("ps-", i), "server/ps_server",
-                             {"--index", absl::StrCat(i), "--coordinator",
-                              coordinator}));
+    ps.push_back(StartDaemon(
+        absl::StrCat("ps-", i), "server/ps_server",
+        {"--index", absl::StrCat(i), "--coordinator", coordinator}));
   }
   ASSERT_FALSE(coordinator.empty() || ps[0].empty() || ps[1].empty());
   Subprocess& worker = Start("worker-0", "worker/ps_worker",
