@@ -17,11 +17,21 @@ std::vector<ConfigField> EvictionKeys(EvictionSection* e) {
   return {Int64Field("eviction.ttl_updates", &e->ttl_updates,
                      Between(0, kMaxUpdates)),
           Int64Field("eviction.max_rows", &e->max_rows,
-                     Between(0, (int64_t{1} << 31) - 1))};
+                     Between(0, (int64_t{1} << 31) - 1)),
+          Int64Field("eviction.memory_budget_mb", &e->memory_budget_mb,
+                     Between(0, int64_t{1} << 30))};
 }
 
 absl::Status CheckEviction(const EvictionSection& e, const ModelSection& model,
                            const CheckpointSection& checkpoint) {
+  if (e.memory_budget_mb > 0 && e.memory_budget_mb < kMinMemoryBudgetMb) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "eviction.memory_budget_mb ", e.memory_budget_mb, " is below ",
+        kMinMemoryBudgetMb,
+        " MiB, less than a ps needs to run: set 0 (derived from the host's "
+        "memory) or at least ",
+        kMinMemoryBudgetMb));
+  }
   if (e.ttl_updates == 0 && e.max_rows == 0) return absl::OkStatus();
   if (!IsSparseModel(model.type)) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -26,8 +26,9 @@ struct AdmissionSection {
   double probability = 1.0;
 };
 
-// Eviction of sparse rows (config section `eviction`), done by each ps when
-// it takes a checkpoint (every checkpoint.interval_s), under its lock.
+// Eviction of sparse rows (config section `eviction`): by ttl_updates and
+// max_rows when a ps takes a checkpoint (every checkpoint.interval_s), under
+// its lock; by the memory budget on the push that needs the room.
 struct EvictionSection {
   // A row untouched by its table's last ttl_updates key updates (on that
   // shard) is dropped. 0 (default): off. 0..2^40.
@@ -35,7 +36,19 @@ struct EvictionSection {
   // Beyond this many rows per table per shard, the least recently updated
   // are dropped. 0 (default): off. 0..2^31-1.
   int64_t max_rows = 0;
+  // The ps's memory budget in MiB (server/memory_budget.h): its sparse
+  // tables hold at most half of it; near that bound rows are evicted on
+  // the push that needs the room (rows updated once first, then the least
+  // recently updated), and new keys that do not fit even so are refused
+  // with RESOURCE_EXHAUSTED. A quarter bounds the bytes of Lookup and pull
+  // replies in flight. 0 (default): derived from the host, half its memory
+  // (the smaller of MemTotal and the cgroup's limit) shared by the ps and
+  // standbys configured on the ps's host. 0, or 16..2^30.
+  int64_t memory_budget_mb = 0;
 };
+
+// The smallest eviction.memory_budget_mb but 0 (auto).
+inline constexpr int64_t kMinMemoryBudgetMb = 16;
 
 // Internal to the config loader (common/config.cc).
 namespace config_internal {

@@ -366,6 +366,11 @@ TEST(ConfigTest, EnumsListAllowedValues) {
        "refused at that bound before eviction trims a table; lower "
        "eviction.max_rows or raise model.sparse_max_rows"},
       {"eviction:\n  max_rows: -1\n", "cfg.yaml:2: eviction.max_rows"},
+      {"eviction:\n  memory_budget_mb: 8\n",
+       "eviction.memory_budget_mb 8 is below 16 MiB, less than a ps needs to "
+       "run: set 0 (derived from the host's memory) or at least 16"},
+      {"eviction:\n  memory_budget_mb: -1\n",
+       "cfg.yaml:2: eviction.memory_budget_mb"},
       {"checkpoint:\n  full_every: 0\n", "cfg.yaml:2: checkpoint.full_every"},
       {"checkpoint:\n  incremental: maybe\n",
        "cfg.yaml:2: checkpoint.incremental"},

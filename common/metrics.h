@@ -50,7 +50,12 @@ namespace downpour {
   X(sparse_pull_keys, "Sparse keys read (ps).")                               \
   X(sparse_filtered_updates,                                                  \
     "Sparse key updates dropped because the key was not admitted (ps).")      \
-  X(sparse_evicted_rows, "Sparse rows evicted at checkpoints (ps).")          \
+  X(sparse_evicted_rows,                                                      \
+    "Sparse rows evicted, at checkpoints and for the memory budget (ps).")    \
+  X(sparse_budget_evicted_rows,                                               \
+    "Sparse rows evicted to keep the tables within the memory budget (ps).")  \
+  X(sparse_refused_keys,                                                      \
+    "New sparse keys refused: no room left in the memory budget (ps).")       \
   X(sequence_window_skips,                                                    \
     "Push sequences skipped past the exactly-once window (ps).")              \
   /* ps: optimizer and push guard (server/block_store.cc, push_guard.cc) */   \

@@ -222,12 +222,24 @@ void CheckpointChain::Evicted(size_t table, const std::vector<uint64_t>& keys) {
   if (!keeps_tombstones_) return;
   std::vector<uint64_t>& pending = tombstones_[table];
   pending.insert(pending.end(), keys.begin(), keys.end());
+  size_t total = 0;
+  for (const std::vector<uint64_t>& t : tombstones_) total += t.size();
+  if (total <= kMaxTombstones) return;
+  // A full cut needs none: cheaper than holding a flood's keys.
+  for (std::vector<uint64_t>& t : tombstones_) t = std::vector<uint64_t>();
+  chain_.base = 0;
+  ++drops_;
+  SPDLOG_LOGGER_INFO(L(),
+                     "ps {}: {} keys evicted since the last checkpoint: the "
+                     "next one is a full cut",
+                     index_, total);
 }
 
 CheckpointChain::Cut CheckpointChain::TakeCut(
     Checkpoint dense, const BlockStore& store,
     const SparseTables& tables) const {
   Cut cut;
+  cut.drops = drops_;
   cut.delta = incremental_ && chain_.base != 0 && chain_.deltas < full_every_;
   cut.checkpoint = std::move(dense);
   if (restored_.has_value()) {
@@ -271,15 +283,19 @@ CheckpointChain::Cut CheckpointChain::TakeCut(
 
 void CheckpointChain::Written(const Cut& cut,
                               const ShardCheckpoints::Written& written) {
-  // Those tombstones are on disk (a full cut needs none).
+  // Those tombstones are on disk (a full cut needs none); after a drop
+  // (Evicted) the next cut is full and needs none either.
+  const bool dropped = cut.drops != drops_;
   for (size_t t = 0; t < tombstones_.size(); ++t) {
     std::vector<uint64_t>& pending = tombstones_[t];
-    pending.erase(pending.begin(), pending.begin() + cut.tombstones[t]);
+    pending.erase(
+        pending.begin(),
+        pending.begin() + std::min(pending.size(), cut.tombstones[t]));
   }
   if (cut.delta) {
     ++chain_.deltas;
   } else {
-    chain_.base = written.generation;
+    chain_.base = dropped ? 0 : written.generation;
     chain_.deltas = 0;
   }
   chain_.last = written.generation;

@@ -77,7 +77,12 @@ class CheckpointChain {
     size_t blocks = 0;  // in checkpoint, which the write may move away
     size_t rows = 0;
     size_t evicted_keys = 0;
+    uint64_t drops = 0;  // tombstone drops before the cut (Evicted)
   };
+  // Most tombstones kept between two writes, over all tables (8 MiB): a
+  // flood's evictions (server/memory_budget.h) must not pile up until the
+  // next checkpoint. Beyond it they are dropped and the next cut is full.
+  static constexpr size_t kMaxTombstones = size_t{1} << 20;
 
   // `num_tables`: the model's sparse tables; `restored`: what the shard
   // starts from.
@@ -106,7 +111,8 @@ class CheckpointChain {
                                 uint64_t init_seed, BlockStore* store) const;
 
   // Keys evicted from table `table`: kept as the next delta's tombstones
-  // (with checkpoint.incremental and checkpoint.dir only).
+  // (with checkpoint.incremental and checkpoint.dir only); beyond
+  // kMaxTombstones all are dropped and the next cut is a full one.
   void Evicted(size_t table, const std::vector<uint64_t>& keys);
   // SparseTables::Evict (config eviction.*, counted) with the keys Evicted;
   // true when any row went.
@@ -154,6 +160,7 @@ class CheckpointChain {
   Chain chain_;
   // By table: keys evicted since the last checkpoint written.
   std::vector<std::vector<uint64_t>> tombstones_;
+  uint64_t drops_ = 0;  // times the tombstones were dropped (Evicted)
 };
 
 }  // namespace downpour::server

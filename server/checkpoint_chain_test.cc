@@ -125,6 +125,28 @@ TEST_F(CheckpointChainTest, TombstonesGoInTheNextDeltaOnce) {
               ElementsAre(11));
 }
 
+// A flood's evictions do not pile up as tombstones: beyond the bound they
+// go, and the next cut is a full one (also when a full cut taken before
+// the drop is written after it).
+TEST_F(CheckpointChainTest, TombstonesBeyondTheBoundMakeTheNextCutFull) {
+  CheckpointChain chain(config_, 0, tables_->size(), RestoredShard());
+  chain.Written(chain.TakeCut(Checkpoint(), *store_, *tables_), WrittenAs(1));
+  std::vector<uint64_t> keys(CheckpointChain::kMaxTombstones);
+  for (size_t i = 0; i < keys.size(); ++i) keys[i] = i;
+  chain.Evicted(0, keys);
+  EXPECT_TRUE(chain.TakeCut(Checkpoint(), *store_, *tables_).delta)
+      << "at the bound";
+  chain.Evicted(0, {1u << 30});
+  CheckpointChain::Cut cut = chain.TakeCut(Checkpoint(), *store_, *tables_);
+  EXPECT_FALSE(cut.delta);
+  EXPECT_EQ(cut.evicted_keys, 0u) << "dropped";
+  chain.Evicted(0, keys);  // while that cut is written
+  chain.Evicted(0, {7});
+  chain.Written(cut, WrittenAs(2));
+  EXPECT_FALSE(chain.TakeCut(Checkpoint(), *store_, *tables_).delta)
+      << "the tombstones since that cut were dropped too";
+}
+
 TEST_F(CheckpointChainTest, NoTombstonesWithoutACheckpointDir) {
   config_.checkpoint.dir.clear();
   CheckpointChain chain(config_, 0, tables_->size(), RestoredShard());

@@ -91,6 +91,9 @@ class PsNode::Impl {
  private:
   uint64_t epoch() const ABSL_LOCKS_EXCLUDED(mu_);
   size_t num_blocks() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The bytes the shard's sparse tables may hold (MemoryBudget::
+  // table_bytes()); 0 without a shard.
+  int64_t sparse_budget_bytes() const ABSL_LOCKS_EXCLUDED(mu_);
   // The serving shard's sparse tables (none on a standby).
   std::vector<Shard::SparseTableStats> sparse_stats() const
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -311,6 +314,9 @@ void PsNode::Impl::FillSparseStatus(
   c["sparse_row_updates"] = static_cast<double>(sum.updates);
   // Admission: keys counted but not admitted yet.
   c["sparse_pending_keys"] = static_cast<double>(sum.pending);
+  // The memory budget's part for the tables (eviction.memory_budget_mb):
+  // sparse_bytes stays below it (alerts.yml, DownpourSparseBudgetPressure).
+  c["sparse_budget_bytes"] = static_cast<double>(sparse_budget_bytes());
 }
 
 absl::Status PsNode::Impl::Listen() {
@@ -460,6 +466,11 @@ absl::Status PsNode::Impl::BecomeSpare(const absl::Status& refusal) {
 uint64_t PsNode::Impl::epoch() const {
   absl::MutexLock lock(&mu_);
   return shard_ ? shard_->epoch() : 0;
+}
+
+int64_t PsNode::Impl::sparse_budget_bytes() const {
+  absl::MutexLock lock(&mu_);
+  return shard_ ? shard_->sparse_budget_bytes() : 0;
 }
 
 std::vector<Shard::SparseTableStats> PsNode::Impl::sparse_stats() const {

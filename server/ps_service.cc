@@ -64,7 +64,10 @@ grpc::ServerUnaryReactor* PsService::Pull(grpc::CallbackServerContext* context,
                                           grpc::ByteBuffer* response) {
   Shard* shard = shard_.load();
   if (shard == nullptr) return Finish(context, NoShard(), "pull");
-  proto::PullRequest pull;           // small: block ids only
+  // A sparse pull's request carries its keys: bounded before it is parsed.
+  absl::Status sized = shard->CheckReadSize("pull", request->Length());
+  if (!sized.ok()) return Finish(context, sized, "pull");
+  proto::PullRequest pull;
   grpc::ByteBuffer bytes(*request);  // shares the slices; parsing consumes it
   if (!grpc::SerializationTraits<proto::PullRequest>::Deserialize(&bytes, &pull)
            .ok()) {
@@ -268,11 +271,29 @@ grpc::ServerUnaryReactor* PsService::Checksums(
 }
 
 grpc::ServerUnaryReactor* PsService::Lookup(
-    grpc::CallbackServerContext* context, const proto::LookupRequest* request,
-    proto::LookupResponse* response) {
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
   Shard* shard = shard_.load();
-  return Finish(context, shard ? shard->Lookup(*request, response) : NoShard(),
-                "lookup");
+  if (shard == nullptr) return Finish(context, NoShard(), "lookup");
+  absl::Status sized = shard->CheckReadSize("lookup", request->Length());
+  if (!sized.ok()) return Finish(context, sized, "lookup");
+  proto::LookupRequest lookup;
+  grpc::ByteBuffer bytes(*request);  // shares the slices; parsing consumes it
+  if (!grpc::SerializationTraits<proto::LookupRequest>::Deserialize(&bytes,
+                                                                    &lookup)
+           .ok()) {
+    return Finish(context,
+                  absl::InvalidArgumentError("malformed lookup request"),
+                  "lookup");
+  }
+  proto::LookupResponse reply;
+  absl::Status found = shard->Lookup(lookup, &reply);
+  if (found.ok()) {
+    bool own_buffer = false;
+    (void)grpc::SerializationTraits<proto::LookupResponse>::Serialize(
+        reply, response, &own_buffer);
+  }
+  return Finish(context, found, "lookup");
 }
 
 }  // namespace downpour::server

@@ -35,7 +35,7 @@ namespace downpour::server {
 // shard's backup holds it (Replicator::WhenReplicated). A standby serves
 // Replicate into its Replica; a daemon that serves a shard refuses it.
 //
-// Pull and Push take and give raw bytes (rpc/wire_format.h): a push's
+// Pull, Push and Lookup take and give raw bytes (rpc/wire_format.h): a push's
 // payloads are applied from the received slices, a pull's are copied once,
 // from the shard into the reply. The bytes are ps.proto's messages, so
 // protobuf clients see no difference.
@@ -44,7 +44,7 @@ class PsService final
           proto::ParameterServer::WithRawCallbackMethod_Push<
               proto::ParameterServer::WithCallbackMethod_Checksums<
                   proto::ParameterServer::WithCallbackMethod_Replicate<
-                      proto::ParameterServer::WithCallbackMethod_Lookup<
+                      proto::ParameterServer::WithRawCallbackMethod_Lookup<
                           proto::ParameterServer::Service>>>>> {
  public:
   // A bound on threads for held pushes: workers x kPushRequestsPerShard (the
@@ -97,9 +97,11 @@ class PsService final
       grpc::CallbackServerContext* context,
       const proto::ReplicateRequest* request,
       proto::ReplicateResponse* response) override;
+  // Raw, so that a request too large for the bytes of replies in flight
+  // (Shard::CheckReadSize) is refused before it is parsed.
   grpc::ServerUnaryReactor* Lookup(grpc::CallbackServerContext* context,
-                                   const proto::LookupRequest* request,
-                                   proto::LookupResponse* response) override;
+                                   const grpc::ByteBuffer* request,
+                                   grpc::ByteBuffer* response) override;
 
  private:
   struct PushCall;

@@ -61,6 +61,7 @@ Shard::Shard(const Config& config, int index, ModelSpec spec,
       pull_(&spec_, config.cluster.workers.size()),
       store_(std::move(store)),
       sparse_(std::move(sparse)),
+      replies_(sparse_->budget().reply_bytes()),
       epoch_(index),
       // The restored applied-push windows go on, so pushes acknowledged
       // before the checkpoint are not applied again.
@@ -162,6 +163,7 @@ absl::Status Shard::ValidatePush(const wire::PushView& request,
   checked->rows.clear();
   absl::Status valid = ValidateDensePush(request, *store_, &guard_, checked);
   if (valid.ok()) valid = sparse_->DecodePush(request, &checked->rows);
+  if (valid.ok()) valid = MakeRoom(request, checked->rows);
   if (valid.ok()) return valid;
   checked->rows.clear();
   counters_->stats().rejected_pushes.Increment(1);
@@ -174,8 +176,29 @@ absl::Status Shard::ValidatePush(const wire::PushView& request,
   return valid;
 }
 
+absl::Status Shard::MakeRoom(
+    const wire::PushView& request,
+    const std::vector<SparseTables::DecodedRows>& rows) {
+  std::vector<std::vector<uint64_t>> evicted;
+  RETURN_IF_ERROR(sparse_->MakeRoom(rows, request.worker_id, &evicted));
+  bool any = false;
+  for (size_t t = 0; t < evicted.size(); ++t) {
+    if (evicted[t].empty()) continue;
+    chain_.Evicted(t, evicted[t]);
+    any = true;
+  }
+  if (!any) return absl::OkStatus();
+  if (backup_named_) {
+    replica_log_.Changed(-1);
+  } else {
+    sparse_->ClearChanges();
+  }
+  return absl::OkStatus();
+}
+
 void Shard::SetReplicaLog(bool on) {
   absl::MutexLock lock(&mu_);
+  backup_named_ = on;
   replica_log_.SetLogging(on &&
                           DenseOptimizer(config_).delay_compensation <= 0);
 }
@@ -367,6 +390,10 @@ absl::Status Shard::PullSparse(const proto::PullRequest& request,
         "pull: a request asks for blocks or for sparse rows, not both");
   }
   RETURN_IF_ERROR(pull_.CheckReader(request.worker_id()));
+  // The reply's bytes are bounded before anything is allocated.
+  ASSIGN_OR_RETURN(const int64_t bytes, sparse_->PullBytes(request));
+  ASSIGN_OR_RETURN(const ReplyBytes::Hold hold,
+                   replies_.Take(bytes, "pull", absl::Now() + kReplyWait));
   // Keys are decoded and checked before the lock.
   int64_t total = 0;
   ASSIGN_OR_RETURN(const std::vector<std::vector<uint64_t>> keys,
@@ -389,6 +416,8 @@ std::vector<Shard::SparseTableStats> Shard::sparse_stats() const {
 absl::Status Shard::Lookup(const proto::LookupRequest& request,
                            proto::LookupResponse* response) const {
   response->Clear();
+  ASSIGN_OR_RETURN(const int64_t bytes, sparse_->LookupBytes(request));
+  ASSIGN_OR_RETURN(const ReplyBytes::Hold hold, replies_.Take(bytes, "lookup"));
   ASSIGN_OR_RETURN(const std::vector<uint64_t> keys,
                    sparse_->DecodeLookup(request, response));
   absl::ReaderMutexLock lock(&mu_);
@@ -397,6 +426,19 @@ absl::Status Shard::Lookup(const proto::LookupRequest& request,
         "lookup: this ps has no placement yet; retry");
   }
   return sparse_->ReadLookup(request, keys, response);
+}
+
+absl::Status Shard::CheckReadSize(const char* op, size_t request_bytes) const {
+  const int64_t keys = static_cast<int64_t>(request_bytes / sizeof(uint64_t));
+  // The parsed request, then LookupBytes at dim 1: 30 bytes a key.
+  const int64_t least = static_cast<int64_t>(request_bytes) + keys * 30;
+  if (least <= replies_.limit()) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      op, ": a request of ", request_bytes, " bytes (", keys,
+      " keys) needs at least ", least, " bytes to answer, over the ",
+      replies_.limit(),
+      " bytes this ps builds replies in at once (a quarter of "
+      "eviction.memory_budget_mb): ask for fewer keys per request"));
 }
 
 proto::ChecksumResponse Shard::Checksums() const {

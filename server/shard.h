@@ -41,6 +41,7 @@
 #include "server/push_guard.h"
 #include "server/refusal_memory.h"
 #include "server/replication/replica_log.h"
+#include "server/reply_bytes.h"
 #include "server/sparse_tables.h"
 
 namespace downpour::server {
@@ -154,18 +155,34 @@ class Shard {
   // A hold's longest wait, and its margin before the deadline.
   static constexpr absl::Duration kMaxHold = absl::Seconds(10);
   static constexpr absl::Duration kHoldMargin = absl::Milliseconds(500);
+  // A sparse pull's longest wait for room among the replies in flight.
+  static constexpr absl::Duration kReplyWait = absl::Seconds(2);
 
   // The sparse rows of a pull (InvalidArgument when it asks for blocks too):
-  // SparseTables::DecodePull and ReadPull, with VisitBlocks' checks.
+  // SparseTables::DecodePull and ReadPull, with VisitBlocks' checks, within
+  // the bytes of replies in flight (SparseTables::PullBytes, ReplyBytes:
+  // waits up to kReplyWait for room, then Unavailable).
   absl::Status PullSparse(const proto::PullRequest& request,
                           proto::PullResponse* response) const
       ABSL_LOCKS_EXCLUDED(mu_);
   // Read-only rows of one table (SparseTables::DecodeLookup, ReadLookup);
-  // Unavailable before the first placement.
+  // Unavailable before the first placement. Within the bytes of replies in
+  // flight (SparseTables::LookupBytes, ReplyBytes: Unavailable at once when
+  // others hold them).
   absl::Status Lookup(const proto::LookupRequest& request,
                       proto::LookupResponse* response) const
       ABSL_LOCKS_EXCLUDED(mu_);
+  // Before a Lookup or pull request (`op`) of `request_bytes` is parsed:
+  // ResourceExhausted when the least its parse and reply take (the keys
+  // parsed and copied, a float and a byte a key: SparseTables::LookupBytes
+  // at dim 1) pass the bound of replies in flight alone (ask for fewer
+  // keys). A dense pull's request (block ids) is far below it.
+  absl::Status CheckReadSize(const char* op, size_t request_bytes) const;
 
+  // The bytes the sparse tables may hold (MemoryBudget::table_bytes()).
+  int64_t sparse_budget_bytes() const {
+    return sparse_->budget().table_bytes();  // constant
+  }
   // One sparse table as Status and tests see it.
   using SparseTableStats = SparseTables::Stats;
   std::vector<SparseTableStats> sparse_stats() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -216,9 +233,17 @@ class Shard {
                                 absl::Time until, proto::PushResponse* response,
                                 CheckedPush* checked)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // ValidateDensePush, then SparseTables::DecodePush; a refusal but the rate
-  // bound's (Unavailable) uses up the sequence.
+  // ValidateDensePush, then SparseTables::DecodePush and MakeRoom; a refusal
+  // but the rate bound's (Unavailable) and the memory budget's
+  // (ResourceExhausted) uses up the sequence.
   absl::Status ValidatePush(const wire::PushView& request, CheckedPush* checked)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // SparseTables::MakeRoom for `rows`; the keys it evicted become the
+  // checkpoint chain's tombstones and the backup's next cut's (without a
+  // backup, whose next one starts from a full cut, the tables' change
+  // records are dropped instead: a flood's evictions must not pile up).
+  absl::Status MakeRoom(const wire::PushView& request,
+                        const std::vector<SparseTables::DecodedRows>& rows)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The bsp path of Push: `rows` join their tables' rounds.
   absl::Status PushBsp(const wire::PushView& request,
@@ -242,6 +267,8 @@ class Shard {
   const std::unique_ptr<BlockStore> store_ ABSL_PT_GUARDED_BY(mu_);
   // Guarded by mu_ but for SparseTables' "constants only".
   const std::unique_ptr<SparseTables> sparse_;
+  // Bytes of Lookup and sparse pull replies in flight (thread-safe itself).
+  mutable ReplyBytes replies_;
   PlacementEpoch epoch_ ABSL_GUARDED_BY(mu_);
   PushAdmission admission_ ABSL_GUARDED_BY(mu_);  // built before chain_
   CheckpointChain chain_ ABSL_GUARDED_BY(mu_);
@@ -249,6 +276,9 @@ class Shard {
   RefusalMemory refusals_ ABSL_GUARDED_BY(mu_);
   ConsistencyGate gate_ ABSL_GUARDED_BY(mu_);  // training.consistency
   ReplicaLog replica_log_ ABSL_GUARDED_BY(mu_);
+  // A backup is named (SetReplicaLog): the sparse tables' change records
+  // wait for its next cut; without one MakeRoom drops them.
+  bool backup_named_ ABSL_GUARDED_BY(mu_) = false;
   // Writes store_, sparse_, admission_, guard_'s norms and replica_log_.
   ModelUpdates updates_ ABSL_GUARDED_BY(mu_);
 };

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/push_sequence.h"
 #include "common/sparse_keys.h"
 #include "common/testing/poll.h"
@@ -24,6 +25,7 @@ namespace {
 
 using ::downpour::testing::IsOk;
 using ::downpour::testing::StatusIs;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 class ShardSparseTest : public ::testing::Test {
@@ -274,7 +276,7 @@ TEST_F(ShardSparseTest, TheBucketsOfThePlacementDecideWhichKeysAPsTakes) {
 
 // Lookup reads rows by key in any order, marks the keys without a row
 // missing (with their initial values), creates nothing, and refuses another
-// ps's keys and bad bytes.
+// ps's keys and bad bytes (a key asked twice: the next test).
 TEST_F(ShardSparseTest, LookupReadsRowsAndMarksTheMissingOnes) {
   auto shard = MakeShard(0);
   const std::vector<uint64_t> keys = KeysOf(0, 3);
@@ -282,13 +284,13 @@ TEST_F(ShardSparseTest, LookupReadsRowsAndMarksTheMissingOnes) {
   ASSERT_THAT(shard->Push(SparsePush({keys[0], keys[1]}, {1, 1}, 1), &pushed),
               IsOk());
   proto::LookupRequest request;
-  const uint64_t asked[4] = {keys[2], keys[1], keys[0], keys[1]};
+  const uint64_t asked[3] = {keys[2], keys[1], keys[0]};
   request.set_keys(asked, sizeof(asked));
   proto::LookupResponse response;
   ASSERT_THAT(shard->Lookup(request, &response), IsOk());
   EXPECT_EQ(response.dim(), 1u);
-  EXPECT_EQ(response.missing(), std::string("\1\0\0\0", 4));
-  float v[4];
+  EXPECT_EQ(response.missing(), std::string("\1\0\0", 3));
+  float v[3];
   ASSERT_EQ(response.values().size(), sizeof(v));
   std::memcpy(v, response.values().data(), sizeof(v));
   EXPECT_EQ(v[0], 0.0f);
@@ -308,6 +310,103 @@ TEST_F(ShardSparseTest, LookupReadsRowsAndMarksTheMissingOnes) {
   EXPECT_THAT(shard->Lookup(request, &response),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("unknown sparse table 2")));
+}
+
+// --- The memory budget (issue 42) -----------------------------------------
+
+// A flood of fresh keys from one worker next to a job that keeps touching
+// its keys: the tables stay within the budget's half, the flood evicts its
+// own rows, every row of the job survives with its updates.
+TEST_F(ShardSparseTest, AFloodOfFreshKeysStaysWithinTheBudget) {
+  config_.eviction.memory_budget_mb = 16;  // tables: 8 MiB
+  auto shard = MakeShard(0);
+  const int64_t limit = int64_t{8} << 20;
+  const std::vector<uint64_t> keys = KeysOf(0, 40000 * 12 + 100);
+  const std::vector<uint64_t> job(keys.begin(), keys.begin() + 100);
+  proto::PushResponse response;
+  for (int round = 0; round < 12; ++round) {
+    ASSERT_THAT(shard->Push(SparsePush(job, std::vector<float>(100, 0.1f),
+                                       MakeSequence(1, round + 1), 0),
+                            &response),
+                IsOk());
+    const std::vector<uint64_t> flood(keys.begin() + 100 + round * 40000,
+                                      keys.begin() + 100 + (round + 1) * 40000);
+    ASSERT_THAT(shard->Push(SparsePush(flood, std::vector<float>(40000, 0.1f),
+                                       MakeSequence(1, round + 1), 1),
+                            &response),
+                IsOk());
+    EXPECT_LE(shard->sparse_stats()[0].bytes, limit) << "round " << round;
+  }
+  EXPECT_GT(counters_.Get("sparse_budget_evicted_rows"), 100000);
+  EXPECT_EQ(counters_.Get("sparse_refused_keys"), 0);
+  proto::LookupRequest lookup;
+  lookup.set_keys(job.data(), job.size() * sizeof(uint64_t));
+  proto::LookupResponse found;
+  ASSERT_THAT(shard->Lookup(lookup, &found), IsOk());
+  EXPECT_EQ(found.missing(), std::string(100, '\0'))
+      << "every row the job keeps touching is held";
+}
+
+// A push whose new keys cannot fit even with every other row evicted is
+// refused whole, naming the budget, a key and the fix; its sequence is not
+// used up, and nothing was evicted for it.
+TEST_F(ShardSparseTest, APushBeyondTheBudgetIsRefusedWholeAndNotUsedUp) {
+  config_.eviction.memory_budget_mb = 16;
+  auto shard = MakeShard(0);
+  const std::vector<uint64_t> keys = KeysOf(0, 400000);
+  proto::PushResponse response;
+  const std::vector<uint64_t> held(keys.begin(), keys.begin() + 10);
+  ASSERT_THAT(shard->Push(SparsePush(held, std::vector<float>(10, 1.0f),
+                                     MakeSequence(1, 1)),
+                          &response),
+              IsOk());
+  const uint64_t sequence = MakeSequence(1, 2);
+  EXPECT_THAT(
+      shard->Push(
+          SparsePush(keys, std::vector<float>(keys.size(), 1.0f), sequence),
+          &response),
+      StatusIs(absl::StatusCode::kResourceExhausted,
+               AllOf(HasSubstr("eviction.memory_budget_mb"),
+                     HasSubstr(absl::StrCat("key ", keys[10])),
+                     HasSubstr("nothing of the push was applied"))));
+  EXPECT_EQ(shard->sparse_stats()[0].rows, 10) << "nothing evicted or made";
+  EXPECT_EQ(counters_.Get("sparse_refused_keys"), 399990);
+  const std::vector<uint64_t> fits(keys.begin(), keys.begin() + 1000);
+  EXPECT_THAT(
+      shard->Push(SparsePush(fits, std::vector<float>(1000, 1.0f), sequence),
+                  &response),
+      IsOk());
+  EXPECT_FALSE(response.duplicate()) << "the refusal did not use it up";
+  EXPECT_EQ(shard->sparse_stats()[0].rows, 1000);
+}
+
+// Lookups and pulls: a key asked twice is refused, and a reply that would
+// pass the bytes of replies in flight (a quarter of the budget) is refused
+// before anything is allocated.
+TEST_F(ShardSparseTest, LookupsAndPullsAreBoundedInKeysAndBytes) {
+  config_.eviction.memory_budget_mb = 16;  // replies: 4 MiB in flight
+  auto shard = MakeShard(0);
+  const std::vector<uint64_t> keys = KeysOf(0, 200000);
+  proto::LookupRequest lookup;
+  const uint64_t twice[3] = {keys[1], keys[0], keys[1]};
+  lookup.set_keys(twice, sizeof(twice));
+  proto::LookupResponse found;
+  EXPECT_THAT(shard->Lookup(lookup, &found),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr(absl::StrCat(
+                           "key ", keys[1], " is asked for more than once"))));
+  EXPECT_TRUE(found.values().empty());
+  lookup.set_keys(keys.data(), keys.size() * sizeof(uint64_t));
+  EXPECT_THAT(shard->Lookup(lookup, &found),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       HasSubstr("ask for fewer keys per request")));
+  EXPECT_TRUE(found.values().empty()) << "refused before allocating";
+  proto::PullResponse pulled;
+  EXPECT_THAT(shard->PullSparse(SparsePull(keys), &pulled),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       HasSubstr("ask for fewer keys per request")));
+  lookup.set_keys(keys.data(), 1000 * sizeof(uint64_t));
+  EXPECT_THAT(shard->Lookup(lookup, &found), IsOk());
 }
 
 // A bsp round of a table: each active worker's rows (its keys, or none)

@@ -365,22 +365,71 @@ int64_t SparseTable::Apply(const uint64_t* keys, int64_t n, const float* grads,
   return created_ - created_before;
 }
 
+namespace {
+
+// Bytes of one slot of the index (absl::flat_hash_map: the pair and a
+// control byte).
+constexpr int64_t kIndexSlotBytes =
+    sizeof(std::pair<const uint64_t, uint32_t>) + 1;
+
+// The index's capacity once it holds `rows` keys: absl's flat_hash_map
+// grows to 2^k - 1 slots when a table fills to 7/8.
+int64_t IndexCapacityFor(int64_t rows) {
+  int64_t capacity = 1;
+  while (capacity - capacity / 8 < rows) capacity = capacity * 2 + 1;
+  return capacity;
+}
+
+}  // namespace
+
+int64_t SparseTable::row_bytes() const {
+  return stride_ * static_cast<int64_t>(sizeof(float)) + sizeof(uint32_t) +
+         (track_clocks_ ? sizeof(uint64_t) : 0) +
+         (options_.track_changes ? sizeof(uint64_t) : 0);
+}
+
+int64_t SparseTable::ArenaBytes(int64_t rows) const {
+  const int64_t chunks = (rows + kRowsPerChunk - 1) / kRowsPerChunk;
+  return chunks * kRowsPerChunk * row_bytes();
+}
+
 int64_t SparseTable::bytes() const {
-  using Slot = std::pair<const uint64_t, uint32_t>;
   const int64_t index_bytes =
-      static_cast<int64_t>(index_.capacity()) * (sizeof(Slot) + 1);
-  const int64_t chunk_bytes = static_cast<int64_t>(chunks_.size()) *
-                              kRowsPerChunk *
-                              (stride_ * sizeof(float) + sizeof(uint32_t));
+      static_cast<int64_t>(index_.capacity()) * kIndexSlotBytes;
   const int64_t change_bytes =
-      static_cast<int64_t>(pending_.capacity()) * (sizeof(Slot) + 1) +
-      static_cast<int64_t>(keys_.size()) * kRowsPerChunk * sizeof(uint64_t) +
+      static_cast<int64_t>(pending_.capacity()) * kIndexSlotBytes +
       static_cast<int64_t>(changed_.capacity()) * sizeof(uint32_t) +
       static_cast<int64_t>(changed_bits_.capacity()) * sizeof(uint64_t) +
       static_cast<int64_t>(evicted_keys_.capacity()) * sizeof(uint64_t);
-  const int64_t clock_bytes =
-      static_cast<int64_t>(clocks_.size()) * kRowsPerChunk * sizeof(uint64_t);
-  return index_bytes + chunk_bytes + change_bytes + clock_bytes;
+  return index_bytes +
+         ArenaBytes(static_cast<int64_t>(chunks_.size()) * kRowsPerChunk) +
+         change_bytes;
+}
+
+int64_t SparseTable::pending_bytes() const {
+  return static_cast<int64_t>(pending_.capacity()) * kIndexSlotBytes;
+}
+
+int64_t SparseTable::CountFresh(const uint64_t* keys, int64_t n) const {
+  int64_t fresh = 0;
+  for (int64_t i = 0; i < n; ++i) fresh += !index_.contains(keys[i]);
+  return fresh;
+}
+
+int64_t SparseTable::BytesAt(int64_t rows) const {
+  // The index keeps its slots when rows go (DropRows gives them back only
+  // far below), so it is the larger of now and what `rows` needs; a growth
+  // holds the old slots and the new ones at once.
+  const int64_t now = static_cast<int64_t>(index_.capacity());
+  const int64_t needed = IndexCapacityFor(rows);
+  const int64_t index_bytes =
+      (needed > now ? needed + now : now) * kIndexSlotBytes;
+  // Changes recorded for the next replica cut: up to a row changed each.
+  const int64_t change_bytes =
+      options_.track_changes
+          ? rows * static_cast<int64_t>(sizeof(uint32_t) + sizeof(uint64_t))
+          : 0;
+  return index_bytes + ArenaBytes(rows) + change_bytes;
 }
 
 SparseTable::Rows SparseTable::RowsOf(
@@ -434,7 +483,7 @@ void SparseTable::ClearChanges() {
     changed_bits_[row / 64] &= ~(uint64_t{1} << (row % 64));
   }
   changed_.clear();
-  evicted_keys_.clear();
+  evicted_keys_ = std::vector<uint64_t>();  // its memory too
 }
 
 void SparseTable::TrackClocks() {
@@ -487,37 +536,83 @@ std::vector<uint64_t> SparseTable::Evict() {
       }
     }
   }
-  // Beyond max_rows: the `excess` least recently updated of the rest. A
-  // row's clock is unique unless it came without one (restored from an
-  // older checkpoint, or merged from a replica's cut): ties go by row.
-  const int64_t excess = n - count - max_rows;
-  if (max_rows > 0 && excess > 0) {
-    std::vector<uint64_t> ages;
-    ages.reserve(n - count);
-    for (int64_t r = 0; r < n; ++r) {
-      if (!Marked(victims, r))
-        ages.push_back(RowClock(static_cast<uint32_t>(r)));
-    }
-    std::nth_element(ages.begin(), ages.begin() + (excess - 1), ages.end());
-    const uint64_t threshold = ages[excess - 1];
-    ages = std::vector<uint64_t>();
-    int64_t taken = 0;
-    for (int64_t r = 0; r < n; ++r) {
-      if (!Marked(victims, r) &&
-          RowClock(static_cast<uint32_t>(r)) < threshold) {
-        Mark(&victims, r);
-        ++taken;
-      }
-    }
-    for (int64_t r = 0; r < n && taken < excess; ++r) {
-      if (!Marked(victims, r) &&
-          RowClock(static_cast<uint32_t>(r)) == threshold) {
-        Mark(&victims, r);
-        ++taken;
-      }
-    }
-    count += taken;
+  // Beyond max_rows: the least recently updated of the rest.
+  if (max_rows > 0) {
+    count += MarkLeast(n - count - max_rows, /*probation_first=*/false, nullptr,
+                       &victims);
   }
+  return DropVictims(victims, count);
+}
+
+std::vector<uint64_t> SparseTable::EvictForRoom(int64_t keep_rows,
+                                                const uint64_t* keep_keys,
+                                                int64_t n) {
+  // Admission's counts are a hint, not state: under pressure they go first.
+  if (!pending_.empty()) pending_ = absl::flat_hash_map<uint64_t, uint32_t>();
+  const int64_t held = rows();
+  if (keep_rows >= held) return {};
+  TrackClocks();  // a no-op where kept (SparseTables always keeps them)
+  std::vector<uint64_t> kept;
+  const int64_t protected_rows =
+      MarkKeys(std::vector<uint64_t>(keep_keys, keep_keys + n), &kept);
+  std::vector<uint64_t> victims((held + 63) / 64, 0);
+  const int64_t excess = std::min(held - keep_rows, held - protected_rows);
+  const int64_t count =
+      MarkLeast(excess, /*probation_first=*/true, &kept, &victims);
+  std::vector<uint64_t> keys = DropVictims(victims, count);
+  // The erased keys' slots stay tombstones, which would make the index grow
+  // as it refills: a rehash to the rows held clears them.
+  index_.rehash(0);
+  changed_.shrink_to_fit();  // its capacity followed the larger table
+  return keys;
+}
+
+int64_t SparseTable::MarkLeast(int64_t excess, bool probation_first,
+                               const std::vector<uint64_t>* skip,
+                               std::vector<uint64_t>* victims) const {
+  if (excess <= 0) return 0;
+  const int64_t n = rows();
+  // A row's rank: its clock, unique unless it came without one (restored
+  // from an older checkpoint, or merged from a replica's cut): ties go by
+  // row. With probation_first, rows updated once rank below every row
+  // updated more often (the top bit), so a flood of keys touched once
+  // evicts its own rows before the rows training keeps touching.
+  auto rank = [&](int64_t r) {
+    const uint32_t row = static_cast<uint32_t>(r);
+    const uint64_t established =
+        probation_first && RowVersion(row) >= 2 ? uint64_t{1} << 63 : 0;
+    return established | RowClock(row);
+  };
+  auto candidate = [&](int64_t r) {
+    return !Marked(*victims, r) && (skip == nullptr || !Marked(*skip, r));
+  };
+  std::vector<uint64_t> ranks;
+  for (int64_t r = 0; r < n; ++r) {
+    if (candidate(r)) ranks.push_back(rank(r));
+  }
+  excess = std::min<int64_t>(excess, static_cast<int64_t>(ranks.size()));
+  if (excess <= 0) return 0;
+  std::nth_element(ranks.begin(), ranks.begin() + (excess - 1), ranks.end());
+  const uint64_t threshold = ranks[excess - 1];
+  ranks = std::vector<uint64_t>();
+  int64_t taken = 0;
+  for (int64_t r = 0; r < n; ++r) {
+    if (candidate(r) && rank(r) < threshold) {
+      Mark(victims, r);
+      ++taken;
+    }
+  }
+  for (int64_t r = 0; r < n && taken < excess; ++r) {
+    if (candidate(r) && rank(r) == threshold) {
+      Mark(victims, r);
+      ++taken;
+    }
+  }
+  return taken;
+}
+
+std::vector<uint64_t> SparseTable::DropVictims(
+    const std::vector<uint64_t>& victims, int64_t count) {
   if (count == 0) return {};
   std::vector<uint64_t> keys = DropRows(victims, count);
   evicted_rows_ += count;

@@ -200,8 +200,23 @@ class SparseTable {
   // eviction and ChangedSince measure in.
   uint64_t clock() const { return clock_; }
   bool tracks_clocks() const { return track_clocks_; }
-  // Heap bytes held: the arena's chunks and the index's slots.
+  // Heap bytes held: the arena's chunks, the index's slots, admission's
+  // counts and the changes recorded for the next replica cut.
   int64_t bytes() const;
+  // Bytes a row takes in the arena: values, state, version, clock (when
+  // kept) and key (track_changes).
+  int64_t row_bytes() const;
+  // The heap bytes the table would hold with `rows` rows, admission's
+  // counts left out: the arena's whole chunks, the index's slots (those it
+  // has now, or, where `rows` needs more, those and the grown ones together,
+  // as during a rehash) and the changes a replica cut may record. An upper
+  // bound of bytes() after Apply or EvictForRoom leaves `rows` rows, for
+  // the memory budget (server/memory_budget.h).
+  int64_t BytesAt(int64_t rows) const;
+  // Admission's counts' bytes (EvictForRoom drops them).
+  int64_t pending_bytes() const;
+  // How many of `keys` have no row (the rows Apply would create at most).
+  int64_t CountFresh(const uint64_t* keys, int64_t n) const;
 
   // Rows of one moment, for checkpoints and replicas: keys ascending, with
   // values and state together (never taken at different moments), and the
@@ -271,6 +286,17 @@ class SparseTable {
   // when eviction is off.
   std::vector<uint64_t> Evict();
 
+  // Eviction for the memory budget (server/memory_budget.h): drops the
+  // least valuable rows until `keep_rows` remain, never the rows of
+  // `keep_keys` (n of them: the push about to be applied). Least valuable:
+  // rows updated once (a flood of keys touched once) before rows updated
+  // more often, each group least recently updated first. Admission's counts
+  // are dropped too. Versions, tombstones and counts as Evict's. Returns
+  // the keys dropped, ascending. Without clocks kept (tracks_clocks()), it
+  // starts keeping them: every row then looks as recent as the others.
+  std::vector<uint64_t> EvictForRoom(int64_t keep_rows,
+                                     const uint64_t* keep_keys, int64_t n);
+
   // `over` applied to `under` (both of this table's shape): the rows of
   // over.evicted_keys dropped, then over's rows inserted or replacing, with
   // over's clock and evicted versions. Its evicted_keys are the union of
@@ -296,6 +322,18 @@ class SparseTable {
   uint64_t& RowClock(uint32_t row) const {
     return clocks_[row / kRowsPerChunk][row % kRowsPerChunk];
   }
+  // Marks in *victims the `excess` unmarked rows (not in *skip, when given)
+  // of the lowest rank: the row's clock, with probation_first rows updated
+  // once below the others. Returns how many it marked (fewer when fewer
+  // are left).
+  int64_t MarkLeast(int64_t excess, bool probation_first,
+                    const std::vector<uint64_t>* skip,
+                    std::vector<uint64_t>* victims) const;
+  // DropRows, counted and kept as tombstones for the replica.
+  std::vector<uint64_t> DropVictims(const std::vector<uint64_t>& victims,
+                                    int64_t count);
+  // The arena's bytes for `rows` rows (whole chunks).
+  int64_t ArenaBytes(int64_t rows) const;
   // Drops the rows marked in `victims` (a bit per row), `count` of them,
   // compacting the arena; returns their keys, ascending.
   std::vector<uint64_t> DropRows(const std::vector<uint64_t>& victims,

@@ -738,5 +738,56 @@ TEST(SparseTableTest, CreateRefusesImpossibleOptions) {
                        HasSubstr("valid: sgd, adagrad, adam, ftrl")));
 }
 
+// --- Eviction for the memory budget (issue 42) ---------------------------
+
+// A flood of keys touched once goes before rows training keeps touching,
+// however recent the flood; the push's own keys are never evicted.
+TEST(SparseTableTest, EvictForRoomDropsRowsTouchedOnceBeforeTheOthers) {
+  auto t = EvictingTable(0, 0, /*track_changes=*/true);
+  t->TrackClocks();  // as SparseTables' tables do
+  for (uint64_t key = 1; key <= 10; ++key) {
+    ApplyOne(t.get(), key);
+    ApplyOne(t.get(), key);  // established: updated twice
+  }
+  for (uint64_t key = 1000; key < 1100; ++key) ApplyOne(t.get(), key);
+  const uint64_t updates = t->version_sum();
+  const uint64_t keep_keys[] = {1000, 1099};  // the push about to land
+  const std::vector<uint64_t> gone = t->EvictForRoom(12, keep_keys, 2);
+  EXPECT_EQ(gone.size(), 98u);
+  EXPECT_EQ(t->rows(), 12);
+  for (uint64_t key = 1; key <= 10; ++key) {
+    EXPECT_TRUE(t->Contains(key)) << key << ": updated twice, kept";
+  }
+  EXPECT_TRUE(t->Contains(1000)) << "the push's own keys stay";
+  EXPECT_TRUE(t->Contains(1099));
+  EXPECT_EQ(t->version_sum(), updates) << "eviction loses no row update";
+  EXPECT_EQ(t->rows_evicted(), 98);
+  EXPECT_EQ(t->TakeChanges().evicted_keys, gone) << "tombstones for the copy";
+  // Beyond the flood, the least recently updated established rows go.
+  const std::vector<uint64_t> more = t->EvictForRoom(8, keep_keys, 2);
+  EXPECT_EQ(more, (std::vector<uint64_t>{1, 2, 3, 4}));
+  // Never below the push's own rows.
+  EXPECT_EQ(t->EvictForRoom(0, keep_keys, 2).size(), 6u);
+  EXPECT_EQ(t->rows(), 2);
+}
+
+// BytesAt bounds bytes() at any size the table grows or shrinks to.
+TEST(SparseTableTest, BytesAtBoundsTheBytesHeld) {
+  auto t = EvictingTable(0, 0, /*track_changes=*/true);
+  t->TrackClocks();
+  for (int64_t rows : {0, 1, 1000, 70000, 150000}) {
+    const int64_t bound = t->BytesAt(rows);
+    for (uint64_t key = t->rows(); key < static_cast<uint64_t>(rows); ++key) {
+      ApplyOne(t.get(), key + 1);
+    }
+    EXPECT_LE(t->bytes(), bound) << rows << " rows";
+    EXPECT_GE(t->bytes(), rows * t->row_bytes()) << rows << " rows";
+  }
+  t->EvictForRoom(1000, nullptr, 0);
+  t->TakeChanges();  // the replica's cut takes the tombstones
+  EXPECT_LE(t->bytes(), t->BytesAt(1000)) << "after an eviction";
+  EXPECT_LT(t->BytesAt(1000), t->BytesAt(150000)) << "chunks freed";
+}
+
 }  // namespace
 }  // namespace downpour::server

@@ -56,7 +56,8 @@ absl::StatusOr<SparseTable::Options> SparseTableOptions(
   // Eviction at checkpoint time; clocks for it and for delta checkpoints.
   options.evict_ttl_updates = config.eviction.ttl_updates;
   options.evict_max_rows = config.eviction.max_rows;
-  options.track_clocks = config.checkpoint.incremental;
+  // Clocks always: the memory budget evicts the least recently updated.
+  options.track_clocks = true;
   // A replicated shard sends its backup the rows changed since each cut.
   options.track_changes = config.cluster.replication >= 2;
   options.admit_min_count =
@@ -139,8 +140,102 @@ SparseTables::SparseTables(const Config& config, int index,
       max_gradient_value_(config.optimizer.max_gradient_value),
       specs_(spec.sparse_tables()),
       tables_(std::move(tables)),
-      counters_(counters) {
-  if (!tables_.empty()) counters_->stats().sparse_evicted_rows.Increment(0);
+      counters_(counters),
+      budget_(MemoryBudget::ForPs(config, index)) {
+  if (tables_.empty()) return;
+  auto& stats = counters_->stats();
+  stats.sparse_evicted_rows.Increment(0);
+  stats.sparse_budget_evicted_rows.Increment(0);
+  stats.sparse_refused_keys.Increment(0);
+  SPDLOG_LOGGER_INFO(L(),
+                     "ps {}: memory budget {} MiB ({}); sparse tables hold at "
+                     "most {} MiB, replies in flight {} MiB",
+                     index_, budget_.budget_bytes() >> 20, budget_.origin(),
+                     budget_.table_bytes() >> 20, budget_.reply_bytes() >> 20);
+}
+
+absl::Status SparseTables::MakeRoom(
+    const std::vector<DecodedRows>& rows, int32_t worker,
+    std::vector<std::vector<uint64_t>>* evicted) {
+  evicted->assign(tables_.size(), {});
+  if (rows.empty()) return absl::OkStatus();
+  std::vector<MemoryBudget::Need> needs;
+  int64_t fresh = 0;
+  for (const std::unique_ptr<SparseTable>& table : tables_) {
+    needs.push_back({table.get(), 0, 0});
+  }
+  for (const DecodedRows& r : rows) {
+    const int64_t n = static_cast<int64_t>(r.keys.size());
+    MemoryBudget::Need& need = needs[IdOf(r.table)];
+    need.fresh_keys = r.table->CountFresh(r.keys.data(), n);
+    need.held_keys = n - need.fresh_keys;
+    fresh += need.fresh_keys;
+  }
+  if (fresh == 0) return absl::OkStatus();
+  absl::StatusOr<MemoryBudget::Plan> plan = budget_.PlanFor(needs);
+  if (!plan.ok()) {
+    counters_->stats().sparse_refused_keys.Increment(
+        static_cast<double>(fresh));
+    return RefuseForBudget(rows, worker, plan.status());
+  }
+  if (plan->evict) EvictForRoom(rows, *plan, evicted);
+  return absl::OkStatus();
+}
+
+absl::Status SparseTables::RefuseForBudget(const std::vector<DecodedRows>& rows,
+                                           int32_t worker,
+                                           const absl::Status& why) const {
+  uint64_t first = 0;
+  size_t table = 0;
+  int64_t fresh = 0;
+  for (const DecodedRows& r : rows) {
+    for (uint64_t key : r.keys) {
+      if (r.table->Contains(key)) continue;
+      if (fresh++ == 0) {
+        first = key;
+        table = IdOf(r.table);
+      }
+    }
+  }
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "sparse push: ", fresh, " new keys (the first: key ", first, " of table ",
+      table, ") do not fit the ps memory budget: ", why.message(),
+      "; nothing of the push was applied. Raise eviction.memory_budget_mb, "
+      "add ps shards, or push fewer new keys per request (worker ",
+      worker, ")"));
+}
+
+void SparseTables::EvictForRoom(const std::vector<DecodedRows>& rows,
+                                const MemoryBudget::Plan& plan,
+                                std::vector<std::vector<uint64_t>>* evicted) {
+  int64_t total = 0;
+  for (size_t t = 0; t < tables_.size(); ++t) {
+    const uint64_t* keys = nullptr;
+    int64_t n = 0;
+    for (const DecodedRows& r : rows) {
+      if (r.table != tables_[t].get()) continue;
+      keys = r.keys.data();
+      n = static_cast<int64_t>(r.keys.size());
+    }
+    std::vector<uint64_t> gone =
+        tables_[t]->EvictForRoom(plan.keep_rows[t], keys, n);
+    total += static_cast<int64_t>(gone.size());
+    (*evicted)[t] = std::move(gone);
+  }
+  auto& stats = counters_->stats();
+  stats.sparse_evicted_rows.Increment(static_cast<double>(total));
+  stats.sparse_budget_evicted_rows.Increment(static_cast<double>(total));
+  SPDLOG_LOGGER_DEBUG(L(),
+                      "ps {}: memory budget: {} sparse rows evicted, tables "
+                      "now within {} bytes",
+                      index_, total, plan.bytes_after);
+}
+
+size_t SparseTables::IdOf(const SparseTable* table) const {
+  for (size_t t = 0; t < tables_.size(); ++t) {
+    if (tables_[t].get() == table) return t;
+  }
+  return 0;
 }
 
 absl::StatusOr<std::vector<char>> SparseTables::BucketFlags(
@@ -351,6 +446,85 @@ absl::Status SparseTables::ReadPull(
   return absl::OkStatus();
 }
 
+namespace {
+
+// A reply of `keys` keys, `per_key` bytes each: ResourceExhausted past
+// SparseTables::kMaxReplyBytes.
+absl::Status CheckReplySize(const char* op, int64_t keys, int64_t per_key) {
+  const int64_t bytes = keys * per_key;
+  if (bytes <= SparseTables::kMaxReplyBytes) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      op, ": a reply of ", keys, " sparse keys would be ", bytes,
+      " bytes, over the ", SparseTables::kMaxReplyBytes,
+      "-byte message limit: ask for at most ",
+      SparseTables::kMaxReplyBytes / per_key, " keys per request"));
+}
+
+// The keys of `keys` (any order) each once: InvalidArgument naming the
+// first repeated one. Sorts a copy unless they are ascending.
+absl::Status CheckUnique(const char* op, const std::vector<uint64_t>& keys) {
+  if (std::is_sorted(keys.begin(), keys.end()) &&
+      std::adjacent_find(keys.begin(), keys.end()) == keys.end()) {
+    return absl::OkStatus();
+  }
+  std::vector<uint64_t> sorted = keys;
+  std::sort(sorted.begin(), sorted.end());
+  auto twice = std::adjacent_find(sorted.begin(), sorted.end());
+  if (twice == sorted.end()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(op, ": key ", *twice,
+                   " is asked for more than once; ask for each key once"));
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> SparseTables::PullBytes(
+    const proto::PullRequest& request) const {
+  int64_t keys = 0, reply = 0, values = 0;
+  for (const proto::SparseRows& rows : request.sparse()) {
+    if (rows.table() >= tables_.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("pull: unknown sparse table ", rows.table(),
+                       " (the model has ", tables_.size(), ")"));
+    }
+    const int64_t n = static_cast<int64_t>(rows.keys().size() / 8);
+    const int64_t dim = tables_[rows.table()]->dim();
+    keys += n;
+    values += n * dim * static_cast<int64_t>(sizeof(float));
+    reply += n * (dim * static_cast<int64_t>(sizeof(float)) + 4);
+  }
+  if (keys > SparseTable::kMaxKeysPerRequest) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pull: more than ", SparseTable::kMaxKeysPerRequest,
+                     " keys in one request; split it"));
+  }
+  if (keys > 0) RETURN_IF_ERROR(CheckReplySize("pull", keys, reply / keys));
+  // Keys copied, values read, the reply, and gRPC's serialized copy.
+  return keys * 8 + values + 2 * reply;
+}
+
+absl::StatusOr<int64_t> SparseTables::LookupBytes(
+    const proto::LookupRequest& request) const {
+  if (request.table() >= tables_.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("lookup: unknown sparse table ", request.table(),
+                     " (the model has ", tables_.size(), ")"));
+  }
+  const int64_t n = static_cast<int64_t>(request.keys().size() / 8);
+  if (n > SparseTable::kMaxKeysPerRequest) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("lookup: ", n, " keys; at most ",
+                     SparseTable::kMaxKeysPerRequest, " a request"));
+  }
+  const int64_t values =
+      n * tables_[request.table()]->dim() * static_cast<int64_t>(sizeof(float));
+  // The reply: values and a missing byte per key.
+  if (n > 0) RETURN_IF_ERROR(CheckReplySize("lookup", n, values / n + 1));
+  // Keys copied (and a sorted copy), values read, the reply, and gRPC's
+  // serialized copy.
+  return n * 16 + values + 2 * (values + n);
+}
+
 absl::StatusOr<std::vector<uint64_t>> SparseTables::DecodeLookup(
     const proto::LookupRequest& request,
     proto::LookupResponse* response) const {
@@ -370,6 +544,7 @@ absl::StatusOr<std::vector<uint64_t>> SparseTables::DecodeLookup(
         absl::StrCat("lookup: ", keys.size(), " keys; at most ",
                      SparseTable::kMaxKeysPerRequest, " a request"));
   }
+  RETURN_IF_ERROR(CheckUnique("lookup", keys));
   const int dim = tables_[request.table()]->dim();
   response->mutable_values()->resize(keys.size() * dim * sizeof(float));
   response->mutable_missing()->resize(keys.size());
@@ -443,6 +618,12 @@ std::vector<std::vector<uint64_t>> SparseTables::Evict() {
         static_cast<double>(total));
   }
   return evicted;
+}
+
+void SparseTables::ClearChanges() {
+  for (const std::unique_ptr<SparseTable>& table : tables_) {
+    table->ClearChanges();
+  }
 }
 
 std::vector<std::pair<uint32_t, SparseTable::Rows>> SparseTables::CutForReplica(

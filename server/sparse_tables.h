@@ -28,6 +28,7 @@
 #include "common/push_view.h"
 #include "proto/ps.pb.h"
 #include "server/checkpoint.h"
+#include "server/memory_budget.h"
 #include "server/sparse_table.h"
 
 namespace downpour::server {
@@ -80,6 +81,18 @@ class SparseTables {
   // error, each with "(worker N)"); *rows is cleared on error.
   absl::Status DecodePush(const wire::PushView& request,
                           std::vector<DecodedRows>* rows) const;
+  // Room in the memory budget (server/memory_budget.h) for the rows a push
+  // may create: when the tables with them would pass the budget's
+  // table_bytes(), rows not in the push are evicted first
+  // (SparseTable::EvictForRoom; counted "sparse_evicted_rows" and
+  // "sparse_budget_evicted_rows"), their keys appended to (*evicted)[t].
+  // ResourceExhausted naming the budget, the first new key and the fix when
+  // even evicting every other row leaves no room; nothing is evicted then
+  // and the new keys are counted ("sparse_refused_keys").
+  absl::Status MakeRoom(const std::vector<DecodedRows>& rows, int32_t worker,
+                        std::vector<std::vector<uint64_t>>* evicted);
+  const MemoryBudget& budget() const { return budget_; }
+
   // Applies the decoded rows of a push; returns the keys applied.
   int64_t Apply(const std::vector<DecodedRows>& rows);
   // A bsp round's rows of table `table` (mean gradients, summed counts):
@@ -91,6 +104,19 @@ class SparseTables {
   // only.
   int dim(uint32_t table) const;
 
+  // The largest reply of a sparse pull or Lookup: gRPC's message limit
+  // (rpc/server_util.h kMaxMessageBytes).
+  static constexpr int64_t kMaxReplyBytes = int64_t{64} << 20;
+  // The bytes a pull or a lookup of `request` holds while it is answered
+  // (the keys copied, the values read, the reply and its serialized copy),
+  // from the request's sizes alone, before anything is allocated: for
+  // ReplyBytes::Take. InvalidArgument for an unknown table or a key count
+  // beyond kMaxKeysPerRequest; ResourceExhausted when the reply would pass
+  // kMaxReplyBytes (ask for fewer keys). Constants only.
+  absl::StatusOr<int64_t> PullBytes(const proto::PullRequest& request) const;
+  absl::StatusOr<int64_t> LookupBytes(
+      const proto::LookupRequest& request) const;
+
   // A pull's keys per SparseRows, decoded and checked as Shard::PullSparse
   // says (not the buckets); *total: how many. Constants only.
   absl::StatusOr<std::vector<std::vector<uint64_t>>> DecodePull(
@@ -101,7 +127,8 @@ class SparseTables {
                         const std::vector<std::vector<uint64_t>>& keys,
                         proto::PullResponse* response) const;
   // A lookup's keys decoded and checked as Shard::Lookup says (not the
-  // buckets), and response's values and missing sized. Constants only.
+  // buckets: InvalidArgument for a key asked twice, found before the reply
+  // is allocated), and response's values and missing sized. Constants only.
   absl::StatusOr<std::vector<uint64_t>> DecodeLookup(
       const proto::LookupRequest& request,
       proto::LookupResponse* response) const;
@@ -123,12 +150,26 @@ class SparseTables {
   // Every table's rows for a replica cut: all of them (`full`), or those
   // changed since the last cut; a table with nothing to send is left out.
   std::vector<std::pair<uint32_t, SparseTable::Rows>> CutForReplica(bool full);
+  // Forgets the changes and tombstones recorded for the next replica cut
+  // (SparseTable::ClearChanges): for a shard without a backup, whose next
+  // backup starts from a full cut.
+  void ClearChanges();
   const SparseTable& table(size_t t) const { return *tables_[t]; }
 
  private:
   SparseTables(const Config& config, int index, const ModelSpec& spec,
                std::vector<std::unique_ptr<SparseTable>> tables,
                Counters* counters);
+
+  // MakeRoom's eviction by `plan`; the keys of `rows` kept.
+  void EvictForRoom(const std::vector<DecodedRows>& rows,
+                    const MemoryBudget::Plan& plan,
+                    std::vector<std::vector<uint64_t>>* evicted);
+  // MakeRoom's refusal: `why` with the first new key, the worker and the fix.
+  absl::Status RefuseForBudget(const std::vector<DecodedRows>& rows,
+                               int32_t worker, const absl::Status& why) const;
+  // The id of `table`, one of tables_.
+  size_t IdOf(const SparseTable* table) const;
 
   // The table `rows` names and its keys decoded and checked for this shard.
   absl::Status Decode(const wire::SparseRef& rows, DecodedRows* out) const;
@@ -148,6 +189,7 @@ class SparseTables {
   const std::vector<SparseTableSpec> specs_;
   const std::vector<std::unique_ptr<SparseTable>> tables_;  // by id
   Counters* const counters_;
+  const MemoryBudget budget_;  // eviction.memory_budget_mb
 
   // By bucket: 1 where this shard holds the bucket's keys (SetBuckets).
   std::vector<char> own_buckets_;
