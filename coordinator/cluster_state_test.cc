@@ -563,7 +563,7 @@ TEST_F(ClusterStateTest, ASecondDaemonCannotTakeALiveShard) {
   second.set_index(0);
   second.set_address("127.0.0.1:9");
   EXPECT_THAT(state_->RegisterServer(second),
-              StatusIs(absl::StatusCode::kUnavailable,
+              StatusIs(absl::StatusCode::kAlreadyExists,
                        HasSubstr("ps 0's place is held by the process "
                                  "registered from 127.0.0.1:1")));
   second.set_address("10.9.9.9:7001");  // from another host
@@ -579,7 +579,7 @@ TEST_F(ClusterStateTest, ASecondDaemonCannotTakeALiveShard) {
   ASSERT_THAT(Heartbeat(PsBeat(0, "127.0.0.1:1", 40)), IsOk());
   second.set_address("127.0.0.1:9");
   EXPECT_THAT(state_->RegisterServer(second),
-              StatusIs(absl::StatusCode::kUnavailable));
+              StatusIs(absl::StatusCode::kAlreadyExists));
   proto::RegisterServerRequest restart;
   restart.set_index(1);
   restart.set_address("127.0.0.1:8");
@@ -645,7 +645,7 @@ TEST_F(ClusterStateTest, AServerThatHeartbeatsFromAnotherHostKeepsItsShard) {
   restart.set_index(0);
   restart.set_address("10.0.0.1:7001");
   restart.set_applied_total(10);
-  EXPECT_THAT(RegisterServer(restart),
+  EXPECT_THAT(state_->RegisterServer(restart),
               StatusIs(absl::StatusCode::kAlreadyExists,
                        HasSubstr("registered from 10.0.0.3:7001, which "
                                  "heartbeated 0.0 s ago")));
@@ -795,7 +795,8 @@ TEST_F(ClusterStateTest, ALiveMembersPlaceNeedsItsKey) {
       stranger.set_address(address);
       stranger.set_standby(standby);
       EXPECT_THAT(state_->RegisterServer(stranger),
-                  StatusIs(absl::StatusCode::kUnavailable,
+                  StatusIs(standby ? absl::StatusCode::kUnavailable
+                                   : absl::StatusCode::kAlreadyExists,
                            HasSubstr("'s place is held by the process")))
           << address << (standby ? " standby" : " ps");
     }

@@ -52,12 +52,11 @@ absl::Status LeaseAllowsTakeOver(MemberRole role, int index,
       absl::ToDoubleSeconds(lease));
   SPDLOG_LOGGER_WARN(L(), "refused {} {} from {}: its lease is held by {}",
                      MemberRoleName(role), index, address, serving);
-  if (role == MemberRole::kPs && HostOf(serving) != HostOf(address)) {
+  if (role == MemberRole::kPs) {
     return absl::AlreadyExistsError(absl::StrCat(
         "register: ", held,
-        ", from another host than this daemon's: a second daemon cannot take "
-        "a live shard. This daemon rejoins as a spare and takes the shard "
-        "over if the server is declared dead"));
+        ": a second daemon cannot take a live shard. This daemon rejoins as "
+        "a spare and takes the shard over if the server is declared dead"));
   }
   return absl::UnavailableError(absl::StrCat(
       "register: ", held,

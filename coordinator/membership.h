@@ -73,10 +73,10 @@ struct Member {
 // gets a new incarnation, which fences the old one); no probe of the address
 // decides it, so connections that starve the member's port cannot make a
 // heartbeating member look dead. While the lease runs: AlreadyExists for a
-// ps when the shard is served from another host (this daemon rejoins as a
-// spare and takes the shard over once the old server is declared dead),
-// Unavailable otherwise (the registration is retried and succeeds once the
-// old process stayed silent that long). A refusal is logged as a WARN.
+// ps (this daemon rejoins as a spare and takes the shard over once the old
+// server is declared dead, or backs it up), Unavailable for a worker or a
+// standby (the registration is retried and succeeds once the old process
+// stayed silent that long). A refusal is logged as a WARN.
 absl::Status LeaseAllowsTakeOver(MemberRole role, int index,
                                  const std::string& address,
                                  const std::string& serving,

@@ -176,14 +176,16 @@ TEST(LeaseAllowsTakeOverTest, RefusesOnlyWhileTheLeaseRuns) {
       StatusIs(absl::StatusCode::kUnavailable,
                HasSubstr("worker 1's place is held by the process registered "
                          "from b:1, which heartbeated 2.9 s ago")));
-  EXPECT_THAT(LeaseAllowsTakeOver(MemberRole::kPs, 0, "10.0.0.1:2",
+  EXPECT_THAT(LeaseAllowsTakeOver(MemberRole::kStandby, 0, "10.0.0.1:2",
                                   "10.0.0.1:1", absl::ZeroDuration(), lease),
               StatusIs(absl::StatusCode::kUnavailable));
-  // ...but a ps whose shard is served from another host rejoins as a spare.
-  EXPECT_THAT(LeaseAllowsTakeOver(MemberRole::kPs, 0, "10.0.0.5:1",
-                                  "10.0.0.1:1", absl::Seconds(1), lease),
-              StatusIs(absl::StatusCode::kAlreadyExists,
-                       HasSubstr("rejoins as a spare")));
+  // ...but a ps rejoins as a spare, from any host.
+  for (const char* from : {"10.0.0.1:2", "10.0.0.5:1"}) {
+    EXPECT_THAT(LeaseAllowsTakeOver(MemberRole::kPs, 0, from, "10.0.0.1:1",
+                                    absl::Seconds(1), lease),
+                StatusIs(absl::StatusCode::kAlreadyExists,
+                         HasSubstr("rejoins as a spare")));
+  }
 }
 
 TEST(MemberRoleTest, NamesRoundTrip) {

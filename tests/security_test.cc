@@ -300,9 +300,9 @@ TEST_F(SecurityTest, CallsWithoutTheRightTokenAreRefusedAndChangeNothing) {
             grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_EQ(worker.replicate.error_code(), grpc::StatusCode::PERMISSION_DENIED);
   // A token of the right role still cannot pose as a member: ps 0's place is
-  // held by a live process (the coordinator asks it, over TLS, with its own
-  // token), a heartbeat needs the member's key, and a push sequence the
-  // coordinator never issued is not applied.
+  // held by a live process (its heartbeat lease), a heartbeat needs the
+  // member's key, and a push sequence the coordinator never issued is not
+  // applied.
   EXPECT_EQ(ps.register_server.error_code(), grpc::StatusCode::ALREADY_EXISTS)
       << Describe(ps.register_server);
   // (worker 0 never registered here: FAILED_PRECONDITION "register first";
