@@ -288,6 +288,76 @@ TEST_F(ForgedIdentityTest, AStrangerCannotTakeAShardOrStopTheJob) {
   EXPECT_FALSE(Status().stop());
 }
 
+// Issue 42, attack 1: a RegisterServer asking to join as a spare standby
+// was answered with every worker's incarnation and push key, and pushes at
+// the worker's sequence plus 64 with that key froze training. A spare hears
+// of the workers only once it backs a shard up (here at once: shard 0 has no
+// backup), and then only each key's digest, which pushes nothing.
+TEST_F(ForgedIdentityTest, ASpareHearsNoWorkersPushKey) {
+  StartJob(/*standby=*/false);
+  const std::string ps = Member("ps", 0).address();
+  const uint64_t epoch = Status().placement_epoch();
+  auto stub = CoordinatorStub();
+  proto::RegisterServerRequest spare;
+  spare.set_index(-1);
+  spare.set_address(coordinator_);  // a daemon that answers Status
+  spare.set_standby(true);
+  spare.set_spare(true);
+  spare.set_former_shard(-1);
+  proto::RegisterServerResponse registered;
+  ASSERT_TRUE(Call([&](grpc::ClientContext* c) {
+                return stub->RegisterServer(c, spare, &registered);
+              }).ok());
+  proto::HeartbeatRequest beat;
+  beat.set_role("standby");
+  beat.set_index(registered.standby_index());
+  beat.set_address(coordinator_);
+  beat.set_member_key(registered.member_key());
+  proto::HeartbeatResponse reply;
+  ASSERT_TRUE(Call([&](grpc::ClientContext* c) {
+                return stub->Heartbeat(c, beat, &reply);
+              }).ok());
+  ASSERT_EQ(reply.worker_incarnations_size(), 1) << "it backs shard 0 up";
+  const proto::WorkerIncarnation& heard = reply.worker_incarnations(0);
+  ASSERT_NE(heard.push_key_digest(), 0u);
+  // What it heard, used as the key, at the worker's window plus 64.
+  proto::DescribeModelResponse model;
+  ASSERT_TRUE(Call([&](grpc::ClientContext* c) {
+                return stub->DescribeModel(c, {}, &model);
+              }).ok());
+  ASSERT_GT(model.blocks_size(), 0);
+  const std::vector<float> zeros(model.blocks(0).floats(), 0.0f);
+  auto ps_stub = proto::ParameterServer::NewStub(MakeChannel(ps));
+  const double applied = testing::LiveCounter(ps, "pushes");
+  for (const uint64_t n : {uint64_t{64}, uint64_t{1} << 20}) {
+    proto::PushRequest forged;
+    forged.set_placement_epoch(epoch);
+    forged.set_worker_id(heard.worker());
+    forged.set_sequence(MakeSequence(heard.incarnation(), n));
+    forged.set_push_key(heard.push_key_digest());
+    proto::BlockData* block = forged.add_blocks();
+    block->set_block_id(model.blocks(0).id());
+    block->set_data(zeros.data(), zeros.size() * sizeof(float));
+    proto::PushResponse response;
+    const grpc::Status pushed = Call([&](grpc::ClientContext* c) {
+      return ps_stub->Push(c, forged, &response);
+    });
+    EXPECT_EQ(pushed.error_code(), grpc::StatusCode::PERMISSION_DENIED)
+        << pushed.error_message();
+  }
+  // The worker's own pushes go on being applied.
+  EXPECT_TRUE(WaitUntil(
+      [&] { return testing::StatusCounter(ps, "pushes") >= applied + 20; }));
+  // A spare's address must be one a daemon answers at.
+  spare.set_address("127.0.0.1:1");
+  const grpc::Status nobody = Call([&](grpc::ClientContext* c) {
+    return stub->RegisterServer(c, spare, &registered);
+  });
+  EXPECT_EQ(nobody.error_code(), grpc::StatusCode::UNAVAILABLE)
+      << nobody.error_message();
+  EXPECT_THAT(nobody.error_message(), HasSubstr("nothing answers at"));
+}
+
 // Attack 4: pushes with forged sequences (2^64-1 without blocks, a jump far
 // past the window, a worker id outside the config) are refused, leave the
 // parameters as they were, and do not freeze the worker: its pushes go on
