@@ -6,7 +6,8 @@
 //
 //   // coordinator: WorkerIncarnation.push_key_digest
 //   const uint64_t digest = PushKeyDigest(worker, incarnation, push_key);
-//   // ps, on each push: PushKeyMatches(worker, incarnation, request_key, digest)
+//   // ps, on each push: PushKeyMatches(worker, incarnation, request_key,
+//   digest)
 #ifndef DOWNPOUR_COMMON_PUSH_KEY_H_
 #define DOWNPOUR_COMMON_PUSH_KEY_H_
 

@@ -48,15 +48,35 @@ ClusterState::ClusterState(Options options, ModelSpec spec)
 absl::Status ClusterState::MayRegister(MemberRole role, int index,
                                        const std::string& key,
                                        const std::string& address) {
-  absl::MutexLock lock(&mu_);
-  RETURN_IF_ERROR(members_.CheckIndex(role, index));
-  const Member* m = members_.Find(role, index);
-  // Free, its own process again, or declared dead: nothing to wait for.
-  if (!m->registered || !m->alive || SameKey(key, m->key)) {
-    return absl::OkStatus();
+  uint64_t incarnation = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    RETURN_IF_ERROR(members_.CheckIndex(role, index));
+    const Member* m = members_.Find(role, index);
+    // Free, its own process again, or declared dead: nothing to wait for.
+    if (!m->registered || !m->alive || SameKey(key, m->key)) {
+      return absl::OkStatus();
+    }
+    absl::Status lease = LeaseAllowsTakeOver(
+        role, index, address, m->address, clock_->Now() - m->lease_heard,
+        absl::Seconds(options_.config.heartbeat.timeout_s));
+    // A registration from another address waits for the lease; so does one
+    // from the member's own address unless that address proves it changed
+    // hands (below).
+    if (lease.ok() || address != m->address || !options_.probe) return lease;
+    incarnation = m->incarnation;
   }
+  // A process restarted in place: a daemon at the member's own address that
+  // answers as another process (another incarnation, or none yet) means
+  // the registered process lost its port, so it is gone. Only a positive
+  // answer ends the lease early: a flood or a stall that keeps the probe
+  // unanswered changes nothing (issue 42).
+  const std::optional<uint64_t> answer = options_.probe(address);
+  if (answer.has_value() && *answer != incarnation) return absl::OkStatus();
+  absl::MutexLock lock(&mu_);
+  const Member* m = members_.Find(role, index);
   return LeaseAllowsTakeOver(
-      role, index, address, m->address, clock_->Now() - m->last_heartbeat,
+      role, index, address, m->address, clock_->Now() - m->lease_heard,
       absl::Seconds(options_.config.heartbeat.timeout_s));
 }
 

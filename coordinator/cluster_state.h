@@ -46,8 +46,10 @@ class ClusterState {
     // Status counter member_incarnation; 0 for none yet), with a short
     // deadline; nullopt when nobody answers there. A standby or spare, which
     // may be made a shard's backup, registers only an address where a
-    // daemon answers. It decides no take-over (leases do). nullptr: not
-    // checked (unit tests).
+    // daemon answers; a registration from a live member's own address is let
+    // in before the lease runs out only when the daemon there answers as
+    // another process. Silence decides nothing (leases do). nullptr: not
+    // asked (unit tests).
     std::function<std::optional<uint64_t>(const std::string& address)> probe;
   };
 
@@ -143,7 +145,10 @@ class ClusterState {
   // InvalidArgument for an index outside the config; while the member's
   // registered process holds its lease (it heartbeated within
   // heartbeat.timeout_s), AlreadyExists for a ps and Unavailable otherwise
-  // (LeaseAllowsTakeOver). OK does not change anything.
+  // (LeaseAllowsTakeOver), unless the request comes from the member's own
+  // address and a daemon answers there as another process (Options::probe:
+  // restarted in place, the old process lost its port). No answer never
+  // ends a lease. OK does not change anything.
   absl::Status MayRegister(MemberRole role, int index, const std::string& key,
                            const std::string& address) ABSL_LOCKS_EXCLUDED(mu_);
   // Unavailable unless a daemon answers at `address` (Options::probe).

@@ -596,39 +596,85 @@ TEST_F(ClusterStateTest, ASecondDaemonCannotTakeALiveShard) {
 // the coordinator's probe of the worker's address, starved by a flood of
 // idle connections, got no answer. Liveness is the member's lease now: as
 // long as the worker heartbeats within heartbeat.timeout_s, no registration
-// without its key takes its place, however long the stranger keeps trying.
+// without its key takes its place, however long the stranger keeps trying,
+// from its own address or the worker's. Only a daemon answering at the
+// worker's own address as another process (restarted in place) ends the
+// lease early; silence never does.
 TEST_F(ClusterStateTest, AHeartbeatingWorkerKeepsItsPlaceWhateverAProbeSays) {
-  bool probed = false;
+  std::optional<uint64_t> answer;  // nothing answers: a flooded port
+  int probed = 0;
   probe_ = [&](const std::string&) -> std::optional<uint64_t> {
-    probed = true;
-    return std::nullopt;  // nothing answers: a flooded port
+    ++probed;
+    return answer;
   };
   Restart();
   RegisterWorker(0);
   const uint64_t incarnation = worker_incarnations_[0];
   proto::RegisterWorkerRequest stranger;
   stranger.set_index(0);
-  stranger.set_address("127.0.0.1:6");
   for (int i = 0; i < 10; ++i) {  // 10 s: more than three leases
     clock_.Advance(absl::Seconds(1));
     ASSERT_THAT(Beat("worker", 0, NAN), IsOk());
-    EXPECT_THAT(state_->RegisterWorker(stranger),
-                StatusIs(absl::StatusCode::kUnavailable,
-                         HasSubstr("worker 0's place is held")));
+    for (const char* address : {"127.0.0.1:6", "127.0.0.1:3"}) {
+      stranger.set_address(address);
+      EXPECT_THAT(state_->RegisterWorker(stranger),
+                  StatusIs(absl::StatusCode::kUnavailable,
+                           HasSubstr("worker 0's place is held")))
+          << address;
+    }
   }
-  EXPECT_FALSE(probed) << "no probe decides a take-over";
+  EXPECT_EQ(probed, 10) << "asked only for the worker's own address";
+  // The worker itself answering there: still its place.
+  answer = incarnation;
+  EXPECT_THAT(state_->RegisterWorker(stranger),
+              StatusIs(absl::StatusCode::kUnavailable));
   auto beat = Beat("worker", 0, NAN);
   ASSERT_THAT(beat, IsOk());
   EXPECT_FALSE(beat->replaced());
-  // Silent for its lease: a new process takes the place, with a new
-  // incarnation that fences the old one (told `replaced`).
-  clock_.Advance(absl::Seconds(3));
-  auto taken = state_->RegisterWorker(stranger);
-  ASSERT_THAT(taken, IsOk());
-  EXPECT_GT(taken->incarnation(), incarnation);
+  // Restarted in place: a new process answers at the worker's address (no
+  // incarnation yet), so the old one lost its port; let in at once, with a
+  // new incarnation that fences the old one (told `replaced`).
+  answer = 0;
+  auto restarted = state_->RegisterWorker(stranger);
+  ASSERT_THAT(restarted, IsOk());
+  EXPECT_GT(restarted->incarnation(), incarnation);
   beat = Beat("worker", 0, NAN);
   ASSERT_THAT(beat, IsOk());
   EXPECT_TRUE(beat->replaced());
+  // From another address, once silent for the lease.
+  Remember("worker", 0, "127.0.0.1:3", restarted->member_key(),
+           restarted->incarnation());
+  answer.reset();
+  clock_.Advance(absl::Seconds(3));
+  stranger.set_address("127.0.0.1:6");
+  auto taken = state_->RegisterWorker(stranger);
+  ASSERT_THAT(taken, IsOk());
+  EXPECT_GT(taken->incarnation(), restarted->incarnation());
+}
+
+// A whole cluster restarted with its coordinator (launcher --resume): the
+// restored members hold no lease until this coordinator hears them, so new
+// processes register at once; one that heartbeats holds its place again.
+TEST_F(ClusterStateTest, ARestoredMemberHoldsNoLeaseUntilItIsHeard) {
+  RegisterPs(0, "127.0.0.1:1");
+  RegisterPs(1, "127.0.0.1:2");
+  RegisterWorker(0);
+  RegisterWorker(1);
+  Restart();
+  proto::RegisterWorkerRequest restarted;
+  restarted.set_index(0);
+  restarted.set_address("127.0.0.1:7");
+  EXPECT_THAT(state_->RegisterWorker(restarted), IsOk());
+  proto::RegisterServerRequest ps;
+  ps.set_index(0);
+  ps.set_address("127.0.0.1:8");
+  EXPECT_THAT(state_->RegisterServer(ps), IsOk());
+  // Worker 1's old process heartbeats to the restarted coordinator: its
+  // lease holds again.
+  ASSERT_THAT(Beat("worker", 1, NAN), IsOk());
+  restarted.set_index(1);
+  EXPECT_THAT(state_->RegisterWorker(restarted),
+              StatusIs(absl::StatusCode::kUnavailable));
 }
 
 // A shard served from another host (a standby took it over) whose server

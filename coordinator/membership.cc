@@ -175,6 +175,7 @@ void Membership::Touch(Member& m) {
   m.registered = true;
   m.alive = true;
   m.last_heartbeat = clock_->Now();
+  m.lease_heard = m.last_heartbeat;
   last_heard_ = m.last_heartbeat;
 }
 
@@ -186,6 +187,7 @@ void Membership::Heard(Member& m, const proto::MemberReport& report) {
   }
   m.alive = true;
   m.last_heartbeat = clock_->Now();
+  m.lease_heard = m.last_heartbeat;
   last_heard_ = m.last_heartbeat;
   m.report = report;
 }
@@ -380,6 +382,8 @@ int Membership::Restore(const proto::CoordinatorState& state) {
     m->incarnation = r.incarnation();
     m->push_key = r.push_key();
     Touch(*m);  // a full timeout to heartbeat again before being declared dead
+    // ...but no lease: this coordinator has not heard the process yet.
+    m->lease_heard = absl::InfinitePast();
     // A state file from before member keys: the member registers again (its
     // heartbeats get FailedPrecondition) and gets a key.
     if (m->key.empty()) m->registered = m->alive = false;

@@ -45,6 +45,12 @@ struct Member {
   bool registered = false;
   bool alive = false;
   absl::Time last_heartbeat = absl::InfinitePast();
+  // When this coordinator process last heard the member's registered
+  // process itself (its registration or a heartbeat): its lease runs from
+  // here (LeaseAllowsTakeOver). Unlike last_heartbeat, neither a restore
+  // from the state file nor a stalled coordinator's grace moves it, so a
+  // whole cluster restarted with its coordinator registers at once.
+  absl::Time lease_heard = absl::InfinitePast();
   proto::MemberReport report;
   int serving_index = -1;      // standby: the shard it took over
   int replica_of = -1;         // standby: the shard it backs up

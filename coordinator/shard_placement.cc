@@ -150,7 +150,8 @@ void ShardPlacement::ReplaceShard(Member& dead) {
   members_->CloseOutage(dead, "taken over");
   dead.alive = true;  // give the standby a full timeout to start serving
   dead.last_heartbeat = clock_->Now();
-  dead.report.set_replicated(false);  // the new server has no backup yet
+  dead.lease_heard = standby.lease_heard;  // the standby's process serves it
+  dead.report.set_replicated(false);       // the new server has no backup yet
   dead.report.set_acked_pushes_lost(0);
   dead.report.set_push_holes(0);
   ++epoch_;

@@ -472,8 +472,8 @@ TEST_F(ModelServerTest, ACorruptReplacementKeepsTheOldSnapshot) {
   ASSERT_NE(server, nullptr);
   // A zip entry whose name is not UTF-8 (the reader quotes the name).
   std::string zip("PK\3\4\x14\0\x08\0", 8);  // flags: a streamed entry
-  zip += std::string(18, '\0');                 // method .. sizes
-  zip += std::string("\x03\0\0\0", 4);         // name length 3, no extra
+  zip += std::string(18, '\0');              // method .. sizes
+  zip += std::string("\x03\0\0\0", 4);       // name length 3, no extra
   zip += "\xff\xfe\xc3";
   ASSERT_THAT(WriteFileAtomically(path_, zip), IsOk());
   EXPECT_THAT(server->ReloadIfChanged(),

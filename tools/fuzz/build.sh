@@ -77,7 +77,7 @@ cflags=(-std=c++17 -O1 -g -fno-omit-frame-pointer -I"$root" -I"$gen"
 libs=($(pkg-config --libs grpc++ protobuf yaml-cpp spdlog absl_synchronization \
           absl_time absl_status absl_statusor absl_str_format absl_strings \
           absl_hash absl_random_random absl_flat_hash_map absl_flat_hash_set openblas \
-          zlib prometheus-cpp-core) -lgrpc++_reflection)  # rpc/server_util.cc: server reflection
+          zlib prometheus-cpp-core libcrypto) -lgrpc++_reflection)  # rpc/server_util.cc: server reflection; common/push_key.cc: SHA-256
 mkdir -p "$out/obj"
 
 # Resolves a quoted include to a file; prints nothing for system headers.

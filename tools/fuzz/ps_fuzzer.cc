@@ -345,12 +345,13 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   if (!coordinated.ok()) Fail(coordinated.status().ToString());
   world->coordinated = *std::move(coordinated);
   if (!world->coordinated->Assign(1, world->all_blocks).ok()) Fail("assign");
-  std::vector<server::IssuedIncarnation> issued;
+  std::vector<downpour::server::IssuedIncarnation> issued;
   for (const IssuedKey& i : kIssued) {
     issued.push_back(
         {i.worker, i.incarnation,
-         i.push_key == 0 ? 0
-                         : PushKeyDigest(i.worker, i.incarnation, i.push_key)});
+         i.push_key == 0
+             ? 0
+             : downpour::PushKeyDigest(i.worker, i.incarnation, i.push_key)});
   }
   world->coordinated->LearnWorkerIncarnations(issued);
   return 0;
