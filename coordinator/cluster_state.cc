@@ -480,6 +480,7 @@ void ClusterState::SaveNow() {
     absl::MutexLock lock(&mu_);
     snapshot = TakeSnapshot();
   }
+  if (snapshot.has_value()) snapshot->state.set_stopped_cleanly(true);
   Save(std::move(snapshot));
 }
 

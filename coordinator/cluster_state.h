@@ -130,6 +130,8 @@ class ClusterState {
   // Saves the state as it is now (no-op without coordinator.state_dir). The
   // coordinator calls it as it stops, after its last heartbeat: the workers'
   // final positions are not left to the save throttle (PositionSaveDue).
+  // Marks the state stopped_cleanly: a coordinator restored from it gives the
+  // members no lease (their processes stopped with the job).
   void SaveNow() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:

@@ -652,14 +652,22 @@ TEST_F(ClusterStateTest, AHeartbeatingWorkerKeepsItsPlaceWhateverAProbeSays) {
   EXPECT_GT(taken->incarnation(), restarted->incarnation());
 }
 
-// A whole cluster restarted with its coordinator (launcher --resume): the
-// restored members hold no lease until this coordinator hears them, so new
-// processes register at once; one that heartbeats holds its place again.
-TEST_F(ClusterStateTest, ARestoredMemberHoldsNoLeaseUntilItIsHeard) {
+// A coordinator killed while its members run restores them with a lease
+// (they may still be serving); one stopped in order (the launcher stops it
+// last; --resume starts everything again) restores them without, so the new
+// processes register at once, and one heard again holds its place.
+TEST_F(ClusterStateTest, ARestoredMemberHoldsALeaseOnlyAfterACrash) {
   RegisterPs(0, "127.0.0.1:1");
   RegisterPs(1, "127.0.0.1:2");
   RegisterWorker(0);
   RegisterWorker(1);
+  Restart();  // killed: nothing saved at the end
+  proto::RegisterWorkerRequest stranger;
+  stranger.set_index(0);
+  stranger.set_address("127.0.0.1:7");
+  EXPECT_THAT(state_->RegisterWorker(stranger),
+              StatusIs(absl::StatusCode::kUnavailable));
+  state_->SaveNow();  // stopped in order
   Restart();
   proto::RegisterWorkerRequest restarted;
   restarted.set_index(0);

@@ -382,8 +382,9 @@ int Membership::Restore(const proto::CoordinatorState& state) {
     m->incarnation = r.incarnation();
     m->push_key = r.push_key();
     Touch(*m);  // a full timeout to heartbeat again before being declared dead
-    // ...but no lease: this coordinator has not heard the process yet.
-    m->lease_heard = absl::InfinitePast();
+    // A coordinator that stopped in order was stopped with its job: the
+    // members' processes are gone, and new ones need not wait for a lease.
+    if (state.stopped_cleanly()) m->lease_heard = absl::InfinitePast();
     // A state file from before member keys: the member registers again (its
     // heartbeats get FailedPrecondition) and gets a key.
     if (m->key.empty()) m->registered = m->alive = false;

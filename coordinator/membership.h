@@ -47,9 +47,11 @@ struct Member {
   absl::Time last_heartbeat = absl::InfinitePast();
   // When this coordinator process last heard the member's registered
   // process itself (its registration or a heartbeat): its lease runs from
-  // here (LeaseAllowsTakeOver). Unlike last_heartbeat, neither a restore
-  // from the state file nor a stalled coordinator's grace moves it, so a
-  // whole cluster restarted with its coordinator registers at once.
+  // here (LeaseAllowsTakeOver). A stalled coordinator's grace does not move
+  // it; a restore from the state file of a coordinator that stopped in order
+  // clears it (CoordinatorState.stopped_cleanly: the job was stopped), so a
+  // resumed job's processes register at once, while after a crash or a kill
+  // the restored members, which may still run, keep a lease.
   absl::Time lease_heard = absl::InfinitePast();
   proto::MemberReport report;
   int serving_index = -1;      // standby: the shard it took over
