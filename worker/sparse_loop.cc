@@ -279,6 +279,10 @@ absl::Status SparseLoop::Step() {
   }
   ASSIGN_OR_RETURN(const std::vector<std::vector<wire::SparseRef>> refs,
                    RowsByShard());
+  const absl::Duration computed = (t1 - t0) + (absl::Now() - t2);
+  if (computed < options_.simulated_compute) {
+    absl::SleepFor(options_.simulated_compute - computed);
+  }
   const absl::Time t3 = absl::Now();
   PushReport report;
   RETURN_IF_ERROR(

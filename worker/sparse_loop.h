@@ -77,6 +77,11 @@ class SparseLoop : public TrainingLoop {
     // fm: each example's embedding gradient is scaled by
     // EmbeddingStepScale (config fm.scale_step).
     bool fm_scale_step = false;
+    // compute.device simulated (sparse_linear, fm): a step's compute, real
+    // gradients on the CPU, lasts at least this long (the rest slept), as a
+    // slower machine's would: the scale model slows compute and links by
+    // the same factor (bench/scale_model). Zero: no wait.
+    absl::Duration simulated_compute = absl::ZeroDuration();
   };
 
   // Borrows spec, ps and test; they must outlive the loop. Trains on the

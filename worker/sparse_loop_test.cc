@@ -214,6 +214,32 @@ TEST(SparseLoopTest, LearnsASeparableRuleOverTwoShards) {
   EXPECT_LE(rows0 + rows1, 200) << "one row per distinct training key";
 }
 
+// compute.device simulated: each step's compute lasts at least
+// simulated_compute (real gradients, the rest slept), so that a scale model
+// slows compute like its links. A lower bound only: load can only add time.
+TEST(SparseLoopTest, SimulatedComputePadsEachStep) {
+  const Config config = TwoShardConfig();
+  auto spec = ModelSpec::Create(config.model);
+  ASSERT_THAT(spec.status(), IsOk());
+  ShardsPs ps(config);
+  auto train = std::make_shared<data::SparseDataset>(MakeData(320, 2));
+  const data::SparseDataset test = MakeData(100, 3);
+  SparseLoop::Options options;
+  options.training.batch_size = 32;
+  options.training.steps = 5;
+  options.num_shards = 2;
+  options.simulated_compute = absl::Milliseconds(40);
+  SparseLoop loop(*spec, &ps, train, &test, options);
+  const absl::Time start = absl::Now();
+  ASSERT_THAT(loop.Run(), IsOk());
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(5 * 40));
+  EXPECT_EQ(loop.stats().step, 5);
+  EXPECT_GT(
+      ps.shard(0).sparse_stats()[0].rows + ps.shard(1).sparse_stats()[0].rows,
+      0)
+      << "the padded steps still push real gradients";
+}
+
 // Keys go where the placement map puts their buckets, not by a rule of the
 // worker's own: with every bucket on ps 1, ps 0 holds no row (it refuses
 // keys of buckets it does not hold, so a worker with its own rule would fail).

@@ -74,6 +74,12 @@ absl::Status WorkerNode::Load() {
     // runs on the compute backend (cpu or cuda, as config.compute says).
     sparse_ = true;
     device_ = "cpu";
+    if (config.compute.device == ComputeDevice::kSimulated) {
+      // sparse_linear and fm: real gradients, each step's compute padded
+      // to compute.simulated_step_ms (the scale model's slower machine).
+      device_ = absl::StrCat("simulated (", config.compute.simulated_step_ms,
+                             " ms per step, real gradients on the CPU)");
+    }
     if (config.model.type == ModelType::kWideDeep) {
       if (config.compute.device == ComputeDevice::kSimulated) {
         return SetupError(absl::InvalidArgumentError(
@@ -199,6 +205,10 @@ absl::Status WorkerNode::MakeSparseLoop(const proto::Partition& partition) {
       config.model.wide_deep.pooling == Pooling::kMean;
   sparse_options.fm_scale_step =
       config.model.type == ModelType::kFm && config.model.fm.scale_step;
+  if (config.compute.device == ComputeDevice::kSimulated) {
+    sparse_options.simulated_compute =
+        absl::Milliseconds(config.compute.simulated_step_ms);
+  }
   if (!stream_source_.has_value()) {
     sparse_train_ = std::make_shared<const data::SparseDataset>(PartitionRows(
         sparse_data_.train, Parts(partition), partition.num_parts()));
