@@ -49,7 +49,9 @@ SparseLoop::SparseLoop(const ModelSpec& spec, SparsePs* ps,
       buckets_(spec.sparse_tables().front().buckets),
       fm_dim_(spec.sparse_tables().size() > 1 ? spec.sparse_tables()[1].dim
                                               : 0),
-      wide_deep_(options_.backend != nullptr) {}
+      wide_deep_(options_.backend != nullptr),
+      overlap_(options_.training.fetch != FetchMode::kAfterPush &&
+               options_.training.consistency != ConsistencyMode::kBsp) {}
 
 namespace {
 
@@ -177,12 +179,12 @@ float SparseLoop::WideDeepMargin(const data::SparseDataset& data, int64_t r,
 
 absl::StatusOr<double> SparseLoop::WideDeepGradients(
     const std::vector<int64_t>& rows) {
-  const data::SparseDataset& data = batch_;
+  const data::SparseDataset& data = step_.batch;
   const int num_fields = spec_.inputs() / fm_dim_;
   const int batch = static_cast<int>(rows.size());
   batch_offsets_.assign(1, 0);
   batch_fields_.clear();
-  pool_weights_.resize(slot_.size());
+  pool_weights_.resize(step_.slot.size());
   wide_.resize(batch);
   targets_.resize(batch);
   out_grad_.resize(batch);
@@ -200,7 +202,8 @@ absl::StatusOr<double> SparseLoop::WideDeepGradients(
                           options_.mean_pooling, pool_weights_.data() + e,
                           &wide_deep_scratch_);
     gathered_w_.resize(n);
-    for (size_t i = 0; i < n; ++i) gathered_w_[i] = weights_[slot_[e + i]];
+    for (size_t i = 0; i < n; ++i)
+      gathered_w_[i] = step_.weights[step_.slot[e + i]];
     wide_[k] = static_cast<float>(
         model::WideSum(gathered_w_.data(), data.values.data() + begin, n));
     targets_[k] = data.y[r];
@@ -209,17 +212,17 @@ absl::StatusOr<double> SparseLoop::WideDeepGradients(
   }
   PooledBatch pooled;
   pooled.offsets = batch_offsets_.data();
-  pooled.slot = slot_.data();
+  pooled.slot = step_.slot.data();
   pooled.value = pool_weights_.data();
   pooled.field = batch_fields_.data();
-  pooled.embeddings = embeddings_.data();
-  pooled.embedding_rows = static_cast<int64_t>(keys_.size());
+  pooled.embeddings = step_.embeddings.data();
+  pooled.embedding_rows = static_cast<int64_t>(step_.keys.size());
   pooled.fields = num_fields;
   pooled.dim = fm_dim_;
   ASSIGN_OR_RETURN(
       const float mean_loss,
       options_.backend->PooledLossAndGradient(
-          bias_.data(), pooled, wide_.data(), targets_.data(), batch,
+          step_.dense.data(), pooled, wide_.data(), targets_.data(), batch,
           dense_grad_.data(), embedding_grads_.data(), out_grad_.data()));
   if (!std::isfinite(mean_loss)) {
     return absl::InternalError(absl::StrCat(
@@ -231,7 +234,7 @@ absl::StatusOr<double> SparseLoop::WideDeepGradients(
   for (int k = 0; k < batch; ++k) {
     const int64_t r = rows[k];
     for (int64_t i = data.offsets[r]; i < data.offsets[r + 1]; ++i, ++e) {
-      grads_[slot_[e]] += out_grad_[k] * data.values[i];
+      grads_[step_.slot[e]] += out_grad_[k] * data.values[i];
     }
   }
   return static_cast<double>(mean_loss) * batch;
@@ -261,41 +264,65 @@ double SparseLoop::Margin(const data::SparseDataset& data, int64_t r,
                          data.values.data() + begin, n, fm_dim_, fm_s_.data());
 }
 
-absl::Status SparseLoop::Step() {
+absl::StatusOr<bool> SparseLoop::PrepareStep(int batch, SparseStepInput* in) {
+  ASSIGN_OR_RETURN(const bool more,
+                   train_->Next(batch, &in->batch, &in->epochs));
+  if (!more) return false;
+  const absl::Time t0 = absl::Now();
+  prepare_rows_.resize(static_cast<size_t>(in->batch.rows()));
+  std::iota(prepare_rows_.begin(), prepare_rows_.end(), 0);
+  UniqueKeys(in->batch, prepare_rows_, &in->keys, &in->slot);
+  const absl::Time t1 = absl::Now();
+  in->dense.resize(spec_.num_params());
+  if (options_.no_communication) {
+    in->versions.assign(spec_.blocks().size(), 0);
+    in->weights.assign(in->keys.size(), 0.0f);
+    in->embeddings.assign(in->keys.size() * fm_dim_, 0.0f);
+  } else {
+    RETURN_IF_ERROR(ps_->Pull(in->dense.data(), &in->versions));
+    RETURN_IF_ERROR(PullRows(in->keys, &in->weights, &in->embeddings));
+  }
+  in->sort_time = t1 - t0;
+  in->pull_time = absl::Now() - t1;
+  return true;
+}
+
+absl::Status SparseLoop::Step(StepPusher* pushes, absl::Duration waited) {
   const std::vector<int64_t>& rows = batch_rows_;
   const absl::Time t0 = absl::Now();
-  UniqueKeys(batch_, rows, &keys_, &slot_);
-  const absl::Time t1 = absl::Now();
-  RETURN_IF_ERROR(ps_->Pull(bias_.data(), &versions_));
-  RETURN_IF_ERROR(PullRows(keys_, &weights_, &embeddings_));
-  const absl::Time t2 = absl::Now();
-  grads_.assign(keys_.size(), 0.0f);
-  if (fm_dim_ > 0) embedding_grads_.assign(keys_.size() * fm_dim_, 0.0f);
+  ASSIGN_OR_RETURN(SparseStepPush* const push, pushes->Acquire());
+  grads_.assign(step_.keys.size(), 0.0f);
+  if (fm_dim_ > 0) embedding_grads_.assign(step_.keys.size() * fm_dim_, 0.0f);
   double loss = 0;
   if (wide_deep_) {
     ASSIGN_OR_RETURN(loss, WideDeepGradients(rows));
   } else {
     ASSIGN_OR_RETURN(loss, LinearGradients(rows));
   }
-  ASSIGN_OR_RETURN(const std::vector<std::vector<wire::SparseRef>> refs,
-                   RowsByShard());
-  const absl::Duration computed = (t1 - t0) + (absl::Now() - t2);
+  RETURN_IF_ERROR(RowsByShard(push));
+  push->examples = static_cast<int64_t>(rows.size());
+  push->row_updates = static_cast<int64_t>(step_.keys.size()) *
+                      static_cast<int64_t>(spec_.sparse_tables().size());
+  push->epochs = step_.epochs;
+  // Prefetched: the keys were sorted and the rows pulled on the prefetch
+  // thread while the previous step computed; the compute thread waited
+  // `waited` for them. Else this thread did both, in `waited`.
+  const bool prefetched = overlap_;
+  const absl::Duration sorted =
+      prefetched ? absl::ZeroDuration() : step_.sort_time;
+  const absl::Duration computed = sorted + (absl::Now() - t0);
   if (computed < options_.simulated_compute) {
     absl::SleepFor(options_.simulated_compute - computed);
   }
-  const absl::Time t3 = absl::Now();
-  PushReport report;
-  RETURN_IF_ERROR(
-      ps_->PushWithRows(dense_grad_.data(), versions_, refs, &report));
-  const absl::Time t4 = absl::Now();
+  const absl::Time t1 = absl::Now();
+  absl::Duration pushed;
+  RETURN_IF_ERROR(pushes->Start(push, &pushed));
   absl::MutexLock lock(&mu_);
-  CountStep(report, static_cast<int64_t>(rows.size()));
-  staleness_.Merge(report.staleness);
   loss_sum_ += loss * (1.0 / static_cast<double>(rows.size()));
   ++loss_steps_;
-  compute_ += (t1 - t0) + (t3 - t2);
-  wait_pull_ += t2 - t1;
-  wait_push_ += t4 - t3;
+  compute_ += sorted + (t1 - t0);
+  wait_pull_ += prefetched ? waited : step_.pull_time;
+  wait_push_ += pushed;
   return absl::OkStatus();
 }
 
@@ -306,14 +333,14 @@ absl::StatusOr<double> SparseLoop::LinearGradients(
   // examples that hold it (what per-example FTRL would apply: a mean over the
   // batch would shrink a rare key's step 32-fold at batch 32); the bias's is
   // the batch mean.
-  const data::SparseDataset& data = batch_;
+  const data::SparseDataset& data = step_.batch;
   const bool binary = spec_.task() == Task::kBinary;
   const double scale = 1.0 / static_cast<double>(rows.size());
   double bias_grad = 0, loss = 0;
   size_t e = 0;
   for (int64_t r : rows) {
-    const double margin =
-        Margin(data, r, slot_.data() + e, bias_[0], weights_, embeddings_);
+    const double margin = Margin(data, r, step_.slot.data() + e, step_.dense[0],
+                                 step_.weights, step_.embeddings);
     const double y = data.y[r];
     double d;
     if (binary) {
@@ -335,11 +362,12 @@ absl::StatusOr<double> SparseLoop::LinearGradients(
     const double emb = options_.fm_scale_step ? EmbeddingStepScale(data, r) : 1;
     for (int64_t i = data.offsets[r]; i < data.offsets[r + 1]; ++i, ++e) {
       const double x = data.values[i];
-      grads_[slot_[e]] += static_cast<float>(d * x);
+      grads_[step_.slot[e]] += static_cast<float>(d * x);
       if (fm_dim_ == 0) continue;
       // d/dv_if of the pairwise term: x_i (s_f - v_if x_i).
-      const float* v = embeddings_.data() + size_t{slot_[e]} * fm_dim_;
-      float* g = embedding_grads_.data() + size_t{slot_[e]} * fm_dim_;
+      const float* v =
+          step_.embeddings.data() + size_t{step_.slot[e]} * fm_dim_;
+      float* g = embedding_grads_.data() + size_t{step_.slot[e]} * fm_dim_;
       for (int f = 0; f < fm_dim_; ++f) {
         g[f] += static_cast<float>(emb * d * x * (fm_s_[f] - v[f] * x));
       }
@@ -349,67 +377,80 @@ absl::StatusOr<double> SparseLoop::LinearGradients(
   return loss;
 }
 
-absl::StatusOr<std::vector<std::vector<wire::SparseRef>>>
-SparseLoop::RowsByShard() {
+absl::Status SparseLoop::RowsByShard(SparseStepPush* push) {
   // Rows by shard, keys still ascending within each.
   const int shards = options_.num_shards;
-  shard_keys_.assign(shards, {});
-  shard_grads_.assign(shards, {});
-  shard_counts_.assign(shards, {});
-  shard_embedding_grads_.assign(shards, {});
+  // Cleared, not freed: a push's buffers are reused for a later one.
+  const auto reset = [shards](auto* by_shard) {
+    by_shard->resize(shards);
+    for (auto& v : *by_shard) v.clear();
+  };
+  reset(&push->shard_keys);
+  reset(&push->shard_grads);
+  reset(&push->shard_counts);
+  reset(&push->shard_embedding_grads);
+  reset(&push->refs);
+  push->dense_grad = dense_grad_;
+  push->versions = step_.versions;
   // Occurrence counts (a key once per time the batch holds it), for the
   // ps's admission; sent only when admission is on.
   const bool with_counts = options_.send_counts;
   if (with_counts) {
-    counts_.assign(keys_.size(), 0);
-    for (uint32_t slot : slot_) ++counts_[slot];
+    counts_.assign(step_.keys.size(), 0);
+    for (uint32_t slot : step_.slot) ++counts_[slot];
   }
   const std::shared_ptr<const std::vector<int>> owners = ps_->BucketOwners();
-  for (size_t i = 0; i < keys_.size(); ++i) {
-    ASSIGN_OR_RETURN(const int s, ShardOf(keys_[i], owners.get()));
-    shard_keys_[s].push_back(keys_[i]);
-    shard_grads_[s].push_back(grads_[i]);
-    if (with_counts) shard_counts_[s].push_back(counts_[i]);
+  for (size_t i = 0; i < step_.keys.size(); ++i) {
+    ASSIGN_OR_RETURN(const int s, ShardOf(step_.keys[i], owners.get()));
+    push->shard_keys[s].push_back(step_.keys[i]);
+    push->shard_grads[s].push_back(grads_[i]);
+    if (with_counts) push->shard_counts[s].push_back(counts_[i]);
     if (fm_dim_ > 0) {
-      shard_embedding_grads_[s].insert(
-          shard_embedding_grads_[s].end(),
+      push->shard_embedding_grads[s].insert(
+          push->shard_embedding_grads[s].end(),
           embedding_grads_.begin() + i * fm_dim_,
           embedding_grads_.begin() + (i + 1) * fm_dim_);
     }
   }
-  std::vector<std::vector<wire::SparseRef>> refs(shards);
+  AddRefs(push, with_counts);
+  return absl::OkStatus();
+}
+
+void SparseLoop::AddRefs(SparseStepPush* push, bool with_counts) const {
   // Under bsp every shard hears from every worker each step (no keys is a
   // part too), so that its round of the table completes.
   const bool every_shard =
       options_.training.consistency == ConsistencyMode::kBsp;
-  for (int s = 0; s < shards; ++s) {
-    if (shard_keys_[s].empty() && !every_shard) continue;
+  for (int s = 0; s < options_.num_shards; ++s) {
+    if (push->shard_keys[s].empty() && !every_shard) continue;
     wire::SparseRef ref;
     ref.table = 0;
-    ref.keys = reinterpret_cast<const char*>(shard_keys_[s].data());
-    ref.keys_size = shard_keys_[s].size() * sizeof(uint64_t);
-    ref.values = reinterpret_cast<const char*>(shard_grads_[s].data());
-    ref.values_size = shard_grads_[s].size() * sizeof(float);
+    ref.keys = reinterpret_cast<const char*>(push->shard_keys[s].data());
+    ref.keys_size = push->shard_keys[s].size() * sizeof(uint64_t);
+    ref.values = reinterpret_cast<const char*>(push->shard_grads[s].data());
+    ref.values_size = push->shard_grads[s].size() * sizeof(float);
     if (with_counts) {
-      ref.counts = reinterpret_cast<const char*>(shard_counts_[s].data());
-      ref.counts_size = shard_counts_[s].size() * sizeof(uint32_t);
+      ref.counts = reinterpret_cast<const char*>(push->shard_counts[s].data());
+      ref.counts_size = push->shard_counts[s].size() * sizeof(uint32_t);
     }
-    refs[s].push_back(ref);
+    push->refs[s].push_back(ref);
     if (fm_dim_ > 0) {
       // The same keys in the embeddings' table (same buckets, same ps).
       ref.table = 1;
       ref.values =
-          reinterpret_cast<const char*>(shard_embedding_grads_[s].data());
-      ref.values_size = shard_embedding_grads_[s].size() * sizeof(float);
-      refs[s].push_back(ref);
+          reinterpret_cast<const char*>(push->shard_embedding_grads[s].data());
+      ref.values_size = push->shard_embedding_grads[s].size() * sizeof(float);
+      push->refs[s].push_back(ref);
     }
   }
-  return refs;
 }
 
-void SparseLoop::CountStep(const PushReport& report, int64_t examples) {
+void SparseLoop::CountStep(const PushReport& report,
+                           const SparseStepPush& push) {
+  absl::MutexLock lock(&mu_);
   ++stats_.step;
   stats_.pulls += 1;
+  staleness_.Merge(report.staleness);
   if (report.refused > 0) {
     // A ps's push guard refused it (its dense part): not counted as applied.
     ++stats_.refused_steps;
@@ -423,10 +464,9 @@ void SparseLoop::CountStep(const PushReport& report, int64_t examples) {
   }
   ++stats_.pushes;
   ++stats_.pushed_steps;
-  stats_.row_updates += static_cast<int64_t>(keys_.size()) *
-                        static_cast<int64_t>(spec_.sparse_tables().size());
-  stats_.examples += examples;
-  for (const int32_t epoch : batch_epochs_) {
+  stats_.row_updates += push.row_updates;
+  stats_.examples += push.examples;
+  for (const int32_t epoch : push.epochs) {
     if (epoch >= static_cast<int32_t>(stats_.epoch_examples.size())) {
       stats_.epoch_examples.resize(epoch + 1, 0);
     }
@@ -442,7 +482,7 @@ absl::Status SparseLoop::Score(const data::SparseDataset& test,
   std::vector<uint32_t> slot;
   UniqueKeys(test, all, &keys, &slot);
   std::vector<float> weights, embeddings;
-  std::vector<float> bias(bias_.size());
+  std::vector<float> bias(step_.dense.size());
   std::vector<uint64_t> versions;
   RETURN_IF_ERROR(ps_->Pull(bias.data(), &versions));
   RETURN_IF_ERROR(PullRows(keys, &weights, &embeddings));
@@ -485,7 +525,7 @@ absl::Status SparseLoop::Evaluate(bool all) {
 absl::Status SparseLoop::Run() {
   const TrainingSection& t = options_.training;
   const int batch = std::max(1, t.batch_size);
-  bias_.assign(spec_.num_params(), 0.0f);
+  step_.dense.assign(spec_.num_params(), 0.0f);
   dense_grad_.assign(spec_.num_params(), 0.0f);
   {
     absl::MutexLock lock(&mu_);
@@ -496,34 +536,60 @@ absl::Status SparseLoop::Run() {
                                          : total;
   }
   LogStart(batch);
-  absl::Status status;
+  // overlap, layerwise: step t+1 is drawn and its rows pulled while step t
+  // computes, and pushes go out while later steps compute
+  // (worker/sparse_step_pipeline.h). The pusher is declared last so that it
+  // drains first.
+  StepPrefetcher prefetch(overlap_, [this, batch](SparseStepInput* in) {
+    return PrepareStep(batch, in);
+  });
+  StepPusher pushes(
+      overlap_, std::max(1, t.max_pushes_in_flight),
+      [this](SparseStepPush* p, PushReport* report) {
+        if (options_.no_communication) return absl::OkStatus();
+        return ps_->PushWithRows(p->dense_grad.data(), p->versions, p->refs,
+                                 report);
+      },
+      [this](const SparseStepPush& p, const PushReport& report) {
+        CountStep(report, p);
+      });
   // Finished: every batch trained (the data ran out, or training.steps);
   // not when Stop() came first.
   bool ran_out = true;
+  absl::Status status = TrainSteps(batch, &prefetch, &pushes, &ran_out);
+  // Every push in flight acknowledged (or failed) before the final
+  // evaluation and the counts.
+  const absl::Status drained = pushes.Drain();
+  if (status.ok()) status = drained;
+  train_->Stop();
+  if (status.ok()) status = Evaluate(/*all=*/true);
+  UpdateRates();
+  return Finish(status, ran_out);
+}
+
+absl::Status SparseLoop::TrainSteps(int batch, StepPrefetcher* prefetch,
+                                    StepPusher* pushes, bool* ran_out) {
+  const TrainingSection& t = options_.training;
   for (int64_t step = 0; t.steps <= 0 || step < t.steps; ++step) {
     if (stop_.load()) {
-      ran_out = false;
-      break;
+      *ran_out = false;
+      return absl::OkStatus();
     }
-    absl::StatusOr<bool> next = train_->Next(batch, &batch_, &batch_epochs_);
+    absl::Duration waited;
+    absl::StatusOr<bool> next = prefetch->Take(&step_, &waited);
     if (!next.ok() || !*next) {
-      status = next.status();
-      ran_out = !stop_.load();
-      break;
+      *ran_out = !stop_.load();
+      return next.status();
     }
-    batch_rows_.resize(static_cast<size_t>(batch_.rows()));
+    batch_rows_.resize(static_cast<size_t>(step_.batch.rows()));
     std::iota(batch_rows_.begin(), batch_rows_.end(), 0);
-    status = Step();
-    if (!status.ok()) break;
+    RETURN_IF_ERROR(Step(pushes, waited));
     if (t.eval_every_steps > 0 && (step + 1) % t.eval_every_steps == 0) {
-      status = Evaluate(/*all=*/false);
-      if (!status.ok()) break;
+      RETURN_IF_ERROR(Evaluate(/*all=*/false));
     }
     UpdateRates();
   }
-  train_->Stop();
-  if (status.ok()) status = Evaluate(/*all=*/true);
-  return Finish(status, ran_out);
+  return absl::OkStatus();
 }
 
 void SparseLoop::LogStart(int batch) const {

@@ -48,6 +48,7 @@
 #include "worker/push_pipeline.h"
 #include "worker/sparse_batches.h"
 #include "worker/sparse_ps.h"
+#include "worker/sparse_step_pipeline.h"
 #include "worker/training_loop.h"
 
 namespace downpour::worker {
@@ -82,6 +83,10 @@ class SparseLoop : public TrainingLoop {
     // slower machine's would: the scale model slows compute and links by
     // the same factor (bench/scale_model). Zero: no wait.
     absl::Duration simulated_compute = absl::ZeroDuration();
+    // Benchmarks: the same steps without talking to the ps (rows and dense
+    // parameters stay zero, nothing is pushed), the worker's rate with
+    // communication off (bench/sparse_worker).
+    bool no_communication = false;
   };
 
   // Borrows spec, ps and test; they must outlive the loop. Trains on the
@@ -128,19 +133,33 @@ class SparseLoop : public TrainingLoop {
                 const uint32_t* slot, double bias,
                 const std::vector<float>& weights,
                 const std::vector<float>& embeddings);
-  // One step over batch_: pull its rows, compute, push by shard, count.
-  absl::Status Step();
+  // Draws the next batch into *in, sorts its keys and pulls their rows and
+  // the dense parameters (on the prefetch thread with training.fetch
+  // overlap or layerwise); false when no batch is left.
+  absl::StatusOr<bool> PrepareStep(int batch, SparseStepInput* in);
+  // One step over step_ (its rows pulled): compute, then push by shard
+  // through `pushes`, counted when it is acknowledged. `waited`: the time
+  // taken waiting for step_ (Take).
+  absl::Status Step(StepPusher* pushes, absl::Duration waited);
   // sparse_linear and fm: forward and backward over the pulled rows, the
   // keys' gradients into grads_ (and embedding_grads_), the bias's into
   // dense_grad_[0]; returns the summed loss. Internal when it diverged.
   absl::StatusOr<double> LinearGradients(const std::vector<int64_t>& rows);
-  // The step's keys and gradients split by the ps that owns each key (into
-  // shard_*_), as the push's per-shard rows.
-  absl::StatusOr<std::vector<std::vector<wire::SparseRef>>> RowsByShard();
-  // Counts a pushed step of `examples` examples in stats_ (refused: only
-  // refused_steps, and a throttled warning).
-  void CountStep(const PushReport& report, int64_t examples)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The step's keys and gradients split by the ps that owns each key, with
+  // the dense gradient and versions, into *push (its refs point into it).
+  absl::Status RowsByShard(SparseStepPush* push);
+  // The refs of *push's per-shard rows (table 0, and table 1 for fm and
+  // wide_deep), with counts when `with_counts`.
+  void AddRefs(SparseStepPush* push, bool with_counts) const;
+  // The steps of Run: take each prepared step, compute it and start its
+  // push, evaluating every training.eval_every_steps; *ran_out false when
+  // Stop() ended them. The first error.
+  absl::Status TrainSteps(int batch, StepPrefetcher* prefetch,
+                          StepPusher* pushes, bool* ran_out);
+  // Counts an acknowledged push in stats_ (refused: only refused_steps, and
+  // a throttled warning), and its staleness. Any thread.
+  void CountStep(const PushReport& report, const SparseStepPush& push)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // wide_deep's forward and backward over the pulled rows: the MLP's
   // gradient into dense_grad_, the embeddings' into embedding_grads_, the
   // weights' into grads_; returns the summed loss.
@@ -185,33 +204,27 @@ class SparseLoop : public TrainingLoop {
   // sparse_linear.
   const int fm_dim_;
   const bool wide_deep_;  // options_.backend != null
+  // training.fetch overlap or layerwise (not under bsp): prefetch and push
+  // in the background (worker/sparse_step_pipeline.h).
+  const bool overlap_;
   std::atomic<bool> stop_{false};
 
-  // Compute thread only: the step's batch (rows 0..n-1: batch_rows_), the
-  // epoch each row was read in, and scratch reused across steps.
-  data::SparseDataset batch_;
-  std::vector<int32_t> batch_epochs_;
+  // Compute thread only: the step's batch, its rows' epochs, keys and
+  // pulled rows (rows 0..n-1: batch_rows_), and scratch reused across
+  // steps.
+  SparseStepInput step_;
   std::vector<int64_t> batch_rows_;
-  std::vector<uint64_t> keys_;
-  std::vector<uint32_t> slot_;
-  std::vector<float> weights_;
   std::vector<float> grads_;
-  // fm: the batch keys' embeddings and their gradients (fm_dim_ a key), an
+  // fm: the batch keys' gradients in the embeddings (fm_dim_ a key), an
   // example's gathered rows, and sum_i v_if x_i per factor.
-  std::vector<float> embeddings_;
   std::vector<float> embedding_grads_;
   std::vector<float> gathered_w_;
   std::vector<const float*> gathered_v_;
   std::vector<double> fm_s_;
-  std::vector<std::vector<float>> shard_embedding_grads_;
-  std::vector<std::vector<uint64_t>> shard_keys_;
-  std::vector<std::vector<float>> shard_grads_;
   std::vector<uint32_t> counts_;  // per unique key of the batch
-  std::vector<std::vector<uint32_t>> shard_counts_;
-  std::vector<std::vector<uint32_t>> shard_of_;  // positions in keys_
-  std::vector<float> bias_;  // the dense parameters (wide_deep: the MLP's)
   std::vector<float> dense_grad_;
-  std::vector<uint64_t> versions_;
+  // The prefetch thread's (PrepareStep): all rows of the batch it draws.
+  std::vector<int64_t> prepare_rows_;
   // wide_deep: the batch as compute_backend.h's PooledBatch, the wide
   // margins, targets, d loss / d output per row, and scoring scratch.
   std::vector<int64_t> batch_offsets_;

@@ -1,6 +1,7 @@
 #include "worker/sparse_loop.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -89,12 +90,15 @@ class ShardsPs : public SparsePs {
       const float* grad, const std::vector<uint64_t>& versions,
       const std::vector<std::vector<wire::SparseRef>>& rows,
       PushReport*) override {
-    ++pushes_;
+    const uint64_t sequence = ++pushes_;
+    if (sequence == fail_push_) {
+      return absl::UnavailableError("ps 1 did not answer");
+    }
     for (int s = 0; s < 2; ++s) {
       wire::PushView view;
       view.placement_epoch = 1;
       view.worker_id = 0;
-      view.sequence = pushes_;
+      view.sequence = sequence;
       for (size_t i = 0; s == 0 && i < spec_.blocks().size(); ++i) {
         const BlockSpec& b = spec_.blocks()[i];
         view.blocks.push_back({b.id, versions[i], 0,
@@ -111,6 +115,9 @@ class ShardsPs : public SparsePs {
   }
 
   server::Shard& shard(int s) { return *shards_[s]; }
+  uint64_t pushes() const { return pushes_.load(); }
+  // Push number n (1-based) fails, as a dead ps's would.
+  void FailPush(uint64_t n) { fail_push_ = n; }
 
   // A placement map of its own: each ps holds the buckets `owners` gives it.
   void SetBucketOwners(std::vector<int> owners) {
@@ -132,7 +139,8 @@ class ShardsPs : public SparsePs {
   std::shared_ptr<const std::vector<int>> owners_;
   std::vector<Counters> counters_;
   std::vector<std::unique_ptr<server::Shard>> shards_;
-  uint64_t pushes_ = 0;
+  std::atomic<uint64_t> pushes_{0};
+  uint64_t fail_push_ = 0;
 };
 
 // Examples of 20 features out of 200 keys; the label is 1 when the example
@@ -212,6 +220,53 @@ TEST(SparseLoopTest, LearnsASeparableRuleOverTwoShards) {
   EXPECT_GT(rows0, 0);
   EXPECT_GT(rows1, 0);
   EXPECT_LE(rows0 + rows1, 200) << "one row per distinct training key";
+}
+
+// training.fetch overlap: step t+1's rows are pulled while step t computes
+// and pushes go out in the background; every batch is still trained and
+// counted once, and the model learns as with after_push.
+TEST(SparseLoopTest, OverlapTrainsEveryBatchOnceAndLearns) {
+  const Config config = TwoShardConfig();
+  auto spec = ModelSpec::Create(config.model);
+  ASSERT_THAT(spec.status(), IsOk());
+  for (const int in_flight : {1, 3}) {
+    ShardsPs ps(config);
+    auto train = std::make_shared<data::SparseDataset>(MakeData(4000, 2));
+    const data::SparseDataset test = MakeData(1000, 3);
+    SparseLoop::Options options;
+    options.training.batch_size = 32;
+    options.training.epochs = 3;
+    options.training.eval_every_steps = 100;
+    options.training.fetch = FetchMode::kOverlap;
+    options.training.max_pushes_in_flight = in_flight;
+    options.num_shards = 2;
+    SparseLoop loop(*spec, &ps, train, &test, options);
+    ASSERT_THAT(loop.Run(), IsOk());
+    const WorkerStats stats = loop.stats();
+    EXPECT_TRUE(stats.finished);
+    EXPECT_EQ(stats.step, 3 * 4000 / 32);
+    EXPECT_EQ(stats.pushed_steps, 3 * 4000 / 32);
+    EXPECT_EQ(stats.examples, 3 * 4000);
+    ASSERT_EQ(stats.epoch_examples.size(), 3u);
+    EXPECT_EQ(stats.epoch_examples[2], 4000);
+    ASSERT_FALSE(stats.metrics.empty());
+    EXPECT_GT(stats.metrics[0].second, 0.95) << in_flight << " in flight";
+    EXPECT_EQ(ps.pushes(), 3 * 4000 / 32) << "each step pushed once";
+  }
+  // A push that fails in the background fails the run, also the last one.
+  ShardsPs ps(config);
+  ps.FailPush(5);
+  auto train = std::make_shared<data::SparseDataset>(MakeData(160, 2));
+  const data::SparseDataset test = MakeData(100, 3);
+  SparseLoop::Options options;
+  options.training.batch_size = 32;
+  options.training.epochs = 1;
+  options.training.fetch = FetchMode::kOverlap;
+  options.num_shards = 2;
+  SparseLoop loop(*spec, &ps, train, &test, options);
+  EXPECT_THAT(loop.Run(), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_FALSE(loop.stats().finished);
+  EXPECT_EQ(loop.stats().pushed_steps, 4);
 }
 
 // compute.device simulated: each step's compute lasts at least

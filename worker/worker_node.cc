@@ -187,7 +187,7 @@ absl::Status WorkerNode::JoinCluster() {
   return absl::OkStatus();
 }
 
-absl::Status WorkerNode::MakeSparseLoop(const proto::Partition& partition) {
+SparseLoop::Options WorkerNode::SparseOptions() const {
   const Config& config = options_.config;
   SparseLoop::Options sparse_options;
   sparse_options.training = config.training;
@@ -209,6 +209,12 @@ absl::Status WorkerNode::MakeSparseLoop(const proto::Partition& partition) {
     sparse_options.simulated_compute =
         absl::Milliseconds(config.compute.simulated_step_ms);
   }
+  return sparse_options;
+}
+
+absl::Status WorkerNode::MakeSparseLoop(const proto::Partition& partition) {
+  const Config& config = options_.config;
+  const SparseLoop::Options sparse_options = SparseOptions();
   if (!stream_source_.has_value()) {
     sparse_train_ = std::make_shared<const data::SparseDataset>(PartitionRows(
         sparse_data_.train, Parts(partition), partition.num_parts()));

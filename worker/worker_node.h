@@ -111,6 +111,9 @@ class WorkerNode {
   absl::Status Reregister();
   // Builds the sparse loop over this worker's parts (streamed or in memory).
   absl::Status MakeSparseLoop(const proto::Partition& partition);
+  // The sparse loop's options from the config (training, shards, admission
+  // counts, wide_deep's backend, the simulated device's step).
+  SparseLoop::Options SparseOptions() const;
   // Trains on the parts in `partition` from the next step on, if they changed.
   void ApplyPartition(const proto::Partition& partition);
   void OnHeartbeat(const proto::HeartbeatResponse& response);
