@@ -192,7 +192,11 @@ TEST(SparseTest, AWideDeepJobLearnsAnInteractionAndItsExportScoresAlike) {
           "model:\n  type: wide_deep\n  task: binary\n  sparse_buckets: 32\n"
           "wide_deep:\n  dim: 4\n  hidden: [16]\n  init_scale: 0.1\n"
           "optimizer:\n  type: adam\n  learning_rate: 0.01\n"
+          // Prefetched rows and pushes in the background: the final
+          // metrics must still be those of the whole model (checked
+          // against the export below).
           "training:\n  batch_size: 32\n  epochs: 4\n  eval_every_steps: 100\n"
+          "  fetch: overlap\n  max_pushes_in_flight: 2\n"
           "data:\n  source: csv\n  path: ",
           train, "\n  test_path: ", test,
           "\n  label_column: label\n  categorical: [color]\n  text: [notes]\n"

@@ -78,24 +78,68 @@ SparseLoop::SparseLoop(const ModelSpec& spec, SparsePs* ps,
   test_ = own_test_.get();
 }
 
+namespace {
+
+// Sorts (key, position) pairs by key: one counting pass by the key's top 10
+// bits into 1,024 buckets, then each bucket by itself (insertion sort when
+// short, std::sort when not). Hashed keys spread evenly, so a bucket holds a
+// handful; raw LIBSVM indices (small keys, one bucket) still sort in
+// n log n.
+void SortByKey(std::vector<std::pair<uint64_t, uint32_t>>* entries) {
+  constexpr int kBits = 10;
+  constexpr size_t kBuckets = size_t{1} << kBits;
+  const auto by_key = [](const std::pair<uint64_t, uint32_t>& a,
+                         const std::pair<uint64_t, uint32_t>& b) {
+    return a.first < b.first;
+  };
+  thread_local std::vector<std::pair<uint64_t, uint32_t>> sorted;
+  thread_local std::vector<uint32_t> start;
+  thread_local std::vector<uint32_t> next;
+  start.assign(kBuckets + 1, 0);
+  for (const auto& e : *entries) ++start[(e.first >> (64 - kBits)) + 1];
+  for (size_t b = 0; b < kBuckets; ++b) start[b + 1] += start[b];
+  sorted.resize(entries->size());
+  next.assign(start.begin(), start.end() - 1);
+  for (const auto& e : *entries) sorted[next[e.first >> (64 - kBits)]++] = e;
+  for (size_t b = 0; b < kBuckets; ++b) {
+    const auto first = sorted.begin() + start[b];
+    const auto last = sorted.begin() + start[b + 1];
+    if (last - first > 32) {
+      std::sort(first, last, by_key);
+      continue;
+    }
+    for (auto i = first; i < last; ++i) {
+      const auto e = *i;
+      auto j = i;
+      for (; j > first && e.first < (j - 1)->first; --j) *j = *(j - 1);
+      *j = e;
+    }
+  }
+  entries->swap(sorted);
+}
+
+}  // namespace
+
 void SparseLoop::UniqueKeys(const data::SparseDataset& data,
                             const std::vector<int64_t>& rows,
                             std::vector<uint64_t>* keys,
                             std::vector<uint32_t>* slot) {
-  keys->clear();
-  for (int64_t r : rows) {
-    keys->insert(keys->end(), data.keys.begin() + data.offsets[r],
-                 data.keys.begin() + data.offsets[r + 1]);
-  }
-  std::sort(keys->begin(), keys->end());
-  keys->erase(std::unique(keys->begin(), keys->end()), keys->end());
-  slot->clear();
+  // Every entry as (key, its position among the batch's entries), sorted by
+  // key once: the unique keys and each entry's slot come out of one pass
+  // (no search per entry).
+  thread_local std::vector<std::pair<uint64_t, uint32_t>> entries;
+  entries.clear();
   for (int64_t r : rows) {
     for (int64_t e = data.offsets[r]; e < data.offsets[r + 1]; ++e) {
-      slot->push_back(static_cast<uint32_t>(
-          std::lower_bound(keys->begin(), keys->end(), data.keys[e]) -
-          keys->begin()));
+      entries.emplace_back(data.keys[e], static_cast<uint32_t>(entries.size()));
     }
+  }
+  SortByKey(&entries);
+  keys->clear();
+  slot->resize(entries.size());
+  for (const auto& [key, position] : entries) {
+    if (keys->empty() || keys->back() != key) keys->push_back(key);
+    (*slot)[position] = static_cast<uint32_t>(keys->size() - 1);
   }
 }
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <numeric>
 #include <random>
 #include <vector>
 
@@ -190,6 +191,37 @@ TEST(SparseLoopTest, UniqueKeysAreSortedAndEveryEntryFindsItsSlot) {
     }
   }
   EXPECT_EQ(e, slot.size());
+}
+
+// The same for hashed keys (spread over the whole range) and for small raw
+// indices (all in the sort's first bucket, many more than it sorts by
+// insertion), against a plain sort and unique.
+TEST(SparseLoopTest, UniqueKeysOfHashedAndOfSmallKeys) {
+  for (const bool hashed : {true, false}) {
+    std::mt19937_64 rng(hashed ? 5 : 6);
+    data::SparseDataset d;
+    data::SparseRowWriter writer(&d);
+    for (int r = 0; r < 300; ++r) {
+      for (int f = 0; f < 39; ++f) {
+        const uint64_t k = rng() % 2000;
+        writer.Add(hashed ? MixKey(k) : k, 1.0f);
+      }
+      ASSERT_THAT(writer.EndRow(0.0f), IsOk());
+    }
+    std::vector<int64_t> rows(300);
+    std::iota(rows.begin(), rows.end(), 0);
+    std::vector<uint64_t> keys;
+    std::vector<uint32_t> slot;
+    SparseLoop::UniqueKeys(d, rows, &keys, &slot);
+    std::vector<uint64_t> want = d.keys;
+    std::sort(want.begin(), want.end());
+    want.erase(std::unique(want.begin(), want.end()), want.end());
+    EXPECT_EQ(keys, want) << (hashed ? "hashed" : "small");
+    ASSERT_EQ(slot.size(), d.keys.size());
+    for (size_t e = 0; e < slot.size(); ++e) {
+      ASSERT_EQ(keys[slot[e]], d.keys[e]) << e;
+    }
+  }
 }
 
 // Two shards, FTRL: the loop learns the rule (AUC near 1 on held-out rows),
