@@ -651,6 +651,14 @@ void SparseLoop::LogStart(int batch) const {
                     : std::string("sparse_linear"),
       rows >= 0 ? absl::StrCat(rows) : std::string("streamed"),
       test_ == nullptr ? 0 : test_->sample().rows(), options_.num_shards);
+  if (overlap_) {
+    SPDLOG_LOGGER_INFO(
+        L(),
+        "training.fetch {}: the next step's rows are pulled while this one "
+        "computes, up to {} push(es) in flight",
+        FetchModeName(options_.training.fetch),
+        std::max(1, options_.training.max_pushes_in_flight));
+  }
 }
 
 absl::Status SparseLoop::Finish(absl::Status status, bool ran_out) {

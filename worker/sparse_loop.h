@@ -21,9 +21,10 @@
 // AUC, logloss and accuracy, or RMSE, MAE and R², as the dense loop reports
 // them (WorkerStats).
 //
-// One thread runs Run(); Stop() and stats() from any thread. A step waits for
-// its pull and its push (the next step's keys depend on its batch only, but
-// compute and communication do not overlap yet).
+// One thread runs Run(); Stop() and stats() from any thread. With
+// training.fetch after_push a step waits for its pull and its push; with
+// overlap or layerwise the next step's batch and rows are prepared, and
+// pushes sent, on threads of their own (worker/sparse_step_pipeline.h).
 #ifndef DOWNPOUR_WORKER_SPARSE_LOOP_H_
 #define DOWNPOUR_WORKER_SPARSE_LOOP_H_
 
