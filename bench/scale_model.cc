@@ -23,6 +23,15 @@
 // rate * window): both directions' mean); and the machine's CPU use over the
 // window (/proc/stat). Needs root, `ip` and `tc`. Every namespace is deleted
 // at the end, also on error or Ctrl-C.
+//
+// --model=sparse_linear trains FTRL logistic regression on a click log that
+// bench/criteo/gen_criteo generates once under --work (real gradients on the
+// CPU, each step padded to --step_ms) until a worker's test AUC reaches the
+// generator's Bayes AUC minus --auc_gap, and reports per row the seconds to
+// it, the speed-up over 1 worker, the start-up, examples/s, staleness and
+// the busiest ps link (from the lab switch's byte counters):
+//   bazel-bin/bench/scale_model --model=sparse_linear --shards=8
+//     --link_mbit=10 --workers=1,16
 #include <fcntl.h>
 #include <sched.h>
 #include <sys/resource.h>
@@ -174,6 +183,7 @@ struct Row {
   double staleness_mean = NAN;
   double staleness_p99 = NAN;
   double startup_s = NAN;
+  double train_speedup = NAN;  // the speed-up without start-up
   double target_auc = NAN;
   double launch_unix_s = NAN;  // when the launcher started
   std::string error;
@@ -809,9 +819,10 @@ std::string TargetTable(const std::vector<Row>& rows, double cpu_flag) {
 std::string SparseTable(const std::vector<Row>& rows, double cpu_flag) {
   std::string out =
       "| model | link Mbit/s | shards | W | s to target | speed-up | "
-      "start-up s | updates/s | examples/s | staleness mean/p99 | "
-      "busiest ps link | final AUC | CPU busy | our CPU |\n"
-      "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+      "start-up s | speed-up after start-up | updates/s | examples/s | "
+      "staleness mean/p99 | busiest ps link | final AUC | CPU busy | our CPU "
+      "|\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   const std::string link = Fmt(absl::GetFlag(FLAGS_link_mbit), 0);
   for (const Row& r : rows) {
     if (!IsSparse(r.model)) continue;
@@ -822,14 +833,15 @@ std::string SparseTable(const std::vector<Row>& rows, double cpu_flag) {
     }
     absl::StrAppendFormat(
         &out,
-        "| %s | %s | %d | %d | %s | %s | %s | %s | %s | %s/%s | %s | %s | "
-        "%s%s | %s |\n",
+        "| %s | %s | %d | %d | %s | %s | %s | %s | %s | %s | %s/%s | %s | %s "
+        "| %s%s | %s |\n",
         r.model, link, r.shards, r.workers, Fmt(r.seconds_to_target, 1),
-        Fmt(r.speedup, 2), Fmt(r.startup_s, 1), Fmt(r.updates_per_s, 1),
-        Fmt(r.examples_per_s, 0), Fmt(r.staleness_mean, 1),
-        Fmt(r.staleness_p99, 0), Fmt(100 * r.ps_link_util, 0, "%"),
-        Fmt(r.accuracy, 4), Fmt(r.cpu_busy, 0, "%"),
-        r.cpu_busy > cpu_flag ? " **CPU-bound?**" : "", Fmt(r.our_cpu, 0, "%"));
+        Fmt(r.speedup, 2), Fmt(r.startup_s, 1), Fmt(r.train_speedup, 2),
+        Fmt(r.updates_per_s, 1), Fmt(r.examples_per_s, 0),
+        Fmt(r.staleness_mean, 1), Fmt(r.staleness_p99, 0),
+        Fmt(100 * r.ps_link_util, 0, "%"), Fmt(r.accuracy, 4),
+        Fmt(r.cpu_busy, 0, "%"), r.cpu_busy > cpu_flag ? " **CPU-bound?**" : "",
+        Fmt(r.our_cpu, 0, "%"));
   }
   return out;
 }
@@ -991,6 +1003,7 @@ std::vector<Row> RunRows(const Grid& grid, NetnsLab& lab,
       for (int s : grid.shards) {
         double base = NAN;          // updates/s with 1 worker
         double base_seconds = NAN;  // seconds to the target with 1 worker
+        double base_train = NAN;    // the same less its start-up
         for (int w : grid.workers) {
           if (g_interrupted) break;
           Row row{w, s, encoding, model};
@@ -1002,9 +1015,12 @@ std::vector<Row> RunRows(const Grid& grid, NetnsLab& lab,
           if (w == 1 && row.error.empty()) {
             base = row.updates_per_s;
             base_seconds = row.seconds_to_target;
+            base_train = row.seconds_to_target - row.startup_s;
           }
           row.efficiency = row.updates_per_s / (w * base);
           row.speedup = base_seconds / row.seconds_to_target;
+          row.train_speedup =
+              base_train / (row.seconds_to_target - row.startup_s);
           PrintRow(row, cpu_flag);
           rows.push_back(row);
         }
@@ -1070,16 +1086,21 @@ std::string SparseLegend(double bayes_auc) {
       "each %.0f ms step. s to target: launch to the first evaluation (%d "
       "test rows, about %g a second over the cluster) at AUC >= %.4f (Bayes "
       "- %g); speed-up: s(1) / s(W), same shards and links; start-up s: "
-      "launch until every worker had stepped; updates/s, examples/s: cluster, "
+      "launch until every worker had stepped; speed-up after start-up: the "
+      "same ratio of (s to target - start-up s); updates/s, examples/s: "
+      "cluster, "
       "after every worker's %d warm-up steps until the target; staleness: "
       "the workers' mean (mean over workers) and p99 (worst worker) at the "
-      "end; busiest ps link as in the dense table.\n",
+      "end; busiest ps link: the busiest ps's veth bytes in+out (the lab "
+      "switch's counters) / (2 * rate * window); final AUC: the best worker's "
+      "last evaluation, the final one on every test row (the target is "
+      "checked on the first %d).\n",
       absl::GetFlag(FLAGS_ftrl_alpha), absl::GetFlag(FLAGS_sparse_batch_size),
       absl::GetFlag(FLAGS_click_rows), bayes_auc,
       absl::GetFlag(FLAGS_click_test_rows), absl::GetFlag(FLAGS_step_ms),
       absl::GetFlag(FLAGS_eval_rows), absl::GetFlag(FLAGS_evals_per_s),
       bayes_auc - absl::GetFlag(FLAGS_auc_gap), absl::GetFlag(FLAGS_auc_gap),
-      absl::GetFlag(FLAGS_warmup_steps));
+      absl::GetFlag(FLAGS_warmup_steps), absl::GetFlag(FLAGS_eval_rows));
 }
 
 // The tables of the rows (dense, then sparse_linear) with their legends.
