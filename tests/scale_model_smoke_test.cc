@@ -89,7 +89,7 @@ TEST(ScaleModelSmokeTest, SparseLinearRowReachesTheTargetAuc) {
       "scale_model",
       {(fs::path(bin) / "bench/scale_model").string(), "--workers=1",
        "--shards=1", "--model=sparse_linear", "--click_rows=20000",
-       "--click_test_rows=2000", "--eval_rows=2000", "--auc_gap=0.15",
+       "--click_test_rows=2000", "--eval_rows=2000", "--auc_gap=0.13",
        "--warmup_steps=2", "--step_ms=50", "--link_mbit=100",
        "--work=" + dir + "/click", "--bin_dir=" + bin,
        "--run_dir=" + dir + "/runs", "--markdown=" + dir + "/table.md"},
