@@ -23,6 +23,17 @@
 // rate * window): both directions' mean); and the machine's CPU use over the
 // window (/proc/stat). Needs root, `ip` and `tc`. Every namespace is deleted
 // at the end, also on error or Ctrl-C.
+//
+// --model=sparse_linear trains FTRL logistic regression on a click log that
+// bench/criteo/gen_criteo generates once under --work (real gradients on the
+// CPU, each step padded to --step_ms) until a worker's test AUC reaches the
+// generator's Bayes AUC minus --auc_gap, and reports per row the seconds to
+// it, the speed-up over 1 worker, the start-up, examples/s, staleness and
+// the busiest ps link (from the lab switch's byte counters):
+//   bazel-bin/bench/scale_model --model=sparse_linear --shards=8
+//     --link_mbit=10 --workers=1,16
+#include <fcntl.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -42,11 +53,13 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -64,8 +77,9 @@ ABSL_FLAG(std::string, encodings, "float32,bf16",
           "wire encodings: float32 (the default, no key set) or any value of "
           "rpc.encoding");
 ABSL_FLAG(std::string, model, "mlp",
-          "models, comma-separated: mlp (MNIST MLP 784-256-128-10, 0.94 MB) "
-          "or mlp10x (784-2560-128-10, 9.4 MB)");
+          "models, comma-separated: mlp (MNIST MLP 784-256-128-10, 0.94 MB), "
+          "mlp10x (784-2560-128-10, 9.4 MB) or sparse_linear (FTRL logistic "
+          "regression on the generated click log, time to a target AUC)");
 ABSL_FLAG(double, link_mbit, 100,
           "every link's rate each way, Mbit/s (100 = 10 Gbit/s scaled 100x)");
 ABSL_FLAG(double, step_ms, 200,
@@ -107,6 +121,27 @@ ABSL_FLAG(int, eval_every_steps, 10,
           "2000 test examples)");
 ABSL_FLAG(double, learning_rate, 0.001,
           "--target_accuracy: Adam's learning rate");
+ABSL_FLAG(std::string, work, "/tmp/downpour-scale-criteo",
+          "sparse_linear: folder for the generated click log (made once by "
+          "bench/criteo/gen_criteo, reused while its rows and seed match)");
+ABSL_FLAG(int64_t, click_rows, 2000000,
+          "sparse_linear: training rows of the click log (every worker streams "
+          "its byte range of it)");
+ABSL_FLAG(int64_t, click_test_rows, 20000,
+          "sparse_linear: test rows (the generator's Bayes AUC is on these)");
+ABSL_FLAG(
+    double, auc_gap, 0.06,
+    "sparse_linear: the target AUC is the generator's Bayes AUC minus "
+    "this (0.06: one worker needs ~400k examples, ~5 min at 200 ms steps)");
+ABSL_FLAG(int, sparse_batch_size, 256, "sparse_linear: training.batch_size");
+ABSL_FLAG(double, ftrl_alpha, 0.1,
+          "sparse_linear: FTRL's alpha (optimizer.learning_rate; beta 1)");
+ABSL_FLAG(int, eval_rows, 5000,
+          "sparse_linear: data.eval_rows, the test rows each periodic "
+          "evaluation scores");
+ABSL_FLAG(double, evals_per_s, 1,
+          "sparse_linear: evaluations per second the whole cluster makes "
+          "(each worker's training.eval_every_steps follows from it)");
 
 namespace downpour::bench {
 namespace {
@@ -141,8 +176,25 @@ struct Row {
   double seconds_to_target = NAN;
   double speedup = NAN;
   double accuracy = NAN;
+  // sparse_linear: examples/s (cluster, over the window), the workers' mean
+  // staleness (mean over workers) and p99 (worst worker) at the end, seconds
+  // from launch until every worker had stepped, and the target AUC.
+  double examples_per_s = NAN;
+  double staleness_mean = NAN;
+  double staleness_p99 = NAN;
+  double startup_s = NAN;
+  double train_speedup = NAN;  // the speed-up without start-up
+  double target_auc = NAN;
+  double launch_unix_s = NAN;  // when the launcher started
   std::string error;
 };
+
+bool IsSparse(const std::string& model) { return model == "sparse_linear"; }
+
+// A run that ends at a target (accuracy or AUC) rather than after --steps.
+bool IsTargetRun(const Row& row) {
+  return IsSparse(row.model) || absl::GetFlag(FLAGS_target_accuracy) > 0;
+}
 
 std::vector<int> LayersOf(const std::string& model) {
   if (model == "mlp") return {784, 256, 128, 10};
@@ -212,6 +264,100 @@ class CpuSampler {
   std::thread thread_;
 };
 
+// ---- Link bytes: the lab switch's /proc/net/dev, sampled in the background.
+
+// Samples every switch port's bytes (rx + tx) every 250 ms while it lives,
+// from a thread that entered the switch's network namespace (the ps's own
+// bytes counter holds only dense traffic, so sparse rows read the links).
+class LinkSampler {
+ public:
+  explicit LinkSampler(std::string netns)
+      : netns_(std::move(netns)), thread_([this] { Loop(); }) {}
+  ~LinkSampler() {
+    stop_ = true;
+    thread_.join();
+  }
+  // The most bytes per second any of `ports` moved (in + out) between the
+  // first sample at or after `from` and the last at or before `to`; NaN
+  // without two such samples.
+  double BusiestBytesPerS(const std::vector<std::string>& ports, double from,
+                          double to) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    const Sample* a = nullptr;
+    const Sample* b = nullptr;
+    for (const Sample& s : samples_) {
+      if (a == nullptr && s.unix_s >= from) a = &s;
+      if (s.unix_s <= to) b = &s;
+    }
+    if (a == nullptr || b == nullptr || b->unix_s <= a->unix_s) return NAN;
+    double busiest = 0;
+    for (const std::string& port : ports) {
+      auto at = a->bytes.find(port), bt = b->bytes.find(port);
+      if (at == a->bytes.end() || bt == b->bytes.end()) continue;
+      busiest = std::max(busiest,
+                         (bt->second - at->second) / (b->unix_s - a->unix_s));
+    }
+    return busiest;
+  }
+
+ private:
+  struct Sample {
+    double unix_s = 0;
+    std::map<std::string, double> bytes;  // port -> rx + tx bytes
+  };
+
+  // /proc/net/dev of this thread's namespace: "name: rx_bytes ... (8
+  // receive fields) tx_bytes ...".
+  static Sample Read() {
+    Sample sample;
+    sample.unix_s = absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch());
+    std::ifstream in("/proc/thread-self/net/dev");
+    std::string line;
+    while (std::getline(in, line)) {
+      const size_t colon = line.find(':');
+      if (colon == std::string::npos) continue;
+      std::vector<std::string> f =
+          absl::StrSplit(line.substr(colon + 1), ' ', absl::SkipWhitespace());
+      double rx = 0, tx = 0;
+      if (f.size() < 9 || !absl::SimpleAtod(f[0], &rx) ||
+          !absl::SimpleAtod(f[8], &tx))
+        continue;
+      std::string name(absl::StripAsciiWhitespace(line.substr(0, colon)));
+      sample.bytes[name] = rx + tx;
+    }
+    return sample;
+  }
+
+  void Loop() {
+    const int fd = open(("/var/run/netns/" + netns_).c_str(), O_RDONLY);
+    const bool entered = fd >= 0 && setns(fd, CLONE_NEWNET) == 0;
+    if (fd >= 0) close(fd);
+    while (entered && !stop_) {
+      Sample sample = Read();
+      {
+        absl::MutexLock lock(&mu_);
+        samples_.push_back(std::move(sample));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    }
+  }
+
+  // Constant after construction.
+  const std::string netns_;
+  // Protected by mu_.
+  absl::Mutex mu_;
+  std::vector<Sample> samples_ ABSL_GUARDED_BY(mu_);
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// What a row's measurements read besides the history.
+struct Probes {
+  CpuSampler* cpu = nullptr;
+  LinkSampler* links = nullptr;       // the lab switch's ports
+  std::vector<std::string> ps_ports;  // each ps's port on the switch
+};
+
 // ---- One run. ---------------------------------------------------------------
 
 std::string IpPort(const NetnsLab& lab, const std::string& role, int port) {
@@ -261,6 +407,100 @@ std::string TargetYaml() {
       absl::GetFlag(FLAGS_step_ms), "\n  simulated_real_gradients: true\n");
 }
 
+// ---- sparse_linear: the generated click log. ------------------------------
+
+// The click log's folder: one per rows, test rows and seed, so a folder is
+// reused only for the same log.
+std::string ClickLogDir() {
+  return absl::StrCat(absl::GetFlag(FLAGS_work), "/r",
+                      absl::GetFlag(FLAGS_click_rows), "-t",
+                      absl::GetFlag(FLAGS_click_test_rows), "-s1");
+}
+
+// Workers' training.eval_every_steps: the cluster evaluates about
+// --evals_per_s times a second (a worker steps 1000 / --step_ms times).
+int EvalEverySteps(int workers) {
+  const double steps_per_s = 1000 / absl::GetFlag(FLAGS_step_ms);
+  return std::max(1, static_cast<int>(std::lround(
+                         workers * steps_per_s /
+                         std::max(1e-3, absl::GetFlag(FLAGS_evals_per_s)))));
+}
+
+// The sections of a sparse_linear run: FTRL logistic regression over the
+// streamed click log, real gradients padded to the simulated step, stopped
+// at the target AUC (the launcher's seconds_to_target).
+std::string SparseYaml(const Row& row) {
+  const std::string dir = ClickLogDir();
+  return absl::StrCat(
+      "model:\n  task: binary\n  type: sparse_linear\n  sparse_buckets: 256\n",
+      "optimizer:\n  type: ftrl\n  learning_rate: ",
+      absl::GetFlag(FLAGS_ftrl_alpha), "\n  ftrl_beta: 1.0\n",
+      "training:\n  batch_size: ", absl::GetFlag(FLAGS_sparse_batch_size),
+      "\n  consistency: async\n  epochs: 100\n  eval_every_steps: ",
+      EvalEverySteps(row.workers),
+      "\n  seed: 42\n  target_metric: auc\n  target_value: ",
+      absl::StrFormat("%.4f", row.target_auc), "\n  stop_at_target: true\n",
+      "data:\n  source: criteo\n  path: ", dir,
+      "/train.txt\n  test_path: ", dir,
+      "/test.txt\n  shuffle_window: 20000\n  eval_rows: ",
+      absl::GetFlag(FLAGS_eval_rows), "\n",
+      "compute:\n  device: simulated\n  simulated_step_ms: ",
+      absl::GetFlag(FLAGS_step_ms), "\n");
+}
+
+// The Bayes AUC that gen_criteo printed in `log` ("bayes_auc 0.7857").
+absl::StatusOr<double> BayesAuc(const std::string& log) {
+  const std::string text = ReadFile(log).value_or("");
+  const size_t at = text.find("bayes_auc ");
+  double auc = 0;
+  if (at == std::string::npos ||
+      !absl::SimpleAtod(text.substr(at + 10, text.find('\n', at) - at - 10),
+                        &auc)) {
+    return absl::NotFoundError(
+        absl::StrCat("no 'bayes_auc' line in ", log,
+                     ": delete the folder and rerun to generate the log anew"));
+  }
+  return auc;
+}
+
+// Generates the click log under ClickLogDir() with bin_dir's gen_criteo, or
+// reuses it when its gen.log is there (written last); its Bayes AUC.
+absl::StatusOr<double> PrepareClickLog(const std::string& bin_dir) {
+  const std::string dir = ClickLogDir();
+  const std::string log = dir + "/gen.log";
+  if (fs::exists(log)) return BayesAuc(log);
+  fs::create_directories(dir);
+  std::printf("scale_model: generating the click log in %s\n", dir.c_str());
+  std::fflush(stdout);
+  fs::remove(log + ".tmp");
+  auto gen = Subprocess::Start(
+      "gen_criteo",
+      {(fs::path(bin_dir) / "bench/criteo/gen_criteo").string(), "--out",
+       dir + "/train.txt", "--rows",
+       absl::StrCat(absl::GetFlag(FLAGS_click_rows)), "--test_out",
+       dir + "/test.txt", "--test_rows",
+       absl::StrCat(absl::GetFlag(FLAGS_click_test_rows)), "--seed", "1"},
+      log + ".tmp");
+  if (!gen.ok()) return gen.status();
+  std::optional<int> status;
+  while (!status.has_value()) status = (*gen)->Wait(absl::Seconds(1));
+  if (*status != 0) {
+    return absl::InternalError(
+        absl::StrCat("gen_criteo exited ", *status, ": see ", log, ".tmp"));
+  }
+  fs::rename(log + ".tmp", log);
+  return BayesAuc(log);
+}
+
+// The dense model's sections.
+std::string DenseYaml(const Row& row) {
+  return absl::StrCat(
+      "model:\n  layers: [", absl::StrJoin(LayersOf(row.model), ", "),
+      "]\n  block_size: ", absl::GetFlag(FLAGS_block_size), "\n",
+      absl::GetFlag(FLAGS_target_accuracy) > 0 ? TargetYaml()
+                                               : ThroughputYaml());
+}
+
 // The run's whole config. training.fetch overlap measured best: with
 // after_push a step waits for its push's acknowledgement and then a pull
 // (~2 transfers of the model on the worker's link), which halved one worker's
@@ -283,10 +523,7 @@ std::string ConfigYaml(const NetnsLab& lab, const Row& row) {
       absl::StrJoin(workers, ", "), "]\n",
       "heartbeat:\n  interval_s: 0.1\n  timeout_s: 10\n",
       "rpc:\n  deadline_s: 60\n  connect_timeout_s: 60\n", encoding,
-      "model:\n  layers: [", absl::StrJoin(LayersOf(row.model), ", "),
-      "]\n  block_size: ", absl::GetFlag(FLAGS_block_size), "\n",
-      absl::GetFlag(FLAGS_target_accuracy) > 0 ? TargetYaml()
-                                               : ThroughputYaml(),
+      IsSparse(row.model) ? SparseYaml(row) : DenseYaml(row),
       "checkpoint:\n  dir: \"\"\n  interval_s: 0\n",
       "coordinator:\n  state_dir: \"\"\n  history_interval_s: 0.25\n"
       "  history_size: 100000\n",
@@ -303,6 +540,10 @@ struct Point {
   int64_t max_step = 0;
   int64_t steps = 0;
   int64_t pushes = 0;
+  int64_t examples = 0;
+  double staleness_mean = 0;  // mean over the workers
+  double staleness_p99 = 0;   // the worst worker's
+  double auc = NAN;           // the best worker's last test AUC
   bool any_finished = false;
   std::map<int, double> ps_bytes;
 };
@@ -318,6 +559,12 @@ Point ToPoint(const proto::HistorySample& sample, int workers) {
     step[m.index()] = static_cast<int64_t>(m.report().step());
     p.steps += m.report().step();
     p.pushes += m.report().pushes();
+    p.examples += m.report().examples();
+    p.staleness_mean += m.report().mean_staleness() / workers;
+    p.staleness_p99 = std::max(p.staleness_p99, m.report().staleness_p99());
+    const auto auc = m.report().metrics().find("auc");
+    if (auc != m.report().metrics().end() && !(auc->second <= p.auc))
+      p.auc = auc->second;
     p.any_finished = p.any_finished || m.report().finished();
   }
   p.min_step = static_cast<int>(step.size()) < workers ? 0 : INT64_MAX;
@@ -329,7 +576,7 @@ Point ToPoint(const proto::HistorySample& sample, int workers) {
 }
 
 // Fills row's figures from the history of its run.
-void Measure(const proto::GetHistoryResponse& history, CpuSampler& cpu,
+void Measure(const proto::GetHistoryResponse& history, Probes& probes,
              Row* row) {
   std::vector<Point> points;
   for (const proto::HistorySample& s : history.samples())
@@ -338,10 +585,12 @@ void Measure(const proto::GetHistoryResponse& history, CpuSampler& cpu,
   const Point* first = nullptr;
   const Point* last = nullptr;
   for (const Point& p : points) {
+    if (std::isnan(row->startup_s) && p.min_step >= 1)
+      row->startup_s = p.unix_s - row->launch_unix_s;
     if (first == nullptr && p.min_step >= absl::GetFlag(FLAGS_warmup_steps))
       first = &p;
     // A time-to-accuracy run has no step count: it ends at the target.
-    const bool bounded = absl::GetFlag(FLAGS_target_accuracy) <= 0;
+    const bool bounded = !IsTargetRun(*row);
     if (first != nullptr && !p.any_finished && (!bounded || p.max_step < steps))
       last = &p;
   }
@@ -355,6 +604,11 @@ void Measure(const proto::GetHistoryResponse& history, CpuSampler& cpu,
   row->window_s = window;
   row->updates_per_s = (last->pushes - first->pushes) / window;
   row->steps_per_s = (last->steps - first->steps) / window;
+  row->examples_per_s = (last->examples - first->examples) / window;
+  row->staleness_mean = last->staleness_mean;
+  row->staleness_p99 = last->staleness_p99;
+  // The launcher reports no metrics for a simulated device; the workers do.
+  if (IsSparse(row->model)) row->accuracy = points.back().auc;
   const double link_bytes_per_s = absl::GetFlag(FLAGS_link_mbit) * 1e6 / 8;
   double busiest = 0;
   for (const auto& [index, bytes] : last->ps_bytes) {
@@ -362,8 +616,13 @@ void Measure(const proto::GetHistoryResponse& history, CpuSampler& cpu,
     if (at == first->ps_bytes.end()) continue;
     busiest = std::max(busiest, (bytes - at->second) / window);
   }
+  // sparse_linear: the ps's bytes counter holds only dense traffic.
+  if (IsSparse(row->model)) {
+    busiest = probes.links->BusiestBytesPerS(probes.ps_ports, first->unix_s,
+                                             last->unix_s);
+  }
   row->ps_link_util = busiest / (2 * link_bytes_per_s);
-  row->cpu_busy = cpu.BusyPercent(first->unix_s, last->unix_s);
+  row->cpu_busy = probes.cpu->BusyPercent(first->unix_s, last->unix_s);
 }
 
 // User + system seconds of the reaped children and their reaped descendants:
@@ -408,7 +667,7 @@ absl::Status WriteConfig(const NetnsLab& lab, const std::string& config_path,
 std::vector<std::string> LauncherArgv(
     const NetnsLab& lab, const std::string& bin_dir, const std::string& ssh,
     const std::string& dir, const std::string& config_path,
-    const std::vector<std::string>& overrides) {
+    const std::vector<std::string>& overrides, bool sparse) {
   std::vector<std::string> argv = {
       lab.ip(),
       "netns",
@@ -425,11 +684,14 @@ std::vector<std::string> LauncherArgv(
       "--ssh_command",
       ssh,
       "--progress_s",
-      "5",
-      "--accuracy_mark",
-      absl::GetFlag(FLAGS_target_accuracy) > 0
-          ? absl::StrCat(absl::GetFlag(FLAGS_target_accuracy))
-          : "1"};
+      "5"};
+  // sparse_linear: the config's own target (training.target_metric auc).
+  if (!sparse) {
+    argv.push_back("--accuracy_mark");
+    argv.push_back(absl::GetFlag(FLAGS_target_accuracy) > 0
+                       ? absl::StrCat(absl::GetFlag(FLAGS_target_accuracy))
+                       : "1");
+  }
   if (!overrides.empty()) {
     argv.push_back(absl::StrCat("--set=", absl::StrJoin(overrides, ",")));
   }
@@ -444,6 +706,7 @@ std::optional<int> RunLauncher(NetnsLab& lab,
                                const std::string& dir, Row* row) {
   const double cpu_before = ChildrenCpuSeconds();
   const absl::Time start = absl::Now();
+  row->launch_unix_s = absl::ToDoubleSeconds(start - absl::UnixEpoch());
   auto launcher = Subprocess::Start("launcher", argv, dir + "/launcher.log");
   if (!launcher.ok()) {
     row->error = std::string(launcher.status().message());
@@ -479,7 +742,7 @@ bool ReadSummary(const std::string& dir, int status, Row* row) {
                               "/launcher.log)");
     return false;
   }
-  if (absl::GetFlag(FLAGS_target_accuracy) > 0) {
+  if (IsTargetRun(*row)) {
     double seconds = NAN, accuracy = NAN;
     if (absl::SimpleAtod(JsonField(summary, "seconds_to_target"), &seconds)) {
       row->seconds_to_target = seconds;
@@ -495,7 +758,7 @@ bool ReadSummary(const std::string& dir, int status, Row* row) {
 }
 
 void RunRow(NetnsLab& lab, const std::string& bin_dir, const std::string& ssh,
-            const std::string& dir, CpuSampler& cpu, Row* row) {
+            const std::string& dir, Probes& probes, Row* row) {
   fs::create_directories(dir);
   const std::string config_path = dir + "/cluster.yaml";
   const std::vector<std::string> overrides =
@@ -505,9 +768,11 @@ void RunRow(NetnsLab& lab, const std::string& bin_dir, const std::string& ssh,
     row->error = std::string(s.message());
     return;
   }
-  const std::optional<int> status = RunLauncher(
-      lab, LauncherArgv(lab, bin_dir, ssh, dir, config_path, overrides), dir,
-      row);
+  const std::optional<int> status =
+      RunLauncher(lab,
+                  LauncherArgv(lab, bin_dir, ssh, dir, config_path, overrides,
+                               IsSparse(row->model)),
+                  dir, row);
   if (!status.has_value() || !ReadSummary(dir, *status, row)) return;
   proto::GetHistoryResponse history;
   absl::Status parsed =
@@ -517,7 +782,7 @@ void RunRow(NetnsLab& lab, const std::string& bin_dir, const std::string& ssh,
     row->error = std::string(parsed.message());
     return;
   }
-  Measure(history, cpu, row);
+  Measure(history, probes, row);
 }
 
 // ---- The table.
@@ -546,6 +811,37 @@ std::string TargetTable(const std::vector<Row>& rows, double cpu_flag) {
         Fmt(r.speedup, 2), Fmt(r.speedup / r.workers, 2),
         Fmt(r.updates_per_s, 2), Fmt(r.accuracy, 4), Fmt(r.cpu_busy, 0, "%"),
         r.cpu_busy > cpu_flag ? " **CPU-bound?**" : "", Fmt(r.our_cpu, 0, "%"));
+  }
+  return out;
+}
+
+// sparse_linear rows: time to the target AUC and why it is what it is.
+std::string SparseTable(const std::vector<Row>& rows, double cpu_flag) {
+  std::string out =
+      "| model | link Mbit/s | shards | W | s to target | speed-up | "
+      "start-up s | speed-up after start-up | updates/s | examples/s | "
+      "staleness mean/p99 | busiest ps link | final AUC | CPU busy | our CPU "
+      "|\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  const std::string link = Fmt(absl::GetFlag(FLAGS_link_mbit), 0);
+  for (const Row& r : rows) {
+    if (!IsSparse(r.model)) continue;
+    if (!r.error.empty()) {
+      absl::StrAppendFormat(&out, "| %s | %s | %d | %d | error: %s |\n",
+                            r.model, link, r.shards, r.workers, r.error);
+      continue;
+    }
+    absl::StrAppendFormat(
+        &out,
+        "| %s | %s | %d | %d | %s | %s | %s | %s | %s | %s | %s/%s | %s | %s "
+        "| %s%s | %s |\n",
+        r.model, link, r.shards, r.workers, Fmt(r.seconds_to_target, 1),
+        Fmt(r.speedup, 2), Fmt(r.startup_s, 1), Fmt(r.train_speedup, 2),
+        Fmt(r.updates_per_s, 1), Fmt(r.examples_per_s, 0),
+        Fmt(r.staleness_mean, 1), Fmt(r.staleness_p99, 0),
+        Fmt(100 * r.ps_link_util, 0, "%"), Fmt(r.accuracy, 4),
+        Fmt(r.cpu_busy, 0, "%"), r.cpu_busy > cpu_flag ? " **CPU-bound?**" : "",
+        Fmt(r.our_cpu, 0, "%"));
   }
   return out;
 }
@@ -618,9 +914,10 @@ bool ParseGrid(Grid* grid) {
   grid->models =
       absl::StrSplit(absl::GetFlag(FLAGS_model), ',', absl::SkipEmpty());
   for (const std::string& m : grid->models) {
-    if (LayersOf(m).empty()) {
+    if (LayersOf(m).empty() && !IsSparse(m)) {
       std::fprintf(stderr,
-                   "scale_model: --model wants mlp or mlp10x, got '%s'\n",
+                   "scale_model: --model wants mlp, mlp10x or sparse_linear, "
+                   "got '%s'\n",
                    m.c_str());
       return false;
     }
@@ -681,7 +978,9 @@ void PrintRow(const Row& row, double cpu_flag) {
       std::isnan(row.seconds_to_target)
           ? ""
           : absl::StrFormat("  to %g in %.1f s, speed-up %s",
-                            absl::GetFlag(FLAGS_target_accuracy),
+                            IsSparse(row.model)
+                                ? row.target_auc
+                                : absl::GetFlag(FLAGS_target_accuracy),
                             row.seconds_to_target, Fmt(row.speedup, 2))
                 .c_str(),
       row.error.empty() ? "" : "  error: ", row.error.c_str());
@@ -693,27 +992,35 @@ void PrintRow(const Row& row, double cpu_flag) {
 // shards.
 std::vector<Row> RunRows(const Grid& grid, NetnsLab& lab,
                          const std::string& bin_dir, const std::string& ssh,
-                         const std::string& run_root, CpuSampler& cpu,
-                         double cpu_flag) {
+                         const std::string& run_root, Probes& probes,
+                         double cpu_flag, double target_auc) {
   std::vector<Row> rows;
   for (const std::string& model : grid.models) {
-    for (const std::string& encoding : grid.encodings) {
+    // The sparse path has one wire format: rows run once, as float32.
+    for (const std::string& encoding : IsSparse(model)
+                                           ? std::vector<std::string>{"float32"}
+                                           : grid.encodings) {
       for (int s : grid.shards) {
         double base = NAN;          // updates/s with 1 worker
         double base_seconds = NAN;  // seconds to the target with 1 worker
+        double base_train = NAN;    // the same less its start-up
         for (int w : grid.workers) {
           if (g_interrupted) break;
           Row row{w, s, encoding, model};
+          row.target_auc = target_auc;
           RunRow(lab, bin_dir, ssh,
                  absl::StrCat(run_root, "/", model, "-", encoding, "-s", s,
                               "-w", w),
-                 cpu, &row);
+                 probes, &row);
           if (w == 1 && row.error.empty()) {
             base = row.updates_per_s;
             base_seconds = row.seconds_to_target;
+            base_train = row.seconds_to_target - row.startup_s;
           }
           row.efficiency = row.updates_per_s / (w * base);
           row.speedup = base_seconds / row.seconds_to_target;
+          row.train_speedup =
+              base_train / (row.seconds_to_target - row.startup_s);
           PrintRow(row, cpu_flag);
           rows.push_back(row);
         }
@@ -725,7 +1032,7 @@ std::vector<Row> RunRows(const Grid& grid, NetnsLab& lab,
 
 // What the table's columns mean and how the runs were made; `begin` is when
 // the first row started.
-std::string Legend(bool target, double cpu_flag, absl::Time begin) {
+std::string Legend(bool target, bool dense, double cpu_flag, absl::Time begin) {
   const std::string links = absl::StrFormat(
       "Links %.0f Mbit/s each way (tc tbf on both ends of every veth), "
       "compute.device simulated at %.0f ms per step",
@@ -737,6 +1044,7 @@ std::string Legend(bool target, double cpu_flag, absl::Time begin) {
       "in all.\n",
       std::thread::hardware_concurrency(), cpu_flag,
       absl::ToDoubleSeconds(absl::Now() - begin));
+  if (!dense) return absl::StrCat(links, ". ", cpu_legend);
   return target
              ? absl::StrFormat(
                    "%s, with real gradients of real MNIST (%d training "
@@ -769,6 +1077,67 @@ std::string Legend(bool target, double cpu_flag, absl::Time begin) {
                    absl::GetFlag(FLAGS_warmup_steps), cpu_legend);
 }
 
+// The legend of the sparse_linear table.
+std::string SparseLegend(double bayes_auc) {
+  return absl::StrFormat(
+      "sparse_linear: FTRL (alpha %g, beta 1) logistic regression, batch %d, "
+      "on the generated click log (%d training rows streamed, seed 1; Bayes "
+      "AUC %.4f on its %d test rows), real gradients on the CPU padded to "
+      "each %.0f ms step. s to target: launch to the first evaluation (%d "
+      "test rows, about %g a second over the cluster) at AUC >= %.4f (Bayes "
+      "- %g); speed-up: s(1) / s(W), same shards and links; start-up s: "
+      "launch until every worker had stepped; speed-up after start-up: the "
+      "same ratio of (s to target - start-up s); updates/s, examples/s: "
+      "cluster, "
+      "after every worker's %d warm-up steps until the target; staleness: "
+      "the workers' mean (mean over workers) and p99 (worst worker) at the "
+      "end; busiest ps link: the busiest ps's veth bytes in+out (the lab "
+      "switch's counters) / (2 * rate * window); final AUC: the best worker's "
+      "last evaluation, the final one on every test row (the target is "
+      "checked on the first %d).\n",
+      absl::GetFlag(FLAGS_ftrl_alpha), absl::GetFlag(FLAGS_sparse_batch_size),
+      absl::GetFlag(FLAGS_click_rows), bayes_auc,
+      absl::GetFlag(FLAGS_click_test_rows), absl::GetFlag(FLAGS_step_ms),
+      absl::GetFlag(FLAGS_eval_rows), absl::GetFlag(FLAGS_evals_per_s),
+      bayes_auc - absl::GetFlag(FLAGS_auc_gap), absl::GetFlag(FLAGS_auc_gap),
+      absl::GetFlag(FLAGS_warmup_steps), absl::GetFlag(FLAGS_eval_rows));
+}
+
+// The tables of the rows (dense, then sparse_linear) with their legends.
+std::string Tables(const std::vector<Row>& rows, double cpu_flag,
+                   absl::Time begin, double bayes_auc) {
+  std::vector<Row> dense;
+  for (const Row& r : rows)
+    if (!IsSparse(r.model)) dense.push_back(r);
+  const bool target = absl::GetFlag(FLAGS_target_accuracy) > 0;
+  std::string out;
+  if (!dense.empty()) {
+    out = absl::StrCat(
+        target ? TargetTable(dense, cpu_flag) : Table(dense, cpu_flag), "\n");
+  }
+  if (dense.size() < rows.size()) {
+    absl::StrAppend(&out, SparseTable(rows, cpu_flag), "\n",
+                    SparseLegend(bayes_auc));
+  }
+  return absl::StrCat(out, Legend(target, !dense.empty(), cpu_flag, begin));
+}
+
+// The lab's switch namespace: it names its hosts' namespaces <prefix>-<k>
+// and its switch's <prefix>-sw (tests/netns_lab.cc).
+std::string SwitchNetns(const NetnsLab& lab) {
+  const std::string& host0 = lab.hosts().front().netns;
+  return host0.substr(0, host0.rfind('-')) + "-sw";
+}
+
+// Each ps host's port on the lab's switch.
+std::vector<std::string> PsPorts(const NetnsLab& lab) {
+  std::vector<std::string> ports;
+  for (const NetnsHost& h : lab.hosts()) {
+    if (absl::StartsWith(h.role, "ps")) ports.push_back(h.port);
+  }
+  return ports;
+}
+
 int Main() {
   Grid grid;
   if (!ParseGrid(&grid)) return 2;
@@ -777,6 +1146,16 @@ int Main() {
       fs::absolute(RunDirOr(absl::GetFlag(FLAGS_run_dir), "scale")).string();
   fs::create_directories(run_root);
 
+  const double gap = absl::GetFlag(FLAGS_auc_gap);
+  const absl::StatusOr<double> bayes_auc =
+      std::any_of(grid.models.begin(), grid.models.end(), IsSparse)
+          ? PrepareClickLog(bin_dir)
+          : absl::StatusOr<double>(gap);
+  if (!bayes_auc.ok()) {
+    std::fprintf(stderr, "scale_model: %s\n",
+                 bayes_auc.status().ToString().c_str());
+    return 1;
+  }
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
   NetnsLab lab(run_root, "dpsm");  // deleted on every return below
@@ -792,19 +1171,17 @@ int Main() {
   std::fflush(stdout);
 
   CpuSampler cpu;
+  LinkSampler links(SwitchNetns(lab));
+  Probes probes{&cpu, &links, PsPorts(lab)};
   const double cpu_flag = absl::GetFlag(FLAGS_cpu_flag);
   const absl::Time begin = absl::Now();
-  const std::vector<Row> rows =
-      RunRows(grid, lab, bin_dir, ssh, run_root, cpu, cpu_flag);
-  const bool target = absl::GetFlag(FLAGS_target_accuracy) > 0;
-  const std::string table =
-      target ? TargetTable(rows, cpu_flag) : Table(rows, cpu_flag);
-  const std::string legend = Legend(target, cpu_flag, begin);
-  std::printf("\n%s\n%s", table.c_str(), legend.c_str());
+  const std::vector<Row> rows = RunRows(grid, lab, bin_dir, ssh, run_root,
+                                        probes, cpu_flag, *bayes_auc - gap);
+  const std::string text = Tables(rows, cpu_flag, begin, *bayes_auc);
+  std::printf("\n%s", text.c_str());
   const std::string markdown = absl::GetFlag(FLAGS_markdown);
   if (!markdown.empty()) {
-    absl::Status written =
-        WriteFileAtomically(markdown, absl::StrCat(table, "\n", legend));
+    absl::Status written = WriteFileAtomically(markdown, text);
     if (!written.ok()) {
       std::fprintf(stderr, "scale_model: %s\n", written.ToString().c_str());
       return 1;
