@@ -73,6 +73,9 @@ TEST(EasgdTest, TwoWorkersTrainTheCenterAndEveryExchangeLandsOnce) {
     blocks += checkpoint->blocks.size();
     for (const auto& block : checkpoint->blocks) {
       EXPECT_EQ(block.version, 2u * (steps / 4)) << "block " << block.id;
+      // The center adds each push as it is (sgd at lr 1): no Adam state on
+      // the ps, whose optimizer.* is the workers' local rule.
+      EXPECT_TRUE(block.state.empty()) << "block " << block.id;
     }
   }
   EXPECT_EQ(blocks, 7);
