@@ -286,6 +286,8 @@ absl::Status ValidateConfig(const Config& config) {
   RETURN_IF_ERROR(CheckModelReadsSource(config.model, config.data));
   RETURN_IF_ERROR(
       CheckTraining(config.training, config.model.task, config.data));
+  RETURN_IF_ERROR(config_internal::CheckTrainingMode(
+      config.training, config.model, config.optimizer));
   RETURN_IF_ERROR(CheckData(config.data, config.cluster));
   RETURN_IF_ERROR(CheckSchedule(config));
   RETURN_IF_ERROR(CheckCompute(config.compute));

@@ -232,7 +232,8 @@ TEST(ConfigTest, UnknownKeyNamesLineKeyAndAllowedKeys) {
                "consistency, "
                "max_staleness, epochs, steps, target_accuracy, target_metric, "
                "target_value, stop_at_target, eval_every_steps, seed, "
-               "warmstart_steps, outage_timeout_s (did "
+               "warmstart_steps, outage_timeout_s, mode, easgd_alpha, "
+               "easgd_tau (did "
                "you mean 'batch_size'?)"));
   ExpectAllFail({
       {"trainig:\n  steps: 1\n",

@@ -25,6 +25,31 @@ constexpr Choice<ConsistencyMode> kConsistencyModes[] = {
     {"async", ConsistencyMode::kAsync},
     {"ssp", ConsistencyMode::kSsp},
     {"bsp", ConsistencyMode::kBsp}};
+constexpr Choice<TrainingMode> kTrainingModes[] = {
+    {"downpour", TrainingMode::kDownpour}, {"easgd", TrainingMode::kEasgd}};
+
+// training.mode easgd: the keys that do not go with it, InvalidArgument
+// naming them and the fix.
+absl::Status CheckEasgd(const TrainingSection& t) {
+  if (t.mode != TrainingMode::kEasgd) return absl::OkStatus();
+  if (t.consistency != ConsistencyMode::kAsync ||
+      t.fetch != FetchMode::kAfterPush) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "training.mode easgd exchanges with the center every easgd_tau steps "
+        "on its own, so it needs training.consistency async (not ",
+        ConsistencyModeName(t.consistency),
+        ") and training.fetch after_push (not ", FetchModeName(t.fetch),
+        "): set those, or use training.mode downpour"));
+  }
+  if (t.n_fetch != 1 || t.n_push != 1 || t.warmstart_steps != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "training.mode easgd sets how often a worker talks to the ps with "
+        "training.easgd_tau, so training.n_fetch and n_push must be 1 (not ",
+        t.n_fetch, " and ", t.n_push, ") and training.warmstart_steps 0 (not ",
+        t.warmstart_steps, "): remove them and set easgd_tau instead"));
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace
 
@@ -56,7 +81,11 @@ std::vector<ConfigField> TrainingKeys(TrainingSection* t) {
       Int64Field("training.warmstart_steps", &t->warmstart_steps,
                  Between(0, kMaxUpdates)),
       DoubleField("training.outage_timeout_s", &t->outage_timeout_s,
-                  NonNegativeAtMost(kMaxSeconds))};
+                  NonNegativeAtMost(kMaxSeconds)),
+      ChoiceField("training.mode", &t->mode, ParseTrainingMode,
+                  TrainingModeName),
+      DoubleField("training.easgd_alpha", &t->easgd_alpha, ZeroToOne()),
+      IntField("training.easgd_tau", &t->easgd_tau, Between(1, 1'000'000))};
 }
 
 absl::Status CheckTraining(const TrainingSection& training, Task task,
@@ -100,6 +129,7 @@ absl::Status CheckTraining(const TrainingSection& training, Task task,
                      " the waiting workers would block worker 0's pushes; set "
                      "warmstart_steps to 0 or use async"));
   }
+  if (absl::Status easgd = CheckEasgd(training); !easgd.ok()) return easgd;
   if (training.target_accuracy > 0 && data.test_examples == 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "training.target_accuracy (", training.target_accuracy,
@@ -122,6 +152,28 @@ absl::Status CheckTraining(const TrainingSection& training, Task task,
   return absl::OkStatus();
 }
 
+absl::Status CheckTrainingMode(const TrainingSection& training,
+                               const ModelSection& model,
+                               const OptimizerSection& optimizer) {
+  if (training.mode != TrainingMode::kEasgd) return absl::OkStatus();
+  if (IsSparseModel(model.type) || optimizer.type == OptimizerType::kFtrl) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "training.mode easgd keeps a local copy of dense parameters; "
+        "model.type ",
+        ModelTypeName(model.type), " with optimizer.type ",
+        OptimizerTypeName(optimizer.type),
+        " is not one: use a dense model (linear, mlp) with sgd, momentum, "
+        "adagrad or adam, or training.mode downpour"));
+  }
+  if (optimizer.staleness_lr || optimizer.delay_compensation > 0) {
+    return absl::InvalidArgumentError(
+        "training.mode easgd steps each worker's own copy, never on stale "
+        "parameters, so optimizer.staleness_lr and "
+        "optimizer.delay_compensation do not apply: remove them");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace config_internal
 
 const char* FetchModeName(FetchMode fetch) {
@@ -136,6 +188,13 @@ const char* ConsistencyModeName(ConsistencyMode mode) {
 }
 absl::StatusOr<ConsistencyMode> ParseConsistencyMode(absl::string_view name) {
   return ParseChoice("training.consistency", kConsistencyModes, name);
+}
+
+const char* TrainingModeName(TrainingMode mode) {
+  return ChoiceName(kTrainingModes, mode);
+}
+absl::StatusOr<TrainingMode> ParseTrainingMode(absl::string_view name) {
+  return ParseChoice("training.mode", kTrainingModes, name);
 }
 
 bool ReachedTarget(const std::string& metric, double value, double target) {

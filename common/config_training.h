@@ -12,6 +12,7 @@
 #include "absl/strings/string_view.h"
 #include "common/config_data.h"
 #include "common/config_model.h"
+#include "common/config_optimizer.h"
 
 namespace downpour {
 
@@ -26,7 +27,27 @@ enum class ConsistencyMode { kAsync, kSsp, kBsp };
 const char* ConsistencyModeName(ConsistencyMode mode);
 absl::StatusOr<ConsistencyMode> ParseConsistencyMode(absl::string_view name);
 
+// training.mode (worker/easgd_fetcher.h).
+enum class TrainingMode { kDownpour, kEasgd };
+const char* TrainingModeName(TrainingMode mode);
+absl::StatusOr<TrainingMode> ParseTrainingMode(absl::string_view name);
+
 struct TrainingSection {
+  // "downpour" (default): workers push gradients that the ps applies with
+  // optimizer.type. "easgd", elastic averaging SGD (Zhang et al., 2015): each
+  // worker steps its own copy of the parameters with optimizer.type locally
+  // and every easgd_tau steps pulls the center (the ps's parameters), moves
+  // its copy toward it by easgd_alpha, x -= alpha (x - center), and pushes
+  // the same elastic difference, which the ps adds to the center as it is
+  // (center += alpha (x - center); server/optimizer.h DenseOptimizer).
+  // Dense models, async, after_push only. Default kDownpour.
+  TrainingMode mode = TrainingMode::kDownpour;
+  // easgd: the moving rate alpha in (0, 1); 0 = the paper's 0.9 / workers
+  // (beta = 0.9 shared by the workers). Default 0.
+  double easgd_alpha = 0.0;
+  // easgd: local steps between two exchanges with the center, >= 1. Default 4.
+  int easgd_tau = 4;
+
   int batch_size = 64;  // examples per step, >= 1
   int n_fetch = 1;      // pull fresh parameters every n_fetch steps, >= 1
   // How a worker fetches: "after_push" (default) waits, every n_fetch steps,
@@ -113,6 +134,12 @@ std::vector<ConfigField> TrainingKeys(TrainingSection* training);
 // test examples: InvalidArgument naming the keys.
 absl::Status CheckTraining(const TrainingSection& training, Task task,
                            const DataSection& data);
+// training.mode easgd against the model and the optimizer: a dense model, a
+// dense rule the worker can step with, none of the factors that only mean
+// something for stale gradients on the ps. InvalidArgument naming the keys.
+absl::Status CheckTrainingMode(const TrainingSection& training,
+                               const ModelSection& model,
+                               const OptimizerSection& optimizer);
 }  // namespace config_internal
 
 }  // namespace downpour

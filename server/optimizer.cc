@@ -347,12 +347,29 @@ absl::StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(
 // pulls it batch_size times harder). wide_deep's MLP may have a rate of its
 // own (wide_deep.mlp_learning_rate).
 OptimizerSection DenseOptimizer(const Config& config) {
+  if (config.training.mode == TrainingMode::kEasgd) return ElasticCenterRule();
   OptimizerSection o = config.optimizer;
   if (IsSparseModel(config.model.type)) o.weight_decay = 0;
   if (config.model.type == ModelType::kWideDeep &&
       config.model.wide_deep.mlp_learning_rate > 0) {
     o.learning_rate = config.model.wide_deep.mlp_learning_rate;
   }
+  return o;
+}
+
+OptimizerSection ElasticCenterRule() {
+  // A push carries -alpha (x - c): sgd at lr 1 adds alpha (x - c) exactly
+  // (1.0f * g is g), and every factor that would bend it is off. optimizer.*
+  // is the workers' local rule under easgd, not the center's.
+  OptimizerSection o;
+  o.type = OptimizerType::kSgd;
+  o.learning_rate = 1.0;
+  o.weight_decay = 0;
+  o.schedule = LrScheduleType::kConstant;
+  o.warmup_updates = 0;
+  o.staleness_lr = false;
+  o.delay_compensation = 0;
+  o.max_gradient_norm = 0;
   return o;
 }
 

@@ -149,8 +149,17 @@ class Optimizer {
 };
 
 // The optimizer of a model's dense blocks: config.optimizer, with what the
-// model type changes (optimizer.cc says why).
+// model type changes (optimizer.cc says why); under training.mode easgd,
+// ElasticCenterRule() (config.optimizer is then the workers' local rule).
 OptimizerSection DenseOptimizer(const Config& config);
+
+// training.mode easgd: the center adds each pushed elastic difference as it
+// is. A worker pushes -alpha (x - c); plain sgd at learning rate 1 with no
+// schedule, warmup, staleness scaling, delay compensation, weight decay or
+// clipping applies c -= 1 * (-alpha (x - c)) exactly. Expressed as sgd so
+// that the push keeps the ordinary path (sequences, exactly-once, replicas,
+// checkpoints, the push guard's bounds).
+OptimizerSection ElasticCenterRule();
 
 }  // namespace downpour::server
 

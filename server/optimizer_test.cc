@@ -369,5 +369,30 @@ TEST(OptimizerTest, AfterApplyBoundsHoldOverManyRandomUpdates) {
   }
 }
 
+// training.mode easgd: whatever optimizer.* says (the workers' local rule),
+// the center adds a pushed elastic difference as it is, at any global step
+// and staleness.
+TEST(DenseOptimizerTest, EasgdCenterAddsThePushAsItIs) {
+  Config config;
+  config.training.mode = TrainingMode::kEasgd;
+  config.optimizer.type = OptimizerType::kAdam;
+  config.optimizer.learning_rate = 0.002;
+  config.optimizer.warmup_updates = 10;
+  config.optimizer.weight_decay = 0.1;
+  config.optimizer.staleness_lr = true;
+  config.optimizer.max_gradient_norm = 0.5;
+  auto opt = Optimizer::Create(DenseOptimizer(config));
+  ASSERT_TRUE(opt.ok()) << opt.status();
+  std::vector<float> w = {1.0f, -2.0f, 0.5f};
+  const std::vector<float> g = {-0.25f, 0.125f, 3.0f};  // -alpha (x - c)
+  std::vector<float> state((*opt)->state_slots() * w.size(), 0.0f);
+  const ApplyContext context = (*opt)->Context(/*global_step=*/3,
+                                               /*staleness=*/5,
+                                               /*mean_staleness=*/2);
+  (*opt)->Apply(w.data(), g.data(), state.data(), 3, context);
+  EXPECT_EQ(w, (std::vector<float>{1.25f, -2.125f, -2.5f}));
+  EXPECT_EQ(DenseOptimizer(config).max_gradient_norm, 0);
+}
+
 }  // namespace
 }  // namespace downpour::server

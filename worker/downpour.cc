@@ -62,6 +62,8 @@ FetchContext DownpourLoop::FetchContextOf() {
   context.worker_index = options_.worker_index;
   context.local_learning_rate = options_.local_learning_rate;
   context.layer_group_floats = options_.layer_group_floats;
+  context.optimizer = options_.optimizer;
+  context.num_workers = options_.num_workers;
   return context;
 }
 
@@ -280,7 +282,7 @@ absl::Status DownpourLoop::RunSteps() {
         (step + 1) % t.eval_every_steps == 0) {
       // Layerwise, the groups' pulls still write params: wait for all.
       status = fetcher_->AwaitParams(step + 1);
-      if (status.ok()) status = Evaluate(buffers_.params.data());
+      if (status.ok()) status = Evaluate(fetcher_->EvalParams());
     }
     const absl::Duration waited = fetcher_->TakeParamsWait();
     stats_.AddStepTime(absl::Now() - begin - waited, waited);

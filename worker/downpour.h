@@ -12,7 +12,9 @@
 // steps compute; the client keeps up to training.max_pushes_in_flight pushes
 // in flight and, when that many are, StartPush waits for one to be
 // acknowledged (backpressure): no step's gradient is dropped, merged into a
-// later push or scaled down.
+// later push or scaled down. training.mode easgd is one more Fetcher
+// (worker/easgd_fetcher.h): the steps update a local copy, and an elastic
+// exchange with the center every easgd_tau steps replaces the pushes.
 //
 // training.warmstart_steps (DistBelief's warmstart): a worker other than 0
 // first polls the ps until worker 0 has pushed that many steps.

@@ -10,6 +10,8 @@
 //                         pull each group of blocks as backprop finishes it.
 //   communication off     worker/fetcher_factory.cc: applies the gradient
 //                         locally.
+//   training.mode easgd   worker/easgd_fetcher.h: local steps, an elastic
+//                         exchange with the center every easgd_tau steps.
 //
 // The loop runs a step as a list of calls (DownpourLoop::Run):
 //   fetcher->BeforeStep(step);            // fetch-if-due, errors seen
@@ -64,6 +66,10 @@ struct FetchContext {
   double local_learning_rate = 0.05;
   // training.fetch layerwise: floats per group (0: half the model).
   int64_t layer_group_floats = 0;
+  // training.mode easgd: the rule of the worker's local steps, and the
+  // workers in the job (easgd_alpha 0 is 0.9 / num_workers).
+  OptimizerSection optimizer;
+  int num_workers = 1;
 };
 
 // The first error of a fetcher's paths (fetch, pushes, send threads), kept
@@ -119,6 +125,12 @@ class Fetcher {
   // Blocks until buffers->params hold the values step `step` computes on (the
   // loop evaluates them). Cancelled once Stop() is called, or the first error.
   virtual absl::Status AwaitParams(int64_t step) { return absl::OkStatus(); }
+
+  // The parameters an evaluation reads once AwaitParams returned OK: the
+  // front buffer, or (easgd) the center.
+  virtual const float* EvalParams() const {
+    return ctx_.buffers->params.data();
+  }
 
   // The time the compute thread waited for parameters since the last call,
   // inside LossAndGradient and AwaitParams: counted as waiting for pulls.

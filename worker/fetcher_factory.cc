@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "common/config.h"
+#include "worker/easgd_fetcher.h"
 #include "worker/fetcher_after_push.h"
 #include "worker/fetcher_layerwise.h"
 #include "worker/fetcher_overlap.h"
@@ -39,6 +40,9 @@ class LocalFetcher : public Fetcher {
 std::unique_ptr<Fetcher> MakeFetcher(const FetchContext& context,
                                      bool no_communication) {
   if (no_communication) return std::make_unique<LocalFetcher>(context);
+  if (context.training.mode == TrainingMode::kEasgd) {
+    return std::make_unique<EasgdFetcher>(context);
+  }
   if (context.training.consistency == ConsistencyMode::kBsp) {
     return std::make_unique<AfterPushFetcher>(context);
   }

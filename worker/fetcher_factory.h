@@ -15,6 +15,7 @@ namespace downpour::worker {
 //   no_communication       none: each gradient is applied locally with
 //                          context.local_learning_rate (no pulls or pushes
 //                          after the run's first pull; benchmarks).
+//   mode easgd             EasgdFetcher (local steps, elastic exchanges).
 //   consistency bsp        AfterPushFetcher, whatever training.fetch says.
 //   fetch after_push       AfterPushFetcher.
 //   fetch overlap          OverlapFetcher.
