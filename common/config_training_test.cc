@@ -46,9 +46,8 @@ TEST(TrainingModeTest, EasgdRefusesWhatItCannotRun) {
        "optimizer.staleness_lr and optimizer.delay_compensation do not apply"},
       {easgd + "optimizer:\n  delay_compensation: 0.1\n",
        "do not apply: remove them"},
-      {easgd +
-           "model:\n  type: sparse_linear\n  task: binary\n"
-           "data:\n  source: libsvm\n  path: a\n  test_path: b\n",
+      {easgd + "model:\n  type: sparse_linear\n  task: binary\n"
+               "data:\n  source: libsvm\n  path: a\n  test_path: b\n",
        "use a dense model"},
   });
 }
