@@ -193,18 +193,56 @@ absl::Status SparseTable::CheckCapacity(const uint64_t* keys, int64_t n) const {
   return absl::OkStatus();
 }
 
+namespace {
+
+// How many keys ahead FindRows prefetches the index, and Read and Apply the
+// rows: enough misses in flight to cover a DRAM access at a few ns a key.
+constexpr int64_t kPrefetchAhead = 16;
+
+}  // namespace
+
+void SparseTable::FindRows(const uint64_t* keys, int64_t n,
+                           uint32_t* rows) const {
+  for (int64_t i = 0; i < std::min(n, kPrefetchAhead); ++i) {
+    index_.prefetch(keys[i]);
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    if (i + kPrefetchAhead < n) index_.prefetch(keys[i + kPrefetchAhead]);
+    auto it = index_.find(keys[i]);
+    rows[i] = it == index_.end() ? kNoRow : it->second;
+  }
+}
+
+void SparseTable::PrefetchRow(uint32_t row, int floats) const {
+  if (row == kNoRow) return;
+  const char* data = reinterpret_cast<const char*>(RowData(row));
+  const size_t bytes = static_cast<size_t>(floats) * sizeof(float);
+  for (size_t at = 0; at < bytes; at += 64) __builtin_prefetch(data + at);
+  __builtin_prefetch(data + bytes - 1);
+  __builtin_prefetch(&RowVersion(row));
+}
+
 void SparseTable::Read(const uint64_t* keys, int64_t n, float* out,
                        uint32_t* versions) const {
   const int dim = options_.dim;
-  for (int64_t i = 0; i < n; ++i) {
-    float* dst = out + i * dim;
-    auto it = index_.find(keys[i]);
-    if (it == index_.end()) {
-      for (int j = 0; j < dim; ++j) dst[j] = InitialValue(keys[i], j);
-      if (versions != nullptr) versions[i] = 0;
-    } else {
-      std::memcpy(dst, RowData(it->second), dim * sizeof(float));
-      if (versions != nullptr) versions[i] = RowVersion(it->second);
+  uint32_t rows[kFindBlock];
+  for (int64_t from = 0; from < n; from += kFindBlock) {
+    const int64_t m = std::min(kFindBlock, n - from);
+    FindRows(keys + from, m, rows);
+    for (int64_t i = 0; i < std::min(m, kPrefetchAhead); ++i) {
+      PrefetchRow(rows[i], dim);
+    }
+    for (int64_t i = 0; i < m; ++i) {
+      if (i + kPrefetchAhead < m) PrefetchRow(rows[i + kPrefetchAhead], dim);
+      float* dst = out + (from + i) * dim;
+      const uint32_t row = rows[i];
+      if (row == kNoRow) {
+        for (int j = 0; j < dim; ++j) dst[j] = InitialValue(keys[from + i], j);
+        if (versions != nullptr) versions[from + i] = 0;
+      } else {
+        std::memcpy(dst, RowData(row), dim * sizeof(float));
+        if (versions != nullptr) versions[from + i] = RowVersion(row);
+      }
     }
   }
 }
@@ -336,15 +374,33 @@ bool SparseTable::Admit(uint64_t key, uint32_t count) {
 
 int64_t SparseTable::Apply(const uint64_t* keys, int64_t n, const float* grads,
                            const uint32_t* counts) {
-  const int dim = options_.dim;
   const int64_t created_before = created_;
+  uint32_t rows[kFindBlock];
+  for (int64_t from = 0; from < n; from += kFindBlock) {
+    const int64_t m = std::min(kFindBlock, n - from);
+    FindRows(keys + from, m, rows);
+    ApplyBlock(keys + from, m, grads + from * options_.dim,
+               counts != nullptr ? counts + from : nullptr, rows);
+  }
+  return created_ - created_before;
+}
+
+void SparseTable::ApplyBlock(const uint64_t* keys, int64_t n,
+                             const float* grads, const uint32_t* counts,
+                             uint32_t* rows) {
+  const int dim = options_.dim;
+  for (int64_t i = 0; i < std::min(n, kPrefetchAhead); ++i) {
+    PrefetchRow(rows[i], stride_);
+  }
   for (int64_t i = 0; i < n; ++i) {
-    auto it = index_.find(keys[i]);
-    if (it == index_.end() &&
-        !Admit(keys[i], counts != nullptr ? counts[i] : 1)) {
-      continue;
+    if (i + kPrefetchAhead < n) PrefetchRow(rows[i + kPrefetchAhead], stride_);
+    // Keys are unique (CheckPush), so a row created here is never looked up
+    // again in this push: rows[] stays right.
+    uint32_t row = rows[i];
+    if (row == kNoRow) {
+      if (!Admit(keys[i], counts != nullptr ? counts[i] : 1)) continue;
+      row = NewRow(keys[i]);
     }
-    const uint32_t row = it == index_.end() ? NewRow(keys[i]) : it->second;
     float* data = RowData(row);
     int64_t nonzero_before = 0;
     for (int j = 0; j < dim; ++j) nonzero_before += data[j] != 0;
@@ -362,7 +418,6 @@ int64_t SparseTable::Apply(const uint64_t* keys, int64_t n, const float* grads,
     nonzero_ += nonzero_after - nonzero_before;
     ++updates_;
   }
-  return created_ - created_before;
 }
 
 namespace {
@@ -412,7 +467,12 @@ int64_t SparseTable::pending_bytes() const {
 
 int64_t SparseTable::CountFresh(const uint64_t* keys, int64_t n) const {
   int64_t fresh = 0;
-  for (int64_t i = 0; i < n; ++i) fresh += !index_.contains(keys[i]);
+  uint32_t rows[kFindBlock];
+  for (int64_t from = 0; from < n; from += kFindBlock) {
+    const int64_t m = std::min(kFindBlock, n - from);
+    FindRows(keys + from, m, rows);
+    for (int64_t i = 0; i < m; ++i) fresh += rows[i] == kNoRow;
+  }
   return fresh;
 }
 

@@ -154,11 +154,23 @@ SparseTables::SparseTables(const Config& config, int index,
                      budget_.table_bytes() >> 20, budget_.reply_bytes() >> 20);
 }
 
+bool SparseTables::FitsAllNew(const std::vector<DecodedRows>& rows) const {
+  std::vector<MemoryBudget::Need> needs;
+  for (const std::unique_ptr<SparseTable>& table : tables_) {
+    needs.push_back({table.get(), 0, 0});
+  }
+  for (const DecodedRows& r : rows) {
+    needs[IdOf(r.table)].fresh_keys = static_cast<int64_t>(r.keys.size());
+  }
+  absl::StatusOr<MemoryBudget::Plan> plan = budget_.PlanFor(needs);
+  return plan.ok() && !plan->evict;
+}
+
 absl::Status SparseTables::MakeRoom(
     const std::vector<DecodedRows>& rows, int32_t worker,
     std::vector<std::vector<uint64_t>>* evicted) {
   evicted->assign(tables_.size(), {});
-  if (rows.empty()) return absl::OkStatus();
+  if (rows.empty() || FitsAllNew(rows)) return absl::OkStatus();
   std::vector<MemoryBudget::Need> needs;
   int64_t fresh = 0;
   for (const std::unique_ptr<SparseTable>& table : tables_) {
