@@ -447,13 +447,14 @@ absl::Status SparseTables::ReadPull(
     const int64_t n = static_cast<int64_t>(k.size());
     proto::SparseRows* out = response->add_sparse();
     out->set_table(request.sparse(i).table());  // keys: the request's
+    // The rows straight into the reply's bytes (std::string's heap storage
+    // is aligned for floats), without a staging copy.
     std::string* values = out->mutable_values();
     values->resize(n * table.dim() * sizeof(float));
-    std::vector<uint32_t> versions(n);
-    std::vector<float> scratch(n * table.dim());
-    table.Read(k.data(), n, scratch.data(), versions.data());
-    if (n > 0) std::memcpy(values->data(), scratch.data(), values->size());
-    out->set_versions(versions.data(), versions.size() * sizeof(uint32_t));
+    std::string* versions = out->mutable_versions();
+    versions->resize(n * sizeof(uint32_t));
+    table.Read(k.data(), n, reinterpret_cast<float*>(values->data()),
+               reinterpret_cast<uint32_t*>(versions->data()));
   }
   return absl::OkStatus();
 }
