@@ -205,8 +205,8 @@ constexpr int64_t kPrefetchAhead = 16;
 
 }  // namespace
 
-void SparseTable::FindRows(const uint64_t* keys, int64_t n,
-                           uint32_t* rows) const {
+void SparseTable::FindRows(const uint64_t* keys, int64_t n, uint32_t* rows,
+                           int prefetch_floats) const {
   for (int64_t i = 0; i < std::min(n, kPrefetchAhead); ++i) {
     index_.prefetch(keys[i]);
   }
@@ -214,11 +214,14 @@ void SparseTable::FindRows(const uint64_t* keys, int64_t n,
     if (i + kPrefetchAhead < n) index_.prefetch(keys[i + kPrefetchAhead]);
     auto it = index_.find(keys[i]);
     rows[i] = it == index_.end() ? kNoRow : it->second;
+    // The row is fetched while the next keys are looked up: by the time the
+    // caller walks the block, its rows are in cache.
+    PrefetchRow(rows[i], prefetch_floats);
   }
 }
 
 void SparseTable::PrefetchRow(uint32_t row, int floats) const {
-  if (row == kNoRow) return;
+  if (row == kNoRow || floats == 0) return;
   const char* data = reinterpret_cast<const char*>(RowData(row));
   const size_t bytes = static_cast<size_t>(floats) * sizeof(float);
   for (size_t at = 0; at < bytes; at += 64) __builtin_prefetch(data + at);
@@ -232,12 +235,8 @@ void SparseTable::Read(const uint64_t* keys, int64_t n, float* out,
   uint32_t rows[kFindBlock];
   for (int64_t from = 0; from < n; from += kFindBlock) {
     const int64_t m = std::min(kFindBlock, n - from);
-    FindRows(keys + from, m, rows);
-    for (int64_t i = 0; i < std::min(m, kPrefetchAhead); ++i) {
-      PrefetchRow(rows[i], dim);
-    }
+    FindRows(keys + from, m, rows, dim);
     for (int64_t i = 0; i < m; ++i) {
-      if (i + kPrefetchAhead < m) PrefetchRow(rows[i + kPrefetchAhead], dim);
       float* dst = out + (from + i) * dim;
       const uint32_t row = rows[i];
       if (row == kNoRow) {
@@ -442,7 +441,7 @@ int64_t SparseTable::Apply(const uint64_t* keys, int64_t n, const float* grads,
   uint32_t rows[kFindBlock];
   for (int64_t from = 0; from < n; from += kFindBlock) {
     const int64_t m = std::min(kFindBlock, n - from);
-    FindRows(keys + from, m, rows);
+    FindRows(keys + from, m, rows, stride_);
     ApplyBlock(keys + from, m, grads + from * options_.dim,
                counts != nullptr ? counts + from : nullptr, rows);
   }
@@ -453,11 +452,7 @@ void SparseTable::ApplyBlock(const uint64_t* keys, int64_t n,
                              const float* grads, const uint32_t* counts,
                              uint32_t* rows) {
   const int dim = options_.dim;
-  for (int64_t i = 0; i < std::min(n, kPrefetchAhead); ++i) {
-    PrefetchRow(rows[i], stride_);
-  }
   for (int64_t i = 0; i < n; ++i) {
-    if (i + kPrefetchAhead < n) PrefetchRow(rows[i + kPrefetchAhead], stride_);
     // Keys are unique (CheckPush), so a row created here is never looked up
     // again in this push: rows[] stays right.
     uint32_t row = rows[i];
@@ -534,7 +529,7 @@ int64_t SparseTable::CountFresh(const uint64_t* keys, int64_t n) const {
   uint32_t rows[kFindBlock];
   for (int64_t from = 0; from < n; from += kFindBlock) {
     const int64_t m = std::min(kFindBlock, n - from);
-    FindRows(keys + from, m, rows);
+    FindRows(keys + from, m, rows, 0);
     for (int64_t i = 0; i < m; ++i) fresh += rows[i] == kNoRow;
   }
   return fresh;

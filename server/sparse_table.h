@@ -347,11 +347,13 @@ class SparseTable {
   static constexpr int64_t kFindBlock = 256;
   // The rows of keys[0..n) into rows[i] (kNoRow where there is none), the
   // index's slots prefetched a few keys ahead so that the lookups' cache
-  // misses overlap instead of following one another. REQUIRES: n <=
-  // kFindBlock.
-  void FindRows(const uint64_t* keys, int64_t n, uint32_t* rows) const;
+  // misses overlap instead of following one another, and the first
+  // `prefetch_floats` floats of each row found prefetched for the caller's
+  // walk over the block. REQUIRES: n <= kFindBlock.
+  void FindRows(const uint64_t* keys, int64_t n, uint32_t* rows,
+                int prefetch_floats) const;
   // Prefetches the first `floats` floats of row `row` and its version
-  // (nothing for kNoRow).
+  // (nothing for kNoRow or floats 0).
   void PrefetchRow(uint32_t row, int floats) const;
   // Apply of one FindRows block.
   void ApplyBlock(const uint64_t* keys, int64_t n, const float* grads,
