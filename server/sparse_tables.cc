@@ -270,8 +270,14 @@ absl::Status SparseTables::CheckOwnKeys(const char* op, const uint64_t* keys,
                                         int64_t n, uint32_t buckets) const {
   const int shards = num_shards_;
   if (own_buckets_.empty() && shards <= 1) return absl::OkStatus();
+  // BucketOf divides by the bucket count per key; a power of two (the
+  // usual count) is a mask, the same bucket for a fraction of the time.
+  const bool power_of_two = buckets != 0 && (buckets & (buckets - 1)) == 0;
+  const uint64_t mask = static_cast<uint64_t>(buckets) - 1;
   for (int64_t i = 0; i < n; ++i) {
-    const uint32_t bucket = BucketOf(keys[i], buckets);
+    const uint32_t bucket = power_of_two
+                                ? static_cast<uint32_t>(MixKey(keys[i]) & mask)
+                                : BucketOf(keys[i], buckets);
     const bool own =
         own_buckets_.empty()
             ? static_cast<int>(bucket % static_cast<uint32_t>(shards)) == index_
