@@ -3,6 +3,7 @@
 //
 //   bazel run -c opt //bench:sparse                     # every section
 //   bazel run -c opt //bench:sparse -- --sections=core --dims=1,16,64
+//   bazel run -c opt //bench:sparse -- --sections=rpc --dims=1,16
 //   --min_counts=1,2 bazel run -c opt //bench:sparse -- --sections=memory
 //   --rows=10000000 bazel run -c opt //bench:sparse -- --sections=eviction
 //   --evict_max_rows=1000000 bazel run -c opt //bench:sparse --
@@ -24,9 +25,10 @@
 //           against --shards in-process ps shards (LocalCluster, real TCP):
 //           per batch one PullRows of its keys (split by shard, all shards
 //           at once) and one PushWithRows of their gradients (and the bias),
-//           as worker/sparse_loop.cc does. Unique keys per second per shard,
-//           bytes per key on the wire, p50/p99 of a pull and of a push.
-//           Server and client share this machine's cores.
+//           as worker/sparse_loop.cc does, for each of --dims (dim 1:
+//           sparse_linear's weights; wider: an fm model's embeddings). Unique
+//           keys per second per shard, bytes per key on the wire, p50/p99 of a
+//           pull and of a push. Server and client share this machine's cores.
 //   memory: creates --rows FTRL rows of dim 1 and prints the process's RSS
 //           growth per row (the target: <= 64 bytes, key, weight, z, n
 //           and index) next to the table's own account (bytes());
@@ -74,7 +76,10 @@ ABSL_FLAG(std::string, shards, "1,2,4", "ps shards for the rpc section");
 ABSL_FLAG(std::string, optimizer, "ftrl",
           "the tables' update rule in the core and rpc sections: ftrl, "
           "adagrad, adam or sgd (bench/pslite's servers apply sgd)");
-ABSL_FLAG(std::string, dims, "1,16,64", "row widths for the core section");
+ABSL_FLAG(std::string, dims, "1,16,64",
+          "row widths for the core and rpc sections (rpc: dim 1 pulls and "
+          "pushes sparse_linear's weights, wider an fm model's embeddings of "
+          "that width)");
 ABSL_FLAG(std::string, min_counts, "1,2",
           "core section: admission.min_count values (1: admission off); a "
           "key without a row is admitted at that many pushes holding it");
@@ -229,101 +234,141 @@ double Quantile(std::vector<double> v, double q) {
   return v[std::min(v.size() - 1, static_cast<size_t>(q * v.size()))];
 }
 
+// The rpc section's stream through one client: per batch a pull of its keys
+// (split by shard) from table `table` of width `dim` and a push of their
+// gradients with the dense gradient; the seconds each took, summed.
+class RpcStream {
+ public:
+  RpcStream(worker::GrpcPsClient* client, int shards, int dim, int params)
+      : client_(*client),
+        shards_(shards),
+        dim_(dim),
+        table_(dim == 1 ? 0 : 1),
+        dense_grad_(params, 0.0f) {
+    dense_grad_[0] = 0.01f;  // the bias
+    std::vector<float> dense(params);
+    CheckOrExit(client_.Pull(dense.data(), &versions_), "sparse", "pull dense");
+  }
+
+  // Runs `stream`; with `timed`, adds each pull's and push's time.
+  void Run(const std::vector<std::vector<uint64_t>>& stream, bool timed) {
+    for (const auto& keys : stream) {
+      const auto [pull, push] = Step(keys);
+      if (!timed) continue;
+      pull_s += pull;
+      push_s += push;
+      pull_ms.push_back(pull * 1e3);
+      push_ms.push_back(push * 1e3);
+    }
+  }
+
+  double pull_s = 0, push_s = 0;
+  std::vector<double> pull_ms, push_ms;
+
+ private:
+  std::pair<double, double> Step(const std::vector<uint64_t>& keys) {
+    std::vector<std::vector<uint64_t>> by_shard(shards_);
+    for (uint64_t k : keys) by_shard[ShardOfKey(k, 1024, shards_)].push_back(k);
+    std::vector<std::vector<float>> values;
+    Clock::time_point t = Clock::now();
+    CheckOrExit(client_.PullRows(table_, dim_, by_shard, &values), "sparse",
+                "pull rows");
+    const double pull = Seconds(t);
+    std::vector<std::vector<float>> grads(shards_);
+    std::vector<std::vector<wire::SparseRef>> refs(shards_);
+    for (int s = 0; s < shards_; ++s) {
+      grads[s].resize(by_shard[s].size() * dim_);
+      for (float& g : grads[s]) g = normal_(rng_);
+      if (by_shard[s].empty()) continue;
+      wire::SparseRef ref;
+      ref.table = table_;
+      ref.keys = reinterpret_cast<const char*>(by_shard[s].data());
+      ref.keys_size = by_shard[s].size() * sizeof(uint64_t);
+      ref.values = reinterpret_cast<const char*>(grads[s].data());
+      ref.values_size = grads[s].size() * sizeof(float);
+      refs[s].push_back(ref);
+    }
+    t = Clock::now();
+    CheckOrExit(
+        client_.PushWithRows(dense_grad_.data(), versions_, refs, nullptr),
+        "sparse", "push rows");
+    return {pull, Seconds(t)};
+  }
+
+  worker::GrpcPsClient& client_;
+  const int shards_;
+  const int dim_;
+  const uint32_t table_;
+  std::vector<float> dense_grad_;
+  std::vector<uint64_t> versions_;
+  std::mt19937_64 rng_{3};
+  std::normal_distribution<float> normal_{0.0f, 0.1f};
+};
+
+// One rpc row: `shards` in-process ps shards, their rows of width `dim`
+// (dim 1: sparse_linear's weights, table 0; else an fm model's embeddings of
+// that width, table 1), the stream pulled and pushed through one client.
+void RpcRow(int shards, int dim, const std::vector<std::vector<uint64_t>>& warm,
+            const std::vector<std::vector<uint64_t>>& batches) {
+  int64_t unique = 0;
+  for (const auto& b : batches) unique += b.size();
+  Config config;
+  config.model.type = dim == 1 ? ModelType::kSparseLinear : ModelType::kFm;
+  config.model.fm.dim = dim;
+  config.model.task = Task::kBinary;
+  config.model.sparse_buckets = 1024;
+  auto type = ParseOptimizerType(absl::GetFlag(FLAGS_optimizer));
+  CheckOrExit(type.status(), "sparse", "--optimizer");
+  config.optimizer.type = *type;
+  config.cluster.ps.assign(shards, "127.0.0.1:0");
+  config.cluster.workers.assign(1, "127.0.0.1:0");
+  config.cluster.replication = 1;
+  config.rpc.deadline_s = 30;
+  config.rpc.connect_timeout_s = 10;
+  auto cluster = LocalCluster::Start(config);
+  CheckOrExit(cluster.status(), "sparse", "start cluster");
+  auto spec = ModelSpec::Create(config.model);
+  CheckOrExit(spec.status(), "sparse", "model");
+  Counters counters;
+  worker::GrpcPsClient client(*spec, (*cluster)->coordinator_client(),
+                              config.rpc, 0, &counters);
+  CheckOrExit(client.Connect(), "sparse", "connect");
+  RpcStream stream(&client, shards, dim, spec->num_params());
+  stream.Run(warm, false);
+  std::vector<double> pull_rates, push_rates;
+  for (int r = 0; r < absl::GetFlag(FLAGS_reps); ++r) {
+    stream.pull_s = stream.push_s = 0;
+    stream.Run(batches, true);
+    pull_rates.push_back(unique / stream.pull_s / shards);
+    push_rates.push_back(unique / stream.push_s / shards);
+  }
+  // On the wire, per key: a pull sends the key (8 bytes) and gets back its
+  // values and version (4 * dim + 4); a push sends the key and its gradient.
+  absl::PrintF("%4d %6d %16.0f %16.0f %11.1f %11.1f %11.2f %11.2f %11.2f\n",
+               dim, shards, Median(pull_rates), Median(push_rates),
+               12.0 + 4.0 * dim, 8.0 + 4.0 * dim, Quantile(stream.pull_ms, 0.5),
+               Quantile(stream.pull_ms, 0.99), Quantile(stream.push_ms, 0.99));
+  std::fflush(stdout);
+}
+
 void Rpc() {
   const auto warm = MakeBatches(absl::GetFlag(FLAGS_batches) / 4, 1);
   const auto batches = MakeBatches(absl::GetFlag(FLAGS_batches), 2);
   int64_t unique = 0;
   for (const auto& b : batches) unique += b.size();
   absl::PrintF(
-      "\n== rpc: gRPC over 127.0.0.1, %s, dim 1, %d batches of %.0f unique "
+      "\n== rpc: gRPC over 127.0.0.1, %s, %d batches of %.0f unique "
       "keys, medians of %d; client and shards in one process on this "
       "machine's cores ==\n",
       absl::GetFlag(FLAGS_optimizer), batches.size(),
       static_cast<double>(unique) / batches.size(), absl::GetFlag(FLAGS_reps));
-  absl::PrintF("%6s %16s %16s %11s %11s %11s %11s %11s\n", "shards",
+  absl::PrintF("%4s %6s %16s %16s %11s %11s %11s %11s %11s\n", "dim", "shards",
                "pull keys/s/shd", "push keys/s/shd", "pull B/key", "push B/key",
                "pull p50 ms", "pull p99 ms", "push p99 ms");
-  for (int shards : ParseInts(absl::GetFlag(FLAGS_shards))) {
-    Config config;
-    config.model.type = ModelType::kSparseLinear;
-    config.model.task = Task::kBinary;
-    config.model.sparse_buckets = 1024;
-    auto type = ParseOptimizerType(absl::GetFlag(FLAGS_optimizer));
-    CheckOrExit(type.status(), "sparse", "--optimizer");
-    config.optimizer.type = *type;
-    config.cluster.ps.assign(shards, "127.0.0.1:0");
-    config.cluster.workers.assign(1, "127.0.0.1:0");
-    config.cluster.replication = 1;
-    config.rpc.deadline_s = 30;
-    config.rpc.connect_timeout_s = 10;
-    auto cluster = LocalCluster::Start(config);
-    CheckOrExit(cluster.status(), "sparse", "start cluster");
-    auto spec = ModelSpec::Create(config.model);
-    CheckOrExit(spec.status(), "sparse", "model");
-    Counters counters;
-    worker::GrpcPsClient client(*spec, (*cluster)->coordinator_client(),
-                                config.rpc, 0, &counters);
-    CheckOrExit(client.Connect(), "sparse", "connect");
-    std::mt19937_64 rng(3);
-    std::normal_distribution<float> normal(0.0f, 0.1f);
-    std::vector<float> bias(1);
-    std::vector<uint64_t> versions;
-    CheckOrExit(client.Pull(bias.data(), &versions), "sparse", "pull bias");
-    std::vector<double> pull_ms, push_ms;
-    double pull_s = 0, push_s = 0;
-    auto run = [&](const std::vector<std::vector<uint64_t>>& stream,
-                   bool timed) {
-      for (const auto& keys : stream) {
-        std::vector<std::vector<uint64_t>> by_shard(shards);
-        for (uint64_t k : keys) {
-          by_shard[ShardOfKey(k, 1024, shards)].push_back(k);
-        }
-        std::vector<std::vector<float>> values;
-        Clock::time_point t = Clock::now();
-        CheckOrExit(client.PullRows(0, 1, by_shard, &values), "sparse",
-                    "pull rows");
-        const double pull = Seconds(t);
-        std::vector<std::vector<float>> grads(shards);
-        std::vector<std::vector<wire::SparseRef>> refs(shards);
-        for (int s = 0; s < shards; ++s) {
-          grads[s].resize(by_shard[s].size());
-          for (float& g : grads[s]) g = normal(rng);
-          if (by_shard[s].empty()) continue;
-          wire::SparseRef ref;
-          ref.keys = reinterpret_cast<const char*>(by_shard[s].data());
-          ref.keys_size = by_shard[s].size() * sizeof(uint64_t);
-          ref.values = reinterpret_cast<const char*>(grads[s].data());
-          ref.values_size = grads[s].size() * sizeof(float);
-          refs[s].push_back(ref);
-        }
-        const float bias_grad = 0.01f;
-        t = Clock::now();
-        CheckOrExit(client.PushWithRows(&bias_grad, versions, refs, nullptr),
-                    "sparse", "push rows");
-        const double push = Seconds(t);
-        if (timed) {
-          pull_s += pull;
-          push_s += push;
-          pull_ms.push_back(pull * 1e3);
-          push_ms.push_back(push * 1e3);
-        }
-      }
-    };
-    run(warm, false);
-    std::vector<double> pull_rates, push_rates;
-    for (int r = 0; r < absl::GetFlag(FLAGS_reps); ++r) {
-      pull_s = push_s = 0;
-      run(batches, true);
-      pull_rates.push_back(unique / pull_s / shards);
-      push_rates.push_back(unique / push_s / shards);
+  for (int dim : ParseInts(absl::GetFlag(FLAGS_dims))) {
+    for (int shards : ParseInts(absl::GetFlag(FLAGS_shards))) {
+      RpcRow(shards, dim, warm, batches);
     }
-    // On the wire, per key: a pull sends the key (8 bytes) and gets back its
-    // value and version (4 + 4); a push sends the key and its gradient.
-    absl::PrintF("%6d %16.0f %16.0f %11.1f %11.1f %11.2f %11.2f %11.2f\n",
-                 shards, Median(pull_rates), Median(push_rates), 16.0, 12.0,
-                 Quantile(pull_ms, 0.5), Quantile(pull_ms, 0.99),
-                 Quantile(push_ms, 0.99));
-    std::fflush(stdout);
   }
 }
 

@@ -6,6 +6,10 @@
 #include <limits>
 #include <utility>
 
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
 #include "absl/strings/str_cat.h"
 #include "common/sparse_keys.h"
 #include "common/status_macros.h"
@@ -193,18 +197,55 @@ absl::Status SparseTable::CheckCapacity(const uint64_t* keys, int64_t n) const {
   return absl::OkStatus();
 }
 
+namespace {
+
+// How many keys ahead FindRows prefetches the index, and Read and Apply the
+// rows: enough misses in flight to cover a DRAM access at a few ns a key.
+constexpr int64_t kPrefetchAhead = 16;
+
+}  // namespace
+
+void SparseTable::FindRows(const uint64_t* keys, int64_t n, uint32_t* rows,
+                           int prefetch_floats) const {
+  for (int64_t i = 0; i < std::min(n, kPrefetchAhead); ++i) {
+    index_.prefetch(keys[i]);
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    if (i + kPrefetchAhead < n) index_.prefetch(keys[i + kPrefetchAhead]);
+    auto it = index_.find(keys[i]);
+    rows[i] = it == index_.end() ? kNoRow : it->second;
+    // The row is fetched while the next keys are looked up: by the time the
+    // caller walks the block, its rows are in cache.
+    PrefetchRow(rows[i], prefetch_floats);
+  }
+}
+
+void SparseTable::PrefetchRow(uint32_t row, int floats) const {
+  if (row == kNoRow || floats == 0) return;
+  const char* data = reinterpret_cast<const char*>(RowData(row));
+  const size_t bytes = static_cast<size_t>(floats) * sizeof(float);
+  for (size_t at = 0; at < bytes; at += 64) __builtin_prefetch(data + at);
+  __builtin_prefetch(data + bytes - 1);
+  __builtin_prefetch(&RowVersion(row));
+}
+
 void SparseTable::Read(const uint64_t* keys, int64_t n, float* out,
                        uint32_t* versions) const {
   const int dim = options_.dim;
-  for (int64_t i = 0; i < n; ++i) {
-    float* dst = out + i * dim;
-    auto it = index_.find(keys[i]);
-    if (it == index_.end()) {
-      for (int j = 0; j < dim; ++j) dst[j] = InitialValue(keys[i], j);
-      if (versions != nullptr) versions[i] = 0;
-    } else {
-      std::memcpy(dst, RowData(it->second), dim * sizeof(float));
-      if (versions != nullptr) versions[i] = RowVersion(it->second);
+  uint32_t rows[kFindBlock];
+  for (int64_t from = 0; from < n; from += kFindBlock) {
+    const int64_t m = std::min(kFindBlock, n - from);
+    FindRows(keys + from, m, rows, dim);
+    for (int64_t i = 0; i < m; ++i) {
+      float* dst = out + (from + i) * dim;
+      const uint32_t row = rows[i];
+      if (row == kNoRow) {
+        for (int j = 0; j < dim; ++j) dst[j] = InitialValue(keys[from + i], j);
+        if (versions != nullptr) versions[from + i] = 0;
+      } else {
+        std::memcpy(dst, RowData(row), dim * sizeof(float));
+        if (versions != nullptr) versions[from + i] = RowVersion(row);
+      }
     }
   }
 }
@@ -212,14 +253,12 @@ void SparseTable::Read(const uint64_t* keys, int64_t n, float* out,
 uint32_t SparseTable::NewRow(uint64_t key) {
   const uint32_t row = static_cast<uint32_t>(index_.size());
   if (row % kRowsPerChunk == 0 && row / kRowsPerChunk == chunks_.size()) {
-    chunks_.push_back(std::make_unique<float[]>(kRowsPerChunk * stride_));
-    versions_.push_back(std::make_unique<uint32_t[]>(kRowsPerChunk));
-    if (options_.track_changes) {
-      keys_.push_back(std::make_unique<uint64_t[]>(kRowsPerChunk));
-    }
-    if (track_clocks_) {
-      clocks_.push_back(std::make_unique<uint64_t[]>(kRowsPerChunk));
-    }
+    // Not zeroed (new T[], not make_unique): every row is written whole
+    // below before it is read, so zeroing would touch each chunk twice.
+    chunks_.emplace_back(new float[kRowsPerChunk * stride_]);
+    versions_.emplace_back(new uint32_t[kRowsPerChunk]);
+    if (options_.track_changes) keys_.emplace_back(new uint64_t[kRowsPerChunk]);
+    if (track_clocks_) clocks_.emplace_back(new uint64_t[kRowsPerChunk]);
   }
   if (options_.track_changes) {
     keys_[row / kRowsPerChunk][row % kRowsPerChunk] = key;
@@ -237,6 +276,80 @@ uint32_t SparseTable::NewRow(uint64_t key) {
   ++created_;
   return row;
 }
+
+namespace {
+
+// FTRL-proximal (McMahan et al., 2013) of one value: weight *w, z *z, n *n
+// and gradient g, in double precision.
+inline void FtrlOne(const SparseOptimizer& p, float* w, float* z_state,
+                    float* n_state, float g) {
+  const double alpha = p.learning_rate;
+  const double n_old = *n_state;
+  const double n_new = n_old + static_cast<double>(g) * g;
+  const double sigma = (std::sqrt(n_new) - std::sqrt(n_old)) / alpha;
+  const double z = *z_state + g - sigma * *w;
+  *z_state = static_cast<float>(z);
+  *n_state = static_cast<float>(n_new);
+  if (std::fabs(z) <= p.l1) {
+    *w = 0.0f;
+  } else {
+    const double sign = z < 0 ? -1.0 : 1.0;
+    *w = static_cast<float>(-(z - sign * p.l1) /
+                            ((p.beta + std::sqrt(n_new)) / alpha + p.l2));
+  }
+}
+
+#ifdef __SSE2__
+// Two floats at `at` into the low half of a register, and back (movq, which
+// may alias anything and needs no alignment).
+inline __m128 LoadTwo(const float* at) {
+  return _mm_castsi128_ps(
+      _mm_loadl_epi64(reinterpret_cast<const __m128i*>(at)));
+}
+inline void StoreTwo(float* at, __m128 two) {
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(at), _mm_castps_si128(two));
+}
+
+// FtrlOne of two neighbouring values at once, bit for bit the same: every
+// step is the same IEEE operation in the same order (sqrt, division and the
+// conversions are correctly rounded in both forms; z's first sum is a float
+// sum in both), two lanes wide.
+inline void FtrlPair(const SparseOptimizer& p, float* w, float* z_state,
+                     float* n_state, const float* g) {
+  const __m128d alpha = _mm_set1_pd(p.learning_rate);
+  const __m128d l1 = _mm_set1_pd(p.l1);
+  const __m128 gf = LoadTwo(g);
+  const __m128 zf = LoadTwo(z_state);
+  const __m128 nf = LoadTwo(n_state);
+  const __m128 wf = LoadTwo(w);
+  const __m128d gd = _mm_cvtps_pd(gf);
+  const __m128d n_old = _mm_cvtps_pd(nf);
+  const __m128d n_new = _mm_add_pd(n_old, _mm_mul_pd(gd, gd));
+  const __m128d root_new = _mm_sqrt_pd(n_new);
+  const __m128d sigma =
+      _mm_div_pd(_mm_sub_pd(root_new, _mm_sqrt_pd(n_old)), alpha);
+  const __m128d z = _mm_sub_pd(_mm_cvtps_pd(_mm_add_ps(zf, gf)),
+                               _mm_mul_pd(sigma, _mm_cvtps_pd(wf)));
+  StoreTwo(z_state, _mm_cvtpd_ps(z));
+  StoreTwo(n_state, _mm_cvtpd_ps(n_new));
+  const __m128d sign_bit = _mm_set1_pd(-0.0);
+  const __m128d negative = _mm_cmplt_pd(z, _mm_setzero_pd());
+  const __m128d sign = _mm_or_pd(_mm_and_pd(negative, _mm_set1_pd(-1.0)),
+                                 _mm_andnot_pd(negative, _mm_set1_pd(1.0)));
+  const __m128d numerator =
+      _mm_xor_pd(_mm_sub_pd(z, _mm_mul_pd(sign, l1)), sign_bit);
+  const __m128d denominator =
+      _mm_add_pd(_mm_div_pd(_mm_add_pd(_mm_set1_pd(p.beta), root_new), alpha),
+                 _mm_set1_pd(p.l2));
+  const __m128d value = _mm_div_pd(numerator, denominator);
+  // |z| <= l1: exactly 0 (false for a NaN z, as in FtrlOne).
+  const __m128d zero = _mm_cmple_pd(_mm_andnot_pd(sign_bit, z), l1);
+  const __m128d kept = _mm_andnot_pd(zero, value);
+  StoreTwo(w, _mm_cvtpd_ps(kept));
+}
+#endif
+
+}  // namespace
 
 void SparseTable::Update(float* row, uint32_t t, const float* g) {
   const int dim = options_.dim;
@@ -280,23 +393,11 @@ void SparseTable::Update(float* row, uint32_t t, const float* g) {
       break;
     }
     case SparseOptimizerType::kFtrl: {
-      const double alpha = p.learning_rate;
-      for (int j = 0; j < dim; ++j) {
-        const double n_old = s1[j];
-        const double n_new = n_old + static_cast<double>(g[j]) * g[j];
-        const double sigma = (std::sqrt(n_new) - std::sqrt(n_old)) / alpha;
-        const double z = s0[j] + g[j] - sigma * w[j];
-        s0[j] = static_cast<float>(z);
-        s1[j] = static_cast<float>(n_new);
-        if (std::fabs(z) <= p.l1) {
-          w[j] = 0.0f;
-        } else {
-          const double sign = z < 0 ? -1.0 : 1.0;
-          w[j] =
-              static_cast<float>(-(z - sign * p.l1) /
-                                 ((p.beta + std::sqrt(n_new)) / alpha + p.l2));
-        }
-      }
+      int j = 0;
+#ifdef __SSE2__
+      for (; j + 2 <= dim; j += 2) FtrlPair(p, w + j, s0 + j, s1 + j, g + j);
+#endif
+      for (; j < dim; ++j) FtrlOne(p, w + j, s0 + j, s1 + j, g[j]);
       break;
     }
   }
@@ -336,15 +437,29 @@ bool SparseTable::Admit(uint64_t key, uint32_t count) {
 
 int64_t SparseTable::Apply(const uint64_t* keys, int64_t n, const float* grads,
                            const uint32_t* counts) {
-  const int dim = options_.dim;
   const int64_t created_before = created_;
+  uint32_t rows[kFindBlock];
+  for (int64_t from = 0; from < n; from += kFindBlock) {
+    const int64_t m = std::min(kFindBlock, n - from);
+    FindRows(keys + from, m, rows, stride_);
+    ApplyBlock(keys + from, m, grads + from * options_.dim,
+               counts != nullptr ? counts + from : nullptr, rows);
+  }
+  return created_ - created_before;
+}
+
+void SparseTable::ApplyBlock(const uint64_t* keys, int64_t n,
+                             const float* grads, const uint32_t* counts,
+                             uint32_t* rows) {
+  const int dim = options_.dim;
   for (int64_t i = 0; i < n; ++i) {
-    auto it = index_.find(keys[i]);
-    if (it == index_.end() &&
-        !Admit(keys[i], counts != nullptr ? counts[i] : 1)) {
-      continue;
+    // Keys are unique (CheckPush), so a row created here is never looked up
+    // again in this push: rows[] stays right.
+    uint32_t row = rows[i];
+    if (row == kNoRow) {
+      if (!Admit(keys[i], counts != nullptr ? counts[i] : 1)) continue;
+      row = NewRow(keys[i]);
     }
-    const uint32_t row = it == index_.end() ? NewRow(keys[i]) : it->second;
     float* data = RowData(row);
     int64_t nonzero_before = 0;
     for (int j = 0; j < dim; ++j) nonzero_before += data[j] != 0;
@@ -362,7 +477,6 @@ int64_t SparseTable::Apply(const uint64_t* keys, int64_t n, const float* grads,
     nonzero_ += nonzero_after - nonzero_before;
     ++updates_;
   }
-  return created_ - created_before;
 }
 
 namespace {
@@ -412,7 +526,12 @@ int64_t SparseTable::pending_bytes() const {
 
 int64_t SparseTable::CountFresh(const uint64_t* keys, int64_t n) const {
   int64_t fresh = 0;
-  for (int64_t i = 0; i < n; ++i) fresh += !index_.contains(keys[i]);
+  uint32_t rows[kFindBlock];
+  for (int64_t from = 0; from < n; from += kFindBlock) {
+    const int64_t m = std::min(kFindBlock, n - from);
+    FindRows(keys + from, m, rows, 0);
+    for (int64_t i = 0; i < m; ++i) fresh += rows[i] == kNoRow;
+  }
   return fresh;
 }
 

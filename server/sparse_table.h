@@ -341,6 +341,23 @@ class SparseTable {
   // Rows of `keys` held, as DropRows' bits; returns how many.
   int64_t MarkKeys(const std::vector<uint64_t>& keys,
                    std::vector<uint64_t>* victims) const;
+  // A row index for "no row" (FindRows).
+  static constexpr uint32_t kNoRow = UINT32_MAX;
+  // Keys looked up per FindRows block: their rows fit a stack array.
+  static constexpr int64_t kFindBlock = 256;
+  // The rows of keys[0..n) into rows[i] (kNoRow where there is none), the
+  // index's slots prefetched a few keys ahead so that the lookups' cache
+  // misses overlap instead of following one another, and the first
+  // `prefetch_floats` floats of each row found prefetched for the caller's
+  // walk over the block. REQUIRES: n <= kFindBlock.
+  void FindRows(const uint64_t* keys, int64_t n, uint32_t* rows,
+                int prefetch_floats) const;
+  // Prefetches the first `floats` floats of row `row` and its version
+  // (nothing for kNoRow or floats 0).
+  void PrefetchRow(uint32_t row, int floats) const;
+  // Apply of one FindRows block.
+  void ApplyBlock(const uint64_t* keys, int64_t n, const float* grads,
+                  const uint32_t* counts, uint32_t* rows);
   // Appends a row for `key` with its initial values and zero state.
   uint32_t NewRow(uint64_t key);
   // Whether `count` more occurrences of `key` (without a row) admit it;

@@ -229,6 +229,71 @@ TEST(SparseTableTest, FtrlL1KeepsSmallWeightsAtExactlyZero) {
   for (int i = 0; i < 10; ++i) EXPECT_LT(w[i], 0.0f) << i;
 }
 
+// FTRL's update written out once, value by value in double precision, as
+// the table's rows must follow it bit for bit whatever the row width (wide
+// rows are updated two values at a time).
+void ReferenceFtrl(const SparseOptimizer& p, float g, float* w, float* z_state,
+                   float* n_state) {
+  const double alpha = p.learning_rate;
+  const double n_old = *n_state;
+  const double n_new = n_old + static_cast<double>(g) * g;
+  const double sigma = (std::sqrt(n_new) - std::sqrt(n_old)) / alpha;
+  const double z = *z_state + g - sigma * *w;
+  *z_state = static_cast<float>(z);
+  *n_state = static_cast<float>(n_new);
+  if (std::fabs(z) <= p.l1) {
+    *w = 0.0f;
+  } else {
+    const double sign = z < 0 ? -1.0 : 1.0;
+    *w = static_cast<float>(-(z - sign * p.l1) /
+                            ((p.beta + std::sqrt(n_new)) / alpha + p.l2));
+  }
+}
+
+TEST(SparseTableTest, FtrlRowsOfEveryWidthFollowTheScalarFormulaBitForBit) {
+  for (int dim : {1, 2, 3, 16, 17}) {
+    SparseTable::Options options;
+    options.dim = dim;
+    options.optimizer.type = SparseOptimizerType::kFtrl;
+    options.optimizer.learning_rate = 0.05;
+    options.optimizer.l1 = 0.3;  // both branches: some weights exactly 0
+    options.optimizer.l2 = 0.1;
+    options.optimizer.beta = 1.0;
+    auto table = SparseTable::Create(options).value();
+    const int keys = 50;
+    std::vector<uint64_t> k(keys);
+    for (int i = 0; i < keys; ++i) k[i] = 100 + i;
+    // Per key: dim weights, then dim z, then dim n (the row's layout).
+    std::vector<float> want(keys * 3 * dim, 0.0f);
+    std::mt19937 rng(dim);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> g(keys * dim);
+    for (int round = 0; round < 20; ++round) {
+      for (float& x : g) x = normal(rng);
+      table->Apply(k.data(), keys, g.data());
+      for (int i = 0; i < keys; ++i) {
+        float* row = want.data() + i * 3 * dim;
+        for (int j = 0; j < dim; ++j) {
+          ReferenceFtrl(options.optimizer, g[i * dim + j], row + j,
+                        row + dim + j, row + 2 * dim + j);
+        }
+      }
+    }
+    const SparseTable::Rows rows = table->Snapshot();
+    ASSERT_EQ(rows.data.size(), want.size()) << dim;
+    int zeros = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      uint32_t got_bits, want_bits;
+      std::memcpy(&got_bits, &rows.data[i], 4);
+      std::memcpy(&want_bits, &want[i], 4);
+      EXPECT_EQ(got_bits, want_bits) << "dim " << dim << ", float " << i << ": "
+                                     << rows.data[i] << " != " << want[i];
+      zeros += (i % (3 * dim)) < static_cast<size_t>(dim) && want[i] == 0.0f;
+    }
+    EXPECT_GT(zeros, 0) << dim;
+  }
+}
+
 TEST(SparseTableTest, CheckPushRefusesHostileInput) {
   const int dim = 2;
   std::vector<uint64_t> keys = {1, 2, 3};

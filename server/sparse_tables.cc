@@ -154,11 +154,23 @@ SparseTables::SparseTables(const Config& config, int index,
                      budget_.table_bytes() >> 20, budget_.reply_bytes() >> 20);
 }
 
+bool SparseTables::FitsAllNew(const std::vector<DecodedRows>& rows) const {
+  std::vector<MemoryBudget::Need> needs;
+  for (const std::unique_ptr<SparseTable>& table : tables_) {
+    needs.push_back({table.get(), 0, 0});
+  }
+  for (const DecodedRows& r : rows) {
+    needs[IdOf(r.table)].fresh_keys = static_cast<int64_t>(r.keys.size());
+  }
+  absl::StatusOr<MemoryBudget::Plan> plan = budget_.PlanFor(needs);
+  return plan.ok() && !plan->evict;
+}
+
 absl::Status SparseTables::MakeRoom(
     const std::vector<DecodedRows>& rows, int32_t worker,
     std::vector<std::vector<uint64_t>>* evicted) {
   evicted->assign(tables_.size(), {});
-  if (rows.empty()) return absl::OkStatus();
+  if (rows.empty() || FitsAllNew(rows)) return absl::OkStatus();
   std::vector<MemoryBudget::Need> needs;
   int64_t fresh = 0;
   for (const std::unique_ptr<SparseTable>& table : tables_) {
@@ -258,8 +270,14 @@ absl::Status SparseTables::CheckOwnKeys(const char* op, const uint64_t* keys,
                                         int64_t n, uint32_t buckets) const {
   const int shards = num_shards_;
   if (own_buckets_.empty() && shards <= 1) return absl::OkStatus();
+  // BucketOf divides by the bucket count per key; a power of two (the
+  // usual count) is a mask, the same bucket for a fraction of the time.
+  const bool power_of_two = buckets != 0 && (buckets & (buckets - 1)) == 0;
+  const uint64_t mask = static_cast<uint64_t>(buckets) - 1;
   for (int64_t i = 0; i < n; ++i) {
-    const uint32_t bucket = BucketOf(keys[i], buckets);
+    const uint32_t bucket = power_of_two
+                                ? static_cast<uint32_t>(MixKey(keys[i]) & mask)
+                                : BucketOf(keys[i], buckets);
     const bool own =
         own_buckets_.empty()
             ? static_cast<int>(bucket % static_cast<uint32_t>(shards)) == index_
@@ -435,13 +453,14 @@ absl::Status SparseTables::ReadPull(
     const int64_t n = static_cast<int64_t>(k.size());
     proto::SparseRows* out = response->add_sparse();
     out->set_table(request.sparse(i).table());  // keys: the request's
+    // The rows straight into the reply's bytes (std::string's heap storage
+    // is aligned for floats), without a staging copy.
     std::string* values = out->mutable_values();
     values->resize(n * table.dim() * sizeof(float));
-    std::vector<uint32_t> versions(n);
-    std::vector<float> scratch(n * table.dim());
-    table.Read(k.data(), n, scratch.data(), versions.data());
-    if (n > 0) std::memcpy(values->data(), scratch.data(), values->size());
-    out->set_versions(versions.data(), versions.size() * sizeof(uint32_t));
+    std::string* versions = out->mutable_versions();
+    versions->resize(n * sizeof(uint32_t));
+    table.Read(k.data(), n, reinterpret_cast<float*>(values->data()),
+               reinterpret_cast<uint32_t*>(versions->data()));
   }
   return absl::OkStatus();
 }

@@ -161,6 +161,10 @@ class SparseTables {
                std::vector<std::unique_ptr<SparseTable>> tables,
                Counters* counters);
 
+  // Whether the tables stay within the budget even if every key of `rows`
+  // were new (the most a push can create): MakeRoom then looks up no key,
+  // Apply alone does.
+  bool FitsAllNew(const std::vector<DecodedRows>& rows) const;
   // MakeRoom's eviction by `plan`; the keys of `rows` kept.
   void EvictForRoom(const std::vector<DecodedRows>& rows,
                     const MemoryBudget::Plan& plan,
