@@ -19,10 +19,14 @@
 //       --test=/tmp/c/test.txt
 //
 // Prints, per model and mode, the median examples/s over --reps, the ratio
-// to `off`, the training thread's shares of waiting for its pull and its
+// to `off`, the process's CPU time per example and its cores in use (CPU
+// seconds / wall seconds: worker and ps together), the training thread's
+// shares of waiting for its pull and its
 // push, and the staleness of its pushes (updates applied to the dense
 // blocks between the pull and the push: the worker's own pushes in flight,
 // as one worker runs).
+#include <time.h>
+
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -34,6 +38,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "bench/bench_util.h"
 #include "bench/local_cluster.h"
 #include "common/config.h"
@@ -64,6 +70,8 @@ constexpr const char* kModes[] = {"off", "after_push", "overlap"};
 
 struct Sample {
   double examples_per_s = 0;
+  double cpu_us_per_example = 0;  // the whole process: worker and ps
+  double cores = 0;               // process CPU seconds / wall seconds
   double wait_pull = 0, wait_push = 0;
   double staleness_mean = 0, staleness_p99 = 0;
 };
@@ -117,10 +125,24 @@ Sample TrainOnce(const Config& config, const ModelSpec& spec,
   options.no_communication = mode == "off";
   options.backend = backend;
   worker::SparseLoop loop(spec, ps, std::move(batches), nullptr, options);
+  timespec t0, t1;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t0);
+  const absl::Time wall0 = absl::Now();
   CheckOrExit(loop.Run(), "sparse_worker", mode);
+  const double wall = absl::ToDoubleSeconds(absl::Now() - wall0);
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t1);
+  const double cpu = (t1.tv_sec - t0.tv_sec) + 1e-9 * (t1.tv_nsec - t0.tv_nsec);
   const worker::WorkerStats s = loop.stats();
-  return {s.examples_per_sec, s.share_wait_pull, s.share_wait_push,
-          s.mean_staleness, s.staleness_p99};
+  Sample sample;
+  sample.examples_per_s = s.examples_per_sec;
+  sample.cpu_us_per_example =
+      s.examples > 0 ? 1e6 * cpu / static_cast<double>(s.examples) : 0;
+  sample.cores = wall > 0 ? cpu / wall : 0;
+  sample.wait_pull = s.share_wait_pull;
+  sample.wait_push = s.share_wait_push;
+  sample.staleness_mean = s.mean_staleness;
+  sample.staleness_p99 = s.staleness_p99;
+  return sample;
 }
 
 void RunModel(const std::string& model) {
@@ -156,12 +178,15 @@ void RunModel(const std::string& model) {
   const double off = median(samples[0], &Sample::examples_per_s);
   for (int m = 0; m < 3; ++m) {
     const double rate = median(samples[m], &Sample::examples_per_s);
-    absl::PrintF("%-13s %-10s %12.0f %8.2f %9.1f %9.1f %9.2f %9.1f\n", model,
-                 kModes[m], rate, rate / off,
-                 100 * median(samples[m], &Sample::wait_pull),
-                 100 * median(samples[m], &Sample::wait_push),
-                 median(samples[m], &Sample::staleness_mean),
-                 median(samples[m], &Sample::staleness_p99));
+    absl::PrintF(
+        "%-13s %-10s %12.0f %8.2f %8.2f %6.2f %9.1f %9.1f %9.2f %9.1f\n", model,
+        kModes[m], rate, rate / off,
+        median(samples[m], &Sample::cpu_us_per_example),
+        median(samples[m], &Sample::cores),
+        100 * median(samples[m], &Sample::wait_pull),
+        100 * median(samples[m], &Sample::wait_push),
+        median(samples[m], &Sample::staleness_mean),
+        median(samples[m], &Sample::staleness_p99));
   }
 }
 
@@ -184,8 +209,9 @@ int main(int argc, char** argv) {
       "this process over 127.0.0.1, one worker ==\n",
       absl::GetFlag(FLAGS_steps), absl::GetFlag(FLAGS_reps),
       absl::GetFlag(FLAGS_shards));
-  absl::PrintF("%-13s %-10s %12s %8s %9s %9s %9s %9s\n", "model", "mode",
-               "examples/s", "vs off", "pull %", "push %", "stale", "stale99");
+  absl::PrintF("%-13s %-10s %12s %8s %8s %6s %9s %9s %9s %9s\n", "model",
+               "mode", "examples/s", "vs off", "cpu us/ex", "cores", "pull %",
+               "push %", "stale", "stale99");
   for (const std::string& model : std::vector<std::string>(
            absl::StrSplit(absl::GetFlag(FLAGS_models), ','))) {
     downpour::bench::RunModel(model);
