@@ -464,6 +464,19 @@ absl::Status GrpcPsClient::PushWithRows(
   return SendPush(grad, versions, report, &rows);
 }
 
+absl::Status GrpcPsClient::PushWithRowsAndPull(
+    const float* grad, const std::vector<uint64_t>& versions,
+    const std::vector<std::vector<wire::SparseRef>>& rows, PushReport* report,
+    float* params, std::vector<uint64_t>* fresh) {
+  if (fresh->size() != spec_.blocks().size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("PushWithRowsAndPull: the versions hold ", fresh->size(),
+                     " entries, the model ", spec_.blocks().size(), " blocks"));
+  }
+  const Values values{params, fresh};
+  return SendPush(grad, versions, report, &rows, nullptr, &values);
+}
+
 absl::Status GrpcPsClient::PullTables(
     const std::vector<TableRows>& tables,
     const std::vector<std::vector<uint64_t>>& keys,

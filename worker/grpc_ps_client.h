@@ -124,6 +124,13 @@ class GrpcPsClient : public PsClient, public SparsePs {
       const float* grad, const std::vector<uint64_t>& versions,
       const std::vector<std::vector<wire::SparseRef>>& rows,
       PushReport* report) override ABSL_LOCKS_EXCLUDED(mu_);
+  // PushWithRows whose requests ask for every pushed block's values back
+  // (PushRequest.reply_values), as PushPullBlocks does.
+  absl::Status PushWithRowsAndPull(
+      const float* grad, const std::vector<uint64_t>& versions,
+      const std::vector<std::vector<wire::SparseRef>>& rows, PushReport* report,
+      float* params, std::vector<uint64_t>* fresh) override
+      ABSL_LOCKS_EXCLUDED(mu_);
   // training.fetch layerwise: a Push of blocks `ids` only whose requests
   // ask for the blocks' values back (PushRequest.reply_values), with Push's
   // retries and errors, plus Pull's Internal for values that do not fit the

@@ -51,7 +51,10 @@ SparseLoop::SparseLoop(const ModelSpec& spec, SparsePs* ps,
                                               : 0),
       wide_deep_(options_.backend != nullptr),
       overlap_(options_.training.fetch != FetchMode::kAfterPush &&
-               options_.training.consistency != ConsistencyMode::kBsp) {}
+               options_.training.consistency != ConsistencyMode::kBsp),
+      reuse_push_values_(options_.training.consistency ==
+                             ConsistencyMode::kAsync &&
+                         !options_.no_communication) {}
 
 namespace {
 
@@ -323,7 +326,7 @@ absl::StatusOr<bool> SparseLoop::PrepareStep(int batch, SparseStepInput* in) {
     in->weights.assign(in->keys.size(), 0.0f);
     in->embeddings.assign(in->keys.size() * fm_dim_, 0.0f);
   } else {
-    RETURN_IF_ERROR(ps_->Pull(in->dense.data(), &in->versions));
+    RETURN_IF_ERROR(DenseFor(in));
     RETURN_IF_ERROR(PullRows(in->keys, &in->weights, &in->embeddings));
   }
   in->sort_time = t1 - t0;
@@ -489,6 +492,56 @@ void SparseLoop::AddRefs(SparseStepPush* push, bool with_counts) const {
   }
 }
 
+absl::Status SparseLoop::SendStep(SparseStepPush* push, PushReport* report) {
+  if (options_.no_communication) return absl::OkStatus();
+  if (!reuse_push_values_) {
+    return ps_->PushWithRows(push->dense_grad.data(), push->versions,
+                             push->refs, report);
+  }
+  push->fresh_dense.resize(spec_.num_params());
+  push->fresh_versions.assign(spec_.blocks().size(), 0);
+  RETURN_IF_ERROR(ps_->PushWithRowsAndPull(
+      push->dense_grad.data(), push->versions, push->refs, report,
+      push->fresh_dense.data(), &push->fresh_versions));
+  if (report->refused > 0) {
+    // Refused: the next step pulls, as it would have.
+    absl::MutexLock lock(&dense_mu_);
+    have_dense_ = false;
+    return absl::OkStatus();
+  }
+  PublishDense(*push);
+  return absl::OkStatus();
+}
+
+void SparseLoop::PublishDense(const SparseStepPush& push) {
+  absl::MutexLock lock(&dense_mu_);
+  if (!have_dense_) {
+    latest_dense_ = push.fresh_dense;
+    latest_versions_ = push.fresh_versions;
+    have_dense_ = true;
+    return;
+  }
+  const std::vector<BlockSpec>& blocks = spec_.blocks();
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    if (push.fresh_versions[b] <= latest_versions_[b]) continue;
+    latest_versions_[b] = push.fresh_versions[b];
+    std::copy_n(push.fresh_dense.begin() + blocks[b].offset, blocks[b].length,
+                latest_dense_.begin() + blocks[b].offset);
+  }
+}
+
+absl::Status SparseLoop::DenseFor(SparseStepInput* in) {
+  {
+    absl::MutexLock lock(&dense_mu_);
+    if (have_dense_) {
+      in->dense = latest_dense_;
+      in->versions = latest_versions_;
+      return absl::OkStatus();
+    }
+  }
+  return ps_->Pull(in->dense.data(), &in->versions);
+}
+
 void SparseLoop::CountStep(const PushReport& report,
                            const SparseStepPush& push) {
   absl::MutexLock lock(&mu_);
@@ -590,9 +643,7 @@ absl::Status SparseLoop::Run() {
   StepPusher pushes(
       overlap_, std::max(1, t.max_pushes_in_flight),
       [this](SparseStepPush* p, PushReport* report) {
-        if (options_.no_communication) return absl::OkStatus();
-        return ps_->PushWithRows(p->dense_grad.data(), p->versions, p->refs,
-                                 report);
+        return SendStep(p, report);
       },
       [this](const SparseStepPush& p, const PushReport& report) {
         CountStep(report, p);

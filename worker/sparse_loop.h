@@ -157,6 +157,17 @@ class SparseLoop : public TrainingLoop {
   // Stop() ended them. The first error.
   absl::Status TrainSteps(int batch, StepPrefetcher* prefetch,
                           StepPusher* pushes, bool* ran_out);
+  // Sends a step's push; under async also takes the dense values it is
+  // answered with as the next steps' (PublishDense). Push threads.
+  absl::Status SendStep(SparseStepPush* push, PushReport* report)
+      ABSL_LOCKS_EXCLUDED(dense_mu_);
+  // The dense values and versions a push was answered with become the ones
+  // the next prepared steps compute on, block by block where newer (pushes
+  // may end out of order).
+  void PublishDense(const SparseStepPush& push) ABSL_LOCKS_EXCLUDED(dense_mu_);
+  // The dense parameters for a prepared step: the last pushes' answer when
+  // there is one (no pull), else pulled.
+  absl::Status DenseFor(SparseStepInput* in) ABSL_LOCKS_EXCLUDED(dense_mu_);
   // Counts an acknowledged push in stats_ (refused: only refused_steps, and
   // a throttled warning), and its staleness. Any thread.
   void CountStep(const PushReport& report, const SparseStepPush& push)
@@ -235,6 +246,14 @@ class SparseLoop : public TrainingLoop {
   std::vector<float> targets_;
   std::vector<float> out_grad_;
   model::WideDeepScratch wide_deep_scratch_;
+
+  // async: the dense values the last acknowledged pushes were answered
+  // with (SendStep), which saves each step its own pull of them.
+  const bool reuse_push_values_;
+  absl::Mutex dense_mu_;
+  bool have_dense_ ABSL_GUARDED_BY(dense_mu_) = false;
+  std::vector<float> latest_dense_ ABSL_GUARDED_BY(dense_mu_);
+  std::vector<uint64_t> latest_versions_ ABSL_GUARDED_BY(dense_mu_);
 
   mutable absl::Mutex mu_;
   WorkerStats stats_ ABSL_GUARDED_BY(mu_);

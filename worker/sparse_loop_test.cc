@@ -44,6 +44,22 @@ class ShardsPs : public SparsePs {
   }
 
   absl::Status Pull(float* params, std::vector<uint64_t>* versions) override {
+    ++dense_pulls_;
+    return ReadDense(params, versions);
+  }
+
+  // PushWithRows, then the dense values as a push's reply would hold them
+  // (not counted as a pull).
+  absl::Status PushWithRowsAndPull(
+      const float* grad, const std::vector<uint64_t>& versions,
+      const std::vector<std::vector<wire::SparseRef>>& rows, PushReport* report,
+      float* params, std::vector<uint64_t>* fresh) override {
+    absl::Status pushed = PushWithRows(grad, versions, rows, report);
+    if (!pushed.ok()) return pushed;
+    return ReadDense(params, fresh);
+  }
+
+  absl::Status ReadDense(float* params, std::vector<uint64_t>* versions) {
     proto::PullRequest request;
     request.set_placement_epoch(1);
     for (const BlockSpec& b : spec_.blocks()) request.add_block_ids(b.id);
@@ -117,6 +133,8 @@ class ShardsPs : public SparsePs {
 
   server::Shard& shard(int s) { return *shards_[s]; }
   uint64_t pushes() const { return pushes_.load(); }
+  // Calls of Pull (the dense parameters), not counting push replies.
+  int dense_pulls() const { return dense_pulls_.load(); }
   // Push number n (1-based) fails, as a dead ps's would.
   void FailPush(uint64_t n) { fail_push_ = n; }
 
@@ -141,6 +159,7 @@ class ShardsPs : public SparsePs {
   std::vector<Counters> counters_;
   std::vector<std::unique_ptr<server::Shard>> shards_;
   std::atomic<uint64_t> pushes_{0};
+  std::atomic<int> dense_pulls_{0};
   uint64_t fail_push_ = 0;
 };
 
@@ -284,6 +303,10 @@ TEST(SparseLoopTest, OverlapTrainsEveryBatchOnceAndLearns) {
     ASSERT_FALSE(stats.metrics.empty());
     EXPECT_GT(stats.metrics[0].second, 0.95) << in_flight << " in flight";
     EXPECT_EQ(ps.pushes(), 3 * 4000 / 32) << "each step pushed once";
+    // Under async a step computes on the dense values the last push was
+    // answered with: pulled only by the steps prepared before the first
+    // push was answered, and to evaluate (not once a step).
+    EXPECT_LE(ps.dense_pulls(), stats.evaluations + 2 + in_flight);
   }
   // A push that fails in the background fails the run, also the last one.
   ShardsPs ps(config);

@@ -55,6 +55,21 @@ class SparsePs {
       const std::vector<std::vector<wire::SparseRef>>& rows,
       PushReport* report) = 0;
 
+  // PushWithRows, and the dense blocks' values and versions right after it
+  // was applied into params and *fresh (spec.blocks().size() entries): the
+  // pull a step would make next, answered with the push in one round trip
+  // (PushRequest.reply_values; a retried duplicate: the values as the shard
+  // holds them then). `fresh` must not be &versions. The default pushes,
+  // then pulls.
+  virtual absl::Status PushWithRowsAndPull(
+      const float* grad, const std::vector<uint64_t>& versions,
+      const std::vector<std::vector<wire::SparseRef>>& rows, PushReport* report,
+      float* params, std::vector<uint64_t>* fresh) {
+    absl::Status pushed = PushWithRows(grad, versions, rows, report);
+    if (!pushed.ok()) return pushed;
+    return Pull(params, fresh);
+  }
+
   // The placement map's ps of each hash bucket (entry b: bucket b's ps, -1
   // for none), or null when the placement names no buckets: then bucket b
   // is ps b % shards, the coordinator's rule (common/sparse_keys.h).

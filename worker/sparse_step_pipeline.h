@@ -71,6 +71,10 @@ struct SparseStepPush {
   std::vector<std::vector<uint32_t>> shard_counts;
   std::vector<std::vector<float>> shard_embedding_grads;
   std::vector<std::vector<wire::SparseRef>> refs;  // by ps
+  // The dense blocks' values and versions right after the push was applied
+  // (SparsePs::PushWithRowsAndPull), for the next step's input.
+  std::vector<float> fresh_dense;
+  std::vector<uint64_t> fresh_versions;
   // For the count once the push is acknowledged.
   int64_t examples = 0;
   int64_t row_updates = 0;
