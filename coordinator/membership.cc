@@ -226,6 +226,14 @@ int Membership::HoldJudgement() {
     for (Member& m : *group) {
       if (!m.alive) continue;
       m.last_heartbeat = std::max(m.last_heartbeat, now);
+      // Its lease too: a place is not handed to a newcomer for a silence
+      // that was the coordinator's own (a ps restarted from its checkpoint
+      // took a shard from the standby serving it, newer by 1,311 pushes,
+      // right after the coordinator's network came back). A member without
+      // a lease (restored after an orderly stop) gets none.
+      if (m.lease_heard != absl::InfinitePast()) {
+        m.lease_heard = std::max(m.lease_heard, now);
+      }
       ++given;
     }
   }

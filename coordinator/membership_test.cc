@@ -111,6 +111,16 @@ TEST_F(MembershipTest, HoldJudgementGivesLiveMembersAFreshTimeout) {
   EXPECT_TRUE(members_.HearsNobody(absl::Seconds(5)));
   EXPECT_EQ(members_.HoldJudgement(), 2);
   EXPECT_EQ(members_.ExpireSilent(absl::Seconds(5), [](Member&) {}), 0);
+  // Nor is a place taken for the coordinator's own silence: their leases
+  // run from now too (a ps and a worker registering elsewhere wait).
+  EXPECT_THAT(
+      LeaseAllowsTakeOver(MemberRole::kPs, 0, "10.0.0.9:1", ps.address,
+                          clock_.Now() - ps.lease_heard, absl::Seconds(5)),
+      StatusIs(absl::StatusCode::kAlreadyExists));
+  EXPECT_THAT(
+      LeaseAllowsTakeOver(MemberRole::kWorker, 0, "10.0.0.9:1", w.address,
+                          clock_.Now() - w.lease_heard, absl::Seconds(5)),
+      StatusIs(absl::StatusCode::kUnavailable));
   // Holding judgement is not hearing from anyone.
   EXPECT_TRUE(members_.HearsNobody(absl::Seconds(5)));
   members_.Heard(w, proto::MemberReport());
