@@ -87,15 +87,16 @@ namespace {
 // bits into 1,024 buckets, then each bucket by itself (insertion sort when
 // short, std::sort when not). Hashed keys spread evenly, so a bucket holds a
 // handful; raw LIBSVM indices (small keys, one bucket) still sort in
-// n log n.
-void SortByKey(std::vector<std::pair<uint64_t, uint32_t>>* entries) {
+// n log n. `scratch`: a buffer of the same type, swapped with *entries.
+void SortByKey(std::vector<std::pair<uint64_t, uint32_t>>* entries,
+               std::vector<std::pair<uint64_t, uint32_t>>* scratch) {
   constexpr int kBits = 10;
   constexpr size_t kBuckets = size_t{1} << kBits;
   const auto by_key = [](const std::pair<uint64_t, uint32_t>& a,
                          const std::pair<uint64_t, uint32_t>& b) {
     return a.first < b.first;
   };
-  thread_local std::vector<std::pair<uint64_t, uint32_t>> sorted;
+  std::vector<std::pair<uint64_t, uint32_t>>& sorted = *scratch;
   thread_local std::vector<uint32_t> start;
   thread_local std::vector<uint32_t> next;
   start.assign(kBuckets + 1, 0);
@@ -130,19 +131,26 @@ void SparseLoop::UniqueKeys(const data::SparseDataset& data,
   // Every entry as (key, its position among the batch's entries), sorted by
   // key once: the unique keys and each entry's slot come out of one pass
   // (no search per entry).
-  thread_local std::vector<std::pair<uint64_t, uint32_t>> entries;
+  // Kept for the next batch on this thread, unless an evaluation's whole
+  // test set made them large (held for the rest of the run otherwise).
+  constexpr size_t kKeptEntries = size_t{1} << 16;
+  thread_local std::vector<std::pair<uint64_t, uint32_t>> entries, scratch;
   entries.clear();
   for (int64_t r : rows) {
     for (int64_t e = data.offsets[r]; e < data.offsets[r + 1]; ++e) {
       entries.emplace_back(data.keys[e], static_cast<uint32_t>(entries.size()));
     }
   }
-  SortByKey(&entries);
+  SortByKey(&entries, &scratch);
   keys->clear();
   slot->resize(entries.size());
   for (const auto& [key, position] : entries) {
     if (keys->empty() || keys->back() != key) keys->push_back(key);
     (*slot)[position] = static_cast<uint32_t>(keys->size() - 1);
+  }
+  if (entries.capacity() > kKeptEntries) {
+    std::vector<std::pair<uint64_t, uint32_t>>().swap(entries);
+    std::vector<std::pair<uint64_t, uint32_t>>().swap(scratch);
   }
 }
 
