@@ -49,6 +49,13 @@ inline float SparseInitialValue(uint64_t seed, double scale, uint64_t key,
   return static_cast<float>((2.0 * u - 1.0) * scale);
 }
 
+// Begins the message of the FAILED_PRECONDITION a ps answers a pull or push
+// whose keys include a bucket it handed to another ps in a live move (it
+// held the bucket at an earlier placement epoch of this process): nothing was
+// applied and a push's sequence is not used up, so the sender re-reads the
+// placement, sends those keys to their new ps and the rest here again.
+inline constexpr char kBucketMovedMessage[] = "bucket moved";
+
 // REQUIRES: buckets >= 1.
 inline uint32_t BucketOf(uint64_t key, uint32_t buckets) {
   return static_cast<uint32_t>(MixKey(key) % buckets);
