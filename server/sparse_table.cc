@@ -548,6 +548,69 @@ SparseTable::Rows SparseTable::ChangedSince(uint64_t clock) const {
   return RowsOf(order);
 }
 
+SparseTable::Rows SparseTable::RowsInBuckets(const std::vector<char>& in_buckets,
+                                             uint32_t buckets,
+                                             uint64_t since) const {
+  std::vector<std::pair<uint64_t, uint32_t>> order;
+  const bool by_clock = since > 0 && track_clocks_;
+  for (const auto& [key, row] : index_) {
+    const uint32_t bucket = BucketOf(key, buckets);
+    if (bucket >= in_buckets.size() || in_buckets[bucket] == 0) continue;
+    if (by_clock && RowClock(row) <= since) continue;
+    order.emplace_back(key, row);
+  }
+  std::sort(order.begin(), order.end());
+  return RowsOf(order);
+}
+
+absl::Status SparseTable::Import(const Rows& rows) {
+  RETURN_IF_ERROR(CheckRows(rows, "move", /*finite=*/true));
+  if (rows.keys.empty()) return absl::OkStatus();
+  ++clock_;
+  const int dim = options_.dim;
+  const int64_t created_before = created_;
+  for (size_t i = 0; i < rows.keys.size(); ++i) {
+    auto it = index_.find(rows.keys[i]);
+    const uint32_t row = it == index_.end() ? NewRow(rows.keys[i]) : it->second;
+    float* data = RowData(row);
+    for (int j = 0; j < dim; ++j) nonzero_ -= data[j] != 0;
+    std::memcpy(data, rows.data.data() + i * stride_, stride_ * sizeof(float));
+    for (int j = 0; j < dim; ++j) nonzero_ += data[j] != 0;
+    version_sum_ += rows.versions[i];
+    version_sum_ -= RowVersion(row);
+    RowVersion(row) = rows.versions[i];
+    if (track_clocks_) RowClock(row) = clock_;
+    NoteChanged(row);
+  }
+  created_ = created_before;  // rows held, not created by training
+  return absl::OkStatus();
+}
+
+std::vector<uint64_t> SparseTable::DropMoved(const std::vector<char>& in_buckets,
+                                             uint32_t buckets) {
+  std::vector<uint64_t> victims((rows() + 63) / 64, 0);
+  int64_t count = 0;
+  uint64_t versions = 0;
+  for (const auto& [key, row] : index_) {
+    const uint32_t bucket = BucketOf(key, buckets);
+    if (bucket >= in_buckets.size() || in_buckets[bucket] == 0) continue;
+    victims[row / 64] |= uint64_t{1} << (row % 64);
+    versions += RowVersion(row);
+    ++count;
+  }
+  if (count == 0) return {};
+  std::vector<uint64_t> keys = DropRows(victims, count);
+  // DropRows counts the versions evicted (version_sum_ keeps them): these
+  // moved to another ps instead.
+  evicted_versions_ -= versions;
+  version_sum_ -= versions;
+  if (options_.track_changes) {
+    evicted_keys_.insert(evicted_keys_.end(), keys.begin(), keys.end());
+  }
+  std::sort(keys.begin(), keys.end());
+  return keys;
+}
+
 namespace {
 
 bool Marked(const std::vector<uint64_t>& bits, int64_t row) {

@@ -280,6 +280,24 @@ class SparseTable {
   // tracks_clocks().
   Rows ChangedSince(uint64_t clock) const;
 
+  // Live bucket moves (server/bucket_transfer.h). The rows of the keys whose
+  // bucket (BucketOf(key, buckets)) is flagged in `in_buckets` and whose
+  // clock is above `since` (0: every row; without clocks kept, every row),
+  // keys ascending, with the table's figures.
+  Rows RowsInBuckets(const std::vector<char>& in_buckets, uint32_t buckets,
+                     uint64_t since) const;
+  // Rows moved in from another ps: inserted whole (values, state, version),
+  // replacing rows of the same keys, each with one new clock tick (so that
+  // the next incremental checkpoint and eviction see them as fresh) and noted
+  // for the next replica cut. Unlike Merge, the table's clock and evicted
+  // versions stay its own. Merge's checks; the table is unchanged on error.
+  absl::Status Import(const Rows& rows);
+  // Rows moved out to another ps: dropped without counting them evicted
+  // (their versions leave version_sum() with them), with tombstones for the
+  // next replica cut. Returns the keys dropped, ascending.
+  std::vector<uint64_t> DropMoved(const std::vector<char>& in_buckets,
+                                  uint32_t buckets);
+
   // Eviction: the rows Options::evict_* name are dropped (values, optimizer
   // state and version; the versions move to evicted_versions()) and the
   // arena compacted. Returns the keys dropped, ascending. Nothing happens

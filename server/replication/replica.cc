@@ -35,58 +35,6 @@ absl::Status ToFloats(const std::string& bytes, uint32_t id, const char* what,
   return absl::OkStatus();
 }
 
-// A ReplicaSparseRows message as SparseTable::Rows; InvalidArgument when its
-// arrays are not whole values or their lengths disagree.
-absl::Status ToRows(const proto::ReplicaSparseRows& in,
-                    SparseTable::Rows* out) {
-  absl::StatusOr<SparseOptimizerType> optimizer =
-      ParseSparseOptimizer(in.optimizer());
-  if (!optimizer.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("replicate: sparse table ", in.table(), ": ",
-                     optimizer.status().message()));
-  }
-  if (in.keys().size() % sizeof(uint64_t) != 0 ||
-      in.data().size() % sizeof(float) != 0 ||
-      in.versions().size() % sizeof(uint32_t) != 0 ||
-      in.evicted_keys().size() % sizeof(uint64_t) != 0 ||
-      in.clocks().size() % sizeof(uint64_t) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "replicate: sparse table ", in.table(), " carries ", in.keys().size(),
-        " key bytes, ", in.data().size(), " data bytes, ", in.versions().size(),
-        " version bytes, ", in.clocks().size(), " clock bytes and ",
-        in.evicted_keys().size(), " evicted key bytes: not whole values"));
-  }
-  out->dim = static_cast<int>(in.dim());
-  out->state_slots = static_cast<int>(in.state_slots());
-  out->optimizer = *optimizer;
-  out->keys.resize(in.keys().size() / sizeof(uint64_t));
-  out->data.resize(in.data().size() / sizeof(float));
-  out->versions.resize(in.versions().size() / sizeof(uint32_t));
-  if (!out->keys.empty()) {
-    std::memcpy(out->keys.data(), in.keys().data(), in.keys().size());
-  }
-  if (!out->data.empty()) {
-    std::memcpy(out->data.data(), in.data().data(), in.data().size());
-  }
-  if (!out->versions.empty()) {
-    std::memcpy(out->versions.data(), in.versions().data(),
-                in.versions().size());
-  }
-  out->clocks.resize(in.clocks().size() / sizeof(uint64_t));
-  if (!out->clocks.empty()) {
-    std::memcpy(out->clocks.data(), in.clocks().data(), in.clocks().size());
-  }
-  out->evicted_keys.resize(in.evicted_keys().size() / sizeof(uint64_t));
-  if (!out->evicted_keys.empty()) {
-    std::memcpy(out->evicted_keys.data(), in.evicted_keys().data(),
-                in.evicted_keys().size());
-  }
-  out->clock = in.clock();
-  out->evicted_versions = in.evicted_versions();
-  return absl::OkStatus();
-}
-
 // Apply's decoding, before the lock: InvalidArgument when the request's
 // blocks or rows are not whole finite values.
 absl::Status DecodeBlocks(const proto::ReplicateRequest& request,
@@ -108,7 +56,7 @@ absl::Status DecodeRows(const proto::ReplicateRequest& request,
                         std::vector<SparseTable::Rows>* rows) {
   rows->resize(request.sparse_size());
   for (int i = 0; i < request.sparse_size(); ++i) {
-    absl::Status ok = ToRows(request.sparse(i), &(*rows)[i]);
+    absl::Status ok = ToRows(request.sparse(i), "replicate", &(*rows)[i]);
     if (!ok.ok()) return ok;
   }
   return absl::OkStatus();
