@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "server/bucket_transfer.h"
 
 namespace downpour::server {
 namespace {
@@ -187,13 +188,65 @@ absl::Status Shard::MakeRoom(
     chain_.Evicted(t, evicted[t]);
     any = true;
   }
-  if (!any) return absl::OkStatus();
+  if (any) NoteRowsChanged();
+  return absl::OkStatus();
+}
+
+void Shard::NoteRowsChanged() {
   if (backup_named_) {
     replica_log_.Changed(-1);
   } else {
     sparse_->ClearChanges();
   }
+}
+
+absl::Status Shard::CopyBuckets(const proto::CopyBucketsRequest& request,
+                                proto::CopyBucketsResponse* response) const {
+  if (sparse_->empty()) {
+    return absl::FailedPreconditionError(
+        "copy buckets: this model has no sparse tables");
+  }
+  absl::ReaderMutexLock lock(&mu_);
+  if (!epoch_.placed() || epoch_.value() < request.at_epoch()) {
+    return absl::UnavailableError(
+        absl::StrCat("copy buckets: ps ", index_, " serves placement epoch ",
+                     epoch_.value(), "; the move's last pass waits for epoch ",
+                     request.at_epoch(), " (retry)"));
+  }
+  RETURN_IF_ERROR(ExportBucketChunk(*sparse_, request, response));
+  response->set_placement_epoch(epoch_.value());
   return absl::OkStatus();
+}
+
+absl::Status Shard::ImportMoved(
+    const std::vector<std::pair<uint32_t, SparseTable::Rows>>& rows) {
+  absl::MutexLock lock(&mu_);
+  for (const auto& [table, in] : rows) {
+    RETURN_IF_ERROR(sparse_->Import(table, in));
+  }
+  NoteRowsChanged();
+  return absl::OkStatus();
+}
+
+int64_t Shard::DropUnheldRows(const std::vector<char>& keep) {
+  if (sparse_->empty()) return 0;
+  absl::MutexLock lock(&mu_);
+  const std::vector<std::vector<uint64_t>> dropped = sparse_->DropUnheld(keep);
+  int64_t n = 0;
+  for (size_t t = 0; t < dropped.size(); ++t) {
+    if (dropped[t].empty()) continue;
+    chain_.Evicted(t, dropped[t]);
+    n += static_cast<int64_t>(dropped[t].size());
+  }
+  if (n > 0) NoteRowsChanged();
+  return n;
+}
+
+int64_t Shard::sparse_rows_evicted() const {
+  absl::ReaderMutexLock lock(&mu_);
+  int64_t n = 0;
+  for (const SparseTables::Stats& t : sparse_->stats()) n += t.evicted;
+  return n;
 }
 
 void Shard::SetReplicaLog(bool on) {

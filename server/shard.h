@@ -193,6 +193,31 @@ class Shard {
 
   proto::ChecksumResponse Checksums() const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Live bucket moves (server/bucket_transfer.h). The source: one chunk of
+  // a copy pass (ExportBucketChunk) under the shared lock; the switch's last
+  // pass (request.at_epoch) is Unavailable until this shard serves that
+  // epoch, so no push changes the buckets' rows after it.
+  absl::Status CopyBuckets(const proto::CopyBucketsRequest& request,
+                           proto::CopyBucketsResponse* response) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The destination: a chunk's rows imported (SparseTables::Import), noted
+  // for the backup's next cut and the next incremental checkpoint.
+  absl::Status ImportMoved(
+      const std::vector<std::pair<uint32_t, SparseTable::Rows>>& rows)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Either side, once no move holds them: the rows of buckets neither held
+  // nor flagged in `keep` are dropped (SparseTables::DropUnheld), as
+  // tombstones for the checkpoint chain and the backup. Returns how many.
+  int64_t DropUnheldRows(const std::vector<char>& keep)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Rows the sparse tables evicted since start (a move's copy must start
+  // over when the destination evicted rows it had imported).
+  int64_t sparse_rows_evicted() const ABSL_LOCKS_EXCLUDED(mu_);
+  // model.sparse_buckets (0: no sparse tables).
+  uint32_t sparse_buckets() const {
+    return sparse_->empty() ? 0 : sparse_->buckets();  // constant
+  }
+
   // With eviction.*, first CheckpointChain::Evict. Then, with checkpoint.dir,
   // writes CheckpointChain::TakeCut as the next generation with
   // ShardCheckpoints::Write (its errors returned; `may_write` is asked before
@@ -245,6 +270,9 @@ class Shard {
   absl::Status MakeRoom(const wire::PushView& request,
                         const std::vector<SparseTables::DecodedRows>& rows)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Rows changed outside a push (evicted, imported, dropped): the backup's
+  // next cut carries them; without a backup the change records go.
+  void NoteRowsChanged() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The bsp path of Push: `rows` join their tables' rounds.
   absl::Status PushBsp(const wire::PushView& request,
                        std::vector<SparseTables::DecodedRows> rows,

@@ -14,9 +14,11 @@
 #include "absl/strings/str_cat.h"
 #include "common/push_sequence.h"
 #include "common/sparse_keys.h"
+#include "common/status_macros.h"
 #include "common/testing/poll.h"
 #include "common/testing/status_matchers.h"
 #include "gtest/gtest.h"
+#include "server/bucket_transfer.h"
 #include "server/checkpoint.h"
 #include "server/shard.h"
 
@@ -266,12 +268,115 @@ TEST_F(ShardSparseTest, TheBucketsOfThePlacementDecideWhichKeysAPsTakes) {
   EXPECT_EQ(shard->sparse_stats()[0].rows, 3);
   ASSERT_THAT(shard->AssignBuckets({}), IsOk());
   proto::PullResponse pulled;
-  EXPECT_THAT(
-      shard->PullSparse(SparsePull(KeysOf(0, 2)), &pulled),
-      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("does not hold")));
+  // Buckets it held before: moved away (the sender re-reads the placement).
+  EXPECT_THAT(shard->PullSparse(SparsePull(KeysOf(0, 2)), &pulled),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr(kBucketMovedMessage)));
   EXPECT_THAT(shard->AssignBuckets({64}),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("beyond model.sparse_buckets 64")));
+}
+
+// A live move of buckets from ps 0 to ps 1 (server/bucket_transfer.h): a
+// copy pass while pushes go on, a catch-up pass, the switch (ps 0 answers the
+// moved buckets' keys "bucket moved" without using up the sequence), the last
+// pass once ps 0 serves the new epoch, and ps 0 dropping the rows: ps 1 then
+// holds exactly what ps 0 held, and no row update is lost or counted twice.
+TEST_F(ShardSparseTest, MovedBucketsArriveWholeAndNoUpdateIsLostOrDoubled) {
+  auto source = MakeShard(0);
+  auto destination = MakeShard(1);
+  std::vector<uint32_t> evens, odds;
+  for (uint32_t b = 0; b < 64; ++b) (b % 2 == 0 ? evens : odds).push_back(b);
+  ASSERT_THAT(source->AssignBuckets(evens), IsOk());
+  ASSERT_THAT(destination->AssignBuckets(odds), IsOk());
+  const std::vector<uint32_t> moving = {0, 2, 4, 6, 8, 10};
+  std::vector<uint64_t> keys;  // source keys, some in moving buckets
+  for (uint64_t k = 1; keys.size() < 40; ++k) {
+    if (BucketOf(k, 64) % 2 == 0) keys.push_back(k);
+  }
+  const std::vector<float> ones(keys.size(), 1.0f);
+  proto::PushResponse response;
+  uint64_t n = 0;
+  auto push = [&](Shard* shard, const std::vector<uint64_t>& k,
+                  uint64_t epoch) {
+    proto::PushRequest request =
+        SparsePush(k, std::vector<float>(k.size(), 1.0f), MakeSequence(1, ++n));
+    request.set_placement_epoch(epoch);
+    return shard->Push(request, &response);
+  };
+  ASSERT_THAT(push(source.get(), keys, 1), IsOk());
+  IncomingMove move(7, moving, 1);
+  auto pass = [&](uint64_t at_epoch) -> absl::Status {
+    uint32_t first = 0;
+    do {
+      proto::CopyBucketsResponse chunk;
+      RETURN_IF_ERROR(
+          source->CopyBuckets(move.NextRequest(first, at_epoch, 1), &chunk));
+      std::vector<std::pair<uint32_t, SparseTable::Rows>> rows;
+      RETURN_IF_ERROR(move.Accept(chunk, first, &rows));
+      RETURN_IF_ERROR(destination->ImportMoved(rows));
+      first = chunk.next();
+    } while (!move.pass_complete());
+    return absl::OkStatus();
+  };
+  ASSERT_THAT(pass(0), IsOk());
+  const int64_t first_pass = move.last_pass_rows();
+  EXPECT_GT(first_pass, 0);
+  ASSERT_THAT(push(source.get(), {keys[0], keys[1]}, 1), IsOk());  // meanwhile
+  ASSERT_THAT(pass(0), IsOk());
+  EXPECT_LT(move.last_pass_rows(), first_pass) << "only what changed";
+  // The destination does not answer the buckets before the switch.
+  proto::PullResponse pulled;
+  EXPECT_FALSE(destination->PullSparse(SparsePull({keys[0]}), &pulled).ok());
+
+  // The switch: placement epoch 2 gives `moving` to ps 1.
+  std::vector<uint32_t> kept;
+  for (uint32_t b : evens) {
+    if (b > 10) kept.push_back(b);
+  }
+  ASSERT_THAT(push(source.get(), keys, 1), IsOk());  // the last at epoch 1
+  ASSERT_THAT(source->AssignBuckets(kept), IsOk());
+  ASSERT_THAT(source->Assign(2, {0}), IsOk());
+  proto::CopyBucketsResponse early;
+  EXPECT_THAT(destination->CopyBuckets(move.NextRequest(0, 2, 0), &early),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("epoch 2")));
+  proto::PushRequest stale = SparsePush(keys, ones, MakeSequence(1, ++n));
+  stale.set_placement_epoch(2);
+  EXPECT_THAT(source->Push(stale, &response),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr(kBucketMovedMessage)));
+  ASSERT_THAT(pass(2), IsOk());
+  std::vector<uint32_t> now = odds;
+  now.insert(now.end(), moving.begin(), moving.end());
+  std::sort(now.begin(), now.end());
+  ASSERT_THAT(destination->AssignBuckets(now), IsOk());
+  ASSERT_THAT(destination->Assign(2, {}), IsOk());
+  const uint64_t before = source->sparse_stats()[0].updates;
+  EXPECT_GT(source->DropUnheldRows({}), 0);
+
+  // The refused push again, split: the source's keys with the same sequence.
+  std::vector<uint64_t> stay, moved;
+  for (uint64_t k : keys) (BucketOf(k, 64) > 10 ? stay : moved).push_back(k);
+  stale =
+      SparsePush(stay, std::vector<float>(stay.size(), 1.0f), stale.sequence());
+  stale.set_placement_epoch(2);
+  ASSERT_THAT(source->Push(stale, &response), IsOk());
+  EXPECT_FALSE(response.duplicate());
+  // Every moved key's row holds its three updates, on ps 1 only.
+  for (uint64_t k : moved) {
+    proto::PullResponse row;
+    proto::PullRequest request = SparsePull({k});
+    request.set_placement_epoch(2);
+    ASSERT_THAT(destination->PullSparse(request, &row), IsOk());
+    uint32_t version = 0;
+    std::memcpy(&version, row.sparse(0).versions().data(), sizeof(version));
+    const bool twice = k == keys[0] || k == keys[1];
+    EXPECT_EQ(version, twice ? 3u : 2u) << "key " << k;
+  }
+  EXPECT_EQ(source->sparse_stats()[0].updates +
+                destination->sparse_stats()[0].updates,
+            before + stay.size())
+      << "updates moved, none lost or counted twice";
 }
 
 // Lookup reads rows by key in any order, marks the keys without a row

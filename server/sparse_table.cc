@@ -548,9 +548,9 @@ SparseTable::Rows SparseTable::ChangedSince(uint64_t clock) const {
   return RowsOf(order);
 }
 
-SparseTable::Rows SparseTable::RowsInBuckets(const std::vector<char>& in_buckets,
-                                             uint32_t buckets,
-                                             uint64_t since) const {
+SparseTable::Rows SparseTable::RowsInBuckets(
+    const std::vector<char>& in_buckets, uint32_t buckets,
+    uint64_t since) const {
   std::vector<std::pair<uint64_t, uint32_t>> order;
   const bool by_clock = since > 0 && track_clocks_;
   for (const auto& [key, row] : index_) {
@@ -586,8 +586,8 @@ absl::Status SparseTable::Import(const Rows& rows) {
   return absl::OkStatus();
 }
 
-std::vector<uint64_t> SparseTable::DropMoved(const std::vector<char>& in_buckets,
-                                             uint32_t buckets) {
+std::vector<uint64_t> SparseTable::DropMoved(
+    const std::vector<char>& in_buckets, uint32_t buckets) {
   std::vector<uint64_t> victims((rows() + 63) / 64, 0);
   int64_t count = 0;
   uint64_t versions = 0;

@@ -266,6 +266,43 @@ absl::StatusOr<std::vector<char>> SparseTables::BucketFlags(
   return own;
 }
 
+void SparseTables::SetBuckets(std::vector<char> own) {
+  if (!own_buckets_.empty()) {
+    moved_away_.resize(own.size(), 0);
+    for (size_t b = 0; b < own.size() && b < own_buckets_.size(); ++b) {
+      if (own_buckets_[b] != 0 && own[b] == 0) moved_away_[b] = 1;
+      if (own[b] != 0) moved_away_[b] = 0;
+    }
+  }
+  own_buckets_ = std::move(own);
+}
+
+absl::Status SparseTables::Import(uint32_t t, const SparseTable::Rows& rows) {
+  if (t >= tables_.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("copy buckets: sparse table ", t, " is not in the model (",
+                     tables_.size(), " tables)"));
+  }
+  return tables_[t]->Import(rows);
+}
+
+std::vector<std::vector<uint64_t>> SparseTables::DropUnheld(
+    const std::vector<char>& keep) {
+  std::vector<std::vector<uint64_t>> dropped(tables_.size());
+  if (own_buckets_.empty()) return dropped;
+  std::vector<char> drop(own_buckets_.size(), 0);
+  bool any = false;
+  for (size_t b = 0; b < drop.size(); ++b) {
+    drop[b] = own_buckets_[b] == 0 && (b >= keep.size() || keep[b] == 0);
+    any |= drop[b] != 0;
+  }
+  if (!any) return dropped;
+  for (size_t t = 0; t < tables_.size(); ++t) {
+    dropped[t] = tables_[t]->DropMoved(drop, buckets());
+  }
+  return dropped;
+}
+
 absl::Status SparseTables::CheckOwnKeys(const char* op, const uint64_t* keys,
                                         int64_t n, uint32_t buckets) const {
   const int shards = num_shards_;
@@ -282,6 +319,12 @@ absl::Status SparseTables::CheckOwnKeys(const char* op, const uint64_t* keys,
         own_buckets_.empty()
             ? static_cast<int>(bucket % static_cast<uint32_t>(shards)) == index_
             : bucket < own_buckets_.size() && own_buckets_[bucket] != 0;
+    if (!own && bucket < moved_away_.size() && moved_away_[bucket] != 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          kBucketMovedMessage, ": ", op, ": key ", keys[i], " is in bucket ",
+          bucket, ", which ps ", index_,
+          " handed to another ps; re-read the placement and send it there"));
+    }
     if (!own) {
       return absl::InvalidArgumentError(absl::StrCat(
           op, ": key ", keys[i], " is in bucket ", bucket, ", which ps ",

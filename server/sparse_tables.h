@@ -74,7 +74,13 @@ class SparseTables {
   // Constants only; SetBuckets takes the result.
   absl::StatusOr<std::vector<char>> BucketFlags(
       const std::vector<uint32_t>& buckets) const;
-  void SetBuckets(std::vector<char> own) { own_buckets_ = std::move(own); }
+  // Buckets held before and not in `own` count as moved away: their keys
+  // are answered kBucketMovedMessage (common/sparse_keys.h), not refused.
+  void SetBuckets(std::vector<char> own);
+  // model.sparse_buckets. Constants only.
+  uint32_t buckets() const { return specs_[0].buckets; }
+  // Buckets whose keys this shard answers: held now (empty: b % shards).
+  const std::vector<char>& own_buckets() const { return own_buckets_; }
 
   // The sparse rows of `request` decoded and checked for this shard into
   // *rows (InvalidArgument naming what is wrong, the table's max_rows'
@@ -155,6 +161,11 @@ class SparseTables {
   // backup starts from a full cut.
   void ClearChanges();
   const SparseTable& table(size_t t) const { return *tables_[t]; }
+  // For bucket moves (server/bucket_transfer.h): rows imported into table
+  // `t` (SparseTable::Import), and the rows of buckets neither held nor
+  // flagged in `keep` dropped (SparseTable::DropMoved; keys by table).
+  absl::Status Import(uint32_t t, const SparseTable::Rows& rows);
+  std::vector<std::vector<uint64_t>> DropUnheld(const std::vector<char>& keep);
 
  private:
   SparseTables(const Config& config, int index, const ModelSpec& spec,
@@ -197,6 +208,8 @@ class SparseTables {
 
   // By bucket: 1 where this shard holds the bucket's keys (SetBuckets).
   std::vector<char> own_buckets_;
+  // By bucket: 1 where it held them before and does not now.
+  std::vector<char> moved_away_;
 };
 
 }  // namespace downpour::server

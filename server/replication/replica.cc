@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/wire_encoding.h"
 #include "server/optimizer.h"
+#include "server/sparse_rows_proto.h"
 
 namespace downpour::server {
 namespace {
