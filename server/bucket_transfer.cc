@@ -112,6 +112,7 @@ absl::Status IncomingMove::Accept(
         " of ", buckets_.size(), " buckets and ", tables_,
         " tables: does it run this config?"));
   }
+  if (first == 0) pass_rows_ = 0;  // a pass that failed midway starts over
   for (const proto::ReplicaSparseRows& in : response.tables()) {
     SparseTable::Rows out;
     RETURN_IF_ERROR(ToRows(in, "copy buckets", &out));

@@ -26,6 +26,7 @@
 #include "rpc/metrics_http.h"
 #include "rpc/server_util.h"
 #include "rpc/status_service.h"
+#include "server/bucket_mover.h"
 #include "server/checkpoint_health.h"
 #include "server/ps_service.h"
 #include "server/replication/replica.h"
@@ -136,6 +137,9 @@ class PsNode::Impl {
       ABSL_LOCKS_EXCLUDED(mu_);
   void StandDown(uint64_t epoch) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // The shard's BucketMover (nullptr: no shard served, or a dense model).
+  BucketMover* Mover() ABSL_LOCKS_EXCLUDED(mu_);
+
   // Placement thread: applies the newest wanted placement or take-over.
   void PlacementLoop() ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status ApplyPlacement(uint64_t epoch) ABSL_LOCKS_EXCLUDED(mu_);
@@ -208,6 +212,10 @@ class PsNode::Impl {
   // and kept as long as the node, so it is used without mu_ once read.
   std::unique_ptr<Shard> shard_ ABSL_GUARDED_BY(mu_);
   int shard_index_ ABSL_GUARDED_BY(mu_) = -1;  // -1: none (a standby)
+  // Live bucket moves of a sparse model's shard; made with the first
+  // heartbeat or placement that finds the shard (after shard_, so it goes
+  // first).
+  std::unique_ptr<BucketMover> mover_ ABSL_GUARDED_BY(mu_);
   // A standby's slot: options_.index, or the spare slot the coordinator gave.
   int standby_index_ ABSL_GUARDED_BY(mu_) = -1;
   // A ps that rejoined as a spare, and the shard it served.
@@ -504,6 +512,16 @@ proto::MemberReport PsNode::Impl::Report() const {
     shard = shard_.get();
     replicator = replicator_.get();
   }
+  BucketMover* mover = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    mover = mover_.get();  // kept as long as the node once set
+  }
+  if (mover != nullptr) {
+    for (proto::BucketMoveProgress& p : mover->Progress()) {
+      *report.add_move_progress() = std::move(p);
+    }
+  }
   if (shard != nullptr) {
     report.set_applied_total(shard->applied_total());
     const Shard::SparseTableStats sparse = Shard::SumOf(shard->sparse_stats());
@@ -606,6 +624,9 @@ void PsNode::Impl::OnHeartbeat(const proto::HeartbeatResponse& response) {
     StandDown(response.placement_epoch());
     return;
   }
+  if (BucketMover* mover = Mover()) {
+    mover->Update(response.moves_in(), response.moves_out());
+  }
   Shard* shard = nullptr;
   Replicator* replicator = nullptr;
   {
@@ -658,6 +679,15 @@ void PsNode::Impl::StandDown(uint64_t epoch) {
                      who, epoch);
   absl::MutexLock lock(&mu_);
   ended_.Notify();  // under mu_, so that Wait() sees it
+}
+
+BucketMover* PsNode::Impl::Mover() {
+  absl::MutexLock lock(&mu_);
+  if (mover_ == nullptr && shard_ != nullptr && shard_index_ >= 0 &&
+      shard_->sparse_buckets() > 0) {
+    mover_ = std::make_unique<BucketMover>(shard_.get(), shard_index_);
+  }
+  return mover_.get();
 }
 
 void PsNode::Impl::PlacementLoop() {
@@ -713,6 +743,16 @@ absl::Status PsNode::Impl::ApplyPlacement(uint64_t epoch) {
       buckets.assign(info.buckets().begin(), info.buckets().end());
     }
     names_buckets |= info.buckets_size() > 0;
+  }
+  // Buckets moved here at this epoch: their last rows first (the ps serves
+  // none of its keys at the epoch before it holds them).
+  if (BucketMover* mover = Mover()) {
+    RETURN_IF_ERROR(mover->FinishSwitched(
+        placement, absl::Seconds(2 * options_.config.heartbeat.timeout_s),
+        [this] {
+          absl::MutexLock lock(&mu_);
+          return stopping_ || replaced_;
+        }));
   }
   // Buckets first: keys are checked against them once the epoch serves.
   if (names_buckets) RETURN_IF_ERROR(shard->AssignBuckets(buckets));

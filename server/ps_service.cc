@@ -296,4 +296,21 @@ grpc::ServerUnaryReactor* PsService::Lookup(
   return Finish(context, found, "lookup");
 }
 
+grpc::ServerUnaryReactor* PsService::CopyBuckets(
+    grpc::CallbackServerContext* context,
+    const proto::CopyBucketsRequest* request,
+    proto::CopyBucketsResponse* response) {
+  if (TransportIsMutual()) {
+    // Only a ps (or a standby serving a shard) receives moved buckets.
+    absl::Status member = CheckCallerIsMember(
+        context->auth_context().get(), {"ps-*", "standby-*"},
+        "copy buckets: a ps copies the buckets moved to it");
+    if (!member.ok()) return Finish(context, member, "copy buckets");
+  }
+  Shard* shard = shard_.load();
+  if (shard == nullptr) return Finish(context, NoShard(), "copy buckets");
+  return Finish(context, shard->CopyBuckets(*request, response),
+                "copy buckets");
+}
+
 }  // namespace downpour::server

@@ -45,7 +45,9 @@ class PsService final
               proto::ParameterServer::WithCallbackMethod_Checksums<
                   proto::ParameterServer::WithCallbackMethod_Replicate<
                       proto::ParameterServer::WithRawCallbackMethod_Lookup<
-                          proto::ParameterServer::Service>>>>> {
+                          proto::ParameterServer::
+                              WithCallbackMethod_CopyBuckets<
+                                  proto::ParameterServer::Service>>>>>> {
  public:
   // A bound on threads for held pushes: workers x kPushRequestsPerShard (the
   // requests each can have in flight to one shard), at most kMaxPushThreads.
@@ -102,6 +104,11 @@ class PsService final
   grpc::ServerUnaryReactor* Lookup(grpc::CallbackServerContext* context,
                                    const grpc::ByteBuffer* request,
                                    grpc::ByteBuffer* response) override;
+  // Ps to ps, a live bucket move: Shard::CopyBuckets.
+  grpc::ServerUnaryReactor* CopyBuckets(
+      grpc::CallbackServerContext* context,
+      const proto::CopyBucketsRequest* request,
+      proto::CopyBucketsResponse* response) override;
 
  private:
   struct PushCall;
