@@ -1,0 +1,161 @@
+// Live bucket moves with real daemons (docs/OPERATIONS.md, "Moving
+// buckets"): a coordinator, two ps with standbys and two workers train a
+// sparse model while buckets move from ps 0 to ps 1; moves are interrupted by
+// kill -9 of the source and of the destination during the copy. Each ends
+// done or rolled back, the workers finish without a failed step, and the row
+// updates the ps hold are exactly those the workers had acknowledged.
+#include <signal.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/testing/poll.h"
+#include "gtest/gtest.h"
+#include "proto/coordinator.grpc.pb.h"
+#include "rpc/server_util.h"
+#include "tests/fault_fixture.h"
+
+namespace downpour {
+namespace {
+
+class BucketMoveTest : public FaultJobTest {
+ protected:
+  // The coordinator's MoveBuckets (what psctl move-buckets sends).
+  absl::StatusOr<proto::MoveBucketsResponse> Move(
+      const std::vector<uint32_t>& buckets, int to_shard) {
+    auto stub = proto::Coordinator::NewStub(MakeChannel(coordinator_));
+    grpc::ClientContext context;
+    context.set_deadline(DeadlineIn(10));
+    proto::MoveBucketsRequest request;
+    request.mutable_buckets()->Add(buckets.begin(), buckets.end());
+    request.set_to_shard(to_shard);
+    request.set_drain_shard(-1);
+    proto::MoveBucketsResponse response;
+    const grpc::Status status = stub->MoveBuckets(&context, request, &response);
+    if (!status.ok()) {
+      return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                          status.error_message());
+    }
+    return response;
+  }
+
+  // The buckets the placement gives `shard` now.
+  std::vector<uint32_t> BucketsOf(int shard) {
+    RpcSection rpc;
+    rpc.deadline_s = 2;
+    membership::CoordinatorClient client(coordinator_, rpc, "test");
+    absl::StatusOr<proto::GetPlacementResponse> placement =
+        client.GetPlacement();
+    if (!placement.ok()) return {};
+    for (const proto::ShardInfo& info : placement->shards()) {
+      if (info.index() == shard) {
+        return {info.buckets().begin(), info.buckets().end()};
+      }
+    }
+    return {};
+  }
+
+  // Move `id`'s phase as ClusterStatus shows it ("" when not listed).
+  std::string PhaseOf(uint64_t id) {
+    for (const proto::BucketMove& m : Status().bucket_moves()) {
+      if (m.id() == id) return m.phase();
+    }
+    return "";
+  }
+
+  // Starts moving the first half of ps 0's buckets to ps 1; returns the move.
+  proto::BucketMove MoveHalfOfShard0(std::vector<uint32_t>* moved) {
+    const std::vector<uint32_t> held = BucketsOf(0);
+    EXPECT_EQ(held.size(), 16u);
+    moved->assign(held.begin(), held.begin() + held.size() / 2);
+    absl::StatusOr<proto::MoveBucketsResponse> started = Move(*moved, 1);
+    EXPECT_TRUE(started.ok()) << started.status();
+    if (!started.ok() || started->started_size() != 1) return {};
+    return started->started(0);
+  }
+
+  bool Holds(int shard, const std::vector<uint32_t>& buckets) {
+    const std::vector<uint32_t> now = BucketsOf(shard);
+    for (uint32_t b : buckets) {
+      if (std::find(now.begin(), now.end(), b) == now.end()) return false;
+    }
+    return true;
+  }
+};
+
+// Half of ps 0's buckets move to ps 1 while both workers train: the move
+// completes, the placement gives ps 1 the buckets, the workers finish (no
+// step failed: they exit 0), and no acknowledged row update is lost or
+// applied twice.
+TEST_F(BucketMoveTest, HalfAShardMovesWhileWorkersTrainAndNothingIsLost) {
+  ASSERT_NO_FATAL_FAILURE(StartReplicatedJobAndTrain(/*sparse=*/true, 100));
+  std::vector<uint32_t> moved;
+  const proto::BucketMove move = MoveHalfOfShard0(&moved);
+  ASSERT_GT(move.id(), 0u);
+  const absl::Time started = absl::Now();
+  ASSERT_TRUE(WaitUntil([&] { return PhaseOf(move.id()) == "done"; },
+                        absl::Seconds(60)))
+      << "the move never completed; phase " << PhaseOf(move.id());
+  std::printf("move of %zu buckets done %.2f s after it started\n",
+              moved.size(), absl::ToDoubleSeconds(absl::Now() - started));
+  EXPECT_TRUE(Holds(1, moved));
+  EXPECT_EQ(BucketsOf(0).size(), 8u);
+  ExpectWorkersFinish(2, 0.7);
+  ExpectNoAcknowledgedRowUpdateLost(2);
+}
+
+// The source is stopped, so the copy cannot finish, then killed: its standby
+// takes shard 0 over from its replica and the move rolls back (ps 0 keeps
+// the buckets); training goes on and loses nothing.
+TEST_F(BucketMoveTest, KilledSourceDuringTheCopyRollsTheMoveBack) {
+  ASSERT_NO_FATAL_FAILURE(StartReplicatedJobAndTrain(/*sparse=*/true, 100));
+  const std::vector<uint32_t> held = BucketsOf(0);
+  daemons_["ps-0"]->Signal(SIGSTOP);
+  std::vector<uint32_t> moved;
+  const proto::BucketMove move = MoveHalfOfShard0(&moved);
+  ASSERT_GT(move.id(), 0u);
+  EXPECT_EQ(PhaseOf(move.id()), "copy");
+  KillAndRestart("ps-0", 0, /*standby=*/false, /*restart=*/false);
+  ASSERT_TRUE(WaitUntil([&] { return PhaseOf(move.id()) == "rolled back"; },
+                        absl::Seconds(60)))
+      << "phase " << PhaseOf(move.id());
+  EXPECT_EQ(BucketsOf(0), held) << "the source's shard keeps its buckets";
+  ExpectWorkersFinish(2, 0.7);
+  ExpectNoAcknowledgedRowUpdateLost(2);
+}
+
+// The same with the destination stopped and killed: its standby takes shard
+// 1 over, the move rolls back, and the rows it had copied are dropped.
+TEST_F(BucketMoveTest, KilledDestinationDuringTheCopyRollsTheMoveBack) {
+  ASSERT_NO_FATAL_FAILURE(StartReplicatedJobAndTrain(/*sparse=*/true, 100));
+  const std::vector<uint32_t> held = BucketsOf(0);
+  daemons_["ps-1"]->Signal(SIGSTOP);
+  std::vector<uint32_t> moved;
+  const proto::BucketMove move = MoveHalfOfShard0(&moved);
+  ASSERT_GT(move.id(), 0u);
+  KillAndRestart("ps-1", 1, /*standby=*/false, /*restart=*/false);
+  ASSERT_TRUE(WaitUntil([&] { return PhaseOf(move.id()) == "rolled back"; },
+                        absl::Seconds(60)))
+      << "phase " << PhaseOf(move.id());
+  EXPECT_EQ(BucketsOf(0), held);
+  ExpectWorkersFinish(2, 0.7);
+  ExpectNoAcknowledgedRowUpdateLost(2);
+}
+
+// Hostile requests change nothing: a bucket beyond model.sparse_buckets, a
+// shard that does not exist, buckets the destination holds already.
+TEST_F(BucketMoveTest, BadMovesAreRefusedWithTheReason) {
+  ASSERT_NO_FATAL_FAILURE(StartReplicatedJobAndTrain(/*sparse=*/true, 20));
+  const uint64_t epoch = Status().placement_epoch();
+  EXPECT_EQ(Move({32}, 1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(Move({BucketsOf(0)[0]}, 7).ok());
+  EXPECT_FALSE(Move({BucketsOf(1)[0]}, 1).ok());
+  EXPECT_EQ(Status().placement_epoch(), epoch);
+  EXPECT_EQ(Status().bucket_moves_size(), 0);
+}
+
+}  // namespace
+}  // namespace downpour
