@@ -48,6 +48,8 @@ class LocalCluster {
   const Config& config() const { return config_; }
   // Shard i's ParameterServer service (a server::PsService by default).
   grpc::Service* ps_service(int i) { return ps_services_[i].get(); }
+  // Shard i itself (in-process callers: moves, direct pushes).
+  server::Shard* shard(int i) { return shards_[i].get(); }
   // The address shard i serves on.
   const std::string& ps_address(int i) const { return ps_servers_[i].address; }
 
