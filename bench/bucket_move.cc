@@ -178,6 +178,71 @@ double PushRate(const Pusher& pusher, double seconds) {
   return static_cast<double>(pusher.pushes() - before) / SecondsSince(start);
 }
 
+// ps 0 holds `keys` (one update each) before anything moves.
+void Fill(server::Shard* shard, const std::vector<uint64_t>& keys) {
+  const auto fill = Clock::now();
+  uint64_t n = 0;
+  for (size_t i = 0; i < keys.size(); i += 100000) {
+    const std::vector<uint64_t> part(
+        keys.begin() + i, keys.begin() + std::min(keys.size(), i + 100000));
+    CheckOrExit(PushKeys(shard, part, 1, MakeSequence(2, ++n), 0),
+                "bucket_move", "fill ps 0");
+  }
+  std::printf("filled ps 0 with %zu rows in %.1f s\n", keys.size(),
+              SecondsSince(fill));
+}
+
+// Phase copy: the mover copies until caught up; the push rate meanwhile.
+double Copy(Pusher* pusher, server::BucketMover* mover,
+            const proto::BucketMove& move) {
+  google::protobuf::RepeatedPtrField<proto::BucketMove> in, out;
+  *in.Add() = move;
+  mover->Update(in, out);
+  double during = 0;
+  int windows = 0;
+  for (;;) {
+    during += PushRate(*pusher, 0.5);
+    ++windows;
+    const auto progress = mover->Progress();
+    if (!progress.empty() && progress[0].caught_up()) break;
+  }
+  return during / windows;
+}
+
+// The switch: placement epoch 2 gives `move`'s buckets to ps 1, as the
+// coordinator's heartbeats would; the last pass before ps 1 serves it.
+void Switch(LocalCluster* cluster, Pusher* pusher, server::BucketMover* mover,
+            proto::BucketMove move, std::vector<int>* owner) {
+  std::vector<uint32_t> held[2];
+  for (uint32_t b : move.buckets()) (*owner)[b] = 1;
+  for (uint32_t b = 0; b < owner->size(); ++b) held[(*owner)[b]].push_back(b);
+  CheckOrExit(cluster->shard(0)->AssignBuckets(held[0]), "bucket_move",
+              "switch");
+  CheckOrExit(cluster->shard(0)->Assign(2, {0}), "bucket_move", "switch");
+  pusher->SetOwner(*owner, 2);
+  proto::GetPlacementResponse placement;
+  placement.set_epoch(2);
+  for (int s = 0; s < 2; ++s) {
+    proto::ShardInfo* info = placement.add_shards();
+    info->set_index(s);
+    info->set_address(cluster->ps_address(s));
+  }
+  move.set_phase("switched");
+  move.set_switch_epoch(2);
+  *placement.add_moves() = move;
+  CheckOrExit(
+      mover->FinishSwitched(placement, absl::Seconds(30), [] { return false; }),
+      "bucket_move", "last pass");
+  CheckOrExit(cluster->shard(1)->AssignBuckets(held[1]), "bucket_move",
+              "switch");
+  CheckOrExit(cluster->shard(1)->Assign(2, {}), "bucket_move", "switch");
+}
+
+uint64_t UpdatesHeld(LocalCluster* cluster) {
+  return cluster->shard(0)->sparse_stats()[0].updates +
+         cluster->shard(1)->sparse_stats()[0].updates;
+}
+
 int Run() {
   Config config;
   config.model.type = ModelType::kSparseLinear;
@@ -191,7 +256,7 @@ int Run() {
   LocalCluster* cluster = started->get();
   const uint32_t total = static_cast<uint32_t>(config.model.sparse_buckets);
   std::vector<int> owner(total);
-  std::vector<uint32_t> held[2], moving;
+  std::vector<uint32_t> held[2];
   for (uint32_t b = 0; b < total; ++b) {
     owner[b] = static_cast<int>(b % 2);
     held[b % 2].push_back(b);
@@ -200,98 +265,50 @@ int Run() {
     CheckOrExit(cluster->shard(s)->AssignBuckets(held[s]), "bucket_move",
                 "assign buckets");
   }
-  // ps 0's rows, then a few on ps 1.
-  const int64_t rows = absl::GetFlag(FLAGS_rows);
-  const auto fill = Clock::now();
-  std::vector<uint64_t> keys = KeysOf(owner, 0, rows, 1);
-  uint64_t n = 0;
-  for (size_t i = 0; i < keys.size(); i += 100000) {
-    const std::vector<uint64_t> part(
-        keys.begin() + i, keys.begin() + std::min(keys.size(), i + 100000));
-    CheckOrExit(PushKeys(cluster->shard(0), part, 1, MakeSequence(2, ++n), 0),
-                "bucket_move", "fill ps 0");
-  }
-  std::printf("filled ps 0 with %lld rows in %.1f s\n",
-              static_cast<long long>(rows), SecondsSince(fill));
-  const uint64_t updates_before = cluster->shard(0)->sparse_stats()[0].updates +
-                                  cluster->shard(1)->sparse_stats()[0].updates;
-  for (size_t i = 0; i < held[0].size() / 2; ++i) moving.push_back(held[0][i]);
-
+  const std::vector<uint64_t> keys =
+      KeysOf(owner, 0, absl::GetFlag(FLAGS_rows), 1);
+  Fill(cluster->shard(0), keys);
+  const uint64_t updates_before = UpdatesHeld(cluster);
   Pusher pusher(cluster, keys, owner);
   const double before = PushRate(pusher, absl::GetFlag(FLAGS_window_s));
 
-  server::BucketMover mover(cluster->shard(1), 1);
+  // Half of ps 0's buckets move to ps 1.
   proto::BucketMove move;
   move.set_id(1);
-  move.mutable_buckets()->Add(moving.begin(), moving.end());
+  move.mutable_buckets()->Add(held[0].begin(),
+                              held[0].begin() + held[0].size() / 2);
   move.set_from_shard(0);
   move.set_to_shard(1);
   move.set_phase("copy");
   move.set_from_address(cluster->ps_address(0));
-  google::protobuf::RepeatedPtrField<proto::BucketMove> in, out;
-  *in.Add() = move;
+  server::BucketMover mover(cluster->shard(1), 1);
   const auto copy_start = Clock::now();
-  mover.Update(in, out);
-  double during = 0;
-  int windows = 0;
-  for (;;) {
-    during += PushRate(pusher, 0.5);
-    ++windows;
-    const auto progress = mover.Progress();
-    if (!progress.empty() && progress[0].caught_up()) break;
-  }
-  during /= windows;
+  const double during = Copy(&pusher, &mover, move);
   const double copy_s = SecondsSince(copy_start);
   const int64_t copied = mover.Progress()[0].rows_copied();
-
-  // The switch: epoch 2 gives `moving` to ps 1.
   const auto switch_start = Clock::now();
-  std::vector<uint32_t> kept(held[0].begin() + moving.size(), held[0].end());
-  CheckOrExit(cluster->shard(0)->AssignBuckets(kept), "bucket_move", "switch");
-  CheckOrExit(cluster->shard(0)->Assign(2, {0}), "bucket_move", "switch");
-  for (uint32_t b : moving) owner[b] = 1;
-  pusher.SetOwner(owner, 2);
-  proto::GetPlacementResponse placement;
-  placement.set_epoch(2);
-  for (int s = 0; s < 2; ++s) {
-    proto::ShardInfo* info = placement.add_shards();
-    info->set_index(s);
-    info->set_address(cluster->ps_address(s));
-  }
-  move.set_phase("switched");
-  move.set_switch_epoch(2);
-  *placement.add_moves() = move;
-  CheckOrExit(
-      mover.FinishSwitched(placement, absl::Seconds(30), [] { return false; }),
-      "bucket_move", "last pass");
-  std::vector<uint32_t> now = held[1];
-  now.insert(now.end(), moving.begin(), moving.end());
-  std::sort(now.begin(), now.end());
-  CheckOrExit(cluster->shard(1)->AssignBuckets(now), "bucket_move", "switch");
-  CheckOrExit(cluster->shard(1)->Assign(2, {}), "bucket_move", "switch");
+  Switch(cluster, &pusher, &mover, move, &owner);
   const double last_pass_s = SecondsSince(switch_start);
   const auto drop_start = Clock::now();
   const int64_t dropped = cluster->shard(0)->DropUnheldRows({});
   const double drop_s = SecondsSince(drop_start);
   const double after = PushRate(pusher, absl::GetFlag(FLAGS_window_s));
   pusher.Stop();  // the counts are final
-  const int64_t pushes = pusher.pushes();
   const int64_t applied = pusher.updates();
-  const uint64_t held_after = cluster->shard(0)->sparse_stats()[0].updates +
-                              cluster->shard(1)->sparse_stats()[0].updates;
+  const uint64_t held_after = UpdatesHeld(cluster);
   const int64_t updates_lost = static_cast<int64_t>(updates_before) + applied -
                                static_cast<int64_t>(held_after);
   std::printf(
-      "moved %zu of %u buckets (%lld rows dropped from ps 0 in %.2f s)\n"
+      "moved %d of %u buckets (%lld rows dropped from ps 0 in %.2f s)\n"
       "copy: %.2f s, %lld rows copied (%.0f rows/s); %lld pushes applied\n"
       "switch: the moved buckets answered nothing for %.3f s (last pass and "
       "import)\n"
       "pushes/s: before %.0f, during the copy %.0f (%.2fx), after the switch "
       "%.0f (%.2fx)\n"
       "row updates: held %llu, applied %llu, lost %lld\n",
-      moving.size(), total, static_cast<long long>(dropped), drop_s, copy_s,
-      static_cast<long long>(copied), copied / copy_s,
-      static_cast<long long>(pushes), last_pass_s, before, during,
+      move.buckets_size(), total, static_cast<long long>(dropped), drop_s,
+      copy_s, static_cast<long long>(copied), copied / copy_s,
+      static_cast<long long>(pusher.pushes()), last_pass_s, before, during,
       during / before, after, after / before,
       static_cast<unsigned long long>(held_after),
       static_cast<unsigned long long>(updates_before + applied),

@@ -36,18 +36,16 @@ absl::Status CheckRequest(const SparseTables& tables,
   return absl::OkStatus();
 }
 
-// How many buckets from `first` one chunk takes: the tables' average bytes
-// per bucket, twice over for hashing's spread, within kMoveChunkBytes.
-uint32_t ChunkBuckets(const SparseTables& tables, uint32_t left) {
-  int64_t per_bucket = 0;
+// The most rows one chunk carries: kMoveChunkBytes over a key's bytes in
+// every table (key, values and state, version and clock).
+int64_t ChunkRows(const SparseTables& tables) {
+  int64_t bytes = 0;
   for (size_t t = 0; t < tables.size(); ++t) {
     const SparseTable& table = tables.table(t);
-    const int64_t row_bytes =
-        24 + static_cast<int64_t>(table.dim()) * (1 + table.state_slots()) * 4;
-    per_bucket += 2 * row_bytes * table.rows() / tables.buckets() + 1;
+    bytes +=
+        20 + static_cast<int64_t>(table.dim()) * (1 + table.state_slots()) * 4;
   }
-  const int64_t fit = std::max<int64_t>(1, kMoveChunkBytes / per_bucket);
-  return static_cast<uint32_t>(std::min<int64_t>(fit, left));
+  return std::max<int64_t>(1, kMoveChunkBytes / std::max<int64_t>(1, bytes));
 }
 
 }  // namespace
@@ -67,22 +65,33 @@ absl::Status ExportBucketChunk(const SparseTables& tables,
   response->Clear();
   RETURN_IF_ERROR(CheckRequest(tables, request));
   const uint32_t first = request.first();
-  const uint32_t n = ChunkBuckets(
-      tables, static_cast<uint32_t>(request.buckets_size()) - first);
-  const std::vector<uint32_t> chunk(request.buckets().begin() + first,
-                                    request.buckets().begin() + first + n);
-  const std::vector<char> in = BucketSet(chunk, tables.buckets());
+  const std::vector<uint32_t> left(request.buckets().begin() + first,
+                                   request.buckets().end());
+  std::vector<char> in = BucketSet(left, tables.buckets());
+  // Table 0 decides where the chunk ends (whole buckets within the bound);
+  // the other tables send the same buckets.
+  uint32_t end = tables.buckets();
   for (size_t t = 0; t < tables.size(); ++t) {
     const SparseTable& table = tables.table(t);
     const uint64_t since =
         request.since_clocks().empty() ? 0 : request.since_clocks(t);
     const SparseTable::Rows rows =
-        table.RowsInBuckets(in, tables.buckets(), since);
+        t == 0 ? table.RowsInBuckets(in, tables.buckets(), since,
+                                     ChunkRows(tables), &end)
+               : table.RowsInBuckets(in, tables.buckets(), since);
+    if (t == 0) {
+      for (uint32_t b = end; b < in.size(); ++b) in[b] = 0;
+    }
     FromRows(static_cast<uint32_t>(t), rows, 0, rows.keys.size(),
              response->add_tables());
     response->add_clocks(table.clock());
   }
-  response->set_next(first + n);
+  uint32_t next = first;
+  while (next < static_cast<uint32_t>(request.buckets_size()) &&
+         request.buckets(next) < end) {
+    ++next;
+  }
+  response->set_next(next);
   return absl::OkStatus();
 }
 

@@ -26,14 +26,15 @@ namespace downpour::server {
 class SparseTables;
 
 // The most row bytes one chunk carries (gRPC's limit is 64 MiB).
-inline constexpr int64_t kMoveChunkBytes = int64_t{16} << 20;
+inline constexpr int64_t kMoveChunkBytes = int64_t{48} << 20;
 
 // One chunk of `request`'s pass from `tables`: the rows of
 // request.buckets[first, next) changed since request.since_clocks (all rows
-// when empty), as many buckets as fit kMoveChunkBytes by the tables' average
-// rows per bucket (at least one). InvalidArgument for buckets not ascending
-// or beyond model.sparse_buckets, since_clocks of another table count, or
-// `first` past the end. Reads only: the caller holds the shard's lock shared.
+// when empty), as many whole buckets as fit kMoveChunkBytes (at least one),
+// in one pass over each table's index. InvalidArgument for buckets not
+// ascending or beyond model.sparse_buckets, since_clocks of another table
+// count, or `first` past the end. Reads only: the caller holds the shard's lock
+// shared.
 absl::Status ExportBucketChunk(const SparseTables& tables,
                                const proto::CopyBucketsRequest& request,
                                proto::CopyBucketsResponse* response);

@@ -549,15 +549,41 @@ SparseTable::Rows SparseTable::ChangedSince(uint64_t clock) const {
 }
 
 SparseTable::Rows SparseTable::RowsInBuckets(
-    const std::vector<char>& in_buckets, uint32_t buckets,
-    uint64_t since) const {
-  std::vector<std::pair<uint64_t, uint32_t>> order;
+    const std::vector<char>& in_buckets, uint32_t buckets, uint64_t since,
+    int64_t max_rows, uint32_t* end) const {
+  struct Match {
+    uint32_t bucket;
+    uint32_t row;
+    uint64_t key;
+  };
+  std::vector<Match> matches;
+  std::vector<int64_t> per_bucket(buckets, 0);
   const bool by_clock = since > 0 && track_clocks_;
   for (const auto& [key, row] : index_) {
     const uint32_t bucket = BucketOf(key, buckets);
     if (bucket >= in_buckets.size() || in_buckets[bucket] == 0) continue;
     if (by_clock && RowClock(row) <= since) continue;
-    order.emplace_back(key, row);
+    matches.push_back({bucket, row, key});
+    ++per_bucket[bucket];
+  }
+  // The first flagged buckets whose rows fit, at least one.
+  uint32_t cut = buckets;
+  int64_t taken = 0;
+  bool any = false;
+  for (uint32_t b = 0; b < buckets && b < in_buckets.size(); ++b) {
+    if (in_buckets[b] == 0) continue;
+    if (any && max_rows > 0 && taken + per_bucket[b] > max_rows) {
+      cut = b;
+      break;
+    }
+    taken += per_bucket[b];
+    any = true;
+  }
+  if (end != nullptr) *end = cut;
+  std::vector<std::pair<uint64_t, uint32_t>> order;
+  order.reserve(static_cast<size_t>(taken));
+  for (const Match& m : matches) {
+    if (m.bucket < cut) order.emplace_back(m.key, m.row);
   }
   std::sort(order.begin(), order.end());
   return RowsOf(order);

@@ -284,8 +284,12 @@ class SparseTable {
   // bucket (BucketOf(key, buckets)) is flagged in `in_buckets` and whose
   // clock is above `since` (0: every row; without clocks kept, every row),
   // keys ascending, with the table's figures.
+  // At most `max_rows` rows (0: no bound) of whole buckets, the flagged
+  // buckets taken in ascending order (at least one); *end: the first flagged
+  // bucket left out (`buckets` when none). One pass over the index.
   Rows RowsInBuckets(const std::vector<char>& in_buckets, uint32_t buckets,
-                     uint64_t since) const;
+                     uint64_t since, int64_t max_rows = 0,
+                     uint32_t* end = nullptr) const;
   // Rows moved in from another ps: inserted whole (values, state, version),
   // replacing rows of the same keys, each with one new clock tick (so that
   // the next incremental checkpoint and eviction see them as fresh) and noted
