@@ -60,7 +60,8 @@ class BucketMoveTest : public FaultJobTest {
 
   // Move `id`'s phase as ClusterStatus shows it ("" when not listed).
   std::string PhaseOf(uint64_t id) {
-    for (const proto::BucketMove& m : Status().bucket_moves()) {
+    const proto::ClusterStatusResponse status = Status();
+    for (const proto::BucketMove& m : status.bucket_moves()) {
       if (m.id() == id) return m.phase();
     }
     return "";
