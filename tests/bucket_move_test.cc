@@ -146,6 +146,31 @@ TEST_F(BucketMoveTest, KilledDestinationDuringTheCopyRollsTheMoveBack) {
   ExpectNoAcknowledgedRowUpdateLost(2);
 }
 
+// The coordinator is killed while the copy waits on a stopped destination
+// and restarted from its state file on the same port: the move rolls back
+// (a copy is never resumed by a coordinator that restarted), the destination
+// drops what it copied once it runs again, and nothing is lost.
+TEST_F(BucketMoveTest, RestartedCoordinatorRollsACopyBack) {
+  ASSERT_NO_FATAL_FAILURE(StartReplicatedJobAndTrain(/*sparse=*/true, 100));
+  const std::vector<uint32_t> held = BucketsOf(0);
+  daemons_["ps-1"]->Signal(SIGSTOP);
+  std::vector<uint32_t> moved;
+  const proto::BucketMove move = MoveHalfOfShard0(&moved);
+  ASSERT_GT(move.id(), 0u);
+  daemons_["coordinator"]->Signal(SIGKILL);
+  daemons_["coordinator"]->Wait(absl::Seconds(5));
+  daemons_.erase("coordinator");
+  const std::string port = coordinator_.substr(coordinator_.rfind(':') + 1);
+  StartCoordinator("127.0.0.1:" + port);
+  daemons_["ps-1"]->Signal(SIGCONT);
+  ASSERT_TRUE(WaitUntil([&] { return PhaseOf(move.id()) == "rolled back"; },
+                        absl::Seconds(60)))
+      << "phase " << PhaseOf(move.id());
+  EXPECT_EQ(BucketsOf(0), held);
+  ExpectWorkersFinish(2, 0.7);
+  ExpectNoAcknowledgedRowUpdateLost(2);
+}
+
 // Hostile requests change nothing: a bucket beyond model.sparse_buckets, a
 // shard that does not exist, buckets the destination holds already.
 TEST_F(BucketMoveTest, BadMovesAreRefusedWithTheReason) {
