@@ -171,6 +171,38 @@ TEST_F(BucketMoveTest, RestartedCoordinatorRollsACopyBack) {
   ExpectNoAcknowledgedRowUpdateLost(2);
 }
 
+// A switched move never rolls back. The source is stopped the moment the
+// placement switches (the destination cannot take its last pass from a
+// stopped process), then killed: its standby takes shard 0 over from its
+// replica, which holds the moved rows, and the destination takes the last
+// pass from the standby. The move completes and nothing is lost. When the
+// poll sees the move done already (the last pass won the race), the test says
+// so and checks the same outcome.
+TEST_F(BucketMoveTest, KilledSourceAfterTheSwitchStillCompletes) {
+  ASSERT_NO_FATAL_FAILURE(StartReplicatedJobAndTrain(/*sparse=*/true, 100));
+  std::vector<uint32_t> moved;
+  const proto::BucketMove move = MoveHalfOfShard0(&moved);
+  ASSERT_GT(move.id(), 0u);
+  std::string phase;
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] {
+        phase = PhaseOf(move.id());
+        return phase == "switched" || phase == "done";
+      },
+      absl::Seconds(60), absl::Milliseconds(2)));
+  daemons_["ps-0"]->Signal(SIGSTOP);
+  const bool caught = PhaseOf(move.id()) == "switched";
+  std::printf("the source was stopped %s the destination's last pass\n",
+              caught ? "before" : "after");
+  KillAndRestart("ps-0", 0, /*standby=*/false, /*restart=*/false);
+  ASSERT_TRUE(WaitUntil([&] { return PhaseOf(move.id()) == "done"; },
+                        absl::Seconds(60)))
+      << "phase " << PhaseOf(move.id());
+  EXPECT_TRUE(Holds(1, moved));
+  ExpectWorkersFinish(2, 0.7);
+  ExpectNoAcknowledgedRowUpdateLost(2);
+}
+
 // Hostile requests change nothing: a bucket beyond model.sparse_buckets, a
 // shard that does not exist, buckets the destination holds already.
 TEST_F(BucketMoveTest, BadMovesAreRefusedWithTheReason) {
