@@ -50,10 +50,11 @@ inline float SparseInitialValue(uint64_t seed, double scale, uint64_t key,
 }
 
 // Begins the message of the FAILED_PRECONDITION a ps answers a pull or push
-// whose keys include a bucket it handed to another ps in a live move (it
-// held the bucket at an earlier placement epoch of this process): nothing was
-// applied and a push's sequence is not used up, so the sender re-reads the
-// placement, sends those keys to their new ps and the rest here again.
+// (at its placement epoch) whose keys include a bucket the placement gives
+// another ps: the sender split its keys by an older placement (a retry across
+// a live move or a take-over). Nothing was applied and a push's sequence is
+// not used up, so the sender re-reads the placement, sends those keys to
+// their ps and the rest here again.
 inline constexpr char kBucketMovedMessage[] = "bucket moved";
 
 // REQUIRES: buckets >= 1.

@@ -266,17 +266,6 @@ absl::StatusOr<std::vector<char>> SparseTables::BucketFlags(
   return own;
 }
 
-void SparseTables::SetBuckets(std::vector<char> own) {
-  if (!own_buckets_.empty()) {
-    moved_away_.resize(own.size(), 0);
-    for (size_t b = 0; b < own.size() && b < own_buckets_.size(); ++b) {
-      if (own_buckets_[b] != 0 && own[b] == 0) moved_away_[b] = 1;
-      if (own[b] != 0) moved_away_[b] = 0;
-    }
-  }
-  own_buckets_ = std::move(own);
-}
-
 absl::Status SparseTables::Import(uint32_t t, const SparseTable::Rows& rows) {
   if (t >= tables_.size()) {
     return absl::InvalidArgumentError(
@@ -319,11 +308,13 @@ absl::Status SparseTables::CheckOwnKeys(const char* op, const uint64_t* keys,
         own_buckets_.empty()
             ? static_cast<int>(bucket % static_cast<uint32_t>(shards)) == index_
             : bucket < own_buckets_.size() && own_buckets_[bucket] != 0;
-    if (!own && bucket < moved_away_.size() && moved_away_[bucket] != 0) {
+    if (!own && !own_buckets_.empty()) {
+      // The placement gives the bucket to another ps: the sender split its
+      // keys by an older placement (a retry across a move or a take-over).
       return absl::FailedPreconditionError(absl::StrCat(
           kBucketMovedMessage, ": ", op, ": key ", keys[i], " is in bucket ",
-          bucket, ", which ps ", index_,
-          " handed to another ps; re-read the placement and send it there"));
+          bucket, ", which the placement gives another ps than ps ", index_,
+          " now; re-read the placement and send it there"));
     }
     if (!own) {
       return absl::InvalidArgumentError(absl::StrCat(

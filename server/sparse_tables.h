@@ -74,9 +74,10 @@ class SparseTables {
   // Constants only; SetBuckets takes the result.
   absl::StatusOr<std::vector<char>> BucketFlags(
       const std::vector<uint32_t>& buckets) const;
-  // Buckets held before and not in `own` count as moved away: their keys
-  // are answered kBucketMovedMessage (common/sparse_keys.h), not refused.
-  void SetBuckets(std::vector<char> own);
+  // Once the placement names buckets, a key of a bucket it gives another ps
+  // is answered FAILED_PRECONDITION kBucketMovedMessage (common/sparse_keys.h:
+  // the sender re-splits by the current placement), not INVALID_ARGUMENT.
+  void SetBuckets(std::vector<char> own) { own_buckets_ = std::move(own); }
   // model.sparse_buckets. Constants only.
   uint32_t buckets() const { return specs_[0].buckets; }
   // Buckets whose keys this shard answers: held now (empty: b % shards).
@@ -188,8 +189,9 @@ class SparseTables {
 
   // The table `rows` names and its keys decoded and checked for this shard.
   absl::Status Decode(const wire::SparseRef& rows, DecodedRows* out) const;
-  // InvalidArgument naming the first of `keys` whose bucket another ps
-  // serves.
+  // For the first of `keys` whose bucket another ps serves: InvalidArgument
+  // naming it while the placement names no buckets (bucket % shards), else
+  // FailedPrecondition kBucketMovedMessage.
   absl::Status CheckOwnKeys(const char* op, const uint64_t* keys, int64_t n,
                             uint32_t buckets) const;
   // SparseTable::Apply, counting the rows it created and the updates its
@@ -208,8 +210,6 @@ class SparseTables {
 
   // By bucket: 1 where this shard holds the bucket's keys (SetBuckets).
   std::vector<char> own_buckets_;
-  // By bucket: 1 where it held them before and does not now.
-  std::vector<char> moved_away_;
 };
 
 }  // namespace downpour::server
