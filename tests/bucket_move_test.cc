@@ -203,6 +203,34 @@ TEST_F(BucketMoveTest, KilledSourceAfterTheSwitchStillCompletes) {
   ExpectNoAcknowledgedRowUpdateLost(2);
 }
 
+// The same with the destination stopped at the switch and killed: its
+// standby takes shard 1 over and, serving the switched epoch, copies every
+// row of the move again from the source, which keeps them until the move is
+// done.
+TEST_F(BucketMoveTest, KilledDestinationAfterTheSwitchStillCompletes) {
+  ASSERT_NO_FATAL_FAILURE(StartReplicatedJobAndTrain(/*sparse=*/true, 100));
+  std::vector<uint32_t> moved;
+  const proto::BucketMove move = MoveHalfOfShard0(&moved);
+  ASSERT_GT(move.id(), 0u);
+  std::string phase;
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] {
+        phase = PhaseOf(move.id());
+        return phase == "switched" || phase == "done";
+      },
+      absl::Seconds(60), absl::Milliseconds(2)));
+  daemons_["ps-1"]->Signal(SIGSTOP);
+  std::printf("the destination was stopped %s its last pass\n",
+              PhaseOf(move.id()) == "switched" ? "before" : "after");
+  KillAndRestart("ps-1", 1, /*standby=*/false, /*restart=*/false);
+  ASSERT_TRUE(WaitUntil([&] { return PhaseOf(move.id()) == "done"; },
+                        absl::Seconds(60)))
+      << "phase " << PhaseOf(move.id());
+  EXPECT_TRUE(Holds(1, moved));
+  ExpectWorkersFinish(2, 0.7);
+  ExpectNoAcknowledgedRowUpdateLost(2);
+}
+
 // Hostile requests change nothing: a bucket beyond model.sparse_buckets, a
 // shard that does not exist, buckets the destination holds already.
 TEST_F(BucketMoveTest, BadMovesAreRefusedWithTheReason) {
