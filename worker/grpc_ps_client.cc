@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/blocking_counter.h"
@@ -22,6 +23,8 @@
 #include "rpc/grpc_status.h"
 #include "rpc/server_util.h"
 #include "rpc/wire_format.h"
+#include "common/sparse_keys.h"
+#include "worker/bucket_split.h"
 #include "worker/ps_requests.h"
 
 namespace downpour::worker {
@@ -33,6 +36,22 @@ constexpr int64_t kChunkBytes = 4 << 20;
 
 constexpr char kPullMethod[] = "/downpour.proto.ParameterServer/Pull";
 constexpr char kPushMethod[] = "/downpour.proto.ParameterServer/Push";
+
+// Answers of "bucket moved" (common/sparse_keys.h) for keys the placement
+// still gives the ps that refused them, before a request fails: the
+// coordinator and the ps disagree (each try re-reads the placement).
+constexpr int kMovedTries = 5;
+// Hops a pull follows when the keys' buckets move again meanwhile.
+constexpr int kMaxMoveHops = 8;
+// At most one INFO line about re-split requests per this much time.
+constexpr absl::Duration kMovedLogEvery = absl::Seconds(10);
+
+// A ps's answer for keys of a bucket it handed to another ps: nothing was
+// applied, and a push's sequence is not used up.
+bool IsBucketMoved(const absl::Status& status) {
+  return absl::IsFailedPrecondition(status) &&
+         absl::StrContains(status.message(), kBucketMovedMessage);
+}
 
 }  // namespace
 
@@ -66,8 +85,12 @@ struct PushRequestState {
   std::vector<uint32_t> ids;
   std::vector<uint64_t> bases;  // versions[ids[i]] when the push began
   // Sparse rows for this shard (the caller's arrays, read until the push
-  // returns).
+  // returns, or owned_rows' after a bucket move split them).
   std::vector<wire::SparseRef> sparse;
+  std::shared_ptr<const SplitRows> owned_rows;
+  // A piece split off a request for a bucket that moved: never sent yet, so
+  // its first try is made by RetryFailedPushes.
+  bool fresh = false;
   uint64_t sequence = 0;
   grpc::ClientContext context;
   grpc::ByteBuffer request, reply;
@@ -236,6 +259,7 @@ std::shared_ptr<const GrpcPsClient::ShardLink> GrpcPsClient::GetShardLink(
     int index, uint64_t* epoch) const {
   absl::MutexLock lock(&mu_);
   *epoch = epoch_;
+  if (index < 0 || static_cast<size_t>(index) >= shards_.size()) return nullptr;
   return shards_[index];
 }
 
@@ -249,9 +273,14 @@ GrpcPsClient::GetShardLinks(uint64_t* epoch) const {
 absl::Status GrpcPsClient::WithRetries(
     int index, const std::string& what,
     const std::function<grpc::Status(const ShardLink&, uint64_t)>& call,
-    const grpc::Status* first_try) {
+    const grpc::Status* first_try, bool return_moved) {
   uint64_t epoch = 0;
   std::shared_ptr<const ShardLink> shard = GetShardLink(index, &epoch);
+  if (shard == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("placement epoch ", epoch, " names no ps ", index));
+  }
+  absl::Status moved;  // the ps's "bucket moved", once the placement is read
   const std::string target = absl::StrCat("ps ", index, " at ", shard->address);
   absl::Time first_failure = absl::InfiniteFuture();
   RetryOptions options;
@@ -272,6 +301,10 @@ absl::Status GrpcPsClient::WithRetries(
         if (status.code() == absl::StatusCode::kCancelled) {
           status = absl::UnavailableError(status.message());
         }
+        if (return_moved && IsBucketMoved(status)) {
+          moved = status;  // the caller re-splits by the owners read here
+          return Refresh(epoch);
+        }
         if (status.ok() || !IsRetryable(status)) return status;
         if (first_failure == absl::InfiniteFuture()) {
           first_failure = clock_->Now();
@@ -284,7 +317,12 @@ absl::Status GrpcPsClient::WithRetries(
         // The shard may have moved or restarted: read the placement again.
         absl::Status refreshed = Refresh(epoch);
         if (!refreshed.ok()) return refreshed;
-        shard = GetShardLink(index, &epoch);
+        // A ps the new placement no longer names: keep trying the old one.
+        uint64_t now_epoch = 0;
+        if (auto now = GetShardLink(index, &now_epoch); now != nullptr) {
+          shard = std::move(now);
+          epoch = now_epoch;
+        }
         {
           absl::MutexLock lock(&mu_);  // it may have moved
           waiting_[index].address = shard->address;
@@ -292,6 +330,7 @@ absl::Status GrpcPsClient::WithRetries(
         return status;
       });
   if (first_failure != absl::InfiniteFuture()) StopWaiting(index);
+  if (result.ok() && !moved.ok()) return moved;
   if (absl::IsDeadlineExceeded(result)) {
     // Compute waited all this time (no step on stale parameters); now the job
     // fails rather than end on a model trained without this shard.
@@ -520,18 +559,108 @@ absl::Status GrpcPsClient::PullTables(
     Call& c = calls[s];
     if (!c.sent || !c.status.ok()) {
       const grpc::Status* first = c.sent ? &c.status : nullptr;
-      RETURN_IF_ERROR(WithRetries(
+      const absl::Status status = WithRetries(
           static_cast<int>(s), "pull rows from",
           [&](const ShardLink& now, uint64_t now_epoch) {
             const grpc::ByteBuffer bytes = request_bytes(s, now_epoch);
             c.reply.Clear();
             return now.Call(kPullMethod, rpc_.deadline_s, bytes, &c.reply);
           },
-          first));
+          first, true);
+      if (IsBucketMoved(status)) {
+        // Some keys live elsewhere now: from their owners, in keys[s] order.
+        std::vector<std::vector<float>> rows;
+        RETURN_IF_ERROR(PullSplit(tables, static_cast<int>(s), keys[s], 0,
+                                  status, &rows));
+        for (size_t t = 0; t < tables.size(); ++t) {
+          (*values)[t][s] = std::move(rows[t]);
+        }
+        continue;
+      }
+      RETURN_IF_ERROR(status);
     }
     RETURN_IF_ERROR(CopyPulledRows(s, tables, keys[s], &c.reply, values));
   }
   counters_->stats().pulls.Increment();
+  return absl::OkStatus();
+}
+
+absl::Status GrpcPsClient::PullRowsFrom(
+    const std::vector<TableRows>& tables, int shard,
+    const std::vector<uint64_t>& keys, int hops,
+    std::vector<std::vector<float>>* rows) {
+  grpc::ByteBuffer reply;
+  const absl::Status status = WithRetries(
+      shard, "pull rows from",
+      [&](const ShardLink& now, uint64_t now_epoch) {
+        const grpc::ByteBuffer bytes =
+            PullRowsRequest(tables, keys, worker_id_, now_epoch);
+        reply.Clear();
+        return now.Call(kPullMethod, rpc_.deadline_s, bytes, &reply);
+      },
+      nullptr, true);
+  if (IsBucketMoved(status)) {
+    return PullSplit(tables, shard, keys, hops + 1, status, rows);
+  }
+  RETURN_IF_ERROR(status);
+  // CopyPulledRows fills (*values)[t][shard].
+  std::vector<std::vector<std::vector<float>>> values(
+      tables.size(), std::vector<std::vector<float>>(shard + 1));
+  RETURN_IF_ERROR(CopyPulledRows(shard, tables, keys, &reply, &values));
+  rows->resize(tables.size());
+  for (size_t t = 0; t < tables.size(); ++t) {
+    (*rows)[t] = std::move(values[t][shard]);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GrpcPsClient::PullSplit(const std::vector<TableRows>& tables,
+                                     int shard,
+                                     const std::vector<uint64_t>& keys,
+                                     int hops, const absl::Status& answer,
+                                     std::vector<std::vector<float>>* rows) {
+  if (hops > kMaxMoveHops) return OwnersDisagree(shard, answer);
+  int shards = 0;
+  const std::shared_ptr<const std::vector<int>> owners = OwnersNow(&shards);
+  ASSIGN_OR_RETURN(const BucketSplit split,
+                   BucketSplit::Of(spec_.sparse_tables()[0].buckets,
+                                   owners.get(), shards, keys));
+  if (split.AllOf(shard)) {
+    // The placement read still gives them all to `shard`: ask again after a
+    // pause (a placement newer than the ps's answer may come), a bounded
+    // number of times.
+    if (hops >= kMovedTries) return OwnersDisagree(shard, answer);
+    clock_->SleepFor(absl::Milliseconds(50) * (hops + 1));
+    return PullRowsFrom(tables, shard, keys, hops, rows);
+  }
+  {
+    int64_t moved = 0;
+    size_t owners_now = 0;
+    for (const BucketSplit::Group& group : split.groups()) {
+      if (group.shard == shard) continue;
+      moved += static_cast<int64_t>(group.at.size());
+      ++owners_now;
+    }
+    absl::MutexLock lock(&mu_);
+    NoteMovedLocked("pull", shard, moved, owners_now);
+  }
+  rows->assign(tables.size(), {});
+  for (size_t t = 0; t < tables.size(); ++t) {
+    (*rows)[t].resize(keys.size() * tables[t].dim);
+  }
+  for (const BucketSplit::Group& group : split.groups()) {
+    std::vector<uint64_t> part;
+    for (uint32_t i : group.at) part.push_back(keys[i]);
+    std::vector<std::vector<float>> got;
+    RETURN_IF_ERROR(PullRowsFrom(tables, group.shard, part, hops, &got));
+    for (size_t t = 0; t < tables.size(); ++t) {
+      const int dim = tables[t].dim;
+      for (size_t j = 0; j < group.at.size(); ++j) {
+        std::copy_n(got[t].begin() + j * dim, dim,
+                    (*rows)[t].begin() + size_t{group.at[j]} * dim);
+      }
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -650,7 +779,10 @@ void GrpcPsClient::AddSparseRequests(
 
 absl::Status GrpcPsClient::RunRequests(PushCall* call) {
   absl::Status status;
-  for (size_t r = 0; r < call->requests.size() && status.ok(); ++r) {
+  // Pieces split off for moved buckets (appended by RetryFailedPushes) are
+  // sent there, not here.
+  const size_t planned = call->requests.size();
+  for (size_t r = 0; r < planned && status.ok(); ++r) {
     while (!StartRequest(call, r)) {
       status = RetryFailedPushes(call);
       if (!status.ok()) break;
@@ -752,10 +884,9 @@ bool GrpcPsClient::StartRequest(PushCall* call, size_t r) {
   request->context.set_deadline(DeadlineIn(rpc_.deadline_s));
   call->shards[request->shard]->stub->UnaryCall(
       &request->context, kPushMethod, grpc::StubOptions(), &request->request,
-      &request->reply, [this, call, r](grpc::Status status) {
-        PushRequestState* request = call->requests[r].get();
+      &request->reply, [this, call, request](grpc::Status status) {
         if (status.ok()) {
-          PushAcknowledged(call, r, request->reply);
+          PushAcknowledged(call, request, request->reply);
         } else {
           absl::MutexLock lock(&mu_);
           request->status = std::move(status);
@@ -769,11 +900,10 @@ bool GrpcPsClient::StartRequest(PushCall* call, size_t r) {
   return true;
 }
 
-void GrpcPsClient::PushAcknowledged(PushCall* call, size_t r,
+void GrpcPsClient::PushAcknowledged(PushCall* call, PushRequestState* request,
                                     const grpc::ByteBuffer& reply) {
-  PushRequestState* request = call->requests[r].get();
   wire::PushAck response;
-  const absl::Status copied = ReadPushReply(call, r, reply, &response);
+  const absl::Status copied = ReadPushReply(call, request, reply, &response);
   int64_t bytes_out = 0;
   for (uint32_t id : request->ids) {
     bytes_out += spec_.blocks()[id].length * BytesPerElement(encoding_);
@@ -813,10 +943,10 @@ void GrpcPsClient::PushAcknowledged(PushCall* call, size_t r,
   }
 }
 
-absl::Status GrpcPsClient::ReadPushReply(PushCall* call, size_t r,
+absl::Status GrpcPsClient::ReadPushReply(PushCall* call,
+                                         PushRequestState* request,
                                          const grpc::ByteBuffer& reply,
                                          wire::PushAck* response) {
-  PushRequestState* request = call->requests[r].get();
   // The values answered (reply_values) go straight into the caller's
   // params; only this request's blocks, so requests ending at once write
   // apart. A block the request did not push is refused.
@@ -875,6 +1005,7 @@ std::optional<GrpcPsClient::DuplicateStreak> GrpcPsClient::duplicate_streak()
 }
 
 absl::Status GrpcPsClient::RetryFailedPushes(PushCall* call) {
+  // Indices, not iterators: a request for moved buckets appends pieces.
   for (size_t r = 0; r < call->requests.size(); ++r) {
     PushRequestState* request = call->requests[r].get();
     {
@@ -883,30 +1014,116 @@ absl::Status GrpcPsClient::RetryFailedPushes(PushCall* call) {
       request->failed = false;
       --call->failures;
     }
-    // Sent again with its sequence: a duplicate if the first one landed.
-    counters_->stats().push_resends.Increment();
-    absl::Status status = WithRetries(
-        request->shard, "push to",
-        [&](const ShardLink& shard, uint64_t epoch) {
-          wire::PushView view =
-              MakePushView(spec_, call->grad, *call->versions, request->ids,
-                           epoch, worker_id_, request->sequence, call->clock,
-                           push_key_.load(), encoding_, &request->encoded);
-          view.sparse = request->sparse;
-          view.reply_values = call->values != nullptr;
-          const grpc::ByteBuffer bytes =
-              wire::SerializePush(view, call->pins.get());
-          request->reply.Clear();
-          return shard.Call(kPushMethod, rpc_.deadline_s, bytes,
-                            &request->reply);
-        },
-        &request->status);
-    if (!status.ok()) return status;
-    PushAcknowledged(call, r, request->reply);
-    absl::MutexLock lock(&mu_);
-    window_moved_.SignalAll();
+    RETURN_IF_ERROR(ResendPush(call, request));
   }
   return absl::OkStatus();
+}
+
+absl::Status GrpcPsClient::ResendPush(PushCall* call,
+                                      PushRequestState* request) {
+  // Sent again with its sequence: a duplicate if the first one landed.
+  if (!request->fresh) counters_->stats().push_resends.Increment();
+  const grpc::Status* first_try = request->fresh ? nullptr : &request->status;
+  request->fresh = false;
+  const auto send = [&](const ShardLink& shard, uint64_t epoch) {
+    wire::PushView view =
+        MakePushView(spec_, call->grad, *call->versions, request->ids, epoch,
+                     worker_id_, request->sequence, call->clock,
+                     push_key_.load(), encoding_, &request->encoded);
+    view.sparse = request->sparse;
+    view.reply_values = call->values != nullptr;
+    const grpc::ByteBuffer bytes = wire::SerializePush(view, call->pins.get());
+    request->reply.Clear();
+    return shard.Call(kPushMethod, rpc_.deadline_s, bytes, &request->reply);
+  };
+  for (int tries = 1;; first_try = nullptr) {
+    absl::Status status =
+        WithRetries(request->shard, "push to", send, first_try, true);
+    if (!IsBucketMoved(status)) {
+      if (!status.ok()) return status;
+      PushAcknowledged(call, request, request->reply);
+      absl::MutexLock lock(&mu_);
+      window_moved_.SignalAll();
+      return absl::OkStatus();
+    }
+    ASSIGN_OR_RETURN(const bool split, SplitMovedPush(call, request));
+    if (split) continue;  // the rest to this ps again, the pieces later
+    if (tries++ >= kMovedTries) return OwnersDisagree(request->shard, status);
+    clock_->SleepFor(absl::Milliseconds(50) * tries);
+  }
+}
+
+absl::StatusOr<bool> GrpcPsClient::SplitMovedPush(PushCall* call,
+                                                  PushRequestState* request) {
+  int shards = 0;
+  const std::shared_ptr<const std::vector<int>> owners = OwnersNow(&shards);
+  ASSIGN_OR_RETURN(std::shared_ptr<const SplitRows> split,
+                   SplitRows::Make(request->sparse, spec_, owners.get(),
+                                   shards, request->shard));
+  const std::vector<SplitRows::Piece>& pieces = split->pieces();
+  if (pieces.size() == 1) return false;  // the placement still says it is here
+  // What stays keeps the request's sequence (and its dense blocks): the ps
+  // did not use it up. Each piece gets its shard's next sequence, outside the
+  // window (a piece is rare, and the ps's window, 64, is far wider).
+  request->sparse = pieces[0].refs;
+  request->owned_rows = split;
+  int64_t moved_keys = 0;
+  absl::MutexLock lock(&mu_);
+  for (size_t p = 1; p < pieces.size(); ++p) {
+    auto piece = std::make_unique<PushRequestState>();
+    piece->shard = pieces[p].shard;
+    piece->sparse = pieces[p].refs;
+    piece->owned_rows = split;
+    piece->fresh = true;
+    piece->failed = true;
+    if (lanes_.size() <= static_cast<size_t>(piece->shard))
+      lanes_.resize(piece->shard + 1);
+    if (call->reports.size() <= static_cast<size_t>(piece->shard))
+      call->reports.resize(piece->shard + 1);
+    PushLane& lane = lanes_[piece->shard];
+    if (lane.next_sequence == 0)
+      lane.next_sequence = MakeSequence(incarnation_, 1);
+    piece->sequence = lane.next_sequence++;
+    lane.in_flight.insert(piece->sequence);
+    ++call->failures;
+    moved_keys += pieces[p].keys;
+    call->requests.push_back(std::move(piece));
+  }
+  NoteMovedLocked("push", request->shard, moved_keys, pieces.size() - 1);
+  return true;
+}
+
+std::shared_ptr<const std::vector<int>> GrpcPsClient::OwnersNow(
+    int* shards) const {
+  absl::MutexLock lock(&mu_);
+  *shards = std::max<int>(1, static_cast<int>(shards_.size()));
+  return bucket_owners_;
+}
+
+void GrpcPsClient::NoteMovedLocked(const char* what, int shard, int64_t keys,
+                                   size_t owners) {
+  ++moved_splits_;
+  const absl::Time now = clock_->Now();
+  if (now - moved_logged_ < kMovedLogEvery) return;
+  SPDLOG_LOGGER_INFO(
+      Log(Logger::kWorker),
+      "worker {}: ps {} handed buckets to other ps (placement epoch {}): a {} "
+      "re-split by the new owners, {} key(s) to {} other ps ({} re-split "
+      "request(s) so far; at most one such line per {} s)",
+      worker_id_, shard, epoch_, what, keys, owners, moved_splits_,
+      absl::ToInt64Seconds(kMovedLogEvery));
+  moved_logged_ = now;
+}
+
+absl::Status GrpcPsClient::OwnersDisagree(int shard,
+                                          const absl::Status& answer) const {
+  return absl::InternalError(absl::StrCat(
+      "worker ", worker_id_, ": ", answer.message(), "; but placement epoch ",
+      epoch(), " still gives those keys' buckets to ps ", shard, " after ",
+      kMovedTries,
+      " reads: the coordinator and the ps disagree on who holds the buckets. "
+      "Check `psctl shards` and the logs of the coordinator and of ps ",
+      shard, " for the move"));
 }
 
 }  // namespace downpour::worker
