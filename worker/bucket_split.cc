@@ -80,10 +80,9 @@ absl::StatusOr<std::unique_ptr<SplitRows>> SplitRows::Make(
   std::map<int, size_t> piece_of = {{keep, 0}};
   for (const wire::SparseRef& ref : refs) {
     if (ref.table >= spec.sparse_tables().size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("push: sparse table ", ref.table,
-                       " is not in the model (", spec.sparse_tables().size(),
-                       " tables)"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "push: sparse table ", ref.table, " is not in the model (",
+          spec.sparse_tables().size(), " tables)"));
     }
     const size_t n = ref.keys_size / sizeof(uint64_t);
     const size_t value_bytes = n == 0 ? 0 : ref.values_size / n;
@@ -97,10 +96,9 @@ absl::StatusOr<std::unique_ptr<SplitRows>> SplitRows::Make(
     }
     std::vector<uint64_t> keys(n);
     if (n > 0) std::memcpy(keys.data(), ref.keys, ref.keys_size);
-    ASSIGN_OR_RETURN(
-        const BucketSplit split,
-        BucketSplit::Of(spec.sparse_tables()[ref.table].buckets, owners,
-                        shards, keys));
+    ASSIGN_OR_RETURN(const BucketSplit split,
+                     BucketSplit::Of(spec.sparse_tables()[ref.table].buckets,
+                                     owners, shards, keys));
     bool kept = false;
     for (const BucketSplit::Group& group : split.groups()) {
       auto [it, added] = piece_of.emplace(group.shard, rows->pieces_.size());

@@ -49,7 +49,8 @@ class BucketSplit {
   const std::vector<Group>& groups() const { return groups_; }
   // True when every key is `shard`'s (or there are none).
   bool AllOf(int shard) const {
-    return groups_.empty() || (groups_.size() == 1 && groups_[0].shard == shard);
+    return groups_.empty() ||
+           (groups_.size() == 1 && groups_[0].shard == shard);
   }
 
  private:

@@ -17,13 +17,13 @@
 #include "common/logging.h"
 #include "common/push_sequence.h"
 #include "common/retry.h"
+#include "common/sparse_keys.h"
 #include "common/status_macros.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
 #include "rpc/grpc_status.h"
 #include "rpc/server_util.h"
 #include "rpc/wire_format.h"
-#include "common/sparse_keys.h"
 #include "worker/bucket_split.h"
 #include "worker/ps_requests.h"
 
@@ -570,8 +570,8 @@ absl::Status GrpcPsClient::PullTables(
       if (IsBucketMoved(status)) {
         // Some keys live elsewhere now: from their owners, in keys[s] order.
         std::vector<std::vector<float>> rows;
-        RETURN_IF_ERROR(PullSplit(tables, static_cast<int>(s), keys[s], 0,
-                                  status, &rows));
+        RETURN_IF_ERROR(
+            PullSplit(tables, static_cast<int>(s), keys[s], 0, status, &rows));
         for (size_t t = 0; t < tables.size(); ++t) {
           (*values)[t][s] = std::move(rows[t]);
         }
@@ -585,10 +585,11 @@ absl::Status GrpcPsClient::PullTables(
   return absl::OkStatus();
 }
 
-absl::Status GrpcPsClient::PullRowsFrom(
-    const std::vector<TableRows>& tables, int shard,
-    const std::vector<uint64_t>& keys, int hops,
-    std::vector<std::vector<float>>* rows) {
+absl::Status GrpcPsClient::PullRowsFrom(const std::vector<TableRows>& tables,
+                                        int shard,
+                                        const std::vector<uint64_t>& keys,
+                                        int hops,
+                                        std::vector<std::vector<float>>* rows) {
   grpc::ByteBuffer reply;
   const absl::Status status = WithRetries(
       shard, "pull rows from",
@@ -1058,8 +1059,8 @@ absl::StatusOr<bool> GrpcPsClient::SplitMovedPush(PushCall* call,
   int shards = 0;
   const std::shared_ptr<const std::vector<int>> owners = OwnersNow(&shards);
   ASSIGN_OR_RETURN(std::shared_ptr<const SplitRows> split,
-                   SplitRows::Make(request->sparse, spec_, owners.get(),
-                                   shards, request->shard));
+                   SplitRows::Make(request->sparse, spec_, owners.get(), shards,
+                                   request->shard));
   const std::vector<SplitRows::Piece>& pieces = split->pieces();
   if (pieces.size() == 1) return false;  // the placement still says it is here
   // What stays keeps the request's sequence (and its dense blocks): the ps

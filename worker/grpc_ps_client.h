@@ -322,8 +322,8 @@ class GrpcPsClient : public PsClient, public SparsePs {
   std::shared_ptr<const std::vector<int>> OwnersNow(int* shards) const
       ABSL_LOCKS_EXCLUDED(mu_);
   // Counts a re-split request and logs it (throttled).
-  void NoteMovedLocked(const char* what, int shard, int64_t keys,
-                       size_t owners) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void NoteMovedLocked(const char* what, int shard, int64_t keys, size_t owners)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Internal: `shard` answered `answer` ("bucket moved") for keys the
   // placement still gives it.
   absl::Status OwnersDisagree(int shard, const absl::Status& answer) const

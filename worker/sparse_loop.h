@@ -67,7 +67,8 @@ class SparseLoop : public TrainingLoop {
   struct Options {
     TrainingSection training;
     int worker_index = 0;
-    int num_shards = 1;  // cluster.ps
+    // cluster.ps; the placement may name more (ps added while training).
+    int num_shards = 1;
     // Send each key's occurrence count with its gradient (the ps's
     // admission needs them: config admission.*).
     bool send_counts = false;
@@ -182,10 +183,13 @@ class SparseLoop : public TrainingLoop {
                        const std::vector<float>& weights,
                        const std::vector<float>& embeddings);
   // The ps of `key` under `owners` (SparsePs::BucketOwners; null: the
-  // coordinator's rule); InvalidArgument when the placement names no ps
-  // for its bucket.
+  // coordinator's rule); FailedPrecondition when the placement names no ps
+  // for its bucket (worker/bucket_split.h OwnerOfKey).
   absl::StatusOr<int> ShardOf(uint64_t key,
                               const std::vector<int>* owners) const;
+  // The shards a step's keys are split over: cluster.ps, or more where the
+  // placement gives buckets to ps added while training.
+  int ShardCount(const std::vector<int>* owners) const;
   // The metrics of the current model on the test sample (`all` false) or
   // on every test row (the final evaluation), into stats_.
   absl::Status Evaluate(bool all);
