@@ -524,9 +524,6 @@ absl::Status GrpcPsClient::PullTables(
   uint64_t epoch = 0;
   const std::vector<std::shared_ptr<const ShardLink>> shards =
       GetShardLinks(&epoch);
-  auto request_bytes = [&](size_t s, uint64_t at_epoch) {
-    return PullRowsRequest(tables, keys[s], worker_id_, at_epoch);
-  };
   // Every shard at once; failures are retried one at a time below.
   struct Call {
     grpc::ClientContext context;
@@ -544,7 +541,7 @@ absl::Status GrpcPsClient::PullTables(
     if (keys[s].empty()) continue;
     Call* c = &calls[s];
     c->sent = true;
-    c->request = request_bytes(s, epoch);
+    c->request = PullRowsRequest(tables, keys[s], worker_id_, epoch);
     c->context.set_deadline(DeadlineIn(rpc_.deadline_s));
     shards[s]->stub->UnaryCall(&c->context, kPullMethod, grpc::StubOptions(),
                                &c->request, &c->reply,
@@ -557,32 +554,43 @@ absl::Status GrpcPsClient::PullTables(
   for (size_t s = 0; s < keys.size(); ++s) {
     if (keys[s].empty()) continue;
     Call& c = calls[s];
-    if (!c.sent || !c.status.ok()) {
-      const grpc::Status* first = c.sent ? &c.status : nullptr;
-      const absl::Status status = WithRetries(
-          static_cast<int>(s), "pull rows from",
-          [&](const ShardLink& now, uint64_t now_epoch) {
-            const grpc::ByteBuffer bytes = request_bytes(s, now_epoch);
-            c.reply.Clear();
-            return now.Call(kPullMethod, rpc_.deadline_s, bytes, &c.reply);
-          },
-          first, true);
-      if (IsBucketMoved(status)) {
-        // Some keys live elsewhere now: from their owners, in keys[s] order.
-        std::vector<std::vector<float>> rows;
-        RETURN_IF_ERROR(
-            PullSplit(tables, static_cast<int>(s), keys[s], 0, status, &rows));
-        for (size_t t = 0; t < tables.size(); ++t) {
-          (*values)[t][s] = std::move(rows[t]);
-        }
-        continue;
-      }
-      RETURN_IF_ERROR(status);
+    if (c.sent && c.status.ok()) {
+      RETURN_IF_ERROR(CopyPulledRows(s, tables, keys[s], &c.reply, values));
+      continue;
     }
-    RETURN_IF_ERROR(CopyPulledRows(s, tables, keys[s], &c.reply, values));
+    RETURN_IF_ERROR(RetryPullRows(tables, static_cast<int>(s), keys[s],
+                                  c.sent ? &c.status : nullptr, &c.reply,
+                                  values));
   }
   counters_->stats().pulls.Increment();
   return absl::OkStatus();
+}
+
+absl::Status GrpcPsClient::RetryPullRows(
+    const std::vector<TableRows>& tables, int s,
+    const std::vector<uint64_t>& keys, const grpc::Status* first_try,
+    grpc::ByteBuffer* reply,
+    std::vector<std::vector<std::vector<float>>>* values) {
+  const absl::Status status = WithRetries(
+      s, "pull rows from",
+      [&](const ShardLink& now, uint64_t now_epoch) {
+        const grpc::ByteBuffer bytes =
+            PullRowsRequest(tables, keys, worker_id_, now_epoch);
+        reply->Clear();
+        return now.Call(kPullMethod, rpc_.deadline_s, bytes, reply);
+      },
+      first_try, true);
+  if (IsBucketMoved(status)) {
+    // Some keys live elsewhere now: from their owners, in the keys' order.
+    std::vector<std::vector<float>> rows;
+    RETURN_IF_ERROR(PullSplit(tables, s, keys, 0, status, &rows));
+    for (size_t t = 0; t < tables.size(); ++t) {
+      (*values)[t][s] = std::move(rows[t]);
+    }
+    return absl::OkStatus();
+  }
+  RETURN_IF_ERROR(status);
+  return CopyPulledRows(s, tables, keys, reply, values);
 }
 
 absl::Status GrpcPsClient::PullRowsFrom(const std::vector<TableRows>& tables,

@@ -305,6 +305,14 @@ class GrpcPsClient : public PsClient, public SparsePs {
   // other owner, with that shard's next sequence, joins `call` as failed.
   absl::StatusOr<bool> SplitMovedPush(PushCall* call, PushRequestState* request)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // PullTables's retries of ps `s`'s `keys` (`first_try` failed, or was not
+  // made: null), following moves, into (*values)[t][s].
+  absl::Status RetryPullRows(
+      const std::vector<TableRows>& tables, int s,
+      const std::vector<uint64_t>& keys, const grpc::Status* first_try,
+      grpc::ByteBuffer* reply,
+      std::vector<std::vector<std::vector<float>>>* values)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // The rows of `keys` in `tables` from ps `shard` into (*rows)[t], following
   // moves (`hops` so far, at most kMaxMoveHops).
   absl::Status PullRowsFrom(const std::vector<TableRows>& tables, int shard,

@@ -382,7 +382,9 @@ TEST_F(MovesTest, APushAcrossAMoveIsAppliedOnceOnTheNewOwner) {
   EXPECT_THAT(services_[1]->applied(), ElementsAre(first, first + 1));
   // What ps 0 applied under its sequence held only the keys it still holds.
   for (const SeenPush& p : services_[0]->seen()) {
-    if (p.applied) EXPECT_EQ(p.keys, stays.size());
+    if (p.applied) {
+      EXPECT_EQ(p.keys, stays.size());
+    }
   }
   EXPECT_EQ(RowsOn(0), 2);
   EXPECT_EQ(RowsOn(1), 5);
