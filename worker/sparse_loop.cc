@@ -160,14 +160,18 @@ absl::StatusOr<int> SparseLoop::ShardOf(uint64_t key,
   return OwnerOfKey(key, buckets_, owners, options_.num_shards);
 }
 
-int SparseLoop::ShardCount(const std::vector<int>* owners) const {
-  // Shards added while training (psctl add-ps) hold buckets past
-  // cluster.ps.
-  int shards = options_.num_shards;
-  if (owners != nullptr) {
-    for (int s : *owners) shards = std::max(shards, s + 1);
+int SparseLoop::ShardCount(
+    const std::shared_ptr<const std::vector<int>>& owners) {
+  if (owners == nullptr) return options_.num_shards;
+  absl::MutexLock lock(&owners_mu_);
+  if (owners != counted_owners_) {
+    // Shards added while training (psctl add-ps) hold buckets past
+    // cluster.ps.
+    counted_shards_ = options_.num_shards;
+    for (int s : *owners) counted_shards_ = std::max(counted_shards_, s + 1);
+    counted_owners_ = owners;
   }
-  return shards;
+  return counted_shards_;
 }
 
 absl::Status SparseLoop::PullRows(const std::vector<uint64_t>& keys,
@@ -184,7 +188,7 @@ absl::Status SparseLoop::PullRows(const std::vector<uint64_t>& keys,
   for (size_t from = 0; from < keys.size(); from += chunk) {
     const size_t to = std::min(keys.size(), from + chunk);
     const std::shared_ptr<const std::vector<int>> owners = ps_->BucketOwners();
-    const int shards = ShardCount(owners.get());
+    const int shards = ShardCount(owners);
     std::vector<std::vector<uint64_t>> by_shard(shards);
     std::vector<std::vector<uint32_t>> where(shards);
     for (size_t i = from; i < to; ++i) {
@@ -436,7 +440,7 @@ absl::Status SparseLoop::RowsByShard(SparseStepPush* push) {
   // Rows by shard, keys still ascending within each; as many shards as the
   // placement names.
   const std::shared_ptr<const std::vector<int>> owners = ps_->BucketOwners();
-  const int shards = ShardCount(owners.get());
+  const int shards = ShardCount(owners);
   // Cleared, not freed: a push's buffers are reused for a later one.
   const auto reset = [shards](auto* by_shard) {
     by_shard->resize(shards);

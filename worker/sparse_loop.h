@@ -188,8 +188,10 @@ class SparseLoop : public TrainingLoop {
   absl::StatusOr<int> ShardOf(uint64_t key,
                               const std::vector<int>* owners) const;
   // The shards a step's keys are split over: cluster.ps, or more where the
-  // placement gives buckets to ps added while training.
-  int ShardCount(const std::vector<int>* owners) const;
+  // placement gives buckets to ps added while training. Counted once per
+  // placement (owners_mu_).
+  int ShardCount(const std::shared_ptr<const std::vector<int>>& owners)
+      ABSL_LOCKS_EXCLUDED(owners_mu_);
   // The metrics of the current model on the test sample (`all` false) or
   // on every test row (the final evaluation), into stats_.
   absl::Status Evaluate(bool all);
@@ -258,6 +260,12 @@ class SparseLoop : public TrainingLoop {
   bool have_dense_ ABSL_GUARDED_BY(dense_mu_) = false;
   std::vector<float> latest_dense_ ABSL_GUARDED_BY(dense_mu_);
   std::vector<uint64_t> latest_versions_ ABSL_GUARDED_BY(dense_mu_);
+
+  // ShardCount's last placement and its count.
+  absl::Mutex owners_mu_;
+  std::shared_ptr<const std::vector<int>> counted_owners_
+      ABSL_GUARDED_BY(owners_mu_);
+  int counted_shards_ ABSL_GUARDED_BY(owners_mu_) = 0;
 
   mutable absl::Mutex mu_;
   WorkerStats stats_ ABSL_GUARDED_BY(mu_);
