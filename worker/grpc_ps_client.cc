@@ -25,6 +25,7 @@
 #include "rpc/server_util.h"
 #include "rpc/wire_format.h"
 #include "worker/bucket_split.h"
+#include "worker/grpc_ps_client_internal.h"
 #include "worker/ps_requests.h"
 
 namespace downpour::worker {
@@ -34,87 +35,7 @@ namespace {
 // larger messages (docs/BENCHMARKS.md).
 constexpr int64_t kChunkBytes = 4 << 20;
 
-constexpr char kPullMethod[] = "/downpour.proto.ParameterServer/Pull";
-constexpr char kPushMethod[] = "/downpour.proto.ParameterServer/Push";
-
-// Answers of "bucket moved" (common/sparse_keys.h) for keys the placement
-// still gives the ps that refused them, before a request fails: the
-// coordinator and the ps disagree (each try re-reads the placement).
-constexpr int kMovedTries = 5;
-// Hops a pull follows when the keys' buckets move again meanwhile.
-constexpr int kMaxMoveHops = 8;
-// At most one INFO line about re-split requests per this much time.
-constexpr absl::Duration kMovedLogEvery = absl::Seconds(10);
-
-// A ps's answer for keys of a bucket it handed to another ps: nothing was
-// applied, and a push's sequence is not used up.
-bool IsBucketMoved(const absl::Status& status) {
-  return absl::IsFailedPrecondition(status) &&
-         absl::StrContains(status.message(), kBucketMovedMessage);
-}
-
 }  // namespace
-
-struct GrpcPsClient::ShardLink {
-  int index = 0;
-  std::string address;
-  std::unique_ptr<grpc::GenericStub> stub;
-  std::vector<std::vector<uint32_t>> chunks;  // block ids per request
-
-  // A unary call of raw bytes, waited for.
-  grpc::Status Call(const char* method, double deadline_s,
-                    const grpc::ByteBuffer& request,
-                    grpc::ByteBuffer* reply) const {
-    grpc::ClientContext context;
-    context.set_deadline(DeadlineIn(deadline_s));
-    grpc::Status result;
-    absl::Notification done;
-    stub->UnaryCall(&context, method, grpc::StubOptions(), &request, reply,
-                    [&](grpc::Status status) {
-                      result = std::move(status);
-                      done.Notify();
-                    });
-    done.WaitForNotification();
-    return result;
-  }
-};
-
-// One request of a Push: fixed block ids and sequence for all its tries.
-struct PushRequestState {
-  int shard = 0;
-  std::vector<uint32_t> ids;
-  std::vector<uint64_t> bases;  // versions[ids[i]] when the push began
-  // Sparse rows for this shard (the caller's arrays, read until the push
-  // returns, or owned_rows' after a bucket move split them).
-  std::vector<wire::SparseRef> sparse;
-  std::shared_ptr<const SplitRows> owned_rows;
-  // A piece split off a request for a bucket that moved: never sent yet, so
-  // its first try is made by RetryFailedPushes.
-  bool fresh = false;
-  uint64_t sequence = 0;
-  grpc::ClientContext context;
-  grpc::ByteBuffer request, reply;
-  std::string encoded;  // payloads in a 16-bit encoding (pinned)
-  grpc::Status status;  // of the asynchronous first try
-  absl::Status copied;  // of the values answered (reply_values)
-  bool failed = false;
-  bool done = false;
-};
-
-struct GrpcPsClient::PushCall {
-  const float* grad;
-  const std::vector<uint64_t>* versions;
-  const Values* values = nullptr;  // PushPullBlocks's destination
-  uint64_t clock = 0;
-  uint64_t epoch = 0;
-  std::vector<std::shared_ptr<const ShardLink>> shards;
-  std::vector<std::unique_ptr<PushRequestState>> requests;
-  std::vector<PushReport> reports;  // per shard
-  std::unique_ptr<wire::SendPins> pins = std::make_unique<wire::SendPins>();
-  // Guarded by the client's mu_.
-  int outstanding = 0;
-  int failures = 0;
-};
 
 GrpcPsClient::GrpcPsClient(const ModelSpec& spec,
                            membership::CoordinatorClient* coordinator,
@@ -566,113 +487,6 @@ absl::Status GrpcPsClient::PullTables(
   return absl::OkStatus();
 }
 
-absl::Status GrpcPsClient::RetryPullRows(
-    const std::vector<TableRows>& tables, int s,
-    const std::vector<uint64_t>& keys, const grpc::Status* first_try,
-    grpc::ByteBuffer* reply,
-    std::vector<std::vector<std::vector<float>>>* values) {
-  const absl::Status status = WithRetries(
-      s, "pull rows from",
-      [&](const ShardLink& now, uint64_t now_epoch) {
-        const grpc::ByteBuffer bytes =
-            PullRowsRequest(tables, keys, worker_id_, now_epoch);
-        reply->Clear();
-        return now.Call(kPullMethod, rpc_.deadline_s, bytes, reply);
-      },
-      first_try, true);
-  if (IsBucketMoved(status)) {
-    // Some keys live elsewhere now: from their owners, in the keys' order.
-    std::vector<std::vector<float>> rows;
-    RETURN_IF_ERROR(PullSplit(tables, s, keys, 0, status, &rows));
-    for (size_t t = 0; t < tables.size(); ++t) {
-      (*values)[t][s] = std::move(rows[t]);
-    }
-    return absl::OkStatus();
-  }
-  RETURN_IF_ERROR(status);
-  return CopyPulledRows(s, tables, keys, reply, values);
-}
-
-absl::Status GrpcPsClient::PullRowsFrom(const std::vector<TableRows>& tables,
-                                        int shard,
-                                        const std::vector<uint64_t>& keys,
-                                        int hops,
-                                        std::vector<std::vector<float>>* rows) {
-  grpc::ByteBuffer reply;
-  const absl::Status status = WithRetries(
-      shard, "pull rows from",
-      [&](const ShardLink& now, uint64_t now_epoch) {
-        const grpc::ByteBuffer bytes =
-            PullRowsRequest(tables, keys, worker_id_, now_epoch);
-        reply.Clear();
-        return now.Call(kPullMethod, rpc_.deadline_s, bytes, &reply);
-      },
-      nullptr, true);
-  if (IsBucketMoved(status)) {
-    return PullSplit(tables, shard, keys, hops + 1, status, rows);
-  }
-  RETURN_IF_ERROR(status);
-  // CopyPulledRows fills (*values)[t][shard].
-  std::vector<std::vector<std::vector<float>>> values(
-      tables.size(), std::vector<std::vector<float>>(shard + 1));
-  RETURN_IF_ERROR(CopyPulledRows(shard, tables, keys, &reply, &values));
-  rows->resize(tables.size());
-  for (size_t t = 0; t < tables.size(); ++t) {
-    (*rows)[t] = std::move(values[t][shard]);
-  }
-  return absl::OkStatus();
-}
-
-absl::Status GrpcPsClient::PullSplit(const std::vector<TableRows>& tables,
-                                     int shard,
-                                     const std::vector<uint64_t>& keys,
-                                     int hops, const absl::Status& answer,
-                                     std::vector<std::vector<float>>* rows) {
-  if (hops > kMaxMoveHops) return OwnersDisagree(shard, answer);
-  int shards = 0;
-  const std::shared_ptr<const std::vector<int>> owners = OwnersNow(&shards);
-  ASSIGN_OR_RETURN(const BucketSplit split,
-                   BucketSplit::Of(spec_.sparse_tables()[0].buckets,
-                                   owners.get(), shards, keys));
-  if (split.AllOf(shard)) {
-    // The placement read still gives them all to `shard`: ask again after a
-    // pause (a placement newer than the ps's answer may come), a bounded
-    // number of times.
-    if (hops >= kMovedTries) return OwnersDisagree(shard, answer);
-    clock_->SleepFor(absl::Milliseconds(50) * (hops + 1));
-    return PullRowsFrom(tables, shard, keys, hops, rows);
-  }
-  {
-    int64_t moved = 0;
-    size_t owners_now = 0;
-    for (const BucketSplit::Group& group : split.groups()) {
-      if (group.shard == shard) continue;
-      moved += static_cast<int64_t>(group.at.size());
-      ++owners_now;
-    }
-    absl::MutexLock lock(&mu_);
-    NoteMovedLocked("pull", shard, moved, owners_now);
-  }
-  rows->assign(tables.size(), {});
-  for (size_t t = 0; t < tables.size(); ++t) {
-    (*rows)[t].resize(keys.size() * tables[t].dim);
-  }
-  for (const BucketSplit::Group& group : split.groups()) {
-    std::vector<uint64_t> part;
-    for (uint32_t i : group.at) part.push_back(keys[i]);
-    std::vector<std::vector<float>> got;
-    RETURN_IF_ERROR(PullRowsFrom(tables, group.shard, part, hops, &got));
-    for (size_t t = 0; t < tables.size(); ++t) {
-      const int dim = tables[t].dim;
-      for (size_t j = 0; j < group.at.size(); ++j) {
-        std::copy_n(got[t].begin() + j * dim, dim,
-                    (*rows)[t].begin() + size_t{group.at[j]} * dim);
-      }
-    }
-  }
-  return absl::OkStatus();
-}
-
 absl::Status GrpcPsClient::PushPullBlocks(const float* grad,
                                           const std::vector<uint64_t>& versions,
                                           const std::vector<uint32_t>& ids,
@@ -1060,79 +874,6 @@ absl::Status GrpcPsClient::ResendPush(PushCall* call,
     if (tries++ >= kMovedTries) return OwnersDisagree(request->shard, status);
     clock_->SleepFor(absl::Milliseconds(50) * tries);
   }
-}
-
-absl::StatusOr<bool> GrpcPsClient::SplitMovedPush(PushCall* call,
-                                                  PushRequestState* request) {
-  int shards = 0;
-  const std::shared_ptr<const std::vector<int>> owners = OwnersNow(&shards);
-  ASSIGN_OR_RETURN(std::shared_ptr<const SplitRows> split,
-                   SplitRows::Make(request->sparse, spec_, owners.get(), shards,
-                                   request->shard));
-  const std::vector<SplitRows::Piece>& pieces = split->pieces();
-  if (pieces.size() == 1) return false;  // the placement still says it is here
-  // What stays keeps the request's sequence (and its dense blocks): the ps
-  // did not use it up. Each piece gets its shard's next sequence, outside the
-  // window (a piece is rare, and the ps's window, 64, is far wider).
-  request->sparse = pieces[0].refs;
-  request->owned_rows = split;
-  int64_t moved_keys = 0;
-  absl::MutexLock lock(&mu_);
-  for (size_t p = 1; p < pieces.size(); ++p) {
-    auto piece = std::make_unique<PushRequestState>();
-    piece->shard = pieces[p].shard;
-    piece->sparse = pieces[p].refs;
-    piece->owned_rows = split;
-    piece->fresh = true;
-    piece->failed = true;
-    if (lanes_.size() <= static_cast<size_t>(piece->shard))
-      lanes_.resize(piece->shard + 1);
-    if (call->reports.size() <= static_cast<size_t>(piece->shard))
-      call->reports.resize(piece->shard + 1);
-    PushLane& lane = lanes_[piece->shard];
-    if (lane.next_sequence == 0)
-      lane.next_sequence = MakeSequence(incarnation_, 1);
-    piece->sequence = lane.next_sequence++;
-    lane.in_flight.insert(piece->sequence);
-    ++call->failures;
-    moved_keys += pieces[p].keys;
-    call->requests.push_back(std::move(piece));
-  }
-  NoteMovedLocked("push", request->shard, moved_keys, pieces.size() - 1);
-  return true;
-}
-
-std::shared_ptr<const std::vector<int>> GrpcPsClient::OwnersNow(
-    int* shards) const {
-  absl::MutexLock lock(&mu_);
-  *shards = std::max<int>(1, static_cast<int>(shards_.size()));
-  return bucket_owners_;
-}
-
-void GrpcPsClient::NoteMovedLocked(const char* what, int shard, int64_t keys,
-                                   size_t owners) {
-  ++moved_splits_;
-  const absl::Time now = clock_->Now();
-  if (now - moved_logged_ < kMovedLogEvery) return;
-  SPDLOG_LOGGER_INFO(
-      Log(Logger::kWorker),
-      "worker {}: ps {} handed buckets to other ps (placement epoch {}): a {} "
-      "re-split by the new owners, {} key(s) to {} other ps ({} re-split "
-      "request(s) so far; at most one such line per {} s)",
-      worker_id_, shard, epoch_, what, keys, owners, moved_splits_,
-      absl::ToInt64Seconds(kMovedLogEvery));
-  moved_logged_ = now;
-}
-
-absl::Status GrpcPsClient::OwnersDisagree(int shard,
-                                          const absl::Status& answer) const {
-  return absl::InternalError(absl::StrCat(
-      "worker ", worker_id_, ": ", answer.message(), "; but placement epoch ",
-      epoch(), " still gives those keys' buckets to ps ", shard, " after ",
-      kMovedTries,
-      " reads: the coordinator and the ps disagree on who holds the buckets. "
-      "Check `psctl shards` and the logs of the coordinator and of ps ",
-      shard, " for the move"));
 }
 
 }  // namespace downpour::worker
