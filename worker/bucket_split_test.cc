@@ -114,9 +114,9 @@ TEST(BucketSplitTest, SplitRowsRefusesSizesThatDoNotFit) {
   const ModelSpec spec = FmSpec();
   std::vector<uint64_t> keys = {1, 2, 3};
   std::vector<float> values = {1, 2};
-  wire::SparseRef ref{0,       reinterpret_cast<const char*>(keys.data()),
-                      24,      reinterpret_cast<const char*>(values.data()),
-                      8,       nullptr,
+  wire::SparseRef ref{0,  reinterpret_cast<const char*>(keys.data()),
+                      24, reinterpret_cast<const char*>(values.data()),
+                      8,  nullptr,
                       0};
   EXPECT_THAT(SplitRows::Make({ref}, spec, nullptr, 2, 0).status(),
               StatusIs(absl::StatusCode::kInvalidArgument));
