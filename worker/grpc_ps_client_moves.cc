@@ -76,7 +76,12 @@ absl::Status GrpcPsClient::PullSplit(const std::vector<TableRows>& tables,
                                      const std::vector<uint64_t>& keys,
                                      int hops, const absl::Status& answer,
                                      std::vector<std::vector<float>>* rows) {
-  if (hops > kMaxMoveHops) return OwnersDisagree(shard, answer);
+  if (hops > kMaxMoveHops) {
+    return absl::UnavailableError(absl::StrCat(
+        "worker ", worker_id_, ": pull rows: the keys' buckets moved ", hops,
+        " times while they were pulled (last: ", answer.message(),
+        "): do moves keep handing them on? Check `psctl shards`"));
+  }
   int shards = 0;
   const std::shared_ptr<const std::vector<int>> owners = OwnersNow(&shards);
   ASSIGN_OR_RETURN(const BucketSplit split,
