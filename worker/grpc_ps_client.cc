@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/blocking_counter.h"
@@ -16,12 +17,15 @@
 #include "common/logging.h"
 #include "common/push_sequence.h"
 #include "common/retry.h"
+#include "common/sparse_keys.h"
 #include "common/status_macros.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
 #include "rpc/grpc_status.h"
 #include "rpc/server_util.h"
 #include "rpc/wire_format.h"
+#include "worker/bucket_split.h"
+#include "worker/grpc_ps_client_internal.h"
 #include "worker/ps_requests.h"
 
 namespace downpour::worker {
@@ -31,67 +35,7 @@ namespace {
 // larger messages (docs/BENCHMARKS.md).
 constexpr int64_t kChunkBytes = 4 << 20;
 
-constexpr char kPullMethod[] = "/downpour.proto.ParameterServer/Pull";
-constexpr char kPushMethod[] = "/downpour.proto.ParameterServer/Push";
-
 }  // namespace
-
-struct GrpcPsClient::ShardLink {
-  int index = 0;
-  std::string address;
-  std::unique_ptr<grpc::GenericStub> stub;
-  std::vector<std::vector<uint32_t>> chunks;  // block ids per request
-
-  // A unary call of raw bytes, waited for.
-  grpc::Status Call(const char* method, double deadline_s,
-                    const grpc::ByteBuffer& request,
-                    grpc::ByteBuffer* reply) const {
-    grpc::ClientContext context;
-    context.set_deadline(DeadlineIn(deadline_s));
-    grpc::Status result;
-    absl::Notification done;
-    stub->UnaryCall(&context, method, grpc::StubOptions(), &request, reply,
-                    [&](grpc::Status status) {
-                      result = std::move(status);
-                      done.Notify();
-                    });
-    done.WaitForNotification();
-    return result;
-  }
-};
-
-// One request of a Push: fixed block ids and sequence for all its tries.
-struct PushRequestState {
-  int shard = 0;
-  std::vector<uint32_t> ids;
-  std::vector<uint64_t> bases;  // versions[ids[i]] when the push began
-  // Sparse rows for this shard (the caller's arrays, read until the push
-  // returns).
-  std::vector<wire::SparseRef> sparse;
-  uint64_t sequence = 0;
-  grpc::ClientContext context;
-  grpc::ByteBuffer request, reply;
-  std::string encoded;  // payloads in a 16-bit encoding (pinned)
-  grpc::Status status;  // of the asynchronous first try
-  absl::Status copied;  // of the values answered (reply_values)
-  bool failed = false;
-  bool done = false;
-};
-
-struct GrpcPsClient::PushCall {
-  const float* grad;
-  const std::vector<uint64_t>* versions;
-  const Values* values = nullptr;  // PushPullBlocks's destination
-  uint64_t clock = 0;
-  uint64_t epoch = 0;
-  std::vector<std::shared_ptr<const ShardLink>> shards;
-  std::vector<std::unique_ptr<PushRequestState>> requests;
-  std::vector<PushReport> reports;  // per shard
-  std::unique_ptr<wire::SendPins> pins = std::make_unique<wire::SendPins>();
-  // Guarded by the client's mu_.
-  int outstanding = 0;
-  int failures = 0;
-};
 
 GrpcPsClient::GrpcPsClient(const ModelSpec& spec,
                            membership::CoordinatorClient* coordinator,
@@ -236,6 +180,7 @@ std::shared_ptr<const GrpcPsClient::ShardLink> GrpcPsClient::GetShardLink(
     int index, uint64_t* epoch) const {
   absl::MutexLock lock(&mu_);
   *epoch = epoch_;
+  if (index < 0 || static_cast<size_t>(index) >= shards_.size()) return nullptr;
   return shards_[index];
 }
 
@@ -249,9 +194,14 @@ GrpcPsClient::GetShardLinks(uint64_t* epoch) const {
 absl::Status GrpcPsClient::WithRetries(
     int index, const std::string& what,
     const std::function<grpc::Status(const ShardLink&, uint64_t)>& call,
-    const grpc::Status* first_try) {
+    const grpc::Status* first_try, bool return_moved) {
   uint64_t epoch = 0;
   std::shared_ptr<const ShardLink> shard = GetShardLink(index, &epoch);
+  if (shard == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("placement epoch ", epoch, " names no ps ", index));
+  }
+  absl::Status moved;  // the ps's "bucket moved", once the placement is read
   const std::string target = absl::StrCat("ps ", index, " at ", shard->address);
   absl::Time first_failure = absl::InfiniteFuture();
   RetryOptions options;
@@ -272,6 +222,10 @@ absl::Status GrpcPsClient::WithRetries(
         if (status.code() == absl::StatusCode::kCancelled) {
           status = absl::UnavailableError(status.message());
         }
+        if (return_moved && IsBucketMoved(status)) {
+          moved = status;  // the caller re-splits by the owners read here
+          return Refresh(epoch);
+        }
         if (status.ok() || !IsRetryable(status)) return status;
         if (first_failure == absl::InfiniteFuture()) {
           first_failure = clock_->Now();
@@ -284,7 +238,12 @@ absl::Status GrpcPsClient::WithRetries(
         // The shard may have moved or restarted: read the placement again.
         absl::Status refreshed = Refresh(epoch);
         if (!refreshed.ok()) return refreshed;
-        shard = GetShardLink(index, &epoch);
+        // A ps the new placement no longer names: keep trying the old one.
+        uint64_t now_epoch = 0;
+        if (auto now = GetShardLink(index, &now_epoch); now != nullptr) {
+          shard = std::move(now);
+          epoch = now_epoch;
+        }
         {
           absl::MutexLock lock(&mu_);  // it may have moved
           waiting_[index].address = shard->address;
@@ -292,6 +251,7 @@ absl::Status GrpcPsClient::WithRetries(
         return status;
       });
   if (first_failure != absl::InfiniteFuture()) StopWaiting(index);
+  if (result.ok() && !moved.ok()) return moved;
   if (absl::IsDeadlineExceeded(result)) {
     // Compute waited all this time (no step on stale parameters); now the job
     // fails rather than end on a model trained without this shard.
@@ -485,9 +445,6 @@ absl::Status GrpcPsClient::PullTables(
   uint64_t epoch = 0;
   const std::vector<std::shared_ptr<const ShardLink>> shards =
       GetShardLinks(&epoch);
-  auto request_bytes = [&](size_t s, uint64_t at_epoch) {
-    return PullRowsRequest(tables, keys[s], worker_id_, at_epoch);
-  };
   // Every shard at once; failures are retried one at a time below.
   struct Call {
     grpc::ClientContext context;
@@ -505,7 +462,7 @@ absl::Status GrpcPsClient::PullTables(
     if (keys[s].empty()) continue;
     Call* c = &calls[s];
     c->sent = true;
-    c->request = request_bytes(s, epoch);
+    c->request = PullRowsRequest(tables, keys[s], worker_id_, epoch);
     c->context.set_deadline(DeadlineIn(rpc_.deadline_s));
     shards[s]->stub->UnaryCall(&c->context, kPullMethod, grpc::StubOptions(),
                                &c->request, &c->reply,
@@ -518,18 +475,13 @@ absl::Status GrpcPsClient::PullTables(
   for (size_t s = 0; s < keys.size(); ++s) {
     if (keys[s].empty()) continue;
     Call& c = calls[s];
-    if (!c.sent || !c.status.ok()) {
-      const grpc::Status* first = c.sent ? &c.status : nullptr;
-      RETURN_IF_ERROR(WithRetries(
-          static_cast<int>(s), "pull rows from",
-          [&](const ShardLink& now, uint64_t now_epoch) {
-            const grpc::ByteBuffer bytes = request_bytes(s, now_epoch);
-            c.reply.Clear();
-            return now.Call(kPullMethod, rpc_.deadline_s, bytes, &c.reply);
-          },
-          first));
+    if (c.sent && c.status.ok()) {
+      RETURN_IF_ERROR(CopyPulledRows(s, tables, keys[s], &c.reply, values));
+      continue;
     }
-    RETURN_IF_ERROR(CopyPulledRows(s, tables, keys[s], &c.reply, values));
+    RETURN_IF_ERROR(RetryPullRows(tables, static_cast<int>(s), keys[s],
+                                  c.sent ? &c.status : nullptr, &c.reply,
+                                  values));
   }
   counters_->stats().pulls.Increment();
   return absl::OkStatus();
@@ -650,7 +602,10 @@ void GrpcPsClient::AddSparseRequests(
 
 absl::Status GrpcPsClient::RunRequests(PushCall* call) {
   absl::Status status;
-  for (size_t r = 0; r < call->requests.size() && status.ok(); ++r) {
+  // Pieces split off for moved buckets (appended by RetryFailedPushes) are
+  // sent there, not here.
+  const size_t planned = call->requests.size();
+  for (size_t r = 0; r < planned && status.ok(); ++r) {
     while (!StartRequest(call, r)) {
       status = RetryFailedPushes(call);
       if (!status.ok()) break;
@@ -752,10 +707,9 @@ bool GrpcPsClient::StartRequest(PushCall* call, size_t r) {
   request->context.set_deadline(DeadlineIn(rpc_.deadline_s));
   call->shards[request->shard]->stub->UnaryCall(
       &request->context, kPushMethod, grpc::StubOptions(), &request->request,
-      &request->reply, [this, call, r](grpc::Status status) {
-        PushRequestState* request = call->requests[r].get();
+      &request->reply, [this, call, request](grpc::Status status) {
         if (status.ok()) {
-          PushAcknowledged(call, r, request->reply);
+          PushAcknowledged(call, request, request->reply);
         } else {
           absl::MutexLock lock(&mu_);
           request->status = std::move(status);
@@ -769,11 +723,10 @@ bool GrpcPsClient::StartRequest(PushCall* call, size_t r) {
   return true;
 }
 
-void GrpcPsClient::PushAcknowledged(PushCall* call, size_t r,
+void GrpcPsClient::PushAcknowledged(PushCall* call, PushRequestState* request,
                                     const grpc::ByteBuffer& reply) {
-  PushRequestState* request = call->requests[r].get();
   wire::PushAck response;
-  const absl::Status copied = ReadPushReply(call, r, reply, &response);
+  const absl::Status copied = ReadPushReply(call, request, reply, &response);
   int64_t bytes_out = 0;
   for (uint32_t id : request->ids) {
     bytes_out += spec_.blocks()[id].length * BytesPerElement(encoding_);
@@ -813,10 +766,10 @@ void GrpcPsClient::PushAcknowledged(PushCall* call, size_t r,
   }
 }
 
-absl::Status GrpcPsClient::ReadPushReply(PushCall* call, size_t r,
+absl::Status GrpcPsClient::ReadPushReply(PushCall* call,
+                                         PushRequestState* request,
                                          const grpc::ByteBuffer& reply,
                                          wire::PushAck* response) {
-  PushRequestState* request = call->requests[r].get();
   // The values answered (reply_values) go straight into the caller's
   // params; only this request's blocks, so requests ending at once write
   // apart. A block the request did not push is refused.
@@ -875,6 +828,7 @@ std::optional<GrpcPsClient::DuplicateStreak> GrpcPsClient::duplicate_streak()
 }
 
 absl::Status GrpcPsClient::RetryFailedPushes(PushCall* call) {
+  // Indices, not iterators: a request for moved buckets appends pieces.
   for (size_t r = 0; r < call->requests.size(); ++r) {
     PushRequestState* request = call->requests[r].get();
     {
@@ -883,30 +837,43 @@ absl::Status GrpcPsClient::RetryFailedPushes(PushCall* call) {
       request->failed = false;
       --call->failures;
     }
-    // Sent again with its sequence: a duplicate if the first one landed.
-    counters_->stats().push_resends.Increment();
-    absl::Status status = WithRetries(
-        request->shard, "push to",
-        [&](const ShardLink& shard, uint64_t epoch) {
-          wire::PushView view =
-              MakePushView(spec_, call->grad, *call->versions, request->ids,
-                           epoch, worker_id_, request->sequence, call->clock,
-                           push_key_.load(), encoding_, &request->encoded);
-          view.sparse = request->sparse;
-          view.reply_values = call->values != nullptr;
-          const grpc::ByteBuffer bytes =
-              wire::SerializePush(view, call->pins.get());
-          request->reply.Clear();
-          return shard.Call(kPushMethod, rpc_.deadline_s, bytes,
-                            &request->reply);
-        },
-        &request->status);
-    if (!status.ok()) return status;
-    PushAcknowledged(call, r, request->reply);
-    absl::MutexLock lock(&mu_);
-    window_moved_.SignalAll();
+    RETURN_IF_ERROR(ResendPush(call, request));
   }
   return absl::OkStatus();
+}
+
+absl::Status GrpcPsClient::ResendPush(PushCall* call,
+                                      PushRequestState* request) {
+  // Sent again with its sequence: a duplicate if the first one landed.
+  if (!request->fresh) counters_->stats().push_resends.Increment();
+  const grpc::Status* first_try = request->fresh ? nullptr : &request->status;
+  request->fresh = false;
+  const auto send = [&](const ShardLink& shard, uint64_t epoch) {
+    wire::PushView view =
+        MakePushView(spec_, call->grad, *call->versions, request->ids, epoch,
+                     worker_id_, request->sequence, call->clock,
+                     push_key_.load(), encoding_, &request->encoded);
+    view.sparse = request->sparse;
+    view.reply_values = call->values != nullptr;
+    const grpc::ByteBuffer bytes = wire::SerializePush(view, call->pins.get());
+    request->reply.Clear();
+    return shard.Call(kPushMethod, rpc_.deadline_s, bytes, &request->reply);
+  };
+  for (int tries = 1;; first_try = nullptr) {
+    absl::Status status =
+        WithRetries(request->shard, "push to", send, first_try, true);
+    if (!IsBucketMoved(status)) {
+      if (!status.ok()) return status;
+      PushAcknowledged(call, request, request->reply);
+      absl::MutexLock lock(&mu_);
+      window_moved_.SignalAll();
+      return absl::OkStatus();
+    }
+    ASSIGN_OR_RETURN(const bool split, SplitMovedPush(call, request));
+    if (split) continue;  // the rest to this ps again, the pieces later
+    if (tries++ >= kMovedTries) return OwnersDisagree(request->shard, status);
+    clock_->SleepFor(absl::Milliseconds(50) * tries);
+  }
 }
 
 }  // namespace downpour::worker

@@ -39,6 +39,8 @@
 
 namespace downpour::worker {
 
+struct PushRequestState;  // one request of a push (grpc_ps_client.cc)
+
 // PsClient over gRPC. Thread-safe: Pulls and Pushes may run at once from any
 // threads. No mutex is held while an RPC or a backoff sleep runs.
 //
@@ -84,6 +86,21 @@ namespace downpour::worker {
 // requests in flight together may arrive in any order. The client never has a
 // request in flight kPushRequestsPerShard or more sequences past the oldest one
 // not yet acknowledged on that shard, however many pushes are in flight.
+//
+// Live bucket moves: a ps answers a request whose keys include a bucket it
+// handed to another ps with FAILED_PRECONDITION "bucket moved"
+// (common/sparse_keys.h; nothing applied, the sequence not used up). The
+// client re-reads the placement and splits the request by the buckets' new
+// owners: a push's keys the ps still holds (and its dense blocks) go to it
+// again under the same sequence, even with no keys left, so its sequences
+// have no gap; each other owner's keys go as a request of their own with
+// that shard's next sequence, retried like any request (a piece may be moved
+// again: split again). A pull gathers the keys from their owners and
+// returns them in the caller's order. The push counts as one push (one
+// pushes_acked, one PushReport). When the placement still gives the ps the
+// keys it calls moved after kMovedTries reads, the call fails with Internal
+// (the coordinator and the ps disagree). Re-splits are logged at INFO, at
+// most one line per 10 s.
 class GrpcPsClient : public PsClient, public SparsePs {
  public:
   // Borrows spec, coordinator, counters and clock; they must outlive the
@@ -272,20 +289,63 @@ class GrpcPsClient : public PsClient, public SparsePs {
   // Retries the failed requests of `call` one at a time, synchronously.
   absl::Status RetryFailedPushes(PushCall* call) ABSL_LOCKS_EXCLUDED(mu_);
   // Records an acknowledged request: window, staleness, refusal, counters.
-  void PushAcknowledged(PushCall* call, size_t r, const grpc::ByteBuffer& reply)
-      ABSL_LOCKS_EXCLUDED(mu_);
-  // Parses request `r`'s reply into *response, its values (when the push
+  void PushAcknowledged(PushCall* call, PushRequestState* request,
+                        const grpc::ByteBuffer& reply) ABSL_LOCKS_EXCLUDED(mu_);
+  // Parses `request`'s reply into *response, its values (when the push
   // asked for them) into the caller's params; the status of those values.
-  absl::Status ReadPushReply(PushCall* call, size_t r,
+  absl::Status ReadPushReply(PushCall* call, PushRequestState* request,
                              const grpc::ByteBuffer& reply,
                              wire::PushAck* response) ABSL_LOCKS_EXCLUDED(mu_);
+  // Sends a failed (or fresh) request of `call` until it is acknowledged;
+  // on "bucket moved", SplitMovedPush and again.
+  absl::Status ResendPush(PushCall* call, PushRequestState* request)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Splits `request`'s rows by the owners now: false when they all stay with
+  // its shard; else the rest stays in `request`, and a fresh request per
+  // other owner, with that shard's next sequence, joins `call` as failed.
+  absl::StatusOr<bool> SplitMovedPush(PushCall* call, PushRequestState* request)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // PullTables's retries of ps `s`'s `keys` (`first_try` failed, or was not
+  // made: null), following moves, into (*values)[t][s].
+  absl::Status RetryPullRows(
+      const std::vector<TableRows>& tables, int s,
+      const std::vector<uint64_t>& keys, const grpc::Status* first_try,
+      grpc::ByteBuffer* reply,
+      std::vector<std::vector<std::vector<float>>>* values)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The rows of `keys` in `tables` from ps `shard` into (*rows)[t], following
+  // moves (`hops` so far, at most kMaxMoveHops).
+  absl::Status PullRowsFrom(const std::vector<TableRows>& tables, int shard,
+                            const std::vector<uint64_t>& keys, int hops,
+                            std::vector<std::vector<float>>* rows)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // PullRowsFrom of `keys` that `shard` answered "bucket moved" (`answer`):
+  // each owner's keys from it, into their places.
+  absl::Status PullSplit(const std::vector<TableRows>& tables, int shard,
+                         const std::vector<uint64_t>& keys, int hops,
+                         const absl::Status& answer,
+                         std::vector<std::vector<float>>* rows)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The bucket owners and the number of shards of the placement in use.
+  std::shared_ptr<const std::vector<int>> OwnersNow(int* shards) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Counts a re-split request and logs it (throttled).
+  void NoteMovedLocked(const char* what, int shard, int64_t keys, size_t owners)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Internal: `shard` answered `answer` ("bucket moved") for keys the
+  // placement still gives it.
+  absl::Status OwnersDisagree(int shard, const absl::Status& answer) const
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Runs `call` against shard `index` until it succeeds, re-reading the
   // placement after retryable failures.
   // `first_try`: the status of a first try already made (asynchronously).
+  // `return_moved`: a "bucket moved" answer is returned (after the placement
+  // is read again) instead of retried.
   absl::Status WithRetries(
       int index, const std::string& what,
       const std::function<grpc::Status(const ShardLink&, uint64_t epoch)>& call,
-      const grpc::Status* first_try = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
+      const grpc::Status* first_try = nullptr, bool return_moved = false)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // waiting_ bookkeeping of WithRetries: a call of shard `index` starts or
   // stops retrying (`since`: its first failure).
   void StartWaiting(int index, const std::string& address, absl::Time since)
@@ -331,6 +391,9 @@ class GrpcPsClient : public PsClient, public SparsePs {
                                                 absl::Milliseconds(50)};
   absl::CondVar window_moved_;  // a request was acknowledged or failed
   std::map<int, Waiting> waiting_ ABSL_GUARDED_BY(mu_);  // by shard index
+  // Requests re-split after a bucket moved, and when that was last logged.
+  int64_t moved_splits_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time moved_logged_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 
   PushPipeline& push_pipeline() const override { return pushes_; }
   // Last, so that it goes first: its threads call SendPush.

@@ -14,6 +14,7 @@
 #include "common/status_macros.h"
 #include "model/fm_math.h"
 #include "model/metrics.h"
+#include "worker/bucket_split.h"
 
 namespace downpour::worker {
 namespace {
@@ -156,24 +157,26 @@ void SparseLoop::UniqueKeys(const data::SparseDataset& data,
 
 absl::StatusOr<int> SparseLoop::ShardOf(uint64_t key,
                                         const std::vector<int>* owners) const {
-  const uint32_t bucket = BucketOf(key, buckets_);
-  if (owners == nullptr) {
-    return static_cast<int>(bucket %
-                            static_cast<uint32_t>(options_.num_shards));
+  return OwnerOfKey(key, buckets_, owners, options_.num_shards);
+}
+
+int SparseLoop::ShardCount(
+    const std::shared_ptr<const std::vector<int>>& owners) {
+  if (owners == nullptr) return options_.num_shards;
+  absl::MutexLock lock(&owners_mu_);
+  if (owners != counted_owners_) {
+    // Shards added while training (psctl add-ps) hold buckets past
+    // cluster.ps.
+    counted_shards_ = options_.num_shards;
+    for (int s : *owners) counted_shards_ = std::max(counted_shards_, s + 1);
+    counted_owners_ = owners;
   }
-  const int s = bucket < owners->size() ? (*owners)[bucket] : -1;
-  if (s < 0 || s >= options_.num_shards) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the placement names no ps for hash bucket ", bucket, " of ", buckets_,
-        ": does the coordinator run this config?"));
-  }
-  return s;
+  return counted_shards_;
 }
 
 absl::Status SparseLoop::PullRows(const std::vector<uint64_t>& keys,
                                   std::vector<float>* weights,
                                   std::vector<float>* embeddings) {
-  const int shards = options_.num_shards;
   std::vector<SparsePs::TableRows> tables = {{0, 1}};
   if (fm_dim_ > 0) tables.push_back({1, fm_dim_});
   weights->assign(keys.size(), 0.0f);
@@ -184,9 +187,10 @@ absl::Status SparseLoop::PullRows(const std::vector<uint64_t>& keys,
   // every test key).
   for (size_t from = 0; from < keys.size(); from += chunk) {
     const size_t to = std::min(keys.size(), from + chunk);
+    const std::shared_ptr<const std::vector<int>> owners = ps_->BucketOwners();
+    const int shards = ShardCount(owners);
     std::vector<std::vector<uint64_t>> by_shard(shards);
     std::vector<std::vector<uint32_t>> where(shards);
-    const std::shared_ptr<const std::vector<int>> owners = ps_->BucketOwners();
     for (size_t i = from; i < to; ++i) {
       ASSIGN_OR_RETURN(const int s, ShardOf(keys[i], owners.get()));
       by_shard[s].push_back(keys[i]);
@@ -433,8 +437,10 @@ absl::StatusOr<double> SparseLoop::LinearGradients(
 }
 
 absl::Status SparseLoop::RowsByShard(SparseStepPush* push) {
-  // Rows by shard, keys still ascending within each.
-  const int shards = options_.num_shards;
+  // Rows by shard, keys still ascending within each; as many shards as the
+  // placement names.
+  const std::shared_ptr<const std::vector<int>> owners = ps_->BucketOwners();
+  const int shards = ShardCount(owners);
   // Cleared, not freed: a push's buffers are reused for a later one.
   const auto reset = [shards](auto* by_shard) {
     by_shard->resize(shards);
@@ -454,7 +460,6 @@ absl::Status SparseLoop::RowsByShard(SparseStepPush* push) {
     counts_.assign(step_.keys.size(), 0);
     for (uint32_t slot : step_.slot) ++counts_[slot];
   }
-  const std::shared_ptr<const std::vector<int>> owners = ps_->BucketOwners();
   for (size_t i = 0; i < step_.keys.size(); ++i) {
     ASSIGN_OR_RETURN(const int s, ShardOf(step_.keys[i], owners.get()));
     push->shard_keys[s].push_back(step_.keys[i]);
@@ -476,7 +481,7 @@ void SparseLoop::AddRefs(SparseStepPush* push, bool with_counts) const {
   // part too), so that its round of the table completes.
   const bool every_shard =
       options_.training.consistency == ConsistencyMode::kBsp;
-  for (int s = 0; s < options_.num_shards; ++s) {
+  for (size_t s = 0; s < push->shard_keys.size(); ++s) {
     if (push->shard_keys[s].empty() && !every_shard) continue;
     wire::SparseRef ref;
     ref.table = 0;

@@ -67,7 +67,8 @@ class SparseLoop : public TrainingLoop {
   struct Options {
     TrainingSection training;
     int worker_index = 0;
-    int num_shards = 1;  // cluster.ps
+    // cluster.ps; the placement may name more (ps added while training).
+    int num_shards = 1;
     // Send each key's occurrence count with its gradient (the ps's
     // admission needs them: config admission.*).
     bool send_counts = false;
@@ -182,10 +183,15 @@ class SparseLoop : public TrainingLoop {
                        const std::vector<float>& weights,
                        const std::vector<float>& embeddings);
   // The ps of `key` under `owners` (SparsePs::BucketOwners; null: the
-  // coordinator's rule); InvalidArgument when the placement names no ps
-  // for its bucket.
+  // coordinator's rule); FailedPrecondition when the placement names no ps
+  // for its bucket (worker/bucket_split.h OwnerOfKey).
   absl::StatusOr<int> ShardOf(uint64_t key,
                               const std::vector<int>* owners) const;
+  // The shards a step's keys are split over: cluster.ps, or more where the
+  // placement gives buckets to ps added while training. Counted once per
+  // placement (owners_mu_).
+  int ShardCount(const std::shared_ptr<const std::vector<int>>& owners)
+      ABSL_LOCKS_EXCLUDED(owners_mu_);
   // The metrics of the current model on the test sample (`all` false) or
   // on every test row (the final evaluation), into stats_.
   absl::Status Evaluate(bool all);
@@ -254,6 +260,12 @@ class SparseLoop : public TrainingLoop {
   bool have_dense_ ABSL_GUARDED_BY(dense_mu_) = false;
   std::vector<float> latest_dense_ ABSL_GUARDED_BY(dense_mu_);
   std::vector<uint64_t> latest_versions_ ABSL_GUARDED_BY(dense_mu_);
+
+  // ShardCount's last placement and its count.
+  absl::Mutex owners_mu_;
+  std::shared_ptr<const std::vector<int>> counted_owners_
+      ABSL_GUARDED_BY(owners_mu_);
+  int counted_shards_ ABSL_GUARDED_BY(owners_mu_) = 0;
 
   mutable absl::Mutex mu_;
   WorkerStats stats_ ABSL_GUARDED_BY(mu_);

@@ -380,6 +380,29 @@ TEST(SparseLoopTest, KeysFollowThePlacementsBuckets) {
                                     HasSubstr("no ps for hash bucket 3")));
 }
 
+// A ps added while training (psctl add-ps) holds buckets past cluster.ps:
+// the loop splits its keys over as many shards as the placement names.
+TEST(SparseLoopTest, KeysFollowAPsTheConfigDoesNotList) {
+  const Config config = TwoShardConfig();
+  auto spec = ModelSpec::Create(config.model);
+  ASSERT_THAT(spec.status(), IsOk());
+  ShardsPs ps(config);
+  std::vector<int> owners(16, 0);
+  for (int b = 8; b < 16; ++b) owners[b] = 1;  // ps 1 joined later
+  ps.SetBucketOwners(owners);
+  auto train = std::make_shared<data::SparseDataset>(MakeData(500, 2));
+  const data::SparseDataset test = MakeData(100, 3);
+  SparseLoop::Options options;
+  options.training.batch_size = 32;
+  options.training.epochs = 1;
+  options.training.eval_every_steps = 100;
+  options.num_shards = 1;  // cluster.ps lists one
+  SparseLoop loop(*spec, &ps, train, &test, options);
+  ASSERT_THAT(loop.Run(), IsOk());
+  EXPECT_GT(ps.shard(0).sparse_stats()[0].rows, 0);
+  EXPECT_GT(ps.shard(1).sparse_stats()[0].rows, 0);
+}
+
 // Admission by count with the worker's occurrence counts: in one pass (one
 // batch) a key that occurs once gets no row; key 1000, held by two examples,
 // arrives with count 2 in the one push and gets one (without counts it would
