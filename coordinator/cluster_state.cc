@@ -337,12 +337,13 @@ absl::StatusOr<proto::HeartbeatResponse> ClusterState::Heartbeat(
     const bool was_finished = m->report.finished();
     members_.Heard(*m, request.report());
     const bool settled = *role == MemberRole::kPs && NoteShardReport(*m);
+    const bool switched = placement_.NoteMoveProgress(*m);
     const bool moved = *role == MemberRole::kWorker &&
                        parts_.NotePositions(m->index, m->report.positions());
     placement_.AssignBackups();
     const bool stopped = progress_.MaybeStop(members_, parts_);
-    if (stopped || settled || m->report.finished() != was_finished ||
-        (moved && PositionSaveDue())) {
+    if (stopped || settled || switched ||
+        m->report.finished() != was_finished || (moved && PositionSaveDue())) {
       snapshot = TakeSnapshot();
     }
     HeartbeatReply(*m, &response);
@@ -398,6 +399,19 @@ void ClusterState::HeartbeatReply(const Member& m,
 proto::GetPlacementResponse ClusterState::Placement() const {
   absl::MutexLock lock(&mu_);
   return placement_.Describe();
+}
+
+absl::StatusOr<proto::MoveBucketsResponse> ClusterState::MoveBuckets(
+    const proto::MoveBucketsRequest& request) {
+  absl::StatusOr<proto::MoveBucketsResponse> response;
+  std::optional<Snapshot> snapshot;
+  {
+    absl::MutexLock lock(&mu_);
+    response = placement_.MoveBuckets(request);
+    if (response.ok()) snapshot = TakeSnapshot();
+  }
+  Save(std::move(snapshot));
+  return response;
 }
 
 proto::ClusterStatusResponse ClusterState::Status() const {

@@ -103,6 +103,11 @@ class ClusterState {
       const proto::HeartbeatRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
 
   proto::GetPlacementResponse Placement() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Starts live bucket moves (psctl move-buckets, add-ps, drain-ps; saved):
+  // ShardPlacement::MoveBuckets's errors, nothing started on one.
+  absl::StatusOr<proto::MoveBucketsResponse> MoveBuckets(
+      const proto::MoveBucketsRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
   proto::ClusterStatusResponse Status() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Marks members silent for longer than heartbeat.timeout_s dead (and logs

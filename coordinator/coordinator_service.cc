@@ -168,4 +168,11 @@ grpc::ServerUnaryReactor* CoordinatorService::DescribeModel(
                response);
 }
 
+grpc::ServerUnaryReactor* CoordinatorService::MoveBuckets(
+    grpc::CallbackServerContext* context,
+    const proto::MoveBucketsRequest* request,
+    proto::MoveBucketsResponse* response) {
+  return Reply(context, state_->MoveBuckets(*request), response, "MoveBuckets");
+}
+
 }  // namespace downpour::coordinator
