@@ -63,6 +63,8 @@ class ClusterState {
   // Spare slots (ps that rejoined as standbys) beyond cluster.standby_ps: at
   // most this many more than there are ps.
   static constexpr size_t kExtraSpares = Membership::kExtraSpares;
+  // Ps that join a running job (--join, psctl add-ps): at most this many.
+  static constexpr size_t kMaxJoinedPs = 64;
 
   ClusterState(const ClusterState&) = delete;
   ClusterState& operator=(const ClusterState&) = delete;
@@ -165,6 +167,11 @@ class ClusterState {
   // (AlreadyExists). OK: nothing changed.
   absl::Status HandToInSyncBackup(const proto::RegisterServerRequest& request)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // A ps started with --join: the next shard index (a new ps slot and shard,
+  // saved), or the one it got before from the same address; the request to
+  // register with that index. FailedPrecondition before placement.
+  absl::StatusOr<proto::RegisterServerRequest> Join(
+      const proto::RegisterServerRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
   // A ps whose shard is served elsewhere registers as a spare standby.
   absl::StatusOr<proto::RegisterServerResponse> RegisterSpare(
       const proto::RegisterServerRequest& request) ABSL_LOCKS_EXCLUDED(mu_);

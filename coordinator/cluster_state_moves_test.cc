@@ -180,8 +180,7 @@ TEST_F(ClusterStateMovesTest, BalanceOnEvenShardsMovesNothing) {
 }
 
 TEST_F(ClusterStateMovesTest, NothingMovesBeforePlacement) {
-  Restart();  // the state file holds the placement: start fresh
-  config_.coordinator.state_dir.clear();
+  config_.coordinator.state_dir.clear();  // start fresh
   Restart();
   proto::MoveBucketsRequest request;
   request.add_buckets(0);
@@ -189,6 +188,79 @@ TEST_F(ClusterStateMovesTest, NothingMovesBeforePlacement) {
   EXPECT_THAT(state_->MoveBuckets(request).status(),
               StatusIs(absl::StatusCode::kFailedPrecondition,
                        HasSubstr("placement is not made yet")));
+}
+
+// psctl add-ps's coordinator side: a ps started with --join.
+proto::RegisterServerRequest JoinRequest(const std::string& address) {
+  proto::RegisterServerRequest request;
+  request.set_join(true);
+  request.set_index(-1);
+  request.set_address(address);
+  return request;
+}
+
+TEST_F(ClusterStateMovesTest, AJoinedPsGetsTheNextShardAndBalanceFillsIt) {
+  auto joined = RegisterServer(JoinRequest("127.0.0.1:7"));
+  ASSERT_THAT(joined, IsOk());
+  EXPECT_EQ(joined->shard_index(), 2);
+  EXPECT_EQ(joined->placement_epoch(), 2u);
+  keys_["ps:2"] = joined->member_key();  // the fixture keyed it by index -1
+  proto::GetPlacementResponse placement = state_->Placement();
+  ASSERT_EQ(placement.shards_size(), 3);
+  EXPECT_EQ(placement.shards(2).address(), "127.0.0.1:7");
+  EXPECT_EQ(placement.shards(2).block_ids_size(), 0);
+  EXPECT_EQ(placement.shards(2).buckets_size(), 0);
+  ASSERT_THAT(Heartbeat(PsBeat(2, "127.0.0.1:7", 0)), IsOk());
+
+  proto::MoveBucketsRequest balance;
+  balance.set_balance(true);
+  balance.set_drain_shard(-1);
+  auto started = state_->MoveBuckets(balance);
+  ASSERT_THAT(started, IsOk());
+  ASSERT_EQ(started->started_size(), 2);  // one from each old shard
+  for (const proto::BucketMove& m : started->started()) {
+    EXPECT_EQ(m.to_shard(), 2);
+    Report(2, m.id(), 1, true, false);
+    Report(2, m.id(), 1, true, true);
+  }
+  placement = state_->Placement();
+  EXPECT_EQ(placement.shards(0).buckets_size(), 3);
+  EXPECT_EQ(placement.shards(1).buckets_size(), 3);
+  EXPECT_EQ(placement.shards(2).buckets_size(), 2);
+
+  // drain-ps: the joined shard holds no dense blocks, so it can be emptied.
+  proto::MoveBucketsRequest drain = balance;
+  drain.set_drain_shard(2);
+  started = state_->MoveBuckets(drain);
+  ASSERT_THAT(started, IsOk());
+  ASSERT_GT(started->started_size(), 0);
+  for (const proto::BucketMove& m : started->started()) {
+    EXPECT_EQ(m.from_shard(), 2);
+    Report(m.to_shard(), m.id(), 1, true, false);
+    Report(m.to_shard(), m.id(), 1, true, true);
+  }
+  EXPECT_EQ(state_->Placement().shards(2).buckets_size(), 0);
+}
+
+TEST_F(ClusterStateMovesTest, AJoinedPsIsSavedAndKeepsItsIndex) {
+  ASSERT_THAT(RegisterServer(JoinRequest("127.0.0.1:7")), IsOk());
+  Restart();
+  const proto::GetPlacementResponse placement = state_->Placement();
+  ASSERT_EQ(placement.shards_size(), 3);
+  EXPECT_EQ(placement.shards(2).address(), "127.0.0.1:7");
+  // The same ps joining again from its address gets its shard back.
+  auto again = RegisterServer(JoinRequest("127.0.0.1:7"));
+  ASSERT_THAT(again, IsOk());
+  EXPECT_EQ(again->shard_index(), 2);
+  EXPECT_EQ(state_->Placement().shards_size(), 3);
+}
+
+TEST_F(ClusterStateMovesTest, NoPsJoinsBeforePlacement) {
+  config_.coordinator.state_dir.clear();
+  Restart();
+  EXPECT_THAT(state_->RegisterServer(JoinRequest("127.0.0.1:7")).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("no placement yet")));
 }
 
 }  // namespace

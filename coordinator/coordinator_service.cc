@@ -79,7 +79,7 @@ grpc::ServerUnaryReactor* CoordinatorService::RegisterServer(
   // standby slot with that standby's, and a spare (a ps or standby whose
   // shard is served elsewhere) with any ps or standby certificate.
   std::vector<std::string> members;
-  if (request->spare()) {
+  if (request->spare() || request->join()) {
     members = {"ps-*", "standby-*"};
   } else if (request->standby()) {
     members = {absl::StrCat("standby-", request->index())};

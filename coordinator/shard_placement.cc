@@ -499,6 +499,8 @@ absl::Status ShardPlacement::Restore(const proto::CoordinatorState& state,
   for (const auto& shard : state.placement()) {
     placement_.emplace_back(shard.block_ids().begin(), shard.block_ids().end());
   }
+  replication_.resize(shards);  // with the ps that joined
+  while (moves_.shards() < static_cast<int>(shards)) moves_.AddShard();
   for (const proto::MemberRecord& r : state.members()) {
     if (r.role() != MemberRoleName(MemberRole::kPs) || !r.registered() ||
         r.index() < 0 || r.index() >= static_cast<int>(shards)) {
@@ -508,6 +510,19 @@ absl::Status ShardPlacement::Restore(const proto::CoordinatorState& state,
   }
   moves_.Restore(state, Uptime());
   return absl::OkStatus();
+}
+
+void ShardPlacement::AddShard() {
+  placement_.emplace_back();
+  replication_.emplace_back();
+  moves_.AddShard();
+  ++epoch_;
+  const Member& ps = members_->ps().back();
+  SPDLOG_LOGGER_INFO(L(),
+                     "ps {} joins the job from {}: a shard with no blocks and "
+                     "no buckets (psctl add-ps moves buckets to it); placement "
+                     "epoch {}",
+                     ps.index, ps.address, epoch_);
 }
 
 double ShardPlacement::Uptime() const {

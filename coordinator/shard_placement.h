@@ -89,6 +89,10 @@ class ShardPlacement {
   // Shard `ps` has an in-sync backup (standby `backup`, BackupOf).
   bool InSync(const Member& ps, int backup) const;
 
+  // A ps joined the job (Membership::AddPs, psctl add-ps): its shard holds
+  // no blocks and no buckets until moves bring some; the epoch rises.
+  void AddShard();
+
   // Live bucket moves (BucketMoves). MoveBuckets starts the moves a request
   // asks for (each logged): FailedPrecondition before placement or while a
   // shard to balance over is dead, else BucketMoves::Start's and Plan's
