@@ -113,6 +113,7 @@ absl::Status MoveBucketsCommand(const MovesCalls& calls,
 absl::Status AddPsCommand(const MovesCalls& calls, const std::string& address) {
   const absl::Time deadline = absl::Now() + calls.timeout;
   int shard = -1;
+  bool waited = false;
   while (shard < 0) {
     absl::StatusOr<proto::ClusterStatusResponse> status = calls.status();
     if (!status.ok()) return status.status();
@@ -130,8 +131,11 @@ absl::Status AddPsCommand(const MovesCalls& calls, const std::string& address) {
           " (and --advertise when it listens on another address), then run "
           "add-ps again"));
     }
-    calls.print(absl::StrCat("waiting for a ps started with --join at ",
-                             address, " to register"));
+    if (!waited) {
+      calls.print(absl::StrCat("waiting for a ps started with --join at ",
+                               address, " to register"));
+    }
+    waited = true;
     absl::SleepFor(calls.poll);
   }
   calls.print(absl::StrCat("ps at ", address, " serves shard ", shard,

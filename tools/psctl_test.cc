@@ -139,6 +139,30 @@ TEST_F(PsctlTest, WorkersAndShards) {
   EXPECT_THAT(shards.output, HasSubstr("fc1.weight"));
 }
 
+// A ps started with --join (not in cluster.ps) registers as the next shard
+// and heartbeats; add-ps finds it and balances (a dense model has no hash
+// buckets: nothing moves), and `moves` lists the new shard, empty.
+TEST_F(PsctlTest, AddPsFindsAPsThatJoined) {
+  const std::string port_file = testing::TestDir() + "/joined.port";
+  auto joined = testing::StartDaemon(
+      "ps-joined", "server/ps_server",
+      {"--config", config_, "--join", "--listen", "127.0.0.1:0",
+       "--coordinator", address_, "--port_file", port_file});
+  ASSERT_TRUE(joined.ok()) << joined.status();
+  auto joined_address = testing::WaitForPort(**joined, port_file);
+  ASSERT_TRUE(joined_address.ok()) << joined_address.status();
+  Exit add = Psctl("add-ps", {"add-ps", *joined_address, "--coordinator",
+                              address_, "--wait_s", "30"});
+  EXPECT_EQ(add.status, 0) << add.output;
+  EXPECT_THAT(add.output, HasSubstr("serves shard 1"));
+  EXPECT_THAT(add.output, HasSubstr("nothing to move"));
+  Exit moves = Psctl("moves", {"moves", "--coordinator", address_});
+  EXPECT_EQ(moves.status, 0) << moves.output;
+  EXPECT_THAT(moves.output, HasSubstr(*joined_address));
+  EXPECT_THAT(moves.output, HasSubstr("no bucket moves"));
+  (*joined)->Stop(absl::Seconds(20));
+}
+
 TEST_F(PsctlTest, HealthOfEveryMemberAndOfOneEndpoint) {
   Exit all = Psctl("health", {"health", "--coordinator", address_});
   EXPECT_EQ(all.status, 0) << all.output;
