@@ -80,6 +80,9 @@ TEST_F(ClusterStateMovesTest, TheSwitchRaisesTheEpochAndGivesTheBuckets) {
   const proto::GetPlacementResponse placement = state_->Placement();
   EXPECT_EQ(placement.epoch(), 2u);
   EXPECT_EQ(to.placement_epoch(), 2u);
+  ASSERT_EQ(placement.moves_size(), 1) << "the switched move, in progress";
+  EXPECT_EQ(placement.moves(0).phase(), "switched");
+  EXPECT_EQ(placement.moves(0).from_address(), "127.0.0.1:1");
   EXPECT_THAT(placement.shards(0).buckets(), ElementsAre(4, 6));
   EXPECT_THAT(placement.shards(1).buckets(), ElementsAre(0, 1, 2, 3, 5, 7));
   ASSERT_EQ(to.moves_in_size(), 1);
@@ -90,6 +93,7 @@ TEST_F(ClusterStateMovesTest, TheSwitchRaisesTheEpochAndGivesTheBuckets) {
   EXPECT_EQ(to.moves_in_size(), 0);
   EXPECT_EQ(Report(0, 0, 0, false, false).moves_out_size(), 0);
   EXPECT_EQ(state_->Placement().epoch(), 2u);
+  EXPECT_EQ(state_->Placement().moves_size(), 0);
   const proto::ClusterStatusResponse status = state_->Status();
   ASSERT_EQ(status.bucket_moves_size(), 1);
   EXPECT_EQ(status.bucket_moves(0).phase(), "done");

@@ -399,6 +399,14 @@ proto::GetPlacementResponse ShardPlacement::Describe() const {
       if (owners[b] == static_cast<int>(s)) shard->add_buckets(b);
     }
   }
+  // The moves in progress, so that a destination (re)starting to serve a
+  // switched move's buckets copies their last rows first.
+  for (const proto::BucketMove& m : moves_.moves()) {
+    if (!moves_.InProgress(m)) continue;
+    proto::BucketMove* move = response.add_moves();
+    *move = m;
+    move->set_from_address(ps[m.from_shard()].address);
+  }
   return response;
 }
 
