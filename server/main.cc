@@ -35,18 +35,10 @@ bool JoinGiven(int argc, char** argv) {
   return false;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// The node's options from the flags and config; exits 2 for --join without
+// --listen or with --standby.
+downpour::server::PsNode::Options NodeOptions(downpour::DaemonSetup setup) {
   using namespace downpour;
-  const bool join = JoinGiven(argc, argv);
-  DaemonSetup setup = InitDaemon(
-      argc, argv,
-      [] { return absl::GetFlag(FLAGS_standby) ? "standby" : "ps"; },
-      "ps_server --config FILE --index N [--standby] [--listen HOST:PORT], or "
-      "ps_server --config FILE --join --listen HOST:PORT: serves one shard of "
-      "the parameters, applies pushed gradients, writes checkpoints",
-      /*has_index=*/!join);
   server::PsNode::Options options;
   options.standby = absl::GetFlag(FLAGS_standby);
   options.join = absl::GetFlag(FLAGS_join);
@@ -66,6 +58,22 @@ int main(int argc, char** argv) {
   }
   options.advertise = setup.advertise;
   options.config = std::move(setup.config);
+  return options;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace downpour;
+  const bool join = JoinGiven(argc, argv);
+  DaemonSetup setup = InitDaemon(
+      argc, argv,
+      [] { return absl::GetFlag(FLAGS_standby) ? "standby" : "ps"; },
+      "ps_server --config FILE --index N [--standby] [--listen HOST:PORT], or "
+      "ps_server --config FILE --join --listen HOST:PORT: serves one shard of "
+      "the parameters, applies pushed gradients, writes checkpoints",
+      /*has_index=*/!join);
+  server::PsNode::Options options = NodeOptions(std::move(setup));
   const std::string who =
       (options.standby ? "standby " : "ps ") + std::to_string(options.index);
 
