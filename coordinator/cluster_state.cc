@@ -143,6 +143,7 @@ proto::RegisterServerResponse ClusterState::ServerResponse(
   response.set_member_key(m.key);
   response.set_incarnation(m.incarnation);
   response.set_standby_index(m.role == MemberRole::kStandby ? m.index : -1);
+  response.set_shard_index(m.role == MemberRole::kPs ? m.index : -1);
   members_.AddWorkerIncarnations(m, response.mutable_worker_incarnations());
   return response;
 }
@@ -150,6 +151,10 @@ proto::RegisterServerResponse ClusterState::ServerResponse(
 absl::StatusOr<proto::RegisterServerResponse> ClusterState::RegisterServer(
     const proto::RegisterServerRequest& request) {
   RETURN_IF_ERROR(CheckRegisterBounds(request));
+  if (request.join()) {
+    ASSIGN_OR_RETURN(proto::RegisterServerRequest joined, Join(request));
+    return RegisterServer(joined);
+  }
   if (request.standby() || request.spare()) {
     RETURN_IF_ERROR(AnswersAt(request.address()));
   }
@@ -200,6 +205,44 @@ absl::StatusOr<proto::RegisterServerResponse> ClusterState::RegisterServer(
   }
   Save(std::move(snapshot));
   return response;
+}
+
+absl::StatusOr<proto::RegisterServerRequest> ClusterState::Join(
+    const proto::RegisterServerRequest& request) {
+  if (request.standby() || request.spare() || request.address().empty()) {
+    return absl::InvalidArgumentError(
+        "register: a ps joins (--join) as a ps with its address, not as a "
+        "standby or spare");
+  }
+  proto::RegisterServerRequest joined = request;
+  joined.set_join(false);
+  std::optional<Snapshot> snapshot;
+  {
+    absl::MutexLock lock(&mu_);
+    if (placement_.epoch() == 0) {
+      return absl::FailedPreconditionError(
+          "register: a ps joins (--join) a running job, and this one has no "
+          "placement yet (every ps of cluster.ps registers first); retried");
+    }
+    int index = members_.JoinedPsAt(request.address());
+    const size_t added =
+        members_.ps().size() - options_.config.cluster.ps.size();
+    if (index < 0 && added >= kMaxJoinedPs) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "register: ", added,
+          " ps have joined this job already, the most "
+          "one job takes; list the ps in cluster.ps and restart the job to "
+          "grow further"));
+    }
+    if (index < 0) {
+      index = members_.AddPs(request.address());
+      placement_.AddShard();
+      snapshot = TakeSnapshot();
+    }
+    joined.set_index(index);
+  }
+  Save(std::move(snapshot));
+  return joined;
 }
 
 absl::StatusOr<proto::RegisterServerResponse> ClusterState::RegisterSpare(
@@ -337,12 +380,13 @@ absl::StatusOr<proto::HeartbeatResponse> ClusterState::Heartbeat(
     const bool was_finished = m->report.finished();
     members_.Heard(*m, request.report());
     const bool settled = *role == MemberRole::kPs && NoteShardReport(*m);
+    const bool switched = placement_.NoteMoveProgress(*m);
     const bool moved = *role == MemberRole::kWorker &&
                        parts_.NotePositions(m->index, m->report.positions());
     placement_.AssignBackups();
     const bool stopped = progress_.MaybeStop(members_, parts_);
-    if (stopped || settled || m->report.finished() != was_finished ||
-        (moved && PositionSaveDue())) {
+    if (stopped || settled || switched ||
+        m->report.finished() != was_finished || (moved && PositionSaveDue())) {
       snapshot = TakeSnapshot();
     }
     HeartbeatReply(*m, &response);
@@ -398,6 +442,19 @@ void ClusterState::HeartbeatReply(const Member& m,
 proto::GetPlacementResponse ClusterState::Placement() const {
   absl::MutexLock lock(&mu_);
   return placement_.Describe();
+}
+
+absl::StatusOr<proto::MoveBucketsResponse> ClusterState::MoveBuckets(
+    const proto::MoveBucketsRequest& request) {
+  absl::StatusOr<proto::MoveBucketsResponse> response;
+  std::optional<Snapshot> snapshot;
+  {
+    absl::MutexLock lock(&mu_);
+    response = placement_.MoveBuckets(request);
+    if (response.ok()) snapshot = TakeSnapshot();
+  }
+  Save(std::move(snapshot));
+  return response;
 }
 
 proto::ClusterStatusResponse ClusterState::Status() const {
@@ -510,6 +567,7 @@ absl::Status ClusterState::Load() {
                        "the file to start a new job",
                        path, state->stop_reason());
   }
+  members_.RestoreJoined(*state);  // first: the parts size by the ps
   RETURN_IF_ERROR(placement_.Restore(*state, path));
   progress_.Restore(*state);
   recoveries_.Restore(*state);

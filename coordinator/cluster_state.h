@@ -63,6 +63,8 @@ class ClusterState {
   // Spare slots (ps that rejoined as standbys) beyond cluster.standby_ps: at
   // most this many more than there are ps.
   static constexpr size_t kExtraSpares = Membership::kExtraSpares;
+  // Ps that join a running job (--join, psctl add-ps): at most this many.
+  static constexpr size_t kMaxJoinedPs = 64;
 
   ClusterState(const ClusterState&) = delete;
   ClusterState& operator=(const ClusterState&) = delete;
@@ -103,6 +105,11 @@ class ClusterState {
       const proto::HeartbeatRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
 
   proto::GetPlacementResponse Placement() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Starts live bucket moves (psctl move-buckets, add-ps, drain-ps; saved):
+  // ShardPlacement::MoveBuckets's errors, nothing started on one.
+  absl::StatusOr<proto::MoveBucketsResponse> MoveBuckets(
+      const proto::MoveBucketsRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
   proto::ClusterStatusResponse Status() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Marks members silent for longer than heartbeat.timeout_s dead (and logs
@@ -160,6 +167,11 @@ class ClusterState {
   // (AlreadyExists). OK: nothing changed.
   absl::Status HandToInSyncBackup(const proto::RegisterServerRequest& request)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // A ps started with --join: the next shard index (a new ps slot and shard,
+  // saved), or the one it got before from the same address; the request to
+  // register with that index. FailedPrecondition before placement.
+  absl::StatusOr<proto::RegisterServerRequest> Join(
+      const proto::RegisterServerRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
   // A ps whose shard is served elsewhere registers as a spare standby.
   absl::StatusOr<proto::RegisterServerResponse> RegisterSpare(
       const proto::RegisterServerRequest& request) ABSL_LOCKS_EXCLUDED(mu_);

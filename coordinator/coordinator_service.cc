@@ -79,7 +79,7 @@ grpc::ServerUnaryReactor* CoordinatorService::RegisterServer(
   // standby slot with that standby's, and a spare (a ps or standby whose
   // shard is served elsewhere) with any ps or standby certificate.
   std::vector<std::string> members;
-  if (request->spare()) {
+  if (request->spare() || request->join()) {
     members = {"ps-*", "standby-*"};
   } else if (request->standby()) {
     members = {absl::StrCat("standby-", request->index())};
@@ -166,6 +166,13 @@ grpc::ServerUnaryReactor* CoordinatorService::DescribeModel(
   }
   return Reply(context, absl::StatusOr<proto::DescribeModelResponse>(*model_),
                response);
+}
+
+grpc::ServerUnaryReactor* CoordinatorService::MoveBuckets(
+    grpc::CallbackServerContext* context,
+    const proto::MoveBucketsRequest* request,
+    proto::MoveBucketsResponse* response) {
+  return Reply(context, state_->MoveBuckets(*request), response, "MoveBuckets");
 }
 
 }  // namespace downpour::coordinator

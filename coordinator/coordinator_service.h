@@ -53,6 +53,11 @@ class CoordinatorService final : public proto::Coordinator::CallbackService {
       grpc::CallbackServerContext* context,
       const proto::DescribeModelRequest* request,
       proto::DescribeModelResponse* response) override;
+  // Admin only under security tokens (rpc/security.cc Authorize).
+  grpc::ServerUnaryReactor* MoveBuckets(
+      grpc::CallbackServerContext* context,
+      const proto::MoveBucketsRequest* request,
+      proto::MoveBucketsResponse* response) override;
 
  private:
   ClusterState* const state_;

@@ -69,6 +69,7 @@ Membership::Membership(const ClusterSection& cluster, Clock* clock,
     : clock_(clock),
       start_(start),
       configured_standbys_(cluster.standby_ps.size()),
+      configured_ps_(cluster.ps.size()),
       last_heard_(start) {
   for (size_t i = 0; i < cluster.ps.size(); ++i) {
     ps_.push_back({MemberRole::kPs, static_cast<int>(i), cluster.ps[i]});
@@ -81,6 +82,24 @@ Membership::Membership(const ClusterSection& cluster, Clock* clock,
     workers_.push_back(
         {MemberRole::kWorker, static_cast<int>(i), cluster.workers[i]});
   }
+}
+
+int Membership::AddPs(const std::string& address) {
+  const int index = static_cast<int>(ps_.size());
+  ps_.push_back({MemberRole::kPs, index, address});
+  return index;
+}
+
+int Membership::JoinedPsAt(const std::string& address) const {
+  for (size_t i = configured_ps_; i < ps_.size(); ++i) {
+    if (ps_[i].address == address) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+int Membership::RestoreJoined(const proto::CoordinatorState& state) {
+  for (const std::string& address : state.added_ps()) AddPs(address);
+  return state.added_ps_size();
 }
 
 Member* Membership::Find(MemberRole role, int index) {
@@ -350,6 +369,9 @@ void Membership::AddStatus(absl::Time now,
 
 void Membership::SaveTo(proto::CoordinatorState* state) const {
   state->set_last_incarnation(last_incarnation_);
+  for (size_t i = configured_ps_; i < ps_.size(); ++i) {
+    state->add_added_ps(ps_[i].address);
+  }
   for (const auto* group : {&ps_, &workers_, &standby_}) {
     for (const Member& m : *group) {
       proto::MemberRecord* r = state->add_members();

@@ -113,6 +113,15 @@ class Membership {
   std::vector<Member>& workers() { return workers_; }
   const std::vector<Member>& workers() const { return workers_; }
 
+  // A ps joined the running job (psctl add-ps): a new ps slot after the
+  // others, at `address`, not registered yet. Returns its index.
+  int AddPs(const std::string& address);
+  // The index of the ps that joined from `address`; -1 for none.
+  int JoinedPsAt(const std::string& address) const;
+  // The ps slots that joined (AddPs) in the saved `state`, added again; call
+  // before the parts restore anything. Returns how many.
+  int RestoreJoined(const proto::CoordinatorState& state);
+
   // nullptr for an index outside the members of `role`.
   Member* Find(MemberRole role, int index);
   const Member* Find(MemberRole role, int index) const;
@@ -191,7 +200,8 @@ class Membership {
   // Every member (ps, workers, standbys; without data parts) and outage.
   void AddStatus(absl::Time now, proto::ClusterStatusResponse* response) const;
   // The last incarnation and a record of every member, in the order ps,
-  // workers, standbys (without data parts and replication figures).
+  // workers, standbys (without data parts and replication figures); the
+  // addresses of the ps that joined (added_ps).
   void SaveTo(proto::CoordinatorState* state) const;
   // Restores the members registered in `state` (each gets a full timeout to
   // heartbeat again); returns how many.
@@ -202,6 +212,7 @@ class Membership {
   Clock* const clock_;
   const absl::Time start_;
   const size_t configured_standbys_;
+  const size_t configured_ps_;
 
   std::vector<Member> ps_;
   std::vector<Member> standby_;

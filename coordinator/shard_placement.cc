@@ -10,12 +10,17 @@
 #include "absl/strings/str_join.h"
 #include "common/logging.h"
 #include "common/sparse_keys.h"
+#include "common/status_macros.h"
 #include "coordinator/member_identity.h"
 
 namespace downpour::coordinator {
 namespace {
 
 spdlog::logger* L() { return Log(Logger::kCoordinator); }
+
+uint32_t SparseBuckets(const ModelSpec& spec) {
+  return spec.sparse_tables().empty() ? 0 : spec.sparse_tables()[0].buckets;
+}
 
 }  // namespace
 
@@ -30,7 +35,8 @@ ShardPlacement::ShardPlacement(const Config& config, ModelSpec spec,
       start_(start),
       members_(members),
       recoveries_(recoveries),
-      replication_(config.cluster.ps.size()) {
+      replication_(config.cluster.ps.size()),
+      moves_(SparseBuckets(spec_), static_cast<int>(config.cluster.ps.size())) {
   const ClusterSection& cluster = cluster_;
   if (cluster.replication >= 2 && !cluster.standby_ps.empty() &&
       cluster.standby_ps.size() < cluster.ps.size()) {
@@ -76,6 +82,14 @@ void ShardPlacement::ShardRestarted(Member& ps, const std::string& old_address,
                      ps.address, epoch_);
   // A new process serves the shard from its checkpoint: what the old one
   // acknowledged since is counted by it (acked_pushes_lost).
+  if (new_or_dead || old_address != ps.address) {
+    moves_.ShardGone(ps.index,
+                     absl::StrCat("ps ", ps.index,
+                                  " restarted (a new process "
+                                  "at ",
+                                  ps.address, ")"),
+                     Uptime());
+  }
   if (new_or_dead || old_address != ps.address ||
       applied_total < ps.applied_total) {
     recoveries_->Record(ps.index, old_address, ps.address, "restart",
@@ -115,6 +129,13 @@ void ShardPlacement::ReplaceShard(Member& dead) {
   if (epoch_ == 0) return;
   const std::vector<StandbySlot> slots = StandbySlots();
   const int picked = PickStandby(slots, dead.index);
+  moves_.ShardGone(
+      dead.index,
+      absl::StrCat("ps ", dead.index, " at ", dead.address, " died",
+                   picked < 0 ? ""
+                              : absl::StrCat(" (standby ", picked,
+                                             " takes the shard over)")),
+      Uptime());
   if (picked < 0) {
     SPDLOG_LOGGER_WARN(L(),
                        "ps {} is dead and no standby is free: its blocks are "
@@ -368,11 +389,7 @@ proto::GetPlacementResponse ShardPlacement::Describe() const {
     return response;
   }
   // Sparse tables' keys go by hash bucket; each ps holds its buckets.
-  std::vector<int> owners;
-  if (!spec_.sparse_tables().empty()) {
-    owners = BucketOwners(spec_.sparse_tables()[0].buckets,
-                          static_cast<int>(ps.size()));
-  }
+  const std::vector<int>& owners = moves_.owners();
   for (size_t s = 0; s < ps.size(); ++s) {
     proto::ShardInfo* shard = response.add_shards();
     shard->set_index(static_cast<int>(s));
@@ -381,6 +398,14 @@ proto::GetPlacementResponse ShardPlacement::Describe() const {
     for (uint32_t b = 0; b < owners.size(); ++b) {
       if (owners[b] == static_cast<int>(s)) shard->add_buckets(b);
     }
+  }
+  // The moves in progress, so that a destination (re)starting to serve a
+  // switched move's buckets copies their last rows first.
+  for (const proto::BucketMove& m : moves_.moves()) {
+    if (!moves_.InProgress(m)) continue;
+    proto::BucketMove* move = response.add_moves();
+    *move = m;
+    move->set_from_address(ps[m.from_shard()].address);
   }
   return response;
 }
@@ -392,6 +417,18 @@ void ShardPlacement::AddTo(const Member& m,
   response->set_take_over_index(standby ? m.serving_index : -1);
   response->set_replica_of(standby ? m.replica_of : -1);
   response->set_backup_standby(-1);
+  const int shard = ShardServedBy(m);
+  if (shard >= 0) {
+    const std::vector<Member>& ps = members_->ps();
+    for (proto::BucketMove& move : moves_.MovesOf(shard, /*in=*/true)) {
+      move.set_from_address(ps[move.from_shard()].address);
+      *response->add_moves_in() = std::move(move);
+    }
+    for (proto::BucketMove& move : moves_.MovesOf(shard, /*in=*/false)) {
+      move.set_from_address(m.address);
+      *response->add_moves_out() = std::move(move);
+    }
+  }
   if (m.role != MemberRole::kPs) return;
   const std::vector<Member>& standbys = members_->standby();
   for (int b : BackupsOf(m)) {
@@ -409,6 +446,13 @@ void ShardPlacement::AddStatus(absl::Time now,
                                proto::ClusterStatusResponse* response) const {
   response->set_placement_epoch(epoch_);
   response->set_replication_factor(ReplicationFactor());
+  // In progress first, then the ended ones, newest last.
+  for (const proto::BucketMove& m : moves_.moves()) {
+    if (moves_.InProgress(m)) *response->add_bucket_moves() = m;
+  }
+  for (const proto::BucketMove& m : moves_.moves()) {
+    if (!moves_.InProgress(m)) *response->add_bucket_moves() = m;
+  }
   if (response->replication_factor() < 2 || epoch_ == 0) return;
   for (const Member& ps : members_->ps()) {
     const Replication& rep = replication_[ps.index];
@@ -446,6 +490,7 @@ void ShardPlacement::SaveTo(proto::CoordinatorState* state) const {
     r.set_unreplicated_seconds(ps ? replication_[r.index()].unreplicated_seconds
                                   : 0);
   }
+  moves_.SaveTo(state);
 }
 
 absl::Status ShardPlacement::Restore(const proto::CoordinatorState& state,
@@ -462,6 +507,8 @@ absl::Status ShardPlacement::Restore(const proto::CoordinatorState& state,
   for (const auto& shard : state.placement()) {
     placement_.emplace_back(shard.block_ids().begin(), shard.block_ids().end());
   }
+  replication_.resize(shards);  // with the ps that joined
+  while (moves_.shards() < static_cast<int>(shards)) moves_.AddShard();
   for (const proto::MemberRecord& r : state.members()) {
     if (r.role() != MemberRoleName(MemberRole::kPs) || !r.registered() ||
         r.index() < 0 || r.index() >= static_cast<int>(shards)) {
@@ -469,7 +516,125 @@ absl::Status ShardPlacement::Restore(const proto::CoordinatorState& state,
     }
     replication_[r.index()].unreplicated_seconds = r.unreplicated_seconds();
   }
+  moves_.Restore(state, Uptime());
   return absl::OkStatus();
+}
+
+void ShardPlacement::AddShard() {
+  placement_.emplace_back();
+  replication_.emplace_back();
+  moves_.AddShard();
+  ++epoch_;
+  const Member& ps = members_->ps().back();
+  SPDLOG_LOGGER_INFO(L(),
+                     "ps {} joins the job from {}: a shard with no blocks and "
+                     "no buckets (psctl add-ps moves buckets to it); placement "
+                     "epoch {}",
+                     ps.index, ps.address, epoch_);
+}
+
+double ShardPlacement::Uptime() const {
+  return absl::ToDoubleSeconds(clock_->Now() - start_);
+}
+
+int ShardPlacement::ShardServedBy(const Member& m) const {
+  if (m.role == MemberRole::kPs) return m.index;
+  if (m.role == MemberRole::kStandby) return m.serving_index;
+  return -1;
+}
+
+absl::StatusOr<proto::MoveBucketsResponse> ShardPlacement::MoveBuckets(
+    const proto::MoveBucketsRequest& request) {
+  if (epoch_ == 0) {
+    return absl::FailedPreconditionError(
+        "move buckets: the placement is not made yet (every ps of cluster.ps "
+        "must register first); try again once the job runs");
+  }
+  const std::vector<Member>& ps = members_->ps();
+  RETURN_IF_ERROR(CheckMoveShardsAlive(request));
+  proto::MoveBucketsResponse response;
+  std::vector<BucketMoves::Planned> plan;
+  if (request.balance()) {
+    std::vector<bool> live;
+    for (const Member& m : ps) live.push_back(m.alive);
+    const int drain = request.drain_shard();
+    if (drain >= static_cast<int>(ps.size())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "drain: shard ", drain, " does not exist (", ps.size(), " shards)"));
+    }
+    if (drain >= 0 && !placement_[drain].empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "drain: shard ", drain, " holds ", placement_[drain].size(),
+          " dense blocks, and moving dense blocks is not built: only a shard "
+          "without blocks (one added with psctl add-ps) can be drained"));
+    }
+    ASSIGN_OR_RETURN(plan, moves_.Plan(live, drain));
+  } else {
+    plan.push_back({-1,
+                    request.to_shard(),
+                    {request.buckets().begin(), request.buckets().end()}});
+  }
+  const std::string reason =
+      request.balance()
+          ? (request.drain_shard() >= 0
+                 ? absl::StrCat("drain shard ", request.drain_shard())
+                 : std::string("balance"))
+          : std::string("psctl move-buckets");
+  std::vector<std::string> lines;
+  for (const BucketMoves::Planned& p : plan) {
+    ASSIGN_OR_RETURN(std::vector<proto::BucketMove> started,
+                     moves_.Start(p.buckets, p.to, reason, Uptime()));
+    for (proto::BucketMove& m : started) {
+      lines.push_back(absl::StrFormat(
+          "move %d: %d buckets (%s) from shard %d to shard %d", m.id(),
+          m.buckets_size(),
+          FormatBucketList({m.buckets().begin(), m.buckets().end()}),
+          m.from_shard(), m.to_shard()));
+      m.set_from_address(ps[m.from_shard()].address);
+      *response.add_started() = std::move(m);
+    }
+  }
+  response.set_plan(lines.empty() ? "nothing to move: the buckets are even"
+                                  : absl::StrJoin(lines, "\n"));
+  return response;
+}
+
+absl::Status ShardPlacement::CheckMoveShardsAlive(
+    const proto::MoveBucketsRequest& request) const {
+  const std::vector<Member>& ps = members_->ps();
+  std::vector<int> shards;
+  if (request.balance()) {
+    for (const Member& m : ps) shards.push_back(m.index);
+  } else {
+    if (request.to_shard() >= 0 &&
+        request.to_shard() < static_cast<int>(ps.size())) {
+      shards.push_back(request.to_shard());
+    }
+    for (uint32_t b : request.buckets()) {
+      if (b < moves_.buckets()) shards.push_back(moves_.owners()[b]);
+    }
+  }
+  for (int s : shards) {
+    if (ps[s].alive) continue;
+    return absl::FailedPreconditionError(absl::StrCat(
+        "move buckets: shard ", s, " (ps at ", ps[s].address,
+        ") is dead: wait until it is back or taken over (psctl status), "
+        "then ask again"));
+  }
+  return absl::OkStatus();
+}
+
+bool ShardPlacement::NoteMoveProgress(const Member& m) {
+  const int shard = ShardServedBy(m);
+  if (shard < 0 || m.report.move_progress_size() == 0) return false;
+  const BucketMoves::Changes changes =
+      moves_.Progress(shard, m.report.move_progress(), epoch_ + 1, Uptime());
+  if (changes.switched > 0) {
+    ++epoch_;
+    SPDLOG_LOGGER_INFO(L(), "placement epoch {}: buckets switched to shard {}",
+                       epoch_, shard);
+  }
+  return changes.changed;
 }
 
 }  // namespace downpour::coordinator

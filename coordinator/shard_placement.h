@@ -17,11 +17,13 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/config.h"
 #include "common/model_spec.h"
 #include "coordinator/assignment.h"
+#include "coordinator/bucket_moves.h"
 #include "coordinator/membership.h"
 #include "coordinator/recovery_log.h"
 #include "proto/coordinator.pb.h"
@@ -87,6 +89,22 @@ class ShardPlacement {
   // Shard `ps` has an in-sync backup (standby `backup`, BackupOf).
   bool InSync(const Member& ps, int backup) const;
 
+  // A ps joined the job (Membership::AddPs, psctl add-ps): its shard holds
+  // no blocks and no buckets until moves bring some; the epoch rises.
+  void AddShard();
+
+  // Live bucket moves (BucketMoves). MoveBuckets starts the moves a request
+  // asks for (each logged): FailedPrecondition before placement or while a
+  // shard to balance over is dead, else BucketMoves::Start's and Plan's
+  // errors.
+  absl::StatusOr<proto::MoveBucketsResponse> MoveBuckets(
+      const proto::MoveBucketsRequest& request);
+  // The move_progress of the heartbeat of `m` (a ps, or a standby serving a
+  // shard); a move that switches raises the epoch. True when there is a
+  // change to save.
+  bool NoteMoveProgress(const Member& m);
+  const BucketMoves& bucket_moves() const { return moves_; }
+
   // The placement map: each shard's address, blocks and buckets; while not
   // placed, the epoch 0 and which ps it waits for.
   proto::GetPlacementResponse Describe() const;
@@ -133,6 +151,14 @@ class ShardPlacement {
   // Logs the backups of `shard` other than `to` (just promoted), which now
   // follow `to`.
   void LogFollowers(const Member& shard, const Member& to) const;
+  // FailedPrecondition naming the first dead shard the request's moves
+  // would copy from or to.
+  absl::Status CheckMoveShardsAlive(
+      const proto::MoveBucketsRequest& request) const;
+  // Seconds since start_ (BucketMove's times).
+  double Uptime() const;
+  // The shard `m` serves (a ps its own, a standby the one it took over; -1).
+  int ShardServedBy(const Member& m) const;
 
   // Constant after construction.
   const ClusterSection cluster_;
@@ -147,6 +173,7 @@ class ShardPlacement {
   uint64_t epoch_ = 0;
   std::vector<std::vector<uint32_t>> placement_;  // block ids per shard
   std::vector<Replication> replication_;          // entry i: shard i
+  BucketMoves moves_;
 };
 
 }  // namespace downpour::coordinator

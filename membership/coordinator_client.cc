@@ -156,4 +156,12 @@ CoordinatorClient::DescribeModel() {
       "cannot read the model from the coordinator at " + address_);
 }
 
+absl::StatusOr<proto::MoveBucketsResponse> CoordinatorClient::MoveBuckets(
+    const proto::MoveBucketsRequest& request) {
+  return Call<proto::MoveBucketsRequest, proto::MoveBucketsResponse>(
+      stub_.get(), &proto::Coordinator::Stub::MoveBuckets, request,
+      rpc_.deadline_s,
+      "cannot start the bucket moves at the coordinator at " + address_);
+}
+
 }  // namespace downpour::membership

@@ -69,6 +69,10 @@ class CoordinatorClient {
   // The metrics samples taken after `since_seconds` of coordinator uptime.
   absl::StatusOr<proto::GetHistoryResponse> History(double since_seconds);
   absl::StatusOr<proto::DescribeModelResponse> DescribeModel();
+  // Starts live bucket moves (psctl move-buckets, add-ps, drain-ps):
+  // "cannot start the bucket moves at the coordinator at A: ...".
+  absl::StatusOr<proto::MoveBucketsResponse> MoveBuckets(
+      const proto::MoveBucketsRequest& request);
 
   // The secret the last registration through this client got ("" before).
   std::string member_key() const ABSL_LOCKS_EXCLUDED(key_mu_);

@@ -206,6 +206,8 @@ absl::Status Authorize(CallerRole role, absl::string_view method) {
           {"Coordinator/RegisterServer", {CallerRole::kPs}},
           {"Coordinator/RegisterWorker", {CallerRole::kWorker}},
           {"Coordinator/Heartbeat", {CallerRole::kPs, CallerRole::kWorker}},
+          // Live bucket moves change the placement: psctl as admin only.
+          {"Coordinator/MoveBuckets", {CallerRole::kAdmin}},
           {"ParameterServer/Pull", {CallerRole::kWorker, CallerRole::kAdmin}},
           {"ParameterServer/Push", {CallerRole::kWorker}},
           {"ParameterServer/Checksums",

@@ -17,7 +17,8 @@
 //   worker  Coordinator RegisterWorker/Heartbeat, ParameterServer Pull/Push/
 //           Checksums/Lookup
 //   admin   every read: status, placement, history, model, Pull, Checksums,
-//           Lookup; the serving daemon's Predict and ServeStatus
+//           Lookup; the serving daemon's Predict and ServeStatus; Coordinator
+//           MoveBuckets (psctl move-buckets, add-ps, drain-ps)
 //   reader  status, placement, history, model (no parameters); the serving
 //           daemon's Predict and ServeStatus
 // and every role reads status, placement, history and the model description.

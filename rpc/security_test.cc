@@ -107,6 +107,18 @@ TEST(AuthorizeTest, NoTokenReachesOnlyHealthChecks) {
             absl::StatusCode::kUnauthenticated);
 }
 
+// A live bucket move changes the placement: the admin token only.
+TEST(AuthorizeTest, OnlyAdminMovesBuckets) {
+  constexpr char kMoveBuckets[] = "/downpour.proto.Coordinator/MoveBuckets";
+  EXPECT_TRUE(Authorize(CallerRole::kAdmin, kMoveBuckets).ok());
+  for (CallerRole role :
+       {CallerRole::kPs, CallerRole::kWorker, CallerRole::kReader}) {
+    EXPECT_EQ(Authorize(role, kMoveBuckets).code(),
+              absl::StatusCode::kPermissionDenied)
+        << CallerRoleName(role);
+  }
+}
+
 TEST(AuthorizeTest, UnknownMethodsAreNobodys) {
   EXPECT_EQ(
       Authorize(CallerRole::kAdmin, "/downpour.proto.Coordinator/Shutdown")

@@ -18,17 +18,37 @@ ABSL_FLAG(
     "run as spare number --index of cluster.standby_ps: serve no shard until "
     "the coordinator hands over a dead one");
 
-int main(int argc, char** argv) {
+ABSL_FLAG(bool, join, false,
+          "join the running job as a new shard (no --index; give --listen): "
+          "the coordinator gives it the next shard index, and psctl add-ps "
+          "moves buckets to it");
+
+namespace {
+
+// Whether argv holds --join (before the flags are parsed: a ps that joins
+// takes no --index).
+bool JoinGiven(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--join" || arg == "--join=true" || arg == "-join") return true;
+  }
+  return false;
+}
+
+// The node's options from the flags and config; exits 2 for --join without
+// --listen or with --standby.
+downpour::server::PsNode::Options NodeOptions(downpour::DaemonSetup setup) {
   using namespace downpour;
-  DaemonSetup setup = InitDaemon(
-      argc, argv,
-      [] { return absl::GetFlag(FLAGS_standby) ? "standby" : "ps"; },
-      "ps_server --config FILE --index N [--standby] [--listen HOST:PORT]: "
-      "serves one shard of the parameters, applies pushed gradients, writes "
-      "checkpoints",
-      /*has_index=*/true);
   server::PsNode::Options options;
   options.standby = absl::GetFlag(FLAGS_standby);
+  options.join = absl::GetFlag(FLAGS_join);
+  if (options.join &&
+      (options.standby || absl::GetFlag(FLAGS_listen).empty())) {
+    Die("ps",
+        "--join starts a new shard of a running job: give --listen HOST:PORT "
+        "(where psctl add-ps will look for it), without --standby",
+        kExitConfig);
+  }
   options.index = setup.index;
   options.listen = absl::GetFlag(FLAGS_listen);
   if (options.listen.empty()) {
@@ -38,6 +58,22 @@ int main(int argc, char** argv) {
   }
   options.advertise = setup.advertise;
   options.config = std::move(setup.config);
+  return options;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace downpour;
+  const bool join = JoinGiven(argc, argv);
+  DaemonSetup setup = InitDaemon(
+      argc, argv,
+      [] { return absl::GetFlag(FLAGS_standby) ? "standby" : "ps"; },
+      "ps_server --config FILE --index N [--standby] [--listen HOST:PORT], or "
+      "ps_server --config FILE --join --listen HOST:PORT: serves one shard of "
+      "the parameters, applies pushed gradients, writes checkpoints",
+      /*has_index=*/!join);
+  server::PsNode::Options options = NodeOptions(std::move(setup));
   const std::string who =
       (options.standby ? "standby " : "ps ") + std::to_string(options.index);
 

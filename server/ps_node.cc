@@ -105,6 +105,9 @@ class PsNode::Impl {
   // heartbeat, placement and checkpoint threads.
   absl::Status TakeRole() ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Listen();
+  // --join: registers as a new shard (the coordinator gives its index, kept
+  // in options_.index), then takes that shard's role.
+  absl::Status JoinAsNewShard() ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Join() ABSL_LOCKS_EXCLUDED(mu_);
   void StartThreads();
   // GetStatus's answer (the StatusService's callback).
@@ -178,7 +181,9 @@ class PsNode::Impl {
   }
 
   // Constant after construction.
-  const Options options_;
+  // (options_.index of a ps that joins is set once by JoinAsNewShard, before
+  // any thread starts.)
+  Options options_;
   Clock* const clock_;
   Counters counters_;
   PsService service_;
@@ -246,11 +251,13 @@ class PsNode::Impl {
 };
 
 absl::Status PsNode::Impl::Start() {
-  RETURN_IF_ERROR(TakeRole());
+  // A ps that joins learns its shard index by registering, once it listens.
+  if (!options_.join) RETURN_IF_ERROR(TakeRole());
   status_ = std::make_unique<StatusService>(
       options_.standby ? "standby" : "ps", options_.index, &counters_,
       [this](proto::GetStatusResponse* r) { FillStatus(r); });
   RETURN_IF_ERROR(Listen());
+  if (options_.join) RETURN_IF_ERROR(JoinAsNewShard());
   RETURN_IF_ERROR(Join());
   StartThreads();
   started_ = true;
@@ -342,9 +349,27 @@ absl::Status PsNode::Impl::Listen() {
   return absl::OkStatus();
 }
 
-absl::Status PsNode::Impl::Join() {
+absl::Status PsNode::Impl::JoinAsNewShard() {
   client_ = std::make_unique<membership::CoordinatorClient>(
       options_.config.cluster.coordinator, options_.config.rpc, name());
+  proto::RegisterServerRequest request;
+  request.set_join(true);
+  request.set_index(-1);
+  request.set_address(advertised_);
+  ASSIGN_OR_RETURN(proto::RegisterServerResponse joined,
+                   client_->RegisterServer(std::move(request)));
+  options_.index = joined.shard_index();  // the client keeps its member key
+  SPDLOG_LOGGER_INFO(L(), "ps at {} joined the job as shard {}", advertised_,
+                     options_.index);
+  return TakeRole();
+}
+
+absl::Status PsNode::Impl::Join() {
+  // (A ps that joined has its client, and the member key it registered with.)
+  if (client_ == nullptr) {
+    client_ = std::make_unique<membership::CoordinatorClient>(
+        options_.config.cluster.coordinator, options_.config.rpc, name());
+  }
   {
     absl::MutexLock lock(&mu_);
     last_contact_ = clock_->Now();

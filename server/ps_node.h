@@ -45,6 +45,9 @@ class PsNode {
     int index = 0;
     // Serve no shard until the coordinator hands over a dead one.
     bool standby = false;
+    // Join a running job as a new shard (psctl add-ps): `index` is ignored;
+    // the coordinator gives the next shard index at registration.
+    bool join = false;
     // host:port to bind (port 0 = ephemeral), e.g. config.cluster.ps[index].
     std::string listen;
     // The --advertise value ("" = the bound address; see AdvertisedAddress).

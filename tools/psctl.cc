@@ -3,6 +3,8 @@
 //   psctl status --coordinator 127.0.0.1:7000
 //   psctl status --config deploy/configs/mnist_local.yaml --json
 //   psctl watch | workers | shards | health | plot --out curves.svg | history
+//   psctl move-buckets --to 2 --buckets 0-99 | add-ps HOST:PORT | drain-ps 2
+//   psctl moves
 //
 // Exit status: 0 done; 1 the cluster (or a member) did not answer or is not
 // healthy; 2 bad flags or config.
@@ -17,6 +19,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -26,6 +29,7 @@
 #include "common/file_util.h"
 #include "common/parse_flags.h"
 #include "common/subprocess.h"
+#include "coordinator/bucket_moves.h"
 #include "google/protobuf/util/json_util.h"
 #include "membership/coordinator_client.h"
 #include "model/export.h"
@@ -33,6 +37,7 @@
 #include "rpc/security.h"
 #include "rpc/server_util.h"
 #include "server/checkpoint.h"
+#include "tools/bucket_move_commands.h"
 #include "tools/cluster_tables.h"
 #include "tools/json_output.h"
 #include "tools/member_probe.h"
@@ -75,6 +80,12 @@ ABSL_FLAG(std::vector<std::string>, set, {},
 ABSL_FLAG(std::string, address, "",
           "health: probe only this host:port (exit 0 when SERVING, like "
           "grpc_health_probe)");
+ABSL_FLAG(std::string, buckets, "",
+          "move-buckets: the hash buckets to move, e.g. 0-99,200");
+ABSL_FLAG(int, to, -1, "move-buckets: the shard to move them to");
+ABSL_FLAG(double, wait_s, 600,
+          "move-buckets, add-ps, drain-ps: how long to wait for the moves "
+          "(add-ps: and for the ps to register) before giving up waiting");
 ABSL_FLAG(std::string, service, "",
           "health: the service name to ask about (\"\" = whole server)");
 
@@ -372,6 +383,12 @@ int Shards(Cluster& client) {
                         *placement, *model, rates, absl::GetFlag(FLAGS_top))
           .c_str(),
       stdout);
+  // A sparse model: the buckets per shard and the moves.
+  if (placement->shards_size() > 0 &&
+      placement->shards(0).buckets_size() + cluster->bucket_moves_size() > 0) {
+    std::fputs(absl::StrCat("\n", FormatMoves(*cluster, *placement)).c_str(),
+               stdout);
+  }
   return 0;
 }
 
@@ -469,7 +486,8 @@ absl::Status CheckFlagValues() {
     double value;
   } positive[] = {{"--timeout_s", absl::GetFlag(FLAGS_timeout_s)},
                   {"--interval_s", absl::GetFlag(FLAGS_interval_s)},
-                  {"--sample_s", absl::GetFlag(FLAGS_sample_s)}};
+                  {"--sample_s", absl::GetFlag(FLAGS_sample_s)},
+                  {"--wait_s", absl::GetFlag(FLAGS_wait_s)}};
   for (const Positive& flag : positive) {
     if (!(flag.value > 0 && flag.value <= 86400)) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -634,6 +652,72 @@ int Export(double timeout_s) {
   }
 }
 
+tools::MovesCalls MoveCalls(Cluster& client) {
+  membership::CoordinatorClient* c = client.coordinator.get();
+  tools::MovesCalls calls;
+  calls.status = [c] { return c->ClusterStatus(); };
+  calls.placement = [c] { return c->GetPlacement(); };
+  calls.move = [c](const proto::MoveBucketsRequest& request) {
+    return c->MoveBuckets(request);
+  };
+  calls.print = [](const std::string& line) {
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+  };
+  calls.timeout = absl::Seconds(absl::GetFlag(FLAGS_wait_s));
+  return calls;
+}
+
+int Moved(const absl::Status& status) {
+  if (status.ok()) return 0;
+  return Fail(std::string(status.message()), 1);
+}
+
+int Moves(Cluster& client) {
+  auto cluster = client.coordinator->ClusterStatus();
+  if (!cluster.ok()) return Unreachable(cluster.status());
+  auto placement = client.coordinator->GetPlacement();
+  if (!placement.ok()) return Unreachable(placement.status());
+  std::fputs(FormatMoves(*cluster, *placement).c_str(), stdout);
+  return 0;
+}
+
+// move-buckets, add-ps and drain-ps: their arguments checked (exit 2 with
+// the fix) before the coordinator is called.
+int MoveCommand(const std::string& command, const std::vector<char*>& args) {
+  const std::string arg = args.size() == 3 ? args[2] : "";
+  int shard = -1;
+  if (command == "move-buckets") {
+    if (args.size() != 2 || absl::GetFlag(FLAGS_buckets).empty() ||
+        absl::GetFlag(FLAGS_to) < 0) {
+      return Fail(
+          "move-buckets: give the buckets and the shard to move them to: "
+          "psctl move-buckets --to N --buckets 0-99,200",
+          2);
+    }
+    auto buckets = coordinator::ParseBucketList(absl::GetFlag(FLAGS_buckets));
+    if (!buckets.ok()) return Fail(std::string(buckets.status().message()), 2);
+  } else if (command == "add-ps" && (args.size() != 3 || arg.empty())) {
+    return Fail(
+        "add-ps: give the address of the new ps: psctl add-ps "
+        "HOST:PORT (started with ps_server --join)",
+        2);
+  } else if (command == "drain-ps" &&
+             (args.size() != 3 || !absl::SimpleAtoi(arg, &shard) ||
+              shard < 0)) {
+    return Fail(absl::StrCat("drain-ps: give the shard to empty as a number: "
+                             "psctl drain-ps N (got '",
+                             arg, "')"),
+                2);
+  }
+  Cluster client(CoordinatorAddress(), absl::GetFlag(FLAGS_timeout_s));
+  const tools::MovesCalls calls = MoveCalls(client);
+  if (command == "add-ps") return Moved(AddPsCommand(calls, arg));
+  if (command == "drain-ps") return Moved(DrainPsCommand(calls, shard));
+  return Moved(MoveBucketsCommand(calls, absl::GetFlag(FLAGS_buckets),
+                                  absl::GetFlag(FLAGS_to)));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -641,11 +725,16 @@ int main(int argc, char** argv) {
   std::vector<char*> args = ParseFlags(argc, argv);
   const absl::Status flags = CheckFlagValues();
   if (!flags.ok()) return Fail(std::string(flags.message()), kExitConfig);
+  const std::string command = args.size() >= 2 ? args[1] : "";
+  if (command == "move-buckets" || command == "add-ps" ||
+      command == "drain-ps") {
+    if (!absl::GetFlag(FLAGS_config).empty()) InstallClientSecurity();
+    return MoveCommand(command, args);
+  }
   if (args.size() != 2) {
     std::fprintf(stderr, "%s\n", kUsage);
     return 2;
   }
-  const std::string command = args[1];
   const double timeout_s = absl::GetFlag(FLAGS_timeout_s);
   if (!absl::GetFlag(FLAGS_config).empty()) InstallClientSecurity();
   if (command == "plot" && !absl::GetFlag(FLAGS_history).empty()) {
@@ -659,13 +748,10 @@ int main(int argc, char** argv) {
     return Health(direct);
   }
   static const std::map<std::string, int (*)(Cluster&)> kCommands = {
-      {"status", Status},
-      {"watch", Watch},
-      {"workers", Workers},
-      {"shards", Shards},
-      {"health", Health},
-      {"history", History},
-      {"plot", [](Cluster& c) { return Plot(&c); }}};
+      {"status", Status},   {"watch", Watch},
+      {"workers", Workers}, {"shards", Shards},
+      {"health", Health},   {"history", History},
+      {"moves", Moves},     {"plot", [](Cluster& c) { return Plot(&c); }}};
   auto it = kCommands.find(command);
   if (it == kCommands.end()) {
     std::fprintf(stderr, "psctl: unknown command '%s'\n\n%s\n", command.c_str(),

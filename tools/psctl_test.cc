@@ -139,6 +139,30 @@ TEST_F(PsctlTest, WorkersAndShards) {
   EXPECT_THAT(shards.output, HasSubstr("fc1.weight"));
 }
 
+// A ps started with --join (not in cluster.ps) registers as the next shard
+// and heartbeats; add-ps finds it and balances (a dense model has no hash
+// buckets: nothing moves), and `moves` lists the new shard, empty.
+TEST_F(PsctlTest, AddPsFindsAPsThatJoined) {
+  const std::string port_file = testing::TestDir() + "/joined.port";
+  auto joined = testing::StartDaemon(
+      "ps-joined", "server/ps_server",
+      {"--config", config_, "--join", "--listen", "127.0.0.1:0",
+       "--coordinator", address_, "--port_file", port_file});
+  ASSERT_TRUE(joined.ok()) << joined.status();
+  auto joined_address = testing::WaitForPort(**joined, port_file);
+  ASSERT_TRUE(joined_address.ok()) << joined_address.status();
+  Exit add = Psctl("add-ps", {"add-ps", *joined_address, "--coordinator",
+                              address_, "--wait_s", "30"});
+  EXPECT_EQ(add.status, 0) << add.output;
+  EXPECT_THAT(add.output, HasSubstr("serves shard 1"));
+  EXPECT_THAT(add.output, HasSubstr("nothing to move"));
+  Exit moves = Psctl("moves", {"moves", "--coordinator", address_});
+  EXPECT_EQ(moves.status, 0) << moves.output;
+  EXPECT_THAT(moves.output, HasSubstr(*joined_address));
+  EXPECT_THAT(moves.output, HasSubstr("no bucket moves"));
+  (*joined)->Stop(absl::Seconds(20));
+}
+
 TEST_F(PsctlTest, HealthOfEveryMemberAndOfOneEndpoint) {
   Exit all = Psctl("health", {"health", "--coordinator", address_});
   EXPECT_EQ(all.status, 0) << all.output;
@@ -215,13 +239,40 @@ TEST_F(PsctlTest, PlotLiveAndFromSavedHistory) {
 
 TEST(PsctlUnreachableTest, EveryCommandSaysSoAndExits1) {
   for (const char* command :
-       {"watch", "workers", "shards", "health", "plot", "history"}) {
+       {"watch", "workers", "shards", "health", "plot", "history", "moves"}) {
     Exit exit =
         Psctl(command, {command, "--coordinator", "127.0.0.1:1", "--timeout_s",
                         "1", "--out", testing::TestDir() + "/x.svg"});
     EXPECT_EQ(exit.status, 1) << command << ": " << exit.output;
     EXPECT_THAT(exit.output, HasSubstr("127.0.0.1:1")) << command;
     EXPECT_THAT(exit.output, HasSubstr("Is the cluster running?")) << command;
+  }
+}
+
+// The bucket move commands check their arguments before they call anyone:
+// exit 2 with the usage that fixes it.
+TEST(PsctlMoveArgumentsTest, BadArgumentsExit2WithTheFix) {
+  const struct {
+    std::vector<std::string> args;
+    const char* says;
+  } cases[] = {
+      {{"move-buckets", "--to", "1"}, "psctl move-buckets --to N --buckets"},
+      {{"move-buckets", "--buckets", "0-3"}, "--to N"},
+      {{"move-buckets", "--to", "1", "--buckets", "3-1"},
+       "'3-1' in '3-1' is not a bucket or a range"},
+      {{"add-ps"}, "psctl add-ps HOST:PORT"},
+      {{"drain-ps", "x"}, "psctl drain-ps N (got 'x')"},
+      {{"drain-ps"}, "psctl drain-ps N"},
+      {{"move-buckets", "--to", "1", "--buckets", "0", "--wait_s", "0"},
+       "--wait_s must be in (0, 86400]"},
+  };
+  int n = 0;
+  for (const auto& c : cases) {
+    std::vector<std::string> args = c.args;
+    args.insert(args.end(), {"--coordinator", "127.0.0.1:1"});
+    const Exit exit = Psctl(absl::StrCat("psctl-args-", n++), args);
+    EXPECT_EQ(exit.status, 2) << exit.output;
+    EXPECT_THAT(exit.output, HasSubstr(c.says));
   }
 }
 
