@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "rpc/accept_watch.h"
 #include "rpc/daemon.h"
@@ -23,14 +24,25 @@ ABSL_FLAG(bool, join, false,
           "the coordinator gives it the next shard index, and psctl add-ps "
           "moves buckets to it");
 
+ABSL_FLAG(bool, spare, false,
+          "a spare standby for a running job (no --index; give --listen): the "
+          "coordinator names it the backup of a shard without one (psctl "
+          "add-standby waits until it is in sync)");
+
 namespace {
 
-// Whether argv holds --join (before the flags are parsed: a ps that joins
-// takes no --index).
-bool JoinGiven(int argc, char** argv) {
+// Whether argv holds --join or --spare (before the flags are parsed: a ps that
+// joins takes no --index).
+bool NoIndexGiven(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--join" || arg == "--join=true" || arg == "-join") return true;
+    for (const char* flag : {"join", "spare"}) {
+      if (arg == absl::StrCat("--", flag) ||
+          arg == absl::StrCat("--", flag, "=true") ||
+          arg == absl::StrCat("-", flag)) {
+        return true;
+      }
+    }
   }
   return false;
 }
@@ -49,7 +61,17 @@ downpour::server::PsNode::Options NodeOptions(downpour::DaemonSetup setup) {
         "(where psctl add-ps will look for it), without --standby",
         kExitConfig);
   }
-  options.index = setup.index;
+  options.spare = absl::GetFlag(FLAGS_spare);
+  if (options.spare && (options.standby || options.join ||
+                        absl::GetFlag(FLAGS_listen).empty())) {
+    Die("ps",
+        "--spare starts a standby for a running job: give --listen HOST:PORT "
+        "(where psctl add-standby will look for it), without --standby or "
+        "--join",
+        kExitConfig);
+  }
+  options.standby |= options.spare;
+  options.index = options.spare ? 0 : setup.index;
   options.listen = absl::GetFlag(FLAGS_listen);
   if (options.listen.empty()) {
     options.listen = options.standby
@@ -65,7 +87,7 @@ downpour::server::PsNode::Options NodeOptions(downpour::DaemonSetup setup) {
 
 int main(int argc, char** argv) {
   using namespace downpour;
-  const bool join = JoinGiven(argc, argv);
+  const bool join = NoIndexGiven(argc, argv);
   DaemonSetup setup = InitDaemon(
       argc, argv,
       [] { return absl::GetFlag(FLAGS_standby) ? "standby" : "ps"; },

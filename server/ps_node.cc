@@ -276,9 +276,12 @@ absl::Status PsNode::Impl::TakeRole() {
     service_.set_shard(shard_.get());
   } else {
     absl::MutexLock lock(&mu_);
-    standby_index_ = options_.index;
+    // A spare's slot comes from the coordinator at registration.
+    standby_index_ = options_.spare ? -1 : options_.index;
+    spare_ = options_.spare;
     service_.set_replica(&replica_);
   }
+  if (options_.spare) counters_.stats().spare.Set(1);
   return absl::OkStatus();
 }
 

@@ -48,6 +48,10 @@ class PsNode {
     // Join a running job as a new shard (psctl add-ps): `index` is ignored;
     // the coordinator gives the next shard index at registration.
     bool join = false;
+    // A spare standby for a running job (psctl add-standby), not a
+    // cluster.standby_ps entry: the coordinator gives it a spare slot and
+    // names it the backup of a shard without one. Implies `standby`.
+    bool spare = false;
     // host:port to bind (port 0 = ephemeral), e.g. config.cluster.ps[index].
     std::string listen;
     // The --advertise value ("" = the bound address; see AdvertisedAddress).

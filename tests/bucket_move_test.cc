@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/testing/poll.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/coordinator.grpc.pb.h"
 #include "rpc/server_util.h"
@@ -227,6 +228,36 @@ TEST_F(BucketMoveTest, KilledDestinationAfterTheSwitchStillCompletes) {
                         absl::Seconds(60)))
       << "phase " << PhaseOf(move.id());
   EXPECT_TRUE(Holds(1, moved));
+  ExpectWorkersFinish(2, 0.7);
+  ExpectNoAcknowledgedRowUpdateLost(2);
+}
+
+// A standby is killed, so a shard runs without a backup; a spare started with
+// ps_server --spare and `psctl add-standby` (which waits until it is in sync)
+// give the shard an in-sync backup again while the workers train.
+TEST_F(BucketMoveTest, AddedStandbyBacksUpAShardThatLostItsBackup) {
+  ASSERT_NO_FATAL_FAILURE(StartReplicatedJobAndTrain(/*sparse=*/true, 100));
+  KillAndRestart("standby-0", 0, /*standby=*/true, /*restart=*/false);
+  ASSERT_TRUE(
+      WaitUntil([&] { return !AllShardsBackedUp(2); }, absl::Seconds(30)))
+      << "no shard lost its backup";
+  const std::string port_file = dir_ + "/spare.port";
+  Subprocess& spare =
+      Start("spare", "server/ps_server",
+            {"--spare", "--listen", "127.0.0.1:0", "--coordinator",
+             coordinator_, "--port_file", port_file});
+  auto address = testing::WaitForPort(spare, port_file);
+  ASSERT_TRUE(address.ok()) << address.status();
+  const std::string log = dir_ + "/add-standby.log";
+  const int status = testing::RunToEnd(
+      {testing::BinDir() + "/tools/psctl", "add-standby", *address,
+       "--coordinator", coordinator_, "--wait_s", "60"},
+      log);
+  const std::string output = testing::ReadText(log);
+  EXPECT_EQ(status, 0) << output;
+  EXPECT_THAT(output, ::testing::HasSubstr("holds an in-sync copy of shard"));
+  std::printf("%s", output.c_str());
+  EXPECT_TRUE(AllShardsBackedUp(2));
   ExpectWorkersFinish(2, 0.7);
   ExpectNoAcknowledgedRowUpdateLost(2);
 }

@@ -1,6 +1,7 @@
 // psctl move-buckets, add-ps, drain-ps and moves.
 #include "tools/bucket_move_commands.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <vector>
@@ -144,6 +145,80 @@ absl::Status AddPsCommand(const MovesCalls& calls, const std::string& address) {
   request.set_balance(true);
   request.set_drain_shard(-1);
   return StartAndWait(calls, request);
+}
+
+namespace {
+
+// Where the standby at `address` stands: -1 not registered, 0 registered
+// and no backup yet, 1 backing up `*shard`, 2 in sync; `*unbacked`: a shard
+// has no in-sync backup.
+int StandbyState(const proto::ClusterStatusResponse& status,
+                 const std::string& address, int* shard, bool* unbacked) {
+  int state = -1;
+  for (const proto::MemberStatus& m : status.members()) {
+    if (m.role() == "standby" && m.address() == address && m.alive()) state = 0;
+  }
+  *unbacked = false;
+  for (const proto::ShardReplication& r : status.shard_replication()) {
+    *unbacked |= r.backup_standby() < 0 || !r.in_sync();
+    if (state >= 0 && r.backup_address() == address) {
+      *shard = r.shard();
+      state = std::max(state, r.in_sync() ? 2 : 1);
+    }
+  }
+  return state;
+}
+
+}  // namespace
+
+absl::Status AddStandbyCommand(const MovesCalls& calls,
+                               const std::string& address) {
+  const absl::Time start = absl::Now();
+  int said = -2;
+  for (;;) {
+    absl::StatusOr<proto::ClusterStatusResponse> status = calls.status();
+    if (!status.ok()) return status.status();
+    int shard = -1;
+    bool unbacked = false;
+    const int state = StandbyState(*status, address, &shard, &unbacked);
+    const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+    if (state == 2) {
+      calls.print(absl::StrFormat(
+          "standby at %s holds an in-sync copy of shard %d, %.2f s after "
+          "add-standby started",
+          address, shard, seconds));
+      return absl::OkStatus();
+    }
+    if (state == 0 && !unbacked) {
+      calls.print(absl::StrCat("standby at ", address,
+                               " registered; every shard has a backup, so it "
+                               "waits as a spare for the next failure"));
+      return absl::OkStatus();
+    }
+    if (state != said) {
+      calls.print(state < 0 ? absl::StrCat("waiting for a standby started "
+                                           "with --spare at ",
+                                           address, " to register")
+                  : state == 0
+                      ? absl::StrCat("standby at ", address,
+                                     " registered; waiting to be named a "
+                                     "backup")
+                      : absl::StrCat("standby at ", address, " backs up shard ",
+                                     shard,
+                                     "; waiting for its copy to be in sync"));
+      said = state;
+    }
+    if (absl::Now() - start >= calls.timeout) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "the standby at ", address, " was not in sync within ",
+          absl::FormatDuration(calls.timeout),
+          state < 0 ? ": start it with ps_server --config FILE --spare "
+                      "--listen ADDRESS (and --advertise when it listens on "
+                      "another address)"
+                    : ": see psctl status and the standby's log"));
+    }
+    absl::SleepFor(calls.poll);
+  }
 }
 
 absl::Status DrainPsCommand(const MovesCalls& calls, int shard) {

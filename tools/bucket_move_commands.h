@@ -45,6 +45,12 @@ absl::Status MoveBucketsCommand(const MovesCalls& calls,
 // psctl add-ps: waits for a ps that registered with --join from `address`,
 // then balances the buckets over every shard.
 absl::Status AddPsCommand(const MovesCalls& calls, const std::string& address);
+// psctl add-standby: waits for a standby started with --spare at `address`
+// to register and, where a shard has no backup, to hold an in-sync copy of
+// it; prints how long that took (OK too when every shard is backed up: it
+// then waits as a spare).
+absl::Status AddStandbyCommand(const MovesCalls& calls,
+                               const std::string& address);
 // psctl drain-ps: moves every bucket off shard `shard` (refused when it holds
 // dense blocks), waits until it holds none, and says it may be stopped.
 absl::Status DrainPsCommand(const MovesCalls& calls, int shard);

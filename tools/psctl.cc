@@ -131,7 +131,19 @@ constexpr char kUsage[] =
     "            bias or MLP); with export.interval_s > 0 (--set\n"
     "            export.interval_s=30) it first waits for the job's first\n"
     "            checkpoint, then exports again on that schedule until\n"
-    "            stopped or --count exports, skipping unchanged parameters\n\n"
+    "            stopped or --count exports, skipping unchanged parameters\n"
+    "  move-buckets --to N --buckets 0-99,200\n"
+    "            moves sparse hash buckets to shard N while the job trains\n"
+    "  add-ps HOST:PORT\n"
+    "            waits for a ps started with ps_server --join there, then\n"
+    "            moves buckets to it until the shards are even\n"
+    "  drain-ps N\n"
+    "            moves every bucket off shard N (one added with add-ps)\n"
+    "  moves     buckets per shard and the bucket moves\n"
+    "  add-standby HOST:PORT\n"
+    "            waits for a standby started with ps_server --spare there to\n"
+    "            register and back up a shard without a backup, in sync\n"
+    "            (docs/OPERATIONS.md, Growing and shrinking the ps set)\n\n"
     "Give the coordinator with --coordinator HOST:PORT or --config FILE.";
 
 // What a command talks to: the coordinator (null for the commands that need
@@ -697,6 +709,11 @@ int MoveCommand(const std::string& command, const std::vector<char*>& args) {
     }
     auto buckets = coordinator::ParseBucketList(absl::GetFlag(FLAGS_buckets));
     if (!buckets.ok()) return Fail(std::string(buckets.status().message()), 2);
+  } else if (command == "add-standby" && (args.size() != 3 || arg.empty())) {
+    return Fail(
+        "add-standby: give the address of the new standby: psctl add-standby "
+        "HOST:PORT (started with ps_server --spare)",
+        2);
   } else if (command == "add-ps" && (args.size() != 3 || arg.empty())) {
     return Fail(
         "add-ps: give the address of the new ps: psctl add-ps "
@@ -713,6 +730,7 @@ int MoveCommand(const std::string& command, const std::vector<char*>& args) {
   Cluster client(CoordinatorAddress(), absl::GetFlag(FLAGS_timeout_s));
   const tools::MovesCalls calls = MoveCalls(client);
   if (command == "add-ps") return Moved(AddPsCommand(calls, arg));
+  if (command == "add-standby") return Moved(AddStandbyCommand(calls, arg));
   if (command == "drain-ps") return Moved(DrainPsCommand(calls, shard));
   return Moved(MoveBucketsCommand(calls, absl::GetFlag(FLAGS_buckets),
                                   absl::GetFlag(FLAGS_to)));
@@ -727,7 +745,7 @@ int main(int argc, char** argv) {
   if (!flags.ok()) return Fail(std::string(flags.message()), kExitConfig);
   const std::string command = args.size() >= 2 ? args[1] : "";
   if (command == "move-buckets" || command == "add-ps" ||
-      command == "drain-ps") {
+      command == "drain-ps" || command == "add-standby") {
     if (!absl::GetFlag(FLAGS_config).empty()) InstallClientSecurity();
     return MoveCommand(command, args);
   }
