@@ -593,18 +593,9 @@ absl::Status SparseTable::Import(const Rows& rows) {
   RETURN_IF_ERROR(CheckRows(rows, "move", /*finite=*/true));
   if (rows.keys.empty()) return absl::OkStatus();
   ++clock_;
-  const int dim = options_.dim;
   const int64_t created_before = created_;
   for (size_t i = 0; i < rows.keys.size(); ++i) {
-    auto it = index_.find(rows.keys[i]);
-    const uint32_t row = it == index_.end() ? NewRow(rows.keys[i]) : it->second;
-    float* data = RowData(row);
-    for (int j = 0; j < dim; ++j) nonzero_ -= data[j] != 0;
-    std::memcpy(data, rows.data.data() + i * stride_, stride_ * sizeof(float));
-    for (int j = 0; j < dim; ++j) nonzero_ += data[j] != 0;
-    version_sum_ += rows.versions[i];
-    version_sum_ -= RowVersion(row);
-    RowVersion(row) = rows.versions[i];
+    const uint32_t row = PutRow(rows, i);
     if (track_clocks_) RowClock(row) = clock_;
     NoteChanged(row);
   }
@@ -923,6 +914,20 @@ absl::Status SparseTable::CheckMerge(const Rows& rows) const {
   return absl::OkStatus();
 }
 
+uint32_t SparseTable::PutRow(const Rows& rows, size_t i) {
+  auto it = index_.find(rows.keys[i]);
+  const uint32_t row = it == index_.end() ? NewRow(rows.keys[i]) : it->second;
+  float* data = RowData(row);
+  const int dim = options_.dim;
+  for (int j = 0; j < dim; ++j) nonzero_ -= data[j] != 0;
+  std::memcpy(data, rows.data.data() + i * stride_, stride_ * sizeof(float));
+  for (int j = 0; j < dim; ++j) nonzero_ += data[j] != 0;
+  version_sum_ += rows.versions[i];
+  version_sum_ -= RowVersion(row);
+  RowVersion(row) = rows.versions[i];
+  return row;
+}
+
 void SparseTable::MergeChecked(const Rows& rows) {
   if (!rows.evicted_keys.empty()) {
     std::vector<uint64_t> victims;
@@ -930,18 +935,9 @@ void SparseTable::MergeChecked(const Rows& rows) {
     if (count > 0) DropRows(victims, count);
   }
   const size_t n = rows.keys.size();
-  const int dim = options_.dim;
   const int64_t created_before = created_;
   for (size_t i = 0; i < n; ++i) {
-    auto it = index_.find(rows.keys[i]);
-    const uint32_t row = it == index_.end() ? NewRow(rows.keys[i]) : it->second;
-    float* data = RowData(row);
-    for (int j = 0; j < dim; ++j) nonzero_ -= data[j] != 0;
-    std::memcpy(data, rows.data.data() + i * stride_, stride_ * sizeof(float));
-    for (int j = 0; j < dim; ++j) nonzero_ += data[j] != 0;
-    version_sum_ += rows.versions[i];
-    version_sum_ -= RowVersion(row);
-    RowVersion(row) = rows.versions[i];
+    const uint32_t row = PutRow(rows, i);
     if (track_clocks_) {
       RowClock(row) = rows.clocks.empty() ? rows.clock : rows.clocks[i];
     }

@@ -387,6 +387,9 @@ class SparseTable {
   bool Admit(uint64_t key, uint32_t count);
   // InvalidArgument unless `rows` fits this table (Restore and Merge).
   absl::Status CheckRows(const Rows& rows, const char* what, bool finite) const;
+  // Row i of `rows` held whole (values, state, version), a new row for a
+  // new key; the figures follow. Returns the row. Merge and Import.
+  uint32_t PutRow(const Rows& rows, size_t i);
   // `rows` for the given (key, row) pairs, in their order.
   Rows RowsOf(const std::vector<std::pair<uint64_t, uint32_t>>& order) const;
   void NoteChanged(uint32_t row) {

@@ -79,6 +79,33 @@ class BucketMoveTest : public FaultJobTest {
     return started->started(0);
   }
 
+  // Moves half of ps 0's buckets to ps 1, stops daemon `name` (the source
+  // "ps-0" or the destination "ps-1") the moment the placement switches and
+  // kills it; its standby takes the shard over and the move must still
+  // complete, with nothing lost.
+  void KillAtTheSwitchAndExpectTheMoveDone(const std::string& name, int index) {
+    ASSERT_NO_FATAL_FAILURE(StartReplicatedJobAndTrain(/*sparse=*/true, 100));
+    std::vector<uint32_t> moved;
+    const proto::BucketMove move = MoveHalfOfShard0(&moved);
+    ASSERT_GT(move.id(), 0u);
+    ASSERT_TRUE(testing::WaitUntil(
+        [&] {
+          const std::string phase = PhaseOf(move.id());
+          return phase == "switched" || phase == "done";
+        },
+        absl::Seconds(60), absl::Milliseconds(2)));
+    daemons_[name]->Signal(SIGSTOP);
+    std::printf("%s was stopped %s the destination's last pass\n", name.c_str(),
+                PhaseOf(move.id()) == "switched" ? "before" : "after");
+    KillAndRestart(name, index, /*standby=*/false, /*restart=*/false);
+    ASSERT_TRUE(WaitUntil([&] { return PhaseOf(move.id()) == "done"; },
+                          absl::Seconds(60)))
+        << "phase " << PhaseOf(move.id());
+    EXPECT_TRUE(Holds(1, moved));
+    ExpectWorkersFinish(2, 0.7);
+    ExpectNoAcknowledgedRowUpdateLost(2);
+  }
+
   bool Holds(int shard, const std::vector<uint32_t>& buckets) {
     const std::vector<uint32_t> now = BucketsOf(shard);
     for (uint32_t b : buckets) {
@@ -180,28 +207,7 @@ TEST_F(BucketMoveTest, RestartedCoordinatorRollsACopyBack) {
 // poll sees the move done already (the last pass won the race), the test says
 // so and checks the same outcome.
 TEST_F(BucketMoveTest, KilledSourceAfterTheSwitchStillCompletes) {
-  ASSERT_NO_FATAL_FAILURE(StartReplicatedJobAndTrain(/*sparse=*/true, 100));
-  std::vector<uint32_t> moved;
-  const proto::BucketMove move = MoveHalfOfShard0(&moved);
-  ASSERT_GT(move.id(), 0u);
-  std::string phase;
-  ASSERT_TRUE(testing::WaitUntil(
-      [&] {
-        phase = PhaseOf(move.id());
-        return phase == "switched" || phase == "done";
-      },
-      absl::Seconds(60), absl::Milliseconds(2)));
-  daemons_["ps-0"]->Signal(SIGSTOP);
-  const bool caught = PhaseOf(move.id()) == "switched";
-  std::printf("the source was stopped %s the destination's last pass\n",
-              caught ? "before" : "after");
-  KillAndRestart("ps-0", 0, /*standby=*/false, /*restart=*/false);
-  ASSERT_TRUE(WaitUntil([&] { return PhaseOf(move.id()) == "done"; },
-                        absl::Seconds(60)))
-      << "phase " << PhaseOf(move.id());
-  EXPECT_TRUE(Holds(1, moved));
-  ExpectWorkersFinish(2, 0.7);
-  ExpectNoAcknowledgedRowUpdateLost(2);
+  KillAtTheSwitchAndExpectTheMoveDone("ps-0", 0);
 }
 
 // The same with the destination stopped at the switch and killed: its
@@ -209,27 +215,7 @@ TEST_F(BucketMoveTest, KilledSourceAfterTheSwitchStillCompletes) {
 // row of the move again from the source, which keeps them until the move is
 // done.
 TEST_F(BucketMoveTest, KilledDestinationAfterTheSwitchStillCompletes) {
-  ASSERT_NO_FATAL_FAILURE(StartReplicatedJobAndTrain(/*sparse=*/true, 100));
-  std::vector<uint32_t> moved;
-  const proto::BucketMove move = MoveHalfOfShard0(&moved);
-  ASSERT_GT(move.id(), 0u);
-  std::string phase;
-  ASSERT_TRUE(testing::WaitUntil(
-      [&] {
-        phase = PhaseOf(move.id());
-        return phase == "switched" || phase == "done";
-      },
-      absl::Seconds(60), absl::Milliseconds(2)));
-  daemons_["ps-1"]->Signal(SIGSTOP);
-  std::printf("the destination was stopped %s its last pass\n",
-              PhaseOf(move.id()) == "switched" ? "before" : "after");
-  KillAndRestart("ps-1", 1, /*standby=*/false, /*restart=*/false);
-  ASSERT_TRUE(WaitUntil([&] { return PhaseOf(move.id()) == "done"; },
-                        absl::Seconds(60)))
-      << "phase " << PhaseOf(move.id());
-  EXPECT_TRUE(Holds(1, moved));
-  ExpectWorkersFinish(2, 0.7);
-  ExpectNoAcknowledgedRowUpdateLost(2);
+  KillAtTheSwitchAndExpectTheMoveDone("ps-1", 1);
 }
 
 // A standby is killed, so a shard runs without a backup; a spare started with

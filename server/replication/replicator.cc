@@ -11,6 +11,7 @@
 #include "common/logging.h"
 #include "rpc/grpc_status.h"
 #include "rpc/server_util.h"
+#include "server/sparse_rows_proto.h"
 
 namespace downpour::server {
 namespace {
@@ -247,19 +248,7 @@ absl::Status AddRows(uint32_t table, const SparseTable::Rows& rows,
     if (n == 0 && !rows.evicted_keys.empty()) break;  // said by the tombstones
     absl::Status sent = sender->MakeRoom(static_cast<int64_t>(n) * row_bytes);
     if (!sent.ok()) return sent;
-    proto::ReplicaSparseRows* out = AddSparsePiece(table, rows, sender);
-    out->set_keys(reinterpret_cast<const char*>(rows.keys.data() + begin),
-                  n * sizeof(uint64_t));
-    out->set_data(
-        reinterpret_cast<const char*>(rows.data.data() + begin * stride),
-        n * stride * sizeof(float));
-    out->set_versions(
-        reinterpret_cast<const char*>(rows.versions.data() + begin),
-        n * sizeof(uint32_t));
-    if (clocks) {
-      out->set_clocks(reinterpret_cast<const char*>(rows.clocks.data() + begin),
-                      n * sizeof(uint64_t));
-    }
+    FromRows(table, rows, begin, n, sender->request().add_sparse());
     sender->Added(static_cast<int64_t>(n) * row_bytes);
     begin += n;
   } while (begin < rows.keys.size());
