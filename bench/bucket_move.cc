@@ -289,8 +289,23 @@ int Run() {
   const auto switch_start = Clock::now();
   Switch(cluster, &pusher, &mover, move, &owner);
   const double last_pass_s = SecondsSince(switch_start);
+  // The source drops the moved rows (as its sweep does once the move is
+  // done) while the pusher goes on: the push rate meanwhile.
   const auto drop_start = Clock::now();
-  const int64_t dropped = cluster->shard(0)->DropUnheldRows({});
+  std::atomic<bool> drop_done{false};
+  int64_t dropped = 0;
+  std::thread dropper([&] {
+    dropped = cluster->shard(0)->DropUnheldRows({});
+    drop_done = true;
+  });
+  double during_drop = 0;
+  int drop_windows = 0;
+  while (!drop_done) {
+    during_drop += PushRate(pusher, 0.25);
+    ++drop_windows;
+  }
+  dropper.join();
+  during_drop /= std::max(1, drop_windows);
   const double drop_s = SecondsSince(drop_start);
   const double after = PushRate(pusher, absl::GetFlag(FLAGS_window_s));
   pusher.Stop();  // the counts are final
@@ -303,13 +318,13 @@ int Run() {
       "copy: %.2f s, %lld rows copied (%.0f rows/s); %lld pushes applied\n"
       "switch: the moved buckets answered nothing for %.3f s (last pass and "
       "import)\n"
-      "pushes/s: before %.0f, during the copy %.0f (%.2fx), after the switch "
-      "%.0f (%.2fx)\n"
+      "pushes/s: before %.0f, during the copy %.0f (%.2fx), during the drop "
+      "%.0f (%.2fx), after %.0f (%.2fx)\n"
       "row updates: held %llu, applied %llu, lost %lld\n",
       move.buckets_size(), total, static_cast<long long>(dropped), drop_s,
       copy_s, static_cast<long long>(copied), copied / copy_s,
       static_cast<long long>(pusher.pushes()), last_pass_s, before, during,
-      during / before, after, after / before,
+      during / before, during_drop, during_drop / before, after, after / before,
       static_cast<unsigned long long>(held_after),
       static_cast<unsigned long long>(updates_before + applied),
       static_cast<long long>(updates_lost));

@@ -230,16 +230,29 @@ absl::Status Shard::ImportMoved(
 
 int64_t Shard::DropUnheldRows(const std::vector<char>& keep) {
   if (sparse_->empty()) return 0;
-  absl::MutexLock lock(&mu_);
-  const std::vector<std::vector<uint64_t>> dropped = sparse_->DropUnheld(keep);
+  // In batches, the lock released between them: pushes to the buckets this
+  // shard holds wait for one batch at most, not for the whole drop.
   int64_t n = 0;
-  for (size_t t = 0; t < dropped.size(); ++t) {
-    if (dropped[t].empty()) continue;
-    chain_.Evicted(t, dropped[t]);
-    n += static_cast<int64_t>(dropped[t].size());
+  for (;;) {
+    bool more = false;
+    {
+      absl::MutexLock lock(&mu_);
+      const std::vector<std::vector<uint64_t>> dropped =
+          sparse_->DropUnheld(keep, kDropBatchRows);
+      int64_t batch = 0;
+      for (size_t t = 0; t < dropped.size(); ++t) {
+        if (dropped[t].empty()) continue;
+        chain_.Evicted(t, dropped[t]);
+        batch += static_cast<int64_t>(dropped[t].size());
+        more |= static_cast<int64_t>(dropped[t].size()) >= kDropBatchRows;
+      }
+      if (batch > 0) NoteRowsChanged();
+      n += batch;
+    }
+    if (!more) return n;
+    // The pushes that waited for this batch go first.
+    absl::SleepFor(kDropPause);
   }
-  if (n > 0) NoteRowsChanged();
-  return n;
 }
 
 int64_t Shard::sparse_rows_evicted() const {

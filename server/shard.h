@@ -207,9 +207,13 @@ class Shard {
       ABSL_LOCKS_EXCLUDED(mu_);
   // Either side, once no move holds them: the rows of buckets neither held
   // nor flagged in `keep` are dropped (SparseTables::DropUnheld), as
-  // tombstones for the checkpoint chain and the backup. Returns how many.
+  // tombstones for the checkpoint chain and the backup, kDropBatchRows a
+  // table at a time under the exclusive lock. Returns how many.
   int64_t DropUnheldRows(const std::vector<char>& keep)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // Rows a table drops under one hold of the lock (DropUnheldRows).
+  static constexpr int64_t kDropBatchRows = 262144;
+  static constexpr absl::Duration kDropPause = absl::Milliseconds(20);
   // Rows the sparse tables evicted since start (a move's copy must start
   // over when the destination evicted rows it had imported).
   int64_t sparse_rows_evicted() const ABSL_LOCKS_EXCLUDED(mu_);

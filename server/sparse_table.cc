@@ -604,11 +604,12 @@ absl::Status SparseTable::Import(const Rows& rows) {
 }
 
 std::vector<uint64_t> SparseTable::DropMoved(
-    const std::vector<char>& in_buckets, uint32_t buckets) {
+    const std::vector<char>& in_buckets, uint32_t buckets, int64_t max_rows) {
   std::vector<uint64_t> victims((rows() + 63) / 64, 0);
   int64_t count = 0;
   uint64_t versions = 0;
   for (const auto& [key, row] : index_) {
+    if (max_rows > 0 && count >= max_rows) break;
     const uint32_t bucket = BucketOf(key, buckets);
     if (bucket >= in_buckets.size() || in_buckets[bucket] == 0) continue;
     victims[row / 64] |= uint64_t{1} << (row % 64);

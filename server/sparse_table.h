@@ -299,8 +299,9 @@ class SparseTable {
   // Rows moved out to another ps: dropped without counting them evicted
   // (their versions leave version_sum() with them), with tombstones for the
   // next replica cut. Returns the keys dropped, ascending.
+  // At most `max_rows` of them (0: all).
   std::vector<uint64_t> DropMoved(const std::vector<char>& in_buckets,
-                                  uint32_t buckets);
+                                  uint32_t buckets, int64_t max_rows = 0);
 
   // Eviction: the rows Options::evict_* name are dropped (values, optimizer
   // state and version; the versions move to evicted_versions()) and the

@@ -276,7 +276,7 @@ absl::Status SparseTables::Import(uint32_t t, const SparseTable::Rows& rows) {
 }
 
 std::vector<std::vector<uint64_t>> SparseTables::DropUnheld(
-    const std::vector<char>& keep) {
+    const std::vector<char>& keep, int64_t max_rows) {
   std::vector<std::vector<uint64_t>> dropped(tables_.size());
   if (own_buckets_.empty()) return dropped;
   std::vector<char> drop(own_buckets_.size(), 0);
@@ -287,7 +287,7 @@ std::vector<std::vector<uint64_t>> SparseTables::DropUnheld(
   }
   if (!any) return dropped;
   for (size_t t = 0; t < tables_.size(); ++t) {
-    dropped[t] = tables_[t]->DropMoved(drop, buckets());
+    dropped[t] = tables_[t]->DropMoved(drop, buckets(), max_rows);
   }
   return dropped;
 }

@@ -166,7 +166,9 @@ class SparseTables {
   // `t` (SparseTable::Import), and the rows of buckets neither held nor
   // flagged in `keep` dropped (SparseTable::DropMoved; keys by table).
   absl::Status Import(uint32_t t, const SparseTable::Rows& rows);
-  std::vector<std::vector<uint64_t>> DropUnheld(const std::vector<char>& keep);
+  // At most `max_rows` rows a table (0: all).
+  std::vector<std::vector<uint64_t>> DropUnheld(const std::vector<char>& keep,
+                                                int64_t max_rows = 0);
 
  private:
   SparseTables(const Config& config, int index, const ModelSpec& spec,
