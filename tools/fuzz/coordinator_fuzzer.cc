@@ -91,9 +91,13 @@ void CheckResult(const absl::StatusOr<T>& result, const char* what) {
 
 void CheckPlacement(const proto::GetPlacementResponse& placement) {
   std::set<uint32_t> seen;
+  // The config's ps, then at most kMaxJoinedPs that joined (ps_server
+  // --join), numbered in order.
+  const int most = static_cast<int>(TheConfig().cluster.ps.size() +
+                                    coordinator::ClusterState::kMaxJoinedPs);
+  int expected = 0;
   for (const proto::ShardInfo& shard : placement.shards()) {
-    if (shard.index() < 0 ||
-        shard.index() >= static_cast<int>(TheConfig().cluster.ps.size())) {
+    if (shard.index() != expected++ || shard.index() >= most) {
       Fail("placement names shard " + std::to_string(shard.index()));
     }
     for (uint32_t id : shard.block_ids()) {
