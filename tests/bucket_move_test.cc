@@ -79,6 +79,27 @@ class BucketMoveTest : public FaultJobTest {
     return started->started(0);
   }
 
+  // Stops daemon `name` (the source "ps-0" or the destination "ps-1"), so
+  // that the copy of a move of half of ps 0's buckets cannot finish, then
+  // kills it: its standby takes the shard over and the move rolls back (ps 0
+  // keeps its buckets), with nothing lost.
+  void KillDuringTheCopyAndExpectRollBack(const std::string& name, int index) {
+    ASSERT_NO_FATAL_FAILURE(StartReplicatedJobAndTrain(/*sparse=*/true, 100));
+    const std::vector<uint32_t> held = BucketsOf(0);
+    daemons_[name]->Signal(SIGSTOP);
+    std::vector<uint32_t> moved;
+    const proto::BucketMove move = MoveHalfOfShard0(&moved);
+    ASSERT_GT(move.id(), 0u);
+    EXPECT_EQ(PhaseOf(move.id()), "copy");
+    KillAndRestart(name, index, /*standby=*/false, /*restart=*/false);
+    ASSERT_TRUE(WaitUntil([&] { return PhaseOf(move.id()) == "rolled back"; },
+                          absl::Seconds(60)))
+        << "phase " << PhaseOf(move.id());
+    EXPECT_EQ(BucketsOf(0), held) << "the source's shard keeps its buckets";
+    ExpectWorkersFinish(2, 0.7);
+    ExpectNoAcknowledgedRowUpdateLost(2);
+  }
+
   // Moves half of ps 0's buckets to ps 1, stops daemon `name` (the source
   // "ps-0" or the destination "ps-1") the moment the placement switches and
   // kills it; its standby takes the shard over and the move must still
@@ -140,38 +161,13 @@ TEST_F(BucketMoveTest, HalfAShardMovesWhileWorkersTrainAndNothingIsLost) {
 // takes shard 0 over from its replica and the move rolls back (ps 0 keeps
 // the buckets); training goes on and loses nothing.
 TEST_F(BucketMoveTest, KilledSourceDuringTheCopyRollsTheMoveBack) {
-  ASSERT_NO_FATAL_FAILURE(StartReplicatedJobAndTrain(/*sparse=*/true, 100));
-  const std::vector<uint32_t> held = BucketsOf(0);
-  daemons_["ps-0"]->Signal(SIGSTOP);
-  std::vector<uint32_t> moved;
-  const proto::BucketMove move = MoveHalfOfShard0(&moved);
-  ASSERT_GT(move.id(), 0u);
-  EXPECT_EQ(PhaseOf(move.id()), "copy");
-  KillAndRestart("ps-0", 0, /*standby=*/false, /*restart=*/false);
-  ASSERT_TRUE(WaitUntil([&] { return PhaseOf(move.id()) == "rolled back"; },
-                        absl::Seconds(60)))
-      << "phase " << PhaseOf(move.id());
-  EXPECT_EQ(BucketsOf(0), held) << "the source's shard keeps its buckets";
-  ExpectWorkersFinish(2, 0.7);
-  ExpectNoAcknowledgedRowUpdateLost(2);
+  KillDuringTheCopyAndExpectRollBack("ps-0", 0);
 }
 
 // The same with the destination stopped and killed: its standby takes shard
 // 1 over, the move rolls back, and the rows it had copied are dropped.
 TEST_F(BucketMoveTest, KilledDestinationDuringTheCopyRollsTheMoveBack) {
-  ASSERT_NO_FATAL_FAILURE(StartReplicatedJobAndTrain(/*sparse=*/true, 100));
-  const std::vector<uint32_t> held = BucketsOf(0);
-  daemons_["ps-1"]->Signal(SIGSTOP);
-  std::vector<uint32_t> moved;
-  const proto::BucketMove move = MoveHalfOfShard0(&moved);
-  ASSERT_GT(move.id(), 0u);
-  KillAndRestart("ps-1", 1, /*standby=*/false, /*restart=*/false);
-  ASSERT_TRUE(WaitUntil([&] { return PhaseOf(move.id()) == "rolled back"; },
-                        absl::Seconds(60)))
-      << "phase " << PhaseOf(move.id());
-  EXPECT_EQ(BucketsOf(0), held);
-  ExpectWorkersFinish(2, 0.7);
-  ExpectNoAcknowledgedRowUpdateLost(2);
+  KillDuringTheCopyAndExpectRollBack("ps-1", 1);
 }
 
 // The coordinator is killed while the copy waits on a stopped destination
