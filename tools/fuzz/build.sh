@@ -3,8 +3,9 @@
 # 4.2.3 here has no clang toolchain; tools/dev/thread_safety_test.sh does the
 # same for -Wthread-safety). Each target is compiled with
 # -fsanitize=fuzzer,address,undefined together with the project sources it
-# needs: the closure of its #include "..." lines, where a header foo.h with a
-# foo.cc beside it brings foo.cc, and proto/x.pb.h brings the generated
+# needs: the closure of its #include "..." lines, where a header foo.h brings
+# the srcs of the cc_library that exports it (else foo.cc beside it), and
+# proto/x.pb.h brings the generated
 # proto/x.pb.cc. Objects are kept in OUT/obj and rebuilt only when a source or
 # header they read changed, so repeated local runs link in seconds.
 #
@@ -85,6 +86,33 @@ resolve() {
   if [[ -f "$root/$1" ]]; then echo "$root/$1"
   elif [[ -f "$gen/$1" ]]; then echo "$gen/$1"; fi
 }
+# The .cc files that go with header `h`: the srcs of the cc_library in h's
+# BUILD whose hdrs name it (a class split over foo.cc and foo_moves.cc), else
+# foo.cc beside it.
+library_sources() {
+  local h="$1" dir base build
+  dir="$(dirname "$h")"; base="$(basename "$h")"; build="$dir/BUILD"
+  if [[ -f "$build" ]]; then
+    local found
+    found="$(awk -v hdr="\"$base\"" '
+      /^cc_library\(/ { block = ""; inlib = 1 }
+      inlib { block = block "\n" $0 }
+      inlib && /^\)/ {
+        inlib = 0
+        if (index(block, "hdrs") && index(block, hdr)) {
+          n = split(block, lines, "\n")
+          for (i = 1; i <= n; i++)
+            for (rest = lines[i]; match(rest, /"[^"]*\.cc"/); rest = substr(rest, RSTART + RLENGTH))
+              print substr(rest, RSTART + 1, RLENGTH - 2)
+        }
+      }' "$build")"
+    if [[ -n "$found" ]]; then
+      sed "s|^|$dir/|" <<<"$found"
+      return
+    fi
+  fi
+  echo "${h%.h}.cc"
+}
 # The sources a target needs: the include closure described above.
 sources_of() {
   local -A seen=()
@@ -97,10 +125,11 @@ sources_of() {
       [[ -n "$path" && -z "${seen[$path]:-}" ]] || continue
       seen["$path"]=1
       queue+=("$path")
-      cc="${path%.h}.cc"
-      if [[ "$path" == *.h && -f "$cc" && -z "${seen[$cc]:-}" ]]; then
+      [[ "$path" == *.h ]] || continue
+      while IFS= read -r cc; do
+        [[ -n "$cc" && -f "$cc" && -z "${seen[$cc]:-}" ]] || continue
         seen["$cc"]=1; queue+=("$cc"); srcs+=("$cc")
-      fi
+      done < <(library_sources "$path")
     done < <(sed -n 's/^#include "\([^"]*\)".*/\1/p' "$f")
   done
   printf '%s\n' "${srcs[@]}"
