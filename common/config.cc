@@ -274,6 +274,7 @@ absl::Status ValidateConfig(const Config& config) {
   RETURN_IF_ERROR(CheckFields(ConfigSchema(&copy)));
   RETURN_IF_ERROR(CheckDistinctAddresses(config.cluster));
   RETURN_IF_ERROR(config_internal::CheckReplication(config.cluster));
+  RETURN_IF_ERROR(config_internal::CheckMaxWorkers(config.cluster));
   RETURN_IF_ERROR(CheckModel(config.model, config.optimizer, config.data));
   RETURN_IF_ERROR(CheckSparseSections(config));
   if (config.metrics.port_offset != 0 && config.security.tls &&

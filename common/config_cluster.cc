@@ -2,6 +2,7 @@
 // rule that no two daemons share one.
 #include "common/config_cluster.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <map>
 
@@ -23,7 +24,22 @@ std::vector<ConfigField> ClusterKeys(ClusterSection* c) {
           AddressListField("cluster.ps", &c->ps, 1, kMaxPs),
           AddressListField("cluster.workers", &c->workers, 1, kMaxWorkers),
           AddressListField("cluster.standby_ps", &c->standby_ps, 0, kMaxPs),
-          IntField("cluster.replication", &c->replication, {1, 3})};
+          IntField("cluster.replication", &c->replication, {1, 3}),
+          IntField("cluster.max_workers", &c->max_workers,
+                   {0, static_cast<int64_t>(kMaxWorkers)})};
+}
+
+absl::Status CheckMaxWorkers(const ClusterSection& cluster) {
+  if (cluster.max_workers == 0 ||
+      static_cast<size_t>(cluster.max_workers) >= cluster.workers.size()) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "cluster.max_workers ", cluster.max_workers, " is below the ",
+      cluster.workers.size(),
+      " cluster.workers: it counts every worker slot, the listed ones "
+      "included. Set it to at least ",
+      cluster.workers.size(), " (or 0: no worker joins)"));
 }
 
 // Standbys are left out, as they always were: checking them too would reject
@@ -56,6 +72,11 @@ absl::Status CheckReplication(const ClusterSection& cluster) {
 }
 
 }  // namespace config_internal
+
+int WorkerSlots(const ClusterSection& cluster) {
+  return std::max(static_cast<int>(cluster.workers.size()),
+                  cluster.max_workers);
+}
 
 std::vector<ClusterAddress> ClusterAddresses(const ClusterSection& cluster) {
   std::vector<ClusterAddress> out = {

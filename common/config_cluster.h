@@ -32,7 +32,17 @@ struct ClusterSection {
   // shards without a free standby run with fewer (the coordinator says so);
   // 3 needs 2 standby_ps entries per ps. 1 to 3. Default 2.
   int replication = 2;
+  // Worker slots in all: cluster.workers, plus slots for workers that join
+  // the running job with `ps_worker --join` (not listed above). The training
+  // split is cut into this many data parts, so that a joining worker can be
+  // handed parts: worker i starts with parts i, i + W, i + 2W, ... below
+  // max_workers (W = the cluster.workers count). The ps keep per-worker state
+  // for each slot. 0 (default) = the cluster.workers count: no worker joins.
+  int max_workers = 0;
 };
+
+// The worker slots: max(cluster.workers count, cluster.max_workers).
+int WorkerSlots(const ClusterSection& cluster);
 
 // One daemon's address in the cluster section.
 struct ClusterAddress {
@@ -58,6 +68,8 @@ absl::Status CheckDistinctAddresses(const ClusterSection& cluster);
 // cluster.replication 3 with fewer than two standby_ps entries per ps:
 // InvalidArgument naming how many to add.
 absl::Status CheckReplication(const ClusterSection& cluster);
+// InvalidArgument when cluster.max_workers is set below the workers listed.
+absl::Status CheckMaxWorkers(const ClusterSection& cluster);
 }  // namespace config_internal
 
 }  // namespace downpour

@@ -159,10 +159,12 @@ absl::Status CheckData(const DataSection& data, const ClusterSection& cluster) {
         DataSourceName(data.source), ", got ", data.train_examples, " and ",
         data.test_examples));
   }
-  if (data.train_examples < static_cast<int64_t>(cluster.workers.size())) {
+  if (data.train_examples < WorkerSlots(cluster)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "data.train_examples (", data.train_examples, ") is fewer than the ",
-        cluster.workers.size(), " cluster.workers: each needs an example"));
+        WorkerSlots(cluster),
+        " worker slots (cluster.workers, cluster.max_workers): each data part "
+        "needs an example"));
   }
   const int64_t total = int64_t{data.train_examples} + data.test_examples;
   if (data.source == DataSource::kMnist && total > kMnistDigits) {

@@ -644,7 +644,12 @@ TEST(ConfigTest, CrossFieldRulesNameTheKeys) {
       {"cluster:\n  ps: [127.0.0.1:7101]\n",
        "cluster.workers[0] '127.0.0.1:7101' is also cluster.ps[0]"},
       {"data:\n  train_examples: 1\ncluster:\n  workers: [a:0, b:0]\n",
-       "data.train_examples (1) is fewer than the 2 cluster.workers"},
+       "data.train_examples (1) is fewer than the 2 worker slots"},
+      {"data:\n  train_examples: 3\ncluster:\n  workers: [a:0, b:0]\n"
+       "  max_workers: 4\n",
+       "data.train_examples (3) is fewer than the 4 worker slots"},
+      {"cluster:\n  workers: [a:0, b:0]\n  max_workers: 1\n",
+       "cluster.max_workers 1 is below the 2 cluster.workers"},
       {"data:\n  train_examples: 9000\n",
        "data.train_examples + data.test_examples (11000) exceed the 10000"},
       {"data:\n  path: ''\n",

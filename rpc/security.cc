@@ -208,6 +208,7 @@ absl::Status Authorize(CallerRole role, absl::string_view method) {
           {"Coordinator/Heartbeat", {CallerRole::kPs, CallerRole::kWorker}},
           // Live bucket moves change the placement: psctl as admin only.
           {"Coordinator/MoveBuckets", {CallerRole::kAdmin}},
+          {"Coordinator/DrainWorker", {CallerRole::kAdmin}},
           {"ParameterServer/Pull", {CallerRole::kWorker, CallerRole::kAdmin}},
           {"ParameterServer/Push", {CallerRole::kWorker}},
           {"ParameterServer/Checksums",
