@@ -69,6 +69,7 @@ class ClusterSupervisor::Progress {
         planned_steps_ > 0 ? planned_steps_ : ReportedPlan(workers);
     f.running = running;
     f.workers = static_cast<int>(workers.size());
+    NoteMembership(elapsed, workers, &f);
     f.metric = metric_ == "accuracy" ? "acc" : metric_;
     double loss_sum = 0;
     int losses = 0;
@@ -93,7 +94,7 @@ class ClusterSupervisor::Progress {
           !(w.staleness_p99 <= f.staleness_p99)) {
         f.staleness_p99 = w.staleness_p99;
       }
-      if (w.finished && finished_.insert(w.index).second) {
+      if (w.finished && !w.drained && finished_.insert(w.index).second) {
         line_.Event(absl::StrFormat(
             "[%6.1f s] worker %d finished after %d steps: test %s, "
             "staleness p50/p99/max %s",
@@ -115,6 +116,29 @@ class ClusterSupervisor::Progress {
   void Finish() { line_.Finish(); }
 
  private:
+  // Events for workers that joined or were drained since the last poll; the
+  // joined ones that train count as running (the launcher did not start
+  // them).
+  void NoteMembership(double elapsed, const std::vector<WorkerResult>& workers,
+                      ProgressFigures* f) {
+    for (const WorkerResult& w : workers) {
+      f->joined += w.joined ? 1 : 0;
+      f->drained += w.drained ? 1 : 0;
+      if (w.joined && w.alive && !w.finished) ++f->running;
+      if (w.joined && joined_.insert(w.index).second) {
+        line_.Event(absl::StrFormat(
+            "[%6.1f s] worker %d joined the job: data parts [%s]", elapsed,
+            w.index, absl::StrJoin(w.parts, ", ")));
+      }
+      if (w.drained && drained_.insert(w.index).second) {
+        line_.Event(absl::StrFormat(
+            "[%6.1f s] worker %d drained after %d steps: its data parts went "
+            "to the other workers",
+            elapsed, w.index, w.step));
+      }
+    }
+  }
+
   // "accuracy 0.9612, logloss 0.1345", main metric first.
   std::string TestMetrics(const WorkerResult& w) const {
     std::vector<std::string> parts;
@@ -150,6 +174,8 @@ class ClusterSupervisor::Progress {
   double data_since_s_ = -1;  // DataRate's start; -1 before it
   int64_t data_since_bytes_ = 0;
   std::set<int> finished_;
+  std::set<int> joined_;   // workers whose joining was shown
+  std::set<int> drained_;  // workers whose draining was shown
 };
 
 ClusterSupervisor::ClusterSupervisor(const Config& config,

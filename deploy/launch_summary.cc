@@ -103,6 +103,10 @@ std::vector<WorkerResult> WorkerResults(
     workers.back().data_bytes_read = r.data_bytes_read();
     workers.back().data_bytes_total = r.data_bytes_total();
     workers.back().planned_steps = r.planned_steps();
+    workers.back().alive = m.alive();
+    workers.back().joined = m.joined();
+    workers.back().drained = m.drained();
+    workers.back().parts = {m.parts().begin(), m.parts().end()};
   }
   return workers;
 }
@@ -443,6 +447,7 @@ std::string WorkerJson(const WorkerResult& w) {
       ", \"staleness_max\": ", JsonNumber(w.staleness_max),
       ", \"staleness_mean\": ", JsonNumber(w.staleness_mean),
       ", \"pushes\": ", w.pushes, ", \"refused_steps\": ", w.refused_steps,
+      ", \"joined\": ", Bool(w.joined), ", \"drained\": ", Bool(w.drained),
       "}");
 }
 

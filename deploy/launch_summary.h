@@ -55,6 +55,12 @@ struct WorkerResult {
   // The steps it takes in all as it reported them (MemberReport
   // planned_steps; 0: not known).
   int64_t planned_steps = 0;
+  // Membership (MemberStatus): alive now, joined the running job
+  // (ps_worker --join), drained (psctl drain-worker), and its data parts.
+  bool alive = false;
+  bool joined = false;
+  bool drained = false;
+  std::vector<int> parts;
 };
 
 // A daemon that ended while the job ran, and what the launcher did about it

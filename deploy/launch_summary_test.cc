@@ -174,7 +174,8 @@ TEST(SummaryJsonTest, FiguresWithNullForUnknownAndEscapedText) {
           "\"accuracy\": 0.9, \"metrics\": {}, \"finished\": true, "
           "\"diverged\": \"\", \"staleness_p50\": 1, "
           "\"staleness_p99\": 4, \"staleness_max\": 7, "
-          "\"staleness_mean\": 1.5, \"pushes\": 90, \"refused_steps\": 0}"));
+          "\"staleness_mean\": 1.5, \"pushes\": 90, \"refused_steps\": 0, "
+          "\"joined\": false, \"drained\": false}"));
   EXPECT_THAT(json, HasSubstr("\"staleness_p50\": null, \"staleness_p99\": "
                               "null, \"staleness_max\": null"));  // worker 1
   EXPECT_THAT(json, HasSubstr("\n  \"staleness_p50\": 1,\n  \"staleness_p99\": "

@@ -64,6 +64,10 @@ std::string FormatProgress(const ProgressFigures& f) {
     absl::StrAppendFormat(&out, " | stale p99 %.0f", f.staleness_p99);
   }
   absl::StrAppendFormat(&out, " | %d/%d workers", f.running, f.workers);
+  if (f.joined > 0 || f.drained > 0) {
+    absl::StrAppendFormat(&out, " (%d joined, %d drained)", f.joined,
+                          f.drained);
+  }
   if (f.data_bytes_total > 0) {
     absl::StrAppend(&out, DataPart(f));
   } else if (f.planned_steps > 0 && f.steps_per_sec > 0 && f.running > 0) {
@@ -79,13 +83,18 @@ int64_t PlannedSteps(const Config& config) {
   if (config.training.steps > 0) return config.training.steps * workers;
   // Streamed data: rows are counted as they are read (the line shows bytes).
   if (StreamsData(config.data)) return 0;
+  // The split is cut into WorkerSlots parts (example i in part i % S);
+  // worker k starts with parts k, k + W, ... below S.
   const int64_t n = config.data.train_examples;
+  const int64_t slots = WorkerSlots(config.cluster);
   const int64_t batch = std::max(1, config.training.batch_size);
   int64_t total = 0;
   for (int64_t k = 0; k < workers; ++k) {
-    const int64_t part =
-        (n - k + workers - 1) / workers;  // i < n with i % W == k
-    total += config.training.epochs * ((part + batch - 1) / batch);
+    int64_t examples = 0;
+    for (int64_t p = k; p < slots; p += workers) {
+      examples += (n - p + slots - 1) / slots;  // i < n with i % S == p
+    }
+    total += config.training.epochs * ((examples + batch - 1) / batch);
   }
   return total;
 }

@@ -34,6 +34,10 @@ struct ProgressFigures {
   double staleness_p99 = NAN;
   int running = 0;
   int workers = 0;
+  // Workers that joined the running job (ps_worker --join) and that were
+  // drained (psctl drain-worker) so far; shown when not 0.
+  int joined = 0;
+  int drained = 0;
   // Workers that stream their data, summed over them: bytes of their parts
   // read so far and to read over all epochs (0/0: none streams), and the
   // rate since the launcher's first figure (0 = unknown).
@@ -43,7 +47,8 @@ struct ProgressFigures {
 };
 
 // "[  12.3 s] step 14534/37800 38% | 108233 ex/s | loss 0.0067 | acc 0.9240 |
-// stale p99 3 | 2/2 workers | ETA 21 s". The staleness part is left out while
+// stale p99 3 | 2/2 workers | ETA 21 s", with "(1 joined, 1 drained)" after
+// the workers once any did. The staleness part is left out while
 // unknown. ETA is what the planned steps still take at the
 // measured rate (the job may stop earlier at training.target_accuracy); it is
 // left out while unknown. When workers stream their data, "| data 1.2 of 4.0

@@ -83,6 +83,19 @@ TEST(FormatProgressTest, NoRateOrLossOnceEveryWorkerHasStopped) {
             "[  13.0 s] step 3780/3780 100% | acc 0.9630 | 0/2 workers");
 }
 
+TEST(FormatProgressTest, WorkersThatJoinedOrWereDrainedAreCounted) {
+  ProgressFigures f;
+  f.elapsed_s = 13;
+  f.steps = 100;
+  f.running = 2;
+  f.workers = 3;
+  EXPECT_THAT(FormatProgress(f), Not(HasSubstr("joined")));
+  f.joined = 1;
+  f.drained = 1;
+  EXPECT_THAT(FormatProgress(f),
+              HasSubstr("| 2/3 workers (1 joined, 1 drained)"));
+}
+
 TEST(FormatProgressTest, UnknownsAreDashesAndNoEta) {
   ProgressFigures f;
   f.workers = 3;
@@ -105,6 +118,14 @@ TEST(PlannedStepsTest, EpochsOverEachPartition) {
   EXPECT_EQ(PlannedSteps(config), 2);
   config.training.steps = 50;
   EXPECT_EQ(PlannedSteps(config), 100);
+  // max_workers 3: parts of 1000; worker 0 starts with parts 0 and 2.
+  config.training.steps = 0;
+  config.training.epochs = 16;
+  config.data.train_examples = 3000;
+  config.cluster.max_workers = 3;
+  EXPECT_EQ(PlannedSteps(config),
+            16 * ((2000 + 31) / 32) + 16 * ((1000 + 31) / 32));
+  config.cluster.max_workers = 0;
   // Streamed data: rows are not known ahead (the line shows bytes instead).
   config.training.steps = 0;
   config.data.source = DataSource::kCriteo;

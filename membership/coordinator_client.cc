@@ -62,9 +62,10 @@ absl::StatusOr<proto::RegisterServerResponse> CoordinatorClient::RegisterServer(
 }
 
 absl::StatusOr<proto::RegisterWorkerResponse> CoordinatorClient::RegisterWorker(
-    int index, const std::string& address) {
+    int index, const std::string& address, bool join) {
   proto::RegisterWorkerRequest request;
-  request.set_index(index);
+  request.set_index(join ? -1 : index);
+  request.set_join(join);
   request.set_address(address);
   request.set_member_key(member_key());
   absl::StatusOr<proto::RegisterWorkerResponse> response;

@@ -49,8 +49,9 @@ class CoordinatorClient {
   // .spare); member_key is filled in here.
   absl::StatusOr<proto::RegisterServerResponse> RegisterServer(
       proto::RegisterServerRequest request);
+  // join: ps_worker --join (index ignored; the reply names the slot given).
   absl::StatusOr<proto::RegisterWorkerResponse> RegisterWorker(
-      int index, const std::string& address);
+      int index, const std::string& address, bool join = false);
   // Waits until the placement has an epoch >= min_epoch (> 0).
   absl::StatusOr<proto::GetPlacementResponse> WaitForPlacement(
       uint64_t min_epoch, const std::function<bool()>& should_stop = nullptr);

@@ -179,11 +179,18 @@ void CheckIndexListed(const std::string& role, const std::string& path,
   const auto& members = role == "ps"        ? config.cluster.ps
                         : role == "standby" ? config.cluster.standby_ps
                                             : config.cluster.workers;
-  if (index >= static_cast<int>(members.size())) {
+  // A worker that joined (--join) restarts with the index it was given: a
+  // slot of cluster.max_workers beyond the listed ones.
+  const int slots = role == "worker" ? WorkerSlots(config.cluster)
+                                     : static_cast<int>(members.size());
+  if (index >= slots) {
     Die(role,
-        absl::StrCat("--index ", index, " but ", path, " lists ",
-                     members.size(), " ", role == "worker" ? "workers" : role,
-                     " in cluster.", key),
+        absl::StrCat(
+            "--index ", index, " but ", path, " lists ", members.size(), " ",
+            role == "worker" ? "workers" : role, " in cluster.", key,
+            role == "worker" && slots > static_cast<int>(members.size())
+                ? absl::StrCat(" (", slots, " slots with cluster.max_workers)")
+                : ""),
         2);
   }
 }
@@ -307,6 +314,21 @@ absl::Status WriteExitReasonTo(const std::string& path,
                                return WriteAll(fd, text.data(), text.size(),
                                                "write exit reason file", tmp);
                              });
+}
+
+bool BoolFlagInArgv(int argc, char** argv,
+                    std::initializer_list<const char*> names) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    for (const char* flag : names) {
+      if (arg == absl::StrCat("--", flag) ||
+          arg == absl::StrCat("--", flag, "=true") ||
+          arg == absl::StrCat("-", flag)) {
+        return true;
+      }
+    }
+  }
+  return false;
 }
 
 void WritePortFile(int port) {

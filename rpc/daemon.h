@@ -9,6 +9,7 @@
 #define DOWNPOUR_RPC_DAEMON_H_
 
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,12 @@ DaemonSetup InitDaemon(int argc, char** argv,
                        const std::function<std::string()>& role,
                        const std::string& usage, bool has_index,
                        std::vector<std::string> (*extra_overrides)() = nullptr);
+
+// Whether argv holds one of the boolean flags `names` set (--NAME, -NAME or
+// --NAME=true), before the flags are parsed: a daemon that joins a running
+// job (--join) takes no --index.
+bool BoolFlagInArgv(int argc, char** argv,
+                    std::initializer_list<const char*> names);
 
 // Writes `port` to the --port_file path when one was given, so a launcher or
 // test that asked for port 0 learns the bound port. The write is atomic and

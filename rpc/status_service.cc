@@ -73,7 +73,7 @@ void StatusService::set_metrics_address(const std::string& address,
 
 void StatusService::Fill(proto::GetStatusResponse* response) const {
   response->set_role(role_);
-  response->set_index(index_);
+  response->set_index(index_.load());
   response->set_version(kDownpourVersion);
   {
     absl::MutexLock lock(&address_mu_);

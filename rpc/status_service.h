@@ -3,6 +3,7 @@
 #ifndef DOWNPOUR_RPC_STATUS_SERVICE_H_
 #define DOWNPOUR_RPC_STATUS_SERVICE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -37,9 +38,11 @@ class StatusService final : public proto::Status::CallbackService {
                            const std::string& scheme)
       ABSL_LOCKS_EXCLUDED(address_mu_);
 
-  // "coordinator", "ps", "standby", "worker" and the index, as constructed.
+  // "coordinator", "ps", "standby", "worker" and the index, as constructed or
+  // set since (a daemon that joined learns its index when it registers).
   const std::string& role() const { return role_; }
-  int index() const { return index_; }
+  int index() const { return index_.load(); }
+  void set_index(int index) { index_.store(index); }
 
   // Fills `response` as GetStatus does (for tests and in-process callers).
   void Fill(proto::GetStatusResponse* response) const;
@@ -54,7 +57,7 @@ class StatusService final : public proto::Status::CallbackService {
 
  private:
   const std::string role_;
-  const int index_;
+  std::atomic<int> index_;
   const Counters* const counters_;
   const Filler filler_;
   const absl::Time start_ = absl::Now();

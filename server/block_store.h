@@ -53,10 +53,10 @@ namespace downpour::server {
 class BlockStore {
  public:
   struct Options {
-    // Workers 0 .. num_workers - 1 (config.cluster.workers) have their pulls
-    // remembered for delay compensation when the optimizer's
-    // delay_compensation is > 0; that takes up to num_workers * 2 * the
-    // store's floats more memory.
+    // Workers 0 .. num_workers - 1 (WorkerSlots: cluster.workers and
+    // cluster.max_workers) have their pulls remembered for delay compensation
+    // when the optimizer's delay_compensation is > 0; that takes up to
+    // num_workers * 2 * the store's floats more memory.
     int num_workers = 0;
     // Where the store exports "lr_scale" and "momentum_applied" (gauges of
     // the last update, when a schedule or staleness_lr / async momentum is

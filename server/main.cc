@@ -31,22 +31,6 @@ ABSL_FLAG(bool, spare, false,
 
 namespace {
 
-// Whether argv holds --join or --spare (before the flags are parsed: a ps that
-// joins takes no --index).
-bool NoIndexGiven(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    for (const char* flag : {"join", "spare"}) {
-      if (arg == absl::StrCat("--", flag) ||
-          arg == absl::StrCat("--", flag, "=true") ||
-          arg == absl::StrCat("-", flag)) {
-        return true;
-      }
-    }
-  }
-  return false;
-}
-
 // The node's options from the flags and config; exits 2 for --join without
 // --listen or with --standby.
 downpour::server::PsNode::Options NodeOptions(downpour::DaemonSetup setup) {
@@ -87,7 +71,7 @@ downpour::server::PsNode::Options NodeOptions(downpour::DaemonSetup setup) {
 
 int main(int argc, char** argv) {
   using namespace downpour;
-  const bool join = NoIndexGiven(argc, argv);
+  const bool join = BoolFlagInArgv(argc, argv, {"join", "spare"});
   DaemonSetup setup = InitDaemon(
       argc, argv,
       [] { return absl::GetFlag(FLAGS_standby) ? "standby" : "ps"; },

@@ -219,8 +219,8 @@ PsService::~PsService() {
 }
 
 int PsService::PushThreadsFor(const Config& config) {
-  const int64_t requests = static_cast<int64_t>(config.cluster.workers.size()) *
-                           kPushRequestsPerShard;
+  const int64_t requests =
+      int64_t{WorkerSlots(config.cluster)} * kPushRequestsPerShard;
   return static_cast<int>(std::clamp<int64_t>(requests, 1, kMaxPushThreads));
 }
 

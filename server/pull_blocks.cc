@@ -29,8 +29,8 @@ absl::Status PullBlocks::CheckReader(int32_t worker_id) const {
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "pull: worker_id ", worker_id, " is not a configured worker (", workers,
-      " in cluster.workers: 0 to ", static_cast<int64_t>(workers) - 1,
-      ", or -1 for a tool)"));
+      " worker slots in cluster.workers and cluster.max_workers: 0 to ",
+      static_cast<int64_t>(workers) - 1, ", or -1 for a tool)"));
 }
 
 absl::StatusOr<PullBlocks::Plan> PullBlocks::Check(

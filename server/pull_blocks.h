@@ -36,7 +36,7 @@ absl::Status CheckUniqueBlocks(const char* op, absl::Span<const uint32_t> ids,
 
 class PullBlocks {
  public:
-  // `spec` outlives this; `num_workers`: cluster.workers.
+  // `spec` outlives this; `num_workers`: WorkerSlots(config.cluster).
   PullBlocks(const ModelSpec* spec, size_t num_workers)
       : spec_(spec), num_workers_(num_workers) {}
 

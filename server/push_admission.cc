@@ -62,7 +62,8 @@ absl::Status PushAdmission::CheckIdentity(int32_t worker, uint64_t sequence,
   if (worker < 0 || worker >= workers) {
     return absl::InvalidArgumentError(absl::StrCat(
         "push: worker_id ", worker, " is not a configured worker (", workers,
-        " in cluster.workers: 0 to ", static_cast<int64_t>(workers) - 1, ")"));
+        " worker slots in cluster.workers and cluster.max_workers: 0 to ",
+        static_cast<int64_t>(workers) - 1, ")"));
   }
   if (sequence == 0) {
     if (!incarnations_known_) return absl::OkStatus();  // untracked

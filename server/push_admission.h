@@ -65,7 +65,7 @@ struct IssuedIncarnation {
 class PushAdmission {
  public:
   struct Options {
-    // Workers 0 .. num_workers - 1 (config.cluster.workers) may push.
+    // Workers 0 .. num_workers - 1 (WorkerSlots(config.cluster)) may push.
     int num_workers = 0;
     // Names this ps in messages ("push: ps 2 has not heard of ...").
     int shard_index = 0;
@@ -111,9 +111,10 @@ class PushAdmission {
   // `push_key`. Changes nothing, so a refused push leaves no trace to
   // checkpoint or replicate. Errors:
   //   InvalidArgument: a worker id outside [0, num_workers) ("push: worker_id
-  //     7 is not a configured worker (4 in cluster.workers: 0 to 3)"); n = 0;
-  //     sequence 0 in a coordinated job; n too far past the worker's window
-  //     (see Jumps above); an incarnation never issued.
+  //     7 is not a configured worker (4 worker slots in cluster.workers and
+  //     cluster.max_workers: 0 to 3)"); n = 0; sequence 0 in a coordinated job;
+  //     n too far past the worker's window (see Jumps above); an incarnation
+  //     never issued.
   //   Unavailable: an incarnation not heard of yet (retry after a heartbeat).
   //   OutOfRange: an incarnation replaced, or older than one that has pushed
   //     here ("...; stop this process").

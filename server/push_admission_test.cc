@@ -46,8 +46,9 @@ TEST_F(PushAdmissionTest, WorkerIdsOutsideTheConfigAreRefused) {
           admission.Admit(worker, sequence),
           StatusIs(absl::StatusCode::kInvalidArgument,
                    HasSubstr("push: worker_id " + std::to_string(worker) +
-                             " is not a configured worker (4 in "
-                             "cluster.workers: 0 to 3)")))
+                             " is not a configured worker (4 worker slots "
+                             "in cluster.workers and cluster.max_workers: 0 "
+                             "to 3)")))
           << worker << " " << sequence;
     }
   }

@@ -34,8 +34,7 @@ absl::StatusOr<std::unique_ptr<Shard>> Shard::Build(
   // Norms are measured for the PushGuard's bounds.
   auto store = std::make_unique<BlockStore>(
       std::move(optimizer),
-      BlockStore::Options{static_cast<int>(config.cluster.workers.size()),
-                          counters,
+      BlockStore::Options{WorkerSlots(config.cluster), counters,
                           config.robustness.norm_clip_factor > 0 ||
                               config.robustness.norm_refuse_factor > 0});
   const std::optional<Checkpoint>& checkpoint = restored.checkpoint;
@@ -59,20 +58,19 @@ Shard::Shard(const Config& config, int index, ModelSpec spec,
       counters_(counters),
       may_hold_pushes_(config.training.consistency == ConsistencyMode::kSsp ||
                        config.training.consistency == ConsistencyMode::kBsp),
-      pull_(&spec_, config.cluster.workers.size()),
+      pull_(&spec_, WorkerSlots(config.cluster)),
       store_(std::move(store)),
       sparse_(std::move(sparse)),
       replies_(sparse_->budget().reply_bytes()),
       epoch_(index),
       // The restored applied-push windows go on, so pushes acknowledged
       // before the checkpoint are not applied again.
-      admission_(
-          {static_cast<int>(config.cluster.workers.size()), index, counters},
-          restored.checkpoint.has_value()
-              ? restored.checkpoint->sequences
-              : std::map<int32_t, SequenceWindow>()),
+      admission_({WorkerSlots(config.cluster), index, counters},
+                 restored.checkpoint.has_value()
+                     ? restored.checkpoint->sequences
+                     : std::map<int32_t, SequenceWindow>()),
       chain_(config, index, sparse_->size(), std::move(restored)),
-      guard_({static_cast<int>(config.cluster.workers.size()),
+      guard_({WorkerSlots(config.cluster),
               static_cast<int64_t>(spec_.blocks().size()), index,
               config.robustness, counters}),
       gate_(config, index, counters),

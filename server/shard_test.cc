@@ -599,8 +599,9 @@ TEST_F(ShardTest, WorkerIdsOutsideTheConfigAreRefused) {
     proto::PushResponse response;
     EXPECT_THAT(shard->Push(push, &response),
                 StatusIs(absl::StatusCode::kInvalidArgument,
-                         HasSubstr("is not a configured worker (4 in "
-                                   "cluster.workers: 0 to 3)")))
+                         HasSubstr("is not a configured worker (4 worker "
+                                   "slots in cluster.workers and "
+                                   "cluster.max_workers: 0 to 3)")))
         << worker;
     proto::PullRequest pull;
     pull.set_placement_epoch(1);
@@ -618,6 +619,30 @@ TEST_F(ShardTest, WorkerIdsOutsideTheConfigAreRefused) {
   EXPECT_EQ(shard->Checksums().DebugString(), before.DebugString());
   EXPECT_EQ(shard->CutForReplica(false).sequences.size(), 0u)
       << "no per-worker state for a stranger";
+}
+
+TEST_F(ShardTest, WorkersInTheSlotsOfMaxWorkersPullAndPush) {
+  config_.cluster.max_workers = 6;  // slots 4 and 5: workers that --join
+  auto shard = MakeShard();
+  ASSERT_THAT(shard->Assign(1, AllBlocks()), IsOk());
+  for (const int32_t worker : {4, 5}) {
+    proto::PushRequest push = OnesPush(0, 1);
+    push.set_worker_id(worker);
+    proto::PushResponse response;
+    EXPECT_THAT(shard->Push(push, &response), IsOk()) << worker;
+    proto::PullRequest pull;
+    pull.set_placement_epoch(1);
+    pull.set_worker_id(worker);
+    pull.add_block_ids(0);
+    EXPECT_THAT(PullOf(*shard, pull), IsOk()) << worker;
+  }
+  proto::PushRequest beyond = OnesPush(0, 1);
+  beyond.set_worker_id(6);
+  proto::PushResponse response;
+  EXPECT_THAT(shard->Push(beyond, &response),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("(6 worker slots in cluster.workers and "
+                                 "cluster.max_workers: 0 to 5)")));
 }
 
 TEST_F(ShardTest, ABlockTwiceInOneRequestIsRefused) {

@@ -8,6 +8,11 @@
 ABSL_FLAG(std::string, listen, "",
           "host:port of this worker's Status endpoint (overrides "
           "cluster.workers[index]; port 0 = any)");
+ABSL_FLAG(bool, join, false,
+          "join the running job as a worker not in cluster.workers (no "
+          "--index; give --listen): the coordinator gives it a free slot of "
+          "cluster.max_workers and data parts from the workers holding the "
+          "most; psctl drain-worker N hands them back");
 ABSL_FLAG(std::string, data_path, "", "data folder (overrides data.path)");
 ABSL_FLAG(std::string, device, "",
           "compute backend: auto, cpu, cuda or simulated (overrides "
@@ -36,16 +41,26 @@ std::vector<std::string> Overrides() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  const bool join = BoolFlagInArgv(argc, argv, {"join"});
   DaemonSetup setup = InitDaemon(
       argc, argv, "worker",
-      "ps_worker --config FILE --index N: trains on its data partition with "
-      "asynchronous Downpour SGD against the ps shards",
-      /*has_index=*/true, Overrides);
-  const std::string who = absl::StrCat("worker ", setup.index);
+      "ps_worker --config FILE --index N, or ps_worker --config FILE --join "
+      "--listen HOST:PORT: trains on its data parts with asynchronous "
+      "Downpour SGD against the ps shards",
+      /*has_index=*/!join, Overrides);
+  const std::string who =
+      join ? std::string("worker") : absl::StrCat("worker ", setup.index);
   worker::WorkerNode::Options options;
   options.config = std::move(setup.config);
-  options.index = setup.index;
+  options.index = join ? -1 : setup.index;
+  options.join = join;
   options.listen = absl::GetFlag(FLAGS_listen);
+  if (join && options.listen.empty()) {
+    Die(who,
+        "--join starts a worker the config does not list: give --listen "
+        "HOST:PORT (its Status endpoint; port 0 = any)",
+        kExitConfig);
+  }
   options.advertise = setup.advertise;
   auto node = worker::WorkerNode::Start(std::move(options));
   if (!node.ok()) {

@@ -47,7 +47,8 @@ bool IsSetupError(const absl::Status& status) {
 
 WorkerNode::WorkerNode(Options options)
     : options_(std::move(options)),
-      who_(absl::StrCat("worker ", options_.index)),
+      who_(options_.join ? std::string("worker (joining)")
+                         : absl::StrCat("worker ", options_.index)),
       clock_(options_.clock != nullptr ? options_.clock : Clock::Real()) {}
 
 absl::StatusOr<std::unique_ptr<WorkerNode>> WorkerNode::Start(Options options) {
@@ -124,9 +125,18 @@ absl::Status WorkerNode::Serve() {
   status_ = std::make_unique<StatusService>(
       "worker", options_.index, &counters_,
       [this](proto::GetStatusResponse* r) { FillStatus(r); });
+  const std::vector<std::string>& listed = options_.config.cluster.workers;
+  if (options_.listen.empty() &&
+      (options_.join || options_.index >= static_cast<int>(listed.size()))) {
+    return SetupError(absl::InvalidArgumentError(absl::StrCat(
+        options_.join ? std::string("--join")
+                      : absl::StrCat("worker ", options_.index,
+                                     " is a slot of cluster.max_workers, not "
+                                     "in cluster.workers: it"),
+        " needs --listen HOST:PORT (its Status endpoint; port 0 = any)")));
+  }
   const std::string listen =
-      options_.listen.empty() ? options_.config.cluster.workers[options_.index]
-                              : options_.listen;
+      options_.listen.empty() ? listed[options_.index] : options_.listen;
   ASSIGN_OR_RETURN(server_, StartServer(listen, {status_.get()}, who_));
   // Ready once registered and connected to its shards (JoinCluster).
   SetReady(server_.server.get(), false);
@@ -141,8 +151,7 @@ absl::Status WorkerNode::JoinCluster() {
   const Config& config = options_.config;
   client_ = std::make_unique<membership::CoordinatorClient>(
       config.cluster.coordinator, config.rpc, who_);
-  ASSIGN_OR_RETURN(proto::RegisterWorkerResponse registered,
-                   client_->RegisterWorker(options_.index, advertised_));
+  ASSIGN_OR_RETURN(proto::RegisterWorkerResponse registered, RegisterFirst());
   const proto::Partition& partition = registered.partition();
   if (!sparse_) {
     parts_ = std::make_unique<DataParts>(&data_.train, Parts(partition),
@@ -280,6 +289,39 @@ void WorkerNode::StartThreads() {
   progress_ = std::thread([this] { LogProgress(); });
 }
 
+absl::StatusOr<proto::RegisterWorkerResponse> WorkerNode::RegisterFirst() {
+  if (options_.join && sparse_ && !stream_source_.has_value()) {
+    // Its donors would keep reading the parts it took (docs/DATA.md).
+    return SetupError(absl::FailedPreconditionError(
+        "--join: sparse workers that hold their data in memory keep the part "
+        "they started with, so a joining worker would train on data another "
+        "worker still reads; stream the data (data.stream: true) to let "
+        "workers join"));
+  }
+  ASSIGN_OR_RETURN(
+      proto::RegisterWorkerResponse registered,
+      client_->RegisterWorker(options_.index, advertised_, options_.join));
+  if (!options_.join) return registered;
+  // From here on it is worker N, and registers again as such.
+  options_.index = registered.index();
+  options_.join = false;
+  who_ = absl::StrCat("worker ", options_.index);
+  status_->set_index(options_.index);
+  SPDLOG_LOGGER_INFO(Log(Logger::kWorker),
+                     "joined the job as worker {}: data parts [{}] of {}",
+                     options_.index,
+                     absl::StrJoin(registered.partition().parts(), ", "),
+                     registered.partition().num_parts());
+  if (registered.partition().parts().empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "joined as worker ", options_.index,
+        " but the coordinator had no data part to hand it (every training "
+        "worker holds one part, or they finished): raise cluster.max_workers "
+        "for more parts, or stop this worker"));
+  }
+  return registered;
+}
+
 absl::Status WorkerNode::Reregister() {
   ASSIGN_OR_RETURN(proto::RegisterWorkerResponse registered,
                    client_->RegisterWorker(options_.index, advertised_));
@@ -325,6 +367,18 @@ void WorkerNode::ApplyPartition(const proto::Partition& partition) {
 }
 
 void WorkerNode::OnHeartbeat(const proto::HeartbeatResponse& response) {
+  if (response.drained()) {
+    // Its parts went to the others: it reads none again (an empty partition
+    // would mean its own part), ends its step and pushes what it owes.
+    if (!stop_requested_.exchange(true)) {
+      SPDLOG_LOGGER_INFO(Log(Logger::kWorker),
+                         "drained (psctl drain-worker): its data parts went to "
+                         "the other workers; ending the step in flight, "
+                         "pushing what is owed and exiting");
+      loop_->Stop();
+    }
+    return;
+  }
   ApplyPartition(response.partition());
   if (response.stop() && !stop_requested_.exchange(true)) {
     SPDLOG_LOGGER_INFO(Log(Logger::kWorker), "coordinator says stop: {}",

@@ -56,8 +56,13 @@ class WorkerNode {
     // The whole config, --set and flag overrides applied (data.path,
     // compute.device, compute.gpu).
     Config config;
-    // This worker's index in cluster.workers.
+    // This worker's index: in cluster.workers, or a slot of
+    // cluster.max_workers beyond them (a worker that joined and restarts).
     int index = 0;
+    // ps_worker --join: a worker not in the config joins the running job;
+    // `index` is ignored, the coordinator gives it a free slot and data parts
+    // (needs `listen`).
+    bool join = false;
     // host:port to serve the Status endpoint on; "" = cluster.workers[index].
     // Port 0 = any free port (see port()).
     std::string listen;
@@ -116,14 +121,16 @@ class WorkerNode {
   SparseLoop::Options SparseOptions() const;
   // Trains on the parts in `partition` from the next step on, if they changed.
   void ApplyPartition(const proto::Partition& partition);
+  // Registers (joining, with --join), learns the index and checks the parts.
+  absl::StatusOr<proto::RegisterWorkerResponse> RegisterFirst();
   void OnHeartbeat(const proto::HeartbeatResponse& response);
   proto::MemberReport Report() const;
   void FillStatus(proto::GetStatusResponse* response) const;
   void LogProgress();
 
-  // Constant after Start.
-  const Options options_;
-  const std::string who_;  // "worker N"
+  // Constant after Start (a worker that joins learns its index in it).
+  Options options_;
+  std::string who_;  // "worker N"
   Clock* const clock_;
   Counters counters_;
   std::unique_ptr<ModelSpec> spec_;
