@@ -19,6 +19,15 @@ namespace {
 
 spdlog::logger* L() { return Log(Logger::kCoordinator); }
 
+// A drained worker's slot takes no registration but a --join's.
+absl::Status Drained(const Member& m) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "register: worker ", m.index,
+      " was drained (psctl drain-worker): its data parts went to the other "
+      "workers and its slot stays drained. Start the worker with --join to "
+      "train in this job again"));
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ClusterState>> ClusterState::Create(
@@ -56,6 +65,7 @@ absl::Status ClusterState::MayRegister(MemberRole role, int index,
     absl::MutexLock lock(&mu_);
     RETURN_IF_ERROR(members_.CheckIndex(role, index));
     const Member* m = members_.Find(role, index);
+    if (m->drained) return Drained(*m);
     // Free, its own process again, or declared dead: nothing to wait for.
     if (!m->registered || !m->alive || SameKey(key, m->key)) {
       return absl::OkStatus();
@@ -337,13 +347,7 @@ absl::StatusOr<proto::RegisterWorkerResponse> ClusterState::RegisterWorker(
     absl::MutexLock lock(&mu_);
     Member* m = members_.Find(MemberRole::kWorker, registering.index());
     if (m == nullptr) return absl::InternalError("register: worker vanished");
-    if (m->drained) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "register: worker ", m->index,
-          " was drained (psctl drain-worker): its data parts went to the "
-          "other workers and its slot stays drained. Start the worker with "
-          "--join to train in this job again"));
-    }
+    if (m->drained) return Drained(*m);
     m->address = request.address();
     // The pack it joins (ssp): read before this registration changes anything.
     response.set_start_clock(
@@ -521,6 +525,7 @@ absl::StatusOr<proto::DrainWorkerResponse> ClusterState::DrainWorker(
     Member* m = members_.Find(MemberRole::kWorker, index);
     m->drained = true;
     m->report.set_finished(true);
+    m->reported_finished = false;
     std::vector<std::string> handed;
     for (const PartMove& move : moves) {
       proto::PartHandOff* h = response.add_handed();

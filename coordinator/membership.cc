@@ -277,6 +277,7 @@ void Membership::Heard(Member& m, const proto::MemberReport& report) {
   m.lease_heard = m.last_heartbeat;
   last_heard_ = m.last_heartbeat;
   m.report = report;
+  m.reported_finished = report.finished();
   if (m.drained) m.report.set_finished(true);
 }
 
@@ -426,6 +427,8 @@ void Membership::AddStatus(absl::Time now,
       out->set_seconds_since_heartbeat(
           m.registered ? absl::ToDoubleSeconds(now - m.last_heartbeat) : -1);
       *out->mutable_report() = m.report;
+      // A drained worker counts as finished; its status shows what it said.
+      if (m.drained) out->mutable_report()->set_finished(m.reported_finished);
       out->set_serving_index(m.role == MemberRole::kStandby ? m.serving_index
                                                             : -1);
       out->set_replica_of(m.role == MemberRole::kStandby ? m.replica_of : -1);

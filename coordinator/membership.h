@@ -77,6 +77,9 @@ struct Member {
   // whatever its heartbeats report, until a --join reuses the slot).
   bool joined = false;
   bool drained = false;
+  // A drained worker's own last report said it finished (it ended its step
+  // and is leaving): what ClusterStatus shows as its report's `finished`.
+  bool reported_finished = false;
 };
 
 // Whether a registration of `role` `index` from `address` may take the place
