@@ -62,7 +62,8 @@ std::vector<PartMove> BalanceParts(const std::vector<WorkerSlot>& workers,
 // worker other than `dead` that has not finished and holds the fewest parts at
 // that moment (the lowest index on a tie). Empty when `dead` finished or holds
 // no part, or when no worker can take them (the parts then wait with it).
-// Also how a drained worker's parts go (psctl drain-worker). REQUIRES: 0 <= dead < workers.size().
+// Also how a drained worker's parts go (psctl drain-worker). REQUIRES: 0 <=
+// dead < workers.size().
 std::vector<PartMove> HandOffParts(const std::vector<WorkerSlot>& workers,
                                    int dead);
 

@@ -531,7 +531,8 @@ absl::StatusOr<proto::DrainWorkerResponse> ClusterState::DrainWorker(
       proto::PartHandOff* h = response.add_handed();
       h->set_part(move.part);
       h->set_to(move.to);
-      handed.push_back(absl::StrCat("part ", move.part, " to worker ", move.to));
+      handed.push_back(
+          absl::StrCat("part ", move.part, " to worker ", move.to));
     }
     response.set_message(absl::StrCat(
         "worker ", index, " drained: ",

@@ -197,7 +197,8 @@ TEST_F(WorkersJoinTest, DrainRefusesWhatItCannotDo) {
   ASSERT_THAT(Join("127.0.0.1:10"), IsOk());
   auto unknown = state_->DrainWorker(3);
   EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(unknown.status().message(), HasSubstr("valid indices are 0 to 2"));
+  EXPECT_THAT(unknown.status().message(),
+              HasSubstr("valid indices are 0 to 2"));
   ASSERT_TRUE(state_->DrainWorker(2).ok());
   auto again = state_->DrainWorker(2);
   EXPECT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition);

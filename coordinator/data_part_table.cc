@@ -71,10 +71,9 @@ std::vector<PartMove> DataPartTable::Drain(const std::vector<Member>& workers,
   const std::vector<PartMove> moves = HandOffParts(Slots(workers), drained);
   for (const PartMove& move : moves) {
     parts_[move.to].push_back(move.part);
-    SPDLOG_LOGGER_INFO(L(),
-                       "data part {} of drained worker {} goes to worker {}{}",
-                       move.part, drained, move.to,
-                       FromWhere(positions_, move.part));
+    SPDLOG_LOGGER_INFO(
+        L(), "data part {} of drained worker {} goes to worker {}{}", move.part,
+        drained, move.to, FromWhere(positions_, move.part));
   }
   if (!moves.empty()) parts_[drained].clear();
   return moves;

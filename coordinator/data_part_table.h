@@ -1,12 +1,12 @@
 // Which worker trains on which data parts, and where in each part its reader
 // is: worker i starts with part i (and i + W, i + 2W, ... with
 // cluster.max_workers), a worker that joins takes parts from those holding
-// the most, a drained worker's parts go to the others, a dead worker's parts go to the living
-// workers, and a worker that registers again takes its own part back (the
-// rules are coordinator/assignment.h's). Each part keeps the last position its
-// holder reported, which moves with the part and is handed to the next holder
-// (proto::Partition.positions). A part of ClusterState, which calls it under
-// its lock.
+// the most, a drained worker's parts go to the others, a dead worker's parts go
+// to the living workers, and a worker that registers again takes its own part
+// back (the rules are coordinator/assignment.h's). Each part keeps the last
+// position its holder reported, which moves with the part and is handed to the
+// next holder (proto::Partition.positions). A part of ClusterState, which calls
+// it under its lock.
 //
 //   DataPartTable parts(/*workers=*/2);
 //   parts.Claim(members.workers(), 0);     // worker 0 registered: part 0

@@ -171,7 +171,8 @@ absl::Status Membership::MayDrain(int index) const {
     return absl::InvalidArgumentError(absl::StrCat(
         "drain-worker: there is no worker ", index, " in this job (",
         workers_.size(), " worker slots in use: valid indices are 0 to ",
-        static_cast<int64_t>(workers_.size()) - 1, "; psctl status lists them)"));
+        static_cast<int64_t>(workers_.size()) - 1,
+        "; psctl status lists them)"));
   }
   const std::string who = absl::StrCat("drain-worker: worker ", index);
   if (m->drained) {

@@ -65,13 +65,12 @@ TEST(DrainWorkerCommandTest, PrintsEachPartHandedThenWaitsForTheExit) {
   EXPECT_EQ(fake.reads, 3);
   EXPECT_THAT(
       fake.lines,
-      ElementsAre(
-          "data part 2 -> worker 0 (it reads on from the part's saved "
-          "position)",
-          "data part 5 -> worker 1 (it reads on from the part's saved "
-          "position)",
-          "worker 2 drained: part 2 to worker 0, ...",
-          "worker 2 drained: exited"));
+      ElementsAre("data part 2 -> worker 0 (it reads on from the part's saved "
+                  "position)",
+                  "data part 5 -> worker 1 (it reads on from the part's saved "
+                  "position)",
+                  "worker 2 drained: part 2 to worker 0, ...",
+                  "worker 2 drained: exited"));
 }
 
 TEST(DrainWorkerCommandTest, ARefusalIsPrintedAsTheCoordinatorSaidIt) {

@@ -85,8 +85,8 @@ std::string FormatStatusTable(const proto::ClusterStatusResponse& status) {
     const proto::MemberReport& r = m.report();
     const bool worker = m.role() == "worker";
     // A drained worker that stopped heartbeating left as told: not a death.
-    const std::string alive = !m.registered()              ? "never"
-                              : m.alive()                  ? "yes"
+    const std::string alive = !m.registered()               ? "never"
+                              : m.alive()                   ? "yes"
                               : r.finished() || m.drained() ? "done"
                                                             : "DEAD";
     const std::string last =
