@@ -365,7 +365,9 @@ absl::StatusOr<proto::RegisterWorkerResponse> ClusterState::RegisterWorker(
     response.set_index(m->index);
     members_.Touch(*m);
     m->report.set_finished(false);
-    if (request.join()) {
+    // A joined worker has no home part: joining or restarted, it takes its
+    // share from the workers holding the most.
+    if (m->joined) {
       parts_.Join(members_.workers(), m->index);
     } else {
       parts_.Claim(members_.workers(), m->index);

@@ -89,7 +89,8 @@ class ClusterState {
   // A worker that joins (RegisterWorkerRequest.join) gets the next free slot
   // of cluster.max_workers (RegisterWorkerResponse.index; ResourceExhausted
   // naming cluster.max_workers when none is free) and parts from the workers
-  // holding the most (DataPartTable::Join). A drained worker registering
+  // holding the most (DataPartTable::Join), as it does when it registers
+  // again (restarted: join false, its index). A drained worker registering
   // again without join: FailedPrecondition (its slot stays drained).
   absl::StatusOr<proto::RegisterServerResponse> RegisterServer(
       const proto::RegisterServerRequest& request) ABSL_LOCKS_EXCLUDED(mu_);

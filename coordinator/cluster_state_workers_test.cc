@@ -156,6 +156,24 @@ TEST_F(WorkersJoinTest, AJoinedSlotSurvivesACoordinatorRestart) {
   EXPECT_EQ(next->index(), 3);
 }
 
+TEST_F(WorkersJoinTest, ARestartedJoinedWorkerTakesItsShareAgain) {
+  RegisterWorker(0);
+  RegisterWorker(1);
+  auto joined = Join("127.0.0.1:10");
+  ASSERT_THAT(joined, IsOk());
+  OnlyOthersBeat(2, 2);  // it died: part 2 went to a living worker
+  EXPECT_THAT(PartsOf(0), ElementsAre(0, 2));
+  proto::RegisterWorkerRequest again;  // its new process, join false
+  again.set_index(2);
+  again.set_address("127.0.0.1:10");
+  auto response = state_->RegisterWorker(again);
+  ASSERT_THAT(response, IsOk());
+  EXPECT_EQ(response->index(), 2);
+  EXPECT_NE(response->incarnation(), joined->incarnation());
+  EXPECT_THAT(Parts(response->partition()), ElementsAre(2));
+  EXPECT_THAT(PartsOf(0), ElementsAre(0));
+}
+
 TEST_F(WorkersJoinTest, ADrainedWorkerIsFinishedAndTheJobEndsWithTheOthers) {
   RegisterWorker(0);
   RegisterWorker(1);
