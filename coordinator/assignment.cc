@@ -2,19 +2,39 @@
 #include "coordinator/assignment.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace downpour::coordinator {
 
+namespace {
+
+bool HeldByAnyone(const std::vector<std::vector<int>>& parts, int part) {
+  for (const std::vector<int>& held : parts) {
+    if (std::find(held.begin(), held.end(), part) != held.end()) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 std::vector<std::vector<int>> ClaimParts(const std::vector<WorkerSlot>& workers,
-                                         int claimant) {
+                                         int claimant, PartLayout layout) {
+  const int n = static_cast<int>(workers.size());
+  const int configured = layout.configured >= 0 ? layout.configured : n;
+  const int num_parts = layout.num_parts >= 0 ? layout.num_parts : n;
+  const bool joined = claimant >= configured;
   std::vector<std::vector<int>> parts(workers.size());
-  std::vector<int>& claimed = parts[claimant];
-  claimed.push_back(claimant);
-  for (size_t i = 0; i < workers.size(); ++i) {
-    if (static_cast<int>(i) == claimant) continue;
+  std::vector<int> claimed;
+  if (joined) {
+    claimed = workers[claimant].parts;
+  } else {
+    claimed.push_back(claimant);
+  }
+  for (int i = 0; i < n; ++i) {
+    if (i == claimant) continue;
     const WorkerSlot& other = workers[i];
     for (int p : other.parts) {
-      if (p == claimant) continue;  // its own part comes back
+      if (!joined && p == claimant) continue;  // its own part comes back
       if (!other.alive && !other.finished) {
         claimed.push_back(p);  // a dead worker's part waits for a taker
       } else {
@@ -22,9 +42,41 @@ std::vector<std::vector<int>> ClaimParts(const std::vector<WorkerSlot>& workers,
       }
     }
   }
+  // Its other home parts (max_workers above the configured workers), where
+  // no other worker holds them.
+  for (int home = claimant + configured; !joined && home < num_parts;
+       home += configured) {
+    if (!HeldByAnyone(parts, home)) claimed.push_back(home);
+  }
   std::sort(claimed.begin(), claimed.end());
   claimed.erase(std::unique(claimed.begin(), claimed.end()), claimed.end());
+  parts[claimant] = std::move(claimed);
   return parts;
+}
+
+std::vector<PartMove> BalanceParts(const std::vector<WorkerSlot>& workers,
+                                   int joiner) {
+  std::vector<std::vector<int>> held(workers.size());
+  for (size_t i = 0; i < workers.size(); ++i) held[i] = workers[i].parts;
+  std::vector<PartMove> moves;
+  for (;;) {
+    int donor = -1;
+    for (size_t i = 0; i < workers.size(); ++i) {
+      const WorkerSlot& w = workers[i];
+      if (static_cast<int>(i) == joiner || !w.alive || w.finished) continue;
+      if (donor < 0 || held[i].size() > held[donor].size()) {
+        donor = static_cast<int>(i);
+      }
+    }
+    if (donor < 0 || held[donor].size() < held[joiner].size() + 2) break;
+    std::vector<int>& from = held[donor];
+    auto it = std::find(from.begin(), from.end(), joiner);
+    if (it == from.end()) it = std::max_element(from.begin(), from.end());
+    moves.push_back({*it, joiner, donor});
+    held[joiner].push_back(*it);
+    from.erase(it);
+  }
+  return moves;
 }
 
 std::vector<PartMove> HandOffParts(const std::vector<WorkerSlot>& workers,

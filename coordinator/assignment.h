@@ -23,24 +23,47 @@ struct WorkerSlot {
   std::vector<int> parts;  // the data parts it trains on
 };
 
-// Worker `claimant` registers (again): it takes its own part (its index) back
-// from whoever adopted it, and adopts every part held by a dead worker that has
-// not finished. Returns every worker's parts afterwards (entry i for worker i);
-// the claimant's are sorted and hold no duplicates. REQUIRES: 0 <= claimant <
-// workers.size().
+// How the data parts are laid out over the worker slots: `configured`
+// workers (cluster.workers) and `num_parts` parts (WorkerSlots: at least
+// `configured`). Configured worker i's home parts are i, i + configured,
+// i + 2 * configured, ... below num_parts; a worker that joined (index >=
+// configured) has none. -1 for either: workers.size() (no worker joins).
+struct PartLayout {
+  int configured = -1;
+  int num_parts = -1;
+};
+
+// Worker `claimant` registers (again): a configured one takes its own part
+// (its index) back from whoever adopted it and its other home parts that
+// nobody holds (a part an alive or finished worker holds stays there); a
+// joined one keeps the parts it holds. Either adopts every part held by a
+// dead worker that has not finished. Returns every worker's parts afterwards
+// (entry i for worker i); the claimant's are sorted and hold no duplicates.
+// REQUIRES: 0 <= claimant < workers.size().
 std::vector<std::vector<int>> ClaimParts(const std::vector<WorkerSlot>& workers,
-                                         int claimant);
+                                         int claimant, PartLayout layout = {});
 
 struct PartMove {
   int part = 0;
-  int to = 0;  // the worker that adopts it
+  int to = 0;     // the worker that adopts it
+  int from = -1;  // the worker that gave it (BalanceParts)
 };
+
+// Worker `joiner` joined: while the alive unfinished worker holding the most
+// parts (the lowest index on a tie) holds at least two more than the joiner,
+// one of its parts moves to the joiner: the part numbered like the joiner
+// when it holds that one, else its highest. The moves in order (`from` set);
+// empty when no worker holds two parts more. REQUIRES: 0 <= joiner <
+// workers.size().
+std::vector<PartMove> BalanceParts(const std::vector<WorkerSlot>& workers,
+                                   int joiner);
 
 // Worker `dead` has died: each of its parts, in order, goes to the alive
 // worker other than `dead` that has not finished and holds the fewest parts at
 // that moment (the lowest index on a tie). Empty when `dead` finished or holds
 // no part, or when no worker can take them (the parts then wait with it).
-// REQUIRES: 0 <= dead < workers.size().
+// Also how a drained worker's parts go (psctl drain-worker). REQUIRES: 0 <=
+// dead < workers.size().
 std::vector<PartMove> HandOffParts(const std::vector<WorkerSlot>& workers,
                                    int dead);
 

@@ -1,6 +1,8 @@
 #include "coordinator/assignment.h"
 
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -55,6 +57,91 @@ TEST(ClaimPartsTest, Table) {
       EXPECT_THAT(got[i], ElementsAreArray(c.want[i]))
           << c.name << ": worker " << i;
     }
+  }
+}
+
+// cluster.max_workers 4 over 2 configured workers: worker 0's home parts are
+// 0 and 2, worker 1's 1 and 3; a joined worker (2, 3) has none.
+TEST(ClaimPartsTest, HomePartsOverTheWorkerSlots) {
+  const PartLayout layout{/*configured=*/2, /*num_parts=*/4};
+  const ClaimCase cases[] = {
+      {"first registration takes every home part",
+       {Dead({}), Dead({}), Dead({}), Dead({})},
+       0,
+       {{0, 2}, {}, {}, {}}},
+      {"a home part an alive joiner holds stays there",
+       {Dead({}), Alive({1, 3}), Alive({2}), Dead({})},
+       0,
+       {{0}, {1, 3}, {2}, {}}},
+      {"part i comes back from anyone, even an alive joiner",
+       {Dead({}), Alive({1, 3}), Alive({0, 2}), Dead({})},
+       0,
+       {{0}, {1, 3}, {2}, {}}},
+      {"a home part a finished worker holds stays there",
+       {Finished({0, 3}), Dead({}), Dead({}), Dead({})},
+       1,
+       {{0, 3}, {1}, {}, {}}},
+      {"a home part of a dead unfinished worker is adopted",
+       {Alive({0}), Dead({}), Dead({1, 3}), Dead({})},
+       1,
+       {{0}, {1, 3}, {}, {}}},
+      {"a joined worker keeps its parts and adopts a dead worker's",
+       {Alive({0, 2}), Dead({1}), Alive({3}), Dead({})},
+       2,
+       {{0, 2}, {}, {1, 3}, {}}},
+  };
+  for (const ClaimCase& c : cases) {
+    const std::vector<std::vector<int>> got =
+        ClaimParts(c.workers, c.claimant, layout);
+    ASSERT_EQ(got.size(), c.want.size()) << c.name;
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_THAT(got[i], ElementsAreArray(c.want[i]))
+          << c.name << ": worker " << i;
+    }
+  }
+}
+
+struct BalanceCase {
+  std::string name;
+  std::vector<WorkerSlot> workers;
+  int joiner;
+  std::vector<std::tuple<int, int, int>> want;  // (part, from, to)
+};
+
+TEST(BalancePartsTest, Table) {
+  const BalanceCase cases[] = {
+      {"joiner 2 of 2 workers and 4 slots takes part 2",
+       {Alive({0, 2}), Alive({1, 3}), Alive({}), Dead({})},
+       2,
+       {{2, 0, 2}}},
+      {"then joiner 3 takes part 3",
+       {Alive({0}), Alive({1, 3}), Alive({2}), Alive({})},
+       3,
+       {{3, 1, 3}}},
+      {"a worker holding 3 parts gives 1, its highest",
+       {Alive({0, 4, 5}), Alive({1, 3}), Alive({})},
+       2,
+       {{5, 0, 2}}},
+      {"one worker holding all 4 gives 2",
+       {Alive({0, 1, 2, 3}), Alive({})},
+       1,
+       {{1, 0, 1}, {3, 0, 1}}},
+      {"even already: nothing moves",
+       {Alive({0}), Alive({1}), Alive({})},
+       2,
+       {}},
+      {"dead and finished workers give nothing",
+       {Dead({0, 1, 2}), Finished({3, 4, 5}, /*alive=*/true), Alive({})},
+       2,
+       {}},
+  };
+  for (const BalanceCase& c : cases) {
+    std::vector<std::tuple<int, int, int>> got;
+    for (const PartMove& m : BalanceParts(c.workers, c.joiner)) {
+      EXPECT_EQ(m.to, c.joiner) << c.name;
+      got.emplace_back(m.part, m.from, m.to);
+    }
+    EXPECT_THAT(got, ElementsAreArray(c.want)) << c.name;
   }
 }
 

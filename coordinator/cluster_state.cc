@@ -4,7 +4,9 @@
 // JobProgress), and the snapshot saved after releasing the lock.
 #include "coordinator/cluster_state.h"
 
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -16,6 +18,15 @@ namespace downpour::coordinator {
 namespace {
 
 spdlog::logger* L() { return Log(Logger::kCoordinator); }
+
+// A drained worker's slot takes no registration but a --join's.
+absl::Status Drained(const Member& m) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "register: worker ", m.index,
+      " was drained (psctl drain-worker): its data parts went to the other "
+      "workers and its slot stays drained. Start the worker with --join to "
+      "train in this job again"));
+}
 
 }  // namespace
 
@@ -39,7 +50,8 @@ ClusterState::ClusterState(Options options, ModelSpec spec)
                       : std::make_unique<StateFile>(StateFilePath(
                             options_.config.coordinator.state_dir))),
       members_(options_.config.cluster, clock_, start_),
-      parts_(options_.config.cluster.workers.size()),
+      parts_(options_.config.cluster.workers.size(),
+             WorkerSlots(options_.config.cluster)),
       recoveries_(clock_, start_),
       placement_(options_.config, std::move(spec), clock_, start_, &members_,
                  &recoveries_),
@@ -53,6 +65,7 @@ absl::Status ClusterState::MayRegister(MemberRole role, int index,
     absl::MutexLock lock(&mu_);
     RETURN_IF_ERROR(members_.CheckIndex(role, index));
     const Member* m = members_.Find(role, index);
+    if (m->drained) return Drained(*m);
     // Free, its own process again, or declared dead: nothing to wait for.
     if (!m->registered || !m->alive || SameKey(key, m->key)) {
       return absl::OkStatus();
@@ -299,17 +312,42 @@ absl::StatusOr<proto::RegisterServerResponse> ClusterState::RegisterSpare(
   return response;
 }
 
+absl::StatusOr<proto::RegisterWorkerRequest> ClusterState::JoinWorker(
+    const proto::RegisterWorkerRequest& request) {
+  absl::MutexLock lock(&mu_);
+  const Member* m = members_.JoinWorker(request.address());
+  if (m == nullptr) {
+    const ClusterSection& cluster = options_.config.cluster;
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "register: no worker slot is free for the worker joining from ",
+        request.address(), ": cluster.max_workers is ", cluster.max_workers,
+        " and all ", members_.worker_slots(),
+        " slots (cluster.workers included) hold a worker that was not "
+        "drained. Drain one first (psctl drain-worker N), or raise "
+        "cluster.max_workers and restart the job"));
+  }
+  proto::RegisterWorkerRequest joined = request;
+  joined.set_join(false);
+  joined.set_index(m->index);
+  return joined;
+}
+
 absl::StatusOr<proto::RegisterWorkerResponse> ClusterState::RegisterWorker(
     const proto::RegisterWorkerRequest& request) {
   RETURN_IF_ERROR(CheckRegisterBounds(request));
-  RETURN_IF_ERROR(MayRegister(MemberRole::kWorker, request.index(),
+  proto::RegisterWorkerRequest registering = request;
+  if (request.join()) {
+    ASSIGN_OR_RETURN(registering, JoinWorker(request));
+  }
+  RETURN_IF_ERROR(MayRegister(MemberRole::kWorker, registering.index(),
                               request.member_key(), request.address()));
   proto::RegisterWorkerResponse response;
   std::optional<Snapshot> snapshot;
   {
     absl::MutexLock lock(&mu_);
-    Member* m = members_.Find(MemberRole::kWorker, request.index());
+    Member* m = members_.Find(MemberRole::kWorker, registering.index());
     if (m == nullptr) return absl::InternalError("register: worker vanished");
+    if (m->drained) return Drained(*m);
     m->address = request.address();
     // The pack it joins (ssp): read before this registration changes anything.
     response.set_start_clock(
@@ -324,11 +362,18 @@ absl::StatusOr<proto::RegisterWorkerResponse> ClusterState::RegisterWorker(
     response.set_incarnation(m->incarnation);
     response.set_member_key(m->key);
     response.set_push_key(m->push_key);
+    response.set_index(m->index);
     members_.Touch(*m);
     m->report.set_finished(false);
-    parts_.Claim(members_.workers(), m->index);
-    SPDLOG_LOGGER_INFO(L(), "worker {} registered from {}: data parts [{}]",
-                       m->index, m->address,
+    // A joined worker has no home part: joining or restarted, it takes its
+    // share from the workers holding the most.
+    if (m->joined) {
+      parts_.Join(members_.workers(), m->index);
+    } else {
+      parts_.Claim(members_.workers(), m->index);
+    }
+    SPDLOG_LOGGER_INFO(L(), "worker {} {} from {}: data parts [{}]", m->index,
+                       request.join() ? "joined" : "registered", m->address,
                        absl::StrJoin(parts_.parts(m->index), ", "));
     snapshot = TakeSnapshot();
     *response.mutable_partition() = parts_.PartitionOf(m->index);
@@ -426,6 +471,7 @@ void ClusterState::HeartbeatReply(const Member& m,
   progress_.AddTo(response);
   if (m.role == MemberRole::kWorker) {
     *response->mutable_partition() = parts_.PartitionOf(m.index);
+    response->set_drained(m.drained);
     return;
   }
   members_.AddWorkerIncarnations(m, response->mutable_worker_incarnations());
@@ -467,6 +513,40 @@ proto::ClusterStatusResponse ClusterState::Status() const {
   parts_.AddTo(response.mutable_members());
   recoveries_.AddStatus(&response);
   placement_.AddStatus(now, &response);
+  return response;
+}
+
+absl::StatusOr<proto::DrainWorkerResponse> ClusterState::DrainWorker(
+    int index) {
+  proto::DrainWorkerResponse response;
+  std::optional<Snapshot> snapshot;
+  {
+    absl::MutexLock lock(&mu_);
+    RETURN_IF_ERROR(members_.MayDrain(index));
+    const std::vector<PartMove> moves = parts_.Drain(members_.workers(), index);
+    Member* m = members_.Find(MemberRole::kWorker, index);
+    m->drained = true;
+    m->report.set_finished(true);
+    m->reported_finished = false;
+    std::vector<std::string> handed;
+    for (const PartMove& move : moves) {
+      proto::PartHandOff* h = response.add_handed();
+      h->set_part(move.part);
+      h->set_to(move.to);
+      handed.push_back(
+          absl::StrCat("part ", move.part, " to worker ", move.to));
+    }
+    response.set_message(absl::StrCat(
+        "worker ", index, " drained: ",
+        handed.empty() ? "it held no data parts"
+                       : absl::StrCat(absl::StrJoin(handed, ", "),
+                                      " (each from its saved position)"),
+        "; it ends its step and exits"));
+    SPDLOG_LOGGER_INFO(L(), "{}", response.message());
+    progress_.MaybeStop(members_, parts_);
+    snapshot = TakeSnapshot();
+  }
+  Save(std::move(snapshot));
   return response;
 }
 

@@ -86,6 +86,12 @@ class ClusterState {
   // gets the placement epoch bumped, so clients re-read the map; the updates
   // its restart lost are recorded (a ShardRecovery). A worker that registers
   // gets its own data part back, plus any part left without a living worker.
+  // A worker that joins (RegisterWorkerRequest.join) gets the next free slot
+  // of cluster.max_workers (RegisterWorkerResponse.index; ResourceExhausted
+  // naming cluster.max_workers when none is free) and parts from the workers
+  // holding the most (DataPartTable::Join), as it does when it registers
+  // again (restarted: join false, its index). A drained worker registering
+  // again without join: FailedPrecondition (its slot stays drained).
   absl::StatusOr<proto::RegisterServerResponse> RegisterServer(
       const proto::RegisterServerRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<proto::RegisterWorkerResponse> RegisterWorker(
@@ -111,6 +117,14 @@ class ClusterState {
   absl::StatusOr<proto::MoveBucketsResponse> MoveBuckets(
       const proto::MoveBucketsRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
   proto::ClusterStatusResponse Status() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // psctl drain-worker: worker `index`'s data parts go to the alive
+  // unfinished other workers (DataPartTable::Drain), and it is marked
+  // drained (saved): finished for the job whatever it reports, told
+  // HeartbeatResponse.drained, its death moves nothing. Errors (nothing
+  // changed): Membership::MayDrain's.
+  absl::StatusOr<proto::DrainWorkerResponse> DrainWorker(int index)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Marks members silent for longer than heartbeat.timeout_s dead (and logs
   // it), hands a dead worker's data parts to the living workers, and gives a
@@ -172,6 +186,11 @@ class ClusterState {
   // register with that index. FailedPrecondition before placement.
   absl::StatusOr<proto::RegisterServerRequest> Join(
       const proto::RegisterServerRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
+  // A worker started with --join: the slot it takes (Membership::JoinWorker,
+  // reserved at once) and the request to register with that index.
+  // ResourceExhausted when every slot is taken.
+  absl::StatusOr<proto::RegisterWorkerRequest> JoinWorker(
+      const proto::RegisterWorkerRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
   // A ps whose shard is served elsewhere registers as a spare standby.
   absl::StatusOr<proto::RegisterServerResponse> RegisterSpare(
       const proto::RegisterServerRequest& request) ABSL_LOCKS_EXCLUDED(mu_);

@@ -175,4 +175,12 @@ grpc::ServerUnaryReactor* CoordinatorService::MoveBuckets(
   return Reply(context, state_->MoveBuckets(*request), response, "MoveBuckets");
 }
 
+grpc::ServerUnaryReactor* CoordinatorService::DrainWorker(
+    grpc::CallbackServerContext* context,
+    const proto::DrainWorkerRequest* request,
+    proto::DrainWorkerResponse* response) {
+  return Reply(context, state_->DrainWorker(request->index()), response,
+               "DrainWorker");
+}
+
 }  // namespace downpour::coordinator

@@ -58,6 +58,11 @@ class CoordinatorService final : public proto::Coordinator::CallbackService {
       grpc::CallbackServerContext* context,
       const proto::MoveBucketsRequest* request,
       proto::MoveBucketsResponse* response) override;
+  // Admin only under security tokens (psctl drain-worker).
+  grpc::ServerUnaryReactor* DrainWorker(
+      grpc::CallbackServerContext* context,
+      const proto::DrainWorkerRequest* request,
+      proto::DrainWorkerResponse* response) override;
 
  private:
   ClusterState* const state_;

@@ -3,6 +3,7 @@
 // code.
 #include "coordinator/coordinator_service.h"
 
+#include "absl/strings/str_cat.h"
 #include "common/testing/status_matchers.h"
 #include "coordinator/test_cluster.h"
 #include "grpcpp/grpcpp.h"
@@ -19,8 +20,8 @@ Config TestConfig() { return TestClusterConfig(); }
 // in-process.
 class Served {
  public:
-  explicit Served(bool complete) {
-    state_ = *ClusterState::Create({TestConfig()});
+  explicit Served(bool complete, const Config& config = TestConfig()) {
+    state_ = *ClusterState::Create({config});
     model_ = *ModelSpec::Create(TestConfig().model);
     service_ = std::make_unique<CoordinatorService>(
         state_.get(), complete ? &history_ : nullptr,
@@ -108,6 +109,41 @@ TEST(CoordinatorServiceTest, CoreErrorsKeepTheirCodeAndMessage) {
   proto::HeartbeatResponse reply;
   EXPECT_EQ(served.stub()->Heartbeat(&beat_context, beat, &reply).error_code(),
             grpc::StatusCode::FAILED_PRECONDITION);
+}
+
+TEST(CoordinatorServiceTest, DrainWorkerHandsThePartsOnOrSaysWhyNot) {
+  Served served(/*complete=*/true, TestClusterConfig(1, 2));
+  for (int i = 0; i < 2; ++i) {
+    grpc::ClientContext context;
+    proto::RegisterWorkerRequest worker;
+    worker.set_index(i);
+    worker.set_address(absl::StrCat("127.0.0.1:", 10 + i));
+    proto::RegisterWorkerResponse registered;
+    ASSERT_TRUE(
+        served.stub()->RegisterWorker(&context, worker, &registered).ok());
+  }
+  grpc::ClientContext unknown_context;
+  proto::DrainWorkerRequest request;
+  request.set_index(5);
+  proto::DrainWorkerResponse response;
+  grpc::Status status =
+      served.stub()->DrainWorker(&unknown_context, request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("valid indices are 0 to 1"));
+
+  grpc::ClientContext context;
+  request.set_index(1);
+  ASSERT_TRUE(served.stub()->DrainWorker(&context, request, &response).ok());
+  ASSERT_EQ(response.handed_size(), 1);
+  EXPECT_EQ(response.handed(0).part(), 1);
+  EXPECT_EQ(response.handed(0).to(), 0);
+  EXPECT_THAT(response.message(), HasSubstr("worker 1 drained"));
+
+  grpc::ClientContext last_context;
+  request.set_index(0);
+  status = served.stub()->DrainWorker(&last_context, request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(status.error_message(), HasSubstr("the last one training"));
 }
 
 TEST(CoordinatorServiceTest, HistoryAndModelWhenItHasThem) {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <tuple>
+#include <utility>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -40,13 +41,42 @@ std::vector<WorkerSlot> DataPartTable::Slots(
     const std::vector<Member>& workers) const {
   std::vector<WorkerSlot> slots;
   for (const Member& w : workers) {
-    slots.push_back({w.alive, w.report.finished(), parts_[w.index]});
+    slots.push_back(
+        {w.alive, w.report.finished() || w.drained, parts_[w.index]});
   }
   return slots;
 }
 
 void DataPartTable::Claim(const std::vector<Member>& workers, int claimant) {
-  parts_ = ClaimParts(Slots(workers), claimant);
+  std::vector<std::vector<int>> claimed =
+      ClaimParts(Slots(workers), claimant, layout_);
+  // Slots without a member yet (not joined) hold nothing.
+  for (size_t i = 0; i < claimed.size(); ++i) parts_[i] = std::move(claimed[i]);
+}
+
+void DataPartTable::Join(const std::vector<Member>& workers, int joiner) {
+  Claim(workers, joiner);
+  for (const PartMove& move : BalanceParts(Slots(workers), joiner)) {
+    std::vector<int>& from = parts_[move.from];
+    from.erase(std::find(from.begin(), from.end(), move.part));
+    parts_[joiner].push_back(move.part);
+    SPDLOG_LOGGER_INFO(L(), "data part {} of worker {} goes to worker {}{}",
+                       move.part, move.from, joiner,
+                       FromWhere(positions_, move.part));
+  }
+}
+
+std::vector<PartMove> DataPartTable::Drain(const std::vector<Member>& workers,
+                                           int drained) {
+  const std::vector<PartMove> moves = HandOffParts(Slots(workers), drained);
+  for (const PartMove& move : moves) {
+    parts_[move.to].push_back(move.part);
+    SPDLOG_LOGGER_INFO(
+        L(), "data part {} of drained worker {} goes to worker {}{}", move.part,
+        drained, move.to, FromWhere(positions_, move.part));
+  }
+  if (!moves.empty()) parts_[drained].clear();
+  return moves;
 }
 
 void DataPartTable::HandOff(const std::vector<Member>& workers, int dead) {

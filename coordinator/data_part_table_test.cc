@@ -184,6 +184,55 @@ TEST(DataPartTableTest, ADeadWorkersPartMovesWithItsPosition) {
               ElementsAre("1/0/3/500/50"));
 }
 
+// cluster.max_workers 4 over 2 configured workers.
+TEST(DataPartTableTest, HomePartsOverTheSlotsThenJoinersTakeTheirShare) {
+  std::vector<Member> workers = Workers(2);
+  DataPartTable parts(/*configured=*/2, /*slots=*/4);
+  parts.Claim(workers, 0);
+  parts.Claim(workers, 1);
+  EXPECT_THAT(parts.parts(0), ElementsAre(0, 2));
+  EXPECT_THAT(parts.parts(1), ElementsAre(1, 3));
+  EXPECT_EQ(parts.PartitionOf(0).num_parts(), 4);
+  ASSERT_TRUE(parts.NotePositions(0, Report({Position(2, 1, 4, 77, 9)})));
+  workers.push_back(Workers(3)[2]);
+  parts.Join(workers, 2);
+  EXPECT_THAT(parts.parts(0), ElementsAre(0));
+  EXPECT_THAT(parts.parts(2), ElementsAre(2));
+  // The part's saved position went with it; the donor's late report of it
+  // is stale.
+  EXPECT_THAT(Describe(parts.PartitionOf(2).positions()),
+              ElementsAre("2/1/4/77/9"));
+  EXPECT_FALSE(parts.NotePositions(0, Report({Position(2, 1, 5, 0, 20)})));
+  workers.push_back(Workers(4)[3]);
+  parts.Join(workers, 3);
+  EXPECT_THAT(parts.parts(1), ElementsAre(1));
+  EXPECT_THAT(parts.parts(3), ElementsAre(3));
+}
+
+TEST(DataPartTableTest, ADrainedWorkersPartsGoToTheOthersFewestFirst) {
+  std::vector<Member> workers = Workers(3);
+  DataPartTable parts(/*configured=*/3, /*slots=*/6);
+  for (int i = 0; i < 3; ++i) parts.Claim(workers, i);
+  ASSERT_THAT(parts.parts(1), ElementsAre(1, 4));
+  ASSERT_TRUE(parts.NotePositions(1, Report({Position(4, 0, 2, 10, 5)})));
+  const std::vector<PartMove> moves = parts.Drain(workers, 1);
+  ASSERT_THAT(moves, SizeIs(2));
+  EXPECT_EQ(moves[0].part, 1);
+  EXPECT_EQ(moves[0].to, 0);
+  EXPECT_EQ(moves[1].part, 4);
+  EXPECT_EQ(moves[1].to, 2);
+  EXPECT_THAT(parts.parts(1), IsEmpty());
+  EXPECT_THAT(parts.parts(0), ElementsAre(0, 3, 1));
+  EXPECT_THAT(parts.parts(2), ElementsAre(2, 5, 4));
+  EXPECT_THAT(Describe(parts.PartitionOf(2).positions()),
+              ElementsAre("4/0/2/10/5"));
+  // Nobody alive to take them: they stay.
+  workers[1].drained = true;
+  workers[2].alive = false;
+  EXPECT_THAT(parts.Drain(workers, 0), IsEmpty());
+  EXPECT_THAT(parts.parts(0), ElementsAre(0, 3, 1));
+}
+
 TEST(DataPartTableTest, SavesAndRestoresThePositions) {
   std::vector<Member> workers = Workers(2);
   DataPartTable parts(2);

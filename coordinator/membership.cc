@@ -70,6 +70,8 @@ Membership::Membership(const ClusterSection& cluster, Clock* clock,
       start_(start),
       configured_standbys_(cluster.standby_ps.size()),
       configured_ps_(cluster.ps.size()),
+      configured_workers_(cluster.workers.size()),
+      worker_slots_(WorkerSlots(cluster)),
       last_heard_(start) {
   for (size_t i = 0; i < cluster.ps.size(); ++i) {
     ps_.push_back({MemberRole::kPs, static_cast<int>(i), cluster.ps[i]});
@@ -99,7 +101,41 @@ int Membership::JoinedPsAt(const std::string& address) const {
 
 int Membership::RestoreJoined(const proto::CoordinatorState& state) {
   for (const std::string& address : state.added_ps()) AddPs(address);
-  return state.added_ps_size();
+  int workers = 0;
+  // Joined worker slots were taken in order, so their records come in order.
+  for (const proto::MemberRecord& r : state.members()) {
+    if (r.role() != MemberRoleName(MemberRole::kWorker) || !r.joined() ||
+        r.index() != static_cast<int>(workers_.size()) ||
+        r.index() >= worker_slots_) {
+      continue;
+    }
+    workers_.push_back({MemberRole::kWorker, r.index(), r.address()});
+    workers_.back().joined = true;
+    ++workers;
+  }
+  return state.added_ps_size() + workers;
+}
+
+Member* Membership::JoinWorker(const std::string& address) {
+  Member* slot = nullptr;
+  for (size_t i = configured_workers_; i < workers_.size(); ++i) {
+    if (workers_[i].drained && !workers_[i].alive) {
+      slot = &workers_[i];
+      break;
+    }
+  }
+  if (slot == nullptr) {
+    if (static_cast<int>(workers_.size()) >= worker_slots_) return nullptr;
+    const int index = static_cast<int>(workers_.size());
+    workers_.push_back({MemberRole::kWorker, index, address});
+    slot = &workers_.back();
+  }
+  Retire(*slot);  // a drained slot's old process is no member any more
+  slot->address = address;
+  slot->joined = true;
+  slot->drained = false;
+  slot->report.Clear();
+  return slot;
 }
 
 Member* Membership::Find(MemberRole role, int index) {
@@ -127,6 +163,39 @@ absl::Status Membership::CheckIndex(MemberRole role, int index) const {
       : role == MemberRole::kPs ? "ps"
                                 : "standby_ps",
       ": valid indices are 0 to ", static_cast<int64_t>(n) - 1, ")"));
+}
+
+absl::Status Membership::MayDrain(int index) const {
+  const Member* m = Find(MemberRole::kWorker, index);
+  if (m == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "drain-worker: there is no worker ", index, " in this job (",
+        workers_.size(), " worker slots in use: valid indices are 0 to ",
+        static_cast<int64_t>(workers_.size()) - 1,
+        "; psctl status lists them)"));
+  }
+  const std::string who = absl::StrCat("drain-worker: worker ", index);
+  if (m->drained) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(who, " is drained already: nothing to do"));
+  }
+  if (!m->registered) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        who, " has not registered: it holds no data parts to hand over"));
+  }
+  if (m->report.finished()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        who, " has already finished its steps: it holds nothing to hand over"));
+  }
+  for (const Member& w : workers_) {
+    if (w.index != index && w.alive && !w.report.finished()) {
+      return absl::OkStatus();
+    }
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "drain-worker: worker ", index,
+      " is the last one training: its parts would wait; stop the job "
+      "instead"));
 }
 
 absl::Status Membership::CheckConfiguredStandby(int index) const {
@@ -209,6 +278,8 @@ void Membership::Heard(Member& m, const proto::MemberReport& report) {
   m.lease_heard = m.last_heartbeat;
   last_heard_ = m.last_heartbeat;
   m.report = report;
+  m.reported_finished = report.finished();
+  if (m.drained) m.report.set_finished(true);
 }
 
 int Membership::ExpireSilent(absl::Duration timeout,
@@ -357,11 +428,15 @@ void Membership::AddStatus(absl::Time now,
       out->set_seconds_since_heartbeat(
           m.registered ? absl::ToDoubleSeconds(now - m.last_heartbeat) : -1);
       *out->mutable_report() = m.report;
+      // A drained worker counts as finished; its status shows what it said.
+      if (m.drained) out->mutable_report()->set_finished(m.reported_finished);
       out->set_serving_index(m.role == MemberRole::kStandby ? m.serving_index
                                                             : -1);
       out->set_replica_of(m.role == MemberRole::kStandby ? m.replica_of : -1);
       out->set_spare(m.spare);
       out->set_former_shard(m.spare ? m.former_shard : -1);
+      out->set_joined(m.joined);
+      out->set_drained(m.drained);
     }
   }
   for (const proto::MemberOutage& o : outages_) *response->add_outages() = o;
@@ -389,6 +464,8 @@ void Membership::SaveTo(proto::CoordinatorState* state) const {
       r->set_push_key(m.push_key);
       r->set_spare(m.spare);
       r->set_former_shard(m.former_shard);
+      r->set_joined(m.joined);
+      r->set_drained(m.drained);
     }
   }
 }
@@ -424,6 +501,9 @@ int Membership::Restore(const proto::CoordinatorState& state) {
     m->applied_total = r.applied_total();
     m->spare = r.spare();
     m->former_shard = r.spare() ? r.former_shard() : -1;
+    m->joined = m->joined || r.joined();
+    m->drained = m->role == MemberRole::kWorker && r.drained();
+    if (m->drained) m->report.set_finished(true);
     ++restored;
   }
   return restored;

@@ -72,6 +72,14 @@ struct Member {
   // Ps: a heartbeat reply told it the job is over, so its next report
   // comes after every worker finished (its push holes are losses).
   bool told_stop = false;
+  // Workers: a slot beyond cluster.workers taken with ps_worker --join, and
+  // a worker drained by psctl drain-worker (sticky: it counts as finished,
+  // whatever its heartbeats report, until a --join reuses the slot).
+  bool joined = false;
+  bool drained = false;
+  // A drained worker's own last report said it finished (it ended its step
+  // and is leaving): what ClusterStatus shows as its report's `finished`.
+  bool reported_finished = false;
 };
 
 // Whether a registration of `role` `index` from `address` may take the place
@@ -118,9 +126,18 @@ class Membership {
   int AddPs(const std::string& address);
   // The index of the ps that joined from `address`; -1 for none.
   int JoinedPsAt(const std::string& address) const;
-  // The ps slots that joined (AddPs) in the saved `state`, added again; call
-  // before the parts restore anything. Returns how many.
+  // The ps slots that joined (AddPs) and the worker slots that joined
+  // (JoinWorker) in the saved `state`, added again; call before the parts
+  // restore anything. Returns how many.
   int RestoreJoined(const proto::CoordinatorState& state);
+
+  // Worker slots in all (WorkerSlots: cluster.max_workers).
+  int worker_slots() const { return worker_slots_; }
+  // A worker joined (ps_worker --join): the slot it takes, the first in
+  // [cluster.workers count, worker_slots()) never used or drained and not
+  // alive, made a fresh joined member there (not drained, no report, its
+  // old key retired); nullptr when every slot is taken.
+  Member* JoinWorker(const std::string& address);
 
   // nullptr for an index outside the members of `role`.
   Member* Find(MemberRole role, int index);
@@ -129,8 +146,15 @@ class Membership {
   // --- Identity -------------------------------------------------------------
 
   // InvalidArgument ("register: worker index 5 is not in the config (2 in
-  // cluster.workers: valid indices are 0 to 1)") when Find would fail.
+  // cluster.workers: valid indices are 0 to 1)") when Find would fail. A
+  // worker slot that joined is found.
   absl::Status CheckIndex(MemberRole role, int index) const;
+  // Whether worker `index` may be drained (psctl drain-worker); OK changes
+  // nothing. InvalidArgument naming the valid indices for no such worker;
+  // FailedPrecondition for one that never registered, one drained already,
+  // one that finished, and when no other alive worker trains to take its
+  // parts ("worker 1 is the last one training: ...").
+  absl::Status MayDrain(int index) const;
   // InvalidArgument when `index` is not one of cluster.standby_ps.
   absl::Status CheckConfiguredStandby(int index) const;
 
@@ -160,7 +184,8 @@ class Membership {
   // Marks `m` registered and alive now; ends its outage if it was dead.
   void Touch(Member& m);
   // A heartbeat of m's registered process carrying `report`: alive now (a
-  // dead member's outage ends, logged "alive again").
+  // dead member's outage ends, logged "alive again"). A drained worker stays
+  // finished whatever it reports.
   void Heard(Member& m, const proto::MemberReport& report);
   // Marks every live member silent for longer than `timeout` dead, in the
   // order ps, workers, standbys, and returns how many. A finished worker
@@ -213,6 +238,8 @@ class Membership {
   const absl::Time start_;
   const size_t configured_standbys_;
   const size_t configured_ps_;
+  const size_t configured_workers_;
+  const int worker_slots_;
 
   std::vector<Member> ps_;
   std::vector<Member> standby_;

@@ -165,4 +165,12 @@ absl::StatusOr<proto::MoveBucketsResponse> CoordinatorClient::MoveBuckets(
       "cannot start the bucket moves at the coordinator at " + address_);
 }
 
+absl::StatusOr<proto::DrainWorkerResponse> CoordinatorClient::DrainWorker(
+    const proto::DrainWorkerRequest& request) {
+  return Call<proto::DrainWorkerRequest, proto::DrainWorkerResponse>(
+      stub_.get(), &proto::Coordinator::Stub::DrainWorker, request,
+      rpc_.deadline_s,
+      "cannot drain the worker at the coordinator at " + address_);
+}
+
 }  // namespace downpour::membership

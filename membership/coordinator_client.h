@@ -74,6 +74,10 @@ class CoordinatorClient {
   // "cannot start the bucket moves at the coordinator at A: ...".
   absl::StatusOr<proto::MoveBucketsResponse> MoveBuckets(
       const proto::MoveBucketsRequest& request);
+  // Drains a worker (psctl drain-worker): "cannot drain the worker at the
+  // coordinator at A: ...".
+  absl::StatusOr<proto::DrainWorkerResponse> DrainWorker(
+      const proto::DrainWorkerRequest& request);
 
   // The secret the last registration through this client got ("" before).
   std::string member_key() const ABSL_LOCKS_EXCLUDED(key_mu_);

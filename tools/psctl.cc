@@ -4,6 +4,7 @@
 //   psctl status --config deploy/configs/mnist_local.yaml --json
 //   psctl watch | workers | shards | health | plot --out curves.svg | history
 //   psctl move-buckets --to 2 --buckets 0-99 | add-ps HOST:PORT | drain-ps 2
+//   psctl drain-worker 2
 //   psctl moves
 //
 // Exit status: 0 done; 1 the cluster (or a member) did not answer or is not
@@ -18,6 +19,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -39,6 +41,7 @@
 #include "server/checkpoint.h"
 #include "tools/bucket_move_commands.h"
 #include "tools/cluster_tables.h"
+#include "tools/drain_worker_command.h"
 #include "tools/json_output.h"
 #include "tools/member_probe.h"
 #include "tools/model_export.h"
@@ -85,7 +88,8 @@ ABSL_FLAG(std::string, buckets, "",
 ABSL_FLAG(int, to, -1, "move-buckets: the shard to move them to");
 ABSL_FLAG(double, wait_s, 600,
           "move-buckets, add-ps, drain-ps: how long to wait for the moves "
-          "(add-ps: and for the ps to register) before giving up waiting");
+          "(add-ps: and for the ps to register) before giving up waiting; "
+          "drain-worker: for the worker to exit (default there 60)");
 ABSL_FLAG(std::string, service, "",
           "health: the service name to ask about (\"\" = whole server)");
 
@@ -140,6 +144,11 @@ constexpr char kUsage[] =
     "  drain-ps N\n"
     "            moves every bucket off shard N (one added with add-ps)\n"
     "  moves     buckets per shard and the bucket moves\n"
+    "  drain-worker N\n"
+    "            hands worker N's data parts to the other workers, prints\n"
+    "            each part and to whom, and waits (--wait_s, default 60)\n"
+    "            until the worker exits (docs/OPERATIONS.md, Workers that\n"
+    "            join and leave)\n"
     "  add-standby HOST:PORT\n"
     "            waits for a standby started with ps_server --spare there to\n"
     "            register and back up a shard without a backup, in sync\n"
@@ -685,6 +694,40 @@ int Moved(const absl::Status& status) {
   return Fail(std::string(status.message()), 1);
 }
 
+// --wait_s as given, else `fallback` (the command's own default).
+double WaitSeconds(double fallback) {
+  const absl::CommandLineFlag* flag = absl::FindCommandLineFlag("wait_s");
+  if (flag != nullptr && flag->CurrentValue() == flag->DefaultValue()) {
+    return fallback;
+  }
+  return absl::GetFlag(FLAGS_wait_s);
+}
+
+// drain-worker N: the drain, each part handed, the wait for the exit.
+int DrainWorker(const std::vector<char*>& args) {
+  const std::string arg = args.size() == 3 ? args[2] : "";
+  int worker = -1;
+  if (args.size() != 3 || !absl::SimpleAtoi(arg, &worker) || worker < 0) {
+    return Fail(absl::StrCat("drain-worker: give the worker to drain as a "
+                             "number: psctl drain-worker N (got '",
+                             arg, "')"),
+                2);
+  }
+  Cluster client(CoordinatorAddress(), absl::GetFlag(FLAGS_timeout_s));
+  membership::CoordinatorClient* c = client.coordinator.get();
+  tools::DrainWorkerCalls calls;
+  calls.drain = [c](const proto::DrainWorkerRequest& request) {
+    return c->DrainWorker(request);
+  };
+  calls.status = [c] { return c->ClusterStatus(); };
+  calls.print = [](const std::string& line) {
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+  };
+  calls.timeout = absl::Seconds(WaitSeconds(60));
+  return Moved(DrainWorkerCommand(calls, worker));
+}
+
 int Moves(Cluster& client) {
   auto cluster = client.coordinator->ClusterStatus();
   if (!cluster.ok()) return Unreachable(cluster.status());
@@ -748,6 +791,10 @@ int main(int argc, char** argv) {
       command == "drain-ps" || command == "add-standby") {
     if (!absl::GetFlag(FLAGS_config).empty()) InstallClientSecurity();
     return MoveCommand(command, args);
+  }
+  if (command == "drain-worker") {
+    if (!absl::GetFlag(FLAGS_config).empty()) InstallClientSecurity();
+    return DrainWorker(args);
   }
   if (args.size() != 2) {
     std::fprintf(stderr, "%s\n", kUsage);

@@ -163,6 +163,24 @@ TEST_F(PsctlTest, AddPsFindsAPsThatJoined) {
   (*joined)->Stop(absl::Seconds(20));
 }
 
+// drain-worker's refusals come back as the coordinator said them, exit 1,
+// and nothing is drained: the only worker is the last one training.
+TEST_F(PsctlTest, DrainWorkerRefusalsExit1WithTheCoordinatorsReason) {
+  Exit last =
+      Psctl("drain-last", {"drain-worker", "0", "--coordinator", address_});
+  EXPECT_EQ(last.status, 1) << last.output;
+  EXPECT_THAT(last.output, HasSubstr("worker 0 is the last one training: its "
+                                     "parts would wait; stop the job "
+                                     "instead"));
+  Exit unknown =
+      Psctl("drain-unknown", {"drain-worker", "3", "--coordinator", address_});
+  EXPECT_EQ(unknown.status, 1) << unknown.output;
+  EXPECT_THAT(unknown.output, HasSubstr("valid indices are 0 to 0"));
+  Exit status = Psctl("status-after", {"status", "--coordinator", address_});
+  EXPECT_EQ(status.status, 0) << status.output;
+  EXPECT_THAT(status.output, Not(HasSubstr("drained")));
+}
+
 TEST_F(PsctlTest, HealthOfEveryMemberAndOfOneEndpoint) {
   Exit all = Psctl("health", {"health", "--coordinator", address_});
   EXPECT_EQ(all.status, 0) << all.output;
@@ -263,6 +281,8 @@ TEST(PsctlMoveArgumentsTest, BadArgumentsExit2WithTheFix) {
       {{"add-ps"}, "psctl add-ps HOST:PORT"},
       {{"drain-ps", "x"}, "psctl drain-ps N (got 'x')"},
       {{"drain-ps"}, "psctl drain-ps N"},
+      {{"drain-worker"}, "psctl drain-worker N (got '')"},
+      {{"drain-worker", "two"}, "psctl drain-worker N (got 'two')"},
       {{"move-buckets", "--to", "1", "--buckets", "0", "--wait_s", "0"},
        "--wait_s must be in (0, 86400]"},
   };

@@ -50,6 +50,28 @@ std::string FormatBytes(double bytes) {
   return absl::StrFormat("%.2f GB", bytes / 1e9);
 }
 
+std::string FormatWorkerChanges(const proto::ClusterStatusResponse& status) {
+  std::string out;
+  for (const proto::MemberStatus& m : status.members()) {
+    if (m.role() != "worker") continue;
+    if (m.joined()) {
+      absl::StrAppendFormat(
+          &out, "worker %d joined the running job (ps_worker --join)\n",
+          m.index());
+    }
+    if (m.drained()) {
+      absl::StrAppendFormat(
+          &out,
+          "worker %d drained (psctl drain-worker): its data parts went to the "
+          "other workers; %s\n",
+          m.index(),
+          !m.alive() || m.report().finished() ? "it left"
+                                              : "it is ending its step");
+    }
+  }
+  return out;
+}
+
 std::string FormatStatusTable(const proto::ClusterStatusResponse& status) {
   std::string out = absl::StrFormat(
       "placement epoch %d, coordinator up %.0f s%s\n", status.placement_epoch(),
@@ -62,10 +84,11 @@ std::string FormatStatusTable(const proto::ClusterStatusResponse& status) {
   for (const proto::MemberStatus& m : status.members()) {
     const proto::MemberReport& r = m.report();
     const bool worker = m.role() == "worker";
-    const std::string alive = !m.registered() ? "never"
-                              : m.alive()     ? "yes"
-                              : r.finished()  ? "done"
-                                              : "DEAD";
+    // A drained worker that stopped heartbeating left as told: not a death.
+    const std::string alive = !m.registered()               ? "never"
+                              : m.alive()                   ? "yes"
+                              : r.finished() || m.drained() ? "done"
+                                                            : "DEAD";
     const std::string last =
         m.registered() ? absl::StrFormat("%.1fs", m.seconds_since_heartbeat())
                        : "-";
@@ -88,7 +111,8 @@ std::string FormatStatusTable(const proto::ClusterStatusResponse& status) {
         "worker? docs/SECURITY.md)\n",
         m.index(), streak);
   }
-  absl::StrAppend(&out, FormatDataRead(status), FormatBackups(status));
+  absl::StrAppend(&out, FormatWorkerChanges(status), FormatDataRead(status),
+                  FormatBackups(status));
   return out;
 }
 

@@ -9,6 +9,7 @@ namespace downpour::tools {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(StatusTableTest, ShowsEveryMemberWithItsFigures) {
   proto::ClusterStatusResponse status;
@@ -34,6 +35,32 @@ TEST(StatusTableTest, ShowsEveryMemberWithItsFigures) {
   EXPECT_THAT(table, HasSubstr("3.5 MB"));
   EXPECT_THAT(table, HasSubstr("DEAD"));
   EXPECT_THAT(table, HasSubstr("0.9512"));
+}
+
+TEST(StatusTableTest, NamesTheWorkersThatJoinedOrWereDrained) {
+  proto::ClusterStatusResponse status;
+  for (int i = 0; i < 3; ++i) {
+    proto::MemberStatus* w = status.add_members();
+    w->set_role("worker");
+    w->set_index(i);
+    w->set_registered(true);
+    w->set_alive(i != 1);
+  }
+  status.mutable_members(1)->set_drained(true);  // exited: not DEAD
+  status.mutable_members(2)->set_joined(true);
+  std::string table = FormatStatusTable(status);
+  EXPECT_THAT(table, Not(HasSubstr("DEAD")));
+  EXPECT_THAT(table,
+              HasSubstr("worker 2 joined the running job (ps_worker --join)"));
+  EXPECT_THAT(table, HasSubstr("worker 1 drained (psctl drain-worker): its "
+                               "data parts went to the other workers; it "
+                               "left"));
+  EXPECT_THAT(table, Not(HasSubstr("worker 0 ")));
+  status.mutable_members(2)->set_drained(true);
+  EXPECT_THAT(FormatStatusTable(status),
+              HasSubstr("worker 2 drained (psctl drain-worker): its data "
+                        "parts went to the other workers; it is ending its "
+                        "step"));
 }
 
 // A regression worker has no accuracy: the TEST column shows its rmse.
