@@ -105,6 +105,20 @@ grpc::ServerUnaryReactor* CoordinatorService::RegisterWorker(
   // With mutual TLS a worker slot is taken only with that slot's
   // certificate: a worker token alone does not let one worker take another's
   // place (or a free one) and speak for it.
+  if (request->join() && TransportIsMutual()) {
+    // Its slot is known only once it registers, and the ps take its pushes
+    // only with that slot's certificate.
+    return Reply(
+        context,
+        absl::StatusOr<proto::RegisterWorkerResponse>(
+            absl::PermissionDeniedError(
+                "register: ps_worker --join is not possible under mutual TLS: "
+                "a worker pushes only with its own slot's certificate "
+                "(downpour-worker-N), and a joining worker's slot is known "
+                "only once it registers. List the worker in cluster.workers "
+                "and start it with --index N and that certificate")),
+        response, "RegisterWorker");
+  }
   absl::Status member = CheckCallerIsMember(
       context->auth_context().get(),
       {absl::StrCat("worker-", request->index())},

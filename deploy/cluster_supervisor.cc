@@ -77,7 +77,8 @@ class ClusterSupervisor::Progress {
       f.steps += w.step;
       f.data_bytes_read += w.data_bytes_read;
       f.data_bytes_total += w.data_bytes_total;
-      if (!w.finished) f.examples_per_sec += w.examples_per_sec;
+      const bool training = !w.finished && !w.drained;
+      if (training) f.examples_per_sec += w.examples_per_sec;
       const auto it = w.metrics.find(metric_);
       const double value = it != w.metrics.end() ? it->second : NAN;
       if (std::isfinite(value) &&
@@ -86,7 +87,7 @@ class ClusterSupervisor::Progress {
                                     : value < f.best_accuracy))) {
         f.best_accuracy = value;
       }
-      if (!w.finished && std::isfinite(w.loss)) {
+      if (training && std::isfinite(w.loss)) {
         loss_sum += w.loss;
         ++losses;
       }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Makes what `security:` needs: a CA, one certificate and key per daemon
-# (coordinator, ps-N, standby-N, worker-N, "serve" for the serving daemon,
+# (coordinator, ps-N, standby-N, worker-N, "ps" and "worker" for daemons that
+# join a running job, "serve" for the serving daemon,
 # and "client" for psctl, predict and the launcher), and one bearer token per
 # role (ps, worker, admin, reader).
 #
@@ -79,7 +80,9 @@ if [[ ! -f ca.pem || ! -f private/ca.key ]]; then
   echo "make_certs: made CA $out/ca.pem"
 fi
 
-names=(coordinator client serve)
+# "ps" and "worker": the daemons that join a running job (ps_server --join
+# or --spare, ps_worker --join) have no index yet and present these.
+names=(coordinator client serve ps worker)
 for ((i = 0; i < ps; i++)); do names+=("ps-$i"); done
 for ((i = 0; i < standby; i++)); do names+=("standby-$i"); done
 for ((i = 0; i < workers; i++)); do names+=("worker-$i"); done
