@@ -770,9 +770,10 @@ namespace {
 
 // The sparse figures of a run that ended: the row updates the final
 // checkpoints in `final_dir` hold, the workers' last processes' final
-// reports, and the last placement and moves read.
+// reports (`run_dir`/history.json), and the last placement and moves read.
 void ObserveSparse(const internal::SparseView& view,
-                   const std::string& final_dir, Observed* o) {
+                   const std::string& final_dir, const std::string& run_dir,
+                   Observed* o) {
   o->sparse = true;
   o->sparse_buckets = internal::kSparseBuckets;
   absl::StatusOr<uint64_t> held =
@@ -784,10 +785,23 @@ void ObserveSparse(const internal::SparseView& view,
                     o->checkpoint_error.empty() ? "" : "; ",
                     held.status().message());
   }
-  for (int index : view.Reported()) {
-    const proto::MemberReport* r = view.LastReport(index);
-    o->acked_row_updates += r->sparse_row_updates();
-    if (!r->finished()) o->rows_unread.push_back(index);
+  // Each slot's last report: history.json's (the final ones, which a poll
+  // may miss: the cluster stops soon after), else the last one polled.
+  absl::StatusOr<std::map<int, proto::MemberReport>> final_reports =
+      internal::FinalWorkerReports(run_dir + "/history.json");
+  std::map<int, proto::MemberReport> last;
+  for (int index : view.Reported()) last[index] = *view.LastReport(index);
+  if (final_reports.ok()) {
+    for (const auto& [index, r] : *final_reports) {
+      if (!last.count(index) || r.pushes() >= last[index].pushes()) {
+        last[index] = r;
+      }
+    }
+  }
+  for (const auto& [index, r] : last) {
+    if (r.step() == 0 && !r.finished()) continue;  // never trained
+    o->acked_row_updates += r.sparse_row_updates();
+    if (!r.finished()) o->rows_unread.push_back(index);
   }
   view.Fill(o);
 }
@@ -1140,7 +1154,7 @@ absl::StatusOr<Outcome> Harness::Run(uint64_t seed,
     std::vector<uint64_t>& versions = o.versions[shard];
     for (const auto& b : c->blocks) versions.push_back(b.version);
   }
-  if (options_.sparse) ObserveSparse(view, final_dir, &o);
+  if (options_.sparse) ObserveSparse(view, final_dir, out.run_dir, &o);
   return out;
 }
 

@@ -14,6 +14,9 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "common/file_util.h"
+#include "common/status_macros.h"
+#include "google/protobuf/util/json_util.h"
 #include "server/checkpoint.h"
 #include "tests/daemon_harness.h"
 
@@ -64,8 +67,8 @@ void WriteSparseData(const std::string& dir, int examples) {
 
 std::string SparseJobYaml(const std::string& dir, int epochs) {
   return absl::StrCat(
-      "data:\n  source: libsvm\n  stream: true\n  path: ", dir,
-      "/train.svm\n  test_path: ", dir,
+      "data:\n  source: libsvm\n  stream: true\n  classes: [-1, +1]\n  path: ",
+      dir, "/train.svm\n  test_path: ", dir,
       "/test.svm\n"
       "model:\n  type: sparse_linear\n  task: binary\n  sparse_buckets: ",
       kSparseBuckets,
@@ -89,6 +92,27 @@ absl::StatusOr<uint64_t> CheckpointRowUpdates(const std::string& dir,
     }
   }
   return held;
+}
+
+absl::StatusOr<std::map<int, proto::MemberReport>> FinalWorkerReports(
+    const std::string& path) {
+  ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
+  proto::GetHistoryResponse history;
+  google::protobuf::util::JsonParseOptions lenient;
+  lenient.ignore_unknown_fields = true;
+  const auto parsed =
+      google::protobuf::util::JsonStringToMessage(text, &history, lenient);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": ", parsed.message().as_string()));
+  }
+  std::map<int, proto::MemberReport> reports;
+  for (const proto::HistorySample& sample : history.samples()) {
+    for (const auto& m : sample.members()) {
+      if (m.role() == "worker") reports[m.index()] = m.report();
+    }
+  }
+  return reports;
 }
 
 void SparseView::NoteStatus(const proto::ClusterStatusResponse& status) {

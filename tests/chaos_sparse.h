@@ -37,6 +37,12 @@ std::string SparseJobYaml(const std::string& dir, int epochs);
 absl::StatusOr<uint64_t> CheckpointRowUpdates(const std::string& dir,
                                               int shards);
 
+// Per worker slot, its report in the last sample of the launcher's
+// history.json (`path`) that lists it: the final reports (the launcher reads
+// the history once the workers ended), which a poll may miss.
+absl::StatusOr<std::map<int, proto::MemberReport>> FinalWorkerReports(
+    const std::string& path);
+
 // What the coordinator shows of a sparse run, read every 0.1 s while it
 // runs: the workers' last reports and the placement. Thread-compatible.
 class SparseView {
