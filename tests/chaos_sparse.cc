@@ -202,6 +202,10 @@ std::string ElasticFaults::Psctl(const std::string& what,
     note = absl::StrCat(" started (psctl pid ", (*p)->pid(), ")");
   } else if (*rc == 0) {
     note = absl::StrCat(" done: ", LastLine((*p)->LogTail(3)));
+  } else if (absl::StrContains((*p)->LogTail(3), "rolled back")) {
+    // Started, and rolled back within the wait (a shard died meanwhile).
+    note = absl::StrCat(" started, rolled back (exit ", *rc,
+                        "): ", LastLine((*p)->LogTail(3)));
   } else {
     note = absl::StrCat(" skipped: refused (exit ", *rc,
                         "): ", LastLine((*p)->LogTail(3)));
