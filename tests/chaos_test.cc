@@ -360,7 +360,7 @@ TEST(ChaosRunTest, ShortScheduleKeepsEveryInvariant) {
 TEST(ChaosRunTest, SparseShortScheduleWithMovesKeepsEveryInvariant) {
   Options options = SuiteOptions();
   options.sparse = true;
-  options.epochs = 3;
+  options.epochs = 2;
   options.full_disk = CanMountTmpfs().empty();
   Harness harness(options);
   Judge judge;
