@@ -145,7 +145,7 @@ std::string JobYaml(const Options& options, const std::string& dir,
 
 // summary.json's fields, through protobuf's JSON parser.
 absl::Status ReadSummary(const std::string& path, Observed* observed,
-                         uint64_t* final_pushes) {
+                         std::map<int, uint64_t>* final_pushes) {
   ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
   google::protobuf::Struct summary;
   const auto parsed =
@@ -196,12 +196,15 @@ absl::Status ReadSummary(const std::string& path, Observed* observed,
           .push_back(source->second.string_value());
     }
   }
-  *final_pushes = 0;
+  final_pushes->clear();
   if (auto it = f.find("workers"); it != f.end()) {
     for (const auto& w : it->second.list_value().values()) {
       const auto& wf = w.struct_value().fields();
-      if (auto p = wf.find("pushes"); p != wf.end()) {
-        *final_pushes += static_cast<uint64_t>(num(p->second));
+      auto p = wf.find("pushes");
+      auto index = wf.find("index");
+      if (p != wf.end() && index != wf.end()) {
+        (*final_pushes)[static_cast<int>(num(index->second))] +=
+            static_cast<uint64_t>(num(p->second));
       }
     }
   }
@@ -770,10 +773,11 @@ namespace {
 
 // The sparse figures of a run that ended: the row updates the final
 // checkpoints in `final_dir` hold, the workers' last processes' final
-// reports (`run_dir`/history.json), and the last placement and moves read.
+// reports (`run_dir`/history.json; each slot's pushes in summary.json are
+// `final_pushes`), and the last placement and moves read.
 void ObserveSparse(const internal::SparseView& view,
                    const std::string& final_dir, const std::string& run_dir,
-                   Observed* o) {
+                   const std::map<int, uint64_t>& final_pushes, Observed* o) {
   o->sparse = true;
   o->sparse_buckets = internal::kSparseBuckets;
   absl::StatusOr<uint64_t> held =
@@ -801,7 +805,14 @@ void ObserveSparse(const internal::SparseView& view,
   for (const auto& [index, r] : last) {
     if (r.step() == 0 && !r.finished()) continue;  // never trained
     o->acked_row_updates += r.sparse_row_updates();
-    if (!r.finished()) o->rows_unread.push_back(index);
+    // Its last report is the final one when it counts the pushes the
+    // launcher read last (summary.json), finished or not (a job that ends
+    // stops a worker mid-way).
+    auto it = final_pushes.find(index);
+    if (!r.finished() &&
+        (it == final_pushes.end() || r.pushes() < it->second)) {
+      o->rows_unread.push_back(index);
+    }
   }
   view.Fill(o);
 }
@@ -1125,13 +1136,14 @@ absl::StatusOr<Outcome> Harness::Run(uint64_t seed,
   for (std::string& line : elastic.Finish()) out.done.push_back(line);
   seen.Note(out.run_dir);
   o.left_behind = seen.StillRunning(absl::Seconds(15));
-  uint64_t final_pushes = 0;
+  // Per worker slot, its last process's pushes (the launcher's last read).
+  std::map<int, uint64_t> final_pushes;
   if (absl::Status read =
           ReadSummary(out.run_dir + "/summary.json", &o, &final_pushes);
       !read.ok()) {
     o.outcome.clear();
   }
-  o.acked_pushes += final_pushes;
+  for (const auto& [index, pushes] : final_pushes) o.acked_pushes += pushes;
   // A slot the launcher never ran is a joined worker's: its last is the
   // last the harness started.
   const std::vector<pid_t> joined = elastic.JoinedPids();
@@ -1154,7 +1166,9 @@ absl::StatusOr<Outcome> Harness::Run(uint64_t seed,
     std::vector<uint64_t>& versions = o.versions[shard];
     for (const auto& b : c->blocks) versions.push_back(b.version);
   }
-  if (options_.sparse) ObserveSparse(view, final_dir, out.run_dir, &o);
+  if (options_.sparse) {
+    ObserveSparse(view, final_dir, out.run_dir, final_pushes, &o);
+  }
   return out;
 }
 

@@ -146,14 +146,16 @@ struct Observed {
   bool sparse = false;
   uint64_t held_row_updates = 0;
   // ... and those the workers had acknowledged: each worker's last process's
-  // final report (the coordinator's, read until it ended) plus each earlier
+  // final report (the launcher's history.json, else the coordinator's last
+  // read) plus each earlier
   // process's last report (MemberReport.sparse_row_updates), with a slack
   // for what the earlier ones may have had applied after it (as for
   // acked_slack: twice their largest rise between two reads, and their
   // fastest rate over the time they lived past the read).
   uint64_t acked_row_updates = 0;
   uint64_t acked_row_slack = 0;
-  // Worker slots whose last process's final report was never read.
+  // Worker slots whose last process's final report (finished, or counting
+  // the pushes summary.json gives it) was never read.
   std::vector<int> rows_unread;
   // model.sparse_buckets, and the last placement read while the
   // coordinator ran: per shard its buckets (ShardInfo.buckets).
