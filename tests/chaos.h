@@ -18,7 +18,11 @@
 // disk under the checkpoint folder (a tmpfs of the launcher's own
 // mount namespace, filled and freed again); with the cluster in network
 // namespaces (Options::lab), a daemon's host cut off (its link down) or its
-// link shaped to a crawl with tc tbf, for a while. tests/chaos_test runs a
+// link shaped to a crawl with tc tbf, for a while. With Options::sparse the
+// job is sparse_linear on streamed LIBSVM files and bucket moves (psctl
+// move-buckets) join the faults, with Layout::elastic_workers workers that
+// join (ps_worker --join) and drain (psctl drain-worker) too; the rows and
+// buckets are judged as well (tests/chaos_sparse.h). tests/chaos_test runs a
 // short schedule; tests/chaos_main.cc (bazel run //tests:chaos) the long one.
 // docs/OPERATIONS.md says how to replay a seed.
 #ifndef DOWNPOUR_TESTS_CHAOS_H_
