@@ -789,18 +789,16 @@ void ObserveSparse(const internal::SparseView& view,
                     o->checkpoint_error.empty() ? "" : "; ",
                     held.status().message());
   }
-  // Each slot's last report: history.json's (the final ones, which a poll
-  // may miss: the cluster stops soon after), else the last one polled.
+  // Each slot's last report: history.json's (the launcher's last read, once
+  // the workers ended: the final ones, which a poll may miss), else the last
+  // one polled. Not the larger of the two: a slot's last process may have
+  // pushed less than the one before it (restarted near the end).
   absl::StatusOr<std::map<int, proto::MemberReport>> final_reports =
       internal::FinalWorkerReports(run_dir + "/history.json");
   std::map<int, proto::MemberReport> last;
   for (int index : view.Reported()) last[index] = *view.LastReport(index);
   if (final_reports.ok()) {
-    for (const auto& [index, r] : *final_reports) {
-      if (!last.count(index) || r.pushes() >= last[index].pushes()) {
-        last[index] = r;
-      }
-    }
+    for (const auto& [index, r] : *final_reports) last[index] = r;
   }
   for (const auto& [index, r] : last) {
     if (r.step() == 0 && !r.finished()) continue;  // never trained
