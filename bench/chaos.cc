@@ -8,6 +8,8 @@
 //   bazel-bin/bench/chaos --seeds=17 --faults=6    # replay seed 17
 //   bazel-bin/bench/chaos --seeds=1-50 --net       # with network faults
 //   bazel-bin/bench/chaos --seeds=1-50 --replication=3  # + simultaneous kills
+//   bazel-bin/bench/chaos --seeds=1-50 --sparse --epochs=3  # + bucket moves
+//   bazel-bin/bench/chaos --seeds=1-50 --sparse --elastic_workers --epochs=3
 //
 // A seed with the same --faults, --span_s and --epochs gives the same
 // schedule. The short schedule in the suite is tests/chaos_test.cc.
@@ -56,6 +58,14 @@ ABSL_FLAG(int, replication, 2,
           "the job's cluster.replication: 2 (a standby per shard) or 3 (two, "
           "and simultaneous kills of a shard's primary and one of its backups "
           "join the schedule); loopback only");
+ABSL_FLAG(bool, sparse, false,
+          "run the sparse job instead (sparse_linear on generated LIBSVM "
+          "files, streamed, 32 buckets) and add bucket moves (psctl "
+          "move-buckets) to the faults; its row updates and bucket owners "
+          "are judged too; loopback only. Use --epochs=3 or so");
+ABSL_FLAG(bool, elastic_workers, false,
+          "with --sparse: workers that join (ps_worker --join) and drain "
+          "(psctl drain-worker) join the faults");
 ABSL_FLAG(bool, full_disk, true,
           "fill the checkpoint folder's tmpfs as one of the faults (needs a "
           "mount namespace; left out, saying so, where none can be made)");
@@ -106,6 +116,11 @@ bool MakeOptions(Options* options, std::unique_ptr<NetnsLab>* lab) {
     options->mnist_dir = std::filesystem::absolute(mnist).string();
   }
   options->epochs = absl::GetFlag(FLAGS_epochs);
+  options->sparse = absl::GetFlag(FLAGS_sparse);
+  if (absl::GetFlag(FLAGS_elastic_workers) && !options->sparse) {
+    std::fprintf(stderr, "chaos: --elastic_workers needs --sparse\n");
+    return false;
+  }
   options->replication = absl::GetFlag(FLAGS_replication);
   if (options->replication < 2 || options->replication > 3) {
     std::fprintf(stderr, "chaos: --replication must be 2 or 3, got %d\n",
@@ -152,6 +167,15 @@ void PrintRow(uint64_t seed, Outcome& run,
   for (const std::string& done : run.done) {
     std::printf("        %s\n", done.c_str());
   }
+  if (o.sparse) {
+    std::printf("        row updates held %llu, acknowledged %llu (+%llu)\n",
+                static_cast<unsigned long long>(o.held_row_updates),
+                static_cast<unsigned long long>(o.acked_row_updates),
+                static_cast<unsigned long long>(o.acked_row_slack));
+    for (const std::string& move : o.moves) {
+      std::printf("        %s\n", move.c_str());
+    }
+  }
 }
 
 // Runs one seed's schedule and prints its row, with the command that replays
@@ -177,11 +201,14 @@ bool SeedHeld(Harness& harness, uint64_t seed, double span,
   if (!broken.empty()) {
     std::printf(
         "        replay: bazel-bin/bench/chaos --seeds=%llu "
-        "--faults=%d --span_s=%.2f --epochs=%d%s%s%s; run folder %s\n",
+        "--faults=%d --span_s=%.2f --epochs=%d%s%s%s%s%s; run folder %s\n",
         static_cast<unsigned long long>(seed), absl::GetFlag(FLAGS_faults),
         span, options.epochs, layout.network ? " --net" : "",
         options.replication == 3 ? " --replication=3" : "",
-        options.full_disk ? "" : " --full_disk=false", run->run_dir.c_str());
+        options.full_disk ? "" : " --full_disk=false",
+        layout.sparse ? " --sparse" : "",
+        layout.elastic_workers ? " --elastic_workers" : "",
+        run->run_dir.c_str());
   }
   std::fflush(stdout);
   return broken.empty();
@@ -211,6 +238,8 @@ int Run() {
   layout.full_disk = options.full_disk;
   layout.network = lab != nullptr;
   layout.simultaneous = options.replication >= 3;
+  layout.sparse = options.sparse;
+  layout.elastic_workers = absl::GetFlag(FLAGS_elastic_workers);
   int violated = 0, lossless = 0, seeds = 0;
   std::printf("\n%5s %-28s %8s %7s %9s %7s  %s\n", "seed", "outcome",
               "accuracy", "seconds", "lost", "w.ended", "invariants");
@@ -222,8 +251,9 @@ int Run() {
   }
   std::printf(
       "\nchaos: %d run(s) broke an invariant; %d of %d lost 0 "
-      "acknowledged pushes (cluster.replication %d)\n",
-      violated, lossless, seeds, options.replication);
+      "acknowledged pushes (cluster.replication %d%s)\n",
+      violated, lossless, seeds, options.replication,
+      options.sparse ? ", sparse" : "");
   return violated == 0 ? 0 : 1;
 }
 

@@ -33,6 +33,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "membership/coordinator_client.h"
 #include "server/checkpoint.h"
+#include "tests/chaos_sparse.h"
 #include "tests/daemon_harness.h"
 #include "tests/netns_lab.h"
 
@@ -57,6 +58,12 @@ const char* KindName(FaultKind kind) {
       return "cut off";
     case FaultKind::kCrawl:
       return "crawl";
+    case FaultKind::kMoveBuckets:
+      return "move buckets";
+    case FaultKind::kJoinWorker:
+      return "ps_worker --join";
+    case FaultKind::kDrainWorker:
+      return "drain-worker";
   }
   return "?";
 }
@@ -91,7 +98,9 @@ std::string ClusterYaml(const Options& options, const std::string& dir) {
         "  replication: ",
         options.replication,
         "\n"
-        "  workers: [127.0.0.1:0, 127.0.0.1:0]\n");
+        "  workers: [127.0.0.1:0, 127.0.0.1:0]\n",
+        // A third worker slot, for ps_worker --join.
+        options.sparse ? "  max_workers: 3\n" : "");
   }
   auto at = [&](const std::string& host, int port) {
     return absl::StrCat(options.lab->host(host).ip, ":", port);
@@ -115,25 +124,28 @@ std::string JobYaml(const Options& options, const std::string& dir,
                 "  test_examples: 1000\n")
           : absl::StrCat("data:\n  source: mnist\n  path: ", options.mnist_dir,
                          "\n  train_examples: 6000\n  test_examples: 1000\n");
-  return absl::StrCat(
-      ClusterYaml(options, dir),
-      "heartbeat:\n  interval_s: 0.2\n  timeout_s: 1\n"
-      "rpc:\n  deadline_s: 1\n  connect_timeout_s: 5\n",
-      data,
-      "model:\n  layers: [784, 64, 10]\n  block_size: 16384\n"
-      "optimizer:\n  type: adam\n  learning_rate: 0.001\n"
-      "training:\n  batch_size: 64\n  epochs: ",
-      options.epochs,
-      "\n  eval_every_steps: 0\n"
-      "checkpoint:\n  dir: ",
-      checkpoints,
-      "\n  interval_s: 0.5\n"
-      "launcher:\n  max_restarts: 20\n  restart_backoff_s: 0.2\n");
+  const std::string rest =
+      absl::StrCat("checkpoint:\n  dir: ", checkpoints,
+                   "\n  interval_s: 0.5\n"
+                   "launcher:\n  max_restarts: 20\n  restart_backoff_s: 0.2\n");
+  const std::string head =
+      absl::StrCat(ClusterYaml(options, dir),
+                   "heartbeat:\n  interval_s: 0.2\n  timeout_s: 1\n"
+                   "rpc:\n  deadline_s: 1\n  connect_timeout_s: 5\n");
+  if (options.sparse) {
+    return absl::StrCat(head, internal::SparseJobYaml(dir, options.epochs),
+                        rest);
+  }
+  return absl::StrCat(head, data,
+                      "model:\n  layers: [784, 64, 10]\n  block_size: 16384\n"
+                      "optimizer:\n  type: adam\n  learning_rate: 0.001\n"
+                      "training:\n  batch_size: 64\n  epochs: ",
+                      options.epochs, "\n  eval_every_steps: 0\n", rest);
 }
 
 // summary.json's fields, through protobuf's JSON parser.
 absl::Status ReadSummary(const std::string& path, Observed* observed,
-                         uint64_t* final_pushes) {
+                         std::map<int, uint64_t>* final_pushes) {
   ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
   google::protobuf::Struct summary;
   const auto parsed =
@@ -184,12 +196,15 @@ absl::Status ReadSummary(const std::string& path, Observed* observed,
           .push_back(source->second.string_value());
     }
   }
-  *final_pushes = 0;
+  final_pushes->clear();
   if (auto it = f.find("workers"); it != f.end()) {
     for (const auto& w : it->second.list_value().values()) {
       const auto& wf = w.struct_value().fields();
-      if (auto p = wf.find("pushes"); p != wf.end()) {
-        *final_pushes += static_cast<uint64_t>(num(p->second));
+      auto p = wf.find("pushes");
+      auto index = wf.find("index");
+      if (p != wf.end() && index != wf.end()) {
+        (*final_pushes)[static_cast<int>(num(index->second))] +=
+            static_cast<uint64_t>(num(p->second));
       }
     }
   }
@@ -268,10 +283,12 @@ class DaemonsSeen {
 };
 
 // Every worker process seen: its last count of whole pushes acknowledged,
-// read from its Status while it ran.
+// read from its Status while it ran, and in a sparse job its last report's
+// row updates (`rows`, at `rows_pushes` of its pushes; rows < 0: none).
 class WorkerPushes {
  public:
-  void Note(int index, uint32_t pid, double pushes) {
+  void Note(int index, uint32_t pid, double pushes, double rows = -1,
+            double rows_pushes = 0) {
     const absl::Time now = absl::Now();
     auto [it, fresh] = seen_.try_emplace(pid);
     Process& p = it->second;
@@ -286,6 +303,10 @@ class WorkerPushes {
     }
     p.pushes = std::max(p.pushes, pushes);
     p.read = p.alive = now;
+    if (rows >= p.rows) {
+      p.rows = rows;
+      p.rows_pushes = rows_pushes;
+    }
   }
   // Notes which processes still run (their last moment alive bounds what
   // they pushed after their last read).
@@ -302,15 +323,29 @@ class WorkerPushes {
   // lived past the read (stopped or starved, it could not be read).
   // `latest(index)` is worker `index`'s last process (the launcher's pid
   // file names it), whose count summary.json gives.
+  // Row updates likewise (o.acked_row_updates, o.acked_row_slack): a
+  // process's last report's, and as slack its pushes' slack plus the
+  // pushes it made after that report, at the most row updates per push any
+  // report showed.
   void AddEarlier(const std::function<pid_t(int)>& latest, Observed* o) const {
+    double rows_per_push = 0;
+    for (const auto& [pid, p] : seen_) {
+      if (p.rows_pushes > 0) {
+        rows_per_push = std::max(rows_per_push, p.rows / p.rows_pushes);
+      }
+    }
     for (uint32_t pid : order_) {
       const Process& p = seen_.at(pid);
       if (latest(p.index) == static_cast<pid_t>(pid)) continue;
+      const double slack =
+          2 + p.max_rise + p.max_rate * absl::ToDoubleSeconds(p.alive - p.read);
       o->acked_pushes += static_cast<uint64_t>(p.pushes);
-      o->acked_slack += static_cast<uint64_t>(
-          2 + p.max_rise +
-          p.max_rate * absl::ToDoubleSeconds(p.alive - p.read));
+      o->acked_slack += static_cast<uint64_t>(slack);
       ++o->worker_ends;
+      o->acked_row_updates += static_cast<uint64_t>(std::max(p.rows, 0.0));
+      o->acked_row_slack += static_cast<uint64_t>(std::ceil(
+          rows_per_push *
+          (slack + std::max(0.0, p.pushes - std::max(p.rows_pushes, 0.0)))));
     }
   }
 
@@ -321,6 +356,7 @@ class WorkerPushes {
     double max_rise = 0;
     double max_rate = 0;  // pushes per second between two reads
     absl::Time read, alive;
+    double rows = -1, rows_pushes = 0;
   };
   std::map<uint32_t, Process> seen_;
   std::vector<uint32_t> order_;  // first seen first
@@ -372,18 +408,35 @@ class Cluster {
     return testing::DaemonStatus(address, absl::Seconds(2));
   }
 
-  // Reads every live worker's pushes_acked into `pushes`.
-  void NoteWorkers(WorkerPushes* pushes) {
+  // Reads every live worker's pushes_acked into `pushes`; with `view` (a
+  // sparse job) also the coordinator's status and placement into it, and
+  // each worker's reported row updates into `pushes`.
+  void NoteWorkers(WorkerPushes* pushes, internal::SparseView* view) {
     absl::StatusOr<proto::ClusterStatusResponse> status = Status();
     if (!status.ok()) return;
+    if (view != nullptr) {
+      view->NoteStatus(*status);
+      RpcSection rpc;
+      rpc.deadline_s = 1;
+      membership::CoordinatorClient client(CoordinatorAddress(), rpc, "chaos");
+      absl::StatusOr<proto::GetPlacementResponse> p = client.GetPlacement();
+      if (p.ok()) view->NotePlacement(*p);
+    }
     for (const auto& m : status->members()) {
       if (m.role() != "worker" || !m.alive() || m.address().empty()) continue;
       absl::StatusOr<proto::GetStatusResponse> s =
           testing::DaemonStatus(m.address(), absl::Milliseconds(300));
       if (!s.ok() || s->pid() == 0) continue;
       auto it = s->counters().find("pushes_acked");
-      pushes->Note(m.index(), s->pid(),
-                   it == s->counters().end() ? 0 : it->second);
+      const double acked = it == s->counters().end() ? 0 : it->second;
+      // The report is this process's when it claims no more pushes than
+      // the process counts now (read after it); a restarted worker's slot
+      // shows its old process's report until its first heartbeat.
+      const proto::MemberReport& r = m.report();
+      const bool own = view != nullptr && r.pushes() > 0 && r.pushes() <= acked;
+      pushes->Note(m.index(), s->pid(), acked,
+                   own ? static_cast<double>(r.sparse_row_updates()) : -1,
+                   own ? static_cast<double>(r.pushes()) : 0);
     }
   }
 
@@ -460,9 +513,48 @@ std::string Describe(const Fault& fault) {
       }
       absl::StrAppendFormat(&what, " for %.2f s", fault.duration_s);
       break;
+    case FaultKind::kMoveBuckets:
+      absl::StrAppendFormat(&what,
+                            " to shard %d: %d of shard %d's, from %.0f %% "
+                            "along its list",
+                            fault.index, fault.bucket_count, 1 - fault.index,
+                            100 * fault.bucket_share);
+      break;
+    case FaultKind::kJoinWorker:
+      absl::StrAppend(&what, ": a worker joins");
+      break;
+    case FaultKind::kDrainWorker:
+      absl::StrAppendFormat(&what, " of live worker #%d (modulo those live)",
+                            fault.index);
+      break;
   }
   return what;
 }
+
+namespace {
+
+// Kind `k` of the sparse layouts' own: 0-4 a bucket move, 5-6 a join, 7-8 a
+// drain.
+void ElasticFault(int k, const Layout& layout,
+                  const std::function<double(double, double)>& uniform,
+                  const std::function<int(int)>& pick, Fault* f) {
+  if (k < 5) {
+    f->kind = FaultKind::kMoveBuckets;
+    f->index = pick(2);  // the destination; the source is the other shard
+    f->bucket_share = uniform(0, 1);
+    f->bucket_count = 1 + pick(8);
+  } else if (k < 7) {
+    f->kind = FaultKind::kJoinWorker;
+    f->role = "worker";
+    f->index = layout.workers;
+  } else {
+    f->kind = FaultKind::kDrainWorker;
+    f->role = "worker";
+    f->index = pick(layout.workers + 1);
+  }
+}
+
+}  // namespace
 
 std::vector<Fault> MakeSchedule(uint64_t seed, int count, double span_s,
                                 const Layout& layout) {
@@ -493,11 +585,17 @@ std::vector<Fault> MakeSchedule(uint64_t seed, int count, double span_s,
     // Kinds 0-16 as before network faults existed (a seed's schedule without
     // them is unchanged), then the full disk, then the network.
     // Simultaneous kills last of all.
+    // Sparse layouts add bucket moves, and elastic ones joins and drains,
+    // after those.
     const int net_kinds = layout.network ? 6 : 0;
-    const int kind = pick(17 + (layout.full_disk ? 3 : 0) + net_kinds +
-                          (layout.simultaneous ? 4 : 0));
+    const int old_kinds = 17 + (layout.full_disk ? 3 : 0) + net_kinds +
+                          (layout.simultaneous ? 4 : 0);
+    const int kind = pick(old_kinds + (layout.sparse ? 5 : 0) +
+                          (layout.sparse && layout.elastic_workers ? 4 : 0));
     const int network = kind - 17 - (layout.full_disk ? 3 : 0);
-    if (kind < 7) {
+    if (kind >= old_kinds) {
+      ElasticFault(kind - old_kinds, layout, uniform, pick, &f);
+    } else if (kind < 7) {
       f.kind = FaultKind::kKill;
       target(&f);
     } else if (kind < 13) {
@@ -578,6 +676,7 @@ std::vector<std::string> CheckInvariants(const Observed& o,
         "(tolerance %.3f)",
         o.outcome, o.accuracy, judge.reference_accuracy, judge.tolerance));
   }
+  if (o.sparse) internal::CheckSparseInvariants(o, &v);
   if (!o.checkpoint_error.empty()) {
     v.push_back(
         absl::StrCat("final checkpoints unreadable: ", o.checkpoint_error));
@@ -670,12 +769,64 @@ std::string SetUpLab(NetnsLab* lab) {
   return lab->Enter("ctl");
 }
 
+namespace {
+
+// The sparse figures of a run that ended: the row updates the final
+// checkpoints in `final_dir` hold, the workers' last processes' final
+// reports (`run_dir`/history.json; each slot's pushes in summary.json are
+// `final_pushes`), and the last placement and moves read.
+void ObserveSparse(const internal::SparseView& view,
+                   const std::string& final_dir, const std::string& run_dir,
+                   const std::map<int, uint64_t>& final_pushes, Observed* o) {
+  o->sparse = true;
+  o->sparse_buckets = internal::kSparseBuckets;
+  absl::StatusOr<uint64_t> held =
+      internal::CheckpointRowUpdates(final_dir, /*shards=*/2);
+  if (held.ok()) {
+    o->held_row_updates = *held;
+  } else {
+    absl::StrAppend(&o->checkpoint_error,
+                    o->checkpoint_error.empty() ? "" : "; ",
+                    held.status().message());
+  }
+  // Each slot's last report: history.json's (the launcher's last read, once
+  // the workers ended: the final ones, which a poll may miss), else the last
+  // one polled. Not the larger of the two: a slot's last process may have
+  // pushed less than the one before it (restarted near the end).
+  absl::StatusOr<std::map<int, proto::MemberReport>> final_reports =
+      internal::FinalWorkerReports(run_dir + "/history.json");
+  std::map<int, proto::MemberReport> last;
+  for (int index : view.Reported()) last[index] = *view.LastReport(index);
+  if (final_reports.ok()) {
+    for (const auto& [index, r] : *final_reports) last[index] = r;
+  }
+  for (const auto& [index, r] : last) {
+    if (r.step() == 0 && !r.finished()) continue;  // never trained
+    o->acked_row_updates += r.sparse_row_updates();
+    // Its last report is the final one when it counts the pushes the
+    // launcher read last (summary.json), finished or not (a job that ends
+    // stops a worker mid-way).
+    auto it = final_pushes.find(index);
+    if (!r.finished() &&
+        (it == final_pushes.end() || r.pushes() < it->second)) {
+      o->rows_unread.push_back(index);
+    }
+  }
+  view.Fill(o);
+}
+
+}  // namespace
+
 absl::StatusOr<Outcome> Harness::Run(uint64_t seed,
                                      const std::vector<Fault>& faults) {
   if (options_.lab != nullptr && options_.replication >= 3) {
     return absl::InvalidArgumentError(
         "chaos: replication 3 runs on loopback only (the lab has a host for "
         "two standbys); leave out --net");
+  }
+  if (options_.lab != nullptr && options_.sparse) {
+    return absl::InvalidArgumentError(
+        "chaos: the sparse job runs on loopback only; leave out --net");
   }
   Outcome out;
   const std::string dir = absl::StrCat(options_.work_dir, "/seed-", seed,
@@ -690,6 +841,7 @@ absl::StatusOr<Outcome> Harness::Run(uint64_t seed,
   const std::string config = dir + "/job.yaml";
   RETURN_IF_ERROR(
       WriteFileAtomically(config, JobYaml(options_, dir, checkpoints)));
+  if (options_.sparse) internal::WriteSparseData(dir, options_.sparse_examples);
   NetnsLab* const lab = options_.lab;
   std::vector<std::string> argv;
   if (options_.full_disk) argv = MountPrefix(checkpoints, saved);
@@ -720,6 +872,8 @@ absl::StatusOr<Outcome> Harness::Run(uint64_t seed,
       out.run_dir,
       lab == nullptr ? "" : absl::StrCat(lab->host("coordinator").ip, ":7000"));
   Observed& o = out.observed;
+  internal::SparseView view;
+  internal::SparseView* const sparse = options_.sparse ? &view : nullptr;
   absl::Time next_note = absl::InfinitePast();
   // Polls the pid file (and every 0.1 s the workers' counts) while waiting;
   // false when the launcher ended or the bound passed.
@@ -729,7 +883,7 @@ absl::StatusOr<Outcome> Harness::Run(uint64_t seed,
       seen.Note(out.run_dir);
       worker_pushes.NoteAlive();
       if (absl::Now() >= next_note) {
-        cluster.NoteWorkers(&worker_pushes);
+        cluster.NoteWorkers(&worker_pushes, sparse);
         next_note = absl::Now() + absl::Milliseconds(100);
       }
       if (launcher->Poll().has_value()) return false;
@@ -737,6 +891,7 @@ absl::StatusOr<Outcome> Harness::Run(uint64_t seed,
     } while (absl::Now() < until);
     return !launcher->Poll().has_value() && absl::Now() < bound;
   };
+  internal::ElasticFaults elastic(options_.bin_dir, config, dir, wait);
   // Training, every shard backed up.
   bool ready = false;
   while (!ready && wait(absl::Milliseconds(200)) && absl::Now() < bound) {
@@ -945,6 +1100,19 @@ absl::StatusOr<Outcome> Harness::Run(uint64_t seed,
             {host, crawl, absl::Now() + absl::Seconds(f.duration_s)});
         break;
       }
+      case FaultKind::kMoveBuckets:
+        absl::StrAppend(&note,
+                        elastic.Move(f, cluster.CoordinatorAddress(), view));
+        break;
+      case FaultKind::kJoinWorker:
+        absl::StrAppend(&note, elastic.Join(cluster.CoordinatorAddress()));
+        break;
+      case FaultKind::kDrainWorker: {
+        absl::StatusOr<proto::ClusterStatusResponse> status = cluster.Status();
+        absl::StrAppend(&note, elastic.Drain(f, cluster.CoordinatorAddress(),
+                                             status.ok() ? &*status : nullptr));
+        break;
+      }
     }
     out.done.push_back(note);
   }
@@ -963,17 +1131,25 @@ absl::StatusOr<Outcome> Harness::Run(uint64_t seed,
   } else {
     launcher->Stop(absl::Seconds(20));
   }
+  for (std::string& line : elastic.Finish()) out.done.push_back(line);
   seen.Note(out.run_dir);
   o.left_behind = seen.StillRunning(absl::Seconds(15));
-  uint64_t final_pushes = 0;
+  // Per worker slot, its last process's pushes (the launcher's last read).
+  std::map<int, uint64_t> final_pushes;
   if (absl::Status read =
           ReadSummary(out.run_dir + "/summary.json", &o, &final_pushes);
       !read.ok()) {
     o.outcome.clear();
   }
-  o.acked_pushes += final_pushes;
+  for (const auto& [index, pushes] : final_pushes) o.acked_pushes += pushes;
+  // A slot the launcher never ran is a joined worker's: its last is the
+  // last the harness started.
+  const std::vector<pid_t> joined = elastic.JoinedPids();
   worker_pushes.AddEarlier(
-      [&](int index) { return seen.Latest(absl::StrCat("worker ", index)); },
+      [&](int index) {
+        const pid_t pid = seen.Latest(absl::StrCat("worker ", index));
+        return pid != 0 || joined.empty() ? pid : joined.back();
+      },
       &o);
   const std::string final_dir = options_.full_disk ? saved : checkpoints;
   for (int shard = 0; shard < 2; ++shard) {
@@ -987,6 +1163,9 @@ absl::StatusOr<Outcome> Harness::Run(uint64_t seed,
     }
     std::vector<uint64_t>& versions = o.versions[shard];
     for (const auto& b : c->blocks) versions.push_back(b.version);
+  }
+  if (options_.sparse) {
+    ObserveSparse(view, final_dir, out.run_dir, final_pushes, &o);
   }
   return out;
 }

@@ -18,7 +18,11 @@
 // disk under the checkpoint folder (a tmpfs of the launcher's own
 // mount namespace, filled and freed again); with the cluster in network
 // namespaces (Options::lab), a daemon's host cut off (its link down) or its
-// link shaped to a crawl with tc tbf, for a while. tests/chaos_test runs a
+// link shaped to a crawl with tc tbf, for a while. With Options::sparse the
+// job is sparse_linear on streamed LIBSVM files and bucket moves (psctl
+// move-buckets) join the faults, with Layout::elastic_workers workers that
+// join (ps_worker --join) and drain (psctl drain-worker) too; the rows and
+// buckets are judged as well (tests/chaos_sparse.h). tests/chaos_test runs a
 // short schedule; tests/chaos_main.cc (bazel run //tests:chaos) the long one.
 // docs/OPERATIONS.md says how to replay a seed.
 #ifndef DOWNPOUR_TESTS_CHAOS_H_
@@ -49,6 +53,17 @@ enum class FaultKind {
   // Network faults (a cluster in a NetnsLab only):
   kPartition,  // the daemon's host cut off from the others for duration_s
   kCrawl,      // its link shaped to rate_mbit (tc tbf) for duration_s
+  // Sparse jobs only (Layout::sparse), drawn after every other kind:
+  // `psctl move-buckets --to index --buckets A-B` of a range of buckets the
+  // other shard holds at the fault's time (`bucket_share`: where the range
+  // starts in its list, `bucket_count`: how many), not waited for; a
+  // refusal (a shard down, a move in progress) is noted as skipped.
+  kMoveBuckets,
+  // Layout::elastic_workers only: `ps_worker --join` started by the harness
+  // (killed at the end if still running), and `psctl drain-worker N` of the
+  // worker `index` (modulo those listed then).
+  kJoinWorker,
+  kDrainWorker,
 };
 
 struct Fault {
@@ -66,6 +81,10 @@ struct Fault {
   // kPrimaryAndBackup: which of the shard's backups, by its place in the
   // coordinator's list (modulo the backups named then).
   int backup = 0;
+  // kMoveBuckets: the range's start, as a fraction of the other shard's
+  // buckets, and its length (at least 1, at most what that shard holds).
+  double bucket_share = 0;
+  int bucket_count = 0;
 };
 
 // "3.20 s: kill -9 ps 1 (the shard's server)".
@@ -80,6 +99,12 @@ struct Layout {
   // cluster.replication 3: kPrimaryAndBackup faults too (drawn after every
   // other kind, so a layout without them gives the schedules it gave before).
   bool simultaneous = false;
+  // A sparse job (Options::sparse): bucket moves too, drawn after every
+  // other kind (the kinds above keep their schedules).
+  bool sparse = false;
+  // Sparse only: workers that join (ps_worker --join) and drain (psctl
+  // drain-worker), drawn after the moves.
+  bool elastic_workers = false;
 };
 
 // `count` faults at times drawn over [0, span_s), sorted; the same seed and
@@ -120,6 +145,32 @@ struct Observed {
   // Per shard, every block's version in its last checkpoint (updates held).
   std::map<int, std::vector<uint64_t>> versions;
   std::string checkpoint_error;  // why versions are missing
+  // Sparse jobs (Options::sparse): the row updates the final checkpoints
+  // hold (the sum of every row's version, over the shards' tables) ...
+  bool sparse = false;
+  uint64_t held_row_updates = 0;
+  // ... and those the workers had acknowledged: each worker's last process's
+  // final report (the launcher's history.json, else the coordinator's last
+  // read) plus each earlier
+  // process's last report (MemberReport.sparse_row_updates), with a slack
+  // for what the earlier ones may have had applied after it (as for
+  // acked_slack: twice their largest rise between two reads, and their
+  // fastest rate over the time they lived past the read).
+  uint64_t acked_row_updates = 0;
+  uint64_t acked_row_slack = 0;
+  // Worker slots whose last process's final report (finished, or counting
+  // the pushes summary.json gives it) was never read.
+  std::vector<int> rows_unread;
+  // model.sparse_buckets, and the last placement read while the
+  // coordinator ran: per shard its buckets (ShardInfo.buckets).
+  int sparse_buckets = 0;
+  std::map<int, std::vector<uint32_t>> buckets;
+  bool placement_read = false;
+  // The moves the coordinator listed last: "move 2 (buckets 3-7, shard 0 ->
+  // 1): done" and the like; those still in "copy" or "switched" again in
+  // open_moves.
+  std::vector<std::string> moves;
+  std::vector<std::string> open_moves;
 };
 
 struct Judge {
@@ -140,7 +191,12 @@ struct Judge {
 //    and
 //    a loss is reported only for a shard recovered from a checkpoint (no
 //    backup: a standby loaded it, or the shard's ps restarted from it),
-//    never where every recovery came from a replica.
+//    never where every recovery came from a replica;
+//  - sparse jobs, on a run that succeeded: the final checkpoints hold no
+//    more row updates than the workers acknowledged (+ the slack for ended
+//    worker processes), and none fewer unless a loss was reported; every
+//    bucket of model.sparse_buckets owned by exactly one shard in the last
+//    placement read; no move left in "copy" or "switched".
 std::vector<std::string> CheckInvariants(const Observed& observed,
                                          const Judge& judge);
 
@@ -159,6 +215,11 @@ struct Options {
   // SetUpLab (which also moved this process into its "ctl" host), started
   // by the launcher's --ssh mode; partitions and crawls become possible.
   NetnsLab* lab = nullptr;
+  // A sparse job instead (sparse_linear, FTRL, generated LIBSVM files
+  // streamed, 32 buckets, cluster.max_workers 3): bucket moves become
+  // possible, and the sparse invariants are judged. Loopback only.
+  bool sparse = false;
+  int sparse_examples = 40000;  // training rows generated
 };
 
 // Makes `lab`'s hosts (ctl, coordinator, ps0, ps1, standby0, standby1,
