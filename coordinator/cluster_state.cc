@@ -429,7 +429,7 @@ absl::StatusOr<proto::HeartbeatResponse> ClusterState::Heartbeat(
     const bool moved = *role == MemberRole::kWorker &&
                        parts_.NotePositions(m->index, m->report.positions());
     placement_.AssignBackups();
-    const bool stopped = progress_.MaybeStop(members_, parts_);
+    const bool stopped = MaybeStopJob();
     if (stopped || settled || switched ||
         m->report.finished() != was_finished || (moved && PositionSaveDue())) {
       snapshot = TakeSnapshot();
@@ -490,12 +490,25 @@ proto::GetPlacementResponse ClusterState::Placement() const {
   return placement_.Describe();
 }
 
+bool ClusterState::MaybeStopJob() {
+  if (!progress_.MaybeStop(members_, parts_)) return false;
+  // Nothing copies any more: a move still copying would stay open, and its
+  // rows at the destination in the final checkpoints.
+  placement_.RollBackCopies("the job ended during the copy");
+  return true;
+}
+
 absl::StatusOr<proto::MoveBucketsResponse> ClusterState::MoveBuckets(
     const proto::MoveBucketsRequest& request) {
   absl::StatusOr<proto::MoveBucketsResponse> response;
   std::optional<Snapshot> snapshot;
   {
     absl::MutexLock lock(&mu_);
+    if (progress_.stopped()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("move-buckets: the job is over (",
+                       progress_.stop_reason(), "): nothing moves any more"));
+    }
     response = placement_.MoveBuckets(request);
     if (response.ok()) snapshot = TakeSnapshot();
   }
@@ -543,7 +556,7 @@ absl::StatusOr<proto::DrainWorkerResponse> ClusterState::DrainWorker(
                                       " (each from its saved position)"),
         "; it ends its step and exits"));
     SPDLOG_LOGGER_INFO(L(), "{}", response.message());
-    progress_.MaybeStop(members_, parts_);
+    MaybeStopJob();
     snapshot = TakeSnapshot();
   }
   Save(std::move(snapshot));
@@ -568,7 +581,7 @@ int ClusterState::CheckLiveness() {
         });
     if (changed > 0) {
       placement_.AssignBackups();
-      progress_.MaybeStop(members_, parts_);
+      MaybeStopJob();
       snapshot = TakeSnapshot();
     }
   }

@@ -203,6 +203,9 @@ class ClusterState {
   // A ps heartbeat's report: settles the shard's recoveries; true when that
   // is a change to save.
   bool NoteShardReport(Member& ps) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // JobProgress::MaybeStop; when the job stops just now, the bucket moves
+  // still copying roll back. True when it stopped just now.
+  bool MaybeStopJob() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HeartbeatReply(const Member& m, proto::HeartbeatResponse* response) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A streaming worker's parts move on with every heartbeat: a change of

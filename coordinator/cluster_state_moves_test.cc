@@ -61,6 +61,33 @@ class ClusterStateMovesTest : public ClusterStateTest {
   }
 };
 
+// A move still copying when the job ends rolls back (else it stays open,
+// and its rows sit at the destination in the final checkpoints), and no
+// move starts once the job is over.
+TEST_F(ClusterStateMovesTest, AMoveCopyingWhenTheJobEndsRollsBack) {
+  const int workers = static_cast<int>(config_.cluster.workers.size());
+  for (int w = 0; w < workers; ++w) RegisterWorker(w);
+  ASSERT_NE(Move({0, 2}, 1), 0u);
+  EXPECT_THAT(Phases(), ElementsAre("copy"));
+  for (int w = 0; w < workers; ++w) {
+    proto::HeartbeatRequest done;
+    done.set_role("worker");
+    done.set_index(w);
+    done.mutable_report()->set_finished(true);
+    ASSERT_THAT(Heartbeat(done), IsOk());
+  }
+  ASSERT_TRUE(state_->Status().stop());
+  EXPECT_THAT(Phases(), ElementsAre("rolled back"));
+  EXPECT_THAT(state_->Status().bucket_moves(0).reason(),
+              HasSubstr("the job ended during the copy"));
+  proto::MoveBucketsRequest late;
+  late.add_buckets(4);
+  late.set_to_shard(1);
+  EXPECT_THAT(state_->MoveBuckets(late),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("the job is over")));
+}
+
 TEST_F(ClusterStateMovesTest, TheSwitchRaisesTheEpochAndGivesTheBuckets) {
   const uint64_t id = Move({0, 2}, 1);
   ASSERT_NE(id, 0u);

@@ -125,6 +125,14 @@ std::string ShardPlacement::HandToInSyncBackup(Member& ps,
   return to;
 }
 
+int ShardPlacement::RollBackCopies(const std::string& why) {
+  int rolled = 0;
+  for (int shard = 0; shard < moves_.shards(); ++shard) {
+    rolled += moves_.ShardGone(shard, why, Uptime());
+  }
+  return rolled;
+}
+
 void ShardPlacement::ReplaceShard(Member& dead) {
   if (epoch_ == 0) return;
   const std::vector<StandbySlot> slots = StandbySlots();

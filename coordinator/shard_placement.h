@@ -69,6 +69,9 @@ class ShardPlacement {
   // backups and follow the new primary (which sends them a full cut first).
   // Logged either way.
   void ReplaceShard(Member& dead);
+  // The job ended: every bucket move still in "copy" rolls back with `why`
+  // (the owners do not change). Returns how many.
+  int RollBackCopies(const std::string& why);
   // Standby `m` registered from a new process while its old one (`old_key`)
   // served a shard: that process is gone, so the shard fails over now
   // instead of after heartbeat.timeout_s.
