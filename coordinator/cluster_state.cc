@@ -339,6 +339,18 @@ absl::StatusOr<proto::RegisterWorkerResponse> ClusterState::RegisterWorker(
   if (request.join()) {
     ASSIGN_OR_RETURN(registering, JoinWorker(request));
   }
+  {
+    // A drained worker started again: told so, it exits 0 (not a failure
+    // its supervisor would restart it for, over and over).
+    absl::MutexLock lock(&mu_);
+    const Member* m = members_.Find(MemberRole::kWorker, registering.index());
+    if (m != nullptr && m->drained) {
+      proto::RegisterWorkerResponse drained;
+      drained.set_index(m->index);
+      drained.set_drained(true);
+      return drained;
+    }
+  }
   RETURN_IF_ERROR(MayRegister(MemberRole::kWorker, registering.index(),
                               request.member_key(), request.address()));
   proto::RegisterWorkerResponse response;

@@ -231,13 +231,16 @@ TEST_F(WorkersJoinTest, DrainRefusesWhatItCannotDo) {
               HasSubstr("worker 0 is the last one training: its parts would "
                         "wait; stop the job instead"));
   EXPECT_THAT(PartsOf(0), ElementsAre(0, 2));  // nothing changed
-  // A drained worker that registers again without --join is refused.
+  // A drained worker that registers again without --join (restarted by its
+  // supervisor) is told it was drained, and given no parts.
   proto::RegisterWorkerRequest back;
   back.set_index(2);
   back.set_address("127.0.0.1:10");
-  auto refused = state_->RegisterWorker(back);
-  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(refused.status().message(), HasSubstr("--join"));
+  auto told = state_->RegisterWorker(back);
+  ASSERT_THAT(told, IsOk());
+  EXPECT_TRUE(told->drained());
+  EXPECT_EQ(told->partition().parts_size(), 0);
+  EXPECT_TRUE(WorkerStatus(2).drained());
 }
 
 TEST_F(WorkersJoinTest, TheDrainListsEachPartHandedAndIsSaved) {

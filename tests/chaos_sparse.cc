@@ -16,6 +16,7 @@
 #include "absl/time/clock.h"
 #include "common/file_util.h"
 #include "common/status_macros.h"
+#include "coordinator/bucket_moves.h"
 #include "google/protobuf/util/json_util.h"
 #include "server/checkpoint.h"
 #include "tests/daemon_harness.h"
@@ -28,10 +29,10 @@ bool Open(const proto::BucketMove& m) {
 }
 
 std::string DescribeMove(const proto::BucketMove& m) {
-  std::string text =
-      absl::StrFormat("move %d (buckets %s, shard %d -> %d): %s", m.id(),
-                      BucketRange({m.buckets().begin(), m.buckets().end()}),
-                      m.from_shard(), m.to_shard(), m.phase());
+  std::string text = absl::StrFormat(
+      "move %d (buckets %s, shard %d -> %d): %s", m.id(),
+      coordinator::FormatBucketList({m.buckets().begin(), m.buckets().end()}),
+      m.from_shard(), m.to_shard(), m.phase());
   if (m.phase() == "rolled back") absl::StrAppend(&text, ": ", m.reason());
   return text;
 }
@@ -47,18 +48,6 @@ std::string LastLine(const std::string& text) {
 }
 
 }  // namespace
-
-std::string BucketRange(const std::vector<uint32_t>& buckets) {
-  std::vector<std::string> parts;
-  for (size_t i = 0; i < buckets.size();) {
-    size_t j = i;
-    while (j + 1 < buckets.size() && buckets[j + 1] == buckets[j] + 1) ++j;
-    parts.push_back(j == i ? absl::StrCat(buckets[i])
-                           : absl::StrCat(buckets[i], "-", buckets[j]));
-    i = j + 1;
-  }
-  return absl::StrJoin(parts, ",");
-}
 
 void WriteSparseData(const std::string& dir, int examples) {
   testing::WriteSparseLibsvm(dir + "/train.svm", examples, 1);
@@ -227,7 +216,7 @@ std::string ElasticFaults::Move(const Fault& f, const std::string& coordinator,
       static_cast<size_t>(f.bucket_share * held.size()), held.size() - count);
   const std::vector<uint32_t> range(held.begin() + first,
                                     held.begin() + first + count);
-  const std::string buckets = BucketRange(range);
+  const std::string buckets = coordinator::FormatBucketList(range);
   return absl::StrCat(" buckets ", buckets, " of shard ", 1 - f.index, ":",
                       Psctl("psctl move-buckets", coordinator,
                             {"move-buckets", "--to", absl::StrCat(f.index),
@@ -339,7 +328,8 @@ void CheckSparseInvariants(const Observed& o, std::vector<std::string>* v) {
     if (owners.count(b) == 0) unowned.push_back(b);
   }
   if (!unowned.empty()) {
-    v->push_back(absl::StrCat("sparse: buckets ", BucketRange(unowned),
+    v->push_back(absl::StrCat("sparse: buckets ",
+                              coordinator::FormatBucketList(unowned),
                               " owned by no shard"));
   }
   for (const std::string& m : o.open_moves) {

@@ -110,9 +110,6 @@ class ElasticFaults {
 // Adds the sparse invariants `o` broke to `v` (a run that succeeded).
 void CheckSparseInvariants(const Observed& o, std::vector<std::string>* v);
 
-// "0-3,7": buckets as psctl takes them.
-std::string BucketRange(const std::vector<uint32_t>& buckets);
-
 }  // namespace downpour::chaos::internal
 
 #endif  // DOWNPOUR_TESTS_CHAOS_SPARSE_H_

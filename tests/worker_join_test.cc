@@ -75,6 +75,25 @@ class WorkerJoinTest : public FaultJobTest {
         << "worker 0 kept the part it handed over";
   }
 
+  // Workers 0 and 1 train; worker 2 joins with part 2, worker 0 is drained,
+  // and workers 1 and 2 finish (exit 0).
+  void JoinDrainAndFinish() {
+    StartWorker(0);
+    StartWorker(1);
+    ASSERT_TRUE(WaitUntil([&] { return WorkerAtStep(0, 20); }));
+    EXPECT_THAT(WorkerParts(0), ElementsAre(0, 2));
+    EXPECT_THAT(WorkerParts(1), ElementsAre(1));
+    StartJoiningWorker(2);
+    ASSERT_NO_FATAL_FAILURE(ExpectJoinedWithPartTwo(2, 20));
+    ASSERT_NO_FATAL_FAILURE(DrainWorkerZero());
+    for (int w : {1, 2}) {
+      const std::optional<int> exited =
+          daemons_[absl::StrCat("worker-", w)]->Wait(kLong);
+      ASSERT_TRUE(exited.has_value()) << "worker " << w << " still running";
+      EXPECT_EQ(*exited, 0);
+    }
+  }
+
   // Drains worker 0 with psctl; it exits 0, and its part goes on elsewhere.
   void DrainWorkerZero() {
     const uint64_t at_drain = Worker(Status(), 0)->report().step();
@@ -94,6 +113,14 @@ class WorkerJoinTest : public FaultJobTest {
     EXPECT_LT(drained->report().step(), at_drain + 500)
         << "the drained worker trained on: " << at_drain << " steps at the "
         << "drain, " << drained->report().step() << " at its end";
+    // Started again (a supervisor restarts what exits): it is told it was
+    // drained and exits 0 at once, rather than failing over and over.
+    Subprocess& again = Start("worker-0-again", "worker/ps_worker",
+                              {"--index", "0", "--coordinator", coordinator_});
+    const std::optional<int> again_exit = again.Wait(absl::Seconds(60));
+    ASSERT_TRUE(again_exit.has_value()) << "a drained worker started again";
+    EXPECT_EQ(*again_exit, 0) << again.LogTail(10);
+    EXPECT_TRUE(Worker(Status(), 0)->drained());
     std::vector<int> held;
     for (int w : {1, 2}) {
       for (int part : WorkerParts(w)) held.push_back(part);
@@ -111,22 +138,7 @@ TEST_F(WorkerJoinTest, AJoinedWorkerTrainsAndADrainedOneHandsItsPartsBack) {
   AllowJoins(3);
   StartCoordinator();
   StartPs(0);
-  StartWorker(0);
-  StartWorker(1);
-  ASSERT_TRUE(WaitUntil([&] { return WorkerAtStep(0, 20); }));
-  EXPECT_THAT(WorkerParts(0), ElementsAre(0, 2));
-  EXPECT_THAT(WorkerParts(1), ElementsAre(1));
-
-  StartJoiningWorker(2);
-  ASSERT_NO_FATAL_FAILURE(ExpectJoinedWithPartTwo(2, 20));
-  ASSERT_NO_FATAL_FAILURE(DrainWorkerZero());
-
-  for (int w : {1, 2}) {
-    const std::optional<int> exited =
-        daemons_[absl::StrCat("worker-", w)]->Wait(kLong);
-    ASSERT_TRUE(exited.has_value()) << "worker " << w << " still running";
-    EXPECT_EQ(*exited, 0);
-  }
+  ASSERT_NO_FATAL_FAILURE(JoinDrainAndFinish());
   const auto status = Status();
   for (int w : {1, 2}) {
     EXPECT_TRUE(Worker(status, w)->report().finished()) << "worker " << w;
@@ -152,18 +164,7 @@ TEST_F(WorkerJoinTest, StreamedPartsMoveWithTheirPositions) {
   StartCoordinator();
   StartPs(0);
   StartPs(1);
-  StartWorker(0);
-  StartWorker(1);
-  ASSERT_TRUE(WaitUntil([&] { return WorkerAtStep(0, 20); }));
-  StartJoiningWorker(2);
-  ASSERT_NO_FATAL_FAILURE(ExpectJoinedWithPartTwo(2, 20));
-  ASSERT_NO_FATAL_FAILURE(DrainWorkerZero());
-  for (int w : {1, 2}) {
-    const std::optional<int> exited =
-        daemons_[absl::StrCat("worker-", w)]->Wait(kLong);
-    ASSERT_TRUE(exited.has_value()) << "worker " << w << " still running";
-    EXPECT_EQ(*exited, 0);
-  }
+  ASSERT_NO_FATAL_FAILURE(JoinDrainAndFinish());
   ExpectNoAcknowledgedRowUpdateLost(2);
 }
 

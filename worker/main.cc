@@ -63,6 +63,12 @@ int main(int argc, char** argv) {
   }
   options.advertise = setup.advertise;
   auto node = worker::WorkerNode::Start(std::move(options));
+  if (!node.ok() && worker::IsDrained(node.status())) {
+    // Done, not failed: a supervisor that restarted it stops here.
+    SPDLOG_LOGGER_INFO(Log(Logger::kWorker), "{}",
+                       std::string(node.status().message()));
+    return 0;
+  }
   if (!node.ok()) {
     // 2: the config, model, data or backend; 1: the cluster (listen, register).
     Die(who, std::string(node.status().message()),
@@ -75,6 +81,13 @@ int main(int argc, char** argv) {
                        "signal {}: pushing what is owed and stopping", signal);
   }
   const absl::Status result = (*node)->Stop();
+  if (!result.ok() && (*node)->drained()) {
+    // Drained: a push it could not finish was not acknowledged, and its
+    // examples are read again where the part went. Done, not failed.
+    SPDLOG_LOGGER_WARN(Log(Logger::kWorker), "drained; while stopping: {}",
+                       std::string(result.message()));
+    return 0;
+  }
   if (!result.ok()) {
     SPDLOG_LOGGER_ERROR(Log(Logger::kWorker), "{}",
                         std::string(result.message()));

@@ -30,6 +30,9 @@ constexpr char kSetupErrorPayload[] = "type.downpour/worker.SetupError";
 // of an applied push takes well under a second.
 constexpr absl::Duration kDuplicateStreakWarning = absl::Seconds(3);
 
+// Marks a Start error as "this worker's slot was drained" (see IsDrained).
+constexpr char kDrainedPayload[] = "type.downpour/worker.Drained";
+
 absl::Status SetupError(absl::Status status) {
   status.SetPayload(kSetupErrorPayload, absl::Cord("setup"));
   return status;
@@ -43,6 +46,10 @@ std::vector<int> Parts(const proto::Partition& partition) {
 
 bool IsSetupError(const absl::Status& status) {
   return status.GetPayload(kSetupErrorPayload).has_value();
+}
+
+bool IsDrained(const absl::Status& status) {
+  return status.GetPayload(kDrainedPayload).has_value();
 }
 
 WorkerNode::WorkerNode(Options options)
@@ -301,6 +308,15 @@ absl::StatusOr<proto::RegisterWorkerResponse> WorkerNode::RegisterFirst() {
   ASSIGN_OR_RETURN(
       proto::RegisterWorkerResponse registered,
       client_->RegisterWorker(options_.index, advertised_, options_.join));
+  if (registered.drained()) {
+    absl::Status drained = absl::CancelledError(absl::StrCat(
+        "worker ", registered.index(),
+        " was drained (psctl drain-worker): its data parts went to the other "
+        "workers, so it does not train again; start a worker with --join to "
+        "add one"));
+    drained.SetPayload(kDrainedPayload, absl::Cord("drained"));
+    return drained;
+  }
   if (!options_.join) return registered;
   // From here on it is worker N, and registers again as such.
   options_.index = registered.index();
@@ -325,6 +341,12 @@ absl::StatusOr<proto::RegisterWorkerResponse> WorkerNode::RegisterFirst() {
 absl::Status WorkerNode::Reregister() {
   ASSIGN_OR_RETURN(proto::RegisterWorkerResponse registered,
                    client_->RegisterWorker(options_.index, advertised_));
+  if (registered.drained()) {
+    proto::HeartbeatResponse drained;
+    drained.set_drained(true);
+    OnHeartbeat(drained);  // it ends its step and exits
+    return absl::OkStatus();
+  }
   counters_.stats().member_incarnation.Set(
       static_cast<double>(registered.incarnation()));
   // The restarted coordinator may have handed out parts anew: train on what it
@@ -368,6 +390,7 @@ void WorkerNode::ApplyPartition(const proto::Partition& partition) {
 
 void WorkerNode::OnHeartbeat(const proto::HeartbeatResponse& response) {
   if (response.drained()) {
+    drained_.store(true);
     // Its parts went to the others: it reads none again (an empty partition
     // would mean its own part), ends its step and pushes what it owes.
     if (!stop_requested_.exchange(true)) {

@@ -48,6 +48,9 @@ namespace downpour::worker {
 // spec, the compute backend, the data or their mismatch): ps_worker exits with
 // status 2 for those and 1 for the rest (listen, registration, placement).
 bool IsSetupError(const absl::Status& status);
+// True for the Start error of a worker whose slot was drained (psctl
+// drain-worker): ps_worker exits 0 with it.
+bool IsDrained(const absl::Status& status);
 
 // Thread-safe, except that Stop() and the destructor must not run at once.
 class WorkerNode {
@@ -86,6 +89,10 @@ class WorkerNode {
 
   int port() const { return server_.port; }
   std::string address() const { return server_.address; }
+  // The coordinator drained it (psctl drain-worker): its parts went to the
+  // others, so a push it could not finish loses nothing (not acknowledged,
+  // its examples are read again from the part's saved position).
+  bool drained() const { return drained_.load(); }
 
   // Notified when training has ended: the configured steps are done, the
   // coordinator said stop, a step failed, or Stop() was called.
@@ -169,6 +176,7 @@ class WorkerNode {
   // The ps client once connected, for the same reason (waiting_for).
   std::atomic<const GrpcPsClient*> connected_ps_{nullptr};
   std::atomic<bool> stop_requested_{false};
+  std::atomic<bool> drained_{false};
   absl::Notification ended_;
 
   // State below is protected by mu_.
