@@ -390,10 +390,11 @@ void WorkerNode::ApplyPartition(const proto::Partition& partition) {
 
 void WorkerNode::OnHeartbeat(const proto::HeartbeatResponse& response) {
   if (response.drained()) {
-    drained_.store(true);
     // Its parts went to the others: it reads none again (an empty partition
-    // would mean its own part), ends its step and pushes what it owes.
-    if (!stop_requested_.exchange(true)) {
+    // would mean its own part), ends its step and pushes what it owes. Not
+    // stop_requested_: its pushes in flight are waited for (retried through
+    // a take-over), so each one it had applied is one it counts.
+    if (!drained_.exchange(true)) {
       SPDLOG_LOGGER_INFO(Log(Logger::kWorker),
                          "drained (psctl drain-worker): its data parts went to "
                          "the other workers; ending the step in flight, "
