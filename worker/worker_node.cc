@@ -342,9 +342,7 @@ absl::Status WorkerNode::Reregister() {
   ASSIGN_OR_RETURN(proto::RegisterWorkerResponse registered,
                    client_->RegisterWorker(options_.index, advertised_));
   if (registered.drained()) {
-    proto::HeartbeatResponse drained;
-    drained.set_drained(true);
-    OnHeartbeat(drained);  // it ends its step and exits
+    LeaveDrained();
     return absl::OkStatus();
   }
   counters_.stats().member_incarnation.Set(
@@ -388,19 +386,22 @@ void WorkerNode::ApplyPartition(const proto::Partition& partition) {
   dense_loop_->ReplaceTrainingData(std::move(train));
 }
 
+void WorkerNode::LeaveDrained() {
+  // Its parts went to the others: it reads none again (an empty partition
+  // would mean its own part), ends its step and pushes what it owes. Not
+  // stop_requested_: its pushes in flight are waited for (retried through a
+  // take-over), so each one it had applied is one it counts.
+  if (drained_.exchange(true)) return;
+  SPDLOG_LOGGER_INFO(Log(Logger::kWorker),
+                     "drained (psctl drain-worker): its data parts went to "
+                     "the other workers; ending the step in flight, pushing "
+                     "what is owed and exiting");
+  loop_->Stop();
+}
+
 void WorkerNode::OnHeartbeat(const proto::HeartbeatResponse& response) {
   if (response.drained()) {
-    // Its parts went to the others: it reads none again (an empty partition
-    // would mean its own part), ends its step and pushes what it owes. Not
-    // stop_requested_: its pushes in flight are waited for (retried through
-    // a take-over), so each one it had applied is one it counts.
-    if (!drained_.exchange(true)) {
-      SPDLOG_LOGGER_INFO(Log(Logger::kWorker),
-                         "drained (psctl drain-worker): its data parts went to "
-                         "the other workers; ending the step in flight, "
-                         "pushing what is owed and exiting");
-      loop_->Stop();
-    }
+    LeaveDrained();
     return;
   }
   ApplyPartition(response.partition());

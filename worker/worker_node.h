@@ -131,6 +131,9 @@ class WorkerNode {
   // Registers (joining, with --join), learns the index and checks the parts.
   absl::StatusOr<proto::RegisterWorkerResponse> RegisterFirst();
   void OnHeartbeat(const proto::HeartbeatResponse& response);
+  // The coordinator drained it (a heartbeat reply, or a registration after
+  // its restart): once, it ends its step, pushes what it owes and stops.
+  void LeaveDrained();
   proto::MemberReport Report() const;
   void FillStatus(proto::GetStatusResponse* response) const;
   void LogProgress();
