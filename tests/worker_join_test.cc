@@ -80,7 +80,10 @@ class WorkerJoinTest : public FaultJobTest {
   void JoinDrainAndFinish() {
     StartWorker(0);
     StartWorker(1);
-    ASSERT_TRUE(WaitUntil([&] { return WorkerAtStep(0, 20); }));
+    // Both registered and training (a slow start of worker 1 leaves part 1
+    // without a holder until it registers).
+    ASSERT_TRUE(
+        WaitUntil([&] { return WorkerAtStep(0, 20) && WorkerAtStep(1, 20); }));
     EXPECT_THAT(WorkerParts(0), ElementsAre(0, 2));
     EXPECT_THAT(WorkerParts(1), ElementsAre(1));
     StartJoiningWorker(2);
