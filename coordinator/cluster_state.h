@@ -128,7 +128,9 @@ class ClusterState {
 
   // Marks members silent for longer than heartbeat.timeout_s dead (and logs
   // it), hands a dead worker's data parts to the living workers, and gives a
-  // dead shard to an idle standby. Returns how many members changed state.
+  // dead shard to an idle standby while the job runs (a ps silent after the
+  // job ended is waited for: it writes the final checkpoint). Returns how
+  // many members changed state.
   int CheckLiveness() ABSL_LOCKS_EXCLUDED(mu_);
 
   // The coordinator itself stalled for `stalled` (a pause, SIGSTOP, CPU
