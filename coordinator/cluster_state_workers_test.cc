@@ -198,7 +198,8 @@ TEST_F(WorkersJoinTest, ADrainedWorkerIsFinishedAndTheJobEndsWithTheOthers) {
   // Its death moves nothing and is no outage.
   OnlyOthersBeat(2, 2);
   EXPECT_THAT(PartsOf(0), ElementsAre(0, 2));
-  for (const proto::MemberOutage& o : state_->Status().outages()) {
+  const proto::ClusterStatusResponse status = state_->Status();
+  for (const proto::MemberOutage& o : status.outages()) {
     EXPECT_NE(o.role(), "worker") << o.index();
   }
   ASSERT_THAT(WorkerBeat(0, true), IsOk());
