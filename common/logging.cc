@@ -59,14 +59,20 @@ absl::Status InitLogging(const std::string& prefix, const std::string& level) {
         absl::StrCat("unknown log level '", level,
                      "'; allowed: trace, debug, info, warn, error"));
   }
-  const std::string who = prefix.empty() ? "" : absl::StrCat(prefix, " ");
   for (auto& logger : TheRegistry()) {
     logger->set_level(lvl);
-    logger->set_pattern(
-        absl::StrCat("%Y-%m-%d %H:%M:%S.%e %^%L%$ [", who, "%n] %v"));
     logger->flush_on(spdlog::level::info);
   }
+  SetLogPrefix(prefix);
   return absl::OkStatus();
+}
+
+void SetLogPrefix(const std::string& prefix) {
+  const std::string who = prefix.empty() ? "" : absl::StrCat(prefix, " ");
+  for (auto& logger : TheRegistry()) {
+    logger->set_pattern(
+        absl::StrCat("%Y-%m-%d %H:%M:%S.%e %^%L%$ [", who, "%n] %v"));
+  }
 }
 
 spdlog::logger* Log(Logger component) {

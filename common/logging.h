@@ -32,6 +32,10 @@ const char* LoggerName(Logger logger);
 // each line. InvalidArgument for an unknown level.
 absl::Status InitLogging(const std::string& prefix, const std::string& level);
 
+// Sets the prefix of every log line from now on (the level is kept): a
+// daemon that joined a job learns its index only once it registered.
+void SetLogPrefix(const std::string& prefix);
+
 // The logger for `component`. Works before InitLogging (default level info,
 // no prefix).
 spdlog::logger* Log(Logger component);

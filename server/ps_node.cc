@@ -363,6 +363,7 @@ absl::Status PsNode::Impl::JoinAsNewShard() {
                    client_->RegisterServer(std::move(request)));
   options_.index = joined.shard_index();  // the client keeps its member key
   status_->set_index(options_.index);
+  SetLogPrefix(absl::StrCat("ps ", options_.index));
   SPDLOG_LOGGER_INFO(L(), "ps at {} joined the job as shard {}", advertised_,
                      options_.index);
   return TakeRole();

@@ -323,6 +323,7 @@ absl::StatusOr<proto::RegisterWorkerResponse> WorkerNode::RegisterFirst() {
   options_.join = false;
   who_ = absl::StrCat("worker ", options_.index);
   status_->set_index(options_.index);
+  SetLogPrefix(who_);  // its lines named no index until now
   SPDLOG_LOGGER_INFO(Log(Logger::kWorker),
                      "joined the job as worker {}: data parts [{}] of {}",
                      options_.index,
