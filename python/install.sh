@@ -7,7 +7,7 @@
 # protobuf-compiler (deploy/install_deps.sh --tests installs them).
 #   python/install.sh
 set -euo pipefail
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
 "$here/build_protos.sh"
 py=/usr/bin/python3
 site="$("$py" -m site --user-site)"

@@ -97,3 +97,45 @@ class ParameterServerStub:
         self.Push = m("Push", p.PushRequest, p.PushResponse)
         self.Checksums = m("Checksums", p.ChecksumRequest, p.ChecksumResponse)
         self.Lookup = m("Lookup", p.LookupRequest, p.LookupResponse)
+
+
+def serve_status(listen, cfg, name, fill):
+    """Serves the Status service (proto/status.proto) on `listen` ("host:port",
+    port 0 = any) with fill() as GetStatus's answer, as every daemon does:
+    psctl reads it, and the coordinator asks it which incarnation answers at
+    the worker's address. Returns (server, "host:bound_port")."""
+    from concurrent import futures
+
+    from ._proto import status_pb2
+
+    handler = grpc.method_handlers_generic_handler("downpour.proto.Status", {
+        "GetStatus": grpc.unary_unary_rpc_method_handler(
+            lambda request, context: fill(),
+            request_deserializer=status_pb2.GetStatusRequest.FromString,
+            response_serializer=status_pb2.GetStatusResponse.SerializeToString),
+    })
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2),
+                         handlers=(handler,))
+    if cfg.tls:
+        if not (cfg.cert_file and cfg.key_file):
+            raise NotImplementedError(
+                "downpour: under security.tls the Python worker's Status "
+                "service needs security.cert_file and key_file (a worker "
+                "certificate); serve_status=False runs without it")
+
+        def read(path):
+            with open(path.replace("{name}", name), "rb") as f:
+                return f.read()
+        creds = grpc.ssl_server_credentials([(read(cfg.key_file),
+                                              read(cfg.cert_file))])
+        port = server.add_secure_port(listen, creds)
+    else:
+        port = server.add_insecure_port(listen)
+    if port == 0:
+        raise OSError("downpour: cannot listen on %s" % listen)
+    server.start()
+    host = listen.rsplit(":", 1)[0]
+    if host in ("0.0.0.0", "[::]", ""):
+        import socket
+        host = socket.gethostname()
+    return server, "%s:%d" % (host, port)

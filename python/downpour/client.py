@@ -96,34 +96,54 @@ class Client:
     config: the job's YAML path (or a config.JobConfig). index: the worker's
     slot in cluster.workers; join=True asks the coordinator for a free slot of
     cluster.max_workers instead. coordinator: overrides cluster.coordinator.
-    address: what the coordinator shows for this worker (default its
-    cluster.workers entry). device: shown in psctl status.
+    listen: where its Status service listens (default its cluster.workers
+    entry; "127.0.0.1:0" when it joins); the address it registers is the one
+    bound. serve_status=False serves none (then `address` must be given: a
+    host:port the coordinator shows). device: shown in psctl status.
     """
 
     def __init__(self, config, index=0, join=False, coordinator=None,
-                 address=None, device="python"):
+                 listen=None, address=None, device="python",
+                 serve_status=True):
         self.config = (config if isinstance(config, config_lib.JobConfig)
                        else config_lib.load(config))
         cfg = self.config
         self.index = -1 if join else int(index)
         self._coordinator_address = coordinator or cfg.coordinator
-        if address is None:
-            address = (cfg.workers[index] if not join and
-                       0 <= index < len(cfg.workers) else
-                       "python-worker-pid-%d" % os.getpid())
-        self.address = address
         self._name = "worker-%d" % max(self.index, 0)
-        self._coordinator = _rpc.CoordinatorStub(_rpc.make_channel(
-            self._coordinator_address, cfg, self._name))
+        self._started = time.monotonic()
         self._lock = threading.Lock()  # the report and the stop flags
         self._report = coordinator_pb2.MemberReport(
             loss=math.nan, accuracy=math.nan, device=device)
         self._metrics = {}
+        self.incarnation = 0
+        self._status_server = None
+        if serve_status:
+            if listen is None:
+                listen = (cfg.workers[index] if not join and
+                          0 <= index < len(cfg.workers) else "127.0.0.1:0")
+            self._status_server, bound = _rpc.serve_status(
+                listen, cfg, self._name, self._status)
+            address = address or bound
+        elif address is None:
+            raise ValueError("serve_status=False needs address=HOST:PORT")
+        self.address = address
+        self._coordinator = _rpc.CoordinatorStub(_rpc.make_channel(
+            self._coordinator_address, cfg, self._name))
         self.stop_requested = False  # the coordinator says the job is over
         self.stop_reason = ""
         self.drained = False
         self._closed = threading.Event()
         self._member_key = ""
+        self.duplicates = 0  # push requests answered as duplicates
+        try:
+            self._join(join)
+        except BaseException:
+            if self._status_server is not None:
+                self._status_server.stop(0)
+            raise
+
+    def _join(self, join):
         self._register(join)
         self._read_model()
         self._placement = None
@@ -134,7 +154,6 @@ class Client:
         self._next_n = {}  # ps index -> n of its next push request
         self._pushes_begun = 0
         self.versions = np.zeros(len(self.block_lengths), dtype=np.uint64)
-        self.duplicates = 0  # push requests answered as duplicates
         self._heartbeat = threading.Thread(
             target=self._heartbeat_loop, name="downpour-heartbeat",
             daemon=True)
@@ -279,12 +298,39 @@ class Client:
         self._closed.set()
         self._heartbeat.join()
         self._beat()
+        if self._status_server is not None:
+            self._status_server.stop(1)
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
         self.close()
+
+    def _status(self):
+        """GetStatus's answer (rpc/status_service.cc's fields a worker sets)."""
+        from . import __version__
+        from ._proto import status_pb2
+        with self._lock:
+            r = self._report
+            response = status_pb2.GetStatusResponse(
+                role="worker", index=self.index, version="python " +
+                __version__, uptime_seconds=time.monotonic() - self._started,
+                address=self.address, loss=r.loss, accuracy=r.accuracy,
+                examples_per_sec=r.examples_per_sec, device=r.device,
+                pid=os.getpid(), transport="TLS" if self.config.tls else
+                "plaintext")
+            counters = {
+                # The coordinator's probe (coordinator/member_identity.h).
+                "member_incarnation": self.incarnation,
+                "step": r.step, "examples": r.examples, "pushes": r.pushes,
+                "pulls": r.pulls, "finished": 1 if r.finished else 0,
+                "duplicate_pushes": self.duplicates}
+            for k, v in counters.items():
+                response.counters[k] = float(v)
+            for k, v in self._metrics.items():
+                response.metrics[k] = v
+        return response
 
     # ---- model and placement ----
 
@@ -343,8 +389,7 @@ class Client:
         for info in placement.shards:
             old = self._shards.get(info.index)
             stub = (old[1] if old is not None and old[0] == info.address else
-                    _rpc.ParameterServerStub(_rpc.make_channel(
-                        info.address, self.config, self._name)))
+                    self._ps_stub(info.address))
             chunks, size = [], _CHUNK_BYTES
             for block in sorted(info.block_ids):
                 nbytes = int(self.block_lengths[block]) * 4
@@ -363,6 +408,11 @@ class Client:
         log.info("placement epoch %d: %d shards", placement.epoch, len(shards))
         self._placement, self._epoch = placement, placement.epoch
         self._shards, self._owners = shards, owners
+
+    def _ps_stub(self, address):
+        """The stub of the ps at `address` (tests wrap it to inject faults)."""
+        return _rpc.ParameterServerStub(_rpc.make_channel(
+            address, self.config, self._name))
 
     @property
     def epoch(self):
