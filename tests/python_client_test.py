@@ -7,8 +7,10 @@ loopback ports, and downpour.Client as worker 0, the only worker. Checks that
 the ps hold exactly the updates the client pushed (Checksums, sparse row
 versions), that a request sent again under its sequence is applied once,
 that a push retried through an unreachable ps (SIGSTOPped) is applied once,
-that the coordinator shows the client's report, and that the feature hash
-equals the C++ one on data/testdata/feature_hash_vectors.tsv.
+that the coordinator shows the client's report, that under TLS with role
+tokens the client trains with the worker token and is refused without one,
+and that the feature hash equals the C++ one on
+data/testdata/feature_hash_vectors.tsv. A TLS job skips without openssl.
 
 Skips (exit 0, saying why) when Debian's python3-grpcio, python3-protobuf,
 python3-numpy, python3-yaml or protoc are missing. Run by the sh_test
@@ -359,6 +361,57 @@ class SparseJobTest(unittest.TestCase):
                 sys.stderr.write("---- %s\n%s\n" % (p.name,
                                                     self.job.log(p.name)))
             raise
+        finally:
+            client.close()
+
+
+class TlsJobTest(unittest.TestCase):
+    """TLS with role tokens (deploy/make_certs.sh): the client with the
+    worker token trains; one without a token is refused and changes
+    nothing."""
+
+    def setUp(self):
+        if shutil.which("openssl") is None:
+            self.skipTest("openssl missing (deploy/make_certs.sh needs it)")
+        certs = os.path.join(TMP, "certs")
+        subprocess.run([os.path.join(ROOT, "deploy", "make_certs.sh"),
+                        "--out", certs, "--ps", "1", "--standby", "0",
+                        "--workers", "1", "--force"], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.job = Job(
+            "tls", 1,
+            "model:\n  layers: [4, 3]\n  type: softmax\n"
+            "data:\n  source: synthetic\n"
+            "optimizer:\n  type: sgd\n  learning_rate: 0.1\n"
+            "checkpoint:\n  dir: {d}/tls/ckpt\n  interval_s: 0\n"
+            "security:\n  tls: true\n  ca_file: {c}/ca.pem\n"
+            "  cert_file: {c}/{{name}}.pem\n  key_file: {c}/{{name}}.key\n"
+            "  ps_token_file: {c}/ps.token\n"
+            "  worker_token_file: {c}/worker.token\n"
+            "  admin_token_file: {c}/admin.token\n"
+            "  reader_token_file: {c}/reader.token\n".format(d=TMP, c=certs))
+
+    def tearDown(self):
+        if hasattr(self, "job"):
+            self.job.stop()
+
+    def test_token_required(self):
+        import grpc
+        import numpy as np
+        import downpour
+        from downpour import config as config_lib
+        anonymous = config_lib.load(self.job.config)
+        anonymous.worker_token_file = ""
+        with self.assertRaises(downpour.DownpourError) as refused:
+            downpour.Client(anonymous, index=0)
+        self.assertEqual(refused.exception.code,
+                         grpc.StatusCode.UNAUTHENTICATED, refused.exception)
+        client = downpour.Client(self.job.config, index=0)
+        try:
+            client.pull()
+            client.push(np.ones(client.num_params, dtype=np.float32))
+            self.assertEqual(
+                [v for v, _ in client.checksums().values()], [1, 1])
         finally:
             client.close()
 
