@@ -1,9 +1,14 @@
 #include "data/feature_hash.h"
 
 #include <cstdint>
+#include <fstream>
 #include <string>
 #include <vector>
 
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -130,6 +135,46 @@ TEST(FeatureHashTest, AppendTokenKeysEqualsFeatureKeyOfEachToken) {
   AppendTokenKeys("tok", "Don't STOP-2x!", &keys);
   EXPECT_THAT(keys, ElementsAre(0xc607b671fbd0d9efULL, 0x39d86320c5f597d4ULL,
                                 0x7c16837254e9f4a5ULL, 0xbce460f2d29abb82ULL));
+}
+
+// The vectors shared with the Python client (python/downpour/feature_hash.py,
+// checked by tests/python_client_test.py): every line of the file holds.
+TEST(FeatureHashTest, SharedVectorsHold) {
+  std::ifstream in("data/testdata/feature_hash_vectors.tsv");
+  ASSERT_TRUE(in.good()) << "data/testdata/feature_hash_vectors.tsv not found";
+  const auto key = [](uint64_t k) {
+    return absl::StrCat(absl::Hex(k, absl::kZeroPad16));
+  };
+  std::string line;
+  int checked = 0;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    const std::vector<std::string> f = absl::StrSplit(line, '\t');
+    ASSERT_EQ(f.size(), 4u) << line;
+    const std::string a = absl::HexStringToBytes(f[1]);
+    const std::string b = absl::HexStringToBytes(f[2]);
+    std::string got;
+    if (f[0] == "hash_bytes") {
+      got = key(HashBytes(a));
+    } else if (f[0] == "field_key") {
+      got = key(FieldKey(a));
+    } else if (f[0] == "feature_key") {
+      got = key(FeatureKey(a, b));
+    } else if (f[0] == "mix_key") {
+      got = key(MixKey(std::stoull(f[1], nullptr, 16)));
+    } else if (f[0] == "token_keys") {
+      std::vector<uint64_t> keys;
+      AppendTokenKeys(a, b, &keys);
+      std::vector<std::string> hex;
+      for (uint64_t k : keys) hex.push_back(key(k));
+      got = hex.empty() ? "-" : absl::StrJoin(hex, " ");
+    } else {
+      FAIL() << "unknown function in " << line;
+    }
+    EXPECT_EQ(got, f[3]) << line;
+    ++checked;
+  }
+  EXPECT_GE(checked, 200);
 }
 
 }  // namespace

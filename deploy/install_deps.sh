@@ -22,8 +22,9 @@ case "${1:-}" in
     # own prometheus service on :9090; the test needs none of it (it runs its
     # own on a free loopback port): `systemctl disable --now prometheus`.
     # tests/docs_test.py runs the docs' blocks, one of which times a run
-    # with /usr/bin/time.
-    packages+=(prometheus time) ;;
+    # with /usr/bin/time. tests:python_client_test imports the Python client
+    # (python/downpour: gRPC, protobuf, YAML; numpy is above).
+    packages+=(prometheus time python3-grpcio python3-protobuf python3-yaml) ;;
   *)
     echo "usage: $0 [--tests]" >&2
     exit 2 ;;
