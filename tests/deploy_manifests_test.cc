@@ -34,6 +34,8 @@ namespace downpour {
 namespace {
 
 namespace fs = std::filesystem;
+using ::testing::Contains;
+using ::testing::Not;
 
 // Binary name as it appears in a command -> its path under the runfiles.
 const std::map<std::string, std::string>& Binaries() {
@@ -219,15 +221,28 @@ TEST(DeployManifestsTest, ScannerSeesFlagsInEveryForm) {
 
 TEST(DeployManifestsTest, KubernetesClusterFileLoadsAndCountsMatch) {
   std::string cluster_yaml;
-  int ps_replicas = -1, worker_completions = -1;
+  int ps_replicas = -1, worker_completions = -1, joined_completions = -1;
   for (const YAML::Node& object : K8sObjects()) {
     const std::string kind = object["kind"].as<std::string>();
+    const std::string name =
+        object["metadata"] ? object["metadata"]["name"].as<std::string>() : "";
     if (kind == "ConfigMap")
       cluster_yaml = object["data"]["cluster.yaml"].as<std::string>();
     if (kind == "StatefulSet")
       ps_replicas = object["spec"]["replicas"].as<int>();
-    if (kind == "Job")
+    if (kind == "Job" && name == "downpour-workers")
       worker_completions = object["spec"]["completions"].as<int>();
+    // workers-joined.yaml: workers that join the running job.
+    if (kind == "Job" && name == "downpour-workers-joined") {
+      joined_completions = object["spec"]["completions"].as<int>();
+      std::vector<std::string> args;
+      for (const YAML::Node& c : Containers(object)) {
+        for (const YAML::Node& a : c["args"])
+          args.push_back(a.as<std::string>());
+      }
+      EXPECT_THAT(args, Contains("--join"));
+      EXPECT_THAT(args, Not(Contains("--index")));
+    }
   }
   ASSERT_FALSE(cluster_yaml.empty());
   absl::StatusOr<Config> config =
@@ -236,6 +251,11 @@ TEST(DeployManifestsTest, KubernetesClusterFileLoadsAndCountsMatch) {
   EXPECT_EQ(ps_replicas, static_cast<int>(config->cluster.ps.size()));
   EXPECT_EQ(worker_completions,
             static_cast<int>(config->cluster.workers.size()));
+  ASSERT_GT(joined_completions, 0) << "deploy/k8s/workers-joined.yaml";
+  EXPECT_LE(joined_completions,
+            config->cluster.max_workers -
+                static_cast<int>(config->cluster.workers.size()))
+      << "the joining workers need free slots (cluster.max_workers)";
 }
 
 TEST(DeployManifestsTest, ExampleConfigsLoad) {
@@ -280,7 +300,7 @@ TEST(DeployManifestsTest, EveryPodHasGrpcHealthProbesOnItsPort) {
       }
     }
   }
-  EXPECT_EQ(containers, 3);
+  EXPECT_EQ(containers, 4);  // coordinator, ps, workers, workers that join
 }
 
 // Runs `argv`, returns (exit status, output).
