@@ -27,6 +27,7 @@
 #include "common/host_port.h"
 #include "common/status_macros.h"
 #include "common/subprocess.h"
+#include "coordinator/state_file.h"
 #include "deploy/daemon_process.h"
 #include "deploy/run_dir_guard.h"
 #include "google/protobuf/struct.pb.h"
@@ -878,6 +879,19 @@ absl::StatusOr<Outcome> Harness::Run(uint64_t seed,
     for (const auto& b : c->blocks) versions.push_back(b.version);
   }
   if (options_.sparse) {
+    // The moves as the coordinator saved them last (it saves each phase
+    // change before it answers, and its state once more as it stops): in
+    // the lab its configured state_dir, else the launcher's default.
+    const coordinator::StateFile state(coordinator::StateFilePath(
+        lab != nullptr ? dir + "/coordinator-state"
+                       : out.run_dir + "/coordinator"));
+    if (absl::StatusOr<proto::CoordinatorState> saved = state.Read();
+        saved.ok()) {
+      view.NoteFinalState(*saved);
+    } else {
+      out.done.push_back(absl::StrCat("the coordinator's state file: ",
+                                      saved.status().message()));
+    }
     ObserveSparse(view, final_dir, out.run_dir, final_pushes, &o);
   }
   return out;

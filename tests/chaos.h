@@ -171,6 +171,9 @@ struct Observed {
   // open_moves.
   std::vector<std::string> moves;
   std::vector<std::string> open_moves;
+  // Where the moves were read: "the coordinator's state file at the end"
+  // or "the last status read".
+  std::string moves_source;
 };
 
 struct Judge {

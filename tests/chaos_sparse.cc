@@ -117,6 +117,11 @@ void SparseView::NoteStatus(const proto::ClusterStatusResponse& status) {
   }
 }
 
+void SparseView::NoteFinalState(const proto::CoordinatorState& state) {
+  moves_.assign(state.bucket_moves().begin(), state.bucket_moves().end());
+  final_state_ = true;
+}
+
 void SparseView::NotePlacement(const proto::GetPlacementResponse& placement) {
   if (placement.epoch() == 0) return;  // not ready (a coordinator restarting)
   placement_ = placement;
@@ -146,10 +151,13 @@ void SparseView::Fill(Observed* o) const {
   for (const proto::ShardInfo& s : placement_.shards()) {
     o->buckets[s.index()] = {s.buckets().begin(), s.buckets().end()};
   }
-  // The placement's own list of moves in progress, and the status's of all.
+  // The placement's own list of moves in progress (unless the final state
+  // was read), and the status's (or the final state's) of all.
+  o->moves_source = final_state_ ? "the coordinator's state file at the end"
+                                 : "the last status read";
   std::set<uint64_t> open;
   for (const proto::BucketMove& m : placement_.moves()) {
-    if (Open(m)) open.insert(m.id());
+    if (Open(m) && !final_state_) open.insert(m.id());
   }
   for (const proto::BucketMove& m : moves_) {
     o->moves.push_back(DescribeMove(m));
@@ -333,7 +341,8 @@ void CheckSparseInvariants(const Observed& o, std::vector<std::string>* v) {
                               " owned by no shard"));
   }
   for (const std::string& m : o.open_moves) {
-    v->push_back(absl::StrCat("sparse: ", m, " left open after the job ended"));
+    v->push_back(absl::StrCat("sparse: ", m, " left open after the job ended (",
+                              o.moves_source, ")"));
   }
 }
 

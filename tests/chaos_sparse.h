@@ -19,6 +19,7 @@
 #include "absl/time/time.h"
 #include "common/subprocess.h"
 #include "proto/coordinator.pb.h"
+#include "proto/coordinator_state.pb.h"
 #include "tests/chaos.h"
 
 namespace downpour::chaos::internal {
@@ -57,6 +58,9 @@ class SparseView {
   const proto::MemberReport* LastReport(int index) const;
   // The worker slots that ever reported.
   std::vector<int> Reported() const;
+  // The coordinator's state file as the job ended: its moves replace those
+  // the last status read listed (a poll may be seconds old by then).
+  void NoteFinalState(const proto::CoordinatorState& state);
   // Fills Observed's placement and moves from the last reads.
   void Fill(Observed* o) const;
 
@@ -65,6 +69,7 @@ class SparseView {
   std::vector<proto::BucketMove> moves_;
   proto::GetPlacementResponse placement_;
   bool placement_read_ = false;
+  bool final_state_ = false;
 };
 
 // The faults only a sparse job gets: bucket moves through `psctl
