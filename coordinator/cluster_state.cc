@@ -586,26 +586,29 @@ int ClusterState::CheckLiveness() {
     DataPartTable* parts = &parts_;
     ShardPlacement* placement = &placement_;
     const std::vector<Member>* workers = &members_.workers();
-    // Once the job is over no push can come, and a take-over gains nothing:
-    // a ps silent then (stalled, or slow to write its final checkpoint) is
+    // Once the job is over no push can come: a ps silent then without its
+    // final report (stalled, or slow to write its final checkpoint) is
     // waited for. Its backup, which the launcher may be stopping already,
     // would never write the shard's final checkpoint, and the ps, told it
-    // was replaced, would stand down without writing it either.
+    // was replaced, would stand down without writing it either. A ps that
+    // sent its final report wrote that checkpoint and stopped: its shard
+    // goes to a standby as ever (one restarted there, say).
     const bool job_over = progress_.stopped();
     changed = members_.ExpireSilent(
         absl::Seconds(options_.config.heartbeat.timeout_s), [&](Member& m) {
           if (m.role == MemberRole::kWorker) parts->HandOff(*workers, m.index);
           if (m.role != MemberRole::kPs) return;
-          if (!job_over) {
+          if (!job_over || m.report.final_report()) {
             placement->ReplaceShard(m);
             return;
           }
           SPDLOG_LOGGER_WARN(
               L(),
-              "ps {} at {} is silent after the job ended: its shard is not "
-              "handed to a standby (no push can come any more); it writes "
-              "the shard's final checkpoint when it answers again, and the "
-              "launcher reports it if it never does",
+              "ps {} at {} is silent after the job ended, without its final "
+              "report: its shard is not handed to a standby (no push can "
+              "come any more); it writes the shard's final checkpoint when "
+              "it answers again, and the launcher reports it if it never "
+              "does",
               m.index, m.address);
         });
     if (changed > 0) {

@@ -371,6 +371,27 @@ TEST_F(SpareTest, APsSilentAfterTheJobEndedIsWaitedForNotReplaced) {
   }
 }
 
+// A ps that sent its final report after the job ended wrote its final
+// checkpoint and stopped: its shard goes to a standby (a ps restarted after
+// the job, which rejoined as a spare, serves it again).
+TEST_F(SpareTest, APsThatStoppedAfterTheJobEndedIsTakenOver) {
+  ASSERT_NO_FATAL_FAILURE(StartWithShard0BackedUp());
+  RegisterWorker(0);
+  RegisterWorker(1);
+  ASSERT_NO_FATAL_FAILURE(FinishWorkers());
+  proto::HeartbeatRequest last = PsBeat(0, "127.0.0.1:1", 500);
+  last.mutable_report()->set_final_report(true);
+  ASSERT_THAT(Heartbeat(last), IsOk());
+  clock_.Advance(absl::Seconds(4));
+  ASSERT_THAT(Heartbeat(PsBeat(1, "127.0.0.1:2", 80)), IsOk());
+  ASSERT_THAT(Heartbeat(StandbyBeat(0, 0)), IsOk());
+  state_->CheckLiveness();
+  const auto status = state_->Status();
+  ASSERT_EQ(status.recoveries_size(), 1);
+  EXPECT_EQ(status.recoveries(0).shard(), 0);
+  EXPECT_EQ(status.recoveries(0).to_address(), "127.0.0.1:5");
+}
+
 TEST_F(SpareTest, APsLastReportAfterTheWorkersFinishedIsFinal) {
   ASSERT_NO_FATAL_FAILURE(TakeShard0OverFromItsCheckpoint());
   ASSERT_NO_FATAL_FAILURE(FinishWorkers());
