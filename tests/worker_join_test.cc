@@ -101,7 +101,7 @@ class WorkerJoinTest : public FaultJobTest {
     // the drain trains to about the end as well.
     const uint64_t end = Worker(Status(), 1)->report().step();
     ASSERT_GT(end, drain_.at_drain);
-    EXPECT_LT(drain_.at_exit, drain_.at_drain + (end - drain_.at_drain) / 2)
+    EXPECT_LT(drain_.at_exit, drain_.at_drain + (end - drain_.at_drain) / 3)
         << "the drained worker trained on: " << drain_.at_drain
         << " steps at the drain, " << drain_.at_exit << " at its end, " << end
         << " for worker 1 at the job's end";
