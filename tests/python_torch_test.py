@@ -219,6 +219,7 @@ class EmbeddingBagTest(unittest.TestCase):
             _, versions = client.pull_sparse(0, touched)
             self.assertEqual(list(versions), [pushed[t] for t in touched])
             self.assertEqual(model.weights.pushes, len(batches))
+            self.assertEqual(client.checksums()[0][0], dense.pushes)  # bias
         except Exception:
             dump_logs(self.job)
             raise
