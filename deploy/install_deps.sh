@@ -23,8 +23,10 @@ case "${1:-}" in
     # own on a free loopback port): `systemctl disable --now prometheus`.
     # tests/docs_test.py runs the docs' blocks, one of which times a run
     # with /usr/bin/time. tests:python_client_test imports the Python client
-    # (python/downpour: gRPC, protobuf, YAML; numpy is above).
-    packages+=(prometheus time python3-grpcio python3-protobuf python3-yaml) ;;
+    # (python/downpour: gRPC, protobuf, YAML; numpy is above), and
+    # tests:python_torch_test its PyTorch modules (python/downpour/torch.py).
+    packages+=(prometheus time python3-grpcio python3-protobuf python3-yaml
+               python3-torch) ;;
   *)
     echo "usage: $0 [--tests]" >&2
     exit 2 ;;

@@ -10,6 +10,8 @@ over the same byte wire as the C++ worker. docs/PYTHON.md shows how.
 downpour.feature_hash needs nothing but Python; downpour.Client needs Debian's
 python3-grpcio, python3-protobuf, python3-numpy and python3-yaml, and the
 modules python/build_protos.sh generates (python/install.sh runs it).
+downpour.torch (EmbeddingBag, DenseOnPs) adds PyTorch modules whose
+parameters live on the ps; it needs Debian's python3-torch.
 """
 
 __version__ = "0.1.0"
