@@ -442,7 +442,9 @@ absl::StatusOr<proto::HeartbeatResponse> ClusterState::Heartbeat(
                        parts_.NotePositions(m->index, m->report.positions());
     placement_.AssignBackups();
     const bool stopped = MaybeStopJob();
-    if (stopped || settled || switched ||
+    // A drained worker's reports until it leaves are its last (saved: a
+    // restarted coordinator shows its work, MemberRecord.final_report).
+    if (stopped || settled || switched || m->drained ||
         m->report.finished() != was_finished || (moved && PositionSaveDue())) {
       snapshot = TakeSnapshot();
     }

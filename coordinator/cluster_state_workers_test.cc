@@ -265,6 +265,33 @@ TEST_F(WorkersJoinTest, TheDrainListsEachPartHandedAndIsSaved) {
   EXPECT_TRUE(last->stop());
 }
 
+// Chaos seed 46: the coordinator was killed after worker 0 was drained, and
+// the summary said worker 0 pushed nothing. The last reports of drained and
+// finished workers are saved.
+TEST_F(WorkersJoinTest, AFinishedOrDrainedWorkersReportSurvivesARestart) {
+  RegisterWorker(0);
+  RegisterWorker(1);
+  ASSERT_THAT(state_->DrainWorker(0), IsOk());
+  proto::HeartbeatRequest last;
+  last.set_role("worker");
+  last.set_index(0);
+  last.mutable_report()->set_step(580);
+  last.mutable_report()->set_pushes(580);
+  last.mutable_report()->set_sparse_row_updates(123456);
+  ASSERT_THAT(Heartbeat(last), IsOk());
+  last.set_index(1);
+  last.mutable_report()->set_pushes(2586);
+  last.mutable_report()->set_finished(true);
+  ASSERT_THAT(Heartbeat(last), IsOk());
+  Restart();
+  const proto::MemberStatus drained = WorkerStatus(0);
+  EXPECT_TRUE(drained.drained());
+  EXPECT_EQ(drained.report().step(), 580u);
+  EXPECT_EQ(drained.report().pushes(), 580u);
+  EXPECT_EQ(drained.report().sparse_row_updates(), 123456u);
+  EXPECT_EQ(WorkerStatus(1).report().pushes(), 2586u);
+}
+
 TEST_F(WorkersJoinTest, ADrainedSlotIsReusedByAJoinOnceItsProcessIsGone) {
   RegisterWorker(0);
   RegisterWorker(1);

@@ -466,6 +466,9 @@ void Membership::SaveTo(proto::CoordinatorState* state) const {
       r->set_former_shard(m.former_shard);
       r->set_joined(m.joined);
       r->set_drained(m.drained);
+      if (m.role == MemberRole::kWorker && (m.drained || m.report.finished())) {
+        *r->mutable_final_report() = m.report;
+      }
     }
   }
 }
@@ -495,6 +498,7 @@ int Membership::Restore(const proto::CoordinatorState& state) {
     // A state file from before member keys: the member registers again (its
     // heartbeats get FailedPrecondition) and gets a key.
     if (m->key.empty()) m->registered = m->alive = false;
+    if (r.has_final_report()) m->report = r.final_report();
     m->report.set_finished(r.finished());
     m->serving_index = r.serving_index();
     m->replica_of = m->role == MemberRole::kStandby ? r.replica_of() : -1;
