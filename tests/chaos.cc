@@ -302,6 +302,14 @@ class WorkerPushes {
   // process's last report's, and as slack its pushes' slack plus the
   // pushes it made after that report, at the most row updates per push any
   // report showed.
+  // The last process read in worker slot `index` (0: none).
+  pid_t LastSeen(int index) const {
+    pid_t last = 0;
+    for (uint32_t pid : order_) {
+      if (seen_.at(pid).index == index) last = static_cast<pid_t>(pid);
+    }
+    return last;
+  }
   void AddEarlier(const std::function<pid_t(int)>& latest, Observed* o) const {
     double rows_per_push = 0;
     for (const auto& [pid, p] : seen_) {
@@ -857,12 +865,13 @@ absl::StatusOr<Outcome> Harness::Run(uint64_t seed,
   }
   for (const auto& [index, pushes] : final_pushes) o.acked_pushes += pushes;
   // A slot the launcher never ran is a joined worker's: its last is the
-  // last the harness started.
-  const std::vector<pid_t> joined = elastic.JoinedPids();
+  // last process read in that slot (not the last the harness started: a
+  // join refused for want of a slot trained in none; chaos seed 22 counted
+  // the one that did twice).
   worker_pushes.AddEarlier(
       [&](int index) {
         const pid_t pid = seen.Latest(absl::StrCat("worker ", index));
-        return pid != 0 || joined.empty() ? pid : joined.back();
+        return pid != 0 ? pid : worker_pushes.LastSeen(index);
       },
       &o);
   const std::string final_dir = options_.full_disk ? saved : checkpoints;

@@ -272,12 +272,6 @@ std::string ElasticFaults::Drain(const Fault& f, const std::string& coordinator,
                             {"drain-worker", absl::StrCat(worker)}));
 }
 
-std::vector<pid_t> ElasticFaults::JoinedPids() const {
-  std::vector<pid_t> pids;
-  for (const Command& c : joined_) pids.push_back(c.process->pid());
-  return pids;
-}
-
 std::vector<std::string> ElasticFaults::Finish() {
   std::vector<std::string> notes;
   for (auto* group : {&psctl_, &joined_}) {

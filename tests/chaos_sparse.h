@@ -91,8 +91,6 @@ class ElasticFaults {
   std::string Join(const std::string& coordinator);
   std::string Drain(const Fault& f, const std::string& coordinator,
                     const proto::ClusterStatusResponse* status);
-  // The pids of the workers the harness started (ps_worker --join).
-  std::vector<pid_t> JoinedPids() const;
   // Waits a little for what still runs, kills the rest; a line each on how
   // the commands ended.
   std::vector<std::string> Finish();
