@@ -19,6 +19,7 @@ python3-numpy, python3-yaml or protoc are missing. Run by the sh_test
   TEST_TMPDIR=/tmp/pc BIN_DIR=bazel-bin tests/python_client_test.py
 """
 
+import contextlib
 import os
 import shutil
 import signal
@@ -117,6 +118,16 @@ class Job:
         self.procs.append(proc)
         return proc
 
+    @contextlib.contextmanager
+    def logs_on_failure(self):
+        """Writes every daemon's log to stderr when the block fails."""
+        try:
+            yield
+        except Exception:
+            for p in self.procs:
+                sys.stderr.write("---- %s\n%s\n" % (p.name, self.log(p.name)))
+            raise
+
     def log(self, name):
         with open(os.path.join(self.dir, name + ".log")) as f:
             return f.read()[-3000:]
@@ -180,7 +191,7 @@ class DenseJobTest(unittest.TestCase):
         import numpy as np
         import downpour
         client = lossy_client_class()(self.job.config, index=0)
-        try:
+        with self.job.logs_on_failure(), contextlib.closing(client):
             self.assertEqual(client.num_params, 15)  # 12 weights, 3 biases
             params, versions = client.pull()
             self.assertEqual(list(versions), [0, 0, 0])
@@ -255,13 +266,6 @@ class DenseJobTest(unittest.TestCase):
             wait_for("worker 0 finished at the coordinator", lambda: any(
                 m.role == "worker" and m.report.finished
                 for m in client.cluster_status().members))
-        except Exception:
-            for p in self.job.procs:
-                sys.stderr.write("---- %s\n%s\n" % (p.name,
-                                                    self.job.log(p.name)))
-            raise
-        finally:
-            client.close()
 
 
 def lossy_client_class():
@@ -335,7 +339,7 @@ class SparseJobTest(unittest.TestCase):
         import downpour
         from downpour.feature_hash import feature_key
         client = downpour.Client(self.job.config, index=0)
-        try:
+        with self.job.logs_on_failure(), contextlib.closing(client):
             keys = np.array([feature_key("f", str(i)) for i in range(50)],
                             dtype=np.uint64)
             values, versions = client.pull_sparse(0, keys)
@@ -356,13 +360,6 @@ class SparseJobTest(unittest.TestCase):
                 m.role == "worker" and
                 m.report.sparse_row_updates == self.N * 50
                 for m in client.cluster_status().members))
-        except Exception:
-            for p in self.job.procs:
-                sys.stderr.write("---- %s\n%s\n" % (p.name,
-                                                    self.job.log(p.name)))
-            raise
-        finally:
-            client.close()
 
 
 class TlsJobTest(unittest.TestCase):
@@ -416,16 +413,20 @@ class TlsJobTest(unittest.TestCase):
             client.close()
 
 
-def main():
-    reason = skip_reason()
+def run_main(name, reason):
+    """Runs the module's unittest cases, or skips (exit 0) saying why."""
     if reason is not None:
-        print("python_client_test: SKIPPED: " + reason)
+        print("%s: SKIPPED: %s" % (name, reason))
         return 0
     setup_package()
     started = time.monotonic()
     result = unittest.main(argv=[sys.argv[0], "-v"], exit=False).result
-    print("python_client_test: %.1f s" % (time.monotonic() - started))
+    print("%s: %.1f s" % (name, time.monotonic() - started))
     return 0 if result.wasSuccessful() else 1
+
+
+def main():
+    return run_main("python_client_test", skip_reason())
 
 
 if __name__ == "__main__":

@@ -17,21 +17,21 @@ AUC comes within 0.05 of the true model's (the Bayes AUC of these data,
 about 0.9, so the bar also means far above chance), and each row's version
 equals the pushes that carried its key. Half the steps use prefetch().
 
-Reuses tests/python_client_test.py's daemon helpers (Job, setup_package).
+Reuses tests/python_client_test.py's daemon helpers (Job, run_main).
 Skips (exit 0, saying why) without torch or what that test needs. Run by the
 sh_test //tests:python_torch_test; by hand, from the repository root after
 `bazel build //coordinator //server:ps_server`:
   TEST_TMPDIR=/tmp/pt BIN_DIR=bazel-bin tests/python_torch_test.py
 """
 
+import contextlib
 import os
 import sys
-import time
 import unittest
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.getcwd(), "tests"))
-from python_client_test import TMP, Job, setup_package, skip_reason  # noqa
+from python_client_test import TMP, Job, run_main, skip_reason  # noqa
 
 MLP_LR = 0.1
 
@@ -47,11 +47,6 @@ def auc(scores, labels):
     pos = labels == 1
     n_pos, n_neg = pos.sum(), (~pos).sum()
     return (ranks[pos].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)
-
-
-def dump_logs(job):
-    for p in job.procs:
-        sys.stderr.write("---- %s\n%s\n" % (p.name, job.log(p.name)))
 
 
 class DenseOnPsTest(unittest.TestCase):
@@ -84,7 +79,7 @@ class DenseOnPsTest(unittest.TestCase):
             return torch.tensor(x, dtype=torch.float32), torch.tensor(y)
 
         client = downpour.Client(self.job.config, index=0)
-        try:
+        with self.job.logs_on_failure(), contextlib.closing(client):
             wrong = torch.nn.Sequential(torch.nn.Linear(8, 32),
                                         torch.nn.ReLU(),
                                         torch.nn.Linear(32, 3))
@@ -132,11 +127,6 @@ class DenseOnPsTest(unittest.TestCase):
             self.assertGreater(len(versions), 4)  # fc1.weight spans blocks
             self.assertEqual(set(versions.values()), {pushes},
                              "block versions %s" % versions)
-        except Exception:
-            dump_logs(self.job)
-            raise
-        finally:
-            client.close()
 
 
 class EmbeddingBagTest(unittest.TestCase):
@@ -190,7 +180,7 @@ class EmbeddingBagTest(unittest.TestCase):
                         .reshape(-1) + self.bias)
 
         client = downpour.Client(self.job.config, index=0)
-        try:
+        with self.job.logs_on_failure(), contextlib.closing(client):
             model = Logistic(client)
             dense = DenseOnPs(model, client)  # the `bias` block
             pushed = {}  # key -> pushes that carried it
@@ -220,11 +210,6 @@ class EmbeddingBagTest(unittest.TestCase):
             self.assertEqual(list(versions), [pushed[t] for t in touched])
             self.assertEqual(model.weights.pushes, len(batches))
             self.assertEqual(client.checksums()[0][0], dense.pushes)  # bias
-        except Exception:
-            dump_logs(self.job)
-            raise
-        finally:
-            client.close()
 
 
 def main():
@@ -235,14 +220,7 @@ def main():
         except ImportError:
             reason = "python module torch missing (apt-get install " \
                      "python3-torch)"
-    if reason is not None:
-        print("python_torch_test: SKIPPED: " + reason)
-        return 0
-    setup_package()
-    started = time.monotonic()
-    result = unittest.main(argv=[sys.argv[0], "-v"], exit=False).result
-    print("python_torch_test: %.1f s" % (time.monotonic() - started))
-    return 0 if result.wasSuccessful() else 1
+    return run_main("python_torch_test", reason)
 
 
 if __name__ == "__main__":
