@@ -20,6 +20,7 @@ namespace {
 
 using ::downpour::testing::IsOk;
 using ::downpour::testing::StatusIs;
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -34,6 +35,25 @@ TEST_F(ClusterStateTest, PlacementWaitsForEveryPsThenCoversAllBlocks) {
   ASSERT_EQ(placement.shards_size(), 2);
   EXPECT_GT(placement.shards(0).block_ids_size(), 0);
   EXPECT_GT(placement.shards(1).block_ids_size(), 0);
+}
+
+// docs/PYTHON.md's second example ran in the first one's folder: its
+// coordinator restored the first job's state (another model, the same
+// number of blocks) and served a placement of the wrong blocks; the pushes
+// diverged. Another model's state file is refused, naming the fix.
+TEST_F(ClusterStateTest, AnotherModelsStateFileIsRefused) {
+  RegisterPs(0, "127.0.0.1:1");
+  RegisterPs(1, "127.0.0.1:2");
+  state_.reset();
+  Config other = config_;
+  other.model.layers = {4, 16, 3};
+  auto refused = ClusterState::Create({other, &clock_, probe_});
+  EXPECT_THAT(refused.status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       AllOf(HasSubstr("another model's"),
+                             HasSubstr("coordinator.state_dir"))));
+  Restart();  // the same model restores it
+  EXPECT_EQ(state_->Placement().epoch(), 1u);
 }
 
 // A sparse model's placement gives each ps its hash buckets: every bucket

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -487,6 +488,7 @@ void ShardPlacement::AddStatus(absl::Time now,
 
 void ShardPlacement::SaveTo(proto::CoordinatorState* state) const {
   state->set_placement_epoch(epoch_);
+  state->set_model_fingerprint(spec_.Fingerprint());
   for (const auto& shard : placement_) {
     auto* out = state->add_placement();
     for (uint32_t id : shard) out->add_block_ids(id);
@@ -501,6 +503,34 @@ void ShardPlacement::SaveTo(proto::CoordinatorState* state) const {
   moves_.SaveTo(state);
 }
 
+absl::Status ShardPlacement::SameModel(const proto::CoordinatorState& state,
+                                       const std::string& path) const {
+  constexpr char fix[] =
+      ": delete it (or set coordinator.state_dir to another folder) to start "
+      "this job fresh, or run the job it was written for";
+  if (state.model_fingerprint() != 0 &&
+      state.model_fingerprint() != spec_.Fingerprint()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "coordinator state '", path,
+        "' is another model's (block layout fingerprint ",
+        absl::Hex(state.model_fingerprint()), "; this config's model is ",
+        absl::Hex(spec_.Fingerprint()), ")", fix));
+  }
+  // A file from before the fingerprint: its blocks must be this model's.
+  std::set<uint32_t> ids;
+  for (const auto& shard : state.placement()) {
+    ids.insert(shard.block_ids().begin(), shard.block_ids().end());
+  }
+  const size_t blocks = spec_.blocks().size();
+  if (!ids.empty() && (ids.size() != blocks || *ids.rbegin() != blocks - 1)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "coordinator state '", path, "' places ", ids.size(),
+        " blocks, ids up to ", *ids.rbegin(), ", but this config's model has ",
+        blocks, " blocks: it is another model's", fix));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ShardPlacement::Restore(const proto::CoordinatorState& state,
                                      const std::string& path) {
   const size_t shards = members_->ps().size();
@@ -511,6 +541,7 @@ absl::Status ShardPlacement::Restore(const proto::CoordinatorState& state,
                      state.placement_size(), " shards but the config has ",
                      shards, " ps; move it away to start fresh"));
   }
+  RETURN_IF_ERROR(SameModel(state, path));
   epoch_ = state.placement_epoch();
   for (const auto& shard : state.placement()) {
     placement_.emplace_back(shard.block_ids().begin(), shard.block_ids().end());

@@ -158,6 +158,10 @@ class ShardPlacement {
   // would copy from or to.
   absl::Status CheckMoveShardsAlive(
       const proto::MoveBucketsRequest& request) const;
+  // FailedPrecondition, naming `path` and the fix, when the saved state is
+  // another model's (its fingerprint, or its block ids in older files).
+  absl::Status SameModel(const proto::CoordinatorState& state,
+                         const std::string& path) const;
   // Seconds since start_ (BucketMove's times).
   double Uptime() const;
   // The shard `m` serves (a ps its own, a standby the one it took over; -1).
