@@ -120,7 +120,8 @@ std::string JobYaml(const Options& options, const std::string& dir,
 
 // summary.json's fields, through protobuf's JSON parser.
 absl::Status ReadSummary(const std::string& path, Observed* observed,
-                         std::map<int, uint64_t>* final_pushes) {
+                         std::map<int, uint64_t>* final_pushes,
+                         std::map<int, int>* worker_restarts) {
   ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
   google::protobuf::Struct summary;
   const auto parsed =
@@ -169,6 +170,23 @@ absl::Status ReadSummary(const std::string& path, Observed* observed,
       if (shard == rf.end() || source == rf.end()) continue;
       observed->recovery_sources[static_cast<int>(num(shard->second))]
           .push_back(source->second.string_value());
+    }
+  }
+  worker_restarts->clear();
+  if (auto it = f.find("faults"); it != f.end()) {
+    for (const auto& fault : it->second.list_value().values()) {
+      const auto& ff = fault.struct_value().fields();
+      auto daemon = ff.find("daemon");
+      auto action = ff.find("action");
+      int index = 0;
+      if (daemon != ff.end() && action != ff.end() &&
+          action->second.string_value() == "restarted" &&
+          absl::SimpleAtoi(
+              absl::StripPrefix(daemon->second.string_value(), "worker "),
+              &index) &&
+          absl::StartsWith(daemon->second.string_value(), "worker ")) {
+        ++(*worker_restarts)[index];
+      }
     }
   }
   final_pushes->clear();
@@ -228,6 +246,12 @@ class DaemonsSeen {
       seen_.emplace(e.pid, e.start_time, e.name);
       current_[e.name] = e.pid;  // the file names each daemon's latest
     }
+  }
+  // How many processes of daemon `name` the file named.
+  int Count(const std::string& name) const {
+    int n = 0;
+    for (const auto& [pid, start, seen_name] : seen_) n += seen_name == name;
+    return n;
   }
   // The latest process of daemon `name` ("worker 1"); 0 when never seen.
   pid_t Latest(const std::string& name) const {
@@ -858,8 +882,9 @@ absl::StatusOr<Outcome> Harness::Run(uint64_t seed,
   o.left_behind = seen.StillRunning(absl::Seconds(15));
   // Per worker slot, its last process's pushes (the launcher's last read).
   std::map<int, uint64_t> final_pushes;
-  if (absl::Status read =
-          ReadSummary(out.run_dir + "/summary.json", &o, &final_pushes);
+  std::map<int, int> worker_restarts;
+  if (absl::Status read = ReadSummary(out.run_dir + "/summary.json", &o,
+                                      &final_pushes, &worker_restarts);
       !read.ok()) {
     o.outcome.clear();
   }
@@ -868,10 +893,19 @@ absl::StatusOr<Outcome> Harness::Run(uint64_t seed,
   // last process read in that slot (not the last the harness started: a
   // join refused for want of a slot trained in none; chaos seed 22 counted
   // the one that did twice).
+  // A slot the launcher ran more processes for than the pid file showed
+  // (a restart that started and ended while a fault held the harness up:
+  // chaos seed 35 took a killed worker's 1,472 pushes for its successor's
+  // 3) has its last process unread: every process read was an earlier one.
   worker_pushes.AddEarlier(
       [&](int index) {
-        const pid_t pid = seen.Latest(absl::StrCat("worker ", index));
-        return pid != 0 ? pid : worker_pushes.LastSeen(index);
+        const std::string name = absl::StrCat("worker ", index);
+        const pid_t pid = seen.Latest(name);
+        if (pid == 0) return worker_pushes.LastSeen(index);
+        auto restarts = worker_restarts.find(index);
+        const int ran =
+            1 + (restarts == worker_restarts.end() ? 0 : restarts->second);
+        return seen.Count(name) >= ran ? pid : pid_t{0};
       },
       &o);
   const std::string final_dir = options_.full_disk ? saved : checkpoints;
