@@ -269,8 +269,7 @@ TEST_F(SpareTest, AnOutageIsRecordedUntilTheMemberIsBack) {
   ASSERT_THAT(Heartbeat(PsBeat(0, "127.0.0.1:1", 10)), IsOk());
   clock_.Advance(absl::Seconds(4));
   ASSERT_THAT(Heartbeat(PsBeat(1, "127.0.0.1:2", 10)), IsOk());
-  state_->CheckLiveness();  // ps 0 (and the finished workers) silent  // ps 0;
-                            // no standby registered
+  EXPECT_EQ(state_->CheckLiveness(), 1);  // ps 0; no standby registered
   auto outages = state_->Status().outages();
   ASSERT_EQ(outages.size(), 1);
   EXPECT_EQ(outages[0].role(), "ps");
