@@ -178,13 +178,14 @@ absl::Status ReadSummary(const std::string& path, Observed* observed,
       const auto& ff = fault.struct_value().fields();
       auto daemon = ff.find("daemon");
       auto action = ff.find("action");
+      if (daemon == ff.end() || action == ff.end() ||
+          action->second.string_value() != "restarted") {
+        continue;
+      }
+      absl::string_view name = daemon->second.string_value();
       int index = 0;
-      if (daemon != ff.end() && action != ff.end() &&
-          action->second.string_value() == "restarted" &&
-          absl::SimpleAtoi(
-              absl::StripPrefix(daemon->second.string_value(), "worker "),
-              &index) &&
-          absl::StartsWith(daemon->second.string_value(), "worker ")) {
+      if (absl::ConsumePrefix(&name, "worker ") &&
+          absl::SimpleAtoi(name, &index)) {
         ++(*worker_restarts)[index];
       }
     }
@@ -315,6 +316,14 @@ class WorkerPushes {
       if (::kill(static_cast<pid_t>(pid), 0) == 0) p.alive = now;
     }
   }
+  // The last process read in worker slot `index` (0: none).
+  pid_t LastSeen(int index) const {
+    pid_t last = 0;
+    for (uint32_t pid : order_) {
+      if (seen_.at(pid).index == index) last = static_cast<pid_t>(pid);
+    }
+    return last;
+  }
   // Adds the processes other than each worker's last one (whose count
   // summary.json gives) to o.acked_pushes, o.acked_slack and o.worker_ends.
   // A process may have had pushes applied after its last read: 2 in flight,
@@ -326,14 +335,6 @@ class WorkerPushes {
   // process's last report's, and as slack its pushes' slack plus the
   // pushes it made after that report, at the most row updates per push any
   // report showed.
-  // The last process read in worker slot `index` (0: none).
-  pid_t LastSeen(int index) const {
-    pid_t last = 0;
-    for (uint32_t pid : order_) {
-      if (seen_.at(pid).index == index) last = static_cast<pid_t>(pid);
-    }
-    return last;
-  }
   void AddEarlier(const std::function<pid_t(int)>& latest, Observed* o) const {
     double rows_per_push = 0;
     for (const auto& [pid, p] : seen_) {
@@ -889,14 +890,16 @@ absl::StatusOr<Outcome> Harness::Run(uint64_t seed,
     o.outcome.clear();
   }
   for (const auto& [index, pushes] : final_pushes) o.acked_pushes += pushes;
-  // A slot the launcher never ran is a joined worker's: its last is the
-  // last process read in that slot (not the last the harness started: a
-  // join refused for want of a slot trained in none; chaos seed 22 counted
-  // the one that did twice).
-  // A slot the launcher ran more processes for than the pid file showed
-  // (a restart that started and ended while a fault held the harness up:
-  // chaos seed 35 took a killed worker's 1,472 pushes for its successor's
-  // 3) has its last process unread: every process read was an earlier one.
+  // Each slot's last process, whose count summary.json gives:
+  // - a slot the launcher never ran is a joined worker's: the last process
+  //   read in it (not the last join the harness started: one refused for
+  //   want of a slot trained in none; chaos seed 22 counted the one that
+  //   did twice);
+  // - a slot the launcher ran more processes for than the pid file showed
+  //   (a restart that started and ended while a fault held the harness up:
+  //   chaos seed 35 took a killed worker's 1,472 pushes for its
+  //   successor's 3) has its last process unread: none (0), so every
+  //   process read is an earlier one.
   worker_pushes.AddEarlier(
       [&](int index) {
         const std::string name = absl::StrCat("worker ", index);
