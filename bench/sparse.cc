@@ -29,6 +29,10 @@
 //           sparse_linear's weights; wider: an fm model's embeddings). Unique
 //           keys per second per shard, bytes per key on the wire, p50/p99 of a
 //           pull and of a push. Server and client share this machine's cores.
+//           With --coordinator: the same client against a running job's
+//           real ps daemons (one row, dim 1), as worker --worker_index;
+//           bench/python/sparse_keys.py runs it next to the Python client
+//           on the stream it writes with --stream_out.
 //   memory: creates --rows FTRL rows of dim 1 and prints the process's RSS
 //           growth per row (the target: <= 64 bytes, key, weight, z, n
 //           and index) next to the table's own account (bytes());
@@ -54,18 +58,22 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/notification.h"
 #include "bench/bench_util.h"
 #include "bench/local_cluster.h"
 #include "common/config.h"
 #include "common/counters.h"
 #include "common/model_spec.h"
 #include "common/sparse_keys.h"
+#include "membership/coordinator_client.h"
 #include "server/checkpoint.h"
 #include "server/sparse_table.h"
 #include "worker/grpc_ps_client.h"
@@ -100,6 +108,15 @@ ABSL_FLAG(int, evict_every, 100,
 ABSL_FLAG(int, delta_batches, 20,
           "eviction: batches between two checkpoints of the chain");
 ABSL_FLAG(int, deltas, 3, "eviction: deltas written after the full cut");
+ABSL_FLAG(std::string, coordinator, "",
+          "rpc: instead of in-process shards, the real daemons of a running "
+          "sparse_linear job (sparse_buckets 1024, --shards ps) whose "
+          "coordinator listens here; the bench registers as worker "
+          "--worker_index (bench/python/sparse_keys.py starts such a job)");
+ABSL_FLAG(int, worker_index, 0, "rpc with --coordinator: the worker slot");
+ABSL_FLAG(std::string, stream_out, "",
+          "rpc: writes the timed batches' keys to this file (per batch a "
+          "little-endian uint32 count, then its uint64 keys)");
 ABSL_FLAG(std::string, checkpoint_dir, "/tmp/downpour_bench_sparse_ckpt",
           "eviction: where the checkpoint chain is written (emptied first)");
 
@@ -237,6 +254,62 @@ double Quantile(std::vector<double> v, double q) {
 // The rpc section's stream through one client: per batch a pull of its keys
 // (split by shard) from table `table` of width `dim` and a push of their
 // gradients with the dense gradient; the seconds each took, summed.
+// A worker slot of a running job (--coordinator): registered with its
+// coordinator, heartbeating until destroyed, so that its ps take the pushes.
+class RunningJobWorker {
+ public:
+  RunningJobWorker(const std::string& address, const RpcSection& rpc, int index)
+      : index_(index), client_(address, rpc, "bench sparse") {
+    // No Status service answers there: the coordinator's probe of it fails,
+    // which a registered worker survives (bench/sparse_flood does the same).
+    auto registered =
+        client_.RegisterWorker(index, absl::StrCat("127.0.0.1:", 1 + index));
+    CheckOrExit(registered.status(), "sparse", "register with --coordinator");
+    incarnation_ = registered->incarnation();
+    push_key_ = registered->push_key();
+    heartbeat_ = std::thread([this] {
+      while (!stop_.WaitForNotificationWithTimeout(absl::Milliseconds(200))) {
+        proto::HeartbeatRequest beat;
+        beat.set_role("worker");
+        beat.set_index(index_);
+        (void)client_.Heartbeat(beat);
+      }
+    });
+  }
+  ~RunningJobWorker() {
+    stop_.Notify();
+    heartbeat_.join();
+  }
+
+  membership::CoordinatorClient* coordinator() { return &client_; }
+  void Identify(worker::GrpcPsClient* ps) {
+    ps->set_incarnation(incarnation_, push_key_);
+  }
+
+ private:
+  const int index_;
+  membership::CoordinatorClient client_;
+  uint64_t incarnation_ = 0, push_key_ = 0;
+  absl::Notification stop_;
+  std::thread heartbeat_;
+};
+
+// --stream_out: per batch a little-endian uint32 count, then its keys.
+void WriteStream(const std::string& path,
+                 const std::vector<std::vector<uint64_t>>& batches) {
+  std::ofstream out(path, std::ios::binary);
+  for (const auto& keys : batches) {
+    const uint32_t count = keys.size();
+    out.write(reinterpret_cast<const char*>(&count), sizeof(count));
+    out.write(reinterpret_cast<const char*>(keys.data()),
+              keys.size() * sizeof(uint64_t));
+  }
+  if (!out.good()) {
+    absl::FPrintF(stderr, "sparse: cannot write --stream_out %s\n", path);
+    std::exit(1);
+  }
+}
+
 class RpcStream {
  public:
   RpcStream(worker::GrpcPsClient* client, int shards, int dim, int params)
@@ -325,13 +398,27 @@ void RpcRow(int shards, int dim, const std::vector<std::vector<uint64_t>>& warm,
   config.cluster.replication = 1;
   config.rpc.deadline_s = 30;
   config.rpc.connect_timeout_s = 10;
-  auto cluster = LocalCluster::Start(config);
-  CheckOrExit(cluster.status(), "sparse", "start cluster");
   auto spec = ModelSpec::Create(config.model);
   CheckOrExit(spec.status(), "sparse", "model");
+  std::unique_ptr<LocalCluster> cluster;
+  std::unique_ptr<RunningJobWorker> external;
+  membership::CoordinatorClient* coordinator;
+  int worker = 0;
+  if (absl::GetFlag(FLAGS_coordinator).empty()) {
+    auto started = LocalCluster::Start(config);
+    CheckOrExit(started.status(), "sparse", "start cluster");
+    cluster = std::move(*started);
+    coordinator = cluster->coordinator_client();
+  } else {
+    worker = absl::GetFlag(FLAGS_worker_index);
+    external = std::make_unique<RunningJobWorker>(
+        absl::GetFlag(FLAGS_coordinator), config.rpc, worker);
+    coordinator = external->coordinator();
+  }
   Counters counters;
-  worker::GrpcPsClient client(*spec, (*cluster)->coordinator_client(),
-                              config.rpc, 0, &counters);
+  worker::GrpcPsClient client(*spec, coordinator, config.rpc, worker,
+                              &counters);
+  if (external != nullptr) external->Identify(&client);
   CheckOrExit(client.Connect(), "sparse", "connect");
   RpcStream stream(&client, shards, dim, spec->num_params());
   stream.Run(warm, false);
@@ -365,6 +452,13 @@ void Rpc() {
   absl::PrintF("%4s %6s %16s %16s %11s %11s %11s %11s %11s\n", "dim", "shards",
                "pull keys/s/shd", "push keys/s/shd", "pull B/key", "push B/key",
                "pull p50 ms", "pull p99 ms", "push p99 ms");
+  if (!absl::GetFlag(FLAGS_stream_out).empty()) {
+    WriteStream(absl::GetFlag(FLAGS_stream_out), batches);
+  }
+  if (!absl::GetFlag(FLAGS_coordinator).empty()) {
+    RpcRow(ParseInts(absl::GetFlag(FLAGS_shards)).front(), 1, warm, batches);
+    return;
+  }
   for (int dim : ParseInts(absl::GetFlag(FLAGS_dims))) {
     for (int shards : ParseInts(absl::GetFlag(FLAGS_shards))) {
       RpcRow(shards, dim, warm, batches);

@@ -21,10 +21,16 @@ std::vector<ConfigField> LauncherKeys(LauncherSection* l) {
           DoubleField("launcher.restart_backoff_s", &l->restart_backoff_s,
                       NonNegativeAtMost(3600)),
           DoubleField("launcher.max_restart_backoff_s",
-                      &l->max_restart_backoff_s, NonNegativeAtMost(3600))};
+                      &l->max_restart_backoff_s, NonNegativeAtMost(3600)),
+          StringListField("launcher.worker_command", &l->worker_command, 64)};
 }
 
 absl::Status CheckLauncher(const LauncherSection& launcher) {
+  if (!launcher.worker_command.empty() && launcher.worker_command[0].empty()) {
+    return absl::InvalidArgumentError(
+        "launcher.worker_command: its first entry is the program to run and "
+        "may not be empty (e.g. [/usr/bin/python3, train.py])");
+  }
   if (launcher.max_restart_backoff_s >= launcher.restart_backoff_s) {
     return absl::OkStatus();
   }

@@ -3,6 +3,7 @@
 #ifndef DOWNPOUR_COMMON_CONFIG_LAUNCHER_H_
 #define DOWNPOUR_COMMON_CONFIG_LAUNCHER_H_
 
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -31,6 +32,11 @@ struct LauncherSection {
   double restart_backoff_s = 0.5;
   // The most it waits, in [restart_backoff_s, 3600]. Default 5.
   double max_restart_backoff_s = 5;
+  // The command the launcher runs for each worker slot instead of
+  // worker/ps_worker (a Python worker: [/usr/bin/python3, train.py]), with
+  // the flags it gives ps_worker appended. Empty (the default): ps_worker.
+  // At most 64 entries; the first may not be empty.
+  std::vector<std::string> worker_command;
 };
 
 // Internal to the config loader (common/config.cc).

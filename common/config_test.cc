@@ -857,38 +857,6 @@ TEST(ConfigTest, MnistShapeIsTheDefaultModelsEnds) {
   EXPECT_EQ(MnistDigitFile(3), "3.json");
 }
 
-TEST(ConfigTest, LauncherRestartPolicyIsReadAndChecked) {
-  absl::StatusOr<Config> defaults = Parse("");
-  ASSERT_THAT(defaults, IsOk());
-  EXPECT_EQ(defaults->launcher.restart, RestartMode::kOnFailure);
-  EXPECT_EQ(defaults->launcher.max_restarts, 3);
-  EXPECT_EQ(defaults->launcher.restart_backoff_s, 0.5);
-  EXPECT_EQ(defaults->launcher.max_restart_backoff_s, 5);
-  absl::StatusOr<Config> config = Parse(
-      "launcher:\n  restart: never\n  max_restarts: 0\n"
-      "  restart_backoff_s: 0\n  max_restart_backoff_s: 0\n");
-  ASSERT_THAT(config, IsOk());
-  EXPECT_EQ(config->launcher.restart, RestartMode::kNever);
-  EXPECT_EQ(config->launcher.max_restarts, 0);
-  EXPECT_EQ(config->launcher.restart_backoff_s, 0);
-  EXPECT_EQ(config->launcher.max_restart_backoff_s, 0);
-  ExpectAllFail({
-      {"launcher:\n  restart: always\n",
-       "cfg.yaml:2: launcher.restart must be one of never, on-failure"},
-      {"launcher:\n  max_restarts: -1\n", "cfg.yaml:2: launcher.max_restarts"},
-      {"launcher:\n  restart_backoff_s: -1\n",
-       "cfg.yaml:2: launcher.restart_backoff_s"},
-      {"launcher:\n  max_restart_backoff_s: 3601\n",
-       "cfg.yaml:2: launcher.max_restart_backoff_s"},
-      {"launcher:\n  restart_backoff_s: 10\n",
-       "launcher.max_restart_backoff_s (5) must be >= "
-       "launcher.restart_backoff_s (10)"},
-      {"launcher:\n  restarts: 2\n",
-       "unknown key 'launcher.restarts'; allowed keys in 'launcher': restart, "
-       "max_restarts, restart_backoff_s, max_restart_backoff_s"},
-  });
-}
-
 TEST(ConfigTest, ExplicitKeysTellTheUsersChoiceFromADefault) {
   const std::string path = WriteTempFile(
       "explicit.yaml", "checkpoint:\n  dir: ckpt\ntraining:\n  steps: 5\n");

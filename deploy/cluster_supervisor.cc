@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 
@@ -13,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "common/exit_codes.h"
@@ -25,6 +27,30 @@ namespace downpour {
 namespace {
 
 namespace fs = std::filesystem;
+
+// launcher.worker_command with its program as a path: a name without '/' is
+// looked up in PATH, as a shell does. InvalidArgument naming the key when it
+// is not an executable file.
+absl::StatusOr<std::vector<std::string>> ResolveProgram(
+    std::vector<std::string> command) {
+  std::string& program = command[0];
+  if (program.find('/') == std::string::npos) {
+    const char* path = std::getenv("PATH");
+    for (absl::string_view dir :
+         absl::StrSplit(path == nullptr ? "" : path, ':', absl::SkipEmpty())) {
+      const std::string candidate = absl::StrCat(dir, "/", program);
+      if (::access(candidate.c_str(), X_OK) == 0) {
+        program = candidate;
+        break;
+      }
+    }
+  }
+  if (::access(program.c_str(), X_OK) == 0) return command;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "launcher.worker_command: '", program,
+      "' is not an executable file (give its path, or a program in PATH; a "
+      "script runs as [/usr/bin/python3, script.py])"));
+}
 
 constexpr int kLogTailLines = 20;
 // How often the daemons' exit is checked, and the coordinator's port file read.
@@ -262,7 +288,8 @@ absl::Status ClusterSupervisor::Launch(Slot& slot) {
                                          HostOf(slot.address), slot.binary,
                                          flags, log);
   } else {
-    std::vector<std::string> argv = {fs::path(options_.bin_dir) / slot.binary};
+    std::vector<std::string> argv = slot.command;
+    if (argv.empty()) argv.push_back(fs::path(options_.bin_dir) / slot.binary);
     for (std::string& f : flags) argv.push_back(std::move(f));
     process = DaemonProcess::StartLocal(slot.name, argv, log);
   }
@@ -358,6 +385,22 @@ absl::Status ClusterSupervisor::StartCoordinator() {
                    coordinator_.process->log_path()));
 }
 
+// launcher.worker_command: the workers' slots run it (local mode only).
+absl::Status ClusterSupervisor::UseWorkerCommand() {
+  if (config_.launcher.worker_command.empty()) return absl::OkStatus();
+  if (options_.remote.has_value()) {
+    return absl::InvalidArgumentError(
+        "launcher.worker_command runs workers in local mode only: in SSH "
+        "mode start them on their hosts with the launcher's flags "
+        "(docs/PYTHON.md)");
+  }
+  absl::StatusOr<std::vector<std::string>> command =
+      ResolveProgram(config_.launcher.worker_command);
+  if (!command.ok()) return command.status();
+  for (Slot& slot : workers_) slot.command = *command;
+  return absl::OkStatus();
+}
+
 absl::Status ClusterSupervisor::Start() {
   absl::Status coordinator = StartCoordinator();
   if (!coordinator.ok()) return coordinator;
@@ -385,6 +428,8 @@ absl::Status ClusterSupervisor::Start() {
         config_.cluster.standby_ps, &standbys_);
   slots(DaemonKind::kWorker, "worker", "worker/ps_worker",
         config_.cluster.workers, &workers_);
+  absl::Status command = UseWorkerCommand();
+  if (!command.ok()) return command;
   // ps before standbys: a standby that registered first would be idle anyway,
   // but the shards should go to the daemons named for them.
   for (auto* group : {&ps_, &standbys_, &workers_}) {

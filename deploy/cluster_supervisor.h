@@ -110,8 +110,11 @@ class ClusterSupervisor {
   struct Slot {
     DaemonKind kind = DaemonKind::kWorker;
     int index = 0;
-    std::string name;     // "ps 0"
-    std::string binary;   // "server/ps_server"
+    std::string name;    // "ps 0"
+    std::string binary;  // "server/ps_server"
+    // What runs instead of bin_dir/binary (local mode): a worker's
+    // launcher.worker_command, its program resolved. Empty: the binary.
+    std::vector<std::string> command;
     std::string address;  // where it serves (its host, in SSH mode)
     std::vector<std::string> args;
     std::unique_ptr<DaemonProcess> process;  // null before its first start
@@ -134,6 +137,8 @@ class ClusterSupervisor {
 
   // Starts (or restarts) slot.process with the shared flags and slot.args.
   absl::Status Launch(Slot& slot);
+  // Sets the workers' slots' command from launcher.worker_command.
+  absl::Status UseWorkerCommand();
   absl::Status StartCoordinator();
   absl::Status WaitForRemoteCoordinator();
   // Handles the slots that ended; counts the workers still running. Aborted

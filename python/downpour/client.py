@@ -70,11 +70,31 @@ _M2 = np.uint64(0x94D049BB133111EB)
 
 def mix_keys(keys):
     """feature_hash.mix_key of each uint64 key (vectorized, wraps mod 2^64)."""
-    z = np.asarray(keys, dtype=np.uint64)
+    keys = np.asarray(keys, dtype=np.uint64)
+    # In place on one copy: a worker's batch has ~10^4-10^5 keys, and each
+    # temporary costs as much as the arithmetic.
+    z = keys >> np.uint64(30)
+    z ^= keys
     with np.errstate(over="ignore"):
-        z = (z ^ (z >> np.uint64(30))) * _M1
-        z = (z ^ (z >> np.uint64(27))) * _M2
-    return z ^ (z >> np.uint64(31))
+        z *= _M1
+        z ^= z >> np.uint64(27)
+        z *= _M2
+    z ^= z >> np.uint64(31)
+    return z
+
+
+def _unique(keys):
+    """(sorted unique keys, inverse): np.unique's, with inverse None when
+    the keys are sorted and unique already (a worker's usual batch), which
+    is checked in one pass instead of sorted again."""
+    if len(keys) < 2 or bool(np.all(keys[1:] > keys[:-1])):
+        return keys, None
+    return np.unique(keys, return_inverse=True)
+
+
+def _present(owners):
+    """The ps indexes in `owners` (small non-negative ints), ascending."""
+    return [int(s) for s in np.flatnonzero(np.bincount(owners))]
 
 
 def _decode(block):
@@ -462,6 +482,43 @@ class Client:
             time.sleep(delay * random.uniform(0.5, 1.0))
             delay = min(delay * 2, 1.0)
 
+    def _call_shards(self, method, requests, what):
+        """{shard: [request, ...]} -> {shard: [reply, ...]}: the shards at
+        once (gRPC futures), each shard's requests one after the other, as
+        the C++ client sends them. A request whose first try fails is sent
+        again under the same sequence by _with_retries (which raises what it
+        gives up on)."""
+        queues = {s: list(r) for s, r in requests.items()}
+        replies = {s: [] for s in requests}
+
+        def start(shard):
+            if shard not in self._shards:
+                return None  # _with_retries says why
+            request = queues[shard][0]
+            request.placement_epoch = self._epoch
+            stub = self._shards[shard][1]
+            return getattr(stub, method).future(
+                request, timeout=self.config.deadline_s)
+        in_flight = {s: start(s) for s in sorted(queues) if queues[s]}
+        for shard in sorted(queues):
+            while queues[shard]:
+                request = queues[shard].pop(0)
+                future = in_flight.pop(shard, None)
+                try:
+                    if future is None:
+                        raise _NotReady(what)
+                    reply = future.result()
+                except (grpc.RpcError, _NotReady):
+                    def send(stub, epoch, request=request):
+                        request.placement_epoch = epoch
+                        return getattr(stub, method)(
+                            request, timeout=self.config.deadline_s)
+                    reply = self._with_retries(shard, what, send)
+                replies[shard].append(reply)
+                if queues[shard]:
+                    in_flight[shard] = start(shard)
+        return replies
+
     # ---- dense blocks ----
 
     def pull(self):
@@ -471,27 +528,26 @@ class Client:
         params = np.empty(self.num_params, dtype=np.float32)
         versions = np.zeros(len(self.block_lengths), dtype=np.uint64)
         nbytes = 0
-        for shard, (_, _, chunks) in sorted(self._shards.items()):
-            for ids in chunks:
-                def send(stub, epoch, ids=ids):
-                    return stub.Pull(ps_pb2.PullRequest(
-                        placement_epoch=epoch, block_ids=ids,
-                        worker_id=self.index, encoding=ps_pb2.FLOAT32),
-                        timeout=self.config.deadline_s)
-                reply = self._with_retries(shard, "pull from", send)
-                for block in reply.blocks:
-                    values = _decode(block)
-                    i = block.block_id
-                    if (i >= len(self.block_lengths) or
-                            len(values) != self.block_lengths[i]):
-                        raise DownpourError(
-                            "ps %d returned block %d with %d values, which "
-                            "the model does not hold: do all daemons use the "
-                            "same config?" % (shard, i, len(values)))
-                    params[self.block_offsets[i]:
-                           self.block_offsets[i + 1]] = values
-                    versions[i] = block.version
-                    nbytes += len(block.data)
+        requests = {
+            shard: [ps_pb2.PullRequest(block_ids=ids, worker_id=self.index,
+                                       encoding=ps_pb2.FLOAT32)
+                    for ids in chunks]
+            for shard, (_, _, chunks) in self._shards.items()}
+        for shard, replies in sorted(
+                self._call_shards("Pull", requests, "pull from").items()):
+            for block in (b for reply in replies for b in reply.blocks):
+                values = _decode(block)
+                i = block.block_id
+                if (i >= len(self.block_lengths) or
+                        len(values) != self.block_lengths[i]):
+                    raise DownpourError(
+                        "ps %d returned block %d with %d values, which "
+                        "the model does not hold: do all daemons use the "
+                        "same config?" % (shard, i, len(values)))
+                params[self.block_offsets[i]:
+                       self.block_offsets[i + 1]] = values
+                versions[i] = block.version
+                nbytes += len(block.data)
         self.versions = versions.copy()
         self._count(pulls=1, bytes=nbytes)
         return params, versions
@@ -545,11 +601,9 @@ class Client:
                 request.clock = clock
                 request.sequence = self._take_sequence(shard)
                 nbytes += request.ByteSize()
-
-                def send(stub, epoch, request=request):
-                    request.placement_epoch = epoch
-                    return stub.Push(request, timeout=self.config.deadline_s)
-                reply = self._with_retries(shard, "push to", send)
+        replies = self._call_shards("Push", requests, "push to")
+        for shard, shard_requests in sorted(requests.items()):
+            for request, reply in zip(shard_requests, replies[shard]):
                 if reply.duplicate:
                     self.duplicates += 1
                 else:
@@ -612,22 +666,26 @@ class Client:
         if not np.all(np.isfinite(grads)):
             raise ValueError("push: table %d's gradients hold NaN or Inf" %
                              table)
-        unique, inverse = np.unique(keys, return_inverse=True)
-        summed = np.zeros((len(unique), grads.shape[1]), dtype=np.float32)
-        np.add.at(summed, inverse, grads)
-        occurrences = np.zeros(len(unique), dtype=np.uint32)
-        np.add.at(occurrences, inverse,
-                  np.ones(len(keys), dtype=np.uint32) if counts is None else
+        unique, inverse = _unique(keys)
+        ones = counts is None
+        counts = (np.ones(len(keys), dtype=np.uint32) if ones else
                   np.asarray(counts, dtype=np.uint32).reshape(-1))
+        if inverse is None:  # sorted and unique already: nothing to sum
+            summed, occurrences = grads, counts
+        else:
+            summed = np.zeros((len(unique), grads.shape[1]), dtype=np.float32)
+            np.add.at(summed, inverse, grads)
+            occurrences = np.zeros(len(unique), dtype=np.uint32)
+            np.add.at(occurrences, inverse, counts)
         owners = self._shard_of_keys(unique)
         out = {}
-        for shard in np.unique(owners):
+        for shard in _present(owners):
             mine = owners == shard
-            out[int(shard)] = ps_pb2.SparseRows(
+            out[shard] = ps_pb2.SparseRows(
                 table=table,
                 keys=unique[mine].astype("<u8").tobytes(),
                 values=summed[mine].astype("<f4").tobytes(),
-                counts=(b"" if counts is None and np.all(occurrences[mine] == 1)
+                counts=(b"" if ones and np.all(occurrences[mine] == 1)
                         else occurrences[mine].astype("<u4").tobytes()))
         return out
 
@@ -638,20 +696,18 @@ class Client:
         0 without a row). A key without a row reads its initial values; a pull
         creates no row."""
         keys = np.asarray(keys, dtype=np.uint64).reshape(-1)
-        unique, inverse = np.unique(keys, return_inverse=True)
+        unique, inverse = _unique(keys)
         owners = self._shard_of_keys(unique)
         values, versions, dim = None, np.zeros(len(unique), np.uint32), None
         nbytes = 0
-        for shard in np.unique(owners):
-            mine = np.nonzero(owners == shard)[0]
-            rows = ps_pb2.SparseRows(
-                table=table, keys=unique[mine].astype("<u8").tobytes())
-
-            def send(stub, epoch):
-                return stub.Pull(ps_pb2.PullRequest(
-                    placement_epoch=epoch, worker_id=self.index,
-                    sparse=[rows]), timeout=self.config.deadline_s)
-            reply = self._with_retries(int(shard), "pull from", send)
+        mine_of = {s: np.nonzero(owners == s)[0] for s in _present(owners)}
+        requests = {shard: [ps_pb2.PullRequest(
+            worker_id=self.index, sparse=[ps_pb2.SparseRows(
+                table=table, keys=unique[mine].astype("<u8").tobytes())])]
+            for shard, mine in mine_of.items()}
+        replies = self._call_shards("Pull", requests, "pull from")
+        for shard, mine in sorted(mine_of.items()):
+            reply = replies[shard][0]
             if len(reply.sparse) != 1:
                 raise DownpourError("ps %d answered a pull of table %d with "
                                     "%d tables" % (shard, table,
@@ -672,6 +728,8 @@ class Client:
         self._count(pulls=1, bytes=nbytes)
         if values is None:
             return np.zeros((0, 0), dtype=np.float32), versions
+        if inverse is None:
+            return values, versions
         return values[inverse], versions[inverse]
 
     # ---- observation ----

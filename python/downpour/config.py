@@ -15,6 +15,7 @@ class JobConfig:
     def __init__(self, doc, path="<config>"):
         self.path = path
         doc = doc or {}
+        self.doc = doc  # the whole file (with overrides), for a worker's keys
         cluster = self._section(doc, "cluster")
         self.coordinator = cluster.get("coordinator")
         if not isinstance(self.coordinator, str) or not self.coordinator:
@@ -48,10 +49,25 @@ class JobConfig:
         return section
 
 
-def load(path):
-    """The JobConfig of the YAML file at `path`."""
+def load(path, overrides=()):
+    """The JobConfig of the YAML file at `path`, with `overrides` applied:
+    "section.key=value" strings as the daemons' --set takes them (the value
+    read as YAML)."""
     with open(path) as f:
-        return JobConfig(yaml.safe_load(f), os.fspath(path))
+        doc = yaml.safe_load(f) or {}
+    for override in overrides:
+        key, sep, value = override.partition("=")
+        section, dot, name = key.strip().partition(".")
+        if not sep or not dot or not section or not name:
+            raise ValueError("--set %s: expected section.key=value" % override)
+        current = doc.get(section)
+        if current is None:
+            current = doc[section] = {}
+        if not isinstance(current, dict):
+            raise ValueError("--set %s: '%s' is not a mapping in %s" %
+                             (override, section, path))
+        current[name] = yaml.safe_load(value)
+    return JobConfig(doc, os.fspath(path))
 
 
 def read_token(path):
