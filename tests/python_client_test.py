@@ -290,27 +290,13 @@ def lossy_client_class():
             stub = super()._ps_stub(address)
             push = stub.Push
 
-            client = self
-
-            class LossyPush:
-                """stub.Push: called, or .future(...).result() (the call
-                then made there, as the client waits for it at once)."""
-
-                def __call__(self, request, timeout=None):
-                    reply = push(request, timeout=timeout)
-                    if client.lose_next_reply:
-                        client.lose_next_reply = False
-                        raise LostReply()
-                    return reply
-
-                def future(self, request, timeout=None):
-                    call = self
-
-                    class Later:
-                        def result(self):
-                            return call(request, timeout)
-                    return Later()
-            stub.Push = LossyPush()
+            def lossy_push(request, timeout=None):
+                reply = push(request, timeout=timeout)
+                if self.lose_next_reply:
+                    self.lose_next_reply = False
+                    raise LostReply()
+                return reply
+            stub.Push = lossy_push
             return stub
 
     return LossyClient

@@ -21,6 +21,7 @@ Thread-safety: pulls and pushes from one thread at a time (one request in
 flight per shard); the heartbeat thread only reads the report under a lock.
 """
 
+import concurrent.futures
 import logging
 import math
 import os
@@ -92,9 +93,17 @@ def _unique(keys):
     return np.unique(keys, return_inverse=True)
 
 
-def _present(owners):
-    """The ps indexes in `owners` (small non-negative ints), ascending."""
-    return [int(s) for s in np.flatnonzero(np.bincount(owners))]
+def _by_shard(owners):
+    """(order, {shard: slice}): `order` sorts the keys by the ps that owns
+    them (stable: each ps's keys stay in their order), and shard s's keys
+    are order[slice]. One radix sort of small ints and contiguous slices
+    cost less than a boolean mask per ps."""
+    owners = owners.astype(np.uint16)  # ps indexes: the placement's < 2^16
+    order = np.argsort(owners, kind="stable")
+    counts = np.bincount(owners)
+    ends = np.cumsum(counts)
+    return order, {int(s): slice(int(ends[s] - counts[s]), int(ends[s]))
+                   for s in np.flatnonzero(counts)}
 
 
 def _decode(block):
@@ -154,6 +163,8 @@ class Client:
         self.stop_reason = ""
         self.drained = False
         self._closed = threading.Event()
+        self._pool = None  # _call_shards's threads, made when first needed
+        self._last_partition = None  # see _partition
         self._member_key = ""
         self.duplicates = 0  # push requests answered as duplicates
         try:
@@ -318,6 +329,9 @@ class Client:
         self._closed.set()
         self._heartbeat.join()
         self._beat()
+        if self._pool is not None:  # a pull after close makes another
+            self._pool.shutdown(wait=False)
+            self._pool = None
         if self._status_server is not None:
             self._status_server.stop(1)
 
@@ -484,39 +498,45 @@ class Client:
 
     def _call_shards(self, method, requests, what):
         """{shard: [request, ...]} -> {shard: [reply, ...]}: the shards at
-        once (gRPC futures), each shard's requests one after the other, as
-        the C++ client sends them. A request whose first try fails is sent
-        again under the same sequence by _with_retries (which raises what it
-        gives up on)."""
-        queues = {s: list(r) for s, r in requests.items()}
-        replies = {s: [] for s in requests}
+        once (the first on this thread, the others on the client's thread
+        pool: blocking calls there cost less than gRPC futures), each
+        shard's requests one after the other, as the C++ client sends them.
+        A request whose first try fails is sent again under the same
+        sequence, with the ones after it, by _with_retries on this thread
+        (which raises what it gives up on)."""
+        shards = sorted(s for s in requests if requests[s])
+        if len(shards) > 1 and self._pool is None:
+            self._pool = concurrent.futures.ThreadPoolExecutor(
+                max_workers=8, thread_name_prefix="downpour-rpc")
+        others = {s: self._pool.submit(self._first_tries, method, s,
+                                       requests[s]) for s in shards[1:]}
+        replies = {}
+        for shard in shards:
+            done = (others[shard].result() if shard in others else
+                    self._first_tries(method, shard, requests[shard]))
+            for request in requests[shard][len(done):]:
+                def send(stub, epoch, request=request):
+                    request.placement_epoch = epoch
+                    return getattr(stub, method)(
+                        request, timeout=self.config.deadline_s)
+                done.append(self._with_retries(shard, what, send))
+            replies[shard] = done
+        return replies
 
-        def start(shard):
-            if shard not in self._shards:
-                return None  # _with_retries says why
-            request = queues[shard][0]
-            request.placement_epoch = self._epoch
-            stub = self._shards[shard][1]
-            return getattr(stub, method).future(
-                request, timeout=self.config.deadline_s)
-        in_flight = {s: start(s) for s in sorted(queues) if queues[s]}
-        for shard in sorted(queues):
-            while queues[shard]:
-                request = queues[shard].pop(0)
-                future = in_flight.pop(shard, None)
-                try:
-                    if future is None:
-                        raise _NotReady(what)
-                    reply = future.result()
-                except (grpc.RpcError, _NotReady):
-                    def send(stub, epoch, request=request):
-                        request.placement_epoch = epoch
-                        return getattr(stub, method)(
-                            request, timeout=self.config.deadline_s)
-                    reply = self._with_retries(shard, what, send)
-                replies[shard].append(reply)
-                if queues[shard]:
-                    in_flight[shard] = start(shard)
+    def _first_tries(self, method, shard, requests):
+        """The replies of `requests` to `shard`, in order, up to the first
+        that fails (left to _with_retries). Reads the placement only."""
+        replies = []
+        entry, epoch = self._shards.get(shard), self._epoch
+        if entry is None:
+            return replies
+        call = getattr(entry[1], method)
+        for request in requests:
+            request.placement_epoch = epoch
+            try:
+                replies.append(call(request, timeout=self.config.deadline_s))
+            except grpc.RpcError:
+                break
         return replies
 
     # ---- dense blocks ----
@@ -659,6 +679,18 @@ class Client:
                                 "model.sparse_buckets the daemons' value?")
         return owners
 
+    def _partition(self, unique):
+        """_by_shard of sorted unique keys' owners. The last key set's is
+        kept (a copy of the keys, with the placement epoch): a push of the
+        rows just pulled, the usual step, does not split them again."""
+        last = self._last_partition
+        if (last is not None and last[0] == self._epoch and
+                np.array_equal(last[1], unique)):
+            return last[2]
+        partition = _by_shard(self._shard_of_keys(unique))
+        self._last_partition = (self._epoch, unique.copy(), partition)
+        return partition
+
     def _split_rows(self, table, keys, grads, counts=None):
         """{shard: SparseRows} of a push: sorted unique keys, summed grads."""
         keys = np.asarray(keys, dtype=np.uint64).reshape(-1)
@@ -677,16 +709,18 @@ class Client:
             np.add.at(summed, inverse, grads)
             occurrences = np.zeros(len(unique), dtype=np.uint32)
             np.add.at(occurrences, inverse, counts)
-        owners = self._shard_of_keys(unique)
+        order, parts = self._partition(unique)
+        keys, values = unique[order], summed[order].astype("<f4", copy=False)
+        # Occurrences go on the wire only when one is not 1.
+        plain = ones and inverse is None
+        occurrences = None if plain else occurrences[order]
         out = {}
-        for shard in _present(owners):
-            mine = owners == shard
+        for shard, part in parts.items():
             out[shard] = ps_pb2.SparseRows(
-                table=table,
-                keys=unique[mine].astype("<u8").tobytes(),
-                values=summed[mine].astype("<f4").tobytes(),
-                counts=(b"" if ones and np.all(occurrences[mine] == 1)
-                        else occurrences[mine].astype("<u4").tobytes()))
+                table=table, keys=keys[part].tobytes(),
+                values=values[part].tobytes(),
+                counts=(b"" if plain or (ones and np.all(occurrences[part] == 1))
+                        else occurrences[part].astype("<u4").tobytes()))
         return out
 
     def pull_sparse(self, table, keys):
@@ -697,33 +731,34 @@ class Client:
         creates no row."""
         keys = np.asarray(keys, dtype=np.uint64).reshape(-1)
         unique, inverse = _unique(keys)
-        owners = self._shard_of_keys(unique)
+        order, parts = self._partition(unique)
+        by_shard = unique[order]
+        # By unique key: ps s's answer goes to order[its slice].
         values, versions, dim = None, np.zeros(len(unique), np.uint32), None
         nbytes = 0
-        mine_of = {s: np.nonzero(owners == s)[0] for s in _present(owners)}
         requests = {shard: [ps_pb2.PullRequest(
             worker_id=self.index, sparse=[ps_pb2.SparseRows(
-                table=table, keys=unique[mine].astype("<u8").tobytes())])]
-            for shard, mine in mine_of.items()}
+                table=table, keys=by_shard[part].tobytes())])]
+            for shard, part in parts.items()}
         replies = self._call_shards("Pull", requests, "pull from")
-        for shard, mine in sorted(mine_of.items()):
+        for shard, mine in sorted(parts.items()):
             reply = replies[shard][0]
+            n = mine.stop - mine.start
             if len(reply.sparse) != 1:
                 raise DownpourError("ps %d answered a pull of table %d with "
                                     "%d tables" % (shard, table,
                                                    len(reply.sparse)))
             got = np.frombuffer(reply.sparse[0].values, dtype="<f4")
             if dim is None:
-                dim = len(got) // max(len(mine), 1)
+                dim = len(got) // max(n, 1)
                 values = np.zeros((len(unique), dim), dtype=np.float32)
-            if len(got) != len(mine) * dim:
+            if len(got) != n * dim:
                 raise DownpourError("ps %d answered %d values for %d keys of "
-                                    "dim %d" % (shard, len(got), len(mine),
-                                                dim))
-            values[mine] = got.reshape(len(mine), dim)
+                                    "dim %d" % (shard, len(got), n, dim))
+            values[order[mine]] = got.reshape(n, dim)
             if reply.sparse[0].versions:
-                versions[mine] = np.frombuffer(reply.sparse[0].versions,
-                                               dtype="<u4")
+                versions[order[mine]] = np.frombuffer(
+                    reply.sparse[0].versions, dtype="<u4")
             nbytes += len(reply.sparse[0].values)
         self._count(pulls=1, bytes=nbytes)
         if values is None:
