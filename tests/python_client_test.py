@@ -7,7 +7,8 @@ loopback ports, and downpour.Client as worker 0, the only worker. Checks that
 the ps hold exactly the updates the client pushed (Checksums, sparse row
 versions), that a request sent again under its sequence is applied once,
 that a push retried through an unreachable ps (SIGSTOPped) is applied once,
-that the coordinator shows the client's report, that under TLS with role
+that rows pushed and pulled while psctl moves their buckets to the other ps
+are updated exactly once, that the coordinator shows the client's report, that under TLS with role
 tokens the client trains with the worker token and is refused without one,
 and that the feature hash equals the C++ one on
 data/testdata/feature_hash_vectors.tsv. A TLS job skips without openssl.
@@ -15,7 +16,7 @@ data/testdata/feature_hash_vectors.tsv. A TLS job skips without openssl.
 Skips (exit 0, saying why) when Debian's python3-grpcio, python3-protobuf,
 python3-numpy, python3-yaml or protoc are missing. Run by the sh_test
 //tests:python_client_test; by hand, from the repository root after
-`bazel build //coordinator //server:ps_server`:
+`bazel build //coordinator //server:ps_server //tools:psctl`:
   TEST_TMPDIR=/tmp/pc BIN_DIR=bazel-bin tests/python_client_test.py
 """
 
@@ -360,6 +361,59 @@ class SparseJobTest(unittest.TestCase):
                 m.role == "worker" and
                 m.report.sparse_row_updates == self.N * 50
                 for m in client.cluster_status().members))
+
+
+class LiveBucketMoveTest(unittest.TestCase):
+    """psctl move-buckets hands 8 of ps 0's buckets to ps 1 while the client
+    pushes and pulls rows in them: the client re-splits the requests the ps
+    answers "bucket moved" and every row update is applied exactly once."""
+
+    def setUp(self):
+        data = os.path.join(TMP, "moves.libsvm")
+        with open(data, "w") as f:
+            for i in range(16):
+                f.write("%d %d:1\n" % (i % 2, i + 1))
+        self.job = Job("moves", 2,
+                       "model:\n  type: sparse_linear\n  task: binary\n"
+                       "  sparse_buckets: 32\n"
+                       "optimizer:\n  type: adagrad\n  learning_rate: 0.1\n"
+                       "data:\n  source: libsvm\n  path: %s\n"
+                       "checkpoint:\n  dir: %s/ckpt\n  interval_s: 0\n" %
+                       (data, os.path.join(TMP, "moves")))
+
+    def tearDown(self):
+        self.job.stop()
+
+    def test_rows_follow_their_buckets(self):
+        import numpy as np
+        import downpour
+        from downpour.feature_hash import feature_key
+        client = downpour.Client(self.job.config, index=0)
+        with self.job.logs_on_failure(), contextlib.closing(client):
+            keys = np.array([feature_key("m", str(i)) for i in range(400)],
+                            dtype=np.uint64)
+            before = client._shard_of_keys(keys)
+            moving = " ".join(str(b) for b in range(0, 16, 2))
+            with open(os.path.join(self.job.dir, "psctl.log"), "w") as log:
+                psctl = subprocess.Popen(
+                    [os.path.join(BIN, "tools", "psctl"), "--config",
+                     self.job.config, "--wait_s", "60", "move-buckets",
+                     "--to", "1", "--buckets", moving.replace(" ", ",")],
+                    stdout=log, stderr=subprocess.STDOUT)
+            pushes = 0
+            grads = np.full((len(keys), 1), 0.01)
+            while psctl.poll() is None or pushes < 20:
+                client.pull_sparse(0, keys)
+                client.push(sparse={0: (keys, grads)})
+                pushes += 1
+                self.assertLess(pushes, 20000, "psctl never finished")
+            self.assertEqual(psctl.returncode, 0, self.job.log("psctl"))
+            after = client._shard_of_keys(keys)
+            moved = (before == 0) & (after == 1)
+            self.assertGreater(moved.sum(), 50, "no key's bucket moved")
+            _, versions = client.pull_sparse(0, keys)
+            self.assertEqual(set(versions.tolist()), {pushes},
+                             "row updates lost or applied twice")
 
 
 class TlsJobTest(unittest.TestCase):

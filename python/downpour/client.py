@@ -15,7 +15,8 @@ re-reading the placement, with capped exponential backoff and jitter, for up
 to training.outage_timeout_s: a push the ps applied already answers as a
 duplicate and is not applied twice. A push the ps's guard refused (an outlier
 gradient) is answered, not applied; the client pauses 25-50 ms, as the C++
-client does, and PushResult.refused says why.
+client does, and PushResult.refused says why. A request a ps answers "bucket
+moved" (a live move) is split by its rows' owners now (_moves.py).
 
 Thread-safety: pulls and pushes from one thread at a time (one request in
 flight per shard); the heartbeat thread only reads the report under a lock.
@@ -33,7 +34,7 @@ from collections import namedtuple
 import grpc
 import numpy as np
 
-from . import _rpc
+from . import _moves, _rpc
 from . import config as config_lib
 from ._proto import coordinator_pb2, ps_pb2
 
@@ -472,9 +473,7 @@ class Client:
                 code = grpc.StatusCode.UNAVAILABLE
             message = "%s ps %d at %s: %s" % (what, shard, address, details)
             if _BUCKET_MOVED in details:
-                raise DownpourError(
-                    message + " (live bucket moves are not handled by the "
-                    "Python client yet: NotImplemented)", code)
+                raise _moves.BucketMoved(message, code)  # see _send
             if code == grpc.StatusCode.OUT_OF_RANGE:
                 raise DownpourError(message + " (a newer process of this "
                                     "worker has pushed: this one was "
@@ -515,13 +514,24 @@ class Client:
             done = (others[shard].result() if shard in others else
                     self._first_tries(method, shard, requests[shard]))
             for request in requests[shard][len(done):]:
-                def send(stub, epoch, request=request):
-                    request.placement_epoch = epoch
-                    return getattr(stub, method)(
-                        request, timeout=self.config.deadline_s)
-                done.append(self._with_retries(shard, what, send))
+                done.append(self._send(method, shard, request, what))
             replies[shard] = done
         return replies
+
+    def _send(self, method, shard, request, what, hops=0):
+        """`request` to `shard` by _with_retries; when the ps answers "bucket
+        moved", its sparse rows re-split by their owners now (_moves.py)."""
+        def send(stub, epoch):
+            request.placement_epoch = epoch
+            return getattr(stub, method)(request,
+                                         timeout=self.config.deadline_s)
+        try:
+            return self._with_retries(shard, what, send)
+        except _moves.BucketMoved as moved:
+            if not len(request.sparse):  # dense blocks do not move
+                raise DownpourError(str(moved), moved.code)
+            return _moves.resend(self, method, shard, request, what, moved,
+                                 hops)
 
     def _first_tries(self, method, shard, requests):
         """The replies of `requests` to `shard`, in order, up to the first
