@@ -15,7 +15,8 @@ DenseOnPs parameter trains on generated sparse data (10 of 2000 hashed
 features per example, labels drawn from a true logistic model): its test
 AUC comes within 0.05 of the true model's (the Bayes AUC of these data,
 about 0.9, so the bar also means far above chance), and each row's version
-equals the pushes that carried its key. Half the steps use prefetch().
+equals the pushes that carried its key. Half the steps use prefetch(), and
+half push the rows and the bias in one request (downpour.torch.step).
 
 Reuses tests/python_client_test.py's daemon helpers (Job, run_main).
 Skips (exit 0, saying why) without torch or what that test needs. Run by the
@@ -163,6 +164,7 @@ class EmbeddingBagTest(unittest.TestCase):
         import torch
         import downpour
         from downpour.feature_hash import feature_key
+        import downpour.torch
         from downpour.torch import DenseOnPs, EmbeddingBag
         rng = np.random.default_rng(1)
         keys = np.array([feature_key("f", str(i)) for i in
@@ -192,9 +194,15 @@ class EmbeddingBagTest(unittest.TestCase):
                 loss = torch.nn.functional.binary_cross_entropy_with_logits(
                     out, torch.from_numpy(y).float())
                 loss.backward()
-                result = model.weights.step()
-                self.assertEqual(result.refused, [])
-                dense.step()
+                if step % 4 < 2:
+                    result = model.weights.step()
+                    self.assertEqual(result.refused, [])
+                    dense.step()
+                else:  # both in one push
+                    before = client._report.pushes
+                    result = downpour.torch.step(model.weights, dense)
+                    self.assertEqual(result.refused, [])
+                    self.assertEqual(client._report.pushes, before + 1)
                 for key in np.unique(k):
                     pushed[key] = pushed.get(key, 0) + 1
             k, v, y, margin = self.data(rng, 4000, true_w, keys)

@@ -26,8 +26,8 @@ trained three ways with the YAML's batch size, epochs and rates:
          coordinator and 2 ps_server started from --bin_dir with the same
          YAML and overrides (so the ps applies the same rules: FTRL on the
          rows, adagrad on the MLP). A step pulls each table's rows and
-         pushes three times (each table, then the MLP), where the C++ worker
-         pushes once.
+         pushes once (downpour.torch.step: both tables' rows and the MLP's
+         gradient in one request per ps), as the C++ worker does.
   local  the same nn.Module in one process, its tables torch.nn.EmbeddingBag
          (sparse gradients), trained with the ps's rules written in torch
          (FTRL-Proximal per touched row, as server/ftrl_math.h) and
@@ -488,22 +488,26 @@ def init_check(client, job, train):
 
 
 def ps_epochs(client, model, dense, job, train):
-    """Trains on the client's rows; returns (examples pushed, seconds)."""
+    """Trains on the client's rows; returns (examples pushed, seconds,
+    pushes). A step's rows of both tables and the MLP's gradient go in one
+    push (downpour.torch.step), as the C++ worker's one push a step."""
+    import downpour.torch
     rows = my_rows(client, len(train.y))
     rng = np.random.default_rng(job.seed + 7919 * client.index)
-    examples, steps, t0 = 0, 0, time.monotonic()
+    examples, steps, pushes, t0 = 0, 0, 0, time.monotonic()
     for _ in range(job.epochs):
         order = rng.permutation(rows)
         for start in range(0, len(order), job.batch):
             b = make_batch(train, order[start:start + job.batch])
             model.train()
             backward(model, b)
-            results = [model.wide.step(), model.deep.step(), dense.step()]
-            if not any(r is not None and r.refused for r in results):
+            result = downpour.torch.step(model.wide, model.deep, dense)
+            pushes += result is not None
+            if result is not None and not result.refused:
                 examples += b.n
             steps += 1
             client.report(steps=steps, examples=examples)
-    return examples, time.monotonic() - t0
+    return examples, time.monotonic() - t0, pushes
 
 
 def ps_worker(index, pkg, doc, coordinator, data, barrier, results):
@@ -523,10 +527,9 @@ def ps_worker(index, pkg, doc, coordinator, data, barrier, results):
     if index == 0:
         results.put(("init", init_check(client, job, train)))
     barrier.wait()
-    examples, seconds = ps_epochs(client, model, dense, job, train)
+    examples, seconds, pushes = ps_epochs(client, model, dense, job, train)
     barrier.wait()  # both done: the final state
-    out = {"examples": examples, "train_seconds": seconds,
-           "pushes": model.wide.pushes + model.deep.pushes + dense.pushes}
+    out = {"examples": examples, "train_seconds": seconds, "pushes": pushes}
     if index == 0:
         dense.fetch()
         out["margins"] = margins(model, test)

@@ -1,6 +1,6 @@
 """PyTorch modules whose parameters live on the Downpour ps.
 
-    from downpour.torch import DenseOnPs, EmbeddingBag
+    from downpour.torch import DenseOnPs, EmbeddingBag, step
 
 EmbeddingBag(client, table, dim): an nn.Module over a ps sparse table. Its
 forward pulls the rows of the batch's unique keys (client.pull_sparse),
@@ -9,6 +9,8 @@ torch.nn.functional.embedding_bag. Its gradients go back by an explicit
 `step()` after backward (no autograd hook: the push is a network call, and
 an explicit step makes the point where it happens, and its errors, plain).
 `prefetch(keys)` pulls the next batch's rows on a thread.
+
+step(*parts): the step() of EmbeddingBags and a DenseOnPs in one push.
 
 DenseOnPs(module, client, n_fetch, n_push): keeps a module's dense
 parameters on the ps, as the Downpour worker does: every n_fetch steps the
@@ -42,7 +44,7 @@ except ImportError as e:  # pragma: no cover (tested where torch is missing)
         "downpour.torch needs PyTorch: apt-get install python3-torch "
         "(Debian's package; the rest of downpour works without it)") from e
 
-__all__ = ["DenseOnPs", "EmbeddingBag", "as_keys"]
+__all__ = ["DenseOnPs", "EmbeddingBag", "as_keys", "step"]
 
 
 def as_keys(keys):
@@ -140,6 +142,16 @@ class EmbeddingBag(nn.Module):
         """Pushes the gradients of the forwards since the last step (after
         backward). Returns the PushResult, or None when nothing was pending.
         RuntimeError when a pending forward's rows have no gradient yet."""
+        rows = self._take()
+        if rows is None:
+            return None
+        result = self.client.push(sparse={self.table: rows})
+        self.pushes += 1
+        return result
+
+    def _take(self):
+        """(keys, grads, counts) of the forwards since the last step, which
+        it clears; None when none is pending."""
         if not self._pending:
             return None
         pending, self._pending = self._pending, []
@@ -153,11 +165,8 @@ class EmbeddingBag(nn.Module):
             grads.append(weight.grad.numpy())
             counts.append(occurrences)
         # The client sums the gradients (and counts) of a key seen twice.
-        result = self.client.push(sparse={self.table: (
-            np.concatenate(keys), np.concatenate(grads),
-            np.concatenate(counts))})
-        self.pushes += 1
-        return result
+        return (np.concatenate(keys), np.concatenate(grads),
+                np.concatenate(counts))
 
     def zero_pending(self):
         """Drops the forwards since the last step without pushing them."""
@@ -277,6 +286,13 @@ class DenseOnPs:
         """After backward: accumulates the gradients (and clears them),
         pushes every n_push steps, fetches every n_fetch steps. Returns the
         PushResult when it pushed, else None."""
+        result = self.flush() if self._accumulate() else None
+        self._fetch_if_due()
+        return result
+
+    def _accumulate(self):
+        """Adds the gradients to the accumulator and clears them; True when
+        this step pushes (every n_push steps)."""
         for p, _, shape, start, transposed in self._bound:
             if p.grad is None:
                 continue  # no gradient reached it this step: adds nothing
@@ -287,17 +303,59 @@ class DenseOnPs:
             p.grad = None
         self._accumulated += 1
         self.steps += 1
-        result = self.flush() if self.steps % self.n_push == 0 else None
+        return self.steps % self.n_push == 0
+
+    def _fetch_if_due(self):
         if self.steps % self.n_fetch == 0:
             self.fetch()
-        return result
 
     def flush(self):
         """Pushes the accumulated gradient now (None when there is none)."""
         if not self._accumulated:
             return None
         result = self.client.push(self._grad)
+        self._pushed()
+        return result
+
+    def _pushed(self):
         self._grad[:] = 0
         self._accumulated = 0
         self.pushes += 1
-        return result
+
+
+def step(*parts):
+    """After backward: the step() of each part (EmbeddingBags and at most one
+    DenseOnPs, of one client) in ONE client.push, where each part's own
+    step() pushes once: the same updates, one request per ps instead of one
+    per part. The DenseOnPs's gradient rides along on the steps it pushes
+    (n_push) and it fetches as its step() does. Returns the PushResult, or
+    None when nothing was pushed."""
+    bags = [p for p in parts if isinstance(p, EmbeddingBag)]
+    dense = [p for p in parts if isinstance(p, DenseOnPs)]
+    if len(bags) + len(dense) != len(parts) or len(dense) > 1:
+        raise ValueError("downpour.torch.step takes EmbeddingBags and at most "
+                         "one DenseOnPs")
+    if len({id(p.client) for p in parts}) > 1:
+        raise ValueError("downpour.torch.step: the parts use different "
+                         "clients; step each client's parts on their own")
+    sparse, pushed = {}, []
+    for bag in bags:
+        rows = bag._take()
+        if rows is None:
+            continue
+        pushed.append(bag)
+        if bag.table in sparse:  # two bags on one table: one set of rows
+            rows = tuple(np.concatenate([a, b])
+                         for a, b in zip(sparse[bag.table], rows))
+        sparse[bag.table] = rows
+    grad = dense[0]._grad if dense and dense[0]._accumulate() else None
+    result = None
+    if sparse or grad is not None:
+        result = parts[0].client.push(grad, sparse=sparse or None)
+        for bag in pushed:
+            bag.pushes += 1
+        if grad is not None:
+            dense[0]._pushed()
+    if dense:
+        dense[0]._fetch_if_due()
+    return result
