@@ -18,8 +18,13 @@ gradient) is answered, not applied; the client pauses 25-50 ms, as the C++
 client does, and PushResult.refused says why. A request a ps answers "bucket
 moved" (a live move) is split by its rows' owners now (_moves.py).
 
-Thread-safety: pulls and pushes from one thread at a time (one request in
-flight per shard); the heartbeat thread only reads the report under a lock.
+Thread-safety: pushes and dense pulls from one thread at a time (one
+request in flight per shard); pull_sparse may also run on a second thread
+(EmbeddingBag.prefetch). The two share the placement and the last key split
+(_partition), each replaced as a whole; a request sent on a placement that
+changes meanwhile fails at the ps and is retried on the new one. The
+heartbeat thread only reads the report under a lock, which also guards the
+thread pool's creation.
 """
 
 import concurrent.futures
@@ -142,7 +147,7 @@ class Client:
         self._coordinator_address = coordinator or cfg.coordinator
         self._name = "worker-%d" % max(self.index, 0)
         self._started = time.monotonic()
-        self._lock = threading.Lock()  # the report and the stop flags
+        self._lock = threading.Lock()  # the report, stop flags and _pool
         self._report = coordinator_pb2.MemberReport(
             loss=math.nan, accuracy=math.nan, device=device)
         self._metrics = {}
@@ -330,9 +335,10 @@ class Client:
         self._closed.set()
         self._heartbeat.join()
         self._beat()
-        if self._pool is not None:  # a pull after close makes another
-            self._pool.shutdown(wait=False)
-            self._pool = None
+        with self._lock:
+            pool, self._pool = self._pool, None  # a pull after close: another
+        if pool is not None:
+            pool.shutdown(wait=False)
         if self._status_server is not None:
             self._status_server.stop(1)
 
@@ -504,11 +510,9 @@ class Client:
         sequence, with the ones after it, by _with_retries on this thread
         (which raises what it gives up on)."""
         shards = sorted(s for s in requests if requests[s])
-        if len(shards) > 1 and self._pool is None:
-            self._pool = concurrent.futures.ThreadPoolExecutor(
-                max_workers=8, thread_name_prefix="downpour-rpc")
-        others = {s: self._pool.submit(self._first_tries, method, s,
-                                       requests[s]) for s in shards[1:]}
+        pool = self._rpc_pool() if len(shards) > 1 else None
+        others = {s: pool.submit(self._first_tries, method, s, requests[s])
+                  for s in shards[1:]}
         replies = {}
         for shard in shards:
             done = (others[shard].result() if shard in others else
@@ -532,6 +536,13 @@ class Client:
                 raise DownpourError(str(moved), moved.code)
             return _moves.resend(self, method, shard, request, what, moved,
                                  hops)
+
+    def _rpc_pool(self):
+        with self._lock:  # a prefetch thread may ask at the same time
+            if self._pool is None:
+                self._pool = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=8, thread_name_prefix="downpour-rpc")
+            return self._pool
 
     def _first_tries(self, method, shard, requests):
         """The replies of `requests` to `shard`, in order, up to the first
