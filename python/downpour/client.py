@@ -20,9 +20,10 @@ moved" (a live move) is split by its rows' owners now (_moves.py).
 
 Thread-safety: pushes and dense pulls from one thread at a time (one
 request in flight per shard); pull_sparse may also run on a second thread
-(EmbeddingBag.prefetch). The two share the placement and the last key split
-(_partition), each replaced as a whole; a request sent on a placement that
-changes meanwhile fails at the ps and is retried on the new one. The
+(EmbeddingBag.prefetch). The two share the placement (its fields replaced
+one after another) and the last key split (_partition, replaced whole); a
+request sent on a placement that changes meanwhile fails at the ps and is
+retried on the new one. The
 heartbeat thread only reads the report under a lock, which also guards the
 thread pool's creation.
 """
