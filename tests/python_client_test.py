@@ -52,16 +52,10 @@ def skip_reason():
 
 
 def setup_package():
-    """python/downpour copied to TMP/pkg with its protos generated there."""
-    pkg = os.path.join(TMP, "pkg")
-    shutil.rmtree(pkg, ignore_errors=True)
-    shutil.copytree(os.path.join(ROOT, "python", "downpour"),
-                    os.path.join(pkg, "downpour"),
-                    ignore=shutil.ignore_patterns("_proto", "__pycache__"))
-    subprocess.run([os.path.join(ROOT, "python", "build_protos.sh"),
-                    os.path.join(pkg, "downpour", "_proto")], check=True,
-                   stdout=subprocess.DEVNULL)
-    sys.path.insert(0, pkg)
+    """python/downpour importable from TMP/pkg (python/checkout_package.py)."""
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    import checkout_package
+    checkout_package.install(TMP)
 
 
 def free_port():

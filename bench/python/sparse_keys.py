@@ -31,7 +31,6 @@ temporary folder). Environment: BIN_DIR (default bazel-bin).
 
 import argparse
 import os
-import re
 import shutil
 import socket
 import statistics
@@ -45,15 +44,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
 
 
 def setup_package(tmp):
-    """python/downpour importable from tmp, its protos generated there."""
-    pkg = os.path.join(tmp, "pkg")
-    shutil.copytree(os.path.join(ROOT, "python", "downpour"),
-                    os.path.join(pkg, "downpour"),
-                    ignore=shutil.ignore_patterns("_proto", "__pycache__"))
-    subprocess.run([os.path.join(ROOT, "python", "build_protos.sh"),
-                    os.path.join(pkg, "downpour", "_proto")], check=True,
-                   stdout=subprocess.DEVNULL)
-    sys.path.insert(0, pkg)
+    """python/downpour importable from tmp (python/checkout_package.py)."""
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    import checkout_package
+    checkout_package.install(tmp)
 
 
 def free_port():

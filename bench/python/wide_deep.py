@@ -659,17 +659,11 @@ def cpp_checks(tensors, train, bounds):
 # ---- main ------------------------------------------------------------------
 
 def setup_package(out):
-    """python/downpour copied to OUT/pkg with its protos generated there."""
-    pkg = os.path.join(out, "pkg")
-    shutil.rmtree(pkg, ignore_errors=True)
-    shutil.copytree(os.path.join(REPO, "python", "downpour"),
-                    os.path.join(pkg, "downpour"),
-                    ignore=shutil.ignore_patterns("_proto", "__pycache__"))
-    subprocess.check_call([os.path.join(REPO, "python", "build_protos.sh"),
-                           os.path.join(pkg, "downpour", "_proto")],
-                          stdout=subprocess.DEVNULL)
-    sys.path.insert(0, pkg)
-    return pkg
+    """python/downpour importable from OUT/pkg (python/checkout_package.py);
+    returns that folder."""
+    sys.path.insert(0, os.path.join(REPO, "python"))
+    import checkout_package
+    return checkout_package.install(out)
 
 
 def auc(y, margin):
