@@ -5,7 +5,9 @@ data, with the real coordinator and ps daemons. One Python worker is killed
 with SIGKILL while it trains; the launcher restarts it with the same flags,
 and the job ends: exit 0, summary.json lists the fault as restarted and both
 Python workers as finished with their steps, pushes and test accuracy (above
-chance), and the ps hold at least the pushes the final processes reported.
+chance). The model they trained is exported (psctl export), served
+(serve/serve) and asked by downpour.Predictor: above chance on the test
+split.
 A worker_command whose program does not exist ends the launch at once with
 exit 2 and a message naming the key.
 
@@ -39,7 +41,7 @@ def job_yaml(run_dir, command):
         "  workers: [127.0.0.1:0, 127.0.0.1:0]\n"
         "heartbeat:\n  interval_s: 0.2\n  timeout_s: 3\n"
         "rpc:\n  deadline_s: 2\n  connect_timeout_s: 20\n"
-        "model:\n  type: mlp\n  layers: [16, 32, 4]\n"
+        "model:\n  type: mlp\n  layers: [784, 32, 10]\n"
         "optimizer:\n  type: sgd\n  learning_rate: 0.05\n"
         "data:\n  source: synthetic\n  train_examples: 800\n"
         "  test_examples: 200\n"
@@ -137,7 +139,44 @@ class PythonWorkersUnderTheLauncherTest(unittest.TestCase):
             self.assertTrue(w["finished"], w)
             self.assertEqual(w["steps"], STEPS, w)
             self.assertEqual(w["pushes"], STEPS, w)
-            self.assertGreater(w["metrics"]["accuracy"], 0.5, w)  # chance 0.25
+            self.assertGreater(w["metrics"]["accuracy"], 0.5, w)  # chance 0.1
+        self.check_served(os.path.join(self.dir, "job.yaml"))
+
+    def check_served(self, config):
+        """psctl export of what the Python workers trained, served by
+        serve/serve and asked by downpour.Predictor on the test split."""
+        import downpour
+        import numpy as np
+        import yaml
+        model = os.path.join(self.dir, "model.npz")
+        subprocess.run([os.path.join(BIN, "tools", "psctl"), "export",
+                        "--config", config, "--checkpoint_dir",
+                        os.path.join(self.run_dir, "checkpoints"), "--out",
+                        model], check=True, stdout=subprocess.DEVNULL)
+        port_file = os.path.join(self.dir, "serve.port")
+        with open(os.path.join(self.dir, "serve.log"), "w") as log:
+            serve = subprocess.Popen(
+                [os.path.join(BIN, "serve", "serve"), "--config", config,
+                 "--model", model, "--listen", "127.0.0.1:0", "--port_file",
+                 port_file], stdout=log, stderr=subprocess.STDOUT)
+        try:
+            def port():
+                if os.path.exists(port_file):
+                    with open(port_file) as f:
+                        return f.read().strip()
+            address = "127.0.0.1:" + wait_for("serve's port", port, 30)
+            sys.path.insert(0, os.path.join(ROOT, "python", "examples"))
+            from mnist_torch import split_rows
+            with open(config) as f:
+                doc = yaml.safe_load(f)
+            x, y, _, test = split_rows(doc["data"], doc["model"]["layers"], 42)
+            p = downpour.Predictor(address, config).predict(x[test])
+            self.assertEqual(p.shape, (len(test), 10))
+            np.testing.assert_allclose(p.sum(1), 1, rtol=1e-4)
+            self.assertGreater((p.argmax(1) == y[test]).mean(), 0.5)
+        finally:
+            serve.terminate()
+            serve.wait()
 
     def coordinator_address(self):
         """The coordinator's ephemeral address: its port file in the run

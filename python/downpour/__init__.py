@@ -25,4 +25,7 @@ def __getattr__(name):
     if name in ("Client", "DownpourError", "PushResult"):
         from . import client
         return getattr(client, name)
+    if name == "Predictor":
+        from .predict import Predictor
+        return Predictor
     raise AttributeError("module 'downpour' has no attribute %r" % name)

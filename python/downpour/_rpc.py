@@ -87,6 +87,15 @@ class CoordinatorStub:
                                c.ClusterStatusResponse)
 
 
+class PredictorStub:
+    """The serving daemon's methods (proto/serve.proto)."""
+
+    def __init__(self, channel):
+        from ._proto import serve_pb2 as v
+        self.Predict = _method(channel, "Predictor", "Predict",
+                               v.PredictRequest, v.PredictResponse)
+
+
 class ParameterServerStub:
     """The ParameterServer methods a worker calls."""
 

