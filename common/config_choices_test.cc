@@ -58,10 +58,11 @@ TEST(ConfigTest, ChoicesParseAndNameRoundTrip) {
        {"softmax", ModelType::kSoftmax},
        {"sparse_linear", ModelType::kSparseLinear},
        {"fm", ModelType::kFm},
-       {"wide_deep", ModelType::kWideDeep}},
+       {"wide_deep", ModelType::kWideDeep},
+       {"tensors", ModelType::kTensors}},
       "cnn",
       "model.type must be one of mlp, linear, softmax, sparse_linear, fm, "
-      "wide_deep; got 'cnn'");
+      "wide_deep, tensors; got 'cnn'");
   ExpectChoices<Pooling>(
       ParsePooling, PoolingName,
       {{"sum", Pooling::kSum}, {"mean", Pooling::kMean}}, "max",

@@ -5,8 +5,12 @@
 #include <algorithm>
 #include <cstddef>
 
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/config_field.h"
 #include "common/status_macros.h"
 
@@ -27,7 +31,8 @@ constexpr Choice<ModelType> kModelTypes[] = {
     {"softmax", ModelType::kSoftmax},
     {"sparse_linear", ModelType::kSparseLinear},
     {"fm", ModelType::kFm},
-    {"wide_deep", ModelType::kWideDeep}};
+    {"wide_deep", ModelType::kWideDeep},
+    {"tensors", ModelType::kTensors}};
 constexpr Choice<Pooling> kPoolings[] = {{"sum", Pooling::kSum},
                                          {"mean", Pooling::kMean}};
 
@@ -66,7 +71,8 @@ std::vector<ConfigField> ModelKeys(ModelSection* m) {
       Uint64Field("model.init_seed", &m->init_seed),
       IntField("model.sparse_buckets", &m->sparse_buckets, Between(1, 65536)),
       Int64Field("model.sparse_max_rows", &m->sparse_max_rows,
-                 Between(1, (int64_t{1} << 31) - 1))};
+                 Between(1, (int64_t{1} << 31) - 1)),
+      StringListField("model.tensors", &m->tensors, 4096)};
 }
 
 std::vector<ConfigField> FmKeys(FmSection* fm) {
@@ -150,6 +156,20 @@ absl::Status CheckMnistLayers(const ModelSection& model) {
 absl::Status CheckModel(const ModelSection& model,
                         const OptimizerSection& optimizer,
                         const DataSection& data) {
+  if (model.type == ModelType::kTensors) {
+    if (optimizer.type == OptimizerType::kFtrl) {
+      return absl::InvalidArgumentError(
+          "optimizer.type ftrl trains sparse tables; model.type tensors is "
+          "dense: use adagrad, adam, momentum or sgd");
+    }
+    return ParseModelTensors(model.tensors).status();
+  }
+  if (!model.tensors.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model.tensors declares the tensors of model.type tensors; model.type "
+        "is ",
+        ModelTypeName(model.type), ": remove model.tensors or set the type"));
+  }
   if (IsSparseModel(model.type)) {
     if (model.task == Task::kMulticlass) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -202,6 +222,70 @@ absl::Status CheckModelSize(const ModelSection& model) {
     }
   }
   return absl::OkStatus();
+}
+
+namespace {
+
+// One model.tensors entry, "NAME D1xD2x...".
+absl::StatusOr<TensorDecl> ParseTensorDecl(const std::string& entry) {
+  auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model.tensors entry '", entry, "': ", why,
+                     "; write NAME D1xD2x..., e.g. 'conv1.weight 16x1x3x3' or "
+                     "'fc.bias 10'"));
+  };
+  std::vector<std::string> parts =
+      absl::StrSplit(entry, ' ', absl::SkipWhitespace());
+  if (parts.size() != 2) return bad("expected a name and a shape");
+  TensorDecl decl;
+  decl.name = parts[0];
+  for (char c : decl.name) {
+    if (!absl::ascii_isalnum(c) && c != '_' && c != '.') {
+      return bad("a name has letters, digits, '_' and '.' only");
+    }
+  }
+  for (absl::string_view dim : absl::StrSplit(parts[1], 'x')) {
+    int64_t d = 0;
+    if (!absl::SimpleAtoi(dim, &d) || d < 1 || d > kMaxModelParams) {
+      return bad(absl::StrCat("dimension '", dim, "' is not a number >= 1"));
+    }
+    decl.shape.push_back(d);
+  }
+  if (decl.shape.size() > 8) return bad("at most 8 dimensions");
+  return decl;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<TensorDecl>> ParseModelTensors(
+    const std::vector<std::string>& tensors) {
+  if (tensors.empty()) {
+    return absl::InvalidArgumentError(
+        "model.type tensors needs model.tensors, the list of its tensors "
+        "('NAME D1xD2x...'), e.g. ['conv1.weight 16x1x3x3', 'conv1.bias 16']");
+  }
+  std::vector<TensorDecl> out;
+  absl::flat_hash_set<std::string> names;
+  int64_t params = 0;
+  for (const std::string& entry : tensors) {
+    ASSIGN_OR_RETURN(TensorDecl decl, ParseTensorDecl(entry));
+    if (!names.insert(decl.name).second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model.tensors names '", decl.name, "' twice: names are unique"));
+    }
+    int64_t size = 1;
+    for (int64_t d : decl.shape) {
+      size = d > kMaxModelParams / size ? kMaxModelParams + 1 : size * d;
+    }
+    params += size;
+    if (params > kMaxModelParams) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model.tensors hold over ", kMaxModelParams,
+          " parameters, the most a model may have (at '", entry, "')"));
+    }
+    out.push_back(std::move(decl));
+  }
+  return out;
 }
 
 int WideDeepFields(const DataSection& data) {

@@ -35,7 +35,18 @@ absl::StatusOr<Task> ParseTask(absl::string_view name);
 // table plus a dense bias (server/sparse_table.h). kFm: a factorization
 // machine (Rendle, ICDM 2010): sparse_linear plus pairwise interactions of
 // the keys through k-dimensional embeddings (a second sparse table).
-enum class ModelType { kMlp, kLinear, kSoftmax, kSparseLinear, kFm, kWideDeep };
+// kTensors: the dense tensors model.tensors declares, trained by workers
+// that compute them themselves (Python, docs/PYTHON.md); the C++ worker
+// refuses it.
+enum class ModelType {
+  kMlp,
+  kLinear,
+  kSoftmax,
+  kSparseLinear,
+  kFm,
+  kWideDeep,
+  kTensors
+};
 const char* ModelTypeName(ModelType type);
 absl::StatusOr<ModelType> ParseModelType(absl::string_view name);
 // A model over hashed feature keys in sparse tables: sparse_linear, fm.
@@ -133,9 +144,23 @@ struct ModelSection {
   // would create more is refused (RESOURCE_EXHAUSTED). 1..2^31-1. Default
   // 2^31-1.
   int64_t sparse_max_rows = (int64_t{1} << 31) - 1;
+  // model.type tensors: each tensor as "NAME D1xD2x..." (e.g.
+  // "conv1.weight 16x1x3x3"), in order; ParseModelTensors reads them.
+  std::vector<std::string> tensors;
   FmSection fm;
   WideDeepSection wide_deep;
 };
+
+// One entry of model.tensors.
+struct TensorDecl {
+  std::string name;
+  std::vector<int64_t> shape;
+};
+// model.tensors parsed: InvalidArgument naming the entry unless each is
+// "NAME D1xD2x..." with a unique name of [A-Za-z0-9_.]+ and 1-8 dims >= 1,
+// and the list is non-empty.
+absl::StatusOr<std::vector<TensorDecl>> ParseModelTensors(
+    const std::vector<std::string>& tensors);
 
 // The embeddings' options of a model with an embedding table: wide_deep's
 // for model.type wide_deep, else fm's.

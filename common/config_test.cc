@@ -310,7 +310,7 @@ TEST(ConfigTest, EnumsListAllowedValues) {
   ExpectAllFail({
       {"model:\n  type: cnn\n",
        "cfg.yaml:2: model.type must be one of mlp, linear, softmax, "
-       "sparse_linear, fm, wide_deep; got 'cnn'"},
+       "sparse_linear, fm, wide_deep, tensors; got 'cnn'"},
       {"optimizer:\n  type: adamw\n",
        "cfg.yaml:2: optimizer.type must be one of sgd, momentum, adagrad, "
        "adam, ftrl; got 'adamw' (did you mean 'adam'?)"},
@@ -855,6 +855,24 @@ TEST(ConfigTest, MnistShapeIsTheDefaultModelsEnds) {
   EXPECT_EQ(config.model.layers.front(), kMnistDim);
   EXPECT_EQ(config.model.layers.back(), kMnistClasses);
   EXPECT_EQ(MnistDigitFile(3), "3.json");
+}
+
+TEST(ConfigTest, TensorsModelIsDeclaredByItsTensors) {
+  absl::StatusOr<Config> config = Parse(
+      "model:\n  type: tensors\n  tensors:\n    - conv.weight 8x1x3x3\n"
+      "    - conv.bias 8\noptimizer:\n  type: adam\n");
+  ASSERT_THAT(config, IsOk());
+  EXPECT_EQ(config->model.type, ModelType::kTensors);
+  EXPECT_EQ(config->model.tensors.size(), 2u);
+  ExpectAllFail({
+      {"model:\n  type: tensors\n", "model.type tensors needs model.tensors"},
+      {"model:\n  type: tensors\n  tensors: [w 3]\noptimizer:\n  type: "
+       "ftrl\n",
+       "optimizer.type ftrl trains sparse tables; model.type tensors is dense"},
+      {"model:\n  tensors: [w 3]\n",
+       "model.tensors declares the tensors of model.type tensors; model.type "
+       "is mlp"},
+  });
 }
 
 TEST(ConfigTest, ExplicitKeysTellTheUsersChoiceFromADefault) {

@@ -91,7 +91,15 @@ absl::Status CheckDenseLayers(const ModelSection& model) {
 }  // namespace
 
 absl::StatusOr<ModelSpec> ModelSpec::Create(const ModelSection& model) {
-  if (IsSparseModel(model.type)) return CreateSparse(model);
+  absl::StatusOr<ModelSpec> spec =
+      IsSparseModel(model.type)           ? CreateSparse(model)
+      : model.type == ModelType::kTensors ? CreateTensors(model)
+                                          : CreateDense(model);
+  if (spec.ok()) spec->type_ = model.type;
+  return spec;
+}
+
+absl::StatusOr<ModelSpec> ModelSpec::CreateDense(const ModelSection& model) {
   RETURN_IF_ERROR(CheckDenseLayers(model));
   // Sized before anything is allocated (a typo must not take gigabytes).
   absl::Status size = CheckModelSize(model);
@@ -110,18 +118,50 @@ absl::StatusOr<ModelSpec> ModelSpec::Create(const ModelSection& model) {
     offset += out;
   }
   spec.num_params_ = offset;
-  for (size_t t = 0; t < spec.tensors_.size(); ++t) {
-    const TensorSpec& tensor = spec.tensors_[t];
-    for (int64_t start = 0; start < tensor.size; start += model.block_size) {
+  spec.CutBlocks(model.block_size);
+  return spec;
+}
+
+absl::StatusOr<ModelSpec> ModelSpec::CreateTensors(const ModelSection& model) {
+  ASSIGN_OR_RETURN(const std::vector<TensorDecl> decls,
+                   ParseModelTensors(model.tensors));
+  ModelSpec spec;
+  spec.layers_ = {1, 1};  // no layers: the worker computes the tensors
+  spec.task_ = model.task;
+  int64_t offset = 0, blocks = 0;
+  for (const TensorDecl& decl : decls) {
+    int64_t size = 1;
+    for (int64_t d : decl.shape) size *= d;
+    // PyTorch's shapes: a weight is [out, in, ...], its fan-in the product
+    // of the dimensions after the first; a 1-D tensor (a bias) starts at 0.
+    const int64_t fan_in = decl.shape.size() < 2 ? 0 : size / decl.shape[0];
+    spec.tensors_.push_back({decl.name, decl.shape, offset, size, fan_in});
+    offset += size;
+    blocks += (size - 1) / model.block_size + 1;
+  }
+  if (blocks > kMaxModelBlocks) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model.tensors with model.block_size ", model.block_size,
+                     " make ", blocks, " blocks, over the ", kMaxModelBlocks,
+                     " a model may have: raise model.block_size"));
+  }
+  spec.num_params_ = offset;
+  spec.CutBlocks(model.block_size);
+  return spec;
+}
+
+void ModelSpec::CutBlocks(int64_t block_size) {
+  for (size_t t = 0; t < tensors_.size(); ++t) {
+    const TensorSpec& tensor = tensors_[t];
+    for (int64_t start = 0; start < tensor.size; start += block_size) {
       BlockSpec block;
-      block.id = static_cast<uint32_t>(spec.blocks_.size());
+      block.id = static_cast<uint32_t>(blocks_.size());
       block.tensor = static_cast<int>(t);
       block.offset = tensor.offset + start;
-      block.length = std::min<int64_t>(model.block_size, tensor.size - start);
-      spec.blocks_.push_back(block);
+      block.length = std::min<int64_t>(block_size, tensor.size - start);
+      blocks_.push_back(block);
     }
   }
-  return spec;
 }
 
 absl::StatusOr<ModelSpec> ModelSpec::CreateSparse(const ModelSection& model) {

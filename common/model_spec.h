@@ -72,6 +72,8 @@ class ModelSpec {
   const std::vector<SparseTableSpec>& sparse_tables() const {
     return sparse_tables_;
   }
+  // model.type of the section it was made from.
+  ModelType type() const { return type_; }
   const std::vector<int>& layers() const { return layers_; }
   Task task() const { return task_; }
   int inputs() const { return layers_.front(); }
@@ -97,9 +99,17 @@ class ModelSpec {
   std::vector<float> InitAll(uint64_t seed) const;
 
  private:
+  // Create for mlp, linear and softmax.
+  static absl::StatusOr<ModelSpec> CreateDense(const ModelSection& model);
   // Create for sparse_linear, fm and wide_deep (IsSparseModel).
   static absl::StatusOr<ModelSpec> CreateSparse(const ModelSection& model);
+  // Create for model.type tensors: model.tensors' shapes, PyTorch's
+  // convention (a weight [out, in, ...]).
+  static absl::StatusOr<ModelSpec> CreateTensors(const ModelSection& model);
+  // Cuts every tensor into blocks of at most block_size floats, in order.
+  void CutBlocks(int64_t block_size);
 
+  ModelType type_ = ModelType::kMlp;
   std::vector<int> layers_;
   Task task_ = Task::kMulticlass;
   std::vector<TensorSpec> tensors_;

@@ -1,8 +1,13 @@
 #include "common/model_spec.h"
 
+#include <cmath>
 #include <numeric>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace downpour {
@@ -27,6 +32,54 @@ TEST(ModelSpecTest, MlpTensorsAndBlocksCoverTheFlatVector) {
     next += block.length;
   }
   EXPECT_EQ(next, spec->num_params());
+}
+
+// model.type tensors: the declared tensors in order, PyTorch's shapes, the
+// fan-in of a weight its dimensions after the first, a 1-D tensor zeros.
+TEST(ModelSpecTest, TensorsModelLaysOutTheDeclaredTensors) {
+  ModelSection model;
+  model.type = ModelType::kTensors;
+  model.tensors = {"conv1.weight 4x1x3x3", "conv1.bias 4", "fc.weight 10x64",
+                   "fc.bias 10"};
+  model.block_size = 32;
+  auto spec = ModelSpec::Create(model);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->type(), ModelType::kTensors);
+  ASSERT_EQ(spec->tensors().size(), 4u);
+  EXPECT_EQ(spec->tensors()[0].shape, (std::vector<int64_t>{4, 1, 3, 3}));
+  EXPECT_EQ(spec->tensors()[0].fan_in, 9);
+  EXPECT_EQ(spec->tensors()[1].fan_in, 0);
+  EXPECT_EQ(spec->tensors()[2].fan_in, 64);
+  EXPECT_EQ(spec->tensors()[2].offset, 40);
+  EXPECT_EQ(spec->num_params(), 36 + 4 + 640 + 10);
+  EXPECT_EQ(spec->blocks().size(), 2u + 1u + 20u + 1u);
+  EXPECT_TRUE(spec->sparse_tables().empty());
+  const std::vector<float> init = spec->InitAll(1);
+  const float limit = std::sqrt(6.0f / 9);
+  for (int i = 0; i < 36; ++i) EXPECT_LE(std::fabs(init[i]), limit);
+  for (int i = 36; i < 40; ++i) EXPECT_EQ(init[i], 0.0f);
+  EXPECT_NE(spec->Fingerprint(),
+            ModelSpec::Create(ModelSection())->Fingerprint());
+}
+
+TEST(ModelSpecTest, TensorsModelRefusesBadDeclarations) {
+  ModelSection model;
+  model.type = ModelType::kTensors;
+  for (const auto& [tensors, error] :
+       std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{}, "model.type tensors needs model.tensors"},
+           {{"w"}, "'w': expected a name and a shape"},
+           {{"w 3x0"}, "dimension '0' is not a number >= 1"},
+           {{"w 3xa"}, "dimension 'a' is not a number >= 1"},
+           {{"w/x 3"}, "a name has letters, digits"},
+           {{"w 3", "w 4"}, "names 'w' twice"},
+           {{"w 100000x100000x100"}, "parameters, the most a model may have"},
+       }) {
+    model.tensors = tensors;
+    EXPECT_THAT(ModelSpec::Create(model),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         ::testing::HasSubstr(error)));
+  }
 }
 
 // wide_deep: the MLP of fields * dim inputs is the dense part, beside the

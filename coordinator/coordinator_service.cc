@@ -54,6 +54,12 @@ void CoordinatorService::FlushRefusalLog() {
 proto::DescribeModelResponse ModelDescription(const ModelSpec& model) {
   proto::DescribeModelResponse response;
   response.set_num_params(model.num_params());
+  response.set_type(ModelTypeName(model.type()));
+  for (const TensorSpec& tensor : model.tensors()) {
+    proto::TensorInfo* info = response.add_tensors();
+    info->set_name(tensor.name);
+    for (int64_t d : tensor.shape) info->add_shape(d);
+  }
   for (const BlockSpec& block : model.blocks()) {
     proto::BlockInfo* info = response.add_blocks();
     info->set_id(block.id);

@@ -222,7 +222,11 @@ std::string JudgeTraining(const LaunchSummary& summary, const Config& config) {
                                   auc, kChanceAuc));
     }
   }
-  if (std::isnan(summary.final_accuracy)) return "";
+  // A tensors model's classes are its workers' business.
+  if (std::isnan(summary.final_accuracy) ||
+      config.model.type == ModelType::kTensors) {
+    return "";
+  }
   // A binary model has one output but two classes.
   const int classes =
       config.model.task == Task::kBinary

@@ -27,12 +27,13 @@ sh_test //tests:python_torch_test; by hand, from the repository root after
 
 import contextlib
 import os
+import subprocess
 import sys
 import unittest
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.getcwd(), "tests"))
-from python_client_test import TMP, Job, run_main, skip_reason  # noqa
+from python_client_test import BIN, TMP, Job, run_main, skip_reason  # noqa
 
 MLP_LR = 0.1
 
@@ -128,6 +129,78 @@ class DenseOnPsTest(unittest.TestCase):
             self.assertGreater(len(versions), 4)  # fc1.weight spans blocks
             self.assertEqual(set(versions.values()), {pushes},
                              "block versions %s" % versions)
+
+
+class OwnLayersTest(unittest.TestCase):
+    """model.type tensors: the YAML declares a small CNN's tensors in
+    PyTorch's shapes; DenseOnPs binds the nn.Module to them by name, with no
+    transposition; it trains; the ps starts them as declared (a weight
+    uniform in +-sqrt(6 / fan_in), a bias 0); and the C++ worker refuses
+    the model (exit 2, naming the type)."""
+
+    TENSORS = ["0.weight 4x1x3x3", "0.bias 4", "3.weight 3x144", "3.bias 3"]
+
+    def setUp(self):
+        self.job = Job("torch_tensors", 2,
+                       "model:\n  type: tensors\n  block_size: 64\n"
+                       "  tensors: [%s]\n"
+                       "optimizer:\n  type: adam\n  learning_rate: 0.01\n"
+                       "checkpoint:\n  dir: %s/ckpt\n  interval_s: 0\n" %
+                       (", ".join(self.TENSORS),
+                        os.path.join(TMP, "torch_tensors")))
+
+    def tearDown(self):
+        self.job.stop()
+
+    def test_a_cnn_trains_on_the_ps(self):
+        import numpy as np
+        import torch
+        import downpour
+        from downpour.torch import DenseOnPs
+        torch.manual_seed(0)
+        rng = np.random.default_rng(0)
+
+        def batch(n):  # 8x8 noise, a bright 3x3 patch where the class says
+            y = rng.integers(0, 3, n)
+            x = rng.normal(0, 0.5, (n, 1, 8, 8))
+            for i, c in enumerate(y):
+                x[i, 0, 2 * c:2 * c + 3, 2 * c:2 * c + 3] += 2
+            return torch.tensor(x, dtype=torch.float32), torch.tensor(y)
+
+        client = downpour.Client(self.job.config, index=0)
+        with self.job.logs_on_failure(), contextlib.closing(client):
+            self.assertEqual(client.model_type, "tensors")
+            model = torch.nn.Sequential(
+                torch.nn.Conv2d(1, 4, 3), torch.nn.ReLU(),
+                torch.nn.Flatten(), torch.nn.Linear(144, 3))
+            dense = DenseOnPs(model, client)
+            t = client.tensors(client.pull()[0])
+            np.testing.assert_array_equal(
+                model[0].weight.detach().numpy().reshape(-1), t["0.weight"])
+            self.assertLessEqual(np.abs(t["0.weight"]).max(), np.sqrt(6 / 9))
+            self.assertEqual(np.abs(t["3.bias"]).max(), 0)
+            np.testing.assert_array_equal(
+                model[3].weight.detach().numpy().reshape(-1), t["3.weight"])
+            losses = []
+            for _ in range(150):
+                x, y = batch(32)
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+                loss.backward()
+                dense.step()
+                losses.append(loss.item())
+            first, last = np.mean(losses[:15]), np.mean(losses[-15:])
+            self.assertLess(last, 0.5 * first, "loss %.3f -> %.3f" %
+                            (first, last))
+            versions = {v for v, _ in client.checksums().values()}
+            self.assertEqual(versions, {dense.pushes})
+
+        worker = subprocess.run(
+            [os.path.join(BIN, "worker", "ps_worker"), "--config",
+             self.job.config, "--index", "0"], capture_output=True, text=True,
+            timeout=60)
+        self.assertEqual(worker.returncode, 2, worker.stderr)
+        self.assertIn("model.type tensors is computed by the workers that "
+                      "declare it", worker.stderr + worker.stdout)
 
 
 class EmbeddingBagTest(unittest.TestCase):

@@ -276,6 +276,13 @@ absl::StatusOr<model::ExportedModel> BuildExport(const Config& config,
                                                  std::vector<float> params,
                                                  const std::string& origin,
                                                  uint64_t updates) {
+  if (config.model.type == ModelType::kTensors) {
+    return absl::FailedPreconditionError(
+        "model.type tensors: psctl export writes the models serve scores "
+        "(layers or sparse tables); a tensors model's values are read with "
+        "downpour.Client.pull() and saved with your framework "
+        "(docs/PYTHON.md)");
+  }
   absl::StatusOr<ModelSpec> spec = ModelSpec::Create(config.model);
   if (!spec.ok()) return spec.status();
   absl::StatusOr<worker::DataSplit> data =

@@ -52,6 +52,19 @@ bool IsDrained(const absl::Status& status) {
   return status.GetPayload(kDrainedPayload).has_value();
 }
 
+namespace {
+
+// SetupError unless this worker has the code to compute the model.
+absl::Status CheckComputable(const ModelSection& model) {
+  if (model.type != ModelType::kTensors) return absl::OkStatus();
+  return SetupError(absl::InvalidArgumentError(
+      "model.type tensors is computed by the workers that declare it "
+      "(Python: downpour.torch.DenseOnPs, docs/PYTHON.md); ps_worker has no "
+      "code for it: run those workers (launcher.worker_command)"));
+}
+
+}  // namespace
+
 WorkerNode::WorkerNode(Options options)
     : options_(std::move(options)),
       who_(options_.join ? std::string("worker (joining)")
@@ -73,6 +86,7 @@ absl::Status WorkerNode::Load() {
   const Config& config = options_.config;
   // Steps are single-threaded; the loop's own threads do the overlapping.
   openblas_set_num_threads(1);
+  RETURN_IF_ERROR(CheckComputable(config.model));
   absl::StatusOr<ModelSpec> spec = ModelSpec::Create(config.model);
   if (!spec.ok()) return SetupError(spec.status());
   spec_ = std::make_unique<ModelSpec>(*std::move(spec));

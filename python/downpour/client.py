@@ -380,6 +380,8 @@ class Client:
         model = self._call(self._coordinator.DescribeModel,
                            coordinator_pb2.DescribeModelRequest(),
                            "read the model from the coordinator")
+        self.model_type = model.type  # "" from a coordinator before it
+        self.tensor_shapes = {t.name: tuple(t.shape) for t in model.tensors}
         blocks = sorted(model.blocks, key=lambda b: b.id)
         self.block_tensors = [b.tensor for b in blocks]
         self.block_lengths = np.array([b.floats for b in blocks],

@@ -18,14 +18,17 @@ ps values are copied into the parameters, and the gradients of n_push steps
 are summed (at full weight, as worker/gradient_pusher.h) and pushed.
 
 The optimizer stays on the ps (the YAML's `optimizer`, per block and per
-row): no torch.optim here. The ps holds only the blocks and tables of the
-YAML model types (mlp, softmax, linear, sparse_linear, fm, wide_deep), so a
-module must match one of them; DenseOnPs refuses one that does not.
+row): no torch.optim here. The ps holds the tensors of the YAML's model:
+any module's, declared as model.type tensors (model.tensors: "NAME
+D1xD2x..." each, PyTorch's shapes), or those of a built-in type (mlp,
+softmax, linear, sparse_linear, fm, wide_deep). DenseOnPs refuses a module
+that does not match them.
 
-Layout: the ps stores fc{l}.weight as [fan_in, fan_out] row-major
+Layout: a built-in type keeps fc{l}.weight as [fan_in, fan_out] row-major
 (common/model_spec.cc; model/dense_forward.h computes Z = A W), and
 torch.nn.Linear keeps weight as [out, in] (y = x W^T): an nn.Linear's weight
-is copied transposed each way. Any other parameter must have the ps shape.
+is copied transposed each way. A tensors model's shapes are PyTorch's, copied
+as they are. Any other parameter must have the ps shape.
 
 Thread-safety: like the Client, one training thread; prefetch's thread only
 pulls (a read), beside that thread's calls.
@@ -174,9 +177,12 @@ class EmbeddingBag(nn.Module):
 
 
 def _ps_shapes(client):
-    """{ps tensor name: shape} in the ps's order. The wire gives names and
-    sizes; an fc{l}.weight's shape is [fan_in, fan_out], fan_out being its
+    """{ps tensor name: shape} in the ps's order: the coordinator's shapes
+    (client.tensor_shapes), or from an older one, which gives names and
+    sizes only, an fc{l}.weight's [fan_in, fan_out], fan_out being its
     fc{l}.bias's size (common/model_spec.cc)."""
+    if client.tensor_shapes:
+        return dict(client.tensor_shapes)
     sizes = {name: len(view) for name, view in
              client.tensors(np.zeros(client.num_params, np.float32)).items()}
     shapes = {}
@@ -259,7 +265,10 @@ class DenseOnPs:
                 raise ValueError("DenseOnPs: the ps model has no tensor %r "
                                  "(it has %s)" % (theirs, ", ".join(shapes)))
             p, shape = params[mine], shapes[theirs]
-            transposed = mine in linear and len(shape) == 2
+            # The built-in types keep an fc weight [in, out]; a `tensors`
+            # model declares PyTorch's own shapes.
+            transposed = (mine in linear and len(shape) == 2 and
+                          self.client.model_type != "tensors")
             want = tuple(reversed(shape)) if transposed else tuple(shape)
             if tuple(p.shape) != want:
                 raise ValueError(
