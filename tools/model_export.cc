@@ -294,6 +294,15 @@ absl::StatusOr<model::ExportedModel> BuildExport(const Config& config,
                      "features and standardization: ",
                      data.status().message()));
   }
+  if (data->train.dim != spec->inputs()) {
+    // data.source synthetic makes 784 features whatever model.layers says:
+    // a file serve would refuse to load.
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the training data (data.source ", DataSourceName(config.data.source),
+        ") have ", data->train.dim, " features but model.layers[0] is ",
+        spec->inputs(),
+        ": the export's input standardization would not fit the model"));
+  }
   model::ExportedModel out;
   out.meta = model::MakeMeta(config, data->train.class_names,
                              data->train.feature_names, data->mean, data->std);

@@ -299,5 +299,27 @@ TEST(ModelExportTest, BuildSparseExportKeepsTheClassesAndCsvBuckets) {
                        HasSubstr("export reads the training data")));
 }
 
+// data.source synthetic makes 784 features whatever model.layers says: the
+// export refuses a model of another width (serve could not load the file).
+TEST(ModelExportTest, DenseExportRefusesDataOfAnotherWidth) {
+  Config config;
+  config.data.source = DataSource::kSynthetic;
+  config.data.train_examples = 20;
+  config.data.test_examples = 10;
+  config.model.layers = {16, 8, 10};
+  absl::StatusOr<ModelSpec> spec = ModelSpec::Create(config.model);
+  ASSERT_THAT(spec, IsOk());
+  EXPECT_THAT(
+      BuildExport(config, std::vector<float>(spec->num_params()), "x", 1),
+      StatusIs(absl::StatusCode::kFailedPrecondition,
+               HasSubstr("have 784 features but model.layers[0] is 16")));
+  config.model.layers = {784, 8, 10};
+  spec = ModelSpec::Create(config.model);
+  ASSERT_THAT(spec, IsOk());
+  EXPECT_THAT(
+      BuildExport(config, std::vector<float>(spec->num_params()), "x", 1),
+      IsOk());
+}
+
 }  // namespace
 }  // namespace downpour::tools
