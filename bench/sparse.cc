@@ -251,9 +251,6 @@ double Quantile(std::vector<double> v, double q) {
   return v[std::min(v.size() - 1, static_cast<size_t>(q * v.size()))];
 }
 
-// The rpc section's stream through one client: per batch a pull of its keys
-// (split by shard) from table `table` of width `dim` and a push of their
-// gradients with the dense gradient; the seconds each took, summed.
 // A worker slot of a running job (--coordinator): registered with its
 // coordinator, heartbeating until destroyed, so that its ps take the pushes.
 class RunningJobWorker {
@@ -310,6 +307,9 @@ void WriteStream(const std::string& path,
   }
 }
 
+// The rpc section's stream through one client: per batch a pull of its keys
+// (split by shard) from table `table` of width `dim` and a push of their
+// gradients with the dense gradient; the seconds each took, summed.
 class RpcStream {
  public:
   RpcStream(worker::GrpcPsClient* client, int shards, int dim, int params)

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -18,6 +19,17 @@
 #include "common/file_util.h"
 
 namespace downpour {
+
+std::string FindProgram(const std::string& program) {
+  if (program.find('/') != std::string::npos) return program;
+  const char* path = std::getenv("PATH");
+  for (absl::string_view dir : absl::StrSplit(
+           path != nullptr ? path : "/usr/bin:/bin", ':', absl::SkipEmpty())) {
+    const std::string candidate = absl::StrCat(dir, "/", program);
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return program;
+}
 
 absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Start(
     std::string name, const std::vector<std::string>& argv,

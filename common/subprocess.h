@@ -15,6 +15,12 @@
 
 namespace downpour {
 
+// `program` as a path Subprocess::Start can run (it does not search $PATH):
+// a name without '/' is looked up in $PATH (/usr/bin:/bin when unset), as a
+// shell does. `program` itself when it has a '/' or no entry holds an
+// executable of that name.
+std::string FindProgram(const std::string& program);
+
 // Not thread-safe. The destructor kills (SIGKILL) and reaps a child still
 // running (its whole process group when it has its own).
 class Subprocess {

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
 #include <map>
 
@@ -14,12 +13,12 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "common/exit_codes.h"
 #include "common/file_util.h"
 #include "common/host_port.h"
+#include "common/subprocess.h"
 #include "deploy/run_dir_guard.h"
 #include "membership/coordinator_client.h"
 
@@ -28,23 +27,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// launcher.worker_command with its program as a path: a name without '/' is
-// looked up in PATH, as a shell does. InvalidArgument naming the key when it
-// is not an executable file.
+// launcher.worker_command with its program as a path (FindProgram).
+// InvalidArgument naming the key when it is not an executable file.
 absl::StatusOr<std::vector<std::string>> ResolveProgram(
     std::vector<std::string> command) {
   std::string& program = command[0];
-  if (program.find('/') == std::string::npos) {
-    const char* path = std::getenv("PATH");
-    for (absl::string_view dir :
-         absl::StrSplit(path == nullptr ? "" : path, ':', absl::SkipEmpty())) {
-      const std::string candidate = absl::StrCat(dir, "/", program);
-      if (::access(candidate.c_str(), X_OK) == 0) {
-        program = candidate;
-        break;
-      }
-    }
-  }
+  program = FindProgram(program);
   if (::access(program.c_str(), X_OK) == 0) return command;
   return absl::InvalidArgumentError(absl::StrCat(
       "launcher.worker_command: '", program,

@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <random>
@@ -19,7 +18,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "common/config.h"
@@ -205,23 +203,19 @@ absl::Status ReadSummary(const std::string& path, Observed* observed,
   return absl::OkStatus();
 }
 
-// `program`'s path on $PATH (Subprocess does not search it), else `program`.
-std::string Which(const std::string& program) {
-  const char* path = std::getenv("PATH");
-  for (absl::string_view dir :
-       absl::StrSplit(path != nullptr ? path : "/usr/bin:/bin", ':')) {
-    const std::string candidate = absl::StrCat(dir, "/", program);
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  return program;
-}
-
 // The launcher's argv prefix that mounts the checkpoint tmpfs (kMountScript).
 std::vector<std::string> MountPrefix(const std::string& checkpoints,
                                      const std::string& saved) {
-  return {Which("unshare"), "--mount", "--propagation", "private",
-          Which("sh"),      "-c",      kMountScript,    "chaos",
-          checkpoints,      saved};
+  return {FindProgram("unshare"),
+          "--mount",
+          "--propagation",
+          "private",
+          FindProgram("sh"),
+          "-c",
+          kMountScript,
+          "chaos",
+          checkpoints,
+          saved};
 }
 
 // Fills the filesystem holding `dir` with one file; returns its path.
@@ -485,7 +479,7 @@ std::string CanMountTmpfs() {
   const char* dir = mkdtemp(dir_template);
   if (dir == nullptr) return "mkdtemp failed";
   std::vector<std::string> argv = MountPrefix(dir, dir);
-  argv.push_back(Which("true"));
+  argv.push_back(FindProgram("true"));
   auto probe =
       Subprocess::Start("mount probe", argv, std::string(dir) + ".log");
   std::string why;

@@ -71,7 +71,6 @@ from collections import namedtuple
 import numpy as np
 import torch
 import torch.nn.functional as F
-import yaml
 from torch import nn
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(
@@ -84,14 +83,10 @@ U64 = np.uint64
 # ---- the job: the YAML with the --set overrides ---------------------------
 
 def load_doc(path, sets):
-    """The YAML at `path` with `sets` ("section.key=value") applied."""
-    with open(path) as f:
-        doc = yaml.safe_load(f)
-    for s in sets:
-        key, value = s.split("=", 1)
-        section, name = key.split(".", 1)
-        doc.setdefault(section, {})[name] = yaml.safe_load(value)
-    return doc
+    """The YAML at `path` with `sets` ("section.key=value") applied, as
+    downpour.config reads a worker's --set (setup_package first)."""
+    from downpour import config
+    return config.load(path, sets).doc
 
 
 class Job:

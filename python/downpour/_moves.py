@@ -46,12 +46,10 @@ def _split(client, request, keep):
         values = values.reshape(len(keys), dim) if dim else None
         counts = (np.frombuffer(rows.counts, dtype="<u4") if rows.counts
                   else None)
-        owners = (client._shard_of_keys(keys) if len(keys) else
-                  np.zeros(0, dtype=np.int64))
-        for owner in sorted(set(owners.tolist()) | {keep}):
-            mine = owners == owner
-            if owner != keep and not mine.any():
-                continue
+        order, parts = (client._partition(keys) if len(keys) else
+                        (np.zeros(0, dtype=np.int64), {}))
+        for owner in sorted(set(parts) | {keep}):
+            mine = order[parts[owner]] if owner in parts else order[:0]
             pieces.setdefault(owner, []).append(ps_pb2.SparseRows(
                 table=rows.table, keys=keys[mine].tobytes(),
                 values=b"" if values is None else values[mine].tobytes(),

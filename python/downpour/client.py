@@ -23,9 +23,8 @@ request in flight per shard); pull_sparse may also run on a second thread
 (EmbeddingBag.prefetch). The two share the placement (its fields replaced
 one after another) and the last key split (_partition, replaced whole); a
 request sent on a placement that changes meanwhile fails at the ps and is
-retried on the new one. The
-heartbeat thread only reads the report under a lock, which also guards the
-thread pool's creation.
+retried on the new one. The heartbeat thread only reads the report under a
+lock, which also guards the thread pool's creation.
 """
 
 import concurrent.futures
@@ -684,11 +683,7 @@ class Client:
                 data=grad[self.block_offsets[i]:
                           self.block_offsets[i + 1]].tobytes())
                 for i in chunks[0]])
-
-        def send(stub, epoch):
-            request.placement_epoch = epoch
-            return stub.Push(request, timeout=self.config.deadline_s)
-        return self._with_retries(shard, "push to", send)
+        return self._send("Push", shard, request, "push to")
 
     # ---- sparse rows ----
 
