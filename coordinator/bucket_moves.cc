@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
 
 namespace downpour::coordinator {
 namespace {
@@ -19,11 +20,22 @@ namespace {
 spdlog::logger* L() { return Log(Logger::kCoordinator); }
 
 std::string Describe(const proto::BucketMove& m) {
-  return absl::StrFormat(
-      "bucket move %d (%d buckets %s, shard %d -> %d)", m.id(),
-      m.buckets_size(),
-      FormatBucketList({m.buckets().begin(), m.buckets().end()}),
-      m.from_shard(), m.to_shard());
+  return absl::StrFormat("bucket move %d (%s, shard %d -> %d)", m.id(),
+                         DescribeMoved(m), m.from_shard(), m.to_shard());
+}
+
+// A plan's moves by (from, to), each with its lists ascending.
+std::vector<BucketMoves::Planned> InOrder(
+    std::map<std::pair<int, int>, BucketMoves::Planned> moves) {
+  std::vector<BucketMoves::Planned> plan;
+  for (auto& [pair, planned] : moves) {
+    planned.from = pair.first;
+    planned.to = pair.second;
+    std::sort(planned.buckets.begin(), planned.buckets.end());
+    std::sort(planned.blocks.begin(), planned.blocks.end());
+    plan.push_back(std::move(planned));
+  }
+  return plan;
 }
 
 }  // namespace
@@ -43,9 +55,10 @@ bool BucketMoves::InProgress(const proto::BucketMove& move) const {
   return move.phase() == kCopy || move.phase() == kSwitched;
 }
 
-absl::Status BucketMoves::CheckFree(
-    const std::vector<uint32_t>& buckets) const {
+absl::Status BucketMoves::CheckFree(const std::vector<uint32_t>& buckets,
+                                    const std::vector<uint32_t>& blocks) const {
   const std::set<uint32_t> wanted(buckets.begin(), buckets.end());
+  const std::set<uint32_t> wanted_blocks(blocks.begin(), blocks.end());
   for (const proto::BucketMove& m : moves_) {
     if (!InProgress(m)) continue;
     for (uint32_t b : m.buckets()) {
@@ -54,28 +67,19 @@ absl::Status BucketMoves::CheckFree(
           "move buckets: bucket ", b, " is in ", Describe(m), ", phase '",
           m.phase(), "': wait until it ends (psctl moves), then ask again"));
     }
+    for (uint32_t b : m.blocks()) {
+      if (wanted_blocks.count(b) == 0) continue;
+      return absl::FailedPreconditionError(absl::StrCat(
+          "move blocks: dense block ", b, " is in ", Describe(m), ", phase '",
+          m.phase(), "': wait until it ends (psctl moves), then ask again"));
+    }
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<proto::BucketMove>> BucketMoves::Start(
+absl::Status BucketMoves::GroupBuckets(
     const std::vector<uint32_t>& buckets, int to_shard,
-    const std::string& reason, double now) {
-  if (owners_.empty()) {
-    return absl::FailedPreconditionError(
-        "move buckets: the model has no sparse tables, so there are no hash "
-        "buckets to move (dense blocks do not move)");
-  }
-  if (buckets.empty()) {
-    return absl::InvalidArgumentError(
-        "move buckets: no buckets named (e.g. --buckets 0-99,200)");
-  }
-  if (to_shard < 0 || to_shard >= shards_) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("move buckets: shard ", to_shard, " does not exist (",
-                     shards_, " shards: 0 to ", shards_ - 1, ")"));
-  }
-  std::map<int, std::vector<uint32_t>> by_source;
+    std::map<int, std::vector<uint32_t>>* by_source) const {
   std::set<uint32_t> seen;
   for (uint32_t b : buckets) {
     if (b >= owners_.size()) {
@@ -92,15 +96,71 @@ absl::StatusOr<std::vector<proto::BucketMove>> BucketMoves::Start(
           absl::StrCat("move buckets: bucket ", b, " is on shard ", to_shard,
                        " already; name only buckets of other shards"));
     }
-    by_source[owners_[b]].push_back(b);
+    (*by_source)[owners_[b]].push_back(b);
   }
-  if (absl::Status free = CheckFree(buckets); !free.ok()) return free;
+  return absl::OkStatus();
+}
+
+absl::Status BucketMoves::GroupBlocks(
+    const std::vector<uint32_t>& block_ids, int to_shard, const Blocks& blocks,
+    std::map<int, std::vector<uint32_t>>* by_source) const {
+  std::set<uint32_t> seen;
+  for (uint32_t b : block_ids) {
+    if (b >= blocks.owners.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("move blocks: dense block ", b, " does not exist (",
+                       blocks.owners.size(), " blocks: 0 to ",
+                       static_cast<int64_t>(blocks.owners.size()) - 1, ")"));
+    }
+    if (!seen.insert(b).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("move blocks: dense block ", b, " is named twice"));
+    }
+    if (blocks.owners[b] == to_shard || blocks.owners[b] < 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("move blocks: dense block ", b, " is on shard ",
+                       to_shard, " already; name only blocks of other shards"));
+    }
+    (*by_source)[blocks.owners[b]].push_back(b);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<proto::BucketMove>> BucketMoves::Start(
+    const std::vector<uint32_t>& buckets, int to_shard,
+    const std::string& reason, double now,
+    const std::vector<uint32_t>& block_ids, const Blocks& blocks) {
+  if (owners_.empty() && !buckets.empty()) {
+    return absl::FailedPreconditionError(
+        "move buckets: the model has no sparse tables, so there are no hash "
+        "buckets to move (move its dense blocks: psctl move-buckets --blocks, "
+        "or add-ps and drain-ps)");
+  }
+  if (buckets.empty() && block_ids.empty()) {
+    return absl::InvalidArgumentError(
+        "move buckets: no buckets and no blocks named (e.g. --buckets "
+        "0-99,200 or --blocks 3)");
+  }
+  if (to_shard < 0 || to_shard >= shards_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("move buckets: shard ", to_shard, " does not exist (",
+                     shards_, " shards: 0 to ", shards_ - 1, ")"));
+  }
+  std::map<int, std::vector<uint32_t>> by_source;
+  RETURN_IF_ERROR(GroupBuckets(buckets, to_shard, &by_source));
+  std::map<int, std::vector<uint32_t>> blocks_by_source;
+  RETURN_IF_ERROR(GroupBlocks(block_ids, to_shard, blocks, &blocks_by_source));
+  RETURN_IF_ERROR(CheckFree(buckets, block_ids));
+  for (const auto& [from, list] : blocks_by_source) by_source[from];
   std::vector<proto::BucketMove> started;
   for (auto& [from, list] : by_source) {
     std::sort(list.begin(), list.end());
+    std::vector<uint32_t>& moved_blocks = blocks_by_source[from];
+    std::sort(moved_blocks.begin(), moved_blocks.end());
     proto::BucketMove m;
     m.set_id(next_id_++);
     for (uint32_t b : list) m.add_buckets(b);
+    for (uint32_t b : moved_blocks) m.add_blocks(b);
     m.set_from_shard(from);
     m.set_to_shard(to_shard);
     m.set_phase(kCopy);
@@ -141,12 +201,16 @@ BucketMoves::Changes BucketMoves::Progress(
       m->set_switch_epoch(next_epoch);
       m->set_switched_seconds(now);
       ++changes.switched;
+      changes.switched_moves.push_back(*m);
       changes.changed = true;
       SPDLOG_LOGGER_INFO(L(),
                          "{} switched at placement epoch {}: {} rows copied in "
-                         "{:.2f} s",
+                         "{:.2f} s{}",
                          Describe(*m), next_epoch, m->rows_copied(),
-                         now - m->started_seconds());
+                         now - m->started_seconds(),
+                         m->blocks_size() > 0
+                             ? "; the dense blocks are copied whole now"
+                             : "");
     } else if (m->phase() == kSwitched && p.done()) {
       End(*m, kDone, now);
       changes.changed = true;
@@ -206,8 +270,76 @@ std::vector<int> BucketMoves::Projected() const {
   return owners;
 }
 
+std::vector<int> BucketMoves::ProjectedBlocks(const Blocks& blocks) const {
+  std::vector<int> owners = blocks.owners;
+  for (const proto::BucketMove& m : moves_) {
+    if (m.phase() != kCopy) continue;
+    for (uint32_t b : m.blocks()) {
+      if (b < owners.size()) owners[b] = m.to_shard();
+    }
+  }
+  return owners;
+}
+
+void BucketMoves::PlanBlocks(
+    const std::vector<int>& takers, int drain_shard, const Blocks& blocks,
+    std::map<std::pair<int, int>, Planned>* moves) const {
+  std::vector<int> owners = ProjectedBlocks(blocks);
+  std::set<uint32_t> busy;
+  for (const proto::BucketMove& m : moves_) {
+    if (InProgress(m)) busy.insert(m.blocks().begin(), m.blocks().end());
+  }
+  std::map<int, int64_t> load;  // floats per taker
+  for (int s : takers) load[s] = 0;
+  for (uint32_t b = 0; b < owners.size(); ++b) {
+    if (load.count(owners[b]) > 0) load[owners[b]] += blocks.floats[b];
+  }
+  const auto least = [&load] {
+    return std::min_element(
+               load.begin(), load.end(),
+               [](auto& a, auto& b) { return a.second < b.second; })
+        ->first;
+  };
+  const auto move = [&](uint32_t b, int to) {
+    Planned& p = (*moves)[{owners[b], to}];
+    p.blocks.push_back(b);
+    if (load.count(owners[b]) > 0) load[owners[b]] -= blocks.floats[b];
+    load[to] += blocks.floats[b];
+    owners[b] = to;
+    busy.insert(b);
+  };
+  // The drained shard's blocks, largest first, each to the lightest taker.
+  std::vector<uint32_t> drained;
+  for (uint32_t b = 0; b < owners.size(); ++b) {
+    if (owners[b] == drain_shard && busy.count(b) == 0) drained.push_back(b);
+  }
+  std::stable_sort(drained.begin(), drained.end(), [&](uint32_t a, uint32_t c) {
+    return blocks.floats[a] > blocks.floats[c];
+  });
+  for (uint32_t b : drained) move(b, least());
+  // Then the heaviest taker gives its largest block that narrows the gap.
+  for (size_t round = 0; round < owners.size(); ++round) {
+    const int heavy =
+        std::max_element(load.begin(), load.end(), [](auto& a, auto& b) {
+          return a.second < b.second;
+        })->first;
+    const int light = least();
+    const int64_t gap = load[heavy] - load[light];
+    int64_t best = -1;
+    for (uint32_t b = 0; b < owners.size(); ++b) {
+      if (owners[b] != heavy || busy.count(b) > 0 || blocks.floats[b] >= gap) {
+        continue;
+      }
+      if (best < 0 || blocks.floats[b] > blocks.floats[best]) best = b;
+    }
+    if (best < 0) break;
+    move(static_cast<uint32_t>(best), light);
+  }
+}
+
 absl::StatusOr<std::vector<BucketMoves::Planned>> BucketMoves::Plan(
-    const std::vector<bool>& live, int drain_shard) const {
+    const std::vector<bool>& live, int drain_shard,
+    const Blocks& blocks) const {
   std::vector<int> takers;
   for (int s = 0; s < static_cast<int>(live.size()); ++s) {
     if (live[s] && s != drain_shard) takers.push_back(s);
@@ -248,23 +380,19 @@ absl::StatusOr<std::vector<BucketMoves::Planned>> BucketMoves::Plan(
       --count[s];
     }
   }
-  std::map<std::pair<int, int>, std::vector<uint32_t>> moves;
+  std::map<std::pair<int, int>, Planned> moves;
   size_t src = 0;
   for (int to = 0; to < static_cast<int>(target.size()); ++to) {
     while (count[to] < target[to]) {
       while (src < excess.size() && excess[src].empty()) ++src;
       if (src == excess.size()) break;  // busy buckets: as even as it gets
-      moves[{static_cast<int>(src), to}].push_back(excess[src].back());
+      moves[{static_cast<int>(src), to}].buckets.push_back(excess[src].back());
       excess[src].pop_back();
       ++count[to];
     }
   }
-  std::vector<Planned> plan;
-  for (auto& [pair, list] : moves) {
-    std::sort(list.begin(), list.end());
-    plan.push_back({pair.first, pair.second, std::move(list)});
-  }
-  return plan;
+  if (!blocks.owners.empty()) PlanBlocks(takers, drain_shard, blocks, &moves);
+  return InOrder(std::move(moves));
 }
 
 void BucketMoves::Trim() {
@@ -339,6 +467,22 @@ std::string FormatBucketList(const std::vector<uint32_t>& buckets) {
     i = j + 1;
   }
   return absl::StrJoin(parts, ",");
+}
+
+std::string DescribeMoved(const proto::BucketMove& move) {
+  std::string text;
+  if (move.buckets_size() > 0 || move.blocks_size() == 0) {
+    text = absl::StrFormat(
+        "%d buckets (%s)", move.buckets_size(),
+        FormatBucketList({move.buckets().begin(), move.buckets().end()}));
+  }
+  if (move.blocks_size() > 0) {
+    absl::StrAppendFormat(
+        &text, "%s%d dense blocks (%s)", text.empty() ? "" : " and ",
+        move.blocks_size(),
+        FormatBucketList({move.blocks().begin(), move.blocks().end()}));
+  }
+  return text;
 }
 
 }  // namespace downpour::coordinator

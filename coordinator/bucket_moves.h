@@ -21,7 +21,9 @@
 #define DOWNPOUR_COORDINATOR_BUCKET_MOVES_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -48,13 +50,25 @@ class BucketMoves {
   struct Changes {
     int switched = 0;      // moves that switched (the caller raises the epoch)
     bool changed = false;  // anything to save (a phase or rows_copied)
+    // The moves that switched, as they are now: the caller moves their
+    // dense blocks in the placement.
+    std::vector<proto::BucketMove> switched_moves;
   };
 
-  // A balance plan's move: `buckets` (ascending) from `from` to `to`.
+  // A balance plan's move: `buckets` and dense `blocks` (ascending) from
+  // `from` to `to`.
   struct Planned {
     int from = -1;
     int to = -1;
     std::vector<uint32_t> buckets;
+    std::vector<uint32_t> blocks;
+  };
+
+  // The dense blocks as the placement holds them: entry id, the shard of
+  // block id (-1: none yet) and its floats.
+  struct Blocks {
+    std::vector<int> owners;
+    std::vector<int64_t> floats;
   };
 
   // `buckets` hash buckets (0: a model without sparse tables, nothing can
@@ -77,15 +91,18 @@ class BucketMoves {
   // A shard was added to the running job (psctl add-ps): it owns nothing.
   void AddShard() { ++shards_; }
 
-  // Starts moves of `buckets` to shard `to_shard`, one per source shard,
+  // Starts moves of `buckets` and of dense blocks `block_ids` (of
+  // `blocks`, the placement's) to shard `to_shard`, one per source shard,
   // each in phase "copy", `reason` recorded, `now` its started_seconds.
-  // Nothing starts on an error: InvalidArgument for no buckets, a bucket
-  // outside [0, buckets()), a bucket named twice, or a to_shard that is not
-  // a shard; FailedPrecondition for a model without sparse tables, a bucket
-  // `to_shard` owns already, or one in a move in progress (named with it).
+  // Nothing starts on an error: InvalidArgument for no buckets and no
+  // blocks, a bucket outside [0, buckets()) or a block outside the model, one
+  // named twice, or a to_shard that is not a shard; FailedPrecondition for
+  // buckets of a model without sparse tables, a bucket or block `to_shard`
+  // holds already, or one in a move in progress (named with it).
   absl::StatusOr<std::vector<proto::BucketMove>> Start(
       const std::vector<uint32_t>& buckets, int to_shard,
-      const std::string& reason, double now);
+      const std::string& reason, double now,
+      const std::vector<uint32_t>& block_ids = {}, const Blocks& blocks = {});
 
   // A destination's heartbeat: its reports on the moves into `shard`
   // (reports on other moves are ignored). A "copy" move reported caught_up
@@ -111,9 +128,14 @@ class BucketMoves {
   // ends with floor or ceil of buckets / live shards. Buckets in a move in
   // progress count where they go and are not moved again. Keys hash
   // uniformly to buckets, so even buckets are even rows and push load within
-  // the hash's spread. FailedPrecondition when no shard may hold buckets.
+  // the hash's spread. The dense `blocks` are evened by floats: every block
+  // of `drain_shard` goes to the live shard holding the fewest floats, then
+  // blocks move from the shard holding the most floats to the one holding
+  // the fewest while one (the largest that fits) narrows the gap.
+  // FailedPrecondition when no shard may hold buckets.
   absl::StatusOr<std::vector<Planned>> Plan(const std::vector<bool>& live,
-                                            int drain_shard) const;
+                                            int drain_shard,
+                                            const Blocks& blocks = {}) const;
 
   // Ended moves beyond kEndedKept are forgotten, oldest first.
   void Trim();
@@ -127,11 +149,30 @@ class BucketMoves {
 
  private:
   proto::BucketMove* Find(uint64_t id);
-  // FailedPrecondition when any of `buckets` is in a move in progress.
-  absl::Status CheckFree(const std::vector<uint32_t>& buckets) const;
+  // FailedPrecondition when any of `buckets` or `blocks` is in a move in
+  // progress.
+  absl::Status CheckFree(const std::vector<uint32_t>& buckets,
+                         const std::vector<uint32_t>& blocks) const;
+  // Start's checks of `buckets`, grouped by the shard holding them into
+  // *by_source.
+  absl::Status GroupBuckets(
+      const std::vector<uint32_t>& buckets, int to_shard,
+      std::map<int, std::vector<uint32_t>>* by_source) const;
+  // Start's checks of `block_ids`, grouped by the shard holding them into
+  // *by_source.
+  absl::Status GroupBlocks(
+      const std::vector<uint32_t>& block_ids, int to_shard,
+      const Blocks& blocks,
+      std::map<int, std::vector<uint32_t>>* by_source) const;
+  // Plan's dense part: the block moves, by (from, to), into *moves.
+  void PlanBlocks(const std::vector<int>& takers, int drain_shard,
+                  const Blocks& blocks,
+                  std::map<std::pair<int, int>, Planned>* moves) const;
   void End(proto::BucketMove& move, const char* phase, double now);
   // The owners once every move in progress has switched.
   std::vector<int> Projected() const;
+  // The same for the blocks of `blocks`.
+  std::vector<int> ProjectedBlocks(const Blocks& blocks) const;
 
   std::vector<int> owners_;  // entry b: bucket b's shard
   int shards_;
@@ -144,6 +185,9 @@ class BucketMoves {
 absl::StatusOr<std::vector<uint32_t>> ParseBucketList(const std::string& text);
 // The reverse: "0-99,200".
 std::string FormatBucketList(const std::vector<uint32_t>& buckets);
+// What `move` moves: "21 buckets (0-20)", "2 dense blocks (3,4)", or both
+// joined by "and".
+std::string DescribeMoved(const proto::BucketMove& move);
 
 }  // namespace downpour::coordinator
 

@@ -41,7 +41,10 @@ TEST(BucketMovesTest, StartRefusesBadRequestsAndChangesNothing) {
     absl::StatusCode code;
     const char* says;
   } cases[] = {
-      {{}, 1, absl::StatusCode::kInvalidArgument, "no buckets named"},
+      {{},
+       1,
+       absl::StatusCode::kInvalidArgument,
+       "no buckets and no blocks named"},
       {{8}, 1, absl::StatusCode::kInvalidArgument, "bucket 8 does not exist"},
       {{0}, 2, absl::StatusCode::kInvalidArgument, "shard 2 does not exist"},
       {{0}, -1, absl::StatusCode::kInvalidArgument, "shard -1 does not exist"},
@@ -243,6 +246,93 @@ TEST(BucketMovesTest, PlanCountsMovesInProgressWhereTheyGo) {
     to_new += static_cast<int>(p.buckets.size());
   }
   EXPECT_EQ(to_new, 2) << "4 each: 2 more besides the 2 on their way";
+}
+
+// Dense blocks 0-5 of 100, 100, 50, 50, 10 and 10 floats: 0, 2 and 4 on
+// shard 0, the others on shard 1.
+BucketMoves::Blocks SixBlocks() {
+  return {{0, 1, 0, 1, 0, 1}, {100, 100, 50, 50, 10, 10}};
+}
+
+TEST(BucketMovesTest, BlocksMoveWithTheBucketsOneMovePerSource) {
+  BucketMoves moves(4, 3);  // buckets 0, 3 on shard 0, 1 on 1, 2 on 2
+  auto started = moves.Start({1}, 2, "test", 0, {4, 0, 3}, SixBlocks());
+  ASSERT_THAT(started.status(), IsOk());
+  ASSERT_EQ(started->size(), 2u);
+  EXPECT_EQ((*started)[0].from_shard(), 0);
+  EXPECT_THAT((*started)[0].buckets(), ElementsAre());
+  EXPECT_THAT((*started)[0].blocks(), ElementsAre(0, 4));
+  EXPECT_EQ((*started)[1].from_shard(), 1);
+  EXPECT_THAT((*started)[1].buckets(), ElementsAre(1));
+  EXPECT_THAT((*started)[1].blocks(), ElementsAre(3));
+  // A block in a move in progress cannot be moved again.
+  EXPECT_THAT(moves.Start({}, 1, "test", 1, {0}, SixBlocks()).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("dense block 0 is in bucket move 1")));
+  // The switch hands the blocks to the caller, which moves them in the
+  // placement.
+  const BucketMoves::Changes changes =
+      moves.Progress(2, Report((*started)[0].id(), 0, true, false), 5, 2);
+  EXPECT_EQ(changes.switched, 1);
+  ASSERT_EQ(changes.switched_moves.size(), 1u);
+  EXPECT_THAT(changes.switched_moves[0].blocks(), ElementsAre(0, 4));
+  EXPECT_EQ(changes.switched_moves[0].switch_epoch(), 5u);
+}
+
+TEST(BucketMovesTest, StartRefusesBadBlocksAndChangesNothing) {
+  BucketMoves moves(0, 2);  // a dense model: blocks only
+  struct Case {
+    std::vector<uint32_t> blocks;
+    absl::StatusCode code;
+    const char* says;
+  } cases[] = {
+      {{6}, absl::StatusCode::kInvalidArgument, "dense block 6 does not exist"},
+      {{0, 0}, absl::StatusCode::kInvalidArgument, "named twice"},
+      {{0, 1},
+       absl::StatusCode::kFailedPrecondition,
+       "dense block 1 is on shard 1 already"},
+  };
+  for (const Case& c : cases) {
+    EXPECT_THAT(moves.Start({}, 1, "test", 0, c.blocks, SixBlocks()).status(),
+                StatusIs(c.code, HasSubstr(c.says)));
+  }
+  EXPECT_TRUE(moves.moves().empty());
+  EXPECT_THAT(moves.Start({}, 1, "test", 0, {0, 2}, SixBlocks()), IsOk());
+}
+
+// The floats per shard after `plan`, from `floats`.
+std::vector<int64_t> FloatsAfter(const std::vector<BucketMoves::Planned>& plan,
+                                 std::vector<int64_t> floats) {
+  for (const BucketMoves::Planned& p : plan) {
+    EXPECT_THAT(p.buckets, ElementsAre());
+    for (uint32_t b : p.blocks) {
+      floats[p.from] -= SixBlocks().floats[b];
+      floats[p.to] += SixBlocks().floats[b];
+    }
+  }
+  return floats;
+}
+
+TEST(BucketMovesTest, PlanDrainsEveryBlockAndEvensTheFloats) {
+  BucketMoves moves(0, 3);
+  // Drain shard 0 (160 floats) onto shard 1 (160) and the empty shard 2:
+  // the largest block to the lightest shard first.
+  auto plan = moves.Plan({true, true, true}, 0, SixBlocks());
+  ASSERT_THAT(plan.status(), IsOk());
+  EXPECT_THAT(FloatsAfter(*plan, {160, 160, 0}), ElementsAre(0, 160, 160));
+  // Growing 2 shards to 3: blocks go from the heaviest shard to the lightest
+  // until no single move narrows the gap (within the smallest block).
+  auto grow = moves.Plan({true, true, true}, -1, SixBlocks());
+  ASSERT_THAT(grow.status(), IsOk());
+  EXPECT_THAT(FloatsAfter(*grow, {160, 160, 0}), ElementsAre(110, 110, 100));
+  // Blocks in a move in progress count where they go.
+  ASSERT_THAT(moves.Start({}, 2, "test", 0, {0}, SixBlocks()), IsOk());
+  auto rest = moves.Plan({true, true, true}, -1, SixBlocks());
+  ASSERT_THAT(rest.status(), IsOk());
+  for (const BucketMoves::Planned& p : *rest) {
+    EXPECT_THAT(p.blocks, ::testing::Not(::testing::Contains(0u)));
+  }
+  EXPECT_THAT(FloatsAfter(*rest, {60, 160, 100}), ElementsAre(110, 110, 100));
 }
 
 TEST(BucketListTest, ParsesAndFormatsRanges) {

@@ -192,11 +192,56 @@ TEST_F(ClusterStateMovesTest, MoveBucketsRefusesWhatCannotMove) {
   EXPECT_THAT(state_->MoveBuckets(request).status(),
               StatusIs(absl::StatusCode::kFailedPrecondition,
                        HasSubstr("bucket 1 is on shard 1 already")));
+  request.clear_buckets();
+  request.add_blocks(0);  // the bias, on shard 0
+  request.set_to_shard(0);
+  EXPECT_THAT(state_->MoveBuckets(request).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("dense block 0 is on shard 0 already")));
+  EXPECT_TRUE(state_->Status().bucket_moves().empty());
+}
+
+// Dense blocks move with the buckets: a drain takes them along, and the
+// switch gives them to the destination in the placement.
+TEST_F(ClusterStateMovesTest, ADrainTakesTheDenseBlocksAlong) {
+  proto::MoveBucketsRequest request;
+  request.set_balance(true);
+  request.set_drain_shard(0);
+  auto started = state_->MoveBuckets(request);
+  ASSERT_THAT(started, IsOk());
+  ASSERT_EQ(started->started_size(), 1);
+  const proto::BucketMove& move = started->started(0);
+  EXPECT_THAT(move.buckets(), ElementsAre(0, 2, 4, 6));
+  EXPECT_THAT(move.blocks(), ElementsAre(0));
+  EXPECT_THAT(started->plan(), HasSubstr("1 dense blocks (0)"));
+  proto::HeartbeatResponse to = Report(1, move.id(), 0, false, false);
+  ASSERT_EQ(to.moves_in_size(), 1);
+  EXPECT_THAT(to.moves_in(0).blocks(), ElementsAre(0));
+  EXPECT_THAT(state_->Placement().shards(0).block_ids(), ElementsAre(0))
+      << "the blocks stay until the switch";
+  Report(1, move.id(), 0, true, false);  // caught up: switched
+  const proto::GetPlacementResponse placement = state_->Placement();
+  EXPECT_THAT(placement.shards(0).block_ids(), ElementsAre());
+  EXPECT_THAT(placement.shards(1).block_ids(), ElementsAre(0));
+  EXPECT_THAT(placement.shards(0).buckets(), ElementsAre());
+  // A restarted coordinator keeps the switched placement.
+  Restart();
+  EXPECT_THAT(state_->Placement().shards(1).block_ids(), ElementsAre(0));
+}
+
+// Under bsp (per-block rounds on the ps) dense blocks stay: a drain of a
+// shard holding some is refused, naming why, and nothing starts.
+TEST_F(ClusterStateMovesTest, BspKeepsTheDenseBlocksWhereTheyAre) {
+  config_.training.consistency = ConsistencyMode::kBsp;
+  Restart();
+  RegisterPs(0, "127.0.0.1:1");
+  RegisterPs(1, "127.0.0.1:2");
+  proto::MoveBucketsRequest request;
   request.set_balance(true);
   request.set_drain_shard(0);
   EXPECT_THAT(state_->MoveBuckets(request).status(),
               StatusIs(absl::StatusCode::kFailedPrecondition,
-                       HasSubstr("dense blocks")));
+                       HasSubstr("training.consistency ssp and bsp")));
   EXPECT_TRUE(state_->Status().bucket_moves().empty());
 }
 

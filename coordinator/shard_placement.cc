@@ -32,6 +32,14 @@ ShardPlacement::ShardPlacement(const Config& config, ModelSpec spec,
       heartbeat_interval_s_(config.heartbeat.interval_s),
       heartbeat_timeout_s_(config.heartbeat.timeout_s),
       spec_(std::move(spec)),
+      blocks_fixed_(
+          config.training.consistency != ConsistencyMode::kAsync
+              ? "training.consistency ssp and bsp keep per-block clocks and "
+                "rounds on the ps, which do not move with a block"
+          : config.optimizer.delay_compensation > 0
+              ? "optimizer.delay_compensation keeps each worker's pulled "
+                "values on the ps, which do not move with a block"
+              : ""),
       clock_(clock),
       start_(start),
       members_(members),
@@ -592,27 +600,9 @@ absl::StatusOr<proto::MoveBucketsResponse> ShardPlacement::MoveBuckets(
   const std::vector<Member>& ps = members_->ps();
   RETURN_IF_ERROR(CheckMoveShardsAlive(request));
   proto::MoveBucketsResponse response;
-  std::vector<BucketMoves::Planned> plan;
-  if (request.balance()) {
-    std::vector<bool> live;
-    for (const Member& m : ps) live.push_back(m.alive);
-    const int drain = request.drain_shard();
-    if (drain >= static_cast<int>(ps.size())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "drain: shard ", drain, " does not exist (", ps.size(), " shards)"));
-    }
-    if (drain >= 0 && !placement_[drain].empty()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "drain: shard ", drain, " holds ", placement_[drain].size(),
-          " dense blocks, and moving dense blocks is not built: only a shard "
-          "without blocks (one added with psctl add-ps) can be drained"));
-    }
-    ASSIGN_OR_RETURN(plan, moves_.Plan(live, drain));
-  } else {
-    plan.push_back({-1,
-                    request.to_shard(),
-                    {request.buckets().begin(), request.buckets().end()}});
-  }
+  ASSIGN_OR_RETURN(const std::vector<BucketMoves::Planned> plan,
+                   PlanMoves(request));
+  const BucketMoves::Blocks blocks = BlockOwners();
   const std::string reason =
       request.balance()
           ? (request.drain_shard() >= 0
@@ -621,21 +611,82 @@ absl::StatusOr<proto::MoveBucketsResponse> ShardPlacement::MoveBuckets(
           : std::string("psctl move-buckets");
   std::vector<std::string> lines;
   for (const BucketMoves::Planned& p : plan) {
-    ASSIGN_OR_RETURN(std::vector<proto::BucketMove> started,
-                     moves_.Start(p.buckets, p.to, reason, Uptime()));
+    ASSIGN_OR_RETURN(
+        std::vector<proto::BucketMove> started,
+        moves_.Start(p.buckets, p.to, reason, Uptime(), p.blocks, blocks));
     for (proto::BucketMove& m : started) {
-      lines.push_back(absl::StrFormat(
-          "move %d: %d buckets (%s) from shard %d to shard %d", m.id(),
-          m.buckets_size(),
-          FormatBucketList({m.buckets().begin(), m.buckets().end()}),
-          m.from_shard(), m.to_shard()));
+      lines.push_back(absl::StrFormat("move %d: %s from shard %d to shard %d",
+                                      m.id(), DescribeMoved(m), m.from_shard(),
+                                      m.to_shard()));
       m.set_from_address(ps[m.from_shard()].address);
       *response.add_started() = std::move(m);
     }
   }
-  response.set_plan(lines.empty() ? "nothing to move: the buckets are even"
-                                  : absl::StrJoin(lines, "\n"));
+  response.set_plan(lines.empty()
+                        ? "nothing to move: the buckets and blocks are even"
+                        : absl::StrJoin(lines, "\n"));
   return response;
+}
+
+absl::StatusOr<std::vector<BucketMoves::Planned>> ShardPlacement::PlanMoves(
+    const proto::MoveBucketsRequest& request) const {
+  if (!request.balance()) {
+    if (request.blocks_size() > 0) RETURN_IF_ERROR(CheckBlocksMayMove());
+    return std::vector<BucketMoves::Planned>{
+        {-1,
+         request.to_shard(),
+         {request.buckets().begin(), request.buckets().end()},
+         {request.blocks().begin(), request.blocks().end()}}};
+  }
+  const std::vector<Member>& ps = members_->ps();
+  std::vector<bool> live;
+  for (const Member& m : ps) live.push_back(m.alive);
+  const int drain = request.drain_shard();
+  if (drain >= static_cast<int>(ps.size())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "drain: shard ", drain, " does not exist (", ps.size(), " shards)"));
+  }
+  if (drain >= 0 && !placement_[drain].empty()) {
+    RETURN_IF_ERROR(CheckBlocksMayMove());
+  }
+  // Where blocks may not move, a balance evens the buckets only.
+  return moves_.Plan(
+      live, drain,
+      blocks_fixed_.empty() ? BlockOwners() : BucketMoves::Blocks());
+}
+
+BucketMoves::Blocks ShardPlacement::BlockOwners() const {
+  BucketMoves::Blocks blocks;
+  blocks.owners.assign(spec_.blocks().size(), -1);
+  for (const BlockSpec& b : spec_.blocks()) blocks.floats.push_back(b.length);
+  for (size_t s = 0; s < placement_.size(); ++s) {
+    for (uint32_t id : placement_[s]) {
+      if (id < blocks.owners.size()) blocks.owners[id] = static_cast<int>(s);
+    }
+  }
+  return blocks;
+}
+
+absl::Status ShardPlacement::CheckBlocksMayMove() const {
+  if (blocks_fixed_.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "move dense blocks: ", blocks_fixed_,
+      "; the blocks stay where they are (buckets of sparse rows still move)"));
+}
+
+void ShardPlacement::SwitchBlocks(
+    const std::vector<proto::BucketMove>& switched) {
+  for (const proto::BucketMove& m : switched) {
+    if (m.blocks_size() == 0) continue;
+    const std::set<uint32_t> moved(m.blocks().begin(), m.blocks().end());
+    std::vector<uint32_t>& from = placement_[m.from_shard()];
+    from.erase(std::remove_if(from.begin(), from.end(),
+                              [&](uint32_t id) { return moved.count(id) > 0; }),
+               from.end());
+    std::vector<uint32_t>& to = placement_[m.to_shard()];
+    to.insert(to.end(), moved.begin(), moved.end());
+    std::sort(to.begin(), to.end());
+  }
 }
 
 absl::Status ShardPlacement::CheckMoveShardsAlive(
@@ -651,6 +702,12 @@ absl::Status ShardPlacement::CheckMoveShardsAlive(
     }
     for (uint32_t b : request.buckets()) {
       if (b < moves_.buckets()) shards.push_back(moves_.owners()[b]);
+    }
+    const std::vector<int> block_owners = BlockOwners().owners;
+    for (uint32_t b : request.blocks()) {
+      if (b < block_owners.size() && block_owners[b] >= 0) {
+        shards.push_back(block_owners[b]);
+      }
     }
   }
   for (int s : shards) {
@@ -669,6 +726,7 @@ bool ShardPlacement::NoteMoveProgress(const Member& m) {
   const BucketMoves::Changes changes =
       moves_.Progress(shard, m.report.move_progress(), epoch_ + 1, Uptime());
   if (changes.switched > 0) {
+    SwitchBlocks(changes.switched_moves);
     ++epoch_;
     SPDLOG_LOGGER_INFO(L(), "placement epoch {}: buckets switched to shard {}",
                        epoch_, shard);

@@ -162,6 +162,16 @@ class ShardPlacement {
   // another model's (its fingerprint, or its block ids in older files).
   absl::Status SameModel(const proto::CoordinatorState& state,
                          const std::string& path) const;
+  // The moves `request` asks for: its own, or BucketMoves::Plan's.
+  absl::StatusOr<std::vector<BucketMoves::Planned>> PlanMoves(
+      const proto::MoveBucketsRequest& request) const;
+  // The dense blocks as BucketMoves plans them: each one's shard and floats.
+  BucketMoves::Blocks BlockOwners() const;
+  // FailedPrecondition naming why when a move of dense blocks is refused
+  // for this job (blocks_fixed_).
+  absl::Status CheckBlocksMayMove() const;
+  // The dense blocks of the moves that switched change shards.
+  void SwitchBlocks(const std::vector<proto::BucketMove>& switched);
   // Seconds since start_ (BucketMove's times).
   double Uptime() const;
   // The shard `m` serves (a ps its own, a standby the one it took over; -1).
@@ -172,6 +182,10 @@ class ShardPlacement {
   const double heartbeat_interval_s_;
   const double heartbeat_timeout_s_;
   const ModelSpec spec_;
+  // Why dense blocks may not move in this job ("": they may): per-block
+  // state the ps keeps for ssp/bsp rounds or delay compensation does not
+  // travel with a block.
+  const std::string blocks_fixed_;
   Clock* const clock_;
   const absl::Time start_;
   Membership* const members_;

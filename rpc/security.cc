@@ -215,6 +215,7 @@ absl::Status Authorize(CallerRole role, absl::string_view method) {
            {CallerRole::kWorker, CallerRole::kAdmin}},
           {"ParameterServer/Replicate", {CallerRole::kPs}},
           {"ParameterServer/CopyBuckets", {CallerRole::kPs}},
+          {"ParameterServer/CopyBlocks", {CallerRole::kPs}},
           {"ParameterServer/Lookup", {CallerRole::kWorker, CallerRole::kAdmin}},
           // The serving daemon (serve/): predictions and its status are for
           // clients of the trained model, not for training members.

@@ -297,6 +297,18 @@ absl::Status BlockStore::AddBlock(uint32_t id, std::vector<float> values,
   return absl::OkStatus();
 }
 
+std::optional<BlockStore::BlockSnapshot> BlockStore::Remove(uint32_t id) {
+  auto it = blocks_.find(id);
+  if (it == blocks_.end()) return std::nullopt;
+  Block& block = *it->second;
+  BlockSnapshot out{id, block.version, std::move(block.values),
+                    std::move(block.state)};
+  num_floats_ -= block.size;
+  served_.Forget(id);
+  blocks_.erase(it);
+  return out;
+}
+
 uint64_t BlockStore::version_sum() const {
   uint64_t sum = 0;
   for (const auto& [id, block] : blocks_) sum += block->version;

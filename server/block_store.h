@@ -28,6 +28,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -117,6 +118,10 @@ class BlockStore {
   // values or a state of the wrong size; the store is then unchanged.
   absl::Status AddBlock(uint32_t id, std::vector<float> values,
                         uint64_t version = 0, std::vector<float> state = {});
+
+  // Takes block `id` out of the store (a live move handed it to another ps):
+  // its values, state and version; nullopt when it is not here.
+  std::optional<BlockSnapshot> Remove(uint32_t id);
 
   bool Has(uint32_t id) const { return Find(id) != nullptr; }
   size_t num_blocks() const { return blocks_.size(); }

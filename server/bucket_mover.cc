@@ -1,6 +1,7 @@
 #include "server/bucket_mover.h"
 
 #include <algorithm>
+#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -11,6 +12,7 @@
 #include "proto/ps.grpc.pb.h"
 #include "rpc/grpc_status.h"
 #include "rpc/server_util.h"
+#include "server/sparse_rows_proto.h"
 
 namespace downpour::server {
 namespace {
@@ -75,6 +77,18 @@ void BucketMover::Update(const Moves& in, const Moves& out) {
 }
 
 void BucketMover::Sweep(const Moves& in, const Moves& out) {
+  // Blocks moved away: their copies go once no move out still switches.
+  std::set<uint32_t> keep_blocks;
+  for (const proto::BucketMove& m : out) {
+    keep_blocks.insert(m.blocks().begin(), m.blocks().end());
+  }
+  const int released = shard_->ReleaseMovedBlocks(keep_blocks);
+  if (released > 0) {
+    SPDLOG_LOGGER_INFO(L(),
+                       "ps {}: released the copies of {} dense blocks another "
+                       "ps holds now",
+                       index_, released);
+  }
   const uint32_t total = shard_->sparse_buckets();
   if (total == 0) return;
   std::vector<char> keep(total, 0);
@@ -132,6 +146,50 @@ absl::Status BucketMover::Pass(IncomingMove* move, const std::string& address,
   return absl::OkStatus();
 }
 
+absl::Status BucketMover::PassBlocks(const proto::BucketMove& move,
+                                     const std::string& address) const {
+  std::unique_ptr<proto::ParameterServer::Stub> stub =
+      proto::ParameterServer::NewStub(MakeChannel(address));
+  std::vector<BlockStore::BlockSnapshot> blocks;
+  std::vector<uint32_t> left(move.blocks().begin(), move.blocks().end());
+  while (!left.empty()) {
+    proto::CopyBlocksRequest request;
+    request.mutable_blocks()->Add(left.begin(), left.end());
+    request.set_at_epoch(move.switch_epoch());
+    request.set_to_shard(index_);
+    request.set_move_id(move.id());
+    grpc::ClientContext context;
+    context.set_deadline(DeadlineIn(kChunkDeadlineSeconds));
+    proto::CopyBlocksResponse response;
+    RETURN_IF_ERROR(
+        FromGrpcStatus(stub->CopyBlocks(&context, request, &response),
+                       absl::StrCat("copy dense blocks of move ", move.id(),
+                                    " from ", address)));
+    if (response.blocks_size() == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("copy blocks of move ", move.id(), ": ps at ", address,
+                       " answered no block: does it run this build?"));
+    }
+    if (response.blocks_size() > static_cast<int>(left.size())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "copy blocks of move ", move.id(), ": ps at ", address, " answered ",
+          response.blocks_size(), " blocks for ", left.size(), " asked"));
+    }
+    for (int i = 0; i < response.blocks_size(); ++i) {
+      const proto::ReplicaBlock& in = response.blocks(i);
+      if (in.id() != left[i]) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("copy blocks of move ", move.id(), ": ps at ", address,
+                         " answered block ", in.id(), " where block ", left[i],
+                         " was asked for"));
+      }
+      RETURN_IF_ERROR(ToBlock(in, "copy blocks", &blocks.emplace_back()));
+    }
+    left.erase(left.begin(), left.begin() + response.blocks_size());
+  }
+  return shard_->ImportMovedBlocks(std::move(blocks));
+}
+
 void BucketMover::Loop() {
   for (;;) {
     uint64_t id = 0;
@@ -147,6 +205,11 @@ void BucketMover::Loop() {
           // Rows it imported may be gone: every row again.
           move.copy->StartOver();
           move.evicted_at_start = shard_->sparse_rows_evicted();
+        }
+        if (move.spec.buckets_size() == 0) {
+          // Blocks only: they are copied whole in the last pass.
+          move.caught_up = true;
+          continue;
         }
         id = move_id;
         copy = move.copy.get();
@@ -177,6 +240,27 @@ void BucketMover::Loop() {
                          copy->rows_copied(), copy->last_pass_rows());
     }
     move.caught_up |= ready;
+  }
+}
+
+absl::Status BucketMover::LastPass(const proto::BucketMove& m,
+                                   IncomingMove* copy,
+                                   const std::string& address,
+                                   absl::Duration give_up_after,
+                                   const std::function<bool()>& should_stop) {
+  const absl::Time start = absl::Now();
+  absl::Duration backoff = absl::Milliseconds(20);
+  for (;;) {
+    absl::Status passed = m.buckets_size() > 0
+                              ? Pass(copy, address, m.switch_epoch())
+                              : absl::OkStatus();
+    if (passed.ok() && m.blocks_size() > 0) passed = PassBlocks(m, address);
+    if (passed.ok() || !IsRetryable(passed) || should_stop() ||
+        absl::Now() - start > give_up_after) {
+      return passed;
+    }
+    absl::SleepFor(backoff);
+    backoff = std::min(backoff * 2, absl::Milliseconds(500));
   }
 }
 
@@ -212,17 +296,8 @@ absl::Status BucketMover::FinishSwitched(
       copy = move.copy.get();
     }
     const absl::Time start = absl::Now();
-    absl::Status passed;
-    absl::Duration backoff = absl::Milliseconds(20);
-    for (;;) {
-      passed = Pass(copy, address, m.switch_epoch());
-      if (passed.ok() || !IsRetryable(passed) || should_stop() ||
-          absl::Now() - start > give_up_after) {
-        break;
-      }
-      absl::SleepFor(backoff);
-      backoff = std::min(backoff * 2, absl::Milliseconds(500));
-    }
+    const absl::Status passed =
+        LastPass(m, copy, address, give_up_after, should_stop);
     absl::MutexLock lock(&mu_);
     Move& move = moves_[m.id()];
     move.busy = false;
@@ -232,10 +307,12 @@ absl::Status BucketMover::FinishSwitched(
     SPDLOG_LOGGER_INFO(
         L(),
         "ps {}: move {} switched at placement epoch {}: the last pass took "
-        "{} rows from ps {} in {:.0f} ms; serving its {} buckets from now on",
+        "{} rows and {} dense blocks from ps {} in {:.0f} ms; serving its {} "
+        "buckets and {} blocks from now on",
         index_, m.id(), m.switch_epoch(), copy->last_pass_rows(),
-        m.from_shard(), absl::ToDoubleMilliseconds(absl::Now() - start),
-        m.buckets_size());
+        m.blocks_size(), m.from_shard(),
+        absl::ToDoubleMilliseconds(absl::Now() - start), m.buckets_size(),
+        m.blocks_size());
   }
   return absl::OkStatus();
 }

@@ -82,6 +82,17 @@ class BucketMover {
   // each chunk.
   absl::Status Pass(IncomingMove* move, const std::string& address,
                     uint64_t at_epoch) const;
+  // FinishSwitched's last pass of `m` (its rows into `copy`, then its
+  // dense blocks) from the source at `address`, retried while the source has
+  // not reached the switch epoch, up to `give_up_after` or `should_stop`.
+  absl::Status LastPass(const proto::BucketMove& m, IncomingMove* copy,
+                        const std::string& address,
+                        absl::Duration give_up_after,
+                        const std::function<bool()>& should_stop);
+  // The last pass of `move`'s dense blocks from the source at `address`
+  // (it answers once it serves the switch epoch), imported into the shard.
+  absl::Status PassBlocks(const proto::BucketMove& move,
+                          const std::string& address) const;
   // The rows of buckets neither held nor in `keep_moves` dropped, logged.
   void Sweep(const Moves& in, const Moves& out);
 

@@ -173,6 +173,19 @@ uint64_t CheckpointChain::UnplacedVersions(const BlockStore& store) const {
   return total;
 }
 
+std::vector<BlockStore::BlockSnapshot> CheckpointChain::TakeUnplaced(
+    const std::vector<char>& listed) {
+  std::vector<BlockStore::BlockSnapshot> taken;
+  if (!restored_.has_value()) return taken;
+  std::vector<BlockStore::BlockSnapshot> kept;
+  for (BlockStore::BlockSnapshot& b : restored_->blocks) {
+    const bool placed = b.id < listed.size() && listed[b.id] != 0;
+    (placed ? kept : taken).push_back(std::move(b));
+  }
+  restored_->blocks = std::move(kept);
+  return taken;
+}
+
 absl::StatusOr<bool> CheckpointChain::AddBlock(uint32_t id,
                                                const ModelSpec& spec,
                                                uint64_t init_seed,

@@ -102,6 +102,12 @@ class CheckpointChain {
   // The versions of the restored blocks `store` does not hold (not placed
   // here, or not yet).
   uint64_t UnplacedVersions(const BlockStore& store) const;
+  // The restored blocks the placement does not give this shard (a live move
+  // handed them to another ps before this process started), taken out of
+  // the restored checkpoint: no cut carries them and UnplacedVersions no
+  // longer counts them. `listed`: entry id set for the blocks placed here.
+  std::vector<BlockStore::BlockSnapshot> TakeUnplaced(
+      const std::vector<char>& listed);
   // Adds block `id` of `spec` to `store` (an Assign's new block): the
   // restored checkpoint's when it has it (RestoredBlock; true), else its
   // initial values from `init_seed` (model.init_seed; false). InvalidArgument
@@ -155,8 +161,9 @@ class CheckpointChain {
   const int full_every_;         // checkpoint.full_every
 
   const uint64_t epoch_floor_;
-  // The checkpoint read at start (or the replica taken over).
-  const std::optional<Checkpoint> restored_;
+  // The checkpoint read at start (or the replica taken over), less what
+  // TakeUnplaced took.
+  std::optional<Checkpoint> restored_;
   Chain chain_;
   // By table: keys evicted since the last checkpoint written.
   std::vector<std::vector<uint64_t>> tombstones_;

@@ -713,8 +713,7 @@ void PsNode::Impl::StandDown(uint64_t epoch) {
 
 BucketMover* PsNode::Impl::Mover() {
   absl::MutexLock lock(&mu_);
-  if (mover_ == nullptr && shard_ != nullptr && shard_index_ >= 0 &&
-      shard_->sparse_buckets() > 0) {
+  if (mover_ == nullptr && shard_ != nullptr && shard_index_ >= 0) {
     mover_ = std::make_unique<BucketMover>(shard_.get(), shard_index_);
   }
   return mover_.get();

@@ -8,6 +8,7 @@
 #include "absl/time/time.h"
 #include "common/log_throttle.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
 #include "rpc/grpc_status.h"
 #include "rpc/security.h"
 #include "rpc/wire_format.h"
@@ -300,17 +301,34 @@ grpc::ServerUnaryReactor* PsService::CopyBuckets(
     grpc::CallbackServerContext* context,
     const proto::CopyBucketsRequest* request,
     proto::CopyBucketsResponse* response) {
-  if (TransportIsMutual()) {
-    // Only a ps (or a standby serving a shard) receives moved buckets.
-    absl::Status member = CheckCallerIsMember(
-        context->auth_context().get(), {"ps-*", "standby-*"},
-        "copy buckets: a ps copies the buckets moved to it");
-    if (!member.ok()) return Finish(context, member, "copy buckets");
-  }
-  Shard* shard = shard_.load();
-  if (shard == nullptr) return Finish(context, NoShard(), "copy buckets");
+  Shard* shard = nullptr;
+  absl::Status may = MayCopyMoved(context, "copy buckets", &shard);
+  if (!may.ok()) return Finish(context, may, "copy buckets");
   return Finish(context, shard->CopyBuckets(*request, response),
                 "copy buckets");
+}
+
+grpc::ServerUnaryReactor* PsService::CopyBlocks(
+    grpc::CallbackServerContext* context,
+    const proto::CopyBlocksRequest* request,
+    proto::CopyBlocksResponse* response) {
+  Shard* shard = nullptr;
+  absl::Status may = MayCopyMoved(context, "copy blocks", &shard);
+  if (!may.ok()) return Finish(context, may, "copy blocks");
+  return Finish(context, shard->CopyBlocks(*request, response), "copy blocks");
+}
+
+absl::Status PsService::MayCopyMoved(grpc::CallbackServerContext* context,
+                                     const char* what, Shard** shard) const {
+  if (TransportIsMutual()) {
+    // Only a ps (or a standby serving a shard) receives what moved.
+    RETURN_IF_ERROR(CheckCallerIsMember(
+        context->auth_context().get(), {"ps-*", "standby-*"},
+        absl::StrCat(what, ": a ps copies what moved to it")));
+  }
+  *shard = shard_.load();
+  if (*shard == nullptr) return NoShard();
+  return absl::OkStatus();
 }
 
 }  // namespace downpour::server

@@ -47,7 +47,10 @@ class PsService final
                       proto::ParameterServer::WithRawCallbackMethod_Lookup<
                           proto::ParameterServer::
                               WithCallbackMethod_CopyBuckets<
-                                  proto::ParameterServer::Service>>>>>> {
+                                  proto::ParameterServer::
+                                      WithCallbackMethod_CopyBlocks<
+                                          proto::ParameterServer::
+                                              Service>>>>>>> {
  public:
   // A bound on threads for held pushes: workers x kPushRequestsPerShard (the
   // requests each can have in flight to one shard), at most kMaxPushThreads.
@@ -109,6 +112,11 @@ class PsService final
       grpc::CallbackServerContext* context,
       const proto::CopyBucketsRequest* request,
       proto::CopyBucketsResponse* response) override;
+  // Ps to ps, a live move's dense blocks: Shard::CopyBlocks.
+  grpc::ServerUnaryReactor* CopyBlocks(
+      grpc::CallbackServerContext* context,
+      const proto::CopyBlocksRequest* request,
+      proto::CopyBlocksResponse* response) override;
 
  private:
   struct PushCall;
@@ -117,6 +125,10 @@ class PsService final
   // fewer than max_push_threads_ run; false (task not run) if all are taken.
   bool TryRunOnPushThread(std::function<void()> task) ABSL_LOCKS_EXCLUDED(mu_);
   void PushThread() ABSL_LOCKS_EXCLUDED(mu_);
+  // CopyBuckets' and CopyBlocks' caller check (a ps, under mutual TLS) and
+  // the shard served (`what` begins the errors).
+  absl::Status MayCopyMoved(grpc::CallbackServerContext* context,
+                            const char* what, Shard** shard) const;
 
   // Finishes a push: at once, or once replicated.
   void Answer(grpc::CallbackServerContext* context,

@@ -160,6 +160,20 @@ absl::Status PushAdmission::CheckIncarnation(int32_t worker,
       "registration reply carries it); stop this process"));
 }
 
+bool PushAdmission::WithinWindow(int32_t worker, uint64_t sequence) const {
+  if (sequence == 0) return false;
+  const uint64_t incarnation = IncarnationOf(sequence);
+  // A newer incarnation (or a first push) starts a fresh window.
+  uint64_t base = MakeSequence(incarnation, 0);
+  auto it = windows_.find(worker);
+  if (it != windows_.end()) {
+    const uint64_t held = IncarnationOf(it->second.base());
+    if (held > incarnation) return false;
+    if (held == incarnation) base = it->second.base();
+  }
+  return sequence > base && sequence - base <= SequenceWindow::kWidth;
+}
+
 SequenceWindow::Verdict PushAdmission::WindowVerdict(int32_t worker,
                                                      uint64_t sequence) const {
   auto it = windows_.find(worker);

@@ -136,6 +136,12 @@ class PushAdmission {
   // True when `sequence` of `worker` has been applied.
   bool Applied(int32_t worker, uint64_t sequence) const;
 
+  // True when `sequence` lies within `worker`'s window, past its base, so
+  // that marking it applied moves no window: an empty push there (the piece
+  // of a request whose blocks all moved to another ps, sent so that this
+  // ps's sequences have no hole) fills only its own slot.
+  bool WithinWindow(int32_t worker, uint64_t sequence) const;
+
   // The push sequences missing below each worker's newest here, summed
   // (SequenceWindow::holes): in flight while workers push, lost once every
   // worker has finished.

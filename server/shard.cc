@@ -63,6 +63,7 @@ Shard::Shard(const Config& config, int index, ModelSpec spec,
       sparse_(std::move(sparse)),
       replies_(sparse_->budget().reply_bytes()),
       epoch_(index),
+      moved_(index),
       // The restored applied-push windows go on, so pushes acknowledged
       // before the checkpoint are not applied again.
       admission_({WorkerSlots(config.cluster), index, counters},
@@ -81,8 +82,24 @@ Shard::Shard(const Config& config, int index, ModelSpec spec,
 
 absl::Status Shard::Assign(uint64_t epoch, const std::vector<uint32_t>& ids) {
   absl::MutexLock lock(&mu_);
+  std::vector<char> listed(spec_.blocks().size(), 0);
+  for (uint32_t id : ids) {
+    if (id < listed.size()) listed[id] = 1;
+  }
+  // Blocks a live move handed to another ps: kept for its last pass.
+  int moved_away = 0;
+  for (uint32_t id : store_->block_ids()) {
+    if (id < listed.size() && listed[id] != 0) continue;
+    moved_.Park(*store_->Remove(id));
+    ++moved_away;
+  }
+  for (BlockStore::BlockSnapshot& b : chain_.TakeUnplaced(listed)) {
+    moved_.Park(std::move(b));
+    ++moved_away;
+  }
   int from_checkpoint = 0, fresh = 0;
   for (uint32_t id : ids) {
+    moved_.Returned(id);
     if (store_->Has(id)) continue;
     ASSIGN_OR_RETURN(
         const bool restored,
@@ -91,12 +108,55 @@ absl::Status Shard::Assign(uint64_t epoch, const std::vector<uint32_t>& ids) {
     ++(restored ? from_checkpoint : fresh);
   }
   epoch_.Set(epoch);
-  SPDLOG_LOGGER_INFO(L(),
-                     "placement epoch {}: serving {} blocks ({} from "
-                     "checkpoint, {} initialised, {} kept)",
-                     epoch, ids.size(), from_checkpoint, fresh,
-                     ids.size() - from_checkpoint - fresh);
+  SPDLOG_LOGGER_INFO(
+      L(),
+      "placement epoch {}: serving {} blocks ({} from "
+      "checkpoint, {} initialised, {} kept{})",
+      epoch, ids.size(), from_checkpoint, fresh,
+      ids.size() - from_checkpoint - fresh,
+      moved_away > 0 ? absl::StrCat("; ", moved_away, " moved to another ps")
+                     : std::string());
   return absl::OkStatus();
+}
+
+absl::Status Shard::CopyBlocks(const proto::CopyBlocksRequest& request,
+                               proto::CopyBlocksResponse* response) const {
+  absl::ReaderMutexLock lock(&mu_);
+  if (!epoch_.placed() || epoch_.value() < request.at_epoch()) {
+    return absl::UnavailableError(absl::StrCat(
+        "copy blocks: ps ", index_, " serves placement epoch ", epoch_.value(),
+        "; move ", request.move_id(), "'s last pass waits for epoch ",
+        request.at_epoch(), " (retry)"));
+  }
+  RETURN_IF_ERROR(
+      moved_.Copy({request.blocks().begin(), request.blocks().end()},
+                  kMoveChunkBytes, response));
+  response->set_placement_epoch(epoch_.value());
+  return absl::OkStatus();
+}
+
+absl::Status Shard::ImportMovedBlocks(
+    std::vector<BlockStore::BlockSnapshot> blocks) {
+  absl::MutexLock lock(&mu_);
+  for (BlockStore::BlockSnapshot& b : blocks) {
+    if (b.id >= spec_.blocks().size() ||
+        static_cast<int64_t>(b.values.size()) != spec_.blocks()[b.id].length) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "import moved blocks: block ", b.id, " with ", b.values.size(),
+          " values is not a block of this model: does the source run this "
+          "config?"));
+    }
+    const uint32_t id = b.id;
+    RETURN_IF_ERROR(store_->AddBlock(id, std::move(b.values), b.version,
+                                     std::move(b.state)));
+    replica_log_.Changed(id);
+  }
+  return absl::OkStatus();
+}
+
+int Shard::ReleaseMovedBlocks(const std::set<uint32_t>& keep) {
+  absl::MutexLock lock(&mu_);
+  return moved_.Release(keep);
 }
 
 uint64_t Shard::epoch() const {
@@ -119,6 +179,11 @@ absl::Status Shard::VisitBlocks(
   {
     absl::ReaderMutexLock lock(&mu_);
     RETURN_IF_ERROR(epoch_.Check("pull", request.placement_epoch()));
+    if (!moved_.empty()) {
+      for (uint32_t id : request.block_ids()) {
+        RETURN_IF_ERROR(moved_.Check("pull", id));
+      }
+    }
     RETURN_IF_ERROR(pull_.Visit(request, plan, *store_, room));
   }
   counters_->stats().pulls.Increment(1);
@@ -142,8 +207,11 @@ absl::StatusOr<PushAdmission::Verdict> Shard::Admit(
   absl::StatusOr<PushAdmission::Verdict> verdict =
       admission_.Admit(request.worker_id, request.sequence, request.push_key);
   if (verdict.ok() && request.blocks.empty() && request.sparse.empty() &&
-      request.sequence > 0) {
-    // It would change nothing but the window: an empty push moves none.
+      request.sequence > 0 &&
+      !admission_.WithinWindow(request.worker_id, request.sequence)) {
+    // It would change nothing but the window: an empty push moves none. (One
+    // within the window only fills its slot: what is left of a request
+    // whose blocks all moved to another ps.)
     verdict = absl::InvalidArgumentError(
         absl::StrCat("push: worker ", request.worker_id,
                      " sent a push without blocks: refused, nothing recorded"));
@@ -160,6 +228,11 @@ absl::StatusOr<PushAdmission::Verdict> Shard::Admit(
 absl::Status Shard::ValidatePush(const wire::PushView& request,
                                  CheckedPush* checked) {
   checked->rows.clear();
+  // A block moved away: FailedPrecondition, the sequence not used up.
+  for (const wire::BlockRef& block : request.blocks) {
+    if (moved_.empty()) break;
+    RETURN_IF_ERROR(moved_.Check("push", block.id));
+  }
   absl::Status valid = ValidateDensePush(request, *store_, &guard_, checked);
   if (valid.ok()) valid = sparse_->DecodePush(request, &checked->rows);
   if (valid.ok()) valid = MakeRoom(request, checked->rows);

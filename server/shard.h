@@ -16,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -34,6 +35,7 @@
 #include "server/consistency_gate.h"
 #include "server/dense_push_check.h"
 #include "server/model_updates.h"
+#include "server/moved_blocks.h"
 #include "server/optimizer.h"  // DenseOptimizer
 #include "server/placement_epoch.h"
 #include "server/pull_blocks.h"
@@ -93,7 +95,10 @@ class Shard {
   Shard& operator=(const Shard&) = delete;
 
   // Serves blocks `ids` from placement `epoch` on. Blocks already held are
-  // kept; new ones are CheckpointChain::AddBlock's.
+  // kept; new ones are CheckpointChain::AddBlock's. Blocks held or restored
+  // that `ids` does not name moved to another ps (a live move): they are
+  // kept as MovedBlocks for the destination's last pass and refused from
+  // now on.
   absl::Status Assign(uint64_t epoch, const std::vector<uint32_t>& ids)
       ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -205,6 +210,21 @@ class Shard {
   absl::Status ImportMoved(
       const std::vector<std::pair<uint32_t, SparseTable::Rows>>& rows)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // The source of a move of dense blocks, its last pass: the blocks as they
+  // stood when the placement moved them away (MovedBlocks::Copy).
+  // Unavailable until this shard serves request.at_epoch.
+  absl::Status CopyBlocks(const proto::CopyBlocksRequest& request,
+                          proto::CopyBlocksResponse* response) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The destination, before it serves the switch's epoch: the moved blocks
+  // held (replacing any older copy), noted for the backup's next cut;
+  // served once Assign names them.
+  absl::Status ImportMovedBlocks(std::vector<BlockStore::BlockSnapshot> blocks)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The source, once no move holds them: the copies of blocks moved away
+  // and not in `keep` are released (MovedBlocks::Release); returns how many.
+  int ReleaseMovedBlocks(const std::set<uint32_t>& keep)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Either side, once no move holds them: the rows of buckets neither held
   // nor flagged in `keep` are dropped (SparseTables::DropUnheld), as
   // tombstones for the checkpoint chain and the backup, kDropBatchRows a
@@ -302,6 +322,7 @@ class Shard {
   // Bytes of Lookup and sparse pull replies in flight (thread-safe itself).
   mutable ReplyBytes replies_;
   PlacementEpoch epoch_ ABSL_GUARDED_BY(mu_);
+  MovedBlocks moved_ ABSL_GUARDED_BY(mu_);        // blocks moved to another ps
   PushAdmission admission_ ABSL_GUARDED_BY(mu_);  // built before chain_
   CheckpointChain chain_ ABSL_GUARDED_BY(mu_);
   PushGuard guard_ ABSL_GUARDED_BY(mu_);  // config.robustness

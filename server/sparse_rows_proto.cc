@@ -1,6 +1,9 @@
 #include "server/sparse_rows_proto.h"
 
+#include <cmath>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -80,6 +83,53 @@ void FromRows(uint32_t table, const SparseTable::Rows& rows, size_t begin,
     out->set_clocks(reinterpret_cast<const char*>(rows.clocks.data() + begin),
                     n * sizeof(uint64_t));
   }
+}
+
+namespace {
+
+void ToBytes(const std::vector<float>& floats, std::string* out) {
+  out->assign(reinterpret_cast<const char*>(floats.data()),
+              floats.size() * sizeof(float));
+}
+
+absl::Status ToFloats(const std::string& bytes, const char* what, uint32_t id,
+                      const char* part, std::vector<float>* out) {
+  if (bytes.size() % sizeof(float) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": block ", id, " ", part, " has ", bytes.size(),
+                     " bytes, not whole float32 values"));
+  }
+  out->resize(bytes.size() / sizeof(float));
+  if (!bytes.empty()) std::memcpy(out->data(), bytes.data(), bytes.size());
+  for (size_t i = 0; i < out->size(); ++i) {
+    if (!std::isfinite((*out)[i])) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": block ", id, " ", part, "[", i, "] is ",
+          std::isnan((*out)[i]) ? "NaN" : "Inf",
+          ": a ps holds finite values only; the block is refused"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void FromBlock(const BlockStore::BlockSnapshot& block,
+               proto::ReplicaBlock* out) {
+  out->set_id(block.id);
+  out->set_version(block.version);
+  ToBytes(block.values, out->mutable_values());
+  ToBytes(block.state, out->mutable_state());
+}
+
+absl::Status ToBlock(const proto::ReplicaBlock& in, const char* what,
+                     BlockStore::BlockSnapshot* out) {
+  out->id = in.id();
+  out->version = in.version();
+  absl::Status ok =
+      ToFloats(in.values(), what, in.id(), "values", &out->values);
+  if (ok.ok()) ok = ToFloats(in.state(), what, in.id(), "state", &out->state);
+  return ok;
 }
 
 }  // namespace downpour::server

@@ -1,5 +1,6 @@
-// SparseTable::Rows as the ReplicaSparseRows message and back: the form rows
-// travel in between ps (replica cuts, bucket moves).
+// SparseTable::Rows as the ReplicaSparseRows message and a block as the
+// ReplicaBlock message, and back: the forms rows and blocks travel in between
+// ps (replica cuts, live moves).
 #ifndef DOWNPOUR_SERVER_SPARSE_ROWS_PROTO_H_
 #define DOWNPOUR_SERVER_SPARSE_ROWS_PROTO_H_
 
@@ -7,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "proto/ps.pb.h"
+#include "server/block_store.h"
 #include "server/sparse_table.h"
 
 namespace downpour::server {
@@ -21,6 +23,16 @@ absl::Status ToRows(const proto::ReplicaSparseRows& in, const char* what,
 // table's figures (evicted keys not included).
 void FromRows(uint32_t table, const SparseTable::Rows& rows, size_t begin,
               size_t n, proto::ReplicaSparseRows* out);
+
+// `block` as a ReplicaBlock (values and state as float32 bytes).
+void FromBlock(const BlockStore::BlockSnapshot& block,
+               proto::ReplicaBlock* out);
+
+// `in` as a block; InvalidArgument, beginning with `what` ("replicate"), when
+// its values or state are not whole float32 values or not all finite (a ps
+// holds finite values only: such a block is corrupt or forged).
+absl::Status ToBlock(const proto::ReplicaBlock& in, const char* what,
+                     BlockStore::BlockSnapshot* out);
 
 }  // namespace downpour::server
 

@@ -15,15 +15,11 @@
 namespace downpour::tools {
 namespace {
 
-using coordinator::FormatBucketList;
+using coordinator::DescribeMoved;
 using coordinator::ParseBucketList;
 
 bool Ended(const proto::BucketMove& m) {
   return m.phase() == "done" || m.phase() == "rolled back";
-}
-
-std::string Buckets(const proto::BucketMove& m) {
-  return FormatBucketList({m.buckets().begin(), m.buckets().end()});
 }
 
 // "copy, 1234 rows, 2.5 s" and the like, as of coordinator uptime `now`.
@@ -50,9 +46,10 @@ absl::Status StartAndWait(const MovesCalls& calls,
   return WaitForMoves(calls, *started);
 }
 
-int BucketsOn(const proto::GetPlacementResponse& placement, int shard) {
+// The buckets and dense blocks the placement gives `shard`.
+int HeldBy(const proto::GetPlacementResponse& placement, int shard) {
   for (const proto::ShardInfo& s : placement.shards()) {
-    if (s.index() == shard) return s.buckets_size();
+    if (s.index() == shard) return s.buckets_size() + s.block_ids_size();
   }
   return 0;
 }
@@ -71,7 +68,7 @@ absl::Status WaitForMoves(const MovesCalls& calls,
     for (const proto::BucketMove& m : status->bucket_moves()) {
       if (waiting.count(m.id()) == 0) continue;
       const std::string line = absl::StrFormat(
-          "move %d (%d buckets, shard %d -> %d): %s", m.id(), m.buckets_size(),
+          "move %d (%s, shard %d -> %d): %s", m.id(), DescribeMoved(m),
           m.from_shard(), m.to_shard(), Progress(m, status->uptime_seconds()));
       // Times tick on every read: a line when the phase or rows change.
       const std::string key = absl::StrCat(m.phase(), "/", m.rows_copied());
@@ -79,7 +76,7 @@ absl::Status WaitForMoves(const MovesCalls& calls,
       said[m.id()] = key;
       if (m.phase() == "rolled back") {
         return absl::AbortedError(absl::StrCat(
-            "move ", m.id(), " of buckets ", Buckets(m), " from shard ",
+            "move ", m.id(), " of ", DescribeMoved(m), " from shard ",
             m.from_shard(), " to shard ", m.to_shard(),
             " rolled back: ", m.reason(), ". Shard ", m.from_shard(),
             " keeps them; run the command again once the shards are up "
@@ -101,11 +98,22 @@ absl::Status WaitForMoves(const MovesCalls& calls,
 }
 
 absl::Status MoveBucketsCommand(const MovesCalls& calls,
-                                const std::string& buckets, int to) {
-  absl::StatusOr<std::vector<uint32_t>> list = ParseBucketList(buckets);
-  if (!list.ok()) return list.status();
+                                const std::string& buckets, int to,
+                                const std::string& blocks) {
   proto::MoveBucketsRequest request;
-  for (uint32_t b : *list) request.add_buckets(b);
+  if (!buckets.empty()) {
+    absl::StatusOr<std::vector<uint32_t>> list = ParseBucketList(buckets);
+    if (!list.ok()) return list.status();
+    for (uint32_t b : *list) request.add_buckets(b);
+  }
+  if (!blocks.empty()) {
+    absl::StatusOr<std::vector<uint32_t>> list = ParseBucketList(blocks);
+    if (!list.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--blocks: ", list.status().message(), " (block ids, e.g. 0-3,7)"));
+    }
+    for (uint32_t b : *list) request.add_blocks(b);
+  }
   request.set_to_shard(to);
   request.set_drain_shard(-1);
   return StartAndWait(calls, request);
@@ -230,14 +238,16 @@ absl::Status DrainPsCommand(const MovesCalls& calls, int shard) {
   }
   absl::StatusOr<proto::GetPlacementResponse> placement = calls.placement();
   if (!placement.ok()) return placement.status();
-  const int left = BucketsOn(*placement, shard);
+  const int left = HeldBy(*placement, shard);
   if (left > 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         "shard ", shard, " still holds ", left,
-        " buckets (a move was started meanwhile?): run drain-ps again"));
+        " buckets and dense blocks (a move was started meanwhile?): run "
+        "drain-ps again"));
   }
-  calls.print(absl::StrCat("shard ", shard,
-                           " holds no buckets now: its ps may be stopped"));
+  calls.print(absl::StrCat(
+      "shard ", shard,
+      " holds no buckets and no dense blocks now: its ps may be stopped"));
   return absl::OkStatus();
 }
 
@@ -255,10 +265,9 @@ std::string FormatMoves(const proto::ClusterStatusResponse& status,
                   "\nbucket moves (in progress first, then the last "
                   "ended):\n");
   for (const proto::BucketMove& m : status.bucket_moves()) {
-    absl::StrAppendFormat(
-        &out, "move %d: shard %d -> %d, %d buckets (%s): %s\n", m.id(),
-        m.from_shard(), m.to_shard(), m.buckets_size(), Buckets(m),
-        Progress(m, status.uptime_seconds()));
+    absl::StrAppendFormat(&out, "move %d: shard %d -> %d, %s: %s\n", m.id(),
+                          m.from_shard(), m.to_shard(), DescribeMoved(m),
+                          Progress(m, status.uptime_seconds()));
   }
   return out;
 }

@@ -39,9 +39,11 @@ struct MovesCalls {
   absl::Duration poll = absl::Seconds(1);
 };
 
-// psctl move-buckets: `buckets` ("0-99,200") to shard `to`.
+// psctl move-buckets: `buckets` ("0-99,200") and dense `blocks` ("3,4";
+// either may be empty) to shard `to`.
 absl::Status MoveBucketsCommand(const MovesCalls& calls,
-                                const std::string& buckets, int to);
+                                const std::string& buckets, int to,
+                                const std::string& blocks = "");
 // psctl add-ps: waits for a ps that registered with --join from `address`,
 // then balances the buckets over every shard.
 absl::Status AddPsCommand(const MovesCalls& calls, const std::string& address);

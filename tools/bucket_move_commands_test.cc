@@ -86,8 +86,9 @@ TEST(BucketMoveCommandsTest, MoveBucketsWaitsUntilDoneWithProgressLines) {
   EXPECT_EQ(fake.requests[0].to_shard(), 1);
   EXPECT_FALSE(fake.requests[0].balance());
   ASSERT_EQ(fake.lines.size(), 5u);  // the plan, then one per change
-  EXPECT_THAT(fake.lines[1], HasSubstr("move 7 (2 buckets, shard 0 -> 1): "
-                                       "copy, 0 rows copied"));
+  EXPECT_THAT(fake.lines[1],
+              HasSubstr("move 7 (2 buckets (0,2), shard 0 -> 1): "
+                        "copy, 0 rows copied"));
   EXPECT_THAT(fake.lines.back(), HasSubstr("done, 300 rows copied, 3.0 s"));
 }
 

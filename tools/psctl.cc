@@ -85,6 +85,10 @@ ABSL_FLAG(std::string, address, "",
           "grpc_health_probe)");
 ABSL_FLAG(std::string, buckets, "",
           "move-buckets: the hash buckets to move, e.g. 0-99,200");
+ABSL_FLAG(std::string, blocks, "",
+          "move-buckets: dense blocks to move with (or instead of) the "
+          "buckets, e.g. 0-3,7 (numbered from 0; psctl moves counts each "
+          "shard's)");
 ABSL_FLAG(int, to, -1, "move-buckets: the shard to move them to");
 ABSL_FLAG(double, wait_s, 600,
           "move-buckets, add-ps, drain-ps: how long to wait for the moves "
@@ -136,14 +140,16 @@ constexpr char kUsage[] =
     "            export.interval_s=30) it first waits for the job's first\n"
     "            checkpoint, then exports again on that schedule until\n"
     "            stopped or --count exports, skipping unchanged parameters\n"
-    "  move-buckets --to N --buckets 0-99,200\n"
-    "            moves sparse hash buckets to shard N while the job trains\n"
+    "  move-buckets --to N --buckets 0-99,200 [--blocks 3,4]\n"
+    "            moves sparse hash buckets (and dense blocks) to shard N\n"
+    "            while the job trains\n"
     "  add-ps HOST:PORT\n"
     "            waits for a ps started with ps_server --join there, then\n"
-    "            moves buckets to it until the shards are even\n"
+    "            moves buckets and dense blocks to it until the shards are\n"
+    "            even\n"
     "  drain-ps N\n"
-    "            moves every bucket off shard N (one added with add-ps)\n"
-    "  moves     buckets per shard and the bucket moves\n"
+    "            moves every bucket and dense block off shard N\n"
+    "  moves     buckets and blocks per shard and the moves\n"
     "  drain-worker N\n"
     "            hands worker N's data parts to the other workers, prints\n"
     "            each part and to whom, and waits (--wait_s, default 60)\n"
@@ -743,15 +749,22 @@ int MoveCommand(const std::string& command, const std::vector<char*>& args) {
   const std::string arg = args.size() == 3 ? args[2] : "";
   int shard = -1;
   if (command == "move-buckets") {
-    if (args.size() != 2 || absl::GetFlag(FLAGS_buckets).empty() ||
+    if (args.size() != 2 ||
+        (absl::GetFlag(FLAGS_buckets).empty() &&
+         absl::GetFlag(FLAGS_blocks).empty()) ||
         absl::GetFlag(FLAGS_to) < 0) {
       return Fail(
-          "move-buckets: give the buckets and the shard to move them to: "
-          "psctl move-buckets --to N --buckets 0-99,200",
+          "move-buckets: give the buckets (or dense blocks) and the shard to "
+          "move them to: psctl move-buckets --to N --buckets 0-99,200 "
+          "[--blocks 3,4]",
           2);
     }
-    auto buckets = coordinator::ParseBucketList(absl::GetFlag(FLAGS_buckets));
-    if (!buckets.ok()) return Fail(std::string(buckets.status().message()), 2);
+    for (const std::string& list :
+         {absl::GetFlag(FLAGS_buckets), absl::GetFlag(FLAGS_blocks)}) {
+      if (list.empty()) continue;
+      auto parsed = coordinator::ParseBucketList(list);
+      if (!parsed.ok()) return Fail(std::string(parsed.status().message()), 2);
+    }
   } else if (command == "add-standby" && (args.size() != 3 || arg.empty())) {
     return Fail(
         "add-standby: give the address of the new standby: psctl add-standby "
@@ -776,7 +789,8 @@ int MoveCommand(const std::string& command, const std::vector<char*>& args) {
   if (command == "add-standby") return Moved(AddStandbyCommand(calls, arg));
   if (command == "drain-ps") return Moved(DrainPsCommand(calls, shard));
   return Moved(MoveBucketsCommand(calls, absl::GetFlag(FLAGS_buckets),
-                                  absl::GetFlag(FLAGS_to)));
+                                  absl::GetFlag(FLAGS_to),
+                                  absl::GetFlag(FLAGS_blocks)));
 }
 
 }  // namespace

@@ -141,7 +141,8 @@ TEST_F(PsctlTest, WorkersAndShards) {
 
 // A ps started with --join (not in cluster.ps) registers as the next shard
 // and heartbeats; add-ps finds it and balances (a dense model has no hash
-// buckets: nothing moves), and `moves` lists the new shard, empty.
+// buckets: dense blocks move to it), and `moves` lists the new shard and
+// the move.
 TEST_F(PsctlTest, AddPsFindsAPsThatJoined) {
   const std::string port_file = testing::TestDir() + "/joined.port";
   auto joined = testing::StartDaemon(
@@ -155,11 +156,12 @@ TEST_F(PsctlTest, AddPsFindsAPsThatJoined) {
                               address_, "--wait_s", "30"});
   EXPECT_EQ(add.status, 0) << add.output;
   EXPECT_THAT(add.output, HasSubstr("serves shard 1"));
-  EXPECT_THAT(add.output, HasSubstr("nothing to move"));
+  EXPECT_THAT(add.output, HasSubstr("dense blocks"));
+  EXPECT_THAT(add.output, HasSubstr("shard 0 -> 1): done"));
   Exit moves = Psctl("moves", {"moves", "--coordinator", address_});
   EXPECT_EQ(moves.status, 0) << moves.output;
   EXPECT_THAT(moves.output, HasSubstr(*joined_address));
-  EXPECT_THAT(moves.output, HasSubstr("no bucket moves"));
+  EXPECT_THAT(moves.output, HasSubstr("shard 0 -> 1, "));
   (*joined)->Stop(absl::Seconds(20));
 }
 

@@ -278,6 +278,12 @@ absl::Status GrpcPsClient::WithRetries(
 
 absl::Status GrpcPsClient::Pull(float* params,
                                 std::vector<uint64_t>* versions) {
+  return PullFollowingMoves(params, versions, 0);
+}
+
+absl::Status GrpcPsClient::PullFollowingMoves(float* params,
+                                              std::vector<uint64_t>* versions,
+                                              int hops) {
   versions->resize(spec_.blocks().size());
   uint64_t epoch = 0;
   const std::vector<std::shared_ptr<const ShardLink>> shards =
@@ -334,11 +340,30 @@ absl::Status GrpcPsClient::Pull(float* params,
           c->reply.Clear();
           return now.Call(kPullMethod, rpc_.deadline_s, request, &c->reply);
         },
-        &c->status);
+        &c->status, true);
+    if (IsBucketMoved(status)) {
+      return PullAfterMove(params, versions, hops, status);
+    }
     if (!status.ok()) return status;
     RETURN_IF_ERROR(CopyBlocks(c->shard, c->reply, params, versions));
   }
   return absl::OkStatus();
+}
+
+absl::Status GrpcPsClient::PullAfterMove(float* params,
+                                         std::vector<uint64_t>* versions,
+                                         int hops, const absl::Status& answer) {
+  // A live move took blocks along: the whole pull again, from the owners of
+  // the placement just read (the blocks are disjoint, so what was copied is
+  // simply copied again).
+  if (hops >= kMaxMoveHops) {
+    return absl::UnavailableError(
+        absl::StrCat("worker ", worker_id_, ": pull: dense blocks moved ", hops,
+                     " times while they were pulled (last: ", answer.message(),
+                     "): do moves keep handing them on? Check `psctl shards`"));
+  }
+  clock_->SleepFor(absl::Milliseconds(10) * hops);
+  return PullFollowingMoves(params, versions, hops + 1);
 }
 
 absl::Status GrpcPsClient::CopyBlock(int index, const wire::BlockRef& block,

@@ -231,6 +231,15 @@ class GrpcPsClient : public PsClient, public SparsePs {
     uint64_t duplicates = 0;
   };
 
+  // Pull, again from the start (at most kMaxMoveHops times) when a ps
+  // answers that blocks moved.
+  absl::Status PullFollowingMoves(float* params,
+                                  std::vector<uint64_t>* versions, int hops)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // PullFollowingMoves after ps answered `answer` ("bucket moved").
+  absl::Status PullAfterMove(float* params, std::vector<uint64_t>* versions,
+                             int hops, const absl::Status& answer)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Re-reads the placement if it is newer than `seen_epoch`.
   absl::Status Refresh(uint64_t seen_epoch) ABSL_LOCKS_EXCLUDED(mu_);
   std::shared_ptr<const ShardLink> GetShardLink(int index,
@@ -325,6 +334,15 @@ class GrpcPsClient : public PsClient, public SparsePs {
                          const std::vector<uint64_t>& keys, int hops,
                          const absl::Status& answer,
                          std::vector<std::vector<float>>* rows)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Positions in `request.ids` of the blocks the placement in use gives
+  // another ps than request.shard, by that ps.
+  std::map<int, std::vector<size_t>> MovedBlocksByOwner(
+      const PushRequestState& request) const ABSL_LOCKS_EXCLUDED(mu_);
+  // SplitMovedPush's pieces (by shard) join `call` as failed, each with its
+  // shard's next sequence; logged as `moved` keys and blocks from ps `from`.
+  void QueuePieces(PushCall* call, int from, int64_t moved,
+                   std::map<int, std::unique_ptr<PushRequestState>>* pieces)
       ABSL_LOCKS_EXCLUDED(mu_);
   // The bucket owners and the number of shards of the placement in use.
   std::shared_ptr<const std::vector<int>> OwnersNow(int* shards) const

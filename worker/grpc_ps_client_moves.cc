@@ -2,6 +2,9 @@
 // handed some of their buckets to another ps): split by the buckets' owners
 // now (worker/bucket_split.h), each part sent to its owner.
 #include <algorithm>
+#include <functional>
+#include <map>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
@@ -13,6 +16,37 @@
 #include "worker/ps_requests.h"
 
 namespace downpour::worker {
+namespace {
+
+// The blocks at `moved` (positions in request->ids, by their owner now) go
+// from `request` to each owner's piece (`piece_of`); returns how many.
+int64_t MoveBlocksOut(
+    const std::map<int, std::vector<size_t>>& moved, PushRequestState* request,
+    const std::function<PushRequestState&(int shard)>& piece_of) {
+  int64_t count = 0;
+  std::vector<char> leaves(request->ids.size(), 0);
+  for (const auto& [shard, at] : moved) {
+    PushRequestState& piece = piece_of(shard);
+    for (size_t i : at) {
+      piece.ids.push_back(request->ids[i]);
+      piece.bases.push_back(request->bases[i]);
+      leaves[i] = 1;
+    }
+    count += static_cast<int64_t>(at.size());
+  }
+  std::vector<uint32_t> kept_ids;
+  std::vector<uint64_t> kept_bases;
+  for (size_t i = 0; i < request->ids.size(); ++i) {
+    if (leaves[i] != 0) continue;
+    kept_ids.push_back(request->ids[i]);
+    kept_bases.push_back(request->bases[i]);
+  }
+  request->ids = std::move(kept_ids);
+  request->bases = std::move(kept_bases);
+  return count;
+}
+
+}  // namespace
 
 absl::Status GrpcPsClient::RetryPullRows(
     const std::vector<TableRows>& tables, int s,
@@ -130,40 +164,84 @@ absl::StatusOr<bool> GrpcPsClient::SplitMovedPush(PushCall* call,
                                                   PushRequestState* request) {
   int shards = 0;
   const std::shared_ptr<const std::vector<int>> owners = OwnersNow(&shards);
-  ASSIGN_OR_RETURN(std::shared_ptr<const SplitRows> split,
-                   SplitRows::Make(request->sparse, spec_, owners.get(), shards,
-                                   request->shard));
-  const std::vector<SplitRows::Piece>& pieces = split->pieces();
-  if (pieces.size() == 1) return false;  // the placement still says it is here
-  // What stays keeps the request's sequence (and its dense blocks): the ps
-  // did not use it up. Each piece gets its shard's next sequence, outside the
-  // window (a piece is rare, and the ps's window, 64, is far wider).
-  request->sparse = pieces[0].refs;
-  request->owned_rows = split;
-  int64_t moved_keys = 0;
+  std::shared_ptr<const SplitRows> split;
+  if (!request->sparse.empty()) {
+    ASSIGN_OR_RETURN(
+        split, SplitRows::Make(request->sparse, spec_, owners.get(), shards,
+                               request->shard));
+  }
+  const std::map<int, std::vector<size_t>> moved_blocks =
+      MovedBlocksByOwner(*request);
+  const bool rows_moved = split != nullptr && split->pieces().size() > 1;
+  if (!rows_moved && moved_blocks.empty()) {
+    return false;  // the placement still says it is all here
+  }
+  // What stays keeps the request's sequence (even when nothing stays: the
+  // ps did not use it up, and an empty push within its window fills the
+  // slot). Each other owner's piece gets that shard's next sequence,
+  // outside the window (a piece is rare, and the ps's window, 64, is far
+  // wider).
+  std::map<int, std::unique_ptr<PushRequestState>> pieces;
+  const auto piece_of = [&](int shard) -> PushRequestState& {
+    std::unique_ptr<PushRequestState>& piece = pieces[shard];
+    if (piece == nullptr) {
+      piece = std::make_unique<PushRequestState>();
+      piece->shard = shard;
+      piece->owned_rows = split;
+      piece->fresh = true;
+      piece->failed = true;
+    }
+    return *piece;
+  };
+  int64_t moved = 0;
+  if (rows_moved) {
+    const std::vector<SplitRows::Piece>& rows = split->pieces();
+    request->sparse = rows[0].refs;
+    request->owned_rows = split;
+    for (size_t p = 1; p < rows.size(); ++p) {
+      piece_of(rows[p].shard).sparse = rows[p].refs;
+      moved += rows[p].keys;
+    }
+  }
+  moved += MoveBlocksOut(moved_blocks, request, piece_of);
+  QueuePieces(call, request->shard, moved, &pieces);
+  return true;
+}
+
+std::map<int, std::vector<size_t>> GrpcPsClient::MovedBlocksByOwner(
+    const PushRequestState& request) const {
+  uint64_t epoch = 0;
+  std::vector<int> block_owner(spec_.blocks().size(), -1);
+  for (const auto& link : GetShardLinks(&epoch)) {
+    for (const std::vector<uint32_t>& chunk : link->chunks) {
+      for (uint32_t id : chunk) block_owner[id] = link->index;
+    }
+  }
+  std::map<int, std::vector<size_t>> moved;  // shard -> at in ids
+  for (size_t i = 0; i < request.ids.size(); ++i) {
+    const int owner = block_owner[request.ids[i]];
+    if (owner >= 0 && owner != request.shard) moved[owner].push_back(i);
+  }
+  return moved;
+}
+
+void GrpcPsClient::QueuePieces(
+    PushCall* call, int from, int64_t moved,
+    std::map<int, std::unique_ptr<PushRequestState>>* pieces) {
   absl::MutexLock lock(&mu_);
-  for (size_t p = 1; p < pieces.size(); ++p) {
-    auto piece = std::make_unique<PushRequestState>();
-    piece->shard = pieces[p].shard;
-    piece->sparse = pieces[p].refs;
-    piece->owned_rows = split;
-    piece->fresh = true;
-    piece->failed = true;
-    if (lanes_.size() <= static_cast<size_t>(piece->shard))
-      lanes_.resize(piece->shard + 1);
-    if (call->reports.size() <= static_cast<size_t>(piece->shard))
-      call->reports.resize(piece->shard + 1);
-    PushLane& lane = lanes_[piece->shard];
+  for (auto& [shard, piece] : *pieces) {
+    if (lanes_.size() <= static_cast<size_t>(shard)) lanes_.resize(shard + 1);
+    if (call->reports.size() <= static_cast<size_t>(shard))
+      call->reports.resize(shard + 1);
+    PushLane& lane = lanes_[shard];
     if (lane.next_sequence == 0)
       lane.next_sequence = MakeSequence(incarnation_, 1);
     piece->sequence = lane.next_sequence++;
     lane.in_flight.insert(piece->sequence);
     ++call->failures;
-    moved_keys += pieces[p].keys;
     call->requests.push_back(std::move(piece));
   }
-  NoteMovedLocked("push", request->shard, moved_keys, pieces.size() - 1);
-  return true;
+  NoteMovedLocked("push", from, moved, pieces->size());
 }
 
 std::shared_ptr<const std::vector<int>> GrpcPsClient::OwnersNow(
@@ -180,9 +258,10 @@ void GrpcPsClient::NoteMovedLocked(const char* what, int shard, int64_t keys,
   if (now - moved_logged_ < kMovedLogEvery) return;
   SPDLOG_LOGGER_INFO(
       Log(Logger::kWorker),
-      "worker {}: ps {} handed buckets to other ps (placement epoch {}): a {} "
-      "re-split by the new owners, {} key(s) to {} other ps ({} re-split "
-      "request(s) so far; at most one such line per {} s)",
+      "worker {}: ps {} handed buckets or blocks to other ps (placement "
+      "epoch {}): a {} re-split by the new owners, {} key(s) and dense "
+      "block(s) to {} other ps ({} re-split request(s) so far; at most one "
+      "such line per {} s)",
       worker_id_, shard, epoch_, what, keys, owners, moved_splits_,
       absl::ToInt64Seconds(kMovedLogEvery));
   moved_logged_ = now;
@@ -192,8 +271,8 @@ absl::Status GrpcPsClient::OwnersDisagree(int shard,
                                           const absl::Status& answer) const {
   return absl::InternalError(absl::StrCat(
       "worker ", worker_id_, ": ", answer.message(), "; but placement epoch ",
-      epoch(), " still gives those keys' buckets to ps ", shard, " after ",
-      kMovedTries,
+      epoch(), " still gives those keys' buckets (or blocks) to ps ", shard,
+      " after ", kMovedTries,
       " reads: the coordinator and the ps disagree on who holds the buckets. "
       "Check `psctl shards` and the logs of the coordinator and of ps ",
       shard, " for the move"));

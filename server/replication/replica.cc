@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "common/wire_encoding.h"
 #include "server/optimizer.h"
 #include "server/sparse_rows_proto.h"
@@ -14,41 +15,13 @@
 namespace downpour::server {
 namespace {
 
-absl::Status ToFloats(const std::string& bytes, uint32_t id, const char* what,
-                      std::vector<float>* out) {
-  if (bytes.size() % sizeof(float) != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("replicate: block ", id, " ", what, " has ", bytes.size(),
-                     " bytes, not whole float32 values"));
-  }
-  out->resize(bytes.size() / sizeof(float));
-  if (!bytes.empty()) std::memcpy(out->data(), bytes.data(), bytes.size());
-  // A primary never holds NaN/Inf (pushes are checked), so such a cut is
-  // corrupt or forged; taken over, it would freeze the block for good.
-  for (size_t i = 0; i < out->size(); ++i) {
-    if (!std::isfinite((*out)[i])) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "replicate: block ", id, " ", what, "[", i, "] is ",
-          std::isnan((*out)[i]) ? "NaN" : "Inf",
-          ": a primary holds finite values only; the cut is refused"));
-    }
-  }
-  return absl::OkStatus();
-}
-
 // Apply's decoding, before the lock: InvalidArgument when the request's
 // blocks or rows are not whole finite values.
 absl::Status DecodeBlocks(const proto::ReplicateRequest& request,
                           std::vector<BlockStore::BlockSnapshot>* blocks) {
   blocks->resize(request.blocks_size());
   for (int i = 0; i < request.blocks_size(); ++i) {
-    const proto::ReplicaBlock& in = request.blocks(i);
-    BlockStore::BlockSnapshot& out = (*blocks)[i];
-    out.id = in.id();
-    out.version = in.version();
-    absl::Status ok = ToFloats(in.values(), in.id(), "values", &out.values);
-    if (ok.ok()) ok = ToFloats(in.state(), in.id(), "state", &out.state);
-    if (!ok.ok()) return ok;
+    RETURN_IF_ERROR(ToBlock(request.blocks(i), "replicate", &(*blocks)[i]));
   }
   return absl::OkStatus();
 }

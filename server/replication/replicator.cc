@@ -29,11 +29,6 @@ constexpr absl::Duration kIdleCheck = absl::Milliseconds(500);
 // with what its replayed updates gave it.
 constexpr absl::Duration kCheckEvery = absl::Seconds(1);
 
-void ToBytes(const std::vector<float>& floats, std::string* out) {
-  out->assign(reinterpret_cast<const char*>(floats.data()),
-              floats.size() * sizeof(float));
-}
-
 // Sends `request` to every stub whose `status` is still OK, all at once;
 // records each one's result in `status`.
 void SendToAll(const std::vector<proto::ParameterServer::Stub*>& stubs,
@@ -166,11 +161,7 @@ absl::Status AddBlocks(const std::vector<BlockStore::BlockSnapshot>& blocks,
         sizeof(float);
     absl::Status sent = sender->MakeRoom(size);
     if (!sent.ok()) return sent;
-    proto::ReplicaBlock* out = sender->request().add_blocks();
-    out->set_id(block.id);
-    out->set_version(block.version);
-    ToBytes(block.values, out->mutable_values());
-    ToBytes(block.state, out->mutable_state());
+    FromBlock(block, sender->request().add_blocks());
     sender->Added(size);
   }
   return absl::OkStatus();
