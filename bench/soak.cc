@@ -112,8 +112,9 @@ struct Daemons {
 };
 
 // Registers every client as a worker, as ps_worker does, and waits until the
-// ps has heard of its incarnation (an empty push, with its key, is refused as
-// empty rather than UNAVAILABLE; it changes nothing).
+// ps has heard of its incarnation (an empty push, with its key and a
+// sequence beyond the window, is refused as empty rather than UNAVAILABLE; it
+// changes nothing. One within the window would fill its slot.)
 absl::Status RegisterClients(const std::string& coordinator_address,
                              int clients, Daemons* d) {
   RpcSection rpc;
@@ -132,7 +133,7 @@ absl::Status RegisterClients(const std::string& coordinator_address,
       proto::PushRequest push;
       push.set_placement_epoch(d->epoch);
       push.set_worker_id(i);
-      push.set_sequence(MakeSequence(d->incarnations[i], 1));
+      push.set_sequence(MakeSequence(d->incarnations[i], 1000));
       push.set_push_key(d->push_keys[i]);
       proto::PushResponse ack;
       grpc::ClientContext context;

@@ -206,12 +206,13 @@ absl::StatusOr<PushAdmission::Verdict> Shard::Admit(
   // A forged id, key or sequence leaves no trace (nothing to checkpoint).
   absl::StatusOr<PushAdmission::Verdict> verdict =
       admission_.Admit(request.worker_id, request.sequence, request.push_key);
-  if (verdict.ok() && request.blocks.empty() && request.sparse.empty() &&
+  if (verdict.ok() && *verdict == PushAdmission::Verdict::kNew &&
+      request.blocks.empty() && request.sparse.empty() &&
       request.sequence > 0 &&
       !admission_.WithinWindow(request.worker_id, request.sequence)) {
     // It would change nothing but the window: an empty push moves none. (One
     // within the window only fills its slot: what is left of a request
-    // whose blocks all moved to another ps.)
+    // whose blocks all moved to another ps. Sent again, it is a duplicate.)
     verdict = absl::InvalidArgumentError(
         absl::StrCat("push: worker ", request.worker_id,
                      " sent a push without blocks: refused, nothing recorded"));

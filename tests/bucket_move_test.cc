@@ -45,27 +45,13 @@ class BucketMoveTest : public FaultJobTest {
 
   // The buckets the placement gives `shard` now.
   std::vector<uint32_t> BucketsOf(int shard) {
-    RpcSection rpc;
-    rpc.deadline_s = 2;
-    membership::CoordinatorClient client(coordinator_, rpc, "test");
-    absl::StatusOr<proto::GetPlacementResponse> placement =
-        client.GetPlacement();
-    if (!placement.ok()) return {};
-    for (const proto::ShardInfo& info : placement->shards()) {
+    const proto::GetPlacementResponse placement = Placement();
+    for (const proto::ShardInfo& info : placement.shards()) {
       if (info.index() == shard) {
         return {info.buckets().begin(), info.buckets().end()};
       }
     }
     return {};
-  }
-
-  // Move `id`'s phase as ClusterStatus shows it ("" when not listed).
-  std::string PhaseOf(uint64_t id) {
-    const proto::ClusterStatusResponse status = Status();
-    for (const proto::BucketMove& m : status.bucket_moves()) {
-      if (m.id() == id) return m.phase();
-    }
-    return "";
   }
 
   // Starts moving the first half of ps 0's buckets to ps 1; returns the move.

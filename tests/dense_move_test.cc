@@ -18,7 +18,6 @@
 #include "common/testing/poll.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "membership/coordinator_client.h"
 #include "proto/ps.grpc.pb.h"
 #include "rpc/server_util.h"
 #include "tests/fault_fixture.h"
@@ -30,15 +29,6 @@ using ::testing::HasSubstr;
 
 class DenseMoveTest : public FaultJobTest {
  protected:
-  proto::GetPlacementResponse Placement() {
-    RpcSection rpc;
-    rpc.deadline_s = 2;
-    membership::CoordinatorClient client(coordinator_, rpc, "test");
-    absl::StatusOr<proto::GetPlacementResponse> placement =
-        client.GetPlacement();
-    return placement.ok() ? *placement : proto::GetPlacementResponse();
-  }
-
   std::vector<uint32_t> BlocksOf(int shard) {
     const proto::GetPlacementResponse placement = Placement();
     for (const proto::ShardInfo& info : placement.shards()) {
@@ -47,15 +37,6 @@ class DenseMoveTest : public FaultJobTest {
       }
     }
     return {};
-  }
-
-  // Move `id`'s phase as ClusterStatus shows it ("" when not listed).
-  std::string PhaseOf(uint64_t id) {
-    const proto::ClusterStatusResponse status = Status();
-    for (const proto::BucketMove& m : status.bucket_moves()) {
-      if (m.id() == id) return m.phase();
-    }
-    return "";
   }
 
   // Runs `psctl drain-ps 1` to its end: its exit status, its output in *out.
@@ -140,11 +121,33 @@ TEST_F(DenseMoveTest, DrainMovesEveryBlockWhileWorkersTrainAndLosesNothing) {
   const std::vector<uint32_t> moving = BlocksOf(1);
   ASSERT_FALSE(moving.empty());
   const size_t blocks = BlocksOf(0).size() + moving.size();
+  // Steps/s of both workers over a window (a figure, not a condition: the
+  // reports come with the heartbeats).
+  const auto steps = [&] {
+    uint64_t sum = 0;
+    const proto::ClusterStatusResponse status = Status();
+    for (const auto& m : status.members()) {
+      if (m.role() == "worker") sum += m.report().step();
+    }
+    return static_cast<double>(sum);
+  };
+  const absl::Duration window = absl::Seconds(3);
+  const double before0 = steps();
+  absl::SleepFor(window);
+  const double before1 = steps();
   std::string output;
   const absl::Time started = absl::Now();
   EXPECT_EQ(DrainShard1(&output), 0) << output;
-  std::printf("drain of %zu dense blocks took %.2f s\n", moving.size(),
-              absl::ToDoubleSeconds(absl::Now() - started));
+  const double took = absl::ToDoubleSeconds(absl::Now() - started);
+  const double after0 = steps();
+  absl::SleepFor(window);
+  const double after1 = steps();
+  const double seconds = absl::ToDoubleSeconds(window);
+  std::printf(
+      "drain of %zu dense blocks took %.2f s; workers' steps/s: %.0f in the "
+      "%.0f s before, %.0f during the drain, %.0f in the %.0f s after\n",
+      moving.size(), took, (before1 - before0) / seconds, seconds,
+      (after0 - before1) / took, (after1 - after0) / seconds, seconds);
   EXPECT_THAT(output, HasSubstr("dense blocks"));
   EXPECT_THAT(output, HasSubstr("holds no buckets and no dense blocks now"));
   EXPECT_TRUE(BlocksOf(1).empty());

@@ -217,6 +217,25 @@ class FaultJobTest : public testing::DaemonJobTest {
     }
   }
 
+  // The coordinator's placement now (empty when it does not answer).
+  proto::GetPlacementResponse Placement() {
+    RpcSection rpc;
+    rpc.deadline_s = 2;
+    membership::CoordinatorClient client(coordinator_, rpc, "test");
+    absl::StatusOr<proto::GetPlacementResponse> placement =
+        client.GetPlacement();
+    return placement.ok() ? *placement : proto::GetPlacementResponse();
+  }
+
+  // Bucket move `id`'s phase as ClusterStatus shows it ("" when not listed).
+  std::string PhaseOf(uint64_t id) {
+    const proto::ClusterStatusResponse status = Status();
+    for (const proto::BucketMove& m : status.bucket_moves()) {
+      if (m.id() == id) return m.phase();
+    }
+    return "";
+  }
+
   std::string ShardAddress(int shard) {
     const proto::ClusterStatusResponse status = Status();
     for (const auto& m : status.members()) {

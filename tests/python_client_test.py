@@ -410,6 +410,56 @@ class LiveBucketMoveTest(unittest.TestCase):
                              "row updates lost or applied twice")
 
 
+class DenseBlockMoveTest(unittest.TestCase):
+    """psctl move-buckets --blocks hands ps 1's dense blocks to ps 0 while the
+    client pushes and pulls them: the client re-splits the requests the ps
+    answers "bucket moved" by the blocks' owners and every push is applied
+    exactly once to every block."""
+
+    def setUp(self):
+        self.job = Job("dense-moves", 2,
+                       "model:\n  layers: [4, 3]\n  type: softmax\n"
+                       "  block_size: 4\n"
+                       "data:\n  source: synthetic\n"
+                       "optimizer:\n  type: sgd\n  learning_rate: 0.01\n"
+                       "checkpoint:\n  dir: %s/ckpt\n  interval_s: 0\n" %
+                       os.path.join(TMP, "dense-moves"))
+
+    def tearDown(self):
+        self.job.stop()
+
+    def test_blocks_follow_their_owner(self):
+        import numpy as np
+        import downpour
+        client = downpour.Client(self.job.config, index=0)
+        with self.job.logs_on_failure(), contextlib.closing(client):
+            client.pull()
+            moving = sorted(b for ids in client._shards[1][2] for b in ids)
+            self.assertTrue(moving, "ps 1 holds no block")
+            with open(os.path.join(self.job.dir, "psctl.log"), "w") as log:
+                psctl = subprocess.Popen(
+                    [os.path.join(BIN, "tools", "psctl"), "--config",
+                     self.job.config, "--wait_s", "60", "move-buckets",
+                     "--to", "0", "--blocks",
+                     ",".join(str(b) for b in moving)],
+                    stdout=log, stderr=subprocess.STDOUT)
+            pushes = 0
+            grad = np.full(client.num_params, 0.01, dtype=np.float32)
+            while psctl.poll() is None or pushes < 20:
+                client.pull()
+                client.push(grad)
+                pushes += 1
+                self.assertLess(pushes, 20000, "psctl never finished")
+            self.assertEqual(psctl.returncode, 0, self.job.log("psctl"))
+            self.assertEqual(client._shards[1][2], [],
+                             "ps 1 still holds blocks")
+            versions = {b: v for b, (v, _) in client.checksums().items()}
+            self.assertEqual(set(versions), set(range(len(
+                client.block_lengths))))
+            self.assertEqual(set(versions.values()), {pushes},
+                             "pushes lost or applied twice")
+
+
 class TlsJobTest(unittest.TestCase):
     """TLS with role tokens (deploy/make_certs.sh): the client with the
     worker token trains; one without a token is refused and changes

@@ -20,10 +20,14 @@
 namespace downpour::tools {
 namespace {
 
-// Copies one block's values into the flat vector after checking its length.
+// Copies one block's values into the flat vector after checking its length,
+// unless (*versions)[id] (-1: none yet) is as new as `version`: a block a
+// live move handed on is in the checkpoints of both ps until the old owner
+// writes its next one, and the new owner's copy has the higher version.
 absl::Status PlaceBlock(const ModelSpec& spec, uint32_t id, const float* values,
-                        size_t n, const std::string& from,
-                        std::vector<float>* params, std::vector<bool>* seen) {
+                        size_t n, uint64_t version, const std::string& from,
+                        std::vector<float>* params,
+                        std::vector<int64_t>* versions) {
   if (id >= spec.blocks().size()) {
     return absl::FailedPreconditionError(absl::StrCat(
         from, " holds block ", id,
@@ -37,15 +41,23 @@ absl::Status PlaceBlock(const ModelSpec& spec, uint32_t id, const float* values,
         from, ": block ", id, " holds ", n, " floats, the config's model ",
         block.length, ": is it the config of this job?"));
   }
+  if ((*versions)[id] >= static_cast<int64_t>(version)) return absl::OkStatus();
   std::copy(values, values + n, params->begin() + block.offset);
-  (*seen)[id] = true;
+  (*versions)[id] = static_cast<int64_t>(version);
   return absl::OkStatus();
 }
 
-absl::Status CheckAllSeen(const std::vector<bool>& seen,
+// The updates the placed blocks hold (their versions summed).
+uint64_t UpdatesOf(const std::vector<int64_t>& versions) {
+  uint64_t sum = 0;
+  for (int64_t v : versions) sum += v > 0 ? static_cast<uint64_t>(v) : 0;
+  return sum;
+}
+
+absl::Status CheckAllSeen(const std::vector<int64_t>& seen,
                           const std::string& where) {
   for (size_t id = 0; id < seen.size(); ++id) {
-    if (!seen[id]) {
+    if (seen[id] < 0) {
       return absl::FailedPreconditionError(
           absl::StrCat(where, " holds no block ", id, " of the model"));
     }
@@ -75,7 +87,8 @@ absl::StatusOr<server::Checkpoint> ReadShard(const ModelSpec& spec,
 }
 
 // FailedPrecondition when `dir` holds checkpoints of a ps index at or beyond
-// `shards`: their rows would be left out silently.
+// `shards` (a ps added with psctl add-ps): their rows or blocks would be left
+// out silently.
 absl::Status CheckNoExtraShard(const std::string& dir, int shards) {
   std::error_code error;
   if (std::filesystem::exists(server::ShardCheckpointDir(dir, shards), error) ||
@@ -83,8 +96,10 @@ absl::Status CheckNoExtraShard(const std::string& dir, int shards) {
     return absl::FailedPreconditionError(
         absl::StrCat(dir, " holds checkpoints of ps ", shards,
                      ", but the config names ", shards,
-                     " ps (cluster.ps): their rows would be missing from the "
-                     "export; give the config of the job that wrote them"));
+                     " ps (cluster.ps): their rows or blocks would be "
+                     "missing from the export; give the config of the job "
+                     "that wrote them, with the ps added by psctl add-ps in "
+                     "cluster.ps"));
   }
   return absl::OkStatus();
 }
@@ -193,20 +208,21 @@ absl::StatusOr<std::vector<float>> ParamsFromCheckpoints(const Config& config,
         absl::StrCat("model.type ", ModelTypeName(config.model.type),
                      ": read its checkpoints with SparseFromCheckpoints"));
   }
+  const int shards = static_cast<int>(config.cluster.ps.size());
+  RETURN_IF_ERROR(CheckNoExtraShard(dir, shards));
   std::vector<float> params(spec->num_params());
-  std::vector<bool> seen(spec->blocks().size(), false);
-  *updates = 0;
-  for (int shard = 0; shard < static_cast<int>(config.cluster.ps.size());
-       ++shard) {
+  std::vector<int64_t> seen(spec->blocks().size(), -1);
+  for (int shard = 0; shard < shards; ++shard) {
     ASSIGN_OR_RETURN(server::Checkpoint checkpoint,
                      ReadShard(*spec, dir, shard));
     for (const auto& block : checkpoint.blocks) {
-      RETURN_IF_ERROR(
-          PlaceBlock(*spec, block.id, block.values.data(), block.values.size(),
-                     absl::StrCat("checkpoint of ps ", shard), &params, &seen));
-      *updates += block.version;
+      RETURN_IF_ERROR(PlaceBlock(*spec, block.id, block.values.data(),
+                                 block.values.size(), block.version,
+                                 absl::StrCat("checkpoint of ps ", shard),
+                                 &params, &seen));
     }
   }
+  *updates = UpdatesOf(seen);
   absl::Status all =
       CheckAllSeen(seen, absl::StrCat("the checkpoints in ", dir));
   if (!all.ok()) return all;
@@ -245,8 +261,7 @@ absl::StatusOr<std::vector<float>> ParamsFromCluster(
         "the cluster has no placement yet: ", placement.waiting_for()));
   }
   std::vector<float> params(spec->num_params());
-  std::vector<bool> seen(spec->blocks().size(), false);
-  *updates = 0;
+  std::vector<int64_t> seen(spec->blocks().size(), -1);
   for (const proto::ShardInfo& shard : placement.shards()) {
     const std::vector<uint32_t> ids(shard.block_ids().begin(),
                                     shard.block_ids().end());
@@ -261,12 +276,12 @@ absl::StatusOr<std::vector<float>> ParamsFromCluster(
       }
       std::vector<float> values(b.data().size() / 4);
       std::memcpy(values.data(), b.data().data(), b.data().size());
-      RETURN_IF_ERROR(
-          PlaceBlock(*spec, b.block_id(), values.data(), values.size(),
-                     absl::StrCat("ps ", shard.index()), &params, &seen));
-      *updates += b.version();
+      RETURN_IF_ERROR(PlaceBlock(
+          *spec, b.block_id(), values.data(), values.size(), b.version(),
+          absl::StrCat("ps ", shard.index()), &params, &seen));
     }
   }
+  *updates = UpdatesOf(seen);
   absl::Status all = CheckAllSeen(seen, "the cluster");
   if (!all.ok()) return all;
   return params;
@@ -329,16 +344,15 @@ absl::StatusOr<SparseParams> SparseFromCheckpoints(const Config& config,
                                               std::vector<NonzeroRows>(shards));
   std::vector<int64_t> held(tables, 0);
   std::vector<float> dense(spec.num_params());
-  std::vector<bool> seen(spec.blocks().size(), false);
+  std::vector<int64_t> seen(spec.blocks().size(), -1);
   for (int shard = 0; shard < shards; ++shard) {
     ASSIGN_OR_RETURN(server::Checkpoint checkpoint,
                      ReadShard(spec, dir, shard));
     for (const auto& block : checkpoint.blocks) {
-      RETURN_IF_ERROR(
-          PlaceBlock(spec, block.id, block.values.data(), block.values.size(),
-                     absl::StrCat("checkpoint of ps ", shard), &dense, &seen));
-      // Every push updates every dense block once.
-      if (block.id == spec.blocks()[0].id) params.updates = block.version;
+      RETURN_IF_ERROR(PlaceBlock(spec, block.id, block.values.data(),
+                                 block.values.size(), block.version,
+                                 absl::StrCat("checkpoint of ps ", shard),
+                                 &dense, &seen));
     }
     for (size_t t = 0; t < tables; ++t) {
       const SparseTableSpec& table_spec = spec.sparse_tables()[t];
@@ -363,6 +377,8 @@ absl::StatusOr<SparseParams> SparseFromCheckpoints(const Config& config,
     }
   }
   RETURN_IF_ERROR(CheckAllSeen(seen, absl::StrCat("the checkpoints in ", dir)));
+  // Every push updates every dense block once.
+  params.updates = static_cast<uint64_t>(seen[spec.blocks()[0].id]);
   if (config.model.type == ModelType::kWideDeep) {
     params.mlp = std::move(dense);
   } else {

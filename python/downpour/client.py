@@ -526,7 +526,8 @@ class Client:
 
     def _send(self, method, shard, request, what, hops=0):
         """`request` to `shard` by _with_retries; when the ps answers "bucket
-        moved", its sparse rows re-split by their owners now (_moves.py)."""
+        moved", its sparse rows and dense blocks re-split by their owners
+        now (_moves.py)."""
         def send(stub, epoch):
             request.placement_epoch = epoch
             return getattr(stub, method)(request,
@@ -534,8 +535,6 @@ class Client:
         try:
             return self._with_retries(shard, what, send)
         except _moves.BucketMoved as moved:
-            if not len(request.sparse):  # dense blocks do not move
-                raise DownpourError(str(moved), moved.code)
             return _moves.resend(self, method, shard, request, what, moved,
                                  hops)
 
