@@ -138,6 +138,25 @@ TEST(ModelExportTest, SparseExportMergesTheNonzeroRowsOfTwoShards) {
   EXPECT_LT(on_one, static_cast<int>(params->keys.size()));
 }
 
+// A block a live move handed on is in both shards' checkpoints until the old
+// owner writes its next one: the newer copy (the higher version) is exported,
+// in either order.
+TEST(ModelExportTest, ABlockInTwoCheckpointsIsTakenFromTheNewerCopy) {
+  const Config config = SparseConfig(2);
+  for (const uint64_t moved_version : {200u, 50u}) {
+    const std::string dir = TempDir(absl::StrCat("moved", moved_version));
+    ASSERT_THAT(Write(dir, config, ShardCheckpoint(0, 2, kBuckets)), IsOk());
+    server::Checkpoint moved = ShardCheckpoint(1, 2, kBuckets);
+    moved.blocks.push_back({0, moved_version, {-1.5f}, {0, 0}});
+    ASSERT_THAT(Write(dir, config, std::move(moved)), IsOk());
+    absl::StatusOr<SparseParams> params = SparseFromCheckpoints(config, dir);
+    ASSERT_THAT(params, IsOk());
+    const bool newer = moved_version > 123;
+    EXPECT_EQ(params->bias, newer ? -1.5f : 0.75f);
+    EXPECT_EQ(params->updates, newer ? moved_version : 123u);
+  }
+}
+
 TEST(ModelExportTest, SparseExportRefusesAFolderThatIsNotTheConfigsJob) {
   const Config config = SparseConfig(2);
   // A shard missing.
