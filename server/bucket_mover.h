@@ -7,9 +7,12 @@
 //     small; the coordinator then switches the placement;
 //   - into this shard, phase "switched": before the ps serves the switch's
 //     epoch, FinishSwitched takes the last pass (the source, serving that
-//     epoch, no longer changes the rows) and reports done;
+//     epoch, no longer changes the rows) and the move's dense blocks whole
+//     (CopyBlocks), and reports done; a move of blocks only has no copy
+//     passes before the switch;
 //   - after any move into or out of this shard ends (done or rolled back),
-//     the rows of buckets the shard neither holds nor moves are dropped.
+//     the rows of buckets the shard neither holds nor moves are dropped, and
+//     the copies of dense blocks it moved away are released.
 //
 //   BucketMover mover(shard, 1);            // shard 1's
 //   mover.Update(response.moves_in(), response.moves_out());  // heartbeat
