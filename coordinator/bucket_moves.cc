@@ -24,6 +24,46 @@ std::string Describe(const proto::BucketMove& m) {
                          DescribeMoved(m), m.from_shard(), m.to_shard());
 }
 
+// Buckets or dense blocks, as Start and CheckFree name them in refusals.
+struct What {
+  const char* op;     // "move buckets"
+  const char* one;    // "bucket"
+  const char* many;   // "buckets"
+  const char* count;  // after the count, e.g. ", model.sparse_buckets"
+};
+constexpr What kBuckets{"move buckets", "bucket", "buckets",
+                        ", model.sparse_buckets"};
+constexpr What kBlocks{"move blocks", "dense block", "blocks", ""};
+
+// Start's checks of `ids` (each at most once, owned by a shard other than
+// `to_shard`; entry id of `owners` its shard, -1 for none), grouped by the
+// shard owning them into *by_source.
+absl::Status GroupByOwner(const std::vector<uint32_t>& ids,
+                          const std::vector<int>& owners, int to_shard,
+                          const What& what,
+                          std::map<int, std::vector<uint32_t>>* by_source) {
+  std::set<uint32_t> seen;
+  for (uint32_t b : ids) {
+    if (b >= owners.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what.op, ": ", what.one, " ", b, " does not exist (", owners.size(),
+          " ", what.many, ": 0 to ", static_cast<int64_t>(owners.size()) - 1,
+          what.count, ")"));
+    }
+    if (!seen.insert(b).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what.op, ": ", what.one, " ", b, " is named twice"));
+    }
+    if (owners[b] == to_shard || owners[b] < 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          what.op, ": ", what.one, " ", b, " is on shard ", to_shard,
+          " already; name only ", what.many, " of other shards"));
+    }
+    (*by_source)[owners[b]].push_back(b);
+  }
+  return absl::OkStatus();
+}
+
 // A plan's moves by (from, to), each with its lists ascending.
 std::vector<BucketMoves::Planned> InOrder(
     std::map<std::pair<int, int>, BucketMoves::Planned> moves) {
@@ -59,69 +99,22 @@ absl::Status BucketMoves::CheckFree(const std::vector<uint32_t>& buckets,
                                     const std::vector<uint32_t>& blocks) const {
   const std::set<uint32_t> wanted(buckets.begin(), buckets.end());
   const std::set<uint32_t> wanted_blocks(blocks.begin(), blocks.end());
+  const auto busy = [](const std::set<uint32_t>& ids,
+                       const google::protobuf::RepeatedField<uint32_t>& moving,
+                       const What& what,
+                       const proto::BucketMove& m) -> absl::Status {
+    for (uint32_t b : moving) {
+      if (ids.count(b) == 0) continue;
+      return absl::FailedPreconditionError(absl::StrCat(
+          what.op, ": ", what.one, " ", b, " is in ", Describe(m), ", phase '",
+          m.phase(), "': wait until it ends (psctl moves), then ask again"));
+    }
+    return absl::OkStatus();
+  };
   for (const proto::BucketMove& m : moves_) {
     if (!InProgress(m)) continue;
-    for (uint32_t b : m.buckets()) {
-      if (wanted.count(b) == 0) continue;
-      return absl::FailedPreconditionError(absl::StrCat(
-          "move buckets: bucket ", b, " is in ", Describe(m), ", phase '",
-          m.phase(), "': wait until it ends (psctl moves), then ask again"));
-    }
-    for (uint32_t b : m.blocks()) {
-      if (wanted_blocks.count(b) == 0) continue;
-      return absl::FailedPreconditionError(absl::StrCat(
-          "move blocks: dense block ", b, " is in ", Describe(m), ", phase '",
-          m.phase(), "': wait until it ends (psctl moves), then ask again"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::Status BucketMoves::GroupBuckets(
-    const std::vector<uint32_t>& buckets, int to_shard,
-    std::map<int, std::vector<uint32_t>>* by_source) const {
-  std::set<uint32_t> seen;
-  for (uint32_t b : buckets) {
-    if (b >= owners_.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "move buckets: bucket ", b, " does not exist (", owners_.size(),
-          " buckets: 0 to ", owners_.size() - 1, ", model.sparse_buckets)"));
-    }
-    if (!seen.insert(b).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("move buckets: bucket ", b, " is named twice"));
-    }
-    if (owners_[b] == to_shard) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("move buckets: bucket ", b, " is on shard ", to_shard,
-                       " already; name only buckets of other shards"));
-    }
-    (*by_source)[owners_[b]].push_back(b);
-  }
-  return absl::OkStatus();
-}
-
-absl::Status BucketMoves::GroupBlocks(
-    const std::vector<uint32_t>& block_ids, int to_shard, const Blocks& blocks,
-    std::map<int, std::vector<uint32_t>>* by_source) const {
-  std::set<uint32_t> seen;
-  for (uint32_t b : block_ids) {
-    if (b >= blocks.owners.size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("move blocks: dense block ", b, " does not exist (",
-                       blocks.owners.size(), " blocks: 0 to ",
-                       static_cast<int64_t>(blocks.owners.size()) - 1, ")"));
-    }
-    if (!seen.insert(b).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("move blocks: dense block ", b, " is named twice"));
-    }
-    if (blocks.owners[b] == to_shard || blocks.owners[b] < 0) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("move blocks: dense block ", b, " is on shard ",
-                       to_shard, " already; name only blocks of other shards"));
-    }
-    (*by_source)[blocks.owners[b]].push_back(b);
+    RETURN_IF_ERROR(busy(wanted, m.buckets(), kBuckets, m));
+    RETURN_IF_ERROR(busy(wanted_blocks, m.blocks(), kBlocks, m));
   }
   return absl::OkStatus();
 }
@@ -147,9 +140,11 @@ absl::StatusOr<std::vector<proto::BucketMove>> BucketMoves::Start(
                      shards_, " shards: 0 to ", shards_ - 1, ")"));
   }
   std::map<int, std::vector<uint32_t>> by_source;
-  RETURN_IF_ERROR(GroupBuckets(buckets, to_shard, &by_source));
+  RETURN_IF_ERROR(
+      GroupByOwner(buckets, owners_, to_shard, kBuckets, &by_source));
   std::map<int, std::vector<uint32_t>> blocks_by_source;
-  RETURN_IF_ERROR(GroupBlocks(block_ids, to_shard, blocks, &blocks_by_source));
+  RETURN_IF_ERROR(GroupByOwner(block_ids, blocks.owners, to_shard, kBlocks,
+                               &blocks_by_source));
   RETURN_IF_ERROR(CheckFree(buckets, block_ids));
   for (const auto& [from, list] : blocks_by_source) by_source[from];
   std::vector<proto::BucketMove> started;
@@ -294,11 +289,11 @@ void BucketMoves::PlanBlocks(
   for (uint32_t b = 0; b < owners.size(); ++b) {
     if (load.count(owners[b]) > 0) load[owners[b]] += blocks.floats[b];
   }
-  const auto least = [&load] {
-    return std::min_element(
-               load.begin(), load.end(),
-               [](auto& a, auto& b) { return a.second < b.second; })
-        ->first;
+  const auto lighter = [](const auto& a, const auto& b) {
+    return a.second < b.second;
+  };
+  const auto least = [&] {
+    return std::min_element(load.begin(), load.end(), lighter)->first;
   };
   const auto move = [&](uint32_t b, int to) {
     Planned& p = (*moves)[{owners[b], to}];
@@ -320,9 +315,7 @@ void BucketMoves::PlanBlocks(
   // Then the heaviest taker gives its largest block that narrows the gap.
   for (size_t round = 0; round < owners.size(); ++round) {
     const int heavy =
-        std::max_element(load.begin(), load.end(), [](auto& a, auto& b) {
-          return a.second < b.second;
-        })->first;
+        std::max_element(load.begin(), load.end(), lighter)->first;
     const int light = least();
     const int64_t gap = load[heavy] - load[light];
     int64_t best = -1;

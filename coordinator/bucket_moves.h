@@ -153,17 +153,6 @@ class BucketMoves {
   // progress.
   absl::Status CheckFree(const std::vector<uint32_t>& buckets,
                          const std::vector<uint32_t>& blocks) const;
-  // Start's checks of `buckets`, grouped by the shard holding them into
-  // *by_source.
-  absl::Status GroupBuckets(
-      const std::vector<uint32_t>& buckets, int to_shard,
-      std::map<int, std::vector<uint32_t>>* by_source) const;
-  // Start's checks of `block_ids`, grouped by the shard holding them into
-  // *by_source.
-  absl::Status GroupBlocks(
-      const std::vector<uint32_t>& block_ids, int to_shard,
-      const Blocks& blocks,
-      std::map<int, std::vector<uint32_t>>* by_source) const;
   // Plan's dense part: the block moves, by (from, to), into *moves.
   void PlanBlocks(const std::vector<int>& takers, int drain_shard,
                   const Blocks& blocks,

@@ -230,9 +230,10 @@ absl::Status Shard::ValidatePush(const wire::PushView& request,
                                  CheckedPush* checked) {
   checked->rows.clear();
   // A block moved away: FailedPrecondition, the sequence not used up.
-  for (const wire::BlockRef& block : request.blocks) {
-    if (moved_.empty()) break;
-    RETURN_IF_ERROR(moved_.Check("push", block.id));
+  if (!moved_.empty()) {
+    for (const wire::BlockRef& block : request.blocks) {
+      RETURN_IF_ERROR(moved_.Check("push", block.id));
+    }
   }
   absl::Status valid = ValidateDensePush(request, *store_, &guard_, checked);
   if (valid.ok()) valid = sparse_->DecodePush(request, &checked->rows);

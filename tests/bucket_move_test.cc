@@ -45,13 +45,8 @@ class BucketMoveTest : public FaultJobTest {
 
   // The buckets the placement gives `shard` now.
   std::vector<uint32_t> BucketsOf(int shard) {
-    const proto::GetPlacementResponse placement = Placement();
-    for (const proto::ShardInfo& info : placement.shards()) {
-      if (info.index() == shard) {
-        return {info.buckets().begin(), info.buckets().end()};
-      }
-    }
-    return {};
+    const proto::ShardInfo info = ShardInfoOf(shard);
+    return {info.buckets().begin(), info.buckets().end()};
   }
 
   // Starts moving the first half of ps 0's buckets to ps 1; returns the move.

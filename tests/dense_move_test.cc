@@ -30,13 +30,8 @@ using ::testing::HasSubstr;
 class DenseMoveTest : public FaultJobTest {
  protected:
   std::vector<uint32_t> BlocksOf(int shard) {
-    const proto::GetPlacementResponse placement = Placement();
-    for (const proto::ShardInfo& info : placement.shards()) {
-      if (info.index() == shard) {
-        return {info.block_ids().begin(), info.block_ids().end()};
-      }
-    }
-    return {};
+    const proto::ShardInfo info = ShardInfoOf(shard);
+    return {info.block_ids().begin(), info.block_ids().end()};
   }
 
   // Runs `psctl drain-ps 1` to its end: its exit status, its output in *out.

@@ -227,6 +227,15 @@ class FaultJobTest : public testing::DaemonJobTest {
     return placement.ok() ? *placement : proto::GetPlacementResponse();
   }
 
+  // Shard `shard` as the placement describes it now (empty when not listed).
+  proto::ShardInfo ShardInfoOf(int shard) {
+    const proto::GetPlacementResponse placement = Placement();
+    for (const proto::ShardInfo& info : placement.shards()) {
+      if (info.index() == shard) return info;
+    }
+    return proto::ShardInfo();
+  }
+
   // Bucket move `id`'s phase as ClusterStatus shows it ("" when not listed).
   std::string PhaseOf(uint64_t id) {
     const proto::ClusterStatusResponse status = Status();
