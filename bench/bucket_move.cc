@@ -40,6 +40,9 @@ ABSL_FLAG(int64_t, rows, 10'000'000, "rows of ps 0's table before the move");
 ABSL_FLAG(int, buckets, 1024, "model.sparse_buckets");
 ABSL_FLAG(int, keys_per_push, 4096, "unique keys per push");
 ABSL_FLAG(double, window_s, 3, "seconds each push-rate window lasts");
+ABSL_FLAG(int, replication, 2,
+          "cluster.replication (2: the tables keep the replication record "
+          "and each row's key; no backup runs here)");
 
 namespace downpour::bench {
 namespace {
@@ -251,6 +254,7 @@ int Run() {
   config.cluster.ps.assign(2, "127.0.0.1:0");
   config.cluster.workers.assign(2, "127.0.0.1:0");
   config.optimizer.type = OptimizerType::kFtrl;
+  config.cluster.replication = absl::GetFlag(FLAGS_replication);
   auto started = LocalCluster::Start(config);
   CheckOrExit(started.status(), "bucket_move", "start the shards");
   LocalCluster* cluster = started->get();

@@ -303,24 +303,40 @@ absl::Status Shard::ImportMoved(
 
 int64_t Shard::DropUnheldRows(const std::vector<char>& keep) {
   if (sparse_->empty()) return 0;
-  // In batches, the lock released between them: pushes to the buckets this
-  // shard holds wait for one batch at most, not for the whole drop.
+  // The keys to drop are listed once; then they go in batches, the lock
+  // released between them: pushes to the buckets this shard holds wait for
+  // one batch at most, not for the whole drop.
+  std::vector<std::vector<uint64_t>> unheld;
+  {
+    absl::MutexLock lock(&mu_);
+    unheld = sparse_->UnheldKeys(keep);
+    // Without a backup the changes recorded are moot, and each batch would
+    // re-key them all (SparseTable::DropRows).
+    if (!backup_named_) sparse_->ClearChanges();
+  }
+  std::vector<size_t> next(unheld.size(), 0);
   int64_t n = 0;
   for (;;) {
     bool more = false;
     {
       absl::MutexLock lock(&mu_);
-      const std::vector<std::vector<uint64_t>> dropped =
-          sparse_->DropUnheld(keep, kDropBatchRows);
       int64_t batch = 0;
-      for (size_t t = 0; t < dropped.size(); ++t) {
-        if (dropped[t].empty()) continue;
-        chain_.Evicted(t, dropped[t]);
-        batch += static_cast<int64_t>(dropped[t].size());
-        more |= static_cast<int64_t>(dropped[t].size()) >= kDropBatchRows;
+      for (size_t t = 0; t < unheld.size(); ++t) {
+        const size_t take =
+            std::min<size_t>(unheld[t].size() - next[t], kDropBatchRows);
+        if (take == 0) continue;
+        const std::vector<uint64_t> dropped = sparse_->DropMovedKeys(
+            static_cast<uint32_t>(t), unheld[t].data() + next[t],
+            static_cast<int64_t>(take));
+        next[t] += take;
+        more |= next[t] < unheld[t].size();
+        if (dropped.empty()) continue;
+        chain_.Evicted(t, dropped);
+        batch += static_cast<int64_t>(dropped.size());
       }
       if (batch > 0) NoteRowsChanged();
       n += batch;
+      if (!more) sparse_->ForgetRowKeys();
     }
     if (!more) return n;
     // The pushes that waited for this batch go first.

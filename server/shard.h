@@ -226,9 +226,10 @@ class Shard {
   int ReleaseMovedBlocks(const std::set<uint32_t>& keep)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Either side, once no move holds them: the rows of buckets neither held
-  // nor flagged in `keep` are dropped (SparseTables::DropUnheld), as
-  // tombstones for the checkpoint chain and the backup, kDropBatchRows a
-  // table at a time under the exclusive lock. Returns how many.
+  // nor flagged in `keep` are dropped (SparseTables::UnheldKeys lists them
+  // once), as tombstones for the checkpoint chain and the backup,
+  // kDropBatchRows a table at a time under the exclusive lock. Returns how
+  // many.
   int64_t DropUnheldRows(const std::vector<char>& keep)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Rows a table drops under one hold of the lock (DropUnheldRows).

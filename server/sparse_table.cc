@@ -119,7 +119,8 @@ SparseTable::SparseTable(const Options& options)
       state_slots_(StateSlots(options.optimizer.type)),
       stride_(options.dim * (1 + StateSlots(options.optimizer.type))),
       track_clocks_(options.track_clocks || options.evict_ttl_updates > 0 ||
-                    options.evict_max_rows > 0) {}
+                    options.evict_max_rows > 0),
+      row_keys_(options.track_changes) {}
 
 SparseTable::~SparseTable() = default;
 
@@ -254,12 +255,10 @@ uint32_t SparseTable::NewRow(uint64_t key) {
     // below before it is read, so zeroing would touch each chunk twice.
     chunks_.emplace_back(new float[kRowsPerChunk * stride_]);
     versions_.emplace_back(new uint32_t[kRowsPerChunk]);
-    if (options_.track_changes) keys_.emplace_back(new uint64_t[kRowsPerChunk]);
+    if (row_keys_) keys_.emplace_back(new uint64_t[kRowsPerChunk]);
     if (track_clocks_) clocks_.emplace_back(new uint64_t[kRowsPerChunk]);
   }
-  if (options_.track_changes) {
-    keys_[row / kRowsPerChunk][row % kRowsPerChunk] = key;
-  }
+  if (row_keys_) RowKey(row) = key;
   float* data = RowData(row);
   const int dim = options_.dim;
   for (int j = 0; j < dim; ++j) {
@@ -422,7 +421,7 @@ int64_t IndexCapacityFor(int64_t rows) {
 int64_t SparseTable::row_bytes() const {
   return stride_ * static_cast<int64_t>(sizeof(float)) + sizeof(uint32_t) +
          (track_clocks_ ? sizeof(uint64_t) : 0) +
-         (options_.track_changes ? sizeof(uint64_t) : 0);
+         (row_keys_ ? sizeof(uint64_t) : 0);
 }
 
 int64_t SparseTable::ArenaBytes(int64_t rows) const {
@@ -508,7 +507,7 @@ SparseTable::Rows SparseTable::TakeChanges() {
   std::vector<std::pair<uint64_t, uint32_t>> order;
   order.reserve(changed_.size());
   for (uint32_t row : changed_) {
-    order.emplace_back(keys_[row / kRowsPerChunk][row % kRowsPerChunk], row);
+    order.emplace_back(RowKey(row), row);
   }
   std::sort(order.begin(), order.end());
   std::vector<uint64_t> evicted = std::move(evicted_keys_);
@@ -547,18 +546,6 @@ SparseTable::Rows SparseTable::ChangedSince(uint64_t clock) const {
   std::sort(order.begin(), order.end());
   return RowsOf(order);
 }
-
-namespace {
-
-bool Marked(const std::vector<uint64_t>& bits, int64_t row) {
-  return (bits[row / 64] >> (row % 64)) & 1;
-}
-
-void Mark(std::vector<uint64_t>* bits, int64_t row) {
-  (*bits)[row / 64] |= uint64_t{1} << (row % 64);
-}
-
-}  // namespace
 
 std::vector<uint64_t> SparseTable::Evict() {
   const int64_t ttl = options_.evict_ttl_updates;
@@ -686,16 +673,29 @@ std::vector<uint64_t> SparseTable::DropRows(
   std::vector<uint64_t> keys;
   keys.reserve(count);
   std::vector<uint64_t> tail_keys(count);
-  for (const auto& [key, row] : index_) {
-    if (Marked(victims, row)) keys.push_back(key);
-    if (row >= first_tail) tail_keys[row - first_tail] = key;
+  if (row_keys_) {
+    for (int64_t r = 0; r < n; ++r) {
+      if (victims[r / 64] == 0) {
+        r |= 63;  // a word without victims
+      } else if (Marked(victims, r)) {
+        keys.push_back(RowKey(static_cast<uint32_t>(r)));
+      }
+    }
+    for (int64_t r = first_tail; r < n; ++r) {
+      tail_keys[r - first_tail] = RowKey(static_cast<uint32_t>(r));
+    }
+  } else {
+    for (const auto& [key, row] : index_) {
+      if (Marked(victims, row)) keys.push_back(key);
+      if (row >= first_tail) tail_keys[row - first_tail] = key;
+    }
   }
   // The replication record by key while rows move.
   std::vector<uint64_t> changed_keys;
   if (options_.track_changes) {
     for (uint32_t row : changed_) {
       if (!Marked(victims, row)) {
-        changed_keys.push_back(keys_[row / kRowsPerChunk][row % kRowsPerChunk]);
+        changed_keys.push_back(RowKey(row));
       }
       changed_bits_[row / 64] &= ~(uint64_t{1} << (row % 64));
     }
@@ -718,9 +718,7 @@ std::vector<uint64_t> SparseTable::DropRows(
       std::memcpy(RowData(hole), RowData(last), stride_ * sizeof(float));
       RowVersion(hole) = RowVersion(last);
       if (track_clocks_) RowClock(hole) = RowClock(last);
-      if (options_.track_changes) {
-        keys_[hole / kRowsPerChunk][hole % kRowsPerChunk] = key;
-      }
+      if (row_keys_) RowKey(hole) = key;
       index_.find(key)->second = hole;
       if (hole >= first_tail) tail_keys[hole - first_tail] = key;
     }
@@ -732,7 +730,7 @@ std::vector<uint64_t> SparseTable::DropRows(
   chunks_.resize(chunks);
   versions_.resize(chunks);
   if (track_clocks_) clocks_.resize(chunks);
-  if (options_.track_changes) keys_.resize(chunks);
+  if (row_keys_) keys_.resize(chunks);
   changed_bits_.resize(
       std::min(changed_bits_.size(), static_cast<size_t>((size + 63) / 64)));
   changed_bits_.shrink_to_fit();

@@ -296,12 +296,18 @@ class SparseTable {
   // for the next replica cut. Unlike Merge, the table's clock and evicted
   // versions stay its own. Merge's checks; the table is unchanged on error.
   absl::Status Import(const Rows& rows);
-  // Rows moved out to another ps: dropped without counting them evicted
-  // (their versions leave version_sum() with them), with tombstones for the
-  // next replica cut. Returns the keys dropped, ascending.
-  // At most `max_rows` of them (0: all).
-  std::vector<uint64_t> DropMoved(const std::vector<char>& in_buckets,
-                                  uint32_t buckets, int64_t max_rows = 0);
+  // Rows moved out to another ps, dropped in batches while pushes go on
+  // (Shard::DropUnheldRows): KeysInBuckets lists them once, DropMovedKeys
+  // drops a batch by key, without counting them evicted (their versions
+  // leave version_sum() with them), with tombstones for the next replica
+  // cut; it returns the keys dropped, ascending. Between KeepRowKeys(true)
+  // and KeepRowKeys(false) the table keeps each row's key (8 bytes a row,
+  // kept anyway with Options::track_changes), so that a batch costs its own
+  // rows rather than a walk of the whole index.
+  std::vector<uint64_t> KeysInBuckets(const std::vector<char>& in_buckets,
+                                      uint32_t buckets) const;
+  std::vector<uint64_t> DropMovedKeys(const uint64_t* keys, int64_t n);
+  void KeepRowKeys(bool on);
 
   // Eviction: the rows Options::evict_* name are dropped (values, optimizer
   // state and version; the versions move to evicted_versions()) and the
@@ -341,6 +347,10 @@ class SparseTable {
   uint32_t& RowVersion(uint32_t row) const {
     return versions_[row / kRowsPerChunk][row % kRowsPerChunk];
   }
+  // REQUIRES: row_keys_.
+  uint64_t& RowKey(uint32_t row) const {
+    return keys_[row / kRowsPerChunk][row % kRowsPerChunk];
+  }
   // REQUIRES: track_clocks_.
   uint64_t& RowClock(uint32_t row) const {
     return clocks_[row / kRowsPerChunk][row % kRowsPerChunk];
@@ -361,6 +371,13 @@ class SparseTable {
   // compacting the arena; returns their keys, ascending.
   std::vector<uint64_t> DropRows(const std::vector<uint64_t>& victims,
                                  int64_t count);
+  // A row's bit in a set of rows (DropRows' victims).
+  static bool Marked(const std::vector<uint64_t>& bits, int64_t row) {
+    return (bits[row / 64] >> (row % 64)) & 1;
+  }
+  static void Mark(std::vector<uint64_t>* bits, int64_t row) {
+    (*bits)[row / 64] |= uint64_t{1} << (row % 64);
+  }
   // Rows of `keys` held, as DropRows' bits; returns how many.
   int64_t MarkKeys(const std::vector<uint64_t>& keys,
                    std::vector<uint64_t>* victims) const;
@@ -425,8 +442,9 @@ class SparseTable {
   absl::flat_hash_map<uint64_t, uint32_t> pending_;
   int64_t filtered_ = 0;
   // Rows changed since the last TakeChanges, and each row's key by chunk
-  // (Options::track_changes only: 8 bytes a row).
+  // (row_keys_ only: Options::track_changes, or KeepRowKeys; 8 bytes a row).
   std::vector<uint32_t> changed_;
+  bool row_keys_;
   std::vector<std::unique_ptr<uint64_t[]>> keys_;
   std::vector<uint64_t> changed_bits_;
   // Keys Evict dropped since the last TakeChanges (Options::track_changes).

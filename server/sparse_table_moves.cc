@@ -66,30 +66,60 @@ absl::Status SparseTable::Import(const Rows& rows) {
   return absl::OkStatus();
 }
 
-std::vector<uint64_t> SparseTable::DropMoved(
-    const std::vector<char>& in_buckets, uint32_t buckets, int64_t max_rows) {
+std::vector<uint64_t> SparseTable::KeysInBuckets(
+    const std::vector<char>& in_buckets, uint32_t buckets) const {
+  std::vector<uint64_t> keys;
+  const auto flagged = [&](uint64_t key) {
+    const uint32_t bucket = BucketOf(key, buckets);
+    return bucket < in_buckets.size() && in_buckets[bucket] != 0;
+  };
+  if (row_keys_) {  // the arena's keys in order: no walk of the index
+    for (int64_t r = 0; r < rows(); ++r) {
+      const uint64_t key = RowKey(static_cast<uint32_t>(r));
+      if (flagged(key)) keys.push_back(key);
+    }
+  } else {
+    for (const auto& entry : index_) {
+      if (flagged(entry.first)) keys.push_back(entry.first);
+    }
+  }
+  return keys;
+}
+
+void SparseTable::KeepRowKeys(bool on) {
+  if (on == row_keys_ || (!on && options_.track_changes)) return;
+  row_keys_ = on;
+  keys_.clear();
+  keys_.shrink_to_fit();
+  if (!on) return;
+  for (size_t c = 0; c < chunks_.size(); ++c) {
+    keys_.emplace_back(new uint64_t[kRowsPerChunk]);
+  }
+  for (const auto& [key, row] : index_) RowKey(row) = key;
+}
+
+std::vector<uint64_t> SparseTable::DropMovedKeys(const uint64_t* keys,
+                                                 int64_t n) {
   std::vector<uint64_t> victims((rows() + 63) / 64, 0);
   int64_t count = 0;
   uint64_t versions = 0;
-  for (const auto& [key, row] : index_) {
-    if (max_rows > 0 && count >= max_rows) break;
-    const uint32_t bucket = BucketOf(key, buckets);
-    if (bucket >= in_buckets.size() || in_buckets[bucket] == 0) continue;
-    victims[row / 64] |= uint64_t{1} << (row % 64);
-    versions += RowVersion(row);
+  for (int64_t i = 0; i < n; ++i) {
+    auto it = index_.find(keys[i]);
+    if (it == index_.end() || Marked(victims, it->second)) continue;
+    Mark(&victims, it->second);
+    versions += RowVersion(it->second);
     ++count;
   }
   if (count == 0) return {};
-  std::vector<uint64_t> keys = DropRows(victims, count);
+  std::vector<uint64_t> dropped = DropRows(victims, count);
   // DropRows counts the versions evicted (version_sum_ keeps them): these
   // moved to another ps instead.
   evicted_versions_ -= versions;
   version_sum_ -= versions;
   if (options_.track_changes) {
-    evicted_keys_.insert(evicted_keys_.end(), keys.begin(), keys.end());
+    evicted_keys_.insert(evicted_keys_.end(), dropped.begin(), dropped.end());
   }
-  std::sort(keys.begin(), keys.end());
-  return keys;
+  return dropped;
 }
 
 }  // namespace downpour::server

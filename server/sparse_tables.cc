@@ -275,21 +275,32 @@ absl::Status SparseTables::Import(uint32_t t, const SparseTable::Rows& rows) {
   return tables_[t]->Import(rows);
 }
 
-std::vector<std::vector<uint64_t>> SparseTables::DropUnheld(
-    const std::vector<char>& keep, int64_t max_rows) {
-  std::vector<std::vector<uint64_t>> dropped(tables_.size());
-  if (own_buckets_.empty()) return dropped;
-  std::vector<char> drop(own_buckets_.size(), 0);
+std::vector<std::vector<uint64_t>> SparseTables::UnheldKeys(
+    const std::vector<char>& keep) {
+  std::vector<std::vector<uint64_t>> keys(tables_.size());
+  if (own_buckets_.empty()) return keys;
+  std::vector<char> unheld(own_buckets_.size(), 0);
   bool any = false;
-  for (size_t b = 0; b < drop.size(); ++b) {
-    drop[b] = own_buckets_[b] == 0 && (b >= keep.size() || keep[b] == 0);
-    any |= drop[b] != 0;
+  for (size_t b = 0; b < unheld.size(); ++b) {
+    unheld[b] = own_buckets_[b] == 0 && (b >= keep.size() || keep[b] == 0);
+    any |= unheld[b] != 0;
   }
-  if (!any) return dropped;
+  if (!any) return keys;
   for (size_t t = 0; t < tables_.size(); ++t) {
-    dropped[t] = tables_[t]->DropMoved(drop, buckets(), max_rows);
+    keys[t] = tables_[t]->KeysInBuckets(unheld, buckets());
+    if (!keys[t].empty()) tables_[t]->KeepRowKeys(true);
   }
-  return dropped;
+  return keys;
+}
+
+std::vector<uint64_t> SparseTables::DropMovedKeys(uint32_t t,
+                                                  const uint64_t* keys,
+                                                  int64_t n) {
+  return tables_[t]->DropMovedKeys(keys, n);
+}
+
+void SparseTables::ForgetRowKeys() {
+  for (auto& table : tables_) table->KeepRowKeys(false);
 }
 
 absl::Status SparseTables::CheckOwnKeys(const char* op, const uint64_t* keys,

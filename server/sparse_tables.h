@@ -163,12 +163,17 @@ class SparseTables {
   void ClearChanges();
   const SparseTable& table(size_t t) const { return *tables_[t]; }
   // For bucket moves (server/bucket_transfer.h): rows imported into table
-  // `t` (SparseTable::Import), and the rows of buckets neither held nor
-  // flagged in `keep` dropped (SparseTable::DropMoved; keys by table).
+  // `t` (SparseTable::Import).
   absl::Status Import(uint32_t t, const SparseTable::Rows& rows);
-  // At most `max_rows` rows a table (0: all).
-  std::vector<std::vector<uint64_t>> DropUnheld(const std::vector<char>& keep,
-                                                int64_t max_rows = 0);
+  // The keys of buckets neither held nor flagged in `keep`, by table: rows
+  // moved away, or imported by a move that rolled back. A table with such
+  // rows keeps its row keys from now on (SparseTable::KeepRowKeys) until
+  // ForgetRowKeys, for DropMovedKeys, which drops `n` of table `t`'s keys
+  // (SparseTable::DropMovedKeys).
+  std::vector<std::vector<uint64_t>> UnheldKeys(const std::vector<char>& keep);
+  std::vector<uint64_t> DropMovedKeys(uint32_t t, const uint64_t* keys,
+                                      int64_t n);
+  void ForgetRowKeys();
 
  private:
   SparseTables(const Config& config, int index, const ModelSpec& spec,
