@@ -508,10 +508,34 @@ absl::Status ClusterSupervisor::ScheduleRestart(Slot& slot, FaultRecord fault,
   return RestartWhenDue(slot);
 }
 
+std::string ClusterSupervisor::JobOverReason() const {
+  if (coordinator_address_.empty()) return "";
+  RpcSection rpc;
+  rpc.deadline_s = 1;
+  membership::CoordinatorClient client(coordinator_address_, rpc, "launcher");
+  absl::StatusOr<proto::ClusterStatusResponse> status = client.ClusterStatus();
+  if (!status.ok() || !status->stop()) return "";
+  return status->stop_reason();
+}
+
+RestartDecision ClusterSupervisor::DecideFor(const Slot& slot,
+                                             const DaemonExit& exit) {
+  RestartDecision decision =
+      DecideRestart(config_.launcher, slot.kind, exit, slot.restarts);
+  if (slot.kind != DaemonKind::kWorker ||
+      decision.action != RestartAction::kRestart) {
+    return decision;
+  }
+  const std::string over = JobOverReason();
+  if (over.empty()) return decision;
+  return {RestartAction::kLeaveDown,
+          absl::StrCat("the job is over (", over,
+                       "): a restart would only be told to stop")};
+}
+
 absl::Status ClusterSupervisor::HandleExit(Slot& slot, int status) {
   const DaemonExit exit = ExitOf(slot, status);
-  const RestartDecision decision =
-      DecideRestart(config_.launcher, slot.kind, exit, slot.restarts);
+  const RestartDecision decision = DecideFor(slot, exit);
   if (decision.action == RestartAction::kFinished) {
     slot.finished = true;
     return absl::OkStatus();

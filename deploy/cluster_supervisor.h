@@ -156,6 +156,14 @@ class ClusterSupervisor {
                                const std::string& why);
   // Applies the policy to `slot`, which ended with `status`.
   absl::Status HandleExit(Slot& slot, int status);
+  // DecideRestart, except that a worker is not restarted once the
+  // coordinator says the job is over: the restart would only be told to
+  // stop, and fail the same way (a worker whose last pushes found no server
+  // of a shard that died as the job ended).
+  RestartDecision DecideFor(const Slot& slot, const DaemonExit& exit);
+  // The coordinator's stop reason when it says the job is over; "" when it
+  // does not, or does not answer.
+  std::string JobOverReason() const;
   // Starts a pending restart of `slot` once its time has come. Aborted (and
   // its fault marked "gave up") when the restart fails.
   absl::Status RestartWhenDue(Slot& slot);

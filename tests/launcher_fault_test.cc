@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <vector>
 
@@ -248,6 +249,56 @@ TEST_F(LauncherFaultTest,
     EXPECT_THAT(value, HasSubstr("' is corrupt (")) << key;
     EXPECT_THAT(value, HasSubstr("move it away")) << key;
   }
+}
+
+// A worker that fails once the coordinator says the job is over is not
+// restarted: the restart would only be told to stop, and fail the same way
+// (chaos seeds 42 and 48: a worker whose last pushes found no server of a
+// shard that died as the job ended, restarted for 110 s until the launcher
+// gave up and called the job failed). Here worker 1 trains its steps, then
+// waits until `psctl status` says the job is done and exits 1.
+TEST_F(LauncherFaultTest, AWorkerThatFailsOnceTheJobIsOverIsNotRestarted) {
+  config_ = testing::WriteConfig("job.yaml", JobYaml(100));
+  const fs::path bin = fs::path(testing::TestDir()) / "bin";
+  const fs::path real = testing::BinDir();
+  for (const char* b :
+       {"coordinator/coordinator", "server/ps_server", "tools/psctl"}) {
+    fs::create_directories((bin / b).parent_path());
+    fs::create_symlink(real / b, bin / b);
+  }
+  fs::create_directories(bin / "worker");
+  const std::string worker = (bin / "worker/ps_worker").string();
+  {
+    std::ofstream script(worker);
+    script << "#!/bin/sh\n"
+           << (real / "worker/ps_worker").string() << " \"$@\" || exit $?\n"
+           << "case \" $* \" in *' --index 1 '*) ;; *) exit 0 ;; esac\n"
+           << "for a; do [ \"$p\" = --coordinator ] && c=$a; p=$a; done\n"
+           << "until " << (bin / "tools/psctl").string()
+           << " --coordinator \"$c\" status 2>/dev/null | grep -q 'job done'; "
+              "do sleep 0.1; done\n"
+           << "echo 'worker 1: pushes to shard 0 found no server' >&2\n"
+           << "exit 1\n";
+  }
+  fs::permissions(worker, fs::perms::owner_all);
+
+  std::unique_ptr<Subprocess> launcher =
+      StartLauncher("launcher.log", false, {"--bin_dir", bin.string()});
+  ASSERT_NE(launcher, nullptr);
+  const std::optional<int> status = launcher->Wait(absl::Seconds(90));
+  ASSERT_TRUE(status.has_value()) << "launcher still running:\n"
+                                  << launcher->LogTail(30);
+  EXPECT_EQ(*status, 0) << launcher->LogTail(40);
+  absl::StatusOr<std::string> json = ReadFile(run_dir_ + "/summary.json");
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_THAT(*json, HasSubstr("\"outcome\": \"succeeded\""));
+  EXPECT_THAT(*json,
+              HasSubstr("\"daemon\": \"worker 1\", \"what\": \"exited with "
+                        "status 1\", \"exit_status\": 1, \"signal\": 0, "
+                        "\"action\": \"left down\""));
+  EXPECT_THAT(*json, HasSubstr("the job is over (every worker finished its "
+                               "steps): a restart would only be told to stop"));
+  EXPECT_THAT(*json, Not(HasSubstr("\"action\": \"restarted\"")));
 }
 
 TEST_F(LauncherFaultTest, AKilledLauncherLeavesNoDaemonBehind) {
