@@ -115,6 +115,15 @@ std::string ManifestFileName(uint64_t placement_epoch, uint64_t generation) {
   return absl::StrFormat("e%012u-g%012u.manifest", placement_epoch, generation);
 }
 
+uint64_t SparseRowUpdates(const Checkpoint& checkpoint) {
+  uint64_t held = 0;
+  for (const auto& [id, rows] : checkpoint.sparse_tables) {
+    held += rows.evicted_versions;
+    for (uint32_t version : rows.versions) held += version;
+  }
+  return held;
+}
+
 absl::StatusOr<Checkpoint> ReadNewestCheckpoint(const std::string& dir,
                                                 int shard_index) {
   ASSIGN_OR_RETURN(ShardCheckpoints::Loaded loaded,

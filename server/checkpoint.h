@@ -184,6 +184,12 @@ class ShardCheckpoints;
 absl::StatusOr<Checkpoint> ReadNewestCheckpoint(const std::string& dir,
                                                 int shard_index);
 
+// The row updates `checkpoint`'s sparse tables hold: every row's version and
+// each table's evicted versions, as SparseTable::version_sum() counts them.
+// Summed over a job's shards it is the row updates the job kept, to set
+// against those its workers had acknowledged.
+uint64_t SparseRowUpdates(const Checkpoint& checkpoint);
+
 // One shard's checkpoint generations (see the top of this file).
 // Thread-compatible and stateless (every call looks at the folder): one writer
 // per shard folder at a time; readers may run beside it.

@@ -74,11 +74,7 @@ absl::StatusOr<uint64_t> CheckpointRowUpdates(const std::string& dir,
     absl::StatusOr<server::Checkpoint> c =
         server::ReadNewestCheckpoint(dir, shard);
     if (!c.ok()) return c.status();
-    for (const auto& [id, rows] : c->sparse_tables) {
-      // As SparseTable::version_sum(): evicted rows' versions stay in it.
-      held += rows.evicted_versions;
-      for (uint32_t version : rows.versions) held += version;
-    }
+    held += server::SparseRowUpdates(*c);
   }
   return held;
 }
