@@ -3,9 +3,12 @@
 #include <unistd.h>
 
 #include <string>
+#include <thread>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "common/logging.h"
 #include "rpc/accept_watch.h"
 #include "rpc/daemon.h"
@@ -99,7 +102,27 @@ int main(int argc, char** argv) {
   // A listener that died (gRPC stops accepting after running out of file
   // descriptors) ends the ps like SIGTERM, then exits 1 to be restarted.
   AcceptWatch watch(who, (*node)->address(), [] { kill(getpid(), SIGTERM); });
+  // A ps that joined ends with its job, as on SIGTERM: the launcher stops
+  // only the ps it started (docs/OPERATIONS.md, "Growing and shrinking the
+  // ps set").
+  absl::Notification watched;
+  std::thread orphan_watch;
+  if (join) {
+    orphan_watch = std::thread([&node, &watched] {
+      while (!watched.WaitForNotificationWithTimeout(absl::Milliseconds(500))) {
+        if (!(*node)->Orphaned()) continue;
+        SPDLOG_LOGGER_INFO(Log(Logger::kServer),
+                           "the job is over and the coordinator has not "
+                           "answered since: this ps, which joined the job, "
+                           "ends with it");
+        kill(getpid(), SIGTERM);
+        return;
+      }
+    });
+  }
   const int signal = WaitForShutdownSignal((*node)->ended());
+  watched.Notify();
+  if (orphan_watch.joinable()) orphan_watch.join();
   if (signal != 0) {
     SPDLOG_LOGGER_INFO(Log(Logger::kServer),
                        "signal {}: final checkpoint and shutdown", signal);

@@ -88,6 +88,13 @@ class PsNode::Impl {
   const std::string& address() const { return server_.address; }
   std::string name() const ABSL_LOCKS_EXCLUDED(mu_);
   absl::Notification* ended() { return &ended_; }
+  bool Orphaned() const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return (options_.join || options_.spare) && job_over_ &&
+           clock_->Now() - last_contact_ >
+               PsNode::kOrphanedAfterTimeouts *
+                   absl::Seconds(options_.config.heartbeat.timeout_s);
+  }
 
  private:
   uint64_t epoch() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -246,6 +253,8 @@ class PsNode::Impl {
   bool incarnations_known_ ABSL_GUARDED_BY(mu_) = false;
   // When a heartbeat last got an answer.
   absl::Time last_contact_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  // A heartbeat reply said the job is over (Orphaned).
+  bool job_over_ ABSL_GUARDED_BY(mu_) = false;
   // A periodic checkpoint was skipped for want of contact (logged once).
   bool skip_logged_ ABSL_GUARDED_BY(mu_) = false;
 };
@@ -662,6 +671,7 @@ void PsNode::Impl::OnHeartbeat(const proto::HeartbeatResponse& response) {
   {
     absl::MutexLock lock(&mu_);
     last_contact_ = clock_->Now();
+    job_over_ = job_over_ || response.stop();
     wanted_epoch_ = std::max(wanted_epoch_, response.placement_epoch());
     take_over_index_ = response.take_over_index();
     work_ = true;
@@ -952,6 +962,7 @@ int PsNode::port() const { return impl_->port(); }
 std::string PsNode::address() const { return impl_->address(); }
 std::string PsNode::name() const { return impl_->name(); }
 absl::Notification* PsNode::ended() { return impl_->ended(); }
+bool PsNode::Orphaned() const { return impl_->Orphaned(); }
 void PsNode::Wait() { impl_->Wait(); }
 absl::Status PsNode::Stop() { return impl_->Stop(); }
 

@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "proto/coordinator.grpc.pb.h"
 #include "rpc/server_util.h"
+#include "server/checkpoint.h"
 #include "tests/fault_fixture.h"
 
 namespace downpour {
@@ -136,6 +137,55 @@ TEST_F(BucketMoveTest, HalfAShardMovesWhileWorkersTrainAndNothingIsLost) {
   EXPECT_EQ(BucketsOf(0).size(), 8u);
   ExpectWorkersFinish(2, 0.7);
   ExpectNoAcknowledgedRowUpdateLost(2);
+}
+
+// A ps that joined the job (ps_server --join, not the launcher's) ends with
+// it: once the coordinator said the job is over and then stops answering
+// (the launcher stops it last), the ps writes its final checkpoint, with the
+// rows of the buckets it took, and exits 0 on its own. Before, it carried on
+// alone until someone killed it.
+TEST_F(BucketMoveTest, AJoinedPsEndsWithTheJob) {
+  ASSERT_NO_FATAL_FAILURE(StartReplicatedJobAndTrain(/*sparse=*/true, 100));
+  Subprocess& joined = Start(
+      "ps-joined", "server/ps_server",
+      {"--join", "--listen", "127.0.0.1:0", "--coordinator", coordinator_});
+  ASSERT_TRUE(
+      WaitUntil([&] { return ShardInfoOf(2).index() == 2; }, absl::Seconds(30)))
+      << joined.LogTail(20);
+  std::vector<uint32_t> held = BucketsOf(0);
+  held.resize(4);
+  absl::StatusOr<proto::MoveBucketsResponse> started = Move(held, 2);
+  ASSERT_TRUE(started.ok()) << started.status();
+  ASSERT_EQ(started->started_size(), 1);
+  const uint64_t id = started->started(0).id();
+  ASSERT_TRUE(
+      WaitUntil([&] { return PhaseOf(id) == "done"; }, absl::Seconds(60)))
+      << "phase " << PhaseOf(id);
+  ExpectWorkersFinish(2, 0.7);
+  proto::ClusterStatusResponse over;
+  ASSERT_TRUE(
+      WaitUntil([&] { return (over = Status()).stop(); }, absl::Seconds(30)));
+  // A heartbeat of the joined ps answered after that: its reply said stop.
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const proto::ClusterStatusResponse now = Status();
+        const auto* m = coordinator::FindMember(now, "ps", 2);
+        return m != nullptr && m->seconds_since_heartbeat() <
+                                   now.uptime_seconds() - over.uptime_seconds();
+      },
+      absl::Seconds(10)));
+  daemons_["coordinator"]->Stop(absl::Seconds(10));
+  const std::optional<int> status = joined.Wait(absl::Seconds(30));
+  ASSERT_TRUE(status.has_value())
+      << "the joined ps still runs after the job ended:\n"
+      << joined.LogTail(20);
+  EXPECT_EQ(*status, 0) << joined.LogTail(20);
+  absl::StatusOr<server::Checkpoint> final =
+      server::ReadNewestCheckpoint(dir_ + "/ckpt", 2);
+  ASSERT_TRUE(final.ok()) << final.status();
+  ASSERT_FALSE(final->sparse_tables.empty());
+  EXPECT_GT(final->sparse_tables[0].second.keys.size(), 0u)
+      << "the final checkpoint holds the rows of the buckets it took";
 }
 
 // The source is stopped, so the copy cannot finish, then killed: its standby
