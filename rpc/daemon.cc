@@ -180,7 +180,10 @@ void CheckIndexListed(const std::string& role, const std::string& path,
                         : role == "standby" ? config.cluster.standby_ps
                                             : config.cluster.workers;
   // A worker that joined (--join) restarts with the index it was given: a
-  // slot of cluster.max_workers beyond the listed ones.
+  // slot of cluster.max_workers beyond the listed ones. A ps that joined
+  // does too: a shard beyond cluster.ps, which the coordinator knows (it
+  // refuses an index it does not).
+  if (role == "ps") return;
   const int slots = role == "worker" ? WorkerSlots(config.cluster)
                                      : static_cast<int>(members.size());
   if (index >= slots) {

@@ -60,6 +60,16 @@ downpour::server::PsNode::Options NodeOptions(downpour::DaemonSetup setup) {
   options.standby |= options.spare;
   options.index = options.spare ? 0 : setup.index;
   options.listen = absl::GetFlag(FLAGS_listen);
+  if (options.listen.empty() && !options.standby && !options.join &&
+      setup.index >= static_cast<int>(setup.config.cluster.ps.size())) {
+    Die("ps",
+        absl::StrCat(
+            "--index ", setup.index, " but ", setup.config.path, " lists ",
+            setup.config.cluster.ps.size(),
+            " ps in cluster.ps: a shard that joined the job (ps_server "
+            "--join) restarts with --index N and --listen HOST:PORT"),
+        kExitConfig);
+  }
   if (options.listen.empty()) {
     options.listen = options.standby
                          ? setup.config.cluster.standby_ps[setup.index]

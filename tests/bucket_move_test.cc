@@ -188,6 +188,61 @@ TEST_F(BucketMoveTest, AJoinedPsEndsWithTheJob) {
       << "the final checkpoint holds the rows of the buckets it took";
 }
 
+// A ps that joined and died, with no standby to take its shard over, comes
+// back as its shard with --index N (N beyond cluster.ps: the coordinator
+// knows the shard from the join) and --listen: it loads the shard's
+// checkpoint, serves its buckets again, and the workers finish. Before, ps_server refused any --index beyond cluster.ps, so a
+// joined shard without a backup could not be served again at all.
+TEST_F(BucketMoveTest, AJoinedPsRestartedWithItsIndexServesItsShardAgain) {
+  // No standby: one would take the dead shard over from its checkpoint.
+  WriteSparseConfig(/*ps=*/2, /*standbys=*/0, /*workers=*/2, /*epochs=*/100);
+  StartCoordinator();
+  StartPs(0);
+  StartPs(1);
+  StartWorker(0);
+  StartWorker(1);
+  ASSERT_TRUE(WaitUntil([&] { return WorkerAtStep(0, 100); }));
+  Subprocess& joined = Start(
+      "ps-joined", "server/ps_server",
+      {"--join", "--listen", "127.0.0.1:0", "--coordinator", coordinator_});
+  ASSERT_TRUE(
+      WaitUntil([&] { return ShardInfoOf(2).index() == 2; }, absl::Seconds(30)))
+      << joined.LogTail(20);
+  std::vector<uint32_t> moved = BucketsOf(0);
+  moved.resize(4);
+  absl::StatusOr<proto::MoveBucketsResponse> started = Move(moved, 2);
+  ASSERT_TRUE(started.ok()) << started.status();
+  ASSERT_EQ(started->started_size(), 1);
+  const uint64_t id = started->started(0).id();
+  ASSERT_TRUE(
+      WaitUntil([&] { return PhaseOf(id) == "done"; }, absl::Seconds(60)))
+      << "phase " << PhaseOf(id);
+  const std::string old_address = ShardAddress(2);
+  joined.Signal(SIGKILL);
+  // Declared dead: its lease is over, so the restart takes the shard back
+  // (not a spare's place).
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const proto::ClusterStatusResponse status = Status();
+        const auto* m = coordinator::FindMember(status, "ps", 2);
+        return m != nullptr && !m->alive();
+      },
+      absl::Seconds(30)));
+  const std::string port_file = dir_ + "/ps-2-again.port";
+  Subprocess& again =
+      Start("ps-joined-again", "server/ps_server",
+            {"--index", "2", "--listen", "127.0.0.1:0", "--coordinator",
+             coordinator_, "--port_file", port_file});
+  absl::StatusOr<std::string> address = testing::WaitForPort(again, port_file);
+  ASSERT_TRUE(address.ok()) << address.status() << again.LogTail(20);
+  ASSERT_NE(*address, old_address);
+  ASSERT_TRUE(WaitUntil([&] { return ShardInfoOf(2).address() == *address; },
+                        absl::Seconds(30)))
+      << again.LogTail(20);
+  EXPECT_TRUE(Holds(2, moved));
+  ExpectWorkersFinish(2, 0.7);
+}
+
 // The source is stopped, so the copy cannot finish, then killed: its standby
 // takes shard 0 over from its replica and the move rolls back (ps 0 keeps
 // the buckets); training goes on and loses nothing.

@@ -222,14 +222,23 @@ TEST(DeployManifestsTest, ScannerSeesFlagsInEveryForm) {
 TEST(DeployManifestsTest, KubernetesClusterFileLoadsAndCountsMatch) {
   std::string cluster_yaml;
   int ps_replicas = -1, worker_completions = -1, joined_completions = -1;
+  int joined_ps = 0;
   for (const YAML::Node& object : K8sObjects()) {
     const std::string kind = object["kind"].as<std::string>();
     const std::string name =
         object["metadata"] ? object["metadata"]["name"].as<std::string>() : "";
     if (kind == "ConfigMap")
       cluster_yaml = object["data"]["cluster.yaml"].as<std::string>();
-    if (kind == "StatefulSet")
+    if (kind == "StatefulSet" && name == "downpour-ps")
       ps_replicas = object["spec"]["replicas"].as<int>();
+    // ps-joined.yaml: ps that join the running job, each a new shard (no
+    // --index at its first start; the pod script finds its index after).
+    if (kind == "StatefulSet" && name == "downpour-ps-joined") {
+      ++joined_ps;
+      const std::string script = Join(Containers(object)[0]["args"]);
+      EXPECT_THAT(script, ::testing::HasSubstr("--join"));
+      EXPECT_THAT(script, ::testing::HasSubstr("--advertise \"$me\""));
+    }
     if (kind == "Job" && name == "downpour-workers")
       worker_completions = object["spec"]["completions"].as<int>();
     // workers-joined.yaml: workers that join the running job.
@@ -252,6 +261,7 @@ TEST(DeployManifestsTest, KubernetesClusterFileLoadsAndCountsMatch) {
   EXPECT_EQ(worker_completions,
             static_cast<int>(config->cluster.workers.size()));
   ASSERT_GT(joined_completions, 0) << "deploy/k8s/workers-joined.yaml";
+  EXPECT_EQ(joined_ps, 1) << "deploy/k8s/ps-joined.yaml";
   EXPECT_LE(joined_completions,
             config->cluster.max_workers -
                 static_cast<int>(config->cluster.workers.size()))
@@ -300,7 +310,8 @@ TEST(DeployManifestsTest, EveryPodHasGrpcHealthProbesOnItsPort) {
       }
     }
   }
-  EXPECT_EQ(containers, 4);  // coordinator, ps, workers, workers that join
+  // coordinator, ps, workers, workers and ps that join
+  EXPECT_EQ(containers, 5);
 }
 
 // Runs `argv`, returns (exit status, output).
