@@ -117,9 +117,14 @@ std::string JobYaml(const Options& options, const std::string& dir,
 }
 
 // summary.json's fields, through protobuf's JSON parser.
+// `worker_restarts`: per worker slot, the launcher's restarts;
+// `worker_left_down`: the slots whose last process ended with a failure the
+// launcher did not restart (once the job was over): its pushes in flight at
+// its end may be applied, and its last count is not final.
 absl::Status ReadSummary(const std::string& path, Observed* observed,
                          std::map<int, uint64_t>* final_pushes,
-                         std::map<int, int>* worker_restarts) {
+                         std::map<int, int>* worker_restarts,
+                         std::set<int>* worker_left_down) {
   ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
   google::protobuf::Struct summary;
   const auto parsed =
@@ -171,20 +176,23 @@ absl::Status ReadSummary(const std::string& path, Observed* observed,
     }
   }
   worker_restarts->clear();
+  worker_left_down->clear();
   if (auto it = f.find("faults"); it != f.end()) {
     for (const auto& fault : it->second.list_value().values()) {
       const auto& ff = fault.struct_value().fields();
       auto daemon = ff.find("daemon");
       auto action = ff.find("action");
-      if (daemon == ff.end() || action == ff.end() ||
-          action->second.string_value() != "restarted") {
-        continue;
-      }
+      if (daemon == ff.end() || action == ff.end()) continue;
       absl::string_view name = daemon->second.string_value();
       int index = 0;
-      if (absl::ConsumePrefix(&name, "worker ") &&
-          absl::SimpleAtoi(name, &index)) {
+      if (!absl::ConsumePrefix(&name, "worker ") ||
+          !absl::SimpleAtoi(name, &index)) {
+        continue;
+      }
+      if (action->second.string_value() == "restarted") {
         ++(*worker_restarts)[index];
+      } else if (action->second.string_value() == "left down") {
+        worker_left_down->insert(index);
       }
     }
   }
@@ -518,7 +526,8 @@ namespace {
 // `final_pushes`), and the last placement and moves read.
 void ObserveSparse(const internal::SparseView& view,
                    const std::string& final_dir, const std::string& run_dir,
-                   const std::map<int, uint64_t>& final_pushes, Observed* o) {
+                   const std::map<int, uint64_t>& final_pushes,
+                   const std::set<int>& left_down, Observed* o) {
   o->sparse = true;
   o->sparse_buckets = internal::kSparseBuckets;
   absl::StatusOr<uint64_t> held =
@@ -543,6 +552,7 @@ void ObserveSparse(const internal::SparseView& view,
   }
   for (const auto& [index, r] : last) {
     if (r.step() == 0 && !r.finished()) continue;  // never trained
+    if (left_down.count(index) > 0) continue;      // counted as an earlier one
     o->acked_row_updates += r.sparse_row_updates();
     // Its last report is the final one when it counts the pushes the
     // launcher read last (summary.json), finished or not (a job that ends
@@ -878,11 +888,17 @@ absl::StatusOr<Outcome> Harness::Run(uint64_t seed,
   // Per worker slot, its last process's pushes (the launcher's last read).
   std::map<int, uint64_t> final_pushes;
   std::map<int, int> worker_restarts;
-  if (absl::Status read = ReadSummary(out.run_dir + "/summary.json", &o,
-                                      &final_pushes, &worker_restarts);
+  std::set<int> worker_left_down;
+  if (absl::Status read =
+          ReadSummary(out.run_dir + "/summary.json", &o, &final_pushes,
+                      &worker_restarts, &worker_left_down);
       !read.ok()) {
     o.outcome.clear();
   }
+  // A slot whose last process failed and was left down: every process read
+  // in it is counted as an earlier one, with the slack for what it had in
+  // flight (its summary.json count is its last report, not final).
+  for (int index : worker_left_down) final_pushes.erase(index);
   for (const auto& [index, pushes] : final_pushes) o.acked_pushes += pushes;
   // Each slot's last process, whose count summary.json gives:
   // - a slot the launcher never ran is a joined worker's: the last process
@@ -896,6 +912,7 @@ absl::StatusOr<Outcome> Harness::Run(uint64_t seed,
   //   process read is an earlier one.
   worker_pushes.AddEarlier(
       [&](int index) {
+        if (worker_left_down.count(index) > 0) return pid_t{0};
         const std::string name = absl::StrCat("worker ", index);
         const pid_t pid = seen.Latest(name);
         if (pid == 0) return worker_pushes.LastSeen(index);
@@ -932,7 +949,8 @@ absl::StatusOr<Outcome> Harness::Run(uint64_t seed,
       out.done.push_back(absl::StrCat("the coordinator's state file: ",
                                       saved.status().message()));
     }
-    ObserveSparse(view, final_dir, out.run_dir, final_pushes, &o);
+    ObserveSparse(view, final_dir, out.run_dir, final_pushes, worker_left_down,
+                  &o);
   }
   return out;
 }

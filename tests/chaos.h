@@ -132,8 +132,9 @@ struct Observed {
   std::map<int, std::vector<std::string>> recovery_sources;
   // Whole pushes acknowledged: the workers' last processes' (summary.json)
   // plus, for each earlier worker process (killed here, or ended on its
-  // own), the last count read from its Status (pushes_acked; read every 0.1 s
-  // and just before a kill).
+  // own, or a slot's last one that failed and was left down once the job
+  // was over), the last count read from its Status (pushes_acked; read
+  // every 0.1 s and just before a kill).
   uint64_t acked_pushes = 0;
   // What those earlier processes may have had applied beyond that count:
   // per process, 2 (in flight at its end), the largest rise seen between two
