@@ -109,6 +109,32 @@ class BucketMoveTest : public FaultJobTest {
     ExpectNoAcknowledgedRowUpdateLost(2);
   }
 
+  // Starts a ps with --join, waits until it serves shard 2, and moves 4 of
+  // shard 0's buckets to it; returns them (empty on a failure reported).
+  std::vector<uint32_t> JoinAShardAndMoveBucketsToIt(Subprocess** joined) {
+    *joined = &Start(
+        "ps-joined", "server/ps_server",
+        {"--join", "--listen", "127.0.0.1:0", "--coordinator", coordinator_});
+    if (!WaitUntil([&] { return ShardInfoOf(2).index() == 2; },
+                   absl::Seconds(30))) {
+      ADD_FAILURE() << "no shard 2:\n" << (*joined)->LogTail(20);
+      return {};
+    }
+    std::vector<uint32_t> moved = BucketsOf(0);
+    moved.resize(4);
+    absl::StatusOr<proto::MoveBucketsResponse> started = Move(moved, 2);
+    if (!started.ok() || started->started_size() != 1) {
+      ADD_FAILURE() << "move-buckets: " << started.status();
+      return {};
+    }
+    const uint64_t id = started->started(0).id();
+    if (!WaitUntil([&] { return PhaseOf(id) == "done"; }, absl::Seconds(60))) {
+      ADD_FAILURE() << "move phase " << PhaseOf(id);
+      return {};
+    }
+    return moved;
+  }
+
   bool Holds(int shard, const std::vector<uint32_t>& buckets) {
     const std::vector<uint32_t> now = BucketsOf(shard);
     for (uint32_t b : buckets) {
@@ -146,21 +172,8 @@ TEST_F(BucketMoveTest, HalfAShardMovesWhileWorkersTrainAndNothingIsLost) {
 // alone until someone killed it.
 TEST_F(BucketMoveTest, AJoinedPsEndsWithTheJob) {
   ASSERT_NO_FATAL_FAILURE(StartReplicatedJobAndTrain(/*sparse=*/true, 100));
-  Subprocess& joined = Start(
-      "ps-joined", "server/ps_server",
-      {"--join", "--listen", "127.0.0.1:0", "--coordinator", coordinator_});
-  ASSERT_TRUE(
-      WaitUntil([&] { return ShardInfoOf(2).index() == 2; }, absl::Seconds(30)))
-      << joined.LogTail(20);
-  std::vector<uint32_t> held = BucketsOf(0);
-  held.resize(4);
-  absl::StatusOr<proto::MoveBucketsResponse> started = Move(held, 2);
-  ASSERT_TRUE(started.ok()) << started.status();
-  ASSERT_EQ(started->started_size(), 1);
-  const uint64_t id = started->started(0).id();
-  ASSERT_TRUE(
-      WaitUntil([&] { return PhaseOf(id) == "done"; }, absl::Seconds(60)))
-      << "phase " << PhaseOf(id);
+  Subprocess* joined = nullptr;
+  ASSERT_FALSE(JoinAShardAndMoveBucketsToIt(&joined).empty());
   ExpectWorkersFinish(2, 0.7);
   proto::ClusterStatusResponse over;
   ASSERT_TRUE(
@@ -175,11 +188,11 @@ TEST_F(BucketMoveTest, AJoinedPsEndsWithTheJob) {
       },
       absl::Seconds(10)));
   daemons_["coordinator"]->Stop(absl::Seconds(10));
-  const std::optional<int> status = joined.Wait(absl::Seconds(30));
+  const std::optional<int> status = joined->Wait(absl::Seconds(30));
   ASSERT_TRUE(status.has_value())
       << "the joined ps still runs after the job ended:\n"
-      << joined.LogTail(20);
-  EXPECT_EQ(*status, 0) << joined.LogTail(20);
+      << joined->LogTail(20);
+  EXPECT_EQ(*status, 0) << joined->LogTail(20);
   absl::StatusOr<server::Checkpoint> final =
       server::ReadNewestCheckpoint(dir_ + "/ckpt", 2);
   ASSERT_TRUE(final.ok()) << final.status();
@@ -191,8 +204,9 @@ TEST_F(BucketMoveTest, AJoinedPsEndsWithTheJob) {
 // A ps that joined and died, with no standby to take its shard over, comes
 // back as its shard with --index N (N beyond cluster.ps: the coordinator
 // knows the shard from the join) and --listen: it loads the shard's
-// checkpoint, serves its buckets again, and the workers finish. Before, ps_server refused any --index beyond cluster.ps, so a
-// joined shard without a backup could not be served again at all.
+// checkpoint, serves its buckets again, and the workers finish. Before,
+// ps_server refused any --index beyond cluster.ps, so a joined shard without
+// a backup could not be served again at all.
 TEST_F(BucketMoveTest, AJoinedPsRestartedWithItsIndexServesItsShardAgain) {
   // No standby: one would take the dead shard over from its checkpoint.
   WriteSparseConfig(/*ps=*/2, /*standbys=*/0, /*workers=*/2, /*epochs=*/100);
@@ -202,23 +216,11 @@ TEST_F(BucketMoveTest, AJoinedPsRestartedWithItsIndexServesItsShardAgain) {
   StartWorker(0);
   StartWorker(1);
   ASSERT_TRUE(WaitUntil([&] { return WorkerAtStep(0, 100); }));
-  Subprocess& joined = Start(
-      "ps-joined", "server/ps_server",
-      {"--join", "--listen", "127.0.0.1:0", "--coordinator", coordinator_});
-  ASSERT_TRUE(
-      WaitUntil([&] { return ShardInfoOf(2).index() == 2; }, absl::Seconds(30)))
-      << joined.LogTail(20);
-  std::vector<uint32_t> moved = BucketsOf(0);
-  moved.resize(4);
-  absl::StatusOr<proto::MoveBucketsResponse> started = Move(moved, 2);
-  ASSERT_TRUE(started.ok()) << started.status();
-  ASSERT_EQ(started->started_size(), 1);
-  const uint64_t id = started->started(0).id();
-  ASSERT_TRUE(
-      WaitUntil([&] { return PhaseOf(id) == "done"; }, absl::Seconds(60)))
-      << "phase " << PhaseOf(id);
+  Subprocess* joined = nullptr;
+  const std::vector<uint32_t> moved = JoinAShardAndMoveBucketsToIt(&joined);
+  ASSERT_FALSE(moved.empty());
   const std::string old_address = ShardAddress(2);
-  joined.Signal(SIGKILL);
+  joined->Signal(SIGKILL);
   // Declared dead: its lease is over, so the restart takes the shard back
   // (not a spare's place).
   ASSERT_TRUE(WaitUntil(
