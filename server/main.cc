@@ -80,6 +80,25 @@ downpour::server::PsNode::Options NodeOptions(downpour::DaemonSetup setup) {
   return options;
 }
 
+// A ps that joined ends with its job, as on SIGTERM: the launcher stops
+// only the ps it started (docs/OPERATIONS.md, "Growing and shrinking the ps
+// set"). Checks every 0.5 s until `done` is notified.
+std::thread WatchForTheJobsEnd(downpour::server::PsNode* node,
+                               absl::Notification* done) {
+  using namespace downpour;
+  return std::thread([node, done] {
+    while (!done->WaitForNotificationWithTimeout(absl::Milliseconds(500))) {
+      if (!node->Orphaned()) continue;
+      SPDLOG_LOGGER_INFO(Log(Logger::kServer),
+                         "the job is over and the coordinator has not "
+                         "answered since: this ps, which joined the job, "
+                         "ends with it");
+      kill(getpid(), SIGTERM);
+      return;
+    }
+  });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -93,6 +112,12 @@ int main(int argc, char** argv) {
       "the parameters, applies pushed gradients, writes checkpoints",
       /*has_index=*/!join);
   server::PsNode::Options options = NodeOptions(std::move(setup));
+  // Not one of the launcher's: a ps that joined, a spare, or a joined shard
+  // restarted with its index.
+  const bool joined =
+      options.join || options.spare ||
+      (!options.standby &&
+       options.index >= static_cast<int>(options.config.cluster.ps.size()));
   const std::string who =
       (options.standby ? "standby " : "ps ") + std::to_string(options.index);
 
@@ -112,24 +137,9 @@ int main(int argc, char** argv) {
   // A listener that died (gRPC stops accepting after running out of file
   // descriptors) ends the ps like SIGTERM, then exits 1 to be restarted.
   AcceptWatch watch(who, (*node)->address(), [] { kill(getpid(), SIGTERM); });
-  // A ps that joined ends with its job, as on SIGTERM: the launcher stops
-  // only the ps it started (docs/OPERATIONS.md, "Growing and shrinking the
-  // ps set").
   absl::Notification watched;
-  std::thread orphan_watch;
-  if (join) {
-    orphan_watch = std::thread([&node, &watched] {
-      while (!watched.WaitForNotificationWithTimeout(absl::Milliseconds(500))) {
-        if (!(*node)->Orphaned()) continue;
-        SPDLOG_LOGGER_INFO(Log(Logger::kServer),
-                           "the job is over and the coordinator has not "
-                           "answered since: this ps, which joined the job, "
-                           "ends with it");
-        kill(getpid(), SIGTERM);
-        return;
-      }
-    });
-  }
+  std::thread orphan_watch =
+      joined ? WatchForTheJobsEnd(node->get(), &watched) : std::thread();
   const int signal = WaitForShutdownSignal((*node)->ended());
   watched.Notify();
   if (orphan_watch.joinable()) orphan_watch.join();

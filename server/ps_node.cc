@@ -90,7 +90,10 @@ class PsNode::Impl {
   absl::Notification* ended() { return &ended_; }
   bool Orphaned() const ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
-    return (options_.join || options_.spare) && job_over_ &&
+    const bool beyond_config =
+        !options_.standby &&
+        options_.index >= static_cast<int>(options_.config.cluster.ps.size());
+    return (options_.join || options_.spare || beyond_config) && job_over_ &&
            clock_->Now() - last_contact_ >
                PsNode::kOrphanedAfterTimeouts *
                    absl::Seconds(options_.config.heartbeat.timeout_s);

@@ -81,8 +81,9 @@ class PsNode {
 
   // Notified when the node ends on its own: another daemon serves its shard.
   absl::Notification* ended();
-  // A ps that joined a running job (Options::join, or a spare: Options::
-  // spare) whose coordinator said the job is over and has not answered for
+  // A ps that joined a running job (Options::join, a spare: Options::spare,
+  // or a joined shard restarted with its index beyond cluster.ps) whose
+  // coordinator said the job is over and has not answered for
   // kOrphanedAfterTimeouts x heartbeat.timeout_s since: no worker trains and
   // nobody will stop it (the launcher stops only the daemons it started),
   // so it should end as on SIGTERM (server/main.cc).

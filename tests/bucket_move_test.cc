@@ -135,6 +135,31 @@ class BucketMoveTest : public FaultJobTest {
     return moved;
   }
 
+  // Once the job is over and ps 2 heard so, stops the coordinator (as the
+  // launcher does last) and expects `ps2`, not the launcher's, to end by
+  // itself, exit 0.
+  void ExpectEndsWithTheJob(Subprocess* ps2) {
+    proto::ClusterStatusResponse over;
+    ASSERT_TRUE(
+        WaitUntil([&] { return (over = Status()).stop(); }, absl::Seconds(30)));
+    // A heartbeat of ps 2 answered after that: its reply said stop.
+    ASSERT_TRUE(WaitUntil(
+        [&] {
+          const proto::ClusterStatusResponse now = Status();
+          const auto* m = coordinator::FindMember(now, "ps", 2);
+          return m != nullptr &&
+                 m->seconds_since_heartbeat() <
+                     now.uptime_seconds() - over.uptime_seconds();
+        },
+        absl::Seconds(10)));
+    daemons_["coordinator"]->Stop(absl::Seconds(10));
+    const std::optional<int> status = ps2->Wait(absl::Seconds(30));
+    ASSERT_TRUE(status.has_value())
+        << ps2->name() << " still runs after the job ended:\n"
+        << ps2->LogTail(20);
+    EXPECT_EQ(*status, 0) << ps2->LogTail(20);
+  }
+
   bool Holds(int shard, const std::vector<uint32_t>& buckets) {
     const std::vector<uint32_t> now = BucketsOf(shard);
     for (uint32_t b : buckets) {
@@ -175,24 +200,7 @@ TEST_F(BucketMoveTest, AJoinedPsEndsWithTheJob) {
   Subprocess* joined = nullptr;
   ASSERT_FALSE(JoinAShardAndMoveBucketsToIt(&joined).empty());
   ExpectWorkersFinish(2, 0.7);
-  proto::ClusterStatusResponse over;
-  ASSERT_TRUE(
-      WaitUntil([&] { return (over = Status()).stop(); }, absl::Seconds(30)));
-  // A heartbeat of the joined ps answered after that: its reply said stop.
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        const proto::ClusterStatusResponse now = Status();
-        const auto* m = coordinator::FindMember(now, "ps", 2);
-        return m != nullptr && m->seconds_since_heartbeat() <
-                                   now.uptime_seconds() - over.uptime_seconds();
-      },
-      absl::Seconds(10)));
-  daemons_["coordinator"]->Stop(absl::Seconds(10));
-  const std::optional<int> status = joined->Wait(absl::Seconds(30));
-  ASSERT_TRUE(status.has_value())
-      << "the joined ps still runs after the job ended:\n"
-      << joined->LogTail(20);
-  EXPECT_EQ(*status, 0) << joined->LogTail(20);
+  ASSERT_NO_FATAL_FAILURE(ExpectEndsWithTheJob(joined));
   absl::StatusOr<server::Checkpoint> final =
       server::ReadNewestCheckpoint(dir_ + "/ckpt", 2);
   ASSERT_TRUE(final.ok()) << final.status();
@@ -243,6 +251,8 @@ TEST_F(BucketMoveTest, AJoinedPsRestartedWithItsIndexServesItsShardAgain) {
       << again.LogTail(20);
   EXPECT_TRUE(Holds(2, moved));
   ExpectWorkersFinish(2, 0.7);
+  // Restarted by hand, it is not the launcher's either.
+  ExpectEndsWithTheJob(&again);
 }
 
 // The source is stopped, so the copy cannot finish, then killed: its standby
