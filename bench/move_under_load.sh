@@ -9,12 +9,14 @@
 # shards hold against those the workers had acknowledged.
 #
 #   bench/move_under_load.sh [--features 12000000] [--examples 3000000]
-#                            [--workers 4] [--epochs 12] [--out DIR]
+#                            [--workers 4] [--epochs 12] [--ps 1] [--out DIR]
 #
 # Each example has 3 keys of 999 informative ones (its label depends on
 # them) and 10 of --features keys drawn uniformly, so the table grows to about
 # features x (1 - exp(-10 x examples / features)) rows (11 M for the
-# defaults) in the first epoch. The move starts once ps 0 holds 90 % of them.
+# defaults) in the first epoch. The move starts once the --ps shards hold 90 %
+# of them; add-ps then evens the buckets over --ps + 1 shards (half of the one
+# ps's with the default --ps 1).
 # The rates come from the coordinator's metrics history (history.json, a
 # sample a second). The row updates the workers had acknowledged (their final
 # reports) are set against those the two shards' final checkpoints hold
@@ -32,6 +34,7 @@ FEATURES=12000000
 EXAMPLES=3000000
 WORKERS=4
 EPOCHS=12
+PS=1
 OUT=/tmp/downpour-move-under-load
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -39,6 +42,7 @@ while [ $# -gt 0 ]; do
     --examples) EXAMPLES=$2; shift 2 ;;
     --workers) WORKERS=$2; shift 2 ;;
     --epochs) EPOCHS=$2; shift 2 ;;
+    --ps) PS=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
     *) echo "move_under_load.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
@@ -84,10 +88,11 @@ fi
 run="$OUT/run"
 rm -rf "$run"; mkdir -p "$run"
 workers=$("$PY" -c "print(', '.join(['127.0.0.1:0'] * $WORKERS))")
+servers=$("$PY" -c "print(', '.join(['127.0.0.1:0'] * $PS))")
 cat > "$run/job.yaml" <<EOF
 cluster:
   coordinator: 127.0.0.1:0
-  ps: [127.0.0.1:0]
+  ps: [$servers]
   workers: [$workers]
   replication: 1
 model:
@@ -120,8 +125,8 @@ trap 'kill $launcher 2>/dev/null || true; [ -n "${joined:-}" ] && kill $joined 2
 for _ in $(seq 1 300); do [ -s "$run/launch/coordinator.port" ] && break; sleep 0.2; done
 COORDINATOR="127.0.0.1:$(tr -d '[:space:]' < "$run/launch/coordinator.port")"
 
-# The rows ps 0 holds now (the coordinator's view of its last report).
-rows_of_ps0() {
+# The rows the ps hold now (the coordinator's view of their last reports).
+rows_held() {
   "$BIN/tools/psctl" status --json --coordinator "$COORDINATOR" 2>/dev/null |
     "$PY" -c '
 import json, sys
@@ -131,16 +136,16 @@ except ValueError:
     s = {}
 print(sum(int(m["report"].get("sparse_rows", 0))
           for m in s.get("cluster", {}).get("members", [])
-          if m["role"] == "ps" and m["index"] == 0 and m["alive"]))'
+          if m["role"] == "ps" and m["alive"]))'
 }
 expected=$("$PY" -c "import math; print(int($FEATURES * (1 - math.exp(-10.0 * $EXAMPLES / $FEATURES)) * 0.9))")
-echo "waiting for ps 0 to hold $expected rows (90 % of those expected)"
+echo "waiting for the ps to hold $expected rows (90 % of those expected)"
 while kill -0 $launcher 2>/dev/null; do
-  [ "$(rows_of_ps0)" -ge "$expected" ] && break
+  [ "$(rows_held)" -ge "$expected" ] && break
   sleep 1
 done
 if ! kill -0 $launcher 2>/dev/null; then
-  echo "move_under_load.sh: the job ended before ps 0 held $expected rows:" >&2
+  echo "move_under_load.sh: the job ended before the ps held $expected rows:" >&2
   tail -5 "$run/launcher.out" >&2
   exit 1
 fi
@@ -161,7 +166,7 @@ launched=0; wait $launcher || launched=$?
 kill -TERM $joined 2>/dev/null || true
 wait $joined || true
 trap - EXIT
-"$BIN/bench/row_updates" --checkpoint_dir "$run/checkpoints" --shards 2 \
+"$BIN/bench/row_updates" --checkpoint_dir "$run/checkpoints" --shards $((PS + 1)) \
   > "$run/row_updates.txt" 2>&1 || true
 
 "$PY" - "$run" "$start" "$done_at" "$rc" "$launched" <<'PY'
@@ -192,8 +197,13 @@ def rows_at(t):
     return rows[times[-1]] if times else {}
 add = open(run + "/add-ps.out").read().strip().splitlines()
 print("psctl add-ps: exit %d after %.1f s: %s" % (rc, done_at - start, add[-1] if add else "(nothing)"))
+end_rows = rows_at(points[-1][0])
 print("rows per shard: before the move %s; at the job's end %s" % (
-    rows_at(start), rows_at(points[-1][0])))
+    rows_at(start), end_rows))
+if len(end_rows) > 1:
+    mean = sum(end_rows.values()) / len(end_rows)
+    print("rows spread over the %d shards: %.3f %% (largest - smallest, over the mean)" % (
+        len(end_rows), 100.0 * (max(end_rows.values()) - min(end_rows.values())) / mean))
 before = rate(start - 5.5, start)
 during = rate(start, done_at)
 after = rate(done_at, done_at + 15)
