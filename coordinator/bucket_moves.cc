@@ -462,18 +462,35 @@ std::string FormatBucketList(const std::vector<uint32_t>& buckets) {
   return absl::StrJoin(parts, ",");
 }
 
+namespace {
+
+// FormatBucketList for a line a person reads: past kShownParts parts, the
+// first four and the last two around "..." ("685,687,689,691,...,1021,1023";
+// `psctl status --json` keeps every move's buckets whole).
+std::string ShortBucketList(const std::vector<uint32_t>& buckets) {
+  constexpr size_t kShownParts = 8;
+  const std::vector<std::string> parts =
+      absl::StrSplit(FormatBucketList(buckets), ',');
+  if (parts.size() <= kShownParts) return absl::StrJoin(parts, ",");
+  return absl::StrCat(absl::StrJoin(parts.begin(), parts.begin() + 4, ","),
+                      ",...,",
+                      absl::StrJoin(parts.end() - 2, parts.end(), ","));
+}
+
+}  // namespace
+
 std::string DescribeMoved(const proto::BucketMove& move) {
   std::string text;
   if (move.buckets_size() > 0 || move.blocks_size() == 0) {
     text = absl::StrFormat(
         "%d buckets (%s)", move.buckets_size(),
-        FormatBucketList({move.buckets().begin(), move.buckets().end()}));
+        ShortBucketList({move.buckets().begin(), move.buckets().end()}));
   }
   if (move.blocks_size() > 0) {
     absl::StrAppendFormat(
         &text, "%s%d dense blocks (%s)", text.empty() ? "" : " and ",
         move.blocks_size(),
-        FormatBucketList({move.blocks().begin(), move.blocks().end()}));
+        ShortBucketList({move.blocks().begin(), move.blocks().end()}));
   }
   return text;
 }

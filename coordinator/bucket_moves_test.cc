@@ -349,5 +349,17 @@ TEST(BucketListTest, ParsesAndFormatsRanges) {
   }
 }
 
+// A move's description stays one readable line: a long list is cut around
+// "...", a short one is whole.
+TEST(BucketListTest, DescriptionsShortenLongLists) {
+  proto::BucketMove move;
+  for (uint32_t b = 685; b <= 1023; b += 2) move.add_buckets(b);
+  EXPECT_EQ(DescribeMoved(move), "170 buckets (685,687,689,691,...,1021,1023)");
+  proto::BucketMove few;
+  for (uint32_t b : {1, 3, 4, 5, 9}) few.add_buckets(b);
+  few.add_blocks(2);
+  EXPECT_EQ(DescribeMoved(few), "5 buckets (1,3-5,9) and 1 dense blocks (2)");
+}
+
 }  // namespace
 }  // namespace downpour::coordinator
