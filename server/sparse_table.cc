@@ -582,8 +582,7 @@ std::vector<uint64_t> SparseTable::EvictForRoom(int64_t keep_rows,
   if (keep_rows >= held) return {};
   TrackClocks();  // a no-op where kept (SparseTables always keeps them)
   std::vector<uint64_t> kept;
-  const int64_t protected_rows =
-      MarkKeys(std::vector<uint64_t>(keep_keys, keep_keys + n), &kept);
+  const int64_t protected_rows = MarkKeys(keep_keys, n, &kept);
   std::vector<uint64_t> victims((held + 63) / 64, 0);
   const int64_t excess = std::min(held - keep_rows, held - protected_rows);
   const int64_t count =
@@ -651,12 +650,12 @@ std::vector<uint64_t> SparseTable::DropVictims(
   return keys;
 }
 
-int64_t SparseTable::MarkKeys(const std::vector<uint64_t>& keys,
+int64_t SparseTable::MarkKeys(const uint64_t* keys, int64_t n,
                               std::vector<uint64_t>* victims) const {
   victims->assign((rows() + 63) / 64, 0);
   int64_t count = 0;
-  for (uint64_t key : keys) {
-    auto it = index_.find(key);
+  for (int64_t i = 0; i < n; ++i) {
+    auto it = index_.find(keys[i]);
     if (it == index_.end() || Marked(*victims, it->second)) continue;
     Mark(victims, it->second);
     ++count;
@@ -818,7 +817,9 @@ absl::Status SparseTable::CheckMerge(const Rows& rows) const {
   RETURN_IF_ERROR(CheckRows(rows, "merge", /*finite=*/true));
   // Held after the tombstones, and new ones.
   std::vector<uint64_t> dropped;
-  const int64_t gone = MarkKeys(rows.evicted_keys, &dropped);
+  const int64_t gone =
+      MarkKeys(rows.evicted_keys.data(),
+               static_cast<int64_t>(rows.evicted_keys.size()), &dropped);
   int64_t fresh = 0;
   for (uint64_t key : rows.keys) {
     auto it = index_.find(key);
@@ -849,7 +850,9 @@ uint32_t SparseTable::PutRow(const Rows& rows, size_t i) {
 void SparseTable::MergeChecked(const Rows& rows) {
   if (!rows.evicted_keys.empty()) {
     std::vector<uint64_t> victims;
-    const int64_t count = MarkKeys(rows.evicted_keys, &victims);
+    const int64_t count =
+        MarkKeys(rows.evicted_keys.data(),
+                 static_cast<int64_t>(rows.evicted_keys.size()), &victims);
     if (count > 0) DropRows(victims, count);
   }
   const size_t n = rows.keys.size();

@@ -378,8 +378,8 @@ class SparseTable {
   static void Mark(std::vector<uint64_t>* bits, int64_t row) {
     (*bits)[row / 64] |= uint64_t{1} << (row % 64);
   }
-  // Rows of `keys` held, as DropRows' bits; returns how many.
-  int64_t MarkKeys(const std::vector<uint64_t>& keys,
+  // Rows of the `n` keys held, as DropRows' bits; returns how many.
+  int64_t MarkKeys(const uint64_t* keys, int64_t n,
                    std::vector<uint64_t>* victims) const;
   // A row index for "no row" (FindRows).
   static constexpr uint32_t kNoRow = UINT32_MAX;

@@ -100,22 +100,15 @@ void SparseTable::KeepRowKeys(bool on) {
 
 std::vector<uint64_t> SparseTable::DropMovedKeys(const uint64_t* keys,
                                                  int64_t n) {
-  std::vector<uint64_t> victims((rows() + 63) / 64, 0);
-  int64_t count = 0;
-  uint64_t versions = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    auto it = index_.find(keys[i]);
-    if (it == index_.end() || Marked(victims, it->second)) continue;
-    Mark(&victims, it->second);
-    versions += RowVersion(it->second);
-    ++count;
-  }
+  std::vector<uint64_t> victims;
+  const int64_t count = MarkKeys(keys, n, &victims);
   if (count == 0) return {};
+  // DropRows counts the dropped rows' versions evicted (version_sum_ keeps
+  // them): these moved to another ps instead, and leave with them.
+  const uint64_t evicted_before = evicted_versions_;
   std::vector<uint64_t> dropped = DropRows(victims, count);
-  // DropRows counts the versions evicted (version_sum_ keeps them): these
-  // moved to another ps instead.
-  evicted_versions_ -= versions;
-  version_sum_ -= versions;
+  version_sum_ -= evicted_versions_ - evicted_before;
+  evicted_versions_ = evicted_before;
   if (options_.track_changes) {
     evicted_keys_.insert(evicted_keys_.end(), dropped.begin(), dropped.end());
   }
