@@ -112,12 +112,7 @@ int main(int argc, char** argv) {
       "the parameters, applies pushed gradients, writes checkpoints",
       /*has_index=*/!join);
   server::PsNode::Options options = NodeOptions(std::move(setup));
-  // Not one of the launcher's: a ps that joined, a spare, or a joined shard
-  // restarted with its index.
-  const bool joined =
-      options.join || options.spare ||
-      (!options.standby &&
-       options.index >= static_cast<int>(options.config.cluster.ps.size()));
+  const bool joined = server::PsNode::JoinedTheJob(options);
   const std::string who =
       (options.standby ? "standby " : "ps ") + std::to_string(options.index);
 

@@ -90,10 +90,7 @@ class PsNode::Impl {
   absl::Notification* ended() { return &ended_; }
   bool Orphaned() const ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
-    const bool beyond_config =
-        !options_.standby &&
-        options_.index >= static_cast<int>(options_.config.cluster.ps.size());
-    return (options_.join || options_.spare || beyond_config) && job_over_ &&
+    return PsNode::JoinedTheJob(options_) && job_over_ &&
            clock_->Now() - last_contact_ >
                PsNode::kOrphanedAfterTimeouts *
                    absl::Seconds(options_.config.heartbeat.timeout_s);
@@ -966,6 +963,12 @@ std::string PsNode::address() const { return impl_->address(); }
 std::string PsNode::name() const { return impl_->name(); }
 absl::Notification* PsNode::ended() { return impl_->ended(); }
 bool PsNode::Orphaned() const { return impl_->Orphaned(); }
+
+bool PsNode::JoinedTheJob(const Options& options) {
+  return options.join || options.spare ||
+         (!options.standby &&
+          options.index >= static_cast<int>(options.config.cluster.ps.size()));
+}
 void PsNode::Wait() { impl_->Wait(); }
 absl::Status PsNode::Stop() { return impl_->Stop(); }
 

@@ -81,12 +81,15 @@ class PsNode {
 
   // Notified when the node ends on its own: another daemon serves its shard.
   absl::Notification* ended();
-  // A ps that joined a running job (Options::join, a spare: Options::spare,
-  // or a joined shard restarted with its index beyond cluster.ps) whose
-  // coordinator said the job is over and has not answered for
-  // kOrphanedAfterTimeouts x heartbeat.timeout_s since: no worker trains and
-  // nobody will stop it (the launcher stops only the daemons it started),
-  // so it should end as on SIGTERM (server/main.cc).
+  // Whether a ps started with `options` joined a running job instead of
+  // being one of the config's, which the launcher starts and stops: --join,
+  // a spare (--spare), or a joined shard restarted with its index beyond
+  // cluster.ps.
+  static bool JoinedTheJob(const Options& options);
+  // A ps that JoinedTheJob whose coordinator said the job is over and has
+  // not answered for kOrphanedAfterTimeouts x heartbeat.timeout_s since: no
+  // worker trains and nobody will stop it, so it should end as on SIGTERM
+  // (server/main.cc).
   bool Orphaned() const;
   static constexpr int kOrphanedAfterTimeouts = 3;
   // Blocks until ended() is notified or Stop() is called.
