@@ -122,7 +122,16 @@ class BucketMoveTest : public FaultJobTest {
     }
     std::vector<uint32_t> moved = BucketsOf(0);
     moved.resize(4);
-    absl::StatusOr<proto::MoveBucketsResponse> started = Move(moved, 2);
+    // Under load the new shard may miss a heartbeat and be dead for a
+    // moment; the coordinator refuses the move until it is back
+    // (FAILED_PRECONDITION, "wait until it is back"), so ask again.
+    absl::StatusOr<proto::MoveBucketsResponse> started;
+    WaitUntil(
+        [&] {
+          started = Move(moved, 2);
+          return !absl::IsFailedPrecondition(started.status());
+        },
+        absl::Seconds(30));
     if (!started.ok() || started->started_size() != 1) {
       ADD_FAILURE() << "move-buckets: " << started.status();
       return {};
